@@ -1,0 +1,50 @@
+import { randomBytes } from 'node:crypto'
+import * as v from 'valibot'
+import { fail } from '../http/errors.ts'
+import type { Sql, Tx } from '../db/client.ts'
+
+export const SourceOfTruth = v.pipe(v.string(), v.regex(/^[A-Z][A-Z0-9_]{1,31}$/, 'Must be API, FILE or an uppercase integration id.'))
+
+export const CreateAccountBody = v.object({
+  name: v.pipe(v.string(), v.trim(), v.minLength(1), v.maxLength(255)),
+  source_of_truth: v.optional(SourceOfTruth, 'API'),
+})
+
+export const TrackingBody = v.object({
+  domains: v.pipe(v.array(v.pipe(v.string(), v.toLowerCase(),
+    v.regex(/^(?=.{1,253}$)([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z]{2,63}$/, 'Must be a domain name.'))), v.maxLength(100)),
+})
+
+// Customer system attributes exist in every account (SPEC section 3).
+const SYSTEM_ATTRIBUTES = [
+  { codename: 'crm_link', type: 'string' },
+  { codename: 'contact_email', type: 'string' },
+  { codename: 'renewal_date', type: 'date' },
+]
+
+const ALPHABET = 'ABCDEFGHJKLMNPQRSTUVWXYZ23456789'
+const trackerKey = () => 'CS-' + [...randomBytes(8)].map((b) => ALPHABET[b % 32]).join('')
+
+const columns = (sql: Sql | Tx) => sql`id, name, source_of_truth, tracker_key, tracking_domains, created_at`
+
+export const createAccount = (sql: Sql, body: v.InferOutput<typeof CreateAccountBody>) =>
+  sql.begin(async (tx) => {
+    const [account] = await tx`
+      insert into accounts (name, source_of_truth, tracker_key)
+      values (${body.name}, ${body.source_of_truth}, ${trackerKey()}) returning ${columns(tx)}`
+    await tx`insert into property_defs ${tx(SYSTEM_ATTRIBUTES.map((a) => ({
+      account_id: account.id, entity: 'customer', kind: 'attribute', system: true, ...a,
+    })))}`
+    return account
+  })
+
+export const getAccount = async (sql: Sql, id: number) => {
+  const [account] = await sql`select ${columns(sql)} from accounts where id = ${id}`
+  return account ?? fail(404, `Account ${id} does not exist.`)
+}
+
+export const setTrackingDomains = async (sql: Sql, id: number, domains: string[]) => {
+  const [account] = await sql`
+    update accounts set tracking_domains = ${[...new Set(domains)]} where id = ${id} returning ${columns(sql)}`
+  return account ?? fail(404, `Account ${id} does not exist.`)
+}

@@ -1,0 +1,30 @@
+import { randomBytes } from 'node:crypto'
+import * as v from 'valibot'
+import { fail } from '../http/errors.ts'
+import { hashToken, SCOPES } from '../http/auth.ts'
+import type { Sql } from '../db/client.ts'
+
+export const CreateKeyBody = v.object({
+  name: v.optional(v.pipe(v.string(), v.maxLength(255))),
+  scopes: v.optional(v.pipe(v.array(v.picklist(SCOPES)), v.minLength(1)), SCOPES),
+})
+
+// The token is shown once; only its SHA-256 is stored.
+export const createKey = async (sql: Sql, accountId: number, body: v.InferOutput<typeof CreateKeyBody>) => {
+  const token = `sk_${accountId}_${randomBytes(32).toString('base64url')}`
+  const [key] = await sql`
+    insert into api_keys (account_id, name, scopes, token_hash)
+    values (${accountId}, ${body.name ?? null}, ${[...new Set(body.scopes)]}, ${hashToken(token)})
+    returning id, name, scopes, created_at`
+  return { ...key, token }
+}
+
+export const listKeys = (sql: Sql, accountId: number) => sql`
+  select id, name, scopes, created_at, revoked_at from api_keys where account_id = ${accountId} order by id`
+
+export const revokeKey = async (sql: Sql, accountId: number, keyId: number) => {
+  const [key] = await sql`
+    update api_keys set revoked_at = coalesce(revoked_at, now())
+    where account_id = ${accountId} and id = ${keyId} returning id`
+  if (!key) fail(404, `Key ${keyId} does not exist.`)
+}

@@ -1,0 +1,40 @@
+import * as v from 'valibot'
+import { fail } from '../http/errors.ts'
+import { generateSecret } from '../webhooks/sign.ts'
+import { checkWebhookUrl } from '../webhooks/ssrf.ts'
+import type { Sql } from '../db/client.ts'
+
+export const WEBHOOK_EVENTS = ['customer.created'] as const
+
+export const WebhookBody = v.object({
+  url: v.pipe(v.string(), v.url('Must be an absolute URL.'), v.maxLength(2048)),
+  events: v.pipe(v.array(v.picklist(WEBHOOK_EVENTS)), v.minLength(1)),
+  name: v.optional(v.pipe(v.string(), v.maxLength(255))),
+})
+
+const columns = (sql: Sql) => sql`id, url, events, name, active, created_at`
+
+export const addWebhook = async (sql: Sql, accountId: number, body: v.InferOutput<typeof WebhookBody>, allowPrivate: boolean) => {
+  const problem = checkWebhookUrl(body.url, allowPrivate)
+  if (problem) fail(400, 'The webhook URL is not allowed.', [{ path: '/url', message: problem }])
+  const secret = generateSecret()
+  const [hook] = await sql`
+    insert into webhooks (account_id, url, events, name, secret)
+    values (${accountId}, ${body.url}, ${[...new Set(body.events)]}, ${body.name ?? null}, ${secret})
+    returning ${columns(sql)}`
+  return { ...hook, secret }
+}
+
+export const listWebhooks = (sql: Sql, accountId: number) =>
+  sql`select ${columns(sql)} from webhooks where account_id = ${accountId} order by id`
+
+export const removeWebhook = async (sql: Sql, accountId: number, id: number) => {
+  const [hook] = await sql`delete from webhooks where account_id = ${accountId} and id = ${id} returning id`
+  if (!hook) fail(404, `Webhook ${id} does not exist.`)
+}
+
+export const rotateSecret = async (sql: Sql, accountId: number, id: number) => {
+  const secret = generateSecret()
+  const [hook] = await sql`update webhooks set secret = ${secret} where account_id = ${accountId} and id = ${id} returning id`
+  return hook ? { secret } : fail(404, `Webhook ${id} does not exist.`)
+}

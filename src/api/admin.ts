@@ -1,0 +1,66 @@
+import { fail } from '../http/errors.ts'
+import { CreateAccountBody, createAccount, getAccount, setTrackingDomains, TrackingBody } from '../admin/accounts.ts'
+import { CreateKeyBody, createKey, listKeys, revokeKey } from '../admin/keys.ts'
+import { addUser, createTag, defineProperty, listProperties, listTags, listUsers, PropertyBody, TagBody, UserBody } from '../admin/catalog.ts'
+import { getScoringModel, putScoringModel } from '../admin/scoring.ts'
+import { addWebhook, listWebhooks, removeWebhook, rotateSecret, WebhookBody } from '../admin/webhooks.ts'
+import { ScoringModelSchema } from '../scoring/model.ts'
+import type { App, Handler, Reply, Req, Route } from '../http/types.ts'
+
+export const idParam = (req: Req, name: string) => {
+  const n = Number(req.params[name])
+  return Number.isSafeInteger(n) && n > 0 ? n : fail(404, `No such ${name.replace('_id', '').replace(/^id$/, 'account')}.`)
+}
+
+// Every route under /accounts/{id} first checks that the account exists (404 otherwise).
+const accountId = async (req: Req, app: App) => (await getAccount(app.sql, idParam(req, 'id'))).id as number
+
+const ok = (body: unknown, status = 200): Reply => ({ status, body })
+const created = (body: unknown) => ok(body, 201)
+const noContent: Reply = { status: 204 }
+
+type Op = Omit<Route, 'auth'>
+const A = '/admin/v1/accounts'
+const inAccount = (fn: (id: number, req: Req, app: App) => Promise<Reply>): Handler =>
+  async (req, app) => fn(await accountId(req, app), req, app)
+
+const ops: Op[] = [
+  { name: 'create-account', method: 'POST', path: A, summary: 'Create an account', body: CreateAccountBody,
+    handler: async (req, app) => created(await createAccount(app.sql, req.input as never)) },
+  { name: 'get-account', method: 'GET', path: `${A}/:id`, summary: 'Read an account',
+    handler: async (req, app) => ok(await getAccount(app.sql, idParam(req, 'id'))) },
+  { name: 'create-key', method: 'POST', path: `${A}/:id/keys`, summary: 'Create an API key (the token is shown only here)', body: CreateKeyBody,
+    handler: inAccount(async (id, req, app) => created(await createKey(app.sql, id, req.input as never))) },
+  { name: 'list-keys', method: 'GET', path: `${A}/:id/keys`, summary: 'List API keys',
+    handler: inAccount(async (id, _req, app) => ok(await listKeys(app.sql, id))) },
+  { name: 'revoke-key', method: 'DELETE', path: `${A}/:id/keys/:key_id`, summary: 'Revoke an API key',
+    handler: inAccount(async (id, req, app) => (await revokeKey(app.sql, id, idParam(req, 'key_id')), noContent)) },
+  { name: 'add-user', method: 'POST', path: `${A}/:id/users`, summary: 'Add a user', body: UserBody,
+    handler: inAccount(async (id, req, app) => created(await addUser(app.sql, id, req.input as never))) },
+  { name: 'list-users', method: 'GET', path: `${A}/:id/users`, summary: 'List users',
+    handler: inAccount(async (id, _req, app) => ok(await listUsers(app.sql, id))) },
+  { name: 'define-property', method: 'POST', path: `${A}/:id/properties`, summary: 'Define a property', body: PropertyBody,
+    handler: inAccount(async (id, req, app) => created(await defineProperty(app.sql, id, req.input as never))) },
+  { name: 'list-properties', method: 'GET', path: `${A}/:id/properties`, summary: 'List property definitions',
+    handler: inAccount(async (id, _req, app) => ok(await listProperties(app.sql, id))) },
+  { name: 'create-tag', method: 'POST', path: `${A}/:id/tags`, summary: 'Create a tag', body: TagBody,
+    handler: inAccount(async (id, req, app) => created(await createTag(app.sql, id, req.input as never))) },
+  { name: 'list-tags', method: 'GET', path: `${A}/:id/tags`, summary: 'List tags',
+    handler: inAccount(async (id, _req, app) => ok(await listTags(app.sql, id))) },
+  { name: 'set-scoring', method: 'PUT', path: `${A}/:id/scoring`, summary: 'Set the scoring model', body: ScoringModelSchema,
+    handler: inAccount(async (id, req, app) => ok(await putScoringModel(app.sql, id, req.input as never))) },
+  { name: 'get-scoring', method: 'GET', path: `${A}/:id/scoring`, summary: 'Read the scoring model',
+    handler: inAccount(async (id, _req, app) => ok(await getScoringModel(app.sql, id))) },
+  { name: 'set-tracking', method: 'PUT', path: `${A}/:id/tracking`, summary: 'Set the tracking domains', body: TrackingBody,
+    handler: inAccount(async (id, req, app) => ok(await setTrackingDomains(app.sql, id, (req.input as { domains: string[] }).domains))) },
+  { name: 'add-webhook', method: 'POST', path: `${A}/:id/webhooks`, summary: 'Subscribe a webhook (the secret is shown only here)', body: WebhookBody,
+    handler: inAccount(async (id, req, app) => created(await addWebhook(app.sql, id, req.input as never, app.config.webhookAllowPrivate))) },
+  { name: 'list-webhooks', method: 'GET', path: `${A}/:id/webhooks`, summary: 'List webhooks',
+    handler: inAccount(async (id, _req, app) => ok(await listWebhooks(app.sql, id))) },
+  { name: 'remove-webhook', method: 'DELETE', path: `${A}/:id/webhooks/:webhook_id`, summary: 'Remove a webhook',
+    handler: inAccount(async (id, req, app) => (await removeWebhook(app.sql, id, idParam(req, 'webhook_id')), noContent)) },
+  { name: 'rotate-secret', method: 'POST', path: `${A}/:id/webhooks/:webhook_id/rotate-secret`, summary: "Replace a webhook's secret",
+    handler: inAccount(async (id, req, app) => ok(await rotateSecret(app.sql, id, idParam(req, 'webhook_id')))) },
+]
+
+export const adminRoutes: Route[] = ops.map((op) => ({ ...op, auth: 'admin' }))

@@ -1,0 +1,50 @@
+import { adminRoutes } from '../api/admin.ts'
+import { HttpError } from '../http/errors.ts'
+import { invoke } from '../http/router.ts'
+import type { App } from '../http/types.ts'
+
+const paramsOf = (path: string) => [...path.matchAll(/:(\w+)/g)].map((m) => m[1])
+
+export const adminUsage = () => [
+  'service admin <operation> [--id ACCOUNT] [--key_id N] [--webhook_id N] [JSON body]',
+  '',
+  'Runs the admin API operations directly against the database. Operations:',
+  ...adminRoutes.map((r) => `  ${r.name!.padEnd(18)} ${r.method.padEnd(6)} ${r.path.replace(/:(\w+)/g, '{$1}')}  ${r.summary}`),
+  '',
+  "Example: service admin create-account '{\"name\":\"Acme\"}'",
+].join('\n')
+
+// The CLI calls the very handlers the HTTP admin API uses, so validation and answers are the same.
+export const runAdmin = async (app: App, args: string[]): Promise<number> => {
+  const [name, ...rest] = args
+  const route = adminRoutes.find((r) => r.name === name)
+  if (!route) {
+    process.stderr.write((name ? `Unknown operation '${name}'.\n\n` : '') + adminUsage() + '\n')
+    return 2
+  }
+  const params: Record<string, string> = {}
+  let body = ''
+  for (let i = 0; i < rest.length; i++) {
+    const flag = /^--(\w+)$/.exec(rest[i])
+    if (flag) params[flag[1]] = rest[++i] ?? ''
+    else body = rest[i]
+  }
+  const missing = paramsOf(route.path).filter((p) => !params[p])
+  if (missing.length) {
+    process.stderr.write(`Missing ${missing.map((p) => `--${p}`).join(', ')}.\n`)
+    return 2
+  }
+  const req = {
+    id: 'cli', method: route.method, url: 'http://cli/', headers: {}, body: Buffer.from(body),
+    params, query: {},
+  }
+  try {
+    const reply = await invoke(route, req, app)
+    if (reply.body !== undefined) process.stdout.write(JSON.stringify(reply.body, null, 2) + '\n')
+    return 0
+  } catch (err) {
+    if (!(err instanceof HttpError)) throw err
+    process.stderr.write(JSON.stringify(err.reply.body, null, 2) + '\n')
+    return 1
+  }
+}

@@ -1,0 +1,27 @@
+import { createAccount } from '../admin/accounts.ts'
+import { createKey } from '../admin/keys.ts'
+import { defineProperty } from '../admin/catalog.ts'
+import { putScoringModel } from '../admin/scoring.ts'
+import type { Sql } from '../db/client.ts'
+
+// On an empty embedded database: an account ready to take uploads, and a curl line to try it.
+export const createDemoIfEmpty = async (sql: Sql, port: number) => {
+  const [{ count }] = await sql`select count(*)::int as count from accounts`
+  if (count > 0) return
+  const account = await createAccount(sql, { name: 'Demo', source_of_truth: 'API' })
+  const key = await createKey(sql, account.id, { scopes: ['search', 'upload', 'track'] })
+  await defineProperty(sql, account.id, { entity: 'customer', kind: 'metric', codename: 'logins', type: 'number' })
+  await putScoringModel(sql, account.id, {
+    customer: { engagement: [{ codename: 'logins', weight: 100, bad: 0, good: 40 }] },
+  } as never)
+  const base = `http://localhost:${port}`
+  process.stdout.write([
+    '',
+    `Demo account ${account.id} created. API key (shown once): ${key.token}`,
+    'Try:',
+    `  curl -s ${base}/api/v1/customers -H 'service-key: ${key.token}' -H 'content-type: application/json' \\`,
+    `    -d '{"customers":[{"external_id":"acme","name":"Acme","metrics":[{"date":"2026-11-01","logins":30}]}]}'`,
+    `  curl -s ${base}/api/v1/customers/search -H 'service-key: ${key.token}' -H 'content-type: application/json' -d '{}'`,
+    '',
+  ].join('\n') + '\n')
+}

@@ -1,0 +1,78 @@
+import { loadConfig } from '../config.ts'
+import { startService } from '../service.ts'
+import { connect } from '../db/client.ts'
+import { migrate } from '../db/migrate.ts'
+import { createLog } from '../log.ts'
+import { resolveDatabase } from './database.ts'
+import { createDemoIfEmpty } from './demo.ts'
+import { adminUsage, runAdmin } from './admin.ts'
+
+const usage = `service <command>
+
+Commands:
+  serve [--no-worker]   HTTP API, with the background worker in the same process unless --no-worker
+  worker                background jobs only
+  migrate               apply database migrations and exit
+  admin <operation>     account administration against the database (service admin --help)
+
+Environment: DATABASE_URL (without it an embedded PostgreSQL keeps its data in ./.data/), PORT (8080),
+HOST, SERVICE_ADMIN_TOKEN, WORKER_CONCURRENCY, LOG_LEVEL, SERVICE_WEBHOOK_ALLOW_PRIVATE,
+SERVICE_TRACK_RATE_LIMIT, SERVICE_API_RATE_LIMIT.
+`
+
+const help: Record<string, string> = {
+  serve: 'service serve [--no-worker]\n\nServes the HTTP API on HOST:PORT and runs background jobs unless --no-worker.\n',
+  worker: 'service worker\n\nRuns background jobs only (WORKER_CONCURRENCY at a time).\n',
+  migrate: 'service migrate\n\nApplies pending migrations under an advisory lock and exits.\n',
+}
+
+// SIGTERM/SIGINT drain in-flight requests and jobs, then exit 0.
+const untilSignal = (stop: () => Promise<void>) => {
+  const onSignal = () => { stop().then(() => process.exit(0), () => process.exit(1)) }
+  process.once('SIGTERM', onSignal)
+  process.once('SIGINT', onSignal)
+}
+
+const main = async (argv: string[]): Promise<number | undefined> => {
+  const [command, ...args] = argv
+  if (!command || command === '--help' || command === 'help') return void process.stdout.write(usage)
+  if (args.includes('--help')) {
+    process.stdout.write(command === 'admin' ? adminUsage() + '\n' : help[command] ?? usage)
+    return 0
+  }
+  const config = loadConfig()
+  const log = createLog(config.logLevel)
+  if (!['serve', 'worker', 'migrate', 'admin'].includes(command)) {
+    process.stderr.write(`Unknown command '${command}'.\n\n${usage}`)
+    return 2
+  }
+  const db = await resolveDatabase(config)
+  if (command === 'serve' || command === 'worker') {
+    const parts = { http: command === 'serve', worker: command === 'worker' || !args.includes('--no-worker') }
+    const service = await startService(config, db.url, parts)
+    if (service.port !== undefined) {
+      log('info', 'listening', { port: service.port, worker: parts.worker, embedded: db.embedded })
+      if (db.embedded) await createDemoIfEmpty(service.app.sql, service.port)
+    }
+    untilSignal(async () => { await service.stop(); await db.stop() })
+    return undefined
+  }
+  const sql = connect(db.url, { max: 2 })
+  try {
+    if (command === 'migrate') {
+      const applied = await migrate(sql, db.url)
+      process.stdout.write(applied.length ? `Applied ${applied.join(', ')}\n` : 'Nothing to apply.\n')
+      return 0
+    }
+    await migrate(sql, db.url)
+    return await runAdmin({ sql, config, log }, args)
+  } finally {
+    await sql.end({ timeout: 5 })
+    await db.stop()
+  }
+}
+
+main(process.argv.slice(2)).then(
+  (code) => { if (code !== undefined) process.exitCode = code },
+  (err) => { process.stderr.write(`${(err as Error)?.message ?? err}\n`); process.exit(1) },
+)

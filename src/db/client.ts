@@ -1,0 +1,14 @@
+import postgres from 'postgres'
+
+export type Sql = postgres.Sql<{ bigint: number }>
+export type Tx = postgres.TransactionSql<{ bigint: number }>
+
+// Ids are bigint in SQL but stay below 2^53, so they travel as JSON numbers.
+export const connect = (url: string, options: { max?: number } = {}): Sql =>
+  postgres(url, {
+    max: options.max ?? 10,
+    onnotice: () => {},
+    types: {
+      bigint: { to: 20, from: [20], serialize: (x: number) => String(x), parse: (x: string) => Number(x) },
+    },
+  }) as unknown as Sql

@@ -1,0 +1,75 @@
+import { createHash, timingSafeEqual } from 'node:crypto'
+import { fail } from './errors.ts'
+import type { App, Req } from './types.ts'
+
+export type Scope = 'search' | 'upload' | 'track'
+export const SCOPES: Scope[] = ['search', 'upload', 'track']
+
+export const hashToken = (token: string) => createHash('sha256').update(token).digest()
+
+// Tokens are sk_<account id>_<secret>: the account id lets the lookup stay inside one tenant.
+const accountOf = (token: string) => {
+  const m = /^sk_(\d{1,15})_[A-Za-z0-9_-]{20,200}$/.exec(token)
+  return m ? Number(m[1]) : null
+}
+
+const WINDOW_SECONDS = 60
+
+// One round trip finds the key and counts the request in the shared fixed-window counter.
+const lookupAndCount = (app: App, accountId: number, token: string, bucket: string, windowStart: Date) =>
+  app.sql`
+    with k as (
+      select account_id, id, scopes, revoked_at from api_keys
+      where account_id = ${accountId} and token_hash = ${hashToken(token)}
+    ), c as (
+      insert into rate_limit_counters as r (account_id, key_id, bucket, window_start, count)
+      select account_id, id, ${bucket}, ${windowStart}, 1 from k where revoked_at is null
+      on conflict (account_id, key_id, bucket, window_start) do update set count = r.count + 1
+      returning count
+    )
+    select k.id, k.scopes, k.revoked_at, (select count from c) as count from k`
+
+interface KeyRules { scope: Scope; limit: number; bucket: string; badKeyStatus: 401 | 403 }
+
+export const rulesFor = (scope: Scope, app: App): KeyRules =>
+  scope === 'track'
+    ? { scope, limit: app.config.trackRateLimit, bucket: 'track', badKeyStatus: 401 }
+    : { scope, limit: app.config.apiRateLimit, bucket: 'api', badKeyStatus: 403 }
+
+// SPEC section 1: missing header -> 401; unknown or revoked -> 403 (401 on tracking);
+// lacking the scope -> 403; over the per-key rate -> 429 with Retry-After and RateLimit-*.
+export const authenticateKey = async (req: Req, app: App, rules: KeyRules) => {
+  const header = req.headers['service-key']
+  const token = Array.isArray(header) ? header[0] : header
+  if (!token) return fail(401, 'The service-key header is missing.')
+  const accountId = accountOf(token)
+  if (accountId === null) return fail(rules.badKeyStatus, 'The service-key is not valid.')
+  const now = Date.now()
+  const windowStart = new Date(now - (now % (WINDOW_SECONDS * 1000)))
+  const [key] = await lookupAndCount(app, accountId, token, rules.bucket, windowStart)
+  if (!key || key.revoked_at) return fail(rules.badKeyStatus, 'The service-key is not valid.')
+  const reset = Math.max(1, Math.ceil((windowStart.getTime() + WINDOW_SECONDS * 1000 - now) / 1000))
+  req.replyHeaders = {
+    'ratelimit-limit': String(rules.limit),
+    'ratelimit-remaining': String(Math.max(0, rules.limit - key.count)),
+    'ratelimit-reset': String(reset),
+  }
+  if (!(key.scopes as string[]).includes(rules.scope)) return fail(403, `The key lacks the '${rules.scope}' scope.`)
+  if (key.count > rules.limit) {
+    return fail(429, `More than ${rules.limit} requests per minute for this key.`, undefined,
+      { ...req.replyHeaders, 'retry-after': String(reset) })
+  }
+  req.auth = { accountId, keyId: key.id }
+  return req.auth
+}
+
+export const authenticateAdmin = (req: Req, app: App) => {
+  const expected = app.config.adminToken
+  const header = req.headers.authorization ?? ''
+  const given = header.startsWith('Bearer ') ? header.slice(7) : ''
+  // Comparing digests keeps the comparison constant-time whatever the lengths.
+  if (!expected || !given || !timingSafeEqual(hashToken(given), hashToken(expected))) {
+    fail(401, expected ? 'A valid admin bearer token is required.' : 'The admin API is disabled (SERVICE_ADMIN_TOKEN is not set).',
+      undefined, { 'www-authenticate': 'Bearer' })
+  }
+}

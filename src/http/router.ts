@@ -1,0 +1,58 @@
+import { Router } from 'itty-router'
+import { HttpError, fail, problem } from './errors.ts'
+import { authenticateAdmin, authenticateKey, rulesFor } from './auth.ts'
+import { parse, readJson } from './validate.ts'
+import type { App, Reply, Req, Route } from './types.ts'
+
+const isJson = (value: string | undefined) => !!value && /^application\/(.+\+)?json\s*(;|$)/i.test(value)
+const acceptsJson = (accept: string | undefined) =>
+  !accept || accept.split(',').some((a) => /^\s*(application\/json|application\/\*|\*\/\*)\s*(;|$)/i.test(a))
+
+// Uploads and single-record writes answer 406 unless the request is JSON and accepts JSON.
+export const requireJsonExchange = (req: Req) => {
+  if (!isJson(req.headers['content-type'])) fail(406, 'The request must be sent as application/json.')
+  if (!acceptsJson(req.headers.accept)) fail(406, 'The response is only available as application/json.')
+}
+
+const run = (route: Route) => async (req: Req, app: App): Promise<Reply> => {
+  if (route.auth === 'admin') authenticateAdmin(req, app)
+  else if (route.auth !== 'none') await authenticateKey(req, app, rulesFor(route.auth.key, app))
+  if (route.jsonOnly) requireJsonExchange(req)
+  return invoke(route, req, app)
+}
+
+// Validates the body into req.input, then runs the handler (also used by the CLI).
+export const invoke = (route: Route, req: Req, app: App) => {
+  if (route.body) req.input = parse(route.body, readJson(req))
+  return route.handler(req, app)
+}
+
+// Built once from the routing table. A path that exists under other methods answers 405 with
+// Allow; anything else unmatched is 404.
+export const buildRouter = (routes: Route[], app: App) => {
+  const router = Router<Req, [App], Reply>({
+    catch: (err: unknown, req: Req) => {
+      if (err instanceof HttpError) return err.reply
+      app.log('error', 'handler failed', { id: req.id, route: req.route, error: String((err as Error)?.stack ?? err) })
+      return problem(500, 'An internal error occurred.')
+    },
+    finally: [(reply: Reply, req: Req) => {
+      if (reply && req.replyHeaders) reply.headers = { ...req.replyHeaders, ...reply.headers }
+      return reply
+    }],
+  })
+  for (const route of routes) {
+    (router as unknown as Record<string, (path: string, h: unknown) => void>)[route.method.toLowerCase()](route.path, run(route))
+  }
+  const patterns = router.routes.map(([method, regex]) => ({ method, regex }))
+  return async (req: Req): Promise<Reply> => {
+    const reply = await router.fetch(req, app)
+    if (reply) return reply
+    const path = new URL(req.url).pathname
+    const allow = [...new Set(patterns.filter((p) => p.regex.test(path)).map((p) => p.method))]
+    return allow.length
+      ? problem(405, `Use ${allow.join(', ')} for this path.`, undefined, { allow: allow.join(', ') })
+      : problem(404, 'No such route.')
+  }
+}
+

@@ -1,0 +1,18 @@
+import { problem } from './errors.ts'
+import { adminRoutes } from '../api/admin.ts'
+import { healthRoutes } from '../api/health.ts'
+import type { Handler, Route } from './types.ts'
+
+const notYet: Handler = () => problem(501, 'This endpoint is not implemented yet.')
+
+// The whole routing table. Interface endpoints accept only POST; the router answers 405 with
+// Allow for any other method on their paths.
+export const routes: Route[] = [
+  { method: 'POST', path: '/api/v1/customers/search', auth: { key: 'search' }, summary: 'Search customers', handler: notYet },
+  { method: 'POST', path: '/api/v1/contacts/search', auth: { key: 'search' }, summary: 'Search contacts', handler: notYet },
+  { method: 'POST', path: '/api/v1/customers', auth: { key: 'upload' }, jsonOnly: true, summary: 'Upload customers', handler: notYet },
+  { method: 'POST', path: '/api/v1/contacts', auth: { key: 'upload' }, jsonOnly: true, summary: 'Upload contacts', handler: notYet },
+  { method: 'POST', path: '/api/tracker/track', auth: { key: 'track' }, summary: 'Track server-side events', handler: notYet },
+  ...adminRoutes,
+  ...healthRoutes,
+]

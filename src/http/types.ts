@@ -1,0 +1,51 @@
+import type { IncomingHttpHeaders } from 'node:http'
+import type { GenericSchema } from 'valibot'
+import type { Config } from '../config.ts'
+import type { Sql } from '../db/client.ts'
+import type { Log } from '../log.ts'
+
+// A lean request view: what the handlers read, without building a web Request per call.
+export interface Req {
+  id: string
+  method: string
+  url: string
+  headers: IncomingHttpHeaders
+  body: Buffer
+  params: Record<string, string>
+  query: Record<string, string | string[] | undefined>
+  route?: string
+  auth?: { accountId: number; keyId: number }
+  input?: unknown
+  replyHeaders?: Record<string, string>
+}
+
+export interface Reply {
+  status: number
+  headers?: Record<string, string>
+  body?: unknown
+}
+
+export interface App {
+  sql: Sql
+  config: Config
+  log: Log
+}
+
+export type Handler = (req: Req, app: App) => Promise<Reply> | Reply
+
+export type Auth = 'none' | 'admin' | { key: 'search' | 'upload' | 'track' }
+
+// One row of the routing table; the same rows build the router and the OpenAPI document.
+export interface Route {
+  method: 'GET' | 'POST' | 'PUT' | 'DELETE'
+  path: string
+  auth: Auth
+  summary: string
+  // Validated into req.input before the handler runs; also documents the route in OpenAPI.
+  body?: GenericSchema
+  // 406 unless the request is JSON and accepts JSON (uploads and single-record writes).
+  jsonOnly?: boolean
+  // The CLI's name for an admin operation (`service admin <name>`).
+  name?: string
+  handler: Handler
+}

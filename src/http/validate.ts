@@ -1,0 +1,25 @@
+import * as v from 'valibot'
+import { fail, type FieldError } from './errors.ts'
+import type { Req } from './types.ts'
+
+export const pointer = (path?: { key: unknown }[]) =>
+  path?.length ? '/' + path.map((p) => String(p.key).replace(/~/g, '~0').replace(/\//g, '~1')).join('/') : ''
+
+export const issuesToErrors = (issues: v.BaseIssue<unknown>[]): FieldError[] =>
+  issues.map((i) => ({ path: pointer(i.path as { key: unknown }[] | undefined), message: i.message }))
+
+export const parse = <S extends v.GenericSchema>(schema: S, input: unknown): v.InferOutput<S> => {
+  const result = v.safeParse(schema, input, { abortEarly: false })
+  if (!result.success) fail(400, 'The request body is invalid.', issuesToErrors(result.issues))
+  return result.output as v.InferOutput<S>
+}
+
+// An empty body counts as {} so that "all fields optional" requests may omit it entirely.
+export const readJson = (req: Req): unknown => {
+  if (req.body.length === 0) return {}
+  try {
+    return JSON.parse(req.body.toString('utf8'))
+  } catch {
+    return fail(400, 'The request body is not valid JSON.')
+  }
+}

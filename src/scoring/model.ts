@@ -1,0 +1,81 @@
+import * as v from 'valibot'
+
+export type PropertyType = 'string' | 'number' | 'boolean' | 'date'
+export type Entity = 'customer' | 'contact'
+export interface PropertyDef { entity: Entity; codename: string; type: PropertyType }
+export interface Problem { path: string; message: string }
+
+const Score = v.pipe(v.number(), v.minValue(-100), v.maxValue(100))
+
+const ruleBase = {
+  codename: v.pipe(v.string(), v.nonEmpty('A codename must not be empty.')),
+  weight: v.pipe(v.number(), v.gtValue(0, 'A weight must be greater than 0.')),
+}
+
+// Strict objects so that a rule mixing two forms (e.g. `values` next to `bad`) is refused rather
+// than scored by whichever form happens to match.
+const RangeRuleSchema = v.pipe(
+  v.strictObject({ ...ruleBase, bad: v.number(), good: v.number() }),
+  v.forward(v.check((r) => r.bad !== r.good, '`good` must differ from `bad`.'), ['good']),
+)
+const BooleanRuleSchema = v.strictObject({ ...ruleBase, good: v.boolean() })
+const ValuesRuleSchema = v.strictObject({ ...ruleBase, values: v.record(v.string(), Score), default: v.optional(Score) })
+
+export type RangeRule = v.InferOutput<typeof RangeRuleSchema>
+export type BooleanRule = v.InferOutput<typeof BooleanRuleSchema>
+export type ValuesRule = v.InferOutput<typeof ValuesRuleSchema>
+export type Rule = RangeRule | BooleanRule | ValuesRule
+
+// The form is picked from the keys present, so a broken rule is reported against the form it
+// was meant to be (e.g. "/good: expected number") instead of as an opaque union mismatch.
+const formOf = (input: unknown) => {
+  const o = (typeof input === 'object' && input !== null ? input : {}) as Record<string, unknown>
+  if ('values' in o || 'default' in o) return ValuesRuleSchema
+  if (typeof o.good === 'boolean') return BooleanRuleSchema
+  return RangeRuleSchema
+}
+
+const RuleSchema: v.GenericSchema<unknown, Rule> = v.lazy(formOf)
+const Rules = v.array(RuleSchema)
+
+export const ScoringModelSchema = v.strictObject({
+  customer: v.optional(v.strictObject({ engagement: v.optional(Rules), fit: v.optional(Rules) })),
+  contact: v.optional(v.strictObject({ engagement: v.optional(Rules) })),
+  churn: v.optional(v.strictObject({
+    inactive_days: v.optional(v.pipe(v.number(), v.integer(), v.minValue(1, '`inactive_days` must be a positive integer.'))),
+  })),
+})
+
+export type ScoringModel = v.InferOutput<typeof ScoringModelSchema>
+
+// Customer uploads are refused (490) without a customer model, so an empty one must not count.
+export const hasCustomerModel = (model: ScoringModel | null | undefined): boolean =>
+  (model?.customer?.engagement?.length ?? 0) + (model?.customer?.fit?.length ?? 0) > 0
+
+export const isRangeRule = (rule: Rule): rule is RangeRule => 'bad' in rule
+export const isBooleanRule = (rule: Rule): rule is BooleanRule => typeof rule.good === 'boolean'
+export const isValuesRule = (rule: Rule): rule is ValuesRule => 'values' in rule
+
+const fitsType = (rule: Rule, type: PropertyType) =>
+  type === 'boolean' ? isBooleanRule(rule) : type === 'string' ? isValuesRule(rule) : isRangeRule(rule)
+
+const expectedForm: Record<PropertyType, string> = {
+  number: 'numeric `bad` and `good`',
+  date: 'numeric `bad` and `good` (days from the scoring date)',
+  boolean: 'a boolean `good`',
+  string: 'a `values` map',
+}
+
+const checkRules = (rules: Rule[] | undefined, entity: Entity, base: string, defs: PropertyDef[]): Problem[] =>
+  (rules ?? []).flatMap((rule, i) => {
+    const def = defs.find((d) => d.entity === entity && d.codename === rule.codename)
+    if (!def) return [{ path: `${base}/${i}/codename`, message: `No ${entity} property "${rule.codename}" is defined.` }]
+    if (fitsType(rule, def.type)) return []
+    return [{ path: `${base}/${i}`, message: `"${rule.codename}" is a ${def.type} property: its rule needs ${expectedForm[def.type]}.` }]
+  })
+
+export const checkModelAgainstProperties = (model: ScoringModel, defs: PropertyDef[]): Problem[] => [
+  ...checkRules(model.customer?.engagement, 'customer', '/customer/engagement', defs),
+  ...checkRules(model.customer?.fit, 'customer', '/customer/fit', defs),
+  ...checkRules(model.contact?.engagement, 'contact', '/contact/engagement', defs),
+]

@@ -1,0 +1,121 @@
+// In-memory evaluation of search filters over plain records: the reference the SQL compiler is
+// checked against. It shares only validation and value parsing with compile.ts (searchCriteria),
+// never its SQL, so a mistake in one shows up as a disagreement with the other.
+
+import {
+  dayNumber,
+  isIsoDate,
+  searchCriteria,
+  valueTypeOf,
+  type Criterion,
+  type Entity,
+  type Field,
+  type Filter,
+  type PositiveOp,
+  type PropertyDef,
+  type Scalar,
+  type ValueType,
+} from './compile.ts'
+
+export interface SearchRecord {
+  external_id: string
+  name?: string | null
+  is_churned?: boolean | null
+  fitscore?: number | null
+  engagementscore?: number | null
+  engagementscore_difference?: number | null
+  churn_risk?: number | null
+  last_seen?: string | null
+  // null when the customer has no owner or the owner's user row does not exist.
+  owner_email?: string | null
+  tags?: readonly string[]
+  customer_external_id?: string | null
+  attributes?: Readonly<Record<string, unknown>>
+  metrics?: Readonly<Record<string, unknown>>
+}
+
+type Value = Scalar | null
+
+const CORE_VALUES: ReadonlyMap<string, (r: SearchRecord) => unknown> = new Map<string, (r: SearchRecord) => unknown>([
+  ['name', (r) => r.name],
+  ['is_churned', (r) => r.is_churned],
+  ['fitscore', (r) => r.fitscore],
+  ['engagementscore', (r) => r.engagementscore],
+  ['engagementscore_difference', (r) => r.engagementscore_difference],
+  ['churn_risk', (r) => r.churn_risk],
+  ['last_seen', (r) => r.last_seen],
+  ['customer_external_id', (r) => r.customer_external_id],
+])
+
+// A stored value of another JSON type than the property's counts as no value, as in the SQL.
+const TYPED: Record<ValueType, (raw: unknown) => Value> = {
+  string: (raw) => (typeof raw === 'string' ? raw : null),
+  number: (raw) => (typeof raw === 'number' && Number.isFinite(raw) ? raw : null),
+  boolean: (raw) => (typeof raw === 'boolean' ? raw : null),
+  date: (raw) => (typeof raw === 'string' && isIsoDate(raw) ? raw : null),
+}
+
+// Own keys only: a codename like "constructor" must not read Object.prototype.
+function ownValue(bag: Readonly<Record<string, unknown>> | undefined, key: string): unknown {
+  return bag !== undefined && Object.hasOwn(bag, key) ? bag[key] : undefined
+}
+
+function fieldValue(record: SearchRecord, field: Field): Value {
+  const raw =
+    field.source === 'core'
+      ? CORE_VALUES.get(field.name)!(record)
+      : ownValue(field.source === 'attribute' ? record.attributes : record.metrics, field.name)
+  return TYPED[valueTypeOf(field.type)](raw)
+}
+
+// Only number and date fields are ordered; dates compare as day numbers.
+function ordinal(x: Scalar): number {
+  return typeof x === 'string' ? dayNumber(x) : Number(x)
+}
+
+type ScalarTest = (v: Value, operands: Scalar[], today: string) => boolean
+
+const SCALAR_TESTS: Record<PositiveOp, ScalarTest> = {
+  IN: (v, xs) => v !== null && xs.includes(v),
+  LT: (v, [x]) => v !== null && ordinal(v) < ordinal(x),
+  LTE: (v, [x]) => v !== null && ordinal(v) <= ordinal(x),
+  GT: (v, [x]) => v !== null && ordinal(v) > ordinal(x),
+  GTE: (v, [x]) => v !== null && ordinal(v) >= ordinal(x),
+  LIKE: (v, [x]) => typeof v === 'string' && v.toLowerCase().includes(String(x).toLowerCase()),
+  GTD: (v, [n], today) => typeof v === 'string' && dayNumber(v) < dayNumber(today) - Number(n),
+  LTD: (v, [n], today) =>
+    typeof v === 'string' && dayNumber(today) - Number(n) < dayNumber(v) && dayNumber(v) <= dayNumber(today),
+  KNOWN: (v) => v !== null && v !== '',
+}
+
+function anyCaseInsensitive(candidates: readonly string[], operands: Scalar[]): boolean {
+  const wanted = new Set(operands.map((x) => String(x).toLowerCase()))
+  return candidates.some((c) => wanted.has(c.toLowerCase()))
+}
+
+function positive(record: SearchRecord, c: Criterion, today: string): boolean {
+  if (c.field.type === 'owner') {
+    const email = record.owner_email ?? null
+    return c.op === 'KNOWN' ? email !== null : email !== null && anyCaseInsensitive([email], c.operands)
+  }
+  if (c.field.type === 'tags') {
+    const tags = record.tags ?? []
+    return c.op === 'KNOWN' ? tags.length > 0 : anyCaseInsensitive(tags, c.operands)
+  }
+  return SCALAR_TESTS[c.op](fieldValue(record, c.field), c.operands, today)
+}
+
+// Same rules as compileSearch's WHERE clause (default active-only included); throws SearchError
+// for filters the compiler would reject.
+export function matches(
+  record: SearchRecord,
+  filters: readonly Filter[],
+  catalog: readonly PropertyDef[],
+  today: string,
+  entity: Entity,
+): boolean {
+  return searchCriteria(entity, filters, catalog).every((c) => {
+    const hit = positive(record, c, today)
+    return c.negated ? !hit : hit
+  })
+}

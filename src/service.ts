@@ -1,0 +1,33 @@
+import { createHttpServer, drain, listen } from './http/adapter.ts'
+import { buildRouter } from './http/router.ts'
+import { routes } from './http/routes.ts'
+import { startWorker } from './jobs/worker.ts'
+import { connect } from './db/client.ts'
+import { migrate } from './db/migrate.ts'
+import { createLog } from './log.ts'
+import type { Config } from './config.ts'
+import type { App } from './http/types.ts'
+
+export interface Service { app: App; port?: number; stop: () => Promise<void> }
+
+// One process can serve HTTP, run jobs, or both; any number of them share one Postgres.
+export const startService = async (
+  config: Config,
+  url: string,
+  parts: { http: boolean; worker: boolean; migrate?: boolean },
+): Promise<Service> => {
+  const log = createLog(config.logLevel)
+  const sql = connect(url, { max: 20 })
+  const app: App = { sql, config, log }
+  if (parts.migrate !== false) await migrate(sql, url)
+  const runner = parts.worker ? await startWorker(app, url) : undefined
+  const server = parts.http ? createHttpServer(buildRouter(routes, app), log) : undefined
+  const port = server ? await listen(server, config.port, config.host) : undefined
+  let stopping: Promise<void> | undefined
+  const stop = () => (stopping ??= (async () => {
+    if (server) await drain(server)
+    if (runner) await runner.stop()
+    await sql.end({ timeout: 5 })
+  })())
+  return { app, port, stop }
+}

@@ -1,0 +1,163 @@
+import type { Tx } from '../db/client.ts'
+
+// Set-based merge of an upload's items: the items are unnested into temporary staging tables and
+// merged with a handful of statements, never a query per item. Later duplicates win: attribute
+// and metric values are aggregated in item order (jsonb_object_agg keeps the last value of a key).
+// A JSON null clears a value: jsonb_strip_nulls runs after every merge.
+
+const stageItems = (tx: Tx, accountId: number, uploadId: number) => tx`
+  create temp table stage_items on commit drop as
+  select i.ord, i.item from uploads u, jsonb_array_elements(u.items) with ordinality as i(item, ord)
+  where u.account_id = ${accountId} and u.id = ${uploadId}`
+
+const stageCustomers = (tx: Tx) => tx`
+  create temp table stage_records on commit drop as
+  select s.item->>'external_id' as external_id,
+    (array_agg(s.item->>'name' order by s.ord desc))[1] as name,
+    (array_agg(s.item->>'owner_email' order by s.ord desc) filter (where s.item->>'owner_email' is not null))[1] as owner_email,
+    null::text as customer_external_id,
+    (select jsonb_object_agg(e.key, e.value order by a.ord) from stage_items a, jsonb_each(a.item->'attributes') e
+      where a.item->>'external_id' = s.item->>'external_id') as attributes,
+    min(s.ord) as first_ord
+  from stage_items s group by s.item->>'external_id'`
+
+const stageContacts = (tx: Tx) => tx`
+  create temp table stage_records on commit drop as
+  select s.item->>'contact_external_id' as external_id,
+    (array_agg(s.item->>'contact_name' order by s.ord desc))[1] as name,
+    null::text as owner_email,
+    (array_agg(s.item->>'customer_external_id' order by s.ord desc))[1] as customer_external_id,
+    (select jsonb_object_agg(e.key, e.value order by a.ord) from stage_items a, jsonb_each(a.item->'attributes') e
+      where a.item->>'contact_external_id' = s.item->>'contact_external_id') as attributes,
+    min(s.ord) as first_ord
+  from stage_items s group by s.item->>'contact_external_id'`
+
+// Owners are linked by email, case-insensitively; an unknown email leaves the owner unchanged.
+const updateCustomers = (tx: Tx, accountId: number) => tx`
+  update customers c set name = s.name,
+    owner_user_id = coalesce(u.id, c.owner_user_id),
+    attributes = jsonb_strip_nulls(c.attributes || coalesce(s.attributes, '{}')),
+    updated_at = now()
+  from stage_records s left join users u on u.account_id = ${accountId} and lower(u.email) = lower(s.owner_email)
+  where c.account_id = ${accountId} and c.external_id = s.external_id
+  returning c.service_id`
+
+const insertCustomers = (tx: Tx, accountId: number) => tx`
+  insert into customers (account_id, external_id, name, owner_user_id, attributes)
+  select ${accountId}, s.external_id, s.name, u.id, jsonb_strip_nulls(coalesce(s.attributes, '{}'))
+  from stage_records s left join users u on u.account_id = ${accountId} and lower(u.email) = lower(s.owner_email)
+  where not exists (select 1 from customers c where c.account_id = ${accountId} and c.external_id = s.external_id)
+  order by s.first_ord
+  returning service_id, external_id, name, created_at`
+
+const unknownOwners = (tx: Tx, accountId: number) => tx`
+  select s.external_id, s.owner_email from stage_records s
+  where s.owner_email is not null
+    and not exists (select 1 from users u where u.account_id = ${accountId} and lower(u.email) = lower(s.owner_email))
+  order by s.first_ord`
+
+// A contact whose customer is not stored is ignored; one stored under another customer moves.
+const dropOrphanContacts = (tx: Tx, accountId: number) => tx`
+  delete from stage_records s
+  where not exists (select 1 from customers c where c.account_id = ${accountId} and c.external_id = s.customer_external_id)`
+
+const updateContacts = (tx: Tx, accountId: number) => tx`
+  update contacts t set name = s.name, customer_id = c.service_id,
+    attributes = jsonb_strip_nulls(t.attributes || coalesce(s.attributes, '{}')),
+    updated_at = now()
+  from stage_records s join customers c on c.account_id = ${accountId} and c.external_id = s.customer_external_id
+  where t.account_id = ${accountId} and t.external_id = s.external_id
+  returning t.service_id`
+
+const insertContacts = (tx: Tx, accountId: number) => tx`
+  insert into contacts (account_id, external_id, customer_id, name, attributes)
+  select ${accountId}, s.external_id, c.service_id, s.name, jsonb_strip_nulls(coalesce(s.attributes, '{}'))
+  from stage_records s join customers c on c.account_id = ${accountId} and c.external_id = s.customer_external_id
+  where not exists (select 1 from contacts t where t.account_id = ${accountId} and t.external_id = s.external_id)
+  order by s.first_ord
+  returning service_id`
+
+const tables = {
+  customers: { records: 'customers', snapshots: 'customer_snapshots', fk: 'customer_id', key: 'external_id' },
+  contacts: { records: 'contacts', snapshots: 'contact_snapshots', fk: 'contact_id', key: 'contact_external_id' },
+}
+type Kind = keyof typeof tables
+
+// One staged row per (record, date), values merged across duplicates in item order.
+const stageSnapshots = (tx: Tx, accountId: number, kind: Kind) => tx`
+  create temp table stage_snapshots on commit drop as
+  select r.service_id as record_id, (m->>'date')::date as date,
+    coalesce(jsonb_object_agg(e.key, e.value order by s.ord) filter (where e.key <> 'date'), '{}') as vals
+  from stage_items s
+    join ${tx(tables[kind].records)} r on r.account_id = ${accountId} and r.external_id = s.item->>${tables[kind].key}
+    cross join jsonb_array_elements(s.item->'metrics') m
+    cross join jsonb_each(m) e
+  group by 1, 2`
+
+const updateSnapshots = (tx: Tx, accountId: number, kind: Kind) => tx`
+  update ${tx(tables[kind].snapshots)} t set "values" = jsonb_strip_nulls(t."values" || s.vals)
+  from stage_snapshots s
+  where t.account_id = ${accountId} and t.${tx(tables[kind].fk)} = s.record_id and t.date = s.date`
+
+const insertSnapshots = (tx: Tx, accountId: number, kind: Kind) => tx`
+  insert into ${tx(tables[kind].snapshots)} (account_id, ${tx(tables[kind].fk)}, date, "values")
+  select ${accountId}, s.record_id, s.date, jsonb_strip_nulls(s.vals) from stage_snapshots s
+  where not exists (select 1 from ${tx(tables[kind].snapshots)} t
+    where t.account_id = ${accountId} and t.${tx(tables[kind].fk)} = s.record_id and t.date = s.date)`
+
+// metrics = each metric's value in the latest snapshot that holds it.
+const refreshLatestMetrics = (tx: Tx, accountId: number, kind: Kind) => tx`
+  update ${tx(tables[kind].records)} r set metrics = coalesce((
+    select jsonb_object_agg(x.key, x.value) from (
+      select distinct on (e.key) e.key, e.value
+      from ${tx(tables[kind].snapshots)} t cross join jsonb_each(t."values") e
+      where t.account_id = r.account_id and t.${tx(tables[kind].fk)} = r.service_id
+      order by e.key, t.date desc) x), '{}')
+  where r.account_id = ${accountId} and r.service_id in (select distinct record_id from stage_snapshots)`
+
+const mergeSnapshots = async (tx: Tx, accountId: number, kind: Kind) => {
+  await stageSnapshots(tx, accountId, kind)
+  await updateSnapshots(tx, accountId, kind)
+  await insertSnapshots(tx, accountId, kind)
+  await refreshLatestMetrics(tx, accountId, kind)
+}
+
+export interface MergeResult {
+  created: { service_id: number; external_id: string; name: string | null; created_at: Date }[]
+  updated: number
+  ignored: number
+  ids: number[]
+  warnings: { external_id: string; message: string }[]
+}
+
+export const mergeCustomers = async (tx: Tx, accountId: number, uploadId: number): Promise<MergeResult> => {
+  await stageItems(tx, accountId, uploadId)
+  await stageCustomers(tx)
+  const updated = await updateCustomers(tx, accountId)
+  const created = await insertCustomers(tx, accountId)
+  const owners = await unknownOwners(tx, accountId)
+  await mergeSnapshots(tx, accountId, 'customers')
+  return {
+    created: created as unknown as MergeResult['created'],
+    updated: updated.length,
+    ignored: 0,
+    ids: [...updated.map((r) => r.service_id), ...created.map((r) => r.service_id)],
+    warnings: owners.map((o) => ({ external_id: o.external_id, message: `No user has the email ${o.owner_email}; the owner was left unchanged.` })),
+  }
+}
+
+export const mergeContacts = async (tx: Tx, accountId: number, uploadId: number): Promise<MergeResult> => {
+  await stageItems(tx, accountId, uploadId)
+  await stageContacts(tx)
+  const ignored = await dropOrphanContacts(tx, accountId)
+  const updated = await updateContacts(tx, accountId)
+  const created = await insertContacts(tx, accountId)
+  await mergeSnapshots(tx, accountId, 'contacts')
+  return {
+    created: [],
+    updated: updated.length,
+    ignored: ignored.count,
+    ids: [...updated.map((r) => r.service_id), ...created.map((r) => r.service_id)],
+    warnings: [],
+  }
+}

@@ -1,0 +1,53 @@
+import type { FieldError } from '../http/errors.ts'
+
+export type PropertyType = 'string' | 'number' | 'boolean' | 'date'
+export interface Def { kind: 'attribute' | 'metric'; type: PropertyType }
+export type Catalog = Map<string, Def>
+
+const DATE = /^\d{4}-\d{2}-\d{2}$/
+const isDate = (v: unknown) =>
+  typeof v === 'string' && DATE.test(v) && new Date(v + 'T00:00:00Z').toISOString().startsWith(v)
+
+export const fitsType = (value: unknown, type: PropertyType) =>
+  value === null ||
+  (type === 'number' ? typeof value === 'number' && Number.isFinite(value)
+    : type === 'date' ? isDate(value)
+    : typeof value === type)
+
+type Values = Record<string, unknown>
+export interface Checked<T> { items: T[]; droppedKeys: number; errors: FieldError[] }
+
+// Keeps the keys that match a definition of the right kind (typed: a mismatch is an error),
+// drops and counts the rest. Snapshot dates must be unique within a record's metrics.
+export const checkValues = <T extends { attributes?: Values; metrics?: ({ date: string } & Values)[] }>(
+  items: T[], catalog: Catalog, base: string,
+): Checked<T> => {
+  const errors: FieldError[] = []
+  let droppedKeys = 0
+  const keep = (values: Values, kind: Def['kind'], path: string, skip?: string) => {
+    const out: Values = {}
+    for (const [key, value] of Object.entries(values)) {
+      if (key === skip) continue
+      const def = catalog.get(key)
+      if (!def || def.kind !== kind) { droppedKeys++; continue }
+      if (!fitsType(value, def.type)) errors.push({ path: `${path}/${key}`, message: `Must be a ${def.type}${def.type === 'date' ? ' YYYY-MM-DD' : ''} or null.` })
+      else out[key] = value
+    }
+    return out
+  }
+  const checked = items.map((item, i) => {
+    const path = `${base}/${i}`
+    const out = { ...item }
+    if (item.attributes) out.attributes = keep(item.attributes, 'attribute', `${path}/attributes`)
+    if (item.metrics) {
+      const seen = new Set<string>()
+      out.metrics = item.metrics.map((m, j) => {
+        if (seen.has(m.date)) errors.push({ path: `${path}/metrics/${j}/date`, message: `The date ${m.date} appears twice in metrics.` })
+        seen.add(m.date)
+        return { date: m.date, ...keep(m, 'metric', `${path}/metrics/${j}`, 'date') }
+      })
+    }
+    return out
+  })
+  return { items: checked, droppedKeys, errors }
+}

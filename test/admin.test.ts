@@ -1,0 +1,164 @@
+import { test, before, after } from 'node:test'
+import assert from 'node:assert/strict'
+import { startTestService, type TestService } from './helpers/service.ts'
+
+let s: TestService
+before(async () => { s = await startTestService() })
+after(() => s.stop())
+
+const paths = (res: { body: any }) => res.body.errors.map((e: { path: string }) => e.path)
+
+test('the admin API is closed without its token, and disabled when none is configured', async () => {
+  assert.equal((await s.call('POST', '/admin/v1/accounts', { name: 'x' })).status, 401)
+  const wrong = await s.call('GET', '/admin/v1/accounts/1', undefined, { authorization: 'Bearer nope' })
+  assert.equal(wrong.status, 401)
+  assert.equal(wrong.headers.get('www-authenticate'), 'Bearer')
+  const off = await startTestService({ adminToken: undefined }, { http: true, worker: false })
+  try {
+    const res = await off.call('POST', '/admin/v1/accounts', { name: 'x' }, { authorization: 'Bearer undefined' })
+    assert.equal(res.status, 401)
+    assert.match(res.body.detail, /disabled/)
+  } finally { await off.stop() }
+})
+
+test('accounts: create, read, defaults, bad input, 404', async () => {
+  const res = await s.admin('POST', '/accounts', { name: 'Acme' })
+  assert.equal(res.status, 201)
+  assert.equal(res.body.name, 'Acme')
+  assert.equal(res.body.source_of_truth, 'API')
+  assert.match(res.body.tracker_key, /^CS-[A-Z0-9]{5,}$/)
+  assert.deepEqual(res.body.tracking_domains, [])
+  assert.match(res.body.created_at, /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/)
+  assert.deepEqual((await s.admin('GET', `/accounts/${res.body.id}`)).body, res.body)
+  assert.equal((await s.admin('POST', '/accounts', { name: 'F', source_of_truth: 'HUBSPOT' })).body.source_of_truth, 'HUBSPOT')
+  assert.deepEqual(paths(await s.admin('POST', '/accounts', {})), ['/name'])
+  assert.deepEqual(paths(await s.admin('POST', '/accounts', { name: 'x', source_of_truth: 'api' })), ['/source_of_truth'])
+  assert.equal((await s.admin('GET', '/accounts/999999')).status, 404)
+  assert.equal((await s.admin('GET', '/accounts/abc')).status, 404)
+  assert.equal((await s.admin('GET', '/accounts/999999/keys')).status, 404)
+})
+
+test('keys: token shown once, stored hashed, scopes validated, revocation', async () => {
+  const { id } = await s.account()
+  const key = await s.admin('POST', `/accounts/${id}/keys`, { name: 'ci', scopes: ['search'] })
+  assert.equal(key.status, 201)
+  assert.match(key.body.token, new RegExp(`^sk_${id}_[A-Za-z0-9_-]{43}$`))
+  assert.deepEqual(key.body.scopes, ['search'])
+  const listed = (await s.admin('GET', `/accounts/${id}/keys`)).body
+  assert.ok(listed.every((k: any) => !('token' in k) && !('token_hash' in k)))
+  const [row] = await s.sql`select token_hash from api_keys where id = ${key.body.id}`
+  assert.equal(row.token_hash.length, 32)
+  assert.ok(!JSON.stringify(await s.sql`select * from api_keys`).includes(key.body.token))
+  assert.deepEqual(paths(await s.admin('POST', `/accounts/${id}/keys`, { scopes: ['admin'] })), ['/scopes/0'])
+  assert.deepEqual(paths(await s.admin('POST', `/accounts/${id}/keys`, { scopes: [] })), ['/scopes'])
+  assert.equal((await s.admin('DELETE', `/accounts/${id}/keys/${key.body.id}`)).status, 204)
+  assert.equal((await s.admin('DELETE', `/accounts/${id}/keys/999999`)).status, 404)
+  // Another account's key cannot be revoked through this account.
+  const other = await s.account('Other')
+  const otherKey = (await s.admin('GET', `/accounts/${other.id}/keys`)).body[0]
+  assert.equal((await s.admin('DELETE', `/accounts/${id}/keys/${otherKey.id}`)).status, 404)
+})
+
+test('users: add, list, duplicate email (case-insensitive) 409, bad email 400', async () => {
+  const { id } = await s.account()
+  const u = await s.admin('POST', `/accounts/${id}/users`, { email: 'Ann@Example.com', name: 'Ann' })
+  assert.equal(u.status, 201)
+  assert.deepEqual(Object.keys(u.body).sort(), ['email', 'id', 'name'])
+  assert.equal((await s.admin('POST', `/accounts/${id}/users`, { email: 'ann@example.com' })).status, 409)
+  assert.deepEqual(paths(await s.admin('POST', `/accounts/${id}/users`, { email: 'nope' })), ['/email'])
+  assert.deepEqual((await s.admin('GET', `/accounts/${id}/users`)).body, [u.body])
+})
+
+test('properties: system attributes exist, definitions validated, duplicates 409', async () => {
+  const { id } = await s.account()
+  const list = (await s.admin('GET', `/accounts/${id}/properties`)).body
+  assert.deepEqual(list.map((p: any) => [p.codename, p.type, p.system]).sort(),
+    [['contact_email', 'string', true], ['crm_link', 'string', true], ['renewal_date', 'date', true]])
+  const def = { entity: 'customer', kind: 'metric', codename: 'logins', type: 'number' }
+  assert.equal((await s.admin('POST', `/accounts/${id}/properties`, def)).status, 201)
+  assert.equal((await s.admin('POST', `/accounts/${id}/properties`, def)).status, 409)
+  assert.equal((await s.admin('POST', `/accounts/${id}/properties`, { ...def, codename: 'Logins' })).status, 201, 'codenames are case-sensitive')
+  assert.equal((await s.admin('POST', `/accounts/${id}/properties`, { ...def, entity: 'contact' })).status, 201)
+  assert.equal((await s.admin('POST', `/accounts/${id}/properties`, { ...def, codename: 'crm_link', kind: 'attribute' })).status, 409)
+  assert.deepEqual(paths(await s.admin('POST', `/accounts/${id}/properties`, { ...def, codename: 'date' })), ['/codename'])
+  assert.deepEqual(paths(await s.admin('POST', `/accounts/${id}/properties`, { ...def, codename: '1x' })), ['/codename'])
+  assert.deepEqual(paths(await s.admin('POST', `/accounts/${id}/properties`, { entity: 'deal', kind: 'x', codename: 'a', type: 'money' })).sort(),
+    ['/entity', '/kind', '/type'])
+})
+
+test('tags: create, list, duplicate title (case-insensitive) 409, bad colour 400', async () => {
+  const { id } = await s.account()
+  const t = await s.admin('POST', `/accounts/${id}/tags`, { title: 'VIP', color: '#ff0000' })
+  assert.equal(t.status, 201)
+  assert.deepEqual(t.body, { id: t.body.id, title: 'VIP', color: '#ff0000' })
+  assert.equal((await s.admin('POST', `/accounts/${id}/tags`, { title: 'vip' })).status, 409)
+  assert.deepEqual(paths(await s.admin('POST', `/accounts/${id}/tags`, { title: 'x', color: 'red' })), ['/color'])
+  assert.deepEqual(paths(await s.admin('POST', `/accounts/${id}/tags`, { title: '' })), ['/title'])
+  assert.deepEqual((await s.admin('GET', `/accounts/${id}/tags`)).body, [t.body])
+})
+
+test('scoring model: validated in shape and against the properties, stored, read back', async () => {
+  const { id } = await s.account()
+  assert.equal((await s.admin('GET', `/accounts/${id}/scoring`)).status, 404)
+  for (const p of [
+    { entity: 'customer', kind: 'metric', codename: 'logins', type: 'number' },
+    { entity: 'customer', kind: 'attribute', codename: 'country', type: 'string' },
+    { entity: 'customer', kind: 'attribute', codename: 'has_sso', type: 'boolean' },
+  ]) await s.admin('POST', `/accounts/${id}/properties`, p)
+  const model = {
+    customer: {
+      engagement: [{ codename: 'logins', weight: 50, bad: 0, good: 40 }, { codename: 'renewal_date', weight: 25, bad: 0, good: 180 }],
+      fit: [{ codename: 'country', weight: 50, values: { US: 100, DE: 50 }, default: -100 }, { codename: 'has_sso', weight: 50, good: true }],
+    },
+    churn: { inactive_days: 90 },
+  }
+  const put = await s.admin('PUT', `/accounts/${id}/scoring`, model)
+  assert.equal(put.status, 200)
+  assert.deepEqual((await s.admin('GET', `/accounts/${id}/scoring`)).body, model)
+  const unknown = await s.admin('PUT', `/accounts/${id}/scoring`, { customer: { engagement: [{ codename: 'nope', weight: 1, bad: 0, good: 1 }] } })
+  assert.equal(unknown.status, 400)
+  assert.deepEqual(paths(unknown), ['/customer/engagement/0/codename'])
+  const misfit = await s.admin('PUT', `/accounts/${id}/scoring`, { customer: { fit: [{ codename: 'country', weight: 1, bad: 0, good: 1 }] } })
+  assert.equal(misfit.status, 400)
+  const shape = await s.admin('PUT', `/accounts/${id}/scoring`, { customer: { engagement: [{ codename: 'logins', weight: -1, bad: 0, good: 1 }] } })
+  assert.equal(shape.status, 400)
+  assert.ok(paths(shape).some((p: string) => p.startsWith('/customer/engagement/0')))
+})
+
+test('tracking domains: set, normalised, validated', async () => {
+  const { id } = await s.account()
+  const res = await s.admin('PUT', `/accounts/${id}/tracking`, { domains: ['Example.com', 'app.example.com'] })
+  assert.equal(res.status, 200)
+  assert.deepEqual(res.body.tracking_domains, ['example.com', 'app.example.com'])
+  assert.deepEqual(paths(await s.admin('PUT', `/accounts/${id}/tracking`, { domains: ['not a domain'] })), ['/domains/0'])
+})
+
+test('webhooks: secret once, list without it, URL rules, remove, rotate', async () => {
+  const { id } = await s.account()
+  const hook = await s.admin('POST', `/accounts/${id}/webhooks`, { url: 'http://127.0.0.1:9/hook', events: ['customer.created'], name: 'crm' })
+  assert.equal(hook.status, 201)
+  assert.match(hook.body.secret, /^whsec_/)
+  assert.equal(hook.body.active, true)
+  const list = (await s.admin('GET', `/accounts/${id}/webhooks`)).body
+  assert.equal(list.length, 1)
+  assert.ok(!('secret' in list[0]))
+  assert.deepEqual(paths(await s.admin('POST', `/accounts/${id}/webhooks`, { url: 'x', events: ['customer.deleted'] })).sort(), ['/events/0', '/url'])
+  const rotated = await s.admin('POST', `/accounts/${id}/webhooks/${hook.body.id}/rotate-secret`)
+  assert.equal(rotated.status, 200)
+  assert.notEqual(rotated.body.secret, hook.body.secret)
+  assert.equal((await s.admin('DELETE', `/accounts/${id}/webhooks/${hook.body.id}`)).status, 204)
+  assert.equal((await s.admin('DELETE', `/accounts/${id}/webhooks/${hook.body.id}`)).status, 404)
+})
+
+test('webhook URLs must be public https when private targets are not allowed', async () => {
+  const strict = await startTestService({ webhookAllowPrivate: false }, { http: true, worker: false })
+  try {
+    const { id } = await strict.account()
+    for (const url of ['http://example.com/x', 'https://127.0.0.1/x', 'https://10.0.0.5/x', 'https://169.254.169.254/x', 'https://localhost/x']) {
+      const res = await strict.admin('POST', `/accounts/${id}/webhooks`, { url, events: ['customer.created'] })
+      assert.equal(res.status, 400, url)
+      assert.deepEqual(paths(res), ['/url'])
+    }
+    assert.equal((await strict.admin('POST', `/accounts/${id}/webhooks`, { url: 'https://hooks.example.com/x', events: ['customer.created'] })).status, 201)
+  } finally { await strict.stop() }
+})

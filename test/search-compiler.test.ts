@@ -1,0 +1,512 @@
+import assert from 'node:assert/strict'
+import { describe, test } from 'node:test'
+import fc from 'fast-check'
+import {
+  ALLOWED_OPERATORS,
+  compileSearch,
+  SearchError,
+  type ErrorDetail,
+  type Filter,
+  type PropertyDef,
+  type SearchInput,
+} from '../src/search/compile.ts'
+import { matches, type SearchRecord } from '../src/search/evaluate.ts'
+
+const TODAY = '2026-11-21'
+
+const catalog: PropertyDef[] = [
+  { codename: 'plan', kind: 'attribute', type: 'string' },
+  { codename: 'seats', kind: 'attribute', type: 'number' },
+  { codename: 'sso', kind: 'attribute', type: 'boolean' },
+  { codename: 'renewal_date', kind: 'attribute', type: 'date' },
+  { codename: 'logins', kind: 'metric', type: 'number' },
+  { codename: 'a"b', kind: 'attribute', type: 'string' },
+]
+
+function input(over: Partial<SearchInput>): SearchInput {
+  return { entity: 'customer', accountId: 7, filters: [], limit: 100, catalog, today: TODAY, ...over }
+}
+
+function errorsOf(over: Partial<SearchInput>): ErrorDetail[] {
+  try {
+    compileSearch(input(over))
+  } catch (e) {
+    if (e instanceof SearchError) return e.errors
+    throw e
+  }
+  return assert.fail('expected a SearchError')
+}
+
+function pathsOf(over: Partial<SearchInput>): string[] {
+  return errorsOf(over).map((e) => e.path)
+}
+
+function whereOf(text: string): string {
+  return text.slice(text.indexOf('\nwhere '))
+}
+
+describe('compileSearch rejects bad requests with paths', () => {
+  test('unknown propertyName, including Object.prototype names', () => {
+    for (const name of ['nope', 'constructor', '__proto__', 'upsell_score']) {
+      assert.deepEqual(pathsOf({ filters: [{ propertyName: name, operator: 'EQ', value: 'x' }] }), ['/filters/0/propertyName'])
+    }
+  })
+
+  test('operator not allowed for the field type lists the allowed ones', () => {
+    const cases: [SearchInput['entity'], string, string, keyof typeof ALLOWED_OPERATORS][] = [
+      ['customer', 'seats', 'LIKE', 'number'],
+      ['customer', 'fitscore', 'GTD', 'number'],
+      ['customer', 'renewal_date', 'NLIKE', 'date'],
+      ['customer', 'plan', 'GT', 'string'],
+      ['customer', 'name', 'LTD', 'string'],
+      ['customer', 'sso', 'LT', 'boolean'],
+      ['customer', 'is_churned', 'IN', 'boolean'],
+      ['customer', 'owner', 'LIKE', 'owner'],
+      ['customer', 'tags', 'GTE', 'tags'],
+      ['contact', 'customer_external_id', 'KNOWN', 'customer_external_id'],
+      ['contact', 'customer_external_id', 'LIKE', 'customer_external_id'],
+    ]
+    for (const [entity, propertyName, operator, type] of cases) {
+      const [error, ...rest] = errorsOf({ entity, filters: [{ propertyName, operator, value: '1' }] })
+      assert.equal(rest.length, 0)
+      assert.equal(error.path, '/filters/0/operator', `${propertyName} ${operator}`)
+      assert.match(error.message, new RegExp(`allowed: ${ALLOWED_OPERATORS[type].join(', ')}$`))
+    }
+  })
+
+  test('unknown operator', () => {
+    for (const operator of ['BETWEEN', 'eq', '']) {
+      const [error] = errorsOf({ filters: [{ propertyName: 'seats', operator, value: '1' }] })
+      assert.equal(error.path, '/filters/0/operator')
+      assert.match(error.message, /^unknown operator/)
+    }
+  })
+
+  test('customer-only fields on contacts, even when a contact codename shadows them', () => {
+    const contactCatalog: PropertyDef[] = [{ codename: 'owner', kind: 'attribute', type: 'string' }]
+    for (const propertyName of ['fitscore', 'churn_risk', 'upsell_score', 'is_churned', 'owner']) {
+      const [error] = errorsOf({ entity: 'contact', catalog: contactCatalog, filters: [{ propertyName, operator: 'KNOWN' }] })
+      assert.equal(error.path, '/filters/0/propertyName')
+      assert.match(error.message, /customer-only field/)
+    }
+  })
+
+  test('missing value or values', () => {
+    assert.deepEqual(pathsOf({ filters: [{ propertyName: 'seats', operator: 'EQ' }] }), ['/filters/0/value'])
+    assert.deepEqual(pathsOf({ filters: [{ propertyName: 'plan', operator: 'LIKE' }] }), ['/filters/0/value'])
+    assert.deepEqual(pathsOf({ filters: [{ propertyName: 'last_seen', operator: 'GTD' }] }), ['/filters/0/value'])
+    assert.deepEqual(pathsOf({ filters: [{ propertyName: 'seats', operator: 'IN' }] }), ['/filters/0/values'])
+    assert.deepEqual(pathsOf({ filters: [{ propertyName: 'tags', operator: 'NIN', values: [] }] }), ['/filters/0/values'])
+    // IN falls back to a single `value`; KNOWN and UNKNOWN take nothing.
+    compileSearch(input({ filters: [{ propertyName: 'seats', operator: 'IN', value: '1' }] }))
+    compileSearch(input({ filters: [{ propertyName: 'seats', operator: 'UNKNOWN' }] }))
+  })
+
+  test('values that do not parse for the type', () => {
+    const bad: [string, string, string][] = [
+      ['seats', 'EQ', 'abc'],
+      ['seats', 'EQ', ''],
+      ['seats', 'GT', ' 1'],
+      ['seats', 'LT', '0x10'],
+      ['fitscore', 'EQ', 'Infinity'],
+      ['fitscore', 'EQ', '1e999'],
+      ['renewal_date', 'EQ', '2026-02-30'],
+      ['renewal_date', 'LT', '2026-1-01'],
+      ['last_seen', 'GT', '0000-01-01'],
+      ['last_seen', 'EQ', '2026-11-21T00:00:00Z'],
+      ['sso', 'EQ', 'TRUE'],
+      ['is_churned', 'EQ', '1'],
+      ['last_seen', 'GTD', '-1'],
+      ['last_seen', 'LTD', '1.5'],
+      ['renewal_date', 'GTD', 'x'],
+      ['renewal_date', 'GTD', '1000001'],
+      ['plan', 'EQ', 'nul\u0000byte'],
+    ]
+    for (const [propertyName, operator, value] of bad) {
+      assert.deepEqual(pathsOf({ filters: [{ propertyName, operator, value }] }), ['/filters/0/value'], `${propertyName} ${operator} ${value}`)
+    }
+    assert.deepEqual(pathsOf({ filters: [{ propertyName: 'seats', operator: 'NIN', values: ['1', 'x', '2', ''] }] }), [
+      '/filters/0/values/1',
+      '/filters/0/values/3',
+    ])
+    compileSearch(input({ filters: [{ propertyName: 'seats', operator: 'EQ', value: '-1.5e3' }] }))
+    compileSearch(input({ filters: [{ propertyName: 'renewal_date', operator: 'EQ', value: '2024-02-29' }] }))
+  })
+
+  test('more than 10 filters', () => {
+    const filter: Filter = { propertyName: 'seats', operator: 'KNOWN' }
+    compileSearch(input({ filters: Array(10).fill(filter) }))
+    assert.deepEqual(pathsOf({ filters: Array(11).fill(filter) }), ['/filters'])
+  })
+
+  test('unknown requested property', () => {
+    assert.deepEqual(pathsOf({ properties: ['plan', 'nope', 'name'] }), ['/properties/1', '/properties/2'])
+  })
+
+  test('limit out of range', () => {
+    for (const limit of [0, -1, 1001, 2.5, Number.NaN]) assert.deepEqual(pathsOf({ limit }), ['/limit'])
+    compileSearch(input({ limit: 1 }))
+    compileSearch(input({ limit: 1000 }))
+  })
+
+  test('every error of the request is reported at once', () => {
+    const paths = pathsOf({
+      limit: 0,
+      properties: ['x'],
+      filters: [
+        { propertyName: 'seats', operator: 'EQ', value: '1' },
+        { propertyName: 'nope', operator: 'EQ', value: '1' },
+        { propertyName: 'seats', operator: 'LIKE', value: '1' },
+        { propertyName: 'seats', operator: 'EQ', value: 'x' },
+      ],
+    })
+    assert.deepEqual(paths, ['/limit', '/filters/1/propertyName', '/filters/2/operator', '/filters/3/value', '/properties/0'])
+  })
+})
+
+describe('compileSearch SQL', () => {
+  test('user strings appear only in params', () => {
+    const nasty = "'; drop table x; --"
+    const { text, params } = compileSearch(
+      input({
+        accountId: '7; drop table y',
+        properties: ['a"b'],
+        afterExternalId: "z'--",
+        filters: [
+          { propertyName: 'a"b', operator: 'EQ', value: nasty },
+          { propertyName: 'plan', operator: 'LIKE', value: '%\\_' + nasty },
+          { propertyName: 'owner', operator: 'IN', values: [nasty] },
+          { propertyName: 'tags', operator: 'NEQ', value: nasty },
+          { propertyName: 'last_seen', operator: 'GTD', value: '3' },
+        ],
+      }),
+    )
+    for (const s of [nasty, 'a"b', 'drop', "z'--"]) assert.ok(!text.includes(s), s)
+    for (const s of [nasty, 'a"b', '7; drop table y', "z'--", TODAY, '%\\_' + nasty]) assert.ok(params.includes(s), s)
+    assert.match(text, /^select /)
+    assert.match(text, /where r\.account_id = \$1::text::bigint/)
+  })
+
+  test('the SQL text does not depend on any user string', () => {
+    const stringArb = fc.string({ unit: 'binary' }).filter((s) => !s.includes('\u0000'))
+    const shaped = (value: string, codename: string, after: string): SearchInput => {
+      const cat: PropertyDef[] = [{ codename, kind: 'metric', type: 'string' }]
+      return input({
+        entity: 'contact',
+        catalog: cat,
+        properties: [codename],
+        afterExternalId: after,
+        filters: [
+          { propertyName: codename, operator: 'NLIKE', value },
+          { propertyName: 'name', operator: 'IN', values: [value, value] },
+          { propertyName: 'customer_external_id', operator: 'NEQ', value },
+          { propertyName: 'tags', operator: 'EQ', value },
+        ],
+      })
+    }
+    const reference = compileSearch(shaped('v', 'c', 'a')).text
+    fc.assert(
+      fc.property(stringArb, stringArb.filter((s) => !['name', 'tags', 'customer_external_id'].includes(s)), stringArb, (v, c, a) => {
+        assert.equal(compileSearch(shaped(v, c, a)).text, reference)
+      }),
+    )
+  })
+
+  test('every placeholder is a text parameter and every parameter is used', () => {
+    const { text, params } = compileSearch(
+      input({
+        afterExternalId: 'c9',
+        filters: [
+          { propertyName: 'renewal_date', operator: 'LTD', value: '7' },
+          { propertyName: 'seats', operator: 'NIN', values: ['1', '2'] },
+          { propertyName: 'sso', operator: 'EQ', value: 'true' },
+        ],
+      }),
+    )
+    assert.ok(params.every((p) => typeof p === 'string'))
+    const used = new Set([...text.matchAll(/\$(\d+)::text/g)].map((m) => Number(m[1])))
+    assert.deepEqual([...used].sort((a, b) => a - b), params.map((_, i) => i + 1))
+    assert.equal([...text.matchAll(/\$\d+(?!\d|::text)/g)].length, 0)
+  })
+
+  test('boolean and number values are bound in canonical form', () => {
+    const { params } = compileSearch(
+      input({ filters: [{ propertyName: 'seats', operator: 'EQ', value: '1.50e1' }, { propertyName: 'sso', operator: 'NEQ', value: 'false' }] }),
+    )
+    assert.ok(params.includes('15'))
+    assert.ok(params.includes('false'))
+  })
+
+  test('paging: keyset after the external id, one extra row', () => {
+    const { text, params } = compileSearch(input({ limit: 25, afterExternalId: 'c42' }))
+    assert.match(text, /and r\.external_id > \$(\d+)::text\norder by r\.external_id\nlimit \$(\d+)::text::integer$/)
+    assert.equal(params.at(-1), '26')
+    assert.equal(params.at(-2), 'c42')
+    assert.ok(!compileSearch(input({})).text.includes('r.external_id >'))
+  })
+
+  test('properties: all, a selection, or none', () => {
+    assert.match(compileSearch(input({})).text, /r\.attributes \|\| r\.metrics as properties/)
+    assert.match(compileSearch(input({ properties: [] })).text, /'\{\}'::jsonb as properties/)
+    const { text, params } = compileSearch(input({ properties: ['plan', 'logins', 'plan'] }))
+    assert.match(text, /where p\.key in \(\$2::text, \$3::text\)\) as properties/)
+    assert.deepEqual(params.slice(1, 3), ['plan', 'logins'])
+  })
+
+  test('customer search is limited to active customers unless is_churned is filtered', () => {
+    const plain = compileSearch(input({}))
+    assert.match(whereOf(plain.text), /r\.is_churned in \(\$2::text::boolean\)/)
+    assert.equal(plain.params[1], 'false')
+
+    const churned = compileSearch(input({ filters: [{ propertyName: 'is_churned', operator: 'EQ', value: 'true' }] }))
+    assert.equal(whereOf(churned.text).match(/is_churned/g)?.length, 1)
+    assert.deepEqual(churned.params.slice(1, 2), ['true'])
+    assert.ok(!churned.params.includes('false'))
+
+    const any = compileSearch(input({ filters: [{ propertyName: 'is_churned', operator: 'KNOWN' }] }))
+    assert.match(whereOf(any.text), /r\.is_churned is not null/)
+    assert.ok(!any.params.includes('false'))
+
+    assert.ok(!compileSearch(input({ entity: 'contact' })).text.includes('is_churned'))
+  })
+
+  test('contact search selects the owning customer, scoped to the account', () => {
+    const { text } = compileSearch(input({ entity: 'contact', filters: [{ propertyName: 'customer_external_id', operator: 'EQ', value: 'c1' }] }))
+    assert.match(text, /from contacts r left join customers oc on oc\.account_id = \$1::text::bigint/)
+    assert.match(text, /oc\.external_id in \(\$\d+::text\)/)
+    assert.match(text, /contact_tags x/)
+    for (const column of ['customer_external_id', 'customer_service_id', '"createdAt"', '"updatedAt"']) assert.ok(text.includes(`as ${column}`))
+  })
+
+  test('a core field wins over a custom codename of the same name', () => {
+    const shadowing: PropertyDef[] = [{ codename: 'name', kind: 'attribute', type: 'number' }]
+    const { text } = compileSearch(input({ catalog: shadowing, filters: [{ propertyName: 'name', operator: 'LIKE', value: 'a' }] }))
+    assert.match(text, /strpos\(lower\(r\.name\)/)
+  })
+})
+
+// ---------------------------------------------------------------------------------------------
+// evaluate.ts
+
+function rec(external_id: string, over: Partial<SearchRecord> = {}): SearchRecord {
+  return { external_id, is_churned: false, tags: [], attributes: {}, metrics: {}, ...over }
+}
+
+function ids(records: SearchRecord[], filters: Filter[], entity: SearchInput['entity'] = 'customer', cat = catalog): string[] {
+  return records.filter((r) => matches(r, filters, cat, TODAY, entity)).map((r) => r.external_id)
+}
+
+function one(propertyName: string, operator: string, value?: string | string[]): Filter[] {
+  return [Array.isArray(value) ? { propertyName, operator, values: value } : { propertyName, operator, value }]
+}
+
+describe('matches: numbers', () => {
+  const records = [
+    rec('ten', { fitscore: 10, attributes: { seats: 10 }, metrics: { logins: 10 } }),
+    rec('twenty', { fitscore: 20, attributes: { seats: 20 }, metrics: { logins: 20 } }),
+    rec('none'),
+    rec('text', { attributes: { seats: '10' }, metrics: { logins: '10' } }),
+  ]
+  for (const field of ['fitscore', 'seats', 'logins']) {
+    test(field, () => {
+      // 'text' holds a JSON string in a number property: no number value, like 'none'.
+      const missing = ['none', 'text']
+      assert.deepEqual(ids(records, one(field, 'EQ', '10.0')), ['ten'])
+      assert.deepEqual(ids(records, one(field, 'NEQ', '10')), ['twenty', ...missing])
+      assert.deepEqual(ids(records, one(field, 'LT', '20')), ['ten'])
+      assert.deepEqual(ids(records, one(field, 'LTE', '20')), ['ten', 'twenty'])
+      assert.deepEqual(ids(records, one(field, 'GT', '1e1')), ['twenty'])
+      assert.deepEqual(ids(records, one(field, 'GTE', '-5')), ['ten', 'twenty'])
+      assert.deepEqual(ids(records, one(field, 'IN', ['20', '30'])), ['twenty'])
+      assert.deepEqual(ids(records, one(field, 'NIN', ['20', '30'])), ['ten', ...missing])
+      assert.deepEqual(ids(records, one(field, 'KNOWN')), ['ten', 'twenty'])
+      assert.deepEqual(ids(records, one(field, 'UNKNOWN')), missing)
+    })
+  }
+  test('zero is a known value', () => {
+    assert.deepEqual(ids([rec('zero', { churn_risk: 0 })], one('churn_risk', 'KNOWN')), ['zero'])
+  })
+})
+
+describe('matches: dates', () => {
+  const records = [
+    rec('today', { last_seen: '2026-11-21', attributes: { renewal_date: '2026-11-21' } }),
+    rec('d10', { last_seen: '2026-11-11', attributes: { renewal_date: '2026-11-11' } }),
+    rec('d20', { last_seen: '2026-11-01', attributes: { renewal_date: '2026-11-01' } }),
+    rec('future', { last_seen: '2026-12-01', attributes: { renewal_date: '2026-12-01' } }),
+    rec('none', { attributes: { renewal_date: '2026-02-30' } }),
+  ]
+  for (const field of ['last_seen', 'renewal_date']) {
+    test(field, () => {
+      assert.deepEqual(ids(records, one(field, 'EQ', '2026-11-11')), ['d10'])
+      assert.deepEqual(ids(records, one(field, 'NEQ', '2026-11-11')), ['today', 'd20', 'future', 'none'])
+      assert.deepEqual(ids(records, one(field, 'LT', '2026-11-11')), ['d20'])
+      assert.deepEqual(ids(records, one(field, 'LTE', '2026-11-11')), ['d10', 'd20'])
+      assert.deepEqual(ids(records, one(field, 'GT', '2026-11-21')), ['future'])
+      assert.deepEqual(ids(records, one(field, 'GTE', '2026-11-21')), ['today', 'future'])
+      assert.deepEqual(ids(records, one(field, 'IN', ['2026-11-01', '2026-12-01'])), ['d20', 'future'])
+      assert.deepEqual(ids(records, one(field, 'NIN', ['2026-11-01', '2026-12-01'])), ['today', 'd10', 'none'])
+      assert.deepEqual(ids(records, one(field, 'KNOWN')), ['today', 'd10', 'd20', 'future'])
+      assert.deepEqual(ids(records, one(field, 'UNKNOWN')), ['none'])
+      // GTD N: before today - N; LTD N: after today - N, up to today (the future is excluded).
+      assert.deepEqual(ids(records, one(field, 'GTD', '10')), ['d20'])
+      assert.deepEqual(ids(records, one(field, 'GTD', '9')), ['d10', 'd20'])
+      assert.deepEqual(ids(records, one(field, 'GTD', '0')), ['d10', 'd20'])
+      assert.deepEqual(ids(records, one(field, 'LTD', '10')), ['today'])
+      assert.deepEqual(ids(records, one(field, 'LTD', '11')), ['today', 'd10'])
+      assert.deepEqual(ids(records, one(field, 'LTD', '0')), [])
+    })
+  }
+})
+
+describe('matches: strings', () => {
+  const records = [
+    rec('corp', { name: 'Acme Corp', attributes: { plan: 'Acme Corp' } }),
+    rec('acme', { name: 'acme', attributes: { plan: 'acme' } }),
+    rec('odd', { name: '100%_off\\', attributes: { plan: '100%_off\\' } }),
+    rec('empty', { name: '', attributes: { plan: '' } }),
+    rec('none', { name: null, attributes: { plan: 5 } }),
+  ]
+  for (const field of ['name', 'plan']) {
+    test(field, () => {
+      assert.deepEqual(ids(records, one(field, 'EQ', 'acme')), ['acme'])
+      assert.deepEqual(ids(records, one(field, 'EQ', 'ACME')), [])
+      assert.deepEqual(ids(records, one(field, 'NEQ', 'acme')), ['corp', 'odd', 'empty', 'none'])
+      assert.deepEqual(ids(records, one(field, 'IN', ['acme', 'Acme Corp', 'x'])), ['corp', 'acme'])
+      assert.deepEqual(ids(records, one(field, 'NIN', ['acme', 'Acme Corp'])), ['odd', 'empty', 'none'])
+      assert.deepEqual(ids(records, one(field, 'LIKE', 'ACME')), ['corp', 'acme'])
+      assert.deepEqual(ids(records, one(field, 'LIKE', 'e c')), ['corp'])
+      assert.deepEqual(ids(records, one(field, 'LIKE', '%')), ['odd'])
+      assert.deepEqual(ids(records, one(field, 'LIKE', '_')), ['odd'])
+      assert.deepEqual(ids(records, one(field, 'LIKE', '\\')), ['odd'])
+      assert.deepEqual(ids(records, one(field, 'LIKE', '')), ['corp', 'acme', 'odd', 'empty'])
+      assert.deepEqual(ids(records, one(field, 'NLIKE', 'acme')), ['odd', 'empty', 'none'])
+      assert.deepEqual(ids(records, one(field, 'KNOWN')), ['corp', 'acme', 'odd'])
+      assert.deepEqual(ids(records, one(field, 'UNKNOWN')), ['empty', 'none'])
+    })
+  }
+})
+
+describe('matches: booleans', () => {
+  const records = [
+    rec('yes', { attributes: { sso: true } }),
+    rec('no', { attributes: { sso: false } }),
+    rec('none'),
+    rec('text', { attributes: { sso: 'true' } }),
+  ]
+  test('sso', () => {
+    assert.deepEqual(ids(records, one('sso', 'EQ', 'true')), ['yes'])
+    assert.deepEqual(ids(records, one('sso', 'EQ', 'false')), ['no'])
+    assert.deepEqual(ids(records, one('sso', 'NEQ', 'true')), ['no', 'none', 'text'])
+    assert.deepEqual(ids(records, one('sso', 'KNOWN')), ['yes', 'no'])
+    assert.deepEqual(ids(records, one('sso', 'UNKNOWN')), ['none', 'text'])
+  })
+})
+
+describe('matches: owner and tags', () => {
+  const records = [
+    rec('ann', { owner_email: 'Ann@X.io', tags: ['Red', 'blue'] }),
+    rec('bob', { owner_email: 'bob@x.io', tags: ['blue'] }),
+    rec('nobody', { owner_email: null, tags: [] }),
+  ]
+  test('owner emails match case-insensitively', () => {
+    assert.deepEqual(ids(records, one('owner', 'EQ', 'ann@x.IO')), ['ann'])
+    assert.deepEqual(ids(records, one('owner', 'NEQ', 'ann@x.io')), ['bob', 'nobody'])
+    assert.deepEqual(ids(records, one('owner', 'IN', ['BOB@X.IO', 'zed@x.io'])), ['bob'])
+    assert.deepEqual(ids(records, one('owner', 'NIN', ['BOB@X.IO'])), ['ann', 'nobody'])
+    assert.deepEqual(ids(records, one('owner', 'EQ', 'zed@x.io')), [])
+    assert.deepEqual(ids(records, one('owner', 'NIN', ['zed@x.io'])), ['ann', 'bob', 'nobody'])
+    assert.deepEqual(ids(records, one('owner', 'KNOWN')), ['ann', 'bob'])
+    assert.deepEqual(ids(records, one('owner', 'UNKNOWN')), ['nobody'])
+  })
+  test('tags match any listed title case-insensitively', () => {
+    assert.deepEqual(ids(records, one('tags', 'EQ', 'RED')), ['ann'])
+    assert.deepEqual(ids(records, one('tags', 'NEQ', 'red')), ['bob', 'nobody'])
+    assert.deepEqual(ids(records, one('tags', 'IN', ['BLUE', 'green'])), ['ann', 'bob'])
+    assert.deepEqual(ids(records, one('tags', 'NIN', ['red', 'green'])), ['bob', 'nobody'])
+    assert.deepEqual(ids(records, one('tags', 'IN', ['green'])), [])
+    assert.deepEqual(ids(records, one('tags', 'KNOWN')), ['ann', 'bob'])
+    assert.deepEqual(ids(records, one('tags', 'UNKNOWN')), ['nobody'])
+    assert.deepEqual(ids(records, one('tags', 'IN', ['blue']), 'contact'), ['ann', 'bob'])
+  })
+})
+
+describe('matches: contacts', () => {
+  const records = [
+    rec('k1', { customer_external_id: 'c1', is_churned: true }),
+    rec('k2', { customer_external_id: 'c2' }),
+    rec('k3', { customer_external_id: 'C1' }),
+  ]
+  test('customer_external_id is exact and case-sensitive; churned customers are included', () => {
+    assert.deepEqual(ids(records, one('customer_external_id', 'EQ', 'c1'), 'contact'), ['k1'])
+    assert.deepEqual(ids(records, one('customer_external_id', 'NEQ', 'c1'), 'contact'), ['k2', 'k3'])
+    assert.deepEqual(ids(records, one('customer_external_id', 'IN', ['C1', 'c2']), 'contact'), ['k2', 'k3'])
+    assert.deepEqual(ids(records, one('customer_external_id', 'NIN', ['C1', 'c2']), 'contact'), ['k1'])
+    assert.deepEqual(ids(records, [], 'contact'), ['k1', 'k2', 'k3'])
+  })
+  test('customer-only fields are rejected like the compiler does', () => {
+    assert.throws(() => ids(records, one('owner', 'KNOWN'), 'contact'), SearchError)
+  })
+})
+
+describe('matches: churn default and combination', () => {
+  const records = [rec('active', { fitscore: 5 }), rec('churned', { is_churned: true, fitscore: 5 })]
+  test('is_churned', () => {
+    assert.deepEqual(ids(records, []), ['active'])
+    assert.deepEqual(ids(records, one('is_churned', 'EQ', 'true')), ['churned'])
+    assert.deepEqual(ids(records, one('is_churned', 'EQ', 'false')), ['active'])
+    assert.deepEqual(ids(records, one('is_churned', 'NEQ', 'true')), ['active'])
+    assert.deepEqual(ids(records, one('is_churned', 'KNOWN')), ['active', 'churned'])
+  })
+  test('filters combine with AND', () => {
+    const filters: Filter[] = [
+      { propertyName: 'fitscore', operator: 'EQ', value: '5' },
+      { propertyName: 'is_churned', operator: 'NEQ', value: 'false' },
+    ]
+    assert.deepEqual(ids(records, filters), ['churned'])
+  })
+  test('invalid filters throw the compiler error', () => {
+    assert.throws(() => ids(records, one('seats', 'LIKE', 'x')), (e) => e instanceof SearchError && e.errors[0].path === '/filters/0/operator')
+  })
+})
+
+describe('matches: negative operators are exact complements', () => {
+  const valueArb = fc.oneof(
+    fc.constantFrom(null, '', 'a', 'A', '%', 'ab', true, false, 0, 1, 2.5, '2026-11-01', '2026-11-21', '2026-02-30'),
+    fc.string(),
+    fc.double({ noNaN: true }),
+  )
+  const recordArb = fc.record({
+    name: valueArb,
+    fitscore: valueArb,
+    last_seen: valueArb,
+    owner_email: fc.constantFrom(null, 'a@x.io', 'B@x.io'),
+    tags: fc.subarray(['Red', 'blue']),
+    attributes: fc.record({ plan: valueArb, seats: valueArb, sso: valueArb, renewal_date: valueArb }, { requiredKeys: [] }),
+  })
+  const pairs: [string, string, string, string | string[] | undefined][] = [
+    ['fitscore', 'EQ', 'NEQ', '1'],
+    ['seats', 'IN', 'NIN', ['0', '2.5']],
+    ['name', 'LIKE', 'NLIKE', 'a'],
+    ['plan', 'EQ', 'NEQ', 'a'],
+    ['plan', 'KNOWN', 'UNKNOWN', undefined],
+    ['sso', 'EQ', 'NEQ', 'true'],
+    ['sso', 'KNOWN', 'UNKNOWN', undefined],
+    ['renewal_date', 'IN', 'NIN', ['2026-11-01']],
+    ['last_seen', 'KNOWN', 'UNKNOWN', undefined],
+    ['owner', 'IN', 'NIN', ['A@X.IO']],
+    ['owner', 'KNOWN', 'UNKNOWN', undefined],
+    ['tags', 'EQ', 'NEQ', 'red'],
+    ['tags', 'KNOWN', 'UNKNOWN', undefined],
+  ]
+  test('for every record, exactly one of P and not-P matches', () => {
+    fc.assert(
+      fc.property(recordArb, fc.constantFrom(...pairs), (r, [field, pos, neg, value]) => {
+        const record = rec('r', r as Partial<SearchRecord>)
+        const hit = matches(record, one(field, pos, value), catalog, TODAY, 'customer')
+        const miss = matches(record, one(field, neg, value), catalog, TODAY, 'customer')
+        assert.notEqual(hit, miss)
+      }),
+    )
+  })
+})
