@@ -1,6 +1,8 @@
 import { problem } from './errors.ts'
 import { adminRoutes } from '../api/admin.ts'
 import { healthRoutes } from '../api/health.ts'
+import { getUpload, uploadContacts, uploadCustomers } from '../api/uploads.ts'
+import { ContactsBody, CustomersBody } from '../uploads/schemas.ts'
 import type { Handler, Route } from './types.ts'
 
 const notYet: Handler = () => problem(501, 'This endpoint is not implemented yet.')
@@ -10,8 +12,9 @@ const notYet: Handler = () => problem(501, 'This endpoint is not implemented yet
 export const routes: Route[] = [
   { method: 'POST', path: '/api/v1/customers/search', auth: { key: 'search' }, summary: 'Search customers', handler: notYet },
   { method: 'POST', path: '/api/v1/contacts/search', auth: { key: 'search' }, summary: 'Search contacts', handler: notYet },
-  { method: 'POST', path: '/api/v1/customers', auth: { key: 'upload' }, jsonOnly: true, summary: 'Upload customers', handler: notYet },
-  { method: 'POST', path: '/api/v1/contacts', auth: { key: 'upload' }, jsonOnly: true, summary: 'Upload contacts', handler: notYet },
+  { method: 'POST', path: '/api/v1/customers', auth: { key: 'upload' }, jsonOnly: true, body: CustomersBody, summary: 'Upload customers', handler: uploadCustomers },
+  { method: 'POST', path: '/api/v1/contacts', auth: { key: 'upload' }, jsonOnly: true, body: ContactsBody, summary: 'Upload contacts', handler: uploadContacts },
+  { method: 'GET', path: '/api/v1/uploads/:upload_id', auth: { key: 'upload' }, summary: 'Read the state of an upload', handler: getUpload },
   { method: 'POST', path: '/api/tracker/track', auth: { key: 'track' }, summary: 'Track server-side events', handler: notYet },
   ...adminRoutes,
   ...healthRoutes,

@@ -1,9 +1,13 @@
 import { run, type Runner, type TaskList } from 'graphile-worker'
 import { quietLogger } from '../db/migrate.ts'
+import { processUploadTask } from './process-upload.ts'
+import { crontab } from './schedule.ts'
 import type { App } from '../http/types.ts'
 
 // Each task is a small module in src/jobs; they all receive the same App (postgres.js pool).
-export const taskList = (_app: App): TaskList => ({})
+export const taskList = (app: App): TaskList => ({
+  process_upload: processUploadTask(app),
+})
 
 export const startWorker = (app: App, url: string): Promise<Runner> =>
   run({
@@ -12,6 +16,7 @@ export const startWorker = (app: App, url: string): Promise<Runner> =>
     noHandleSignals: true,
     logger: quietLogger,
     taskList: taskList(app),
+    crontab: crontab.join('\n'),
     // Batching settings measured in STACK-NOTES: 12-18k jobs/s instead of 2k.
     preset: { worker: { localQueue: { size: 50 }, completeJobBatchDelay: 0 } },
   } as Parameters<typeof run>[0])

@@ -5,21 +5,35 @@ export type Entity = 'customer' | 'contact'
 export interface PropertyDef { entity: Entity; codename: string; type: PropertyType }
 export interface Problem { path: string; message: string }
 
-const Score = v.pipe(v.number(), v.minValue(-100), v.maxValue(100))
+const WEIGHT = 'A weight must be between 0.000001 and 1000000.'
+
+// Bounds beyond SPEC's: sql.ts scores in float8, where PostgreSQL raises an error on overflow
+// and underflow instead of giving Infinity or 0. With these no intermediate result of the score
+// can leave float8's range (whatever the stored values), and no meaningful model is refused.
+const notTiny = (x: number) => x === 0 || Math.abs(x) >= 1e-6
+const Score = v.pipe(
+  v.number(),
+  v.minValue(-100),
+  v.maxValue(100),
+  v.check(notTiny, 'A score must be 0 or at least 0.000001 in magnitude.'),
+)
+const Bound = v.pipe(v.number(), v.minValue(-1e15), v.maxValue(1e15))
 
 const ruleBase = {
   codename: v.pipe(v.string(), v.nonEmpty('A codename must not be empty.')),
-  weight: v.pipe(v.number(), v.gtValue(0, 'A weight must be greater than 0.')),
+  weight: v.pipe(v.number(), v.minValue(1e-6, WEIGHT), v.maxValue(1e6, WEIGHT)),
 }
 
 // Strict objects so that a rule mixing two forms (e.g. `values` next to `bad`) is refused rather
 // than scored by whichever form happens to match.
+const FORMS = 'A rule is an object with `codename` and `weight` plus either numeric `bad` and `good`, '
+  + 'a boolean `good`, or a `values` map with an optional `default`.'
 const RangeRuleSchema = v.pipe(
-  v.strictObject({ ...ruleBase, bad: v.number(), good: v.number() }),
+  v.strictObject({ ...ruleBase, bad: Bound, good: Bound }, FORMS),
   v.forward(v.check((r) => r.bad !== r.good, '`good` must differ from `bad`.'), ['good']),
 )
-const BooleanRuleSchema = v.strictObject({ ...ruleBase, good: v.boolean() })
-const ValuesRuleSchema = v.strictObject({ ...ruleBase, values: v.record(v.string(), Score), default: v.optional(Score) })
+const BooleanRuleSchema = v.strictObject({ ...ruleBase, good: v.boolean() }, FORMS)
+const ValuesRuleSchema = v.strictObject({ ...ruleBase, values: v.record(v.string(), Score), default: v.optional(Score) }, FORMS)
 
 export type RangeRule = v.InferOutput<typeof RangeRuleSchema>
 export type BooleanRule = v.InferOutput<typeof BooleanRuleSchema>
@@ -37,12 +51,13 @@ const formOf = (input: unknown) => {
 
 const RuleSchema: v.GenericSchema<unknown, Rule> = v.lazy(formOf)
 const Rules = v.array(RuleSchema)
+const INACTIVE_DAYS = '`inactive_days` must be a positive integer.'
 
 export const ScoringModelSchema = v.strictObject({
   customer: v.optional(v.strictObject({ engagement: v.optional(Rules), fit: v.optional(Rules) })),
   contact: v.optional(v.strictObject({ engagement: v.optional(Rules) })),
   churn: v.optional(v.strictObject({
-    inactive_days: v.optional(v.pipe(v.number(), v.integer(), v.minValue(1, '`inactive_days` must be a positive integer.'))),
+    inactive_days: v.optional(v.pipe(v.number(), v.integer(INACTIVE_DAYS), v.minValue(1, INACTIVE_DAYS))),
   })),
 })
 
@@ -53,7 +68,7 @@ export const hasCustomerModel = (model: ScoringModel | null | undefined): boolea
   (model?.customer?.engagement?.length ?? 0) + (model?.customer?.fit?.length ?? 0) > 0
 
 export const isRangeRule = (rule: Rule): rule is RangeRule => 'bad' in rule
-export const isBooleanRule = (rule: Rule): rule is BooleanRule => typeof rule.good === 'boolean'
+export const isBooleanRule = (rule: Rule): rule is BooleanRule => 'good' in rule && typeof rule.good === 'boolean'
 export const isValuesRule = (rule: Rule): rule is ValuesRule => 'values' in rule
 
 const fitsType = (rule: Rule, type: PropertyType) =>

@@ -10,27 +10,25 @@ const stageItems = (tx: Tx, accountId: number, uploadId: number) => tx`
   select i.ord, i.item from uploads u, jsonb_array_elements(u.items) with ordinality as i(item, ord)
   where u.account_id = ${accountId} and u.id = ${uploadId}`
 
-const stageCustomers = (tx: Tx) => tx`
+// One row per external id: the last name and owner, and all attributes merged in item order.
+const stageRecords = (tx: Tx, key: string, fields: ReturnType<Tx>) => tx`
   create temp table stage_records on commit drop as
-  select s.item->>'external_id' as external_id,
-    (array_agg(s.item->>'name' order by s.ord desc))[1] as name,
-    (array_agg(s.item->>'owner_email' order by s.ord desc) filter (where s.item->>'owner_email' is not null))[1] as owner_email,
-    null::text as customer_external_id,
-    (select jsonb_object_agg(e.key, e.value order by a.ord) from stage_items a, jsonb_each(a.item->'attributes') e
-      where a.item->>'external_id' = s.item->>'external_id') as attributes,
-    min(s.ord) as first_ord
-  from stage_items s group by s.item->>'external_id'`
+  with g as (
+    select s.item->>${key} as external_id, ${fields}, min(s.ord) as first_ord
+    from stage_items s group by 1
+  ), a as (
+    select s.item->>${key} as external_id, jsonb_object_agg(e.key, e.value order by s.ord) as attributes
+    from stage_items s cross join jsonb_each(s.item->'attributes') e group by 1
+  )
+  select g.*, a.attributes from g left join a using (external_id)`
 
-const stageContacts = (tx: Tx) => tx`
-  create temp table stage_records on commit drop as
-  select s.item->>'contact_external_id' as external_id,
-    (array_agg(s.item->>'contact_name' order by s.ord desc))[1] as name,
-    null::text as owner_email,
-    (array_agg(s.item->>'customer_external_id' order by s.ord desc))[1] as customer_external_id,
-    (select jsonb_object_agg(e.key, e.value order by a.ord) from stage_items a, jsonb_each(a.item->'attributes') e
-      where a.item->>'contact_external_id' = s.item->>'contact_external_id') as attributes,
-    min(s.ord) as first_ord
-  from stage_items s group by s.item->>'contact_external_id'`
+const stageCustomers = (tx: Tx) => stageRecords(tx, 'external_id', tx`
+  (array_agg(s.item->>'name' order by s.ord desc))[1] as name,
+  (array_agg(s.item->>'owner_email' order by s.ord desc) filter (where s.item->>'owner_email' is not null))[1] as owner_email`)
+
+const stageContacts = (tx: Tx) => stageRecords(tx, 'contact_external_id', tx`
+  (array_agg(s.item->>'contact_name' order by s.ord desc))[1] as name,
+  (array_agg(s.item->>'customer_external_id' order by s.ord desc))[1] as customer_external_id`)
 
 // Owners are linked by email, case-insensitively; an unknown email leaves the owner unchanged.
 const updateCustomers = (tx: Tx, accountId: number) => tx`
@@ -123,7 +121,9 @@ const mergeSnapshots = async (tx: Tx, accountId: number, kind: Kind) => {
 }
 
 export interface MergeResult {
-  created: { service_id: number; external_id: string; name: string | null; created_at: Date }[]
+  created: number
+  // New customers, for the customer.created webhook (contacts never fire it).
+  newCustomers: { service_id: number; external_id: string; name: string | null; created_at: Date }[]
   updated: number
   ignored: number
   ids: number[]
@@ -138,7 +138,8 @@ export const mergeCustomers = async (tx: Tx, accountId: number, uploadId: number
   const owners = await unknownOwners(tx, accountId)
   await mergeSnapshots(tx, accountId, 'customers')
   return {
-    created: created as unknown as MergeResult['created'],
+    created: created.length,
+    newCustomers: created as unknown as MergeResult['newCustomers'],
     updated: updated.length,
     ignored: 0,
     ids: [...updated.map((r) => r.service_id), ...created.map((r) => r.service_id)],
@@ -154,7 +155,8 @@ export const mergeContacts = async (tx: Tx, accountId: number, uploadId: number)
   const created = await insertContacts(tx, accountId)
   await mergeSnapshots(tx, accountId, 'contacts')
   return {
-    created: [],
+    created: created.length,
+    newCustomers: [],
     updated: updated.length,
     ignored: ignored.count,
     ids: [...updated.map((r) => r.service_id), ...created.map((r) => r.service_id)],

@@ -1,0 +1,29 @@
+// npm run bench [names...]: runs the benchmarks (each a bench/<name>.ts exporting a default
+// async function(ctx)), prints a table and writes bench/results.json.
+import { readdirSync, writeFileSync } from 'node:fs'
+import { createDatabase, startCluster, type BenchContext, type Row } from './lib.ts'
+
+const names = process.argv.slice(2).length
+  ? process.argv.slice(2)
+  : readdirSync('bench').filter((f) => f.endsWith('.ts') && !['lib.ts', 'run.ts'].includes(f)).map((f) => f.slice(0, -3)).sort()
+
+const rows: Row[] = []
+const fmt = (n: number | undefined) => n === undefined ? '' : Math.abs(n) >= 100 ? n.toFixed(0) : n.toFixed(2)
+const line = (r: Row) => [r.bench, r.metric, `${fmt(r.value)} ${r.unit}`, fmt(r.baseline), fmt(r.ratio), r.target ?? '']
+  .map((c, i) => c.padEnd([10, 44, 18, 12, 8, 0][i])).join(' ')
+
+const cluster = await startCluster()
+try {
+  process.stdout.write(['bench', 'metric', 'value', 'baseline', 'ratio', 'target'].map((c, i) => c.padEnd([10, 44, 18, 12, 8, 0][i])).join(' ') + '\n')
+  const ctx: BenchContext = {
+    database: () => createDatabase(cluster.url),
+    report: (row) => { rows.push(row); process.stdout.write(line(row) + '\n') },
+  }
+  for (const name of names) {
+    const { default: bench } = await import(`./${name}.ts`)
+    await bench(ctx)
+  }
+} finally {
+  await cluster.stop()
+  writeFileSync('bench/results.json', JSON.stringify({ at: new Date().toISOString(), node: process.version, rows }, null, 2) + '\n')
+}

@@ -1,0 +1,64 @@
+import type { Task } from 'graphile-worker'
+import { mergeContacts, mergeCustomers, type MergeResult } from '../uploads/merge.ts'
+import { enqueueCustomerCreated } from '../webhooks/outbox.ts'
+import { addJobs, accountQueue } from './enqueue.ts'
+import type { App } from '../http/types.ts'
+import type { Tx } from '../db/client.ts'
+
+export interface ProcessUploadPayload { account_id: number; upload_id: number }
+
+// Locks the upload; a retried job finds it processed and does nothing.
+const claim = (tx: Tx, accountId: number, uploadId: number) => tx`
+  select kind, source, status, item_count from uploads
+  where account_id = ${accountId} and id = ${uploadId} for update`
+
+const markProcessed = (tx: Tx, accountId: number, uploadId: number, r: MergeResult) => tx`
+  update uploads set status = 'processed', processed_at = now(), items = null,
+    created = ${r.created}, updated = ${r.updated}, ignored = ${r.ignored},
+    warnings = ${tx.json(r.warnings as never)}
+  where account_id = ${accountId} and id = ${uploadId}`
+
+// Every user of the account hears what was imported, with counts and when.
+const notifyUsers = (tx: Tx, accountId: number, uploadId: number, kind: string, r: MergeResult) => tx`
+  insert into notifications (account_id, user_id, kind, body)
+  select ${accountId}, u.id, 'import.processed', ${tx.json({
+    upload_id: uploadId, records: kind, created: r.created, updated: r.updated, ignored: r.ignored,
+    warnings: r.warnings.length, processed_at: new Date().toISOString(),
+  })}
+  from users u where u.account_id = ${accountId}`
+
+// The whole upload is merged in one transaction, together with everything it sets off (webhook
+// deliveries, scoring, notifications): a crash at any point leaves either nothing or all of it.
+export const processUpload = async (tx: Tx, accountId: number, uploadId: number) => {
+  const [upload] = await claim(tx, accountId, uploadId)
+  if (!upload || upload.status === 'processed') return null
+  const result = upload.kind === 'customers'
+    ? await mergeCustomers(tx, accountId, uploadId)
+    : await mergeContacts(tx, accountId, uploadId)
+  await enqueueCustomerCreated(tx, accountId, upload.source, result.newCustomers)
+  await addJobs(tx, [{
+    task: 'score_records',
+    payload: { account_id: accountId, entity: upload.kind === 'customers' ? 'customer' : 'contact', ids: result.ids, upload_id: uploadId },
+    queue: accountQueue(accountId),
+  }])
+  await notifyUsers(tx, accountId, uploadId, upload.kind, result)
+  await markProcessed(tx, accountId, uploadId, result)
+  return result
+}
+
+const setStatus = (app: App, p: ProcessUploadPayload, from: string, to: string, error: string | null = null) => app.sql`
+  update uploads set status = ${to}, error = ${error} where account_id = ${p.account_id} and id = ${p.upload_id} and status = ${from}`
+
+// The upload shows `processing` while a worker holds it, and `failed` once the last attempt failed.
+export const processUploadTask = (app: App): Task => async (payload, helpers) => {
+  const p = payload as ProcessUploadPayload
+  await setStatus(app, p, 'received', 'processing')
+  try {
+    await app.sql.begin((tx) => processUpload(tx, p.account_id, p.upload_id))
+  } catch (err) {
+    if (helpers.job.attempts >= helpers.job.max_attempts) {
+      await setStatus(app, p, 'processing', 'failed', String((err as Error)?.message ?? err))
+    }
+    throw err
+  }
+}

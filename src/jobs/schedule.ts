@@ -1,0 +1,2 @@
+// graphile-worker crontab lines (https://worker.graphile.org/docs/cron); one per recurring task.
+export const crontab: string[] = []

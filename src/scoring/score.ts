@@ -1,0 +1,152 @@
+import { isBooleanRule, isValuesRule, type PropertyType, type RangeRule, type Rule } from './model.ts'
+
+// SPEC section 6. propertyScore and weightedScore have a twin in sql.ts for bulk scoring in
+// PostgreSQL; both do the same float8 operations in the same order so that the two agree.
+
+export interface Contribution { codename: string; contribution: number }
+export interface Driver extends Contribution { score: 'engagement' | 'fit' }
+export interface WeightedScore { score: number | null; contributions: Contribution[] }
+export interface HistoryRecord { date: string; score: number | null }
+export interface HistorySummary {
+  last_seen: string | null
+  engagementscore: number | null
+  engagementscore_difference: number | null
+  engagementscore_trend: Record<string, number> | null
+}
+export interface Explanation {
+  engagement: Contribution[]
+  fit: Contribution[]
+  risk_drivers: Driver[]
+  health_drivers: Driver[]
+}
+
+const DAY_MS = 86_400_000
+const TREND_DAYS = 365
+const TREND_RECORDS = 15
+const DRIVERS = 3
+
+// Shared with sql.ts, which must accept exactly the same date strings.
+export const DATE_PATTERN = '^[0-9]{4}-[0-9]{2}-[0-9]{2}$'
+const DATE_RE = new RegExp(DATE_PATTERN)
+
+const clamp = (x: number, lo: number, hi: number) => Math.min(hi, Math.max(lo, x))
+
+// Scores are rounded the way PostgreSQL does round(x::numeric) on a float8 x: the cast keeps 15
+// significant digits (so float noise like 2.4999999999999996 counts as 2.5) and round(numeric)
+// breaks ties away from zero, where JS Math.round(-2.5) would give -2. The `r !== 0` test keeps
+// -0 out of results, since assertions and Object.is tell it apart from 0.
+export const roundHalfAway = (x: number): number => {
+  const y = Number(x.toPrecision(15))
+  const r = Math.floor(Math.abs(y) + 0.5)
+  return y < 0 && r !== 0 ? -r : r
+}
+
+const round2 = (x: number) => roundHalfAway(x * 100) / 100
+
+// V8 parses impossible days such as 2026-02-30 by rolling over, and PostgreSQL has no year 0, so a
+// date is valid only when it survives a round trip and has a year from 0001 on, as in PostgreSQL.
+export const isDateString = (x: unknown): x is string => {
+  if (typeof x !== 'string' || !DATE_RE.test(x) || x < '0001') return false
+  const t = Date.parse(x)
+  return !Number.isNaN(t) && new Date(t).toISOString().slice(0, 10) === x
+}
+
+/** Whole days from date a to date b (both YYYY-MM-DD, UTC); negative when b is before a. */
+export const daysBetween = (a: string, b: string): number => (Date.parse(b) - Date.parse(a)) / DAY_MS
+
+// clamp(-100 + 200 * (v - bad) / (good - bad)), computed so that sql.ts can do the same in float8
+// without PostgreSQL's overflow and underflow errors: a value at or past `good` or `bad` scores ±100
+// before any arithmetic (the formula would overflow for huge values), and so does a value so close
+// to `bad` that the quotient would vanish next to -100 anyway (it could underflow). A value exactly
+// at `good` thus scores 100 even where the float formula would give 99.99999999999997.
+const rangeScore = ({ bad, good }: RangeRule, v: number): number => {
+  const span = good - bad
+  if (Math.sign(v - good) * Math.sign(span) >= 0) return 100
+  if (Math.sign(v - bad) * Math.sign(span) <= 0) return -100
+  if (Math.abs(v - bad) * 1e20 < Math.abs(span)) return -100
+  return clamp(-100 + (200 * (v - bad)) / span, -100, 100)
+}
+
+// A value of the wrong JSON type (e.g. a string stored under a number metric) counts as missing,
+// as in sql.ts, rather than failing the whole record.
+export const propertyScore = (rule: Rule, value: unknown, scoringDate: string, type: PropertyType): number | null => {
+  if (isValuesRule(rule)) {
+    if (typeof value !== 'string') return null
+    // hasOwn: a value such as "toString" must not pick up Object.prototype members.
+    return Object.hasOwn(rule.values, value) ? rule.values[value] : (rule.default ?? 0)
+  }
+  if (isBooleanRule(rule)) return typeof value === 'boolean' ? (value === rule.good ? 100 : -100) : null
+  if (type === 'date') return isDateString(value) ? rangeScore(rule, daysBetween(scoringDate, value)) : null
+  return typeof value === 'number' ? rangeScore(rule, value) : null
+}
+
+export const weightedScore = (
+  rules: readonly Rule[],
+  valueOf: (codename: string) => unknown,
+  scoringDate: string,
+  typeOf: (codename: string) => PropertyType,
+): WeightedScore => {
+  const scored = rules.flatMap((rule) => {
+    const p = propertyScore(rule, valueOf(rule.codename), scoringDate, typeOf(rule.codename))
+    return p === null ? [] : [{ codename: rule.codename, weight: rule.weight, wp: rule.weight * p }]
+  })
+  if (scored.length === 0) return { score: null, contributions: [] }
+  const totalWeight = scored.reduce((sum, r) => sum + r.weight, 0)
+  const total = scored.reduce((sum, r) => sum + r.wp, 0)
+  return {
+    score: roundHalfAway(total / totalWeight),
+    contributions: scored.map((r) => ({ codename: r.codename, contribution: r.wp / totalWeight })),
+  }
+}
+
+const trendInputs = (f: number | null, d: number | null) => ({ f: f ?? 0, d: clamp(d ?? 0, -100, 100) })
+
+export const churnRisk = (e: number | null, f: number | null, d: number | null, daysSinceLastSeen: number): number | null => {
+  if (e === null) return null
+  const x = trendInputs(f, d)
+  const s = Math.min(daysSinceLastSeen, 90)
+  return clamp(roundHalfAway(50 - 0.35 * e - 0.15 * x.f - 0.3 * x.d + (20 * s) / 90), 0, 100)
+}
+
+export const upsellScore = (e: number | null, f: number | null, d: number | null): number | null => {
+  if (e === null) return null
+  const x = trendInputs(f, d)
+  return clamp(roundHalfAway(50 + 0.3 * e + 0.2 * x.f + 0.15 * x.d), 0, 100)
+}
+
+export const summarizeHistory = (records: readonly HistoryRecord[], today: string): HistorySummary => {
+  const scored = records
+    .filter((r): r is { date: string; score: number } => r.score !== null)
+    .sort((a, b) => (a.date < b.date ? -1 : a.date > b.date ? 1 : 0))
+  const last = scored.at(-1)
+  if (!last) return { last_seen: null, engagementscore: null, engagementscore_difference: null, engagementscore_trend: null }
+  const previous = scored.at(-2)
+  // "Within 365 days before today": today - 365 < date <= today.
+  const recent = scored.filter((r) => {
+    const age = daysBetween(r.date, today)
+    return age >= 0 && age < TREND_DAYS
+  }).slice(-TREND_RECORDS)
+  return {
+    last_seen: last.date,
+    engagementscore: last.score,
+    engagementscore_difference: previous ? last.score - previous.score : null,
+    engagementscore_trend: recent.length ? Object.fromEntries(recent.map((r) => [r.date, r.score])) : null,
+  }
+}
+
+const drivers = (all: Driver[], sign: 1 | -1) =>
+  all.filter((c) => sign * c.contribution > 0)
+    .sort((a, b) => sign * (b.contribution - a.contribution))
+    .slice(0, DRIVERS)
+
+// Drivers are picked on the rounded contributions so that a driver never shows as 0.
+export const explain = (engagement: readonly Contribution[], fit: readonly Contribution[]): Explanation => {
+  const rounded = (cs: readonly Contribution[]) => cs.map((c) => ({ codename: c.codename, contribution: round2(c.contribution) }))
+  const e = rounded(engagement)
+  const f = rounded(fit)
+  const all: Driver[] = [
+    ...e.map((c) => ({ codename: c.codename, score: 'engagement' as const, contribution: c.contribution })),
+    ...f.map((c) => ({ codename: c.codename, score: 'fit' as const, contribution: c.contribution })),
+  ]
+  return { engagement: e, fit: f, risk_drivers: drivers(all, -1), health_drivers: drivers(all, 1) }
+}

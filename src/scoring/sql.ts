@@ -1,0 +1,91 @@
+import { isBooleanRule, isValuesRule, type PropertyType, type Rule } from './model.ts'
+import { DATE_PATTERN } from './score.ts'
+
+// Compiles engagement rules into one PostgreSQL expression so that all snapshots of an account can
+// be scored in a single statement. It must give exactly what weightedScore in score.ts gives, so
+// every step is the same float8 operation in the same order (JS numbers are IEEE doubles like
+// float8, and rule numbers reach PostgreSQL as their shortest round-trip text), a value of the
+// wrong JSON type counts as missing, and the result is round(x::numeric), which roundHalfAway
+// mirrors. The unit tests only check the text: an integration test against PostgreSQL must feed
+// the same cases to both implementations.
+
+export interface SqlRefs {
+  /** jsonb value of a metric in the snapshot; `key` is SQL of type text (a placeholder), e.g. (key) => `s."values" -> ${key}`. */
+  metric: (key: string) => string
+  /** jsonb value of one of the record's current attributes, keyed the same way. */
+  attribute: (key: string) => string
+  /** SQL expression of the snapshot's date, the scoring date. */
+  date: string
+  isMetric: (codename: string) => boolean
+}
+
+export interface SqlFragment { text: string; params: unknown[] }
+
+type Bind = (value: unknown, type: 'text' | 'float8' | 'boolean') => string
+
+// The value as the rule's form reads it (float8, boolean or text), NULL when absent or of another
+// JSON type. For a date: whole days from the scoring date.
+const valueSql = (rule: Rule, type: PropertyType, refs: SqlRefs, bind: Bind): string => {
+  const key = bind(rule.codename, 'text')
+  const x = `(${refs.isMetric(rule.codename) ? refs.metric(key) : refs.attribute(key)})`
+  const str = `(${x} #>> '{}')`
+  const when = (jsonType: string, value: string) => `CASE WHEN jsonb_typeof(${x}) = '${jsonType}' THEN ${value} END`
+  if (isValuesRule(rule)) return when('string', str)
+  if (isBooleanRule(rule)) return when('boolean', `${x}::boolean`)
+  if (type !== 'date') return when('number', `${x}::float8`)
+  // The pattern first: pg_input_is_valid alone would also take forms like 'today' or '1/2/2026'.
+  return `CASE WHEN jsonb_typeof(${x}) = 'string' AND ${str} ~ '${DATE_PATTERN}' AND pg_input_is_valid(${str}, 'date') `
+    + `THEN (${str}::date - (${refs.date})::date)::float8 END`
+}
+
+// The property score of value column `v`; the branches are those of propertyScore, in its order.
+const scoreSql = (rule: Rule, v: string, bind: Bind): string => {
+  if (isValuesRule(rule)) {
+    // The map travels as text: postgres.js would JSON-encode a jsonb parameter a second time.
+    const values = `${bind(JSON.stringify(rule.values), 'text')}::jsonb`
+    return `CASE WHEN ${v} IS NULL THEN NULL ELSE coalesce((${values} -> ${v})::float8, ${bind(rule.default ?? 0, 'float8')}) END`
+  }
+  if (isBooleanRule(rule)) return `CASE WHEN ${v} IS NULL THEN NULL WHEN ${v} = ${bind(rule.good, 'boolean')} THEN 100 ELSE -100 END`
+  const bad = bind(rule.bad, 'float8')
+  const good = bind(rule.good, 'float8')
+  const span = `(${good} - ${bad})`
+  // Separate WHENs, not OR: CASE is the one construct whose evaluation order PostgreSQL
+  // guarantees, and abs(...) * 1e20 overflows for a value far past `bad`.
+  return `CASE WHEN ${v} IS NULL THEN NULL`
+    + ` WHEN sign(${v} - ${good}) * sign(${span}) >= 0 THEN 100`
+    + ` WHEN sign(${v} - ${bad}) * sign(${span}) <= 0 THEN -100`
+    + ` WHEN abs(${v} - ${bad}) * 1e20::float8 < abs(${span}) THEN -100`
+    + ` ELSE greatest(-100, least(100, -100 + 200 * (${v} - ${bad}) / ${span})) END`
+}
+
+/**
+ * Engagement score of one snapshot row as an integer expression, NULL when no rule has a value.
+ * Everything taken from the model is a bound parameter, never spliced into the text: codenames and
+ * the values map are account input. Placeholders are numbered from `paramStart`; `params` holds
+ * their values in order.
+ */
+export const engagementSql = (
+  rules: readonly Rule[],
+  typeOf: (codename: string) => PropertyType,
+  refs: SqlRefs,
+  paramStart: number,
+): SqlFragment => {
+  if (rules.length === 0) return { text: 'NULL::integer', params: [] }
+  const params: unknown[] = []
+  const bind: Bind = (value, type) => {
+    params.push(value)
+    return `$${paramStart + params.length - 1}::${type}`
+  }
+  const values = rules.map((rule, i) => `${valueSql(rule, typeOf(rule.codename), refs, bind)} AS v${i}`)
+  const scores = rules.map((rule, i) => `${scoreSql(rule, `v${i}`, bind)} AS p${i}`)
+  const weights = rules.map((rule) => bind(rule.weight, 'float8'))
+  // Sums start from 0 and add 0 for a missing value, which leaves a float sum unchanged, so they
+  // equal weightedScore's sums over the present values only.
+  const total = weights.map((w, i) => ` + coalesce(${w} * p${i}, 0)`).join('')
+  const totalWeight = weights.map((w, i) => ` + CASE WHEN p${i} IS NULL THEN 0 ELSE ${w} END`).join('')
+  const text = `(SELECT CASE WHEN d > 0 THEN round((n / d)::numeric)::integer END`
+    + ` FROM (SELECT 0${total} AS n, 0${totalWeight} AS d`
+    + ` FROM (SELECT ${scores.join(', ')}`
+    + ` FROM (SELECT ${values.join(', ')}) AS vs) AS ps) AS sums)`
+  return { text, params }
+}
