@@ -1,6 +1,7 @@
 import { problem } from './errors.ts'
 import { adminRoutes } from '../api/admin.ts'
 import { healthRoutes } from '../api/health.ts'
+import { recordRoutes } from '../api/records.ts'
 import { getUpload, uploadContacts, uploadCustomers } from '../api/uploads.ts'
 import { ContactsBody, CustomersBody } from '../uploads/schemas.ts'
 import type { Handler, Route } from './types.ts'
@@ -16,6 +17,7 @@ export const routes: Route[] = [
   { method: 'POST', path: '/api/v1/contacts', auth: { key: 'upload' }, jsonOnly: true, body: ContactsBody, summary: 'Upload contacts', handler: uploadContacts },
   { method: 'GET', path: '/api/v1/uploads/:upload_id', auth: { key: 'upload' }, summary: 'Read the state of an upload', handler: getUpload },
   { method: 'POST', path: '/api/tracker/track', auth: { key: 'track' }, summary: 'Track server-side events', handler: notYet },
+  ...recordRoutes,
   ...adminRoutes,
   ...healthRoutes,
 ]

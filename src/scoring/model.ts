@@ -5,8 +5,6 @@ export type Entity = 'customer' | 'contact'
 export interface PropertyDef { entity: Entity; codename: string; type: PropertyType }
 export interface Problem { path: string; message: string }
 
-const WEIGHT = 'A weight must be between 0.000001 and 1000000.'
-
 // Bounds beyond SPEC's: sql.ts scores in float8, where PostgreSQL raises an error on overflow
 // and underflow instead of giving Infinity or 0. With these no intermediate result of the score
 // can leave float8's range (whatever the stored values), and no meaningful model is refused.
@@ -18,6 +16,7 @@ const Score = v.pipe(
   v.check(notTiny, 'A score must be 0 or at least 0.000001 in magnitude.'),
 )
 const Bound = v.pipe(v.number(), v.minValue(-1e15), v.maxValue(1e15))
+const WEIGHT = 'A weight must be between 0.000001 and 1000000.'
 
 const ruleBase = {
   codename: v.pipe(v.string(), v.nonEmpty('A codename must not be empty.')),

@@ -45,7 +45,7 @@ const round2 = (x: number) => roundHalfAway(x * 100) / 100
 
 // V8 parses impossible days such as 2026-02-30 by rolling over, and PostgreSQL has no year 0, so a
 // date is valid only when it survives a round trip and has a year from 0001 on, as in PostgreSQL.
-export const isDateString = (x: unknown): x is string => {
+const isDateString = (x: unknown): x is string => {
   if (typeof x !== 'string' || !DATE_RE.test(x) || x < '0001') return false
   const t = Date.parse(x)
   return !Number.isNaN(t) && new Date(t).toISOString().slice(0, 10) === x

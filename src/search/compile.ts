@@ -452,6 +452,8 @@ export interface SearchInput {
   properties?: readonly string[]
   limit: number
   afterExternalId?: string
+  // One record by external ID (the single-record read endpoints).
+  externalId?: string
   catalog: readonly PropertyDef[]
   today: string
 }
@@ -494,6 +496,7 @@ export function compileSearch(input: SearchInput): CompiledSearch {
     `r.account_id = ${ctx.account}`,
     ...criteria.map((c) => criterionSql(c, ctx)),
     ...(input.afterExternalId === undefined ? [] : [`r.external_id > ${bind(input.afterExternalId, 'text')}`]),
+    ...(input.externalId === undefined ? [] : [`r.external_id = ${bind(input.externalId, 'text')}`]),
   ]
   const text = [
     `select ${columns.join(',\n  ')}`,

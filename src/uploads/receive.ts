@@ -2,6 +2,7 @@ import { fail } from '../http/errors.ts'
 import { hasCustomerModel } from '../scoring/model.ts'
 import { checkValues, type Catalog, type Def } from './typecheck.ts'
 import type { App } from '../http/types.ts'
+import type { Tx } from '../db/client.ts'
 import type { ContactItem, CustomerItem } from './schemas.ts'
 
 export type UploadKind = 'customers' | 'contacts'
@@ -29,8 +30,11 @@ const store = (app: App, accountId: number, kind: UploadKind, source: string, it
     queue_name => 'account:' || ${accountId}::text) as job
   from u`
 
-export const receiveUpload = async (
-  app: App, accountId: number, kind: UploadKind, items: (CustomerItem | ContactItem)[], source = 'API',
+// The checks every write of records passes: source of truth (406), scoring model (490), typed
+// values against the account's definitions (400), and the backlog of unprocessed uploads (429).
+export const checkUpload = async <T extends CustomerItem | ContactItem>(
+  app: App, accountId: number, kind: UploadKind, items: T[], source: string,
+  itemPath = (i: number) => `/${kind}/${i}`,
 ) => {
   const [state] = await accountState(app, accountId, kind)
   if (source === 'API' && state.source_of_truth !== 'API') {
@@ -40,11 +44,25 @@ export const receiveUpload = async (
     fail(490, 'The account has no customer scoring model; set one with PUT /admin/v1/accounts/{id}/scoring.')
   }
   const catalog: Catalog = new Map((state.defs as [string, Def['kind'], Def['type']][]).map(([c, kind, type]) => [c, { kind, type }]))
-  const checked = checkValues(items, catalog, `/${kind}`)
+  const checked = checkValues(items, catalog, itemPath)
   if (checked.errors.length) fail(400, 'Some values do not fit their property definitions.', checked.errors)
   if (state.pending >= app.config.maxPendingUploads) {
     fail(429, `The account already has ${state.pending} uploads waiting to be processed.`, undefined, { 'retry-after': '5' })
   }
+  return { ...checked, catalog }
+}
+
+export const receiveUpload = async (
+  app: App, accountId: number, kind: UploadKind, items: (CustomerItem | ContactItem)[], source = 'API',
+) => {
+  const checked = await checkUpload(app, accountId, kind, items, source)
   const [row] = await store(app, accountId, kind, source, checked.items, checked.droppedKeys)
   return { upload_id: row.id as number, status: 'received' as const, items: items.length }
 }
+
+// A single-record create: the upload row is written and processed in the caller's transaction,
+// so the record exists (and its webhook and scoring are enqueued) when the transaction commits.
+export const insertUploadRow = (tx: Tx, accountId: number, kind: UploadKind, source: string, items: unknown[], droppedKeys: number) => tx`
+  insert into uploads (account_id, kind, source, items, item_count, dropped_keys)
+  values (${accountId}, ${kind}, ${source}, ${tx.json(items as never)}, ${items.length}, ${droppedKeys})
+  returning id`

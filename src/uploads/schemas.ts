@@ -1,4 +1,5 @@
 import * as v from 'valibot'
+import { isDate } from './typecheck.ts'
 
 export const MAX_CUSTOMERS = 1000
 export const MAX_CONTACTS = 100
@@ -7,13 +8,11 @@ export const MAX_METRICS = 200
 const text255 = v.pipe(v.string(), v.maxLength(255, 'At most 255 characters.'))
 const id255 = v.pipe(v.string(), v.minLength(1, 'Must not be empty.'), v.maxLength(255, 'At most 255 characters.'))
 const Value = v.union([v.string(), v.number(), v.boolean(), v.null()], 'Must be a string, number, boolean, date or null.')
-export const DateString = v.pipe(
-  v.string(),
-  v.regex(/^\d{4}-\d{2}-\d{2}$/, 'Must be a date YYYY-MM-DD.'),
-  v.check((s) => !Number.isNaN(Date.parse(s + 'T00:00:00Z')) && new Date(s + 'T00:00:00Z').toISOString().startsWith(s), 'Must be a real calendar date.'),
-)
+export const DateString = v.pipe(v.string(), v.check((s: string) => isDate(s), 'Must be a date YYYY-MM-DD.'))
 
-const Attributes = v.record(v.string(), Value)
+// valibot's record() takes arrays for objects, so plain objects are checked first.
+const isObject = (x: unknown) => typeof x === 'object' && x !== null && !Array.isArray(x)
+export const Attributes = v.pipe(v.custom<Record<string, unknown>>(isObject, 'Must be an object.'), v.record(v.string(), Value))
 const Metric = v.objectWithRest({ date: DateString }, Value)
 const Metrics = v.pipe(v.array(Metric), v.maxLength(MAX_METRICS, `At most ${MAX_METRICS} metric objects.`))
 

@@ -5,8 +5,11 @@ export interface Def { kind: 'attribute' | 'metric'; type: PropertyType }
 export type Catalog = Map<string, Def>
 
 const DATE = /^\d{4}-\d{2}-\d{2}$/
-const isDate = (v: unknown) =>
-  typeof v === 'string' && DATE.test(v) && new Date(v + 'T00:00:00Z').toISOString().startsWith(v)
+export const isDate = (v: unknown): v is string => {
+  if (typeof v !== 'string' || !DATE.test(v)) return false
+  const d = new Date(v + 'T00:00:00Z')
+  return !Number.isNaN(d.getTime()) && d.toISOString().startsWith(v)
+}
 
 export const fitsType = (value: unknown, type: PropertyType) =>
   value === null ||
@@ -20,7 +23,7 @@ export interface Checked<T> { items: T[]; droppedKeys: number; errors: FieldErro
 // Keeps the keys that match a definition of the right kind (typed: a mismatch is an error),
 // drops and counts the rest. Snapshot dates must be unique within a record's metrics.
 export const checkValues = <T extends { attributes?: Values; metrics?: ({ date: string } & Values)[] }>(
-  items: T[], catalog: Catalog, base: string,
+  items: T[], catalog: Catalog, itemPath: (index: number) => string,
 ): Checked<T> => {
   const errors: FieldError[] = []
   let droppedKeys = 0
@@ -36,7 +39,7 @@ export const checkValues = <T extends { attributes?: Values; metrics?: ({ date: 
     return out
   }
   const checked = items.map((item, i) => {
-    const path = `${base}/${i}`
+    const path = itemPath(i)
     const out = { ...item }
     if (item.attributes) out.attributes = keep(item.attributes, 'attribute', `${path}/attributes`)
     if (item.metrics) {

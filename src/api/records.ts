@@ -1,0 +1,79 @@
+import { fail } from '../http/errors.ts'
+import { compileSearch, type PropertyDef } from '../search/compile.ts'
+import {
+  ContactCreate, ContactPatch, createRecord, CustomerCreate, CustomerPatch, deleteContact, deleteCustomer, updateContact, updateCustomer,
+} from '../uploads/records.ts'
+import type { App, Req, Route } from '../http/types.ts'
+import type { ContactItem, CustomerItem } from '../uploads/schemas.ts'
+
+const param = (req: Req, name: string) => decodeURIComponent(req.params[name])
+
+// One record as the search endpoints show it (churned customers included).
+export const readRecord = async (app: App, accountId: number, entity: 'customer' | 'contact', externalId: string, customerExternalId?: string) => {
+  const catalog = await app.sql`
+    select codename, kind, type from property_defs where account_id = ${accountId} and entity = ${entity}` as unknown as PropertyDef[]
+  const query = compileSearch({
+    entity, accountId, catalog, limit: 1, externalId, today: new Date().toISOString().slice(0, 10),
+    filters: entity === 'customer' ? [{ propertyName: 'is_churned', operator: 'KNOWN' }] : [],
+  })
+  const [row] = await app.sql.unsafe(query.text, query.params as string[])
+  if (!row || (customerExternalId !== undefined && row.customer_external_id !== customerExternalId)) {
+    return fail(404, entity === 'customer' ? `Customer ${externalId} does not exist.` : `Contact ${externalId} of customer ${customerExternalId} does not exist.`)
+  }
+  return {
+    ...row,
+    service_id: Number(row.service_id),
+    ...(entity === 'contact' && { customer_service_id: row.customer_service_id === null ? null : Number(row.customer_service_id) }),
+  }
+}
+
+const account = (req: Req) => req.auth!.accountId
+
+const customerRoutes = (prefix: string): Route[] => [
+  { method: 'POST', path: `${prefix}/customer`, auth: { key: 'upload' }, jsonOnly: true, body: CustomerCreate,
+    summary: 'Create one customer (processed before the answer)',
+    handler: async (req, app) => {
+      const item = req.input as CustomerItem
+      const [exists] = await app.sql`select 1 from customers where account_id = ${account(req)} and external_id = ${item.external_id}`
+      if (exists) fail(409, `Customer ${item.external_id} already exists.`, [{ path: '/external_id', message: 'Already exists.' }])
+      await createRecord(app, account(req), 'customers', item)
+      return { status: 201, body: await readRecord(app, account(req), 'customer', item.external_id) }
+    } },
+  { method: 'GET', path: `${prefix}/customer/:external_id`, auth: { key: 'search' }, summary: 'Read one customer',
+    handler: async (req, app) => ({ status: 200, body: await readRecord(app, account(req), 'customer', param(req, 'external_id')) }) },
+  { method: 'PUT', path: `${prefix}/customer/:external_id`, auth: { key: 'upload' }, jsonOnly: true, body: CustomerPatch,
+    summary: 'Update one customer (name, owner, attributes, churn state)',
+    handler: async (req, app) => {
+      await updateCustomer(app, account(req), param(req, 'external_id'), req.input)
+      return { status: 200, body: await readRecord(app, account(req), 'customer', param(req, 'external_id')) }
+    } },
+  { method: 'DELETE', path: `${prefix}/customer/:external_id`, auth: { key: 'upload' }, summary: 'Delete one customer and its contacts',
+    handler: async (req, app) => (await deleteCustomer(app, account(req), param(req, 'external_id')), { status: 204 }) },
+  { method: 'POST', path: `${prefix}/customer/:external_id/contact`, auth: { key: 'upload' }, jsonOnly: true, body: ContactCreate,
+    summary: 'Create one contact of a customer',
+    handler: async (req, app) => {
+      const customer = param(req, 'external_id')
+      const item = { ...(req.input as Omit<ContactItem, 'customer_external_id'>), customer_external_id: customer }
+      const [found] = await app.sql`
+        select (select 1 from customers where account_id = ${account(req)} and external_id = ${customer}) as customer,
+               (select 1 from contacts where account_id = ${account(req)} and external_id = ${item.contact_external_id}) as contact`
+      if (!found.customer) fail(404, `Customer ${customer} does not exist.`)
+      if (found.contact) fail(409, `Contact ${item.contact_external_id} already exists.`, [{ path: '/contact_external_id', message: 'Already exists.' }])
+      await createRecord(app, account(req), 'contacts', item)
+      return { status: 201, body: await readRecord(app, account(req), 'contact', item.contact_external_id, customer) }
+    } },
+  { method: 'GET', path: `${prefix}/customer/:external_id/contact/:contact_id`, auth: { key: 'search' }, summary: 'Read one contact',
+    handler: async (req, app) => ({ status: 200, body: await readRecord(app, account(req), 'contact', param(req, 'contact_id'), param(req, 'external_id')) }) },
+  { method: 'PUT', path: `${prefix}/customer/:external_id/contact/:contact_id`, auth: { key: 'upload' }, jsonOnly: true, body: ContactPatch,
+    summary: 'Update one contact (name, attributes)',
+    handler: async (req, app) => {
+      await updateContact(app, account(req), param(req, 'external_id'), param(req, 'contact_id'), req.input)
+      return { status: 200, body: await readRecord(app, account(req), 'contact', param(req, 'contact_id'), param(req, 'external_id')) }
+    } },
+  { method: 'DELETE', path: `${prefix}/customer/:external_id/contact/:contact_id`, auth: { key: 'upload' }, summary: 'Delete one contact',
+    handler: async (req, app) => (await deleteContact(app, account(req), param(req, 'external_id'), param(req, 'contact_id')), { status: 204 }) },
+]
+
+// The webhook payload names the routes without the /api prefix; both answer.
+export const recordRoutes: Route[] = [...customerRoutes('/api/v1'), ...customerRoutes('/v1')]
+

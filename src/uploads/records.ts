@@ -1,0 +1,118 @@
+import * as v from 'valibot'
+import { fail } from '../http/errors.ts'
+import { parse } from '../http/validate.ts'
+import { processUpload } from '../jobs/process-upload.ts'
+import { addJobs, accountQueue } from '../jobs/enqueue.ts'
+import { checkUpload, insertUploadRow, type UploadKind } from './receive.ts'
+import { checkValues } from './typecheck.ts'
+import { Attributes, ContactItem, CustomerItem, DateString } from './schemas.ts'
+import type { App } from '../http/types.ts'
+import type { Tx } from '../db/client.ts'
+
+// Single-record writes take the upload path in one transaction: the same checks, the same merge,
+// the same webhook outbox and scoring job, committed before the answer.
+export const createRecord = async (app: App, accountId: number, kind: UploadKind, item: CustomerItem | ContactItem) => {
+  const checked = await checkUpload(app, accountId, kind, [item], 'API', () => '')
+  await app.sql.begin(async (tx) => {
+    const [row] = await insertUploadRow(tx, accountId, kind, 'API', checked.items, checked.droppedKeys)
+    await processUpload(tx, accountId, row.id)
+  })
+}
+
+const text255 = v.pipe(v.string(), v.maxLength(255, 'At most 255 characters.'))
+
+export const CustomerPatch = v.object({
+  name: v.optional(text255),
+  owner_email: v.optional(v.nullable(text255)),
+  attributes: v.optional(Attributes),
+  is_churned: v.optional(v.boolean()),
+  churned_date: v.optional(v.nullable(DateString)),
+})
+
+export const ContactPatch = v.object({
+  contact_name: v.optional(text255),
+  attributes: v.optional(Attributes),
+})
+
+// The create bodies of the single-record routes: the upload items, the contact's customer
+// coming from the path.
+export const CustomerCreate = CustomerItem
+export const ContactCreate = v.omit(ContactItem, ['customer_external_id'])
+
+const ownerId = async (tx: Tx, accountId: number, email: string | null | undefined) => {
+  if (email === undefined) return undefined
+  if (email === null) return null
+  const [user] = await tx`select id from users where account_id = ${accountId} and lower(email) = lower(${email})`
+  return user ? user.id as number : fail(400, 'No user of the account has this email.', [{ path: '/owner_email', message: `No user has the email ${email}.` }])
+}
+
+const today = () => new Date().toISOString().slice(0, 10)
+
+// Churn set by hand is 'manual' so that the daily job never lifts it; false makes the customer active.
+const churnColumns = (patch: v.InferOutput<typeof CustomerPatch>): { is_churned?: boolean; churned_date?: string | null; churn_reason?: string | null } =>
+  patch.is_churned === undefined ? {}
+    : patch.is_churned
+      ? { is_churned: true, churned_date: patch.churned_date ?? today(), churn_reason: 'manual' }
+      : { is_churned: false, churned_date: null, churn_reason: null }
+
+const typedAttributes = async (app: App, accountId: number, entity: 'customer' | 'contact', attributes: Record<string, unknown> | undefined) => {
+  if (!attributes) return undefined
+  const defs = await app.sql`select codename, kind, type from property_defs where account_id = ${accountId} and entity = ${entity}`
+  const catalog = new Map(defs.map((d) => [d.codename as string, { kind: d.kind, type: d.type }]))
+  const checked = checkValues([{ attributes }], catalog, () => '')
+  if (checked.errors.length) fail(400, 'Some values do not fit their property definitions.', checked.errors)
+  return checked.items[0].attributes
+}
+
+const rescore = (tx: Tx, accountId: number, entity: 'customer' | 'contact', id: number) =>
+  addJobs(tx, [{ task: 'score_records', payload: { account_id: accountId, entity, ids: [id] }, queue: accountQueue(accountId) }])
+
+export const updateCustomer = async (app: App, accountId: number, externalId: string, body: unknown) => {
+  const patch = parse(CustomerPatch, body)
+  const attributes = await typedAttributes(app, accountId, 'customer', patch.attributes)
+  return app.sql.begin(async (tx) => {
+    const owner = await ownerId(tx, accountId, patch.owner_email)
+    const churn = churnColumns(patch)
+    const [row] = await tx`
+      update customers set
+        name = coalesce(${patch.name ?? null}::text, name),
+        owner_user_id = case when ${owner !== undefined} then ${owner ?? null}::bigint else owner_user_id end,
+        is_churned = coalesce(${churn.is_churned ?? null}::boolean, is_churned),
+        churned_date = case when ${churn.is_churned !== undefined} then ${churn.churned_date ?? null}::date else churned_date end,
+        churn_reason = case when ${churn.is_churned !== undefined} then ${churn.churn_reason ?? null}::text else churn_reason end,
+        attributes = jsonb_strip_nulls(attributes || ${tx.json((attributes ?? {}) as never)}), updated_at = now()
+      where account_id = ${accountId} and external_id = ${externalId} returning service_id`
+    if (!row) fail(404, `Customer ${externalId} does not exist.`)
+    await rescore(tx, accountId, 'customer', row.service_id)
+  })
+}
+
+export const updateContact = async (app: App, accountId: number, customerExternalId: string, externalId: string, body: unknown) => {
+  const patch = parse(ContactPatch, body)
+  const attributes = await typedAttributes(app, accountId, 'contact', patch.attributes)
+  return app.sql.begin(async (tx) => {
+    const [row] = await tx`
+      update contacts t set name = coalesce(${patch.contact_name ?? null}, t.name),
+        attributes = jsonb_strip_nulls(t.attributes || ${tx.json((attributes ?? {}) as never)}), updated_at = now()
+      from customers c
+      where t.account_id = ${accountId} and t.external_id = ${externalId}
+        and c.account_id = ${accountId} and c.service_id = t.customer_id and c.external_id = ${customerExternalId}
+      returning t.service_id`
+    if (!row) fail(404, `Contact ${externalId} of customer ${customerExternalId} does not exist.`)
+    await rescore(tx, accountId, 'contact', row.service_id)
+  })
+}
+
+export const deleteCustomer = async (app: App, accountId: number, externalId: string) => {
+  const [row] = await app.sql`delete from customers where account_id = ${accountId} and external_id = ${externalId} returning service_id`
+  if (!row) fail(404, `Customer ${externalId} does not exist.`)
+}
+
+export const deleteContact = async (app: App, accountId: number, customerExternalId: string, externalId: string) => {
+  const [row] = await app.sql`
+    delete from contacts t using customers c
+    where t.account_id = ${accountId} and t.external_id = ${externalId}
+      and c.account_id = ${accountId} and c.service_id = t.customer_id and c.external_id = ${customerExternalId}
+    returning t.service_id`
+  if (!row) fail(404, `Contact ${externalId} of customer ${customerExternalId} does not exist.`)
+}

@@ -1,0 +1,334 @@
+import { test, before, after } from 'node:test'
+import assert from 'node:assert/strict'
+import { startTestService, type TestService } from './helpers/service.ts'
+import { scoredAccount, waitForUpload } from './helpers/fixtures.ts'
+
+let s: TestService
+before(async () => { s = await startTestService({ apiRateLimit: 100_000 }) })
+after(() => s.stop())
+
+type Api = Awaited<ReturnType<typeof scoredAccount>>['api']
+const paths = (res: { body: any }) => (res.body.errors ?? []).map((e: { path: string }) => e.path)
+const customer = (i: number, extra: object = {}) => ({ external_id: `c${i}`, name: `Customer ${i}`, ...extra })
+
+const upload = async (api: Api, customers: object[]) => {
+  const res = await api('/api/v1/customers', { customers })
+  assert.equal(res.status, 200, JSON.stringify(res.body))
+  return waitForUpload(api, res.body.upload_id)
+}
+const uploadContacts = async (api: Api, contacts: object[]) => {
+  const res = await api('/api/v1/contacts', { contacts })
+  assert.equal(res.status, 200, JSON.stringify(res.body))
+  return waitForUpload(api, res.body.upload_id)
+}
+
+// Each case: a body that must be refused with 400 naming exactly these paths.
+const customerCases: [string, unknown, string[]][] = [
+  ['customers missing', {}, ['/customers']],
+  ['customers not an array', { customers: {} }, ['/customers']],
+  ['customers empty', { customers: [] }, ['/customers']],
+  ['more than 1000 customers', { customers: Array.from({ length: 1001 }, (_, i) => customer(i)) }, ['/customers']],
+  ['external_id missing', { customers: [{ name: 'x' }] }, ['/customers/0/external_id']],
+  ['external_id empty', { customers: [{ external_id: '', name: 'x' }] }, ['/customers/0/external_id']],
+  ['external_id over 255', { customers: [customer(0, { external_id: 'x'.repeat(256) })] }, ['/customers/0/external_id']],
+  ['name missing', { customers: [{ external_id: 'a' }] }, ['/customers/0/name']],
+  ['name over 255', { customers: [customer(0, { name: 'n'.repeat(256) })] }, ['/customers/0/name']],
+  ['owner_email over 255', { customers: [customer(0, { owner_email: `${'o'.repeat(250)}@x.test` })] }, ['/customers/0/owner_email']],
+  ['attributes not an object', { customers: [customer(0, { attributes: [1] })] }, ['/customers/0/attributes']],
+  ['attribute value of another type', { customers: [customer(0, { attributes: { country: 5 } })] }, ['/customers/0/attributes/country']],
+  ['boolean attribute given a string', { customers: [customer(0, { attributes: { has_sso: 'yes' } })] }, ['/customers/0/attributes/has_sso']],
+  ['date attribute not a date', { customers: [customer(0, { attributes: { plan_started: '2026-13-01' } })] }, ['/customers/0/attributes/plan_started']],
+  ['attribute value an object', { customers: [customer(0, { attributes: { country: { a: 1 } } })] }, ['/customers/0/attributes/country']],
+  ['metrics not an array', { customers: [customer(0, { metrics: { date: '2026-01-01' } })] }, ['/customers/0/metrics']],
+  ['more than 200 metric objects', { customers: [customer(0, { metrics: Array.from({ length: 201 }, (_, i) => ({ date: new Date(Date.UTC(2020, 0, 1 + i)).toISOString().slice(0, 10) })) })] }, ['/customers/0/metrics']],
+  ['metric date missing', { customers: [customer(0, { metrics: [{ logins: 1 }] })] }, ['/customers/0/metrics/0/date']],
+  ['metric date malformed', { customers: [customer(0, { metrics: [{ date: '01/02/2026' }] })] }, ['/customers/0/metrics/0/date']],
+  ['metric date not on the calendar', { customers: [customer(0, { metrics: [{ date: '2026-02-30' }] })] }, ['/customers/0/metrics/0/date']],
+  ['metric dates not unique', { customers: [customer(0, { metrics: [{ date: '2026-01-01' }, { date: '2026-01-02' }, { date: '2026-01-01' }] })] }, ['/customers/0/metrics/2/date']],
+  ['metric value of another type', { customers: [customer(0, { metrics: [{ date: '2026-01-01', logins: '12' }] })] }, ['/customers/0/metrics/0/logins']],
+  ['errors in several items are all reported', { customers: [customer(0), { name: 'x' }, customer(2, { name: 7 })] }, ['/customers/1/external_id', '/customers/2/name']],
+]
+
+for (const [name, body, expected] of customerCases) {
+  test(`customer upload refuses: ${name}`, async () => {
+    const a = await scoredAccount(s)
+    const res = await a.api('/api/v1/customers', body)
+    assert.equal(res.status, 400)
+    assert.equal(res.headers.get('content-type'), 'application/problem+json')
+    assert.deepEqual(paths(res).sort(), expected.sort())
+    const [{ n }] = await s.sql`select count(*)::int as n from uploads where account_id = ${a.id}`
+    assert.equal(n, 0, 'nothing is stored from a refused request')
+  })
+}
+
+test('limits hold at their edge: 1000 customers, 255 characters, 200 metric objects are accepted', async () => {
+  const a = await scoredAccount(s)
+  const res = await a.api('/api/v1/customers', { customers: [
+    ...Array.from({ length: 999 }, (_, i) => customer(i)),
+    { external_id: 'x'.repeat(255), name: 'n'.repeat(255), owner_email: `${'o'.repeat(245)}@acme.test`,
+      metrics: Array.from({ length: 200 }, (_, i) => ({ date: new Date(Date.UTC(2020, 0, 1 + i)).toISOString().slice(0, 10), logins: i })) },
+  ] })
+  assert.equal(res.status, 200)
+  assert.deepEqual(Object.keys(res.body).sort(), ['items', 'status', 'upload_id'])
+  assert.equal(res.body.items, 1000)
+  assert.equal(res.body.status, 'received')
+  const done = await waitForUpload(a.api, res.body.upload_id)
+  assert.equal(done.created, 1000)
+  const [{ n }] = await s.sql`select count(*)::int as n from customer_snapshots where account_id = ${a.id}`
+  assert.equal(n, 200)
+})
+
+const contactCases: [string, unknown, string[]][] = [
+  ['contacts missing', {}, ['/contacts']],
+  ['more than 100 contacts', { contacts: Array.from({ length: 101 }, (_, i) => ({ customer_external_id: 'c', contact_external_id: `p${i}`, contact_name: 'x' })) }, ['/contacts']],
+  ['customer_external_id missing', { contacts: [{ contact_external_id: 'p', contact_name: 'x' }] }, ['/contacts/0/customer_external_id']],
+  ['contact_external_id over 255', { contacts: [{ customer_external_id: 'c', contact_external_id: 'p'.repeat(256), contact_name: 'x' }] }, ['/contacts/0/contact_external_id']],
+  ['contact_name over 255', { contacts: [{ customer_external_id: 'c', contact_external_id: 'p', contact_name: 'x'.repeat(256) }] }, ['/contacts/0/contact_name']],
+  ['contact metric of another type', { contacts: [{ customer_external_id: 'c', contact_external_id: 'p', contact_name: 'x', metrics: [{ date: '2026-01-01', sessions: true }] }] }, ['/contacts/0/metrics/0/sessions']],
+]
+
+for (const [name, body, expected] of contactCases) {
+  test(`contact upload refuses: ${name}`, async () => {
+    const a = await scoredAccount(s)
+    const res = await a.api('/api/v1/contacts', body)
+    assert.equal(res.status, 400)
+    assert.deepEqual(paths(res).sort(), expected.sort())
+  })
+}
+
+test('a contact upload over 5 MB answers 413', async () => {
+  const a = await scoredAccount(s)
+  const res = await a.api('/api/v1/contacts', { contacts: [{ customer_external_id: 'c', contact_external_id: 'p', contact_name: 'x'.repeat(5 * 1024 * 1024) }] })
+  assert.equal(res.status, 413)
+})
+
+test('406: a body that is not JSON, an Accept without JSON, an account whose records are owned elsewhere', async () => {
+  const a = await scoredAccount(s)
+  const body = JSON.stringify({ customers: [customer(1)] })
+  for (const path of ['/api/v1/customers', '/api/v1/contacts']) {
+    assert.equal((await s.call('POST', path, body, { 'service-key': a.token, 'content-type': 'text/plain' })).status, 406)
+    assert.equal((await s.call('POST', path, body, { 'service-key': a.token, 'content-type': 'application/json', accept: 'text/html' })).status, 406)
+  }
+  assert.equal((await s.call('POST', '/api/v1/customers', body, { 'service-key': a.token, 'content-type': 'application/json; charset=utf-8', accept: 'application/json, text/plain' })).status, 200)
+  const file = await s.account('Filed', { source_of_truth: 'FILE' })
+  await s.admin('PUT', `/accounts/${file.id}/scoring`, { customer: { fit: [{ codename: 'crm_link', weight: 1, values: { a: 100 } }] } })
+  const res = await file.api('/api/v1/customers', { customers: [customer(1)] })
+  assert.equal(res.status, 406)
+  assert.match(res.body.detail, /FILE/)
+})
+
+test('490: customer uploads need a customer scoring model; contact uploads do not', async () => {
+  const a = await s.account()
+  const res = await a.api('/api/v1/customers', { customers: [customer(1)] })
+  assert.equal(res.status, 490)
+  assert.equal(res.body.status, 490)
+  assert.equal((await a.api('/api/v1/customer', customer(1))).status, 490)
+  assert.equal((await a.api('/api/v1/contacts', { contacts: [{ customer_external_id: 'c', contact_external_id: 'p', contact_name: 'x' }] })).status, 200)
+})
+
+test('429: too many unprocessed uploads (backpressure), and the per-key rate limit', async () => {
+  const quiet = await startTestService({ maxPendingUploads: 2, apiRateLimit: 4 }, { http: true, worker: false })
+  try {
+    const a = await scoredAccount(quiet)
+    assert.equal((await a.api('/api/v1/customers', { customers: [customer(1)] })).status, 200)
+    assert.equal((await a.api('/api/v1/customers', { customers: [customer(2)] })).status, 200)
+    const res = await a.api('/api/v1/contacts', { contacts: [{ customer_external_id: 'c1', contact_external_id: 'p', contact_name: 'x' }] })
+    assert.equal(res.status, 429)
+    assert.equal(res.headers.get('retry-after'), '5')
+    let limited
+    for (let i = 0; i < 10 && limited?.status !== 429; i++) limited = await a.api('/api/v1/uploads/1', undefined, 'GET')
+    assert.equal(limited!.status, 429)
+    assert.ok(Number(limited!.headers.get('retry-after')) >= 1)
+  } finally { await quiet.stop() }
+})
+
+test('merge: attributes kept across uploads and cleared by null, snapshots merged by date, unknown keys dropped and counted', async () => {
+  const a = await scoredAccount(s)
+  const first = await upload(a.api, [customer(1, { attributes: { country: 'US', has_sso: true, nope: 1 }, metrics: [{ date: '2026-01-01', logins: 5, seats: 2, junk: 3 }] })])
+  assert.equal(first.dropped_keys, 2)
+  assert.equal(first.created, 1)
+  const second = await upload(a.api, [customer(1, { name: 'Renamed', attributes: { country: null, plan_started: '2025-05-01' }, metrics: [{ date: '2026-01-01', logins: 7 }, { date: '2026-02-01', seats: 3 }] })])
+  assert.equal(second.updated, 1)
+  assert.equal(second.created, 0)
+  const [c] = await s.sql`select name, attributes, metrics from customers where account_id = ${a.id}`
+  assert.equal(c.name, 'Renamed')
+  assert.deepEqual(c.attributes, { has_sso: true, plan_started: '2025-05-01' })
+  // metrics: each metric's value in the latest snapshot holding it.
+  assert.deepEqual(c.metrics, { logins: 7, seats: 3 })
+  const snaps = await s.sql`select to_char(date, 'YYYY-MM-DD') as date, "values" from customer_snapshots where account_id = ${a.id} order by date`
+  assert.deepEqual(snaps.map((r) => [r.date, r.values]), [['2026-01-01', { logins: 7, seats: 2 }], ['2026-02-01', { seats: 3 }]])
+  await upload(a.api, [customer(1, { metrics: [{ date: '2026-02-01', seats: null }] })])
+  const [again] = await s.sql`select "values" from customer_snapshots where account_id = ${a.id} and date = '2026-02-01'`
+  assert.deepEqual(again.values, {})
+})
+
+test('within one request a later duplicate wins, in item order', async () => {
+  const a = await scoredAccount(s)
+  const done = await upload(a.api, [
+    customer(1, { name: 'First', attributes: { country: 'US', has_sso: false }, metrics: [{ date: '2026-01-01', logins: 1 }] }),
+    customer(2),
+    customer(1, { name: 'Second', attributes: { has_sso: true }, metrics: [{ date: '2026-01-01', logins: 2 }] }),
+  ])
+  assert.equal(done.created, 2)
+  const rows = await s.sql`select external_id, name, attributes, metrics, service_id from customers where account_id = ${a.id} order by service_id`
+  assert.deepEqual(rows.map((r) => r.external_id), ['c1', 'c2'], 'service ids follow first appearance')
+  assert.equal(rows[0].name, 'Second')
+  assert.deepEqual(rows[0].attributes, { country: 'US', has_sso: true })
+  assert.deepEqual(rows[0].metrics, { logins: 2 })
+})
+
+test('owners are linked by email case-insensitively; an unknown email warns and leaves the owner unchanged', async () => {
+  const a = await scoredAccount(s)
+  await upload(a.api, [customer(1, { owner_email: 'OWNER@Acme.Test' })])
+  const warned = await upload(a.api, [customer(1, { owner_email: 'ghost@acme.test' }), customer(2, { owner_email: 'ghost@acme.test' })])
+  assert.deepEqual(warned.warnings.map((w: any) => w.external_id), ['c1', 'c2'])
+  assert.match(warned.warnings[0].message, /ghost@acme\.test/)
+  const rows = await s.sql`
+    select c.external_id, u.email from customers c left join users u on u.account_id = c.account_id and u.id = c.owner_user_id
+    where c.account_id = ${a.id} order by c.external_id`
+  assert.deepEqual(rows.map((r) => [r.external_id, r.email]), [['c1', 'owner@acme.test'], ['c2', null]])
+})
+
+test('contacts: need a stored customer (else ignored and counted), move between customers, unique per account', async () => {
+  const a = await scoredAccount(s)
+  await upload(a.api, [customer(1), customer(2)])
+  const first = await uploadContacts(a.api, [
+    { customer_external_id: 'c1', contact_external_id: 'p1', contact_name: 'Pat', attributes: { role: 'cto' }, metrics: [{ date: '2026-01-01', sessions: 3 }] },
+    { customer_external_id: 'nope', contact_external_id: 'p2', contact_name: 'Ghost' },
+  ])
+  assert.equal(first.created, 1)
+  assert.equal(first.ignored, 1)
+  const moved = await uploadContacts(a.api, [{ customer_external_id: 'c2', contact_external_id: 'p1', contact_name: 'Pat B' }])
+  assert.equal(moved.updated, 1)
+  const rows = await s.sql`
+    select t.external_id, t.name, t.attributes, t.metrics, c.external_id as customer from contacts t
+    join customers c on c.account_id = t.account_id and c.service_id = t.customer_id where t.account_id = ${a.id}`
+  assert.deepEqual(rows.map((r) => ({ ...r })), [{ external_id: 'p1', name: 'Pat B', attributes: { role: 'cto' }, metrics: { sessions: 3 }, customer: 'c2' }])
+})
+
+test('service_id is assigned once and never changes; createdAt stays, updatedAt moves', async () => {
+  const a = await scoredAccount(s)
+  await upload(a.api, [customer(1)])
+  const [before] = await s.sql`select service_id, created_at, updated_at from customers where account_id = ${a.id}`
+  await upload(a.api, [customer(1, { name: 'Again' })])
+  const [after] = await s.sql`select service_id, created_at, updated_at from customers where account_id = ${a.id}`
+  assert.equal(after.service_id, before.service_id)
+  assert.equal(after.created_at.getTime(), before.created_at.getTime())
+  assert.ok(after.updated_at > before.updated_at)
+})
+
+test('processing is idempotent: a second run of the same job changes nothing', async () => {
+  const a = await scoredAccount(s)
+  const done = await upload(a.api, [customer(1, { metrics: [{ date: '2026-01-01', logins: 1 }] })])
+  const snapshot = async () => JSON.stringify(await s.sql`
+    select (select json_agg(c order by service_id) from customers c where account_id = ${a.id}) as c,
+           (select count(*) from notifications where account_id = ${a.id}) as n,
+           (select count(*) from customer_snapshots where account_id = ${a.id}) as s`)
+  const before = await snapshot()
+  await s.sql`select graphile_worker.add_job('process_upload', json_build_object('account_id', ${a.id}::bigint, 'upload_id', ${done.upload_id}::bigint))`
+  for (let i = 0; i < 100; i++) {
+    const [{ n }] = await s.sql`select count(*)::int as n from graphile_worker.jobs where task_identifier = 'process_upload'`
+    if (n === 0) break
+    await new Promise((r) => setTimeout(r, 50))
+  }
+  assert.equal(await snapshot(), before)
+})
+
+test('every user of the account is notified of a processed upload', async () => {
+  const a = await scoredAccount(s)
+  await s.admin('POST', `/accounts/${a.id}/users`, { email: 'second@acme.test' })
+  const done = await upload(a.api, [customer(1), customer(2)])
+  const rows = await s.sql`select user_id, kind, body from notifications where account_id = ${a.id} order by user_id`
+  assert.equal(rows.length, 2)
+  for (const r of rows) {
+    assert.equal(r.kind, 'import.processed')
+    assert.equal(r.body.upload_id, done.upload_id)
+    assert.equal(r.body.created, 2)
+    assert.equal(r.body.records, 'customers')
+  }
+})
+
+test('GET /api/v1/uploads/{id}: state and counts, 404 for another account\'s upload', async () => {
+  const a = await scoredAccount(s)
+  const b = await scoredAccount(s, 'Other')
+  const done = await upload(a.api, [customer(1)])
+  assert.equal(done.kind, 'customers')
+  assert.equal(done.status, 'processed')
+  assert.ok(done.processed_at >= done.received_at)
+  assert.equal((await b.api(`/api/v1/uploads/${done.upload_id}`, undefined, 'GET')).status, 404)
+  assert.equal((await a.api('/api/v1/uploads/999999', undefined, 'GET')).status, 404)
+})
+
+test('single customer: create (201, 409 again), read, update, churn by hand, delete with its contacts; also under /v1', async () => {
+  const a = await scoredAccount(s)
+  const created = await a.api('/api/v1/customer', { external_id: 'solo/1', name: 'Solo', owner_email: 'owner@acme.test', attributes: { country: 'DE' }, metrics: [{ date: '2026-01-01', logins: 4 }] })
+  assert.equal(created.status, 201, JSON.stringify(created.body))
+  assert.equal(created.body.id, 'solo/1')
+  assert.equal(typeof created.body.service_id, 'number')
+  assert.equal(created.body.owner, 'owner@acme.test')
+  assert.deepEqual(created.body.properties, { country: 'DE', logins: 4 })
+  assert.equal((await a.api('/api/v1/customer', { external_id: 'solo/1', name: 'x' })).status, 409)
+  const path = `/api/v1/customer/${encodeURIComponent('solo/1')}`
+  const read = await a.api(path, undefined, 'GET')
+  assert.equal(read.status, 200)
+  assert.equal(read.body.service_id, created.body.service_id)
+  assert.deepEqual((await a.api(`/v1/customer/${encodeURIComponent('solo/1')}`, undefined, 'GET')).body.service_id, created.body.service_id)
+  const updated = await a.api(path, { name: 'Solo 2', owner_email: null, attributes: { country: null, has_sso: true } }, 'PUT')
+  assert.equal(updated.status, 200, JSON.stringify(updated.body))
+  assert.equal(updated.body.name, 'Solo 2')
+  assert.equal(updated.body.owner, null)
+  assert.deepEqual(updated.body.properties, { has_sso: true, logins: 4 })
+  const churned = await a.api(path, { is_churned: true, churned_date: '2026-03-01' }, 'PUT')
+  assert.equal(churned.body.is_churned, true)
+  const [row] = await s.sql`select to_char(churned_date, 'YYYY-MM-DD') as d, churn_reason from customers where account_id = ${a.id}`
+  assert.deepEqual({ ...row }, { d: '2026-03-01', churn_reason: 'manual' })
+  assert.equal((await a.api(path, { is_churned: false }, 'PUT')).body.is_churned, false)
+  assert.deepEqual(paths(await a.api(path, { owner_email: 'ghost@acme.test' }, 'PUT')), ['/owner_email'])
+  assert.deepEqual(paths(await a.api(path, { attributes: { has_sso: 'yes' } }, 'PUT')), ['/attributes/has_sso'])
+  assert.deepEqual(paths(await a.api(path, { churned_date: 'soon' }, 'PUT')), ['/churned_date'])
+  assert.equal((await s.call('PUT', path, '{}', { 'service-key': a.token, 'content-type': 'text/plain' })).status, 406)
+  await a.api(`${path}/contact`, { contact_external_id: 'kid', contact_name: 'Kid' })
+  assert.equal((await a.api(path, undefined, 'DELETE')).status, 204)
+  assert.equal((await a.api(path, undefined, 'GET')).status, 404)
+  assert.equal((await a.api(path, undefined, 'DELETE')).status, 404)
+  const [{ n }] = await s.sql`select count(*)::int as n from contacts where account_id = ${a.id}`
+  assert.equal(n, 0)
+})
+
+test('single contact: create under its customer, read, update, delete, 404s', async () => {
+  const a = await scoredAccount(s)
+  await upload(a.api, [customer(1), customer(2)])
+  assert.equal((await a.api('/api/v1/customer/nope/contact', { contact_external_id: 'p', contact_name: 'x' })).status, 404)
+  const created = await a.api('/api/v1/customer/c1/contact', { contact_external_id: 'p1', contact_name: 'Pat', attributes: { role: 'cto' } })
+  assert.equal(created.status, 201, JSON.stringify(created.body))
+  assert.equal(created.body.customer_external_id, 'c1')
+  assert.equal(typeof created.body.customer_service_id, 'number')
+  assert.deepEqual(created.body.tags, [])
+  assert.equal((await a.api('/api/v1/customer/c1/contact', { contact_external_id: 'p1', contact_name: 'x' })).status, 409)
+  assert.equal((await a.api('/api/v1/customer/c1/contact/p1', undefined, 'GET')).body.name, 'Pat')
+  assert.equal((await a.api('/api/v1/customer/c2/contact/p1', undefined, 'GET')).status, 404, 'only under its own customer')
+  const updated = await a.api('/v1/customer/c1/contact/p1', { contact_name: 'Pat B', attributes: { role: null } }, 'PUT')
+  assert.equal(updated.status, 200)
+  assert.equal(updated.body.name, 'Pat B')
+  assert.deepEqual(updated.body.properties, {})
+  assert.equal((await a.api('/api/v1/customer/c2/contact/p1', {}, 'PUT')).status, 404)
+  assert.equal((await a.api('/api/v1/customer/c1/contact/p1', undefined, 'DELETE')).status, 204)
+  assert.equal((await a.api('/api/v1/customer/c1/contact/p1', undefined, 'GET')).status, 404)
+})
+
+test('tenants never see or touch each other\'s records', async () => {
+  const a = await scoredAccount(s, 'A')
+  const b = await scoredAccount(s, 'B')
+  await upload(a.api, [customer(1, { name: 'Mine', attributes: { country: 'US' } })])
+  await upload(b.api, [customer(1, { name: 'Theirs' })])
+  const rows = await s.sql`select account_id, name, attributes from customers where external_id = 'c1' and account_id in (${a.id}, ${b.id}) order by account_id`
+  assert.deepEqual(rows.map((r) => [r.account_id, r.name, r.attributes]), [[a.id, 'Mine', { country: 'US' }], [b.id, 'Theirs', {}]])
+  await upload(a.api, [customer(9)])
+  assert.equal((await b.api('/api/v1/customer/c9', undefined, 'GET')).status, 404)
+  assert.equal((await b.api('/api/v1/customer/c9', { name: 'hijack' }, 'PUT')).status, 404)
+  assert.equal((await b.api('/api/v1/customer/c9', undefined, 'DELETE')).status, 404)
+  assert.equal((await b.api('/api/v1/customer/c9/contact', { contact_external_id: 'x', contact_name: 'x' })).status, 404)
+  const contacts = await uploadContacts(b.api, [{ customer_external_id: 'c9', contact_external_id: 'x', contact_name: 'x' }])
+  assert.equal(contacts.ignored, 1, "a contact cannot attach to another account's customer")
+  assert.equal((await a.api('/api/v1/customer/c9', undefined, 'GET')).body.name, 'Customer 9')
+})
