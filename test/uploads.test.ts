@@ -246,6 +246,10 @@ test('every user of the account is notified of a processed upload', async () => 
     assert.equal(r.body.created, 2)
     assert.equal(r.body.records, 'customers')
   }
+  const listed = await s.admin('GET', `/accounts/${a.id}/notifications?user_email=SECOND@acme.test`)
+  assert.equal(listed.status, 200)
+  assert.deepEqual(listed.body.map((n: any) => [n.user_email, n.kind, n.body.upload_id]), [['second@acme.test', 'import.processed', done.upload_id]])
+  assert.equal((await s.admin('GET', `/accounts/${a.id}/notifications`)).body.length, 2)
 })
 
 test('GET /api/v1/uploads/{id}: state and counts, 404 for another account\'s upload', async () => {

@@ -5,6 +5,8 @@ import { addUser, createTag, defineProperty, listProperties, listTags, listUsers
 import { getScoringModel, putScoringModel } from '../admin/scoring.ts'
 import { addWebhook, listWebhooks, removeWebhook, rotateSecret, WebhookBody } from '../admin/webhooks.ts'
 import { ScoringModelSchema } from '../scoring/model.ts'
+import { eventQuery, listEvents } from '../admin/events.ts'
+import { listNotifications } from '../admin/notifications.ts'
 import type { App, Handler, Reply, Req, Route } from '../http/types.ts'
 
 export const idParam = (req: Req, name: string) => {
@@ -61,6 +63,13 @@ const ops: Op[] = [
     handler: inAccount(async (id, req, app) => (await removeWebhook(app.sql, id, idParam(req, 'webhook_id')), noContent)) },
   { name: 'rotate-secret', method: 'POST', path: `${A}/:id/webhooks/:webhook_id/rotate-secret`, summary: "Replace a webhook's secret",
     handler: inAccount(async (id, req, app) => ok(await rotateSecret(app.sql, id, idParam(req, 'webhook_id')))) },
+  { name: 'list-notifications', method: 'GET', path: `${A}/:id/notifications`, summary: 'List notifications (?user_email=)',
+    handler: inAccount(async (id, req, app) => ok(await listNotifications(app.sql, id, typeof req.query.user_email === 'string' ? req.query.user_email : undefined))) },
+  { name: 'list-events', method: 'GET', path: `${A}/:id/events`, summary: 'Count and list recent tracking events (?customer=&limit=, newest first)',
+    handler: inAccount(async (id, req, app) => {
+      const { customer, limit } = eventQuery(req.query)
+      return ok(await listEvents(app.sql, id, customer, limit))
+    }) },
 ]
 
 export const adminRoutes: Route[] = ops.map((op) => ({ ...op, auth: 'admin' }))

@@ -6,7 +6,7 @@ import type { App } from '../http/types.ts'
 const paramsOf = (path: string) => [...path.matchAll(/:(\w+)/g)].map((m) => m[1])
 
 export const adminUsage = () => [
-  'service admin <operation> [--id ACCOUNT] [--key_id N] [--webhook_id N] [JSON body]',
+  'service admin <operation> [--id ACCOUNT] [--key_id N] [--webhook_id N] [--<query parameter> VALUE] [JSON body]',
   '',
   'Runs the admin API operations directly against the database. Operations:',
   ...adminRoutes.map((r) => `  ${r.name!.padEnd(18)} ${r.method.padEnd(6)} ${r.path.replace(/:(\w+)/g, '{$1}')}  ${r.summary}`),
@@ -36,7 +36,8 @@ export const runAdmin = async (app: App, args: string[]): Promise<number> => {
   }
   const req = {
     id: 'cli', method: route.method, url: 'http://cli/', headers: {}, body: Buffer.from(body),
-    params, query: {},
+    // Flags also serve as query parameters (list-events --customer X --limit 10).
+    params, query: { ...params },
   }
   try {
     const reply = await invoke(route, req, app)

@@ -6,6 +6,7 @@ import { createLog } from '../log.ts'
 import { resolveDatabase } from './database.ts'
 import { createDemoIfEmpty } from './demo.ts'
 import { adminUsage, runAdmin } from './admin.ts'
+import { aggregateUsage, runAggregate } from './aggregate.ts'
 
 const usage = `service <command>
 
@@ -14,6 +15,8 @@ Commands:
   worker                background jobs only
   migrate               apply database migrations and exit
   admin <operation>     account administration against the database (service admin --help)
+  aggregate-events [--account ID]
+                        count tracked events into today's metrics now (the worker does it daily)
 
 Environment: DATABASE_URL (without it an embedded PostgreSQL keeps its data in ./.data/), PORT (8080),
 HOST, SERVICE_ADMIN_TOKEN, WORKER_CONCURRENCY, LOG_LEVEL, SERVICE_WEBHOOK_ALLOW_PRIVATE,
@@ -24,6 +27,7 @@ const help: Record<string, string> = {
   serve: 'service serve [--no-worker]\n\nServes the HTTP API on HOST:PORT and runs background jobs unless --no-worker.\n',
   worker: 'service worker\n\nRuns background jobs only (WORKER_CONCURRENCY at a time).\n',
   migrate: 'service migrate\n\nApplies pending migrations under an advisory lock and exits.\n',
+  'aggregate-events': aggregateUsage,
 }
 
 // SIGTERM/SIGINT drain in-flight requests and jobs, then exit 0.
@@ -42,7 +46,7 @@ const main = async (argv: string[]): Promise<number | undefined> => {
   }
   const config = loadConfig()
   const log = createLog(config.logLevel)
-  if (!['serve', 'worker', 'migrate', 'admin'].includes(command)) {
+  if (!['serve', 'worker', 'migrate', 'admin', 'aggregate-events'].includes(command)) {
     process.stderr.write(`Unknown command '${command}'.\n\n${usage}`)
     return 2
   }
@@ -65,6 +69,7 @@ const main = async (argv: string[]): Promise<number | undefined> => {
       return 0
     }
     await migrate(sql, db.url)
+    if (command === 'aggregate-events') return await runAggregate(sql, args)
     return await runAdmin({ sql, config, log }, args)
   } finally {
     await sql.end({ timeout: 5 })

@@ -3,7 +3,9 @@ import { adminRoutes } from '../api/admin.ts'
 import { healthRoutes } from '../api/health.ts'
 import { recordRoutes } from '../api/records.ts'
 import { getUpload, uploadContacts, uploadCustomers } from '../api/uploads.ts'
+import { track } from '../api/track.ts'
 import { ContactsBody, CustomersBody } from '../uploads/schemas.ts'
+import { TrackBody } from '../tracking/schemas.ts'
 import type { Handler, Route } from './types.ts'
 
 const notYet: Handler = () => problem(501, 'This endpoint is not implemented yet.')
@@ -16,7 +18,7 @@ export const routes: Route[] = [
   { method: 'POST', path: '/api/v1/customers', auth: { key: 'upload' }, jsonOnly: true, body: CustomersBody, summary: 'Upload customers', handler: uploadCustomers },
   { method: 'POST', path: '/api/v1/contacts', auth: { key: 'upload' }, jsonOnly: true, body: ContactsBody, summary: 'Upload contacts', handler: uploadContacts },
   { method: 'GET', path: '/api/v1/uploads/:upload_id', auth: { key: 'upload' }, summary: 'Read the state of an upload', handler: getUpload },
-  { method: 'POST', path: '/api/tracker/track', auth: { key: 'track' }, summary: 'Track server-side events', handler: notYet },
+  { method: 'POST', path: '/api/tracker/track', auth: { key: 'track' }, body: TrackBody, summary: 'Track server-side events', handler: track },
   ...recordRoutes,
   ...adminRoutes,
   ...healthRoutes,

@@ -2,31 +2,39 @@ import type { Tx } from '../db/client.ts'
 
 // Set-based merge of an upload's items: the items are unnested into temporary staging tables and
 // merged with a handful of statements, never a query per item. Later duplicates win: attribute
-// and metric values are aggregated in item order (jsonb_object_agg keeps the last value of a key).
+// and metric objects are folded in item order with jsonb_merge_agg (sql/006), later keys winning.
 // A JSON null clears a value: jsonb_strip_nulls runs after every merge.
 
-const stageItems = (tx: Tx, accountId: number, uploadId: number) => tx`
-  create temp table stage_items on commit drop as
-  select i.ord, i.item from uploads u, jsonb_array_elements(u.items) with ordinality as i(item, ord)
-  where u.account_id = ${accountId} and u.id = ${uploadId}`
+// Temporary tables have no statistics until analyzed; without them the planner picks nested
+// loops that re-read every item's JSON per record.
+const stageItems = async (tx: Tx, accountId: number, uploadId: number, key: string) => {
+  await tx`
+    create temp table stage_items on commit drop as
+    select i.ord, i.item->>${key} as external_id, i.item from uploads u, jsonb_array_elements(u.items) with ordinality as i(item, ord)
+    where u.account_id = ${accountId} and u.id = ${uploadId}`
+  await tx`analyze stage_items`
+}
 
 // One row per external id: the last name and owner, and all attributes merged in item order.
-const stageRecords = (tx: Tx, key: string, fields: ReturnType<Tx>) => tx`
-  create temp table stage_records on commit drop as
-  with g as (
-    select s.item->>${key} as external_id, ${fields}, min(s.ord) as first_ord
-    from stage_items s group by 1
-  ), a as (
-    select s.item->>${key} as external_id, jsonb_object_agg(e.key, e.value order by s.ord) as attributes
-    from stage_items s cross join jsonb_each(s.item->'attributes') e group by 1
-  )
-  select g.*, a.attributes from g left join a using (external_id)`
+const stageRecords = async (tx: Tx, fields: ReturnType<Tx>) => {
+  await tx`
+    create temp table stage_records on commit drop as
+    with g as (
+      select s.external_id, ${fields}, min(s.ord) as first_ord
+      from stage_items s group by 1
+    ), a as (
+      select s.external_id, jsonb_merge_agg(s.item->'attributes' order by s.ord) as attributes
+      from stage_items s where s.item ? 'attributes' group by 1
+    )
+    select g.*, a.attributes from g left join a using (external_id)`
+  await tx`analyze stage_records`
+}
 
-const stageCustomers = (tx: Tx) => stageRecords(tx, 'external_id', tx`
+const stageCustomers = (tx: Tx) => stageRecords(tx, tx`
   (array_agg(s.item->>'name' order by s.ord desc))[1] as name,
   (array_agg(s.item->>'owner_email' order by s.ord desc) filter (where s.item->>'owner_email' is not null))[1] as owner_email`)
 
-const stageContacts = (tx: Tx) => stageRecords(tx, 'contact_external_id', tx`
+const stageContacts = (tx: Tx) => stageRecords(tx, tx`
   (array_agg(s.item->>'contact_name' order by s.ord desc))[1] as name,
   (array_agg(s.item->>'customer_external_id' order by s.ord desc))[1] as customer_external_id`)
 
@@ -76,20 +84,18 @@ const insertContacts = (tx: Tx, accountId: number) => tx`
   returning service_id`
 
 const tables = {
-  customers: { records: 'customers', snapshots: 'customer_snapshots', fk: 'customer_id', key: 'external_id' },
-  contacts: { records: 'contacts', snapshots: 'contact_snapshots', fk: 'contact_id', key: 'contact_external_id' },
+  customers: { records: 'customers', snapshots: 'customer_snapshots', fk: 'customer_id' },
+  contacts: { records: 'contacts', snapshots: 'contact_snapshots', fk: 'contact_id' },
 }
 type Kind = keyof typeof tables
 
 // One staged row per (record, date), values merged across duplicates in item order.
 const stageSnapshots = (tx: Tx, accountId: number, kind: Kind) => tx`
   create temp table stage_snapshots on commit drop as
-  select r.service_id as record_id, (m->>'date')::date as date,
-    coalesce(jsonb_object_agg(e.key, e.value order by s.ord) filter (where e.key <> 'date'), '{}') as vals
+  select r.service_id as record_id, (m->>'date')::date as date, jsonb_merge_agg((m - 'date') order by s.ord) as vals
   from stage_items s
-    join ${tx(tables[kind].records)} r on r.account_id = ${accountId} and r.external_id = s.item->>${tables[kind].key}
+    join ${tx(tables[kind].records)} r on r.account_id = ${accountId} and r.external_id = s.external_id
     cross join jsonb_array_elements(s.item->'metrics') m
-    cross join jsonb_each(m) e
   group by 1, 2`
 
 const updateSnapshots = (tx: Tx, accountId: number, kind: Kind) => tx`
@@ -103,21 +109,26 @@ const insertSnapshots = (tx: Tx, accountId: number, kind: Kind) => tx`
   where not exists (select 1 from ${tx(tables[kind].snapshots)} t
     where t.account_id = ${accountId} and t.${tx(tables[kind].fk)} = s.record_id and t.date = s.date)`
 
-// metrics = each metric's value in the latest snapshot that holds it.
+// metrics = each metric's value in the latest snapshot that holds it: the snapshots folded in
+// date order, later dates winning.
 const refreshLatestMetrics = (tx: Tx, accountId: number, kind: Kind) => tx`
-  update ${tx(tables[kind].records)} r set metrics = coalesce((
-    select jsonb_object_agg(x.key, x.value) from (
-      select distinct on (e.key) e.key, e.value
-      from ${tx(tables[kind].snapshots)} t cross join jsonb_each(t."values") e
-      where t.account_id = r.account_id and t.${tx(tables[kind].fk)} = r.service_id
-      order by e.key, t.date desc) x), '{}')
+  update ${tx(tables[kind].records)} r set metrics = (
+    select jsonb_merge_agg(t."values" order by t.date)
+    from ${tx(tables[kind].snapshots)} t
+    where t.account_id = r.account_id and t.${tx(tables[kind].fk)} = r.service_id)
   where r.account_id = ${accountId} and r.service_id in (select distinct record_id from stage_snapshots)`
 
-const mergeSnapshots = async (tx: Tx, accountId: number, kind: Kind) => {
-  await stageSnapshots(tx, accountId, kind)
+// Merges whatever is staged in stage_snapshots (record_id, date, vals) into the snapshots and
+// refreshes those records' metrics; the tracking aggregation stages its counts the same way.
+export const mergeStagedSnapshots = async (tx: Tx, accountId: number, kind: Kind) => {
   await updateSnapshots(tx, accountId, kind)
   await insertSnapshots(tx, accountId, kind)
   await refreshLatestMetrics(tx, accountId, kind)
+}
+
+const mergeSnapshots = async (tx: Tx, accountId: number, kind: Kind) => {
+  await stageSnapshots(tx, accountId, kind)
+  await mergeStagedSnapshots(tx, accountId, kind)
 }
 
 export interface MergeResult {
@@ -131,7 +142,7 @@ export interface MergeResult {
 }
 
 export const mergeCustomers = async (tx: Tx, accountId: number, uploadId: number): Promise<MergeResult> => {
-  await stageItems(tx, accountId, uploadId)
+  await stageItems(tx, accountId, uploadId, 'external_id')
   await stageCustomers(tx)
   const updated = await updateCustomers(tx, accountId)
   const created = await insertCustomers(tx, accountId)
@@ -148,7 +159,7 @@ export const mergeCustomers = async (tx: Tx, accountId: number, uploadId: number
 }
 
 export const mergeContacts = async (tx: Tx, accountId: number, uploadId: number): Promise<MergeResult> => {
-  await stageItems(tx, accountId, uploadId)
+  await stageItems(tx, accountId, uploadId, 'contact_external_id')
   await stageContacts(tx)
   const ignored = await dropOrphanContacts(tx, accountId)
   const updated = await updateContacts(tx, accountId)

@@ -1,0 +1,80 @@
+import type { Task } from 'graphile-worker'
+import { mergeStagedSnapshots } from '../uploads/merge.ts'
+import { addJobs, accountQueue } from './enqueue.ts'
+import { scoreJobs } from './apply-events.ts'
+import type { Sql, Tx } from '../db/client.ts'
+import type { App } from '../http/types.ts'
+
+export interface AggregateEventsPayload { account_id?: number }
+
+const levels = {
+  customer: { kind: 'customers', records: 'customers', fk: 'customer_id' },
+  contact: { kind: 'contacts', records: 'contacts', fk: 'contact_id' },
+} as const
+type Level = keyof typeof levels
+
+// SPEC section 7: today's (UTC) value of every number metric whose codename is an event name is
+// the count of such events in the 30 days before now (a contact's own events; all events of a
+// customer). Records with no such event but a non-zero latest value drop to 0, so a count cannot
+// stay stuck once its events age out; other records get no snapshot (it would look like activity).
+// Staged as stage_snapshots(record_id, date, vals), the shape the upload merge writes from.
+const stageCounts = (tx: Tx, accountId: number, level: Level) => {
+  const { records, fk } = levels[level]
+  return tx`
+    create temp table stage_snapshots on commit drop as
+    with defs as (
+      select p.codename from property_defs p
+      where p.account_id = ${accountId} and p.entity = ${level} and p.kind = 'metric' and p.type = 'number'
+        and exists (select 1 from tracking_events e where e.account_id = ${accountId} and e.name = p.codename)
+    ), counts as (
+      select e.${tx(fk)} as record_id, e.name, count(*)::int as n
+      from tracking_events e join defs d on d.codename = e.name
+      where e.account_id = ${accountId} and e.${tx(fk)} is not null
+        and e.occurred_at > now() - interval '30 days' and e.occurred_at <= now()
+      group by 1, 2
+    ), lapsed as (
+      select r.service_id as record_id, d.codename as name, 0 as n
+      from ${tx(records)} r join defs d on r.metrics->d.codename <> '0'::jsonb
+      where r.account_id = ${accountId}
+        and not exists (select 1 from counts c where c.record_id = r.service_id and c.name = d.codename)
+    )
+    select record_id, (now() at time zone 'utc')::date as date, jsonb_object_agg(name, n) as vals
+    from (select * from counts union all select * from lapsed) x
+    group by record_id`
+}
+
+const aggregateLevel = async (tx: Tx, accountId: number, level: Level) => {
+  await stageCounts(tx, accountId, level)
+  await mergeStagedSnapshots(tx, accountId, levels[level].kind)
+  const ids = (await tx`select record_id from stage_snapshots order by record_id`).map((r) => r.record_id as number)
+  await tx`drop table stage_snapshots`
+  await addJobs(tx, scoreJobs(accountId, level, ids))
+  return ids.length
+}
+
+// One account in one transaction: snapshots, metrics and the scoring jobs commit together.
+export const aggregateAccount = (sql: Sql, accountId: number) =>
+  sql.begin(async (tx) => ({
+    account_id: accountId,
+    customers: await aggregateLevel(tx, accountId, 'customer'),
+    contacts: await aggregateLevel(tx, accountId, 'contact'),
+  }))
+
+// Only accounts with a number metric can have a metric named like an event.
+export const accountsToAggregate = async (sql: Sql) =>
+  (await sql`
+    select a.id from accounts a
+    where exists (select 1 from property_defs p where p.account_id = a.id and p.kind = 'metric' and p.type = 'number')
+    order by a.id`).map((r) => r.id as number)
+
+// The daily cron run (no account_id) adds one job per account on the account's queue, so each
+// account's aggregation runs after the events it has already received are applied. The job key
+// keeps a second run from doubling the work.
+export const aggregateEventsTask = (app: App): Task => async (payload) => {
+  const p = payload as AggregateEventsPayload
+  if (p.account_id !== undefined) return void await aggregateAccount(app.sql, p.account_id)
+  const ids = await accountsToAggregate(app.sql)
+  await addJobs(app.sql, ids.map((id) => ({
+    task: 'aggregate_events', payload: { account_id: id }, queue: accountQueue(id), jobKey: `aggregate_events:${id}`,
+  })))
+}
