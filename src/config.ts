@@ -10,6 +10,8 @@ export interface Config {
   trackRateLimit: number
   apiRateLimit: number
   maxPendingUploads: number
+  // Multiplies the webhook retry delays (5 s, 25 s); only tests set it below 1.
+  webhookRetryScale: number
 }
 
 const int = (value: string | undefined, fallback: number) => {
@@ -28,4 +30,5 @@ export const loadConfig = (env: NodeJS.ProcessEnv = process.env): Config => ({
   trackRateLimit: int(env.SERVICE_TRACK_RATE_LIMIT, 200),
   apiRateLimit: int(env.SERVICE_API_RATE_LIMIT, 500),
   maxPendingUploads: int(env.SERVICE_MAX_PENDING_UPLOADS, 50),
+  webhookRetryScale: Number(env.SERVICE_WEBHOOK_RETRY_SCALE) > 0 ? Number(env.SERVICE_WEBHOOK_RETRY_SCALE) : 1,
 })

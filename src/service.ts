@@ -1,5 +1,5 @@
 import { createHttpServer, drain, listen } from './http/adapter.ts'
-import { buildRouter } from './http/router.ts'
+import { buildRouter, isDatabaseAway } from './http/router.ts'
 import { routes } from './http/routes.ts'
 import { startWorker } from './jobs/worker.ts'
 import { connect } from './db/client.ts'
@@ -10,6 +10,19 @@ import type { App } from './http/types.ts'
 
 export interface Service { app: App; port?: number; stop: () => Promise<void> }
 
+// graphile-worker can leave a rejection unhandled when the database goes away mid-batch
+// (batchFailJobs), which would end the process on Node 20. A lost connection is survivable (the
+// pools reconnect), so it is logged; any other unhandled rejection still ends the process.
+let guarded = false
+const guardUnhandledRejections = (log: App['log']) => {
+  if (guarded) return
+  guarded = true
+  process.on('unhandledRejection', (err) => {
+    log('error', 'unhandled rejection', { error: String((err as Error)?.stack ?? err) })
+    if (!isDatabaseAway(err)) process.exit(1)
+  })
+}
+
 // One process can serve HTTP, run jobs, or both; any number of them share one Postgres.
 export const startService = async (
   config: Config,
@@ -19,6 +32,7 @@ export const startService = async (
   const log = createLog(config.logLevel)
   const sql = connect(url, { max: 20 })
   const app: App = { sql, config, log }
+  guardUnhandledRejections(log)
   if (parts.migrate !== false) await migrate(sql, url)
   const runner = parts.worker ? await startWorker(app, url) : undefined
   const server = parts.http ? createHttpServer(buildRouter(routes, app), log) : undefined

@@ -9,7 +9,7 @@ import {
 import {
   churnRisk, daysBetween, explain, propertyScore, roundHalfAway, summarizeHistory, upsellScore, weightedScore,
 } from '../src/scoring/score.ts'
-import { engagementSql } from '../src/scoring/sql.ts'
+import { weightedScoreSql } from '../src/scoring/sql.ts'
 
 // The example model of SPEC section 6.
 const SPEC_MODEL = {
@@ -151,6 +151,7 @@ test('churn risk', () => {
   assert.equal(churnRisk(null, 50, 10, 3), null)
   assert.equal(churnRisk(0, null, null, 0), 50)
   assert.equal(churnRisk(0, null, null, 200), 70) // days capped at 90
+  assert.equal(churnRisk(0, null, null, -30), 50) // last seen in the future: as if today
   assert.equal(churnRisk(0, 0, 300, 0), 20) // difference clamped to 100
   assert.equal(churnRisk(10, 0, 0, 0), 47) // 46.5
   assert.equal(churnRisk(-100, -100, -100, 90), 100) // 150
@@ -308,7 +309,7 @@ const refs = {
   isMetric: (codename: string) => codename !== 'plan_zq',
 }
 
-test('engagementSql binds every codename and rule number as a parameter', () => {
+test('weightedScoreSql binds every codename and rule number as a parameter', () => {
   const rules: Rule[] = [
     { codename: 'logins_zq', weight: 37, bad: 1234.5, good: 777 },
     { codename: "it's_zq", weight: 0.375, bad: 11, good: 999 },
@@ -316,7 +317,7 @@ test('engagementSql binds every codename and rule number as a parameter', () => 
     { codename: 'plan_zq', weight: 61, values: { Zeta: 42, "O'Brien": -17 }, default: -19 },
   ]
   const types: Record<string, PropertyType> = { logins_zq: 'number', "it's_zq": 'date', sso_zq: 'boolean', plan_zq: 'string' }
-  const { text, params } = engagementSql(rules, (c) => types[c], refs, 4)
+  const { text, params } = weightedScoreSql(rules, (c) => types[c], refs, 4)
   const withoutPlaceholders = text.replace(/\$\d+/g, '$')
   for (const literal of ['_zq', 'Zeta', 'Brien', 'true', '1234', '777', '37', '375', '11', '999', '53', '42', '17', '19', '61']) {
     assert.ok(!withoutPlaceholders.includes(literal), `${literal} appears in the SQL text`)
@@ -334,6 +335,6 @@ test('engagementSql binds every codename and rule number as a parameter', () => 
   assert.match(text, /round\(\(n \/ d\)::numeric\)::integer/)
 })
 
-test('engagementSql without rules is a NULL integer', () => {
-  assert.deepEqual(engagementSql([], typeOf, refs, 1), { text: 'NULL::integer', params: [] })
+test('weightedScoreSql without rules is a NULL integer', () => {
+  assert.deepEqual(weightedScoreSql([], typeOf, refs, 1), { text: 'NULL::integer', params: [] })
 })

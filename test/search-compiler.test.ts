@@ -4,6 +4,7 @@ import fc from 'fast-check'
 import {
   ALLOWED_OPERATORS,
   compileSearch,
+  lookupOperands,
   SearchError,
   type ErrorDetail,
   type Filter,
@@ -172,6 +173,7 @@ describe('compileSearch SQL', () => {
         accountId: '7; drop table y',
         properties: ['a"b'],
         afterExternalId: "z'--",
+        lookups: { users: new Map([[nasty, 3]]), tags: new Map() },
         filters: [
           { propertyName: 'a"b', operator: 'EQ', value: nasty },
           { propertyName: 'plan', operator: 'LIKE', value: '%\\_' + nasty },
@@ -182,7 +184,7 @@ describe('compileSearch SQL', () => {
       }),
     )
     for (const s of [nasty, 'a"b', 'drop', "z'--"]) assert.ok(!text.includes(s), s)
-    for (const s of [nasty, 'a"b', '7; drop table y', "z'--", TODAY, '%\\_' + nasty]) assert.ok(params.includes(s), s)
+    for (const s of [JSON.stringify({ 'a"b': nasty }), 'a"b', '7; drop table y', "z'--", TODAY, '%\\_' + nasty]) assert.ok(params.includes(s), s)
     assert.match(text, /^select /)
     assert.match(text, /where r\.account_id = \$1::text::bigint/)
   })
@@ -196,6 +198,7 @@ describe('compileSearch SQL', () => {
         catalog: cat,
         properties: [codename],
         afterExternalId: after,
+        lookups: { users: new Map(), tags: new Map([[value, 5]]) },
         filters: [
           { propertyName: codename, operator: 'NLIKE', value },
           { propertyName: 'name', operator: 'IN', values: [value, value] },
@@ -233,8 +236,8 @@ describe('compileSearch SQL', () => {
     const { params } = compileSearch(
       input({ filters: [{ propertyName: 'seats', operator: 'EQ', value: '1.50e1' }, { propertyName: 'sso', operator: 'NEQ', value: 'false' }] }),
     )
-    assert.ok(params.includes('15'))
-    assert.ok(params.includes('false'))
+    assert.ok(params.includes('{"seats":15}'))
+    assert.ok(params.includes('{"sso":false}'))
   })
 
   test('paging: keyset after the external id, one extra row', () => {
@@ -281,7 +284,52 @@ describe('compileSearch SQL', () => {
   test('a core field wins over a custom codename of the same name', () => {
     const shadowing: PropertyDef[] = [{ codename: 'name', kind: 'attribute', type: 'number' }]
     const { text } = compileSearch(input({ catalog: shadowing, filters: [{ propertyName: 'name', operator: 'LIKE', value: 'a' }] }))
-    assert.match(text, /strpos\(lower\(r\.name\)/)
+    assert.match(text, /lower\(r\.name\) like/)
+  })
+
+  test('owner and tags operands compile to the ids the caller looked up', () => {
+    const lookups = { users: new Map([['Ann@x.io', 3], ['bob@x.io', 4]]), tags: new Map([['red', 8]]) }
+    const where = (filters: Filter[]) => {
+      const { text, params } = compileSearch(input({ filters, lookups }))
+      return { where: whereOf(text), params }
+    }
+    const one = where([{ propertyName: 'owner', operator: 'EQ', value: 'Ann@x.io' }])
+    assert.match(one.where, /r\.owner_user_id = \$2::text::bigint/)
+    assert.equal(one.params[1], '3')
+    const two = where([{ propertyName: 'owner', operator: 'NIN', values: ['Ann@x.io', 'bob@x.io', 'zed@x.io', 'Ann@x.io'] }])
+    assert.match(two.where, /not coalesce\(r\.owner_user_id = any\(\$2::text::bigint\[\]\), false\)/)
+    assert.equal(two.params[1], '{3,4}')
+    assert.match(where([{ propertyName: 'owner', operator: 'IN', values: ['zed@x.io'] }]).where, /and false\n/)
+    const tag = where([{ propertyName: 'tags', operator: 'EQ', value: 'red' }])
+    assert.match(tag.where, /exists \(select 1 from customer_tags x where x\.account_id = \$1::text::bigint and x\.customer_id = r\.service_id and x\.tag_id = \$2::text::bigint\)/)
+    assert.match(where([{ propertyName: 'tags', operator: 'NEQ', value: 'nope' }]).where, /not coalesce\(false, false\)/)
+    assert.throws(() => compileSearch(input({ filters: [{ propertyName: 'tags', operator: 'EQ', value: 'red' }] })), (e) => !(e instanceof SearchError))
+    // KNOWN needs no lookup.
+    assert.doesNotThrow(() => compileSearch(input({ filters: [{ propertyName: 'tags', operator: 'KNOWN' }, { propertyName: 'owner', operator: 'UNKNOWN' }] })))
+  })
+
+  test('lookupOperands: the strings of owner and tags filters (owner only for customers)', () => {
+    const filters = [
+      { propertyName: 'owner', operator: 'IN', values: ['a@x.io', 'b@x.io'] },
+      { propertyName: 'owner', operator: 'EQ', value: 'a@x.io' },
+      { propertyName: 'tags', operator: 'NEQ', value: 'red', values: ['blue', 7 as unknown as string] },
+      { propertyName: 'name', operator: 'EQ', value: 'not looked up' },
+    ]
+    assert.deepEqual(lookupOperands('customer', filters), { emails: ['a@x.io', 'b@x.io'], titles: ['red', 'blue'] })
+    assert.deepEqual(lookupOperands('contact', filters), { emails: [], titles: ['red', 'blue'] })
+  })
+
+  test('EQ and IN on custom properties are jsonb containment of canonical values', () => {
+    const { text, params } = compileSearch(input({
+      filters: [
+        { propertyName: 'logins', operator: 'IN', values: ['1', '2.50'] },
+        { propertyName: 'renewal_date', operator: 'NEQ', value: '2026-01-05' },
+        { propertyName: 'plan', operator: 'EQ', value: 'pro' },
+      ],
+    }))
+    assert.match(whereOf(text), /\(r\.metrics @> \$2::text::jsonb or r\.metrics @> \$3::text::jsonb\)/)
+    assert.match(whereOf(text), /not coalesce\(r\.attributes @> \$4::text::jsonb, false\)/)
+    assert.deepEqual(params.slice(1, 5), ['{"logins":1}', '{"logins":2.5}', '{"renewal_date":"2026-01-05"}', '{"plan":"pro"}'])
   })
 })
 

@@ -220,6 +220,7 @@ test('service_id is assigned once and never changes; createdAt stays, updatedAt 
 test('processing is idempotent: a second run of the same job changes nothing', async () => {
   const a = await scoredAccount(s)
   const done = await upload(a.api, [customer(1, { metrics: [{ date: '2026-01-01', logins: 1 }] })])
+  await waitForUpload(a.api, done.upload_id, 30_000, true)
   const snapshot = async () => JSON.stringify(await s.sql`
     select (select json_agg(c order by service_id) from customers c where account_id = ${a.id}) as c,
            (select count(*) from notifications where account_id = ${a.id}) as n,

@@ -4,14 +4,21 @@ import { CreateKeyBody, createKey, listKeys, revokeKey } from '../admin/keys.ts'
 import { addUser, createTag, defineProperty, listProperties, listTags, listUsers, PropertyBody, TagBody, UserBody } from '../admin/catalog.ts'
 import { getScoringModel, putScoringModel } from '../admin/scoring.ts'
 import { addWebhook, listWebhooks, removeWebhook, rotateSecret, WebhookBody } from '../admin/webhooks.ts'
+import { deliveryLimit, listDeliveries, redeliver } from '../webhooks/deliveries.ts'
 import { ScoringModelSchema } from '../scoring/model.ts'
 import { eventQuery, listEvents } from '../admin/events.ts'
 import { listNotifications } from '../admin/notifications.ts'
+import { setRecordTags, TagTitlesBody } from '../admin/tagging.ts'
 import type { App, Handler, Reply, Req, Route } from '../http/types.ts'
 
 export const idParam = (req: Req, name: string) => {
   const n = Number(req.params[name])
   return Number.isSafeInteger(n) && n > 0 ? n : fail(404, `No such ${name.replace('_id', '').replace(/^id$/, 'account')}.`)
+}
+
+// External ids may hold any character, so they arrive percent-encoded; a malformed escape names no record.
+const textParam = (req: Req, name: string) => {
+  try { return decodeURIComponent(req.params[name]) } catch { return fail(404, `No record with that ${name}.`) }
 }
 
 // Every route under /accounts/{id} first checks that the account exists (404 otherwise).
@@ -49,6 +56,10 @@ const ops: Op[] = [
     handler: inAccount(async (id, req, app) => created(await createTag(app.sql, id, req.input as never))) },
   { name: 'list-tags', method: 'GET', path: `${A}/:id/tags`, summary: 'List tags',
     handler: inAccount(async (id, _req, app) => ok(await listTags(app.sql, id))) },
+  { name: 'set-customer-tags', method: 'PUT', path: `${A}/:id/customers/:external_id/tags`, summary: "Replace a customer's tags (by title)", body: TagTitlesBody,
+    handler: inAccount(async (id, req, app) => ok(await setRecordTags(app.sql, id, 'customer', textParam(req, 'external_id'), (req.input as { titles: string[] }).titles))) },
+  { name: 'set-contact-tags', method: 'PUT', path: `${A}/:id/contacts/:external_id/tags`, summary: "Replace a contact's tags (by title)", body: TagTitlesBody,
+    handler: inAccount(async (id, req, app) => ok(await setRecordTags(app.sql, id, 'contact', textParam(req, 'external_id'), (req.input as { titles: string[] }).titles))) },
   { name: 'set-scoring', method: 'PUT', path: `${A}/:id/scoring`, summary: 'Set the scoring model', body: ScoringModelSchema,
     handler: inAccount(async (id, req, app) => ok(await putScoringModel(app.sql, id, req.input as never))) },
   { name: 'get-scoring', method: 'GET', path: `${A}/:id/scoring`, summary: 'Read the scoring model',
@@ -63,6 +74,10 @@ const ops: Op[] = [
     handler: inAccount(async (id, req, app) => (await removeWebhook(app.sql, id, idParam(req, 'webhook_id')), noContent)) },
   { name: 'rotate-secret', method: 'POST', path: `${A}/:id/webhooks/:webhook_id/rotate-secret`, summary: "Replace a webhook's secret",
     handler: inAccount(async (id, req, app) => ok(await rotateSecret(app.sql, id, idParam(req, 'webhook_id')))) },
+  { name: 'list-deliveries', method: 'GET', path: `${A}/:id/webhooks/:webhook_id/deliveries`, summary: "List a webhook's deliveries with their attempts (?limit=, newest first)",
+    handler: inAccount(async (id, req, app) => ok(await listDeliveries(app.sql, id, idParam(req, 'webhook_id'), deliveryLimit(req.query.limit)))) },
+  { name: 'redeliver', method: 'POST', path: `${A}/:id/webhooks/:webhook_id/deliveries/:delivery_id/redeliver`, summary: 'Send a delivery again (3 more attempts)',
+    handler: inAccount(async (id, req, app) => ok(await redeliver(app.sql, id, idParam(req, 'webhook_id'), idParam(req, 'delivery_id')), 202)) },
   { name: 'list-notifications', method: 'GET', path: `${A}/:id/notifications`, summary: 'List notifications (?user_email=)',
     handler: inAccount(async (id, req, app) => ok(await listNotifications(app.sql, id, typeof req.query.user_email === 'string' ? req.query.user_email : undefined))) },
   { name: 'list-events', method: 'GET', path: `${A}/:id/events`, summary: 'Count and list recent tracking events (?customer=&limit=, newest first)',

@@ -1,5 +1,6 @@
 import { fail } from '../http/errors.ts'
 import { compileSearch, type PropertyDef } from '../search/compile.ts'
+import { scoreExplanation } from './score-explanation.ts'
 import {
   ContactCreate, ContactPatch, createRecord, CustomerCreate, CustomerPatch, deleteContact, deleteCustomer, updateContact, updateCustomer,
 } from '../uploads/records.ts'
@@ -40,7 +41,10 @@ const customerRoutes = (prefix: string): Route[] => [
       return { status: 201, body: await readRecord(app, account(req), 'customer', item.external_id) }
     } },
   { method: 'GET', path: `${prefix}/customer/:external_id`, auth: { key: 'search' }, summary: 'Read one customer',
-    handler: async (req, app) => ({ status: 200, body: await readRecord(app, account(req), 'customer', param(req, 'external_id')) }) },
+    handler: async (req, app) => ({ status: 200, body: {
+      ...await readRecord(app, account(req), 'customer', param(req, 'external_id')),
+      score_explanation: await scoreExplanation(app.sql, account(req), param(req, 'external_id')),
+    } }) },
   { method: 'PUT', path: `${prefix}/customer/:external_id`, auth: { key: 'upload' }, jsonOnly: true, body: CustomerPatch,
     summary: 'Update one customer (name, owner, attributes, churn state)',
     handler: async (req, app) => {

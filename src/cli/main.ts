@@ -7,6 +7,7 @@ import { resolveDatabase } from './database.ts'
 import { createDemoIfEmpty } from './demo.ts'
 import { adminUsage, runAdmin } from './admin.ts'
 import { aggregateUsage, runAggregate } from './aggregate.ts'
+import { importUsage, runImport } from './import.ts'
 
 const usage = `service <command>
 
@@ -15,6 +16,8 @@ Commands:
   worker                background jobs only
   migrate               apply database migrations and exit
   admin <operation>     account administration against the database (service admin --help)
+  import customers|contacts FILE.csv --account ID
+                        import a CSV file (service import --help)
   aggregate-events [--account ID]
                         count tracked events into today's metrics now (the worker does it daily)
 
@@ -28,6 +31,7 @@ const help: Record<string, string> = {
   worker: 'service worker\n\nRuns background jobs only (WORKER_CONCURRENCY at a time).\n',
   migrate: 'service migrate\n\nApplies pending migrations under an advisory lock and exits.\n',
   'aggregate-events': aggregateUsage,
+  import: importUsage,
 }
 
 // SIGTERM/SIGINT drain in-flight requests and jobs, then exit 0.
@@ -46,7 +50,7 @@ const main = async (argv: string[]): Promise<number | undefined> => {
   }
   const config = loadConfig()
   const log = createLog(config.logLevel)
-  if (!['serve', 'worker', 'migrate', 'admin', 'aggregate-events'].includes(command)) {
+  if (!['serve', 'worker', 'migrate', 'admin', 'aggregate-events', 'import'].includes(command)) {
     process.stderr.write(`Unknown command '${command}'.\n\n${usage}`)
     return 2
   }
@@ -70,6 +74,7 @@ const main = async (argv: string[]): Promise<number | undefined> => {
     }
     await migrate(sql, db.url)
     if (command === 'aggregate-events') return await runAggregate(sql, args)
+    if (command === 'import') return await runImport({ sql, config, log }, args)
     return await runAdmin({ sql, config, log }, args)
   } finally {
     await sql.end({ timeout: 5 })

@@ -1,6 +1,7 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http'
 import { randomUUID } from 'node:crypto'
 import { problem } from './errors.ts'
+import { observeRequest } from '../metrics.ts'
 import type { Log } from '../log.ts'
 import type { Reply, Req } from './types.ts'
 
@@ -46,15 +47,17 @@ export const createHttpServer = (handle: (req: Req) => Promise<Reply>, log: Log)
     const started = performance.now()
     const id = typeof im.headers['x-request-id'] === 'string' ? im.headers['x-request-id'].slice(0, 128) : randomUUID()
     let reply: Reply
+    let req: Req | undefined
     try {
       const body = await readBody(im, MAX_BODY_BYTES)
       if (body === null) {
         reply = problem(413, `The request body is larger than ${MAX_BODY_BYTES} bytes.`, undefined, { connection: 'close' })
       } else {
-        reply = await handle({
+        req = {
           id, method: im.method ?? 'GET', url: `http://local${im.url ?? '/'}`,
           headers: im.headers, body, params: {}, query: {},
-        })
+        }
+        reply = await handle(req)
       }
     } catch (err) {
       log('error', 'unhandled', { id, error: String((err as Error)?.stack ?? err) })
@@ -62,9 +65,11 @@ export const createHttpServer = (handle: (req: Req) => Promise<Reply>, log: Log)
     }
     reply.headers = { ...reply.headers, 'x-request-id': id }
     send(res, reply)
+    const ms = performance.now() - started
+    observeRequest(im.method ?? 'GET', req?.route, reply.status, ms / 1000)
     log('info', 'request', {
       id, method: im.method, path: im.url?.split('?')[0], status: reply.status,
-      ms: Math.round((performance.now() - started) * 10) / 10,
+      ms: Math.round(ms * 10) / 10,
     })
   })
   server.keepAliveTimeout = 65_000

@@ -14,6 +14,13 @@ export const requireJsonExchange = (req: Req) => {
   if (!acceptsJson(req.headers.accept)) fail(406, 'The response is only available as application/json.')
 }
 
+// Connection failures and server shutdowns (postgres.js codes, SQLSTATE classes 08 and 57P, and
+// node-postgres's code-less "Connection terminated"): the database is away, not the request
+// wrong, so the answer is 503 rather than 500.
+const DATABASE_AWAY = /^(ECONNREFUSED|ECONNRESET|ETIMEDOUT|CONNECTION_(CLOSED|ENDED|DESTROYED)|CONNECT_TIMEOUT|08...|57P0[1-3])$/
+export const isDatabaseAway = (err: unknown) =>
+  DATABASE_AWAY.test(String((err as { code?: unknown })?.code)) || /^Connection terminated/.test(String((err as Error)?.message))
+
 const run = (route: Route) => async (req: Req, app: App): Promise<Reply> => {
   if (route.auth === 'admin') authenticateAdmin(req, app)
   else if (route.auth !== 'none') await authenticateKey(req, app, rulesFor(route.auth.key, app))
@@ -33,6 +40,7 @@ export const buildRouter = (routes: Route[], app: App) => {
   const router = Router<Req, [App], Reply>({
     catch: (err: unknown, req: Req) => {
       if (err instanceof HttpError) return err.reply
+      if (isDatabaseAway(err)) return problem(503, 'The database is not reachable; try again shortly.', undefined, { 'retry-after': '1' })
       app.log('error', 'handler failed', { id: req.id, route: req.route, error: String((err as Error)?.stack ?? err) })
       return problem(500, 'An internal error occurred.')
     },

@@ -3,18 +3,28 @@ import { quietLogger } from '../db/migrate.ts'
 import { processUploadTask } from './process-upload.ts'
 import { applyEventsTask } from './apply-events.ts'
 import { aggregateEventsTask } from './aggregate-events.ts'
+import { deliverWebhookTask } from './deliver-webhook.ts'
+import { startRecovery } from './recovery.ts'
+import { scoreRecordsTask } from './score-records.ts'
+import { scoreDailyTask } from './score-daily.ts'
 import { crontab } from './schedule.ts'
+import { instrumentTasks } from '../metrics.ts'
 import type { App } from '../http/types.ts'
 
 // Each task is a small module in src/jobs; they all receive the same App (postgres.js pool).
-export const taskList = (app: App): TaskList => ({
+// instrumentTasks counts and times every task for /metrics.
+export const taskList = (app: App): TaskList => instrumentTasks({
   process_upload: processUploadTask(app),
   apply_events: applyEventsTask(app),
   aggregate_events: aggregateEventsTask(app),
+  deliver_webhook: deliverWebhookTask(app),
+  score_records: scoreRecordsTask(app),
+  score_daily: scoreDailyTask(app),
 })
 
-export const startWorker = (app: App, url: string): Promise<Runner> =>
-  run({
+export const startWorker = async (app: App, url: string): Promise<Runner> => {
+  const recovery = startRecovery(app)
+  const runner = await run({
     connectionString: url,
     concurrency: app.config.workerConcurrency,
     noHandleSignals: true,
@@ -23,4 +33,9 @@ export const startWorker = (app: App, url: string): Promise<Runner> =>
     crontab: crontab.join('\n'),
     // Batching settings measured in STACK-NOTES: 12-18k jobs/s instead of 2k.
     preset: { worker: { localQueue: { size: 50 }, completeJobBatchDelay: 0 } },
-  } as Parameters<typeof run>[0])
+    events: recovery.events,
+  } as Parameters<typeof run>[0]).catch(async (err) => { await recovery.stop(); throw err })
+  await recovery.recover()
+  // Heartbeats go on until the jobs have drained, so a stopping worker never looks dead.
+  return { ...runner, stop: async (reason) => { await runner.stop(reason); await recovery.stop() } }
+}

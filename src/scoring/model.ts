@@ -66,6 +66,18 @@ export type ScoringModel = v.InferOutput<typeof ScoringModelSchema>
 export const hasCustomerModel = (model: ScoringModel | null | undefined): boolean =>
   (model?.customer?.engagement?.length ?? 0) + (model?.customer?.fit?.length ?? 0) > 0
 
+export interface CatalogDef { codename: string; kind: 'attribute' | 'metric'; type: PropertyType }
+
+// Rules only name defined properties (checkModelAgainstProperties); a codename defined nowhere
+// reads as a number attribute, which scores nothing unless a number is stored under it.
+export const propertyLookup = (defs: readonly CatalogDef[]) => {
+  const byCodename = new Map(defs.map((d) => [d.codename, d]))
+  return {
+    typeOf: (codename: string): PropertyType => byCodename.get(codename)?.type ?? 'number',
+    isMetric: (codename: string) => byCodename.get(codename)?.kind === 'metric',
+  }
+}
+
 export const isRangeRule = (rule: Rule): rule is RangeRule => 'bad' in rule
 export const isBooleanRule = (rule: Rule): rule is BooleanRule => 'good' in rule && typeof rule.good === 'boolean'
 export const isValuesRule = (rule: Rule): rule is ValuesRule => 'values' in rule

@@ -1,7 +1,8 @@
 import { isBooleanRule, isValuesRule, type PropertyType, type RangeRule, type Rule } from './model.ts'
 
-// SPEC section 6. propertyScore and weightedScore have a twin in sql.ts for bulk scoring in
-// PostgreSQL; both do the same float8 operations in the same order so that the two agree.
+// SPEC section 6. propertyScore, weightedScore, churnRisk and upsellScore have twins in sql.ts for
+// bulk scoring in PostgreSQL; both do the same float8 operations in the same order so that the
+// two agree.
 
 export interface Contribution { codename: string; contribution: number }
 export interface Driver extends Contribution { score: 'engagement' | 'fit' }
@@ -101,10 +102,11 @@ export const weightedScore = (
 
 const trendInputs = (f: number | null, d: number | null) => ({ f: f ?? 0, d: clamp(d ?? 0, -100, 100) })
 
+// A last_seen in the future (a snapshot dated ahead) counts as seen today: s is at least 0.
 export const churnRisk = (e: number | null, f: number | null, d: number | null, daysSinceLastSeen: number): number | null => {
   if (e === null) return null
   const x = trendInputs(f, d)
-  const s = Math.min(daysSinceLastSeen, 90)
+  const s = clamp(daysSinceLastSeen, 0, 90)
   return clamp(roundHalfAway(50 - 0.35 * e - 0.15 * x.f - 0.3 * x.d + (20 * s) / 90), 0, 100)
 }
 

@@ -1,20 +1,21 @@
 import { isBooleanRule, isValuesRule, type PropertyType, type Rule } from './model.ts'
 import { DATE_PATTERN } from './score.ts'
 
-// Compiles engagement rules into one PostgreSQL expression so that all snapshots of an account can
-// be scored in a single statement. It must give exactly what weightedScore in score.ts gives, so
-// every step is the same float8 operation in the same order (JS numbers are IEEE doubles like
-// float8, and rule numbers reach PostgreSQL as their shortest round-trip text), a value of the
-// wrong JSON type counts as missing, and the result is round(x::numeric), which roundHalfAway
-// mirrors. The unit tests only check the text: an integration test against PostgreSQL must feed
-// the same cases to both implementations.
+// Compiles scoring rules into PostgreSQL expressions so that all snapshots and records of an
+// account can be scored in a few set-based statements (src/jobs/score-records.ts): engagement per
+// snapshot and fit per record from the same weightedScoreSql with different refs, churn risk and
+// upsell from the stored scores. They must give exactly what score.ts gives, so every step is the
+// same float8 operation in the same order (JS numbers are IEEE doubles like float8, and rule
+// numbers reach PostgreSQL as their shortest round-trip text), a value of the wrong JSON type
+// counts as missing, and results are round(x::numeric), which roundHalfAway mirrors.
+// test/scoring-sql.test.ts feeds the same generated cases to both through a real PostgreSQL.
 
 export interface SqlRefs {
   /** jsonb value of a metric in the snapshot; `key` is SQL of type text (a placeholder), e.g. (key) => `s."values" -> ${key}`. */
   metric: (key: string) => string
   /** jsonb value of one of the record's current attributes, keyed the same way. */
   attribute: (key: string) => string
-  /** SQL expression of the snapshot's date, the scoring date. */
+  /** SQL expression of the scoring date: the snapshot's date for engagement, today for fit. */
   date: string
   isMetric: (codename: string) => boolean
 }
@@ -59,12 +60,13 @@ const scoreSql = (rule: Rule, v: string, bind: Bind): string => {
 }
 
 /**
- * Engagement score of one snapshot row as an integer expression, NULL when no rule has a value.
+ * Weighted score (engagement of a snapshot, fit of a record) as an integer expression, NULL when no
+ * rule has a value.
  * Everything taken from the model is a bound parameter, never spliced into the text: codenames and
  * the values map are account input. Placeholders are numbered from `paramStart`; `params` holds
  * their values in order.
  */
-export const engagementSql = (
+export const weightedScoreSql = (
   rules: readonly Rule[],
   typeOf: (codename: string) => PropertyType,
   refs: SqlRefs,
@@ -88,4 +90,22 @@ export const engagementSql = (
     + ` FROM (SELECT ${scores.join(', ')}`
     + ` FROM (SELECT ${values.join(', ')}) AS vs) AS ps) AS sums)`
   return { text, params }
+}
+
+// churnRisk and upsellScore of score.ts over SQL expressions: e, f, d integer scores (NULL when
+// missing), daysSinceLastSeen an integer. The float8 casts keep PostgreSQL from doing numeric
+// arithmetic with the literals, which would round differently from JS.
+const trendInputsSql = (f: string, d: string) => ({ f: `coalesce(${f}, 0)`, d: `greatest(-100, least(100, coalesce(${d}, 0)))` })
+const percentSql = (e: string, x: string) =>
+  `CASE WHEN ${e} IS NULL THEN NULL ELSE greatest(0, least(100, round((${x})::numeric)))::integer END`
+
+export const churnRiskSql = (e: string, f: string, d: string, daysSinceLastSeen: string): string => {
+  const x = trendInputsSql(f, d)
+  const s = `greatest(0, least(${daysSinceLastSeen}, 90))`
+  return percentSql(e, `50 - 0.35::float8 * ${e} - 0.15::float8 * ${x.f} - 0.3::float8 * ${x.d} + (20 * ${s})::float8 / 90`)
+}
+
+export const upsellScoreSql = (e: string, f: string, d: string): string => {
+  const x = trendInputsSql(f, d)
+  return percentSql(e, `50 + 0.3::float8 * ${e} + 0.2::float8 * ${x.f} + 0.15::float8 * ${x.d}`)
 }

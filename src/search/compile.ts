@@ -273,7 +273,7 @@ export function searchCriteria(entity: Entity, filters: readonly Filter[], catal
 // ---------------------------------------------------------------------------------------------
 // SQL
 
-type SqlType = 'text' | 'numeric' | 'boolean' | 'date' | 'integer' | 'bigint'
+type SqlType = 'text' | 'numeric' | 'boolean' | 'date' | 'integer' | 'bigint' | 'bigint[]' | 'jsonb'
 
 interface Ctx {
   // Appends a parameter and returns its typed placeholder, e.g. `$3::text::numeric`.
@@ -281,6 +281,7 @@ interface Ctx {
   account: string
   today: () => string
   entity: Entity
+  lookups: Partial<Lookups>
 }
 
 const SQL_TYPES: Record<ValueType, SqlType> = { string: 'text', number: 'numeric', boolean: 'boolean', date: 'date' }
@@ -334,23 +335,38 @@ const SCALAR_SQL: Record<PositiveOp, ScalarSql> = {
   LTE: (v, [x], t, ctx) => `${v} <= ${bindScalar(ctx, x, t)}`,
   GT: (v, [x], t, ctx) => `${v} > ${bindScalar(ctx, x, t)}`,
   GTE: (v, [x], t, ctx) => `${v} >= ${bindScalar(ctx, x, t)}`,
-  // strpos instead of ILIKE: the value's %, _ and \ need no escaping to stay literal.
-  LIKE: (v, [x], _t, ctx) => `strpos(lower(${v}), lower(${ctx.bind(String(x), 'text')})) > 0`,
+  // LIKE rather than strpos so that a trigram index on lower(name) can serve it; the value's
+  // \, % and _ are escaped in SQL (folded to a constant at planning) so they stay literal.
+  LIKE: (v, [x], _t, ctx) => {
+    const escaped = `replace(replace(replace(lower(${ctx.bind(String(x), 'text')}), '\\', '\\\\'), '%', '\\%'), '_', '\\_')`
+    return `lower(${v}) like ('%' || ${escaped} || '%')`
+  },
   GTD: (v, [n], _t, ctx) => `${v} < ${ctx.today()} - ${ctx.bind(String(n), 'integer')}`,
   LTD: (v, [n], _t, ctx) => `(${v} > ${ctx.today()} - ${ctx.bind(String(n), 'integer')} and ${v} <= ${ctx.today()})`,
   KNOWN: (v, _xs, t) => (t === 'string' ? `(${v} is not null and ${v} <> '')` : `${v} is not null`),
 }
 
-function lowerList(ctx: Ctx, xs: Scalar[]): string {
-  return xs.map((x) => `lower(${ctx.bind(String(x), 'text')})`).join(', ')
+// The user or tag ids the operands name, resolved by the caller; none matches nothing.
+function resolvedIds(ids: ReadonlyMap<string, number> | undefined, xs: Scalar[]): number[] {
+  if (!ids) throw new Error('owner and tags filters need SearchInput.lookups')
+  return [...new Set(xs.flatMap((x) => ids.get(String(x)) ?? []))]
+}
+
+// Ids as constants (bound, folded at planning) let the planner use the column statistics of
+// owner_user_id and tag_id, and a single owner walk (account_id, owner_user_id, external_id) in
+// external-id order.
+function idMatch(column: string, ids: number[], ctx: Ctx): string {
+  if (ids.length === 0) return 'false'
+  if (ids.length === 1) return `${column} = ${ctx.bind(String(ids[0]), 'bigint')}`
+  return `${column} = any(${ctx.bind(`{${ids.join(',')}}`, 'bigint[]')})`
 }
 
 // owner and tags allow only IN (EQ) and KNOWN as positive operators.
 type SetSql = { IN: (xs: Scalar[], ctx: Ctx) => string; KNOWN: (ctx: Ctx) => string }
 
 const OWNER_SQL: SetSql = {
-  IN: (xs, ctx) =>
-    `exists (select 1 from users u where u.account_id = ${ctx.account} and u.id = r.owner_user_id and lower(u.email) in (${lowerList(ctx, xs)}))`,
+  IN: (xs, ctx) => idMatch('r.owner_user_id', resolvedIds(ctx.lookups.users, xs), ctx),
+  // owner_user_id has no foreign key: an owner is known when the user row exists.
   KNOWN: (ctx) => `exists (select 1 from users u where u.account_id = ${ctx.account} and u.id = r.owner_user_id)`,
 }
 
@@ -364,15 +380,55 @@ function tagLinksSql(ctx: Ctx): string {
   return `from ${table} x join tags t on t.account_id = ${ctx.account} and t.id = x.tag_id where x.account_id = ${ctx.account} and x.${key} = r.service_id`
 }
 
+// The link tables reference tags by foreign key, so a link is a tag.
+function tagLinkSql(ctx: Ctx, condition: string): string {
+  const { table, key } = TAG_LINKS[ctx.entity]
+  return `exists (select 1 from ${table} x where x.account_id = ${ctx.account} and x.${key} = r.service_id${condition})`
+}
+
 const TAGS_SQL: SetSql = {
-  IN: (xs, ctx) => `exists (select 1 ${tagLinksSql(ctx)} and lower(t.title) in (${lowerList(ctx, xs)}))`,
-  KNOWN: (ctx) => `exists (select 1 ${tagLinksSql(ctx)})`,
+  IN: (xs, ctx) => {
+    const ids = resolvedIds(ctx.lookups.tags, xs)
+    return ids.length === 0 ? 'false' : tagLinkSql(ctx, ` and ${idMatch('x.tag_id', ids, ctx)}`)
+  },
+  KNOWN: (ctx) => tagLinkSql(ctx, ''),
+}
+
+// EQ/IN on a custom property as jsonb containment, which is the same test (the bag holds
+// {codename: value} with value of the property's JSON type; numbers compare as numerics, and
+// parsed dates are canonical YYYY-MM-DD strings) but can use the GIN index on the bag and its
+// statistics. Each operand is bound as a whole JSON document, built here from parsed values.
+function containmentSql(field: Field, operands: Scalar[], ctx: Ctx): string {
+  const bag = field.source === 'attribute' ? 'r.attributes' : 'r.metrics'
+  const tests = operands.map((x) => `${bag} @> ${ctx.bind(JSON.stringify({ [field.name]: x }), 'jsonb')}`)
+  return tests.length === 1 ? tests[0] : `(${tests.join(' or ')})`
+}
+
+// The core number fields are integer columns. A numeric operand would cast the column to numeric,
+// which no index or column statistics serve; the integer bound with the same meaning for integers
+// (>= 2.5 is >= 3, = 2.5 is nothing) compares int4 with int8, which both do. Beyond +-1e18 every
+// bound means the same to an int4 column.
+function integerBound(x: Scalar, round: 'ceil' | 'floor'): string {
+  return BigInt(Math.max(-1e18, Math.min(1e18, Math[round](Number(x))))).toString()
+}
+
+const INTEGER_SQL: Partial<Record<PositiveOp, ScalarSql>> = {
+  IN: (v, xs, _t, ctx) => {
+    const whole = xs.filter((x) => Number.isInteger(x) && Math.abs(Number(x)) <= 1e18)
+    return whole.length === 0 ? 'false' : `${v} in (${whole.map((x) => ctx.bind(String(x), 'bigint')).join(', ')})`
+  },
+  LT: (v, [x], _t, ctx) => `${v} < ${ctx.bind(integerBound(x, 'ceil'), 'bigint')}`,
+  LTE: (v, [x], _t, ctx) => `${v} <= ${ctx.bind(integerBound(x, 'floor'), 'bigint')}`,
+  GT: (v, [x], _t, ctx) => `${v} > ${ctx.bind(integerBound(x, 'floor'), 'bigint')}`,
+  GTE: (v, [x], _t, ctx) => `${v} >= ${ctx.bind(integerBound(x, 'ceil'), 'bigint')}`,
 }
 
 function positiveSql(c: Criterion, ctx: Ctx): string {
   const set = c.field.type === 'owner' ? OWNER_SQL : c.field.type === 'tags' ? TAGS_SQL : undefined
   if (set) return c.op === 'KNOWN' ? set.KNOWN(ctx) : set.IN(c.operands, ctx)
-  return SCALAR_SQL[c.op](fieldSql(c.field, ctx), c.operands, valueTypeOf(c.field.type), ctx)
+  if (c.op === 'IN' && c.field.source !== 'core') return containmentSql(c.field, c.operands, ctx)
+  const integer = c.field.source === 'core' && c.field.type === 'number' ? INTEGER_SQL[c.op] : undefined
+  return (integer ?? SCALAR_SQL[c.op])(fieldSql(c.field, ctx), c.operands, valueTypeOf(c.field.type), ctx)
 }
 
 function criterionSql(c: Criterion, ctx: Ctx): string {
@@ -396,7 +452,8 @@ function propertiesSql(selected: readonly string[] | undefined, ctx: Ctx): strin
 function columnsSql(ctx: Ctx, properties: string): string[] {
   const tags = `array(select t.title ${tagLinksSql(ctx)} order by t.title collate "C") as tags`
   const common = {
-    head: ['r.external_id as id', 'r.service_id::text as service_id', 'r.name'],
+    // bigint columns: the connection parses them to JSON numbers (ids stay below 2^53).
+    head: ['r.external_id as id', 'r.service_id', 'r.name'],
     tail: [
       `${properties} as properties`,
       `${isoTimestamp('r.created_at')} as "createdAt"`,
@@ -427,7 +484,7 @@ function columnsSql(ctx: Ctx, properties: string): string[] {
     lastSeen,
     tags,
     'oc.external_id as customer_external_id',
-    'oc.service_id::text as customer_service_id',
+    'oc.service_id as customer_service_id',
     ...common.tail,
   ]
 }
@@ -445,6 +502,22 @@ function checkProperties(properties: readonly string[], catalog: readonly Proper
   })
 }
 
+// The account's user and tag ids named by owner and tags operands, keyed by the operand exactly as
+// sent; the caller resolves them (emails and titles match case-insensitively) before compiling.
+// An operand missing from its map names nothing.
+export interface Lookups {
+  users: ReadonlyMap<string, number>
+  tags: ReadonlyMap<string, number>
+}
+
+// The operands a request's owner and tags filters would need looked up, read from the raw
+// filters (before validation: operands of a filter that turns out invalid are merely unused).
+export function lookupOperands(entity: Entity, filters: readonly Filter[]): { emails: string[]; titles: string[] } {
+  const operands = (name: string) => [...new Set(filters.filter((f) => f.propertyName === name).flatMap((f) =>
+    [f.value, ...(Array.isArray(f.values) ? f.values : [])].filter((x): x is string => typeof x === 'string')))]
+  return { emails: entity === 'customer' ? operands('owner') : [], titles: operands('tags') }
+}
+
 export interface SearchInput {
   entity: Entity
   accountId: number | string
@@ -456,6 +529,8 @@ export interface SearchInput {
   externalId?: string
   catalog: readonly PropertyDef[]
   today: string
+  // Required when the filters use owner or tags.
+  lookups?: Lookups
 }
 
 export interface CompiledSearch {
@@ -489,6 +564,7 @@ export function compileSearch(input: SearchInput): CompiledSearch {
     // Bound on first use: an unused parameter would leave Postgres unable to infer its type.
     today: () => (today ??= bind(input.today, 'date')),
     entity: input.entity,
+    lookups: input.lookups ?? {},
   }
 
   const columns = columnsSql(ctx, propertiesSql(input.properties, ctx))

@@ -15,12 +15,8 @@ const Values = v.custom<Record<string, unknown>>(isObject, 'Must be an object.')
 
 export const TrackingEvent = v.object({
   name: v.pipe(v.string(), v.minLength(1, 'Must not be empty.'), v.maxLength(255, 'At most 255 characters.')),
-  timestamp: v.pipe(
-    v.number(),
-    v.integer('Must be a whole number of milliseconds.'),
-    v.minValue(MIN_TIMESTAMP, 'Must be Unix time in milliseconds (not seconds), from 2000-01-01.'),
-    v.maxValue(MAX_TIMESTAMP, 'Must be Unix time in milliseconds, before 2100-01-01.'),
-  ),
+  timestamp: v.pipe(v.number(), v.check((t: number) => Number.isInteger(t) && t >= MIN_TIMESTAMP && t <= MAX_TIMESTAMP,
+    'Must be Unix time in whole milliseconds (not seconds), from 2000-01-01 to 2099-12-31.')),
   identification: v.object({ customer: id255, contact: v.nullish(id255) }),
   data: v.nullish(v.object({ customer: v.nullish(Values), contact: v.nullish(Values) })),
 })
@@ -30,11 +26,12 @@ export const TrackBody = v.object({
   events: v.pipe(v.array(TrackingEvent), v.maxLength(MAX_EVENTS, `At most ${MAX_EVENTS} events per request.`)),
 })
 
-export type TrackingEvent = v.InferOutput<typeof TrackingEvent>
 export type TrackBody = v.InferOutput<typeof TrackBody>
 
 // PostgreSQL text and jsonb cannot hold NUL or unpaired surrogates.
 const BAD_TEXT = /\0|[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/
+// In JSON text they can only come as escapes (raw bytes of them are not UTF-8).
+const BAD_ESCAPE = /\\u0000|\\u[dD][89a-fA-F]/
 
 // The path of the first string (keys included) that PostgreSQL cannot store, or null.
 const unstorable = (value: unknown, path: string): string | null => {
@@ -49,21 +46,71 @@ const unstorable = (value: unknown, path: string): string | null => {
   return null
 }
 
-// Serializes the validated events into one JSON array for the insert, checking each event's size
-// (SPEC section 7: at most 32 KB serialized) on the way; JSON.stringify escapes NUL and lone
-// surrogates, so only an event containing such an escape needs the deeper look.
-export const encodeEvents = (events: TrackingEvent[]): string => {
-  const errors: FieldError[] = []
-  const parts = events.map((event, i) => {
-    const json = JSON.stringify(event)
-    if (json.length * 3 > MAX_EVENT_BYTES && Buffer.byteLength(json) > MAX_EVENT_BYTES) {
-      errors.push({ path: `/events/${i}`, message: `An event may take at most ${MAX_EVENT_BYTES} bytes as JSON.` })
-    } else if (json.includes('\\u0000') || /\\ud[89a-f]/.test(json)) {
-      const path = unstorable(event, `/events/${i}`)
-      if (path) errors.push({ path, message: 'Must not contain NUL characters or unpaired surrogates.' })
+const QUOTE = 0x22
+const BACKSLASH = 0x5c
+const isSpace = (c: number) => c === 0x20 || c === 0x0a || c === 0x0d || c === 0x09
+
+// The byte length of each element of the top-level "events" array as it appears in the body, by
+// one pass over the bytes (the body is known to be valid JSON; as in JSON.parse, the last "events"
+// key wins). Quotes and backslashes never occur inside multi-byte UTF-8 sequences.
+export const eventSizes = (body: Uint8Array): number[] => {
+  let sizes: number[] = []
+  let current: number[] | null = null
+  let depth = 0
+  let stringStart = -1
+  let lastString: string | null = null
+  let key: string | null = null
+  let elementStart = -1
+  let last = -1
+  for (let i = 0; i < body.length; i++) {
+    const c = body[i]
+    if (stringStart >= 0) {
+      if (c === BACKSLASH) i++
+      else if (c === QUOTE) {
+        // Strings at depth 1 may be keys; "events" takes at most 36 bytes even fully escaped.
+        lastString = depth === 1 && i - stringStart <= 40 ? JSON.parse(Buffer.from(body.subarray(stringStart, i + 1)).toString('utf8')) : null
+        stringStart = -1
+        last = i
+      }
+      continue
     }
-    return json
-  })
+    if (isSpace(c)) continue
+    if (current && depth === 2 && elementStart < 0 && c !== 0x5d && c !== 0x2c) elementStart = i
+    if (c === QUOTE) stringStart = i
+    else if (c === 0x3a && depth === 1) key = lastString
+    else if (c === 0x2c) {
+      if (current && depth === 2) { current.push(last - elementStart + 1); elementStart = -1 }
+      if (depth === 1) key = null
+    } else if (c === 0x7b || c === 0x5b) {
+      if (depth === 1 && c === 0x5b && key === 'events') { current = []; elementStart = -1 }
+      depth++
+    } else if (c === 0x7d || c === 0x5d) {
+      if (current && depth === 2) {
+        if (elementStart >= 0) current.push(last - elementStart + 1)
+        sizes = current
+        current = null
+      }
+      depth--
+    }
+    last = i
+  }
+  return sizes
+}
+
+// What the schema cannot see, on the raw body (it is stored as sent): each event at most 32 KB of
+// JSON as sent (SPEC section 7; only a body over 32 KB can hold a larger one), and no string that
+// PostgreSQL cannot store (only a body with a \u escape can hold one).
+export const checkRawEvents = (body: Buffer) => {
+  const errors: FieldError[] = []
+  if (body.length > MAX_EVENT_BYTES) {
+    eventSizes(body).forEach((size, i) => {
+      if (size > MAX_EVENT_BYTES) errors.push({ path: `/events/${i}`, message: `An event may take at most ${MAX_EVENT_BYTES} bytes of JSON.` })
+    })
+  }
+  if (body.includes('\\u')) {
+    const text = body.toString('utf8')
+    const path = BAD_ESCAPE.test(text) ? unstorable(JSON.parse(text), '') : null
+    if (path !== null) errors.push({ path, message: 'Must not contain NUL characters or unpaired surrogates.' })
+  }
   if (errors.length) fail(400, 'The request body is invalid.', errors)
-  return `[${parts.join(',')}]`
 }

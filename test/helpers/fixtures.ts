@@ -24,13 +24,14 @@ export const scoredAccount = async (s: TestService, name = 'Acme') => {
   return account
 }
 
-// Polls the upload until it leaves received/processing.
-export const waitForUpload = async (api: ReturnType<TestService['api']>, uploadId: number, timeoutMs = 30_000) => {
+// Polls the upload until it leaves received/processing (and, with `scored`, until its records
+// are scored too).
+export const waitForUpload = async (api: ReturnType<TestService['api']>, uploadId: number, timeoutMs = 30_000, scored = false) => {
   const deadline = Date.now() + timeoutMs
   for (;;) {
     const res = await api(`/api/v1/uploads/${uploadId}`, undefined, 'GET')
     if (res.status !== 200) throw new Error(`upload ${uploadId}: ${res.status} ${JSON.stringify(res.body)}`)
-    if (!['received', 'processing'].includes(res.body.status)) return res.body
+    if (!['received', 'processing'].includes(res.body.status) && (!scored || res.body.scored_at)) return res.body
     if (Date.now() > deadline) throw new Error(`upload ${uploadId} still ${res.body.status}`)
     await new Promise((r) => setTimeout(r, 100))
   }

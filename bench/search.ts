@@ -1,0 +1,271 @@
+// Search at scale: one account with 1,000,000 customers (BENCH_SEARCH_ROWS) and a second account of
+// a tenth of that interleaved with it in the same tables, seeded with COPY. A dozen query shapes,
+// each measured at 8 concurrent clients through HTTP (the service started in-process, worker off)
+// and, in the same run, as the very same compiled SQL run directly through postgres.js at 8
+// concurrency. The ratio is service / direct; deep pages are compared with first pages.
+import { request, Agent } from 'node:http'
+import { connect, type Sql } from '../src/db/client.ts'
+import { migrate } from '../src/db/migrate.ts'
+import { loadConfig } from '../src/config.ts'
+import { startService } from '../src/service.ts'
+import { createKey } from '../src/admin/keys.ts'
+import { compileSearch, type Entity, type Filter, type PropertyDef } from '../src/search/compile.ts'
+import { percentile, type BenchContext } from './lib.ts'
+
+const ROWS = Number(process.env.BENCH_SEARCH_ROWS ?? 1_000_000)
+const SECONDS = Number(process.env.BENCH_SEARCH_SECONDS ?? 2)
+const CONCURRENCY = 8
+
+// ---------------------------------------------------------------------------------------------
+// Data: deterministic pseudo-random, skewed like real customer bases.
+
+const mulberry32 = (seed: number) => () => {
+  seed = (seed + 0x6d2b79f5) | 0
+  let t = Math.imul(seed ^ (seed >>> 15), 1 | seed)
+  t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t
+  return ((t ^ (t >>> 14)) >>> 0) / 4294967296
+}
+
+const weighted = <T>(pairs: [T, number][]) => {
+  const total = pairs.reduce((sum, [, w]) => sum + w, 0)
+  return (r: number) => {
+    let x = r * total
+    for (const [value, w] of pairs) if ((x -= w) < 0) return value
+    return pairs[pairs.length - 1][0]
+  }
+}
+
+const COUNTRIES = weighted<string>([['US', 35], ['DE', 12], ['GB', 10], ['FR', 8], ['CA', 6], ['AU', 5], ['NL', 4], ['SE', 3], ['ES', 3],
+  ['IT', 3], ['BR', 3], ['IN', 3], ['JP', 2], ['MX', 1.5], ['PL', 1], ['NO', 0.7], ['NZ', 0.3]])
+const PLANS = weighted<string>([['free', 50], ['pro', 35], ['enterprise', 15]])
+const INDUSTRIES = ['saas', 'retail', 'health', 'finance', 'education', 'media', 'logistics', 'energy', 'travel', 'gaming', 'legal', 'public']
+const ADJECTIVES = ['Blue', 'Bright', 'North', 'Silver', 'Rapid', 'Green', 'Prime', 'Urban', 'Quantum', 'Golden', 'Iron', 'Clear',
+  'Bold', 'Swift', 'Noble', 'Lunar', 'Solar', 'Royal', 'Vivid', 'Zen']
+const NOUNS = ['Acme', 'Labs', 'Works', 'Systems', 'Dynamics', 'Logic', 'Cloud', 'Data', 'Media', 'Health', 'Foods', 'Motors',
+  'Capital', 'Studio', 'Networks', 'Robotics', 'Energy', 'Retail', 'Ventures', 'Zephyr']
+const SUFFIXES = ['Inc', 'GmbH', 'Ltd', 'LLC', 'SA', 'BV', 'AB', 'Pty']
+const USERS = 60
+// Tag titles with the share of customers carrying each.
+const TAGS: [string, number][] = [['VIP', 0.03], ['Enterprise', 0.15], ['Trial', 0.2], ['At risk', 0.08], ['Onboarding', 0.1],
+  ['Partner', 0.02], ['Beta', 0.05], ['Upsell', 0.06], ['Renewal Q1', 0.04], ['Champion', 0.01]]
+const DAY = 86_400_000
+const today = new Date().toISOString().slice(0, 10)
+const dayOffset = (days: number) => new Date(Date.parse(today) + days * DAY).toISOString().slice(0, 10)
+
+// Text-format COPY: JSON needs its backslashes doubled; nothing else here holds tabs or newlines.
+const copyText = (value: unknown) =>
+  value === null || value === undefined ? '\\N' : typeof value === 'object' ? JSON.stringify(value).replace(/\\/g, '\\\\') : String(value)
+
+const customerLine = (rand: () => number, accountId: number, i: number, userIds: number[]) => {
+  const score = () => Math.round(((rand() + rand() + rand()) / 3) * 200 - 100)
+  const hasMetrics = rand() > 0.05
+  const churned = rand() < 0.08
+  const lastSeen = hasMetrics ? dayOffset(-Math.floor(rand() ** 2 * 180)) : null
+  const engagement = hasMetrics ? score() : null
+  const attributes: Record<string, unknown> = {
+    country: COUNTRIES(rand()), plan: PLANS(rand()), employees: Math.floor(Math.exp(rand() * 9)),
+    industry: INDUSTRIES[Math.floor(rand() * INDUSTRIES.length)],
+  }
+  if (rand() < 0.9) attributes.has_sso = rand() < 0.28
+  if (rand() < 0.8) attributes.renewal_date = dayOffset(Math.floor(rand() * 600) - 200)
+  if (rand() < 0.5) attributes.crm_link = `https://crm.example.com/accounts/${accountId}-${i}`
+  const metrics = hasMetrics
+    ? { logins: Math.floor(rand() ** 2 * 500), seats: 1 + Math.floor(rand() * 200), tickets: Math.floor(rand() ** 3 * 30), api_calls: Math.floor(rand() * 100_000) }
+    : {}
+  const trend = engagement === null ? null
+    : Object.fromEntries(Array.from({ length: 6 }, (_, m) => [dayOffset(-Math.floor(rand() * 10) - 30 * m), m === 0 ? engagement : score()]))
+  const owner = rand() < 0.12 ? null : userIds[Math.floor(rand() ** 2 * userIds.length)]
+  const externalId = `cus_${Math.floor(rand() * 0xffffffff).toString(16).padStart(8, '0')}${i.toString(36)}`
+  const name = `${ADJECTIVES[Math.floor(rand() * ADJECTIVES.length)]} ${NOUNS[Math.floor(rand() * NOUNS.length)]} ${SUFFIXES[Math.floor(rand() * SUFFIXES.length)]}`
+  return [
+    accountId, externalId, name, owner, attributes, metrics, engagement, hasMetrics ? Math.round(rand() * 40 - 20) : null, trend,
+    score(), hasMetrics ? Math.floor(rand() * 101) : null, hasMetrics ? Math.floor(rand() * 101) : null, lastSeen,
+    churned ? 't' : 'f', churned ? dayOffset(-Math.floor(rand() * 300)) : null, churned ? 'inactive' : null,
+  ].map(copyText).join('\t') + '\n'
+}
+
+const COLUMNS = ['account_id', 'external_id', 'name', 'owner_user_id', 'attributes', 'metrics', 'engagementscore',
+  'engagementscore_difference', 'engagementscore_trend', 'fitscore', 'churn_risk', 'upsell_score', 'last_seen', 'is_churned',
+  'churned_date', 'churn_reason']
+
+const makeAccount = async (sql: Sql, name: string) => {
+  const [account] = await sql`insert into accounts (name, tracker_key) values (${name}, ${`CS-${name.toUpperCase()}`}) returning id`
+  const users = await sql`
+    insert into users (account_id, email, name)
+    select ${account.id}, 'user' || n || '@' || ${name.toLowerCase()} || '.test', 'User ' || n from generate_series(1, ${USERS}) n
+    returning id`
+  for (const [codename, type] of [['country', 'string'], ['plan', 'string'], ['employees', 'number'], ['industry', 'string'], ['has_sso', 'boolean']]) {
+    await sql`insert into property_defs (account_id, entity, kind, codename, type) values (${account.id}, 'customer', 'attribute', ${codename}, ${type})`
+  }
+  for (const codename of ['logins', 'seats', 'tickets', 'api_calls']) {
+    await sql`insert into property_defs (account_id, entity, kind, codename, type) values (${account.id}, 'customer', 'metric', ${codename}, 'number')`
+  }
+  await sql`insert into property_defs (account_id, entity, kind, codename, type, system) values
+    (${account.id}, 'customer', 'attribute', 'renewal_date', 'date', true), (${account.id}, 'customer', 'attribute', 'crm_link', 'string', true)`
+  return { id: account.id as number, userIds: users.map((u) => u.id as number) }
+}
+
+// Tags drawn per (customer, tag) from a hash, so the share of each tag holds at any size.
+const tagCustomers = (sql: Sql, accountId: number) => sql`
+  with t as (
+    insert into tags (account_id, title) select ${accountId}, title from unnest(${TAGS.map(([t]) => t)}::text[]) title returning id, title
+  )
+  insert into customer_tags (account_id, customer_id, tag_id)
+  select c.account_id, c.service_id, t.id
+  from customers c cross join t join unnest(${TAGS.map(([t]) => t)}::text[], ${TAGS.map(([, share]) => share)}::float8[]) s(title, share) on s.title = t.title
+  where c.account_id = ${accountId} and (hashint8(c.service_id * 16 + t.id) & 65535) < s.share * 65536`
+
+// A few contacts for a tenth of the customers.
+const addContacts = (sql: Sql, accountId: number) => sql`
+  insert into contacts (account_id, external_id, customer_id, name, attributes, engagementscore, last_seen)
+  select c.account_id, 'con_' || c.service_id || '_' || k, c.service_id, 'Person ' || k,
+    jsonb_build_object('role', (array['admin', 'user', 'billing'])[1 + k % 3]), (hashint8(c.service_id + k) % 100)::int, c.last_seen
+  from customers c cross join generate_series(1, 3) k
+  where c.account_id = ${accountId} and hashint8(c.service_id) % 10 = 0`
+
+export const seed = async (url: string, rows: number) => {
+  const sql = connect(url, { max: 2 })
+  await migrate(sql, url)
+  const main = await makeAccount(sql, 'Bench')
+  const other = await makeAccount(sql, 'Other')
+  const rand = mulberry32(42)
+  // The second account's rows are interleaved with the first's, as tenants share the tables.
+  const stream = await sql`copy customers (${sql(COLUMNS)}) from stdin`.writable()
+  for (let i = 0; i < rows; i++) {
+    const line = customerLine(rand, main.id, i, main.userIds) + (i % 10 === 0 ? customerLine(rand, other.id, i, other.userIds) : '')
+    if (!stream.write(line)) await new Promise((r) => stream.once('drain', r))
+  }
+  await new Promise((resolve, reject) => stream.end((err?: Error) => (err ? reject(err) : resolve(undefined))))
+  for (const account of [main, other]) {
+    await tagCustomers(sql, account.id)
+    await addContacts(sql, account.id)
+  }
+  await sql`vacuum analyze`
+  await sql.end()
+  return { main: main.id, other: other.id }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Query shapes
+
+interface Shape { name: string; entity: Entity; filters: Filter[]; deep?: boolean }
+
+const f = (propertyName: string, operator: string, value: string | string[]): Filter =>
+  Array.isArray(value) ? { propertyName, operator, values: value } : { propertyName, operator, value }
+
+const THREE = [f('country', 'IN', ['DE', 'FR', 'NL']), f('plan', 'NEQ', 'free'), f('engagementscore', 'GT', '0')]
+
+// contactsOf: the external id of a customer with contacts.
+export const shapes = (contactsOf: string): Shape[] => [
+  { name: 'no filter', entity: 'customer', filters: [] },
+  { name: 'no filter, deep page', entity: 'customer', filters: [], deep: true },
+  { name: 'selective EQ (country NZ, 0.3%)', entity: 'customer', filters: [f('country', 'EQ', 'NZ')] },
+  { name: 'range (engagementscore >= 60)', entity: 'customer', filters: [f('engagementscore', 'GTE', '60')] },
+  { name: 'rare range (engagementscore >= 95)', entity: 'customer', filters: [f('engagementscore', 'GTE', '95')] },
+  { name: 'range on a metric (logins 100..120)', entity: 'customer', filters: [f('logins', 'GTE', '100'), f('logins', 'LTE', '120')] },
+  { name: 'LIKE (name contains "zephyr", 5%)', entity: 'customer', filters: [f('name', 'LIKE', 'zephyr')] },
+  { name: 'rare LIKE (name contains "lunar zephyr")', entity: 'customer', filters: [f('name', 'LIKE', 'lunar zephyr')] },
+  { name: 'IN (country DE, FR, NL)', entity: 'customer', filters: [f('country', 'IN', ['DE', 'FR', 'NL'])] },
+  { name: 'tags EQ Champion (1%)', entity: 'customer', filters: [f('tags', 'EQ', 'champion')] },
+  { name: 'owner EQ (a small book)', entity: 'customer', filters: [f('owner', 'EQ', 'USER50@bench.test')] },
+  { name: 'GTD (last_seen > 90 days ago)', entity: 'customer', filters: [f('last_seen', 'GTD', '90')] },
+  { name: '3 filters: tag, churn_risk, LTD', entity: 'customer',
+    filters: [f('tags', 'IN', ['At risk', 'Renewal Q1']), f('churn_risk', 'GTE', '70'), f('last_seen', 'LTD', '30')] },
+  { name: '3 filters: country, plan, score', entity: 'customer', filters: THREE },
+  { name: '3 filters, deep page', entity: 'customer', filters: THREE, deep: true },
+  { name: 'contacts of one customer', entity: 'contact', filters: [f('customer_external_id', 'EQ', contactsOf)] },
+]
+const DEEP_VS_FIRST = [['no filter, deep page', 'no filter'], ['3 filters, deep page', '3 filters: country, plan, score']]
+
+// ---------------------------------------------------------------------------------------------
+// Load
+
+const closedLoop = async (run: () => Promise<unknown>, seconds: number) => {
+  const latencies: number[] = []
+  const started = performance.now()
+  const deadline = started + seconds * 1000
+  await Promise.all(Array.from({ length: CONCURRENCY }, async () => {
+    while (performance.now() < deadline) {
+      const t = performance.now()
+      await run()
+      latencies.push(performance.now() - t)
+    }
+  }))
+  const elapsed = (performance.now() - started) / 1000
+  latencies.sort((a, b) => a - b)
+  return { p50: percentile(latencies, 50), p99: percentile(latencies, 99), rps: latencies.length / elapsed }
+}
+
+const agent = new Agent({ keepAlive: true, maxSockets: CONCURRENCY })
+
+const post = (port: number, path: string, token: string, body: string) => new Promise<{ status: number; text: string }>((resolve, reject) => {
+  const req = request({
+    host: '127.0.0.1', port, path, method: 'POST', agent,
+    headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body), 'service-key': token },
+  }, (res) => {
+    const chunks: Buffer[] = []
+    res.on('data', (c: Buffer) => chunks.push(c))
+    res.on('end', () => resolve({ status: res.statusCode!, text: Buffer.concat(chunks).toString('utf8') }))
+  })
+  req.on('error', reject)
+  req.end(body)
+})
+
+export default async (ctx: BenchContext) => {
+  const url = await ctx.database()
+  const seedStarted = performance.now()
+  const { main } = await seed(url, ROWS)
+  const seedSeconds = (performance.now() - seedStarted) / 1000
+  ctx.report({ bench: 'search', metric: `seed ${ROWS} + ${Math.ceil(ROWS / 10)} customers (COPY, tags, contacts, analyze)`, value: seedSeconds, unit: 's' })
+
+  const config = { ...loadConfig({}), port: 0, host: '127.0.0.1', logLevel: 'warn' as const, apiRateLimit: 1_000_000_000 }
+  const service = await startService(config, url, { http: true, worker: false, migrate: false })
+  const direct = connect(url, { max: CONCURRENCY })
+  try {
+    const { token } = await createKey(service.app.sql, main, { scopes: ['search'] } as never)
+    const catalog = await direct`select codename, kind, type from property_defs where account_id = ${main} and entity = 'customer'` as unknown as PropertyDef[]
+    const contactCatalog = await direct`select codename, kind, type from property_defs where account_id = ${main} and entity = 'contact'` as unknown as PropertyDef[]
+    // Deep pages start 90% of the way through the account's records in external-id order.
+    const [deep] = await direct`
+      select service_id, external_id from customers where account_id = ${main} order by external_id offset ${Math.floor(ROWS * 0.9)} limit 1`
+    const [someCustomer] = await direct`
+      select c.external_id from contacts k join customers c on c.account_id = k.account_id and c.service_id = k.customer_id
+      where k.account_id = ${main} order by k.service_id limit 1 offset ${Math.floor(ROWS / 200)}`
+    const p50: Record<string, number> = {}
+    for (const shape of shapes(someCustomer.external_id)) {
+      const limit = 100
+      const body = JSON.stringify({ filters: shape.filters, limit, ...(shape.deep && { after: deep.service_id }) })
+      const path = `/api/v1/${shape.entity}s/search`
+      const query = compileSearch({
+        entity: shape.entity, accountId: main, filters: shape.filters, limit, today,
+        catalog: shape.entity === 'customer' ? catalog : contactCatalog, afterExternalId: shape.deep ? deep.external_id : undefined,
+      })
+      const runDirect = () => direct.unsafe(query.text, query.params as string[])
+      const runHttp = async () => {
+        const res = await post(service.port!, path, token, body)
+        if (res.status !== 200) throw new Error(`${shape.name}: ${res.status} ${res.text}`)
+        return res
+      }
+      // Both answer the same records; then a warm-up of each, discarded.
+      const viaHttp = JSON.parse((await runHttp()).text).results.map((r: { id: string }) => r.id)
+      const viaSql = (await runDirect()).slice(0, limit).map((r) => r.id)
+      if (JSON.stringify(viaHttp) !== JSON.stringify(viaSql)) throw new Error(`${shape.name}: HTTP and SQL answers differ`)
+      await closedLoop(runDirect, 0.3)
+      await closedLoop(runHttp, 0.3)
+      const sqlRun = await closedLoop(runDirect, SECONDS)
+      const httpRun = await closedLoop(runHttp, SECONDS)
+      p50[shape.name] = httpRun.p50
+      const metric = `${shape.name} [${viaHttp.length} rows]`
+      ctx.report({ bench: 'search', metric: `${metric} p50`, value: httpRun.p50, unit: 'ms', baseline: sqlRun.p50, ratio: httpRun.p50 / sqlRun.p50, target: '<= 1.5' })
+      ctx.report({ bench: 'search', metric: `${metric} p99`, value: httpRun.p99, unit: 'ms', baseline: sqlRun.p99, ratio: httpRun.p99 / sqlRun.p99 })
+      ctx.report({ bench: 'search', metric: `${metric} req/s`, value: httpRun.rps, unit: 'req/s', baseline: sqlRun.rps, ratio: httpRun.rps / sqlRun.rps })
+    }
+    for (const [deepName, firstName] of DEEP_VS_FIRST) {
+      ctx.report({ bench: 'search', metric: `${deepName} vs ${firstName}, p50`, value: p50[deepName], unit: 'ms', baseline: p50[firstName], ratio: p50[deepName] / p50[firstName], target: '<= 2' })
+    }
+  } finally {
+    agent.destroy()
+    await direct.end()
+    await service.stop()
+  }
+}

@@ -1,0 +1,53 @@
+import * as v from 'valibot'
+import { fail } from '../http/errors.ts'
+import type { Sql, Tx } from '../db/client.ts'
+
+export const TagTitlesBody = v.object({
+  titles: v.pipe(v.array(v.pipe(v.string(), v.maxLength(255, 'At most 255 characters.'))), v.maxLength(1000, 'At most 1000 titles.')),
+})
+
+const TABLES = {
+  customer: { records: 'customers', links: 'customer_tags', key: 'customer_id' },
+  contact: { records: 'contacts', links: 'contact_tags', key: 'contact_id' },
+} as const
+
+interface Resolved { service_id: number; tags: { i: number; id: number | null; title: string }[] }
+
+// The record, locked so that concurrent replacements apply one after the other instead of
+// merging, and each requested title with its tag (matched case-insensitively), or null.
+const lockAndResolve = async (sql: Tx, accountId: number, entity: keyof typeof TABLES, externalId: string, titles: string[]) => {
+  const { records } = TABLES[entity]
+  const [row] = await sql`
+    select r.service_id, coalesce((
+        select json_agg(json_build_object('i', w.ord - 1, 'id', t.id, 'title', w.title) order by w.ord)
+        from unnest(${titles}::text[]) with ordinality w(title, ord)
+          left join tags t on t.account_id = ${accountId} and lower(t.title) = lower(w.title)
+      ), '[]') as tags
+    from ${sql(records)} r where r.account_id = ${accountId} and r.external_id = ${externalId}
+    for update of r`
+  return row as Resolved | undefined
+}
+
+// Replaces the record's tags; answers with its tag titles in byte order, as search shows them.
+export const setRecordTags = (sql: Sql, accountId: number, entity: keyof typeof TABLES, externalId: string, titles: string[]) =>
+  sql.begin(async (tx) => {
+    const record = await lockAndResolve(tx, accountId, entity, externalId, titles)
+    if (!record) return fail(404, `No ${entity} with external id ${JSON.stringify(externalId)}.`)
+    const unknown = record.tags.filter((t) => t.id === null)
+    if (unknown.length > 0) {
+      fail(400, 'Some titles name no tag of this account.',
+        unknown.map((t) => ({ path: `/titles/${t.i}`, message: `No tag titled ${JSON.stringify(t.title)}.` })))
+    }
+    const ids = [...new Set(record.tags.map((t) => t.id!))]
+    const { links, key } = TABLES[entity]
+    const rows = await tx`
+      with removed as (
+        delete from ${tx(links)} where account_id = ${accountId} and ${tx(key)} = ${record.service_id} and tag_id <> all(${ids}::bigint[])
+      ), added as (
+        insert into ${tx(links)} (account_id, ${tx(key)}, tag_id)
+        select ${accountId}, ${record.service_id}, unnest(${ids}::bigint[])
+        on conflict do nothing
+      )
+      select title from tags where account_id = ${accountId} and id = any(${ids}::bigint[]) order by title collate "C"`
+    return { titles: rows.map((r) => r.title as string) }
+  })

@@ -1,0 +1,16 @@
+import { buildOpenApi } from '../http/openapi.ts'
+import type { Route } from '../http/types.ts'
+
+// The routing table never changes at run time, so the document is built and serialized once,
+// on first request (the table is passed lazily: this row is part of it).
+export const openApiRoute = (table: () => Route[]): Route => {
+  let json: string | undefined
+  return {
+    method: 'GET', path: '/openapi.json', auth: 'none', summary: 'This API as an OpenAPI 3.1 document',
+    handler: () => ({
+      status: 200,
+      headers: { 'content-type': 'application/json', 'cache-control': 'public, max-age=3600' },
+      body: (json ??= JSON.stringify(buildOpenApi(table()))),
+    }),
+  }
+}

@@ -1,0 +1,123 @@
+import { createReadStream } from 'node:fs'
+import { pipeline } from 'node:stream'
+import { parse } from 'csv-parse'
+import { HttpError } from '../http/errors.ts'
+import { processUpload } from '../jobs/process-upload.ts'
+import { checkUpload, insertUploadRow, type UploadKind } from '../uploads/receive.ts'
+import { checkRow, describeError, readHeader, type Layout } from './rows.ts'
+import type { App } from '../http/types.ts'
+
+export const CHUNK_ROWS = 1000
+
+export interface ImportStats {
+  bytes: number
+  read: number
+  imported: number
+  errors: number
+  created: number
+  updated: number
+  ignored: number
+  warnings: number
+}
+
+export const emptyStats = (): ImportStats => ({ bytes: 0, read: 0, imported: 0, errors: 0, created: 0, updated: 0, ignored: 0, warnings: 0 })
+
+export interface ImportOptions {
+  // Import into an account whose source of truth is not FILE.
+  force?: boolean
+  onStart?: (layout: Layout) => void
+  onRowError?: (message: string) => void
+}
+
+// Records of a FILE account come from imports; an import into an account owned by the API or an
+// integration would be overwritten by (or overwrite) that source, so it takes --force.
+const checkAccount = async (app: App, accountId: number, kind: UploadKind, force: boolean) => {
+  const [account] = await app.sql`select source_of_truth from accounts where id = ${accountId}`
+  if (!account) throw new Error(`Account ${accountId} does not exist.`)
+  if (account.source_of_truth !== 'FILE' && !force) {
+    throw new Error(`The records of account ${accountId} are owned by its source of truth ${account.source_of_truth}; `
+      + 'imports go to accounts whose source of truth is FILE (use --force to import anyway).')
+  }
+  try {
+    // No items: only the account-level checks (scoring model, backlog), and its property catalog.
+    return (await checkUpload(app, accountId, kind, [], 'FILE')).catalog
+  } catch (err) {
+    if (err instanceof HttpError) throw new Error((err.reply.body as { detail: string }).detail)
+    throw err
+  }
+}
+
+// Each chunk is an upload with source FILE, merged by the upload processing itself in one
+// transaction (records, customer.created outbox rows, scoring job, notifications).
+const writeChunk = (app: App, accountId: number, kind: UploadKind, items: unknown[], droppedKeys: number) =>
+  app.sql.begin(async (tx) => {
+    const [row] = await insertUploadRow(tx, accountId, kind, 'FILE', items, droppedKeys)
+    return processUpload(tx, accountId, row.id)
+  })
+
+// Lines a record takes: quoted cells may hold line breaks. Counted here rather than taken from
+// csv-parse's info.lines, which counts a quoted CRLF as two lines.
+const BREAKS = /\r\n?|\n/g
+const linesOf = (cells: string[]) => {
+  let lines = 1
+  for (const cell of cells) if (cell.includes('\n') || cell.includes('\r')) lines += cell.match(BREAKS)!.length
+  return lines
+}
+
+// Streams the file: at most one chunk is being parsed while the previous one is written, so
+// memory stays flat whatever the file's size. A bad row is reported and skipped.
+export const importFile = async (
+  app: App, accountId: number, kind: UploadKind, file: string, stats: ImportStats, options: ImportOptions = {},
+) => {
+  const catalog = await checkAccount(app, accountId, kind, options.force ?? false)
+  const parser = parse({ bom: true, info: true, relax_column_count: true, skip_empty_lines: true })
+  // pipeline passes a read error (a missing file) on to the parser, ending the loop below with it.
+  pipeline(createReadStream(file), parser, () => {})
+  let layout: Layout | undefined
+  // Physical lines of the records so far; with the skipped empty lines it gives a record's first line.
+  let lines = 0
+  let chunk: unknown[] = []
+  let droppedKeys = 0
+  let writing: Promise<void> = Promise.resolve()
+  const flush = async () => {
+    const items = chunk
+    const dropped = droppedKeys
+    chunk = []
+    droppedKeys = 0
+    await writing
+    writing = writeChunk(app, accountId, kind, items, dropped).then((result) => {
+      stats.imported += items.length
+      if (!result) return
+      stats.created += result.created
+      stats.updated += result.updated
+      stats.ignored += result.ignored
+      stats.warnings += result.warnings.length
+    })
+    // Awaited at the next flush; until then a failure must not count as unhandled.
+    writing.catch(() => {})
+  }
+  for await (const { record, info } of parser as AsyncIterable<{ record: string[]; info: { empty_lines: number; bytes: number } }>) {
+    stats.bytes = info.bytes
+    const line = lines + info.empty_lines + 1
+    lines += linesOf(record)
+    if (!layout) {
+      layout = readHeader(kind, record, catalog)
+      options.onStart?.(layout)
+      continue
+    }
+    stats.read++
+    const checked = checkRow(layout, record)
+    if (!checked.ok) {
+      stats.errors++
+      for (const e of checked.errors) options.onRowError?.(describeError(line, e))
+      continue
+    }
+    chunk.push(checked.item)
+    droppedKeys += checked.droppedKeys
+    if (chunk.length >= CHUNK_ROWS) await flush()
+  }
+  if (!layout) throw new Error('The file is empty: it needs a header row.')
+  if (chunk.length) await flush()
+  await writing
+  return stats
+}

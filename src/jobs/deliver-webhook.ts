@@ -1,0 +1,60 @@
+import type { Task } from 'graphile-worker'
+import { deliveryJob, type DeliverWebhookPayload } from '../webhooks/outbox.ts'
+import { MAX_ATTEMPTS, retryDelaySeconds, sendWebhook, type SendResult } from '../webhooks/send.ts'
+import { hmacHeader, standardWebhookHeaders } from '../webhooks/sign.ts'
+import { addJobs } from './enqueue.ts'
+import type { App } from '../http/types.ts'
+import type { Sql, Tx } from '../db/client.ts'
+
+// A removed webhook takes its deliveries with it (on delete cascade), so a missing row means
+// there is nothing left to send.
+const load = (sql: Sql, p: DeliverWebhookPayload) => sql`
+  select d.status, d.message_id, d.payload, w.url, w.secret, w.active
+  from webhook_deliveries d
+  join webhooks w on w.account_id = d.account_id and w.id = d.webhook_id
+  where d.account_id = ${p.account_id} and d.id = ${p.delivery_id}`
+
+// The delivery row is locked first so that two jobs of one delivery (a redelivery racing a
+// retry) number their attempts one after the other instead of colliding.
+const logAttempt = async (tx: Tx, p: DeliverWebhookPayload, at: Date, r: SendResult) => {
+  await tx`select 1 from webhook_deliveries where account_id = ${p.account_id} and id = ${p.delivery_id} for update`
+  const [{ attempt }] = await tx`
+    insert into webhook_attempts (account_id, delivery_id, attempt, at, status_code, duration_ms, error)
+    select ${p.account_id}, ${p.delivery_id}, coalesce(max(attempt), 0) + 1, ${at}, ${r.status_code}, ${r.duration_ms}, ${r.error}
+    from webhook_attempts where account_id = ${p.account_id} and delivery_id = ${p.delivery_id}
+    returning attempt`
+  return attempt as number
+}
+
+const setStatus = (tx: Tx, p: DeliverWebhookPayload, status: 'delivered' | 'failed') => tx`
+  update webhook_deliveries set status = ${status}, delivered_at = case when ${status} = 'delivered' then now() end
+  where account_id = ${p.account_id} and id = ${p.delivery_id}`
+
+const inactive: SendResult = { status_code: null, duration_ms: 0, error: 'webhook is inactive', outcome: 'failed' }
+
+// One attempt per job. The attempt row and what follows from it (the status, or the next
+// attempt's job) commit together, so a crash can neither lose a retry nor log an attempt twice.
+export const deliverWebhookTask = (app: App): Task => async (payload) => {
+  const p = payload as DeliverWebhookPayload
+  const [d] = await load(app.sql, p)
+  if (!d || d.status !== 'pending') return
+  const at = new Date()
+  const result = !d.active ? inactive : await sendWebhook({
+    url: d.url,
+    body: d.payload,
+    headers: {
+      'X-service-HMAC': hmacHeader(d.secret, d.payload),
+      ...standardWebhookHeaders(d.secret, d.message_id, Math.floor(Date.now() / 1000), d.payload),
+    },
+    allowPrivate: app.config.webhookAllowPrivate,
+  })
+  await app.sql.begin(async (tx) => {
+    const attempt = await logAttempt(tx, p, at, result)
+    const firstAttempt = p.first_attempt ?? 1
+    if (result.outcome === 'delivered') await setStatus(tx, p, 'delivered')
+    else if (result.outcome === 'retry' && attempt - firstAttempt + 1 < MAX_ATTEMPTS) {
+      const delay = retryDelaySeconds(attempt - firstAttempt + 1) * app.config.webhookRetryScale
+      await addJobs(tx, [deliveryJob({ ...p, first_attempt: firstAttempt }, new Date(Date.now() + delay * 1000))])
+    } else await setStatus(tx, p, 'failed')
+  })
+}

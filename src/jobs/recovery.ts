@@ -1,0 +1,73 @@
+import { EventEmitter } from 'node:events'
+import type { WorkerEvents } from 'graphile-worker'
+import type { App } from '../http/types.ts'
+import type { Sql } from '../db/client.ts'
+
+// graphile-worker 0.17 frees the jobs of a worker that died without unlocking them (SIGKILL, a
+// lost machine) only after 4 hours. Every worker process therefore writes a heartbeat for its
+// pool and worker ids (jobs are locked by the pool id when the local queue is on, by the worker
+// id otherwise), and every process unlocks the jobs of ids whose heartbeat has gone stale.
+const HEARTBEAT_MS = 5_000
+const RECOVER_MS = 10_000
+
+const beat = (sql: Sql, ids: string[]) => sql`
+  insert into worker_heartbeats (worker_id, seen_at) select unnest(${ids}::text[]), now()
+  on conflict (worker_id) do update set seen_at = excluded.seen_at`
+
+// An id without any heartbeat row belongs to a process that died before its first heartbeat or
+// to a worker that does not run this recovery; it is only presumed dead after a much longer lock.
+// Queue locks matter as much as job locks: a locked queue holds back all of an account's uploads.
+// Returns the ids whose locks were released.
+export const unlockDeadWorkers = async (sql: Sql): Promise<string[]> => {
+  const [{ ids }] = await sql`
+    with holders as (
+      select locked_by as id, min(locked_at) as since from graphile_worker.jobs
+      where locked_by is not null group by locked_by
+      union all
+      select locked_by, min(locked_at) from graphile_worker._private_job_queues
+      where locked_by is not null group by locked_by
+    ), dead as (
+      select distinct h.id from holders h left join worker_heartbeats b on b.worker_id = h.id
+      where b.seen_at < now() - interval '30 seconds'
+         or (b.worker_id is null and h.since < now() - interval '30 minutes')
+    )
+    select ids, graphile_worker.force_unlock_workers(ids) from (select array(select id from dead) as ids) d`
+  await sql`delete from worker_heartbeats where seen_at < now() - interval '1 hour'`
+  return ids
+}
+
+const forget = (sql: Sql, ids: string[]) => sql`delete from worker_heartbeats where worker_id = any(${ids}::text[])`
+
+// Pass `events` to graphile-worker's run(); call recover() once it has started and stop() once
+// the runner has stopped (its jobs finished, so no lock of ours can be taken for a dead one).
+export const startRecovery = (app: App) => {
+  const events = new EventEmitter() as WorkerEvents
+  const ids = new Set<string>()
+  events.on('pool:create', ({ workerPool }) => { ids.add(workerPool.id) })
+  events.on('worker:create', ({ worker }) => { ids.add(worker.workerId) })
+  let running: Promise<unknown> = Promise.resolve()
+  const timers: NodeJS.Timeout[] = []
+  // A failed round (database away) is simply tried again at the next tick.
+  const every = (ms: number, fn: () => Promise<unknown>) => {
+    const tick = () => {
+      running = running.then(fn).catch((err) => app.log('warn', 'worker recovery failed', { error: String(err?.message ?? err) }))
+      return running
+    }
+    timers.push(setInterval(tick, ms).unref())
+    return tick
+  }
+  const heartbeat = every(HEARTBEAT_MS, () => (ids.size ? beat(app.sql, [...ids]) : Promise.resolve()))
+  const recover = every(RECOVER_MS, async () => {
+    const unlocked = await unlockDeadWorkers(app.sql)
+    if (unlocked.length) app.log('warn', 'unlocked jobs of dead workers', { workers: unlocked })
+  })
+  return {
+    events,
+    recover: async () => { await heartbeat(); await recover() },
+    stop: async () => {
+      for (const t of timers) clearInterval(t)
+      await running
+      await forget(app.sql, [...ids]).catch(() => {})
+    },
+  }
+}

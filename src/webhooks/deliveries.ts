@@ -1,0 +1,53 @@
+import { fail } from '../http/errors.ts'
+import { addJobs } from '../jobs/enqueue.ts'
+import { deliveryJob } from './outbox.ts'
+import type { Sql } from '../db/client.ts'
+
+export const DEFAULT_DELIVERY_LIMIT = 50
+export const MAX_DELIVERY_LIMIT = 1000
+
+export const deliveryLimit = (value: string | string[] | undefined) => {
+  const raw = Array.isArray(value) ? value[0] : value
+  const limit = raw === undefined || raw === '' ? DEFAULT_DELIVERY_LIMIT : Number(raw)
+  return Number.isInteger(limit) && limit >= 1 && limit <= MAX_DELIVERY_LIMIT ? limit
+    : fail(400, `limit must be a whole number from 1 to ${MAX_DELIVERY_LIMIT}.`, [{ path: '/limit', message: `From 1 to ${MAX_DELIVERY_LIMIT}.` }])
+}
+
+const requireWebhook = async (sql: Sql, accountId: number, webhookId: number) => {
+  const [hook] = await sql`select 1 from webhooks where account_id = ${accountId} and id = ${webhookId}`
+  if (!hook) fail(404, `Webhook ${webhookId} does not exist.`)
+}
+
+// Attempt times are formatted like every other timestamp of the API (JavaScript's ISO form),
+// which json_build_object would not do.
+export const listDeliveries = async (sql: Sql, accountId: number, webhookId: number, limit: number) => {
+  await requireWebhook(sql, accountId, webhookId)
+  return sql`
+    select d.id, d.message_id, d.status, d.created_at, d.delivered_at,
+      coalesce(json_agg(json_build_object(
+        'attempt', a.attempt,
+        'at', to_char(a.at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'),
+        'status_code', a.status_code, 'duration_ms', a.duration_ms, 'error', a.error
+      ) order by a.attempt) filter (where a.attempt is not null), '[]') as attempts
+    from (
+      select id, message_id, status, created_at, delivered_at, account_id from webhook_deliveries
+      where account_id = ${accountId} and webhook_id = ${webhookId} order by id desc limit ${limit}
+    ) d
+    left join webhook_attempts a on a.account_id = d.account_id and a.delivery_id = d.id
+    group by d.id, d.message_id, d.status, d.created_at, d.delivered_at
+    order by d.id desc`
+}
+
+// The same delivery row goes back to pending with a fresh round of attempts, numbered on from
+// the ones already logged, and keeps its frozen payload and message id (webhook-id), so a
+// receiver that did get it can recognise the copy.
+export const redeliver = (sql: Sql, accountId: number, webhookId: number, deliveryId: number) => sql.begin(async (tx) => {
+  const [d] = await tx`
+    update webhook_deliveries d set status = 'pending', delivered_at = null
+    where account_id = ${accountId} and webhook_id = ${webhookId} and id = ${deliveryId}
+    returning id, status, (select coalesce(max(attempt), 0) + 1 from webhook_attempts a
+      where a.account_id = d.account_id and a.delivery_id = d.id)::int as first_attempt`
+  if (!d) fail(404, `Delivery ${deliveryId} of webhook ${webhookId} does not exist.`)
+  await addJobs(tx, [deliveryJob({ account_id: accountId, delivery_id: deliveryId, first_attempt: d.first_attempt })])
+  return d
+})

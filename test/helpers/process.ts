@@ -1,0 +1,37 @@
+import { spawn, type ChildProcess } from 'node:child_process'
+import { createServer } from 'node:net'
+import { ADMIN_TOKEN } from './service.ts'
+
+export const freePort = () => new Promise<number>((resolve) => {
+  const server = createServer().listen(0, '127.0.0.1', () => {
+    const { port } = server.address() as { port: number }
+    server.close(() => resolve(port))
+  })
+})
+
+// A `service` command as its own process (serve, worker, ...), for tests that kill it.
+export const startProcess = async (args: string[], databaseUrl: string, env: Record<string, string> = {}) => {
+  const port = await freePort()
+  const child: ChildProcess = spawn(process.execPath, ['--import', 'tsx', 'src/cli/main.ts', ...args], {
+    env: {
+      ...process.env, DATABASE_URL: databaseUrl, PORT: String(port), HOST: '127.0.0.1', LOG_LEVEL: 'error',
+      SERVICE_ADMIN_TOKEN: ADMIN_TOKEN, SERVICE_WEBHOOK_ALLOW_PRIVATE: '1', ...env,
+    },
+    stdio: ['ignore', 'ignore', 'pipe'],
+  })
+  let stderr = ''
+  child.stderr!.on('data', (d) => { stderr += d })
+  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)))
+  const base = `http://127.0.0.1:${port}`
+  if (args[0] === 'serve') {
+    for (let i = 0; ; i++) {
+      try { if ((await fetch(`${base}/readyz`)).ok) break } catch { /* not up yet */ }
+      if (i > 300 || child.exitCode !== null) throw new Error(`serve did not start: ${stderr}`)
+      await new Promise((r) => setTimeout(r, 50))
+    }
+  }
+  return {
+    base, child, exited, stderr: () => stderr,
+    kill: async (signal: NodeJS.Signals = 'SIGKILL') => { child.kill(signal); return exited },
+  }
+}

@@ -1,0 +1,236 @@
+// The SQL of the scoring jobs and the pure functions of src/scoring/score.ts agree: the same
+// generated rules and values are fed to both, the SQL through a real PostgreSQL.
+import { after, before, test } from 'node:test'
+import assert from 'node:assert/strict'
+import * as v from 'valibot'
+import fc from 'fast-check'
+import { ScoringModelSchema, propertyLookup, type CatalogDef, type PropertyType, type Rule, type ScoringModel } from '../src/scoring/model.ts'
+import { churnRisk, daysBetween, summarizeHistory, upsellScore, weightedScore } from '../src/scoring/score.ts'
+import { churnRiskSql, upsellScoreSql, weightedScoreSql } from '../src/scoring/sql.ts'
+import { scoreRecords } from '../src/jobs/score-records.ts'
+import { startTestService, type TestService } from './helpers/service.ts'
+
+let s: TestService
+before(async () => { s = await startTestService({}, { http: false, worker: false }) })
+after(async () => { await s?.stop() })
+
+const TODAY = '2026-06-15'
+const addDays = (date: string, days: number) => new Date(Date.parse(date) + days * 86_400_000).toISOString().slice(0, 10)
+
+// Properties of every type, metrics and attributes, for customers and contacts alike.
+const DEFS: CatalogDef[] = [
+  { codename: 'm_num', kind: 'metric', type: 'number' },
+  { codename: 'm_date', kind: 'metric', type: 'date' },
+  { codename: 'm_str', kind: 'metric', type: 'string' },
+  { codename: 'm_bool', kind: 'metric', type: 'boolean' },
+  { codename: 'a_num', kind: 'attribute', type: 'number' },
+  { codename: 'a_date', kind: 'attribute', type: 'date' },
+  { codename: 'a_str', kind: 'attribute', type: 'string' },
+  { codename: 'a_bool', kind: 'attribute', type: 'boolean' },
+]
+const { typeOf, isMetric } = propertyLookup(DEFS)
+const STRINGS = ['US', 'DE', 'FR', 'toString', '', 'ü']
+
+// Scores of a values map: 0 or at least 1e-6 in magnitude, as the model schema demands.
+const mapScore = fc.oneof(fc.constant(0), fc.integer({ min: -100, max: 100 }), fc.double({ min: 1e-6, max: 100, noNaN: true }).map((x) => (x > 50 ? -x : x)))
+const bound = fc.oneof(fc.integer({ min: -50, max: 400 }), fc.double({ min: -1e15, max: 1e15, noNaN: true }))
+const weight = fc.oneof(fc.integer({ min: 1, max: 100 }), fc.double({ min: 1e-6, max: 1e6, noNaN: true }))
+
+const ruleFor = (codename: string, type: PropertyType): fc.Arbitrary<Rule> => {
+  if (type === 'boolean') return fc.record({ codename: fc.constant(codename), weight, good: fc.boolean() })
+  if (type === 'string') {
+    return fc.record({
+      codename: fc.constant(codename), weight,
+      values: fc.dictionary(fc.constantFrom(...STRINGS), mapScore, { maxKeys: 4 }),
+      default: fc.option(mapScore, { nil: undefined }),
+    }).map(({ default: d, ...r }) => (d === undefined ? r : { ...r, default: d }))
+  }
+  return fc.record({ codename: fc.constant(codename), weight, bad: bound, good: bound }).filter((r) => r.bad !== r.good)
+}
+
+const rules = fc.subarray(DEFS, { minLength: 0 }).chain((defs) => fc.tuple(...defs.map((d) => ruleFor(d.codename, d.type))))
+  .map((rs) => rs as Rule[])
+
+// Values of every JSON type, and numbers and dates near the interesting edges.
+const dateString = fc.oneof(
+  fc.integer({ min: -800, max: 800 }).map((n) => addDays(TODAY, n)),
+  fc.constantFrom('2026-02-30', '0000-01-01', '0001-01-01', '9999-12-31', '2026-1-01', 'today', '2026-06-15T00:00:00Z'),
+)
+const jsonValue: fc.Arbitrary<unknown> = fc.oneof(
+  fc.integer({ min: -60, max: 450 }),
+  fc.double({ noNaN: true, noDefaultInfinity: true }),
+  fc.double({ min: -1e-300, max: 1e-300, noNaN: true }),
+  fc.constantFrom(...STRINGS),
+  dateString,
+  fc.boolean(),
+  fc.constant(null),
+  fc.constant({ nested: 1 }),
+  fc.constant([1]),
+)
+const values = fc.dictionary(fc.constantFrom(...DEFS.map((d) => d.codename)), jsonValue, { maxKeys: 8 })
+
+// One statement per case: the rules are part of the SQL text. JSON travels as text: postgres.js
+// would encode a string bound to a jsonb parameter a second time.
+const sqlScore = async (rs: Rule[], metrics: Record<string, unknown>, attributes: Record<string, unknown>, date: string) => {
+  const { text, params } = weightedScoreSql(rs, typeOf, {
+    metric: (key) => `x.m -> ${key}`, attribute: (key) => `x.a -> ${key}`, date: 'x.d', isMetric,
+  }, 4)
+  const [row] = await s.sql.unsafe(`select ${text} as score from (select $1::text::jsonb as m, $2::text::jsonb as a, $3::date as d) x`,
+    [JSON.stringify(metrics), JSON.stringify(attributes), date, ...params] as never[])
+  return row.score as number | null
+}
+
+test('weightedScoreSql gives what weightedScore gives', async () => {
+  await fc.assert(fc.asyncProperty(rules, values, values, fc.integer({ min: -400, max: 400 }), async (rs, metrics, attributes, shift) => {
+    const date = addDays(TODAY, shift)
+    // Both read the values after a JSON round trip, as stored.
+    const [m, a] = [JSON.parse(JSON.stringify(metrics)), JSON.parse(JSON.stringify(attributes))]
+    const expected = weightedScore(rs, (c) => (isMetric(c) ? m : a)[c], date, typeOf).score
+    assert.equal(await sqlScore(rs, metrics, attributes, date), expected)
+  }), { numRuns: 400 })
+})
+
+test('churnRiskSql and upsellScoreSql give what churnRisk and upsellScore give', async () => {
+  const score = fc.option(fc.integer({ min: -100, max: 100 }), { nil: null })
+  const cases = fc.sample(fc.record({
+    e: score, f: score, d: fc.option(fc.integer({ min: -200, max: 200 }), { nil: null }), days: fc.integer({ min: -100, max: 1000 }),
+  }), 3000)
+  // Every combination of exact .5 ties is in the sample too: e and f multiples of 10 and d of 10/3 make them.
+  for (const e of [-100, -50, -10, 0, 10, 50, 100]) for (const d of [-100, -10, 10, 100]) cases.push({ e, f: 10, d, days: 45 })
+  const rows = await s.sql.unsafe(`
+    select ${churnRiskSql('x.e', 'x.f', 'x.d', 'x.days')} as churn, ${upsellScoreSql('x.e', 'x.f', 'x.d')} as upsell
+    from jsonb_to_recordset($1::text::jsonb) as x(i integer, e integer, f integer, d integer, days integer) order by x.i`,
+  [JSON.stringify(cases.map((c, i) => ({ i, ...c })))] as never[])
+  cases.forEach((c, i) => {
+    assert.equal(rows[i].churn, churnRisk(c.e, c.f, c.d, c.days), JSON.stringify(c))
+    assert.equal(rows[i].upsell, upsellScore(c.e, c.f, c.d), JSON.stringify(c))
+  })
+})
+
+// The whole job over generated accounts: engagement of every snapshot, the history summary, fit,
+// churn risk, upsell and the lifting of automatic churn, against the pure functions.
+const snapshotDate = fc.oneof(fc.integer({ min: -420, max: 30 }), fc.integer({ min: -40, max: 0 })).map((n) => addDays(TODAY, n))
+// Mostly well-typed metric values, so that most snapshots score and trends overflow 15 records.
+const snapshotValues = fc.oneof(
+  { weight: 3, arbitrary: fc.record({ m_num: fc.integer({ min: -60, max: 450 }), m_bool: fc.boolean(), m_str: fc.constantFrom(...STRINGS) }, { requiredKeys: ['m_num'] }) },
+  { weight: 1, arbitrary: values },
+)
+// The churn date lies relative to the latest snapshot, so that lifting is tried right at its
+// bounds (inactive_days 5 and 30 are generated often).
+const record = fc.record({
+  attributes: values,
+  metrics: values,
+  snapshots: fc.uniqueArray(fc.record({ date: snapshotDate, values: snapshotValues }), { selector: (x) => x.date, maxLength: 30, size: 'max' }),
+  churn: fc.constantFrom(null, 'manual', 'inactive'),
+  churnedAfterLatest: fc.oneof(fc.constantFrom(-1, 0, 1, 4, 5, 6, 29, 30, 31), fc.integer({ min: -200, max: 200 })),
+})
+const latestDate = (r: { snapshots: { date: string }[] }) => r.snapshots.map((x) => x.date).sort().at(-1) ?? TODAY
+const model = fc.record({
+  customer: fc.record({ engagement: rules, fit: rules }),
+  contact: fc.record({ engagement: rules }),
+  churn: fc.record({ inactive_days: fc.oneof(fc.constantFrom(undefined, 5, 30), fc.integer({ min: 1, max: 120 })) })
+    .map((c) => (c.inactive_days === undefined ? {} : c)),
+})
+
+type GeneratedRecord = typeof record extends fc.Arbitrary<infer R> ? R : never
+
+let run = 0
+const seedAccount = async (m: ScoringModel | null, records: GeneratedRecord[]) => {
+  const [account] = await s.sql`insert into accounts (name, tracker_key) values ('Gen', ${`CS-GEN${++run}`}) returning id`
+  const id = account.id as number
+  await s.sql`insert into property_defs ${s.sql(['customer', 'contact'].flatMap((entity) => DEFS.map((d) => ({ account_id: id, entity, ...d }))))}`
+  if (m) await s.sql`insert into scoring_models (account_id, model) values (${id}, ${s.sql.json(m as never)})`
+  const customers = await s.sql`
+    insert into customers (account_id, external_id, attributes, metrics, is_churned, churned_date, churn_reason)
+    select ${id}, 'c' || x.i, x.attributes, x.metrics, x.reason is not null, case when x.reason is not null then x.churned end, x.reason
+    from jsonb_to_recordset(${s.sql.json(records.map((r, i) => ({
+      i, attributes: r.attributes, metrics: r.metrics, reason: r.churn, churned: addDays(latestDate(r), r.churnedAfterLatest),
+    })) as never)}) as x(i int, attributes jsonb, metrics jsonb, reason text, churned date)
+    order by x.i returning service_id`
+  const contacts = await s.sql`
+    insert into contacts (account_id, external_id, customer_id, attributes)
+    select ${id}, 't' || x.i, x.customer_id, x.attributes
+    from jsonb_to_recordset(${s.sql.json(records.map((r, i) => ({ i, customer_id: customers[i].service_id, attributes: r.attributes })) as never)})
+      as x(i int, customer_id bigint, attributes jsonb)
+    order by x.i returning service_id`
+  const snapshots = (ids: { service_id: number }[]) => records.flatMap((r, i) => r.snapshots.map((x) => ({ id: ids[i].service_id, date: x.date, values: x.values })))
+  await s.sql`
+    insert into customer_snapshots (account_id, customer_id, date, "values", engagement)
+    select ${id}, x.id, x.date, x.values, 999 from jsonb_to_recordset(${s.sql.json(snapshots(customers as never) as never)}) as x(id bigint, date date, "values" jsonb)`
+  await s.sql`
+    insert into contact_snapshots (account_id, contact_id, date, "values")
+    select ${id}, x.id, x.date, x.values from jsonb_to_recordset(${s.sql.json(snapshots(contacts as never) as never)}) as x(id bigint, date date, "values" jsonb)`
+  return id
+}
+
+// What the pure functions make of the stored rows (read back, so both see the same JSON).
+const checkEntity = async (accountId: number, entity: 'customer' | 'contact', m: ScoringModel | null) => {
+  const [records, snapshots] = entity === 'customer'
+    ? [await s.sql`select *, to_char(last_seen, 'YYYY-MM-DD') as last_seen, to_char(churned_date, 'YYYY-MM-DD') as churned_date from customers where account_id = ${accountId}`,
+      await s.sql`select customer_id as record_id, to_char(date, 'YYYY-MM-DD') as date, "values", engagement from customer_snapshots where account_id = ${accountId}`]
+    : [await s.sql`select *, to_char(last_seen, 'YYYY-MM-DD') as last_seen from contacts where account_id = ${accountId}`,
+      await s.sql`select contact_id as record_id, to_char(date, 'YYYY-MM-DD') as date, "values", engagement from contact_snapshots where account_id = ${accountId}`]
+  const engagementRules = (entity === 'customer' ? m?.customer?.engagement : m?.contact?.engagement) ?? []
+  for (const r of records) {
+    const own = snapshots.filter((x) => x.record_id === r.service_id)
+    for (const x of own) {
+      const expected = weightedScore(engagementRules, (c) => (isMetric(c) ? x.values : r.attributes)[c], x.date, typeOf).score
+      assert.equal(x.engagement, expected, `${entity} ${r.external_id} snapshot ${x.date}`)
+    }
+    const history = summarizeHistory(own.map((x) => ({ date: x.date, score: x.engagement })), TODAY)
+    assert.deepEqual({
+      last_seen: r.last_seen, engagementscore: r.engagementscore, engagementscore_difference: r.engagementscore_difference,
+      engagementscore_trend: r.engagementscore_trend,
+    }, history, `${entity} ${r.external_id}`)
+    if (entity === 'contact') continue
+    const fit = weightedScore(m?.customer?.fit ?? [], (c) => (isMetric(c) ? r.metrics : r.attributes)[c], TODAY, typeOf).score
+    assert.equal(r.fitscore, fit)
+    const days = history.last_seen === null ? 0 : daysBetween(history.last_seen, TODAY)
+    assert.equal(r.churn_risk, churnRisk(history.engagementscore, fit, history.engagementscore_difference, days))
+    assert.equal(r.upsell_score, upsellScore(history.engagementscore, fit, history.engagementscore_difference))
+  }
+}
+
+test('the scoring job gives what the pure functions give, record by record', async () => {
+  await fc.assert(fc.asyncProperty(fc.option(model, { nil: null }), fc.array(record, { minLength: 1, maxLength: 5 }), async (generated, records) => {
+    const m = generated && v.parse(ScoringModelSchema, generated)
+    const accountId = await seedAccount(m, records)
+    const churnBefore = await s.sql`
+      select service_id, is_churned, to_char(churned_date, 'YYYY-MM-DD') as churned_date, churn_reason
+      from customers where account_id = ${accountId} order by service_id`
+    await scoreRecords(s.sql, { account_id: accountId, entity: 'customer' }, { today: TODAY })
+    await scoreRecords(s.sql, { account_id: accountId, entity: 'contact' }, { today: TODAY })
+    await checkEntity(accountId, 'customer', m)
+    await checkEntity(accountId, 'contact', m)
+    // Churn: only an automatic one is lifted, once last_seen is within inactive_days of the churn date.
+    const inactiveDays = m?.churn?.inactive_days ?? 0
+    const after = await s.sql`
+      select service_id, is_churned, to_char(churned_date, 'YYYY-MM-DD') as churned_date, churn_reason, to_char(last_seen, 'YYYY-MM-DD') as last_seen
+      from customers where account_id = ${accountId} order by service_id`
+    churnBefore.forEach((b, i) => {
+      const a = after[i]
+      const lifted = b.churn_reason === 'inactive' && a.last_seen !== null && a.last_seen >= addDays(b.churned_date, -inactiveDays)
+      assert.deepEqual(
+        { is_churned: a.is_churned, churned_date: a.churned_date, churn_reason: a.churn_reason },
+        lifted ? { is_churned: false, churned_date: null, churn_reason: null } : { is_churned: b.is_churned, churned_date: b.churned_date, churn_reason: b.churn_reason },
+      )
+    })
+  }), { numRuns: 60 })
+})
+
+test('a second run over unchanged data writes nothing', async () => {
+  const [records] = fc.sample(fc.array(record, { minLength: 3, maxLength: 3 }), { numRuns: 1, seed: 7 })
+  const m = v.parse(ScoringModelSchema, {
+    customer: { engagement: [{ codename: 'm_num', weight: 1, bad: 0, good: 40 }], fit: [{ codename: 'a_bool', weight: 1, good: true }] },
+  })
+  const accountId = await seedAccount(m, records.map((r) => ({ ...r, snapshots: [{ date: TODAY, values: { m_num: 7 } }, ...r.snapshots.filter((x) => x.date !== TODAY)] })))
+  await scoreRecords(s.sql, { account_id: accountId, entity: 'customer' }, { today: TODAY })
+  const xmin = () => s.sql`
+    select (select array_agg(xmin::text order by service_id) from customers where account_id = ${accountId}) as c,
+      (select array_agg(xmin::text order by customer_id, date) from customer_snapshots where account_id = ${accountId}) as s`
+  const before = await xmin()
+  const ids = (await s.sql`select service_id from customers where account_id = ${accountId}`).map((r) => r.service_id as number)
+  await scoreRecords(s.sql, { account_id: accountId, entity: 'customer', ids }, { today: TODAY })
+  await scoreRecords(s.sql, { account_id: accountId, entity: 'customer' }, { today: TODAY })
+  assert.deepEqual(await xmin(), before)
+})

@@ -1,0 +1,205 @@
+// The service against the plain in-memory evaluator (src/search/evaluate.ts) of the same rules:
+// one random dataset is uploaded, then random filter sets are run through HTTP, paging with random
+// page sizes, and each answer must be exactly the evaluator's matches in byte order.
+import { after, before, test } from 'node:test'
+import assert from 'node:assert/strict'
+import fc from 'fast-check'
+import { startTestService, type TestService } from './helpers/service.ts'
+import { scoredAccount } from './helpers/fixtures.ts'
+import { allPages, byteOrder, dayAgo, search, upload } from './helpers/search.ts'
+import { ALLOWED_OPERATORS, SearchError, type Entity, type FieldType, type Filter, type PropertyDef } from '../src/search/compile.ts'
+import { matches, type SearchRecord } from '../src/search/evaluate.ts'
+
+const SEED = Number(process.env.SEARCH_PROPERTY_SEED ?? 20261121)
+const RUNS = Number(process.env.SEARCH_PROPERTY_RUNS ?? 80)
+
+let s: TestService
+let account: Awaited<ReturnType<TestService['account']>>
+
+// Small value domains, so that random filters hit random data often.
+const STRINGS = ['US', 'us', 'DE', '', 'a%b', 'a_b', 'x\\y', "o'k", ' ']
+const NUMBERS = [-5, 0, 1, 2.5, 10, 40]
+const SCORES = [-50, 0, 10, 50, 100]
+const DAYS = [-3, 0, 1, 5, 20, 40, 90]
+const USERS = ['owner@acme.test', 'Second@Acme.test']
+const UPLOADED_OWNERS = ['owner@acme.test', 'OWNER@ACME.TEST', 'second@acme.test', 'ghost@acme.test']
+const TAGS = ['Red', 'green', 'Blue Sky']
+
+const text = fc.oneof(fc.constantFrom(...STRINGS), fc.string({ maxLength: 4 }))
+const maybe = <T>(arb: fc.Arbitrary<T>) => fc.option(arb, { nil: undefined, freq: 3 })
+const date = fc.constantFrom(...DAYS).map(dayAgo)
+const scores = {
+  engagementscore: fc.option(fc.constantFrom(...SCORES), { nil: null }),
+  engagementscore_difference: fc.option(fc.constantFrom(-10, 0, 10), { nil: null }),
+  last_seen: fc.option(date, { nil: null }),
+}
+
+const customerArb = fc.record({
+  name: text,
+  owner_email: maybe(fc.constantFrom(...UPLOADED_OWNERS)),
+  country: maybe(text),
+  has_sso: maybe(fc.boolean()),
+  plan_started: maybe(date),
+  // Two snapshots: the record's metric values are the latest one's, a key missing there the older one's.
+  older: fc.record({ logins: maybe(fc.constantFrom(...NUMBERS)), seats: maybe(fc.constantFrom(...NUMBERS)) }),
+  newer: fc.option(fc.record({ logins: maybe(fc.constantFrom(...NUMBERS)) }), { nil: undefined }),
+  tags: fc.subarray(TAGS),
+  is_churned: fc.integer({ min: 0, max: 3 }).map((n) => n === 0),
+  fitscore: fc.option(fc.constantFrom(...SCORES), { nil: null }),
+  churn_risk: fc.option(fc.constantFrom(0, 30, 60, 100), { nil: null }),
+  ...scores,
+})
+
+const contactArb = fc.record({
+  name: text,
+  customer: fc.nat(),
+  role: maybe(text),
+  sessions: maybe(fc.constantFrom(...NUMBERS)),
+  tags: fc.subarray(TAGS),
+  ...scores,
+})
+
+const idArb = fc.string({ minLength: 1, maxLength: 5 })
+const dataset = fc.sample(fc.record({
+  customers: fc.uniqueArray(fc.tuple(idArb, customerArb), { minLength: 50, maxLength: 50, selector: ([id]) => id }),
+  contacts: fc.uniqueArray(fc.tuple(idArb, contactArb), { minLength: 40, maxLength: 40, selector: ([id]) => id }),
+}), { seed: SEED, numRuns: 1 })[0]
+
+const compact = <T extends object>(o: T) => Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined))
+const storedOwner = (uploaded?: string) => USERS.find((u) => u.toLowerCase() === uploaded?.toLowerCase()) ?? null
+
+const customerRecords: SearchRecord[] = dataset.customers.map(([external_id, c]) => ({
+  external_id, name: c.name, is_churned: c.is_churned, fitscore: c.fitscore, churn_risk: c.churn_risk,
+  engagementscore: c.engagementscore, engagementscore_difference: c.engagementscore_difference, last_seen: c.last_seen,
+  owner_email: storedOwner(c.owner_email), tags: c.tags,
+  attributes: compact({ country: c.country, has_sso: c.has_sso, plan_started: c.plan_started }),
+  metrics: compact({ ...c.older, ...(c.newer && compact(c.newer)) }),
+}))
+const contactRecords: SearchRecord[] = dataset.contacts.map(([external_id, k]) => ({
+  external_id, name: k.name, engagementscore: k.engagementscore, engagementscore_difference: k.engagementscore_difference,
+  last_seen: k.last_seen, tags: k.tags, customer_external_id: dataset.customers[k.customer % dataset.customers.length][0],
+  attributes: compact({ role: k.role }), metrics: compact({ sessions: k.sessions }),
+}))
+
+let catalog: Record<Entity, PropertyDef[]>
+
+before(async () => {
+  s = await startTestService({ apiRateLimit: 100_000 })
+  account = await scoredAccount(s)
+  await s.admin('POST', `/accounts/${account.id}/users`, { email: USERS[1] })
+  for (const title of TAGS) await s.admin('POST', `/accounts/${account.id}/tags`, { title })
+  await upload(account, 'customers', dataset.customers.map(([external_id, c]) => compact({
+    external_id, name: c.name, owner_email: c.owner_email,
+    attributes: compact({ country: c.country, has_sso: c.has_sso, plan_started: c.plan_started }),
+    metrics: [{ date: dayAgo(10), ...compact(c.older) }, ...(c.newer ? [{ date: dayAgo(2), ...compact(c.newer) }] : [])],
+  })))
+  for (let i = 0; i < contactRecords.length; i += 100) {
+    await upload(account, 'contacts', contactRecords.slice(i, i + 100).map((k) => ({
+      customer_external_id: k.customer_external_id, contact_external_id: k.external_id, contact_name: k.name,
+      attributes: k.attributes, metrics: [{ date: dayAgo(3), ...k.metrics }],
+    })))
+  }
+  // Stored scores and tags, set directly: the scoring engine's values are not what is under test.
+  const columns = ['engagementscore', 'engagementscore_difference', 'last_seen'] as const
+  for (const [table, links, key, records] of [
+    ['customers', 'customer_tags', 'customer_id', customerRecords], ['contacts', 'contact_tags', 'contact_id', contactRecords],
+  ] as const) {
+    const rows = records.map((r) => ({
+      external_id: r.external_id, tags: r.tags, is_churned: r.is_churned ?? false, fitscore: r.fitscore ?? null,
+      churn_risk: r.churn_risk ?? null, ...Object.fromEntries(columns.map((c) => [c, r[c]])),
+    }))
+    const extra = table === 'customers' ? s.sql`, is_churned = x.is_churned, fitscore = x.fitscore, churn_risk = x.churn_risk` : s.sql``
+    await s.sql`
+      update ${s.sql(table)} r set engagementscore = x.engagementscore, engagementscore_difference = x.engagementscore_difference,
+        last_seen = x.last_seen ${extra}
+      from jsonb_to_recordset(${s.sql.json(rows)}) as x(external_id text, engagementscore int, engagementscore_difference int,
+        last_seen date, is_churned boolean, fitscore int, churn_risk int)
+      where r.account_id = ${account.id} and r.external_id = x.external_id`
+    await s.sql`
+      insert into ${s.sql(links)} (account_id, ${s.sql(key)}, tag_id)
+      select ${account.id}, r.service_id, t.id
+      from jsonb_to_recordset(${s.sql.json(rows)}) as x(external_id text, tags text[])
+        cross join unnest(x.tags) as wanted(title)
+        join ${s.sql(table)} r on r.account_id = ${account.id} and r.external_id = x.external_id
+        join tags t on t.account_id = ${account.id} and t.title = wanted.title`
+  }
+  const defs = await s.sql`select entity, codename, kind, type from property_defs where account_id = ${account.id}`
+  catalog = {
+    customer: defs.filter((d) => d.entity === 'customer') as unknown as PropertyDef[],
+    contact: defs.filter((d) => d.entity === 'contact') as unknown as PropertyDef[],
+  }
+})
+after(() => s?.stop())
+
+// The fields of each entity, with the domain their operands are drawn from.
+const number = fc.oneof(fc.constantFrom(...NUMBERS).map(String), fc.constantFrom('1.0', '4e1', '25e-1', '-0'))
+const score = fc.constantFrom(...SCORES, 5, -10).map(String)
+const bool = fc.constantFrom('true', 'false')
+const tag = fc.constantFrom('red', 'RED', 'Green', 'blue sky', 'nope')
+const FIELDS: Record<Entity, [string, FieldType, fc.Arbitrary<string>][]> = {
+  customer: [
+    ['name', 'string', text], ['country', 'string', text], ['logins', 'number', number], ['seats', 'number', number],
+    ['has_sso', 'boolean', bool], ['plan_started', 'date', date], ['fitscore', 'number', score],
+    ['engagementscore', 'number', score], ['engagementscore_difference', 'number', score],
+    ['churn_risk', 'number', fc.constantFrom('0', '30', '50', '100')], ['last_seen', 'date', date],
+    ['owner', 'owner', fc.constantFrom('owner@acme.test', 'SECOND@acme.test', 'ghost@acme.test')],
+    ['tags', 'tags', tag], ['is_churned', 'boolean', bool],
+  ],
+  contact: [
+    ['name', 'string', text], ['role', 'string', text], ['sessions', 'number', number],
+    ['engagementscore', 'number', score], ['engagementscore_difference', 'number', score], ['last_seen', 'date', date],
+    ['tags', 'tags', tag],
+    ['customer_external_id', 'customer_external_id',
+      fc.oneof(fc.constantFrom(...customerRecords.map((r) => r.external_id)), fc.constantFrom('nope', 'C'))],
+  ],
+}
+const days = fc.constantFrom('0', '1', '3', '10', '30', '60')
+const substring = fc.oneof(fc.constantFrom('u', 'U', '%', '_', '\\', 'a', '', "'"), fc.string({ maxLength: 2 }))
+
+const filterArb = (entity: Entity): fc.Arbitrary<Filter> =>
+  fc.constantFrom(...FIELDS[entity]).chain(([propertyName, type, values]) =>
+    fc.constantFrom(...ALLOWED_OPERATORS[type]).chain((operator): fc.Arbitrary<Filter> => {
+      if (operator === 'KNOWN' || operator === 'UNKNOWN') return fc.constant({ propertyName, operator })
+      if (operator === 'IN' || operator === 'NIN') {
+        return fc.array(values, { minLength: 1, maxLength: 3 }).map((v) => ({ propertyName, operator, values: v }))
+      }
+      const operand = operator === 'GTD' || operator === 'LTD' ? days : operator === 'LIKE' || operator === 'NLIKE' ? substring : values
+      return operand.map((value) => ({ propertyName, operator, value }))
+    }))
+
+const requestArb = fc.constantFrom<Entity>('customer', 'contact').chain((entity) => fc.record({
+  entity: fc.constant(entity),
+  filters: fc.array(filterArb(entity), { maxLength: 4 }),
+  limit: fc.integer({ min: 3, max: 60 }),
+}))
+
+const RECORDS: Record<Entity, SearchRecord[]> = { customer: customerRecords, contact: contactRecords }
+
+test('random filter sets: the service answers exactly what the in-memory evaluator matches', async () => {
+  // Runs whose answer is neither empty nor everything: the ones that tell filters apart.
+  let telling = 0
+  await fc.assert(fc.asyncProperty(requestArb, async ({ entity, filters, limit }) => {
+    const today = new Date().toISOString().slice(0, 10)
+    let expected: string[]
+    try {
+      expected = RECORDS[entity].filter((r) => matches(r, filters, catalog[entity], today, entity)).map((r) => r.external_id).sort(byteOrder)
+    } catch (err) {
+      if (!(err instanceof SearchError)) throw err
+      assert.equal((await search(account, `${entity}s`, { filters })).status, 400)
+      return
+    }
+    const pages = await allPages(account, `${entity}s`, { filters, limit })
+    const got = pages.flatMap((p) => p.results.map((r: { id: string }) => r.id))
+    assert.deepEqual(got, expected)
+    assert.equal(pages.length, Math.max(1, Math.ceil(expected.length / limit)))
+    if (expected.length > 0 && expected.length < RECORDS[entity].length) telling++
+  }), { numRuns: RUNS, seed: SEED })
+  assert.ok(telling >= RUNS / 3, `only ${telling} of ${RUNS} runs had a partial answer`)
+})
+
+test('the dataset is varied enough for the comparison to mean something', async () => {
+  const active = customerRecords.filter((r) => !r.is_churned).length
+  assert.ok(active > 10 && active < customerRecords.length, `${active} active customers`)
+  assert.equal((await allPages(account, 'customers', { limit: 1000 }))[0].results.length, active)
+  assert.equal((await allPages(account, 'contacts', { limit: 1000 }))[0].results.length, contactRecords.length)
+})

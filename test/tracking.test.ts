@@ -1,0 +1,520 @@
+import { test, before, after } from 'node:test'
+import assert from 'node:assert/strict'
+import { execFile } from 'node:child_process'
+import { createServer } from 'node:http'
+import { promisify } from 'node:util'
+import fc from 'fast-check'
+import { startTestService, type TestService } from './helpers/service.ts'
+import { scoredAccount, waitForUpload } from './helpers/fixtures.ts'
+import { fitsType, type PropertyType } from '../src/uploads/typecheck.ts'
+import { applyEvents } from '../src/jobs/apply-events.ts'
+import { taskList } from '../src/jobs/worker.ts'
+
+let s: TestService
+// The tracking rate limit stays at its default (200 a minute per key).
+before(async () => { s = await startTestService({ apiRateLimit: 100_000 }) })
+after(() => s.stop())
+
+type Account = Awaited<ReturnType<TestService['account']>>
+const NOW = Date.now()
+const DAY = 86_400_000
+const today = new Date().toISOString().slice(0, 10)
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))
+const paths = (res: { body: any }) => (res.body.errors ?? []).map((e: { path: string }) => e.path)
+const ev = (over: object = {}) => ({ name: 'login', timestamp: NOW, identification: { customer: 'c1' }, ...over })
+
+const setUpTracking = async (a: Account) => {
+  const res = await s.admin('PUT', `/accounts/${a.id}/tracking`, { domains: ['acme.test'] })
+  assert.equal(res.status, 200, JSON.stringify(res.body))
+  return a
+}
+const track = (a: Account, events: unknown[], trackerKey = a.trackerKey) => a.api('/api/tracker/track', { trackerKey, events })
+const stored = async (accountId: number) =>
+  (await s.sql`select count(*)::int as n from tracking_events where account_id = ${accountId}`)[0].n as number
+
+// Processing is done when no event of the account is still 'received' (the apply job commits the
+// record updates and the events' new states together).
+const waitApplied = async (accountId: number, timeoutMs = 30_000) => {
+  const deadline = Date.now() + timeoutMs
+  for (;;) {
+    const [{ n }] = await s.sql`select count(*)::int as n from tracking_events where account_id = ${accountId} and status = 'received'`
+    if (n === 0) return
+    if (Date.now() > deadline) throw new Error(`${n} events of account ${accountId} still received`)
+    await sleep(50)
+  }
+}
+const trackAndApply = async (a: Account, events: unknown[]) => {
+  const res = await track(a, events)
+  assert.equal(res.status, 200, JSON.stringify(res.body))
+  await waitApplied(a.id)
+  return res
+}
+
+const upload = async (a: Account, kind: 'customers' | 'contacts', items: object[]) => {
+  const res = await a.api(`/api/v1/${kind}`, { [kind]: items })
+  assert.equal(res.status, 200, JSON.stringify(res.body))
+  const done = await waitForUpload(a.api, res.body.upload_id)
+  assert.equal(done.status, 'processed', JSON.stringify(done))
+}
+
+// ---- validation -------------------------------------------------------------------------------
+
+let valid: Account
+const validationCases: [string, (key: string) => unknown, string[]][] = [
+  ['trackerKey missing', () => ({ events: [ev()] }), ['/trackerKey']],
+  ['events missing', (k) => ({ trackerKey: k }), ['/events']],
+  ['both missing (empty body)', () => '', ['/trackerKey', '/events']],
+  ['events not an array', (k) => ({ trackerKey: k, events: { 0: ev() } }), ['/events']],
+  ['more than 100 events', (k) => ({ trackerKey: k, events: Array.from({ length: 101 }, () => ev()) }), ['/events']],
+  ['an event not an object', (k) => ({ trackerKey: k, events: [ev(), 'login'] }), ['/events/1']],
+  ['name missing', (k) => ({ trackerKey: k, events: [{ timestamp: NOW, identification: { customer: 'c1' } }] }), ['/events/0/name']],
+  ['name empty', (k) => ({ trackerKey: k, events: [ev({ name: '' })] }), ['/events/0/name']],
+  ['name over 255 characters', (k) => ({ trackerKey: k, events: [ev({ name: 'n'.repeat(256) })] }), ['/events/0/name']],
+  ['timestamp missing', (k) => ({ trackerKey: k, events: [{ name: 'x', identification: { customer: 'c1' } }] }), ['/events/0/timestamp']],
+  ['timestamp a string', (k) => ({ trackerKey: k, events: [ev({ timestamp: String(NOW) })] }), ['/events/0/timestamp']],
+  ['timestamp not whole milliseconds', (k) => ({ trackerKey: k, events: [ev({ timestamp: NOW + 0.5 })] }), ['/events/0/timestamp']],
+  ['timestamp in seconds', (k) => ({ trackerKey: k, events: [ev({ timestamp: Math.floor(NOW / 1000) })] }), ['/events/0/timestamp']],
+  ['timestamp after 2100', (k) => ({ trackerKey: k, events: [ev({ timestamp: Date.UTC(2100, 0, 1) })] }), ['/events/0/timestamp']],
+  ['identification missing', (k) => ({ trackerKey: k, events: [{ name: 'x', timestamp: NOW }] }), ['/events/0/identification']],
+  ['identification.customer missing', (k) => ({ trackerKey: k, events: [ev({ identification: { contact: 'p1' } })] }), ['/events/0/identification/customer']],
+  ['identification.customer empty', (k) => ({ trackerKey: k, events: [ev({ identification: { customer: '' } })] }), ['/events/0/identification/customer']],
+  ['identification.customer over 255', (k) => ({ trackerKey: k, events: [ev({ identification: { customer: 'c'.repeat(256) } })] }), ['/events/0/identification/customer']],
+  ['identification.contact over 255', (k) => ({ trackerKey: k, events: [ev({ identification: { customer: 'c1', contact: 'p'.repeat(256) } })] }), ['/events/0/identification/contact']],
+  ['identification.contact a number', (k) => ({ trackerKey: k, events: [ev({ identification: { customer: 'c1', contact: 7 } })] }), ['/events/0/identification/contact']],
+  ['data not an object', (k) => ({ trackerKey: k, events: [ev({ data: 'x' })] }), ['/events/0/data']],
+  ['data.customer an array', (k) => ({ trackerKey: k, events: [ev({ data: { customer: [1] } })] }), ['/events/0/data/customer']],
+  ['data.contact a string', (k) => ({ trackerKey: k, events: [ev({ data: { contact: 'x' } })] }), ['/events/0/data/contact']],
+  ['an event over 32 KB', (k) => ({ trackerKey: k, events: [ev(), ev({ data: { customer: { note: 'x'.repeat(33_000) } } })] }), ['/events/1']],
+  ['a NUL character in a value', (k) => ({ trackerKey: k, events: [ev({ data: { contact: { note: 'a\u0000b' } } })] }), ['/events/0/data/contact/note']],
+  ['an unpaired surrogate in a name', (k) => ({ trackerKey: k, events: [ev({ name: 'a\ud800' })] }), ['/events/0/name']],
+  ['errors in several events are all reported', (k) => ({ trackerKey: k, events: [ev(), ev({ name: '' }), ev({ timestamp: 1.5, identification: {} })] }),
+    ['/events/1/name', '/events/2/timestamp', '/events/2/identification/customer']],
+]
+
+test('validation: setup', async () => { valid = await setUpTracking(await s.account('Validation')) })
+
+for (const [name, body, expected] of validationCases) {
+  test(`tracking refuses with 400: ${name}`, async () => {
+    const res = await valid.api('/api/tracker/track', body(valid.trackerKey))
+    assert.equal(res.status, 400, JSON.stringify(res.body))
+    assert.equal(res.headers.get('content-type'), 'application/problem+json')
+    assert.deepEqual(paths(res).sort(), expected.sort(), JSON.stringify(res.body))
+    assert.equal(await stored(valid.id), 0, 'nothing is stored from a refused request')
+  })
+}
+
+test('tracking refuses invalid JSON with 400, a body over 5 MB with 413, other methods with 405', async () => {
+  const res = await s.call('POST', '/api/tracker/track', '{"trackerKey": "CS-', { 'content-type': 'application/json', 'service-key': valid.token })
+  assert.equal(res.status, 400)
+  assert.match(res.body.detail, /JSON/)
+  const big = await valid.api('/api/tracker/track', { trackerKey: valid.trackerKey, events: [], pad: 'x'.repeat(5 * 1024 * 1024) })
+  assert.equal(big.status, 413)
+  const get = await valid.api('/api/tracker/track', undefined, 'GET')
+  assert.equal(get.status, 405)
+  assert.equal(get.headers.get('allow'), 'POST')
+  assert.equal(await stored(valid.id), 0)
+})
+
+test('an event of exactly 32 KB is accepted, one byte more is refused', async () => {
+  const sized = (bytes: number) => {
+    const event = { name: 'big', timestamp: NOW, identification: { customer: 'c1' }, data: { customer: { note: '' } } }
+    event.data.customer.note = 'é'.repeat(Math.floor((bytes - Buffer.byteLength(JSON.stringify(event))) / 2))
+    if (Buffer.byteLength(JSON.stringify(event)) < bytes) event.data.customer.note += 'x'
+    assert.equal(Buffer.byteLength(JSON.stringify(event)), bytes)
+    return event
+  }
+  const ok = await track(valid, [sized(32 * 1024)])
+  assert.equal(ok.status, 200, JSON.stringify(ok.body))
+  const over = await track(valid, [sized(32 * 1024 + 1)])
+  assert.equal(over.status, 400)
+  assert.deepEqual(paths(over), ['/events/0'])
+  assert.equal(await stored(valid.id), 1)
+})
+
+test('a valid request answers 200 with the count; an empty events array is accepted and stores nothing', async () => {
+  const before = await stored(valid.id)
+  const res = await track(valid, [ev(), ev({ name: 'signup', identification: { customer: 'c2', contact: null }, data: null })])
+  assert.equal(res.status, 200)
+  assert.deepEqual(res.body, { status: 'received', events: 2 })
+  const empty = await track(valid, [])
+  assert.deepEqual([empty.status, empty.body], [200, { status: 'received', events: 0 }])
+  assert.equal(await stored(valid.id), before + 2)
+})
+
+// ---- auth ----------------------------------------------------------------------------------------
+
+test('auth: missing, unknown and revoked keys are 401; nothing is stored', async () => {
+  const a = await setUpTracking(await s.account())
+  const body = { trackerKey: a.trackerKey, events: [ev()] }
+  const post = (key?: string) => s.call('POST', '/api/tracker/track', body, key === undefined ? {} : { 'service-key': key })
+  assert.equal((await post()).status, 401)
+  assert.equal((await post('nonsense')).status, 401)
+  assert.equal((await post(a.token.slice(0, -4) + 'AAAA')).status, 401)
+  assert.equal((await post(`sk_${a.id}_${'b'.repeat(43)}`)).status, 401)
+  const key = (await s.admin('POST', `/accounts/${a.id}/keys`, { scopes: ['track'] })).body
+  assert.equal((await post(key.token)).status, 200)
+  assert.equal((await s.admin('DELETE', `/accounts/${a.id}/keys/${key.id}`)).status, 204)
+  const revoked = await post(key.token)
+  assert.equal(revoked.status, 401)
+  assert.equal(revoked.headers.get('content-type'), 'application/problem+json')
+  assert.equal(await stored(a.id), 1, 'only the request with the valid key stored its event')
+})
+
+test('auth: 403 for a key without the track scope, a foreign trackerKey, and an account without tracking set up', async () => {
+  const a = await setUpTracking(await s.account())
+  const other = await setUpTracking(await s.account('Other'))
+  const noTracking = await s.account('No tracking')
+  const searchOnly = (await s.admin('POST', `/accounts/${a.id}/keys`, { scopes: ['search', 'upload'] })).body.token
+  const noScope = await s.call('POST', '/api/tracker/track', { trackerKey: a.trackerKey, events: [ev()] }, { 'service-key': searchOnly })
+  assert.equal(noScope.status, 403)
+  assert.match(noScope.body.detail, /track/)
+  const foreign = await track(a, [ev()], other.trackerKey)
+  assert.equal(foreign.status, 403)
+  assert.match(foreign.body.detail, /trackerKey/)
+  const unknownKey = await track(a, [ev()], 'CS-NOSUCHKEY')
+  assert.equal(unknownKey.status, 403)
+  const notSetUp = await track(noTracking, [ev()])
+  assert.equal(notSetUp.status, 403)
+  assert.match(notSetUp.body.detail, /not set up/)
+  for (const id of [a.id, other.id, noTracking.id]) assert.equal(await stored(id), 0)
+  // Once a domain is added, the same request passes.
+  await setUpTracking(noTracking)
+  assert.equal((await track(noTracking, [ev()])).status, 200)
+})
+
+// ---- rate limit ----------------------------------------------------------------------------------
+
+test('rate limit: the 201st request in a minute is 429 with Retry-After and RateLimit headers; the next window passes', async () => {
+  const a = await setUpTracking(await s.account())
+  // All 201 requests must fall into one fixed window: with less than 20 s left of this minute,
+  // start at the next one.
+  const left = 60_000 - (Date.now() % 60_000)
+  if (left < 20_000) await sleep(left + 100)
+  const firstWindow = Math.floor(Date.now() / 60_000)
+  const statuses: number[] = []
+  for (let batch = 0; batch < 10; batch++) {
+    const answers = await Promise.all(Array.from({ length: 20 }, () => track(a, [])))
+    statuses.push(...answers.map((r) => r.status))
+    if (batch === 0) assert.equal(answers[0].headers.get('ratelimit-limit'), '200')
+  }
+  assert.deepEqual(statuses, Array(200).fill(200))
+  const limited = await track(a, [ev()])
+  assert.equal(Math.floor(Date.now() / 60_000), firstWindow, 'the 201 requests took place in one minute')
+  assert.equal(limited.status, 429)
+  assert.equal(limited.headers.get('content-type'), 'application/problem+json')
+  const retry = Number(limited.headers.get('retry-after'))
+  assert.ok(Number.isInteger(retry) && retry >= 1 && retry <= 60, `retry-after ${retry}`)
+  assert.equal(limited.headers.get('ratelimit-limit'), '200')
+  assert.equal(limited.headers.get('ratelimit-remaining'), '0')
+  assert.equal(limited.headers.get('ratelimit-reset'), String(retry))
+  assert.equal(await stored(a.id), 0, 'the refused request stored nothing')
+  // The next window, without waiting for it: the key's counter is moved a minute back, exactly
+  // what the passing of the minute does to it (a new window_start counts from zero).
+  await s.sql`update rate_limit_counters set window_start = window_start - interval '1 minute' where account_id = ${a.id}`
+  const again = await track(a, [ev()])
+  assert.equal(again.status, 200)
+  assert.equal(again.headers.get('ratelimit-remaining'), '199')
+})
+
+test('rate limit: SERVICE_TRACK_RATE_LIMIT is honoured and tracking has its own counter', async () => {
+  const small = await startTestService({ trackRateLimit: 3, apiRateLimit: 100 })
+  try {
+    const created = await small.account()
+    await small.admin('PUT', `/accounts/${created.id}/tracking`, { domains: ['acme.test'] })
+    const send = () => created.api('/api/tracker/track', { trackerKey: created.trackerKey, events: [] })
+    // Up to 7 requests: even when a minute boundary splits them, two windows of 3 overflow.
+    const statuses: number[] = []
+    let last
+    for (let i = 0; i < 7 && last?.status !== 429; i++) statuses.push((last = await send()).status)
+    assert.ok(statuses.slice(0, 3).every((st) => st === 200), `statuses ${statuses}`)
+    assert.equal(last!.status, 429, `statuses ${statuses}`)
+    assert.equal(last!.headers.get('ratelimit-limit'), '3')
+    // Other API endpoints count in another bucket.
+    assert.notEqual((await created.api('/api/v1/uploads/1', undefined, 'GET')).status, 429)
+  } finally {
+    await small.stop()
+  }
+})
+
+// ---- applying events -------------------------------------------------------------------------------
+
+// Customers c1 (US, SSO), c2 (DE) and c3; contacts p1 (c1, role user) and q1 (c2, role viewer).
+const appliedAccount = async () => {
+  const a = await setUpTracking(await scoredAccount(s))
+  await upload(a, 'customers', [
+    { external_id: 'c1', name: 'One', attributes: { country: 'US', has_sso: true } },
+    { external_id: 'c2', name: 'Two', attributes: { country: 'DE' } },
+    { external_id: 'c3', name: 'Three' },
+  ])
+  await upload(a, 'contacts', [
+    { customer_external_id: 'c1', contact_external_id: 'p1', contact_name: 'Pat', attributes: { role: 'user' } },
+    { customer_external_id: 'c2', contact_external_id: 'q1', contact_name: 'Quinn', attributes: { role: 'viewer' } },
+  ])
+  return a
+}
+const readCustomer = async (a: Account, id: string) => {
+  const res = await a.api(`/api/v1/customer/${id}`, undefined, 'GET')
+  assert.equal(res.status, 200, JSON.stringify(res.body))
+  return res.body
+}
+const contactRow = async (accountId: number, externalId: string) =>
+  (await s.sql`
+    select t.name, t.attributes, c.external_id as customer from contacts t join customers c on c.account_id = t.account_id and c.service_id = t.customer_id
+    where t.account_id = ${accountId} and t.external_id = ${externalId}`)[0]
+
+let applied: Account
+
+test('applying: data.customer updates typed customer attributes only, later events win', async () => {
+  applied = await appliedAccount()
+  await trackAndApply(applied, [
+    ev({ timestamp: NOW - 3000, data: { customer: {
+      country: 'FR', crm_link: 'https://crm.test/1', // a custom and a system attribute
+      has_sso: 'yes', plan_started: '2026-02-30', // wrong types: ignored
+      logins: 5, unknown_key: 1, // a metric and an unknown key: ignored
+    } } }),
+    // Within a request the event time decides, not the position: NL (later) wins over BE.
+    ev({ timestamp: NOW - 1000, identification: { customer: 'c2' }, data: { customer: { country: 'NL' } } }),
+    ev({ timestamp: NOW - 2000, identification: { customer: 'c2' }, data: { customer: { country: 'BE', plan_started: '2025-06-01' } } }),
+  ])
+  const c1 = await readCustomer(applied, 'c1')
+  assert.equal(c1.properties.country, 'FR')
+  assert.equal(c1.properties.crm_link, 'https://crm.test/1')
+  assert.equal(c1.properties.has_sso, true)
+  assert.equal(c1.properties.plan_started ?? null, null)
+  assert.equal(c1.properties.unknown_key, undefined)
+  assert.equal(c1.properties.logins ?? null, null, 'tracking data does not write metrics')
+  const c2 = await readCustomer(applied, 'c2')
+  assert.equal(c2.properties.country, 'NL')
+  assert.equal(c2.properties.plan_started, '2025-06-01', 'an older event still sets the keys no later event set')
+})
+
+test('applying: an older event arriving later does not overwrite newer data; a newer one does; null clears', async () => {
+  await trackAndApply(applied, [ev({ timestamp: NOW - 1500, identification: { customer: 'c2' }, data: { customer: { country: 'IT' } } })])
+  assert.equal((await readCustomer(applied, 'c2')).properties.country, 'NL')
+  await trackAndApply(applied, [ev({ timestamp: NOW, identification: { customer: 'c2' }, data: { customer: { country: 'IT', plan_started: null } } })])
+  const c2 = await readCustomer(applied, 'c2')
+  assert.equal(c2.properties.country, 'IT')
+  assert.equal(c2.properties.plan_started ?? null, null)
+})
+
+test('applying: data.contact updates contact attributes and contact_name; an unknown contact of a known customer is created', async () => {
+  await trackAndApply(applied, [
+    ev({ identification: { customer: 'c1', contact: 'p1' }, data: { contact: { role: 'admin', contact_name: 'Patricia', unknown: 1 } } }),
+    ev({ identification: { customer: 'c1', contact: 'p2' }, data: { contact: { contact_name: 'Newbie', role: 7 } } }),
+    ev({ identification: { customer: 'c3', contact: 'p3' } }),
+  ])
+  const p1 = await contactRow(applied.id, 'p1')
+  assert.deepEqual({ ...p1 }, { name: 'Patricia', attributes: { role: 'admin' }, customer: 'c1' })
+  const p2 = await contactRow(applied.id, 'p2')
+  assert.deepEqual({ ...p2 }, { name: 'Newbie', attributes: {}, customer: 'c1' }, 'created with its name; the wrong-typed role ignored')
+  const p3 = await contactRow(applied.id, 'p3')
+  assert.deepEqual({ ...p3 }, { name: null, attributes: {}, customer: 'c3' }, 'created without a name when none is given')
+  const read = await applied.api('/api/v1/customer/c1/contact/p2', undefined, 'GET')
+  assert.equal(read.status, 200, JSON.stringify(read.body))
+  assert.equal(read.body.name, 'Newbie')
+  assert.equal(read.body.customer_external_id, 'c1')
+})
+
+test('applying: a contact of another customer is neither moved nor updated', async () => {
+  await trackAndApply(applied, [ev({ identification: { customer: 'c1', contact: 'q1' }, data: { contact: { role: 'admin', contact_name: 'Stolen' } } })])
+  assert.deepEqual({ ...(await contactRow(applied.id, 'q1')) }, { name: 'Quinn', attributes: { role: 'viewer' }, customer: 'c2' })
+  const [event] = await s.sql`select status, customer_id, contact_id from tracking_events where account_id = ${applied.id} order by id desc limit 1`
+  assert.equal(event.status, 'applied')
+  assert.equal(event.contact_id, null)
+  assert.notEqual(event.customer_id, null)
+})
+
+test('applying: events of an unknown customer are kept, marked unmatched, and create nothing', async () => {
+  const [{ customers, contacts }] = await s.sql`
+    select (select count(*)::int from customers where account_id = ${applied.id}) as customers,
+           (select count(*)::int from contacts where account_id = ${applied.id}) as contacts`
+  await trackAndApply(applied, [ev({ identification: { customer: 'nobody', contact: 'px' }, data: { customer: { country: 'FR' }, contact: { contact_name: 'X' } } })])
+  const [event] = await s.sql`select status, customer_id, contact_id, data from tracking_events where account_id = ${applied.id} and customer_external_id = 'nobody'`
+  assert.equal(event.status, 'unmatched')
+  assert.equal(event.customer_id, null)
+  assert.deepEqual(event.data, { customer: { country: 'FR' }, contact: { contact_name: 'X' } }, 'the event is kept as sent')
+  const [after] = await s.sql`
+    select (select count(*)::int from customers where account_id = ${applied.id}) as customers,
+           (select count(*)::int from contacts where account_id = ${applied.id}) as contacts`
+  assert.deepEqual({ ...after }, { customers, contacts })
+})
+
+test('applying: running the job again changes nothing', async () => {
+  const state = () => s.sql`
+    select 'customer' as kind, external_id, name, attributes, updated_at from customers where account_id = ${applied.id}
+    union all select 'contact', external_id, name, attributes, updated_at from contacts where account_id = ${applied.id}
+    union all select status, id::text, name, data, received_at from tracking_events where account_id = ${applied.id}
+    order by 1, 2`
+  const before = await state()
+  const [{ first }] = await s.sql`select min(id) as first from tracking_events where account_id = ${applied.id}`
+  const again = await s.sql.begin((tx) => applyEvents(tx, applied.id, first))
+  assert.deepEqual(again, { events: 0, customers: 0, contactsCreated: 0, contacts: 0 })
+  assert.deepEqual(await state(), before)
+})
+
+test('admin: count and list recent events of a customer, newest first (API and CLI)', async () => {
+  const a = await setUpTracking(await s.account())
+  await trackAndApply(a, [
+    ev({ name: 'first', timestamp: NOW - 3000 }),
+    ev({ name: 'third', timestamp: NOW - 1000, identification: { customer: 'c1', contact: 'p1' }, data: { contact: { role: 'x' } } }),
+    ev({ name: 'second', timestamp: NOW - 2000 }),
+    ev({ name: 'other', identification: { customer: 'c9' } }),
+  ])
+  const res = await s.admin('GET', `/accounts/${a.id}/events?customer=c1&limit=2`)
+  assert.equal(res.status, 200, JSON.stringify(res.body))
+  assert.equal(res.body.count, 3)
+  assert.deepEqual(res.body.by_status, { received: 0, applied: 0, unmatched: 3 }, 'c1 does not exist in this account')
+  assert.deepEqual(res.body.events.map((e: any) => e.name), ['third', 'second'])
+  assert.equal(res.body.events[0].timestamp, NOW - 1000)
+  assert.deepEqual(res.body.events[0].identification, { customer: 'c1', contact: 'p1' })
+  assert.deepEqual(res.body.events[0].data, { contact: { role: 'x' } })
+  const all = await s.admin('GET', `/accounts/${a.id}/events`)
+  assert.equal(all.body.count, 4)
+  assert.deepEqual(all.body.events.map((e: any) => e.name), ['other', 'third', 'second', 'first'])
+  for (const limit of ['0', '1001', 'x']) assert.equal((await s.admin('GET', `/accounts/${a.id}/events?limit=${limit}`)).status, 400)
+  assert.equal((await s.admin('GET', '/accounts/999999/events')).status, 404)
+  const { stdout } = await cli(['admin', 'list-events', '--id', String(a.id), '--customer', 'c1', '--limit', '1'])
+  const printed = JSON.parse(stdout)
+  assert.equal(printed.count, 3)
+  assert.deepEqual(printed.events.map((e: any) => e.name), ['third'])
+})
+
+// ---- no webhook ----------------------------------------------------------------------------------
+
+test('tracking sends no webhook, not even for the contacts it creates', async () => {
+  const received: string[] = []
+  const receiver = createServer((req, res) => { received.push(req.url ?? ''); req.resume(); res.end() })
+  await new Promise<void>((r) => receiver.listen(0, '127.0.0.1', () => r()))
+  try {
+    const a = await setUpTracking(await scoredAccount(s))
+    const port = (receiver.address() as { port: number }).port
+    const hook = await s.admin('POST', `/accounts/${a.id}/webhooks`, { url: `http://127.0.0.1:${port}/hook`, events: ['customer.created'] })
+    assert.equal(hook.status, 201, JSON.stringify(hook.body))
+    await upload(a, 'customers', [{ external_id: 'c1', name: 'One' }])
+    const deliveries = async () => (await s.sql`select count(*)::int as n from webhook_deliveries where account_id = ${a.id}`)[0].n as number
+    // The control: a new customer through an upload does fire the webhook (the outbox row).
+    const control = await deliveries()
+    assert.ok(control >= 1, 'the upload of a new customer wrote a webhook delivery')
+    await trackAndApply(a, [
+      ev({ identification: { customer: 'c1', contact: 'new-contact' }, data: { contact: { contact_name: 'New' } } }),
+      ev({ identification: { customer: 'brand-new-customer' } }),
+    ])
+    assert.ok(await contactRow(a.id, 'new-contact'), 'the contact was created')
+    const receivedBefore = received.length
+    await sleep(500)
+    assert.equal(await deliveries(), control, 'tracking wrote no delivery')
+    assert.equal(received.length, receivedBefore, 'the receiver heard nothing from tracking')
+    assert.ok(received.every((url) => url === '/hook'))
+  } finally {
+    receiver.close()
+  }
+})
+
+// ---- aggregation ---------------------------------------------------------------------------------
+
+const run = promisify(execFile)
+const cli = (args: string[]) =>
+  run(process.execPath, ['--import', 'tsx', 'src/cli/main.ts', ...args], { env: { ...process.env, DATABASE_URL: s.url, LOG_LEVEL: 'silent' } })
+
+test('aggregation: event counts of the last 30 days become today\'s metric values, then the records are scored', async () => {
+  const a = await setUpTracking(await scoredAccount(s))
+  const define = (entity: string, codename: string, type = 'number') =>
+    s.admin('POST', `/accounts/${a.id}/properties`, { entity, kind: 'metric', codename, type })
+  await define('customer', 'page_view')
+  await define('contact', 'page_view')
+  await define('customer', 'signup_source', 'string') // named like an event but not a number: untouched
+  const yesterday = new Date(NOW - DAY).toISOString().slice(0, 10)
+  await upload(a, 'customers', [
+    { external_id: 'c1', name: 'One', metrics: [{ date: today, seats: 10 }] },
+    { external_id: 'c2', name: 'Two', metrics: [{ date: yesterday, logins: 5 }] },
+    { external_id: 'c3', name: 'Three' },
+  ])
+  await upload(a, 'contacts', [
+    { customer_external_id: 'c1', contact_external_id: 'p1', contact_name: 'P1' },
+    { customer_external_id: 'c1', contact_external_id: 'p2', contact_name: 'P2' },
+  ])
+  const at = (customer: string, contact: string | undefined, name: string, ago: number) =>
+    ev({ name, timestamp: NOW - ago, identification: { customer, ...(contact && { contact }) } })
+  await trackAndApply(a, [
+    at('c1', undefined, 'logins', DAY), at('c1', 'p1', 'logins', 2 * DAY), at('c1', undefined, 'logins', 29 * DAY),
+    at('c1', undefined, 'logins', 31 * DAY), // older than 30 days
+    at('c1', 'p1', 'page_view', 1000), at('c1', 'p1', 'page_view', 2000), at('c1', 'p2', 'page_view', 3000), at('c1', undefined, 'page_view', 4000),
+    at('c1', 'p1', 'sessions', 1000), at('c1', 'p1', 'sessions', DAY), // a contact metric only
+    at('c1', undefined, 'signup_source', 1000),
+    at('c2', undefined, 'logins', 40 * DAY), // c2's only logins event has aged out: its value drops to 0
+    at('nobody', undefined, 'logins', 1000), at('nobody', undefined, 'logins', 2000), // unmatched: counted nowhere
+  ])
+  const { stdout } = await cli(['aggregate-events', '--account', String(a.id)])
+  assert.deepEqual(JSON.parse(stdout), { account_id: a.id, customers: 2, contacts: 2 })
+
+  const snapshots = async () => Object.fromEntries((await s.sql`
+    select c.external_id, s."values" from customer_snapshots s join customers c on c.account_id = s.account_id and c.service_id = s.customer_id
+    where s.account_id = ${a.id} and s.date = ${today}
+    union all
+    select t.external_id, s."values" from contact_snapshots s join contacts t on t.account_id = s.account_id and t.service_id = s.contact_id
+    where s.account_id = ${a.id} and s.date = ${today}`).map((r) => [r.external_id, r.values]))
+  const expected = {
+    c1: { seats: 10, logins: 3, page_view: 4 }, // merged into the snapshot the upload wrote today
+    c2: { logins: 0 },
+    p1: { sessions: 2, page_view: 2 },
+    p2: { page_view: 1 },
+  }
+  assert.deepEqual(await snapshots(), expected, 'c3 has no events and no value to reset: no snapshot')
+  const metrics = Object.fromEntries((await s.sql`
+    select external_id, metrics from customers where account_id = ${a.id}
+    union all select external_id, metrics from contacts where account_id = ${a.id}`).map((r) => [r.external_id, r.metrics]))
+  assert.deepEqual(metrics, { ...expected, c3: {} }, "the records' latest metrics are refreshed")
+
+  const ids = Object.fromEntries((await s.sql`
+    select external_id, service_id from customers where account_id = ${a.id}
+    union all select external_id, service_id from contacts where account_id = ${a.id}`).map((r) => [r.external_id, r.service_id]))
+  if ('score_records' in taskList(s.app)) {
+    // 3 logins on the model's 0..40 scale: -100 + 200 * 3 / 40 = -85.
+    const deadline = Date.now() + 30_000
+    let c1
+    while ((c1 = await readCustomer(a, 'c1')).engagementscore !== -85 && Date.now() < deadline) await sleep(100)
+    assert.equal(c1.engagementscore, -85)
+    assert.equal(c1.last_seen, today)
+  } else {
+    // The scoring task is not registered in this tree yet: the jobs it will run wait in the queue.
+    const jobs = await s.sql`
+      select j.payload, q.queue_name from graphile_worker._private_jobs j
+        join graphile_worker._private_tasks t on t.id = j.task_id
+        left join graphile_worker._private_job_queues q on q.id = j.job_queue_id
+      where t.identifier = 'score_records' and j.payload->>'account_id' = ${String(a.id)} and j.payload->>'upload_id' is null`
+    const scored = (entity: string) => jobs.filter((j) => j.payload.entity === entity).flatMap((j) => j.payload.ids).sort()
+    assert.deepEqual(scored('customer'), [ids.c1, ids.c2].sort())
+    assert.deepEqual(scored('contact'), [ids.p1, ids.p2].sort())
+    for (const j of jobs) assert.equal(j.queue_name, `account:${a.id}`)
+  }
+
+  // The daily run goes through the queue (no account_id: one job per account) and is idempotent.
+  await s.sql`select graphile_worker.add_job('aggregate_events', '{}'::json)`
+  const deadline = Date.now() + 30_000
+  while ((await s.sql`select 1 from graphile_worker.jobs where task_identifier = 'aggregate_events'`).length && Date.now() < deadline) await sleep(100)
+  assert.deepEqual(await snapshots(), expected)
+})
+
+test('aggregation: the daily cron line is registered with the worker', async () => {
+  const [row] = await s.sql`select identifier from graphile_worker._private_known_crontabs where identifier = 'aggregate_events'`
+  assert.ok(row, 'graphile-worker knows the aggregate_events crontab')
+})
+
+// ---- the SQL twin of fitsType ----------------------------------------------------------------------
+
+test('fits_type (SQL) agrees with fitsType (TypeScript) on generated values', async () => {
+  const digits = (n: number) => fc.array(fc.constantFrom(...'0123456789'), { minLength: n, maxLength: n }).map((d) => d.join(''))
+  const dateLike = fc.tuple(fc.constantFrom('0000', '1999', '2000', '2024', '2100', '9999'), digits(2), digits(2))
+    .map(([y, m, d]) => `${y}-${m}-${d}`)
+  const value = fc.oneof(
+    dateLike, fc.constantFrom('2024-02-29', '2023-02-29', '0000-02-29', '2024-04-31', '2024-1-01', ' 2024-01-01'),
+    fc.string(), fc.double({ noNaN: true, noDefaultInfinity: true }), fc.integer(), fc.boolean(), fc.constant(null),
+    fc.array(fc.integer(), { maxLength: 2 }), fc.dictionary(fc.string(), fc.integer(), { maxKeys: 2 }),
+  )
+  const cases = fc.sample(fc.tuple(value, fc.constantFrom<PropertyType>('string', 'number', 'boolean', 'date')), 3000)
+  const rows = await s.sql`
+    select fits_type(v::jsonb, t) as fits from unnest(${cases.map(([v]) => JSON.stringify(v))}::text[], ${cases.map(([, t]) => t)}::text[])
+      with ordinality as x(v, t, i) order by i`
+  const disagreements = cases.filter(([v, t], i) => fitsType(v, t) !== rows[i].fits)
+  assert.deepEqual(disagreements, [])
+})
