@@ -28,3 +28,7 @@ create table tracked_keys (
   event_id bigint not null,
   primary key (account_id, entity, record_id, key)
 );
+
+-- The apply job's way to the events still to apply (only they are in it, so a job never reads
+-- through the events already applied).
+create index tracking_events_received on tracking_events (account_id, id) where status = 'received';

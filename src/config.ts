@@ -12,6 +12,7 @@ export interface Config {
   maxPendingUploads: number
   // Multiplies the webhook retry delays (5 s, 25 s); only tests set it below 1.
   webhookRetryScale: number
+  jobLockTimeoutSeconds: number
 }
 
 const int = (value: string | undefined, fallback: number) => {
@@ -31,4 +32,5 @@ export const loadConfig = (env: NodeJS.ProcessEnv = process.env): Config => ({
   apiRateLimit: int(env.SERVICE_API_RATE_LIMIT, 500),
   maxPendingUploads: int(env.SERVICE_MAX_PENDING_UPLOADS, 50),
   webhookRetryScale: Number(env.SERVICE_WEBHOOK_RETRY_SCALE) > 0 ? Number(env.SERVICE_WEBHOOK_RETRY_SCALE) : 1,
+  jobLockTimeoutSeconds: int(env.SERVICE_JOB_LOCK_TIMEOUT, 900),
 })

@@ -58,9 +58,6 @@ const timed = (name: string, task: Task): Task => async (payload, helpers) => {
   }
 }
 
-// Wraps every task of the list once, so tasks need not know about metrics.
-export const instrumentTasks = (tasks: TaskList): TaskList =>
-  Object.fromEntries(Object.entries(tasks).map(([name, task]) => [name, timed(name, task!)]))
 
 const queueDepth = new Gauge({
   name: 'service_job_queue_depth', help: 'Jobs waiting to run (not locked, attempts left), by task, in the whole database.',
@@ -91,6 +88,13 @@ const gauges = {
   queue: { gauge: queueDepth as Gauge<string>, label: 'task', seen: new Set<string>() },
   deliveries: { gauge: webhookDeliveries as Gauge<string>, label: 'status', seen: new Set(['pending', 'delivered', 'failed']) },
   uploads: { gauge: uploads as Gauge<string>, label: 'status', seen: new Set(['received', 'processing', 'processed', 'failed']) },
+}
+
+// Wraps every task of the list once, so tasks need not know about metrics; a worker process also
+// reports the queue depth of each of its tasks from the start.
+export const instrumentTasks = (tasks: TaskList): TaskList => {
+  for (const name of Object.keys(tasks)) gauges.queue.seen.add(name)
+  return Object.fromEntries(Object.entries(tasks).map(([name, task]) => [name, timed(name, task!)]))
 }
 
 const refreshDatabaseGauges = async (sql: Sql) => {

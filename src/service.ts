@@ -11,15 +11,19 @@ import type { App } from './http/types.ts'
 export interface Service { app: App; port?: number; stop: () => Promise<void> }
 
 // graphile-worker can leave a rejection unhandled when the database goes away mid-batch
-// (batchFailJobs), which would end the process on Node 20. A lost connection is survivable (the
-// pools reconnect), so it is logged; any other unhandled rejection still ends the process.
+// (batchFailJobs retries, possibly past its own pool's end at shutdown), which would end the
+// process on Node 20. A lost connection is survivable (the pools reconnect) and a closed pool
+// means the process is stopping, so both are logged; any other unhandled rejection still ends
+// the process.
+const survivable = (err: unknown) =>
+  isDatabaseAway(err) || /^Cannot use a pool after calling end/.test(String((err as Error)?.message))
 let guarded = false
 const guardUnhandledRejections = (log: App['log']) => {
   if (guarded) return
   guarded = true
   process.on('unhandledRejection', (err) => {
     log('error', 'unhandled rejection', { error: String((err as Error)?.stack ?? err) })
-    if (!isDatabaseAway(err)) process.exit(1)
+    if (!survivable(err)) process.exit(1)
   })
 }
 

@@ -215,7 +215,7 @@ test('the scoring job gives what the pure functions give, record by record', asy
         lifted ? { is_churned: false, churned_date: null, churn_reason: null } : { is_churned: b.is_churned, churned_date: b.churned_date, churn_reason: b.churn_reason },
       )
     })
-  }), { numRuns: 60 })
+  }), { numRuns: 60, endOnFailure: true })
 })
 
 test('a second run over unchanged data writes nothing', async () => {

@@ -73,7 +73,8 @@ const seed = async () => {
   await setScores(acme, 'c-d', { engagementscore: null, engagementscore_difference: null, fitscore: null, churn_risk: null, last_seen: null, engagementscore_trend: null })
   await setScores(acme, 'c-e', { engagementscore: -30, engagementscore_difference: null, fitscore: 0, churn_risk: 90, last_seen: dayAgo(60) })
   await setScores(acme, 'c-f', { engagementscore: 80, fitscore: 50, churn_risk: 10, last_seen: dayAgo(1), is_churned: true, churned_date: dayAgo(1), churn_reason: 'manual' })
-  await s.sql`update contacts set engagementscore = 70, last_seen = ${dayAgo(2)} where account_id = ${acme.id} and external_id = 'k-1'`
+  await s.sql`update contacts set engagementscore = 70, engagementscore_difference = null, last_seen = ${dayAgo(2)},
+    engagementscore_trend = ${s.sql.json({ [dayAgo(2)]: 70 })} where account_id = ${acme.id} and external_id = 'k-1'`
   await s.sql`update contacts set engagementscore = 10, last_seen = ${dayAgo(50)} where account_id = ${acme.id} and external_id = 'k-2'`
   await setTags(acme, 'customers', 'c-a', ['VIP'])
   await setTags(acme, 'customers', 'c-b', ['vip', 'TRIAL'])
@@ -363,11 +364,10 @@ describe('the response objects', () => {
     const [row] = await s.sql`select created_at, updated_at from contacts where account_id = ${acme.id} and external_id = 'k-1'`
     assert.deepEqual(k1, {
       id: 'k-1', service_id: ids[acme.id]['k-1'], name: 'Ann', engagementscore: 70, engagementscore_difference: null,
-      engagementscore_trend: k1.engagementscore_trend, last_seen: dayAgo(2), tags: ['VIP'],
+      engagementscore_trend: { [dayAgo(2)]: 70 }, last_seen: dayAgo(2), tags: ['VIP'],
       customer_external_id: 'c-a', customer_service_id: ids[acme.id]['c-a'], properties: { role: 'admin', sessions: 10 },
       createdAt: row.created_at.toISOString(), updatedAt: row.updated_at.toISOString(),
     })
-    assert.ok(k1.engagementscore_trend === null || typeof k1.engagementscore_trend === 'object')
     assert.equal(typeof k1.customer_service_id, 'number')
     assert.equal(k3.customer_external_id, 'c-f')
     assert.deepEqual(k3.properties, {})
@@ -418,6 +418,14 @@ describe('paging', () => {
     const results = pages.flatMap((p) => p.results)
     assert.deepEqual(results.map((r: { id: string }) => r.id), expected)
     assert.ok(results.every((r: { properties: object }) => Object.keys(r.properties).join() === 'logins'))
+  })
+
+  test('after the last record: an empty page, no paging', async () => {
+    const last = [...weird].sort(byteOrder).at(-1)!
+    const [row] = await s.sql`select service_id from customers where account_id = ${pager.id} and external_id = ${last}`
+    const res = await search(pager, 'customers', { after: row.service_id })
+    assert.equal(res.status, 200)
+    assert.deepEqual(res.body, { results: [] })
   })
 
   test('after continues past a record outside the result set, such as a churned one', async () => {
@@ -482,6 +490,8 @@ describe('400s, each with the path of the fault', () => {
     ['not a boolean', 'customers', { filters: [f('has_sso', 'EQ', 'yes')] }, ['/filters/0/value']],
     ['negative days', 'customers', { filters: [f('last_seen', 'GTD', '-1')] }, ['/filters/0/value']],
     ['fractional days', 'contacts', { filters: [f('last_seen', 'LTD', '1.5')] }, ['/filters/0/value']],
+    ['a NUL in an owner email', 'customers', { filters: [f('owner', 'IN', ['a@x.io', 'b\u0000@x.io'])] }, ['/filters/0/values/1']],
+    ['a NUL in a tag title', 'contacts', { filters: [f('tags', 'EQ', '\u0000')] }, ['/filters/0/value']],
     ['a value that is not a string', 'customers', { filters: [{ propertyName: 'logins', operator: 'EQ', value: 5 }] }, ['/filters/0/value']],
     ['a filter without propertyName and operator', 'customers', { filters: [{ value: 'x' }] }, ['/filters/0/propertyName', '/filters/0/operator']],
     ['filters not an array', 'customers', { filters: { propertyName: 'name' } }, ['/filters']],
@@ -567,6 +577,7 @@ describe('tag assignment (admin)', () => {
     assert.deepEqual(pathsOf(await s.admin('PUT', `/accounts/${acme.id}/customers/c-a/tags`, { titles: ['Only Other'] })), ['/titles/0'])
     assert.deepEqual(pathsOf(await s.admin('PUT', `/accounts/${acme.id}/customers/c-a/tags`, {})), ['/titles'])
     assert.deepEqual(pathsOf(await s.admin('PUT', `/accounts/${acme.id}/customers/c-a/tags`, { titles: [1] })), ['/titles/0'])
+    assert.deepEqual(pathsOf(await s.admin('PUT', `/accounts/${acme.id}/customers/c-a/tags`, { titles: ['VIP', 'a\u0000'] })), ['/titles/1'])
   })
 
   test('unknown records and accounts are 404s', async () => {
@@ -574,6 +585,7 @@ describe('tag assignment (admin)', () => {
     assert.equal((await s.admin('PUT', `/accounts/${acme.id}/contacts/c-a/tags`, { titles: [] })).status, 404, 'a customer is not a contact')
     assert.equal((await s.admin('PUT', `/accounts/${acme.id}/customers/c-x/tags`, { titles: [] })).status, 404, "another account's customer")
     assert.equal((await s.admin('PUT', `/accounts/${acme.id}/customers/%E0%A4%A/tags`, { titles: [] })).status, 404, 'a malformed escape')
+    assert.equal((await s.admin('PUT', `/accounts/${acme.id}/customers/c-a%00/tags`, { titles: [] })).status, 404, 'a NUL')
     assert.equal((await s.admin('PUT', '/accounts/999999/customers/c-a/tags', { titles: [] })).status, 404)
   })
 })

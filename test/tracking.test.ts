@@ -8,6 +8,7 @@ import { startTestService, type TestService } from './helpers/service.ts'
 import { scoredAccount, waitForUpload } from './helpers/fixtures.ts'
 import { fitsType, type PropertyType } from '../src/uploads/typecheck.ts'
 import { applyEvents } from '../src/jobs/apply-events.ts'
+import { eventSizes } from '../src/tracking/schemas.ts'
 import { taskList } from '../src/jobs/worker.ts'
 
 let s: TestService
@@ -87,6 +88,8 @@ const validationCases: [string, (key: string) => unknown, string[]][] = [
   ['an event over 32 KB', (k) => ({ trackerKey: k, events: [ev(), ev({ data: { customer: { note: 'x'.repeat(33_000) } } })] }), ['/events/1']],
   ['a NUL character in a value', (k) => ({ trackerKey: k, events: [ev({ data: { contact: { note: 'a\u0000b' } } })] }), ['/events/0/data/contact/note']],
   ['an unpaired surrogate in a name', (k) => ({ trackerKey: k, events: [ev({ name: 'a\ud800' })] }), ['/events/0/name']],
+  ['a NUL character in a key', (k) => ({ trackerKey: k, events: [ev({ data: { customer: { 'a\u0000': 1 } } })] }), ['/events/0/data/customer/a\u0000']],
+  ['a NUL character in a field that is otherwise ignored', (k) => ({ trackerKey: k, events: [ev()], extra: ['\u0000'] }), ['/extra/0']],
   ['errors in several events are all reported', (k) => ({ trackerKey: k, events: [ev(), ev({ name: '' }), ev({ timestamp: 1.5, identification: {} })] }),
     ['/events/1/name', '/events/2/timestamp', '/events/2/identification/customer']],
 ]
@@ -131,14 +134,52 @@ test('an event of exactly 32 KB is accepted, one byte more is refused', async ()
   assert.equal(await stored(valid.id), 1)
 })
 
+test('a body nested too deeply for PostgreSQL is refused with 400, not 500', async () => {
+  const depth = 100_000
+  const body = `{"trackerKey":"${valid.trackerKey}","junk":${'['.repeat(depth) + ']'.repeat(depth)},"events":[${JSON.stringify(ev())}]}`
+  const before = await stored(valid.id)
+  const res = await s.call('POST', '/api/tracker/track', body, { 'content-type': 'application/json', 'service-key': valid.token })
+  assert.equal(res.status, 400, JSON.stringify(res.body))
+  assert.equal(await stored(valid.id), before)
+})
+
+test('events are stored as sent: pretty-printed bodies, escapes and emoji are fine', async () => {
+  const before = await stored(valid.id)
+  const event = ev({ name: 'caf\u00e9 \ud83d\ude00', identification: { customer: 'c-\u00fc' }, data: { contact: { note: 'line\nbreak' } } })
+  // Pretty-printed, with the non-ASCII characters sent as \u escapes (a surrogate pair for the emoji).
+  const text = JSON.stringify({ trackerKey: valid.trackerKey, events: [event] }, null, 2)
+    .replace(/[^\x00-\x7f]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`)
+  assert.match(text, /\\ud83d\\ude00/)
+  const res = await s.call('POST', '/api/tracker/track', text, { 'content-type': 'application/json', 'service-key': valid.token })
+  assert.equal(res.status, 200, JSON.stringify(res.body))
+  const [row] = await s.sql`select name, customer_external_id, data, occurred_at from tracking_events where account_id = ${valid.id} order by id desc limit 1`
+  assert.deepEqual({ ...row }, { name: 'caf\u00e9 \ud83d\ude00', customer_external_id: 'c-\u00fc', data: { contact: { note: 'line\nbreak' } }, occurred_at: new Date(NOW) })
+  assert.equal(await stored(valid.id), before + 1)
+})
+
+test('eventSizes measures each event exactly as it appears in the body', () => {
+  fc.assert(fc.property(fc.array(fc.jsonValue(), { maxLength: 5 }), fc.jsonValue(), fc.boolean(), (events, other, pretty) => {
+    const body = { trackerKey: 'CS-X', other, events, after: { events: [1, 2] } }
+    const text = pretty ? JSON.stringify(body, null, 2) : JSON.stringify(body)
+    // Pretty-printed, an element's inner lines are indented by its depth (4 spaces).
+    const expected = events.map((e) => Buffer.byteLength(pretty ? JSON.stringify(e, null, 2).replace(/\n/g, '\n    ') : JSON.stringify(e)))
+    assert.deepEqual(eventSizes(Buffer.from(text)), expected)
+  }))
+  assert.deepEqual(eventSizes(Buffer.from('{"events":[1],"x":"]","events":[ 22 , "3,]" ,{"a":[4]}]}')), [2, 5, 9], 'the last events key wins')
+  assert.deepEqual(eventSizes(Buffer.from('{"ev\\u0065nts":[true]}')), [4], 'an escaped key is the same key')
+  assert.deepEqual(eventSizes(Buffer.from('{"events":[]}')), [])
+})
+
 test('a valid request answers 200 with the count; an empty events array is accepted and stores nothing', async () => {
   const before = await stored(valid.id)
-  const res = await track(valid, [ev(), ev({ name: 'signup', identification: { customer: 'c2', contact: null }, data: null })])
+  const res = await track(valid, [ev(), ev({ name: 'signup', identification: { customer: 'c2', contact: null }, data: null }),
+    ev({ data: { customer: null, contact: null } })])
   assert.equal(res.status, 200)
-  assert.deepEqual(res.body, { status: 'received', events: 2 })
+  assert.deepEqual(res.body, { status: 'received', events: 3 })
   const empty = await track(valid, [])
   assert.deepEqual([empty.status, empty.body], [200, { status: 'received', events: 0 }])
-  assert.equal(await stored(valid.id), before + 2)
+  assert.equal(await stored(valid.id), before + 3)
+  await waitApplied(valid.id) // null data is no data: the job does not trip over it
 })
 
 // ---- auth ----------------------------------------------------------------------------------------
@@ -286,6 +327,12 @@ test('applying: data.customer updates typed customer attributes only, later even
   const c2 = await readCustomer(applied, 'c2')
   assert.equal(c2.properties.country, 'NL')
   assert.equal(c2.properties.plan_started, '2025-06-01', 'an older event still sets the keys no later event set')
+  // And through search, with filters on the tracked values.
+  const search = await applied.api('/api/v1/customers/search', { filters: [{ propertyName: 'country', operator: 'IN', values: ['FR', 'NL'] }] })
+  assert.equal(search.status, 200, JSON.stringify(search.body))
+  assert.deepEqual(search.body.results.map((r: any) => [r.id, r.properties.country]), [['c1', 'FR'], ['c2', 'NL']])
+  const contacts = await applied.api('/api/v1/contacts/search', { filters: [{ propertyName: 'role', operator: 'EQ', value: 'user' }] })
+  assert.deepEqual(contacts.body.results.map((r: any) => r.id), ['p1'], 'p1 keeps its uploaded role until an event changes it')
 })
 
 test('applying: an older event arriving later does not overwrite newer data; a newer one does; null clears', async () => {
@@ -309,6 +356,8 @@ test('applying: data.contact updates contact attributes and contact_name; an unk
   assert.deepEqual({ ...p2 }, { name: 'Newbie', attributes: {}, customer: 'c1' }, 'created with its name; the wrong-typed role ignored')
   const p3 = await contactRow(applied.id, 'p3')
   assert.deepEqual({ ...p3 }, { name: null, attributes: {}, customer: 'c3' }, 'created without a name when none is given')
+  const found = await applied.api('/api/v1/contacts/search', { filters: [{ propertyName: 'role', operator: 'EQ', value: 'admin' }] })
+  assert.deepEqual(found.body.results.map((r: any) => [r.id, r.name]), [['p1', 'Patricia']])
   const read = await applied.api('/api/v1/customer/c1/contact/p2', undefined, 'GET')
   assert.equal(read.status, 200, JSON.stringify(read.body))
   assert.equal(read.body.name, 'Newbie')
@@ -346,10 +395,63 @@ test('applying: running the job again changes nothing', async () => {
     union all select status, id::text, name, data, received_at from tracking_events where account_id = ${applied.id}
     order by 1, 2`
   const before = await state()
-  const [{ first }] = await s.sql`select min(id) as first from tracking_events where account_id = ${applied.id}`
-  const again = await s.sql.begin((tx) => applyEvents(tx, applied.id, first))
+  const again = await s.sql.begin((tx) => applyEvents(tx, applied.id))
   assert.deepEqual(again, { events: 0, customers: 0, contactsCreated: 0, contacts: 0 })
   assert.deepEqual(await state(), before)
+})
+
+test('applying: jobs of one account that run at once apply each event exactly once', async () => {
+  // graphile-worker 0.17 with a localQueue can run two jobs of one named queue together
+  // (graphile/worker#621). The events are written here without a job, then applied by four
+  // concurrent transactions.
+  const a = await setUpTracking(await scoredAccount(s))
+  await upload(a, 'customers', Array.from({ length: 20 }, (_, i) => ({ external_id: `c${i}`, name: `C${i}` })))
+  const events = Array.from({ length: 400 }, (_, i) => ev({
+    timestamp: NOW - i, identification: { customer: `c${i % 25}`, contact: `p${i % 40}` },
+    data: { customer: { country: `X${i}` }, contact: { contact_name: `N${i}`, role: `r${i}` } },
+  }))
+  await s.sql`
+    insert into tracking_events (account_id, name, occurred_at, customer_external_id, contact_external_id, data)
+    select ${a.id}, x->>'name', to_timestamp((x->>'timestamp')::float8 / 1000), x#>>'{identification,customer}', x#>>'{identification,contact}', x->'data'
+    from jsonb_array_elements(${JSON.stringify(events)}::text::jsonb) x`
+  const runs = await Promise.all(Array.from({ length: 4 }, () => s.sql.begin((tx) => applyEvents(tx, a.id))))
+  assert.equal(runs.reduce((n, r) => n + r.events, 0), 400, JSON.stringify(runs))
+  assert.equal(runs.reduce((n, r) => n + r.contactsCreated, 0), 40, 'each contact is created once')
+  const [{ applied, unmatched }] = await s.sql`
+    select count(*) filter (where status = 'applied')::int as applied, count(*) filter (where status = 'unmatched')::int as unmatched
+    from tracking_events where account_id = ${a.id}`
+  assert.deepEqual({ applied, unmatched }, { applied: 320, unmatched: 80 })
+  // The latest event of c0 is i = 0 (NOW): its values won.
+  assert.equal((await readCustomer(a, 'c0')).properties.country, 'X0')
+})
+
+test('intake: a request adds an apply job only when its account has none waiting', async () => {
+  // No worker here, so the jobs stay where the intake leaves them.
+  const q = await startTestService({}, { http: true, worker: false })
+  try {
+    const a = await q.account()
+    await q.admin('PUT', `/accounts/${a.id}/tracking`, { domains: ['acme.test'] })
+    const send = async () => assert.equal((await a.api('/api/tracker/track', { trackerKey: a.trackerKey, events: [ev(), ev()] })).status, 200)
+    const jobs = () => q.sql`
+      select j.key, j.locked_at is not null as locked, j.payload, q.queue_name from graphile_worker._private_jobs j
+        join graphile_worker._private_tasks t on t.id = j.task_id left join graphile_worker._private_job_queues q on q.id = j.job_queue_id
+      where t.identifier = 'apply_events' order by j.id`
+    await send()
+    await send()
+    const waiting = await jobs()
+    assert.deepEqual(waiting.map((j) => ({ ...j })), [{ key: `apply_events:${a.id}`, locked: false, payload: { account_id: a.id }, queue_name: `account:${a.id}` }])
+    // A job a worker has taken no longer counts as waiting: the next request adds another.
+    await q.sql`update graphile_worker._private_jobs set locked_at = now(), locked_by = 'test' where key = ${`apply_events:${a.id}`}`
+    await send()
+    assert.deepEqual((await jobs()).map((j) => [j.key, j.locked]), [[null, true], [`apply_events:${a.id}`, false]])
+    // An empty request adds nothing; the waiting job applies everything received so far.
+    assert.equal((await a.api('/api/tracker/track', { trackerKey: a.trackerKey, events: [] })).status, 200)
+    assert.equal((await jobs()).length, 2)
+    const done = await q.sql.begin((tx) => applyEvents(tx, a.id))
+    assert.equal(done.events, 6)
+  } finally {
+    await q.stop()
+  }
 })
 
 test('admin: count and list recent events of a customer, newest first (API and CLI)', async () => {

@@ -2,8 +2,10 @@ import * as v from 'valibot'
 import { fail } from '../http/errors.ts'
 import type { Sql, Tx } from '../db/client.ts'
 
+const NO_NUL = v.check((s: string) => !s.includes('\u0000'), 'Must not contain NUL characters.')
+
 export const TagTitlesBody = v.object({
-  titles: v.pipe(v.array(v.pipe(v.string(), v.maxLength(255, 'At most 255 characters.'))), v.maxLength(1000, 'At most 1000 titles.')),
+  titles: v.pipe(v.array(v.pipe(v.string(), v.maxLength(255, 'At most 255 characters.'), NO_NUL)), v.maxLength(1000, 'At most 1000 titles.')),
 })
 
 const TABLES = {
@@ -31,7 +33,8 @@ const lockAndResolve = async (sql: Tx, accountId: number, entity: keyof typeof T
 // Replaces the record's tags; answers with its tag titles in byte order, as search shows them.
 export const setRecordTags = (sql: Sql, accountId: number, entity: keyof typeof TABLES, externalId: string, titles: string[]) =>
   sql.begin(async (tx) => {
-    const record = await lockAndResolve(tx, accountId, entity, externalId, titles)
+    // Postgres text cannot hold NUL, so no record has such an id.
+    const record = externalId.includes('\u0000') ? undefined : await lockAndResolve(tx, accountId, entity, externalId, titles)
     if (!record) return fail(404, `No ${entity} with external id ${JSON.stringify(externalId)}.`)
     const unknown = record.tags.filter((t) => t.id === null)
     if (unknown.length > 0) {

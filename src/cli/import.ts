@@ -26,17 +26,22 @@ const percent = (stats: ImportStats, total: number) => (total ? Math.floor((100 
 const progress = (stats: ImportStats, totalBytes: number, started: number) => {
   const out = process.stderr
   if (out.isTTY) {
-    const bar = new cliProgress.SingleBar({
+    // A MultiBar of one: its log() prints messages above the bar without breaking it.
+    const bars = new cliProgress.MultiBar({
       stream: out, hideCursor: true,
       format: '{bar} {percentage}% | {read} rows | {rate} rows/s | {errors} errors | {duration_formatted}',
     }, cliProgress.Presets.shades_classic)
     const values = () => ({ read: stats.read, rate: rate(stats, started), errors: stats.errors })
-    bar.start(totalBytes, 0, values())
+    const bar = bars.create(totalBytes, 0, values())
     const timer = setInterval(() => bar.update(stats.bytes, values()), 200)
     return {
-      // Clears the bar's line so that a message does not run into it; the next update redraws it.
-      print: (line: string) => out.write(`\r\x1b[K${line}\n`),
-      stop: () => { clearInterval(timer); bar.update(stats.bytes, values()); bar.stop() },
+      print: (line: string) => bars.log(`${line}\n`),
+      stop: () => {
+        clearInterval(timer)
+        bar.update(stats.bytes, values())
+        bars.update() // flushes messages still waiting for the next redraw
+        bars.stop()
+      },
     }
   }
   const timer = setInterval(() => out.write(

@@ -51,7 +51,7 @@ const typed = (cell: string, type: PropertyType): unknown =>
 
 // One row as an upload item. Identifiers and names are taken as written; an empty cell of any
 // other column is absent (it leaves the stored value unchanged).
-export const rowToItem = (layout: Layout, cells: string[]): Record<string, unknown> => {
+const rowToItem = (layout: Layout, cells: string[]): Record<string, unknown> => {
   const item: Record<string, unknown> = {}
   let attributes: Record<string, unknown> | undefined
   let metrics: Record<string, unknown> | undefined
@@ -70,7 +70,7 @@ export const rowToItem = (layout: Layout, cells: string[]): Record<string, unkno
 
 const schemas = { customers: CustomerItem, contacts: ContactItem }
 
-export type Checked =
+type Checked =
   | { ok: true; item: CustomerItem | ContactItem; droppedKeys: number }
   | { ok: false; errors: FieldError[] }
 

@@ -3,8 +3,10 @@ import { addJobs, accountQueue, type JobSpec } from './enqueue.ts'
 import type { App } from '../http/types.ts'
 import type { Tx } from '../db/client.ts'
 
-// from_id: the first id of the insert that added the job.
-export interface ApplyEventsPayload { account_id: number; from_id: number }
+export interface ApplyEventsPayload { account_id: number }
+
+// At most one apply job per account waits to run: the intake adds one only when none is pending.
+export const applyJobKey = (accountId: number) => `apply_events:${accountId}`
 
 // At most this many events per transaction.
 export const BATCH = 5000
@@ -13,21 +15,19 @@ export const BATCH = 5000
 export const scoreJobs = (accountId: number, entity: 'customer' | 'contact', ids: number[]): JobSpec[] =>
   ids.length ? [{ task: 'score_records', payload: { account_id: accountId, entity, ids }, queue: accountQueue(accountId) }] : []
 
-// A job applies every event still 'received' from its from_id on, its own and any later ones
-// already committed (under load one job takes many requests' events; the later jobs then find
-// little or nothing left). Concurrent inserts interleave ids, so an earlier id may commit after the
-// job has run: that event's own job, queued behind on the account's queue, starts at or below it.
-// All set-based; a second run of a job finds nothing to do. The tracker updates and creates
-// contacts but never creates a customer, and never sends a webhook.
+// A job applies every event of its account still 'received', in batches, in id order. The intake
+// adds the job only when the account has none waiting (src/api/track.ts), so under load one job
+// takes many requests' events. All set-based; a second run finds nothing to do. The tracker
+// updates and creates contacts but never creates a customer, and never sends a webhook.
 
 // The events to apply, matched to their customers by external id.
-const stageEvents = async (tx: Tx, accountId: number, fromId: number) => {
+const stageEvents = async (tx: Tx, accountId: number) => {
   await tx`
     create temp table stage_events on commit drop as
     select e.id, e.occurred_at, e.customer_external_id, e.contact_external_id, e.data,
       c.service_id as customer_id, null::bigint as contact_id
     from (select * from tracking_events
-          where account_id = ${accountId} and id >= ${fromId} and status = 'received'
+          where account_id = ${accountId} and status = 'received'
           order by id limit ${BATCH}) e
       left join customers c on c.account_id = ${accountId} and c.external_id = e.customer_external_id`
   // Without statistics the planner takes the staged rows for hundreds and scans tracking_events.
@@ -108,19 +108,28 @@ const updateContacts = (tx: Tx, accountId: number) => applyLevel(tx, accountId, 
   returning t.service_id`)
 
 // Events of an unknown customer are kept, marked unmatched.
-const markEvents = (tx: Tx, accountId: number, fromId: number) => tx`
+// The id bounds keep the planner from reading every event of the account.
+const markEvents = (tx: Tx, accountId: number) => tx`
   update tracking_events e set status = case when s.customer_id is null then 'unmatched' else 'applied' end,
     customer_id = s.customer_id, contact_id = s.contact_id
   from stage_events s
-  where e.account_id = ${accountId} and e.id >= ${fromId} and e.id = s.id`
+  where e.account_id = ${accountId} and e.id = s.id
+    and e.id between (select min(id) from stage_events) and (select max(id) from stage_events)`
 
-export const applyEvents = async (tx: Tx, accountId: number, fromId: number) => {
-  await stageEvents(tx, accountId, fromId)
+// The account's queue should already run its jobs one at a time, but graphile-worker 0.17 with a
+// localQueue hands several jobs of one named queue to workers at once (graphile/worker#621): two
+// batches of one account would then stage the same events and deadlock on the same records.
+const lockAccount = (tx: Tx, accountId: number) =>
+  tx`select pg_advisory_xact_lock(hashtextextended('apply_events:' || ${accountId}::text, 0))`
+
+export const applyEvents = async (tx: Tx, accountId: number) => {
+  await lockAccount(tx, accountId)
+  await stageEvents(tx, accountId)
   const created = await createContacts(tx, accountId)
   await matchContacts(tx, accountId)
   const customers = await updateCustomers(tx, accountId)
   const contacts = await updateContacts(tx, accountId)
-  const marked = await markEvents(tx, accountId, fromId)
+  const marked = await markEvents(tx, accountId)
   // Changed attributes can change scores (fit, date attributes); new contacts get theirs.
   const contactIds = [...new Set([...created, ...contacts].map((r) => r.service_id as number))]
   await addJobs(tx, [
@@ -130,8 +139,8 @@ export const applyEvents = async (tx: Tx, accountId: number, fromId: number) => 
   return { events: marked.count, customers: customers.length, contactsCreated: created.length, contacts: contacts.length }
 }
 
-// One transaction per batch, until no received event from from_id on is left.
+// One transaction per batch, until no received event is left.
 export const applyEventsTask = (app: App): Task => async (payload) => {
   const p = payload as ApplyEventsPayload
-  while ((await app.sql.begin((tx) => applyEvents(tx, p.account_id, p.from_id))).events === BATCH);
+  while ((await app.sql.begin((tx) => applyEvents(tx, p.account_id))).events === BATCH);
 }

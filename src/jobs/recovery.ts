@@ -36,6 +36,22 @@ export const unlockDeadWorkers = async (sql: Sql): Promise<string[]> => {
   return ids
 }
 
+// A live worker can lose track of a job too: when the database drops while it records the job's
+// outcome, graphile-worker leaves the job and its queue locked by a pool that still beats. Locks
+// older than the bound (far above any job's run time) are released one by one.
+export const unlockExpiredLocks = async (sql: Sql, seconds: number): Promise<number> => {
+  const [{ jobs, queues }] = await sql`
+    with j as (
+      update graphile_worker._private_jobs set locked_at = null, locked_by = null
+      where locked_at < now() - make_interval(secs => ${seconds}) returning 1
+    ), q as (
+      update graphile_worker._private_job_queues set locked_at = null, locked_by = null
+      where locked_at < now() - make_interval(secs => ${seconds}) returning 1
+    )
+    select (select count(*)::int from j) as jobs, (select count(*)::int from q) as queues`
+  return jobs + queues
+}
+
 const forget = (sql: Sql, ids: string[]) => sql`delete from worker_heartbeats where worker_id = any(${ids}::text[])`
 
 // Pass `events` to graphile-worker's run(); call recover() once it has started and stop() once
@@ -60,6 +76,8 @@ export const startRecovery = (app: App) => {
   const recover = every(RECOVER_MS, async () => {
     const unlocked = await unlockDeadWorkers(app.sql)
     if (unlocked.length) app.log('warn', 'unlocked jobs of dead workers', { workers: unlocked })
+    const expired = await unlockExpiredLocks(app.sql, app.config.jobLockTimeoutSeconds)
+    if (expired) app.log('warn', 'unlocked expired job locks', { locks: expired })
   })
   return {
     events,

@@ -6,19 +6,21 @@ export interface ExplainedCustomer {
   /** Each metric's value in its latest snapshot. */
   metrics: Record<string, unknown>
   last_seen: string | null
+  /** The metric values of the snapshot dated last_seen, the one engagementscore is the score of. */
+  snapshot: Record<string, unknown> | null
 }
 
-// score_explanation of the single-customer read (SPEC section 6). Engagement is explained as of
-// last_seen, the date of the latest score, over the latest metric values; without a scored
-// snapshot there is no engagement to explain. Fit is explained as the job scores it: current
-// values, date properties relative to today.
+const own = (values: Record<string, unknown>, codename: string) => (Object.hasOwn(values, codename) ? values[codename] : undefined)
+
+// score_explanation of the single-customer read (SPEC section 6). Engagement is explained as
+// engagementscore was computed: the snapshot dated last_seen, date properties relative to that
+// date, so that the contributions add up to the score; without a scored snapshot there is nothing
+// to explain. Fit is explained as the job scores it: current attributes, latest metric values,
+// date properties relative to today.
 export const explainCustomer = (model: ScoringModel | null, defs: readonly CatalogDef[], row: ExplainedCustomer, today: string): Explanation => {
   const { typeOf, isMetric } = propertyLookup(defs)
-  const valueOf = (codename: string) => {
-    const values = isMetric(codename) ? row.metrics : row.attributes
-    return Object.hasOwn(values, codename) ? values[codename] : undefined
-  }
-  const contributions = (rules: Rule[] | undefined, date: string | null) =>
-    date === null ? [] : weightedScore(rules ?? [], valueOf, date, typeOf).contributions
-  return explain(contributions(model?.customer?.engagement, row.last_seen), contributions(model?.customer?.fit, today))
+  const contributions = (rules: Rule[] | undefined, metrics: Record<string, unknown>, date: string) =>
+    weightedScore(rules ?? [], (c) => own(isMetric(c) ? metrics : row.attributes, c), date, typeOf).contributions
+  const engagement = row.last_seen === null || row.snapshot === null ? [] : contributions(model?.customer?.engagement, row.snapshot, row.last_seen)
+  return explain(engagement, contributions(model?.customer?.fit, row.metrics, today))
 }

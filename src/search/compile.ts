@@ -489,6 +489,11 @@ function columnsSql(ctx: Ctx, properties: string): string[] {
   ]
 }
 
+function afterSql(ctx: Ctx, serviceId: string): string {
+  const table = ctx.entity === 'customer' ? 'customers' : 'contacts'
+  return `select a.external_id from ${table} a where a.account_id = ${ctx.account} and a.service_id = ${serviceId}`
+}
+
 function fromSql(ctx: Ctx): string {
   return ctx.entity === 'customer'
     ? 'customers r'
@@ -510,12 +515,26 @@ export interface Lookups {
   tags: ReadonlyMap<string, number>
 }
 
-// The operands a request's owner and tags filters would need looked up, read from the raw
-// filters (before validation: operands of a filter that turns out invalid are merely unused).
-export function lookupOperands(entity: Entity, filters: readonly Filter[]): { emails: string[]; titles: string[] } {
+export interface ContextNeeds {
+  // The request names a custom property (a filter on anything but a core field, or `properties`).
+  catalog: boolean
+  // The owner and tags operands to look up.
+  emails: string[]
+  titles: string[]
+}
+
+// What a request needs from the database before it can be compiled, read from the raw request
+// (before validation: what a filter that turns out invalid needs is merely unused). A request
+// needing nothing compiles with an empty catalog and no lookups.
+export function contextNeeds(entity: Entity, filters: readonly Filter[], properties?: readonly string[]): ContextNeeds {
+  // A string with NUL cannot be sent to Postgres; the compiler rejects it as a value anyway.
   const operands = (name: string) => [...new Set(filters.filter((f) => f.propertyName === name).flatMap((f) =>
-    [f.value, ...(Array.isArray(f.values) ? f.values : [])].filter((x): x is string => typeof x === 'string')))]
-  return { emails: entity === 'customer' ? operands('owner') : [], titles: operands('tags') }
+    [f.value, ...(Array.isArray(f.values) ? f.values : [])].filter((x): x is string => typeof x === 'string' && !x.includes('\u0000'))))]
+  return {
+    catalog: properties !== undefined || filters.some((f) => !CORE_FIELDS[entity].has(f.propertyName)),
+    emails: entity === 'customer' ? operands('owner') : [],
+    titles: operands('tags'),
+  }
 }
 
 export interface SearchInput {
@@ -524,13 +543,18 @@ export interface SearchInput {
   filters: readonly Filter[]
   properties?: readonly string[]
   limit: number
-  afterExternalId?: string
+  // The page starts after this record (of the searched entity, in the account); when there is no
+  // such record the page is empty, and the caller tells why.
+  afterServiceId?: number
   // One record by external ID (the single-record read endpoints).
   externalId?: string
   catalog: readonly PropertyDef[]
   today: string
   // Required when the filters use owner or tags.
   lookups?: Lookups
+  // Each record as one JSON text rendered by Postgres (column `json`, beside `service_id`), so that
+  // a page goes out without being parsed and serialized again.
+  json?: boolean
 }
 
 export interface CompiledSearch {
@@ -571,15 +595,16 @@ export function compileSearch(input: SearchInput): CompiledSearch {
   const where = [
     `r.account_id = ${ctx.account}`,
     ...criteria.map((c) => criterionSql(c, ctx)),
-    ...(input.afterExternalId === undefined ? [] : [`r.external_id > ${bind(input.afterExternalId, 'text')}`]),
+    ...(input.afterServiceId === undefined ? [] : [`r.external_id > (${afterSql(ctx, bind(String(input.afterServiceId), 'bigint'))})`]),
     ...(input.externalId === undefined ? [] : [`r.external_id = ${bind(input.externalId, 'text')}`]),
   ]
-  const text = [
+  const page = [
     `select ${columns.join(',\n  ')}`,
     `from ${fromSql(ctx)}`,
     `where ${where.join('\n  and ')}`,
     'order by r.external_id',
     `limit ${bind(String(input.limit + 1), 'integer')}`,
   ].join('\n')
+  const text = input.json ? `select row_to_json(p)::text as json, p.service_id from (\n${page}\n) p order by p.id` : page
   return { text, params }
 }

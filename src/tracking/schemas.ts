@@ -33,15 +33,23 @@ const BAD_TEXT = /\0|[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uD
 // In JSON text they can only come as escapes (raw bytes of them are not UTF-8).
 const BAD_ESCAPE = /\\u0000|\\u[dD][89a-fA-F]/
 
-// The path of the first string (keys included) that PostgreSQL cannot store, or null.
-const unstorable = (value: unknown, path: string): string | null => {
-  if (typeof value === 'string') return BAD_TEXT.test(value) ? path : null
-  if (typeof value !== 'object' || value === null) return null
-  for (const [key, item] of Object.entries(value)) {
-    const p = `${path}/${key.replace(/~/g, '~0').replace(/\//g, '~1')}`
-    if (BAD_TEXT.test(key)) return p
-    const found = unstorable(item, p)
-    if (found) return found
+// The JSON pointer of a string (key or value) that PostgreSQL cannot store, or null. Iterative,
+// with paths built only for the finding: JSON.parse accepts nesting deeper than the call stack.
+interface Node { value: unknown; key: string; parent: Node | null }
+const pointerOf = (node: Node, key?: string): string => {
+  const keys = key === undefined ? [] : [key]
+  for (let n: Node | null = node; n?.parent; n = n.parent) keys.push(n.key)
+  return keys.reverse().map((k) => '/' + k.replace(/~/g, '~0').replace(/\//g, '~1')).join('')
+}
+const unstorable = (root: unknown): string | null => {
+  const stack: Node[] = [{ value: root, key: '', parent: null }]
+  for (let node = stack.pop(); node; node = stack.pop()) {
+    if (typeof node.value === 'string' && BAD_TEXT.test(node.value)) return pointerOf(node)
+    if (typeof node.value !== 'object' || node.value === null) continue
+    for (const [key, value] of Object.entries(node.value)) {
+      if (BAD_TEXT.test(key)) return pointerOf(node, key)
+      stack.push({ value, key, parent: node })
+    }
   }
   return null
 }
@@ -109,7 +117,7 @@ export const checkRawEvents = (body: Buffer) => {
   }
   if (body.includes('\\u')) {
     const text = body.toString('utf8')
-    const path = BAD_ESCAPE.test(text) ? unstorable(JSON.parse(text), '') : null
+    const path = BAD_ESCAPE.test(text) ? unstorable(JSON.parse(text)) : null
     if (path !== null) errors.push({ path, message: 'Must not contain NUL characters or unpaired surrogates.' })
   }
   if (errors.length) fail(400, 'The request body is invalid.', errors)

@@ -1,0 +1,111 @@
+// Rescoring a whole account of 100,000 customers with 12 monthly snapshots each (seeded with COPY)
+// after a change of its scoring model, so that every snapshot's engagement and every customer's
+// scores really change and are written; beside a plain full scan of the snapshot table in the same
+// run. Also: the same rescoring again with nothing to change, and the daily run.
+import { connect, type Sql } from '../src/db/client.ts'
+import { migrate } from '../src/db/migrate.ts'
+import { scoreRecords } from '../src/jobs/score-records.ts'
+import { scoreDaily } from '../src/jobs/score-daily.ts'
+import type { BenchContext } from './lib.ts'
+
+const CUSTOMERS = Number(process.env.BENCH_SCORING_CUSTOMERS ?? 100_000)
+const TODAY = new Date().toISOString().slice(0, 10)
+const day = (n: number) => new Date(Date.parse(TODAY) + n * 86_400_000).toISOString().slice(0, 10)
+const MONTHS = Array.from({ length: 12 }, (_, m) => day(-30 * (11 - m)))
+const METRICS = ['logins', 'seats', 'tickets', 'api_calls', 'nps']
+const ATTRIBUTES = [['country', 'string'], ['has_sso', 'boolean'], ['plan_started', 'date'], ['renewal_date', 'date']]
+
+const attributes = (i: number) => ({ country: ['US', 'DE', 'FR', 'GB'][i % 4], has_sso: i % 3 === 0, plan_started: day(-(i % 700)), renewal_date: day(i % 400) })
+const values = (i: number, m: number) => ({ logins: (i + m) % 50, seats: 1 + (i % 20), tickets: (i * m) % 7, api_calls: (i * 31 + m) % 10_000, nps: (i + m * 3) % 11 })
+
+const model = (logins: number) => ({
+  customer: {
+    engagement: [
+      { codename: 'logins', weight: 50, bad: 0, good: logins },
+      { codename: 'tickets', weight: 20, bad: 6, good: 0 },
+      { codename: 'nps', weight: 15, bad: 0, good: 10 },
+      { codename: 'renewal_date', weight: 15, bad: 0, good: 180 },
+    ],
+    fit: [
+      { codename: 'country', weight: 50, values: { US: 100, DE: 50 }, default: -50 },
+      { codename: 'has_sso', weight: 30, good: true },
+      { codename: 'seats', weight: 20, bad: 0, good: logins / 2 },
+    ],
+  },
+  churn: { inactive_days: 90 },
+})
+
+const seed = async (sql: Sql) => {
+  const [account] = await sql`insert into accounts (name, tracker_key) values ('Bench', 'CS-BENCHSC') returning id`
+  await sql`insert into property_defs ${sql([
+    ...METRICS.map((codename) => ({ account_id: account.id, entity: 'customer', kind: 'metric', codename, type: 'number' })),
+    ...ATTRIBUTES.map(([codename, type]) => ({ account_id: account.id, entity: 'customer', kind: 'attribute', codename, type })),
+  ])} on conflict do nothing`
+  const copy = async (query: Promise<import('node:stream').Writable>, rows: (write: (line: string) => Promise<void>) => Promise<void>) => {
+    const stream = await query
+    await rows(async (line) => { if (!stream.write(line)) await new Promise((r) => stream.once('drain', r)) })
+    await new Promise((resolve, reject) => stream.end((err?: Error) => (err ? reject(err) : resolve(undefined))))
+  }
+  const escape = (json: unknown) => JSON.stringify(json).replace(/\\/g, '\\\\')
+  await copy(sql`copy customers (account_id, external_id, name, attributes, metrics) from stdin`.writable(), async (write) => {
+    for (let i = 0; i < CUSTOMERS; i++) await write(`${account.id}\tcust-${i}\tCustomer ${i}\t${escape(attributes(i))}\t${escape(values(i, 11))}\n`)
+  })
+  const [{ first }] = await sql`select min(service_id) as first from customers where account_id = ${account.id}`
+  await copy(sql`copy customer_snapshots (account_id, customer_id, date, "values") from stdin`.writable(), async (write) => {
+    for (let i = 0; i < CUSTOMERS; i++) {
+      for (let m = 0; m < MONTHS.length; m++) await write(`${account.id}\t${first + i}\t${MONTHS[m]}\t${escape(values(i, m))}\n`)
+    }
+  })
+  return account.id as number
+}
+
+const timed = async <T>(f: () => Promise<T>) => {
+  const started = performance.now()
+  const result = await f()
+  return { seconds: (performance.now() - started) / 1000, result }
+}
+
+// Dead row versions left by the previous step are cleaned up first, as autovacuum would between runs.
+const settle = (sql: Sql) => sql`vacuum analyze customers, customer_snapshots`
+
+export default async (ctx: BenchContext) => {
+  const url = await ctx.database()
+  const sql = connect(url)
+  try {
+    await migrate(sql, url)
+    const accountId = await seed(sql)
+    const setModel = (logins: number) => sql`
+      insert into scoring_models (account_id, model) values (${accountId}, ${sql.json(model(logins))})
+      on conflict (account_id) do update set model = excluded.model`
+    await setModel(40)
+    await settle(sql)
+    await scoreRecords(sql, { account_id: accountId, entity: 'customer' })
+    await settle(sql)
+
+    const scanSql = () => sql`select count(*), sum(length("values"::text)) from customer_snapshots`
+    await scanSql()
+    const scan = await timed(scanSql)
+    const [{ n }] = await sql`select count(*)::int as n from customer_snapshots`
+
+    await sql`create table engagement_before as select customer_id, date, engagement from customer_snapshots`
+    await setModel(30)
+    const rescore = await timed(() => scoreRecords(sql, { account_id: accountId, entity: 'customer' }))
+    const [{ changed }] = await sql`
+      select count(*)::int as changed from customer_snapshots s join engagement_before b using (customer_id, date)
+      where s.engagement is distinct from b.engagement`
+    await settle(sql)
+    const again = await timed(() => scoreRecords(sql, { account_id: accountId, entity: 'customer' }))
+    const daily = await timed(() => scoreDaily(sql, accountId))
+
+    ctx.report({ bench: 'scoring', metric: `full scan of ${n} snapshots (count, sum(length(values)))`, value: scan.seconds, unit: 's' })
+    ctx.report({
+      bench: 'scoring', metric: `rescore ${rescore.result} customers after a model change`, value: rescore.seconds, unit: 's',
+      baseline: scan.seconds, ratio: rescore.seconds / scan.seconds, target: '<= 5',
+    })
+    ctx.report({ bench: 'scoring', metric: 'snapshots whose engagement the rescoring changed', value: changed, unit: 'rows' })
+    ctx.report({ bench: 'scoring', metric: 'the same rescoring again (nothing changes)', value: again.seconds, unit: 's', baseline: scan.seconds, ratio: again.seconds / scan.seconds })
+    ctx.report({ bench: 'scoring', metric: 'daily run of the account (no snapshot scoring)', value: daily.seconds, unit: 's', baseline: scan.seconds, ratio: daily.seconds / scan.seconds })
+  } finally {
+    await sql.end()
+  }
+}
