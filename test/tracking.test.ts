@@ -9,7 +9,6 @@ import { scoredAccount, waitForUpload } from './helpers/fixtures.ts'
 import { fitsType, type PropertyType } from '../src/uploads/typecheck.ts'
 import { applyEvents } from '../src/jobs/apply-events.ts'
 import { eventSizes } from '../src/tracking/schemas.ts'
-import { taskList } from '../src/jobs/worker.ts'
 
 let s: TestService
 // The tracking rate limit stays at its default (200 a minute per key).
@@ -567,33 +566,21 @@ test('aggregation: event counts of the last 30 days become today\'s metric value
     union all select external_id, metrics from contacts where account_id = ${a.id}`).map((r) => [r.external_id, r.metrics]))
   assert.deepEqual(metrics, { ...expected, c3: {} }, "the records' latest metrics are refreshed")
 
-  const ids = Object.fromEntries((await s.sql`
-    select external_id, service_id from customers where account_id = ${a.id}
-    union all select external_id, service_id from contacts where account_id = ${a.id}`).map((r) => [r.external_id, r.service_id]))
-  if ('score_records' in taskList(s.app)) {
-    // 3 logins on the model's 0..40 scale: -100 + 200 * 3 / 40 = -85.
-    const deadline = Date.now() + 30_000
-    let c1
-    while ((c1 = await readCustomer(a, 'c1')).engagementscore !== -85 && Date.now() < deadline) await sleep(100)
-    assert.equal(c1.engagementscore, -85)
-    assert.equal(c1.last_seen, today)
-  } else {
-    // The scoring task is not registered in this tree yet: the jobs it will run wait in the queue.
-    const jobs = await s.sql`
-      select j.payload, q.queue_name from graphile_worker._private_jobs j
-        join graphile_worker._private_tasks t on t.id = j.task_id
-        left join graphile_worker._private_job_queues q on q.id = j.job_queue_id
-      where t.identifier = 'score_records' and j.payload->>'account_id' = ${String(a.id)} and j.payload->>'upload_id' is null`
-    const scored = (entity: string) => jobs.filter((j) => j.payload.entity === entity).flatMap((j) => j.payload.ids).sort()
-    assert.deepEqual(scored('customer'), [ids.c1, ids.c2].sort())
-    assert.deepEqual(scored('contact'), [ids.p1, ids.p2].sort())
-    for (const j of jobs) assert.equal(j.queue_name, `account:${a.id}`)
-  }
+  // Then the records are scored: 3 logins on the customer model's 0..40 scale give
+  // -100 + 200 * 3 / 40 = -85; p1's 2 sessions on the contact model's 0..20 give -80.
+  const deadline = Date.now() + 30_000
+  const scores = async () => [
+    (await readCustomer(a, 'c1')).engagementscore,
+    (await a.api('/api/v1/customer/c1/contact/p1', undefined, 'GET')).body.engagementscore,
+  ]
+  while ((await scores()).join() !== '-85,-80' && Date.now() < deadline) await sleep(100)
+  assert.deepEqual(await scores(), [-85, -80])
+  assert.equal((await readCustomer(a, 'c1')).last_seen, today)
 
   // The daily run goes through the queue (no account_id: one job per account) and is idempotent.
   await s.sql`select graphile_worker.add_job('aggregate_events', '{}'::json)`
-  const deadline = Date.now() + 30_000
-  while ((await s.sql`select 1 from graphile_worker.jobs where task_identifier = 'aggregate_events'`).length && Date.now() < deadline) await sleep(100)
+  const queued = Date.now() + 30_000
+  while ((await s.sql`select 1 from graphile_worker.jobs where task_identifier = 'aggregate_events'`).length && Date.now() < queued) await sleep(100)
   assert.deepEqual(await snapshots(), expected)
 })
 

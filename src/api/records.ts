@@ -21,11 +21,7 @@ export const readRecord = async (app: App, accountId: number, entity: 'customer'
   if (!row || (customerExternalId !== undefined && row.customer_external_id !== customerExternalId)) {
     return fail(404, entity === 'customer' ? `Customer ${externalId} does not exist.` : `Contact ${externalId} of customer ${customerExternalId} does not exist.`)
   }
-  return {
-    ...row,
-    service_id: Number(row.service_id),
-    ...(entity === 'contact' && { customer_service_id: row.customer_service_id === null ? null : Number(row.customer_service_id) }),
-  }
+  return row
 }
 
 const account = (req: Req) => req.auth!.accountId

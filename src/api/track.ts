@@ -1,4 +1,3 @@
-import type postgres from 'postgres'
 import { fail } from '../http/errors.ts'
 import { accountQueue } from '../jobs/enqueue.ts'
 import { applyJobKey } from '../jobs/apply-events.ts'
@@ -38,10 +37,13 @@ const store = (app: App, accountId: number, trackerKey: string, body: string) =>
   )
   select a.key_ok, a.set_up, (select count(*) from j)::int as jobs from a`
 
-// Requests racing a worker that is taking the account's job can each hold the job row (KEY SHARE)
-// while graphile-worker's add_jobs clears its key: PostgreSQL then aborts one with a deadlock. The
-// statement is all or nothing, so it is simply run again.
-const storeRetrying = async (app: App, accountId: number, trackerKey: string, body: string, attempts = 3): Promise<postgres.Row[]> => {
+// Two requests that began just before a worker took the waiting job both lock its row, find it
+// taken on re-check (the lock stays), and both add a job, whose add_jobs clears the taken job's key
+// under each other's lock: PostgreSQL aborts one with a deadlock. The statement is all or nothing,
+// so it is simply run again.
+const storeRetrying = async (
+  app: App, accountId: number, trackerKey: string, body: string, attempts = 3,
+): Promise<Awaited<ReturnType<typeof store>>> => {
   try {
     return await store(app, accountId, trackerKey, body)
   } catch (err) {
