@@ -31,10 +31,13 @@ export const startWorker = async (app: App, url: string): Promise<Runner> => {
     logger: quietLogger,
     taskList: taskList(app),
     crontab: crontab.join('\n'),
-    // Batching settings measured in STACK-NOTES: 12-18k jobs/s instead of 2k. New jobs arrive by
-    // LISTEN/NOTIFY, but one waiting behind its account queue's lock (an upload behind the previous
-    // upload's scoring) is only seen at the next poll: 200 ms instead of 2 s keeps webhooks prompt.
-    preset: { worker: { localQueue: { size: 50 }, completeJobBatchDelay: 0, pollInterval: 200 } },
+    // No localQueue, although STACK-NOTES measured 12-18k jobs/s with it against 2k without: in
+    // 0.17 it runs several jobs of one named queue at once (graphile/worker#621), and each
+    // account's uploads must be merged one at a time, in order. One job per upload, delivery or
+    // tracking request is far below 2k/s. New jobs arrive by LISTEN/NOTIFY, but one waiting behind
+    // its account queue's lock (an upload behind the previous upload's scoring) is only seen at the
+    // next poll: 200 ms instead of 2 s keeps webhooks prompt.
+    preset: { worker: { pollInterval: 200 } },
     events: recovery.events,
   } as Parameters<typeof run>[0]).catch(async (err) => { await recovery.stop(); throw err })
   await recovery.recover()
