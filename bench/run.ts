@@ -21,7 +21,7 @@ try {
   }
   for (const name of names) {
     const { default: bench } = await import(`./${name}.ts`)
-    await bench(ctx)
+    if (typeof bench === 'function') await bench(ctx) // helper modules (server.ts) export none
   }
 } finally {
   await cluster.stop()

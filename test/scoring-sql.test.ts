@@ -72,10 +72,10 @@ const values = fc.dictionary(fc.constantFrom(...DEFS.map((d) => d.codename)), js
 // One statement per case: the rules are part of the SQL text. JSON travels as text: postgres.js
 // would encode a string bound to a jsonb parameter a second time.
 const sqlScore = async (rs: Rule[], metrics: Record<string, unknown>, attributes: Record<string, unknown>, date: string) => {
-  const { text, params } = weightedScoreSql(rs, typeOf, {
+  const { join, score, params } = weightedScoreSql(rs, typeOf, {
     metric: (key) => `x.m -> ${key}`, attribute: (key) => `x.a -> ${key}`, date: 'x.d', isMetric,
-  }, 4)
-  const [row] = await s.sql.unsafe(`select ${text} as score from (select $1::text::jsonb as m, $2::text::jsonb as a, $3::date as d) x`,
+  }, 4, 'w')
+  const [row] = await s.sql.unsafe(`select ${score} as score from (select $1::text::jsonb as m, $2::text::jsonb as a, $3::date as d) x ${join}`,
     [JSON.stringify(metrics), JSON.stringify(attributes), date, ...params] as never[])
   return row.score as number | null
 }

@@ -317,7 +317,8 @@ test('weightedScoreSql binds every codename and rule number as a parameter', () 
     { codename: 'plan_zq', weight: 61, values: { Zeta: 42, "O'Brien": -17 }, default: -19 },
   ]
   const types: Record<string, PropertyType> = { logins_zq: 'number', "it's_zq": 'date', sso_zq: 'boolean', plan_zq: 'string' }
-  const { text, params } = weightedScoreSql(rules, (c) => types[c], refs, 4)
+  const { join, score, params } = weightedScoreSql(rules, (c) => types[c], refs, 4, 'sc')
+  const text = `${join} ${score}`
   const withoutPlaceholders = text.replace(/\$\d+/g, '$')
   for (const literal of ['_zq', 'Zeta', 'Brien', 'true', '1234', '777', '37', '375', '11', '999', '53', '42', '17', '19', '61']) {
     assert.ok(!withoutPlaceholders.includes(literal), `${literal} appears in the SQL text`)
@@ -332,9 +333,11 @@ test('weightedScoreSql binds every codename and rule number as a parameter', () 
   assert.match(text, /c\.attributes -> \$\d+::text/)
   assert.match(text, /s\.date/)
   assert.match(text, /jsonb_typeof/)
-  assert.match(text, /round\(\(n \/ d\)::numeric\)::integer/)
+  assert.match(join, /^CROSS JOIN LATERAL \(SELECT CASE .*::numeric\)::integer END AS score FROM \(SELECT .* OFFSET 0\) AS sc_values OFFSET 0\) AS sc_scores OFFSET 0\) AS sc$/)
+  assert.match(join, /sc_values\.v3/)
+  assert.equal(score, 'sc.score')
 })
 
 test('weightedScoreSql without rules is a NULL integer', () => {
-  assert.deepEqual(weightedScoreSql([], typeOf, refs, 1), { text: 'NULL::integer', params: [] })
+  assert.deepEqual(weightedScoreSql([], typeOf, refs, 1, 'sc'), { join: '', score: 'NULL::integer', params: [] })
 })

@@ -39,12 +39,13 @@ const snapshotStatement = (entity: Entity, model: ScoringModel | null, defs: Cat
   const { records, snapshots, fk } = tables[entity]
   const { typeOf, isMetric } = propertyLookup(defs)
   const rules = (entity === 'customer' ? model?.customer?.engagement : model?.contact?.engagement) ?? []
-  const engagement = weightedScoreSql(rules, typeOf, refs(isMetric, 's."values"', 's.date'), 3)
+  const engagement = weightedScoreSql(rules, typeOf, refs(isMetric, 's."values"', 's.date'), 3, 'e')
   const text = `
     update ${snapshots} t set engagement = x.engagement
     from (
-      select s.${fk} as record_id, s.date, s.engagement as old, ${engagement.text} as engagement
+      select s.${fk} as record_id, s.date, s.engagement as old, ${engagement.score} as engagement
       from ${snapshots} s join ${records} r on r.account_id = s.account_id and r.service_id = s.${fk}
+        ${engagement.join}
       where s.account_id = $1::bigint and s.${fk} = any($2::bigint[]) and r.account_id = $1::bigint and r.service_id = any($2::bigint[])
     ) x
     where t.account_id = $1::bigint and t.${fk} = x.record_id and t.date = x.date and x.engagement is distinct from x.old`
@@ -61,10 +62,10 @@ const snapshotStatement = (entity: Entity, model: ScoringModel | null, defs: Cat
 const recordStatement = (entity: Entity, model: ScoringModel | null, defs: CatalogDef[]) => {
   const { records, snapshots, fk } = tables[entity]
   const { typeOf, isMetric } = propertyLookup(defs)
-  const fit = weightedScoreSql(model?.customer?.fit ?? [], typeOf, refs(isMetric, 'r.metrics', '$3::date'), 5)
   const customer = entity === 'customer'
+  const fit = weightedScoreSql(customer ? model?.customer?.fit ?? [] : [], typeOf, refs(isMetric, 'r.metrics', '$3::date'), 5, 'f')
   const derived = customer
-    ? `, ${fit.text} as fit, coalesce(r.churn_reason = 'inactive' and h.last_seen >= r.churned_date - $4::integer, false) as lift`
+    ? `, ${fit.score} as fit, coalesce(r.churn_reason = 'inactive' and h.last_seen >= r.churned_date - $4::integer, false) as lift`
     : ''
   const scores = customer
     ? `, ${churnRiskSql('d.score', 'd.fit', 'd.difference', '($3::date - d.last_seen)')} as churn_risk`
@@ -95,14 +96,14 @@ const recordStatement = (entity: Entity, model: ScoringModel | null, defs: Catal
       from scored group by record_id
     ), derived as (
       select r.service_id, h.last_seen, h.score, h.difference, h.trend${derived}
-      from ${records} r left join history h on h.record_id = r.service_id
+      from ${records} r left join history h on h.record_id = r.service_id ${fit.join}
       where r.account_id = $1::bigint and r.service_id = any($2::bigint[])
     ), x as (
       select d.*${scores} from derived d
     )
     update ${records} c set ${columns.map(([column, value]) => `${column} = x.${value}`).join(', ')}${lift}
     from x
-    where c.account_id = $1::bigint and c.service_id = x.service_id
+    where c.account_id = $1::bigint and c.service_id = any($2::bigint[]) and c.service_id = x.service_id
       and ((${columns.map(([column]) => `c.${column}`).join(', ')}) is distinct from (${columns.map(([, value]) => `x.${value}`).join(', ')})${customer ? ' or x.lift' : ''})`
   return { text, params: customer ? [model?.churn?.inactive_days ?? 0, ...fit.params] : [] }
 }

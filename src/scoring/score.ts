@@ -62,8 +62,8 @@ export const daysBetween = (a: string, b: string): number => (Date.parse(b) - Da
 // at `good` thus scores 100 even where the float formula would give 99.99999999999997.
 const rangeScore = ({ bad, good }: RangeRule, v: number): number => {
   const span = good - bad
-  if (Math.sign(v - good) * Math.sign(span) >= 0) return 100
-  if (Math.sign(v - bad) * Math.sign(span) <= 0) return -100
+  if (span > 0 ? v >= good : v <= good) return 100
+  if (span > 0 ? v <= bad : v >= bad) return -100
   if (Math.abs(v - bad) * 1e20 < Math.abs(span)) return -100
   return clamp(-100 + (200 * (v - bad)) / span, -100, 100)
 }

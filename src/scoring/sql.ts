@@ -20,8 +20,6 @@ export interface SqlRefs {
   isMetric: (codename: string) => boolean
 }
 
-export interface SqlFragment { text: string; params: unknown[] }
-
 type Bind = (value: unknown, type: 'text' | 'float8' | 'boolean') => string
 
 // The value as the rule's form reads it (float8, boolean or text), NULL when absent or of another
@@ -49,47 +47,64 @@ const scoreSql = (rule: Rule, v: string, bind: Bind): string => {
   if (isBooleanRule(rule)) return `CASE WHEN ${v} IS NULL THEN NULL WHEN ${v} = ${bind(rule.good, 'boolean')} THEN 100 ELSE -100 END`
   const bad = bind(rule.bad, 'float8')
   const good = bind(rule.good, 'float8')
-  const span = `(${good} - ${bad})`
+  const span = rule.good - rule.bad
+  const [pastGood, pastBad] = span > 0 ? ['>=', '<='] : ['<=', '>=']
   // Separate WHENs, not OR: CASE is the one construct whose evaluation order PostgreSQL
   // guarantees, and abs(...) * 1e20 overflows for a value far past `bad`.
   return `CASE WHEN ${v} IS NULL THEN NULL`
-    + ` WHEN sign(${v} - ${good}) * sign(${span}) >= 0 THEN 100`
-    + ` WHEN sign(${v} - ${bad}) * sign(${span}) <= 0 THEN -100`
-    + ` WHEN abs(${v} - ${bad}) * 1e20::float8 < abs(${span}) THEN -100`
-    + ` ELSE greatest(-100, least(100, -100 + 200 * (${v} - ${bad}) / ${span})) END`
+    + ` WHEN ${v} ${pastGood} ${good} THEN 100`
+    + ` WHEN ${v} ${pastBad} ${bad} THEN -100`
+    + ` WHEN abs(${v} - ${bad}) * 1e20::float8 < ${bind(Math.abs(span), 'float8')} THEN -100`
+    + ` ELSE greatest(-100, least(100, -100 + 200 * (${v} - ${bad}) / ${bind(span, 'float8')})) END`
+}
+
+export interface ScoreSql {
+  /** A LATERAL join to add to the FROM clause after the tables the refs name ('' without rules). */
+  join: string
+  /** The integer score expression over that join, NULL when no rule has a value. */
+  score: string
+  params: unknown[]
 }
 
 /**
- * Weighted score (engagement of a snapshot, fit of a record) as an integer expression, NULL when no
- * rule has a value.
+ * Weighted score (engagement of a snapshot, fit of a record) of each row of a query.
  * Everything taken from the model is a bound parameter, never spliced into the text: codenames and
  * the values map are account input. Placeholders are numbered from `paramStart`; `params` holds
- * their values in order.
+ * their values in order. `alias` names the join.
+ *
+ * Each row's values are read once, in the inner level of the join, and its score computed once
+ * over them in the outer level: OFFSET 0 keeps PostgreSQL from flattening the levels, which would
+ * copy each value's jsonb lookups and date checks into every use of it, and the score's
+ * expression into every use of the score. (A scalar subquery instead measured ~20 µs of subplan
+ * overhead per row, several times the work itself.)
  */
 export const weightedScoreSql = (
   rules: readonly Rule[],
   typeOf: (codename: string) => PropertyType,
   refs: SqlRefs,
   paramStart: number,
-): SqlFragment => {
-  if (rules.length === 0) return { text: 'NULL::integer', params: [] }
+  alias: string,
+): ScoreSql => {
+  if (rules.length === 0) return { join: '', score: 'NULL::integer', params: [] }
   const params: unknown[] = []
   const bind: Bind = (value, type) => {
     params.push(value)
     return `$${paramStart + params.length - 1}::${type}`
   }
   const values = rules.map((rule, i) => `${valueSql(rule, typeOf(rule.codename), refs, bind)} AS v${i}`)
-  const scores = rules.map((rule, i) => `${scoreSql(rule, `v${i}`, bind)} AS p${i}`)
+  const scoreColumns = rules.map((rule, i) => `${scoreSql(rule, `${alias}_values.v${i}`, bind)} AS p${i}`)
+  const scores = rules.map((_, i) => `${alias}_scores.p${i}`)
   const weights = rules.map((rule) => bind(rule.weight, 'float8'))
   // Sums start from 0 and add 0 for a missing value, which leaves a float sum unchanged, so they
   // equal weightedScore's sums over the present values only.
-  const total = weights.map((w, i) => ` + coalesce(${w} * p${i}, 0)`).join('')
-  const totalWeight = weights.map((w, i) => ` + CASE WHEN p${i} IS NULL THEN 0 ELSE ${w} END`).join('')
-  const text = `(SELECT CASE WHEN d > 0 THEN round((n / d)::numeric)::integer END`
-    + ` FROM (SELECT 0${total} AS n, 0${totalWeight} AS d`
-    + ` FROM (SELECT ${scores.join(', ')}`
-    + ` FROM (SELECT ${values.join(', ')}) AS vs) AS ps) AS sums)`
-  return { text, params }
+  const total = `(0${weights.map((w, i) => ` + coalesce(${w} * ${scores[i]}, 0)`).join('')})`
+  const totalWeight = `(0${weights.map((w, i) => ` + CASE WHEN ${scores[i]} IS NULL THEN 0 ELSE ${w} END`).join('')})`
+  const score = `CASE WHEN ${totalWeight} > 0 THEN round((${total} / ${totalWeight})::numeric)::integer END`
+  return {
+    join: `CROSS JOIN LATERAL (SELECT ${score} AS score FROM (SELECT ${scoreColumns.join(', ')} FROM (SELECT ${values.join(', ')} OFFSET 0) AS ${alias}_values OFFSET 0) AS ${alias}_scores OFFSET 0) AS ${alias}`,
+    score: `${alias}.score`,
+    params,
+  }
 }
 
 // churnRisk and upsellScore of score.ts over SQL expressions: e, f, d integer scores (NULL when
