@@ -1,6 +1,7 @@
 // npm run bench [names...]: runs the benchmarks (each a bench/<name>.ts exporting a default
-// async function(ctx)), prints a table and writes bench/results.json.
-import { readdirSync, writeFileSync } from 'node:fs'
+// async function(ctx)), prints a table and writes bench/results.json. A run of some benches keeps
+// the other benches' rows of the previous results.
+import { existsSync, readFileSync, readdirSync, writeFileSync } from 'node:fs'
 import { createDatabase, startCluster, type BenchContext, type Row } from './lib.ts'
 
 const names = process.argv.slice(2).length
@@ -25,5 +26,9 @@ try {
   }
 } finally {
   await cluster.stop()
-  writeFileSync('bench/results.json', JSON.stringify({ at: new Date().toISOString(), node: process.version, rows }, null, 2) + '\n')
+  const ran = new Set(rows.map((r) => r.bench))
+  const kept = existsSync('bench/results.json')
+    ? (JSON.parse(readFileSync('bench/results.json', 'utf8')).rows as Row[]).filter((r) => !ran.has(r.bench))
+    : []
+  writeFileSync('bench/results.json', JSON.stringify({ at: new Date().toISOString(), node: process.version, rows: [...kept, ...rows] }, null, 2) + '\n')
 }

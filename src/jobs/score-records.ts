@@ -19,6 +19,9 @@ export interface ScoreOptions {
 
 // Records per statement: keeps each statement's sort and the job's memory small whatever the account's size.
 export const BATCH = 5000
+// Batches scored at once: scoring is CPU-bound in PostgreSQL, one core per backend, so a whole
+// account's rescoring uses two. Batches hold disjoint records, so they never wait on each other.
+const PARALLEL = 2
 const TREND_DAYS = 365
 const TREND_RECORDS = 15
 
@@ -131,14 +134,18 @@ export const scoreRecords = async (sql: Sql, p: ScoreRecordsPayload, options: Sc
   const snapshots = options.snapshots === false ? null : snapshotStatement(p.entity, model, defs)
   const records = recordStatement(p.entity, model, defs)
   let scored = 0
-  for await (const ids of batches(sql, p.account_id, p.entity, p.ids)) {
-    const fixed = [p.account_id, ids]
-    await sql.begin(async (tx) => {
-      if (snapshots) await tx.unsafe(snapshots.text, [...fixed, ...snapshots.params] as never[])
-      await tx.unsafe(records.text, [...fixed, today, ...records.params] as never[])
-    })
-    scored += ids.length
+  const queue = batches(sql, p.account_id, p.entity, p.ids)
+  const scoreBatches = async () => {
+    for (let next = await queue.next(); !next.done; next = await queue.next()) {
+      const fixed = [p.account_id, next.value]
+      await sql.begin(async (tx) => {
+        if (snapshots) await tx.unsafe(snapshots.text, [...fixed, ...snapshots.params] as never[])
+        await tx.unsafe(records.text, [...fixed, today, ...records.params] as never[])
+      })
+      scored += next.value.length
+    }
   }
+  await Promise.all(Array.from({ length: PARALLEL }, scoreBatches))
   if (p.upload_id !== undefined) {
     await sql`update uploads set scored_at = now() where account_id = ${p.account_id} and id = ${p.upload_id}`
   }
