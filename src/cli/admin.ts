@@ -6,7 +6,9 @@ import type { App } from '../http/types.ts'
 const paramsOf = (path: string) => [...path.matchAll(/:(\w+)/g)].map((m) => m[1])
 
 export const adminUsage = () => [
-  'service admin <operation> [--id ACCOUNT] [--key_id N] [--webhook_id N] [--<query parameter> VALUE] [JSON body]',
+  `service admin <operation> ${[...new Set(adminRoutes.flatMap((r) => paramsOf(r.path)))].map((p) => `[--${p} VALUE]`).join(' ')}`
+    + ' [--<query parameter> VALUE] [JSON body]',
+  '(--id is the account id)',
   '',
   'Runs the admin API operations directly against the database. Operations:',
   ...adminRoutes.map((r) => `  ${r.name!.padEnd(18)} ${r.method.padEnd(6)} ${r.path.replace(/:(\w+)/g, '{$1}')}  ${r.summary}`),

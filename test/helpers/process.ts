@@ -17,9 +17,11 @@ export const startProcess = async (args: string[], databaseUrl: string, env: Rec
       ...process.env, DATABASE_URL: databaseUrl, PORT: String(port), HOST: '127.0.0.1', LOG_LEVEL: 'error',
       SERVICE_ADMIN_TOKEN: ADMIN_TOKEN, SERVICE_WEBHOOK_ALLOW_PRIVATE: '1', ...env,
     },
-    stdio: ['ignore', 'ignore', 'pipe'],
+    stdio: ['ignore', 'pipe', 'pipe'],
   })
+  let stdout = ''
   let stderr = ''
+  child.stdout!.on('data', (d) => { stdout += d })
   child.stderr!.on('data', (d) => { stderr += d })
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)))
   const base = `http://127.0.0.1:${port}`
@@ -31,7 +33,7 @@ export const startProcess = async (args: string[], databaseUrl: string, env: Rec
     }
   }
   return {
-    base, child, exited, stderr: () => stderr,
+    base, child, exited, stdout: () => stdout, stderr: () => stderr,
     kill: async (signal: NodeJS.Signals = 'SIGKILL') => { child.kill(signal); return exited },
   }
 }
