@@ -8,6 +8,7 @@ import { Webhook } from 'standardwebhooks'
 import { startTestService, type TestService } from './helpers/service.ts'
 import { scoredAccount, waitForUpload } from './helpers/fixtures.ts'
 import { eventually, startReceiver, type Receiver, type Responder } from './helpers/receiver.ts'
+import { deliveryJobs, listDeliveries, settled, standardHeaders, subscribe, upload } from './helpers/webhooks.ts'
 import { enqueueCustomerCreated } from '../src/webhooks/outbox.ts'
 
 let s: TestService
@@ -17,8 +18,6 @@ after(async () => {
   await Promise.all(receivers.map((r) => r.close()))
   await s.stop()
 })
-
-type Account = Awaited<ReturnType<typeof scoredAccount>>
 
 const receiver = async (respond?: Responder) => {
   const r = await startReceiver(respond)
@@ -30,42 +29,16 @@ const receiver = async (respond?: Responder) => {
 const subscribed = async (respond?: Responder) => {
   const account = await scoredAccount(s)
   const r = await receiver(respond)
-  const hook = await s.admin('POST', `/accounts/${account.id}/webhooks`, { url: r.url, events: ['customer.created'] })
-  assert.equal(hook.status, 201, JSON.stringify(hook.body))
-  return { account, r, hookId: hook.body.id as number, secret: hook.body.secret as string }
+  return { account, r, ...await subscribe(s, account.id, r.url) }
 }
 
 const customers = (from: number, n: number, name = (i: number) => `Customer ${i}`) =>
   Array.from({ length: n }, (_, i) => ({ external_id: `c${from + i}`, name: name(from + i) }))
 
-const upload = async (account: Account, items: object[], kind = 'customers') => {
-  const res = await account.api(`/api/v1/${kind}`, { [kind]: items })
-  assert.equal(res.status, 200, JSON.stringify(res.body))
-  const done = await waitForUpload(account.api, res.body.upload_id)
-  assert.equal(done.status, 'processed', JSON.stringify(done))
-  return done
-}
-
-const listDeliveries = async (account: Account, hookId: number, query = '') => {
-  const res = await s.admin('GET', `/accounts/${account.id}/webhooks/${hookId}/deliveries${query}`)
-  assert.equal(res.status, 200, JSON.stringify(res.body))
-  return res.body as { id: number; message_id: string; status: string; created_at: string; delivered_at: string | null; attempts: any[] }[]
-}
-
-// Waits until the webhook has `count` deliveries and none of them is pending any more.
-const settled = (account: Account, hookId: number, count: number, timeoutMs?: number) => eventually(async () => {
-  const list = await listDeliveries(account, hookId)
-  return list.length === count && list.every((d) => d.status !== 'pending') && list
-}, `${count} settled deliveries`, timeoutMs)
-
 const dbCustomers = (accountId: number) => s.sql`
   select service_id, external_id, name, created_at from customers where account_id = ${accountId} order by service_id`
 
 const isoUtc = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/
-
-const standardHeaders = (h: Record<string, unknown>) => ({
-  'webhook-id': String(h['webhook-id']), 'webhook-timestamp': String(h['webhook-timestamp']), 'webhook-signature': String(h['webhook-signature']),
-})
 
 test('payload, headers and both signatures of a customer upload', async () => {
   const { account, r, hookId, secret } = await subscribed()
@@ -75,7 +48,7 @@ test('payload, headers and both signatures of a customer upload', async () => {
     { external_id: 'acme-2', name: '' },
     { external_id: 'acme-3', name: 'Plain', attributes: { country: 'US' }, metrics: [{ date: '2026-01-01', logins: 3 }] },
   ])
-  const [delivery] = await settled(account, hookId, 1)
+  const [delivery] = await settled(s, account, hookId, 1)
   assert.equal(r.requests.length, 1)
   const [req] = r.requests
 
@@ -132,7 +105,7 @@ test('payload, headers and both signatures of a customer upload', async () => {
 test('2500 customers in three uploads: each upload is its own group, every service_id arrives once', async () => {
   const { account, r, hookId } = await subscribed()
   for (const [from, n] of [[0, 1000], [1000, 1000], [2000, 500]]) await upload(account, customers(from, n))
-  await settled(account, hookId, 3)
+  await settled(s, account, hookId, 3)
   assert.equal(r.requests.length, 3)
   const seen = new Map<number, number>()
   const sizes = r.requests.map((req) => {
@@ -158,7 +131,7 @@ test('a group of 2500 new customers is sent as batches 1..3 that add up', async 
       returning service_id, external_id, name, created_at`
     await enqueueCustomerCreated(tx, account.id, 'FILE', created as never)
   })
-  await settled(account, hookId, 3)
+  await settled(s, account, hookId, 3)
   const batches = r.requests.map((req) => req.json.data).sort((a, b) => a.batch.current_batch - b.batch.current_batch)
   assert.deepEqual(batches.map((d) => d.batch), [
     { current_batch: 1, total_batches: 3, total_customers: 2500, batch_size: 1000 },
@@ -176,7 +149,7 @@ test('a group of 2500 new customers is sent as batches 1..3 that add up', async 
 test('500 then 200: delivered on the second attempt, same id and bytes', async () => {
   const { account, r, hookId, secret } = await subscribed((_req, n) => (n === 1 ? 500 : 200))
   await upload(account, customers(0, 2))
-  const [delivery] = await settled(account, hookId, 1)
+  const [delivery] = await settled(s, account, hookId, 1)
   assert.equal(delivery.status, 'delivered')
   assert.deepEqual(delivery.attempts.map((a) => [a.attempt, a.status_code, a.error]), [[1, 500, null], [2, 200, null]])
   assert.ok(Date.parse(delivery.attempts[1].at) > Date.parse(delivery.attempts[0].at))
@@ -192,19 +165,17 @@ test('500 then 200: delivered on the second attempt, same id and bytes', async (
 test('always 500: three attempts, then failed; a redelivery gets three more', async () => {
   const { account, r, hookId } = await subscribed(() => 500)
   await upload(account, customers(0, 1))
-  const [delivery] = await settled(account, hookId, 1)
+  const [delivery] = await settled(s, account, hookId, 1)
   assert.equal(delivery.status, 'failed')
   assert.deepEqual(delivery.attempts.map((a) => [a.attempt, a.status_code]), [[1, 500], [2, 500], [3, 500]])
-  await eventually(async () => (await s.sql`
-    select count(*)::int as n from graphile_worker.jobs where key = ${`webhook_delivery:${account.id}:${delivery.id}`}`)[0].n === 0,
-  'no job left for the failed delivery')
+  await eventually(async () => await deliveryJobs(s, account.id, delivery.id) === 0, 'no job left for the failed delivery')
   assert.equal(r.requests.length, 3)
 
   const again = await s.admin('POST', `/accounts/${account.id}/webhooks/${hookId}/deliveries/${delivery.id}/redeliver`)
   assert.equal(again.status, 202, JSON.stringify(again.body))
   assert.deepEqual(again.body, { id: delivery.id, status: 'pending', first_attempt: 4 })
   const [after] = await eventually(async () => {
-    const list = await listDeliveries(account, hookId)
+    const list = await listDeliveries(s, account, hookId)
     return list[0].status === 'failed' && list[0].attempts.length === 6 && list
   }, 'the redelivery to fail again')
   assert.deepEqual(after.attempts.map((a) => [a.attempt, a.status_code]), [[1, 500], [2, 500], [3, 500], [4, 500], [5, 500], [6, 500]])
@@ -216,7 +187,7 @@ test('404 is final after one attempt; redelivered once the receiver is fixed', a
   let status = 404
   const { account, r, hookId } = await subscribed(() => status)
   await upload(account, customers(0, 1))
-  const [delivery] = await settled(account, hookId, 1)
+  const [delivery] = await settled(s, account, hookId, 1)
   assert.equal(delivery.status, 'failed')
   assert.deepEqual(delivery.attempts.map((a) => [a.attempt, a.status_code]), [[1, 404]])
   assert.equal(r.requests.length, 1)
@@ -224,7 +195,7 @@ test('404 is final after one attempt; redelivered once the receiver is fixed', a
   status = 200
   const again = await s.admin('POST', `/accounts/${account.id}/webhooks/${hookId}/deliveries/${delivery.id}/redeliver`)
   assert.equal(again.status, 202)
-  const [done] = await settled(account, hookId, 1)
+  const [done] = await settled(s, account, hookId, 1)
   assert.equal(done.status, 'delivered')
   assert.deepEqual(done.attempts.map((a) => [a.attempt, a.status_code]), [[1, 404], [2, 200]])
   assert.equal(r.requests.length, 2)
@@ -235,7 +206,7 @@ test('404 is final after one attempt; redelivered once the receiver is fixed', a
 test('a receiver hanging 12 s times out after 10 s and is retried', async () => {
   const { account, r, hookId } = await subscribed((_req, n) => n === 1 ? new Promise((resolve) => setTimeout(() => resolve(200), 12_000)) : 200)
   await upload(account, customers(0, 1))
-  const [delivery] = await settled(account, hookId, 1, 60_000)
+  const [delivery] = await settled(s, account, hookId, 1, 60_000)
   assert.equal(delivery.status, 'delivered')
   const [first, second] = delivery.attempts
   assert.equal(delivery.attempts.length, 2)
@@ -249,12 +220,12 @@ test('a receiver hanging 12 s times out after 10 s and is retried', async () => 
 test('re-importing existing external ids sends nothing; only the new ones are sent', async () => {
   const { account, r, hookId } = await subscribed()
   await upload(account, customers(0, 3))
-  await settled(account, hookId, 1)
+  await settled(s, account, hookId, 1)
   await upload(account, customers(0, 3, (i) => `Renamed ${i}`))
   const [{ n }] = await s.sql`select count(*)::int as n from webhook_deliveries where account_id = ${account.id}`
   assert.equal(n, 1, 'the re-import wrote no delivery')
   await upload(account, customers(1, 4))
-  const list = await settled(account, hookId, 2)
+  const list = await settled(s, account, hookId, 2)
   assert.equal(r.requests.length, 2)
   const newest = r.requests.find((req) => req.headers['webhook-id'] === list[0].message_id)!
   assert.deepEqual(newest.json.data.customers.map((c: any) => c.external_id).sort(), ['c3', 'c4'])
@@ -264,7 +235,7 @@ test('re-importing existing external ids sends nothing; only the new ones are se
 test('contacts never send', async () => {
   const { account, r, hookId } = await subscribed()
   await upload(account, customers(0, 1))
-  await settled(account, hookId, 1)
+  await settled(s, account, hookId, 1)
   await upload(account, [
     { customer_external_id: 'c0', contact_external_id: 'p1', contact_name: 'Pat' },
     { customer_external_id: 'c0', contact_external_id: 'p2', contact_name: 'Sam' },
@@ -280,17 +251,17 @@ test('a single-customer create sends its webhook', async () => {
   const { account, r, hookId } = await subscribed()
   const res = await account.api('/api/v1/customer', { external_id: 'solo', name: 'Solo' })
   assert.ok(res.status === 200 || res.status === 201, JSON.stringify(res.body))
-  await settled(account, hookId, 1)
+  await settled(s, account, hookId, 1)
   assert.deepEqual(r.requests[0].json.data.customers.map((c: any) => c.external_id), ['solo'])
 })
 
 test('deliveries listing: newest first, limit, 404s and 400s', async () => {
   const { account, hookId } = await subscribed()
   for (let i = 0; i < 3; i++) await upload(account, customers(i * 10, 1))
-  const all = await settled(account, hookId, 3)
+  const all = await settled(s, account, hookId, 3)
   assert.deepEqual(all.map((d) => d.id), [...all.map((d) => d.id)].sort((a, b) => b - a))
   assert.ok(all.every((d) => d.status === 'delivered' && d.attempts.length === 1))
-  const two = await listDeliveries(account, hookId, '?limit=2')
+  const two = await listDeliveries(s, account, hookId, '?limit=2')
   assert.deepEqual(two.map((d) => d.id), all.slice(0, 2).map((d) => d.id))
   const base = `/accounts/${account.id}/webhooks/${hookId}`
   assert.equal((await s.admin('GET', `${base}/deliveries?limit=0`)).status, 400)
@@ -306,10 +277,10 @@ test('deliveries listing: newest first, limit, 404s and 400s', async () => {
 test('a redelivery to an inactive webhook fails without sending', async () => {
   const { account, r, hookId } = await subscribed()
   await upload(account, customers(0, 1))
-  const [delivery] = await settled(account, hookId, 1)
+  const [delivery] = await settled(s, account, hookId, 1)
   await s.sql`update webhooks set active = false where account_id = ${account.id} and id = ${hookId}`
   assert.equal((await s.admin('POST', `/accounts/${account.id}/webhooks/${hookId}/deliveries/${delivery.id}/redeliver`)).status, 202)
-  const [done] = await settled(account, hookId, 1)
+  const [done] = await settled(s, account, hookId, 1)
   assert.equal(done.status, 'failed')
   assert.deepEqual(done.attempts.map((a) => [a.attempt, a.status_code, a.error]), [[1, 200, null], [2, null, 'webhook is inactive']])
   assert.equal(r.requests.length, 1)
@@ -322,7 +293,7 @@ test('rotate-secret changes the signing key', async () => {
   const secret = rotated.body.secret as string
   assert.notEqual(secret, old)
   await upload(account, customers(0, 1))
-  await settled(account, hookId, 1)
+  await settled(s, account, hookId, 1)
   const [req] = r.requests
   const hmac = String(req.headers['x-service-hmac'])
   assert.equal(await verify(secret, req.raw.toString('utf8'), hmac), true)

@@ -13,8 +13,9 @@ export interface Received {
 // The status to answer the n-th request (1-based) with; a promise delays the answer.
 export type Responder = (req: Received, n: number) => number | Promise<number>
 
-// A real webhook subscriber on loopback that keeps every request it gets.
-export const startReceiver = async (respond: Responder = () => 200) => {
+// A real webhook subscriber on loopback that keeps every request it gets. A given `port` brings a
+// closed receiver back at the URL its webhook was registered with.
+export const startReceiver = async (respond: Responder = () => 200, port = 0) => {
   const requests: Received[] = []
   const waiters = new Set<{ count: number; resolve: () => void }>()
   const server = http.createServer((req, res) => {
@@ -29,10 +30,11 @@ export const startReceiver = async (respond: Responder = () => 200) => {
       if (!res.destroyed) res.writeHead(status).end()
     })
   })
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
-  const { port } = server.address() as AddressInfo
+  await new Promise<void>((resolve, reject) => server.once('error', reject).listen(port, '127.0.0.1', resolve))
+  const bound = (server.address() as AddressInfo).port
   return {
-    url: `http://127.0.0.1:${port}/hooks`,
+    port: bound,
+    url: `http://127.0.0.1:${bound}/hooks`,
     requests,
     // Resolves as soon as `count` requests have arrived (no polling delay, for latency figures).
     waitFor: (count: number, timeoutMs = 60_000) => new Promise<void>((resolve, reject) => {
