@@ -45,7 +45,6 @@ const stageCounts = (tx: Tx, accountId: number, level: Level) => {
 
 const aggregateLevel = async (tx: Tx, accountId: number, level: Level) => {
   await stageCounts(tx, accountId, level)
-  await tx`analyze stage_snapshots` // temporary tables have no statistics until analyzed
   await mergeStagedSnapshots(tx, accountId, levels[level].kind)
   const ids = (await tx`select record_id from stage_snapshots order by record_id`).map((r) => r.record_id as number)
   await tx`drop table stage_snapshots`

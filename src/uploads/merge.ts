@@ -98,16 +98,21 @@ const stageSnapshots = (tx: Tx, accountId: number, kind: Kind) => tx`
     cross join jsonb_array_elements(s.item->'metrics') m
   group by 1, 2`
 
+// Existing snapshots first: a JSON null in the staged values must clear the key, which the
+// insert's EXCLUDED row (stripped of nulls) cannot do. Then every staged row is inserted with one
+// probe of the unique index each, where NOT EXISTS was planned as a scan of all the account's
+// snapshots (measured: 0.5 s per 1000-customer upload at 360,000 snapshots). A conflict is a row
+// the update just merged, left as it is, or one a concurrent request added since, merged into.
 const updateSnapshots = (tx: Tx, accountId: number, kind: Kind) => tx`
   update ${tx(tables[kind].snapshots)} t set "values" = jsonb_strip_nulls(t."values" || s.vals)
   from stage_snapshots s
   where t.account_id = ${accountId} and t.${tx(tables[kind].fk)} = s.record_id and t.date = s.date`
 
 const insertSnapshots = (tx: Tx, accountId: number, kind: Kind) => tx`
-  insert into ${tx(tables[kind].snapshots)} (account_id, ${tx(tables[kind].fk)}, date, "values")
+  insert into ${tx(tables[kind].snapshots)} as t (account_id, ${tx(tables[kind].fk)}, date, "values")
   select ${accountId}, s.record_id, s.date, jsonb_strip_nulls(s.vals) from stage_snapshots s
-  where not exists (select 1 from ${tx(tables[kind].snapshots)} t
-    where t.account_id = ${accountId} and t.${tx(tables[kind].fk)} = s.record_id and t.date = s.date)`
+  on conflict (account_id, ${tx(tables[kind].fk)}, date) do update set "values" = t."values" || excluded."values"
+  where not t."values" @> excluded."values"`
 
 // metrics = each metric's value in the latest snapshot that holds it: the snapshots folded in
 // date order, later dates winning.
@@ -121,6 +126,8 @@ const refreshLatestMetrics = (tx: Tx, accountId: number, kind: Kind) => tx`
 // Merges whatever is staged in stage_snapshots (record_id, date, vals) into the snapshots and
 // refreshes those records' metrics; the tracking aggregation stages its counts the same way.
 export const mergeStagedSnapshots = async (tx: Tx, accountId: number, kind: Kind) => {
+  // Without statistics the update joins by hashing all the account's snapshots (0.8 s at 360,000).
+  await tx`analyze stage_snapshots`
   await updateSnapshots(tx, accountId, kind)
   await insertSnapshots(tx, accountId, kind)
   await refreshLatestMetrics(tx, accountId, kind)
