@@ -7,7 +7,7 @@ import fc from 'fast-check'
 import { startTestService, type TestService } from './helpers/service.ts'
 import { scoredAccount, waitForUpload } from './helpers/fixtures.ts'
 import { fitsType, type PropertyType } from '../src/uploads/typecheck.ts'
-import { applyEvents } from '../src/jobs/apply-events.ts'
+import { applyEvents, applyEventsTask, BATCH, BATCHES_PER_JOB } from '../src/jobs/apply-events.ts'
 import { eventSizes } from '../src/tracking/schemas.ts'
 
 let s: TestService
@@ -448,6 +448,33 @@ test('intake: a request adds an apply job only when its account has none waiting
     assert.equal((await jobs()).length, 2)
     const done = await q.sql.begin((tx) => applyEvents(tx, a.id))
     assert.equal(done.events, 6)
+  } finally {
+    await q.stop()
+  }
+})
+
+test('applying: a job applies a bounded number of batches, then queues its successor behind the waiting jobs', async () => {
+  const q = await startTestService({}, { http: true, worker: false })
+  try {
+    const a = await q.account()
+    const backlog = BATCH * BATCHES_PER_JOB + 1
+    await q.sql`
+      insert into tracking_events (account_id, name, occurred_at, customer_external_id, data)
+      select ${a.id}, 'login', now(), 'c' || i, null from generate_series(1, ${backlog}) i`
+    // An upload's job already waits on the account's queue.
+    await q.sql`select graphile_worker.add_job('process_upload', '{}'::json, queue_name => ${`account:${a.id}`})`
+    const run = applyEventsTask(q.app)
+    const received = async () => (await q.sql`select count(*)::int as n from tracking_events where account_id = ${a.id} and status = 'received'`)[0].n
+    const queued = () => q.sql`
+      select t.identifier as task, j.key from graphile_worker._private_jobs j join graphile_worker._private_tasks t on t.id = j.task_id
+      where j.job_queue_id = (select id from graphile_worker._private_job_queues where queue_name = ${`account:${a.id}`}) order by j.id`
+
+    await run({ account_id: a.id }, undefined as never)
+    assert.equal(await received(), 1)
+    assert.deepEqual((await queued()).map((j) => [j.task, j.key]), [['process_upload', null], ['apply_events', `apply_events:${a.id}`]])
+    await run({ account_id: a.id }, undefined as never)
+    assert.equal(await received(), 0)
+    assert.equal((await queued()).length, 2, 'a job that finds the backlog drained queues no successor')
   } finally {
     await q.stop()
   }
