@@ -1,6 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process'
-import { readFileSync } from 'node:fs'
-import { freePort } from './lib.ts'
+import { freePort, rssMb } from './lib.ts'
 
 export const ADMIN_TOKEN = 'bench-admin-token'
 
@@ -14,10 +13,9 @@ export const startServer = async (databaseUrl: string, env: Record<string, strin
   const base = `http://127.0.0.1:${port}`
   for (let i = 0; ; i++) {
     try { if ((await fetch(`${base}/readyz`)).ok) break } catch { /* not up yet */ }
-    if (i > 300) throw new Error('the service did not start')
+    if (i > 300 || child.exitCode !== null) { child.kill('SIGKILL'); throw new Error('the service did not start') }
     await new Promise((r) => setTimeout(r, 100))
   }
-  const rssMb = () => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${child.pid}/status`, 'utf8'))?.[1] ?? 0) / 1024
   const admin = async (method: string, path: string, body?: unknown) => {
     const res = await fetch(`${base}/admin/v1${path}`, {
       method, headers: { authorization: `Bearer ${ADMIN_TOKEN}`, 'content-type': 'application/json' }, body: body === undefined ? undefined : JSON.stringify(body),
@@ -25,6 +23,11 @@ export const startServer = async (databaseUrl: string, env: Record<string, strin
     if (!res.ok) throw new Error(`${method} ${path}: ${res.status} ${await res.text()}`)
     return res.json()
   }
-  const stop = () => new Promise<void>((resolve) => { child.once('exit', () => resolve()); child.kill('SIGTERM') })
-  return { base, admin, rssMb, stop, pid: child.pid! }
+  const exited = new Promise<number | null>((resolve) => {
+    if (child.exitCode !== null) resolve(child.exitCode)
+    else child.once('exit', (code) => resolve(code))
+  })
+  // Resolves with the exit code, at once for a process already gone.
+  const stop = () => { child.kill('SIGTERM'); return exited }
+  return { base, admin, rssMb: () => rssMb(child.pid!), stop, exited, pid: child.pid! }
 }

@@ -8,10 +8,9 @@
 // left when the load stops, the time it takes to drain and how long uploads waited to be processed;
 // jobs left failing; records lost, counted in the database against every acknowledged customer,
 // snapshot and event; and the RSS of every process, sampled every 5 s (the series goes to stderr).
-import { readFileSync } from 'node:fs'
 import postgres from 'postgres'
 import { startServer } from './server.ts'
-import { percentile, type BenchContext } from './lib.ts'
+import { percentile, rssMb, type BenchContext } from './lib.ts'
 import { startProcess } from '../test/helpers/process.ts'
 
 const SECONDS = Number(process.env.BENCH_SOAK_SECONDS ?? 120)
@@ -43,20 +42,12 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, Math.max(0, ms)))
 
 interface Proc { name: string; pid: number; stop: () => Promise<unknown>; rss: number[] }
 
-const rssMb = (pid: number) => {
-  try {
-    return Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1]) / 1024
-  } catch {
-    return NaN // the process is gone: a finding of its own
-  }
-}
-
 const alive = (pid: number) => {
   try { process.kill(pid, 0); return true } catch { return false }
 }
 
-// SIGTERM drains in-flight requests and jobs. A process that died earlier is skipped (startServer's
-// stop would wait for an exit that already happened); one that outlives the limit is killed.
+// SIGTERM drains in-flight requests and jobs. A process that died earlier is skipped; one that
+// outlives the limit is killed.
 const stop = async (p: Proc) => {
   if (!alive(p.pid)) return
   const stopped = await Promise.race([p.stop().then(() => true), sleep(STOP_LIMIT_MS).then(() => false)])

@@ -28,7 +28,7 @@ export const startProcess = async (args: string[], databaseUrl: string, env: Rec
   if (args[0] === 'serve') {
     for (let i = 0; ; i++) {
       try { if ((await fetch(`${base}/readyz`)).ok) break } catch { /* not up yet */ }
-      if (i > 300 || child.exitCode !== null) throw new Error(`serve did not start: ${stderr}`)
+      if (i > 300 || child.exitCode !== null) { child.kill('SIGKILL'); throw new Error(`serve did not start: ${stderr}`) }
       await new Promise((r) => setTimeout(r, 50))
     }
   }
