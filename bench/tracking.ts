@@ -1,6 +1,7 @@
 // Tracking intake: requests of 100 events from 16 concurrent clients (autocannon), against the
 // service (`serve`: HTTP + worker, its rate limit raised) and, in the same run, against a bare
 // node:http server that only reads and JSON.parses the same bodies. Each server is its own process.
+// Beside them, the same INSERTs straight through the driver: what PostgreSQL alone sustains.
 // Afterwards the time the worker needs to apply the backlog is measured too.
 import { spawn } from 'node:child_process'
 import { createServer } from 'node:http'
@@ -79,6 +80,29 @@ const measureBare = async (requests: string[]) => {
   }
 }
 
+// The database's own ceiling for this intake: CONNECTIONS connections committing the same
+// multi-row INSERT the endpoint runs, with no HTTP, validation, key check or job, for another
+// account whose events nothing applies.
+const measureInserts = async (url: string, requests: string[]) => {
+  const sql = postgres(url, { max: CONNECTIONS, onnotice: () => {} })
+  try {
+    const [{ id }] = await sql`insert into accounts (name, tracker_key) values ('Ceiling', 'CS-CEILING') returning id`
+    const insert = (body: string) => sql`
+      insert into tracking_events (account_id, name, occurred_at, customer_external_id, contact_external_id, data)
+      select ${id}, x->>'name', to_timestamp((x->>'timestamp')::float8 / 1000),
+        x#>>'{identification,customer}', x#>>'{identification,contact}', nullif(x->'data', 'null')
+      from jsonb_array_elements((${body}::text::jsonb)->'events') x`
+    let done = 0
+    const deadline = performance.now() + SECONDS * 1000
+    await Promise.all(Array.from({ length: CONNECTIONS }, async (_, c) => {
+      for (let i = c; performance.now() < deadline; i++, done++) await insert(requests[i % requests.length])
+    }))
+    return (done * EVENTS) / SECONDS
+  } finally {
+    await sql.end()
+  }
+}
+
 export default async (ctx: BenchContext) => {
   const url = await ctx.database()
   const server = await startServer(url, { SERVICE_TRACK_RATE_LIMIT: '100000000' })
@@ -96,6 +120,7 @@ export default async (ctx: BenchContext) => {
     const requests = bodies(account.tracker_key)
 
     const baseline = await measureBare(requests)
+    const ceiling = await measureInserts(url, requests)
     const service = await measure(server.base, { 'service-key': token }, requests)
 
     // The worker applies while the load runs; what is left is drained now.
@@ -113,6 +138,11 @@ export default async (ctx: BenchContext) => {
       bench: 'tracking', metric: `POST /api/tracker/track, ${EVENTS} events x ${CONNECTIONS} clients`, value: service.eventsPerSecond, unit: 'events/s',
       baseline: baseline.eventsPerSecond, ratio: service.eventsPerSecond / baseline.eventsPerSecond, target: '>= 0.4',
     })
+    ctx.report({
+      bench: 'tracking', metric: `the same INSERTs through the driver, ${CONNECTIONS} connections (database ceiling)`, value: ceiling, unit: 'events/s',
+      baseline: baseline.eventsPerSecond, ratio: ceiling / baseline.eventsPerSecond,
+    })
+    ctx.report({ bench: 'tracking', metric: 'tracking against the database ceiling', value: service.eventsPerSecond, unit: 'events/s', baseline: ceiling, ratio: service.eventsPerSecond / ceiling })
     ctx.report({ bench: 'tracking', metric: 'p99 latency, bare node:http', value: baseline.p99, unit: 'ms' })
     ctx.report({ bench: 'tracking', metric: 'p99 latency, tracking (200 after commit)', value: service.p99, unit: 'ms', baseline: baseline.p99 })
     ctx.report({ bench: 'tracking', metric: 'events applied after the load (backlog drain)', value: drainSeconds, unit: 's' })

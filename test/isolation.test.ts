@@ -1,0 +1,386 @@
+// Tenant isolation across every route of the routing table: account B, with its own key or its own
+// account id in the admin API, tries to reach account A's records and sub-resources. Every route
+// must have a case here (the last test compares the cases with the table), and after every case
+// all of A's rows in every tenant table must be exactly what they were.
+import { after, before, test } from 'node:test'
+import assert from 'node:assert/strict'
+import { routes } from '../src/http/routes.ts'
+import type { Route } from '../src/http/types.ts'
+import { ADMIN_TOKEN, startTestService, type Call, type TestService } from './helpers/service.ts'
+import { scoredAccount } from './helpers/fixtures.ts'
+import { eventually, startReceiver, type Receiver } from './helpers/receiver.ts'
+import { search } from './helpers/search.ts'
+import { deliveryJobs, listDeliveries, settled, subscribe, upload } from './helpers/webhooks.ts'
+
+type Account = Awaited<ReturnType<TestService['account']>>
+type Case = (route: Pick<Route, 'method' | 'path'>) => Promise<void>
+
+// Routes that read or write no account's data.
+const NO_TENANT_DATA = ['GET /healthz', 'GET /readyz', 'GET /metrics', 'GET /openapi.json']
+
+let s: TestService
+let receiver: Receiver
+let a: Account
+let b: Account
+// A's sub-resources that B reaches for, and B's own webhook.
+const A = { key: 0, hook: 0, delivery: 0, upload: 0, customer: 0, contact: 0 }
+let bHook = 0
+const DAY = '2026-01-01'
+
+const status = async (expected: number, pending: Promise<Call>) => {
+  const res = await pending
+  assert.equal(res.status, expected, JSON.stringify(res.body))
+  return res
+}
+const get = (account: Account, path: string) => account.api(path, undefined, 'GET')
+const del = (account: Account, path: string) => account.api(path, undefined, 'DELETE')
+const results = async (pending: Promise<Call>) => (await status(200, pending)).body.results as any[]
+const errorPaths = async (pending: Promise<Call>) => (await status(400, pending)).body.errors.map((e: { path: string }) => e.path)
+
+// Fills a route pattern's parameters; a parameter this file does not know fails, so that a new
+// kind of sub-resource gets a deliberate cross-tenant value.
+const fill = (path: string, params: Record<string, string | number>) => path.replace(/:(\w+)/g, (_, name: string) => {
+  assert.ok(name in params, `no value for :${name} in ${path}`)
+  return encodeURIComponent(params[name])
+})
+const asAdmin = (method: string, path: string, body?: unknown, headers: Record<string, string> = { authorization: `Bearer ${ADMIN_TOKEN}` }) =>
+  s.call(method, path, body === undefined && (method === 'POST' || method === 'PUT') ? {} : body, headers)
+const aParams = () => ({ key_id: A.key, webhook_id: A.hook, delivery_id: A.delivery, external_id: 'only-a' })
+// The route called on account B's id with A's sub-resource ids.
+const inB = (route: Pick<Route, 'method' | 'path'>, body?: unknown, params: Record<string, string> = {}, query = '') =>
+  asAdmin(route.method, fill(route.path, { ...aParams(), id: b.id, ...params }) + query, body)
+
+// Every row of the account in every table with an account_id column, plus its accounts row: a write
+// through another tenant shows up wherever it lands, in tables added later too. Rate-limit counters
+// are left out: they count A's own requests that prove its key still works.
+const tenantRows = async (accountId: number) => {
+  const tables = (await s.sql`
+    select table_name as t from information_schema.columns
+    where table_schema = 'public' and column_name = 'account_id' and table_name <> 'rate_limit_counters' order by 1`).map((r) => r.t as string)
+  assert.ok(tables.length >= 15, tables.join())
+  const rows = tables.map((t) => `, '${t}', (select coalesce(json_agg(x order by x::text), '[]') from "${t}" x where account_id = $1)`)
+  const [row] = await s.sql.unsafe(
+    `select json_build_object('accounts', (select row_to_json(x) from accounts x where id = $1)${rows.join('')}) as rows`, [accountId])
+  return row.rows as Record<string, unknown>
+}
+
+// Scoring, delivery and apply jobs of the account all done, so that its rows stop moving.
+const quiet = (accountId: number) => eventually(async () => (await s.sql`
+  select count(*)::int as n from graphile_worker._private_jobs where payload->>'account_id' = ${String(accountId)}`)[0].n === 0, `jobs of ${accountId}`)
+
+// The ids a list route shows must be exactly the account's own rows of that table.
+const ownIds = async (table: string, accountId: number) =>
+  (await s.sql`select id from ${s.sql(table)} where account_id = ${accountId} order by id`).map((r) => r.id as number)
+const sorted = (ids: number[]) => [...ids].sort((x, y) => x - y)
+const listedIds = (items: { id: number }[]) => sorted(items.map((i) => i.id))
+
+const track = (account: Account, trackerKey: string, customer: string) => account.api('/api/tracker/track', {
+  trackerKey, events: [{ name: 'login', timestamp: Date.now(), identification: { customer, contact: 'a-contact' }, data: { customer: { country: 'DE' } } }],
+})
+const eventsApplied = (account: Account) => eventually(async () =>
+  (await s.admin('GET', `/accounts/${account.id}/events`)).body.by_status.received === 0, `events of ${account.id} applied`)
+
+before(async () => {
+  s = await startTestService({ apiRateLimit: 100_000 })
+  receiver = await startReceiver()
+  a = await scoredAccount(s, 'A')
+  b = await scoredAccount(s, 'B')
+  // A's own model, user, property and tags, so that B's reads could not pass for A's by chance.
+  await status(201, s.admin('POST', `/accounts/${a.id}/properties`, { entity: 'customer', kind: 'attribute', codename: 'a_secret', type: 'string' }))
+  await status(200, s.admin('PUT', `/accounts/${a.id}/scoring`, { customer: { engagement: [{ codename: 'seats', weight: 100, bad: 0, good: 10 }] } }))
+  await status(201, s.admin('POST', `/accounts/${a.id}/users`, { email: 'ann@a.test' }))
+  for (const [account, titles] of [[a, ['Gold', 'Silver']], [b, ['Bronze']]] as const) {
+    for (const title of titles) await status(201, s.admin('POST', `/accounts/${account.id}/tags`, { title }))
+    await status(200, s.admin('PUT', `/accounts/${account.id}/tracking`, { domains: [`${account.id}.example`] }))
+  }
+  A.hook = (await subscribe(s, a.id, receiver.url)).hookId
+  bHook = (await subscribe(s, b.id, receiver.url)).hookId
+
+  A.upload = (await upload(a, [
+    { external_id: 'shared-1', name: 'A Shared', metrics: [{ date: DAY, logins: 1 }] },
+    { external_id: 'only-a', name: 'A Only', attributes: { a_secret: 's' }, metrics: [{ date: DAY, logins: 2 }] },
+  ])).upload_id
+  await upload(a, [{ customer_external_id: 'only-a', contact_external_id: 'a-contact', contact_name: 'A Contact', metrics: [{ date: DAY, sessions: 3 }] }], 'contacts')
+  await upload(b, [{ external_id: 'shared-1', name: 'B Shared' }])
+  await status(200, s.admin('PUT', `/accounts/${a.id}/customers/only-a/tags`, { titles: ['Gold'] }))
+  await status(200, s.admin('PUT', `/accounts/${a.id}/contacts/a-contact/tags`, { titles: ['Gold'] }))
+  await status(200, track(a, a.trackerKey, 'only-a'))
+  await eventsApplied(a)
+
+  A.delivery = (await settled(s, a, A.hook, 1))[0].id
+  await settled(s, b, bHook, 1)
+  A.key = (await s.admin('GET', `/accounts/${a.id}/keys`)).body[0].id
+  const [ids] = await s.sql`
+    select (select service_id from customers where account_id = ${a.id} and external_id = 'only-a') as customer,
+           (select service_id from contacts where account_id = ${a.id} and external_id = 'a-contact') as contact`
+  Object.assign(A, ids)
+  await quiet(a.id)
+  // A table where A has nothing would let any write through B go unseen.
+  for (const [table, rows] of Object.entries(await tenantRows(a.id))) assert.ok(!Array.isArray(rows) || rows.length > 0, `A has no rows in ${table}`)
+})
+after(async () => { await s.stop(); await receiver.close() })
+
+const cases = new Map<string, Case>()
+const on = (method: Route['method'], path: string, run: Case) => cases.set(`${method} ${path}`, run)
+
+// ---- public API with B's key ---------------------------------------------------------------------
+
+on('POST', '/api/v1/customers/search', async () => {
+  const found = await results(search(b, 'customers'))
+  const own = await s.sql`select service_id from customers where account_id = ${b.id}`
+  assert.deepEqual(sorted(found.map((r) => r.service_id)), sorted(own.map((r) => r.service_id)))
+  assert.ok(!found.some((r) => r.id === 'only-a'))
+  assert.equal(found.find((r) => r.id === 'shared-1').name, 'B Shared')
+  assert.deepEqual(await results(search(b, 'customers', { filters: [{ propertyName: 'name', operator: 'EQ', value: 'A Only' }] })), [])
+  // A's tag title names no tag of B.
+  assert.deepEqual(await results(search(b, 'customers', { filters: [{ propertyName: 'tags', operator: 'EQ', value: 'Gold' }] })), [])
+  assert.deepEqual(await errorPaths(search(b, 'customers', { after: A.customer })), ['/after'])
+})
+
+on('POST', '/api/v1/contacts/search', async () => {
+  assert.deepEqual(await results(search(b, 'contacts')), [])
+  assert.deepEqual(await results(search(b, 'contacts', { filters: [{ propertyName: 'customer_external_id', operator: 'EQ', value: 'only-a' }] })), [])
+  assert.deepEqual(await errorPaths(search(b, 'contacts', { after: A.contact })), ['/after'])
+})
+
+on('POST', '/api/v1/customers', async () => {
+  // 'shared-1' updates B's row only; 'only-a' is new to B, not a match of A's.
+  const done = await upload(b, [
+    { external_id: 'shared-1', name: 'B Shared', attributes: { country: 'DE' }, metrics: [{ date: DAY, logins: 9 }] },
+    { external_id: 'only-a', name: 'B Only', metrics: [{ date: DAY, logins: 9 }] },
+  ])
+  try {
+    assert.deepEqual([done.created, done.updated], [1, 1])
+    const [row] = await s.sql`select attributes from customers where account_id = ${b.id} and external_id = 'shared-1'`
+    assert.deepEqual(row.attributes, { country: 'DE' })
+  } finally {
+    await status(204, del(b, '/api/v1/customer/only-a'))
+  }
+})
+
+on('POST', '/api/v1/contacts', async () => {
+  // A contact cannot attach to A's customer; A's contact id is new to B and is not moved.
+  const done = await upload(b, [
+    { customer_external_id: 'only-a', contact_external_id: 'b-orphan', contact_name: 'x' },
+    { customer_external_id: 'shared-1', contact_external_id: 'a-contact', contact_name: 'B Contact', metrics: [{ date: DAY, sessions: 9 }] },
+  ], 'contacts')
+  try {
+    assert.deepEqual([done.created, done.updated, done.ignored], [1, 0, 1])
+  } finally {
+    await status(204, del(b, '/api/v1/customer/shared-1/contact/a-contact'))
+  }
+})
+
+on('GET', '/api/v1/uploads/:upload_id', async () => {
+  await status(404, get(b, `/api/v1/uploads/${A.upload}`))
+  await status(200, get(a, `/api/v1/uploads/${A.upload}`))
+})
+
+on('POST', '/api/tracker/track', async () => {
+  const stored = await tenantRows(b.id)
+  const refused = await status(403, track(b, a.trackerKey, 'only-a'))
+  assert.match(refused.body.detail, /trackerKey/)
+  assert.deepEqual(await tenantRows(b.id), stored, 'a refused request stores nothing')
+  // With B's own tracker key, 'only-a' names no customer of B: kept unmatched, A's record untouched.
+  await status(200, track(b, b.trackerKey, 'only-a'))
+  await eventsApplied(b)
+  const [event] = await s.sql`select status from tracking_events where account_id = ${b.id} order by id desc limit 1`
+  assert.equal(event.status, 'unmatched')
+})
+
+for (const p of ['/api/v1', '/v1']) {
+  on('POST', `${p}/customer`, async () => {
+    // 201, not 409: A's external id is unknown to B.
+    const created = await status(201, b.api(`${p}/customer`, { external_id: 'only-a', name: 'B Only' }))
+    try {
+      assert.notEqual(created.body.service_id, A.customer)
+    } finally {
+      await status(204, del(b, `${p}/customer/only-a`))
+    }
+  })
+  on('GET', `${p}/customer/:external_id`, async () => {
+    await status(404, get(b, `${p}/customer/only-a`))
+    assert.equal((await status(200, get(b, `${p}/customer/shared-1`))).body.name, 'B Shared')
+  })
+  on('PUT', `${p}/customer/:external_id`, async () => {
+    await status(404, b.api(`${p}/customer/only-a`, { name: 'hijacked', is_churned: true }, 'PUT'))
+  })
+  on('DELETE', `${p}/customer/:external_id`, async () => {
+    await status(404, del(b, `${p}/customer/only-a`))
+  })
+  on('POST', `${p}/customer/:external_id/contact`, async () => {
+    await status(404, b.api(`${p}/customer/only-a/contact`, { contact_external_id: 'b-new', contact_name: 'x' }))
+    // 201, not 409: A's contact id is unknown to B.
+    await status(201, b.api(`${p}/customer/shared-1/contact`, { contact_external_id: 'a-contact', contact_name: 'B' }))
+    await status(204, del(b, `${p}/customer/shared-1/contact/a-contact`))
+  })
+  on('GET', `${p}/customer/:external_id/contact/:contact_id`, async () => {
+    await status(404, get(b, `${p}/customer/only-a/contact/a-contact`))
+    await status(404, get(b, `${p}/customer/shared-1/contact/a-contact`))
+  })
+  on('PUT', `${p}/customer/:external_id/contact/:contact_id`, async () => {
+    await status(404, b.api(`${p}/customer/only-a/contact/a-contact`, { contact_name: 'hijacked' }, 'PUT'))
+  })
+  on('DELETE', `${p}/customer/:external_id/contact/:contact_id`, async () => {
+    await status(404, del(b, `${p}/customer/only-a/contact/a-contact`))
+  })
+}
+
+// ---- admin API with B's account id ---------------------------------------------------------------
+
+const ACC = '/admin/v1/accounts'
+
+on('POST', ACC, async () => {
+  // A new account starts with nothing of anyone's but its key and the system properties.
+  const c = await s.account('C')
+  assert.notEqual(c.trackerKey, a.trackerKey)
+  const { api_keys: keys, property_defs: defs, ...rest } = await tenantRows(c.id)
+  assert.equal((keys as unknown[]).length, 1)
+  assert.ok((defs as { system: boolean }[]).every((d) => d.system))
+  for (const [table, rows] of Object.entries(rest)) if (table !== 'accounts') assert.deepEqual(rows, [], table)
+  assert.deepEqual(await results(search(c, 'customers')), [])
+})
+
+on('GET', `${ACC}/:id`, async (r) => {
+  const read = (await status(200, inB(r))).body
+  assert.deepEqual([read.id, read.name, read.tracker_key], [b.id, 'B', b.trackerKey])
+})
+
+on('POST', `${ACC}/:id/keys`, async (r) => {
+  const key = (await status(201, inB(r))).body
+  assert.ok(key.token.startsWith(`sk_${b.id}_`))
+  await status(404, s.api(key.token)(`/api/v1/uploads/${A.upload}`, undefined, 'GET'))
+})
+
+on('GET', `${ACC}/:id/keys`, async (r) => {
+  assert.deepEqual(listedIds((await status(200, inB(r))).body), await ownIds('api_keys', b.id))
+})
+
+on('DELETE', `${ACC}/:id/keys/:key_id`, async (r) => {
+  await status(404, inB(r))
+  await status(200, get(a, `/api/v1/uploads/${A.upload}`))
+})
+
+on('POST', `${ACC}/:id/users`, async (r) => {
+  // 201, not 409: A's user's email is free in B.
+  await status(201, inB(r, { email: 'ann@a.test' }))
+})
+
+on('GET', `${ACC}/:id/users`, async (r) => {
+  assert.deepEqual(listedIds((await status(200, inB(r))).body), await ownIds('users', b.id))
+})
+
+on('POST', `${ACC}/:id/properties`, async (r) => {
+  await status(201, inB(r, { entity: 'contact', kind: 'attribute', codename: 'a_secret', type: 'boolean' }))
+})
+
+on('GET', `${ACC}/:id/properties`, async (r) => {
+  const listed = (await status(200, inB(r))).body.map((p: { entity: string; codename: string }) => `${p.entity}.${p.codename}`)
+  const own = await s.sql`select entity, codename from property_defs where account_id = ${b.id} order by entity, codename`
+  assert.deepEqual(listed, own.map((p) => `${p.entity}.${p.codename}`))
+})
+
+on('POST', `${ACC}/:id/tags`, async (r) => {
+  await status(201, inB(r, { title: 'Silver' }))
+})
+
+on('GET', `${ACC}/:id/tags`, async (r) => {
+  assert.deepEqual(listedIds((await status(200, inB(r))).body), await ownIds('tags', b.id))
+})
+
+on('PUT', `${ACC}/:id/customers/:external_id/tags`, async (r) => {
+  await status(404, inB(r, { titles: [] }))
+  // A's tag title names no tag of B.
+  assert.deepEqual(await errorPaths(s.admin('PUT', `/accounts/${b.id}/customers/shared-1/tags`, { titles: ['Gold'] })), ['/titles/0'])
+})
+
+on('PUT', `${ACC}/:id/contacts/:external_id/tags`, async (r) => {
+  await status(404, inB(r, { titles: [] }, { external_id: 'a-contact' }))
+})
+
+on('PUT', `${ACC}/:id/scoring`, async (r) => {
+  await status(200, inB(r, { customer: { engagement: [{ codename: 'logins', weight: 100, bad: 0, good: 5 }] } }))
+})
+
+on('GET', `${ACC}/:id/scoring`, async (r) => {
+  const [own] = await s.sql`select model from scoring_models where account_id = ${b.id}`
+  assert.deepEqual((await status(200, inB(r))).body, own.model)
+})
+
+on('PUT', `${ACC}/:id/tracking`, async (r) => {
+  const set = (await status(200, inB(r, { domains: ['b.example'] }))).body
+  assert.deepEqual([set.id, set.tracker_key, set.tracking_domains], [b.id, b.trackerKey, ['b.example']])
+})
+
+on('POST', `${ACC}/:id/webhooks`, async (r) => {
+  const hook = (await status(201, inB(r, { url: receiver.url, events: ['customer.created'] }))).body
+  await status(204, s.admin('DELETE', `/accounts/${b.id}/webhooks/${hook.id}`))
+})
+
+on('GET', `${ACC}/:id/webhooks`, async (r) => {
+  assert.deepEqual(listedIds((await status(200, inB(r))).body), await ownIds('webhooks', b.id))
+})
+
+on('DELETE', `${ACC}/:id/webhooks/:webhook_id`, async (r) => {
+  await status(404, inB(r))
+  assert.ok((await s.admin('GET', `/accounts/${a.id}/webhooks`)).body.some((h: { id: number }) => h.id === A.hook))
+})
+
+on('POST', `${ACC}/:id/webhooks/:webhook_id/rotate-secret`, async (r) => {
+  await status(404, inB(r))
+})
+
+on('GET', `${ACC}/:id/webhooks/:webhook_id/deliveries`, async (r) => {
+  await status(404, inB(r))
+  assert.ok(!(await listDeliveries(s, b, bHook)).some((d) => d.id === A.delivery))
+})
+
+on('POST', `${ACC}/:id/webhooks/:webhook_id/deliveries/:delivery_id/redeliver`, async (r) => {
+  await status(404, inB(r))
+  // Not through B's own webhook either.
+  await status(404, s.admin('POST', `/accounts/${b.id}/webhooks/${bHook}/deliveries/${A.delivery}/redeliver`))
+  assert.equal(await deliveryJobs(s, a.id, A.delivery), 0)
+  assert.equal(await deliveryJobs(s, b.id, A.delivery), 0)
+})
+
+on('GET', `${ACC}/:id/notifications`, async (r) => {
+  const own = await ownIds('notifications', b.id)
+  assert.deepEqual(listedIds((await status(200, inB(r))).body), own)
+  // The email of A's user: B's own user of that email (if any) may have some, A's never show.
+  for (const n of (await status(200, inB(r, undefined, {}, '?user_email=ann@a.test'))).body) assert.ok(own.includes(n.id))
+})
+
+on('GET', `${ACC}/:id/events`, async (r) => {
+  for (const query of ['', '?customer=only-a']) {
+    assert.deepEqual(listedIds((await status(200, inB(r, undefined, {}, query))).body.events), await ownIds('tracking_events', b.id))
+  }
+})
+
+// ---- the tests -----------------------------------------------------------------------------------
+
+// Compared with A's rows just before, so that a leak fails only the case that made it.
+const leavesAUntouched = async (run: () => Promise<void>) => {
+  const before = await tenantRows(a.id)
+  await run()
+  assert.deepEqual(await tenantRows(a.id), before, "A's rows changed")
+}
+
+for (const [name, run] of cases) {
+  const [method, path] = name.split(' ') as [Route['method'], string]
+  test(`${name}: B cannot reach A's data`, () => leavesAUntouched(() => run({ method, path })))
+}
+
+test('without the admin token every admin route is 401', () => leavesAUntouched(async () => {
+  for (const route of routes.filter((r) => r.auth === 'admin')) {
+    for (const headers of [{}, { authorization: 'Bearer wrong' }, { authorization: ADMIN_TOKEN }] as Record<string, string>[]) {
+      const res = await asAdmin(route.method, fill(route.path, { ...aParams(), id: a.id }), undefined, headers)
+      assert.equal(res.status, 401, `${route.method} ${route.path} with ${JSON.stringify(headers)}`)
+    }
+  }
+}))
+
+test('every route of the table has an isolation case', () => {
+  const table = routes.map((r) => `${r.method} ${r.path}`).filter((r) => !NO_TENANT_DATA.includes(r))
+  assert.deepEqual([...cases.keys()].sort(), table.sort())
+  for (const r of NO_TENANT_DATA) assert.ok(routes.some((route) => `${route.method} ${route.path}` === r), `${r} is no longer a route`)
+})
