@@ -337,3 +337,63 @@ test('tenants never see or touch each other\'s records', async () => {
   assert.equal(contacts.ignored, 1, "a contact cannot attach to another account's customer")
   assert.equal((await a.api('/api/v1/customer/c9', undefined, 'GET')).body.name, 'Customer 9')
 })
+
+test('406 also for single-record updates and deletes of an account whose records are owned elsewhere; nothing changes', async () => {
+  const file = await s.account('Filed writes', { source_of_truth: 'FILE' })
+  const [c] = await s.sql`insert into customers (account_id, external_id, name) values (${file.id}, 'f1', 'Filed') returning service_id`
+  await s.sql`insert into contacts (account_id, external_id, customer_id, name) values (${file.id}, 'fp', ${c.service_id}, 'Person')`
+  const before = await s.sql`select name, updated_at from customers where account_id = ${file.id} union all select name, updated_at from contacts where account_id = ${file.id}`
+  for (const [path, body] of [['/api/v1/customer/f1', { name: 'x' }], ['/v1/customer/f1/contact/fp', { contact_name: 'x' }]] as const) {
+    for (const res of [await file.api(path, body, 'PUT'), await file.api(path, undefined, 'DELETE')]) {
+      assert.equal(res.status, 406, JSON.stringify(res.body))
+      assert.match(res.body.detail, /FILE/)
+    }
+  }
+  assert.deepEqual(await s.sql`select name, updated_at from customers where account_id = ${file.id} union all select name, updated_at from contacts where account_id = ${file.id}`, before)
+})
+
+test('a malformed percent escape in a record path is a 404, not a 500', async () => {
+  const a = await scoredAccount(s)
+  for (const [method, path] of [['GET', '/api/v1/customer/%E0%A4%A'], ['PUT', '/v1/customer/%zz'], ['DELETE', '/api/v1/customer/c1/contact/%E0%A4%A'], ['GET', '/api/v1/customer/%/contact/p']]) {
+    const res = await a.api(path, method === 'PUT' ? { name: 'x' } : undefined, method)
+    assert.equal(res.status, 404, `${method} ${path}: ${JSON.stringify(res.body)}`)
+    assert.equal(res.body.status, 404)
+  }
+})
+
+test('strings PostgreSQL cannot store are a 400 naming the field, in uploads and single records', async () => {
+  const a = await scoredAccount(s)
+  for (const bad of ['nul \u0000 byte', 'lone \ud800 surrogate']) {
+    const res = await a.api('/api/v1/customers', { customers: [customer(1), customer(2, { name: bad })] })
+    assert.equal(res.status, 400, JSON.stringify(res.body))
+    assert.deepEqual(paths(res), ['/customers/1/name'])
+    const attr = await a.api('/api/v1/customers', { customers: [customer(3, { attributes: { country: bad } })] })
+    assert.equal(attr.status, 400, JSON.stringify(attr.body))
+    assert.deepEqual(paths(attr), ['/customers/0/attributes/country'])
+    const single = await a.api('/api/v1/customer', customer(4, { name: bad }))
+    assert.equal(single.status, 400, JSON.stringify(single.body))
+    assert.deepEqual(paths(single), ['/name'])
+  }
+  assert.equal((await s.sql`select count(*)::int as n from uploads where account_id = ${a.id}`)[0].n, 0)
+})
+
+test('an ignored contact changes nothing: not its snapshots, not its metrics', async () => {
+  const a = await scoredAccount(s)
+  await upload(a.api, [customer(1)])
+  await uploadContacts(a.api, [{ customer_external_id: 'c1', contact_external_id: 'p1', contact_name: 'P', metrics: [{ date: '2026-01-01', sessions: 1 }] }])
+  const state = () => s.sql`
+    select t.metrics, t.updated_at, s.date, s."values" from contacts t join contact_snapshots s on s.account_id = t.account_id and s.contact_id = t.service_id
+    where t.account_id = ${a.id} order by s.date`
+  const before = await state()
+  assert.equal(before.length, 1)
+  const result = await uploadContacts(a.api, [{ customer_external_id: 'ghost', contact_external_id: 'p1', contact_name: 'P', metrics: [{ date: '2026-01-01', sessions: 9 }, { date: '2026-02-01', sessions: 9 }] }])
+  assert.equal(result.ignored, 1)
+  assert.deepEqual(await state(), before)
+})
+
+test('creates of one new id at once: one 201, the others 409, never a 500', async () => {
+  const a = await scoredAccount(s)
+  const answers = await Promise.all(Array.from({ length: 6 }, () => a.api('/api/v1/customer', customer(77))))
+  assert.deepEqual(answers.map((r) => r.status).sort(), [201, 409, 409, 409, 409, 409], JSON.stringify(answers.map((r) => r.body)))
+  assert.equal((await s.sql`select count(*)::int as n from customers where account_id = ${a.id} and external_id = 'c77'`)[0].n, 1)
+})

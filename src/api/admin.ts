@@ -1,3 +1,4 @@
+import { textParam } from '../http/validate.ts'
 import { fail } from '../http/errors.ts'
 import { CreateAccountBody, createAccount, getAccount, setTrackingDomains, TrackingBody } from '../admin/accounts.ts'
 import { CreateKeyBody, createKey, listKeys, revokeKey } from '../admin/keys.ts'
@@ -14,11 +15,6 @@ import type { App, Handler, Reply, Req, Route } from '../http/types.ts'
 export const idParam = (req: Req, name: string) => {
   const n = Number(req.params[name])
   return Number.isSafeInteger(n) && n > 0 ? n : fail(404, `No such ${name.replace('_id', '').replace(/^id$/, 'account')}.`)
-}
-
-// External ids may hold any character, so they arrive percent-encoded; a malformed escape names no record.
-const textParam = (req: Req, name: string) => {
-  try { return decodeURIComponent(req.params[name]) } catch { return fail(404, `No record with that ${name}.`) }
 }
 
 // Every route under /accounts/{id} first checks that the account exists (404 otherwise).

@@ -1,4 +1,5 @@
 import { fail } from '../http/errors.ts'
+import { textParam } from '../http/validate.ts'
 import { compileSearch, type PropertyDef } from '../search/compile.ts'
 import { scoreExplanation } from './score-explanation.ts'
 import {
@@ -7,7 +8,7 @@ import {
 import type { App, Req, Route } from '../http/types.ts'
 import type { ContactItem, CustomerItem } from '../uploads/schemas.ts'
 
-const param = (req: Req, name: string) => decodeURIComponent(req.params[name])
+const param = textParam
 
 // One record as the search endpoints show it (churned customers included).
 export const readRecord = async (app: App, accountId: number, entity: 'customer' | 'contact', externalId: string, customerExternalId?: string) => {
@@ -31,8 +32,6 @@ const customerRoutes = (prefix: string): Route[] => [
     summary: 'Create one customer (processed before the answer)',
     handler: async (req, app) => {
       const item = req.input as CustomerItem
-      const [exists] = await app.sql`select 1 from customers where account_id = ${account(req)} and external_id = ${item.external_id}`
-      if (exists) fail(409, `Customer ${item.external_id} already exists.`, [{ path: '/external_id', message: 'Already exists.' }])
       await createRecord(app, account(req), 'customers', item)
       return { status: 201, body: await readRecord(app, account(req), 'customer', item.external_id) }
     } },
@@ -54,11 +53,8 @@ const customerRoutes = (prefix: string): Route[] => [
     handler: async (req, app) => {
       const customer = param(req, 'external_id')
       const item = { ...(req.input as Omit<ContactItem, 'customer_external_id'>), customer_external_id: customer }
-      const [found] = await app.sql`
-        select (select 1 from customers where account_id = ${account(req)} and external_id = ${customer}) as customer,
-               (select 1 from contacts where account_id = ${account(req)} and external_id = ${item.contact_external_id}) as contact`
-      if (!found.customer) fail(404, `Customer ${customer} does not exist.`)
-      if (found.contact) fail(409, `Contact ${item.contact_external_id} already exists.`, [{ path: '/contact_external_id', message: 'Already exists.' }])
+      const [found] = await app.sql`select 1 from customers where account_id = ${account(req)} and external_id = ${customer}`
+      if (!found) fail(404, `Customer ${customer} does not exist.`)
       await createRecord(app, account(req), 'contacts', item)
       return { status: 201, body: await readRecord(app, account(req), 'contact', item.contact_external_id, customer) }
     } },

@@ -23,3 +23,13 @@ export const readJson = (req: Req): unknown => {
     return fail(400, 'The request body is not valid JSON.')
   }
 }
+
+// External ids may hold any character, so they arrive percent-encoded; a malformed escape names no record.
+export const textParam = (req: Req, name: string) => {
+  try { return decodeURIComponent(req.params[name]) } catch { return fail(404, `No record with that ${name}.`) }
+}
+
+// PostgreSQL text and jsonb can hold neither NUL nor an unpaired surrogate: such strings are the
+// client's error (400), not the database's (500).
+export const UNSTORABLE = /\0|[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/
+export const storable = v.check((s: string) => !UNSTORABLE.test(s), 'Must not contain NUL characters or unpaired surrogates.')

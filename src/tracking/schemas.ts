@@ -1,5 +1,6 @@
 import * as v from 'valibot'
 import { fail, type FieldError } from '../http/errors.ts'
+import { UNSTORABLE } from '../http/validate.ts'
 
 export const MAX_EVENTS = 100
 export const MAX_EVENT_BYTES = 32 * 1024
@@ -28,8 +29,6 @@ export const TrackBody = v.object({
 
 export type TrackBody = v.InferOutput<typeof TrackBody>
 
-// PostgreSQL text and jsonb cannot hold NUL or unpaired surrogates.
-const BAD_TEXT = /\0|[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/
 // In JSON text they can only come as escapes (raw bytes of them are not UTF-8).
 const BAD_ESCAPE = /\\u0000|\\u[dD][89a-fA-F]/
 
@@ -44,10 +43,10 @@ const pointerOf = (node: Node, key?: string): string => {
 const unstorable = (root: unknown): string | null => {
   const stack: Node[] = [{ value: root, key: '', parent: null }]
   for (let node = stack.pop(); node; node = stack.pop()) {
-    if (typeof node.value === 'string' && BAD_TEXT.test(node.value)) return pointerOf(node)
+    if (typeof node.value === 'string' && UNSTORABLE.test(node.value)) return pointerOf(node)
     if (typeof node.value !== 'object' || node.value === null) continue
     for (const [key, value] of Object.entries(node.value)) {
-      if (BAD_TEXT.test(key)) return pointerOf(node, key)
+      if (UNSTORABLE.test(key)) return pointerOf(node, key)
       stack.push({ value, key, parent: node })
     }
   }

@@ -96,6 +96,7 @@ const stageSnapshots = (tx: Tx, accountId: number, kind: Kind) => tx`
   from stage_items s
     join ${tx(tables[kind].records)} r on r.account_id = ${accountId} and r.external_id = s.external_id
     cross join jsonb_array_elements(s.item->'metrics') m
+  where s.external_id in (select external_id from stage_records) -- not an ignored contact's
   group by 1, 2`
 
 // Existing snapshots first: a JSON null in the staged values must clear the key, which the

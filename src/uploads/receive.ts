@@ -30,6 +30,11 @@ const store = (app: App, accountId: number, kind: UploadKind, source: string, it
     queue_name => 'account:' || ${accountId}::text) as job
   from u`
 
+// SPEC section 2: records owned by a file import or an integration are not written through the API.
+export const requireApiSource = (sourceOfTruth: string) => {
+  if (sourceOfTruth !== 'API') fail(406, `Records of this account are owned by its source of truth ${sourceOfTruth}, not the API.`)
+}
+
 // The checks every write of records passes: source of truth (406), scoring model (490), typed
 // values against the account's definitions (400), and the backlog of unprocessed uploads (429).
 export const checkUpload = async <T extends CustomerItem | ContactItem>(
@@ -37,9 +42,7 @@ export const checkUpload = async <T extends CustomerItem | ContactItem>(
   itemPath = (i: number) => `/${kind}/${i}`,
 ) => {
   const [state] = await accountState(app, accountId, kind)
-  if (source === 'API' && state.source_of_truth !== 'API') {
-    fail(406, `Records of this account are owned by its source of truth ${state.source_of_truth}, not the API.`)
-  }
+  if (source === 'API') requireApiSource(state.source_of_truth)
   if (kind === 'customers' && !(state.model && hasCustomerModel(state.model))) {
     fail(490, 'The account has no customer scoring model; set one with PUT /admin/v1/accounts/{id}/scoring.')
   }

@@ -3,23 +3,31 @@ import { fail } from '../http/errors.ts'
 import { parse } from '../http/validate.ts'
 import { processUpload } from '../jobs/process-upload.ts'
 import { addJobs, accountQueue } from '../jobs/enqueue.ts'
-import { checkUpload, insertUploadRow, type UploadKind } from './receive.ts'
+import { checkUpload, insertUploadRow, requireApiSource, type UploadKind } from './receive.ts'
 import { checkValues } from './typecheck.ts'
-import { Attributes, ContactItem, CustomerItem, DateString } from './schemas.ts'
+import { Attributes, ContactItem, CustomerItem, DateString, text255 } from './schemas.ts'
 import type { App } from '../http/types.ts'
-import type { Tx } from '../db/client.ts'
+import type { Sql, Tx } from '../db/client.ts'
 
 // Single-record writes take the upload path in one transaction: the same checks, the same merge,
 // the same webhook outbox and scoring job, committed before the answer.
+// Creates of one external id wait for each other on an advisory lock, so the second finds the
+// first's record (409). One an upload job inserts meanwhile breaks the unique external id: 409 too.
 export const createRecord = async (app: App, accountId: number, kind: UploadKind, item: CustomerItem | ContactItem) => {
   const checked = await checkUpload(app, accountId, kind, [item], 'API', () => '')
+  const [field, externalId] = 'contact_external_id' in item ? ['contact_external_id', item.contact_external_id] : ['external_id', item.external_id]
+  const exists = () => fail(409, `${kind === 'customers' ? 'Customer' : 'Contact'} ${externalId} already exists.`, [{ path: `/${field}`, message: 'Already exists.' }])
   await app.sql.begin(async (tx) => {
+    await tx`select pg_advisory_xact_lock(hashtextextended(${`create:${accountId}:${kind}:${externalId}`}, 0))`
+    const [found] = await tx`select 1 from ${tx(kind)} where account_id = ${accountId} and external_id = ${externalId}`
+    if (found) exists()
     const [row] = await insertUploadRow(tx, accountId, kind, 'API', checked.items, checked.droppedKeys)
     await processUpload(tx, accountId, row.id)
-  })
+  }).catch((err) => ((err as { code?: string })?.code === '23505' ? exists() : Promise.reject(err)))
 }
 
-const text255 = v.pipe(v.string(), v.maxLength(255, 'At most 255 characters.'))
+const requireApiAccount = async (sql: Sql, accountId: number) =>
+  requireApiSource((await sql`select source_of_truth from accounts where id = ${accountId}`)[0].source_of_truth)
 
 export const CustomerPatch = v.object({
   name: v.optional(text255),
@@ -68,6 +76,7 @@ const rescore = (tx: Tx, accountId: number, entity: 'customer' | 'contact', id: 
   addJobs(tx, [{ task: 'score_records', payload: { account_id: accountId, entity, ids: [id] }, queue: accountQueue(accountId) }])
 
 export const updateCustomer = async (app: App, accountId: number, externalId: string, body: unknown) => {
+  await requireApiAccount(app.sql, accountId)
   const patch = parse(CustomerPatch, body)
   const attributes = await typedAttributes(app, accountId, 'customer', patch.attributes)
   return app.sql.begin(async (tx) => {
@@ -88,6 +97,7 @@ export const updateCustomer = async (app: App, accountId: number, externalId: st
 }
 
 export const updateContact = async (app: App, accountId: number, customerExternalId: string, externalId: string, body: unknown) => {
+  await requireApiAccount(app.sql, accountId)
   const patch = parse(ContactPatch, body)
   const attributes = await typedAttributes(app, accountId, 'contact', patch.attributes)
   return app.sql.begin(async (tx) => {
@@ -104,11 +114,13 @@ export const updateContact = async (app: App, accountId: number, customerExterna
 }
 
 export const deleteCustomer = async (app: App, accountId: number, externalId: string) => {
+  await requireApiAccount(app.sql, accountId)
   const [row] = await app.sql`delete from customers where account_id = ${accountId} and external_id = ${externalId} returning service_id`
   if (!row) fail(404, `Customer ${externalId} does not exist.`)
 }
 
 export const deleteContact = async (app: App, accountId: number, customerExternalId: string, externalId: string) => {
+  await requireApiAccount(app.sql, accountId)
   const [row] = await app.sql`
     delete from contacts t using customers c
     where t.account_id = ${accountId} and t.external_id = ${externalId}
