@@ -78,6 +78,33 @@ test('hostile requests to every endpoint get 4xx Problem Details (or 2xx), never
   }), { numRuns: Number(process.env.FUZZ_RUNS ?? 300) })
 })
 
+// Bodies valid in every respect but one string, so the hostile text reaches the deepest layers
+// (typed checks, the merge, jsonb, the search compiler) instead of failing the shape first.
+const nasty = fc.oneof(hostileString, fc.constantFrom('\ud800', 'x\udc00', '\udbff\udfff', 'a\u0000', '\u0000'.repeat(3), '\uffff', '\u2028', "'; drop table customers; --"))
+const wellShaped = fc.oneof(
+  fc.record({ path: fc.constant('/api/v1/customers'), body: fc.record({ external_id: nasty, name: nasty, owner_email: nasty, country: nasty })
+    .map(({ external_id, name, owner_email, country }) => ({ customers: [{ external_id, name, owner_email, attributes: { country }, metrics: [{ date: '2026-01-01', logins: 1 }] }] })) }),
+  fc.record({ path: fc.constant('/api/v1/customer'), body: fc.record({ external_id: nasty, name: nasty }) }),
+  fc.record({ path: fc.constant('/api/v1/contacts'), body: fc.record({ customer_external_id: nasty, contact_external_id: nasty, contact_name: nasty }).map((c) => ({ contacts: [c] })) }),
+  fc.record({ path: fc.constant('/api/v1/customers/search'), body: fc.record({ propertyName: fc.constantFrom('name', 'country', 'owner', 'tags', 'logins', 'last_seen'), operator: fc.constantFrom('EQ', 'NEQ', 'LIKE', 'IN', 'GT', 'GTD'), value: nasty })
+    .map((f) => ({ filters: [f] })) }),
+  fc.record({ path: fc.constant('/api/tracker/track'), body: fc.record({ name: nasty, customer: nasty, plan: nasty })
+    .map(({ name, customer, plan }) => ({ trackerKey: account.trackerKey, events: [{ name, timestamp: Date.now(), identification: { customer }, data: { customer: { country: plan } } }] })) }),
+)
+
+test('well-shaped requests with hostile strings in every string field: never 5xx, a refusal stores nothing', async () => {
+  await fc.assert(fc.asyncProperty(wellShaped, async ({ path, body: payload }) => {
+    const before = await stored()
+    const res = await fetch(s.base + path, {
+      method: 'POST', headers: { 'content-type': 'application/json', 'service-key': account.token },
+      body: JSON.stringify(payload), signal: AbortSignal.timeout(15_000),
+    })
+    const text = await res.text()
+    assert.ok(res.status < 500, `${path} answered ${res.status}: ${text.slice(0, 300)}`)
+    if (res.status >= 400) assert.equal(await stored(), before, `a refused request stored something: ${text.slice(0, 300)}`)
+  }), { numRuns: Number(process.env.FUZZ_RUNS ?? 300) })
+})
+
 test('hostile headers: huge, repeated or odd service-key and content-type values are refused cleanly', async () => {
   for (const key of ['', ' ', 'x'.repeat(8000), 'sk_', 'sk_0_' + 'a'.repeat(43), `sk_${account.id}_${'a'.repeat(500)}`, 'sk_99999999999999999999_' + 'a'.repeat(43)]) {
     const res = await fetch(s.base + '/api/v1/customers/search', { method: 'POST', headers: { 'service-key': key, 'content-type': 'application/json' }, body: '{}' })

@@ -122,6 +122,8 @@ describe('compileSearch rejects bad requests with paths', () => {
       ['renewal_date', 'GTD', 'x'],
       ['renewal_date', 'GTD', '1000001'],
       ['plan', 'EQ', 'nul\u0000byte'],
+      ['plan', 'EQ', 'lone \ud800 surrogate'],
+      ['plan', 'LIKE', '\udc00'],
     ]
     for (const [propertyName, operator, value] of bad) {
       assert.deepEqual(pathsOf({ filters: [{ propertyName, operator, value }] }), ['/filters/0/value'], `${propertyName} ${operator} ${value}`)

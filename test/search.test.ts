@@ -492,6 +492,8 @@ describe('400s, each with the path of the fault', () => {
     ['fractional days', 'contacts', { filters: [f('last_seen', 'LTD', '1.5')] }, ['/filters/0/value']],
     ['a NUL in an owner email', 'customers', { filters: [f('owner', 'IN', ['a@x.io', 'b\u0000@x.io'])] }, ['/filters/0/values/1']],
     ['a NUL in a tag title', 'contacts', { filters: [f('tags', 'EQ', '\u0000')] }, ['/filters/0/value']],
+    ['an unpaired surrogate in a value', 'customers', { filters: [f('name', 'EQ', 'a\ud800')] }, ['/filters/0/value']],
+    ['an unpaired surrogate in an owner email', 'customers', { filters: [f('owner', 'IN', ['a@x.io', '\udc00@x.io'])] }, ['/filters/0/values/1']],
     ['a value that is not a string', 'customers', { filters: [{ propertyName: 'logins', operator: 'EQ', value: 5 }] }, ['/filters/0/value']],
     ['a filter without propertyName and operator', 'customers', { filters: [{ value: 'x' }] }, ['/filters/0/propertyName', '/filters/0/operator']],
     ['filters not an array', 'customers', { filters: { propertyName: 'name' } }, ['/filters']],

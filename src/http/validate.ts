@@ -1,6 +1,7 @@
 import * as v from 'valibot'
 import { fail, type FieldError } from './errors.ts'
 import type { Req } from './types.ts'
+import { UNSTORABLE } from '../storable.ts'
 
 export const pointer = (path?: { key: unknown }[]) =>
   path?.length ? '/' + path.map((p) => String(p.key).replace(/~/g, '~0').replace(/\//g, '~1')).join('/') : ''
@@ -29,7 +30,5 @@ export const textParam = (req: Req, name: string) => {
   try { return decodeURIComponent(req.params[name]) } catch { return fail(404, `No record with that ${name}.`) }
 }
 
-// PostgreSQL text and jsonb can hold neither NUL nor an unpaired surrogate: such strings are the
-// client's error (400), not the database's (500).
-export const UNSTORABLE = /\0|[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/
+// Such strings are the client's error (400), not the database's (500).
 export const storable = v.check((s: string) => !UNSTORABLE.test(s), 'Must not contain NUL characters or unpaired surrogates.')

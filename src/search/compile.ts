@@ -2,6 +2,7 @@
 // query for postgres.js `sql.unsafe(text, params)`. Every user-supplied string (codenames, values,
 // ids) travels as a bound parameter with an explicit cast, so the SQL text is built only from the
 // constants in this file.
+import { UNSTORABLE } from '../storable.ts'
 
 export type Entity = 'customer' | 'contact'
 export type ValueType = 'string' | 'number' | 'boolean' | 'date'
@@ -161,8 +162,8 @@ const VALUE_PARSERS: Record<ValueType, (raw: string) => Parsed> = {
   date: (raw) => (isIsoDate(raw) ? { value: raw } : { error: 'must be a valid date YYYY-MM-DD' }),
   boolean: (raw) =>
     raw === 'true' ? { value: true } : raw === 'false' ? { value: false } : { error: "must be 'true' or 'false'" },
-  // Postgres text cannot hold NUL; rejecting it here keeps such a value from becoming a 500.
-  string: (raw) => (raw.includes('\u0000') ? { error: 'must not contain NUL characters' } : { value: raw }),
+  // Rejecting what Postgres cannot hold here keeps such a value from becoming a 500.
+  string: (raw) => (UNSTORABLE.test(raw) ? { error: 'must not contain NUL characters or unpaired surrogates' } : { value: raw }),
 }
 
 function parseValue(raw: unknown, type: ValueType): Parsed {
@@ -527,9 +528,9 @@ export interface ContextNeeds {
 // (before validation: what a filter that turns out invalid needs is merely unused). A request
 // needing nothing compiles with an empty catalog and no lookups.
 export function contextNeeds(entity: Entity, filters: readonly Filter[], properties?: readonly string[]): ContextNeeds {
-  // A string with NUL cannot be sent to Postgres; the compiler rejects it as a value anyway.
+  // A string Postgres cannot hold is not sent to it; the compiler rejects it as a value anyway.
   const operands = (name: string) => [...new Set(filters.filter((f) => f.propertyName === name).flatMap((f) =>
-    [f.value, ...(Array.isArray(f.values) ? f.values : [])].filter((x): x is string => typeof x === 'string' && !x.includes('\u0000'))))]
+    [f.value, ...(Array.isArray(f.values) ? f.values : [])].filter((x): x is string => typeof x === 'string' && !UNSTORABLE.test(x))))]
   return {
     catalog: properties !== undefined || filters.some((f) => !CORE_FIELDS[entity].has(f.propertyName)),
     emails: entity === 'customer' ? operands('owner') : [],

@@ -1,6 +1,6 @@
 import * as v from 'valibot'
 import { fail, type FieldError } from '../http/errors.ts'
-import { UNSTORABLE } from '../http/validate.ts'
+import { UNSTORABLE } from '../storable.ts'
 
 export const MAX_EVENTS = 100
 export const MAX_EVENT_BYTES = 32 * 1024
