@@ -90,13 +90,20 @@ const wellShaped = fc.oneof(
     .map((f) => ({ filters: [f] })) }),
   fc.record({ path: fc.constant('/api/tracker/track'), body: fc.record({ name: nasty, customer: nasty, plan: nasty })
     .map(({ name, customer, plan }) => ({ trackerKey: account.trackerKey, events: [{ name, timestamp: Date.now(), identification: { customer }, data: { customer: { country: plan } } }] })) }),
+  fc.record({ path: fc.constant('/admin/v1/accounts'), body: fc.record({ name: nasty }) }),
+  fc.record({ path: fc.constant('/admin/v1/accounts/1/users'), body: fc.record({ email: nasty, name: nasty }) }),
+  fc.record({ path: fc.constant('/admin/v1/accounts/1/tags'), body: fc.record({ title: nasty }) }),
+  fc.record({ path: fc.constant('/admin/v1/accounts/1/webhooks'), body: fc.record({ name: nasty, url: nasty.map((x) => `https://hooks.example.com/${x}`), events: fc.constant(['customer.created']) }) }),
+  fc.record({ path: fc.constant('/admin/v1/accounts/1/tracking'), method: fc.constant('PUT'), body: fc.record({ domains: fc.array(nasty, { minLength: 1, maxLength: 2 }) }) }),
+  fc.record({ path: fc.constant('/admin/v1/accounts/1/customers/known/tags'), method: fc.constant('PUT'), body: fc.record({ titles: fc.array(nasty, { maxLength: 2 }) }) }),
 )
 
 test('well-shaped requests with hostile strings in every string field: never 5xx, a refusal stores nothing', async () => {
-  await fc.assert(fc.asyncProperty(wellShaped, async ({ path, body: payload }) => {
+  await fc.assert(fc.asyncProperty(wellShaped, async ({ path, body: payload, method = 'POST' }: { path: string; body: unknown; method?: string }) => {
     const before = await stored()
-    const res = await fetch(s.base + path, {
-      method: 'POST', headers: { 'content-type': 'application/json', 'service-key': account.token },
+    const who: Record<string, string> = path.startsWith('/admin') ? { authorization: `Bearer ${ADMIN_TOKEN}` } : { 'service-key': account.token }
+    const res = await fetch(s.base + path.replace('/accounts/1/', `/accounts/${account.id}/`), {
+      method, headers: { 'content-type': 'application/json', ...who },
       body: JSON.stringify(payload), signal: AbortSignal.timeout(15_000),
     })
     const text = await res.text()

@@ -2,11 +2,12 @@ import { randomBytes } from 'node:crypto'
 import * as v from 'valibot'
 import { fail } from '../http/errors.ts'
 import type { Sql, Tx } from '../db/client.ts'
+import { storable } from '../http/validate.ts'
 
 export const SourceOfTruth = v.pipe(v.string(), v.regex(/^[A-Z][A-Z0-9_]{1,31}$/, 'Must be API, FILE or an uppercase integration id.'))
 
 export const CreateAccountBody = v.object({
-  name: v.pipe(v.string(), v.trim(), v.minLength(1), v.maxLength(255)),
+  name: v.pipe(v.string(), v.trim(), v.minLength(1), v.maxLength(255), storable),
   source_of_truth: v.optional(SourceOfTruth, 'API'),
 })
 

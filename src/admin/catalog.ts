@@ -1,12 +1,13 @@
 import * as v from 'valibot'
 import { fail } from '../http/errors.ts'
 import type { Sql } from '../db/client.ts'
+import { storable } from '../http/validate.ts'
 
-const text255 = v.pipe(v.string(), v.trim(), v.minLength(1), v.maxLength(255))
+const text255 = v.pipe(v.string(), v.trim(), v.minLength(1), v.maxLength(255), storable)
 
 export const UserBody = v.object({
-  email: v.pipe(v.string(), v.trim(), v.email(), v.maxLength(255)),
-  name: v.optional(v.pipe(v.string(), v.maxLength(255))),
+  email: v.pipe(v.string(), v.trim(), v.email(), v.maxLength(255), storable),
+  name: v.optional(v.pipe(v.string(), v.maxLength(255), storable)),
 })
 
 export const PropertyBody = v.pipe(
@@ -15,7 +16,7 @@ export const PropertyBody = v.pipe(
     kind: v.picklist(['attribute', 'metric']),
     codename: v.pipe(v.string(), v.regex(/^[A-Za-z_][A-Za-z0-9_]{0,62}$/, 'Must be letters, digits and _ (at most 63), not starting with a digit.')),
     type: v.picklist(['string', 'number', 'boolean', 'date']),
-    name: v.optional(v.pipe(v.string(), v.maxLength(255))),
+    name: v.optional(v.pipe(v.string(), v.maxLength(255), storable)),
   }),
   // `date` names the snapshot in every metric object, so no metric may take it.
   v.forward(v.check((p) => !(p.kind === 'metric' && p.codename === 'date'), '`date` is reserved in metric objects.'), ['codename']),

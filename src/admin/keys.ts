@@ -3,9 +3,10 @@ import * as v from 'valibot'
 import { fail } from '../http/errors.ts'
 import { hashToken, SCOPES } from '../http/auth.ts'
 import type { Sql } from '../db/client.ts'
+import { storable } from '../http/validate.ts'
 
 export const CreateKeyBody = v.object({
-  name: v.optional(v.pipe(v.string(), v.maxLength(255))),
+  name: v.optional(v.pipe(v.string(), v.maxLength(255), storable)),
   scopes: v.optional(v.pipe(v.array(v.picklist(SCOPES)), v.minLength(1)), SCOPES),
 })
 

@@ -1,11 +1,11 @@
 import * as v from 'valibot'
 import { fail } from '../http/errors.ts'
 import type { Sql, Tx } from '../db/client.ts'
+import { storable } from '../http/validate.ts'
 
-const NO_NUL = v.check((s: string) => !s.includes('\u0000'), 'Must not contain NUL characters.')
 
 export const TagTitlesBody = v.object({
-  titles: v.pipe(v.array(v.pipe(v.string(), v.maxLength(255, 'At most 255 characters.'), NO_NUL)), v.maxLength(1000, 'At most 1000 titles.')),
+  titles: v.pipe(v.array(v.pipe(v.string(), v.maxLength(255, 'At most 255 characters.'), storable)), v.maxLength(1000, 'At most 1000 titles.')),
 })
 
 const TABLES = {

@@ -3,13 +3,14 @@ import { fail } from '../http/errors.ts'
 import { generateSecret } from '../webhooks/sign.ts'
 import { checkWebhookUrl } from '../webhooks/ssrf.ts'
 import type { Sql } from '../db/client.ts'
+import { storable } from '../http/validate.ts'
 
 export const WEBHOOK_EVENTS = ['customer.created'] as const
 
 export const WebhookBody = v.object({
-  url: v.pipe(v.string(), v.url('Must be an absolute URL.'), v.maxLength(2048)),
+  url: v.pipe(v.string(), v.url('Must be an absolute URL.'), v.maxLength(2048), storable),
   events: v.pipe(v.array(v.picklist(WEBHOOK_EVENTS)), v.minLength(1)),
-  name: v.optional(v.pipe(v.string(), v.maxLength(255))),
+  name: v.optional(v.pipe(v.string(), v.maxLength(255), storable)),
 })
 
 const columns = (sql: Sql) => sql`id, url, events, name, active, created_at`
