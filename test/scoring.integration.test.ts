@@ -44,11 +44,12 @@ const setUp = async () => {
   return a
 }
 
-// Waits until the account's jobs (processing, scoring) are done; a failing job fails the test.
+// Waits until the account's jobs (processing, scoring) are done; a failing job (a deadlock between
+// the two queues, say) fails the test.
 const settle = async (a: Account) => {
   const deadline = Date.now() + 60_000
   for (;;) {
-    const jobs = await s.sql`select task_identifier, attempts, last_error from graphile_worker.jobs where queue_name = ${`account:${a.id}`}`
+    const jobs = await s.sql`select task_identifier, attempts, last_error from graphile_worker.jobs where queue_name in (${`account:${a.id}`}, ${`scoring:${a.id}`})`
     const failed = jobs.find((j) => j.attempts > 0 && j.last_error)
     if (failed) throw new Error(`${failed.task_identifier} failed: ${failed.last_error}`)
     if (jobs.length === 0) return
@@ -309,4 +310,35 @@ test('the daily run moves the time-dependent scores and is fanned out per accoun
     await new Promise((r) => setTimeout(r, 100))
   }
   assert.deepEqual((await stored(a, 'acme')).engagementscore_trend, { [day(-30)]: -17, [day(-10)]: 43, [day(-5)]: 2 })
+})
+
+test('uploads and scoring of the same records run side by side without deadlocks, ending at the last upload\'s scores', async () => {
+  const a = await setUp()
+  // Processing (the account's queue) and scoring (its scoring queue) of one set of customers
+  // overlap: each upload is sent while the previous one's scoring may run, plus a model change
+  // rescoring everything and tracking events changing attributes meanwhile.
+  const ids = Array.from({ length: 400 }, (_, i) => `dl-${i}`)
+  const batch = (round: number) => ids.map((external_id, i) => ({
+    external_id, name: `Customer ${i}`, attributes: { country: round % 2 ? 'US' : 'DE', has_sso: i % 2 === 0 },
+    metrics: [{ date: day(-round), logins: (i + round) % 40, tickets: round % 10 }],
+  }))
+  await s.admin('PUT', `/accounts/${a.id}/tracking`, { domains: ['acme.test'] })
+  const sent = []
+  for (let round = 9; round >= 0; round--) {
+    const res = await a.api('/api/v1/customers', { customers: batch(round) })
+    assert.equal(res.status, 200, JSON.stringify(res.body))
+    sent.push(res.body.upload_id)
+    if (round === 5) assert.equal((await s.admin('PUT', `/accounts/${a.id}/scoring`, { ...MODEL, churn: { inactive_days: 30 } })).status, 200)
+    if (round % 3 === 0) {
+      const events = ids.slice(0, 100).map((customer, i) => ({ name: 'login', timestamp: Date.now() - i, identification: { customer }, data: { customer: { has_sso: round % 2 === 0 } } }))
+      assert.equal((await a.api('/api/tracker/track', { trackerKey: a.trackerKey, events })).status, 200)
+    }
+  }
+  await settle(a)
+  for (const id of sent) assert.equal((await waitForUpload(a.api, id, 60_000, true)).status, 'processed')
+  // The last upload (round 0, dated today) decides the latest scores: logins i % 40 of 40, tickets 0 of 10.
+  const [row] = await s.sql`select engagementscore, to_char(last_seen, 'YYYY-MM-DD') as last_seen from customers where account_id = ${a.id} and external_id = 'dl-20'`
+  assert.deepEqual({ ...row }, { engagementscore: Math.round((50 * (-100 + 200 * 20 / 40) + 25 * 100) / 75), last_seen: T })
+  const [{ n }] = await s.sql`select count(*)::int as n from customer_snapshots where account_id = ${a.id} and engagement is null`
+  assert.equal(n, 0, 'every snapshot is scored')
 })

@@ -1,6 +1,6 @@
 import type { InferOutput } from 'valibot'
 import { fail } from '../http/errors.ts'
-import { addJobs, accountQueue } from '../jobs/enqueue.ts'
+import { addJobs, scoringQueue } from '../jobs/enqueue.ts'
 import { checkModelAgainstProperties, ScoringModelSchema, type CatalogDef, type Entity, type ScoringModel } from '../scoring/model.ts'
 import type { Sql, Tx } from '../db/client.ts'
 
@@ -9,7 +9,7 @@ type Model = InferOutput<typeof ScoringModelSchema>
 // The whole account is rescored after a model change. The job key folds changes made while the
 // rescoring still waits into one run.
 export const rescoreAccountJobs = (accountId: number) => (['customer', 'contact'] as const).map((entity) => ({
-  task: 'score_records', payload: { account_id: accountId, entity }, queue: accountQueue(accountId),
+  task: 'score_records', payload: { account_id: accountId, entity }, queue: scoringQueue(accountId),
   jobKey: `score_records:${accountId}:${entity}`,
 }))
 

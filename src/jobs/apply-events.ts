@@ -1,5 +1,6 @@
 import type { Task } from 'graphile-worker'
-import { addJobs, accountQueue, type JobSpec } from './enqueue.ts'
+import { addJobs, accountQueue, scoringQueue, type JobSpec } from './enqueue.ts'
+import { lockRecordsIn } from '../db/locks.ts'
 import type { App } from '../http/types.ts'
 import type { Tx } from '../db/client.ts'
 
@@ -11,9 +12,9 @@ export const applyJobKey = (accountId: number) => `apply_events:${accountId}`
 // At most this many events per transaction.
 export const BATCH = 5000
 
-// The scoring task's payload contract; on the account's queue, so it runs after this job.
+// The scoring task's payload contract; on the account's scoring queue, beside the account's queue.
 export const scoreJobs = (accountId: number, entity: 'customer' | 'contact', ids: number[]): JobSpec[] =>
-  ids.length ? [{ task: 'score_records', payload: { account_id: accountId, entity, ids }, queue: accountQueue(accountId) }] : []
+  ids.length ? [{ task: 'score_records', payload: { account_id: accountId, entity, ids }, queue: scoringQueue(accountId) }] : []
 
 // A job applies every event of its account still 'received', in batches, in id order. The intake
 // adds the job only when the account has none waiting (src/api/track.ts), so under load one job
@@ -127,6 +128,8 @@ export const applyEvents = async (tx: Tx, accountId: number) => {
   await stageEvents(tx, accountId)
   const created = await createContacts(tx, accountId)
   await matchContacts(tx, accountId)
+  await lockRecordsIn(tx, 'customers', accountId, tx`select customer_id from stage_events`)
+  await lockRecordsIn(tx, 'contacts', accountId, tx`select contact_id from stage_events`)
   const customers = await updateCustomers(tx, accountId)
   const contacts = await updateContacts(tx, accountId)
   const marked = await markEvents(tx, accountId)

@@ -17,4 +17,9 @@ export const addJobs = (tx: Sql | Tx, specs: JobSpec[]) => specs.length === 0 ? 
                (s->>'maxAttempts')::int, s->>'jobKey', null, null)::graphile_worker.job_spec
     from json_array_elements(${tx.json(specs as never)}::json) s))`.then(() => undefined)
 
+// An account's uploads, tracking and aggregation run one at a time on its queue, in order; its
+// scoring on a second queue beside them, so that an upload waits for the uploads before it but not
+// for their scoring. Writers on both lock the records they change in service_id order first
+// (src/db/locks.ts), so the two never deadlock.
 export const accountQueue = (accountId: number) => `account:${accountId}`
+export const scoringQueue = (accountId: number) => `scoring:${accountId}`

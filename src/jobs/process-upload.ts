@@ -1,7 +1,7 @@
 import type { Task } from 'graphile-worker'
 import { mergeContacts, mergeCustomers, type MergeResult } from '../uploads/merge.ts'
 import { enqueueCustomerCreated } from '../webhooks/outbox.ts'
-import { addJobs, accountQueue } from './enqueue.ts'
+import { addJobs, scoringQueue } from './enqueue.ts'
 import type { App } from '../http/types.ts'
 import type { Tx } from '../db/client.ts'
 
@@ -39,7 +39,7 @@ export const processUpload = async (tx: Tx, accountId: number, uploadId: number)
   await addJobs(tx, [{
     task: 'score_records',
     payload: { account_id: accountId, entity: upload.kind === 'customers' ? 'customer' : 'contact', ids: result.ids, upload_id: uploadId },
-    queue: accountQueue(accountId),
+    queue: scoringQueue(accountId),
   }])
   await notifyUsers(tx, accountId, uploadId, upload.kind, result)
   await markProcessed(tx, accountId, uploadId, result)

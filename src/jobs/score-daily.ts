@@ -1,5 +1,5 @@
 import type { Task } from 'graphile-worker'
-import { addJobs, accountQueue } from './enqueue.ts'
+import { addJobs, scoringQueue } from './enqueue.ts'
 import { scoreRecords, utcToday } from './score-records.ts'
 import type { Sql } from '../db/client.ts'
 import type { App } from '../http/types.ts'
@@ -10,12 +10,16 @@ export interface ScoreDailyPayload { account_id?: number }
 // churned as of today ('inactive', which a newer snapshot lifts: see score-records.ts). Customers
 // never seen (no scored snapshot) are left alone: there is no activity to judge them by. A churned
 // customer, manual or automatic, keeps its churn date.
+// The rows are locked in service_id order first, as every writer of records does (src/db/locks.ts).
 const markInactive = (sql: Sql, accountId: number, today: string) => sql`
+  with inactive as (
+    select c.service_id from customers c join scoring_models m on m.account_id = c.account_id
+    where c.account_id = ${accountId} and not c.is_churned and (m.model->'churn'->>'inactive_days') is not null
+      and c.last_seen < ${today}::date - (m.model->'churn'->>'inactive_days')::integer
+    order by c.service_id for no key update of c
+  )
   update customers c set is_churned = true, churned_date = ${today}::date, churn_reason = 'inactive'
-  from scoring_models m
-  where m.account_id = ${accountId} and (m.model->'churn'->>'inactive_days') is not null
-    and c.account_id = ${accountId} and not c.is_churned
-    and c.last_seen < ${today}::date - (m.model->'churn'->>'inactive_days')::integer`
+  from inactive i where c.account_id = ${accountId} and c.service_id = i.service_id`
 
 // What changes with the date alone: the trend window, fit date properties (e.g. renewal_date),
 // days since last_seen in churn risk, and automatic churn. The snapshots' engagement does not (its
@@ -27,13 +31,12 @@ export const scoreDaily = async (sql: Sql, accountId: number, today = utcToday()
 }
 
 // The cron run (no account_id) adds one job per account with a scoring model, on the account's
-// queue so that it runs between that account's uploads rather than beside them; the job key keeps
-// a second run from doubling the work.
+// scoring queue; the job key keeps a second run from doubling the work.
 export const scoreDailyTask = (app: App): Task => async (payload) => {
   const p = payload as ScoreDailyPayload
   if (p.account_id !== undefined) return void await scoreDaily(app.sql, p.account_id)
   const ids = (await app.sql`select account_id from scoring_models order by account_id`).map((r) => r.account_id as number)
   await addJobs(app.sql, ids.map((id) => ({
-    task: 'score_daily', payload: { account_id: id }, queue: accountQueue(id), jobKey: `score_daily:${id}`,
+    task: 'score_daily', payload: { account_id: id }, queue: scoringQueue(id), jobKey: `score_daily:${id}`,
   })))
 }

@@ -35,8 +35,8 @@ export const startWorker = async (app: App, url: string): Promise<Runner> => {
     // 0.17 it runs several jobs of one named queue at once (graphile/worker#621), and each
     // account's uploads must be merged one at a time, in order. One job per upload, delivery or
     // tracking request is far below 2k/s. New jobs arrive by LISTEN/NOTIFY, but one waiting behind
-    // its account queue's lock (an upload behind the previous upload's scoring) is only seen at the
-    // next poll: 200 ms instead of 2 s keeps webhooks prompt.
+    // its account queue's lock (an upload behind the previous upload) is only seen at the next
+    // poll: 200 ms instead of 2 s keeps webhooks prompt.
     preset: { worker: { pollInterval: 200 } },
     events: recovery.events,
   } as Parameters<typeof run>[0]).catch(async (err) => { await recovery.stop(); throw err })

@@ -1,4 +1,5 @@
 import type { Tx } from '../db/client.ts'
+import { lockRecordsIn, lockStagedRecords } from '../db/locks.ts'
 
 // Set-based merge of an upload's items: the items are unnested into temporary staging tables and
 // merged with a handful of statements, never a query per item. Later duplicates win: attribute
@@ -129,6 +130,7 @@ const refreshLatestMetrics = (tx: Tx, accountId: number, kind: Kind) => tx`
 export const mergeStagedSnapshots = async (tx: Tx, accountId: number, kind: Kind) => {
   // Without statistics the update joins by hashing all the account's snapshots (0.8 s at 360,000).
   await tx`analyze stage_snapshots`
+  await lockRecordsIn(tx, kind, accountId, tx`select record_id from stage_snapshots`)
   await updateSnapshots(tx, accountId, kind)
   await insertSnapshots(tx, accountId, kind)
   await refreshLatestMetrics(tx, accountId, kind)
@@ -152,6 +154,7 @@ export interface MergeResult {
 export const mergeCustomers = async (tx: Tx, accountId: number, uploadId: number): Promise<MergeResult> => {
   await stageItems(tx, accountId, uploadId, 'external_id')
   await stageCustomers(tx)
+  await lockStagedRecords(tx, 'customers', accountId)
   const updated = await updateCustomers(tx, accountId)
   const created = await insertCustomers(tx, accountId)
   const owners = await unknownOwners(tx, accountId)
@@ -170,6 +173,7 @@ export const mergeContacts = async (tx: Tx, accountId: number, uploadId: number)
   await stageItems(tx, accountId, uploadId, 'contact_external_id')
   await stageContacts(tx)
   const ignored = await dropOrphanContacts(tx, accountId)
+  await lockStagedRecords(tx, 'contacts', accountId)
   const updated = await updateContacts(tx, accountId)
   const created = await insertContacts(tx, accountId)
   await mergeSnapshots(tx, accountId, 'contacts')

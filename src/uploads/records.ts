@@ -2,7 +2,7 @@ import * as v from 'valibot'
 import { fail } from '../http/errors.ts'
 import { parse } from '../http/validate.ts'
 import { processUpload } from '../jobs/process-upload.ts'
-import { addJobs, accountQueue } from '../jobs/enqueue.ts'
+import { addJobs, scoringQueue } from '../jobs/enqueue.ts'
 import { checkUpload, insertUploadRow, requireApiSource, type UploadKind } from './receive.ts'
 import { checkValues } from './typecheck.ts'
 import { Attributes, ContactItem, CustomerItem, DateString, text255 } from './schemas.ts'
@@ -73,7 +73,7 @@ const typedAttributes = async (app: App, accountId: number, entity: 'customer' |
 }
 
 const rescore = (tx: Tx, accountId: number, entity: 'customer' | 'contact', id: number) =>
-  addJobs(tx, [{ task: 'score_records', payload: { account_id: accountId, entity, ids: [id] }, queue: accountQueue(accountId) }])
+  addJobs(tx, [{ task: 'score_records', payload: { account_id: accountId, entity, ids: [id] }, queue: scoringQueue(accountId) }])
 
 export const updateCustomer = async (app: App, accountId: number, externalId: string, body: unknown) => {
   await requireApiAccount(app.sql, accountId)
