@@ -2,6 +2,7 @@ import { test, before, after } from 'node:test'
 import assert from 'node:assert/strict'
 import { startTestService, type TestService } from './helpers/service.ts'
 import { scoredAccount, waitForUpload } from './helpers/fixtures.ts'
+import { eventually } from './helpers/receiver.ts'
 
 let s: TestService
 before(async () => { s = await startTestService({ apiRateLimit: 100_000 }) })
@@ -396,4 +397,29 @@ test('creates of one new id at once: one 201, the others 409, never a 500', asyn
   const answers = await Promise.all(Array.from({ length: 6 }, () => a.api('/api/v1/customer', customer(77))))
   assert.deepEqual(answers.map((r) => r.status).sort(), [201, 409, 409, 409, 409, 409], JSON.stringify(answers.map((r) => r.body)))
   assert.equal((await s.sql`select count(*)::int as n from customers where account_id = ${a.id} and external_id = 'c77'`)[0].n, 1)
+})
+
+test('a bulk import has the tables it grew analyzed, so plans follow their real size', async () => {
+  const q = await startTestService({ apiRateLimit: 100_000 })
+  try {
+    const a = await scoredAccount(q)
+    const analyzed = async () => (await q.sql`
+      select relname from pg_stat_user_tables where relname in ('customers', 'customer_snapshots') and last_analyze is not null order by 1`)
+      .map((r) => r.relname)
+    assert.deepEqual(await analyzed(), [])
+    // Two small uploads change too little to be worth an analyze.
+    for (let i = 0; i < 2; i++) await upload(a.api, [customer(i, { metrics: [{ date: '2026-01-01', logins: 1 }] })])
+    await new Promise((r) => setTimeout(r, 1500))
+    assert.deepEqual(await analyzed(), [])
+    for (let n = 0; n < 8; n++) {
+      await upload(a.api, Array.from({ length: 1000 }, (_, i) => customer(1000 * (n + 1) + i, {
+        metrics: ['2026-01-01', '2026-02-01', '2026-03-01'].map((date) => ({ date, logins: i })),
+      })))
+    }
+    await eventually(async () => (await analyzed()).length === 2, 'customers and customer_snapshots analyzed')
+    const [{ estimate }] = await q.sql`select reltuples::int as estimate from pg_class where relname = 'customers'`
+    assert.ok(estimate >= 5000, `the planner's row estimate follows the table: ${estimate}`)
+  } finally {
+    await q.stop()
+  }
 })

@@ -2,6 +2,7 @@ import type { Task } from 'graphile-worker'
 import { mergeContacts, mergeCustomers, type MergeResult } from '../uploads/merge.ts'
 import { enqueueCustomerCreated } from '../webhooks/outbox.ts'
 import { addJobs, scoringQueue } from './enqueue.ts'
+import { analyzeJobs } from './analyze-tables.ts'
 import type { App } from '../http/types.ts'
 import type { Tx } from '../db/client.ts'
 
@@ -40,7 +41,7 @@ export const processUpload = async (tx: Tx, accountId: number, uploadId: number)
     task: 'score_records',
     payload: { account_id: accountId, entity: upload.kind === 'customers' ? 'customer' : 'contact', ids: result.ids, upload_id: uploadId },
     queue: scoringQueue(accountId),
-  }])
+  }, ...await analyzeJobs(tx, upload.kind === 'customers' ? ['customers', 'customer_snapshots'] : ['contacts', 'contact_snapshots'])])
   await notifyUsers(tx, accountId, uploadId, upload.kind, result)
   await markProcessed(tx, accountId, uploadId, result)
   return result

@@ -7,6 +7,7 @@ import { deliverWebhookTask } from './deliver-webhook.ts'
 import { startRecovery } from './recovery.ts'
 import { scoreRecordsTask } from './score-records.ts'
 import { scoreDailyTask } from './score-daily.ts'
+import { analyzeTablesTask } from './analyze-tables.ts'
 import { crontab } from './schedule.ts'
 import { instrumentTasks } from '../metrics.ts'
 import type { App } from '../http/types.ts'
@@ -20,6 +21,7 @@ export const taskList = (app: App): TaskList => instrumentTasks({
   deliver_webhook: deliverWebhookTask(app),
   score_records: scoreRecordsTask(app),
   score_daily: scoreDailyTask(app),
+  analyze_tables: analyzeTablesTask(app),
 })
 
 export const startWorker = async (app: App, url: string): Promise<Runner> => {
