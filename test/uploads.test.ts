@@ -417,8 +417,10 @@ test('a bulk import has the tables it grew analyzed, so plans follow their real 
       })))
     }
     await eventually(async () => (await analyzed()).length === 2, 'customers and customer_snapshots analyzed')
-    const [{ estimate }] = await q.sql`select reltuples::int as estimate from pg_class where relname = 'customers'`
-    assert.ok(estimate >= 5000, `the planner's row estimate follows the table: ${estimate}`)
+    // Analyzed whenever the table doubled, the estimate stays within half of the truth, give or
+    // take the upload whose job was still waiting.
+    const [{ estimate, actual }] = await q.sql`select reltuples::int as estimate, (select count(*)::int from customers) as actual from pg_class where relname = 'customers'`
+    assert.ok(estimate + 1000 >= actual / 2, `the planner's row estimate follows the table: ${estimate} of ${actual}`)
   } finally {
     await q.stop()
   }
