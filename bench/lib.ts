@@ -1,10 +1,5 @@
-import { chmodSync, mkdtempSync, readFileSync, rmSync } from 'node:fs'
-import { createServer } from 'node:net'
-import { tmpdir } from 'node:os'
-import { join } from 'node:path'
-import { randomBytes } from 'node:crypto'
-import postgres from 'postgres'
-import { startEmbedded } from '../src/db/embedded.ts'
+import { readFileSync } from 'node:fs'
+import { createDatabase as createClusterDatabase, startThrowawayCluster } from '../test/helpers/cluster.ts'
 
 // One row of the results table. `baseline` is the same-run reference the target is a ratio of.
 export interface Row {
@@ -24,31 +19,12 @@ export interface BenchContext {
   report: (row: Row) => void
 }
 
-export const freePort = () => new Promise<number>((resolve) => {
-  const server = createServer().listen(0, '127.0.0.1', () => {
-    const { port } = server.address() as { port: number }
-    server.close(() => resolve(port))
-  })
-})
-
 // BENCH_DATABASE_URL, or an embedded cluster made for this run and removed after it.
-export const startCluster = async () => {
-  if (process.env.BENCH_DATABASE_URL) return { url: process.env.BENCH_DATABASE_URL, stop: async () => {} }
-  const dir = mkdtempSync(join(tmpdir(), 'service-bench-'))
-  chmodSync(dir, 0o755)
-  const pg = await startEmbedded(join(dir, 'pg'), await freePort(), ['-c', 'max_connections=300', '-c', 'shared_buffers=512MB'])
-  return { url: pg.url, stop: async () => { await pg.stop(); rmSync(dir, { recursive: true, force: true }) } }
-}
+export const startCluster = async () => process.env.BENCH_DATABASE_URL
+  ? { url: process.env.BENCH_DATABASE_URL, stop: async () => {} }
+  : startThrowawayCluster('service-bench-', ['-c', 'max_connections=300', '-c', 'shared_buffers=512MB'])
 
-export const createDatabase = async (clusterUrl: string) => {
-  const name = `b_${randomBytes(5).toString('hex')}`
-  const admin = postgres(clusterUrl, { max: 1, onnotice: () => {} })
-  await admin.unsafe(`create database ${name}`)
-  await admin.end()
-  const url = new URL(clusterUrl)
-  url.pathname = `/${name}`
-  return url.toString()
-}
+export const createDatabase = async (clusterUrl: string) => (await createClusterDatabase(clusterUrl, 'b')).url
 
 export const percentile = (sorted: number[], p: number) =>
   sorted.length ? sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] : NaN

@@ -1,5 +1,6 @@
 import { spawn, type ChildProcess } from 'node:child_process'
-import { freePort, rssMb } from './lib.ts'
+import { rssMb } from './lib.ts'
+import { freePort } from '../test/helpers/cluster.ts'
 
 export const ADMIN_TOKEN = 'bench-admin-token'
 

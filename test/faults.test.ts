@@ -7,7 +7,8 @@ import { startEmbedded } from '../src/db/embedded.ts'
 import { connect } from '../src/db/client.ts'
 import { freshDatabase } from './helpers/db.ts'
 import { ADMIN_TOKEN } from './helpers/service.ts'
-import { freePort, startProcess } from './helpers/process.ts'
+import { startProcess } from './helpers/process.ts'
+import { freePort } from './helpers/cluster.ts'
 
 const json = (token: string) => ({ 'service-key': token, 'content-type': 'application/json' })
 const admin = (base: string, method: string, path: string, body?: unknown) => fetch(`${base}/admin/v1${path}`, {
@@ -110,21 +111,19 @@ test('a PostgreSQL restart during traffic: readiness goes false then true, reque
     })()
     await new Promise((r) => setTimeout(r, 300))
     await pg.stop()
-    let ready
-    for (let i = 0; i < 100; i++) {
-      ready = await fetch(`${base}/readyz`)
-      if (ready.status === 503) break
-      await new Promise((r) => setTimeout(r, 50))
+    // /readyz polled until it answers `status` (or the tries run out), which must happen.
+    const readiness = async (status: number, tries: number) => {
+      let ready = await fetch(`${base}/readyz`)
+      for (let i = 1; i < tries && ready.status !== status; i++) {
+        await new Promise((r) => setTimeout(r, 50))
+        ready = await fetch(`${base}/readyz`)
+      }
+      assert.equal(ready.status, status)
     }
-    assert.equal(ready!.status, 503)
+    await readiness(503, 100)
     await new Promise((r) => setTimeout(r, 500))
     pg = await startEmbedded(join(dir, 'pg'), port)
-    for (let i = 0; i < 200; i++) {
-      ready = await fetch(`${base}/readyz`)
-      if (ready.status === 200) break
-      await new Promise((r) => setTimeout(r, 50))
-    }
-    assert.equal(ready!.status, 200)
+    await readiness(200, 200)
     await new Promise((r) => setTimeout(r, 500))
     running = false
     await traffic

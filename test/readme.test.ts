@@ -6,7 +6,8 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { freshDatabase } from './helpers/db.ts'
 import { ADMIN_TOKEN } from './helpers/service.ts'
-import { freePort, startProcess } from './helpers/process.ts'
+import { startProcess } from './helpers/process.ts'
+import { freePort } from './helpers/cluster.ts'
 
 // The README's walkthrough block, run as written by bash against a fresh service.
 const walkthrough = () => {

@@ -7,16 +7,12 @@ import type { Tx } from './client.ts'
 // take anyway; the snapshot inserts' foreign key checks (KEY SHARE) do not conflict with it.
 type Records = 'customers' | 'contacts'
 
-export const lockRecordsById = (tx: Tx, table: Records, accountId: number, ids: readonly number[]) => tx`
-  select 1 from ${tx(table)} where account_id = ${accountId} and service_id = any(${ids as number[]}::bigint[])
-  order by service_id for no key update`
-
 // The staged records of an upload, by external id (temporary table stage_records).
 export const lockStagedRecords = (tx: Tx, table: Records, accountId: number) => tx`
   select 1 from ${tx(table)} where account_id = ${accountId} and external_id in (select external_id from stage_records)
   order by service_id for no key update`
 
-// Records with staged snapshots (temporary table stage_snapshots), or with staged events.
+// Records by service_id: `ids` is a query yielding them (staged snapshots, staged events, a list).
 export const lockRecordsIn = (tx: Tx, table: Records, accountId: number, ids: ReturnType<Tx>) => tx`
   select 1 from ${tx(table)} where account_id = ${accountId} and service_id in (${ids})
   order by service_id for no key update`

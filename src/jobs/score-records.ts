@@ -3,7 +3,7 @@ import { scoringInputs } from '../admin/scoring.ts'
 import { propertyLookup, type CatalogDef, type Entity, type ScoringModel } from '../scoring/model.ts'
 import { churnRiskSql, upsellScoreSql, weightedScoreSql, type SqlRefs } from '../scoring/sql.ts'
 import type { Sql } from '../db/client.ts'
-import { lockRecordsById } from '../db/locks.ts'
+import { lockRecordsIn } from '../db/locks.ts'
 import type { App } from '../http/types.ts'
 
 // SPEC section 6 in bulk: scores of the given records (all of the account's when ids is absent),
@@ -140,7 +140,7 @@ export const scoreRecords = async (sql: Sql, p: ScoreRecordsPayload, options: Sc
     for (let next = await queue.next(); !next.done; next = await queue.next()) {
       const fixed = [p.account_id, next.value]
       await sql.begin(async (tx) => {
-        await lockRecordsById(tx, tables[p.entity].records, p.account_id, next.value)
+        await lockRecordsIn(tx, tables[p.entity].records, p.account_id, tx`select unnest(${next.value}::bigint[])`)
         if (snapshots) await tx.unsafe(snapshots.text, [...fixed, ...snapshots.params] as never[])
         await tx.unsafe(records.text, [...fixed, today, ...records.params] as never[])
       })

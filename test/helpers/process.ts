@@ -1,13 +1,6 @@
 import { spawn, type ChildProcess } from 'node:child_process'
-import { createServer } from 'node:net'
 import { ADMIN_TOKEN } from './service.ts'
-
-export const freePort = () => new Promise<number>((resolve) => {
-  const server = createServer().listen(0, '127.0.0.1', () => {
-    const { port } = server.address() as { port: number }
-    server.close(() => resolve(port))
-  })
-})
+import { freePort } from './cluster.ts'
 
 // A `service` command as its own process (serve, worker, ...), for tests that kill it.
 export const startProcess = async (args: string[], databaseUrl: string, env: Record<string, string> = {}) => {
