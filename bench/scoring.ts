@@ -66,7 +66,7 @@ const timed = async <T>(f: () => Promise<T>) => {
 }
 
 // Dead row versions left by the previous step are cleaned up first, as autovacuum would between runs.
-const settle = (sql: Sql) => sql`vacuum analyze customers, customer_snapshots`
+const settle = (sql: Sql) => sql`vacuum analyze customers, customer_snapshots, customer_scores`
 
 export default async (ctx: BenchContext) => {
   const url = await ctx.database()
@@ -87,27 +87,29 @@ export default async (ctx: BenchContext) => {
     const scan = await timed(scanSql)
     const [{ n }] = await sql`select count(*)::int as n from customer_snapshots`
 
-    await sql`create table engagement_before as select customer_id, date, engagement from customer_snapshots`
+    await sql`create table history_before as select customer_id, history_scores from customer_scores`
     await setModel(30)
     const rescore = await timed(() => scoreRecords(sql, { account_id: accountId, entity: 'customer' }))
     const [{ changed }] = await sql`
-      select count(*)::int as changed from customer_snapshots s join engagement_before b using (customer_id, date)
-      where s.engagement is distinct from b.engagement`
+      select count(*)::int as changed
+      from customer_scores s join history_before b using (customer_id), unnest(s.history_scores, b.history_scores) as u(now, before)
+      where u.now is distinct from u.before`
     await settle(sql)
     const again = await timed(() => scoreRecords(sql, { account_id: accountId, entity: 'customer' }))
     const daily = await timed(() => scoreDaily(sql, accountId))
-    // What writing every snapshot costs with nothing computed: the floor under a rescoring that
-    // changes most engagements, since each changed row is a new row version in PostgreSQL.
+    // What writing every customer's scores costs with nothing computed: the floor under a
+    // rescoring that changes them all, since each changed row is a new row version in PostgreSQL
+    // and an entry in each index whose column changed.
     await settle(sql)
-    const write = await timed(() => sql`update customer_snapshots set engagement = engagement`)
+    const write = await timed(() => sql`update customer_scores set engagementscore = engagementscore + 1, fitscore = fitscore + 1, churn_risk = churn_risk + 1`)
 
     ctx.report({ bench: 'scoring', metric: `full scan of ${n} snapshots (count, sum(length(values)))`, value: scan.seconds, unit: 's' })
     ctx.report({
       bench: 'scoring', metric: `rescore ${rescore.result} customers after a model change`, value: rescore.seconds, unit: 's',
       baseline: scan.seconds, ratio: rescore.seconds / scan.seconds, target: '<= 5',
     })
-    ctx.report({ bench: 'scoring', metric: 'snapshots whose engagement the rescoring changed', value: changed, unit: 'rows' })
-    ctx.report({ bench: 'scoring', metric: 'bare UPDATE of every snapshot (write floor)', value: write.seconds, unit: 's', baseline: scan.seconds, ratio: write.seconds / scan.seconds })
+    ctx.report({ bench: 'scoring', metric: 'snapshot scores the rescoring changed', value: changed, unit: 'rows' })
+    ctx.report({ bench: 'scoring', metric: 'bare UPDATE of every score row (write floor)', value: write.seconds, unit: 's', baseline: scan.seconds, ratio: write.seconds / scan.seconds })
     ctx.report({ bench: 'scoring', metric: 'the same rescoring again (nothing changes)', value: again.seconds, unit: 's', baseline: scan.seconds, ratio: again.seconds / scan.seconds })
     ctx.report({ bench: 'scoring', metric: 'daily run of the account (no snapshot scoring)', value: daily.seconds, unit: 's', baseline: scan.seconds, ratio: daily.seconds / scan.seconds })
   } finally {

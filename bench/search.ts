@@ -88,9 +88,10 @@ const customerLine = (rand: () => number, accountId: number, i: number, userIds:
   ].map(copyText).join('\t') + '\n'
 }
 
-const COLUMNS = ['account_id', 'external_id', 'name', 'owner_user_id', 'attributes', 'metrics', 'engagementscore',
-  'engagementscore_difference', 'engagementscore_trend', 'fitscore', 'churn_risk', 'upsell_score', 'last_seen', 'is_churned',
-  'churned_date', 'churn_reason']
+const RECORD_COLUMNS = ['account_id', 'external_id', 'name', 'owner_user_id', 'attributes', 'metrics']
+const SCORE_COLUMNS = ['engagementscore', 'engagementscore_difference', 'engagementscore_trend', 'fitscore', 'churn_risk', 'upsell_score', 'last_seen']
+const CHURN_COLUMNS = ['is_churned', 'churned_date', 'churn_reason']
+const COLUMNS = [...RECORD_COLUMNS, ...SCORE_COLUMNS, ...CHURN_COLUMNS]
 
 // Custom customer properties beside the system attributes every account has.
 const PROPERTIES = [['attribute', 'country', 'string'], ['attribute', 'plan', 'string'], ['attribute', 'employees', 'number'],
@@ -123,11 +124,17 @@ const tagCustomers = (sql: Sql, accountId: number) => sql`
 
 // A few contacts for a tenth of the customers.
 const addContacts = (sql: Sql, accountId: number) => sql`
-  insert into contacts (account_id, external_id, customer_id, name, attributes, engagementscore, last_seen)
-  select c.account_id, 'con_' || c.service_id || '_' || k, c.service_id, 'Person ' || k,
-    jsonb_build_object('role', (array['admin', 'user', 'billing'])[1 + k % 3]), (hashint8(c.service_id + k) % 100)::int, c.last_seen
-  from customers c cross join generate_series(1, 3) k
-  where c.account_id = ${accountId} and hashint8(c.service_id) % 10 = 0`
+  with added as (
+    insert into contacts (account_id, external_id, customer_id, name, attributes)
+    select c.account_id, 'con_' || c.service_id || '_' || k, c.service_id, 'Person ' || k,
+      jsonb_build_object('role', (array['admin', 'user', 'billing'])[1 + k % 3])
+    from customers c cross join generate_series(1, 3) k
+    where c.account_id = ${accountId} and hashint8(c.service_id) % 10 = 0
+    returning account_id, service_id, customer_id
+  )
+  insert into contact_scores (account_id, contact_id, engagementscore, last_seen)
+  select a.account_id, a.service_id, (hashint8(a.service_id) % 100)::int, h.last_seen
+  from added a join customer_scores h on h.account_id = a.account_id and h.customer_id = a.customer_id`
 
 const seed = async (url: string, rows: number) => {
   const sql = connect(url, { max: 2 })
@@ -136,12 +143,23 @@ const seed = async (url: string, rows: number) => {
   const other = await makeAccount(sql, 'Other')
   const rand = mulberry32(42)
   // The second account's rows are interleaved with the first's, as tenants share the tables.
-  const stream = await sql`copy customers (${sql(COLUMNS)}) from stdin`.writable()
+  // Records and their scores live in two tables (sql/009_scores.sql): the lines go through a staging table.
+  await sql`create unlogged table seed_customers as select ${sql(RECORD_COLUMNS)}, ${sql(CHURN_COLUMNS)} from customers with no data`
+  await sql`alter table seed_customers add column line bigint generated always as identity,
+    ${sql.unsafe(SCORE_COLUMNS.map((c) => `add column ${c} ${c === 'last_seen' ? 'date' : c === 'engagementscore_trend' ? 'jsonb' : 'integer'}`).join(', '))}`
+  const stream = await sql`copy seed_customers (${sql(COLUMNS)}) from stdin`.writable()
   for (let i = 0; i < rows; i++) {
     const line = customerLine(rand, main.id, i, main.userIds) + (i % 10 === 0 ? customerLine(rand, other.id, i, other.userIds) : '')
     if (!stream.write(line)) await new Promise((r) => stream.once('drain', r))
   }
   await new Promise((resolve, reject) => stream.end((err?: Error) => (err ? reject(err) : resolve(undefined))))
+  await sql`insert into customers (${sql([...RECORD_COLUMNS, ...CHURN_COLUMNS])}) select ${sql([...RECORD_COLUMNS, ...CHURN_COLUMNS])} from seed_customers order by line`
+  await sql`
+    insert into customer_scores (account_id, customer_id, ${sql(SCORE_COLUMNS)})
+    select c.account_id, c.service_id, ${sql(SCORE_COLUMNS)}
+    from seed_customers s join customers c on c.account_id = s.account_id and c.external_id = s.external_id
+    where s.last_seen is not null or s.fitscore is not null`
+  await sql`drop table seed_customers`
   for (const account of [main, other]) {
     await tagCustomers(sql, account.id)
     await addContacts(sql, account.id)

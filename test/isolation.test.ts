@@ -87,7 +87,10 @@ before(async () => {
   b = await scoredAccount(s, 'B')
   // A's own model, user, property and tags, so that B's reads could not pass for A's by chance.
   await status(201, s.admin('POST', `/accounts/${a.id}/properties`, { entity: 'customer', kind: 'attribute', codename: 'a_secret', type: 'string' }))
-  await status(200, s.admin('PUT', `/accounts/${a.id}/scoring`, { customer: { engagement: [{ codename: 'seats', weight: 100, bad: 0, good: 10 }] } }))
+  await status(200, s.admin('PUT', `/accounts/${a.id}/scoring`, {
+    customer: { engagement: [{ codename: 'logins', weight: 100, bad: 0, good: 10 }] },
+    contact: { engagement: [{ codename: 'sessions', weight: 100, bad: 0, good: 10 }] },
+  }))
   await status(201, s.admin('POST', `/accounts/${a.id}/users`, { email: 'ann@a.test' }))
   for (const [account, titles] of [[a, ['Gold', 'Silver']], [b, ['Bronze']]] as const) {
     for (const title of titles) await status(201, s.admin('POST', `/accounts/${account.id}/tags`, { title }))

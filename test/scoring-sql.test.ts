@@ -72,10 +72,11 @@ const values = fc.dictionary(fc.constantFrom(...DEFS.map((d) => d.codename)), js
 // One statement per case: the rules are part of the SQL text. JSON travels as text: postgres.js
 // would encode a string bound to a jsonb parameter a second time.
 const sqlScore = async (rs: Rule[], metrics: Record<string, unknown>, attributes: Record<string, unknown>, date: string) => {
-  const { join, score, params } = weightedScoreSql(rs, typeOf, {
-    metric: (key) => `x.m -> ${key}`, attribute: (key) => `x.a -> ${key}`, date: 'x.d', isMetric,
+  const { columns, join, score, params } = weightedScoreSql(rs, typeOf, {
+    metric: (key) => `x.m -> ${key}`, attribute: (key) => `x.a -> ${key}`, column: (name) => `rec.${name}`, date: 'x.d', isMetric,
   }, 4, 'w')
-  const [row] = await s.sql.unsafe(`select ${score} as score from (select $1::text::jsonb as m, $2::text::jsonb as a, $3::date as d) x ${join}`,
+  const record = `cross join lateral (select ${['1 as one', ...columns].join(', ')} offset 0) rec`
+  const [row] = await s.sql.unsafe(`select ${score} as score from (select $1::text::jsonb as m, $2::text::jsonb as a, $3::date as d) x ${record} ${join}`,
     [JSON.stringify(metrics), JSON.stringify(attributes), date, ...params] as never[])
   return row.score as number | null
 }
@@ -155,8 +156,13 @@ const seedAccount = async (m: ScoringModel | null, records: GeneratedRecord[]) =
     order by x.i returning service_id`
   const snapshots = (ids: { service_id: number }[]) => records.flatMap((r, i) => r.snapshots.map((x) => ({ id: ids[i].service_id, date: x.date, values: x.values })))
   await s.sql`
-    insert into customer_snapshots (account_id, customer_id, date, "values", engagement)
-    select ${id}, x.id, x.date, x.values, 999 from jsonb_to_recordset(${s.sql.json(snapshots(customers as never) as never)}) as x(id bigint, date date, "values" jsonb)`
+    insert into customer_snapshots (account_id, customer_id, date, "values")
+    select ${id}, x.id, x.date, x.values from jsonb_to_recordset(${s.sql.json(snapshots(customers as never) as never)}) as x(id bigint, date date, "values" jsonb)`
+  // A stale history and scores that the job must replace.
+  await s.sql`
+    insert into customer_scores (account_id, customer_id, history_dates, history_scores, last_seen, engagementscore, fitscore)
+    select account_id, customer_id, array_agg(date order by date), array_agg(999 order by date), max(date), 999, 999
+    from customer_snapshots where account_id = ${id} group by 1, 2`
   await s.sql`
     insert into contact_snapshots (account_id, contact_id, date, "values")
     select ${id}, x.id, x.date, x.values from jsonb_to_recordset(${s.sql.json(snapshots(contacts as never) as never)}) as x(id bigint, date date, "values" jsonb)`
@@ -166,18 +172,29 @@ const seedAccount = async (m: ScoringModel | null, records: GeneratedRecord[]) =
 // What the pure functions make of the stored rows (read back, so both see the same JSON).
 const checkEntity = async (accountId: number, entity: 'customer' | 'contact', m: ScoringModel | null) => {
   const [records, snapshots] = entity === 'customer'
-    ? [await s.sql`select *, to_char(last_seen, 'YYYY-MM-DD') as last_seen, to_char(churned_date, 'YYYY-MM-DD') as churned_date from customers where account_id = ${accountId}`,
-      await s.sql`select customer_id as record_id, to_char(date, 'YYYY-MM-DD') as date, "values", engagement from customer_snapshots where account_id = ${accountId}`]
-    : [await s.sql`select *, to_char(last_seen, 'YYYY-MM-DD') as last_seen from contacts where account_id = ${accountId}`,
-      await s.sql`select contact_id as record_id, to_char(date, 'YYYY-MM-DD') as date, "values", engagement from contact_snapshots where account_id = ${accountId}`]
+    ? [await s.sql`
+        select r.*, to_char(h.last_seen, 'YYYY-MM-DD') as last_seen, to_char(r.churned_date, 'YYYY-MM-DD') as churned_date,
+          h.engagementscore, h.engagementscore_difference, h.engagementscore_trend, h.fitscore, h.churn_risk, h.upsell_score,
+          to_json(coalesce(h.history_dates, '{}')) as history_dates, coalesce(h.history_scores, '{}') as history_scores
+        from customers r left join customer_scores h on h.account_id = r.account_id and h.customer_id = r.service_id
+        where r.account_id = ${accountId}`,
+      await s.sql`select customer_id as record_id, to_char(date, 'YYYY-MM-DD') as date, "values" from customer_snapshots where account_id = ${accountId}`]
+    : [await s.sql`
+        select r.*, to_char(h.last_seen, 'YYYY-MM-DD') as last_seen, h.engagementscore, h.engagementscore_difference, h.engagementscore_trend,
+          to_json(coalesce(h.history_dates, '{}')) as history_dates, coalesce(h.history_scores, '{}') as history_scores
+        from contacts r left join contact_scores h on h.account_id = r.account_id and h.contact_id = r.service_id
+        where r.account_id = ${accountId}`,
+      await s.sql`select contact_id as record_id, to_char(date, 'YYYY-MM-DD') as date, "values" from contact_snapshots where account_id = ${accountId}`]
   const engagementRules = (entity === 'customer' ? m?.customer?.engagement : m?.contact?.engagement) ?? []
   for (const r of records) {
     const own = snapshots.filter((x) => x.record_id === r.service_id)
-    for (const x of own) {
-      const expected = weightedScore(engagementRules, (c) => (isMetric(c) ? x.values : r.attributes)[c], x.date, typeOf).score
-      assert.equal(x.engagement, expected, `${entity} ${r.external_id} snapshot ${x.date}`)
-    }
-    const history = summarizeHistory(own.map((x) => ({ date: x.date, score: x.engagement })), TODAY)
+      .map((x) => ({ date: x.date as string, score: weightedScore(engagementRules, (c) => (isMetric(c) ? x.values : r.attributes)[c], x.date, typeOf).score }))
+      .sort((a, b) => (a.date < b.date ? -1 : 1))
+    // The stored history: one score per scored snapshot, in date order.
+    const scored = own.filter((x) => x.score !== null)
+    assert.deepEqual({ dates: r.history_dates, scores: r.history_scores }, { dates: scored.map((x) => x.date), scores: scored.map((x) => x.score) },
+      `${entity} ${r.external_id} history`)
+    const history = summarizeHistory(own, TODAY)
     assert.deepEqual({
       last_seen: r.last_seen, engagementscore: r.engagementscore, engagementscore_difference: r.engagementscore_difference,
       engagementscore_trend: r.engagementscore_trend,
@@ -205,8 +222,9 @@ test('the scoring job gives what the pure functions give, record by record', asy
     // Churn: only an automatic one is lifted, once last_seen is within inactive_days of the churn date.
     const inactiveDays = m?.churn?.inactive_days ?? 0
     const after = await s.sql`
-      select service_id, is_churned, to_char(churned_date, 'YYYY-MM-DD') as churned_date, churn_reason, to_char(last_seen, 'YYYY-MM-DD') as last_seen
-      from customers where account_id = ${accountId} order by service_id`
+      select service_id, is_churned, to_char(churned_date, 'YYYY-MM-DD') as churned_date, churn_reason, to_char(h.last_seen, 'YYYY-MM-DD') as last_seen
+      from customers c left join customer_scores h on h.account_id = c.account_id and h.customer_id = c.service_id
+      where c.account_id = ${accountId} order by service_id`
     churnBefore.forEach((b, i) => {
       const a = after[i]
       const lifted = b.churn_reason === 'inactive' && a.last_seen !== null && a.last_seen >= addDays(b.churned_date, -inactiveDays)

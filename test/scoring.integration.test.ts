@@ -90,7 +90,8 @@ const stored = async (a: Account, id: string) => {
   const [row] = await s.sql`
     select engagementscore, engagementscore_difference, engagementscore_trend, to_char(last_seen, 'YYYY-MM-DD') as last_seen,
       fitscore, churn_risk, upsell_score, is_churned, to_char(churned_date, 'YYYY-MM-DD') as churned_date, churn_reason
-    from customers where account_id = ${a.id} and external_id = ${id}`
+    from customers c left join customer_scores h on h.account_id = c.account_id and h.customer_id = c.service_id
+    where c.account_id = ${a.id} and c.external_id = ${id}`
   return row
 }
 
@@ -147,9 +148,9 @@ test('scores, history, churn risk, upsell and explanation after an upload', asyn
       { codename: 'renewal_date', score: 'engagement', contribution: 1.85 },
     ],
   })
-  const stamps = await s.sql`select engagement from customer_snapshots s join customers c on c.service_id = s.customer_id
-    where c.account_id = ${a.id} and c.external_id = 'acme' order by s.date`
-  assert.deepEqual(stamps.map((r) => r.engagement), [100, -17, 43, 2])
+  const [history] = await s.sql`select h.history_scores, cardinality(h.history_dates) as n from customer_scores h join customers c on c.service_id = h.customer_id
+    where c.account_id = ${a.id} and c.external_id = 'acme'`
+  assert.deepEqual({ ...history }, { history_scores: [100, -17, 43, 2], n: 4 })
 
   const beta = await getCustomer(a, 'beta')
   assert.deepEqual(scoresOf(beta), {
@@ -230,8 +231,10 @@ test('a model change rescores the whole account; without a contact model contact
     { e: rescored.engagementscore, d: rescored.engagementscore_difference, t: rescored.engagementscore_trend, l: rescored.last_seen },
     { e: null, d: null, t: null, l: null },
   )
-  const snapshots = await s.sql`select engagement from contact_snapshots where account_id = ${a.id}`
-  assert.deepEqual(snapshots.map((r) => r.engagement), [null, null])
+  const [{ snapshots }] = await s.sql`select count(*)::int as snapshots from contact_snapshots where account_id = ${a.id}`
+  assert.equal(snapshots, 2)
+  const [{ scored }] = await s.sql`select count(*)::int as scored from contact_scores where account_id = ${a.id} and history_scores <> '{}'`
+  assert.equal(scored, 0, 'no snapshot is scored')
 })
 
 test('automatic churn after inactive_days, lifted by a snapshot dated within the window; manual churn stays', async () => {
@@ -337,8 +340,10 @@ test('uploads and scoring of the same records run side by side without deadlocks
   await settle(a)
   for (const id of sent) assert.equal((await waitForUpload(a.api, id, 60_000, true)).status, 'processed')
   // The last upload (round 0, dated today) decides the latest scores: logins i % 40 of 40, tickets 0 of 10.
-  const [row] = await s.sql`select engagementscore, to_char(last_seen, 'YYYY-MM-DD') as last_seen from customers where account_id = ${a.id} and external_id = 'dl-20'`
-  assert.deepEqual({ ...row }, { engagementscore: Math.round((50 * (-100 + 200 * 20 / 40) + 25 * 100) / 75), last_seen: T })
-  const [{ n }] = await s.sql`select count(*)::int as n from customer_snapshots where account_id = ${a.id} and engagement is null`
+  const row = await stored(a, 'dl-20')
+  assert.deepEqual({ e: row.engagementscore, l: row.last_seen }, { e: Math.round((50 * (-100 + 200 * 20 / 40) + 25 * 100) / 75), l: T })
+  const [{ n }] = await s.sql`
+    select count(*)::int as n from customer_snapshots s left join customer_scores h on h.account_id = s.account_id and h.customer_id = s.customer_id
+    where s.account_id = ${a.id} and (h.customer_id is null or not s.date = any(h.history_dates))`
   assert.equal(n, 0, 'every snapshot is scored')
 })

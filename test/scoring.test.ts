@@ -305,6 +305,7 @@ test('checkModelAgainstProperties: codenames of the entity and forms that fit th
 const refs = {
   metric: (key: string) => `s."values" -> ${key}`,
   attribute: (key: string) => `c.attributes -> ${key}`,
+  column: (name: string) => `rec.${name}`,
   date: 's.date',
   isMetric: (codename: string) => codename !== 'plan_zq',
 }
@@ -317,8 +318,8 @@ test('weightedScoreSql binds every codename and rule number as a parameter', () 
     { codename: 'plan_zq', weight: 61, values: { Zeta: 42, "O'Brien": -17 }, default: -19 },
   ]
   const types: Record<string, PropertyType> = { logins_zq: 'number', "it's_zq": 'date', sso_zq: 'boolean', plan_zq: 'string' }
-  const { join, score, params } = weightedScoreSql(rules, (c) => types[c], refs, 4, 'sc')
-  const text = `${join} ${score}`
+  const { columns, join, score, params } = weightedScoreSql(rules, (c) => types[c], refs, 4, 'sc')
+  const text = `${columns.join(', ')} ${join} ${score}`
   const withoutPlaceholders = text.replace(/\$\d+/g, '$')
   for (const literal of ['_zq', 'Zeta', 'Brien', 'true', '1234', '777', '37', '375', '11', '999', '53', '42', '17', '19', '61']) {
     assert.ok(!withoutPlaceholders.includes(literal), `${literal} appears in the SQL text`)
@@ -330,7 +331,10 @@ test('weightedScoreSql binds every codename and rule number as a parameter', () 
   const numbers = [...text.matchAll(/\$(\d+)/g)].map((m) => Number(m[1]))
   assert.deepEqual([...new Set(numbers)].sort((a, b) => a - b), params.map((_, i) => i + 4))
   assert.match(text, /s\."values" -> \$4::text/)
-  assert.match(text, /c\.attributes -> \$\d+::text/)
+  // The one attribute (plan_zq) is parsed once per record, in the record-level columns.
+  assert.equal(columns.length, 1)
+  assert.match(columns[0], /c\.attributes -> \$\d+::text.* AS sc_a3$/)
+  assert.match(join, /rec\.sc_a3/)
   assert.match(text, /s\.date/)
   assert.match(text, /jsonb_typeof/)
   assert.match(join, /^CROSS JOIN LATERAL \(SELECT CASE .*::numeric\)::integer END AS score FROM \(SELECT .* OFFSET 0\) AS sc_values OFFSET 0\) AS sc_scores OFFSET 0\) AS sc$/)
@@ -339,5 +343,5 @@ test('weightedScoreSql binds every codename and rule number as a parameter', () 
 })
 
 test('weightedScoreSql without rules is a NULL integer', () => {
-  assert.deepEqual(weightedScoreSql([], typeOf, refs, 1, 'sc'), { join: '', score: 'NULL::integer', params: [] })
+  assert.deepEqual(weightedScoreSql([], typeOf, refs, 1, 'sc'), { columns: [], join: '', score: 'NULL::integer', params: [] })
 })

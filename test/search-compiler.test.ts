@@ -277,7 +277,7 @@ describe('compileSearch SQL', () => {
 
   test('contact search selects the owning customer, scoped to the account', () => {
     const { text } = compileSearch(input({ entity: 'contact', filters: [{ propertyName: 'customer_external_id', operator: 'EQ', value: 'c1' }] }))
-    assert.match(text, /from contacts r left join customers oc on oc\.account_id = \$1::text::bigint/)
+    assert.match(text, /from contacts r left join contact_scores h on h\.account_id = \$1::text::bigint and h\.contact_id = r\.service_id left join customers oc on oc\.account_id = \$1::text::bigint/)
     assert.match(text, /oc\.external_id in \(\$\d+::text\)/)
     assert.match(text, /contact_tags x/)
     for (const column of ['customer_external_id', 'customer_service_id', '"createdAt"', '"updatedAt"']) assert.ok(text.includes(`as ${column}`))

@@ -7,6 +7,7 @@ import fc from 'fast-check'
 import { startTestService, type TestService } from './helpers/service.ts'
 import { scoredAccount } from './helpers/fixtures.ts'
 import { allPages, byteOrder, dayAgo, search, upload } from './helpers/search.ts'
+import { storeScores } from './helpers/db.ts'
 import { ALLOWED_OPERATORS, SearchError, type Entity, type FieldType, type Filter, type PropertyDef } from '../src/search/compile.ts'
 import { matches, type SearchRecord } from '../src/search/evaluate.ts'
 
@@ -108,13 +109,16 @@ before(async () => {
       external_id: r.external_id, tags: r.tags, is_churned: r.is_churned ?? false, fitscore: r.fitscore ?? null,
       churn_risk: r.churn_risk ?? null, ...Object.fromEntries(columns.map((c) => [c, r[c]])),
     }))
-    const extra = table === 'customers' ? s.sql`, is_churned = x.is_churned, fitscore = x.fitscore, churn_risk = x.churn_risk` : s.sql``
-    await s.sql`
-      update ${s.sql(table)} r set engagementscore = x.engagementscore, engagementscore_difference = x.engagementscore_difference,
-        last_seen = x.last_seen ${extra}
-      from jsonb_to_recordset(${s.sql.json(rows)}) as x(external_id text, engagementscore int, engagementscore_difference int,
-        last_seen date, is_churned boolean, fitscore int, churn_risk int)
-      where r.account_id = ${account.id} and r.external_id = x.external_id`
+    await storeScores(s.sql, table, account.id, records.map((r) => ({
+      external_id: r.external_id, ...Object.fromEntries(columns.map((c) => [c, r[c]])),
+      ...table === 'customers' ? { fitscore: r.fitscore ?? null, churn_risk: r.churn_risk ?? null } : {},
+    })))
+    if (table === 'customers') {
+      await s.sql`
+        update customers r set is_churned = x.is_churned
+        from jsonb_to_recordset(${s.sql.json(rows)}) as x(external_id text, is_churned boolean)
+        where r.account_id = ${account.id} and r.external_id = x.external_id`
+    }
     await s.sql`
       insert into ${s.sql(links)} (account_id, ${s.sql(key)}, tag_id)
       select ${account.id}, r.service_id, t.id

@@ -3,6 +3,7 @@ import assert from 'node:assert/strict'
 import { startTestService, type Call, type TestService } from './helpers/service.ts'
 import { scoredAccount } from './helpers/fixtures.ts'
 import { allPages, byteOrder, dayAgo, search, upload } from './helpers/search.ts'
+import { storeScores } from './helpers/db.ts'
 
 type Account = Awaited<ReturnType<TestService['account']>>
 
@@ -34,8 +35,14 @@ const setTags = async (account: Account, entity: 'customers' | 'contacts', exter
   return res.body
 }
 
-const setScores = (account: Account, externalId: string, scores: Record<string, unknown>) =>
-  s.sql`update customers set ${s.sql(scores)} where account_id = ${account.id} and external_id = ${externalId}`
+const RECORD_COLUMNS = new Set(['is_churned', 'churned_date', 'churn_reason'])
+
+const setScores = async (account: Account, externalId: string, values: Record<string, unknown>) => {
+  const pick = (record: boolean) => Object.fromEntries(Object.entries(values).filter(([k]) => RECORD_COLUMNS.has(k) === record))
+  const churn = pick(true)
+  if (Object.keys(churn).length) await s.sql`update customers set ${s.sql(churn)} where account_id = ${account.id} and external_id = ${externalId}`
+  await storeScores(s.sql, 'customers', account.id, [{ external_id: externalId, ...pick(false) }])
+}
 
 // Active customers c-a..c-e and churned c-f, with contacts k-1..k-4 (k-3 belongs to the churned
 // customer); `other` holds records with the same external ids, tags and property names.
@@ -73,9 +80,10 @@ const seed = async () => {
   await setScores(acme, 'c-d', { engagementscore: null, engagementscore_difference: null, fitscore: null, churn_risk: null, last_seen: null, engagementscore_trend: null })
   await setScores(acme, 'c-e', { engagementscore: -30, engagementscore_difference: null, fitscore: 0, churn_risk: 90, last_seen: dayAgo(60) })
   await setScores(acme, 'c-f', { engagementscore: 80, fitscore: 50, churn_risk: 10, last_seen: dayAgo(1), is_churned: true, churned_date: dayAgo(1), churn_reason: 'manual' })
-  await s.sql`update contacts set engagementscore = 70, engagementscore_difference = null, last_seen = ${dayAgo(2)},
-    engagementscore_trend = ${s.sql.json({ [dayAgo(2)]: 70 })} where account_id = ${acme.id} and external_id = 'k-1'`
-  await s.sql`update contacts set engagementscore = 10, last_seen = ${dayAgo(50)} where account_id = ${acme.id} and external_id = 'k-2'`
+  await storeScores(s.sql, 'contacts', acme.id, [
+    { external_id: 'k-1', engagementscore: 70, engagementscore_difference: null, last_seen: dayAgo(2), engagementscore_trend: s.sql.json({ [dayAgo(2)]: 70 }) },
+    { external_id: 'k-2', engagementscore: 10, engagementscore_difference: null, last_seen: dayAgo(50), engagementscore_trend: null },
+  ])
   await setTags(acme, 'customers', 'c-a', ['VIP'])
   await setTags(acme, 'customers', 'c-b', ['vip', 'TRIAL'])
   await setTags(acme, 'customers', 'c-d', ['Trial'])

@@ -14,16 +14,17 @@ export interface ScoreDailyPayload { account_id?: number }
 const markInactive = (sql: Sql, accountId: number, today: string) => sql`
   with inactive as (
     select c.service_id from customers c join scoring_models m on m.account_id = c.account_id
+      join customer_scores h on h.account_id = c.account_id and h.customer_id = c.service_id
     where c.account_id = ${accountId} and not c.is_churned and (m.model->'churn'->>'inactive_days') is not null
-      and c.last_seen < ${today}::date - (m.model->'churn'->>'inactive_days')::integer
+      and h.last_seen < ${today}::date - (m.model->'churn'->>'inactive_days')::integer
     order by c.service_id for no key update of c
   )
   update customers c set is_churned = true, churned_date = ${today}::date, churn_reason = 'inactive'
   from inactive i where c.account_id = ${accountId} and c.service_id = i.service_id`
 
 // What changes with the date alone: the trend window, fit date properties (e.g. renewal_date),
-// days since last_seen in churn risk, and automatic churn. The snapshots' engagement does not (its
-// scoring date is the snapshot's), so it is not recomputed.
+// days since last_seen in churn risk, and automatic churn. The engagement history does not (a
+// snapshot's scoring date is its own), so it is read as stored, not recomputed.
 export const scoreDaily = async (sql: Sql, accountId: number, today = utcToday()) => {
   await scoreRecords(sql, { account_id: accountId, entity: 'customer' }, { today, snapshots: false })
   await scoreRecords(sql, { account_id: accountId, entity: 'contact' }, { today, snapshots: false })

@@ -2,19 +2,18 @@ import type { Task } from 'graphile-worker'
 import { scoringInputs } from '../admin/scoring.ts'
 import { propertyLookup, type CatalogDef, type Entity, type ScoringModel } from '../scoring/model.ts'
 import { churnRiskSql, upsellScoreSql, weightedScoreSql, type SqlRefs } from '../scoring/sql.ts'
-import type { Sql } from '../db/client.ts'
-import { lockRecordsIn } from '../db/locks.ts'
+import type { Sql, Tx } from '../db/client.ts'
 import type { App } from '../http/types.ts'
 
 // SPEC section 6 in bulk: scores of the given records (all of the account's when ids is absent),
-// batch by batch, each batch two statements in one transaction. Both write only rows whose
-// values change, so a rescoring that changes nothing writes nothing.
+// batch by batch, each batch one statement that writes the score rows (customer_scores,
+// contact_scores) whose values change, so a rescoring that changes nothing writes nothing.
 export interface ScoreRecordsPayload { account_id: number; entity: Entity; ids?: number[]; upload_id?: number }
 
 export interface ScoreOptions {
   /** The UTC date scores are relative to (trend window, fit date properties, days since last_seen). */
   today?: string
-  /** false: keep the snapshots' engagement (the daily run: it depends only on the snapshot date). */
+  /** false: keep the stored engagement history (the daily run: a snapshot's score depends only on its own date). */
   snapshots?: boolean
 }
 
@@ -25,92 +24,108 @@ export const BATCH = 5000
 const PARALLEL = 2
 const TREND_DAYS = 365
 const TREND_RECORDS = 15
+// Dated within the trend window: the 365 days up to today ($3).
+const RECENT = (date: string) => `${date} <= $3::date and ${date} > $3::date - ${TREND_DAYS}`
 
 const tables = {
-  customer: { records: 'customers', snapshots: 'customer_snapshots', fk: 'customer_id' },
-  contact: { records: 'contacts', snapshots: 'contact_snapshots', fk: 'contact_id' },
+  customer: { records: 'customers', snapshots: 'customer_snapshots', scores: 'customer_scores', fk: 'customer_id' },
+  contact: { records: 'contacts', snapshots: 'contact_snapshots', scores: 'contact_scores', fk: 'contact_id' },
 } as const
 
 export const utcToday = () => new Date().toISOString().slice(0, 10)
 
 const refs = (isMetric: (codename: string) => boolean, metrics: string, date: string): SqlRefs => ({
-  metric: (key) => `${metrics} -> ${key}`, attribute: (key) => `r.attributes -> ${key}`, date, isMetric,
+  metric: (key) => `${metrics} -> ${key}`, attribute: (key) => `r.attributes -> ${key}`, column: (name) => `rec.${name}`, date, isMetric,
 })
 
-// Engagement of every snapshot of the batch's records ($1 account, $2 ids): metric values from the
-// snapshot, attributes from the record as it is now, date properties relative to the snapshot date.
-const snapshotStatement = (entity: Entity, model: ScoringModel | null, defs: CatalogDef[]) => {
-  const { records, snapshots, fk } = tables[entity]
-  const { typeOf, isMetric } = propertyLookup(defs)
-  const rules = (entity === 'customer' ? model?.customer?.engagement : model?.contact?.engagement) ?? []
-  const engagement = weightedScoreSql(rules, typeOf, refs(isMetric, 's."values"', 's.date'), 3, 'e')
-  const text = `
-    update ${snapshots} t set engagement = x.engagement
-    from (
-      select s.${fk} as record_id, s.date, s.engagement as old, ${engagement.score} as engagement
-      from ${snapshots} s join ${records} r on r.account_id = s.account_id and r.service_id = s.${fk}
-        ${engagement.join}
-      where s.account_id = $1::bigint and s.${fk} = any($2::bigint[]) and r.account_id = $1::bigint and r.service_id = any($2::bigint[])
-    ) x
-    where t.account_id = $1::bigint and t.${fk} = x.record_id and t.date = x.date and x.engagement is distinct from x.old`
-  return { text, params: engagement.params }
-}
-
-// The record's summary of its scored snapshots, as summarizeHistory computes it ($3 today): the
-// latest score, its difference to the one before, and the trend, the latest 15 dated within the
-// 365 days up to today (n - ahead ranks a snapshot among those not dated after today). Customers
-// also get fit (current attributes and latest metric values, date properties relative to today),
-// churn risk and upsell, and an automatic churn is lifted once last_seen is no longer older than
-// inactive_days ($4, 0 when unset) before the churn date: a snapshot dated on or after the churn
-// date always lifts it. A manual churn is never touched.
-const recordStatement = (entity: Entity, model: ScoringModel | null, defs: CatalogDef[]) => {
-  const { records, snapshots, fk } = tables[entity]
+// Scores of a batch of records ($1 account, $2 ids, $3 today).
+//  - scored: the engagement of each of the records' snapshots (metric values from the snapshot,
+//    attributes from the record as it is now, date properties relative to the snapshot date), or
+//    with `snapshots` false the stored history.
+//  - history: what summarizeHistory computes from them: the latest score, its difference to the one
+//    before, and the trend, the latest 15 dated within the 365 days up to today. The trend is
+//    aggregated with the history when it holds at most 15 scores, as it nearly always does
+//    (monthly snapshots make 12), and only otherwise cut from the history by a subquery. It is
+//    built as json and cast: jsonb_object_agg costs twice as much, and json writes a date key as
+//    YYYY-MM-DD whatever the DateStyle.
+//  - Customers also get fit (current attributes and latest metric values, date properties relative
+//    to today), churn risk and upsell.
+// Score rows are written only where a value changes, and inserted for records that have none yet
+// and something to store. A concurrent insert of the same row (only a second job scoring the same
+// records at once could make one) is left to win: it computed the same scores.
+const scoreStatement = (entity: Entity, model: ScoringModel | null, defs: CatalogDef[], snapshots: boolean) => {
+  const t = tables[entity]
   const { typeOf, isMetric } = propertyLookup(defs)
   const customer = entity === 'customer'
-  const fit = weightedScoreSql(customer ? model?.customer?.fit ?? [] : [], typeOf, refs(isMetric, 'r.metrics', '$3::date'), 5, 'f')
-  const derived = customer
-    ? `, ${fit.score} as fit, coalesce(r.churn_reason = 'inactive' and h.last_seen >= r.churned_date - $4::integer, false) as lift`
-    : ''
-  const scores = customer
-    ? `, ${churnRiskSql('d.score', 'd.fit', 'd.difference', '($3::date - d.last_seen)')} as churn_risk`
-      + `, ${upsellScoreSql('d.score', 'd.fit', 'd.difference')} as upsell_score`
-    : ''
+  const rules = (customer ? model?.customer?.engagement : model?.contact?.engagement) ?? []
+  const engagement = weightedScoreSql(snapshots ? rules : [], typeOf, refs(isMetric, 's."values"', 's.date'), 4, 'e')
+  const fit = weightedScoreSql(customer ? model?.customer?.fit ?? [] : [], typeOf, refs(isMetric, 'rec.metrics', '$3::date'), 4 + engagement.params.length, 'f')
+  const scored = snapshots
+    ? `select s.${t.fk} as record_id, s.date, ${engagement.score} as score
+      from rec join ${t.snapshots} s on s.account_id = $1::bigint and s.${t.fk} = rec.service_id ${engagement.join}
+      where s.${t.fk} = any($2::bigint[])`
+    : `select h.${t.fk} as record_id, x.date, x.score
+      from ${t.scores} h cross join lateral unnest(h.history_dates, h.history_scores) as x(date, score)
+      where h.account_id = $1::bigint and h.${t.fk} = any($2::bigint[])`
+  const fitColumns = customer ? [['fitscore', 'fit'], ['churn_risk', 'churn_risk'], ['upsell_score', 'upsell_score']] : []
   const columns = [
-    ['last_seen', 'last_seen'], ['engagementscore', 'score'], ['engagementscore_difference', 'difference'],
-    ['engagementscore_trend', 'trend'],
-    ...customer ? [['fitscore', 'fit'], ['churn_risk', 'churn_risk'], ['upsell_score', 'upsell_score']] : [],
+    ['history_dates', 'dates'], ['history_scores', 'scores'], ['last_seen', 'last_seen'], ['engagementscore', 'score'],
+    ['engagementscore_difference', 'difference'], ['engagementscore_trend', 'trend'], ...fitColumns,
   ]
-  const lift = customer
-    ? `, is_churned = c.is_churned and not x.lift, churned_date = case when x.lift then null else c.churned_date end,`
-      + ` churn_reason = case when x.lift then null else c.churn_reason end`
+  const derived = customer
+    ? `, ${churnRiskSql('d.score', 'd.fit', 'd.difference', '($3::date - d.last_seen)')} as churn_risk, ${upsellScoreSql('d.score', 'd.fit', 'd.difference')} as upsell_score`
     : ''
   const text = `
-    with scored as (
-      select s.${fk} as record_id, s.date, s.engagement,
-        row_number() over (partition by s.${fk} order by s.date desc) as n,
-        count(*) filter (where s.date > $3::date) over (partition by s.${fk}) as ahead
-      from ${snapshots} s
-      where s.account_id = $1::bigint and s.${fk} = any($2::bigint[]) and s.engagement is not null
+    with rec as materialized (
+      select r.service_id, r.metrics${[...engagement.columns, ...fit.columns].map((c) => `, ${c}`).join('')}
+      from ${t.records} r where r.account_id = $1::bigint and r.service_id = any($2::bigint[])
+    ), scored as (
+      ${scored}
     ), history as (
-      select record_id, max(date) as last_seen,
-        max(engagement) filter (where n = 1) as score,
-        max(engagement) filter (where n = 1) - max(engagement) filter (where n = 2) as difference,
-        jsonb_object_agg(to_char(date, 'YYYY-MM-DD'), engagement)
-          filter (where date <= $3::date and date > $3::date - ${TREND_DAYS} and n - ahead <= ${TREND_RECORDS}) as trend
-      from scored group by record_id
-    ), derived as (
-      select r.service_id, h.last_seen, h.score, h.difference, h.trend${derived}
-      from ${records} r left join history h on h.record_id = r.service_id ${fit.join}
-      where r.account_id = $1::bigint and r.service_id = any($2::bigint[])
+      select record_id, array_agg(date order by date) as dates, array_agg(score order by date) as scores,
+        count(*) filter (where ${RECENT('date')}) as recent,
+        (json_object_agg(date, score) filter (where ${RECENT('date')}))::jsonb as trend
+      from scored where score is not null group by record_id
+    ), d as (
+      select rec.service_id, coalesce(h.dates, '{}') as dates, coalesce(h.scores, '{}') as scores,
+        h.dates[cardinality(h.dates)] as last_seen, h.scores[cardinality(h.scores)] as score,
+        h.scores[cardinality(h.scores)] - h.scores[cardinality(h.scores) - 1] as difference,
+        case when h.recent <= ${TREND_RECORDS} then h.trend else (
+          select json_object_agg(t.date, t.score)::jsonb from (
+            select u.date, u.score from unnest(h.dates, h.scores) as u(date, score) where ${RECENT('u.date')} order by u.date desc limit ${TREND_RECORDS}
+          ) t
+        ) end as trend,
+        ${customer ? fit.score : 'null::integer'} as fit
+      from rec left join history h on h.record_id = rec.service_id ${fit.join}
     ), x as (
-      select d.*${scores} from derived d
+      select d.*${derived} from d
+    ), updated as (
+      update ${t.scores} c set ${columns.map(([column, value]) => `${column} = x.${value}`).join(', ')}
+      from x
+      where c.account_id = $1::bigint and c.${t.fk} = any($2::bigint[]) and c.${t.fk} = x.service_id
+        and (${columns.map(([column]) => `c.${column}`).join(', ')}) is distinct from (${columns.map(([, value]) => `x.${value}`).join(', ')})
     )
-    update ${records} c set ${columns.map(([column, value]) => `${column} = x.${value}`).join(', ')}${lift}
-    from x
-    where c.account_id = $1::bigint and c.service_id = any($2::bigint[]) and c.service_id = x.service_id
-      and ((${columns.map(([column]) => `c.${column}`).join(', ')}) is distinct from (${columns.map(([, value]) => `x.${value}`).join(', ')})${customer ? ' or x.lift' : ''})`
-  return { text, params: customer ? [model?.churn?.inactive_days ?? 0, ...fit.params] : [] }
+    insert into ${t.scores} (account_id, ${t.fk}, ${columns.map(([column]) => column).join(', ')})
+    select $1::bigint, x.service_id, ${columns.map(([, value]) => `x.${value}`).join(', ')} from x
+    where (x.last_seen is not null or x.fit is not null)
+      and not exists (select 1 from ${t.scores} c where c.account_id = $1::bigint and c.${t.fk} = x.service_id)
+    on conflict do nothing`
+  return { text, params: [...engagement.params, ...fit.params] }
 }
+
+// An automatic churn is lifted once last_seen is no longer older than inactive_days (0 when
+// unset) before the churn date: a snapshot dated on or after the churn date always lifts it. A
+// manual churn is never touched. The few rows lifted are locked in service_id order first, as
+// every writer of records does (src/db/locks.ts).
+const liftInactive = (tx: Tx, accountId: number, ids: number[], inactiveDays: number) => tx`
+  with lifted as (
+    select c.service_id from customers c join customer_scores h on h.account_id = c.account_id and h.customer_id = c.service_id
+    where c.account_id = ${accountId} and c.service_id = any(${ids}::bigint[]) and c.churn_reason = 'inactive'
+      and h.last_seen >= c.churned_date - ${inactiveDays}::integer
+    order by c.service_id for no key update of c
+  )
+  update customers c set is_churned = false, churned_date = null, churn_reason = null
+  from lifted l where c.account_id = ${accountId} and c.service_id = l.service_id`
 
 // Batches of record ids in id order: the given ones, or keyset pages over the whole account.
 async function* batches(sql: Sql, accountId: number, entity: Entity, ids?: number[]): AsyncGenerator<number[]> {
@@ -132,19 +147,18 @@ async function* batches(sql: Sql, accountId: number, entity: Entity, ids?: numbe
 export const scoreRecords = async (sql: Sql, p: ScoreRecordsPayload, options: ScoreOptions = {}) => {
   const today = options.today ?? utcToday()
   const { model, defs } = await scoringInputs(sql, p.account_id, p.entity)
-  const snapshots = options.snapshots === false ? null : snapshotStatement(p.entity, model, defs)
-  const records = recordStatement(p.entity, model, defs)
+  const statement = scoreStatement(p.entity, model, defs, options.snapshots !== false)
+  const inactiveDays = model?.churn?.inactive_days ?? 0
   let scored = 0
   const queue = batches(sql, p.account_id, p.entity, p.ids)
   const scoreBatches = async () => {
     for (let next = await queue.next(); !next.done; next = await queue.next()) {
-      const fixed = [p.account_id, next.value]
+      const ids = next.value
       await sql.begin(async (tx) => {
-        await lockRecordsIn(tx, tables[p.entity].records, p.account_id, tx`select unnest(${next.value}::bigint[])`)
-        if (snapshots) await tx.unsafe(snapshots.text, [...fixed, ...snapshots.params] as never[])
-        await tx.unsafe(records.text, [...fixed, today, ...records.params] as never[])
+        await tx.unsafe(statement.text, [p.account_id, ids, today, ...statement.params] as never[])
+        if (p.entity === 'customer') await liftInactive(tx, p.account_id, ids, inactiveDays)
       })
-      scored += next.value.length
+      scored += ids.length
     }
   }
   await Promise.all(Array.from({ length: PARALLEL }, scoreBatches))

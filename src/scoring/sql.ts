@@ -11,10 +11,12 @@ import { DATE_PATTERN } from './score.ts'
 // test/scoring-sql.test.ts feeds the same generated cases to both through a real PostgreSQL.
 
 export interface SqlRefs {
-  /** jsonb value of a metric in the snapshot; `key` is SQL of type text (a placeholder), e.g. (key) => `s."values" -> ${key}`. */
+  /** jsonb value of a metric in the scored row; `key` is SQL of type text (a placeholder), e.g. (key) => `s."values" -> ${key}`. */
   metric: (key: string) => string
-  /** jsonb value of one of the record's current attributes, keyed the same way. */
+  /** jsonb value of one of the record's current attributes, keyed the same way, read in `columns`. */
   attribute: (key: string) => string
+  /** How the scored row reads a column of `columns` by its name. */
+  column: (name: string) => string
   /** SQL expression of the scoring date: the snapshot's date for engagement, today for fit. */
   date: string
   isMetric: (codename: string) => boolean
@@ -22,20 +24,21 @@ export interface SqlRefs {
 
 type Bind = (value: unknown, type: 'text' | 'float8' | 'boolean') => string
 
-// The value as the rule's form reads it (float8, boolean or text), NULL when absent or of another
-// JSON type. For a date: whole days from the scoring date.
-const valueSql = (rule: Rule, type: PropertyType, refs: SqlRefs, bind: Bind): string => {
-  const key = bind(rule.codename, 'text')
-  const x = `(${refs.isMetric(rule.codename) ? refs.metric(key) : refs.attribute(key)})`
+// The jsonb value `x` as the rule's form reads it (float8, boolean, text or date), NULL when it is
+// absent or of another JSON type.
+const typedSql = (rule: Rule, type: PropertyType, x: string): string => {
   const str = `(${x} #>> '{}')`
   const when = (jsonType: string, value: string) => `CASE WHEN jsonb_typeof(${x}) = '${jsonType}' THEN ${value} END`
   if (isValuesRule(rule)) return when('string', str)
   if (isBooleanRule(rule)) return when('boolean', `${x}::boolean`)
   if (type !== 'date') return when('number', `${x}::float8`)
   // The pattern first: pg_input_is_valid alone would also take forms like 'today' or '1/2/2026'.
-  return `CASE WHEN jsonb_typeof(${x}) = 'string' AND ${str} ~ '${DATE_PATTERN}' AND pg_input_is_valid(${str}, 'date') `
-    + `THEN (${str}::date - (${refs.date})::date)::float8 END`
+  return `CASE WHEN jsonb_typeof(${x}) = 'string' AND ${str} ~ '${DATE_PATTERN}' AND pg_input_is_valid(${str}, 'date') THEN ${str}::date END`
 }
+
+// A typed value as the score reads it: a date becomes whole days from the scoring date.
+const valueSql = (type: PropertyType, rule: Rule, typed: string, date: string) =>
+  type === 'date' && !isValuesRule(rule) && !isBooleanRule(rule) ? `(${typed} - (${date})::date)::float8` : typed
 
 // The property score of value column `v`; the branches are those of propertyScore, in its order.
 const scoreSql = (rule: Rule, v: string, bind: Bind): string => {
@@ -59,6 +62,8 @@ const scoreSql = (rule: Rule, v: string, bind: Bind): string => {
 }
 
 export interface ScoreSql {
+  /** Select-list items that read the record's attributes, computed once per record (not per snapshot). */
+  columns: string[]
   /** A LATERAL join to add to the FROM clause after the tables the refs name ('' without rules). */
   join: string
   /** The integer score expression over that join, NULL when no rule has a value. */
@@ -72,6 +77,9 @@ export interface ScoreSql {
  * the values map are account input. Placeholders are numbered from `paramStart`; `params` holds
  * their values in order. `alias` names the join.
  *
+ * The record's attribute values are parsed once per record by `columns`, which the caller selects
+ * in a record-level subquery and `refs.column` reads back: a record has a dozen snapshots, and a
+ * date attribute's checks cost more than the rest of a snapshot's score.
  * Each row's values are read once, in the inner level of the join, and its score computed once
  * over them in the outer level: OFFSET 0 keeps PostgreSQL from flattening the levels, which would
  * copy each value's jsonb lookups and date checks into every use of it, and the score's
@@ -85,13 +93,20 @@ export const weightedScoreSql = (
   paramStart: number,
   alias: string,
 ): ScoreSql => {
-  if (rules.length === 0) return { join: '', score: 'NULL::integer', params: [] }
+  if (rules.length === 0) return { columns: [], join: '', score: 'NULL::integer', params: [] }
   const params: unknown[] = []
   const bind: Bind = (value, type) => {
     params.push(value)
     return `$${paramStart + params.length - 1}::${type}`
   }
-  const values = rules.map((rule, i) => `${valueSql(rule, typeOf(rule.codename), refs, bind)} AS v${i}`)
+  const columns: string[] = []
+  const values = rules.map((rule, i) => {
+    const type = typeOf(rule.codename)
+    const key = bind(rule.codename, 'text')
+    if (refs.isMetric(rule.codename)) return `${valueSql(type, rule, typedSql(rule, type, `(${refs.metric(key)})`), refs.date)} AS v${i}`
+    columns.push(`${typedSql(rule, type, `(${refs.attribute(key)})`)} AS ${alias}_a${i}`)
+    return `${valueSql(type, rule, refs.column(`${alias}_a${i}`), refs.date)} AS v${i}`
+  })
   const scoreColumns = rules.map((rule, i) => `${scoreSql(rule, `${alias}_values.v${i}`, bind)} AS p${i}`)
   const scores = rules.map((_, i) => `${alias}_scores.p${i}`)
   const weights = rules.map((rule) => bind(rule.weight, 'float8'))
@@ -101,6 +116,7 @@ export const weightedScoreSql = (
   const totalWeight = `(0${weights.map((w, i) => ` + CASE WHEN ${scores[i]} IS NULL THEN 0 ELSE ${w} END`).join('')})`
   const score = `CASE WHEN ${totalWeight} > 0 THEN round((${total} / ${totalWeight})::numeric)::integer END`
   return {
+    columns,
     join: `CROSS JOIN LATERAL (SELECT ${score} AS score FROM (SELECT ${scoreColumns.join(', ')} FROM (SELECT ${values.join(', ')} OFFSET 0) AS ${alias}_values OFFSET 0) AS ${alias}_scores OFFSET 0) AS ${alias}`,
     score: `${alias}.score`,
     params,

@@ -310,15 +310,15 @@ const JSON_VALUE_SQL: Record<ValueType, (bag: string, key: string) => string> = 
   date: (bag, key) => `case when jsonb_typeof(${bag} -> ${key}) = 'string' then ${sqlDateOrNull(`(${bag} ->> ${key})`)} end`,
 }
 
-// Core scalar fields; `r` is the searched record, `oc` a contact's owning customer.
+// Core scalar fields; `r` is the searched record, `h` its scores, `oc` a contact's owning customer.
 const CORE_SQL: ReadonlyMap<string, string> = new Map([
   ['name', 'r.name'],
   ['is_churned', 'r.is_churned'],
-  ['fitscore', 'r.fitscore'],
-  ['engagementscore', 'r.engagementscore'],
-  ['engagementscore_difference', 'r.engagementscore_difference'],
-  ['churn_risk', 'r.churn_risk'],
-  ['last_seen', 'r.last_seen'],
+  ['fitscore', 'h.fitscore'],
+  ['engagementscore', 'h.engagementscore'],
+  ['engagementscore_difference', 'h.engagementscore_difference'],
+  ['churn_risk', 'h.churn_risk'],
+  ['last_seen', 'h.last_seen'],
   ['customer_external_id', 'oc.external_id'],
 ])
 
@@ -461,17 +461,17 @@ function columnsSql(ctx: Ctx, properties: string): string[] {
       `${isoTimestamp('r.updated_at')} as "updatedAt"`,
     ],
   }
-  const lastSeen = `to_char(r.last_seen, 'YYYY-MM-DD') as last_seen`
+  const lastSeen = `to_char(h.last_seen, 'YYYY-MM-DD') as last_seen`
   if (ctx.entity === 'customer') {
     return [
       ...common.head,
-      'r.fitscore',
-      'r.engagementscore',
-      'r.churn_risk',
+      'h.fitscore',
+      'h.engagementscore',
+      'h.churn_risk',
       'r.is_churned',
       lastSeen,
-      'r.engagementscore_difference',
-      'r.engagementscore_trend',
+      'h.engagementscore_difference',
+      'h.engagementscore_trend',
       `(select u.email from users u where u.account_id = ${ctx.account} and u.id = r.owner_user_id) as owner`,
       tags,
       ...common.tail,
@@ -479,9 +479,9 @@ function columnsSql(ctx: Ctx, properties: string): string[] {
   }
   return [
     ...common.head,
-    'r.engagementscore',
-    'r.engagementscore_difference',
-    'r.engagementscore_trend',
+    'h.engagementscore',
+    'h.engagementscore_difference',
+    'h.engagementscore_trend',
     lastSeen,
     tags,
     'oc.external_id as customer_external_id',
@@ -495,10 +495,12 @@ function afterSql(ctx: Ctx, serviceId: string): string {
   return `select a.external_id from ${table} a where a.account_id = ${ctx.account} and a.service_id = ${serviceId}`
 }
 
+// A record's scores (`h`) live in a table of their own (sql/009_scores.sql); one not yet scored has none.
 function fromSql(ctx: Ctx): string {
   return ctx.entity === 'customer'
-    ? 'customers r'
-    : `contacts r left join customers oc on oc.account_id = ${ctx.account} and oc.service_id = r.customer_id`
+    ? `customers r left join customer_scores h on h.account_id = ${ctx.account} and h.customer_id = r.service_id`
+    : `contacts r left join contact_scores h on h.account_id = ${ctx.account} and h.contact_id = r.service_id`
+      + ` left join customers oc on oc.account_id = ${ctx.account} and oc.service_id = r.customer_id`
 }
 
 function checkProperties(properties: readonly string[], catalog: readonly PropertyDef[], errors: ErrorDetail[]): void {
