@@ -32,14 +32,15 @@ const DATE_RE = new RegExp(DATE_PATTERN)
 
 const clamp = (x: number, lo: number, hi: number) => Math.min(hi, Math.max(lo, x))
 
-// Scores are rounded the way PostgreSQL does round(x::numeric) on a float8 x: the cast keeps 15
-// significant digits (so float noise like 2.4999999999999996 counts as 2.5) and round(numeric)
-// breaks ties away from zero, where JS Math.round(-2.5) would give -2. The `r !== 0` test keeps
-// -0 out of results, since assertions and Object.is tell it apart from 0.
+// Scores are rounded half away from zero (JS Math.round(-2.5) would give -2), with float noise
+// up to 1e-9 absorbed, so that 2.4999999999999996 from (0.1 + 0.2) * ... counts as 2.5. Only
+// float8 operations that PostgreSQL performs identically (abs, +, floor), so roundSql in sql.ts
+// gives the same integer; round(x::numeric) did too, at eight times the cost per snapshot. The
+// `r !== 0` test keeps -0 out of results, since assertions and Object.is tell it apart from 0.
+export const ROUND_NOISE = 1e-9
 export const roundHalfAway = (x: number): number => {
-  const y = Number(x.toPrecision(15))
-  const r = Math.floor(Math.abs(y) + 0.5)
-  return y < 0 && r !== 0 ? -r : r
+  const r = Math.floor(Math.abs(x) + 0.5 + ROUND_NOISE)
+  return x < 0 && r !== 0 ? -r : r
 }
 
 const round2 = (x: number) => roundHalfAway(x * 100) / 100

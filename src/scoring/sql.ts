@@ -1,5 +1,5 @@
 import { isBooleanRule, isValuesRule, type PropertyType, type Rule } from './model.ts'
-import { DATE_PATTERN } from './score.ts'
+import { DATE_PATTERN, ROUND_NOISE } from './score.ts'
 
 // Compiles scoring rules into PostgreSQL expressions so that all snapshots and records of an
 // account can be scored in a few set-based statements (src/jobs/score-records.ts): engagement per
@@ -7,7 +7,7 @@ import { DATE_PATTERN } from './score.ts'
 // upsell from the stored scores. They must give exactly what score.ts gives, so every step is the
 // same float8 operation in the same order (JS numbers are IEEE doubles like float8, and rule
 // numbers reach PostgreSQL as their shortest round-trip text), a value of the wrong JSON type
-// counts as missing, and results are round(x::numeric), which roundHalfAway mirrors.
+// counts as missing, and results are rounded by roundSql, which roundHalfAway mirrors.
 // test/scoring-sql.test.ts feeds the same generated cases to both through a real PostgreSQL.
 
 export interface SqlRefs {
@@ -21,6 +21,9 @@ export interface SqlRefs {
   date: string
   isMetric: (codename: string) => boolean
 }
+
+// roundHalfAway of score.ts; `x` is a float8 expression (written twice: keep it a cheap one).
+const roundSql = (x: string) => `(sign(${x}) * floor(abs(${x}) + 0.5::float8 + ${ROUND_NOISE}::float8))::integer`
 
 type Bind = (value: unknown, type: 'text' | 'float8' | 'boolean') => string
 
@@ -80,10 +83,10 @@ export interface ScoreSql {
  * The record's attribute values are parsed once per record by `columns`, which the caller selects
  * in a record-level subquery and `refs.column` reads back: a record has a dozen snapshots, and a
  * date attribute's checks cost more than the rest of a snapshot's score.
- * Each row's values are read once, in the inner level of the join, and its score computed once
- * over them in the outer level: OFFSET 0 keeps PostgreSQL from flattening the levels, which would
- * copy each value's jsonb lookups and date checks into every use of it, and the score's
- * expression into every use of the score. (A scalar subquery instead measured ~20 µs of subplan
+ * Each row's values are read once, in the inner level of the join, its weighted sums computed
+ * over them in the next, and its score from the sums in the outer level: OFFSET 0 keeps
+ * PostgreSQL from flattening the levels, which would copy each value's jsonb lookups and date
+ * checks into every use of it, and the sums into every use of them. (A scalar subquery instead measured ~20 µs of subplan
  * overhead per row, several times the work itself.)
  */
 export const weightedScoreSql = (
@@ -107,17 +110,18 @@ export const weightedScoreSql = (
     columns.push(`${typedSql(rule, type, `(${refs.attribute(key)})`)} AS ${alias}_a${i}`)
     return `${valueSql(type, rule, refs.column(`${alias}_a${i}`), refs.date)} AS v${i}`
   })
-  const scoreColumns = rules.map((rule, i) => `${scoreSql(rule, `${alias}_values.v${i}`, bind)} AS p${i}`)
-  const scores = rules.map((_, i) => `${alias}_scores.p${i}`)
+  // Each property score once, straight into the sums; a property score is NULL exactly when its
+  // value is, so the weights count the values present. Sums start from 0 and add 0 for a missing
+  // value, which leaves a float sum unchanged, so they equal weightedScore's sums over the present
+  // values only.
   const weights = rules.map((rule) => bind(rule.weight, 'float8'))
-  // Sums start from 0 and add 0 for a missing value, which leaves a float sum unchanged, so they
-  // equal weightedScore's sums over the present values only.
-  const total = `(0${weights.map((w, i) => ` + coalesce(${w} * ${scores[i]}, 0)`).join('')})`
-  const totalWeight = `(0${weights.map((w, i) => ` + CASE WHEN ${scores[i]} IS NULL THEN 0 ELSE ${w} END`).join('')})`
-  const score = `CASE WHEN ${totalWeight} > 0 THEN round((${total} / ${totalWeight})::numeric)::integer END`
+  const v = (i: number) => `${alias}_values.v${i}`
+  const total = `(0${rules.map((rule, i) => ` + coalesce(${weights[i]} * ${scoreSql(rule, v(i), bind)}, 0)`).join('')})`
+  const totalWeight = `(0${weights.map((w, i) => ` + CASE WHEN ${v(i)} IS NULL THEN 0 ELSE ${w} END`).join('')})`
+  const score = `CASE WHEN ${alias}_sums.tw > 0 THEN ${roundSql(`(${alias}_sums.t / ${alias}_sums.tw)`)} END`
   return {
     columns,
-    join: `CROSS JOIN LATERAL (SELECT ${score} AS score FROM (SELECT ${scoreColumns.join(', ')} FROM (SELECT ${values.join(', ')} OFFSET 0) AS ${alias}_values OFFSET 0) AS ${alias}_scores OFFSET 0) AS ${alias}`,
+    join: `CROSS JOIN LATERAL (SELECT ${score} AS score FROM (SELECT ${total} AS t, ${totalWeight} AS tw FROM (SELECT ${values.join(', ')} OFFSET 0) AS ${alias}_values OFFSET 0) AS ${alias}_sums OFFSET 0) AS ${alias}`,
     score: `${alias}.score`,
     params,
   }
@@ -128,7 +132,7 @@ export const weightedScoreSql = (
 // arithmetic with the literals, which would round differently from JS.
 const trendInputsSql = (f: string, d: string) => ({ f: `coalesce(${f}, 0)`, d: `greatest(-100, least(100, coalesce(${d}, 0)))` })
 const percentSql = (e: string, x: string) =>
-  `CASE WHEN ${e} IS NULL THEN NULL ELSE greatest(0, least(100, round((${x})::numeric)))::integer END`
+  `CASE WHEN ${e} IS NULL THEN NULL ELSE greatest(0, least(100, ${roundSql(`(${x})`)})) END`
 
 export const churnRiskSql = (e: string, f: string, d: string, daysSinceLastSeen: string): string => {
   const x = trendInputsSql(f, d)
