@@ -146,7 +146,7 @@ const seed = async (url: string, rows: number) => {
   // Records and their scores live in two tables (sql/009_scores.sql): the lines go through a staging table.
   await sql`create unlogged table seed_customers as select ${sql(RECORD_COLUMNS)}, ${sql(CHURN_COLUMNS)} from customers with no data`
   await sql`alter table seed_customers add column line bigint generated always as identity,
-    ${sql.unsafe(SCORE_COLUMNS.map((c) => `add column ${c} ${c === 'last_seen' ? 'date' : c === 'engagementscore_trend' ? 'jsonb' : 'integer'}`).join(', '))}`
+    ${sql.unsafe(SCORE_COLUMNS.map((c) => `add column ${c} ${c === 'last_seen' ? 'date' : c === 'engagementscore_trend' ? 'json' : 'integer'}`).join(', '))}`
   const stream = await sql`copy seed_customers (${sql(COLUMNS)}) from stdin`.writable()
   for (let i = 0; i < rows; i++) {
     const line = customerLine(rand, main.id, i, main.userIds) + (i % 10 === 0 ? customerLine(rand, other.id, i, other.userIds) : '')

@@ -7,7 +7,9 @@
 --
 -- history_dates/history_scores are the engagement score history (SPEC section 6): one score per
 -- scored snapshot date, in date order. The daily run derives the trend window from them without
--- reading a snapshot. A record without a row has no scores (search joins them with LEFT JOIN).
+-- reading a snapshot. The trend is json, not jsonb: building jsonb cost twice as much per record,
+-- and the trend is only ever returned whole. A record without a row has no scores (search joins
+-- them with LEFT JOIN).
 create table customer_scores (
   account_id bigint not null,
   customer_id bigint not null,
@@ -16,7 +18,7 @@ create table customer_scores (
   last_seen date,
   engagementscore integer,
   engagementscore_difference integer,
-  engagementscore_trend jsonb,
+  engagementscore_trend json,
   fitscore integer,
   churn_risk integer,
   upsell_score integer,
@@ -32,14 +34,14 @@ create table contact_scores (
   last_seen date,
   engagementscore integer,
   engagementscore_difference integer,
-  engagementscore_trend jsonb,
+  engagementscore_trend json,
   primary key (account_id, contact_id),
   foreign key (account_id, contact_id) references contacts on delete cascade
 );
 
 insert into customer_scores
 select c.account_id, c.service_id, coalesce(h.dates, '{}'), coalesce(h.scores, '{}'), c.last_seen, c.engagementscore,
-  c.engagementscore_difference, c.engagementscore_trend, c.fitscore, c.churn_risk, c.upsell_score
+  c.engagementscore_difference, c.engagementscore_trend::json, c.fitscore, c.churn_risk, c.upsell_score
 from customers c left join lateral (
   select array_agg(s.date order by s.date) as dates, array_agg(s.engagement order by s.date) as scores
   from customer_snapshots s where s.account_id = c.account_id and s.customer_id = c.service_id and s.engagement is not null
@@ -47,7 +49,7 @@ from customers c left join lateral (
 where h.dates is not null or c.fitscore is not null;
 
 insert into contact_scores
-select c.account_id, c.service_id, h.dates, h.scores, c.last_seen, c.engagementscore, c.engagementscore_difference, c.engagementscore_trend
+select c.account_id, c.service_id, h.dates, h.scores, c.last_seen, c.engagementscore, c.engagementscore_difference, c.engagementscore_trend::json
 from contacts c join lateral (
   select array_agg(s.date order by s.date) as dates, array_agg(s.engagement order by s.date) as scores
   from contact_snapshots s where s.account_id = c.account_id and s.contact_id = c.service_id and s.engagement is not null

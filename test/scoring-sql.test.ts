@@ -72,11 +72,12 @@ const values = fc.dictionary(fc.constantFrom(...DEFS.map((d) => d.codename)), js
 // One statement per case: the rules are part of the SQL text. JSON travels as text: postgres.js
 // would encode a string bound to a jsonb parameter a second time.
 const sqlScore = async (rs: Rule[], metrics: Record<string, unknown>, attributes: Record<string, unknown>, date: string) => {
-  const { columns, join, score, params } = weightedScoreSql(rs, typeOf, {
-    metric: (key) => `x.m -> ${key}`, attribute: (key) => `x.a -> ${key}`, column: (name) => `rec.${name}`, date: 'x.d', isMetric,
+  const { columns, values, sums, score, params } = weightedScoreSql(rs, typeOf, {
+    metric: (key) => `x.m -> ${key}`, attribute: (key) => `x.a -> ${key}`, value: (name) => `y.${name}`, column: (name) => `y.${name}`, date: 'y.d', isMetric,
   }, 4, 'w')
-  const record = `cross join lateral (select ${['1 as one', ...columns].join(', ')} offset 0) rec`
-  const [row] = await s.sql.unsafe(`select ${score} as score from (select $1::text::jsonb as m, $2::text::jsonb as a, $3::date as d) x ${record} ${join}`,
+  const input = '(select $1::text::jsonb as m, $2::text::jsonb as a, $3::date as d) x'
+  const levels = `(select ${['1 as one', ...sums].join(', ')} from (select ${['x.d', ...values, ...columns].join(', ')} from ${input} offset 0) y offset 0) z`
+  const [row] = await s.sql.unsafe(`select ${score} as score from ${levels}`,
     [JSON.stringify(metrics), JSON.stringify(attributes), date, ...params] as never[])
   return row.score as number | null
 }

@@ -306,8 +306,9 @@ test('checkModelAgainstProperties: codenames of the entity and forms that fit th
 const refs = {
   metric: (key: string) => `s."values" -> ${key}`,
   attribute: (key: string) => `c.attributes -> ${key}`,
+  value: (name: string) => `sv.${name}`,
   column: (name: string) => `rec.${name}`,
-  date: 's.date',
+  date: 'sv.date',
   isMetric: (codename: string) => codename !== 'plan_zq',
 }
 
@@ -319,8 +320,8 @@ test('weightedScoreSql binds every codename and rule number as a parameter', () 
     { codename: 'plan_zq', weight: 61, values: { Zeta: 42, "O'Brien": -17 }, default: -19 },
   ]
   const types: Record<string, PropertyType> = { logins_zq: 'number', "it's_zq": 'date', sso_zq: 'boolean', plan_zq: 'string' }
-  const { columns, join, score, params } = weightedScoreSql(rules, (c) => types[c], refs, 4, 'sc')
-  const text = `${columns.join(', ')} ${join} ${score}`
+  const { columns, values, sums, score, scored, params } = weightedScoreSql(rules, (c) => types[c], refs, 4, 'sc')
+  const text = [...columns, ...values, ...sums, score].join(', ')
   const withoutPlaceholders = text.replace(/\$\d+/g, '$')
   for (const literal of ['_zq', 'Zeta', 'Brien', 'true', '1234', '777', '37', '375', '11', '999', '53', '42', '17', '19', '61']) {
     assert.ok(!withoutPlaceholders.includes(literal), `${literal} appears in the SQL text`)
@@ -332,17 +333,19 @@ test('weightedScoreSql binds every codename and rule number as a parameter', () 
   const numbers = [...text.matchAll(/\$(\d+)/g)].map((m) => Number(m[1]))
   assert.deepEqual([...new Set(numbers)].sort((a, b) => a - b), params.map((_, i) => i + 4))
   assert.match(text, /s\."values" -> \$4::text/)
-  // The one attribute (plan_zq) is parsed once per record, in the record-level columns.
+  // The one attribute (plan_zq) is read once per record, in the record-level columns; the metrics
+  // (the date metric as a date) in the scan's values; the sums read both by name.
   assert.equal(columns.length, 1)
-  assert.match(columns[0], /c\.attributes -> \$\d+::text.* AS sc_a3$/)
-  assert.match(join, /rec\.sc_a3/)
-  assert.match(text, /s\.date/)
-  assert.match(text, /jsonb_typeof/)
-  assert.match(join, /^CROSS JOIN LATERAL \(SELECT CASE WHEN sc_sums\.tw > 0 THEN .* END AS score FROM \(SELECT .* AS t, .* AS tw FROM \(SELECT .* OFFSET 0\) AS sc_values OFFSET 0\) AS sc_sums OFFSET 0\) AS sc$/)
-  assert.match(join, /sc_values\.v3/)
-  assert.equal(score, 'sc.score')
+  assert.match(columns[0], /^CASE WHEN jsonb_typeof\(\(c\.attributes -> \$\d+::text\)\) = 'string' .* AS sc_v3$/)
+  assert.deepEqual(values.map((v) => v.replace(/.* AS /, '')), ['sc_v0', 'sc_v1', 'sc_v2'])
+  assert.match(values[1], /::date END AS sc_v1$/)
+  assert.equal(sums.length, 2)
+  assert.match(sums[0], /^\(0 \+ coalesce\(.*sv\.sc_v0.*\(sv\.sc_v1 - \(sv\.date\)::date\)::float8.*rec\.sc_v3.*\) AS sc_t$/)
+  assert.match(sums[1], /^\(0 \+ CASE WHEN sv\.sc_v0 IS NULL THEN 0 ELSE \$\d+::float8 END .*rec\.sc_v3.*\) AS sc_tw$/)
+  assert.match(score, /^CASE WHEN sc_tw > 0 THEN \(sign\(\(sc_t \/ sc_tw\)\) \* floor\(.*\)\)::integer END$/)
+  assert.equal(scored, 'sc_tw > 0')
 })
 
 test('weightedScoreSql without rules is a NULL integer', () => {
-  assert.deepEqual(weightedScoreSql([], typeOf, refs, 1, 'sc'), { columns: [], join: '', score: 'NULL::integer', params: [] })
+  assert.deepEqual(weightedScoreSql([], typeOf, refs, 1, 'sc'), { columns: [], values: [], sums: [], score: 'NULL::integer', scored: 'false', params: [] })
 })

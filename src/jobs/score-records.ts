@@ -35,9 +35,15 @@ const tables = {
 
 export const utcToday = () => new Date().toISOString().slice(0, 10)
 
-const refs = (isMetric: (codename: string) => boolean, metrics: string, date: string): SqlRefs => ({
-  metric: (key) => `${metrics} -> ${key}`, attribute: (key) => `r.attributes -> ${key}`, column: (name) => `rec.${name}`, date, isMetric,
+// Where the scoring levels read from: `row` names the level of a score's `values`.
+const refs = (isMetric: (codename: string) => boolean, metrics: string, row: string, date: string): SqlRefs => ({
+  metric: (key) => `${metrics} -> ${key}`, attribute: (key) => `r.attributes -> ${key}`,
+  value: (name) => `${row}.${name}`, column: (name) => `rec.${name}`, date, isMetric,
 })
+const list = (items: string[]) => items.map((item) => `, ${item}`).join('')
+// json has no equality operator; the trend's text is compared, which json_object_agg writes the
+// same way for the same scores.
+const compared = (sql: string, column: string) => (column === 'engagementscore_trend' ? `${sql}::text` : sql)
 
 // Scores of a batch of records ($1 account, $2 ids, $3 today).
 //  - scored: the engagement of each of the records' snapshots (metric values from the snapshot,
@@ -47,8 +53,8 @@ const refs = (isMetric: (codename: string) => boolean, metrics: string, date: st
 //    before, and the trend, the latest 15 dated within the 365 days up to today. The trend is
 //    aggregated with the history when it holds at most 15 scores, as it nearly always does
 //    (monthly snapshots make 12), and only otherwise cut from the history by a subquery. It is
-//    built as json and cast: jsonb_object_agg costs twice as much, and json writes a date key as
-//    YYYY-MM-DD whatever the DateStyle.
+//    stored as json, not jsonb: jsonb_object_agg, or a cast to jsonb, costs twice what
+//    json_object_agg does, which writes a date key as YYYY-MM-DD whatever the DateStyle.
 //  - Customers also get fit (current attributes and latest metric values, date properties relative
 //    to today), churn risk and upsell.
 // Score rows are written only where a value changes, and inserted for records that have none yet
@@ -59,12 +65,15 @@ const scoreStatement = (entity: Entity, model: ScoringModel | null, defs: Catalo
   const { typeOf, isMetric } = propertyLookup(defs)
   const customer = entity === 'customer'
   const rules = (customer ? model?.customer?.engagement : model?.contact?.engagement) ?? []
-  const engagement = weightedScoreSql(snapshots ? rules : [], typeOf, refs(isMetric, 's."values"', 's.date'), 4, 'e')
-  const fit = weightedScoreSql(customer ? model?.customer?.fit ?? [] : [], typeOf, refs(isMetric, 'rec.metrics', '$3::date'), 4 + engagement.params.length, 'f')
+  const engagement = weightedScoreSql(snapshots ? rules : [], typeOf, refs(isMetric, 's."values"', 'sv', 'sv.date'), 4, 'e')
+  const fit = weightedScoreSql(customer ? model?.customer?.fit ?? [] : [], typeOf, refs(isMetric, 'r.metrics', 'rec', '$3::date'), 4 + engagement.params.length, 'f')
   const scored = snapshots
-    ? `select s.${t.fk} as record_id, s.date, ${engagement.score} as score
-      from rec join ${t.snapshots} s on s.account_id = $1::bigint and s.${t.fk} = rec.service_id ${engagement.join}
-      where s.${t.fk} = any($2::bigint[])`
+    ? `select x.record_id, x.date, ${engagement.score} as score from (
+        select sv.record_id, sv.date${list(engagement.sums)} from (
+          select s.${t.fk} as record_id, s.date${list(engagement.values)} from ${t.snapshots} s
+          where s.account_id = $1::bigint and s.${t.fk} = any($2::bigint[]) offset 0
+        ) sv join rec on rec.service_id = sv.record_id offset 0
+      ) x where ${engagement.scored}`
     : `select h.${t.fk} as record_id, x.date, x.score
       from ${t.scores} h cross join lateral unnest(h.history_dates, h.history_scores) as x(date, score)
       where h.account_id = $1::bigint and h.${t.fk} = any($2::bigint[])`
@@ -78,33 +87,34 @@ const scoreStatement = (entity: Entity, model: ScoringModel | null, defs: Catalo
     : ''
   const text = `
     with rec as materialized (
-      select r.service_id, r.metrics${[...engagement.columns, ...fit.columns].map((c) => `, ${c}`).join('')}
+      select r.service_id${list([...engagement.columns, ...fit.columns, ...fit.values])}
       from ${t.records} r where r.account_id = $1::bigint and r.service_id = any($2::bigint[])
     ), scored as (
       ${scored}
     ), history as (
       select record_id, array_agg(date order by date) as dates, array_agg(score order by date) as scores,
         count(*) filter (where ${RECENT('date')}) as recent,
-        (json_object_agg(date, score) filter (where ${RECENT('date')}))::jsonb as trend
-      from scored where score is not null group by record_id
+        json_object_agg(date, score) filter (where ${RECENT('date')}) as trend
+      from scored group by record_id
     ), d as (
-      select rec.service_id, coalesce(h.dates, '{}') as dates, coalesce(h.scores, '{}') as scores,
+      select fr.service_id, coalesce(h.dates, '{}') as dates, coalesce(h.scores, '{}') as scores,
         h.dates[cardinality(h.dates)] as last_seen, h.scores[cardinality(h.scores)] as score,
         h.scores[cardinality(h.scores)] - h.scores[cardinality(h.scores) - 1] as difference,
         case when h.recent <= ${TREND_RECORDS} then h.trend else (
-          select json_object_agg(t.date, t.score)::jsonb from (
+          select json_object_agg(t.date, t.score) from (
             select u.date, u.score from unnest(h.dates, h.scores) as u(date, score) where ${RECENT('u.date')} order by u.date desc limit ${TREND_RECORDS}
           ) t
         ) end as trend,
         ${customer ? fit.score : 'null::integer'} as fit
-      from rec left join history h on h.record_id = rec.service_id ${fit.join}
+      from (select rec.service_id${list(fit.sums)} from rec offset 0) fr left join history h on h.record_id = fr.service_id
     ), x as (
       select d.*${derived} from d
     ), updated as (
       update ${t.scores} c set ${columns.map(([column, value]) => `${column} = x.${value}`).join(', ')}
       from x
       where c.account_id = $1::bigint and c.${t.fk} = any($2::bigint[]) and c.${t.fk} = x.service_id
-        and (${columns.map(([column]) => `c.${column}`).join(', ')}) is distinct from (${columns.map(([, value]) => `x.${value}`).join(', ')})
+        and (${columns.map(([column]) => compared(`c.${column}`, column)).join(', ')})
+          is distinct from (${columns.map(([column, value]) => compared(`x.${value}`, column)).join(', ')})
     )
     insert into ${t.scores} (account_id, ${t.fk}, ${columns.map(([column]) => column).join(', ')})
     select $1::bigint, x.service_id, ${columns.map(([, value]) => `x.${value}`).join(', ')} from x
@@ -156,6 +166,9 @@ export const scoreRecords = async (sql: Sql, p: ScoreRecordsPayload, options: Sc
     for (let next = await queue.next(); !next.done; next = await queue.next()) {
       const ids = next.value
       await sql.begin(async (tx) => {
+        // A batch's scored snapshots (60,000 at 12 a record) are sorted by record for the history:
+        // in memory, instead of spilling to disk past the default 4 MB.
+        await tx`set local work_mem = '32MB'`
         await tx.unsafe(statement.text, [p.account_id, ids, today, ...statement.params] as never[])
         if (p.entity === 'customer') await liftInactive(tx, p.account_id, ids, inactiveDays)
       })

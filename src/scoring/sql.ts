@@ -11,13 +11,15 @@ import { DATE_PATTERN, ROUND_NOISE } from './score.ts'
 // test/scoring-sql.test.ts feeds the same generated cases to both through a real PostgreSQL.
 
 export interface SqlRefs {
-  /** jsonb value of a metric in the scored row; `key` is SQL of type text (a placeholder), e.g. (key) => `s."values" -> ${key}`. */
+  /** jsonb value of a metric in the scored row, read in `values`; `key` is SQL of type text (a placeholder), e.g. (key) => `s."values" -> ${key}`. */
   metric: (key: string) => string
   /** jsonb value of one of the record's current attributes, keyed the same way, read in `columns`. */
   attribute: (key: string) => string
-  /** How the scored row reads a column of `columns` by its name. */
+  /** How the level of `sums` reads an item of `values` by its name. */
+  value: (name: string) => string
+  /** How the level of `sums` reads an item of `columns` by its name. */
   column: (name: string) => string
-  /** SQL expression of the scoring date: the snapshot's date for engagement, today for fit. */
+  /** The scoring date at the level of `sums`: the snapshot's date for engagement, today for fit. */
   date: string
   isMetric: (codename: string) => boolean
 }
@@ -65,29 +67,30 @@ const scoreSql = (rule: Rule, v: string, bind: Bind): string => {
 }
 
 export interface ScoreSql {
-  /** Select-list items that read the record's attributes, computed once per record (not per snapshot). */
+  /** Select-list items reading the record's attributes, typed: selected once per record, not per snapshot. */
   columns: string[]
-  /** A LATERAL join to add to the FROM clause after the tables the refs name ('' without rules). */
-  join: string
-  /** The integer score expression over that join, NULL when no rule has a value. */
+  /** Select-list items reading the row's metrics, typed: selected in the scan of the scored rows. */
+  values: string[]
+  /** Select-list items `<alias>_t` and `<alias>_tw`, the weighted sum and the weight of the values present, over `values` and `columns`. */
+  sums: string[]
+  /** The integer score over the sums (by their names), NULL when no rule has a value. */
   score: string
+  /** True when some rule has a value, over the sums: the score is not NULL. */
+  scored: string
   params: unknown[]
 }
 
 /**
- * Weighted score (engagement of a snapshot, fit of a record) of each row of a query.
+ * Weighted score (engagement of a snapshot, fit of a record) of each row of a query, in three
+ * levels the caller nests with OFFSET 0 so that PostgreSQL does not flatten them: the typed values
+ * (`columns` once per record, `values` in the scan of the rows), the sums over them, the score over
+ * the sums. Each value is then read once, each property score computed once into the sums, and the
+ * sums once into the score; flattened, every use would repeat the jsonb lookups and date checks of
+ * a value. The levels are plain subqueries, not LATERAL joins, whose rescans cost more per row than
+ * the scoring itself.
  * Everything taken from the model is a bound parameter, never spliced into the text: codenames and
  * the values map are account input. Placeholders are numbered from `paramStart`; `params` holds
- * their values in order. `alias` names the join.
- *
- * The record's attribute values are parsed once per record by `columns`, which the caller selects
- * in a record-level subquery and `refs.column` reads back: a record has a dozen snapshots, and a
- * date attribute's checks cost more than the rest of a snapshot's score.
- * Each row's values are read once, in the inner level of the join, its weighted sums computed
- * over them in the next, and its score from the sums in the outer level: OFFSET 0 keeps
- * PostgreSQL from flattening the levels, which would copy each value's jsonb lookups and date
- * checks into every use of it, and the sums into every use of them. (A scalar subquery instead measured ~20 µs of subplan
- * overhead per row, several times the work itself.)
+ * their values in order. `alias` prefixes the names of the items.
  */
 export const weightedScoreSql = (
   rules: readonly Rule[],
@@ -96,33 +99,40 @@ export const weightedScoreSql = (
   paramStart: number,
   alias: string,
 ): ScoreSql => {
-  if (rules.length === 0) return { columns: [], join: '', score: 'NULL::integer', params: [] }
+  if (rules.length === 0) return { columns: [], values: [], sums: [], score: 'NULL::integer', scored: 'false', params: [] }
   const params: unknown[] = []
   const bind: Bind = (value, type) => {
     params.push(value)
     return `$${paramStart + params.length - 1}::${type}`
   }
   const columns: string[] = []
-  const values = rules.map((rule, i) => {
+  const values: string[] = []
+  // Each rule's typed value as the sums level reads it.
+  const typed = rules.map((rule, i) => {
     const type = typeOf(rule.codename)
     const key = bind(rule.codename, 'text')
-    if (refs.isMetric(rule.codename)) return `${valueSql(type, rule, typedSql(rule, type, `(${refs.metric(key)})`), refs.date)} AS v${i}`
-    columns.push(`${typedSql(rule, type, `(${refs.attribute(key)})`)} AS ${alias}_a${i}`)
-    return `${valueSql(type, rule, refs.column(`${alias}_a${i}`), refs.date)} AS v${i}`
+    const name = `${alias}_v${i}`
+    if (refs.isMetric(rule.codename)) {
+      values.push(`${typedSql(rule, type, `(${refs.metric(key)})`)} AS ${name}`)
+      return refs.value(name)
+    }
+    columns.push(`${typedSql(rule, type, `(${refs.attribute(key)})`)} AS ${name}`)
+    return refs.column(name)
   })
-  // Each property score once, straight into the sums; a property score is NULL exactly when its
-  // value is, so the weights count the values present. Sums start from 0 and add 0 for a missing
-  // value, which leaves a float sum unchanged, so they equal weightedScore's sums over the present
-  // values only.
+  // A property score is NULL exactly when its value is, so the weights count the values present.
+  // Sums start from 0 and add 0 for a missing value, which leaves a float sum unchanged, so they
+  // equal weightedScore's sums over the present values only.
   const weights = rules.map((rule) => bind(rule.weight, 'float8'))
-  const v = (i: number) => `${alias}_values.v${i}`
-  const total = `(0${rules.map((rule, i) => ` + coalesce(${weights[i]} * ${scoreSql(rule, v(i), bind)}, 0)`).join('')})`
-  const totalWeight = `(0${weights.map((w, i) => ` + CASE WHEN ${v(i)} IS NULL THEN 0 ELSE ${w} END`).join('')})`
-  const score = `CASE WHEN ${alias}_sums.tw > 0 THEN ${roundSql(`(${alias}_sums.t / ${alias}_sums.tw)`)} END`
+  const total = rules.map((rule, i) =>
+    ` + coalesce(${weights[i]} * ${scoreSql(rule, valueSql(typeOf(rule.codename), rule, typed[i], refs.date), bind)}, 0)`).join('')
+  const totalWeight = typed.map((v, i) => ` + CASE WHEN ${v} IS NULL THEN 0 ELSE ${weights[i]} END`).join('')
+  const [t, tw] = [`${alias}_t`, `${alias}_tw`]
   return {
     columns,
-    join: `CROSS JOIN LATERAL (SELECT ${score} AS score FROM (SELECT ${total} AS t, ${totalWeight} AS tw FROM (SELECT ${values.join(', ')} OFFSET 0) AS ${alias}_values OFFSET 0) AS ${alias}_sums OFFSET 0) AS ${alias}`,
-    score: `${alias}.score`,
+    values,
+    sums: [`(0${total}) AS ${t}`, `(0${totalWeight}) AS ${tw}`],
+    score: `CASE WHEN ${tw} > 0 THEN ${roundSql(`(${t} / ${tw})`)} END`,
+    scored: `${tw} > 0`,
     params,
   }
 }
