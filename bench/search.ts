@@ -153,10 +153,13 @@ const seed = async (url: string, rows: number) => {
     if (!stream.write(line)) await new Promise((r) => stream.once('drain', r))
   }
   await new Promise((resolve, reject) => stream.end((err?: Error) => (err ? reject(err) : resolve(undefined))))
-  await sql`insert into customers (${sql([...RECORD_COLUMNS, ...CHURN_COLUMNS])}) select ${sql([...RECORD_COLUMNS, ...CHURN_COLUMNS])} from seed_customers order by line`
+  // Constant column lists: postgres.js would read an identifier list after INSERT as a row of values.
+  const records = sql.unsafe([...RECORD_COLUMNS, ...CHURN_COLUMNS].join(', '))
+  const scores = sql.unsafe(SCORE_COLUMNS.join(', '))
+  await sql`insert into customers (${records}) select ${records} from seed_customers order by line`
   await sql`
-    insert into customer_scores (account_id, customer_id, ${sql(SCORE_COLUMNS)})
-    select c.account_id, c.service_id, ${sql(SCORE_COLUMNS)}
+    insert into customer_scores (account_id, customer_id, ${scores})
+    select c.account_id, c.service_id, ${scores}
     from seed_customers s join customers c on c.account_id = s.account_id and c.external_id = s.external_id
     where s.last_seen is not null or s.fitscore is not null`
   await sql`drop table seed_customers`
