@@ -243,7 +243,7 @@ describe('compileSearch SQL', () => {
 
   test('paging: keyset after the external id of the after record, one extra row', () => {
     const { text, params } = compileSearch(input({ limit: 25, afterServiceId: 42 }))
-    assert.match(text, /and r\.external_id > \(select a\.external_id from customers a where a\.account_id = \$1::text::bigint and a\.service_id = \$(\d+)::text::bigint\)\norder by r\.external_id\nlimit \$(\d+)::text::integer$/)
+    assert.match(text, /and r\.external_id > \(select a\.external_id from customers a where a\.account_id = \$1::text::bigint and a\.service_id = \$(\d+)::text::bigint\)\norder by r\.external_id\nlimit \$(\d+)::text::integer\n\) r left join customer_scores h /)
     assert.equal(params.at(-1), '26')
     assert.equal(params.at(-2), '42')
     assert.match(compileSearch(input({ entity: 'contact', afterServiceId: 42 })).text, /from contacts a where/)
@@ -275,9 +275,19 @@ describe('compileSearch SQL', () => {
     assert.ok(!compileSearch(input({ entity: 'contact' })).text.includes('is_churned'))
   })
 
+  test('the page is cut before the columns join the scores, which its query joins only when a filter reads them', () => {
+    const plain = compileSearch(input({})).text
+    assert.match(plain, /from \(select r\.\* from customers r\nwhere /)
+    assert.match(plain, /\) r left join customer_scores h on h\.account_id = \$1::text::bigint and h\.customer_id = r\.service_id\norder by r\.external_id$/)
+    const scored = compileSearch(input({ filters: [{ propertyName: 'engagementscore', operator: 'GT', value: '5' }] })).text
+    assert.match(scored, /from \(select r\.\* from customers r left join customer_scores h on [^\n]*\nwhere [^)]*h\.engagementscore > /)
+  })
+
   test('contact search selects the owning customer, scoped to the account', () => {
     const { text } = compileSearch(input({ entity: 'contact', filters: [{ propertyName: 'customer_external_id', operator: 'EQ', value: 'c1' }] }))
-    assert.match(text, /from contacts r left join contact_scores h on h\.account_id = \$1::text::bigint and h\.contact_id = r\.service_id left join customers oc on oc\.account_id = \$1::text::bigint/)
+    // The customer is joined in the page's query, since the filter reads it, and again for the columns.
+    assert.match(text, /from \(select r\.\* from contacts r left join customers oc on oc\.account_id = \$1::text::bigint and oc\.service_id = r\.customer_id\n/)
+    assert.match(text, /\) r left join contact_scores h on h\.account_id = \$1::text::bigint and h\.contact_id = r\.service_id left join customers oc on oc\.account_id = \$1::text::bigint/)
     assert.match(text, /oc\.external_id in \(\$\d+::text\)/)
     assert.match(text, /contact_tags x/)
     for (const column of ['customer_external_id', 'customer_service_id', '"createdAt"', '"updatedAt"']) assert.ok(text.includes(`as ${column}`))

@@ -495,12 +495,15 @@ function afterSql(ctx: Ctx, serviceId: string): string {
   return `select a.external_id from ${table} a where a.account_id = ${ctx.account} and a.service_id = ${serviceId}`
 }
 
-// A record's scores (`h`) live in a table of their own (sql/009_scores.sql); one not yet scored has none.
-function fromSql(ctx: Ctx): string {
-  return ctx.entity === 'customer'
-    ? `customers r left join customer_scores h on h.account_id = ${ctx.account} and h.customer_id = r.service_id`
-    : `contacts r left join contact_scores h on h.account_id = ${ctx.account} and h.contact_id = r.service_id`
-      + ` left join customers oc on oc.account_id = ${ctx.account} and oc.service_id = r.customer_id`
+// A record's scores (`h`, sql/009_scores.sql; a record not yet scored has none) and a contact's
+// customer (`oc`), each joined to the page's records `r`.
+function joinsSql(ctx: Ctx): { scores: string; customer: string } {
+  return {
+    scores: ctx.entity === 'customer'
+      ? `left join customer_scores h on h.account_id = ${ctx.account} and h.customer_id = r.service_id`
+      : `left join contact_scores h on h.account_id = ${ctx.account} and h.contact_id = r.service_id`,
+    customer: ctx.entity === 'customer' ? '' : `left join customers oc on oc.account_id = ${ctx.account} and oc.service_id = r.customer_id`,
+  }
 }
 
 function checkProperties(properties: readonly string[], catalog: readonly PropertyDef[], errors: ErrorDetail[]): void {
@@ -601,12 +604,19 @@ export function compileSearch(input: SearchInput): CompiledSearch {
     ...(input.afterServiceId === undefined ? [] : [`r.external_id > (${afterSql(ctx, bind(String(input.afterServiceId), 'bigint'))})`]),
     ...(input.externalId === undefined ? [] : [`r.external_id = ${bind(input.externalId, 'text')}`]),
   ]
+  // The page is cut first, joining only what its filters read; the columns' joins come after, so
+  // that the matches of a broad filter are not all joined before the sort and the limit.
+  const joins = joinsSql(ctx)
+  const conditions = where.join('\n  and ')
+  const filterJoins = [/\bh\./.test(conditions) ? joins.scores : '', /\boc\./.test(conditions) ? joins.customer : '']
   const page = [
     `select ${columns.join(',\n  ')}`,
-    `from ${fromSql(ctx)}`,
-    `where ${where.join('\n  and ')}`,
+    `from (select r.* from ${[ctx.entity === 'customer' ? 'customers r' : 'contacts r', ...filterJoins.filter(Boolean)].join(' ')}`,
+    `where ${conditions}`,
     'order by r.external_id',
     `limit ${bind(String(input.limit + 1), 'integer')}`,
+    `) r ${[joins.scores, joins.customer].filter(Boolean).join(' ')}`,
+    'order by r.external_id',
   ].join('\n')
   const text = input.json ? `select row_to_json(p)::text as json, p.service_id from (\n${page}\n) p order by p.id` : page
   return { text, params }
