@@ -608,7 +608,8 @@ export function compileSearch(input: SearchInput): CompiledSearch {
   // that the matches of a broad filter are not all joined before the sort and the limit.
   const joins = joinsSql(ctx)
   const conditions = where.join('\n  and ')
-  const filterJoins = [/\bh\./.test(conditions) ? joins.scores : '', /\boc\./.test(conditions) ? joins.customer : '']
+  const reads = (alias: string) => criteria.some((c) => c.field.source === 'core' && CORE_SQL.get(c.field.name)?.startsWith(`${alias}.`))
+  const filterJoins = [reads('h') ? joins.scores : '', reads('oc') ? joins.customer : '']
   const page = [
     `select ${columns.join(',\n  ')}`,
     `from (select r.* from ${[ctx.entity === 'customer' ? 'customers r' : 'contacts r', ...filterJoins.filter(Boolean)].join(' ')}`,
