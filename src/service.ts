@@ -3,6 +3,7 @@ import { buildRouter, isDatabaseAway } from './http/router.ts'
 import { routes } from './http/routes.ts'
 import { startWorker } from './jobs/worker.ts'
 import { connect } from './db/client.ts'
+import { keyChecker } from './http/key-check.ts'
 import { migrate } from './db/migrate.ts'
 import { createLog } from './log.ts'
 import type { Config } from './config.ts'
@@ -35,7 +36,9 @@ export const startService = async (
 ): Promise<Service> => {
   const log = createLog(config.logLevel)
   const sql = connect(url, { max: 20 })
-  const app: App = { sql, config, log }
+  const countsLost = (err: unknown) => log('warn', 'request counts not saved', { error: String(err) })
+  const keys = keyChecker(sql, countsLost)
+  const app: App = { sql, config, log, keys }
   guardUnhandledRejections(log)
   if (parts.migrate !== false) await migrate(sql, url)
   const runner = parts.worker ? await startWorker(app, url) : undefined
@@ -45,6 +48,7 @@ export const startService = async (
   const stop = () => (stopping ??= (async () => {
     if (server) await drain(server)
     if (runner) await runner.stop()
+    await keys.flush().catch(countsLost)
     await sql.end({ timeout: 5 })
   })())
   return { app, port, stop }

@@ -224,7 +224,7 @@ test('auth: 403 for a key without the track scope, a foreign trackerKey, and an 
 
 // ---- rate limit ----------------------------------------------------------------------------------
 
-test('rate limit: the 201st request in a minute is 429 with Retry-After and RateLimit headers; the next window passes', async () => {
+test('rate limit: the 201st request in a minute is 429 with Retry-After and RateLimit headers', async () => {
   const a = await setUpTracking(await s.account())
   // All 201 requests must fall into one fixed window: with less than 20 s left of this minute,
   // start at the next one.
@@ -248,12 +248,6 @@ test('rate limit: the 201st request in a minute is 429 with Retry-After and Rate
   assert.equal(limited.headers.get('ratelimit-remaining'), '0')
   assert.equal(limited.headers.get('ratelimit-reset'), String(retry))
   assert.equal(await stored(a.id), 0, 'the refused request stored nothing')
-  // The next window, without waiting for it: the key's counter is moved a minute back, exactly
-  // what the passing of the minute does to it (a new window_start counts from zero).
-  await s.sql`update rate_limit_counters set window_start = window_start - interval '1 minute' where account_id = ${a.id}`
-  const again = await track(a, [ev()])
-  assert.equal(again.status, 200)
-  assert.equal(again.headers.get('ratelimit-remaining'), '199')
 })
 
 test('rate limit: SERVICE_TRACK_RATE_LIMIT is honoured and tracking has its own counter', async () => {

@@ -1,7 +1,8 @@
 import { randomBytes } from 'node:crypto'
 import * as v from 'valibot'
 import { fail } from '../http/errors.ts'
-import { hashToken, SCOPES } from '../http/auth.ts'
+import { SCOPES } from '../http/auth.ts'
+import { hashToken } from '../http/key-check.ts'
 import type { Sql } from '../db/client.ts'
 import { storable } from '../http/validate.ts'
 

@@ -39,7 +39,7 @@ const ops: Op[] = [
   { name: 'list-keys', method: 'GET', path: `${A}/:id/keys`, summary: 'List API keys',
     handler: inAccount(async (id, _req, app) => ok(await listKeys(app.sql, id))) },
   { name: 'revoke-key', method: 'DELETE', path: `${A}/:id/keys/:key_id`, summary: 'Revoke an API key',
-    handler: inAccount(async (id, req, app) => (await revokeKey(app.sql, id, idParam(req, 'key_id')), noContent)) },
+    handler: inAccount(async (id, req, app) => (await revokeKey(app.sql, id, idParam(req, 'key_id')), app.keys.forget(), noContent)) },
   { name: 'add-user', method: 'POST', path: `${A}/:id/users`, summary: 'Add a user', body: UserBody,
     handler: inAccount(async (id, req, app) => created(await addUser(app.sql, id, req.input as never))) },
   { name: 'list-users', method: 'GET', path: `${A}/:id/users`, summary: 'List users',

@@ -1,5 +1,6 @@
 import { loadConfig } from '../config.ts'
 import { startService } from '../service.ts'
+import { keyChecker } from '../http/key-check.ts'
 import { connect } from '../db/client.ts'
 import { migrate } from '../db/migrate.ts'
 import { createLog } from '../log.ts'
@@ -74,8 +75,10 @@ const main = async (argv: string[]): Promise<number | undefined> => {
     }
     await migrate(sql, db.url)
     if (command === 'aggregate-events') return await runAggregate(sql, args)
-    if (command === 'import') return await runImport({ sql, config, log }, args)
-    return await runAdmin({ sql, config, log }, args)
+    // A command serves no keys; the checker is there for the admin handlers that reset it.
+    const app = { sql, config, log, keys: keyChecker(sql, () => {}) }
+    if (command === 'import') return await runImport(app, args)
+    return await runAdmin(app, args)
   } finally {
     await sql.end({ timeout: 5 })
     await db.stop()

@@ -1,33 +1,16 @@
-import { createHash, timingSafeEqual } from 'node:crypto'
+import { timingSafeEqual } from 'node:crypto'
 import { fail } from './errors.ts'
+import { hashToken, WINDOW_MS } from './key-check.ts'
 import type { App, Req } from './types.ts'
 
 export type Scope = 'search' | 'upload' | 'track'
 export const SCOPES: Scope[] = ['search', 'upload', 'track']
-
-export const hashToken = (token: string) => createHash('sha256').update(token).digest()
 
 // Tokens are sk_<account id>_<secret>: the account id lets the lookup stay inside one tenant.
 const accountOf = (token: string) => {
   const m = /^sk_(\d{1,15})_[A-Za-z0-9_-]{20,200}$/.exec(token)
   return m ? Number(m[1]) : null
 }
-
-const WINDOW_SECONDS = 60
-
-// One round trip finds the key and counts the request in the shared fixed-window counter.
-const lookupAndCount = (app: App, accountId: number, token: string, bucket: string, windowStart: Date) =>
-  app.sql`
-    with k as (
-      select account_id, id, scopes, revoked_at from api_keys
-      where account_id = ${accountId} and token_hash = ${hashToken(token)}
-    ), c as (
-      insert into rate_limit_counters as r (account_id, key_id, bucket, window_start, count)
-      select account_id, id, ${bucket}, ${windowStart}, 1 from k where revoked_at is null
-      on conflict (account_id, key_id, bucket, window_start) do update set count = r.count + 1
-      returning count
-    )
-    select k.id, k.scopes, k.revoked_at, (select count from c) as count from k`
 
 interface KeyRules { scope: Scope; limit: number; bucket: string; badKeyStatus: 401 | 403 }
 
@@ -44,18 +27,17 @@ export const authenticateKey = async (req: Req, app: App, rules: KeyRules) => {
   if (!token) return fail(401, 'The service-key header is missing.')
   const accountId = accountOf(token)
   if (accountId === null) return fail(rules.badKeyStatus, 'The service-key is not valid.')
-  const now = Date.now()
-  const windowStart = new Date(now - (now % (WINDOW_SECONDS * 1000)))
-  const [key] = await lookupAndCount(app, accountId, token, rules.bucket, windowStart)
-  if (!key || key.revoked_at) return fail(rules.badKeyStatus, 'The service-key is not valid.')
-  const reset = Math.max(1, Math.ceil((windowStart.getTime() + WINDOW_SECONDS * 1000 - now) / 1000))
+  const counted = await app.keys.count(accountId, token, rules.bucket)
+  if (!counted || counted.key.revoked_at) return fail(rules.badKeyStatus, 'The service-key is not valid.')
+  const { key, count, windowStart } = counted
+  const reset = Math.max(1, Math.ceil((windowStart + WINDOW_MS - Date.now()) / 1000))
   req.replyHeaders = {
     'ratelimit-limit': String(rules.limit),
-    'ratelimit-remaining': String(Math.max(0, rules.limit - key.count)),
+    'ratelimit-remaining': String(Math.max(0, rules.limit - count)),
     'ratelimit-reset': String(reset),
   }
-  if (!(key.scopes as string[]).includes(rules.scope)) return fail(403, `The key lacks the '${rules.scope}' scope.`)
-  if (key.count > rules.limit) {
+  if (!key.scopes.includes(rules.scope)) return fail(403, `The key lacks the '${rules.scope}' scope.`)
+  if (count > rules.limit) {
     return fail(429, `More than ${rules.limit} requests per minute for this key.`, undefined,
       { ...req.replyHeaders, 'retry-after': String(reset) })
   }

@@ -3,6 +3,7 @@ import type { GenericSchema } from 'valibot'
 import type { Config } from '../config.ts'
 import type { Sql } from '../db/client.ts'
 import type { Log } from '../log.ts'
+import type { KeyChecker } from './key-check.ts'
 
 // A lean request view: what the handlers read, without building a web Request per call.
 export interface Req {
@@ -29,6 +30,7 @@ export interface App {
   sql: Sql
   config: Config
   log: Log
+  keys: KeyChecker
 }
 
 export type Handler = (req: Req, app: App) => Promise<Reply> | Reply
