@@ -19,8 +19,8 @@ const clock = () => {
 
 const newKey = async () => {
   const account = await createAccount(s.sql, { name: 'Keys', source_of_truth: 'API' })
-  const key = await createKey(s.sql, account.id, { scopes: ['search'] } as never)
-  return { accountId: account.id as number, keyId: key.id as number, token: key.token as string }
+  const { token, ...key } = await createKey(s.sql, account.id, { scopes: ['search'] } as never) as { id: number; token: string }
+  return { accountId: account.id as number, keyId: key.id, token }
 }
 
 const stored = async (keyId: number, bucket = 'api') =>

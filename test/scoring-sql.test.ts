@@ -73,10 +73,12 @@ const values = fc.dictionary(fc.constantFrom(...DEFS.map((d) => d.codename)), js
 // would encode a string bound to a jsonb parameter a second time.
 const sqlScore = async (rs: Rule[], metrics: Record<string, unknown>, attributes: Record<string, unknown>, date: string) => {
   const { columns, values, sums, score, params } = weightedScoreSql(rs, typeOf, {
-    metric: (key) => `x.m -> ${key}`, attribute: (key) => `x.a -> ${key}`, value: (name) => `y.${name}`, column: (name) => `y.${name}`, date: 'y.d', isMetric,
+    metric: (key) => `x.m -> ${key}`, attribute: (key) => `x.a -> ${key}`, raw: (name) => `raw.${name}`,
+    value: (name) => `y.${name}`, column: (name) => `y.${name}`, date: 'y.d', isMetric,
   }, 4, 'w')
   const input = '(select $1::text::jsonb as m, $2::text::jsonb as a, $3::date as d) x'
-  const levels = `(select ${['1 as one', ...sums].join(', ')} from (select ${['x.d', ...values, ...columns].join(', ')} from ${input} offset 0) y offset 0) z`
+  const raw = `(select ${['x.d', ...values.raw, ...columns.raw].join(', ')} from ${input} offset 0) raw`
+  const levels = `(select ${['1 as one', ...sums].join(', ')} from (select ${['raw.d', ...values.typed, ...columns.typed].join(', ')} from ${raw} offset 0) y offset 0) z`
   const [row] = await s.sql.unsafe(`select ${score} as score from ${levels}`,
     [JSON.stringify(metrics), JSON.stringify(attributes), date, ...params] as never[])
   return row.score as number | null

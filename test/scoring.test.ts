@@ -306,6 +306,7 @@ test('checkModelAgainstProperties: codenames of the entity and forms that fit th
 const refs = {
   metric: (key: string) => `s."values" -> ${key}`,
   attribute: (key: string) => `c.attributes -> ${key}`,
+  raw: (name: string) => `raw.${name}`,
   value: (name: string) => `sv.${name}`,
   column: (name: string) => `rec.${name}`,
   date: 'sv.date',
@@ -321,7 +322,7 @@ test('weightedScoreSql binds every codename and rule number as a parameter', () 
   ]
   const types: Record<string, PropertyType> = { logins_zq: 'number', "it's_zq": 'date', sso_zq: 'boolean', plan_zq: 'string' }
   const { columns, values, sums, score, scored, params } = weightedScoreSql(rules, (c) => types[c], refs, 4, 'sc')
-  const text = [...columns, ...values, ...sums, score].join(', ')
+  const text = [...columns.raw, ...columns.typed, ...values.raw, ...values.typed, ...sums, score].join(', ')
   const withoutPlaceholders = text.replace(/\$\d+/g, '$')
   for (const literal of ['_zq', 'Zeta', 'Brien', 'true', '1234', '777', '37', '375', '11', '999', '53', '42', '17', '19', '61']) {
     assert.ok(!withoutPlaceholders.includes(literal), `${literal} appears in the SQL text`)
@@ -334,11 +335,15 @@ test('weightedScoreSql binds every codename and rule number as a parameter', () 
   assert.deepEqual([...new Set(numbers)].sort((a, b) => a - b), params.map((_, i) => i + 4))
   assert.match(text, /s\."values" -> \$4::text/)
   // The one attribute (plan_zq) is read once per record, in the record-level columns; the metrics
-  // (the date metric as a date) in the scan's values; the sums read both by name.
-  assert.equal(columns.length, 1)
-  assert.match(columns[0], /^CASE WHEN jsonb_typeof\(\(c\.attributes -> \$\d+::text\)\) = 'string' .* AS sc_v3$/)
-  assert.deepEqual(values.map((v) => v.replace(/.* AS /, '')), ['sc_v0', 'sc_v1', 'sc_v2'])
-  assert.match(values[1], /::date END AS sc_v1$/)
+  // (the date metric as a date) in the scan's values; each jsonb value is looked up once, in `raw`,
+  // and typed over its name; the sums read the typed values by name.
+  assert.deepEqual(columns.raw, ['(c.attributes -> $7::text) AS sc_j3'])
+  assert.equal(columns.typed.length, 1)
+  assert.match(columns.typed[0], /^CASE WHEN jsonb_typeof\(raw\.sc_j3\) = 'string' THEN \(raw\.sc_j3 #>> '\{\}'\) END AS sc_v3$/)
+  assert.deepEqual(values.raw.map((v) => v.replace(/.* AS /, '')), ['sc_j0', 'sc_j1', 'sc_j2'])
+  assert.deepEqual(values.typed.map((v) => v.replace(/.* AS /, '')), ['sc_v0', 'sc_v1', 'sc_v2'])
+  assert.ok(values.typed.every((v) => !v.includes('->')), 'the typed values read only the raw level')
+  assert.match(values.typed[1], /::date END AS sc_v1$/)
   assert.equal(sums.length, 2)
   assert.match(sums[0], /^\(0 \+ coalesce\(.*sv\.sc_v0.*\(sv\.sc_v1 - \(sv\.date\)::date\)::float8.*rec\.sc_v3.*\) AS sc_t$/)
   assert.match(sums[1], /^\(0 \+ CASE WHEN sv\.sc_v0 IS NULL THEN 0 ELSE \$\d+::float8 END .*rec\.sc_v3.*\) AS sc_tw$/)
@@ -347,5 +352,6 @@ test('weightedScoreSql binds every codename and rule number as a parameter', () 
 })
 
 test('weightedScoreSql without rules is a NULL integer', () => {
-  assert.deepEqual(weightedScoreSql([], typeOf, refs, 1, 'sc'), { columns: [], values: [], sums: [], score: 'NULL::integer', scored: 'false', params: [] })
+  assert.deepEqual(weightedScoreSql([], typeOf, refs, 1, 'sc'),
+    { columns: { raw: [], typed: [] }, values: { raw: [], typed: [] }, sums: [], score: 'NULL::integer', scored: 'false', params: [] })
 })

@@ -35,9 +35,10 @@ const tables = {
 
 export const utcToday = () => new Date().toISOString().slice(0, 10)
 
-// Where the scoring levels read from: `row` names the level of a score's `values`.
+// Where the scoring levels read from: `row` names the level of a score's `values`; both levels of
+// jsonb values are named `raw`.
 const refs = (isMetric: (codename: string) => boolean, metrics: string, row: string, date: string): SqlRefs => ({
-  metric: (key) => `${metrics} -> ${key}`, attribute: (key) => `r.attributes -> ${key}`,
+  metric: (key) => `${metrics} -> ${key}`, attribute: (key) => `r.attributes -> ${key}`, raw: (name) => `raw.${name}`,
   value: (name) => `${row}.${name}`, column: (name) => `rec.${name}`, date, isMetric,
 })
 const list = (items: string[]) => items.map((item) => `, ${item}`).join('')
@@ -70,8 +71,10 @@ const scoreStatement = (entity: Entity, model: ScoringModel | null, defs: Catalo
   const scored = snapshots
     ? `select x.record_id, x.date, ${engagement.score} as score from (
         select sv.record_id, sv.date${list(engagement.sums)} from (
-          select s.${t.fk} as record_id, s.date${list(engagement.values)} from ${t.snapshots} s
-          where s.account_id = $1::bigint and s.${t.fk} = any($2::bigint[]) offset 0
+          select raw.record_id, raw.date${list(engagement.values.typed)} from (
+            select s.${t.fk} as record_id, s.date${list(engagement.values.raw)} from ${t.snapshots} s
+            where s.account_id = $1::bigint and s.${t.fk} = any($2::bigint[]) offset 0
+          ) raw offset 0
         ) sv join rec on rec.service_id = sv.record_id offset 0
       ) x where ${engagement.scored}`
     : `select h.${t.fk} as record_id, x.date, x.score
@@ -87,8 +90,10 @@ const scoreStatement = (entity: Entity, model: ScoringModel | null, defs: Catalo
     : ''
   const text = `
     with rec as materialized (
-      select r.service_id${list([...engagement.columns, ...fit.columns, ...fit.values])}
-      from ${t.records} r where r.account_id = $1::bigint and r.service_id = any($2::bigint[])
+      select raw.service_id${list([...engagement.columns.typed, ...fit.columns.typed, ...fit.values.typed])} from (
+        select r.service_id${list([...engagement.columns.raw, ...fit.columns.raw, ...fit.values.raw])}
+        from ${t.records} r where r.account_id = $1::bigint and r.service_id = any($2::bigint[]) offset 0
+      ) raw
     ), scored as (
       ${scored}
     ), history as (

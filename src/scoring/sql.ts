@@ -11,10 +11,12 @@ import { DATE_PATTERN, ROUND_NOISE } from './score.ts'
 // test/scoring-sql.test.ts feeds the same generated cases to both through a real PostgreSQL.
 
 export interface SqlRefs {
-  /** jsonb value of a metric in the scored row, read in `values`; `key` is SQL of type text (a placeholder), e.g. (key) => `s."values" -> ${key}`. */
+  /** jsonb value of a metric in the scored row, read in `values.raw`; `key` is SQL of type text (a placeholder), e.g. (key) => `s."values" -> ${key}`. */
   metric: (key: string) => string
-  /** jsonb value of one of the record's current attributes, keyed the same way, read in `columns`. */
+  /** jsonb value of one of the record's current attributes, keyed the same way, read in `columns.raw`. */
   attribute: (key: string) => string
+  /** How the level of `typed` reads an item of `raw` by its name. */
+  raw: (name: string) => string
   /** How the level of `sums` reads an item of `values` by its name. */
   value: (name: string) => string
   /** How the level of `sums` reads an item of `columns` by its name. */
@@ -66,11 +68,16 @@ const scoreSql = (rule: Rule, v: string, bind: Bind): string => {
     + ` ELSE greatest(-100, least(100, -100 + 200 * (${v} - ${bad}) / ${bind(span, 'float8')})) END`
 }
 
+// Select-list items of two levels: the jsonb of each property a rule reads (`raw`), then over
+// them its value as the rule reads it (`typed`). A typed value looks at its jsonb several times
+// (its JSON type, then the value), and a lookup in a jsonb object copies the object first.
+export interface Levels { raw: string[]; typed: string[] }
+
 export interface ScoreSql {
-  /** Select-list items reading the record's attributes, typed: selected once per record, not per snapshot. */
-  columns: string[]
-  /** Select-list items reading the row's metrics, typed: selected in the scan of the scored rows. */
-  values: string[]
+  /** The record's attributes: selected once per record, not per snapshot. */
+  columns: Levels
+  /** The row's metrics: selected in the scan of the scored rows. */
+  values: Levels
   /** Select-list items `<alias>_t` and `<alias>_tw`, the weighted sum and the weight of the values present, over `values` and `columns`. */
   sums: string[]
   /** The integer score over the sums (by their names), NULL when no rule has a value. */
@@ -81,10 +88,10 @@ export interface ScoreSql {
 }
 
 /**
- * Weighted score (engagement of a snapshot, fit of a record) of each row of a query, in three
- * levels the caller nests with OFFSET 0 so that PostgreSQL does not flatten them: the typed values
- * (`columns` once per record, `values` in the scan of the rows), the sums over them, the score over
- * the sums. Each value is then read once, each property score computed once into the sums, and the
+ * Weighted score (engagement of a snapshot, fit of a record) of each row of a query, in four
+ * levels the caller nests with OFFSET 0 so that PostgreSQL does not flatten them: the jsonb values
+ * and the typed values over them (`columns` once per record, `values` in the scan of the rows),
+ * the sums over those, the score over the sums. Each value is then read once, each property score computed once into the sums, and the
  * sums once into the score; flattened, every use would repeat the jsonb lookups and date checks of
  * a value. The levels are plain subqueries, not LATERAL joins, whose rescans cost more per row than
  * the scoring itself.
@@ -99,25 +106,25 @@ export const weightedScoreSql = (
   paramStart: number,
   alias: string,
 ): ScoreSql => {
-  if (rules.length === 0) return { columns: [], values: [], sums: [], score: 'NULL::integer', scored: 'false', params: [] }
+  if (rules.length === 0) {
+    return { columns: { raw: [], typed: [] }, values: { raw: [], typed: [] }, sums: [], score: 'NULL::integer', scored: 'false', params: [] }
+  }
   const params: unknown[] = []
   const bind: Bind = (value, type) => {
     params.push(value)
     return `$${paramStart + params.length - 1}::${type}`
   }
-  const columns: string[] = []
-  const values: string[] = []
+  const columns: Levels = { raw: [], typed: [] }
+  const values: Levels = { raw: [], typed: [] }
   // Each rule's typed value as the sums level reads it.
   const typed = rules.map((rule, i) => {
-    const type = typeOf(rule.codename)
     const key = bind(rule.codename, 'text')
-    const name = `${alias}_v${i}`
-    if (refs.isMetric(rule.codename)) {
-      values.push(`${typedSql(rule, type, `(${refs.metric(key)})`)} AS ${name}`)
-      return refs.value(name)
-    }
-    columns.push(`${typedSql(rule, type, `(${refs.attribute(key)})`)} AS ${name}`)
-    return refs.column(name)
+    const [raw, name] = [`${alias}_j${i}`, `${alias}_v${i}`]
+    const metric = refs.isMetric(rule.codename)
+    const levels = metric ? values : columns
+    levels.raw.push(`(${metric ? refs.metric(key) : refs.attribute(key)}) AS ${raw}`)
+    levels.typed.push(`${typedSql(rule, typeOf(rule.codename), refs.raw(raw))} AS ${name}`)
+    return metric ? refs.value(name) : refs.column(name)
   })
   // A property score is NULL exactly when its value is, so the weights count the values present.
   // Sums start from 0 and add 0 for a missing value, which leaves a float sum unchanged, so they
