@@ -55,7 +55,10 @@ export const keyChecker = (sql: Sql, onError: (err: unknown) => void, now = Date
     const add = e.local - e.flushed
     try {
       const [row] = await checkKey(sql, e.accountId, e.hash, e.bucket, windowStart, add)
-      if (!row) return void entries.delete(`${e.bucket}:${e.hash.toString('hex')}`)
+      if (!row) {
+        e.key = undefined
+        return void entries.delete(`${e.bucket}:${e.hash.toString('hex')}`)
+      }
       e.key = { id: Number(row.id), scopes: row.scopes, revoked_at: row.revoked_at }
       e.checkedAt = now()
       if (e.windowStart === windowStart && !row.revoked_at) {
