@@ -109,3 +109,15 @@ test('counts left between checks reach Postgres on their own', async () => {
   await new Promise((r) => setTimeout(r, CHECK_MS * 2 + 100))
   assert.equal(await stored(keyId), 3)
 })
+
+test('a key gone from the database is forgotten at the next check, by every request waiting on it', async () => {
+  const { accountId, keyId, token } = await newKey()
+  const time = clock()
+  const keys = keyChecker(s.sql, noErrors, time.now)
+  assert.ok(await keys.count(accountId, token, 'api'))
+  await s.sql`delete from rate_limit_counters where key_id = ${keyId}`
+  await s.sql`delete from api_keys where id = ${keyId}`
+  time.advance(CHECK_MS)
+  const waiting = await Promise.all(Array.from({ length: 3 }, () => keys.count(accountId, token, 'api')))
+  assert.deepEqual(waiting, [undefined, undefined, undefined])
+})
