@@ -1,11 +1,12 @@
 // Search at scale: one account with 1,000,000 customers (BENCH_SEARCH_ROWS) and a second account of
 // a tenth of that interleaved with it in the same tables, seeded with COPY. Sixteen query shapes,
 // each measured at 8 concurrent clients through HTTP (the service started in-process, worker off,
-// rate limit raised) and, alternating with it in the same run, as the very same compiled SQL run
-// directly through postgres.js at 8 concurrency. The ratio is service / direct; deep pages (90% of
-// the way through the account) are compared with first pages. The default run takes about 4
-// minutes, 2 of them seeding; BENCH_SEARCH_ROWS scales it down.
-import { request, Agent } from 'node:http'
+// rate limit raised; the load from autocannon, as in bench/http) and, alternating with it in the
+// same run, as the very same compiled SQL run directly through postgres.js at 8 concurrency. The
+// ratio is service / direct; deep pages (90% of the way through the account) are compared with
+// first pages. The default run takes about 4 minutes, 2 of them seeding; BENCH_SEARCH_ROWS scales
+// it down.
+import autocannon from 'autocannon'
 import { connect, type Sql } from '../src/db/client.ts'
 import { migrate } from '../src/db/migrate.ts'
 import { loadConfig } from '../src/config.ts'
@@ -207,9 +208,11 @@ const DEEP_VS_FIRST = [['no filter, deep page', 'no filter'], ['3 filters, deep 
 // ---------------------------------------------------------------------------------------------
 // Load
 
-// 8 clients, each sending its next request as soon as the last one is answered; the latencies
-// go into `into`. Returns the seconds it ran.
-const closedLoop = async (run: () => Promise<unknown>, seconds: number, into: number[] = []) => {
+// Each side is a load: 8 clients, each sending its next request as soon as the last one is
+// answered, for `seconds`; the latencies (ms) go into `into`. Returns the seconds it ran.
+type Load = (seconds: number, into: number[]) => Promise<number>
+
+const closedLoop = (run: () => Promise<unknown>): Load => async (seconds, into) => {
   const started = performance.now()
   const deadline = started + seconds * 1000
   await Promise.all(Array.from({ length: CONCURRENCY }, async () => {
@@ -225,10 +228,10 @@ const closedLoop = async (run: () => Promise<unknown>, seconds: number, into: nu
 // The two sides alternate in short slices, so that a change of load on the machine (which other
 // work shares) weighs on both alike.
 const SLICES = 8
-const sideBySide = async (a: () => Promise<unknown>, b: () => Promise<unknown>, seconds: number) => {
-  const sides = [{ run: a, latencies: [] as number[], seconds: 0 }, { run: b, latencies: [] as number[], seconds: 0 }]
+const sideBySide = async (a: Load, b: Load, seconds: number) => {
+  const sides = [{ load: a, latencies: [] as number[], seconds: 0 }, { load: b, latencies: [] as number[], seconds: 0 }]
   for (let i = 0; i < SLICES; i++) {
-    for (const side of sides) side.seconds += await closedLoop(side.run, seconds / SLICES, side.latencies)
+    for (const side of sides) side.seconds += await side.load(seconds / SLICES, side.latencies)
   }
   return sides.map(({ latencies, seconds: ran }) => {
     latencies.sort((x, y) => x - y)
@@ -236,20 +239,23 @@ const sideBySide = async (a: () => Promise<unknown>, b: () => Promise<unknown>, 
   })
 }
 
-const agent = new Agent({ keepAlive: true, maxSockets: CONCURRENCY })
-
-const post = (port: number, path: string, token: string, body: string) => new Promise<{ status: number; text: string }>((resolve, reject) => {
-  const req = request({
-    host: '127.0.0.1', port, path, method: 'POST', agent,
-    headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body), 'service-key': token },
-  }, (res) => {
-    const chunks: Buffer[] = []
-    res.on('data', (c: Buffer) => chunks.push(c))
-    res.on('end', () => resolve({ status: res.statusCode!, text: Buffer.concat(chunks).toString('utf8') }))
+// autocannon's client costs a fraction of node:http's, whose share (about what the server's costs)
+// would count as the service's; its 8 connections keep one request each in flight, like the
+// direct side's 8 clients.
+const httpLoad = (url: string, token: string, body: string): Load => async (seconds, into) => {
+  const started = performance.now()
+  const result = await new Promise<autocannon.Result>((resolve, reject) => {
+    const instance = autocannon({
+      url, method: 'POST', connections: CONCURRENCY, pipelining: 1, duration: seconds,
+      headers: { 'content-type': 'application/json', 'service-key': token }, body,
+    }, (err, done) => (err ? reject(err) : resolve(done)))
+    instance.on('response', (_client, _status, _bytes, ms) => { into.push(ms) })
   })
-  req.on('error', reject)
-  req.end(body)
-})
+  if (result.non2xx || result.errors || result.timeouts) {
+    throw new Error(`${url}: ${result.non2xx} non-2xx, ${result.errors} errors, ${result.timeouts} timeouts`)
+  }
+  return (performance.now() - started) / 1000
+}
 
 export default async (ctx: BenchContext) => {
   const url = await ctx.database()
@@ -281,18 +287,17 @@ export default async (ctx: BenchContext) => {
         lookups: context.lookups, afterServiceId: shape.deep ? deep.service_id : undefined, json: true,
       })
       const runDirect = () => direct.unsafe(query.text, query.params as string[])
-      const runHttp = async () => {
-        const res = await post(service.port!, path, token, body)
-        if (res.status !== 200) throw new Error(`${shape.name}: ${res.status} ${res.text}`)
-        return res
-      }
+      const url = `http://127.0.0.1:${service.port}${path}`
       // Both answer the same records; then a warm-up of each, discarded.
-      const viaHttp = JSON.parse((await runHttp()).text).results.map((r: { id: string }) => r.id)
+      const res = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json', 'service-key': token }, body })
+      if (res.status !== 200) throw new Error(`${shape.name}: ${res.status} ${await res.text()}`)
+      const viaHttp = ((await res.json()) as { results: { id: string }[] }).results.map((r) => r.id)
       const viaSql = (await runDirect()).slice(0, limit).map((r) => JSON.parse(r.json).id)
       if (JSON.stringify(viaHttp) !== JSON.stringify(viaSql)) throw new Error(`${shape.name}: HTTP and SQL answers differ`)
-      await closedLoop(runDirect, 0.3)
-      await closedLoop(runHttp, 0.3)
-      const [sqlRun, httpRun] = await sideBySide(runDirect, runHttp, SECONDS)
+      const [sqlLoad, httpLoadOf] = [closedLoop(runDirect), httpLoad(url, token, body)]
+      await sqlLoad(0.3, [])
+      await httpLoadOf(0.3, [])
+      const [sqlRun, httpRun] = await sideBySide(sqlLoad, httpLoadOf, SECONDS)
       p50[shape.name] = httpRun.p50
       const metric = `${shape.name} [${viaHttp.length} rows]`
       ctx.report({ bench: 'search', metric: `${metric} p50`, value: httpRun.p50, unit: 'ms', baseline: sqlRun.p50, ratio: httpRun.p50 / sqlRun.p50, target: '<= 1.5' })
@@ -303,7 +308,6 @@ export default async (ctx: BenchContext) => {
       ctx.report({ bench: 'search', metric: `${deepName} vs ${firstName}, p50`, value: p50[deepName], unit: 'ms', baseline: p50[firstName], ratio: p50[deepName] / p50[firstName], target: '<= 2' })
     }
   } finally {
-    agent.destroy()
     await direct.end()
     await service.stop()
   }
