@@ -26,9 +26,8 @@ const TREND_DAYS = 365
 const TREND_RECORDS = 15
 const DRIVERS = 3
 
-// Shared with sql.ts, which must accept exactly the same date strings.
-export const DATE_PATTERN = '^[0-9]{4}-[0-9]{2}-[0-9]{2}$'
-const DATE_RE = new RegExp(DATE_PATTERN)
+// sql.ts must accept exactly the same date strings (src/dates.ts).
+const DATE_RE = /^[0-9]{4}-[0-9]{2}-[0-9]{2}$/
 
 const clamp = (x: number, lo: number, hi: number) => Math.min(hi, Math.max(lo, x))
 

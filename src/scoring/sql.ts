@@ -1,5 +1,6 @@
 import { isBooleanRule, isValuesRule, type PropertyType, type Rule } from './model.ts'
-import { DATE_PATTERN, ROUND_NOISE } from './score.ts'
+import { ROUND_NOISE } from './score.ts'
+import { sqlDateOrNull } from '../dates.ts'
 
 // Compiles scoring rules into PostgreSQL expressions so that all snapshots and records of an
 // account can be scored in a few set-based statements (src/jobs/score-records.ts): engagement per
@@ -39,8 +40,7 @@ const typedSql = (rule: Rule, type: PropertyType, x: string): string => {
   if (isValuesRule(rule)) return when('string', str)
   if (isBooleanRule(rule)) return when('boolean', `${x}::boolean`)
   if (type !== 'date') return when('number', `${x}::float8`)
-  // The pattern first: pg_input_is_valid alone would also take forms like 'today' or '1/2/2026'.
-  return `CASE WHEN jsonb_typeof(${x}) = 'string' AND ${str} ~ '${DATE_PATTERN}' AND pg_input_is_valid(${str}, 'date') THEN ${str}::date END`
+  return when('string', sqlDateOrNull(str))
 }
 
 // A typed value as the score reads it: a date becomes whole days from the scoring date.

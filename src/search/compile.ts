@@ -3,6 +3,7 @@
 // ids) travels as a bound parameter with an explicit cast, so the SQL text is built only from the
 // constants in this file.
 import { UNSTORABLE } from '../storable.ts'
+import { sqlDateOrNull } from '../dates.ts'
 
 export type Entity = 'customer' | 'contact'
 export type ValueType = 'string' | 'number' | 'boolean' | 'date'
@@ -291,15 +292,6 @@ const SQL_TYPES: Record<ValueType, SqlType> = { string: 'text', number: 'numeric
 // double the in-memory evaluator sees.
 function bindScalar(ctx: Ctx, value: Scalar, type: ValueType): string {
   return ctx.bind(String(value), SQL_TYPES[type])
-}
-
-// A YYYY-MM-DD text that is a real calendar date, else null, without ever raising a cast error
-// (pg_input_is_valid would do, but needs Postgres 16). The first of a valid month always casts;
-// adding the day and printing it back rejects days the month does not have.
-function sqlDateOrNull(s: string): string {
-  const shape = `${s} ~ '^[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])$' and ${s} !~ '^0000'`
-  const roundTrip = `to_char((left(${s}, 8) || '01')::date + (right(${s}, 2)::integer - 1), 'YYYY-MM-DD') = ${s}`
-  return `case when ${shape} then case when ${roundTrip} then ${s}::date end end`
 }
 
 // A custom property's value in a jsonb bag, typed, or null when absent or of another JSON type.
