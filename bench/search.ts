@@ -239,9 +239,10 @@ const sideBySide = async (a: Load, b: Load, seconds: number) => {
   })
 }
 
-// autocannon's client costs a fraction of node:http's, whose share (about what the server's costs)
-// would count as the service's; its 8 connections keep one request each in flight, like the
-// direct side's 8 clients.
+// autocannon, as bench/http loads its servers; its 8 connections keep one request each in flight,
+// like the direct side's 8 clients. Against node:http's client in the same harness, the 3-contacts
+// shape measured 1.21-1.39x instead of 1.37-1.64x at p50, for about the same CPU per request
+// (client and service together): the gain is in latency, not in work.
 const httpLoad = (url: string, token: string, body: string): Load => async (seconds, into) => {
   const started = performance.now()
   const result = await new Promise<autocannon.Result>((resolve, reject) => {

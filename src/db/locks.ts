@@ -3,8 +3,9 @@ import type { Tx } from './client.ts'
 // Row locks on records, taken in service_id order before a transaction changes them or their
 // snapshots. Uploads, tracking and aggregation (the account's queue) and the churn that scoring
 // lifts (its scoring queue) run side by side and may change the same records: transactions that
-// take their shared locks in one order cannot wait on each other in a cycle. FOR NO KEY UPDATE is what their UPDATEs
-// take anyway; the snapshot inserts' foreign key checks (KEY SHARE) do not conflict with it.
+// take their shared locks in one order cannot wait on each other in a cycle. FOR NO KEY UPDATE is
+// what their UPDATEs take anyway; the snapshot inserts' foreign key checks (KEY SHARE) do not
+// conflict with it.
 type Records = 'customers' | 'contacts'
 
 // The staged records of an upload, by external id (temporary table stage_records).

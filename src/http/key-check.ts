@@ -10,8 +10,8 @@ export const WINDOW_MS = 60_000
 // processes served, reach this process within this time, and a request costs no round trip.
 export const CHECK_MS = 250
 
-export interface KeyRow { id: number; scopes: string[]; revoked_at: Date | null }
-export interface Counted { key: KeyRow; count: number; windowStart: number }
+interface KeyRow { id: number; scopes: string[]; revoked_at: Date | null }
+interface Counted { key: KeyRow; count: number; windowStart: number }
 
 // The key, and the requests counted here since the last check added to its counter for the window
 // (none added for a revoked key). `others` is the window's count less this process's share.
@@ -31,6 +31,7 @@ const checkKey = (sql: Sql, accountId: number, hash: Buffer, bucket: string, win
   from k`
 
 interface Entry {
+  id: string
   accountId: number
   hash: Buffer
   bucket: string
@@ -57,7 +58,7 @@ export const keyChecker = (sql: Sql, onError: (err: unknown) => void, now = Date
       const [row] = await checkKey(sql, e.accountId, e.hash, e.bucket, windowStart, add)
       if (!row) {
         e.key = undefined
-        return void entries.delete(`${e.bucket}:${e.hash.toString('hex')}`)
+        return void entries.delete(e.id)
       }
       e.key = { id: Number(row.id), scopes: row.scopes, revoked_at: row.revoked_at }
       e.checkedAt = now()
@@ -87,7 +88,7 @@ export const keyChecker = (sql: Sql, onError: (err: unknown) => void, now = Date
     const windowStart = at - (at % WINDOW_MS)
     let e = entries.get(id)
     if (!e) {
-      e = { accountId, hash, bucket, checkedAt: -Infinity, windowStart, local: 0, flushed: 0, others: 0 }
+      e = { id, accountId, hash, bucket, checkedAt: -Infinity, windowStart, local: 0, flushed: 0, others: 0 }
       entries.set(id, e)
     }
     if (e.windowStart !== windowStart) Object.assign(e, { windowStart, local: 0, flushed: 0, others: 0 })
@@ -100,8 +101,9 @@ export const keyChecker = (sql: Sql, onError: (err: unknown) => void, now = Date
 
   return {
     count,
-    // After a revocation through this process: its next requests check again at once.
-    forget: () => entries.clear(),
+    // After a revocation through this process: its next requests check again at once, and the
+    // counts not yet in Postgres stay counted.
+    forget: () => { for (const e of entries.values()) e.checkedAt = -Infinity },
     // On stop: the counts not yet in Postgres.
     flush: async () => {
       await Promise.all([...entries.values()].map((e) => {
