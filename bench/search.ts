@@ -4,9 +4,12 @@
 // rate limit raised; the load from autocannon, as in bench/http) and, alternating with it in the
 // same run, as the very same compiled SQL run directly through postgres.js at 8 concurrency. The
 // ratio is service / direct; deep pages (90% of the way through the account) are compared with
-// first pages. The default run takes about 4 minutes, 2 of them seeding; BENCH_SEARCH_ROWS scales
+// first pages. A third side, the floor, serves the same SQL from a bare node:http server (body
+// parsed, query run, rows joined as the handler joins them; no routing, key, validation or
+// compiling), so each shape also shows what HTTP and the driver alone add to the direct SQL. The default run takes about 4 minutes, 2 of them seeding; BENCH_SEARCH_ROWS scales
 // it down.
 import autocannon from 'autocannon'
+import { createServer } from 'node:http'
 import { connect, type Sql } from '../src/db/client.ts'
 import { migrate } from '../src/db/migrate.ts'
 import { loadConfig } from '../src/config.ts'
@@ -14,7 +17,7 @@ import { startService } from '../src/service.ts'
 import { createAccount } from '../src/admin/accounts.ts'
 import { createKey } from '../src/admin/keys.ts'
 import { compileSearch, type Entity, type Filter } from '../src/search/compile.ts'
-import { searchContext } from '../src/api/search.ts'
+import { pageBody, searchContext } from '../src/api/search.ts'
 import { percentile, type BenchContext } from './lib.ts'
 
 const ROWS = Number(process.env.BENCH_SEARCH_ROWS ?? 1_000_000)
@@ -225,11 +228,11 @@ const closedLoop = (run: () => Promise<unknown>): Load => async (seconds, into) 
   return (performance.now() - started) / 1000
 }
 
-// The two sides alternate in short slices, so that a change of load on the machine (which other
-// work shares) weighs on both alike.
+// The sides alternate in short slices, so that a change of load on the machine (which other work
+// shares) weighs on all alike.
 const SLICES = 8
-const sideBySide = async (a: Load, b: Load, seconds: number) => {
-  const sides = [{ load: a, latencies: [] as number[], seconds: 0 }, { load: b, latencies: [] as number[], seconds: 0 }]
+const sideBySide = async (loads: Load[], seconds: number) => {
+  const sides = loads.map((load) => ({ load, latencies: [] as number[], seconds: 0 }))
   for (let i = 0; i < SLICES; i++) {
     for (const side of sides) side.seconds += await side.load(seconds / SLICES, side.latencies)
   }
@@ -258,6 +261,30 @@ const httpLoad = (url: string, token: string, body: string): Load => async (seco
   return (performance.now() - started) / 1000
 }
 
+// The floor: a bare node:http server running the query of the shape being measured through its
+// own pool (as large as the service's) and answering what the handler answers.
+const startFloor = async (url: string) => {
+  const sql = connect(url, { max: 20 })
+  let query = { text: '', params: [] as unknown[], limit: 0 }
+  const server = createServer((im, res) => {
+    const chunks: Buffer[] = []
+    im.on('data', (chunk: Buffer) => chunks.push(chunk))
+    im.on('end', async () => {
+      JSON.parse(Buffer.concat(chunks).toString('utf8'))
+      const rows = await sql.unsafe(query.text, query.params as string[]).raw() as unknown as [Buffer, Buffer][]
+      const body = pageBody(rows, query.limit)
+      res.writeHead(200, { 'content-type': 'application/json', 'content-length': String(body.length) })
+      res.end(body)
+    })
+  })
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  return {
+    port: (server.address() as { port: number }).port,
+    serve: (next: typeof query) => { query = next },
+    stop: async () => { server.closeAllConnections(); server.close(); await sql.end() },
+  }
+}
+
 export default async (ctx: BenchContext) => {
   const url = await ctx.database()
   const seedStarted = performance.now()
@@ -268,6 +295,7 @@ export default async (ctx: BenchContext) => {
   const config = { ...loadConfig({}), port: 0, host: '127.0.0.1', logLevel: 'warn' as const, apiRateLimit: 1_000_000_000 }
   const service = await startService(config, url, { http: true, worker: false, migrate: false })
   const direct = connect(url, { max: CONCURRENCY })
+  const floor = await startFloor(url)
   try {
     const { token } = await createKey(service.app.sql, main, { scopes: ['search'] } as never)
     // Deep pages start 90% of the way through the account's records in external-id order.
@@ -288,28 +316,31 @@ export default async (ctx: BenchContext) => {
         lookups: context.lookups, afterServiceId: shape.deep ? deep.service_id : undefined, json: true,
       })
       const runDirect = () => direct.unsafe(query.text, query.params as string[])
+      floor.serve({ ...query, limit })
       const url = `http://127.0.0.1:${service.port}${path}`
+      const floorUrl = `http://127.0.0.1:${floor.port}${path}`
       // Both answer the same records; then a warm-up of each, discarded.
       const res = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json', 'service-key': token }, body })
       if (res.status !== 200) throw new Error(`${shape.name}: ${res.status} ${await res.text()}`)
       const viaHttp = ((await res.json()) as { results: { id: string }[] }).results.map((r) => r.id)
       const viaSql = (await runDirect()).slice(0, limit).map((r) => JSON.parse(r.json).id)
       if (JSON.stringify(viaHttp) !== JSON.stringify(viaSql)) throw new Error(`${shape.name}: HTTP and SQL answers differ`)
-      const [sqlLoad, httpLoadOf] = [closedLoop(runDirect), httpLoad(url, token, body)]
-      await sqlLoad(0.3, [])
-      await httpLoadOf(0.3, [])
-      const [sqlRun, httpRun] = await sideBySide(sqlLoad, httpLoadOf, SECONDS)
+      const loads = [closedLoop(runDirect), httpLoad(url, token, body), httpLoad(floorUrl, token, body)]
+      for (const load of loads) await load(0.3, [])
+      const [sqlRun, httpRun, floorRun] = await sideBySide(loads, SECONDS)
       p50[shape.name] = httpRun.p50
       const metric = `${shape.name} [${viaHttp.length} rows]`
       ctx.report({ bench: 'search', metric: `${metric} p50`, value: httpRun.p50, unit: 'ms', baseline: sqlRun.p50, ratio: httpRun.p50 / sqlRun.p50, target: '<= 1.5' })
       ctx.report({ bench: 'search', metric: `${metric} p99`, value: httpRun.p99, unit: 'ms', baseline: sqlRun.p99, ratio: httpRun.p99 / sqlRun.p99 })
       ctx.report({ bench: 'search', metric: `${metric} req/s`, value: httpRun.rps, unit: 'req/s', baseline: sqlRun.rps, ratio: httpRun.rps / sqlRun.rps })
+      ctx.report({ bench: 'search', metric: `${metric} p50, floor`, value: floorRun.p50, unit: 'ms', baseline: sqlRun.p50, ratio: floorRun.p50 / sqlRun.p50 })
     }
     for (const [deepName, firstName] of DEEP_VS_FIRST) {
       ctx.report({ bench: 'search', metric: `${deepName} vs ${firstName}, p50`, value: p50[deepName], unit: 'ms', baseline: p50[firstName], ratio: p50[deepName] / p50[firstName], target: '<= 2' })
     }
   } finally {
     await direct.end()
+    await floor.stop()
     await service.stop()
   }
 }

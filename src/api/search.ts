@@ -69,6 +69,13 @@ const afterError = async (sql: Sql, accountId: number, entity: Entity, after: nu
 // query's column order: json, service_id), so the page is joined into the answer as bytes, never
 // decoded, parsed or serialized again here.
 const [OPEN, COMMA] = [Buffer.from('{"results":['), Buffer.from(',')]
+// The answer for a page of raw rows (bench/search's floor server sends the same bytes).
+export const pageBody = (rows: [Buffer, Buffer][], limit: number) => {
+  const results = rows.slice(0, limit)
+  const paging = rows.length > limit ? `,"paging":{"next":{"after":${results[results.length - 1][1]}}}` : ''
+  const objects = results.flatMap(([json], i) => (i === 0 ? [json] : [COMMA, json]))
+  return Buffer.concat([OPEN, ...objects, Buffer.from(`]${paging}}`)])
+}
 
 const search = (entity: Entity): Handler => async (req, app) => {
   const body = req.input as SearchBody
@@ -89,10 +96,7 @@ const search = (entity: Entity): Handler => async (req, app) => {
     const errors = await afterError(app.sql, accountId, entity, body.after)
     if (errors.length > 0) fail(400, 'The search request is invalid.', errors)
   }
-  const results = rows.slice(0, body.limit)
-  const paging = rows.length > body.limit ? `,"paging":{"next":{"after":${results[results.length - 1][1]}}}` : ''
-  const objects = results.flatMap(([json], i) => (i === 0 ? [json] : [COMMA, json]))
-  return { status: 200, headers: { 'content-type': 'application/json' }, body: Buffer.concat([OPEN, ...objects, Buffer.from(`]${paging}}`)]) }
+  return { status: 200, headers: { 'content-type': 'application/json' }, body: pageBody(rows, body.limit) }
 }
 
 export const searchCustomers = search('customer')
