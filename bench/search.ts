@@ -121,8 +121,8 @@ const tagCustomers = (sql: Sql, accountId: number) => sql`
   with t as (
     insert into tags (account_id, title) select ${accountId}, title from unnest(${TAGS.map(([t]) => t)}::text[]) title returning id, title
   )
-  insert into customer_tags (account_id, customer_id, tag_id)
-  select c.account_id, c.service_id, t.id
+  insert into customer_tags (account_id, customer_id, tag_id, external_id)
+  select c.account_id, c.service_id, t.id, c.external_id
   from customers c cross join t join unnest(${TAGS.map(([t]) => t)}::text[], ${TAGS.map(([, share]) => share)}::float8[]) s(title, share) on s.title = t.title
   where c.account_id = ${accountId} and (hashint8(c.service_id * 16 + t.id) & 65535) < s.share * 65536`
 

@@ -3,6 +3,7 @@ import assert from 'node:assert/strict'
 import { connect } from '../src/db/client.ts'
 import { migrate, migrations } from '../src/db/migrate.ts'
 import { freshDatabase } from './helpers/db.ts'
+import { createAccount } from '../src/admin/accounts.ts'
 
 test('migrations apply once, in order, and a second run is a no-op', async () => {
   const db = await freshDatabase()
@@ -49,6 +50,51 @@ test('every tenant table leads its primary key with account_id', async () => {
       where n.nspname = 'public' and i.indisprimary and c.relname not in ('accounts', 'schema_migrations', 'worker_heartbeats')`
     assert.ok(rows.length >= 15)
     for (const r of rows) assert.equal(r.first, 'account_id', r.table)
+  } finally {
+    await sql.end()
+    await db.drop()
+  }
+})
+
+test('an upgrade gives the tag links of existing records their external ids', async () => {
+  const db = await freshDatabase()
+  const sql = connect(db.url)
+  try {
+    // The database as the version before 010 left it, with tagged records in two accounts.
+    const before = migrations().filter((m) => m.name < '010')
+    await sql.begin(async (tx) => {
+      await tx`create table schema_migrations (name text primary key, applied_at timestamptz not null default now())`
+      for (const m of before) {
+        await tx.unsafe(m.sql)
+        await tx`insert into schema_migrations (name) values (${m.name})`
+      }
+    })
+    for (const name of ['A', 'B']) {
+      const { id } = await createAccount(sql, { name, source_of_truth: 'API' })
+      await sql`
+        with c as (
+          insert into customers (account_id, external_id) select ${id}, ${name} || '-c' || n from generate_series(1, 3) n
+          returning account_id, service_id
+        ), k as (
+          insert into contacts (account_id, external_id, customer_id) select account_id, ${name} || '-k' || service_id, service_id from c
+          returning account_id, service_id
+        ), t as (
+          insert into tags (account_id, title) values (${id}, 'red'), (${id}, 'blue') returning account_id, id
+        ), ct as (
+          insert into customer_tags (account_id, customer_id, tag_id) select c.account_id, c.service_id, t.id from c cross join t
+        )
+        insert into contact_tags (account_id, contact_id, tag_id) select k.account_id, k.service_id, t.id from k cross join t`
+    }
+    assert.deepEqual(await migrate(sql, db.url), migrations().filter((m) => m.name >= '010').map((m) => m.name))
+    for (const [links, records, key] of [['customer_tags', 'customers', 'customer_id'], ['contact_tags', 'contacts', 'contact_id']]) {
+      const rows = await sql`
+        select x.external_id as copied, r.external_id from ${sql(links)} x
+        left join ${sql(records)} r on r.account_id = x.account_id and r.service_id = x.${sql(key)}`
+      assert.equal(rows.length, 12, links)
+      for (const row of rows) assert.equal(row.copied, row.external_id, links)
+      const [column] = await sql`select is_nullable from information_schema.columns where table_name = ${links} and column_name = 'external_id'`
+      assert.equal(column.is_nullable, 'NO', links)
+    }
   } finally {
     await sql.end()
     await db.drop()

@@ -313,7 +313,7 @@ describe('compileSearch SQL', () => {
     assert.equal(two.params[1], '{3,4}')
     assert.match(where([{ propertyName: 'owner', operator: 'IN', values: ['zed@x.io'] }]).where, /and false\n/)
     const tag = where([{ propertyName: 'tags', operator: 'EQ', value: 'red' }])
-    assert.match(tag.where, /exists \(select 1 from customer_tags x where x\.account_id = \$1::text::bigint and x\.customer_id = r\.service_id and x\.tag_id = \$2::text::bigint\)/)
+    assert.match(tag.where, /exists \(select 1 from customer_tags x where x\.account_id = \$1::text::bigint and x\.tag_id = \$2::text::bigint and x\.external_id = r\.external_id\)/)
     assert.match(where([{ propertyName: 'tags', operator: 'NEQ', value: 'nope' }]).where, /not coalesce\(false, false\)/)
     assert.throws(() => compileSearch(input({ filters: [{ propertyName: 'tags', operator: 'EQ', value: 'red' }] })), (e) => !(e instanceof SearchError))
     // KNOWN needs no lookup.

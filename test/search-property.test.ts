@@ -120,8 +120,8 @@ before(async () => {
         where r.account_id = ${account.id} and r.external_id = x.external_id`
     }
     await s.sql`
-      insert into ${s.sql(links)} (account_id, ${s.sql(key)}, tag_id)
-      select ${account.id}, r.service_id, t.id
+      insert into ${s.sql(links)} (account_id, ${s.sql(key)}, tag_id, external_id)
+      select ${account.id}, r.service_id, t.id, r.external_id
       from jsonb_to_recordset(${s.sql.json(rows)}) as x(external_id text, tags text[])
         cross join unnest(x.tags) as wanted(title)
         join ${s.sql(table)} r on r.account_id = ${account.id} and r.external_id = x.external_id

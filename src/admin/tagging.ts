@@ -47,8 +47,8 @@ export const setRecordTags = (sql: Sql, accountId: number, entity: keyof typeof 
       with removed as (
         delete from ${tx(links)} where account_id = ${accountId} and ${tx(key)} = ${record.service_id} and tag_id <> all(${ids}::bigint[])
       ), added as (
-        insert into ${tx(links)} (account_id, ${tx(key)}, tag_id)
-        select ${accountId}, ${record.service_id}, unnest(${ids}::bigint[])
+        insert into ${tx(links)} (account_id, ${tx(key)}, tag_id, external_id)
+        select ${accountId}, ${record.service_id}, unnest(${ids}::bigint[]), ${externalId}
         on conflict do nothing
       )
       select title from tags where account_id = ${accountId} and id = any(${ids}::bigint[]) order by title collate "C"`

@@ -373,18 +373,21 @@ function tagLinksSql(ctx: Ctx): string {
   return `from ${table} x join tags t on t.account_id = ${ctx.account} and t.id = x.tag_id where x.account_id = ${ctx.account} and x.${key} = r.service_id`
 }
 
-// The link tables reference tags by foreign key, so a link is a tag.
-function tagLinkSql(ctx: Ctx, condition: string): string {
-  const { table, key } = TAG_LINKS[ctx.entity]
-  return `exists (select 1 from ${table} x where x.account_id = ${ctx.account} and x.${key} = r.service_id${condition})`
-}
-
+// The link tables reference tags by foreign key, so a link is a tag. A link holds its record's
+// external id too (sql/010): matched on it, the links of one tag, in external-id order, can drive a
+// page instead of a probe of every record walked.
 const TAGS_SQL: SetSql = {
   IN: (xs, ctx) => {
     const ids = resolvedIds(ctx.lookups.tags, xs)
-    return ids.length === 0 ? 'false' : tagLinkSql(ctx, ` and ${idMatch('x.tag_id', ids, ctx)}`)
+    const { table } = TAG_LINKS[ctx.entity]
+    return ids.length === 0
+      ? 'false'
+      : `exists (select 1 from ${table} x where x.account_id = ${ctx.account} and ${idMatch('x.tag_id', ids, ctx)} and x.external_id = r.external_id)`
   },
-  KNOWN: (ctx) => tagLinkSql(ctx, ''),
+  KNOWN: (ctx) => {
+    const { table, key } = TAG_LINKS[ctx.entity]
+    return `exists (select 1 from ${table} x where x.account_id = ${ctx.account} and x.${key} = r.service_id)`
+  },
 }
 
 // EQ/IN on a custom property as jsonb containment, which is the same test (the bag holds
