@@ -7,16 +7,19 @@
 -- cannot drift. The unique index replaces the (account_id, tag_id, record) one: it serves the same
 -- lookups and the tag's foreign-key cascade, and its uniqueness lets the planner read the links as
 -- the outer side of a plain join.
-alter table customer_tags add column external_id text collate "C";
-update customer_tags x set external_id = c.external_id
-from customers c where c.account_id = x.account_id and c.service_id = x.customer_id;
-alter table customer_tags alter column external_id set not null;
-drop index customer_tags_tag;
-create unique index customer_tags_tag on customer_tags (account_id, tag_id, external_id);
-
-alter table contact_tags add column external_id text collate "C";
-update contact_tags x set external_id = c.external_id
-from contacts c where c.account_id = x.account_id and c.service_id = x.contact_id;
-alter table contact_tags alter column external_id set not null;
-drop index contact_tags_tag;
-create unique index contact_tags_tag on contact_tags (account_id, tag_id, external_id);
+do $$
+declare
+  t record;
+begin
+  for t in select * from (values
+    ('customer_tags', 'customers', 'customer_id', 'customer_tags_tag'),
+    ('contact_tags', 'contacts', 'contact_id', 'contact_tags_tag')
+  ) as v (links, records, key, index) loop
+    execute format('alter table %I add column external_id text collate "C"', t.links);
+    execute format('update %I x set external_id = r.external_id from %I r
+      where r.account_id = x.account_id and r.service_id = x.%I', t.links, t.records, t.key);
+    execute format('alter table %I alter column external_id set not null', t.links);
+    execute format('drop index %I', t.index);
+    execute format('create unique index %I on %I (account_id, tag_id, external_id)', t.index, t.links);
+  end loop;
+end $$;
