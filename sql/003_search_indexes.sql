@@ -13,7 +13,8 @@
 create index customers_owner on customers (account_id, owner_user_id, external_id);
 
 -- Tags EQ/IN (tag titles are resolved to ids before compiling): from a rare tag to its records;
--- also serves the foreign-key cascade when a tag is deleted.
+-- also serves the foreign-key cascade when a tag is deleted. (010 replaces both with unique
+-- (account_id, tag_id, external_id).)
 create index customer_tags_tag on customer_tags (account_id, tag_id, customer_id);
 create index contact_tags_tag on contact_tags (account_id, tag_id, contact_id);
 
