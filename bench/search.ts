@@ -6,8 +6,8 @@
 // ratio is service / direct; deep pages (90% of the way through the account) are compared with
 // first pages. A third side, the floor, serves the same SQL from a bare node:http server (body
 // parsed, query run, rows joined as the handler joins them; no routing, key, validation or
-// compiling), so each shape also shows what HTTP and the driver alone add to the direct SQL. The default run takes about 4 minutes, 2 of them seeding; BENCH_SEARCH_ROWS scales
-// it down.
+// compiling), so each shape also shows what HTTP and the driver alone add to the direct SQL. The
+// default run takes about 5 minutes, 2 of them seeding; BENCH_SEARCH_ROWS scales it down.
 import autocannon from 'autocannon'
 import { createServer } from 'node:http'
 import { connect, type Sql } from '../src/db/client.ts'
@@ -319,12 +319,17 @@ export default async (ctx: BenchContext) => {
       floor.serve({ ...query, limit })
       const url = `http://127.0.0.1:${service.port}${path}`
       const floorUrl = `http://127.0.0.1:${floor.port}${path}`
-      // Both answer the same records; then a warm-up of each, discarded.
-      const res = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json', 'service-key': token }, body })
-      if (res.status !== 200) throw new Error(`${shape.name}: ${res.status} ${await res.text()}`)
-      const viaHttp = ((await res.json()) as { results: { id: string }[] }).results.map((r) => r.id)
+      // All three answer the same records; then a warm-up of each, discarded.
+      const ids = async (at: string) => {
+        const res = await fetch(at, { method: 'POST', headers: { 'content-type': 'application/json', 'service-key': token }, body })
+        if (res.status !== 200) throw new Error(`${shape.name}: ${res.status} ${await res.text()}`)
+        return ((await res.json()) as { results: { id: string }[] }).results.map((r) => r.id)
+      }
+      const viaHttp = await ids(url)
       const viaSql = (await runDirect()).slice(0, limit).map((r) => JSON.parse(r.json).id)
-      if (JSON.stringify(viaHttp) !== JSON.stringify(viaSql)) throw new Error(`${shape.name}: HTTP and SQL answers differ`)
+      for (const other of [viaSql, await ids(floorUrl)]) {
+        if (JSON.stringify(viaHttp) !== JSON.stringify(other)) throw new Error(`${shape.name}: the sides' answers differ`)
+      }
       const loads = [closedLoop(runDirect), httpLoad(url, token, body), httpLoad(floorUrl, token, body)]
       for (const load of loads) await load(0.3, [])
       const [sqlRun, httpRun, floorRun] = await sideBySide(loads, SECONDS)
