@@ -110,6 +110,15 @@ test('counts left between checks reach Postgres on their own', async () => {
   assert.equal(await stored(keyId), 3)
 })
 
+test('a request that joins a check already under way has its count saved one interval later', async () => {
+  const { accountId, keyId, token } = await newKey()
+  const keys = keyChecker(s.sql, noErrors)
+  await Promise.all([keys.count(accountId, token, 'api'), keys.count(accountId, token, 'api')])
+  assert.equal(await stored(keyId), 1, 'the check counted the request that started it')
+  await new Promise((r) => setTimeout(r, CHECK_MS * 2 + 100))
+  assert.equal(await stored(keyId), 2)
+})
+
 test('a key gone from the database is forgotten at the next check, by every request waiting on it', async () => {
   const { accountId, keyId, token } = await newKey()
   const time = clock()

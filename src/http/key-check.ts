@@ -94,8 +94,9 @@ export const keyChecker = (sql: Sql, onError: (err: unknown) => void, now = Date
     if (e.windowStart !== windowStart) Object.assign(e, { windowStart, local: 0, flushed: 0, others: 0 })
     const mine = ++e.local
     if (!e.key || at - e.checkedAt >= CHECK_MS) await check(e)
-    else flushLater(e)
     if (!e.key) return undefined
+    // Left over when no check ran, or when this request joined one already under way.
+    if (e.local > e.flushed) flushLater(e)
     return { key: e.key, count: e.others + mine, windowStart }
   }
 

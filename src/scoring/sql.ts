@@ -93,8 +93,8 @@ export interface ScoreSql {
  * and the typed values over them (`columns` once per record, `values` in the scan of the rows),
  * the sums over those, the score over the sums. Each value is then read once, each property score
  * computed once into the sums, and the sums once into the score; flattened, every use would repeat
- * the jsonb lookups and date checks of a value. The levels are plain subqueries, not LATERAL joins, whose rescans cost more per row than
- * the scoring itself.
+ * the jsonb lookups and date checks of a value. The levels are plain subqueries, not LATERAL
+ * joins, whose rescans cost more per row than the scoring itself.
  * Everything taken from the model is a bound parameter, never spliced into the text: codenames and
  * the values map are account input. Placeholders are numbered from `paramStart`; `params` holds
  * their values in order. `alias` prefixes the names of the items.
