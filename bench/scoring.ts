@@ -4,8 +4,8 @@
 // run. Also: the same rescoring again with nothing to change, and the daily run.
 import { connect, type Sql } from '../src/db/client.ts'
 import { migrate } from '../src/db/migrate.ts'
-import { scoreRecords } from '../src/jobs/score-records.ts'
-import { scoreDaily } from '../src/jobs/score-daily.ts'
+import { scoreRecords } from '../src/scoring/batch.ts'
+import { scoreDaily } from '../src/scoring/daily.ts'
 import type { BenchContext } from './lib.ts'
 
 const CUSTOMERS = Number(process.env.BENCH_SCORING_CUSTOMERS ?? 100_000)

@@ -16,8 +16,9 @@ import { loadConfig } from '../src/config.ts'
 import { startService } from '../src/service.ts'
 import { createAccount } from '../src/admin/accounts.ts'
 import { createKey } from '../src/admin/keys.ts'
-import { compileSearch, type Entity, type Filter } from '../src/search/compile.ts'
-import { pageBody, searchContext } from '../src/api/search.ts'
+import type { Entity, Filter } from '../src/search/fields.ts'
+import { compileSearch } from '../src/search/sql.ts'
+import { pageBody, searchContext } from '../src/records/search.ts'
 import { percentile, type BenchContext } from './lib.ts'
 
 const ROWS = Number(process.env.BENCH_SEARCH_ROWS ?? 1_000_000)

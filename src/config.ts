@@ -1,4 +1,4 @@
-// Configuration comes from the environment only (SPEC section 10).
+// Configuration comes from the environment only.
 export interface Config {
   databaseUrl?: string
   port: number

@@ -1,5 +1,38 @@
-// A date value is YYYY-MM-DD naming a real calendar day from year 1 (PostgreSQL has no year 0);
-// score.ts and the search evaluator decide the same in JS.
+// The one date rule and the one "today". A date is YYYY-MM-DD naming a real calendar day in the
+// years 0001-9999: PostgreSQL's date has no year 0, and V8 rolls an impossible day (02-30) over
+// to the next month. Every entry point checks dates with isDate; SQL that must read a stored text
+// as a date uses sqlDateOrNull, and sql/011 redefines is_iso_date, both the same rule.
+
+const SHAPE = /^(\d{4})-(\d{2})-(\d{2})$/
+const DAY_MS = 86_400_000
+
+export const isDate = (s: unknown): s is string => {
+  if (typeof s !== 'string') return false
+  const m = SHAPE.exec(s)
+  if (!m) return false
+  const [year, month, day] = [Number(m[1]), Number(m[2]), Number(m[3])]
+  if (year < 1) return false
+  // setUTCFullYear, unlike Date.UTC, does not map years 0..99 to 1900..1999.
+  const d = new Date(0)
+  d.setUTCFullYear(year, month - 1, day)
+  return d.getUTCFullYear() === year && d.getUTCMonth() === month - 1 && d.getUTCDate() === day
+}
+
+export const DATE_RULE = 'a date YYYY-MM-DD (a real calendar day, years 0001-9999)'
+
+// The UTC date now: "today" for scoring, search (GTD, LTD), churn dates and tracking counts.
+export const today = (now = Date.now()) => new Date(now).toISOString().slice(0, 10)
+
+// Days since 1970-01-01 of a valid date.
+export const dayNumber = (s: string): number => {
+  const [year, month, day] = s.split('-').map(Number)
+  const d = new Date(0)
+  d.setUTCFullYear(year, month - 1, day)
+  return Math.round(d.getTime() / DAY_MS)
+}
+
+// Whole days from date a to date b; negative when b is before a.
+export const daysBetween = (a: string, b: string): number => dayNumber(b) - dayNumber(a)
 
 // The date of a text, or NULL, without ever raising a cast error (pg_input_is_valid would do, but
 // needs PostgreSQL 16). The first of a valid month always casts; adding the day and printing it

@@ -1,13 +1,12 @@
-import { createHttpServer, drain, listen } from './http/adapter.ts'
-import { buildRouter, isDatabaseAway } from './http/router.ts'
-import { routes } from './http/routes.ts'
+import { startHttp } from './api/server.ts'
+import { isDatabaseAway } from './db/sqlstate.ts'
 import { startWorker } from './jobs/worker.ts'
 import { connect } from './db/client.ts'
-import { keyChecker } from './http/key-check.ts'
+import { keyChecker } from './db/key-check.ts'
 import { migrate } from './db/migrate.ts'
 import { createLog } from './log.ts'
 import type { Config } from './config.ts'
-import type { App } from './http/types.ts'
+import type { App } from './context.ts'
 
 export interface Service { app: App; port?: number; stop: () => Promise<void> }
 
@@ -42,14 +41,13 @@ export const startService = async (
   guardUnhandledRejections(log)
   if (parts.migrate !== false) await migrate(sql, url)
   const runner = parts.worker ? await startWorker(app, url) : undefined
-  const server = parts.http ? createHttpServer(buildRouter(routes, app), log) : undefined
-  const port = server ? await listen(server, config.port, config.host) : undefined
+  const http = parts.http ? await startHttp(app) : undefined
   let stopping: Promise<void> | undefined
   const stop = () => (stopping ??= (async () => {
-    if (server) await drain(server)
+    if (http) await http.stop()
     if (runner) await runner.stop()
     await keys.flush().catch(countsLost)
     await sql.end({ timeout: 5 })
   })())
-  return { app, port, stop }
+  return { app, port: http?.port, stop }
 }

@@ -4,7 +4,7 @@ import { request } from 'node:http'
 import { startTestService, type TestService } from './helpers/service.ts'
 import { createHttpServer, listen, drain } from '../src/http/adapter.ts'
 import { buildRouter } from '../src/http/router.ts'
-import type { App } from '../src/http/types.ts'
+import type { App } from '../src/context.ts'
 
 let s: TestService
 before(async () => { s = await startTestService() })

@@ -4,7 +4,7 @@
 // all of A's rows in every tenant table must be exactly what they were.
 import { after, before, test } from 'node:test'
 import assert from 'node:assert/strict'
-import { routes } from '../src/http/routes.ts'
+import { routes } from '../src/api/routes.ts'
 import type { Route } from '../src/http/types.ts'
 import { ADMIN_TOKEN, startTestService, type Call, type TestService } from './helpers/service.ts'
 import { scoredAccount } from './helpers/fixtures.ts'

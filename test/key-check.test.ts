@@ -2,7 +2,7 @@
 // counts shared between processes through Postgres, the minute windows, revocation, flushing.
 import { after, before, test } from 'node:test'
 import assert from 'node:assert/strict'
-import { CHECK_MS, WINDOW_MS, keyChecker } from '../src/http/key-check.ts'
+import { CHECK_MS, WINDOW_MS, keyChecker } from '../src/db/key-check.ts'
 import { createAccount } from '../src/admin/accounts.ts'
 import { createKey, revokeKey } from '../src/admin/keys.ts'
 import { startTestService, type TestService } from './helpers/service.ts'

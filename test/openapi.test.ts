@@ -4,7 +4,7 @@ import { Validator } from '@seriousme/openapi-schema-validator'
 // The validator's own JSON Schema engine (a dependency of it): the OpenAPI 3.1 schema only checks
 // that each Schema Object is an object, so the schemas inside are compiled against draft 2020-12.
 import { Ajv2020 } from 'ajv/dist/2020.js'
-import { routes } from '../src/http/routes.ts'
+import { routes } from '../src/api/routes.ts'
 import { startTestService, type TestService } from './helpers/service.ts'
 
 let s: TestService

@@ -6,7 +6,7 @@ import { after, before, test } from 'node:test'
 import assert from 'node:assert/strict'
 import { startTestService, type TestService } from './helpers/service.ts'
 import { waitForUpload } from './helpers/fixtures.ts'
-import { scoreDaily } from '../src/jobs/score-daily.ts'
+import { scoreDaily } from '../src/scoring/daily.ts'
 
 let s: TestService
 before(async () => { s = await startTestService({ apiRateLimit: 100_000 }) })

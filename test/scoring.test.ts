@@ -2,17 +2,18 @@ import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import * as v from 'valibot'
 import fc from 'fast-check'
+import type { PropertyType } from '../src/catalog.ts'
+import { daysBetween } from '../src/dates.ts'
 import {
-  checkModelAgainstProperties, hasCustomerModel, ScoringModelSchema,
-  type PropertyDef, type PropertyType, type Rule, type ScoringModel,
+  checkModelAgainstProperties, hasCustomerModel, ScoringModelSchema, type Rule, type ScoringModel,
 } from '../src/scoring/model.ts'
 import {
-  churnRisk, daysBetween, explain, propertyScore, roundHalfAway, summarizeHistory, upsellScore, weightedScore,
+  churnRisk, explain, propertyScore, roundHalfAway, summarizeHistory, upsellScore, weightedScore,
 } from '../src/scoring/score.ts'
 import { weightedScoreSql } from '../src/scoring/sql.ts'
 
-// The example model of SPEC section 6.
-const SPEC_MODEL = {
+// The example model of docs/scoring.md.
+const EXAMPLE_MODEL = {
   customer: {
     engagement: [
       { codename: 'logins', weight: 50, bad: 0, good: 40 },
@@ -27,7 +28,7 @@ const SPEC_MODEL = {
   contact: { engagement: [{ codename: 'sessions', weight: 100, bad: 0, good: 20 }] },
   churn: { inactive_days: 90 },
 }
-const model = v.parse(ScoringModelSchema, SPEC_MODEL)
+const model = v.parse(ScoringModelSchema, EXAMPLE_MODEL)
 const engagement = model.customer!.engagement!
 const fit = model.customer!.fit!
 const [logins, openTickets, renewal] = engagement
@@ -234,8 +235,8 @@ test('explain: rounded contributions and the three strongest drivers each way', 
   assert.deepEqual(explain([], []), { engagement: [], fit: [], risk_drivers: [], health_drivers: [] })
 })
 
-test('model schema accepts the SPEC example unchanged and an empty model', () => {
-  assert.deepEqual(model, SPEC_MODEL)
+test('model schema accepts the documented example unchanged and an empty model', () => {
+  assert.deepEqual(model, EXAMPLE_MODEL)
   assert.deepEqual(v.parse(ScoringModelSchema, {}), {})
 })
 
@@ -272,10 +273,10 @@ test('hasCustomerModel needs a customer engagement or fit rule', () => {
 })
 
 test('checkModelAgainstProperties: codenames of the entity and forms that fit the type', () => {
-  const defs: PropertyDef[] = [
-    ...Object.entries(TYPES).map(([codename, type]) => ({ entity: 'customer' as const, codename, type })),
-    { entity: 'contact', codename: 'sessions', type: 'number' },
-  ]
+  const defs = {
+    customer: Object.entries(TYPES).map(([codename, type]) => ({ codename, kind: 'attribute' as const, type })),
+    contact: [{ codename: 'sessions', kind: 'metric' as const, type: 'number' as const }],
+  }
   assert.deepEqual(checkModelAgainstProperties(model, defs), [])
   const wrong: ScoringModel = {
     customer: {

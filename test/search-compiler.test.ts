@@ -1,16 +1,9 @@
 import assert from 'node:assert/strict'
 import { describe, test } from 'node:test'
 import fc from 'fast-check'
-import {
-  ALLOWED_OPERATORS,
-  compileSearch,
-  contextNeeds,
-  SearchError,
-  type ErrorDetail,
-  type Filter,
-  type PropertyDef,
-  type SearchInput,
-} from '../src/search/compile.ts'
+import { contextNeeds } from '../src/search/criteria.ts'
+import { ALLOWED_OPERATORS, type ErrorDetail, type Filter, type PropertyDef, SearchError } from '../src/search/fields.ts'
+import { compileSearch, type SearchInput } from '../src/search/sql.ts'
 import { matches, type SearchRecord } from '../src/search/evaluate.ts'
 
 const TODAY = '2026-11-21'

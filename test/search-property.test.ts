@@ -8,7 +8,7 @@ import { startTestService, type TestService } from './helpers/service.ts'
 import { scoredAccount } from './helpers/fixtures.ts'
 import { allPages, byteOrder, dayAgo, search, upload } from './helpers/search.ts'
 import { storeScores } from './helpers/db.ts'
-import { ALLOWED_OPERATORS, SearchError, type Entity, type FieldType, type Filter, type PropertyDef } from '../src/search/compile.ts'
+import { ALLOWED_OPERATORS, SearchError, type Entity, type FieldType, type Filter, type PropertyDef } from '../src/search/fields.ts'
 import { matches, type SearchRecord } from '../src/search/evaluate.ts'
 
 const SEED = Number(process.env.SEARCH_PROPERTY_SEED ?? 20261121)

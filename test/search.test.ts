@@ -120,7 +120,7 @@ after(() => s?.stop())
 const ACTIVE = ['c-a', 'c-b', 'c-c', 'c-d', 'c-e']
 
 // [field, operator, operand, expected customers]: one row per operator of each property type
-// (SPEC section 5), on custom properties. Stored values:
+// on custom properties. Stored values:
 //   logins (number metric): a 40, b 12 (latest of two snapshots), c 0, d 25.5, e none
 //   plan_started (date attribute): a 400 days ago, b 30, c none, d 5, e 10 days ahead
 //   country (string attribute): a 'US', b 'DE', c 'us', d '', e the number 7

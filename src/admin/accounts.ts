@@ -1,8 +1,9 @@
 import { randomBytes } from 'node:crypto'
 import * as v from 'valibot'
-import { fail } from '../http/errors.ts'
+import { refuse } from '../errors.ts'
+import { SYSTEM_ATTRIBUTES } from '../catalog.ts'
 import type { Sql, Tx } from '../db/client.ts'
-import { storable } from '../http/validate.ts'
+import { storable } from '../validate.ts'
 
 export const SourceOfTruth = v.pipe(v.string(), v.regex(/^[A-Z][A-Z0-9_]{1,31}$/, 'Must be API, FILE or an uppercase integration id.'))
 
@@ -15,13 +16,6 @@ export const TrackingBody = v.object({
   domains: v.pipe(v.array(v.pipe(v.string(), v.toLowerCase(),
     v.regex(/^(?=.{1,253}$)([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z]{2,63}$/, 'Must be a domain name.'))), v.maxLength(100)),
 })
-
-// Customer system attributes exist in every account (SPEC section 3).
-const SYSTEM_ATTRIBUTES = [
-  { codename: 'crm_link', type: 'string' },
-  { codename: 'contact_email', type: 'string' },
-  { codename: 'renewal_date', type: 'date' },
-]
 
 const ALPHABET = 'ABCDEFGHJKLMNPQRSTUVWXYZ23456789'
 const trackerKey = () => 'CS-' + [...randomBytes(8)].map((b) => ALPHABET[b % 32]).join('')
@@ -41,11 +35,11 @@ export const createAccount = (sql: Sql, body: v.InferOutput<typeof CreateAccount
 
 export const getAccount = async (sql: Sql, id: number) => {
   const [account] = await sql`select ${columns(sql)} from accounts where id = ${id}`
-  return account ?? fail(404, `Account ${id} does not exist.`)
+  return account ?? refuse(404, `Account ${id} does not exist.`)
 }
 
 export const setTrackingDomains = async (sql: Sql, id: number, domains: string[]) => {
   const [account] = await sql`
     update accounts set tracking_domains = ${[...new Set(domains)]} where id = ${id} returning ${columns(sql)}`
-  return account ?? fail(404, `Account ${id} does not exist.`)
+  return account ?? refuse(404, `Account ${id} does not exist.`)
 }

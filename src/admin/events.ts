@@ -1,4 +1,4 @@
-import { fail } from '../http/errors.ts'
+import { refuse } from '../errors.ts'
 import type { Sql } from '../db/client.ts'
 
 export const DEFAULT_EVENT_LIMIT = 50
@@ -11,7 +11,7 @@ export const eventQuery = (query: Record<string, string | string[] | undefined>)
   const raw = one(query.limit)
   const limit = raw === undefined || raw === '' ? DEFAULT_EVENT_LIMIT : Number(raw)
   if (!Number.isInteger(limit) || limit < 1 || limit > MAX_EVENT_LIMIT) {
-    fail(400, `limit must be a whole number from 1 to ${MAX_EVENT_LIMIT}.`, [{ path: '/limit', message: `From 1 to ${MAX_EVENT_LIMIT}.` }])
+    refuse(400, `limit must be a whole number from 1 to ${MAX_EVENT_LIMIT}.`, [{ path: '/limit', message: `From 1 to ${MAX_EVENT_LIMIT}.` }])
   }
   return { customer, limit }
 }

@@ -1,10 +1,9 @@
 import { randomBytes } from 'node:crypto'
 import * as v from 'valibot'
-import { fail } from '../http/errors.ts'
-import { SCOPES } from '../http/auth.ts'
-import { hashToken } from '../http/key-check.ts'
+import { refuse } from '../errors.ts'
+import { hashToken, SCOPES } from '../db/key-check.ts'
 import type { Sql } from '../db/client.ts'
-import { storable } from '../http/validate.ts'
+import { storable } from '../validate.ts'
 
 export const CreateKeyBody = v.object({
   name: v.optional(v.pipe(v.string(), v.maxLength(255), storable)),
@@ -28,5 +27,5 @@ export const revokeKey = async (sql: Sql, accountId: number, keyId: number) => {
   const [key] = await sql`
     update api_keys set revoked_at = coalesce(revoked_at, now())
     where account_id = ${accountId} and id = ${keyId} returning id`
-  if (!key) fail(404, `Key ${keyId} does not exist.`)
+  if (!key) refuse(404, `Key ${keyId} does not exist.`)
 }

@@ -1,7 +1,7 @@
 import * as v from 'valibot'
-import { fail } from '../http/errors.ts'
+import { refuse } from '../errors.ts'
 import type { Sql, Tx } from '../db/client.ts'
-import { storable } from '../http/validate.ts'
+import { storable } from '../validate.ts'
 
 
 export const TagTitlesBody = v.object({
@@ -35,10 +35,10 @@ export const setRecordTags = (sql: Sql, accountId: number, entity: keyof typeof 
   sql.begin(async (tx) => {
     // Postgres text cannot hold NUL, so no record has such an id.
     const record = externalId.includes('\u0000') ? undefined : await lockAndResolve(tx, accountId, entity, externalId, titles)
-    if (!record) return fail(404, `No ${entity} with external id ${JSON.stringify(externalId)}.`)
+    if (!record) return refuse(404, `No ${entity} with external id ${JSON.stringify(externalId)}.`)
     const unknown = record.tags.filter((t) => t.id === null)
     if (unknown.length > 0) {
-      fail(400, 'Some titles name no tag of this account.',
+      refuse(400, 'Some titles name no tag of this account.',
         unknown.map((t) => ({ path: `/titles/${t.i}`, message: `No tag titled ${JSON.stringify(t.title)}.` })))
     }
     const ids = [...new Set(record.tags.map((t) => t.id!))]

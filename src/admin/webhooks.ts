@@ -1,9 +1,9 @@
 import * as v from 'valibot'
-import { fail } from '../http/errors.ts'
+import { refuse } from '../errors.ts'
 import { generateSecret } from '../webhooks/sign.ts'
 import { checkWebhookUrl } from '../webhooks/ssrf.ts'
 import type { Sql } from '../db/client.ts'
-import { storable } from '../http/validate.ts'
+import { storable } from '../validate.ts'
 
 export const WEBHOOK_EVENTS = ['customer.created'] as const
 
@@ -17,7 +17,7 @@ const columns = (sql: Sql) => sql`id, url, events, name, active, created_at`
 
 export const addWebhook = async (sql: Sql, accountId: number, body: v.InferOutput<typeof WebhookBody>, allowPrivate: boolean) => {
   const problem = checkWebhookUrl(body.url, allowPrivate)
-  if (problem) fail(400, 'The webhook URL is not allowed.', [{ path: '/url', message: problem }])
+  if (problem) refuse(400, 'The webhook URL is not allowed.', [{ path: '/url', message: problem }])
   const secret = generateSecret()
   const [hook] = await sql`
     insert into webhooks (account_id, url, events, name, secret)
@@ -31,11 +31,11 @@ export const listWebhooks = (sql: Sql, accountId: number) =>
 
 export const removeWebhook = async (sql: Sql, accountId: number, id: number) => {
   const [hook] = await sql`delete from webhooks where account_id = ${accountId} and id = ${id} returning id`
-  if (!hook) fail(404, `Webhook ${id} does not exist.`)
+  if (!hook) refuse(404, `Webhook ${id} does not exist.`)
 }
 
 export const rotateSecret = async (sql: Sql, accountId: number, id: number) => {
   const secret = generateSecret()
   const [hook] = await sql`update webhooks set secret = ${secret} where account_id = ${accountId} and id = ${id} returning id`
-  return hook ? { secret } : fail(404, `Webhook ${id} does not exist.`)
+  return hook ? { secret } : refuse(404, `Webhook ${id} does not exist.`)
 }

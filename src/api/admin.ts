@@ -1,8 +1,12 @@
-import { textParam } from '../http/validate.ts'
-import { fail } from '../http/errors.ts'
+import { Refusal } from '../errors.ts'
+import { refusalReply } from '../http/problem.ts'
+import { idParam, textParam } from '../http/request.ts'
+import { invoke } from '../http/router.ts'
 import { CreateAccountBody, createAccount, getAccount, setTrackingDomains, TrackingBody } from '../admin/accounts.ts'
 import { CreateKeyBody, createKey, listKeys, revokeKey } from '../admin/keys.ts'
-import { addUser, createTag, defineProperty, listProperties, listTags, listUsers, PropertyBody, TagBody, UserBody } from '../admin/catalog.ts'
+import {
+  addUser, createTag, defineProperty, listProperties, listTags, listUsers, PropertyBody, TagBody, UserBody,
+} from '../admin/properties.ts'
 import { getScoringModel, putScoringModel } from '../admin/scoring.ts'
 import { addWebhook, listWebhooks, removeWebhook, rotateSecret, WebhookBody } from '../admin/webhooks.ts'
 import { deliveryLimit, listDeliveries, redeliver } from '../webhooks/deliveries.ts'
@@ -10,12 +14,8 @@ import { ScoringModelSchema } from '../scoring/model.ts'
 import { eventQuery, listEvents } from '../admin/events.ts'
 import { listNotifications } from '../admin/notifications.ts'
 import { setRecordTags, TagTitlesBody } from '../admin/tagging.ts'
-import type { App, Handler, Reply, Req, Route } from '../http/types.ts'
-
-export const idParam = (req: Req, name: string) => {
-  const n = Number(req.params[name])
-  return Number.isSafeInteger(n) && n > 0 ? n : fail(404, `No such ${name.replace('_id', '').replace(/^id$/, 'account')}.`)
-}
+import type { App } from '../context.ts'
+import type { Handler, Reply, Req, Route } from '../http/types.ts'
 
 // Every route under /accounts/{id} first checks that the account exists (404 otherwise).
 const accountId = async (req: Req, app: App) => (await getAccount(app.sql, idParam(req, 'id'))).id as number
@@ -40,15 +40,15 @@ const ops: Op[] = [
     handler: inAccount(async (id, _req, app) => ok(await listKeys(app.sql, id))) },
   { name: 'revoke-key', method: 'DELETE', path: `${A}/:id/keys/:key_id`, summary: 'Revoke an API key',
     handler: inAccount(async (id, req, app) => (await revokeKey(app.sql, id, idParam(req, 'key_id')), app.keys.forget(), noContent)) },
-  { name: 'add-user', method: 'POST', path: `${A}/:id/users`, summary: 'Add a user', body: UserBody,
+  { name: 'add-user', method: 'POST', path: `${A}/:id/users`, summary: 'Add a user', body: UserBody, refusals: [409],
     handler: inAccount(async (id, req, app) => created(await addUser(app.sql, id, req.input as never))) },
   { name: 'list-users', method: 'GET', path: `${A}/:id/users`, summary: 'List users',
     handler: inAccount(async (id, _req, app) => ok(await listUsers(app.sql, id))) },
-  { name: 'define-property', method: 'POST', path: `${A}/:id/properties`, summary: 'Define a property', body: PropertyBody,
+  { name: 'define-property', method: 'POST', path: `${A}/:id/properties`, summary: 'Define a property', body: PropertyBody, refusals: [409],
     handler: inAccount(async (id, req, app) => created(await defineProperty(app.sql, id, req.input as never))) },
   { name: 'list-properties', method: 'GET', path: `${A}/:id/properties`, summary: 'List property definitions',
     handler: inAccount(async (id, _req, app) => ok(await listProperties(app.sql, id))) },
-  { name: 'create-tag', method: 'POST', path: `${A}/:id/tags`, summary: 'Create a tag', body: TagBody,
+  { name: 'create-tag', method: 'POST', path: `${A}/:id/tags`, summary: 'Create a tag', body: TagBody, refusals: [409],
     handler: inAccount(async (id, req, app) => created(await createTag(app.sql, id, req.input as never))) },
   { name: 'list-tags', method: 'GET', path: `${A}/:id/tags`, summary: 'List tags',
     handler: inAccount(async (id, _req, app) => ok(await listTags(app.sql, id))) },
@@ -84,3 +84,17 @@ const ops: Op[] = [
 ]
 
 export const adminRoutes: Route[] = ops.map((op) => ({ ...op, auth: 'admin' }))
+
+// An admin operation run directly (the CLI): the same validation and handler as over HTTP, with
+// path parameters and query parameters from flags and the JSON body as text.
+export const invokeAdmin = async (route: Route, params: Record<string, string>, body: string, app: App) => {
+  const req: Req = {
+    id: 'cli', method: route.method, url: 'http://cli/', headers: {}, body: Buffer.from(body), params, query: { ...params },
+  }
+  try {
+    return { ok: true, body: (await invoke(route, req, app)).body }
+  } catch (err) {
+    if (!(err instanceof Refusal)) throw err
+    return { ok: false, body: refusalReply(err).body }
+  }
+}

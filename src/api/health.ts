@@ -1,5 +1,5 @@
+import { problem } from '../http/problem.ts'
 import type { Route } from '../http/types.ts'
-import { problem } from '../http/errors.ts'
 
 export const healthRoutes: Route[] = [
   { method: 'GET', path: '/healthz', auth: 'none', summary: 'Liveness: the process answers',

@@ -1,34 +1,18 @@
-import { fail } from '../http/errors.ts'
-import { textParam } from '../http/validate.ts'
-import { compileSearch, type PropertyDef } from '../search/compile.ts'
-import { scoreExplanation } from './score-explanation.ts'
+import { refuse } from '../errors.ts'
+import { textParam } from '../http/request.ts'
+import type { Req, Route } from '../http/types.ts'
+import { readRecord, scoreExplanation } from '../records/read.ts'
 import {
   ContactCreate, ContactPatch, createRecord, CustomerCreate, CustomerPatch, deleteContact, deleteCustomer, updateContact, updateCustomer,
-} from '../uploads/records.ts'
-import type { App, Req, Route } from '../http/types.ts'
+} from '../records/write.ts'
 import type { ContactItem, CustomerItem } from '../uploads/schemas.ts'
 
 const param = textParam
 
-// One record as the search endpoints show it (churned customers included).
-export const readRecord = async (app: App, accountId: number, entity: 'customer' | 'contact', externalId: string, customerExternalId?: string) => {
-  const catalog = await app.sql`
-    select codename, kind, type from property_defs where account_id = ${accountId} and entity = ${entity}` as unknown as PropertyDef[]
-  const query = compileSearch({
-    entity, accountId, catalog, limit: 1, externalId, today: new Date().toISOString().slice(0, 10),
-    filters: entity === 'customer' ? [{ propertyName: 'is_churned', operator: 'KNOWN' }] : [],
-  })
-  const [row] = await app.sql.unsafe(query.text, query.params as string[])
-  if (!row || (customerExternalId !== undefined && row.customer_external_id !== customerExternalId)) {
-    return fail(404, entity === 'customer' ? `Customer ${externalId} does not exist.` : `Contact ${externalId} of customer ${customerExternalId} does not exist.`)
-  }
-  return row
-}
-
 const account = (req: Req) => req.auth!.accountId
 
 const customerRoutes = (prefix: string): Route[] => [
-  { method: 'POST', path: `${prefix}/customer`, auth: { key: 'upload' }, jsonOnly: true, body: CustomerCreate,
+  { method: 'POST', path: `${prefix}/customer`, auth: { key: 'upload' }, jsonOnly: true, body: CustomerCreate, refusals: [409, 490],
     summary: 'Create one customer (processed before the answer)',
     handler: async (req, app) => {
       const item = req.input as CustomerItem
@@ -38,7 +22,7 @@ const customerRoutes = (prefix: string): Route[] => [
   { method: 'GET', path: `${prefix}/customer/:external_id`, auth: { key: 'search' }, summary: 'Read one customer',
     handler: async (req, app) => ({ status: 200, body: {
       ...await readRecord(app, account(req), 'customer', param(req, 'external_id')),
-      score_explanation: await scoreExplanation(app.sql, account(req), param(req, 'external_id')),
+      score_explanation: await scoreExplanation(app, account(req), param(req, 'external_id')),
     } }) },
   { method: 'PUT', path: `${prefix}/customer/:external_id`, auth: { key: 'upload' }, jsonOnly: true, body: CustomerPatch,
     summary: 'Update one customer (name, owner, attributes, churn state)',
@@ -48,13 +32,13 @@ const customerRoutes = (prefix: string): Route[] => [
     } },
   { method: 'DELETE', path: `${prefix}/customer/:external_id`, auth: { key: 'upload' }, summary: 'Delete one customer and its contacts',
     handler: async (req, app) => (await deleteCustomer(app, account(req), param(req, 'external_id')), { status: 204 }) },
-  { method: 'POST', path: `${prefix}/customer/:external_id/contact`, auth: { key: 'upload' }, jsonOnly: true, body: ContactCreate,
+  { method: 'POST', path: `${prefix}/customer/:external_id/contact`, auth: { key: 'upload' }, jsonOnly: true, body: ContactCreate, refusals: [409],
     summary: 'Create one contact of a customer',
     handler: async (req, app) => {
       const customer = param(req, 'external_id')
       const item = { ...(req.input as Omit<ContactItem, 'customer_external_id'>), customer_external_id: customer }
       const [found] = await app.sql`select 1 from customers where account_id = ${account(req)} and external_id = ${customer}`
-      if (!found) fail(404, `Customer ${customer} does not exist.`)
+      if (!found) refuse(404, `Customer ${customer} does not exist.`)
       await createRecord(app, account(req), 'contacts', item)
       return { status: 201, body: await readRecord(app, account(req), 'contact', item.contact_external_id, customer) }
     } },

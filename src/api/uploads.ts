@@ -1,7 +1,7 @@
-import { fail } from '../http/errors.ts'
-import { receiveUpload } from '../uploads/receive.ts'
-import { idParam } from './admin.ts'
+import { refuse } from '../errors.ts'
+import { idParam } from '../http/request.ts'
 import type { Handler } from '../http/types.ts'
+import { receiveUpload } from '../uploads/receive.ts'
 
 export const uploadCustomers: Handler = async (req, app) => ({
   status: 200,
@@ -19,5 +19,5 @@ export const getUpload: Handler = async (req, app) => {
     select id as upload_id, kind, status, item_count as items, created, updated, ignored, dropped_keys,
       warnings, error, received_at, processed_at, scored_at
     from uploads where account_id = ${req.auth!.accountId} and id = ${id}`
-  return upload ? { status: 200, body: upload } : fail(404, `Upload ${id} does not exist.`)
+  return upload ? { status: 200, body: upload } : refuse(404, `Upload ${id} does not exist.`)
 }

@@ -1,7 +1,5 @@
-import { adminRoutes } from '../api/admin.ts'
-import { HttpError } from '../http/errors.ts'
-import { invoke } from '../http/router.ts'
-import type { App } from '../http/types.ts'
+import { adminRoutes, invokeAdmin } from '../api/admin.ts'
+import type { App } from '../context.ts'
 
 const paramsOf = (path: string) => [...path.matchAll(/:(\w+)/g)].map((m) => m[1])
 
@@ -36,18 +34,7 @@ export const runAdmin = async (app: App, args: string[]): Promise<number> => {
     process.stderr.write(`Missing ${missing.map((p) => `--${p}`).join(', ')}.\n`)
     return 2
   }
-  const req = {
-    id: 'cli', method: route.method, url: 'http://cli/', headers: {}, body: Buffer.from(body),
-    // Flags also serve as query parameters (list-events --customer X --limit 10).
-    params, query: { ...params },
-  }
-  try {
-    const reply = await invoke(route, req, app)
-    if (reply.body !== undefined) process.stdout.write(JSON.stringify(reply.body, null, 2) + '\n')
-    return 0
-  } catch (err) {
-    if (!(err instanceof HttpError)) throw err
-    process.stderr.write(JSON.stringify(err.reply.body, null, 2) + '\n')
-    return 1
-  }
+  const reply = await invokeAdmin(route, params, body, app)
+  ;(reply.ok ? process.stdout : process.stderr).write(reply.body === undefined ? '' : JSON.stringify(reply.body, null, 2) + '\n')
+  return reply.ok ? 0 : 1
 }

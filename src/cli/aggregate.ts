@@ -1,4 +1,4 @@
-import { accountsToAggregate, aggregateAccount } from '../jobs/aggregate-events.ts'
+import { accountsToAggregate, aggregateAccount } from '../tracking/aggregate.ts'
 import type { Sql } from '../db/client.ts'
 
 export const aggregateUsage = `service aggregate-events [--account ID]

@@ -1,6 +1,6 @@
 import { createAccount } from '../admin/accounts.ts'
 import { createKey } from '../admin/keys.ts'
-import { defineProperty } from '../admin/catalog.ts'
+import { defineProperty } from '../admin/properties.ts'
 import { putScoringModel } from '../admin/scoring.ts'
 import type { Sql } from '../db/client.ts'
 

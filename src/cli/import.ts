@@ -1,7 +1,7 @@
 import { statSync } from 'node:fs'
 import cliProgress from 'cli-progress'
 import { emptyStats, importFile, type ImportStats } from '../import/import.ts'
-import type { App } from '../http/types.ts'
+import type { App } from '../context.ts'
 
 export const importUsage = `service import customers|contacts FILE.csv --account ID [--force]
 

@@ -1,6 +1,6 @@
 import { loadConfig } from '../config.ts'
 import { startService } from '../service.ts'
-import { keyChecker } from '../http/key-check.ts'
+import { keyChecker } from '../db/key-check.ts'
 import { connect } from '../db/client.ts'
 import { migrate } from '../db/migrate.ts'
 import { createLog } from '../log.ts'

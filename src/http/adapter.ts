@@ -1,6 +1,6 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http'
 import { randomUUID } from 'node:crypto'
-import { problem } from './errors.ts'
+import { problem } from './problem.ts'
 import { observeRequest } from '../metrics.ts'
 import type { Log } from '../log.ts'
 import type { Reply, Req } from './types.ts'

@@ -1,10 +1,8 @@
 import { timingSafeEqual } from 'node:crypto'
-import { fail } from './errors.ts'
-import { hashToken, WINDOW_MS } from './key-check.ts'
-import type { App, Req } from './types.ts'
-
-export type Scope = 'search' | 'upload' | 'track'
-export const SCOPES: Scope[] = ['search', 'upload', 'track']
+import { refuse } from '../errors.ts'
+import type { App } from '../context.ts'
+import { hashToken, WINDOW_MS, type Scope } from '../db/key-check.ts'
+import type { Req } from './types.ts'
 
 // Tokens are sk_<account id>_<secret>: the account id lets the lookup stay inside one tenant.
 const accountOf = (token: string) => {
@@ -19,16 +17,16 @@ export const rulesFor = (scope: Scope, app: App): KeyRules =>
     ? { scope, limit: app.config.trackRateLimit, bucket: 'track', badKeyStatus: 401 }
     : { scope, limit: app.config.apiRateLimit, bucket: 'api', badKeyStatus: 403 }
 
-// SPEC section 1: missing header -> 401; unknown or revoked -> 403 (401 on tracking);
+// Missing header -> 401; unknown or revoked -> 403 (401 on tracking);
 // lacking the scope -> 403; over the per-key rate -> 429 with Retry-After and RateLimit-*.
 export const authenticateKey = async (req: Req, app: App, rules: KeyRules) => {
   const header = req.headers['service-key']
   const token = Array.isArray(header) ? header[0] : header
-  if (!token) return fail(401, 'The service-key header is missing.')
+  if (!token) return refuse(401, 'The service-key header is missing.')
   const accountId = accountOf(token)
-  if (accountId === null) return fail(rules.badKeyStatus, 'The service-key is not valid.')
+  if (accountId === null) return refuse(rules.badKeyStatus, 'The service-key is not valid.')
   const counted = await app.keys.count(accountId, token, rules.bucket)
-  if (!counted || counted.key.revoked_at) return fail(rules.badKeyStatus, 'The service-key is not valid.')
+  if (!counted || counted.key.revoked_at) return refuse(rules.badKeyStatus, 'The service-key is not valid.')
   const { key, count, windowStart } = counted
   const reset = Math.max(1, Math.ceil((windowStart + WINDOW_MS - Date.now()) / 1000))
   req.replyHeaders = {
@@ -36,9 +34,9 @@ export const authenticateKey = async (req: Req, app: App, rules: KeyRules) => {
     'ratelimit-remaining': String(Math.max(0, rules.limit - count)),
     'ratelimit-reset': String(reset),
   }
-  if (!key.scopes.includes(rules.scope)) return fail(403, `The key lacks the '${rules.scope}' scope.`)
+  if (!key.scopes.includes(rules.scope)) return refuse(403, `The key lacks the '${rules.scope}' scope.`)
   if (count > rules.limit) {
-    return fail(429, `More than ${rules.limit} requests per minute for this key.`, undefined,
+    return refuse(429, `More than ${rules.limit} requests per minute for this key.`, undefined,
       { ...req.replyHeaders, 'retry-after': String(reset) })
   }
   req.auth = { accountId, keyId: key.id }
@@ -51,7 +49,7 @@ export const authenticateAdmin = (req: Req, app: App) => {
   const given = header.startsWith('Bearer ') ? header.slice(7) : ''
   // Comparing digests keeps the comparison constant-time whatever the lengths.
   if (!expected || !given || !timingSafeEqual(hashToken(given), hashToken(expected))) {
-    fail(401, expected ? 'A valid admin bearer token is required.' : 'The admin API is disabled (SERVICE_ADMIN_TOKEN is not set).',
+    refuse(401, expected ? 'A valid admin bearer token is required.' : 'The admin API is disabled (SERVICE_ADMIN_TOKEN is not set).',
       undefined, { 'www-authenticate': 'Bearer' })
   }
 }

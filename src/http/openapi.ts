@@ -1,7 +1,6 @@
 import * as v from 'valibot'
 import { toJsonSchema, type JsonSchema } from '@valibot/to-json-schema'
 import { MAX_BODY_BYTES } from './adapter.ts'
-import { CustomerItem, CustomersBody } from '../uploads/schemas.ts'
 import type { Route } from './types.ts'
 
 // The Problem Details body every error carries (errors.ts builds it).
@@ -44,6 +43,7 @@ const problemResponses: Record<number, { name: string; description: string; head
   401: { name: 'Unauthorized', description: 'The credentials are missing (or, for tracking and admin, not valid).' },
   403: { name: 'Forbidden', description: 'The key is unknown or revoked, or lacks the scope.' },
   404: { name: 'NotFound', description: 'No such record (or no such route).' },
+  409: { name: 'Conflict', description: 'It already exists.' },
   406: { name: 'NotAcceptable', description: "The request is not JSON, does not accept JSON, or the account's records are owned by another source of truth." },
   413: { name: 'ContentTooLarge', description: `The body is larger than ${MAX_BODY_BYTES} bytes.` },
   429: { name: 'TooManyRequests', description: 'Over the per-key rate limit (or too many unprocessed uploads).', headers: Object.keys(headers) },
@@ -74,7 +74,7 @@ const errorStatuses = (r: Route) => [
   ...(typeof r.auth === 'object' ? [403, 429] : []),
   ...(pathParams(r.path).length ? [404] : []),
   ...(r.jsonOnly ? [406] : []),
-  ...(r.body === CustomersBody || r.body === CustomerItem ? [490] : []),
+  ...(r.refusals ?? []),
 ]
 
 const operation = (r: Route) => {

@@ -1,25 +1,12 @@
 import { Router } from 'itty-router'
-import { HttpError, fail, problem } from './errors.ts'
+import type { App } from '../context.ts'
+import { isDatabaseAway } from '../db/sqlstate.ts'
+import { Refusal } from '../errors.ts'
+import { parse } from '../validate.ts'
 import { authenticateAdmin, authenticateKey, rulesFor } from './auth.ts'
-import { parse, readJson } from './validate.ts'
-import type { App, Reply, Req, Route } from './types.ts'
-
-const isJson = (value: string | undefined) => !!value && /^application\/(.+\+)?json\s*(;|$)/i.test(value)
-const acceptsJson = (accept: string | undefined) =>
-  !accept || accept.split(',').some((a) => /^\s*(application\/json|application\/\*|\*\/\*)\s*(;|$)/i.test(a))
-
-// Uploads and single-record writes answer 406 unless the request is JSON and accepts JSON.
-export const requireJsonExchange = (req: Req) => {
-  if (!isJson(req.headers['content-type'])) fail(406, 'The request must be sent as application/json.')
-  if (!acceptsJson(req.headers.accept)) fail(406, 'The response is only available as application/json.')
-}
-
-// Connection failures and server shutdowns (postgres.js codes, SQLSTATE classes 08 and 57P, and
-// node-postgres's code-less "Connection terminated"): the database is away, not the request
-// wrong, so the answer is 503 rather than 500.
-const DATABASE_AWAY = /^(ECONNREFUSED|ECONNRESET|ETIMEDOUT|CONNECTION_(CLOSED|ENDED|DESTROYED)|CONNECT_TIMEOUT|08...|57P0[1-3])$/
-export const isDatabaseAway = (err: unknown) =>
-  DATABASE_AWAY.test(String((err as { code?: unknown })?.code)) || /^Connection terminated/.test(String((err as Error)?.message))
+import { problem, refusalReply } from './problem.ts'
+import { readJson, requireJsonExchange } from './request.ts'
+import type { Reply, Req, Route } from './types.ts'
 
 const run = (route: Route) => async (req: Req, app: App): Promise<Reply> => {
   if (route.auth === 'admin') authenticateAdmin(req, app)
@@ -39,7 +26,7 @@ export const invoke = (route: Route, req: Req, app: App) => {
 export const buildRouter = (routes: Route[], app: App) => {
   const router = Router<Req, [App], Reply>({
     catch: (err: unknown, req: Req) => {
-      if (err instanceof HttpError) return err.reply
+      if (err instanceof Refusal) return refusalReply(err)
       if (isDatabaseAway(err)) return problem(503, 'The database is not reachable; try again shortly.', undefined, { 'retry-after': '1' })
       app.log('error', 'handler failed', { id: req.id, route: req.route, error: String((err as Error)?.stack ?? err) })
       return problem(500, 'An internal error occurred.')

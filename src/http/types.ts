@@ -1,9 +1,6 @@
 import type { IncomingHttpHeaders } from 'node:http'
 import type { GenericSchema } from 'valibot'
-import type { Config } from '../config.ts'
-import type { Sql } from '../db/client.ts'
-import type { Log } from '../log.ts'
-import type { KeyChecker } from './key-check.ts'
+import type { App } from '../context.ts'
 
 // A lean request view: what the handlers read, without building a web Request per call.
 export interface Req {
@@ -26,13 +23,6 @@ export interface Reply {
   body?: unknown
 }
 
-export interface App {
-  sql: Sql
-  config: Config
-  log: Log
-  keys: KeyChecker
-}
-
 export type Handler = (req: Req, app: App) => Promise<Reply> | Reply
 
 export type Auth = 'none' | 'admin' | { key: 'search' | 'upload' | 'track' }
@@ -49,5 +39,7 @@ export interface Route {
   jsonOnly?: boolean
   // The CLI's name for an admin operation (`service admin <name>`).
   name?: string
+  // Refusals the handler may answer beyond those of its auth and body (e.g. 409, 490), for OpenAPI.
+  refusals?: number[]
   handler: Handler
 }

@@ -1,11 +1,12 @@
 import { createReadStream } from 'node:fs'
 import { pipeline } from 'node:stream'
 import { parse } from 'csv-parse'
-import { HttpError } from '../http/errors.ts'
-import { processUpload } from '../jobs/process-upload.ts'
-import { checkUpload, insertUploadRow, type UploadKind } from '../uploads/receive.ts'
+import { Refusal } from '../errors.ts'
+import { processUpload } from '../uploads/process.ts'
+import { checkUpload, insertUpload } from '../uploads/receive.ts'
+import type { UploadKind } from '../db/tables.ts'
 import { checkRow, describeError, readHeader, type Layout } from './rows.ts'
-import type { App } from '../http/types.ts'
+import type { App } from '../context.ts'
 
 export const CHUNK_ROWS = 1000
 
@@ -42,7 +43,7 @@ const checkAccount = async (app: App, accountId: number, kind: UploadKind, force
     // No items: only the account-level checks (scoring model, backlog), and its property catalog.
     return (await checkUpload(app, accountId, kind, [], 'FILE')).catalog
   } catch (err) {
-    if (err instanceof HttpError) throw new Error((err.reply.body as { detail: string }).detail)
+    if (err instanceof Refusal) throw new Error(err.message)
     throw err
   }
 }
@@ -51,7 +52,7 @@ const checkAccount = async (app: App, accountId: number, kind: UploadKind, force
 // transaction (records, customer.created outbox rows, scoring job, notifications).
 const writeChunk = (app: App, accountId: number, kind: UploadKind, items: unknown[], droppedKeys: number) =>
   app.sql.begin(async (tx) => {
-    const [row] = await insertUploadRow(tx, accountId, kind, 'FILE', items, droppedKeys)
+    const [row] = await insertUpload(tx, accountId, kind, 'FILE', items, droppedKeys)
     return processUpload(tx, accountId, row.id)
   })
 

@@ -1,11 +1,12 @@
 import * as v from 'valibot'
 import { ContactItem, CustomerItem } from '../uploads/schemas.ts'
-import { checkValues, type Catalog, type PropertyType } from '../uploads/typecheck.ts'
-import { issuesToErrors } from '../http/validate.ts'
-import type { FieldError } from '../http/errors.ts'
-import type { UploadKind } from '../uploads/receive.ts'
+import { checkValues } from '../uploads/values.ts'
+import { issuesToErrors } from '../validate.ts'
+import type { FieldError } from '../errors.ts'
+import type { Catalog, PropertyType } from '../catalog.ts'
+import type { UploadKind } from '../db/tables.ts'
 
-// A CSV file of one kind of record: its fixed columns, then property codenames (SPEC section 9).
+// A CSV file of one kind of record: its fixed columns, then property codenames.
 const FIELDS: Record<UploadKind, { required: string[]; optional: string[] }> = {
   customers: { required: ['external_id', 'name'], optional: ['owner_email'] },
   contacts: { required: ['customer_external_id', 'contact_external_id', 'contact_name'], optional: [] },

@@ -1,28 +1,9 @@
-import { run, type Runner, type TaskList } from 'graphile-worker'
+import { type Runner, run } from 'graphile-worker'
+import type { App } from '../context.ts'
 import { quietLogger } from '../db/migrate.ts'
-import { processUploadTask } from './process-upload.ts'
-import { applyEventsTask } from './apply-events.ts'
-import { aggregateEventsTask } from './aggregate-events.ts'
-import { deliverWebhookTask } from './deliver-webhook.ts'
-import { startRecovery } from './recovery.ts'
-import { scoreRecordsTask } from './score-records.ts'
-import { scoreDailyTask } from './score-daily.ts'
-import { analyzeTablesTask } from './analyze-tables.ts'
-import { crontab } from './schedule.ts'
+import { startRecovery } from '../db/recovery.ts'
 import { instrumentTasks } from '../metrics.ts'
-import type { App } from '../http/types.ts'
-
-// Each task is a small module in src/jobs; they all receive the same App (postgres.js pool).
-// instrumentTasks counts and times every task for /metrics.
-export const taskList = (app: App): TaskList => instrumentTasks({
-  process_upload: processUploadTask(app),
-  apply_events: applyEventsTask(app),
-  aggregate_events: aggregateEventsTask(app),
-  deliver_webhook: deliverWebhookTask(app),
-  score_records: scoreRecordsTask(app),
-  score_daily: scoreDailyTask(app),
-  analyze_tables: analyzeTablesTask(app),
-})
+import { crontab, taskList } from './tasks.ts'
 
 export const startWorker = async (app: App, url: string): Promise<Runner> => {
   const recovery = startRecovery(app)
@@ -31,7 +12,8 @@ export const startWorker = async (app: App, url: string): Promise<Runner> => {
     concurrency: app.config.workerConcurrency,
     noHandleSignals: true,
     logger: quietLogger,
-    taskList: taskList(app),
+    // instrumentTasks counts and times every task for /metrics.
+    taskList: instrumentTasks(taskList(app)),
     crontab: crontab.join('\n'),
     // No localQueue, although STACK-NOTES measured 12-18k jobs/s with it against 2k without: in
     // 0.17 it runs several jobs of one named queue at once (graphile/worker#621), and each

@@ -1,11 +1,8 @@
 import * as v from 'valibot'
+import type { Entity, PropertyDef, PropertyType } from '../catalog.ts'
+import type { FieldError } from '../errors.ts'
 
-export type PropertyType = 'string' | 'number' | 'boolean' | 'date'
-export type Entity = 'customer' | 'contact'
-export interface PropertyDef { entity: Entity; codename: string; type: PropertyType }
-export interface Problem { path: string; message: string }
-
-// Bounds beyond SPEC's: sql.ts scores in float8, where PostgreSQL raises an error on overflow
+// Bounds beyond the documented model's: sql.ts scores in float8, where PostgreSQL raises an error on overflow
 // and underflow instead of giving Infinity or 0. With these no intermediate result of the score
 // can leave float8's range (whatever the stored values), and no meaningful model is refused.
 const notTiny = (x: number) => x === 0 || Math.abs(x) >= 1e-6
@@ -66,11 +63,9 @@ export type ScoringModel = v.InferOutput<typeof ScoringModelSchema>
 export const hasCustomerModel = (model: ScoringModel | null | undefined): boolean =>
   (model?.customer?.engagement?.length ?? 0) + (model?.customer?.fit?.length ?? 0) > 0
 
-export interface CatalogDef { codename: string; kind: 'attribute' | 'metric'; type: PropertyType }
-
 // Rules only name defined properties (checkModelAgainstProperties); a codename defined nowhere
 // reads as a number attribute, which scores nothing unless a number is stored under it.
-export const propertyLookup = (defs: readonly CatalogDef[]) => {
+export const propertyLookup = (defs: readonly PropertyDef[]) => {
   const byCodename = new Map(defs.map((d) => [d.codename, d]))
   return {
     typeOf: (codename: string): PropertyType => byCodename.get(codename)?.type ?? 'number',
@@ -92,16 +87,18 @@ const expectedForm: Record<PropertyType, string> = {
   string: 'a `values` map',
 }
 
-const checkRules = (rules: Rule[] | undefined, entity: Entity, base: string, defs: PropertyDef[]): Problem[] =>
+type Catalogs = Record<Entity, readonly PropertyDef[]>
+
+const checkRules = (rules: Rule[] | undefined, entity: Entity, base: string, catalogs: Catalogs): FieldError[] =>
   (rules ?? []).flatMap((rule, i) => {
-    const def = defs.find((d) => d.entity === entity && d.codename === rule.codename)
+    const def = catalogs[entity].find((d) => d.codename === rule.codename)
     if (!def) return [{ path: `${base}/${i}/codename`, message: `No ${entity} property "${rule.codename}" is defined.` }]
     if (fitsType(rule, def.type)) return []
     return [{ path: `${base}/${i}`, message: `"${rule.codename}" is a ${def.type} property: its rule needs ${expectedForm[def.type]}.` }]
   })
 
-export const checkModelAgainstProperties = (model: ScoringModel, defs: PropertyDef[]): Problem[] => [
-  ...checkRules(model.customer?.engagement, 'customer', '/customer/engagement', defs),
-  ...checkRules(model.customer?.fit, 'customer', '/customer/fit', defs),
-  ...checkRules(model.contact?.engagement, 'contact', '/contact/engagement', defs),
+export const checkModelAgainstProperties = (model: ScoringModel, catalogs: Catalogs): FieldError[] => [
+  ...checkRules(model.customer?.engagement, 'customer', '/customer/engagement', catalogs),
+  ...checkRules(model.customer?.fit, 'customer', '/customer/fit', catalogs),
+  ...checkRules(model.contact?.engagement, 'contact', '/contact/engagement', catalogs),
 ]

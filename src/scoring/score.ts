@@ -1,8 +1,10 @@
-import { isBooleanRule, isValuesRule, type PropertyType, type RangeRule, type Rule } from './model.ts'
+import { daysBetween, isDate } from '../dates.ts'
+import type { PropertyType } from '../catalog.ts'
+import { isBooleanRule, isValuesRule, type RangeRule, type Rule } from './model.ts'
 
-// SPEC section 6. propertyScore, weightedScore, churnRisk and upsellScore have twins in sql.ts for
-// bulk scoring in PostgreSQL; both do the same float8 operations in the same order so that the
-// two agree.
+// The scoring rules of docs/scoring.md. propertyScore, weightedScore, churnRisk and upsellScore
+// have twins in sql.ts for bulk scoring in PostgreSQL; both do the same float8 operations in the
+// same order so that the two agree.
 
 export interface Contribution { codename: string; contribution: number }
 export interface Driver extends Contribution { score: 'engagement' | 'fit' }
@@ -21,13 +23,10 @@ export interface Explanation {
   health_drivers: Driver[]
 }
 
-const DAY_MS = 86_400_000
 const TREND_DAYS = 365
 const TREND_RECORDS = 15
 const DRIVERS = 3
 
-// sql.ts must accept exactly the same date strings (src/dates.ts).
-const DATE_RE = /^[0-9]{4}-[0-9]{2}-[0-9]{2}$/
 
 const clamp = (x: number, lo: number, hi: number) => Math.min(hi, Math.max(lo, x))
 
@@ -43,17 +42,6 @@ export const roundHalfAway = (x: number): number => {
 }
 
 const round2 = (x: number) => roundHalfAway(x * 100) / 100
-
-// V8 parses impossible days such as 2026-02-30 by rolling over, and PostgreSQL has no year 0, so a
-// date is valid only when it survives a round trip and has a year from 0001 on, as in PostgreSQL.
-const isDateString = (x: unknown): x is string => {
-  if (typeof x !== 'string' || !DATE_RE.test(x) || x < '0001') return false
-  const t = Date.parse(x)
-  return !Number.isNaN(t) && new Date(t).toISOString().slice(0, 10) === x
-}
-
-/** Whole days from date a to date b (both YYYY-MM-DD, UTC); negative when b is before a. */
-export const daysBetween = (a: string, b: string): number => (Date.parse(b) - Date.parse(a)) / DAY_MS
 
 // clamp(-100 + 200 * (v - bad) / (good - bad)), computed so that sql.ts can do the same in float8
 // without PostgreSQL's overflow and underflow errors: a value at or past `good` or `bad` scores ±100
@@ -77,7 +65,7 @@ export const propertyScore = (rule: Rule, value: unknown, scoringDate: string, t
     return Object.hasOwn(rule.values, value) ? rule.values[value] : (rule.default ?? 0)
   }
   if (isBooleanRule(rule)) return typeof value === 'boolean' ? (value === rule.good ? 100 : -100) : null
-  if (type === 'date') return isDateString(value) ? rangeScore(rule, daysBetween(scoringDate, value)) : null
+  if (type === 'date') return isDate(value) ? rangeScore(rule, daysBetween(scoringDate, value)) : null
   return typeof value === 'number' ? rangeScore(rule, value) : null
 }
 

@@ -1,9 +1,10 @@
-import { isBooleanRule, isValuesRule, type PropertyType, type Rule } from './model.ts'
+import type { PropertyType } from '../catalog.ts'
+import { isBooleanRule, isValuesRule, type Rule } from './model.ts'
 import { ROUND_NOISE } from './score.ts'
 import { sqlDateOrNull } from '../dates.ts'
 
 // Compiles scoring rules into PostgreSQL expressions so that all snapshots and records of an
-// account can be scored in a few set-based statements (src/jobs/score-records.ts): engagement per
+// account can be scored in a few set-based statements (scoring/batch.ts): engagement per
 // snapshot and fit per record from the same weightedScoreSql with different refs, churn risk and
 // upsell from the stored scores. They must give exactly what score.ts gives, so every step is the
 // same float8 operation in the same order (JS numbers are IEEE doubles like float8, and rule

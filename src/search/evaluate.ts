@@ -1,21 +1,13 @@
 // In-memory evaluation of search filters over plain records: the reference the SQL compiler is
-// checked against. It shares only validation and value parsing with compile.ts (searchCriteria),
+// checked against. It shares only validation and value parsing with the compiler (criteria.ts),
 // never its SQL, so a mistake in one shows up as a disagreement with the other.
 
+import { dayNumber, isDate } from '../dates.ts'
+import { searchCriteria } from './criteria.ts'
 import {
-  dayNumber,
-  isIsoDate,
-  searchCriteria,
+  type Criterion, type Entity, type Field, type Filter, type PositiveOp, type PropertyDef, type Scalar, type ValueType,
   valueTypeOf,
-  type Criterion,
-  type Entity,
-  type Field,
-  type Filter,
-  type PositiveOp,
-  type PropertyDef,
-  type Scalar,
-  type ValueType,
-} from './compile.ts'
+} from './fields.ts'
 
 export interface SearchRecord {
   external_id: string
@@ -52,7 +44,7 @@ const TYPED: Record<ValueType, (raw: unknown) => Value> = {
   string: (raw) => (typeof raw === 'string' ? raw : null),
   number: (raw) => (typeof raw === 'number' && Number.isFinite(raw) ? raw : null),
   boolean: (raw) => (typeof raw === 'boolean' ? raw : null),
-  date: (raw) => (typeof raw === 'string' && isIsoDate(raw) ? raw : null),
+  date: (raw) => (typeof raw === 'string' && isDate(raw) ? raw : null),
 }
 
 // Own keys only: a codename like "constructor" must not read Object.prototype.

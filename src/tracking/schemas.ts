@@ -1,6 +1,6 @@
 import * as v from 'valibot'
-import { fail, type FieldError } from '../http/errors.ts'
-import { UNSTORABLE } from '../storable.ts'
+import { refuse, type FieldError } from '../errors.ts'
+import { id255, isObject, UNSTORABLE, UNSTORABLE_MESSAGE } from '../validate.ts'
 
 export const MAX_EVENTS = 100
 export const MAX_EVENT_BYTES = 32 * 1024
@@ -9,9 +9,6 @@ export const MAX_EVENT_BYTES = 32 * 1024
 export const MIN_TIMESTAMP = Date.UTC(2000, 0, 1)
 export const MAX_TIMESTAMP = Date.UTC(2100, 0, 1) - 1
 
-const id255 = v.pipe(v.string(), v.minLength(1, 'Must not be empty.'), v.maxLength(255, 'At most 255 characters.'))
-// valibot's record() takes arrays for objects, so plain objects are checked on their own.
-const isObject = (x: unknown) => typeof x === 'object' && x !== null && !Array.isArray(x)
 const Values = v.custom<Record<string, unknown>>(isObject, 'Must be an object.')
 
 export const TrackingEvent = v.object({
@@ -105,7 +102,7 @@ export const eventSizes = (body: Uint8Array): number[] => {
 }
 
 // What the schema cannot see, on the raw body (it is stored as sent): each event at most 32 KB of
-// JSON as sent (SPEC section 7; only a body over 32 KB can hold a larger one), and no string that
+// JSON as sent (only a body over 32 KB can hold a larger one), and no string that
 // PostgreSQL cannot store (only a body with a \u escape can hold one).
 export const checkRawEvents = (body: Buffer) => {
   const errors: FieldError[] = []
@@ -117,7 +114,7 @@ export const checkRawEvents = (body: Buffer) => {
   if (body.includes('\\u')) {
     const text = body.toString('utf8')
     const path = BAD_ESCAPE.test(text) ? unstorable(JSON.parse(text)) : null
-    if (path !== null) errors.push({ path, message: 'Must not contain NUL characters or unpaired surrogates.' })
+    if (path !== null) errors.push({ path, message: UNSTORABLE_MESSAGE })
   }
-  if (errors.length) fail(400, 'The request body is invalid.', errors)
+  if (errors.length) refuse(400, 'The request body is invalid.', errors)
 }

@@ -1,5 +1,6 @@
 import type { Tx } from '../db/client.ts'
 import { lockRecordsIn, lockStagedRecords } from '../db/locks.ts'
+import { entityOf, TABLES, type UploadKind } from '../db/tables.ts'
 
 // Set-based merge of an upload's items: the items are unnested into temporary staging tables and
 // merged with a handful of statements, never a query per item. Later duplicates win: attribute
@@ -84,18 +85,15 @@ const insertContacts = (tx: Tx, accountId: number) => tx`
   order by s.first_ord
   returning service_id`
 
-const tables = {
-  customers: { records: 'customers', snapshots: 'customer_snapshots', fk: 'customer_id' },
-  contacts: { records: 'contacts', snapshots: 'contact_snapshots', fk: 'contact_id' },
-}
-type Kind = keyof typeof tables
+type Kind = UploadKind
+const tables = (kind: Kind) => TABLES[entityOf(kind)]
 
 // One staged row per (record, date), values merged across duplicates in item order.
 const stageSnapshots = (tx: Tx, accountId: number, kind: Kind) => tx`
   create temp table stage_snapshots on commit drop as
   select r.service_id as record_id, (m->>'date')::date as date, jsonb_merge_agg((m - 'date') order by s.ord) as vals
   from stage_items s
-    join ${tx(tables[kind].records)} r on r.account_id = ${accountId} and r.external_id = s.external_id
+    join ${tx(tables(kind).records)} r on r.account_id = ${accountId} and r.external_id = s.external_id
     cross join jsonb_array_elements(s.item->'metrics') m
   where s.external_id in (select external_id from stage_records) -- not an ignored contact's
   group by 1, 2`
@@ -106,14 +104,14 @@ const stageSnapshots = (tx: Tx, accountId: number, kind: Kind) => tx`
 // snapshots (measured: 0.5 s per 1000-customer upload at 360,000 snapshots). A conflict is a row
 // the update just merged, left as it is, or one a concurrent request added since, merged into.
 const updateSnapshots = (tx: Tx, accountId: number, kind: Kind) => tx`
-  update ${tx(tables[kind].snapshots)} t set "values" = jsonb_strip_nulls(t."values" || s.vals)
+  update ${tx(tables(kind).snapshots)} t set "values" = jsonb_strip_nulls(t."values" || s.vals)
   from stage_snapshots s
-  where t.account_id = ${accountId} and t.${tx(tables[kind].fk)} = s.record_id and t.date = s.date`
+  where t.account_id = ${accountId} and t.${tx(tables(kind).fk)} = s.record_id and t.date = s.date`
 
 const insertSnapshots = (tx: Tx, accountId: number, kind: Kind) => tx`
-  insert into ${tx(tables[kind].snapshots)} as t (account_id, ${tx(tables[kind].fk)}, date, "values")
+  insert into ${tx(tables(kind).snapshots)} as t (account_id, ${tx(tables(kind).fk)}, date, "values")
   select ${accountId}, s.record_id, s.date, jsonb_strip_nulls(s.vals) from stage_snapshots s
-  on conflict (account_id, ${tx(tables[kind].fk)}, date) do update set "values" = t."values" || excluded."values"
+  on conflict (account_id, ${tx(tables(kind).fk)}, date) do update set "values" = t."values" || excluded."values"
   where not t."values" @> excluded."values"`
 
 // metrics = each metric's value in the latest snapshot that holds it: the snapshots folded in
@@ -124,10 +122,10 @@ const refreshLatestMetrics = (tx: Tx, accountId: number, kind: Kind, created: nu
     select record_id, jsonb_merge_agg(jsonb_strip_nulls(vals) order by date) as metrics
     from stage_snapshots where record_id = any(${created}::bigint[]) group by 1
   )
-  update ${tx(tables[kind].records)} r set metrics = case when f.record_id is not null then f.metrics else (
+  update ${tx(tables(kind).records)} r set metrics = case when f.record_id is not null then f.metrics else (
     select jsonb_merge_agg(t."values" order by t.date)
-    from ${tx(tables[kind].snapshots)} t
-    where t.account_id = r.account_id and t.${tx(tables[kind].fk)} = r.service_id) end
+    from ${tx(tables(kind).snapshots)} t
+    where t.account_id = r.account_id and t.${tx(tables(kind).fk)} = r.service_id) end
   from (select distinct record_id from stage_snapshots) s left join fresh f using (record_id)
   where r.account_id = ${accountId} and r.service_id = s.record_id`
 

@@ -1,18 +1,12 @@
 import * as v from 'valibot'
-import { storable } from '../http/validate.ts'
-import { isDate } from './typecheck.ts'
+import { DateString, id255, isObject, storable, text255 } from '../validate.ts'
 
 export const MAX_CUSTOMERS = 1000
 export const MAX_CONTACTS = 100
 export const MAX_METRICS = 200
 
-export const text255 = v.pipe(v.string(), v.maxLength(255, 'At most 255 characters.'), storable)
-const id255 = v.pipe(v.string(), v.minLength(1, 'Must not be empty.'), v.maxLength(255, 'At most 255 characters.'), storable)
 const Value = v.union([v.pipe(v.string(), storable), v.number(), v.boolean(), v.null()], 'Must be a string, number, boolean, date or null.')
-export const DateString = v.pipe(v.string(), v.check((s: string) => isDate(s), 'Must be a date YYYY-MM-DD.'))
 
-// valibot's record() takes arrays for objects, so plain objects are checked first.
-const isObject = (x: unknown) => typeof x === 'object' && x !== null && !Array.isArray(x)
 export const Attributes = v.pipe(v.custom<Record<string, unknown>>(isObject, 'Must be an object.'), v.record(v.string(), Value))
 const Metric = v.objectWithRest({ date: DateString }, Value)
 const Metrics = v.pipe(v.array(Metric), v.maxLength(MAX_METRICS, `At most ${MAX_METRICS} metric objects.`))

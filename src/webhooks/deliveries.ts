@@ -1,6 +1,5 @@
-import { fail } from '../http/errors.ts'
-import { addJobs } from '../jobs/enqueue.ts'
-import { deliveryJob } from './outbox.ts'
+import { refuse } from '../errors.ts'
+import { addJobs, deliverWebhookJob } from '../db/jobs.ts'
 import type { Sql } from '../db/client.ts'
 
 export const DEFAULT_DELIVERY_LIMIT = 50
@@ -10,12 +9,12 @@ export const deliveryLimit = (value: string | string[] | undefined) => {
   const raw = Array.isArray(value) ? value[0] : value
   const limit = raw === undefined || raw === '' ? DEFAULT_DELIVERY_LIMIT : Number(raw)
   return Number.isInteger(limit) && limit >= 1 && limit <= MAX_DELIVERY_LIMIT ? limit
-    : fail(400, `limit must be a whole number from 1 to ${MAX_DELIVERY_LIMIT}.`, [{ path: '/limit', message: `From 1 to ${MAX_DELIVERY_LIMIT}.` }])
+    : refuse(400, `limit must be a whole number from 1 to ${MAX_DELIVERY_LIMIT}.`, [{ path: '/limit', message: `From 1 to ${MAX_DELIVERY_LIMIT}.` }])
 }
 
 const requireWebhook = async (sql: Sql, accountId: number, webhookId: number) => {
   const [hook] = await sql`select 1 from webhooks where account_id = ${accountId} and id = ${webhookId}`
-  if (!hook) fail(404, `Webhook ${webhookId} does not exist.`)
+  if (!hook) refuse(404, `Webhook ${webhookId} does not exist.`)
 }
 
 // Attempt times are formatted like every other timestamp of the API (JavaScript's ISO form),
@@ -47,7 +46,7 @@ export const redeliver = (sql: Sql, accountId: number, webhookId: number, delive
     where account_id = ${accountId} and webhook_id = ${webhookId} and id = ${deliveryId}
     returning id, status, (select coalesce(max(attempt), 0) + 1 from webhook_attempts a
       where a.account_id = d.account_id and a.delivery_id = d.id)::int as first_attempt`
-  if (!d) fail(404, `Delivery ${deliveryId} of webhook ${webhookId} does not exist.`)
-  await addJobs(tx, [deliveryJob({ account_id: accountId, delivery_id: deliveryId, first_attempt: d.first_attempt })])
+  if (!d) refuse(404, `Delivery ${deliveryId} of webhook ${webhookId} does not exist.`)
+  await addJobs(tx, [deliverWebhookJob({ account_id: accountId, delivery_id: deliveryId, first_attempt: d.first_attempt })])
   return d
 })

@@ -1,12 +1,11 @@
-import type { Task } from 'graphile-worker'
-import { mergeContacts, mergeCustomers, type MergeResult } from '../uploads/merge.ts'
-import { enqueueCustomerCreated } from '../webhooks/outbox.ts'
-import { addJobs, scoringQueue } from './enqueue.ts'
-import { analyzeJobs } from './analyze-tables.ts'
-import type { App } from '../http/types.ts'
+import type { JobHelpers } from 'graphile-worker'
+import type { App } from '../context.ts'
+import { analyzeJobs } from '../db/analyze.ts'
 import type { Tx } from '../db/client.ts'
-
-export interface ProcessUploadPayload { account_id: number; upload_id: number }
+import { addJobs, type ProcessUploadPayload, scoreRecordsJobs } from '../db/jobs.ts'
+import { entityOf, TABLES, type UploadKind } from '../db/tables.ts'
+import { enqueueCustomerCreated } from '../webhooks/outbox.ts'
+import { mergeContacts, mergeCustomers, type MergeResult } from './merge.ts'
 
 // Locks the upload; a retried job finds it processed and does nothing.
 const claim = (tx: Tx, accountId: number, uploadId: number) => tx`
@@ -37,11 +36,11 @@ export const processUpload = async (tx: Tx, accountId: number, uploadId: number)
     ? await mergeCustomers(tx, accountId, uploadId)
     : await mergeContacts(tx, accountId, uploadId)
   await enqueueCustomerCreated(tx, accountId, upload.source, result.newCustomers)
-  await addJobs(tx, [{
-    task: 'score_records',
-    payload: { account_id: accountId, entity: upload.kind === 'customers' ? 'customer' : 'contact', ids: result.ids, upload_id: uploadId },
-    queue: scoringQueue(accountId),
-  }, ...await analyzeJobs(tx, upload.kind === 'customers' ? ['customers', 'customer_snapshots'] : ['contacts', 'contact_snapshots'])])
+  const tables = TABLES[entityOf(upload.kind as UploadKind)]
+  await addJobs(tx, [
+    ...scoreRecordsJobs(accountId, entityOf(upload.kind as UploadKind), result.ids, uploadId),
+    ...await analyzeJobs(tx, [tables.records, tables.snapshots]),
+  ])
   await notifyUsers(tx, accountId, uploadId, upload.kind, result)
   await markProcessed(tx, accountId, uploadId, result)
   return result
@@ -51,8 +50,7 @@ const setStatus = (app: App, p: ProcessUploadPayload, from: string, to: string, 
   update uploads set status = ${to}, error = ${error} where account_id = ${p.account_id} and id = ${p.upload_id} and status = ${from}`
 
 // The upload shows `processing` while a worker holds it, and `failed` once the last attempt failed.
-export const processUploadTask = (app: App): Task => async (payload, helpers) => {
-  const p = payload as ProcessUploadPayload
+export const processUploadJob = async (app: App, p: ProcessUploadPayload, helpers: JobHelpers) => {
   await setStatus(app, p, 'received', 'processing')
   try {
     await app.sql.begin((tx) => processUpload(tx, p.account_id, p.upload_id))

@@ -1,23 +1,13 @@
-import type { Task } from 'graphile-worker'
-import { addJobs, accountQueue, scoringQueue, type JobSpec } from './enqueue.ts'
-import { lockRecordsIn } from '../db/locks.ts'
-import type { App } from '../http/types.ts'
+import type { App } from '../context.ts'
 import type { Tx } from '../db/client.ts'
-
-export interface ApplyEventsPayload { account_id: number }
-
-// At most one apply job per account waits to run: the intake adds one only when none is pending.
-export const applyJobKey = (accountId: number) => `apply_events:${accountId}`
+import { type AccountPayload, addJobs, applyEventsJob, scoreRecordsJobs } from '../db/jobs.ts'
+import { lockRecordsIn } from '../db/locks.ts'
 
 // At most this many events per transaction.
 export const BATCH = 5000
 
-// The scoring task's payload contract; on the account's scoring queue, beside the account's queue.
-export const scoreJobs = (accountId: number, entity: 'customer' | 'contact', ids: number[]): JobSpec[] =>
-  ids.length ? [{ task: 'score_records', payload: { account_id: accountId, entity, ids }, queue: scoringQueue(accountId) }] : []
-
 // A job applies every event of its account still 'received', in batches, in id order. The intake
-// adds the job only when the account has none waiting (src/api/track.ts), so under load one job
+// adds the job only when the account has none waiting (tracking/intake.ts), so under load one job
 // takes many requests' events. All set-based; a second run finds nothing to do. The tracker
 // updates and creates contacts but never creates a customer, and never sends a webhook.
 
@@ -136,8 +126,8 @@ export const applyEvents = async (tx: Tx, accountId: number) => {
   // Changed attributes can change scores (fit, date attributes); new contacts get theirs.
   const contactIds = [...new Set([...created, ...contacts].map((r) => r.service_id as number))]
   await addJobs(tx, [
-    ...scoreJobs(accountId, 'customer', customers.map((r) => r.service_id as number)),
-    ...scoreJobs(accountId, 'contact', contactIds),
+    ...scoreRecordsJobs(accountId, 'customer', customers.map((r) => r.service_id as number)),
+    ...scoreRecordsJobs(accountId, 'contact', contactIds),
   ])
   return { events: marked.count, customers: customers.length, contactsCreated: created.length, contacts: contacts.length }
 }
@@ -148,13 +138,12 @@ export const applyEvents = async (tx: Tx, accountId: number) => {
 export const BATCHES_PER_JOB = 4
 
 // One transaction per batch; the successor is added in the last one's.
-export const applyEventsTask = (app: App): Task => async (payload) => {
-  const { account_id: accountId } = payload as ApplyEventsPayload
+export const applyEventsOfAccount = async (app: App, { account_id: accountId }: AccountPayload) => {
   for (let batch = 1; ; batch++) {
     const more = await app.sql.begin(async (tx) => {
       if ((await applyEvents(tx, accountId)).events < BATCH) return false
       if (batch < BATCHES_PER_JOB) return true
-      await addJobs(tx, [{ task: 'apply_events', payload: { account_id: accountId }, queue: accountQueue(accountId), jobKey: applyJobKey(accountId) }])
+      await addJobs(tx, [applyEventsJob(accountId)])
       return false
     })
     if (!more) return

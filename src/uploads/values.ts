@@ -1,15 +1,6 @@
-import type { FieldError } from '../http/errors.ts'
-
-export type PropertyType = 'string' | 'number' | 'boolean' | 'date'
-export interface Def { kind: 'attribute' | 'metric'; type: PropertyType }
-export type Catalog = Map<string, Def>
-
-const DATE = /^\d{4}-\d{2}-\d{2}$/
-export const isDate = (v: unknown): v is string => {
-  if (typeof v !== 'string' || !DATE.test(v)) return false
-  const d = new Date(v + 'T00:00:00Z')
-  return !Number.isNaN(d.getTime()) && d.toISOString().startsWith(v)
-}
+import type { Catalog, PropertyKind, PropertyType } from '../catalog.ts'
+import { DATE_RULE, isDate } from '../dates.ts'
+import type { FieldError } from '../errors.ts'
 
 export const fitsType = (value: unknown, type: PropertyType) =>
   value === null ||
@@ -27,13 +18,13 @@ export const checkValues = <T extends { attributes?: Values; metrics?: ({ date: 
 ): Checked<T> => {
   const errors: FieldError[] = []
   let droppedKeys = 0
-  const keep = (values: Values, kind: Def['kind'], path: string, skip?: string) => {
+  const keep = (values: Values, kind: PropertyKind, path: string, skip?: string) => {
     const out: Values = {}
     for (const [key, value] of Object.entries(values)) {
       if (key === skip) continue
       const def = catalog.get(key)
       if (!def || def.kind !== kind) { droppedKeys++; continue }
-      if (!fitsType(value, def.type)) errors.push({ path: `${path}/${key}`, message: `Must be a ${def.type}${def.type === 'date' ? ' YYYY-MM-DD' : ''} or null.` })
+      if (!fitsType(value, def.type)) errors.push({ path: `${path}/${key}`, message: `Must be ${def.type === 'date' ? DATE_RULE : `a ${def.type}`} or null.` })
       else out[key] = value
     }
     return out

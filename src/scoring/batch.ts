@@ -1,15 +1,16 @@
-import type { Task } from 'graphile-worker'
 import { scoringInputs } from '../admin/scoring.ts'
-import { propertyLookup, type CatalogDef, type Entity, type ScoringModel } from '../scoring/model.ts'
-import { churnRiskSql, upsellScoreSql, weightedScoreSql, type SqlRefs } from '../scoring/sql.ts'
+import type { Entity, PropertyDef } from '../catalog.ts'
+import type { App } from '../context.ts'
 import type { Sql, Tx } from '../db/client.ts'
-import type { App } from '../http/types.ts'
+import type { ScoreRecordsPayload } from '../db/jobs.ts'
+import { TABLES } from '../db/tables.ts'
+import { today as utcToday } from '../dates.ts'
+import { propertyLookup, type ScoringModel } from './model.ts'
+import { churnRiskSql, type SqlRefs, upsellScoreSql, weightedScoreSql } from './sql.ts'
 
-// SPEC section 6 in bulk: scores of the given records (all of the account's when ids is absent),
+// docs/scoring.md in bulk: scores of the given records (all of the account's when ids is absent),
 // batch by batch, each batch one statement that writes the score rows (customer_scores,
 // contact_scores) whose values change, so a rescoring that changes nothing writes nothing.
-export interface ScoreRecordsPayload { account_id: number; entity: Entity; ids?: number[]; upload_id?: number }
-
 export interface ScoreOptions {
   /** The UTC date scores are relative to (trend window, fit date properties, days since last_seen). */
   today?: string
@@ -27,13 +28,6 @@ const TREND_DAYS = 365
 const TREND_RECORDS = 15
 // Dated within the trend window: the 365 days up to today ($3).
 const RECENT = (date: string) => `${date} <= $3::date and ${date} > $3::date - ${TREND_DAYS}`
-
-const tables = {
-  customer: { records: 'customers', snapshots: 'customer_snapshots', scores: 'customer_scores', fk: 'customer_id' },
-  contact: { records: 'contacts', snapshots: 'contact_snapshots', scores: 'contact_scores', fk: 'contact_id' },
-} as const
-
-export const utcToday = () => new Date().toISOString().slice(0, 10)
 
 // Where the scoring levels read from: `row` names the level of a score's `values`; both levels of
 // jsonb values are named `raw`.
@@ -61,8 +55,8 @@ const compared = (sql: string, column: string) => (column === 'engagementscore_t
 // Score rows are written only where a value changes, and inserted for records that have none yet
 // and something to store. A concurrent insert of the same row (only a second job scoring the same
 // records at once could make one) is left to win: it computed the same scores.
-const scoreStatement = (entity: Entity, model: ScoringModel | null, defs: CatalogDef[], snapshots: boolean) => {
-  const t = tables[entity]
+const scoreStatement = (entity: Entity, model: ScoringModel | null, defs: PropertyDef[], snapshots: boolean) => {
+  const t = TABLES[entity]
   const { typeOf, isMetric } = propertyLookup(defs)
   const customer = entity === 'customer'
   const rules = (customer ? model?.customer?.engagement : model?.contact?.engagement) ?? []
@@ -152,7 +146,7 @@ async function* batches(sql: Sql, accountId: number, entity: Entity, ids?: numbe
   }
   for (let after = 0; ;) {
     const rows = await sql`
-      select service_id from ${sql(tables[entity].records)}
+      select service_id from ${sql(TABLES[entity].records)}
       where account_id = ${accountId} and service_id > ${after} order by service_id limit ${BATCH}`
     if (rows.length === 0) return
     yield rows.map((r) => r.service_id as number)
@@ -187,6 +181,6 @@ export const scoreRecords = async (sql: Sql, p: ScoreRecordsPayload, options: Sc
   return scored
 }
 
-export const scoreRecordsTask = (app: App): Task => async (payload) => {
-  await scoreRecords(app.sql, payload as ScoreRecordsPayload)
+export const scoreRecordsJob = async (app: App, payload: ScoreRecordsPayload) => {
+  await scoreRecords(app.sql, payload)
 }

@@ -1,9 +1,11 @@
 import * as v from 'valibot'
-import { fail } from '../http/errors.ts'
-import type { Sql } from '../db/client.ts'
-import { storable } from '../http/validate.ts'
+import { refuse } from '../errors.ts'
+import type { Entity, PropertyDef } from '../catalog.ts'
+import type { Sql, Tx } from '../db/client.ts'
+import { SQLSTATE, sqlState } from '../db/sqlstate.ts'
+import { storable } from '../validate.ts'
 
-const text255 = v.pipe(v.string(), v.trim(), v.minLength(1), v.maxLength(255), storable)
+const title = v.pipe(v.string(), v.trim(), v.minLength(1), v.maxLength(255), storable)
 
 export const UserBody = v.object({
   email: v.pipe(v.string(), v.trim(), v.email(), v.maxLength(255), storable),
@@ -23,12 +25,12 @@ export const PropertyBody = v.pipe(
 )
 
 export const TagBody = v.object({
-  title: text255,
+  title,
   color: v.optional(v.pipe(v.string(), v.regex(/^#[0-9a-fA-F]{6}$/, 'Must be a #rrggbb colour.'))),
 })
 
-const unique = (what: string) => (err: { code?: string }) => {
-  if (err.code === '23505') fail(409, `${what} already exists in this account.`)
+const unique = (what: string) => (err: unknown) => {
+  if (sqlState(err) === SQLSTATE.UNIQUE_VIOLATION) refuse(409, `${what} already exists in this account.`)
   throw err
 }
 
@@ -45,6 +47,16 @@ export const defineProperty = async (sql: Sql, accountId: number, body: v.InferO
     insert into property_defs (account_id, entity, kind, codename, type, name)
     values (${accountId}, ${body.entity}, ${body.kind}, ${body.codename}, ${body.type}, ${body.name ?? null})
     returning entity, kind, codename, type, name, system`.catch(unique(`The ${body.entity} property ${body.codename}`)))[0]
+
+// The one way the property catalog is read: the account's definitions of an entity as a json
+// array of {codename, kind, type}. A subquery, so that callers read it in the round trip that reads
+// whatever else they need.
+export const catalogSql = (sql: Sql | Tx, accountId: number, entity: Entity) => sql`
+  (select coalesce(json_agg(json_build_object('codename', p.codename, 'kind', p.kind, 'type', p.type)), '[]')
+   from property_defs p where p.account_id = ${accountId} and p.entity = ${entity})`
+
+export const readCatalog = async (sql: Sql | Tx, accountId: number, entity: Entity) =>
+  (await sql`select ${catalogSql(sql, accountId, entity)} as defs`)[0].defs as PropertyDef[]
 
 export const listProperties = (sql: Sql, accountId: number) => sql`
   select entity, kind, codename, type, name, system from property_defs

@@ -1,4 +1,5 @@
-import { propertyLookup, type CatalogDef, type Rule, type ScoringModel } from './model.ts'
+import type { PropertyDef } from '../catalog.ts'
+import { propertyLookup, type Rule, type ScoringModel } from './model.ts'
 import { explain, weightedScore, type Explanation } from './score.ts'
 
 export interface ExplainedCustomer {
@@ -12,12 +13,12 @@ export interface ExplainedCustomer {
 
 const own = (values: Record<string, unknown>, codename: string) => (Object.hasOwn(values, codename) ? values[codename] : undefined)
 
-// score_explanation of the single-customer read (SPEC section 6). Engagement is explained as
+// score_explanation of the single-customer read (docs/scoring.md). Engagement is explained as
 // engagementscore was computed: the snapshot dated last_seen, date properties relative to that
 // date, so that the contributions add up to the score; without a scored snapshot there is nothing
 // to explain. Fit is explained as the job scores it: current attributes, latest metric values,
 // date properties relative to today.
-export const explainCustomer = (model: ScoringModel | null, defs: readonly CatalogDef[], row: ExplainedCustomer, today: string): Explanation => {
+export const explainCustomer = (model: ScoringModel | null, defs: readonly PropertyDef[], row: ExplainedCustomer, today: string): Explanation => {
   const { typeOf, isMetric } = propertyLookup(defs)
   const contributions = (rules: Rule[] | undefined, metrics: Record<string, unknown>, date: string) =>
     weightedScore(rules ?? [], (c) => own(isMetric(c) ? metrics : row.attributes, c), date, typeOf).contributions

@@ -1,10 +1,8 @@
-import type { Task } from 'graphile-worker'
-import { deliveryJob, type DeliverWebhookPayload } from '../webhooks/outbox.ts'
-import { MAX_ATTEMPTS, retryDelaySeconds, sendWebhook, type SendResult } from '../webhooks/send.ts'
-import { hmacHeader, standardWebhookHeaders } from '../webhooks/sign.ts'
-import { addJobs } from './enqueue.ts'
-import type { App } from '../http/types.ts'
+import type { App } from '../context.ts'
 import type { Sql, Tx } from '../db/client.ts'
+import { addJobs, type DeliverWebhookPayload, deliverWebhookJob } from '../db/jobs.ts'
+import { MAX_ATTEMPTS, retryDelaySeconds, type SendResult, sendWebhook } from './send.ts'
+import { hmacHeader, standardWebhookHeaders } from './sign.ts'
 
 // A removed webhook takes its deliveries with it (on delete cascade), so a missing row means
 // there is nothing left to send.
@@ -34,8 +32,7 @@ const inactive: SendResult = { status_code: null, duration_ms: 0, error: 'webhoo
 
 // One attempt per job. The attempt row and what follows from it (the status, or the next
 // attempt's job) commit together, so a crash can neither lose a retry nor log an attempt twice.
-export const deliverWebhookTask = (app: App): Task => async (payload) => {
-  const p = payload as DeliverWebhookPayload
+export const deliverWebhook = async (app: App, p: DeliverWebhookPayload) => {
   const [d] = await load(app.sql, p)
   if (!d || d.status !== 'pending') return
   const at = new Date()
@@ -54,7 +51,7 @@ export const deliverWebhookTask = (app: App): Task => async (payload) => {
     if (result.outcome === 'delivered') await setStatus(tx, p, 'delivered')
     else if (result.outcome === 'retry' && attempt - firstAttempt + 1 < MAX_ATTEMPTS) {
       const delay = retryDelaySeconds(attempt - firstAttempt + 1) * app.config.webhookRetryScale
-      await addJobs(tx, [deliveryJob({ ...p, first_attempt: firstAttempt }, new Date(Date.now() + delay * 1000))])
+      await addJobs(tx, [deliverWebhookJob({ ...p, first_attempt: firstAttempt }, new Date(Date.now() + delay * 1000))])
     } else await setStatus(tx, p, 'failed')
   })
 }

@@ -1,6 +1,5 @@
+import type { FieldError, Refusal } from '../errors.ts'
 import type { Reply } from './types.ts'
-
-export interface FieldError { path: string; message: string }
 
 const titles: Record<number, string> = {
   400: 'Bad Request', 401: 'Unauthorized', 403: 'Forbidden', 404: 'Not Found',
@@ -9,7 +8,7 @@ const titles: Record<number, string> = {
   501: 'Not Implemented', 503: 'Service Unavailable',
 }
 
-// RFC 9457 Problem Details.
+// RFC 9457 Problem Details: the body of every error the API answers.
 export const problem = (
   status: number,
   detail: string,
@@ -21,11 +20,5 @@ export const problem = (
   body: { type: 'about:blank', title: titles[status] ?? 'Error', status, detail, ...(errors && { errors }) },
 })
 
-// Thrown anywhere below a handler; the router turns it into its Problem Details reply.
-export class HttpError extends Error {
-  constructor(readonly reply: Reply) { super(String((reply.body as { detail?: string })?.detail)) }
-}
-
-export const fail = (status: number, detail: string, errors?: FieldError[], headers?: Record<string, string>): never => {
-  throw new HttpError(problem(status, detail, errors, headers))
-}
+// The one place a domain refusal becomes HTTP.
+export const refusalReply = (err: Refusal): Reply => problem(err.status, err.message, err.errors, err.headers)

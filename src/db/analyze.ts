@@ -1,18 +1,13 @@
-import type { Task } from 'graphile-worker'
-import type { Sql, Tx } from '../db/client.ts'
-import type { App } from '../http/types.ts'
-import type { JobSpec } from './enqueue.ts'
+import type { Sql, Tx } from './client.ts'
+import { analyzeTablesJob, type AnalyzeTablesPayload, type JobSpec } from './jobs.ts'
 
 // Bulk uploads grow the record and snapshot tables far faster than autovacuum re-analyzes them (at
 // most once a minute). With statistics of a much smaller table the planner takes an account's rows
 // for a handful and reads them all to find one upload's records, in the merge and in scoring. So an
 // upload that leaves a table at over twice the pages it had when last analyzed adds this job, which
-// analyzes it; the job key keeps one waiting at a time, the maintenance queue keeps it off the
-// accounts' queues. The file size is read, not pg_stat's counters, which backends busy with one
+// analyzes it. The file size is read, not pg_stat's counters, which backends busy with one
 // upload after another flush only now and then.
 const MIN_PAGES = 100
-
-export interface AnalyzeTablesPayload { tables: string[] }
 
 const staleTables = (sql: Sql | Tx, tables: string[]) => sql`
   select c.relname from pg_class c
@@ -21,11 +16,9 @@ const staleTables = (sql: Sql | Tx, tables: string[]) => sql`
 
 export const analyzeJobs = async (tx: Tx, tables: string[]): Promise<JobSpec[]> =>
   (await staleTables(tx, tables)).length
-    ? [{ task: 'analyze_tables', payload: { tables }, queue: 'maintenance', jobKey: 'analyze_tables' }]
+    ? [analyzeTablesJob(tables)]
     : []
 
-export const analyzeTablesTask = (app: App): Task => async (payload) => {
-  for (const { relname } of await staleTables(app.sql, (payload as AnalyzeTablesPayload).tables)) {
-    await app.sql`analyze ${app.sql(relname as string)}`
-  }
+export const analyzeTables = async (sql: Sql, payload: AnalyzeTablesPayload) => {
+  for (const { relname } of await staleTables(sql, payload.tables)) await sql`analyze ${sql(relname as string)}`
 }

@@ -1,7 +1,7 @@
 import { EventEmitter } from 'node:events'
 import type { WorkerEvents } from 'graphile-worker'
-import type { App } from '../http/types.ts'
-import type { Sql } from '../db/client.ts'
+import type { App } from '../context.ts'
+import type { Sql } from './client.ts'
 
 // graphile-worker 0.17 frees the jobs of a worker that died without unlocking them (SIGKILL, a
 // lost machine) only after 4 hours. Every worker process therefore writes a heartbeat for its

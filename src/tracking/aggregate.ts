@@ -1,25 +1,18 @@
-import type { Task } from 'graphile-worker'
-import { mergeStagedSnapshots } from '../uploads/merge.ts'
-import { addJobs, accountQueue } from './enqueue.ts'
-import { scoreJobs } from './apply-events.ts'
+import type { Entity } from '../catalog.ts'
+import type { App } from '../context.ts'
 import type { Sql, Tx } from '../db/client.ts'
-import type { App } from '../http/types.ts'
+import { addJobs, aggregateEventsJob, type CronPayload, scoreRecordsJobs } from '../db/jobs.ts'
+import { TABLES } from '../db/tables.ts'
+import { today } from '../dates.ts'
+import { mergeStagedSnapshots } from '../uploads/merge.ts'
 
-export interface AggregateEventsPayload { account_id?: number }
-
-const levels = {
-  customer: { kind: 'customers', records: 'customers', fk: 'customer_id' },
-  contact: { kind: 'contacts', records: 'contacts', fk: 'contact_id' },
-} as const
-type Level = keyof typeof levels
-
-// SPEC section 7: today's (UTC) value of every number metric whose codename is an event name is
+// Today's (UTC) value of every number metric whose codename is an event name is
 // the count of such events in the 30 days before now (a contact's own events; all events of a
 // customer). Records with no such event but a non-zero latest value drop to 0, so a count cannot
 // stay stuck once its events age out; other records get no snapshot (it would look like activity).
 // Staged as stage_snapshots(record_id, date, vals), the shape the upload merge writes from.
-const stageCounts = (tx: Tx, accountId: number, level: Level) => {
-  const { records, fk } = levels[level]
+const stageCounts = (tx: Tx, accountId: number, level: Entity) => {
+  const { records, fk } = TABLES[level]
   return tx`
     create temp table stage_snapshots on commit drop as
     with defs as (
@@ -38,17 +31,17 @@ const stageCounts = (tx: Tx, accountId: number, level: Level) => {
       where r.account_id = ${accountId}
         and not exists (select 1 from counts c where c.record_id = r.service_id and c.name = d.codename)
     )
-    select record_id, (now() at time zone 'utc')::date as date, jsonb_object_agg(name, n) as vals
+    select record_id, ${today()}::date as date, jsonb_object_agg(name, n) as vals
     from (select * from counts union all select * from lapsed) x
     group by record_id`
 }
 
-const aggregateLevel = async (tx: Tx, accountId: number, level: Level) => {
+const aggregateLevel = async (tx: Tx, accountId: number, level: Entity) => {
   await stageCounts(tx, accountId, level)
-  await mergeStagedSnapshots(tx, accountId, levels[level].kind)
+  await mergeStagedSnapshots(tx, accountId, TABLES[level].kind)
   const ids = (await tx`select record_id from stage_snapshots order by record_id`).map((r) => r.record_id as number)
   await tx`drop table stage_snapshots`
-  await addJobs(tx, scoreJobs(accountId, level, ids))
+  await addJobs(tx, scoreRecordsJobs(accountId, level, ids))
   return ids.length
 }
 
@@ -70,11 +63,7 @@ export const accountsToAggregate = async (sql: Sql) =>
 // The daily cron run (no account_id) adds one job per account on the account's queue, so each
 // account's aggregation runs after the events it has already received are applied. The job key
 // keeps a second run from doubling the work.
-export const aggregateEventsTask = (app: App): Task => async (payload) => {
-  const p = payload as AggregateEventsPayload
+export const aggregateEvents = async (app: App, p: CronPayload) => {
   if (p.account_id !== undefined) return void await aggregateAccount(app.sql, p.account_id)
-  const ids = await accountsToAggregate(app.sql)
-  await addJobs(app.sql, ids.map((id) => ({
-    task: 'aggregate_events', payload: { account_id: id }, queue: accountQueue(id), jobKey: `aggregate_events:${id}`,
-  })))
+  await addJobs(app.sql, (await accountsToAggregate(app.sql)).map(aggregateEventsJob))
 }

@@ -1,5 +1,8 @@
 import { createHash } from 'node:crypto'
-import type { Sql } from '../db/client.ts'
+import type { Sql } from './client.ts'
+
+export type Scope = 'search' | 'upload' | 'track'
+export const SCOPES: Scope[] = ['search', 'upload', 'track']
 
 export const hashToken = (token: string) => createHash('sha256').update(token).digest()
 

@@ -1,13 +1,18 @@
 import * as v from 'valibot'
-import { fail } from '../http/errors.ts'
-import { parse } from '../http/validate.ts'
-import { processUpload } from '../jobs/process-upload.ts'
-import { addJobs, scoringQueue } from '../jobs/enqueue.ts'
-import { checkUpload, insertUploadRow, requireApiSource, type UploadKind } from './receive.ts'
-import { checkValues } from './typecheck.ts'
-import { Attributes, ContactItem, CustomerItem, DateString, text255 } from './schemas.ts'
-import type { App } from '../http/types.ts'
+import { readCatalog } from '../admin/properties.ts'
+import { catalogOf, type Entity } from '../catalog.ts'
+import type { App } from '../context.ts'
 import type { Sql, Tx } from '../db/client.ts'
+import { addJobs, scoreRecordsJobs } from '../db/jobs.ts'
+import { SQLSTATE, sqlState } from '../db/sqlstate.ts'
+import type { UploadKind } from '../db/tables.ts'
+import { today } from '../dates.ts'
+import { refuse } from '../errors.ts'
+import { processUpload } from '../uploads/process.ts'
+import { checkUpload, insertUpload, requireApiSource } from '../uploads/receive.ts'
+import { Attributes, ContactItem, CustomerItem } from '../uploads/schemas.ts'
+import { checkValues } from '../uploads/values.ts'
+import { DateString, parse, text255 } from '../validate.ts'
 
 // Single-record writes take the upload path in one transaction: the same checks, the same merge,
 // the same webhook outbox and scoring job, committed before the answer.
@@ -16,14 +21,14 @@ import type { Sql, Tx } from '../db/client.ts'
 export const createRecord = async (app: App, accountId: number, kind: UploadKind, item: CustomerItem | ContactItem) => {
   const checked = await checkUpload(app, accountId, kind, [item], 'API', () => '')
   const [field, externalId] = 'contact_external_id' in item ? ['contact_external_id', item.contact_external_id] : ['external_id', item.external_id]
-  const exists = () => fail(409, `${kind === 'customers' ? 'Customer' : 'Contact'} ${externalId} already exists.`, [{ path: `/${field}`, message: 'Already exists.' }])
+  const exists = () => refuse(409, `${kind === 'customers' ? 'Customer' : 'Contact'} ${externalId} already exists.`, [{ path: `/${field}`, message: 'Already exists.' }])
   await app.sql.begin(async (tx) => {
     await tx`select pg_advisory_xact_lock(hashtextextended(${`create:${accountId}:${kind}:${externalId}`}, 0))`
     const [found] = await tx`select 1 from ${tx(kind)} where account_id = ${accountId} and external_id = ${externalId}`
     if (found) exists()
-    const [row] = await insertUploadRow(tx, accountId, kind, 'API', checked.items, checked.droppedKeys)
+    const [row] = await insertUpload(tx, accountId, kind, 'API', checked.items, checked.droppedKeys)
     await processUpload(tx, accountId, row.id)
-  }).catch((err) => ((err as { code?: string })?.code === '23505' ? exists() : Promise.reject(err)))
+  }).catch((err) => (sqlState(err) === SQLSTATE.UNIQUE_VIOLATION ? exists() : Promise.reject(err)))
 }
 
 const requireApiAccount = async (sql: Sql, accountId: number) =>
@@ -51,10 +56,8 @@ const ownerId = async (tx: Tx, accountId: number, email: string | null | undefin
   if (email === undefined) return undefined
   if (email === null) return null
   const [user] = await tx`select id from users where account_id = ${accountId} and lower(email) = lower(${email})`
-  return user ? user.id as number : fail(400, 'No user of the account has this email.', [{ path: '/owner_email', message: `No user has the email ${email}.` }])
+  return user ? user.id as number : refuse(400, 'No user of the account has this email.', [{ path: '/owner_email', message: `No user has the email ${email}.` }])
 }
-
-const today = () => new Date().toISOString().slice(0, 10)
 
 // Churn set by hand is 'manual' so that the daily job never lifts it; false makes the customer active.
 const churnColumns = (patch: v.InferOutput<typeof CustomerPatch>): { is_churned?: boolean; churned_date?: string | null; churn_reason?: string | null } =>
@@ -63,17 +66,14 @@ const churnColumns = (patch: v.InferOutput<typeof CustomerPatch>): { is_churned?
       ? { is_churned: true, churned_date: patch.churned_date ?? today(), churn_reason: 'manual' }
       : { is_churned: false, churned_date: null, churn_reason: null }
 
-const typedAttributes = async (app: App, accountId: number, entity: 'customer' | 'contact', attributes: Record<string, unknown> | undefined) => {
+const typedAttributes = async (app: App, accountId: number, entity: Entity, attributes: Record<string, unknown> | undefined) => {
   if (!attributes) return undefined
-  const defs = await app.sql`select codename, kind, type from property_defs where account_id = ${accountId} and entity = ${entity}`
-  const catalog = new Map(defs.map((d) => [d.codename as string, { kind: d.kind, type: d.type }]))
-  const checked = checkValues([{ attributes }], catalog, () => '')
-  if (checked.errors.length) fail(400, 'Some values do not fit their property definitions.', checked.errors)
+  const checked = checkValues([{ attributes }], catalogOf(await readCatalog(app.sql, accountId, entity)), () => '')
+  if (checked.errors.length) refuse(400, 'Some values do not fit their property definitions.', checked.errors)
   return checked.items[0].attributes
 }
 
-const rescore = (tx: Tx, accountId: number, entity: 'customer' | 'contact', id: number) =>
-  addJobs(tx, [{ task: 'score_records', payload: { account_id: accountId, entity, ids: [id] }, queue: scoringQueue(accountId) }])
+const rescore = (tx: Tx, accountId: number, entity: Entity, id: number) => addJobs(tx, scoreRecordsJobs(accountId, entity, [id]))
 
 export const updateCustomer = async (app: App, accountId: number, externalId: string, body: unknown) => {
   await requireApiAccount(app.sql, accountId)
@@ -91,7 +91,7 @@ export const updateCustomer = async (app: App, accountId: number, externalId: st
         churn_reason = case when ${churn.is_churned !== undefined} then ${churn.churn_reason ?? null}::text else churn_reason end,
         attributes = jsonb_strip_nulls(attributes || ${tx.json((attributes ?? {}) as never)}), updated_at = now()
       where account_id = ${accountId} and external_id = ${externalId} returning service_id`
-    if (!row) fail(404, `Customer ${externalId} does not exist.`)
+    if (!row) refuse(404, `Customer ${externalId} does not exist.`)
     await rescore(tx, accountId, 'customer', row.service_id)
   })
 }
@@ -108,7 +108,7 @@ export const updateContact = async (app: App, accountId: number, customerExterna
       where t.account_id = ${accountId} and t.external_id = ${externalId}
         and c.account_id = ${accountId} and c.service_id = t.customer_id and c.external_id = ${customerExternalId}
       returning t.service_id`
-    if (!row) fail(404, `Contact ${externalId} of customer ${customerExternalId} does not exist.`)
+    if (!row) refuse(404, `Contact ${externalId} of customer ${customerExternalId} does not exist.`)
     await rescore(tx, accountId, 'contact', row.service_id)
   })
 }
@@ -116,7 +116,7 @@ export const updateContact = async (app: App, accountId: number, customerExterna
 export const deleteCustomer = async (app: App, accountId: number, externalId: string) => {
   await requireApiAccount(app.sql, accountId)
   const [row] = await app.sql`delete from customers where account_id = ${accountId} and external_id = ${externalId} returning service_id`
-  if (!row) fail(404, `Customer ${externalId} does not exist.`)
+  if (!row) refuse(404, `Customer ${externalId} does not exist.`)
 }
 
 export const deleteContact = async (app: App, accountId: number, customerExternalId: string, externalId: string) => {
@@ -126,5 +126,5 @@ export const deleteContact = async (app: App, accountId: number, customerExterna
     where t.account_id = ${accountId} and t.external_id = ${externalId}
       and c.account_id = ${accountId} and c.service_id = t.customer_id and c.external_id = ${customerExternalId}
     returning t.service_id`
-  if (!row) fail(404, `Contact ${externalId} of customer ${customerExternalId} does not exist.`)
+  if (!row) refuse(404, `Contact ${externalId} of customer ${customerExternalId} does not exist.`)
 }

@@ -1,10 +1,8 @@
-import type { Task } from 'graphile-worker'
-import { addJobs, scoringQueue } from './enqueue.ts'
-import { scoreRecords, utcToday } from './score-records.ts'
+import type { App } from '../context.ts'
 import type { Sql } from '../db/client.ts'
-import type { App } from '../http/types.ts'
-
-export interface ScoreDailyPayload { account_id?: number }
+import { addJobs, type CronPayload, scoreDailyJob } from '../db/jobs.ts'
+import { today as utcToday } from '../dates.ts'
+import { scoreRecords } from './batch.ts'
 
 // With churn.inactive_days set, a customer whose last_seen is older than that many days becomes
 // churned as of today ('inactive', which a newer snapshot lifts: see score-records.ts). Customers
@@ -33,11 +31,8 @@ export const scoreDaily = async (sql: Sql, accountId: number, today = utcToday()
 
 // The cron run (no account_id) adds one job per account with a scoring model, on the account's
 // scoring queue; the job key keeps a second run from doubling the work.
-export const scoreDailyTask = (app: App): Task => async (payload) => {
-  const p = payload as ScoreDailyPayload
+export const scoreDailyRun = async (app: App, p: CronPayload) => {
   if (p.account_id !== undefined) return void await scoreDaily(app.sql, p.account_id)
   const ids = (await app.sql`select account_id from scoring_models order by account_id`).map((r) => r.account_id as number)
-  await addJobs(app.sql, ids.map((id) => ({
-    task: 'score_daily', payload: { account_id: id }, queue: scoringQueue(id), jobKey: `score_daily:${id}`,
-  })))
+  await addJobs(app.sql, ids.map(scoreDailyJob))
 }

@@ -1,0 +1,11 @@
+import type { App } from '../context.ts'
+import { createHttpServer, drain, listen } from '../http/adapter.ts'
+import { buildRouter } from '../http/router.ts'
+import { routes } from './routes.ts'
+
+// The HTTP API of one process: the routing table behind the node:http adapter.
+export const startHttp = async (app: App) => {
+  const server = createHttpServer(buildRouter(routes, app), app.log)
+  const port = await listen(server, app.config.port, app.config.host)
+  return { port, stop: () => drain(server) }
+}

@@ -1,0 +1,116 @@
+import type { Entity } from '../catalog.ts'
+import type { Sql, Tx } from './client.ts'
+
+// Every background job the service enqueues, each spec built by one function here: its task name,
+// payload, queue and key. src/jobs/tasks.ts maps the task names to the domain functions that run
+// them.
+export interface JobSpec {
+  task: string
+  payload: Record<string, unknown>
+  queue?: string
+  runAt?: Date
+  maxAttempts?: number
+  jobKey?: string
+}
+
+// Jobs are always added with SQL on the caller's connection, so they commit or roll back with
+// the data they concern. One statement for any number of jobs (add_jobs is ~20x add_job).
+export const addJobs = (tx: Sql | Tx, specs: JobSpec[]) =>
+  specs.length === 0
+    ? Promise.resolve()
+    : tx`
+  select graphile_worker.add_jobs(array(
+    select row(s->>'task', s->'payload', s->>'queue', (s->>'runAt')::timestamptz,
+               (s->>'maxAttempts')::int, s->>'jobKey', null, null)::graphile_worker.job_spec
+    from json_array_elements(${tx.json(specs as never)}::json) s))`.then(() => undefined)
+
+// An account's uploads, tracking and aggregation run one at a time on its queue, in order; its
+// scoring on a second queue beside them, so that an upload waits for the uploads before it but not
+// for their scoring. Writers on both lock the records they change in service_id order first
+// (src/db/locks.ts), so the two never deadlock.
+export const accountQueue = (accountId: number) => `account:${accountId}`
+export const scoringQueue = (accountId: number) => `scoring:${accountId}`
+
+export const TASKS = {
+  processUpload: 'process_upload',
+  applyEvents: 'apply_events',
+  aggregateEvents: 'aggregate_events',
+  scoreRecords: 'score_records',
+  scoreDaily: 'score_daily',
+  deliverWebhook: 'deliver_webhook',
+  analyzeTables: 'analyze_tables',
+} as const
+
+export interface ProcessUploadPayload { account_id: number; upload_id: number }
+export interface ScoreRecordsPayload { account_id: number; entity: Entity; ids?: number[]; upload_id?: number }
+export interface AccountPayload { account_id: number }
+// The daily cron runs have no account: they fan out one job per account.
+export interface CronPayload { account_id?: number }
+export interface AnalyzeTablesPayload { tables: string[] }
+export interface DeliverWebhookPayload {
+  account_id: number
+  delivery_id: number
+  // The attempt number this round of (up to MAX_ATTEMPTS) attempts started at: 1, or the next
+  // number after the attempts already logged when the delivery was redelivered.
+  first_attempt?: number
+}
+
+// The upload's processing job is added by the statement that stores the upload (uploads/receive.ts),
+// so its spec is SQL: the upload's id is only known there.
+export const processUploadJobSql = (sql: Sql | Tx, accountId: number, uploadId: ReturnType<Sql>) => sql`
+  graphile_worker.add_job(${TASKS.processUpload}::text,
+    json_build_object('account_id', ${accountId}::bigint, 'upload_id', ${uploadId}),
+    queue_name => ${accountQueue(accountId)}::text)`
+
+// At most one apply job per account waits to run: the intake adds one only when none is waiting
+// (tracking/intake.ts), and a job that leaves events behind queues its successor.
+export const applyJobKey = (accountId: number) => `${TASKS.applyEvents}:${accountId}`
+export const applyEventsJob = (accountId: number): JobSpec => ({
+  task: TASKS.applyEvents, payload: { account_id: accountId }, queue: accountQueue(accountId), jobKey: applyJobKey(accountId),
+})
+// The same spec as SQL, for the intake statement.
+export const applyEventsJobSql = (sql: Sql | Tx, accountId: number) => sql`
+  graphile_worker.add_job(${TASKS.applyEvents}::text, json_build_object('account_id', ${accountId}::bigint),
+    queue_name => ${accountQueue(accountId)}::text, job_key => ${applyJobKey(accountId)}::text)`
+
+// Scoring of the given records, on the account's scoring queue; none when there are none, except
+// for an upload, whose scoring job also marks it scored.
+export const scoreRecordsJobs = (accountId: number, entity: Entity, ids: number[], uploadId?: number): JobSpec[] =>
+  ids.length || uploadId !== undefined
+    ? [{ task: TASKS.scoreRecords, payload: { account_id: accountId, entity, ids, upload_id: uploadId }, queue: scoringQueue(accountId) }]
+    : []
+
+// The whole account is rescored after a model change. The job key folds changes made while the
+// rescoring still waits into one run.
+export const rescoreAccountJobs = (accountId: number): JobSpec[] =>
+  (['customer', 'contact'] as const).map((entity) => ({
+    task: TASKS.scoreRecords, payload: { account_id: accountId, entity }, queue: scoringQueue(accountId),
+    jobKey: `${TASKS.scoreRecords}:${accountId}:${entity}`,
+  }))
+
+// The daily runs of one account: aggregation on the account's queue (after the events it has
+// received are applied), scoring on its scoring queue. The job key keeps a second run from
+// doubling the work.
+export const aggregateEventsJob = (accountId: number): JobSpec => ({
+  task: TASKS.aggregateEvents, payload: { account_id: accountId }, queue: accountQueue(accountId),
+  jobKey: `${TASKS.aggregateEvents}:${accountId}`,
+})
+export const scoreDailyJob = (accountId: number): JobSpec => ({
+  task: TASKS.scoreDaily, payload: { account_id: accountId }, queue: scoringQueue(accountId),
+  jobKey: `${TASKS.scoreDaily}:${accountId}`,
+})
+
+// The webhook's own retries are new jobs scheduled by the task (5 s, 25 s), so graphile-worker's
+// attempts only come into play when a worker dies mid-job (the stale lock is recovered and the
+// job runs again) or the task throws on a database error; with maxAttempts 1 such a job could
+// never run again. The key keeps at most one waiting job per delivery: a redelivery replaces a
+// waiting retry instead of adding a second sender.
+export const deliverWebhookJob = (payload: DeliverWebhookPayload, runAt?: Date): JobSpec => ({
+  task: TASKS.deliverWebhook, payload: { ...payload }, runAt, maxAttempts: 5,
+  jobKey: `webhook_delivery:${payload.account_id}:${payload.delivery_id}`,
+})
+
+// The job key keeps one waiting at a time; the maintenance queue keeps it off the accounts' queues.
+export const analyzeTablesJob = (tables: string[]): JobSpec => ({
+  task: TASKS.analyzeTables, payload: { tables }, queue: 'maintenance', jobKey: TASKS.analyzeTables,
+})

@@ -1,0 +1,166 @@
+// Search criteria: a request's filters checked against the fields and the account's property
+// catalog, parsed into typed criteria (or every problem, with its path).
+import { DATE_RULE, isDate } from '../dates.ts'
+import { UNSTORABLE } from '../validate.ts'
+import {
+  ALLOWED_OPERATORS, CORE_FIELDS, CUSTOMER_ONLY_FIELDS, type Criterion, type Entity, type ErrorDetail, type Field,
+  type Filter, MAX_DAYS, MAX_FILTERS, type Operand, OPERATOR_SHAPES, type Operator, OPERATORS, type PropertyDef,
+  type Scalar, SearchError, type ValueType, valueTypeOf,
+} from './fields.ts'
+
+const NUMBER_PATTERN = /^-?\d+(\.\d+)?([eE][+-]?\d+)?$/
+
+type Parsed = { value: Scalar } | { error: string }
+
+const VALUE_PARSERS: Record<ValueType, (raw: string) => Parsed> = {
+  number: (raw) =>
+    NUMBER_PATTERN.test(raw) && Number.isFinite(Number(raw)) ? { value: Number(raw) } : { error: 'must be a finite number' },
+  date: (raw) => (isDate(raw) ? { value: raw } : { error: `must be ${DATE_RULE}` }),
+  boolean: (raw) =>
+    raw === 'true' ? { value: true } : raw === 'false' ? { value: false } : { error: "must be 'true' or 'false'" },
+  // Rejecting what Postgres cannot hold here keeps such a value from becoming a 500.
+  string: (raw) => (UNSTORABLE.test(raw) ? { error: 'must not contain NUL characters or unpaired surrogates' } : { value: raw }),
+}
+
+function parseValue(raw: unknown, type: ValueType): Parsed {
+  return typeof raw === 'string' ? VALUE_PARSERS[type](raw) : { error: 'must be a string' }
+}
+
+function parseDays(raw: unknown): Parsed {
+  const ok = typeof raw === 'string' && /^\d+$/.test(raw) && Number(raw) <= MAX_DAYS
+  return ok ? { value: Number(raw) } : { error: `must be a whole number of days from 0 to ${MAX_DAYS}` }
+}
+
+function lookupField(entity: Entity, name: string, catalog: ReadonlyMap<string, PropertyDef>): Field | string {
+  if (entity === 'contact' && CUSTOMER_ONLY_FIELDS.has(name)) return `${name} is a customer-only field`
+  // Core fields win over custom codenames of the same name.
+  const core = CORE_FIELDS[entity].get(name)
+  if (core) return { source: 'core', name, type: core }
+  const def = catalog.get(name)
+  if (def) return { source: def.kind, name, type: def.type }
+  return `unknown property ${JSON.stringify(name)}`
+}
+
+// The raw strings an operator takes, each with its error path. IN/NIN take `values`, or a single
+// `value` when `values` is absent.
+function rawOperands(filter: Filter, operand: Operand, at: string): { raw: unknown; path: string }[] | ErrorDetail {
+  if (operand === 'none') return []
+  if (operand === 'many' && filter.values !== undefined) {
+    const values: unknown = filter.values
+    if (!Array.isArray(values) || values.length === 0) return { path: `${at}/values`, message: 'must be a non-empty array' }
+    return values.map((raw, i) => ({ raw, path: `${at}/values/${i}` }))
+  }
+  if (filter.value === undefined) {
+    return { path: operand === 'many' ? `${at}/values` : `${at}/value`, message: `is required for ${filter.operator}` }
+  }
+  return [{ raw: filter.value, path: `${at}/value` }]
+}
+
+function operandValues(filter: Filter, operand: Operand, type: ValueType, at: string, errors: ErrorDetail[]): Scalar[] {
+  const raws = rawOperands(filter, operand, at)
+  if (!Array.isArray(raws)) {
+    errors.push(raws)
+    return []
+  }
+  return raws.flatMap(({ raw, path }) => {
+    const parsed = operand === 'days' ? parseDays(raw) : parseValue(raw, type)
+    if ('value' in parsed) return [parsed.value]
+    errors.push({ path, message: parsed.error })
+    return []
+  })
+}
+
+function resolveFilter(
+  entity: Entity,
+  filter: Filter,
+  at: string,
+  catalog: ReadonlyMap<string, PropertyDef>,
+  errors: ErrorDetail[],
+): Criterion | undefined {
+  const field = lookupField(entity, filter.propertyName, catalog)
+  if (typeof field === 'string') {
+    errors.push({ path: `${at}/propertyName`, message: field })
+    return undefined
+  }
+  const allowed = ALLOWED_OPERATORS[field.type]
+  const operator = filter.operator as Operator
+  if (!allowed.includes(operator)) {
+    const known = (OPERATORS as readonly string[]).includes(filter.operator)
+    const what = known ? `operator ${filter.operator} is not allowed` : `unknown operator ${JSON.stringify(filter.operator)}`
+    errors.push({ path: `${at}/operator`, message: `${what} for ${field.name} (${field.type}); allowed: ${allowed.join(', ')}` })
+    return undefined
+  }
+  const shape = OPERATOR_SHAPES[operator]
+  const before = errors.length
+  const operands = operandValues(filter, shape.operand, valueTypeOf(field.type), at, errors)
+  if (errors.length > before) return undefined
+  return { field, op: shape.base, negated: shape.negated, operands }
+}
+
+// Active customers only, unless the request filters on is_churned itself.
+const ACTIVE_ONLY: Criterion = {
+  field: { source: 'core', name: 'is_churned', type: 'boolean' },
+  op: 'IN',
+  negated: false,
+  operands: [false],
+}
+
+export function collectCriteria(
+  entity: Entity,
+  filters: readonly Filter[],
+  catalog: readonly PropertyDef[],
+  errors: ErrorDetail[],
+): Criterion[] {
+  if (filters.length > MAX_FILTERS) errors.push({ path: '/filters', message: `at most ${MAX_FILTERS} filters are allowed` })
+  const defs = new Map(catalog.map((d) => [d.codename, d]))
+  const criteria = filters.flatMap((f, i) => resolveFilter(entity, f, `/filters/${i}`, defs, errors) ?? [])
+  const churnFiltered = filters.some((f) => f.propertyName === 'is_churned')
+  return entity === 'customer' && !churnFiltered ? [...criteria, ACTIVE_ONLY] : criteria
+}
+
+// The validated filters plus the default conditions, shared by the SQL compiler and the
+// in-memory evaluator so both apply identical rules. Throws SearchError on invalid filters.
+export function searchCriteria(entity: Entity, filters: readonly Filter[], catalog: readonly PropertyDef[]): Criterion[] {
+  const errors: ErrorDetail[] = []
+  const criteria = collectCriteria(entity, filters, catalog, errors)
+  if (errors.length > 0) throw new SearchError(errors)
+  return criteria
+}
+
+export function checkProperties(properties: readonly string[], catalog: readonly PropertyDef[], errors: ErrorDetail[]): void {
+  const known = new Set(catalog.map((d) => d.codename))
+  properties.forEach((p, i) => {
+    if (!known.has(p)) errors.push({ path: `/properties/${i}`, message: `unknown property ${JSON.stringify(p)}` })
+  })
+}
+
+// The account's user and tag ids named by owner and tags operands, keyed by the operand exactly as
+// sent; the caller resolves them (emails and titles match case-insensitively) before compiling.
+// An operand missing from its map names nothing.
+export interface Lookups {
+  users: ReadonlyMap<string, number>
+  tags: ReadonlyMap<string, number>
+}
+
+export interface ContextNeeds {
+  // The request names a custom property (a filter on anything but a core field, or `properties`).
+  catalog: boolean
+  // The owner and tags operands to look up.
+  emails: string[]
+  titles: string[]
+}
+
+// What a request needs from the database before it can be compiled, read from the raw request
+// (before validation: what a filter that turns out invalid needs is merely unused). A request
+// needing nothing compiles with an empty catalog and no lookups.
+export function contextNeeds(entity: Entity, filters: readonly Filter[], properties?: readonly string[]): ContextNeeds {
+  // A string Postgres cannot hold is not sent to it; the compiler rejects it as a value anyway.
+  const operands = (name: string) => [...new Set(filters.filter((f) => f.propertyName === name).flatMap((f) =>
+    [f.value, ...(Array.isArray(f.values) ? f.values : [])].filter((x): x is string => typeof x === 'string' && !UNSTORABLE.test(x))))]
+  return {
+    catalog: properties !== undefined || filters.some((f) => !CORE_FIELDS[entity].has(f.propertyName)),
+    emails: entity === 'customer' ? operands('owner') : [],
+    titles: operands('tags'),
+  }
+}
+

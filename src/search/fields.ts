@@ -1,0 +1,119 @@
+// The search fields and operators: which core fields each entity has, their types, which
+// operators each type allows, and the shape of a validated criterion. A pure table, read by the
+// criteria parser, the SQL compiler and the in-memory evaluator.
+import type { Entity, PropertyDef, PropertyType } from '../catalog.ts'
+import type { FieldError } from '../errors.ts'
+
+export type { Entity, PropertyDef }
+export type ValueType = PropertyType
+// owner, tags and customer_external_id hold strings but have their own operator sets and matching.
+export type FieldType = ValueType | 'owner' | 'tags' | 'customer_external_id'
+
+export interface Filter {
+  propertyName: string
+  operator: string
+  value?: string
+  values?: string[]
+}
+
+
+export type ErrorDetail = FieldError
+
+// A class so callers can tell bad input (400) from anything else with `instanceof`.
+export class SearchError extends Error {
+  readonly errors: ErrorDetail[]
+  constructor(errors: ErrorDetail[]) {
+    super(errors.map((e) => `${e.path}: ${e.message}`).join('; '))
+    this.name = 'SearchError'
+    this.errors = errors
+  }
+}
+
+export const MAX_FILTERS = 10
+export const MAX_LIMIT = 1000
+// Keeps `today - N` inside Postgres' date range, so a huge N is a 400 instead of a SQL error.
+export const MAX_DAYS = 1_000_000
+
+export const OPERATORS = [
+  'EQ', 'NEQ', 'LT', 'LTE', 'GT', 'GTE', 'LIKE', 'NLIKE', 'IN', 'NIN', 'GTD', 'LTD', 'KNOWN', 'UNKNOWN',
+] as const
+export type Operator = (typeof OPERATORS)[number]
+
+const NUMBER_OPERATORS: readonly Operator[] = ['EQ', 'NEQ', 'LT', 'LTE', 'GT', 'GTE', 'IN', 'NIN', 'KNOWN', 'UNKNOWN']
+const SET_OPERATORS: readonly Operator[] = ['EQ', 'NEQ', 'IN', 'NIN', 'KNOWN', 'UNKNOWN']
+
+export const ALLOWED_OPERATORS: Record<FieldType, readonly Operator[]> = {
+  number: NUMBER_OPERATORS,
+  date: [...NUMBER_OPERATORS, 'GTD', 'LTD'],
+  string: ['EQ', 'NEQ', 'LIKE', 'NLIKE', 'IN', 'NIN', 'KNOWN', 'UNKNOWN'],
+  boolean: ['EQ', 'NEQ', 'KNOWN', 'UNKNOWN'],
+  owner: SET_OPERATORS,
+  tags: SET_OPERATORS,
+  customer_external_id: ['EQ', 'NEQ', 'IN', 'NIN'],
+}
+
+// Maps, not object literals: a propertyName like "constructor" must not hit Object.prototype.
+export const CORE_FIELDS: Record<Entity, ReadonlyMap<string, FieldType>> = {
+  customer: new Map<string, FieldType>([
+    ['name', 'string'],
+    ['is_churned', 'boolean'],
+    ['fitscore', 'number'],
+    ['engagementscore', 'number'],
+    ['engagementscore_difference', 'number'],
+    ['churn_risk', 'number'],
+    ['last_seen', 'date'],
+    ['owner', 'owner'],
+    ['tags', 'tags'],
+  ]),
+  contact: new Map<string, FieldType>([
+    ['name', 'string'],
+    ['engagementscore', 'number'],
+    ['engagementscore_difference', 'number'],
+    ['last_seen', 'date'],
+    ['tags', 'tags'],
+    ['customer_external_id', 'customer_external_id'],
+  ]),
+}
+
+export const CUSTOMER_ONLY_FIELDS: ReadonlySet<string> = new Set(['fitscore', 'churn_risk', 'upsell_score', 'is_churned', 'owner'])
+
+// Negative operators are stored as their positive base plus `negated`, so the SQL and the
+// in-memory evaluator both derive NEQ/NLIKE/NIN/UNKNOWN as exact complements from one rule.
+export type PositiveOp = 'IN' | 'LT' | 'LTE' | 'GT' | 'GTE' | 'LIKE' | 'GTD' | 'LTD' | 'KNOWN'
+export type Operand = 'one' | 'many' | 'days' | 'none'
+
+export const OPERATOR_SHAPES: Record<Operator, { base: PositiveOp; negated: boolean; operand: Operand }> = {
+  EQ: { base: 'IN', negated: false, operand: 'one' },
+  NEQ: { base: 'IN', negated: true, operand: 'one' },
+  IN: { base: 'IN', negated: false, operand: 'many' },
+  NIN: { base: 'IN', negated: true, operand: 'many' },
+  LT: { base: 'LT', negated: false, operand: 'one' },
+  LTE: { base: 'LTE', negated: false, operand: 'one' },
+  GT: { base: 'GT', negated: false, operand: 'one' },
+  GTE: { base: 'GTE', negated: false, operand: 'one' },
+  LIKE: { base: 'LIKE', negated: false, operand: 'one' },
+  NLIKE: { base: 'LIKE', negated: true, operand: 'one' },
+  GTD: { base: 'GTD', negated: false, operand: 'days' },
+  LTD: { base: 'LTD', negated: false, operand: 'days' },
+  KNOWN: { base: 'KNOWN', negated: false, operand: 'none' },
+  UNKNOWN: { base: 'KNOWN', negated: true, operand: 'none' },
+}
+
+export type Scalar = string | number | boolean
+
+export type Field =
+  | { source: 'core'; name: string; type: FieldType }
+  | { source: 'attribute' | 'metric'; name: string; type: ValueType }
+
+// operands: the parsed values for IN (EQ is IN with one value), one value for LT..LIKE,
+// the day count for GTD/LTD, none for KNOWN.
+export interface Criterion {
+  field: Field
+  op: PositiveOp
+  negated: boolean
+  operands: Scalar[]
+}
+
+export function valueTypeOf(type: FieldType): ValueType {
+  return type === 'owner' || type === 'tags' || type === 'customer_external_id' ? 'string' : type
+}

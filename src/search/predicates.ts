@@ -1,0 +1,165 @@
+// SQL of search criteria: each criterion becomes a condition on the searched record `r`. Every
+// user-supplied string travels as a bound parameter with an explicit cast, so the SQL text is
+// built only from the constants in this file.
+import { TABLES } from '../db/tables.ts'
+import { sqlDateOrNull } from '../dates.ts'
+import type { Lookups } from './criteria.ts'
+import type { Criterion, Entity, Field, PositiveOp, Scalar, ValueType } from './fields.ts'
+import { valueTypeOf } from './fields.ts'
+
+export type SqlType = 'text' | 'numeric' | 'boolean' | 'date' | 'integer' | 'bigint' | 'bigint[]' | 'jsonb'
+
+export interface Ctx {
+  // Appends a parameter and returns its typed placeholder, e.g. `$3::text::numeric`.
+  bind: (value: string, type: SqlType) => string
+  account: string
+  today: () => string
+  entity: Entity
+  lookups: Partial<Lookups>
+}
+
+const SQL_TYPES: Record<ValueType, SqlType> = { string: 'text', number: 'numeric', boolean: 'boolean', date: 'date' }
+
+// Canonical text of a parsed operand; numbers go through String() so Postgres compares the same
+// double the in-memory evaluator sees.
+function bindScalar(ctx: Ctx, value: Scalar, type: ValueType): string {
+  return ctx.bind(String(value), SQL_TYPES[type])
+}
+
+// A custom property's value in a jsonb bag, typed, or null when absent or of another JSON type.
+const JSON_VALUE_SQL: Record<ValueType, (bag: string, key: string) => string> = {
+  string: (bag, key) => `case when jsonb_typeof(${bag} -> ${key}) = 'string' then ${bag} ->> ${key} end`,
+  number: (bag, key) => `case when jsonb_typeof(${bag} -> ${key}) = 'number' then (${bag} ->> ${key})::numeric end`,
+  boolean: (bag, key) => `case when jsonb_typeof(${bag} -> ${key}) = 'boolean' then (${bag} ->> ${key})::boolean end`,
+  date: (bag, key) => `case when jsonb_typeof(${bag} -> ${key}) = 'string' then ${sqlDateOrNull(`(${bag} ->> ${key})`)} end`,
+}
+
+// Core scalar fields; `r` is the searched record, `h` its scores, `oc` a contact's owning customer.
+export const CORE_SQL: ReadonlyMap<string, string> = new Map([
+  ['name', 'r.name'],
+  ['is_churned', 'r.is_churned'],
+  ['fitscore', 'h.fitscore'],
+  ['engagementscore', 'h.engagementscore'],
+  ['engagementscore_difference', 'h.engagementscore_difference'],
+  ['churn_risk', 'h.churn_risk'],
+  ['last_seen', 'h.last_seen'],
+  ['customer_external_id', 'oc.external_id'],
+])
+
+function fieldSql(field: Field, ctx: Ctx): string {
+  if (field.source === 'core') return CORE_SQL.get(field.name)!
+  const bag = field.source === 'attribute' ? 'r.attributes' : 'r.metrics'
+  return `(${JSON_VALUE_SQL[field.type](bag, ctx.bind(field.name, 'text'))})`
+}
+
+type ScalarSql = (v: string, operands: Scalar[], type: ValueType, ctx: Ctx) => string
+
+const SCALAR_SQL: Record<PositiveOp, ScalarSql> = {
+  IN: (v, xs, t, ctx) => `${v} in (${xs.map((x) => bindScalar(ctx, x, t)).join(', ')})`,
+  LT: (v, [x], t, ctx) => `${v} < ${bindScalar(ctx, x, t)}`,
+  LTE: (v, [x], t, ctx) => `${v} <= ${bindScalar(ctx, x, t)}`,
+  GT: (v, [x], t, ctx) => `${v} > ${bindScalar(ctx, x, t)}`,
+  GTE: (v, [x], t, ctx) => `${v} >= ${bindScalar(ctx, x, t)}`,
+  // LIKE rather than strpos so that a trigram index on lower(name) can serve it; the value's
+  // \, % and _ are escaped in SQL (folded to a constant at planning) so they stay literal.
+  LIKE: (v, [x], _t, ctx) => {
+    const escaped = `replace(replace(replace(lower(${ctx.bind(String(x), 'text')}), '\\', '\\\\'), '%', '\\%'), '_', '\\_')`
+    return `lower(${v}) like ('%' || ${escaped} || '%')`
+  },
+  GTD: (v, [n], _t, ctx) => `${v} < ${ctx.today()} - ${ctx.bind(String(n), 'integer')}`,
+  LTD: (v, [n], _t, ctx) => `(${v} > ${ctx.today()} - ${ctx.bind(String(n), 'integer')} and ${v} <= ${ctx.today()})`,
+  KNOWN: (v, _xs, t) => (t === 'string' ? `(${v} is not null and ${v} <> '')` : `${v} is not null`),
+}
+
+// The user or tag ids the operands name, resolved by the caller; none matches nothing.
+function resolvedIds(ids: ReadonlyMap<string, number> | undefined, xs: Scalar[]): number[] {
+  if (!ids) throw new Error('owner and tags filters need SearchInput.lookups')
+  return [...new Set(xs.flatMap((x) => ids.get(String(x)) ?? []))]
+}
+
+// Ids as constants (bound, folded at planning) let the planner use the column statistics of
+// owner_user_id and tag_id, and a single owner walk (account_id, owner_user_id, external_id) in
+// external-id order.
+function idMatch(column: string, ids: number[], ctx: Ctx): string {
+  if (ids.length === 0) return 'false'
+  if (ids.length === 1) return `${column} = ${ctx.bind(String(ids[0]), 'bigint')}`
+  return `${column} = any(${ctx.bind(`{${ids.join(',')}}`, 'bigint[]')})`
+}
+
+// owner and tags allow only IN (EQ) and KNOWN as positive operators.
+type SetSql = { IN: (xs: Scalar[], ctx: Ctx) => string; KNOWN: (ctx: Ctx) => string }
+
+const OWNER_SQL: SetSql = {
+  IN: (xs, ctx) => idMatch('r.owner_user_id', resolvedIds(ctx.lookups.users, xs), ctx),
+  // owner_user_id has no foreign key: an owner is known when the user row exists.
+  KNOWN: (ctx) => `exists (select 1 from users u where u.account_id = ${ctx.account} and u.id = r.owner_user_id)`,
+}
+
+const TAG_LINKS = (entity: Entity) => ({ table: TABLES[entity].tags, key: TABLES[entity].fk })
+
+export function tagLinksSql(ctx: Ctx): string {
+  const { table, key } = TAG_LINKS(ctx.entity)
+  return `from ${table} x join tags t on t.account_id = ${ctx.account} and t.id = x.tag_id where x.account_id = ${ctx.account} and x.${key} = r.service_id`
+}
+
+// The link tables reference tags by foreign key, so a link is a tag. A link holds its record's
+// external id too (sql/010): matched on it, the links of one tag, in external-id order, can drive a
+// page instead of a probe of every record walked.
+const TAGS_SQL: SetSql = {
+  IN: (xs, ctx) => {
+    const ids = resolvedIds(ctx.lookups.tags, xs)
+    const { table } = TAG_LINKS(ctx.entity)
+    return ids.length === 0
+      ? 'false'
+      : `exists (select 1 from ${table} x where x.account_id = ${ctx.account} and ${idMatch('x.tag_id', ids, ctx)} and x.external_id = r.external_id)`
+  },
+  KNOWN: (ctx) => {
+    const { table, key } = TAG_LINKS(ctx.entity)
+    return `exists (select 1 from ${table} x where x.account_id = ${ctx.account} and x.${key} = r.service_id)`
+  },
+}
+
+// EQ/IN on a custom property as jsonb containment, which is the same test (the bag holds
+// {codename: value} with value of the property's JSON type; numbers compare as numerics, and
+// parsed dates are canonical YYYY-MM-DD strings) but can use the GIN index on the bag and its
+// statistics. Each operand is bound as a whole JSON document, built here from parsed values.
+function containmentSql(field: Field, operands: Scalar[], ctx: Ctx): string {
+  const bag = field.source === 'attribute' ? 'r.attributes' : 'r.metrics'
+  const tests = operands.map((x) => `${bag} @> ${ctx.bind(JSON.stringify({ [field.name]: x }), 'jsonb')}`)
+  return tests.length === 1 ? tests[0] : `(${tests.join(' or ')})`
+}
+
+// The core number fields are integer columns. A numeric operand would cast the column to numeric,
+// which no index or column statistics serve; the integer bound with the same meaning for integers
+// (>= 2.5 is >= 3, = 2.5 is nothing) compares int4 with int8, which both do. Beyond +-1e18 every
+// bound means the same to an int4 column.
+function integerBound(x: Scalar, round: 'ceil' | 'floor'): string {
+  return BigInt(Math.max(-1e18, Math.min(1e18, Math[round](Number(x))))).toString()
+}
+
+const INTEGER_SQL: Partial<Record<PositiveOp, ScalarSql>> = {
+  IN: (v, xs, _t, ctx) => {
+    const whole = xs.filter((x) => Number.isInteger(x) && Math.abs(Number(x)) <= 1e18)
+    return whole.length === 0 ? 'false' : `${v} in (${whole.map((x) => ctx.bind(String(x), 'bigint')).join(', ')})`
+  },
+  LT: (v, [x], _t, ctx) => `${v} < ${ctx.bind(integerBound(x, 'ceil'), 'bigint')}`,
+  LTE: (v, [x], _t, ctx) => `${v} <= ${ctx.bind(integerBound(x, 'floor'), 'bigint')}`,
+  GT: (v, [x], _t, ctx) => `${v} > ${ctx.bind(integerBound(x, 'floor'), 'bigint')}`,
+  GTE: (v, [x], _t, ctx) => `${v} >= ${ctx.bind(integerBound(x, 'ceil'), 'bigint')}`,
+}
+
+function positiveSql(c: Criterion, ctx: Ctx): string {
+  const set = c.field.type === 'owner' ? OWNER_SQL : c.field.type === 'tags' ? TAGS_SQL : undefined
+  if (set) return c.op === 'KNOWN' ? set.KNOWN(ctx) : set.IN(c.operands, ctx)
+  if (c.op === 'IN' && c.field.source !== 'core') return containmentSql(c.field, c.operands, ctx)
+  const integer = c.field.source === 'core' && c.field.type === 'number' ? INTEGER_SQL[c.op] : undefined
+  return (integer ?? SCALAR_SQL[c.op])(fieldSql(c.field, ctx), c.operands, valueTypeOf(c.field.type), ctx)
+}
+
+export function criterionSql(c: Criterion, ctx: Ctx): string {
+  const positive = positiveSql(c, ctx)
+  // SQL null (no value) makes the positive condition unknown; coalesce turns that into a match
+  // for the negation, so records without a value satisfy NEQ/NLIKE/NIN/UNKNOWN.
+  return c.negated ? `not coalesce(${positive}, false)` : positive
+}
+

@@ -1,0 +1,154 @@
+// Search compiler: a filter list plus the account's property catalog become one parameterised
+// query for postgres.js `sql.unsafe(text, params)`: the criteria (criteria.ts) as conditions
+// (predicates.ts), and the page of records around them. Every user-supplied string (codenames,
+// values, ids) travels as a bound parameter with an explicit cast.
+import { TABLES } from '../db/tables.ts'
+import { checkProperties, collectCriteria, type Lookups } from './criteria.ts'
+import { type Entity, type ErrorDetail, type Filter, MAX_LIMIT, type PropertyDef, SearchError } from './fields.ts'
+import { CORE_SQL, criterionSql, type Ctx, type SqlType, tagLinksSql } from './predicates.ts'
+
+function isoTimestamp(column: string): string {
+  return `to_char(${column} at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`
+}
+
+function propertiesSql(selected: readonly string[] | undefined, ctx: Ctx): string {
+  if (!selected) return 'r.attributes || r.metrics'
+  if (selected.length === 0) return `'{}'::jsonb`
+  const keys = [...new Set(selected)].map((k) => ctx.bind(k, 'text')).join(', ')
+  return `(select coalesce(jsonb_object_agg(p.key, p.value), '{}'::jsonb) from jsonb_each(r.attributes || r.metrics) p where p.key in (${keys}))`
+}
+
+function columnsSql(ctx: Ctx, properties: string): string[] {
+  const tags = `array(select t.title ${tagLinksSql(ctx)} order by t.title collate "C") as tags`
+  const common = {
+    // bigint columns: the connection parses them to JSON numbers (ids stay below 2^53).
+    head: ['r.external_id as id', 'r.service_id', 'r.name'],
+    tail: [
+      `${properties} as properties`,
+      `${isoTimestamp('r.created_at')} as "createdAt"`,
+      `${isoTimestamp('r.updated_at')} as "updatedAt"`,
+    ],
+  }
+  const lastSeen = `to_char(h.last_seen, 'YYYY-MM-DD') as last_seen`
+  if (ctx.entity === 'customer') {
+    return [
+      ...common.head,
+      'h.fitscore',
+      'h.engagementscore',
+      'h.churn_risk',
+      'r.is_churned',
+      lastSeen,
+      'h.engagementscore_difference',
+      'h.engagementscore_trend',
+      `(select u.email from users u where u.account_id = ${ctx.account} and u.id = r.owner_user_id) as owner`,
+      tags,
+      ...common.tail,
+    ]
+  }
+  return [
+    ...common.head,
+    'h.engagementscore',
+    'h.engagementscore_difference',
+    'h.engagementscore_trend',
+    lastSeen,
+    tags,
+    'oc.external_id as customer_external_id',
+    'oc.service_id as customer_service_id',
+    ...common.tail,
+  ]
+}
+
+function afterSql(ctx: Ctx, serviceId: string): string {
+  const table = TABLES[ctx.entity].records
+  return `select a.external_id from ${table} a where a.account_id = ${ctx.account} and a.service_id = ${serviceId}`
+}
+
+// A record's scores (`h`, sql/009_scores.sql; a record not yet scored has none) and a contact's
+// customer (`oc`), each joined to the page's records `r`.
+function joinsSql(ctx: Ctx): { scores: string; customer: string } {
+  return {
+    scores: `left join ${TABLES[ctx.entity].scores} h on h.account_id = ${ctx.account} and h.${TABLES[ctx.entity].fk} = r.service_id`,
+    customer: ctx.entity === 'customer' ? '' : `left join customers oc on oc.account_id = ${ctx.account} and oc.service_id = r.customer_id`,
+  }
+}
+
+
+export interface SearchInput {
+  entity: Entity
+  accountId: number | string
+  filters: readonly Filter[]
+  properties?: readonly string[]
+  limit: number
+  // The page starts after this record (of the searched entity, in the account); when there is no
+  // such record the page is empty, and the caller tells why.
+  afterServiceId?: number
+  // One record by external ID (the single-record read endpoints).
+  externalId?: string
+  catalog: readonly PropertyDef[]
+  today: string
+  // Required when the filters use owner or tags.
+  lookups?: Lookups
+  // Each record as one JSON text rendered by Postgres (column `json`, beside `service_id`), so that
+  // a page goes out without being parsed and serialized again.
+  json?: boolean
+}
+
+export interface CompiledSearch {
+  text: string
+  params: unknown[]
+}
+
+// One page of records ordered by external ID; it asks for limit + 1 rows so the caller can tell
+// whether a next page exists.
+export function compileSearch(input: SearchInput): CompiledSearch {
+  const errors: ErrorDetail[] = []
+  if (!Number.isInteger(input.limit) || input.limit < 1 || input.limit > MAX_LIMIT) {
+    errors.push({ path: '/limit', message: `must be an integer from 1 to ${MAX_LIMIT}` })
+  }
+  const criteria = collectCriteria(input.entity, input.filters, input.catalog, errors)
+  if (input.properties) checkProperties(input.properties, input.catalog, errors)
+  if (errors.length > 0) throw new SearchError(errors)
+
+  const params: string[] = []
+  // Every parameter is declared text and cast in SQL: postgres.js serializes a parameter by the
+  // type the server reports for it, and its boolean and date serializers mangle strings
+  // ('true' becomes 'f').
+  const bind = (value: string, type: SqlType): string => {
+    params.push(value)
+    return type === 'text' ? `$${params.length}::text` : `$${params.length}::text::${type}`
+  }
+  let today: string | undefined
+  const ctx: Ctx = {
+    bind,
+    account: bind(String(input.accountId), 'bigint'),
+    // Bound on first use: an unused parameter would leave Postgres unable to infer its type.
+    today: () => (today ??= bind(input.today, 'date')),
+    entity: input.entity,
+    lookups: input.lookups ?? {},
+  }
+
+  const columns = columnsSql(ctx, propertiesSql(input.properties, ctx))
+  const where = [
+    `r.account_id = ${ctx.account}`,
+    ...criteria.map((c) => criterionSql(c, ctx)),
+    ...(input.afterServiceId === undefined ? [] : [`r.external_id > (${afterSql(ctx, bind(String(input.afterServiceId), 'bigint'))})`]),
+    ...(input.externalId === undefined ? [] : [`r.external_id = ${bind(input.externalId, 'text')}`]),
+  ]
+  // The page is cut first, joining only what its filters read; the columns' joins come after, so
+  // that the matches of a broad filter are not all joined before the sort and the limit.
+  const joins = joinsSql(ctx)
+  const conditions = where.join('\n  and ')
+  const reads = (alias: string) => criteria.some((c) => c.field.source === 'core' && CORE_SQL.get(c.field.name)?.startsWith(`${alias}.`))
+  const filterJoins = [reads('h') ? joins.scores : '', reads('oc') ? joins.customer : '']
+  const page = [
+    `select ${columns.join(',\n  ')}`,
+    `from (select r.* from ${[`${TABLES[ctx.entity].records} r`, ...filterJoins.filter(Boolean)].join(' ')}`,
+    `where ${conditions}`,
+    'order by r.external_id',
+    `limit ${bind(String(input.limit + 1), 'integer')}`,
+    `) r ${[joins.scores, joins.customer].filter(Boolean).join(' ')}`,
+    'order by r.external_id',
+  ].join('\n')
+  const text = input.json ? `select row_to_json(p)::text as json, p.service_id from (\n${page}\n) p order by p.id` : page
+  return { text, params }
+}

@@ -1,0 +1,86 @@
+import type { App } from '../context.ts'
+import { applyEventsJobSql, applyJobKey } from '../db/jobs.ts'
+import { DATE_RULE } from '../dates.ts'
+import { SQLSTATE, sqlState } from '../db/sqlstate.ts'
+import { refuse } from '../errors.ts'
+
+// One statement (one round trip, one transaction) checks the account, appends every event and
+// makes sure a job will apply them: a 200 means both are committed, and a refused request stores
+// nothing. The validated body goes to PostgreSQL as the text it came as (as text: a jsonb parameter
+// would be JSON-encoded once more) and is unpacked there, so no event is serialized again in Node.
+//
+// The job: add_job NOTIFYs, and PostgreSQL serializes the commits of notifying transactions
+// (WAL flush included), which made every request wait for the one before it (measured: a quarter
+// of the throughput). So a job is added only when the account has no apply job waiting; a waiting
+// one applies all received events of the account, ours included, and is held with FOR KEY SHARE
+// so that no worker can start it (get_job takes FOR UPDATE SKIP LOCKED) before this commits. A job
+// a worker is taking (locked) or has taken (re-checked after the lock) counts as not waiting.
+// This reads graphile-worker 0.17's _private_jobs (key, is_available); test/tracking.test.ts
+// covers it. Reading j's count is what makes PostgreSQL run add_job.
+//
+// Dates: a string sent under a date attribute's codename in data.customer or data.contact must be
+// a date by the one rule (is_iso_date, sql/011, the SQL twin of dates.ts); `bad` names each one
+// that is not, and then nothing is stored. Other values that do not fit their attribute's type
+// are ignored when the events are applied, as the data object is free-form.
+const store = (app: App, accountId: number, trackerKey: string, body: string) => app.sql`
+  with a as (
+    select tracker_key = ${trackerKey} as key_ok, cardinality(tracking_domains) > 0 as set_up
+    from accounts where id = ${accountId}
+  ), x as (
+    select ev, i - 1 as i from jsonb_array_elements((${body}::text::jsonb)->'events') with ordinality as t(ev, i)
+  ), bad as (
+    select x.i, l.level, d.key
+    from x cross join (values ('customer'), ('contact')) l(level)
+      cross join jsonb_each(case when jsonb_typeof(x.ev->'data'->l.level) = 'object' then x.ev->'data'->l.level end) d
+      join property_defs p on p.account_id = ${accountId} and p.entity = l.level and p.kind = 'attribute'
+        and p.type = 'date' and p.codename = d.key
+    where jsonb_typeof(d.value) = 'string' and not is_iso_date(d.value #>> '{}')
+  ), e as (
+    insert into tracking_events (account_id, name, occurred_at, customer_external_id, contact_external_id, data)
+    select ${accountId}, x.ev->>'name', to_timestamp((x.ev->>'timestamp')::float8 / 1000),
+      x.ev#>>'{identification,customer}', x.ev#>>'{identification,contact}', nullif(x.ev->'data', 'null')
+    from a, x
+    where a.key_ok and a.set_up and not exists (select 1 from bad)
+    order by x.i
+    returning id
+  ), waiting as (
+    select 1 from graphile_worker._private_jobs where key = ${applyJobKey(accountId)}::text and is_available for key share skip locked
+  ), j as (
+    select ${applyEventsJobSql(app.sql, accountId)}
+    where exists (select 1 from e) and not exists (select 1 from waiting)
+  )
+  select a.key_ok, a.set_up, (select count(*) from j)::int as jobs,
+    (select json_agg(json_build_array(i, level, key) order by i, level, key) from bad) as bad_dates
+  from a`
+
+// Two requests that began just before a worker took the waiting job both lock its row, find it
+// taken on re-check (the lock stays), and both add a job, whose add_jobs clears the taken job's key
+// under each other's lock: PostgreSQL aborts one with a deadlock. The statement is all or nothing,
+// so it is simply run again.
+const storeRetrying = async (
+  app: App, accountId: number, trackerKey: string, body: string, attempts = 3,
+): Promise<Awaited<ReturnType<typeof store>>> => {
+  try {
+    return await store(app, accountId, trackerKey, body)
+  } catch (err) {
+    if (sqlState(err) === SQLSTATE.DEADLOCK_DETECTED && attempts > 1) return storeRetrying(app, accountId, trackerKey, body, attempts - 1)
+    // JSON.parse takes nesting that PostgreSQL's parser refuses (stack depth): still the client's body.
+    if (sqlState(err) === SQLSTATE.STATEMENT_TOO_COMPLEX) refuse(400, 'The request body is nested too deeply to be stored.')
+    throw err
+  }
+}
+
+
+// Appends the events of a validated body (its bytes as sent) and makes sure they will be applied.
+// A trackerKey of another account, or an account without a tracking domain, is 403.
+export const receiveEvents = async (app: App, accountId: number, trackerKey: string, body: Buffer) => {
+  const [account] = await storeRetrying(app, accountId, trackerKey, body.toString('utf8'))
+  if (!account?.key_ok) refuse(403, "The trackerKey is not the tracker key of this API key's account.")
+  if (!account.set_up) refuse(403, 'Tracking is not set up for this account: add a tracking domain first.')
+  const bad = (account.bad_dates ?? []) as [number, string, string][]
+  if (bad.length) {
+    refuse(400, 'Some date attributes are not dates.', bad.map(([i, level, key]) => ({
+      path: `/events/${i}/data/${level}/${key.replace(/~/g, '~0').replace(/\//g, '~1')}`, message: `Must be ${DATE_RULE}.`,
+    })))
+  }
+}
