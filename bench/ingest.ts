@@ -11,29 +11,69 @@ const CUSTOMERS = Number(process.env.BENCH_INGEST_CUSTOMERS ?? 100_000)
 const PER_REQUEST = 1000
 const CONCURRENCY = 4
 const MONTHS = Array.from({ length: 12 }, (_, i) => `2026-${String(i + 1).padStart(2, '0')}-01`)
-const ATTRIBUTES = [['country', 'string'], ['employees', 'number'], ['has_sso', 'boolean'], ['plan_started', 'date'], ['industry', 'string']]
+const ATTRIBUTES = [
+  ['country', 'string'],
+  ['employees', 'number'],
+  ['has_sso', 'boolean'],
+  ['plan_started', 'date'],
+  ['industry', 'string'],
+]
 const METRICS = ['logins', 'seats', 'tickets', 'api_calls', 'nps']
 
 const customer = (i: number) => ({
   external_id: `cust-${String(i).padStart(7, '0')}`,
   name: `Customer ${i}`,
-  attributes: { country: ['US', 'DE', 'FR', 'GB'][i % 4], employees: 10 + (i % 900), has_sso: i % 3 === 0, plan_started: `2025-${String(1 + (i % 12)).padStart(2, '0')}-15`, industry: ['saas', 'retail', 'health'][i % 3] },
-  metrics: MONTHS.map((date, m) => ({ date, logins: (i + m) % 50, seats: 1 + (i % 20), tickets: (i * m) % 7, api_calls: (i * 31 + m) % 10_000, nps: (i + m * 3) % 11 })),
+  attributes: {
+    country: ['US', 'DE', 'FR', 'GB'][i % 4],
+    employees: 10 + (i % 900),
+    has_sso: i % 3 === 0,
+    plan_started: `2025-${String(1 + (i % 12)).padStart(2, '0')}-15`,
+    industry: ['saas', 'retail', 'health'][i % 3],
+  },
+  metrics: MONTHS.map((date, m) => ({
+    date,
+    logins: (i + m) % 50,
+    seats: 1 + (i % 20),
+    tickets: (i * m) % 7,
+    api_calls: (i * 31 + m) % 10_000,
+    nps: (i + m * 3) % 11,
+  })),
 })
 
 const viaHttp = async (url: string) => {
   const server = await startServer(url)
   try {
     const account = await server.admin('POST', '/accounts', { name: 'Bench' })
-    for (const [codename, type] of ATTRIBUTES) await server.admin('POST', `/accounts/${account.id}/properties`, { entity: 'customer', kind: 'attribute', codename, type })
-    for (const codename of METRICS) await server.admin('POST', `/accounts/${account.id}/properties`, { entity: 'customer', kind: 'metric', codename, type: 'number' })
-    await server.admin('PUT', `/accounts/${account.id}/scoring`, { customer: { engagement: [{ codename: 'logins', weight: 1, bad: 0, good: 40 }] } })
+    for (const [codename, type] of ATTRIBUTES)
+      await server.admin('POST', `/accounts/${account.id}/properties`, {
+        entity: 'customer',
+        kind: 'attribute',
+        codename,
+        type,
+      })
+    for (const codename of METRICS)
+      await server.admin('POST', `/accounts/${account.id}/properties`, {
+        entity: 'customer',
+        kind: 'metric',
+        codename,
+        type: 'number',
+      })
+    await server.admin('PUT', `/accounts/${account.id}/scoring`, {
+      customer: { engagement: [{ codename: 'logins', weight: 1, bad: 0, good: 40 }] },
+    })
     const { token } = await server.admin('POST', `/accounts/${account.id}/keys`, {})
     const bodies = Array.from({ length: Math.ceil(CUSTOMERS / PER_REQUEST) }, (_, r) =>
-      JSON.stringify({ customers: Array.from({ length: Math.min(PER_REQUEST, CUSTOMERS - r * PER_REQUEST) }, (_, j) => customer(r * PER_REQUEST + j)) }))
+      JSON.stringify({
+        customers: Array.from({ length: Math.min(PER_REQUEST, CUSTOMERS - r * PER_REQUEST) }, (_, j) =>
+          customer(r * PER_REQUEST + j),
+        ),
+      }),
+    )
     const sql = postgres(url, { max: 1, onnotice: () => {} })
     let peakRss = server.rssMb()
-    const sampler = setInterval(() => { peakRss = Math.max(peakRss, server.rssMb()) }, 100)
+    const sampler = setInterval(() => {
+      peakRss = Math.max(peakRss, server.rssMb())
+    }, 100)
     const started = performance.now()
     let next = 0
     let throttled = 0
@@ -41,7 +81,11 @@ const viaHttp = async (url: string) => {
       const body = bodies[next++]
       if (body === undefined) return
       for (;;) {
-        const res = await fetch(`${server.base}/api/v1/customers`, { method: 'POST', headers: { 'service-key': token, 'content-type': 'application/json' }, body })
+        const res = await fetch(`${server.base}/api/v1/customers`, {
+          method: 'POST',
+          headers: { 'service-key': token, 'content-type': 'application/json' },
+          body,
+        })
         await res.arrayBuffer()
         if (res.status === 200) break
         if (res.status !== 429) throw new Error(`upload answered ${res.status}`)
@@ -59,11 +103,14 @@ const viaHttp = async (url: string) => {
     }
     const seconds = (performance.now() - started) / 1000
     clearInterval(sampler)
-    const [{ c, s }] = await sql`select (select count(*)::int from customers) as c, (select count(*)::int from customer_snapshots) as s`
+    const [{ c, s }] =
+      await sql`select (select count(*)::int from customers) as c, (select count(*)::int from customer_snapshots) as s`
     await sql.end()
     if (c !== CUSTOMERS || s !== CUSTOMERS * MONTHS.length) throw new Error(`stored ${c} customers and ${s} snapshots`)
     return { seconds, acceptSeconds: (accepted - started) / 1000, peakRss, throttled }
-  } finally { await server.stop() }
+  } finally {
+    await server.stop()
+  }
 }
 
 // COPY of exactly the stored rows: customers (attributes, latest metrics) then their snapshots.
@@ -78,15 +125,22 @@ const viaCopy = async (url: string) => {
     const c = customer(i)
     const latest = c.metrics[c.metrics.length - 1]
     const { date: _, ...metrics } = latest
-    if (!customers.write(`${account.id}\t${c.external_id}\t${c.name}\t${escape(c.attributes)}\t${escape(metrics)}\n`)) await new Promise((r) => customers.once('drain', r))
+    if (!customers.write(`${account.id}\t${c.external_id}\t${c.name}\t${escape(c.attributes)}\t${escape(metrics)}\n`))
+      await new Promise((r) => customers.once('drain', r))
   }
   await new Promise((resolve, reject) => customers.end((err?: Error) => (err ? reject(err) : resolve(undefined))))
-  const ids = new Map((await sql`select external_id, service_id from customers where account_id = ${account.id}`).map((r) => [r.external_id, r.service_id]))
+  const ids = new Map(
+    (await sql`select external_id, service_id from customers where account_id = ${account.id}`).map((r) => [
+      r.external_id,
+      r.service_id,
+    ]),
+  )
   const snapshots = await sql`copy customer_snapshots (account_id, customer_id, date, "values") from stdin`.writable()
   for (let i = 0; i < CUSTOMERS; i++) {
     const c = customer(i)
     for (const { date, ...values } of c.metrics) {
-      if (!snapshots.write(`${account.id}\t${ids.get(c.external_id)}\t${date}\t${escape(values)}\n`)) await new Promise((r) => snapshots.once('drain', r))
+      if (!snapshots.write(`${account.id}\t${ids.get(c.external_id)}\t${date}\t${escape(values)}\n`))
+        await new Promise((r) => snapshots.once('drain', r))
     }
   }
   await new Promise((resolve, reject) => snapshots.end((err?: Error) => (err ? reject(err) : resolve(undefined))))
@@ -99,10 +153,34 @@ export default async (ctx: BenchContext) => {
   const rows = CUSTOMERS * (1 + MONTHS.length)
   const copy = await viaCopy(await ctx.database())
   const http = await viaHttp(await ctx.database())
-  ctx.report({ bench: 'ingest', metric: `raw COPY, ${CUSTOMERS} customers + snapshots`, value: rows / copy, unit: 'rows/s' })
-  ctx.report({ bench: 'ingest', metric: 'HTTP uploads of 1000, 4 at a time, to processed', value: rows / http.seconds, unit: 'rows/s', baseline: rows / copy, ratio: copy / http.seconds, target: '>= 0.3' })
-  ctx.report({ bench: 'ingest', metric: 'time to last upload processed', value: http.seconds, unit: 's', baseline: copy })
+  ctx.report({
+    bench: 'ingest',
+    metric: `raw COPY, ${CUSTOMERS} customers + snapshots`,
+    value: rows / copy,
+    unit: 'rows/s',
+  })
+  ctx.report({
+    bench: 'ingest',
+    metric: 'HTTP uploads of 1000, 4 at a time, to processed',
+    value: rows / http.seconds,
+    unit: 'rows/s',
+    baseline: rows / copy,
+    ratio: copy / http.seconds,
+    target: '>= 0.3',
+  })
+  ctx.report({
+    bench: 'ingest',
+    metric: 'time to last upload processed',
+    value: http.seconds,
+    unit: 's',
+    baseline: copy,
+  })
   ctx.report({ bench: 'ingest', metric: 'time until all requests answered 200', value: http.acceptSeconds, unit: 's' })
-  ctx.report({ bench: 'ingest', metric: 'requests throttled by backpressure (429)', value: http.throttled, unit: 'requests' })
+  ctx.report({
+    bench: 'ingest',
+    metric: 'requests throttled by backpressure (429)',
+    value: http.throttled,
+    unit: 'requests',
+  })
   ctx.report({ bench: 'ingest', metric: 'server peak RSS', value: http.peakRss, unit: 'MB', target: '< 300' })
 }

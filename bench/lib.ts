@@ -20,9 +20,10 @@ export interface BenchContext {
 }
 
 // BENCH_DATABASE_URL, or an embedded cluster made for this run and removed after it.
-export const startCluster = async () => process.env.BENCH_DATABASE_URL
-  ? { url: process.env.BENCH_DATABASE_URL, stop: async () => {} }
-  : startThrowawayCluster('service-bench-', ['-c', 'max_connections=300', '-c', 'shared_buffers=512MB'])
+export const startCluster = async () =>
+  process.env.BENCH_DATABASE_URL
+    ? { url: process.env.BENCH_DATABASE_URL, stop: async () => {} }
+    : startThrowawayCluster('service-bench-', ['-c', 'max_connections=300', '-c', 'shared_buffers=512MB'])
 
 export const createDatabase = async (clusterUrl: string) => (await createClusterDatabase(clusterUrl, 'b')).url
 

@@ -6,19 +6,31 @@ import { createDatabase, startCluster, type BenchContext, type Row } from './lib
 
 const names = process.argv.slice(2).length
   ? process.argv.slice(2)
-  : readdirSync('bench').filter((f) => f.endsWith('.ts') && !['lib.ts', 'run.ts'].includes(f)).map((f) => f.slice(0, -3)).sort()
+  : readdirSync('bench')
+      .filter((f) => f.endsWith('.ts') && !['lib.ts', 'run.ts'].includes(f))
+      .map((f) => f.slice(0, -3))
+      .sort()
 
 const rows: Row[] = []
-const fmt = (n: number | undefined) => n === undefined ? '' : Math.abs(n) >= 100 ? n.toFixed(0) : n.toFixed(2)
-const line = (r: Row) => [r.bench, r.metric, `${fmt(r.value)} ${r.unit}`, fmt(r.baseline), fmt(r.ratio), r.target ?? '']
-  .map((c, i) => c.padEnd([10, 44, 18, 12, 8, 0][i])).join(' ')
+const fmt = (n: number | undefined) => (n === undefined ? '' : Math.abs(n) >= 100 ? n.toFixed(0) : n.toFixed(2))
+const line = (r: Row) =>
+  [r.bench, r.metric, `${fmt(r.value)} ${r.unit}`, fmt(r.baseline), fmt(r.ratio), r.target ?? '']
+    .map((c, i) => c.padEnd([10, 44, 18, 12, 8, 0][i]))
+    .join(' ')
 
 const cluster = await startCluster()
 try {
-  process.stdout.write(['bench', 'metric', 'value', 'baseline', 'ratio', 'target'].map((c, i) => c.padEnd([10, 44, 18, 12, 8, 0][i])).join(' ') + '\n')
+  process.stdout.write(
+    ['bench', 'metric', 'value', 'baseline', 'ratio', 'target']
+      .map((c, i) => c.padEnd([10, 44, 18, 12, 8, 0][i]))
+      .join(' ') + '\n',
+  )
   const ctx: BenchContext = {
     database: () => createDatabase(cluster.url),
-    report: (row) => { rows.push(row); process.stdout.write(line(row) + '\n') },
+    report: (row) => {
+      rows.push(row)
+      process.stdout.write(line(row) + '\n')
+    },
   }
   for (const name of names) {
     const { default: bench } = await import(`./${name}.ts`)
@@ -30,5 +42,8 @@ try {
   const kept = existsSync('bench/results.json')
     ? (JSON.parse(readFileSync('bench/results.json', 'utf8')).rows as Row[]).filter((r) => !ran.has(r.bench))
     : []
-  writeFileSync('bench/results.json', JSON.stringify({ at: new Date().toISOString(), node: process.version, rows: [...kept, ...rows] }, null, 2) + '\n')
+  writeFileSync(
+    'bench/results.json',
+    JSON.stringify({ at: new Date().toISOString(), node: process.version, rows: [...kept, ...rows] }, null, 2) + '\n',
+  )
 }

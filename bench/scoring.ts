@@ -13,10 +13,26 @@ const TODAY = new Date().toISOString().slice(0, 10)
 const day = (n: number) => new Date(Date.parse(TODAY) + n * 86_400_000).toISOString().slice(0, 10)
 const MONTHS = Array.from({ length: 12 }, (_, m) => day(-30 * (11 - m)))
 const METRICS = ['logins', 'seats', 'tickets', 'api_calls', 'nps']
-const ATTRIBUTES = [['country', 'string'], ['has_sso', 'boolean'], ['plan_started', 'date'], ['renewal_date', 'date']]
+const ATTRIBUTES = [
+  ['country', 'string'],
+  ['has_sso', 'boolean'],
+  ['plan_started', 'date'],
+  ['renewal_date', 'date'],
+]
 
-const attributes = (i: number) => ({ country: ['US', 'DE', 'FR', 'GB'][i % 4], has_sso: i % 3 === 0, plan_started: day(-(i % 700)), renewal_date: day(i % 400) })
-const values = (i: number, m: number) => ({ logins: (i + m) % 50, seats: 1 + (i % 20), tickets: (i * m) % 7, api_calls: (i * 31 + m) % 10_000, nps: (i + m * 3) % 11 })
+const attributes = (i: number) => ({
+  country: ['US', 'DE', 'FR', 'GB'][i % 4],
+  has_sso: i % 3 === 0,
+  plan_started: day(-(i % 700)),
+  renewal_date: day(i % 400),
+})
+const values = (i: number, m: number) => ({
+  logins: (i + m) % 50,
+  seats: 1 + (i % 20),
+  tickets: (i * m) % 7,
+  api_calls: (i * 31 + m) % 10_000,
+  nps: (i + m * 3) % 11,
+})
 
 const model = (logins: number) => ({
   customer: {
@@ -38,24 +54,49 @@ const model = (logins: number) => ({
 const seed = async (sql: Sql) => {
   const [account] = await sql`insert into accounts (name, tracker_key) values ('Bench', 'CS-BENCHSC') returning id`
   await sql`insert into property_defs ${sql([
-    ...METRICS.map((codename) => ({ account_id: account.id, entity: 'customer', kind: 'metric', codename, type: 'number' })),
-    ...ATTRIBUTES.map(([codename, type]) => ({ account_id: account.id, entity: 'customer', kind: 'attribute', codename, type })),
+    ...METRICS.map((codename) => ({
+      account_id: account.id,
+      entity: 'customer',
+      kind: 'metric',
+      codename,
+      type: 'number',
+    })),
+    ...ATTRIBUTES.map(([codename, type]) => ({
+      account_id: account.id,
+      entity: 'customer',
+      kind: 'attribute',
+      codename,
+      type,
+    })),
   ])} on conflict do nothing`
-  const copy = async (query: Promise<import('node:stream').Writable>, rows: (write: (line: string) => Promise<void>) => Promise<void>) => {
+  const copy = async (
+    query: Promise<import('node:stream').Writable>,
+    rows: (write: (line: string) => Promise<void>) => Promise<void>,
+  ) => {
     const stream = await query
-    await rows(async (line) => { if (!stream.write(line)) await new Promise((r) => stream.once('drain', r)) })
+    await rows(async (line) => {
+      if (!stream.write(line)) await new Promise((r) => stream.once('drain', r))
+    })
     await new Promise((resolve, reject) => stream.end((err?: Error) => (err ? reject(err) : resolve(undefined))))
   }
   const escape = (json: unknown) => JSON.stringify(json).replace(/\\/g, '\\\\')
-  await copy(sql`copy customers (account_id, external_id, name, attributes, metrics) from stdin`.writable(), async (write) => {
-    for (let i = 0; i < CUSTOMERS; i++) await write(`${account.id}\tcust-${i}\tCustomer ${i}\t${escape(attributes(i))}\t${escape(values(i, 11))}\n`)
-  })
+  await copy(
+    sql`copy customers (account_id, external_id, name, attributes, metrics) from stdin`.writable(),
+    async (write) => {
+      for (let i = 0; i < CUSTOMERS; i++)
+        await write(`${account.id}\tcust-${i}\tCustomer ${i}\t${escape(attributes(i))}\t${escape(values(i, 11))}\n`)
+    },
+  )
   const [{ first }] = await sql`select min(service_id) as first from customers where account_id = ${account.id}`
-  await copy(sql`copy customer_snapshots (account_id, customer_id, date, "values") from stdin`.writable(), async (write) => {
-    for (let i = 0; i < CUSTOMERS; i++) {
-      for (let m = 0; m < MONTHS.length; m++) await write(`${account.id}\t${first + i}\t${MONTHS[m]}\t${escape(values(i, m))}\n`)
-    }
-  })
+  await copy(
+    sql`copy customer_snapshots (account_id, customer_id, date, "values") from stdin`.writable(),
+    async (write) => {
+      for (let i = 0; i < CUSTOMERS; i++) {
+        for (let m = 0; m < MONTHS.length; m++)
+          await write(`${account.id}\t${first + i}\t${MONTHS[m]}\t${escape(values(i, m))}\n`)
+      }
+    },
+  )
   return account.id as number
 }
 
@@ -107,17 +148,51 @@ export default async (ctx: BenchContext) => {
     // rescoring that changes them all, since each changed row is a new row version in PostgreSQL
     // and an entry in each index whose column changed.
     await settle(sql)
-    const write = await timed(() => sql`update customer_scores set engagementscore = engagementscore + 1, fitscore = fitscore + 1, churn_risk = churn_risk + 1`)
+    const write = await timed(
+      () =>
+        sql`update customer_scores set engagementscore = engagementscore + 1, fitscore = fitscore + 1, churn_risk = churn_risk + 1`,
+    )
 
-    ctx.report({ bench: 'scoring', metric: `full scan of ${n} snapshots (count, sum(length(values)))`, value: scan.seconds, unit: 's' })
     ctx.report({
-      bench: 'scoring', metric: `rescore ${rescore.result} customers after a model change`, value: rescore.seconds, unit: 's',
-      baseline: scan.seconds, ratio: rescore.seconds / scan.seconds, target: '<= 5',
+      bench: 'scoring',
+      metric: `full scan of ${n} snapshots (count, sum(length(values)))`,
+      value: scan.seconds,
+      unit: 's',
+    })
+    ctx.report({
+      bench: 'scoring',
+      metric: `rescore ${rescore.result} customers after a model change`,
+      value: rescore.seconds,
+      unit: 's',
+      baseline: scan.seconds,
+      ratio: rescore.seconds / scan.seconds,
+      target: '<= 5',
     })
     ctx.report({ bench: 'scoring', metric: 'snapshot scores the rescoring changed', value: changed, unit: 'rows' })
-    ctx.report({ bench: 'scoring', metric: 'bare UPDATE of every score row (write floor)', value: write.seconds, unit: 's', baseline: scan.seconds, ratio: write.seconds / scan.seconds })
-    ctx.report({ bench: 'scoring', metric: 'the same rescoring again (nothing changes)', value: again.seconds, unit: 's', baseline: scan.seconds, ratio: again.seconds / scan.seconds })
-    ctx.report({ bench: 'scoring', metric: 'daily run of the account (no snapshot scoring)', value: daily.seconds, unit: 's', baseline: scan.seconds, ratio: daily.seconds / scan.seconds })
+    ctx.report({
+      bench: 'scoring',
+      metric: 'bare UPDATE of every score row (write floor)',
+      value: write.seconds,
+      unit: 's',
+      baseline: scan.seconds,
+      ratio: write.seconds / scan.seconds,
+    })
+    ctx.report({
+      bench: 'scoring',
+      metric: 'the same rescoring again (nothing changes)',
+      value: again.seconds,
+      unit: 's',
+      baseline: scan.seconds,
+      ratio: again.seconds / scan.seconds,
+    })
+    ctx.report({
+      bench: 'scoring',
+      metric: 'daily run of the account (no snapshot scoring)',
+      value: daily.seconds,
+      unit: 's',
+      baseline: scan.seconds,
+      ratio: daily.seconds / scan.seconds,
+    })
   } finally {
     await sql.end()
   }

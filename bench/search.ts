@@ -44,26 +44,114 @@ const weighted = <T>(pairs: [T, number][]) => {
   }
 }
 
-const COUNTRIES = weighted<string>([['US', 35], ['DE', 12], ['GB', 10], ['FR', 8], ['CA', 6], ['AU', 5], ['NL', 4], ['SE', 3], ['ES', 3],
-  ['IT', 3], ['BR', 3], ['IN', 3], ['JP', 2], ['MX', 1.5], ['PL', 1], ['NO', 0.7], ['NZ', 0.3]])
-const PLANS = weighted<string>([['free', 50], ['pro', 35], ['enterprise', 15]])
-const INDUSTRIES = ['saas', 'retail', 'health', 'finance', 'education', 'media', 'logistics', 'energy', 'travel', 'gaming', 'legal', 'public']
-const ADJECTIVES = ['Blue', 'Bright', 'North', 'Silver', 'Rapid', 'Green', 'Prime', 'Urban', 'Quantum', 'Golden', 'Iron', 'Clear',
-  'Bold', 'Swift', 'Noble', 'Lunar', 'Solar', 'Royal', 'Vivid', 'Zen']
-const NOUNS = ['Acme', 'Labs', 'Works', 'Systems', 'Dynamics', 'Logic', 'Cloud', 'Data', 'Media', 'Health', 'Foods', 'Motors',
-  'Capital', 'Studio', 'Networks', 'Robotics', 'Energy', 'Retail', 'Ventures', 'Zephyr']
+const COUNTRIES = weighted<string>([
+  ['US', 35],
+  ['DE', 12],
+  ['GB', 10],
+  ['FR', 8],
+  ['CA', 6],
+  ['AU', 5],
+  ['NL', 4],
+  ['SE', 3],
+  ['ES', 3],
+  ['IT', 3],
+  ['BR', 3],
+  ['IN', 3],
+  ['JP', 2],
+  ['MX', 1.5],
+  ['PL', 1],
+  ['NO', 0.7],
+  ['NZ', 0.3],
+])
+const PLANS = weighted<string>([
+  ['free', 50],
+  ['pro', 35],
+  ['enterprise', 15],
+])
+const INDUSTRIES = [
+  'saas',
+  'retail',
+  'health',
+  'finance',
+  'education',
+  'media',
+  'logistics',
+  'energy',
+  'travel',
+  'gaming',
+  'legal',
+  'public',
+]
+const ADJECTIVES = [
+  'Blue',
+  'Bright',
+  'North',
+  'Silver',
+  'Rapid',
+  'Green',
+  'Prime',
+  'Urban',
+  'Quantum',
+  'Golden',
+  'Iron',
+  'Clear',
+  'Bold',
+  'Swift',
+  'Noble',
+  'Lunar',
+  'Solar',
+  'Royal',
+  'Vivid',
+  'Zen',
+]
+const NOUNS = [
+  'Acme',
+  'Labs',
+  'Works',
+  'Systems',
+  'Dynamics',
+  'Logic',
+  'Cloud',
+  'Data',
+  'Media',
+  'Health',
+  'Foods',
+  'Motors',
+  'Capital',
+  'Studio',
+  'Networks',
+  'Robotics',
+  'Energy',
+  'Retail',
+  'Ventures',
+  'Zephyr',
+]
 const SUFFIXES = ['Inc', 'GmbH', 'Ltd', 'LLC', 'SA', 'BV', 'AB', 'Pty']
 const USERS = 60
 // Tag titles with the share of customers carrying each.
-const TAGS: [string, number][] = [['VIP', 0.03], ['Enterprise', 0.15], ['Trial', 0.2], ['At risk', 0.08], ['Onboarding', 0.1],
-  ['Partner', 0.02], ['Beta', 0.05], ['Upsell', 0.06], ['Renewal Q1', 0.04], ['Champion', 0.01]]
+const TAGS: [string, number][] = [
+  ['VIP', 0.03],
+  ['Enterprise', 0.15],
+  ['Trial', 0.2],
+  ['At risk', 0.08],
+  ['Onboarding', 0.1],
+  ['Partner', 0.02],
+  ['Beta', 0.05],
+  ['Upsell', 0.06],
+  ['Renewal Q1', 0.04],
+  ['Champion', 0.01],
+]
 const DAY = 86_400_000
 const today = new Date().toISOString().slice(0, 10)
 const dayOffset = (days: number) => new Date(Date.parse(today) + days * DAY).toISOString().slice(0, 10)
 
 // Text-format COPY: JSON needs its backslashes doubled; nothing else here holds tabs or newlines.
 const copyText = (value: unknown) =>
-  value === null || value === undefined ? '\\N' : typeof value === 'object' ? JSON.stringify(value).replace(/\\/g, '\\\\') : String(value)
+  value === null || value === undefined
+    ? '\\N'
+    : typeof value === 'object'
+      ? JSON.stringify(value).replace(/\\/g, '\\\\')
+      : String(value)
 
 const customerLine = (rand: () => number, accountId: number, i: number, userIds: number[]) => {
   const score = () => Math.round(((rand() + rand() + rand()) / 3) * 200 - 100)
@@ -72,36 +160,85 @@ const customerLine = (rand: () => number, accountId: number, i: number, userIds:
   const lastSeen = hasMetrics ? dayOffset(-Math.floor(rand() ** 2 * 180)) : null
   const engagement = hasMetrics ? score() : null
   const attributes: Record<string, unknown> = {
-    country: COUNTRIES(rand()), plan: PLANS(rand()), employees: Math.floor(Math.exp(rand() * 9)),
+    country: COUNTRIES(rand()),
+    plan: PLANS(rand()),
+    employees: Math.floor(Math.exp(rand() * 9)),
     industry: INDUSTRIES[Math.floor(rand() * INDUSTRIES.length)],
   }
   if (rand() < 0.9) attributes.has_sso = rand() < 0.28
   if (rand() < 0.8) attributes.renewal_date = dayOffset(Math.floor(rand() * 600) - 200)
   if (rand() < 0.5) attributes.crm_link = `https://crm.example.com/accounts/${accountId}-${i}`
   const metrics = hasMetrics
-    ? { logins: Math.floor(rand() ** 2 * 500), seats: 1 + Math.floor(rand() * 200), tickets: Math.floor(rand() ** 3 * 30), api_calls: Math.floor(rand() * 100_000) }
+    ? {
+        logins: Math.floor(rand() ** 2 * 500),
+        seats: 1 + Math.floor(rand() * 200),
+        tickets: Math.floor(rand() ** 3 * 30),
+        api_calls: Math.floor(rand() * 100_000),
+      }
     : {}
-  const trend = engagement === null ? null
-    : Object.fromEntries(Array.from({ length: 6 }, (_, m) => [dayOffset(-Math.floor(rand() * 10) - 30 * m), m === 0 ? engagement : score()]))
+  const trend =
+    engagement === null
+      ? null
+      : Object.fromEntries(
+          Array.from({ length: 6 }, (_, m) => [
+            dayOffset(-Math.floor(rand() * 10) - 30 * m),
+            m === 0 ? engagement : score(),
+          ]),
+        )
   const owner = rand() < 0.12 ? null : userIds[Math.floor(rand() ** 2 * userIds.length)]
-  const externalId = `cus_${Math.floor(rand() * 0xffffffff).toString(16).padStart(8, '0')}${i.toString(36)}`
+  const externalId = `cus_${Math.floor(rand() * 0xffffffff)
+    .toString(16)
+    .padStart(8, '0')}${i.toString(36)}`
   const name = `${ADJECTIVES[Math.floor(rand() * ADJECTIVES.length)]} ${NOUNS[Math.floor(rand() * NOUNS.length)]} ${SUFFIXES[Math.floor(rand() * SUFFIXES.length)]}`
-  return [
-    accountId, externalId, name, owner, attributes, metrics, engagement, hasMetrics ? Math.round(rand() * 40 - 20) : null, trend,
-    score(), hasMetrics ? Math.floor(rand() * 101) : null, hasMetrics ? Math.floor(rand() * 101) : null, lastSeen,
-    churned ? 't' : 'f', churned ? dayOffset(-Math.floor(rand() * 300)) : null, churned ? 'inactive' : null,
-  ].map(copyText).join('\t') + '\n'
+  return (
+    [
+      accountId,
+      externalId,
+      name,
+      owner,
+      attributes,
+      metrics,
+      engagement,
+      hasMetrics ? Math.round(rand() * 40 - 20) : null,
+      trend,
+      score(),
+      hasMetrics ? Math.floor(rand() * 101) : null,
+      hasMetrics ? Math.floor(rand() * 101) : null,
+      lastSeen,
+      churned ? 't' : 'f',
+      churned ? dayOffset(-Math.floor(rand() * 300)) : null,
+      churned ? 'inactive' : null,
+    ]
+      .map(copyText)
+      .join('\t') + '\n'
+  )
 }
 
 const RECORD_COLUMNS = ['account_id', 'external_id', 'name', 'owner_user_id', 'attributes', 'metrics']
-const SCORE_COLUMNS = ['engagementscore', 'engagementscore_difference', 'engagementscore_trend', 'fitscore', 'churn_risk', 'upsell_score', 'last_seen']
+const SCORE_COLUMNS = [
+  'engagementscore',
+  'engagementscore_difference',
+  'engagementscore_trend',
+  'fitscore',
+  'churn_risk',
+  'upsell_score',
+  'last_seen',
+]
 const CHURN_COLUMNS = ['is_churned', 'churned_date', 'churn_reason']
 const COLUMNS = [...RECORD_COLUMNS, ...SCORE_COLUMNS, ...CHURN_COLUMNS]
 
 // Custom customer properties beside the system attributes every account has.
-const PROPERTIES = [['attribute', 'country', 'string'], ['attribute', 'plan', 'string'], ['attribute', 'employees', 'number'],
-  ['attribute', 'industry', 'string'], ['attribute', 'has_sso', 'boolean'],
-  ['metric', 'logins', 'number'], ['metric', 'seats', 'number'], ['metric', 'tickets', 'number'], ['metric', 'api_calls', 'number']]
+const PROPERTIES = [
+  ['attribute', 'country', 'string'],
+  ['attribute', 'plan', 'string'],
+  ['attribute', 'employees', 'number'],
+  ['attribute', 'industry', 'string'],
+  ['attribute', 'has_sso', 'boolean'],
+  ['metric', 'logins', 'number'],
+  ['metric', 'seats', 'number'],
+  ['metric', 'tickets', 'number'],
+  ['metric', 'api_calls', 'number'],
+]
 
 const makeAccount = async (sql: Sql, name: string) => {
   const account = await createAccount(sql, { name, source_of_truth: 'API' })
@@ -154,7 +291,9 @@ const seed = async (url: string, rows: number) => {
     ${sql.unsafe(SCORE_COLUMNS.map((c) => `add column ${c} ${c === 'last_seen' ? 'date' : c === 'engagementscore_trend' ? 'json' : 'integer'}`).join(', '))}`
   const stream = await sql`copy seed_customers (${sql(COLUMNS)}) from stdin`.writable()
   for (let i = 0; i < rows; i++) {
-    const line = customerLine(rand, main.id, i, main.userIds) + (i % 10 === 0 ? customerLine(rand, other.id, i, other.userIds) : '')
+    const line =
+      customerLine(rand, main.id, i, main.userIds) +
+      (i % 10 === 0 ? customerLine(rand, other.id, i, other.userIds) : '')
     if (!stream.write(line)) await new Promise((r) => stream.once('drain', r))
   }
   await new Promise((resolve, reject) => stream.end((err?: Error) => (err ? reject(err) : resolve(undefined))))
@@ -180,7 +319,12 @@ const seed = async (url: string, rows: number) => {
 // ---------------------------------------------------------------------------------------------
 // Query shapes
 
-interface Shape { name: string; entity: Entity; filters: Filter[]; deep?: boolean }
+interface Shape {
+  name: string
+  entity: Entity
+  filters: Filter[]
+  deep?: boolean
+}
 
 const f = (propertyName: string, operator: string, value: string | string[]): Filter =>
   Array.isArray(value) ? { propertyName, operator, values: value } : { propertyName, operator, value }
@@ -194,20 +338,34 @@ const shapes = (contactsOf: string): Shape[] => [
   { name: 'selective EQ (country NZ, 0.3%)', entity: 'customer', filters: [f('country', 'EQ', 'NZ')] },
   { name: 'range (engagementscore >= 60)', entity: 'customer', filters: [f('engagementscore', 'GTE', '60')] },
   { name: 'rare range (engagementscore >= 95)', entity: 'customer', filters: [f('engagementscore', 'GTE', '95')] },
-  { name: 'range on a metric (logins 100..120)', entity: 'customer', filters: [f('logins', 'GTE', '100'), f('logins', 'LTE', '120')] },
+  {
+    name: 'range on a metric (logins 100..120)',
+    entity: 'customer',
+    filters: [f('logins', 'GTE', '100'), f('logins', 'LTE', '120')],
+  },
   { name: 'LIKE (name contains "zephyr", 5%)', entity: 'customer', filters: [f('name', 'LIKE', 'zephyr')] },
-  { name: 'rare LIKE (name contains "lunar zephyr")', entity: 'customer', filters: [f('name', 'LIKE', 'lunar zephyr')] },
+  {
+    name: 'rare LIKE (name contains "lunar zephyr")',
+    entity: 'customer',
+    filters: [f('name', 'LIKE', 'lunar zephyr')],
+  },
   { name: 'IN (country DE, FR, NL)', entity: 'customer', filters: [f('country', 'IN', ['DE', 'FR', 'NL'])] },
   { name: 'tags EQ Champion (1%)', entity: 'customer', filters: [f('tags', 'EQ', 'champion')] },
   { name: 'owner EQ (a small book)', entity: 'customer', filters: [f('owner', 'EQ', 'USER50@bench.test')] },
   { name: 'GTD (last_seen > 90 days ago)', entity: 'customer', filters: [f('last_seen', 'GTD', '90')] },
-  { name: '3 filters: tag, churn_risk, LTD', entity: 'customer',
-    filters: [f('tags', 'IN', ['At risk', 'Renewal Q1']), f('churn_risk', 'GTE', '70'), f('last_seen', 'LTD', '30')] },
+  {
+    name: '3 filters: tag, churn_risk, LTD',
+    entity: 'customer',
+    filters: [f('tags', 'IN', ['At risk', 'Renewal Q1']), f('churn_risk', 'GTE', '70'), f('last_seen', 'LTD', '30')],
+  },
   { name: '3 filters: country, plan, score', entity: 'customer', filters: THREE },
   { name: '3 filters, deep page', entity: 'customer', filters: THREE, deep: true },
   { name: 'contacts of one customer', entity: 'contact', filters: [f('customer_external_id', 'EQ', contactsOf)] },
 ]
-const DEEP_VS_FIRST = [['no filter, deep page', 'no filter'], ['3 filters, deep page', '3 filters: country, plan, score']]
+const DEEP_VS_FIRST = [
+  ['no filter, deep page', 'no filter'],
+  ['3 filters, deep page', '3 filters: country, plan, score'],
+]
 
 // ---------------------------------------------------------------------------------------------
 // Load
@@ -216,18 +374,22 @@ const DEEP_VS_FIRST = [['no filter, deep page', 'no filter'], ['3 filters, deep 
 // answered, for `seconds`; the latencies (ms) go into `into`. Returns the seconds it ran.
 type Load = (seconds: number, into: number[]) => Promise<number>
 
-const closedLoop = (run: () => Promise<unknown>): Load => async (seconds, into) => {
-  const started = performance.now()
-  const deadline = started + seconds * 1000
-  await Promise.all(Array.from({ length: CONCURRENCY }, async () => {
-    while (performance.now() < deadline) {
-      const t = performance.now()
-      await run()
-      into.push(performance.now() - t)
-    }
-  }))
-  return (performance.now() - started) / 1000
-}
+const closedLoop =
+  (run: () => Promise<unknown>): Load =>
+  async (seconds, into) => {
+    const started = performance.now()
+    const deadline = started + seconds * 1000
+    await Promise.all(
+      Array.from({ length: CONCURRENCY }, async () => {
+        while (performance.now() < deadline) {
+          const t = performance.now()
+          await run()
+          into.push(performance.now() - t)
+        }
+      }),
+    )
+    return (performance.now() - started) / 1000
+  }
 
 // The sides alternate in short slices, so that a change of load on the machine (which other work
 // shares) weighs on all alike.
@@ -247,20 +409,32 @@ const sideBySide = async (loads: Load[], seconds: number) => {
 // like the direct side's 8 clients. Against node:http's client in the same harness, the 3-contacts
 // shape measured 1.21-1.39x instead of 1.37-1.64x at p50, for about the same CPU per request
 // (client and service together): the gain is in latency, not in work.
-const httpLoad = (url: string, token: string, body: string): Load => async (seconds, into) => {
-  const started = performance.now()
-  const result = await new Promise<autocannon.Result>((resolve, reject) => {
-    const instance = autocannon({
-      url, method: 'POST', connections: CONCURRENCY, pipelining: 1, duration: seconds,
-      headers: { 'content-type': 'application/json', 'service-key': token }, body,
-    }, (err, done) => (err ? reject(err) : resolve(done)))
-    instance.on('response', (_client, _status, _bytes, ms) => { into.push(ms) })
-  })
-  if (result.non2xx || result.errors || result.timeouts) {
-    throw new Error(`${url}: ${result.non2xx} non-2xx, ${result.errors} errors, ${result.timeouts} timeouts`)
+const httpLoad =
+  (url: string, token: string, body: string): Load =>
+  async (seconds, into) => {
+    const started = performance.now()
+    const result = await new Promise<autocannon.Result>((resolve, reject) => {
+      const instance = autocannon(
+        {
+          url,
+          method: 'POST',
+          connections: CONCURRENCY,
+          pipelining: 1,
+          duration: seconds,
+          headers: { 'content-type': 'application/json', 'service-key': token },
+          body,
+        },
+        (err, done) => (err ? reject(err) : resolve(done)),
+      )
+      instance.on('response', (_client, _status, _bytes, ms) => {
+        into.push(ms)
+      })
+    })
+    if (result.non2xx || result.errors || result.timeouts) {
+      throw new Error(`${url}: ${result.non2xx} non-2xx, ${result.errors} errors, ${result.timeouts} timeouts`)
+    }
+    return (performance.now() - started) / 1000
   }
-  return (performance.now() - started) / 1000
-}
 
 // The floor: a bare node:http server running the query of the shape being measured through its
 // own pool (as large as the service's) and answering what the handler answers.
@@ -272,7 +446,7 @@ const startFloor = async (url: string) => {
     im.on('data', (chunk: Buffer) => chunks.push(chunk))
     im.on('end', async () => {
       JSON.parse(Buffer.concat(chunks).toString('utf8'))
-      const rows = await sql.unsafe(query.text, query.params as string[]).raw() as unknown as [Buffer, Buffer][]
+      const rows = (await sql.unsafe(query.text, query.params as string[]).raw()) as unknown as [Buffer, Buffer][]
       const body = pageBody(rows, query.limit)
       res.writeHead(200, { 'content-type': 'application/json', 'content-length': String(body.length) })
       res.end(body)
@@ -281,8 +455,14 @@ const startFloor = async (url: string) => {
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
   return {
     port: (server.address() as { port: number }).port,
-    serve: (next: typeof query) => { query = next },
-    stop: async () => { server.closeAllConnections(); server.close(); await sql.end() },
+    serve: (next: typeof query) => {
+      query = next
+    },
+    stop: async () => {
+      server.closeAllConnections()
+      server.close()
+      await sql.end()
+    },
   }
 }
 
@@ -291,9 +471,20 @@ export default async (ctx: BenchContext) => {
   const seedStarted = performance.now()
   const { main } = await seed(url, ROWS)
   const seedSeconds = (performance.now() - seedStarted) / 1000
-  ctx.report({ bench: 'search', metric: `seed ${ROWS} + ${Math.ceil(ROWS / 10)} customers (COPY, tags, contacts, analyze)`, value: seedSeconds, unit: 's' })
+  ctx.report({
+    bench: 'search',
+    metric: `seed ${ROWS} + ${Math.ceil(ROWS / 10)} customers (COPY, tags, contacts, analyze)`,
+    value: seedSeconds,
+    unit: 's',
+  })
 
-  const config = { ...loadConfig({}), port: 0, host: '127.0.0.1', logLevel: 'warn' as const, apiRateLimit: 1_000_000_000 }
+  const config = {
+    ...loadConfig({}),
+    port: 0,
+    host: '127.0.0.1',
+    logLevel: 'warn' as const,
+    apiRateLimit: 1_000_000_000,
+  }
   const service = await startService(config, url, { http: true, worker: false, migrate: false })
   const direct = connect(url, { max: CONCURRENCY })
   const floor = await startFloor(url)
@@ -313,8 +504,15 @@ export default async (ctx: BenchContext) => {
       // The same context lookup and compilation as the handler's, done once outside the timing.
       const context = await searchContext(direct, main, shape.entity, { filters: shape.filters, limit })
       const query = compileSearch({
-        entity: shape.entity, accountId: main, filters: shape.filters, limit, today, catalog: context.catalog,
-        lookups: context.lookups, afterServiceId: shape.deep ? deep.service_id : undefined, json: true,
+        entity: shape.entity,
+        accountId: main,
+        filters: shape.filters,
+        limit,
+        today,
+        catalog: context.catalog,
+        lookups: context.lookups,
+        afterServiceId: shape.deep ? deep.service_id : undefined,
+        json: true,
       })
       const runDirect = () => direct.unsafe(query.text, query.params as string[])
       floor.serve({ ...query, limit })
@@ -322,27 +520,69 @@ export default async (ctx: BenchContext) => {
       const floorUrl = `http://127.0.0.1:${floor.port}${path}`
       // All three answer the same records; then a warm-up of each, discarded.
       const ids = async (at: string) => {
-        const res = await fetch(at, { method: 'POST', headers: { 'content-type': 'application/json', 'service-key': token }, body })
+        const res = await fetch(at, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', 'service-key': token },
+          body,
+        })
         if (res.status !== 200) throw new Error(`${shape.name}: ${res.status} ${await res.text()}`)
         return ((await res.json()) as { results: { id: string }[] }).results.map((r) => r.id)
       }
       const viaHttp = await ids(url)
       const viaSql = (await runDirect()).slice(0, limit).map((r) => JSON.parse(r.json).id)
       for (const other of [viaSql, await ids(floorUrl)]) {
-        if (JSON.stringify(viaHttp) !== JSON.stringify(other)) throw new Error(`${shape.name}: the sides' answers differ`)
+        if (JSON.stringify(viaHttp) !== JSON.stringify(other))
+          throw new Error(`${shape.name}: the sides' answers differ`)
       }
       const loads = [closedLoop(runDirect), httpLoad(url, token, body), httpLoad(floorUrl, token, body)]
       for (const load of loads) await load(0.3, [])
       const [sqlRun, httpRun, floorRun] = await sideBySide(loads, SECONDS)
       p50[shape.name] = httpRun.p50
       const metric = `${shape.name} [${viaHttp.length} rows]`
-      ctx.report({ bench: 'search', metric: `${metric} p50`, value: httpRun.p50, unit: 'ms', baseline: sqlRun.p50, ratio: httpRun.p50 / sqlRun.p50, target: '<= 1.5' })
-      ctx.report({ bench: 'search', metric: `${metric} p99`, value: httpRun.p99, unit: 'ms', baseline: sqlRun.p99, ratio: httpRun.p99 / sqlRun.p99 })
-      ctx.report({ bench: 'search', metric: `${metric} req/s`, value: httpRun.rps, unit: 'req/s', baseline: sqlRun.rps, ratio: httpRun.rps / sqlRun.rps })
-      ctx.report({ bench: 'search', metric: `${metric} p50, floor`, value: floorRun.p50, unit: 'ms', baseline: sqlRun.p50, ratio: floorRun.p50 / sqlRun.p50 })
+      ctx.report({
+        bench: 'search',
+        metric: `${metric} p50`,
+        value: httpRun.p50,
+        unit: 'ms',
+        baseline: sqlRun.p50,
+        ratio: httpRun.p50 / sqlRun.p50,
+        target: '<= 1.5',
+      })
+      ctx.report({
+        bench: 'search',
+        metric: `${metric} p99`,
+        value: httpRun.p99,
+        unit: 'ms',
+        baseline: sqlRun.p99,
+        ratio: httpRun.p99 / sqlRun.p99,
+      })
+      ctx.report({
+        bench: 'search',
+        metric: `${metric} req/s`,
+        value: httpRun.rps,
+        unit: 'req/s',
+        baseline: sqlRun.rps,
+        ratio: httpRun.rps / sqlRun.rps,
+      })
+      ctx.report({
+        bench: 'search',
+        metric: `${metric} p50, floor`,
+        value: floorRun.p50,
+        unit: 'ms',
+        baseline: sqlRun.p50,
+        ratio: floorRun.p50 / sqlRun.p50,
+      })
     }
     for (const [deepName, firstName] of DEEP_VS_FIRST) {
-      ctx.report({ bench: 'search', metric: `${deepName} vs ${firstName}, p50`, value: p50[deepName], unit: 'ms', baseline: p50[firstName], ratio: p50[deepName] / p50[firstName], target: '<= 2' })
+      ctx.report({
+        bench: 'search',
+        metric: `${deepName} vs ${firstName}, p50`,
+        value: p50[deepName],
+        unit: 'ms',
+        baseline: p50[firstName],
+        ratio: p50[deepName] / p50[firstName],
+        target: '<= 2',
+      })
     }
   } finally {
     await direct.end()

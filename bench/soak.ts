@@ -40,10 +40,20 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, Math.max(0, ms)))
 // ---------------------------------------------------------------------------------------------
 // Processes
 
-interface Proc { name: string; pid: number; stop: () => Promise<unknown>; rss: number[] }
+interface Proc {
+  name: string
+  pid: number
+  stop: () => Promise<unknown>
+  rss: number[]
+}
 
 const alive = (pid: number) => {
-  try { process.kill(pid, 0); return true } catch { return false }
+  try {
+    process.kill(pid, 0)
+    return true
+  } catch {
+    return false
+  }
 }
 
 // SIGTERM drains in-flight requests and jobs. A process that died earlier is skipped; one that
@@ -52,8 +62,14 @@ const stop = async (p: Proc) => {
   if (!alive(p.pid)) return
   const stopped = await Promise.race([p.stop().then(() => true), sleep(STOP_LIMIT_MS).then(() => false)])
   if (!stopped) {
-    process.stderr.write(`soak: ${p.name} (pid ${p.pid}) still running ${STOP_LIMIT_MS / 1000} s after SIGTERM; killed\n`)
-    try { process.kill(p.pid, 'SIGKILL') } catch { /* exited meanwhile */ }
+    process.stderr.write(
+      `soak: ${p.name} (pid ${p.pid}) still running ${STOP_LIMIT_MS / 1000} s after SIGTERM; killed\n`,
+    )
+    try {
+      process.kill(p.pid, 'SIGKILL')
+    } catch {
+      /* exited meanwhile */
+    }
   }
 }
 
@@ -77,14 +93,21 @@ type Server = Awaited<ReturnType<typeof startServer>>
 const setUpAccount = async (server: Server) => {
   const account = await server.admin('POST', '/accounts', { name: 'Soak' })
   const path = `/accounts/${account.id}`
-  for (const [kind, codename, type] of [['attribute', 'country', 'string'], ['attribute', 'plan', 'string'],
-    ['attribute', 'employees', 'number'], ['metric', 'logins', 'number'], ['metric', 'seats', 'number']]) {
+  for (const [kind, codename, type] of [
+    ['attribute', 'country', 'string'],
+    ['attribute', 'plan', 'string'],
+    ['attribute', 'employees', 'number'],
+    ['metric', 'logins', 'number'],
+    ['metric', 'seats', 'number'],
+  ]) {
     await server.admin('POST', `${path}/properties`, { entity: 'customer', kind, codename, type })
   }
-  await server.admin('PUT', `${path}/scoring`, { customer: {
-    engagement: [{ codename: 'logins', weight: 100, bad: 0, good: 40 }],
-    fit: [{ codename: 'country', weight: 100, values: { US: 100 }, default: 0 }],
-  } })
+  await server.admin('PUT', `${path}/scoring`, {
+    customer: {
+      engagement: [{ codename: 'logins', weight: 100, bad: 0, good: 40 }],
+      fit: [{ codename: 'country', weight: 100, values: { US: 100 }, default: 0 }],
+    },
+  })
   const { tracker_key } = await server.admin('PUT', `${path}/tracking`, { domains: ['soak.test'] })
   const { token } = await server.admin('POST', `${path}/keys`, {})
   return { id: account.id as number, token: token as string, trackerKey: tracker_key as string }
@@ -93,7 +116,11 @@ const setUpAccount = async (server: Server) => {
 const customer = (externalId: string, n: number) => ({
   external_id: externalId,
   name: `Customer ${n}`,
-  attributes: { country: ['US', 'DE', 'FR', 'GB'][n % 4], plan: ['free', 'pro', 'enterprise'][n % 3], employees: 10 + (n % 990) },
+  attributes: {
+    country: ['US', 'DE', 'FR', 'GB'][n % 4],
+    plan: ['free', 'pro', 'enterprise'][n % 3],
+    employees: 10 + (n % 990),
+  },
   metrics: SNAPSHOT_DATES.map((date, m) => ({ date, logins: (n + m * 7) % 50, seats: 1 + (n % 20) })),
 })
 
@@ -103,9 +130,10 @@ const event = (n: number) => {
     name: ['page_view', 'login', 'feature_used'][n % 3],
     timestamp: T0 + n,
     identification: { customer: customerId, contact: `${customerId}-c${n % 3}` },
-    data: n % 10 === 0
-      ? { customer: { plan: ['free', 'pro', 'enterprise'][n % 3] }, contact: { contact_name: `Person ${n % 3}` } }
-      : { contact: { last_page: `/app/page/${n % 50}` } },
+    data:
+      n % 10 === 0
+        ? { customer: { plan: ['free', 'pro', 'enterprise'][n % 3] }, contact: { contact_name: `Person ${n % 3}` } }
+        : { contact: { last_page: `/app/page/${n % 50}` } },
   }
 }
 
@@ -123,13 +151,33 @@ const SEARCHES = [
 // ---------------------------------------------------------------------------------------------
 // Load
 
-interface Endpoint { name: string; ok: number; client: number; server: number; throttled: number; network: number; latencies: number[]; samples: string[] }
+interface Endpoint {
+  name: string
+  ok: number
+  client: number
+  server: number
+  throttled: number
+  network: number
+  latencies: number[]
+  samples: string[]
+}
 type Answer = { status: number; text: string; retryAfter: number } | null
 
-const endpoint = (name: string): Endpoint => ({ name, ok: 0, client: 0, server: 0, throttled: 0, network: 0, latencies: [], samples: [] })
+const endpoint = (name: string): Endpoint => ({
+  name,
+  ok: 0,
+  client: 0,
+  server: 0,
+  throttled: 0,
+  network: 0,
+  latencies: [],
+  samples: [],
+})
 
 // The first few failures of each endpoint are kept to describe them in the report.
-const keepSample = (e: Endpoint, what: string) => { if (e.samples.length < 3) e.samples.push(what) }
+const keepSample = (e: Endpoint, what: string) => {
+  if (e.samples.length < 3) e.samples.push(what)
+}
 
 const count = (e: Endpoint, status: number, text: string, ms: number) => {
   if (status >= 200 && status < 300) {
@@ -149,7 +197,9 @@ const post = async (e: Endpoint, url: string, token: string, body: string): Prom
   const started = performance.now()
   try {
     const res = await fetch(url, {
-      method: 'POST', headers: { 'service-key': token, 'content-type': 'application/json' }, body,
+      method: 'POST',
+      headers: { 'service-key': token, 'content-type': 'application/json' },
+      body,
       signal: AbortSignal.timeout(REQUEST_TIMEOUT_MS),
     })
     const text = await res.text()
@@ -170,15 +220,27 @@ const pause = (answer: Answer, deadline: number) => {
 }
 
 interface Load {
-  token: string; trackerKey: string; deadline: number
+  token: string
+  trackerKey: string
+  deadline: number
   endpoints: { upload: Endpoint; search: Endpoint; track: Endpoint }
-  uploads: number; trackRequests: number; ackedCustomers: string[]; ackedEventBlocks: number[]
+  uploads: number
+  trackRequests: number
+  ackedCustomers: string[]
+  ackedEventBlocks: number[]
 }
 
 const uploadOnce = async (load: Load, base: string) => {
   const n = load.uploads++
-  const customers = Array.from({ length: CUSTOMERS_PER_UPLOAD }, (_, i) => customer(`soak-${n}-${i}`, n * CUSTOMERS_PER_UPLOAD + i))
-  const answer = await post(load.endpoints.upload, `${base}/api/v1/customers`, load.token, JSON.stringify({ customers }))
+  const customers = Array.from({ length: CUSTOMERS_PER_UPLOAD }, (_, i) =>
+    customer(`soak-${n}-${i}`, n * CUSTOMERS_PER_UPLOAD + i),
+  )
+  const answer = await post(
+    load.endpoints.upload,
+    `${base}/api/v1/customers`,
+    load.token,
+    JSON.stringify({ customers }),
+  )
   if (answer?.status === 200) load.ackedCustomers.push(...customers.map((c) => c.external_id))
   else await pause(answer, load.deadline)
 }
@@ -186,7 +248,12 @@ const uploadOnce = async (load: Load, base: string) => {
 const searchPages = async (load: Load, base: string, filters: object[]) => {
   let after: number | undefined
   for (let page = 0; page < PAGES; page++) {
-    const answer = await post(load.endpoints.search, `${base}/api/v1/customers/search`, load.token, JSON.stringify({ filters, limit: PAGE_SIZE, after }))
+    const answer = await post(
+      load.endpoints.search,
+      `${base}/api/v1/customers/search`,
+      load.token,
+      JSON.stringify({ filters, limit: PAGE_SIZE, after }),
+    )
     if (answer?.status !== 200) return pause(answer, load.deadline)
     after = JSON.parse(answer.text).paging?.next?.after
     if (after === undefined) return
@@ -197,7 +264,12 @@ const searchPages = async (load: Load, base: string, filters: object[]) => {
 const trackOnce = async (load: Load, base: string) => {
   const n = load.trackRequests++
   const events = Array.from({ length: EVENTS_PER_REQUEST }, (_, i) => event(n * EVENTS_PER_REQUEST + i))
-  const answer = await post(load.endpoints.track, `${base}/api/tracker/track`, load.token, JSON.stringify({ trackerKey: load.trackerKey, events }))
+  const answer = await post(
+    load.endpoints.track,
+    `${base}/api/tracker/track`,
+    load.token,
+    JSON.stringify({ trackerKey: load.trackerKey, events }),
+  )
   if (answer?.status === 200) load.ackedEventBlocks.push(n)
   else await pause(answer, load.deadline)
 }
@@ -206,22 +278,28 @@ const until = async (deadline: number, step: () => Promise<unknown>) => {
   while (performance.now() < deadline) await step()
 }
 
-const runLoad = (load: Load, bases: string[]) => Promise.all(bases.flatMap((base) => [
-  ...Array.from({ length: CLIENTS.upload }, () => until(load.deadline, () => uploadOnce(load, base))),
-  ...Array.from({ length: CLIENTS.search }, (_, c) => {
-    let shape = c
-    return until(load.deadline, () => searchPages(load, base, SEARCHES[shape++ % SEARCHES.length]))
-  }),
-  ...Array.from({ length: CLIENTS.track }, () => until(load.deadline, () => trackOnce(load, base))),
-]))
+const runLoad = (load: Load, bases: string[]) =>
+  Promise.all(
+    bases.flatMap((base) => [
+      ...Array.from({ length: CLIENTS.upload }, () => until(load.deadline, () => uploadOnce(load, base))),
+      ...Array.from({ length: CLIENTS.search }, (_, c) => {
+        let shape = c
+        return until(load.deadline, () => searchPages(load, base, SEARCHES[shape++ % SEARCHES.length]))
+      }),
+      ...Array.from({ length: CLIENTS.track }, () => until(load.deadline, () => trackOnce(load, base))),
+    ]),
+  )
 
 // ---------------------------------------------------------------------------------------------
 // Database checks
 
-const backlog = async (sql: postgres.Sql, accountId: number) => (await sql`
+const backlog = async (sql: postgres.Sql, accountId: number) =>
+  (
+    await sql`
   select (select count(*)::int from uploads where account_id = ${accountId} and status in ('received', 'processing')) as uploads,
     (select count(*)::int from tracking_events where account_id = ${accountId} and status = 'received') as events,
-    (select count(*)::int from graphile_worker.jobs where locked_at is null and attempts < max_attempts) as jobs`)[0]
+    (select count(*)::int from graphile_worker.jobs where locked_at is null and attempts < max_attempts) as jobs`
+  )[0]
 
 // Seconds until no upload is waiting and every event is applied.
 const drain = async (sql: postgres.Sql, accountId: number) => {
@@ -229,7 +307,8 @@ const drain = async (sql: postgres.Sql, accountId: number) => {
   for (;;) {
     const left = await backlog(sql, accountId)
     if (left.uploads === 0 && left.events === 0) return (performance.now() - started) / 1000
-    if (performance.now() - started > DRAIN_LIMIT_MS) throw new Error(`backlog not drained after ${DRAIN_LIMIT_MS / 1000} s: ${JSON.stringify(left)}`)
+    if (performance.now() - started > DRAIN_LIMIT_MS)
+      throw new Error(`backlog not drained after ${DRAIN_LIMIT_MS / 1000} s: ${JSON.stringify(left)}`)
     await sleep(200)
   }
 }
@@ -238,7 +317,9 @@ const drain = async (sql: postgres.Sql, accountId: number) => {
 const seed = async (server: Server, sql: postgres.Sql, account: { id: number; token: string }) => {
   const customers = Array.from({ length: SEED_CUSTOMERS }, (_, i) => customer(`seed-${i}`, i))
   const res = await fetch(`${server.base}/api/v1/customers`, {
-    method: 'POST', headers: { 'service-key': account.token, 'content-type': 'application/json' }, body: JSON.stringify({ customers }),
+    method: 'POST',
+    headers: { 'service-key': account.token, 'content-type': 'application/json' },
+    body: JSON.stringify({ customers }),
   })
   if (res.status !== 200) throw new Error(`seed upload: ${res.status} ${await res.text()}`)
   await drain(sql, account.id)
@@ -247,26 +328,34 @@ const seed = async (server: Server, sql: postgres.Sql, account: { id: number; to
 
 // Uploads are processed one at a time per account, behind the account's other jobs: the time from
 // the 200 to the records being there is what a client of a busy account waits.
-const uploadLag = async (sql: postgres.Sql, accountId: number, afterId: number) => (await sql`
+const uploadLag = async (sql: postgres.Sql, accountId: number, afterId: number) =>
+  (
+    await sql`
   select percentile_cont(array[0.5, 0.99]) within group (order by extract(epoch from processed_at - received_at)) as seconds
-  from uploads where account_id = ${accountId} and id > ${afterId}`)[0].seconds as [number, number]
+  from uploads where account_id = ${accountId} and id > ${afterId}`
+  )[0].seconds as [number, number]
 
 // Completed jobs are deleted; one still there with an error is failing (and retried or given up).
 const failingJobs = async (sql: postgres.Sql) =>
   (await sql`select count(*)::int as n from graphile_worker.jobs where last_error is not null`)[0].n as number
 
 // Every acknowledged customer once, with all its snapshots.
-const countCustomers = async (sql: postgres.Sql, accountId: number, ids: string[]) => (await sql`
+const countCustomers = async (sql: postgres.Sql, accountId: number, ids: string[]) =>
+  (
+    await sql`
   with acked as (select unnest(${ids}::text[]) collate "C" as external_id), found as (
     select c.account_id, c.service_id, c.external_id from acked join customers c on c.account_id = ${accountId} and c.external_id = acked.external_id
   )
   select (select count(*)::int from acked) - (select count(distinct external_id)::int from found) as lost,
     (select count(*)::int - count(distinct external_id)::int from found) as duplicates,
     (select count(*)::int from found join customer_snapshots s on s.account_id = found.account_id and s.customer_id = found.service_id) as snapshots,
-    (select count(*)::int from uploads where account_id = ${accountId} and status = 'failed') as failed_uploads`)[0]
+    (select count(*)::int from uploads where account_id = ${accountId} and status = 'failed') as failed_uploads`
+  )[0]
 
 // Every event of every acknowledged block, found by its occurred_at.
-const countEvents = async (sql: postgres.Sql, accountId: number, blocks: number[]) => (await sql`
+const countEvents = async (sql: postgres.Sql, accountId: number, blocks: number[]) =>
+  (
+    await sql`
   with stored as (
     select round(extract(epoch from occurred_at) * 1000)::bigint - ${T0}::bigint as n, count(*)::int as copies
     from tracking_events where account_id = ${accountId} group by 1
@@ -275,7 +364,8 @@ const countEvents = async (sql: postgres.Sql, accountId: number, blocks: number[
   )
   select (select count(*)::int from acked where not exists (select 1 from stored where stored.n = acked.n)) as lost,
     (select coalesce(sum(copies - 1), 0)::int from stored) as duplicates,
-    (select count(*)::int from tracking_events where account_id = ${accountId} and status = 'unmatched') as unmatched`)[0]
+    (select count(*)::int from tracking_events where account_id = ${accountId} and status = 'unmatched') as unmatched`
+  )[0]
 
 // ---------------------------------------------------------------------------------------------
 // Report
@@ -284,11 +374,23 @@ const countEvents = async (sql: postgres.Sql, accountId: number, blocks: number[
 const reportEndpoint = (ctx: BenchContext, e: Endpoint, seconds: number, items?: [string, number]) => {
   const sorted = [...e.latencies].sort((a, b) => a - b)
   ctx.report({ bench: 'soak', metric: `${e.name} accepted`, value: e.ok / seconds, unit: 'req/s' })
-  if (items) ctx.report({ bench: 'soak', metric: `${e.name} ${items[0]} accepted`, value: (e.ok * items[1]) / seconds, unit: `${items[0]}/s` })
+  if (items)
+    ctx.report({
+      bench: 'soak',
+      metric: `${e.name} ${items[0]} accepted`,
+      value: (e.ok * items[1]) / seconds,
+      unit: `${items[0]}/s`,
+    })
   ctx.report({ bench: 'soak', metric: `${e.name} p50 (2xx)`, value: percentile(sorted, 50), unit: 'ms' })
   ctx.report({ bench: 'soak', metric: `${e.name} p99 (2xx)`, value: percentile(sorted, 99), unit: 'ms' })
   ctx.report({ bench: 'soak', metric: `${e.name} 5xx`, value: e.server, unit: 'requests', target: '0' })
-  ctx.report({ bench: 'soak', metric: `${e.name} other 4xx, no answer`, value: e.client + e.network, unit: 'requests', target: '0' })
+  ctx.report({
+    bench: 'soak',
+    metric: `${e.name} other 4xx, no answer`,
+    value: e.client + e.network,
+    unit: 'requests',
+    target: '0',
+  })
   ctx.report({ bench: 'soak', metric: `${e.name} 429 (backpressure)`, value: e.throttled, unit: 'requests' })
   for (const s of e.samples) process.stderr.write(`soak: ${e.name}: ${s}\n`)
 }
@@ -298,8 +400,18 @@ const reportRss = (ctx: BenchContext, p: Proc, warmIndex: number) => {
   const last = p.rss[p.rss.length - 1]
   ctx.report({ bench: 'soak', metric: `RSS ${p.name}, first sample`, value: p.rss[0], unit: 'MB' })
   ctx.report({ bench: 'soak', metric: `RSS ${p.name}, max`, value: Math.max(...p.rss), unit: 'MB' })
-  ctx.report({ bench: 'soak', metric: `RSS ${p.name}, last vs after warm-up`, value: last, unit: 'MB', baseline: warm, ratio: last / warm, target: 'flat (~1)' })
-  process.stderr.write(`soak: RSS ${p.name} (pid ${p.pid}) every ${RSS_EVERY_MS / 1000} s: ${p.rss.map((mb) => mb.toFixed(0)).join(' ')} MB\n`)
+  ctx.report({
+    bench: 'soak',
+    metric: `RSS ${p.name}, last vs after warm-up`,
+    value: last,
+    unit: 'MB',
+    baseline: warm,
+    ratio: last / warm,
+    target: 'flat (~1)',
+  })
+  process.stderr.write(
+    `soak: RSS ${p.name} (pid ${p.pid}) every ${RSS_EVERY_MS / 1000} s: ${p.rss.map((mb) => mb.toFixed(0)).join(' ')} MB\n`,
+  )
 }
 
 export default async (ctx: BenchContext) => {
@@ -312,16 +424,26 @@ export default async (ctx: BenchContext) => {
     const seedUpload = await seed(servers[0], sql, account)
 
     const load: Load = {
-      token: account.token, trackerKey: account.trackerKey, deadline: performance.now() + SECONDS * 1000,
+      token: account.token,
+      trackerKey: account.trackerKey,
+      deadline: performance.now() + SECONDS * 1000,
       endpoints: { upload: endpoint('upload'), search: endpoint('search'), track: endpoint('track') },
-      uploads: 0, trackRequests: 0, ackedCustomers: [], ackedEventBlocks: [],
+      uploads: 0,
+      trackRequests: 0,
+      ackedCustomers: [],
+      ackedEventBlocks: [],
     }
-    const sample = () => { for (const p of procs) p.rss.push(rssMb(p.pid)) }
+    const sample = () => {
+      for (const p of procs) p.rss.push(rssMb(p.pid))
+    }
     sample()
     const sampler = setInterval(sample, RSS_EVERY_MS)
     const started = performance.now()
     try {
-      await runLoad(load, servers.map((s) => s.base))
+      await runLoad(
+        load,
+        servers.map((s) => s.base),
+      )
     } finally {
       clearInterval(sampler)
     }
@@ -332,24 +454,77 @@ export default async (ctx: BenchContext) => {
     reportEndpoint(ctx, load.endpoints.search, seconds)
     reportEndpoint(ctx, load.endpoints.track, seconds, ['events', EVENTS_PER_REQUEST])
     const left = await backlog(sql, account.id)
-    ctx.report({ bench: 'soak', metric: 'backlog at end of load: uploads waiting', value: left.uploads, unit: 'uploads' })
+    ctx.report({
+      bench: 'soak',
+      metric: 'backlog at end of load: uploads waiting',
+      value: left.uploads,
+      unit: 'uploads',
+    })
     ctx.report({ bench: 'soak', metric: 'backlog at end of load: events to apply', value: left.events, unit: 'events' })
     ctx.report({ bench: 'soak', metric: 'backlog at end of load: jobs waiting', value: left.jobs, unit: 'jobs' })
     ctx.report({ bench: 'soak', metric: 'time to drain the backlog', value: await drain(sql, account.id), unit: 's' })
     const [lag50, lag99] = await uploadLag(sql, account.id, seedUpload)
     ctx.report({ bench: 'soak', metric: 'upload 200 -> processed p50', value: lag50, unit: 's' })
     ctx.report({ bench: 'soak', metric: 'upload 200 -> processed p99', value: lag99, unit: 's' })
-    ctx.report({ bench: 'soak', metric: 'jobs failing (an error, not completed)', value: await failingJobs(sql), unit: 'jobs', target: '0' })
+    ctx.report({
+      bench: 'soak',
+      metric: 'jobs failing (an error, not completed)',
+      value: await failingJobs(sql),
+      unit: 'jobs',
+      target: '0',
+    })
 
     const customers = await countCustomers(sql, account.id, load.ackedCustomers)
     const events = await countEvents(sql, account.id, load.ackedEventBlocks)
-    ctx.report({ bench: 'soak', metric: `customers lost (of ${load.ackedCustomers.length} acked)`, value: customers.lost, unit: 'records', target: '0' })
-    ctx.report({ bench: 'soak', metric: 'customers stored more than once', value: customers.duplicates, unit: 'records', target: '0' })
-    ctx.report({ bench: 'soak', metric: 'snapshots lost', value: load.ackedCustomers.length * SNAPSHOT_DATES.length - customers.snapshots, unit: 'records', target: '0' })
-    ctx.report({ bench: 'soak', metric: 'uploads failed', value: customers.failed_uploads, unit: 'uploads', target: '0' })
-    ctx.report({ bench: 'soak', metric: `events lost (of ${load.ackedEventBlocks.length * EVENTS_PER_REQUEST} acked)`, value: events.lost, unit: 'events', target: '0' })
-    ctx.report({ bench: 'soak', metric: 'events stored more than once', value: events.duplicates, unit: 'events', target: '0' })
-    ctx.report({ bench: 'soak', metric: 'events unmatched (no such customer)', value: events.unmatched, unit: 'events', target: '0' })
+    ctx.report({
+      bench: 'soak',
+      metric: `customers lost (of ${load.ackedCustomers.length} acked)`,
+      value: customers.lost,
+      unit: 'records',
+      target: '0',
+    })
+    ctx.report({
+      bench: 'soak',
+      metric: 'customers stored more than once',
+      value: customers.duplicates,
+      unit: 'records',
+      target: '0',
+    })
+    ctx.report({
+      bench: 'soak',
+      metric: 'snapshots lost',
+      value: load.ackedCustomers.length * SNAPSHOT_DATES.length - customers.snapshots,
+      unit: 'records',
+      target: '0',
+    })
+    ctx.report({
+      bench: 'soak',
+      metric: 'uploads failed',
+      value: customers.failed_uploads,
+      unit: 'uploads',
+      target: '0',
+    })
+    ctx.report({
+      bench: 'soak',
+      metric: `events lost (of ${load.ackedEventBlocks.length * EVENTS_PER_REQUEST} acked)`,
+      value: events.lost,
+      unit: 'events',
+      target: '0',
+    })
+    ctx.report({
+      bench: 'soak',
+      metric: 'events stored more than once',
+      value: events.duplicates,
+      unit: 'events',
+      target: '0',
+    })
+    ctx.report({
+      bench: 'soak',
+      metric: 'events unmatched (no such customer)',
+      value: events.unmatched,
+      unit: 'events',
+      target: '0',
+    })
 
     const warmIndex = Math.ceil(WARM_UP_MS / RSS_EVERY_MS)
     for (const p of procs) reportRss(ctx, p, warmIndex)

@@ -18,44 +18,56 @@ const CUSTOMERS = 1000
 const NAMES = ['page_view', 'login', 'feature_used', 'export', 'invite_sent']
 
 // Eight different bodies of 100 realistic events (about 22 KB each), cycled by every connection.
-const bodies = (trackerKey: string) => Array.from({ length: 8 }, (_, b) => JSON.stringify({
-  trackerKey,
-  events: Array.from({ length: EVENTS }, (_, i) => {
-    const n = b * EVENTS + i
-    const customer = `cust-${n % CUSTOMERS}`
-    return {
-      name: NAMES[n % NAMES.length],
-      timestamp: Date.now() - n * 1000,
-      identification: { customer, contact: `${customer}-contact-${n % 3}` },
-      data: n % 4 === 0
-        ? { customer: { plan: ['free', 'pro', 'enterprise'][n % 3] }, contact: { contact_name: `Person ${n % 3}`, role: 'member' } }
-        : { contact: { last_page: `/app/page/${n % 50}` } },
-    }
-  }),
-}))
+const bodies = (trackerKey: string) =>
+  Array.from({ length: 8 }, (_, b) =>
+    JSON.stringify({
+      trackerKey,
+      events: Array.from({ length: EVENTS }, (_, i) => {
+        const n = b * EVENTS + i
+        const customer = `cust-${n % CUSTOMERS}`
+        return {
+          name: NAMES[n % NAMES.length],
+          timestamp: Date.now() - n * 1000,
+          identification: { customer, contact: `${customer}-contact-${n % 3}` },
+          data:
+            n % 4 === 0
+              ? {
+                  customer: { plan: ['free', 'pro', 'enterprise'][n % 3] },
+                  contact: { contact_name: `Person ${n % 3}`, role: 'member' },
+                }
+              : { contact: { last_page: `/app/page/${n % 50}` } },
+        }
+      }),
+    }),
+  )
 
-const bare = () => new Promise<number>((resolve) => {
-  const server = createServer((req, res) => {
-    const chunks: Buffer[] = []
-    req.on('data', (c: Buffer) => chunks.push(c))
-    req.on('end', () => {
-      const body = JSON.parse(Buffer.concat(chunks).toString('utf8'))
-      const payload = JSON.stringify({ status: 'received', events: body.events.length })
-      res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(payload) })
-      res.end(payload)
+const bare = () =>
+  new Promise<number>((resolve) => {
+    const server = createServer((req, res) => {
+      const chunks: Buffer[] = []
+      req.on('data', (c: Buffer) => chunks.push(c))
+      req.on('end', () => {
+        const body = JSON.parse(Buffer.concat(chunks).toString('utf8'))
+        const payload = JSON.stringify({ status: 'received', events: body.events.length })
+        res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(payload) })
+        res.end(payload)
+      })
     })
+    server.listen(0, '127.0.0.1', () => resolve((server.address() as { port: number }).port))
   })
-  server.listen(0, '127.0.0.1', () => resolve((server.address() as { port: number }).port))
-})
 
 // Run as a child: `bench/tracking.ts bare` prints the port it listens on.
 if (process.argv[2] === 'bare') process.stdout.write(`${await bare()}\n`)
 
-const load = (base: string, headers: Record<string, string>, requests: string[], duration: number) => autocannon({
-  url: `${base}/api/tracker/track`, method: 'POST', connections: CONNECTIONS, duration,
-  headers: { 'content-type': 'application/json', ...headers },
-  requests: requests.map((body) => ({ method: 'POST', body })),
-})
+const load = (base: string, headers: Record<string, string>, requests: string[], duration: number) =>
+  autocannon({
+    url: `${base}/api/tracker/track`,
+    method: 'POST',
+    connections: CONNECTIONS,
+    duration,
+    headers: { 'content-type': 'application/json', ...headers },
+    requests: requests.map((body) => ({ method: 'POST', body })),
+  })
 
 const checked = (result: autocannon.Result) => {
   if (result.non2xx || result.errors || result.timeouts) {
@@ -71,9 +83,13 @@ const measure = async (base: string, headers: Record<string, string>, requests: 
 }
 
 const measureBare = async (requests: string[]) => {
-  const child = spawn(process.execPath, ['--import', 'tsx', fileURLToPath(import.meta.url), 'bare'], { stdio: ['ignore', 'pipe', 'inherit'] })
+  const child = spawn(process.execPath, ['--import', 'tsx', fileURLToPath(import.meta.url), 'bare'], {
+    stdio: ['ignore', 'pipe', 'inherit'],
+  })
   try {
-    const port: number = await new Promise((resolve) => child.stdout.once('data', (d) => resolve(Number(String(d).trim()))))
+    const port: number = await new Promise((resolve) =>
+      child.stdout.once('data', (d) => resolve(Number(String(d).trim()))),
+    )
     return await measure(`http://127.0.0.1:${port}`, {}, requests)
   } finally {
     child.kill()
@@ -94,9 +110,11 @@ const measureInserts = async (url: string, requests: string[]) => {
       from jsonb_array_elements((${body}::text::jsonb)->'events') x`
     let done = 0
     const deadline = performance.now() + SECONDS * 1000
-    await Promise.all(Array.from({ length: CONNECTIONS }, async (_, c) => {
-      for (let i = c; performance.now() < deadline; i++, done++) await insert(requests[i % requests.length])
-    }))
+    await Promise.all(
+      Array.from({ length: CONNECTIONS }, async (_, c) => {
+        for (let i = c; performance.now() < deadline; i++, done++) await insert(requests[i % requests.length])
+      }),
+    )
     return (done * EVENTS) / SECONDS
   } finally {
     await sql.end()
@@ -110,8 +128,18 @@ export default async (ctx: BenchContext) => {
   try {
     const account = await server.admin('POST', '/accounts', { name: 'Bench' })
     await server.admin('PUT', `/accounts/${account.id}/tracking`, { domains: ['bench.test'] })
-    await server.admin('POST', `/accounts/${account.id}/properties`, { entity: 'customer', kind: 'attribute', codename: 'plan', type: 'string' })
-    await server.admin('POST', `/accounts/${account.id}/properties`, { entity: 'contact', kind: 'attribute', codename: 'role', type: 'string' })
+    await server.admin('POST', `/accounts/${account.id}/properties`, {
+      entity: 'customer',
+      kind: 'attribute',
+      codename: 'plan',
+      type: 'string',
+    })
+    await server.admin('POST', `/accounts/${account.id}/properties`, {
+      entity: 'contact',
+      kind: 'attribute',
+      codename: 'role',
+      type: 'string',
+    })
     await sql`
       insert into customers (account_id, external_id, name)
       select ${account.id}, 'cust-' || i, 'Customer ' || i from generate_series(0, ${CUSTOMERS - 1}) i`
@@ -126,27 +154,65 @@ export default async (ctx: BenchContext) => {
     // The worker applies while the load runs; what is left is drained now.
     const drainStarted = performance.now()
     for (;;) {
-      const [{ n }] = await sql`select count(*)::int as n from tracking_events where account_id = ${account.id} and status = 'received'`
+      const [{ n }] =
+        await sql`select count(*)::int as n from tracking_events where account_id = ${account.id} and status = 'received'`
       if (n === 0) break
       await new Promise((r) => setTimeout(r, 100))
     }
     const drainSeconds = (performance.now() - drainStarted) / 1000
     const [{ total }] = await sql`select count(*)::int as total from tracking_events where account_id = ${account.id}`
 
-    ctx.report({ bench: 'tracking', metric: 'bare node:http, JSON.parse of the same bodies', value: baseline.eventsPerSecond, unit: 'events/s' })
     ctx.report({
-      bench: 'tracking', metric: `POST /api/tracker/track, ${EVENTS} events x ${CONNECTIONS} clients`, value: service.eventsPerSecond, unit: 'events/s',
-      baseline: baseline.eventsPerSecond, ratio: service.eventsPerSecond / baseline.eventsPerSecond, target: '>= 0.4',
+      bench: 'tracking',
+      metric: 'bare node:http, JSON.parse of the same bodies',
+      value: baseline.eventsPerSecond,
+      unit: 'events/s',
     })
     ctx.report({
-      bench: 'tracking', metric: `the same INSERTs through the driver, ${CONNECTIONS} connections (database ceiling)`, value: ceiling, unit: 'events/s',
-      baseline: baseline.eventsPerSecond, ratio: ceiling / baseline.eventsPerSecond,
+      bench: 'tracking',
+      metric: `POST /api/tracker/track, ${EVENTS} events x ${CONNECTIONS} clients`,
+      value: service.eventsPerSecond,
+      unit: 'events/s',
+      baseline: baseline.eventsPerSecond,
+      ratio: service.eventsPerSecond / baseline.eventsPerSecond,
+      target: '>= 0.4',
     })
-    ctx.report({ bench: 'tracking', metric: 'tracking against the database ceiling', value: service.eventsPerSecond, unit: 'events/s', baseline: ceiling, ratio: service.eventsPerSecond / ceiling })
+    ctx.report({
+      bench: 'tracking',
+      metric: `the same INSERTs through the driver, ${CONNECTIONS} connections (database ceiling)`,
+      value: ceiling,
+      unit: 'events/s',
+      baseline: baseline.eventsPerSecond,
+      ratio: ceiling / baseline.eventsPerSecond,
+    })
+    ctx.report({
+      bench: 'tracking',
+      metric: 'tracking against the database ceiling',
+      value: service.eventsPerSecond,
+      unit: 'events/s',
+      baseline: ceiling,
+      ratio: service.eventsPerSecond / ceiling,
+    })
     ctx.report({ bench: 'tracking', metric: 'p99 latency, bare node:http', value: baseline.p99, unit: 'ms' })
-    ctx.report({ bench: 'tracking', metric: 'p99 latency, tracking (200 after commit)', value: service.p99, unit: 'ms', baseline: baseline.p99 })
-    ctx.report({ bench: 'tracking', metric: 'events applied after the load (backlog drain)', value: drainSeconds, unit: 's' })
-    ctx.report({ bench: 'tracking', metric: 'events stored in the run (warm-up included)', value: total, unit: 'events' })
+    ctx.report({
+      bench: 'tracking',
+      metric: 'p99 latency, tracking (200 after commit)',
+      value: service.p99,
+      unit: 'ms',
+      baseline: baseline.p99,
+    })
+    ctx.report({
+      bench: 'tracking',
+      metric: 'events applied after the load (backlog drain)',
+      value: drainSeconds,
+      unit: 's',
+    })
+    ctx.report({
+      bench: 'tracking',
+      metric: 'events stored in the run (warm-up included)',
+      value: total,
+      unit: 'events',
+    })
   } finally {
     await sql.end()
     await server.stop()

@@ -1,7 +1,10 @@
 // A request the domain refuses: a status, a plain sentence, and where it applies, the fields at
 // fault (a JSON pointer into the request and what is wrong there). Domain code throws it with
 // refuse(); only src/http/ turns it into Problem Details.
-export interface FieldError { path: string; message: string }
+export interface FieldError {
+  path: string
+  message: string
+}
 
 export class Refusal extends Error {
   constructor(
@@ -15,7 +18,12 @@ export class Refusal extends Error {
   }
 }
 
-export const refuse = (status: number, message: string, errors?: FieldError[], headers?: Record<string, string>): never => {
+export const refuse = (
+  status: number,
+  message: string,
+  errors?: FieldError[],
+  headers?: Record<string, string>,
+): never => {
   throw new Refusal(status, message, errors, headers)
 }
 

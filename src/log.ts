@@ -3,7 +3,9 @@ const levels = { debug: 10, info: 20, warn: 30, error: 40, silent: 100 }
 export type Level = keyof typeof levels
 export type Log = (level: Exclude<Level, 'silent'>, msg: string, fields?: Record<string, unknown>) => void
 
-export const createLog = (min: Level): Log => (level, msg, fields) => {
-  if (levels[level] < levels[min]) return
-  process.stdout.write(JSON.stringify({ time: new Date().toISOString(), level, msg, ...fields }) + '\n')
-}
+export const createLog =
+  (min: Level): Log =>
+  (level, msg, fields) => {
+    if (levels[level] < levels[min]) return
+    process.stdout.write(JSON.stringify({ time: new Date().toISOString(), level, msg, ...fields }) + '\n')
+  }

@@ -8,12 +8,16 @@ export const registry = new Registry()
 collectDefaultMetrics({ register: registry })
 
 const httpRequests = new Counter({
-  name: 'http_requests_total', help: 'HTTP requests answered, by method, route pattern and status.',
-  labelNames: ['method', 'route', 'status'] as const, registers: [registry],
+  name: 'http_requests_total',
+  help: 'HTTP requests answered, by method, route pattern and status.',
+  labelNames: ['method', 'route', 'status'] as const,
+  registers: [registry],
 })
 const httpDuration = new Histogram({
-  name: 'http_request_duration_seconds', help: 'Time from the request arriving to the answer sent, by method, route pattern and status.',
-  labelNames: ['method', 'route', 'status'] as const, registers: [registry],
+  name: 'http_request_duration_seconds',
+  help: 'Time from the request arriving to the answer sent, by method, route pattern and status.',
+  labelNames: ['method', 'route', 'status'] as const,
+  registers: [registry],
   buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
 })
 
@@ -27,49 +31,60 @@ const httpLabels = new Map<string, HttpLabels>()
 export const observeRequest = (method: string, route: string | undefined, status: number, seconds: number) => {
   const key = `${method} ${route} ${status}`
   let labels = httpLabels.get(key)
-  if (!labels) httpLabels.set(key, labels = { method, route: route ?? 'unmatched', status: String(status) })
+  if (!labels) httpLabels.set(key, (labels = { method, route: route ?? 'unmatched', status: String(status) }))
   httpRequests.inc(labels)
   httpDuration.observe(labels, seconds)
 }
 
 const jobs = new Counter({
-  name: 'service_jobs_total', help: 'Background jobs run by this process, by task and outcome (completed or failed).',
-  labelNames: ['task', 'outcome'] as const, registers: [registry],
+  name: 'service_jobs_total',
+  help: 'Background jobs run by this process, by task and outcome (completed or failed).',
+  labelNames: ['task', 'outcome'] as const,
+  registers: [registry],
 })
 const jobDuration = new Histogram({
-  name: 'service_job_duration_seconds', help: 'Run time of background jobs, by task and outcome.',
-  labelNames: ['task', 'outcome'] as const, registers: [registry],
+  name: 'service_job_duration_seconds',
+  help: 'Run time of background jobs, by task and outcome.',
+  labelNames: ['task', 'outcome'] as const,
+  registers: [registry],
   buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60],
 })
 
-const timed = (name: string, task: Task): Task => async (payload, helpers) => {
-  const started = performance.now()
-  const observe = (outcome: 'completed' | 'failed') => {
-    jobs.inc({ task: name, outcome })
-    jobDuration.observe({ task: name, outcome }, (performance.now() - started) / 1000)
+const timed =
+  (name: string, task: Task): Task =>
+  async (payload, helpers) => {
+    const started = performance.now()
+    const observe = (outcome: 'completed' | 'failed') => {
+      jobs.inc({ task: name, outcome })
+      jobDuration.observe({ task: name, outcome }, (performance.now() - started) / 1000)
+    }
+    try {
+      const result = await task(payload, helpers)
+      observe('completed')
+      return result
+    } catch (err) {
+      observe('failed')
+      throw err
+    }
   }
-  try {
-    const result = await task(payload, helpers)
-    observe('completed')
-    return result
-  } catch (err) {
-    observe('failed')
-    throw err
-  }
-}
-
 
 const queueDepth = new Gauge({
-  name: 'service_job_queue_depth', help: 'Jobs waiting to run (not locked, attempts left), by task, in the whole database.',
-  labelNames: ['task'] as const, registers: [registry],
+  name: 'service_job_queue_depth',
+  help: 'Jobs waiting to run (not locked, attempts left), by task, in the whole database.',
+  labelNames: ['task'] as const,
+  registers: [registry],
 })
 const webhookDeliveries = new Gauge({
-  name: 'service_webhook_deliveries', help: 'Webhook deliveries by outcome (pending, delivered, failed), in the whole database.',
-  labelNames: ['status'] as const, registers: [registry],
+  name: 'service_webhook_deliveries',
+  help: 'Webhook deliveries by outcome (pending, delivered, failed), in the whole database.',
+  labelNames: ['status'] as const,
+  registers: [registry],
 })
 const uploads = new Gauge({
-  name: 'service_uploads', help: 'Uploads by state (received, processing, processed, failed), in the whole database.',
-  labelNames: ['status'] as const, registers: [registry],
+  name: 'service_uploads',
+  help: 'Uploads by state (received, processing, processed, failed), in the whole database.',
+  labelNames: ['status'] as const,
+  registers: [registry],
 })
 
 // The gauges are read from the database at scrape time, all three with one statement. These are
@@ -86,8 +101,16 @@ const databaseCounts = (sql: Sql) => sql<{ gauge: 'queue' | 'deliveries' | 'uplo
 // when a queue empties; the states the schema allows start at 0.
 const gauges = {
   queue: { gauge: queueDepth as Gauge<string>, label: 'task', seen: new Set<string>() },
-  deliveries: { gauge: webhookDeliveries as Gauge<string>, label: 'status', seen: new Set(['pending', 'delivered', 'failed']) },
-  uploads: { gauge: uploads as Gauge<string>, label: 'status', seen: new Set(['received', 'processing', 'processed', 'failed']) },
+  deliveries: {
+    gauge: webhookDeliveries as Gauge<string>,
+    label: 'status',
+    seen: new Set(['pending', 'delivered', 'failed']),
+  },
+  uploads: {
+    gauge: uploads as Gauge<string>,
+    label: 'status',
+    seen: new Set(['received', 'processing', 'processed', 'failed']),
+  },
 }
 
 // Wraps every task of the list once, so tasks need not know about metrics; a worker process also

@@ -8,7 +8,11 @@ import { createLog } from './log.ts'
 import type { Config } from './config.ts'
 import type { App } from './context.ts'
 
-export interface Service { app: App; port?: number; stop: () => Promise<void> }
+export interface Service {
+  app: App
+  port?: number
+  stop: () => Promise<void>
+}
 
 // graphile-worker can leave a rejection unhandled when the database goes away mid-batch
 // (batchFailJobs retries, possibly past its own pool's end at shutdown), which would end the
@@ -43,11 +47,12 @@ export const startService = async (
   const runner = parts.worker ? await startWorker(app, url) : undefined
   const http = parts.http ? await startHttp(app) : undefined
   let stopping: Promise<void> | undefined
-  const stop = () => (stopping ??= (async () => {
-    if (http) await http.stop()
-    if (runner) await runner.stop()
-    await keys.flush().catch(countsLost)
-    await sql.end({ timeout: 5 })
-  })())
+  const stop = () =>
+    (stopping ??= (async () => {
+      if (http) await http.stop()
+      if (runner) await runner.stop()
+      await keys.flush().catch(countsLost)
+      await sql.end({ timeout: 5 })
+    })())
   return { app, port: http?.port, stop }
 }

@@ -11,11 +11,20 @@ export const UNSTORABLE_MESSAGE = 'Must not contain NUL characters or unpaired s
 export const storable = v.check((s: string) => !UNSTORABLE.test(s), UNSTORABLE_MESSAGE)
 
 export const text255 = v.pipe(v.string(), v.maxLength(255, 'At most 255 characters.'), storable)
-export const id255 = v.pipe(v.string(), v.minLength(1, 'Must not be empty.'), v.maxLength(255, 'At most 255 characters.'), storable)
-export const DateString = v.pipe(v.string(), v.check((s: string) => isDate(s), `Must be ${DATE_RULE}.`))
+export const id255 = v.pipe(
+  v.string(),
+  v.minLength(1, 'Must not be empty.'),
+  v.maxLength(255, 'At most 255 characters.'),
+  storable,
+)
+export const DateString = v.pipe(
+  v.string(),
+  v.check((s: string) => isDate(s), `Must be ${DATE_RULE}.`),
+)
 
 // valibot's record() takes arrays for objects, so plain objects are checked first.
-export const isObject = (x: unknown): x is Record<string, unknown> => typeof x === 'object' && x !== null && !Array.isArray(x)
+export const isObject = (x: unknown): x is Record<string, unknown> =>
+  typeof x === 'object' && x !== null && !Array.isArray(x)
 
 export const pointer = (path?: { key: unknown }[]) =>
   path?.length ? '/' + path.map((p) => String(p.key).replace(/~/g, '~0').replace(/\//g, '~1')).join('/') : ''

@@ -3,7 +3,9 @@ import assert from 'node:assert/strict'
 import { startTestService, type TestService } from './helpers/service.ts'
 
 let s: TestService
-before(async () => { s = await startTestService() })
+before(async () => {
+  s = await startTestService()
+})
 after(() => s.stop())
 
 const paths = (res: { body: any }) => res.body.errors.map((e: { path: string }) => e.path)
@@ -18,7 +20,9 @@ test('the admin API is closed without its token, and disabled when none is confi
     const res = await off.call('POST', '/admin/v1/accounts', { name: 'x' }, { authorization: 'Bearer undefined' })
     assert.equal(res.status, 401)
     assert.match(res.body.detail, /disabled/)
-  } finally { await off.stop() }
+  } finally {
+    await off.stop()
+  }
 })
 
 test('accounts: create, read, defaults, bad input, 404', async () => {
@@ -30,9 +34,14 @@ test('accounts: create, read, defaults, bad input, 404', async () => {
   assert.deepEqual(res.body.tracking_domains, [])
   assert.match(res.body.created_at, /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/)
   assert.deepEqual((await s.admin('GET', `/accounts/${res.body.id}`)).body, res.body)
-  assert.equal((await s.admin('POST', '/accounts', { name: 'F', source_of_truth: 'HUBSPOT' })).body.source_of_truth, 'HUBSPOT')
+  assert.equal(
+    (await s.admin('POST', '/accounts', { name: 'F', source_of_truth: 'HUBSPOT' })).body.source_of_truth,
+    'HUBSPOT',
+  )
   assert.deepEqual(paths(await s.admin('POST', '/accounts', {})), ['/name'])
-  assert.deepEqual(paths(await s.admin('POST', '/accounts', { name: 'x', source_of_truth: 'api' })), ['/source_of_truth'])
+  assert.deepEqual(paths(await s.admin('POST', '/accounts', { name: 'x', source_of_truth: 'api' })), [
+    '/source_of_truth',
+  ])
   assert.equal((await s.admin('GET', '/accounts/999999')).status, 404)
   assert.equal((await s.admin('GET', '/accounts/abc')).status, 404)
   assert.equal((await s.admin('GET', '/accounts/999999/keys')).status, 404)
@@ -72,18 +81,36 @@ test('users: add, list, duplicate email (case-insensitive) 409, bad email 400', 
 test('properties: system attributes exist, definitions validated, duplicates 409', async () => {
   const { id } = await s.account()
   const list = (await s.admin('GET', `/accounts/${id}/properties`)).body
-  assert.deepEqual(list.map((p: any) => [p.codename, p.type, p.system]).sort(),
-    [['contact_email', 'string', true], ['crm_link', 'string', true], ['renewal_date', 'date', true]])
+  assert.deepEqual(list.map((p: any) => [p.codename, p.type, p.system]).sort(), [
+    ['contact_email', 'string', true],
+    ['crm_link', 'string', true],
+    ['renewal_date', 'date', true],
+  ])
   const def = { entity: 'customer', kind: 'metric', codename: 'logins', type: 'number' }
   assert.equal((await s.admin('POST', `/accounts/${id}/properties`, def)).status, 201)
   assert.equal((await s.admin('POST', `/accounts/${id}/properties`, def)).status, 409)
-  assert.equal((await s.admin('POST', `/accounts/${id}/properties`, { ...def, codename: 'Logins' })).status, 201, 'codenames are case-sensitive')
+  assert.equal(
+    (await s.admin('POST', `/accounts/${id}/properties`, { ...def, codename: 'Logins' })).status,
+    201,
+    'codenames are case-sensitive',
+  )
   assert.equal((await s.admin('POST', `/accounts/${id}/properties`, { ...def, entity: 'contact' })).status, 201)
-  assert.equal((await s.admin('POST', `/accounts/${id}/properties`, { ...def, codename: 'crm_link', kind: 'attribute' })).status, 409)
-  assert.deepEqual(paths(await s.admin('POST', `/accounts/${id}/properties`, { ...def, codename: 'date' })), ['/codename'])
-  assert.deepEqual(paths(await s.admin('POST', `/accounts/${id}/properties`, { ...def, codename: '1x' })), ['/codename'])
-  assert.deepEqual(paths(await s.admin('POST', `/accounts/${id}/properties`, { entity: 'deal', kind: 'x', codename: 'a', type: 'money' })).sort(),
-    ['/entity', '/kind', '/type'])
+  assert.equal(
+    (await s.admin('POST', `/accounts/${id}/properties`, { ...def, codename: 'crm_link', kind: 'attribute' })).status,
+    409,
+  )
+  assert.deepEqual(paths(await s.admin('POST', `/accounts/${id}/properties`, { ...def, codename: 'date' })), [
+    '/codename',
+  ])
+  assert.deepEqual(paths(await s.admin('POST', `/accounts/${id}/properties`, { ...def, codename: '1x' })), [
+    '/codename',
+  ])
+  assert.deepEqual(
+    paths(
+      await s.admin('POST', `/accounts/${id}/properties`, { entity: 'deal', kind: 'x', codename: 'a', type: 'money' }),
+    ).sort(),
+    ['/entity', '/kind', '/type'],
+  )
 })
 
 test('tags: create, list, duplicate title (case-insensitive) 409, bad colour 400', async () => {
@@ -104,23 +131,36 @@ test('scoring model: validated in shape and against the properties, stored, read
     { entity: 'customer', kind: 'metric', codename: 'logins', type: 'number' },
     { entity: 'customer', kind: 'attribute', codename: 'country', type: 'string' },
     { entity: 'customer', kind: 'attribute', codename: 'has_sso', type: 'boolean' },
-  ]) await s.admin('POST', `/accounts/${id}/properties`, p)
+  ])
+    await s.admin('POST', `/accounts/${id}/properties`, p)
   const model = {
     customer: {
-      engagement: [{ codename: 'logins', weight: 50, bad: 0, good: 40 }, { codename: 'renewal_date', weight: 25, bad: 0, good: 180 }],
-      fit: [{ codename: 'country', weight: 50, values: { US: 100, DE: 50 }, default: -100 }, { codename: 'has_sso', weight: 50, good: true }],
+      engagement: [
+        { codename: 'logins', weight: 50, bad: 0, good: 40 },
+        { codename: 'renewal_date', weight: 25, bad: 0, good: 180 },
+      ],
+      fit: [
+        { codename: 'country', weight: 50, values: { US: 100, DE: 50 }, default: -100 },
+        { codename: 'has_sso', weight: 50, good: true },
+      ],
     },
     churn: { inactive_days: 90 },
   }
   const put = await s.admin('PUT', `/accounts/${id}/scoring`, model)
   assert.equal(put.status, 200)
   assert.deepEqual((await s.admin('GET', `/accounts/${id}/scoring`)).body, model)
-  const unknown = await s.admin('PUT', `/accounts/${id}/scoring`, { customer: { engagement: [{ codename: 'nope', weight: 1, bad: 0, good: 1 }] } })
+  const unknown = await s.admin('PUT', `/accounts/${id}/scoring`, {
+    customer: { engagement: [{ codename: 'nope', weight: 1, bad: 0, good: 1 }] },
+  })
   assert.equal(unknown.status, 400)
   assert.deepEqual(paths(unknown), ['/customer/engagement/0/codename'])
-  const misfit = await s.admin('PUT', `/accounts/${id}/scoring`, { customer: { fit: [{ codename: 'country', weight: 1, bad: 0, good: 1 }] } })
+  const misfit = await s.admin('PUT', `/accounts/${id}/scoring`, {
+    customer: { fit: [{ codename: 'country', weight: 1, bad: 0, good: 1 }] },
+  })
   assert.equal(misfit.status, 400)
-  const shape = await s.admin('PUT', `/accounts/${id}/scoring`, { customer: { engagement: [{ codename: 'logins', weight: -1, bad: 0, good: 1 }] } })
+  const shape = await s.admin('PUT', `/accounts/${id}/scoring`, {
+    customer: { engagement: [{ codename: 'logins', weight: -1, bad: 0, good: 1 }] },
+  })
   assert.equal(shape.status, 400)
   assert.ok(paths(shape).some((p: string) => p.startsWith('/customer/engagement/0')))
 })
@@ -130,19 +170,28 @@ test('tracking domains: set, normalised, validated', async () => {
   const res = await s.admin('PUT', `/accounts/${id}/tracking`, { domains: ['Example.com', 'app.example.com'] })
   assert.equal(res.status, 200)
   assert.deepEqual(res.body.tracking_domains, ['example.com', 'app.example.com'])
-  assert.deepEqual(paths(await s.admin('PUT', `/accounts/${id}/tracking`, { domains: ['not a domain'] })), ['/domains/0'])
+  assert.deepEqual(paths(await s.admin('PUT', `/accounts/${id}/tracking`, { domains: ['not a domain'] })), [
+    '/domains/0',
+  ])
 })
 
 test('webhooks: secret once, list without it, URL rules, remove, rotate', async () => {
   const { id } = await s.account()
-  const hook = await s.admin('POST', `/accounts/${id}/webhooks`, { url: 'http://127.0.0.1:9/hook', events: ['customer.created'], name: 'crm' })
+  const hook = await s.admin('POST', `/accounts/${id}/webhooks`, {
+    url: 'http://127.0.0.1:9/hook',
+    events: ['customer.created'],
+    name: 'crm',
+  })
   assert.equal(hook.status, 201)
   assert.match(hook.body.secret, /^whsec_/)
   assert.equal(hook.body.active, true)
   const list = (await s.admin('GET', `/accounts/${id}/webhooks`)).body
   assert.equal(list.length, 1)
   assert.ok(!('secret' in list[0]))
-  assert.deepEqual(paths(await s.admin('POST', `/accounts/${id}/webhooks`, { url: 'x', events: ['customer.deleted'] })).sort(), ['/events/0', '/url'])
+  assert.deepEqual(
+    paths(await s.admin('POST', `/accounts/${id}/webhooks`, { url: 'x', events: ['customer.deleted'] })).sort(),
+    ['/events/0', '/url'],
+  )
   const rotated = await s.admin('POST', `/accounts/${id}/webhooks/${hook.body.id}/rotate-secret`)
   assert.equal(rotated.status, 200)
   assert.notEqual(rotated.body.secret, hook.body.secret)
@@ -154,11 +203,27 @@ test('webhook URLs must be public https when private targets are not allowed', a
   const strict = await startTestService({ webhookAllowPrivate: false }, { http: true, worker: false })
   try {
     const { id } = await strict.account()
-    for (const url of ['http://example.com/x', 'https://127.0.0.1/x', 'https://10.0.0.5/x', 'https://169.254.169.254/x', 'https://localhost/x']) {
+    for (const url of [
+      'http://example.com/x',
+      'https://127.0.0.1/x',
+      'https://10.0.0.5/x',
+      'https://169.254.169.254/x',
+      'https://localhost/x',
+    ]) {
       const res = await strict.admin('POST', `/accounts/${id}/webhooks`, { url, events: ['customer.created'] })
       assert.equal(res.status, 400, url)
       assert.deepEqual(paths(res), ['/url'])
     }
-    assert.equal((await strict.admin('POST', `/accounts/${id}/webhooks`, { url: 'https://hooks.example.com/x', events: ['customer.created'] })).status, 201)
-  } finally { await strict.stop() }
+    assert.equal(
+      (
+        await strict.admin('POST', `/accounts/${id}/webhooks`, {
+          url: 'https://hooks.example.com/x',
+          events: ['customer.created'],
+        })
+      ).status,
+      201,
+    )
+  } finally {
+    await strict.stop()
+  }
 })

@@ -3,7 +3,9 @@ import assert from 'node:assert/strict'
 import { startTestService, type TestService } from './helpers/service.ts'
 
 let s: TestService
-before(async () => { s = await startTestService({ apiRateLimit: 5, trackRateLimit: 3 }) })
+before(async () => {
+  s = await startTestService({ apiRateLimit: 5, trackRateLimit: 3 })
+})
 after(() => s.stop())
 
 const KEYED = ['/api/v1/customers/search', '/api/v1/contacts/search', '/api/v1/customers', '/api/v1/contacts']
@@ -61,7 +63,10 @@ test('the per-key rate limit answers 429 with Retry-After and RateLimit headers,
     last = await post('/api/v1/customers/search', a)
     statuses.push(last.status)
   }
-  assert.ok(statuses.slice(0, 5).every((st) => st !== 429), `statuses ${statuses}`)
+  assert.ok(
+    statuses.slice(0, 5).every((st) => st !== 429),
+    `statuses ${statuses}`,
+  )
   assert.equal(last!.status, 429, `statuses ${statuses}`)
   assert.equal(last!.headers.get('ratelimit-limit'), '5')
   assert.equal(last!.headers.get('ratelimit-remaining'), '0')
@@ -76,6 +81,7 @@ test('counters live in Postgres, shared across processes', async () => {
   const { id } = await s.account()
   const key = await keyWith(id, ['search'])
   await post('/api/v1/customers/search', key.token)
-  const [row] = await s.sql`select sum(count)::int as n from rate_limit_counters where account_id = ${id} and key_id = ${key.id}`
+  const [row] =
+    await s.sql`select sum(count)::int as n from rate_limit_counters where account_id = ${id} and key_id = ${key.id}`
   assert.equal(row.n, 1)
 })

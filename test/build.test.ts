@@ -20,7 +20,8 @@ test('the single-file bundle serves /readyz against a database and drains on SIG
   const db = await freshDatabase()
   try {
     const child = spawn(process.execPath, ['service.mjs', 'serve'], {
-      cwd: dir, env: { PATH: process.env.PATH, DATABASE_URL: db.url, PORT: '0', HOST: '127.0.0.1' },
+      cwd: dir,
+      env: { PATH: process.env.PATH, DATABASE_URL: db.url, PORT: '0', HOST: '127.0.0.1' },
     })
     let out = ''
     const port = await new Promise<number>((resolve, reject) => {
@@ -34,7 +35,10 @@ test('the single-file bundle serves /readyz against a database and drains on SIG
     const res = await fetch(`http://127.0.0.1:${port}/readyz`)
     assert.equal(res.status, 200)
     assert.deepEqual(await res.json(), { status: 'ready' })
-    const code = await new Promise((resolve) => { child.on('exit', resolve); child.kill('SIGTERM') })
+    const code = await new Promise((resolve) => {
+      child.on('exit', resolve)
+      child.kill('SIGTERM')
+    })
     assert.equal(code, 0)
     assert.match(out, /"msg":"request".*"path":"\/readyz","status":200/)
   } finally {
@@ -46,9 +50,12 @@ test('the single-file bundle serves /readyz against a database and drains on SIG
 test('the bundle runs migrate and admin operations from the command line', async () => {
   const dir = bundle()
   const db = await freshDatabase()
-  const run = (...args: string[]) => spawnSync(process.execPath, ['service.mjs', ...args], {
-    cwd: dir, encoding: 'utf8', env: { PATH: process.env.PATH, DATABASE_URL: db.url },
-  })
+  const run = (...args: string[]) =>
+    spawnSync(process.execPath, ['service.mjs', ...args], {
+      cwd: dir,
+      encoding: 'utf8',
+      env: { PATH: process.env.PATH, DATABASE_URL: db.url },
+    })
   try {
     const migrated = run('migrate')
     assert.equal(migrated.status, 0, migrated.stderr)

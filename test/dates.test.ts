@@ -11,7 +11,17 @@ import { emptyStats, importFile } from '../src/import/import.ts'
 import { scoredAccount, waitForUpload } from './helpers/fixtures.ts'
 import { startTestService, type TestService } from './helpers/service.ts'
 
-const BAD = ['0000-01-01', '2024-02-30', '2023-02-29', '2024-13-01', '2024-00-10', '2024-1-01', '10000-01-01', ' 2024-01-01', '']
+const BAD = [
+  '0000-01-01',
+  '2024-02-30',
+  '2023-02-29',
+  '2024-13-01',
+  '2024-00-10',
+  '2024-1-01',
+  '10000-01-01',
+  ' 2024-01-01',
+  '',
+]
 const GOOD = ['0001-01-01', '9999-12-31', '2024-02-29', '2000-02-29', '1970-01-01', '0099-12-31']
 
 test('isDate: a real calendar day, years 0001-9999', () => {
@@ -33,7 +43,10 @@ describe('entry points', () => {
 
   test('the SQL twins (is_iso_date, sqlDateOrNull) agree with isDate', async () => {
     for (const d of [...GOOD, ...BAD, '2024-02-31', '0000-02-29', '9999-12-32']) {
-      const [row] = await s.sql.unsafe(`select is_iso_date($1::text) as iso, ${sqlDateOrNull('$1::text')} is not null as cast`, [d])
+      const [row] = await s.sql.unsafe(
+        `select is_iso_date($1::text) as iso, ${sqlDateOrNull('$1::text')} is not null as cast`,
+        [d],
+      )
       assert.deepEqual([row.iso, row.cast], [isDate(d), isDate(d)], d)
     }
   })
@@ -42,22 +55,41 @@ describe('entry points', () => {
     test(`${date} is a 400 on customer and contact uploads, never an upload that fails`, async () => {
       const uploads = async () => (await s.sql`select count(*)::int as n from uploads where account_id = ${a.id}`)[0].n
       const before = await uploads()
-      const metric = await a.api('/api/v1/customers', { customers: [{ external_id: 'x', name: 'X', metrics: [{ date, logins: 1 }] }] })
+      const metric = await a.api('/api/v1/customers', {
+        customers: [{ external_id: 'x', name: 'X', metrics: [{ date, logins: 1 }] }],
+      })
       assert.equal(metric.status, 400)
-      assert.deepEqual(metric.body.errors.map((e: { path: string }) => e.path), ['/customers/0/metrics/0/date'])
-      const attribute = await a.api('/api/v1/customers', { customers: [{ external_id: 'x', name: 'X', attributes: { plan_started: date } }] })
+      assert.deepEqual(
+        metric.body.errors.map((e: { path: string }) => e.path),
+        ['/customers/0/metrics/0/date'],
+      )
+      const attribute = await a.api('/api/v1/customers', {
+        customers: [{ external_id: 'x', name: 'X', attributes: { plan_started: date } }],
+      })
       assert.equal(attribute.status, 400)
-      assert.deepEqual(attribute.body.errors.map((e: { path: string }) => e.path), ['/customers/0/attributes/plan_started'])
+      assert.deepEqual(
+        attribute.body.errors.map((e: { path: string }) => e.path),
+        ['/customers/0/attributes/plan_started'],
+      )
       const contact = await a.api('/api/v1/contacts', {
-        contacts: [{ customer_external_id: 'x', contact_external_id: 'y', contact_name: 'Y', metrics: [{ date, sessions: 1 }] }],
+        contacts: [
+          { customer_external_id: 'x', contact_external_id: 'y', contact_name: 'Y', metrics: [{ date, sessions: 1 }] },
+        ],
       })
       assert.equal(contact.status, 400)
-      assert.deepEqual(contact.body.errors.map((e: { path: string }) => e.path), ['/contacts/0/metrics/0/date'])
+      assert.deepEqual(
+        contact.body.errors.map((e: { path: string }) => e.path),
+        ['/contacts/0/metrics/0/date'],
+      )
       assert.equal(await uploads(), before)
     })
 
     test(`${date} is a 400 on single-record create and update`, async () => {
-      const created = await a.api('/api/v1/customer', { external_id: 'one', name: 'One', metrics: [{ date, logins: 1 }] })
+      const created = await a.api('/api/v1/customer', {
+        external_id: 'one',
+        name: 'One',
+        metrics: [{ date, logins: 1 }],
+      })
       assert.equal(created.status, 400)
       assert.equal(created.body.errors[0].path, '/metrics/0/date')
       // Made by the first round, there already on the second.
@@ -72,11 +104,15 @@ describe('entry points', () => {
 
     test(`${date} is a 400 in search values`, async () => {
       for (const operator of ['EQ', 'GT']) {
-        const res = await a.api('/api/v1/customers/search', { filters: [{ propertyName: 'plan_started', operator, value: date }] })
+        const res = await a.api('/api/v1/customers/search', {
+          filters: [{ propertyName: 'plan_started', operator, value: date }],
+        })
         assert.equal(res.status, 400)
         assert.equal(res.body.errors[0].path, '/filters/0/value')
       }
-      const last = await a.api('/api/v1/customers/search', { filters: [{ propertyName: 'last_seen', operator: 'IN', values: ['2024-01-01', date] }] })
+      const last = await a.api('/api/v1/customers/search', {
+        filters: [{ propertyName: 'last_seen', operator: 'IN', values: ['2024-01-01', date] }],
+      })
       assert.equal(last.status, 400)
       assert.equal(last.body.errors[0].path, '/filters/0/values/1')
     })
@@ -85,25 +121,43 @@ describe('entry points', () => {
   test('a tracked date attribute that is not a date is a 400, and nothing is stored', async () => {
     await s.admin('PUT', `/accounts/${a.id}/tracking`, { domains: ['acme.test'] })
     const event = (plan: unknown) => ({
-      name: 'login', timestamp: Date.now(), identification: { customer: 'one' }, data: { customer: { plan_started: plan, country: 'US' } },
+      name: 'login',
+      timestamp: Date.now(),
+      identification: { customer: 'one' },
+      data: { customer: { plan_started: plan, country: 'US' } },
     })
     for (const date of ['0000-01-01', '2024-02-30']) {
-      const res = await a.api('/api/tracker/track', { trackerKey: a.trackerKey, events: [event('2024-01-01'), event(date)] })
+      const res = await a.api('/api/tracker/track', {
+        trackerKey: a.trackerKey,
+        events: [event('2024-01-01'), event(date)],
+      })
       assert.equal(res.status, 400)
-      assert.deepEqual(res.body.errors.map((e: { path: string }) => e.path), ['/events/1/data/customer/plan_started'])
+      assert.deepEqual(
+        res.body.errors.map((e: { path: string }) => e.path),
+        ['/events/1/data/customer/plan_started'],
+      )
     }
     assert.equal((await s.sql`select count(*)::int as n from tracking_events where account_id = ${a.id}`)[0].n, 0)
     // Other values are free-form: a number under a date attribute is ignored when applied, as before.
-    assert.equal((await a.api('/api/tracker/track', { trackerKey: a.trackerKey, events: [event('2024-01-01'), event(7)] })).status, 200)
+    assert.equal(
+      (await a.api('/api/tracker/track', { trackerKey: a.trackerKey, events: [event('2024-01-01'), event(7)] })).status,
+      200,
+    )
   })
 
   test('CSV import reports a row with such a date and skips it', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'dates-'))
     try {
       const file = join(dir, 'c.csv')
-      writeFileSync(file, 'external_id,name,date,logins,plan_started\nok,Ok,2024-01-01,3,0001-01-01\nm,M,0000-01-01,3,\np,P,,,2024-02-30\n')
+      writeFileSync(
+        file,
+        'external_id,name,date,logins,plan_started\nok,Ok,2024-01-01,3,0001-01-01\nm,M,0000-01-01,3,\np,P,,,2024-02-30\n',
+      )
       const errors: string[] = []
-      const stats = await importFile(s.app, a.id, 'customers', file, emptyStats(), { force: true, onRowError: (e) => errors.push(e) })
+      const stats = await importFile(s.app, a.id, 'customers', file, emptyStats(), {
+        force: true,
+        onRowError: (e) => errors.push(e),
+      })
       assert.equal(stats.imported, 1)
       assert.equal(stats.errors, 2)
       assert.match(errors[0], /^line 3, column date: /)
@@ -115,8 +169,18 @@ describe('entry points', () => {
 
   test('the edges of the range are accepted, processed and scored', async () => {
     const res = await a.api('/api/v1/customers', {
-      customers: [{ external_id: 'edge', name: 'Edge', attributes: { plan_started: '9999-12-31' },
-        metrics: [{ date: '0001-01-01', logins: 1 }, { date: '9999-12-31', logins: 40 }, { date: '2024-02-29', logins: 2 }] }],
+      customers: [
+        {
+          external_id: 'edge',
+          name: 'Edge',
+          attributes: { plan_started: '9999-12-31' },
+          metrics: [
+            { date: '0001-01-01', logins: 1 },
+            { date: '9999-12-31', logins: 40 },
+            { date: '2024-02-29', logins: 2 },
+          ],
+        },
+      ],
     })
     assert.equal(res.status, 200)
     const upload = await waitForUpload(a.api, res.body.upload_id, 30_000, true)

@@ -11,21 +11,37 @@ import { startProcess } from './helpers/process.ts'
 import { freePort } from './helpers/cluster.ts'
 
 const json = (token: string) => ({ 'service-key': token, 'content-type': 'application/json' })
-const admin = (base: string, method: string, path: string, body?: unknown) => fetch(`${base}/admin/v1${path}`, {
-  method, headers: { authorization: `Bearer ${ADMIN_TOKEN}`, 'content-type': 'application/json' }, body: body === undefined ? undefined : JSON.stringify(body),
-}).then(async (r) => ({ status: r.status, body: await r.json().catch(() => undefined) }))
+const admin = (base: string, method: string, path: string, body?: unknown) =>
+  fetch(`${base}/admin/v1${path}`, {
+    method,
+    headers: { authorization: `Bearer ${ADMIN_TOKEN}`, 'content-type': 'application/json' },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  }).then(async (r) => ({ status: r.status, body: await r.json().catch(() => undefined) }))
 
 const setupAccount = async (base: string) => {
   const account = (await admin(base, 'POST', '/accounts', { name: 'Faults' })).body
-  await admin(base, 'POST', `/accounts/${account.id}/properties`, { entity: 'customer', kind: 'metric', codename: 'logins', type: 'number' })
-  await admin(base, 'PUT', `/accounts/${account.id}/scoring`, { customer: { engagement: [{ codename: 'logins', weight: 1, bad: 0, good: 10 }] } })
-  return { id: account.id as number, token: (await admin(base, 'POST', `/accounts/${account.id}/keys`, {})).body.token as string }
+  await admin(base, 'POST', `/accounts/${account.id}/properties`, {
+    entity: 'customer',
+    kind: 'metric',
+    codename: 'logins',
+    type: 'number',
+  })
+  await admin(base, 'PUT', `/accounts/${account.id}/scoring`, {
+    customer: { engagement: [{ codename: 'logins', weight: 1, bad: 0, good: 10 }] },
+  })
+  return {
+    id: account.id as number,
+    token: (await admin(base, 'POST', `/accounts/${account.id}/keys`, {})).body.token as string,
+  }
 }
 
 test('SIGKILL of a serve process under load: every 200 is stored, nothing is half-stored', async () => {
   const db = await freshDatabase()
   const sql = connect(db.url)
-  let serve = await startProcess(['serve', '--no-worker'], db.url, { SERVICE_API_RATE_LIMIT: '1000000', SERVICE_MAX_PENDING_UPLOADS: '100000' })
+  let serve = await startProcess(['serve', '--no-worker'], db.url, {
+    SERVICE_API_RATE_LIMIT: '1000000',
+    SERVICE_MAX_PENDING_UPLOADS: '100000',
+  })
   try {
     const { token } = await setupAccount(serve.base)
     const acked: { kind: 'upload' | 'create'; id: string | number; items: number }[] = []
@@ -36,14 +52,28 @@ test('SIGKILL of a serve process under load: every 200 is stored, nothing is hal
         sent++
         try {
           if (i % 2) {
-            const res = await fetch(`${serve.base}/api/v1/customer`, { method: 'POST', headers: json(token), body: JSON.stringify({ external_id: `one-${k}`, name: k, metrics: [{ date: '2026-01-01', logins: 3 }] }) })
+            const res = await fetch(`${serve.base}/api/v1/customer`, {
+              method: 'POST',
+              headers: json(token),
+              body: JSON.stringify({ external_id: `one-${k}`, name: k, metrics: [{ date: '2026-01-01', logins: 3 }] }),
+            })
             if (res.status === 201) acked.push({ kind: 'create', id: `one-${k}`, items: 1 })
           } else {
-            const customers = Array.from({ length: 50 }, (_, j) => ({ external_id: `bulk-${k}-${j}`, name: 'b', metrics: [{ date: '2026-01-01', logins: j }] }))
-            const res = await fetch(`${serve.base}/api/v1/customers`, { method: 'POST', headers: json(token), body: JSON.stringify({ customers }) })
+            const customers = Array.from({ length: 50 }, (_, j) => ({
+              external_id: `bulk-${k}-${j}`,
+              name: 'b',
+              metrics: [{ date: '2026-01-01', logins: j }],
+            }))
+            const res = await fetch(`${serve.base}/api/v1/customers`, {
+              method: 'POST',
+              headers: json(token),
+              body: JSON.stringify({ customers }),
+            })
             if (res.status === 200) acked.push({ kind: 'upload', id: (await res.json()).upload_id, items: 50 })
           }
-        } catch { return } // the server is gone
+        } catch {
+          return
+        } // the server is gone
       }
     }
     const clients = Promise.all(Array.from({ length: 6 }, (_, n) => client(n)))
@@ -52,7 +82,8 @@ test('SIGKILL of a serve process under load: every 200 is stored, nothing is hal
     await clients
     assert.ok(sent > acked.length, 'some requests were in flight when the process died')
     for (const a of acked.filter((x) => x.kind === 'create')) {
-      const [row] = await sql`select (select count(*)::int from customer_snapshots s where s.account_id = c.account_id and s.customer_id = c.service_id) as snaps from customers c where external_id = ${a.id}`
+      const [row] =
+        await sql`select (select count(*)::int from customer_snapshots s where s.account_id = c.account_id and s.customer_id = c.service_id) as snaps from customers c where external_id = ${a.id}`
       assert.ok(row, `acknowledged customer ${a.id} is missing`)
       assert.equal(row.snaps, 1, `customer ${a.id} is half-stored`)
     }
@@ -65,7 +96,8 @@ test('SIGKILL of a serve process under load: every 200 is stored, nothing is hal
     // Every stored bulk upload has its processing job (single creates were processed inline): a
     // worker started now processes them all.
     const bulk = uploads.filter((u) => u.status === 'received')
-    const [{ jobs }] = await sql`select count(*)::int as jobs from graphile_worker.jobs where task_identifier = 'process_upload'`
+    const [{ jobs }] =
+      await sql`select count(*)::int as jobs from graphile_worker.jobs where task_identifier = 'process_upload'`
     assert.equal(jobs, bulk.length)
     const worker = await startProcess(['worker'], db.url)
     try {
@@ -74,10 +106,13 @@ test('SIGKILL of a serve process under load: every 200 is stored, nothing is hal
         if (n === 0) break
         await new Promise((r) => setTimeout(r, 100))
       }
-      const [{ n, customers }] = await sql`select (select count(*)::int from uploads where status <> 'processed') as n, (select count(*)::int from customers where external_id like 'bulk-%') as customers`
+      const [{ n, customers }] =
+        await sql`select (select count(*)::int from uploads where status <> 'processed') as n, (select count(*)::int from customers where external_id like 'bulk-%') as customers`
       assert.equal(n, 0)
       assert.equal(customers, bulk.length * 50)
-    } finally { await worker.kill('SIGTERM') }
+    } finally {
+      await worker.kill('SIGTERM')
+    }
   } finally {
     serve.child.kill('SIGKILL')
     await sql.end()
@@ -91,7 +126,10 @@ test('a PostgreSQL restart during traffic: readiness goes false then true, reque
   const port = await freePort()
   let pg = await startEmbedded(join(dir, 'pg'), port)
   // Its own process, so that "nothing crashes" means the process is still there at the end.
-  const serve = await startProcess(['serve'], pg.url, { SERVICE_API_RATE_LIMIT: '1000000', SERVICE_JOB_LOCK_TIMEOUT: '3' })
+  const serve = await startProcess(['serve'], pg.url, {
+    SERVICE_API_RATE_LIMIT: '1000000',
+    SERVICE_JOB_LOCK_TIMEOUT: '3',
+  })
   const base = serve.base
   try {
     const { token } = await setupAccount(base)
@@ -99,7 +137,11 @@ test('a PostgreSQL restart during traffic: readiness goes false then true, reque
     let running = true
     const traffic = (async () => {
       while (running) {
-        const res = await fetch(`${base}/api/v1/customers`, { method: 'POST', headers: json(token), body: JSON.stringify({ customers: [{ external_id: `x${Math.random()}`, name: 'x' }] }) })
+        const res = await fetch(`${base}/api/v1/customers`, {
+          method: 'POST',
+          headers: json(token),
+          body: JSON.stringify({ customers: [{ external_id: `x${Math.random()}`, name: 'x' }] }),
+        })
         const body = await res.json().catch(() => ({}))
         statuses.set(res.status, (statuses.get(res.status) ?? 0) + 1)
         if (res.status >= 500) {
@@ -129,7 +171,10 @@ test('a PostgreSQL restart during traffic: readiness goes false then true, reque
     await traffic
     assert.ok((statuses.get(503) ?? 0) > 0, 'requests during the outage answered 503')
     // 429 is backpressure: uploads pile up while the jobs locked at the outage wait for release.
-    assert.deepEqual([...statuses.keys()].filter((s) => ![200, 429, 503].includes(s)), [])
+    assert.deepEqual(
+      [...statuses.keys()].filter((s) => ![200, 429, 503].includes(s)),
+      [],
+    )
     // The worker reconnects too: every upload acknowledged before, during or after gets processed.
     const sql = connect(pg.url)
     try {
@@ -138,10 +183,18 @@ test('a PostgreSQL restart during traffic: readiness goes false then true, reque
         ;[{ pending }] = await sql`select count(*)::int as pending from uploads where status <> 'processed'`
         if (pending) await new Promise((r) => setTimeout(r, 100))
       }
-      const jobs = pending && await sql`select task_identifier, locked_by, locked_at, attempts, last_error, run_at > now() as later, (select locked_by from graphile_worker._private_job_queues q where q.id = j.job_queue_id) as queue_lock from graphile_worker._private_jobs j limit 5`
+      const jobs =
+        pending &&
+        (await sql`select task_identifier, locked_by, locked_at, attempts, last_error, run_at > now() as later, (select locked_by from graphile_worker._private_job_queues q where q.id = j.job_queue_id) as queue_lock from graphile_worker._private_jobs j limit 5`)
       assert.equal(pending, 0, `uploads left unprocessed after the restart: ${JSON.stringify(jobs)}`)
-    } finally { await sql.end() }
-    const after = await fetch(`${base}/api/v1/customers`, { method: 'POST', headers: json(token), body: JSON.stringify({ customers: [{ external_id: 'after', name: 'x' }] }) })
+    } finally {
+      await sql.end()
+    }
+    const after = await fetch(`${base}/api/v1/customers`, {
+      method: 'POST',
+      headers: json(token),
+      body: JSON.stringify({ customers: [{ external_id: 'after', name: 'x' }] }),
+    })
     assert.equal(after.status, 200, 'requests succeed again once the backlog has drained')
     assert.equal(serve.child.exitCode, null, `the service process died: ${serve.stderr()}`)
     assert.equal(await serve.kill('SIGTERM'), 0, 'and it still drains and exits 0')

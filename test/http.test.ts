@@ -7,10 +7,18 @@ import { buildRouter } from '../src/http/router.ts'
 import type { App } from '../src/context.ts'
 
 let s: TestService
-before(async () => { s = await startTestService() })
+before(async () => {
+  s = await startTestService()
+})
 after(() => s.stop())
 
-const INTERFACE_ENDPOINTS = ['/api/v1/customers/search', '/api/v1/contacts/search', '/api/v1/customers', '/api/v1/contacts', '/api/tracker/track']
+const INTERFACE_ENDPOINTS = [
+  '/api/v1/customers/search',
+  '/api/v1/contacts/search',
+  '/api/v1/customers',
+  '/api/v1/contacts',
+  '/api/tracker/track',
+]
 
 const assertProblem = (res: { status: number; headers: Headers; body: any }, status: number) => {
   assert.equal(res.status, status)
@@ -60,16 +68,28 @@ test('a body over 5 MB answers 413 without being read to the end', async () => {
   assertProblem(res, 413)
   // Announced length over the limit: refused before any byte of the body is read.
   const status = await new Promise<number>((resolve, reject) => {
-    const req = request(s.base + '/api/v1/contacts', {
-      method: 'POST', headers: { 'content-type': 'application/json', 'content-length': String(6 * 1024 * 1024), 'service-key': token },
-    }, (res) => { res.resume(); resolve(res.statusCode!) })
+    const req = request(
+      s.base + '/api/v1/contacts',
+      {
+        method: 'POST',
+        headers: {
+          'content-type': 'application/json',
+          'content-length': String(6 * 1024 * 1024),
+          'service-key': token,
+        },
+      },
+      (res) => {
+        res.resume()
+        resolve(res.statusCode!)
+      },
+    )
     req.on('error', reject)
     req.write('{')
   })
   assert.equal(status, 413)
 })
 
-test('every response carries a request id, echoing the caller\'s', async () => {
+test("every response carries a request id, echoing the caller's", async () => {
   const res = await s.call('GET', '/healthz', undefined, { 'x-request-id': 'abc-123' })
   assert.equal(res.headers.get('x-request-id'), 'abc-123')
   assert.match((await s.call('GET', '/healthz')).headers.get('x-request-id') ?? '', /^[0-9a-f-]{36}$/)
@@ -77,11 +97,27 @@ test('every response carries a request id, echoing the caller\'s', async () => {
 
 test('a handler bug answers 500 without internals, and is logged', async () => {
   const lines: unknown[] = []
-  const app = { ...s.app, log: (level: string, msg: string, fields?: object) => lines.push({ level, msg, ...fields }) } as App
-  const server = createHttpServer(buildRouter([{
-    method: 'GET', path: '/boom', auth: 'none', summary: 'test',
-    handler: () => { throw new Error('secret internal detail') },
-  }], app), app.log)
+  const app = {
+    ...s.app,
+    log: (level: string, msg: string, fields?: object) => lines.push({ level, msg, ...fields }),
+  } as App
+  const server = createHttpServer(
+    buildRouter(
+      [
+        {
+          method: 'GET',
+          path: '/boom',
+          auth: 'none',
+          summary: 'test',
+          handler: () => {
+            throw new Error('secret internal detail')
+          },
+        },
+      ],
+      app,
+    ),
+    app.log,
+  )
   const port = await listen(server, 0, '127.0.0.1')
   const res = await fetch(`http://127.0.0.1:${port}/boom`)
   const text = await res.text()

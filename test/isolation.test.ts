@@ -35,16 +35,22 @@ const status = async (expected: number, pending: Promise<Call>) => {
 const get = (account: Account, path: string) => account.api(path, undefined, 'GET')
 const del = (account: Account, path: string) => account.api(path, undefined, 'DELETE')
 const results = async (pending: Promise<Call>) => (await status(200, pending)).body.results as any[]
-const errorPaths = async (pending: Promise<Call>) => (await status(400, pending)).body.errors.map((e: { path: string }) => e.path)
+const errorPaths = async (pending: Promise<Call>) =>
+  (await status(400, pending)).body.errors.map((e: { path: string }) => e.path)
 
 // Fills a route pattern's parameters; a parameter this file does not know fails, so that a new
 // kind of sub-resource gets a deliberate cross-tenant value.
-const fill = (path: string, params: Record<string, string | number>) => path.replace(/:(\w+)/g, (_, name: string) => {
-  assert.ok(name in params, `no value for :${name} in ${path}`)
-  return encodeURIComponent(params[name])
-})
-const asAdmin = (method: string, path: string, body?: unknown, headers: Record<string, string> = { authorization: `Bearer ${ADMIN_TOKEN}` }) =>
-  s.call(method, path, body === undefined && (method === 'POST' || method === 'PUT') ? {} : body, headers)
+const fill = (path: string, params: Record<string, string | number>) =>
+  path.replace(/:(\w+)/g, (_, name: string) => {
+    assert.ok(name in params, `no value for :${name} in ${path}`)
+    return encodeURIComponent(params[name])
+  })
+const asAdmin = (
+  method: string,
+  path: string,
+  body?: unknown,
+  headers: Record<string, string> = { authorization: `Bearer ${ADMIN_TOKEN}` },
+) => s.call(method, path, body === undefined && (method === 'POST' || method === 'PUT') ? {} : body, headers)
 const aParams = () => ({ key_id: A.key, webhook_id: A.hook, delivery_id: A.delivery, external_id: 'only-a' })
 // The route called on account B's id with A's sub-resource ids.
 const inB = (route: Pick<Route, 'method' | 'path'>, body?: unknown, params: Record<string, string> = {}, query = '') =>
@@ -54,19 +60,32 @@ const inB = (route: Pick<Route, 'method' | 'path'>, body?: unknown, params: Reco
 // through another tenant shows up wherever it lands, in tables added later too. Rate-limit counters
 // are left out: they count A's own requests that prove its key still works.
 const tenantRows = async (accountId: number) => {
-  const tables = (await s.sql`
+  const tables = (
+    await s.sql`
     select table_name as t from information_schema.columns
-    where table_schema = 'public' and column_name = 'account_id' and table_name <> 'rate_limit_counters' order by 1`).map((r) => r.t as string)
+    where table_schema = 'public' and column_name = 'account_id' and table_name <> 'rate_limit_counters' order by 1`
+  ).map((r) => r.t as string)
   assert.ok(tables.length >= 15, tables.join())
-  const rows = tables.map((t) => `, '${t}', (select coalesce(json_agg(x order by x::text), '[]') from "${t}" x where account_id = $1)`)
+  const rows = tables.map(
+    (t) => `, '${t}', (select coalesce(json_agg(x order by x::text), '[]') from "${t}" x where account_id = $1)`,
+  )
   const [row] = await s.sql.unsafe(
-    `select json_build_object('accounts', (select row_to_json(x) from accounts x where id = $1)${rows.join('')}) as rows`, [accountId])
+    `select json_build_object('accounts', (select row_to_json(x) from accounts x where id = $1)${rows.join('')}) as rows`,
+    [accountId],
+  )
   return row.rows as Record<string, unknown>
 }
 
 // Scoring, delivery and apply jobs of the account all done, so that its rows stop moving.
-const quiet = (accountId: number) => eventually(async () => (await s.sql`
-  select count(*)::int as n from graphile_worker._private_jobs where payload->>'account_id' = ${String(accountId)}`)[0].n === 0, `jobs of ${accountId}`)
+const quiet = (accountId: number) =>
+  eventually(
+    async () =>
+      (
+        await s.sql`
+  select count(*)::int as n from graphile_worker._private_jobs where payload->>'account_id' = ${String(accountId)}`
+      )[0].n === 0,
+    `jobs of ${accountId}`,
+  )
 
 // The ids a list route shows must be exactly the account's own rows of that table.
 const ownIds = async (table: string, accountId: number) =>
@@ -74,11 +93,23 @@ const ownIds = async (table: string, accountId: number) =>
 const sorted = (ids: number[]) => [...ids].sort((x, y) => x - y)
 const listedIds = (items: { id: number }[]) => sorted(items.map((i) => i.id))
 
-const track = (account: Account, trackerKey: string, customer: string) => account.api('/api/tracker/track', {
-  trackerKey, events: [{ name: 'login', timestamp: Date.now(), identification: { customer, contact: 'a-contact' }, data: { customer: { country: 'DE' } } }],
-})
-const eventsApplied = (account: Account) => eventually(async () =>
-  (await s.admin('GET', `/accounts/${account.id}/events`)).body.by_status.received === 0, `events of ${account.id} applied`)
+const track = (account: Account, trackerKey: string, customer: string) =>
+  account.api('/api/tracker/track', {
+    trackerKey,
+    events: [
+      {
+        name: 'login',
+        timestamp: Date.now(),
+        identification: { customer, contact: 'a-contact' },
+        data: { customer: { country: 'DE' } },
+      },
+    ],
+  })
+const eventsApplied = (account: Account) =>
+  eventually(
+    async () => (await s.admin('GET', `/accounts/${account.id}/events`)).body.by_status.received === 0,
+    `events of ${account.id} applied`,
+  )
 
 before(async () => {
   s = await startTestService({ apiRateLimit: 100_000 })
@@ -86,24 +117,51 @@ before(async () => {
   a = await scoredAccount(s, 'A')
   b = await scoredAccount(s, 'B')
   // A's own model, user, property and tags, so that B's reads could not pass for A's by chance.
-  await status(201, s.admin('POST', `/accounts/${a.id}/properties`, { entity: 'customer', kind: 'attribute', codename: 'a_secret', type: 'string' }))
-  await status(200, s.admin('PUT', `/accounts/${a.id}/scoring`, {
-    customer: { engagement: [{ codename: 'logins', weight: 100, bad: 0, good: 10 }] },
-    contact: { engagement: [{ codename: 'sessions', weight: 100, bad: 0, good: 10 }] },
-  }))
+  await status(
+    201,
+    s.admin('POST', `/accounts/${a.id}/properties`, {
+      entity: 'customer',
+      kind: 'attribute',
+      codename: 'a_secret',
+      type: 'string',
+    }),
+  )
+  await status(
+    200,
+    s.admin('PUT', `/accounts/${a.id}/scoring`, {
+      customer: { engagement: [{ codename: 'logins', weight: 100, bad: 0, good: 10 }] },
+      contact: { engagement: [{ codename: 'sessions', weight: 100, bad: 0, good: 10 }] },
+    }),
+  )
   await status(201, s.admin('POST', `/accounts/${a.id}/users`, { email: 'ann@a.test' }))
-  for (const [account, titles] of [[a, ['Gold', 'Silver']], [b, ['Bronze']]] as const) {
+  for (const [account, titles] of [
+    [a, ['Gold', 'Silver']],
+    [b, ['Bronze']],
+  ] as const) {
     for (const title of titles) await status(201, s.admin('POST', `/accounts/${account.id}/tags`, { title }))
     await status(200, s.admin('PUT', `/accounts/${account.id}/tracking`, { domains: [`${account.id}.example`] }))
   }
   A.hook = (await subscribe(s, a.id, receiver.url)).hookId
   bHook = (await subscribe(s, b.id, receiver.url)).hookId
 
-  A.upload = (await upload(a, [
-    { external_id: 'shared-1', name: 'A Shared', metrics: [{ date: DAY, logins: 1 }] },
-    { external_id: 'only-a', name: 'A Only', attributes: { a_secret: 's' }, metrics: [{ date: DAY, logins: 2 }] },
-  ])).upload_id
-  await upload(a, [{ customer_external_id: 'only-a', contact_external_id: 'a-contact', contact_name: 'A Contact', metrics: [{ date: DAY, sessions: 3 }] }], 'contacts')
+  A.upload = (
+    await upload(a, [
+      { external_id: 'shared-1', name: 'A Shared', metrics: [{ date: DAY, logins: 1 }] },
+      { external_id: 'only-a', name: 'A Only', attributes: { a_secret: 's' }, metrics: [{ date: DAY, logins: 2 }] },
+    ])
+  ).upload_id
+  await upload(
+    a,
+    [
+      {
+        customer_external_id: 'only-a',
+        contact_external_id: 'a-contact',
+        contact_name: 'A Contact',
+        metrics: [{ date: DAY, sessions: 3 }],
+      },
+    ],
+    'contacts',
+  )
   await upload(b, [{ external_id: 'shared-1', name: 'B Shared' }])
   await status(200, s.admin('PUT', `/accounts/${a.id}/customers/only-a/tags`, { titles: ['Gold'] }))
   await status(200, s.admin('PUT', `/accounts/${a.id}/contacts/a-contact/tags`, { titles: ['Gold'] }))
@@ -119,9 +177,13 @@ before(async () => {
   Object.assign(A, ids)
   await quiet(a.id)
   // A table where A has nothing would let any write through B go unseen.
-  for (const [table, rows] of Object.entries(await tenantRows(a.id))) assert.ok(!Array.isArray(rows) || rows.length > 0, `A has no rows in ${table}`)
+  for (const [table, rows] of Object.entries(await tenantRows(a.id)))
+    assert.ok(!Array.isArray(rows) || rows.length > 0, `A has no rows in ${table}`)
 })
-after(async () => { await s.stop(); await receiver.close() })
+after(async () => {
+  await s.stop()
+  await receiver.close()
+})
 
 const cases = new Map<string, Case>()
 const on = (method: Route['method'], path: string, run: Case) => cases.set(`${method} ${path}`, run)
@@ -134,15 +196,26 @@ on('POST', '/api/v1/customers/search', async () => {
   assert.deepEqual(sorted(found.map((r) => r.service_id)), sorted(own.map((r) => r.service_id)))
   assert.ok(!found.some((r) => r.id === 'only-a'))
   assert.equal(found.find((r) => r.id === 'shared-1').name, 'B Shared')
-  assert.deepEqual(await results(search(b, 'customers', { filters: [{ propertyName: 'name', operator: 'EQ', value: 'A Only' }] })), [])
+  assert.deepEqual(
+    await results(search(b, 'customers', { filters: [{ propertyName: 'name', operator: 'EQ', value: 'A Only' }] })),
+    [],
+  )
   // A's tag title names no tag of B.
-  assert.deepEqual(await results(search(b, 'customers', { filters: [{ propertyName: 'tags', operator: 'EQ', value: 'Gold' }] })), [])
+  assert.deepEqual(
+    await results(search(b, 'customers', { filters: [{ propertyName: 'tags', operator: 'EQ', value: 'Gold' }] })),
+    [],
+  )
   assert.deepEqual(await errorPaths(search(b, 'customers', { after: A.customer })), ['/after'])
 })
 
 on('POST', '/api/v1/contacts/search', async () => {
   assert.deepEqual(await results(search(b, 'contacts')), [])
-  assert.deepEqual(await results(search(b, 'contacts', { filters: [{ propertyName: 'customer_external_id', operator: 'EQ', value: 'only-a' }] })), [])
+  assert.deepEqual(
+    await results(
+      search(b, 'contacts', { filters: [{ propertyName: 'customer_external_id', operator: 'EQ', value: 'only-a' }] }),
+    ),
+    [],
+  )
   assert.deepEqual(await errorPaths(search(b, 'contacts', { after: A.contact })), ['/after'])
 })
 
@@ -163,10 +236,19 @@ on('POST', '/api/v1/customers', async () => {
 
 on('POST', '/api/v1/contacts', async () => {
   // A contact cannot attach to A's customer; A's contact id is new to B and is not moved.
-  const done = await upload(b, [
-    { customer_external_id: 'only-a', contact_external_id: 'b-orphan', contact_name: 'x' },
-    { customer_external_id: 'shared-1', contact_external_id: 'a-contact', contact_name: 'B Contact', metrics: [{ date: DAY, sessions: 9 }] },
-  ], 'contacts')
+  const done = await upload(
+    b,
+    [
+      { customer_external_id: 'only-a', contact_external_id: 'b-orphan', contact_name: 'x' },
+      {
+        customer_external_id: 'shared-1',
+        contact_external_id: 'a-contact',
+        contact_name: 'B Contact',
+        metrics: [{ date: DAY, sessions: 9 }],
+      },
+    ],
+    'contacts',
+  )
   try {
     assert.deepEqual([done.created, done.updated, done.ignored], [1, 0, 1])
   } finally {
@@ -278,9 +360,15 @@ on('POST', `${ACC}/:id/properties`, async (r) => {
 })
 
 on('GET', `${ACC}/:id/properties`, async (r) => {
-  const listed = (await status(200, inB(r))).body.map((p: { entity: string; codename: string }) => `${p.entity}.${p.codename}`)
-  const own = await s.sql`select entity, codename from property_defs where account_id = ${b.id} order by entity, codename`
-  assert.deepEqual(listed, own.map((p) => `${p.entity}.${p.codename}`))
+  const listed = (await status(200, inB(r))).body.map(
+    (p: { entity: string; codename: string }) => `${p.entity}.${p.codename}`,
+  )
+  const own =
+    await s.sql`select entity, codename from property_defs where account_id = ${b.id} order by entity, codename`
+  assert.deepEqual(
+    listed,
+    own.map((p) => `${p.entity}.${p.codename}`),
+  )
 })
 
 on('POST', `${ACC}/:id/tags`, async (r) => {
@@ -294,7 +382,10 @@ on('GET', `${ACC}/:id/tags`, async (r) => {
 on('PUT', `${ACC}/:id/customers/:external_id/tags`, async (r) => {
   await status(404, inB(r, { titles: [] }))
   // A's tag title names no tag of B.
-  assert.deepEqual(await errorPaths(s.admin('PUT', `/accounts/${b.id}/customers/shared-1/tags`, { titles: ['Gold'] })), ['/titles/0'])
+  assert.deepEqual(
+    await errorPaths(s.admin('PUT', `/accounts/${b.id}/customers/shared-1/tags`, { titles: ['Gold'] })),
+    ['/titles/0'],
+  )
 })
 
 on('PUT', `${ACC}/:id/contacts/:external_id/tags`, async (r) => {
@@ -350,12 +441,16 @@ on('GET', `${ACC}/:id/notifications`, async (r) => {
   const own = await ownIds('notifications', b.id)
   assert.deepEqual(listedIds((await status(200, inB(r))).body), own)
   // The email of A's user: B's own user of that email (if any) may have some, A's never show.
-  for (const n of (await status(200, inB(r, undefined, {}, '?user_email=ann@a.test'))).body) assert.ok(own.includes(n.id))
+  for (const n of (await status(200, inB(r, undefined, {}, '?user_email=ann@a.test'))).body)
+    assert.ok(own.includes(n.id))
 })
 
 on('GET', `${ACC}/:id/events`, async (r) => {
   for (const query of ['', '?customer=only-a']) {
-    assert.deepEqual(listedIds((await status(200, inB(r, undefined, {}, query))).body.events), await ownIds('tracking_events', b.id))
+    assert.deepEqual(
+      listedIds((await status(200, inB(r, undefined, {}, query))).body.events),
+      await ownIds('tracking_events', b.id),
+    )
   }
 })
 
@@ -373,17 +468,25 @@ for (const [name, run] of cases) {
   test(`${name}: B cannot reach A's data`, () => leavesAUntouched(() => run({ method, path })))
 }
 
-test('without the admin token every admin route is 401', () => leavesAUntouched(async () => {
-  for (const route of routes.filter((r) => r.auth === 'admin')) {
-    for (const headers of [{}, { authorization: 'Bearer wrong' }, { authorization: ADMIN_TOKEN }] as Record<string, string>[]) {
-      const res = await asAdmin(route.method, fill(route.path, { ...aParams(), id: a.id }), undefined, headers)
-      assert.equal(res.status, 401, `${route.method} ${route.path} with ${JSON.stringify(headers)}`)
+test('without the admin token every admin route is 401', () =>
+  leavesAUntouched(async () => {
+    for (const route of routes.filter((r) => r.auth === 'admin')) {
+      for (const headers of [{}, { authorization: 'Bearer wrong' }, { authorization: ADMIN_TOKEN }] as Record<
+        string,
+        string
+      >[]) {
+        const res = await asAdmin(route.method, fill(route.path, { ...aParams(), id: a.id }), undefined, headers)
+        assert.equal(res.status, 401, `${route.method} ${route.path} with ${JSON.stringify(headers)}`)
+      }
     }
-  }
-}))
+  }))
 
 test('every route of the table has an isolation case', () => {
   const table = routes.map((r) => `${r.method} ${r.path}`).filter((r) => !NO_TENANT_DATA.includes(r))
   assert.deepEqual([...cases.keys()].sort(), table.sort())
-  for (const r of NO_TENANT_DATA) assert.ok(routes.some((route) => `${route.method} ${route.path}` === r), `${r} is no longer a route`)
+  for (const r of NO_TENANT_DATA)
+    assert.ok(
+      routes.some((route) => `${route.method} ${route.path}` === r),
+      `${r} is no longer a route`,
+    )
 })

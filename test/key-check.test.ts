@@ -8,25 +8,41 @@ import { createKey, revokeKey } from '../src/admin/keys.ts'
 import { startTestService, type TestService } from './helpers/service.ts'
 
 let s: TestService
-before(async () => { s = await startTestService({}, { http: false, worker: false }) })
-after(async () => { await s?.stop() })
+before(async () => {
+  s = await startTestService({}, { http: false, worker: false })
+})
+after(async () => {
+  await s?.stop()
+})
 
 // A clock at the start of a window, moved by hand.
 const clock = () => {
   let t = Math.ceil(Date.now() / WINDOW_MS) * WINDOW_MS
-  return { now: () => t, advance: (ms: number) => { t += ms } }
+  return {
+    now: () => t,
+    advance: (ms: number) => {
+      t += ms
+    },
+  }
 }
 
 const newKey = async () => {
   const account = await createAccount(s.sql, { name: 'Keys', source_of_truth: 'API' })
-  const { token, ...key } = await createKey(s.sql, account.id, { scopes: ['search'] } as never) as { id: number; token: string }
+  const { token, ...key } = (await createKey(s.sql, account.id, { scopes: ['search'] } as never)) as {
+    id: number
+    token: string
+  }
   return { accountId: account.id as number, keyId: key.id, token }
 }
 
 const stored = async (keyId: number, bucket = 'api') =>
-  (await s.sql`select coalesce(sum(count), 0)::int as n from rate_limit_counters where key_id = ${keyId} and bucket = ${bucket}`)[0].n
+  (
+    await s.sql`select coalesce(sum(count), 0)::int as n from rate_limit_counters where key_id = ${keyId} and bucket = ${bucket}`
+  )[0].n
 
-const noErrors = (err: unknown) => { throw err }
+const noErrors = (err: unknown) => {
+  throw err
+}
 
 test('requests are numbered in order within a window, and Postgres holds them after a check', async () => {
   const { accountId, keyId, token } = await newKey()
@@ -41,7 +57,10 @@ test('requests are numbered in order within a window, and Postgres holds them af
   assert.equal(await stored(keyId), 6)
   // Concurrent requests each get their own number.
   const burst = await Promise.all(Array.from({ length: 10 }, () => keys.count(accountId, token, 'api')))
-  assert.deepEqual(burst.map((c) => c!.count).sort((a, b) => a - b), [7, 8, 9, 10, 11, 12, 13, 14, 15, 16])
+  assert.deepEqual(
+    burst.map((c) => c!.count).sort((a, b) => a - b),
+    [7, 8, 9, 10, 11, 12, 13, 14, 15, 16],
+  )
   // Buckets count apart.
   assert.equal((await keys.count(accountId, token, 'track'))!.count, 1)
   await keys.flush()
@@ -71,7 +90,11 @@ test('processes share the count through Postgres, each learning of the others at
   await a.flush()
   assert.equal((await b.count(accountId, token, 'api'))!.count, 5, 'b read the 4 of a at its first check')
   await a.count(accountId, token, 'api')
-  assert.equal((await b.count(accountId, token, 'api'))!.count, 6, 'b does not know of the fifth of a before its next check')
+  assert.equal(
+    (await b.count(accountId, token, 'api'))!.count,
+    6,
+    'b does not know of the fifth of a before its next check',
+  )
   await b.flush()
   time.advance(CHECK_MS)
   assert.equal((await a.count(accountId, token, 'api'))!.count, 8, 'a checked: 5 of its own, 2 of b, this one')

@@ -21,7 +21,8 @@ const FORBIDDEN: [from: RegExp, to: RegExp][] = [
 
 const files = (dir: string): string[] =>
   readdirSync(dir, { withFileTypes: true }).flatMap((e) =>
-    e.isDirectory() ? files(join(dir, e.name)) : e.name.endsWith('.ts') ? [join(dir, e.name)] : [])
+    e.isDirectory() ? files(join(dir, e.name)) : e.name.endsWith('.ts') ? [join(dir, e.name)] : [],
+  )
 
 const layerOf = (file: string) => {
   const i = LAYERS.findIndex(([, paths]) => paths.test(file))
@@ -31,8 +32,9 @@ const layerOf = (file: string) => {
 
 // Static imports, re-exports and dynamic import() of relative paths.
 const importsOf = (file: string) =>
-  [...readFileSync(file, 'utf8').matchAll(/(?:\bfrom\s+|\bimport\s*\(\s*|^import\s+)'(\.[^']+)'/gm)]
-    .map((m) => normalize(join(dirname(file), m[1])))
+  [...readFileSync(file, 'utf8').matchAll(/(?:\bfrom\s+|\bimport\s*\(\s*|^import\s+)'(\.[^']+)'/gm)].map((m) =>
+    normalize(join(dirname(file), m[1])),
+  )
 
 const graph = files('src').map((file) => ({ file, imports: importsOf(file) }))
 
@@ -42,20 +44,28 @@ test('every source file belongs to one layer', () => {
 
 test('imports only point down the layers', () => {
   const upward = graph.flatMap(({ file, imports }) =>
-    imports.filter((to) => layerOf(to) > layerOf(file)).map((to) => `${file} -> ${to} (${LAYERS[layerOf(to)][0]})`))
+    imports.filter((to) => layerOf(to) > layerOf(file)).map((to) => `${file} -> ${to} (${LAYERS[layerOf(to)][0]})`),
+  )
   assert.deepEqual(upward, [])
 })
 
 test('within the edges, http/ knows no routes or tasks and jobs/ no HTTP', () => {
   const crossing = graph.flatMap(({ file, imports }) =>
-    imports.filter((to) => FORBIDDEN.some(([from, target]) => from.test(file) && target.test(to))).map((to) => `${file} -> ${to}`))
+    imports
+      .filter((to) => FORBIDDEN.some(([from, target]) => from.test(file) && target.test(to)))
+      .map((to) => `${file} -> ${to}`),
+  )
   assert.deepEqual(crossing, [])
 })
 
 test('outside http/ and api/, no file imports from http/', () => {
-  const users = graph.filter(({ file, imports }) =>
-    !/^src\/(http|api)\//.test(file) && imports.some((to) => to.startsWith('src/http/')))
-  assert.deepEqual(users.map((u) => u.file), [])
+  const users = graph.filter(
+    ({ file, imports }) => !/^src\/(http|api)\//.test(file) && imports.some((to) => to.startsWith('src/http/')),
+  )
+  assert.deepEqual(
+    users.map((u) => u.file),
+    [],
+  )
 })
 
 test('the check sees an upward import', () => {

@@ -8,7 +8,10 @@ let s: TestService
 let receiver: Server
 before(async () => {
   s = await startTestService()
-  receiver = createServer((req, res) => { req.resume(); req.on('end', () => res.end()) })
+  receiver = createServer((req, res) => {
+    req.resume()
+    req.on('end', () => res.end())
+  })
   await new Promise<void>((resolve) => receiver.listen(0, '127.0.0.1', resolve))
 })
 after(async () => {
@@ -16,15 +19,25 @@ after(async () => {
   await s?.stop()
 })
 
-interface Sample { name: string; labels: Record<string, string>; value: number }
+interface Sample {
+  name: string
+  labels: Record<string, string>
+  value: number
+}
 
 // Prometheus text exposition: `name{label="value",...} number` per line, comments skipped.
-const parse = (text: string): Sample[] => text.split('\n').filter((l) => l && !l.startsWith('#')).map((line) => {
-  const m = /^([a-zA-Z_:][\w:]*)(?:\{(.*)\})? (\S+)$/.exec(line)
-  assert.ok(m, `a sample line: ${line}`)
-  const labels = Object.fromEntries([...(m[2] ?? '').matchAll(/(\w+)="((?:[^"\\]|\\.)*)"/g)].map((l) => [l[1], l[2]]))
-  return { name: m[1], labels, value: Number(m[3]) }
-})
+const parse = (text: string): Sample[] =>
+  text
+    .split('\n')
+    .filter((l) => l && !l.startsWith('#'))
+    .map((line) => {
+      const m = /^([a-zA-Z_:][\w:]*)(?:\{(.*)\})? (\S+)$/.exec(line)
+      assert.ok(m, `a sample line: ${line}`)
+      const labels = Object.fromEntries(
+        [...(m[2] ?? '').matchAll(/(\w+)="((?:[^"\\]|\\.)*)"/g)].map((l) => [l[1], l[2]]),
+      )
+      return { name: m[1], labels, value: Number(m[3]) }
+    })
 
 const scrape = async () => {
   const res = await s.call('GET', '/metrics')
@@ -44,14 +57,26 @@ test('exposes the listed series, default process metrics included', async () => 
   const res = await s.call('GET', '/metrics')
   const names = new Set(parse(res.body).map((x) => x.name))
   for (const name of [
-    'http_requests_total', 'http_request_duration_seconds_bucket', 'http_request_duration_seconds_sum', 'http_request_duration_seconds_count',
-    'service_job_queue_depth', 'service_webhook_deliveries', 'service_uploads',
-    'process_cpu_user_seconds_total', 'process_resident_memory_bytes', 'nodejs_heap_size_used_bytes', 'nodejs_eventloop_lag_seconds',
-  ]) assert.ok(names.has(name), name)
-  for (const status of ['received', 'processing', 'processed', 'failed']) assert.match(res.body, new RegExp(`^service_uploads\\{status="${status}"\\} \\d+$`, 'm'))
+    'http_requests_total',
+    'http_request_duration_seconds_bucket',
+    'http_request_duration_seconds_sum',
+    'http_request_duration_seconds_count',
+    'service_job_queue_depth',
+    'service_webhook_deliveries',
+    'service_uploads',
+    'process_cpu_user_seconds_total',
+    'process_resident_memory_bytes',
+    'nodejs_heap_size_used_bytes',
+    'nodejs_eventloop_lag_seconds',
+  ])
+    assert.ok(names.has(name), name)
+  for (const status of ['received', 'processing', 'processed', 'failed'])
+    assert.match(res.body, new RegExp(`^service_uploads\\{status="${status}"\\} \\d+$`, 'm'))
   // A worker process reports every task it runs, idle ones at 0.
-  for (const task of ['process_upload', 'deliver_webhook', 'score_records']) assert.match(res.body, new RegExp(`^service_job_queue_depth\\{task="${task}"\\} \\d+$`, 'm'))
-  for (const status of ['pending', 'delivered', 'failed']) assert.match(res.body, new RegExp(`^service_webhook_deliveries\\{status="${status}"\\} \\d+$`, 'm'))
+  for (const task of ['process_upload', 'deliver_webhook', 'score_records'])
+    assert.match(res.body, new RegExp(`^service_job_queue_depth\\{task="${task}"\\} \\d+$`, 'm'))
+  for (const status of ['pending', 'delivered', 'failed'])
+    assert.match(res.body, new RegExp(`^service_webhook_deliveries\\{status="${status}"\\} \\d+$`, 'm'))
 })
 
 test('requests are counted and timed by route pattern and status', async () => {
@@ -76,7 +101,15 @@ test('requests are counted and timed by route pattern and status', async () => {
 test('jobs, queue depth, uploads and webhook deliveries move when an upload is processed', async () => {
   const account = await scoredAccount(s, 'Metrics')
   const port = (receiver.address() as { port: number }).port
-  assert.equal((await s.admin('POST', `/accounts/${account.id}/webhooks`, { url: `http://127.0.0.1:${port}/`, events: ['customer.created'] })).status, 201)
+  assert.equal(
+    (
+      await s.admin('POST', `/accounts/${account.id}/webhooks`, {
+        url: `http://127.0.0.1:${port}/`,
+        events: ['customer.created'],
+      })
+    ).status,
+    201,
+  )
   const before = await scrape()
 
   // Queued while no worker can take it: a job of a task this worker does not run.
@@ -84,15 +117,22 @@ test('jobs, queue depth, uploads and webhook deliveries move when an upload is p
   const queued = await scrape()
   assert.equal(queued('service_job_queue_depth', { task: 'metrics_test_task' }), 1)
 
-  const upload = await account.api('/api/v1/customers', { customers: [{ external_id: 'm1', name: 'M One' }, { external_id: 'm2', name: 'M Two' }] })
+  const upload = await account.api('/api/v1/customers', {
+    customers: [
+      { external_id: 'm1', name: 'M One' },
+      { external_id: 'm2', name: 'M Two' },
+    ],
+  })
   assert.equal(upload.status, 200)
   assert.equal((await waitForUpload(account.api, upload.body.upload_id)).status, 'processed')
   const deadline = Date.now() + 30_000
   // The receiver answers the webhook; its delivery is marked just before the job returns and is
   // counted (a busy machine may even need a retry, 5 s later), so both are awaited.
   const moved = (m: Awaited<ReturnType<typeof scrape>>) =>
-    m('service_webhook_deliveries', { status: 'delivered' }) > before('service_webhook_deliveries', { status: 'delivered' })
-    && m('service_jobs_total', { task: 'deliver_webhook', outcome: 'completed' }) > before('service_jobs_total', { task: 'deliver_webhook', outcome: 'completed' })
+    m('service_webhook_deliveries', { status: 'delivered' }) >
+      before('service_webhook_deliveries', { status: 'delivered' }) &&
+    m('service_jobs_total', { task: 'deliver_webhook', outcome: 'completed' }) >
+      before('service_jobs_total', { task: 'deliver_webhook', outcome: 'completed' })
   let after = await scrape()
   while (!moved(after) && Date.now() < deadline) {
     await new Promise((r) => setTimeout(r, 50))
@@ -106,7 +146,11 @@ test('jobs, queue depth, uploads and webhook deliveries move when an upload is p
   assert.ok(delta('service_jobs_total', { task: 'deliver_webhook', outcome: 'completed' }) >= 1)
   assert.equal(delta('service_uploads', { status: 'processed' }), 1)
   assert.equal(after('service_uploads', { status: 'received' }), 0)
-  assert.equal(delta('service_webhook_deliveries', { status: 'delivered' }), 1, JSON.stringify(await s.sql`select * from webhook_attempts`))
+  assert.equal(
+    delta('service_webhook_deliveries', { status: 'delivered' }),
+    1,
+    JSON.stringify(await s.sql`select * from webhook_attempts`),
+  )
   assert.equal(after('service_job_queue_depth', { task: 'metrics_test_task' }), 1)
   assert.equal(after('service_job_queue_depth', { task: 'process_upload' }), 0)
 

@@ -10,11 +10,17 @@ test('migrations apply once, in order, and a second run is a no-op', async () =>
   const sql = connect(db.url)
   try {
     const first = await migrate(sql, db.url)
-    assert.deepEqual(first, migrations().map((m) => m.name))
+    assert.deepEqual(
+      first,
+      migrations().map((m) => m.name),
+    )
     assert.ok(first.length >= 1 && first.every((n, i, a) => i === 0 || a[i - 1] < n))
     const tables = await sql`select count(*)::int as n from information_schema.tables where table_schema = 'public'`
     assert.deepEqual(await migrate(sql, db.url), [])
-    assert.deepEqual(await sql`select count(*)::int as n from information_schema.tables where table_schema = 'public'`, tables)
+    assert.deepEqual(
+      await sql`select count(*)::int as n from information_schema.tables where table_schema = 'public'`,
+      tables,
+    )
     const [{ n }] = await sql`select count(*)::int as n from schema_migrations`
     assert.equal(n, first.length)
     const [{ jobs }] = await sql`select to_regclass('graphile_worker.jobs') is not null as jobs`
@@ -85,14 +91,23 @@ test('an upgrade gives the tag links of existing records their external ids', as
         )
         insert into contact_tags (account_id, contact_id, tag_id) select k.account_id, k.service_id, t.id from k cross join t`
     }
-    assert.deepEqual(await migrate(sql, db.url), migrations().filter((m) => m.name >= '010').map((m) => m.name))
-    for (const [links, records, key] of [['customer_tags', 'customers', 'customer_id'], ['contact_tags', 'contacts', 'contact_id']]) {
+    assert.deepEqual(
+      await migrate(sql, db.url),
+      migrations()
+        .filter((m) => m.name >= '010')
+        .map((m) => m.name),
+    )
+    for (const [links, records, key] of [
+      ['customer_tags', 'customers', 'customer_id'],
+      ['contact_tags', 'contacts', 'contact_id'],
+    ]) {
       const rows = await sql`
         select x.external_id as copied, r.external_id from ${sql(links)} x
         left join ${sql(records)} r on r.account_id = x.account_id and r.service_id = x.${sql(key)}`
       assert.equal(rows.length, 12, links)
       for (const row of rows) assert.equal(row.copied, row.external_id, links)
-      const [column] = await sql`select is_nullable from information_schema.columns where table_name = ${links} and column_name = 'external_id'`
+      const [column] =
+        await sql`select is_nullable from information_schema.columns where table_name = ${links} and column_name = 'external_id'`
       assert.equal(column.is_nullable, 'NO', links)
     }
   } finally {

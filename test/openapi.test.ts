@@ -26,14 +26,18 @@ test('the document validates against the OpenAPI 3.1 schema', async () => {
 })
 
 test('every route of the routing table is in it, with its method, auth and path parameters', () => {
-  const operations = Object.entries(doc.paths as Record<string, Record<string, any>>)
-    .flatMap(([path, item]) => Object.keys(item).map((method) => `${method.toUpperCase()} ${path}`))
+  const operations = Object.entries(doc.paths as Record<string, Record<string, any>>).flatMap(([path, item]) =>
+    Object.keys(item).map((method) => `${method.toUpperCase()} ${path}`),
+  )
   assert.deepEqual(operations.sort(), routes.map((r) => `${r.method} ${r.path.replace(/:(\w+)/g, '{$1}')}`).sort())
   for (const r of routes) {
     const op = doc.paths[r.path.replace(/:(\w+)/g, '{$1}')][r.method.toLowerCase()]
     assert.equal(op.summary, r.summary)
     const params = [...r.path.matchAll(/:(\w+)/g)].map((m) => m[1])
-    assert.deepEqual((op.parameters ?? []).map((p: any) => [p.name, p.in, p.required]), params.map((p) => [p, 'path', true]))
+    assert.deepEqual(
+      (op.parameters ?? []).map((p: any) => [p.name, p.in, p.required]),
+      params.map((p) => [p, 'path', true]),
+    )
     const security = r.auth === 'none' ? [] : r.auth === 'admin' ? [{ adminToken: [] }] : [{ serviceKey: [] }]
     assert.deepEqual(op.security, security, `${r.method} ${r.path}`)
     assert.equal(!!op.requestBody, !!r.body, `${r.method} ${r.path}`)
@@ -41,7 +45,12 @@ test('every route of the routing table is in it, with its method, auth and path 
       if (status !== '2XX') assert.match(response.$ref, /^#\/components\/responses\//)
     }
   }
-  assert.deepEqual(doc.components.securitySchemes.serviceKey, { type: 'apiKey', in: 'header', name: 'service-key', description: doc.components.securitySchemes.serviceKey.description })
+  assert.deepEqual(doc.components.securitySchemes.serviceKey, {
+    type: 'apiKey',
+    in: 'header',
+    name: 'service-key',
+    description: doc.components.securitySchemes.serviceKey.description,
+  })
   assert.equal(doc.components.securitySchemes.adminToken.scheme, 'bearer')
 })
 
@@ -63,20 +72,39 @@ test('the request schemas are valid JSON Schema 2020-12 and judge bodies as the 
   const ajv = new Ajv2020({ strict: true, allErrors: true, validateFormats: false })
   ajv.compile(doc.components.schemas.ProblemDetails)
   const bodies = Object.values(doc.paths as Record<string, Record<string, any>>)
-    .flatMap((item) => Object.values(item)).filter((op) => op.requestBody)
+    .flatMap((item) => Object.values(item))
+    .filter((op) => op.requestBody)
   assert.ok(bodies.length >= 10)
   for (const op of bodies) ajv.compile(op.requestBody.content['application/json'].schema)
 
   const customers = ajv.compile(doc.paths['/api/v1/customers'].post.requestBody.content['application/json'].schema)
-  const good = { customers: [{ external_id: 'c1', name: 'One', owner_email: null, attributes: { plan: 'pro', seats: 3, sso: true }, metrics: [{ date: '2026-01-01', logins: 4 }] }] }
+  const good = {
+    customers: [
+      {
+        external_id: 'c1',
+        name: 'One',
+        owner_email: null,
+        attributes: { plan: 'pro', seats: 3, sso: true },
+        metrics: [{ date: '2026-01-01', logins: 4 }],
+      },
+    ],
+  }
   assert.equal(customers(good), true, JSON.stringify(customers.errors))
   const { api } = await s.account()
-  for (const bad of [{}, { customers: [] }, { customers: [{ name: 'x' }] }, { customers: [{ external_id: '', name: 'x' }] },
-    { customers: [{ external_id: 'x', name: 'x', attributes: { a: [1] } }] }, { customers: [{ external_id: 'x', name: 'x', metrics: [{ logins: 1 }] }] }]) {
+  for (const bad of [
+    {},
+    { customers: [] },
+    { customers: [{ name: 'x' }] },
+    { customers: [{ external_id: '', name: 'x' }] },
+    { customers: [{ external_id: 'x', name: 'x', attributes: { a: [1] } }] },
+    { customers: [{ external_id: 'x', name: 'x', metrics: [{ logins: 1 }] }] },
+  ]) {
     assert.equal(customers(bad), false, JSON.stringify(bad))
     assert.equal((await api('/api/v1/customers', bad)).status, 400, JSON.stringify(bad))
   }
-  const property = ajv.compile(doc.paths['/admin/v1/accounts/{id}/properties'].post.requestBody.content['application/json'].schema)
+  const property = ajv.compile(
+    doc.paths['/admin/v1/accounts/{id}/properties'].post.requestBody.content['application/json'].schema,
+  )
   assert.equal(property({ entity: 'customer', kind: 'metric', codename: 'logins', type: 'number' }), true)
   assert.equal(property({ entity: 'customer', kind: 'metric', codename: '9lives', type: 'number' }), false)
   assert.equal(property({ entity: 'account', kind: 'metric', codename: 'logins', type: 'number' }), false)

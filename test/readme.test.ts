@@ -23,18 +23,32 @@ test("the README's five-minute walkthrough works as written", async () => {
   const dir = mkdtempSync(join(tmpdir(), 'service-readme-'))
   try {
     const run = spawnSync('bash', ['-e', '-c', walkthrough()], {
-      cwd: dir, encoding: 'utf8', timeout: 120_000,
-      env: { PATH: process.env.PATH, BASE: serve.base, SERVICE_ADMIN_TOKEN: ADMIN_TOKEN, HOOKS_PORT: String(await freePort()) },
+      cwd: dir,
+      encoding: 'utf8',
+      timeout: 120_000,
+      env: {
+        PATH: process.env.PATH,
+        BASE: serve.base,
+        SERVICE_ADMIN_TOKEN: ADMIN_TOKEN,
+        HOOKS_PORT: String(await freePort()),
+      },
     })
     assert.equal(run.status, 0, `walkthrough failed:\n${run.stdout}\n${run.stderr}`)
     const search = /\{"results":\[.*?\]\}/.exec(run.stdout)
     assert.ok(search, `no search answer in:\n${run.stdout}`)
     const results = JSON.parse(search[0]).results
-    assert.deepEqual(results.map((r: { id: string }) => r.id), ['acme'], 'only acme has a positive engagement score')
+    assert.deepEqual(
+      results.map((r: { id: string }) => r.id),
+      ['acme'],
+      'only acme has a positive engagement score',
+    )
     assert.equal(results[0].engagementscore, 50)
     const hook = /\{"event":"customer\.created".*?"batch":\{[^}]*\}\}\}/.exec(run.stdout)
     assert.ok(hook, `no webhook in:\n${run.stdout}`)
-    assert.deepEqual(JSON.parse(hook[0]).data.customers.map((c: { external_id: string }) => c.external_id), ['acme', 'globex'])
+    assert.deepEqual(
+      JSON.parse(hook[0]).data.customers.map((c: { external_id: string }) => c.external_id),
+      ['acme', 'globex'],
+    )
   } finally {
     await serve.kill('SIGTERM')
     await db.drop()

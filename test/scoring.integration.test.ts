@@ -9,8 +9,12 @@ import { waitForUpload } from './helpers/fixtures.ts'
 import { scoreDaily } from '../src/scoring/daily.ts'
 
 let s: TestService
-before(async () => { s = await startTestService({ apiRateLimit: 100_000 }) })
-after(async () => { await s?.stop() })
+before(async () => {
+  s = await startTestService({ apiRateLimit: 100_000 })
+})
+after(async () => {
+  await s?.stop()
+})
 
 const T = new Date().toISOString().slice(0, 10)
 const day = (n: number) => new Date(Date.parse(T) + n * 86_400_000).toISOString().slice(0, 10)
@@ -36,10 +40,13 @@ const MODEL = {
 const setUp = async () => {
   const a = await s.account()
   for (const [entity, kind, codename, type] of [
-    ['customer', 'metric', 'logins', 'number'], ['customer', 'metric', 'tickets', 'number'],
-    ['customer', 'attribute', 'country', 'string'], ['customer', 'attribute', 'has_sso', 'boolean'],
+    ['customer', 'metric', 'logins', 'number'],
+    ['customer', 'metric', 'tickets', 'number'],
+    ['customer', 'attribute', 'country', 'string'],
+    ['customer', 'attribute', 'has_sso', 'boolean'],
     ['contact', 'metric', 'sessions', 'number'],
-  ]) assert.equal((await s.admin('POST', `/accounts/${a.id}/properties`, { entity, kind, codename, type })).status, 201)
+  ])
+    assert.equal((await s.admin('POST', `/accounts/${a.id}/properties`, { entity, kind, codename, type })).status, 201)
   await setModel(a, MODEL)
   return a
 }
@@ -49,7 +56,8 @@ const setUp = async () => {
 const settle = async (a: Account) => {
   const deadline = Date.now() + 60_000
   for (;;) {
-    const jobs = await s.sql`select task_identifier, attempts, last_error from graphile_worker.jobs where queue_name in (${`account:${a.id}`}, ${`scoring:${a.id}`})`
+    const jobs =
+      await s.sql`select task_identifier, attempts, last_error from graphile_worker.jobs where queue_name in (${`account:${a.id}`}, ${`scoring:${a.id}`})`
     const failed = jobs.find((j) => j.attempts > 0 && j.last_error)
     if (failed) throw new Error(`${failed.task_identifier} failed: ${failed.last_error}`)
     if (jobs.length === 0) return
@@ -96,8 +104,12 @@ const stored = async (a: Account, id: string) => {
 }
 
 const scoresOf = (row: Record<string, unknown>) => ({
-  engagementscore: row.engagementscore, engagementscore_difference: row.engagementscore_difference,
-  engagementscore_trend: row.engagementscore_trend, last_seen: row.last_seen, fitscore: row.fitscore, churn_risk: row.churn_risk,
+  engagementscore: row.engagementscore,
+  engagementscore_difference: row.engagementscore_difference,
+  engagementscore_trend: row.engagementscore_trend,
+  last_seen: row.last_seen,
+  fitscore: row.fitscore,
+  churn_risk: row.churn_risk,
 })
 
 // acme: DE, SSO, renewal in 90 days; four snapshots, the oldest outside the trend window.
@@ -117,7 +129,11 @@ const ACME = {
   ],
 }
 // beta: every value at its worst.
-const BETA = { external_id: 'beta', attributes: { country: 'FR', has_sso: false }, metrics: [{ date: day(-2), logins: 0, tickets: 10 }] }
+const BETA = {
+  external_id: 'beta',
+  attributes: { country: 'FR', has_sso: false },
+  metrics: [{ date: day(-2), logins: 0, tickets: 10 }],
+}
 // gamma: attributes only, never seen.
 const GAMMA = { external_id: 'gamma', attributes: { country: 'US' } }
 
@@ -139,8 +155,15 @@ test('scores, history, churn risk, upsell and explanation after an upload', asyn
   assert.equal((await stored(a, 'acme')).upsell_score, 54) // 50 + 0.3 * 2 + 0.2 * 50 + 0.15 * -41 = 54.45
   // Engagement explained on the snapshot of last_seen, fit as of today.
   assert.deepEqual(acme.score_explanation, {
-    engagement: [{ codename: 'logins', contribution: 0 }, { codename: 'renewal_date', contribution: 1.85 }],
-    fit: [{ codename: 'country', contribution: 16.67 }, { codename: 'has_sso', contribution: 33.33 }, { codename: 'renewal_date', contribution: 0 }],
+    engagement: [
+      { codename: 'logins', contribution: 0 },
+      { codename: 'renewal_date', contribution: 1.85 },
+    ],
+    fit: [
+      { codename: 'country', contribution: 16.67 },
+      { codename: 'has_sso', contribution: 33.33 },
+      { codename: 'renewal_date', contribution: 0 },
+    ],
     risk_drivers: [],
     health_drivers: [
       { codename: 'has_sso', score: 'fit', contribution: 33.33 },
@@ -148,7 +171,8 @@ test('scores, history, churn risk, upsell and explanation after an upload', asyn
       { codename: 'renewal_date', score: 'engagement', contribution: 1.85 },
     ],
   })
-  const [history] = await s.sql`select h.history_scores, cardinality(h.history_dates) as n from customer_scores h join customers c on c.service_id = h.customer_id
+  const [history] =
+    await s.sql`select h.history_scores, cardinality(h.history_dates) as n from customer_scores h join customers c on c.service_id = h.customer_id
     where c.account_id = ${a.id} and c.external_id = 'acme'`
   assert.deepEqual({ ...history }, { history_scores: [100, -17, 43, 2], n: 4 })
 
@@ -172,7 +196,12 @@ test('scores, history, churn risk, upsell and explanation after an upload', asyn
   // Never seen: fit only (US 100, the rest missing); no engagement, so no churn risk or upsell.
   const gamma = await getCustomer(a, 'gamma')
   assert.deepEqual(scoresOf(gamma), {
-    engagementscore: null, engagementscore_difference: null, engagementscore_trend: null, last_seen: null, fitscore: 100, churn_risk: null,
+    engagementscore: null,
+    engagementscore_difference: null,
+    engagementscore_trend: null,
+    last_seen: null,
+    fitscore: 100,
+    churn_risk: null,
   })
   assert.equal((await stored(a, 'gamma')).upsell_score, null)
   assert.deepEqual(gamma.score_explanation.engagement, [])
@@ -206,10 +235,25 @@ test('a model change rescores the whole account; without a contact model contact
   const a = await setUp()
   await uploadCustomers(a, [ACME, BETA])
   // sessions 10 -> 0, 15 -> -100 + 200 * 15/20 = 50
-  await uploadContacts(a, [{ customer_external_id: 'acme', contact_external_id: 'p1', contact_name: 'Pat', metrics: [{ date: day(-3), sessions: 10 }, { date: day(-1), sessions: 15 }] }])
+  await uploadContacts(a, [
+    {
+      customer_external_id: 'acme',
+      contact_external_id: 'p1',
+      contact_name: 'Pat',
+      metrics: [
+        { date: day(-3), sessions: 10 },
+        { date: day(-1), sessions: 15 },
+      ],
+    },
+  ])
   const contact = (await a.api('/api/v1/customer/acme/contact/p1', undefined, 'GET')).body
   assert.deepEqual(
-    { e: contact.engagementscore, d: contact.engagementscore_difference, t: contact.engagementscore_trend, l: contact.last_seen },
+    {
+      e: contact.engagementscore,
+      d: contact.engagementscore_difference,
+      t: contact.engagementscore_trend,
+      l: contact.last_seen,
+    },
     { e: 50, d: 50, t: { [day(-3)]: 0, [day(-1)]: 50 }, l: day(-1) },
   )
 
@@ -228,12 +272,19 @@ test('a model change rescores the whole account; without a contact model contact
   assert.equal((await getCustomer(a, 'beta')).engagementscore, -100)
   const rescored = (await a.api('/api/v1/customer/acme/contact/p1', undefined, 'GET')).body
   assert.deepEqual(
-    { e: rescored.engagementscore, d: rescored.engagementscore_difference, t: rescored.engagementscore_trend, l: rescored.last_seen },
+    {
+      e: rescored.engagementscore,
+      d: rescored.engagementscore_difference,
+      t: rescored.engagementscore_trend,
+      l: rescored.last_seen,
+    },
     { e: null, d: null, t: null, l: null },
   )
-  const [{ snapshots }] = await s.sql`select count(*)::int as snapshots from contact_snapshots where account_id = ${a.id}`
+  const [{ snapshots }] =
+    await s.sql`select count(*)::int as snapshots from contact_snapshots where account_id = ${a.id}`
   assert.equal(snapshots, 2)
-  const [{ scored }] = await s.sql`select count(*)::int as scored from contact_scores where account_id = ${a.id} and history_scores <> '{}'`
+  const [{ scored }] =
+    await s.sql`select count(*)::int as scored from contact_scores where account_id = ${a.id} and history_scores <> '{}'`
   assert.equal(scored, 0, 'no snapshot is scored')
 })
 
@@ -315,25 +366,37 @@ test('the daily run moves the time-dependent scores and is fanned out per accoun
   assert.deepEqual((await stored(a, 'acme')).engagementscore_trend, { [day(-30)]: -17, [day(-10)]: 43, [day(-5)]: 2 })
 })
 
-test('uploads and scoring of the same records run side by side without deadlocks, ending at the last upload\'s scores', async () => {
+test("uploads and scoring of the same records run side by side without deadlocks, ending at the last upload's scores", async () => {
   const a = await setUp()
   // Processing (the account's queue) and scoring (its scoring queue) of one set of customers
   // overlap: each upload is sent while the previous one's scoring may run, plus a model change
   // rescoring everything and tracking events changing attributes meanwhile.
   const ids = Array.from({ length: 400 }, (_, i) => `dl-${i}`)
-  const batch = (round: number) => ids.map((external_id, i) => ({
-    external_id, name: `Customer ${i}`, attributes: { country: round % 2 ? 'US' : 'DE', has_sso: i % 2 === 0 },
-    metrics: [{ date: day(-round), logins: (i + round) % 40, tickets: round % 10 }],
-  }))
+  const batch = (round: number) =>
+    ids.map((external_id, i) => ({
+      external_id,
+      name: `Customer ${i}`,
+      attributes: { country: round % 2 ? 'US' : 'DE', has_sso: i % 2 === 0 },
+      metrics: [{ date: day(-round), logins: (i + round) % 40, tickets: round % 10 }],
+    }))
   await s.admin('PUT', `/accounts/${a.id}/tracking`, { domains: ['acme.test'] })
   const sent = []
   for (let round = 9; round >= 0; round--) {
     const res = await a.api('/api/v1/customers', { customers: batch(round) })
     assert.equal(res.status, 200, JSON.stringify(res.body))
     sent.push(res.body.upload_id)
-    if (round === 5) assert.equal((await s.admin('PUT', `/accounts/${a.id}/scoring`, { ...MODEL, churn: { inactive_days: 30 } })).status, 200)
+    if (round === 5)
+      assert.equal(
+        (await s.admin('PUT', `/accounts/${a.id}/scoring`, { ...MODEL, churn: { inactive_days: 30 } })).status,
+        200,
+      )
     if (round % 3 === 0) {
-      const events = ids.slice(0, 100).map((customer, i) => ({ name: 'login', timestamp: Date.now() - i, identification: { customer }, data: { customer: { has_sso: round % 2 === 0 } } }))
+      const events = ids.slice(0, 100).map((customer, i) => ({
+        name: 'login',
+        timestamp: Date.now() - i,
+        identification: { customer },
+        data: { customer: { has_sso: round % 2 === 0 } },
+      }))
       assert.equal((await a.api('/api/tracker/track', { trackerKey: a.trackerKey, events })).status, 200)
     }
   }
@@ -341,7 +404,10 @@ test('uploads and scoring of the same records run side by side without deadlocks
   for (const id of sent) assert.equal((await waitForUpload(a.api, id, 60_000, true)).status, 'processed')
   // The last upload (round 0, dated today) decides the latest scores: logins i % 40 of 40, tickets 0 of 10.
   const row = await stored(a, 'dl-20')
-  assert.deepEqual({ e: row.engagementscore, l: row.last_seen }, { e: Math.round((50 * (-100 + 200 * 20 / 40) + 25 * 100) / 75), l: T })
+  assert.deepEqual(
+    { e: row.engagementscore, l: row.last_seen },
+    { e: Math.round((50 * (-100 + (200 * 20) / 40) + 25 * 100) / 75), l: T },
+  )
   const [{ n }] = await s.sql`
     select count(*)::int as n from customer_snapshots s left join customer_scores h on h.account_id = s.account_id and h.customer_id = s.customer_id
     where s.account_id = ${a.id} and (h.customer_id is null or not s.date = any(h.history_dates))`

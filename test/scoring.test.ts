@@ -5,10 +5,20 @@ import fc from 'fast-check'
 import type { PropertyType } from '../src/catalog.ts'
 import { daysBetween } from '../src/dates.ts'
 import {
-  checkModelAgainstProperties, hasCustomerModel, ScoringModelSchema, type Rule, type ScoringModel,
+  checkModelAgainstProperties,
+  hasCustomerModel,
+  ScoringModelSchema,
+  type Rule,
+  type ScoringModel,
 } from '../src/scoring/model.ts'
 import {
-  churnRisk, explain, propertyScore, roundHalfAway, summarizeHistory, upsellScore, weightedScore,
+  churnRisk,
+  explain,
+  propertyScore,
+  roundHalfAway,
+  summarizeHistory,
+  upsellScore,
+  weightedScore,
 } from '../src/scoring/score.ts'
 import { weightedScoreSql } from '../src/scoring/sql.ts'
 
@@ -35,7 +45,11 @@ const [logins, openTickets, renewal] = engagement
 const [country, hasSso] = fit
 
 const TYPES: Record<string, PropertyType> = {
-  logins: 'number', open_tickets: 'number', renewal_date: 'date', country: 'string', has_sso: 'boolean',
+  logins: 'number',
+  open_tickets: 'number',
+  renewal_date: 'date',
+  country: 'string',
+  has_sso: 'boolean',
 }
 const typeOf = (codename: string) => TYPES[codename]
 const DAY = '2026-03-01'
@@ -135,16 +149,25 @@ test('roundHalfAway: ties away from zero, float noise up to 1e-9 absorbed, no -0
   assert.equal(roundHalfAway(2.4999999), 2) // a real difference, not noise
   assert.equal(roundHalfAway((0.1 + 0.2) * 10 - 0.5), 3) // 2.5000000000000004 in doubles
   assert.ok(Object.is(roundHalfAway(-0.4), 0))
-  fc.assert(fc.property(fc.double({ min: -1e6, max: 1e6, noNaN: true }), (x) =>
-    Object.is(roundHalfAway(-x), -roundHalfAway(x) || 0)))
+  fc.assert(
+    fc.property(fc.double({ min: -1e6, max: 1e6, noNaN: true }), (x) =>
+      Object.is(roundHalfAway(-x), -roundHalfAway(x) || 0),
+    ),
+  )
 })
 
 test('weighted score stays within -100..100 and is null only without values', () => {
   const value = fc.oneof(fc.double({ noNaN: true, noDefaultInfinity: true }), fc.constant(undefined))
-  fc.assert(fc.property(value, value, value, (a, b, c) => {
-    const { score: s } = score(engagement, { logins: a, open_tickets: b, renewal_date: c === undefined ? c : '2026-04-01' })
-    return a === undefined && b === undefined && c === undefined ? s === null : s !== null && s >= -100 && s <= 100
-  }))
+  fc.assert(
+    fc.property(value, value, value, (a, b, c) => {
+      const { score: s } = score(engagement, {
+        logins: a,
+        open_tickets: b,
+        renewal_date: c === undefined ? c : '2026-04-01',
+      })
+      return a === undefined && b === undefined && c === undefined ? s === null : s !== null && s >= -100 && s <= 100
+    }),
+  )
 })
 
 test('churn risk', () => {
@@ -169,7 +192,10 @@ test('upsell score', () => {
 })
 
 test('history: last 15 records within the year before today, difference to the previous record', () => {
-  const june = Array.from({ length: 20 }, (_, i) => ({ date: `2026-06-${String(i + 1).padStart(2, '0')}`, score: i + 1 }))
+  const june = Array.from({ length: 20 }, (_, i) => ({
+    date: `2026-06-${String(i + 1).padStart(2, '0')}`,
+    score: i + 1,
+  }))
   const records = [
     { date: '2026-06-25', score: null }, // not scored: ignored
     ...june.reverse(),
@@ -180,17 +206,26 @@ test('history: last 15 records within the year before today, difference to the p
   assert.equal(summary.engagementscore, 20)
   assert.equal(summary.engagementscore_difference, 1)
   const trend = summary.engagementscore_trend!
-  assert.deepEqual(Object.keys(trend), june.slice(0, 15).reverse().map((r) => r.date)) // 06-06 .. 06-20
+  assert.deepEqual(
+    Object.keys(trend),
+    june
+      .slice(0, 15)
+      .reverse()
+      .map((r) => r.date),
+  ) // 06-06 .. 06-20
   assert.equal(trend['2026-06-06'], 6)
   assert.equal(trend['2026-06-20'], 20)
 })
 
 test('history: the 365-day window and edge cases', () => {
-  const summary = summarizeHistory([
-    { date: '2025-06-30', score: 10 }, // exactly 365 days before: outside
-    { date: '2025-07-01', score: 30 },
-    { date: '2026-06-30', score: 50 },
-  ], '2026-06-30')
+  const summary = summarizeHistory(
+    [
+      { date: '2025-06-30', score: 10 }, // exactly 365 days before: outside
+      { date: '2025-07-01', score: 30 },
+      { date: '2026-06-30', score: 50 },
+    ],
+    '2026-06-30',
+  )
   assert.deepEqual(summary, {
     last_seen: '2026-06-30',
     engagementscore: 50,
@@ -198,7 +233,10 @@ test('history: the 365-day window and edge cases', () => {
     engagementscore_trend: { '2025-07-01': 30, '2026-06-30': 50 },
   })
   assert.deepEqual(summarizeHistory([{ date: '2024-05-01', score: -7 }], '2026-06-30'), {
-    last_seen: '2024-05-01', engagementscore: -7, engagementscore_difference: null, engagementscore_trend: null,
+    last_seen: '2024-05-01',
+    engagementscore: -7,
+    engagementscore_difference: null,
+    engagementscore_trend: null,
   })
   const none = { last_seen: null, engagementscore: null, engagementscore_difference: null, engagementscore_trend: null }
   assert.deepEqual(summarizeHistory([], '2026-06-30'), none)
@@ -219,9 +257,15 @@ test('explain: rounded contributions and the three strongest drivers each way', 
     { codename: 'h', contribution: -1 },
   ]
   const x = explain(e, f)
-  assert.deepEqual(x.engagement.map((c) => c.contribution), [-10.13, 5.56, 0, 30])
+  assert.deepEqual(
+    x.engagement.map((c) => c.contribution),
+    [-10.13, 5.56, 0, 30],
+  )
   assert.ok(Object.is(x.engagement[2].contribution, 0))
-  assert.deepEqual(x.fit.map((c) => c.contribution), [-40, -10.12, 2, -1])
+  assert.deepEqual(
+    x.fit.map((c) => c.contribution),
+    [-40, -10.12, 2, -1],
+  )
   assert.deepEqual(x.risk_drivers, [
     { codename: 'e', score: 'fit', contribution: -40 },
     { codename: 'a', score: 'engagement', contribution: -10.13 },
@@ -247,16 +291,24 @@ test('model schema rejects bad shapes with their paths', () => {
   assert.deepEqual(issuePaths(engagementOf({ ...rule, weight: -3 })), ['/customer/engagement/0/weight'])
   assert.deepEqual(issuePaths(engagementOf(rule, { ...rule, good: 0 })), ['/customer/engagement/1/good'])
   assert.deepEqual(issuePaths(engagementOf({ ...rule, codename: '' })), ['/customer/engagement/0/codename'])
-  assert.deepEqual(issuePaths(engagementOf({ codename: 'x', weight: 1, good: 'yes' })),
-    ['/customer/engagement/0/bad', '/customer/engagement/0/good'])
+  assert.deepEqual(issuePaths(engagementOf({ codename: 'x', weight: 1, good: 'yes' })), [
+    '/customer/engagement/0/bad',
+    '/customer/engagement/0/good',
+  ])
   assert.deepEqual(issuePaths(engagementOf({ ...rule, bad: 1e300 })), ['/customer/engagement/0/bad'])
   // Two forms mixed in one rule.
-  assert.deepEqual(issuePaths(engagementOf({ codename: 'x', weight: 1, good: true, bad: 0 })), ['/customer/engagement/0/bad'])
+  assert.deepEqual(issuePaths(engagementOf({ codename: 'x', weight: 1, good: true, bad: 0 })), [
+    '/customer/engagement/0/bad',
+  ])
   assert.deepEqual(issuePaths(engagementOf({ ...rule, values: { a: 1 } })), ['/customer/engagement/0/bad']) // the first extra key
   assert.deepEqual(issuePaths(engagementOf('logins', null)), ['/customer/engagement/0', '/customer/engagement/1'])
-  assert.deepEqual(issuePaths({ customer: { fit: [{ codename: 'c', weight: 1, values: { US: 101, DE: 1e-9 }, default: -101 }] } }),
-    ['/customer/fit/0/values/US', '/customer/fit/0/values/DE', '/customer/fit/0/default'])
-  assert.deepEqual(issuePaths({ customer: { fit: [{ codename: 'c', weight: 1, default: 5 }] } }), ['/customer/fit/0/values'])
+  assert.deepEqual(
+    issuePaths({ customer: { fit: [{ codename: 'c', weight: 1, values: { US: 101, DE: 1e-9 }, default: -101 }] } }),
+    ['/customer/fit/0/values/US', '/customer/fit/0/values/DE', '/customer/fit/0/default'],
+  )
+  assert.deepEqual(issuePaths({ customer: { fit: [{ codename: 'c', weight: 1, default: 5 }] } }), [
+    '/customer/fit/0/values',
+  ])
   assert.deepEqual(issuePaths({ churn: { inactive_days: 0 } }), ['/churn/inactive_days'])
   assert.deepEqual(issuePaths({ churn: { inactive_days: 1.5 } }), ['/churn/inactive_days'])
   assert.deepEqual(issuePaths({ custmer: {} }), ['/custmer'])
@@ -293,14 +345,17 @@ test('checkModelAgainstProperties: codenames of the entity and forms that fit th
     },
     contact: { engagement: [{ codename: 'logins', weight: 1, bad: 0, good: 1 }] },
   }
-  assert.deepEqual(checkModelAgainstProperties(wrong, defs).map((p) => p.path), [
-    '/customer/engagement/1/codename',
-    '/customer/engagement/2',
-    '/customer/fit/0',
-    '/customer/fit/1',
-    '/customer/fit/2',
-    '/contact/engagement/0/codename',
-  ])
+  assert.deepEqual(
+    checkModelAgainstProperties(wrong, defs).map((p) => p.path),
+    [
+      '/customer/engagement/1/codename',
+      '/customer/engagement/2',
+      '/customer/fit/0',
+      '/customer/fit/1',
+      '/customer/fit/2',
+      '/contact/engagement/0/codename',
+    ],
+  )
   for (const problem of checkModelAgainstProperties(wrong, defs)) assert.ok(problem.message.length > 0)
 })
 
@@ -321,11 +376,32 @@ test('weightedScoreSql binds every codename and rule number as a parameter', () 
     { codename: 'sso_zq', weight: 53, good: true },
     { codename: 'plan_zq', weight: 61, values: { Zeta: 42, "O'Brien": -17 }, default: -19 },
   ]
-  const types: Record<string, PropertyType> = { logins_zq: 'number', "it's_zq": 'date', sso_zq: 'boolean', plan_zq: 'string' }
+  const types: Record<string, PropertyType> = {
+    logins_zq: 'number',
+    "it's_zq": 'date',
+    sso_zq: 'boolean',
+    plan_zq: 'string',
+  }
   const { columns, values, sums, score, scored, params } = weightedScoreSql(rules, (c) => types[c], refs, 4, 'sc')
   const text = [...columns.raw, ...columns.typed, ...values.raw, ...values.typed, ...sums, score].join(', ')
   const withoutPlaceholders = text.replace(/\$\d+/g, '$')
-  for (const literal of ['_zq', 'Zeta', 'Brien', 'true', '1234', '777', '37', '375', '11', '999', '53', '42', '17', '19', '61']) {
+  for (const literal of [
+    '_zq',
+    'Zeta',
+    'Brien',
+    'true',
+    '1234',
+    '777',
+    '37',
+    '375',
+    '11',
+    '999',
+    '53',
+    '42',
+    '17',
+    '19',
+    '61',
+  ]) {
     assert.ok(!withoutPlaceholders.includes(literal), `${literal} appears in the SQL text`)
   }
   for (const value of ['logins_zq', "it's_zq", 37, 1234.5, 777, 0.375, 11, 999, true, 53, 61, -19]) {
@@ -333,26 +409,50 @@ test('weightedScoreSql binds every codename and rule number as a parameter', () 
   }
   assert.ok(params.includes(JSON.stringify({ Zeta: 42, "O'Brien": -17 })), 'the values map is a parameter')
   const numbers = [...text.matchAll(/\$(\d+)/g)].map((m) => Number(m[1]))
-  assert.deepEqual([...new Set(numbers)].sort((a, b) => a - b), params.map((_, i) => i + 4))
+  assert.deepEqual(
+    [...new Set(numbers)].sort((a, b) => a - b),
+    params.map((_, i) => i + 4),
+  )
   assert.match(text, /s\."values" -> \$4::text/)
   // The one attribute (plan_zq) is read once per record, in the record-level columns; the metrics
   // (the date metric as a date) in the scan's values; each jsonb value is looked up once, in `raw`,
   // and typed over its name; the sums read the typed values by name.
   assert.deepEqual(columns.raw, ['(c.attributes -> $7::text) AS sc_j3'])
   assert.equal(columns.typed.length, 1)
-  assert.match(columns.typed[0], /^CASE WHEN jsonb_typeof\(raw\.sc_j3\) = 'string' THEN \(raw\.sc_j3 #>> '\{\}'\) END AS sc_v3$/)
-  assert.deepEqual(values.raw.map((v) => v.replace(/.* AS /, '')), ['sc_j0', 'sc_j1', 'sc_j2'])
-  assert.deepEqual(values.typed.map((v) => v.replace(/.* AS /, '')), ['sc_v0', 'sc_v1', 'sc_v2'])
-  assert.ok(values.typed.every((v) => !v.includes('->')), 'the typed values read only the raw level')
+  assert.match(
+    columns.typed[0],
+    /^CASE WHEN jsonb_typeof\(raw\.sc_j3\) = 'string' THEN \(raw\.sc_j3 #>> '\{\}'\) END AS sc_v3$/,
+  )
+  assert.deepEqual(
+    values.raw.map((v) => v.replace(/.* AS /, '')),
+    ['sc_j0', 'sc_j1', 'sc_j2'],
+  )
+  assert.deepEqual(
+    values.typed.map((v) => v.replace(/.* AS /, '')),
+    ['sc_v0', 'sc_v1', 'sc_v2'],
+  )
+  assert.ok(
+    values.typed.every((v) => !v.includes('->')),
+    'the typed values read only the raw level',
+  )
   assert.match(values.typed[1], /::date end end END AS sc_v1$/)
   assert.equal(sums.length, 2)
-  assert.match(sums[0], /^\(0 \+ coalesce\(.*sv\.sc_v0.*\(sv\.sc_v1 - \(sv\.date\)::date\)::float8.*rec\.sc_v3.*\) AS sc_t$/)
+  assert.match(
+    sums[0],
+    /^\(0 \+ coalesce\(.*sv\.sc_v0.*\(sv\.sc_v1 - \(sv\.date\)::date\)::float8.*rec\.sc_v3.*\) AS sc_t$/,
+  )
   assert.match(sums[1], /^\(0 \+ CASE WHEN sv\.sc_v0 IS NULL THEN 0 ELSE \$\d+::float8 END .*rec\.sc_v3.*\) AS sc_tw$/)
   assert.match(score, /^CASE WHEN sc_tw > 0 THEN \(sign\(\(sc_t \/ sc_tw\)\) \* floor\(.*\)\)::integer END$/)
   assert.equal(scored, 'sc_tw > 0')
 })
 
 test('weightedScoreSql without rules is a NULL integer', () => {
-  assert.deepEqual(weightedScoreSql([], typeOf, refs, 1, 'sc'),
-    { columns: { raw: [], typed: [] }, values: { raw: [], typed: [] }, sums: [], score: 'NULL::integer', scored: 'false', params: [] })
+  assert.deepEqual(weightedScoreSql([], typeOf, refs, 1, 'sc'), {
+    columns: { raw: [], typed: [] },
+    values: { raw: [], typed: [] },
+    sums: [],
+    score: 'NULL::integer',
+    scored: 'false',
+    params: [],
+  })
 })

@@ -2,7 +2,13 @@ import assert from 'node:assert/strict'
 import { describe, test } from 'node:test'
 import fc from 'fast-check'
 import { contextNeeds } from '../src/search/criteria.ts'
-import { ALLOWED_OPERATORS, type ErrorDetail, type Filter, type PropertyDef, SearchError } from '../src/search/fields.ts'
+import {
+  ALLOWED_OPERATORS,
+  type ErrorDetail,
+  type Filter,
+  type PropertyDef,
+  SearchError,
+} from '../src/search/fields.ts'
 import { compileSearch, type SearchInput } from '../src/search/sql.ts'
 import { matches, type SearchRecord } from '../src/search/evaluate.ts'
 
@@ -42,7 +48,9 @@ function whereOf(text: string): string {
 describe('compileSearch rejects bad requests with paths', () => {
   test('unknown propertyName, including Object.prototype names', () => {
     for (const name of ['nope', 'constructor', '__proto__', 'upsell_score']) {
-      assert.deepEqual(pathsOf({ filters: [{ propertyName: name, operator: 'EQ', value: 'x' }] }), ['/filters/0/propertyName'])
+      assert.deepEqual(pathsOf({ filters: [{ propertyName: name, operator: 'EQ', value: 'x' }] }), [
+        '/filters/0/propertyName',
+      ])
     }
   })
 
@@ -79,7 +87,11 @@ describe('compileSearch rejects bad requests with paths', () => {
   test('customer-only fields on contacts, even when a contact codename shadows them', () => {
     const contactCatalog: PropertyDef[] = [{ codename: 'owner', kind: 'attribute', type: 'string' }]
     for (const propertyName of ['fitscore', 'churn_risk', 'upsell_score', 'is_churned', 'owner']) {
-      const [error] = errorsOf({ entity: 'contact', catalog: contactCatalog, filters: [{ propertyName, operator: 'KNOWN' }] })
+      const [error] = errorsOf({
+        entity: 'contact',
+        catalog: contactCatalog,
+        filters: [{ propertyName, operator: 'KNOWN' }],
+      })
       assert.equal(error.path, '/filters/0/propertyName')
       assert.match(error.message, /customer-only field/)
     }
@@ -90,7 +102,9 @@ describe('compileSearch rejects bad requests with paths', () => {
     assert.deepEqual(pathsOf({ filters: [{ propertyName: 'plan', operator: 'LIKE' }] }), ['/filters/0/value'])
     assert.deepEqual(pathsOf({ filters: [{ propertyName: 'last_seen', operator: 'GTD' }] }), ['/filters/0/value'])
     assert.deepEqual(pathsOf({ filters: [{ propertyName: 'seats', operator: 'IN' }] }), ['/filters/0/values'])
-    assert.deepEqual(pathsOf({ filters: [{ propertyName: 'tags', operator: 'NIN', values: [] }] }), ['/filters/0/values'])
+    assert.deepEqual(pathsOf({ filters: [{ propertyName: 'tags', operator: 'NIN', values: [] }] }), [
+      '/filters/0/values',
+    ])
     // IN falls back to a single `value`; KNOWN and UNKNOWN take nothing.
     compileSearch(input({ filters: [{ propertyName: 'seats', operator: 'IN', value: '1' }] }))
     compileSearch(input({ filters: [{ propertyName: 'seats', operator: 'UNKNOWN' }] }))
@@ -119,7 +133,11 @@ describe('compileSearch rejects bad requests with paths', () => {
       ['plan', 'LIKE', '\udc00'],
     ]
     for (const [propertyName, operator, value] of bad) {
-      assert.deepEqual(pathsOf({ filters: [{ propertyName, operator, value }] }), ['/filters/0/value'], `${propertyName} ${operator} ${value}`)
+      assert.deepEqual(
+        pathsOf({ filters: [{ propertyName, operator, value }] }),
+        ['/filters/0/value'],
+        `${propertyName} ${operator} ${value}`,
+      )
     }
     assert.deepEqual(pathsOf({ filters: [{ propertyName: 'seats', operator: 'NIN', values: ['1', 'x', '2', ''] }] }), [
       '/filters/0/values/1',
@@ -156,7 +174,13 @@ describe('compileSearch rejects bad requests with paths', () => {
         { propertyName: 'seats', operator: 'EQ', value: 'x' },
       ],
     })
-    assert.deepEqual(paths, ['/limit', '/filters/1/propertyName', '/filters/2/operator', '/filters/3/value', '/properties/0'])
+    assert.deepEqual(paths, [
+      '/limit',
+      '/filters/1/propertyName',
+      '/filters/2/operator',
+      '/filters/3/value',
+      '/properties/0',
+    ])
   })
 })
 
@@ -178,7 +202,8 @@ describe('compileSearch SQL', () => {
       }),
     )
     for (const s of [nasty, 'a"b', 'drop']) assert.ok(!text.includes(s), s)
-    for (const s of [JSON.stringify({ 'a"b': nasty }), 'a"b', '7; drop table y', TODAY, '%\\_' + nasty]) assert.ok(params.includes(s), s)
+    for (const s of [JSON.stringify({ 'a"b': nasty }), 'a"b', '7; drop table y', TODAY, '%\\_' + nasty])
+      assert.ok(params.includes(s), s)
     assert.match(text, /^select /)
     assert.match(text, /where r\.account_id = \$1::text::bigint/)
   })
@@ -203,9 +228,13 @@ describe('compileSearch SQL', () => {
     }
     const reference = compileSearch(shaped('v', 'c')).text
     fc.assert(
-      fc.property(stringArb, stringArb.filter((s) => !['name', 'tags', 'customer_external_id'].includes(s)), (v, c) => {
-        assert.equal(compileSearch(shaped(v, c)).text, reference)
-      }),
+      fc.property(
+        stringArb,
+        stringArb.filter((s) => !['name', 'tags', 'customer_external_id'].includes(s)),
+        (v, c) => {
+          assert.equal(compileSearch(shaped(v, c)).text, reference)
+        },
+      ),
     )
   })
 
@@ -222,13 +251,21 @@ describe('compileSearch SQL', () => {
     )
     assert.ok(params.every((p) => typeof p === 'string'))
     const used = new Set([...text.matchAll(/\$(\d+)::text/g)].map((m) => Number(m[1])))
-    assert.deepEqual([...used].sort((a, b) => a - b), params.map((_, i) => i + 1))
+    assert.deepEqual(
+      [...used].sort((a, b) => a - b),
+      params.map((_, i) => i + 1),
+    )
     assert.equal([...text.matchAll(/\$\d+(?!\d|::text)/g)].length, 0)
   })
 
   test('boolean and number values are bound in canonical form', () => {
     const { params } = compileSearch(
-      input({ filters: [{ propertyName: 'seats', operator: 'EQ', value: '1.50e1' }, { propertyName: 'sso', operator: 'NEQ', value: 'false' }] }),
+      input({
+        filters: [
+          { propertyName: 'seats', operator: 'EQ', value: '1.50e1' },
+          { propertyName: 'sso', operator: 'NEQ', value: 'false' },
+        ],
+      }),
     )
     assert.ok(params.includes('{"seats":15}'))
     assert.ok(params.includes('{"sso":false}'))
@@ -236,7 +273,10 @@ describe('compileSearch SQL', () => {
 
   test('paging: keyset after the external id of the after record, one extra row', () => {
     const { text, params } = compileSearch(input({ limit: 25, afterServiceId: 42 }))
-    assert.match(text, /and r\.external_id > \(select a\.external_id from customers a where a\.account_id = \$1::text::bigint and a\.service_id = \$(\d+)::text::bigint\)\norder by r\.external_id\nlimit \$(\d+)::text::integer\n\) r left join customer_scores h /)
+    assert.match(
+      text,
+      /and r\.external_id > \(select a\.external_id from customers a where a\.account_id = \$1::text::bigint and a\.service_id = \$(\d+)::text::bigint\)\norder by r\.external_id\nlimit \$(\d+)::text::integer\n\) r left join customer_scores h /,
+    )
     assert.equal(params.at(-1), '26')
     assert.equal(params.at(-2), '42')
     assert.match(compileSearch(input({ entity: 'contact', afterServiceId: 42 })).text, /from contacts a where/)
@@ -271,29 +311,54 @@ describe('compileSearch SQL', () => {
   test('the page is cut before the columns join the scores, which its query joins only when a filter reads them', () => {
     const plain = compileSearch(input({})).text
     assert.match(plain, /from \(select r\.\* from customers r\nwhere /)
-    assert.match(plain, /\) r left join customer_scores h on h\.account_id = \$1::text::bigint and h\.customer_id = r\.service_id\norder by r\.external_id$/)
-    const scored = compileSearch(input({ filters: [{ propertyName: 'engagementscore', operator: 'GT', value: '5' }] })).text
-    assert.match(scored, /from \(select r\.\* from customers r left join customer_scores h on [^\n]*\nwhere [^)]*h\.engagementscore > /)
+    assert.match(
+      plain,
+      /\) r left join customer_scores h on h\.account_id = \$1::text::bigint and h\.customer_id = r\.service_id\norder by r\.external_id$/,
+    )
+    const scored = compileSearch(
+      input({ filters: [{ propertyName: 'engagementscore', operator: 'GT', value: '5' }] }),
+    ).text
+    assert.match(
+      scored,
+      /from \(select r\.\* from customers r left join customer_scores h on [^\n]*\nwhere [^)]*h\.engagementscore > /,
+    )
   })
 
   test('contact search selects the owning customer, scoped to the account', () => {
-    const { text } = compileSearch(input({ entity: 'contact', filters: [{ propertyName: 'customer_external_id', operator: 'EQ', value: 'c1' }] }))
+    const { text } = compileSearch(
+      input({ entity: 'contact', filters: [{ propertyName: 'customer_external_id', operator: 'EQ', value: 'c1' }] }),
+    )
     // The customer is joined in the page's query, since the filter reads it, and again for the columns.
-    assert.match(text, /from \(select r\.\* from contacts r left join customers oc on oc\.account_id = \$1::text::bigint and oc\.service_id = r\.customer_id\n/)
-    assert.match(text, /\) r left join contact_scores h on h\.account_id = \$1::text::bigint and h\.contact_id = r\.service_id left join customers oc on oc\.account_id = \$1::text::bigint/)
+    assert.match(
+      text,
+      /from \(select r\.\* from contacts r left join customers oc on oc\.account_id = \$1::text::bigint and oc\.service_id = r\.customer_id\n/,
+    )
+    assert.match(
+      text,
+      /\) r left join contact_scores h on h\.account_id = \$1::text::bigint and h\.contact_id = r\.service_id left join customers oc on oc\.account_id = \$1::text::bigint/,
+    )
     assert.match(text, /oc\.external_id in \(\$\d+::text\)/)
     assert.match(text, /contact_tags x/)
-    for (const column of ['customer_external_id', 'customer_service_id', '"createdAt"', '"updatedAt"']) assert.ok(text.includes(`as ${column}`))
+    for (const column of ['customer_external_id', 'customer_service_id', '"createdAt"', '"updatedAt"'])
+      assert.ok(text.includes(`as ${column}`))
   })
 
   test('a core field wins over a custom codename of the same name', () => {
     const shadowing: PropertyDef[] = [{ codename: 'name', kind: 'attribute', type: 'number' }]
-    const { text } = compileSearch(input({ catalog: shadowing, filters: [{ propertyName: 'name', operator: 'LIKE', value: 'a' }] }))
+    const { text } = compileSearch(
+      input({ catalog: shadowing, filters: [{ propertyName: 'name', operator: 'LIKE', value: 'a' }] }),
+    )
     assert.match(text, /lower\(r\.name\) like/)
   })
 
   test('owner and tags operands compile to the ids the caller looked up', () => {
-    const lookups = { users: new Map([['Ann@x.io', 3], ['bob@x.io', 4]]), tags: new Map([['red', 8]]) }
+    const lookups = {
+      users: new Map([
+        ['Ann@x.io', 3],
+        ['bob@x.io', 4],
+      ]),
+      tags: new Map([['red', 8]]),
+    }
     const where = (filters: Filter[]) => {
       const { text, params } = compileSearch(input({ filters, lookups }))
       return { where: whereOf(text), params }
@@ -301,16 +366,36 @@ describe('compileSearch SQL', () => {
     const one = where([{ propertyName: 'owner', operator: 'EQ', value: 'Ann@x.io' }])
     assert.match(one.where, /r\.owner_user_id = \$2::text::bigint/)
     assert.equal(one.params[1], '3')
-    const two = where([{ propertyName: 'owner', operator: 'NIN', values: ['Ann@x.io', 'bob@x.io', 'zed@x.io', 'Ann@x.io'] }])
+    const two = where([
+      { propertyName: 'owner', operator: 'NIN', values: ['Ann@x.io', 'bob@x.io', 'zed@x.io', 'Ann@x.io'] },
+    ])
     assert.match(two.where, /not coalesce\(r\.owner_user_id = any\(\$2::text::bigint\[\]\), false\)/)
     assert.equal(two.params[1], '{3,4}')
     assert.match(where([{ propertyName: 'owner', operator: 'IN', values: ['zed@x.io'] }]).where, /and false\n/)
     const tag = where([{ propertyName: 'tags', operator: 'EQ', value: 'red' }])
-    assert.match(tag.where, /exists \(select 1 from customer_tags x where x\.account_id = \$1::text::bigint and x\.tag_id = \$2::text::bigint and x\.external_id = r\.external_id\)/)
-    assert.match(where([{ propertyName: 'tags', operator: 'NEQ', value: 'nope' }]).where, /not coalesce\(false, false\)/)
-    assert.throws(() => compileSearch(input({ filters: [{ propertyName: 'tags', operator: 'EQ', value: 'red' }] })), (e) => !(e instanceof SearchError))
+    assert.match(
+      tag.where,
+      /exists \(select 1 from customer_tags x where x\.account_id = \$1::text::bigint and x\.tag_id = \$2::text::bigint and x\.external_id = r\.external_id\)/,
+    )
+    assert.match(
+      where([{ propertyName: 'tags', operator: 'NEQ', value: 'nope' }]).where,
+      /not coalesce\(false, false\)/,
+    )
+    assert.throws(
+      () => compileSearch(input({ filters: [{ propertyName: 'tags', operator: 'EQ', value: 'red' }] })),
+      (e) => !(e instanceof SearchError),
+    )
     // KNOWN needs no lookup.
-    assert.doesNotThrow(() => compileSearch(input({ filters: [{ propertyName: 'tags', operator: 'KNOWN' }, { propertyName: 'owner', operator: 'UNKNOWN' }] })))
+    assert.doesNotThrow(() =>
+      compileSearch(
+        input({
+          filters: [
+            { propertyName: 'tags', operator: 'KNOWN' },
+            { propertyName: 'owner', operator: 'UNKNOWN' },
+          ],
+        }),
+      ),
+    )
   })
 
   test('contextNeeds: the catalog for custom codenames, the strings of owner and tags filters', () => {
@@ -320,7 +405,11 @@ describe('compileSearch SQL', () => {
       { propertyName: 'tags', operator: 'NEQ', value: 'red', values: ['blue', 7 as unknown as string] },
       { propertyName: 'name', operator: 'EQ', value: 'not looked up' },
     ]
-    assert.deepEqual(contextNeeds('customer', filters), { catalog: false, emails: ['a@x.io', 'b@x.io'], titles: ['red', 'blue'] })
+    assert.deepEqual(contextNeeds('customer', filters), {
+      catalog: false,
+      emails: ['a@x.io', 'b@x.io'],
+      titles: ['red', 'blue'],
+    })
     // owner is no core field of contacts: the catalog tells whether a contact property has the name.
     assert.deepEqual(contextNeeds('contact', filters), { catalog: true, emails: [], titles: ['red', 'blue'] })
     assert.deepEqual(contextNeeds('customer', []), { catalog: false, emails: [], titles: [] })
@@ -331,21 +420,31 @@ describe('compileSearch SQL', () => {
   test('json: each record as one JSON text beside its service_id, in the same order', () => {
     const plain = compileSearch(input({ limit: 5 }))
     const json = compileSearch(input({ limit: 5, json: true }))
-    assert.equal(json.text, `select row_to_json(p)::text as json, p.service_id from (\n${plain.text}\n) p order by p.id`)
+    assert.equal(
+      json.text,
+      `select row_to_json(p)::text as json, p.service_id from (\n${plain.text}\n) p order by p.id`,
+    )
     assert.deepEqual(json.params, plain.params)
   })
 
   test('EQ and IN on custom properties are jsonb containment of canonical values', () => {
-    const { text, params } = compileSearch(input({
-      filters: [
-        { propertyName: 'logins', operator: 'IN', values: ['1', '2.50'] },
-        { propertyName: 'renewal_date', operator: 'NEQ', value: '2026-01-05' },
-        { propertyName: 'plan', operator: 'EQ', value: 'pro' },
-      ],
-    }))
+    const { text, params } = compileSearch(
+      input({
+        filters: [
+          { propertyName: 'logins', operator: 'IN', values: ['1', '2.50'] },
+          { propertyName: 'renewal_date', operator: 'NEQ', value: '2026-01-05' },
+          { propertyName: 'plan', operator: 'EQ', value: 'pro' },
+        ],
+      }),
+    )
     assert.match(whereOf(text), /\(r\.metrics @> \$2::text::jsonb or r\.metrics @> \$3::text::jsonb\)/)
     assert.match(whereOf(text), /not coalesce\(r\.attributes @> \$4::text::jsonb, false\)/)
-    assert.deepEqual(params.slice(1, 5), ['{"logins":1}', '{"logins":2.5}', '{"renewal_date":"2026-01-05"}', '{"plan":"pro"}'])
+    assert.deepEqual(params.slice(1, 5), [
+      '{"logins":1}',
+      '{"logins":2.5}',
+      '{"renewal_date":"2026-01-05"}',
+      '{"plan":"pro"}',
+    ])
   })
 })
 
@@ -356,7 +455,12 @@ function rec(external_id: string, over: Partial<SearchRecord> = {}): SearchRecor
   return { external_id, is_churned: false, tags: [], attributes: {}, metrics: {}, ...over }
 }
 
-function ids(records: SearchRecord[], filters: Filter[], entity: SearchInput['entity'] = 'customer', cat = catalog): string[] {
+function ids(
+  records: SearchRecord[],
+  filters: Filter[],
+  entity: SearchInput['entity'] = 'customer',
+  cat = catalog,
+): string[] {
   return records.filter((r) => matches(r, filters, cat, TODAY, entity)).map((r) => r.external_id)
 }
 
@@ -530,7 +634,10 @@ describe('matches: churn default and combination', () => {
     assert.deepEqual(ids(records, filters), ['churned'])
   })
   test('invalid filters throw the compiler error', () => {
-    assert.throws(() => ids(records, one('seats', 'LIKE', 'x')), (e) => e instanceof SearchError && e.errors[0].path === '/filters/0/operator')
+    assert.throws(
+      () => ids(records, one('seats', 'LIKE', 'x')),
+      (e) => e instanceof SearchError && e.errors[0].path === '/filters/0/operator',
+    )
   })
 })
 
@@ -546,7 +653,10 @@ describe('matches: negative operators are exact complements', () => {
     last_seen: valueArb,
     owner_email: fc.constantFrom(null, 'a@x.io', 'B@x.io'),
     tags: fc.subarray(['Red', 'blue']),
-    attributes: fc.record({ plan: valueArb, seats: valueArb, sso: valueArb, renewal_date: valueArb }, { requiredKeys: [] }),
+    attributes: fc.record(
+      { plan: valueArb, seats: valueArb, sso: valueArb, renewal_date: valueArb },
+      { requiredKeys: [] },
+    ),
   })
   const pairs: [string, string, string, string | string[] | undefined][] = [
     ['fitscore', 'EQ', 'NEQ', '1'],

@@ -8,7 +8,14 @@ import { startTestService, type TestService } from './helpers/service.ts'
 import { scoredAccount } from './helpers/fixtures.ts'
 import { allPages, byteOrder, dayAgo, search, upload } from './helpers/search.ts'
 import { storeScores } from './helpers/db.ts'
-import { ALLOWED_OPERATORS, SearchError, type Entity, type FieldType, type Filter, type PropertyDef } from '../src/search/fields.ts'
+import {
+  ALLOWED_OPERATORS,
+  SearchError,
+  type Entity,
+  type FieldType,
+  type Filter,
+  type PropertyDef,
+} from '../src/search/fields.ts'
 import { matches, type SearchRecord } from '../src/search/evaluate.ts'
 
 const SEED = Number(process.env.SEARCH_PROPERTY_SEED ?? 20261121)
@@ -61,25 +68,41 @@ const contactArb = fc.record({
 })
 
 const idArb = fc.string({ minLength: 1, maxLength: 5 })
-const dataset = fc.sample(fc.record({
-  customers: fc.uniqueArray(fc.tuple(idArb, customerArb), { minLength: 50, maxLength: 50, selector: ([id]) => id }),
-  contacts: fc.uniqueArray(fc.tuple(idArb, contactArb), { minLength: 40, maxLength: 40, selector: ([id]) => id }),
-}), { seed: SEED, numRuns: 1 })[0]
+const dataset = fc.sample(
+  fc.record({
+    customers: fc.uniqueArray(fc.tuple(idArb, customerArb), { minLength: 50, maxLength: 50, selector: ([id]) => id }),
+    contacts: fc.uniqueArray(fc.tuple(idArb, contactArb), { minLength: 40, maxLength: 40, selector: ([id]) => id }),
+  }),
+  { seed: SEED, numRuns: 1 },
+)[0]
 
 const compact = <T extends object>(o: T) => Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined))
 const storedOwner = (uploaded?: string) => USERS.find((u) => u.toLowerCase() === uploaded?.toLowerCase()) ?? null
 
 const customerRecords: SearchRecord[] = dataset.customers.map(([external_id, c]) => ({
-  external_id, name: c.name, is_churned: c.is_churned, fitscore: c.fitscore, churn_risk: c.churn_risk,
-  engagementscore: c.engagementscore, engagementscore_difference: c.engagementscore_difference, last_seen: c.last_seen,
-  owner_email: storedOwner(c.owner_email), tags: c.tags,
+  external_id,
+  name: c.name,
+  is_churned: c.is_churned,
+  fitscore: c.fitscore,
+  churn_risk: c.churn_risk,
+  engagementscore: c.engagementscore,
+  engagementscore_difference: c.engagementscore_difference,
+  last_seen: c.last_seen,
+  owner_email: storedOwner(c.owner_email),
+  tags: c.tags,
   attributes: compact({ country: c.country, has_sso: c.has_sso, plan_started: c.plan_started }),
   metrics: compact({ ...c.older, ...(c.newer && compact(c.newer)) }),
 }))
 const contactRecords: SearchRecord[] = dataset.contacts.map(([external_id, k]) => ({
-  external_id, name: k.name, engagementscore: k.engagementscore, engagementscore_difference: k.engagementscore_difference,
-  last_seen: k.last_seen, tags: k.tags, customer_external_id: dataset.customers[k.customer % dataset.customers.length][0],
-  attributes: compact({ role: k.role }), metrics: compact({ sessions: k.sessions }),
+  external_id,
+  name: k.name,
+  engagementscore: k.engagementscore,
+  engagementscore_difference: k.engagementscore_difference,
+  last_seen: k.last_seen,
+  tags: k.tags,
+  customer_external_id: dataset.customers[k.customer % dataset.customers.length][0],
+  attributes: compact({ role: k.role }),
+  metrics: compact({ sessions: k.sessions }),
 }))
 
 let catalog: Record<Entity, PropertyDef[]>
@@ -89,30 +112,59 @@ before(async () => {
   account = await scoredAccount(s)
   await s.admin('POST', `/accounts/${account.id}/users`, { email: USERS[1] })
   for (const title of TAGS) await s.admin('POST', `/accounts/${account.id}/tags`, { title })
-  await upload(account, 'customers', dataset.customers.map(([external_id, c]) => compact({
-    external_id, name: c.name, owner_email: c.owner_email,
-    attributes: compact({ country: c.country, has_sso: c.has_sso, plan_started: c.plan_started }),
-    metrics: [{ date: dayAgo(10), ...compact(c.older) }, ...(c.newer ? [{ date: dayAgo(2), ...compact(c.newer) }] : [])],
-  })))
+  await upload(
+    account,
+    'customers',
+    dataset.customers.map(([external_id, c]) =>
+      compact({
+        external_id,
+        name: c.name,
+        owner_email: c.owner_email,
+        attributes: compact({ country: c.country, has_sso: c.has_sso, plan_started: c.plan_started }),
+        metrics: [
+          { date: dayAgo(10), ...compact(c.older) },
+          ...(c.newer ? [{ date: dayAgo(2), ...compact(c.newer) }] : []),
+        ],
+      }),
+    ),
+  )
   for (let i = 0; i < contactRecords.length; i += 100) {
-    await upload(account, 'contacts', contactRecords.slice(i, i + 100).map((k) => ({
-      customer_external_id: k.customer_external_id, contact_external_id: k.external_id, contact_name: k.name,
-      attributes: k.attributes, metrics: [{ date: dayAgo(3), ...k.metrics }],
-    })))
+    await upload(
+      account,
+      'contacts',
+      contactRecords.slice(i, i + 100).map((k) => ({
+        customer_external_id: k.customer_external_id,
+        contact_external_id: k.external_id,
+        contact_name: k.name,
+        attributes: k.attributes,
+        metrics: [{ date: dayAgo(3), ...k.metrics }],
+      })),
+    )
   }
   // Stored scores and tags, set directly: the scoring engine's values are not what is under test.
   const columns = ['engagementscore', 'engagementscore_difference', 'last_seen'] as const
   for (const [table, links, key, records] of [
-    ['customers', 'customer_tags', 'customer_id', customerRecords], ['contacts', 'contact_tags', 'contact_id', contactRecords],
+    ['customers', 'customer_tags', 'customer_id', customerRecords],
+    ['contacts', 'contact_tags', 'contact_id', contactRecords],
   ] as const) {
     const rows = records.map((r) => ({
-      external_id: r.external_id, tags: r.tags, is_churned: r.is_churned ?? false, fitscore: r.fitscore ?? null,
-      churn_risk: r.churn_risk ?? null, ...Object.fromEntries(columns.map((c) => [c, r[c]])),
+      external_id: r.external_id,
+      tags: r.tags,
+      is_churned: r.is_churned ?? false,
+      fitscore: r.fitscore ?? null,
+      churn_risk: r.churn_risk ?? null,
+      ...Object.fromEntries(columns.map((c) => [c, r[c]])),
     }))
-    await storeScores(s.sql, table, account.id, records.map((r) => ({
-      external_id: r.external_id, ...Object.fromEntries(columns.map((c) => [c, r[c]])),
-      ...table === 'customers' ? { fitscore: r.fitscore ?? null, churn_risk: r.churn_risk ?? null } : {},
-    })))
+    await storeScores(
+      s.sql,
+      table,
+      account.id,
+      records.map((r) => ({
+        external_id: r.external_id,
+        ...Object.fromEntries(columns.map((c) => [c, r[c]])),
+        ...(table === 'customers' ? { fitscore: r.fitscore ?? null, churn_risk: r.churn_risk ?? null } : {}),
+      })),
+    )
     if (table === 'customers') {
       await s.sql`
         update customers r set is_churned = x.is_churned
@@ -142,19 +194,34 @@ const bool = fc.constantFrom('true', 'false')
 const tag = fc.constantFrom('red', 'RED', 'Green', 'blue sky', 'nope')
 const FIELDS: Record<Entity, [string, FieldType, fc.Arbitrary<string>][]> = {
   customer: [
-    ['name', 'string', text], ['country', 'string', text], ['logins', 'number', number], ['seats', 'number', number],
-    ['has_sso', 'boolean', bool], ['plan_started', 'date', date], ['fitscore', 'number', score],
-    ['engagementscore', 'number', score], ['engagementscore_difference', 'number', score],
-    ['churn_risk', 'number', fc.constantFrom('0', '30', '50', '100')], ['last_seen', 'date', date],
+    ['name', 'string', text],
+    ['country', 'string', text],
+    ['logins', 'number', number],
+    ['seats', 'number', number],
+    ['has_sso', 'boolean', bool],
+    ['plan_started', 'date', date],
+    ['fitscore', 'number', score],
+    ['engagementscore', 'number', score],
+    ['engagementscore_difference', 'number', score],
+    ['churn_risk', 'number', fc.constantFrom('0', '30', '50', '100')],
+    ['last_seen', 'date', date],
     ['owner', 'owner', fc.constantFrom('owner@acme.test', 'SECOND@acme.test', 'ghost@acme.test')],
-    ['tags', 'tags', tag], ['is_churned', 'boolean', bool],
+    ['tags', 'tags', tag],
+    ['is_churned', 'boolean', bool],
   ],
   contact: [
-    ['name', 'string', text], ['role', 'string', text], ['sessions', 'number', number],
-    ['engagementscore', 'number', score], ['engagementscore_difference', 'number', score], ['last_seen', 'date', date],
+    ['name', 'string', text],
+    ['role', 'string', text],
+    ['sessions', 'number', number],
+    ['engagementscore', 'number', score],
+    ['engagementscore_difference', 'number', score],
+    ['last_seen', 'date', date],
     ['tags', 'tags', tag],
-    ['customer_external_id', 'customer_external_id',
-      fc.oneof(fc.constantFrom(...customerRecords.map((r) => r.external_id)), fc.constantFrom('nope', 'C'))],
+    [
+      'customer_external_id',
+      'customer_external_id',
+      fc.oneof(fc.constantFrom(...customerRecords.map((r) => r.external_id)), fc.constantFrom('nope', 'C')),
+    ],
   ],
 }
 const days = fc.constantFrom('0', '1', '3', '10', '30', '60')
@@ -167,37 +234,51 @@ const filterArb = (entity: Entity): fc.Arbitrary<Filter> =>
       if (operator === 'IN' || operator === 'NIN') {
         return fc.array(values, { minLength: 1, maxLength: 3 }).map((v) => ({ propertyName, operator, values: v }))
       }
-      const operand = operator === 'GTD' || operator === 'LTD' ? days : operator === 'LIKE' || operator === 'NLIKE' ? substring : values
+      const operand =
+        operator === 'GTD' || operator === 'LTD'
+          ? days
+          : operator === 'LIKE' || operator === 'NLIKE'
+            ? substring
+            : values
       return operand.map((value) => ({ propertyName, operator, value }))
-    }))
+    }),
+  )
 
-const requestArb = fc.constantFrom<Entity>('customer', 'contact').chain((entity) => fc.record({
-  entity: fc.constant(entity),
-  filters: fc.array(filterArb(entity), { maxLength: 4 }),
-  limit: fc.integer({ min: 3, max: 60 }),
-}))
+const requestArb = fc.constantFrom<Entity>('customer', 'contact').chain((entity) =>
+  fc.record({
+    entity: fc.constant(entity),
+    filters: fc.array(filterArb(entity), { maxLength: 4 }),
+    limit: fc.integer({ min: 3, max: 60 }),
+  }),
+)
 
 const RECORDS: Record<Entity, SearchRecord[]> = { customer: customerRecords, contact: contactRecords }
 
 test('random filter sets: the service answers exactly what the in-memory evaluator matches', async () => {
   // Runs whose answer is neither empty nor everything: the ones that tell filters apart.
   let telling = 0
-  await fc.assert(fc.asyncProperty(requestArb, async ({ entity, filters, limit }) => {
-    const today = new Date().toISOString().slice(0, 10)
-    let expected: string[]
-    try {
-      expected = RECORDS[entity].filter((r) => matches(r, filters, catalog[entity], today, entity)).map((r) => r.external_id).sort(byteOrder)
-    } catch (err) {
-      if (!(err instanceof SearchError)) throw err
-      assert.equal((await search(account, `${entity}s`, { filters })).status, 400)
-      return
-    }
-    const pages = await allPages(account, `${entity}s`, { filters, limit })
-    const got = pages.flatMap((p) => p.results.map((r: { id: string }) => r.id))
-    assert.deepEqual(got, expected)
-    assert.equal(pages.length, Math.max(1, Math.ceil(expected.length / limit)))
-    if (expected.length > 0 && expected.length < RECORDS[entity].length) telling++
-  }), { numRuns: RUNS, seed: SEED })
+  await fc.assert(
+    fc.asyncProperty(requestArb, async ({ entity, filters, limit }) => {
+      const today = new Date().toISOString().slice(0, 10)
+      let expected: string[]
+      try {
+        expected = RECORDS[entity]
+          .filter((r) => matches(r, filters, catalog[entity], today, entity))
+          .map((r) => r.external_id)
+          .sort(byteOrder)
+      } catch (err) {
+        if (!(err instanceof SearchError)) throw err
+        assert.equal((await search(account, `${entity}s`, { filters })).status, 400)
+        return
+      }
+      const pages = await allPages(account, `${entity}s`, { filters, limit })
+      const got = pages.flatMap((p) => p.results.map((r: { id: string }) => r.id))
+      assert.deepEqual(got, expected)
+      assert.equal(pages.length, Math.max(1, Math.ceil(expected.length / limit)))
+      if (expected.length > 0 && expected.length < RECORDS[entity].length) telling++
+    }),
+    { numRuns: RUNS, seed: SEED },
+  )
   assert.ok(telling >= RUNS / 3, `only ${telling} of ${RUNS} runs had a partial answer`)
 })
 

@@ -20,7 +20,9 @@ const idsOf = (res: Call) => {
 const customers = async (...filters: unknown[]) => idsOf(await search(acme, 'customers', { filters }))
 const contacts = async (...filters: unknown[]) => idsOf(await search(acme, 'contacts', { filters }))
 const f = (propertyName: string, operator: string, value?: string | string[]) =>
-  Array.isArray(value) ? { propertyName, operator, values: value } : { propertyName, operator, ...(value !== undefined && { value }) }
+  Array.isArray(value)
+    ? { propertyName, operator, values: value }
+    : { propertyName, operator, ...(value !== undefined && { value }) }
 
 const errorsOf = (res: Call) => {
   assert.equal(res.status, 400, JSON.stringify(res.body))
@@ -30,7 +32,9 @@ const errorsOf = (res: Call) => {
 const pathsOf = (res: Call) => errorsOf(res).map((e) => e.path)
 
 const setTags = async (account: Account, entity: 'customers' | 'contacts', externalId: string, titles: string[]) => {
-  const res = await s.admin('PUT', `/accounts/${account.id}/${entity}/${encodeURIComponent(externalId)}/tags`, { titles })
+  const res = await s.admin('PUT', `/accounts/${account.id}/${entity}/${encodeURIComponent(externalId)}/tags`, {
+    titles,
+  })
   assert.equal(res.status, 200, JSON.stringify(res.body))
   return res.body
 }
@@ -38,9 +42,11 @@ const setTags = async (account: Account, entity: 'customers' | 'contacts', exter
 const RECORD_COLUMNS = new Set(['is_churned', 'churned_date', 'churn_reason'])
 
 const setScores = async (account: Account, externalId: string, values: Record<string, unknown>) => {
-  const pick = (record: boolean) => Object.fromEntries(Object.entries(values).filter(([k]) => RECORD_COLUMNS.has(k) === record))
+  const pick = (record: boolean) =>
+    Object.fromEntries(Object.entries(values).filter(([k]) => RECORD_COLUMNS.has(k) === record))
   const churn = pick(true)
-  if (Object.keys(churn).length) await s.sql`update customers set ${s.sql(churn)} where account_id = ${account.id} and external_id = ${externalId}`
+  if (Object.keys(churn).length)
+    await s.sql`update customers set ${s.sql(churn)} where account_id = ${account.id} and external_id = ${externalId}`
   await storeScores(s.sql, 'customers', account.id, [{ external_id: externalId, ...pick(false) }])
 }
 
@@ -51,21 +57,60 @@ const seed = async () => {
   await s.admin('POST', `/accounts/${acme.id}/users`, { email: 'second@acme.test' })
   for (const title of ['VIP', 'Trial', 'Churn Risk']) await s.admin('POST', `/accounts/${acme.id}/tags`, { title })
   await upload(acme, 'customers', [
-    { external_id: 'c-a', name: 'Alpha Corp', owner_email: 'owner@acme.test',
-      attributes: { country: 'US', has_sso: true, plan_started: dayAgo(400) }, metrics: [{ date: dayAgo(2), logins: 40, seats: 5 }] },
-    { external_id: 'c-b', name: 'beta ltd', owner_email: 'Second@acme.test',
+    {
+      external_id: 'c-a',
+      name: 'Alpha Corp',
+      owner_email: 'owner@acme.test',
+      attributes: { country: 'US', has_sso: true, plan_started: dayAgo(400) },
+      metrics: [{ date: dayAgo(2), logins: 40, seats: 5 }],
+    },
+    {
+      external_id: 'c-b',
+      name: 'beta ltd',
+      owner_email: 'Second@acme.test',
       attributes: { country: 'DE', has_sso: false, plan_started: dayAgo(30) },
-      metrics: [{ date: dayAgo(40), logins: 10, seats: 2 }, { date: dayAgo(3), logins: 12 }] },
-    { external_id: 'c-c', name: 'Gamma 100%', attributes: { country: 'us' }, metrics: [{ date: dayAgo(5), logins: 0 }] },
-    { external_id: 'c-d', name: 'Delta_Co', owner_email: 'OWNER@ACME.TEST',
-      attributes: { country: '', has_sso: true, plan_started: dayAgo(5) }, metrics: [{ date: dayAgo(1), logins: 25.5 }] },
+      metrics: [
+        { date: dayAgo(40), logins: 10, seats: 2 },
+        { date: dayAgo(3), logins: 12 },
+      ],
+    },
+    {
+      external_id: 'c-c',
+      name: 'Gamma 100%',
+      attributes: { country: 'us' },
+      metrics: [{ date: dayAgo(5), logins: 0 }],
+    },
+    {
+      external_id: 'c-d',
+      name: 'Delta_Co',
+      owner_email: 'OWNER@ACME.TEST',
+      attributes: { country: '', has_sso: true, plan_started: dayAgo(5) },
+      metrics: [{ date: dayAgo(1), logins: 25.5 }],
+    },
     { external_id: 'c-e', name: '' },
-    { external_id: 'c-f', name: 'Zeta', owner_email: 'owner@acme.test',
-      attributes: { country: 'US', has_sso: true, plan_started: dayAgo(400) }, metrics: [{ date: dayAgo(2), logins: 40 }] },
+    {
+      external_id: 'c-f',
+      name: 'Zeta',
+      owner_email: 'owner@acme.test',
+      attributes: { country: 'US', has_sso: true, plan_started: dayAgo(400) },
+      metrics: [{ date: dayAgo(2), logins: 40 }],
+    },
   ])
   await upload(acme, 'contacts', [
-    { customer_external_id: 'c-a', contact_external_id: 'k-1', contact_name: 'Ann', attributes: { role: 'admin' }, metrics: [{ date: dayAgo(2), sessions: 10 }] },
-    { customer_external_id: 'c-b', contact_external_id: 'k-2', contact_name: 'Bob', attributes: { role: 'user' }, metrics: [{ date: dayAgo(50), sessions: 3 }] },
+    {
+      customer_external_id: 'c-a',
+      contact_external_id: 'k-1',
+      contact_name: 'Ann',
+      attributes: { role: 'admin' },
+      metrics: [{ date: dayAgo(2), sessions: 10 }],
+    },
+    {
+      customer_external_id: 'c-b',
+      contact_external_id: 'k-2',
+      contact_name: 'Bob',
+      attributes: { role: 'user' },
+      metrics: [{ date: dayAgo(50), sessions: 3 }],
+    },
     { customer_external_id: 'c-f', contact_external_id: 'k-3', contact_name: 'Cy' },
     { customer_external_id: 'c-a', contact_external_id: 'k-4', contact_name: 'Dee', attributes: { role: 'Admin' } },
   ])
@@ -73,16 +118,67 @@ const seed = async () => {
   // but never "less than N days ago".
   await s.sql`update customers set attributes = ${s.sql.json({ country: 7, plan_started: dayAgo(-10) })}
     where account_id = ${acme.id} and external_id = 'c-e'`
-  await setScores(acme, 'c-a', { engagementscore: 80, engagementscore_difference: 5, fitscore: 50, churn_risk: 10, last_seen: dayAgo(1),
-    engagementscore_trend: s.sql.json({ [dayAgo(31)]: 75, [dayAgo(1)]: 80 }) })
-  await setScores(acme, 'c-b', { engagementscore: 20, engagementscore_difference: -10, fitscore: -20, churn_risk: 60, last_seen: dayAgo(20) })
-  await setScores(acme, 'c-c', { engagementscore: 0, engagementscore_difference: 0, fitscore: null, churn_risk: 50, last_seen: dayAgo(200) })
-  await setScores(acme, 'c-d', { engagementscore: null, engagementscore_difference: null, fitscore: null, churn_risk: null, last_seen: null, engagementscore_trend: null })
-  await setScores(acme, 'c-e', { engagementscore: -30, engagementscore_difference: null, fitscore: 0, churn_risk: 90, last_seen: dayAgo(60) })
-  await setScores(acme, 'c-f', { engagementscore: 80, fitscore: 50, churn_risk: 10, last_seen: dayAgo(1), is_churned: true, churned_date: dayAgo(1), churn_reason: 'manual' })
+  await setScores(acme, 'c-a', {
+    engagementscore: 80,
+    engagementscore_difference: 5,
+    fitscore: 50,
+    churn_risk: 10,
+    last_seen: dayAgo(1),
+    engagementscore_trend: s.sql.json({ [dayAgo(31)]: 75, [dayAgo(1)]: 80 }),
+  })
+  await setScores(acme, 'c-b', {
+    engagementscore: 20,
+    engagementscore_difference: -10,
+    fitscore: -20,
+    churn_risk: 60,
+    last_seen: dayAgo(20),
+  })
+  await setScores(acme, 'c-c', {
+    engagementscore: 0,
+    engagementscore_difference: 0,
+    fitscore: null,
+    churn_risk: 50,
+    last_seen: dayAgo(200),
+  })
+  await setScores(acme, 'c-d', {
+    engagementscore: null,
+    engagementscore_difference: null,
+    fitscore: null,
+    churn_risk: null,
+    last_seen: null,
+    engagementscore_trend: null,
+  })
+  await setScores(acme, 'c-e', {
+    engagementscore: -30,
+    engagementscore_difference: null,
+    fitscore: 0,
+    churn_risk: 90,
+    last_seen: dayAgo(60),
+  })
+  await setScores(acme, 'c-f', {
+    engagementscore: 80,
+    fitscore: 50,
+    churn_risk: 10,
+    last_seen: dayAgo(1),
+    is_churned: true,
+    churned_date: dayAgo(1),
+    churn_reason: 'manual',
+  })
   await storeScores(s.sql, 'contacts', acme.id, [
-    { external_id: 'k-1', engagementscore: 70, engagementscore_difference: null, last_seen: dayAgo(2), engagementscore_trend: s.sql.json({ [dayAgo(2)]: 70 }) },
-    { external_id: 'k-2', engagementscore: 10, engagementscore_difference: null, last_seen: dayAgo(50), engagementscore_trend: null },
+    {
+      external_id: 'k-1',
+      engagementscore: 70,
+      engagementscore_difference: null,
+      last_seen: dayAgo(2),
+      engagementscore_trend: s.sql.json({ [dayAgo(2)]: 70 }),
+    },
+    {
+      external_id: 'k-2',
+      engagementscore: 10,
+      engagementscore_difference: null,
+      last_seen: dayAgo(50),
+      engagementscore_trend: null,
+    },
   ])
   await setTags(acme, 'customers', 'c-a', ['VIP'])
   await setTags(acme, 'customers', 'c-b', ['vip', 'TRIAL'])
@@ -94,10 +190,18 @@ const seed = async () => {
   other = await scoredAccount(s, 'Other')
   await s.admin('POST', `/accounts/${other.id}/tags`, { title: 'VIP' })
   await upload(other, 'customers', [
-    { external_id: 'c-a', name: 'Alpha Corp', owner_email: 'owner@acme.test', attributes: { country: 'US', has_sso: true }, metrics: [{ date: dayAgo(2), logins: 40 }] },
+    {
+      external_id: 'c-a',
+      name: 'Alpha Corp',
+      owner_email: 'owner@acme.test',
+      attributes: { country: 'US', has_sso: true },
+      metrics: [{ date: dayAgo(2), logins: 40 }],
+    },
     { external_id: 'c-x', name: 'Other X', attributes: { country: 'DE' } },
   ])
-  await upload(other, 'contacts', [{ customer_external_id: 'c-a', contact_external_id: 'k-1', contact_name: 'Ann', attributes: { role: 'admin' } }])
+  await upload(other, 'contacts', [
+    { customer_external_id: 'c-a', contact_external_id: 'k-1', contact_name: 'Ann', attributes: { role: 'admin' } },
+  ])
   await setTags(other, 'customers', 'c-a', ['VIP'])
   await setTags(other, 'customers', 'c-x', ['VIP'])
 
@@ -188,10 +292,15 @@ describe('every operator of every property type', () => {
 
 describe('operator details', () => {
   test('numbers compare by value whatever their notation', async () => {
-    for (const value of ['40', '40.0', '4e1', '40.000']) assert.deepEqual(await customers(f('logins', 'EQ', value)), ['c-a'])
+    for (const value of ['40', '40.0', '4e1', '40.000'])
+      assert.deepEqual(await customers(f('logins', 'EQ', value)), ['c-a'])
     assert.deepEqual(await customers(f('logins', 'LT', '-1')), [])
     assert.deepEqual(await customers(f('logins', 'EQ', '12')), ['c-b'], 'the latest snapshot gives the value')
-    assert.deepEqual(await customers(f('seats', 'EQ', '2')), ['c-b'], 'a metric missing from the latest snapshot keeps its earlier value')
+    assert.deepEqual(
+      await customers(f('seats', 'EQ', '2')),
+      ['c-b'],
+      'a metric missing from the latest snapshot keeps its earlier value',
+    )
   })
 
   test('boolean EQ false and NEQ false', async () => {
@@ -205,8 +314,16 @@ describe('operator details', () => {
     assert.deepEqual(await customers(f('name', 'LIKE', '_')), ['c-d'])
     assert.deepEqual(await customers(f('name', 'LIKE', 'ALPHA')), ['c-a'])
     assert.deepEqual(await customers(f('name', 'NLIKE', 'a')), ['c-e'], 'an empty name contains nothing')
-    assert.deepEqual(await customers(f('name', 'LIKE', '')), ACTIVE, 'the empty string is in every string, even an empty one')
-    assert.deepEqual(await customers(f('country', 'LIKE', '')), ['c-a', 'c-b', 'c-c', 'c-d'], 'but not in a value of another type')
+    assert.deepEqual(
+      await customers(f('name', 'LIKE', '')),
+      ACTIVE,
+      'the empty string is in every string, even an empty one',
+    )
+    assert.deepEqual(
+      await customers(f('country', 'LIKE', '')),
+      ['c-a', 'c-b', 'c-c', 'c-d'],
+      'but not in a value of another type',
+    )
   })
 
   test('string EQ and IN are exact (case-sensitive); an empty string is not a known value', async () => {
@@ -235,7 +352,10 @@ describe('operator details', () => {
   })
 
   test('filters combine with AND', async () => {
-    assert.deepEqual(await customers(f('country', 'IN', ['US', 'DE', 'us']), f('logins', 'GT', '5'), f('tags', 'EQ', 'trial')), ['c-b'])
+    assert.deepEqual(
+      await customers(f('country', 'IN', ['US', 'DE', 'us']), f('logins', 'GT', '5'), f('tags', 'EQ', 'trial')),
+      ['c-b'],
+    )
     assert.deepEqual(await customers(f('country', 'EQ', 'US'), f('country', 'EQ', 'DE')), [])
   })
 })
@@ -252,7 +372,9 @@ describe('owner, tags, is_churned and customer_external_id', () => {
     assert.deepEqual(await customers(f('owner', 'IN', ['nobody@acme.test'])), [])
     assert.deepEqual(await customers(f('owner', 'NEQ', 'nobody@acme.test')), ACTIVE)
     assert.deepEqual(await customers(f('owner', 'NIN', ['nobody@acme.test'])), ACTIVE)
-    assert.deepEqual(pathsOf(await search(acme, 'customers', { filters: [f('owner', 'LIKE', 'acme')] })), ['/filters/0/operator'])
+    assert.deepEqual(pathsOf(await search(acme, 'customers', { filters: [f('owner', 'LIKE', 'acme')] })), [
+      '/filters/0/operator',
+    ])
   })
 
   test('tags: by title, case-insensitive, any-of; KNOWN/UNKNOWN; unknown titles', async () => {
@@ -267,7 +389,9 @@ describe('owner, tags, is_churned and customer_external_id', () => {
     assert.deepEqual(await customers(f('tags', 'EQ', 'nope')), [])
     assert.deepEqual(await customers(f('tags', 'NEQ', 'nope')), ACTIVE)
     assert.deepEqual(await customers(f('tags', 'NIN', ['nope'])), ACTIVE)
-    assert.deepEqual(pathsOf(await search(acme, 'customers', { filters: [f('tags', 'LIKE', 'v')] })), ['/filters/0/operator'])
+    assert.deepEqual(pathsOf(await search(acme, 'customers', { filters: [f('tags', 'LIKE', 'v')] })), [
+      '/filters/0/operator',
+    ])
   })
 
   test('is_churned: active only by default; the filter chooses', async () => {
@@ -299,7 +423,10 @@ describe('owner, tags, is_churned and customer_external_id', () => {
     assert.deepEqual(await contacts(f('customer_external_id', 'IN', ['nope'])), [])
     assert.deepEqual(await contacts(f('customer_external_id', 'NEQ', 'nope')), ['k-1', 'k-2', 'k-3', 'k-4'])
     for (const operator of ['KNOWN', 'UNKNOWN', 'LIKE']) {
-      assert.deepEqual(pathsOf(await search(acme, 'contacts', { filters: [f('customer_external_id', operator, 'c')] })), ['/filters/0/operator'])
+      assert.deepEqual(
+        pathsOf(await search(acme, 'contacts', { filters: [f('customer_external_id', operator, 'c')] })),
+        ['/filters/0/operator'],
+      )
     }
   })
 
@@ -330,31 +457,68 @@ describe('the response objects', () => {
     assert.equal(res.headers.get('content-type'), 'application/json')
     assert.deepEqual(Object.keys(res.body), ['results'])
     const byId = Object.fromEntries(res.body.results.map((r: any) => [r.id, r]))
-    const [row] = await s.sql`select created_at, updated_at from customers where account_id = ${acme.id} and external_id = 'c-a'`
+    const [row] =
+      await s.sql`select created_at, updated_at from customers where account_id = ${acme.id} and external_id = 'c-a'`
     const a = byId['c-a']
     assert.deepEqual(Object.keys(a), [
-      'id', 'service_id', 'name', 'fitscore', 'engagementscore', 'churn_risk', 'is_churned', 'last_seen',
-      'engagementscore_difference', 'engagementscore_trend', 'owner', 'tags', 'properties', 'createdAt', 'updatedAt',
+      'id',
+      'service_id',
+      'name',
+      'fitscore',
+      'engagementscore',
+      'churn_risk',
+      'is_churned',
+      'last_seen',
+      'engagementscore_difference',
+      'engagementscore_trend',
+      'owner',
+      'tags',
+      'properties',
+      'createdAt',
+      'updatedAt',
     ])
     assert.deepEqual(a, {
-      id: 'c-a', service_id: ids[acme.id]['c-a'], name: 'Alpha Corp', fitscore: 50, engagementscore: 80, churn_risk: 10,
-      is_churned: false, last_seen: dayAgo(1), engagementscore_difference: 5,
-      engagementscore_trend: { [dayAgo(31)]: 75, [dayAgo(1)]: 80 }, owner: 'owner@acme.test', tags: ['VIP'],
+      id: 'c-a',
+      service_id: ids[acme.id]['c-a'],
+      name: 'Alpha Corp',
+      fitscore: 50,
+      engagementscore: 80,
+      churn_risk: 10,
+      is_churned: false,
+      last_seen: dayAgo(1),
+      engagementscore_difference: 5,
+      engagementscore_trend: { [dayAgo(31)]: 75, [dayAgo(1)]: 80 },
+      owner: 'owner@acme.test',
+      tags: ['VIP'],
       properties: { country: 'US', has_sso: true, plan_started: dayAgo(400), logins: 40, seats: 5 },
-      createdAt: row.created_at.toISOString(), updatedAt: row.updated_at.toISOString(),
+      createdAt: row.created_at.toISOString(),
+      updatedAt: row.updated_at.toISOString(),
     })
     assert.equal(typeof a.service_id, 'number')
     assert.match(a.createdAt, iso)
     assert.match(a.updatedAt, iso)
     // Nulls where nullable; the owner's stored email, not the uploaded spelling; tags sorted.
     const d = byId['c-d']
-    for (const field of ['fitscore', 'engagementscore', 'churn_risk', 'last_seen', 'engagementscore_difference', 'engagementscore_trend']) {
+    for (const field of [
+      'fitscore',
+      'engagementscore',
+      'churn_risk',
+      'last_seen',
+      'engagementscore_difference',
+      'engagementscore_trend',
+    ]) {
       assert.equal(d[field], null, field)
     }
     assert.equal(d.owner, 'owner@acme.test')
     assert.deepEqual(byId['c-b'].tags, ['Trial', 'VIP'])
     assert.equal(byId['c-b'].owner, 'second@acme.test')
-    assert.deepEqual(byId['c-b'].properties, { country: 'DE', has_sso: false, plan_started: dayAgo(30), logins: 12, seats: 2 })
+    assert.deepEqual(byId['c-b'].properties, {
+      country: 'DE',
+      has_sso: false,
+      plan_started: dayAgo(30),
+      logins: 12,
+      seats: 2,
+    })
     assert.equal(byId['c-c'].owner, null)
     assert.deepEqual(byId['c-c'].tags, [])
     assert.equal(byId['c-e'].name, '')
@@ -366,15 +530,36 @@ describe('the response objects', () => {
     const res = await search(acme, 'contacts', { filters: [f('name', 'IN', ['Ann', 'Cy'])] })
     const [k1, k3] = res.body.results
     assert.deepEqual(Object.keys(k1), [
-      'id', 'service_id', 'name', 'engagementscore', 'engagementscore_difference', 'engagementscore_trend', 'last_seen',
-      'tags', 'customer_external_id', 'customer_service_id', 'properties', 'createdAt', 'updatedAt',
+      'id',
+      'service_id',
+      'name',
+      'engagementscore',
+      'engagementscore_difference',
+      'engagementscore_trend',
+      'last_seen',
+      'tags',
+      'customer_external_id',
+      'customer_service_id',
+      'properties',
+      'createdAt',
+      'updatedAt',
     ])
-    const [row] = await s.sql`select created_at, updated_at from contacts where account_id = ${acme.id} and external_id = 'k-1'`
+    const [row] =
+      await s.sql`select created_at, updated_at from contacts where account_id = ${acme.id} and external_id = 'k-1'`
     assert.deepEqual(k1, {
-      id: 'k-1', service_id: ids[acme.id]['k-1'], name: 'Ann', engagementscore: 70, engagementscore_difference: null,
-      engagementscore_trend: { [dayAgo(2)]: 70 }, last_seen: dayAgo(2), tags: ['VIP'],
-      customer_external_id: 'c-a', customer_service_id: ids[acme.id]['c-a'], properties: { role: 'admin', sessions: 10 },
-      createdAt: row.created_at.toISOString(), updatedAt: row.updated_at.toISOString(),
+      id: 'k-1',
+      service_id: ids[acme.id]['k-1'],
+      name: 'Ann',
+      engagementscore: 70,
+      engagementscore_difference: null,
+      engagementscore_trend: { [dayAgo(2)]: 70 },
+      last_seen: dayAgo(2),
+      tags: ['VIP'],
+      customer_external_id: 'c-a',
+      customer_service_id: ids[acme.id]['c-a'],
+      properties: { role: 'admin', sessions: 10 },
+      createdAt: row.created_at.toISOString(),
+      updatedAt: row.updated_at.toISOString(),
     })
     assert.equal(typeof k1.customer_service_id, 'number')
     assert.equal(k3.customer_external_id, 'c-f')
@@ -383,32 +568,73 @@ describe('the response objects', () => {
   })
 
   test('properties selects codenames; core fields always come', async () => {
-    const [a] = (await search(acme, 'customers', { properties: ['logins', 'country', 'logins'], limit: 1 })).body.results
+    const [a] = (await search(acme, 'customers', { properties: ['logins', 'country', 'logins'], limit: 1 })).body
+      .results
     assert.deepEqual(a.properties, { country: 'US', logins: 40 })
     assert.equal(a.owner, 'owner@acme.test')
-    const [c] = (await search(acme, 'customers', { properties: ['has_sso'], filters: [f('name', 'EQ', 'Gamma 100%')] })).body.results
+    const [c] = (await search(acme, 'customers', { properties: ['has_sso'], filters: [f('name', 'EQ', 'Gamma 100%')] }))
+      .body.results
     assert.deepEqual(c.properties, {}, 'a selected codename without a value is left out')
     assert.deepEqual((await search(acme, 'customers', { properties: [], limit: 1 })).body.results[0].properties, {})
-    assert.deepEqual((await search(acme, 'customers', { properties: ['crm_link'], limit: 1 })).body.results[0].properties, {}, 'system attributes are known')
-    assert.deepEqual((await search(acme, 'contacts', { properties: ['sessions'], limit: 1 })).body.results[0].properties, { sessions: 10 })
+    assert.deepEqual(
+      (await search(acme, 'customers', { properties: ['crm_link'], limit: 1 })).body.results[0].properties,
+      {},
+      'system attributes are known',
+    )
+    assert.deepEqual(
+      (await search(acme, 'contacts', { properties: ['sessions'], limit: 1 })).body.results[0].properties,
+      { sessions: 10 },
+    )
   })
 })
 
 describe('paging', () => {
   // External ids that sort differently in byte order than in most collations.
-  const weird = ['a', 'B', 'b', 'Z', 'é', 'e', '10', '9', 'a/b', 'a b', '%41', 'ü', '日本', '😀', 'A', 'aa', 'a-', 'a_', '~', '!', 'zz', 'Ω', '0']
+  const weird = [
+    'a',
+    'B',
+    'b',
+    'Z',
+    'é',
+    'e',
+    '10',
+    '9',
+    'a/b',
+    'a b',
+    '%41',
+    'ü',
+    '日本',
+    '😀',
+    'A',
+    'aa',
+    'a-',
+    'a_',
+    '~',
+    '!',
+    'zz',
+    'Ω',
+    '0',
+  ]
   let pager: Account
 
   before(async () => {
     pager = await scoredAccount(s, 'Pager')
-    await upload(pager, 'customers', weird.map((id, i) => ({ external_id: id, name: `n${i}`, metrics: [{ date: dayAgo(1), logins: i }] })))
+    await upload(
+      pager,
+      'customers',
+      weird.map((id, i) => ({ external_id: id, name: `n${i}`, metrics: [{ date: dayAgo(1), logins: i }] })),
+    )
   })
 
   test('pages through every record exactly once, in byte order, with paging only while more exist', async () => {
     const expected = [...weird].sort(byteOrder)
     for (const limit of [1, 5, 22, 23, 100]) {
       const pages = await allPages(pager, 'customers', { limit })
-      assert.deepEqual(pages.flatMap((p) => p.results.map((r: { id: string }) => r.id)), expected, `limit ${limit}`)
+      assert.deepEqual(
+        pages.flatMap((p) => p.results.map((r: { id: string }) => r.id)),
+        expected,
+        `limit ${limit}`,
+      )
       assert.equal(pages.length, Math.ceil(weird.length / limit), `limit ${limit}`)
       for (const page of pages.slice(0, -1)) {
         assert.equal(page.results.length, limit)
@@ -421,10 +647,17 @@ describe('paging', () => {
 
   test('paging with filters and property selection keeps them on every page', async () => {
     const body = { filters: [f('logins', 'GTE', '3'), f('name', 'NLIKE', '1')], properties: ['logins'], limit: 4 }
-    const expected = weird.map((id, i) => ({ id, i })).filter(({ i }) => i >= 3 && !`n${i}`.includes('1')).map(({ id }) => id).sort(byteOrder)
+    const expected = weird
+      .map((id, i) => ({ id, i }))
+      .filter(({ i }) => i >= 3 && !`n${i}`.includes('1'))
+      .map(({ id }) => id)
+      .sort(byteOrder)
     const pages = await allPages(pager, 'customers', body)
     const results = pages.flatMap((p) => p.results)
-    assert.deepEqual(results.map((r: { id: string }) => r.id), expected)
+    assert.deepEqual(
+      results.map((r: { id: string }) => r.id),
+      expected,
+    )
     assert.ok(results.every((r: { properties: object }) => Object.keys(r.properties).join() === 'logins'))
   })
 
@@ -438,7 +671,8 @@ describe('paging', () => {
 
   test('after continues past a record outside the result set, such as a churned one', async () => {
     const expected = [...weird].sort(byteOrder)
-    const [row] = await s.sql`update customers set is_churned = true where account_id = ${pager.id} and external_id = 'a/b' returning service_id`
+    const [row] =
+      await s.sql`update customers set is_churned = true where account_id = ${pager.id} and external_id = 'a/b' returning service_id`
     try {
       const res = await search(pager, 'customers', { after: row.service_id })
       assert.deepEqual(idsOf(res), expected.slice(expected.indexOf('a/b') + 1))
@@ -457,17 +691,26 @@ describe('tenant isolation', () => {
     assert.ok(!mine.includes(ids[other.id]['c-a']))
     const otherCustomers = await search(other, 'customers')
     assert.deepEqual(idsOf(otherCustomers), ['c-a', 'c-x'])
-    assert.deepEqual(otherCustomers.body.results.map((r: { service_id: number }) => r.service_id), [ids[other.id]['c-a'], ids[other.id]['c-x']])
+    assert.deepEqual(
+      otherCustomers.body.results.map((r: { service_id: number }) => r.service_id),
+      [ids[other.id]['c-a'], ids[other.id]['c-x']],
+    )
     // second@acme.test is a user of acme only.
     assert.deepEqual(idsOf(await search(other, 'customers', { filters: [f('owner', 'EQ', 'second@acme.test')] })), [])
-    assert.deepEqual(idsOf(await search(other, 'customers', { filters: [f('owner', 'NEQ', 'second@acme.test')] })), ['c-a', 'c-x'])
+    assert.deepEqual(idsOf(await search(other, 'customers', { filters: [f('owner', 'NEQ', 'second@acme.test')] })), [
+      'c-a',
+      'c-x',
+    ])
     assert.deepEqual(idsOf(await search(other, 'contacts')), ['k-1'])
     assert.equal((await search(other, 'contacts')).body.results[0].service_id, ids[other.id]['k-1'])
     assert.deepEqual(await contacts(f('customer_external_id', 'EQ', 'c-a')), ['k-1', 'k-4'])
   })
 
   test("another account's service_id as after is a 400", async () => {
-    for (const [account, owner] of [[acme, other], [other, acme]] as const) {
+    for (const [account, owner] of [
+      [acme, other],
+      [other, acme],
+    ] as const) {
       const res = await search(account, 'customers', { after: ids[owner.id]['c-a'] })
       assert.deepEqual(pathsOf(res), ['/after'])
       assert.deepEqual(pathsOf(await search(account, 'contacts', { after: ids[owner.id]['k-1'] })), ['/after'])
@@ -478,8 +721,18 @@ describe('tenant isolation', () => {
 describe('400s, each with the path of the fault', () => {
   const cases: [string, 'customers' | 'contacts', unknown, string[]][] = [
     ['unknown propertyName', 'customers', { filters: [f('nope', 'EQ', 'x')] }, ['/filters/0/propertyName']],
-    ['upsell_score is not a customer filter', 'customers', { filters: [f('upsell_score', 'GT', '1')] }, ['/filters/0/propertyName']],
-    ['a customer property on contacts', 'contacts', { filters: [f('country', 'EQ', 'US')] }, ['/filters/0/propertyName']],
+    [
+      'upsell_score is not a customer filter',
+      'customers',
+      { filters: [f('upsell_score', 'GT', '1')] },
+      ['/filters/0/propertyName'],
+    ],
+    [
+      'a customer property on contacts',
+      'contacts',
+      { filters: [f('country', 'EQ', 'US')] },
+      ['/filters/0/propertyName'],
+    ],
     ['unknown operator', 'customers', { filters: [f('logins', 'BETWEEN', '1')] }, ['/filters/0/operator']],
     ['lower-case operator', 'customers', { filters: [f('logins', 'eq', '1')] }, ['/filters/0/operator']],
     ['LIKE on a number', 'customers', { filters: [f('logins', 'LIKE', '1')] }, ['/filters/0/operator']],
@@ -498,14 +751,39 @@ describe('400s, each with the path of the fault', () => {
     ['not a boolean', 'customers', { filters: [f('has_sso', 'EQ', 'yes')] }, ['/filters/0/value']],
     ['negative days', 'customers', { filters: [f('last_seen', 'GTD', '-1')] }, ['/filters/0/value']],
     ['fractional days', 'contacts', { filters: [f('last_seen', 'LTD', '1.5')] }, ['/filters/0/value']],
-    ['a NUL in an owner email', 'customers', { filters: [f('owner', 'IN', ['a@x.io', 'b\u0000@x.io'])] }, ['/filters/0/values/1']],
+    [
+      'a NUL in an owner email',
+      'customers',
+      { filters: [f('owner', 'IN', ['a@x.io', 'b\u0000@x.io'])] },
+      ['/filters/0/values/1'],
+    ],
     ['a NUL in a tag title', 'contacts', { filters: [f('tags', 'EQ', '\u0000')] }, ['/filters/0/value']],
     ['an unpaired surrogate in a value', 'customers', { filters: [f('name', 'EQ', 'a\ud800')] }, ['/filters/0/value']],
-    ['an unpaired surrogate in an owner email', 'customers', { filters: [f('owner', 'IN', ['a@x.io', '\udc00@x.io'])] }, ['/filters/0/values/1']],
-    ['a value that is not a string', 'customers', { filters: [{ propertyName: 'logins', operator: 'EQ', value: 5 }] }, ['/filters/0/value']],
-    ['a filter without propertyName and operator', 'customers', { filters: [{ value: 'x' }] }, ['/filters/0/propertyName', '/filters/0/operator']],
+    [
+      'an unpaired surrogate in an owner email',
+      'customers',
+      { filters: [f('owner', 'IN', ['a@x.io', '\udc00@x.io'])] },
+      ['/filters/0/values/1'],
+    ],
+    [
+      'a value that is not a string',
+      'customers',
+      { filters: [{ propertyName: 'logins', operator: 'EQ', value: 5 }] },
+      ['/filters/0/value'],
+    ],
+    [
+      'a filter without propertyName and operator',
+      'customers',
+      { filters: [{ value: 'x' }] },
+      ['/filters/0/propertyName', '/filters/0/operator'],
+    ],
     ['filters not an array', 'customers', { filters: { propertyName: 'name' } }, ['/filters']],
-    ['more than 10 filters', 'customers', { filters: Array.from({ length: 11 }, () => f('name', 'KNOWN')) }, ['/filters']],
+    [
+      'more than 10 filters',
+      'customers',
+      { filters: Array.from({ length: 11 }, () => f('name', 'KNOWN')) },
+      ['/filters'],
+    ],
     ['limit 0', 'customers', { limit: 0 }, ['/limit']],
     ['limit 1001', 'contacts', { limit: 1001 }, ['/limit']],
     ['fractional limit', 'customers', { limit: 2.5 }, ['/limit']],
@@ -516,8 +794,12 @@ describe('400s, each with the path of the fault', () => {
     ['after not an integer', 'customers', { after: 1.5 }, ['/after']],
     ['after as a string', 'customers', { after: '1' }, ['/after']],
     ['after beyond safe integers', 'contacts', { after: 1e300 }, ['/after']],
-    ['every fault at once', 'customers', { filters: [f('nope', 'EQ', 'x'), f('logins', 'GT', 'x')], properties: ['nope'], after: 987654321 },
-      ['/after', '/filters/0/propertyName', '/filters/1/value', '/properties/0']],
+    [
+      'every fault at once',
+      'customers',
+      { filters: [f('nope', 'EQ', 'x'), f('logins', 'GT', 'x')], properties: ['nope'], after: 987654321 },
+      ['/after', '/filters/0/propertyName', '/filters/1/value', '/properties/0'],
+    ],
   ]
   for (const [name, entity, body, paths] of cases) {
     test(name, async () => {
@@ -540,7 +822,10 @@ describe('400s, each with the path of the fault', () => {
   })
 
   test('invalid JSON', async () => {
-    const res = await s.call('POST', '/api/v1/customers/search', '{"filters": [', { 'service-key': acme.token, 'content-type': 'application/json' })
+    const res = await s.call('POST', '/api/v1/customers/search', '{"filters": [', {
+      'service-key': acme.token,
+      'content-type': 'application/json',
+    })
     assert.equal(res.status, 400)
     assert.match(res.body.detail, /JSON/)
   })
@@ -562,7 +847,9 @@ describe('tag assignment (admin)', () => {
   test('replaces the tags, matching titles case-insensitively, and answers the titles in byte order', async () => {
     await upload(acme, 'customers', [{ external_id: 'tag/me %25 é', name: 'Tag me' }])
     const where = [f('name', 'EQ', 'Tag me')]
-    assert.deepEqual(await setTags(acme, 'customers', 'tag/me %25 é', ['trial', 'VIP', 'vip']), { titles: ['Trial', 'VIP'] })
+    assert.deepEqual(await setTags(acme, 'customers', 'tag/me %25 é', ['trial', 'VIP', 'vip']), {
+      titles: ['Trial', 'VIP'],
+    })
     assert.deepEqual((await search(acme, 'customers', { filters: where })).body.results[0].tags, ['Trial', 'VIP'])
     assert.deepEqual(await setTags(acme, 'customers', 'tag/me %25 é', ['churn risk']), { titles: ['Churn Risk'] })
     assert.deepEqual((await search(acme, 'customers', { filters: where })).body.results[0].tags, ['Churn Risk'])
@@ -578,24 +865,50 @@ describe('tag assignment (admin)', () => {
   })
 
   test('unknown titles are a 400 naming each; nothing changes', async () => {
-    const res = await s.admin('PUT', `/accounts/${acme.id}/customers/c-a/tags`, { titles: ['VIP', 'nope', 'Trial', 'other'] })
+    const res = await s.admin('PUT', `/accounts/${acme.id}/customers/c-a/tags`, {
+      titles: ['VIP', 'nope', 'Trial', 'other'],
+    })
     assert.deepEqual(pathsOf(res), ['/titles/1', '/titles/3'])
     assert.deepEqual(await customers(f('tags', 'EQ', 'vip')), ['c-a', 'c-b'])
     assert.deepEqual(await customers(f('tags', 'EQ', 'trial')), ['c-b', 'c-d'])
     // Tags of another account are unknown here.
     await s.admin('POST', `/accounts/${other.id}/tags`, { title: 'Only Other' })
-    assert.deepEqual(pathsOf(await s.admin('PUT', `/accounts/${acme.id}/customers/c-a/tags`, { titles: ['Only Other'] })), ['/titles/0'])
+    assert.deepEqual(
+      pathsOf(await s.admin('PUT', `/accounts/${acme.id}/customers/c-a/tags`, { titles: ['Only Other'] })),
+      ['/titles/0'],
+    )
     assert.deepEqual(pathsOf(await s.admin('PUT', `/accounts/${acme.id}/customers/c-a/tags`, {})), ['/titles'])
-    assert.deepEqual(pathsOf(await s.admin('PUT', `/accounts/${acme.id}/customers/c-a/tags`, { titles: [1] })), ['/titles/0'])
-    assert.deepEqual(pathsOf(await s.admin('PUT', `/accounts/${acme.id}/customers/c-a/tags`, { titles: ['VIP', 'a\u0000'] })), ['/titles/1'])
+    assert.deepEqual(pathsOf(await s.admin('PUT', `/accounts/${acme.id}/customers/c-a/tags`, { titles: [1] })), [
+      '/titles/0',
+    ])
+    assert.deepEqual(
+      pathsOf(await s.admin('PUT', `/accounts/${acme.id}/customers/c-a/tags`, { titles: ['VIP', 'a\u0000'] })),
+      ['/titles/1'],
+    )
   })
 
   test('unknown records and accounts are 404s', async () => {
     assert.equal((await s.admin('PUT', `/accounts/${acme.id}/customers/nope/tags`, { titles: [] })).status, 404)
-    assert.equal((await s.admin('PUT', `/accounts/${acme.id}/contacts/c-a/tags`, { titles: [] })).status, 404, 'a customer is not a contact')
-    assert.equal((await s.admin('PUT', `/accounts/${acme.id}/customers/c-x/tags`, { titles: [] })).status, 404, "another account's customer")
-    assert.equal((await s.admin('PUT', `/accounts/${acme.id}/customers/%E0%A4%A/tags`, { titles: [] })).status, 404, 'a malformed escape')
-    assert.equal((await s.admin('PUT', `/accounts/${acme.id}/customers/c-a%00/tags`, { titles: [] })).status, 404, 'a NUL')
+    assert.equal(
+      (await s.admin('PUT', `/accounts/${acme.id}/contacts/c-a/tags`, { titles: [] })).status,
+      404,
+      'a customer is not a contact',
+    )
+    assert.equal(
+      (await s.admin('PUT', `/accounts/${acme.id}/customers/c-x/tags`, { titles: [] })).status,
+      404,
+      "another account's customer",
+    )
+    assert.equal(
+      (await s.admin('PUT', `/accounts/${acme.id}/customers/%E0%A4%A/tags`, { titles: [] })).status,
+      404,
+      'a malformed escape',
+    )
+    assert.equal(
+      (await s.admin('PUT', `/accounts/${acme.id}/customers/c-a%00/tags`, { titles: [] })).status,
+      404,
+      'a NUL',
+    )
     assert.equal((await s.admin('PUT', '/accounts/999999/customers/c-a/tags', { titles: [] })).status, 404)
   })
 })

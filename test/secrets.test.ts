@@ -15,34 +15,69 @@ test('secrets never reach the logs', async () => {
   try {
     const call = async (method: string, path: string, headers: Record<string, string>, body?: unknown) => {
       const res = await fetch(serve.base + path, {
-        method, headers: { 'content-type': 'application/json', ...headers }, body: body === undefined ? undefined : JSON.stringify(body),
+        method,
+        headers: { 'content-type': 'application/json', ...headers },
+        body: body === undefined ? undefined : JSON.stringify(body),
       })
       return { status: res.status, body: await res.json().catch(() => undefined) }
     }
-    const admin = (method: string, path: string, body?: unknown) => call(method, `/admin/v1${path}`, { authorization: `Bearer ${ADMIN_TOKEN}` }, body)
+    const admin = (method: string, path: string, body?: unknown) =>
+      call(method, `/admin/v1${path}`, { authorization: `Bearer ${ADMIN_TOKEN}` }, body)
 
     const account = (await admin('POST', '/accounts', { name: 'Secrets' })).body
     const key = (await admin('POST', `/accounts/${account.id}/keys`, {})).body
     const revoked = (await admin('POST', `/accounts/${account.id}/keys`, {})).body
     assert.equal((await admin('DELETE', `/accounts/${account.id}/keys/${revoked.id}`)).status, 204)
-    await admin('POST', `/accounts/${account.id}/properties`, { entity: 'customer', kind: 'metric', codename: 'logins', type: 'number' })
-    assert.equal((await admin('PUT', `/accounts/${account.id}/scoring`, { customer: { engagement: [{ codename: 'logins', weight: 1, bad: 0, good: 10 }] } })).status, 200)
-    const hook = (await admin('POST', `/accounts/${account.id}/webhooks`, { url: receiver.url, events: ['customer.created'] })).body
+    await admin('POST', `/accounts/${account.id}/properties`, {
+      entity: 'customer',
+      kind: 'metric',
+      codename: 'logins',
+      type: 'number',
+    })
+    assert.equal(
+      (
+        await admin('PUT', `/accounts/${account.id}/scoring`, {
+          customer: { engagement: [{ codename: 'logins', weight: 1, bad: 0, good: 10 }] },
+        })
+      ).status,
+      200,
+    )
+    const hook = (
+      await admin('POST', `/accounts/${account.id}/webhooks`, { url: receiver.url, events: ['customer.created'] })
+    ).body
     const rotated = (await admin('POST', `/accounts/${account.id}/webhooks/${hook.id}/rotate-secret`)).body
 
     const wrong = `${key.token.slice(0, -4)}abcd`
     assert.equal((await call('GET', '/api/v1/customer/c1', { 'service-key': wrong })).status, 403)
     assert.equal((await call('GET', '/api/v1/customer/c1', { 'service-key': revoked.token })).status, 403)
-    assert.equal((await call('GET', '/admin/v1/accounts/1', { authorization: 'Bearer not-the-admin-token' })).status, 401)
-    assert.equal((await call('POST', '/api/v1/customer', { 'service-key': key.token }, { external_id: 'c1', name: 'One' })).status, 201)
+    assert.equal(
+      (await call('GET', '/admin/v1/accounts/1', { authorization: 'Bearer not-the-admin-token' })).status,
+      401,
+    )
+    assert.equal(
+      (await call('POST', '/api/v1/customer', { 'service-key': key.token }, { external_id: 'c1', name: 'One' })).status,
+      201,
+    )
     await receiver.waitFor(1)
 
-    const secrets = { admin: ADMIN_TOKEN, key: key.token, revoked: revoked.token, wrong, hook: hook.secret, rotated: rotated.secret }
-    for (const [name, secret] of Object.entries(secrets)) assert.ok(typeof secret === 'string' && secret.length >= 16, name)
+    const secrets = {
+      admin: ADMIN_TOKEN,
+      key: key.token,
+      revoked: revoked.token,
+      wrong,
+      hook: hook.secret,
+      rotated: rotated.secret,
+    }
+    for (const [name, secret] of Object.entries(secrets))
+      assert.ok(typeof secret === 'string' && secret.length >= 16, name)
     await serve.kill('SIGTERM')
     const output = serve.stdout() + serve.stderr()
     // The logs are really there: one line per request, the failed authentications included.
-    const lines = serve.stdout().trim().split('\n').map((l) => JSON.parse(l))
+    const lines = serve
+      .stdout()
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l))
     assert.ok(lines.filter((l) => l.msg === 'request' && l.status >= 401 && l.status <= 403).length >= 3)
     assert.ok(lines.some((l) => l.msg === 'request' && l.status === 201 && l.path === '/api/v1/customer'))
     for (const [name, secret] of Object.entries(secrets)) {

@@ -13,7 +13,9 @@ import { eventSizes } from '../src/tracking/schemas.ts'
 
 let s: TestService
 // The tracking rate limit stays at its default (200 a minute per key).
-before(async () => { s = await startTestService({ apiRateLimit: 100_000 }) })
+before(async () => {
+  s = await startTestService({ apiRateLimit: 100_000 })
+})
 after(() => s.stop())
 
 type Account = Awaited<ReturnType<TestService['account']>>
@@ -29,7 +31,8 @@ const setUpTracking = async (a: Account) => {
   assert.equal(res.status, 200, JSON.stringify(res.body))
   return a
 }
-const track = (a: Account, events: unknown[], trackerKey = a.trackerKey) => a.api('/api/tracker/track', { trackerKey, events })
+const track = (a: Account, events: unknown[], trackerKey = a.trackerKey) =>
+  a.api('/api/tracker/track', { trackerKey, events })
 const stored = async (accountId: number) =>
   (await s.sql`select count(*)::int as n from tracking_events where account_id = ${accountId}`)[0].n as number
 
@@ -38,7 +41,8 @@ const stored = async (accountId: number) =>
 const waitApplied = async (accountId: number, timeoutMs = 30_000) => {
   const deadline = Date.now() + timeoutMs
   for (;;) {
-    const [{ n }] = await s.sql`select count(*)::int as n from tracking_events where account_id = ${accountId} and status = 'received'`
+    const [{ n }] =
+      await s.sql`select count(*)::int as n from tracking_events where account_id = ${accountId} and status = 'received'`
     if (n === 0) return
     if (Date.now() > deadline) throw new Error(`${n} events of account ${accountId} still received`)
     await sleep(50)
@@ -68,33 +72,110 @@ const validationCases: [string, (key: string) => unknown, string[]][] = [
   ['events not an array', (k) => ({ trackerKey: k, events: { 0: ev() } }), ['/events']],
   ['more than 100 events', (k) => ({ trackerKey: k, events: Array.from({ length: 101 }, () => ev()) }), ['/events']],
   ['an event not an object', (k) => ({ trackerKey: k, events: [ev(), 'login'] }), ['/events/1']],
-  ['name missing', (k) => ({ trackerKey: k, events: [{ timestamp: NOW, identification: { customer: 'c1' } }] }), ['/events/0/name']],
+  [
+    'name missing',
+    (k) => ({ trackerKey: k, events: [{ timestamp: NOW, identification: { customer: 'c1' } }] }),
+    ['/events/0/name'],
+  ],
   ['name empty', (k) => ({ trackerKey: k, events: [ev({ name: '' })] }), ['/events/0/name']],
   ['name over 255 characters', (k) => ({ trackerKey: k, events: [ev({ name: 'n'.repeat(256) })] }), ['/events/0/name']],
-  ['timestamp missing', (k) => ({ trackerKey: k, events: [{ name: 'x', identification: { customer: 'c1' } }] }), ['/events/0/timestamp']],
+  [
+    'timestamp missing',
+    (k) => ({ trackerKey: k, events: [{ name: 'x', identification: { customer: 'c1' } }] }),
+    ['/events/0/timestamp'],
+  ],
   ['timestamp a string', (k) => ({ trackerKey: k, events: [ev({ timestamp: String(NOW) })] }), ['/events/0/timestamp']],
-  ['timestamp not whole milliseconds', (k) => ({ trackerKey: k, events: [ev({ timestamp: NOW + 0.5 })] }), ['/events/0/timestamp']],
-  ['timestamp in seconds', (k) => ({ trackerKey: k, events: [ev({ timestamp: Math.floor(NOW / 1000) })] }), ['/events/0/timestamp']],
-  ['timestamp after 2100', (k) => ({ trackerKey: k, events: [ev({ timestamp: Date.UTC(2100, 0, 1) })] }), ['/events/0/timestamp']],
-  ['identification missing', (k) => ({ trackerKey: k, events: [{ name: 'x', timestamp: NOW }] }), ['/events/0/identification']],
-  ['identification.customer missing', (k) => ({ trackerKey: k, events: [ev({ identification: { contact: 'p1' } })] }), ['/events/0/identification/customer']],
-  ['identification.customer empty', (k) => ({ trackerKey: k, events: [ev({ identification: { customer: '' } })] }), ['/events/0/identification/customer']],
-  ['identification.customer over 255', (k) => ({ trackerKey: k, events: [ev({ identification: { customer: 'c'.repeat(256) } })] }), ['/events/0/identification/customer']],
-  ['identification.contact over 255', (k) => ({ trackerKey: k, events: [ev({ identification: { customer: 'c1', contact: 'p'.repeat(256) } })] }), ['/events/0/identification/contact']],
-  ['identification.contact a number', (k) => ({ trackerKey: k, events: [ev({ identification: { customer: 'c1', contact: 7 } })] }), ['/events/0/identification/contact']],
+  [
+    'timestamp not whole milliseconds',
+    (k) => ({ trackerKey: k, events: [ev({ timestamp: NOW + 0.5 })] }),
+    ['/events/0/timestamp'],
+  ],
+  [
+    'timestamp in seconds',
+    (k) => ({ trackerKey: k, events: [ev({ timestamp: Math.floor(NOW / 1000) })] }),
+    ['/events/0/timestamp'],
+  ],
+  [
+    'timestamp after 2100',
+    (k) => ({ trackerKey: k, events: [ev({ timestamp: Date.UTC(2100, 0, 1) })] }),
+    ['/events/0/timestamp'],
+  ],
+  [
+    'identification missing',
+    (k) => ({ trackerKey: k, events: [{ name: 'x', timestamp: NOW }] }),
+    ['/events/0/identification'],
+  ],
+  [
+    'identification.customer missing',
+    (k) => ({ trackerKey: k, events: [ev({ identification: { contact: 'p1' } })] }),
+    ['/events/0/identification/customer'],
+  ],
+  [
+    'identification.customer empty',
+    (k) => ({ trackerKey: k, events: [ev({ identification: { customer: '' } })] }),
+    ['/events/0/identification/customer'],
+  ],
+  [
+    'identification.customer over 255',
+    (k) => ({ trackerKey: k, events: [ev({ identification: { customer: 'c'.repeat(256) } })] }),
+    ['/events/0/identification/customer'],
+  ],
+  [
+    'identification.contact over 255',
+    (k) => ({ trackerKey: k, events: [ev({ identification: { customer: 'c1', contact: 'p'.repeat(256) } })] }),
+    ['/events/0/identification/contact'],
+  ],
+  [
+    'identification.contact a number',
+    (k) => ({ trackerKey: k, events: [ev({ identification: { customer: 'c1', contact: 7 } })] }),
+    ['/events/0/identification/contact'],
+  ],
   ['data not an object', (k) => ({ trackerKey: k, events: [ev({ data: 'x' })] }), ['/events/0/data']],
-  ['data.customer an array', (k) => ({ trackerKey: k, events: [ev({ data: { customer: [1] } })] }), ['/events/0/data/customer']],
-  ['data.contact a string', (k) => ({ trackerKey: k, events: [ev({ data: { contact: 'x' } })] }), ['/events/0/data/contact']],
-  ['an event over 32 KB', (k) => ({ trackerKey: k, events: [ev(), ev({ data: { customer: { note: 'x'.repeat(33_000) } } })] }), ['/events/1']],
-  ['a NUL character in a value', (k) => ({ trackerKey: k, events: [ev({ data: { contact: { note: 'a\u0000b' } } })] }), ['/events/0/data/contact/note']],
-  ['an unpaired surrogate in a name', (k) => ({ trackerKey: k, events: [ev({ name: 'a\ud800' })] }), ['/events/0/name']],
-  ['a NUL character in a key', (k) => ({ trackerKey: k, events: [ev({ data: { customer: { 'a\u0000': 1 } } })] }), ['/events/0/data/customer/a\u0000']],
-  ['a NUL character in a field that is otherwise ignored', (k) => ({ trackerKey: k, events: [ev()], extra: ['\u0000'] }), ['/extra/0']],
-  ['errors in several events are all reported', (k) => ({ trackerKey: k, events: [ev(), ev({ name: '' }), ev({ timestamp: 1.5, identification: {} })] }),
-    ['/events/1/name', '/events/2/timestamp', '/events/2/identification/customer']],
+  [
+    'data.customer an array',
+    (k) => ({ trackerKey: k, events: [ev({ data: { customer: [1] } })] }),
+    ['/events/0/data/customer'],
+  ],
+  [
+    'data.contact a string',
+    (k) => ({ trackerKey: k, events: [ev({ data: { contact: 'x' } })] }),
+    ['/events/0/data/contact'],
+  ],
+  [
+    'an event over 32 KB',
+    (k) => ({ trackerKey: k, events: [ev(), ev({ data: { customer: { note: 'x'.repeat(33_000) } } })] }),
+    ['/events/1'],
+  ],
+  [
+    'a NUL character in a value',
+    (k) => ({ trackerKey: k, events: [ev({ data: { contact: { note: 'a\u0000b' } } })] }),
+    ['/events/0/data/contact/note'],
+  ],
+  [
+    'an unpaired surrogate in a name',
+    (k) => ({ trackerKey: k, events: [ev({ name: 'a\ud800' })] }),
+    ['/events/0/name'],
+  ],
+  [
+    'a NUL character in a key',
+    (k) => ({ trackerKey: k, events: [ev({ data: { customer: { 'a\u0000': 1 } } })] }),
+    ['/events/0/data/customer/a\u0000'],
+  ],
+  [
+    'a NUL character in a field that is otherwise ignored',
+    (k) => ({ trackerKey: k, events: [ev()], extra: ['\u0000'] }),
+    ['/extra/0'],
+  ],
+  [
+    'errors in several events are all reported',
+    (k) => ({ trackerKey: k, events: [ev(), ev({ name: '' }), ev({ timestamp: 1.5, identification: {} })] }),
+    ['/events/1/name', '/events/2/timestamp', '/events/2/identification/customer'],
+  ],
 ]
 
-test('validation: setup', async () => { valid = await setUpTracking(await s.account('Validation')) })
+test('validation: setup', async () => {
+  valid = await setUpTracking(await s.account('Validation'))
+})
 
 for (const [name, body, expected] of validationCases) {
   test(`tracking refuses with 400: ${name}`, async () => {
@@ -107,10 +188,17 @@ for (const [name, body, expected] of validationCases) {
 }
 
 test('tracking refuses invalid JSON with 400, a body over 5 MB with 413, other methods with 405', async () => {
-  const res = await s.call('POST', '/api/tracker/track', '{"trackerKey": "CS-', { 'content-type': 'application/json', 'service-key': valid.token })
+  const res = await s.call('POST', '/api/tracker/track', '{"trackerKey": "CS-', {
+    'content-type': 'application/json',
+    'service-key': valid.token,
+  })
   assert.equal(res.status, 400)
   assert.match(res.body.detail, /JSON/)
-  const big = await valid.api('/api/tracker/track', { trackerKey: valid.trackerKey, events: [], pad: 'x'.repeat(5 * 1024 * 1024) })
+  const big = await valid.api('/api/tracker/track', {
+    trackerKey: valid.trackerKey,
+    events: [],
+    pad: 'x'.repeat(5 * 1024 * 1024),
+  })
   assert.equal(big.status, 413)
   const get = await valid.api('/api/tracker/track', undefined, 'GET')
   assert.equal(get.status, 405)
@@ -138,42 +226,74 @@ test('a body nested too deeply for PostgreSQL is refused with 400, not 500', asy
   const depth = 100_000
   const body = `{"trackerKey":"${valid.trackerKey}","junk":${'['.repeat(depth) + ']'.repeat(depth)},"events":[${JSON.stringify(ev())}]}`
   const before = await stored(valid.id)
-  const res = await s.call('POST', '/api/tracker/track', body, { 'content-type': 'application/json', 'service-key': valid.token })
+  const res = await s.call('POST', '/api/tracker/track', body, {
+    'content-type': 'application/json',
+    'service-key': valid.token,
+  })
   assert.equal(res.status, 400, JSON.stringify(res.body))
   assert.equal(await stored(valid.id), before)
 })
 
 test('events are stored as sent: pretty-printed bodies, escapes and emoji are fine', async () => {
   const before = await stored(valid.id)
-  const event = ev({ name: 'caf\u00e9 \ud83d\ude00', identification: { customer: 'c-\u00fc' }, data: { contact: { note: 'line\nbreak' } } })
+  const event = ev({
+    name: 'caf\u00e9 \ud83d\ude00',
+    identification: { customer: 'c-\u00fc' },
+    data: { contact: { note: 'line\nbreak' } },
+  })
   // Pretty-printed, with the non-ASCII characters sent as \u escapes (a surrogate pair for the emoji).
-  const text = JSON.stringify({ trackerKey: valid.trackerKey, events: [event] }, null, 2)
-    .replace(/[^\x00-\x7f]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`)
+  const text = JSON.stringify({ trackerKey: valid.trackerKey, events: [event] }, null, 2).replace(
+    /[^\x00-\x7f]/g,
+    (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`,
+  )
   assert.match(text, /\\ud83d\\ude00/)
-  const res = await s.call('POST', '/api/tracker/track', text, { 'content-type': 'application/json', 'service-key': valid.token })
+  const res = await s.call('POST', '/api/tracker/track', text, {
+    'content-type': 'application/json',
+    'service-key': valid.token,
+  })
   assert.equal(res.status, 200, JSON.stringify(res.body))
-  const [row] = await s.sql`select name, customer_external_id, data, occurred_at from tracking_events where account_id = ${valid.id} order by id desc limit 1`
-  assert.deepEqual({ ...row }, { name: 'caf\u00e9 \ud83d\ude00', customer_external_id: 'c-\u00fc', data: { contact: { note: 'line\nbreak' } }, occurred_at: new Date(NOW) })
+  const [row] =
+    await s.sql`select name, customer_external_id, data, occurred_at from tracking_events where account_id = ${valid.id} order by id desc limit 1`
+  assert.deepEqual(
+    { ...row },
+    {
+      name: 'caf\u00e9 \ud83d\ude00',
+      customer_external_id: 'c-\u00fc',
+      data: { contact: { note: 'line\nbreak' } },
+      occurred_at: new Date(NOW),
+    },
+  )
   assert.equal(await stored(valid.id), before + 1)
 })
 
 test('eventSizes measures each event exactly as it appears in the body', () => {
-  fc.assert(fc.property(fc.array(fc.jsonValue(), { maxLength: 5 }), fc.jsonValue(), fc.boolean(), (events, other, pretty) => {
-    const body = { trackerKey: 'CS-X', other, events, after: { events: [1, 2] } }
-    const text = pretty ? JSON.stringify(body, null, 2) : JSON.stringify(body)
-    // Pretty-printed, an element's inner lines are indented by its depth (4 spaces).
-    const expected = events.map((e) => Buffer.byteLength(pretty ? JSON.stringify(e, null, 2).replace(/\n/g, '\n    ') : JSON.stringify(e)))
-    assert.deepEqual(eventSizes(Buffer.from(text)), expected)
-  }))
-  assert.deepEqual(eventSizes(Buffer.from('{"events":[1],"x":"]","events":[ 22 , "3,]" ,{"a":[4]}]}')), [2, 5, 9], 'the last events key wins')
+  fc.assert(
+    fc.property(fc.array(fc.jsonValue(), { maxLength: 5 }), fc.jsonValue(), fc.boolean(), (events, other, pretty) => {
+      const body = { trackerKey: 'CS-X', other, events, after: { events: [1, 2] } }
+      const text = pretty ? JSON.stringify(body, null, 2) : JSON.stringify(body)
+      // Pretty-printed, an element's inner lines are indented by its depth (4 spaces).
+      const expected = events.map((e) =>
+        Buffer.byteLength(pretty ? JSON.stringify(e, null, 2).replace(/\n/g, '\n    ') : JSON.stringify(e)),
+      )
+      assert.deepEqual(eventSizes(Buffer.from(text)), expected)
+    }),
+  )
+  assert.deepEqual(
+    eventSizes(Buffer.from('{"events":[1],"x":"]","events":[ 22 , "3,]" ,{"a":[4]}]}')),
+    [2, 5, 9],
+    'the last events key wins',
+  )
   assert.deepEqual(eventSizes(Buffer.from('{"ev\\u0065nts":[true]}')), [4], 'an escaped key is the same key')
   assert.deepEqual(eventSizes(Buffer.from('{"events":[]}')), [])
 })
 
 test('a valid request answers 200 with the count; an empty events array is accepted and stores nothing', async () => {
   const before = await stored(valid.id)
-  const res = await track(valid, [ev(), ev({ name: 'signup', identification: { customer: 'c2', contact: null }, data: null }),
-    ev({ data: { customer: null, contact: null } })])
+  const res = await track(valid, [
+    ev(),
+    ev({ name: 'signup', identification: { customer: 'c2', contact: null }, data: null }),
+    ev({ data: { customer: null, contact: null } }),
+  ])
   assert.equal(res.status, 200)
   assert.deepEqual(res.body, { status: 'received', events: 3 })
   const empty = await track(valid, [])
@@ -187,7 +307,8 @@ test('a valid request answers 200 with the count; an empty events array is accep
 test('auth: missing, unknown and revoked keys are 401; nothing is stored', async () => {
   const a = await setUpTracking(await s.account())
   const body = { trackerKey: a.trackerKey, events: [ev()] }
-  const post = (key?: string) => s.call('POST', '/api/tracker/track', body, key === undefined ? {} : { 'service-key': key })
+  const post = (key?: string) =>
+    s.call('POST', '/api/tracker/track', body, key === undefined ? {} : { 'service-key': key })
   assert.equal((await post()).status, 401)
   assert.equal((await post('nonsense')).status, 401)
   assert.equal((await post(a.token.slice(0, -4) + 'AAAA')).status, 401)
@@ -206,7 +327,12 @@ test('auth: 403 for a key without the track scope, a foreign trackerKey, and an 
   const other = await setUpTracking(await s.account('Other'))
   const noTracking = await s.account('No tracking')
   const searchOnly = (await s.admin('POST', `/accounts/${a.id}/keys`, { scopes: ['search', 'upload'] })).body.token
-  const noScope = await s.call('POST', '/api/tracker/track', { trackerKey: a.trackerKey, events: [ev()] }, { 'service-key': searchOnly })
+  const noScope = await s.call(
+    'POST',
+    '/api/tracker/track',
+    { trackerKey: a.trackerKey, events: [ev()] },
+    { 'service-key': searchOnly },
+  )
   assert.equal(noScope.status, 403)
   assert.match(noScope.body.detail, /track/)
   const foreign = await track(a, [ev()], other.trackerKey)
@@ -261,7 +387,10 @@ test('rate limit: SERVICE_TRACK_RATE_LIMIT is honoured and tracking has its own 
     const statuses: number[] = []
     let last
     for (let i = 0; i < 7 && last?.status !== 429; i++) statuses.push((last = await send()).status)
-    assert.ok(statuses.slice(0, 3).every((st) => st === 200), `statuses ${statuses}`)
+    assert.ok(
+      statuses.slice(0, 3).every((st) => st === 200),
+      `statuses ${statuses}`,
+    )
     assert.equal(last!.status, 429, `statuses ${statuses}`)
     assert.equal(last!.headers.get('ratelimit-limit'), '3')
     // Other API endpoints count in another bucket.
@@ -293,23 +422,37 @@ const readCustomer = async (a: Account, id: string) => {
   return res.body
 }
 const contactRow = async (accountId: number, externalId: string) =>
-  (await s.sql`
+  (
+    await s.sql`
     select t.name, t.attributes, c.external_id as customer from contacts t join customers c on c.account_id = t.account_id and c.service_id = t.customer_id
-    where t.account_id = ${accountId} and t.external_id = ${externalId}`)[0]
+    where t.account_id = ${accountId} and t.external_id = ${externalId}`
+  )[0]
 
 let applied: Account
 
 test('applying: data.customer updates typed customer attributes only, later events win', async () => {
   applied = await appliedAccount()
   await trackAndApply(applied, [
-    ev({ timestamp: NOW - 3000, data: { customer: {
-      country: 'FR', crm_link: 'https://crm.test/1', // a custom and a system attribute
-      has_sso: 'yes', plan_started: 20260230, // wrong types: ignored (a date string that is not a date is a 400: dates.test.ts)
-      logins: 5, unknown_key: 1, // a metric and an unknown key: ignored
-    } } }),
+    ev({
+      timestamp: NOW - 3000,
+      data: {
+        customer: {
+          country: 'FR',
+          crm_link: 'https://crm.test/1', // a custom and a system attribute
+          has_sso: 'yes',
+          plan_started: 20260230, // wrong types: ignored (a date string that is not a date is a 400: dates.test.ts)
+          logins: 5,
+          unknown_key: 1, // a metric and an unknown key: ignored
+        },
+      },
+    }),
     // Within a request the event time decides, not the position: NL (later) wins over BE.
     ev({ timestamp: NOW - 1000, identification: { customer: 'c2' }, data: { customer: { country: 'NL' } } }),
-    ev({ timestamp: NOW - 2000, identification: { customer: 'c2' }, data: { customer: { country: 'BE', plan_started: '2025-06-01' } } }),
+    ev({
+      timestamp: NOW - 2000,
+      identification: { customer: 'c2' },
+      data: { customer: { country: 'BE', plan_started: '2025-06-01' } },
+    }),
   ])
   const c1 = await readCustomer(applied, 'c1')
   assert.equal(c1.properties.country, 'FR')
@@ -322,17 +465,39 @@ test('applying: data.customer updates typed customer attributes only, later even
   assert.equal(c2.properties.country, 'NL')
   assert.equal(c2.properties.plan_started, '2025-06-01', 'an older event still sets the keys no later event set')
   // And through search, with filters on the tracked values.
-  const search = await applied.api('/api/v1/customers/search', { filters: [{ propertyName: 'country', operator: 'IN', values: ['FR', 'NL'] }] })
+  const search = await applied.api('/api/v1/customers/search', {
+    filters: [{ propertyName: 'country', operator: 'IN', values: ['FR', 'NL'] }],
+  })
   assert.equal(search.status, 200, JSON.stringify(search.body))
-  assert.deepEqual(search.body.results.map((r: any) => [r.id, r.properties.country]), [['c1', 'FR'], ['c2', 'NL']])
-  const contacts = await applied.api('/api/v1/contacts/search', { filters: [{ propertyName: 'role', operator: 'EQ', value: 'user' }] })
-  assert.deepEqual(contacts.body.results.map((r: any) => r.id), ['p1'], 'p1 keeps its uploaded role until an event changes it')
+  assert.deepEqual(
+    search.body.results.map((r: any) => [r.id, r.properties.country]),
+    [
+      ['c1', 'FR'],
+      ['c2', 'NL'],
+    ],
+  )
+  const contacts = await applied.api('/api/v1/contacts/search', {
+    filters: [{ propertyName: 'role', operator: 'EQ', value: 'user' }],
+  })
+  assert.deepEqual(
+    contacts.body.results.map((r: any) => r.id),
+    ['p1'],
+    'p1 keeps its uploaded role until an event changes it',
+  )
 })
 
 test('applying: an older event arriving later does not overwrite newer data; a newer one does; null clears', async () => {
-  await trackAndApply(applied, [ev({ timestamp: NOW - 1500, identification: { customer: 'c2' }, data: { customer: { country: 'IT' } } })])
+  await trackAndApply(applied, [
+    ev({ timestamp: NOW - 1500, identification: { customer: 'c2' }, data: { customer: { country: 'IT' } } }),
+  ])
   assert.equal((await readCustomer(applied, 'c2')).properties.country, 'NL')
-  await trackAndApply(applied, [ev({ timestamp: NOW, identification: { customer: 'c2' }, data: { customer: { country: 'IT', plan_started: null } } })])
+  await trackAndApply(applied, [
+    ev({
+      timestamp: NOW,
+      identification: { customer: 'c2' },
+      data: { customer: { country: 'IT', plan_started: null } },
+    }),
+  ])
   const c2 = await readCustomer(applied, 'c2')
   assert.equal(c2.properties.country, 'IT')
   assert.equal(c2.properties.plan_started ?? null, null)
@@ -340,18 +505,34 @@ test('applying: an older event arriving later does not overwrite newer data; a n
 
 test('applying: data.contact updates contact attributes and contact_name; an unknown contact of a known customer is created', async () => {
   await trackAndApply(applied, [
-    ev({ identification: { customer: 'c1', contact: 'p1' }, data: { contact: { role: 'admin', contact_name: 'Patricia', unknown: 1 } } }),
+    ev({
+      identification: { customer: 'c1', contact: 'p1' },
+      data: { contact: { role: 'admin', contact_name: 'Patricia', unknown: 1 } },
+    }),
     ev({ identification: { customer: 'c1', contact: 'p2' }, data: { contact: { contact_name: 'Newbie', role: 7 } } }),
     ev({ identification: { customer: 'c3', contact: 'p3' } }),
   ])
   const p1 = await contactRow(applied.id, 'p1')
   assert.deepEqual({ ...p1 }, { name: 'Patricia', attributes: { role: 'admin' }, customer: 'c1' })
   const p2 = await contactRow(applied.id, 'p2')
-  assert.deepEqual({ ...p2 }, { name: 'Newbie', attributes: {}, customer: 'c1' }, 'created with its name; the wrong-typed role ignored')
+  assert.deepEqual(
+    { ...p2 },
+    { name: 'Newbie', attributes: {}, customer: 'c1' },
+    'created with its name; the wrong-typed role ignored',
+  )
   const p3 = await contactRow(applied.id, 'p3')
-  assert.deepEqual({ ...p3 }, { name: null, attributes: {}, customer: 'c3' }, 'created without a name when none is given')
-  const found = await applied.api('/api/v1/contacts/search', { filters: [{ propertyName: 'role', operator: 'EQ', value: 'admin' }] })
-  assert.deepEqual(found.body.results.map((r: any) => [r.id, r.name]), [['p1', 'Patricia']])
+  assert.deepEqual(
+    { ...p3 },
+    { name: null, attributes: {}, customer: 'c3' },
+    'created without a name when none is given',
+  )
+  const found = await applied.api('/api/v1/contacts/search', {
+    filters: [{ propertyName: 'role', operator: 'EQ', value: 'admin' }],
+  })
+  assert.deepEqual(
+    found.body.results.map((r: any) => [r.id, r.name]),
+    [['p1', 'Patricia']],
+  )
   const read = await applied.api('/api/v1/customer/c1/contact/p2', undefined, 'GET')
   assert.equal(read.status, 200, JSON.stringify(read.body))
   assert.equal(read.body.name, 'Newbie')
@@ -359,9 +540,18 @@ test('applying: data.contact updates contact attributes and contact_name; an unk
 })
 
 test('applying: a contact of another customer is neither moved nor updated', async () => {
-  await trackAndApply(applied, [ev({ identification: { customer: 'c1', contact: 'q1' }, data: { contact: { role: 'admin', contact_name: 'Stolen' } } })])
-  assert.deepEqual({ ...(await contactRow(applied.id, 'q1')) }, { name: 'Quinn', attributes: { role: 'viewer' }, customer: 'c2' })
-  const [event] = await s.sql`select status, customer_id, contact_id from tracking_events where account_id = ${applied.id} order by id desc limit 1`
+  await trackAndApply(applied, [
+    ev({
+      identification: { customer: 'c1', contact: 'q1' },
+      data: { contact: { role: 'admin', contact_name: 'Stolen' } },
+    }),
+  ])
+  assert.deepEqual(
+    { ...(await contactRow(applied.id, 'q1')) },
+    { name: 'Quinn', attributes: { role: 'viewer' }, customer: 'c2' },
+  )
+  const [event] =
+    await s.sql`select status, customer_id, contact_id from tracking_events where account_id = ${applied.id} order by id desc limit 1`
   assert.equal(event.status, 'applied')
   assert.equal(event.contact_id, null)
   assert.notEqual(event.customer_id, null)
@@ -371,11 +561,21 @@ test('applying: events of an unknown customer are kept, marked unmatched, and cr
   const [{ customers, contacts }] = await s.sql`
     select (select count(*)::int from customers where account_id = ${applied.id}) as customers,
            (select count(*)::int from contacts where account_id = ${applied.id}) as contacts`
-  await trackAndApply(applied, [ev({ identification: { customer: 'nobody', contact: 'px' }, data: { customer: { country: 'FR' }, contact: { contact_name: 'X' } } })])
-  const [event] = await s.sql`select status, customer_id, contact_id, data from tracking_events where account_id = ${applied.id} and customer_external_id = 'nobody'`
+  await trackAndApply(applied, [
+    ev({
+      identification: { customer: 'nobody', contact: 'px' },
+      data: { customer: { country: 'FR' }, contact: { contact_name: 'X' } },
+    }),
+  ])
+  const [event] =
+    await s.sql`select status, customer_id, contact_id, data from tracking_events where account_id = ${applied.id} and customer_external_id = 'nobody'`
   assert.equal(event.status, 'unmatched')
   assert.equal(event.customer_id, null)
-  assert.deepEqual(event.data, { customer: { country: 'FR' }, contact: { contact_name: 'X' } }, 'the event is kept as sent')
+  assert.deepEqual(
+    event.data,
+    { customer: { country: 'FR' }, contact: { contact_name: 'X' } },
+    'the event is kept as sent',
+  )
   const [after] = await s.sql`
     select (select count(*)::int from customers where account_id = ${applied.id}) as customers,
            (select count(*)::int from contacts where account_id = ${applied.id}) as contacts`
@@ -399,18 +599,33 @@ test('applying: jobs of one account that run at once apply each event exactly on
   // (graphile/worker#621). The events are written here without a job, then applied by four
   // concurrent transactions.
   const a = await setUpTracking(await scoredAccount(s))
-  await upload(a, 'customers', Array.from({ length: 20 }, (_, i) => ({ external_id: `c${i}`, name: `C${i}` })))
-  const events = Array.from({ length: 400 }, (_, i) => ev({
-    timestamp: NOW - i, identification: { customer: `c${i % 25}`, contact: `p${i % 40}` },
-    data: { customer: { country: `X${i}` }, contact: { contact_name: `N${i}`, role: `r${i}` } },
-  }))
+  await upload(
+    a,
+    'customers',
+    Array.from({ length: 20 }, (_, i) => ({ external_id: `c${i}`, name: `C${i}` })),
+  )
+  const events = Array.from({ length: 400 }, (_, i) =>
+    ev({
+      timestamp: NOW - i,
+      identification: { customer: `c${i % 25}`, contact: `p${i % 40}` },
+      data: { customer: { country: `X${i}` }, contact: { contact_name: `N${i}`, role: `r${i}` } },
+    }),
+  )
   await s.sql`
     insert into tracking_events (account_id, name, occurred_at, customer_external_id, contact_external_id, data)
     select ${a.id}, x->>'name', to_timestamp((x->>'timestamp')::float8 / 1000), x#>>'{identification,customer}', x#>>'{identification,contact}', x->'data'
     from jsonb_array_elements(${JSON.stringify(events)}::text::jsonb) x`
   const runs = await Promise.all(Array.from({ length: 4 }, () => s.sql.begin((tx) => applyEvents(tx, a.id))))
-  assert.equal(runs.reduce((n, r) => n + r.events, 0), 400, JSON.stringify(runs))
-  assert.equal(runs.reduce((n, r) => n + r.contactsCreated, 0), 40, 'each contact is created once')
+  assert.equal(
+    runs.reduce((n, r) => n + r.events, 0),
+    400,
+    JSON.stringify(runs),
+  )
+  assert.equal(
+    runs.reduce((n, r) => n + r.contactsCreated, 0),
+    40,
+    'each contact is created once',
+  )
   const [{ applied, unmatched }] = await s.sql`
     select count(*) filter (where status = 'applied')::int as applied, count(*) filter (where status = 'unmatched')::int as unmatched
     from tracking_events where account_id = ${a.id}`
@@ -425,7 +640,8 @@ test('intake: a request adds an apply job only when its account has none waiting
   try {
     const a = await q.account()
     await q.admin('PUT', `/accounts/${a.id}/tracking`, { domains: ['acme.test'] })
-    const send = async () => assert.equal((await a.api('/api/tracker/track', { trackerKey: a.trackerKey, events: [ev(), ev()] })).status, 200)
+    const send = async () =>
+      assert.equal((await a.api('/api/tracker/track', { trackerKey: a.trackerKey, events: [ev(), ev()] })).status, 200)
     const jobs = () => q.sql`
       select j.key, j.locked_at is not null as locked, j.payload, q.queue_name from graphile_worker._private_jobs j
         join graphile_worker._private_tasks t on t.id = j.task_id left join graphile_worker._private_job_queues q on q.id = j.job_queue_id
@@ -433,11 +649,20 @@ test('intake: a request adds an apply job only when its account has none waiting
     await send()
     await send()
     const waiting = await jobs()
-    assert.deepEqual(waiting.map((j) => ({ ...j })), [{ key: `apply_events:${a.id}`, locked: false, payload: { account_id: a.id }, queue_name: `account:${a.id}` }])
+    assert.deepEqual(
+      waiting.map((j) => ({ ...j })),
+      [{ key: `apply_events:${a.id}`, locked: false, payload: { account_id: a.id }, queue_name: `account:${a.id}` }],
+    )
     // A job a worker has taken no longer counts as waiting: the next request adds another.
     await q.sql`update graphile_worker._private_jobs set locked_at = now(), locked_by = 'test' where key = ${`apply_events:${a.id}`}`
     await send()
-    assert.deepEqual((await jobs()).map((j) => [j.key, j.locked]), [[null, true], [`apply_events:${a.id}`, false]])
+    assert.deepEqual(
+      (await jobs()).map((j) => [j.key, j.locked]),
+      [
+        [null, true],
+        [`apply_events:${a.id}`, false],
+      ],
+    )
     // An empty request adds nothing; the waiting job applies everything received so far.
     assert.equal((await a.api('/api/tracker/track', { trackerKey: a.trackerKey, events: [] })).status, 200)
     assert.equal((await jobs()).length, 2)
@@ -459,14 +684,23 @@ test('applying: a job applies a bounded number of batches, then queues its succe
     // An upload's job already waits on the account's queue.
     await q.sql`select graphile_worker.add_job('process_upload', '{}'::json, queue_name => ${`account:${a.id}`})`
     const run = (payload: { account_id: number }, _: never) => applyEventsOfAccount(q.app, payload)
-    const received = async () => (await q.sql`select count(*)::int as n from tracking_events where account_id = ${a.id} and status = 'received'`)[0].n
+    const received = async () =>
+      (
+        await q.sql`select count(*)::int as n from tracking_events where account_id = ${a.id} and status = 'received'`
+      )[0].n
     const queued = () => q.sql`
       select t.identifier as task, j.key from graphile_worker._private_jobs j join graphile_worker._private_tasks t on t.id = j.task_id
       where j.job_queue_id = (select id from graphile_worker._private_job_queues where queue_name = ${`account:${a.id}`}) order by j.id`
 
     await run({ account_id: a.id }, undefined as never)
     assert.equal(await received(), 1)
-    assert.deepEqual((await queued()).map((j) => [j.task, j.key]), [['process_upload', null], ['apply_events', `apply_events:${a.id}`]])
+    assert.deepEqual(
+      (await queued()).map((j) => [j.task, j.key]),
+      [
+        ['process_upload', null],
+        ['apply_events', `apply_events:${a.id}`],
+      ],
+    )
     await run({ account_id: a.id }, undefined as never)
     assert.equal(await received(), 0)
     assert.equal((await queued()).length, 2, 'a job that finds the backlog drained queues no successor')
@@ -479,7 +713,12 @@ test('admin: count and list recent events of a customer, newest first (API and C
   const a = await setUpTracking(await s.account())
   await trackAndApply(a, [
     ev({ name: 'first', timestamp: NOW - 3000 }),
-    ev({ name: 'third', timestamp: NOW - 1000, identification: { customer: 'c1', contact: 'p1' }, data: { contact: { role: 'x' } } }),
+    ev({
+      name: 'third',
+      timestamp: NOW - 1000,
+      identification: { customer: 'c1', contact: 'p1' },
+      data: { contact: { role: 'x' } },
+    }),
     ev({ name: 'second', timestamp: NOW - 2000 }),
     ev({ name: 'other', identification: { customer: 'c9' } }),
   ])
@@ -487,34 +726,52 @@ test('admin: count and list recent events of a customer, newest first (API and C
   assert.equal(res.status, 200, JSON.stringify(res.body))
   assert.equal(res.body.count, 3)
   assert.deepEqual(res.body.by_status, { received: 0, applied: 0, unmatched: 3 }, 'c1 does not exist in this account')
-  assert.deepEqual(res.body.events.map((e: any) => e.name), ['third', 'second'])
+  assert.deepEqual(
+    res.body.events.map((e: any) => e.name),
+    ['third', 'second'],
+  )
   assert.equal(res.body.events[0].timestamp, NOW - 1000)
   assert.deepEqual(res.body.events[0].identification, { customer: 'c1', contact: 'p1' })
   assert.deepEqual(res.body.events[0].data, { contact: { role: 'x' } })
   const all = await s.admin('GET', `/accounts/${a.id}/events`)
   assert.equal(all.body.count, 4)
-  assert.deepEqual(all.body.events.map((e: any) => e.name), ['other', 'third', 'second', 'first'])
-  for (const limit of ['0', '1001', 'x']) assert.equal((await s.admin('GET', `/accounts/${a.id}/events?limit=${limit}`)).status, 400)
+  assert.deepEqual(
+    all.body.events.map((e: any) => e.name),
+    ['other', 'third', 'second', 'first'],
+  )
+  for (const limit of ['0', '1001', 'x'])
+    assert.equal((await s.admin('GET', `/accounts/${a.id}/events?limit=${limit}`)).status, 400)
   assert.equal((await s.admin('GET', '/accounts/999999/events')).status, 404)
   const { stdout } = await cli(['admin', 'list-events', '--id', String(a.id), '--customer', 'c1', '--limit', '1'])
   const printed = JSON.parse(stdout)
   assert.equal(printed.count, 3)
-  assert.deepEqual(printed.events.map((e: any) => e.name), ['third'])
+  assert.deepEqual(
+    printed.events.map((e: any) => e.name),
+    ['third'],
+  )
 })
 
 // ---- no webhook ----------------------------------------------------------------------------------
 
 test('tracking sends no webhook, not even for the contacts it creates', async () => {
   const received: string[] = []
-  const receiver = createServer((req, res) => { received.push(req.url ?? ''); req.resume(); res.end() })
+  const receiver = createServer((req, res) => {
+    received.push(req.url ?? '')
+    req.resume()
+    res.end()
+  })
   await new Promise<void>((r) => receiver.listen(0, '127.0.0.1', () => r()))
   try {
     const a = await setUpTracking(await scoredAccount(s))
     const port = (receiver.address() as { port: number }).port
-    const hook = await s.admin('POST', `/accounts/${a.id}/webhooks`, { url: `http://127.0.0.1:${port}/hook`, events: ['customer.created'] })
+    const hook = await s.admin('POST', `/accounts/${a.id}/webhooks`, {
+      url: `http://127.0.0.1:${port}/hook`,
+      events: ['customer.created'],
+    })
     assert.equal(hook.status, 201, JSON.stringify(hook.body))
     await upload(a, 'customers', [{ external_id: 'c1', name: 'One' }])
-    const deliveries = async () => (await s.sql`select count(*)::int as n from webhook_deliveries where account_id = ${a.id}`)[0].n as number
+    const deliveries = async () =>
+      (await s.sql`select count(*)::int as n from webhook_deliveries where account_id = ${a.id}`)[0].n as number
     // The control: a new customer through an upload does fire the webhook (the outbox row).
     const control = await deliveries()
     assert.ok(control >= 1, 'the upload of a new customer wrote a webhook delivery')
@@ -537,9 +794,11 @@ test('tracking sends no webhook, not even for the contacts it creates', async ()
 
 const run = promisify(execFile)
 const cli = (args: string[]) =>
-  run(process.execPath, ['--import', 'tsx', 'src/cli/main.ts', ...args], { env: { ...process.env, DATABASE_URL: s.url, LOG_LEVEL: 'silent' } })
+  run(process.execPath, ['--import', 'tsx', 'src/cli/main.ts', ...args], {
+    env: { ...process.env, DATABASE_URL: s.url, LOG_LEVEL: 'silent' },
+  })
 
-test('aggregation: event counts of the last 30 days become today\'s metric values, then the records are scored', async () => {
+test("aggregation: event counts of the last 30 days become today's metric values, then the records are scored", async () => {
   const a = await setUpTracking(await scoredAccount(s))
   const define = (entity: string, codename: string, type = 'number') =>
     s.admin('POST', `/accounts/${a.id}/properties`, { entity, kind: 'metric', codename, type })
@@ -559,23 +818,35 @@ test('aggregation: event counts of the last 30 days become today\'s metric value
   const at = (customer: string, contact: string | undefined, name: string, ago: number) =>
     ev({ name, timestamp: NOW - ago, identification: { customer, ...(contact && { contact }) } })
   await trackAndApply(a, [
-    at('c1', undefined, 'logins', DAY), at('c1', 'p1', 'logins', 2 * DAY), at('c1', undefined, 'logins', 29 * DAY),
+    at('c1', undefined, 'logins', DAY),
+    at('c1', 'p1', 'logins', 2 * DAY),
+    at('c1', undefined, 'logins', 29 * DAY),
     at('c1', undefined, 'logins', 31 * DAY), // older than 30 days
-    at('c1', 'p1', 'page_view', 1000), at('c1', 'p1', 'page_view', 2000), at('c1', 'p2', 'page_view', 3000), at('c1', undefined, 'page_view', 4000),
-    at('c1', 'p1', 'sessions', 1000), at('c1', 'p1', 'sessions', DAY), // a contact metric only
+    at('c1', 'p1', 'page_view', 1000),
+    at('c1', 'p1', 'page_view', 2000),
+    at('c1', 'p2', 'page_view', 3000),
+    at('c1', undefined, 'page_view', 4000),
+    at('c1', 'p1', 'sessions', 1000),
+    at('c1', 'p1', 'sessions', DAY), // a contact metric only
     at('c1', undefined, 'signup_source', 1000),
     at('c2', undefined, 'logins', 40 * DAY), // c2's only logins event has aged out: its value drops to 0
-    at('nobody', undefined, 'logins', 1000), at('nobody', undefined, 'logins', 2000), // unmatched: counted nowhere
+    at('nobody', undefined, 'logins', 1000),
+    at('nobody', undefined, 'logins', 2000), // unmatched: counted nowhere
   ])
   const { stdout } = await cli(['aggregate-events', '--account', String(a.id)])
   assert.deepEqual(JSON.parse(stdout), { account_id: a.id, customers: 2, contacts: 2 })
 
-  const snapshots = async () => Object.fromEntries((await s.sql`
+  const snapshots = async () =>
+    Object.fromEntries(
+      (
+        await s.sql`
     select c.external_id, s."values" from customer_snapshots s join customers c on c.account_id = s.account_id and c.service_id = s.customer_id
     where s.account_id = ${a.id} and s.date = ${today}
     union all
     select t.external_id, s."values" from contact_snapshots s join contacts t on t.account_id = s.account_id and t.service_id = s.contact_id
-    where s.account_id = ${a.id} and s.date = ${today}`).map((r) => [r.external_id, r.values]))
+    where s.account_id = ${a.id} and s.date = ${today}`
+      ).map((r) => [r.external_id, r.values]),
+    )
   const expected = {
     c1: { seats: 10, logins: 3, page_view: 4 }, // merged into the snapshot the upload wrote today
     c2: { logins: 0 },
@@ -583,9 +854,13 @@ test('aggregation: event counts of the last 30 days become today\'s metric value
     p2: { page_view: 1 },
   }
   assert.deepEqual(await snapshots(), expected, 'c3 has no events and no value to reset: no snapshot')
-  const metrics = Object.fromEntries((await s.sql`
+  const metrics = Object.fromEntries(
+    (
+      await s.sql`
     select external_id, metrics from customers where account_id = ${a.id}
-    union all select external_id, metrics from contacts where account_id = ${a.id}`).map((r) => [r.external_id, r.metrics]))
+    union all select external_id, metrics from contacts where account_id = ${a.id}`
+    ).map((r) => [r.external_id, r.metrics]),
+  )
   assert.deepEqual(metrics, { ...expected, c3: {} }, "the records' latest metrics are refreshed")
 
   // Then the records are scored: 3 logins on the customer model's 0..40 scale give
@@ -602,25 +877,38 @@ test('aggregation: event counts of the last 30 days become today\'s metric value
   // The daily run goes through the queue (no account_id: one job per account) and is idempotent.
   await s.sql`select graphile_worker.add_job('aggregate_events', '{}'::json)`
   const queued = Date.now() + 30_000
-  while ((await s.sql`select 1 from graphile_worker.jobs where task_identifier = 'aggregate_events'`).length && Date.now() < queued) await sleep(100)
+  while (
+    (await s.sql`select 1 from graphile_worker.jobs where task_identifier = 'aggregate_events'`).length &&
+    Date.now() < queued
+  )
+    await sleep(100)
   assert.deepEqual(await snapshots(), expected)
 })
 
 test('aggregation: the daily cron line is registered with the worker', async () => {
-  const [row] = await s.sql`select identifier from graphile_worker._private_known_crontabs where identifier = 'aggregate_events'`
+  const [row] =
+    await s.sql`select identifier from graphile_worker._private_known_crontabs where identifier = 'aggregate_events'`
   assert.ok(row, 'graphile-worker knows the aggregate_events crontab')
 })
 
 // ---- the SQL twin of fitsType ----------------------------------------------------------------------
 
 test('fits_type (SQL) agrees with fitsType (TypeScript) on generated values', async () => {
-  const digits = (n: number) => fc.array(fc.constantFrom(...'0123456789'), { minLength: n, maxLength: n }).map((d) => d.join(''))
-  const dateLike = fc.tuple(fc.constantFrom('0000', '1999', '2000', '2024', '2100', '9999'), digits(2), digits(2))
+  const digits = (n: number) =>
+    fc.array(fc.constantFrom(...'0123456789'), { minLength: n, maxLength: n }).map((d) => d.join(''))
+  const dateLike = fc
+    .tuple(fc.constantFrom('0000', '1999', '2000', '2024', '2100', '9999'), digits(2), digits(2))
     .map(([y, m, d]) => `${y}-${m}-${d}`)
   const value = fc.oneof(
-    dateLike, fc.constantFrom('2024-02-29', '2023-02-29', '0000-02-29', '2024-04-31', '2024-1-01', ' 2024-01-01'),
-    fc.string(), fc.double({ noNaN: true, noDefaultInfinity: true }), fc.integer(), fc.boolean(), fc.constant(null),
-    fc.array(fc.integer(), { maxLength: 2 }), fc.dictionary(fc.string(), fc.integer(), { maxKeys: 2 }),
+    dateLike,
+    fc.constantFrom('2024-02-29', '2023-02-29', '0000-02-29', '2024-04-31', '2024-1-01', ' 2024-01-01'),
+    fc.string(),
+    fc.double({ noNaN: true, noDefaultInfinity: true }),
+    fc.integer(),
+    fc.boolean(),
+    fc.constant(null),
+    fc.array(fc.integer(), { maxLength: 2 }),
+    fc.dictionary(fc.string(), fc.integer(), { maxKeys: 2 }),
   )
   const cases = fc.sample(fc.tuple(value, fc.constantFrom<PropertyType>('string', 'number', 'boolean', 'date')), 3000)
   const rows = await s.sql`

@@ -17,7 +17,9 @@ test('a worker killed with SIGKILL mid-processing: after a restart every record 
     const UPLOADS = 6
     for (let u = 0; u < UPLOADS; u++) {
       const customers = Array.from({ length: 1000 }, (_, i) => ({
-        external_id: `u${u}-c${i}`, name: `C ${i}`, attributes: { country: 'US' },
+        external_id: `u${u}-c${i}`,
+        name: `C ${i}`,
+        attributes: { country: 'US' },
         metrics: MONTHS.map((date, m) => ({ date, logins: m, seats: i % 7 })),
       }))
       assert.equal((await a.api('/api/v1/customers', { customers })).status, 200)
@@ -25,7 +27,8 @@ test('a worker killed with SIGKILL mid-processing: after a restart every record 
     let worker = await startProcess(['worker'], s.url)
     // Kill as soon as a job holds its lock, i.e. in the middle of processing an upload.
     for (let i = 0; i < 600; i++) {
-      const [{ n }] = await sql`select count(*)::int as n from graphile_worker.jobs where task_identifier = 'process_upload' and locked_at is not null`
+      const [{ n }] =
+        await sql`select count(*)::int as n from graphile_worker.jobs where task_identifier = 'process_upload' and locked_at is not null`
       if (n > 0) break
       await new Promise((r) => setTimeout(r, 10))
     }
@@ -48,11 +51,19 @@ test('a worker killed with SIGKILL mid-processing: after a restart every record 
                (select count(*)::int from customer_snapshots where account_id = ${a.id}) as snapshots,
                (select count(*)::int from notifications where account_id = ${a.id}) as notifications,
                (select sum(created)::int from uploads where account_id = ${a.id}) as created`
-      assert.deepEqual({ ...counts }, {
-        customers: UPLOADS * 1000, distinct_ids: UPLOADS * 1000, snapshots: UPLOADS * 1000 * 12,
-        notifications: UPLOADS * 2, created: UPLOADS * 1000,
-      })
-    } finally { await worker.kill('SIGTERM') }
+      assert.deepEqual(
+        { ...counts },
+        {
+          customers: UPLOADS * 1000,
+          distinct_ids: UPLOADS * 1000,
+          snapshots: UPLOADS * 1000 * 12,
+          notifications: UPLOADS * 2,
+          created: UPLOADS * 1000,
+        },
+      )
+    } finally {
+      await worker.kill('SIGTERM')
+    }
   } finally {
     await sql.end()
     await s.stop()

@@ -5,7 +5,9 @@ import { scoredAccount, waitForUpload } from './helpers/fixtures.ts'
 import { eventually } from './helpers/receiver.ts'
 
 let s: TestService
-before(async () => { s = await startTestService({ apiRateLimit: 100_000 }) })
+before(async () => {
+  s = await startTestService({ apiRateLimit: 100_000 })
+})
 after(() => s.stop())
 
 type Api = Awaited<ReturnType<typeof scoredAccount>>['api']
@@ -31,23 +33,79 @@ const customerCases: [string, unknown, string[]][] = [
   ['more than 1000 customers', { customers: Array.from({ length: 1001 }, (_, i) => customer(i)) }, ['/customers']],
   ['external_id missing', { customers: [{ name: 'x' }] }, ['/customers/0/external_id']],
   ['external_id empty', { customers: [{ external_id: '', name: 'x' }] }, ['/customers/0/external_id']],
-  ['external_id over 255', { customers: [customer(0, { external_id: 'x'.repeat(256) })] }, ['/customers/0/external_id']],
+  [
+    'external_id over 255',
+    { customers: [customer(0, { external_id: 'x'.repeat(256) })] },
+    ['/customers/0/external_id'],
+  ],
   ['name missing', { customers: [{ external_id: 'a' }] }, ['/customers/0/name']],
   ['name over 255', { customers: [customer(0, { name: 'n'.repeat(256) })] }, ['/customers/0/name']],
-  ['owner_email over 255', { customers: [customer(0, { owner_email: `${'o'.repeat(250)}@x.test` })] }, ['/customers/0/owner_email']],
+  [
+    'owner_email over 255',
+    { customers: [customer(0, { owner_email: `${'o'.repeat(250)}@x.test` })] },
+    ['/customers/0/owner_email'],
+  ],
   ['attributes not an object', { customers: [customer(0, { attributes: [1] })] }, ['/customers/0/attributes']],
-  ['attribute value of another type', { customers: [customer(0, { attributes: { country: 5 } })] }, ['/customers/0/attributes/country']],
-  ['boolean attribute given a string', { customers: [customer(0, { attributes: { has_sso: 'yes' } })] }, ['/customers/0/attributes/has_sso']],
-  ['date attribute not a date', { customers: [customer(0, { attributes: { plan_started: '2026-13-01' } })] }, ['/customers/0/attributes/plan_started']],
-  ['attribute value an object', { customers: [customer(0, { attributes: { country: { a: 1 } } })] }, ['/customers/0/attributes/country']],
+  [
+    'attribute value of another type',
+    { customers: [customer(0, { attributes: { country: 5 } })] },
+    ['/customers/0/attributes/country'],
+  ],
+  [
+    'boolean attribute given a string',
+    { customers: [customer(0, { attributes: { has_sso: 'yes' } })] },
+    ['/customers/0/attributes/has_sso'],
+  ],
+  [
+    'date attribute not a date',
+    { customers: [customer(0, { attributes: { plan_started: '2026-13-01' } })] },
+    ['/customers/0/attributes/plan_started'],
+  ],
+  [
+    'attribute value an object',
+    { customers: [customer(0, { attributes: { country: { a: 1 } } })] },
+    ['/customers/0/attributes/country'],
+  ],
   ['metrics not an array', { customers: [customer(0, { metrics: { date: '2026-01-01' } })] }, ['/customers/0/metrics']],
-  ['more than 200 metric objects', { customers: [customer(0, { metrics: Array.from({ length: 201 }, (_, i) => ({ date: new Date(Date.UTC(2020, 0, 1 + i)).toISOString().slice(0, 10) })) })] }, ['/customers/0/metrics']],
+  [
+    'more than 200 metric objects',
+    {
+      customers: [
+        customer(0, {
+          metrics: Array.from({ length: 201 }, (_, i) => ({
+            date: new Date(Date.UTC(2020, 0, 1 + i)).toISOString().slice(0, 10),
+          })),
+        }),
+      ],
+    },
+    ['/customers/0/metrics'],
+  ],
   ['metric date missing', { customers: [customer(0, { metrics: [{ logins: 1 }] })] }, ['/customers/0/metrics/0/date']],
-  ['metric date malformed', { customers: [customer(0, { metrics: [{ date: '01/02/2026' }] })] }, ['/customers/0/metrics/0/date']],
-  ['metric date not on the calendar', { customers: [customer(0, { metrics: [{ date: '2026-02-30' }] })] }, ['/customers/0/metrics/0/date']],
-  ['metric dates not unique', { customers: [customer(0, { metrics: [{ date: '2026-01-01' }, { date: '2026-01-02' }, { date: '2026-01-01' }] })] }, ['/customers/0/metrics/2/date']],
-  ['metric value of another type', { customers: [customer(0, { metrics: [{ date: '2026-01-01', logins: '12' }] })] }, ['/customers/0/metrics/0/logins']],
-  ['errors in several items are all reported', { customers: [customer(0), { name: 'x' }, customer(2, { name: 7 })] }, ['/customers/1/external_id', '/customers/2/name']],
+  [
+    'metric date malformed',
+    { customers: [customer(0, { metrics: [{ date: '01/02/2026' }] })] },
+    ['/customers/0/metrics/0/date'],
+  ],
+  [
+    'metric date not on the calendar',
+    { customers: [customer(0, { metrics: [{ date: '2026-02-30' }] })] },
+    ['/customers/0/metrics/0/date'],
+  ],
+  [
+    'metric dates not unique',
+    { customers: [customer(0, { metrics: [{ date: '2026-01-01' }, { date: '2026-01-02' }, { date: '2026-01-01' }] })] },
+    ['/customers/0/metrics/2/date'],
+  ],
+  [
+    'metric value of another type',
+    { customers: [customer(0, { metrics: [{ date: '2026-01-01', logins: '12' }] })] },
+    ['/customers/0/metrics/0/logins'],
+  ],
+  [
+    'errors in several items are all reported',
+    { customers: [customer(0), { name: 'x' }, customer(2, { name: 7 })] },
+    ['/customers/1/external_id', '/customers/2/name'],
+  ],
 ]
 
 for (const [name, body, expected] of customerCases) {
@@ -64,11 +122,20 @@ for (const [name, body, expected] of customerCases) {
 
 test('limits hold at their edge: 1000 customers, 255 characters, 200 metric objects are accepted', async () => {
   const a = await scoredAccount(s)
-  const res = await a.api('/api/v1/customers', { customers: [
-    ...Array.from({ length: 999 }, (_, i) => customer(i)),
-    { external_id: 'x'.repeat(255), name: 'n'.repeat(255), owner_email: `${'o'.repeat(245)}@acme.test`,
-      metrics: Array.from({ length: 200 }, (_, i) => ({ date: new Date(Date.UTC(2020, 0, 1 + i)).toISOString().slice(0, 10), logins: i })) },
-  ] })
+  const res = await a.api('/api/v1/customers', {
+    customers: [
+      ...Array.from({ length: 999 }, (_, i) => customer(i)),
+      {
+        external_id: 'x'.repeat(255),
+        name: 'n'.repeat(255),
+        owner_email: `${'o'.repeat(245)}@acme.test`,
+        metrics: Array.from({ length: 200 }, (_, i) => ({
+          date: new Date(Date.UTC(2020, 0, 1 + i)).toISOString().slice(0, 10),
+          logins: i,
+        })),
+      },
+    ],
+  })
   assert.equal(res.status, 200)
   assert.deepEqual(Object.keys(res.body).sort(), ['items', 'status', 'upload_id'])
   assert.equal(res.body.items, 1000)
@@ -81,11 +148,46 @@ test('limits hold at their edge: 1000 customers, 255 characters, 200 metric obje
 
 const contactCases: [string, unknown, string[]][] = [
   ['contacts missing', {}, ['/contacts']],
-  ['more than 100 contacts', { contacts: Array.from({ length: 101 }, (_, i) => ({ customer_external_id: 'c', contact_external_id: `p${i}`, contact_name: 'x' })) }, ['/contacts']],
-  ['customer_external_id missing', { contacts: [{ contact_external_id: 'p', contact_name: 'x' }] }, ['/contacts/0/customer_external_id']],
-  ['contact_external_id over 255', { contacts: [{ customer_external_id: 'c', contact_external_id: 'p'.repeat(256), contact_name: 'x' }] }, ['/contacts/0/contact_external_id']],
-  ['contact_name over 255', { contacts: [{ customer_external_id: 'c', contact_external_id: 'p', contact_name: 'x'.repeat(256) }] }, ['/contacts/0/contact_name']],
-  ['contact metric of another type', { contacts: [{ customer_external_id: 'c', contact_external_id: 'p', contact_name: 'x', metrics: [{ date: '2026-01-01', sessions: true }] }] }, ['/contacts/0/metrics/0/sessions']],
+  [
+    'more than 100 contacts',
+    {
+      contacts: Array.from({ length: 101 }, (_, i) => ({
+        customer_external_id: 'c',
+        contact_external_id: `p${i}`,
+        contact_name: 'x',
+      })),
+    },
+    ['/contacts'],
+  ],
+  [
+    'customer_external_id missing',
+    { contacts: [{ contact_external_id: 'p', contact_name: 'x' }] },
+    ['/contacts/0/customer_external_id'],
+  ],
+  [
+    'contact_external_id over 255',
+    { contacts: [{ customer_external_id: 'c', contact_external_id: 'p'.repeat(256), contact_name: 'x' }] },
+    ['/contacts/0/contact_external_id'],
+  ],
+  [
+    'contact_name over 255',
+    { contacts: [{ customer_external_id: 'c', contact_external_id: 'p', contact_name: 'x'.repeat(256) }] },
+    ['/contacts/0/contact_name'],
+  ],
+  [
+    'contact metric of another type',
+    {
+      contacts: [
+        {
+          customer_external_id: 'c',
+          contact_external_id: 'p',
+          contact_name: 'x',
+          metrics: [{ date: '2026-01-01', sessions: true }],
+        },
+      ],
+    },
+    ['/contacts/0/metrics/0/sessions'],
+  ],
 ]
 
 for (const [name, body, expected] of contactCases) {
@@ -99,7 +201,9 @@ for (const [name, body, expected] of contactCases) {
 
 test('a contact upload over 5 MB answers 413', async () => {
   const a = await scoredAccount(s)
-  const res = await a.api('/api/v1/contacts', { contacts: [{ customer_external_id: 'c', contact_external_id: 'p', contact_name: 'x'.repeat(5 * 1024 * 1024) }] })
+  const res = await a.api('/api/v1/contacts', {
+    contacts: [{ customer_external_id: 'c', contact_external_id: 'p', contact_name: 'x'.repeat(5 * 1024 * 1024) }],
+  })
   assert.equal(res.status, 413)
 })
 
@@ -107,12 +211,35 @@ test('406: a body that is not JSON, an Accept without JSON, an account whose rec
   const a = await scoredAccount(s)
   const body = JSON.stringify({ customers: [customer(1)] })
   for (const path of ['/api/v1/customers', '/api/v1/contacts']) {
-    assert.equal((await s.call('POST', path, body, { 'service-key': a.token, 'content-type': 'text/plain' })).status, 406)
-    assert.equal((await s.call('POST', path, body, { 'service-key': a.token, 'content-type': 'application/json', accept: 'text/html' })).status, 406)
+    assert.equal(
+      (await s.call('POST', path, body, { 'service-key': a.token, 'content-type': 'text/plain' })).status,
+      406,
+    )
+    assert.equal(
+      (
+        await s.call('POST', path, body, {
+          'service-key': a.token,
+          'content-type': 'application/json',
+          accept: 'text/html',
+        })
+      ).status,
+      406,
+    )
   }
-  assert.equal((await s.call('POST', '/api/v1/customers', body, { 'service-key': a.token, 'content-type': 'application/json; charset=utf-8', accept: 'application/json, text/plain' })).status, 200)
+  assert.equal(
+    (
+      await s.call('POST', '/api/v1/customers', body, {
+        'service-key': a.token,
+        'content-type': 'application/json; charset=utf-8',
+        accept: 'application/json, text/plain',
+      })
+    ).status,
+    200,
+  )
   const file = await s.account('Filed', { source_of_truth: 'FILE' })
-  await s.admin('PUT', `/accounts/${file.id}/scoring`, { customer: { fit: [{ codename: 'crm_link', weight: 1, values: { a: 100 } }] } })
+  await s.admin('PUT', `/accounts/${file.id}/scoring`, {
+    customer: { fit: [{ codename: 'crm_link', weight: 1, values: { a: 100 } }] },
+  })
   const res = await file.api('/api/v1/customers', { customers: [customer(1)] })
   assert.equal(res.status, 406)
   assert.match(res.body.detail, /FILE/)
@@ -124,7 +251,14 @@ test('490: customer uploads need a customer scoring model; contact uploads do no
   assert.equal(res.status, 490)
   assert.equal(res.body.status, 490)
   assert.equal((await a.api('/api/v1/customer', customer(1))).status, 490)
-  assert.equal((await a.api('/api/v1/contacts', { contacts: [{ customer_external_id: 'c', contact_external_id: 'p', contact_name: 'x' }] })).status, 200)
+  assert.equal(
+    (
+      await a.api('/api/v1/contacts', {
+        contacts: [{ customer_external_id: 'c', contact_external_id: 'p', contact_name: 'x' }],
+      })
+    ).status,
+    200,
+  )
 })
 
 test('429: too many unprocessed uploads (backpressure), and the per-key rate limit', async () => {
@@ -133,22 +267,40 @@ test('429: too many unprocessed uploads (backpressure), and the per-key rate lim
     const a = await scoredAccount(quiet)
     assert.equal((await a.api('/api/v1/customers', { customers: [customer(1)] })).status, 200)
     assert.equal((await a.api('/api/v1/customers', { customers: [customer(2)] })).status, 200)
-    const res = await a.api('/api/v1/contacts', { contacts: [{ customer_external_id: 'c1', contact_external_id: 'p', contact_name: 'x' }] })
+    const res = await a.api('/api/v1/contacts', {
+      contacts: [{ customer_external_id: 'c1', contact_external_id: 'p', contact_name: 'x' }],
+    })
     assert.equal(res.status, 429)
     assert.equal(res.headers.get('retry-after'), '5')
     let limited
     for (let i = 0; i < 10 && limited?.status !== 429; i++) limited = await a.api('/api/v1/uploads/1', undefined, 'GET')
     assert.equal(limited!.status, 429)
     assert.ok(Number(limited!.headers.get('retry-after')) >= 1)
-  } finally { await quiet.stop() }
+  } finally {
+    await quiet.stop()
+  }
 })
 
 test('merge: attributes kept across uploads and cleared by null, snapshots merged by date, unknown keys dropped and counted', async () => {
   const a = await scoredAccount(s)
-  const first = await upload(a.api, [customer(1, { attributes: { country: 'US', has_sso: true, nope: 1 }, metrics: [{ date: '2026-01-01', logins: 5, seats: 2, junk: 3 }] })])
+  const first = await upload(a.api, [
+    customer(1, {
+      attributes: { country: 'US', has_sso: true, nope: 1 },
+      metrics: [{ date: '2026-01-01', logins: 5, seats: 2, junk: 3 }],
+    }),
+  ])
   assert.equal(first.dropped_keys, 2)
   assert.equal(first.created, 1)
-  const second = await upload(a.api, [customer(1, { name: 'Renamed', attributes: { country: null, plan_started: '2025-05-01' }, metrics: [{ date: '2026-01-01', logins: 7 }, { date: '2026-02-01', seats: 3 }] })])
+  const second = await upload(a.api, [
+    customer(1, {
+      name: 'Renamed',
+      attributes: { country: null, plan_started: '2025-05-01' },
+      metrics: [
+        { date: '2026-01-01', logins: 7 },
+        { date: '2026-02-01', seats: 3 },
+      ],
+    }),
+  ])
   assert.equal(second.updated, 1)
   assert.equal(second.created, 0)
   const [c] = await s.sql`select name, attributes, metrics from customers where account_id = ${a.id}`
@@ -156,23 +308,40 @@ test('merge: attributes kept across uploads and cleared by null, snapshots merge
   assert.deepEqual(c.attributes, { has_sso: true, plan_started: '2025-05-01' })
   // metrics: each metric's value in the latest snapshot holding it.
   assert.deepEqual(c.metrics, { logins: 7, seats: 3 })
-  const snaps = await s.sql`select to_char(date, 'YYYY-MM-DD') as date, "values" from customer_snapshots where account_id = ${a.id} order by date`
-  assert.deepEqual(snaps.map((r) => [r.date, r.values]), [['2026-01-01', { logins: 7, seats: 2 }], ['2026-02-01', { seats: 3 }]])
+  const snaps =
+    await s.sql`select to_char(date, 'YYYY-MM-DD') as date, "values" from customer_snapshots where account_id = ${a.id} order by date`
+  assert.deepEqual(
+    snaps.map((r) => [r.date, r.values]),
+    [
+      ['2026-01-01', { logins: 7, seats: 2 }],
+      ['2026-02-01', { seats: 3 }],
+    ],
+  )
   await upload(a.api, [customer(1, { metrics: [{ date: '2026-02-01', seats: null }] })])
-  const [again] = await s.sql`select "values" from customer_snapshots where account_id = ${a.id} and date = '2026-02-01'`
+  const [again] =
+    await s.sql`select "values" from customer_snapshots where account_id = ${a.id} and date = '2026-02-01'`
   assert.deepEqual(again.values, {})
 })
 
 test('within one request a later duplicate wins, in item order', async () => {
   const a = await scoredAccount(s)
   const done = await upload(a.api, [
-    customer(1, { name: 'First', attributes: { country: 'US', has_sso: false }, metrics: [{ date: '2026-01-01', logins: 1 }] }),
+    customer(1, {
+      name: 'First',
+      attributes: { country: 'US', has_sso: false },
+      metrics: [{ date: '2026-01-01', logins: 1 }],
+    }),
     customer(2),
     customer(1, { name: 'Second', attributes: { has_sso: true }, metrics: [{ date: '2026-01-01', logins: 2 }] }),
   ])
   assert.equal(done.created, 2)
-  const rows = await s.sql`select external_id, name, attributes, metrics, service_id from customers where account_id = ${a.id} order by service_id`
-  assert.deepEqual(rows.map((r) => r.external_id), ['c1', 'c2'], 'service ids follow first appearance')
+  const rows =
+    await s.sql`select external_id, name, attributes, metrics, service_id from customers where account_id = ${a.id} order by service_id`
+  assert.deepEqual(
+    rows.map((r) => r.external_id),
+    ['c1', 'c2'],
+    'service ids follow first appearance',
+  )
   assert.equal(rows[0].name, 'Second')
   assert.deepEqual(rows[0].attributes, { country: 'US', has_sso: true })
   assert.deepEqual(rows[0].metrics, { logins: 2 })
@@ -181,30 +350,53 @@ test('within one request a later duplicate wins, in item order', async () => {
 test('owners are linked by email case-insensitively; an unknown email warns and leaves the owner unchanged', async () => {
   const a = await scoredAccount(s)
   await upload(a.api, [customer(1, { owner_email: 'OWNER@Acme.Test' })])
-  const warned = await upload(a.api, [customer(1, { owner_email: 'ghost@acme.test' }), customer(2, { owner_email: 'ghost@acme.test' })])
-  assert.deepEqual(warned.warnings.map((w: any) => w.external_id), ['c1', 'c2'])
+  const warned = await upload(a.api, [
+    customer(1, { owner_email: 'ghost@acme.test' }),
+    customer(2, { owner_email: 'ghost@acme.test' }),
+  ])
+  assert.deepEqual(
+    warned.warnings.map((w: any) => w.external_id),
+    ['c1', 'c2'],
+  )
   assert.match(warned.warnings[0].message, /ghost@acme\.test/)
   const rows = await s.sql`
     select c.external_id, u.email from customers c left join users u on u.account_id = c.account_id and u.id = c.owner_user_id
     where c.account_id = ${a.id} order by c.external_id`
-  assert.deepEqual(rows.map((r) => [r.external_id, r.email]), [['c1', 'owner@acme.test'], ['c2', null]])
+  assert.deepEqual(
+    rows.map((r) => [r.external_id, r.email]),
+    [
+      ['c1', 'owner@acme.test'],
+      ['c2', null],
+    ],
+  )
 })
 
 test('contacts: need a stored customer (else ignored and counted), move between customers, unique per account', async () => {
   const a = await scoredAccount(s)
   await upload(a.api, [customer(1), customer(2)])
   const first = await uploadContacts(a.api, [
-    { customer_external_id: 'c1', contact_external_id: 'p1', contact_name: 'Pat', attributes: { role: 'cto' }, metrics: [{ date: '2026-01-01', sessions: 3 }] },
+    {
+      customer_external_id: 'c1',
+      contact_external_id: 'p1',
+      contact_name: 'Pat',
+      attributes: { role: 'cto' },
+      metrics: [{ date: '2026-01-01', sessions: 3 }],
+    },
     { customer_external_id: 'nope', contact_external_id: 'p2', contact_name: 'Ghost' },
   ])
   assert.equal(first.created, 1)
   assert.equal(first.ignored, 1)
-  const moved = await uploadContacts(a.api, [{ customer_external_id: 'c2', contact_external_id: 'p1', contact_name: 'Pat B' }])
+  const moved = await uploadContacts(a.api, [
+    { customer_external_id: 'c2', contact_external_id: 'p1', contact_name: 'Pat B' },
+  ])
   assert.equal(moved.updated, 1)
   const rows = await s.sql`
     select t.external_id, t.name, t.attributes, t.metrics, c.external_id as customer from contacts t
     join customers c on c.account_id = t.account_id and c.service_id = t.customer_id where t.account_id = ${a.id}`
-  assert.deepEqual(rows.map((r) => ({ ...r })), [{ external_id: 'p1', name: 'Pat B', attributes: { role: 'cto' }, metrics: { sessions: 3 }, customer: 'c2' }])
+  assert.deepEqual(
+    rows.map((r) => ({ ...r })),
+    [{ external_id: 'p1', name: 'Pat B', attributes: { role: 'cto' }, metrics: { sessions: 3 }, customer: 'c2' }],
+  )
 })
 
 test('service_id is assigned once and never changes; createdAt stays, updatedAt moves', async () => {
@@ -222,14 +414,18 @@ test('processing is idempotent: a second run of the same job changes nothing', a
   const a = await scoredAccount(s)
   const done = await upload(a.api, [customer(1, { metrics: [{ date: '2026-01-01', logins: 1 }] })])
   await waitForUpload(a.api, done.upload_id, 30_000, true)
-  const snapshot = async () => JSON.stringify(await s.sql`
+  const snapshot = async () =>
+    JSON.stringify(
+      await s.sql`
     select (select json_agg(c order by service_id) from customers c where account_id = ${a.id}) as c,
            (select count(*) from notifications where account_id = ${a.id}) as n,
-           (select count(*) from customer_snapshots where account_id = ${a.id}) as s`)
+           (select count(*) from customer_snapshots where account_id = ${a.id}) as s`,
+    )
   const before = await snapshot()
   await s.sql`select graphile_worker.add_job('process_upload', json_build_object('account_id', ${a.id}::bigint, 'upload_id', ${done.upload_id}::bigint))`
   for (let i = 0; i < 100; i++) {
-    const [{ n }] = await s.sql`select count(*)::int as n from graphile_worker.jobs where task_identifier = 'process_upload'`
+    const [{ n }] =
+      await s.sql`select count(*)::int as n from graphile_worker.jobs where task_identifier = 'process_upload'`
     if (n === 0) break
     await new Promise((r) => setTimeout(r, 50))
   }
@@ -250,11 +446,14 @@ test('every user of the account is notified of a processed upload', async () => 
   }
   const listed = await s.admin('GET', `/accounts/${a.id}/notifications?user_email=SECOND@acme.test`)
   assert.equal(listed.status, 200)
-  assert.deepEqual(listed.body.map((n: any) => [n.user_email, n.kind, n.body.upload_id]), [['second@acme.test', 'import.processed', done.upload_id]])
+  assert.deepEqual(
+    listed.body.map((n: any) => [n.user_email, n.kind, n.body.upload_id]),
+    [['second@acme.test', 'import.processed', done.upload_id]],
+  )
   assert.equal((await s.admin('GET', `/accounts/${a.id}/notifications`)).body.length, 2)
 })
 
-test('GET /api/v1/uploads/{id}: state and counts, 404 for another account\'s upload', async () => {
+test("GET /api/v1/uploads/{id}: state and counts, 404 for another account's upload", async () => {
   const a = await scoredAccount(s)
   const b = await scoredAccount(s, 'Other')
   const done = await upload(a.api, [customer(1)])
@@ -267,7 +466,13 @@ test('GET /api/v1/uploads/{id}: state and counts, 404 for another account\'s upl
 
 test('single customer: create (201, 409 again), read, update, churn by hand, delete with its contacts; also under /v1', async () => {
   const a = await scoredAccount(s)
-  const created = await a.api('/api/v1/customer', { external_id: 'solo/1', name: 'Solo', owner_email: 'owner@acme.test', attributes: { country: 'DE' }, metrics: [{ date: '2026-01-01', logins: 4 }] })
+  const created = await a.api('/api/v1/customer', {
+    external_id: 'solo/1',
+    name: 'Solo',
+    owner_email: 'owner@acme.test',
+    attributes: { country: 'DE' },
+    metrics: [{ date: '2026-01-01', logins: 4 }],
+  })
   assert.equal(created.status, 201, JSON.stringify(created.body))
   assert.equal(created.body.id, 'solo/1')
   assert.equal(typeof created.body.service_id, 'number')
@@ -278,15 +483,23 @@ test('single customer: create (201, 409 again), read, update, churn by hand, del
   const read = await a.api(path, undefined, 'GET')
   assert.equal(read.status, 200)
   assert.equal(read.body.service_id, created.body.service_id)
-  assert.deepEqual((await a.api(`/v1/customer/${encodeURIComponent('solo/1')}`, undefined, 'GET')).body.service_id, created.body.service_id)
-  const updated = await a.api(path, { name: 'Solo 2', owner_email: null, attributes: { country: null, has_sso: true } }, 'PUT')
+  assert.deepEqual(
+    (await a.api(`/v1/customer/${encodeURIComponent('solo/1')}`, undefined, 'GET')).body.service_id,
+    created.body.service_id,
+  )
+  const updated = await a.api(
+    path,
+    { name: 'Solo 2', owner_email: null, attributes: { country: null, has_sso: true } },
+    'PUT',
+  )
   assert.equal(updated.status, 200, JSON.stringify(updated.body))
   assert.equal(updated.body.name, 'Solo 2')
   assert.equal(updated.body.owner, null)
   assert.deepEqual(updated.body.properties, { has_sso: true, logins: 4 })
   const churned = await a.api(path, { is_churned: true, churned_date: '2026-03-01' }, 'PUT')
   assert.equal(churned.body.is_churned, true)
-  const [row] = await s.sql`select to_char(churned_date, 'YYYY-MM-DD') as d, churn_reason from customers where account_id = ${a.id}`
+  const [row] =
+    await s.sql`select to_char(churned_date, 'YYYY-MM-DD') as d, churn_reason from customers where account_id = ${a.id}`
   assert.deepEqual({ ...row }, { d: '2026-03-01', churn_reason: 'manual' })
   assert.equal((await a.api(path, { is_churned: false }, 'PUT')).body.is_churned, false)
   assert.deepEqual(paths(await a.api(path, { owner_email: 'ghost@acme.test' }, 'PUT')), ['/owner_email'])
@@ -304,16 +517,34 @@ test('single customer: create (201, 409 again), read, update, churn by hand, del
 test('single contact: create under its customer, read, update, delete, 404s', async () => {
   const a = await scoredAccount(s)
   await upload(a.api, [customer(1), customer(2)])
-  assert.equal((await a.api('/api/v1/customer/nope/contact', { contact_external_id: 'p', contact_name: 'x' })).status, 404)
-  const created = await a.api('/api/v1/customer/c1/contact', { contact_external_id: 'p1', contact_name: 'Pat', attributes: { role: 'cto' } })
+  assert.equal(
+    (await a.api('/api/v1/customer/nope/contact', { contact_external_id: 'p', contact_name: 'x' })).status,
+    404,
+  )
+  const created = await a.api('/api/v1/customer/c1/contact', {
+    contact_external_id: 'p1',
+    contact_name: 'Pat',
+    attributes: { role: 'cto' },
+  })
   assert.equal(created.status, 201, JSON.stringify(created.body))
   assert.equal(created.body.customer_external_id, 'c1')
   assert.equal(typeof created.body.customer_service_id, 'number')
   assert.deepEqual(created.body.tags, [])
-  assert.equal((await a.api('/api/v1/customer/c1/contact', { contact_external_id: 'p1', contact_name: 'x' })).status, 409)
+  assert.equal(
+    (await a.api('/api/v1/customer/c1/contact', { contact_external_id: 'p1', contact_name: 'x' })).status,
+    409,
+  )
   assert.equal((await a.api('/api/v1/customer/c1/contact/p1', undefined, 'GET')).body.name, 'Pat')
-  assert.equal((await a.api('/api/v1/customer/c2/contact/p1', undefined, 'GET')).status, 404, 'only under its own customer')
-  const updated = await a.api('/v1/customer/c1/contact/p1', { contact_name: 'Pat B', attributes: { role: null } }, 'PUT')
+  assert.equal(
+    (await a.api('/api/v1/customer/c2/contact/p1', undefined, 'GET')).status,
+    404,
+    'only under its own customer',
+  )
+  const updated = await a.api(
+    '/v1/customer/c1/contact/p1',
+    { contact_name: 'Pat B', attributes: { role: null } },
+    'PUT',
+  )
   assert.equal(updated.status, 200)
   assert.equal(updated.body.name, 'Pat B')
   assert.deepEqual(updated.body.properties, {})
@@ -322,40 +553,65 @@ test('single contact: create under its customer, read, update, delete, 404s', as
   assert.equal((await a.api('/api/v1/customer/c1/contact/p1', undefined, 'GET')).status, 404)
 })
 
-test('tenants never see or touch each other\'s records', async () => {
+test("tenants never see or touch each other's records", async () => {
   const a = await scoredAccount(s, 'A')
   const b = await scoredAccount(s, 'B')
   await upload(a.api, [customer(1, { name: 'Mine', attributes: { country: 'US' } })])
   await upload(b.api, [customer(1, { name: 'Theirs' })])
-  const rows = await s.sql`select account_id, name, attributes from customers where external_id = 'c1' and account_id in (${a.id}, ${b.id}) order by account_id`
-  assert.deepEqual(rows.map((r) => [r.account_id, r.name, r.attributes]), [[a.id, 'Mine', { country: 'US' }], [b.id, 'Theirs', {}]])
+  const rows =
+    await s.sql`select account_id, name, attributes from customers where external_id = 'c1' and account_id in (${a.id}, ${b.id}) order by account_id`
+  assert.deepEqual(
+    rows.map((r) => [r.account_id, r.name, r.attributes]),
+    [
+      [a.id, 'Mine', { country: 'US' }],
+      [b.id, 'Theirs', {}],
+    ],
+  )
   await upload(a.api, [customer(9)])
   assert.equal((await b.api('/api/v1/customer/c9', undefined, 'GET')).status, 404)
   assert.equal((await b.api('/api/v1/customer/c9', { name: 'hijack' }, 'PUT')).status, 404)
   assert.equal((await b.api('/api/v1/customer/c9', undefined, 'DELETE')).status, 404)
-  assert.equal((await b.api('/api/v1/customer/c9/contact', { contact_external_id: 'x', contact_name: 'x' })).status, 404)
-  const contacts = await uploadContacts(b.api, [{ customer_external_id: 'c9', contact_external_id: 'x', contact_name: 'x' }])
+  assert.equal(
+    (await b.api('/api/v1/customer/c9/contact', { contact_external_id: 'x', contact_name: 'x' })).status,
+    404,
+  )
+  const contacts = await uploadContacts(b.api, [
+    { customer_external_id: 'c9', contact_external_id: 'x', contact_name: 'x' },
+  ])
   assert.equal(contacts.ignored, 1, "a contact cannot attach to another account's customer")
   assert.equal((await a.api('/api/v1/customer/c9', undefined, 'GET')).body.name, 'Customer 9')
 })
 
 test('406 also for single-record updates and deletes of an account whose records are owned elsewhere; nothing changes', async () => {
   const file = await s.account('Filed writes', { source_of_truth: 'FILE' })
-  const [c] = await s.sql`insert into customers (account_id, external_id, name) values (${file.id}, 'f1', 'Filed') returning service_id`
+  const [c] =
+    await s.sql`insert into customers (account_id, external_id, name) values (${file.id}, 'f1', 'Filed') returning service_id`
   await s.sql`insert into contacts (account_id, external_id, customer_id, name) values (${file.id}, 'fp', ${c.service_id}, 'Person')`
-  const before = await s.sql`select name, updated_at from customers where account_id = ${file.id} union all select name, updated_at from contacts where account_id = ${file.id}`
-  for (const [path, body] of [['/api/v1/customer/f1', { name: 'x' }], ['/v1/customer/f1/contact/fp', { contact_name: 'x' }]] as const) {
+  const before =
+    await s.sql`select name, updated_at from customers where account_id = ${file.id} union all select name, updated_at from contacts where account_id = ${file.id}`
+  for (const [path, body] of [
+    ['/api/v1/customer/f1', { name: 'x' }],
+    ['/v1/customer/f1/contact/fp', { contact_name: 'x' }],
+  ] as const) {
     for (const res of [await file.api(path, body, 'PUT'), await file.api(path, undefined, 'DELETE')]) {
       assert.equal(res.status, 406, JSON.stringify(res.body))
       assert.match(res.body.detail, /FILE/)
     }
   }
-  assert.deepEqual(await s.sql`select name, updated_at from customers where account_id = ${file.id} union all select name, updated_at from contacts where account_id = ${file.id}`, before)
+  assert.deepEqual(
+    await s.sql`select name, updated_at from customers where account_id = ${file.id} union all select name, updated_at from contacts where account_id = ${file.id}`,
+    before,
+  )
 })
 
 test('a malformed percent escape in a record path is a 404, not a 500', async () => {
   const a = await scoredAccount(s)
-  for (const [method, path] of [['GET', '/api/v1/customer/%E0%A4%A'], ['PUT', '/v1/customer/%zz'], ['DELETE', '/api/v1/customer/c1/contact/%E0%A4%A'], ['GET', '/api/v1/customer/%/contact/p']]) {
+  for (const [method, path] of [
+    ['GET', '/api/v1/customer/%E0%A4%A'],
+    ['PUT', '/v1/customer/%zz'],
+    ['DELETE', '/api/v1/customer/c1/contact/%E0%A4%A'],
+    ['GET', '/api/v1/customer/%/contact/p'],
+  ]) {
     const res = await a.api(path, method === 'PUT' ? { name: 'x' } : undefined, method)
     assert.equal(res.status, 404, `${method} ${path}: ${JSON.stringify(res.body)}`)
     assert.equal(res.body.status, 404)
@@ -381,13 +637,30 @@ test('strings PostgreSQL cannot store are a 400 naming the field, in uploads and
 test('an ignored contact changes nothing: not its snapshots, not its metrics', async () => {
   const a = await scoredAccount(s)
   await upload(a.api, [customer(1)])
-  await uploadContacts(a.api, [{ customer_external_id: 'c1', contact_external_id: 'p1', contact_name: 'P', metrics: [{ date: '2026-01-01', sessions: 1 }] }])
+  await uploadContacts(a.api, [
+    {
+      customer_external_id: 'c1',
+      contact_external_id: 'p1',
+      contact_name: 'P',
+      metrics: [{ date: '2026-01-01', sessions: 1 }],
+    },
+  ])
   const state = () => s.sql`
     select t.metrics, t.updated_at, s.date, s."values" from contacts t join contact_snapshots s on s.account_id = t.account_id and s.contact_id = t.service_id
     where t.account_id = ${a.id} order by s.date`
   const before = await state()
   assert.equal(before.length, 1)
-  const result = await uploadContacts(a.api, [{ customer_external_id: 'ghost', contact_external_id: 'p1', contact_name: 'P', metrics: [{ date: '2026-01-01', sessions: 9 }, { date: '2026-02-01', sessions: 9 }] }])
+  const result = await uploadContacts(a.api, [
+    {
+      customer_external_id: 'ghost',
+      contact_external_id: 'p1',
+      contact_name: 'P',
+      metrics: [
+        { date: '2026-01-01', sessions: 9 },
+        { date: '2026-02-01', sessions: 9 },
+      ],
+    },
+  ])
   assert.equal(result.ignored, 1)
   assert.deepEqual(await state(), before)
 })
@@ -395,31 +668,46 @@ test('an ignored contact changes nothing: not its snapshots, not its metrics', a
 test('creates of one new id at once: one 201, the others 409, never a 500', async () => {
   const a = await scoredAccount(s)
   const answers = await Promise.all(Array.from({ length: 6 }, () => a.api('/api/v1/customer', customer(77))))
-  assert.deepEqual(answers.map((r) => r.status).sort(), [201, 409, 409, 409, 409, 409], JSON.stringify(answers.map((r) => r.body)))
-  assert.equal((await s.sql`select count(*)::int as n from customers where account_id = ${a.id} and external_id = 'c77'`)[0].n, 1)
+  assert.deepEqual(
+    answers.map((r) => r.status).sort(),
+    [201, 409, 409, 409, 409, 409],
+    JSON.stringify(answers.map((r) => r.body)),
+  )
+  assert.equal(
+    (await s.sql`select count(*)::int as n from customers where account_id = ${a.id} and external_id = 'c77'`)[0].n,
+    1,
+  )
 })
 
 test('a bulk import has the tables it grew analyzed, so plans follow their real size', async () => {
   const q = await startTestService({ apiRateLimit: 100_000 })
   try {
     const a = await scoredAccount(q)
-    const analyzed = async () => (await q.sql`
-      select relname from pg_stat_user_tables where relname in ('customers', 'customer_snapshots') and last_analyze is not null order by 1`)
-      .map((r) => r.relname)
+    const analyzed = async () =>
+      (
+        await q.sql`
+      select relname from pg_stat_user_tables where relname in ('customers', 'customer_snapshots') and last_analyze is not null order by 1`
+      ).map((r) => r.relname)
     assert.deepEqual(await analyzed(), [])
     // Two small uploads change too little to be worth an analyze.
     for (let i = 0; i < 2; i++) await upload(a.api, [customer(i, { metrics: [{ date: '2026-01-01', logins: 1 }] })])
     await new Promise((r) => setTimeout(r, 1500))
     assert.deepEqual(await analyzed(), [])
     for (let n = 0; n < 8; n++) {
-      await upload(a.api, Array.from({ length: 1000 }, (_, i) => customer(1000 * (n + 1) + i, {
-        metrics: ['2026-01-01', '2026-02-01', '2026-03-01'].map((date) => ({ date, logins: i })),
-      })))
+      await upload(
+        a.api,
+        Array.from({ length: 1000 }, (_, i) =>
+          customer(1000 * (n + 1) + i, {
+            metrics: ['2026-01-01', '2026-02-01', '2026-03-01'].map((date) => ({ date, logins: i })),
+          }),
+        ),
+      )
     }
     await eventually(async () => (await analyzed()).length === 2, 'customers and customer_snapshots analyzed')
     // Analyzed whenever the table doubled, the estimate stays within half of the truth, give or
     // take the upload whose job was still waiting.
-    const [{ estimate, actual }] = await q.sql`select reltuples::int as estimate, (select count(*)::int from customers) as actual from pg_class where relname = 'customers'`
+    const [{ estimate, actual }] =
+      await q.sql`select reltuples::int as estimate, (select count(*)::int from customers) as actual from pg_class where relname = 'customers'`
     assert.ok(estimate + 1000 >= actual / 2, `the planner's row estimate follows the table: ${estimate} of ${actual}`)
   } finally {
     await q.stop()

@@ -10,10 +10,13 @@ import { eventually, startReceiver } from './helpers/receiver.ts'
 import { unlockDeadWorkers } from '../src/db/recovery.ts'
 
 let s: TestService
-before(async () => { s = await startTestService({ apiRateLimit: 100_000 }, { http: true, worker: false }) })
+before(async () => {
+  s = await startTestService({ apiRateLimit: 100_000 }, { http: true, worker: false })
+})
 after(() => s.stop())
 
-const heartbeatIds = async () => (await s.sql`select worker_id from worker_heartbeats order by 1`).map((r) => r.worker_id as string)
+const heartbeatIds = async () =>
+  (await s.sql`select worker_id from worker_heartbeats order by 1`).map((r) => r.worker_id as string)
 
 test('a worker killed mid-delivery: the webhook still arrives after a restart', async (t) => {
   const account = await scoredAccount(s)
@@ -27,9 +30,12 @@ test('a worker killed mid-delivery: the webhook still arrives after a restart', 
   const workers: Awaited<ReturnType<typeof startProcess>>[] = []
   try {
     const hook = await s.admin('POST', `/accounts/${account.id}/webhooks`, { url: r.url, events: ['customer.created'] })
-    const delivery = async (total: number) => (await s.sql`
+    const delivery = async (total: number) =>
+      (
+        await s.sql`
       select id, status, message_id from webhook_deliveries
-      where account_id = ${account.id} and payload::json #>> '{data,batch,total_customers}' = ${String(total)}`)[0]
+      where account_id = ${account.id} and payload::json #>> '{data,batch,total_customers}' = ${String(total)}`
+      )[0]
     const upload = async (from: number, n: number) => {
       const res = await account.api('/api/v1/customers', {
         customers: Array.from({ length: n }, (_, i) => ({ external_id: `c${from + i}`, name: `Customer ${from + i}` })),
@@ -40,16 +46,23 @@ test('a worker killed mid-delivery: the webhook still arrives after a restart', 
 
     const first = await startProcess(['worker'], s.url)
     workers.push(first)
-    const firstIds = await eventually(async () => { const ids = await heartbeatIds(); return ids.length > 0 && ids }, 'the first worker to beat')
+    const firstIds = await eventually(async () => {
+      const ids = await heartbeatIds()
+      return ids.length > 0 && ids
+    }, 'the first worker to beat')
 
     // 500 customers, delivered normally before the crash.
     await waitForUpload(account.api, await upload(0, 500))
-    const small = await eventually(async () => { const d = await delivery(500); return d?.status === 'delivered' && d }, 'the 500 batch')
+    const small = await eventually(async () => {
+      const d = await delivery(500)
+      return d?.status === 'delivered' && d
+    }, 'the 500 batch')
     // 1000 customers: committed, then its webhook is on the wire when the worker dies.
     await upload(500, 1000)
     await eventually(() => held, 'the 1000 batch to reach the receiver')
     const big = (await delivery(1000))!
-    const [job] = await s.sql`select locked_by from graphile_worker.jobs where key = ${`webhook_delivery:${account.id}:${big.id}`}`
+    const [job] =
+      await s.sql`select locked_by from graphile_worker.jobs where key = ${`webhook_delivery:${account.id}:${big.id}`}`
     assert.ok(firstIds.includes(job.locked_by), 'the delivery job is locked by the first worker')
     await first.kill('SIGKILL')
     const killedAt = Date.now()
@@ -57,12 +70,20 @@ test('a worker killed mid-delivery: the webhook still arrives after a restart', 
 
     const second = await startProcess(['worker'], s.url)
     workers.push(second)
-    await eventually(async () => (await delivery(1000))!.status === 'delivered', 'the interrupted delivery after the restart', 150_000)
+    await eventually(
+      async () => (await delivery(1000))!.status === 'delivered',
+      'the interrupted delivery after the restart',
+      150_000,
+    )
     t.diagnostic(`delivered ${((Date.now() - killedAt) / 1000).toFixed(1)} s after the SIGKILL`)
 
     // The interrupted attempt left no row; the delivered one is attempt 1.
-    const attempts = await s.sql`select attempt, status_code from webhook_attempts where account_id = ${account.id} and delivery_id = ${big.id}`
-    assert.deepEqual(attempts.map((a) => [a.attempt, a.status_code]), [[1, 200]])
+    const attempts =
+      await s.sql`select attempt, status_code from webhook_attempts where account_id = ${account.id} and delivery_id = ${big.id}`
+    assert.deepEqual(
+      attempts.map((a) => [a.attempt, a.status_code]),
+      [[1, 200]],
+    )
     const bigCopies = r.requests.filter((req) => req.headers['webhook-id'] === big.message_id)
     assert.equal(bigCopies.length, 2)
     assert.deepEqual(bigCopies[1].raw, bigCopies[0].raw)
@@ -70,10 +91,14 @@ test('a worker killed mid-delivery: the webhook still arrives after a restart', 
 
     // At least once for every customer; twice only for the interrupted batch.
     const counts = new Map<number, number>()
-    for (const req of r.requests) for (const c of req.json.data.customers) counts.set(c.service_id, (counts.get(c.service_id) ?? 0) + 1)
+    for (const req of r.requests)
+      for (const c of req.json.data.customers) counts.set(c.service_id, (counts.get(c.service_id) ?? 0) + 1)
     const stored = await s.sql`select service_id from customers where account_id = ${account.id} order by service_id`
     assert.equal(stored.length, 1500)
-    assert.deepEqual([...counts.keys()].sort((a, b) => a - b), stored.map((c) => c.service_id))
+    assert.deepEqual(
+      [...counts.keys()].sort((a, b) => a - b),
+      stored.map((c) => c.service_id),
+    )
     const interrupted = new Set(bigCopies[0].json.data.customers.map((c: { service_id: number }) => c.service_id))
     for (const [id, n] of counts) assert.equal(n, interrupted.has(id) ? 2 : 1, `service_id ${id}`)
 
@@ -106,10 +131,29 @@ test('unlockDeadWorkers releases the locks of stale and long-unknown workers onl
     await sql`insert into worker_heartbeats values ('ancient', now() - interval '2 hours')`
     assert.deepEqual((await unlockDeadWorkers(sql)).sort(), ['ghost-old', 'stale'])
     const jobs = await sql`select key, locked_by from graphile_worker.jobs order by key`
-    assert.deepEqual(jobs.map((j) => [j.key, j.locked_by]), [['fresh', 'fresh'], ['ghost-new', 'ghost-new'], ['ghost-old', null], ['stale', null]])
+    assert.deepEqual(
+      jobs.map((j) => [j.key, j.locked_by]),
+      [
+        ['fresh', 'fresh'],
+        ['ghost-new', 'ghost-new'],
+        ['ghost-old', null],
+        ['stale', null],
+      ],
+    )
     const queues = await sql`select queue_name, locked_by from graphile_worker._private_job_queues order by queue_name`
-    assert.deepEqual(queues.map((q) => [q.queue_name, q.locked_by]), [['q-fresh', 'fresh'], ['q-ghost-new', 'ghost-new'], ['q-ghost-old', null], ['q-stale', null]])
-    assert.deepEqual((await sql`select worker_id from worker_heartbeats order by 1`).map((r) => r.worker_id), ['fresh', 'stale'])
+    assert.deepEqual(
+      queues.map((q) => [q.queue_name, q.locked_by]),
+      [
+        ['q-fresh', 'fresh'],
+        ['q-ghost-new', 'ghost-new'],
+        ['q-ghost-old', null],
+        ['q-stale', null],
+      ],
+    )
+    assert.deepEqual(
+      (await sql`select worker_id from worker_heartbeats order by 1`).map((r) => r.worker_id),
+      ['fresh', 'stale'],
+    )
   } finally {
     await db.stop()
   }

@@ -13,7 +13,9 @@ import { deliveryJobs, listDeliveries, standardHeaders, subscribe, upload, type 
 import { retryDelaySeconds } from '../src/webhooks/send.ts'
 
 let s: TestService
-before(async () => { s = await startTestService() })
+before(async () => {
+  s = await startTestService()
+})
 after(() => s.stop())
 
 const OUTAGE_MS = 60_000
@@ -33,7 +35,10 @@ const assertRetryGaps = (d: Delivery) => {
   for (const n of [1, 2]) {
     const gap = at[n] - at[n - 1]
     const [min, max] = [retryDelaySeconds(n, () => 0) * 1000, retryDelaySeconds(n, () => 1) * 1000 + 10_000]
-    assert.ok(gap >= min && gap <= max, `delivery ${d.id}: attempt ${n + 1} came ${gap} ms after attempt ${n}, not in ${min}..${max}`)
+    assert.ok(
+      gap >= min && gap <= max,
+      `delivery ${d.id}: attempt ${n + 1} came ${gap} ms after attempt ${n}, not in ${min}..${max}`,
+    )
   }
 }
 
@@ -47,19 +52,28 @@ test('a receiver down for a minute: deliveries follow the retry rules', async (t
 
   const newest = async () => (await listDeliveries(s, account, hookId, '?limit=1'))[0]
   const find = async (id: number) => (await listDeliveries(s, account, hookId)).find((d) => d.id === id)!
-  const when = (id: number, ready: (d: Delivery) => boolean, what: string) => eventually(async () => {
-    const d = await find(id)
-    return ready(d) && d
-  }, what, 60_000)
+  const when = (id: number, ready: (d: Delivery) => boolean, what: string) =>
+    eventually(
+      async () => {
+        const d = await find(id)
+        return ready(d) && d
+      },
+      what,
+      60_000,
+    )
   const refusedOnly = (d: Delivery) => d.attempts.every((a) => a.status_code === null && /ECONNREFUSED/.test(a.error))
 
   await upload(account, [{ external_id: 'a', name: 'A' }])
   const a = await when((await newest()).id, (d) => d.status !== 'pending', 'A to give up')
   assert.equal(a.status, 'failed')
-  assert.deepEqual(attempts(a), [[1, null], [2, null], [3, null]])
+  assert.deepEqual(attempts(a), [
+    [1, null],
+    [2, null],
+    [3, null],
+  ])
   assert.ok(refusedOnly(a), JSON.stringify(a.attempts))
   assertRetryGaps(a)
-  await eventually(async () => await deliveryJobs(s, account.id, a.id) === 0, 'no job left for A')
+  await eventually(async () => (await deliveryJobs(s, account.id, a.id)) === 0, 'no job left for A')
 
   await sleepUntil(outageStart + B_AT_MS)
   await upload(account, [{ external_id: 'b', name: 'B' }])
@@ -84,28 +98,50 @@ test('a receiver down for a minute: deliveries follow the retry rules', async (t
   assert.deepEqual(again.body, { id: a.id, status: 'pending', first_attempt: 4 })
   const aAgain = await when(a.id, (d) => d.status !== 'pending', 'A redelivered')
   assert.equal(aAgain.status, 'delivered')
-  assert.deepEqual(attempts(aAgain), [[1, null], [2, null], [3, null], [4, 200]])
+  assert.deepEqual(attempts(aAgain), [
+    [1, null],
+    [2, null],
+    [3, null],
+    [4, 200],
+  ])
 
   const b = await when(bId, (d) => d.status !== 'pending', 'B to settle')
   assert.equal(b.status, 'delivered')
-  assert.deepEqual(attempts(b), [[1, null], [2, null], [3, 200]])
+  assert.deepEqual(attempts(b), [
+    [1, null],
+    [2, null],
+    [3, 200],
+  ])
   assertRetryGaps(b)
   assert.ok(attemptTimes(b)[2] >= upAt)
 
   // One request each, carrying the bytes frozen when its customers were created, freshly signed.
-  const frozen = new Map((await s.sql`
-    select message_id, payload from webhook_deliveries where account_id = ${account.id}`).map((d) => [d.message_id, d.payload]))
+  const frozen = new Map(
+    (
+      await s.sql`
+    select message_id, payload from webhook_deliveries where account_id = ${account.id}`
+    ).map((d) => [d.message_id, d.payload]),
+  )
   const ids = [a, b, c].map((d) => d.message_id)
   assert.deepEqual(r.requests.map((req) => req.headers['webhook-id']).sort(), [...ids].sort())
   for (const req of r.requests) {
     assert.equal(req.raw.toString('utf8'), frozen.get(req.headers['webhook-id'] as string))
     assert.equal(await verify(secret, req.raw.toString('utf8'), String(req.headers['x-service-hmac'])), true)
     new Webhook(secret).verify(req.raw, standardHeaders(req.headers))
-    assert.ok(Number(req.headers['webhook-timestamp']) * 1000 >= Math.floor(upAt / 1000) * 1000, 'signed at the time of sending')
+    assert.ok(
+      Number(req.headers['webhook-timestamp']) * 1000 >= Math.floor(upAt / 1000) * 1000,
+      'signed at the time of sending',
+    )
   }
   const bodyOf = (d: Delivery) => r.requests.find((req) => req.headers['webhook-id'] === d.message_id)!.json
-  assert.deepEqual([a, b, c].map((d) => bodyOf(d).data.customers.map((x: any) => x.external_id)), [['a'], ['b'], ['c']])
+  assert.deepEqual(
+    [a, b, c].map((d) => bodyOf(d).data.customers.map((x: any) => x.external_id)),
+    [['a'], ['b'], ['c']],
+  )
   // Each body keeps the time of its upload however late it arrived: A's is a minute old.
   const stamps = [a, b, c].map((d) => Date.parse(bodyOf(d).timestamp))
-  assert.ok(stamps[0] < outageStart + 10_000 && stamps[0] < stamps[1] && stamps[1] < upAt && upAt <= stamps[2], JSON.stringify({ outageStart, upAt, stamps }))
+  assert.ok(
+    stamps[0] < outageStart + 10_000 && stamps[0] < stamps[1] && stamps[1] < upAt && upAt <= stamps[2],
+    JSON.stringify({ outageStart, upAt, stamps }),
+  )
 })

@@ -56,7 +56,10 @@ describe('buildCustomerCreatedPayloads', () => {
       })
       assert.deepEqual(seen, input)
       const sizes = bodies.map((b) => JSON.parse(b).data.batch.batch_size)
-      assert.equal(sizes.reduce((a, b) => a + b, 0), n)
+      assert.equal(
+        sizes.reduce((a, b) => a + b, 0),
+        n,
+      )
       if (n === 2500) assert.deepEqual(sizes, [1000, 1000, 500])
       if (n === 1001) assert.deepEqual(sizes, [1000, 1])
     })
@@ -217,9 +220,18 @@ describe('resolvePublic', () => {
 describe('retryDelaySeconds', () => {
   test('about 5 s then 25 s with +-20% jitter', () => {
     assert.equal(MAX_ATTEMPTS, 3)
-    assert.equal(retryDelaySeconds(1, () => 0.5), 5)
-    assert.equal(retryDelaySeconds(2, () => 0.5), 25)
-    assert.equal(retryDelaySeconds(1, () => 0), 4)
+    assert.equal(
+      retryDelaySeconds(1, () => 0.5),
+      5,
+    )
+    assert.equal(
+      retryDelaySeconds(2, () => 0.5),
+      25,
+    )
+    assert.equal(
+      retryDelaySeconds(1, () => 0),
+      4,
+    )
     assert.ok(Math.abs(retryDelaySeconds(2, () => 0.999999) - 30) < 0.001)
     for (let i = 0; i < 200; i++) {
       const first = retryDelaySeconds(1)
@@ -265,7 +277,8 @@ const listen = async (
   return { port: (server.address() as AddressInfo).port, requests }
 }
 
-const respond = (status: number, body = '', headers: http.OutgoingHttpHeaders = {}) =>
+const respond =
+  (status: number, body = '', headers: http.OutgoingHttpHeaders = {}) =>
   (_req: Received, res: http.ServerResponse) => {
     res.writeHead(status, headers)
     res.end(body)

@@ -13,7 +13,9 @@ import { enqueueCustomerCreated } from '../src/webhooks/outbox.ts'
 
 let s: TestService
 const receivers: Receiver[] = []
-before(async () => { s = await startTestService({ webhookRetryScale: 0.01, apiRateLimit: 100_000 }) })
+before(async () => {
+  s = await startTestService({ webhookRetryScale: 0.01, apiRateLimit: 100_000 })
+})
 after(async () => {
   await Promise.all(receivers.map((r) => r.close()))
   await s.stop()
@@ -29,7 +31,7 @@ const receiver = async (respond?: Responder) => {
 const subscribed = async (respond?: Responder) => {
   const account = await scoredAccount(s)
   const r = await receiver(respond)
-  return { account, r, ...await subscribe(s, account.id, r.url) }
+  return { account, r, ...(await subscribe(s, account.id, r.url)) }
 }
 
 const customers = (from: number, n: number, name = (i: number) => `Customer ${i}`) =>
@@ -46,7 +48,12 @@ test('payload, headers and both signatures of a customer upload', async () => {
   await upload(account, [
     { external_id: 'acme-1', name: 'Zoë Ünïcødé 東京' },
     { external_id: 'acme-2', name: '' },
-    { external_id: 'acme-3', name: 'Plain', attributes: { country: 'US' }, metrics: [{ date: '2026-01-01', logins: 3 }] },
+    {
+      external_id: 'acme-3',
+      name: 'Plain',
+      attributes: { country: 'US' },
+      metrics: [{ date: '2026-01-01', logins: 3 }],
+    },
   ])
   const [delivery] = await settled(s, account, hookId, 1)
   assert.equal(r.requests.length, 1)
@@ -57,12 +64,21 @@ test('payload, headers and both signatures of a customer upload', async () => {
   assert.equal(req.headers['user-agent'], 'Service-Webhook/1.0')
   assert.match(String(req.headers['x-service-hmac']), /^sha256=[0-9a-f]{64}$/)
   assert.equal(await verify(secret, req.raw.toString('utf8'), String(req.headers['x-service-hmac'])), true)
-  assert.equal(await verify(secret, req.raw.toString('utf8').replace('Zoë', 'Zoe'), String(req.headers['x-service-hmac'])), false)
-  assert.deepEqual(new Webhook(secret).verify(req.raw, standardHeaders(req.headers)), JSON.parse(req.raw.toString('utf8')))
+  assert.equal(
+    await verify(secret, req.raw.toString('utf8').replace('Zoë', 'Zoe'), String(req.headers['x-service-hmac'])),
+    false,
+  )
+  assert.deepEqual(
+    new Webhook(secret).verify(req.raw, standardHeaders(req.headers)),
+    JSON.parse(req.raw.toString('utf8')),
+  )
   assert.equal(req.headers['webhook-id'], delivery.message_id)
   assert.match(delivery.message_id, /^msg_/)
   const sentAt = Number(req.headers['webhook-timestamp']) * 1000
-  assert.ok(sentAt >= Math.floor(started / 1000) * 1000 && sentAt <= Date.now(), 'webhook-timestamp is the time of sending')
+  assert.ok(
+    sentAt >= Math.floor(started / 1000) * 1000 && sentAt <= Date.now(),
+    'webhook-timestamp is the time of sending',
+  )
 
   const body = req.json
   assert.deepEqual(Object.keys(body), ['event', 'timestamp', 'data'])
@@ -77,7 +93,12 @@ test('payload, headers and both signatures of a customer upload', async () => {
   assert.equal(stored.length, 3)
   assert.deepEqual(
     [...body.data.customers].sort((a, b) => a.service_id - b.service_id),
-    stored.map((c) => ({ service_id: c.service_id, external_id: c.external_id, name: c.name, created_at: c.created_at.toISOString() })),
+    stored.map((c) => ({
+      service_id: c.service_id,
+      external_id: c.external_id,
+      name: c.name,
+      created_at: c.created_at.toISOString(),
+    })),
   )
   for (const c of body.data.customers) {
     assert.deepEqual(Object.keys(c), ['service_id', 'external_id', 'name', 'created_at'])
@@ -104,7 +125,12 @@ test('payload, headers and both signatures of a customer upload', async () => {
 
 test('2500 customers in three uploads: each upload is its own group, every service_id arrives once', async () => {
   const { account, r, hookId } = await subscribed()
-  for (const [from, n] of [[0, 1000], [1000, 1000], [2000, 500]]) await upload(account, customers(from, n))
+  for (const [from, n] of [
+    [0, 1000],
+    [1000, 1000],
+    [2000, 500],
+  ])
+    await upload(account, customers(from, n))
   await settled(s, account, hookId, 3)
   assert.equal(r.requests.length, 3)
   const seen = new Map<number, number>()
@@ -114,10 +140,16 @@ test('2500 customers in three uploads: each upload is its own group, every servi
     for (const c of batch) seen.set(c.service_id, (seen.get(c.service_id) ?? 0) + 1)
     return b.batch_size
   })
-  assert.deepEqual(sizes.sort((a, b) => b - a), [1000, 1000, 500])
+  assert.deepEqual(
+    sizes.sort((a, b) => b - a),
+    [1000, 1000, 500],
+  )
   const stored = await dbCustomers(account.id)
   assert.equal(stored.length, 2500)
-  assert.deepEqual([...seen.keys()].sort((a, b) => a - b), stored.map((c) => c.service_id))
+  assert.deepEqual(
+    [...seen.keys()].sort((a, b) => a - b),
+    stored.map((c) => c.service_id),
+  )
   assert.ok([...seen.values()].every((n) => n === 1))
 })
 
@@ -133,14 +165,20 @@ test('a group of 2500 new customers is sent as batches 1..3 that add up', async 
   })
   await settled(s, account, hookId, 3)
   const batches = r.requests.map((req) => req.json.data).sort((a, b) => a.batch.current_batch - b.batch.current_batch)
-  assert.deepEqual(batches.map((d) => d.batch), [
-    { current_batch: 1, total_batches: 3, total_customers: 2500, batch_size: 1000 },
-    { current_batch: 2, total_batches: 3, total_customers: 2500, batch_size: 1000 },
-    { current_batch: 3, total_batches: 3, total_customers: 2500, batch_size: 500 },
-  ])
+  assert.deepEqual(
+    batches.map((d) => d.batch),
+    [
+      { current_batch: 1, total_batches: 3, total_customers: 2500, batch_size: 1000 },
+      { current_batch: 2, total_batches: 3, total_customers: 2500, batch_size: 1000 },
+      { current_batch: 3, total_batches: 3, total_customers: 2500, batch_size: 500 },
+    ],
+  )
   assert.ok(batches.every((d) => d.source === 'FILE' && d.customers.length === d.batch.batch_size))
   const ids = batches.flatMap((d) => d.customers.map((c: any) => c.service_id)).sort((a, b) => a - b)
-  assert.deepEqual(ids, (await dbCustomers(account.id)).map((c) => c.service_id))
+  assert.deepEqual(
+    ids,
+    (await dbCustomers(account.id)).map((c) => c.service_id),
+  )
   // One payload time for the whole group; each batch its own message id.
   assert.equal(new Set(r.requests.map((req) => req.json.timestamp)).size, 1)
   assert.equal(new Set(r.requests.map((req) => req.headers['webhook-id'])).size, 3)
@@ -151,7 +189,13 @@ test('500 then 200: delivered on the second attempt, same id and bytes', async (
   await upload(account, customers(0, 2))
   const [delivery] = await settled(s, account, hookId, 1)
   assert.equal(delivery.status, 'delivered')
-  assert.deepEqual(delivery.attempts.map((a) => [a.attempt, a.status_code, a.error]), [[1, 500, null], [2, 200, null]])
+  assert.deepEqual(
+    delivery.attempts.map((a) => [a.attempt, a.status_code, a.error]),
+    [
+      [1, 500, null],
+      [2, 200, null],
+    ],
+  )
   assert.ok(Date.parse(delivery.attempts[1].at) > Date.parse(delivery.attempts[0].at))
   assert.equal(r.requests.length, 2)
   assert.deepEqual(r.requests[1].raw, r.requests[0].raw)
@@ -167,8 +211,18 @@ test('always 500: three attempts, then failed; a redelivery gets three more', as
   await upload(account, customers(0, 1))
   const [delivery] = await settled(s, account, hookId, 1)
   assert.equal(delivery.status, 'failed')
-  assert.deepEqual(delivery.attempts.map((a) => [a.attempt, a.status_code]), [[1, 500], [2, 500], [3, 500]])
-  await eventually(async () => await deliveryJobs(s, account.id, delivery.id) === 0, 'no job left for the failed delivery')
+  assert.deepEqual(
+    delivery.attempts.map((a) => [a.attempt, a.status_code]),
+    [
+      [1, 500],
+      [2, 500],
+      [3, 500],
+    ],
+  )
+  await eventually(
+    async () => (await deliveryJobs(s, account.id, delivery.id)) === 0,
+    'no job left for the failed delivery',
+  )
   assert.equal(r.requests.length, 3)
 
   const again = await s.admin('POST', `/accounts/${account.id}/webhooks/${hookId}/deliveries/${delivery.id}/redeliver`)
@@ -178,7 +232,17 @@ test('always 500: three attempts, then failed; a redelivery gets three more', as
     const list = await listDeliveries(s, account, hookId)
     return list[0].status === 'failed' && list[0].attempts.length === 6 && list
   }, 'the redelivery to fail again')
-  assert.deepEqual(after.attempts.map((a) => [a.attempt, a.status_code]), [[1, 500], [2, 500], [3, 500], [4, 500], [5, 500], [6, 500]])
+  assert.deepEqual(
+    after.attempts.map((a) => [a.attempt, a.status_code]),
+    [
+      [1, 500],
+      [2, 500],
+      [3, 500],
+      [4, 500],
+      [5, 500],
+      [6, 500],
+    ],
+  )
   assert.equal(r.requests.length, 6)
   assert.equal(new Set(r.requests.map((req) => req.headers['webhook-id'])).size, 1)
 })
@@ -189,7 +253,10 @@ test('404 is final after one attempt; redelivered once the receiver is fixed', a
   await upload(account, customers(0, 1))
   const [delivery] = await settled(s, account, hookId, 1)
   assert.equal(delivery.status, 'failed')
-  assert.deepEqual(delivery.attempts.map((a) => [a.attempt, a.status_code]), [[1, 404]])
+  assert.deepEqual(
+    delivery.attempts.map((a) => [a.attempt, a.status_code]),
+    [[1, 404]],
+  )
   assert.equal(r.requests.length, 1)
 
   status = 200
@@ -197,14 +264,22 @@ test('404 is final after one attempt; redelivered once the receiver is fixed', a
   assert.equal(again.status, 202)
   const [done] = await settled(s, account, hookId, 1)
   assert.equal(done.status, 'delivered')
-  assert.deepEqual(done.attempts.map((a) => [a.attempt, a.status_code]), [[1, 404], [2, 200]])
+  assert.deepEqual(
+    done.attempts.map((a) => [a.attempt, a.status_code]),
+    [
+      [1, 404],
+      [2, 200],
+    ],
+  )
   assert.equal(r.requests.length, 2)
   assert.equal(r.requests[1].headers['webhook-id'], r.requests[0].headers['webhook-id'])
   assert.deepEqual(r.requests[1].raw, r.requests[0].raw)
 })
 
 test('a receiver hanging 12 s times out after 10 s and is retried', async () => {
-  const { account, r, hookId } = await subscribed((_req, n) => n === 1 ? new Promise((resolve) => setTimeout(() => resolve(200), 12_000)) : 200)
+  const { account, r, hookId } = await subscribed((_req, n) =>
+    n === 1 ? new Promise((resolve) => setTimeout(() => resolve(200), 12_000)) : 200,
+  )
   await upload(account, customers(0, 1))
   const [delivery] = await settled(s, account, hookId, 1, 60_000)
   assert.equal(delivery.status, 'delivered')
@@ -221,7 +296,10 @@ test('re-importing existing external ids sends nothing; only the new ones are se
   const { account, r, hookId } = await subscribed()
   await upload(account, customers(0, 3))
   await settled(s, account, hookId, 1)
-  await upload(account, customers(0, 3, (i) => `Renamed ${i}`))
+  await upload(
+    account,
+    customers(0, 3, (i) => `Renamed ${i}`),
+  )
   const [{ n }] = await s.sql`select count(*)::int as n from webhook_deliveries where account_id = ${account.id}`
   assert.equal(n, 1, 'the re-import wrote no delivery')
   await upload(account, customers(1, 4))
@@ -236,10 +314,14 @@ test('contacts never send', async () => {
   const { account, r, hookId } = await subscribed()
   await upload(account, customers(0, 1))
   await settled(s, account, hookId, 1)
-  await upload(account, [
-    { customer_external_id: 'c0', contact_external_id: 'p1', contact_name: 'Pat' },
-    { customer_external_id: 'c0', contact_external_id: 'p2', contact_name: 'Sam' },
-  ], 'contacts')
+  await upload(
+    account,
+    [
+      { customer_external_id: 'c0', contact_external_id: 'p1', contact_name: 'Pat' },
+      { customer_external_id: 'c0', contact_external_id: 'p2', contact_name: 'Sam' },
+    ],
+    'contacts',
+  )
   const [{ contacts }] = await s.sql`select count(*)::int as contacts from contacts where account_id = ${account.id}`
   assert.equal(contacts, 2)
   const [{ n }] = await s.sql`select count(*)::int as n from webhook_deliveries where account_id = ${account.id}`
@@ -252,17 +334,26 @@ test('a single-customer create sends its webhook', async () => {
   const res = await account.api('/api/v1/customer', { external_id: 'solo', name: 'Solo' })
   assert.ok(res.status === 200 || res.status === 201, JSON.stringify(res.body))
   await settled(s, account, hookId, 1)
-  assert.deepEqual(r.requests[0].json.data.customers.map((c: any) => c.external_id), ['solo'])
+  assert.deepEqual(
+    r.requests[0].json.data.customers.map((c: any) => c.external_id),
+    ['solo'],
+  )
 })
 
 test('deliveries listing: newest first, limit, 404s and 400s', async () => {
   const { account, hookId } = await subscribed()
   for (let i = 0; i < 3; i++) await upload(account, customers(i * 10, 1))
   const all = await settled(s, account, hookId, 3)
-  assert.deepEqual(all.map((d) => d.id), [...all.map((d) => d.id)].sort((a, b) => b - a))
+  assert.deepEqual(
+    all.map((d) => d.id),
+    [...all.map((d) => d.id)].sort((a, b) => b - a),
+  )
   assert.ok(all.every((d) => d.status === 'delivered' && d.attempts.length === 1))
   const two = await listDeliveries(s, account, hookId, '?limit=2')
-  assert.deepEqual(two.map((d) => d.id), all.slice(0, 2).map((d) => d.id))
+  assert.deepEqual(
+    two.map((d) => d.id),
+    all.slice(0, 2).map((d) => d.id),
+  )
   const base = `/accounts/${account.id}/webhooks/${hookId}`
   assert.equal((await s.admin('GET', `${base}/deliveries?limit=0`)).status, 400)
   assert.equal((await s.admin('GET', `${base}/deliveries?limit=x`)).status, 400)
@@ -271,7 +362,10 @@ test('deliveries listing: newest first, limit, 404s and 400s', async () => {
   // Another account's webhook and delivery are not reachable.
   const other = await scoredAccount(s)
   assert.equal((await s.admin('GET', `/accounts/${other.id}/webhooks/${hookId}/deliveries`)).status, 404)
-  assert.equal((await s.admin('POST', `/accounts/${other.id}/webhooks/${hookId}/deliveries/${all[0].id}/redeliver`)).status, 404)
+  assert.equal(
+    (await s.admin('POST', `/accounts/${other.id}/webhooks/${hookId}/deliveries/${all[0].id}/redeliver`)).status,
+    404,
+  )
 })
 
 test('a redelivery to an inactive webhook fails without sending', async () => {
@@ -279,10 +373,19 @@ test('a redelivery to an inactive webhook fails without sending', async () => {
   await upload(account, customers(0, 1))
   const [delivery] = await settled(s, account, hookId, 1)
   await s.sql`update webhooks set active = false where account_id = ${account.id} and id = ${hookId}`
-  assert.equal((await s.admin('POST', `/accounts/${account.id}/webhooks/${hookId}/deliveries/${delivery.id}/redeliver`)).status, 202)
+  assert.equal(
+    (await s.admin('POST', `/accounts/${account.id}/webhooks/${hookId}/deliveries/${delivery.id}/redeliver`)).status,
+    202,
+  )
   const [done] = await settled(s, account, hookId, 1)
   assert.equal(done.status, 'failed')
-  assert.deepEqual(done.attempts.map((a) => [a.attempt, a.status_code, a.error]), [[1, 200, null], [2, null, 'webhook is inactive']])
+  assert.deepEqual(
+    done.attempts.map((a) => [a.attempt, a.status_code, a.error]),
+    [
+      [1, 200, null],
+      [2, null, 'webhook is inactive'],
+    ],
+  )
   assert.equal(r.requests.length, 1)
 })
 
@@ -307,7 +410,10 @@ test('the SSRF guard also holds at sending time', async () => {
   try {
     const account = await scoredAccount(guarded)
     const r = await receiver()
-    const refused = await guarded.admin('POST', `/accounts/${account.id}/webhooks`, { url: r.url, events: ['customer.created'] })
+    const refused = await guarded.admin('POST', `/accounts/${account.id}/webhooks`, {
+      url: r.url,
+      events: ['customer.created'],
+    })
     assert.equal(refused.status, 400)
     // As if the URL had been allowed when it was added (or the flag turned off since).
     const [hook] = await guarded.sql`

@@ -5,7 +5,10 @@ import { SYSTEM_ATTRIBUTES } from '../catalog.ts'
 import type { Sql, Tx } from '../db/client.ts'
 import { storable } from '../validate.ts'
 
-export const SourceOfTruth = v.pipe(v.string(), v.regex(/^[A-Z][A-Z0-9_]{1,31}$/, 'Must be API, FILE or an uppercase integration id.'))
+export const SourceOfTruth = v.pipe(
+  v.string(),
+  v.regex(/^[A-Z][A-Z0-9_]{1,31}$/, 'Must be API, FILE or an uppercase integration id.'),
+)
 
 export const CreateAccountBody = v.object({
   name: v.pipe(v.string(), v.trim(), v.minLength(1), v.maxLength(255), storable),
@@ -13,8 +16,16 @@ export const CreateAccountBody = v.object({
 })
 
 export const TrackingBody = v.object({
-  domains: v.pipe(v.array(v.pipe(v.string(), v.toLowerCase(),
-    v.regex(/^(?=.{1,253}$)([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z]{2,63}$/, 'Must be a domain name.'))), v.maxLength(100)),
+  domains: v.pipe(
+    v.array(
+      v.pipe(
+        v.string(),
+        v.toLowerCase(),
+        v.regex(/^(?=.{1,253}$)([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z]{2,63}$/, 'Must be a domain name.'),
+      ),
+    ),
+    v.maxLength(100),
+  ),
 })
 
 const ALPHABET = 'ABCDEFGHJKLMNPQRSTUVWXYZ23456789'
@@ -27,9 +38,15 @@ export const createAccount = (sql: Sql, body: v.InferOutput<typeof CreateAccount
     const [account] = await tx`
       insert into accounts (name, source_of_truth, tracker_key)
       values (${body.name}, ${body.source_of_truth}, ${trackerKey()}) returning ${columns(tx)}`
-    await tx`insert into property_defs ${tx(SYSTEM_ATTRIBUTES.map((a) => ({
-      account_id: account.id, entity: 'customer', kind: 'attribute', system: true, ...a,
-    })))}`
+    await tx`insert into property_defs ${tx(
+      SYSTEM_ATTRIBUTES.map((a) => ({
+        account_id: account.id,
+        entity: 'customer',
+        kind: 'attribute',
+        system: true,
+        ...a,
+      })),
+    )}`
     return account
   })
 

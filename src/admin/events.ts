@@ -11,7 +11,9 @@ export const eventQuery = (query: Record<string, string | string[] | undefined>)
   const raw = one(query.limit)
   const limit = raw === undefined || raw === '' ? DEFAULT_EVENT_LIMIT : Number(raw)
   if (!Number.isInteger(limit) || limit < 1 || limit > MAX_EVENT_LIMIT) {
-    refuse(400, `limit must be a whole number from 1 to ${MAX_EVENT_LIMIT}.`, [{ path: '/limit', message: `From 1 to ${MAX_EVENT_LIMIT}.` }])
+    refuse(400, `limit must be a whole number from 1 to ${MAX_EVENT_LIMIT}.`, [
+      { path: '/limit', message: `From 1 to ${MAX_EVENT_LIMIT}.` },
+    ])
   }
   return { customer, limit }
 }

@@ -16,12 +16,21 @@ export const PropertyBody = v.pipe(
   v.object({
     entity: v.picklist(['customer', 'contact']),
     kind: v.picklist(['attribute', 'metric']),
-    codename: v.pipe(v.string(), v.regex(/^[A-Za-z_][A-Za-z0-9_]{0,62}$/, 'Must be letters, digits and _ (at most 63), not starting with a digit.')),
+    codename: v.pipe(
+      v.string(),
+      v.regex(
+        /^[A-Za-z_][A-Za-z0-9_]{0,62}$/,
+        'Must be letters, digits and _ (at most 63), not starting with a digit.',
+      ),
+    ),
     type: v.picklist(['string', 'number', 'boolean', 'date']),
     name: v.optional(v.pipe(v.string(), v.maxLength(255), storable)),
   }),
   // `date` names the snapshot in every metric object, so no metric may take it.
-  v.forward(v.check((p) => !(p.kind === 'metric' && p.codename === 'date'), '`date` is reserved in metric objects.'), ['codename']),
+  v.forward(
+    v.check((p) => !(p.kind === 'metric' && p.codename === 'date'), '`date` is reserved in metric objects.'),
+    ['codename'],
+  ),
 )
 
 export const TagBody = v.object({
@@ -35,18 +44,22 @@ const unique = (what: string) => (err: unknown) => {
 }
 
 export const addUser = async (sql: Sql, accountId: number, body: v.InferOutput<typeof UserBody>) =>
-  (await sql`
+  (
+    await sql`
     insert into users (account_id, email, name) values (${accountId}, ${body.email}, ${body.name ?? null})
-    returning id, email, name`.catch(unique(`A user with email ${body.email}`)))[0]
+    returning id, email, name`.catch(unique(`A user with email ${body.email}`))
+  )[0]
 
 export const listUsers = (sql: Sql, accountId: number) =>
   sql`select id, email, name from users where account_id = ${accountId} order by id`
 
 export const defineProperty = async (sql: Sql, accountId: number, body: v.InferOutput<typeof PropertyBody>) =>
-  (await sql`
+  (
+    await sql`
     insert into property_defs (account_id, entity, kind, codename, type, name)
     values (${accountId}, ${body.entity}, ${body.kind}, ${body.codename}, ${body.type}, ${body.name ?? null})
-    returning entity, kind, codename, type, name, system`.catch(unique(`The ${body.entity} property ${body.codename}`)))[0]
+    returning entity, kind, codename, type, name, system`.catch(unique(`The ${body.entity} property ${body.codename}`))
+  )[0]
 
 // The one way the property catalog is read: the account's definitions of an entity as a json
 // array of {codename, kind, type}. A subquery, so that callers read it in the round trip that reads
@@ -63,9 +76,11 @@ export const listProperties = (sql: Sql, accountId: number) => sql`
   where account_id = ${accountId} order by entity, codename`
 
 export const createTag = async (sql: Sql, accountId: number, body: v.InferOutput<typeof TagBody>) =>
-  (await sql`
+  (
+    await sql`
     insert into tags (account_id, title, color) values (${accountId}, ${body.title}, ${body.color ?? null})
-    returning id, title, color`.catch(unique(`The tag ${body.title}`)))[0]
+    returning id, title, color`.catch(unique(`The tag ${body.title}`))
+  )[0]
 
 export const listTags = (sql: Sql, accountId: number) =>
   sql`select id, title, color from tags where account_id = ${accountId} order by lower(title)`

@@ -12,7 +12,10 @@ type Model = InferOutput<typeof ScoringModelSchema>
 // a form that does not fit the property's type, is refused with its path. It is stored together
 // with the jobs that rescore the account under it.
 export const putScoringModel = async (sql: Sql, accountId: number, model: Model) => {
-  const catalogs = { customer: await readCatalog(sql, accountId, 'customer'), contact: await readCatalog(sql, accountId, 'contact') }
+  const catalogs = {
+    customer: await readCatalog(sql, accountId, 'customer'),
+    contact: await readCatalog(sql, accountId, 'contact'),
+  }
   const problems = checkModelAgainstProperties(model, catalogs)
   if (problems.length) refuse(400, "The scoring model does not fit the account's properties.", problems)
   await sql.begin(async (tx) => {

@@ -3,9 +3,11 @@ import { refuse } from '../errors.ts'
 import type { Sql, Tx } from '../db/client.ts'
 import { storable } from '../validate.ts'
 
-
 export const TagTitlesBody = v.object({
-  titles: v.pipe(v.array(v.pipe(v.string(), v.maxLength(255, 'At most 255 characters.'), storable)), v.maxLength(1000, 'At most 1000 titles.')),
+  titles: v.pipe(
+    v.array(v.pipe(v.string(), v.maxLength(255, 'At most 255 characters.'), storable)),
+    v.maxLength(1000, 'At most 1000 titles.'),
+  ),
 })
 
 const TABLES = {
@@ -13,11 +15,20 @@ const TABLES = {
   contact: { records: 'contacts', links: 'contact_tags', key: 'contact_id' },
 } as const
 
-interface Resolved { service_id: number; tags: { i: number; id: number | null; title: string }[] }
+interface Resolved {
+  service_id: number
+  tags: { i: number; id: number | null; title: string }[]
+}
 
 // The record, locked so that concurrent replacements apply one after the other instead of
 // merging, and each requested title with its tag (matched case-insensitively), or null.
-const lockAndResolve = async (sql: Tx, accountId: number, entity: keyof typeof TABLES, externalId: string, titles: string[]) => {
+const lockAndResolve = async (
+  sql: Tx,
+  accountId: number,
+  entity: keyof typeof TABLES,
+  externalId: string,
+  titles: string[],
+) => {
   const { records } = TABLES[entity]
   const [row] = await sql`
     select r.service_id, coalesce((
@@ -31,15 +42,26 @@ const lockAndResolve = async (sql: Tx, accountId: number, entity: keyof typeof T
 }
 
 // Replaces the record's tags; answers with its tag titles in byte order, as search shows them.
-export const setRecordTags = (sql: Sql, accountId: number, entity: keyof typeof TABLES, externalId: string, titles: string[]) =>
+export const setRecordTags = (
+  sql: Sql,
+  accountId: number,
+  entity: keyof typeof TABLES,
+  externalId: string,
+  titles: string[],
+) =>
   sql.begin(async (tx) => {
     // Postgres text cannot hold NUL, so no record has such an id.
-    const record = externalId.includes('\u0000') ? undefined : await lockAndResolve(tx, accountId, entity, externalId, titles)
+    const record = externalId.includes('\u0000')
+      ? undefined
+      : await lockAndResolve(tx, accountId, entity, externalId, titles)
     if (!record) return refuse(404, `No ${entity} with external id ${JSON.stringify(externalId)}.`)
     const unknown = record.tags.filter((t) => t.id === null)
     if (unknown.length > 0) {
-      refuse(400, 'Some titles name no tag of this account.',
-        unknown.map((t) => ({ path: `/titles/${t.i}`, message: `No tag titled ${JSON.stringify(t.title)}.` })))
+      refuse(
+        400,
+        'Some titles name no tag of this account.',
+        unknown.map((t) => ({ path: `/titles/${t.i}`, message: `No tag titled ${JSON.stringify(t.title)}.` })),
+      )
     }
     const ids = [...new Set(record.tags.map((t) => t.id!))]
     const { links, key } = TABLES[entity]

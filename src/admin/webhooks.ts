@@ -15,7 +15,12 @@ export const WebhookBody = v.object({
 
 const columns = (sql: Sql) => sql`id, url, events, name, active, created_at`
 
-export const addWebhook = async (sql: Sql, accountId: number, body: v.InferOutput<typeof WebhookBody>, allowPrivate: boolean) => {
+export const addWebhook = async (
+  sql: Sql,
+  accountId: number,
+  body: v.InferOutput<typeof WebhookBody>,
+  allowPrivate: boolean,
+) => {
   const problem = checkWebhookUrl(body.url, allowPrivate)
   if (problem) refuse(400, 'The webhook URL is not allowed.', [{ path: '/url', message: problem }])
   const secret = generateSecret()
@@ -36,6 +41,7 @@ export const removeWebhook = async (sql: Sql, accountId: number, id: number) => 
 
 export const rotateSecret = async (sql: Sql, accountId: number, id: number) => {
   const secret = generateSecret()
-  const [hook] = await sql`update webhooks set secret = ${secret} where account_id = ${accountId} and id = ${id} returning id`
+  const [hook] =
+    await sql`update webhooks set secret = ${secret} where account_id = ${accountId} and id = ${id} returning id`
   return hook ? { secret } : refuse(404, `Webhook ${id} does not exist.`)
 }

@@ -5,7 +5,15 @@ import { invoke } from '../http/router.ts'
 import { CreateAccountBody, createAccount, getAccount, setTrackingDomains, TrackingBody } from '../admin/accounts.ts'
 import { CreateKeyBody, createKey, listKeys, revokeKey } from '../admin/keys.ts'
 import {
-  addUser, createTag, defineProperty, listProperties, listTags, listUsers, PropertyBody, TagBody, UserBody,
+  addUser,
+  createTag,
+  defineProperty,
+  listProperties,
+  listTags,
+  listUsers,
+  PropertyBody,
+  TagBody,
+  UserBody,
 } from '../admin/properties.ts'
 import { getScoringModel, putScoringModel } from '../admin/scoring.ts'
 import { addWebhook, listWebhooks, removeWebhook, rotateSecret, WebhookBody } from '../admin/webhooks.ts'
@@ -26,61 +34,236 @@ const noContent: Reply = { status: 204 }
 
 type Op = Omit<Route, 'auth'>
 const A = '/admin/v1/accounts'
-const inAccount = (fn: (id: number, req: Req, app: App) => Promise<Reply>): Handler =>
-  async (req, app) => fn(await accountId(req, app), req, app)
+const inAccount =
+  (fn: (id: number, req: Req, app: App) => Promise<Reply>): Handler =>
+  async (req, app) =>
+    fn(await accountId(req, app), req, app)
 
 const ops: Op[] = [
-  { name: 'create-account', method: 'POST', path: A, summary: 'Create an account', body: CreateAccountBody,
-    handler: async (req, app) => created(await createAccount(app.sql, req.input as never)) },
-  { name: 'get-account', method: 'GET', path: `${A}/:id`, summary: 'Read an account',
-    handler: async (req, app) => ok(await getAccount(app.sql, idParam(req, 'id'))) },
-  { name: 'create-key', method: 'POST', path: `${A}/:id/keys`, summary: 'Create an API key (the token is shown only here)', body: CreateKeyBody,
-    handler: inAccount(async (id, req, app) => created(await createKey(app.sql, id, req.input as never))) },
-  { name: 'list-keys', method: 'GET', path: `${A}/:id/keys`, summary: 'List API keys',
-    handler: inAccount(async (id, _req, app) => ok(await listKeys(app.sql, id))) },
-  { name: 'revoke-key', method: 'DELETE', path: `${A}/:id/keys/:key_id`, summary: 'Revoke an API key',
-    handler: inAccount(async (id, req, app) => (await revokeKey(app.sql, id, idParam(req, 'key_id')), app.keys.forget(), noContent)) },
-  { name: 'add-user', method: 'POST', path: `${A}/:id/users`, summary: 'Add a user', body: UserBody, refusals: [409],
-    handler: inAccount(async (id, req, app) => created(await addUser(app.sql, id, req.input as never))) },
-  { name: 'list-users', method: 'GET', path: `${A}/:id/users`, summary: 'List users',
-    handler: inAccount(async (id, _req, app) => ok(await listUsers(app.sql, id))) },
-  { name: 'define-property', method: 'POST', path: `${A}/:id/properties`, summary: 'Define a property', body: PropertyBody, refusals: [409],
-    handler: inAccount(async (id, req, app) => created(await defineProperty(app.sql, id, req.input as never))) },
-  { name: 'list-properties', method: 'GET', path: `${A}/:id/properties`, summary: 'List property definitions',
-    handler: inAccount(async (id, _req, app) => ok(await listProperties(app.sql, id))) },
-  { name: 'create-tag', method: 'POST', path: `${A}/:id/tags`, summary: 'Create a tag', body: TagBody, refusals: [409],
-    handler: inAccount(async (id, req, app) => created(await createTag(app.sql, id, req.input as never))) },
-  { name: 'list-tags', method: 'GET', path: `${A}/:id/tags`, summary: 'List tags',
-    handler: inAccount(async (id, _req, app) => ok(await listTags(app.sql, id))) },
-  { name: 'set-customer-tags', method: 'PUT', path: `${A}/:id/customers/:external_id/tags`, summary: "Replace a customer's tags (by title)", body: TagTitlesBody,
-    handler: inAccount(async (id, req, app) => ok(await setRecordTags(app.sql, id, 'customer', textParam(req, 'external_id'), (req.input as { titles: string[] }).titles))) },
-  { name: 'set-contact-tags', method: 'PUT', path: `${A}/:id/contacts/:external_id/tags`, summary: "Replace a contact's tags (by title)", body: TagTitlesBody,
-    handler: inAccount(async (id, req, app) => ok(await setRecordTags(app.sql, id, 'contact', textParam(req, 'external_id'), (req.input as { titles: string[] }).titles))) },
-  { name: 'set-scoring', method: 'PUT', path: `${A}/:id/scoring`, summary: 'Set the scoring model', body: ScoringModelSchema,
-    handler: inAccount(async (id, req, app) => ok(await putScoringModel(app.sql, id, req.input as never))) },
-  { name: 'get-scoring', method: 'GET', path: `${A}/:id/scoring`, summary: 'Read the scoring model',
-    handler: inAccount(async (id, _req, app) => ok(await getScoringModel(app.sql, id))) },
-  { name: 'set-tracking', method: 'PUT', path: `${A}/:id/tracking`, summary: 'Set the tracking domains', body: TrackingBody,
-    handler: inAccount(async (id, req, app) => ok(await setTrackingDomains(app.sql, id, (req.input as { domains: string[] }).domains))) },
-  { name: 'add-webhook', method: 'POST', path: `${A}/:id/webhooks`, summary: 'Subscribe a webhook (the secret is shown only here)', body: WebhookBody,
-    handler: inAccount(async (id, req, app) => created(await addWebhook(app.sql, id, req.input as never, app.config.webhookAllowPrivate))) },
-  { name: 'list-webhooks', method: 'GET', path: `${A}/:id/webhooks`, summary: 'List webhooks',
-    handler: inAccount(async (id, _req, app) => ok(await listWebhooks(app.sql, id))) },
-  { name: 'remove-webhook', method: 'DELETE', path: `${A}/:id/webhooks/:webhook_id`, summary: 'Remove a webhook',
-    handler: inAccount(async (id, req, app) => (await removeWebhook(app.sql, id, idParam(req, 'webhook_id')), noContent)) },
-  { name: 'rotate-secret', method: 'POST', path: `${A}/:id/webhooks/:webhook_id/rotate-secret`, summary: "Replace a webhook's secret",
-    handler: inAccount(async (id, req, app) => ok(await rotateSecret(app.sql, id, idParam(req, 'webhook_id')))) },
-  { name: 'list-deliveries', method: 'GET', path: `${A}/:id/webhooks/:webhook_id/deliveries`, summary: "List a webhook's deliveries with their attempts (?limit=, newest first)",
-    handler: inAccount(async (id, req, app) => ok(await listDeliveries(app.sql, id, idParam(req, 'webhook_id'), deliveryLimit(req.query.limit)))) },
-  { name: 'redeliver', method: 'POST', path: `${A}/:id/webhooks/:webhook_id/deliveries/:delivery_id/redeliver`, summary: 'Send a delivery again (3 more attempts)',
-    handler: inAccount(async (id, req, app) => ok(await redeliver(app.sql, id, idParam(req, 'webhook_id'), idParam(req, 'delivery_id')), 202)) },
-  { name: 'list-notifications', method: 'GET', path: `${A}/:id/notifications`, summary: 'List notifications (?user_email=)',
-    handler: inAccount(async (id, req, app) => ok(await listNotifications(app.sql, id, typeof req.query.user_email === 'string' ? req.query.user_email : undefined))) },
-  { name: 'list-events', method: 'GET', path: `${A}/:id/events`, summary: 'Count and list recent tracking events (?customer=&limit=, newest first)',
+  {
+    name: 'create-account',
+    method: 'POST',
+    path: A,
+    summary: 'Create an account',
+    body: CreateAccountBody,
+    handler: async (req, app) => created(await createAccount(app.sql, req.input as never)),
+  },
+  {
+    name: 'get-account',
+    method: 'GET',
+    path: `${A}/:id`,
+    summary: 'Read an account',
+    handler: async (req, app) => ok(await getAccount(app.sql, idParam(req, 'id'))),
+  },
+  {
+    name: 'create-key',
+    method: 'POST',
+    path: `${A}/:id/keys`,
+    summary: 'Create an API key (the token is shown only here)',
+    body: CreateKeyBody,
+    handler: inAccount(async (id, req, app) => created(await createKey(app.sql, id, req.input as never))),
+  },
+  {
+    name: 'list-keys',
+    method: 'GET',
+    path: `${A}/:id/keys`,
+    summary: 'List API keys',
+    handler: inAccount(async (id, _req, app) => ok(await listKeys(app.sql, id))),
+  },
+  {
+    name: 'revoke-key',
+    method: 'DELETE',
+    path: `${A}/:id/keys/:key_id`,
+    summary: 'Revoke an API key',
+    handler: inAccount(
+      async (id, req, app) => (await revokeKey(app.sql, id, idParam(req, 'key_id')), app.keys.forget(), noContent),
+    ),
+  },
+  {
+    name: 'add-user',
+    method: 'POST',
+    path: `${A}/:id/users`,
+    summary: 'Add a user',
+    body: UserBody,
+    refusals: [409],
+    handler: inAccount(async (id, req, app) => created(await addUser(app.sql, id, req.input as never))),
+  },
+  {
+    name: 'list-users',
+    method: 'GET',
+    path: `${A}/:id/users`,
+    summary: 'List users',
+    handler: inAccount(async (id, _req, app) => ok(await listUsers(app.sql, id))),
+  },
+  {
+    name: 'define-property',
+    method: 'POST',
+    path: `${A}/:id/properties`,
+    summary: 'Define a property',
+    body: PropertyBody,
+    refusals: [409],
+    handler: inAccount(async (id, req, app) => created(await defineProperty(app.sql, id, req.input as never))),
+  },
+  {
+    name: 'list-properties',
+    method: 'GET',
+    path: `${A}/:id/properties`,
+    summary: 'List property definitions',
+    handler: inAccount(async (id, _req, app) => ok(await listProperties(app.sql, id))),
+  },
+  {
+    name: 'create-tag',
+    method: 'POST',
+    path: `${A}/:id/tags`,
+    summary: 'Create a tag',
+    body: TagBody,
+    refusals: [409],
+    handler: inAccount(async (id, req, app) => created(await createTag(app.sql, id, req.input as never))),
+  },
+  {
+    name: 'list-tags',
+    method: 'GET',
+    path: `${A}/:id/tags`,
+    summary: 'List tags',
+    handler: inAccount(async (id, _req, app) => ok(await listTags(app.sql, id))),
+  },
+  {
+    name: 'set-customer-tags',
+    method: 'PUT',
+    path: `${A}/:id/customers/:external_id/tags`,
+    summary: "Replace a customer's tags (by title)",
+    body: TagTitlesBody,
+    handler: inAccount(async (id, req, app) =>
+      ok(
+        await setRecordTags(
+          app.sql,
+          id,
+          'customer',
+          textParam(req, 'external_id'),
+          (req.input as { titles: string[] }).titles,
+        ),
+      ),
+    ),
+  },
+  {
+    name: 'set-contact-tags',
+    method: 'PUT',
+    path: `${A}/:id/contacts/:external_id/tags`,
+    summary: "Replace a contact's tags (by title)",
+    body: TagTitlesBody,
+    handler: inAccount(async (id, req, app) =>
+      ok(
+        await setRecordTags(
+          app.sql,
+          id,
+          'contact',
+          textParam(req, 'external_id'),
+          (req.input as { titles: string[] }).titles,
+        ),
+      ),
+    ),
+  },
+  {
+    name: 'set-scoring',
+    method: 'PUT',
+    path: `${A}/:id/scoring`,
+    summary: 'Set the scoring model',
+    body: ScoringModelSchema,
+    handler: inAccount(async (id, req, app) => ok(await putScoringModel(app.sql, id, req.input as never))),
+  },
+  {
+    name: 'get-scoring',
+    method: 'GET',
+    path: `${A}/:id/scoring`,
+    summary: 'Read the scoring model',
+    handler: inAccount(async (id, _req, app) => ok(await getScoringModel(app.sql, id))),
+  },
+  {
+    name: 'set-tracking',
+    method: 'PUT',
+    path: `${A}/:id/tracking`,
+    summary: 'Set the tracking domains',
+    body: TrackingBody,
+    handler: inAccount(async (id, req, app) =>
+      ok(await setTrackingDomains(app.sql, id, (req.input as { domains: string[] }).domains)),
+    ),
+  },
+  {
+    name: 'add-webhook',
+    method: 'POST',
+    path: `${A}/:id/webhooks`,
+    summary: 'Subscribe a webhook (the secret is shown only here)',
+    body: WebhookBody,
+    handler: inAccount(async (id, req, app) =>
+      created(await addWebhook(app.sql, id, req.input as never, app.config.webhookAllowPrivate)),
+    ),
+  },
+  {
+    name: 'list-webhooks',
+    method: 'GET',
+    path: `${A}/:id/webhooks`,
+    summary: 'List webhooks',
+    handler: inAccount(async (id, _req, app) => ok(await listWebhooks(app.sql, id))),
+  },
+  {
+    name: 'remove-webhook',
+    method: 'DELETE',
+    path: `${A}/:id/webhooks/:webhook_id`,
+    summary: 'Remove a webhook',
+    handler: inAccount(
+      async (id, req, app) => (await removeWebhook(app.sql, id, idParam(req, 'webhook_id')), noContent),
+    ),
+  },
+  {
+    name: 'rotate-secret',
+    method: 'POST',
+    path: `${A}/:id/webhooks/:webhook_id/rotate-secret`,
+    summary: "Replace a webhook's secret",
+    handler: inAccount(async (id, req, app) => ok(await rotateSecret(app.sql, id, idParam(req, 'webhook_id')))),
+  },
+  {
+    name: 'list-deliveries',
+    method: 'GET',
+    path: `${A}/:id/webhooks/:webhook_id/deliveries`,
+    summary: "List a webhook's deliveries with their attempts (?limit=, newest first)",
+    handler: inAccount(async (id, req, app) =>
+      ok(await listDeliveries(app.sql, id, idParam(req, 'webhook_id'), deliveryLimit(req.query.limit))),
+    ),
+  },
+  {
+    name: 'redeliver',
+    method: 'POST',
+    path: `${A}/:id/webhooks/:webhook_id/deliveries/:delivery_id/redeliver`,
+    summary: 'Send a delivery again (3 more attempts)',
+    handler: inAccount(async (id, req, app) =>
+      ok(await redeliver(app.sql, id, idParam(req, 'webhook_id'), idParam(req, 'delivery_id')), 202),
+    ),
+  },
+  {
+    name: 'list-notifications',
+    method: 'GET',
+    path: `${A}/:id/notifications`,
+    summary: 'List notifications (?user_email=)',
+    handler: inAccount(async (id, req, app) =>
+      ok(
+        await listNotifications(
+          app.sql,
+          id,
+          typeof req.query.user_email === 'string' ? req.query.user_email : undefined,
+        ),
+      ),
+    ),
+  },
+  {
+    name: 'list-events',
+    method: 'GET',
+    path: `${A}/:id/events`,
+    summary: 'Count and list recent tracking events (?customer=&limit=, newest first)',
     handler: inAccount(async (id, req, app) => {
       const { customer, limit } = eventQuery(req.query)
       return ok(await listEvents(app.sql, id, customer, limit))
-    }) },
+    }),
+  },
 ]
 
 export const adminRoutes: Route[] = ops.map((op) => ({ ...op, auth: 'admin' }))
@@ -89,7 +272,13 @@ export const adminRoutes: Route[] = ops.map((op) => ({ ...op, auth: 'admin' }))
 // path parameters and query parameters from flags and the JSON body as text.
 export const invokeAdmin = async (route: Route, params: Record<string, string>, body: string, app: App) => {
   const req: Req = {
-    id: 'cli', method: route.method, url: 'http://cli/', headers: {}, body: Buffer.from(body), params, query: { ...params },
+    id: 'cli',
+    method: route.method,
+    url: 'http://cli/',
+    headers: {},
+    body: Buffer.from(body),
+    params,
+    query: { ...params },
   }
   try {
     return { ok: true, body: (await invoke(route, req, app)).body }

@@ -4,7 +4,10 @@ import type { Route } from '../http/types.ts'
 // Open like /healthz: the series carry route patterns, task names and counts, never account data.
 // Keep the port internal (or filter /metrics at the proxy) where that matters.
 export const metricsRoute: Route = {
-  method: 'GET', path: '/metrics', auth: 'none', summary: 'Prometheus metrics of this process and queue, upload and webhook counts',
+  method: 'GET',
+  path: '/metrics',
+  auth: 'none',
+  summary: 'Prometheus metrics of this process and queue, upload and webhook counts',
   handler: async (_req, app) => {
     const { contentType, text } = await renderMetrics(app.sql)
     return { status: 200, headers: { 'content-type': contentType }, body: text }

@@ -6,7 +6,10 @@ import type { Route } from '../http/types.ts'
 export const openApiRoute = (table: () => Route[]): Route => {
   let json: string | undefined
   return {
-    method: 'GET', path: '/openapi.json', auth: 'none', summary: 'This API as an OpenAPI 3.1 document',
+    method: 'GET',
+    path: '/openapi.json',
+    auth: 'none',
+    summary: 'This API as an OpenAPI 3.1 document',
     handler: () => ({
       status: 200,
       headers: { 'content-type': 'application/json', 'cache-control': 'public, max-age=3600' },

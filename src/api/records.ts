@@ -3,7 +3,15 @@ import { textParam } from '../http/request.ts'
 import type { Req, Route } from '../http/types.ts'
 import { readRecord, scoreExplanation } from '../records/read.ts'
 import {
-  ContactCreate, ContactPatch, createRecord, CustomerCreate, CustomerPatch, deleteContact, deleteCustomer, updateContact, updateCustomer,
+  ContactCreate,
+  ContactPatch,
+  createRecord,
+  CustomerCreate,
+  CustomerPatch,
+  deleteContact,
+  deleteCustomer,
+  updateContact,
+  updateCustomer,
 } from '../records/write.ts'
 import type { ContactItem, CustomerItem } from '../uploads/schemas.ts'
 
@@ -12,48 +20,105 @@ const param = textParam
 const account = (req: Req) => req.auth!.accountId
 
 const customerRoutes = (prefix: string): Route[] => [
-  { method: 'POST', path: `${prefix}/customer`, auth: { key: 'upload' }, jsonOnly: true, body: CustomerCreate, refusals: [409, 490],
+  {
+    method: 'POST',
+    path: `${prefix}/customer`,
+    auth: { key: 'upload' },
+    jsonOnly: true,
+    body: CustomerCreate,
+    refusals: [409, 490],
     summary: 'Create one customer (processed before the answer)',
     handler: async (req, app) => {
       const item = req.input as CustomerItem
       await createRecord(app, account(req), 'customers', item)
       return { status: 201, body: await readRecord(app, account(req), 'customer', item.external_id) }
-    } },
-  { method: 'GET', path: `${prefix}/customer/:external_id`, auth: { key: 'search' }, summary: 'Read one customer',
-    handler: async (req, app) => ({ status: 200, body: {
-      ...await readRecord(app, account(req), 'customer', param(req, 'external_id')),
-      score_explanation: await scoreExplanation(app, account(req), param(req, 'external_id')),
-    } }) },
-  { method: 'PUT', path: `${prefix}/customer/:external_id`, auth: { key: 'upload' }, jsonOnly: true, body: CustomerPatch,
+    },
+  },
+  {
+    method: 'GET',
+    path: `${prefix}/customer/:external_id`,
+    auth: { key: 'search' },
+    summary: 'Read one customer',
+    handler: async (req, app) => ({
+      status: 200,
+      body: {
+        ...(await readRecord(app, account(req), 'customer', param(req, 'external_id'))),
+        score_explanation: await scoreExplanation(app, account(req), param(req, 'external_id')),
+      },
+    }),
+  },
+  {
+    method: 'PUT',
+    path: `${prefix}/customer/:external_id`,
+    auth: { key: 'upload' },
+    jsonOnly: true,
+    body: CustomerPatch,
     summary: 'Update one customer (name, owner, attributes, churn state)',
     handler: async (req, app) => {
       await updateCustomer(app, account(req), param(req, 'external_id'), req.input)
       return { status: 200, body: await readRecord(app, account(req), 'customer', param(req, 'external_id')) }
-    } },
-  { method: 'DELETE', path: `${prefix}/customer/:external_id`, auth: { key: 'upload' }, summary: 'Delete one customer and its contacts',
-    handler: async (req, app) => (await deleteCustomer(app, account(req), param(req, 'external_id')), { status: 204 }) },
-  { method: 'POST', path: `${prefix}/customer/:external_id/contact`, auth: { key: 'upload' }, jsonOnly: true, body: ContactCreate, refusals: [409],
+    },
+  },
+  {
+    method: 'DELETE',
+    path: `${prefix}/customer/:external_id`,
+    auth: { key: 'upload' },
+    summary: 'Delete one customer and its contacts',
+    handler: async (req, app) => (await deleteCustomer(app, account(req), param(req, 'external_id')), { status: 204 }),
+  },
+  {
+    method: 'POST',
+    path: `${prefix}/customer/:external_id/contact`,
+    auth: { key: 'upload' },
+    jsonOnly: true,
+    body: ContactCreate,
+    refusals: [409],
     summary: 'Create one contact of a customer',
     handler: async (req, app) => {
       const customer = param(req, 'external_id')
       const item = { ...(req.input as Omit<ContactItem, 'customer_external_id'>), customer_external_id: customer }
-      const [found] = await app.sql`select 1 from customers where account_id = ${account(req)} and external_id = ${customer}`
+      const [found] =
+        await app.sql`select 1 from customers where account_id = ${account(req)} and external_id = ${customer}`
       if (!found) refuse(404, `Customer ${customer} does not exist.`)
       await createRecord(app, account(req), 'contacts', item)
       return { status: 201, body: await readRecord(app, account(req), 'contact', item.contact_external_id, customer) }
-    } },
-  { method: 'GET', path: `${prefix}/customer/:external_id/contact/:contact_id`, auth: { key: 'search' }, summary: 'Read one contact',
-    handler: async (req, app) => ({ status: 200, body: await readRecord(app, account(req), 'contact', param(req, 'contact_id'), param(req, 'external_id')) }) },
-  { method: 'PUT', path: `${prefix}/customer/:external_id/contact/:contact_id`, auth: { key: 'upload' }, jsonOnly: true, body: ContactPatch,
+    },
+  },
+  {
+    method: 'GET',
+    path: `${prefix}/customer/:external_id/contact/:contact_id`,
+    auth: { key: 'search' },
+    summary: 'Read one contact',
+    handler: async (req, app) => ({
+      status: 200,
+      body: await readRecord(app, account(req), 'contact', param(req, 'contact_id'), param(req, 'external_id')),
+    }),
+  },
+  {
+    method: 'PUT',
+    path: `${prefix}/customer/:external_id/contact/:contact_id`,
+    auth: { key: 'upload' },
+    jsonOnly: true,
+    body: ContactPatch,
     summary: 'Update one contact (name, attributes)',
     handler: async (req, app) => {
       await updateContact(app, account(req), param(req, 'external_id'), param(req, 'contact_id'), req.input)
-      return { status: 200, body: await readRecord(app, account(req), 'contact', param(req, 'contact_id'), param(req, 'external_id')) }
-    } },
-  { method: 'DELETE', path: `${prefix}/customer/:external_id/contact/:contact_id`, auth: { key: 'upload' }, summary: 'Delete one contact',
-    handler: async (req, app) => (await deleteContact(app, account(req), param(req, 'external_id'), param(req, 'contact_id')), { status: 204 }) },
+      return {
+        status: 200,
+        body: await readRecord(app, account(req), 'contact', param(req, 'contact_id'), param(req, 'external_id')),
+      }
+    },
+  },
+  {
+    method: 'DELETE',
+    path: `${prefix}/customer/:external_id/contact/:contact_id`,
+    auth: { key: 'upload' },
+    summary: 'Delete one contact',
+    handler: async (req, app) => (
+      await deleteContact(app, account(req), param(req, 'external_id'), param(req, 'contact_id')), { status: 204 }
+    ),
+  },
 ]
 
 // The webhook payload names the routes without the /api prefix; both answer.
 export const recordRoutes: Route[] = [...customerRoutes('/api/v1'), ...customerRoutes('/v1')]
-

@@ -2,11 +2,13 @@ import type { Entity } from '../catalog.ts'
 import type { Handler } from '../http/types.ts'
 import { type SearchBody, searchPage } from '../records/search.ts'
 
-const search = (entity: Entity): Handler => async (req, app) => ({
-  status: 200,
-  headers: { 'content-type': 'application/json' },
-  body: await searchPage(app, req.auth!.accountId, entity, req.input as SearchBody),
-})
+const search =
+  (entity: Entity): Handler =>
+  async (req, app) => ({
+    status: 200,
+    headers: { 'content-type': 'application/json' },
+    body: await searchPage(app, req.auth!.accountId, entity, req.input as SearchBody),
+  })
 
 export const searchCustomers = search('customer')
 export const searchContacts = search('contact')

@@ -3,16 +3,19 @@ import type { App } from '../context.ts'
 
 const paramsOf = (path: string) => [...path.matchAll(/:(\w+)/g)].map((m) => m[1])
 
-export const adminUsage = () => [
-  `service admin <operation> ${[...new Set(adminRoutes.flatMap((r) => paramsOf(r.path)))].map((p) => `[--${p} VALUE]`).join(' ')}`
-    + ' [--<query parameter> VALUE] [JSON body]',
-  '(--id is the account id)',
-  '',
-  'Runs the admin API operations directly against the database. Operations:',
-  ...adminRoutes.map((r) => `  ${r.name!.padEnd(18)} ${r.method.padEnd(6)} ${r.path.replace(/:(\w+)/g, '{$1}')}  ${r.summary}`),
-  '',
-  "Example: service admin create-account '{\"name\":\"Acme\"}'",
-].join('\n')
+export const adminUsage = () =>
+  [
+    `service admin <operation> ${[...new Set(adminRoutes.flatMap((r) => paramsOf(r.path)))].map((p) => `[--${p} VALUE]`).join(' ')}` +
+      ' [--<query parameter> VALUE] [JSON body]',
+    '(--id is the account id)',
+    '',
+    'Runs the admin API operations directly against the database. Operations:',
+    ...adminRoutes.map(
+      (r) => `  ${r.name!.padEnd(18)} ${r.method.padEnd(6)} ${r.path.replace(/:(\w+)/g, '{$1}')}  ${r.summary}`,
+    ),
+    '',
+    'Example: service admin create-account \'{"name":"Acme"}\'',
+  ].join('\n')
 
 // The CLI calls the very handlers the HTTP admin API uses, so validation and answers are the same.
 export const runAdmin = async (app: App, args: string[]): Promise<number> => {
@@ -35,6 +38,8 @@ export const runAdmin = async (app: App, args: string[]): Promise<number> => {
     return 2
   }
   const reply = await invokeAdmin(route, params, body, app)
-  ;(reply.ok ? process.stdout : process.stderr).write(reply.body === undefined ? '' : JSON.stringify(reply.body, null, 2) + '\n')
+  ;(reply.ok ? process.stdout : process.stderr).write(
+    reply.body === undefined ? '' : JSON.stringify(reply.body, null, 2) + '\n',
+  )
   return reply.ok ? 0 : 1
 }

@@ -15,13 +15,15 @@ export const createDemoIfEmpty = async (sql: Sql, port: number) => {
     customer: { engagement: [{ codename: 'logins', weight: 100, bad: 0, good: 40 }] },
   } as never)
   const base = `http://localhost:${port}`
-  process.stdout.write([
-    '',
-    `Demo account ${account.id} created. API key (shown once): ${key.token}`,
-    'Try:',
-    `  curl -s ${base}/api/v1/customers -H 'service-key: ${key.token}' -H 'content-type: application/json' \\`,
-    `    -d '{"customers":[{"external_id":"acme","name":"Acme","metrics":[{"date":"2026-11-01","logins":30}]}]}'`,
-    `  curl -s ${base}/api/v1/customers/search -H 'service-key: ${key.token}' -H 'content-type: application/json' -d '{}'`,
-    '',
-  ].join('\n') + '\n')
+  process.stdout.write(
+    [
+      '',
+      `Demo account ${account.id} created. API key (shown once): ${key.token}`,
+      'Try:',
+      `  curl -s ${base}/api/v1/customers -H 'service-key: ${key.token}' -H 'content-type: application/json' \\`,
+      `    -d '{"customers":[{"external_id":"acme","name":"Acme","metrics":[{"date":"2026-11-01","logins":30}]}]}'`,
+      `  curl -s ${base}/api/v1/customers/search -H 'service-key: ${key.token}' -H 'content-type: application/json' -d '{}'`,
+      '',
+    ].join('\n') + '\n',
+  )
 }

@@ -19,7 +19,8 @@ Exit status: 0 every row imported, 1 some rows skipped, 2 the import could not r
 
 const PLAIN_EVERY_MS = 2000
 
-const rate = (stats: ImportStats, started: number) => Math.round(stats.read / Math.max((performance.now() - started) / 1000, 0.001))
+const rate = (stats: ImportStats, started: number) =>
+  Math.round(stats.read / Math.max((performance.now() - started) / 1000, 0.001))
 const percent = (stats: ImportStats, total: number) => (total ? Math.floor((100 * stats.bytes) / total) : 100)
 
 // A bar on a terminal; on a pipe or file, one plain line every 2 s.
@@ -27,10 +28,14 @@ const progress = (stats: ImportStats, totalBytes: number, started: number) => {
   const out = process.stderr
   if (out.isTTY) {
     // A MultiBar of one: its log() prints messages above the bar without breaking it.
-    const bars = new cliProgress.MultiBar({
-      stream: out, hideCursor: true,
-      format: '{bar} {percentage}% | {read} rows | {rate} rows/s | {errors} errors | {duration_formatted}',
-    }, cliProgress.Presets.shades_classic)
+    const bars = new cliProgress.MultiBar(
+      {
+        stream: out,
+        hideCursor: true,
+        format: '{bar} {percentage}% | {read} rows | {rate} rows/s | {errors} errors | {duration_formatted}',
+      },
+      cliProgress.Presets.shades_classic,
+    )
     const values = () => ({ read: stats.read, rate: rate(stats, started), errors: stats.errors })
     const bar = bars.create(totalBytes, 0, values())
     const timer = setInterval(() => bar.update(stats.bytes, values()), 200)
@@ -44,17 +49,22 @@ const progress = (stats: ImportStats, totalBytes: number, started: number) => {
       },
     }
   }
-  const timer = setInterval(() => out.write(
-    `progress: ${stats.read} rows read, ${stats.imported} imported, ${stats.errors} errors, `
-    + `${rate(stats, started)} rows/s, ${percent(stats, totalBytes)}%\n`), PLAIN_EVERY_MS)
+  const timer = setInterval(
+    () =>
+      out.write(
+        `progress: ${stats.read} rows read, ${stats.imported} imported, ${stats.errors} errors, ` +
+          `${rate(stats, started)} rows/s, ${percent(stats, totalBytes)}%\n`,
+      ),
+    PLAIN_EVERY_MS,
+  )
   return { print: (line: string) => out.write(`${line}\n`), stop: () => clearInterval(timer) }
 }
 
 const summary = (stats: ImportStats, seconds: number) =>
-  `Read ${stats.read} rows: ${stats.imported} imported (${stats.created} created, ${stats.updated} updated`
-  + `${stats.ignored ? `, ${stats.ignored} ignored for want of their customer` : ''}), `
-  + `${stats.errors} with errors skipped${stats.warnings ? `, ${stats.warnings} warnings (unknown owner emails)` : ''}, `
-  + `in ${seconds.toFixed(1)} s.\n`
+  `Read ${stats.read} rows: ${stats.imported} imported (${stats.created} created, ${stats.updated} updated` +
+  `${stats.ignored ? `, ${stats.ignored} ignored for want of their customer` : ''}), ` +
+  `${stats.errors} with errors skipped${stats.warnings ? `, ${stats.warnings} warnings (unknown owner emails)` : ''}, ` +
+  `in ${seconds.toFixed(1)} s.\n`
 
 export const runImport = async (app: App, args: string[]): Promise<number> => {
   const [kind, file, ...rest] = args
@@ -79,7 +89,10 @@ export const runImport = async (app: App, args: string[]): Promise<number> => {
     await importFile(app, accountId, kind, file, stats, {
       force: rest.includes('--force'),
       onStart: (layout) => {
-        if (layout.ignored.length) process.stderr.write(`Ignoring columns that name no ${kind.slice(0, -1)} property: ${layout.ignored.join(', ')}\n`)
+        if (layout.ignored.length)
+          process.stderr.write(
+            `Ignoring columns that name no ${kind.slice(0, -1)} property: ${layout.ignored.join(', ')}\n`,
+          )
         bar = progress(stats, totalBytes, started)
       },
       onRowError: (message) => (bar ? bar.print(message) : process.stderr.write(`${message}\n`)),

@@ -28,7 +28,8 @@ SERVICE_TRACK_RATE_LIMIT, SERVICE_API_RATE_LIMIT.
 `
 
 const help: Record<string, string> = {
-  serve: 'service serve [--no-worker]\n\nServes the HTTP API on HOST:PORT and runs background jobs unless --no-worker.\n',
+  serve:
+    'service serve [--no-worker]\n\nServes the HTTP API on HOST:PORT and runs background jobs unless --no-worker.\n',
   worker: 'service worker\n\nRuns background jobs only (WORKER_CONCURRENCY at a time).\n',
   migrate: 'service migrate\n\nApplies pending migrations under an advisory lock and exits.\n',
   'aggregate-events': aggregateUsage,
@@ -37,7 +38,12 @@ const help: Record<string, string> = {
 
 // SIGTERM/SIGINT drain in-flight requests and jobs, then exit 0.
 const untilSignal = (stop: () => Promise<void>) => {
-  const onSignal = () => { stop().then(() => process.exit(0), () => process.exit(1)) }
+  const onSignal = () => {
+    stop().then(
+      () => process.exit(0),
+      () => process.exit(1),
+    )
+  }
   process.once('SIGTERM', onSignal)
   process.once('SIGINT', onSignal)
 }
@@ -46,7 +52,7 @@ const main = async (argv: string[]): Promise<number | undefined> => {
   const [command, ...args] = argv
   if (!command || command === '--help' || command === 'help') return void process.stdout.write(usage)
   if (args.includes('--help')) {
-    process.stdout.write(command === 'admin' ? adminUsage() + '\n' : help[command] ?? usage)
+    process.stdout.write(command === 'admin' ? adminUsage() + '\n' : (help[command] ?? usage))
     return 0
   }
   const config = loadConfig()
@@ -63,7 +69,10 @@ const main = async (argv: string[]): Promise<number | undefined> => {
       log('info', 'listening', { port: service.port, worker: parts.worker, embedded: db.embedded })
       if (db.embedded) await createDemoIfEmpty(service.app.sql, service.port)
     }
-    untilSignal(async () => { await service.stop(); await db.stop() })
+    untilSignal(async () => {
+      await service.stop()
+      await db.stop()
+    })
     return undefined
   }
   const sql = connect(db.url, { max: 2 })
@@ -86,6 +95,11 @@ const main = async (argv: string[]): Promise<number | undefined> => {
 }
 
 main(process.argv.slice(2)).then(
-  (code) => { if (code !== undefined) process.exitCode = code },
-  (err) => { process.stderr.write(`${(err as Error)?.message ?? err}\n`); process.exit(1) },
+  (code) => {
+    if (code !== undefined) process.exitCode = code
+  },
+  (err) => {
+    process.stderr.write(`${(err as Error)?.message ?? err}\n`)
+    process.exit(1)
+  },
 )

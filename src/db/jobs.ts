@@ -41,12 +41,26 @@ export const TASKS = {
   analyzeTables: 'analyze_tables',
 } as const
 
-export interface ProcessUploadPayload { account_id: number; upload_id: number }
-export interface ScoreRecordsPayload { account_id: number; entity: Entity; ids?: number[]; upload_id?: number }
-export interface AccountPayload { account_id: number }
+export interface ProcessUploadPayload {
+  account_id: number
+  upload_id: number
+}
+export interface ScoreRecordsPayload {
+  account_id: number
+  entity: Entity
+  ids?: number[]
+  upload_id?: number
+}
+export interface AccountPayload {
+  account_id: number
+}
 // The daily cron runs have no account: they fan out one job per account.
-export interface CronPayload { account_id?: number }
-export interface AnalyzeTablesPayload { tables: string[] }
+export interface CronPayload {
+  account_id?: number
+}
+export interface AnalyzeTablesPayload {
+  tables: string[]
+}
 export interface DeliverWebhookPayload {
   account_id: number
   delivery_id: number
@@ -66,7 +80,10 @@ export const processUploadJobSql = (sql: Sql | Tx, accountId: number, uploadId: 
 // (tracking/intake.ts), and a job that leaves events behind queues its successor.
 export const applyJobKey = (accountId: number) => `${TASKS.applyEvents}:${accountId}`
 export const applyEventsJob = (accountId: number): JobSpec => ({
-  task: TASKS.applyEvents, payload: { account_id: accountId }, queue: accountQueue(accountId), jobKey: applyJobKey(accountId),
+  task: TASKS.applyEvents,
+  payload: { account_id: accountId },
+  queue: accountQueue(accountId),
+  jobKey: applyJobKey(accountId),
 })
 // The same spec as SQL, for the intake statement.
 export const applyEventsJobSql = (sql: Sql | Tx, accountId: number) => sql`
@@ -77,14 +94,22 @@ export const applyEventsJobSql = (sql: Sql | Tx, accountId: number) => sql`
 // for an upload, whose scoring job also marks it scored.
 export const scoreRecordsJobs = (accountId: number, entity: Entity, ids: number[], uploadId?: number): JobSpec[] =>
   ids.length || uploadId !== undefined
-    ? [{ task: TASKS.scoreRecords, payload: { account_id: accountId, entity, ids, upload_id: uploadId }, queue: scoringQueue(accountId) }]
+    ? [
+        {
+          task: TASKS.scoreRecords,
+          payload: { account_id: accountId, entity, ids, upload_id: uploadId },
+          queue: scoringQueue(accountId),
+        },
+      ]
     : []
 
 // The whole account is rescored after a model change. The job key folds changes made while the
 // rescoring still waits into one run.
 export const rescoreAccountJobs = (accountId: number): JobSpec[] =>
   (['customer', 'contact'] as const).map((entity) => ({
-    task: TASKS.scoreRecords, payload: { account_id: accountId, entity }, queue: scoringQueue(accountId),
+    task: TASKS.scoreRecords,
+    payload: { account_id: accountId, entity },
+    queue: scoringQueue(accountId),
     jobKey: `${TASKS.scoreRecords}:${accountId}:${entity}`,
   }))
 
@@ -92,11 +117,15 @@ export const rescoreAccountJobs = (accountId: number): JobSpec[] =>
 // received are applied), scoring on its scoring queue. The job key keeps a second run from
 // doubling the work.
 export const aggregateEventsJob = (accountId: number): JobSpec => ({
-  task: TASKS.aggregateEvents, payload: { account_id: accountId }, queue: accountQueue(accountId),
+  task: TASKS.aggregateEvents,
+  payload: { account_id: accountId },
+  queue: accountQueue(accountId),
   jobKey: `${TASKS.aggregateEvents}:${accountId}`,
 })
 export const scoreDailyJob = (accountId: number): JobSpec => ({
-  task: TASKS.scoreDaily, payload: { account_id: accountId }, queue: scoringQueue(accountId),
+  task: TASKS.scoreDaily,
+  payload: { account_id: accountId },
+  queue: scoringQueue(accountId),
   jobKey: `${TASKS.scoreDaily}:${accountId}`,
 })
 
@@ -106,11 +135,17 @@ export const scoreDailyJob = (accountId: number): JobSpec => ({
 // never run again. The key keeps at most one waiting job per delivery: a redelivery replaces a
 // waiting retry instead of adding a second sender.
 export const deliverWebhookJob = (payload: DeliverWebhookPayload, runAt?: Date): JobSpec => ({
-  task: TASKS.deliverWebhook, payload: { ...payload }, runAt, maxAttempts: 5,
+  task: TASKS.deliverWebhook,
+  payload: { ...payload },
+  runAt,
+  maxAttempts: 5,
   jobKey: `webhook_delivery:${payload.account_id}:${payload.delivery_id}`,
 })
 
 // The job key keeps one waiting at a time; the maintenance queue keeps it off the accounts' queues.
 export const analyzeTablesJob = (tables: string[]): JobSpec => ({
-  task: TASKS.analyzeTables, payload: { tables }, queue: 'maintenance', jobKey: TASKS.analyzeTables,
+  task: TASKS.analyzeTables,
+  payload: { tables },
+  queue: 'maintenance',
+  jobKey: TASKS.analyzeTables,
 })

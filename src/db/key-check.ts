@@ -13,8 +13,16 @@ export const WINDOW_MS = 60_000
 // processes served, reach this process within this time, and a request costs no round trip.
 export const CHECK_MS = 250
 
-interface KeyRow { id: number; scopes: string[]; revoked_at: Date | null }
-interface Counted { key: KeyRow; count: number; windowStart: number }
+interface KeyRow {
+  id: number
+  scopes: string[]
+  revoked_at: Date | null
+}
+interface Counted {
+  key: KeyRow
+  count: number
+  windowStart: number
+}
 
 // The key, and the requests counted here since the last check added to its counter for the window
 // (none added for a revoked key). `others` is the window's count less this process's share.
@@ -54,25 +62,26 @@ interface Entry {
 export const keyChecker = (sql: Sql, onError: (err: unknown) => void, now = Date.now) => {
   const entries = new Map<string, Entry>()
 
-  const check = (e: Entry) => (e.checking ??= (async () => {
-    const { windowStart } = e
-    const add = e.local - e.flushed
-    try {
-      const [row] = await checkKey(sql, e.accountId, e.hash, e.bucket, windowStart, add)
-      if (!row) {
-        e.key = undefined
-        return void entries.delete(e.id)
+  const check = (e: Entry) =>
+    (e.checking ??= (async () => {
+      const { windowStart } = e
+      const add = e.local - e.flushed
+      try {
+        const [row] = await checkKey(sql, e.accountId, e.hash, e.bucket, windowStart, add)
+        if (!row) {
+          e.key = undefined
+          return void entries.delete(e.id)
+        }
+        e.key = { id: Number(row.id), scopes: row.scopes, revoked_at: row.revoked_at }
+        e.checkedAt = now()
+        if (e.windowStart === windowStart && !row.revoked_at) {
+          e.flushed += add
+          e.others = Math.max(0, Number(row.count) - e.flushed)
+        }
+      } finally {
+        e.checking = undefined
       }
-      e.key = { id: Number(row.id), scopes: row.scopes, revoked_at: row.revoked_at }
-      e.checkedAt = now()
-      if (e.windowStart === windowStart && !row.revoked_at) {
-        e.flushed += add
-        e.others = Math.max(0, Number(row.count) - e.flushed)
-      }
-    } finally {
-      e.checking = undefined
-    }
-  })())
+    })())
 
   // Counts left between checks reach Postgres at the latest one interval later.
   const flushLater = (e: Entry) => {
@@ -107,13 +116,17 @@ export const keyChecker = (sql: Sql, onError: (err: unknown) => void, now = Date
     count,
     // After a revocation through this process: its next requests check again at once, and the
     // counts not yet in Postgres stay counted.
-    forget: () => { for (const e of entries.values()) e.checkedAt = -Infinity },
+    forget: () => {
+      for (const e of entries.values()) e.checkedAt = -Infinity
+    },
     // On stop: the counts not yet in Postgres.
     flush: async () => {
-      await Promise.all([...entries.values()].map((e) => {
-        clearTimeout(e.timer)
-        return e.local > e.flushed ? check(e) : undefined
-      }))
+      await Promise.all(
+        [...entries.values()].map((e) => {
+          clearTimeout(e.timer)
+          return e.local > e.flushed ? check(e) : undefined
+        }),
+      )
     },
   }
 }

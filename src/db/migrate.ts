@@ -3,19 +3,23 @@ import { fileURLToPath } from 'node:url'
 import { Logger, runMigrations } from 'graphile-worker'
 import type { Sql } from './client.ts'
 
-export interface Migration { name: string; sql: string }
+export interface Migration {
+  name: string
+  sql: string
+}
 
 // The bundle carries the files in __MIGRATIONS__ (see build.mjs); from source they are read from sql/.
 declare const __MIGRATIONS__: Migration[] | undefined
 
 const fromDisk = (): Migration[] => {
   const dir = fileURLToPath(new URL('../../sql/', import.meta.url))
-  return readdirSync(dir).filter((f) => /^\d+_.*\.sql$/.test(f)).sort()
+  return readdirSync(dir)
+    .filter((f) => /^\d+_.*\.sql$/.test(f))
+    .sort()
     .map((name) => ({ name, sql: readFileSync(dir + name, 'utf8') }))
 }
 
-export const migrations = (): Migration[] =>
-  typeof __MIGRATIONS__ !== 'undefined' ? __MIGRATIONS__ : fromDisk()
+export const migrations = (): Migration[] => (typeof __MIGRATIONS__ !== 'undefined' ? __MIGRATIONS__ : fromDisk())
 
 // All pending files run in one transaction under an advisory lock, so concurrent starters
 // wait for each other and a failed file leaves nothing half-applied.
@@ -34,6 +38,5 @@ export const migrate = async (sql: Sql, url: string): Promise<string[]> => {
   await runMigrations({ connectionString: url, logger: quietLogger })
   return applied
 }
-
 
 export const quietLogger = new Logger(() => () => {})

@@ -59,14 +59,20 @@ const forget = (sql: Sql, ids: string[]) => sql`delete from worker_heartbeats wh
 export const startRecovery = (app: App) => {
   const events = new EventEmitter() as WorkerEvents
   const ids = new Set<string>()
-  events.on('pool:create', ({ workerPool }) => { ids.add(workerPool.id) })
-  events.on('worker:create', ({ worker }) => { ids.add(worker.workerId) })
+  events.on('pool:create', ({ workerPool }) => {
+    ids.add(workerPool.id)
+  })
+  events.on('worker:create', ({ worker }) => {
+    ids.add(worker.workerId)
+  })
   let running: Promise<unknown> = Promise.resolve()
   const timers: NodeJS.Timeout[] = []
   // A failed round (database away) is simply tried again at the next tick.
   const every = (ms: number, fn: () => Promise<unknown>) => {
     const tick = () => {
-      running = running.then(fn).catch((err) => app.log('warn', 'worker recovery failed', { error: String(err?.message ?? err) }))
+      running = running
+        .then(fn)
+        .catch((err) => app.log('warn', 'worker recovery failed', { error: String(err?.message ?? err) }))
       return running
     }
     timers.push(setInterval(tick, ms).unref())
@@ -81,7 +87,10 @@ export const startRecovery = (app: App) => {
   })
   return {
     events,
-    recover: async () => { await heartbeat(); await recover() },
+    recover: async () => {
+      await heartbeat()
+      await recover()
+    },
     stop: async () => {
       for (const t of timers) clearInterval(t)
       await running

@@ -10,6 +10,7 @@ export const sqlState = (err: unknown) => (err as { code?: unknown })?.code
 // Connection failures and server shutdowns (postgres.js codes, SQLSTATE classes 08 and 57P, and
 // node-postgres's code-less "Connection terminated"): the database is away, not the request
 // wrong, so the answer is 503 rather than 500.
-const DATABASE_AWAY = /^(ECONNREFUSED|ECONNRESET|ETIMEDOUT|CONNECTION_(CLOSED|ENDED|DESTROYED)|CONNECT_TIMEOUT|08...|57P0[1-3])$/
+const DATABASE_AWAY =
+  /^(ECONNREFUSED|ECONNRESET|ETIMEDOUT|CONNECTION_(CLOSED|ENDED|DESTROYED)|CONNECT_TIMEOUT|08...|57P0[1-3])$/
 export const isDatabaseAway = (err: unknown) =>
   DATABASE_AWAY.test(String(sqlState(err))) || /^Connection terminated/.test(String((err as Error)?.message))

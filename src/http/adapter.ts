@@ -51,11 +51,18 @@ export const createHttpServer = (handle: (req: Req) => Promise<Reply>, log: Log)
     try {
       const body = await readBody(im, MAX_BODY_BYTES)
       if (body === null) {
-        reply = problem(413, `The request body is larger than ${MAX_BODY_BYTES} bytes.`, undefined, { connection: 'close' })
+        reply = problem(413, `The request body is larger than ${MAX_BODY_BYTES} bytes.`, undefined, {
+          connection: 'close',
+        })
       } else {
         req = {
-          id, method: im.method ?? 'GET', url: `http://local${im.url ?? '/'}`,
-          headers: im.headers, body, params: {}, query: {},
+          id,
+          method: im.method ?? 'GET',
+          url: `http://local${im.url ?? '/'}`,
+          headers: im.headers,
+          body,
+          params: {},
+          query: {},
         }
         reply = await handle(req)
       }
@@ -68,7 +75,10 @@ export const createHttpServer = (handle: (req: Req) => Promise<Reply>, log: Log)
     const ms = performance.now() - started
     observeRequest(im.method ?? 'GET', req?.route, reply.status, ms / 1000)
     log('info', 'request', {
-      id, method: im.method, path: im.url?.split('?')[0], status: reply.status,
+      id,
+      method: im.method,
+      path: im.url?.split('?')[0],
+      status: reply.status,
       ms: Math.round(ms * 10) / 10,
     })
   })

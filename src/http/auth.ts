@@ -10,7 +10,12 @@ const accountOf = (token: string) => {
   return m ? Number(m[1]) : null
 }
 
-interface KeyRules { scope: Scope; limit: number; bucket: string; badKeyStatus: 401 | 403 }
+interface KeyRules {
+  scope: Scope
+  limit: number
+  bucket: string
+  badKeyStatus: 401 | 403
+}
 
 export const rulesFor = (scope: Scope, app: App): KeyRules =>
   scope === 'track'
@@ -36,8 +41,10 @@ export const authenticateKey = async (req: Req, app: App, rules: KeyRules) => {
   }
   if (!key.scopes.includes(rules.scope)) return refuse(403, `The key lacks the '${rules.scope}' scope.`)
   if (count > rules.limit) {
-    return refuse(429, `More than ${rules.limit} requests per minute for this key.`, undefined,
-      { ...req.replyHeaders, 'retry-after': String(reset) })
+    return refuse(429, `More than ${rules.limit} requests per minute for this key.`, undefined, {
+      ...req.replyHeaders,
+      'retry-after': String(reset),
+    })
   }
   req.auth = { accountId, keyId: key.id }
   return req.auth
@@ -49,7 +56,13 @@ export const authenticateAdmin = (req: Req, app: App) => {
   const given = header.startsWith('Bearer ') ? header.slice(7) : ''
   // Comparing digests keeps the comparison constant-time whatever the lengths.
   if (!expected || !given || !timingSafeEqual(hashToken(given), hashToken(expected))) {
-    refuse(401, expected ? 'A valid admin bearer token is required.' : 'The admin API is disabled (SERVICE_ADMIN_TOKEN is not set).',
-      undefined, { 'www-authenticate': 'Bearer' })
+    refuse(
+      401,
+      expected
+        ? 'A valid admin bearer token is required.'
+        : 'The admin API is disabled (SERVICE_ADMIN_TOKEN is not set).',
+      undefined,
+      { 'www-authenticate': 'Bearer' },
+    )
   }
 }

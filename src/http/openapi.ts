@@ -9,10 +9,14 @@ const ProblemDetails = v.object({
   title: v.string(),
   status: v.pipe(v.number(), v.integer()),
   detail: v.string(),
-  errors: v.optional(v.array(v.object({
-    path: v.pipe(v.string(), v.description('JSON pointer into the request, e.g. /customers/3/metrics/0/date')),
-    message: v.string(),
-  }))),
+  errors: v.optional(
+    v.array(
+      v.object({
+        path: v.pipe(v.string(), v.description('JSON pointer into the request, e.g. /customers/3/metrics/0/date')),
+        message: v.string(),
+      }),
+    ),
+  ),
 })
 
 // Checks (v.check, v.custom) and transforms (v.trim) have no JSON Schema form: they are left out,
@@ -20,11 +24,17 @@ const ProblemDetails = v.object({
 // Lazy schemas choose their schema from the input value, which a static document cannot show;
 // the definition the converter still collects for them is then unreferenced and dropped.
 const toSchema = (schema: v.GenericSchema): JsonSchema => {
-  const { $schema: _, $defs: __, ...json } = toJsonSchema(schema, {
+  const {
+    $schema: _,
+    $defs: __,
+    ...json
+  } = toJsonSchema(schema, {
     target: 'draft-2020-12',
     errorMode: 'ignore',
     overrideSchema: ({ valibotSchema }) =>
-      valibotSchema.type === 'lazy' ? { description: 'Its form depends on the value; see the error messages.' } : undefined,
+      valibotSchema.type === 'lazy'
+        ? { description: 'Its form depends on the value; see the error messages.' }
+        : undefined,
   })
   return json
 }
@@ -39,29 +49,50 @@ const headerRefs = (names: string[]) => Object.fromEntries(names.map((n) => [n, 
 const rateLimitHeaders = headerRefs(['RateLimit-Limit', 'RateLimit-Remaining', 'RateLimit-Reset'])
 
 const problemResponses: Record<number, { name: string; description: string; headers?: string[] }> = {
-  400: { name: 'BadRequest', description: 'Invalid JSON or a body that fails validation; `errors` lists every problem.' },
+  400: {
+    name: 'BadRequest',
+    description: 'Invalid JSON or a body that fails validation; `errors` lists every problem.',
+  },
   401: { name: 'Unauthorized', description: 'The credentials are missing (or, for tracking and admin, not valid).' },
   403: { name: 'Forbidden', description: 'The key is unknown or revoked, or lacks the scope.' },
   404: { name: 'NotFound', description: 'No such record (or no such route).' },
   409: { name: 'Conflict', description: 'It already exists.' },
-  406: { name: 'NotAcceptable', description: "The request is not JSON, does not accept JSON, or the account's records are owned by another source of truth." },
+  406: {
+    name: 'NotAcceptable',
+    description:
+      "The request is not JSON, does not accept JSON, or the account's records are owned by another source of truth.",
+  },
   413: { name: 'ContentTooLarge', description: `The body is larger than ${MAX_BODY_BYTES} bytes.` },
-  429: { name: 'TooManyRequests', description: 'Over the per-key rate limit (or too many unprocessed uploads).', headers: Object.keys(headers) },
+  429: {
+    name: 'TooManyRequests',
+    description: 'Over the per-key rate limit (or too many unprocessed uploads).',
+    headers: Object.keys(headers),
+  },
   490: { name: 'ScoringNotConfigured', description: 'The account has no customer scoring model.' },
 }
 
 const components = () => ({
   securitySchemes: {
-    serviceKey: { type: 'apiKey', in: 'header', name: 'service-key', description: 'An API key (`sk_...`) with the scope the operation names.' },
+    serviceKey: {
+      type: 'apiKey',
+      in: 'header',
+      name: 'service-key',
+      description: 'An API key (`sk_...`) with the scope the operation names.',
+    },
     adminToken: { type: 'http', scheme: 'bearer', description: 'SERVICE_ADMIN_TOKEN' },
   },
   schemas: { ProblemDetails: toSchema(ProblemDetails) },
   headers,
-  responses: Object.fromEntries(Object.values(problemResponses).map((r) => [r.name, {
-    description: r.description,
-    ...(r.headers && { headers: headerRefs(r.headers) }),
-    content: { 'application/problem+json': { schema: { $ref: '#/components/schemas/ProblemDetails' } } },
-  }])),
+  responses: Object.fromEntries(
+    Object.values(problemResponses).map((r) => [
+      r.name,
+      {
+        description: r.description,
+        ...(r.headers && { headers: headerRefs(r.headers) }),
+        content: { 'application/problem+json': { schema: { $ref: '#/components/schemas/ProblemDetails' } } },
+      },
+    ]),
+  ),
 })
 
 const hasBody = (r: Route) => !!r.body || r.method === 'POST' || r.method === 'PUT'
@@ -81,7 +112,9 @@ const operation = (r: Route) => {
   // An empty body reads as {} (validate.ts), so a body whose fields are all optional may be left out.
   const bodyRequired = r.body ? !v.safeParse(r.body, {}).success : false
   return {
-    operationId: r.name ?? `${r.method.toLowerCase()}${r.path.replace(/[^A-Za-z0-9]+(\w)?/g, (_, c: string | undefined) => (c ?? '').toUpperCase())}`,
+    operationId:
+      r.name ??
+      `${r.method.toLowerCase()}${r.path.replace(/[^A-Za-z0-9]+(\w)?/g, (_, c: string | undefined) => (c ?? '').toUpperCase())}`,
     summary: r.summary,
     tags: [r.auth === 'admin' ? 'admin' : r.auth === 'none' ? 'operations' : r.auth.key],
     security: r.auth === 'admin' ? [{ adminToken: [] }] : r.auth === 'none' ? [] : [{ serviceKey: [] }],
@@ -96,7 +129,9 @@ const operation = (r: Route) => {
         description: 'Success',
         ...(typeof r.auth === 'object' && { headers: rateLimitHeaders }),
       },
-      ...Object.fromEntries(errorStatuses(r).map((s) => [String(s), { $ref: `#/components/responses/${problemResponses[s].name}` }])),
+      ...Object.fromEntries(
+        errorStatuses(r).map((s) => [String(s), { $ref: `#/components/responses/${problemResponses[s].name}` }]),
+      ),
     },
   }
 }

@@ -2,10 +2,19 @@ import type { FieldError, Refusal } from '../errors.ts'
 import type { Reply } from './types.ts'
 
 const titles: Record<number, string> = {
-  400: 'Bad Request', 401: 'Unauthorized', 403: 'Forbidden', 404: 'Not Found',
-  405: 'Method Not Allowed', 406: 'Not Acceptable', 409: 'Conflict', 413: 'Content Too Large',
-  429: 'Too Many Requests', 490: 'Scoring Not Configured', 500: 'Internal Server Error',
-  501: 'Not Implemented', 503: 'Service Unavailable',
+  400: 'Bad Request',
+  401: 'Unauthorized',
+  403: 'Forbidden',
+  404: 'Not Found',
+  405: 'Method Not Allowed',
+  406: 'Not Acceptable',
+  409: 'Conflict',
+  413: 'Content Too Large',
+  429: 'Too Many Requests',
+  490: 'Scoring Not Configured',
+  500: 'Internal Server Error',
+  501: 'Not Implemented',
+  503: 'Service Unavailable',
 }
 
 // RFC 9457 Problem Details: the body of every error the API answers.

@@ -23,7 +23,9 @@ export const textParam = (req: Req, name: string) => {
 // A numeric id in the path; anything else names nothing (404).
 export const idParam = (req: Req, name: string) => {
   const n = Number(req.params[name])
-  return Number.isSafeInteger(n) && n > 0 ? n : refuse(404, `No such ${name.replace('_id', '').replace(/^id$/, 'account')}.`)
+  return Number.isSafeInteger(n) && n > 0
+    ? n
+    : refuse(404, `No such ${name.replace('_id', '').replace(/^id$/, 'account')}.`)
 }
 
 const isJson = (value: string | undefined) => !!value && /^application\/(.+\+)?json\s*(;|$)/i.test(value)

@@ -8,12 +8,14 @@ import { problem, refusalReply } from './problem.ts'
 import { readJson, requireJsonExchange } from './request.ts'
 import type { Reply, Req, Route } from './types.ts'
 
-const run = (route: Route) => async (req: Req, app: App): Promise<Reply> => {
-  if (route.auth === 'admin') authenticateAdmin(req, app)
-  else if (route.auth !== 'none') await authenticateKey(req, app, rulesFor(route.auth.key, app))
-  if (route.jsonOnly) requireJsonExchange(req)
-  return invoke(route, req, app)
-}
+const run =
+  (route: Route) =>
+  async (req: Req, app: App): Promise<Reply> => {
+    if (route.auth === 'admin') authenticateAdmin(req, app)
+    else if (route.auth !== 'none') await authenticateKey(req, app, rulesFor(route.auth.key, app))
+    if (route.jsonOnly) requireJsonExchange(req)
+    return invoke(route, req, app)
+  }
 
 // Validates the body into req.input, then runs the handler (also used by the CLI).
 export const invoke = (route: Route, req: Req, app: App) => {
@@ -27,17 +29,23 @@ export const buildRouter = (routes: Route[], app: App) => {
   const router = Router<Req, [App], Reply>({
     catch: (err: unknown, req: Req) => {
       if (err instanceof Refusal) return refusalReply(err)
-      if (isDatabaseAway(err)) return problem(503, 'The database is not reachable; try again shortly.', undefined, { 'retry-after': '1' })
+      if (isDatabaseAway(err))
+        return problem(503, 'The database is not reachable; try again shortly.', undefined, { 'retry-after': '1' })
       app.log('error', 'handler failed', { id: req.id, route: req.route, error: String((err as Error)?.stack ?? err) })
       return problem(500, 'An internal error occurred.')
     },
-    finally: [(reply: Reply, req: Req) => {
-      if (reply && req.replyHeaders) reply.headers = { ...req.replyHeaders, ...reply.headers }
-      return reply
-    }],
+    finally: [
+      (reply: Reply, req: Req) => {
+        if (reply && req.replyHeaders) reply.headers = { ...req.replyHeaders, ...reply.headers }
+        return reply
+      },
+    ],
   })
   for (const route of routes) {
-    (router as unknown as Record<string, (path: string, h: unknown) => void>)[route.method.toLowerCase()](route.path, run(route))
+    ;(router as unknown as Record<string, (path: string, h: unknown) => void>)[route.method.toLowerCase()](
+      route.path,
+      run(route),
+    )
   }
   const patterns = router.routes.map(([method, regex]) => ({ method, regex }))
   return async (req: Req): Promise<Reply> => {
@@ -50,4 +58,3 @@ export const buildRouter = (routes: Route[], app: App) => {
       : problem(404, 'No such route.')
   }
 }
-

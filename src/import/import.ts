@@ -21,7 +21,16 @@ export interface ImportStats {
   warnings: number
 }
 
-export const emptyStats = (): ImportStats => ({ bytes: 0, read: 0, imported: 0, errors: 0, created: 0, updated: 0, ignored: 0, warnings: 0 })
+export const emptyStats = (): ImportStats => ({
+  bytes: 0,
+  read: 0,
+  imported: 0,
+  errors: 0,
+  created: 0,
+  updated: 0,
+  ignored: 0,
+  warnings: 0,
+})
 
 export interface ImportOptions {
   // Import into an account whose source of truth is not FILE.
@@ -36,8 +45,10 @@ const checkAccount = async (app: App, accountId: number, kind: UploadKind, force
   const [account] = await app.sql`select source_of_truth from accounts where id = ${accountId}`
   if (!account) throw new Error(`Account ${accountId} does not exist.`)
   if (account.source_of_truth !== 'FILE' && !force) {
-    throw new Error(`The records of account ${accountId} are owned by its source of truth ${account.source_of_truth}; `
-      + 'imports go to accounts whose source of truth is FILE (use --force to import anyway).')
+    throw new Error(
+      `The records of account ${accountId} are owned by its source of truth ${account.source_of_truth}; ` +
+        'imports go to accounts whose source of truth is FILE (use --force to import anyway).',
+    )
   }
   try {
     // No items: only the account-level checks (scoring model, backlog), and its property catalog.
@@ -68,7 +79,12 @@ const linesOf = (cells: string[]) => {
 // Streams the file: at most one chunk is being parsed while the previous one is written, so
 // memory stays flat whatever the file's size. A bad row is reported and skipped.
 export const importFile = async (
-  app: App, accountId: number, kind: UploadKind, file: string, stats: ImportStats, options: ImportOptions = {},
+  app: App,
+  accountId: number,
+  kind: UploadKind,
+  file: string,
+  stats: ImportStats,
+  options: ImportOptions = {},
 ) => {
   const catalog = await checkAccount(app, accountId, kind, options.force ?? false)
   const parser = parse({ bom: true, info: true, relax_column_count: true, skip_empty_lines: true })
@@ -97,7 +113,10 @@ export const importFile = async (
     // Awaited at the next flush; until then a failure must not count as unhandled.
     writing.catch(() => {})
   }
-  for await (const { record, info } of parser as AsyncIterable<{ record: string[]; info: { empty_lines: number; bytes: number } }>) {
+  for await (const { record, info } of parser as AsyncIterable<{
+    record: string[]
+    info: { empty_lines: number; bytes: number }
+  }>) {
     stats.bytes = info.bytes
     const line = lines + info.empty_lines + 1
     lines += linesOf(record)

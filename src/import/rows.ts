@@ -15,8 +15,19 @@ const FIELDS: Record<UploadKind, { required: string[]; optional: string[] }> = {
 // 'unknown' columns name no property: their cells go into the item's attributes, where the typed
 // check drops and counts them as it does the API's unknown keys.
 type Role = 'field' | 'optional' | 'date' | 'attribute' | 'metric' | 'unknown'
-interface Column { index: number; name: string; role: Role; type: PropertyType }
-export interface Layout { kind: UploadKind; columns: Column[]; ignored: string[]; catalog: Catalog; width: number }
+interface Column {
+  index: number
+  name: string
+  role: Role
+  type: PropertyType
+}
+export interface Layout {
+  kind: UploadKind
+  columns: Column[]
+  ignored: string[]
+  catalog: Catalog
+  width: number
+}
 
 // Reads the header row against the account's property definitions; throws when the file cannot
 // be imported at all.
@@ -28,17 +39,29 @@ export const readHeader = (kind: UploadKind, header: string[], catalog: Catalog)
     seen.add(name)
   }
   const missing = required.filter((name) => !seen.has(name))
-  if (missing.length) throw new Error(`The header lacks the column${missing.length > 1 ? 's' : ''} ${missing.join(', ')}.`)
+  if (missing.length)
+    throw new Error(`The header lacks the column${missing.length > 1 ? 's' : ''} ${missing.join(', ')}.`)
   const columns = header.map((name, index): Column => {
     const def = catalog.get(name)
-    const role = required.includes(name) ? 'field' : optional.includes(name) ? 'optional'
-      : name === 'date' ? 'date' : def?.kind ?? 'unknown'
+    const role = required.includes(name)
+      ? 'field'
+      : optional.includes(name)
+        ? 'optional'
+        : name === 'date'
+          ? 'date'
+          : (def?.kind ?? 'unknown')
     return { index, name, role, type: def?.type ?? 'string' }
   })
   if (columns.some((c) => c.role === 'metric') && !seen.has('date')) {
     throw new Error('Metric columns need a date column: each row is one snapshot on that date.')
   }
-  return { kind, columns, ignored: columns.filter((c) => c.role === 'unknown').map((c) => c.name), catalog, width: header.length }
+  return {
+    kind,
+    columns,
+    ignored: columns.filter((c) => c.role === 'unknown').map((c) => c.name),
+    catalog,
+    width: header.length,
+  }
 }
 
 const NUMBER = /^\s*[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?\s*$/
@@ -46,9 +69,17 @@ const NUMBER = /^\s*[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?\s*$/
 // A cell in the property's type. Text that does not read as that type is passed on unchanged, so
 // the upload's own typed check reports it exactly as it would for the API.
 const typed = (cell: string, type: PropertyType): unknown =>
-  type === 'number' ? (NUMBER.test(cell) ? Number(cell) : cell)
-    : type === 'boolean' ? (/^true$/i.test(cell) ? true : /^false$/i.test(cell) ? false : cell)
-    : cell
+  type === 'number'
+    ? NUMBER.test(cell)
+      ? Number(cell)
+      : cell
+    : type === 'boolean'
+      ? /^true$/i.test(cell)
+        ? true
+        : /^false$/i.test(cell)
+          ? false
+          : cell
+      : cell
 
 // One row as an upload item. Identifiers and names are taken as written; an empty cell of any
 // other column is absent (it leaves the stored value unchanged).
@@ -71,15 +102,16 @@ const rowToItem = (layout: Layout, cells: string[]): Record<string, unknown> => 
 
 const schemas = { customers: CustomerItem, contacts: ContactItem }
 
-type Checked =
-  | { ok: true; item: CustomerItem | ContactItem; droppedKeys: number }
-  | { ok: false; errors: FieldError[] }
+type Checked = { ok: true; item: CustomerItem | ContactItem; droppedKeys: number } | { ok: false; errors: FieldError[] }
 
 // The API's checks, item by item: the same valibot item schema, then the same typed check
 // against the account's definitions.
 export const checkRow = (layout: Layout, cells: string[]): Checked => {
   if (cells.length !== layout.width) {
-    return { ok: false, errors: [{ path: '', message: `The row has ${cells.length} fields; the header has ${layout.width}.` }] }
+    return {
+      ok: false,
+      errors: [{ path: '', message: `The row has ${cells.length} fields; the header has ${layout.width}.` }],
+    }
   }
   const raw = rowToItem(layout, cells)
   const metrics = raw.metrics as Record<string, unknown>[] | undefined

@@ -24,7 +24,10 @@ const runs: Record<(typeof TASKS)[keyof typeof TASKS], Run> = {
 
 export const taskList = (app: App): TaskList =>
   Object.fromEntries(
-    Object.entries(runs).map(([name, run]) => [name, async (payload: unknown, helpers: JobHelpers) => void (await run(app, payload as never, helpers))]),
+    Object.entries(runs).map(([name, run]) => [
+      name,
+      async (payload: unknown, helpers: JobHelpers) => void (await run(app, payload as never, helpers)),
+    ]),
   )
 
 // graphile-worker crontab lines (https://worker.graphile.org/docs/cron); one per recurring task.

@@ -23,8 +23,17 @@ export const startWorker = async (app: App, url: string): Promise<Runner> => {
     // poll: 200 ms instead of 2 s keeps webhooks prompt.
     preset: { worker: { pollInterval: 200 } },
     events: recovery.events,
-  } as Parameters<typeof run>[0]).catch(async (err) => { await recovery.stop(); throw err })
+  } as Parameters<typeof run>[0]).catch(async (err) => {
+    await recovery.stop()
+    throw err
+  })
   await recovery.recover()
   // Heartbeats go on until the jobs have drained, so a stopping worker never looks dead.
-  return { ...runner, stop: async (reason) => { await runner.stop(reason); await recovery.stop() } }
+  return {
+    ...runner,
+    stop: async (reason) => {
+      await runner.stop(reason)
+      await recovery.stop()
+    },
+  }
 }

@@ -9,16 +9,30 @@ import { compileSearch } from '../search/sql.ts'
 
 // One record as the search endpoints show it (churned customers included); a contact is found
 // under its customer only.
-export const readRecord = async (app: App, accountId: number, entity: Entity, externalId: string, customerExternalId?: string) => {
+export const readRecord = async (
+  app: App,
+  accountId: number,
+  entity: Entity,
+  externalId: string,
+  customerExternalId?: string,
+) => {
   const query = compileSearch({
-    entity, accountId, catalog: await readCatalog(app.sql, accountId, entity), limit: 1, externalId, today: today(),
+    entity,
+    accountId,
+    catalog: await readCatalog(app.sql, accountId, entity),
+    limit: 1,
+    externalId,
+    today: today(),
     filters: entity === 'customer' ? [{ propertyName: 'is_churned', operator: 'KNOWN' }] : [],
   })
   const [row] = await app.sql.unsafe(query.text, query.params as string[])
   if (!row || (customerExternalId !== undefined && row.customer_external_id !== customerExternalId)) {
-    return refuse(404, entity === 'customer'
-      ? `Customer ${externalId} does not exist.`
-      : `Contact ${externalId} of customer ${customerExternalId} does not exist.`)
+    return refuse(
+      404,
+      entity === 'customer'
+        ? `Customer ${externalId} does not exist.`
+        : `Contact ${externalId} of customer ${customerExternalId} does not exist.`,
+    )
   }
   return row
 }

@@ -26,7 +26,15 @@ const SearchFilter = v.object({
 export const SearchBody = v.object({
   filters: v.optional(v.pipe(v.array(SearchFilter), v.maxLength(MAX_FILTERS, `At most ${MAX_FILTERS} filters.`))),
   properties: v.optional(v.pipe(v.array(v.string()), v.maxLength(MAX_LIST, `At most ${MAX_LIST} codenames.`))),
-  limit: v.optional(v.pipe(v.number(), v.integer('Must be an integer.'), v.minValue(1, 'At least 1.'), v.maxValue(MAX_LIMIT, `At most ${MAX_LIMIT}.`)), 100),
+  limit: v.optional(
+    v.pipe(
+      v.number(),
+      v.integer('Must be an integer.'),
+      v.minValue(1, 'At least 1.'),
+      v.maxValue(MAX_LIMIT, `At most ${MAX_LIMIT}.`),
+    ),
+    100,
+  ),
   after: v.optional(v.pipe(v.number(), v.safeInteger('Must be the service_id of a record (paging.next.after).'))),
 })
 export type SearchBody = v.InferOutput<typeof SearchBody>
@@ -55,9 +63,15 @@ export const searchContext = async (sql: Sql, accountId: number, entity: Entity,
   return { catalog: row.catalog as PropertyDef[], lookups: { users: ids(row.users), tags: ids(row.tags) } }
 }
 
-const afterError = async (sql: Sql, accountId: number, entity: Entity, after: number | undefined): Promise<ErrorDetail[]> => {
+const afterError = async (
+  sql: Sql,
+  accountId: number,
+  entity: Entity,
+  after: number | undefined,
+): Promise<ErrorDetail[]> => {
   if (after === undefined) return []
-  const [found] = await sql`select 1 from ${sql(TABLES[entity].records)} where account_id = ${accountId} and service_id = ${after}`
+  const [found] =
+    await sql`select 1 from ${sql(TABLES[entity].records)} where account_id = ${accountId} and service_id = ${after}`
   return found ? [] : [{ path: '/after', message: `No ${entity} of this account has service_id ${after}.` }]
 }
 
@@ -82,14 +96,25 @@ export const searchPage = async (app: App, accountId: number, entity: Entity, bo
   let query: ReturnType<typeof compileSearch>
   try {
     query = compileSearch({
-      entity, accountId, catalog: context.catalog, lookups: context.lookups, filters: body.filters ?? [], properties: body.properties,
-      limit: body.limit, afterServiceId: body.after, json: true, today: today(),
+      entity,
+      accountId,
+      catalog: context.catalog,
+      lookups: context.lookups,
+      filters: body.filters ?? [],
+      properties: body.properties,
+      limit: body.limit,
+      afterServiceId: body.after,
+      json: true,
+      today: today(),
     })
   } catch (err) {
     if (!(err instanceof SearchError)) throw err
-    return refuse(400, 'The search request is invalid.', [...await afterError(app.sql, accountId, entity, body.after), ...err.errors])
+    return refuse(400, 'The search request is invalid.', [
+      ...(await afterError(app.sql, accountId, entity, body.after)),
+      ...err.errors,
+    ])
   }
-  const rows = await app.sql.unsafe(query.text, query.params as string[]).raw() as unknown as [Buffer, Buffer][]
+  const rows = (await app.sql.unsafe(query.text, query.params as string[]).raw()) as unknown as [Buffer, Buffer][]
   if (rows.length === 0) {
     const errors = await afterError(app.sql, accountId, entity, body.after)
     if (errors.length > 0) refuse(400, 'The search request is invalid.', errors)

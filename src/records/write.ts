@@ -20,15 +20,24 @@ import { DateString, parse, text255 } from '../validate.ts'
 // first's record (409). One an upload job inserts meanwhile breaks the unique external id: 409 too.
 export const createRecord = async (app: App, accountId: number, kind: UploadKind, item: CustomerItem | ContactItem) => {
   const checked = await checkUpload(app, accountId, kind, [item], 'API', () => '')
-  const [field, externalId] = 'contact_external_id' in item ? ['contact_external_id', item.contact_external_id] : ['external_id', item.external_id]
-  const exists = () => refuse(409, `${kind === 'customers' ? 'Customer' : 'Contact'} ${externalId} already exists.`, [{ path: `/${field}`, message: 'Already exists.' }])
-  await app.sql.begin(async (tx) => {
-    await tx`select pg_advisory_xact_lock(hashtextextended(${`create:${accountId}:${kind}:${externalId}`}, 0))`
-    const [found] = await tx`select 1 from ${tx(kind)} where account_id = ${accountId} and external_id = ${externalId}`
-    if (found) exists()
-    const [row] = await insertUpload(tx, accountId, kind, 'API', checked.items, checked.droppedKeys)
-    await processUpload(tx, accountId, row.id)
-  }).catch((err) => (sqlState(err) === SQLSTATE.UNIQUE_VIOLATION ? exists() : Promise.reject(err)))
+  const [field, externalId] =
+    'contact_external_id' in item
+      ? ['contact_external_id', item.contact_external_id]
+      : ['external_id', item.external_id]
+  const exists = () =>
+    refuse(409, `${kind === 'customers' ? 'Customer' : 'Contact'} ${externalId} already exists.`, [
+      { path: `/${field}`, message: 'Already exists.' },
+    ])
+  await app.sql
+    .begin(async (tx) => {
+      await tx`select pg_advisory_xact_lock(hashtextextended(${`create:${accountId}:${kind}:${externalId}`}, 0))`
+      const [found] =
+        await tx`select 1 from ${tx(kind)} where account_id = ${accountId} and external_id = ${externalId}`
+      if (found) exists()
+      const [row] = await insertUpload(tx, accountId, kind, 'API', checked.items, checked.droppedKeys)
+      await processUpload(tx, accountId, row.id)
+    })
+    .catch((err) => (sqlState(err) === SQLSTATE.UNIQUE_VIOLATION ? exists() : Promise.reject(err)))
 }
 
 const requireApiAccount = async (sql: Sql, accountId: number) =>
@@ -56,24 +65,37 @@ const ownerId = async (tx: Tx, accountId: number, email: string | null | undefin
   if (email === undefined) return undefined
   if (email === null) return null
   const [user] = await tx`select id from users where account_id = ${accountId} and lower(email) = lower(${email})`
-  return user ? user.id as number : refuse(400, 'No user of the account has this email.', [{ path: '/owner_email', message: `No user has the email ${email}.` }])
+  return user
+    ? (user.id as number)
+    : refuse(400, 'No user of the account has this email.', [
+        { path: '/owner_email', message: `No user has the email ${email}.` },
+      ])
 }
 
 // Churn set by hand is 'manual' so that the daily job never lifts it; false makes the customer active.
-const churnColumns = (patch: v.InferOutput<typeof CustomerPatch>): { is_churned?: boolean; churned_date?: string | null; churn_reason?: string | null } =>
-  patch.is_churned === undefined ? {}
+const churnColumns = (
+  patch: v.InferOutput<typeof CustomerPatch>,
+): { is_churned?: boolean; churned_date?: string | null; churn_reason?: string | null } =>
+  patch.is_churned === undefined
+    ? {}
     : patch.is_churned
       ? { is_churned: true, churned_date: patch.churned_date ?? today(), churn_reason: 'manual' }
       : { is_churned: false, churned_date: null, churn_reason: null }
 
-const typedAttributes = async (app: App, accountId: number, entity: Entity, attributes: Record<string, unknown> | undefined) => {
+const typedAttributes = async (
+  app: App,
+  accountId: number,
+  entity: Entity,
+  attributes: Record<string, unknown> | undefined,
+) => {
   if (!attributes) return undefined
   const checked = checkValues([{ attributes }], catalogOf(await readCatalog(app.sql, accountId, entity)), () => '')
   if (checked.errors.length) refuse(400, 'Some values do not fit their property definitions.', checked.errors)
   return checked.items[0].attributes
 }
 
-const rescore = (tx: Tx, accountId: number, entity: Entity, id: number) => addJobs(tx, scoreRecordsJobs(accountId, entity, [id]))
+const rescore = (tx: Tx, accountId: number, entity: Entity, id: number) =>
+  addJobs(tx, scoreRecordsJobs(accountId, entity, [id]))
 
 export const updateCustomer = async (app: App, accountId: number, externalId: string, body: unknown) => {
   await requireApiAccount(app.sql, accountId)
@@ -96,7 +118,13 @@ export const updateCustomer = async (app: App, accountId: number, externalId: st
   })
 }
 
-export const updateContact = async (app: App, accountId: number, customerExternalId: string, externalId: string, body: unknown) => {
+export const updateContact = async (
+  app: App,
+  accountId: number,
+  customerExternalId: string,
+  externalId: string,
+  body: unknown,
+) => {
   await requireApiAccount(app.sql, accountId)
   const patch = parse(ContactPatch, body)
   const attributes = await typedAttributes(app, accountId, 'contact', patch.attributes)
@@ -115,7 +143,8 @@ export const updateContact = async (app: App, accountId: number, customerExterna
 
 export const deleteCustomer = async (app: App, accountId: number, externalId: string) => {
   await requireApiAccount(app.sql, accountId)
-  const [row] = await app.sql`delete from customers where account_id = ${accountId} and external_id = ${externalId} returning service_id`
+  const [row] =
+    await app.sql`delete from customers where account_id = ${accountId} and external_id = ${externalId} returning service_id`
   if (!row) refuse(404, `Customer ${externalId} does not exist.`)
 }
 

@@ -32,8 +32,13 @@ const RECENT = (date: string) => `${date} <= $3::date and ${date} > $3::date - $
 // Where the scoring levels read from: `row` names the level of a score's `values`; both levels of
 // jsonb values are named `raw`.
 const refs = (isMetric: (codename: string) => boolean, metrics: string, row: string, date: string): SqlRefs => ({
-  metric: (key) => `${metrics} -> ${key}`, attribute: (key) => `r.attributes -> ${key}`, raw: (name) => `raw.${name}`,
-  value: (name) => `${row}.${name}`, column: (name) => `rec.${name}`, date, isMetric,
+  metric: (key) => `${metrics} -> ${key}`,
+  attribute: (key) => `r.attributes -> ${key}`,
+  raw: (name) => `raw.${name}`,
+  value: (name) => `${row}.${name}`,
+  column: (name) => `rec.${name}`,
+  date,
+  isMetric,
 })
 const list = (items: string[]) => items.map((item) => `, ${item}`).join('')
 // json has no equality operator; the trend's text is compared, which json_object_agg writes the
@@ -60,8 +65,20 @@ const scoreStatement = (entity: Entity, model: ScoringModel | null, defs: Proper
   const { typeOf, isMetric } = propertyLookup(defs)
   const customer = entity === 'customer'
   const rules = (customer ? model?.customer?.engagement : model?.contact?.engagement) ?? []
-  const engagement = weightedScoreSql(snapshots ? rules : [], typeOf, refs(isMetric, 's."values"', 'sv', 'sv.date'), 4, 'e')
-  const fit = weightedScoreSql(customer ? model?.customer?.fit ?? [] : [], typeOf, refs(isMetric, 'r.metrics', 'rec', '$3::date'), 4 + engagement.params.length, 'f')
+  const engagement = weightedScoreSql(
+    snapshots ? rules : [],
+    typeOf,
+    refs(isMetric, 's."values"', 'sv', 'sv.date'),
+    4,
+    'e',
+  )
+  const fit = weightedScoreSql(
+    customer ? (model?.customer?.fit ?? []) : [],
+    typeOf,
+    refs(isMetric, 'r.metrics', 'rec', '$3::date'),
+    4 + engagement.params.length,
+    'f',
+  )
   const scored = snapshots
     ? `select x.record_id, x.date, ${engagement.score} as score from (
         select sv.record_id, sv.date${list(engagement.sums)} from (
@@ -74,10 +91,21 @@ const scoreStatement = (entity: Entity, model: ScoringModel | null, defs: Proper
     : `select h.${t.fk} as record_id, x.date, x.score
       from ${t.scores} h cross join lateral unnest(h.history_dates, h.history_scores) as x(date, score)
       where h.account_id = $1::bigint and h.${t.fk} = any($2::bigint[])`
-  const fitColumns = customer ? [['fitscore', 'fit'], ['churn_risk', 'churn_risk'], ['upsell_score', 'upsell_score']] : []
+  const fitColumns = customer
+    ? [
+        ['fitscore', 'fit'],
+        ['churn_risk', 'churn_risk'],
+        ['upsell_score', 'upsell_score'],
+      ]
+    : []
   const columns = [
-    ['history_dates', 'dates'], ['history_scores', 'scores'], ['last_seen', 'last_seen'], ['engagementscore', 'score'],
-    ['engagementscore_difference', 'difference'], ['engagementscore_trend', 'trend'], ...fitColumns,
+    ['history_dates', 'dates'],
+    ['history_scores', 'scores'],
+    ['last_seen', 'last_seen'],
+    ['engagementscore', 'score'],
+    ['engagementscore_difference', 'difference'],
+    ['engagementscore_trend', 'trend'],
+    ...fitColumns,
   ]
   const derived = customer
     ? `, ${churnRiskSql('d.score', 'd.fit', 'd.difference', '($3::date - d.last_seen)')} as churn_risk, ${upsellScoreSql('d.score', 'd.fit', 'd.difference')} as upsell_score`
@@ -144,7 +172,7 @@ async function* batches(sql: Sql, accountId: number, entity: Entity, ids?: numbe
     for (let i = 0; i < sorted.length; i += BATCH) yield sorted.slice(i, i + BATCH)
     return
   }
-  for (let after = 0; ;) {
+  for (let after = 0; ; ) {
     const rows = await sql`
       select service_id from ${sql(TABLES[entity].records)}
       where account_id = ${accountId} and service_id > ${after} order by service_id limit ${BATCH}`

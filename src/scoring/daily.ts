@@ -32,7 +32,9 @@ export const scoreDaily = async (sql: Sql, accountId: number, today = utcToday()
 // The cron run (no account_id) adds one job per account with a scoring model, on the account's
 // scoring queue; the job key keeps a second run from doubling the work.
 export const scoreDailyRun = async (app: App, p: CronPayload) => {
-  if (p.account_id !== undefined) return void await scoreDaily(app.sql, p.account_id)
-  const ids = (await app.sql`select account_id from scoring_models order by account_id`).map((r) => r.account_id as number)
+  if (p.account_id !== undefined) return void (await scoreDaily(app.sql, p.account_id))
+  const ids = (await app.sql`select account_id from scoring_models order by account_id`).map(
+    (r) => r.account_id as number,
+  )
   await addJobs(app.sql, ids.map(scoreDailyJob))
 }

@@ -11,17 +11,26 @@ export interface ExplainedCustomer {
   snapshot: Record<string, unknown> | null
 }
 
-const own = (values: Record<string, unknown>, codename: string) => (Object.hasOwn(values, codename) ? values[codename] : undefined)
+const own = (values: Record<string, unknown>, codename: string) =>
+  Object.hasOwn(values, codename) ? values[codename] : undefined
 
 // score_explanation of the single-customer read (docs/scoring.md). Engagement is explained as
 // engagementscore was computed: the snapshot dated last_seen, date properties relative to that
 // date, so that the contributions add up to the score; without a scored snapshot there is nothing
 // to explain. Fit is explained as the job scores it: current attributes, latest metric values,
 // date properties relative to today.
-export const explainCustomer = (model: ScoringModel | null, defs: readonly PropertyDef[], row: ExplainedCustomer, today: string): Explanation => {
+export const explainCustomer = (
+  model: ScoringModel | null,
+  defs: readonly PropertyDef[],
+  row: ExplainedCustomer,
+  today: string,
+): Explanation => {
   const { typeOf, isMetric } = propertyLookup(defs)
   const contributions = (rules: Rule[] | undefined, metrics: Record<string, unknown>, date: string) =>
     weightedScore(rules ?? [], (c) => own(isMetric(c) ? metrics : row.attributes, c), date, typeOf).contributions
-  const engagement = row.last_seen === null || row.snapshot === null ? [] : contributions(model?.customer?.engagement, row.snapshot, row.last_seen)
+  const engagement =
+    row.last_seen === null || row.snapshot === null
+      ? []
+      : contributions(model?.customer?.engagement, row.snapshot, row.last_seen)
   return explain(engagement, contributions(model?.customer?.fit, row.metrics, today))
 }

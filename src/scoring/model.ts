@@ -22,14 +22,21 @@ const ruleBase = {
 
 // Strict objects so that a rule mixing two forms (e.g. `values` next to `bad`) is refused rather
 // than scored by whichever form happens to match.
-const FORMS = 'A rule is an object with `codename` and `weight` plus either numeric `bad` and `good`, '
-  + 'a boolean `good`, or a `values` map with an optional `default`.'
+const FORMS =
+  'A rule is an object with `codename` and `weight` plus either numeric `bad` and `good`, ' +
+  'a boolean `good`, or a `values` map with an optional `default`.'
 const RangeRuleSchema = v.pipe(
   v.strictObject({ ...ruleBase, bad: Bound, good: Bound }, FORMS),
-  v.forward(v.check((r) => r.bad !== r.good, '`good` must differ from `bad`.'), ['good']),
+  v.forward(
+    v.check((r) => r.bad !== r.good, '`good` must differ from `bad`.'),
+    ['good'],
+  ),
 )
 const BooleanRuleSchema = v.strictObject({ ...ruleBase, good: v.boolean() }, FORMS)
-const ValuesRuleSchema = v.strictObject({ ...ruleBase, values: v.record(v.string(), Score), default: v.optional(Score) }, FORMS)
+const ValuesRuleSchema = v.strictObject(
+  { ...ruleBase, values: v.record(v.string(), Score), default: v.optional(Score) },
+  FORMS,
+)
 
 export type RangeRule = v.InferOutput<typeof RangeRuleSchema>
 export type BooleanRule = v.InferOutput<typeof BooleanRuleSchema>
@@ -52,9 +59,11 @@ const INACTIVE_DAYS = '`inactive_days` must be a positive integer.'
 export const ScoringModelSchema = v.strictObject({
   customer: v.optional(v.strictObject({ engagement: v.optional(Rules), fit: v.optional(Rules) })),
   contact: v.optional(v.strictObject({ engagement: v.optional(Rules) })),
-  churn: v.optional(v.strictObject({
-    inactive_days: v.optional(v.pipe(v.number(), v.integer(INACTIVE_DAYS), v.minValue(1, INACTIVE_DAYS))),
-  })),
+  churn: v.optional(
+    v.strictObject({
+      inactive_days: v.optional(v.pipe(v.number(), v.integer(INACTIVE_DAYS), v.minValue(1, INACTIVE_DAYS))),
+    }),
+  ),
 })
 
 export type ScoringModel = v.InferOutput<typeof ScoringModelSchema>
@@ -92,9 +101,15 @@ type Catalogs = Record<Entity, readonly PropertyDef[]>
 const checkRules = (rules: Rule[] | undefined, entity: Entity, base: string, catalogs: Catalogs): FieldError[] =>
   (rules ?? []).flatMap((rule, i) => {
     const def = catalogs[entity].find((d) => d.codename === rule.codename)
-    if (!def) return [{ path: `${base}/${i}/codename`, message: `No ${entity} property "${rule.codename}" is defined.` }]
+    if (!def)
+      return [{ path: `${base}/${i}/codename`, message: `No ${entity} property "${rule.codename}" is defined.` }]
     if (fitsType(rule, def.type)) return []
-    return [{ path: `${base}/${i}`, message: `"${rule.codename}" is a ${def.type} property: its rule needs ${expectedForm[def.type]}.` }]
+    return [
+      {
+        path: `${base}/${i}`,
+        message: `"${rule.codename}" is a ${def.type} property: its rule needs ${expectedForm[def.type]}.`,
+      },
+    ]
   })
 
 export const checkModelAgainstProperties = (model: ScoringModel, catalogs: Catalogs): FieldError[] => [

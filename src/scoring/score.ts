@@ -6,10 +6,21 @@ import { isBooleanRule, isValuesRule, type RangeRule, type Rule } from './model.
 // have twins in sql.ts for bulk scoring in PostgreSQL; both do the same float8 operations in the
 // same order so that the two agree.
 
-export interface Contribution { codename: string; contribution: number }
-export interface Driver extends Contribution { score: 'engagement' | 'fit' }
-export interface WeightedScore { score: number | null; contributions: Contribution[] }
-export interface HistoryRecord { date: string; score: number | null }
+export interface Contribution {
+  codename: string
+  contribution: number
+}
+export interface Driver extends Contribution {
+  score: 'engagement' | 'fit'
+}
+export interface WeightedScore {
+  score: number | null
+  contributions: Contribution[]
+}
+export interface HistoryRecord {
+  date: string
+  score: number | null
+}
 export interface HistorySummary {
   last_seen: string | null
   engagementscore: number | null
@@ -26,7 +37,6 @@ export interface Explanation {
 const TREND_DAYS = 365
 const TREND_RECORDS = 15
 const DRIVERS = 3
-
 
 const clamp = (x: number, lo: number, hi: number) => Math.min(hi, Math.max(lo, x))
 
@@ -91,7 +101,12 @@ export const weightedScore = (
 const trendInputs = (f: number | null, d: number | null) => ({ f: f ?? 0, d: clamp(d ?? 0, -100, 100) })
 
 // A last_seen in the future (a snapshot dated ahead) counts as seen today: s is at least 0.
-export const churnRisk = (e: number | null, f: number | null, d: number | null, daysSinceLastSeen: number): number | null => {
+export const churnRisk = (
+  e: number | null,
+  f: number | null,
+  d: number | null,
+  daysSinceLastSeen: number,
+): number | null => {
   if (e === null) return null
   const x = trendInputs(f, d)
   const s = clamp(daysSinceLastSeen, 0, 90)
@@ -109,13 +124,16 @@ export const summarizeHistory = (records: readonly HistoryRecord[], today: strin
     .filter((r): r is { date: string; score: number } => r.score !== null)
     .sort((a, b) => (a.date < b.date ? -1 : a.date > b.date ? 1 : 0))
   const last = scored.at(-1)
-  if (!last) return { last_seen: null, engagementscore: null, engagementscore_difference: null, engagementscore_trend: null }
+  if (!last)
+    return { last_seen: null, engagementscore: null, engagementscore_difference: null, engagementscore_trend: null }
   const previous = scored.at(-2)
   // "Within 365 days before today": today - 365 < date <= today.
-  const recent = scored.filter((r) => {
-    const age = daysBetween(r.date, today)
-    return age >= 0 && age < TREND_DAYS
-  }).slice(-TREND_RECORDS)
+  const recent = scored
+    .filter((r) => {
+      const age = daysBetween(r.date, today)
+      return age >= 0 && age < TREND_DAYS
+    })
+    .slice(-TREND_RECORDS)
   return {
     last_seen: last.date,
     engagementscore: last.score,
@@ -125,13 +143,15 @@ export const summarizeHistory = (records: readonly HistoryRecord[], today: strin
 }
 
 const drivers = (all: Driver[], sign: 1 | -1) =>
-  all.filter((c) => sign * c.contribution > 0)
+  all
+    .filter((c) => sign * c.contribution > 0)
     .sort((a, b) => sign * (b.contribution - a.contribution))
     .slice(0, DRIVERS)
 
 // Drivers are picked on the rounded contributions so that a driver never shows as 0.
 export const explain = (engagement: readonly Contribution[], fit: readonly Contribution[]): Explanation => {
-  const rounded = (cs: readonly Contribution[]) => cs.map((c) => ({ codename: c.codename, contribution: round2(c.contribution) }))
+  const rounded = (cs: readonly Contribution[]) =>
+    cs.map((c) => ({ codename: c.codename, contribution: round2(c.contribution) }))
   const e = rounded(engagement)
   const f = rounded(fit)
   const all: Driver[] = [

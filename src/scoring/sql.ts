@@ -55,24 +55,30 @@ const scoreSql = (rule: Rule, v: string, bind: Bind): string => {
     const values = `${bind(JSON.stringify(rule.values), 'text')}::jsonb`
     return `CASE WHEN ${v} IS NULL THEN NULL ELSE coalesce((${values} -> ${v})::float8, ${bind(rule.default ?? 0, 'float8')}) END`
   }
-  if (isBooleanRule(rule)) return `CASE WHEN ${v} IS NULL THEN NULL WHEN ${v} = ${bind(rule.good, 'boolean')} THEN 100 ELSE -100 END`
+  if (isBooleanRule(rule))
+    return `CASE WHEN ${v} IS NULL THEN NULL WHEN ${v} = ${bind(rule.good, 'boolean')} THEN 100 ELSE -100 END`
   const bad = bind(rule.bad, 'float8')
   const good = bind(rule.good, 'float8')
   const span = rule.good - rule.bad
   const [pastGood, pastBad] = span > 0 ? ['>=', '<='] : ['<=', '>=']
   // Separate WHENs, not OR: CASE is the one construct whose evaluation order PostgreSQL
   // guarantees, and abs(...) * 1e20 overflows for a value far past `bad`.
-  return `CASE WHEN ${v} IS NULL THEN NULL`
-    + ` WHEN ${v} ${pastGood} ${good} THEN 100`
-    + ` WHEN ${v} ${pastBad} ${bad} THEN -100`
-    + ` WHEN abs(${v} - ${bad}) * 1e20::float8 < ${bind(Math.abs(span), 'float8')} THEN -100`
-    + ` ELSE greatest(-100, least(100, -100 + 200 * (${v} - ${bad}) / ${bind(span, 'float8')})) END`
+  return (
+    `CASE WHEN ${v} IS NULL THEN NULL` +
+    ` WHEN ${v} ${pastGood} ${good} THEN 100` +
+    ` WHEN ${v} ${pastBad} ${bad} THEN -100` +
+    ` WHEN abs(${v} - ${bad}) * 1e20::float8 < ${bind(Math.abs(span), 'float8')} THEN -100` +
+    ` ELSE greatest(-100, least(100, -100 + 200 * (${v} - ${bad}) / ${bind(span, 'float8')})) END`
+  )
 }
 
 // Select-list items of two levels: the jsonb of each property a rule reads (`raw`), then over
 // them its value as the rule reads it (`typed`). A typed value looks at its jsonb several times
 // (its JSON type, then the value), and a lookup in a jsonb object copies the object first.
-export interface Levels { raw: string[]; typed: string[] }
+export interface Levels {
+  raw: string[]
+  typed: string[]
+}
 
 export interface ScoreSql {
   /** The record's attributes: selected once per record, not per snapshot. */
@@ -108,7 +114,14 @@ export const weightedScoreSql = (
   alias: string,
 ): ScoreSql => {
   if (rules.length === 0) {
-    return { columns: { raw: [], typed: [] }, values: { raw: [], typed: [] }, sums: [], score: 'NULL::integer', scored: 'false', params: [] }
+    return {
+      columns: { raw: [], typed: [] },
+      values: { raw: [], typed: [] },
+      sums: [],
+      score: 'NULL::integer',
+      scored: 'false',
+      params: [],
+    }
   }
   const params: unknown[] = []
   const bind: Bind = (value, type) => {
@@ -131,8 +144,12 @@ export const weightedScoreSql = (
   // Sums start from 0 and add 0 for a missing value, which leaves a float sum unchanged, so they
   // equal weightedScore's sums over the present values only.
   const weights = rules.map((rule) => bind(rule.weight, 'float8'))
-  const total = rules.map((rule, i) =>
-    ` + coalesce(${weights[i]} * ${scoreSql(rule, valueSql(typeOf(rule.codename), rule, typed[i], refs.date), bind)}, 0)`).join('')
+  const total = rules
+    .map(
+      (rule, i) =>
+        ` + coalesce(${weights[i]} * ${scoreSql(rule, valueSql(typeOf(rule.codename), rule, typed[i], refs.date), bind)}, 0)`,
+    )
+    .join('')
   const totalWeight = typed.map((v, i) => ` + CASE WHEN ${v} IS NULL THEN 0 ELSE ${weights[i]} END`).join('')
   const [t, tw] = [`${alias}_t`, `${alias}_tw`]
   return {
@@ -148,14 +165,20 @@ export const weightedScoreSql = (
 // churnRisk and upsellScore of score.ts over SQL expressions: e, f, d integer scores (NULL when
 // missing), daysSinceLastSeen an integer. The float8 casts keep PostgreSQL from doing numeric
 // arithmetic with the literals, which would round differently from JS.
-const trendInputsSql = (f: string, d: string) => ({ f: `coalesce(${f}, 0)`, d: `greatest(-100, least(100, coalesce(${d}, 0)))` })
+const trendInputsSql = (f: string, d: string) => ({
+  f: `coalesce(${f}, 0)`,
+  d: `greatest(-100, least(100, coalesce(${d}, 0)))`,
+})
 const percentSql = (e: string, x: string) =>
   `CASE WHEN ${e} IS NULL THEN NULL ELSE greatest(0, least(100, ${roundSql(`(${x})`)})) END`
 
 export const churnRiskSql = (e: string, f: string, d: string, daysSinceLastSeen: string): string => {
   const x = trendInputsSql(f, d)
   const s = `greatest(0, least(${daysSinceLastSeen}, 90))`
-  return percentSql(e, `50 - 0.35::float8 * ${e} - 0.15::float8 * ${x.f} - 0.3::float8 * ${x.d} + (20 * ${s})::float8 / 90`)
+  return percentSql(
+    e,
+    `50 - 0.35::float8 * ${e} - 0.15::float8 * ${x.f} - 0.3::float8 * ${x.d} + (20 * ${s})::float8 / 90`,
+  )
 }
 
 export const upsellScoreSql = (e: string, f: string, d: string): string => {

@@ -3,9 +3,25 @@
 import { DATE_RULE, isDate } from '../dates.ts'
 import { UNSTORABLE } from '../validate.ts'
 import {
-  ALLOWED_OPERATORS, CORE_FIELDS, CUSTOMER_ONLY_FIELDS, type Criterion, type Entity, type ErrorDetail, type Field,
-  type Filter, MAX_DAYS, MAX_FILTERS, type Operand, OPERATOR_SHAPES, type Operator, OPERATORS, type PropertyDef,
-  type Scalar, SearchError, type ValueType, valueTypeOf,
+  ALLOWED_OPERATORS,
+  CORE_FIELDS,
+  CUSTOMER_ONLY_FIELDS,
+  type Criterion,
+  type Entity,
+  type ErrorDetail,
+  type Field,
+  type Filter,
+  MAX_DAYS,
+  MAX_FILTERS,
+  type Operand,
+  OPERATOR_SHAPES,
+  type Operator,
+  OPERATORS,
+  type PropertyDef,
+  type Scalar,
+  SearchError,
+  type ValueType,
+  valueTypeOf,
 } from './fields.ts'
 
 const NUMBER_PATTERN = /^-?\d+(\.\d+)?([eE][+-]?\d+)?$/
@@ -14,12 +30,15 @@ type Parsed = { value: Scalar } | { error: string }
 
 const VALUE_PARSERS: Record<ValueType, (raw: string) => Parsed> = {
   number: (raw) =>
-    NUMBER_PATTERN.test(raw) && Number.isFinite(Number(raw)) ? { value: Number(raw) } : { error: 'must be a finite number' },
+    NUMBER_PATTERN.test(raw) && Number.isFinite(Number(raw))
+      ? { value: Number(raw) }
+      : { error: 'must be a finite number' },
   date: (raw) => (isDate(raw) ? { value: raw } : { error: `must be ${DATE_RULE}` }),
   boolean: (raw) =>
     raw === 'true' ? { value: true } : raw === 'false' ? { value: false } : { error: "must be 'true' or 'false'" },
   // Rejecting what Postgres cannot hold here keeps such a value from becoming a 500.
-  string: (raw) => (UNSTORABLE.test(raw) ? { error: 'must not contain NUL characters or unpaired surrogates' } : { value: raw }),
+  string: (raw) =>
+    UNSTORABLE.test(raw) ? { error: 'must not contain NUL characters or unpaired surrogates' } : { value: raw },
 }
 
 function parseValue(raw: unknown, type: ValueType): Parsed {
@@ -47,7 +66,8 @@ function rawOperands(filter: Filter, operand: Operand, at: string): { raw: unkno
   if (operand === 'none') return []
   if (operand === 'many' && filter.values !== undefined) {
     const values: unknown = filter.values
-    if (!Array.isArray(values) || values.length === 0) return { path: `${at}/values`, message: 'must be a non-empty array' }
+    if (!Array.isArray(values) || values.length === 0)
+      return { path: `${at}/values`, message: 'must be a non-empty array' }
     return values.map((raw, i) => ({ raw, path: `${at}/values/${i}` }))
   }
   if (filter.value === undefined) {
@@ -86,8 +106,13 @@ function resolveFilter(
   const operator = filter.operator as Operator
   if (!allowed.includes(operator)) {
     const known = (OPERATORS as readonly string[]).includes(filter.operator)
-    const what = known ? `operator ${filter.operator} is not allowed` : `unknown operator ${JSON.stringify(filter.operator)}`
-    errors.push({ path: `${at}/operator`, message: `${what} for ${field.name} (${field.type}); allowed: ${allowed.join(', ')}` })
+    const what = known
+      ? `operator ${filter.operator} is not allowed`
+      : `unknown operator ${JSON.stringify(filter.operator)}`
+    errors.push({
+      path: `${at}/operator`,
+      message: `${what} for ${field.name} (${field.type}); allowed: ${allowed.join(', ')}`,
+    })
     return undefined
   }
   const shape = OPERATOR_SHAPES[operator]
@@ -111,7 +136,8 @@ export function collectCriteria(
   catalog: readonly PropertyDef[],
   errors: ErrorDetail[],
 ): Criterion[] {
-  if (filters.length > MAX_FILTERS) errors.push({ path: '/filters', message: `at most ${MAX_FILTERS} filters are allowed` })
+  if (filters.length > MAX_FILTERS)
+    errors.push({ path: '/filters', message: `at most ${MAX_FILTERS} filters are allowed` })
   const defs = new Map(catalog.map((d) => [d.codename, d]))
   const criteria = filters.flatMap((f, i) => resolveFilter(entity, f, `/filters/${i}`, defs, errors) ?? [])
   const churnFiltered = filters.some((f) => f.propertyName === 'is_churned')
@@ -120,14 +146,22 @@ export function collectCriteria(
 
 // The validated filters plus the default conditions, shared by the SQL compiler and the
 // in-memory evaluator so both apply identical rules. Throws SearchError on invalid filters.
-export function searchCriteria(entity: Entity, filters: readonly Filter[], catalog: readonly PropertyDef[]): Criterion[] {
+export function searchCriteria(
+  entity: Entity,
+  filters: readonly Filter[],
+  catalog: readonly PropertyDef[],
+): Criterion[] {
   const errors: ErrorDetail[] = []
   const criteria = collectCriteria(entity, filters, catalog, errors)
   if (errors.length > 0) throw new SearchError(errors)
   return criteria
 }
 
-export function checkProperties(properties: readonly string[], catalog: readonly PropertyDef[], errors: ErrorDetail[]): void {
+export function checkProperties(
+  properties: readonly string[],
+  catalog: readonly PropertyDef[],
+  errors: ErrorDetail[],
+): void {
   const known = new Set(catalog.map((d) => d.codename))
   properties.forEach((p, i) => {
     if (!known.has(p)) errors.push({ path: `/properties/${i}`, message: `unknown property ${JSON.stringify(p)}` })
@@ -155,12 +189,20 @@ export interface ContextNeeds {
 // needing nothing compiles with an empty catalog and no lookups.
 export function contextNeeds(entity: Entity, filters: readonly Filter[], properties?: readonly string[]): ContextNeeds {
   // A string Postgres cannot hold is not sent to it; the compiler rejects it as a value anyway.
-  const operands = (name: string) => [...new Set(filters.filter((f) => f.propertyName === name).flatMap((f) =>
-    [f.value, ...(Array.isArray(f.values) ? f.values : [])].filter((x): x is string => typeof x === 'string' && !UNSTORABLE.test(x))))]
+  const operands = (name: string) => [
+    ...new Set(
+      filters
+        .filter((f) => f.propertyName === name)
+        .flatMap((f) =>
+          [f.value, ...(Array.isArray(f.values) ? f.values : [])].filter(
+            (x): x is string => typeof x === 'string' && !UNSTORABLE.test(x),
+          ),
+        ),
+    ),
+  ]
   return {
     catalog: properties !== undefined || filters.some((f) => !CORE_FIELDS[entity].has(f.propertyName)),
     emails: entity === 'customer' ? operands('owner') : [],
     titles: operands('tags'),
   }
 }
-

@@ -5,7 +5,14 @@
 import { dayNumber, isDate } from '../dates.ts'
 import { searchCriteria } from './criteria.ts'
 import {
-  type Criterion, type Entity, type Field, type Filter, type PositiveOp, type PropertyDef, type Scalar, type ValueType,
+  type Criterion,
+  type Entity,
+  type Field,
+  type Filter,
+  type PositiveOp,
+  type PropertyDef,
+  type Scalar,
+  type ValueType,
   valueTypeOf,
 } from './fields.ts'
 

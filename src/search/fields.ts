@@ -16,7 +16,6 @@ export interface Filter {
   values?: string[]
 }
 
-
 export type ErrorDetail = FieldError
 
 // A class so callers can tell bad input (400) from anything else with `instanceof`.
@@ -35,7 +34,20 @@ export const MAX_LIMIT = 1000
 export const MAX_DAYS = 1_000_000
 
 export const OPERATORS = [
-  'EQ', 'NEQ', 'LT', 'LTE', 'GT', 'GTE', 'LIKE', 'NLIKE', 'IN', 'NIN', 'GTD', 'LTD', 'KNOWN', 'UNKNOWN',
+  'EQ',
+  'NEQ',
+  'LT',
+  'LTE',
+  'GT',
+  'GTE',
+  'LIKE',
+  'NLIKE',
+  'IN',
+  'NIN',
+  'GTD',
+  'LTD',
+  'KNOWN',
+  'UNKNOWN',
 ] as const
 export type Operator = (typeof OPERATORS)[number]
 
@@ -75,7 +87,13 @@ export const CORE_FIELDS: Record<Entity, ReadonlyMap<string, FieldType>> = {
   ]),
 }
 
-export const CUSTOMER_ONLY_FIELDS: ReadonlySet<string> = new Set(['fitscore', 'churn_risk', 'upsell_score', 'is_churned', 'owner'])
+export const CUSTOMER_ONLY_FIELDS: ReadonlySet<string> = new Set([
+  'fitscore',
+  'churn_risk',
+  'upsell_score',
+  'is_churned',
+  'owner',
+])
 
 // Negative operators are stored as their positive base plus `negated`, so the SQL and the
 // in-memory evaluator both derive NEQ/NLIKE/NIN/UNKNOWN as exact complements from one rule.

@@ -31,7 +31,8 @@ const JSON_VALUE_SQL: Record<ValueType, (bag: string, key: string) => string> = 
   string: (bag, key) => `case when jsonb_typeof(${bag} -> ${key}) = 'string' then ${bag} ->> ${key} end`,
   number: (bag, key) => `case when jsonb_typeof(${bag} -> ${key}) = 'number' then (${bag} ->> ${key})::numeric end`,
   boolean: (bag, key) => `case when jsonb_typeof(${bag} -> ${key}) = 'boolean' then (${bag} ->> ${key})::boolean end`,
-  date: (bag, key) => `case when jsonb_typeof(${bag} -> ${key}) = 'string' then ${sqlDateOrNull(`(${bag} ->> ${key})`)} end`,
+  date: (bag, key) =>
+    `case when jsonb_typeof(${bag} -> ${key}) = 'string' then ${sqlDateOrNull(`(${bag} ->> ${key})`)} end`,
 }
 
 // Core scalar fields; `r` is the searched record, `h` its scores, `oc` a contact's owning customer.
@@ -162,4 +163,3 @@ export function criterionSql(c: Criterion, ctx: Ctx): string {
   // for the negation, so records without a value satisfy NEQ/NLIKE/NIN/UNKNOWN.
   return c.negated ? `not coalesce(${positive}, false)` : positive
 }
-

@@ -68,10 +68,12 @@ function afterSql(ctx: Ctx, serviceId: string): string {
 function joinsSql(ctx: Ctx): { scores: string; customer: string } {
   return {
     scores: `left join ${TABLES[ctx.entity].scores} h on h.account_id = ${ctx.account} and h.${TABLES[ctx.entity].fk} = r.service_id`,
-    customer: ctx.entity === 'customer' ? '' : `left join customers oc on oc.account_id = ${ctx.account} and oc.service_id = r.customer_id`,
+    customer:
+      ctx.entity === 'customer'
+        ? ''
+        : `left join customers oc on oc.account_id = ${ctx.account} and oc.service_id = r.customer_id`,
   }
 }
-
 
 export interface SearchInput {
   entity: Entity
@@ -131,14 +133,17 @@ export function compileSearch(input: SearchInput): CompiledSearch {
   const where = [
     `r.account_id = ${ctx.account}`,
     ...criteria.map((c) => criterionSql(c, ctx)),
-    ...(input.afterServiceId === undefined ? [] : [`r.external_id > (${afterSql(ctx, bind(String(input.afterServiceId), 'bigint'))})`]),
+    ...(input.afterServiceId === undefined
+      ? []
+      : [`r.external_id > (${afterSql(ctx, bind(String(input.afterServiceId), 'bigint'))})`]),
     ...(input.externalId === undefined ? [] : [`r.external_id = ${bind(input.externalId, 'text')}`]),
   ]
   // The page is cut first, joining only what its filters read; the columns' joins come after, so
   // that the matches of a broad filter are not all joined before the sort and the limit.
   const joins = joinsSql(ctx)
   const conditions = where.join('\n  and ')
-  const reads = (alias: string) => criteria.some((c) => c.field.source === 'core' && CORE_SQL.get(c.field.name)?.startsWith(`${alias}.`))
+  const reads = (alias: string) =>
+    criteria.some((c) => c.field.source === 'core' && CORE_SQL.get(c.field.name)?.startsWith(`${alias}.`))
   const filterJoins = [reads('h') ? joins.scores : '', reads('oc') ? joins.customer : '']
   const page = [
     `select ${columns.join(',\n  ')}`,
@@ -149,6 +154,8 @@ export function compileSearch(input: SearchInput): CompiledSearch {
     `) r ${[joins.scores, joins.customer].filter(Boolean).join(' ')}`,
     'order by r.external_id',
   ].join('\n')
-  const text = input.json ? `select row_to_json(p)::text as json, p.service_id from (\n${page}\n) p order by p.id` : page
+  const text = input.json
+    ? `select row_to_json(p)::text as json, p.service_id from (\n${page}\n) p order by p.id`
+    : page
   return { text, params }
 }

@@ -55,15 +55,17 @@ export const aggregateAccount = (sql: Sql, accountId: number) =>
 
 // Only accounts with a number metric can have a metric named like an event.
 export const accountsToAggregate = async (sql: Sql) =>
-  (await sql`
+  (
+    await sql`
     select a.id from accounts a
     where exists (select 1 from property_defs p where p.account_id = a.id and p.kind = 'metric' and p.type = 'number')
-    order by a.id`).map((r) => r.id as number)
+    order by a.id`
+  ).map((r) => r.id as number)
 
 // The daily cron run (no account_id) adds one job per account on the account's queue, so each
 // account's aggregation runs after the events it has already received are applied. The job key
 // keeps a second run from doubling the work.
 export const aggregateEvents = async (app: App, p: CronPayload) => {
-  if (p.account_id !== undefined) return void await aggregateAccount(app.sql, p.account_id)
+  if (p.account_id !== undefined) return void (await aggregateAccount(app.sql, p.account_id))
   await addJobs(app.sql, (await accountsToAggregate(app.sql)).map(aggregateEventsJob))
 }

@@ -69,19 +69,31 @@ const applyLevel = (tx: Tx, accountId: number, level: Level, kv: ReturnType<Tx>,
 
 // data.customer keys that are customer attributes, with values of the attribute's type
 // (a wrong-typed value is ignored; null clears).
-const updateCustomers = (tx: Tx, accountId: number) => applyLevel(tx, accountId, 'customer', tx`
+const updateCustomers = (tx: Tx, accountId: number) =>
+  applyLevel(
+    tx,
+    accountId,
+    'customer',
+    tx`
   select s.customer_id as record_id, d.key, d.value, s.occurred_at, s.id
   from ${pairs(tx, 'customer')}
     join property_defs p on p.account_id = ${accountId} and p.entity = 'customer' and p.kind = 'attribute' and p.codename = d.key
-  where s.customer_id is not null and fits_type(d.value, p.type)`, tx`
+  where s.customer_id is not null and fits_type(d.value, p.type)`,
+    tx`
   update customers c set attributes = jsonb_strip_nulls(c.attributes || f.attributes), updated_at = now()
   from (select record_id, jsonb_object_agg(key, value) as attributes from fresh group by 1) f
   where c.account_id = ${accountId} and c.service_id = f.record_id
-  returning c.service_id`)
+  returning c.service_id`,
+  )
 
 // data.contact keys that are contact attributes (typed as above), and contact_name (a string of at
 // most 255 characters, as in contact uploads) setting the name.
-const updateContacts = (tx: Tx, accountId: number) => applyLevel(tx, accountId, 'contact', tx`
+const updateContacts = (tx: Tx, accountId: number) =>
+  applyLevel(
+    tx,
+    accountId,
+    'contact',
+    tx`
   select * from (
     select s.contact_id as record_id, d.key, d.value, s.occurred_at, s.id,
       d.key = 'contact_name' and jsonb_typeof(d.value) = 'string' and length(d.value #>> '{}') <= 255 as is_name,
@@ -89,14 +101,16 @@ const updateContacts = (tx: Tx, accountId: number) => applyLevel(tx, accountId, 
     from ${pairs(tx, 'contact')}
       left join property_defs p on p.account_id = ${accountId} and p.entity = 'contact' and p.kind = 'attribute' and p.codename = d.key
     where s.contact_id is not null) x
-  where is_name or is_attribute`, tx`
+  where is_name or is_attribute`,
+    tx`
   update contacts t set name = coalesce(f.name, t.name),
     attributes = jsonb_strip_nulls(t.attributes || f.attributes), updated_at = now()
   from (select record_id, max(value #>> '{}') filter (where is_name) as name,
           coalesce(jsonb_object_agg(key, value) filter (where is_attribute), '{}') as attributes
         from fresh group by 1) f
   where t.account_id = ${accountId} and t.service_id = f.record_id
-  returning t.service_id`)
+  returning t.service_id`,
+  )
 
 // Events of an unknown customer are kept, marked unmatched.
 // The id bounds keep the planner from reading every event of the account.
@@ -126,10 +140,19 @@ export const applyEvents = async (tx: Tx, accountId: number) => {
   // Changed attributes can change scores (fit, date attributes); new contacts get theirs.
   const contactIds = [...new Set([...created, ...contacts].map((r) => r.service_id as number))]
   await addJobs(tx, [
-    ...scoreRecordsJobs(accountId, 'customer', customers.map((r) => r.service_id as number)),
+    ...scoreRecordsJobs(
+      accountId,
+      'customer',
+      customers.map((r) => r.service_id as number),
+    ),
     ...scoreRecordsJobs(accountId, 'contact', contactIds),
   ])
-  return { events: marked.count, customers: customers.length, contactsCreated: created.length, contacts: contacts.length }
+  return {
+    events: marked.count,
+    customers: customers.length,
+    contactsCreated: created.length,
+    contacts: contacts.length,
+  }
 }
 
 // The account's queue runs one job at a time, so a job draining a large backlog of events would

@@ -58,18 +58,23 @@ const store = (app: App, accountId: number, trackerKey: string, body: string) =>
 // under each other's lock: PostgreSQL aborts one with a deadlock. The statement is all or nothing,
 // so it is simply run again.
 const storeRetrying = async (
-  app: App, accountId: number, trackerKey: string, body: string, attempts = 3,
+  app: App,
+  accountId: number,
+  trackerKey: string,
+  body: string,
+  attempts = 3,
 ): Promise<Awaited<ReturnType<typeof store>>> => {
   try {
     return await store(app, accountId, trackerKey, body)
   } catch (err) {
-    if (sqlState(err) === SQLSTATE.DEADLOCK_DETECTED && attempts > 1) return storeRetrying(app, accountId, trackerKey, body, attempts - 1)
+    if (sqlState(err) === SQLSTATE.DEADLOCK_DETECTED && attempts > 1)
+      return storeRetrying(app, accountId, trackerKey, body, attempts - 1)
     // JSON.parse takes nesting that PostgreSQL's parser refuses (stack depth): still the client's body.
-    if (sqlState(err) === SQLSTATE.STATEMENT_TOO_COMPLEX) refuse(400, 'The request body is nested too deeply to be stored.')
+    if (sqlState(err) === SQLSTATE.STATEMENT_TOO_COMPLEX)
+      refuse(400, 'The request body is nested too deeply to be stored.')
     throw err
   }
 }
-
 
 // Appends the events of a validated body (its bytes as sent) and makes sure they will be applied.
 // A trackerKey of another account, or an account without a tracking domain, is 403.
@@ -79,8 +84,13 @@ export const receiveEvents = async (app: App, accountId: number, trackerKey: str
   if (!account.set_up) refuse(403, 'Tracking is not set up for this account: add a tracking domain first.')
   const bad = (account.bad_dates ?? []) as [number, string, string][]
   if (bad.length) {
-    refuse(400, 'Some date attributes are not dates.', bad.map(([i, level, key]) => ({
-      path: `/events/${i}/data/${level}/${key.replace(/~/g, '~0').replace(/\//g, '~1')}`, message: `Must be ${DATE_RULE}.`,
-    })))
+    refuse(
+      400,
+      'Some date attributes are not dates.',
+      bad.map(([i, level, key]) => ({
+        path: `/events/${i}/data/${level}/${key.replace(/~/g, '~0').replace(/\//g, '~1')}`,
+        message: `Must be ${DATE_RULE}.`,
+      })),
+    )
   }
 }

@@ -13,8 +13,13 @@ const Values = v.custom<Record<string, unknown>>(isObject, 'Must be an object.')
 
 export const TrackingEvent = v.object({
   name: v.pipe(v.string(), v.minLength(1, 'Must not be empty.'), v.maxLength(255, 'At most 255 characters.')),
-  timestamp: v.pipe(v.number(), v.check((t: number) => Number.isInteger(t) && t >= MIN_TIMESTAMP && t <= MAX_TIMESTAMP,
-    'Must be Unix time in whole milliseconds (not seconds), from 2000-01-01 to 2099-12-31.')),
+  timestamp: v.pipe(
+    v.number(),
+    v.check(
+      (t: number) => Number.isInteger(t) && t >= MIN_TIMESTAMP && t <= MAX_TIMESTAMP,
+      'Must be Unix time in whole milliseconds (not seconds), from 2000-01-01 to 2099-12-31.',
+    ),
+  ),
   identification: v.object({ customer: id255, contact: v.nullish(id255) }),
   data: v.nullish(v.object({ customer: v.nullish(Values), contact: v.nullish(Values) })),
 })
@@ -31,11 +36,18 @@ const BAD_ESCAPE = /\\u0000|\\u[dD][89a-fA-F]/
 
 // The JSON pointer of a string (key or value) that PostgreSQL cannot store, or null. Iterative,
 // with paths built only for the finding: JSON.parse accepts nesting deeper than the call stack.
-interface Node { value: unknown; key: string; parent: Node | null }
+interface Node {
+  value: unknown
+  key: string
+  parent: Node | null
+}
 const pointerOf = (node: Node, key?: string): string => {
   const keys = key === undefined ? [] : [key]
   for (let n: Node | null = node; n?.parent; n = n.parent) keys.push(n.key)
-  return keys.reverse().map((k) => '/' + k.replace(/~/g, '~0').replace(/\//g, '~1')).join('')
+  return keys
+    .reverse()
+    .map((k) => '/' + k.replace(/~/g, '~0').replace(/\//g, '~1'))
+    .join('')
 }
 const unstorable = (root: unknown): string | null => {
   const stack: Node[] = [{ value: root, key: '', parent: null }]
@@ -72,7 +84,10 @@ export const eventSizes = (body: Uint8Array): number[] => {
       if (c === BACKSLASH) i++
       else if (c === QUOTE) {
         // Strings at depth 1 may be keys; "events" takes at most 36 bytes even fully escaped.
-        lastString = depth === 1 && i - stringStart <= 40 ? JSON.parse(Buffer.from(body.subarray(stringStart, i + 1)).toString('utf8')) : null
+        lastString =
+          depth === 1 && i - stringStart <= 40
+            ? JSON.parse(Buffer.from(body.subarray(stringStart, i + 1)).toString('utf8'))
+            : null
         stringStart = -1
         last = i
       }
@@ -83,10 +98,16 @@ export const eventSizes = (body: Uint8Array): number[] => {
     if (c === QUOTE) stringStart = i
     else if (c === 0x3a && depth === 1) key = lastString
     else if (c === 0x2c) {
-      if (current && depth === 2) { current.push(last - elementStart + 1); elementStart = -1 }
+      if (current && depth === 2) {
+        current.push(last - elementStart + 1)
+        elementStart = -1
+      }
       if (depth === 1) key = null
     } else if (c === 0x7b || c === 0x5b) {
-      if (depth === 1 && c === 0x5b && key === 'events') { current = []; elementStart = -1 }
+      if (depth === 1 && c === 0x5b && key === 'events') {
+        current = []
+        elementStart = -1
+      }
       depth++
     } else if (c === 0x7d || c === 0x5d) {
       if (current && depth === 2) {
@@ -108,7 +129,8 @@ export const checkRawEvents = (body: Buffer) => {
   const errors: FieldError[] = []
   if (body.length > MAX_EVENT_BYTES) {
     eventSizes(body).forEach((size, i) => {
-      if (size > MAX_EVENT_BYTES) errors.push({ path: `/events/${i}`, message: `An event may take at most ${MAX_EVENT_BYTES} bytes of JSON.` })
+      if (size > MAX_EVENT_BYTES)
+        errors.push({ path: `/events/${i}`, message: `An event may take at most ${MAX_EVENT_BYTES} bytes of JSON.` })
     })
   }
   if (body.includes('\\u')) {

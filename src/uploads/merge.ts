@@ -32,13 +32,21 @@ const stageRecords = async (tx: Tx, fields: ReturnType<Tx>) => {
   await tx`analyze stage_records`
 }
 
-const stageCustomers = (tx: Tx) => stageRecords(tx, tx`
+const stageCustomers = (tx: Tx) =>
+  stageRecords(
+    tx,
+    tx`
   (array_agg(s.item->>'name' order by s.ord desc))[1] as name,
-  (array_agg(s.item->>'owner_email' order by s.ord desc) filter (where s.item->>'owner_email' is not null))[1] as owner_email`)
+  (array_agg(s.item->>'owner_email' order by s.ord desc) filter (where s.item->>'owner_email' is not null))[1] as owner_email`,
+  )
 
-const stageContacts = (tx: Tx) => stageRecords(tx, tx`
+const stageContacts = (tx: Tx) =>
+  stageRecords(
+    tx,
+    tx`
   (array_agg(s.item->>'contact_name' order by s.ord desc))[1] as name,
-  (array_agg(s.item->>'customer_external_id' order by s.ord desc))[1] as customer_external_id`)
+  (array_agg(s.item->>'customer_external_id' order by s.ord desc))[1] as customer_external_id`,
+  )
 
 // Owners are linked by email, case-insensitively; an unknown email leaves the owner unchanged.
 const updateCustomers = (tx: Tx, accountId: number) => tx`
@@ -163,14 +171,22 @@ export const mergeCustomers = async (tx: Tx, accountId: number, uploadId: number
   const updated = await updateCustomers(tx, accountId)
   const created = await insertCustomers(tx, accountId)
   const owners = await unknownOwners(tx, accountId)
-  await mergeSnapshots(tx, accountId, 'customers', created.map((r) => r.service_id as number))
+  await mergeSnapshots(
+    tx,
+    accountId,
+    'customers',
+    created.map((r) => r.service_id as number),
+  )
   return {
     created: created.length,
     newCustomers: created as unknown as MergeResult['newCustomers'],
     updated: updated.length,
     ignored: 0,
     ids: [...updated.map((r) => r.service_id), ...created.map((r) => r.service_id)],
-    warnings: owners.map((o) => ({ external_id: o.external_id, message: `No user has the email ${o.owner_email}; the owner was left unchanged.` })),
+    warnings: owners.map((o) => ({
+      external_id: o.external_id,
+      message: `No user has the email ${o.owner_email}; the owner was left unchanged.`,
+    })),
   }
 }
 
@@ -181,7 +197,12 @@ export const mergeContacts = async (tx: Tx, accountId: number, uploadId: number)
   await lockStagedRecords(tx, 'contacts', accountId)
   const updated = await updateContacts(tx, accountId)
   const created = await insertContacts(tx, accountId)
-  await mergeSnapshots(tx, accountId, 'contacts', created.map((r) => r.service_id as number))
+  await mergeSnapshots(
+    tx,
+    accountId,
+    'contacts',
+    created.map((r) => r.service_id as number),
+  )
   return {
     created: created.length,
     newCustomers: [],

@@ -22,8 +22,13 @@ const markProcessed = (tx: Tx, accountId: number, uploadId: number, r: MergeResu
 const notifyUsers = (tx: Tx, accountId: number, uploadId: number, kind: string, r: MergeResult) => tx`
   insert into notifications (account_id, user_id, kind, body)
   select ${accountId}, u.id, 'import.processed', ${tx.json({
-    upload_id: uploadId, records: kind, created: r.created, updated: r.updated, ignored: r.ignored,
-    warnings: r.warnings.length, processed_at: new Date().toISOString(),
+    upload_id: uploadId,
+    records: kind,
+    created: r.created,
+    updated: r.updated,
+    ignored: r.ignored,
+    warnings: r.warnings.length,
+    processed_at: new Date().toISOString(),
   })}
   from users u where u.account_id = ${accountId}`
 
@@ -32,14 +37,15 @@ const notifyUsers = (tx: Tx, accountId: number, uploadId: number, kind: string, 
 export const processUpload = async (tx: Tx, accountId: number, uploadId: number) => {
   const [upload] = await claim(tx, accountId, uploadId)
   if (!upload || upload.status === 'processed') return null
-  const result = upload.kind === 'customers'
-    ? await mergeCustomers(tx, accountId, uploadId)
-    : await mergeContacts(tx, accountId, uploadId)
+  const result =
+    upload.kind === 'customers'
+      ? await mergeCustomers(tx, accountId, uploadId)
+      : await mergeContacts(tx, accountId, uploadId)
   await enqueueCustomerCreated(tx, accountId, upload.source, result.newCustomers)
   const tables = TABLES[entityOf(upload.kind as UploadKind)]
   await addJobs(tx, [
     ...scoreRecordsJobs(accountId, entityOf(upload.kind as UploadKind), result.ids, uploadId),
-    ...await analyzeJobs(tx, [tables.records, tables.snapshots]),
+    ...(await analyzeJobs(tx, [tables.records, tables.snapshots])),
   ])
   await notifyUsers(tx, accountId, uploadId, upload.kind, result)
   await markProcessed(tx, accountId, uploadId, result)

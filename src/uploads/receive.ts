@@ -18,7 +18,14 @@ const accountState = (app: App, accountId: number, kind: UploadKind) => app.sql`
 
 // The upload row. A single-record create and a CSV chunk write it and process it in the caller's
 // transaction, so the records exist (and their webhooks and scoring are enqueued) at commit.
-export const insertUpload = (sql: Sql | Tx, accountId: number, kind: UploadKind, source: string, items: unknown[], droppedKeys: number) => sql`
+export const insertUpload = (
+  sql: Sql | Tx,
+  accountId: number,
+  kind: UploadKind,
+  source: string,
+  items: unknown[],
+  droppedKeys: number,
+) => sql`
   insert into uploads (account_id, kind, source, items, item_count, dropped_keys)
   values (${accountId}, ${kind}, ${source}, ${sql.json(items as never)}, ${items.length}, ${droppedKeys})
   returning id`
@@ -26,19 +33,31 @@ export const insertUpload = (sql: Sql | Tx, accountId: number, kind: UploadKind,
 // The upload row and its processing job are written by one statement: a 200 means both are
 // committed, and a rollback leaves neither. Jobs of one account share a queue, so its uploads are
 // processed one at a time in the order received.
-const store = (app: App, accountId: number, kind: UploadKind, source: string, items: unknown[], droppedKeys: number) => app.sql`
+const store = (
+  app: App,
+  accountId: number,
+  kind: UploadKind,
+  source: string,
+  items: unknown[],
+  droppedKeys: number,
+) => app.sql`
   with u as (${insertUpload(app.sql, accountId, kind, source, items, droppedKeys)})
   select u.id, ${processUploadJobSql(app.sql, accountId, app.sql`u.id`)} as job from u`
 
 // Records owned by a file import or an integration are not written through the API.
 export const requireApiSource = (sourceOfTruth: string) => {
-  if (sourceOfTruth !== 'API') refuse(406, `Records of this account are owned by its source of truth ${sourceOfTruth}, not the API.`)
+  if (sourceOfTruth !== 'API')
+    refuse(406, `Records of this account are owned by its source of truth ${sourceOfTruth}, not the API.`)
 }
 
 // The checks every write of records passes: source of truth (406), scoring model (490), typed
 // values against the account's definitions (400), and the backlog of unprocessed uploads (429).
 export const checkUpload = async <T extends CustomerItem | ContactItem>(
-  app: App, accountId: number, kind: UploadKind, items: T[], source: string,
+  app: App,
+  accountId: number,
+  kind: UploadKind,
+  items: T[],
+  source: string,
   itemPath = (i: number) => `/${kind}/${i}`,
 ) => {
   const [state] = await accountState(app, accountId, kind)
@@ -50,13 +69,19 @@ export const checkUpload = async <T extends CustomerItem | ContactItem>(
   const checked = checkValues(items, catalog, itemPath)
   if (checked.errors.length) refuse(400, 'Some values do not fit their property definitions.', checked.errors)
   if (state.pending >= app.config.maxPendingUploads) {
-    refuse(429, `The account already has ${state.pending} uploads waiting to be processed.`, undefined, { 'retry-after': '5' })
+    refuse(429, `The account already has ${state.pending} uploads waiting to be processed.`, undefined, {
+      'retry-after': '5',
+    })
   }
   return { ...checked, catalog }
 }
 
 export const receiveUpload = async (
-  app: App, accountId: number, kind: UploadKind, items: (CustomerItem | ContactItem)[], source = 'API',
+  app: App,
+  accountId: number,
+  kind: UploadKind,
+  items: (CustomerItem | ContactItem)[],
+  source = 'API',
 ) => {
   const checked = await checkUpload(app, accountId, kind, items, source)
   const [row] = await store(app, accountId, kind, source, checked.items, checked.droppedKeys)

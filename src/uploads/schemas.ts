@@ -5,9 +5,15 @@ export const MAX_CUSTOMERS = 1000
 export const MAX_CONTACTS = 100
 export const MAX_METRICS = 200
 
-const Value = v.union([v.pipe(v.string(), storable), v.number(), v.boolean(), v.null()], 'Must be a string, number, boolean, date or null.')
+const Value = v.union(
+  [v.pipe(v.string(), storable), v.number(), v.boolean(), v.null()],
+  'Must be a string, number, boolean, date or null.',
+)
 
-export const Attributes = v.pipe(v.custom<Record<string, unknown>>(isObject, 'Must be an object.'), v.record(v.string(), Value))
+export const Attributes = v.pipe(
+  v.custom<Record<string, unknown>>(isObject, 'Must be an object.'),
+  v.record(v.string(), Value),
+)
 const Metric = v.objectWithRest({ date: DateString }, Value)
 const Metrics = v.pipe(v.array(Metric), v.maxLength(MAX_METRICS, `At most ${MAX_METRICS} metric objects.`))
 
@@ -28,11 +34,19 @@ export const ContactItem = v.object({
 })
 
 export const CustomersBody = v.object({
-  customers: v.pipe(v.array(CustomerItem), v.minLength(1, 'At least one customer.'), v.maxLength(MAX_CUSTOMERS, `At most ${MAX_CUSTOMERS} customers per request.`)),
+  customers: v.pipe(
+    v.array(CustomerItem),
+    v.minLength(1, 'At least one customer.'),
+    v.maxLength(MAX_CUSTOMERS, `At most ${MAX_CUSTOMERS} customers per request.`),
+  ),
 })
 
 export const ContactsBody = v.object({
-  contacts: v.pipe(v.array(ContactItem), v.minLength(1, 'At least one contact.'), v.maxLength(MAX_CONTACTS, `At most ${MAX_CONTACTS} contacts per request.`)),
+  contacts: v.pipe(
+    v.array(ContactItem),
+    v.minLength(1, 'At least one contact.'),
+    v.maxLength(MAX_CONTACTS, `At most ${MAX_CONTACTS} contacts per request.`),
+  ),
 })
 
 export type CustomerItem = v.InferOutput<typeof CustomerItem>

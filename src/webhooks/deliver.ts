@@ -36,15 +36,17 @@ export const deliverWebhook = async (app: App, p: DeliverWebhookPayload) => {
   const [d] = await load(app.sql, p)
   if (!d || d.status !== 'pending') return
   const at = new Date()
-  const result = !d.active ? inactive : await sendWebhook({
-    url: d.url,
-    body: d.payload,
-    headers: {
-      'X-service-HMAC': hmacHeader(d.secret, d.payload),
-      ...standardWebhookHeaders(d.secret, d.message_id, Math.floor(Date.now() / 1000), d.payload),
-    },
-    allowPrivate: app.config.webhookAllowPrivate,
-  })
+  const result = !d.active
+    ? inactive
+    : await sendWebhook({
+        url: d.url,
+        body: d.payload,
+        headers: {
+          'X-service-HMAC': hmacHeader(d.secret, d.payload),
+          ...standardWebhookHeaders(d.secret, d.message_id, Math.floor(Date.now() / 1000), d.payload),
+        },
+        allowPrivate: app.config.webhookAllowPrivate,
+      })
   await app.sql.begin(async (tx) => {
     const attempt = await logAttempt(tx, p, at, result)
     const firstAttempt = p.first_attempt ?? 1

@@ -8,8 +8,11 @@ export const MAX_DELIVERY_LIMIT = 1000
 export const deliveryLimit = (value: string | string[] | undefined) => {
   const raw = Array.isArray(value) ? value[0] : value
   const limit = raw === undefined || raw === '' ? DEFAULT_DELIVERY_LIMIT : Number(raw)
-  return Number.isInteger(limit) && limit >= 1 && limit <= MAX_DELIVERY_LIMIT ? limit
-    : refuse(400, `limit must be a whole number from 1 to ${MAX_DELIVERY_LIMIT}.`, [{ path: '/limit', message: `From 1 to ${MAX_DELIVERY_LIMIT}.` }])
+  return Number.isInteger(limit) && limit >= 1 && limit <= MAX_DELIVERY_LIMIT
+    ? limit
+    : refuse(400, `limit must be a whole number from 1 to ${MAX_DELIVERY_LIMIT}.`, [
+        { path: '/limit', message: `From 1 to ${MAX_DELIVERY_LIMIT}.` },
+      ])
 }
 
 const requireWebhook = async (sql: Sql, accountId: number, webhookId: number) => {
@@ -40,13 +43,16 @@ export const listDeliveries = async (sql: Sql, accountId: number, webhookId: num
 // The same delivery row goes back to pending with a fresh round of attempts, numbered on from
 // the ones already logged, and keeps its frozen payload and message id (webhook-id), so a
 // receiver that did get it can recognise the copy.
-export const redeliver = (sql: Sql, accountId: number, webhookId: number, deliveryId: number) => sql.begin(async (tx) => {
-  const [d] = await tx`
+export const redeliver = (sql: Sql, accountId: number, webhookId: number, deliveryId: number) =>
+  sql.begin(async (tx) => {
+    const [d] = await tx`
     update webhook_deliveries d set status = 'pending', delivered_at = null
     where account_id = ${accountId} and webhook_id = ${webhookId} and id = ${deliveryId}
     returning id, status, (select coalesce(max(attempt), 0) + 1 from webhook_attempts a
       where a.account_id = d.account_id and a.delivery_id = d.id)::int as first_attempt`
-  if (!d) refuse(404, `Delivery ${deliveryId} of webhook ${webhookId} does not exist.`)
-  await addJobs(tx, [deliverWebhookJob({ account_id: accountId, delivery_id: deliveryId, first_attempt: d.first_attempt })])
-  return d
-})
+    if (!d) refuse(404, `Delivery ${deliveryId} of webhook ${webhookId} does not exist.`)
+    await addJobs(tx, [
+      deliverWebhookJob({ account_id: accountId, delivery_id: deliveryId, first_attempt: d.first_attempt }),
+    ])
+    return d
+  })

@@ -3,7 +3,12 @@ import type { Tx } from '../db/client.ts'
 import { addJobs, deliverWebhookJob } from '../db/jobs.ts'
 import { buildCustomerCreatedPayloads } from './payload.ts'
 
-export interface Created { service_id: number; external_id: string; name: string | null; created_at: Date }
+export interface Created {
+  service_id: number
+  external_id: string
+  name: string | null
+  created_at: Date
+}
 
 const subscribers = (tx: Tx, accountId: number) => tx`
   select id from webhooks where account_id = ${accountId} and active and 'customer.created' = any(events) order by id`
@@ -19,10 +24,25 @@ export const enqueueCustomerCreated = async (tx: Tx, accountId: number, source: 
   const hooks = await subscribers(tx, accountId)
   if (hooks.length === 0) return 0
   const payloads = buildCustomerCreatedPayloads(
-    customers.map((c) => ({ ...c, created_at: c.created_at.toISOString() })), source, new Date().toISOString())
-  const deliveries = await insertDeliveries(tx, hooks.flatMap((hook) => payloads.map((payload) => ({
-    account_id: accountId, webhook_id: hook.id, event: 'customer.created', message_id: `msg_${randomUUID()}`, payload,
-  }))))
-  await addJobs(tx, deliveries.map((d) => deliverWebhookJob({ account_id: d.account_id, delivery_id: d.id })))
+    customers.map((c) => ({ ...c, created_at: c.created_at.toISOString() })),
+    source,
+    new Date().toISOString(),
+  )
+  const deliveries = await insertDeliveries(
+    tx,
+    hooks.flatMap((hook) =>
+      payloads.map((payload) => ({
+        account_id: accountId,
+        webhook_id: hook.id,
+        event: 'customer.created',
+        message_id: `msg_${randomUUID()}`,
+        payload,
+      })),
+    ),
+  )
+  await addJobs(
+    tx,
+    deliveries.map((d) => deliverWebhookJob({ account_id: d.account_id, delivery_id: d.id })),
+  )
   return deliveries.length
 }

@@ -39,10 +39,12 @@ const outcomeOf = (status: number): Outcome => {
 
 // Hands the already-vetted address to the socket whatever name it asks for, in either
 // callback shape (autoSelectFamily asks for all addresses).
-const pinnedLookup = (address: string, family: number): LookupFunction => (_hostname, options, callback) => {
-  if (options.all) callback(null, [{ address, family }])
-  else callback(null, address, family)
-}
+const pinnedLookup =
+  (address: string, family: number): LookupFunction =>
+  (_hostname, options, callback) => {
+    if (options.all) callback(null, [{ address, family }])
+    else callback(null, address, family)
+  }
 
 interface Attempt {
   status_code: number | null

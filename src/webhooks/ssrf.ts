@@ -14,14 +14,16 @@ for (const [network, prefix] of [
   ['192.168.0.0', 16],
   ['224.0.0.0', 4], // multicast
   ['240.0.0.0', 4], // reserved and broadcast
-] as const) privateRanges.addSubnet(network, prefix, 'ipv4')
+] as const)
+  privateRanges.addSubnet(network, prefix, 'ipv4')
 for (const [network, prefix] of [
   ['::', 128], // unspecified
   ['::1', 128],
   ['fc00::', 7], // unique local
   ['fe80::', 10], // link-local
   ['ff00::', 8], // multicast
-] as const) privateRanges.addSubnet(network, prefix, 'ipv6')
+] as const)
+  privateRanges.addSubnet(network, prefix, 'ipv6')
 
 // Anything that is not an IP address counts as private so that callers fail closed.
 export const isPrivateAddress = (ip: string): boolean => {
@@ -31,7 +33,11 @@ export const isPrivateAddress = (ip: string): boolean => {
 }
 
 // URL.hostname keeps IPv6 brackets and a trailing root dot, both of which would hide the real host.
-const bareHost = (hostname: string) => hostname.replace(/^\[(.*)\]$/, '$1').replace(/\.$/, '').toLowerCase()
+const bareHost = (hostname: string) =>
+  hostname
+    .replace(/^\[(.*)\]$/, '$1')
+    .replace(/\.$/, '')
+    .toLowerCase()
 
 const isLocalhostName = (host: string) => host === 'localhost' || host.endsWith('.localhost')
 
@@ -43,7 +49,8 @@ export const checkWebhookUrl = (url: string, allowPrivate: boolean): string | nu
     return 'url must be a valid absolute URL'
   }
   const allowedProtocols = allowPrivate ? ['https:', 'http:'] : ['https:']
-  if (!allowedProtocols.includes(parsed.protocol)) return allowPrivate ? 'url must use http or https' : 'url must use https'
+  if (!allowedProtocols.includes(parsed.protocol))
+    return allowPrivate ? 'url must use http or https' : 'url must use https'
   if (allowPrivate) return null
   const host = bareHost(parsed.hostname)
   if (isLocalhostName(host)) return 'url must not point to localhost'

@@ -8,19 +8,26 @@ import { join } from 'node:path'
 import postgres from 'postgres'
 import { startEmbedded } from '../../src/db/embedded.ts'
 
-export const freePort = () => new Promise<number>((resolve) => {
-  const server = createServer().listen(0, '127.0.0.1', () => {
-    const { port } = server.address() as { port: number }
-    server.close(() => resolve(port))
+export const freePort = () =>
+  new Promise<number>((resolve) => {
+    const server = createServer().listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as { port: number }
+      server.close(() => resolve(port))
+    })
   })
-})
 
 export const startThrowawayCluster = async (prefix: string, settings: string[]) => {
   const dir = mkdtempSync(join(tmpdir(), prefix))
   // As root the cluster runs as the postgres user, who must be able to enter the folder.
   chmodSync(dir, 0o755)
   const pg = await startEmbedded(join(dir, 'pg'), await freePort(), settings)
-  return { url: pg.url, stop: async () => { await pg.stop(); rmSync(dir, { recursive: true, force: true }) } }
+  return {
+    url: pg.url,
+    stop: async () => {
+      await pg.stop()
+      rmSync(dir, { recursive: true, force: true })
+    },
+  }
 }
 
 const onCluster = async (clusterUrl: string, statement: string) => {

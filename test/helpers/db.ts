@@ -15,12 +15,25 @@ const SCORE_TABLES = {
 
 // Stored scores set directly, for tests whose subject is not the scoring engine: one row per
 // record by external id, each row naming the same score columns (sql/009_scores.sql).
-export const storeScores = async (sql: Sql, table: keyof typeof SCORE_TABLES, accountId: number, rows: Array<{ external_id: string } & Record<string, unknown>>) => {
+export const storeScores = async (
+  sql: Sql,
+  table: keyof typeof SCORE_TABLES,
+  accountId: number,
+  rows: Array<{ external_id: string } & Record<string, unknown>>,
+) => {
   if (rows.length === 0) return
   const { scores, fk } = SCORE_TABLES[table]
-  const found = await sql`select external_id, service_id from ${sql(table)} where account_id = ${accountId} and external_id = any(${rows.map((r) => r.external_id)})`
+  const found =
+    await sql`select external_id, service_id from ${sql(table)} where account_id = ${accountId} and external_id = any(${rows.map((r) => r.external_id)})`
   const ids = new Map(found.map((r) => [r.external_id as string, r.service_id as number]))
-  const values = rows.map(({ external_id, ...columns }) => ({ account_id: accountId, [fk]: ids.get(external_id), ...columns }))
-  const set = Object.keys(values[0]).filter((c) => c !== 'account_id' && c !== fk).map((c) => `${c} = excluded.${c}`).join(', ')
+  const values = rows.map(({ external_id, ...columns }) => ({
+    account_id: accountId,
+    [fk]: ids.get(external_id),
+    ...columns,
+  }))
+  const set = Object.keys(values[0])
+    .filter((c) => c !== 'account_id' && c !== fk)
+    .map((c) => `${c} = excluded.${c}`)
+    .join(', ')
   await sql`insert into ${sql(scores)} ${sql(values)} on conflict (account_id, ${sql(fk)}) do update set ${sql.unsafe(set)}`
 }

@@ -15,7 +15,10 @@ export const scoredAccount = async (s: TestService, name = 'Acme') => {
   const model = await s.admin('PUT', `/accounts/${account.id}/scoring`, {
     customer: {
       engagement: [{ codename: 'logins', weight: 100, bad: 0, good: 40 }],
-      fit: [{ codename: 'country', weight: 50, values: { US: 100, DE: 50 }, default: -100 }, { codename: 'has_sso', weight: 50, good: true }],
+      fit: [
+        { codename: 'country', weight: 50, values: { US: 100, DE: 50 }, default: -100 },
+        { codename: 'has_sso', weight: 50, good: true },
+      ],
     },
     contact: { engagement: [{ codename: 'sessions', weight: 100, bad: 0, good: 20 }] },
   })
@@ -26,7 +29,12 @@ export const scoredAccount = async (s: TestService, name = 'Acme') => {
 
 // Polls the upload until it leaves received/processing (and, with `scored`, until its records
 // are scored too).
-export const waitForUpload = async (api: ReturnType<TestService['api']>, uploadId: number, timeoutMs = 30_000, scored = false) => {
+export const waitForUpload = async (
+  api: ReturnType<TestService['api']>,
+  uploadId: number,
+  timeoutMs = 30_000,
+  scored = false,
+) => {
   const deadline = Date.now() + timeoutMs
   for (;;) {
     const res = await api(`/api/v1/uploads/${uploadId}`, undefined, 'GET')

@@ -7,26 +7,50 @@ export const startProcess = async (args: string[], databaseUrl: string, env: Rec
   const port = await freePort()
   const child: ChildProcess = spawn(process.execPath, ['--import', 'tsx', 'src/cli/main.ts', ...args], {
     env: {
-      ...process.env, DATABASE_URL: databaseUrl, PORT: String(port), HOST: '127.0.0.1', LOG_LEVEL: 'error',
-      SERVICE_ADMIN_TOKEN: ADMIN_TOKEN, SERVICE_WEBHOOK_ALLOW_PRIVATE: '1', ...env,
+      ...process.env,
+      DATABASE_URL: databaseUrl,
+      PORT: String(port),
+      HOST: '127.0.0.1',
+      LOG_LEVEL: 'error',
+      SERVICE_ADMIN_TOKEN: ADMIN_TOKEN,
+      SERVICE_WEBHOOK_ALLOW_PRIVATE: '1',
+      ...env,
     },
     stdio: ['ignore', 'pipe', 'pipe'],
   })
   let stdout = ''
   let stderr = ''
-  child.stdout!.on('data', (d) => { stdout += d })
-  child.stderr!.on('data', (d) => { stderr += d })
+  child.stdout!.on('data', (d) => {
+    stdout += d
+  })
+  child.stderr!.on('data', (d) => {
+    stderr += d
+  })
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)))
   const base = `http://127.0.0.1:${port}`
   if (args[0] === 'serve') {
     for (let i = 0; ; i++) {
-      try { if ((await fetch(`${base}/readyz`)).ok) break } catch { /* not up yet */ }
-      if (i > 300 || child.exitCode !== null) { child.kill('SIGKILL'); throw new Error(`serve did not start: ${stderr}`) }
+      try {
+        if ((await fetch(`${base}/readyz`)).ok) break
+      } catch {
+        /* not up yet */
+      }
+      if (i > 300 || child.exitCode !== null) {
+        child.kill('SIGKILL')
+        throw new Error(`serve did not start: ${stderr}`)
+      }
       await new Promise((r) => setTimeout(r, 50))
     }
   }
   return {
-    base, child, exited, stdout: () => stdout, stderr: () => stderr,
-    kill: async (signal: NodeJS.Signals = 'SIGKILL') => { child.kill(signal); return exited },
+    base,
+    child,
+    exited,
+    stdout: () => stdout,
+    stderr: () => stderr,
+    kill: async (signal: NodeJS.Signals = 'SIGKILL') => {
+      child.kill(signal)
+      return exited
+    },
   }
 }

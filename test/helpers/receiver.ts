@@ -23,9 +23,19 @@ export const startReceiver = async (respond: Responder = () => 200, port = 0) =>
     req.on('data', (c: Buffer) => chunks.push(c))
     req.on('end', async () => {
       const raw = Buffer.concat(chunks)
-      const received = { arrived: performance.now(), method: req.method!, headers: req.headers, raw, json: JSON.parse(raw.toString('utf8')) }
+      const received = {
+        arrived: performance.now(),
+        method: req.method!,
+        headers: req.headers,
+        raw,
+        json: JSON.parse(raw.toString('utf8')),
+      }
       requests.push(received)
-      for (const w of waiters) if (requests.length >= w.count) { waiters.delete(w); w.resolve() }
+      for (const w of waiters)
+        if (requests.length >= w.count) {
+          waiters.delete(w)
+          w.resolve()
+        }
       const status = await respond(received, requests.length)
       if (!res.destroyed) res.writeHead(status).end()
     })
@@ -37,13 +47,27 @@ export const startReceiver = async (respond: Responder = () => 200, port = 0) =>
     url: `http://127.0.0.1:${bound}/hooks`,
     requests,
     // Resolves as soon as `count` requests have arrived (no polling delay, for latency figures).
-    waitFor: (count: number, timeoutMs = 60_000) => new Promise<void>((resolve, reject) => {
-      if (requests.length >= count) return resolve()
-      const timer = setTimeout(() => { waiters.delete(waiter); reject(new Error(`${requests.length} of ${count} requests arrived`)) }, timeoutMs)
-      const waiter = { count, resolve: () => { clearTimeout(timer); resolve() } }
-      waiters.add(waiter)
-    }),
-    close: () => new Promise<void>((resolve) => { server.closeAllConnections(); server.close(() => resolve()) }),
+    waitFor: (count: number, timeoutMs = 60_000) =>
+      new Promise<void>((resolve, reject) => {
+        if (requests.length >= count) return resolve()
+        const timer = setTimeout(() => {
+          waiters.delete(waiter)
+          reject(new Error(`${requests.length} of ${count} requests arrived`))
+        }, timeoutMs)
+        const waiter = {
+          count,
+          resolve: () => {
+            clearTimeout(timer)
+            resolve()
+          },
+        }
+        waiters.add(waiter)
+      }),
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections()
+        server.close(() => resolve())
+      }),
   }
 }
 
@@ -52,7 +76,11 @@ export type Receiver = Awaited<ReturnType<typeof startReceiver>>
 // Polls until check() returns something truthy.
 type Truthy<T> = Exclude<T, false | 0 | '' | null | undefined>
 
-export const eventually = async <T>(check: () => T | Promise<T>, what: string, timeoutMs = 30_000): Promise<Truthy<T>> => {
+export const eventually = async <T>(
+  check: () => T | Promise<T>,
+  what: string,
+  timeoutMs = 30_000,
+): Promise<Truthy<T>> => {
   const deadline = Date.now() + timeoutMs
   for (;;) {
     const value = await check()

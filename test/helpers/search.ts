@@ -13,7 +13,7 @@ export const upload = async (account: Account, kind: 'customers' | 'contacts', i
   assert.equal(res.status, 200, JSON.stringify(res.body))
   const done = await waitForUpload(account.api, res.body.upload_id)
   assert.equal(done.status, 'processed', JSON.stringify(done))
-  for (const deadline = Date.now() + 30_000; ;) {
+  for (const deadline = Date.now() + 30_000; ; ) {
     const state = await account.api(`/api/v1/uploads/${res.body.upload_id}`, undefined, 'GET')
     if (state.body.scored_at) return state.body
     if (Date.now() > deadline) throw new Error(`upload ${res.body.upload_id} not scored`)
@@ -27,7 +27,7 @@ export const search = (account: Account, entity: 'customers' | 'contacts', body?
 // Every page in turn, failing on anything but 200.
 export const allPages = async (account: Account, entity: 'customers' | 'contacts', body: Record<string, unknown>) => {
   const pages: any[] = []
-  for (let after: number | undefined; ;) {
+  for (let after: number | undefined; ; ) {
     const res = await search(account, entity, { ...body, ...(after !== undefined && { after }) })
     assert.equal(res.status, 200, JSON.stringify(res.body))
     pages.push(res.body)

@@ -4,19 +4,33 @@ import { freshDatabase } from './db.ts'
 
 export const ADMIN_TOKEN = 'test-admin-token'
 
-export interface Call { status: number; headers: Headers; body: any }
+export interface Call {
+  status: number
+  headers: Headers
+  body: any
+}
 
 // The whole service (HTTP on a loopback port plus the worker) on its own fresh database.
 export const startTestService = async (overrides: Partial<Config> = {}, parts = { http: true, worker: true }) => {
   const db = await freshDatabase()
   const config: Config = {
-    ...loadConfig({}), port: 0, host: '127.0.0.1', adminToken: ADMIN_TOKEN, logLevel: 'silent',
-    webhookAllowPrivate: true, ...overrides,
+    ...loadConfig({}),
+    port: 0,
+    host: '127.0.0.1',
+    adminToken: ADMIN_TOKEN,
+    logLevel: 'silent',
+    webhookAllowPrivate: true,
+    ...overrides,
   }
   const service = await startService(config, db.url, parts)
   const base = `http://127.0.0.1:${service.port}`
 
-  const call = async (method: string, path: string, body?: unknown, headers: Record<string, string> = {}): Promise<Call> => {
+  const call = async (
+    method: string,
+    path: string,
+    body?: unknown,
+    headers: Record<string, string> = {},
+  ): Promise<Call> => {
     const res = await fetch(base + path, {
       method,
       headers: body === undefined ? headers : { 'content-type': 'application/json', ...headers },
@@ -24,25 +38,46 @@ export const startTestService = async (overrides: Partial<Config> = {}, parts = 
     })
     const text = await res.text()
     let parsed: unknown = text
-    try { parsed = text ? JSON.parse(text) : undefined } catch { /* not JSON: keep the text */ }
+    try {
+      parsed = text ? JSON.parse(text) : undefined
+    } catch {
+      /* not JSON: keep the text */
+    }
     return { status: res.status, headers: res.headers, body: parsed }
   }
   const admin = (method: string, path: string, body?: unknown) =>
     call(method, `/admin/v1${path}`, body, { authorization: `Bearer ${ADMIN_TOKEN}` })
-  const api = (token: string) => (path: string, body?: unknown, method = 'POST') =>
-    call(method, path, body, { 'service-key': token })
+  const api =
+    (token: string) =>
+    (path: string, body?: unknown, method = 'POST') =>
+      call(method, path, body, { 'service-key': token })
 
   // An account with a key of every scope.
   const account = async (name = 'Acme', extra: Record<string, unknown> = {}) => {
     const created = await admin('POST', '/accounts', { name, ...extra })
     if (created.status !== 201) throw new Error(`account: ${JSON.stringify(created.body)}`)
     const key = await admin('POST', `/accounts/${created.body.id}/keys`, {})
-    return { id: created.body.id as number, trackerKey: created.body.tracker_key as string, token: key.body.token as string, api: api(key.body.token) }
+    return {
+      id: created.body.id as number,
+      trackerKey: created.body.tracker_key as string,
+      token: key.body.token as string,
+      api: api(key.body.token),
+    }
   }
 
   return {
-    base, url: db.url, sql: service.app.sql, app: service.app, call, admin, api, account,
-    stop: async () => { await service.stop(); await db.drop() },
+    base,
+    url: db.url,
+    sql: service.app.sql,
+    app: service.app,
+    call,
+    admin,
+    api,
+    account,
+    stop: async () => {
+      await service.stop()
+      await db.drop()
+    },
   }
 }
 

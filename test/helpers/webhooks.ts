@@ -36,16 +36,26 @@ export const listDeliveries = async (s: TestService, account: Account, hookId: n
 }
 
 // Waits until the webhook has `count` deliveries and none of them is pending any more.
-export const settled = (s: TestService, account: Account, hookId: number, count: number, timeoutMs?: number) => eventually(async () => {
-  const list = await listDeliveries(s, account, hookId)
-  return list.length === count && list.every((d) => d.status !== 'pending') && list
-}, `${count} settled deliveries`, timeoutMs)
+export const settled = (s: TestService, account: Account, hookId: number, count: number, timeoutMs?: number) =>
+  eventually(
+    async () => {
+      const list = await listDeliveries(s, account, hookId)
+      return list.length === count && list.every((d) => d.status !== 'pending') && list
+    },
+    `${count} settled deliveries`,
+    timeoutMs,
+  )
 
 // Jobs of the delivery still queued or running (a retry waiting for its time included).
-export const deliveryJobs = async (s: TestService, accountId: number, deliveryId: number) => (await s.sql`
-  select count(*)::int as n from graphile_worker.jobs where key = ${`webhook_delivery:${accountId}:${deliveryId}`}`)[0].n as number
+export const deliveryJobs = async (s: TestService, accountId: number, deliveryId: number) =>
+  (
+    await s.sql`
+  select count(*)::int as n from graphile_worker.jobs where key = ${`webhook_delivery:${accountId}:${deliveryId}`}`
+  )[0].n as number
 
 // The Standard Webhooks headers as standardwebhooks' verify() wants them.
 export const standardHeaders = (h: Record<string, unknown>) => ({
-  'webhook-id': String(h['webhook-id']), 'webhook-timestamp': String(h['webhook-timestamp']), 'webhook-signature': String(h['webhook-signature']),
+  'webhook-id': String(h['webhook-id']),
+  'webhook-timestamp': String(h['webhook-timestamp']),
+  'webhook-signature': String(h['webhook-signature']),
 })
