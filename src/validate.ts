@@ -10,6 +10,10 @@ export const UNSTORABLE_MESSAGE = 'Must not contain NUL characters or unpaired s
 // Such strings are the client's error (400), not the database's (500).
 export const storable = v.check((s: string) => !UNSTORABLE.test(s), UNSTORABLE_MESSAGE)
 
+// A string value of an attribute or metric: at most 64 Ki characters, so that one record cannot
+// carry megabytes through processing, scoring and every search page.
+export const MAX_TEXT_VALUE = 65_536
+
 export const text255 = v.pipe(v.string(), v.maxLength(255, 'At most 255 characters.'), storable)
 export const id255 = v.pipe(
   v.string(),
@@ -26,11 +30,103 @@ export const DateString = v.pipe(
 export const isObject = (x: unknown): x is Record<string, unknown> =>
   typeof x === 'object' && x !== null && !Array.isArray(x)
 
-export const pointer = (path?: { key: unknown }[]) =>
+type PathItem = { key: unknown }
+
+export const pointer = (path?: PathItem[]) =>
   path?.length ? '/' + path.map((p) => String(p.key).replace(/~/g, '~0').replace(/\//g, '~1')).join('/') : ''
 
+// filters[2].operator: how a reader names a field in a sentence.
+const dotted = (path: PathItem[] = []) =>
+  path.map((p, i) => (typeof p.key === 'number' ? `[${p.key}]` : i === 0 ? String(p.key) : `.${p.key}`)).join('')
+
+const listed = (items: string[]) =>
+  items.length < 2 ? items.join('') : `${items.slice(0, -1).join(', ')} and ${items[items.length - 1]}`
+
+// Plain sentences for the issues valibot raises without a message of ours: what is wrong and what
+// is allowed (the path beside the message names the field). Set once, for every schema.
+const plainMessage = (issue: v.BaseIssue<unknown>): string => {
+  const { type, requirement: limit, expected, input } = issue
+  const unit = typeof input === 'string' ? 'characters' : 'items'
+  switch (type) {
+    case 'string':
+      return 'Must be a string.'
+    case 'number':
+      return 'Must be a number.'
+    case 'boolean':
+      return 'Must be true or false.'
+    case 'array':
+      return 'Must be an array.'
+    case 'object':
+    case 'strict_object':
+    case 'loose_object':
+    case 'object_with_rest':
+      return input === undefined && expected?.startsWith('"') ? 'Is required.' : 'Must be an object.'
+    case 'picklist':
+      return `Must be one of ${listed((expected ?? '').split(' | ').map((o) => o.replace(/^"|"$/g, '')))}.`
+    case 'integer':
+    case 'safe_integer':
+      return 'Must be a whole number.'
+    case 'min_value':
+      return `Must be at least ${limit}.`
+    case 'max_value':
+      return `Must be at most ${limit}.`
+    case 'min_length':
+      return `Must have at least ${limit} ${unit}.`
+    case 'max_length':
+      return `Must have at most ${limit} ${unit}.`
+    case 'non_empty':
+      return 'Must not be empty.'
+    case 'email':
+      return 'Must be an email address.'
+    case 'url':
+      return 'Must be an absolute URL.'
+    default:
+      return 'Has a value that is not allowed here.'
+  }
+}
+v.setGlobalMessage(plainMessage)
+
+const distance = (a: string, b: string) => {
+  let row = Array.from({ length: b.length + 1 }, (_, j) => j)
+  for (let i = 1; i <= a.length; i++) {
+    const next = [i]
+    for (let j = 1; j <= b.length; j++) {
+      next[j] = Math.min(row[j] + 1, next[j - 1] + 1, row[j - 1] + (a[i - 1] === b[j - 1] ? 0 : 1))
+    }
+    row = next
+  }
+  return row[b.length]
+}
+
+// The known key a typo most likely meant: the nearest within two edits (more for long keys), or none.
+export const closest = (key: string, known: string[]) => {
+  const ranked = known.map((k) => ({ k, d: distance(key.toLowerCase(), k.toLowerCase()) })).sort((a, b) => a.d - b.d)
+  return ranked.length && ranked[0].d <= Math.max(2, Math.floor(key.length / 3)) ? ranked[0].k : undefined
+}
+
+// An object whose unknown keys are refused, each named with the key it most likely meant: a typo
+// that silently dropped a field or widened a query would be a correctness bug.
+// Arrays are refused too: valibot takes any non-null object for one.
+export const strict = <E extends v.ObjectEntries>(entries: E) => {
+  const known = Object.keys(entries)
+  return v.pipe(
+    v.custom<Record<string, unknown>>(isObject, 'Must be an object.'),
+    v.strictObject(entries, (issue) => {
+      if (issue.expected !== 'never') return plainMessage(issue)
+      const meant = closest(String(issue.input), known)
+      return `${meant ? ` (did you mean ${meant}?)` : ''}; the allowed keys are ${listed(known)}.`
+    }),
+  )
+}
+
+const isUnknownKey = (i: v.BaseIssue<unknown>) => i.type === 'strict_object' && i.expected === 'never'
+
 export const issuesToErrors = (issues: v.BaseIssue<unknown>[]): FieldError[] =>
-  issues.map((i) => ({ path: pointer(i.path as { key: unknown }[] | undefined), message: i.message }))
+  issues.map((i) => {
+    const path = i.path as PathItem[] | undefined
+    const message = isUnknownKey(i) ? `Unknown key ${dotted(path)}${i.message}` : i.message
+    return { path: pointer(path), message }
+  })
 
 // The valid input, or a 400 listing every problem.
 export const parse = <S extends v.GenericSchema>(schema: S, input: unknown): v.InferOutput<S> => {

@@ -47,7 +47,7 @@ function whereOf(text: string): string {
 
 describe('compileSearch rejects bad requests with paths', () => {
   test('unknown propertyName, including Object.prototype names', () => {
-    for (const name of ['nope', 'constructor', '__proto__', 'upsell_score']) {
+    for (const name of ['nope', 'constructor', '__proto__', 'upsell']) {
       assert.deepEqual(pathsOf({ filters: [{ propertyName: name, operator: 'EQ', value: 'x' }] }), [
         '/filters/0/propertyName',
       ])

@@ -123,6 +123,7 @@ const seed = async () => {
     engagementscore_difference: 5,
     fitscore: 50,
     churn_risk: 10,
+    upsell_score: 77,
     last_seen: dayAgo(1),
     engagementscore_trend: s.sql.json({ [dayAgo(31)]: 75, [dayAgo(1)]: 80 }),
   })
@@ -467,6 +468,7 @@ describe('the response objects', () => {
       'fitscore',
       'engagementscore',
       'churn_risk',
+      'upsell_score',
       'is_churned',
       'last_seen',
       'engagementscore_difference',
@@ -484,6 +486,7 @@ describe('the response objects', () => {
       fitscore: 50,
       engagementscore: 80,
       churn_risk: 10,
+      upsell_score: 77,
       is_churned: false,
       last_seen: dayAgo(1),
       engagementscore_difference: 5,
@@ -721,12 +724,6 @@ describe('tenant isolation', () => {
 describe('400s, each with the path of the fault', () => {
   const cases: [string, 'customers' | 'contacts', unknown, string[]][] = [
     ['unknown propertyName', 'customers', { filters: [f('nope', 'EQ', 'x')] }, ['/filters/0/propertyName']],
-    [
-      'upsell_score is not a customer filter',
-      'customers',
-      { filters: [f('upsell_score', 'GT', '1')] },
-      ['/filters/0/propertyName'],
-    ],
     [
       'a customer property on contacts',
       'contacts',

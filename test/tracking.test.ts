@@ -162,9 +162,9 @@ const validationCases: [string, (key: string) => unknown, string[]][] = [
     ['/events/0/data/customer/a\u0000'],
   ],
   [
-    'a NUL character in a field that is otherwise ignored',
-    (k) => ({ trackerKey: k, events: [ev()], extra: ['\u0000'] }),
-    ['/extra/0'],
+    'a NUL character in free-form data that is otherwise ignored',
+    (k) => ({ trackerKey: k, events: [ev({ data: { customer: { ignored: ['\u0000'] } } })] }),
+    ['/events/0/data/customer/ignored/0'],
   ],
   [
     'errors in several events are all reported',

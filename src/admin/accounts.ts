@@ -3,19 +3,19 @@ import * as v from 'valibot'
 import { refuse } from '../errors.ts'
 import { SYSTEM_ATTRIBUTES } from '../catalog.ts'
 import type { Sql, Tx } from '../db/client.ts'
-import { storable } from '../validate.ts'
+import { storable, strict } from '../validate.ts'
 
 export const SourceOfTruth = v.pipe(
   v.string(),
   v.regex(/^[A-Z][A-Z0-9_]{1,31}$/, 'Must be API, FILE or an uppercase integration id.'),
 )
 
-export const CreateAccountBody = v.object({
+export const CreateAccountBody = strict({
   name: v.pipe(v.string(), v.trim(), v.minLength(1), v.maxLength(255), storable),
   source_of_truth: v.optional(SourceOfTruth, 'API'),
 })
 
-export const TrackingBody = v.object({
+export const TrackingBody = strict({
   domains: v.pipe(
     v.array(
       v.pipe(

@@ -3,9 +3,9 @@ import * as v from 'valibot'
 import { refuse } from '../errors.ts'
 import { hashToken, SCOPES } from '../db/key-check.ts'
 import type { Sql } from '../db/client.ts'
-import { storable } from '../validate.ts'
+import { storable, strict } from '../validate.ts'
 
-export const CreateKeyBody = v.object({
+export const CreateKeyBody = strict({
   name: v.optional(v.pipe(v.string(), v.maxLength(255), storable)),
   scopes: v.optional(v.pipe(v.array(v.picklist(SCOPES)), v.minLength(1)), SCOPES),
 })

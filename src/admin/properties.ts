@@ -3,17 +3,17 @@ import { refuse } from '../errors.ts'
 import type { Entity, PropertyDef } from '../catalog.ts'
 import type { Sql, Tx } from '../db/client.ts'
 import { SQLSTATE, sqlState } from '../db/sqlstate.ts'
-import { storable } from '../validate.ts'
+import { storable, strict } from '../validate.ts'
 
 const title = v.pipe(v.string(), v.trim(), v.minLength(1), v.maxLength(255), storable)
 
-export const UserBody = v.object({
+export const UserBody = strict({
   email: v.pipe(v.string(), v.trim(), v.email(), v.maxLength(255), storable),
   name: v.optional(v.pipe(v.string(), v.maxLength(255), storable)),
 })
 
 export const PropertyBody = v.pipe(
-  v.object({
+  strict({
     entity: v.picklist(['customer', 'contact']),
     kind: v.picklist(['attribute', 'metric']),
     codename: v.pipe(
@@ -33,7 +33,7 @@ export const PropertyBody = v.pipe(
   ),
 )
 
-export const TagBody = v.object({
+export const TagBody = strict({
   title,
   color: v.optional(v.pipe(v.string(), v.regex(/^#[0-9a-fA-F]{6}$/, 'Must be a #rrggbb colour.'))),
 })

@@ -1,9 +1,9 @@
 import * as v from 'valibot'
 import { refuse } from '../errors.ts'
 import type { Sql, Tx } from '../db/client.ts'
-import { storable } from '../validate.ts'
+import { storable, strict } from '../validate.ts'
 
-export const TagTitlesBody = v.object({
+export const TagTitlesBody = strict({
   titles: v.pipe(
     v.array(v.pipe(v.string(), v.maxLength(255, 'At most 255 characters.'), storable)),
     v.maxLength(1000, 'At most 1000 titles.'),

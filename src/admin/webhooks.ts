@@ -3,11 +3,11 @@ import { refuse } from '../errors.ts'
 import { generateSecret } from '../webhooks/sign.ts'
 import { checkWebhookUrl } from '../webhooks/ssrf.ts'
 import type { Sql } from '../db/client.ts'
-import { storable } from '../validate.ts'
+import { storable, strict } from '../validate.ts'
 
 export const WEBHOOK_EVENTS = ['customer.created'] as const
 
-export const WebhookBody = v.object({
+export const WebhookBody = strict({
   url: v.pipe(v.string(), v.url('Must be an absolute URL.'), v.maxLength(2048), storable),
   events: v.pipe(v.array(v.picklist(WEBHOOK_EVENTS)), v.minLength(1)),
   name: v.optional(v.pipe(v.string(), v.maxLength(255), storable)),

@@ -10,6 +10,7 @@ const titles: Record<number, string> = {
   406: 'Not Acceptable',
   409: 'Conflict',
   413: 'Content Too Large',
+  415: 'Unsupported Media Type',
   429: 'Too Many Requests',
   490: 'Scoring Not Configured',
   500: 'Internal Server Error',

@@ -1,24 +1,71 @@
 import { refuse } from '../errors.ts'
+import { UNSTORABLE } from '../validate.ts'
 import type { Req } from './types.ts'
 
-// An empty body counts as {} so that "all fields optional" requests may omit it entirely.
+const utf8 = new TextDecoder('utf-8', { fatal: true })
+
+// An empty body counts as {} so that "all fields optional" requests may omit it entirely. Text
+// that is not UTF-8 is refused rather than stored with U+FFFD in place of what was sent.
 export const readJson = (req: Req): unknown => {
   if (req.body.length === 0) return {}
+  let text: string
   try {
-    return JSON.parse(req.body.toString('utf8'))
+    text = utf8.decode(req.body)
+  } catch {
+    return refuse(400, 'The request body is not valid UTF-8.')
+  }
+  try {
+    return JSON.parse(text)
   } catch {
     return refuse(400, 'The request body is not valid JSON.')
   }
 }
 
-// External ids may hold any character, so they arrive percent-encoded; a malformed escape names no record.
-export const textParam = (req: Req, name: string) => {
+// JSON is UTF-8 (RFC 8259); a body declared in another charset is refused: 406 where the routes
+// answer 406 for anything but a JSON exchange (uploads, single-record writes), 415 elsewhere.
+export const requireUtf8 = (req: Req, status: 406 | 415) => {
+  const charset = /;\s*charset\s*=\s*"?([^";\s]+)/i.exec(req.headers['content-type'] ?? '')?.[1]
+  if (charset && !/^utf-?8$/i.test(charset)) refuse(status, `The body must be UTF-8, not ${charset.slice(0, 40)}.`)
+}
+
+// A text that PostgreSQL can store and a client can have meant, or nothing. In a query string
+// (form encoding) + is a space; in a path it is itself.
+const decoded = (raw: string, max: number, form = false) => {
   try {
-    return decodeURIComponent(req.params[name])
+    const text = decodeURIComponent(form ? raw.replace(/\+/g, ' ') : raw)
+    return text.length <= max && !UNSTORABLE.test(text) ? text : undefined
   } catch {
-    return refuse(404, `No record with that ${name}.`)
+    return undefined
   }
 }
+
+export const MAX_QUERY_VALUE = 1024
+
+// Query parameters are checked like body fields before any handler reads them: valid UTF-8
+// percent-encoding, no NUL, at most MAX_QUERY_VALUE characters.
+export const checkQuery = (req: Req) => {
+  const query = req.url.split('?')[1]?.split('#')[0]
+  if (!query) return
+  const errors = query.split('&').flatMap((pair) => {
+    const [key, value = ''] = pair.split('=', 2)
+    const name = decoded(key, 100, true)
+    if (name === undefined) return [{ path: '/query', message: 'A parameter name is not valid percent-encoded UTF-8.' }]
+    return decoded(value, MAX_QUERY_VALUE, true) === undefined
+      ? [
+          {
+            path: `/query/${name}`,
+            message: `Must be percent-encoded UTF-8 text of at most ${MAX_QUERY_VALUE} characters, without NUL.`,
+          },
+        ]
+      : []
+  })
+  if (errors.length) refuse(400, 'The query string is invalid.', errors)
+}
+
+// External ids may hold any character, so they arrive percent-encoded. A malformed escape, a
+// character PostgreSQL cannot store or more than 255 characters name no record.
+export const textParam = (req: Req, name: string) =>
+  decoded(req.params[name], 255) ?? refuse(404, `No record with that ${name}.`)
 
 // A numeric id in the path; anything else names nothing (404).
 export const idParam = (req: Req, name: string) => {

@@ -5,7 +5,7 @@ import { Refusal } from '../errors.ts'
 import { parse } from '../validate.ts'
 import { authenticateAdmin, authenticateKey, rulesFor } from './auth.ts'
 import { problem, refusalReply } from './problem.ts'
-import { readJson, requireJsonExchange } from './request.ts'
+import { checkQuery, readJson, requireJsonExchange, requireUtf8 } from './request.ts'
 import type { Reply, Req, Route } from './types.ts'
 
 const run =
@@ -14,6 +14,8 @@ const run =
     if (route.auth === 'admin') authenticateAdmin(req, app)
     else if (route.auth !== 'none') await authenticateKey(req, app, rulesFor(route.auth.key, app))
     if (route.jsonOnly) requireJsonExchange(req)
+    if (route.body) requireUtf8(req, route.jsonOnly ? 406 : 415)
+    checkQuery(req)
     return invoke(route, req, app)
   }
 

@@ -1,4 +1,5 @@
 import * as v from 'valibot'
+import { strict } from '../validate.ts'
 import { catalogSql } from '../admin/properties.ts'
 import type { Entity, PropertyDef } from '../catalog.ts'
 import type { App } from '../context.ts'
@@ -14,7 +15,7 @@ import { compileSearch } from '../search/sql.ts'
 // outgrowing Postgres' 65535 parameters.
 export const MAX_LIST = 1000
 
-const SearchFilter = v.object({
+const SearchFilter = strict({
   propertyName: v.string(),
   operator: v.string(),
   value: v.optional(v.string()),
@@ -23,7 +24,7 @@ const SearchFilter = v.object({
 
 // Shapes and ranges here; codenames, operators and values against the account's catalog in the
 // compiler, which reports them with the same kind of paths.
-export const SearchBody = v.object({
+export const SearchBody = strict({
   filters: v.optional(v.pipe(v.array(SearchFilter), v.maxLength(MAX_FILTERS, `At most ${MAX_FILTERS} filters.`))),
   properties: v.optional(v.pipe(v.array(v.string()), v.maxLength(MAX_LIST, `At most ${MAX_LIST} codenames.`))),
   limit: v.optional(

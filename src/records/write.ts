@@ -10,9 +10,9 @@ import { today } from '../dates.ts'
 import { refuse } from '../errors.ts'
 import { processUpload } from '../uploads/process.ts'
 import { checkUpload, insertUpload, requireApiSource } from '../uploads/receive.ts'
-import { Attributes, ContactItem, CustomerItem } from '../uploads/schemas.ts'
+import { Attributes, type ContactItem, ContactOfCustomer, CustomerItem } from '../uploads/schemas.ts'
 import { checkValues } from '../uploads/values.ts'
-import { DateString, parse, text255 } from '../validate.ts'
+import { DateString, parse, strict, text255 } from '../validate.ts'
 
 // Single-record writes take the upload path in one transaction: the same checks, the same merge,
 // the same webhook outbox and scoring job, committed before the answer.
@@ -43,7 +43,7 @@ export const createRecord = async (app: App, accountId: number, kind: UploadKind
 const requireApiAccount = async (sql: Sql, accountId: number) =>
   requireApiSource((await sql`select source_of_truth from accounts where id = ${accountId}`)[0].source_of_truth)
 
-export const CustomerPatch = v.object({
+export const CustomerPatch = strict({
   name: v.optional(text255),
   owner_email: v.optional(v.nullable(text255)),
   attributes: v.optional(Attributes),
@@ -51,7 +51,7 @@ export const CustomerPatch = v.object({
   churned_date: v.optional(v.nullable(DateString)),
 })
 
-export const ContactPatch = v.object({
+export const ContactPatch = strict({
   contact_name: v.optional(text255),
   attributes: v.optional(Attributes),
 })
@@ -59,7 +59,7 @@ export const ContactPatch = v.object({
 // The create bodies of the single-record routes: the upload items, the contact's customer
 // coming from the path.
 export const CustomerCreate = CustomerItem
-export const ContactCreate = v.omit(ContactItem, ['customer_external_id'])
+export const ContactCreate = ContactOfCustomer
 
 const ownerId = async (tx: Tx, accountId: number, email: string | null | undefined) => {
   if (email === undefined) return undefined

@@ -24,6 +24,7 @@ export interface SearchRecord {
   engagementscore?: number | null
   engagementscore_difference?: number | null
   churn_risk?: number | null
+  upsell_score?: number | null
   last_seen?: string | null
   // null when the customer has no owner or the owner's user row does not exist.
   owner_email?: string | null
@@ -42,6 +43,7 @@ const CORE_VALUES: ReadonlyMap<string, (r: SearchRecord) => unknown> = new Map<s
   ['engagementscore', (r) => r.engagementscore],
   ['engagementscore_difference', (r) => r.engagementscore_difference],
   ['churn_risk', (r) => r.churn_risk],
+  ['upsell_score', (r) => r.upsell_score],
   ['last_seen', (r) => r.last_seen],
   ['customer_external_id', (r) => r.customer_external_id],
 ])

@@ -73,6 +73,7 @@ export const CORE_FIELDS: Record<Entity, ReadonlyMap<string, FieldType>> = {
     ['engagementscore', 'number'],
     ['engagementscore_difference', 'number'],
     ['churn_risk', 'number'],
+    ['upsell_score', 'number'],
     ['last_seen', 'date'],
     ['owner', 'owner'],
     ['tags', 'tags'],

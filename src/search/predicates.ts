@@ -43,6 +43,7 @@ export const CORE_SQL: ReadonlyMap<string, string> = new Map([
   ['engagementscore', 'h.engagementscore'],
   ['engagementscore_difference', 'h.engagementscore_difference'],
   ['churn_risk', 'h.churn_risk'],
+  ['upsell_score', 'h.upsell_score'],
   ['last_seen', 'h.last_seen'],
   ['customer_external_id', 'oc.external_id'],
 ])

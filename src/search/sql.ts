@@ -36,6 +36,7 @@ function columnsSql(ctx: Ctx, properties: string): string[] {
       'h.fitscore',
       'h.engagementscore',
       'h.churn_risk',
+      'h.upsell_score',
       'r.is_churned',
       lastSeen,
       'h.engagementscore_difference',

@@ -1,6 +1,6 @@
 import * as v from 'valibot'
 import { refuse, type FieldError } from '../errors.ts'
-import { id255, isObject, UNSTORABLE, UNSTORABLE_MESSAGE } from '../validate.ts'
+import { id255, isObject, strict, UNSTORABLE, UNSTORABLE_MESSAGE } from '../validate.ts'
 
 export const MAX_EVENTS = 100
 export const MAX_EVENT_BYTES = 32 * 1024
@@ -11,7 +11,7 @@ export const MAX_TIMESTAMP = Date.UTC(2100, 0, 1) - 1
 
 const Values = v.custom<Record<string, unknown>>(isObject, 'Must be an object.')
 
-export const TrackingEvent = v.object({
+export const TrackingEvent = strict({
   name: v.pipe(v.string(), v.minLength(1, 'Must not be empty.'), v.maxLength(255, 'At most 255 characters.')),
   timestamp: v.pipe(
     v.number(),
@@ -20,11 +20,11 @@ export const TrackingEvent = v.object({
       'Must be Unix time in whole milliseconds (not seconds), from 2000-01-01 to 2099-12-31.',
     ),
   ),
-  identification: v.object({ customer: id255, contact: v.nullish(id255) }),
-  data: v.nullish(v.object({ customer: v.nullish(Values), contact: v.nullish(Values) })),
+  identification: strict({ customer: id255, contact: v.nullish(id255) }),
+  data: v.nullish(v.pipe(Values, v.object({ customer: v.nullish(Values), contact: v.nullish(Values) }))),
 })
 
-export const TrackBody = v.object({
+export const TrackBody = strict({
   trackerKey: v.string(),
   events: v.pipe(v.array(TrackingEvent), v.maxLength(MAX_EVENTS, `At most ${MAX_EVENTS} events per request.`)),
 })

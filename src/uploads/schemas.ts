@@ -1,12 +1,17 @@
 import * as v from 'valibot'
-import { DateString, id255, isObject, storable, text255 } from '../validate.ts'
+import { DateString, id255, isObject, MAX_TEXT_VALUE, storable, strict, text255 } from '../validate.ts'
 
 export const MAX_CUSTOMERS = 1000
 export const MAX_CONTACTS = 100
 export const MAX_METRICS = 200
 
 const Value = v.union(
-  [v.pipe(v.string(), storable), v.number(), v.boolean(), v.null()],
+  [
+    v.pipe(v.string(), v.maxLength(MAX_TEXT_VALUE, `At most ${MAX_TEXT_VALUE} characters.`), storable),
+    v.number(),
+    v.boolean(),
+    v.null(),
+  ],
   'Must be a string, number, boolean, date or null.',
 )
 
@@ -17,7 +22,7 @@ export const Attributes = v.pipe(
 const Metric = v.objectWithRest({ date: DateString }, Value)
 const Metrics = v.pipe(v.array(Metric), v.maxLength(MAX_METRICS, `At most ${MAX_METRICS} metric objects.`))
 
-export const CustomerItem = v.object({
+export const CustomerItem = strict({
   external_id: id255,
   name: text255,
   owner_email: v.optional(v.nullable(text255)),
@@ -25,15 +30,17 @@ export const CustomerItem = v.object({
   metrics: v.optional(Metrics),
 })
 
-export const ContactItem = v.object({
-  customer_external_id: id255,
+const contactFields = {
   contact_external_id: id255,
   contact_name: text255,
   attributes: v.optional(Attributes),
   metrics: v.optional(Metrics),
-})
+}
+export const ContactItem = strict({ customer_external_id: id255, ...contactFields })
+// A contact created under its customer's path (POST /api/v1/customer/{id}/contact).
+export const ContactOfCustomer = strict(contactFields)
 
-export const CustomersBody = v.object({
+export const CustomersBody = strict({
   customers: v.pipe(
     v.array(CustomerItem),
     v.minLength(1, 'At least one customer.'),
@@ -41,7 +48,7 @@ export const CustomersBody = v.object({
   ),
 })
 
-export const ContactsBody = v.object({
+export const ContactsBody = strict({
   contacts: v.pipe(
     v.array(ContactItem),
     v.minLength(1, 'At least one contact.'),
