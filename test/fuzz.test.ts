@@ -159,6 +159,10 @@ test('hostile requests to every endpoint get 4xx Problem Details (or 2xx), never
           assert.equal(problem.status, res.status)
           assert.equal(typeof problem.detail, 'string')
           assert.doesNotMatch(text, /at \w+ \(|node_modules|PostgresError/)
+          // Plain sentences only, never the validation library's "Invalid type: Expected ... but received ...".
+          for (const e of problem.errors ?? [])
+            assert.doesNotMatch(e.message, /Invalid (type|key|length|value)|but received/)
+          if (res.status === 400) assert.ok(problem.errors?.length > 0, 'a 400 names where the request is wrong')
           assert.equal(await stored(), before, 'a refused request stored something')
         }
         assert.equal(({} as Record<string, unknown>).polluted, undefined, 'Object.prototype was polluted')

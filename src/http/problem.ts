@@ -31,4 +31,11 @@ export const problem = (
 })
 
 // The one place a domain refusal becomes HTTP.
-export const refusalReply = (err: Refusal): Reply => problem(err.status, err.message, err.errors, err.headers)
+// A 400 always names where the request is wrong: without field errors, the whole body ('').
+export const refusalReply = (err: Refusal): Reply =>
+  problem(
+    err.status,
+    err.message,
+    err.errors ?? (err.status === 400 ? [{ path: '', message: err.message }] : undefined),
+    err.headers,
+  )
