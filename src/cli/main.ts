@@ -62,12 +62,17 @@ const main = async (argv: string[]): Promise<number | undefined> => {
     return 2
   }
   const db = await resolveDatabase(config)
+  // The embedded cluster's address, for psql and backups (it listens on 127.0.0.1 only).
+  if (db.dataDir) log('info', 'embedded database', { url: db.url, data: db.dataDir })
   if (command === 'serve' || command === 'worker') {
     const parts = { http: command === 'serve', worker: command === 'worker' || !args.includes('--no-worker') }
-    const service = await startService(config, db.url, parts)
+    const service = await startService(config, db.url, parts).catch(async (err) => {
+      await db.stop()
+      throw err
+    })
     if (service.port !== undefined) {
-      log('info', 'listening', { port: service.port, worker: parts.worker, embedded: db.embedded })
-      if (db.embedded) await createDemoIfEmpty(service.app.sql, service.port)
+      log('info', 'listening', { port: service.port, worker: parts.worker, embedded: db.dataDir !== undefined })
+      if (db.dataDir) await createDemoIfEmpty(service.app.sql, service.port)
     }
     untilSignal(async () => {
       await service.stop()

@@ -1,3 +1,4 @@
+import { readdirSync, readFileSync } from 'node:fs'
 import { spawn, type ChildProcess } from 'node:child_process'
 import { ADMIN_TOKEN } from './service.ts'
 import { freePort } from './cluster.ts'
@@ -54,3 +55,18 @@ export const startProcess = async (args: string[], databaseUrl: string, env: Rec
     },
   }
 }
+
+// Every process whose command line or environment names the folder (as root, /proc shows them all).
+export const processesUsing = (marker: string) =>
+  readdirSync('/proc')
+    .filter((p) => /^\d+$/.test(p))
+    .filter((pid) => {
+      for (const file of ['cmdline', 'environ']) {
+        try {
+          if (readFileSync(`/proc/${pid}/${file}`).includes(marker)) return true
+        } catch {
+          // gone, or not ours to read
+        }
+      }
+      return false
+    })
