@@ -22,13 +22,38 @@ const runs: Record<(typeof TASKS)[keyof typeof TASKS], Run> = {
   [TASKS.analyzeTables]: (app, payload) => analyzeTables(app.sql, payload),
 }
 
+// One JSON log line per job: at info when it completes, with what it returned (counts); at warn
+// when it fails and will be retried, at error when that was its last attempt.
+const logged =
+  (app: App, task: string, run: Run) =>
+  async (payload: unknown, helpers: JobHelpers): Promise<void> => {
+    const { id, attempts, max_attempts: maxAttempts } = helpers.job
+    const started = performance.now()
+    const fields = (outcome: string) => ({
+      task,
+      job: id,
+      attempt: attempts,
+      outcome,
+      ms: Math.round(performance.now() - started),
+    })
+    try {
+      const counts = await run(app, payload as never, helpers)
+      app.log('info', 'job', {
+        ...fields('completed'),
+        ...(counts !== null && typeof counts === 'object' ? { counts } : {}),
+      })
+    } catch (err) {
+      const last = attempts >= maxAttempts
+      app.log(last ? 'error' : 'warn', 'job', {
+        ...fields(last ? 'failed' : 'retrying'),
+        error: String((err as Error)?.message ?? err),
+      })
+      throw err
+    }
+  }
+
 export const taskList = (app: App): TaskList =>
-  Object.fromEntries(
-    Object.entries(runs).map(([name, run]) => [
-      name,
-      async (payload: unknown, helpers: JobHelpers) => void (await run(app, payload as never, helpers)),
-    ]),
-  )
+  Object.fromEntries(Object.entries(runs).map(([name, run]) => [name, logged(app, name, run)]))
 
 // graphile-worker crontab lines (https://worker.graphile.org/docs/cron); one per recurring task.
 export const crontab: string[] = [

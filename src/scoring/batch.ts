@@ -209,6 +209,7 @@ export const scoreRecords = async (sql: Sql, p: ScoreRecordsPayload, options: Sc
   return scored
 }
 
-export const scoreRecordsJob = async (app: App, payload: ScoreRecordsPayload) => {
-  await scoreRecords(app.sql, payload)
-}
+export const scoreRecordsJob = async (app: App, payload: ScoreRecordsPayload) => ({
+  entity: payload.entity,
+  scored: await scoreRecords(app.sql, payload),
+})

@@ -162,13 +162,16 @@ export const BATCHES_PER_JOB = 4
 
 // One transaction per batch; the successor is added in the last one's.
 export const applyEventsOfAccount = async (app: App, { account_id: accountId }: AccountPayload) => {
+  let events = 0
   for (let batch = 1; ; batch++) {
     const more = await app.sql.begin(async (tx) => {
-      if ((await applyEvents(tx, accountId)).events < BATCH) return false
+      const applied = (await applyEvents(tx, accountId)).events
+      events += applied
+      if (applied < BATCH) return false
       if (batch < BATCHES_PER_JOB) return true
       await addJobs(tx, [applyEventsJob(accountId)])
       return false
     })
-    if (!more) return
+    if (!more) return { events }
   }
 }

@@ -56,4 +56,5 @@ export const deliverWebhook = async (app: App, p: DeliverWebhookPayload) => {
       await addJobs(tx, [deliverWebhookJob({ ...p, first_attempt: firstAttempt }, new Date(Date.now() + delay * 1000))])
     } else await setStatus(tx, p, 'failed')
   })
+  return { delivery: p.delivery_id, outcome: result.outcome, status_code: result.status_code }
 }
