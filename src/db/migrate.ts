@@ -21,20 +21,76 @@ const fromDisk = (): Migration[] => {
 
 export const migrations = (): Migration[] => (typeof __MIGRATIONS__ !== 'undefined' ? __MIGRATIONS__ : fromDisk())
 
-// All pending files run in one transaction under an advisory lock, so concurrent starters
-// wait for each other and a failed file leaves nothing half-applied.
-export const migrate = async (sql: Sql, url: string): Promise<string[]> => {
-  const applied = await sql.begin(async (tx) => {
-    await tx`select pg_advisory_xact_lock(hashtext('service:migrations'))`
-    await tx`create table if not exists schema_migrations (name text primary key, applied_at timestamptz not null default now())`
-    const done = new Set((await tx`select name from schema_migrations`).map((r) => r.name as string))
-    const pending = migrations().filter((m) => !done.has(m.name))
-    for (const m of pending) {
-      await tx.unsafe(m.sql)
-      await tx`insert into schema_migrations (name) values (${m.name})`
+// The PostgreSQL versions the service is tested on (docs/operations.md): 15 (Debian 12) to 18
+// (the embedded server). An older server is refused at start with both versions named.
+export const MIN_SERVER_VERSION = 15
+export const checkServerVersion = (versionNum: number, version: string) => {
+  if (versionNum < MIN_SERVER_VERSION * 10_000) {
+    throw new Error(
+      `PostgreSQL ${version} is too old: the service needs PostgreSQL ${MIN_SERVER_VERSION} or newer (tested on 15 to 18).`,
+    )
+  }
+}
+
+// A file whose first line is this marker builds indexes on existing tables without blocking their
+// writes: its statements (one per `;` at a line's end) run one by one outside any transaction,
+// as CREATE INDEX CONCURRENTLY requires. Each must be idempotent (IF NOT EXISTS); an index that a
+// crash left invalid is dropped first, so a retry builds it again instead of skipping it.
+const CONCURRENTLY = '-- migrate: concurrently'
+const statements = (text: string) =>
+  text
+    .split(/;\s*$/m)
+    .map((st) => st.replace(/^\s*--.*$/gm, '').trim())
+    .filter(Boolean)
+const indexBuilt = /^create\s+(?:unique\s+)?index\s+concurrently\s+if\s+not\s+exists\s+(\w+)/i
+
+type Reserved = Awaited<ReturnType<Sql['reserve']>>
+
+const runFile = async (conn: Reserved, m: Migration) => {
+  if (!m.sql.startsWith(CONCURRENTLY)) {
+    await conn.unsafe('begin')
+    try {
+      await conn.unsafe(m.sql)
+      await conn`insert into schema_migrations (name) values (${m.name})`
+      await conn.unsafe('commit')
+    } catch (err) {
+      await conn.unsafe('rollback')
+      throw err
     }
-    return pending.map((m) => m.name)
-  })
+    return
+  }
+  for (const statement of statements(m.sql)) {
+    const index = indexBuilt.exec(statement)?.[1]
+    if (index) {
+      const [left] = await conn`
+        select 1 from pg_index i where i.indexrelid = to_regclass(${index}) and not i.indisvalid`
+      if (left) await conn.unsafe(`drop index concurrently if exists ${index}`)
+    }
+    await conn.unsafe(statement)
+  }
+  await conn`insert into schema_migrations (name) values (${m.name})`
+}
+
+// Pending files run in order under a session advisory lock, so concurrent starters wait for each
+// other; each ordinary file in one transaction, so a failed one leaves nothing half-applied.
+export const migrate = async (sql: Sql, url: string, files: Migration[] = migrations()): Promise<string[]> => {
+  const [server] =
+    await sql`select current_setting('server_version_num')::int as num, current_setting('server_version') as v`
+  checkServerVersion(server.num, server.v)
+  const conn = await sql.reserve()
+  const applied: string[] = []
+  try {
+    await conn`select pg_advisory_lock(hashtext('service:migrations'))`
+    await conn`create table if not exists schema_migrations (name text primary key, applied_at timestamptz not null default now())`
+    const done = new Set((await conn`select name from schema_migrations`).map((r) => r.name as string))
+    for (const m of files.filter((f) => !done.has(f.name))) {
+      await runFile(conn, m)
+      applied.push(m.name)
+    }
+  } finally {
+    await conn`select pg_advisory_unlock(hashtext('service:migrations'))`.catch(() => {})
+    conn.release()
+  }
   await runMigrations({ connectionString: url, logger: quietLogger })
   return applied
 }
