@@ -36,16 +36,17 @@ const help: Record<string, string> = {
   import: importUsage,
 }
 
-// SIGTERM/SIGINT drain in-flight requests and jobs, then exit 0.
-const untilSignal = (stop: () => Promise<void>) => {
-  const onSignal = () => {
-    stop().then(
-      () => process.exit(0),
-      () => process.exit(1),
-    )
-  }
-  process.once('SIGTERM', onSignal)
-  process.once('SIGINT', onSignal)
+// SIGTERM/SIGINT drain in-flight requests and jobs, stop what was started, then exit 0. Set up
+// before anything starts: a signal during start-up (the embedded database already running, the
+// demo account being made) must not leave a process behind.
+const stops: (() => Promise<void>)[] = []
+const onSignal = () => {
+  ;(async () => {
+    for (const stop of stops.reverse()) await stop()
+  })().then(
+    () => process.exit(0),
+    () => process.exit(1),
+  )
 }
 
 const main = async (argv: string[]): Promise<number | undefined> => {
@@ -61,23 +62,26 @@ const main = async (argv: string[]): Promise<number | undefined> => {
     process.stderr.write(`Unknown command '${command}'.\n\n${usage}`)
     return 2
   }
+  const serving = command === 'serve' || command === 'worker'
+  if (serving) {
+    process.once('SIGTERM', onSignal)
+    process.once('SIGINT', onSignal)
+  }
   const db = await resolveDatabase(config)
+  stops.push(db.stop)
   // The embedded cluster's address, for psql and backups (it listens on 127.0.0.1 only).
   if (db.dataDir) log('info', 'embedded database', { url: db.url, data: db.dataDir })
-  if (command === 'serve' || command === 'worker') {
+  if (serving) {
     const parts = { http: command === 'serve', worker: command === 'worker' || !args.includes('--no-worker') }
     const service = await startService(config, db.url, parts).catch(async (err) => {
       await db.stop()
       throw err
     })
+    stops.push(service.stop)
     if (service.port !== undefined) {
       log('info', 'listening', { port: service.port, worker: parts.worker, embedded: db.dataDir !== undefined })
       if (db.dataDir) await createDemoIfEmpty(service.app.sql, service.port)
     }
-    untilSignal(async () => {
-      await service.stop()
-      await db.stop()
-    })
     return undefined
   }
   const sql = connect(db.url, { max: 2 })
