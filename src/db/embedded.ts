@@ -198,8 +198,13 @@ const withTimeout = <T>(p: Promise<T>, ms: number, what: string) =>
     }),
   ])
 
-export const startEmbedded = async (dataDirectory: string, port: number, flags: string[] = []): Promise<Embedded> => {
-  const home = binaryHome()
+// `home`: another installation's folder holding bin/ (e.g. Debian's /usr/lib/postgresql/15).
+export const startEmbedded = async (
+  dataDirectory: string,
+  port: number,
+  flags: string[] = [],
+  home = binaryHome(),
+): Promise<Embedded> => {
   const user = serverUser()
   const dataDir = dataHome(dataDirectory)
   const url = (p: number) => `postgres://postgres:postgres@127.0.0.1:${p}/postgres`

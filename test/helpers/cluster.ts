@@ -16,11 +16,12 @@ export const freePort = () =>
     })
   })
 
-export const startThrowawayCluster = async (prefix: string, settings: string[]) => {
+// `home`: another PostgreSQL installation's folder (bin/ inside) instead of the embedded one.
+export const startThrowawayCluster = async (prefix: string, settings: string[], home?: string) => {
   const dir = mkdtempSync(join(tmpdir(), prefix))
   // As root the cluster runs as the postgres user, who must be able to enter the folder.
   chmodSync(dir, 0o755)
-  const pg = await startEmbedded(join(dir, 'pg'), await freePort(), settings)
+  const pg = await startEmbedded(join(dir, 'pg'), await freePort(), settings, home)
   return {
     url: pg.url,
     stop: async () => {
