@@ -10,10 +10,18 @@ export const SourceOfTruth = v.pipe(
   v.regex(/^[A-Z][A-Z0-9_]{1,31}$/, 'Must be API, FILE or an uppercase integration id.'),
 )
 
+const AccountName = v.pipe(v.string(), v.trim(), v.minLength(1), v.maxLength(255), storable)
+
 export const CreateAccountBody = strict({
-  name: v.pipe(v.string(), v.trim(), v.minLength(1), v.maxLength(255), storable),
+  name: AccountName,
   source_of_truth: v.optional(SourceOfTruth, 'API'),
 })
+
+// A rename, or a new source of truth (e.g. API -> FILE before imports take over the records).
+export const UpdateAccountBody = v.pipe(
+  strict({ name: v.optional(AccountName), source_of_truth: v.optional(SourceOfTruth) }),
+  v.check((b) => b.name !== undefined || b.source_of_truth !== undefined, 'Give name, source_of_truth or both.'),
+)
 
 export const TrackingBody = strict({
   domains: v.pipe(
@@ -52,6 +60,14 @@ export const createAccount = (sql: Sql, body: v.InferOutput<typeof CreateAccount
 
 export const getAccount = async (sql: Sql, id: number) => {
   const [account] = await sql`select ${columns(sql)} from accounts where id = ${id}`
+  return account ?? refuse(404, `Account ${id} does not exist.`)
+}
+
+export const updateAccount = async (sql: Sql, id: number, body: v.InferOutput<typeof UpdateAccountBody>) => {
+  const [account] = await sql`
+    update accounts set name = coalesce(${body.name ?? null}, name),
+      source_of_truth = coalesce(${body.source_of_truth ?? null}, source_of_truth)
+    where id = ${id} returning ${columns(sql)}`
   return account ?? refuse(404, `Account ${id} does not exist.`)
 }
 

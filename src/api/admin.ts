@@ -2,7 +2,15 @@ import { Refusal } from '../errors.ts'
 import { refusalReply } from '../http/problem.ts'
 import { idParam, textParam } from '../http/request.ts'
 import { invoke } from '../http/router.ts'
-import { CreateAccountBody, createAccount, getAccount, setTrackingDomains, TrackingBody } from '../admin/accounts.ts'
+import {
+  createAccount,
+  CreateAccountBody,
+  getAccount,
+  setTrackingDomains,
+  TrackingBody,
+  updateAccount,
+  UpdateAccountBody,
+} from '../admin/accounts.ts'
 import { CreateKeyBody, createKey, listKeys, revokeKey } from '../admin/keys.ts'
 import {
   addUser,
@@ -54,6 +62,14 @@ const ops: Op[] = [
     path: `${A}/:id`,
     summary: 'Read an account',
     handler: async (req, app) => ok(await getAccount(app.sql, idParam(req, 'id'))),
+  },
+  {
+    name: 'update-account',
+    method: 'PATCH',
+    path: `${A}/:id`,
+    summary: 'Rename an account or change its source of truth',
+    body: UpdateAccountBody,
+    handler: async (req, app) => ok(await updateAccount(app.sql, idParam(req, 'id'), req.input as never)),
   },
   {
     name: 'create-key',

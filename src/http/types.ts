@@ -29,7 +29,7 @@ export type Auth = 'none' | 'admin' | { key: 'search' | 'upload' | 'track' }
 
 // One row of the routing table; the same rows build the router and the OpenAPI document.
 export interface Route {
-  method: 'GET' | 'POST' | 'PUT' | 'DELETE'
+  method: 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE'
   path: string
   auth: Auth
   summary: string
