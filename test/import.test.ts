@@ -334,3 +334,30 @@ describe('imports of few rows', () => {
     assert.match(usage.stderr, /service import customers\|contacts FILE\.csv --account ID/)
   })
 })
+
+test('an import leaves one notification per user, with its totals, however many chunks it takes', async () => {
+  const s = await startTestService()
+  try {
+    const account = await scoredAccount(s)
+    await s.admin('PATCH', `/accounts/${account.id}`, { source_of_truth: 'FILE' })
+    await s.admin('POST', `/accounts/${account.id}/users`, { email: 'second@acme.test' })
+    const file = join(dir, 'chunks.csv')
+    const rows = Array.from({ length: 2500 }, (_, i) => `n${i},Name ${i},US`)
+    writeFileSync(file, ['external_id,name,country', ...rows, 'bad,US'].join('\n') + '\n')
+    const run = await runImport(s, ['customers', file, '--account', String(account.id)])
+    assert.equal(run.code, 1, run.stderr) // one row skipped
+    const notes = await s.sql`
+      select n.kind, n.body from notifications n where n.account_id = ${account.id} order by n.user_id`
+    assert.equal(notes.length, 2, JSON.stringify(notes))
+    for (const note of notes) {
+      assert.equal(note.kind, 'import.file')
+      assert.equal(note.body.file, 'chunks.csv')
+      assert.deepEqual(
+        [note.body.rows, note.body.imported, note.body.created, note.body.skipped],
+        [2501, 2500, 2500, 1],
+      )
+    }
+  } finally {
+    await s.stop()
+  }
+})

@@ -1,4 +1,5 @@
 import { createReadStream } from 'node:fs'
+import { basename } from 'node:path'
 import { pipeline } from 'node:stream'
 import { parse } from 'csv-parse'
 import { Refusal } from '../errors.ts'
@@ -60,12 +61,30 @@ const checkAccount = async (app: App, accountId: number, kind: UploadKind, force
 }
 
 // Each chunk is an upload with source FILE, merged by the upload processing itself in one
-// transaction (records, customer.created outbox rows, scoring job, notifications).
+// transaction (records, customer.created outbox rows, scoring job). The users hear of the import
+// once, when it ends (notifyImport), not once per chunk.
 const writeChunk = (app: App, accountId: number, kind: UploadKind, items: unknown[], droppedKeys: number) =>
   app.sql.begin(async (tx) => {
     const [row] = await insertUpload(tx, accountId, kind, 'FILE', items, droppedKeys)
-    return processUpload(tx, accountId, row.id)
+    return processUpload(tx, accountId, row.id, false)
   })
+
+// One notification per import and user, with the import's totals.
+const notifyImport = (app: App, accountId: number, kind: UploadKind, file: string, stats: ImportStats) => app.sql`
+  insert into notifications (account_id, user_id, kind, body)
+  select ${accountId}, u.id, 'import.file', ${app.sql.json({
+    file: basename(file),
+    records: kind,
+    rows: stats.read,
+    imported: stats.imported,
+    skipped: stats.errors,
+    created: stats.created,
+    updated: stats.updated,
+    ignored: stats.ignored,
+    warnings: stats.warnings,
+    finished_at: new Date().toISOString(),
+  })}
+  from users u where u.account_id = ${accountId}`
 
 // Lines a record takes: quoted cells may hold line breaks. Counted here rather than taken from
 // csv-parse's info.lines, which counts a quoted CRLF as two lines.
@@ -139,5 +158,6 @@ export const importFile = async (
   if (!layout) throw new Error('The file is empty: it needs a header row.')
   if (chunk.length) await flush()
   await writing
+  await notifyImport(app, accountId, kind, file, stats)
   return stats
 }

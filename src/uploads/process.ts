@@ -34,7 +34,8 @@ const notifyUsers = (tx: Tx, accountId: number, uploadId: number, kind: string, 
 
 // The whole upload is merged in one transaction, together with everything it sets off (webhook
 // deliveries, scoring, notifications): a crash at any point leaves either nothing or all of it.
-export const processUpload = async (tx: Tx, accountId: number, uploadId: number) => {
+// `notify` false: the caller tells the users once for many uploads (a CSV import's chunks).
+export const processUpload = async (tx: Tx, accountId: number, uploadId: number, notify = true) => {
   const [upload] = await claim(tx, accountId, uploadId)
   if (!upload || upload.status === 'processed') return null
   const result =
@@ -47,7 +48,7 @@ export const processUpload = async (tx: Tx, accountId: number, uploadId: number)
     ...scoreRecordsJobs(accountId, entityOf(upload.kind as UploadKind), result.ids, uploadId),
     ...(await analyzeJobs(tx, [tables.records, tables.snapshots])),
   ])
-  await notifyUsers(tx, accountId, uploadId, upload.kind, result)
+  if (notify) await notifyUsers(tx, accountId, uploadId, upload.kind, result)
   await markProcessed(tx, accountId, uploadId, result)
   return result
 }
