@@ -1,4 +1,35 @@
-// Configuration comes from the environment only.
+// Configuration comes from the environment only. ENVIRONMENT lists every variable the service
+// reads, with its default: `service --help` prints it and docs/operations.md repeats it
+// (test/config.test.ts keeps the list complete).
+export const ENVIRONMENT: [name: string, fallback: string, meaning: string][] = [
+  ['DATABASE_URL', 'embedded', 'PostgreSQL to use; without it an embedded server keeps its data in SERVICE_DATA_DIR'],
+  ['SERVICE_DATA_DIR', '.data/pg', "the embedded server's data folder"],
+  ['EMBEDDED_PG_PORT', '54329', "the embedded server's port (127.0.0.1 only)"],
+  [
+    'SERVICE_CACHE_DIR',
+    '$TMPDIR/customer-data-service-postgres-18.4',
+    'where the embedded PostgreSQL binaries are unpacked',
+  ],
+  ['PORT', '8080', 'HTTP port'],
+  ['HOST', '0.0.0.0', 'HTTP address'],
+  ['SERVICE_ADMIN_TOKEN', 'unset (admin API off)', 'bearer token of the admin API'],
+  ['WORKER_CONCURRENCY', '10', 'jobs a worker runs at once'],
+  ['LOG_LEVEL', 'info', 'debug, info, warn, error or silent'],
+  ['SERVICE_WEBHOOK_ALLOW_PRIVATE', '0', '1 allows http and private addresses for webhooks (local use and tests)'],
+  ['SERVICE_TRACK_RATE_LIMIT', '200', 'tracking requests per minute per key'],
+  ['SERVICE_API_RATE_LIMIT', '500', 'other API requests per minute per key'],
+  ['SERVICE_MAX_PENDING_UPLOADS', '50', 'unprocessed uploads per account before uploads answer 429'],
+  ['SERVICE_WEBHOOK_RETRY_SCALE', '1', 'multiplies the webhook retry delays (5 s, 25 s); tests only'],
+  ['SERVICE_JOB_LOCK_TIMEOUT', '900', 'seconds after which a job lock held by a live worker is released'],
+]
+
+export const environmentHelp = () => {
+  const width = Math.max(...ENVIRONMENT.map(([name]) => name.length))
+  return ENVIRONMENT.map(
+    ([name, fallback, meaning]) => `  ${name.padEnd(width)}  ${meaning} (default: ${fallback})`,
+  ).join('\n')
+}
+
 export interface Config {
   databaseUrl?: string
   port: number

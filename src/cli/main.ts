@@ -1,4 +1,4 @@
-import { loadConfig } from '../config.ts'
+import { environmentHelp, loadConfig } from '../config.ts'
 import { startService } from '../service.ts'
 import { keyChecker } from '../db/key-check.ts'
 import { connect } from '../db/client.ts'
@@ -22,9 +22,8 @@ Commands:
   aggregate-events [--account ID]
                         count tracked events into today's metrics now (the worker does it daily)
 
-Environment: DATABASE_URL (without it an embedded PostgreSQL keeps its data in ./.data/), PORT (8080),
-HOST, SERVICE_ADMIN_TOKEN, WORKER_CONCURRENCY, LOG_LEVEL, SERVICE_WEBHOOK_ALLOW_PRIVATE,
-SERVICE_TRACK_RATE_LIMIT, SERVICE_API_RATE_LIMIT.
+Environment:
+${environmentHelp()}
 `
 
 const help: Record<string, string> = {
