@@ -43,6 +43,10 @@ test("the README's five-minute walkthrough works as written", async () => {
       'only acme has a positive engagement score',
     )
     assert.equal(results[0].engagementscore, 50)
+    assert.match(run.stdout, /^signature ok$/m, 'the walkthrough verifies the webhook signature')
+    const typo = /\{"type":"about:blank","title":"Bad Request".*?\}\]\}/.exec(run.stdout)
+    assert.ok(typo, `no error answer in:\n${run.stdout}`)
+    assert.equal(JSON.parse(typo[0]).errors[0].path, '/filter')
     const hook = /\{"event":"customer\.created".*?"batch":\{[^}]*\}\}\}/.exec(run.stdout)
     assert.ok(hook, `no webhook in:\n${run.stdout}`)
     assert.deepEqual(
