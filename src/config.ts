@@ -21,6 +21,11 @@ export const ENVIRONMENT: [name: string, fallback: string, meaning: string][] = 
   ['SERVICE_MAX_PENDING_UPLOADS', '50', 'unprocessed uploads per account before uploads answer 429'],
   ['SERVICE_WEBHOOK_RETRY_SCALE', '1', 'multiplies the webhook retry delays (5 s, 25 s); tests only'],
   ['SERVICE_JOB_LOCK_TIMEOUT', '900', 'seconds after which a job lock held by a live worker is released'],
+  [
+    'SERVICE_STUCK_UPLOAD_SECONDS',
+    '900',
+    'an upload received or processing for longer counts as stuck (/metrics, admin)',
+  ],
 ]
 
 export const environmentHelp = () => {
@@ -44,6 +49,7 @@ export interface Config {
   // Multiplies the webhook retry delays (5 s, 25 s); only tests set it below 1.
   webhookRetryScale: number
   jobLockTimeoutSeconds: number
+  stuckUploadSeconds: number
 }
 
 const int = (value: string | undefined, fallback: number) => {
@@ -64,4 +70,5 @@ export const loadConfig = (env: NodeJS.ProcessEnv = process.env): Config => ({
   maxPendingUploads: int(env.SERVICE_MAX_PENDING_UPLOADS, 50),
   webhookRetryScale: Number(env.SERVICE_WEBHOOK_RETRY_SCALE) > 0 ? Number(env.SERVICE_WEBHOOK_RETRY_SCALE) : 1,
   jobLockTimeoutSeconds: int(env.SERVICE_JOB_LOCK_TIMEOUT, 900),
+  stuckUploadSeconds: int(env.SERVICE_STUCK_UPLOAD_SECONDS, 900),
 })

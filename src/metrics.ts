@@ -87,15 +87,28 @@ const uploads = new Gauge({
   registers: [registry],
 })
 
-// The gauges are read from the database at scrape time, all three with one statement. These are
+const stuckUploads = new Gauge({
+  name: 'service_uploads_stuck',
+  help: 'Uploads received or processing for longer than SERVICE_STUCK_UPLOAD_SECONDS, by state, in the whole database.',
+  labelNames: ['status'] as const,
+  registers: [registry],
+})
+
+// The gauges are read from the database at scrape time, all with one statement. These are
 // operator counts across all accounts, the one place where a query is not scoped by account.
-const databaseCounts = (sql: Sql) => sql<{ gauge: 'queue' | 'deliveries' | 'uploads'; label: string; n: number }[]>`
+const databaseCounts = (sql: Sql, stuckSeconds: number) => sql<
+  { gauge: 'queue' | 'deliveries' | 'uploads' | 'stuck'; label: string; n: number }[]
+>`
   select 'queue' as gauge, task_identifier as label, count(*)::int as n from graphile_worker.jobs
   where locked_at is null and attempts < max_attempts group by task_identifier
   union all
   select 'deliveries', status, count(*)::int from webhook_deliveries group by status
   union all
-  select 'uploads', status, count(*)::int from uploads group by status`
+  select 'uploads', status, count(*)::int from uploads group by status
+  union all
+  select 'stuck', status, count(*)::int from uploads
+  where status in ('received', 'processing') and received_at < now() - make_interval(secs => ${stuckSeconds})
+  group by status`
 
 // A label seen once keeps being reported (as 0 when no rows remain), so series do not vanish
 // when a queue empties; the states the schema allows start at 0.
@@ -111,6 +124,7 @@ const gauges = {
     label: 'status',
     seen: new Set(['received', 'processing', 'processed', 'failed']),
   },
+  stuck: { gauge: stuckUploads as Gauge<string>, label: 'status', seen: new Set(['received', 'processing']) },
 }
 
 // Wraps every task of the list once, so tasks need not know about metrics; a worker process also
@@ -120,8 +134,8 @@ export const instrumentTasks = (tasks: TaskList): TaskList => {
   return Object.fromEntries(Object.entries(tasks).map(([name, task]) => [name, timed(name, task!)]))
 }
 
-const refreshDatabaseGauges = async (sql: Sql) => {
-  const rows = await databaseCounts(sql)
+const refreshDatabaseGauges = async (sql: Sql, stuckSeconds: number) => {
+  const rows = await databaseCounts(sql, stuckSeconds)
   for (const { gauge, label, seen } of Object.values(gauges)) for (const value of seen) gauge.set({ [label]: value }, 0)
   for (const row of rows) {
     const { gauge, label, seen } = gauges[row.gauge]
@@ -130,7 +144,7 @@ const refreshDatabaseGauges = async (sql: Sql) => {
   }
 }
 
-export const renderMetrics = async (sql: Sql) => {
-  await refreshDatabaseGauges(sql)
+export const renderMetrics = async (sql: Sql, stuckSeconds: number) => {
+  await refreshDatabaseGauges(sql, stuckSeconds)
   return { contentType: registry.contentType, text: await registry.metrics() }
 }

@@ -51,7 +51,13 @@ const asAdmin = (
   body?: unknown,
   headers: Record<string, string> = { authorization: `Bearer ${ADMIN_TOKEN}` },
 ) => s.call(method, path, body === undefined && (method === 'POST' || method === 'PUT') ? {} : body, headers)
-const aParams = () => ({ key_id: A.key, webhook_id: A.hook, delivery_id: A.delivery, external_id: 'only-a' })
+const aParams = () => ({
+  key_id: A.key,
+  webhook_id: A.hook,
+  delivery_id: A.delivery,
+  upload_id: A.upload,
+  external_id: 'only-a',
+})
 // The route called on account B's id with A's sub-resource ids.
 const inB = (route: Pick<Route, 'method' | 'path'>, body?: unknown, params: Record<string, string> = {}, query = '') =>
   asAdmin(route.method, fill(route.path, { ...aParams(), id: b.id, ...params }) + query, body)
@@ -443,6 +449,25 @@ on('GET', `${ACC}/:id/notifications`, async (r) => {
   // The email of A's user: B's own user of that email (if any) may have some, A's never show.
   for (const n of (await status(200, inB(r, undefined, {}, '?user_email=ann@a.test'))).body)
     assert.ok(own.includes(n.id))
+})
+
+on('PATCH', `${ACC}/:id`, async (r) => {
+  const renamed = (await status(200, inB(r, { name: 'B renamed' }))).body
+  assert.deepEqual([renamed.id, renamed.name], [b.id, 'B renamed'])
+  await status(200, inB(r, { name: 'B' }))
+})
+
+on('GET', `${ACC}/:id/uploads`, async (r) => {
+  const listed = (await status(200, inB(r))).body.map((u: { upload_id: number }) => u.upload_id)
+  assert.deepEqual(sorted(listed), await ownIds('uploads', b.id))
+})
+
+on('POST', `${ACC}/:id/uploads/:upload_id/retry`, async (r) => {
+  await status(404, inB(r))
+})
+
+on('POST', `${ACC}/:id/uploads/:upload_id/cancel`, async (r) => {
+  await status(404, inB(r))
 })
 
 on('GET', `${ACC}/:id/events`, async (r) => {

@@ -29,6 +29,7 @@ import { deliveryLimit, listDeliveries, redeliver } from '../webhooks/deliveries
 import { ScoringModelSchema } from '../scoring/model.ts'
 import { eventQuery, listEvents } from '../admin/events.ts'
 import { listNotifications } from '../admin/notifications.ts'
+import { cancelUpload, listUploads, retryUpload, uploadQuery } from '../admin/uploads.ts'
 import { setRecordTags, TagTitlesBody } from '../admin/tagging.ts'
 import type { App } from '../context.ts'
 import type { Handler, Reply, Req, Route } from '../http/types.ts'
@@ -268,6 +269,35 @@ const ops: Op[] = [
           typeof req.query.user_email === 'string' ? req.query.user_email : undefined,
         ),
       ),
+    ),
+  },
+  {
+    name: 'list-uploads',
+    method: 'GET',
+    path: `${A}/:id/uploads`,
+    summary: "List an account's uploads, newest first (?status=, ?stuck=true)",
+    handler: inAccount(async (id, req, app) =>
+      ok(await listUploads(app.sql, id, uploadQuery(req.query), app.config.stuckUploadSeconds)),
+    ),
+  },
+  {
+    name: 'retry-upload',
+    method: 'POST',
+    path: `${A}/:id/uploads/:upload_id/retry`,
+    summary: 'Process a failed or stuck upload again',
+    refusals: [409],
+    handler: inAccount(async (id, req, app) =>
+      ok(await retryUpload(app.sql, id, idParam(req, 'upload_id'), app.config.stuckUploadSeconds), 202),
+    ),
+  },
+  {
+    name: 'cancel-upload',
+    method: 'POST',
+    path: `${A}/:id/uploads/:upload_id/cancel`,
+    summary: 'Fail an upload that is not processed yet (it can be retried later)',
+    refusals: [409],
+    handler: inAccount(async (id, req, app) =>
+      ok(await cancelUpload(app.sql, id, idParam(req, 'upload_id'), app.config.stuckUploadSeconds)),
     ),
   },
   {

@@ -9,7 +9,7 @@ export const metricsRoute: Route = {
   auth: 'none',
   summary: 'Prometheus metrics of this process and queue, upload and webhook counts',
   handler: async (_req, app) => {
-    const { contentType, text } = await renderMetrics(app.sql)
+    const { contentType, text } = await renderMetrics(app.sql, app.config.stuckUploadSeconds)
     return { status: 200, headers: { 'content-type': contentType }, body: text }
   },
 }

@@ -76,6 +76,13 @@ export const processUploadJobSql = (sql: Sql | Tx, accountId: number, uploadId: 
     json_build_object('account_id', ${accountId}::bigint, 'upload_id', ${uploadId}),
     queue_name => ${accountQueue(accountId)}::text)`
 
+// The same spec as a job, to process an upload again (an operator's retry).
+export const processUploadJob = (accountId: number, uploadId: number): JobSpec => ({
+  task: TASKS.processUpload,
+  payload: { account_id: accountId, upload_id: uploadId },
+  queue: accountQueue(accountId),
+})
+
 // At most one apply job per account waits to run: the intake adds one only when none is waiting
 // (tracking/intake.ts), and a job that leaves events behind queues its successor.
 export const applyJobKey = (accountId: number) => `${TASKS.applyEvents}:${accountId}`

@@ -7,6 +7,11 @@ export const SQLSTATE = {
 
 export const sqlState = (err: unknown) => (err as { code?: unknown })?.code
 
+// Errors that the same statement on the same data raises again on every retry: data exceptions
+// (class 22) and integrity constraint violations (class 23). Anything else (a lost connection, a
+// serialization failure, a deadlock, a lock timeout, the server shutting down) may pass on retry.
+export const isPermanent = (err: unknown) => /^2[23]/.test(String(sqlState(err)))
+
 // Connection failures and server shutdowns (postgres.js codes, SQLSTATE classes 08 and 57P, and
 // node-postgres's code-less "Connection terminated"): the database is away, not the request
 // wrong, so the answer is 503 rather than 500.

@@ -3,6 +3,7 @@ import type { App } from '../context.ts'
 import { analyzeJobs } from '../db/analyze.ts'
 import type { Tx } from '../db/client.ts'
 import { addJobs, type ProcessUploadPayload, scoreRecordsJobs } from '../db/jobs.ts'
+import { isPermanent } from '../db/sqlstate.ts'
 import { entityOf, TABLES, type UploadKind } from '../db/tables.ts'
 import { enqueueCustomerCreated } from '../webhooks/outbox.ts'
 import { mergeContacts, mergeCustomers, type MergeResult } from './merge.ts'
@@ -37,7 +38,7 @@ const notifyUsers = (tx: Tx, accountId: number, uploadId: number, kind: string, 
 // `notify` false: the caller tells the users once for many uploads (a CSV import's chunks).
 export const processUpload = async (tx: Tx, accountId: number, uploadId: number, notify = true) => {
   const [upload] = await claim(tx, accountId, uploadId)
-  if (!upload || upload.status === 'processed') return null
+  if (!upload || upload.status === 'processed' || upload.status === 'failed') return null
   const result =
     upload.kind === 'customers'
       ? await mergeCustomers(tx, accountId, uploadId)
@@ -56,14 +57,41 @@ export const processUpload = async (tx: Tx, accountId: number, uploadId: number,
 const setStatus = (app: App, p: ProcessUploadPayload, from: string, to: string, error: string | null = null) => app.sql`
   update uploads set status = ${to}, error = ${error} where account_id = ${p.account_id} and id = ${p.upload_id} and status = ${from}`
 
-// The upload shows `processing` while a worker holds it, and `failed` once the last attempt failed.
+// What an operator and the client need to know of a failure: the statement's error, and where
+// PostgreSQL names them, the constraint, table and column, and the failing row.
+const describe = (err: unknown) => {
+  const e = err as {
+    message?: string
+    constraint_name?: string
+    table_name?: string
+    column_name?: string
+    detail?: string
+  }
+  const where = [
+    e.constraint_name && `constraint ${e.constraint_name}`,
+    e.table_name && `table ${e.table_name}`,
+    e.column_name && `column ${e.column_name}`,
+  ].filter(Boolean)
+  return [String(e.message ?? err), where.length ? ` (${where.join(', ')})` : '', e.detail ? `: ${e.detail}` : '']
+    .join('')
+    .slice(0, 2000)
+}
+
+// The upload shows `processing` while a worker holds it. An error that cannot pass on retry (a
+// data exception or a constraint the data breaks) fails the upload at once, visibly, and completes
+// the job, so the upload stops counting as pending and the account's next uploads proceed. Other
+// errors are retried with graphile-worker's backoff; the upload fails after the last attempt.
 export const processUploadJob = async (app: App, p: ProcessUploadPayload, helpers: JobHelpers) => {
   await setStatus(app, p, 'received', 'processing')
   try {
-    await app.sql.begin((tx) => processUpload(tx, p.account_id, p.upload_id))
+    const result = await app.sql.begin((tx) => processUpload(tx, p.account_id, p.upload_id))
+    return result && { upload: p.upload_id, created: result.created, updated: result.updated, ignored: result.ignored }
   } catch (err) {
-    if (helpers.job.attempts >= helpers.job.max_attempts) {
-      await setStatus(app, p, 'processing', 'failed', String((err as Error)?.message ?? err))
+    const permanent = isPermanent(err)
+    if (permanent || helpers.job.attempts >= helpers.job.max_attempts) {
+      const error = `${permanent ? 'Processing failed and cannot succeed on retry' : 'Processing failed'}: ${describe(err)}`
+      await setStatus(app, p, 'processing', 'failed', error)
+      if (permanent) return { upload: p.upload_id, failed: error }
     }
     throw err
   }

@@ -1,0 +1,74 @@
+import type { Sql, Tx } from '../db/client.ts'
+import { addJobs, processUploadJob, TASKS } from '../db/jobs.ts'
+import { refuse } from '../errors.ts'
+
+// An operator's view of an account's uploads: the newest first, or those in one state, or those
+// stuck (received or processing for longer than the bound); and a retry or cancel of one.
+const STATES = ['received', 'processing', 'processed', 'failed']
+
+export const uploadQuery = (query: Record<string, string | string[] | undefined>) => {
+  const status = typeof query.status === 'string' && query.status !== '' ? query.status : undefined
+  if (status !== undefined && !STATES.includes(status)) {
+    refuse(400, 'The query string is invalid.', [
+      { path: '/query/status', message: `Must be one of ${STATES.join(', ')}.` },
+    ])
+  }
+  const stuck = query.stuck === 'true'
+  return { status, stuck }
+}
+
+const isStuck = (sql: Sql | Tx, stuckSeconds: number) =>
+  sql`(u.status in ('received', 'processing') and u.received_at < now() - make_interval(secs => ${stuckSeconds}))`
+
+export const listUploads = (
+  sql: Sql,
+  accountId: number,
+  filter: { status?: string; stuck: boolean },
+  stuckSeconds: number,
+) => sql`
+  select u.id as upload_id, u.kind, u.status, u.item_count as items, u.error, u.received_at, u.processed_at,
+    u.scored_at, ${isStuck(sql, stuckSeconds)} as stuck
+  from uploads u
+  where u.account_id = ${accountId} ${filter.status ? sql`and u.status = ${filter.status}` : sql``}
+    ${filter.stuck ? sql`and ${isStuck(sql, stuckSeconds)}` : sql``}
+  order by u.id desc limit 500`
+
+// The upload's jobs still waiting (a running one is left to find the upload failed or received).
+// graphile-worker 0.17's tables: its public view does not show payloads.
+const removeJobs = (tx: Tx, accountId: number, uploadId: number) => tx`
+  select graphile_worker.complete_jobs(array(
+    select j.id from graphile_worker._private_jobs j join graphile_worker._private_tasks t on t.id = j.task_id
+    where t.identifier = ${TASKS.processUpload} and j.payload->>'account_id' = ${String(accountId)}
+      and j.payload->>'upload_id' = ${String(uploadId)}))`
+
+const lock = async (tx: Tx, accountId: number, uploadId: number, stuckSeconds: number) => {
+  const [u] = await tx`
+    select u.status, u.items is not null as has_items, ${isStuck(tx, stuckSeconds)} as stuck
+    from uploads u where u.account_id = ${accountId} and u.id = ${uploadId} for update`
+  return u ?? refuse(404, `Upload ${uploadId} does not exist.`)
+}
+
+// A failed or stuck upload is received again and gets a new processing job.
+export const retryUpload = (sql: Sql, accountId: number, uploadId: number, stuckSeconds: number) =>
+  sql.begin(async (tx) => {
+    const u = await lock(tx, accountId, uploadId, stuckSeconds)
+    if (!(u.status === 'failed' || u.stuck) || !u.has_items) {
+      refuse(409, `Upload ${uploadId} is ${u.status}; only a failed or stuck upload can be retried.`)
+    }
+    await removeJobs(tx, accountId, uploadId)
+    await tx`update uploads set status = 'received', error = null where account_id = ${accountId} and id = ${uploadId}`
+    await addJobs(tx, [processUploadJob(accountId, uploadId)])
+    return { upload_id: uploadId, status: 'received' }
+  })
+
+// An upload not yet processed is failed by hand; its items stay, so it can be retried.
+export const cancelUpload = (sql: Sql, accountId: number, uploadId: number, stuckSeconds: number) =>
+  sql.begin(async (tx) => {
+    const u = await lock(tx, accountId, uploadId, stuckSeconds)
+    if (u.status === 'processed') refuse(409, `Upload ${uploadId} is already processed.`)
+    await removeJobs(tx, accountId, uploadId)
+    await tx`
+      update uploads set status = 'failed', error = 'Cancelled by an operator.'
+      where account_id = ${accountId} and id = ${uploadId}`
+    return { upload_id: uploadId, status: 'failed' }
+  })
