@@ -1,7 +1,7 @@
 import * as v from 'valibot'
 import { refuse } from '../errors.ts'
 import { generateSecret } from '../webhooks/sign.ts'
-import { checkWebhookUrl } from '../webhooks/ssrf.ts'
+import { checkWebhookTarget, type Resolve } from '../webhooks/ssrf.ts'
 import type { Sql } from '../db/client.ts'
 import { storable, strict } from '../validate.ts'
 
@@ -20,8 +20,9 @@ export const addWebhook = async (
   accountId: number,
   body: v.InferOutput<typeof WebhookBody>,
   allowPrivate: boolean,
+  resolve?: Resolve,
 ) => {
-  const problem = checkWebhookUrl(body.url, allowPrivate)
+  const problem = await checkWebhookTarget(body.url, allowPrivate, resolve)
   if (problem) refuse(400, 'The webhook URL is not allowed.', [{ path: '/url', message: problem }])
   const secret = generateSecret()
   const [hook] = await sql`
