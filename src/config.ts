@@ -21,6 +21,11 @@ export const ENVIRONMENT: [name: string, fallback: string, meaning: string][] = 
   ['SERVICE_MAX_PENDING_UPLOADS', '50', 'unprocessed uploads per account before uploads answer 429'],
   ['SERVICE_WEBHOOK_RETRY_SCALE', '1', 'multiplies the webhook retry delays (5 s, 25 s); tests only'],
   ['SERVICE_JOB_LOCK_TIMEOUT', '900', 'seconds after which a job lock held by a live worker is released'],
+  ['SERVICE_HEADERS_TIMEOUT_MS', '10000', 'time a client has to send its request headers'],
+  ['SERVICE_REQUEST_TIMEOUT_MS', '60000', 'time a client has to send its whole request'],
+  ['SERVICE_BODY_IDLE_TIMEOUT_MS', '10000', 'longest pause within a request body before a 408'],
+  ['SERVICE_KEEP_ALIVE_TIMEOUT_MS', '65000', "idle time of a kept-alive connection (keep it above a load balancer's)"],
+  ['SERVICE_MAX_CONNECTIONS', '1000', 'connections held at once; more are refused'],
   [
     'SERVICE_STUCK_UPLOAD_SECONDS',
     '900',
@@ -50,6 +55,11 @@ export interface Config {
   webhookRetryScale: number
   jobLockTimeoutSeconds: number
   stuckUploadSeconds: number
+  headersTimeoutMs: number
+  requestTimeoutMs: number
+  bodyIdleTimeoutMs: number
+  keepAliveTimeoutMs: number
+  maxConnections: number
 }
 
 const int = (value: string | undefined, fallback: number) => {
@@ -71,4 +81,9 @@ export const loadConfig = (env: NodeJS.ProcessEnv = process.env): Config => ({
   webhookRetryScale: Number(env.SERVICE_WEBHOOK_RETRY_SCALE) > 0 ? Number(env.SERVICE_WEBHOOK_RETRY_SCALE) : 1,
   jobLockTimeoutSeconds: int(env.SERVICE_JOB_LOCK_TIMEOUT, 900),
   stuckUploadSeconds: int(env.SERVICE_STUCK_UPLOAD_SECONDS, 900),
+  headersTimeoutMs: int(env.SERVICE_HEADERS_TIMEOUT_MS, 10_000),
+  requestTimeoutMs: int(env.SERVICE_REQUEST_TIMEOUT_MS, 60_000),
+  bodyIdleTimeoutMs: int(env.SERVICE_BODY_IDLE_TIMEOUT_MS, 10_000),
+  keepAliveTimeoutMs: int(env.SERVICE_KEEP_ALIVE_TIMEOUT_MS, 65_000),
+  maxConnections: int(env.SERVICE_MAX_CONNECTIONS, 1000),
 })

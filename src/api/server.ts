@@ -5,7 +5,7 @@ import { routes } from './routes.ts'
 
 // The HTTP API of one process: the routing table behind the node:http adapter.
 export const startHttp = async (app: App) => {
-  const server = createHttpServer(buildRouter(routes, app), app.log)
+  const server = createHttpServer(buildRouter(routes, app), app.log, app.config)
   const port = await listen(server, app.config.port, app.config.host)
   return { port, stop: () => drain(server) }
 }
