@@ -21,4 +21,6 @@ test('ENVIRONMENT names every variable read in src/, and --help prints them all'
   assert.deepEqual([...listed].filter((n) => !read.has(n)).sort(), [], 'listed but never read')
   const help = execFileSync(process.execPath, ['--import', 'tsx', 'src/cli/main.ts', '--help'], { encoding: 'utf8' })
   for (const name of listed) assert.match(help, new RegExp(`\\b${name}\\b`))
+  const operations = readFileSync('docs/operations.md', 'utf8')
+  for (const name of listed) assert.match(operations, new RegExp(`\\b${name}\\b`), `docs/operations.md lacks ${name}`)
 })

@@ -105,7 +105,8 @@ export const checkWebhookUrl = (url: string, allowPrivate: boolean): string | nu
 
 // At subscription: the URL's rule, then (unless private targets are allowed) its host resolved with
 // the same rule, so a name pointing at a private address is refused now, not at every delivery.
-// Delivery checks again (DNS can change) and pins the address it checked.
+// A name that does not resolve (yet) is accepted: its records may still be on their way, and
+// delivery checks again anyway (DNS can change) and pins the address it checked.
 export const checkWebhookTarget = async (url: string, allowPrivate: boolean, resolve: Resolve = resolveAll) => {
   const problem = checkWebhookUrl(url, allowPrivate)
   if (problem || allowPrivate || isIP(bareHost(new URL(url).hostname))) return problem
@@ -113,9 +114,8 @@ export const checkWebhookTarget = async (url: string, allowPrivate: boolean, res
     await resolvePublic(new URL(url).hostname, false, resolve)
     return null
   } catch (err) {
-    return (err as { code?: string }).code === PRIVATE_ADDRESS_ERROR
-      ? `url must not point to a private address (${(err as Error).message})`
-      : `url's host does not resolve (${(err as Error).message})`
+    if ((err as { code?: string }).code !== PRIVATE_ADDRESS_ERROR) return null
+    return `url must not point to a private address (${(err as Error).message})`
   }
 }
 
