@@ -139,7 +139,8 @@ export default async (ctx: BenchContext) => {
     const rescore = await timed(() => scoreRecords(sql, { account_id: accountId, entity: 'customer' }))
     const [{ changed }] = await sql`
       select count(*)::int as changed
-      from customer_scores s join history_before b using (customer_id), unnest(s.history_scores, b.history_scores) as u(now, before)
+      from customer_scores s join history_before b
+        using (customer_id), unnest(s.history_scores, b.history_scores) as u(now, before)
       where u.now is distinct from u.before`
     await settle(sql)
     const again = await timed(() => scoreRecords(sql, { account_id: accountId, entity: 'customer' }))

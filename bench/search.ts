@@ -244,7 +244,8 @@ const makeAccount = async (sql: Sql, name: string) => {
   const account = await createAccount(sql, { name, source_of_truth: 'API' })
   const users = await sql`
     insert into users (account_id, email, name)
-    select ${account.id}, 'user' || n || '@' || ${name.toLowerCase()} || '.test', 'User ' || n from generate_series(1, ${USERS}) n
+    select ${account.id}, 'user' || n || '@' || ${name.toLowerCase()} || '.test', 'User ' || n
+      from generate_series(1, ${USERS}) n
     returning id`
   await sql`
     insert into property_defs (account_id, entity, kind, codename, type)
@@ -494,7 +495,8 @@ export default async (ctx: BenchContext) => {
     const [deep] = await direct`
       select service_id from customers where account_id = ${main} order by external_id offset ${Math.floor(ROWS * 0.9)} limit 1`
     const [someCustomer] = await direct`
-      select c.external_id from contacts k join customers c on c.account_id = k.account_id and c.service_id = k.customer_id
+      select c.external_id from contacts k join customers c on c.account_id = k.account_id
+        and c.service_id = k.customer_id
       where k.account_id = ${main} order by k.service_id limit 1 offset ${Math.floor(ROWS / 200)}`
     const p50: Record<string, number> = {}
     for (const shape of shapes(someCustomer.external_id)) {

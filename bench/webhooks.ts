@@ -146,8 +146,10 @@ export default async (ctx: BenchContext) => {
     const phases = await sql`
       select extract(epoch from u.processed_at - u.received_at) * 1000 as queued,
              extract(epoch from t.at - d.created_at) * 1000 as to_send
-      from (select received_at, processed_at, row_number() over (order by id) n from uploads where account_id = ${a.id}) u
-      join (select id, created_at, row_number() over (order by id) n from webhook_deliveries where account_id = ${a.id}) d using (n)
+      from (select received_at, processed_at, row_number() over (order by id) n from uploads
+        where account_id = ${a.id}) u
+      join (select id, created_at, row_number() over (order by id) n from webhook_deliveries
+        where account_id = ${a.id}) d using (n)
       join webhook_attempts t on t.account_id = ${a.id} and t.delivery_id = d.id and t.attempt = 1`
     const queued = stats(phases.map((p) => Number(p.queued)))
     const toSend = stats(phases.map((p) => Number(p.to_send)))

@@ -134,7 +134,8 @@ describe('a 200,000-row customer file', () => {
     const [{ n }] = await s.sql`select count(*)::int as n from customers where account_id = ${accountId}`
     assert.equal(n, ROWS - bad.size)
     const [c] = await s.sql`
-      select c.name, c.attributes, c.metrics, u.email from customers c left join users u on u.account_id = c.account_id and u.id = c.owner_user_id
+      select c.name, c.attributes, c.metrics, u.email from customers c left join users u
+        on u.account_id = c.account_id and u.id = c.owner_user_id
       where c.account_id = ${accountId} and c.external_id = 'c15'`
     assert.deepEqual(c, {
       name: 'Customer 15',

@@ -51,7 +51,8 @@ test('every tenant table leads its primary key with account_id', async () => {
   try {
     await migrate(sql, db.url)
     const rows = await sql`
-      select c.relname as table, (select a.attname from pg_attribute a where a.attrelid = c.oid and a.attnum = i.indkey[0]) as first
+      select c.relname as table, (select a.attname from pg_attribute a where a.attrelid = c.oid
+        and a.attnum = i.indkey[0]) as first
       from pg_index i join pg_class c on c.oid = i.indrelid join pg_namespace n on n.oid = c.relnamespace
       where n.nspname = 'public' and i.indisprimary and c.relname not in ('accounts', 'schema_migrations', 'worker_heartbeats')`
     assert.ok(rows.length >= 15)
@@ -79,15 +80,18 @@ test('an upgrade gives the tag links of existing records their external ids', as
       const { id } = await createAccount(sql, { name, source_of_truth: 'API' })
       await sql`
         with c as (
-          insert into customers (account_id, external_id) select ${id}, ${name} || '-c' || n from generate_series(1, 3) n
+          insert into customers (account_id, external_id) select ${id}, ${name} || '-c' || n
+            from generate_series(1, 3) n
           returning account_id, service_id
         ), k as (
-          insert into contacts (account_id, external_id, customer_id) select account_id, ${name} || '-k' || service_id, service_id from c
+          insert into contacts (account_id, external_id, customer_id)
+            select account_id, ${name} || '-k' || service_id, service_id from c
           returning account_id, service_id
         ), t as (
           insert into tags (account_id, title) values (${id}, 'red'), (${id}, 'blue') returning account_id, id
         ), ct as (
-          insert into customer_tags (account_id, customer_id, tag_id) select c.account_id, c.service_id, t.id from c cross join t
+          insert into customer_tags (account_id, customer_id, tag_id) select c.account_id, c.service_id, t.id
+            from c cross join t
         )
         insert into contact_tags (account_id, contact_id, tag_id) select k.account_id, k.service_id, t.id from k cross join t`
     }

@@ -218,7 +218,8 @@ const seedAccount = async (m: ScoringModel | null, records: GeneratedRecord[]) =
   if (m) await s.sql`insert into scoring_models (account_id, model) values (${id}, ${s.sql.json(m as never)})`
   const customers = await s.sql`
     insert into customers (account_id, external_id, attributes, metrics, is_churned, churned_date, churn_reason)
-    select ${id}, 'c' || x.i, x.attributes, x.metrics, x.reason is not null, case when x.reason is not null then x.churned end, x.reason
+    select ${id}, 'c' || x.i, x.attributes, x.metrics, x.reason is not null, case
+      when x.reason is not null then x.churned end, x.reason
     from jsonb_to_recordset(${s.sql.json(
       records.map((r, i) => ({
         i,
@@ -242,7 +243,8 @@ const seedAccount = async (m: ScoringModel | null, records: GeneratedRecord[]) =
     select ${id}, x.id, x.date, x.values from jsonb_to_recordset(${s.sql.json(snapshots(customers as never) as never)}) as x(id bigint, date date, "values" jsonb)`
   // A stale history and scores that the job must replace.
   await s.sql`
-    insert into customer_scores (account_id, customer_id, history_dates, history_scores, last_seen, engagementscore, fitscore)
+    insert into customer_scores (account_id, customer_id, history_dates, history_scores, last_seen, engagementscore,
+      fitscore)
     select account_id, customer_id, array_agg(date order by date), array_agg(999 order by date), max(date), 999, 999
     from customer_snapshots where account_id = ${id} group by 1, 2`
   await s.sql`
@@ -257,7 +259,8 @@ const checkEntity = async (accountId: number, entity: 'customer' | 'contact', m:
     entity === 'customer'
       ? [
           await s.sql`
-        select r.*, to_char(h.last_seen, 'YYYY-MM-DD') as last_seen, to_char(r.churned_date, 'YYYY-MM-DD') as churned_date,
+        select r.*, to_char(h.last_seen, 'YYYY-MM-DD') as last_seen, to_char(r.churned_date, 'YYYY-MM-DD') as
+          churned_date,
           h.engagementscore, h.engagementscore_difference, h.engagementscore_trend, h.fitscore, h.churn_risk, h.upsell_score,
           to_json(coalesce(h.history_dates, '{}')) as history_dates, coalesce(h.history_scores, '{}') as history_scores
         from customers r left join customer_scores h on h.account_id = r.account_id and h.customer_id = r.service_id
@@ -266,7 +269,8 @@ const checkEntity = async (accountId: number, entity: 'customer' | 'contact', m:
         ]
       : [
           await s.sql`
-        select r.*, to_char(h.last_seen, 'YYYY-MM-DD') as last_seen, h.engagementscore, h.engagementscore_difference, h.engagementscore_trend,
+        select r.*, to_char(h.last_seen, 'YYYY-MM-DD') as last_seen, h.engagementscore, h.engagementscore_difference,
+          h.engagementscore_trend,
           to_json(coalesce(h.history_dates, '{}')) as history_dates, coalesce(h.history_scores, '{}') as history_scores
         from contacts r left join contact_scores h on h.account_id = r.account_id and h.contact_id = r.service_id
         where r.account_id = ${accountId}`,
@@ -331,7 +335,8 @@ test('the scoring job gives what the pure functions give, record by record', asy
         // Churn: only an automatic one is lifted, once last_seen is within inactive_days of the churn date.
         const inactiveDays = m?.churn?.inactive_days ?? 0
         const after = await s.sql`
-      select service_id, is_churned, to_char(churned_date, 'YYYY-MM-DD') as churned_date, churn_reason, to_char(h.last_seen, 'YYYY-MM-DD') as last_seen
+      select service_id, is_churned, to_char(churned_date, 'YYYY-MM-DD') as churned_date, churn_reason,
+        to_char(h.last_seen, 'YYYY-MM-DD') as last_seen
       from customers c left join customer_scores h on h.account_id = c.account_id and h.customer_id = c.service_id
       where c.account_id = ${accountId} order by service_id`
         churnBefore.forEach((b, i) => {

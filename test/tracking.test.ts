@@ -424,7 +424,8 @@ const readCustomer = async (a: Account, id: string) => {
 const contactRow = async (accountId: number, externalId: string) =>
   (
     await s.sql`
-    select t.name, t.attributes, c.external_id as customer from contacts t join customers c on c.account_id = t.account_id and c.service_id = t.customer_id
+    select t.name, t.attributes, c.external_id as customer from contacts t join customers c
+      on c.account_id = t.account_id and c.service_id = t.customer_id
     where t.account_id = ${accountId} and t.external_id = ${externalId}`
   )[0]
 
@@ -613,7 +614,8 @@ test('applying: jobs of one account that run at once apply each event exactly on
   )
   await s.sql`
     insert into tracking_events (account_id, name, occurred_at, customer_external_id, contact_external_id, data)
-    select ${a.id}, x->>'name', to_timestamp((x->>'timestamp')::float8 / 1000), x#>>'{identification,customer}', x#>>'{identification,contact}', x->'data'
+    select ${a.id}, x->>'name', to_timestamp((x->>'timestamp')::float8 / 1000), x#>>'{identification,customer}',
+      x#>>'{identification,contact}', x->'data'
     from jsonb_array_elements(${JSON.stringify(events)}::text::jsonb) x`
   const runs = await Promise.all(Array.from({ length: 4 }, () => s.sql.begin((tx) => applyEvents(tx, a.id))))
   assert.equal(
@@ -627,7 +629,8 @@ test('applying: jobs of one account that run at once apply each event exactly on
     'each contact is created once',
   )
   const [{ applied, unmatched }] = await s.sql`
-    select count(*) filter (where status = 'applied')::int as applied, count(*) filter (where status = 'unmatched')::int as unmatched
+    select count(*) filter (where status = 'applied')::int as applied, count(*) filter (where status =
+      'unmatched')::int as unmatched
     from tracking_events where account_id = ${a.id}`
   assert.deepEqual({ applied, unmatched }, { applied: 320, unmatched: 80 })
   // The latest event of c0 is i = 0 (NOW): its values won.
@@ -644,7 +647,8 @@ test('intake: a request adds an apply job only when its account has none waiting
       assert.equal((await a.api('/api/tracker/track', { trackerKey: a.trackerKey, events: [ev(), ev()] })).status, 200)
     const jobs = () => q.sql`
       select j.key, j.locked_at is not null as locked, j.payload, q.queue_name from graphile_worker._private_jobs j
-        join graphile_worker._private_tasks t on t.id = j.task_id left join graphile_worker._private_job_queues q on q.id = j.job_queue_id
+        join graphile_worker._private_tasks t on t.id = j.task_id left join graphile_worker._private_job_queues q
+          on q.id = j.job_queue_id
       where t.identifier = 'apply_events' order by j.id`
     await send()
     await send()
@@ -689,7 +693,8 @@ test('applying: a job applies a bounded number of batches, then queues its succe
         await q.sql`select count(*)::int as n from tracking_events where account_id = ${a.id} and status = 'received'`
       )[0].n
     const queued = () => q.sql`
-      select t.identifier as task, j.key from graphile_worker._private_jobs j join graphile_worker._private_tasks t on t.id = j.task_id
+      select t.identifier as task, j.key from graphile_worker._private_jobs j join graphile_worker._private_tasks t
+        on t.id = j.task_id
       where j.job_queue_id = (select id from graphile_worker._private_job_queues where queue_name = ${`account:${a.id}`}) order by j.id`
 
     await run({ account_id: a.id }, undefined as never)

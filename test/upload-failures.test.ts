@@ -19,7 +19,8 @@ const upload = (id: string, name: string) => a.api('/api/v1/customers', { custom
 const processJobs = async (uploadId: number) =>
   (
     await s.sql`
-    select count(*)::int as n from graphile_worker._private_jobs j join graphile_worker._private_tasks t on t.id = j.task_id
+    select count(*)::int as n from graphile_worker._private_jobs j join graphile_worker._private_tasks t
+      on t.id = j.task_id
     where t.identifier = 'process_upload' and j.payload->>'upload_id' = ${String(uploadId)}`
   )[0].n
 

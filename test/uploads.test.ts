@@ -360,7 +360,8 @@ test('owners are linked by email case-insensitively; an unknown email warns and 
   )
   assert.match(warned.warnings[0].message, /ghost@acme\.test/)
   const rows = await s.sql`
-    select c.external_id, u.email from customers c left join users u on u.account_id = c.account_id and u.id = c.owner_user_id
+    select c.external_id, u.email from customers c left join users u on u.account_id = c.account_id
+      and u.id = c.owner_user_id
     where c.account_id = ${a.id} order by c.external_id`
   assert.deepEqual(
     rows.map((r) => [r.external_id, r.email]),

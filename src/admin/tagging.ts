@@ -67,7 +67,8 @@ export const setRecordTags = (
     const { links, key } = TABLES[entity]
     const rows = await tx`
       with removed as (
-        delete from ${tx(links)} where account_id = ${accountId} and ${tx(key)} = ${record.service_id} and tag_id <> all(${ids}::bigint[])
+        delete from ${tx(links)} where account_id = ${accountId} and ${tx(key)} = ${record.service_id}
+          and tag_id <> all(${ids}::bigint[])
       ), added as (
         insert into ${tx(links)} (account_id, ${tx(key)}, tag_id, external_id)
         select ${accountId}, ${record.service_id}, unnest(${ids}::bigint[]), ${externalId}

@@ -43,7 +43,8 @@ export const scoreExplanation = async (app: App, accountId: number, externalId: 
     select c.attributes, c.metrics, to_char(h.last_seen, 'YYYY-MM-DD') as last_seen, s."values" as snapshot
     from customers c
       left join customer_scores h on h.account_id = c.account_id and h.customer_id = c.service_id
-      left join customer_snapshots s on s.account_id = c.account_id and s.customer_id = c.service_id and s.date = h.last_seen
+      left join customer_snapshots s on s.account_id = c.account_id and s.customer_id = c.service_id
+        and s.date = h.last_seen
     where c.account_id = ${accountId} and c.external_id = ${externalId}`
   if (!row) return null
   const { model, defs } = await scoringInputs(app.sql, accountId, 'customer')

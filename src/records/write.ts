@@ -109,8 +109,10 @@ export const updateCustomer = async (app: App, accountId: number, externalId: st
         name = coalesce(${patch.name ?? null}::text, name),
         owner_user_id = case when ${owner !== undefined} then ${owner ?? null}::bigint else owner_user_id end,
         is_churned = coalesce(${churn.is_churned ?? null}::boolean, is_churned),
-        churned_date = case when ${churn.is_churned !== undefined} then ${churn.churned_date ?? null}::date else churned_date end,
-        churn_reason = case when ${churn.is_churned !== undefined} then ${churn.churn_reason ?? null}::text else churn_reason end,
+        churned_date = case
+          when ${churn.is_churned !== undefined} then ${churn.churned_date ?? null}::date else churned_date end,
+        churn_reason = case
+          when ${churn.is_churned !== undefined} then ${churn.churn_reason ?? null}::text else churn_reason end,
         attributes = jsonb_strip_nulls(attributes || ${tx.json((attributes ?? {}) as never)}), updated_at = now()
       where account_id = ${accountId} and external_id = ${externalId} returning service_id`
     if (!row) refuse(404, `Customer ${externalId} does not exist.`)

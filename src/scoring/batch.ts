@@ -129,11 +129,13 @@ const scoreStatement = (entity: Entity, model: ScoringModel | null, defs: Proper
         h.scores[cardinality(h.scores)] - h.scores[cardinality(h.scores) - 1] as difference,
         case when h.recent <= ${TREND_RECORDS} then h.trend else (
           select json_object_agg(t.date, t.score) from (
-            select u.date, u.score from unnest(h.dates, h.scores) as u(date, score) where ${RECENT('u.date')} order by u.date desc limit ${TREND_RECORDS}
+            select u.date, u.score from unnest(h.dates, h.scores) as u(date, score) where ${RECENT('u.date')}
+              order by u.date desc limit ${TREND_RECORDS}
           ) t
         ) end as trend,
         ${customer ? fit.score : 'null::integer'} as fit
-      from (select rec.service_id${list(fit.sums)} from rec offset 0) fr left join history h on h.record_id = fr.service_id
+      from (select rec.service_id${list(fit.sums)} from rec offset 0) fr left join history h
+        on h.record_id = fr.service_id
     ), x as (
       select d.*${derived} from d
     ), updated as (
@@ -157,7 +159,8 @@ const scoreStatement = (entity: Entity, model: ScoringModel | null, defs: Proper
 // every writer of records does (src/db/locks.ts).
 const liftInactive = (tx: Tx, accountId: number, ids: number[], inactiveDays: number) => tx`
   with lifted as (
-    select c.service_id from customers c join customer_scores h on h.account_id = c.account_id and h.customer_id = c.service_id
+    select c.service_id from customers c join customer_scores h on h.account_id = c.account_id
+      and h.customer_id = c.service_id
     where c.account_id = ${accountId} and c.service_id = any(${ids}::bigint[]) and c.churn_reason = 'inactive'
       and h.last_seen >= c.churned_date - ${inactiveDays}::integer
     order by c.service_id for no key update of c

@@ -32,7 +32,8 @@ const createContacts = (tx: Tx, accountId: number) => tx`
   select distinct on (s.contact_external_id) ${accountId}, s.contact_external_id, s.customer_id
   from stage_events s
   where s.customer_id is not null and s.contact_external_id is not null
-    and not exists (select 1 from contacts t where t.account_id = ${accountId} and t.external_id = s.contact_external_id)
+    and not exists (select 1 from contacts t where t.account_id = ${accountId}
+      and t.external_id = s.contact_external_id)
   order by s.contact_external_id, s.id
   on conflict (account_id, external_id) do nothing
   returning service_id`
@@ -58,12 +59,14 @@ const applyLevel = (tx: Tx, accountId: number, level: Level, kv: ReturnType<Tx>,
     select distinct on (record_id, key) * from kv order by record_id, key, occurred_at desc, id desc
   ), fresh as (
     select l.* from latest l
-      left join tracked_keys w on w.account_id = ${accountId} and w.entity = ${level} and w.record_id = l.record_id and w.key = l.key
+      left join tracked_keys w on w.account_id = ${accountId} and w.entity = ${level} and w.record_id = l.record_id
+        and w.key = l.key
     where w.record_id is null or (l.occurred_at, l.id) > (w.occurred_at, w.event_id)
   ), marked as (
     insert into tracked_keys (account_id, entity, record_id, key, occurred_at, event_id)
     select ${accountId}, ${level}, record_id, key, occurred_at, id from fresh
-    on conflict (account_id, entity, record_id, key) do update set occurred_at = excluded.occurred_at, event_id = excluded.event_id
+    on conflict (account_id, entity, record_id, key) do update
+      set occurred_at = excluded.occurred_at, event_id = excluded.event_id
   )
   ${update}`
 
@@ -77,7 +80,8 @@ const updateCustomers = (tx: Tx, accountId: number) =>
     tx`
   select s.customer_id as record_id, d.key, d.value, s.occurred_at, s.id
   from ${pairs(tx, 'customer')}
-    join property_defs p on p.account_id = ${accountId} and p.entity = 'customer' and p.kind = 'attribute' and p.codename = d.key
+    join property_defs p on p.account_id = ${accountId} and p.entity = 'customer' and p.kind = 'attribute'
+      and p.codename = d.key
   where s.customer_id is not null and fits_type(d.value, p.type)`,
     tx`
   update customers c set attributes = jsonb_strip_nulls(c.attributes || f.attributes), updated_at = now()
@@ -99,7 +103,8 @@ const updateContacts = (tx: Tx, accountId: number) =>
       d.key = 'contact_name' and jsonb_typeof(d.value) = 'string' and length(d.value #>> '{}') <= 255 as is_name,
       coalesce(fits_type(d.value, p.type), false) as is_attribute
     from ${pairs(tx, 'contact')}
-      left join property_defs p on p.account_id = ${accountId} and p.entity = 'contact' and p.kind = 'attribute' and p.codename = d.key
+      left join property_defs p on p.account_id = ${accountId} and p.entity = 'contact' and p.kind = 'attribute'
+        and p.codename = d.key
     where s.contact_id is not null) x
   where is_name or is_attribute`,
     tx`

@@ -44,7 +44,8 @@ const store = (app: App, accountId: number, trackerKey: string, body: string) =>
     order by x.i
     returning id
   ), waiting as (
-    select 1 from graphile_worker._private_jobs where key = ${applyJobKey(accountId)}::text and is_available for key share skip locked
+    select 1 from graphile_worker._private_jobs where key = ${applyJobKey(accountId)}::text
+      and is_available for key share skip locked
   ), j as (
     select ${applyEventsJobSql(app.sql, accountId)}
     where exists (select 1 from e) and not exists (select 1 from waiting)

@@ -12,7 +12,8 @@ import { entityOf, TABLES, type UploadKind } from '../db/tables.ts'
 const stageItems = async (tx: Tx, accountId: number, uploadId: number, key: string) => {
   await tx`
     create temp table stage_items on commit drop as
-    select i.ord, i.item->>${key} as external_id, i.item from uploads u, jsonb_array_elements(u.items) with ordinality as i(item, ord)
+    select i.ord, i.item->>${key} as external_id, i.item from uploads u, jsonb_array_elements(u.items)
+      with ordinality as i(item, ord)
     where u.account_id = ${accountId} and u.id = ${uploadId}`
   await tx`analyze stage_items`
 }

@@ -12,7 +12,8 @@ import { checkValues } from './values.ts'
 // Everything the checks need, in one round trip.
 const accountState = (app: App, accountId: number, kind: UploadKind) => app.sql`
   select a.source_of_truth, m.model,
-    (select count(*)::int from uploads u where u.account_id = a.id and u.status in ('received', 'processing')) as pending,
+    (select count(*)::int from uploads u where u.account_id = a.id
+      and u.status in ('received', 'processing')) as pending,
     ${catalogSql(app.sql, accountId, entityOf(kind))} as defs
   from accounts a left join scoring_models m on m.account_id = a.id where a.id = ${accountId}`
 
