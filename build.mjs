@@ -39,7 +39,9 @@ await build({
   define,
   // Some CommonJS dependencies call require(); ESM output needs one defined.
   banner: {
-    js: "import { createRequire as __createRequire } from 'node:module'; const require = __createRequire(import.meta.url);",
+    js:
+      "import { createRequire as __createRequire } from 'node:module'; " +
+      'const require = __createRequire(import.meta.url);',
   },
 })
 

@@ -151,7 +151,8 @@ export default async (ctx: BenchContext) => {
     await settle(sql)
     const write = await timed(
       () =>
-        sql`update customer_scores set engagementscore = engagementscore + 1, fitscore = fitscore + 1, churn_risk = churn_risk + 1`,
+        sql`update customer_scores set engagementscore = engagementscore + 1, fitscore = fitscore + 1,
+          churn_risk = churn_risk + 1`,
     )
 
     ctx.report({

@@ -189,7 +189,9 @@ const customerLine = (rand: () => number, accountId: number, i: number, userIds:
   const externalId = `cus_${Math.floor(rand() * 0xffffffff)
     .toString(16)
     .padStart(8, '0')}${i.toString(36)}`
-  const name = `${ADJECTIVES[Math.floor(rand() * ADJECTIVES.length)]} ${NOUNS[Math.floor(rand() * NOUNS.length)]} ${SUFFIXES[Math.floor(rand() * SUFFIXES.length)]}`
+  const name =
+    `${ADJECTIVES[Math.floor(rand() * ADJECTIVES.length)]} ${NOUNS[Math.floor(rand() * NOUNS.length)]} ` +
+    `${SUFFIXES[Math.floor(rand() * SUFFIXES.length)]}`
   return (
     [
       accountId,
@@ -250,7 +252,8 @@ const makeAccount = async (sql: Sql, name: string) => {
   await sql`
     insert into property_defs (account_id, entity, kind, codename, type)
     select ${account.id}, 'customer', kind, codename, type
-    from unnest(${PROPERTIES.map((p) => p[0])}::text[], ${PROPERTIES.map((p) => p[1])}::text[], ${PROPERTIES.map((p) => p[2])}::text[])
+    from unnest(${PROPERTIES.map((p) => p[0])}::text[], ${PROPERTIES.map((p) => p[1])}::text[],
+      ${PROPERTIES.map((p) => p[2])}::text[])
       as p(kind, codename, type)`
   return { id: account.id as number, userIds: users.map((u) => u.id as number) }
 }
@@ -258,11 +261,14 @@ const makeAccount = async (sql: Sql, name: string) => {
 // Tags drawn per (customer, tag) from a hash, so the share of each tag holds at any size.
 const tagCustomers = (sql: Sql, accountId: number) => sql`
   with t as (
-    insert into tags (account_id, title) select ${accountId}, title from unnest(${TAGS.map(([t]) => t)}::text[]) title returning id, title
+    insert into tags (account_id, title)
+      select ${accountId}, title from unnest(${TAGS.map(([t]) => t)}::text[]) title returning id, title
   )
   insert into customer_tags (account_id, customer_id, tag_id, external_id)
   select c.account_id, c.service_id, t.id, c.external_id
-  from customers c cross join t join unnest(${TAGS.map(([t]) => t)}::text[], ${TAGS.map(([, share]) => share)}::float8[]) s(title, share) on s.title = t.title
+  from customers c cross join t
+    join unnest(${TAGS.map(([t]) => t)}::text[], ${TAGS.map(([, share]) => share)}::float8[]) s(title, share)
+      on s.title = t.title
   where c.account_id = ${accountId} and (hashint8(c.service_id * 16 + t.id) & 65535) < s.share * 65536`
 
 // A few contacts for a tenth of the customers.
@@ -287,9 +293,13 @@ const seed = async (url: string, rows: number) => {
   const rand = mulberry32(42)
   // The second account's rows are interleaved with the first's, as tenants share the tables.
   // Records and their scores live in two tables (sql/009_scores.sql): the lines go through a staging table.
-  await sql`create unlogged table seed_customers as select ${sql(RECORD_COLUMNS)}, ${sql(CHURN_COLUMNS)} from customers with no data`
+  await sql`create unlogged table seed_customers as select ${sql(RECORD_COLUMNS)}, ${sql(CHURN_COLUMNS)}
+    from customers with no data`
+  const scoreColumns = SCORE_COLUMNS.map(
+    (c) => `add column ${c} ${c === 'last_seen' ? 'date' : c === 'engagementscore_trend' ? 'json' : 'integer'}`,
+  ).join(', ')
   await sql`alter table seed_customers add column line bigint generated always as identity,
-    ${sql.unsafe(SCORE_COLUMNS.map((c) => `add column ${c} ${c === 'last_seen' ? 'date' : c === 'engagementscore_trend' ? 'json' : 'integer'}`).join(', '))}`
+    ${sql.unsafe(scoreColumns)}`
   const stream = await sql`copy seed_customers (${sql(COLUMNS)}) from stdin`.writable()
   for (let i = 0; i < rows; i++) {
     const line =
@@ -493,7 +503,8 @@ export default async (ctx: BenchContext) => {
     const { token } = await createKey(service.app.sql, main, { scopes: ['search'] } as never)
     // Deep pages start 90% of the way through the account's records in external-id order.
     const [deep] = await direct`
-      select service_id from customers where account_id = ${main} order by external_id offset ${Math.floor(ROWS * 0.9)} limit 1`
+      select service_id from customers where account_id = ${main} order by external_id
+        offset ${Math.floor(ROWS * 0.9)} limit 1`
     const [someCustomer] = await direct`
       select c.external_id from contacts k join customers c on c.account_id = k.account_id
         and c.service_id = k.customer_id

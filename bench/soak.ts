@@ -415,7 +415,8 @@ const reportRss = (ctx: BenchContext, p: Proc, warmIndex: number) => {
     target: 'flat (~1)',
   })
   process.stderr.write(
-    `soak: RSS ${p.name} (pid ${p.pid}) every ${RSS_EVERY_MS / 1000} s: ${p.rss.map((mb) => mb.toFixed(0)).join(' ')} MB\n`,
+    `soak: RSS ${p.name} (pid ${p.pid}) every ${RSS_EVERY_MS / 1000} s: ` +
+      `${p.rss.map((mb) => mb.toFixed(0)).join(' ')} MB\n`,
   )
 }
 

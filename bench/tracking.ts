@@ -154,8 +154,8 @@ export default async (ctx: BenchContext) => {
     // The worker applies while the load runs; what is left is drained now.
     const drainStarted = performance.now()
     for (;;) {
-      const [{ n }] =
-        await sql`select count(*)::int as n from tracking_events where account_id = ${account.id} and status = 'received'`
+      const [{ n }] = await sql`select count(*)::int as n from tracking_events where account_id = ${account.id}
+        and status = 'received'`
       if (n === 0) break
       await new Promise((r) => setTimeout(r, 100))
     }

@@ -151,7 +151,8 @@ describe('entry points', () => {
       const file = join(dir, 'c.csv')
       writeFileSync(
         file,
-        'external_id,name,date,logins,plan_started\nok,Ok,2024-01-01,3,0001-01-01\nm,M,0000-01-01,3,\np,P,,,2024-02-30\n',
+        'external_id,name,date,logins,plan_started\n' +
+          'ok,Ok,2024-01-01,3,0001-01-01\nm,M,0000-01-01,3,\np,P,,,2024-02-30\n',
       )
       const errors: string[] = []
       const stats = await importFile(s.app, a.id, 'customers', file, emptyStats(), {

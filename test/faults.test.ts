@@ -82,8 +82,9 @@ test('SIGKILL of a serve process under load: every 200 is stored, nothing is hal
     await clients
     assert.ok(sent > acked.length, 'some requests were in flight when the process died')
     for (const a of acked.filter((x) => x.kind === 'create')) {
-      const [row] =
-        await sql`select (select count(*)::int from customer_snapshots s where s.account_id = c.account_id and s.customer_id = c.service_id) as snaps from customers c where external_id = ${a.id}`
+      const [row] = await sql`select (select count(*)::int from customer_snapshots s
+        where s.account_id = c.account_id and s.customer_id = c.service_id) as snaps
+        from customers c where external_id = ${a.id}`
       assert.ok(row, `acknowledged customer ${a.id} is missing`)
       assert.equal(row.snaps, 1, `customer ${a.id} is half-stored`)
     }
@@ -106,8 +107,8 @@ test('SIGKILL of a serve process under load: every 200 is stored, nothing is hal
         if (n === 0) break
         await new Promise((r) => setTimeout(r, 100))
       }
-      const [{ n, customers }] =
-        await sql`select (select count(*)::int from uploads where status <> 'processed') as n, (select count(*)::int from customers where external_id like 'bulk-%') as customers`
+      const [{ n, customers }] = await sql`select (select count(*)::int from uploads where status <> 'processed') as n,
+        (select count(*)::int from customers where external_id like 'bulk-%') as customers`
       assert.equal(n, 0)
       assert.equal(customers, bulk.length * 50)
     } finally {
@@ -120,7 +121,9 @@ test('SIGKILL of a serve process under load: every 200 is stored, nothing is hal
   }
 })
 
-test('a PostgreSQL restart during traffic: readiness goes false then true, requests fail cleanly, nothing crashes', async () => {
+const pgRestartTitle =
+  'a PostgreSQL restart during traffic: readiness goes false then true, requests fail cleanly, nothing crashes'
+test(pgRestartTitle, async () => {
   const dir = mkdtempSync(join(tmpdir(), 'service-fault-pg-'))
   chmodSync(dir, 0o755)
   const port = await freePort()
@@ -185,7 +188,9 @@ test('a PostgreSQL restart during traffic: readiness goes false then true, reque
       }
       const jobs =
         pending &&
-        (await sql`select task_identifier, locked_by, locked_at, attempts, last_error, run_at > now() as later, (select locked_by from graphile_worker._private_job_queues q where q.id = j.job_queue_id) as queue_lock from graphile_worker._private_jobs j limit 5`)
+        (await sql`select task_identifier, locked_by, locked_at, attempts, last_error, run_at > now() as later,
+          (select locked_by from graphile_worker._private_job_queues q where q.id = j.job_queue_id) as queue_lock
+          from graphile_worker._private_jobs j limit 5`)
       assert.equal(pending, 0, `uploads left unprocessed after the restart: ${JSON.stringify(jobs)}`)
     } finally {
       await sql.end()

@@ -133,7 +133,10 @@ const contentType = fc.constantFrom(
 )
 const auth = fc.constantFrom('key', 'none', 'garbage', 'admin')
 
-test('hostile requests to every endpoint get 4xx Problem Details (or 2xx), never 5xx, never a hang, and a refusal stores nothing', async () => {
+const hostileRequestsTitle =
+  'hostile requests to every endpoint get 4xx Problem Details (or 2xx), never 5xx, never a hang, ' +
+  'and a refusal stores nothing'
+test(hostileRequestsTitle, async () => {
   await fc.assert(
     fc.asyncProperty(
       fc.constantFrom(...ENDPOINTS),
@@ -247,7 +250,9 @@ const wellShaped = fc.oneof(
   }),
 )
 
-test('well-shaped requests with hostile strings in every string field: never 5xx, a refusal stores nothing', async () => {
+const hostileStringsTitle =
+  'well-shaped requests with hostile strings in every string field: never 5xx, a refusal stores nothing'
+test(hostileStringsTitle, async () => {
   await fc.assert(
     fc.asyncProperty(
       wellShaped,

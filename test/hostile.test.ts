@@ -177,8 +177,8 @@ test('bodies that are not valid UTF-8 are a 400, and nothing is stored', async (
       { authorization: `Bearer ${ADMIN_TOKEN}`, 'content-type': 'application/json' },
     ],
   ]
-  const [{ before }] =
-    await s.sql`select (select count(*) from uploads) + (select count(*) from tracking_events) + (select count(*) from tags) as before`
+  const [{ before }] = await s.sql`select (select count(*) from uploads) + (select count(*) from tracking_events)
+    + (select count(*) from tags) as before`
   for (const [path, json, headers] of cases) {
     for (const hex of INVALID_UTF8) {
       const res = check(`${path} ${hex}`, await send('POST', path, headers, bodyWith(hex, json)))
@@ -186,8 +186,8 @@ test('bodies that are not valid UTF-8 are a 400, and nothing is stored', async (
       assert.match(res.body.detail, /UTF-8/)
     }
   }
-  const [{ after: now }] =
-    await s.sql`select (select count(*) from uploads) + (select count(*) from tracking_events) + (select count(*) from tags) as after`
+  const [{ after: now }] = await s.sql`select (select count(*) from uploads) + (select count(*) from tracking_events)
+    + (select count(*) from tags) as after`
   assert.equal(now, before)
 })
 
@@ -294,8 +294,8 @@ test('hostile strings in well-shaped bodies: no 5xx, and every 200 is processed 
   for (const { id } of uploads)
     assert.equal((await waitForUpload(a.api, id, 60_000)).status, 'processed', `upload ${id}`)
   for (let tries = 0; ; tries++) {
-    const [{ pending }] =
-      await s.sql`select count(*)::int as pending from tracking_events where account_id = ${a.id} and status = 'received'`
+    const [{ pending }] = await s.sql`select count(*)::int as pending from tracking_events where account_id = ${a.id}
+      and status = 'received'`
     if (pending === 0) break
     assert.ok(tries < 300, 'tracked events were never applied')
     await new Promise((r) => setTimeout(r, 100))

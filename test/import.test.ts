@@ -104,8 +104,8 @@ describe('a 200,000-row customer file', () => {
       for (let line = 2; line <= ROWS + 1; line++) {
         text +=
           (bad.get(line)?.row ??
-            `c${line},Customer ${line},${line % 2 ? 'owner@acme.test' : ''},${line % 3 ? 'US' : 'DE'},${line % 5 === 0},2024-01-05,2026-01-01,${line % 40},${line % 7}`) +
-          '\n'
+            `c${line},Customer ${line},${line % 2 ? 'owner@acme.test' : ''},${line % 3 ? 'US' : 'DE'},` +
+              `${line % 5 === 0},2024-01-05,2026-01-01,${line % 40},${line % 7}`) + '\n'
         if (line % 1000 === 0) {
           if (!out.write(text)) await once(out, 'drain')
           text = ''
@@ -126,7 +126,8 @@ describe('a 200,000-row customer file', () => {
     assert.match(
       run.stdout,
       new RegExp(
-        `^Read ${ROWS} rows: ${ROWS - bad.size} imported \\(${ROWS - bad.size} created, 0 updated\\), ${bad.size} with errors skipped, in [\\d.]+ s\\.$`,
+        `^Read ${ROWS} rows: ${ROWS - bad.size} imported \\(${ROWS - bad.size} created, 0 updated\\), ` +
+          `${bad.size} with errors skipped, in [\\d.]+ s\\.$`,
         'm',
       ),
     )
@@ -144,10 +145,11 @@ describe('a 200,000-row customer file', () => {
       email: 'owner@acme.test',
     })
     const [{ snapshots }] =
-      await s.sql`select count(*)::int as snapshots from customer_snapshots where account_id = ${accountId} and date = '2026-01-01'`
+      await s.sql`select count(*)::int as snapshots from customer_snapshots where account_id = ${accountId}
+        and date = '2026-01-01'`
     assert.equal(snapshots, ROWS - bad.size)
-    const uploads =
-      await s.sql`select source, status, count(*)::int as n, sum(item_count)::int as items from uploads where account_id = ${accountId} group by 1, 2`
+    const uploads = await s.sql`select source, status, count(*)::int as n, sum(item_count)::int as items from uploads
+      where account_id = ${accountId} group by 1, 2`
     assert.deepEqual(
       [...uploads],
       [{ source: 'FILE', status: 'processed', n: Math.ceil((ROWS - bad.size) / 1000), items: ROWS - bad.size }],
@@ -165,7 +167,8 @@ describe('a 200,000-row customer file', () => {
     const growthMb = (peak - baseline) / 2 ** 20
     t.diagnostic(run.stdout.trim())
     t.diagnostic(
-      `RSS at launch ${(run.rss[0].bytes / 2 ** 20).toFixed(0)} MB, after startup ${(baseline / 2 ** 20).toFixed(0)} MB, ` +
+      `RSS at launch ${(run.rss[0].bytes / 2 ** 20).toFixed(0)} MB, ` +
+        `after startup ${(baseline / 2 ** 20).toFixed(0)} MB, ` +
         `peak ${(peak / 2 ** 20).toFixed(0)} MB (${run.rss.length} samples)`,
     )
     assert.ok(growthMb < 50, `RSS grew by ${growthMb.toFixed(1)} MB`)
@@ -238,7 +241,9 @@ describe('imports of few rows', () => {
     )
   })
 
-  test('contacts: typed cells, orphans ignored, bad rows by their first line (quoted cells may span lines)', async () => {
+  const contactsImportTitle =
+    'contacts: typed cells, orphans ignored, bad rows by their first line (quoted cells may span lines)'
+  test(contactsImportTitle, async () => {
     const account = await fileAccount(s)
     await runImport(s, [
       'customers',
@@ -297,7 +302,9 @@ describe('imports of few rows', () => {
     assert.equal(upload.dropped_keys, 1) // p1's shoe_size, as the API counts unknown keys
   })
 
-  test('is refused for an account owned by the API (unless --force), without a scoring model, or with a broken header', async () => {
+  const refusedImportTitle =
+    'is refused for an account owned by the API (unless --force), without a scoring model, or with a broken header'
+  test(refusedImportTitle, async () => {
     const api = await scoredAccount(s, 'Api-owned')
     const file = csv('api.csv', 'external_id,name\na1,A\n')
     const refused = await runImport(s, ['customers', file, '--account', String(api.id)])

@@ -76,7 +76,8 @@ const tenantRows = async (accountId: number) => {
     (t) => `, '${t}', (select coalesce(json_agg(x order by x::text), '[]') from "${t}" x where account_id = $1)`,
   )
   const [row] = await s.sql.unsafe(
-    `select json_build_object('accounts', (select row_to_json(x) from accounts x where id = $1)${rows.join('')}) as rows`,
+    `select json_build_object('accounts', (select row_to_json(x) from accounts x where id = $1)` +
+      `${rows.join('')}) as rows`,
     [accountId],
   )
   return row.rows as Record<string, unknown>

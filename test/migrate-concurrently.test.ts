@@ -49,7 +49,9 @@ const writeDuringBuild = async (index: string, build: Promise<unknown>) => {
 test('a concurrently marked migration keeps the table writable while its index builds', async () => {
   const file = {
     name: '900_test_concurrently.sql',
-    sql: '-- migrate: concurrently\n-- Builds without blocking writes.\ncreate index concurrently if not exists big_writes_note on big_writes (account_id, note);\n',
+    sql:
+      '-- migrate: concurrently\n-- Builds without blocking writes.\n' +
+      'create index concurrently if not exists big_writes_note on big_writes (account_id, note);\n',
   }
   assert.equal(await writeDuringBuild('big_writes_note', migrate(sql, db.url, [file])), 'written')
   const [index] = await sql`select i.indisvalid from pg_index i where i.indexrelid = to_regclass('big_writes_note')`
@@ -68,11 +70,14 @@ test('an index a crash left invalid is built again on retry', async () => {
   await sql`update pg_index set indisvalid = false where indexrelid = 'big_writes_again'::regclass`
   const file = {
     name: '902_test_retry.sql',
-    sql: '-- migrate: concurrently\ncreate index concurrently if not exists big_writes_again on big_writes (n, account_id);\n',
+    sql:
+      '-- migrate: concurrently\n' +
+      'create index concurrently if not exists big_writes_again on big_writes (n, account_id);\n',
   }
   assert.deepEqual(await migrate(sql, db.url, [file]), [file.name])
   const [index] = await sql`
-    select i.indisvalid, pg_get_indexdef(i.indexrelid) as def from pg_index i where i.indexrelid = to_regclass('big_writes_again')`
+    select i.indisvalid, pg_get_indexdef(i.indexrelid) as def
+    from pg_index i where i.indexrelid = to_regclass('big_writes_again')`
   assert.equal(index.indisvalid, true)
   assert.match(index.def, /\(n, account_id\)/)
 })

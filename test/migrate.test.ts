@@ -54,7 +54,8 @@ test('every tenant table leads its primary key with account_id', async () => {
       select c.relname as table, (select a.attname from pg_attribute a where a.attrelid = c.oid
         and a.attnum = i.indkey[0]) as first
       from pg_index i join pg_class c on c.oid = i.indrelid join pg_namespace n on n.oid = c.relnamespace
-      where n.nspname = 'public' and i.indisprimary and c.relname not in ('accounts', 'schema_migrations', 'worker_heartbeats')`
+      where n.nspname = 'public' and i.indisprimary
+        and c.relname not in ('accounts', 'schema_migrations', 'worker_heartbeats')`
     assert.ok(rows.length >= 15)
     for (const r of rows) assert.equal(r.first, 'account_id', r.table)
   } finally {
@@ -93,7 +94,8 @@ test('an upgrade gives the tag links of existing records their external ids', as
           insert into customer_tags (account_id, customer_id, tag_id) select c.account_id, c.service_id, t.id
             from c cross join t
         )
-        insert into contact_tags (account_id, contact_id, tag_id) select k.account_id, k.service_id, t.id from k cross join t`
+        insert into contact_tags (account_id, contact_id, tag_id) select k.account_id, k.service_id, t.id
+          from k cross join t`
     }
     assert.deepEqual(
       await migrate(sql, db.url),
@@ -110,8 +112,8 @@ test('an upgrade gives the tag links of existing records their external ids', as
         left join ${sql(records)} r on r.account_id = x.account_id and r.service_id = x.${sql(key)}`
       assert.equal(rows.length, 12, links)
       for (const row of rows) assert.equal(row.copied, row.external_id, links)
-      const [column] =
-        await sql`select is_nullable from information_schema.columns where table_name = ${links} and column_name = 'external_id'`
+      const [column] = await sql`select is_nullable from information_schema.columns where table_name = ${links}
+        and column_name = 'external_id'`
       assert.equal(column.is_nullable, 'NO', links)
     }
   } finally {

@@ -110,7 +110,9 @@ const sqlScore = async (
   )
   const input = '(select $1::text::jsonb as m, $2::text::jsonb as a, $3::date as d) x'
   const raw = `(select ${['x.d', ...values.raw, ...columns.raw].join(', ')} from ${input} offset 0) raw`
-  const levels = `(select ${['1 as one', ...sums].join(', ')} from (select ${['raw.d', ...values.typed, ...columns.typed].join(', ')} from ${raw} offset 0) y offset 0) z`
+  const levels =
+    `(select ${['1 as one', ...sums].join(', ')} ` +
+    `from (select ${['raw.d', ...values.typed, ...columns.typed].join(', ')} from ${raw} offset 0) y offset 0) z`
   const [row] = await s.sql.unsafe(`select ${score} as score from ${levels}`, [
     JSON.stringify(metrics),
     JSON.stringify(attributes),
@@ -156,7 +158,8 @@ test('churnRiskSql and upsellScoreSql give what churnRisk and upsellScore give',
   const rows = await s.sql.unsafe(
     `
     select ${churnRiskSql('x.e', 'x.f', 'x.d', 'x.days')} as churn, ${upsellScoreSql('x.e', 'x.f', 'x.d')} as upsell
-    from jsonb_to_recordset($1::text::jsonb) as x(i integer, e integer, f integer, d integer, days integer) order by x.i`,
+    from jsonb_to_recordset($1::text::jsonb) as x(i integer, e integer, f integer, d integer, days integer)
+    order by x.i`,
     [JSON.stringify(cases.map((c, i) => ({ i, ...c })))] as never[],
   )
   cases.forEach((c, i) => {
@@ -214,7 +217,8 @@ const seedAccount = async (m: ScoringModel | null, records: GeneratedRecord[]) =
   const [account] =
     await s.sql`insert into accounts (name, tracker_key) values ('Gen', ${`CS-GEN${++run}`}) returning id`
   const id = account.id as number
-  await s.sql`insert into property_defs ${s.sql(['customer', 'contact'].flatMap((entity) => DEFS.map((d) => ({ account_id: id, entity, ...d }))))}`
+  const propertyDefs = ['customer', 'contact'].flatMap((entity) => DEFS.map((d) => ({ account_id: id, entity, ...d })))
+  await s.sql`insert into property_defs ${s.sql(propertyDefs)}`
   if (m) await s.sql`insert into scoring_models (account_id, model) values (${id}, ${s.sql.json(m as never)})`
   const customers = await s.sql`
     insert into customers (account_id, external_id, attributes, metrics, is_churned, churned_date, churn_reason)
@@ -230,17 +234,20 @@ const seedAccount = async (m: ScoringModel | null, records: GeneratedRecord[]) =
       })) as never,
     )}) as x(i int, attributes jsonb, metrics jsonb, reason text, churned date)
     order by x.i returning service_id`
+  const contactRows = records.map((r, i) => ({ i, customer_id: customers[i].service_id, attributes: r.attributes }))
   const contacts = await s.sql`
     insert into contacts (account_id, external_id, customer_id, attributes)
     select ${id}, 't' || x.i, x.customer_id, x.attributes
-    from jsonb_to_recordset(${s.sql.json(records.map((r, i) => ({ i, customer_id: customers[i].service_id, attributes: r.attributes })) as never)})
+    from jsonb_to_recordset(${s.sql.json(contactRows as never)})
       as x(i int, customer_id bigint, attributes jsonb)
     order by x.i returning service_id`
   const snapshots = (ids: { service_id: number }[]) =>
     records.flatMap((r, i) => r.snapshots.map((x) => ({ id: ids[i].service_id, date: x.date, values: x.values })))
   await s.sql`
     insert into customer_snapshots (account_id, customer_id, date, "values")
-    select ${id}, x.id, x.date, x.values from jsonb_to_recordset(${s.sql.json(snapshots(customers as never) as never)}) as x(id bigint, date date, "values" jsonb)`
+    select ${id}, x.id, x.date, x.values
+    from jsonb_to_recordset(${s.sql.json(snapshots(customers as never) as never)})
+      as x(id bigint, date date, "values" jsonb)`
   // A stale history and scores that the job must replace.
   await s.sql`
     insert into customer_scores (account_id, customer_id, history_dates, history_scores, last_seen, engagementscore,
@@ -249,7 +256,9 @@ const seedAccount = async (m: ScoringModel | null, records: GeneratedRecord[]) =
     from customer_snapshots where account_id = ${id} group by 1, 2`
   await s.sql`
     insert into contact_snapshots (account_id, contact_id, date, "values")
-    select ${id}, x.id, x.date, x.values from jsonb_to_recordset(${s.sql.json(snapshots(contacts as never) as never)}) as x(id bigint, date date, "values" jsonb)`
+    select ${id}, x.id, x.date, x.values
+    from jsonb_to_recordset(${s.sql.json(snapshots(contacts as never) as never)})
+      as x(id bigint, date date, "values" jsonb)`
   return id
 }
 
@@ -261,11 +270,13 @@ const checkEntity = async (accountId: number, entity: 'customer' | 'contact', m:
           await s.sql`
         select r.*, to_char(h.last_seen, 'YYYY-MM-DD') as last_seen, to_char(r.churned_date, 'YYYY-MM-DD') as
           churned_date,
-          h.engagementscore, h.engagementscore_difference, h.engagementscore_trend, h.fitscore, h.churn_risk, h.upsell_score,
+          h.engagementscore, h.engagementscore_difference, h.engagementscore_trend, h.fitscore, h.churn_risk,
+          h.upsell_score,
           to_json(coalesce(h.history_dates, '{}')) as history_dates, coalesce(h.history_scores, '{}') as history_scores
         from customers r left join customer_scores h on h.account_id = r.account_id and h.customer_id = r.service_id
         where r.account_id = ${accountId}`,
-          await s.sql`select customer_id as record_id, to_char(date, 'YYYY-MM-DD') as date, "values" from customer_snapshots where account_id = ${accountId}`,
+          await s.sql`select customer_id as record_id, to_char(date, 'YYYY-MM-DD') as date, "values"
+            from customer_snapshots where account_id = ${accountId}`,
         ]
       : [
           await s.sql`
@@ -274,7 +285,8 @@ const checkEntity = async (accountId: number, entity: 'customer' | 'contact', m:
           to_json(coalesce(h.history_dates, '{}')) as history_dates, coalesce(h.history_scores, '{}') as history_scores
         from contacts r left join contact_scores h on h.account_id = r.account_id and h.contact_id = r.service_id
         where r.account_id = ${accountId}`,
-          await s.sql`select contact_id as record_id, to_char(date, 'YYYY-MM-DD') as date, "values" from contact_snapshots where account_id = ${accountId}`,
+          await s.sql`select contact_id as record_id, to_char(date, 'YYYY-MM-DD') as date, "values"
+            from contact_snapshots where account_id = ${accountId}`,
         ]
   const engagementRules = (entity === 'customer' ? m?.customer?.engagement : m?.contact?.engagement) ?? []
   for (const r of records) {
@@ -376,7 +388,8 @@ test('a second run over unchanged data writes nothing', async () => {
   await scoreRecords(s.sql, { account_id: accountId, entity: 'customer' }, { today: TODAY })
   const xmin = () => s.sql`
     select (select array_agg(xmin::text order by service_id) from customers where account_id = ${accountId}) as c,
-      (select array_agg(xmin::text order by customer_id, date) from customer_snapshots where account_id = ${accountId}) as s`
+      (select array_agg(xmin::text order by customer_id, date) from customer_snapshots
+        where account_id = ${accountId}) as s`
   const before = await xmin()
   const ids = (await s.sql`select service_id from customers where account_id = ${accountId}`).map(
     (r) => r.service_id as number,

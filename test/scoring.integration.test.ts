@@ -56,8 +56,8 @@ const setUp = async () => {
 const settle = async (a: Account) => {
   const deadline = Date.now() + 60_000
   for (;;) {
-    const jobs =
-      await s.sql`select task_identifier, attempts, last_error from graphile_worker.jobs where queue_name in (${`account:${a.id}`}, ${`scoring:${a.id}`})`
+    const jobs = await s.sql`select task_identifier, attempts, last_error from graphile_worker.jobs
+      where queue_name in (${`account:${a.id}`}, ${`scoring:${a.id}`})`
     const failed = jobs.find((j) => j.attempts > 0 && j.last_error)
     if (failed) throw new Error(`${failed.task_identifier} failed: ${failed.last_error}`)
     if (jobs.length === 0) return
@@ -120,10 +120,12 @@ const ACME = {
   metrics: [
     // logins 100, tickets 100, renewal in 490 days 100 -> 100
     { date: day(-400), logins: 40, tickets: 0 },
-    // logins -100 + 200 * 10/40 = -50, tickets -100 + 200 * (5 - 10)/(0 - 10) = 0, renewal in 120 days -100 + 200 * 120/180 = 33.33
+    // logins -100 + 200 * 10/40 = -50, tickets -100 + 200 * (5 - 10)/(0 - 10) = 0,
+    // renewal in 120 days -100 + 200 * 120/180 = 33.33
     // (50 * -50 + 25 * 0 + 25 * 33.33) / 100 = -16.67 -> -17
     { date: day(-30), logins: 10, tickets: 5 },
-    // logins 50, tickets -100 + 200 * -8/-10 = 60, renewal in 100 days 11.11: (2500 + 1500 + 277.78) / 100 = 42.78 -> 43
+    // logins 50, tickets -100 + 200 * -8/-10 = 60, renewal in 100 days 11.11:
+    // (2500 + 1500 + 277.78) / 100 = 42.78 -> 43
     { date: day(-10), logins: 30, tickets: 2 },
     // logins 0, no tickets (weights renormalised to 75), renewal in 95 days 5.56: 25 * 5.56 / 75 = 1.85 -> 2
     { date: day(-5), logins: 20 },
@@ -172,8 +174,8 @@ test('scores, history, churn risk, upsell and explanation after an upload', asyn
       { codename: 'renewal_date', score: 'engagement', contribution: 1.85 },
     ],
   })
-  const [history] =
-    await s.sql`select h.history_scores, cardinality(h.history_dates) as n from customer_scores h join customers c on c.service_id = h.customer_id
+  const [history] = await s.sql`select h.history_scores, cardinality(h.history_dates) as n from customer_scores h
+    join customers c on c.service_id = h.customer_id
     where c.account_id = ${a.id} and c.external_id = 'acme'`
   assert.deepEqual({ ...history }, { history_scores: [100, -17, 43, 2], n: 4 })
 
@@ -284,12 +286,14 @@ test('a model change rescores the whole account; without a contact model contact
   const [{ snapshots }] =
     await s.sql`select count(*)::int as snapshots from contact_snapshots where account_id = ${a.id}`
   assert.equal(snapshots, 2)
-  const [{ scored }] =
-    await s.sql`select count(*)::int as scored from contact_scores where account_id = ${a.id} and history_scores <> '{}'`
+  const [{ scored }] = await s.sql`select count(*)::int as scored from contact_scores where account_id = ${a.id}
+    and history_scores <> '{}'`
   assert.equal(scored, 0, 'no snapshot is scored')
 })
 
-test('automatic churn after inactive_days, lifted by a snapshot dated within the window; manual churn stays', async () => {
+const automaticChurnTitle =
+  'automatic churn after inactive_days, lifted by a snapshot dated within the window; manual churn stays'
+test(automaticChurnTitle, async () => {
   const a = await setUp()
   await setModel(a, { ...MODEL, churn: { inactive_days: 30 } })
   await uploadCustomers(a, [
@@ -367,7 +371,9 @@ test('the daily run moves the time-dependent scores and is fanned out per accoun
   assert.deepEqual((await stored(a, 'acme')).engagementscore_trend, { [day(-30)]: -17, [day(-10)]: 43, [day(-5)]: 2 })
 })
 
-test("uploads and scoring of the same records run side by side without deadlocks, ending at the last upload's scores", async () => {
+const sideBySideTitle =
+  "uploads and scoring of the same records run side by side without deadlocks, ending at the last upload's scores"
+test(sideBySideTitle, async () => {
   const a = await setUp()
   // Processing (the account's queue) and scoring (its scoring queue) of one set of customers
   // overlap: each upload is sent while the previous one's scoring may run, plus a model change

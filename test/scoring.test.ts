@@ -300,7 +300,9 @@ test('model schema rejects bad shapes with their paths', () => {
   assert.deepEqual(issuePaths(engagementOf({ codename: 'x', weight: 1, good: true, bad: 0 })), [
     '/customer/engagement/0/bad',
   ])
-  assert.deepEqual(issuePaths(engagementOf({ ...rule, values: { a: 1 } })), ['/customer/engagement/0/bad']) // the first extra key
+  assert.deepEqual(issuePaths(engagementOf({ ...rule, values: { a: 1 } })), [
+    '/customer/engagement/0/bad', // the first extra key
+  ])
   assert.deepEqual(issuePaths(engagementOf('logins', null)), ['/customer/engagement/0', '/customer/engagement/1'])
   assert.deepEqual(
     issuePaths({ customer: { fit: [{ codename: 'c', weight: 1, values: { US: 101, DE: 1e-9 }, default: -101 }] } }),

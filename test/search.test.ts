@@ -675,7 +675,8 @@ describe('paging', () => {
   test('after continues past a record outside the result set, such as a churned one', async () => {
     const expected = [...weird].sort(byteOrder)
     const [row] =
-      await s.sql`update customers set is_churned = true where account_id = ${pager.id} and external_id = 'a/b' returning service_id`
+      await s.sql`update customers set is_churned = true where account_id = ${pager.id} and external_id = 'a/b'
+        returning service_id`
     try {
       const res = await search(pager, 'customers', { after: row.service_id })
       assert.deepEqual(idsOf(res), expected.slice(expected.indexOf('a/b') + 1))

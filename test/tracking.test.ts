@@ -41,8 +41,8 @@ const stored = async (accountId: number) =>
 const waitApplied = async (accountId: number, timeoutMs = 30_000) => {
   const deadline = Date.now() + timeoutMs
   for (;;) {
-    const [{ n }] =
-      await s.sql`select count(*)::int as n from tracking_events where account_id = ${accountId} and status = 'received'`
+    const [{ n }] = await s.sql`select count(*)::int as n from tracking_events where account_id = ${accountId}
+      and status = 'received'`
     if (n === 0) return
     if (Date.now() > deadline) throw new Error(`${n} events of account ${accountId} still received`)
     await sleep(50)
@@ -224,7 +224,9 @@ test('an event of exactly 32 KB is accepted, one byte more is refused', async ()
 
 test('a body nested too deeply for PostgreSQL is refused with 400, not 500', async () => {
   const depth = 100_000
-  const body = `{"trackerKey":"${valid.trackerKey}","junk":${'['.repeat(depth) + ']'.repeat(depth)},"events":[${JSON.stringify(ev())}]}`
+  const body =
+    `{"trackerKey":"${valid.trackerKey}","junk":${'['.repeat(depth) + ']'.repeat(depth)},` +
+    `"events":[${JSON.stringify(ev())}]}`
   const before = await stored(valid.id)
   const res = await s.call('POST', '/api/tracker/track', body, {
     'content-type': 'application/json',
@@ -253,7 +255,8 @@ test('events are stored as sent: pretty-printed bodies, escapes and emoji are fi
   })
   assert.equal(res.status, 200, JSON.stringify(res.body))
   const [row] =
-    await s.sql`select name, customer_external_id, data, occurred_at from tracking_events where account_id = ${valid.id} order by id desc limit 1`
+    await s.sql`select name, customer_external_id, data, occurred_at from tracking_events where account_id = ${valid.id}
+      order by id desc limit 1`
   assert.deepEqual(
     { ...row },
     {
@@ -322,7 +325,9 @@ test('auth: missing, unknown and revoked keys are 401; nothing is stored', async
   assert.equal(await stored(a.id), 1, 'only the request with the valid key stored its event')
 })
 
-test('auth: 403 for a key without the track scope, a foreign trackerKey, and an account without tracking set up', async () => {
+const trackAuthTitle =
+  'auth: 403 for a key without the track scope, a foreign trackerKey, and an account without tracking set up'
+test(trackAuthTitle, async () => {
   const a = await setUpTracking(await s.account())
   const other = await setUpTracking(await s.account('Other'))
   const noTracking = await s.account('No tracking')
@@ -487,7 +492,9 @@ test('applying: data.customer updates typed customer attributes only, later even
   )
 })
 
-test('applying: an older event arriving later does not overwrite newer data; a newer one does; null clears', async () => {
+const olderEventTitle =
+  'applying: an older event arriving later does not overwrite newer data; a newer one does; null clears'
+test(olderEventTitle, async () => {
   await trackAndApply(applied, [
     ev({ timestamp: NOW - 1500, identification: { customer: 'c2' }, data: { customer: { country: 'IT' } } }),
   ])
@@ -504,7 +511,10 @@ test('applying: an older event arriving later does not overwrite newer data; a n
   assert.equal(c2.properties.plan_started ?? null, null)
 })
 
-test('applying: data.contact updates contact attributes and contact_name; an unknown contact of a known customer is created', async () => {
+const contactDataTitle =
+  'applying: data.contact updates contact attributes and contact_name; ' +
+  'an unknown contact of a known customer is created'
+test(contactDataTitle, async () => {
   await trackAndApply(applied, [
     ev({
       identification: { customer: 'c1', contact: 'p1' },
@@ -552,7 +562,8 @@ test('applying: a contact of another customer is neither moved nor updated', asy
     { name: 'Quinn', attributes: { role: 'viewer' }, customer: 'c2' },
   )
   const [event] =
-    await s.sql`select status, customer_id, contact_id from tracking_events where account_id = ${applied.id} order by id desc limit 1`
+    await s.sql`select status, customer_id, contact_id from tracking_events where account_id = ${applied.id}
+      order by id desc limit 1`
   assert.equal(event.status, 'applied')
   assert.equal(event.contact_id, null)
   assert.notEqual(event.customer_id, null)
@@ -569,7 +580,8 @@ test('applying: events of an unknown customer are kept, marked unmatched, and cr
     }),
   ])
   const [event] =
-    await s.sql`select status, customer_id, contact_id, data from tracking_events where account_id = ${applied.id} and customer_external_id = 'nobody'`
+    await s.sql`select status, customer_id, contact_id, data from tracking_events where account_id = ${applied.id}
+      and customer_external_id = 'nobody'`
   assert.equal(event.status, 'unmatched')
   assert.equal(event.customer_id, null)
   assert.deepEqual(
@@ -658,7 +670,8 @@ test('intake: a request adds an apply job only when its account has none waiting
       [{ key: `apply_events:${a.id}`, locked: false, payload: { account_id: a.id }, queue_name: `account:${a.id}` }],
     )
     // A job a worker has taken no longer counts as waiting: the next request adds another.
-    await q.sql`update graphile_worker._private_jobs set locked_at = now(), locked_by = 'test' where key = ${`apply_events:${a.id}`}`
+    await q.sql`update graphile_worker._private_jobs set locked_at = now(), locked_by = 'test'
+      where key = ${`apply_events:${a.id}`}`
     await send()
     assert.deepEqual(
       (await jobs()).map((j) => [j.key, j.locked]),
@@ -677,7 +690,9 @@ test('intake: a request adds an apply job only when its account has none waiting
   }
 })
 
-test('applying: a job applies a bounded number of batches, then queues its successor behind the waiting jobs', async () => {
+const boundedBatchesTitle =
+  'applying: a job applies a bounded number of batches, then queues its successor behind the waiting jobs'
+test(boundedBatchesTitle, async () => {
   const q = await startTestService({}, { http: true, worker: false })
   try {
     const a = await q.account()
@@ -695,7 +710,9 @@ test('applying: a job applies a bounded number of batches, then queues its succe
     const queued = () => q.sql`
       select t.identifier as task, j.key from graphile_worker._private_jobs j join graphile_worker._private_tasks t
         on t.id = j.task_id
-      where j.job_queue_id = (select id from graphile_worker._private_job_queues where queue_name = ${`account:${a.id}`}) order by j.id`
+      where j.job_queue_id = (select id from graphile_worker._private_job_queues
+        where queue_name = ${`account:${a.id}`})
+      order by j.id`
 
     await run({ account_id: a.id }, undefined as never)
     assert.equal(await received(), 1)
@@ -803,7 +820,9 @@ const cli = (args: string[]) =>
     env: { ...process.env, DATABASE_URL: s.url, LOG_LEVEL: 'silent' },
   })
 
-test("aggregation: event counts of the last 30 days become today's metric values, then the records are scored", async () => {
+const aggregationTitle =
+  "aggregation: event counts of the last 30 days become today's metric values, then the records are scored"
+test(aggregationTitle, async () => {
   const a = await setUpTracking(await scoredAccount(s))
   const define = (entity: string, codename: string, type = 'number') =>
     s.admin('POST', `/accounts/${a.id}/properties`, { entity, kind: 'metric', codename, type })
@@ -845,10 +864,12 @@ test("aggregation: event counts of the last 30 days become today's metric values
     Object.fromEntries(
       (
         await s.sql`
-    select c.external_id, s."values" from customer_snapshots s join customers c on c.account_id = s.account_id and c.service_id = s.customer_id
+    select c.external_id, s."values" from customer_snapshots s
+      join customers c on c.account_id = s.account_id and c.service_id = s.customer_id
     where s.account_id = ${a.id} and s.date = ${today}
     union all
-    select t.external_id, s."values" from contact_snapshots s join contacts t on t.account_id = s.account_id and t.service_id = s.contact_id
+    select t.external_id, s."values" from contact_snapshots s
+      join contacts t on t.account_id = s.account_id and t.service_id = s.contact_id
     where s.account_id = ${a.id} and s.date = ${today}`
       ).map((r) => [r.external_id, r.values]),
     )
@@ -917,7 +938,8 @@ test('fits_type (SQL) agrees with fitsType (TypeScript) on generated values', as
   )
   const cases = fc.sample(fc.tuple(value, fc.constantFrom<PropertyType>('string', 'number', 'boolean', 'date')), 3000)
   const rows = await s.sql`
-    select fits_type(v::jsonb, t) as fits from unnest(${cases.map(([v]) => JSON.stringify(v))}::text[], ${cases.map(([, t]) => t)}::text[])
+    select fits_type(v::jsonb, t) as fits
+    from unnest(${cases.map(([v]) => JSON.stringify(v))}::text[], ${cases.map(([, t]) => t)}::text[])
       with ordinality as x(v, t, i) order by i`
   const disagreements = cases.filter(([v, t], i) => fitsType(v, t) !== rows[i].fits)
   assert.deepEqual(disagreements, [])

@@ -7,7 +7,10 @@ import { startProcess } from './helpers/process.ts'
 
 const MONTHS = Array.from({ length: 12 }, (_, i) => `2026-${String(i + 1).padStart(2, '0')}-01`)
 
-test('a worker killed with SIGKILL mid-processing: after a restart every record is stored exactly once and every upload processed', async () => {
+const sigkillTitle =
+  'a worker killed with SIGKILL mid-processing: after a restart every record is stored exactly once ' +
+  'and every upload processed'
+test(sigkillTitle, async () => {
   // HTTP in this process, jobs in a child process that is killed.
   const s = await startTestService({ apiRateLimit: 100_000 }, { http: true, worker: false })
   const sql = connect(s.url)
@@ -28,7 +31,8 @@ test('a worker killed with SIGKILL mid-processing: after a restart every record 
     // Kill as soon as a job holds its lock, i.e. in the middle of processing an upload.
     for (let i = 0; i < 600; i++) {
       const [{ n }] =
-        await sql`select count(*)::int as n from graphile_worker.jobs where task_identifier = 'process_upload' and locked_at is not null`
+        await sql`select count(*)::int as n from graphile_worker.jobs where task_identifier = 'process_upload'
+          and locked_at is not null`
       if (n > 0) break
       await new Promise((r) => setTimeout(r, 10))
     }

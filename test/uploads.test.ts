@@ -281,7 +281,10 @@ test('429: too many unprocessed uploads (backpressure), and the per-key rate lim
   }
 })
 
-test('merge: attributes kept across uploads and cleared by null, snapshots merged by date, unknown keys dropped and counted', async () => {
+const mergeTitle =
+  'merge: attributes kept across uploads and cleared by null, snapshots merged by date, ' +
+  'unknown keys dropped and counted'
+test(mergeTitle, async () => {
   const a = await scoredAccount(s)
   const first = await upload(a.api, [
     customer(1, {
@@ -309,7 +312,8 @@ test('merge: attributes kept across uploads and cleared by null, snapshots merge
   // metrics: each metric's value in the latest snapshot holding it.
   assert.deepEqual(c.metrics, { logins: 7, seats: 3 })
   const snaps =
-    await s.sql`select to_char(date, 'YYYY-MM-DD') as date, "values" from customer_snapshots where account_id = ${a.id} order by date`
+    await s.sql`select to_char(date, 'YYYY-MM-DD') as date, "values" from customer_snapshots where account_id = ${a.id}
+      order by date`
   assert.deepEqual(
     snaps.map((r) => [r.date, r.values]),
     [
@@ -336,7 +340,8 @@ test('within one request a later duplicate wins, in item order', async () => {
   ])
   assert.equal(done.created, 2)
   const rows =
-    await s.sql`select external_id, name, attributes, metrics, service_id from customers where account_id = ${a.id} order by service_id`
+    await s.sql`select external_id, name, attributes, metrics, service_id from customers where account_id = ${a.id}
+      order by service_id`
   assert.deepEqual(
     rows.map((r) => r.external_id),
     ['c1', 'c2'],
@@ -347,7 +352,9 @@ test('within one request a later duplicate wins, in item order', async () => {
   assert.deepEqual(rows[0].metrics, { logins: 2 })
 })
 
-test('owners are linked by email case-insensitively; an unknown email warns and leaves the owner unchanged', async () => {
+const ownersTitle =
+  'owners are linked by email case-insensitively; an unknown email warns and leaves the owner unchanged'
+test(ownersTitle, async () => {
   const a = await scoredAccount(s)
   await upload(a.api, [customer(1, { owner_email: 'OWNER@Acme.Test' })])
   const warned = await upload(a.api, [
@@ -372,7 +379,9 @@ test('owners are linked by email case-insensitively; an unknown email warns and 
   )
 })
 
-test('contacts: need a stored customer (else ignored and counted), move between customers, unique per account', async () => {
+const contactsTitle =
+  'contacts: need a stored customer (else ignored and counted), move between customers, unique per account'
+test(contactsTitle, async () => {
   const a = await scoredAccount(s)
   await upload(a.api, [customer(1), customer(2)])
   const first = await uploadContacts(a.api, [
@@ -423,7 +432,8 @@ test('processing is idempotent: a second run of the same job changes nothing', a
            (select count(*) from customer_snapshots where account_id = ${a.id}) as s`,
     )
   const before = await snapshot()
-  await s.sql`select graphile_worker.add_job('process_upload', json_build_object('account_id', ${a.id}::bigint, 'upload_id', ${done.upload_id}::bigint))`
+  await s.sql`select graphile_worker.add_job('process_upload',
+    json_build_object('account_id', ${a.id}::bigint, 'upload_id', ${done.upload_id}::bigint))`
   for (let i = 0; i < 100; i++) {
     const [{ n }] =
       await s.sql`select count(*)::int as n from graphile_worker.jobs where task_identifier = 'process_upload'`
@@ -465,7 +475,9 @@ test("GET /api/v1/uploads/{id}: state and counts, 404 for another account's uplo
   assert.equal((await a.api('/api/v1/uploads/999999', undefined, 'GET')).status, 404)
 })
 
-test('single customer: create (201, 409 again), read, update, churn by hand, delete with its contacts; also under /v1', async () => {
+const singleCustomerTitle =
+  'single customer: create (201, 409 again), read, update, churn by hand, delete with its contacts; also under /v1'
+test(singleCustomerTitle, async () => {
   const a = await scoredAccount(s)
   const created = await a.api('/api/v1/customer', {
     external_id: 'solo/1',
@@ -559,8 +571,8 @@ test("tenants never see or touch each other's records", async () => {
   const b = await scoredAccount(s, 'B')
   await upload(a.api, [customer(1, { name: 'Mine', attributes: { country: 'US' } })])
   await upload(b.api, [customer(1, { name: 'Theirs' })])
-  const rows =
-    await s.sql`select account_id, name, attributes from customers where external_id = 'c1' and account_id in (${a.id}, ${b.id}) order by account_id`
+  const rows = await s.sql`select account_id, name, attributes from customers where external_id = 'c1'
+    and account_id in (${a.id}, ${b.id}) order by account_id`
   assert.deepEqual(
     rows.map((r) => [r.account_id, r.name, r.attributes]),
     [
@@ -583,13 +595,16 @@ test("tenants never see or touch each other's records", async () => {
   assert.equal((await a.api('/api/v1/customer/c9', undefined, 'GET')).body.name, 'Customer 9')
 })
 
-test('406 also for single-record updates and deletes of an account whose records are owned elsewhere; nothing changes', async () => {
+const filedWritesTitle =
+  '406 also for single-record updates and deletes of an account whose records are owned elsewhere; nothing changes'
+test(filedWritesTitle, async () => {
   const file = await s.account('Filed writes', { source_of_truth: 'FILE' })
-  const [c] =
-    await s.sql`insert into customers (account_id, external_id, name) values (${file.id}, 'f1', 'Filed') returning service_id`
-  await s.sql`insert into contacts (account_id, external_id, customer_id, name) values (${file.id}, 'fp', ${c.service_id}, 'Person')`
-  const before =
-    await s.sql`select name, updated_at from customers where account_id = ${file.id} union all select name, updated_at from contacts where account_id = ${file.id}`
+  const [c] = await s.sql`insert into customers (account_id, external_id, name) values (${file.id}, 'f1', 'Filed')
+    returning service_id`
+  await s.sql`insert into contacts (account_id, external_id, customer_id, name)
+    values (${file.id}, 'fp', ${c.service_id}, 'Person')`
+  const before = await s.sql`select name, updated_at from customers where account_id = ${file.id}
+    union all select name, updated_at from contacts where account_id = ${file.id}`
   for (const [path, body] of [
     ['/api/v1/customer/f1', { name: 'x' }],
     ['/v1/customer/f1/contact/fp', { contact_name: 'x' }],
@@ -600,7 +615,8 @@ test('406 also for single-record updates and deletes of an account whose records
     }
   }
   assert.deepEqual(
-    await s.sql`select name, updated_at from customers where account_id = ${file.id} union all select name, updated_at from contacts where account_id = ${file.id}`,
+    await s.sql`select name, updated_at from customers where account_id = ${file.id}
+      union all select name, updated_at from contacts where account_id = ${file.id}`,
     before,
   )
 })
@@ -647,7 +663,8 @@ test('an ignored contact changes nothing: not its snapshots, not its metrics', a
     },
   ])
   const state = () => s.sql`
-    select t.metrics, t.updated_at, s.date, s."values" from contacts t join contact_snapshots s on s.account_id = t.account_id and s.contact_id = t.service_id
+    select t.metrics, t.updated_at, s.date, s."values" from contacts t
+      join contact_snapshots s on s.account_id = t.account_id and s.contact_id = t.service_id
     where t.account_id = ${a.id} order by s.date`
   const before = await state()
   assert.equal(before.length, 1)
@@ -687,7 +704,8 @@ test('a bulk import has the tables it grew analyzed, so plans follow their real 
     const analyzed = async () =>
       (
         await q.sql`
-      select relname from pg_stat_user_tables where relname in ('customers', 'customer_snapshots') and last_analyze is not null order by 1`
+      select relname from pg_stat_user_tables where relname in ('customers', 'customer_snapshots')
+        and last_analyze is not null order by 1`
       ).map((r) => r.relname)
     assert.deepEqual(await analyzed(), [])
     // Two small uploads change too little to be worth an analyze.
@@ -708,7 +726,8 @@ test('a bulk import has the tables it grew analyzed, so plans follow their real 
     // Analyzed whenever the table doubled, the estimate stays within half of the truth, give or
     // take the upload whose job was still waiting.
     const [{ estimate, actual }] =
-      await q.sql`select reltuples::int as estimate, (select count(*)::int from customers) as actual from pg_class where relname = 'customers'`
+      await q.sql`select reltuples::int as estimate, (select count(*)::int from customers) as actual
+        from pg_class where relname = 'customers'`
     assert.ok(estimate + 1000 >= actual / 2, `the planner's row estimate follows the table: ${estimate} of ${actual}`)
   } finally {
     await q.stop()

@@ -78,8 +78,8 @@ test('a worker killed mid-delivery: the webhook still arrives after a restart', 
     t.diagnostic(`delivered ${((Date.now() - killedAt) / 1000).toFixed(1)} s after the SIGKILL`)
 
     // The interrupted attempt left no row; the delivered one is attempt 1.
-    const attempts =
-      await s.sql`select attempt, status_code from webhook_attempts where account_id = ${account.id} and delivery_id = ${big.id}`
+    const attempts = await s.sql`select attempt, status_code from webhook_attempts where account_id = ${account.id}
+      and delivery_id = ${big.id}`
     assert.deepEqual(
       attempts.map((a) => [a.attempt, a.status_code]),
       [[1, 200]],
@@ -124,8 +124,10 @@ test('unlockDeadWorkers releases the locks of stale and long-unknown workers onl
     ]
     for (const [id, lockedFor, age] of holders) {
       await sql`select graphile_worker.add_job('noop', '{}', queue_name => ${`q-${id}`}, job_key => ${id})`
-      await sql`update graphile_worker._private_jobs set locked_by = ${id}, locked_at = now() - ${lockedFor}::interval where key = ${id}`
-      await sql`update graphile_worker._private_job_queues set locked_by = ${id}, locked_at = now() - ${lockedFor}::interval where queue_name = ${`q-${id}`}`
+      await sql`update graphile_worker._private_jobs set locked_by = ${id}, locked_at = now() - ${lockedFor}::interval
+        where key = ${id}`
+      await sql`update graphile_worker._private_job_queues
+        set locked_by = ${id}, locked_at = now() - ${lockedFor}::interval where queue_name = ${`q-${id}`}`
       if (age) await sql`insert into worker_heartbeats values (${id}, now() - ${age}::interval)`
     }
     await sql`insert into worker_heartbeats values ('ancient', now() - interval '2 hours')`

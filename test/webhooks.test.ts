@@ -417,7 +417,8 @@ test('the SSRF guard also holds at sending time', async () => {
     assert.equal(refused.status, 400)
     // As if the URL had been allowed when it was added (or the flag turned off since).
     const [hook] = await guarded.sql`
-      insert into webhooks (account_id, url, events, secret) values (${account.id}, ${r.url}, ${['customer.created']}, 'whsec_x') returning id`
+      insert into webhooks (account_id, url, events, secret)
+      values (${account.id}, ${r.url}, ${['customer.created']}, 'whsec_x') returning id`
     const res = await account.api('/api/v1/customers', { customers: customers(0, 1) })
     await waitForUpload(account.api, res.body.upload_id)
     const [delivery] = await eventually(async () => {

@@ -27,8 +27,10 @@ test('one log line per job, completed and failed', async () => {
     }
     // A scoring job of an account with no records completes, counting nothing; one whose payload
     // names no valid account fails in SQL and is retried.
-    await sql`select graphile_worker.add_job('score_records', '{"account_id": 1, "entity": "customer", "ids": []}'::json)`
-    await sql`select graphile_worker.add_job('score_records', '{"account_id": "x", "entity": "customer"}'::json, max_attempts => 2)`
+    await sql`select graphile_worker.add_job('score_records',
+      '{"account_id": 1, "entity": "customer", "ids": []}'::json)`
+    await sql`select graphile_worker.add_job('score_records', '{"account_id": "x", "entity": "customer"}'::json,
+      max_attempts => 2)`
     const deadline = Date.now() + 30_000
     const jobs = () => lines(worker.stdout()).filter((l) => l.msg === 'job')
     while (!(jobs().some((l) => l.outcome === 'completed') && jobs().some((l) => l.outcome === 'retrying'))) {

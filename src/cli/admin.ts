@@ -5,7 +5,8 @@ const paramsOf = (path: string) => [...path.matchAll(/:(\w+)/g)].map((m) => m[1]
 
 export const adminUsage = () =>
   [
-    `service admin <operation> ${[...new Set(adminRoutes.flatMap((r) => paramsOf(r.path)))].map((p) => `[--${p} VALUE]`).join(' ')}` +
+    'service admin <operation> ' +
+      [...new Set(adminRoutes.flatMap((r) => paramsOf(r.path)))].map((p) => `[--${p} VALUE]`).join(' ') +
       ' [--<query parameter> VALUE] [JSON body]',
     '(--id is the account id)',
     '',

@@ -22,7 +22,8 @@ export const createDemoIfEmpty = async (sql: Sql, port: number) => {
       'Try:',
       `  curl -s ${base}/api/v1/customers -H 'service-key: ${key.token}' -H 'content-type: application/json' \\`,
       `    -d '{"customers":[{"external_id":"acme","name":"Acme","metrics":[{"date":"2026-11-01","logins":30}]}]}'`,
-      `  curl -s ${base}/api/v1/customers/search -H 'service-key: ${key.token}' -H 'content-type: application/json' -d '{}'`,
+      `  curl -s ${base}/api/v1/customers/search -H 'service-key: ${key.token}'` +
+        ` -H 'content-type: application/json' -d '{}'`,
       '',
     ].join('\n') + '\n',
   )

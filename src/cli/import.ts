@@ -63,7 +63,8 @@ const progress = (stats: ImportStats, totalBytes: number, started: number) => {
 const summary = (stats: ImportStats, seconds: number) =>
   `Read ${stats.read} rows: ${stats.imported} imported (${stats.created} created, ${stats.updated} updated` +
   `${stats.ignored ? `, ${stats.ignored} ignored for want of their customer` : ''}), ` +
-  `${stats.errors} with errors skipped${stats.warnings ? `, ${stats.warnings} warnings (unknown owner emails)` : ''}, ` +
+  `${stats.errors} with errors skipped` +
+  `${stats.warnings ? `, ${stats.warnings} warnings (unknown owner emails)` : ''}, ` +
   `in ${seconds.toFixed(1)} s.\n`
 
 export const runImport = async (app: App, args: string[]): Promise<number> => {

@@ -27,7 +27,8 @@ export const MIN_SERVER_VERSION = 15
 export const checkServerVersion = (versionNum: number, version: string) => {
   if (versionNum < MIN_SERVER_VERSION * 10_000) {
     throw new Error(
-      `PostgreSQL ${version} is too old: the service needs PostgreSQL ${MIN_SERVER_VERSION} or newer (tested on 15 to 18).`,
+      `PostgreSQL ${version} is too old: the service needs PostgreSQL ${MIN_SERVER_VERSION} or newer ` +
+        '(tested on 15 to 18).',
     )
   }
 }
@@ -81,7 +82,8 @@ export const migrate = async (sql: Sql, url: string, files: Migration[] = migrat
   const applied: string[] = []
   try {
     await conn`select pg_advisory_lock(hashtext('service:migrations'))`
-    await conn`create table if not exists schema_migrations (name text primary key, applied_at timestamptz not null default now())`
+    await conn`create table if not exists schema_migrations
+      (name text primary key, applied_at timestamptz not null default now())`
     const done = new Set((await conn`select name from schema_migrations`).map((r) => r.name as string))
     for (const m of files.filter((f) => !done.has(f.name))) {
       await runFile(conn, m)

@@ -114,7 +114,8 @@ const operation = (r: Route) => {
   return {
     operationId:
       r.name ??
-      `${r.method.toLowerCase()}${r.path.replace(/[^A-Za-z0-9]+(\w)?/g, (_, c: string | undefined) => (c ?? '').toUpperCase())}`,
+      r.method.toLowerCase() +
+        r.path.replace(/[^A-Za-z0-9]+(\w)?/g, (_, c: string | undefined) => (c ?? '').toUpperCase()),
     summary: r.summary,
     tags: [r.auth === 'admin' ? 'admin' : r.auth === 'none' ? 'operations' : r.auth.key],
     security: r.auth === 'admin' ? [{ adminToken: [] }] : r.auth === 'none' ? [] : [{ serviceKey: [] }],

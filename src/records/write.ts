@@ -145,8 +145,8 @@ export const updateContact = async (
 
 export const deleteCustomer = async (app: App, accountId: number, externalId: string) => {
   await requireApiAccount(app.sql, accountId)
-  const [row] =
-    await app.sql`delete from customers where account_id = ${accountId} and external_id = ${externalId} returning service_id`
+  const [row] = await app.sql`delete from customers where account_id = ${accountId} and external_id = ${externalId}
+    returning service_id`
   if (!row) refuse(404, `Customer ${externalId} does not exist.`)
 }
 

@@ -108,7 +108,8 @@ const scoreStatement = (entity: Entity, model: ScoringModel | null, defs: Proper
     ...fitColumns,
   ]
   const derived = customer
-    ? `, ${churnRiskSql('d.score', 'd.fit', 'd.difference', '($3::date - d.last_seen)')} as churn_risk, ${upsellScoreSql('d.score', 'd.fit', 'd.difference')} as upsell_score`
+    ? `, ${churnRiskSql('d.score', 'd.fit', 'd.difference', '($3::date - d.last_seen)')} as churn_risk` +
+      `, ${upsellScoreSql('d.score', 'd.fit', 'd.difference')} as upsell_score`
     : ''
   const text = `
     with rec as materialized (

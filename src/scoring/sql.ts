@@ -13,7 +13,10 @@ import { sqlDateOrNull } from '../dates.ts'
 // test/scoring-sql.test.ts feeds the same generated cases to both through a real PostgreSQL.
 
 export interface SqlRefs {
-  /** jsonb value of a metric in the scored row, read in `values.raw`; `key` is SQL of type text (a placeholder), e.g. (key) => `s."values" -> ${key}`. */
+  /**
+   * jsonb value of a metric in the scored row, read in `values.raw`; `key` is SQL of type text (a placeholder),
+   * e.g. (key) => `s."values" -> ${key}`.
+   */
   metric: (key: string) => string
   /** jsonb value of one of the record's current attributes, keyed the same way, read in `columns.raw`. */
   attribute: (key: string) => string
@@ -53,7 +56,10 @@ const scoreSql = (rule: Rule, v: string, bind: Bind): string => {
   if (isValuesRule(rule)) {
     // The map travels as text: postgres.js would JSON-encode a jsonb parameter a second time.
     const values = `${bind(JSON.stringify(rule.values), 'text')}::jsonb`
-    return `CASE WHEN ${v} IS NULL THEN NULL ELSE coalesce((${values} -> ${v})::float8, ${bind(rule.default ?? 0, 'float8')}) END`
+    return (
+      `CASE WHEN ${v} IS NULL THEN NULL ELSE coalesce((${values} -> ${v})::float8, ` +
+      `${bind(rule.default ?? 0, 'float8')}) END`
+    )
   }
   if (isBooleanRule(rule))
     return `CASE WHEN ${v} IS NULL THEN NULL WHEN ${v} = ${bind(rule.good, 'boolean')} THEN 100 ELSE -100 END`
@@ -85,7 +91,10 @@ export interface ScoreSql {
   columns: Levels
   /** The row's metrics: selected in the scan of the scored rows. */
   values: Levels
-  /** Select-list items `<alias>_t` and `<alias>_tw`, the weighted sum and the weight of the values present, over `values` and `columns`. */
+  /**
+   * Select-list items `<alias>_t` and `<alias>_tw`, the weighted sum and the weight of the values present, over
+   * `values` and `columns`.
+   */
   sums: string[]
   /** The integer score over the sums (by their names), NULL when no rule has a value. */
   score: string
@@ -147,7 +156,8 @@ export const weightedScoreSql = (
   const total = rules
     .map(
       (rule, i) =>
-        ` + coalesce(${weights[i]} * ${scoreSql(rule, valueSql(typeOf(rule.codename), rule, typed[i], refs.date), bind)}, 0)`,
+        ` + coalesce(${weights[i]} * ` +
+        `${scoreSql(rule, valueSql(typeOf(rule.codename), rule, typed[i], refs.date), bind)}, 0)`,
     )
     .join('')
   const totalWeight = typed.map((v, i) => ` + CASE WHEN ${v} IS NULL THEN 0 ELSE ${weights[i]} END`).join('')

@@ -65,7 +65,8 @@ const SCALAR_SQL: Record<PositiveOp, ScalarSql> = {
   // LIKE rather than strpos so that a trigram index on lower(name) can serve it; the value's
   // \, % and _ are escaped in SQL (folded to a constant at planning) so they stay literal.
   LIKE: (v, [x], _t, ctx) => {
-    const escaped = `replace(replace(replace(lower(${ctx.bind(String(x), 'text')}), '\\', '\\\\'), '%', '\\%'), '_', '\\_')`
+    const escaped =
+      `replace(replace(replace(lower(${ctx.bind(String(x), 'text')}), '\\', '\\\\'), ` + `'%', '\\%'), '_', '\\_')`
     return `lower(${v}) like ('%' || ${escaped} || '%')`
   },
   GTD: (v, [n], _t, ctx) => `${v} < ${ctx.today()} - ${ctx.bind(String(n), 'integer')}`,
@@ -101,7 +102,10 @@ const TAG_LINKS = (entity: Entity) => ({ table: TABLES[entity].tags, key: TABLES
 
 export function tagLinksSql(ctx: Ctx): string {
   const { table, key } = TAG_LINKS(ctx.entity)
-  return `from ${table} x join tags t on t.account_id = ${ctx.account} and t.id = x.tag_id where x.account_id = ${ctx.account} and x.${key} = r.service_id`
+  return (
+    `from ${table} x join tags t on t.account_id = ${ctx.account} and t.id = x.tag_id ` +
+    `where x.account_id = ${ctx.account} and x.${key} = r.service_id`
+  )
 }
 
 // The link tables reference tags by foreign key, so a link is a tag. A link holds its record's
@@ -113,7 +117,8 @@ const TAGS_SQL: SetSql = {
     const { table } = TAG_LINKS(ctx.entity)
     return ids.length === 0
       ? 'false'
-      : `exists (select 1 from ${table} x where x.account_id = ${ctx.account} and ${idMatch('x.tag_id', ids, ctx)} and x.external_id = r.external_id)`
+      : `exists (select 1 from ${table} x where x.account_id = ${ctx.account} ` +
+          `and ${idMatch('x.tag_id', ids, ctx)} and x.external_id = r.external_id)`
   },
   KNOWN: (ctx) => {
     const { table, key } = TAG_LINKS(ctx.entity)

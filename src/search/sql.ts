@@ -15,7 +15,10 @@ function propertiesSql(selected: readonly string[] | undefined, ctx: Ctx): strin
   if (!selected) return 'r.attributes || r.metrics'
   if (selected.length === 0) return `'{}'::jsonb`
   const keys = [...new Set(selected)].map((k) => ctx.bind(k, 'text')).join(', ')
-  return `(select coalesce(jsonb_object_agg(p.key, p.value), '{}'::jsonb) from jsonb_each(r.attributes || r.metrics) p where p.key in (${keys}))`
+  return (
+    `(select coalesce(jsonb_object_agg(p.key, p.value), '{}'::jsonb) from jsonb_each(r.attributes || r.metrics) p ` +
+    `where p.key in (${keys}))`
+  )
 }
 
 function columnsSql(ctx: Ctx, properties: string): string[] {
@@ -68,7 +71,9 @@ function afterSql(ctx: Ctx, serviceId: string): string {
 // customer (`oc`), each joined to the page's records `r`.
 function joinsSql(ctx: Ctx): { scores: string; customer: string } {
   return {
-    scores: `left join ${TABLES[ctx.entity].scores} h on h.account_id = ${ctx.account} and h.${TABLES[ctx.entity].fk} = r.service_id`,
+    scores:
+      `left join ${TABLES[ctx.entity].scores} h on h.account_id = ${ctx.account} ` +
+      `and h.${TABLES[ctx.entity].fk} = r.service_id`,
     customer:
       ctx.entity === 'customer'
         ? ''

@@ -48,7 +48,8 @@ type Level = 'customer' | 'contact'
 
 // The key/value pairs of data.customer or data.contact (only objects; null is no data).
 const pairs = (tx: Tx, level: Level) => tx`
-  stage_events s cross join jsonb_each(case when jsonb_typeof(s.data->${level}::text) = 'object' then s.data->${level}::text end) d`
+  stage_events s cross join jsonb_each(case when jsonb_typeof(s.data->${level}::text) = 'object'
+    then s.data->${level}::text end) d`
 
 // Later events win. In the batch, the latest event per (record, key) is taken; against earlier
 // batches, tracked_keys holds the event last applied to each (record, key), so an older event

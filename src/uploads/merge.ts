@@ -38,7 +38,8 @@ const stageCustomers = (tx: Tx) =>
     tx,
     tx`
   (array_agg(s.item->>'name' order by s.ord desc))[1] as name,
-  (array_agg(s.item->>'owner_email' order by s.ord desc) filter (where s.item->>'owner_email' is not null))[1] as owner_email`,
+  (array_agg(s.item->>'owner_email' order by s.ord desc)
+    filter (where s.item->>'owner_email' is not null))[1] as owner_email`,
   )
 
 const stageContacts = (tx: Tx) =>
@@ -76,7 +77,8 @@ const unknownOwners = (tx: Tx, accountId: number) => tx`
 // A contact whose customer is not stored is ignored; one stored under another customer moves.
 const dropOrphanContacts = (tx: Tx, accountId: number) => tx`
   delete from stage_records s
-  where not exists (select 1 from customers c where c.account_id = ${accountId} and c.external_id = s.customer_external_id)`
+  where not exists (select 1 from customers c where c.account_id = ${accountId}
+    and c.external_id = s.customer_external_id)`
 
 const updateContacts = (tx: Tx, accountId: number) => tx`
   update contacts t set name = s.name, customer_id = c.service_id,

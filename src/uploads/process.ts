@@ -55,7 +55,8 @@ export const processUpload = async (tx: Tx, accountId: number, uploadId: number,
 }
 
 const setStatus = (app: App, p: ProcessUploadPayload, from: string, to: string, error: string | null = null) => app.sql`
-  update uploads set status = ${to}, error = ${error} where account_id = ${p.account_id} and id = ${p.upload_id} and status = ${from}`
+  update uploads set status = ${to}, error = ${error}
+  where account_id = ${p.account_id} and id = ${p.upload_id} and status = ${from}`
 
 // What an operator and the client need to know of a failure: the statement's error, and where
 // PostgreSQL names them, the constraint, table and column, and the failing row.
@@ -89,7 +90,8 @@ export const processUploadJob = async (app: App, p: ProcessUploadPayload, helper
   } catch (err) {
     const permanent = isPermanent(err)
     if (permanent || helpers.job.attempts >= helpers.job.max_attempts) {
-      const error = `${permanent ? 'Processing failed and cannot succeed on retry' : 'Processing failed'}: ${describe(err)}`
+      const error =
+        `${permanent ? 'Processing failed and cannot succeed on retry' : 'Processing failed'}: ` + `${describe(err)}`
       await setStatus(app, p, 'processing', 'failed', error)
       if (permanent) return { upload: p.upload_id, failed: error }
     }

@@ -23,8 +23,8 @@ export const storeScores = async (
 ) => {
   if (rows.length === 0) return
   const { scores, fk } = SCORE_TABLES[table]
-  const found =
-    await sql`select external_id, service_id from ${sql(table)} where account_id = ${accountId} and external_id = any(${rows.map((r) => r.external_id)})`
+  const found = await sql`select external_id, service_id from ${sql(table)}
+    where account_id = ${accountId} and external_id = any(${rows.map((r) => r.external_id)})`
   const ids = new Map(found.map((r) => [r.external_id as string, r.service_id as number]))
   const values = rows.map(({ external_id, ...columns }) => ({
     account_id: accountId,
@@ -35,5 +35,6 @@ export const storeScores = async (
     .filter((c) => c !== 'account_id' && c !== fk)
     .map((c) => `${c} = excluded.${c}`)
     .join(', ')
-  await sql`insert into ${sql(scores)} ${sql(values)} on conflict (account_id, ${sql(fk)}) do update set ${sql.unsafe(set)}`
+  await sql`insert into ${sql(scores)} ${sql(values)} on conflict (account_id, ${sql(fk)})
+    do update set ${sql.unsafe(set)}`
 }

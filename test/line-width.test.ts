@@ -1,0 +1,35 @@
+// Biome formats at 120 columns but does not break template literals, string literals or comments, so
+// a long SQL line or message would slip past `biome format`. This keeps every line of the source, the
+// tests, the benchmarks and the build script at 120 characters or fewer, tracked files and new ones
+// git does not ignore alike.
+import assert from 'node:assert/strict'
+import { execFileSync } from 'node:child_process'
+import { existsSync, readFileSync } from 'node:fs'
+import { dirname, join } from 'node:path'
+import { test } from 'node:test'
+import { fileURLToPath } from 'node:url'
+
+const MAX = 120
+const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..')
+const PATHSPECS = ['src/*.ts', 'test/*.ts', 'bench/*.ts', '*.mjs']
+
+const gitFiles = (...args: string[]) =>
+  execFileSync('git', ['ls-files', '-z', ...args, '--', ...PATHSPECS], { cwd: ROOT, encoding: 'utf8' })
+    .split('\0')
+    .filter(Boolean)
+
+test(`every line of src/, test/, bench/ and *.mjs is at most ${MAX} characters`, () => {
+  const files = [...new Set([...gitFiles(), ...gitFiles('--others', '--exclude-standard')])]
+    .filter((f) => existsSync(join(ROOT, f)))
+    .sort()
+  assert.ok(files.includes('build.mjs') && files.includes('test/line-width.test.ts'), files.join('\n'))
+  const long = files.flatMap((file) =>
+    readFileSync(join(ROOT, file), 'utf8')
+      .split(/\r?\n/)
+      .flatMap((line, i) => {
+        const width = [...line].length
+        return width > MAX ? [`${file}:${i + 1}: ${width} characters`] : []
+      }),
+  )
+  assert.deepEqual(long, [], `lines over ${MAX} characters:\n${long.join('\n')}`)
+})
