@@ -60,38 +60,89 @@ const setStatus = (app: App, p: ProcessUploadPayload, from: string, to: string, 
 
 // What an operator and the client need to know of a failure: the statement's error, and where
 // PostgreSQL names them, the constraint, table and column, and the failing row.
+interface PgError {
+  message?: string
+  constraint_name?: string
+  table_name?: string
+  column_name?: string
+  detail?: string
+}
 const describe = (err: unknown) => {
-  const e = err as {
-    message?: string
-    constraint_name?: string
-    table_name?: string
-    column_name?: string
-    detail?: string
-  }
+  const e = err as PgError
   const where = [
     e.constraint_name && `constraint ${e.constraint_name}`,
     e.table_name && `table ${e.table_name}`,
     e.column_name && `column ${e.column_name}`,
   ].filter(Boolean)
-  return [String(e.message ?? err), where.length ? ` (${where.join(', ')})` : '', e.detail ? `: ${e.detail}` : '']
-    .join('')
-    .slice(0, 2000)
+  return [String(e.message ?? err), where.length ? ` (${where.join(', ')})` : '', e.detail ? `: ${e.detail}` : ''].join(
+    '',
+  )
+}
+
+// The item's field each column of a record or snapshot table holds.
+const FIELDS: Record<UploadKind, Record<string, string>> = {
+  customers: { external_id: 'external_id', name: 'name', owner_user_id: 'owner_email', attributes: 'attributes' },
+  contacts: {
+    external_id: 'contact_external_id',
+    name: 'contact_name',
+    customer_id: 'customer_external_id',
+    attributes: 'attributes',
+  },
+}
+const fieldOf = (kind: UploadKind, table: string, column: string) =>
+  table.endsWith('_snapshots') ? (column === 'date' ? 'metrics/date' : 'metrics') : FIELDS[kind][column]
+
+// The item and field at fault, where the error lets them be found: the columns are the error's
+// column or its constraint's; the item is the last one (it wins) whose external id is a value of
+// the failing record row PostgreSQL quotes in the detail, when no other item's is. Null where
+// neither can be told.
+const locate = async (app: App, p: ProcessUploadPayload, err: unknown) => {
+  const e = err as PgError
+  const row = /^Failing row contains \((.*)\)\.?$/s.exec(e.detail ?? '')?.[1]
+  if (!e.table_name || (!e.column_name && !e.constraint_name)) return null
+  const [upload] = await app.sql`
+    select u.kind, array(
+      select a.attname::text from pg_constraint c join pg_attribute a on a.attrelid = c.conrelid and a.attnum = any(c.conkey)
+      where c.conname = ${e.constraint_name ?? ''} and c.conrelid = to_regclass(${e.table_name})
+      order by a.attnum) as columns,
+      (select case when count(distinct m.external_id) = 1 then max(m.ord) - 1 end from (
+        select i.ord, i.item->>(case u.kind when 'contacts' then 'contact_external_id' else 'external_id' end) as external_id
+        from jsonb_array_elements(u.items) with ordinality as i(item, ord)) m
+        where u.kind = ${e.table_name} and position(', ' || m.external_id || ', ' in ', ' || ${row ?? ''}::text || ', ') > 0
+      ) as item
+    from uploads u where u.account_id = ${p.account_id} and u.id = ${p.upload_id}`
+  if (!upload) return null
+  const kind = upload.kind as UploadKind
+  const fields = (e.column_name ? [e.column_name] : (upload.columns as string[]))
+    .map((c) => fieldOf(kind, e.table_name as string, c))
+    .filter(Boolean)
+  const item = upload.item === null ? null : `/${kind}/${upload.item}`
+  if (item && fields.length === 1) return `${item}/${fields[0]}`
+  return [item && `item ${item}`, fields.length && `field ${fields.join(', ')}`].filter(Boolean).join(', ') || null
+}
+
+// The error text of a failed upload: where (the item and field, when they can be told), then what.
+const failure = async (app: App, p: ProcessUploadPayload, err: unknown, permanent: boolean) => {
+  const at = await locate(app, p, err).catch(() => null)
+  const what = permanent ? 'Processing failed and cannot succeed on retry' : 'Processing failed'
+  return `${what}${at ? ` at ${at}` : ''}: ${describe(err)}`.slice(0, 2000)
 }
 
 // The upload shows `processing` while a worker holds it. An error that cannot pass on retry (a
-// data exception or a constraint the data breaks) fails the upload at once, visibly, and completes
-// the job, so the upload stops counting as pending and the account's next uploads proceed. Other
-// errors are retried with graphile-worker's backoff; the upload fails after the last attempt.
+// data exception or a constraint the data breaks, src/db/sqlstate.ts) fails the upload at once,
+// visibly, and completes the job, so the upload stops counting as pending and the account's next
+// uploads proceed. Other errors (transient: a lost connection, a serialization failure, a deadlock,
+// a lock timeout) are thrown, and graphile-worker retries them with its backoff; the upload fails
+// after the last attempt.
 export const processUploadJob = async (app: App, p: ProcessUploadPayload, helpers: JobHelpers) => {
   await setStatus(app, p, 'received', 'processing')
   try {
     const result = await app.sql.begin((tx) => processUpload(tx, p.account_id, p.upload_id))
     return result && { upload: p.upload_id, created: result.created, updated: result.updated, ignored: result.ignored }
   } catch (err) {
-    const permanent = isPermanent(err)
+    const permanent = isPermanent(err, helpers.job.attempts)
     if (permanent || helpers.job.attempts >= helpers.job.max_attempts) {
-      const error =
-        `${permanent ? 'Processing failed and cannot succeed on retry' : 'Processing failed'}: ` + `${describe(err)}`
+      const error = await failure(app, p, err, permanent)
       await setStatus(app, p, 'processing', 'failed', error)
       if (permanent) return { upload: p.upload_id, failed: error }
     }
