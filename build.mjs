@@ -27,7 +27,13 @@ const migrations = readdirSync('sql')
   .filter((f) => /^\d+_.*\.sql$/.test(f))
   .sort()
   .map((name) => ({ name, sql: readFileSync(`sql/${name}`, 'utf8') }))
-const define = { __MIGRATIONS__: JSON.stringify(migrations) }
+// GET /docs serves the API reference renderer's self-contained browser build from the bundle, so the
+// page needs neither node_modules nor a CDN (src/api/docs.ts).
+const docsScript = readFileSync(
+  createRequire(import.meta.url).resolve('@scalar/api-reference/browser/standalone.js'),
+  'utf8',
+)
+const define = { __MIGRATIONS__: JSON.stringify(migrations), __DOCS_SCRIPT__: JSON.stringify(docsScript) }
 
 const bundle = { entryPoints: ['src/cli/main.ts'], bundle: true, platform: 'node', logLevel: 'warning' }
 

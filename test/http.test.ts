@@ -108,7 +108,10 @@ test('a handler bug answers 500 without internals, and is logged', async () => {
           method: 'GET',
           path: '/boom',
           auth: 'none',
+          name: 'boom',
+          tag: 'operations',
           summary: 'test',
+          reply: { status: 200 },
           handler: () => {
             throw new Error('secret internal detail')
           },

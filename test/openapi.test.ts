@@ -1,11 +1,13 @@
 import { test, before, after } from 'node:test'
 import assert from 'node:assert/strict'
 import { Validator } from '@seriousme/openapi-schema-validator'
-// The validator's own JSON Schema engine (a dependency of it): the OpenAPI 3.1 schema only checks
-// that each Schema Object is an object, so the schemas inside are compiled against draft 2020-12.
-import { Ajv2020 } from 'ajv/dist/2020.js'
+import { spawnSync } from 'node:child_process'
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
 import { routes } from '../src/api/routes.ts'
 import { startTestService, type TestService } from './helpers/service.ts'
+import { standalone, validator } from './helpers/openapi.ts'
 
 let s: TestService
 let doc: any
@@ -36,13 +38,16 @@ test('every route of the routing table is in it, with its method, auth and path 
     const params = [...r.path.matchAll(/:(\w+)/g)].map((m) => m[1])
     assert.deepEqual(
       (op.parameters ?? []).map((p: any) => [p.name, p.in, p.required]),
-      params.map((p) => [p, 'path', true]),
+      [...params.map((p) => [p, 'path', true]), ...Object.keys(r.query ?? {}).map((q) => [q, 'query', false])],
     )
-    const security = r.auth === 'none' ? [] : r.auth === 'admin' ? [{ adminToken: [] }] : [{ serviceKey: [] }]
+    const security = r.auth === 'none' ? [] : r.auth === 'admin' ? [{ adminToken: [] }] : [{ serviceKey: [r.auth.key] }]
     assert.deepEqual(op.security, security, `${r.method} ${r.path}`)
     assert.equal(!!op.requestBody, !!r.body, `${r.method} ${r.path}`)
+    assert.match(op.operationId, /^[a-z][A-Za-z]+$/)
+    assert.deepEqual(op.tags, [r.tag])
     for (const [status, response] of Object.entries(op.responses as Record<string, any>)) {
-      if (status !== '2XX') assert.match(response.$ref, /^#\/components\/responses\//)
+      if (status === String(r.reply.status)) assert.equal(!!response.content, !!(r.reply.body || r.reply.media))
+      else assert.match(response.$ref, /^#\/components\/responses\//)
     }
   }
   assert.deepEqual(doc.components.securitySchemes.serviceKey, {
@@ -56,28 +61,76 @@ test('every route of the routing table is in it, with its method, auth and path 
 
 test('error responses are Problem Details, as the router answers them', () => {
   const responses = (method: string, path: string) => Object.keys(doc.paths[path][method].responses).sort()
-  assert.deepEqual(responses('post', '/api/v1/customers'), ['2XX', '400', '401', '403', '406', '413', '429', '490'])
-  assert.deepEqual(responses('post', '/api/v1/contacts'), ['2XX', '400', '401', '403', '406', '413', '429'])
-  assert.deepEqual(responses('get', '/api/v1/uploads/{upload_id}'), ['2XX', '401', '403', '404', '429'])
-  assert.deepEqual(responses('post', '/admin/v1/accounts'), ['2XX', '400', '401', '413'])
-  assert.deepEqual(responses('get', '/healthz'), ['2XX'])
+  const all = ['200', '400', '401', '403', '406', '413', '429', '490', '503']
+  assert.deepEqual(responses('post', '/api/v1/customers'), all)
+  assert.deepEqual(
+    responses('post', '/api/v1/contacts'),
+    all.filter((s) => s !== '490'),
+  )
+  assert.deepEqual(responses('get', '/api/v1/uploads/{upload_id}'), ['200', '400', '401', '403', '404', '429', '503'])
+  assert.deepEqual(responses('post', '/admin/v1/accounts'), ['201', '400', '401', '413', '415', '503'])
+  assert.deepEqual(responses('get', '/healthz'), ['200', '400'])
+  assert.deepEqual(responses('get', '/readyz'), ['200', '400', '503'])
   const problem = doc.components.responses.BadRequest.content['application/problem+json'].schema
   assert.deepEqual(problem, { $ref: '#/components/schemas/ProblemDetails' })
   assert.deepEqual(doc.components.schemas.ProblemDetails.required, ['type', 'title', 'status', 'detail'])
   assert.ok(doc.components.responses.TooManyRequests.headers['Retry-After'])
+  for (const response of Object.values(doc.components.responses as Record<string, any>)) {
+    const { example } = response.content['application/problem+json']
+    assert.ok(validator({ formats: true }).validate(standalone(doc, doc.components.schemas.ProblemDetails), example))
+  }
+})
+
+test('redocly lint finds no error and no warning under the committed redocly.yaml', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'openapi-lint-'))
+  try {
+    const file = join(dir, 'openapi.json')
+    writeFileSync(file, JSON.stringify(doc))
+    const lint = spawnSync(
+      'node_modules/.bin/redocly',
+      ['lint', file, '--config', 'redocly.yaml', '--format', 'json'],
+      { encoding: 'utf8', env: { ...process.env, REDOCLY_TELEMETRY: 'off', REDOCLY_SUPPRESS_UPDATE_NOTICE: 'true' } },
+    )
+    const report = JSON.parse(lint.stdout)
+    assert.deepEqual(report.totals, { errors: 0, warnings: 0, ignored: 0 }, JSON.stringify(report.problems, null, 2))
+    assert.equal(lint.status, 0, lint.stderr)
+  } finally {
+    rmSync(dir, { recursive: true, force: true })
+  }
+})
+
+test('servers, tags, licence and named schemas are there for generated clients', () => {
+  assert.deepEqual(doc.servers, [{ url: '/', description: 'The service that serves this document' }])
+  assert.deepEqual(
+    doc.tags.map((t: any) => t.name),
+    ['search', 'uploads', 'records', 'tracking', 'admin', 'operations'],
+  )
+  assert.equal(doc.info.license.identifier, 'MIT')
+  for (const name of ['Customer', 'Contact', 'CustomerPage', 'Upload', 'NewWebhook', 'ProblemDetails']) {
+    assert.ok(doc.components.schemas[name], name)
+  }
+  const search = doc.paths['/api/v1/customers/search'].post
+  assert.equal(search.operationId, 'searchCustomers')
+  assert.deepEqual(search.responses['200'].content['application/json'].schema, {
+    $ref: '#/components/schemas/CustomerPage',
+  })
+  assert.ok(search.requestBody.content['application/json'].example.filters)
+  assert.equal(doc.paths['/v1/customer/{external_id}'].get.operationId, 'getCustomerAlias')
+  assert.equal(doc.paths['/admin/v1/accounts/{id}/webhooks'].post.operationId, 'addWebhook')
 })
 
 test('the request schemas are valid JSON Schema 2020-12 and judge bodies as the API does', async () => {
   // Formats (email) are annotations in 2020-12; the server checks them.
-  const ajv = new Ajv2020({ strict: true, allErrors: true, validateFormats: false })
-  ajv.compile(doc.components.schemas.ProblemDetails)
+  const ajv = validator({ formats: false })
+  const compile = (schema: object) => ajv.compile(standalone(doc, schema))
+  compile(doc.components.schemas.ProblemDetails)
   const bodies = Object.values(doc.paths as Record<string, Record<string, any>>)
     .flatMap((item) => Object.values(item))
     .filter((op) => op.requestBody)
   assert.ok(bodies.length >= 10)
-  for (const op of bodies) ajv.compile(op.requestBody.content['application/json'].schema)
+  for (const op of bodies) compile(op.requestBody.content['application/json'].schema)
 
-  const customers = ajv.compile(doc.paths['/api/v1/customers'].post.requestBody.content['application/json'].schema)
+  const customers = compile(doc.paths['/api/v1/customers'].post.requestBody.content['application/json'].schema)
   const good = {
     customers: [
       {
@@ -102,7 +155,7 @@ test('the request schemas are valid JSON Schema 2020-12 and judge bodies as the 
     assert.equal(customers(bad), false, JSON.stringify(bad))
     assert.equal((await api('/api/v1/customers', bad)).status, 400, JSON.stringify(bad))
   }
-  const property = ajv.compile(
+  const property = compile(
     doc.paths['/admin/v1/accounts/{id}/properties'].post.requestBody.content['application/json'].schema,
   )
   assert.equal(property({ entity: 'customer', kind: 'metric', codename: 'logins', type: 'number' }), true)

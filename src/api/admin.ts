@@ -1,3 +1,4 @@
+import * as v from 'valibot'
 import { Refusal } from '../errors.ts'
 import { refusalReply } from '../http/problem.ts'
 import { idParam, textParam } from '../http/request.ts'
@@ -33,6 +34,28 @@ import { cancelUpload, listUploads, retryUpload, uploadQuery } from '../admin/up
 import { setRecordTags, TagTitlesBody } from '../admin/tagging.ts'
 import type { App } from '../context.ts'
 import type { Handler, Reply, Req, Route } from '../http/types.ts'
+import {
+  Account,
+  Delivery,
+  DeliveryQuery,
+  EventQuery,
+  Events,
+  Key,
+  NewKey,
+  NewWebhook,
+  Notification,
+  NotificationQuery,
+  Property,
+  Redelivery,
+  Tag,
+  TagTitles,
+  UploadAction,
+  UploadQuery,
+  UploadSummary,
+  User,
+  Webhook,
+  WebhookSecret,
+} from './schemas.ts'
 
 // Every route under /accounts/{id} first checks that the account exists (404 otherwise).
 const accountId = async (req: Req, app: App) => (await getAccount(app.sql, idParam(req, 'id'))).id as number
@@ -41,7 +64,7 @@ const ok = (body: unknown, status = 200): Reply => ({ status, body })
 const created = (body: unknown) => ok(body, 201)
 const noContent: Reply = { status: 204 }
 
-type Op = Omit<Route, 'auth'>
+type Op = Omit<Route, 'auth' | 'tag'>
 const A = '/admin/v1/accounts'
 const inAccount =
   (fn: (id: number, req: Req, app: App) => Promise<Reply>): Handler =>
@@ -51,6 +74,7 @@ const inAccount =
 const ops: Op[] = [
   {
     name: 'create-account',
+    reply: { status: 201, body: Account },
     method: 'POST',
     path: A,
     summary: 'Create an account',
@@ -59,6 +83,7 @@ const ops: Op[] = [
   },
   {
     name: 'get-account',
+    reply: { status: 200, body: Account },
     method: 'GET',
     path: `${A}/:id`,
     summary: 'Read an account',
@@ -66,6 +91,7 @@ const ops: Op[] = [
   },
   {
     name: 'update-account',
+    reply: { status: 200, body: Account },
     method: 'PATCH',
     path: `${A}/:id`,
     summary: 'Rename an account or change its source of truth',
@@ -74,6 +100,7 @@ const ops: Op[] = [
   },
   {
     name: 'create-key',
+    reply: { status: 201, body: NewKey },
     method: 'POST',
     path: `${A}/:id/keys`,
     summary: 'Create an API key (the token is shown only here)',
@@ -82,6 +109,7 @@ const ops: Op[] = [
   },
   {
     name: 'list-keys',
+    reply: { status: 200, body: v.array(Key) },
     method: 'GET',
     path: `${A}/:id/keys`,
     summary: 'List API keys',
@@ -89,6 +117,7 @@ const ops: Op[] = [
   },
   {
     name: 'revoke-key',
+    reply: { status: 204 },
     method: 'DELETE',
     path: `${A}/:id/keys/:key_id`,
     summary: 'Revoke an API key',
@@ -98,6 +127,7 @@ const ops: Op[] = [
   },
   {
     name: 'add-user',
+    reply: { status: 201, body: User },
     method: 'POST',
     path: `${A}/:id/users`,
     summary: 'Add a user',
@@ -107,6 +137,7 @@ const ops: Op[] = [
   },
   {
     name: 'list-users',
+    reply: { status: 200, body: v.array(User) },
     method: 'GET',
     path: `${A}/:id/users`,
     summary: 'List users',
@@ -114,6 +145,7 @@ const ops: Op[] = [
   },
   {
     name: 'define-property',
+    reply: { status: 201, body: Property },
     method: 'POST',
     path: `${A}/:id/properties`,
     summary: 'Define a property',
@@ -123,6 +155,7 @@ const ops: Op[] = [
   },
   {
     name: 'list-properties',
+    reply: { status: 200, body: v.array(Property) },
     method: 'GET',
     path: `${A}/:id/properties`,
     summary: 'List property definitions',
@@ -130,6 +163,7 @@ const ops: Op[] = [
   },
   {
     name: 'create-tag',
+    reply: { status: 201, body: Tag },
     method: 'POST',
     path: `${A}/:id/tags`,
     summary: 'Create a tag',
@@ -139,6 +173,7 @@ const ops: Op[] = [
   },
   {
     name: 'list-tags',
+    reply: { status: 200, body: v.array(Tag) },
     method: 'GET',
     path: `${A}/:id/tags`,
     summary: 'List tags',
@@ -146,6 +181,7 @@ const ops: Op[] = [
   },
   {
     name: 'set-customer-tags',
+    reply: { status: 200, body: TagTitles },
     method: 'PUT',
     path: `${A}/:id/customers/:external_id/tags`,
     summary: "Replace a customer's tags (by title)",
@@ -164,6 +200,7 @@ const ops: Op[] = [
   },
   {
     name: 'set-contact-tags',
+    reply: { status: 200, body: TagTitles },
     method: 'PUT',
     path: `${A}/:id/contacts/:external_id/tags`,
     summary: "Replace a contact's tags (by title)",
@@ -182,6 +219,7 @@ const ops: Op[] = [
   },
   {
     name: 'set-scoring',
+    reply: { status: 200, body: ScoringModelSchema },
     method: 'PUT',
     path: `${A}/:id/scoring`,
     summary: 'Set the scoring model',
@@ -190,6 +228,7 @@ const ops: Op[] = [
   },
   {
     name: 'get-scoring',
+    reply: { status: 200, body: ScoringModelSchema },
     method: 'GET',
     path: `${A}/:id/scoring`,
     summary: 'Read the scoring model',
@@ -197,6 +236,7 @@ const ops: Op[] = [
   },
   {
     name: 'set-tracking',
+    reply: { status: 200, body: Account },
     method: 'PUT',
     path: `${A}/:id/tracking`,
     summary: 'Set the tracking domains',
@@ -207,6 +247,7 @@ const ops: Op[] = [
   },
   {
     name: 'add-webhook',
+    reply: { status: 201, body: NewWebhook },
     method: 'POST',
     path: `${A}/:id/webhooks`,
     summary: 'Subscribe a webhook (the secret is shown only here)',
@@ -217,6 +258,7 @@ const ops: Op[] = [
   },
   {
     name: 'list-webhooks',
+    reply: { status: 200, body: v.array(Webhook) },
     method: 'GET',
     path: `${A}/:id/webhooks`,
     summary: 'List webhooks',
@@ -224,6 +266,7 @@ const ops: Op[] = [
   },
   {
     name: 'remove-webhook',
+    reply: { status: 204 },
     method: 'DELETE',
     path: `${A}/:id/webhooks/:webhook_id`,
     summary: 'Remove a webhook',
@@ -233,6 +276,7 @@ const ops: Op[] = [
   },
   {
     name: 'rotate-secret',
+    reply: { status: 200, body: WebhookSecret },
     method: 'POST',
     path: `${A}/:id/webhooks/:webhook_id/rotate-secret`,
     summary: "Replace a webhook's secret",
@@ -240,6 +284,8 @@ const ops: Op[] = [
   },
   {
     name: 'list-deliveries',
+    reply: { status: 200, body: v.array(Delivery) },
+    query: DeliveryQuery,
     method: 'GET',
     path: `${A}/:id/webhooks/:webhook_id/deliveries`,
     summary: "List a webhook's deliveries with their attempts (?limit=, newest first)",
@@ -249,6 +295,7 @@ const ops: Op[] = [
   },
   {
     name: 'redeliver',
+    reply: { status: 202, body: Redelivery },
     method: 'POST',
     path: `${A}/:id/webhooks/:webhook_id/deliveries/:delivery_id/redeliver`,
     summary: 'Send a delivery again (3 more attempts)',
@@ -258,6 +305,8 @@ const ops: Op[] = [
   },
   {
     name: 'list-notifications',
+    reply: { status: 200, body: v.array(Notification) },
+    query: NotificationQuery,
     method: 'GET',
     path: `${A}/:id/notifications`,
     summary: 'List notifications (?user_email=)',
@@ -273,6 +322,8 @@ const ops: Op[] = [
   },
   {
     name: 'list-uploads',
+    reply: { status: 200, body: v.array(UploadSummary) },
+    query: UploadQuery,
     method: 'GET',
     path: `${A}/:id/uploads`,
     summary: "List an account's uploads, newest first (?status=, ?stuck=true)",
@@ -282,6 +333,7 @@ const ops: Op[] = [
   },
   {
     name: 'retry-upload',
+    reply: { status: 202, body: UploadAction },
     method: 'POST',
     path: `${A}/:id/uploads/:upload_id/retry`,
     summary: 'Process a failed or stuck upload again',
@@ -292,6 +344,7 @@ const ops: Op[] = [
   },
   {
     name: 'cancel-upload',
+    reply: { status: 200, body: UploadAction },
     method: 'POST',
     path: `${A}/:id/uploads/:upload_id/cancel`,
     summary: 'Fail an upload that is not processed yet (it can be retried later)',
@@ -302,6 +355,8 @@ const ops: Op[] = [
   },
   {
     name: 'list-events',
+    reply: { status: 200, body: Events },
+    query: EventQuery,
     method: 'GET',
     path: `${A}/:id/events`,
     summary: 'Count and list recent tracking events (?customer=&limit=, newest first)',
@@ -312,7 +367,7 @@ const ops: Op[] = [
   },
 ]
 
-export const adminRoutes: Route[] = ops.map((op) => ({ ...op, auth: 'admin' }))
+export const adminRoutes: Route[] = ops.map((op) => ({ ...op, auth: 'admin', tag: 'admin' }))
 
 // An admin operation run directly (the CLI): the same validation and handler as over HTTP, with
 // path parameters and query parameters from flags and the JSON body as text.

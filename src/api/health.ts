@@ -1,11 +1,15 @@
 import { problem } from '../http/problem.ts'
 import type { Route } from '../http/types.ts'
+import { Status } from './schemas.ts'
 
 export const healthRoutes: Route[] = [
   {
     method: 'GET',
     path: '/healthz',
     auth: 'none',
+    name: 'check-liveness',
+    tag: 'operations',
+    reply: { status: 200, body: Status('ok') },
     summary: 'Liveness: the process answers',
     handler: () => ({ status: 200, body: { status: 'ok' } }),
   },
@@ -13,6 +17,10 @@ export const healthRoutes: Route[] = [
     method: 'GET',
     path: '/readyz',
     auth: 'none',
+    name: 'check-readiness',
+    tag: 'operations',
+    reply: { status: 200, body: Status('ready') },
+    refusals: [503],
     summary: 'Readiness: the database answers',
     handler: async (_req, app) => {
       try {

@@ -7,6 +7,9 @@ export const metricsRoute: Route = {
   method: 'GET',
   path: '/metrics',
   auth: 'none',
+  name: 'get-metrics',
+  tag: 'operations',
+  reply: { status: 200, media: 'text/plain; version=0.0.4' },
   summary: 'Prometheus metrics of this process and queue, upload and webhook counts',
   handler: async (_req, app) => {
     const { contentType, text } = await renderMetrics(app.sql, app.config.stuckUploadSeconds)

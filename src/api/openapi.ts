@@ -1,5 +1,7 @@
+import * as v from 'valibot'
 import { buildOpenApi } from '../http/openapi.ts'
 import type { Route } from '../http/types.ts'
+import { NAMED } from './schemas.ts'
 
 // The routing table never changes at run time, so the document is built and serialized once,
 // on first request (the table is passed lazily: this row is part of it).
@@ -9,11 +11,14 @@ export const openApiRoute = (table: () => Route[]): Route => {
     method: 'GET',
     path: '/openapi.json',
     auth: 'none',
+    name: 'get-openapi',
+    tag: 'operations',
+    reply: { status: 200, body: v.record(v.string(), v.unknown()) },
     summary: 'This API as an OpenAPI 3.1 document',
     handler: () => ({
       status: 200,
       headers: { 'content-type': 'application/json', 'cache-control': 'public, max-age=3600' },
-      body: (json ??= JSON.stringify(buildOpenApi(table()))),
+      body: (json ??= JSON.stringify(buildOpenApi(table(), NAMED))),
     }),
   }
 }

@@ -3,6 +3,7 @@ import { SearchBody } from '../records/search.ts'
 import { TrackBody } from '../tracking/schemas.ts'
 import { ContactsBody, CustomersBody } from '../uploads/schemas.ts'
 import { adminRoutes } from './admin.ts'
+import { docsRoutes } from './docs.ts'
 import { healthRoutes } from './health.ts'
 import { metricsRoute } from './metrics.ts'
 import { openApiRoute } from './openapi.ts'
@@ -10,6 +11,7 @@ import { recordRoutes } from './records.ts'
 import { searchContacts, searchCustomers } from './search.ts'
 import { track } from './track.ts'
 import { getUpload, uploadContacts, uploadCustomers } from './uploads.ts'
+import { ContactPage, CustomerPage, TrackAccepted, Upload, UploadAccepted } from './schemas.ts'
 
 // The whole routing table: the router, the OpenAPI document, the admin CLI and the tests read it.
 // Interface endpoints accept only POST; the router answers 405 with Allow for any other method on
@@ -20,7 +22,15 @@ export const routes: Route[] = [
     path: '/api/v1/customers/search',
     auth: { key: 'search' },
     body: SearchBody,
+    name: 'search-customers',
+    tag: 'search',
     summary: 'Search customers',
+    reply: { status: 200, body: CustomerPage },
+    example: {
+      filters: [{ propertyName: 'churn_risk', operator: 'GTE', value: '70' }],
+      properties: ['country'],
+      limit: 50,
+    },
     handler: searchCustomers,
   },
   {
@@ -28,7 +38,11 @@ export const routes: Route[] = [
     path: '/api/v1/contacts/search',
     auth: { key: 'search' },
     body: SearchBody,
+    name: 'search-contacts',
+    tag: 'search',
     summary: 'Search contacts',
+    reply: { status: 200, body: ContactPage },
+    example: { filters: [{ propertyName: 'customer_external_id', operator: 'EQ', value: 'acme-1' }] },
     handler: searchContacts,
   },
   {
@@ -38,7 +52,21 @@ export const routes: Route[] = [
     jsonOnly: true,
     body: CustomersBody,
     refusals: [490],
+    name: 'upload-customers',
+    tag: 'uploads',
     summary: 'Upload customers',
+    reply: { status: 200, body: UploadAccepted, example: { upload_id: 17, status: 'received', items: 1 } },
+    example: {
+      customers: [
+        {
+          external_id: 'acme-1',
+          name: 'Acme Inc.',
+          owner_email: 'owner@example.com',
+          attributes: { country: 'US' },
+          metrics: [{ date: '2026-11-01', logins: 42 }],
+        },
+      ],
+    },
     handler: uploadCustomers,
   },
   {
@@ -47,14 +75,23 @@ export const routes: Route[] = [
     auth: { key: 'upload' },
     jsonOnly: true,
     body: ContactsBody,
+    name: 'upload-contacts',
+    tag: 'uploads',
     summary: 'Upload contacts',
+    reply: { status: 200, body: UploadAccepted },
+    example: {
+      contacts: [{ contact_external_id: 'pat', contact_name: 'Pat Doe', customer_external_id: 'acme-1' }],
+    },
     handler: uploadContacts,
   },
   {
     method: 'GET',
     path: '/api/v1/uploads/:upload_id',
     auth: { key: 'upload' },
+    name: 'get-upload',
+    tag: 'uploads',
     summary: 'Read the state of an upload',
+    reply: { status: 200, body: Upload },
     handler: getUpload,
   },
   {
@@ -62,12 +99,27 @@ export const routes: Route[] = [
     path: '/api/tracker/track',
     auth: { key: 'track' },
     body: TrackBody,
+    name: 'track',
+    tag: 'tracking',
     summary: 'Track server-side events',
+    reply: { status: 200, body: TrackAccepted },
+    example: {
+      trackerKey: 'CS-7Q2KD9XZ',
+      events: [
+        {
+          name: 'report.exported',
+          timestamp: 1795000000000,
+          identification: { customer: 'acme-1', contact: 'pat' },
+          data: { customer: { plan: 'pro' } },
+        },
+      ],
+    },
     handler: track,
   },
   ...recordRoutes,
   ...adminRoutes,
   ...healthRoutes,
   metricsRoute,
+  ...docsRoutes,
   openApiRoute(() => routes),
 ]

@@ -1,7 +1,7 @@
 import * as v from 'valibot'
-import { toJsonSchema, type JsonSchema } from '@valibot/to-json-schema'
+import { toJsonSchema, toJsonSchemaDefs, type JsonSchema } from '@valibot/to-json-schema'
 import { MAX_BODY_BYTES } from './adapter.ts'
-import type { Route } from './types.ts'
+import type { Route, Tag } from './types.ts'
 
 // The Problem Details body every error carries (errors.ts builds it).
 const ProblemDetails = v.object({
@@ -22,21 +22,29 @@ const ProblemDetails = v.object({
 // Checks (v.check, v.custom) and transforms (v.trim) have no JSON Schema form: they are left out,
 // so the document states the structural part of each rule and the server enforces the rest.
 // Lazy schemas choose their schema from the input value, which a static document cannot show;
-// the definition the converter still collects for them is then unreferenced and dropped.
-const toSchema = (schema: v.GenericSchema): JsonSchema => {
-  const {
-    $schema: _,
-    $defs: __,
-    ...json
-  } = toJsonSchema(schema, {
-    target: 'draft-2020-12',
-    errorMode: 'ignore',
-    overrideSchema: ({ valibotSchema }) =>
+// the definition the converter still collects for them is then unreferenced and dropped. Named
+// schemas become components, referenced wherever they occur.
+const converter = (named: Record<string, v.GenericSchema>) => {
+  const config = {
+    target: 'draft-2020-12' as const,
+    errorMode: 'ignore' as const,
+    definitions: named,
+    overrideSchema: ({ valibotSchema }: { valibotSchema: v.GenericSchema }) =>
       valibotSchema.type === 'lazy'
         ? { description: 'Its form depends on the value; see the error messages.' }
         : undefined,
-  })
-  return json
+  }
+  const toComponents = (json: unknown) =>
+    JSON.parse(JSON.stringify(json).replaceAll('"#/$defs/', '"#/components/schemas/')) as JsonSchema
+  return {
+    schema: (schema: v.GenericSchema): JsonSchema => {
+      const { $schema: _, $defs: __, ...json } = toJsonSchema(schema, config)
+      return toComponents(json)
+    },
+    // Only the named ones: the converter also lists the lazy schemas' definitions, which nothing references.
+    components: () =>
+      toComponents(Object.fromEntries(Object.entries(toJsonSchemaDefs(named, config)).filter(([k]) => k in named))),
+  }
 }
 
 const headers = {
@@ -48,48 +56,145 @@ const headers = {
 const headerRefs = (names: string[]) => Object.fromEntries(names.map((n) => [n, { $ref: `#/components/headers/${n}` }]))
 const rateLimitHeaders = headerRefs(['RateLimit-Limit', 'RateLimit-Remaining', 'RateLimit-Reset'])
 
-const problemResponses: Record<number, { name: string; description: string; headers?: string[] }> = {
+const problemResponses: Record<number, { name: string; description: string; headers?: string[]; example: string }> = {
   400: {
     name: 'BadRequest',
-    description: 'Invalid JSON or a body that fails validation; `errors` lists every problem.',
+    description: 'Invalid JSON, a body that fails validation or an invalid query string; `errors` lists every problem.',
+    example: 'The request body is invalid.',
   },
-  401: { name: 'Unauthorized', description: 'The credentials are missing (or, for tracking and admin, not valid).' },
-  403: { name: 'Forbidden', description: 'The key is unknown or revoked, or lacks the scope.' },
-  404: { name: 'NotFound', description: 'No such record (or no such route).' },
-  409: { name: 'Conflict', description: 'It already exists.' },
+  401: {
+    name: 'Unauthorized',
+    description: 'The credentials are missing (or, for tracking and admin, not valid).',
+    example: 'The service-key header is missing.',
+  },
+  403: {
+    name: 'Forbidden',
+    description: 'The key is unknown or revoked, or lacks the scope.',
+    example: 'This key does not have the search scope.',
+  },
+  404: {
+    name: 'NotFound',
+    description: 'No such record (or no such route).',
+    example: 'Customer acme-9 does not exist.',
+  },
   406: {
     name: 'NotAcceptable',
     description:
       "The request is not JSON, does not accept JSON, or the account's records are owned by another source of truth.",
+    example: 'The request must be sent as application/json.',
   },
-  413: { name: 'ContentTooLarge', description: `The body is larger than ${MAX_BODY_BYTES} bytes.` },
+  409: { name: 'Conflict', description: 'It already exists.', example: 'Customer acme-1 already exists.' },
+  413: {
+    name: 'ContentTooLarge',
+    description: `The body is larger than ${MAX_BODY_BYTES} bytes.`,
+    example: `The body is larger than ${MAX_BODY_BYTES} bytes.`,
+  },
+  415: {
+    name: 'UnsupportedMediaType',
+    description: 'The body is declared in a charset other than UTF-8.',
+    example: 'The body must be UTF-8, not latin1.',
+  },
   429: {
     name: 'TooManyRequests',
     description: 'Over the per-key rate limit (or too many unprocessed uploads).',
     headers: Object.keys(headers),
+    example: 'Rate limit exceeded; retry in 12 seconds.',
   },
-  490: { name: 'ScoringNotConfigured', description: 'The account has no customer scoring model.' },
+  490: {
+    name: 'ScoringNotConfigured',
+    description: 'The account has no customer scoring model.',
+    example: 'The account has no customer scoring model.',
+  },
+  503: {
+    name: 'ServiceUnavailable',
+    description: 'The database is not reachable; retry after the Retry-After seconds.',
+    headers: ['Retry-After'],
+    example: 'The database is not reachable; try again shortly.',
+  },
 }
 
-const components = () => ({
+const TITLES: Record<number, string> = {
+  400: 'Bad Request',
+  401: 'Unauthorized',
+  403: 'Forbidden',
+  404: 'Not Found',
+  406: 'Not Acceptable',
+  409: 'Conflict',
+  413: 'Content Too Large',
+  415: 'Unsupported Media Type',
+  429: 'Too Many Requests',
+  490: 'Scoring Not Configured',
+  503: 'Service Unavailable',
+}
+const problemExample = (status: number, text: string) =>
+  status === 400
+    ? {
+        type: 'about:blank',
+        title: TITLES[status],
+        status,
+        detail: text,
+        errors: [
+          {
+            path: '/filters/0/opertor',
+            message:
+              'Unknown key filters[0].opertor (did you mean operator?); the allowed keys are propertyName, operator, ' +
+              'value and values.',
+          },
+        ],
+      }
+    : { type: 'about:blank', title: TITLES[status], status, detail: text }
+
+const TAGS: { name: Tag; description: string }[] = [
+  { name: 'search', description: 'Find customers and contacts by filters on any field, with paging.' },
+  { name: 'uploads', description: 'Send customers and contacts in batches; they are processed in the background.' },
+  { name: 'records', description: 'Create, read, update and delete one customer or contact at a time.' },
+  { name: 'tracking', description: 'Server-side events that keep tracked attributes and metrics current.' },
+  { name: 'admin', description: 'Accounts, keys, users, properties, tags, scoring, webhooks and support tools.' },
+  { name: 'operations', description: 'Health, readiness, metrics and this document.' },
+]
+
+// Path parameters: numeric ids the service gave, or external ids (any text, percent-encoded).
+const PATH_PARAMS: Record<string, { description: string; schema: object }> = {
+  id: { description: 'The account id.', schema: { type: 'integer', minimum: 1 } },
+  external_id: { description: 'The external id, percent-encoded.', schema: { type: 'string', maxLength: 255 } },
+  contact_id: {
+    description: "The contact's external id, percent-encoded.",
+    schema: { type: 'string', maxLength: 255 },
+  },
+}
+const pathParam = (name: string) =>
+  PATH_PARAMS[name] ?? { description: `The ${name.replace('_id', '')} id.`, schema: { type: 'integer', minimum: 1 } }
+
+const components = (schemas: Record<string, JsonSchema>) => ({
   securitySchemes: {
     serviceKey: {
       type: 'apiKey',
       in: 'header',
       name: 'service-key',
-      description: 'An API key (`sk_...`) with the scope the operation names.',
+      description:
+        'An API key (`sk_...`, from the admin API) with the scope each operation lists. Tracking requests also ' +
+        "carry the account's public tracker key in the body (`trackerKey`), as the interface defines.",
     },
-    adminToken: { type: 'http', scheme: 'bearer', description: 'SERVICE_ADMIN_TOKEN' },
+    adminToken: {
+      type: 'http',
+      scheme: 'bearer',
+      description: 'The SERVICE_ADMIN_TOKEN the service was started with.',
+    },
   },
-  schemas: { ProblemDetails: toSchema(ProblemDetails) },
+  schemas,
   headers,
   responses: Object.fromEntries(
-    Object.values(problemResponses).map((r) => [
+    Object.entries(problemResponses).map(([status, r]) => [
       r.name,
       {
         description: r.description,
         ...(r.headers && { headers: headerRefs(r.headers) }),
-        content: { 'application/problem+json': { schema: { $ref: '#/components/schemas/ProblemDetails' } } },
+        content: {
+          'application/problem+json': {
+            schema: { $ref: '#/components/schemas/ProblemDetails' },
+            example: problemExample(Number(status), r.example),
+          },
+        },
       },
     ]),
   ),
@@ -98,37 +203,58 @@ const components = () => ({
 const hasBody = (r: Route) => !!r.body || r.method === 'POST' || r.method === 'PUT'
 const pathParams = (path: string) => [...path.matchAll(/:(\w+)/g)].map((m) => m[1])
 
-// Which Problem Details an operation may answer, from what the router does for its auth and options.
-const errorStatuses = (r: Route) => [
-  ...(hasBody(r) ? [400, 413] : []),
-  ...(r.auth !== 'none' ? [401] : []),
-  ...(typeof r.auth === 'object' ? [403, 429] : []),
-  ...(pathParams(r.path).length ? [404] : []),
-  ...(r.jsonOnly ? [406] : []),
-  ...(r.refusals ?? []),
-]
+// Which Problem Details an operation may answer, from what the router does: every route vets its
+// query string (400), and every route that reads the database answers 503 while it is away.
+const errorStatuses = (r: Route) =>
+  [
+    400,
+    ...(hasBody(r) ? [413] : []),
+    ...(r.body && !r.jsonOnly ? [415] : []),
+    ...(r.auth !== 'none' ? [401, 503] : []),
+    ...(typeof r.auth === 'object' ? [403, 429] : []),
+    ...(pathParams(r.path).length ? [404] : []),
+    ...(r.jsonOnly ? [406] : []),
+    ...(r.refusals ?? []),
+  ].sort((a, b) => a - b)
 
-const operation = (r: Route) => {
+const camel = (name: string) => name.replace(/-(\w)/g, (_, c: string) => c.toUpperCase())
+
+const operation = (r: Route, schema: (s: v.GenericSchema) => JsonSchema) => {
   // An empty body reads as {} (validate.ts), so a body whose fields are all optional may be left out.
   const bodyRequired = r.body ? !v.safeParse(r.body, {}).success : false
+  const parameters = [
+    ...pathParams(r.path).map((name) => ({ name, in: 'path', required: true, ...pathParam(name) })),
+    ...Object.entries(r.query ?? {}).map(([name, q]) => ({
+      name,
+      in: 'query',
+      required: false,
+      description: q.description,
+      schema: schema(q.schema),
+    })),
+  ]
+  const { status, body, media, example } = r.reply
   return {
-    operationId:
-      r.name ??
-      r.method.toLowerCase() +
-        r.path.replace(/[^A-Za-z0-9]+(\w)?/g, (_, c: string | undefined) => (c ?? '').toUpperCase()),
+    operationId: camel(r.name),
     summary: r.summary,
-    tags: [r.auth === 'admin' ? 'admin' : r.auth === 'none' ? 'operations' : r.auth.key],
-    security: r.auth === 'admin' ? [{ adminToken: [] }] : r.auth === 'none' ? [] : [{ serviceKey: [] }],
-    ...(pathParams(r.path).length && {
-      parameters: pathParams(r.path).map((name) => ({ name, in: 'path', required: true, schema: { type: 'string' } })),
-    }),
+    tags: [r.tag],
+    security: r.auth === 'admin' ? [{ adminToken: [] }] : r.auth === 'none' ? [] : [{ serviceKey: [r.auth.key] }],
+    ...(parameters.length && { parameters }),
     ...(r.body && {
-      requestBody: { required: bodyRequired, content: { 'application/json': { schema: toSchema(r.body) } } },
+      requestBody: {
+        required: bodyRequired,
+        content: {
+          'application/json': { schema: schema(r.body), ...(r.example !== undefined && { example: r.example }) },
+        },
+      },
     }),
     responses: {
-      '2XX': {
-        description: 'Success',
+      [status]: {
+        description: status === 204 ? 'Done; no content.' : 'Success.',
         ...(typeof r.auth === 'object' && { headers: rateLimitHeaders }),
+        ...(body && {
+          content: { 'application/json': { schema: schema(body), ...(example !== undefined && { example }) } },
+        }),
+        ...(media && { content: { [media]: { schema: { type: 'string' } } } }),
       },
       ...Object.fromEntries(
         errorStatuses(r).map((s) => [String(s), { $ref: `#/components/responses/${problemResponses[s].name}` }]),
@@ -137,21 +263,31 @@ const operation = (r: Route) => {
   }
 }
 
-const description = `Generated from the service's routing table and the valibot schemas that validate each request.
-Every error is RFC 9457 Problem Details (application/problem+json). A method not listed for a path answers
-405 with an Allow header; a path not listed answers 404.`
+const description = `Generated from the service's routing table and the valibot schemas that validate each request
+and describe each answer. Every error is RFC 9457 Problem Details (application/problem+json); docs/api.md explains
+each status, the limits, paging and the search grammar. A method not listed for a path answers 405 with an Allow
+header; a path not listed answers 404.`
 
 // A pure function of the routing table: the same rows that build the router build the document.
-export const buildOpenApi = (routes: Route[], version = '1.0.0') => {
+// `named` schemas become components (Customer, Contact, ...) so that generated clients name them.
+export const buildOpenApi = (routes: Route[], named: Record<string, v.GenericSchema> = {}, version = '1.0.0') => {
+  const convert = converter({ ProblemDetails, ...named })
   const paths: Record<string, Record<string, unknown>> = {}
   for (const r of routes) {
     const path = r.path.replace(/:(\w+)/g, '{$1}')
-    ;(paths[path] ??= {})[r.method.toLowerCase()] = operation(r)
+    ;(paths[path] ??= {})[r.method.toLowerCase()] = operation(r, convert.schema)
   }
   return {
     openapi: '3.1.0',
-    info: { title: 'Customer and contact data service', version, description },
+    info: {
+      title: 'Customer and contact data service',
+      version,
+      description,
+      license: { name: 'MIT', identifier: 'MIT' },
+    },
+    servers: [{ url: '/', description: 'The service that serves this document' }],
+    tags: TAGS,
     paths,
-    components: components(),
+    components: components(convert.components() as Record<string, JsonSchema>),
   }
 }

@@ -27,6 +27,23 @@ export type Handler = (req: Req, app: App) => Promise<Reply> | Reply
 
 export type Auth = 'none' | 'admin' | { key: 'search' | 'upload' | 'track' }
 
+export type Tag = 'search' | 'uploads' | 'records' | 'tracking' | 'admin' | 'operations'
+
+// The success answer as OpenAPI publishes it and the contract test checks it: a JSON body of this
+// schema (none for 204), or text of another media type.
+export interface Success {
+  status: 200 | 201 | 202 | 204
+  body?: GenericSchema
+  media?: string
+  example?: unknown
+}
+
+// A query parameter the handler reads (checkQuery has vetted its text already).
+export interface QueryParam {
+  description: string
+  schema: GenericSchema
+}
+
 // One row of the routing table; the same rows build the router and the OpenAPI document.
 export interface Route {
   method: 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE'
@@ -37,8 +54,14 @@ export interface Route {
   body?: GenericSchema
   // 406 unless the request is JSON and accepts JSON (uploads and single-record writes).
   jsonOnly?: boolean
-  // The CLI's name for an admin operation (`service admin <name>`).
-  name?: string
+  // The operation's name: camelCased, its OpenAPI operationId; for admin operations, the CLI's
+  // command (`service admin <name>`).
+  name: string
+  tag: Tag
+  reply: Success
+  query?: Record<string, QueryParam>
+  // An example request body, for OpenAPI.
+  example?: unknown
   // Refusals the handler may answer beyond those of its auth and body (e.g. 409, 490), for OpenAPI.
   refusals?: number[]
   handler: Handler

@@ -9,7 +9,10 @@ export const MAX_EVENT_BYTES = 32 * 1024
 export const MIN_TIMESTAMP = Date.UTC(2000, 0, 1)
 export const MAX_TIMESTAMP = Date.UTC(2100, 0, 1) - 1
 
-const Values = v.custom<Record<string, unknown>>(isObject, 'Must be an object.')
+const Values = v.pipe(
+  v.custom<Record<string, unknown>>(isObject, 'Must be an object.'),
+  v.record(v.string(), v.unknown()),
+)
 
 export const TrackingEvent = strict({
   name: v.pipe(v.string(), v.minLength(1, 'Must not be empty.'), v.maxLength(255, 'At most 255 characters.')),

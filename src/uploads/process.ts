@@ -102,13 +102,16 @@ const locate = async (app: App, p: ProcessUploadPayload, err: unknown) => {
   if (!e.table_name || (!e.column_name && !e.constraint_name)) return null
   const [upload] = await app.sql`
     select u.kind, array(
-      select a.attname::text from pg_constraint c join pg_attribute a on a.attrelid = c.conrelid and a.attnum = any(c.conkey)
+      select a.attname::text from pg_constraint c
+        join pg_attribute a on a.attrelid = c.conrelid and a.attnum = any(c.conkey)
       where c.conname = ${e.constraint_name ?? ''} and c.conrelid = to_regclass(${e.table_name})
       order by a.attnum) as columns,
       (select case when count(distinct m.external_id) = 1 then max(m.ord) - 1 end from (
-        select i.ord, i.item->>(case u.kind when 'contacts' then 'contact_external_id' else 'external_id' end) as external_id
+        select i.ord,
+          i.item->>(case u.kind when 'contacts' then 'contact_external_id' else 'external_id' end) as external_id
         from jsonb_array_elements(u.items) with ordinality as i(item, ord)) m
-        where u.kind = ${e.table_name} and position(', ' || m.external_id || ', ' in ', ' || ${row ?? ''}::text || ', ') > 0
+        where u.kind = ${e.table_name}
+          and position(', ' || m.external_id || ', ' in ', ' || ${row ?? ''}::text || ', ') > 0
       ) as item
     from uploads u where u.account_id = ${p.account_id} and u.id = ${p.upload_id}`
   if (!upload) return null

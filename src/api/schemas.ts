@@ -1,0 +1,282 @@
+import * as v from 'valibot'
+import { DEFAULT_EVENT_LIMIT, MAX_EVENT_LIMIT } from '../admin/events.ts'
+import { DEFAULT_DELIVERY_LIMIT, MAX_DELIVERY_LIMIT } from '../webhooks/deliveries.ts'
+import type { QueryParam } from '../http/types.ts'
+import { ScoringModelSchema } from '../scoring/model.ts'
+
+// The bodies the API answers with, as OpenAPI publishes them. Handlers build their answers from
+// SQL; test/contract.test.ts runs every operation and checks each answer against these, so the
+// published contract cannot drift from the code.
+
+const describe = <S extends v.GenericSchema>(schema: S, text: string) => v.pipe(schema, v.description(text))
+const int = v.pipe(v.number(), v.integer())
+const id = describe(int, 'The id the service gave it.')
+const Timestamp = describe(v.pipe(v.string(), v.isoTimestamp()), 'A UTC time, ISO 8601 with milliseconds.')
+const Day = describe(v.pipe(v.string(), v.isoDate()), 'A calendar date, YYYY-MM-DD.')
+const Score = v.nullable(int)
+const Value = v.union([v.string(), v.number(), v.boolean(), v.null()])
+
+const Trend = describe(
+  v.nullable(v.record(v.pipe(v.string(), v.isoDate()), v.number())),
+  'Engagement score by date: up to 15 scored snapshots of the last 365 days.',
+)
+const Properties = describe(
+  v.record(v.string(), Value),
+  'Every defined attribute and metric the record has a value for, by codename (metrics: the latest value).',
+)
+const recordFields = {
+  id: describe(v.string(), 'The external id the client gave it.'),
+  service_id: describe(int, 'The id the service gave it; stable, and what paging.next.after names.'),
+  name: v.string(),
+}
+const recordTail = {
+  properties: Properties,
+  createdAt: Timestamp,
+  updatedAt: Timestamp,
+}
+const tags = describe(v.array(v.string()), 'Tag titles, in byte order.')
+const engagement = {
+  engagementscore: describe(Score, 'Engagement (-100 to 100) of the latest snapshot; null until scored.'),
+  engagementscore_difference: describe(
+    v.nullable(v.number()),
+    'Change of the engagement score against the snapshot about 30 days earlier; null without one.',
+  ),
+  engagementscore_trend: Trend,
+  last_seen: describe(v.nullable(Day), 'The date of the latest metrics snapshot.'),
+}
+
+export const Customer = v.object({
+  ...recordFields,
+  fitscore: describe(Score, 'Fit (-100 to 100) of the attributes and latest metrics; null until scored.'),
+  engagementscore: engagement.engagementscore,
+  churn_risk: describe(Score, 'Churn risk, 0 to 100; null until scored.'),
+  upsell_score: describe(Score, 'Upsell potential, 0 to 100; null until scored.'),
+  is_churned: v.boolean(),
+  last_seen: engagement.last_seen,
+  engagementscore_difference: engagement.engagementscore_difference,
+  engagementscore_trend: engagement.engagementscore_trend,
+  owner: describe(v.nullable(v.string()), "The owner's email."),
+  tags,
+  ...recordTail,
+})
+
+export const Contact = v.object({
+  ...recordFields,
+  ...engagement,
+  tags,
+  customer_external_id: v.string(),
+  customer_service_id: int,
+  ...recordTail,
+})
+
+const Contribution = v.object({ codename: v.string(), contribution: v.number() })
+const Driver = v.object({ codename: v.string(), score: v.picklist(['engagement', 'fit']), contribution: v.number() })
+const ScoreExplanation = describe(
+  v.nullable(
+    v.object({
+      engagement: describe(v.array(Contribution), 'Each engagement rule: its weighted contribution, in points.'),
+      fit: describe(v.array(Contribution), 'Each fit rule: its weighted contribution, in points.'),
+      risk_drivers: describe(v.array(Driver), 'Up to 3 rules that lower the scores most, most negative first.'),
+      health_drivers: describe(v.array(Driver), 'Up to 3 rules that raise the scores most, largest first.'),
+    }),
+  ),
+  'Why the scores are what they are (docs/scoring.md).',
+)
+
+export const CustomerWithExplanation = v.object({ ...Customer.entries, score_explanation: ScoreExplanation })
+
+const page = <S extends v.GenericSchema>(item: S) =>
+  v.object({
+    results: v.array(item),
+    paging: describe(
+      v.optional(v.object({ next: v.object({ after: int }) })),
+      'Present when there is a next page: send `after` back to get it.',
+    ),
+  })
+export const CustomerPage = page(Customer)
+export const ContactPage = page(Contact)
+
+export const UploadAccepted = v.object({
+  upload_id: int,
+  status: v.literal('received'),
+  items: describe(int, 'How many items the upload holds.'),
+})
+
+const UploadState = v.picklist(['received', 'processing', 'processed', 'failed'])
+export const Upload = v.object({
+  upload_id: int,
+  kind: v.picklist(['customers', 'contacts']),
+  status: UploadState,
+  items: int,
+  created: v.nullable(int),
+  updated: v.nullable(int),
+  ignored: v.nullable(int),
+  dropped_keys: describe(v.nullable(int), 'Attribute and metric keys dropped because no property defines them.'),
+  warnings: v.nullable(v.array(v.object({ external_id: v.string(), message: v.string() }))),
+  error: describe(v.nullable(v.string()), 'Why processing failed: where (item and field, when known), then what.'),
+  received_at: Timestamp,
+  processed_at: v.nullable(Timestamp),
+  scored_at: v.nullable(Timestamp),
+})
+
+export const UploadSummary = v.object({
+  upload_id: int,
+  kind: v.picklist(['customers', 'contacts']),
+  status: UploadState,
+  items: int,
+  error: v.nullable(v.string()),
+  received_at: Timestamp,
+  processed_at: v.nullable(Timestamp),
+  scored_at: v.nullable(Timestamp),
+  stuck: describe(v.boolean(), 'Not processed within SERVICE_STUCK_UPLOAD_SECONDS of its arrival.'),
+})
+
+export const UploadAction = v.object({ upload_id: int, status: UploadState })
+
+export const TrackAccepted = v.object({ status: v.literal('received'), events: int })
+
+export const Account = v.object({
+  id,
+  name: v.string(),
+  source_of_truth: v.picklist(['API', 'FILE']),
+  tracker_key: describe(v.string(), 'The public key tracking requests carry in `trackerKey`.'),
+  tracking_domains: v.array(v.string()),
+  created_at: Timestamp,
+})
+
+const Scope = v.picklist(['search', 'upload', 'track'])
+export const Key = v.object({
+  id,
+  name: v.nullable(v.string()),
+  scopes: v.array(Scope),
+  created_at: Timestamp,
+  revoked_at: v.nullable(Timestamp),
+})
+export const NewKey = v.object({
+  ...v.omit(Key, ['revoked_at']).entries,
+  token: describe(v.string(), 'The key to send in the service-key header; shown only here.'),
+})
+
+export const User = v.object({ id, email: v.string(), name: v.nullable(v.string()) })
+
+export const Property = v.object({
+  entity: v.picklist(['customer', 'contact']),
+  kind: v.picklist(['attribute', 'metric']),
+  codename: v.string(),
+  type: v.picklist(['string', 'number', 'boolean', 'date']),
+  name: v.nullable(v.string()),
+  system: describe(v.boolean(), 'Defined by the service for every account.'),
+})
+
+export const Tag = v.object({ id, title: v.string(), color: v.nullable(v.string()) })
+export const TagTitles = v.object({ titles: v.array(v.string()) })
+
+const webhookFields = {
+  id,
+  url: v.string(),
+  events: v.array(v.literal('customer.created')),
+  name: v.nullable(v.string()),
+  active: v.boolean(),
+  created_at: Timestamp,
+}
+export const Webhook = v.object(webhookFields)
+const Secret = describe(v.string(), 'The signing secret (whsec_ + base64); shown only here.')
+export const NewWebhook = v.object({ ...webhookFields, secret: Secret })
+export const WebhookSecret = v.object({ secret: Secret })
+
+export const Delivery = v.object({
+  id,
+  message_id: v.string(),
+  status: v.picklist(['pending', 'delivered', 'failed']),
+  created_at: Timestamp,
+  delivered_at: v.nullable(Timestamp),
+  attempts: v.array(
+    v.object({
+      attempt: int,
+      at: Timestamp,
+      status_code: describe(v.nullable(int), "The receiver's status; null when no answer came."),
+      duration_ms: int,
+      error: v.nullable(v.string()),
+    }),
+  ),
+})
+export const Redelivery = v.object({
+  id,
+  status: v.literal('pending'),
+  first_attempt: describe(int, 'The number the first new attempt will have.'),
+})
+
+export const Notification = v.object({
+  id,
+  user_email: v.string(),
+  kind: v.string(),
+  body: v.record(v.string(), v.unknown()),
+  created_at: Timestamp,
+})
+
+export const Events = v.object({
+  customer: describe(v.nullable(v.string()), 'The customer asked for, or null for the whole account.'),
+  count: int,
+  by_status: v.object({ received: int, applied: int, unmatched: int }),
+  events: v.array(
+    v.object({
+      id,
+      name: v.string(),
+      timestamp: describe(int, 'When it happened, Unix milliseconds, as sent.'),
+      identification: v.object({ customer: v.optional(v.string()), contact: v.optional(v.string()) }),
+      data: v.nullable(v.record(v.string(), v.unknown())),
+      status: v.picklist(['received', 'applied', 'unmatched']),
+      customer_service_id: v.nullable(int),
+      contact_service_id: v.nullable(int),
+      received_at: Timestamp,
+    }),
+  ),
+})
+
+export const Status = <T extends string>(status: T) => v.object({ status: v.literal(status) })
+
+const limit = (fallback: number, max: number): QueryParam => ({
+  description: `How many, newest first (default ${fallback}).`,
+  schema: v.pipe(v.number(), v.integer(), v.minValue(1), v.maxValue(max)),
+})
+export const DeliveryQuery = { limit: limit(DEFAULT_DELIVERY_LIMIT, MAX_DELIVERY_LIMIT) }
+export const EventQuery = {
+  customer: { description: "Only this customer's events (its external id).", schema: v.string() },
+  limit: limit(DEFAULT_EVENT_LIMIT, MAX_EVENT_LIMIT),
+}
+export const UploadQuery = {
+  status: { description: 'Only uploads in this state.', schema: UploadState },
+  stuck: { description: 'Only stuck uploads (`true`).', schema: v.picklist(['true', 'false']) },
+}
+export const NotificationQuery = {
+  user_email: { description: "Only this user's notifications.", schema: v.string() },
+}
+
+// The shapes a generated client names (components/schemas in OpenAPI).
+export const NAMED = {
+  Customer,
+  CustomerWithExplanation,
+  Contact,
+  CustomerPage,
+  ContactPage,
+  UploadAccepted,
+  Upload,
+  UploadSummary,
+  UploadAction,
+  TrackAccepted,
+  Account,
+  Key,
+  NewKey,
+  User,
+  Property,
+  Tag,
+  TagTitles,
+  Webhook,
+  NewWebhook,
+  WebhookSecret,
+  Delivery,
+  Redelivery,
+  Notification,
+  Events,
+  ScoringModel: ScoringModelSchema,
+}

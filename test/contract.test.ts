@@ -1,0 +1,239 @@
+// The published contract against the live service: every operation of /openapi.json is called by
+// its operationId, and each answer must have a status the document lists for it and a body that
+// its schema accepts, with every object closed (a field the document does not name fails too).
+import { test, before, after } from 'node:test'
+import assert from 'node:assert/strict'
+import type { ValidateFunction } from 'ajv'
+import { ADMIN_TOKEN, startTestService, type TestService, type Call } from './helpers/service.ts'
+import { scoredAccount, waitForUpload } from './helpers/fixtures.ts'
+import { startReceiver, type Receiver } from './helpers/receiver.ts'
+import { settled } from './helpers/webhooks.ts'
+import { standalone, validator } from './helpers/openapi.ts'
+
+let s: TestService
+let r: Receiver
+let doc: any
+before(async () => {
+  s = await startTestService({ webhookRetryScale: 0.01 })
+  r = await startReceiver()
+  doc = (await s.call('GET', '/openapi.json')).body
+})
+after(async () => {
+  await r?.close()
+  await s?.stop()
+})
+
+// Objects the document describes without additionalProperties are closed for this check.
+const closed = (schema: any): any => {
+  if (Array.isArray(schema)) return schema.map(closed)
+  if (typeof schema !== 'object' || schema === null) return schema
+  const copy = Object.fromEntries(Object.entries(schema).map(([k, v]) => [k, closed(v)]))
+  if (copy.properties && !('additionalProperties' in schema)) copy.additionalProperties = false
+  return copy
+}
+
+const operations = () => {
+  const ops = new Map<string, { method: string; path: string; op: any }>()
+  for (const [path, item] of Object.entries(doc.paths as Record<string, Record<string, any>>)) {
+    for (const [method, op] of Object.entries(item)) ops.set(op.operationId, { method: method.toUpperCase(), path, op })
+  }
+  return ops
+}
+
+test('every operation answers as its published schema says', async () => {
+  const ops = operations()
+  const ajv = validator({ formats: true })
+  const compiled = new Map<object, ValidateFunction>()
+  const validate = (schema: object, body: unknown) => {
+    if (!compiled.has(schema)) compiled.set(schema, ajv.compile(closed(standalone(doc, schema))))
+    const fn = compiled.get(schema)!
+    return fn(body) ? null : fn.errors
+  }
+  const answered = new Map<string, Set<number>>()
+  const a = await scoredAccount(s)
+
+  // Calls the operation as a client generated from the document would: path and query filled in,
+  // the credentials its security names.
+  const call = async (
+    operationId: string,
+    params: Record<string, string | number> = {},
+    body?: unknown,
+    query = '',
+  ): Promise<Call> => {
+    const found = ops.get(operationId)
+    assert.ok(found, `no operation ${operationId}`)
+    const { method, path, op } = found
+    const url =
+      path.replace(/\{(\w+)\}/g, (_, name) => encodeURIComponent(String(params[name] ?? params.id ?? ''))) + query
+    const security = op.security[0] ? Object.keys(op.security[0])[0] : undefined
+    const headers: Record<string, string> =
+      security === 'adminToken'
+        ? { authorization: `Bearer ${ADMIN_TOKEN}` }
+        : security === 'serviceKey'
+          ? { 'service-key': a.token }
+          : {}
+    const res = await s.call(method, url, body, headers)
+    const label = `${operationId} ${method} ${url} -> ${res.status}`
+    const response = op.responses[String(res.status)]
+    assert.ok(response, `${label}: status not in the document (${JSON.stringify(res.body)})`)
+    const type = res.headers.get('content-type') ?? ''
+    if (response.$ref) {
+      assert.match(type, /^application\/problem\+json/, label)
+      const problem = doc.components.responses[response.$ref.split('/').pop()].content['application/problem+json']
+      assert.equal(validate(problem.schema, res.body), null, `${label}: ${JSON.stringify(res.body)}`)
+    } else if (response.content?.['application/json']) {
+      assert.match(type, /^application\/json/, label)
+      const errors = validate(response.content['application/json'].schema, res.body)
+      assert.equal(errors, null, `${label}: ${JSON.stringify(errors)}\n${JSON.stringify(res.body)}`)
+    } else if (response.content) {
+      const media = Object.keys(response.content)[0]
+      assert.equal(type.split(';')[0], media.split(';')[0], label)
+    } else {
+      assert.equal(res.body, undefined, label)
+    }
+    const statuses = answered.get(operationId) ?? new Set()
+    answered.set(operationId, statuses.add(res.status))
+    return res
+  }
+
+  const id = a.id
+  await call('checkLiveness')
+  await call('checkReadiness')
+  await call('getMetrics')
+  await call('getOpenapi')
+  await call('getDocs')
+  await call('getDocsScript')
+  await call('getAccount', { id })
+  await call('updateAccount', { id }, { name: 'Acme Two' })
+  await call('setTracking', { id }, { domains: ['acme.test'] })
+  const account = await call('createAccount', {}, { name: 'Other' })
+  assert.equal(account.status, 201)
+  const key = await call('createKey', { id }, { scopes: ['search'], name: 'reader' })
+  await call('listKeys', { id })
+  await call('revokeKey', { id, key_id: key.body.id })
+  await call('addUser', { id }, { email: 'second@acme.test', name: 'Second' })
+  await call('addUser', { id }, { email: 'second@acme.test' })
+  await call('listUsers', { id })
+  await call('defineProperty', { id }, { entity: 'customer', kind: 'attribute', codename: 'tier', type: 'string' })
+  await call('listProperties', { id })
+  await call('createTag', { id }, { title: 'VIP', color: '#ff0000' })
+  await call('listTags', { id })
+  await call('getScoring', { id })
+  await call('setScoring', { id }, (await call('getScoring', { id })).body)
+  const hook = await call('addWebhook', { id }, { url: r.url, events: ['customer.created'] })
+  await call('listWebhooks', { id })
+  await call('rotateSecret', { id, webhook_id: hook.body.id })
+
+  const upload = await call(
+    'uploadCustomers',
+    {},
+    {
+      customers: [
+        {
+          external_id: 'c1',
+          name: 'One',
+          owner_email: 'owner@acme.test',
+          attributes: { country: 'US', has_sso: true, tier: 'gold', unknown_key: 1 },
+          metrics: [
+            { date: '2026-10-01', logins: 10 },
+            { date: '2026-11-01', logins: 30, seats: 4 },
+          ],
+        },
+        { external_id: 'c2', name: 'Two' },
+      ],
+    },
+  )
+  await waitForUpload(a.api, upload.body.upload_id, 30_000, true)
+  await call('getUpload', { upload_id: upload.body.upload_id })
+  const contacts = await call(
+    'uploadContacts',
+    {},
+    {
+      contacts: [
+        {
+          contact_external_id: 'p1',
+          contact_name: 'Pat',
+          customer_external_id: 'c1',
+          attributes: { role: 'admin' },
+          metrics: [{ date: '2026-11-01', sessions: 3 }],
+        },
+      ],
+    },
+  )
+  await waitForUpload(a.api, contacts.body.upload_id, 30_000, true)
+  const page = await call('searchCustomers', {}, { limit: 1, properties: ['country', 'logins'] })
+  assert.ok(page.body.paging?.next?.after, 'the first page of two has a next page')
+  await call('searchCustomers', {}, { filters: [{ propertyName: 'upsell_score', operator: 'KNOWN' }] })
+  await call('searchContacts', {}, { filters: [{ propertyName: 'customer_external_id', operator: 'EQ', value: 'c1' }] })
+  await call('searchContacts', {}, { filters: [{ propertyName: 'upsell_score', operator: 'KNOWN' }] })
+  const now = Date.now()
+  await call(
+    'track',
+    {},
+    {
+      trackerKey: a.trackerKey,
+      events: [
+        { name: 'login', timestamp: now, identification: { customer: 'c1', contact: 'p1' }, data: null },
+        { name: 'export', timestamp: now, identification: { customer: 'nobody' }, data: { customer: { tier: 'x' } } },
+      ],
+    },
+  )
+  await call('listEvents', { id }, undefined, '?customer=c1&limit=10')
+  await call('listEvents', { id }, undefined, '?limit=0')
+
+  for (const prefix of ['', 'Alias']) {
+    const customer = `n${prefix}`
+    const contact = `q${prefix}`
+    await call(`createCustomer${prefix}`, {}, { external_id: customer, name: 'New', owner_email: 'owner@acme.test' })
+    await call(`createCustomer${prefix}`, {}, { external_id: customer, name: 'New' })
+    await call(`getCustomer${prefix}`, { external_id: customer })
+    await call(`getCustomer${prefix}`, { external_id: 'c1' })
+    await call(`updateCustomer${prefix}`, { external_id: customer }, { name: 'Renamed', attributes: { tier: 'b' } })
+    await call(`createContact${prefix}`, { external_id: customer }, { contact_external_id: contact, contact_name: 'Q' })
+    await call(`getContact${prefix}`, { external_id: customer, contact_id: contact })
+    await call(`updateContact${prefix}`, { external_id: customer, contact_id: contact }, { contact_name: 'Q2' })
+    await call(`deleteContact${prefix}`, { external_id: customer, contact_id: contact })
+    await call(`getContact${prefix}`, { external_id: customer, contact_id: contact })
+    await call(`deleteCustomer${prefix}`, { external_id: customer })
+  }
+  await call('setCustomerTags', { id, external_id: 'c1' }, { titles: ['VIP'] })
+  await call('setContactTags', { id, external_id: 'p1' }, { titles: ['VIP'] })
+  await call('getCustomer', { external_id: 'c1' })
+
+  const [delivery] = await settled(s, a, hook.body.id, 3)
+  await call('listDeliveries', { id, webhook_id: hook.body.id }, undefined, '?limit=2')
+  await call('redeliver', { id, webhook_id: hook.body.id, delivery_id: delivery.id })
+  await call('listNotifications', { id }, undefined, '?user_email=owner%40acme.test')
+  await call('listUploads', { id }, undefined, '?status=processed')
+  // A failed upload (a constraint the test adds makes it fail past validation) is retried, then cancelled.
+  await s.sql`alter table customers add constraint no_forbidden_names check (name <> 'Forbidden') not valid`
+  try {
+    const bad = await a.api('/api/v1/customers', { customers: [{ external_id: 'f', name: 'Forbidden' }] })
+    assert.equal((await waitForUpload(a.api, bad.body.upload_id)).status, 'failed')
+    await call('retryUpload', { id, upload_id: bad.body.upload_id })
+    await call('cancelUpload', { id, upload_id: bad.body.upload_id })
+  } finally {
+    await s.sql`alter table customers drop constraint no_forbidden_names`
+  }
+  await call('cancelUpload', { id, upload_id: upload.body.upload_id })
+  await call('removeWebhook', { id, webhook_id: hook.body.id })
+
+  // Refusals: each is documented for its operation and is Problem Details.
+  await call('searchCustomers', {}, { filter: [] })
+  await call('getUpload', { upload_id: 999_999 })
+  await call('getAccount', { id: 999_999 })
+  await call('createTag', { id }, { title: 'VIP' })
+  await call('uploadCustomers', {}, { customers: [{ external_id: 'd', name: 'D', metrics: [{ date: '2026-02-30' }] }] })
+
+  // The check itself bites: a field the document does not name fails it.
+  const customer = doc.components.schemas.Customer
+  const good = (await a.api('/api/v1/customer/c1', undefined, 'GET')).body
+  delete good.score_explanation
+  assert.equal(validate(customer, good), null)
+  assert.notEqual(validate(customer, { ...good, surprise: 1 }), null)
+  assert.notEqual(validate(customer, { ...good, createdAt: 'yesterday' }), null)
+
+  const missed = [...ops.keys()].filter((name) => ![...(answered.get(name) ?? [])].some((st) => st < 300))
+  assert.deepEqual(missed, [], 'operations never answered with success')
+  assert.ok([...answered.values()].some((st) => st.has(409)) && [...answered.values()].some((st) => st.has(404)))
+})
