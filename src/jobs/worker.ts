@@ -1,4 +1,5 @@
 import { type Runner, run } from 'graphile-worker'
+import pg from 'pg'
 import type { App } from '../context.ts'
 import { quietLogger } from '../db/migrate.ts'
 import { startRecovery } from '../db/recovery.ts'
@@ -7,8 +8,19 @@ import { crontab, taskList } from './tasks.ts'
 
 export const startWorker = async (app: App, url: string): Promise<Runner> => {
   const recovery = startRecovery(app)
+  // Our own pool: graphile-worker ends a pool it made without waiting, after removing its error
+  // handler, so a database stopping right after the worker (serve with the embedded server) could
+  // kill an idle connection of it and crash the process on the unhandled 'error'.
+  const pool = new pg.Pool({ connectionString: url, max: Math.max(10, app.config.workerConcurrency + 2) })
+  const lost = (err: Error) => app.log('debug', 'worker connection lost', { error: String(err) })
+  pool.on('error', lost)
+  pool.on('connect', (client) => client.on('error', lost))
+  const release = async () => {
+    await recovery.stop()
+    await pool.end()
+  }
   const runner = await run({
-    connectionString: url,
+    pgPool: pool,
     concurrency: app.config.workerConcurrency,
     noHandleSignals: true,
     logger: quietLogger,
@@ -24,7 +36,7 @@ export const startWorker = async (app: App, url: string): Promise<Runner> => {
     preset: { worker: { pollInterval: 200 } },
     events: recovery.events,
   } as Parameters<typeof run>[0]).catch(async (err) => {
-    await recovery.stop()
+    await release()
     throw err
   })
   await recovery.recover()
@@ -33,7 +45,7 @@ export const startWorker = async (app: App, url: string): Promise<Runner> => {
     ...runner,
     stop: async (reason) => {
       await runner.stop(reason)
-      await recovery.stop()
+      await release()
     },
   }
 }
