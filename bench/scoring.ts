@@ -34,7 +34,7 @@ const values = (i: number, m: number) => ({
   nps: (i + m * 3) % 11,
 })
 
-const model = (logins: number) => ({
+export const model = (logins: number) => ({
   customer: {
     engagement: [
       { codename: 'logins', weight: 50, bad: 0, good: logins },
@@ -51,8 +51,10 @@ const model = (logins: number) => ({
   churn: { inactive_days: 90 },
 })
 
-const seed = async (sql: Sql) => {
-  const [account] = await sql`insert into accounts (name, tracker_key) values ('Bench', 'CS-BENCHSC') returning id`
+// An account of `customers` customers with 12 monthly snapshots each, loaded with COPY; its id.
+export const seed = async (sql: Sql, customers = CUSTOMERS, name = 'Bench') => {
+  const [account] = await sql`
+    insert into accounts (name, tracker_key) values (${name}, ${`CS-${name.toUpperCase()}`}) returning id`
   await sql`insert into property_defs ${sql([
     ...METRICS.map((codename) => ({
       account_id: account.id,
@@ -83,7 +85,7 @@ const seed = async (sql: Sql) => {
   await copy(
     sql`copy customers (account_id, external_id, name, attributes, metrics) from stdin`.writable(),
     async (write) => {
-      for (let i = 0; i < CUSTOMERS; i++)
+      for (let i = 0; i < customers; i++)
         await write(`${account.id}\tcust-${i}\tCustomer ${i}\t${escape(attributes(i))}\t${escape(values(i, 11))}\n`)
     },
   )
@@ -91,7 +93,7 @@ const seed = async (sql: Sql) => {
   await copy(
     sql`copy customer_snapshots (account_id, customer_id, date, "values") from stdin`.writable(),
     async (write) => {
-      for (let i = 0; i < CUSTOMERS; i++) {
+      for (let i = 0; i < customers; i++) {
         for (let m = 0; m < MONTHS.length; m++)
           await write(`${account.id}\t${first + i}\t${MONTHS[m]}\t${escape(values(i, m))}\n`)
       }

@@ -198,8 +198,12 @@ export const scoreRecords = async (sql: Sql, p: ScoreRecordsPayload, options: Sc
       const ids = next.value
       await sql.begin(async (tx) => {
         // A batch's scored snapshots (60,000 at 12 a record) are sorted by record for the history:
-        // in memory, instead of spilling to disk past the default 4 MB.
-        await tx`set local work_mem = '32MB'`
+        // in memory, instead of spilling to disk past the default 4 MB. Every join of the statement
+        // joins whole batches, which hash joins serve at any size; but a new account's rows are
+        // unknown to the planner's statistics until the next ANALYZE, and taken for one row it
+        // chose nested loops over CTE scans, quadratic in the batch: 13.5 s instead of 0.2 s for
+        // 1000 customers (docs/benchmarks.md, bench/tenant.ts). Index scans are still allowed.
+        await tx`select set_config('work_mem', '32MB', true), set_config('enable_nestloop', 'off', true)`
         await tx.unsafe(statement.text, [p.account_id, ids, today, ...statement.params] as never[])
         if (p.entity === 'customer') await liftInactive(tx, p.account_id, ids, inactiveDays)
       })
