@@ -20,6 +20,11 @@ export const ENVIRONMENT: [name: string, fallback: string, meaning: string][] = 
   ['SERVICE_API_RATE_LIMIT', '500', 'other API requests per minute per key'],
   ['SERVICE_MAX_PENDING_UPLOADS', '50', 'unprocessed uploads per account before uploads answer 429'],
   ['SERVICE_WEBHOOK_RETRY_SCALE', '1', 'multiplies the webhook retry delays (5 s, 25 s); tests only'],
+  [
+    'SERVICE_WEBHOOK_SECRET_GRACE_SECONDS',
+    '86400',
+    'after rotate-secret, deliveries are also signed with the old secret for this long',
+  ],
   ['SERVICE_JOB_LOCK_TIMEOUT', '900', 'seconds after which a job lock held by a live worker is released'],
   ['SERVICE_HEADERS_TIMEOUT_MS', '10000', 'time a client has to send its request headers'],
   ['SERVICE_REQUEST_TIMEOUT_MS', '60000', 'time a client has to send its whole request'],
@@ -53,6 +58,7 @@ export interface Config {
   maxPendingUploads: number
   // Multiplies the webhook retry delays (5 s, 25 s); only tests set it below 1.
   webhookRetryScale: number
+  webhookSecretGraceSeconds: number
   jobLockTimeoutSeconds: number
   stuckUploadSeconds: number
   headersTimeoutMs: number
@@ -79,6 +85,7 @@ export const loadConfig = (env: NodeJS.ProcessEnv = process.env): Config => ({
   apiRateLimit: int(env.SERVICE_API_RATE_LIMIT, 500),
   maxPendingUploads: int(env.SERVICE_MAX_PENDING_UPLOADS, 50),
   webhookRetryScale: Number(env.SERVICE_WEBHOOK_RETRY_SCALE) > 0 ? Number(env.SERVICE_WEBHOOK_RETRY_SCALE) : 1,
+  webhookSecretGraceSeconds: int(env.SERVICE_WEBHOOK_SECRET_GRACE_SECONDS, 86_400),
   jobLockTimeoutSeconds: int(env.SERVICE_JOB_LOCK_TIMEOUT, 900),
   stuckUploadSeconds: int(env.SERVICE_STUCK_UPLOAD_SECONDS, 900),
   headersTimeoutMs: int(env.SERVICE_HEADERS_TIMEOUT_MS, 10_000),

@@ -11,10 +11,17 @@ import { eventually, startReceiver, type Receiver, type Responder } from './help
 import { deliveryJobs, listDeliveries, settled, standardHeaders, subscribe, upload } from './helpers/webhooks.ts'
 import { enqueueCustomerCreated } from '../src/webhooks/outbox.ts'
 
+// Short enough for the rotation test to outwait it.
+const GRACE_SECONDS = 4
+
 let s: TestService
 const receivers: Receiver[] = []
 before(async () => {
-  s = await startTestService({ webhookRetryScale: 0.01, apiRateLimit: 100_000 })
+  s = await startTestService({
+    webhookRetryScale: 0.01,
+    apiRateLimit: 100_000,
+    webhookSecretGraceSeconds: GRACE_SECONDS,
+  })
 })
 after(async () => {
   await Promise.all(receivers.map((r) => r.close()))
@@ -389,20 +396,40 @@ test('a redelivery to an inactive webhook fails without sending', async () => {
   assert.equal(r.requests.length, 1)
 })
 
-test('rotate-secret changes the signing key', async () => {
+test('rotate-secret: both signatures during the grace period, then only the new one', async () => {
   const { account, r, hookId, secret: old } = await subscribed()
+  const rotatedAt = Date.now()
   const rotated = await s.admin('POST', `/accounts/${account.id}/webhooks/${hookId}/rotate-secret`)
   assert.equal(rotated.status, 200)
   const secret = rotated.body.secret as string
   assert.notEqual(secret, old)
+  const verifies = (key: string, req: (typeof r.requests)[number]) => {
+    try {
+      return !!new Webhook(key).verify(req.raw, standardHeaders(req.headers))
+    } catch {
+      return false
+    }
+  }
+
   await upload(account, customers(0, 1))
   await settled(s, account, hookId, 1)
-  const [req] = r.requests
-  const hmac = String(req.headers['x-service-hmac'])
-  assert.equal(await verify(secret, req.raw.toString('utf8'), hmac), true)
-  assert.equal(await verify(old, req.raw.toString('utf8'), hmac), false)
-  new Webhook(secret).verify(req.raw, standardHeaders(req.headers))
-  assert.throws(() => new Webhook(old).verify(req.raw, standardHeaders(req.headers)))
+  const [during] = r.requests
+  assert.ok(Date.now() - rotatedAt < GRACE_SECONDS * 1000, 'the first delivery came within the grace period')
+  assert.equal(String(during.headers['webhook-signature']).split(' ').length, 2)
+  assert.equal(verifies(secret, during), true, 'a receiver holding only the new secret')
+  assert.equal(verifies(old, during), true, 'a receiver holding only the old secret')
+  const hmac = String(during.headers['x-service-hmac'])
+  assert.equal(await verify(secret, during.raw.toString('utf8'), hmac), true)
+  assert.equal(await verify(old, during.raw.toString('utf8'), hmac), false)
+
+  await new Promise((done) => setTimeout(done, rotatedAt + GRACE_SECONDS * 1000 + 200 - Date.now()))
+  await upload(account, customers(1, 1))
+  await settled(s, account, hookId, 2)
+  const after = r.requests[1]
+  assert.equal(String(after.headers['webhook-signature']).split(' ').length, 1)
+  assert.equal(verifies(secret, after), true)
+  assert.equal(verifies(old, after), false)
+  assert.equal(await verify(secret, after.raw.toString('utf8'), String(after.headers['x-service-hmac'])), true)
 })
 
 test('the SSRF guard also holds at sending time', async () => {

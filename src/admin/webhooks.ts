@@ -40,9 +40,13 @@ export const removeWebhook = async (sql: Sql, accountId: number, id: number) => 
   if (!hook) refuse(404, `Webhook ${id} does not exist.`)
 }
 
-export const rotateSecret = async (sql: Sql, accountId: number, id: number) => {
+// The replaced secret keeps signing beside the new one for graceSeconds, so that receivers can switch
+// over without a gap; rotating again within that time drops the oldest.
+export const rotateSecret = async (sql: Sql, accountId: number, id: number, graceSeconds: number) => {
   const secret = generateSecret()
-  const [hook] =
-    await sql`update webhooks set secret = ${secret} where account_id = ${accountId} and id = ${id} returning id`
+  const [hook] = await sql`
+    update webhooks set secret = ${secret}, previous_secret = secret,
+      previous_secret_until = now() + make_interval(secs => ${graceSeconds})
+    where account_id = ${accountId} and id = ${id} returning id`
   return hook ? { secret } : refuse(404, `Webhook ${id} does not exist.`)
 }

@@ -280,7 +280,9 @@ const ops: Op[] = [
     method: 'POST',
     path: `${A}/:id/webhooks/:webhook_id/rotate-secret`,
     summary: "Replace a webhook's secret",
-    handler: inAccount(async (id, req, app) => ok(await rotateSecret(app.sql, id, idParam(req, 'webhook_id')))),
+    handler: inAccount(async (id, req, app) =>
+      ok(await rotateSecret(app.sql, id, idParam(req, 'webhook_id'), app.config.webhookSecretGraceSeconds)),
+    ),
   },
   {
     name: 'list-deliveries',

@@ -5,9 +5,10 @@ import { MAX_ATTEMPTS, retryDelaySeconds, type SendResult, sendWebhook } from '.
 import { hmacHeader, standardWebhookHeaders } from './sign.ts'
 
 // A removed webhook takes its deliveries with it (on delete cascade), so a missing row means
-// there is nothing left to send.
+// there is nothing left to send. The old secret signs too while its grace period after a rotation lasts.
 const load = (sql: Sql, p: DeliverWebhookPayload) => sql`
-  select d.status, d.message_id, d.payload, w.url, w.secret, w.active
+  select d.status, d.message_id, d.payload, w.url, w.active,
+    array_remove(array[w.secret, case when w.previous_secret_until > now() then w.previous_secret end], null) as secrets
   from webhook_deliveries d
   join webhooks w on w.account_id = d.account_id and w.id = d.webhook_id
   where d.account_id = ${p.account_id} and d.id = ${p.delivery_id}`
@@ -43,8 +44,9 @@ export const deliverWebhook = async (app: App, p: DeliverWebhookPayload) => {
         url: d.url,
         body: d.payload,
         headers: {
-          'X-service-HMAC': hmacHeader(d.secret, d.payload),
-          ...standardWebhookHeaders(d.secret, d.message_id, Math.floor(Date.now() / 1000), d.payload),
+          // The interface's header holds one value, so it carries the current secret's only.
+          'X-service-HMAC': hmacHeader(d.secrets[0], d.payload),
+          ...standardWebhookHeaders(d.secrets, d.message_id, Math.floor(Date.now() / 1000), d.payload),
         },
         allowPrivate: app.config.webhookAllowPrivate,
       })

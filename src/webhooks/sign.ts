@@ -15,19 +15,19 @@ export const hmacHeader = (secret: string, body: string | Buffer) =>
 const standardKey = (secret: string) =>
   Buffer.from(secret.startsWith(SECRET_PREFIX) ? secret.slice(SECRET_PREFIX.length) : secret, 'base64')
 
+// One signature per secret, space-separated as Standard Webhooks allows: during a rotation's grace
+// period a receiver holding either the new or the old secret finds one that verifies.
 export const standardWebhookHeaders = (
-  secret: string,
+  secrets: string[],
   messageId: string,
   timestampSeconds: number,
   body: string | Buffer,
 ) => {
-  const signature = createHmac('sha256', standardKey(secret))
-    .update(`${messageId}.${timestampSeconds}.`)
-    .update(body)
-    .digest('base64')
+  const sign = (secret: string) =>
+    createHmac('sha256', standardKey(secret)).update(`${messageId}.${timestampSeconds}.`).update(body).digest('base64')
   return {
     'webhook-id': messageId,
     'webhook-timestamp': String(timestampSeconds),
-    'webhook-signature': `v1,${signature}`,
+    'webhook-signature': secrets.map((secret) => `v1,${sign(secret)}`).join(' '),
   }
 }
