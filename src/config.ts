@@ -25,6 +25,11 @@ export const ENVIRONMENT: [name: string, fallback: string, meaning: string][] = 
     '86400',
     'after rotate-secret, deliveries are also signed with the old secret for this long',
   ],
+  [
+    'SERVICE_WEBHOOK_DISABLE_AFTER_SECONDS',
+    '432000',
+    'a webhook whose every attempt has failed for this long is disabled (5 days)',
+  ],
   ['SERVICE_JOB_LOCK_TIMEOUT', '900', 'seconds after which a job lock held by a live worker is released'],
   ['SERVICE_HEADERS_TIMEOUT_MS', '10000', 'time a client has to send its request headers'],
   ['SERVICE_REQUEST_TIMEOUT_MS', '60000', 'time a client has to send its whole request'],
@@ -59,6 +64,7 @@ export interface Config {
   // Multiplies the webhook retry delays (5 s, 25 s); only tests set it below 1.
   webhookRetryScale: number
   webhookSecretGraceSeconds: number
+  webhookDisableAfterSeconds: number
   jobLockTimeoutSeconds: number
   stuckUploadSeconds: number
   headersTimeoutMs: number
@@ -86,6 +92,7 @@ export const loadConfig = (env: NodeJS.ProcessEnv = process.env): Config => ({
   maxPendingUploads: int(env.SERVICE_MAX_PENDING_UPLOADS, 50),
   webhookRetryScale: Number(env.SERVICE_WEBHOOK_RETRY_SCALE) > 0 ? Number(env.SERVICE_WEBHOOK_RETRY_SCALE) : 1,
   webhookSecretGraceSeconds: int(env.SERVICE_WEBHOOK_SECRET_GRACE_SECONDS, 86_400),
+  webhookDisableAfterSeconds: int(env.SERVICE_WEBHOOK_DISABLE_AFTER_SECONDS, 432_000),
   jobLockTimeoutSeconds: int(env.SERVICE_JOB_LOCK_TIMEOUT, 900),
   stuckUploadSeconds: int(env.SERVICE_STUCK_UPLOAD_SECONDS, 900),
   headersTimeoutMs: int(env.SERVICE_HEADERS_TIMEOUT_MS, 10_000),

@@ -123,6 +123,7 @@ test('every operation answers as its published schema says', async () => {
   const hook = await call('addWebhook', { id }, { url: r.url, events: ['customer.created'] })
   await call('listWebhooks', { id })
   await call('rotateSecret', { id, webhook_id: hook.body.id })
+  await call('enableWebhook', { id, webhook_id: hook.body.id })
 
   const upload = await call(
     'uploadCustomers',

@@ -438,6 +438,10 @@ on('POST', `${ACC}/:id/webhooks/:webhook_id/rotate-secret`, async (r) => {
   await status(404, inB(r))
 })
 
+on('POST', `${ACC}/:id/webhooks/:webhook_id/enable`, async (r) => {
+  await status(404, inB(r))
+})
+
 on('GET', `${ACC}/:id/webhooks/:webhook_id/deliveries`, async (r) => {
   await status(404, inB(r))
   assert.ok(!(await listDeliveries(s, b, bHook)).some((d) => d.id === A.delivery))

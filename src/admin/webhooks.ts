@@ -1,8 +1,9 @@
 import * as v from 'valibot'
 import { refuse } from '../errors.ts'
+import { requeue } from '../webhooks/deliveries.ts'
 import { generateSecret } from '../webhooks/sign.ts'
 import { checkWebhookTarget, type Resolve } from '../webhooks/ssrf.ts'
-import type { Sql } from '../db/client.ts'
+import type { Sql, Tx } from '../db/client.ts'
 import { storable, strict } from '../validate.ts'
 
 export const WEBHOOK_EVENTS = ['customer.created'] as const
@@ -13,7 +14,7 @@ export const WebhookBody = strict({
   name: v.optional(v.pipe(v.string(), v.maxLength(255), storable)),
 })
 
-const columns = (sql: Sql) => sql`id, url, events, name, active, created_at`
+const columns = (sql: Sql | Tx) => sql`id, url, events, name, active, created_at`
 
 export const addWebhook = async (
   sql: Sql,
@@ -50,3 +51,16 @@ export const rotateSecret = async (sql: Sql, accountId: number, id: number, grac
     where account_id = ${accountId} and id = ${id} returning id`
   return hook ? { secret } : refuse(404, `Webhook ${id} does not exist.`)
 }
+
+// Starts the endpoint's health record afresh and sends, oldest first, the deliveries held while it
+// was disabled; enabling an active webhook changes nothing.
+export const enableWebhook = (sql: Sql, accountId: number, id: number) =>
+  sql.begin(async (tx) => {
+    const [was] = await tx`select active from webhooks where account_id = ${accountId} and id = ${id} for update`
+    if (!was) refuse(404, `Webhook ${id} does not exist.`)
+    const [hook] = await tx`
+      update webhooks set active = true, failing_since = null
+      where account_id = ${accountId} and id = ${id} returning ${columns(tx)}`
+    const resumed = was.active ? [] : await requeue(tx, accountId, id, tx`d.status = 'pending'`)
+    return { ...hook, resumed: resumed.length }
+  })

@@ -25,7 +25,14 @@ import {
   UserBody,
 } from '../admin/properties.ts'
 import { getScoringModel, putScoringModel } from '../admin/scoring.ts'
-import { addWebhook, listWebhooks, removeWebhook, rotateSecret, WebhookBody } from '../admin/webhooks.ts'
+import {
+  addWebhook,
+  enableWebhook,
+  listWebhooks,
+  removeWebhook,
+  rotateSecret,
+  WebhookBody,
+} from '../admin/webhooks.ts'
 import { deliveryLimit, listDeliveries, redeliver } from '../webhooks/deliveries.ts'
 import { ScoringModelSchema } from '../scoring/model.ts'
 import { eventQuery, listEvents } from '../admin/events.ts'
@@ -38,6 +45,7 @@ import {
   Account,
   Delivery,
   DeliveryQuery,
+  EnabledWebhook,
   EventQuery,
   Events,
   Key,
@@ -283,6 +291,14 @@ const ops: Op[] = [
     handler: inAccount(async (id, req, app) =>
       ok(await rotateSecret(app.sql, id, idParam(req, 'webhook_id'), app.config.webhookSecretGraceSeconds)),
     ),
+  },
+  {
+    name: 'enable-webhook',
+    reply: { status: 200, body: EnabledWebhook },
+    method: 'POST',
+    path: `${A}/:id/webhooks/:webhook_id/enable`,
+    summary: 'Enable a webhook again and send the deliveries held while it was disabled',
+    handler: inAccount(async (id, req, app) => ok(await enableWebhook(app.sql, id, idParam(req, 'webhook_id')))),
   },
   {
     name: 'list-deliveries',

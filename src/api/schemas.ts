@@ -183,6 +183,10 @@ export const Webhook = v.object(webhookFields)
 const Secret = describe(v.string(), 'The signing secret (whsec_ + base64); shown only here.')
 export const NewWebhook = v.object({ ...webhookFields, secret: Secret })
 export const WebhookSecret = v.object({ secret: Secret })
+export const EnabledWebhook = v.object({
+  ...Webhook.entries,
+  resumed: describe(int, 'Deliveries held while the webhook was disabled, now being sent, oldest first.'),
+})
 
 export const Delivery = v.object({
   id,
@@ -274,6 +278,7 @@ export const NAMED = {
   Webhook,
   NewWebhook,
   WebhookSecret,
+  EnabledWebhook,
   Delivery,
   Redelivery,
   Notification,

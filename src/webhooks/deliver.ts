@@ -1,17 +1,21 @@
 import type { App } from '../context.ts'
 import type { Sql, Tx } from '../db/client.ts'
 import { addJobs, type DeliverWebhookPayload, deliverWebhookJob } from '../db/jobs.ts'
+import { recordHealth } from './health.ts'
 import { MAX_ATTEMPTS, retryDelaySeconds, type SendResult, sendWebhook } from './send.ts'
 import { hmacHeader, standardWebhookHeaders } from './sign.ts'
 
 // A removed webhook takes its deliveries with it (on delete cascade), so a missing row means
 // there is nothing left to send. The old secret signs too while its grace period after a rotation lasts.
+// The share lock waits for a re-enabling transaction in flight, whose resend could otherwise miss
+// a delivery committed meanwhile that this job then took for held.
 const load = (sql: Sql, p: DeliverWebhookPayload) => sql`
-  select d.status, d.message_id, d.payload, w.url, w.active,
+  select d.status, d.webhook_id, d.message_id, d.payload, w.url, w.active,
     array_remove(array[w.secret, case when w.previous_secret_until > now() then w.previous_secret end], null) as secrets
   from webhook_deliveries d
   join webhooks w on w.account_id = d.account_id and w.id = d.webhook_id
-  where d.account_id = ${p.account_id} and d.id = ${p.delivery_id}`
+  where d.account_id = ${p.account_id} and d.id = ${p.delivery_id}
+  for share of w`
 
 // The delivery row is locked first so that two jobs of one delivery (a redelivery racing a
 // retry) number their attempts one after the other instead of colliding.
@@ -30,26 +34,24 @@ const setStatus = (tx: Tx, p: DeliverWebhookPayload, status: 'delivered' | 'fail
   update webhook_deliveries set status = ${status}, delivered_at = case when ${status} = 'delivered' then now() end
   where account_id = ${p.account_id} and id = ${p.delivery_id}`
 
-const inactive: SendResult = { status_code: null, duration_ms: 0, error: 'webhook is inactive', outcome: 'failed' }
-
 // One attempt per job. The attempt row and what follows from it (the status, or the next
 // attempt's job) commit together, so a crash can neither lose a retry nor log an attempt twice.
 export const deliverWebhook = async (app: App, p: DeliverWebhookPayload) => {
   const [d] = await load(app.sql, p)
   if (!d || d.status !== 'pending') return
+  // A disabled webhook's deliveries stay pending, held until enableWebhook sends them.
+  if (!d.active) return { delivery: p.delivery_id, outcome: 'held' }
   const at = new Date()
-  const result = !d.active
-    ? inactive
-    : await sendWebhook({
-        url: d.url,
-        body: d.payload,
-        headers: {
-          // The interface's header holds one value, so it carries the current secret's only.
-          'X-service-HMAC': hmacHeader(d.secrets[0], d.payload),
-          ...standardWebhookHeaders(d.secrets, d.message_id, Math.floor(Date.now() / 1000), d.payload),
-        },
-        allowPrivate: app.config.webhookAllowPrivate,
-      })
+  const result = await sendWebhook({
+    url: d.url,
+    body: d.payload,
+    headers: {
+      // The interface's header holds one value, so it carries the current secret's only.
+      'X-service-HMAC': hmacHeader(d.secrets[0], d.payload),
+      ...standardWebhookHeaders(d.secrets, d.message_id, Math.floor(Date.now() / 1000), d.payload),
+    },
+    allowPrivate: app.config.webhookAllowPrivate,
+  })
   await app.sql.begin(async (tx) => {
     const attempt = await logAttempt(tx, p, at, result)
     const firstAttempt = p.first_attempt ?? 1
@@ -58,6 +60,7 @@ export const deliverWebhook = async (app: App, p: DeliverWebhookPayload) => {
       const delay = retryDelaySeconds(attempt - firstAttempt + 1) * app.config.webhookRetryScale
       await addJobs(tx, [deliverWebhookJob({ ...p, first_attempt: firstAttempt }, new Date(Date.now() + delay * 1000))])
     } else await setStatus(tx, p, 'failed')
+    await recordHealth(tx, p.account_id, d.webhook_id, result, app.config.webhookDisableAfterSeconds)
   })
   return { delivery: p.delivery_id, outcome: result.outcome, status_code: result.status_code }
 }

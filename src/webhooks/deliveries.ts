@@ -1,6 +1,6 @@
 import { refuse } from '../errors.ts'
 import { addJobs, deliverWebhookJob } from '../db/jobs.ts'
-import type { Sql } from '../db/client.ts'
+import type { Sql, Tx } from '../db/client.ts'
 
 export const DEFAULT_DELIVERY_LIMIT = 50
 export const MAX_DELIVERY_LIMIT = 1000
@@ -40,19 +40,33 @@ export const listDeliveries = async (sql: Sql, accountId: number, webhookId: num
     order by d.id desc`
 }
 
-// The same delivery row goes back to pending with a fresh round of attempts, numbered on from
-// the ones already logged, and keeps its frozen payload and message id (webhook-id), so a
-// receiver that did get it can recognise the copy.
+// Deliveries sent again in bulk (recovery, a re-enabled webhook's held ones) share one queue per
+// webhook, which graphile-worker runs one job at a time in the order the jobs were added: each goes
+// out after the one before it, in their original order.
+const resendQueue = (accountId: number, webhookId: number) => `webhook:${accountId}:${webhookId}`
+
+// The chosen deliveries go back to pending with a fresh round of attempts, numbered on from the
+// ones already logged, and keep their frozen payload and message id (webhook-id), so a receiver
+// that did get one can recognise the copy.
+export const requeue = async (tx: Tx, accountId: number, webhookId: number, which: ReturnType<Tx>) => {
+  const rows = await tx`
+    update webhook_deliveries d set status = 'pending', delivered_at = null
+    where d.account_id = ${accountId} and d.webhook_id = ${webhookId} and ${which}
+    returning d.id, d.status, (select coalesce(max(attempt), 0) + 1 from webhook_attempts a
+      where a.account_id = d.account_id and a.delivery_id = d.id)::int as first_attempt`
+  const inOrder = [...rows].sort((x, y) => x.id - y.id)
+  await addJobs(
+    tx,
+    inOrder.map((d) => ({
+      ...deliverWebhookJob({ account_id: accountId, delivery_id: d.id, first_attempt: d.first_attempt }),
+      queue: resendQueue(accountId, webhookId),
+    })),
+  )
+  return inOrder
+}
+
 export const redeliver = (sql: Sql, accountId: number, webhookId: number, deliveryId: number) =>
   sql.begin(async (tx) => {
-    const [d] = await tx`
-    update webhook_deliveries d set status = 'pending', delivered_at = null
-    where account_id = ${accountId} and webhook_id = ${webhookId} and id = ${deliveryId}
-    returning id, status, (select coalesce(max(attempt), 0) + 1 from webhook_attempts a
-      where a.account_id = d.account_id and a.delivery_id = d.id)::int as first_attempt`
-    if (!d) refuse(404, `Delivery ${deliveryId} of webhook ${webhookId} does not exist.`)
-    await addJobs(tx, [
-      deliverWebhookJob({ account_id: accountId, delivery_id: deliveryId, first_attempt: d.first_attempt }),
-    ])
-    return d
+    const [d] = await requeue(tx, accountId, webhookId, tx`d.id = ${deliveryId}`)
+    return d ?? refuse(404, `Delivery ${deliveryId} of webhook ${webhookId} does not exist.`)
   })

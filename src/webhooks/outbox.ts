@@ -10,8 +10,10 @@ export interface Created {
   created_at: Date
 }
 
+// Disabled webhooks get their deliveries too: held pending until the webhook is enabled again, so
+// nothing that happens meanwhile is lost.
 const subscribers = (tx: Tx, accountId: number) => tx`
-  select id from webhooks where account_id = ${accountId} and active and 'customer.created' = any(events) order by id`
+  select id from webhooks where account_id = ${accountId} and 'customer.created' = any(events) order by id`
 
 const insertDeliveries = (tx: Tx, rows: object[]) =>
   tx`insert into webhook_deliveries ${tx(rows as never)} returning account_id, id`
