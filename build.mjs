@@ -33,7 +33,14 @@ const docsScript = readFileSync(
   createRequire(import.meta.url).resolve('@scalar/api-reference/browser/standalone.js'),
   'utf8',
 )
-const define = { __MIGRATIONS__: JSON.stringify(migrations), __DOCS_SCRIPT__: JSON.stringify(docsScript) }
+// GET /console serves the web console's script and stylesheet from the bundle (src/api/console.ts).
+const { buildConsole } = await import('./src/console/build.mjs')
+const consoleAssets = await buildConsole()
+const define = {
+  __MIGRATIONS__: JSON.stringify(migrations),
+  __DOCS_SCRIPT__: JSON.stringify(docsScript),
+  __CONSOLE__: JSON.stringify(consoleAssets),
+}
 
 const bundle = { entryPoints: ['src/cli/main.ts'], bundle: true, platform: 'node', logLevel: 'warning' }
 

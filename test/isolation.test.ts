@@ -23,6 +23,9 @@ const NO_TENANT_DATA = [
   'GET /openapi.json',
   'GET /docs',
   'GET /docs/reference.js',
+  'GET /console',
+  'GET /console/console.js',
+  'GET /console/console.css',
 ]
 
 let s: TestService

@@ -9,11 +9,13 @@ const LAYERS: [name: string, paths: RegExp][] = [
   ['base', /^src\/(context|errors|dates|validate|config|log|catalog)\.ts$|^src\/db\//],
   ['pure', /^src\/(search\/|metrics\.ts$|scoring\/(model|score|sql|explain)\.ts$)/],
   ['domain', /^src\/(uploads|tracking|webhooks|admin|import|records)\/|^src\/scoring\/(batch|daily)\.ts$/],
-  ['edges', /^src\/(http|api|jobs)\//],
+  ['edges', /^src\/(http|api|jobs|console)\//],
   ['entry', /^src\/cli\/|^src\/service\.ts$/],
 ]
-// Within the edges: http/ is the generic adapter and knows no route or task; jobs/ knows no HTTP.
+// Within the edges: http/ is the generic adapter and knows no route or task; jobs/ knows no HTTP;
+// console/ is browser code that reaches the server through the public API only.
 const FORBIDDEN: [from: RegExp, to: RegExp][] = [
+  [/^src\/console\//, /^src\/(?!console\/)/],
   [/^src\/http\//, /^src\/(api|jobs)\//],
   [/^src\/jobs\//, /^src\/(http|api)\//],
   [/^src\/api\//, /^src\/jobs\//],

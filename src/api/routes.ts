@@ -3,6 +3,7 @@ import { SearchBody } from '../records/search.ts'
 import { TrackBody } from '../tracking/schemas.ts'
 import { ContactsBody, CustomersBody } from '../uploads/schemas.ts'
 import { adminRoutes } from './admin.ts'
+import { consoleRoutes } from './console.ts'
 import { docsRoutes } from './docs.ts'
 import { healthRoutes } from './health.ts'
 import { metricsRoute } from './metrics.ts'
@@ -121,5 +122,6 @@ export const routes: Route[] = [
   ...healthRoutes,
   metricsRoute,
   ...docsRoutes,
+  ...consoleRoutes,
   openApiRoute(() => routes),
 ]

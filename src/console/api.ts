@@ -1,0 +1,114 @@
+// The console's only way to the service: the public API with the account's service key, so it can
+// do nothing that the key could not do with curl.
+
+export interface Customer {
+  id: string
+  name: string
+  fitscore: number | null
+  engagementscore: number | null
+  churn_risk: number | null
+  upsell_score: number | null
+  is_churned: boolean
+  last_seen: string | null
+  engagementscore_difference: number | null
+  engagementscore_trend: Record<string, number> | null
+  owner: string | null
+  tags: string[]
+  properties: Record<string, string | number | boolean | null>
+}
+
+export interface Driver {
+  codename: string
+  score: 'engagement' | 'fit'
+  contribution: number
+}
+
+export interface CustomerDetail extends Customer {
+  score_explanation: { risk_drivers: Driver[]; health_drivers: Driver[] } | null
+}
+
+export interface Filter {
+  propertyName: string
+  operator: string
+  value?: string
+  values?: string[]
+}
+
+export interface Page {
+  results: Customer[]
+  paging?: { next: { after: number } }
+}
+
+// A refusal as the service words it: Problem Details' sentence plus each place the request is wrong.
+export class ApiError extends Error {
+  constructor(
+    readonly status: number,
+    message: string,
+  ) {
+    super(message)
+  }
+}
+
+interface Problem {
+  title?: string
+  detail?: string
+  errors?: { path: string; message: string }[]
+}
+
+const describe = (status: number, problem: Problem | undefined) => {
+  const errors = (problem?.errors ?? []).map((e) => (e.path ? `${e.path}: ${e.message}` : e.message))
+  return [problem?.detail ?? problem?.title ?? `The service answered ${status}.`, ...errors].join(' ')
+}
+
+export const call = async <T>(
+  key: string,
+  method: string,
+  path: string,
+  body?: unknown,
+  signal?: AbortSignal,
+): Promise<T> => {
+  const headers: Record<string, string> = { 'service-key': key, accept: 'application/json' }
+  if (body !== undefined) headers['content-type'] = 'application/json'
+  const json = body === undefined ? undefined : JSON.stringify(body)
+  const res = await fetch(path, { method, headers, body: json, signal })
+  const data = await res.json().catch(() => undefined)
+  if (!res.ok) throw new ApiError(res.status, describe(res.status, data))
+  return data as T
+}
+
+export interface Search {
+  filters?: Filter[]
+  limit?: number
+  after?: number
+}
+
+export const searchCustomers = (key: string, search: Search, signal?: AbortSignal) =>
+  call<Page>(key, 'POST', '/api/v1/customers/search', search, signal)
+
+export const getCustomer = (key: string, id: string) =>
+  call<CustomerDetail>(key, 'GET', `/api/v1/customer/${encodeURIComponent(id)}`)
+
+// Follows the keyset cursor a page of 1000 (the API's largest) at a time, handing each page over as it
+// arrives so that the caller can draw while the rest loads. Aborting stops it between pages.
+export const eachCustomer = async (
+  key: string,
+  filters: Filter[],
+  max: number,
+  onPage: (customers: Customer[]) => void,
+  signal: AbortSignal,
+) => {
+  let after: number | undefined
+  let count = 0
+  do {
+    const page = await searchCustomers(key, { filters, limit: Math.min(1000, max - count), after }, signal)
+    count += page.results.length
+    onPage(page.results)
+    after = page.paging?.next.after
+  } while (after !== undefined && count < max)
+}
+
+const KEY = 'console.service-key'
+// Session storage: the key is gone when the tab closes and is never shared with other tabs.
+export const storedKey = () => sessionStorage.getItem(KEY)
+export const storeKey = (key: string) => sessionStorage.setItem(KEY, key)
+export const forgetKey = () => sessionStorage.removeItem(KEY)

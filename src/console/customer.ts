@@ -1,0 +1,122 @@
+import { html } from 'htm/preact'
+import { useEffect, useState } from 'preact/hooks'
+import { type CustomerDetail, type Driver, getCustomer } from './api.ts'
+import { score, signed } from './format.ts'
+
+const W = 560
+const H = 200
+const [LEFT, RIGHT, TOP, BOTTOM] = [44, 16, 12, 28]
+
+// A handful of monthly points (at most 15, docs/api.md) on the score's whole range, so that two
+// customers' charts read alike; a charting library would cost more than the chart.
+const Trend = ({ trend }: { trend: Record<string, number> | null }) => {
+  const points = Object.entries(trend ?? {}).sort(([a], [b]) => (a < b ? -1 : 1))
+  if (!points.length) return html`<p>No engagement score yet.</p>`
+  const times = points.map(([day]) => Date.parse(day))
+  const span = times[times.length - 1] - times[0]
+  const x = (t: number) => (span ? LEFT + ((t - times[0]) / span) * (W - LEFT - RIGHT) : (LEFT + W - RIGHT) / 2)
+  const y = (s: number) => TOP + ((100 - s) / 200) * (H - TOP - BOTTOM)
+  const line = points.map(([, s], i) => `${x(times[i]).toFixed(1)},${y(s).toFixed(1)}`).join(' ')
+  const said = points.map(([day, s]) => `${day}: ${s}`).join(', ')
+  return html`<svg class="trend" viewBox=${`0 0 ${W} ${H}`} role="img" aria-label=${`Engagement by date: ${said}`}
+    data-points=${points.length}>
+    ${[100, 0, -100].map(
+      (s) => html`<g>
+        <line x1=${LEFT} x2=${W - RIGHT} y1=${y(s)} y2=${y(s)} class=${s ? 'grid' : 'axis'} />
+        <text x=${LEFT - 6} y=${y(s) + 4} text-anchor="end">${s}</text>
+      </g>`,
+    )}
+    <polyline points=${line} class="line" />
+    ${points.map(
+      ([day, s], i) =>
+        html`<circle cx=${x(times[i])} cy=${y(s)} r="4" class="dot"><title>${day}: ${s}</title></circle>`,
+    )}
+    <text x=${LEFT} y=${H - 6}>${points[0][0]}</text>
+    <text x=${W - RIGHT} y=${H - 6} text-anchor="end">${points[points.length - 1][0]}</text>
+  </svg>`
+}
+
+const Drivers = ({ title, drivers }: { title: string; drivers: Driver[] }) => html`<div>
+  <h3>${title}</h3>
+  ${
+    drivers.length
+      ? html`<ul class="drivers">
+          ${drivers.map(
+            (d) =>
+              html`<li>
+                <strong>${d.codename}</strong> (${d.score}) ${signed(Math.round(d.contribution * 10) / 10)}
+              </li>`,
+          )}
+        </ul>`
+      : html`<p>None.</p>`
+  }
+</div>`
+
+const Score = ({ name, value, extra }: { name: string; value: number | null; extra?: string }) => html`<div>
+  <dt>${name}</dt>
+  <dd>${score(value)}${extra && html` <span class="diff">${extra}</span>`}</dd>
+</div>`
+
+export const CustomerPage = ({ apiKey, id }: { apiKey: string; id: string }) => {
+  const [customer, setCustomer] = useState<CustomerDetail | undefined>()
+  const [error, setError] = useState('')
+  useEffect(() => {
+    setCustomer(undefined)
+    setError('')
+    getCustomer(apiKey, id).then(setCustomer, (err: Error) => setError(err.message))
+  }, [apiKey, id])
+
+  if (error) return html`<section><h1>Customer ${id}</h1><p role="alert" class="error">${error}</p></section>`
+  if (!customer) return html`<p aria-live="polite">Loading…</p>`
+  const c = customer
+  const difference = c.engagementscore_difference
+  const properties = Object.entries(c.properties).sort(([a], [b]) => (a < b ? -1 : 1))
+  return html`<article aria-labelledby="customer-title" class="customer">
+    <p><a href="#/customers">← All customers</a></p>
+    <h1 id="customer-title">${c.name}</h1>
+    <p class="muted">
+      ID ${c.id} · owner ${c.owner ?? 'none'} · last seen ${c.last_seen ?? 'never'}
+      ${c.is_churned && html` · <strong>churned</strong>`}
+    </p>
+    <dl class="scores">
+      <${Score} name="Engagement" value=${c.engagementscore}
+        extra=${difference === null ? undefined : `${signed(difference)} in 30 days`} />
+      <${Score} name="Fit" value=${c.fitscore} />
+      <${Score} name="Churn risk" value=${c.churn_risk} />
+      <${Score} name="Upsell" value=${c.upsell_score} />
+    </dl>
+    <section aria-labelledby="trend-title">
+      <h2 id="trend-title">Engagement trend</h2>
+      <${Trend} trend=${c.engagementscore_trend} />
+    </section>
+    <section aria-labelledby="drivers-title">
+      <h2 id="drivers-title">What drives the scores</h2>
+      ${
+        c.score_explanation
+          ? html`<div class="columns">
+              <${Drivers} title="Risk drivers" drivers=${c.score_explanation.risk_drivers} />
+              <${Drivers} title="Health drivers" drivers=${c.score_explanation.health_drivers} />
+            </div>`
+          : html`<p>Not scored yet.</p>`
+      }
+    </section>
+    <section aria-labelledby="properties-title">
+      <h2 id="properties-title">Properties</h2>
+      ${
+        properties.length
+          ? html`<table class="properties">
+              <tbody>
+                ${properties.map(
+                  ([name, value]) => html`<tr><th scope="row">${name}</th><td>${String(value)}</td></tr>`,
+                )}
+              </tbody>
+            </table>`
+          : html`<p>None.</p>`
+      }
+    </section>
+    <section aria-labelledby="tags-title">
+      <h2 id="tags-title">Tags</h2>
+      ${c.tags.length ? html`<ul class="tags">${c.tags.map((t) => html`<li>${t}</li>`)}</ul>` : html`<p>None.</p>`}
+    </section>
+  </article>`
+}

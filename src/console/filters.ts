@@ -1,0 +1,98 @@
+import { html } from 'htm/preact'
+import { useState } from 'preact/hooks'
+import type { Filter } from './api.ts'
+
+// The search API's fields that every account has (docs/api.md); attributes and metrics are the
+// account's own codenames, typed in by hand since only the admin API lists them.
+const FIELDS = [
+  'name',
+  'engagementscore',
+  'engagementscore_difference',
+  'fitscore',
+  'churn_risk',
+  'upsell_score',
+  'last_seen',
+  'is_churned',
+  'owner',
+  'tags',
+]
+const OPERATORS: [string, string][] = [
+  ['EQ', 'equals'],
+  ['NEQ', 'does not equal'],
+  ['LT', 'less than'],
+  ['LTE', 'at most'],
+  ['GT', 'greater than'],
+  ['GTE', 'at least'],
+  ['LIKE', 'contains'],
+  ['NLIKE', 'does not contain'],
+  ['IN', 'one of (comma-separated)'],
+  ['NIN', 'none of (comma-separated)'],
+  ['GTD', 'more than N days ago'],
+  ['LTD', 'within the last N days'],
+  ['KNOWN', 'has a value'],
+  ['UNKNOWN', 'has no value'],
+]
+const NO_VALUE = new Set(['KNOWN', 'UNKNOWN'])
+const LISTS = new Set(['IN', 'NIN'])
+
+interface Row {
+  property: string
+  operator: string
+  value: string
+}
+
+const toFilter = ({ property, operator, value }: Row): Filter => {
+  const propertyName = property.trim()
+  if (NO_VALUE.has(operator)) return { propertyName, operator }
+  if (LISTS.has(operator)) return { propertyName, operator, values: value.split(',').map((v) => v.trim()) }
+  return { propertyName, operator, value }
+}
+
+const text = (e: Event) => (e.currentTarget as HTMLInputElement | HTMLSelectElement).value
+
+// Rows of property, operator and value, ANDed as the API does; the service validates them and its
+// refusal is shown as it words it. Labels point at their fields by id: a label wrapped around a
+// select would take in every option's text as the field's name.
+export const FilterBuilder = ({ onApply }: { onApply: (filters: Filter[]) => void }) => {
+  const [rows, setRows] = useState<Row[]>([])
+  const change = (i: number, patch: Partial<Row>) => setRows(rows.map((r, j) => (j === i ? { ...r, ...patch } : r)))
+  const submit = (e: Event) => {
+    e.preventDefault()
+    onApply(rows.filter((r) => r.property.trim()).map(toFilter))
+  }
+  return html`<form class="filters" onSubmit=${submit}>
+    <fieldset>
+      <legend>Filters</legend>
+      ${rows.map(
+        (row, i) => html`<div class="filter" key=${i}>
+          <div class="field">
+            <label for=${`filter-${i}-property`}>Property</label>
+            <input id=${`filter-${i}-property`} list="console-fields" value=${row.property} required
+              onInput=${(e: Event) => change(i, { property: text(e) })} />
+          </div>
+          <div class="field">
+            <label for=${`filter-${i}-operator`}>Operator</label>
+            <select id=${`filter-${i}-operator`} value=${row.operator}
+              onChange=${(e: Event) => change(i, { operator: text(e) })}>
+              ${OPERATORS.map(([op, meaning]) => html`<option value=${op}>${op} · ${meaning}</option>`)}
+            </select>
+          </div>
+          <div class="field">
+            <label for=${`filter-${i}-value`}>Value</label>
+            <input id=${`filter-${i}-value`} value=${row.value} disabled=${NO_VALUE.has(row.operator)}
+              onInput=${(e: Event) => change(i, { value: text(e) })} />
+          </div>
+          <button type="button" aria-label=${`Remove filter ${i + 1}`}
+            onClick=${() => setRows(rows.filter((_, j) => j !== i))}>Remove</button>
+        </div>`,
+      )}
+      <div class="actions">
+        <button type="button" onClick=${() => setRows([...rows, { property: '', operator: 'EQ', value: '' }])}>
+          Add filter
+        </button>
+        <button type="submit" class="primary">Apply</button>
+      </div>
+    </fieldset>
+    <datalist id="console-fields">${FIELDS.map((f) => html`<option value=${f}></option>`)}</datalist>
+  </form>`
+}

@@ -1,0 +1,353 @@
+// The web console in a real browser (Debian's Chromium through playwright-core) against a real
+// service: sign-in with a key, the score matrix, the customers table with its filters and export, the
+// customer page, an accessibility check, and the same console served from the single-file bundle.
+import { after, before, test } from 'node:test'
+import assert from 'node:assert/strict'
+import { spawn } from 'node:child_process'
+import { copyFileSync, existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs'
+import { createRequire } from 'node:module'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import type { Page } from 'playwright-core'
+import { type Browser, launchBrowser } from './helpers/browser.ts'
+import { freshDatabase } from './helpers/db.ts'
+import { scoredAccount, waitForUpload } from './helpers/fixtures.ts'
+import { startTestService, type TestService } from './helpers/service.ts'
+
+const AXE = readFileSync(createRequire(import.meta.url).resolve('axe-core/axe.min.js'), 'utf8')
+const DAY = 86_400_000
+const day = (daysAgo: number) => new Date(Date.now() - daysAgo * DAY).toISOString().slice(0, 10)
+
+let s: TestService
+let browser: Browser
+let account: Awaited<ReturnType<typeof scoredAccount>>
+
+// 150 customers spread over the matrix, and one alone in its top-right corner (the highest
+// engagement, a perfect fit) with a month-by-month trend, an owner and a tag.
+const CUSTOMERS = [
+  ...Array.from({ length: 150 }, (_, i) => ({
+    external_id: `c${String(i).padStart(3, '0')}`,
+    name: `Customer ${i}`,
+    attributes: { country: ['US', 'DE', 'FR'][i % 3], has_sso: i % 2 === 0 },
+    metrics: [
+      { date: day(60), logins: (i * 7) % 40 },
+      { date: day(0), logins: i % 40 },
+    ],
+  })),
+  {
+    external_id: 'zeta',
+    name: 'Zeta Star',
+    owner_email: 'owner@acme.test',
+    attributes: { country: 'US', has_sso: true },
+    metrics: [
+      { date: day(60), logins: 10 },
+      { date: day(30), logins: 20 },
+      { date: day(0), logins: 40 },
+    ],
+  },
+]
+
+before(async () => {
+  s = await startTestService()
+  account = await scoredAccount(s)
+  const uploaded = await account.api('/api/v1/customers', { customers: CUSTOMERS })
+  assert.equal(uploaded.status, 200, JSON.stringify(uploaded.body))
+  await waitForUpload(account.api, uploaded.body.upload_id, 60_000, true)
+  assert.equal((await s.admin('POST', `/accounts/${account.id}/tags`, { title: 'Champion' })).status, 201)
+  const tagged = await s.admin('PUT', `/accounts/${account.id}/customers/zeta/tags`, { titles: ['Champion'] })
+  assert.equal(tagged.status, 200)
+  browser = await launchBrowser()
+})
+after(async () => {
+  await browser?.close()
+  await s?.stop()
+})
+
+// A tab on the console that fails the test on a script error, a refused policy or a request to any
+// other host.
+const open = async (base = s.base) => {
+  const page = await browser.context.newPage()
+  const problems: string[] = []
+  page.on('pageerror', (err) => problems.push(`page error: ${err.message}`))
+  page.on('console', (msg) => msg.type() === 'error' && problems.push(`console: ${msg.text()}`))
+  page.on('request', (req) => {
+    if (!/^(blob:|data:)/.test(req.url()) && !req.url().startsWith(`${base}/`)) problems.push(`request ${req.url()}`)
+  })
+  await page.goto(`${base}/console`)
+  return { page, problems }
+}
+
+const signIn = async (page: Page, token = account.token) => {
+  await page.getByLabel('Service key').fill(token)
+  await page.getByRole('button', { name: 'Sign in' }).click()
+  await page.getByRole('navigation', { name: 'Views' }).waitFor()
+}
+
+const matrixReady = async (page: Page) => {
+  const canvas = page.locator('#matrix[data-state="ready"]')
+  await canvas.waitFor()
+  return canvas
+}
+
+// axe-core's serious and critical findings on the page as it stands.
+const accessibility = async (page: Page) => {
+  await page.evaluate(AXE)
+  const violations: { id: string; impact: string; help: string; nodes: { target: string[] }[] }[] = await page.evaluate(
+    'axe.run(document, { resultTypes: ["violations"] }).then((r) => r.violations)',
+  )
+  return violations
+    .filter((v) => v.impact === 'serious' || v.impact === 'critical')
+    .map((v) => `${v.impact} ${v.id}: ${v.help} at ${v.nodes.map((n) => n.target.join(' ')).join(', ')}`)
+}
+
+const searchIds = async (filters: unknown[]) => {
+  const res = await account.api('/api/v1/customers/search', { filters, limit: 1000 })
+  assert.equal(res.status, 200, JSON.stringify(res.body))
+  return (res.body.results as { id: string }[]).map((c) => c.id)
+}
+
+test('the console page loads only from this service, under a policy that allows nothing else', async () => {
+  const res = await s.call('GET', '/console')
+  assert.equal(res.status, 200)
+  assert.equal(res.headers.get('content-type'), 'text/html; charset=utf-8')
+  const policy = res.headers.get('content-security-policy') ?? ''
+  assert.match(policy, /default-src 'none'/)
+  assert.match(policy, /connect-src 'self'/)
+  assert.match(policy, /frame-ancestors 'none'/)
+  const html: string = res.body
+  assert.match(html, /<script src="\/console\/console\.js" defer><\/script>/)
+  assert.match(html, /<link rel="stylesheet" href="\/console\/console\.css">/)
+  assert.doesNotMatch(html, /(?:https?:)?\/\/[a-z0-9.-]+\.[a-z]{2,}/i)
+  const script = await s.call('GET', '/console/console.js')
+  assert.equal(script.headers.get('content-type'), 'text/javascript; charset=utf-8')
+  const style = await s.call('GET', '/console/console.css')
+  assert.equal(style.headers.get('content-type'), 'text/css; charset=utf-8')
+  for (const text of [script.body, style.body]) assert.doesNotMatch(text, /https?:\/\/(?!www\.w3\.org\/)/)
+})
+
+test('sign-in refuses a wrong key, keeps the right one in session storage only, and signs out', async () => {
+  const { page, problems } = await open()
+  assert.deepEqual(await accessibility(page), [])
+  await page.getByLabel('Service key').fill('sk_1_wrong')
+  await page.getByRole('button', { name: 'Sign in' }).click()
+  await page
+    .getByRole('alert')
+    .getByText(/The key was refused/)
+    .waitFor()
+  // The failed sign-in's 401 is the browser's own console line, not the console's error.
+  problems.length = 0
+  await signIn(page)
+  assert.equal(await page.evaluate(() => Object.values(sessionStorage).join()), account.token)
+  assert.equal(await page.evaluate(() => localStorage.length), 0)
+  await page.reload()
+  await page.getByRole('navigation', { name: 'Views' }).waitFor()
+  await page.getByRole('button', { name: 'Sign out' }).click()
+  await page.getByLabel('Service key').waitFor()
+  assert.equal(await page.evaluate(() => sessionStorage.length), 0)
+  assert.deepEqual(problems, [])
+  await page.close()
+})
+
+test('the matrix plots every customer; hovering names one and a click opens its page', async () => {
+  const { page, problems } = await open()
+  await signIn(page)
+  const canvas = await matrixReady(page)
+  assert.equal(Number(await canvas.getAttribute('data-points')), CUSTOMERS.length)
+  assert.deepEqual(await accessibility(page), [])
+
+  const zeta = (await account.api('/api/v1/customer/zeta', undefined, 'GET')).body
+  assert.deepEqual([zeta.engagementscore, zeta.fitscore], [100, 100])
+  // Where the console puts engagement 100 and fit 100: the plot's top-right corner.
+  const box = (await canvas.boundingBox())!
+  const [size, margin] = [
+    Number(await canvas.getAttribute('data-size')),
+    Number(await canvas.getAttribute('data-margin')),
+  ]
+  const scale = box.width / size
+  const [x, y] = [box.x + (size - margin) * scale, box.y + margin * scale]
+  await page.mouse.move(x, y)
+  const tip = page.locator('#matrix-tip')
+  await tip.waitFor()
+  assert.match((await tip.textContent())!, /Zeta Star\s*engagement 100 · fit 100 · churn risk \d+/)
+  await page.mouse.click(x, y)
+  await page.waitForURL(/#\/customer\/zeta$/)
+  await page.getByRole('heading', { level: 1, name: 'Zeta Star' }).waitFor()
+  assert.deepEqual(problems, [])
+  await page.close()
+})
+
+test('the matrix filter narrows the points to what the API finds', async () => {
+  const { page, problems } = await open()
+  await signIn(page)
+  await matrixReady(page)
+  await page.getByRole('button', { name: 'Add filter' }).click()
+  await page.getByLabel('Property').fill('country')
+  await page.getByLabel('Value').fill('DE')
+  await page.getByRole('button', { name: 'Apply' }).click()
+  const expected = await searchIds([{ propertyName: 'country', operator: 'EQ', value: 'DE' }])
+  assert.equal(expected.length, 50)
+  await page.locator(`#matrix[data-state="ready"][data-points="${expected.length}"]`).waitFor()
+  assert.deepEqual(problems, [])
+  await page.close()
+})
+
+test('the customers table: rows open the customer, filters narrow it as the API does, load more, CSV', async () => {
+  const { page, problems } = await open()
+  await signIn(page)
+  await page.getByRole('link', { name: 'Customers' }).click()
+  const rows = page.locator('tbody tr')
+  await page.locator('#customers-count[data-count="100"]').waitFor()
+  assert.equal(await rows.count(), 100)
+  assert.deepEqual(await accessibility(page), [])
+
+  await page.getByRole('button', { name: 'Load more' }).click()
+  await page.locator(`#customers-count[data-count="${CUSTOMERS.length}"]`).waitFor()
+  assert.equal(await page.getByRole('button', { name: 'Load more' }).count(), 0)
+  const zetaRow = rows.filter({ hasText: 'Zeta Star' })
+  assert.match((await zetaRow.textContent())!, /owner@acme\.test.*Champion/)
+
+  await page.getByRole('button', { name: 'Add filter' }).click()
+  await page.getByLabel('Property').fill('engagementscore')
+  await page.getByLabel('Operator').selectOption('GT')
+  await page.getByLabel('Value').fill('50')
+  await page.getByRole('button', { name: 'Apply' }).click()
+  const expected = await searchIds([{ propertyName: 'engagementscore', operator: 'GT', value: '50' }])
+  assert.ok(expected.length > 0 && expected.length < CUSTOMERS.length, String(expected.length))
+  await page.locator(`#customers-count[data-count="${expected.length}"]`).waitFor()
+  assert.deepEqual(await page.locator('tbody tr td:nth-child(2)').allTextContents(), expected)
+
+  const [download] = await Promise.all([
+    page.waitForEvent('download'),
+    page.getByRole('button', { name: 'Export CSV' }).click(),
+  ])
+  const csv = readFileSync((await download.path())!, 'utf8')
+    .trimEnd()
+    .split('\r\n')
+  assert.equal(csv[0], 'Name,ID,Engagement,Fit,Churn risk,Upsell,Last seen,Owner,Tags')
+  assert.deepEqual(
+    csv.slice(1).map((line) => line.split(',')[1]),
+    expected,
+  )
+
+  await page.getByRole('link', { name: 'Zeta Star' }).click()
+  await page.getByRole('heading', { level: 1, name: 'Zeta Star' }).waitFor()
+  assert.deepEqual(problems, [])
+  await page.close()
+})
+
+test('a refused filter shows the API’s own words', async () => {
+  const { page } = await open()
+  await signIn(page)
+  await page.getByRole('link', { name: 'Customers' }).click()
+  await page.getByRole('button', { name: 'Add filter' }).click()
+  await page.getByLabel('Property').fill('no_such_field')
+  await page.getByLabel('Value').fill('1')
+  await page.getByRole('button', { name: 'Apply' }).click()
+  assert.match((await page.getByRole('alert').textContent())!, /no_such_field/)
+  await page.close()
+})
+
+test('the customer page shows its scores, trend, drivers, properties, tags and owner', async () => {
+  const { page, problems } = await open()
+  await page.goto(`${s.base}/console#/customer/zeta`)
+  await signIn(page)
+  await page.getByRole('heading', { level: 1, name: 'Zeta Star' }).waitFor()
+  const zeta = (await account.api('/api/v1/customer/zeta', undefined, 'GET')).body
+  const scores = await page.locator('.scores').innerText()
+  for (const [name, value] of [
+    ['Engagement', zeta.engagementscore],
+    ['Fit', zeta.fitscore],
+    ['Churn risk', zeta.churn_risk],
+    ['Upsell', zeta.upsell_score],
+  ]) {
+    assert.match(scores, new RegExp(`${name}\\s+${value}\\b`))
+  }
+  assert.ok(zeta.engagementscore_difference > 0, JSON.stringify(zeta))
+  assert.match(scores, new RegExp(`\\+${zeta.engagementscore_difference} in 30 days`))
+  const trend = page.getByRole('img', { name: /^Engagement by date/ })
+  assert.equal(Number(await trend.getAttribute('data-points')), Object.keys(zeta.engagementscore_trend).length)
+  assert.ok(Object.keys(zeta.engagementscore_trend).length >= 2, JSON.stringify(zeta.engagementscore_trend))
+  const drivers = await page.locator('.columns').innerText()
+  for (const d of [...zeta.score_explanation.risk_drivers, ...zeta.score_explanation.health_drivers]) {
+    assert.match(drivers, new RegExp(`${d.codename} \\(${d.score}\\)`))
+  }
+  assert.ok(zeta.score_explanation.health_drivers.length > 0)
+  const page_ = await page.locator('article').innerText()
+  assert.match(page_, /owner owner@acme\.test/)
+  assert.match(page_, /country\s+US/)
+  assert.match(page_, /Champion/)
+  assert.deepEqual(await accessibility(page), [])
+
+  await page.goto(`${s.base}/console#/customer/nobody`)
+  assert.match((await page.getByRole('alert').textContent())!, /not|no such/i)
+  assert.deepEqual(
+    problems.filter((p) => !/404/.test(p)),
+    [],
+  )
+  await page.close()
+})
+
+test('the single-file bundle carries the console and serves the same bytes without node_modules', async () => {
+  // npm test builds dist/service.mjs first, as test/build.test.ts assumes.
+  assert.ok(existsSync('dist/service.mjs'), 'dist/service.mjs is missing: run npm run build')
+  const fromSource = {
+    script: Buffer.from(await (await fetch(`${s.base}/console/console.js`)).arrayBuffer()),
+    style: Buffer.from(await (await fetch(`${s.base}/console/console.css`)).arrayBuffer()),
+  }
+  assert.ok(
+    readFileSync('dist/service.mjs', 'utf8').includes('Sign in to the console'),
+    'the bundle does not contain the console',
+  )
+
+  const dir = mkdtempSync(join(tmpdir(), 'service-console-'))
+  copyFileSync('dist/service.mjs', join(dir, 'service.mjs'))
+  const db = await freshDatabase()
+  const child = spawn(process.execPath, ['service.mjs', 'serve'], {
+    cwd: dir,
+    env: {
+      PATH: process.env.PATH,
+      DATABASE_URL: db.url,
+      PORT: '0',
+      HOST: '127.0.0.1',
+      SERVICE_ADMIN_TOKEN: 'bundle-admin',
+    },
+  })
+  try {
+    let out = ''
+    const port = await new Promise<number>((resolve, reject) => {
+      child.stdout.on('data', (d) => {
+        out += d
+        const m = /"msg":"listening","port":(\d+)/.exec(out)
+        if (m) resolve(Number(m[1]))
+      })
+      child.on('exit', (code) => reject(new Error(`exited ${code}: ${out}`)))
+    })
+    const base = `http://127.0.0.1:${port}`
+    for (const [path, bytes] of [
+      ['/console/console.js', fromSource.script],
+      ['/console/console.css', fromSource.style],
+    ] as const) {
+      const res = await fetch(base + path)
+      assert.equal(res.status, 200)
+      assert.ok(Buffer.from(await res.arrayBuffer()).equals(bytes), `the bundle serves another ${path}: rebuild`)
+    }
+    const admin = { authorization: 'Bearer bundle-admin', 'content-type': 'application/json' }
+    const created = await fetch(`${base}/admin/v1/accounts`, { method: 'POST', headers: admin, body: '{"name":"B"}' })
+    const { id } = await created.json()
+    const key = await fetch(`${base}/admin/v1/accounts/${id}/keys`, { method: 'POST', headers: admin, body: '{}' })
+    const { page, problems } = await open(base)
+    await signIn(page, (await key.json()).token)
+    const canvas = await matrixReady(page)
+    assert.equal(await canvas.getAttribute('data-points'), '0')
+    assert.deepEqual(problems, [])
+    await page.close()
+  } finally {
+    if (child.exitCode === null) {
+      const exited = new Promise((resolve) => child.once('exit', resolve))
+      child.kill('SIGTERM')
+      await exited
+    }
+    await db.drop()
+    rmSync(dir, { recursive: true, force: true })
+  }
+})
