@@ -4,12 +4,13 @@ import fc from 'fast-check'
 import { contextNeeds } from '../src/search/criteria.ts'
 import {
   ALLOWED_OPERATORS,
+  type Condition,
   type ErrorDetail,
   type Filter,
   type PropertyDef,
   SearchError,
 } from '../src/search/fields.ts'
-import { compileSearch, type SearchInput } from '../src/search/sql.ts'
+import { compileCount, compileSearch, type SearchInput } from '../src/search/sql.ts'
 import { matches, type SearchRecord } from '../src/search/evaluate.ts'
 
 const TODAY = '2026-11-21'
@@ -24,7 +25,7 @@ const catalog: PropertyDef[] = [
 ]
 
 function input(over: Partial<SearchInput>): SearchInput {
-  return { entity: 'customer', accountId: 7, filters: [], limit: 100, catalog, today: TODAY, ...over }
+  return { entity: 'customer', accountId: 7, limit: 100, catalog, today: TODAY, ...over } as SearchInput
 }
 
 function errorsOf(over: Partial<SearchInput>): ErrorDetail[] {
@@ -424,16 +425,19 @@ describe('compileSearch SQL', () => {
       { propertyName: 'tags', operator: 'NEQ', value: 'red', values: ['blue', 7 as unknown as string] },
       { propertyName: 'name', operator: 'EQ', value: 'not looked up' },
     ]
-    assert.deepEqual(contextNeeds('customer', filters), {
+    assert.deepEqual(contextNeeds('customer', { filters }), {
       catalog: false,
       emails: ['a@x.io', 'b@x.io'],
       titles: ['red', 'blue'],
     })
     // owner is no core field of contacts: the catalog tells whether a contact property has the name.
-    assert.deepEqual(contextNeeds('contact', filters), { catalog: true, emails: [], titles: ['red', 'blue'] })
-    assert.deepEqual(contextNeeds('customer', []), { catalog: false, emails: [], titles: [] })
-    assert.equal(contextNeeds('customer', [], []).catalog, true)
-    assert.equal(contextNeeds('customer', [{ propertyName: 'plan', operator: 'EQ', value: 'x' }]).catalog, true)
+    assert.deepEqual(contextNeeds('contact', { filters }), { catalog: true, emails: [], titles: ['red', 'blue'] })
+    assert.deepEqual(contextNeeds('customer', {}), { catalog: false, emails: [], titles: [] })
+    assert.equal(contextNeeds('customer', {}, []).catalog, true)
+    assert.equal(
+      contextNeeds('customer', { filters: [{ propertyName: 'plan', operator: 'EQ', value: 'x' }] }).catalog,
+      true,
+    )
   })
 
   test('json: each record as one JSON text beside its service_id, in the same order', () => {
@@ -467,6 +471,120 @@ describe('compileSearch SQL', () => {
   })
 })
 
+const leaf = (propertyName: string, operator: string, value?: string): Filter => ({
+  propertyName,
+  operator,
+  ...(value !== undefined && { value }),
+})
+
+describe('compileSearch: where trees', () => {
+  const seats = leaf('seats', 'GT', '2')
+  const plan = leaf('plan', 'EQ', 'pro')
+
+  test('filters are an AND node: the same tree under where compiles to the same SQL', () => {
+    for (const [entity, filters] of [
+      ['customer', [seats, plan, leaf('tags', 'KNOWN')]],
+      ['contact', [leaf('customer_external_id', 'NEQ', 'c1'), leaf('role', 'LIKE', 'a')]],
+      ['customer', [leaf('is_churned', 'EQ', 'true')]],
+    ] as const) {
+      const catalogOf =
+        entity === 'contact' ? [{ codename: 'role', kind: 'attribute', type: 'string' } as const] : catalog
+      const plain = compileSearch(input({ entity, catalog: catalogOf, filters }))
+      assert.deepEqual(compileSearch(input({ entity, catalog: catalogOf, where: { and: filters } })), plain)
+      // Nested ANDs at the top flatten too.
+      const nested = { and: [filters[0], { and: filters.slice(1) }] }
+      assert.deepEqual(compileSearch(input({ entity, catalog: catalogOf, where: nested })), plain)
+    }
+  })
+
+  test('or, and and not nest in parentheses; NOT is pushed down to the criteria', () => {
+    const text = (where: Condition) => whereOf(compileSearch(input({ where })).text)
+    const sso = leaf('sso', 'EQ', 'true')
+    assert.match(
+      text({ or: [seats, { and: [plan, { not: sso }] }] }),
+      new RegExp(
+        /\n  and \(\(case when [^\n]* > \$3::text::numeric /.source +
+          /or \(r\.attributes @> \$4::text::jsonb and not coalesce\(r\.attributes @> \$5::text::jsonb, false\)\)\)\n/
+            .source,
+      ),
+    )
+    // NOT of a criterion is its negative operator, which holds where the positive one is unknown.
+    assert.match(text({ not: seats }), /\n  and not coalesce\(\(case when [^\n]* > \$3::text::numeric, false\)\n/)
+    assert.equal(text({ not: leaf('seats', 'NEQ', '2') }), text(leaf('seats', 'EQ', '2')))
+    assert.equal(text({ not: { not: { or: [seats, plan] } } }), text({ or: [seats, plan] }))
+    // De Morgan: NOT of an OR is the AND of the negations.
+    assert.match(
+      text({ not: { or: [plan, { not: sso }] } }),
+      /\n  and \(not coalesce\(r\.attributes @> \$2::text::jsonb, false\) and r\.attributes @> \$3::text::jsonb\)\n/,
+    )
+  })
+
+  test('the churn default: off when any leaf anywhere names is_churned, even under OR and NOT', () => {
+    const churnParams = (where: Condition) => compileSearch(input({ where })).params.filter((p) => p === 'false')
+    assert.deepEqual(churnParams({ or: [seats, plan] }), ['false'])
+    assert.deepEqual(churnParams(seats), ['false'])
+    assert.deepEqual(churnParams({ or: [seats, leaf('is_churned', 'EQ', 'true')] }), [])
+    assert.deepEqual(churnParams({ not: { and: [plan, { not: leaf('is_churned', 'KNOWN') }] } }), [])
+    const { text } = compileSearch(input({ where: { or: [seats, plan] } }))
+    assert.match(whereOf(text), /\)\n  and r\.is_churned in \(\$\d+::text::boolean\)\n/)
+  })
+
+  test('the joins follow the leaves anywhere in the tree', () => {
+    const deep = { or: [plan, { not: { and: [seats, leaf('engagementscore', 'LT', '5')] } }] }
+    assert.match(
+      compileSearch(input({ where: deep })).text,
+      /from \(select r\.\* from customers r left join customer_scores h/,
+    )
+    assert.match(
+      compileSearch(input({ where: { or: [plan, seats] } })).text,
+      /from \(select r\.\* from customers r\nwhere/,
+    )
+  })
+
+  test('errors name their path in the tree, every one at once', () => {
+    const where = {
+      or: [
+        leaf('seats', 'EQ', '1'),
+        { and: [leaf('seats', 'LIKE', 'x'), { not: leaf('nope', 'EQ', '1') }] },
+        leaf('renewal_date', 'GT', 'soon'),
+      ],
+    }
+    assert.deepEqual(pathsOf({ where }), [
+      '/where/or/1/and/0/operator',
+      '/where/or/1/and/1/not/propertyName',
+      '/where/or/2/value',
+    ])
+    const [error] = errorsOf({ entity: 'contact', where: { or: [plan, { and: [leaf('owner', 'KNOWN')] }] } })
+    assert.deepEqual(error, { path: '/where/or/1/and/0/propertyName', message: 'owner is a customer-only field' })
+    assert.deepEqual(pathsOf({ entity: 'contact', where: { not: leaf('is_churned', 'EQ', 'true') } }), [
+      '/where/not/propertyName',
+    ])
+  })
+
+  test('contextNeeds reads the leaves of a tree', () => {
+    const where = { or: [leaf('owner', 'EQ', 'a@x.io'), { not: { and: [leaf('tags', 'IN', 'red'), seats] } }] }
+    assert.deepEqual(contextNeeds('customer', { where }), { catalog: true, emails: ['a@x.io'], titles: ['red'] })
+    assert.deepEqual(contextNeeds('customer', { where: { not: leaf('name', 'KNOWN') } }).catalog, false)
+  })
+})
+
+describe('compileCount', () => {
+  test('counts what the page query matches, paging aside', () => {
+    const over = { where: { or: [leaf('seats', 'GT', '2'), leaf('engagementscore', 'LT', '5')] }, afterServiceId: 9 }
+    const page = compileSearch(input(over))
+    const count = compileCount(input(over), false)
+    assert.match(count.text, /^select count\(\*\) as total from customers r left join customer_scores h /)
+    assert.equal(whereOf(count.text), whereOf(page.text).slice(0, whereOf(count.text).length))
+    assert.ok(!count.text.includes('external_id >') && !count.text.includes('limit'))
+    assert.deepEqual(count.params, page.params.slice(0, count.params.length))
+    const estimate = compileCount(input(over), true)
+    assert.equal(estimate.text, count.text.replace('select count(*) as total', 'explain (format json) select 1'))
+  })
+  test('refuses what compileSearch refuses', () => {
+    assert.throws(() => compileCount(input({ filters: [leaf('nope', 'KNOWN')] }), false), SearchError)
+  })
+})
+
 // ---------------------------------------------------------------------------------------------
 // evaluate.ts
 
@@ -480,7 +598,7 @@ function ids(
   entity: SearchInput['entity'] = 'customer',
   cat = catalog,
 ): string[] {
-  return records.filter((r) => matches(r, filters, cat, TODAY, entity)).map((r) => r.external_id)
+  return records.filter((r) => matches(r, { filters }, cat, TODAY, entity)).map((r) => r.external_id)
 }
 
 function one(propertyName: string, operator: string, value?: string | string[]): Filter[] {
@@ -660,6 +778,35 @@ describe('matches: churn default and combination', () => {
   })
 })
 
+describe('matches: where trees', () => {
+  const records = [
+    rec('a', { fitscore: 5, tags: ['Red'] }),
+    rec('b', { fitscore: 9 }),
+    rec('c', { is_churned: true, fitscore: 5 }),
+    rec('d', { tags: ['blue'] }),
+  ]
+  const treeIds = (where: Condition) =>
+    records.filter((r) => matches(r, { where }, catalog, TODAY, 'customer')).map((r) => r.external_id)
+  test('and, or and not as they read, with the churn default', () => {
+    const five = leaf('fitscore', 'EQ', '5')
+    const red = leaf('tags', 'EQ', 'red')
+    assert.deepEqual(treeIds(five), ['a'])
+    assert.deepEqual(treeIds({ or: [five, leaf('tags', 'KNOWN')] }), ['a', 'd'])
+    assert.deepEqual(treeIds({ and: [five, red] }), ['a'])
+    // fitscore GT 6 is unknown for d (no value): NOT of it holds, as for NEQ and the like.
+    assert.deepEqual(treeIds({ not: leaf('fitscore', 'GT', '6') }), ['a', 'd'])
+    assert.deepEqual(treeIds({ not: { or: [five, red] } }), ['b', 'd'])
+    assert.deepEqual(treeIds({ or: [five, leaf('is_churned', 'EQ', 'true')] }), ['a', 'c'])
+    assert.deepEqual(treeIds({ not: { not: leaf('is_churned', 'KNOWN') } }), ['a', 'b', 'c', 'd'])
+  })
+  test('invalid leaves throw the compiler error with their path', () => {
+    assert.throws(
+      () => treeIds({ or: [leaf('fitscore', 'KNOWN'), { not: leaf('seats', 'LIKE', 'x') }] }),
+      (e) => e instanceof SearchError && e.errors[0].path === '/where/or/1/not/operator',
+    )
+  })
+})
+
 describe('matches: negative operators are exact complements', () => {
   const valueArb = fc.oneof(
     fc.constantFrom(null, '', 'a', 'A', '%', 'ab', true, false, 0, 1, 2.5, '2026-11-01', '2026-11-21', '2026-02-30'),
@@ -696,8 +843,8 @@ describe('matches: negative operators are exact complements', () => {
     fc.assert(
       fc.property(recordArb, fc.constantFrom(...pairs), (r, [field, pos, neg, value]) => {
         const record = rec('r', r as Partial<SearchRecord>)
-        const hit = matches(record, one(field, pos, value), catalog, TODAY, 'customer')
-        const miss = matches(record, one(field, neg, value), catalog, TODAY, 'customer')
+        const hit = matches(record, { filters: one(field, pos, value) }, catalog, TODAY, 'customer')
+        const miss = matches(record, { filters: one(field, neg, value) }, catalog, TODAY, 'customer')
         assert.notEqual(hit, miss)
       }),
     )

@@ -1,6 +1,7 @@
 // The service against the plain in-memory evaluator (src/search/evaluate.ts) of the same rules:
-// one random dataset is uploaded, then random filter sets are run through HTTP, paging with random
-// page sizes, and each answer must be exactly the evaluator's matches in byte order.
+// one random dataset is uploaded, then random filter sets and where trees are run through HTTP,
+// paging with random page sizes, and each answer must be exactly the evaluator's matches in byte
+// order (and its exact count, when asked for, their number).
 import { after, before, test } from 'node:test'
 import assert from 'node:assert/strict'
 import fc from 'fast-check'
@@ -10,10 +11,15 @@ import { allPages, byteOrder, dayAgo, search, upload } from './helpers/search.ts
 import { storeScores } from './helpers/db.ts'
 import {
   ALLOWED_OPERATORS,
+  type Condition,
+  type Conditions,
   SearchError,
   type Entity,
   type FieldType,
   type Filter,
+  leavesOf,
+  MAX_DEPTH,
+  MAX_LEAVES,
   type PropertyDef,
 } from '../src/search/fields.ts'
 import { matches, type SearchRecord } from '../src/search/evaluate.ts'
@@ -244,42 +250,71 @@ const filterArb = (entity: Entity): fc.Arbitrary<Filter> =>
     }),
   )
 
-const requestArb = fc.constantFrom<Entity>('customer', 'contact').chain((entity) =>
-  fc.record({
-    entity: fc.constant(entity),
-    filters: fc.array(filterArb(entity), { maxLength: 4 }),
-    limit: fc.integer({ min: 3, max: 60 }),
-  }),
-)
+// Trees up to the depth limit: a node at the top, below it a leaf as likely as a node, so that most stay small.
+const conditionArb = (entity: Entity, depth = 0): fc.Arbitrary<Condition> => {
+  if (depth === MAX_DEPTH) return filterArb(entity)
+  const child = conditionArb(entity, depth + 1)
+  const list = fc.array(child, { minLength: 1, maxLength: 3 })
+  return fc.oneof(
+    { weight: depth === 0 ? 0 : 3, arbitrary: filterArb(entity) },
+    { weight: 1, arbitrary: list.map((and) => ({ and })) },
+    { weight: 1, arbitrary: list.map((or) => ({ or })) },
+    { weight: 1, arbitrary: child.map((not) => ({ not })) },
+  )
+}
+
+const requestArb = (conditions: (entity: Entity) => fc.Arbitrary<Conditions>) =>
+  fc.constantFrom<Entity>('customer', 'contact').chain((entity) =>
+    fc.record({
+      entity: fc.constant(entity),
+      conditions: conditions(entity),
+      limit: fc.integer({ min: 3, max: 60 }),
+      count: fc.boolean(),
+    }),
+  )
 
 const RECORDS: Record<Entity, SearchRecord[]> = { customer: customerRecords, contact: contactRecords }
 
-test('random filter sets: the service answers exactly what the in-memory evaluator matches', async () => {
-  // Runs whose answer is neither empty nor everything: the ones that tell filters apart.
+// Random requests, each of which must page to exactly what the evaluator matches; a third of them at
+// least must have an answer that is neither empty nor everything: the ones that tell conditions apart.
+const compare = async (arb: ReturnType<typeof requestArb>) => {
   let telling = 0
   await fc.assert(
-    fc.asyncProperty(requestArb, async ({ entity, filters, limit }) => {
+    fc.asyncProperty(arb, async ({ entity, conditions, limit, count }) => {
       const today = new Date().toISOString().slice(0, 10)
       let expected: string[]
       try {
         expected = RECORDS[entity]
-          .filter((r) => matches(r, filters, catalog[entity], today, entity))
+          .filter((r) => matches(r, conditions, catalog[entity], today, entity))
           .map((r) => r.external_id)
           .sort(byteOrder)
       } catch (err) {
         if (!(err instanceof SearchError)) throw err
-        assert.equal((await search(account, `${entity}s`, { filters })).status, 400)
+        assert.equal((await search(account, `${entity}s`, conditions)).status, 400)
         return
       }
-      const pages = await allPages(account, `${entity}s`, { filters, limit })
+      const pages = await allPages(account, `${entity}s`, { ...conditions, limit, ...(count && { count: 'exact' }) })
       const got = pages.flatMap((p) => p.results.map((r: { id: string }) => r.id))
       assert.deepEqual(got, expected)
       assert.equal(pages.length, Math.max(1, Math.ceil(expected.length / limit)))
+      for (const page of pages) assert.equal(page.total, count ? expected.length : undefined)
       if (expected.length > 0 && expected.length < RECORDS[entity].length) telling++
     }),
     { numRuns: RUNS, seed: SEED },
   )
   assert.ok(telling >= RUNS / 3, `only ${telling} of ${RUNS} runs had a partial answer`)
+}
+
+test('random filter sets: the service answers exactly what the in-memory evaluator matches', async () => {
+  await compare(requestArb((entity) => fc.array(filterArb(entity), { maxLength: 4 }).map((filters) => ({ filters }))))
+})
+
+test('random where trees: the service answers exactly what the in-memory evaluator matches', async () => {
+  const trees = (entity: Entity) =>
+    conditionArb(entity)
+      .filter((where) => leavesOf(where).length <= MAX_LEAVES)
+      .map((where) => ({ where }))
+  await compare(requestArb(trees))
 })
 
 test('the dataset is varied enough for the comparison to mean something', async () => {

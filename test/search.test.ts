@@ -449,6 +449,87 @@ describe('owner, tags, is_churned and customer_external_id', () => {
   })
 })
 
+describe('where trees', () => {
+  const where = async (entity: 'customers' | 'contacts', tree: unknown) =>
+    idsOf(await search(acme, entity, { where: tree }))
+  const us = f('country', 'EQ', 'US')
+  const few = f('logins', 'LT', '12')
+
+  test('or, and and not over the filters of the interface', async () => {
+    assert.deepEqual(await where('customers', { or: [us, few] }), ['c-a', 'c-c'])
+    assert.deepEqual(await where('customers', { not: { or: [us, few] } }), ['c-b', 'c-d', 'c-e'])
+    assert.deepEqual(await where('customers', { and: [{ or: [us, few] }, { not: f('logins', 'EQ', '0') }] }), ['c-a'])
+    // A leaf without a value (c-e has no logins) is false, so its NOT is true, as with NEQ.
+    assert.deepEqual(await where('customers', { not: f('logins', 'GT', '1') }), ['c-c', 'c-e'])
+    // Owner and tag operands are looked up wherever they are in the tree.
+    const owned = {
+      or: [f('owner', 'EQ', 'SECOND@acme.test'), { and: [f('tags', 'EQ', 'trial'), f('owner', 'KNOWN')] }],
+    }
+    assert.deepEqual(await where('customers', owned), ['c-b', 'c-d'])
+  })
+
+  test('the filters of the interface under an AND node answer exactly as the filters', async () => {
+    const filters = [f('country', 'IN', ['US', 'DE', 'us']), f('logins', 'GT', '5'), f('tags', 'EQ', 'trial')]
+    const plain = await search(acme, 'customers', { filters, properties: ['country'] })
+    assert.deepEqual(idsOf(plain), ['c-b'])
+    assert.deepEqual(
+      (await search(acme, 'customers', { where: { and: filters }, properties: ['country'] })).body,
+      plain.body,
+    )
+  })
+
+  test('the churn default: off when a leaf anywhere in the tree names is_churned', async () => {
+    assert.deepEqual(await where('customers', us), ['c-a'])
+    assert.deepEqual(await where('customers', { or: [us, f('is_churned', 'EQ', 'true')] }), ['c-a', 'c-f'])
+    // Then the tree alone decides: is_churned named under NOT, where it excludes no one.
+    assert.deepEqual(await where('customers', { and: [us, { not: f('is_churned', 'UNKNOWN') }] }), ['c-a', 'c-f'])
+  })
+
+  test('contacts take the same trees', async () => {
+    const tree = { or: [f('customer_external_id', 'EQ', 'c-f'), f('role', 'EQ', 'admin')] }
+    assert.deepEqual(await where('contacts', tree), ['k-1', 'k-3'])
+    assert.deepEqual(await where('contacts', { not: { or: [f('tags', 'KNOWN'), f('role', 'LIKE', 'admin')] } }), [
+      'k-2',
+    ])
+  })
+
+  test('the limits are inclusive: 4 nested nodes, 50 filters', async () => {
+    assert.deepEqual(await where('customers', nested(4)), ACTIVE)
+    const fifty = { or: [{ and: Array(25).fill(few) }, { not: { or: Array(25).fill(us) } }] }
+    assert.deepEqual(await where('customers', fifty), ['c-b', 'c-c', 'c-d', 'c-e'])
+  })
+})
+
+// Nodes nested n deep, each an OR of a filter matching every record and the next node.
+const nested = (n: number): unknown => (n === 0 ? f('name', 'UNKNOWN') : { or: [f('name', 'KNOWN'), nested(n - 1)] })
+
+describe('counts', () => {
+  test('exact: the number of matching records, on every page, paging aside', async () => {
+    const body = { where: { or: [f('country', 'KNOWN'), f('logins', 'GT', '1')] }, count: 'exact', limit: 2 }
+    const pages = await allPages(acme, 'customers', body)
+    const all = pages.flatMap((p) => p.results.map((r: { id: string }) => r.id))
+    assert.deepEqual(all, ['c-a', 'c-b', 'c-c', 'c-d'])
+    for (const page of pages) assert.equal(page.total, all.length)
+    assert.deepEqual(Object.keys(pages[0]), ['results', 'paging', 'total'])
+    assert.equal((await search(acme, 'customers', { count: 'exact' })).body.total, ACTIVE.length)
+    assert.equal((await search(acme, 'contacts', { filters: [f('role', 'KNOWN')], count: 'exact' })).body.total, 3)
+    const none = await search(acme, 'customers', { filters: [f('name', 'EQ', 'nobody')], count: 'exact' })
+    assert.deepEqual(none.body, { results: [], total: 0 })
+  })
+
+  test("estimate: the planner's estimate, flagged as one", async () => {
+    const res = await search(acme, 'customers', { where: { not: f('tags', 'KNOWN') }, count: 'estimate', limit: 1 })
+    assert.equal(res.status, 200, JSON.stringify(res.body))
+    assert.deepEqual(Object.keys(res.body), ['results', 'paging', 'total', 'total_is_estimate'])
+    assert.ok(Number.isInteger(res.body.total) && res.body.total >= 0, String(res.body.total))
+    assert.equal(res.body.total_is_estimate, true)
+  })
+
+  test('without count, no total', async () => {
+    assert.deepEqual(Object.keys((await search(acme, 'customers', { limit: 1 })).body), ['results', 'paging'])
+  })
+})
+
 describe('the response objects', () => {
   const iso = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/
 
@@ -792,6 +873,29 @@ describe('400s, each with the path of the fault', () => {
     ['after not an integer', 'customers', { after: 1.5 }, ['/after']],
     ['after as a string', 'customers', { after: '1' }, ['/after']],
     ['after beyond safe integers', 'contacts', { after: 1e300 }, ['/after']],
+    ['a tree deeper than 4 nodes', 'customers', { where: nested(5) }, ['/where/or/1/or/1/or/1/or/1']],
+    ['more than 50 filters in a tree', 'customers', { where: { or: Array(51).fill(f('name', 'KNOWN')) } }, ['/where']],
+    ['filters and where together', 'customers', { filters: [], where: f('name', 'KNOWN') }, ['/where']],
+    [
+      'an unknown key in a tree node',
+      'customers',
+      { where: { or: [f('name', 'KNOWN'), { adn: [f('name', 'KNOWN')] }] } },
+      ['/where/or/1/and', '/where/or/1/adn'],
+    ],
+    ['an empty node', 'contacts', { where: { not: { or: [] } } }, ['/where/not/or']],
+    [
+      'a customer-only field inside a contact tree',
+      'contacts',
+      { where: { or: [f('role', 'KNOWN'), { and: [f('owner', 'KNOWN')] }] } },
+      ['/where/or/1/and/0/propertyName'],
+    ],
+    [
+      'an operator not allowed inside a tree',
+      'customers',
+      { where: { or: [f('name', 'KNOWN'), { and: [f('logins', 'LIKE', '1')] }] } },
+      ['/where/or/1/and/0/operator'],
+    ],
+    ['count of an unknown kind', 'customers', { count: 'all' }, ['/count']],
     [
       'every fault at once',
       'customers',
@@ -812,6 +916,23 @@ describe('400s, each with the path of the fault', () => {
       assert.equal(error.path, '/filters/0/propertyName')
       assert.match(error.message, /customer-only/)
     }
+  })
+
+  test('a typo of a node key is named with the key it meant', async () => {
+    const errors = errorsOf(await search(acme, 'customers', { where: { not: { ro: [f('name', 'KNOWN')] } } }))
+    assert.match(errors.find((e) => e.path === '/where/not/ro')!.message, /\(did you mean or\?\)/)
+    const [deep] = errorsOf(await search(acme, 'customers', { where: nested(5) }))
+    assert.match(deep.message, /At most 4 nested/)
+  })
+
+  test('nesting far beyond the limit is refused at the limit, without recursing into it', async () => {
+    const depth = 100_000
+    const body = `{"where":${'{"not":'.repeat(depth)}{"propertyName":"name","operator":"KNOWN"}${'}'.repeat(depth)}}`
+    const res = await s.call('POST', '/api/v1/customers/search', body, {
+      'service-key': acme.token,
+      'content-type': 'application/json',
+    })
+    assert.deepEqual(pathsOf(res), ['/where/not/not/not/not'])
   })
 
   test('the operator error lists the allowed operators', async () => {

@@ -1,5 +1,5 @@
 import * as v from 'valibot'
-import { strict } from '../validate.ts'
+import { closest, isObject, strict } from '../validate.ts'
 import { catalogSql } from '../admin/properties.ts'
 import type { Entity, PropertyDef } from '../catalog.ts'
 import type { App } from '../context.ts'
@@ -8,8 +8,19 @@ import { TABLES } from '../db/tables.ts'
 import { today } from '../dates.ts'
 import { refuse } from '../errors.ts'
 import { contextNeeds } from '../search/criteria.ts'
-import { type ErrorDetail, MAX_FILTERS, MAX_LIMIT, SearchError } from '../search/fields.ts'
-import { compileSearch } from '../search/sql.ts'
+import {
+  type Condition,
+  type Conditions,
+  type ErrorDetail,
+  leavesOf,
+  MAX_DEPTH,
+  MAX_FILTERS,
+  MAX_LEAVES,
+  MAX_LIMIT,
+  NODE_KEYS,
+  SearchError,
+} from '../search/fields.ts'
+import { compileCount, compileSearch, type SearchInput } from '../search/sql.ts'
 
 // Each IN value and selected codename becomes one bound parameter; the caps keep a 5 MB body from
 // outgrowing Postgres' 65535 parameters.
@@ -22,10 +33,51 @@ const SearchFilter = strict({
   values: v.optional(v.pipe(v.array(v.string()), v.maxLength(MAX_LIST, `At most ${MAX_LIST} values.`))),
 })
 
+// The node an object is meant as: the one whose key it has or, when it has no propertyName, whose
+// key one of its keys is a typo of (strict() then names the key it meant); a filter otherwise.
+const nodeKey = (input: unknown) => {
+  if (!isObject(input) || Object.hasOwn(input, 'propertyName')) return undefined
+  const keys = Object.keys(input)
+  return NODE_KEYS.find((k) => keys.includes(k)) ?? keys.map((k) => closest(k, [...NODE_KEYS])).find(Boolean)
+}
+
+const TOO_DEEP = v.custom<Condition>(() => false, `At most ${MAX_DEPTH} nested and/or/not nodes.`)
+
+const nodesOver = (child: v.GenericSchema<Condition>) => {
+  const list = v.pipe(v.array(child), v.minLength(1, 'Must have at least one condition.'))
+  return { and: strict({ and: list }), or: strict({ or: list }), not: strict({ not: child }) }
+}
+
+// A condition under `depth` nodes. Each level is a schema of its own, whose nodes hold the next
+// level's conditions; the last holds filters only, so no body recurses deeper however it nests.
+const conditionAt = (depth: number): v.GenericSchema<Condition> => {
+  const nodes = depth < MAX_DEPTH ? nodesOver(conditionAt(depth + 1)) : undefined
+  return v.lazy((input) => {
+    const key = nodeKey(input) as (typeof NODE_KEYS)[number] | undefined
+    return key === undefined ? SearchFilter : (nodes?.[key] ?? TOO_DEEP)
+  }) as v.GenericSchema<Condition>
+}
+
+const WHERE = `A tree instead of filters: a filter object, or a node {"and": [conditions]}, {"or": [conditions]} or
+{"not": condition}, whose conditions are again filter objects or nodes. At most ${MAX_DEPTH} nodes on the way from
+the top to any filter and ${MAX_LEAVES} filters in all; not together with filters. Customer search is limited to
+active customers unless a filter anywhere in the tree names is_churned.`.replaceAll('\n', ' ')
+
+const COUNT = `"exact" adds total, the number of matching records (paging aside); "estimate" adds the query
+planner's estimate of it as total, with total_is_estimate: true, at no scan cost.`.replaceAll('\n', ' ')
+
 // Shapes and ranges here; codenames, operators and values against the account's catalog in the
 // compiler, which reports them with the same kind of paths.
-export const SearchBody = strict({
+const SearchFields = strict({
   filters: v.optional(v.pipe(v.array(SearchFilter), v.maxLength(MAX_FILTERS, `At most ${MAX_FILTERS} filters.`))),
+  where: v.optional(
+    v.pipe(
+      conditionAt(0),
+      v.check((t) => leavesOf(t).length <= MAX_LEAVES, `At most ${MAX_LEAVES} filters in a tree.`),
+      v.description(WHERE),
+    ),
+  ),
+  count: v.optional(v.pipe(v.picklist(['exact', 'estimate'], 'Must be "exact" or "estimate".'), v.description(COUNT))),
   properties: v.optional(v.pipe(v.array(v.string()), v.maxLength(MAX_LIST, `At most ${MAX_LIST} codenames.`))),
   limit: v.optional(
     v.pipe(
@@ -38,7 +90,21 @@ export const SearchBody = strict({
   ),
   after: v.optional(v.pipe(v.number(), v.safeInteger('Must be the service_id of a record (paging.next.after).'))),
 })
+export const SearchBody = v.pipe(
+  SearchFields,
+  v.forward(
+    v.partialCheck(
+      [['filters'], ['where']],
+      (b) => b.filters === undefined || b.where === undefined,
+      'Send filters or where, not both.',
+    ),
+    ['where'],
+  ),
+)
 export type SearchBody = v.InferOutput<typeof SearchBody>
+
+const conditionsOf = (body: SearchBody): Conditions =>
+  body.where === undefined ? { filters: body.filters } : { where: body.where }
 
 const NO_CONTEXT = { catalog: [] as PropertyDef[], lookups: { users: new Map(), tags: new Map() } }
 
@@ -47,7 +113,7 @@ const NO_CONTEXT = { catalog: [] as PropertyDef[], lookups: { users: new Map(), 
 // between requests: other processes may change any of it. A request on core fields alone needs
 // none of it and skips the round trip.
 export const searchContext = async (sql: Sql, accountId: number, entity: Entity, body: SearchBody) => {
-  const needs = contextNeeds(entity, body.filters ?? [], body.properties)
+  const needs = contextNeeds(entity, conditionsOf(body), body.properties)
   if (!needs.catalog && needs.emails.length === 0 && needs.titles.length === 0) return NO_CONTEXT
   const [row] = await sql`
     select
@@ -83,31 +149,48 @@ const afterError = async (
 // query's column order: json, service_id), so the page is joined into the answer as bytes, never
 // decoded, parsed or serialized again here.
 const [OPEN, COMMA] = [Buffer.from('{"results":['), Buffer.from(',')]
+// A count the request asked for, after the results and paging.
+interface Total {
+  total: number
+  estimate: boolean
+}
 // The answer for a page of raw rows (bench/search's floor server sends the same bytes).
-export const pageBody = (rows: [Buffer, Buffer][], limit: number) => {
+export const pageBody = (rows: [Buffer, Buffer][], limit: number, count?: Total) => {
   const results = rows.slice(0, limit)
   const paging = rows.length > limit ? `,"paging":{"next":{"after":${results[results.length - 1][1]}}}` : ''
+  const total = count ? `,"total":${count.total}${count.estimate ? ',"total_is_estimate":true' : ''}` : ''
   const objects = results.flatMap(([json], i) => (i === 0 ? [json] : [COMMA, json]))
-  return Buffer.concat([OPEN, ...objects, Buffer.from(`]${paging}}`)])
+  return Buffer.concat([OPEN, ...objects, Buffer.from(`]${paging}${total}}`)])
+}
+
+// Counted in a statement of its own, beside the page's: a count reads every match, a page no more
+// than it shows, so neither waits for the other.
+const countOf = async (sql: Sql, input: SearchInput, count: 'exact' | 'estimate'): Promise<Total> => {
+  const query = compileCount(input, count === 'estimate')
+  const [row] = await sql.unsafe(query.text, query.params as string[])
+  return count === 'exact'
+    ? { total: row.total, estimate: false }
+    : { total: row['QUERY PLAN'][0].Plan['Plan Rows'], estimate: true }
 }
 
 // A page of the search, as the bytes of the answer.
 export const searchPage = async (app: App, accountId: number, entity: Entity, body: SearchBody) => {
   const context = await searchContext(app.sql, accountId, entity, body)
+  const input: SearchInput = {
+    entity,
+    accountId,
+    catalog: context.catalog,
+    lookups: context.lookups,
+    ...conditionsOf(body),
+    properties: body.properties,
+    limit: body.limit,
+    afterServiceId: body.after,
+    json: true,
+    today: today(),
+  }
   let query: ReturnType<typeof compileSearch>
   try {
-    query = compileSearch({
-      entity,
-      accountId,
-      catalog: context.catalog,
-      lookups: context.lookups,
-      filters: body.filters ?? [],
-      properties: body.properties,
-      limit: body.limit,
-      afterServiceId: body.after,
-      json: true,
-      today: today(),
-    })
+    query = compileSearch(input)
   } catch (err) {
     if (!(err instanceof SearchError)) throw err
     return refuse(400, 'The search request is invalid.', [
@@ -115,10 +198,13 @@ export const searchPage = async (app: App, accountId: number, entity: Entity, bo
       ...err.errors,
     ])
   }
-  const rows = (await app.sql.unsafe(query.text, query.params as string[]).raw()) as unknown as [Buffer, Buffer][]
+  const [rows, total] = await Promise.all([
+    app.sql.unsafe(query.text, query.params as string[]).raw() as unknown as Promise<[Buffer, Buffer][]>,
+    body.count && countOf(app.sql, input, body.count),
+  ])
   if (rows.length === 0) {
     const errors = await afterError(app.sql, accountId, entity, body.after)
     if (errors.length > 0) refuse(400, 'The search request is invalid.', errors)
   }
-  return pageBody(rows, body.limit)
+  return pageBody(rows, body.limit, total)
 }

@@ -4,6 +4,8 @@ import { DATE_RULE, isDate } from '../dates.ts'
 import { UNSTORABLE } from '../validate.ts'
 import {
   ALLOWED_OPERATORS,
+  type Condition,
+  type Conditions,
   CORE_FIELDS,
   CUSTOMER_ONLY_FIELDS,
   type Criterion,
@@ -11,6 +13,8 @@ import {
   type ErrorDetail,
   type Field,
   type Filter,
+  isNode,
+  leavesOf,
   MAX_DAYS,
   MAX_FILTERS,
   type Operand,
@@ -20,6 +24,7 @@ import {
   type PropertyDef,
   type Scalar,
   SearchError,
+  type Tree,
   type ValueType,
   valueTypeOf,
 } from './fields.ts'
@@ -50,7 +55,9 @@ function parseDays(raw: unknown): Parsed {
   return ok ? { value: Number(raw) } : { error: `must be a whole number of days from 0 to ${MAX_DAYS}` }
 }
 
-function lookupField(entity: Entity, name: string, catalog: ReadonlyMap<string, PropertyDef>): Field | string {
+type Defs = ReadonlyMap<string, PropertyDef>
+
+function lookupField(entity: Entity, name: string, catalog: Defs): Field | string {
   if (entity === 'contact' && CUSTOMER_ONLY_FIELDS.has(name)) return `${name} is a customer-only field`
   // Core fields win over custom codenames of the same name.
   const core = CORE_FIELDS[entity].get(name)
@@ -94,7 +101,7 @@ function resolveFilter(
   entity: Entity,
   filter: Filter,
   at: string,
-  catalog: ReadonlyMap<string, PropertyDef>,
+  catalog: Defs,
   errors: ErrorDetail[],
 ): Criterion | undefined {
   const field = lookupField(entity, filter.propertyName, catalog)
@@ -122,7 +129,7 @@ function resolveFilter(
   return { field, op: shape.base, negated: shape.negated, operands }
 }
 
-// Active customers only, unless the request filters on is_churned itself.
+// Active customers only, unless the request constrains is_churned itself.
 const ACTIVE_ONLY: Criterion = {
   field: { source: 'core', name: 'is_churned', type: 'boolean' },
   op: 'IN',
@@ -130,31 +137,60 @@ const ACTIVE_ONLY: Criterion = {
   operands: [false],
 }
 
-export function collectCriteria(
+// The tree with each filter resolved, or undefined where one failed (its errors are in `errors`).
+function resolveTree(
   entity: Entity,
-  filters: readonly Filter[],
-  catalog: readonly PropertyDef[],
+  t: Condition,
+  at: string,
+  defs: Defs,
   errors: ErrorDetail[],
-): Criterion[] {
-  if (filters.length > MAX_FILTERS)
-    errors.push({ path: '/filters', message: `at most ${MAX_FILTERS} filters are allowed` })
-  const defs = new Map(catalog.map((d) => [d.codename, d]))
-  const criteria = filters.flatMap((f, i) => resolveFilter(entity, f, `/filters/${i}`, defs, errors) ?? [])
-  const churnFiltered = filters.some((f) => f.propertyName === 'is_churned')
-  return entity === 'customer' && !churnFiltered ? [...criteria, ACTIVE_ONLY] : criteria
+): Tree<Criterion> | undefined {
+  if (!isNode(t)) return resolveFilter(entity, t, at, defs, errors)
+  const all = (key: 'and' | 'or', items: readonly Condition[]) => {
+    const children = items.map((c, i) => resolveTree(entity, c, `${at}/${key}/${i}`, defs, errors))
+    return children.every((c) => c !== undefined) ? children : undefined
+  }
+  if ('not' in t) {
+    const not = resolveTree(entity, t.not, `${at}/not`, defs, errors)
+    return not && { not }
+  }
+  if ('and' in t) {
+    const and = all('and', t.and)
+    return and && { and }
+  }
+  const or = all('or', t.or)
+  return or && { or }
 }
 
-// The validated filters plus the default conditions, shared by the SQL compiler and the
-// in-memory evaluator so both apply identical rules. Throws SearchError on invalid filters.
-export function searchCriteria(
+// The request's condition with every filter resolved against the catalog (each problem in
+// `errors`): its filters as an AND node, or its where tree, ANDed with the churn default. The
+// default holds unless the request constrains is_churned, which it does when any filter, or any
+// leaf anywhere in the tree (under OR and NOT too), names is_churned: then the request alone
+// decides which customers are in.
+export function collectTree(
   entity: Entity,
-  filters: readonly Filter[],
+  { filters = [], where }: Conditions,
   catalog: readonly PropertyDef[],
-): Criterion[] {
+  errors: ErrorDetail[],
+): Tree<Criterion> {
+  const defs = new Map(catalog.map((d) => [d.codename, d]))
+  if (filters.length > MAX_FILTERS)
+    errors.push({ path: '/filters', message: `at most ${MAX_FILTERS} filters are allowed` })
+  // A tree with a filter that failed to resolve is only ever reported, never compiled.
+  const tree = (where && resolveTree(entity, where, '/where', defs, errors)) ?? {
+    and: filters.flatMap((f, i) => resolveFilter(entity, f, `/filters/${i}`, defs, errors) ?? []),
+  }
+  const churnFiltered = (where ? leavesOf(where) : filters).some((f) => f.propertyName === 'is_churned')
+  return entity === 'customer' && !churnFiltered ? { and: [tree, ACTIVE_ONLY] } : tree
+}
+
+// The validated condition (default included), shared by the SQL compiler and the in-memory
+// evaluator so both apply identical rules. Throws SearchError on invalid filters.
+export function searchTree(entity: Entity, conditions: Conditions, catalog: readonly PropertyDef[]): Tree<Criterion> {
   const errors: ErrorDetail[] = []
-  const criteria = collectCriteria(entity, filters, catalog, errors)
+  const tree = collectTree(entity, conditions, catalog, errors)
   if (errors.length > 0) throw new SearchError(errors)
-  return criteria
+  return tree
 }
 
 export function checkProperties(
@@ -187,11 +223,16 @@ export interface ContextNeeds {
 // What a request needs from the database before it can be compiled, read from the raw request
 // (before validation: what a filter that turns out invalid needs is merely unused). A request
 // needing nothing compiles with an empty catalog and no lookups.
-export function contextNeeds(entity: Entity, filters: readonly Filter[], properties?: readonly string[]): ContextNeeds {
+export function contextNeeds(
+  entity: Entity,
+  { filters = [], where }: Conditions,
+  properties?: readonly string[],
+): ContextNeeds {
+  const leaves = where ? leavesOf(where) : filters
   // A string Postgres cannot hold is not sent to it; the compiler rejects it as a value anyway.
   const operands = (name: string) => [
     ...new Set(
-      filters
+      leaves
         .filter((f) => f.propertyName === name)
         .flatMap((f) =>
           [f.value, ...(Array.isArray(f.values) ? f.values : [])].filter(
@@ -201,7 +242,7 @@ export function contextNeeds(entity: Entity, filters: readonly Filter[], propert
     ),
   ]
   return {
-    catalog: properties !== undefined || filters.some((f) => !CORE_FIELDS[entity].has(f.propertyName)),
+    catalog: properties !== undefined || leaves.some((f) => !CORE_FIELDS[entity].has(f.propertyName)),
     emails: entity === 'customer' ? operands('owner') : [],
     titles: operands('tags'),
   }

@@ -1,17 +1,19 @@
-// In-memory evaluation of search filters over plain records: the reference the SQL compiler is
-// checked against. It shares only validation and value parsing with the compiler (criteria.ts),
-// never its SQL, so a mistake in one shows up as a disagreement with the other.
+// In-memory evaluation of search filters and trees over plain records: the reference the SQL
+// compiler is checked against. It shares only validation and value parsing with the compiler
+// (criteria.ts), never its SQL, so a mistake in one shows up as a disagreement with the other.
 
 import { dayNumber, isDate } from '../dates.ts'
-import { searchCriteria } from './criteria.ts'
+import { searchTree } from './criteria.ts'
 import {
+  type Conditions,
   type Criterion,
   type Entity,
   type Field,
-  type Filter,
+  isNode,
   type PositiveOp,
   type PropertyDef,
   type Scalar,
+  type Tree,
   type ValueType,
   valueTypeOf,
 } from './fields.ts'
@@ -106,17 +108,21 @@ function positive(record: SearchRecord, c: Criterion, today: string): boolean {
   return SCALAR_TESTS[c.op](fieldValue(record, c.field), c.operands, today)
 }
 
+// NOT is evaluated as it reads, where the compiler pushes it down to the criteria.
+function holds(record: SearchRecord, t: Tree<Criterion>, today: string): boolean {
+  if (!isNode(t)) return positive(record, t, today) !== t.negated
+  if ('not' in t) return !holds(record, t.not, today)
+  return 'and' in t ? t.and.every((c) => holds(record, c, today)) : t.or.some((c) => holds(record, c, today))
+}
+
 // Same rules as compileSearch's WHERE clause (default active-only included); throws SearchError
-// for filters the compiler would reject.
+// for conditions the compiler would reject.
 export function matches(
   record: SearchRecord,
-  filters: readonly Filter[],
+  conditions: Conditions,
   catalog: readonly PropertyDef[],
   today: string,
   entity: Entity,
 ): boolean {
-  return searchCriteria(entity, filters, catalog).every((c) => {
-    const hit = positive(record, c, today)
-    return c.negated ? !hit : hit
-  })
+  return holds(record, searchTree(entity, conditions, catalog), today)
 }

@@ -16,6 +16,30 @@ export interface Filter {
   values?: string[]
 }
 
+// A boolean tree whose leaves are filters (as sent) or criteria (validated). A node is an object
+// with a single key that names it.
+export type Node<Leaf> = { and: readonly Tree<Leaf>[] } | { or: readonly Tree<Leaf>[] } | { not: Tree<Leaf> }
+export type Tree<Leaf> = Leaf | Node<Leaf>
+export type Condition = Tree<Filter>
+
+export const NODE_KEYS = ['and', 'or', 'not'] as const
+
+// Leaves never carry a node key: filters are strict objects, criteria have their own fields.
+export function isNode<Leaf>(t: Tree<Leaf>): t is Node<Leaf> {
+  return typeof t === 'object' && t !== null && NODE_KEYS.some((k) => Object.hasOwn(t, k))
+}
+
+function childrenOf<Leaf>(node: Node<Leaf>): readonly Tree<Leaf>[] {
+  return 'not' in node ? [node.not] : 'and' in node ? node.and : node.or
+}
+
+export function leavesOf<Leaf>(t: Tree<Leaf>): Leaf[] {
+  return isNode(t) ? childrenOf(t).flatMap(leavesOf) : [t]
+}
+
+// What a request searches by: the interface's filters (ANDed), or a `where` tree instead.
+export type Conditions = { filters?: readonly Filter[]; where?: undefined } | { where: Condition; filters?: undefined }
+
 export type ErrorDetail = FieldError
 
 // A class so callers can tell bad input (400) from anything else with `instanceof`.
@@ -29,6 +53,9 @@ export class SearchError extends Error {
 }
 
 export const MAX_FILTERS = 10
+// A where tree: and/or/not nodes on the way from its top to any leaf, and leaves in all.
+export const MAX_DEPTH = 4
+export const MAX_LEAVES = 50
 export const MAX_LIMIT = 1000
 // Keeps `today - N` inside Postgres' date range, so a huge N is a 400 instead of a SQL error.
 export const MAX_DAYS = 1_000_000

@@ -4,8 +4,8 @@
 import { TABLES } from '../db/tables.ts'
 import { sqlDateOrNull } from '../dates.ts'
 import type { Lookups } from './criteria.ts'
-import type { Criterion, Entity, Field, PositiveOp, Scalar, ValueType } from './fields.ts'
-import { valueTypeOf } from './fields.ts'
+import type { Criterion, Entity, Field, PositiveOp, Scalar, Tree, ValueType } from './fields.ts'
+import { isNode, valueTypeOf } from './fields.ts'
 
 export type SqlType = 'text' | 'numeric' | 'boolean' | 'date' | 'integer' | 'bigint' | 'bigint[]' | 'jsonb'
 
@@ -168,4 +168,17 @@ export function criterionSql(c: Criterion, ctx: Ctx): string {
   // SQL null (no value) makes the positive condition unknown; coalesce turns that into a match
   // for the negation, so records without a value satisfy NEQ/NLIKE/NIN/UNKNOWN.
   return c.negated ? `not coalesce(${positive}, false)` : positive
+}
+
+// A tree as a condition, with every NOT pushed down to the criteria (De Morgan). A positive
+// criterion is SQL null where the record has no value; under AND, OR and WHERE null acts as false
+// would, under NOT it would not (NOT null is null). Pushed down, a NOT becomes the criterion's own
+// negation, which is never null (criterionSql), so no NOT is left above a criterion.
+export function treeSql(t: Tree<Criterion>, ctx: Ctx, negate = false): string {
+  if (!isNode(t)) return criterionSql(negate ? { ...t, negated: !t.negated } : t, ctx)
+  if ('not' in t) return treeSql(t.not, ctx, !negate)
+  const [items, and] = 'and' in t ? [t.and, !negate] : [t.or, negate]
+  // The empty AND holds, the empty OR does not.
+  if (items.length === 0) return String(and)
+  return `(${items.map((c) => treeSql(c, ctx, negate)).join(and ? ' and ' : ' or ')})`
 }

@@ -1,11 +1,22 @@
-// Search compiler: a filter list plus the account's property catalog become one parameterised
-// query for postgres.js `sql.unsafe(text, params)`: the criteria (criteria.ts) as conditions
-// (predicates.ts), and the page of records around them. Every user-supplied string (codenames,
-// values, ids) travels as a bound parameter with an explicit cast.
+// Search compiler: a filter list or tree plus the account's property catalog become one
+// parameterised query for postgres.js `sql.unsafe(text, params)`: the criteria (criteria.ts) as
+// conditions (predicates.ts), and the page of records around them, or their count. Every
+// user-supplied string (codenames, values, ids) travels as a bound parameter with an explicit cast.
 import { TABLES } from '../db/tables.ts'
-import { checkProperties, collectCriteria, type Lookups } from './criteria.ts'
-import { type Entity, type ErrorDetail, type Filter, MAX_LIMIT, type PropertyDef, SearchError } from './fields.ts'
-import { CORE_SQL, criterionSql, type Ctx, type SqlType, tagLinksSql } from './predicates.ts'
+import { checkProperties, collectTree, type Lookups } from './criteria.ts'
+import {
+  type Conditions,
+  type Criterion,
+  type Entity,
+  type ErrorDetail,
+  isNode,
+  leavesOf,
+  MAX_LIMIT,
+  type PropertyDef,
+  SearchError,
+  type Tree,
+} from './fields.ts'
+import { CORE_SQL, type Ctx, type SqlType, tagLinksSql, treeSql } from './predicates.ts'
 
 function isoTimestamp(column: string): string {
   return `to_char(${column} at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`
@@ -81,10 +92,9 @@ function joinsSql(ctx: Ctx): { scores: string; customer: string } {
   }
 }
 
-export interface SearchInput {
+export type SearchInput = Conditions & {
   entity: Entity
   accountId: number | string
-  filters: readonly Filter[]
   properties?: readonly string[]
   limit: number
   // The page starts after this record (of the searched entity, in the account); when there is no
@@ -94,7 +104,7 @@ export interface SearchInput {
   externalId?: string
   catalog: readonly PropertyDef[]
   today: string
-  // Required when the filters use owner or tags.
+  // Required when the conditions use owner or tags.
   lookups?: Lookups
   // Each record as one JSON text rendered by Postgres (column `json`, beside `service_id`), so that
   // a page goes out without being parsed and serialized again.
@@ -106,14 +116,14 @@ export interface CompiledSearch {
   params: unknown[]
 }
 
-// One page of records ordered by external ID; it asks for limit + 1 rows so the caller can tell
-// whether a next page exists.
-export function compileSearch(input: SearchInput): CompiledSearch {
+// The input's condition, validated (or a SearchError with every problem of the input), and a
+// context that binds the parameters of one statement.
+function begin(input: SearchInput): { tree: Tree<Criterion>; ctx: Ctx; params: string[] } {
   const errors: ErrorDetail[] = []
   if (!Number.isInteger(input.limit) || input.limit < 1 || input.limit > MAX_LIMIT) {
     errors.push({ path: '/limit', message: `must be an integer from 1 to ${MAX_LIMIT}` })
   }
-  const criteria = collectCriteria(input.entity, input.filters, input.catalog, errors)
+  const tree = collectTree(input.entity, input, input.catalog, errors)
   if (input.properties) checkProperties(input.properties, input.catalog, errors)
   if (errors.length > 0) throw new SearchError(errors)
 
@@ -134,29 +144,48 @@ export function compileSearch(input: SearchInput): CompiledSearch {
     entity: input.entity,
     lookups: input.lookups ?? {},
   }
+  return { tree, ctx, params }
+}
 
+// Top-level ANDs as separate conditions, so that the interface's filters compile one condition each.
+const conjuncts = (t: Tree<Criterion>): Tree<Criterion>[] => (isNode(t) && 'and' in t ? t.and.flatMap(conjuncts) : [t])
+
+// The account's records `r` that the condition matches: the table with the joins the condition
+// reads, and the conditions, to be ANDed.
+function matchSql(ctx: Ctx, tree: Tree<Criterion>): { from: string; where: string[] } {
+  const joins = joinsSql(ctx)
+  const leaves = leavesOf(tree)
+  const reads = (alias: string) =>
+    leaves.some((c) => c.field.source === 'core' && CORE_SQL.get(c.field.name)?.startsWith(`${alias}.`))
+  const from = [`${TABLES[ctx.entity].records} r`, reads('h') ? joins.scores : '', reads('oc') ? joins.customer : '']
+  return {
+    from: from.filter(Boolean).join(' '),
+    where: [`r.account_id = ${ctx.account}`, ...conjuncts(tree).map((c) => treeSql(c, ctx))],
+  }
+}
+
+// One page of records ordered by external ID; it asks for limit + 1 rows so the caller can tell
+// whether a next page exists.
+export function compileSearch(input: SearchInput): CompiledSearch {
+  const { tree, ctx, params } = begin(input)
   const columns = columnsSql(ctx, propertiesSql(input.properties, ctx))
+  const match = matchSql(ctx, tree)
   const where = [
-    `r.account_id = ${ctx.account}`,
-    ...criteria.map((c) => criterionSql(c, ctx)),
+    ...match.where,
     ...(input.afterServiceId === undefined
       ? []
-      : [`r.external_id > (${afterSql(ctx, bind(String(input.afterServiceId), 'bigint'))})`]),
-    ...(input.externalId === undefined ? [] : [`r.external_id = ${bind(input.externalId, 'text')}`]),
+      : [`r.external_id > (${afterSql(ctx, ctx.bind(String(input.afterServiceId), 'bigint'))})`]),
+    ...(input.externalId === undefined ? [] : [`r.external_id = ${ctx.bind(input.externalId, 'text')}`]),
   ]
-  // The page is cut first, joining only what its filters read; the columns' joins come after, so
+  // The page is cut first, joining only what its conditions read; the columns' joins come after, so
   // that the matches of a broad filter are not all joined before the sort and the limit.
   const joins = joinsSql(ctx)
-  const conditions = where.join('\n  and ')
-  const reads = (alias: string) =>
-    criteria.some((c) => c.field.source === 'core' && CORE_SQL.get(c.field.name)?.startsWith(`${alias}.`))
-  const filterJoins = [reads('h') ? joins.scores : '', reads('oc') ? joins.customer : '']
   const page = [
     `select ${columns.join(',\n  ')}`,
-    `from (select r.* from ${[`${TABLES[ctx.entity].records} r`, ...filterJoins.filter(Boolean)].join(' ')}`,
-    `where ${conditions}`,
+    `from (select r.* from ${match.from}`,
+    `where ${where.join('\n  and ')}`,
     'order by r.external_id',
-    `limit ${bind(String(input.limit + 1), 'integer')}`,
+    `limit ${ctx.bind(String(input.limit + 1), 'integer')}`,
     `) r ${[joins.scores, joins.customer].filter(Boolean).join(' ')}`,
     'order by r.external_id',
   ].join('\n')
@@ -164,4 +193,13 @@ export function compileSearch(input: SearchInput): CompiledSearch {
     ? `select row_to_json(p)::text as json, p.service_id from (\n${page}\n) p order by p.id`
     : page
   return { text, params }
+}
+
+// All the records the search matches, paging aside: their number (column `total`), or the
+// planner's estimate of it, EXPLAIN's rows of the matching records (`estimate`), planned, never run.
+export function compileCount(input: SearchInput, estimate: boolean): CompiledSearch {
+  const { tree, ctx, params } = begin(input)
+  const { from, where } = matchSql(ctx, tree)
+  const match = `from ${from}\nwhere ${where.join('\n  and ')}`
+  return { text: estimate ? `explain (format json) select 1 ${match}` : `select count(*) as total ${match}`, params }
 }
