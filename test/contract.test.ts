@@ -207,6 +207,7 @@ test('every operation answers as its published schema says', async () => {
   const [delivery] = await settled(s, a, hook.body.id, 3)
   await call('listDeliveries', { id, webhook_id: hook.body.id }, undefined, '?limit=2')
   await call('redeliver', { id, webhook_id: hook.body.id, delivery_id: delivery.id })
+  await call('recoverDeliveries', { id, webhook_id: hook.body.id }, { since: '2000-01-01T00:00:00Z' })
   await call('listNotifications', { id }, undefined, '?user_email=owner%40acme.test')
   await call('listUploads', { id }, undefined, '?status=processed')
   // A failed upload (a constraint the test adds makes it fail past validation) is retried, then cancelled.

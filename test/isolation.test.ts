@@ -458,6 +458,10 @@ on('POST', `${ACC}/:id/webhooks/:webhook_id/deliveries/:delivery_id/redeliver`, 
   assert.equal(await deliveryJobs(s, b.id, A.delivery), 0)
 })
 
+on('POST', `${ACC}/:id/webhooks/:webhook_id/recover`, async (r) => {
+  await status(404, inB(r, { since: '2000-01-01T00:00:00Z' }))
+})
+
 on('GET', `${ACC}/:id/notifications`, async (r) => {
   const own = await ownIds('notifications', b.id)
   assert.deepEqual(listedIds((await status(200, inB(r))).body), own)

@@ -8,7 +8,15 @@ import { Webhook } from 'standardwebhooks'
 import { startTestService, type TestService } from './helpers/service.ts'
 import { scoredAccount, waitForUpload } from './helpers/fixtures.ts'
 import { eventually, startReceiver, type Receiver, type Responder } from './helpers/receiver.ts'
-import { deliveryJobs, listDeliveries, settled, standardHeaders, subscribe, upload } from './helpers/webhooks.ts'
+import {
+  type Delivery,
+  deliveryJobs,
+  listDeliveries,
+  settled,
+  standardHeaders,
+  subscribe,
+  upload,
+} from './helpers/webhooks.ts'
 import { enqueueCustomerCreated } from '../src/webhooks/outbox.ts'
 
 // Short enough for the rotation and health tests to outwait them.
@@ -443,22 +451,26 @@ test('410 Gone disables at once and tells every user; what comes meanwhile is he
 test('failing for the whole configured period disables; a success restarts the count; enable resumes', async () => {
   let status = 500
   const { account, r, hookId } = await subscribed(() => status)
-  const failingSince = Date.now()
+  // Comfortably past the period after the run of failures that began with this delivery's first attempt.
+  const periodAfter = (d: Delivery) =>
+    sleep(Date.parse(d.attempts[0].at) + d.attempts[0].duration_ms + DISABLE_AFTER_SECONDS * 1000 + 500 - Date.now())
   await upload(account, customers(0, 1))
-  assert.equal((await settled(s, account, hookId, 1))[0].status, 'failed')
+  const [first] = await settled(s, account, hookId, 1)
+  assert.equal(first.status, 'failed')
   status = 200
   await upload(account, customers(1, 1))
   assert.equal((await settled(s, account, hookId, 2))[0].status, 'delivered')
 
-  await sleep(failingSince + DISABLE_AFTER_SECONDS * 1000 + 300 - Date.now())
+  await periodAfter(first)
   status = 500
   const restarted = Date.now()
   await upload(account, customers(2, 1))
-  assert.equal((await settled(s, account, hookId, 3))[0].status, 'failed')
+  const [again] = await settled(s, account, hookId, 3)
+  assert.equal(again.status, 'failed')
   assert.equal((await hookOf(account, hookId)).active, true, 'failing for less than the period since the success')
   assert.deepEqual(await disabledNotices(account), [])
 
-  await sleep(restarted + DISABLE_AFTER_SECONDS * 1000 + 300 - Date.now())
+  await periodAfter(again)
   const before = r.requests.length
   await upload(account, customers(3, 1))
   const held = await newestAtRest(account, hookId)
@@ -504,6 +516,61 @@ test('a redelivery to a disabled webhook is held until the webhook is enabled', 
     ],
   )
   assert.equal(r.requests.length, 2)
+})
+
+test('recover: the failed deliveries since a time go again in their original order, webhook-id unchanged', async () => {
+  let status = 400
+  // Answers after a random pause once fixed, so that deliveries sent side by side would arrive shuffled.
+  const { account, r, hookId } = await subscribed(async () =>
+    status === 200 ? sleep(Math.random() * 40).then(() => 200) : status,
+  )
+  await upload(account, customers(0, 1))
+  const [older] = await settled(s, account, hookId, 1)
+  await sleep(20)
+  const since = new Date().toISOString()
+  for (let i = 1; i <= 3; i++) await upload(account, customers(i, 1))
+  const failed = (await settled(s, account, hookId, 4)).slice(0, 3).reverse()
+  assert.deepEqual(
+    [...failed, older].map((d) => d.status),
+    ['failed', 'failed', 'failed', 'failed'],
+  )
+  assert.equal(r.requests.length, 4)
+  const firstIds = r.requests.slice(1).map((req) => req.headers['webhook-id'])
+
+  status = 200
+  const base = `/accounts/${account.id}/webhooks/${hookId}`
+  const recovered = await s.admin('POST', `${base}/recover`, { since })
+  assert.equal(recovered.status, 202, JSON.stringify(recovered.body))
+  assert.deepEqual(recovered.body, { recovered: 3 })
+  const after = await settled(s, account, hookId, 4)
+  assert.deepEqual(
+    after.map((d) => [d.id, d.status, d.attempts.map((a) => a.status_code)]),
+    [...failed.map((d) => [d.id, 'delivered', [400, 200]]).reverse(), [older.id, 'failed', [400]]],
+  )
+  const resent = r.requests.slice(4)
+  assert.deepEqual(
+    resent.map((req) => req.headers['webhook-id']),
+    failed.map((d) => d.message_id),
+    'in the order they were created',
+  )
+  assert.deepEqual(
+    resent.map((req) => req.headers['webhook-id']),
+    firstIds,
+  )
+  assert.deepEqual(
+    resent.map((req) => req.json.data.customers[0].external_id),
+    ['c1', 'c2', 'c3'],
+  )
+  assert.deepEqual((await s.admin('POST', `${base}/recover`, { since })).body, { recovered: 0 })
+
+  const refused = async (body: unknown) => (await s.admin('POST', `${base}/recover`, body)).status
+  assert.equal(await refused({ since: 'yesterday' }), 400)
+  assert.equal(await refused({ since: '2026-01-31T09:00:00+01' }), 400)
+  assert.equal(await refused({}), 400)
+  assert.equal(await refused({ since, extra: 1 }), 400)
+  assert.equal((await s.admin('POST', `/accounts/${account.id}/webhooks/999999/recover`, { since })).status, 404)
+  const other = await scoredAccount(s)
+  assert.equal((await s.admin('POST', `/accounts/${other.id}/webhooks/${hookId}/recover`, { since })).status, 404)
 })
 
 test('rotate-secret: both signatures during the grace period, then only the new one', async () => {

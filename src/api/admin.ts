@@ -33,7 +33,7 @@ import {
   rotateSecret,
   WebhookBody,
 } from '../admin/webhooks.ts'
-import { deliveryLimit, listDeliveries, redeliver } from '../webhooks/deliveries.ts'
+import { deliveryLimit, listDeliveries, RecoverBody, recover, redeliver } from '../webhooks/deliveries.ts'
 import { ScoringModelSchema } from '../scoring/model.ts'
 import { eventQuery, listEvents } from '../admin/events.ts'
 import { listNotifications } from '../admin/notifications.ts'
@@ -54,6 +54,7 @@ import {
   Notification,
   NotificationQuery,
   Property,
+  Recovery,
   Redelivery,
   Tag,
   TagTitles,
@@ -319,6 +320,17 @@ const ops: Op[] = [
     summary: 'Send a delivery again (3 more attempts)',
     handler: inAccount(async (id, req, app) =>
       ok(await redeliver(app.sql, id, idParam(req, 'webhook_id'), idParam(req, 'delivery_id')), 202),
+    ),
+  },
+  {
+    name: 'recover-deliveries',
+    reply: { status: 202, body: Recovery },
+    method: 'POST',
+    path: `${A}/:id/webhooks/:webhook_id/recover`,
+    summary: 'Send again, in their original order, the deliveries that failed since a time',
+    body: RecoverBody,
+    handler: inAccount(async (id, req, app) =>
+      ok(await recover(app.sql, id, idParam(req, 'webhook_id'), (req.input as { since: string }).since), 202),
     ),
   },
   {

@@ -209,6 +209,9 @@ export const Redelivery = v.object({
   status: v.literal('pending'),
   first_attempt: describe(int, 'The number the first new attempt will have.'),
 })
+export const Recovery = v.object({
+  recovered: describe(int, 'Failed deliveries sent again, oldest first, each with 3 more attempts.'),
+})
 
 export const Notification = v.object({
   id,
@@ -281,6 +284,7 @@ export const NAMED = {
   EnabledWebhook,
   Delivery,
   Redelivery,
+  Recovery,
   Notification,
   Events,
   ScoringModel: ScoringModelSchema,

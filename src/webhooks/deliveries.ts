@@ -1,6 +1,8 @@
+import * as v from 'valibot'
 import { refuse } from '../errors.ts'
 import { addJobs, deliverWebhookJob } from '../db/jobs.ts'
 import type { Sql, Tx } from '../db/client.ts'
+import { strict } from '../validate.ts'
 
 export const DEFAULT_DELIVERY_LIMIT = 50
 export const MAX_DELIVERY_LIMIT = 1000
@@ -40,9 +42,8 @@ export const listDeliveries = async (sql: Sql, accountId: number, webhookId: num
     order by d.id desc`
 }
 
-// Deliveries sent again in bulk (recovery, a re-enabled webhook's held ones) share one queue per
-// webhook, which graphile-worker runs one job at a time in the order the jobs were added: each goes
-// out after the one before it, in their original order.
+// Deliveries sent again (a redelivery, a recovery, a re-enabled webhook's held ones) share one queue
+// per webhook, which graphile-worker runs one job at a time: each goes out after the one before it.
 const resendQueue = (accountId: number, webhookId: number) => `webhook:${accountId}:${webhookId}`
 
 // The chosen deliveries go back to pending with a fresh round of attempts, numbered on from the
@@ -55,10 +56,16 @@ export const requeue = async (tx: Tx, accountId: number, webhookId: number, whic
     returning d.id, d.status, (select coalesce(max(attempt), 0) + 1 from webhook_attempts a
       where a.account_id = d.account_id and a.delivery_id = d.id)::int as first_attempt`
   const inOrder = [...rows].sort((x, y) => x.id - y.id)
+  // graphile-worker takes a queue's jobs by run_at alone (not by id), so each is due a millisecond
+  // after the one before it.
+  const start = Date.now()
   await addJobs(
     tx,
-    inOrder.map((d) => ({
-      ...deliverWebhookJob({ account_id: accountId, delivery_id: d.id, first_attempt: d.first_attempt }),
+    inOrder.map((d, i) => ({
+      ...deliverWebhookJob(
+        { account_id: accountId, delivery_id: d.id, first_attempt: d.first_attempt },
+        new Date(start + i),
+      ),
       queue: resendQueue(accountId, webhookId),
     })),
   )
@@ -70,3 +77,23 @@ export const redeliver = (sql: Sql, accountId: number, webhookId: number, delive
     const [d] = await requeue(tx, accountId, webhookId, tx`d.id = ${deliveryId}`)
     return d ?? refuse(404, `Delivery ${deliveryId} of webhook ${webhookId} does not exist.`)
   })
+
+// Date.parse as well: valibot's ISO pattern also admits a form Date cannot read (an offset of whole
+// hours, +01), which would otherwise reach the database as an invalid time.
+export const RecoverBody = strict({
+  since: v.pipe(
+    v.string(),
+    v.isoTimestamp('Must be an ISO 8601 time, e.g. 2026-01-31T09:00:00Z.'),
+    v.check((s) => !Number.isNaN(Date.parse(s)), 'Must be an ISO 8601 time, e.g. 2026-01-31T09:00:00Z.'),
+  ),
+})
+
+// Every delivery of the webhook that failed for good and was created at `since` or later is sent
+// again, in the order they were created (which keeps each customer's events in order too).
+export const recover = async (sql: Sql, accountId: number, webhookId: number, since: string) => {
+  await requireWebhook(sql, accountId, webhookId)
+  const recovered = await sql.begin((tx) =>
+    requeue(tx, accountId, webhookId, tx`d.status = 'failed' and d.created_at >= ${new Date(since)}`),
+  )
+  return { recovered: recovered.length }
+}
