@@ -53,6 +53,14 @@ before(async () => {
   const uploaded = await account.api('/api/v1/customers', { customers: CUSTOMERS })
   assert.equal(uploaded.status, 200, JSON.stringify(uploaded.body))
   await waitForUpload(account.api, uploaded.body.upload_id, 60_000, true)
+  const contacts = await account.api('/api/v1/contacts', {
+    contacts: [
+      { contact_external_id: 'pat', contact_name: 'Pat Doe', customer_external_id: 'zeta' },
+      { contact_external_id: 'sam', contact_name: 'Sam Roe', customer_external_id: 'zeta' },
+    ].map((c, i) => ({ ...c, metrics: [{ date: day(0), sessions: 5 + 10 * i }] })),
+  })
+  assert.equal(contacts.status, 200, JSON.stringify(contacts.body))
+  await waitForUpload(account.api, contacts.body.upload_id, 60_000, true)
   assert.equal((await s.admin('POST', `/accounts/${account.id}/tags`, { title: 'Champion' })).status, 201)
   const tagged = await s.admin('PUT', `/accounts/${account.id}/customers/zeta/tags`, { titles: ['Champion'] })
   assert.equal(tagged.status, 200)
@@ -176,6 +184,40 @@ test('the matrix plots every customer; hovering names one and a click opens its 
   await page.close()
 })
 
+test('the matrix pages through 10,000 customers a thousand at a time, and says that more exist', async (t) => {
+  const big = await scoredAccount(s, 'Big')
+  const uploads = []
+  for (let from = 0; from <= 10_000; from += 1000) {
+    const customers = Array.from({ length: Math.min(1000, 10_001 - from) }, (_, i) => ({
+      external_id: `b${String(from + i).padStart(5, '0')}`,
+      name: `Big ${from + i}`,
+      attributes: { country: ['US', 'DE', 'FR'][i % 3], has_sso: i % 2 === 0 },
+      metrics: [{ date: day(0), logins: (from + i) % 41 }],
+    }))
+    const res = await big.api('/api/v1/customers', { customers })
+    assert.equal(res.status, 200, JSON.stringify(res.body))
+    uploads.push(res.body.upload_id as number)
+  }
+  for (const id of uploads) await waitForUpload(big.api, id, 120_000, true)
+
+  const { page, problems } = await open()
+  const searches: number[] = []
+  page.on('request', (req) => {
+    if (req.url().endsWith('/api/v1/customers/search')) searches.push(JSON.parse(req.postData()!).limit)
+  })
+  await page.getByLabel('Service key').fill(big.token)
+  const started = Date.now()
+  await page.getByRole('button', { name: 'Sign in' }).click()
+  const canvas = await matrixReady(page)
+  t.diagnostic(`10,000 points drawn ${Date.now() - started} ms after sign-in`)
+  assert.equal(await canvas.getAttribute('data-points'), '10000')
+  // The sign-in's check of the key, then ten pages of the largest size the API allows.
+  assert.deepEqual(searches, [1, ...Array(10).fill(1000)])
+  await page.getByText(/10000 customers plotted \(the first 10000: narrow with filters/).waitFor()
+  assert.deepEqual(problems, [])
+  await page.close()
+})
+
 test('the matrix filter narrows the points to what the API finds', async () => {
   const { page, problems } = await open()
   await signIn(page)
@@ -247,7 +289,7 @@ test('a refused filter shows the API’s own words', async () => {
   await page.close()
 })
 
-test('the customer page shows its scores, trend, drivers, properties, tags and owner', async () => {
+test('the customer page: scores, trend, drivers, contacts, properties, tags, owner; churn toggles', async () => {
   const { page, problems } = await open()
   await page.goto(`${s.base}/console#/customer/zeta`)
   await signIn(page)
@@ -276,7 +318,25 @@ test('the customer page shows its scores, trend, drivers, properties, tags and o
   assert.match(page_, /owner owner@acme\.test/)
   assert.match(page_, /country\s+US/)
   assert.match(page_, /Champion/)
+  const contacts = (
+    await account.api('/api/v1/contacts/search', {
+      filters: [{ propertyName: 'customer_external_id', operator: 'EQ', value: 'zeta' }],
+    })
+  ).body.results
+  assert.equal(contacts.length, 2)
+  for (const contact of contacts) {
+    assert.match(page_, new RegExp(`${contact.name}\\s+${contact.id}\\s+${contact.engagementscore}\\b`))
+  }
   assert.deepEqual(await accessibility(page), [])
+
+  // The churn toggle writes through the API, and back.
+  const churn = page.locator('#churn-state')
+  await page.getByRole('button', { name: 'Mark as churned' }).click()
+  await churn.getByText(/^Churned/).waitFor()
+  assert.equal((await account.api('/api/v1/customer/zeta', undefined, 'GET')).body.is_churned, true)
+  await page.getByRole('button', { name: 'Mark as active' }).click()
+  await churn.getByText(/^Active/).waitFor()
+  assert.equal((await account.api('/api/v1/customer/zeta', undefined, 'GET')).body.is_churned, false)
 
   await page.goto(`${s.base}/console#/customer/nobody`)
   assert.match((await page.getByRole('alert').textContent())!, /not|no such/i)

@@ -27,6 +27,14 @@ export interface CustomerDetail extends Customer {
   score_explanation: { risk_drivers: Driver[]; health_drivers: Driver[] } | null
 }
 
+export interface Contact {
+  id: string
+  name: string
+  engagementscore: number | null
+  engagementscore_difference: number | null
+  last_seen: string | null
+}
+
 export interface Filter {
   propertyName: string
   operator: string
@@ -88,8 +96,19 @@ export const searchCustomers = (key: string, search: Search, signal?: AbortSigna
 export const getCustomer = (key: string, id: string) =>
   call<CustomerDetail>(key, 'GET', `/api/v1/customer/${encodeURIComponent(id)}`)
 
+export const contactsOf = (key: string, customerId: string, limit: number) =>
+  call<{ results: Contact[]; paging?: unknown }>(key, 'POST', '/api/v1/contacts/search', {
+    filters: [{ propertyName: 'customer_external_id', operator: 'EQ', value: customerId }],
+    limit,
+  })
+
+// Needs a key with the upload scope; the service refuses others with 403, which the page shows.
+export const setChurned = (key: string, id: string, churned: boolean) =>
+  call<Customer>(key, 'PUT', `/api/v1/customer/${encodeURIComponent(id)}`, { is_churned: churned })
+
 // Follows the keyset cursor a page of 1000 (the API's largest) at a time, handing each page over as it
-// arrives so that the caller can draw while the rest loads. Aborting stops it between pages.
+// arrives so that the caller can draw while the rest loads. Aborting stops it between pages. Resolves
+// to whether customers beyond `max` remain.
 export const eachCustomer = async (
   key: string,
   filters: Filter[],
@@ -105,6 +124,7 @@ export const eachCustomer = async (
     onPage(page.results)
     after = page.paging?.next.after
   } while (after !== undefined && count < max)
+  return after !== undefined
 }
 
 const KEY = 'console.service-key'

@@ -1,6 +1,7 @@
 import { html } from 'htm/preact'
 import { useEffect, useState } from 'preact/hooks'
-import { type CustomerDetail, type Driver, getCustomer } from './api.ts'
+import { type CustomerDetail, type Driver, getCustomer, setChurned } from './api.ts'
+import { Contacts } from './contacts.ts'
 import { score, signed } from './format.ts'
 
 const W = 560
@@ -57,13 +58,48 @@ const Score = ({ name, value, extra }: { name: string; value: number | null; ext
   <dd>${score(value)}${extra && html` <span class="diff">${extra}</span>`}</dd>
 </div>`
 
+// Churned customers leave the matrix and the table: the search API shows only active ones unless a
+// filter names is_churned.
+const ChurnState = ({
+  apiKey,
+  customer,
+  onChange,
+}: {
+  apiKey: string
+  customer: CustomerDetail
+  onChange: () => void
+}) => {
+  const [busy, setBusy] = useState(false)
+  const [error, setError] = useState('')
+  const toggle = async () => {
+    setBusy(true)
+    setError('')
+    try {
+      await setChurned(apiKey, customer.id, !customer.is_churned)
+      onChange()
+    } catch (err) {
+      setError((err as Error).message)
+    } finally {
+      setBusy(false)
+    }
+  }
+  return html`<p id="churn-state">
+      ${customer.is_churned ? 'Churned: left out of the matrix and the customers table.' : 'Active.'}
+      <button type="button" disabled=${busy} onClick=${toggle}>
+        ${customer.is_churned ? 'Mark as active' : 'Mark as churned'}
+      </button>
+    </p>
+    ${error && html`<p role="alert" class="error">${error}</p>`}`
+}
+
 export const CustomerPage = ({ apiKey, id }: { apiKey: string; id: string }) => {
   const [customer, setCustomer] = useState<CustomerDetail | undefined>()
   const [error, setError] = useState('')
+  const reload = () => getCustomer(apiKey, id).then(setCustomer, (err: Error) => setError(err.message))
   useEffect(() => {
     setCustomer(undefined)
     setError('')
-    getCustomer(apiKey, id).then(setCustomer, (err: Error) => setError(err.message))
+    reload()
   }, [apiKey, id])
 
   if (error) return html`<section><h1>Customer ${id}</h1><p role="alert" class="error">${error}</p></section>`
@@ -76,7 +112,6 @@ export const CustomerPage = ({ apiKey, id }: { apiKey: string; id: string }) => 
     <h1 id="customer-title">${c.name}</h1>
     <p class="muted">
       ID ${c.id} · owner ${c.owner ?? 'none'} · last seen ${c.last_seen ?? 'never'}
-      ${c.is_churned && html` · <strong>churned</strong>`}
     </p>
     <dl class="scores">
       <${Score} name="Engagement" value=${c.engagementscore}
@@ -85,6 +120,7 @@ export const CustomerPage = ({ apiKey, id }: { apiKey: string; id: string }) => 
       <${Score} name="Churn risk" value=${c.churn_risk} />
       <${Score} name="Upsell" value=${c.upsell_score} />
     </dl>
+    <${ChurnState} apiKey=${apiKey} customer=${c} onChange=${reload} />
     <section aria-labelledby="trend-title">
       <h2 id="trend-title">Engagement trend</h2>
       <${Trend} trend=${c.engagementscore_trend} />
@@ -99,6 +135,10 @@ export const CustomerPage = ({ apiKey, id }: { apiKey: string; id: string }) => 
             </div>`
           : html`<p>Not scored yet.</p>`
       }
+    </section>
+    <section aria-labelledby="contacts-title">
+      <h2 id="contacts-title">Contacts</h2>
+      <${Contacts} apiKey=${apiKey} customerId=${c.id} />
     </section>
     <section aria-labelledby="properties-title">
       <h2 id="properties-title">Properties</h2>

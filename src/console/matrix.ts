@@ -113,6 +113,7 @@ export const Matrix = ({ apiKey }: { apiKey: string }) => {
   const [points, setPoints] = useState<Scored[]>([])
   const [seen, setSeen] = useState(0)
   const [state, setState] = useState<'loading' | 'ready' | 'failed'>('loading')
+  const [capped, setCapped] = useState(false)
   const [error, setError] = useState('')
   const [hover, setHover] = useState<Scored | undefined>()
 
@@ -121,6 +122,7 @@ export const Matrix = ({ apiKey }: { apiKey: string }) => {
     const all: Scored[] = []
     let count = 0
     setState('loading')
+    setCapped(false)
     setError('')
     setHover(undefined)
     setPoints([])
@@ -136,7 +138,10 @@ export const Matrix = ({ apiKey }: { apiKey: string }) => {
       },
       stop.signal,
     ).then(
-      () => setState('ready'),
+      (more) => {
+        setCapped(more)
+        setState('ready')
+      },
       (err: Error) => {
         if (stop.signal.aborted) return
         setError(err.message)
@@ -158,7 +163,6 @@ export const Matrix = ({ apiKey }: { apiKey: string }) => {
     if (hover) location.hash = customerHref(hover.id)
   }
   const unscored = seen - points.length
-  const capped = state === 'ready' && seen >= MAX_POINTS
 
   return html`<section aria-labelledby="matrix-title">
     <h1 id="matrix-title">Score matrix</h1>

@@ -1,0 +1,49 @@
+import { html } from 'htm/preact'
+import { useEffect, useState } from 'preact/hooks'
+import { type Contact, contactsOf } from './api.ts'
+import { score, signed } from './format.ts'
+
+const LIMIT = 100
+
+// A customer's contacts with their own engagement scores.
+export const Contacts = ({ apiKey, customerId }: { apiKey: string; customerId: string }) => {
+  const [contacts, setContacts] = useState<Contact[] | undefined>()
+  const [more, setMore] = useState(false)
+  const [error, setError] = useState('')
+  useEffect(() => {
+    contactsOf(apiKey, customerId, LIMIT).then(
+      (page) => {
+        setContacts(page.results)
+        setMore(page.paging !== undefined)
+      },
+      (err: Error) => setError(err.message),
+    )
+  }, [apiKey, customerId])
+
+  if (error) return html`<p role="alert" class="error">${error}</p>`
+  if (!contacts) return html`<p>Loading…</p>`
+  if (!contacts.length) return html`<p>None.</p>`
+  return html`<table class="contacts">
+      <thead>
+        <tr>
+          <th scope="col">Name</th>
+          <th scope="col">ID</th>
+          <th scope="col">Engagement</th>
+          <th scope="col">Change in 30 days</th>
+          <th scope="col">Last seen</th>
+        </tr>
+      </thead>
+      <tbody>
+        ${contacts.map(
+          (c) => html`<tr key=${c.id}>
+            <td>${c.name}</td>
+            <td>${c.id}</td>
+            <td class="num">${score(c.engagementscore)}</td>
+            <td class="num">${c.engagementscore_difference === null ? '–' : signed(c.engagementscore_difference)}</td>
+            <td>${c.last_seen ?? '–'}</td>
+          </tr>`,
+        )}
+      </tbody>
+    </table>
+    ${more && html`<p>The first ${LIMIT} contacts, by id.</p>`}`
+}
