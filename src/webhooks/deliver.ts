@@ -53,6 +53,9 @@ export const deliverWebhook = async (app: App, p: DeliverWebhookPayload) => {
     allowPrivate: app.config.webhookAllowPrivate,
   })
   await app.sql.begin(async (tx) => {
+    // The webhook row before the delivery row, in the order enableWebhook locks them, so that the
+    // two never wait for each other.
+    await recordHealth(tx, p.account_id, d.webhook_id, result, app.config.webhookDisableAfterSeconds)
     const attempt = await logAttempt(tx, p, at, result)
     const firstAttempt = p.first_attempt ?? 1
     if (result.outcome === 'delivered') await setStatus(tx, p, 'delivered')
@@ -60,7 +63,6 @@ export const deliverWebhook = async (app: App, p: DeliverWebhookPayload) => {
       const delay = retryDelaySeconds(attempt - firstAttempt + 1) * app.config.webhookRetryScale
       await addJobs(tx, [deliverWebhookJob({ ...p, first_attempt: firstAttempt }, new Date(Date.now() + delay * 1000))])
     } else await setStatus(tx, p, 'failed')
-    await recordHealth(tx, p.account_id, d.webhook_id, result, app.config.webhookDisableAfterSeconds)
   })
   return { delivery: p.delivery_id, outcome: result.outcome, status_code: result.status_code }
 }
