@@ -25,14 +25,7 @@ import {
   UserBody,
 } from '../admin/properties.ts'
 import { getScoringModel, putScoringModel } from '../admin/scoring.ts'
-import {
-  addWebhook,
-  enableWebhook,
-  listWebhooks,
-  removeWebhook,
-  rotateSecret,
-  WebhookBody,
-} from '../admin/webhooks.ts'
+import { addWebhook, enableWebhook, listWebhooks, removeWebhook, rotateSecret, WebhookBody } from '../admin/webhooks.ts'
 import { deliveryLimit, listDeliveries, RecoverBody, recover, redeliver } from '../webhooks/deliveries.ts'
 import { ScoringModelSchema } from '../scoring/model.ts'
 import { eventQuery, listEvents } from '../admin/events.ts'
