@@ -11,45 +11,97 @@ export const BATCH = 5000
 // takes many requests' events. All set-based; a second run finds nothing to do. The tracker
 // updates and creates contacts but never creates a customer, and never sends a webhook.
 
-// The events to apply, matched to their customers by external id.
-const stageEvents = async (tx: Tx, accountId: number) => {
+// The account's queue should already run its jobs one at a time, but graphile-worker 0.17 with a
+// localQueue hands several jobs of one named queue to workers at once (graphile/worker#621): two
+// batches of one account would then stage the same events and deadlock on the same records.
+const accountLock = (tx: Tx, accountId: number) =>
+  tx`pg_advisory_xact_lock(hashtextextended('apply_events:' || ${accountId}::text, 0))`
+
+// The cursor: every event of the account with an id below `applied_below` is applied or unmatched
+// and stays so. The events still to apply are read from there on through the primary key, not from
+// an index of received events: that index names status, so no UPDATE of status could be HOT, and
+// writing a new entry into every index of tracking_events was most of the job's time.
+//
+// Moving the cursor past an id is safe once no transaction that may still insert an event with a
+// smaller id is running. Ids come from one sequence, and an inserting transaction holds a lock on
+// it from its first id to its end. So a batch notes the sequence's last id, then the transactions
+// holding that lock (`check_upto`, `check_vxids`); once none of them is running (seen by a later
+// batch before it reads any event), every id up to `check_upto` is committed or gone for good, and
+// the check is settled. An open check is kept until then, so a busy intake cannot starve it.
+//
+// A cursor row read before the account lock was granted may be an older one, which only costs
+// time: the cursor never moves back, and a settled check stays true.
+const lockAndReadCursor = async (tx: Tx, accountId: number) => {
+  const [cursor] = await tx`
+    select ${accountLock(tx, accountId)}, coalesce(c.applied_below, 0) as below,
+      c.check_upto is not null and exists (select 1 from pg_locks l where l.virtualtransaction = any(c.check_vxids))
+        as open,
+      case when not exists (select 1 from pg_locks l where l.virtualtransaction = any(c.check_vxids))
+        then c.check_upto end as settled,
+      coalesce(pg_sequence_last_value(pg_get_serial_sequence('tracking_events', 'id')::regclass), 0) as last_id
+    from (select) x left join tracking_cursors c on c.account_id = ${accountId}`
+  return cursor as { below: number; open: boolean; settled: number | null; last_id: number }
+}
+
+// Read after the sequence's last id: a transaction that took an id up to it still holds the lock.
+const sequenceHolders = async (tx: Tx) =>
+  (
+    await tx`
+    select array(select l.virtualtransaction from pg_locks l where l.locktype = 'relation'
+      and l.relation = pg_get_serial_sequence('tracking_events', 'id')::regclass) as vxids`
+  )[0].vxids as string[]
+
+// The events to apply, matched to their customers by external id and to the contacts those
+// customers already have (a contact id that belongs to another customer is neither moved nor
+// updated by the tracker), with data.customer and data.contact when they are objects (null is no
+// data). Ids past the sequence's last id at the batch's start wait for the next batch: their
+// inserts began after this job was taken, so they have added the next job. Returns the range of
+// ids staged, which bounds the events' update.
+interface Staged {
+  n: number
+  first: number | null
+  last: number | null
+}
+const stageEvents = async (tx: Tx, accountId: number, below: number, lastId: number) => {
   await tx`
-    create temp table stage_events on commit drop as
-    select e.id, e.occurred_at, e.customer_external_id, e.contact_external_id, e.data,
-      c.service_id as customer_id, null::bigint as contact_id
-    from (select * from tracking_events
-          where account_id = ${accountId} and status = 'received'
-          order by id limit ${BATCH}) e
-      left join customers c on c.account_id = ${accountId} and c.external_id = e.customer_external_id`
-  // Without statistics the planner takes the staged rows for hundreds and scans tracking_events.
-  await tx`analyze stage_events`
+  create temp table stage_events on commit drop as
+  select e.id, e.occurred_at, e.contact_external_id, c.service_id as customer_id, t.service_id as contact_id,
+    case when jsonb_typeof(e.data->'customer') = 'object' then e.data->'customer' end as customer_data,
+    case when jsonb_typeof(e.data->'contact') = 'object' then e.data->'contact' end as contact_data
+  from (select * from tracking_events
+        where account_id = ${accountId} and id between ${below} and ${lastId} and status = 'received'
+        order by id limit ${BATCH}) e
+    left join customers c on c.account_id = ${accountId} and c.external_id = e.customer_external_id
+    left join contacts t on t.account_id = ${accountId} and t.external_id = e.contact_external_id
+      and t.customer_id = c.service_id`
+  const [range] = await tx`select count(*)::int as n, min(id) as first, max(id) as last from stage_events`
+  return range as Staged
 }
 
 // An unknown contact of a known customer is created under the customer of its first event
-// (its name and attributes come with the update below).
+// (its name and attributes come with the update below), and its events are matched to it.
 const createContacts = (tx: Tx, accountId: number) => tx`
-  insert into contacts (account_id, external_id, customer_id)
-  select distinct on (s.contact_external_id) ${accountId}, s.contact_external_id, s.customer_id
-  from stage_events s
-  where s.customer_id is not null and s.contact_external_id is not null
-    and not exists (select 1 from contacts t where t.account_id = ${accountId}
-      and t.external_id = s.contact_external_id)
-  order by s.contact_external_id, s.id
-  on conflict (account_id, external_id) do nothing
-  returning service_id`
-
-// A contact id that belongs to another customer is neither moved nor updated by the tracker.
-const matchContacts = (tx: Tx, accountId: number) => tx`
-  update stage_events s set contact_id = t.service_id
-  from contacts t
-  where t.account_id = ${accountId} and t.external_id = s.contact_external_id and t.customer_id = s.customer_id`
+  with created as (
+    insert into contacts (account_id, external_id, customer_id)
+    select distinct on (s.contact_external_id) ${accountId}, s.contact_external_id, s.customer_id
+    from stage_events s
+    where s.customer_id is not null and s.contact_external_id is not null and s.contact_id is null
+      and not exists (select 1 from contacts t where t.account_id = ${accountId}
+        and t.external_id = s.contact_external_id)
+    order by s.contact_external_id, s.id
+    on conflict (account_id, external_id) do nothing
+    returning service_id, external_id, customer_id
+  ), matched as (
+    update stage_events s set contact_id = c.service_id
+    from created c
+    where s.contact_external_id = c.external_id and s.customer_id = c.customer_id
+  )
+  select service_id from created`
 
 type Level = 'customer' | 'contact'
 
-// The key/value pairs of data.customer or data.contact (only objects; null is no data).
-const pairs = (tx: Tx, level: Level) => tx`
-  stage_events s cross join jsonb_each(case when jsonb_typeof(s.data->${level}::text) = 'object'
-    then s.data->${level}::text end) d`
+// The key/value pairs of data.customer or data.contact.
+const pairs = (tx: Tx, level: Level) => tx`stage_events s cross join jsonb_each(s.${tx(`${level}_data`)}) d`
 
 // Later events win. In the batch, the latest event per (record, key) is taken; against earlier
 // batches, tracked_keys holds the event last applied to each (record, key), so an older event
@@ -83,7 +135,7 @@ const updateCustomers = (tx: Tx, accountId: number) =>
   from ${pairs(tx, 'customer')}
     join property_defs p on p.account_id = ${accountId} and p.entity = 'customer' and p.kind = 'attribute'
       and p.codename = d.key
-  where s.customer_id is not null and fits_type(d.value, p.type)`,
+  where s.customer_id is not null and s.customer_data is not null and fits_type(d.value, p.type)`,
     tx`
   update customers c set attributes = jsonb_strip_nulls(c.attributes || f.attributes), updated_at = now()
   from (select record_id, jsonb_object_agg(key, value) as attributes from fresh group by 1) f
@@ -106,7 +158,7 @@ const updateContacts = (tx: Tx, accountId: number) =>
     from ${pairs(tx, 'contact')}
       left join property_defs p on p.account_id = ${accountId} and p.entity = 'contact' and p.kind = 'attribute'
         and p.codename = d.key
-    where s.contact_id is not null) x
+    where s.contact_id is not null and s.contact_data is not null) x
   where is_name or is_attribute`,
     tx`
   update contacts t set name = coalesce(f.name, t.name),
@@ -118,31 +170,42 @@ const updateContacts = (tx: Tx, accountId: number) =>
   returning t.service_id`,
   )
 
-// Events of an unknown customer are kept, marked unmatched.
-// The id bounds keep the planner from reading every event of the account.
-const markEvents = (tx: Tx, accountId: number) => tx`
-  update tracking_events e set status = case when s.customer_id is null then 'unmatched' else 'applied' end,
-    customer_id = s.customer_id, contact_id = s.contact_id
-  from stage_events s
-  where e.account_id = ${accountId} and e.id = s.id
-    and e.id between (select min(id) from stage_events) and (select max(id) from stage_events)`
-
-// The account's queue should already run its jobs one at a time, but graphile-worker 0.17 with a
-// localQueue hands several jobs of one named queue to workers at once (graphile/worker#621): two
-// batches of one account would then stage the same events and deadlock on the same records.
-const lockAccount = (tx: Tx, accountId: number) =>
-  tx`select pg_advisory_xact_lock(hashtextextended('apply_events:' || ${accountId}::text, 0))`
+// Events of an unknown customer are kept, marked unmatched. The staged range, known when the plan
+// is made, keeps the planner from reading every event of the account. With a settled check the
+// cursor moves past the ids up to it that this batch read past (all of them unless the batch is
+// full); a new check is noted when none is open.
+interface Move {
+  below: number
+  next: { upto: number; vxids: string[] } | null
+}
+const markEvents = (tx: Tx, accountId: number, range: Staged, move: Move) => tx`
+  with marked as (
+    update tracking_events e set status = case when s.customer_id is null then 'unmatched' else 'applied' end,
+      customer_id = s.customer_id, contact_id = s.contact_id
+    from stage_events s
+    where e.account_id = ${accountId} and e.id = s.id and e.id between ${range.first} and ${range.last}
+  ), moved as (
+    insert into tracking_cursors (account_id, applied_below, check_upto, check_vxids)
+    values (${accountId}, ${move.below}, ${move.next?.upto ?? null}::bigint, ${move.next?.vxids ?? null}::text[])
+    on conflict (account_id) do update set
+      applied_below = greatest(tracking_cursors.applied_below, excluded.applied_below),
+      check_upto = coalesce(excluded.check_upto, tracking_cursors.check_upto),
+      check_vxids = coalesce(excluded.check_vxids, tracking_cursors.check_vxids)
+  )
+  select`
 
 export const applyEvents = async (tx: Tx, accountId: number) => {
-  await lockAccount(tx, accountId)
-  await stageEvents(tx, accountId)
+  const cursor = await lockAndReadCursor(tx, accountId)
+  const next = cursor.open ? null : { upto: cursor.last_id, vxids: await sequenceHolders(tx) }
+  const staged = await stageEvents(tx, accountId, cursor.below, cursor.last_id)
   const created = await createContacts(tx, accountId)
-  await matchContacts(tx, accountId)
   await lockRecordsIn(tx, 'customers', accountId, tx`select customer_id from stage_events`)
   await lockRecordsIn(tx, 'contacts', accountId, tx`select contact_id from stage_events`)
   const customers = await updateCustomers(tx, accountId)
   const contacts = await updateContacts(tx, accountId)
-  const marked = await markEvents(tx, accountId)
+  const { settled } = cursor
+  const below = settled === null ? 0 : (staged.n === BATCH ? Math.min(settled, staged.last as number) : settled) + 1
+  await markEvents(tx, accountId, staged, { below, next })
   // Changed attributes can change scores (fit, date attributes); new contacts get theirs.
   const contactIds = [...new Set([...created, ...contacts].map((r) => r.service_id as number))]
   await addJobs(tx, [
@@ -154,7 +217,7 @@ export const applyEvents = async (tx: Tx, accountId: number) => {
     ...scoreRecordsJobs(accountId, 'contact', contactIds),
   ])
   return {
-    events: marked.count,
+    events: staged.n,
     customers: customers.length,
     contactsCreated: created.length,
     contacts: contacts.length,
