@@ -11,13 +11,21 @@ export const Contacts = ({ apiKey, customerId }: { apiKey: string; customerId: s
   const [more, setMore] = useState(false)
   const [error, setError] = useState('')
   useEffect(() => {
+    // A late answer for the customer shown before is dropped.
+    let current = true
+    setContacts(undefined)
+    setError('')
     contactsOf(apiKey, customerId, LIMIT).then(
       (page) => {
+        if (!current) return
         setContacts(page.results)
         setMore(page.paging !== undefined)
       },
-      (err: Error) => setError(err.message),
+      (err: Error) => current && setError(err.message),
     )
+    return () => {
+      current = false
+    }
   }, [apiKey, customerId])
 
   if (error) return html`<p role="alert" class="error">${error}</p>`

@@ -1,5 +1,5 @@
 import { html } from 'htm/preact'
-import { useEffect, useState } from 'preact/hooks'
+import { useEffect, useRef, useState } from 'preact/hooks'
 import { type CustomerDetail, type Driver, getCustomer, setChurned } from './api.ts'
 import { Contacts } from './contacts.ts'
 import { score, signed } from './format.ts'
@@ -95,7 +95,14 @@ const ChurnState = ({
 export const CustomerPage = ({ apiKey, id }: { apiKey: string; id: string }) => {
   const [customer, setCustomer] = useState<CustomerDetail | undefined>()
   const [error, setError] = useState('')
-  const reload = () => getCustomer(apiKey, id).then(setCustomer, (err: Error) => setError(err.message))
+  // A late answer for the customer shown before is dropped.
+  const shown = useRef(id)
+  shown.current = id
+  const reload = () =>
+    getCustomer(apiKey, id).then(
+      (c) => shown.current === id && setCustomer(c),
+      (err: Error) => shown.current === id && setError(err.message),
+    )
   useEffect(() => {
     setCustomer(undefined)
     setError('')

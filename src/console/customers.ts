@@ -1,5 +1,5 @@
 import { html } from 'htm/preact'
-import { useEffect, useState } from 'preact/hooks'
+import { useEffect, useRef, useState } from 'preact/hooks'
 import { type Customer, type Filter, searchCustomers } from './api.ts'
 import { FilterBuilder } from './filters.ts'
 import { customerHref, score } from './format.ts'
@@ -45,18 +45,22 @@ export const Customers = ({ apiKey }: { apiKey: string }) => {
   const [after, setAfter] = useState<number | undefined>()
   const [busy, setBusy] = useState(false)
   const [error, setError] = useState('')
+  // Only the latest request's answer is shown: new filters may be applied while a page is loading.
+  const latest = useRef(0)
 
   const load = async (from: Customer[], cursor?: number) => {
+    const request = ++latest.current
     setBusy(true)
     setError('')
     try {
       const page = await searchCustomers(apiKey, { filters, limit: PAGE, after: cursor })
+      if (request !== latest.current) return
       setRows([...from, ...page.results])
       setAfter(page.paging?.next.after)
     } catch (err) {
-      setError((err as Error).message)
+      if (request === latest.current) setError((err as Error).message)
     } finally {
-      setBusy(false)
+      if (request === latest.current) setBusy(false)
     }
   }
   useEffect(() => {
