@@ -109,6 +109,6 @@ export default async (ctx: BenchContext) => {
     unit: 'req/s',
     baseline: bare.requests.average,
     ratio: service.requests.average / bare.requests.average,
-    target: '>= 0.5',
+    target: '>= 0.85',
   })
 }

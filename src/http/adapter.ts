@@ -1,6 +1,7 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http'
 import { randomUUID } from 'node:crypto'
 import { problem } from './problem.ts'
+import { ORIGIN } from './request.ts'
 import { observeRequest } from '../metrics.ts'
 import type { Log } from '../log.ts'
 import type { Reply, Req } from './types.ts'
@@ -30,40 +31,59 @@ export const DEFAULT_BOUNDS: ClientBounds = {
 
 type Body = Buffer | 'too large' | 'too large, close' | 'stalled'
 
-// The body; 'too large' when it is over the limit; or 'stalled' when no byte arrived for the idle
-// timeout. A body announced over the limit is refused at once, and node:http reads and drops the
-// rest of it before the connection's next request; one that turns out too large while it streams
-// is read to its end and dropped. Either way only up to DISCARD_BYTES: past that, the connection
-// closes ('too large, close').
-const readBody = (im: IncomingMessage, limit: number, idleMs: number): Promise<Body> =>
-  new Promise((resolve, reject) => {
-    const declared = Number(im.headers['content-length'])
-    if (declared > DISCARD_BYTES) return resolve('too large, close')
-    if (declared > limit) return resolve('too large')
-    const chunks: Buffer[] = []
-    let size = 0
-    let idle = setTimeout(() => resolve('stalled'), idleMs)
-    const done = (body: Body) => {
+// Calls done once with the body; 'too large' when it is over the limit; or 'stalled' when no byte
+// arrived for the idle timeout. A body announced over the limit is refused at once, and node:http
+// reads and drops the rest of it before the connection's next request; one that turns out too
+// large while it streams is read to its end and dropped. Either way only up to DISCARD_BYTES: past
+// that, the connection closes ('too large, close'). This runs for every request, so it makes no
+// Promise, and no timer for the common body that arrived with its headers.
+const readBody = (im: IncomingMessage, limit: number, idleMs: number, done: (body: Body | Error) => void) => {
+  const declared = Number(im.headers['content-length'])
+  if (declared > DISCARD_BYTES) return done('too large, close')
+  if (declared > limit) return done('too large')
+  const chunks: Buffer[] = []
+  let size = 0
+  let open = true
+  let idle: NodeJS.Timeout | undefined
+  im.on('data', (chunk: Buffer) => {
+    if (!open) return
+    size += chunk.length
+    if (size > DISCARD_BYTES) {
+      open = false
       clearTimeout(idle)
-      resolve(body)
+      return done('too large, close')
     }
-    im.on('data', (chunk: Buffer) => {
-      size += chunk.length
-      clearTimeout(idle)
-      idle = setTimeout(() => done('stalled'), idleMs)
-      if (size > DISCARD_BYTES) return done('too large, close')
-      if (size <= limit) chunks.push(chunk)
-    })
-    im.on('end', () => done(size > limit ? 'too large' : chunks.length === 1 ? chunks[0] : Buffer.concat(chunks)))
-    im.on('error', (err) => {
-      clearTimeout(idle)
-      reject(err)
-    })
+    idle?.refresh()
+    if (size <= limit) chunks.push(chunk)
   })
+  im.on('end', () => {
+    if (!open) return
+    open = false
+    clearTimeout(idle)
+    done(size > limit ? 'too large' : chunks.length === 1 ? chunks[0] : Buffer.concat(chunks))
+  })
+  im.on('error', (err) => {
+    if (!open) return
+    open = false
+    clearTimeout(idle)
+    done(err)
+  })
+  // Once this round of I/O is done node:http has parsed all that came with the headers; only a
+  // body still incomplete then can stall.
+  setImmediate(() => {
+    if (!open || im.complete) return
+    idle = setTimeout(() => {
+      open = false
+      done('stalled')
+    }, idleMs)
+  })
+}
 
-const send = (res: ServerResponse, reply: Reply) => {
+const send = (res: ServerResponse, reply: Reply, id: string) => {
   const { body } = reply
-  const headers: Record<string, string> = { ...reply.headers }
+  // Object.assign, not a spread: spreading objects of many shapes costs microseconds a request.
+  const headers: Record<string, string> = Object.assign({}, reply.headers)
+  headers['x-request-id'] = id
   let payload: string | Buffer | undefined
   if (typeof body === 'string' || Buffer.isBuffer(body)) payload = body
   else if (body !== undefined) {
@@ -75,55 +95,74 @@ const send = (res: ServerResponse, reply: Reply) => {
   res.end(payload)
 }
 
+// The request log names the path without its query.
+const pathOf = (url: string | undefined) => {
+  const query = url?.indexOf('?') ?? -1
+  return query < 0 ? url : url?.slice(0, query)
+}
+
 // node:http -> lean Req -> handler -> Reply. Full web Request/Response objects cost about
-// five times the throughput on Node 20 (STACK-NOTES), so none are built.
+// five times the throughput on Node 20 (STACK-NOTES), so none are built. A handler that answers
+// synchronously is sent in the same tick, without a Promise in between.
 export const createHttpServer = (
-  handle: (req: Req) => Promise<Reply>,
+  handle: (req: Req) => Reply | Promise<Reply>,
   log: Log,
   bounds: ClientBounds = DEFAULT_BOUNDS,
 ): Server => {
-  // Timeouts are checked every second (Node's default is every 30 s, which would stretch them).
-  const server = createServer({ connectionsCheckingInterval: 1000 }, async (im, res) => {
-    const started = performance.now()
-    const id = typeof im.headers['x-request-id'] === 'string' ? im.headers['x-request-id'].slice(0, 128) : randomUUID()
-    let reply: Reply
-    let req: Req | undefined
-    try {
-      const body = await readBody(im, MAX_BODY_BYTES, bounds.bodyIdleTimeoutMs)
-      if (body === 'too large' || body === 'too large, close') {
-        const close = body === 'too large, close' ? { connection: 'close' } : undefined
-        reply = problem(413, `The request body is larger than ${MAX_BODY_BYTES} bytes.`, undefined, close)
-      } else if (body === 'stalled') {
-        reply = problem(408, `No part of the request body arrived for ${bounds.bodyIdleTimeoutMs} ms.`, undefined, {
-          connection: 'close',
-        })
-      } else {
-        req = {
-          id,
-          method: im.method ?? 'GET',
-          url: `http://local${im.url ?? '/'}`,
-          headers: im.headers,
-          body,
-          params: {},
-          query: {},
-        }
-        reply = await handle(req)
-      }
-    } catch (err) {
-      log('error', 'unhandled', { id, error: String((err as Error)?.stack ?? err) })
-      reply = problem(500, 'An internal error occurred.')
-    }
-    reply.headers = { ...reply.headers, 'x-request-id': id }
-    send(res, reply)
+  const unhandled = (err: unknown, id: string) => {
+    log('error', 'unhandled', { id, error: String((err as Error)?.stack ?? err) })
+    return problem(500, 'An internal error occurred.')
+  }
+  const finish = (im: IncomingMessage, res: ServerResponse, started: number, id: string, reply: Reply, req?: Req) => {
+    send(res, reply, id)
     const ms = performance.now() - started
     observeRequest(im.method ?? 'GET', req?.route, reply.status, ms / 1000)
     log('info', 'request', {
       id,
       method: im.method,
-      path: im.url?.split('?')[0],
+      path: pathOf(im.url),
       status: reply.status,
       ms: Math.round(ms * 10) / 10,
     })
+  }
+  // The answer when no handler runs: the body was too large, stalled or broken off.
+  const unread = (body: Exclude<Body, Buffer> | Error, id: string) => {
+    if (body instanceof Error) return unhandled(body, id)
+    if (body === 'stalled') {
+      const detail = `No part of the request body arrived for ${bounds.bodyIdleTimeoutMs} ms.`
+      return problem(408, detail, undefined, { connection: 'close' })
+    }
+    const close = body === 'too large, close' ? { connection: 'close' } : undefined
+    return problem(413, `The request body is larger than ${MAX_BODY_BYTES} bytes.`, undefined, close)
+  }
+  const answer = (im: IncomingMessage, res: ServerResponse, started: number, id: string, body: Body | Error) => {
+    if (!Buffer.isBuffer(body)) return finish(im, res, started, id, unread(body, id))
+    const req: Req = {
+      id,
+      method: im.method ?? 'GET',
+      url: `${ORIGIN}${im.url ?? '/'}`,
+      headers: im.headers,
+      body,
+      params: {},
+      query: {},
+    }
+    let reply: Reply | Promise<Reply>
+    try {
+      reply = handle(req)
+    } catch (err) {
+      return finish(im, res, started, id, unhandled(err, id), req)
+    }
+    if (!(reply instanceof Promise)) return finish(im, res, started, id, reply, req)
+    reply.then(
+      (done) => finish(im, res, started, id, done, req),
+      (err) => finish(im, res, started, id, unhandled(err, id), req),
+    )
+  }
+  // Timeouts are checked every second (Node's default is every 30 s, which would stretch them).
+  const server = createServer({ connectionsCheckingInterval: 1000 }, (im, res) => {
+    const started = performance.now()
+    const id = typeof im.headers['x-request-id'] === 'string' ? im.headers['x-request-id'].slice(0, 128) : randomUUID()
+    readBody(im, MAX_BODY_BYTES, bounds.bodyIdleTimeoutMs, (body) => answer(im, res, started, id, body))
   })
   server.headersTimeout = bounds.headersTimeoutMs
   server.requestTimeout = bounds.requestTimeoutMs

@@ -2,6 +2,9 @@ import { refuse } from '../errors.ts'
 import { UNSTORABLE } from '../validate.ts'
 import type { Req } from './types.ts'
 
+// What the adapter puts before the request target to make Req.url absolute.
+export const ORIGIN = 'http://local'
+
 const utf8 = new TextDecoder('utf-8', { fatal: true })
 
 // An empty body counts as {} so that "all fields optional" requests may omit it entirely. Text
@@ -44,7 +47,8 @@ export const MAX_QUERY_VALUE = 1024
 // Query parameters are checked like body fields before any handler reads them: valid UTF-8
 // percent-encoding, no NUL, at most MAX_QUERY_VALUE characters.
 export const checkQuery = (req: Req) => {
-  const query = req.url.split('?')[1]?.split('#')[0]
+  if (!req.url.includes('?')) return
+  const query = req.url.split('?')[1].split('#')[0]
   if (!query) return
   const errors = query.split('&').flatMap((pair) => {
     const [key, value = ''] = pair.split('=', 2)
