@@ -184,6 +184,25 @@ test('the matrix plots every customer; hovering names one and a click opens its 
   await page.close()
 })
 
+test('the matrix by keyboard: arrows move from customer to customer, Enter opens one', async () => {
+  const { page, problems } = await open()
+  await signIn(page)
+  const canvas = await matrixReady(page)
+  await canvas.focus()
+  const tip = page.locator('#matrix-tip')
+  const engagement = async () => Number(/engagement (-?\d+)/.exec((await tip.textContent())!)![1])
+  await page.keyboard.press('ArrowUp')
+  assert.equal(await tip.locator('strong').textContent(), 'Customer 0')
+  const before = await engagement()
+  await page.keyboard.press('ArrowUp')
+  assert.ok((await engagement()) > before, (await tip.textContent())!)
+  const name = (await tip.locator('strong').textContent())!
+  await page.keyboard.press('Enter')
+  await page.getByRole('heading', { level: 1, name }).waitFor()
+  assert.deepEqual(problems, [])
+  await page.close()
+})
+
 test('the matrix pages through 10,000 customers a thousand at a time, and says that more exist', async (t) => {
   const big = await scoredAccount(s, 'Big')
   const uploads = []

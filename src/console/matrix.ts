@@ -107,6 +107,27 @@ const nearest = (cells: Map<number, Scored[]>, x: number, y: number) => {
   return best
 }
 
+// The keyboard's way round the matrix: the nearest point in an arrow's direction, a step straight
+// along it counting less than one to the side. Points on the very same spot stay behind the first.
+const ARROWS: Record<string, [fit: number, engagement: number]> = {
+  ArrowRight: [1, 0],
+  ArrowLeft: [-1, 0],
+  ArrowUp: [0, 1],
+  ArrowDown: [0, -1],
+}
+const step = (points: Scored[], from: Scored, [dx, dy]: [number, number]) => {
+  let best: Scored | undefined
+  let cost = Number.POSITIVE_INFINITY
+  for (const c of points) {
+    const x = c.fitscore - from.fitscore
+    const y = c.engagementscore - from.engagementscore
+    const along = x * dx + y * dy
+    const aside = Math.abs(x * dy - y * dx)
+    if (along > 0 && along + 2 * aside < cost) [best, cost] = [c, along + 2 * aside]
+  }
+  return best
+}
+
 export const Matrix = ({ apiKey }: { apiKey: string }) => {
   const canvas = useRef<HTMLCanvasElement>(null)
   const [filters, setFilters] = useState<Filter[]>([])
@@ -162,6 +183,14 @@ export const Matrix = ({ apiKey }: { apiKey: string }) => {
   const open = () => {
     if (hover) location.hash = customerHref(hover.id)
   }
+  const move = (e: KeyboardEvent) => {
+    if (e.key === 'Enter') open()
+    else if (e.key === 'Escape') setHover(undefined)
+    else if (e.key in ARROWS && points.length) {
+      e.preventDefault()
+      setHover((hover && step(points, hover, ARROWS[e.key])) ?? hover ?? points[0])
+    }
+  }
   const unscored = seen - points.length
 
   return html`<section aria-labelledby="matrix-title">
@@ -172,16 +201,17 @@ export const Matrix = ({ apiKey }: { apiKey: string }) => {
       ${state === 'loading' && 'Loading… '}${points.length} customers plotted${
         unscored > 0 && `, ${unscored} not scored yet`
       }${capped && ` (the first ${MAX_POINTS}: narrow with filters to see others)`}.
-      Each point is a customer, coloured by churn risk; the Customers view lists them for the keyboard.
+      Each point is a customer, coloured by churn risk. On the matrix, arrow keys move from customer to
+      customer and Enter opens one; the Customers view lists them all.
     </p>
     <div class="legend" aria-hidden="true">
       <span>Churn risk 0</span><span class="legend-bar"></span><span>100</span>
     </div>
     <div class="matrix">
-      <canvas ref=${canvas} id="matrix" role="img" data-points=${points.length} data-state=${state}
+      <canvas ref=${canvas} id="matrix" role="img" tabindex="0" data-points=${points.length} data-state=${state}
         data-size=${SIZE} data-margin=${MARGIN} class=${hover ? 'pointing' : ''}
         aria-label=${`Score matrix: ${points.length} customers by fit (across) and engagement (up)`}
-        onMouseMove=${pick} onMouseLeave=${() => setHover(undefined)} onClick=${open}></canvas>
+        onMouseMove=${pick} onMouseLeave=${() => setHover(undefined)} onClick=${open} onKeyDown=${move}></canvas>
       ${
         hover &&
         html`<div id="matrix-tip" class="tip" role="status"

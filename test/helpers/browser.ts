@@ -35,10 +35,10 @@ const ensureChromium = () => {
     throw new Error(`The browser tests need ${CHROMIUM}: install Debian's chromium package (apt-get install chromium).`)
   }
   try {
-    apt('install', '-y', '--no-install-recommends', 'chromium')
+    apt('install', '-y', 'chromium')
   } catch {
     apt('update')
-    apt('install', '-y', '--no-install-recommends', 'chromium')
+    apt('install', '-y', 'chromium')
   }
   if (!existsSync(CHROMIUM)) throw new Error(`apt-get installed chromium, but ${CHROMIUM} is still missing.`)
 }
