@@ -168,6 +168,21 @@ test('every operation answers as its published schema says', async () => {
   const page = await call('searchCustomers', {}, { limit: 1, properties: ['country', 'logins'] })
   assert.ok(page.body.paging?.next?.after, 'the first page of two has a next page')
   await call('searchCustomers', {}, { filters: [{ propertyName: 'upsell_score', operator: 'KNOWN' }] })
+  const counted = await call(
+    'searchCustomers',
+    {},
+    {
+      where: {
+        or: [
+          { propertyName: 'name', operator: 'EQ', value: 'One' },
+          { not: { propertyName: 'logins', operator: 'KNOWN' } },
+        ],
+      },
+      count: 'exact',
+    },
+  )
+  assert.equal(counted.body.total, 2)
+  assert.equal((await call('searchCustomers', {}, { count: 'estimate' })).body.total_is_estimate, true)
   await call('searchContacts', {}, { filters: [{ propertyName: 'customer_external_id', operator: 'EQ', value: 'c1' }] })
   await call('searchContacts', {}, { filters: [{ propertyName: 'upsell_score', operator: 'KNOWN' }] })
   const now = Date.now()

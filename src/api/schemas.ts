@@ -92,6 +92,8 @@ const page = <S extends v.GenericSchema>(item: S) =>
       v.optional(v.object({ next: v.object({ after: int }) })),
       'Present when there is a next page: send `after` back to get it.',
     ),
+    total: describe(v.optional(int), 'With `count`: how many records match, paging aside.'),
+    total_is_estimate: describe(v.optional(v.literal(true)), 'With `count: "estimate"`: total is the planner\'s.'),
   })
 export const CustomerPage = page(Customer)
 export const ContactPage = page(Contact)
