@@ -62,7 +62,13 @@ const plainMessage = (issue: v.BaseIssue<unknown>): string => {
     case 'object_with_rest':
       return input === undefined && expected?.startsWith('"') ? 'Is required.' : 'Must be an object.'
     case 'picklist':
-      return `Must be one of ${listed((expected ?? '').split(' | ').map((o) => o.replace(/^"|"$/g, '')))}.`
+      // valibot writes the options as ("a" | "b"), one option without the parentheses.
+      return `Must be one of ${listed(
+        (expected ?? '')
+          .replace(/^\((.*)\)$/, '$1')
+          .split(' | ')
+          .map((o) => o.replace(/^"|"$/g, '')),
+      )}.`
     case 'integer':
     case 'safe_integer':
       return 'Must be a whole number.'
