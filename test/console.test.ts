@@ -3,14 +3,11 @@
 // customer page, an accessibility check, and the same console served from the single-file bundle.
 import { after, before, test } from 'node:test'
 import assert from 'node:assert/strict'
-import { spawn } from 'node:child_process'
-import { copyFileSync, existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs'
+import { existsSync, readFileSync } from 'node:fs'
 import { createRequire } from 'node:module'
-import { tmpdir } from 'node:os'
-import { join } from 'node:path'
 import type { Page } from 'playwright-core'
 import { type Browser, launchBrowser } from './helpers/browser.ts'
-import { freshDatabase } from './helpers/db.ts'
+import { serveBundle } from './helpers/bundle.ts'
 import { scoredAccount, waitForUpload } from './helpers/fixtures.ts'
 import { startTestService, type TestService } from './helpers/service.ts'
 
@@ -378,30 +375,9 @@ test('the single-file bundle carries the console and serves the same bytes witho
     'the bundle does not contain the console',
   )
 
-  const dir = mkdtempSync(join(tmpdir(), 'service-console-'))
-  copyFileSync('dist/service.mjs', join(dir, 'service.mjs'))
-  const db = await freshDatabase()
-  const child = spawn(process.execPath, ['service.mjs', 'serve'], {
-    cwd: dir,
-    env: {
-      PATH: process.env.PATH,
-      DATABASE_URL: db.url,
-      PORT: '0',
-      HOST: '127.0.0.1',
-      SERVICE_ADMIN_TOKEN: 'bundle-admin',
-    },
-  })
+  const served = await serveBundle({ SERVICE_ADMIN_TOKEN: 'bundle-admin' })
   try {
-    let out = ''
-    const port = await new Promise<number>((resolve, reject) => {
-      child.stdout.on('data', (d) => {
-        out += d
-        const m = /"msg":"listening","port":(\d+)/.exec(out)
-        if (m) resolve(Number(m[1]))
-      })
-      child.on('exit', (code) => reject(new Error(`exited ${code}: ${out}`)))
-    })
-    const base = `http://127.0.0.1:${port}`
+    const { base } = served
     for (const [path, bytes] of [
       ['/console/console.js', fromSource.script],
       ['/console/console.css', fromSource.style],
@@ -421,12 +397,6 @@ test('the single-file bundle carries the console and serves the same bytes witho
     assert.deepEqual(problems, [])
     await page.close()
   } finally {
-    if (child.exitCode === null) {
-      const exited = new Promise((resolve) => child.once('exit', resolve))
-      child.kill('SIGTERM')
-      await exited
-    }
-    await db.drop()
-    rmSync(dir, { recursive: true, force: true })
+    await served.stop()
   }
 })

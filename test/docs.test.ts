@@ -1,11 +1,8 @@
 import { test, before, after } from 'node:test'
 import assert from 'node:assert/strict'
-import { spawn } from 'node:child_process'
-import { copyFileSync, existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs'
+import { existsSync, readFileSync } from 'node:fs'
 import { createRequire } from 'node:module'
-import { tmpdir } from 'node:os'
-import { join } from 'node:path'
-import { freshDatabase } from './helpers/db.ts'
+import { serveBundle } from './helpers/bundle.ts'
 import { startTestService, type TestService } from './helpers/service.ts'
 
 const renderer = readFileSync(createRequire(import.meta.url).resolve('@scalar/api-reference/browser/standalone.js'))
@@ -62,36 +59,15 @@ test('the single-file bundle carries the renderer and serves it without node_mod
   const bundle = readFileSync('dist/service.mjs', 'utf8')
   assert.ok(bundle.includes(fingerprint()), "the bundle does not contain the renderer's script")
 
-  const dir = mkdtempSync(join(tmpdir(), 'service-docs-'))
-  copyFileSync('dist/service.mjs', join(dir, 'service.mjs'))
-  const db = await freshDatabase()
-  const child = spawn(process.execPath, ['service.mjs', 'serve'], {
-    cwd: dir,
-    env: { PATH: process.env.PATH, DATABASE_URL: db.url, PORT: '0', HOST: '127.0.0.1' },
-  })
+  const served = await serveBundle()
   try {
-    let out = ''
-    const port = await new Promise<number>((resolve, reject) => {
-      child.stdout.on('data', (d) => {
-        out += d
-        const m = /"msg":"listening","port":(\d+)/.exec(out)
-        if (m) resolve(Number(m[1]))
-      })
-      child.on('exit', (code) => reject(new Error(`exited ${code}: ${out}`)))
-    })
-    const page = await fetch(`http://127.0.0.1:${port}/docs`)
+    const page = await fetch(`${served.base}/docs`)
     assert.equal(page.status, 200)
     assert.match(await page.text(), /\/docs\/reference\.js/)
-    const res = await fetch(`http://127.0.0.1:${port}/docs/reference.js`)
+    const res = await fetch(`${served.base}/docs/reference.js`)
     assert.equal(res.status, 200)
     assert.ok(Buffer.from(await res.arrayBuffer()).equals(renderer), 'the bundle serves another script')
   } finally {
-    if (child.exitCode === null) {
-      const exited = new Promise((resolve) => child.once('exit', resolve))
-      child.kill('SIGTERM')
-      await exited
-    }
-    await db.drop()
-    rmSync(dir, { recursive: true, force: true })
+    await served.stop()
   }
 })
