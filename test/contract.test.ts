@@ -127,6 +127,11 @@ test('every operation answers as its published schema says', async () => {
   await call('listWebhooks', { id })
   await call('rotateSecret', { id, webhook_id: hook.body.id })
   await call('enableWebhook', { id, webhook_id: hook.body.id })
+  await call('listEventTypes')
+  await call('setScoreAlerts', { id }, { churn_risk: { thresholds: [70] }, engagementscore: { delta: 10 } })
+  await call('setScoreAlerts', { id }, { churn_risk: { thresholds: [170] } })
+  await call('getScoreAlerts', { id })
+  await call('updateWebhook', { id, webhook_id: hook.body.id }, { name: 'main', rate_limit: null })
 
   const upload = await call(
     'uploadCustomers',
@@ -223,6 +228,8 @@ test('every operation answers as its published schema says', async () => {
   await call('listDeliveries', { id, webhook_id: hook.body.id }, undefined, '?limit=2')
   await call('redeliver', { id, webhook_id: hook.body.id, delivery_id: delivery.id })
   await call('recoverDeliveries', { id, webhook_id: hook.body.id }, { since: '2000-01-01T00:00:00Z' })
+  await call('testWebhook', { id, webhook_id: hook.body.id }, { event: 'customer.churned' })
+  await call('testWebhook', { id, webhook_id: hook.body.id }, { event: 'customer.deleted' })
   await call('listNotifications', { id }, undefined, '?user_email=owner%40acme.test')
   await call('listUploads', { id }, undefined, '?status=processed')
   // A failed upload (a constraint the test adds makes it fail past validation) is retried, then cancelled.

@@ -26,6 +26,7 @@ const NO_TENANT_DATA = [
   'GET /console',
   'GET /console/console.js',
   'GET /console/console.css',
+  'GET /admin/v1/event-types',
 ]
 
 let s: TestService
@@ -150,6 +151,7 @@ before(async () => {
       contact: { engagement: [{ codename: 'sessions', weight: 100, bad: 0, good: 10 }] },
     }),
   )
+  await status(200, s.admin('PUT', `/accounts/${a.id}/score-alerts`, { engagementscore: { delta: 1 } }))
   await status(201, s.admin('POST', `/accounts/${a.id}/users`, { email: 'ann@a.test' }))
   for (const [account, titles] of [
     [a, ['Gold', 'Silver']],
@@ -443,6 +445,28 @@ on('POST', `${ACC}/:id/webhooks/:webhook_id/rotate-secret`, async (r) => {
 
 on('POST', `${ACC}/:id/webhooks/:webhook_id/enable`, async (r) => {
   await status(404, inB(r))
+})
+
+on('PATCH', `${ACC}/:id/webhooks/:webhook_id`, async (r) => {
+  await status(404, inB(r, { rate_limit: 1 }))
+  const [hook] = await s.sql`select rate_limit from webhooks where account_id = ${a.id} and id = ${A.hook}`
+  assert.equal(hook.rate_limit, null)
+})
+
+on('POST', `${ACC}/:id/webhooks/:webhook_id/test`, async (r) => {
+  await status(404, inB(r, { event: 'customer.created' }))
+  assert.equal(await deliveryJobs(s, b.id, A.delivery), 0)
+})
+
+on('PUT', `${ACC}/:id/score-alerts`, async (r) => {
+  await status(200, inB(r, { churn_risk: { thresholds: [60] } }))
+  const [own] = await s.sql`select score_alerts from accounts where id = ${b.id}`
+  assert.deepEqual(own.score_alerts, { churn_risk: { thresholds: [60] } })
+})
+
+on('GET', `${ACC}/:id/score-alerts`, async (r) => {
+  const [own] = await s.sql`select score_alerts from accounts where id = ${b.id}`
+  assert.deepEqual((await status(200, inB(r))).body, own.score_alerts ?? {})
 })
 
 on('GET', `${ACC}/:id/webhooks/:webhook_id/deliveries`, async (r) => {

@@ -4,10 +4,15 @@ import type { AddressInfo } from 'node:net'
 import { after, describe, test } from 'node:test'
 import { verify } from '@octokit/webhooks-methods'
 import { Webhook } from 'standardwebhooks'
-import { BATCH_SIZE, buildCustomerCreatedPayloads, type CreatedCustomer } from '../src/webhooks/payload.ts'
+import * as v from 'valibot'
+import { BATCH_SIZE, buildPayloads, EVENTS, eventTypes, type EventItem, PAYLOADS } from '../src/webhooks/events.ts'
 import { generateSecret, hmacHeader, standardWebhookHeaders } from '../src/webhooks/sign.ts'
 import { checkWebhookUrl, isPrivateAddress, resolvePublic } from '../src/webhooks/ssrf.ts'
 import { MAX_ATTEMPTS, retryDelaySeconds, sendWebhook } from '../src/webhooks/send.ts'
+
+type CreatedCustomer = EventItem<'customer.created'>
+const buildCustomerCreatedPayloads = (items: CreatedCustomer[], source: string, timestamp: string) =>
+  buildPayloads('customer.created', items, timestamp, { source })
 
 const customers = (n: number): CreatedCustomer[] =>
   Array.from({ length: n }, (_, i) => ({
@@ -67,7 +72,8 @@ describe('buildCustomerCreatedPayloads', () => {
 
   test('extra row fields are not copied and nulls and empty names are kept', () => {
     const row = { service_id: 7, external_id: 'x', name: '', created_at: timestamp, account_id: 1 }
-    const [body] = buildCustomerCreatedPayloads([row, { ...row, service_id: 8, name: null }], 'HUBSPOT', timestamp)
+    const rows = [row, { ...row, service_id: 8, name: null }] as CreatedCustomer[]
+    const [body] = buildCustomerCreatedPayloads(rows, 'HUBSPOT', timestamp)
     assert.equal(
       body,
       `{"event":"customer.created","timestamp":"${timestamp}","data":{"source":"HUBSPOT","customers":[` +
@@ -75,6 +81,46 @@ describe('buildCustomerCreatedPayloads', () => {
         `{"service_id":8,"external_id":"x","name":null,"created_at":"${timestamp}"}],` +
         `"batch":{"current_batch":1,"total_batches":1,"total_customers":2,"batch_size":2}}}`,
     )
+  })
+})
+
+describe('the event catalog', () => {
+  test('every event has a description, a schema and an example that passes it', () => {
+    assert.deepEqual(
+      eventTypes().map((e) => e.name),
+      EVENTS,
+    )
+    for (const e of eventTypes()) {
+      assert.ok(e.description.length > 10, e.name)
+      const result = v.safeParse(PAYLOADS[e.name], e.example)
+      assert.ok(result.success, `${e.name}: ${JSON.stringify(result.issues?.map((i) => i.message))}`)
+    }
+  })
+
+  test('a payload missing a field or with a wrong event name fails its schema', () => {
+    const [example] = eventTypes().filter((e) => e.name === 'customer.score_changed')
+    const broken = structuredClone(example.example)
+    delete broken.data.changes[0].new_value
+    assert.equal(v.safeParse(PAYLOADS['customer.score_changed'], broken).success, false)
+    assert.equal(v.safeParse(PAYLOADS['customer.churned'], example.example).success, false)
+  })
+
+  test('each event names its list and total after it, chunked by 1000', () => {
+    const items = Array.from({ length: 1500 }, (_, i) => ({
+      service_id: i,
+      contact_external_id: `c${i}`,
+      name: null,
+      customer_external_id: 'acme',
+      created_at: '2024-01-01T00:00:00.000Z',
+      extra: 'dropped',
+    }))
+    const bodies = buildPayloads('contact.created', items, '2024-01-01T00:00:00.000Z', { source: 'FILE' })
+    assert.equal(bodies.length, 2)
+    const second = JSON.parse(bodies[1])
+    assert.deepEqual(Object.keys(second.data), ['source', 'contacts', 'batch'])
+    assert.deepEqual(second.data.batch, { current_batch: 2, total_batches: 2, total_contacts: 1500, batch_size: 500 })
+    assert.equal(second.data.contacts[0].extra, undefined)
+    assert.ok(v.safeParse(PAYLOADS['contact.created'], second).success)
   })
 })
 

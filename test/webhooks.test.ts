@@ -17,7 +17,7 @@ import {
   subscribe,
   upload,
 } from './helpers/webhooks.ts'
-import { enqueueCustomerCreated } from '../src/webhooks/outbox.ts'
+import { enqueueEvent } from '../src/webhooks/outbox.ts'
 
 // Short enough for the rotation and health tests to outwait them.
 const GRACE_SECONDS = 4
@@ -180,7 +180,7 @@ test('a group of 2500 new customers is sent as batches 1..3 that add up', async 
       insert into customers (account_id, external_id, name)
       select ${account.id}, 'f' || i, 'File ' || i from generate_series(1, 2500) i
       returning service_id, external_id, name, created_at`
-    await enqueueCustomerCreated(tx, account.id, 'FILE', created as never)
+    await enqueueEvent(tx, account.id, 'customer.created', created as never, { source: 'FILE' })
   })
   await settled(s, account, hookId, 3)
   const batches = r.requests.map((req) => req.json.data).sort((a, b) => a.batch.current_batch - b.batch.current_batch)

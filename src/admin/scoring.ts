@@ -3,6 +3,7 @@ import type { Entity } from '../catalog.ts'
 import type { Sql, Tx } from '../db/client.ts'
 import { addJobs, rescoreAccountJobs } from '../db/jobs.ts'
 import { refuse } from '../errors.ts'
+import type { ScoreAlerts } from '../scoring/alerts.ts'
 import { checkModelAgainstProperties, type ScoringModel, ScoringModelSchema } from '../scoring/model.ts'
 import { catalogSql, readCatalog } from './properties.ts'
 
@@ -39,3 +40,21 @@ export const scoringInputs = async (sql: Sql | Tx, accountId: number, entity: En
       ${catalogSql(sql, accountId, entity)} as defs`
   return { model: row.model as ScoringModel | null, defs: row.defs }
 }
+
+// Setting alerts rescores the account's customers, which records each one's contributions: the
+// "before" of the first change to announce. Clearing them ({}) forgets the contributions.
+export const putScoreAlerts = (sql: Sql, accountId: number, alerts: ScoreAlerts) =>
+  sql.begin(async (tx) => {
+    const set = Object.keys(alerts).length > 0
+    await tx`update accounts set score_alerts = ${set ? tx.json(alerts as never) : null} where id = ${accountId}`
+    if (set)
+      await addJobs(
+        tx,
+        rescoreAccountJobs(accountId).filter((job) => job.payload.entity === 'customer'),
+      )
+    else await tx`delete from customer_contributions where account_id = ${accountId}`
+    return alerts
+  })
+
+export const getScoreAlerts = async (sql: Sql, accountId: number) =>
+  ((await sql`select score_alerts from accounts where id = ${accountId}`)[0]?.score_alerts ?? {}) as ScoreAlerts

@@ -1,20 +1,31 @@
 import * as v from 'valibot'
 import { refuse } from '../errors.ts'
 import { requeue } from '../webhooks/deliveries.ts'
+import { EVENTS, type EventName, examplePayload } from '../webhooks/events.ts'
+import { enqueuePayloads } from '../webhooks/outbox.ts'
 import { generateSecret } from '../webhooks/sign.ts'
 import { checkWebhookTarget, type Resolve } from '../webhooks/ssrf.ts'
 import type { Sql, Tx } from '../db/client.ts'
 import { storable, strict } from '../validate.ts'
 
-export const WEBHOOK_EVENTS = ['customer.created'] as const
+const events = v.pipe(v.array(v.picklist(EVENTS)), v.minLength(1))
+const name = v.pipe(v.string(), v.maxLength(255), storable)
+const rateLimit = v.pipe(v.number(), v.integer(), v.minValue(1), v.maxValue(1000))
 
 export const WebhookBody = strict({
   url: v.pipe(v.string(), v.url('Must be an absolute URL.'), v.maxLength(2048), storable),
-  events: v.pipe(v.array(v.picklist(WEBHOOK_EVENTS)), v.minLength(1)),
-  name: v.optional(v.pipe(v.string(), v.maxLength(255), storable)),
+  events,
+  name: v.optional(name),
+  rate_limit: v.optional(v.nullable(rateLimit)),
 })
+export const WebhookPatch = strict({
+  events: v.optional(events),
+  name: v.optional(v.nullable(name)),
+  rate_limit: v.optional(v.nullable(rateLimit)),
+})
+export const TestSendBody = strict({ event: v.picklist(EVENTS) })
 
-const columns = (sql: Sql | Tx) => sql`id, url, events, name, active, created_at`
+const columns = (sql: Sql | Tx) => sql`id, url, events, name, active, rate_limit, created_at`
 
 export const addWebhook = async (
   sql: Sql,
@@ -27,14 +38,48 @@ export const addWebhook = async (
   if (problem) refuse(400, 'The webhook URL is not allowed.', [{ path: '/url', message: problem }])
   const secret = generateSecret()
   const [hook] = await sql`
-    insert into webhooks (account_id, url, events, name, secret)
-    values (${accountId}, ${body.url}, ${[...new Set(body.events)]}, ${body.name ?? null}, ${secret})
+    insert into webhooks (account_id, url, events, name, rate_limit, secret)
+    values (${accountId}, ${body.url}, ${[...new Set(body.events)]}, ${body.name ?? null}, ${body.rate_limit ?? null},
+      ${secret})
     returning ${columns(sql)}`
   return { ...hook, secret }
 }
 
 export const listWebhooks = (sql: Sql, accountId: number) =>
   sql`select ${columns(sql)} from webhooks where account_id = ${accountId} order by id`
+
+// Changes what the subscription receives from now on; deliveries already made keep their event.
+export const updateWebhook = async (
+  sql: Sql,
+  accountId: number,
+  id: number,
+  patch: v.InferOutput<typeof WebhookPatch>,
+) => {
+  const [hook] = await sql`
+    update webhooks set
+      events = coalesce(${patch.events ? [...new Set(patch.events)] : null}::text[], events),
+      name = case when ${patch.name !== undefined} then ${patch.name ?? null}::text else name end,
+      rate_limit = case when ${patch.rate_limit !== undefined} then ${patch.rate_limit ?? null}::integer
+        else rate_limit end
+    where account_id = ${accountId} and id = ${id} returning ${columns(sql)}`
+  return hook ?? refuse(404, `Webhook ${id} does not exist.`)
+}
+
+// The event's catalog example, signed and delivered like any other delivery (and logged with them).
+export const testSend = async (sql: Sql, accountId: number, id: number, event: EventName) =>
+  sql.begin(async (tx) => {
+    const [hook] = await tx`select active from webhooks where account_id = ${accountId} and id = ${id}`
+    if (!hook) refuse(404, `Webhook ${id} does not exist.`)
+    if (!hook.active) refuse(409, `Webhook ${id} is disabled; enable it first.`)
+    const [delivery] = await enqueuePayloads(
+      tx,
+      accountId,
+      event,
+      [id],
+      [examplePayload(event, new Date().toISOString())],
+    )
+    return { delivery_id: delivery.id, event }
+  })
 
 export const removeWebhook = async (sql: Sql, accountId: number, id: number) => {
   const [hook] = await sql`delete from webhooks where account_id = ${accountId} and id = ${id} returning id`

@@ -24,8 +24,22 @@ import {
   TagBody,
   UserBody,
 } from '../admin/properties.ts'
-import { getScoringModel, putScoringModel } from '../admin/scoring.ts'
-import { addWebhook, enableWebhook, listWebhooks, removeWebhook, rotateSecret, WebhookBody } from '../admin/webhooks.ts'
+import { getScoreAlerts, getScoringModel, putScoreAlerts, putScoringModel } from '../admin/scoring.ts'
+import {
+  addWebhook,
+  enableWebhook,
+  listWebhooks,
+  removeWebhook,
+  rotateSecret,
+  TestSendBody,
+  testSend,
+  updateWebhook,
+  WebhookBody,
+  WebhookPatch,
+} from '../admin/webhooks.ts'
+import { ScoreAlertsSchema } from '../scoring/alerts.ts'
+import { type EventName, eventTypes, PAYLOADS } from '../webhooks/events.ts'
+import { jsonSchema } from '../http/openapi.ts'
 import { deliveryLimit, listDeliveries, RecoverBody, recover, redeliver } from '../webhooks/deliveries.ts'
 import { ScoringModelSchema } from '../scoring/model.ts'
 import { eventQuery, listEvents } from '../admin/events.ts'
@@ -41,6 +55,7 @@ import {
   EnabledWebhook,
   EventQuery,
   Events,
+  EventType,
   Key,
   NewKey,
   NewWebhook,
@@ -51,6 +66,7 @@ import {
   Redelivery,
   Tag,
   TagTitles,
+  TestDelivery,
   UploadAction,
   UploadQuery,
   UploadSummary,
@@ -74,6 +90,14 @@ const inAccount =
     fn(await accountId(req, app), req, app)
 
 const ops: Op[] = [
+  {
+    name: 'list-event-types',
+    reply: { status: 200, body: v.array(EventType) },
+    method: 'GET',
+    path: '/admin/v1/event-types',
+    summary: 'The events a webhook can subscribe to, with their payload schemas and examples',
+    handler: async () => ok(eventTypes().map((e) => ({ ...e, schema: jsonSchema(PAYLOADS[e.name]) }))),
+  },
   {
     name: 'create-account',
     reply: { status: 201, body: Account },
@@ -237,6 +261,24 @@ const ops: Op[] = [
     handler: inAccount(async (id, _req, app) => ok(await getScoringModel(app.sql, id))),
   },
   {
+    name: 'set-score-alerts',
+    reply: { status: 200, body: ScoreAlertsSchema },
+    method: 'PUT',
+    path: `${A}/:id/score-alerts`,
+    summary: 'Set which score changes send customer.score_changed ({} turns them off)',
+    body: ScoreAlertsSchema,
+    example: { churn_risk: { thresholds: [70] }, engagementscore: { delta: 20 } },
+    handler: inAccount(async (id, req, app) => ok(await putScoreAlerts(app.sql, id, req.input as never))),
+  },
+  {
+    name: 'get-score-alerts',
+    reply: { status: 200, body: ScoreAlertsSchema },
+    method: 'GET',
+    path: `${A}/:id/score-alerts`,
+    summary: 'Read the score alerts',
+    handler: inAccount(async (id, _req, app) => ok(await getScoreAlerts(app.sql, id))),
+  },
+  {
     name: 'set-tracking',
     reply: { status: 200, body: Account },
     method: 'PUT',
@@ -256,6 +298,30 @@ const ops: Op[] = [
     body: WebhookBody,
     handler: inAccount(async (id, req, app) =>
       created(await addWebhook(app.sql, id, req.input as never, app.config.webhookAllowPrivate)),
+    ),
+  },
+  {
+    name: 'update-webhook',
+    reply: { status: 200, body: Webhook },
+    method: 'PATCH',
+    path: `${A}/:id/webhooks/:webhook_id`,
+    summary: "Change a webhook's events, name or rate limit",
+    body: WebhookPatch,
+    example: { events: ['customer.created', 'customer.score_changed'], rate_limit: 10 },
+    handler: inAccount(async (id, req, app) =>
+      ok(await updateWebhook(app.sql, id, idParam(req, 'webhook_id'), req.input as never)),
+    ),
+  },
+  {
+    name: 'test-webhook',
+    reply: { status: 202, body: TestDelivery },
+    method: 'POST',
+    path: `${A}/:id/webhooks/:webhook_id/test`,
+    summary: "Send an event's catalog example to a webhook, signed like every delivery",
+    body: TestSendBody,
+    example: { event: 'customer.score_changed' },
+    handler: inAccount(async (id, req, app) =>
+      ok(await testSend(app.sql, id, idParam(req, 'webhook_id'), (req.input as { event: EventName }).event), 202),
     ),
   },
   {

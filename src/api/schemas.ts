@@ -1,7 +1,9 @@
 import * as v from 'valibot'
 import { DEFAULT_EVENT_LIMIT, MAX_EVENT_LIMIT } from '../admin/events.ts'
 import { DEFAULT_DELIVERY_LIMIT, MAX_DELIVERY_LIMIT } from '../webhooks/deliveries.ts'
+import { EVENTS } from '../webhooks/events.ts'
 import type { QueryParam } from '../http/types.ts'
+import { ChangeDriverSchema, ScoreAlertsSchema } from '../scoring/alerts.ts'
 import { ScoringModelSchema } from '../scoring/model.ts'
 
 // The bodies the API answers with, as OpenAPI publishes them. Handlers build their answers from
@@ -78,6 +80,11 @@ const ScoreExplanation = describe(
       fit: describe(v.array(Contribution), 'Each fit rule: its weighted contribution, in points.'),
       risk_drivers: describe(v.array(Driver), 'Up to 3 rules that lower the scores most, most negative first.'),
       health_drivers: describe(v.array(Driver), 'Up to 3 rules that raise the scores most, largest first.'),
+      change_drivers: describe(
+        v.array(ChangeDriverSchema),
+        'Up to 3 rules whose contributions moved most in the latest scoring that changed the scores, largest ' +
+          'move first; empty until score alerts are set (PUT /admin/v1/accounts/{id}/score-alerts).',
+      ),
     }),
   ),
   'Why the scores are what they are (docs/scoring.md).',
@@ -176,9 +183,10 @@ export const TagTitles = v.object({ titles: v.array(v.string()) })
 const webhookFields = {
   id,
   url: v.string(),
-  events: v.array(v.literal('customer.created')),
+  events: v.array(v.picklist(EVENTS)),
   name: v.nullable(v.string()),
   active: v.boolean(),
+  rate_limit: describe(v.nullable(int), 'Deliveries per second at most; null: no limit.'),
   created_at: Timestamp,
 }
 export const Webhook = v.object(webhookFields)
@@ -188,6 +196,17 @@ export const WebhookSecret = v.object({ secret: Secret })
 export const EnabledWebhook = v.object({
   ...Webhook.entries,
   resumed: describe(int, 'Deliveries held while the webhook was disabled, now being sent, oldest first.'),
+})
+
+export const TestDelivery = v.object({
+  delivery_id: describe(int, 'The delivery, listed in the delivery log like any other.'),
+  event: v.picklist(EVENTS),
+})
+export const EventType = v.object({
+  name: v.picklist(EVENTS),
+  description: v.string(),
+  schema: describe(v.record(v.string(), v.unknown()), 'JSON Schema (2020-12) of the payload.'),
+  example: describe(v.record(v.string(), v.unknown()), 'A payload as delivered.'),
 })
 
 export const Delivery = v.object({
@@ -284,6 +303,9 @@ export const NAMED = {
   NewWebhook,
   WebhookSecret,
   EnabledWebhook,
+  TestDelivery,
+  EventType,
+  ScoreAlerts: ScoreAlertsSchema,
   Delivery,
   Redelivery,
   Recovery,

@@ -67,6 +67,8 @@ export interface DeliverWebhookPayload {
   // The attempt number this round of (up to MAX_ATTEMPTS) attempts started at: 1, or the next
   // number after the attempts already logged when the delivery was redelivered.
   first_attempt?: number
+  // The endpoint's rate limit already gave this job its slot (webhooks/deliver.ts).
+  slotted?: boolean
 }
 
 // The upload's processing job is added by the statement that stores the upload (uploads/receive.ts),

@@ -4,7 +4,9 @@ import type { Entity } from '../catalog.ts'
 import type { App } from '../context.ts'
 import { today } from '../dates.ts'
 import { refuse } from '../errors.ts'
+import { explanationRows } from '../scoring/changes.ts'
 import { explainCustomer, type ExplainedCustomer } from '../scoring/explain.ts'
+import type { ChangeDriver } from '../scoring/alerts.ts'
 import { compileSearch } from '../search/sql.ts'
 
 // One record as the search endpoints show it (churned customers included); a contact is found
@@ -39,14 +41,13 @@ export const readRecord = async (
 
 // The score_explanation field of GET /api/v1/customer/{external_id}; null when the customer is gone.
 export const scoreExplanation = async (app: App, accountId: number, externalId: string) => {
-  const [row] = await app.sql`
-    select c.attributes, c.metrics, to_char(h.last_seen, 'YYYY-MM-DD') as last_seen, s."values" as snapshot
-    from customers c
-      left join customer_scores h on h.account_id = c.account_id and h.customer_id = c.service_id
-      left join customer_snapshots s on s.account_id = c.account_id and s.customer_id = c.service_id
-        and s.date = h.last_seen
-    where c.account_id = ${accountId} and c.external_id = ${externalId}`
+  const [row] = await explanationRows(app.sql, accountId, app.sql`c.external_id = ${externalId}`)
   if (!row) return null
   const { model, defs } = await scoringInputs(app.sql, accountId, 'customer')
-  return explainCustomer(model, defs, row as unknown as ExplainedCustomer, today())
+  const [changed] = await app.sql`
+    select change_drivers from customer_contributions where account_id = ${accountId} and customer_id = ${row.service_id}`
+  return {
+    ...explainCustomer(model, defs, row as unknown as ExplainedCustomer, today()),
+    change_drivers: (changed?.change_drivers ?? []) as ChangeDriver[],
+  }
 }

@@ -12,6 +12,7 @@ import { processUpload } from '../uploads/process.ts'
 import { checkUpload, insertUpload, requireApiSource } from '../uploads/receive.ts'
 import { Attributes, type ContactItem, ContactOfCustomer, CustomerItem } from '../uploads/schemas.ts'
 import { checkValues } from '../uploads/values.ts'
+import { enqueueEvent } from '../webhooks/outbox.ts'
 import { DateString, parse, strict, text255 } from '../validate.ts'
 
 // Single-record writes take the upload path in one transaction: the same checks, the same merge,
@@ -104,18 +105,32 @@ export const updateCustomer = async (app: App, accountId: number, externalId: st
   return app.sql.begin(async (tx) => {
     const owner = await ownerId(tx, accountId, patch.owner_email)
     const churn = churnColumns(patch)
+    // `was`: the row as it stood before, read in the same statement, for the churn events.
     const [row] = await tx`
-      update customers set
-        name = coalesce(${patch.name ?? null}::text, name),
-        owner_user_id = case when ${owner !== undefined} then ${owner ?? null}::bigint else owner_user_id end,
-        is_churned = coalesce(${churn.is_churned ?? null}::boolean, is_churned),
+      update customers c set
+        name = coalesce(${patch.name ?? null}::text, c.name),
+        owner_user_id = case when ${owner !== undefined} then ${owner ?? null}::bigint else c.owner_user_id end,
+        is_churned = coalesce(${churn.is_churned ?? null}::boolean, c.is_churned),
         churned_date = case
-          when ${churn.is_churned !== undefined} then ${churn.churned_date ?? null}::date else churned_date end,
+          when ${churn.is_churned !== undefined} then ${churn.churned_date ?? null}::date else c.churned_date end,
         churn_reason = case
-          when ${churn.is_churned !== undefined} then ${churn.churn_reason ?? null}::text else churn_reason end,
-        attributes = jsonb_strip_nulls(attributes || ${tx.json((attributes ?? {}) as never)}), updated_at = now()
-      where account_id = ${accountId} and external_id = ${externalId} returning service_id`
+          when ${churn.is_churned !== undefined} then ${churn.churn_reason ?? null}::text else c.churn_reason end,
+        attributes = jsonb_strip_nulls(c.attributes || ${tx.json((attributes ?? {}) as never)}), updated_at = now()
+      from (select service_id, is_churned, churned_date from customers
+        where account_id = ${accountId} and external_id = ${externalId} for no key update) was
+      where c.account_id = ${accountId} and c.service_id = was.service_id
+      returning c.service_id, c.external_id, c.name, c.is_churned, to_char(c.churned_date, 'YYYY-MM-DD') as churned_date,
+        was.is_churned as was_churned, to_char(was.churned_date, 'YYYY-MM-DD') as was_churned_date`
     if (!row) refuse(404, `Customer ${externalId} does not exist.`)
+    const customer = { service_id: row.service_id, external_id: row.external_id, name: row.name }
+    if (row.is_churned && !row.was_churned)
+      await enqueueEvent(tx, accountId, 'customer.churned', [
+        { ...customer, churned_date: row.churned_date, reason: 'manual' },
+      ])
+    if (!row.is_churned && row.was_churned)
+      await enqueueEvent(tx, accountId, 'customer.reactivated', [
+        { ...customer, churned_date: row.was_churned_date, reason: 'manual' },
+      ])
     await rescore(tx, accountId, 'customer', row.service_id)
   })
 }

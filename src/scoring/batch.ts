@@ -1,10 +1,12 @@
-import { scoringInputs } from '../admin/scoring.ts'
+import { getScoreAlerts, scoringInputs } from '../admin/scoring.ts'
 import type { Entity, PropertyDef } from '../catalog.ts'
 import type { App } from '../context.ts'
 import type { Sql, Tx } from '../db/client.ts'
 import type { ScoreRecordsPayload } from '../db/jobs.ts'
 import { TABLES } from '../db/tables.ts'
 import { today as utcToday } from '../dates.ts'
+import { enqueueEvent } from '../webhooks/outbox.ts'
+import { watchScores } from './changes.ts'
 import { propertyLookup, type ScoringModel } from './model.ts'
 import { churnRiskSql, type SqlRefs, upsellScoreSql, weightedScoreSql } from './sql.ts'
 
@@ -160,14 +162,16 @@ const scoreStatement = (entity: Entity, model: ScoringModel | null, defs: Proper
 // every writer of records does (src/db/locks.ts).
 const liftInactive = (tx: Tx, accountId: number, ids: number[], inactiveDays: number) => tx`
   with lifted as (
-    select c.service_id from customers c join customer_scores h on h.account_id = c.account_id
+    select c.service_id, c.churned_date from customers c join customer_scores h on h.account_id = c.account_id
       and h.customer_id = c.service_id
     where c.account_id = ${accountId} and c.service_id = any(${ids}::bigint[]) and c.churn_reason = 'inactive'
       and h.last_seen >= c.churned_date - ${inactiveDays}::integer
     order by c.service_id for no key update of c
   )
   update customers c set is_churned = false, churned_date = null, churn_reason = null
-  from lifted l where c.account_id = ${accountId} and c.service_id = l.service_id`
+  from lifted l where c.account_id = ${accountId} and c.service_id = l.service_id
+  returning c.service_id, c.external_id, c.name, to_char(l.churned_date, 'YYYY-MM-DD') as churned_date,
+    'activity' as reason`
 
 // Batches of record ids in id order: the given ones, or keyset pages over the whole account.
 async function* batches(sql: Sql, accountId: number, entity: Entity, ids?: number[]): AsyncGenerator<number[]> {
@@ -191,6 +195,7 @@ export const scoreRecords = async (sql: Sql, p: ScoreRecordsPayload, options: Sc
   const { model, defs } = await scoringInputs(sql, p.account_id, p.entity)
   const statement = scoreStatement(p.entity, model, defs, options.snapshots !== false)
   const inactiveDays = model?.churn?.inactive_days ?? 0
+  const alerts = p.entity === 'customer' ? await getScoreAlerts(sql, p.account_id) : {}
   let scored = 0
   const queue = batches(sql, p.account_id, p.entity, p.ids)
   const scoreBatches = async () => {
@@ -204,8 +209,17 @@ export const scoreRecords = async (sql: Sql, p: ScoreRecordsPayload, options: Sc
         // chose nested loops over CTE scans, quadratic in the batch: 13.5 s instead of 0.2 s for
         // 1000 customers (docs/benchmarks.md, bench/tenant.ts). Index scans are still allowed.
         await tx`select set_config('work_mem', '32MB', true), set_config('enable_nestloop', 'off', true)`
+        const compare =
+          Object.keys(alerts).length > 0 && (await watchScores(tx, p.account_id, ids, { alerts, model, defs, today }))
         await tx.unsafe(statement.text, [p.account_id, ids, today, ...statement.params] as never[])
-        if (p.entity === 'customer') await liftInactive(tx, p.account_id, ids, inactiveDays)
+        if (compare) await compare()
+        if (p.entity === 'customer')
+          await enqueueEvent(
+            tx,
+            p.account_id,
+            'customer.reactivated',
+            (await liftInactive(tx, p.account_id, ids, inactiveDays)) as never,
+          )
       })
       scored += ids.length
     }

@@ -1,7 +1,8 @@
 import type { App } from '../context.ts'
-import type { Sql } from '../db/client.ts'
+import type { Sql, Tx } from '../db/client.ts'
 import { addJobs, type CronPayload, scoreDailyJob } from '../db/jobs.ts'
 import { today as utcToday } from '../dates.ts'
+import { enqueueEvent } from '../webhooks/outbox.ts'
 import { scoreRecords } from './batch.ts'
 
 // With churn.inactive_days set, a customer whose last_seen is older than that many days becomes
@@ -9,7 +10,7 @@ import { scoreRecords } from './batch.ts'
 // never seen (no scored snapshot) are left alone: there is no activity to judge them by. A churned
 // customer, manual or automatic, keeps its churn date.
 // The rows are locked in service_id order first, as every writer of records does (src/db/locks.ts).
-const markInactive = (sql: Sql, accountId: number, today: string) => sql`
+const markInactive = (sql: Tx, accountId: number, today: string) => sql`
   with inactive as (
     select c.service_id from customers c join scoring_models m on m.account_id = c.account_id
       join customer_scores h on h.account_id = c.account_id and h.customer_id = c.service_id
@@ -18,7 +19,8 @@ const markInactive = (sql: Sql, accountId: number, today: string) => sql`
     order by c.service_id for no key update of c
   )
   update customers c set is_churned = true, churned_date = ${today}::date, churn_reason = 'inactive'
-  from inactive i where c.account_id = ${accountId} and c.service_id = i.service_id`
+  from inactive i where c.account_id = ${accountId} and c.service_id = i.service_id
+  returning c.service_id, c.external_id, c.name, ${today} as churned_date, 'inactive' as reason`
 
 // What changes with the date alone: the trend window, fit date properties (e.g. renewal_date),
 // days since last_seen in churn risk, and automatic churn. The engagement history does not (a
@@ -26,7 +28,11 @@ const markInactive = (sql: Sql, accountId: number, today: string) => sql`
 export const scoreDaily = async (sql: Sql, accountId: number, today = utcToday()) => {
   await scoreRecords(sql, { account_id: accountId, entity: 'customer' }, { today, snapshots: false })
   await scoreRecords(sql, { account_id: accountId, entity: 'contact' }, { today, snapshots: false })
-  return (await markInactive(sql, accountId, today)).count
+  return sql.begin(async (tx) => {
+    const churned = await markInactive(tx, accountId, today)
+    await enqueueEvent(tx, accountId, 'customer.churned', churned as never)
+    return churned.count
+  })
 }
 
 // The cron run (no account_id) adds one job per account with a scoring model, on the account's

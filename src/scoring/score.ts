@@ -1,4 +1,5 @@
 import { daysBetween, isDate } from '../dates.ts'
+import type { ChangeDriver } from './alerts.ts'
 import type { PropertyType } from '../catalog.ts'
 import { isBooleanRule, isValuesRule, type RangeRule, type Rule } from './model.ts'
 
@@ -146,6 +147,26 @@ const drivers = (all: Driver[], sign: 1 | -1) =>
   all
     .filter((c) => sign * c.contribution > 0)
     .sort((a, b) => sign * (b.contribution - a.contribution))
+    .slice(0, DRIVERS)
+
+export type Contributions = Pick<Explanation, 'engagement' | 'fit'>
+
+// "Why did it move": the properties whose contributions moved most between two scorings, largest
+// move first; a property absent from one side contributed 0 there.
+export const changeDrivers = (before: Contributions, after: Contributions): ChangeDriver[] =>
+  (['engagement', 'fit'] as const)
+    .flatMap((score) => {
+      const was = new Map(before[score].map((c) => [c.codename, c.contribution]))
+      const now = new Map(after[score].map((c) => [c.codename, c.contribution]))
+      return [...new Set([...was.keys(), ...now.keys()])].map((codename) => ({
+        score,
+        codename,
+        before: was.get(codename) ?? 0,
+        after: now.get(codename) ?? 0,
+      }))
+    })
+    .filter((d) => d.before !== d.after)
+    .sort((a, b) => Math.abs(b.after - b.before) - Math.abs(a.after - a.before))
     .slice(0, DRIVERS)
 
 // Drivers are picked on the rounded contributions so that a driver never shows as 0.

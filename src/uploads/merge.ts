@@ -1,6 +1,7 @@
 import type { Tx } from '../db/client.ts'
 import { lockRecordsIn, lockStagedRecords } from '../db/locks.ts'
 import { entityOf, TABLES, type UploadKind } from '../db/tables.ts'
+import type { EventItem } from '../webhooks/events.ts'
 
 // Set-based merge of an upload's items: the items are unnested into temporary staging tables and
 // merged with a handful of statements, never a query per item. Later duplicates win: attribute
@@ -88,13 +89,18 @@ const updateContacts = (tx: Tx, accountId: number) => tx`
   where t.account_id = ${accountId} and t.external_id = s.external_id
   returning t.service_id`
 
+// What contact.created tells of each new contact (its customer's external id comes from the stage).
 const insertContacts = (tx: Tx, accountId: number) => tx`
-  insert into contacts (account_id, external_id, customer_id, name, attributes)
-  select ${accountId}, s.external_id, c.service_id, s.name, jsonb_strip_nulls(coalesce(s.attributes, '{}'))
-  from stage_records s join customers c on c.account_id = ${accountId} and c.external_id = s.customer_external_id
-  where not exists (select 1 from contacts t where t.account_id = ${accountId} and t.external_id = s.external_id)
-  order by s.first_ord
-  returning service_id`
+  with created as (
+    insert into contacts (account_id, external_id, customer_id, name, attributes)
+    select ${accountId}, s.external_id, c.service_id, s.name, jsonb_strip_nulls(coalesce(s.attributes, '{}'))
+    from stage_records s join customers c on c.account_id = ${accountId} and c.external_id = s.customer_external_id
+    where not exists (select 1 from contacts t where t.account_id = ${accountId} and t.external_id = s.external_id)
+    order by s.first_ord
+    returning service_id, external_id, name, created_at
+  )
+  select n.service_id, n.external_id as contact_external_id, n.name, s.customer_external_id, n.created_at
+  from created n join stage_records s on s.external_id = n.external_id order by n.service_id`
 
 type Kind = UploadKind
 const tables = (kind: Kind) => TABLES[entityOf(kind)]
@@ -159,8 +165,9 @@ const mergeSnapshots = async (tx: Tx, accountId: number, kind: Kind, created: nu
 
 export interface MergeResult {
   created: number
-  // New customers, for the customer.created webhook (contacts never fire it).
-  newCustomers: { service_id: number; external_id: string; name: string | null; created_at: Date }[]
+  // The new records, for the customer.created and contact.created events.
+  newCustomers: EventItem<'customer.created'>[]
+  newContacts: EventItem<'contact.created'>[]
   updated: number
   ignored: number
   ids: number[]
@@ -183,6 +190,7 @@ export const mergeCustomers = async (tx: Tx, accountId: number, uploadId: number
   return {
     created: created.length,
     newCustomers: created as unknown as MergeResult['newCustomers'],
+    newContacts: [],
     updated: updated.length,
     ignored: 0,
     ids: [...updated.map((r) => r.service_id), ...created.map((r) => r.service_id)],
@@ -209,6 +217,7 @@ export const mergeContacts = async (tx: Tx, accountId: number, uploadId: number)
   return {
     created: created.length,
     newCustomers: [],
+    newContacts: created as unknown as MergeResult['newContacts'],
     updated: updated.length,
     ignored: ignored.count,
     ids: [...updated.map((r) => r.service_id), ...created.map((r) => r.service_id)],

@@ -5,7 +5,7 @@ import type { Tx } from '../db/client.ts'
 import { addJobs, type ProcessUploadPayload, scoreRecordsJobs } from '../db/jobs.ts'
 import { isPermanent } from '../db/sqlstate.ts'
 import { entityOf, TABLES, type UploadKind } from '../db/tables.ts'
-import { enqueueCustomerCreated } from '../webhooks/outbox.ts'
+import { enqueueEvent } from '../webhooks/outbox.ts'
 import { mergeContacts, mergeCustomers, type MergeResult } from './merge.ts'
 
 // Locks the upload; a retried job finds it processed and does nothing.
@@ -43,7 +43,8 @@ export const processUpload = async (tx: Tx, accountId: number, uploadId: number,
     upload.kind === 'customers'
       ? await mergeCustomers(tx, accountId, uploadId)
       : await mergeContacts(tx, accountId, uploadId)
-  await enqueueCustomerCreated(tx, accountId, upload.source, result.newCustomers)
+  await enqueueEvent(tx, accountId, 'customer.created', result.newCustomers, { source: upload.source })
+  await enqueueEvent(tx, accountId, 'contact.created', result.newContacts, { source: upload.source })
   const tables = TABLES[entityOf(upload.kind as UploadKind)]
   await addJobs(tx, [
     ...scoreRecordsJobs(accountId, entityOf(upload.kind as UploadKind), result.ids, uploadId),

@@ -10,12 +10,26 @@ import { hmacHeader, standardWebhookHeaders } from './sign.ts'
 // The share lock waits for a re-enabling transaction in flight, whose resend could otherwise miss
 // a delivery committed meanwhile that this job then took for held.
 const load = (sql: Sql, p: DeliverWebhookPayload) => sql`
-  select d.status, d.webhook_id, d.message_id, d.payload, w.url, w.active,
+  select d.status, d.webhook_id, d.message_id, d.payload, w.url, w.active, w.rate_limit,
     array_remove(array[w.secret, case when w.previous_secret_until > now() then w.previous_secret end], null) as secrets
   from webhook_deliveries d
   join webhooks w on w.account_id = d.account_id and w.id = d.webhook_id
   where d.account_id = ${p.account_id} and d.id = ${p.delivery_id}
   for share of w`
+
+// A rate-limited endpoint's deliveries each take the next free slot, 1/rate_limit seconds after
+// the one before, from the webhook row that every worker shares; a slot in the future puts the
+// delivery's job off until then, in the same commit as the slot it took.
+const takeSlot = (app: App, p: DeliverWebhookPayload, webhookId: number) =>
+  app.sql.begin(async (tx) => {
+    const [slot] = await tx`
+      update webhooks set next_send_at = greatest(next_send_at, now()) + make_interval(secs => 1.0 / rate_limit)
+      where account_id = ${p.account_id} and id = ${webhookId} and rate_limit is not null
+      returning greatest(next_send_at - make_interval(secs => 1.0 / rate_limit), now()) as at, now() as now`
+    if (!slot || slot.at <= slot.now) return false
+    await addJobs(tx, [deliverWebhookJob({ ...p, slotted: true }, slot.at)])
+    return true
+  })
 
 // The delivery row is locked first so that two jobs of one delivery (a redelivery racing a
 // retry) number their attempts one after the other instead of colliding.
@@ -41,6 +55,8 @@ export const deliverWebhook = async (app: App, p: DeliverWebhookPayload) => {
   if (!d || d.status !== 'pending') return
   // A disabled webhook's deliveries stay pending, held until enableWebhook sends them.
   if (!d.active) return { delivery: p.delivery_id, outcome: 'held' }
+  if (d.rate_limit !== null && !p.slotted && (await takeSlot(app, p, d.webhook_id)))
+    return { delivery: p.delivery_id, outcome: 'throttled' }
   const at = new Date()
   const result = await sendWebhook({
     url: d.url,
@@ -57,11 +73,14 @@ export const deliverWebhook = async (app: App, p: DeliverWebhookPayload) => {
     // two never wait for each other.
     await recordHealth(tx, p.account_id, d.webhook_id, result, app.config.webhookDisableAfterSeconds)
     const attempt = await logAttempt(tx, p, at, result)
+    const { slotted: _, ...next } = p
     const firstAttempt = p.first_attempt ?? 1
     if (result.outcome === 'delivered') await setStatus(tx, p, 'delivered')
     else if (result.outcome === 'retry' && attempt - firstAttempt + 1 < MAX_ATTEMPTS) {
       const delay = retryDelaySeconds(attempt - firstAttempt + 1) * app.config.webhookRetryScale
-      await addJobs(tx, [deliverWebhookJob({ ...p, first_attempt: firstAttempt }, new Date(Date.now() + delay * 1000))])
+      await addJobs(tx, [
+        deliverWebhookJob({ ...next, first_attempt: firstAttempt }, new Date(Date.now() + delay * 1000)),
+      ])
     } else await setStatus(tx, p, 'failed')
   })
   return { delivery: p.delivery_id, outcome: result.outcome, status_code: result.status_code }

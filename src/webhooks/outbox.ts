@@ -1,42 +1,34 @@
 import { randomUUID } from 'node:crypto'
 import type { Tx } from '../db/client.ts'
 import { addJobs, deliverWebhookJob } from '../db/jobs.ts'
-import { buildCustomerCreatedPayloads } from './payload.ts'
-
-export interface Created {
-  service_id: number
-  external_id: string
-  name: string | null
-  created_at: Date
-}
+import { buildPayloads, type EventItem, type EventName } from './events.ts'
 
 // Disabled webhooks get their deliveries too: held pending until the webhook is enabled again, so
 // nothing that happens meanwhile is lost.
-const subscribers = (tx: Tx, accountId: number) => tx`
-  select id from webhooks where account_id = ${accountId} and 'customer.created' = any(events) order by id`
+const subscribers = (tx: Tx, accountId: number, event: EventName) => tx`
+  select id from webhooks where account_id = ${accountId} and ${event} = any(events) order by id`
+
+export const hasSubscribers = async (tx: Tx, accountId: number, event: EventName) =>
+  (await subscribers(tx, accountId, event)).length > 0
 
 const insertDeliveries = (tx: Tx, rows: object[]) =>
   tx`insert into webhook_deliveries ${tx(rows as never)} returning account_id, id`
 
-// Transactional outbox: called in the transaction that inserts the customers, it freezes each
-// batch's payload bytes in a delivery row and adds its job, so a rollback sends nothing and a
-// commit cannot lose a webhook.
-export const enqueueCustomerCreated = async (tx: Tx, accountId: number, source: string, customers: Created[]) => {
-  if (customers.length === 0) return 0
-  const hooks = await subscribers(tx, accountId)
-  if (hooks.length === 0) return 0
-  const payloads = buildCustomerCreatedPayloads(
-    customers.map((c) => ({ ...c, created_at: c.created_at.toISOString() })),
-    source,
-    new Date().toISOString(),
-  )
+// Freezes each payload in one delivery row per webhook and adds their jobs, in the caller's transaction.
+export const enqueuePayloads = async (
+  tx: Tx,
+  accountId: number,
+  event: string,
+  hooks: number[],
+  payloads: string[],
+) => {
   const deliveries = await insertDeliveries(
     tx,
-    hooks.flatMap((hook) =>
+    hooks.flatMap((webhook_id) =>
       payloads.map((payload) => ({
         account_id: accountId,
-        webhook_id: hook.id,
-        event: 'customer.created',
+        webhook_id,
+        event,
         message_id: `msg_${randomUUID()}`,
         payload,
       })),
@@ -46,5 +38,30 @@ export const enqueueCustomerCreated = async (tx: Tx, accountId: number, source: 
     tx,
     deliveries.map((d) => deliverWebhookJob({ account_id: d.account_id, delivery_id: d.id })),
   )
-  return deliveries.length
+  return deliveries
+}
+
+// Transactional outbox: called in the transaction that makes the change, it freezes each chunk's
+// payload bytes in a delivery row per subscribed webhook and adds its job, so a rollback sends
+// nothing and a commit cannot lose an event.
+export const enqueueEvent = async <E extends EventName>(
+  tx: Tx,
+  accountId: number,
+  event: E,
+  items: EventItem<E>[],
+  fields?: Record<string, unknown>,
+) => {
+  if (items.length === 0) return 0
+  const hooks = await subscribers(tx, accountId, event)
+  if (hooks.length === 0) return 0
+  const payloads = buildPayloads(event, items, new Date().toISOString(), fields)
+  return (
+    await enqueuePayloads(
+      tx,
+      accountId,
+      event,
+      hooks.map((h) => h.id as number),
+      payloads,
+    )
+  ).length
 }

@@ -1,0 +1,182 @@
+import * as v from 'valibot'
+import { ALERT_SCORES, ChangeDriverSchema } from '../scoring/alerts.ts'
+
+// The event catalog: every event a subscription can choose, its payload's schema (published by
+// GET /admin/v1/event-types and checked against every delivery in the tests) and an example, which
+// the test-send endpoint delivers. Every event is a list of items cut into chunks of up to 1000,
+// each chunk one delivery: {event, timestamp, data: {...head, <list>: [...], batch}}. customer.created
+// is the interface spec's "Events > Payload" byte for byte; the others follow its pattern.
+export const BATCH_SIZE = 1000
+
+const describe = <S extends v.GenericSchema>(schema: S, text: string) => v.pipe(schema, v.description(text))
+const int = v.pipe(v.number(), v.integer())
+const Timestamp = v.pipe(v.string(), v.isoTimestamp())
+const Day = v.pipe(v.string(), v.isoDate())
+const Score = v.nullable(int)
+
+const customerRef = {
+  service_id: describe(int, 'The id the service gave the customer.'),
+  external_id: describe(v.string(), 'The external id the client gave it.'),
+  name: v.nullable(v.string()),
+}
+
+const item = {
+  'customer.created': v.object({ ...customerRef, created_at: Timestamp }),
+  'contact.created': v.object({
+    service_id: describe(int, 'The id the service gave the contact.'),
+    contact_external_id: v.string(),
+    name: v.nullable(v.string()),
+    customer_external_id: v.string(),
+    created_at: Timestamp,
+  }),
+  'customer.churned': v.object({
+    ...customerRef,
+    churned_date: Day,
+    reason: describe(
+      v.picklist(['manual', 'inactive']),
+      "manual: set through the API; inactive: not seen for the scoring model's churn.inactive_days.",
+    ),
+  }),
+  'customer.reactivated': v.object({
+    ...customerRef,
+    churned_date: describe(Day, 'The churn date that ended.'),
+    reason: describe(
+      v.picklist(['manual', 'activity']),
+      'manual: set active through the API; activity: a snapshot dated after an automatic churn.',
+    ),
+  }),
+  'customer.score_changed': v.object({
+    ...customerRef,
+    score: v.picklist(ALERT_SCORES),
+    old_value: int,
+    new_value: int,
+    crossed: describe(v.nullable(int), 'The threshold crossed, or null when the move alone reached the delta.'),
+    scoring_date: describe(Day, 'The date the new value was scored as of.'),
+    change_drivers: describe(
+      v.array(ChangeDriverSchema),
+      'The properties whose contributions moved most between the two scorings, largest move first.',
+    ),
+  }),
+} as const
+
+export type EventName = keyof typeof item
+export const EVENTS = Object.keys(item) as EventName[]
+export type EventItem<E extends EventName> = v.InferOutput<(typeof item)[E]>
+
+// The key of each event's list, the batch's total_<list>, and the fields before the list.
+const list: Record<EventName, 'customers' | 'contacts' | 'changes'> = {
+  'customer.created': 'customers',
+  'contact.created': 'contacts',
+  'customer.churned': 'customers',
+  'customer.reactivated': 'customers',
+  'customer.score_changed': 'changes',
+}
+const head: Partial<Record<EventName, v.ObjectEntries>> = {
+  'customer.created': { source: describe(v.string(), 'Where the customers came from: API, FILE or an integration.') },
+  'contact.created': { source: describe(v.string(), 'Where the contacts came from: API, FILE or an integration.') },
+}
+
+const description: Record<EventName, string> = {
+  'customer.created': 'Customers were created (an upload, a single create, a CSV import): the interface spec event.',
+  'contact.created': 'Contacts were created.',
+  'customer.churned': 'Customers became churned, set through the API or automatically after churn.inactive_days.',
+  'customer.reactivated': 'Churned customers became active again, through the API or a newer snapshot.',
+  'customer.score_changed':
+    "A score crossed one of the account's thresholds, or moved at least the account's delta, between two " +
+    'scorings (PUT /admin/v1/accounts/{id}/score-alerts).',
+}
+
+const payloadSchema = (event: EventName) =>
+  v.object({
+    event: v.literal(event),
+    timestamp: Timestamp,
+    data: v.object({
+      ...head[event],
+      [list[event]]: v.array(item[event]),
+      batch: v.object({
+        current_batch: int,
+        total_batches: int,
+        [`total_${list[event]}`]: int,
+        batch_size: int,
+      }),
+    }),
+  })
+
+export const PAYLOADS = Object.fromEntries(EVENTS.map((e) => [e, payloadSchema(e)])) as Record<
+  EventName,
+  ReturnType<typeof payloadSchema>
+>
+
+const chunk = <T>(items: T[], size: number): T[][] => {
+  const chunks: T[][] = []
+  for (let i = 0; i < items.length; i += size) chunks.push(items.slice(i, i + size))
+  return chunks
+}
+
+// Items are copied field by field in the schema's order, so that extra row columns never leak into
+// a payload and the key order on the wire is the documented one.
+const pick = (event: EventName, row: Record<string, unknown>) =>
+  Object.fromEntries(Object.keys(item[event].entries).map((key) => [key, row[key]]))
+
+// The payload bytes of each chunk, frozen at enqueue time.
+export const buildPayloads = <E extends EventName>(
+  event: E,
+  items: EventItem<E>[],
+  timestamp: string,
+  fields: Record<string, unknown> = {},
+): string[] => {
+  const batches = chunk(items, BATCH_SIZE)
+  const name = list[event]
+  return batches.map((batch, i) =>
+    JSON.stringify({
+      event,
+      timestamp,
+      data: {
+        ...fields,
+        [name]: batch.map((row) => pick(event, row as Record<string, unknown>)),
+        batch: {
+          current_batch: i + 1,
+          total_batches: batches.length,
+          [`total_${name}`]: items.length,
+          batch_size: batch.length,
+        },
+      },
+    }),
+  )
+}
+
+const at = '2026-11-25T09:30:00.000Z'
+const acme = { service_id: 1042, external_id: 'acme-1', name: 'Acme Inc.' }
+const examples: { [E in EventName]: { items: EventItem<E>[]; fields?: Record<string, unknown> } } = {
+  'customer.created': { items: [{ ...acme, created_at: at }], fields: { source: 'API' } },
+  'contact.created': {
+    items: [
+      { service_id: 7, contact_external_id: 'pat', name: 'Pat Doe', customer_external_id: 'acme-1', created_at: at },
+    ],
+    fields: { source: 'API' },
+  },
+  'customer.churned': { items: [{ ...acme, churned_date: '2026-11-25', reason: 'inactive' }] },
+  'customer.reactivated': { items: [{ ...acme, churned_date: '2026-10-01', reason: 'activity' }] },
+  'customer.score_changed': {
+    items: [
+      {
+        ...acme,
+        score: 'churn_risk',
+        old_value: 64,
+        new_value: 73,
+        crossed: 70,
+        scoring_date: '2026-11-25',
+        change_drivers: [
+          { score: 'engagement', codename: 'logins', before: 31.5, after: 12 },
+          { score: 'fit', codename: 'seats', before: 20, after: 18.75 },
+        ],
+      },
+    ],
+  },
+}
+
+export const examplePayload = (event: EventName, timestamp = at) =>
+  buildPayloads(event, examples[event].items as never, timestamp, examples[event].fields)[0]
+
+export const eventTypes = () =>
+  EVENTS.map((name) => ({ name, description: description[name], example: JSON.parse(examplePayload(name)) }))
