@@ -2,22 +2,28 @@
 // - latency from a single-customer upload's 200 to the webhook's arrival at a loopback receiver,
 //   sequentially (p50/p99), beside a bare POST of the same size to the same receiver (the floor);
 //   the single-record create (processed before its answer, so one job hop instead of two) too;
-// - the time for 50,000 new customers (50 uploads of 1000, 4 at a time) to have all their batches
-//   delivered, beside the time until the last of those uploads was processed (same run).
+// - latency from an upload's 200 to the arrival of the customer.score_changed its scoring sends
+//   (a new snapshot of one customer that moves its engagement, score alerts on every move);
+// - fan-out: 50,000 new customers (50 uploads of 1000, 4 at a time) to 10 endpoints, the time until
+//   every endpoint has every batch, beside the time until the last of those uploads was processed
+//   (same run); every request's signature is checked with the standardwebhooks library and every
+//   customer must arrive exactly once per endpoint.
 import postgres from 'postgres'
 import { startServer } from './server.ts'
 import { percentile, type BenchContext } from './lib.ts'
 import { startReceiver, type Receiver } from '../test/helpers/receiver.ts'
 import { sendWebhook } from '../src/webhooks/send.ts'
+import { Webhook } from 'standardwebhooks'
 
 const SAMPLES = Number(process.env.BENCH_WEBHOOK_SAMPLES ?? 200)
 const CUSTOMERS = Number(process.env.BENCH_WEBHOOK_CUSTOMERS ?? 50_000)
 const PER_REQUEST = 1000
 const CONCURRENCY = 4
+const ENDPOINTS = Number(process.env.BENCH_WEBHOOK_ENDPOINTS ?? 10)
 
 type Server = Awaited<ReturnType<typeof startServer>>
 
-const account = async (server: Server, name: string, hookUrl?: string) => {
+const account = async (server: Server, name: string, hookUrls: string[] = [], events = ['customer.created']) => {
   const created = await server.admin('POST', '/accounts', { name })
   await server.admin('POST', `/accounts/${created.id}/properties`, {
     entity: 'customer',
@@ -28,10 +34,11 @@ const account = async (server: Server, name: string, hookUrl?: string) => {
   await server.admin('PUT', `/accounts/${created.id}/scoring`, {
     customer: { engagement: [{ codename: 'logins', weight: 1, bad: 0, good: 40 }] },
   })
-  if (hookUrl)
-    await server.admin('POST', `/accounts/${created.id}/webhooks`, { url: hookUrl, events: ['customer.created'] })
+  const secrets: string[] = []
+  for (const url of hookUrls)
+    secrets.push((await server.admin('POST', `/accounts/${created.id}/webhooks`, { url, events })).secret)
   const { token } = await server.admin('POST', `/accounts/${created.id}/keys`, {})
-  return { id: created.id as number, token: token as string }
+  return { id: created.id as number, token: token as string, secrets }
 }
 
 const post = async (server: Server, token: string, path: string, body: unknown) => {
@@ -88,8 +95,9 @@ const until = async (check: () => Promise<boolean>) => {
   return performance.now()
 }
 
-// Seconds from the first request until the last upload was processed and until the last batch arrived.
-const bulk = async (server: Server, sql: postgres.Sql, account: { id: number; token: string }, r: Receiver) => {
+// Seconds from the first request until the last upload was processed and until every endpoint has
+// every batch.
+const bulk = async (server: Server, sql: postgres.Sql, account: { id: number; token: string }, rs: Receiver[]) => {
   const bodies = Array.from({ length: Math.ceil(CUSTOMERS / PER_REQUEST) }, (_, i) => ({
     customers: Array.from({ length: Math.min(PER_REQUEST, CUSTOMERS - i * PER_REQUEST) }, (_, j) => ({
       external_id: `b-${i * PER_REQUEST + j}`,
@@ -112,11 +120,27 @@ const bulk = async (server: Server, sql: postgres.Sql, account: { id: number; to
           await sql`select count(*)::int as n from uploads where account_id = ${account.id} and status <> 'processed'`
         )[0].n === 0,
     ),
-    r.waitFor(bodies.length, 600_000),
+    ...rs.map((r) => r.waitFor(bodies.length, 600_000)),
   ])
-  const delivered = r.requests[bodies.length - 1].arrived
+  const delivered = Math.max(...rs.map((r) => r.requests[bodies.length - 1].arrived))
   return { processed: (processed - started) / 1000, delivered: (delivered - started) / 1000 }
 }
+
+// Every request verifies under its endpoint's secret, and every customer came exactly once to each.
+const verifyFanOut = (rs: Receiver[], secrets: string[]) =>
+  rs.forEach((r, i) => {
+    const hook = new Webhook(secrets[i].slice('whsec_'.length))
+    const ids = r.requests.flatMap((req) => {
+      hook.verify(req.raw, {
+        'webhook-id': String(req.headers['webhook-id']),
+        'webhook-timestamp': String(req.headers['webhook-timestamp']),
+        'webhook-signature': String(req.headers['webhook-signature']),
+      })
+      return req.json.data.customers.map((c: { service_id: number }) => c.service_id)
+    })
+    if (ids.length !== CUSTOMERS || new Set(ids).size !== CUSTOMERS)
+      throw new Error(`endpoint ${i}: ${ids.length} customers, ${new Set(ids).size} distinct`)
+  })
 
 export default async (ctx: BenchContext) => {
   const url = await ctx.database()
@@ -136,7 +160,7 @@ export default async (ctx: BenchContext) => {
     const base = await floor(await receiver())
 
     const viaUpload = await receiver()
-    const a = await account(server, 'Latency', viaUpload.url)
+    const a = await account(server, 'Latency', [viaUpload.url])
     const upload = await latency(server, viaUpload, (i) =>
       post(server, a.token, '/api/v1/customers', { customers: [{ external_id: `u${i}`, name: `U ${i}` }] }),
     )
@@ -154,9 +178,29 @@ export default async (ctx: BenchContext) => {
     const queued = stats(phases.map((p) => Number(p.queued)))
     const toSend = stats(phases.map((p) => Number(p.to_send)))
     const viaCreate = await receiver()
-    const b = await account(server, 'Create', viaCreate.url)
+    const b = await account(server, 'Create', [viaCreate.url])
     const create = await latency(server, viaCreate, (i) =>
       post(server, b.token, '/api/v1/customer', { external_id: `s${i}`, name: `S ${i}` }),
+    )
+    // One customer whose every new snapshot moves its engagement: upload, scoring, delivery.
+    const viaScoring = await receiver()
+    const c = await account(server, 'Scoring', [], ['customer.score_changed'])
+    await server.admin('PUT', `/accounts/${c.id}/score-alerts`, { engagementscore: { delta: 1 } })
+    const day = (i: number) => new Date(Date.UTC(2026, 0, 1 + i)).toISOString().slice(0, 10)
+    const snapshot = (i: number) => ({
+      customers: [{ external_id: 'moving', name: 'M', metrics: [{ date: day(i), logins: i % 2 ? 30 : 10 }] }],
+    })
+    await post(server, c.token, '/api/v1/customers', snapshot(0))
+    await until(
+      async () =>
+        (await sql`select count(*)::int as n from customer_contributions where account_id = ${c.id}`)[0].n === 1,
+    )
+    await server.admin('POST', `/accounts/${c.id}/webhooks`, {
+      url: viaScoring.url,
+      events: ['customer.score_changed'],
+    })
+    const scoring = await latency(server, viaScoring, (i) =>
+      post(server, c.token, '/api/v1/customers', snapshot(i + 1)),
     )
 
     // The latency runs' scoring jobs finish first, so that they do not count here.
@@ -165,12 +209,14 @@ export default async (ctx: BenchContext) => {
         (await sql`select count(*)::int as n from graphile_worker.jobs where attempts < max_attempts`)[0].n === 0,
     )
     const batches = Math.ceil(CUSTOMERS / PER_REQUEST)
-    const bulkReceiver = await receiver()
-    const times = await bulk(server, sql, await account(server, 'Bulk', bulkReceiver.url), bulkReceiver)
-    const ids = new Set(
-      bulkReceiver.requests.flatMap((req) => req.json.data.customers.map((c: { service_id: number }) => c.service_id)),
+    const endpoints = await Promise.all(Array.from({ length: ENDPOINTS }, receiver))
+    const fanOut = await account(
+      server,
+      'Bulk',
+      endpoints.map((r) => r.url),
     )
-    if (ids.size !== CUSTOMERS) throw new Error(`${ids.size} distinct customers delivered`)
+    const times = await bulk(server, sql, fanOut, endpoints)
+    verifyFanOut(endpoints, fanOut.secrets)
 
     ctx.report({
       bench: 'webhooks',
@@ -186,6 +232,7 @@ export default async (ctx: BenchContext) => {
       value: upload.p99,
       unit: 'ms',
       baseline: base.p99,
+      target: '< 100',
     })
     ctx.report({
       bench: 'webhooks',
@@ -215,16 +262,31 @@ export default async (ctx: BenchContext) => {
     })
     ctx.report({
       bench: 'webhooks',
-      metric: `${CUSTOMERS} new customers: all ${batches} batches delivered`,
+      metric: 'upload 200 -> customer.score_changed arrival p50',
+      value: scoring.p50,
+      unit: 'ms',
+      baseline: base.p50,
+    })
+    ctx.report({
+      bench: 'webhooks',
+      metric: 'upload 200 -> customer.score_changed arrival p99',
+      value: scoring.p99,
+      unit: 'ms',
+      baseline: base.p99,
+      target: '< 100',
+    })
+    ctx.report({
+      bench: 'webhooks',
+      metric: `${CUSTOMERS} new customers x ${ENDPOINTS} endpoints: all ${batches * ENDPOINTS} delivered`,
       value: times.delivered,
       unit: 's',
       baseline: times.processed,
     })
     ctx.report({
       bench: 'webhooks',
-      metric: 'customers delivered per second',
-      value: CUSTOMERS / times.delivered,
-      unit: 'customers/s',
+      metric: 'events delivered per second (all endpoints)',
+      value: (CUSTOMERS * ENDPOINTS) / times.delivered,
+      unit: 'events/s',
     })
   } finally {
     await sql.end()
