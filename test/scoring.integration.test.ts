@@ -168,6 +168,7 @@ test('scores, history, churn risk, upsell and explanation after an upload', asyn
       { codename: 'renewal_date', contribution: 0 },
     ],
     risk_drivers: [],
+    change_drivers: [],
     health_drivers: [
       { codename: 'has_sso', score: 'fit', contribution: 33.33 },
       { codename: 'country', score: 'fit', contribution: 16.67 },
