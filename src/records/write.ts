@@ -120,7 +120,8 @@ export const updateCustomer = async (app: App, accountId: number, externalId: st
         where account_id = ${accountId} and external_id = ${externalId} for no key update) was
       where c.account_id = ${accountId} and c.service_id = was.service_id
       returning c.service_id, c.external_id, c.name, c.is_churned,
-        to_char(c.churned_date, 'YYYY-MM-DD') as churned_date, was.is_churned as was_churned, to_char(was.churned_date, 'YYYY-MM-DD') as was_churned_date`
+        to_char(c.churned_date, 'YYYY-MM-DD') as churned_date, was.is_churned as was_churned,
+        to_char(was.churned_date, 'YYYY-MM-DD') as was_churned_date`
     if (!row) refuse(404, `Customer ${externalId} does not exist.`)
     const customer = { service_id: row.service_id, external_id: row.external_id, name: row.name }
     if (row.is_churned && !row.was_churned)
