@@ -6,6 +6,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { routes } from '../src/api/routes.ts'
+import { EVENTS } from '../src/webhooks/events.ts'
 import { startTestService, type TestService } from './helpers/service.ts'
 import { standalone, validator } from './helpers/openapi.ts'
 
@@ -103,8 +104,13 @@ test('servers, tags, licence and named schemas are there for generated clients',
   assert.deepEqual(doc.servers, [{ url: '/', description: 'The service that serves this document' }])
   assert.deepEqual(
     doc.tags.map((t: any) => t.name),
-    ['search', 'uploads', 'records', 'tracking', 'admin', 'operations'],
+    ['search', 'uploads', 'records', 'tracking', 'admin', 'operations', 'events'],
   )
+  // Every event a webhook can choose is published under `webhooks`, its payload with an example.
+  assert.deepEqual(Object.keys(doc.webhooks), EVENTS)
+  const changed = doc.webhooks['customer.score_changed'].post.requestBody.content['application/json']
+  assert.equal(changed.example.event, 'customer.score_changed')
+  assert.ok(changed.schema.properties.data.properties.changes)
   assert.equal(doc.info.license.identifier, 'MIT')
   for (const name of ['Customer', 'Contact', 'CustomerPage', 'Upload', 'NewWebhook', 'ProblemDetails']) {
     assert.ok(doc.components.schemas[name], name)

@@ -1,7 +1,10 @@
 import * as v from 'valibot'
 import { buildOpenApi } from '../http/openapi.ts'
 import type { Route } from '../http/types.ts'
+import { eventTypes, PAYLOADS } from '../webhooks/events.ts'
 import { NAMED } from './schemas.ts'
+
+const events = () => eventTypes().map((e) => ({ ...e, schema: PAYLOADS[e.name] }))
 
 // The routing table never changes at run time, so the document is built and serialized once,
 // on first request (the table is passed lazily: this row is part of it).
@@ -18,7 +21,7 @@ export const openApiRoute = (table: () => Route[]): Route => {
     handler: () => ({
       status: 200,
       headers: { 'content-type': 'application/json', 'cache-control': 'public, max-age=3600' },
-      body: (json ??= JSON.stringify(buildOpenApi(table(), NAMED))),
+      body: (json ??= JSON.stringify(buildOpenApi(table(), NAMED, events()))),
     }),
   }
 }

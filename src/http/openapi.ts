@@ -154,7 +154,37 @@ const TAGS: { name: Tag; description: string }[] = [
   { name: 'tracking', description: 'Server-side events that keep tracked attributes and metrics current.' },
   { name: 'admin', description: 'Accounts, keys, users, properties, tags, scoring, webhooks and support tools.' },
   { name: 'operations', description: 'Health, readiness, metrics and this document.' },
+  {
+    name: 'events',
+    description:
+      'What the service sends to webhook subscribers: signed POSTs (X-service-HMAC, Standard Webhooks headers).',
+  },
 ]
+
+const camel = (name: string) => name.replace(/-(\w)/g, (_, c: string) => c.toUpperCase())
+
+// An event the service sends, published under the document's `webhooks`.
+export interface PublishedEvent {
+  name: string
+  description: string
+  schema: v.GenericSchema
+  example: unknown
+}
+
+const eventOperation = (e: PublishedEvent, schema: (s: v.GenericSchema) => JsonSchema) => ({
+  post: {
+    operationId: camel(`on-${e.name.replace('.', '-')}`),
+    tags: ['events'],
+    summary: e.name,
+    description: `${e.description} Sent in chunks of up to 1000 items, at least once (docs/api.md, "Events").`,
+    security: [],
+    requestBody: { required: true, content: { 'application/json': { schema: schema(e.schema), example: e.example } } },
+    responses: {
+      '200': { description: 'Any 2xx acknowledges the delivery; 410 Gone disables the webhook at once.' },
+      '500': { description: 'Any 5xx, a timeout or a connection error is retried (3 attempts in all).' },
+    },
+  },
+})
 
 // Path parameters: numeric ids the service gave, or external ids (any text, percent-encoded).
 const PATH_PARAMS: Record<string, { description: string; schema: object }> = {
@@ -220,8 +250,6 @@ const errorStatuses = (r: Route) =>
     ...(r.refusals ?? []),
   ].sort((a, b) => a - b)
 
-const camel = (name: string) => name.replace(/-(\w)/g, (_, c: string) => c.toUpperCase())
-
 const operation = (r: Route, schema: (s: v.GenericSchema) => JsonSchema) => {
   // An empty body reads as {} (validate.ts), so a body whose fields are all optional may be left out.
   const bodyRequired = r.body ? !v.safeParse(r.body, {}).success : false
@@ -273,7 +301,12 @@ header; a path not listed answers 404.`
 
 // A pure function of the routing table: the same rows that build the router build the document.
 // `named` schemas become components (Customer, Contact, ...) so that generated clients name them.
-export const buildOpenApi = (routes: Route[], named: Record<string, v.GenericSchema> = {}, version = '1.0.0') => {
+export const buildOpenApi = (
+  routes: Route[],
+  named: Record<string, v.GenericSchema> = {},
+  events: PublishedEvent[] = [],
+  version = '1.0.0',
+) => {
   const convert = converter({ ProblemDetails, ...named })
   const paths: Record<string, Record<string, unknown>> = {}
   for (const r of routes) {
@@ -291,6 +324,7 @@ export const buildOpenApi = (routes: Route[], named: Record<string, v.GenericSch
     servers: [{ url: '/', description: 'The service that serves this document' }],
     tags: TAGS,
     paths,
+    webhooks: Object.fromEntries(events.map((e) => [e.name, eventOperation(e, convert.schema)])),
     components: components(convert.components() as Record<string, JsonSchema>),
   }
 }
