@@ -8,7 +8,10 @@ import { test } from 'node:test'
 const LAYERS: [name: string, paths: RegExp][] = [
   ['base', /^src\/(context|errors|dates|validate|config|log|catalog)\.ts$|^src\/db\//],
   ['pure', /^src\/(search\/|metrics\.ts$|scoring\/(model|score|sql|explain|alerts)\.ts$)/],
-  ['domain', /^src\/(uploads|tracking|webhooks|admin|import|records)\/|^src\/scoring\/(batch|daily|changes)\.ts$/],
+  [
+    'domain',
+    /^src\/(uploads|tracking|webhooks|admin|import|records|segments)\/|^src\/scoring\/(batch|daily|changes)\.ts$/,
+  ],
   ['edges', /^src\/(http|api|jobs|console)\//],
   ['entry', /^src\/cli\/|^src\/service\.ts$/],
 ]

@@ -2,7 +2,9 @@ import * as v from 'valibot'
 import { refuse } from '../errors.ts'
 import type { Entity, PropertyDef } from '../catalog.ts'
 import type { Sql, Tx } from '../db/client.ts'
+import { lockRecordsIn } from '../db/locks.ts'
 import { SQLSTATE, sqlState } from '../db/sqlstate.ts'
+import { TABLES } from '../db/tables.ts'
 import { storable, strict } from '../validate.ts'
 
 const title = v.pipe(v.string(), v.trim(), v.minLength(1), v.maxLength(255), storable)
@@ -84,3 +86,42 @@ export const createTag = async (sql: Sql, accountId: number, body: v.InferOutput
 
 export const listTags = (sql: Sql, accountId: number) =>
   sql`select id, title, color from tags where account_id = ${accountId} order by lower(title)`
+
+// A property goes with its values: the records' attributes or latest metrics and, for a metric,
+// every snapshot's. Refused (409) while something names it: a system attribute, the scoring model,
+// a segment (found by `usedBy`, so that this module need not know segments). The definition is
+// locked first: a segment saved meanwhile waits for it (segments/segments.ts) and then finds the
+// property gone; one saved before is seen here.
+export const deleteProperty = (
+  sql: Sql,
+  accountId: number,
+  entity: Entity,
+  codename: string,
+  usedBy: (tx: Tx) => Promise<string[]>,
+) =>
+  sql.begin(async (tx) => {
+    const [def] = await tx`select kind, system from property_defs
+      where account_id = ${accountId} and entity = ${entity} and codename = ${codename} for update`
+    if (!def) refuse(404, `No ${entity} property ${codename} in this account.`)
+    if (def.system) refuse(409, `${codename} is a system attribute; it cannot be deleted.`)
+    const [model] = await tx`select 1 from scoring_models where account_id = ${accountId}
+      and jsonb_path_exists(model, ${`$.${entity}.** ? (@.codename == $c)`}::jsonpath, jsonb_build_object('c', ${codename}::text))`
+    if (model) refuse(409, `The scoring model uses the ${entity} property ${codename}.`)
+    const users = await usedBy(tx)
+    if (users.length) refuse(409, `Segments use the ${entity} property ${codename}: ${users.join(', ')}.`)
+    const t = TABLES[entity]
+    const bag = def.kind === 'attribute' ? 'attributes' : 'metrics'
+    await lockRecordsIn(
+      tx,
+      t.records,
+      accountId,
+      tx`select service_id from ${tx(t.records)} where account_id = ${accountId} and ${tx(bag)} ? ${codename}`,
+    )
+    await tx`update ${tx(t.records)} set ${tx(bag)} = ${tx(bag)} - ${codename}::text
+      where account_id = ${accountId} and ${tx(bag)} ? ${codename}`
+    if (def.kind === 'metric') {
+      await tx`update ${tx(t.snapshots)} set "values" = "values" - ${codename}::text
+        where account_id = ${accountId} and "values" ? ${codename}`
+    }
+    await tx`delete from property_defs where account_id = ${accountId} and entity = ${entity} and codename = ${codename}`
+  })

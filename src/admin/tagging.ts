@@ -1,6 +1,7 @@
 import * as v from 'valibot'
 import { refuse } from '../errors.ts'
 import type { Sql, Tx } from '../db/client.ts'
+import { addRecomputeSegments } from '../db/jobs.ts'
 import { storable, strict } from '../validate.ts'
 
 export const TagTitlesBody = strict({
@@ -65,6 +66,7 @@ export const setRecordTags = (
     }
     const ids = [...new Set(record.tags.map((t) => t.id!))]
     const { links, key } = TABLES[entity]
+    if (entity === 'customer') await addRecomputeSegments(tx, accountId)
     const rows = await tx`
       with removed as (
         delete from ${tx(links)} where account_id = ${accountId} and ${tx(key)} = ${record.service_id}

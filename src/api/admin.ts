@@ -1,5 +1,5 @@
 import * as v from 'valibot'
-import { Refusal } from '../errors.ts'
+import { Refusal, refuse } from '../errors.ts'
 import { refusalReply } from '../http/problem.ts'
 import { idParam, textParam } from '../http/request.ts'
 import { invoke } from '../http/router.ts'
@@ -17,6 +17,7 @@ import {
   addUser,
   createTag,
   defineProperty,
+  deleteProperty,
   listProperties,
   listTags,
   listUsers,
@@ -46,7 +47,10 @@ import { eventQuery, listEvents } from '../admin/events.ts'
 import { listNotifications } from '../admin/notifications.ts'
 import { cancelUpload, listUploads, retryUpload, uploadQuery } from '../admin/uploads.ts'
 import { setRecordTags, TagTitlesBody } from '../admin/tagging.ts'
+import { segmentsNaming } from '../segments/segments.ts'
+import type { Entity } from '../catalog.ts'
 import type { App } from '../context.ts'
+import type { Tx } from '../db/client.ts'
 import type { Handler, Reply, Req, Route } from '../http/types.ts'
 import {
   Account,
@@ -186,6 +190,23 @@ const ops: Op[] = [
     path: `${A}/:id/properties`,
     summary: 'List property definitions',
     handler: inAccount(async (id, _req, app) => ok(await listProperties(app.sql, id))),
+  },
+  {
+    name: 'delete-property',
+    reply: { status: 204 },
+    method: 'DELETE',
+    path: `${A}/:id/properties/:entity/:codename`,
+    summary: 'Delete a property and its values (refused while the scoring model or a segment uses it)',
+    refusals: [409],
+    handler: inAccount(async (id, req, app) => {
+      const entity = req.params.entity
+      if (entity !== 'customer' && entity !== 'contact') refuse(404, 'No such entity: customer or contact.')
+      const codename = textParam(req, 'codename')
+      // Segments search customers only.
+      const usedBy = (tx: Tx) => (entity === 'customer' ? segmentsNaming(tx, id, codename) : Promise.resolve([]))
+      await deleteProperty(app.sql, id, entity as Entity, codename, usedBy)
+      return noContent
+    }),
   },
   {
     name: 'create-tag',

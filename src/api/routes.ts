@@ -10,6 +10,7 @@ import { metricsRoute } from './metrics.ts'
 import { openApiRoute } from './openapi.ts'
 import { recordRoutes } from './records.ts'
 import { searchContacts, searchCustomers } from './search.ts'
+import { segmentRoutes } from './segments.ts'
 import { track } from './track.ts'
 import { getUpload, uploadContacts, uploadCustomers } from './uploads.ts'
 import { ContactPage, CustomerPage, TrackAccepted, Upload, UploadAccepted } from './schemas.ts'
@@ -117,6 +118,7 @@ export const routes: Route[] = [
     },
     handler: track,
   },
+  ...segmentRoutes,
   ...recordRoutes,
   ...adminRoutes,
   ...healthRoutes,

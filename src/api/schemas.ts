@@ -5,6 +5,7 @@ import { EVENTS } from '../webhooks/events.ts'
 import type { QueryParam } from '../http/types.ts'
 import { ChangeDriverSchema, ScoreAlertsSchema } from '../scoring/alerts.ts'
 import { ScoringModelSchema } from '../scoring/model.ts'
+import { selection } from '../records/search.ts'
 
 // The bodies the API answers with, as OpenAPI publishes them. Handlers build their answers from
 // SQL; test/contract.test.ts runs every operation and checks each answer against these, so the
@@ -104,6 +105,31 @@ const page = <S extends v.GenericSchema>(item: S) =>
   })
 export const CustomerPage = page(Customer)
 export const ContactPage = page(Contact)
+
+export const Segment = v.object({
+  id,
+  name: v.string(),
+  ...selection,
+  members: describe(int, 'Customers in the segment as of its latest recomputation (computed_at).'),
+  computed_at: describe(v.nullable(Timestamp), 'When its membership was last recomputed; null before the first time.'),
+  created_at: Timestamp,
+  updated_at: Timestamp,
+})
+
+export const SegmentHistory = v.object({
+  results: v.array(
+    v.object({
+      customer: describe(v.string(), "The customer's external id."),
+      service_id: int,
+      entered_at: describe(Timestamp, 'When the recomputation found it matching.'),
+      exited_at: describe(v.nullable(Timestamp), 'When a recomputation found it no longer matching; null: a member.'),
+    }),
+  ),
+  paging: describe(
+    v.optional(v.object({ next: v.object({ after: int }) })),
+    'Present when there is a next page: send `after` back as ?after= to get it.',
+  ),
+})
 
 export const UploadAccepted = v.object({
   upload_id: int,
@@ -287,6 +313,8 @@ export const NAMED = {
   Contact,
   CustomerPage,
   ContactPage,
+  Segment,
+  SegmentHistory,
   UploadAccepted,
   Upload,
   UploadSummary,

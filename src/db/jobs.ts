@@ -39,6 +39,7 @@ export const TASKS = {
   scoreDaily: 'score_daily',
   deliverWebhook: 'deliver_webhook',
   analyzeTables: 'analyze_tables',
+  recomputeSegments: 'recompute_segments',
 } as const
 
 export interface ProcessUploadPayload {
@@ -158,3 +159,17 @@ export const analyzeTablesJob = (tables: string[]): JobSpec => ({
   queue: 'maintenance',
   jobKey: TASKS.analyzeTables,
 })
+
+// An account's segment membership is recomputed after every change of its customers' data
+// (src/segments/members.ts): one job per account, keyed, on the scoring queue, so that it runs
+// after the scoring the change set off. A change while the job waits leaves its run_at as it is
+// (preserve_run_at): a steady stream of changes delays it by SEGMENTS_DELAY at most, instead of
+// pushing it back forever. A change while it runs adds the next one (graphile-worker gives a
+// running job's key to a new job), which sees the change.
+export const SEGMENTS_DELAY = '1 second'
+export const addRecomputeSegments = (tx: Sql | Tx, accountId: number) =>
+  tx`
+  select graphile_worker.add_job(${TASKS.recomputeSegments}::text,
+    json_build_object('account_id', ${accountId}::bigint), queue_name => ${scoringQueue(accountId)}::text,
+    run_at => now() + ${SEGMENTS_DELAY}::interval, job_key => ${`${TASKS.recomputeSegments}:${accountId}`}::text,
+    job_key_mode => 'preserve_run_at')`.then(() => undefined)

@@ -149,6 +149,10 @@ const problemExample = (status: number, text: string) =>
 
 const TAGS: { name: Tag; description: string }[] = [
   { name: 'search', description: 'Find customers and contacts by filters on any field, with paging.' },
+  {
+    name: 'segments',
+    description: 'Saved customer searches, their members, and who entered and left them when.',
+  },
   { name: 'uploads', description: 'Send customers and contacts in batches; they are processed in the background.' },
   { name: 'records', description: 'Create, read, update and delete one customer or contact at a time.' },
   { name: 'tracking', description: 'Server-side events that keep tracked attributes and metrics current.' },
@@ -190,6 +194,8 @@ const eventOperation = (e: PublishedEvent, schema: (s: v.GenericSchema) => JsonS
 const PATH_PARAMS: Record<string, { description: string; schema: object }> = {
   id: { description: 'The account id.', schema: { type: 'integer', minimum: 1 } },
   external_id: { description: 'The external id, percent-encoded.', schema: { type: 'string', maxLength: 255 } },
+  entity: { description: 'customer or contact.', schema: { type: 'string', enum: ['customer', 'contact'] } },
+  codename: { description: "The property's codename.", schema: { type: 'string', maxLength: 63 } },
   contact_id: {
     description: "The contact's external id, percent-encoded.",
     schema: { type: 'string', maxLength: 255 },

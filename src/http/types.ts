@@ -27,7 +27,7 @@ export type Handler = (req: Req, app: App) => Promise<Reply> | Reply
 
 export type Auth = 'none' | 'admin' | { key: 'search' | 'upload' | 'track' }
 
-export type Tag = 'search' | 'uploads' | 'records' | 'tracking' | 'admin' | 'operations' | 'events'
+export type Tag = 'search' | 'segments' | 'uploads' | 'records' | 'tracking' | 'admin' | 'operations' | 'events'
 
 // The success answer as OpenAPI publishes it and the contract test checks it: a JSON body of this
 // schema (none for 204), or text of another media type.

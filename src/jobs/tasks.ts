@@ -4,6 +4,7 @@ import { analyzeTables } from '../db/analyze.ts'
 import { TASKS } from '../db/jobs.ts'
 import { scoreRecordsJob } from '../scoring/batch.ts'
 import { scoreDailyRun } from '../scoring/daily.ts'
+import { recomputeSegments } from '../segments/members.ts'
 import { aggregateEvents } from '../tracking/aggregate.ts'
 import { applyEventsOfAccount } from '../tracking/apply.ts'
 import { processUploadJob } from '../uploads/process.ts'
@@ -20,6 +21,7 @@ const runs: Record<(typeof TASKS)[keyof typeof TASKS], Run> = {
   [TASKS.scoreDaily]: scoreDailyRun,
   [TASKS.deliverWebhook]: deliverWebhook,
   [TASKS.analyzeTables]: (app, payload) => analyzeTables(app.sql, payload),
+  [TASKS.recomputeSegments]: recomputeSegments,
 }
 
 // One JSON log line per job: at info when it completes, with what it returned (counts); at warn

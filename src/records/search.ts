@@ -3,7 +3,7 @@ import { closest, isObject, strict } from '../validate.ts'
 import { catalogSql } from '../admin/properties.ts'
 import type { Entity, PropertyDef } from '../catalog.ts'
 import type { App } from '../context.ts'
-import type { Sql } from '../db/client.ts'
+import type { Sql, Tx } from '../db/client.ts'
 import { TABLES } from '../db/tables.ts'
 import { today } from '../dates.ts'
 import { refuse } from '../errors.ts'
@@ -68,7 +68,7 @@ planner's estimate of it as total, with total_is_estimate: true, at no scan cost
 
 // Shapes and ranges here; codenames, operators and values against the account's catalog in the
 // compiler, which reports them with the same kind of paths.
-const SearchFields = strict({
+const conditions = {
   filters: v.optional(v.pipe(v.array(SearchFilter), v.maxLength(MAX_FILTERS, `At most ${MAX_FILTERS} filters.`))),
   where: v.optional(
     v.pipe(
@@ -77,6 +77,9 @@ const SearchFields = strict({
       v.description(WHERE),
     ),
   ),
+}
+const searchEntries = {
+  ...conditions,
   count: v.optional(v.pipe(v.picklist(['exact', 'estimate'], 'Must be "exact" or "estimate".'), v.description(COUNT))),
   properties: v.optional(v.pipe(v.array(v.string()), v.maxLength(MAX_LIST, `At most ${MAX_LIST} codenames.`))),
   limit: v.optional(
@@ -89,18 +92,29 @@ const SearchFields = strict({
     100,
   ),
   after: v.optional(v.pipe(v.number(), v.safeInteger('Must be the service_id of a record (paging.next.after).'))),
-})
-export const SearchBody = v.pipe(
-  SearchFields,
-  v.forward(
-    v.partialCheck(
-      [['filters'], ['where']],
-      (b) => b.filters === undefined || b.where === undefined,
-      'Send filters or where, not both.',
-    ),
-    ['where'],
+}
+// A strict body of these entries that holds filters or where, not both.
+const bothRefused = v.forward(
+  v.partialCheck(
+    [['filters'], ['where']],
+    (b: { filters?: unknown; where?: unknown }) => b.filters === undefined || b.where === undefined,
+    'Send filters or where, not both.',
   ),
+  ['where'],
 )
+const oneCondition = <E extends v.ObjectEntries & typeof conditions>(entries: E) => {
+  const body = strict(entries)
+  type Body = v.InferOutput<typeof body>
+  return v.pipe(body, bothRefused as unknown as v.BaseValidation<Body, Body, v.BaseIssue<unknown>>)
+}
+export const SearchBody = oneCondition(searchEntries)
+// A search body splits in two: what picks and orders the records, which a segment saves, and what
+// pages and shapes one answer, which a segment's member search sends.
+const { count: _count, properties, limit, after, ...rest } = searchEntries
+export const selection = rest
+export const PageBody = strict({ properties, limit, after })
+export type PageBody = v.InferOutput<typeof PageBody>
+export const savedSearch = <E extends v.ObjectEntries>(entries: E) => oneCondition({ ...entries, ...selection })
 export type SearchBody = v.InferOutput<typeof SearchBody>
 
 const conditionsOf = (body: SearchBody): Conditions =>
@@ -112,7 +126,7 @@ const NO_CONTEXT = { catalog: [] as PropertyDef[], lookups: { users: new Map(), 
 // catalog and the ids of the users and tags that owner and tags operands name. Nothing is cached
 // between requests: other processes may change any of it. A request on core fields alone needs
 // none of it and skips the round trip.
-export const searchContext = async (sql: Sql, accountId: number, entity: Entity, body: SearchBody) => {
+export const searchContext = async (sql: Sql | Tx, accountId: number, entity: Entity, body: SearchBody) => {
   const needs = contextNeeds(entity, conditionsOf(body), body.properties)
   if (!needs.catalog && needs.emails.length === 0 && needs.titles.length === 0) return NO_CONTEXT
   const [row] = await sql`
@@ -173,21 +187,29 @@ const countOf = async (sql: Sql, input: SearchInput, count: 'exact' | 'estimate'
     : { total: row['QUERY PLAN'][0].Plan['Plan Rows'], estimate: true }
 }
 
+// What the compiler reads of a body, with its context (searchContext).
+export const searchInput = (
+  accountId: number,
+  entity: Entity,
+  body: SearchBody,
+  context: Awaited<ReturnType<typeof searchContext>>,
+): SearchInput => ({
+  entity,
+  accountId,
+  catalog: context.catalog,
+  lookups: context.lookups,
+  ...conditionsOf(body),
+  properties: body.properties,
+  limit: body.limit,
+  afterServiceId: body.after,
+  json: true,
+  today: today(),
+})
+
 // A page of the search, as the bytes of the answer.
 export const searchPage = async (app: App, accountId: number, entity: Entity, body: SearchBody) => {
   const context = await searchContext(app.sql, accountId, entity, body)
-  const input: SearchInput = {
-    entity,
-    accountId,
-    catalog: context.catalog,
-    lookups: context.lookups,
-    ...conditionsOf(body),
-    properties: body.properties,
-    limit: body.limit,
-    afterServiceId: body.after,
-    json: true,
-    today: today(),
-  }
+  const input = searchInput(accountId, entity, body, context)
   let query: ReturnType<typeof compileSearch>
   try {
     query = compileSearch(input)

@@ -3,7 +3,7 @@ import { readCatalog } from '../admin/properties.ts'
 import { catalogOf, type Entity } from '../catalog.ts'
 import type { App } from '../context.ts'
 import type { Sql, Tx } from '../db/client.ts'
-import { addJobs, scoreRecordsJobs } from '../db/jobs.ts'
+import { addJobs, addRecomputeSegments, scoreRecordsJobs } from '../db/jobs.ts'
 import { SQLSTATE, sqlState } from '../db/sqlstate.ts'
 import type { UploadKind } from '../db/tables.ts'
 import { today } from '../dates.ts'
@@ -133,6 +133,7 @@ export const updateCustomer = async (app: App, accountId: number, externalId: st
         { ...customer, churned_date: row.was_churned_date, reason: 'manual' },
       ])
     await rescore(tx, accountId, 'customer', row.service_id)
+    await addRecomputeSegments(tx, accountId)
   })
 }
 
@@ -161,9 +162,12 @@ export const updateContact = async (
 
 export const deleteCustomer = async (app: App, accountId: number, externalId: string) => {
   await requireApiAccount(app.sql, accountId)
-  const [row] = await app.sql`delete from customers where account_id = ${accountId} and external_id = ${externalId}
-    returning service_id`
-  if (!row) refuse(404, `Customer ${externalId} does not exist.`)
+  await app.sql.begin(async (tx) => {
+    const [row] = await tx`delete from customers where account_id = ${accountId} and external_id = ${externalId}
+      returning service_id`
+    if (!row) refuse(404, `Customer ${externalId} does not exist.`)
+    await addRecomputeSegments(tx, accountId)
+  })
 }
 
 export const deleteContact = async (app: App, accountId: number, customerExternalId: string, externalId: string) => {

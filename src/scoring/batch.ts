@@ -2,7 +2,7 @@ import { getScoreAlerts, scoringInputs } from '../admin/scoring.ts'
 import type { Entity, PropertyDef } from '../catalog.ts'
 import type { App } from '../context.ts'
 import type { Sql, Tx } from '../db/client.ts'
-import type { ScoreRecordsPayload } from '../db/jobs.ts'
+import { addRecomputeSegments, type ScoreRecordsPayload } from '../db/jobs.ts'
 import { TABLES } from '../db/tables.ts'
 import { today as utcToday } from '../dates.ts'
 import { enqueueEvent } from '../webhooks/outbox.ts'
@@ -213,13 +213,15 @@ export const scoreRecords = async (sql: Sql, p: ScoreRecordsPayload, options: Sc
           Object.keys(alerts).length > 0 && (await watchScores(tx, p.account_id, ids, { alerts, model, defs, today }))
         await tx.unsafe(statement.text, [p.account_id, ids, today, ...statement.params] as never[])
         if (compare) await compare()
-        if (p.entity === 'customer')
+        if (p.entity === 'customer') {
           await enqueueEvent(
             tx,
             p.account_id,
             'customer.reactivated',
             (await liftInactive(tx, p.account_id, ids, inactiveDays)) as never,
           )
+          await addRecomputeSegments(tx, p.account_id)
+        }
       })
       scored += ids.length
     }

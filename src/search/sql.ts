@@ -203,3 +203,11 @@ export function compileCount(input: SearchInput, estimate: boolean): CompiledSea
   const match = `from ${from}\nwhere ${where.join('\n  and ')}`
   return { text: estimate ? `explain (format json) select 1 ${match}` : `select count(*) as total ${match}`, params }
 }
+
+// The records the search matches, paging aside (columns service_id and external_id): the set a
+// saved segment holds.
+export function compileMatch(input: SearchInput): CompiledSearch {
+  const { tree, ctx, params } = begin(input)
+  const { from, where } = matchSql(ctx, tree)
+  return { text: `select r.service_id, r.external_id from ${from}\nwhere ${where.join('\n  and ')}`, params }
+}

@@ -1,6 +1,6 @@
 import type { App } from '../context.ts'
 import type { Tx } from '../db/client.ts'
-import { type AccountPayload, addJobs, applyEventsJob, scoreRecordsJobs } from '../db/jobs.ts'
+import { type AccountPayload, addJobs, addRecomputeSegments, applyEventsJob, scoreRecordsJobs } from '../db/jobs.ts'
 import { lockRecordsIn } from '../db/locks.ts'
 
 // At most this many events per transaction.
@@ -216,6 +216,7 @@ export const applyEvents = async (tx: Tx, accountId: number) => {
     ),
     ...scoreRecordsJobs(accountId, 'contact', contactIds),
   ])
+  if (customers.length > 0) await addRecomputeSegments(tx, accountId)
   return {
     events: staged.n,
     customers: customers.length,

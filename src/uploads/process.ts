@@ -2,7 +2,7 @@ import type { JobHelpers } from 'graphile-worker'
 import type { App } from '../context.ts'
 import { analyzeJobs } from '../db/analyze.ts'
 import type { Tx } from '../db/client.ts'
-import { addJobs, type ProcessUploadPayload, scoreRecordsJobs } from '../db/jobs.ts'
+import { addJobs, addRecomputeSegments, type ProcessUploadPayload, scoreRecordsJobs } from '../db/jobs.ts'
 import { isPermanent } from '../db/sqlstate.ts'
 import { entityOf, TABLES, type UploadKind } from '../db/tables.ts'
 import { enqueueEvent } from '../webhooks/outbox.ts'
@@ -50,6 +50,7 @@ export const processUpload = async (tx: Tx, accountId: number, uploadId: number,
     ...scoreRecordsJobs(accountId, entityOf(upload.kind as UploadKind), result.ids, uploadId),
     ...(await analyzeJobs(tx, [tables.records, tables.snapshots])),
   ])
+  if (upload.kind === 'customers') await addRecomputeSegments(tx, accountId)
   if (notify) await notifyUsers(tx, accountId, uploadId, upload.kind, result)
   await markProcessed(tx, accountId, uploadId, result)
   return result

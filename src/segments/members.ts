@@ -1,0 +1,101 @@
+// Segment membership (docs/design.md, "Segments"): each segment's matching customers recomputed
+// set-based in SQL into segment_members, one row per stay (entered_at, exited_at), by a job that
+// every change of customer data enqueues in its own transaction.
+import type { App } from '../context.ts'
+import type { Tx } from '../db/client.ts'
+import type { AccountPayload } from '../db/jobs.ts'
+import { refuse } from '../errors.ts'
+import { matchQuery } from './segments.ts'
+
+export interface MembershipChange {
+  segment_id: number
+  // Customers' service ids, ascending.
+  entered: number[]
+  exited: number[]
+}
+
+// One segment brought up to date in the caller's transaction: customers that match and have no
+// open stay enter (a new row), open stays of customers that no longer match (or no longer exist)
+// end (exited_at). What changed is returned, so that an events module can write segment.entered
+// and segment.exited messages in the same transaction. The segment row is locked, so that two
+// recomputations of one segment never interleave; a segment deleted meanwhile is skipped (null).
+export const recomputeSegment = async (tx: Tx, accountId: number, segmentId: number) => {
+  const [segment] = await tx`
+    select body from segments where account_id = ${accountId} and id = ${segmentId} for no key update`
+  if (!segment) return null
+  const match = await matchQuery(tx, accountId, segment.body)
+  const [a, s] = [match.params.length + 1, match.params.length + 2].map((n) => `$${n}::text::bigint`)
+  const [row] = await tx.unsafe(
+    `with matched as materialized (${match.text}
+    ), exited as (
+      update segment_members m set exited_at = now()
+      where m.account_id = ${a} and m.segment_id = ${s} and m.exited_at is null
+        and not exists (select 1 from matched x where x.service_id = m.customer_id)
+      returning m.customer_id
+    ), entered as (
+      insert into segment_members (account_id, segment_id, customer_id, external_id, entered_at)
+      select ${a}, ${s}, x.service_id, x.external_id, now() from matched x
+      where not exists (select 1 from segment_members m where m.account_id = ${a} and m.segment_id = ${s}
+        and m.customer_id = x.service_id and m.exited_at is null)
+      returning customer_id
+    ), stamped as (
+      update segments set computed_at = now() where account_id = ${a} and id = ${s}
+    )
+    select array(select customer_id from entered order by 1) as entered,
+      array(select customer_id from exited order by 1) as exited`,
+    [...(match.params as string[]), String(accountId), String(segmentId)],
+  )
+  return { segment_id: segmentId, entered: row.entered, exited: row.exited } as MembershipChange
+}
+
+// The job: every segment of the account, each in its own transaction.
+export const recomputeSegments = async (app: App, { account_id: accountId }: AccountPayload) => {
+  const ids = await app.sql`select id from segments where account_id = ${accountId} order by id`
+  let [entered, exited] = [0, 0]
+  for (const { id } of ids) {
+    const change = await app.sql.begin((tx) => recomputeSegment(tx, accountId, id))
+    entered += change?.entered.length ?? 0
+    exited += change?.exited.length ?? 0
+  }
+  return { segments: ids.length, entered, exited }
+}
+
+export const MAX_HISTORY = 1000
+const DEFAULT_HISTORY = 100
+
+const one = (x: string | string[] | undefined) => (Array.isArray(x) ? x[0] : x)
+const whole = (raw: string | undefined, path: string, max: number) => {
+  const n = Number(raw)
+  return /^\d+$/.test(raw ?? '') && n >= 1 && n <= max
+    ? n
+    : refuse(400, 'The query string is invalid.', [{ path, message: `Must be a whole number from 1 to ${max}.` }])
+}
+
+// ?limit= (1 to 1000, default 100) and ?after= (paging.next.after of the page before).
+export const historyQuery = (query: Record<string, string | string[] | undefined>) => {
+  const [limit, after] = [one(query.limit), one(query.after)]
+  return {
+    limit: limit === undefined || limit === '' ? DEFAULT_HISTORY : whole(limit, '/query/limit', MAX_HISTORY),
+    after: after === undefined || after === '' ? undefined : whole(after, '/query/after', Number.MAX_SAFE_INTEGER),
+  }
+}
+
+// A segment's stays, the latest entry first: current members (exited_at null) and past ones.
+export const membershipHistory = async (
+  app: App,
+  accountId: number,
+  segmentId: number,
+  { limit, after }: ReturnType<typeof historyQuery>,
+) => {
+  const [segment] = await app.sql`select 1 from segments where account_id = ${accountId} and id = ${segmentId}`
+  if (!segment) refuse(404, `No segment ${segmentId} in this account.`)
+  const rows = await app.sql`
+    select id, external_id as customer, customer_id as service_id, entered_at, exited_at from segment_members
+    where account_id = ${accountId} and segment_id = ${segmentId} and id < ${after ?? Number.MAX_SAFE_INTEGER}
+    order by id desc limit ${limit + 1}`
+  const results = rows.slice(0, limit).map(({ id: _id, ...stay }) => stay)
+  return {
+    results,
+    ...(rows.length > limit && { paging: { next: { after: rows[limit - 1].id as number } } }),
+  }
+}

@@ -1,0 +1,122 @@
+// Saved segments: a named customer search (its filters or where tree, and whatever else of a search
+// body picks and orders the records) per account, checked against the property catalog on save by
+// the search compiler itself, and recomputed into segment_members (members.ts) after every change.
+import * as v from 'valibot'
+import type { App } from '../context.ts'
+import type { Sql, Tx } from '../db/client.ts'
+import { addRecomputeSegments } from '../db/jobs.ts'
+import { SQLSTATE, sqlState } from '../db/sqlstate.ts'
+import { refuse } from '../errors.ts'
+import {
+  type PageBody,
+  type SearchBody,
+  savedSearch,
+  searchContext,
+  searchInput,
+  searchPage,
+} from '../records/search.ts'
+import { compileMatch } from '../search/sql.ts'
+import { SearchError } from '../search/fields.ts'
+import { storable } from '../validate.ts'
+
+export const SegmentBody = savedSearch({
+  name: v.pipe(v.string(), v.trim(), v.minLength(1, 'Must not be empty.'), v.maxLength(255), storable),
+})
+export type SegmentBody = v.InferOutput<typeof SegmentBody>
+
+// The saved search as the compiler takes a search body (a page of one: the page is never read).
+export const asSearch = (saved: Record<string, unknown>) => ({ ...saved, limit: 1 }) as SearchBody
+
+// The customer records a saved search matches, as a query (columns service_id, external_id), or a
+// SearchError naming each field of the body at fault.
+export const matchQuery = async (tx: Tx, accountId: number, saved: Record<string, unknown>) => {
+  const body = asSearch(saved)
+  return compileMatch(searchInput(accountId, 'customer', body, await searchContext(tx, accountId, 'customer', body)))
+}
+
+// Checked inside the transaction that stores it, with the account's customer property rows locked
+// against deletion until it commits (admin/properties.ts deletes a property only once no segment
+// names it).
+const checked = async (tx: Tx, accountId: number, body: SegmentBody) => {
+  const { name, ...saved } = body
+  await tx`select 1 from property_defs where account_id = ${accountId} and entity = 'customer' for share`
+  try {
+    await matchQuery(tx, accountId, saved)
+  } catch (err) {
+    if (!(err instanceof SearchError)) throw err
+    refuse(400, "The segment's search is invalid.", err.errors)
+  }
+  return { name, saved }
+}
+
+const SEGMENT_COLUMNS = (sql: Sql | Tx) => sql`
+  s.id, s.name, s.body, s.created_at, s.updated_at, s.computed_at,
+  (select count(*)::int from segment_members m
+   where m.account_id = s.account_id and m.segment_id = s.id and m.exited_at is null) as members`
+
+// The answer: the saved body's keys beside the segment's own.
+const shown = (row: Record<string, unknown>) => {
+  const { body, ...rest } = row
+  return { id: rest.id, name: rest.name, ...(body as object), ...rest }
+}
+
+const nameTaken = (name: string) => (err: unknown) => {
+  if (sqlState(err) === SQLSTATE.UNIQUE_VIOLATION) refuse(409, `A segment named ${JSON.stringify(name)} exists.`)
+  throw err
+}
+
+export const readSegment = async (app: App, accountId: number, id: number) => {
+  const [row] = await app.sql`
+    select ${SEGMENT_COLUMNS(app.sql)} from segments s where s.account_id = ${accountId} and s.id = ${id}`
+  return row ? shown(row) : refuse(404, `No segment ${id} in this account.`)
+}
+
+export const listSegments = async (app: App, accountId: number) =>
+  (
+    await app.sql`select ${SEGMENT_COLUMNS(app.sql)} from segments s
+      where s.account_id = ${accountId} order by s.id`
+  ).map(shown)
+
+export const createSegment = async (app: App, accountId: number, body: SegmentBody) => {
+  const id = await app.sql.begin(async (tx) => {
+    const { name, saved } = await checked(tx, accountId, body)
+    const [row] = await tx`insert into segments (account_id, name, body)
+      values (${accountId}, ${name}, ${tx.json(saved as never)}) returning id`.catch(nameTaken(name))
+    await addRecomputeSegments(tx, accountId)
+    return row.id as number
+  })
+  return readSegment(app, accountId, id)
+}
+
+export const updateSegment = async (app: App, accountId: number, id: number, body: SegmentBody) => {
+  await app.sql.begin(async (tx) => {
+    const { name, saved } = await checked(tx, accountId, body)
+    const [row] = await tx`update segments set name = ${name}, body = ${tx.json(saved as never)}, updated_at = now()
+      where account_id = ${accountId} and id = ${id} returning id`.catch(nameTaken(name))
+    if (!row) refuse(404, `No segment ${id} in this account.`)
+    await addRecomputeSegments(tx, accountId)
+  })
+  return readSegment(app, accountId, id)
+}
+
+// A page of the segment's members: its saved search run now, paged as a customer search is, so
+// that it answers exactly what the same body sent to customer search would.
+export const searchMembers = async (app: App, accountId: number, id: number, page: PageBody) => {
+  const [row] = await app.sql`select body from segments where account_id = ${accountId} and id = ${id}`
+  if (!row) refuse(404, `No segment ${id} in this account.`)
+  return searchPage(app, accountId, 'customer', { ...row.body, ...page })
+}
+
+export const deleteSegment = async (app: App, accountId: number, id: number) => {
+  const [row] = await app.sql`delete from segments where account_id = ${accountId} and id = ${id} returning id`
+  if (!row) refuse(404, `No segment ${id} in this account.`)
+}
+
+// The segments whose saved search names a customer property (propertyName anywhere in the body: a
+// filter, a leaf of a where tree, a sort key).
+export const segmentsNaming = async (tx: Tx, accountId: number, codename: string) =>
+  (
+    await tx`select name from segments where account_id = ${accountId}
+      and jsonb_path_exists(body, '$.**.propertyName ? (@ == $c)', jsonb_build_object('c', ${codename}::text))
+      order by name`
+  ).map((r) => r.name as string)
