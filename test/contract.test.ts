@@ -6,7 +6,7 @@ import assert from 'node:assert/strict'
 import type { ValidateFunction } from 'ajv'
 import { ADMIN_TOKEN, startTestService, type TestService, type Call } from './helpers/service.ts'
 import { scoredAccount, waitForUpload } from './helpers/fixtures.ts'
-import { startReceiver, type Receiver } from './helpers/receiver.ts'
+import { eventually, startReceiver, type Receiver } from './helpers/receiver.ts'
 import { settled } from './helpers/webhooks.ts'
 import { standalone, validator } from './helpers/openapi.ts'
 
@@ -223,6 +223,28 @@ test('every operation answers as its published schema says', async () => {
   await call('setCustomerTags', { id, external_id: 'c1' }, { titles: ['VIP'] })
   await call('setContactTags', { id, external_id: 'p1' }, { titles: ['VIP'] })
   await call('getCustomer', { external_id: 'c1' })
+
+  const gold = { propertyName: 'tier', operator: 'EQ', value: 'gold' }
+  const segment = await call('createSegment', {}, { name: 'Gold', filters: [gold] })
+  const segment_id = segment.body.id
+  await call('createSegment', {}, { name: 'Gold', filters: [] })
+  await call(
+    'updateSegment',
+    { segment_id },
+    { name: 'Gold or VIP', where: { or: [gold, { propertyName: 'tags', operator: 'EQ', value: 'VIP' }] } },
+  )
+  await eventually(
+    async () => (await a.api(`/api/v1/segments/${segment_id}`, undefined, 'GET')).body.members,
+    'members',
+  )
+  await call('getSegment', { segment_id })
+  await call('listSegments')
+  assert.equal((await call('searchSegment', { segment_id }, { limit: 1, properties: ['tier'] })).body.results.length, 1)
+  assert.equal((await call('segmentHistory', { segment_id }, undefined, '?limit=1')).body.results.length, 1)
+  await call('deleteProperty', { id, entity: 'customer', codename: 'tier' })
+  await call('deleteSegment', { segment_id })
+  await call('getSegment', { segment_id })
+  await call('deleteProperty', { id, entity: 'customer', codename: 'tier' })
 
   const [delivery] = await settled(s, a, hook.body.id, 3)
   await call('listDeliveries', { id, webhook_id: hook.body.id }, undefined, '?limit=2')

@@ -34,7 +34,7 @@ let receiver: Receiver
 let a: Account
 let b: Account
 // A's sub-resources that B reaches for, and B's own webhook.
-const A = { key: 0, hook: 0, delivery: 0, upload: 0, customer: 0, contact: 0 }
+const A = { key: 0, hook: 0, delivery: 0, upload: 0, customer: 0, contact: 0, segment: 0 }
 let bHook = 0
 const DAY = '2026-01-01'
 
@@ -67,7 +67,10 @@ const aParams = () => ({
   webhook_id: A.hook,
   delivery_id: A.delivery,
   upload_id: A.upload,
+  segment_id: A.segment,
   external_id: 'only-a',
+  entity: 'customer',
+  codename: 'a_secret',
 })
 // The route called on account B's id with A's sub-resource ids.
 const inB = (route: Pick<Route, 'method' | 'path'>, body?: unknown, params: Record<string, string> = {}, query = '') =>
@@ -190,6 +193,12 @@ before(async () => {
   A.delivery = (await settled(s, a, A.hook, 1))[0].id
   await settled(s, b, bHook, 1)
   A.key = (await s.admin('GET', `/accounts/${a.id}/keys`)).body[0].id
+  // A's segment, on A's own property, with its one member recorded.
+  A.segment = (await status(201, a.api('/api/v1/segments', { name: 'Secret', filters: [SECRET_KNOWN] }))).body.id
+  await eventually(
+    async () => (await get(a, `/api/v1/segments/${A.segment}`)).body.members === 1,
+    "A's segment recomputed",
+  )
   const [ids] = await s.sql`
     select (select service_id from customers where account_id = ${a.id} and external_id = 'only-a') as customer,
            (select service_id from contacts where account_id = ${a.id} and external_id = 'a-contact') as contact`
@@ -330,6 +339,43 @@ for (const p of ['/api/v1', '/v1']) {
   })
 }
 
+const SECRET_KNOWN = { propertyName: 'a_secret', operator: 'KNOWN' }
+const SEGMENTS = '/api/v1/segments'
+
+on('POST', SEGMENTS, async () => {
+  // A's property is unknown to B; A's segment name is free in B.
+  assert.deepEqual(await errorPaths(b.api(SEGMENTS, { name: 'Secret', filters: [SECRET_KNOWN] })), [
+    '/filters/0/propertyName',
+  ])
+  const own = await status(201, b.api(SEGMENTS, { name: 'Secret', filters: [] }))
+  assert.notEqual(own.body.id, A.segment)
+  await status(204, del(b, `${SEGMENTS}/${own.body.id}`))
+})
+
+on('GET', SEGMENTS, async () => {
+  assert.deepEqual(listedIds((await status(200, get(b, SEGMENTS))).body), await ownIds('segments', b.id))
+})
+
+on('GET', `${SEGMENTS}/:segment_id`, async () => {
+  await status(404, get(b, `${SEGMENTS}/${A.segment}`))
+})
+
+on('PUT', `${SEGMENTS}/:segment_id`, async () => {
+  await status(404, b.api(`${SEGMENTS}/${A.segment}`, { name: 'Taken over', filters: [] }, 'PUT'))
+})
+
+on('DELETE', `${SEGMENTS}/:segment_id`, async () => {
+  await status(404, del(b, `${SEGMENTS}/${A.segment}`))
+})
+
+on('POST', `${SEGMENTS}/:segment_id/search`, async () => {
+  await status(404, b.api(`${SEGMENTS}/${A.segment}/search`, {}))
+})
+
+on('GET', `${SEGMENTS}/:segment_id/history`, async () => {
+  await status(404, get(b, `${SEGMENTS}/${A.segment}/history`))
+})
+
 // ---- admin API with B's account id ---------------------------------------------------------------
 
 const ACC = '/admin/v1/accounts'
@@ -363,6 +409,12 @@ on('GET', `${ACC}/:id/keys`, async (r) => {
 on('DELETE', `${ACC}/:id/keys/:key_id`, async (r) => {
   await status(404, inB(r))
   await status(200, get(a, `/api/v1/uploads/${A.upload}`))
+})
+
+on('DELETE', `${ACC}/:id/properties/:entity/:codename`, async (r) => {
+  // B has no a_secret; A's stays, and so does A's segment naming it.
+  await status(404, inB(r))
+  await status(200, get(a, `${SEGMENTS}/${A.segment}`))
 })
 
 on('POST', `${ACC}/:id/users`, async (r) => {
