@@ -104,8 +104,9 @@ export const deleteProperty = (
       where account_id = ${accountId} and entity = ${entity} and codename = ${codename} for update`
     if (!def) refuse(404, `No ${entity} property ${codename} in this account.`)
     if (def.system) refuse(409, `${codename} is a system attribute; it cannot be deleted.`)
+    const rule = `$.${entity}.** ? (@.codename == $c)`
     const [model] = await tx`select 1 from scoring_models where account_id = ${accountId}
-      and jsonb_path_exists(model, ${`$.${entity}.** ? (@.codename == $c)`}::jsonpath, jsonb_build_object('c', ${codename}::text))`
+      and jsonb_path_exists(model, ${rule}::jsonpath, jsonb_build_object('c', ${codename}::text))`
     if (model) refuse(409, `The scoring model uses the ${entity} property ${codename}.`)
     const users = await usedBy(tx)
     if (users.length) refuse(409, `Segments use the ${entity} property ${codename}: ${users.join(', ')}.`)
@@ -123,5 +124,6 @@ export const deleteProperty = (
       await tx`update ${tx(t.snapshots)} set "values" = "values" - ${codename}::text
         where account_id = ${accountId} and "values" ? ${codename}`
     }
-    await tx`delete from property_defs where account_id = ${accountId} and entity = ${entity} and codename = ${codename}`
+    await tx`delete from property_defs
+      where account_id = ${accountId} and entity = ${entity} and codename = ${codename}`
   })

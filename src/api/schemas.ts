@@ -313,7 +313,6 @@ export const NAMED = {
   Contact,
   CustomerPage,
   ContactPage,
-  Segment,
   SegmentHistory,
   UploadAccepted,
   Upload,
