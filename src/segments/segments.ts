@@ -25,7 +25,7 @@ export const SegmentBody = savedSearch({
 export type SegmentBody = v.InferOutput<typeof SegmentBody>
 
 // The saved search as the compiler takes a search body (a page of one: the page is never read).
-export const asSearch = (saved: Record<string, unknown>) => ({ ...saved, limit: 1 }) as SearchBody
+const asSearch = (saved: Record<string, unknown>) => ({ ...saved, limit: 1 }) as SearchBody
 
 // The customer records a saved search matches, as a query (columns service_id, external_id), or a
 // SearchError naming each field of the body at fault.
