@@ -81,7 +81,15 @@ test('every catalog example passes its published schema, and a subscription take
   const types = (await s.admin('GET', '/event-types')).body
   assert.deepEqual(
     types.map((t: { name: string }) => t.name),
-    ['customer.created', 'contact.created', 'customer.churned', 'customer.reactivated', 'customer.score_changed'],
+    [
+      'customer.created',
+      'contact.created',
+      'customer.churned',
+      'customer.reactivated',
+      'customer.score_changed',
+      'segment.entered',
+      'segment.exited',
+    ],
   )
   for (const t of types) assert.ok(validate.get(t.name)!(t.example), t.name)
   assert.equal(validate.get('customer.churned')!(types[0].example), false)
@@ -274,4 +282,40 @@ test('a rate-limited endpoint gets its deliveries spaced, across the workers', a
   // 8 deliveries at 4 per second take at least 7 quarter seconds (less a scheduling tolerance).
   assert.ok(arrived[7] - arrived[0] >= 1500, `${arrived[7] - arrived[0]} ms`)
   assert.equal(new Set(r.requests.map((req) => req.headers['webhook-id'])).size, 8)
+})
+
+test('segment.entered and segment.exited after the first computation, deleted customers included', async () => {
+  const a = await scoredAccount(s, 'Segments')
+  const r = await receiver()
+  // engagement = -100 + 5 * logins: 20 logins or more is 0 or more.
+  await uploadScored(a, 'customers', [
+    { external_id: 'in', name: 'In', metrics: [{ date: '2026-11-01', logins: 30 }] },
+    { external_id: 'out', name: 'Out', metrics: [{ date: '2026-11-01', logins: 5 }] },
+  ])
+  const created = await a.api('/api/v1/segments', {
+    name: 'Engaged',
+    filters: [{ propertyName: 'engagementscore', operator: 'GTE', value: '0' }],
+  })
+  assert.equal(created.status, 201, JSON.stringify(created.body))
+  const id = created.body.id
+  const computed = () =>
+    eventually(async () => (await a.api(`/api/v1/segments/${id}`, undefined, 'GET')).body.computed_at, 'computed')
+  await computed()
+  const hook = await subscribe(a, r.url, ['segment.entered', 'segment.exited'])
+  await uploadScored(a, 'customers', [
+    { external_id: 'in', name: 'In', metrics: [{ date: '2026-11-02', logins: 1 }] },
+    { external_id: 'out', name: 'Out', metrics: [{ date: '2026-11-02', logins: 35 }] },
+  ])
+  await r.waitFor(2)
+  assert.equal((await a.api('/api/v1/customer/out', undefined, 'DELETE')).status, 204)
+  await r.waitFor(3)
+  await quiet(a)
+  const got = checked(r, hook)
+    .sort((x, y) => x.timestamp.localeCompare(y.timestamp) || x.event.localeCompare(y.event))
+    .map((p) => [p.event, p.data.segment.name, p.data.customers.map((c: any) => [c.external_id, c.name])])
+  assert.deepEqual(got, [
+    ['segment.entered', 'Engaged', [['out', 'Out']]],
+    ['segment.exited', 'Engaged', [['in', 'In']]],
+    ['segment.exited', 'Engaged', [['out', null]]],
+  ])
 })

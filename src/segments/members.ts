@@ -5,6 +5,7 @@ import type { App } from '../context.ts'
 import type { Tx } from '../db/client.ts'
 import type { AccountPayload } from '../db/jobs.ts'
 import { refuse } from '../errors.ts'
+import { enqueueEvent } from '../webhooks/outbox.ts'
 import { matchQuery } from './segments.ts'
 
 export interface MembershipChange {
@@ -21,7 +22,8 @@ export interface MembershipChange {
 // recomputations of one segment never interleave; a segment deleted meanwhile is skipped (null).
 export const recomputeSegment = async (tx: Tx, accountId: number, segmentId: number) => {
   const [segment] = await tx`
-    select body from segments where account_id = ${accountId} and id = ${segmentId} for no key update`
+    select name, body, computed_at from segments where account_id = ${accountId} and id = ${segmentId}
+    for no key update`
   if (!segment) return null
   const match = await matchQuery(tx, accountId, segment.body)
   const [a, s] = [match.params.length + 1, match.params.length + 2].map((n) => `$${n}::text::bigint`)
@@ -45,7 +47,25 @@ export const recomputeSegment = async (tx: Tx, accountId: number, segmentId: num
       array(select customer_id from exited order by 1) as exited`,
     [...(match.params as string[]), String(accountId), String(segmentId)],
   )
-  return { segment_id: segmentId, entered: row.entered, exited: row.exited } as MembershipChange
+  const change = { segment_id: segmentId, entered: row.entered, exited: row.exited } as MembershipChange
+  if (segment.computed_at !== null) await announce(tx, accountId, { id: segmentId, name: segment.name }, change)
+  return change
+}
+
+// segment.entered and segment.exited, in the recomputation's transaction. A segment's first
+// computation is its initial population, not customers entering it, and announces nothing.
+const announce = async (tx: Tx, accountId: number, segment: { id: number; name: string }, change: MembershipChange) => {
+  const customers = (ids: number[]) => tx`
+    select m.customer_id as service_id, m.external_id, c.name from segment_members m
+      left join customers c on c.account_id = m.account_id and c.service_id = m.customer_id
+    where m.account_id = ${accountId} and m.segment_id = ${segment.id} and m.customer_id = any(${ids}::bigint[])
+      and m.id = (select max(l.id) from segment_members l where l.account_id = m.account_id
+        and l.segment_id = m.segment_id and l.customer_id = m.customer_id)
+    order by m.customer_id`
+  if (change.entered.length)
+    await enqueueEvent(tx, accountId, 'segment.entered', (await customers(change.entered)) as never, { segment })
+  if (change.exited.length)
+    await enqueueEvent(tx, accountId, 'segment.exited', (await customers(change.exited)) as never, { segment })
 }
 
 // The job: every segment of the account, each in its own transaction.

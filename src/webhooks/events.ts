@@ -57,6 +57,11 @@ const item = {
       'The properties whose contributions moved most between the two scorings, largest move first.',
     ),
   }),
+  'segment.entered': v.object(customerRef),
+  'segment.exited': v.object({
+    ...customerRef,
+    name: describe(v.nullable(v.string()), 'Null when the customer no longer exists (deleted).'),
+  }),
 } as const
 
 export type EventName = keyof typeof item
@@ -70,10 +75,15 @@ const list: Record<EventName, 'customers' | 'contacts' | 'changes'> = {
   'customer.churned': 'customers',
   'customer.reactivated': 'customers',
   'customer.score_changed': 'changes',
+  'segment.entered': 'customers',
+  'segment.exited': 'customers',
 }
+const segment = describe(v.object({ id: int, name: v.string() }), 'The saved segment (GET /api/v1/segments/{id}).')
 const head: Partial<Record<EventName, v.ObjectEntries>> = {
   'customer.created': { source: describe(v.string(), 'Where the customers came from: API, FILE or an integration.') },
   'contact.created': { source: describe(v.string(), 'Where the contacts came from: API, FILE or an integration.') },
+  'segment.entered': { segment },
+  'segment.exited': { segment },
 }
 
 const description: Record<EventName, string> = {
@@ -84,6 +94,8 @@ const description: Record<EventName, string> = {
   'customer.score_changed':
     "A score crossed one of the account's thresholds, or moved at least the account's delta, between two " +
     'scorings (PUT /admin/v1/accounts/{id}/score-alerts).',
+  'segment.entered': "Customers started to match a saved segment's search (its first computation excepted).",
+  'segment.exited': "Customers stopped matching a saved segment's search, or were deleted.",
 }
 
 const payloadSchema = (event: EventName) =>
@@ -173,6 +185,8 @@ const examples: { [E in EventName]: { items: EventItem<E>[]; fields?: Record<str
       },
     ],
   },
+  'segment.entered': { items: [acme], fields: { segment: { id: 3, name: 'At risk' } } },
+  'segment.exited': { items: [acme], fields: { segment: { id: 3, name: 'At risk' } } },
 }
 
 export const examplePayload = (event: EventName, timestamp = at) =>
