@@ -66,9 +66,10 @@ active customers unless a filter anywhere in the tree names is_churned.`.replace
 const COUNT = `"exact" adds total, the number of matching records (paging aside); "estimate" adds the query
 planner's estimate of it as total, with total_is_estimate: true, at no scan cost.`.replaceAll('\n', ' ')
 
-// Shapes and ranges here; codenames, operators and values against the account's catalog in the
-// compiler, which reports them with the same kind of paths.
-const SearchFields = strict({
+// What a body searches by, shared by the search and aggregate bodies: shapes and ranges here;
+// codenames, operators and values against the account's catalog in the compiler, which reports
+// them with the same kind of paths.
+export const conditionEntries = {
   filters: v.optional(v.pipe(v.array(SearchFilter), v.maxLength(MAX_FILTERS, `At most ${MAX_FILTERS} filters.`))),
   where: v.optional(
     v.pipe(
@@ -77,6 +78,22 @@ const SearchFields = strict({
       v.description(WHERE),
     ),
   ),
+}
+type Conditional = { filters?: unknown; where?: unknown }
+const ONE_CONDITION = v.forward(
+  v.partialCheck(
+    [['filters'], ['where']],
+    (b: Conditional) => b.filters === undefined || b.where === undefined,
+    'Send filters or where, not both.',
+  ),
+  ['where'],
+)
+// The check for a body with conditionEntries, typed for its pipe.
+export const oneCondition = <T extends Conditional>() =>
+  ONE_CONDITION as unknown as v.BaseValidation<T, T, v.BaseIssue<unknown>>
+
+const SearchFields = strict({
+  ...conditionEntries,
   count: v.optional(v.pipe(v.picklist(['exact', 'estimate'], 'Must be "exact" or "estimate".'), v.description(COUNT))),
   properties: v.optional(v.pipe(v.array(v.string()), v.maxLength(MAX_LIST, `At most ${MAX_LIST} codenames.`))),
   limit: v.optional(
@@ -90,20 +107,11 @@ const SearchFields = strict({
   ),
   after: v.optional(v.pipe(v.number(), v.safeInteger('Must be the service_id of a record (paging.next.after).'))),
 })
-export const SearchBody = v.pipe(
-  SearchFields,
-  v.forward(
-    v.partialCheck(
-      [['filters'], ['where']],
-      (b) => b.filters === undefined || b.where === undefined,
-      'Send filters or where, not both.',
-    ),
-    ['where'],
-  ),
-)
+export const SearchBody = v.pipe(SearchFields, oneCondition<v.InferOutput<typeof SearchFields>>())
 export type SearchBody = v.InferOutput<typeof SearchBody>
 
-const conditionsOf = (body: SearchBody): Conditions =>
+// What a body (a search's or an aggregate's) searches by.
+export const conditionsOf = (body: Pick<SearchBody, 'filters' | 'where'>): Conditions =>
   body.where === undefined ? { filters: body.filters } : { where: body.where }
 
 const NO_CONTEXT = { catalog: [] as PropertyDef[], lookups: { users: new Map(), tags: new Map() } }
@@ -112,7 +120,7 @@ const NO_CONTEXT = { catalog: [] as PropertyDef[], lookups: { users: new Map(), 
 // catalog and the ids of the users and tags that owner and tags operands name. Nothing is cached
 // between requests: other processes may change any of it. A request on core fields alone needs
 // none of it and skips the round trip.
-export const searchContext = async (sql: Sql, accountId: number, entity: Entity, body: SearchBody) => {
+export const searchContext = async (sql: Sql, accountId: number, entity: Entity, body: Partial<SearchBody>) => {
   const needs = contextNeeds(entity, conditionsOf(body), body.properties)
   if (!needs.catalog && needs.emails.length === 0 && needs.titles.length === 0) return NO_CONTEXT
   const [row] = await sql`
