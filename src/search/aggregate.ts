@@ -59,7 +59,8 @@ const whereSql = (match: Statement['match'], also: string[] = []) => [...match.w
 // A score's cell, 0 to GRID - 1; null without a score (which least and greatest would ignore).
 const cellSql = (score: string) => {
   const width = (SCORE_RANGE.to - SCORE_RANGE.from) / GRID
-  return `case when ${score} is not null then least(greatest((${score} + ${-SCORE_RANGE.from}) / ${width}, 0), ${GRID - 1}) end`
+  const cell = `least(greatest((${score} + ${-SCORE_RANGE.from}) / ${width}, 0), ${GRID - 1})`
+  return `case when ${score} is not null then ${cell} end`
 }
 
 // One statement, one scan: the count (column `count`), per field i its number of values (`n<i>`),
@@ -70,9 +71,13 @@ export function compileSummary(input: AggregateInput): CompiledSearch {
   const scored = input.matrix !== undefined
   const { fields, match, params } = statement(input, scored ? [MATRIX.x, MATRIX.y] : [])
   const values = fields.map((f, i) => `${fieldSql(f, match.ctx)} as v${i}`)
-  const stats = fields.map(
-    (_f, i) =>
-      `count(m.v${i}) as n${i}, avg(m.v${i})::float8 as avg${i}, min(m.v${i})::text as min${i}, max(m.v${i})::text as max${i}`,
+  const stats = fields.map((_f, i) =>
+    [
+      `count(m.v${i}) as n${i}`,
+      `avg(m.v${i})::float8 as avg${i}`,
+      `min(m.v${i})::text as min${i}`,
+      `max(m.v${i})::text as max${i}`,
+    ].join(', '),
   )
   const [x, y] = [fieldSql(MATRIX.x, match.ctx), fieldSql(MATRIX.y, match.ctx)]
   const cells = input.matrix === 'grid' ? [`${cellSql(x)} as x`, `${cellSql(y)} as y`] : []
