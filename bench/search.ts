@@ -420,7 +420,7 @@ export const sideBySide = async (loads: Load[], seconds: number) => {
 // like the direct side's 8 clients. Against node:http's client in the same harness, the 3-contacts
 // shape measured 1.21-1.39x instead of 1.37-1.64x at p50, for about the same CPU per request
 // (client and service together): the gain is in latency, not in work.
-export const httpLoad =
+const httpLoad =
   (url: string, token: string, body: string): Load =>
   async (seconds, into) => {
     const started = performance.now()
