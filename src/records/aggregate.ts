@@ -26,30 +26,23 @@ answer the count, average, minimum, maximum and histogram of, in this order.`.re
 const MATRIX = `Engagement x fit of the matches scored on both: "grid", ${GRID} x ${GRID} counts over -100 to 100;
 "points", up to \`points\` of them, sampled by the MD5 of their external id beyond that.`.replaceAll('\n', ' ')
 
+const wholeUpTo = (max: number, description: string) =>
+  v.pipe(
+    v.number(),
+    v.integer('Must be an integer.'),
+    v.minValue(1, 'At least 1.'),
+    v.maxValue(max, `At most ${max}.`),
+    v.description(description),
+  )
+
 const AggregateFields = strict({
   ...conditionEntries,
   fields: v.optional(
     v.pipe(v.array(v.string()), v.maxLength(MAX_FIELDS, `At most ${MAX_FIELDS} fields.`), v.description(FIELDS)),
   ),
-  buckets: v.optional(
-    v.pipe(
-      v.number(),
-      v.integer('Must be an integer.'),
-      v.minValue(1, 'At least 1.'),
-      v.maxValue(MAX_BUCKETS, `At most ${MAX_BUCKETS}.`),
-      v.description(`Histogram buckets per field (default ${DEFAULT_BUCKETS}).`),
-    ),
-  ),
+  buckets: v.optional(wholeUpTo(MAX_BUCKETS, `Histogram buckets per field (default ${DEFAULT_BUCKETS}).`)),
   matrix: v.optional(v.pipe(v.picklist(['grid', 'points'], 'Must be "grid" or "points".'), v.description(MATRIX))),
-  points: v.optional(
-    v.pipe(
-      v.number(),
-      v.integer('Must be an integer.'),
-      v.minValue(1, 'At least 1.'),
-      v.maxValue(MAX_POINTS, `At most ${MAX_POINTS}.`),
-      v.description(`The most points answered with matrix "points" (default ${MAX_POINTS}).`),
-    ),
-  ),
+  points: v.optional(wholeUpTo(MAX_POINTS, `The most points answered with matrix "points" (default ${MAX_POINTS}).`)),
 })
 type Fields = v.InferOutput<typeof AggregateFields>
 export const AggregateBody = v.pipe(
