@@ -250,6 +250,17 @@ test('a field with one value has one bucket; none without values', async () => {
     },
     { field: 'seats', count: 0, avg: null, min: null, max: null, histogram: [] },
   ])
+  // Equal numbers that print differently in a jsonb bag still make one bucket.
+  const [a, b] = rows.filter((r) => !r.churned && r.arr !== undefined).slice(1, 3)
+  const setArr = (id: string, arr: string) =>
+    s.sql`update customers set attributes = attributes || jsonb_build_object('arr', ${arr}::numeric)
+      where account_id = ${acme.id} and external_id = ${id}`
+  await setArr(a.id, '2.0')
+  await setArr(b.id, '2.00')
+  const names = { filters: [{ propertyName: 'name', operator: 'IN', values: [a.name, b.name] }], fields: ['arr'] }
+  assert.deepEqual((await aggregate(acme, names)).fields[0].histogram, [{ from: 2, to: 2, count: 2 }])
+  await setArr(a.id, String(a.arr))
+  await setArr(b.id, String(b.arr))
   const none = await aggregate(acme, {
     filters: [{ propertyName: 'name', operator: 'EQ', value: 'nobody' }],
     fields: ['arr'],

@@ -11,6 +11,7 @@ import {
   compileSummary,
   DEFAULT_BUCKETS,
   GRID,
+  isPoint,
   MAX_BUCKETS,
   MAX_FIELDS,
   MAX_POINTS,
@@ -85,7 +86,7 @@ const statsOf = (total: Row, count: number) =>
 const histogram = (range: Range | undefined, n: number, buckets: number, counts: Map<number, number>) => {
   if (!range) return []
   const [lo, hi] = [Number(range.min), Number(range.max)]
-  if (range.min === range.max) return [{ from: lo, to: hi, count: n }]
+  if (isPoint(range)) return [{ from: lo, to: hi, count: n }]
   const edge = (k: number) => (k === buckets ? hi : lo + ((hi - lo) * k) / buckets)
   return Array.from({ length: buckets }, (_, k) => ({ from: edge(k), to: edge(k + 1), count: counts.get(k + 1) ?? 0 }))
 }
@@ -137,7 +138,7 @@ export const aggregate = async (app: App, accountId: number, body: AggregateBody
   const buckets = body.buckets ?? DEFAULT_BUCKETS
   const ranges = stats.map((s) => s.range)
   const counts = stats.map(() => new Map<number, number>())
-  if (ranges.some((r) => r && r.min !== r.max)) {
+  if (ranges.some((r) => r && !isPoint(r))) {
     for (const row of await run(app, compileHistogram(input, ranges, buckets)))
       counts[row.i].set(row.bucket, Number(row.count))
   }

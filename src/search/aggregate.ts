@@ -107,6 +107,11 @@ export interface Range {
   max: string
 }
 
+// A range without width, answered as one bucket. Compared as numbers: equal numerics may print
+// differently (2.0 and 2.00 in a jsonb bag), which of them min and max keep is Postgres' choice,
+// and width_bucket refuses equal bounds.
+export const isPoint = (r: Range) => Number(r.min) === Number(r.max)
+
 // Each field's histogram over its own range: columns i (the field's place), bucket (1 to
 // `buckets`, the last closed at the top) and count. Fields without a range (no values, or one
 // value throughout) are left out.
@@ -119,7 +124,7 @@ export function compileHistogram(
   const n = match.ctx.bind(String(buckets), 'integer')
   const values = fields.map((f, i) => `${fieldSql(f, match.ctx)}::numeric as v${i}`)
   const rows = ranges.flatMap((r, i) => {
-    if (!r || r.min === r.max) return []
+    if (!r || isPoint(r)) return []
     const [lo, hi] = [match.ctx.bind(r.min, 'numeric'), match.ctx.bind(r.max, 'numeric')]
     return [`(${i}, width_bucket(m.v${i}, ${lo}, ${hi}, ${n}))`]
   })
