@@ -23,7 +23,7 @@ import { percentile, type BenchContext } from './lib.ts'
 
 const ROWS = Number(process.env.BENCH_SEARCH_ROWS ?? 1_000_000)
 const SECONDS = Number(process.env.BENCH_SEARCH_SECONDS ?? 2)
-const CONCURRENCY = 8
+export const CONCURRENCY = 8
 
 // ---------------------------------------------------------------------------------------------
 // Data: deterministic pseudo-random, skewed like real customer bases.
@@ -285,7 +285,7 @@ const addContacts = (sql: Sql, accountId: number) => sql`
   select a.account_id, a.service_id, (hashint8(a.service_id) % 100)::int, h.last_seen
   from added a join customer_scores h on h.account_id = a.account_id and h.customer_id = a.customer_id`
 
-const seed = async (url: string, rows: number) => {
+export const seed = async (url: string, rows: number) => {
   const sql = connect(url, { max: 2 })
   await migrate(sql, url)
   const main = await makeAccount(sql, 'Bench')
@@ -385,7 +385,7 @@ const DEEP_VS_FIRST = [
 // answered, for `seconds`; the latencies (ms) go into `into`. Returns the seconds it ran.
 type Load = (seconds: number, into: number[]) => Promise<number>
 
-const closedLoop =
+export const closedLoop =
   (run: () => Promise<unknown>): Load =>
   async (seconds, into) => {
     const started = performance.now()
@@ -405,7 +405,7 @@ const closedLoop =
 // The sides alternate in short slices, so that a change of load on the machine (which other work
 // shares) weighs on all alike.
 const SLICES = 8
-const sideBySide = async (loads: Load[], seconds: number) => {
+export const sideBySide = async (loads: Load[], seconds: number) => {
   const sides = loads.map((load) => ({ load, latencies: [] as number[], seconds: 0 }))
   for (let i = 0; i < SLICES; i++) {
     for (const side of sides) side.seconds += await side.load(seconds / SLICES, side.latencies)

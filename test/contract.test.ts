@@ -188,6 +188,19 @@ test('every operation answers as its published schema says', async () => {
   )
   assert.equal(counted.body.total, 2)
   assert.equal((await call('searchCustomers', {}, { count: 'estimate' })).body.total_is_estimate, true)
+  const aggregated = await call(
+    'aggregateCustomers',
+    {},
+    {
+      where: { propertyName: 'logins', operator: 'KNOWN' },
+      fields: ['logins', 'upsell_score'],
+      buckets: 3,
+      matrix: 'grid',
+    },
+  )
+  assert.equal(aggregated.body.fields[0].histogram.length, aggregated.body.fields[0].count > 1 ? 3 : 1)
+  await call('aggregateCustomers', {}, { matrix: 'points', points: 1 })
+  await call('aggregateCustomers', {}, {})
   await call('searchContacts', {}, { filters: [{ propertyName: 'customer_external_id', operator: 'EQ', value: 'c1' }] })
   await call('searchContacts', {}, { filters: [{ propertyName: 'upsell_score', operator: 'KNOWN' }] })
   const now = Date.now()

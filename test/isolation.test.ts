@@ -236,6 +236,19 @@ on('POST', '/api/v1/customers/search', async () => {
   assert.deepEqual(await errorPaths(search(b, 'customers', { after: A.customer })), ['/after'])
 })
 
+on('POST', '/api/v1/customers/aggregate', async () => {
+  const aggregate = (body: unknown) => b.api('/api/v1/customers/aggregate', body)
+  const [own] = await s.sql`select count(*)::int as n from customers where account_id = ${b.id} and not is_churned`
+  const all = (await status(200, aggregate({ fields: ['logins'], matrix: 'points' }))).body
+  assert.equal(all.count, own.n)
+  // A's customers have logins and scores; B's do not.
+  assert.deepEqual([all.fields[0].count, all.points.scored, all.points.items], [0, 0, []])
+  const gold = { filters: [{ propertyName: 'tags', operator: 'EQ', value: 'Gold' }], matrix: 'grid' }
+  assert.equal((await status(200, aggregate(gold))).body.count, 0)
+  // A's codename names no property of B.
+  assert.deepEqual(await errorPaths(aggregate({ fields: ['a_secret'] })), ['/fields/0'])
+})
+
 on('POST', '/api/v1/contacts/search', async () => {
   assert.deepEqual(await results(search(b, 'contacts')), [])
   assert.deepEqual(

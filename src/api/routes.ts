@@ -1,4 +1,5 @@
 import type { Route } from '../http/types.ts'
+import { AggregateBody } from '../records/aggregate.ts'
 import { SearchBody } from '../records/search.ts'
 import { TrackBody } from '../tracking/schemas.ts'
 import { ContactsBody, CustomersBody } from '../uploads/schemas.ts'
@@ -9,11 +10,11 @@ import { healthRoutes } from './health.ts'
 import { metricsRoute } from './metrics.ts'
 import { openApiRoute } from './openapi.ts'
 import { recordRoutes } from './records.ts'
-import { searchContacts, searchCustomers } from './search.ts'
+import { aggregateCustomers, searchContacts, searchCustomers } from './search.ts'
 import { segmentRoutes } from './segments.ts'
 import { track } from './track.ts'
 import { getUpload, uploadContacts, uploadCustomers } from './uploads.ts'
-import { ContactPage, CustomerPage, TrackAccepted, Upload, UploadAccepted } from './schemas.ts'
+import { ContactPage, CustomerAggregate, CustomerPage, TrackAccepted, Upload, UploadAccepted } from './schemas.ts'
 
 // The whole routing table: the router, the OpenAPI document, the admin CLI and the tests read it.
 // Interface endpoints accept only POST; the router answers 405 with Allow for any other method on
@@ -46,6 +47,29 @@ export const routes: Route[] = [
     reply: { status: 200, body: ContactPage },
     example: { filters: [{ propertyName: 'customer_external_id', operator: 'EQ', value: 'acme-1' }] },
     handler: searchContacts,
+  },
+  {
+    method: 'POST',
+    path: '/api/v1/customers/aggregate',
+    auth: { key: 'search' },
+    body: AggregateBody,
+    name: 'aggregate-customers',
+    tag: 'search',
+    summary: 'Aggregate the customers a search matches',
+    reply: { status: 200, body: CustomerAggregate },
+    example: {
+      where: {
+        or: [
+          { propertyName: 'churn_risk', operator: 'GTE', value: '70' },
+          { propertyName: 'owner', operator: 'UNKNOWN' },
+        ],
+      },
+      fields: ['upsell_score', 'logins'],
+      buckets: 10,
+      matrix: 'points',
+      points: 5000,
+    },
+    handler: aggregateCustomers,
   },
   {
     method: 'POST',

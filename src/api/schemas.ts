@@ -131,6 +131,47 @@ export const SegmentHistory = v.object({
   ),
 })
 
+const Bucket = v.object({ from: v.number(), to: v.number(), count: int })
+const FieldAggregate = v.object({
+  field: v.string(),
+  count: describe(int, 'How many matches have a value.'),
+  avg: v.nullable(v.number()),
+  min: v.nullable(v.number()),
+  max: v.nullable(v.number()),
+  histogram: describe(
+    v.array(Bucket),
+    'Equal buckets from min to max, each with its lower bound, the last with max as well; one bucket when all ' +
+      'values are equal, none without values.',
+  ),
+})
+const Point = v.object({ id: v.string(), name: v.string(), engagementscore: int, fitscore: int, churn_risk: Score })
+export const CustomerAggregate = v.object({
+  count: describe(int, 'How many customers match.'),
+  fields: describe(v.array(FieldAggregate), 'Each field asked for, in order.'),
+  grid: describe(
+    v.optional(
+      v.object({
+        scored: describe(int, 'Matches with both scores, the ones counted in the cells.'),
+        counts: describe(
+          v.array(v.array(int)),
+          'counts[i][j]: engagement in cell i and fit in cell j, cells of 20 points from -100, the last with 100.',
+        ),
+      }),
+    ),
+    'With matrix "grid".',
+  ),
+  points: describe(
+    v.optional(
+      v.object({
+        scored: describe(int, 'Matches with both scores.'),
+        sampled: describe(v.boolean(), 'More are scored than items holds.'),
+        items: describe(v.array(Point), 'In sample order: by the MD5 of the external id.'),
+      }),
+    ),
+    'With matrix "points".',
+  ),
+})
+
 export const UploadAccepted = v.object({
   upload_id: int,
   status: v.literal('received'),
@@ -314,6 +355,7 @@ export const NAMED = {
   CustomerPage,
   ContactPage,
   SegmentHistory,
+  CustomerAggregate,
   UploadAccepted,
   Upload,
   UploadSummary,

@@ -1,5 +1,6 @@
 import type { Entity } from '../catalog.ts'
 import type { Handler } from '../http/types.ts'
+import { type AggregateBody, aggregate } from '../records/aggregate.ts'
 import { type SearchBody, searchPage } from '../records/search.ts'
 
 const search =
@@ -12,3 +13,8 @@ const search =
 
 export const searchCustomers = search('customer')
 export const searchContacts = search('contact')
+
+export const aggregateCustomers: Handler = async (req, app) => ({
+  status: 200,
+  body: await aggregate(app, req.auth!.accountId, req.input as AggregateBody),
+})

@@ -66,9 +66,10 @@ active customers unless a filter anywhere in the tree names is_churned.`.replace
 const COUNT = `"exact" adds total, the number of matching records (paging aside); "estimate" adds the query
 planner's estimate of it as total, with total_is_estimate: true, at no scan cost.`.replaceAll('\n', ' ')
 
-// Shapes and ranges here; codenames, operators and values against the account's catalog in the
-// compiler, which reports them with the same kind of paths.
-const conditions = {
+// What a body searches by, shared by the search, segment and aggregate bodies: shapes and ranges
+// here; codenames, operators and values against the account's catalog in the compiler, which
+// reports them with the same kind of paths.
+export const conditions = {
   filters: v.optional(v.pipe(v.array(SearchFilter), v.maxLength(MAX_FILTERS, `At most ${MAX_FILTERS} filters.`))),
   where: v.optional(
     v.pipe(
@@ -102,7 +103,7 @@ const bothRefused = v.forward(
   ),
   ['where'],
 )
-const oneCondition = <E extends v.ObjectEntries & typeof conditions>(entries: E) => {
+export const oneCondition = <E extends v.ObjectEntries & typeof conditions>(entries: E) => {
   const body = strict(entries)
   type Body = v.InferOutput<typeof body>
   return v.pipe(body, bothRefused as unknown as v.BaseValidation<Body, Body, v.BaseIssue<unknown>>)
@@ -117,7 +118,8 @@ export type PageBody = v.InferOutput<typeof PageBody>
 export const savedSearch = <E extends v.ObjectEntries>(entries: E) => oneCondition({ ...entries, ...selection })
 export type SearchBody = v.InferOutput<typeof SearchBody>
 
-const conditionsOf = (body: SearchBody): Conditions =>
+// What a body (a search's, a segment's or an aggregate's) searches by.
+export const conditionsOf = (body: Pick<SearchBody, 'filters' | 'where'>): Conditions =>
   body.where === undefined ? { filters: body.filters } : { where: body.where }
 
 const NO_CONTEXT = { catalog: [] as PropertyDef[], lookups: { users: new Map(), tags: new Map() } }
@@ -126,7 +128,7 @@ const NO_CONTEXT = { catalog: [] as PropertyDef[], lookups: { users: new Map(), 
 // catalog and the ids of the users and tags that owner and tags operands name. Nothing is cached
 // between requests: other processes may change any of it. A request on core fields alone needs
 // none of it and skips the round trip.
-export const searchContext = async (sql: Sql | Tx, accountId: number, entity: Entity, body: SearchBody) => {
+export const searchContext = async (sql: Sql | Tx, accountId: number, entity: Entity, body: Partial<SearchBody>) => {
   const needs = contextNeeds(entity, conditionsOf(body), body.properties)
   if (!needs.catalog && needs.emails.length === 0 && needs.titles.length === 0) return NO_CONTEXT
   const [row] = await sql`

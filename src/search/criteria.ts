@@ -55,9 +55,10 @@ function parseDays(raw: unknown): Parsed {
   return ok ? { value: Number(raw) } : { error: `must be a whole number of days from 0 to ${MAX_DAYS}` }
 }
 
-type Defs = ReadonlyMap<string, PropertyDef>
+export type Defs = ReadonlyMap<string, PropertyDef>
 
-function lookupField(entity: Entity, name: string, catalog: Defs): Field | string {
+// A field by name, or why there is none.
+export function lookupField(entity: Entity, name: string, catalog: Defs): Field | string {
   if (entity === 'contact' && CUSTOMER_ONLY_FIELDS.has(name)) return `${name} is a customer-only field`
   // Core fields win over custom codenames of the same name.
   const core = CORE_FIELDS[entity].get(name)

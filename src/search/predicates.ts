@@ -48,7 +48,8 @@ export const CORE_SQL: ReadonlyMap<string, string> = new Map([
   ['customer_external_id', 'oc.external_id'],
 ])
 
-function fieldSql(field: Field, ctx: Ctx): string {
+// A field's value of the record `r` (and its scores `h`), typed; null when it has none.
+export function fieldSql(field: Field, ctx: Ctx): string {
   if (field.source === 'core') return CORE_SQL.get(field.name)!
   const bag = field.source === 'attribute' ? 'r.attributes' : 'r.metrics'
   return `(${JSON_VALUE_SQL[field.type](bag, ctx.bind(field.name, 'text'))})`

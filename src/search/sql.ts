@@ -9,6 +9,7 @@ import {
   type Criterion,
   type Entity,
   type ErrorDetail,
+  type Field,
   isNode,
   leavesOf,
   MAX_LIMIT,
@@ -92,9 +93,17 @@ function joinsSql(ctx: Ctx): { scores: string; customer: string } {
   }
 }
 
-export type SearchInput = Conditions & {
+// What every statement over the matching records takes: the condition and where it applies.
+export type MatchInput = Conditions & {
   entity: Entity
   accountId: number | string
+  catalog: readonly PropertyDef[]
+  today: string
+  // Required when the conditions use owner or tags.
+  lookups?: Lookups
+}
+
+export type SearchInput = MatchInput & {
   properties?: readonly string[]
   limit: number
   // The page starts after this record (of the searched entity, in the account); when there is no
@@ -102,10 +111,6 @@ export type SearchInput = Conditions & {
   afterServiceId?: number
   // One record by external ID (the single-record read endpoints).
   externalId?: string
-  catalog: readonly PropertyDef[]
-  today: string
-  // Required when the conditions use owner or tags.
-  lookups?: Lookups
   // Each record as one JSON text rendered by Postgres (column `json`, beside `service_id`), so that
   // a page goes out without being parsed and serialized again.
   json?: boolean
@@ -116,11 +121,14 @@ export interface CompiledSearch {
   params: unknown[]
 }
 
-// The input's condition, validated (or a SearchError with every problem of the input), and a
-// context that binds the parameters of one statement.
-function begin(input: SearchInput): { tree: Tree<Criterion>; ctx: Ctx; params: string[] } {
-  const errors: ErrorDetail[] = []
-  if (!Number.isInteger(input.limit) || input.limit < 1 || input.limit > MAX_LIMIT) {
+// The input's condition, validated (or a SearchError with every problem of the input, after the
+// caller's own `errors`), and a context that binds the parameters of one statement.
+function begin(
+  input: MatchInput & { limit?: number; properties?: readonly string[] },
+  errors: ErrorDetail[] = [],
+): { tree: Tree<Criterion>; ctx: Ctx; params: string[] } {
+  const { limit } = input
+  if (limit !== undefined && (!Number.isInteger(limit) || limit < 1 || limit > MAX_LIMIT)) {
     errors.push({ path: '/limit', message: `must be an integer from 1 to ${MAX_LIMIT}` })
   }
   const tree = collectTree(input.entity, input, input.catalog, errors)
@@ -151,12 +159,12 @@ function begin(input: SearchInput): { tree: Tree<Criterion>; ctx: Ctx; params: s
 const conjuncts = (t: Tree<Criterion>): Tree<Criterion>[] => (isNode(t) && 'and' in t ? t.and.flatMap(conjuncts) : [t])
 
 // The account's records `r` that the condition matches: the table with the joins the condition
-// reads, and the conditions, to be ANDed.
-function matchSql(ctx: Ctx, tree: Tree<Criterion>): { from: string; where: string[] } {
+// (and the statement's own `fields`) read, and the conditions, to be ANDed.
+function matchSql(ctx: Ctx, tree: Tree<Criterion>, fields: readonly Field[] = []): { from: string; where: string[] } {
   const joins = joinsSql(ctx)
-  const leaves = leavesOf(tree)
+  const read = [...leavesOf(tree).map((c) => c.field), ...fields]
   const reads = (alias: string) =>
-    leaves.some((c) => c.field.source === 'core' && CORE_SQL.get(c.field.name)?.startsWith(`${alias}.`))
+    read.some((f) => f.source === 'core' && CORE_SQL.get(f.name)?.startsWith(`${alias}.`))
   const from = [`${TABLES[ctx.entity].records} r`, reads('h') ? joins.scores : '', reads('oc') ? joins.customer : '']
   return {
     from: from.filter(Boolean).join(' '),
@@ -206,8 +214,17 @@ export function compileCount(input: SearchInput, estimate: boolean): CompiledSea
 
 // The records the search matches, paging aside (columns service_id and external_id): the set a
 // saved segment holds.
-export function compileMatch(input: SearchInput): CompiledSearch {
+export function compileMembers(input: MatchInput): CompiledSearch {
   const { tree, ctx, params } = begin(input)
   const { from, where } = matchSql(ctx, tree)
   return { text: `select r.service_id, r.external_id from ${from}\nwhere ${where.join('\n  and ')}`, params }
+}
+
+// The matching records for a statement built elsewhere (src/search/aggregate.ts): FROM, joining
+// what the condition and `fields` read, WHERE, and the context to bind the statement's own
+// parameters with. `errors` are the caller's problems, reported in one SearchError with the
+// condition's.
+export function compileMatch(input: MatchInput, fields: readonly Field[], errors: ErrorDetail[]) {
+  const { tree, ctx, params } = begin(input, errors)
+  return { ...matchSql(ctx, tree, fields), ctx, params }
 }

@@ -15,7 +15,7 @@ import {
   searchInput,
   searchPage,
 } from '../records/search.ts'
-import { compileMatch } from '../search/sql.ts'
+import { compileMembers } from '../search/sql.ts'
 import { SearchError } from '../search/fields.ts'
 import { storable } from '../validate.ts'
 
@@ -31,7 +31,7 @@ const asSearch = (saved: Record<string, unknown>) => ({ ...saved, limit: 1 }) as
 // SearchError naming each field of the body at fault.
 export const matchQuery = async (tx: Tx, accountId: number, saved: Record<string, unknown>) => {
   const body = asSearch(saved)
-  return compileMatch(searchInput(accountId, 'customer', body, await searchContext(tx, accountId, 'customer', body)))
+  return compileMembers(searchInput(accountId, 'customer', body, await searchContext(tx, accountId, 'customer', body)))
 }
 
 // Checked inside the transaction that stores it, with the account's customer property rows locked

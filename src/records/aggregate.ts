@@ -1,0 +1,158 @@
+// Aggregates of the customers a search matches, for dashboards (docs/api.md, "Aggregates"): the
+// body, and the answer assembled from the statements of src/search/aggregate.ts.
+import * as v from 'valibot'
+import type { App } from '../context.ts'
+import { today } from '../dates.ts'
+import { refuse } from '../errors.ts'
+import {
+  type AggregateInput,
+  compileHistogram,
+  compilePoints,
+  compileSummary,
+  DEFAULT_BUCKETS,
+  GRID,
+  isPoint,
+  MAX_BUCKETS,
+  MAX_FIELDS,
+  MAX_POINTS,
+  type Range,
+} from '../search/aggregate.ts'
+import { CORE_FIELDS, SearchError } from '../search/fields.ts'
+import type { CompiledSearch } from '../search/sql.ts'
+import { strict } from '../validate.ts'
+import { conditions, conditionsOf, oneCondition, searchContext } from './search.ts'
+
+const FIELDS = `Number fields (core scores, number attributes, number metrics of the latest snapshot) to
+answer the count, average, minimum, maximum and histogram of, in this order.`.replaceAll('\n', ' ')
+const MATRIX = `Engagement x fit of the matches scored on both: "grid", ${GRID} x ${GRID} counts over -100 to 100;
+"points", up to \`points\` of them, sampled by the MD5 of their external id beyond that.`.replaceAll('\n', ' ')
+
+const wholeUpTo = (max: number, description: string) =>
+  v.pipe(
+    v.number(),
+    v.integer('Must be an integer.'),
+    v.minValue(1, 'At least 1.'),
+    v.maxValue(max, `At most ${max}.`),
+    v.description(description),
+  )
+
+const AggregateFields = oneCondition({
+  ...conditions,
+  fields: v.optional(
+    v.pipe(v.array(v.string()), v.maxLength(MAX_FIELDS, `At most ${MAX_FIELDS} fields.`), v.description(FIELDS)),
+  ),
+  buckets: v.optional(wholeUpTo(MAX_BUCKETS, `Histogram buckets per field (default ${DEFAULT_BUCKETS}).`)),
+  matrix: v.optional(v.pipe(v.picklist(['grid', 'points'], 'Must be "grid" or "points".'), v.description(MATRIX))),
+  points: v.optional(wholeUpTo(MAX_POINTS, `The most points answered with matrix "points" (default ${MAX_POINTS}).`)),
+})
+export const AggregateBody = v.pipe(
+  AggregateFields,
+  v.forward(
+    v.partialCheck(
+      [['buckets'], ['fields']],
+      (b) => b.buckets === undefined || (b.fields ?? []).length > 0,
+      'Only with fields.',
+    ),
+    ['buckets'],
+  ),
+  v.forward(
+    v.partialCheck(
+      [['points'], ['matrix']],
+      (b) => b.points === undefined || b.matrix === 'points',
+      'Only with matrix "points".',
+    ),
+    ['points'],
+  ),
+)
+export type AggregateBody = v.InferOutput<typeof AggregateBody>
+
+const run = (app: App, query: CompiledSearch) => app.sql.unsafe(query.text, query.params as string[])
+
+type Row = Record<string, any>
+
+// Each field's statistics, and the ranges its histogram spans (none without two distinct values).
+const statsOf = (total: Row, count: number) =>
+  Array.from({ length: count }, (_, i) => {
+    const [min, max] = [total[`min${i}`] as string | null, total[`max${i}`] as string | null]
+    return {
+      n: total[`n${i}`] as number,
+      avg: total[`avg${i}`] as number | null,
+      range: min === null || max === null ? undefined : ({ min, max } as Range),
+    }
+  })
+
+const histogram = (range: Range | undefined, n: number, buckets: number, counts: Map<number, number>) => {
+  if (!range) return []
+  const [lo, hi] = [Number(range.min), Number(range.max)]
+  if (isPoint(range)) return [{ from: lo, to: hi, count: n }]
+  const edge = (k: number) => (k === buckets ? hi : lo + ((hi - lo) * k) / buckets)
+  return Array.from({ length: buckets }, (_, k) => ({ from: edge(k), to: edge(k + 1), count: counts.get(k + 1) ?? 0 }))
+}
+
+const gridOf = (rows: Row[]) => {
+  const counts = Array.from({ length: GRID }, () => new Array<number>(GRID).fill(0))
+  let scored = 0
+  for (const row of rows) {
+    if (row.total || row.x === null || row.y === null) continue
+    counts[row.x][row.y] = Number(row.count)
+    scored += Number(row.count)
+  }
+  return { scored, counts }
+}
+
+// The answer: count, fields, and grid or points when asked.
+export const aggregate = async (app: App, accountId: number, body: AggregateBody) => {
+  const fields = body.fields ?? []
+  // Custom codenames among the fields need the catalog, as a search's properties do.
+  const custom = fields.filter((f) => !CORE_FIELDS.customer.has(f))
+  const context = await searchContext(app.sql, accountId, 'customer', {
+    filters: body.filters,
+    where: body.where,
+    properties: custom.length > 0 ? custom : undefined,
+  })
+  const input: AggregateInput = {
+    entity: 'customer',
+    accountId,
+    catalog: context.catalog,
+    lookups: context.lookups,
+    ...conditionsOf(body),
+    fields,
+    matrix: body.matrix,
+    today: today(),
+  }
+  const limit = body.points ?? MAX_POINTS
+  let summary: CompiledSearch
+  let points: CompiledSearch | undefined
+  try {
+    summary = compileSummary(input)
+    points = body.matrix === 'points' ? compilePoints(input, limit) : undefined
+  } catch (err) {
+    if (!(err instanceof SearchError)) throw err
+    return refuse(400, 'The aggregate request is invalid.', err.errors)
+  }
+  const [rows, sample] = await Promise.all([run(app, summary), points && run(app, points)])
+  const total = rows.find((r) => body.matrix !== 'grid' || r.total)!
+  const stats = statsOf(total, fields.length)
+  const buckets = body.buckets ?? DEFAULT_BUCKETS
+  const ranges = stats.map((s) => s.range)
+  const counts = stats.map(() => new Map<number, number>())
+  if (ranges.some((r) => r && !isPoint(r))) {
+    for (const row of await run(app, compileHistogram(input, ranges, buckets)))
+      counts[row.i].set(row.bucket, Number(row.count))
+  }
+  return {
+    count: total.count as number,
+    fields: fields.map((field, i) => ({
+      field,
+      count: stats[i].n,
+      avg: stats[i].avg,
+      min: stats[i].range ? Number(stats[i].range.min) : null,
+      max: stats[i].range ? Number(stats[i].range.max) : null,
+      histogram: histogram(stats[i].range, stats[i].n, buckets, counts[i]),
+    })),
+    ...(body.matrix === 'grid' && { grid: gridOf(rows) }),
+    ...(sample && {
+      points: { scored: Number(total.scored), sampled: Number(total.scored) > sample.length, items: [...sample] },
+    }),
+  }
+}
