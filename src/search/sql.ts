@@ -9,14 +9,26 @@ import {
   type Criterion,
   type Entity,
   type ErrorDetail,
+  type Field,
   isNode,
   leavesOf,
   MAX_LIMIT,
   type PropertyDef,
   SearchError,
+  type SortSpec,
+  TIMESTAMP_FIELDS,
   type Tree,
 } from './fields.ts'
-import { CORE_SQL, type Ctx, type SqlType, tagLinksSql, treeSql } from './predicates.ts'
+import { CORE_SQL, type Ctx, fieldSql, SQL_TYPES, type SqlType, tagLinksSql, treeSql } from './predicates.ts'
+import {
+  type CursorValues,
+  cursorScope,
+  openCursor,
+  resolveSort,
+  type SortKey,
+  type SortType,
+  sealCursor,
+} from './sort.ts'
 
 function isoTimestamp(column: string): string {
   return `to_char(${column} at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`
@@ -98,8 +110,14 @@ export type SearchInput = Conditions & {
   properties?: readonly string[]
   limit: number
   // The page starts after this record (of the searched entity, in the account); when there is no
-  // such record the page is empty, and the caller tells why.
+  // such record the page is empty, and the caller tells why. Unsorted searches only.
   afterServiceId?: number
+  // Up to MAX_SORT keys, ahead of the external ID that always ends the order.
+  sort?: readonly SortSpec[]
+  // Sorted searches: the page starts after this cursor (a previous page's `next`), which is sealed
+  // and opened with cursorKey.
+  afterCursor?: string
+  cursorKey?: Uint8Array
   // One record by external ID (the single-record read endpoints).
   externalId?: string
   catalog: readonly PropertyDef[]
@@ -114,16 +132,44 @@ export type SearchInput = Conditions & {
 export interface CompiledSearch {
   text: string
   params: unknown[]
+  // Sorted searches: the text of a row's `cursor` column as the cursor of the page after that row.
+  next?: (cursor: string) => string
+}
+
+interface Begun {
+  tree: Tree<Criterion>
+  keys: SortKey[]
+  after?: CursorValues
+  ctx: Ctx
+  params: string[]
+}
+
+// The sort keys, and the values of the cursor the page starts after (each problem in `errors`).
+function sortOf(input: SearchInput, defs: ReadonlyMap<string, PropertyDef>, errors: ErrorDetail[]) {
+  const keys = resolveSort(input.entity, input.sort ?? [], defs, errors)
+  if (keys.length > 0 && !input.cursorKey) throw new Error('a sorted search needs SearchInput.cursorKey')
+  if (keys.length > 0 && input.afterServiceId !== undefined) {
+    errors.push({ path: '/after', message: 'under a sort, must be the string paging.next.after of the previous page' })
+  }
+  if (input.afterCursor === undefined || errors.length > 0) return { keys }
+  const scope = cursorScope(input.accountId, input.entity, keys)
+  const after = input.cursorKey && openCursor(input.afterCursor, input.cursorKey, scope, keys.length)
+  if (!after) {
+    const message = 'is not a cursor of this search: send paging.next.after of the previous page, with the same sort'
+    errors.push({ path: '/after', message })
+  }
+  return { keys, after }
 }
 
 // The input's condition, validated (or a SearchError with every problem of the input), and a
 // context that binds the parameters of one statement.
-function begin(input: SearchInput): { tree: Tree<Criterion>; ctx: Ctx; params: string[] } {
+function begin(input: SearchInput): Begun {
   const errors: ErrorDetail[] = []
   if (!Number.isInteger(input.limit) || input.limit < 1 || input.limit > MAX_LIMIT) {
     errors.push({ path: '/limit', message: `must be an integer from 1 to ${MAX_LIMIT}` })
   }
   const tree = collectTree(input.entity, input, input.catalog, errors)
+  const { keys, after } = sortOf(input, new Map(input.catalog.map((d) => [d.codename, d])), errors)
   if (input.properties) checkProperties(input.properties, input.catalog, errors)
   if (errors.length > 0) throw new SearchError(errors)
 
@@ -144,19 +190,19 @@ function begin(input: SearchInput): { tree: Tree<Criterion>; ctx: Ctx; params: s
     entity: input.entity,
     lookups: input.lookups ?? {},
   }
-  return { tree, ctx, params }
+  return { tree, keys, after, ctx, params }
 }
 
 // Top-level ANDs as separate conditions, so that the interface's filters compile one condition each.
 const conjuncts = (t: Tree<Criterion>): Tree<Criterion>[] => (isNode(t) && 'and' in t ? t.and.flatMap(conjuncts) : [t])
 
 // The account's records `r` that the condition matches: the table with the joins the condition
-// reads, and the conditions, to be ANDed.
-function matchSql(ctx: Ctx, tree: Tree<Criterion>): { from: string; where: string[] } {
+// and the sort keys read, and the conditions, to be ANDed.
+function matchSql(ctx: Ctx, tree: Tree<Criterion>, keys: readonly SortKey[] = []): { from: string; where: string[] } {
   const joins = joinsSql(ctx)
-  const leaves = leavesOf(tree)
+  const fields = [...leavesOf(tree).map((c) => c.field), ...keys]
   const reads = (alias: string) =>
-    leaves.some((c) => c.field.source === 'core' && CORE_SQL.get(c.field.name)?.startsWith(`${alias}.`))
+    fields.some((f) => f.source === 'core' && CORE_SQL.get(f.name)?.startsWith(`${alias}.`))
   const from = [`${TABLES[ctx.entity].records} r`, reads('h') ? joins.scores : '', reads('oc') ? joins.customer : '']
   return {
     from: from.filter(Boolean).join(' '),
@@ -164,35 +210,74 @@ function matchSql(ctx: Ctx, tree: Tree<Criterion>): { from: string; where: strin
   }
 }
 
-// One page of records ordered by external ID; it asks for limit + 1 rows so the caller can tell
-// whether a next page exists.
+// A sort key's value for the record `r` (its scores `h`, a contact's customer `oc`). Strings order
+// by their bytes, as external IDs do.
+function keySql(key: SortKey, ctx: Ctx): string {
+  if (key.type === 'timestamp') return `r.${TIMESTAMP_FIELDS.get(key.name)}`
+  const value = fieldSql({ source: key.source, name: key.name, type: key.type } as Field, ctx)
+  return key.type === 'string' ? `(${value} collate "C")` : value
+}
+
+// A key's value as the cursor carries it: text that casts back to the same value.
+const KEY_TEXT: Record<SortType, (v: string) => string> = {
+  timestamp: (v) => `to_char(${v} at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')`,
+  date: (v) => `to_char(${v}, 'YYYY-MM-DD')`,
+  number: (v) => `${v}::text`,
+  boolean: (v) => `${v}::text`,
+  string: (v) => v,
+}
+const KEY_TYPES: Record<SortType, SqlType> = { ...SQL_TYPES, timestamp: 'timestamptz' }
+
+// The records after the cursor's in the order: key by key, a greater value in the key's direction,
+// or (nulls last either way) a null after a value, or an equal one (null after null) and after on
+// the keys that follow; the external ID decides last.
+function afterKeysSql(keys: readonly SortKey[], values: CursorValues, ctx: Ctx): string {
+  const id = `r.external_id > ${ctx.bind(values[keys.length]!, 'text')}`
+  return keys.reduceRight((rest, key, i) => {
+    const [value, bound] = [keySql(key, ctx), values[i]]
+    if (bound === null) return `(${value} is null and ${rest})`
+    const x = ctx.bind(bound, KEY_TYPES[key.type])
+    return `(${value} is null or ${value} ${key.descending ? '<' : '>'} ${x} or (${value} = ${x} and ${rest}))`
+  }, id)
+}
+
+// One page of records in the sort's order, external ID last (alone when there is no sort); it asks
+// for limit + 1 rows so the caller can tell whether a next page exists. A sorted page's rows end
+// with `cursor`, the text of its keys' values and its external ID.
 export function compileSearch(input: SearchInput): CompiledSearch {
-  const { tree, ctx, params } = begin(input)
+  const { tree, keys, after, ctx, params } = begin(input)
   const columns = columnsSql(ctx, propertiesSql(input.properties, ctx))
-  const match = matchSql(ctx, tree)
+  const match = matchSql(ctx, tree, keys)
   const where = [
     ...match.where,
     ...(input.afterServiceId === undefined
       ? []
       : [`r.external_id > (${afterSql(ctx, ctx.bind(String(input.afterServiceId), 'bigint'))})`]),
+    ...(after ? [afterKeysSql(keys, after, ctx)] : []),
     ...(input.externalId === undefined ? [] : [`r.external_id = ${ctx.bind(input.externalId, 'text')}`]),
   ]
-  // The page is cut first, joining only what its conditions read; the columns' joins come after, so
-  // that the matches of a broad filter are not all joined before the sort and the limit.
+  const order = (of: (i: number) => string) => [
+    ...keys.map((k, i) => `${of(i)} ${k.descending ? 'desc' : 'asc'} nulls last`),
+    'r.external_id',
+  ]
+  const cursor = `json_build_array(${[...keys.map((k, i) => KEY_TEXT[k.type](`r.sort_${i}`)), 'r.external_id']})`
+  // The page is cut first, joining only what its conditions and keys read; the columns' joins come
+  // after, so that the matches of a broad filter are not all joined before the sort and the limit.
   const joins = joinsSql(ctx)
-  const page = [
-    `select ${columns.join(',\n  ')}`,
-    `from (select r.* from ${match.from}`,
+  const text = [
+    `select ${input.json ? 'row_to_json(x)::text as json, r.service_id' : 'x.*'}`,
+    ...(keys.length > 0 ? [`, ${cursor}::text as cursor`] : []),
+    `from (select r.*${keys.map((k, i) => `, ${keySql(k, ctx)} as sort_${i}`).join('')} from ${match.from}`,
     `where ${where.join('\n  and ')}`,
-    'order by r.external_id',
+    `order by ${order((i) => `sort_${i}`).join(', ')}`,
     `limit ${ctx.bind(String(input.limit + 1), 'integer')}`,
     `) r ${[joins.scores, joins.customer].filter(Boolean).join(' ')}`,
-    'order by r.external_id',
+    `cross join lateral (select ${columns.join(',\n  ')}) x`,
+    `order by ${order((i) => `r.sort_${i}`).join(', ')}`,
   ].join('\n')
-  const text = input.json
-    ? `select row_to_json(p)::text as json, p.service_id from (\n${page}\n) p order by p.id`
-    : page
-  return { text, params }
+  if (keys.length === 0) return { text, params }
+  const scope = cursorScope(input.accountId, input.entity, keys)
+  return { text, params, next: (last) => sealCursor(JSON.parse(last), input.cursorKey!, scope) }
 }
 
 // All the records the search matches, paging aside: their number (column `total`), or the
