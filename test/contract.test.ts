@@ -188,6 +188,11 @@ test('every operation answers as its published schema says', async () => {
   )
   assert.equal(counted.body.total, 2)
   assert.equal((await call('searchCustomers', {}, { count: 'estimate' })).body.total_is_estimate, true)
+  const sort = [{ propertyName: 'logins', direction: 'desc' }, { propertyName: 'createdAt' }]
+  const sorted = await call('searchCustomers', {}, { sort, limit: 1 })
+  assert.equal(typeof sorted.body.paging?.next?.after, 'string', 'a sorted page of two has a cursor')
+  const next = await call('searchCustomers', {}, { sort, limit: 1, after: sorted.body.paging.next.after })
+  assert.notEqual(next.body.results[0].id, sorted.body.results[0].id)
   await call('searchContacts', {}, { filters: [{ propertyName: 'customer_external_id', operator: 'EQ', value: 'c1' }] })
   await call('searchContacts', {}, { filters: [{ propertyName: 'upsell_score', operator: 'KNOWN' }] })
   const now = Date.now()
