@@ -22,6 +22,7 @@ import {
   MAX_DEPTH,
   MAX_LEAVES,
   type PropertyDef,
+  type SortSpec,
 } from '../src/search/fields.ts'
 import { matches, type SearchRecord, sortRecords } from '../src/search/evaluate.ts'
 
@@ -307,7 +308,6 @@ const sortArb = (entity: Entity) =>
     { minLength: 1, maxLength: 3 },
   )
 
-type Sort = { propertyName: string; direction?: string }[]
 
 const requestArb = (conditions: (entity: Entity) => fc.Arbitrary<Conditions>, sorted = false) =>
   fc.constantFrom<Entity>('customer', 'contact').chain((entity) =>
@@ -316,7 +316,7 @@ const requestArb = (conditions: (entity: Entity) => fc.Arbitrary<Conditions>, so
       conditions: conditions(entity),
       limit: fc.integer({ min: 3, max: 60 }),
       count: fc.boolean(),
-      sort: sorted ? sortArb(entity) : fc.constant(undefined as Sort | undefined),
+      sort: sorted ? sortArb(entity) : fc.constant(undefined as SortSpec[] | undefined),
     }),
   )
 

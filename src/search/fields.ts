@@ -20,7 +20,7 @@ export const DIRECTIONS = ['asc', 'desc'] as const
 
 export interface SortSpec {
   propertyName: string
-  direction?: string
+  direction?: (typeof DIRECTIONS)[number]
 }
 
 // Sortable, not filterable: the record's own timestamps, by the names they have in its JSON.
