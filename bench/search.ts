@@ -354,7 +354,8 @@ const handPage = ({ key, direction }: HandSort, accountId: number, after?: [stri
       ? ''
       : after[0] === null
         ? `and ${key} is null and c.external_id > $3`
-        : `and (${key} ${direction === 'desc' ? '<' : '>'} $2 or ${key} is null or (${key} = $2 and c.external_id > $3))`
+        : `and (${key} ${direction === 'desc' ? '<' : '>'} $2 or ${key} is null ` +
+          `or (${key} = $2 and c.external_id > $3))`
   const text = `
 select row_to_json(p)::text as json, p.service_id from (
   select c.external_id as id, c.service_id, c.name, h.fitscore, h.engagementscore, h.churn_risk, h.upsell_score,

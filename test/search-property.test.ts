@@ -206,9 +206,10 @@ before(async () => {
         join ${s.sql(table)} r on r.account_id = ${account.id} and r.external_id = x.external_id
         join tags t on t.account_id = ${account.id} and t.title = wanted.title`
     // Last, as any write before may touch them.
+    const stamped = records.map(({ external_id, created_at, updated_at }) => ({ external_id, created_at, updated_at }))
     await s.sql`
       update ${s.sql(table)} r set created_at = x.created_at, updated_at = x.updated_at
-      from jsonb_to_recordset(${s.sql.json(records.map(({ external_id, created_at, updated_at }) => ({ external_id, created_at, updated_at })))})
+      from jsonb_to_recordset(${s.sql.json(stamped)})
         as x(external_id text, created_at timestamptz, updated_at timestamptz)
       where r.account_id = ${account.id} and r.external_id = x.external_id`
   }
@@ -307,7 +308,6 @@ const sortArb = (entity: Entity) =>
     ),
     { minLength: 1, maxLength: 3 },
   )
-
 
 const requestArb = (conditions: (entity: Entity) => fc.Arbitrary<Conditions>, sorted = false) =>
   fc.constantFrom<Entity>('customer', 'contact').chain((entity) =>

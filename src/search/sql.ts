@@ -236,7 +236,8 @@ function afterKeysSql(keys: readonly SortKey[], values: CursorValues, ctx: Ctx):
   return keys.reduceRight((rest, key, i) => {
     const [value, bound] = [keySql(key, ctx), values[i]]
     if (bound === null) return `(${value} is null and ${rest})`
-    const x = ctx.bind(bound, KEY_TYPES[key.type])
+    // The core scores are integer columns, compared as such (as filters compare them).
+    const x = ctx.bind(bound, key.source === 'core' && key.type === 'number' ? 'bigint' : KEY_TYPES[key.type])
     return `(${value} is null or ${value} ${key.descending ? '<' : '>'} ${x} or (${value} = ${x} and ${rest}))`
   }, id)
 }
