@@ -867,7 +867,10 @@ describe('compileSearch: sort', () => {
   test('keys in order, nulls last, strings in byte order, the external ID last; the page joins what keys read', () => {
     const { text } = sorted()
     assert.match(text, /order by sort_0 desc nulls last, sort_1 asc nulls last, sort_2 asc nulls last, r\.external_id/)
-    assert.match(text, /from \(select r\.\*, h\.engagementscore as sort_0, \(\(case .* end\) collate "C"\) as sort_1/)
+    const byPlan = compileSearch(input({ sort: sort.slice(1), cursorKey: key })).text
+    assert.match(byPlan, /order by sort_0 asc nulls last, sort_1 asc nulls last, r\.external_id\nlimit/)
+    assert.ok(!byPlan.includes('union all'))
+    assert.match(text, /from \(\(select r\.\*, h\.engagementscore as sort_0, \(\(case .* end\) collate "C"\) as sort_1/)
     assert.match(text, /, r\.created_at as sort_2 from customers r left join customer_scores h /)
     assert.match(text, /json_build_array\(r\.sort_0::text,r\.sort_1,to_char\(r\.sort_2 at time zone 'UTC', /)
   })
@@ -881,10 +884,19 @@ describe('compileSearch: sort', () => {
     assert.match(
       whereOf(text),
       new RegExp(
-        /\(h\.engagementscore is null or h\.engagementscore < (\$\d+::text::bigint) or /.source +
-          /\(h\.engagementscore = \1 and \(\(\(case /.source,
+        /\(h\.engagementscore is null or h\.engagementscore < (\$\d+)::text::bigint or /.source +
+          /\(h\.engagementscore = \$\d+::text::bigint and \(\(\(case /.source,
       ),
     )
+    // A score first: the page of records with a value, from the cursor's value down its index, then
+    // the page of those without.
+    assert.match(
+      whereOf(text),
+      /\n  and h\.engagementscore is not null\n  and h\.engagementscore <= \$\d+::text::bigint\n$/,
+    )
+    assert.match(text, /order by sort_0 desc, sort_1 asc nulls last, sort_2 asc nulls last, r\.external_id\n/)
+    assert.match(text, /\n  and h\.engagementscore is null\norder by sort_0 desc nulls last, sort_1 asc nulls last, /)
+    assert.match(text, /\)\nunion all\n\(select r\.\*, /)
     assert.match(
       whereOf(text),
       / end\) collate "C"\) is null and \(r\.created_at is null or r\.created_at > \$\d+::text::timestamptz/,

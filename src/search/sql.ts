@@ -228,6 +228,10 @@ const KEY_TEXT: Record<SortType, (v: string) => string> = {
 }
 const KEY_TYPES: Record<SortType, SqlType> = { ...SQL_TYPES, timestamp: 'timestamptz' }
 
+// The core scores are integer columns, compared as such (as filters compare them).
+const bindKey = (key: SortKey, value: string, ctx: Ctx) =>
+  ctx.bind(value, key.source === 'core' && key.type === 'number' ? 'bigint' : KEY_TYPES[key.type])
+
 // The records after the cursor's in the order: key by key, a greater value in the key's direction,
 // or (nulls last either way) a null after a value, or an equal one (null after null) and after on
 // the keys that follow; the external ID decides last.
@@ -236,11 +240,15 @@ function afterKeysSql(keys: readonly SortKey[], values: CursorValues, ctx: Ctx):
   return keys.reduceRight((rest, key, i) => {
     const [value, bound] = [keySql(key, ctx), values[i]]
     if (bound === null) return `(${value} is null and ${rest})`
-    // The core scores are integer columns, compared as such (as filters compare them).
-    const x = ctx.bind(bound, key.source === 'core' && key.type === 'number' ? 'bigint' : KEY_TYPES[key.type])
+    const x = bindKey(key, bound, ctx)
     return `(${value} is null or ${value} ${key.descending ? '<' : '>'} ${x} or (${value} = ${x} and ${rest}))`
   }, id)
 }
+
+// A first key that is a score column: the scores' index on (account_id, column) can walk the
+// records that have a value in the key's order, from the cursor's value on.
+const indexedFirst = (keys: readonly SortKey[]) =>
+  keys.length > 0 && keys[0].source === 'core' && (CORE_SQL.get(keys[0].name)?.startsWith('h.') ?? false)
 
 // One page of records in the sort's order, external ID last (alone when there is no sort); it asks
 // for limit + 1 rows so the caller can tell whether a next page exists. A sorted page's rows end
@@ -261,6 +269,33 @@ export function compileSearch(input: SearchInput): CompiledSearch {
     ...keys.map((k, i) => `${of(i)} ${k.descending ? 'desc' : 'asc'} nulls last`),
     'r.external_id',
   ]
+  const limit = ctx.bind(String(input.limit + 1), 'integer')
+  const sortColumns = keys.map((k, i) => `, ${keySql(k, ctx)} as sort_${i}`).join('')
+  const cut = (conditions: string[], orderBy: string[]) =>
+    [
+      `select r.*${sortColumns} from ${match.from}`,
+      `where ${[...where, ...conditions].join('\n  and ')}`,
+      `order by ${orderBy.join(', ')}`,
+      `limit ${limit}`,
+    ].join('\n')
+  let page = cut(
+    [],
+    order((i) => `sort_${i}`),
+  )
+  if (indexedFirst(keys)) {
+    // The records with a value come first, in the index's order (its own placement of nulls, as
+    // there are none): their page alone when it is full. Append runs its parts in turn, so the
+    // records without a value, and the scan that finds them, are reached only on the last pages.
+    const [first, value] = [keys[0], keySql(keys[0], ctx)]
+    const from =
+      after?.[0] == null ? [] : [`${value} ${first.descending ? '<=' : '>='} ${bindKey(first, after[0], ctx)}`]
+    const valued = order((i) => `sort_${i}`)
+    valued[0] = `sort_0 ${first.descending ? 'desc' : 'asc'}`
+    page = `(${cut([`${value} is not null`, ...from], valued)})\nunion all\n(${cut(
+      [`${value} is null`],
+      order((i) => `sort_${i}`),
+    )})\nlimit ${limit}`
+  }
   const cursor = `json_build_array(${[...keys.map((k, i) => KEY_TEXT[k.type](`r.sort_${i}`)), 'r.external_id']})`
   // The page is cut first, joining only what its conditions and keys read; the columns' joins come
   // after, so that the matches of a broad filter are not all joined before the sort and the limit.
@@ -268,10 +303,7 @@ export function compileSearch(input: SearchInput): CompiledSearch {
   const text = [
     `select ${input.json ? 'row_to_json(x)::text as json, r.service_id' : 'x.*'}`,
     ...(keys.length > 0 ? [`, ${cursor}::text as cursor`] : []),
-    `from (select r.*${keys.map((k, i) => `, ${keySql(k, ctx)} as sort_${i}`).join('')} from ${match.from}`,
-    `where ${where.join('\n  and ')}`,
-    `order by ${order((i) => `sort_${i}`).join(', ')}`,
-    `limit ${ctx.bind(String(input.limit + 1), 'integer')}`,
+    `from (${page}`,
     `) r ${[joins.scores, joins.customer].filter(Boolean).join(' ')}`,
     `cross join lateral (select ${columns.join(',\n  ')}) x`,
     `order by ${order((i) => `r.sort_${i}`).join(', ')}`,
