@@ -344,20 +344,33 @@ interface Shape {
   hand?: HandSort
 }
 
-// What one would write by hand for a sorted page of active customers: the key's expression, the
-// same columns as the service answers, and the keyset condition after a record of the page before.
+// What one would write by hand for a sorted page of active customers: the page's records cut first
+// by the key (with an index on the key, those with a value down the index and then, only if the page
+// is not full, those without), then the same columns as the service answers. `after` is the record
+// of the page before: its key's value and external ID.
 interface HandSort {
   key: string
   direction: 'asc' | 'desc'
+  indexed?: boolean
 }
-const handPage = ({ key, direction }: HandSort, accountId: number, after?: [string | null, string]) => {
+const handPage = ({ key, direction, indexed }: HandSort, accountId: number, after?: [string | null, string]) => {
+  const [before, beyond] = direction === 'desc' ? ['<', '<='] : ['>', '>=']
   const keyset =
     after === undefined
       ? ''
       : after[0] === null
         ? `and ${key} is null and c.external_id > $3`
-        : `and (${key} ${direction === 'desc' ? '<' : '>'} $2 or ${key} is null ` +
-          `or (${key} = $2 and c.external_id > $3))`
+        : `and (${key} ${before} $2 or ${key} is null or (${key} = $2 and c.external_id > $3))`
+  const cut = (where: string, order: string) => `
+    select c.service_id, ${key} as k from customers c
+      left join customer_scores h on h.account_id = c.account_id and h.customer_id = c.service_id
+    where c.account_id = $1 and not c.is_churned ${keyset} ${where}
+    order by ${order}, c.external_id limit 101`
+  const valued = after?.[0] == null ? '' : `and ${key} ${beyond} $2`
+  const page = indexed
+    ? `(${cut(`and ${key} is not null ${valued}`, `${key} ${direction}`)})
+      union all (${cut(`and ${key} is null`, 'c.external_id')}) limit 101`
+    : cut('', `${key} ${direction} nulls last`)
   const text = `
 select row_to_json(p)::text as json, p.service_id from (
   select c.external_id as id, c.service_id, c.name, h.fitscore, h.engagementscore, h.churn_risk, h.upsell_score,
@@ -369,10 +382,9 @@ select row_to_json(p)::text as json, p.service_id from (
     c.attributes || c.metrics as properties,
     to_char(c.created_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') as "createdAt",
     to_char(c.updated_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') as "updatedAt"
-  from customers c left join customer_scores h on h.account_id = c.account_id and h.customer_id = c.service_id
-  where c.account_id = $1 and not c.is_churned ${keyset}
-  order by ${key} ${direction} nulls last, c.external_id
-  limit 101
+  from (${page}) pg join customers c on c.account_id = $1 and c.service_id = pg.service_id
+    left join customer_scores h on h.account_id = c.account_id and h.customer_id = c.service_id
+  order by pg.k ${direction} nulls last, c.external_id
 ) p`
   return { text, params: [String(accountId), ...(after ?? [])] }
 }
@@ -430,7 +442,7 @@ const shapes = (contactsOf: string): Shape[] => [
   },
 ]
 const ENGAGEMENT_DESC: SortSpec = { propertyName: 'engagementscore', direction: 'desc' }
-const ENGAGEMENT: HandSort = { key: 'h.engagementscore', direction: 'desc' }
+const ENGAGEMENT: HandSort = { key: 'h.engagementscore', direction: 'desc', indexed: true }
 const DEEP_VS_FIRST = [
   ['no filter, deep page', 'no filter', '<= 2'],
   ['3 filters, deep page', '3 filters: country, plan, score', '<= 2'],
