@@ -115,7 +115,7 @@ export type SearchInput = Conditions & {
   // Up to MAX_SORT keys, ahead of the external ID that always ends the order.
   sort?: readonly SortSpec[]
   // Sorted searches: the page starts after this cursor (a previous page's `next`), which is sealed
-  // and opened with cursorKey.
+  // and opened with cursorKey; without the key a sorted page has no `next` and takes no cursor.
   afterCursor?: string
   cursorKey?: Uint8Array
   // One record by external ID (the single-record read endpoints).
@@ -147,7 +147,6 @@ interface Begun {
 // The sort keys, and the values of the cursor the page starts after (each problem in `errors`).
 function sortOf(input: SearchInput, defs: ReadonlyMap<string, PropertyDef>, errors: ErrorDetail[]) {
   const keys = resolveSort(input.entity, input.sort ?? [], defs, errors)
-  if (keys.length > 0 && !input.cursorKey) throw new Error('a sorted search needs SearchInput.cursorKey')
   if (keys.length > 0 && input.afterServiceId !== undefined) {
     errors.push({ path: '/after', message: 'under a sort, must be the string paging.next.after of the previous page' })
   }
@@ -308,9 +307,10 @@ export function compileSearch(input: SearchInput): CompiledSearch {
     `cross join lateral (select ${columns.join(',\n  ')}) x`,
     `order by ${order((i) => `r.sort_${i}`).join(', ')}`,
   ].join('\n')
-  if (keys.length === 0) return { text, params }
+  const key = input.cursorKey
+  if (keys.length === 0 || !key) return { text, params }
   const scope = cursorScope(input.accountId, input.entity, keys)
-  return { text, params, next: (last) => sealCursor(JSON.parse(last), input.cursorKey!, scope) }
+  return { text, params, next: (last) => sealCursor(JSON.parse(last), key, scope) }
 }
 
 // All the records the search matches, paging aside: their number (column `total`), or the
