@@ -6,8 +6,8 @@ import { connect, type Sql } from '../src/db/client.ts'
 import { migrate } from '../src/db/migrate.ts'
 import { freshDatabase } from './helpers/db.ts'
 
-// Tables that are not a tenant's: the tenants themselves, and the service's own bookkeeping.
-const GLOBAL = ['accounts', 'schema_migrations', 'worker_heartbeats']
+// Tables that are not a tenant's: the tenants themselves, and the service's own bookkeeping and keys.
+const GLOBAL = ['accounts', 'schema_migrations', 'worker_heartbeats', 'service_secrets']
 
 let db: Awaited<ReturnType<typeof freshDatabase>>
 let sql: Sql

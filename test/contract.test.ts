@@ -201,6 +201,11 @@ test('every operation answers as its published schema says', async () => {
   assert.equal(aggregated.body.fields[0].histogram.length, aggregated.body.fields[0].count > 1 ? 3 : 1)
   await call('aggregateCustomers', {}, { matrix: 'points', points: 1 })
   await call('aggregateCustomers', {}, {})
+  const sort = [{ propertyName: 'logins', direction: 'desc' }, { propertyName: 'createdAt' }]
+  const sorted = await call('searchCustomers', {}, { sort, limit: 1 })
+  assert.equal(typeof sorted.body.paging?.next?.after, 'string', 'a sorted page of two has a cursor')
+  const next = await call('searchCustomers', {}, { sort, limit: 1, after: sorted.body.paging.next.after })
+  assert.notEqual(next.body.results[0].id, sorted.body.results[0].id)
   await call('searchContacts', {}, { filters: [{ propertyName: 'customer_external_id', operator: 'EQ', value: 'c1' }] })
   await call('searchContacts', {}, { filters: [{ propertyName: 'upsell_score', operator: 'KNOWN' }] })
   const now = Date.now()

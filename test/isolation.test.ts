@@ -234,6 +234,10 @@ on('POST', '/api/v1/customers/search', async () => {
     [],
   )
   assert.deepEqual(await errorPaths(search(b, 'customers', { after: A.customer })), ['/after'])
+  // A's sorted cursor is sealed for A: B's same search refuses it.
+  const sort = [{ propertyName: 'name' }]
+  const cursor = (await status(200, search(a, 'customers', { sort, limit: 1 }))).body.paging.next.after
+  assert.deepEqual(await errorPaths(search(b, 'customers', { sort, limit: 1, after: cursor })), ['/after'])
 })
 
 on('POST', '/api/v1/customers/aggregate', async () => {

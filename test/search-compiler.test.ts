@@ -12,6 +12,7 @@ import {
 } from '../src/search/fields.ts'
 import { compileCount, compileSearch, type SearchInput } from '../src/search/sql.ts'
 import { matches, type SearchRecord } from '../src/search/evaluate.ts'
+import { cursorScope, openCursor, resolveSort, sealCursor } from '../src/search/sort.ts'
 
 const TODAY = '2026-11-21'
 
@@ -42,8 +43,10 @@ function pathsOf(over: Partial<SearchInput>): string[] {
   return errorsOf(over).map((e) => e.path)
 }
 
+// The page's conditions: from its where to its order.
 function whereOf(text: string): string {
-  return text.slice(text.indexOf('\nwhere '))
+  const where = text.indexOf('\nwhere ')
+  return text.slice(where, text.indexOf('\norder by', where) + 1)
 }
 
 describe('compileSearch rejects bad requests with paths', () => {
@@ -322,7 +325,8 @@ describe('compileSearch SQL', () => {
       plain,
       new RegExp(
         /\) r left join customer_scores h on h\.account_id = \$1::text::bigint /.source +
-          /and h\.customer_id = r\.service_id\norder by r\.external_id$/.source,
+          /and h\.customer_id = r\.service_id\ncross join lateral \(select r\.external_id as id,\n/.source +
+          /[^]*\) x\norder by r\.external_id$/.source,
       ),
     )
     const scored = compileSearch(
@@ -445,7 +449,7 @@ describe('compileSearch SQL', () => {
     const json = compileSearch(input({ limit: 5, json: true }))
     assert.equal(
       json.text,
-      `select row_to_json(p)::text as json, p.service_id from (\n${plain.text}\n) p order by p.id`,
+      plain.text.replace(/^select x\.\*\n/, 'select row_to_json(x)::text as json, r.service_id\n'),
     )
     assert.deepEqual(json.params, plain.params)
   })
@@ -848,5 +852,87 @@ describe('matches: negative operators are exact complements', () => {
         assert.notEqual(hit, miss)
       }),
     )
+  })
+})
+
+describe('compileSearch: sort', () => {
+  const key = Buffer.alloc(32, 1)
+  const sort = [
+    { propertyName: 'engagementscore', direction: 'desc' as const },
+    { propertyName: 'plan' },
+    { propertyName: 'createdAt' },
+  ]
+  const sorted = (over: Partial<SearchInput> = {}) => compileSearch(input({ sort, cursorKey: key, ...over }))
+
+  test('keys in order, nulls last, strings in byte order, the external ID last; the page joins what keys read', () => {
+    const { text } = sorted()
+    assert.match(text, /order by sort_0 desc nulls last, sort_1 asc nulls last, sort_2 asc nulls last, r\.external_id/)
+    const byPlan = compileSearch(input({ sort: sort.slice(1), cursorKey: key })).text
+    assert.match(byPlan, /order by sort_0 asc nulls last, sort_1 asc nulls last, r\.external_id\nlimit/)
+    assert.ok(!byPlan.includes('union all'))
+    assert.match(text, /from \(\(select r\.\*, h\.engagementscore as sort_0, \(\(case .* end\) collate "C"\) as sort_1/)
+    assert.match(text, /, r\.created_at as sort_2 from customers r left join customer_scores h /)
+    assert.match(text, /json_build_array\(r\.sort_0::text,r\.sort_1,to_char\(r\.sort_2 at time zone 'UTC', /)
+  })
+
+  test('a cursor becomes the keyset condition, key by key, a null value included', () => {
+    const keys = resolveSort('customer', sort, new Map(catalog.map((d) => [d.codename, d])), [])
+    const scope = cursorScope(7, 'customer', keys)
+    const cursor = sealCursor(['5', null, '2026-01-01T00:00:00.000001Z', 'c9'], key, scope)
+    assert.deepEqual(openCursor(cursor, key, scope, 3), ['5', null, '2026-01-01T00:00:00.000001Z', 'c9'])
+    const { text, params } = sorted({ afterCursor: cursor })
+    assert.match(
+      whereOf(text),
+      new RegExp(
+        /\(h\.engagementscore is null or h\.engagementscore < (\$\d+)::text::bigint or /.source +
+          /\(h\.engagementscore = \$\d+::text::bigint and \(\(\(case /.source,
+      ),
+    )
+    // A score first: the page of records with a value, from the cursor's value down its index, then
+    // the page of those without.
+    assert.match(
+      whereOf(text),
+      /\n  and h\.engagementscore is not null\n  and h\.engagementscore <= \$\d+::text::bigint\n$/,
+    )
+    assert.match(text, /order by sort_0 desc, sort_1 asc nulls last, sort_2 asc nulls last, r\.external_id\n/)
+    assert.match(text, /\n  and h\.engagementscore is null\norder by sort_0 desc nulls last, sort_1 asc nulls last, /)
+    assert.match(text, /\)\nunion all\n\(select r\.\*, /)
+    assert.match(
+      whereOf(text),
+      / end\) collate "C"\) is null and \(r\.created_at is null or r\.created_at > \$\d+::text::timestamptz/,
+    )
+    assert.match(whereOf(text), /r\.external_id > \$\d+::text\)\)\)\)/)
+    assert.ok(params.includes('5') && params.includes('c9'))
+  })
+
+  test("the next cursor seals the last row's values for this search only", () => {
+    const { next } = sorted()
+    const cursor = next!('["5",null,"2026-01-01T00:00:00.000001Z","c9"]')
+    assert.doesNotThrow(() => sorted({ afterCursor: cursor }))
+    const other = [
+      ['another account', { accountId: 8 }],
+      ['another entity', { entity: 'contact' as const, sort: sort.slice(0, 1) }],
+      ['another direction', { sort: [{ propertyName: 'engagementscore' }, ...sort.slice(1)] }],
+      ['another key', { cursorKey: Buffer.alloc(32, 2) }],
+      ['altered', { afterCursor: cursor.replace(/^./, (c) => (c === 'W' ? 'X' : 'W')) }],
+      ['not a cursor', { afterCursor: 'nope' }],
+    ] as const
+    for (const [what, over] of other) {
+      assert.deepEqual(pathsOf({ sort, cursorKey: key, afterCursor: cursor, ...over }), ['/after'], what)
+    }
+  })
+
+  test('refusals name their paths', () => {
+    const at = (s: unknown) => pathsOf({ sort: s as typeof sort, cursorKey: key })
+    assert.deepEqual(at([{ propertyName: 'tags' }, { propertyName: 'nope' }]), [
+      '/sort/0/propertyName',
+      '/sort/1/propertyName',
+    ])
+    assert.deepEqual(at([{ propertyName: 'name', direction: 'up' }]), ['/sort/0/direction'])
+    assert.deepEqual(at(Array(4).fill({ propertyName: 'name' })), ['/sort'])
+    assert.deepEqual(pathsOf({ entity: 'contact', sort: [{ propertyName: 'upsell_score' }], cursorKey: key }), [
+      '/sort/0/propertyName',
+    ])
+    assert.deepEqual(pathsOf({ sort, cursorKey: key, afterServiceId: 3 }), ['/after'])
   })
 })

@@ -1,7 +1,8 @@
 // The service against the plain in-memory evaluator (src/search/evaluate.ts) of the same rules:
-// one random dataset is uploaded, then random filter sets and where trees are run through HTTP,
-// paging with random page sizes, and each answer must be exactly the evaluator's matches in byte
-// order (and its exact count, when asked for, their number).
+// one random dataset is uploaded, then random filter sets and where trees, sorted or not, are run
+// through HTTP, paging with random page sizes, and each answer must be exactly the evaluator's
+// matches in its order (byte order of external IDs unsorted; and its exact count, when asked for,
+// their number).
 import { after, before, test } from 'node:test'
 import assert from 'node:assert/strict'
 import fc from 'fast-check'
@@ -21,8 +22,9 @@ import {
   MAX_DEPTH,
   MAX_LEAVES,
   type PropertyDef,
+  type SortSpec,
 } from '../src/search/fields.ts'
-import { matches, type SearchRecord } from '../src/search/evaluate.ts'
+import { matches, type SearchRecord, sortRecords } from '../src/search/evaluate.ts'
 
 const SEED = Number(process.env.SEARCH_PROPERTY_SEED ?? 20261121)
 const RUNS = Number(process.env.SEARCH_PROPERTY_RUNS ?? 80)
@@ -73,11 +75,28 @@ const contactArb = fc.record({
   ...scores,
 })
 
+// Few distinct timestamps, so that sorts on them meet ties; microseconds apart, as they can be.
+const timestamp = fc.constantFrom(
+  '2026-01-01T00:00:00.000001Z',
+  '2026-01-01T00:00:00.000002Z',
+  '2026-03-05T10:00:00.500000Z',
+  '2026-11-20T23:59:59.999999Z',
+)
+const stamps = fc.record({ created_at: timestamp, updated_at: timestamp })
+
 const idArb = fc.string({ minLength: 1, maxLength: 5 })
 const dataset = fc.sample(
   fc.record({
-    customers: fc.uniqueArray(fc.tuple(idArb, customerArb), { minLength: 50, maxLength: 50, selector: ([id]) => id }),
-    contacts: fc.uniqueArray(fc.tuple(idArb, contactArb), { minLength: 40, maxLength: 40, selector: ([id]) => id }),
+    customers: fc.uniqueArray(fc.tuple(idArb, customerArb, stamps), {
+      minLength: 50,
+      maxLength: 50,
+      selector: ([id]) => id,
+    }),
+    contacts: fc.uniqueArray(fc.tuple(idArb, contactArb, stamps), {
+      minLength: 40,
+      maxLength: 40,
+      selector: ([id]) => id,
+    }),
   }),
   { seed: SEED, numRuns: 1 },
 )[0]
@@ -85,8 +104,9 @@ const dataset = fc.sample(
 const compact = <T extends object>(o: T) => Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined))
 const storedOwner = (uploaded?: string) => USERS.find((u) => u.toLowerCase() === uploaded?.toLowerCase()) ?? null
 
-const customerRecords: SearchRecord[] = dataset.customers.map(([external_id, c]) => ({
+const customerRecords: SearchRecord[] = dataset.customers.map(([external_id, c, at]) => ({
   external_id,
+  ...at,
   name: c.name,
   is_churned: c.is_churned,
   fitscore: c.fitscore,
@@ -99,8 +119,9 @@ const customerRecords: SearchRecord[] = dataset.customers.map(([external_id, c])
   attributes: compact({ country: c.country, has_sso: c.has_sso, plan_started: c.plan_started }),
   metrics: compact({ ...c.older, ...(c.newer && compact(c.newer)) }),
 }))
-const contactRecords: SearchRecord[] = dataset.contacts.map(([external_id, k]) => ({
+const contactRecords: SearchRecord[] = dataset.contacts.map(([external_id, k, at]) => ({
   external_id,
+  ...at,
   name: k.name,
   engagementscore: k.engagementscore,
   engagementscore_difference: k.engagementscore_difference,
@@ -184,6 +205,13 @@ before(async () => {
         cross join unnest(x.tags) as wanted(title)
         join ${s.sql(table)} r on r.account_id = ${account.id} and r.external_id = x.external_id
         join tags t on t.account_id = ${account.id} and t.title = wanted.title`
+    // Last, as any write before may touch them.
+    const stamped = records.map(({ external_id, created_at, updated_at }) => ({ external_id, created_at, updated_at }))
+    await s.sql`
+      update ${s.sql(table)} r set created_at = x.created_at, updated_at = x.updated_at
+      from jsonb_to_recordset(${s.sql.json(stamped)})
+        as x(external_id text, created_at timestamptz, updated_at timestamptz)
+      where r.account_id = ${account.id} and r.external_id = x.external_id`
   }
   const defs = await s.sql`select entity, codename, kind, type from property_defs where account_id = ${account.id}`
   catalog = {
@@ -263,13 +291,32 @@ const conditionArb = (entity: Entity, depth = 0): fc.Arbitrary<Condition> => {
   )
 }
 
-const requestArb = (conditions: (entity: Entity) => fc.Arbitrary<Conditions>) =>
+// Every sortable field of each entity.
+const SORTABLE: Record<Entity, string[]> = {
+  customer: [
+    ...FIELDS.customer.map(([name]) => name).filter((name) => name !== 'owner' && name !== 'tags'),
+    'createdAt',
+    'updatedAt',
+  ],
+  contact: [...FIELDS.contact.map(([name]) => name).filter((name) => name !== 'tags'), 'createdAt', 'updatedAt'],
+}
+const sortArb = (entity: Entity) =>
+  fc.array(
+    fc.record(
+      { propertyName: fc.constantFrom(...SORTABLE[entity]), direction: fc.constantFrom('asc', 'desc') },
+      { requiredKeys: ['propertyName'] },
+    ),
+    { minLength: 1, maxLength: 3 },
+  )
+
+const requestArb = (conditions: (entity: Entity) => fc.Arbitrary<Conditions>, sorted = false) =>
   fc.constantFrom<Entity>('customer', 'contact').chain((entity) =>
     fc.record({
       entity: fc.constant(entity),
       conditions: conditions(entity),
       limit: fc.integer({ min: 3, max: 60 }),
       count: fc.boolean(),
+      sort: sorted ? sortArb(entity) : fc.constant(undefined as SortSpec[] | undefined),
     }),
   )
 
@@ -279,30 +326,34 @@ const RECORDS: Record<Entity, SearchRecord[]> = { customer: customerRecords, con
 // least must have an answer that is neither empty nor everything: the ones that tell conditions apart.
 const compare = async (arb: ReturnType<typeof requestArb>) => {
   let telling = 0
+  let reordered = 0
   await fc.assert(
-    fc.asyncProperty(arb, async ({ entity, conditions, limit, count }) => {
+    fc.asyncProperty(arb, async ({ entity, conditions, limit, count, sort }) => {
       const today = new Date().toISOString().slice(0, 10)
       let expected: string[]
       try {
-        expected = RECORDS[entity]
-          .filter((r) => matches(r, conditions, catalog[entity], today, entity))
-          .map((r) => r.external_id)
-          .sort(byteOrder)
+        const matching = RECORDS[entity].filter((r) => matches(r, conditions, catalog[entity], today, entity))
+        expected = sort
+          ? sortRecords(matching, sort, catalog[entity], entity).map((r) => r.external_id)
+          : matching.map((r) => r.external_id).sort(byteOrder)
       } catch (err) {
         if (!(err instanceof SearchError)) throw err
-        assert.equal((await search(account, `${entity}s`, conditions)).status, 400)
+        assert.equal((await search(account, `${entity}s`, { ...conditions, sort })).status, 400)
         return
       }
-      const pages = await allPages(account, `${entity}s`, { ...conditions, limit, ...(count && { count: 'exact' }) })
+      const body = { ...conditions, limit, sort, ...(count && { count: 'exact' }) }
+      const pages = await allPages(account, `${entity}s`, body)
       const got = pages.flatMap((p) => p.results.map((r: { id: string }) => r.id))
       assert.deepEqual(got, expected)
       assert.equal(pages.length, Math.max(1, Math.ceil(expected.length / limit)))
       for (const page of pages) assert.equal(page.total, count ? expected.length : undefined)
       if (expected.length > 0 && expected.length < RECORDS[entity].length) telling++
+      if (sort && got.join() !== [...got].sort(byteOrder).join()) reordered++
     }),
     { numRuns: RUNS, seed: SEED },
   )
   assert.ok(telling >= RUNS / 3, `only ${telling} of ${RUNS} runs had a partial answer`)
+  return reordered
 }
 
 test('random filter sets: the service answers exactly what the in-memory evaluator matches', async () => {
@@ -317,9 +368,63 @@ test('random where trees: the service answers exactly what the in-memory evaluat
   await compare(requestArb(trees))
 })
 
+test("random sorts: the service pages in exactly the in-memory evaluator's order", async () => {
+  const filters = (entity: Entity) => fc.array(filterArb(entity), { maxLength: 2 }).map((f) => ({ filters: f }))
+  const reordered = await compare(requestArb(filters, true))
+  assert.ok(reordered >= RUNS / 2, `only ${reordered} of ${RUNS} sorted runs were not in external-ID order`)
+})
+
 test('the dataset is varied enough for the comparison to mean something', async () => {
   const active = customerRecords.filter((r) => !r.is_churned).length
   assert.ok(active > 10 && active < customerRecords.length, `${active} active customers`)
   assert.equal((await allPages(account, 'customers', { limit: 1000 }))[0].results.length, active)
   assert.equal((await allPages(account, 'contacts', { limit: 1000 }))[0].results.length, contactRecords.length)
+})
+
+// Under every sort key in both directions, with new records written between pages: every record
+// that matched before the first page is on exactly one page, and no record is on two. New records
+// may land on a later page or before the cursor, so they are allowed but not required.
+test('paging under every sort returns each record exactly once, also while records are inserted', async () => {
+  const [anyCustomer] = await s.sql`select service_id from customers where account_id = ${account.id} limit 1`
+  let inserted = 0
+  const insert = async (entity: Entity) => {
+    const n = inserted++
+    const values = { name: `new ${n % 3}`, country: STRINGS[n % STRINGS.length], logins: NUMBERS[n % NUMBERS.length] }
+    if (entity === 'customer') {
+      await s.sql`insert into customers (account_id, external_id, name, attributes, metrics)
+        values (${account.id}, ${`new-${n}`}, ${values.name}, ${s.sql.json({ country: values.country })},
+          ${s.sql.json({ logins: values.logins })})`
+    } else {
+      await s.sql`insert into contacts (account_id, external_id, customer_id, name, attributes)
+        values (${account.id}, ${`new-${n}`}, ${anyCustomer.service_id}, ${values.name},
+          ${s.sql.json({ role: values.country })})`
+    }
+  }
+  for (const entity of ['customer', 'contact'] as const) {
+    const before = RECORDS[entity].filter((r) => !r.is_churned).map((r) => r.external_id)
+    for (const propertyName of SORTABLE[entity]) {
+      for (const direction of ['asc', 'desc']) {
+        const seen: string[] = []
+        for (let after: string | undefined; ; ) {
+          const res = await search(account, `${entity}s`, { sort: [{ propertyName, direction }], limit: 7, after })
+          assert.equal(res.status, 200, JSON.stringify(res.body))
+          seen.push(...res.body.results.map((r: { id: string }) => r.id))
+          if (!res.body.paging) break
+          after = res.body.paging.next.after
+          assert.equal(typeof after, 'string')
+          await insert(entity)
+        }
+        const where = `${entity} sort ${propertyName} ${direction}`
+        assert.equal(new Set(seen).size, seen.length, `${where}: a record on two pages`)
+        assert.deepEqual(
+          before.filter((id) => !seen.includes(id)),
+          [],
+          `${where}: records missing`,
+        )
+      }
+    }
+  }
+  assert.ok(inserted > 100, `${inserted} records inserted`)
+  await s.sql`delete from contacts where account_id = ${account.id} and external_id like 'new-%'`
+  await s.sql`delete from customers where account_id = ${account.id} and external_id like 'new-%'`
 })

@@ -897,6 +897,25 @@ describe('400s, each with the path of the fault', () => {
     ],
     ['count of an unknown kind', 'customers', { count: 'all' }, ['/count']],
     [
+      'sort on a contact-only field',
+      'customers',
+      { sort: [{ propertyName: 'customer_external_id' }] },
+      ['/sort/0/propertyName'],
+    ],
+    ['sort on a customer-only field', 'contacts', { sort: [{ propertyName: 'fitscore' }] }, ['/sort/0/propertyName']],
+    ['sort on an unknown field', 'customers', { sort: [{ propertyName: 'nope' }] }, ['/sort/0/propertyName']],
+    [
+      'sort on tags',
+      'contacts',
+      { sort: [{ propertyName: 'name' }, { propertyName: 'tags' }] },
+      ['/sort/1/propertyName'],
+    ],
+    ['more than 3 sort keys', 'customers', { sort: Array(4).fill({ propertyName: 'name' }) }, ['/sort']],
+    ['a bad sort direction', 'customers', { sort: [{ propertyName: 'name', direction: 'up' }] }, ['/sort/0/direction']],
+    ['an unknown key in a sort key', 'customers', { sort: [{ propertyName: 'name', dir: 'asc' }] }, ['/sort/0/dir']],
+    ['a service_id after under a sort', 'customers', { sort: [{ propertyName: 'name' }], after: 1 }, ['/after']],
+    ['a forged cursor', 'customers', { sort: [{ propertyName: 'name' }], after: 'WyJ4IiwieCJd.c2ln' }, ['/after']],
+    [
       'every fault at once',
       'customers',
       { filters: [f('nope', 'EQ', 'x'), f('logins', 'GT', 'x')], properties: ['nope'], after: 987654321 },
@@ -908,6 +927,31 @@ describe('400s, each with the path of the fault', () => {
       assert.deepEqual(pathsOf(await search(acme, entity, body)).sort(), [...paths].sort())
     })
   }
+
+  test("a sorted page's cursor works only unaltered, for its own sort, entity and account", async () => {
+    const sort = [{ propertyName: 'name', direction: 'desc' }]
+    const first = await search(acme, 'customers', { sort, limit: 1 })
+    const cursor: string = first.body.paging.next.after
+    const second = await search(acme, 'customers', { sort, limit: 1, after: cursor })
+    assert.equal(second.status, 200)
+    assert.notEqual(second.body.results[0].id, first.body.results[0].id)
+    const [body, signature] = cursor.split('.')
+    const values = JSON.parse(Buffer.from(body, 'base64url').toString())
+    const altered = Buffer.from(JSON.stringify(values.map((v: string | null) => v && `${v}~`))).toString('base64url')
+    for (const [what, after, other] of [
+      ['altered values', `${altered}.${signature}`, {}],
+      ['another sort', cursor, { sort: [{ propertyName: 'name' }] }],
+      ['another entity', cursor, { entity: 'contacts' }],
+    ] as const) {
+      const res = await search(acme, 'entity' in other ? other.entity : 'customers', {
+        sort: 'sort' in other ? other.sort : sort,
+        limit: 1,
+        after,
+      })
+      assert.equal(res.status, 400, what)
+      assert.deepEqual(pathsOf(res), ['/after'], what)
+    }
+  })
 
   test('customer-only fields on contact search', async () => {
     for (const field of ['fitscore', 'churn_risk', 'upsell_score', 'is_churned', 'owner']) {

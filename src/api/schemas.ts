@@ -97,8 +97,17 @@ const page = <S extends v.GenericSchema>(item: S) =>
   v.object({
     results: v.array(item),
     paging: describe(
-      v.optional(v.object({ next: v.object({ after: int }) })),
-      'Present when there is a next page: send `after` back to get it.',
+      v.optional(
+        v.object({
+          next: v.object({
+            after: describe(
+              v.union([int, v.string()]),
+              "The last record's service_id; under a sort, an opaque signed cursor of its sort values.",
+            ),
+          }),
+        }),
+      ),
+      'Present when there is a next page: send `after` back, as it came, with the same request to get it.',
     ),
     total: describe(v.optional(int), 'With `count`: how many records match, paging aside.'),
     total_is_estimate: describe(v.optional(v.literal(true)), 'With `count: "estimate"`: total is the planner\'s.'),

@@ -17,6 +17,8 @@ import {
   MAX_FILTERS,
   MAX_LEAVES,
   MAX_LIMIT,
+  MAX_SORT,
+  DIRECTIONS,
   NODE_KEYS,
   SearchError,
 } from '../search/fields.ts'
@@ -66,6 +68,22 @@ active customers unless a filter anywhere in the tree names is_churned.`.replace
 const COUNT = `"exact" adds total, the number of matching records (paging aside); "estimate" adds the query
 planner's estimate of it as total, with total_is_estimate: true, at no scan cost.`.replaceAll('\n', ' ')
 
+const SORT = `Up to ${MAX_SORT} keys, each {"propertyName", "direction": "asc" (the default) or "desc"}: a core
+field (the scores, last_seen, name, is_churned, customer_external_id for contacts, createdAt, updatedAt), a custom
+attribute or a metric (its value in the latest snapshot). Records without a value come last in either direction,
+and the external ID (in byte order) decides last. Under a sort, paging.next.after is an opaque string.`.replaceAll(
+  '\n',
+  ' ',
+)
+
+const SortKey = strict({
+  propertyName: v.string(),
+  direction: v.optional(v.picklist(DIRECTIONS, 'Must be "asc" or "desc".')),
+})
+
+const AFTER = `The next page: paging.next.after of the previous page, as it came (a record's service_id, or
+under a sort an opaque cursor, refused with a 400 when altered or from another search).`.replaceAll('\n', ' ')
+
 // What a body searches by, shared by the search, segment and aggregate bodies: shapes and ranges
 // here; codenames, operators and values against the account's catalog in the compiler, which
 // reports them with the same kind of paths.
@@ -92,7 +110,18 @@ const searchEntries = {
     ),
     100,
   ),
-  after: v.optional(v.pipe(v.number(), v.safeInteger('Must be the service_id of a record (paging.next.after).'))),
+  sort: v.optional(
+    v.pipe(v.array(SortKey), v.maxLength(MAX_SORT, `At most ${MAX_SORT} sort keys.`), v.description(SORT)),
+  ),
+  after: v.optional(
+    v.pipe(
+      v.union(
+        [v.pipe(v.number(), v.safeInteger()), v.pipe(v.string(), v.minLength(1), v.maxLength(4096))],
+        'Must be paging.next.after of the previous page.',
+      ),
+      v.description(AFTER),
+    ),
+  ),
 }
 // A strict body of these entries that holds filters or where, not both.
 const bothRefused = v.forward(
@@ -108,7 +137,23 @@ export const oneCondition = <E extends v.ObjectEntries & typeof conditions>(entr
   type Body = v.InferOutput<typeof body>
   return v.pipe(body, bothRefused as unknown as v.BaseValidation<Body, Body, v.BaseIssue<unknown>>)
 }
-export const SearchBody = oneCondition(searchEntries)
+// A cursor names its place in the order it was made for: a record's service_id without a sort,
+// the values of the sort keys under one.
+const afterFitsSort = v.forward(
+  v.partialCheck(
+    [['sort'], ['after']],
+    (b: { sort?: unknown[]; after?: unknown }) =>
+      b.after === undefined || (typeof b.after === 'string') === (b.sort !== undefined && b.sort.length > 0),
+    'Must be paging.next.after of the previous page: a number without sort, a string under a sort.',
+  ),
+  ['after'],
+)
+const searchBody = oneCondition(searchEntries)
+type Body = v.InferOutput<typeof searchBody>
+export const SearchBody = v.pipe(
+  searchBody,
+  afterFitsSort as unknown as v.BaseValidation<Body, Body, v.BaseIssue<unknown>>,
+)
 // A search body splits in two: what picks and orders the records, which a segment saves, and what
 // pages and shapes one answer, which a segment's member search sends.
 const { count: _count, properties, limit, after, ...rest } = searchEntries
@@ -129,7 +174,7 @@ const NO_CONTEXT = { catalog: [] as PropertyDef[], lookups: { users: new Map(), 
 // between requests: other processes may change any of it. A request on core fields alone needs
 // none of it and skips the round trip.
 export const searchContext = async (sql: Sql | Tx, accountId: number, entity: Entity, body: Partial<SearchBody>) => {
-  const needs = contextNeeds(entity, conditionsOf(body), body.properties)
+  const needs = contextNeeds(entity, conditionsOf(body), body.properties, body.sort)
   if (!needs.catalog && needs.emails.length === 0 && needs.titles.length === 0) return NO_CONTEXT
   const [row] = await sql`
     select
@@ -170,10 +215,13 @@ interface Total {
   total: number
   estimate: boolean
 }
-// The answer for a page of raw rows (bench/search's floor server sends the same bytes).
-export const pageBody = (rows: [Buffer, Buffer][], limit: number, count?: Total) => {
+// The answer for a page of raw rows (bench/search's floor server sends the same bytes). Under a
+// sort, `next` makes the cursor of the next page from the last row's `cursor` column.
+export const pageBody = (rows: Buffer[][], limit: number, count?: Total, next?: (cursor: string) => string) => {
   const results = rows.slice(0, limit)
-  const paging = rows.length > limit ? `,"paging":{"next":{"after":${results[results.length - 1][1]}}}` : ''
+  const last = results[results.length - 1]
+  const after = () => (next ? JSON.stringify(next(last[2].toString('utf8'))) : last[1])
+  const paging = rows.length > limit ? `,"paging":{"next":{"after":${after()}}}` : ''
   const total = count ? `,"total":${count.total}${count.estimate ? ',"total_is_estimate":true' : ''}` : ''
   const objects = results.flatMap(([json], i) => (i === 0 ? [json] : [COMMA, json]))
   return Buffer.concat([OPEN, ...objects, Buffer.from(`]${paging}${total}}`)])
@@ -189,12 +237,28 @@ const countOf = async (sql: Sql, input: SearchInput, count: 'exact' | 'estimate'
     : { total: row['QUERY PLAN'][0].Plan['Plan Rows'], estimate: true }
 }
 
-// What the compiler reads of a body, with its context (searchContext).
+// The key that seals sorted searches' cursors (sql/014_search_sort.sql): made once per database,
+// so that every serve process accepts the cursors of every other, and read once per pool, as it
+// never changes.
+const cursorKeys = new WeakMap<Sql, Promise<Buffer>>()
+const cursorKey = (sql: Sql) => {
+  let key = cursorKeys.get(sql)
+  if (!key) {
+    key = sql`select value from service_secrets where name = 'search_cursor'`.then(([row]) => row.value as Buffer)
+    key.catch(() => cursorKeys.delete(sql))
+    cursorKeys.set(sql, key)
+  }
+  return key
+}
+
+// What the compiler reads of a body, with its context (searchContext) and, under a sort, the key
+// of its cursors.
 export const searchInput = (
   accountId: number,
   entity: Entity,
   body: SearchBody,
   context: Awaited<ReturnType<typeof searchContext>>,
+  key?: Buffer,
 ): SearchInput => ({
   entity,
   accountId,
@@ -203,32 +267,39 @@ export const searchInput = (
   ...conditionsOf(body),
   properties: body.properties,
   limit: body.limit,
-  afterServiceId: body.after,
+  sort: body.sort,
+  afterServiceId: typeof body.after === 'number' ? body.after : undefined,
+  afterCursor: typeof body.after === 'string' ? body.after : undefined,
+  cursorKey: key,
   json: true,
   today: today(),
 })
 
 // A page of the search, as the bytes of the answer.
 export const searchPage = async (app: App, accountId: number, entity: Entity, body: SearchBody) => {
-  const context = await searchContext(app.sql, accountId, entity, body)
-  const input = searchInput(accountId, entity, body, context)
+  const sorted = body.sort !== undefined && body.sort.length > 0
+  const [context, key] = await Promise.all([
+    searchContext(app.sql, accountId, entity, body),
+    sorted ? cursorKey(app.sql) : undefined,
+  ])
+  const input = searchInput(accountId, entity, body, context, key)
   let query: ReturnType<typeof compileSearch>
   try {
     query = compileSearch(input)
   } catch (err) {
     if (!(err instanceof SearchError)) throw err
     return refuse(400, 'The search request is invalid.', [
-      ...(await afterError(app.sql, accountId, entity, body.after)),
+      ...(await afterError(app.sql, accountId, entity, input.afterServiceId)),
       ...err.errors,
     ])
   }
   const [rows, total] = await Promise.all([
-    app.sql.unsafe(query.text, query.params as string[]).raw() as unknown as Promise<[Buffer, Buffer][]>,
+    app.sql.unsafe(query.text, query.params as string[]).raw() as unknown as Promise<Buffer[][]>,
     body.count && countOf(app.sql, input, body.count),
   ])
   if (rows.length === 0) {
-    const errors = await afterError(app.sql, accountId, entity, body.after)
+    const errors = await afterError(app.sql, accountId, entity, input.afterServiceId)
     if (errors.length > 0) refuse(400, 'The search request is invalid.', errors)
   }
-  return pageBody(rows, body.limit, total)
+  return pageBody(rows, body.limit, total, query.next)
 }

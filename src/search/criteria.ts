@@ -6,6 +6,7 @@ import {
   ALLOWED_OPERATORS,
   type Condition,
   type Conditions,
+  CONTACT_ONLY_FIELDS,
   CORE_FIELDS,
   CUSTOMER_ONLY_FIELDS,
   type Criterion,
@@ -24,6 +25,8 @@ import {
   type PropertyDef,
   type Scalar,
   SearchError,
+  type SortSpec,
+  TIMESTAMP_FIELDS,
   type Tree,
   type ValueType,
   valueTypeOf,
@@ -60,6 +63,7 @@ export type Defs = ReadonlyMap<string, PropertyDef>
 // A field by name, or why there is none.
 export function lookupField(entity: Entity, name: string, catalog: Defs): Field | string {
   if (entity === 'contact' && CUSTOMER_ONLY_FIELDS.has(name)) return `${name} is a customer-only field`
+  if (entity === 'customer' && CONTACT_ONLY_FIELDS.has(name)) return `${name} is a contact-only field`
   // Core fields win over custom codenames of the same name.
   const core = CORE_FIELDS[entity].get(name)
   if (core) return { source: 'core', name, type: core }
@@ -214,7 +218,8 @@ export interface Lookups {
 }
 
 export interface ContextNeeds {
-  // The request names a custom property (a filter on anything but a core field, or `properties`).
+  // The request names a custom property (a filter or sort key on anything but a core field, or
+  // `properties`).
   catalog: boolean
   // The owner and tags operands to look up.
   emails: string[]
@@ -228,6 +233,7 @@ export function contextNeeds(
   entity: Entity,
   { filters = [], where }: Conditions,
   properties?: readonly string[],
+  sort: readonly SortSpec[] = [],
 ): ContextNeeds {
   const leaves = where ? leavesOf(where) : filters
   // A string Postgres cannot hold is not sent to it; the compiler rejects it as a value anyway.
@@ -243,7 +249,11 @@ export function contextNeeds(
     ),
   ]
   return {
-    catalog: properties !== undefined || leaves.some((f) => !CORE_FIELDS[entity].has(f.propertyName)),
+    catalog:
+      properties !== undefined ||
+      [...leaves, ...sort].some(
+        (f) => !CORE_FIELDS[entity].has(f.propertyName) && !TIMESTAMP_FIELDS.has(f.propertyName),
+      ),
     emails: entity === 'customer' ? operands('owner') : [],
     titles: operands('tags'),
   }

@@ -4,15 +4,19 @@
 
 import { dayNumber, isDate } from '../dates.ts'
 import { searchTree } from './criteria.ts'
+import { resolveSort, type SortKey } from './sort.ts'
 import {
   type Conditions,
   type Criterion,
   type Entity,
+  type ErrorDetail,
   type Field,
   isNode,
   type PositiveOp,
   type PropertyDef,
   type Scalar,
+  SearchError,
+  type SortSpec,
   type Tree,
   type ValueType,
   valueTypeOf,
@@ -34,6 +38,9 @@ export interface SearchRecord {
   customer_external_id?: string | null
   attributes?: Readonly<Record<string, unknown>>
   metrics?: Readonly<Record<string, unknown>>
+  // ISO 8601 in UTC with microseconds, so that text order is time order.
+  created_at?: string
+  updated_at?: string
 }
 
 type Value = Scalar | null
@@ -125,4 +132,43 @@ export function matches(
   entity: Entity,
 ): boolean {
   return holds(record, searchTree(entity, conditions, catalog), today)
+}
+
+const byteOrder = (a: string, b: string) => Buffer.compare(Buffer.from(a), Buffer.from(b))
+
+function keyValue(record: SearchRecord, key: SortKey): Value {
+  if (key.type === 'timestamp') return (key.name === 'createdAt' ? record.created_at : record.updated_at) ?? null
+  return fieldValue(record, { source: key.source, name: key.name, type: key.type } as Field)
+}
+
+// Values of one key, never null: strings by their bytes, dates as their text, false before true.
+function compareValues(a: Scalar, b: Scalar): number {
+  if (typeof a === 'string') return byteOrder(a, String(b))
+  return Number(a) - Number(b)
+}
+
+// Same order as compileSearch's under `sort`: key by key, records without a value last in either
+// direction, then the external ID. Throws SearchError for keys the compiler would reject.
+export function sortRecords(
+  records: readonly SearchRecord[],
+  sort: readonly SortSpec[],
+  catalog: readonly PropertyDef[],
+  entity: Entity,
+): SearchRecord[] {
+  const errors: ErrorDetail[] = []
+  const keys = resolveSort(entity, sort, new Map(catalog.map((d) => [d.codename, d])), errors)
+  if (errors.length > 0) throw new SearchError(errors)
+  const compare = (a: SearchRecord, b: SearchRecord) => {
+    for (const key of keys) {
+      const [x, y] = [keyValue(a, key), keyValue(b, key)]
+      if (x === null || y === null) {
+        if (x !== y) return x === null ? 1 : -1
+        continue
+      }
+      const order = compareValues(x, y) * (key.descending ? -1 : 1)
+      if (order !== 0) return order
+    }
+    return byteOrder(a.external_id, b.external_id)
+  }
+  return [...records].sort(compare)
 }

@@ -16,6 +16,19 @@ export interface Filter {
   values?: string[]
 }
 
+export const DIRECTIONS = ['asc', 'desc'] as const
+
+export interface SortSpec {
+  propertyName: string
+  direction?: (typeof DIRECTIONS)[number]
+}
+
+// Sortable, not filterable: the record's own timestamps, by the names they have in its JSON.
+export const TIMESTAMP_FIELDS: ReadonlyMap<string, string> = new Map([
+  ['createdAt', 'created_at'],
+  ['updatedAt', 'updated_at'],
+])
+
 // A boolean tree whose leaves are filters (as sent) or criteria (validated). A node is an object
 // with a single key that names it.
 export type Node<Leaf> = { and: readonly Tree<Leaf>[] } | { or: readonly Tree<Leaf>[] } | { not: Tree<Leaf> }
@@ -57,6 +70,7 @@ export const MAX_FILTERS = 10
 export const MAX_DEPTH = 4
 export const MAX_LEAVES = 50
 export const MAX_LIMIT = 1000
+export const MAX_SORT = 3
 // Keeps `today - N` inside Postgres' date range, so a huge N is a 400 instead of a SQL error.
 export const MAX_DAYS = 1_000_000
 
@@ -122,6 +136,7 @@ export const CUSTOMER_ONLY_FIELDS: ReadonlySet<string> = new Set([
   'is_churned',
   'owner',
 ])
+export const CONTACT_ONLY_FIELDS: ReadonlySet<string> = new Set(['customer_external_id'])
 
 // Negative operators are stored as their positive base plus `negated`, so the SQL and the
 // in-memory evaluator both derive NEQ/NLIKE/NIN/UNKNOWN as exact complements from one rule.

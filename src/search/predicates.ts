@@ -7,7 +7,16 @@ import type { Lookups } from './criteria.ts'
 import type { Criterion, Entity, Field, PositiveOp, Scalar, Tree, ValueType } from './fields.ts'
 import { isNode, valueTypeOf } from './fields.ts'
 
-export type SqlType = 'text' | 'numeric' | 'boolean' | 'date' | 'integer' | 'bigint' | 'bigint[]' | 'jsonb'
+export type SqlType =
+  | 'text'
+  | 'numeric'
+  | 'boolean'
+  | 'date'
+  | 'timestamptz'
+  | 'integer'
+  | 'bigint'
+  | 'bigint[]'
+  | 'jsonb'
 
 export interface Ctx {
   // Appends a parameter and returns its typed placeholder, e.g. `$3::text::numeric`.
@@ -18,7 +27,12 @@ export interface Ctx {
   lookups: Partial<Lookups>
 }
 
-const SQL_TYPES: Record<ValueType, SqlType> = { string: 'text', number: 'numeric', boolean: 'boolean', date: 'date' }
+export const SQL_TYPES: Record<ValueType, SqlType> = {
+  string: 'text',
+  number: 'numeric',
+  boolean: 'boolean',
+  date: 'date',
+}
 
 // Canonical text of a parsed operand; numbers go through String() so Postgres compares the same
 // double the in-memory evaluator sees.

@@ -15,9 +15,20 @@ import {
   MAX_LIMIT,
   type PropertyDef,
   SearchError,
+  type SortSpec,
+  TIMESTAMP_FIELDS,
   type Tree,
 } from './fields.ts'
-import { CORE_SQL, type Ctx, type SqlType, tagLinksSql, treeSql } from './predicates.ts'
+import { CORE_SQL, type Ctx, fieldSql, SQL_TYPES, type SqlType, tagLinksSql, treeSql } from './predicates.ts'
+import {
+  type CursorValues,
+  cursorScope,
+  openCursor,
+  resolveSort,
+  type SortKey,
+  type SortType,
+  sealCursor,
+} from './sort.ts'
 
 function isoTimestamp(column: string): string {
   return `to_char(${column} at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`
@@ -107,8 +118,14 @@ export type SearchInput = MatchInput & {
   properties?: readonly string[]
   limit: number
   // The page starts after this record (of the searched entity, in the account); when there is no
-  // such record the page is empty, and the caller tells why.
+  // such record the page is empty, and the caller tells why. Unsorted searches only.
   afterServiceId?: number
+  // Up to MAX_SORT keys, ahead of the external ID that always ends the order.
+  sort?: readonly SortSpec[]
+  // Sorted searches: the page starts after this cursor (a previous page's `next`), which is sealed
+  // and opened with cursorKey; without the key a sorted page has no `next` and takes no cursor.
+  afterCursor?: string
+  cursorKey?: Uint8Array
   // One record by external ID (the single-record read endpoints).
   externalId?: string
   // Each record as one JSON text rendered by Postgres (column `json`, beside `service_id`), so that
@@ -119,19 +136,47 @@ export type SearchInput = MatchInput & {
 export interface CompiledSearch {
   text: string
   params: unknown[]
+  // Sorted searches: the text of a row's `cursor` column as the cursor of the page after that row.
+  next?: (cursor: string) => string
 }
 
-// The input's condition, validated (or a SearchError with every problem of the input, after the
-// caller's own `errors`), and a context that binds the parameters of one statement.
-function begin(
-  input: MatchInput & { limit?: number; properties?: readonly string[] },
-  errors: ErrorDetail[] = [],
-): { tree: Tree<Criterion>; ctx: Ctx; params: string[] } {
+interface Begun {
+  tree: Tree<Criterion>
+  keys: SortKey[]
+  after?: CursorValues
+  ctx: Ctx
+  params: string[]
+}
+
+// What begin reads: a match, and what a page adds to it.
+type BeginInput = MatchInput &
+  Partial<Pick<SearchInput, 'limit' | 'properties' | 'sort' | 'afterServiceId' | 'afterCursor' | 'cursorKey'>>
+
+// The sort keys, and the values of the cursor the page starts after (each problem in `errors`).
+function sortOf(input: BeginInput, defs: ReadonlyMap<string, PropertyDef>, errors: ErrorDetail[]) {
+  const keys = resolveSort(input.entity, input.sort ?? [], defs, errors)
+  if (keys.length > 0 && input.afterServiceId !== undefined) {
+    errors.push({ path: '/after', message: 'under a sort, must be the string paging.next.after of the previous page' })
+  }
+  if (input.afterCursor === undefined || errors.length > 0) return { keys }
+  const scope = cursorScope(input.accountId, input.entity, keys)
+  const after = input.cursorKey && openCursor(input.afterCursor, input.cursorKey, scope, keys.length)
+  if (!after) {
+    const message = 'is not a cursor of this search: send paging.next.after of the previous page, with the same sort'
+    errors.push({ path: '/after', message })
+  }
+  return { keys, after }
+}
+
+// The input's condition and sort, validated (or a SearchError with every problem of the input,
+// after the caller's own `errors`), and a context that binds the parameters of one statement.
+function begin(input: BeginInput, errors: ErrorDetail[] = []): Begun {
   const { limit } = input
   if (limit !== undefined && (!Number.isInteger(limit) || limit < 1 || limit > MAX_LIMIT)) {
     errors.push({ path: '/limit', message: `must be an integer from 1 to ${MAX_LIMIT}` })
   }
   const tree = collectTree(input.entity, input, input.catalog, errors)
+  const { keys, after } = sortOf(input, new Map(input.catalog.map((d) => [d.codename, d])), errors)
   if (input.properties) checkProperties(input.properties, input.catalog, errors)
   if (errors.length > 0) throw new SearchError(errors)
 
@@ -152,15 +197,19 @@ function begin(
     entity: input.entity,
     lookups: input.lookups ?? {},
   }
-  return { tree, ctx, params }
+  return { tree, keys, after, ctx, params }
 }
 
 // Top-level ANDs as separate conditions, so that the interface's filters compile one condition each.
 const conjuncts = (t: Tree<Criterion>): Tree<Criterion>[] => (isNode(t) && 'and' in t ? t.and.flatMap(conjuncts) : [t])
 
 // The account's records `r` that the condition matches: the table with the joins the condition
-// (and the statement's own `fields`) read, and the conditions, to be ANDed.
-function matchSql(ctx: Ctx, tree: Tree<Criterion>, fields: readonly Field[] = []): { from: string; where: string[] } {
+// (and the sort keys or the statement's own `fields`) read, and the conditions, to be ANDed.
+function matchSql(
+  ctx: Ctx,
+  tree: Tree<Criterion>,
+  fields: readonly Pick<Field, 'source' | 'name'>[] = [],
+): { from: string; where: string[] } {
   const joins = joinsSql(ctx)
   const read = [...leavesOf(tree).map((c) => c.field), ...fields]
   const reads = (alias: string) =>
@@ -172,35 +221,108 @@ function matchSql(ctx: Ctx, tree: Tree<Criterion>, fields: readonly Field[] = []
   }
 }
 
-// One page of records ordered by external ID; it asks for limit + 1 rows so the caller can tell
-// whether a next page exists.
+// A sort key's value for the record `r` (its scores `h`, a contact's customer `oc`). Strings order
+// by their bytes, as external IDs do.
+function keySql(key: SortKey, ctx: Ctx): string {
+  if (key.type === 'timestamp') return `r.${TIMESTAMP_FIELDS.get(key.name)}`
+  const value = fieldSql({ source: key.source, name: key.name, type: key.type } as Field, ctx)
+  return key.type === 'string' ? `(${value} collate "C")` : value
+}
+
+// A key's value as the cursor carries it: text that casts back to the same value.
+const KEY_TEXT: Record<SortType, (v: string) => string> = {
+  timestamp: (v) => `to_char(${v} at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')`,
+  date: (v) => `to_char(${v}, 'YYYY-MM-DD')`,
+  number: (v) => `${v}::text`,
+  boolean: (v) => `${v}::text`,
+  string: (v) => v,
+}
+const KEY_TYPES: Record<SortType, SqlType> = { ...SQL_TYPES, timestamp: 'timestamptz' }
+
+// The core scores are integer columns, compared as such (as filters compare them).
+const bindKey = (key: SortKey, value: string, ctx: Ctx) =>
+  ctx.bind(value, key.source === 'core' && key.type === 'number' ? 'bigint' : KEY_TYPES[key.type])
+
+// The records after the cursor's in the order: key by key, a greater value in the key's direction,
+// or (nulls last either way) a null after a value, or an equal one (null after null) and after on
+// the keys that follow; the external ID decides last.
+function afterKeysSql(keys: readonly SortKey[], values: CursorValues, ctx: Ctx): string {
+  const id = `r.external_id > ${ctx.bind(values[keys.length]!, 'text')}`
+  return keys.reduceRight((rest, key, i) => {
+    const [value, bound] = [keySql(key, ctx), values[i]]
+    if (bound === null) return `(${value} is null and ${rest})`
+    const x = bindKey(key, bound, ctx)
+    return `(${value} is null or ${value} ${key.descending ? '<' : '>'} ${x} or (${value} = ${x} and ${rest}))`
+  }, id)
+}
+
+// A first key that is a score column: the scores' index on (account_id, column) can walk the
+// records that have a value in the key's order, from the cursor's value on.
+const indexedFirst = (keys: readonly SortKey[]) =>
+  keys.length > 0 && keys[0].source === 'core' && (CORE_SQL.get(keys[0].name)?.startsWith('h.') ?? false)
+
+// One page of records in the sort's order, external ID last (alone when there is no sort); it asks
+// for limit + 1 rows so the caller can tell whether a next page exists. A sorted page's rows end
+// with `cursor`, the text of its keys' values and its external ID.
 export function compileSearch(input: SearchInput): CompiledSearch {
-  const { tree, ctx, params } = begin(input)
+  const { tree, keys, after, ctx, params } = begin(input)
   const columns = columnsSql(ctx, propertiesSql(input.properties, ctx))
-  const match = matchSql(ctx, tree)
+  const match = matchSql(ctx, tree, keys)
   const where = [
     ...match.where,
     ...(input.afterServiceId === undefined
       ? []
       : [`r.external_id > (${afterSql(ctx, ctx.bind(String(input.afterServiceId), 'bigint'))})`]),
+    ...(after ? [afterKeysSql(keys, after, ctx)] : []),
     ...(input.externalId === undefined ? [] : [`r.external_id = ${ctx.bind(input.externalId, 'text')}`]),
   ]
-  // The page is cut first, joining only what its conditions read; the columns' joins come after, so
-  // that the matches of a broad filter are not all joined before the sort and the limit.
+  const order = (of: (i: number) => string) => [
+    ...keys.map((k, i) => `${of(i)} ${k.descending ? 'desc' : 'asc'} nulls last`),
+    'r.external_id',
+  ]
+  const limit = ctx.bind(String(input.limit + 1), 'integer')
+  const sortColumns = keys.map((k, i) => `, ${keySql(k, ctx)} as sort_${i}`).join('')
+  const cut = (conditions: string[], orderBy: string[]) =>
+    [
+      `select r.*${sortColumns} from ${match.from}`,
+      `where ${[...where, ...conditions].join('\n  and ')}`,
+      `order by ${orderBy.join(', ')}`,
+      `limit ${limit}`,
+    ].join('\n')
+  let page = cut(
+    [],
+    order((i) => `sort_${i}`),
+  )
+  if (indexedFirst(keys)) {
+    // The records with a value come first, in the index's order (its own placement of nulls, as
+    // there are none): their page alone when it is full. Append runs its parts in turn, so the
+    // records without a value, and the scan that finds them, are reached only on the last pages.
+    const [first, value] = [keys[0], keySql(keys[0], ctx)]
+    const from =
+      after?.[0] == null ? [] : [`${value} ${first.descending ? '<=' : '>='} ${bindKey(first, after[0], ctx)}`]
+    const valued = order((i) => `sort_${i}`)
+    valued[0] = `sort_0 ${first.descending ? 'desc' : 'asc'}`
+    page = `(${cut([`${value} is not null`, ...from], valued)})\nunion all\n(${cut(
+      [`${value} is null`],
+      order((i) => `sort_${i}`),
+    )})\nlimit ${limit}`
+  }
+  const cursor = `json_build_array(${[...keys.map((k, i) => KEY_TEXT[k.type](`r.sort_${i}`)), 'r.external_id']})`
+  // The page is cut first, joining only what its conditions and keys read; the columns' joins come
+  // after, so that the matches of a broad filter are not all joined before the sort and the limit.
   const joins = joinsSql(ctx)
-  const page = [
-    `select ${columns.join(',\n  ')}`,
-    `from (select r.* from ${match.from}`,
-    `where ${where.join('\n  and ')}`,
-    'order by r.external_id',
-    `limit ${ctx.bind(String(input.limit + 1), 'integer')}`,
+  const text = [
+    `select ${input.json ? 'row_to_json(x)::text as json, r.service_id' : 'x.*'}`,
+    ...(keys.length > 0 ? [`, ${cursor}::text as cursor`] : []),
+    `from (${page}`,
     `) r ${[joins.scores, joins.customer].filter(Boolean).join(' ')}`,
-    'order by r.external_id',
+    `cross join lateral (select ${columns.join(',\n  ')}) x`,
+    `order by ${order((i) => `r.sort_${i}`).join(', ')}`,
   ].join('\n')
-  const text = input.json
-    ? `select row_to_json(p)::text as json, p.service_id from (\n${page}\n) p order by p.id`
-    : page
-  return { text, params }
+  const key = input.cursorKey
+  if (keys.length === 0 || !key) return { text, params }
+  const scope = cursorScope(input.accountId, input.entity, keys)
+  return { text, params, next: (last) => sealCursor(JSON.parse(last), key, scope) }
 }
 
 // All the records the search matches, paging aside: their number (column `total`), or the

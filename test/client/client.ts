@@ -55,7 +55,7 @@ export const run = async (baseUrl: string, serviceKey: string, adminToken: strin
 
   // The body type names exactly the keys the service takes; a typo sent anyway gets a 400.
   type SearchBody = NonNullable<paths['/api/v1/customers/search']['post']['requestBody']>['content']['application/json']
-  typed<Same<keyof SearchBody, 'filters' | 'where' | 'properties' | 'limit' | 'after' | 'count'>>()
+  typed<Same<keyof SearchBody, 'filters' | 'where' | 'properties' | 'limit' | 'after' | 'count' | 'sort'>>()
   const typo = await api.POST('/api/v1/customers/search', { body: { filter: [] } as never })
 
   const hook = await admin.POST('/admin/v1/accounts/{id}/webhooks', {
