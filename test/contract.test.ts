@@ -107,6 +107,7 @@ test('every operation answers as its published schema says', async () => {
   await call('getConsoleScript')
   await call('getConsoleStyle')
   await call('getAccount', { id })
+  await call('listAccounts')
   await call('updateAccount', { id }, { name: 'Acme Two' })
   await call('setTracking', { id }, { domains: ['acme.test'] })
   const account = await call('createAccount', {}, { name: 'Other' })
@@ -223,6 +224,9 @@ test('every operation answers as its published schema says', async () => {
   await call('setCustomerTags', { id, external_id: 'c1' }, { titles: ['VIP'] })
   await call('setContactTags', { id, external_id: 'p1' }, { titles: ['VIP'] })
   await call('getCustomer', { external_id: 'c1' })
+  const model = (await call('getScoring', { id })).body
+  await call('previewScoring', { id }, { model, external_id: 'c1' })
+  await call('previewScoring', { id }, { model, external_id: 'nobody' })
 
   const [delivery] = await settled(s, a, hook.body.id, 3)
   await call('listDeliveries', { id, webhook_id: hook.body.id }, undefined, '?limit=2')
