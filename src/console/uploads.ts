@@ -52,6 +52,7 @@ const AccountUploads = ({ token, account }: { token: string; account: number }) 
   const list = useData(() => admin<Upload[]>(token, 'GET', `/${account}/uploads`), [token, account])
   usePolling(list.data, list.reload)
   return html`${list.error && html`<p role="alert" class="error">${list.error}</p>`}
+    <div class="actions"><button type="button" onClick=${list.reload}>Refresh uploads</button></div>
     <p aria-live="polite" id="uploads-state">
       ${!list.data ? 'Loading…' : `${list.data.length} uploads${list.data.some(busy) ? ', refreshing while processing' : ''}`}
     </p>
