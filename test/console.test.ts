@@ -548,6 +548,22 @@ test('webhooks: subscribe with the secret shown once, a delivery in the log, red
     await page.getByRole('button', { name: 'Refresh deliveries' }).click()
     await row.and(page.locator('[data-status="delivered"][data-attempts="2"]')).waitFor()
 
+    // Disabled, its deliveries wait; enabled again, the held one goes out.
+    await page.getByRole('button', { name: `Disable webhook ${hook.id}` }).click()
+    await page.locator(`tr[data-webhook="${hook.id}"]`).getByText('disabled').waitFor()
+    assert.equal((await s.admin('GET', `/accounts/${hooked.id}/webhooks`)).body[0].active, false)
+    const held = await hooked.api('/api/v1/customers', { customers: [{ external_id: 'h2', name: 'Held' }] })
+    await waitForUpload(hooked.api, held.body.upload_id, 60_000)
+    await eventually(async () => (await deliveries()).body.length === 2, 'the held delivery recorded')
+    assert.equal((await deliveries()).body[0].status, 'pending')
+    await page.getByRole('button', { name: `Enable webhook ${hook.id}` }).click()
+    await page.locator(`tr[data-webhook="${hook.id}"]`).getByText('enabled').waitFor()
+    await receiver.waitFor(3)
+    assert.deepEqual(
+      receiver.requests[2].json.data.customers.map((c: { external_id: string }) => c.external_id),
+      ['h2'],
+    )
+
     await page.getByRole('button', { name: `Remove webhook ${hook.id}` }).click()
     await page.getByText('No subscriptions.').waitFor()
     assert.deepEqual((await s.admin('GET', `/accounts/${hooked.id}/webhooks`)).body, [])

@@ -127,6 +127,7 @@ test('every operation answers as its published schema says', async () => {
   const hook = await call('addWebhook', { id }, { url: r.url, events: ['customer.created'] })
   await call('listWebhooks', { id })
   await call('rotateSecret', { id, webhook_id: hook.body.id })
+  await call('disableWebhook', { id, webhook_id: hook.body.id })
   await call('enableWebhook', { id, webhook_id: hook.body.id })
   await call('listEventTypes')
   await call('setScoreAlerts', { id }, { churn_risk: { thresholds: [70] }, engagementscore: { delta: 10 } })

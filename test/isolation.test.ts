@@ -460,6 +460,10 @@ on('POST', `${ACC}/:id/webhooks/:webhook_id/rotate-secret`, async (r) => {
   await status(404, inB(r))
 })
 
+on('POST', `${ACC}/:id/webhooks/:webhook_id/disable`, async (r) => {
+  await status(404, inB(r))
+})
+
 on('POST', `${ACC}/:id/webhooks/:webhook_id/enable`, async (r) => {
   await status(404, inB(r))
 })

@@ -19,15 +19,21 @@ export const PreviewBody = strict({
 })
 
 // The model is checked against the account's properties: a rule on an undefined codename, or of
-// a form that does not fit the property's type, is refused with its path. It is stored together
-// with the jobs that rescore the account under it.
-export const putScoringModel = async (sql: Sql, accountId: number, model: Model) => {
+// a form that does not fit the property's type, is refused with its path (below `at`, where the
+// model sits in the request body). Resolves to the account's customer properties.
+const checkModel = async (sql: Sql, accountId: number, model: Model, at = '') => {
   const catalogs = {
     customer: await readCatalog(sql, accountId, 'customer'),
     contact: await readCatalog(sql, accountId, 'contact'),
   }
-  const problems = checkModelAgainstProperties(model, catalogs)
+  const problems = checkModelAgainstProperties(model, catalogs).map((p) => ({ ...p, path: at + p.path }))
   if (problems.length) refuse(400, "The scoring model does not fit the account's properties.", problems)
+  return catalogs.customer
+}
+
+// A checked model is stored together with the jobs that rescore the account under it.
+export const putScoringModel = async (sql: Sql, accountId: number, model: Model) => {
+  await checkModel(sql, accountId, model)
   await sql.begin(async (tx) => {
     await tx`
       insert into scoring_models (account_id, model) values (${accountId}, ${tx.json(model as never)})
@@ -74,12 +80,7 @@ const own = (values: Record<string, unknown>, codename: string) =>
 // twins of the SQL the scoring job runs) from its stored record and snapshots: the same inputs the
 // job reads, nothing written. Beside it the scores stored now, under the model in force.
 export const previewScores = async (sql: Sql, accountId: number, model: Model, externalId: string) => {
-  const defs = await readCatalog(sql, accountId, 'customer')
-  const problems = checkModelAgainstProperties(model, {
-    customer: defs,
-    contact: await readCatalog(sql, accountId, 'contact'),
-  })
-  if (problems.length) refuse(400, "The scoring model does not fit the account's properties.", problems)
+  const defs = await checkModel(sql, accountId, model, '/model')
   const [customer] = await sql`
     select c.service_id, c.attributes, c.metrics, h.engagementscore, h.fitscore, h.churn_risk, h.upsell_score,
       h.engagementscore_difference, to_char(h.last_seen, 'YYYY-MM-DD') as last_seen

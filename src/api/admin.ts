@@ -35,6 +35,7 @@ import {
 } from '../admin/scoring.ts'
 import {
   addWebhook,
+  disableWebhook,
   enableWebhook,
   listWebhooks,
   removeWebhook,
@@ -384,6 +385,14 @@ const ops: Op[] = [
     handler: inAccount(async (id, req, app) =>
       ok(await rotateSecret(app.sql, id, idParam(req, 'webhook_id'), app.config.webhookSecretGraceSeconds)),
     ),
+  },
+  {
+    name: 'disable-webhook',
+    reply: { status: 200, body: Webhook },
+    method: 'POST',
+    path: `${A}/:id/webhooks/:webhook_id/disable`,
+    summary: 'Disable a webhook: its deliveries are held until it is enabled again',
+    handler: inAccount(async (id, req, app) => ok(await disableWebhook(app.sql, id, idParam(req, 'webhook_id')))),
   },
   {
     name: 'enable-webhook',

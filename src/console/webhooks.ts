@@ -73,8 +73,8 @@ const Deliveries = ({ token, base, webhook }: { token: string; base: string; web
   </section>`
 }
 
-// An account's webhook subscriptions: add one (its secret is shown this once), remove one, enable one
-// that the service disabled, and a delivery log with redelivery.
+// An account's webhook subscriptions: add one (its secret is shown this once), remove one, disable one
+// (its deliveries are held) or enable one again, and a delivery log with redelivery.
 export const Webhooks = ({ token, account }: { token: string; account: number }) => {
   const base = `/${account}/webhooks`
   const list = useData(() => admin<Webhook[]>(token, 'GET', base), [token, account])
@@ -123,9 +123,11 @@ export const Webhooks = ({ token, account }: { token: string; account: number })
                 <button type="button" aria-label=${`Deliveries of webhook ${w.id}`}
                   onClick=${() => setShown(w.id)}>Deliveries</button>
                 ${
-                  !w.active &&
-                  html`<button type="button" aria-label=${`Enable webhook ${w.id}`}
-                    onClick=${() => act('POST', `${base}/${w.id}/enable`)}>Enable</button>`
+                  w.active
+                    ? html`<button type="button" aria-label=${`Disable webhook ${w.id}`}
+                        onClick=${() => act('POST', `${base}/${w.id}/disable`)}>Disable</button>`
+                    : html`<button type="button" aria-label=${`Enable webhook ${w.id}`}
+                        onClick=${() => act('POST', `${base}/${w.id}/enable`)}>Enable</button>`
                 }
                 <button type="button" aria-label=${`Remove webhook ${w.id}`} onClick=${() => remove(w)}>Remove</button>
               </td>
