@@ -117,7 +117,8 @@ const quiet = (accountId: number) =>
     async () =>
       (
         await s.sql`
-          select count(*)::int as n from graphile_worker._private_jobs where payload->>'account_id' = ${String(accountId)}`
+          select count(*)::int as n from graphile_worker._private_jobs
+          where payload->>'account_id' = ${String(accountId)}`
       )[0].n === 0,
     `jobs of ${accountId}`,
     60_000,
@@ -463,7 +464,7 @@ test('the operator signs in with the admin token, sees every account and chooses
   await page.close()
 })
 
-test('an upload appears in the uploads view and is followed until processed, with its counts and warnings', async () => {
+test('an upload appears in the uploads view, followed until processed, with its counts and warnings', async () => {
   const ops = await scoredAccount(s, 'Ops')
   const { page, problems } = await open()
   await signInAsOperator(page, ops.id)

@@ -1,6 +1,7 @@
 import { html } from 'htm/preact'
 import { useEffect, useState } from 'preact/hooks'
 import { Accounts } from './accounts.ts'
+import { value } from './load.ts'
 import {
   admin,
   ApiError,
@@ -61,10 +62,10 @@ const Credential = ({ kind, onSignIn }: { kind: Session['kind']; onSignIn: (sess
     setBusy(true)
     setError('')
     try {
-      const value = secret.trim()
-      await (kind === 'key' ? searchCustomers(value, { limit: 1 }) : admin(value, 'GET', ''))
-      storeSession({ kind, secret: value })
-      onSignIn({ kind, secret: value })
+      const given = secret.trim()
+      await (kind === 'key' ? searchCustomers(given, { limit: 1 }) : admin(given, 'GET', ''))
+      storeSession({ kind, secret: given })
+      onSignIn({ kind, secret: given })
     } catch (err) {
       setError(failure(err, what))
     } finally {
@@ -74,7 +75,7 @@ const Credential = ({ kind, onSignIn }: { kind: Session['kind']; onSignIn: (sess
   return html`<form onSubmit=${submit}>
     <label for=${id}>${label}</label>
     <input id=${id} type="password" autocomplete="off" spellcheck="false" required value=${secret}
-      aria-describedby=${`${id}-hint`} onInput=${(e: Event) => setSecret((e.currentTarget as HTMLInputElement).value)} />
+      aria-describedby=${`${id}-hint`} onInput=${(e: Event) => setSecret(value(e))} />
     <p id=${`${id}-hint`} class="hint">
       ${
         kind === 'key'
@@ -144,7 +145,10 @@ export const App = () => {
   return html`<header>
       <span class="brand">Console</span>
       <nav aria-label="Views">${NAV[session.kind].map((name) => html`${link(name)} `)}</nav>
-      ${session.kind === 'admin' && html`<span id="chosen-account">${account ? `Account ${account}` : 'No account chosen'}</span>`}
+      ${
+        session.kind === 'admin' &&
+        html`<span id="chosen-account">${account ? `Account ${account}` : 'No account chosen'}</span>`
+      }
       <button type="button" onClick=${signOut}>Sign out</button>
     </header>
     <main>${body()}</main>`

@@ -54,7 +54,7 @@ const AccountUploads = ({ token, account }: { token: string; account: number }) 
   return html`${list.error && html`<p role="alert" class="error">${list.error}</p>`}
     <div class="actions"><button type="button" onClick=${list.reload}>Refresh uploads</button></div>
     <p aria-live="polite" id="uploads-state">
-      ${!list.data ? 'Loading…' : `${list.data.length} uploads${list.data.some(busy) ? ', refreshing while processing' : ''}`}
+      ${!list.data ? 'Loading…' : `${list.data.length} uploads${list.data.some(busy) ? ', refreshing' : ''}`}
     </p>
     ${list.data && html`<${Table} uploads=${list.data} />`}`
 }

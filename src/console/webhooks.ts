@@ -28,7 +28,7 @@ const Attempts = ({ delivery }: { delivery: Delivery }) =>
     : html`<ol class="attempts">
         ${delivery.attempts.map(
           (a) => html`<li>
-            ${a.at}: ${a.status_code ?? 'no answer'} in ${a.duration_ms} ms${a.error ? html` · <span>${a.error}</span>` : ''}
+            ${a.at}: ${a.status_code ?? 'no answer'} in ${a.duration_ms} ms${a.error ? ` · ${a.error}` : ''}
           </li>`,
         )}
       </ol>`
