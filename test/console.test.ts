@@ -521,10 +521,14 @@ test('webhooks: subscribe with the secret shown once, a delivery in the log, red
     await page.getByText('No subscriptions.').waitFor()
     await page.getByLabel('Receiver URL').fill(receiver.url)
     await page.getByLabel('Name (optional)').fill('CRM')
-    await page.getByRole('button', { name: 'Subscribe to customer.created' }).click()
+    // customer.created is chosen at first; contact.created is added.
+    assert.equal(await page.getByRole('checkbox', { name: 'customer.created' }).isChecked(), true)
+    await page.getByRole('checkbox', { name: 'contact.created' }).check()
+    await page.getByRole('button', { name: 'Subscribe', exact: true }).click()
     assert.match((await page.locator('#webhook-secret').textContent())!, /^whsec_/)
     const [hook] = (await s.admin('GET', `/accounts/${hooked.id}/webhooks`)).body
     assert.deepEqual([hook.url, hook.name, hook.active], [receiver.url, 'CRM', true])
+    assert.deepEqual(hook.events.sort(), ['contact.created', 'customer.created'])
     await page.getByRole('button', { name: 'I have kept it' }).click()
     assert.equal(await page.locator('#webhook-secret').count(), 0)
 

@@ -92,6 +92,10 @@ export const call = <T>(key: string, method: string, path: string, body?: unknow
 export const admin = <T>(token: string, method: string, path: string, body?: unknown) =>
   request<T>({ authorization: `Bearer ${token}` }, method, `/admin/v1/accounts${path}`, body)
 
+// The events a webhook can subscribe to, as the service lists them.
+export const eventTypes = (token: string) =>
+  request<{ name: string; description: string }[]>({ authorization: `Bearer ${token}` }, 'GET', '/admin/v1/event-types')
+
 export interface Search {
   filters?: Filter[]
   limit?: number

@@ -1,6 +1,6 @@
 import { html } from 'htm/preact'
 import { useState } from 'preact/hooks'
-import { admin } from './api.ts'
+import { admin, eventTypes } from './api.ts'
 import { useAction, useData, value } from './load.ts'
 
 interface Webhook {
@@ -80,12 +80,14 @@ export const Webhooks = ({ token, account }: { token: string; account: number })
   const list = useData(() => admin<Webhook[]>(token, 'GET', base), [token, account])
   const [url, setUrl] = useState('')
   const [name, setName] = useState('')
+  const events = useData(() => eventTypes(token), [token])
+  const [chosen, setChosen] = useState(['customer.created'])
   const [secret, setSecret] = useState('')
   const [shown, setShown] = useState<number | null>(null)
   const action = useAction()
   const add = async (e: Event) => {
     e.preventDefault()
-    const body = { url, events: ['customer.created'], ...(name ? { name } : {}) }
+    const body = { url, events: chosen, ...(name ? { name } : {}) }
     const made = await action.run(() => admin<Webhook & { secret: string }>(token, 'POST', base, body))
     if (!made) return
     setSecret(made.secret)
@@ -154,7 +156,22 @@ export const Webhooks = ({ token, account }: { token: string; account: number })
         <label for="webhook-name">Name (optional)</label>
         <input id="webhook-name" value=${name} onInput=${(e: Event) => setName(value(e))} />
       </div>
-      <button type="submit" class="primary" disabled=${action.busy}>Subscribe to customer.created</button>
+      <fieldset class="inline">
+        <legend>Events</legend>
+        ${(events.data ?? []).map(
+          (e) => html`<label title=${e.description}>
+            <input type="checkbox" checked=${chosen.includes(e.name)}
+              onChange=${(ev: Event) =>
+                setChosen(
+                  (ev.currentTarget as HTMLInputElement).checked
+                    ? [...chosen, e.name]
+                    : chosen.filter((c) => c !== e.name),
+                )} />
+            ${e.name}
+          </label>`,
+        )}
+      </fieldset>
+      <button type="submit" class="primary" disabled=${action.busy}>Subscribe</button>
     </form>
     ${shownHook && html`<${Deliveries} key=${shownHook.id} token=${token} base=${base} webhook=${shownHook} />`}
   </section>`
