@@ -34,7 +34,7 @@ const Table = ({ uploads }: { uploads: Upload[] }) =>
           <td>${u.status}${u.stuck ? ' (stuck)' : ''}</td><td class="num">${u.items}</td>
           <td class="num">${count(u.created)}</td><td class="num">${count(u.updated)}</td>
           <td class="num">${count(u.ignored)}</td><td class="num">${count(u.dropped_keys)}</td>
-          <td>${
+          <td class="wrap">${
             u.warnings?.length
               ? html`<details><summary>${u.warnings.length}</summary><ul>
                   ${u.warnings.map((w) => html`<li>${w.external_id}: ${w.message}</li>`)}

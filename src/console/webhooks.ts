@@ -54,7 +54,7 @@ const Deliveries = ({ token, base, webhook }: { token: string; base: string; web
       html`<div class="table-wrap"><table>
         <thead><tr>
           <th scope="col">ID</th><th scope="col">webhook-id</th><th scope="col">Status</th>
-          <th scope="col">Created</th><th scope="col">Attempts (status, duration, response)</th>
+          <th scope="col">Created</th><th scope="col">Attempts</th>
           <th scope="col"><span class="visually-hidden">Action</span></th>
         </tr></thead>
         <tbody>
@@ -121,7 +121,7 @@ export const Webhooks = ({ token, account }: { token: string; account: number })
             (w) => html`<tr key=${w.id} data-webhook=${w.id}>
               <td class="num">${w.id}</td><td>${w.name ?? '–'}</td><td>${w.url}</td><td>${w.events.join(', ')}</td>
               <td>${w.active ? 'enabled' : 'disabled'}</td>
-              <td class="actions">
+              <td><div class="row-actions">
                 <button type="button" aria-label=${`Deliveries of webhook ${w.id}`}
                   onClick=${() => setShown(w.id)}>Deliveries</button>
                 ${
@@ -132,7 +132,7 @@ export const Webhooks = ({ token, account }: { token: string; account: number })
                         onClick=${() => act('POST', `${base}/${w.id}/enable`)}>Enable</button>`
                 }
                 <button type="button" aria-label=${`Remove webhook ${w.id}`} onClick=${() => remove(w)}>Remove</button>
-              </td>
+              </div></td>
             </tr>`,
           )}
         </tbody>
