@@ -1,6 +1,8 @@
 import { test, before, after } from 'node:test'
 import assert from 'node:assert/strict'
 import { startTestService, type TestService } from './helpers/service.ts'
+import { scoredAccount, waitForUpload } from './helpers/fixtures.ts'
+import { eventually } from './helpers/receiver.ts'
 
 let s: TestService
 before(async () => {
@@ -163,6 +165,96 @@ test('scoring model: validated in shape and against the properties, stored, read
   })
   assert.equal(shape.status, 400)
   assert.ok(paths(shape).some((p: string) => p.startsWith('/customer/engagement/0')))
+})
+
+test('scoring preview: what the scoring job then stores, for customers of every shape; nothing written', async () => {
+  const a = await scoredAccount(s, 'Preview')
+  const DAY = 86_400_000
+  const day = (n: number) => new Date(Date.now() - n * DAY).toISOString().slice(0, 10)
+  const customers = [
+    { external_id: 'p1', name: 'P1', attributes: { country: 'US', has_sso: true, plan_started: day(400) } },
+    { external_id: 'p2', name: 'P2', attributes: { country: 'NZ' }, metrics: [{ date: day(3), logins: 9, seats: 4 }] },
+    {
+      external_id: 'p3',
+      name: 'P3',
+      attributes: { has_sso: false, plan_started: day(20) },
+      metrics: [
+        { date: day(200), logins: 30, seats: 10 },
+        { date: day(100), logins: 5 },
+        { date: day(40), logins: 22, seats: 1 },
+      ],
+    },
+    { external_id: 'p4', name: 'P4', metrics: [{ date: day(500), logins: 1 }] },
+  ]
+  const sent = await a.api('/api/v1/customers', { customers })
+  await waitForUpload(a.api, sent.body.upload_id, 60_000, true)
+  const model = {
+    customer: {
+      engagement: [
+        { codename: 'logins', weight: 3, bad: 2, good: 25 },
+        { codename: 'seats', weight: 1, bad: 1, good: 8 },
+        { codename: 'has_sso', weight: 0.5, good: false },
+      ],
+      fit: [
+        { codename: 'country', weight: 2, values: { US: 70, NZ: -30 }, default: 10 },
+        { codename: 'plan_started', weight: 1, bad: 0, good: 365 },
+        { codename: 'seats', weight: 1, bad: 0, good: 12 },
+      ],
+    },
+  }
+  const read = async (id: string) => (await a.api(`/api/v1/customer/${id}`, undefined, 'GET')).body
+  const SCORES = [
+    'engagementscore',
+    'engagementscore_difference',
+    'fitscore',
+    'churn_risk',
+    'upsell_score',
+    'last_seen',
+  ]
+  const pick = (c: Record<string, unknown>) => Object.fromEntries(SCORES.map((k) => [k, c[k]]))
+  const previews = new Map<string, Record<string, unknown>>()
+  for (const { external_id } of customers) {
+    const before = await read(external_id)
+    const res = await s.admin('POST', `/accounts/${a.id}/scoring/preview`, { model, external_id })
+    assert.equal(res.status, 200, JSON.stringify(res.body))
+    assert.deepEqual(res.body.current, pick(before))
+    assert.deepEqual(await read(external_id), before, 'a preview writes nothing')
+    previews.set(external_id, res.body.preview)
+  }
+  assert.equal((await s.admin('PUT', `/accounts/${a.id}/scoring`, model)).status, 200)
+  await eventually(
+    async () =>
+      (
+        await s.sql`
+          select count(*)::int as n from graphile_worker._private_jobs where payload->>'account_id' = ${String(a.id)}`
+      )[0].n === 0,
+    'rescored',
+    60_000,
+  )
+  for (const { external_id } of customers) assert.deepEqual(pick(await read(external_id)), previews.get(external_id))
+
+  const preview = (body: unknown) => s.admin('POST', `/accounts/${a.id}/scoring/preview`, body)
+  const misfit = await preview({
+    model: { customer: { fit: [{ codename: 'nope', weight: 1, good: true }] } },
+    external_id: 'p1',
+  })
+  assert.equal(misfit.status, 400)
+  assert.deepEqual(paths(misfit), ['/model/customer/fit/0/codename'])
+  const shape = await preview({
+    model: { customer: { fit: [{ codename: 'seats', weight: 0, bad: 0, good: 1 }] } },
+    external_id: 'p1',
+  })
+  assert.equal(shape.status, 400)
+  assert.ok(
+    paths(shape).some((p: string) => p.startsWith('/model/customer/fit/0')),
+    JSON.stringify(shape.body),
+  )
+  const extra = await preview({ model, external_id: 'p1', save: true })
+  assert.equal(extra.status, 400)
+  assert.deepEqual(paths(extra), ['/save'])
+  assert.deepEqual(paths(await preview({ model })), ['/external_id'])
+  assert.equal((await preview({ model, external_id: 'nobody' })).status, 404)
+  assert.equal((await s.admin('POST', '/accounts/999999/scoring/preview', { model, external_id: 'p1' })).status, 404)
 })
 
 test('tracking domains: set, normalised, validated', async () => {

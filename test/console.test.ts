@@ -3,13 +3,14 @@
 // customer page, an accessibility check, and the same console served from the single-file bundle.
 import { after, before, test } from 'node:test'
 import assert from 'node:assert/strict'
-import { existsSync, readFileSync } from 'node:fs'
+import { existsSync, mkdirSync, readFileSync } from 'node:fs'
 import { createRequire } from 'node:module'
 import type { Page } from 'playwright-core'
 import { type Browser, launchBrowser } from './helpers/browser.ts'
 import { serveBundle } from './helpers/bundle.ts'
 import { scoredAccount, waitForUpload } from './helpers/fixtures.ts'
-import { startTestService, type TestService } from './helpers/service.ts'
+import { eventually, startReceiver } from './helpers/receiver.ts'
+import { ADMIN_TOKEN, startTestService, type TestService } from './helpers/service.ts'
 
 const AXE = readFileSync(createRequire(import.meta.url).resolve('axe-core/axe.min.js'), 'utf8')
 const DAY = 86_400_000
@@ -93,6 +94,35 @@ const matrixReady = async (page: Page) => {
   await canvas.waitFor()
   return canvas
 }
+
+// Screenshots of each view for people reviewing a change (gitignored).
+const ARTIFACTS = 'test/artifacts'
+const screenshot = async (page: Page, name: string) => {
+  mkdirSync(ARTIFACTS, { recursive: true })
+  await page.screenshot({ path: `${ARTIFACTS}/console-${name}.png`, fullPage: true })
+}
+
+const signInAsOperator = async (page: Page, accountId?: number) => {
+  await page.getByLabel('Admin token').fill(ADMIN_TOKEN)
+  await page.getByRole('button', { name: 'Enter as operator' }).click()
+  await page.getByRole('navigation', { name: 'Views' }).waitFor()
+  if (accountId === undefined) return
+  await page.getByRole('button', { name: new RegExp(`^Choose .* \\(${accountId}\\)$`) }).click()
+  await page.locator('#chosen-account').getByText(`Account ${accountId}`).waitFor()
+}
+
+// The scoring jobs of an account all done, so that its scores stop moving.
+const quiet = (accountId: number) =>
+  eventually(
+    async () =>
+      (
+        await s.sql`
+          select count(*)::int as n from graphile_worker._private_jobs
+          where payload->>'account_id' = ${String(accountId)}`
+      )[0].n === 0,
+    `jobs of ${accountId}`,
+    60_000,
+  )
 
 // axe-core's serious and critical findings on the page as it stands.
 const accessibility = async (page: Page) => {
@@ -399,4 +429,315 @@ test('the single-file bundle carries the console and serves the same bytes witho
   } finally {
     await served.stop()
   }
+})
+
+test('the operator signs in with the admin token, sees every account and chooses one', async () => {
+  const { page, problems } = await open()
+  await page.getByLabel('Admin token').fill('wrong-token')
+  await page.getByRole('button', { name: 'Enter as operator' }).click()
+  await page
+    .getByRole('alert')
+    .getByText(/The admin token was refused/)
+    .waitFor()
+  problems.length = 0
+  await signInAsOperator(page)
+  const listed = await page.locator('#accounts tbody tr td:first-child').allTextContents()
+  const all = (await s.sql`select id from accounts order by id`).map((r) => String(r.id))
+  assert.deepEqual(listed, all)
+  assert.equal(await page.evaluate(() => Object.values(sessionStorage).join()), ADMIN_TOKEN)
+  assert.deepEqual(await accessibility(page), [])
+  await screenshot(page, 'accounts')
+  // Without a chosen account the other views send the operator back to the list.
+  await page.getByRole('link', { name: 'Settings' }).click()
+  await page.getByText('Choose an account first').waitFor()
+  await page.getByRole('link', { name: 'Accounts' }).first().click()
+  await page.getByRole('button', { name: `Choose Acme (${account.id})` }).click()
+  await page.locator('#chosen-account').getByText(`Account ${account.id}`).waitFor()
+  assert.equal(await page.evaluate(() => sessionStorage.getItem('console.account')), String(account.id))
+  // Signing in with a key forgets the admin token.
+  await page.getByRole('button', { name: 'Sign out' }).click()
+  assert.equal(await page.evaluate(() => sessionStorage.length), 0)
+  await signIn(page)
+  assert.equal(await page.evaluate(() => Object.values(sessionStorage).join()), account.token)
+  assert.equal(await page.getByRole('link', { name: 'Settings' }).count(), 0)
+  assert.deepEqual(problems, [])
+  await page.close()
+})
+
+test('an upload appears in the uploads view, followed until processed, with its counts and warnings', async () => {
+  const ops = await scoredAccount(s, 'Ops')
+  const { page, problems } = await open()
+  await signInAsOperator(page, ops.id)
+  await page.getByRole('link', { name: 'Uploads' }).click()
+  await page.locator('#uploads-state').getByText('0 uploads').waitFor()
+  const sent = await ops.api('/api/v1/customers', {
+    customers: [
+      { external_id: 'u1', name: 'One', owner_email: 'nobody@ops.test', attributes: { country: 'US', mystery: 1 } },
+      { external_id: 'u2', name: 'Two', metrics: [{ date: day(0), logins: 4 }] },
+    ],
+  })
+  assert.equal(sent.status, 200, JSON.stringify(sent.body))
+  const id = sent.body.upload_id
+  await page.getByRole('button', { name: 'Refresh uploads' }).click()
+  const row = page.locator(`tr[data-upload="${id}"][data-status="processed"]`)
+  await row.waitFor({ timeout: 60_000 })
+  const upload = (await ops.api(`/api/v1/uploads/${id}`, undefined, 'GET')).body
+  assert.deepEqual([upload.created, upload.dropped_keys, upload.warnings.length], [2, 1, 1])
+  const cells = await row.locator('td').allTextContents()
+  const count = (n: number | null) => (n === null ? '–' : String(n))
+  assert.deepEqual(cells.slice(0, 8), [
+    String(id),
+    'customers',
+    'processed',
+    '2',
+    ...[upload.created, upload.updated, upload.ignored].map(count),
+    '1',
+  ])
+  await row.locator('details summary').click()
+  assert.match((await row.innerText())!, /u1: No user has the email nobody@ops\.test/)
+  assert.deepEqual(await accessibility(page), [])
+  await screenshot(page, 'uploads')
+  await page.close()
+
+  // A service key reads uploads by id.
+  const keyed = await open()
+  await signIn(keyed.page, ops.token)
+  await keyed.page.getByRole('link', { name: 'Uploads' }).click()
+  await keyed.page.getByLabel('Upload ID').fill(String(id))
+  await keyed.page.getByRole('button', { name: 'Show' }).click()
+  await keyed.page.locator(`tr[data-upload="${id}"][data-status="processed"]`).waitFor()
+  assert.deepEqual(await accessibility(keyed.page), [])
+  assert.deepEqual([...problems, ...keyed.problems], [])
+  await keyed.page.close()
+})
+
+test('webhooks: subscribe with the secret shown once, a delivery in the log, redelivered, then removed', async () => {
+  const receiver = await startReceiver()
+  const hooked = await scoredAccount(s, 'Hooked')
+  const { page, problems } = await open()
+  try {
+    await signInAsOperator(page, hooked.id)
+    await page.getByRole('link', { name: 'Webhooks' }).click()
+    await page.getByText('No subscriptions.').waitFor()
+    await page.getByLabel('Receiver URL').fill(receiver.url)
+    await page.getByLabel('Name (optional)').fill('CRM')
+    // customer.created is chosen at first; contact.created is added.
+    assert.equal(await page.getByRole('checkbox', { name: 'customer.created' }).isChecked(), true)
+    await page.getByRole('checkbox', { name: 'contact.created' }).check()
+    await page.getByRole('button', { name: 'Subscribe', exact: true }).click()
+    assert.match((await page.locator('#webhook-secret').textContent())!, /^whsec_/)
+    const [hook] = (await s.admin('GET', `/accounts/${hooked.id}/webhooks`)).body
+    assert.deepEqual([hook.url, hook.name, hook.active], [receiver.url, 'CRM', true])
+    assert.deepEqual(hook.events.sort(), ['contact.created', 'customer.created'])
+    await page.getByRole('button', { name: 'I have kept it' }).click()
+    assert.equal(await page.locator('#webhook-secret').count(), 0)
+
+    const sent = await hooked.api('/api/v1/customers', { customers: [{ external_id: 'h1', name: 'Hooked One' }] })
+    await waitForUpload(hooked.api, sent.body.upload_id, 60_000)
+    await receiver.waitFor(1)
+    const deliveries = () => s.admin('GET', `/accounts/${hooked.id}/webhooks/${hook.id}/deliveries`)
+    await eventually(async () => (await deliveries()).body[0]?.status === 'delivered', 'delivered')
+    await page.getByRole('button', { name: `Deliveries of webhook ${hook.id}` }).click()
+    const [delivery] = (await deliveries()).body
+    const row = page.locator(`tr[data-delivery="${delivery.id}"]`)
+    await row.and(page.locator('[data-status="delivered"][data-attempts="1"]')).waitFor()
+    const attempt = delivery.attempts[0]
+    assert.match(await row.innerText(), new RegExp(`${delivery.message_id}[\\s\\S]*200 in ${attempt.duration_ms} ms`))
+    assert.deepEqual(await accessibility(page), [])
+    await screenshot(page, 'webhooks')
+
+    await page.getByRole('button', { name: `Redeliver ${delivery.id}` }).click()
+    await receiver.waitFor(2)
+    assert.equal(receiver.requests[1].headers['webhook-id'], receiver.requests[0].headers['webhook-id'])
+    await eventually(async () => (await deliveries()).body[0].attempts.length === 2, 'second attempt recorded')
+    await page.getByRole('button', { name: 'Refresh deliveries' }).click()
+    await row.and(page.locator('[data-status="delivered"][data-attempts="2"]')).waitFor()
+
+    // Disabled, its deliveries wait; enabled again, the held one goes out.
+    await page.getByRole('button', { name: `Disable webhook ${hook.id}` }).click()
+    await page.locator(`tr[data-webhook="${hook.id}"]`).getByText('disabled').waitFor()
+    assert.equal((await s.admin('GET', `/accounts/${hooked.id}/webhooks`)).body[0].active, false)
+    const held = await hooked.api('/api/v1/customers', { customers: [{ external_id: 'h2', name: 'Held' }] })
+    await waitForUpload(hooked.api, held.body.upload_id, 60_000)
+    await eventually(async () => (await deliveries()).body.length === 2, 'the held delivery recorded')
+    assert.equal((await deliveries()).body[0].status, 'pending')
+    await page.getByRole('button', { name: `Enable webhook ${hook.id}` }).click()
+    await page.locator(`tr[data-webhook="${hook.id}"]`).getByText('enabled').waitFor()
+    await receiver.waitFor(3)
+    assert.deepEqual(
+      receiver.requests[2].json.data.customers.map((c: { external_id: string }) => c.external_id),
+      ['h2'],
+    )
+
+    await page.getByRole('button', { name: `Remove webhook ${hook.id}` }).click()
+    await page.getByText('No subscriptions.').waitFor()
+    assert.deepEqual((await s.admin('GET', `/accounts/${hooked.id}/webhooks`)).body, [])
+    assert.deepEqual(problems, [])
+  } finally {
+    await page.close()
+    await receiver.close()
+  }
+})
+
+test('settings: a key created and revoked, a property defined, tracking domains saved', async () => {
+  const set = await scoredAccount(s, 'Settings')
+  const { page, problems } = await open()
+  await signInAsOperator(page, set.id)
+  await page.getByRole('link', { name: 'Settings' }).click()
+  await page.locator('#keys tbody tr').first().waitFor()
+
+  await page.getByLabel('Key name (optional)').fill('from the console')
+  await page.getByLabel('upload').check()
+  await page.getByRole('button', { name: 'Create key' }).click()
+  const token = (await page.locator('#new-key').textContent())!
+  const key = (await s.admin('GET', `/accounts/${set.id}/keys`)).body.find(
+    (k: { name: string | null }) => k.name === 'from the console',
+  )
+  assert.deepEqual(key.scopes.sort(), ['search', 'upload'])
+  const search = (secret: string) => s.call('POST', '/api/v1/customers/search', { limit: 1 }, { 'service-key': secret })
+  assert.equal((await search(token)).status, 200)
+  await page.getByRole('button', { name: `Revoke key ${key.id}` }).click()
+  await page.locator(`tr[data-key="${key.id}"][data-revoked="yes"]`).waitFor()
+  assert.equal((await search(token)).status, 403)
+
+  await page.getByLabel('Codename').fill('region')
+  await page.getByLabel('Type').selectOption('string')
+  await page.getByRole('button', { name: 'Define property' }).click()
+  await page.locator('#properties td', { hasText: /^region$/ }).waitFor()
+  const defined = (await s.admin('GET', `/accounts/${set.id}/properties`)).body.find(
+    (p: { codename: string }) => p.codename === 'region',
+  )
+  assert.deepEqual([defined.entity, defined.kind, defined.type], ['customer', 'attribute', 'string'])
+
+  await page.getByLabel('Tracking domains, one a line').fill('Example.com\nshop.example.com')
+  await page.getByRole('button', { name: 'Save domains' }).click()
+  await page.getByText('Saved: 2 domains.').waitFor()
+  assert.deepEqual((await s.admin('GET', `/accounts/${set.id}`)).body.tracking_domains, [
+    'example.com',
+    'shop.example.com',
+  ])
+  assert.deepEqual(await accessibility(page), [])
+  await screenshot(page, 'settings')
+  assert.deepEqual(problems, [])
+  await page.close()
+})
+
+test('the scoring model as a form: the preview gives what the scoring job then stores', async () => {
+  const scored = await scoredAccount(s, 'Model')
+  const sent = await scored.api('/api/v1/customers', {
+    customers: [
+      {
+        external_id: 'm1',
+        name: 'Model One',
+        attributes: { country: 'DE', has_sso: false },
+        metrics: [
+          { date: day(40), logins: 30 },
+          { date: day(5), logins: 12 },
+        ],
+      },
+    ],
+  })
+  await waitForUpload(scored.api, sent.body.upload_id, 60_000, true)
+  const before = (await scored.api('/api/v1/customer/m1', undefined, 'GET')).body
+
+  const { page, problems } = await open()
+  await signInAsOperator(page, scored.id)
+  await page.getByRole('link', { name: 'Settings' }).click()
+  // The stored model fills the form: each rule's share of its section's weights.
+  await page.locator('#rule-engagement-0-good').waitFor()
+  assert.equal(await page.locator('#rule-engagement-0-good').inputValue(), '40')
+  assert.deepEqual(await page.locator('[data-section="fit"] .share').allTextContents(), ['50%', '50%'])
+  await page.locator('#rule-engagement-0-good').fill('20')
+  await page.locator('#rule-fit-0-weight').fill('150')
+  assert.deepEqual(await page.locator('[data-section="fit"] .share').allTextContents(), ['75%', '25%'])
+  await page.locator('#rule-fit-0-values').fill('US=100, DE=80')
+  // A weight of 0 is not a model: preview and save wait for a valid one.
+  await page.locator('#rule-fit-1-weight').fill('0')
+  await page.getByText('Every weight must be a number above 0.').waitFor()
+  assert.equal(await page.getByRole('button', { name: 'Save model' }).isDisabled(), true)
+  await page.locator('#rule-fit-1-weight').fill('50')
+
+  await page.getByLabel('Customer to preview (external id)').fill('m1')
+  await page.getByRole('button', { name: 'Preview', exact: true }).click()
+  const previewed = async (score: string) => {
+    const cells = await page.locator(`#preview tr[data-score="${score}"] td`).allTextContents()
+    return cells.map((c) => (c === '–' ? null : /^-?\d+$/.test(c) ? Number(c) : c))
+  }
+  await page.locator('#preview').waitFor()
+  const scores = ['engagementscore', 'engagementscore_difference', 'fitscore', 'churn_risk', 'upsell_score']
+  const preview: Record<string, unknown> = {}
+  for (const score of scores) {
+    const [now, next] = await previewed(score)
+    assert.equal(now, before[score], score)
+    preview[score] = next
+  }
+  // Nothing is written by a preview.
+  assert.deepEqual((await scored.api('/api/v1/customer/m1', undefined, 'GET')).body, before)
+  // logins 12 of good 20; fit (150 × 80 + 50 × −100) / 200 for DE without SSO.
+  assert.deepEqual([preview.engagementscore, preview.fitscore], [20, 35])
+  assert.deepEqual(await accessibility(page), [])
+  await screenshot(page, 'scoring-model')
+
+  await page.getByRole('button', { name: 'Save model' }).click()
+  await page.getByText(/^Saved: the account is being scored again/).waitFor()
+  const model = (await s.admin('GET', `/accounts/${scored.id}/scoring`)).body
+  assert.deepEqual(model.customer.engagement, [{ codename: 'logins', weight: 100, bad: 0, good: 20 }])
+  assert.deepEqual(model.customer.fit[0], {
+    codename: 'country',
+    weight: 150,
+    values: { US: 100, DE: 80 },
+    default: -100,
+  })
+  await quiet(scored.id)
+  const after = (await scored.api('/api/v1/customer/m1', undefined, 'GET')).body
+  for (const score of scores) assert.equal(after[score], preview[score], score)
+
+  // A customer that does not exist: the service's own words.
+  await page.getByLabel('Customer to preview (external id)').fill('nobody')
+  await page.getByRole('button', { name: 'Preview', exact: true }).click()
+  await page
+    .getByRole('alert')
+    .getByText(/Customer nobody does not exist/)
+    .waitFor()
+  assert.deepEqual(
+    problems.filter((p) => !/404/.test(p)),
+    [],
+  )
+  await page.close()
+})
+
+test('the table shows the columns chosen, and CSV exports exactly those of the rows loaded', async () => {
+  const { page, problems } = await open()
+  await signIn(page)
+  await page.getByRole('link', { name: 'Customers' }).click()
+  await page.locator('#customers-count[data-count="100"]').waitFor()
+  await page.getByRole('checkbox', { name: 'Owner' }).uncheck()
+  await page.getByRole('checkbox', { name: 'Tags' }).uncheck()
+  await page.getByRole('checkbox', { name: 'Upsell' }).uncheck()
+  assert.deepEqual(await page.locator('thead th').allTextContents(), [
+    'Name',
+    'ID',
+    'Engagement',
+    'Fit',
+    'Churn risk',
+    'Last seen',
+  ])
+  const [download] = await Promise.all([
+    page.waitForEvent('download'),
+    page.getByRole('button', { name: 'Export CSV' }).click(),
+  ])
+  const csv = readFileSync((await download.path())!, 'utf8')
+  const loaded = (await account.api('/api/v1/customers/search', { limit: 100 })).body.results
+  const cell = (v: unknown) => (v === null ? '' : String(v))
+  const expected = [
+    'Name,ID,Engagement,Fit,Churn risk,Last seen',
+    ...loaded.map((c: Record<string, unknown>) =>
+      [c.name, c.id, c.engagementscore, c.fitscore, c.churn_risk, c.last_seen].map(cell).join(','),
+    ),
+  ]
+  assert.equal(csv, `${expected.join('\r\n')}\r\n`)
+  assert.deepEqual(await accessibility(page), [])
+  await screenshot(page, 'customers')
+  assert.deepEqual(problems, [])
+  await page.close()
 })

@@ -107,6 +107,7 @@ test('every operation answers as its published schema says', async () => {
   await call('getConsoleScript')
   await call('getConsoleStyle')
   await call('getAccount', { id })
+  await call('listAccounts')
   await call('updateAccount', { id }, { name: 'Acme Two' })
   await call('setTracking', { id }, { domains: ['acme.test'] })
   const account = await call('createAccount', {}, { name: 'Other' })
@@ -126,6 +127,7 @@ test('every operation answers as its published schema says', async () => {
   const hook = await call('addWebhook', { id }, { url: r.url, events: ['customer.created'] })
   await call('listWebhooks', { id })
   await call('rotateSecret', { id, webhook_id: hook.body.id })
+  await call('disableWebhook', { id, webhook_id: hook.body.id })
   await call('enableWebhook', { id, webhook_id: hook.body.id })
   await call('listEventTypes')
   await call('setScoreAlerts', { id }, { churn_risk: { thresholds: [70] }, engagementscore: { delta: 10 } })
@@ -241,6 +243,9 @@ test('every operation answers as its published schema says', async () => {
   await call('setCustomerTags', { id, external_id: 'c1' }, { titles: ['VIP'] })
   await call('setContactTags', { id, external_id: 'p1' }, { titles: ['VIP'] })
   await call('getCustomer', { external_id: 'c1' })
+  const model = (await call('getScoring', { id })).body
+  await call('previewScoring', { id }, { model, external_id: 'c1' })
+  await call('previewScoring', { id }, { model, external_id: 'nobody' })
 
   const gold = { propertyName: 'tier', operator: 'EQ', value: 'gold' }
   const segment = await call('createSegment', {}, { name: 'Gold', filters: [gold] })

@@ -484,6 +484,23 @@ on('PUT', `${ACC}/:id/scoring`, async (r) => {
   await status(200, inB(r, { customer: { engagement: [{ codename: 'logins', weight: 100, bad: 0, good: 5 }] } }))
 })
 
+on('POST', `${ACC}/:id/scoring/preview`, async (r) => {
+  const model = { customer: { engagement: [{ codename: 'logins', weight: 100, bad: 0, good: 5 }] } }
+  await status(404, inB(r, { model, external_id: 'only-a' }))
+})
+
+on('GET', ACC, async () => {
+  // The admin token spans every account: the list is the accounts table, each as get-account reads it.
+  const listed = (await status(200, asAdmin('GET', ACC))).body
+  const all = (await s.sql`select id from accounts order by id`).map((row) => row.id as number)
+  assert.deepEqual(
+    listed.map((x: { id: number }) => x.id),
+    all,
+  )
+  const own = listed.find((x: { id: number }) => x.id === b.id)
+  assert.deepEqual(own, (await status(200, asAdmin('GET', `${ACC}/${b.id}`))).body)
+})
+
 on('GET', `${ACC}/:id/scoring`, async (r) => {
   const [own] = await s.sql`select model from scoring_models where account_id = ${b.id}`
   assert.deepEqual((await status(200, inB(r))).body, own.model)
@@ -509,6 +526,10 @@ on('DELETE', `${ACC}/:id/webhooks/:webhook_id`, async (r) => {
 })
 
 on('POST', `${ACC}/:id/webhooks/:webhook_id/rotate-secret`, async (r) => {
+  await status(404, inB(r))
+})
+
+on('POST', `${ACC}/:id/webhooks/:webhook_id/disable`, async (r) => {
   await status(404, inB(r))
 })
 

@@ -63,6 +63,9 @@ export const getAccount = async (sql: Sql, id: number) => {
   return account ?? refuse(404, `Account ${id} does not exist.`)
 }
 
+// The operator's list: every account, for the admin token that spans them all.
+export const listAccounts = (sql: Sql) => sql`select ${columns(sql)} from accounts order by id`
+
 export const updateAccount = async (sql: Sql, id: number, body: v.InferOutput<typeof UpdateAccountBody>) => {
   const [account] = await sql`
     update accounts set name = coalesce(${body.name ?? null}, name),

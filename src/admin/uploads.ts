@@ -26,8 +26,9 @@ export const listUploads = (
   filter: { status?: string; stuck: boolean },
   stuckSeconds: number,
 ) => sql`
-  select u.id as upload_id, u.kind, u.status, u.item_count as items, u.error, u.received_at, u.processed_at,
-    u.scored_at, ${isStuck(sql, stuckSeconds)} as stuck
+  select u.id as upload_id, u.kind, u.status, u.item_count as items, u.created, u.updated, u.ignored,
+    u.dropped_keys, u.warnings, u.error, u.received_at, u.processed_at, u.scored_at,
+    ${isStuck(sql, stuckSeconds)} as stuck
   from uploads u
   where u.account_id = ${accountId} ${filter.status ? sql`and u.status = ${filter.status}` : sql``}
     ${filter.stuck ? sql`and ${isStuck(sql, stuckSeconds)}` : sql``}

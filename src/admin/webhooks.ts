@@ -97,6 +97,14 @@ export const rotateSecret = async (sql: Sql, accountId: number, id: number, grac
   return hook ? { secret } : refuse(404, `Webhook ${id} does not exist.`)
 }
 
+// An operator's pause: deliveries are held (pending, not attempted) as for an endpoint the service
+// disabled, until enableWebhook sends them.
+export const disableWebhook = async (sql: Sql, accountId: number, id: number) => {
+  const [hook] = await sql`
+    update webhooks set active = false where account_id = ${accountId} and id = ${id} returning ${columns(sql)}`
+  return hook ?? refuse(404, `Webhook ${id} does not exist.`)
+}
+
 // Starts the endpoint's health record afresh and sends, oldest first, the deliveries held while it
 // was disabled; enabling an active webhook changes nothing.
 export const enableWebhook = (sql: Sql, accountId: number, id: number) =>

@@ -7,6 +7,7 @@ import {
   createAccount,
   CreateAccountBody,
   getAccount,
+  listAccounts,
   setTrackingDomains,
   TrackingBody,
   updateAccount,
@@ -25,9 +26,17 @@ import {
   TagBody,
   UserBody,
 } from '../admin/properties.ts'
-import { getScoreAlerts, getScoringModel, putScoreAlerts, putScoringModel } from '../admin/scoring.ts'
+import {
+  getScoreAlerts,
+  getScoringModel,
+  PreviewBody,
+  previewScores,
+  putScoreAlerts,
+  putScoringModel,
+} from '../admin/scoring.ts'
 import {
   addWebhook,
+  disableWebhook,
   enableWebhook,
   listWebhooks,
   removeWebhook,
@@ -68,6 +77,7 @@ import {
   Property,
   Recovery,
   Redelivery,
+  ScoringPreview,
   Tag,
   TagTitles,
   TestDelivery,
@@ -110,6 +120,14 @@ const ops: Op[] = [
     summary: 'Create an account',
     body: CreateAccountBody,
     handler: async (req, app) => created(await createAccount(app.sql, req.input as never)),
+  },
+  {
+    name: 'list-accounts',
+    reply: { status: 200, body: v.array(Account) },
+    method: 'GET',
+    path: A,
+    summary: 'List the accounts, oldest first',
+    handler: async (_req, app) => ok(await listAccounts(app.sql)),
   },
   {
     name: 'get-account',
@@ -300,6 +318,22 @@ const ops: Op[] = [
     handler: inAccount(async (id, _req, app) => ok(await getScoreAlerts(app.sql, id))),
   },
   {
+    name: 'preview-scoring',
+    reply: { status: 200, body: ScoringPreview },
+    method: 'POST',
+    path: `${A}/:id/scoring/preview`,
+    summary: "A customer's scores under a model not saved yet, beside its current ones (nothing is written)",
+    body: PreviewBody,
+    example: {
+      external_id: 'acme-1',
+      model: { customer: { engagement: [{ codename: 'logins', weight: 100, bad: 0, good: 40 }] } },
+    },
+    handler: inAccount(async (id, req, app) => {
+      const { model, external_id } = req.input as v.InferOutput<typeof PreviewBody>
+      return ok(await previewScores(app.sql, id, model, external_id))
+    }),
+  },
+  {
     name: 'set-tracking',
     reply: { status: 200, body: Account },
     method: 'PUT',
@@ -372,6 +406,14 @@ const ops: Op[] = [
     handler: inAccount(async (id, req, app) =>
       ok(await rotateSecret(app.sql, id, idParam(req, 'webhook_id'), app.config.webhookSecretGraceSeconds)),
     ),
+  },
+  {
+    name: 'disable-webhook',
+    reply: { status: 200, body: Webhook },
+    method: 'POST',
+    path: `${A}/:id/webhooks/:webhook_id/disable`,
+    summary: 'Disable a webhook: its deliveries are held until it is enabled again',
+    handler: inAccount(async (id, req, app) => ok(await disableWebhook(app.sql, id, idParam(req, 'webhook_id')))),
   },
   {
     name: 'enable-webhook',

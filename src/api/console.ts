@@ -67,7 +67,7 @@ export const consoleRoutes: Route[] = [
     name: 'get-console',
     tag: 'operations',
     reply: { status: 200, media: HTML },
-    summary: 'The web console: score matrix, customers and customer pages, over this API with a service key',
+    summary: 'The web console: customers with a service key, accounts and their settings with the admin token',
     handler: () => ({ status: 200, headers: { ...HEADERS, 'content-type': HTML }, body: page }),
   },
   {

@@ -68,14 +68,14 @@ const describe = (status: number, problem: Problem | undefined) => {
   return [problem?.detail ?? problem?.title ?? `The service answered ${status}.`, ...errors].join(' ')
 }
 
-export const call = async <T>(
-  key: string,
+const request = async <T>(
+  credentials: Record<string, string>,
   method: string,
   path: string,
   body?: unknown,
   signal?: AbortSignal,
 ): Promise<T> => {
-  const headers: Record<string, string> = { 'service-key': key, accept: 'application/json' }
+  const headers: Record<string, string> = { ...credentials, accept: 'application/json' }
   if (body !== undefined) headers['content-type'] = 'application/json'
   const json = body === undefined ? undefined : JSON.stringify(body)
   const res = await fetch(path, { method, headers, body: json, signal })
@@ -83,6 +83,18 @@ export const call = async <T>(
   if (!res.ok) throw new ApiError(res.status, describe(res.status, data))
   return data as T
 }
+
+export const call = <T>(key: string, method: string, path: string, body?: unknown, signal?: AbortSignal) =>
+  request<T>({ 'service-key': key }, method, path, body, signal)
+
+// The admin API (/admin/v1) with the operator's token, for the accounts, uploads, webhooks and
+// settings views; `path` is below the account's own address.
+export const admin = <T>(token: string, method: string, path: string, body?: unknown) =>
+  request<T>({ authorization: `Bearer ${token}` }, method, `/admin/v1/accounts${path}`, body)
+
+// The events a webhook can subscribe to, as the service lists them.
+export const eventTypes = (token: string) =>
+  request<{ name: string; description: string }[]>({ authorization: `Bearer ${token}` }, 'GET', '/admin/v1/event-types')
 
 export interface Search {
   filters?: Filter[]
@@ -127,8 +139,41 @@ export const eachCustomer = async (
   return after !== undefined
 }
 
+export interface Upload {
+  upload_id: number
+  kind: 'customers' | 'contacts'
+  status: 'received' | 'processing' | 'processed' | 'failed'
+  items: number
+  created: number | null
+  updated: number | null
+  ignored: number | null
+  dropped_keys: number | null
+  warnings: { external_id: string; message: string }[] | null
+  error: string | null
+  received_at: string
+  processed_at: string | null
+  stuck?: boolean
+}
+
+export const getUpload = (key: string, id: number) => call<Upload>(key, 'GET', `/api/v1/uploads/${id}`)
+
+// Session storage: a credential is gone when the tab closes and is never shared with other tabs.
+// The service key and the admin token are kept apart; one sign-in forgets the other.
+export type Session = { kind: 'key'; secret: string } | { kind: 'admin'; secret: string }
 const KEY = 'console.service-key'
-// Session storage: the key is gone when the tab closes and is never shared with other tabs.
-export const storedKey = () => sessionStorage.getItem(KEY)
-export const storeKey = (key: string) => sessionStorage.setItem(KEY, key)
-export const forgetKey = () => sessionStorage.removeItem(KEY)
+const ADMIN = 'console.admin-token'
+const ACCOUNT = 'console.account'
+export const storedSession = (): Session | null => {
+  const key = sessionStorage.getItem(KEY)
+  if (key) return { kind: 'key', secret: key }
+  const token = sessionStorage.getItem(ADMIN)
+  return token ? { kind: 'admin', secret: token } : null
+}
+export const storeSession = (session: Session) => {
+  forgetSession()
+  sessionStorage.setItem(session.kind === 'key' ? KEY : ADMIN, session.secret)
+}
+export const forgetSession = () => sessionStorage.clear()
+// The account an admin works on, by id (not a secret).
+export const storedAccount = () => Number(sessionStorage.getItem(ACCOUNT)) || null
+export const storeAccount = (id: number) => sessionStorage.setItem(ACCOUNT, String(id))

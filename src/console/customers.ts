@@ -6,34 +6,42 @@ import { customerHref, score } from './format.ts'
 
 const PAGE = 100
 
-const COLUMNS: [title: string, value: (c: Customer) => string | number | null][] = [
-  ['Name', (c) => c.name],
-  ['ID', (c) => c.id],
-  ['Engagement', (c) => c.engagementscore],
-  ['Fit', (c) => c.fitscore],
-  ['Churn risk', (c) => c.churn_risk],
-  ['Upsell', (c) => c.upsell_score],
-  ['Last seen', (c) => c.last_seen],
-  ['Owner', (c) => c.owner],
-  ['Tags', (c) => c.tags.join(', ')],
+type Value = string | number | null
+// Each column's value (what CSV exports) and, where it differs, how the table shows it.
+const COLUMNS: { title: string; value: (c: Customer) => Value; show?: (c: Customer) => unknown; num?: true }[] = [
+  { title: 'Name', value: (c) => c.name, show: (c) => html`<a href=${customerHref(c.id)}>${c.name}</a>` },
+  { title: 'ID', value: (c) => c.id },
+  { title: 'Engagement', value: (c) => c.engagementscore, num: true },
+  { title: 'Fit', value: (c) => c.fitscore, num: true },
+  { title: 'Churn risk', value: (c) => c.churn_risk, num: true },
+  { title: 'Upsell', value: (c) => c.upsell_score, num: true },
+  { title: 'Last seen', value: (c) => c.last_seen },
+  { title: 'Owner', value: (c) => c.owner },
+  { title: 'Tags', value: (c) => c.tags.join(', ') },
 ]
+type Column = (typeof COLUMNS)[number]
+const shown = (column: Column, c: Customer) => {
+  if (column.show) return column.show(c)
+  const v = column.value(c)
+  return column.num ? score(v as number | null) : (v ?? '–')
+}
 
 // A spreadsheet runs a cell that starts with = + - @ as a formula; text cells get a leading quote so
 // that a customer's name cannot run one on the reader's machine. Numbers are left as they are.
-const cell = (value: string | number | null) => {
+const cell = (value: Value) => {
   if (value === null) return ''
   if (typeof value === 'number') return String(value)
   const safe = /^[=+\-@\t\r]/.test(value) ? `'${value}` : value
   return /[",\r\n]/.test(safe) ? `"${safe.replaceAll('"', '""')}"` : safe
 }
 
-export const toCsv = (rows: Customer[]) =>
-  [COLUMNS.map(([title]) => title), ...rows.map((c) => COLUMNS.map(([, value]) => cell(value(c))))]
+export const toCsv = (rows: Customer[], columns: Column[]) =>
+  [columns.map((c) => c.title), ...rows.map((c) => columns.map((column) => cell(column.value(c))))]
     .map((line) => line.join(','))
     .join('\r\n') + '\r\n'
 
-const download = (rows: Customer[]) => {
-  const url = URL.createObjectURL(new Blob([toCsv(rows)], { type: 'text/csv;charset=utf-8' }))
+const download = (rows: Customer[], columns: Column[]) => {
+  const url = URL.createObjectURL(new Blob([toCsv(rows, columns)], { type: 'text/csv;charset=utf-8' }))
   const link = Object.assign(document.createElement('a'), { href: url, download: 'customers.csv' })
   link.click()
   setTimeout(() => URL.revokeObjectURL(url), 0)
@@ -44,6 +52,8 @@ export const Customers = ({ apiKey }: { apiKey: string }) => {
   const [rows, setRows] = useState<Customer[]>([])
   const [after, setAfter] = useState<number | undefined>()
   const [busy, setBusy] = useState(false)
+  const [hidden, setHidden] = useState<string[]>([])
+  const columns = COLUMNS.filter((c) => !hidden.includes(c.title))
   const [error, setError] = useState('')
   // Only the latest request's answer is shown: new filters may be applied while a page is loading.
   const latest = useRef(0)
@@ -75,25 +85,32 @@ export const Customers = ({ apiKey }: { apiKey: string }) => {
       <p aria-live="polite" id="customers-count" data-count=${rows.length}>
         ${busy ? 'Loading…' : `${rows.length} customers loaded${after === undefined ? '' : ', more to load'}`}
       </p>
-      <button type="button" onClick=${() => download(rows)} disabled=${!rows.length}>Export CSV</button>
+      <button type="button" onClick=${() => download(rows, columns)} disabled=${!rows.length}>Export CSV</button>
     </div>
+    <fieldset class="inline columns-choice">
+      <legend>Columns</legend>
+      ${COLUMNS.map(
+        (c) => html`<label>
+          <input type="checkbox" checked=${!hidden.includes(c.title)}
+            onChange=${(e: Event) =>
+              setHidden(
+                (e.currentTarget as HTMLInputElement).checked
+                  ? hidden.filter((t) => t !== c.title)
+                  : [...hidden, c.title],
+              )} />
+          ${c.title}
+        </label>`,
+      )}
+    </fieldset>
     <div class="table-wrap">
       <table>
         <thead>
-          <tr>${COLUMNS.map(([title]) => html`<th scope="col">${title}</th>`)}</tr>
+          <tr>${columns.map((c) => html`<th scope="col">${c.title}</th>`)}</tr>
         </thead>
         <tbody>
           ${rows.map(
             (c) => html`<tr key=${c.id}>
-              <td><a href=${customerHref(c.id)}>${c.name}</a></td>
-              <td>${c.id}</td>
-              <td class="num">${score(c.engagementscore)}</td>
-              <td class="num">${score(c.fitscore)}</td>
-              <td class="num">${score(c.churn_risk)}</td>
-              <td class="num">${score(c.upsell_score)}</td>
-              <td>${c.last_seen ?? '–'}</td>
-              <td>${c.owner ?? '–'}</td>
-              <td>${c.tags.join(', ')}</td>
+              ${columns.map((column) => html`<td class=${column.num ? 'num' : undefined}>${shown(column, c)}</td>`)}
             </tr>`,
           )}
         </tbody>

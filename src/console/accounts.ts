@@ -1,0 +1,72 @@
+import { html } from 'htm/preact'
+import { useState } from 'preact/hooks'
+import { admin } from './api.ts'
+import { useAction, useData, value } from './load.ts'
+
+export interface Account {
+  id: number
+  name: string
+  source_of_truth: string
+  tracker_key: string
+  tracking_domains: string[]
+  created_at: string
+}
+
+// The admin token spans every account: the operator picks the one the other views work on.
+export const Accounts = ({
+  token,
+  chosen,
+  onChoose,
+}: {
+  token: string
+  chosen: number | null
+  onChoose: (id: number) => void
+}) => {
+  const accounts = useData(() => admin<Account[]>(token, 'GET', ''), [token])
+  const [name, setName] = useState('')
+  const action = useAction()
+  const create = async (e: Event) => {
+    e.preventDefault()
+    const made = await action.run(() => admin<Account>(token, 'POST', '', { name }))
+    if (!made) return
+    setName('')
+    await accounts.reload()
+    onChoose(made.id)
+  }
+  return html`<section aria-labelledby="accounts-title">
+    <h1 id="accounts-title">Accounts</h1>
+    ${accounts.error && html`<p role="alert" class="error">${accounts.error}</p>`}
+    ${!accounts.data && !accounts.error && html`<p>Loading…</p>`}
+    ${
+      accounts.data &&
+      html`<div class="table-wrap"><table id="accounts">
+        <thead><tr>
+          <th scope="col">ID</th><th scope="col">Name</th><th scope="col">Source of truth</th>
+          <th scope="col">Created</th><th scope="col"><span class="visually-hidden">Action</span></th>
+        </tr></thead>
+        <tbody>
+          ${accounts.data.map(
+            (a) => html`<tr key=${a.id} aria-current=${a.id === chosen ? 'true' : undefined}>
+              <td class="num">${a.id}</td><td>${a.name}</td><td>${a.source_of_truth}</td><td>${a.created_at}</td>
+              <td>${
+                a.id === chosen
+                  ? html`<strong>Chosen</strong>`
+                  : html`<button type="button" aria-label=${`Choose ${a.name} (${a.id})`}
+                      onClick=${() => onChoose(a.id)}>Choose</button>`
+              }</td>
+            </tr>`,
+          )}
+        </tbody>
+      </table></div>`
+    }
+    <h2>New account</h2>
+    <form class="actions" onSubmit=${create}>
+      <div class="field">
+        <label for="account-name">Name</label>
+        <input id="account-name" required value=${name} onInput=${(e: Event) => setName(value(e))} />
+      </div>
+      <button type="submit" class="primary" disabled=${action.busy}>Create account</button>
+    </form>
+    ${action.error && html`<p role="alert" class="error">${action.error}</p>`}
+  </section>`
+}

@@ -1,0 +1,178 @@
+import { html } from 'htm/preact'
+import { useState } from 'preact/hooks'
+import { admin, eventTypes } from './api.ts'
+import { useAction, useData, value } from './load.ts'
+
+interface Webhook {
+  id: number
+  url: string
+  events: string[]
+  name: string | null
+  active: boolean
+  created_at: string
+}
+
+interface Delivery {
+  id: number
+  message_id: string
+  status: 'pending' | 'delivered' | 'failed'
+  created_at: string
+  delivered_at: string | null
+  attempts: { attempt: number; at: string; status_code: number | null; duration_ms: number; error: string | null }[]
+}
+
+// A delivery's attempts, newest last: when, the receiver's status (or why none came), how long.
+const Attempts = ({ delivery }: { delivery: Delivery }) =>
+  delivery.attempts.length === 0
+    ? html`<span class="muted">none yet</span>`
+    : html`<ol class="attempts">
+        ${delivery.attempts.map(
+          (a) => html`<li>
+            ${a.at}: ${a.status_code ?? 'no answer'} in ${a.duration_ms} ms${a.error ? ` · ${a.error}` : ''}
+          </li>`,
+        )}
+      </ol>`
+
+const Deliveries = ({ token, base, webhook }: { token: string; base: string; webhook: Webhook }) => {
+  const list = useData(() => admin<Delivery[]>(token, 'GET', `${base}/${webhook.id}/deliveries?limit=50`), [webhook.id])
+  const action = useAction()
+  const redeliver = async (d: Delivery) => {
+    if (await action.run(() => admin(token, 'POST', `${base}/${webhook.id}/deliveries/${d.id}/redeliver`))) {
+      await list.reload()
+    }
+  }
+  return html`<section aria-labelledby="deliveries-title" id="deliveries">
+    <h2 id="deliveries-title">Deliveries to ${webhook.name ?? webhook.url}</h2>
+    <div class="actions">
+      <button type="button" onClick=${list.reload}>Refresh deliveries</button>
+    </div>
+    ${(list.error || action.error) && html`<p role="alert" class="error">${list.error || action.error}</p>`}
+    ${!list.data && !list.error && html`<p>Loading…</p>`}
+    ${list.data?.length === 0 && html`<p>None yet.</p>`}
+    ${
+      list.data?.length &&
+      html`<div class="table-wrap"><table>
+        <thead><tr>
+          <th scope="col">ID</th><th scope="col">webhook-id</th><th scope="col">Status</th>
+          <th scope="col">Created</th><th scope="col">Attempts</th>
+          <th scope="col"><span class="visually-hidden">Action</span></th>
+        </tr></thead>
+        <tbody>
+          ${list.data.map(
+            (d) => html`<tr key=${d.id} data-delivery=${d.id} data-status=${d.status}
+                data-attempts=${d.attempts.length}>
+              <td class="num">${d.id}</td><td>${d.message_id}</td><td>${d.status}</td><td>${d.created_at}</td>
+              <td class="wrap"><${Attempts} delivery=${d} /></td>
+              <td><button type="button" disabled=${action.busy} aria-label=${`Redeliver ${d.id}`}
+                onClick=${() => redeliver(d)}>Redeliver</button></td>
+            </tr>`,
+          )}
+        </tbody>
+      </table></div>`
+    }
+  </section>`
+}
+
+// An account's webhook subscriptions: add one (its secret is shown this once), remove one, disable one
+// (its deliveries are held) or enable one again, and a delivery log with redelivery.
+export const Webhooks = ({ token, account }: { token: string; account: number }) => {
+  const base = `/${account}/webhooks`
+  const list = useData(() => admin<Webhook[]>(token, 'GET', base), [token, account])
+  const [url, setUrl] = useState('')
+  const [name, setName] = useState('')
+  const events = useData(() => eventTypes(token), [token])
+  const [chosen, setChosen] = useState(['customer.created'])
+  const [secret, setSecret] = useState('')
+  const [shown, setShown] = useState<number | null>(null)
+  const action = useAction()
+  const add = async (e: Event) => {
+    e.preventDefault()
+    const body = { url, events: chosen, ...(name ? { name } : {}) }
+    const made = await action.run(() => admin<Webhook & { secret: string }>(token, 'POST', base, body))
+    if (!made) return
+    setSecret(made.secret)
+    setUrl('')
+    setName('')
+    await list.reload()
+  }
+  const act = async (method: string, path: string) => {
+    await action.run(() => admin(token, method, path))
+    await list.reload()
+  }
+  const remove = async (w: Webhook) => {
+    await act('DELETE', `${base}/${w.id}`)
+    if (shown === w.id) setShown(null)
+  }
+  const shownHook = list.data?.find((w) => w.id === shown)
+  return html`<section aria-labelledby="webhooks-title">
+    <h1 id="webhooks-title">Webhooks</h1>
+    ${(list.error || action.error) && html`<p role="alert" class="error">${list.error || action.error}</p>`}
+    ${!list.data && !list.error && html`<p>Loading…</p>`}
+    ${list.data?.length === 0 && html`<p>No subscriptions.</p>`}
+    ${
+      list.data?.length &&
+      html`<div class="table-wrap"><table id="webhooks">
+        <thead><tr>
+          <th scope="col">ID</th><th scope="col">Name</th><th scope="col">URL</th><th scope="col">Events</th>
+          <th scope="col">State</th><th scope="col"><span class="visually-hidden">Actions</span></th>
+        </tr></thead>
+        <tbody>
+          ${list.data.map(
+            (w) => html`<tr key=${w.id} data-webhook=${w.id}>
+              <td class="num">${w.id}</td><td>${w.name ?? '–'}</td><td>${w.url}</td><td>${w.events.join(', ')}</td>
+              <td>${w.active ? 'enabled' : 'disabled'}</td>
+              <td><div class="row-actions">
+                <button type="button" aria-label=${`Deliveries of webhook ${w.id}`}
+                  onClick=${() => setShown(w.id)}>Deliveries</button>
+                ${
+                  w.active
+                    ? html`<button type="button" aria-label=${`Disable webhook ${w.id}`}
+                        onClick=${() => act('POST', `${base}/${w.id}/disable`)}>Disable</button>`
+                    : html`<button type="button" aria-label=${`Enable webhook ${w.id}`}
+                        onClick=${() => act('POST', `${base}/${w.id}/enable`)}>Enable</button>`
+                }
+                <button type="button" aria-label=${`Remove webhook ${w.id}`} onClick=${() => remove(w)}>Remove</button>
+              </div></td>
+            </tr>`,
+          )}
+        </tbody>
+      </table></div>`
+    }
+    ${
+      secret &&
+      html`<div role="status" class="once">
+        <p>The new webhook's signing secret, shown only this once:</p>
+        <p><code id="webhook-secret">${secret}</code></p>
+        <button type="button" onClick=${() => setSecret('')}>I have kept it</button>
+      </div>`
+    }
+    <h2>New subscription</h2>
+    <form class="actions" onSubmit=${add}>
+      <div class="field">
+        <label for="webhook-url">Receiver URL</label>
+        <input id="webhook-url" type="url" required size="40" value=${url} onInput=${(e: Event) => setUrl(value(e))} />
+      </div>
+      <div class="field">
+        <label for="webhook-name">Name (optional)</label>
+        <input id="webhook-name" value=${name} onInput=${(e: Event) => setName(value(e))} />
+      </div>
+      <fieldset class="inline">
+        <legend>Events</legend>
+        ${(events.data ?? []).map(
+          (e) => html`<label title=${e.description}>
+            <input type="checkbox" checked=${chosen.includes(e.name)}
+              onChange=${(ev: Event) =>
+                setChosen(
+                  (ev.currentTarget as HTMLInputElement).checked
+                    ? [...chosen, e.name]
+                    : chosen.filter((c) => c !== e.name),
+                )} />
+            ${e.name}
+          </label>`,
+        )}
+      </fieldset>
+      <button type="submit" class="primary" disabled=${action.busy}>Subscribe</button>
+    </form>
+    ${shownHook && html`<${Deliveries} key=${shownHook.id} token=${token} base=${base} webhook=${shownHook} />`}
+  </section>`
+}
