@@ -1,6 +1,8 @@
 // customer.created webhooks end to end: uploads over HTTP, the in-process worker delivering to
 // real receivers on loopback. Retry delays are scaled down (webhookRetryScale) to keep it quick;
 // the 10 s timeout is the real one.
+import http from 'node:http'
+import type { AddressInfo } from 'node:net'
 import { test, before, after } from 'node:test'
 import assert from 'node:assert/strict'
 import { verify } from '@octokit/webhooks-methods'
@@ -632,9 +634,44 @@ test('the SSRF guard also holds at sending time', async () => {
     assert.equal(delivery.status, 'failed')
     assert.equal(delivery.attempts.length, 1)
     assert.equal(delivery.attempts[0].status_code, null)
+    assert.equal(delivery.attempts[0].response_excerpt, null)
     assert.match(delivery.attempts[0].error, /https/)
     assert.equal(r.requests.length, 0)
   } finally {
     await guarded.stop()
+  }
+})
+
+// The delivery log shows the start of what the receiver answered, refusals especially.
+test("each attempt keeps the first 500 characters of the receiver's answer", async () => {
+  const answers = ['', 'ok', `${'é'.repeat(499)}xyz${'z'.repeat(5000)}`]
+  let n = 0
+  const server = http.createServer((req, res) => {
+    req.resume()
+    req.on('end', () => res.writeHead(n === 2 ? 422 : 200).end(answers[n++]))
+  })
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  try {
+    const account = await scoredAccount(s)
+    const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/hooks`
+    const hook = await s.admin('POST', `/accounts/${account.id}/webhooks`, { url, events: ['customer.created'] })
+    for (let i = 0; i < 3; i++) {
+      const sent = await s.admin('POST', `/accounts/${account.id}/webhooks/${hook.body.id}/test`, {
+        event: 'customer.created',
+      })
+      assert.equal(sent.status, 202)
+      await settled(s, account, hook.body.id, i + 1)
+    }
+    const log = (await listDeliveries(s, account, hook.body.id)).reverse()
+    assert.deepEqual(
+      log.map((d) => [d.status, d.attempts[0].status_code, d.attempts[0].response_excerpt]),
+      [
+        ['delivered', 200, ''],
+        ['delivered', 200, 'ok'],
+        ['failed', 422, `${'é'.repeat(499)}x`],
+      ],
+    )
+  } finally {
+    server.close()
   }
 })

@@ -305,6 +305,10 @@ export const Delivery = v.object({
       status_code: describe(v.nullable(int), "The receiver's status; null when no answer came."),
       duration_ms: int,
       error: v.nullable(v.string()),
+      response_excerpt: describe(
+        v.nullable(v.string()),
+        "The start of the receiver's answer (500 characters at most); null when no answer came.",
+      ),
     }),
   ),
 })

@@ -31,7 +31,8 @@ export const listDeliveries = async (sql: Sql, accountId: number, webhookId: num
       coalesce(json_agg(json_build_object(
         'attempt', a.attempt,
         'at', to_char(a.at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'),
-        'status_code', a.status_code, 'duration_ms', a.duration_ms, 'error', a.error
+        'status_code', a.status_code, 'duration_ms', a.duration_ms, 'error', a.error,
+        'response_excerpt', a.response_excerpt
       ) order by a.attempt) filter (where a.attempt is not null), '[]') as attempts
     from (
       select id, message_id, status, created_at, delivered_at, account_id from webhook_deliveries

@@ -5,8 +5,10 @@ import { PRIVATE_ADDRESS_ERROR, checkWebhookUrl, resolvePublic } from './ssrf.ts
 
 export const MAX_ATTEMPTS = 3
 
-// Only enough of the response is read to let the receiver finish writing; its content is never used.
+// Only enough of the response is read to let the receiver finish writing; its start is kept for
+// the delivery log, where an operator reads why a receiver refused.
 const MAX_RESPONSE_BYTES = 64 * 1024
+export const EXCERPT_CHARACTERS = 500
 
 export type Outcome = 'delivered' | 'retry' | 'failed'
 
@@ -15,6 +17,8 @@ export interface SendResult {
   duration_ms: number
   error: string | null
   outcome: Outcome
+  /** The start of the response body as text; null without a response. */
+  response_excerpt: string | null
 }
 
 export interface SendOptions {
@@ -49,6 +53,7 @@ const pinnedLookup =
 interface Attempt {
   status_code: number | null
   error: string | null
+  response_excerpt: string | null
 }
 
 const post = (
@@ -60,12 +65,18 @@ const post = (
 ) =>
   new Promise<Attempt>((resolve) => {
     let status: number | null = null
+    const chunks: Buffer[] = []
     // Once the status line has arrived the receiver has decided; a slow or broken body
     // afterwards does not change the outcome, so its error is dropped.
     const settle = (error: string | null) => {
       clearTimeout(timer)
       req.destroy()
-      resolve({ status_code: status, error: status === null ? error : null })
+      const text = status === null ? null : Buffer.concat(chunks).toString('utf8')
+      resolve({
+        status_code: status,
+        error: status === null ? error : null,
+        response_excerpt: text === null ? null : [...text].slice(0, EXCERPT_CHARACTERS).join(''),
+      })
     }
     const req = (url.protocol === 'https:' ? https : http).request(url, {
       method: 'POST',
@@ -85,6 +96,7 @@ const post = (
       status = res.statusCode ?? null
       let received = 0
       res.on('data', (chunk: Buffer) => {
+        if (received < EXCERPT_CHARACTERS * 4) chunks.push(chunk)
         received += chunk.length
         if (received >= MAX_RESPONSE_BYTES) settle(null)
       })
@@ -115,16 +127,18 @@ export const sendWebhook = async ({
   const started = performance.now()
   const elapsed = () => Math.round(performance.now() - started)
   const refusal = checkWebhookUrl(url, allowPrivate)
-  if (refusal) return { status_code: null, duration_ms: elapsed(), error: refusal, outcome: 'failed' }
+  if (refusal)
+    return { status_code: null, duration_ms: elapsed(), error: refusal, outcome: 'failed', response_excerpt: null }
   const parsed = new URL(url)
   const resolved = await resolveTarget(parsed, allowPrivate)
   if (!resolved.target) {
-    return { status_code: null, duration_ms: elapsed(), error: resolved.error, outcome: resolved.outcome }
+    const { error, outcome } = resolved
+    return { status_code: null, duration_ms: elapsed(), error, outcome, response_excerpt: null }
   }
   // request() throws synchronously on malformed headers; that must still end as a result.
-  const { status_code, error } = await post(parsed, body, headers, resolved.target, timeoutMs).catch(
-    (err: Error): Attempt => ({ status_code: null, error: err.message }),
+  const attempt = await post(parsed, body, headers, resolved.target, timeoutMs).catch(
+    (err: Error): Attempt => ({ status_code: null, error: err.message, response_excerpt: null }),
   )
-  const outcome = status_code === null ? 'retry' : outcomeOf(status_code)
-  return { status_code, duration_ms: elapsed(), error, outcome }
+  const outcome = attempt.status_code === null ? 'retry' : outcomeOf(attempt.status_code)
+  return { ...attempt, duration_ms: elapsed(), outcome }
 }
