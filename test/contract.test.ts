@@ -156,6 +156,8 @@ test('every operation answers as its published schema says', async () => {
   )
   await waitForUpload(a.api, upload.body.upload_id, 30_000, true)
   await call('getUpload', { upload_id: upload.body.upload_id })
+  await call('listOwnUploads', {}, undefined, '?status=processed')
+  await call('listOwnUploads', {}, undefined, '?status=lost')
   const contacts = await call(
     'uploadContacts',
     {},
@@ -224,6 +226,7 @@ test('every operation answers as its published schema says', async () => {
   )
   await call('listEvents', { id }, undefined, '?customer=c1&limit=10')
   await call('listEvents', { id }, undefined, '?limit=0')
+  await call('customerEvents', { external_id: 'c1' }, undefined, '?limit=5')
 
   for (const prefix of ['', 'Alias']) {
     const customer = `n${prefix}`

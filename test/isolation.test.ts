@@ -306,6 +306,19 @@ on('GET', '/api/v1/uploads/:upload_id', async () => {
   await status(200, get(a, `/api/v1/uploads/${A.upload}`))
 })
 
+on('GET', '/api/v1/uploads', async () => {
+  const listed = (await status(200, get(b, '/api/v1/uploads'))).body.map((u: { upload_id: number }) => u.upload_id)
+  assert.deepEqual(sorted(listed), await ownIds('uploads', b.id))
+  assert.ok(!listed.includes(A.upload))
+})
+
+on('GET', '/api/v1/customer/:external_id/events', async () => {
+  const mine = (await status(200, get(b, '/api/v1/customer/only-a/events'))).body
+  assert.equal(mine.count, 0)
+  const own = (await status(200, get(a, '/api/v1/customer/only-a/events'))).body
+  assert.ok(own.count > 0)
+})
+
 on('POST', '/api/tracker/track', async () => {
   const stored = await tenantRows(b.id)
   const refused = await status(403, track(b, a.trackerKey, 'only-a'))

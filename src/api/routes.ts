@@ -1,3 +1,4 @@
+import * as v from 'valibot'
 import type { Route } from '../http/types.ts'
 import { AggregateBody } from '../records/aggregate.ts'
 import { SearchBody } from '../records/search.ts'
@@ -12,9 +13,20 @@ import { openApiRoute } from './openapi.ts'
 import { recordRoutes } from './records.ts'
 import { aggregateCustomers, searchContacts, searchCustomers } from './search.ts'
 import { segmentRoutes } from './segments.ts'
-import { track } from './track.ts'
-import { getUpload, uploadContacts, uploadCustomers } from './uploads.ts'
-import { ContactPage, CustomerAggregate, CustomerPage, TrackAccepted, Upload, UploadAccepted } from './schemas.ts'
+import { customerEvents, track } from './track.ts'
+import { getUpload, listOwnUploads, uploadContacts, uploadCustomers } from './uploads.ts'
+import {
+  ContactPage,
+  CustomerAggregate,
+  CustomerPage,
+  EventQuery,
+  Events,
+  TrackAccepted,
+  Upload,
+  UploadAccepted,
+  UploadQuery,
+  UploadSummary,
+} from './schemas.ts'
 
 // The whole routing table: the router, the OpenAPI document, the admin CLI and the tests read it.
 // Interface endpoints accept only POST; the router answers 405 with Allow for any other method on
@@ -119,6 +131,28 @@ export const routes: Route[] = [
     summary: 'Read the state of an upload',
     reply: { status: 200, body: Upload },
     handler: getUpload,
+  },
+  {
+    method: 'GET',
+    path: '/api/v1/uploads',
+    auth: { key: 'upload' },
+    query: UploadQuery,
+    name: 'list-own-uploads',
+    tag: 'uploads',
+    summary: "The key's account's uploads, newest first, 500 at most (?status=, ?stuck=true)",
+    reply: { status: 200, body: v.array(UploadSummary) },
+    handler: listOwnUploads,
+  },
+  {
+    method: 'GET',
+    path: '/api/v1/customer/:external_id/events',
+    auth: { key: 'search' },
+    query: { limit: EventQuery.limit },
+    name: 'customer-events',
+    tag: 'tracking',
+    summary: 'The latest events tracked for a customer, newest first, with counts by state (?limit=)',
+    reply: { status: 200, body: Events },
+    handler: customerEvents,
   },
   {
     method: 'POST',

@@ -1,3 +1,5 @@
+import { eventQuery, listEvents } from '../admin/events.ts'
+import { textParam } from '../http/request.ts'
 import type { Handler } from '../http/types.ts'
 import { receiveEvents } from '../tracking/intake.ts'
 import { checkRawEvents, type TrackBody } from '../tracking/schemas.ts'
@@ -7,4 +9,10 @@ export const track: Handler = async (req, app) => {
   checkRawEvents(req.body)
   await receiveEvents(app, req.auth!.accountId, trackerKey, req.body)
   return { status: 200, body: { status: 'received', events: events.length } }
+}
+
+// The latest events tracked for one external id (matched to a customer or not), for the key's account.
+export const customerEvents: Handler = async (req, app) => {
+  const { limit } = eventQuery(req.query)
+  return { status: 200, body: await listEvents(app.sql, req.auth!.accountId, textParam(req, 'external_id'), limit) }
 }

@@ -1,3 +1,4 @@
+import { listUploads, uploadQuery } from '../admin/uploads.ts'
 import { refuse } from '../errors.ts'
 import { idParam } from '../http/request.ts'
 import type { Handler } from '../http/types.ts'
@@ -21,3 +22,9 @@ export const getUpload: Handler = async (req, app) => {
     from uploads where account_id = ${req.auth!.accountId} and id = ${id}`
   return upload ? { status: 200, body: upload } : refuse(404, `Upload ${id} does not exist.`)
 }
+
+// The key's own uploads, newest first: what the admin list shows, for the account of the key.
+export const listOwnUploads: Handler = async (req, app) => ({
+  status: 200,
+  body: await listUploads(app.sql, req.auth!.accountId, uploadQuery(req.query), app.config.stuckUploadSeconds),
+})
