@@ -373,6 +373,23 @@ test('the customer page: scores, trend, drivers, contacts, properties, tags, own
   for (const contact of contacts) {
     assert.match(page_, new RegExp(`${contact.name}\\s+${contact.id}\\s+${contact.engagementscore}\\b`))
   }
+  // The events tracked for it, newest first, as the API lists them.
+  await s.admin('PUT', `/accounts/${account.id}/tracking`, { domains: ['acme.test'] })
+  const tracked = await account.api('/api/tracker/track', {
+    trackerKey: account.trackerKey,
+    events: ['report.exported', 'login'].map((name, i) => ({
+      name,
+      timestamp: Date.now() - i * 1000,
+      identification: { customer: 'zeta' },
+    })),
+  })
+  assert.equal(tracked.status, 200, JSON.stringify(tracked.body))
+  await page.reload()
+  await page.locator('#events tr[data-event="login"]').waitFor()
+  assert.deepEqual(await page.locator('#events tbody tr').evaluateAll((rows) => rows.map((r) => r.dataset.event)), [
+    'report.exported',
+    'login',
+  ])
   assert.deepEqual(await accessibility(page), [])
 
   // The churn toggle writes through the API, and back.
@@ -499,13 +516,16 @@ test('an upload appears in the uploads view, followed until processed, with its 
   await screenshot(page, 'uploads')
   await page.close()
 
-  // A service key reads uploads by id.
+  // A service key lists its own account's uploads (GET /api/v1/uploads).
   const keyed = await open()
   await signIn(keyed.page, ops.token)
   await keyed.page.getByRole('link', { name: 'Uploads' }).click()
-  await keyed.page.getByLabel('Upload ID').fill(String(id))
-  await keyed.page.getByRole('button', { name: 'Show' }).click()
   await keyed.page.locator(`tr[data-upload="${id}"][data-status="processed"]`).waitFor()
+  const listed = (await ops.api('/api/v1/uploads', undefined, 'GET')).body.map((u: any) => String(u.upload_id))
+  assert.deepEqual(
+    await keyed.page.locator('#uploads tbody tr').evaluateAll((rows) => rows.map((r) => r.dataset.upload)),
+    listed,
+  )
   assert.deepEqual(await accessibility(keyed.page), [])
   assert.deepEqual([...problems, ...keyed.problems], [])
   await keyed.page.close()

@@ -155,7 +155,21 @@ export interface Upload {
   stuck?: boolean
 }
 
-export const getUpload = (key: string, id: number) => call<Upload>(key, 'GET', `/api/v1/uploads/${id}`)
+export const listUploads = (key: string) => call<Upload[]>(key, 'GET', '/api/v1/uploads')
+
+export interface TrackedEvent {
+  id: number
+  name: string
+  timestamp: number
+  data: unknown
+  status: 'received' | 'applied' | 'unmatched'
+}
+export interface TrackedEvents {
+  count: number
+  events: TrackedEvent[]
+}
+export const customerEvents = (key: string, id: string, limit: number) =>
+  call<TrackedEvents>(key, 'GET', `/api/v1/customer/${encodeURIComponent(id)}/events?limit=${limit}`)
 
 // Session storage: a credential is gone when the tab closes and is never shared with other tabs.
 // The service key and the admin token are kept apart; one sign-in forgets the other.

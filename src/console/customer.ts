@@ -1,8 +1,9 @@
 import { html } from 'htm/preact'
 import { useEffect, useRef, useState } from 'preact/hooks'
-import { type CustomerDetail, type Driver, getCustomer, setChurned } from './api.ts'
+import { type CustomerDetail, customerEvents, type Driver, getCustomer, setChurned } from './api.ts'
 import { Contacts } from './contacts.ts'
 import { score, signed } from './format.ts'
+import { useData } from './load.ts'
 
 const W = 560
 const H = 200
@@ -35,6 +36,27 @@ const Trend = ({ trend }: { trend: Record<string, number> | null }) => {
     <text x=${LEFT} y=${H - 6}>${points[0][0]}</text>
     <text x=${W - RIGHT} y=${H - 6} text-anchor="end">${points[points.length - 1][0]}</text>
   </svg>`
+}
+
+const EVENTS_SHOWN = 20
+
+// The latest events the tracker received for the customer, newest first, with what became of each.
+const Events = ({ apiKey, customerId }: { apiKey: string; customerId: string }) => {
+  const tracked = useData(() => customerEvents(apiKey, customerId, EVENTS_SHOWN), [apiKey, customerId])
+  if (tracked.error) return html`<p role="alert" class="error">${tracked.error}</p>`
+  if (!tracked.data) return html`<p>Loading…</p>`
+  if (tracked.data.count === 0) return html`<p>None.</p>`
+  return html`<p class="muted">${tracked.data.count} in all; the latest ${tracked.data.events.length}:</p>
+    <table class="events" id="events">
+      <thead><tr><th scope="col">When</th><th scope="col">Event</th><th scope="col">State</th></tr></thead>
+      <tbody>
+        ${tracked.data.events.map(
+          (e) => html`<tr key=${e.id} data-event=${e.name}>
+            <td>${new Date(e.timestamp).toISOString()}</td><td>${e.name}</td><td>${e.status}</td>
+          </tr>`,
+        )}
+      </tbody>
+    </table>`
 }
 
 const Drivers = ({ title, drivers }: { title: string; drivers: Driver[] }) => html`<div>
@@ -160,6 +182,10 @@ export const CustomerPage = ({ apiKey, id }: { apiKey: string; id: string }) => 
             </table>`
           : html`<p>None.</p>`
       }
+    </section>
+    <section aria-labelledby="events-title">
+      <h2 id="events-title">Last events tracked</h2>
+      <${Events} apiKey=${apiKey} customerId=${c.id} />
     </section>
     <section aria-labelledby="tags-title">
       <h2 id="tags-title">Tags</h2>

@@ -1,7 +1,7 @@
 import { html } from 'htm/preact'
-import { useEffect, useRef, useState } from 'preact/hooks'
-import { admin, getUpload, type Session, type Upload } from './api.ts'
-import { useData, value } from './load.ts'
+import { useEffect, useRef } from 'preact/hooks'
+import { admin, listUploads, type Session, type Upload } from './api.ts'
+import { useData } from './load.ts'
 
 const POLL_MS = 1000
 const busy = (u: Upload) => u.status === 'received' || u.status === 'processing'
@@ -47,9 +47,8 @@ const Table = ({ uploads }: { uploads: Upload[] }) =>
     </tbody>
   </table></div>`
 
-// The admin API lists an account's uploads, newest first.
-const AccountUploads = ({ token, account }: { token: string; account: number }) => {
-  const list = useData(() => admin<Upload[]>(token, 'GET', `/${account}/uploads`), [token, account])
+// The newest uploads first, refreshed while any is still waiting or being processed.
+const Listed = ({ list }: { list: ReturnType<typeof useData<Upload[]>> }) => {
   usePolling(list.data, list.reload)
   return html`${list.error && html`<p role="alert" class="error">${list.error}</p>`}
     <div class="actions"><button type="button" onClick=${list.reload}>Refresh uploads</button></div>
@@ -59,30 +58,16 @@ const AccountUploads = ({ token, account }: { token: string; account: number }) 
     ${list.data && html`<${Table} uploads=${list.data} />`}`
 }
 
-// A service key has no list of uploads (the public API reads one by id): the uploads asked for are
-// shown, and followed until processed.
-const UploadsById = ({ apiKey }: { apiKey: string }) => {
-  const [ids, setIds] = useState<number[]>([])
-  const [wanted, setWanted] = useState('')
-  const list = useData(() => Promise.all(ids.map((id) => getUpload(apiKey, id))), [apiKey, ids])
-  usePolling(list.data, list.reload)
-  const add = (e: Event) => {
-    e.preventDefault()
-    const id = Number(wanted)
-    if (Number.isInteger(id) && id > 0 && !ids.includes(id)) setIds([id, ...ids])
-    setWanted('')
-  }
-  return html`<form class="actions" onSubmit=${add}>
-      <div class="field">
-        <label for="upload-id">Upload ID</label>
-        <input id="upload-id" inputmode="numeric" pattern="[0-9]+" required value=${wanted}
-          aria-describedby="upload-id-hint" onInput=${(e: Event) => setWanted(value(e))} />
-      </div>
-      <button type="submit" class="primary">Show</button>
-    </form>
-    <p id="upload-id-hint" class="hint">The upload_id an upload answered with. Only the admin token lists them all.</p>
-    ${list.error && html`<p role="alert" class="error">${list.error}</p>`}
-    ${list.data && list.data.length > 0 && html`<${Table} uploads=${list.data} />`}`
+// The admin API lists the chosen account's uploads.
+const AccountUploads = ({ token, account }: { token: string; account: number }) => {
+  const list = useData(() => admin<Upload[]>(token, 'GET', `/${account}/uploads`), [token, account])
+  return html`<${Listed} list=${list} />`
+}
+
+// A service key lists its own account's uploads through the public API.
+const KeyUploads = ({ apiKey }: { apiKey: string }) => {
+  const list = useData(() => listUploads(apiKey), [apiKey])
+  return html`<${Listed} list=${list} />`
 }
 
 export const Uploads = ({ session, account }: { session: Session; account: number | null }) =>
@@ -90,7 +75,7 @@ export const Uploads = ({ session, account }: { session: Session; account: numbe
     <h1 id="uploads-title">Uploads</h1>
     ${
       session.kind === 'key'
-        ? html`<${UploadsById} apiKey=${session.secret} />`
+        ? html`<${KeyUploads} apiKey=${session.secret} />`
         : html`<${AccountUploads} token=${session.secret} account=${account} />`
     }
   </section>`

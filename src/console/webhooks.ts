@@ -18,10 +18,18 @@ interface Delivery {
   status: 'pending' | 'delivered' | 'failed'
   created_at: string
   delivered_at: string | null
-  attempts: { attempt: number; at: string; status_code: number | null; duration_ms: number; error: string | null }[]
+  attempts: {
+    attempt: number
+    at: string
+    status_code: number | null
+    duration_ms: number
+    error: string | null
+    response_excerpt: string | null
+  }[]
 }
 
-// A delivery's attempts, newest last: when, the receiver's status (or why none came), how long.
+// A delivery's attempts, newest last: when, the receiver's status (or why none came), how long, and
+// the start of its answer.
 const Attempts = ({ delivery }: { delivery: Delivery }) =>
   delivery.attempts.length === 0
     ? html`<span class="muted">none yet</span>`
@@ -29,6 +37,7 @@ const Attempts = ({ delivery }: { delivery: Delivery }) =>
         ${delivery.attempts.map(
           (a) => html`<li>
             ${a.at}: ${a.status_code ?? 'no answer'} in ${a.duration_ms} ms${a.error ? ` · ${a.error}` : ''}
+            ${a.response_excerpt && html`<q class="excerpt">${a.response_excerpt}</q>`}
           </li>`,
         )}
       </ol>`
