@@ -14,6 +14,7 @@ const MAX_POINTS = 10_000
 // The grid's cells: 10 a side, 20 score points wide (docs/api.md, "Aggregates").
 const CELLS = 10
 const CELL = PLOT / CELLS
+const LINE = 14
 // How near (in CSS pixels) the pointer must be to a point to pick it.
 const REACH = 8
 
@@ -54,12 +55,14 @@ const drawGrid = (g: CanvasRenderingContext2D, grid: number[][]) => {
       if (!n) return
       const [left, top] = [MARGIN + j * CELL, MARGIN + (CELLS - 1 - i) * CELL]
       const share = n / most
-      const side = Math.max(6, Math.sqrt(share) * (CELL - 4))
+      // The square fills the cell below its count's line.
+      const room = CELL - LINE - 2
+      const side = Math.max(4, Math.sqrt(share) * room)
       g.fillStyle = `hsl(215 60% ${Math.round(70 - 35 * share)}%)`
-      g.fillRect(left + (CELL - side) / 2, top + (CELL - side) / 2, side, side)
+      g.fillRect(left + (CELL - side) / 2, top + LINE + (room - side) / 2, side, side)
       g.fillStyle = 'rgb(255 255 255 / 0.85)'
       const text = String(n)
-      g.fillRect(left + 1, top + 1, g.measureText(text).width + 4, 13)
+      g.fillRect(left + 1, top + 1, g.measureText(text).width + 4, LINE - 1)
       g.fillStyle = LABEL
       g.fillText(text, left + 3, top + 11)
     }),
@@ -241,27 +244,24 @@ export const Matrix = ({ apiKey }: { apiKey: string }) => {
   const grid = shown?.grid !== undefined
   const unscored = shown ? shown.count - shown.scored : 0
   const label = grid
-    ? `Score matrix, aggregated: ${shown!.scored} customers counted in a 10 by 10 grid by fit (across) and engagement (up)`
+    ? `Score matrix, aggregated: ${shown!.scored} customers counted in a 10 by 10 grid by fit (across) and ` +
+      'engagement (up)'
     : `Score matrix: ${points.length} customers by fit (across) and engagement (up)`
-
+  const unscoredNote = unscored > 0 ? `, ${unscored} not scored yet` : ''
+  const note = grid
+    ? `${shown!.scored} customers counted in a 10 × 10 grid${unscoredNote}: more than ${MAX_POINTS} to draw one by ` +
+      'one, so each square is the number of customers with scores in its cell. Narrow with a segment or ' +
+      'filters to see each customer.'
+    : `${points.length} customers plotted${unscoredNote}. Each point is a customer, coloured by churn risk. On ` +
+      'the matrix, arrow keys move from customer to customer and Enter opens one; the Customers view lists ' +
+      'them all.'
   return html`<section aria-labelledby="matrix-title">
     <h1 id="matrix-title">Score matrix</h1>
     <${SegmentPicker} apiKey=${apiKey} onPick=${setSegment} />
     <${FilterBuilder} onApply=${setFilters} />
     ${error && html`<p role="alert" class="error">${error}</p>`}
     <p aria-live="polite" id="matrix-note">
-      ${state === 'loading' && 'Loading… '}${
-        grid
-          ? html`<strong>Aggregated:</strong> ${shown!.scored} customers counted in a 10 × 10 grid, more than
-              ${MAX_POINTS} to draw one by one; narrow with a segment or filters to see each customer`
-          : `${points.length} customers plotted`
-      }${unscored > 0 && `, ${unscored} not scored yet`}.
-      ${
-        grid
-          ? 'Each square is the number of customers with scores in that cell.'
-          : `Each point is a customer, coloured by churn risk. On the matrix, arrow keys move from customer to
-            customer and Enter opens one; the Customers view lists them all.`
-      }
+      ${state === 'loading' && 'Loading… '}${grid && html`<strong>Aggregated: </strong>`}${note}
     </p>
     ${
       !grid &&
