@@ -135,6 +135,18 @@ const accessibility = async (page: Page) => {
     .map((v) => `${v.impact} ${v.id}: ${v.help} at ${v.nodes.map((n) => n.target.join(' ')).join(', ')}`)
 }
 
+// The table's ID column once it holds exactly these ids (the view rerenders after the click).
+const tableShows = async (page: Page, expected: string[]) => {
+  const ids = () => page.locator('tbody tr td:nth-child(2)').allTextContents()
+  await page
+    .waitForFunction(
+      (want) => [...document.querySelectorAll('tbody tr td:nth-child(2)')].map((td) => td.textContent).join() === want,
+      expected.join(),
+      { timeout: 20_000 },
+    )
+    .catch(async () => assert.deepEqual(await ids(), expected))
+}
+
 const searchIds = async (filters: unknown[]) => {
   const res = await account.api('/api/v1/customers/search', { filters, limit: 1000 })
   assert.equal(res.status, 200, JSON.stringify(res.body))
@@ -218,8 +230,10 @@ test('the matrix by keyboard: arrows move from customer to customer, Enter opens
   await canvas.focus()
   const tip = page.locator('#matrix-tip')
   const engagement = async () => Number(/engagement (-?\d+)/.exec((await tip.textContent())!)![1])
+  // The first arrow picks the first customer of the aggregate's sample order.
+  const sample = await account.api('/api/v1/customers/aggregate', { matrix: 'points' })
   await page.keyboard.press('ArrowUp')
-  assert.equal(await tip.locator('strong').textContent(), 'Customer 0')
+  assert.equal(await tip.locator('strong').textContent(), sample.body.points.items[0].name)
   const before = await engagement()
   await page.keyboard.press('ArrowUp')
   assert.ok((await engagement()) > before, (await tip.textContent())!)
@@ -230,7 +244,7 @@ test('the matrix by keyboard: arrows move from customer to customer, Enter opens
   await page.close()
 })
 
-test('the matrix pages through 10,000 customers a thousand at a time, and says that more exist', async (t) => {
+test('past 10,000 scored customers the matrix is the aggregate grid; at 10,000 it draws each', async () => {
   const big = await scoredAccount(s, 'Big')
   const uploads = []
   for (let from = 0; from <= 10_000; from += 1000) {
@@ -245,21 +259,61 @@ test('the matrix pages through 10,000 customers a thousand at a time, and says t
     uploads.push(res.body.upload_id as number)
   }
   for (const id of uploads) await waitForUpload(big.api, id, 120_000, true)
+  await quiet(big.id)
 
   const { page, problems } = await open()
-  const searches: number[] = []
+  const asked: unknown[] = []
   page.on('request', (req) => {
-    if (req.url().endsWith('/api/v1/customers/search')) searches.push(JSON.parse(req.postData()!).limit)
+    if (req.url().endsWith('/api/v1/customers/aggregate')) asked.push(JSON.parse(req.postData()!).matrix)
   })
-  await page.getByLabel('Service key').fill(big.token)
-  const started = Date.now()
-  await page.getByRole('button', { name: 'Sign in' }).click()
-  const canvas = await matrixReady(page)
-  t.diagnostic(`10,000 points drawn ${Date.now() - started} ms after sign-in`)
+  await signIn(page, big.token)
+  let canvas = page.locator('#matrix[data-state="ready"][data-mode="grid"]')
+  await canvas.waitFor()
+  assert.equal(await canvas.getAttribute('data-scored'), '10001')
+  assert.equal(await canvas.getAttribute('data-points'), '0')
+  await page.getByText(/Aggregated: 10001 customers counted in a 10 × 10 grid/).waitFor()
+  // The grid alone: no customer is sent one by one.
+  assert.deepEqual(asked, ['grid'])
+  assert.deepEqual(await accessibility(page), [])
+  await screenshot(page, 'matrix-grid')
+
+  // One customer fewer is 10,000 scored: every one of them drawn, from one request of points.
+  asked.length = 0
+  await page.getByRole('button', { name: 'Add filter' }).click()
+  await page.getByLabel('Property').fill('name')
+  await page.getByLabel('Operator').selectOption('NEQ')
+  await page.getByLabel('Value').fill('Big 10000')
+  await page.getByRole('button', { name: 'Apply' }).click()
+  canvas = page.locator('#matrix[data-state="ready"][data-mode="points"]')
+  await canvas.waitFor()
   assert.equal(await canvas.getAttribute('data-points'), '10000')
-  // The sign-in's check of the key, then ten pages of the largest size the API allows.
-  assert.deepEqual(searches, [1, ...Array(10).fill(1000)])
-  await page.getByText(/10000 customers plotted \(the first 10000: narrow with filters/).waitFor()
+  assert.deepEqual(asked, ['grid', 'points'])
+  await page.getByText(/10000 customers plotted\./).waitFor()
+
+  // Hover over a customer the API places there names one with those scores; a click opens it.
+  const sample = await big.api('/api/v1/customers/aggregate', {
+    filters: [{ propertyName: 'name', operator: 'NEQ', value: 'Big 10000' }],
+    matrix: 'points',
+  })
+  assert.equal(sample.body.points.sampled, false)
+  const one = sample.body.points.items[0]
+  await canvas.scrollIntoViewIfNeeded()
+  const box = (await canvas.boundingBox())!
+  const [size, margin] = [
+    Number(await canvas.getAttribute('data-size')),
+    Number(await canvas.getAttribute('data-margin')),
+  ]
+  const plot = size - 2 * margin
+  const scale = box.width / size
+  const x = box.x + (margin + ((one.fitscore + 100) / 200) * plot) * scale
+  const y = box.y + (margin + ((100 - one.engagementscore) / 200) * plot) * scale
+  await page.mouse.move(x, y)
+  const tip = page.locator('#matrix-tip')
+  await tip.waitFor()
+  assert.match((await tip.textContent())!, new RegExp(`engagement ${one.engagementscore} · fit ${one.fitscore}`))
+  const name = (await tip.locator('strong').textContent())!
+  await page.mouse.click(x, y)
+  await page.getByRole('heading', { level: 1, name }).waitFor()
   assert.deepEqual(problems, [])
   await page.close()
 })
@@ -319,6 +373,69 @@ test('the customers table: rows open the customer, filters narrow it as the API 
 
   await page.getByRole('link', { name: 'Zeta Star' }).click()
   await page.getByRole('heading', { level: 1, name: 'Zeta Star' }).waitFor()
+  assert.deepEqual(problems, [])
+  await page.close()
+})
+
+test('a segment narrows the matrix and the table to the customers its member search finds', async () => {
+  const created = await account.api('/api/v1/segments', {
+    name: 'SSO or engaged',
+    where: {
+      or: [
+        { propertyName: 'has_sso', operator: 'EQ', value: 'true' },
+        { propertyName: 'engagementscore', operator: 'GTE', value: '0' },
+      ],
+    },
+  })
+  assert.equal(created.status, 201, JSON.stringify(created.body))
+  const members = await account.api(`/api/v1/segments/${created.body.id}/search`, { limit: 1000 })
+  assert.equal(members.status, 200, JSON.stringify(members.body))
+  const ids = (members.body.results as { id: string }[]).map((c) => c.id)
+  assert.ok(ids.length > 100 && ids.length < CUSTOMERS.length, String(ids.length))
+
+  const { page, problems } = await open()
+  await signIn(page)
+  await matrixReady(page)
+  await page.getByLabel('Segment').selectOption({ label: 'SSO or engaged' })
+  await page.locator(`#matrix[data-state="ready"][data-points="${ids.length}"]`).waitFor()
+  assert.deepEqual(await accessibility(page), [])
+
+  await page.getByRole('link', { name: 'Customers' }).click()
+  await page.locator('#customers-count[data-count="100"]').waitFor()
+  await page.getByLabel('Segment').selectOption({ label: 'SSO or engaged' })
+  await tableShows(page, ids.slice(0, 100))
+  await page.getByRole('button', { name: 'Load more' }).click()
+  await tableShows(page, ids)
+  assert.deepEqual(problems, [])
+  await page.close()
+})
+
+test('a click on a column header sorts the table as the API sorts, both ways, with load more', async () => {
+  const sorted = async (direction: string) => {
+    const res = await account.api('/api/v1/customers/search', {
+      sort: [{ propertyName: 'engagementscore', direction }],
+      limit: 1000,
+    })
+    assert.equal(res.status, 200, JSON.stringify(res.body))
+    return (res.body.results as { id: string }[]).map((c) => c.id)
+  }
+  const { page, problems } = await open()
+  await signIn(page)
+  await page.getByRole('link', { name: 'Customers' }).click()
+  await page.locator('#customers-count[data-count="100"]').waitFor()
+  const header = page.getByRole('columnheader', { name: 'Engagement' })
+
+  await header.getByRole('button').click()
+  await page.locator('th[aria-sort="ascending"]').waitFor()
+  const ascending = await sorted('asc')
+  await tableShows(page, ascending.slice(0, 100))
+  await page.getByRole('button', { name: 'Load more' }).click()
+  await tableShows(page, ascending)
+
+  await header.getByRole('button').click()
+  await page.locator('th[aria-sort="descending"]').waitFor()
+  await tableShows(page, (await sorted('desc')).slice(0, 100))
+  assert.deepEqual(await accessibility(page), [])
   assert.deepEqual(problems, [])
   await page.close()
 })

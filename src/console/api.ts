@@ -42,9 +42,22 @@ export interface Filter {
   values?: string[]
 }
 
+// A search's tree of filters (docs/api.md, "Trees").
+export type Condition = Filter | { and: Condition[] } | { or: Condition[] } | { not: Condition }
+export interface SortKey {
+  propertyName: string
+  direction: 'asc' | 'desc'
+}
+// What picks the customers: `filters` or `where`, as search, aggregates and segments take it.
+export interface Selection {
+  filters?: Filter[]
+  where?: Condition
+}
+
 export interface Page {
   results: Customer[]
-  paging?: { next: { after: number } }
+  // A number in external id order; under a sort, an opaque cursor to send back as it came.
+  paging?: { next: { after: number | string } }
 }
 
 // A refusal as the service words it: Problem Details' sentence plus each place the request is wrong.
@@ -96,10 +109,10 @@ export const admin = <T>(token: string, method: string, path: string, body?: unk
 export const eventTypes = (token: string) =>
   request<{ name: string; description: string }[]>({ authorization: `Bearer ${token}` }, 'GET', '/admin/v1/event-types')
 
-export interface Search {
-  filters?: Filter[]
+export interface Search extends Selection {
   limit?: number
-  after?: number
+  after?: number | string
+  sort?: SortKey[]
 }
 
 export const searchCustomers = (key: string, search: Search, signal?: AbortSignal) =>
@@ -118,26 +131,37 @@ export const contactsOf = (key: string, customerId: string, limit: number) =>
 export const setChurned = (key: string, id: string, churned: boolean) =>
   call<Customer>(key, 'PUT', `/api/v1/customer/${encodeURIComponent(id)}`, { is_churned: churned })
 
-// Follows the keyset cursor a page of 1000 (the API's largest) at a time, handing each page over as it
-// arrives so that the caller can draw while the rest loads. Aborting stops it between pages. Resolves
-// to whether customers beyond `max` remain.
-export const eachCustomer = async (
-  key: string,
-  filters: Filter[],
-  max: number,
-  onPage: (customers: Customer[]) => void,
-  signal: AbortSignal,
-) => {
-  let after: number | undefined
-  let count = 0
-  do {
-    const page = await searchCustomers(key, { filters, limit: Math.min(1000, max - count), after }, signal)
-    count += page.results.length
-    onPage(page.results)
-    after = page.paging?.next.after
-  } while (after !== undefined && count < max)
-  return after !== undefined
+export interface Segment extends Selection {
+  id: number
+  name: string
+  sort?: SortKey[]
+  members: number
 }
+
+export const listSegments = (key: string) => call<Segment[]>(key, 'GET', '/api/v1/segments')
+
+// A saved segment's members as customer search answers its saved body, a page at a time.
+export const searchSegment = (key: string, id: number, page: { limit: number; after?: number | string }) =>
+  call<Page>(key, 'POST', `/api/v1/segments/${id}/search`, page)
+
+// The sampled customers of the matrix, with both scores (docs/api.md, "Aggregates").
+export interface Point {
+  id: string
+  name: string
+  engagementscore: number
+  fitscore: number
+  churn_risk: number | null
+}
+export interface Aggregate {
+  count: number
+  grid?: { scored: number; counts: number[][] }
+  points?: { scored: number; sampled: boolean; items: Point[] }
+}
+export const aggregate = (
+  key: string,
+  body: Selection & { matrix: 'grid' | 'points'; points?: number },
+  signal?: AbortSignal,
+) => call<Aggregate>(key, 'POST', '/api/v1/customers/aggregate', body, signal)
 
 export interface Upload {
   upload_id: number

@@ -1,21 +1,34 @@
 import { html } from 'htm/preact'
 import { useEffect, useRef, useState } from 'preact/hooks'
-import { type Customer, type Filter, searchCustomers } from './api.ts'
+import { type Customer, type Filter, type Segment, type SortKey, searchCustomers, searchSegment } from './api.ts'
 import { FilterBuilder } from './filters.ts'
 import { customerHref, score } from './format.ts'
+import { narrow, SegmentPicker } from './segments.ts'
 
 const PAGE = 100
 
 type Value = string | number | null
-// Each column's value (what CSV exports) and, where it differs, how the table shows it.
-const COLUMNS: { title: string; value: (c: Customer) => Value; show?: (c: Customer) => unknown; num?: true }[] = [
-  { title: 'Name', value: (c) => c.name, show: (c) => html`<a href=${customerHref(c.id)}>${c.name}</a>` },
+// Each column's value (what CSV exports), where it differs how the table shows it, and the search
+// field it sorts by (owner and tags hold sets and do not sort; the ID is every order's last key).
+const COLUMNS: {
+  title: string
+  value: (c: Customer) => Value
+  show?: (c: Customer) => unknown
+  num?: true
+  sort?: string
+}[] = [
+  {
+    title: 'Name',
+    value: (c) => c.name,
+    show: (c) => html`<a href=${customerHref(c.id)}>${c.name}</a>`,
+    sort: 'name',
+  },
   { title: 'ID', value: (c) => c.id },
-  { title: 'Engagement', value: (c) => c.engagementscore, num: true },
-  { title: 'Fit', value: (c) => c.fitscore, num: true },
-  { title: 'Churn risk', value: (c) => c.churn_risk, num: true },
-  { title: 'Upsell', value: (c) => c.upsell_score, num: true },
-  { title: 'Last seen', value: (c) => c.last_seen },
+  { title: 'Engagement', value: (c) => c.engagementscore, num: true, sort: 'engagementscore' },
+  { title: 'Fit', value: (c) => c.fitscore, num: true, sort: 'fitscore' },
+  { title: 'Churn risk', value: (c) => c.churn_risk, num: true, sort: 'churn_risk' },
+  { title: 'Upsell', value: (c) => c.upsell_score, num: true, sort: 'upsell_score' },
+  { title: 'Last seen', value: (c) => c.last_seen, sort: 'last_seen' },
   { title: 'Owner', value: (c) => c.owner },
   { title: 'Tags', value: (c) => c.tags.join(', ') },
 ]
@@ -47,10 +60,30 @@ const download = (rows: Customer[], columns: Column[]) => {
   setTimeout(() => URL.revokeObjectURL(url), 0)
 }
 
+// A segment alone is paged through its member search; with filters or a column's order on top, the
+// customer search of its condition and those (member search takes neither).
+const pageOf = (
+  apiKey: string,
+  { segment, filters, sort }: { segment?: Segment; filters: Filter[]; sort?: SortKey },
+  after?: number | string,
+) =>
+  segment && !filters.length && !sort
+    ? searchSegment(apiKey, segment.id, { limit: PAGE, after })
+    : searchCustomers(apiKey, {
+        ...narrow(segment, filters),
+        ...(sort ? { sort: [sort] } : segment?.sort ? { sort: segment.sort } : {}),
+        limit: PAGE,
+        after,
+      })
+
+const ORDER = { asc: 'ascending', desc: 'descending' } as const
+
 export const Customers = ({ apiKey }: { apiKey: string }) => {
   const [filters, setFilters] = useState<Filter[]>([])
+  const [segment, setSegment] = useState<Segment | undefined>()
+  const [sort, setSort] = useState<SortKey | undefined>()
   const [rows, setRows] = useState<Customer[]>([])
-  const [after, setAfter] = useState<number | undefined>()
+  const [after, setAfter] = useState<number | string | undefined>()
   const [busy, setBusy] = useState(false)
   const [hidden, setHidden] = useState<string[]>([])
   const columns = COLUMNS.filter((c) => !hidden.includes(c.title))
@@ -58,12 +91,12 @@ export const Customers = ({ apiKey }: { apiKey: string }) => {
   // Only the latest request's answer is shown: new filters may be applied while a page is loading.
   const latest = useRef(0)
 
-  const load = async (from: Customer[], cursor?: number) => {
+  const load = async (from: Customer[], cursor?: number | string) => {
     const request = ++latest.current
     setBusy(true)
     setError('')
     try {
-      const page = await searchCustomers(apiKey, { filters, limit: PAGE, after: cursor })
+      const page = await pageOf(apiKey, { segment, filters, sort }, cursor)
       if (request !== latest.current) return
       setRows([...from, ...page.results])
       setAfter(page.paging?.next.after)
@@ -75,10 +108,26 @@ export const Customers = ({ apiKey }: { apiKey: string }) => {
   }
   useEffect(() => {
     load([])
-  }, [filters])
+  }, [filters, segment, sort])
+  // A click on a column's header sorts by it ascending, a second click descending.
+  const sortBy = (propertyName: string) =>
+    setSort({
+      propertyName,
+      direction: sort?.propertyName === propertyName && sort.direction === 'asc' ? 'desc' : 'asc',
+    })
+  const header = (c: Column) => {
+    if (!c.sort) return html`<th scope="col">${c.title}</th>`
+    const direction = sort?.propertyName === c.sort ? sort.direction : undefined
+    return html`<th scope="col" aria-sort=${direction ? ORDER[direction] : undefined}>
+      <button type="button" class="sort" onClick=${() => sortBy(c.sort!)}>
+        ${c.title}<span aria-hidden="true">${direction === 'asc' ? ' ▲' : direction === 'desc' ? ' ▼' : ''}</span>
+      </button>
+    </th>`
+  }
 
   return html`<section aria-labelledby="customers-title">
     <h1 id="customers-title">Customers</h1>
+    <${SegmentPicker} apiKey=${apiKey} onPick=${setSegment} />
     <${FilterBuilder} onApply=${setFilters} />
     ${error && html`<p role="alert" class="error">${error}</p>`}
     <div class="toolbar">
@@ -105,7 +154,7 @@ export const Customers = ({ apiKey }: { apiKey: string }) => {
     <div class="table-wrap">
       <table>
         <thead>
-          <tr>${columns.map((c) => html`<th scope="col">${c.title}</th>`)}</tr>
+          <tr>${columns.map(header)}</tr>
         </thead>
         <tbody>
           ${rows.map(

@@ -1,19 +1,23 @@
 import { html } from 'htm/preact'
 import { useEffect, useMemo, useRef, useState } from 'preact/hooks'
-import { type Customer, eachCustomer, type Filter } from './api.ts'
+import { aggregate, type Filter, type Point, type Segment } from './api.ts'
 import { FilterBuilder } from './filters.ts'
 import { customerHref, riskColour } from './format.ts'
+import { narrow, SegmentPicker } from './segments.ts'
 
 // The canvas in CSS pixels; it scales down with the window, and pointer positions are scaled back.
 const SIZE = 600
 const MARGIN = 40
 const PLOT = SIZE - 2 * MARGIN
+// Up to this many scored customers the matrix draws each one; beyond, the aggregate grid of counts.
 const MAX_POINTS = 10_000
+// The grid's cells: 10 a side, 20 score points wide (docs/api.md, "Aggregates").
+const CELLS = 10
+const CELL = PLOT / CELLS
+const LINE = 14
 // How near (in CSS pixels) the pointer must be to a point to pick it.
 const REACH = 8
 
-type Scored = Customer & { fitscore: number; engagementscore: number }
-const scored = (c: Customer): c is Scored => c.fitscore !== null && c.engagementscore !== null
 const px = (fit: number) => MARGIN + ((fit + 100) / 200) * PLOT
 const py = (engagement: number) => MARGIN + ((100 - engagement) / 200) * PLOT
 
@@ -33,7 +37,39 @@ const quadrant = (g: CanvasRenderingContext2D, text: string, x: number, y: numbe
   g.fillText(text, x, y)
 }
 
-const draw = (canvas: HTMLCanvasElement, points: Scored[]) => {
+// What the matrix shows: each customer, or past MAX_POINTS the grid's counts.
+interface Shown {
+  count: number
+  scored: number
+  points: Point[]
+  grid?: number[][]
+}
+
+// Cells are squares whose area and depth of colour grow with their count, the count written in them.
+const drawGrid = (g: CanvasRenderingContext2D, grid: number[][]) => {
+  const most = Math.max(1, ...grid.flat())
+  g.font = '10px system-ui, sans-serif'
+  g.textAlign = 'left'
+  grid.forEach((row, i) =>
+    row.forEach((n, j) => {
+      if (!n) return
+      const [left, top] = [MARGIN + j * CELL, MARGIN + (CELLS - 1 - i) * CELL]
+      const share = n / most
+      // The square fills the cell below its count's line.
+      const room = CELL - LINE - 2
+      const side = Math.max(4, Math.sqrt(share) * room)
+      g.fillStyle = `hsl(215 60% ${Math.round(70 - 35 * share)}%)`
+      g.fillRect(left + (CELL - side) / 2, top + LINE + (room - side) / 2, side, side)
+      g.fillStyle = 'rgb(255 255 255 / 0.85)'
+      const text = String(n)
+      g.fillRect(left + 1, top + 1, g.measureText(text).width + 4, LINE - 1)
+      g.fillStyle = LABEL
+      g.fillText(text, left + 3, top + 11)
+    }),
+  )
+}
+
+const draw = (canvas: HTMLCanvasElement, shown: Shown | undefined) => {
   const ratio = window.devicePixelRatio || 1
   canvas.width = SIZE * ratio
   canvas.height = SIZE * ratio
@@ -69,8 +105,9 @@ const draw = (canvas: HTMLCanvasElement, points: Scored[]) => {
   g.fillText('Engagement →', 0, 0)
   g.restore()
 
+  if (shown?.grid) drawGrid(g, shown.grid)
   g.globalAlpha = 0.8
-  for (const c of points) {
+  for (const c of shown?.points ?? []) {
     g.fillStyle = riskColour(c.churn_risk)
     g.beginPath()
     g.arc(px(c.fitscore), py(c.engagementscore), 3.5, 0, 2 * Math.PI)
@@ -85,16 +122,16 @@ const draw = (canvas: HTMLCanvasElement, points: Scored[]) => {
 // Points bucketed by REACH-sized cells, so a pointer move looks at the nine cells around it rather
 // than at every point.
 const cellOf = (x: number, y: number) => Math.floor(x / REACH) * 10_000 + Math.floor(y / REACH)
-const indexOf = (points: Scored[]) => {
-  const cells = new Map<number, Scored[]>()
+const indexOf = (points: Point[]) => {
+  const cells = new Map<number, Point[]>()
   for (const c of points) {
     const key = cellOf(px(c.fitscore), py(c.engagementscore))
     cells.get(key)?.push(c) ?? cells.set(key, [c])
   }
   return cells
 }
-const nearest = (cells: Map<number, Scored[]>, x: number, y: number) => {
-  let best: Scored | undefined
+const nearest = (cells: Map<number, Point[]>, x: number, y: number) => {
+  let best: Point | undefined
   let distance = REACH * REACH
   for (const dx of [-REACH, 0, REACH]) {
     for (const dy of [-REACH, 0, REACH]) {
@@ -115,8 +152,8 @@ const ARROWS: Record<string, [fit: number, engagement: number]> = {
   ArrowUp: [0, 1],
   ArrowDown: [0, -1],
 }
-const step = (points: Scored[], from: Scored, [dx, dy]: [number, number]) => {
-  let best: Scored | undefined
+const step = (points: Point[], from: Point, [dx, dy]: [number, number]) => {
+  let best: Point | undefined
   let cost = Number.POSITIVE_INFINITY
   for (const c of points) {
     const x = c.fitscore - from.fitscore
@@ -128,39 +165,45 @@ const step = (points: Scored[], from: Scored, [dx, dy]: [number, number]) => {
   return best
 }
 
+// A grid cell's range of scores, as the aggregate counts it: 20 points from -100, the last with 100.
+const range = (k: number) => `${-100 + 20 * k} to ${k === CELLS - 1 ? 100 : -81 + 20 * k}`
+type Cell = { i: number; j: number; n: number }
+const cellAt = (grid: number[][], x: number, y: number): Cell | undefined => {
+  const [i, j] = [CELLS - 1 - Math.floor((y - MARGIN) / CELL), Math.floor((x - MARGIN) / CELL)]
+  const n = grid[i]?.[j]
+  return n ? { i, j, n } : undefined
+}
+
+// Grid first: it costs one scan of the matches and says how many are scored; only when they are few
+// enough is each one asked for, so a large account never sorts and sends all of its customers.
+const load = async (apiKey: string, filters: Filter[], segment: Segment | undefined, signal: AbortSignal) => {
+  const selection = narrow(segment, filters)
+  const { count, grid } = await aggregate(apiKey, { ...selection, matrix: 'grid' }, signal)
+  if (grid!.scored > MAX_POINTS) return { count, scored: grid!.scored, points: [], grid: grid!.counts }
+  const { points } = await aggregate(apiKey, { ...selection, matrix: 'points', points: MAX_POINTS }, signal)
+  return { count, scored: points!.scored, points: points!.items }
+}
+
 export const Matrix = ({ apiKey }: { apiKey: string }) => {
   const canvas = useRef<HTMLCanvasElement>(null)
   const [filters, setFilters] = useState<Filter[]>([])
-  const [points, setPoints] = useState<Scored[]>([])
-  const [seen, setSeen] = useState(0)
+  const [segment, setSegment] = useState<Segment | undefined>()
+  const [shown, setShown] = useState<Shown | undefined>()
   const [state, setState] = useState<'loading' | 'ready' | 'failed'>('loading')
-  const [capped, setCapped] = useState(false)
   const [error, setError] = useState('')
-  const [hover, setHover] = useState<Scored | undefined>()
+  const [hover, setHover] = useState<Point | undefined>()
+  const [cell, setCell] = useState<Cell | undefined>()
 
   useEffect(() => {
     const stop = new AbortController()
-    const all: Scored[] = []
-    let count = 0
     setState('loading')
-    setCapped(false)
     setError('')
     setHover(undefined)
-    setPoints([])
-    eachCustomer(
-      apiKey,
-      filters,
-      MAX_POINTS,
-      (page) => {
-        count += page.length
-        all.push(...page.filter(scored))
-        setSeen(count)
-        setPoints([...all])
-      },
-      stop.signal,
-    ).then(
-      (more) => {
-        setCapped(more)
+    setCell(undefined)
+    setShown(undefined)
+    load(apiKey, filters, segment, stop.signal).then(
+      (answer) => {
+        setShown(answer)
         setState('ready')
       },
       (err: Error) => {
@@ -170,15 +213,22 @@ export const Matrix = ({ apiKey }: { apiKey: string }) => {
       },
     )
     return () => stop.abort()
-  }, [apiKey, filters])
+  }, [apiKey, filters, segment])
 
-  const cells = useMemo(() => indexOf(points), [points])
-  useEffect(() => draw(canvas.current!, points), [points])
+  const points = shown?.points ?? []
+  const cells = useMemo(() => indexOf(points), [shown])
+  useEffect(() => draw(canvas.current!, shown), [shown])
 
   const pick = (e: MouseEvent) => {
     const box = canvas.current!.getBoundingClientRect()
     const scale = SIZE / box.width
-    setHover(nearest(cells, (e.clientX - box.left) * scale, (e.clientY - box.top) * scale))
+    const [x, y] = [(e.clientX - box.left) * scale, (e.clientY - box.top) * scale]
+    if (shown?.grid) setCell(cellAt(shown.grid, x, y))
+    else setHover(nearest(cells, x, y))
+  }
+  const leave = () => {
+    setHover(undefined)
+    setCell(undefined)
   }
   const open = () => {
     if (hover) location.hash = customerHref(hover.id)
@@ -191,33 +241,53 @@ export const Matrix = ({ apiKey }: { apiKey: string }) => {
       setHover((hover && step(points, hover, ARROWS[e.key])) ?? hover ?? points[0])
     }
   }
-  const unscored = seen - points.length
-
+  const grid = shown?.grid !== undefined
+  const unscored = shown ? shown.count - shown.scored : 0
+  const label = grid
+    ? `Score matrix, aggregated: ${shown!.scored} customers counted in a 10 by 10 grid by fit (across) and ` +
+      'engagement (up)'
+    : `Score matrix: ${points.length} customers by fit (across) and engagement (up)`
+  const unscoredNote = unscored > 0 ? `, ${unscored} not scored yet` : ''
+  const note = grid
+    ? `${shown!.scored} customers counted in a 10 × 10 grid${unscoredNote}: more than ${MAX_POINTS} to draw one by ` +
+      'one, so each square is the number of customers with scores in its cell. Narrow with a segment or ' +
+      'filters to see each customer.'
+    : `${points.length} customers plotted${unscoredNote}. Each point is a customer, coloured by churn risk. On ` +
+      'the matrix, arrow keys move from customer to customer and Enter opens one; the Customers view lists ' +
+      'them all.'
   return html`<section aria-labelledby="matrix-title">
     <h1 id="matrix-title">Score matrix</h1>
+    <${SegmentPicker} apiKey=${apiKey} onPick=${setSegment} />
     <${FilterBuilder} onApply=${setFilters} />
     ${error && html`<p role="alert" class="error">${error}</p>`}
-    <p aria-live="polite">
-      ${state === 'loading' && 'Loading… '}${points.length} customers plotted${
-        unscored > 0 && `, ${unscored} not scored yet`
-      }${capped && ` (the first ${MAX_POINTS}: narrow with filters to see others)`}.
-      Each point is a customer, coloured by churn risk. On the matrix, arrow keys move from customer to
-      customer and Enter opens one; the Customers view lists them all.
+    <p aria-live="polite" id="matrix-note">
+      ${state === 'loading' && 'Loading… '}${grid && html`<strong>Aggregated: </strong>`}${note}
     </p>
-    <div class="legend" aria-hidden="true">
-      <span>Churn risk 0</span><span class="legend-bar"></span><span>100</span>
-    </div>
+    ${
+      !grid &&
+      html`<div class="legend" aria-hidden="true">
+        <span>Churn risk 0</span><span class="legend-bar"></span><span>100</span>
+      </div>`
+    }
     <div class="matrix">
       <canvas ref=${canvas} id="matrix" role="img" tabindex="0" data-points=${points.length} data-state=${state}
-        data-size=${SIZE} data-margin=${MARGIN} class=${hover ? 'pointing' : ''}
-        aria-label=${`Score matrix: ${points.length} customers by fit (across) and engagement (up)`}
-        onMouseMove=${pick} onMouseLeave=${() => setHover(undefined)} onClick=${open} onKeyDown=${move}></canvas>
+        data-mode=${grid ? 'grid' : 'points'} data-scored=${shown?.scored ?? 0}
+        data-size=${SIZE} data-margin=${MARGIN} class=${hover ? 'pointing' : ''} aria-label=${label}
+        onMouseMove=${pick} onMouseLeave=${leave} onClick=${open} onKeyDown=${move}></canvas>
       ${
         hover &&
         html`<div id="matrix-tip" class="tip" role="status"
           style=${{ left: percent(px(hover.fitscore)), top: percent(py(hover.engagementscore)) }}>
           <strong>${hover.name}</strong><br />
           engagement ${hover.engagementscore} · fit ${hover.fitscore} · churn risk ${hover.churn_risk ?? '–'}
+        </div>`
+      }
+      ${
+        cell &&
+        html`<div id="matrix-tip" class="tip" role="status"
+          style=${{ left: percent(MARGIN + (cell.j + 0.5) * CELL), top: percent(MARGIN + (CELLS - cell.i) * CELL) }}>
+          <strong>${cell.n} customers</strong><br />
+          engagement ${range(cell.i)} · fit ${range(cell.j)}
         </div>`
       }
     </div>

@@ -1,0 +1,26 @@
+import { html } from 'htm/preact'
+import { type Filter, listSegments, type Segment, type Selection } from './api.ts'
+import { useData, value } from './load.ts'
+
+// The customers a view shows: the segment's saved condition ANDed with the filter builder's rows, as
+// one `where` tree that search and aggregates both take. The segment's tree decides the churn default
+// as it does in member search, since its leaves are the combined tree's.
+export const narrow = (segment: Segment | undefined, filters: Filter[]): Selection => {
+  const saved = segment && (segment.where ?? (segment.filters?.length ? { and: segment.filters } : undefined))
+  if (!saved) return filters.length ? { filters } : {}
+  return { where: filters.length ? { and: [saved, ...filters] } : saved }
+}
+
+// The account's saved segments; choosing one narrows the view to its members.
+export const SegmentPicker = ({ apiKey, onPick }: { apiKey: string; onPick: (s: Segment | undefined) => void }) => {
+  const segments = useData(() => listSegments(apiKey), [apiKey])
+  const pick = (e: Event) => onPick(segments.data?.find((s) => String(s.id) === value(e)))
+  return html`<div class="field segment-picker">
+    <label for="segment">Segment</label>
+    <select id="segment" onChange=${pick} disabled=${!segments.data}>
+      <option value="">All customers</option>
+      ${(segments.data ?? []).map((s) => html`<option value=${s.id}>${s.name}</option>`)}
+    </select>
+    ${segments.error && html`<p role="alert" class="error">${segments.error}</p>`}
+  </div>`
+}
