@@ -147,8 +147,9 @@ const tableShows = async (page: Page, expected: string[]) => {
     .catch(async () => assert.deepEqual(await ids(), expected))
 }
 
-const searchIds = async (filters: unknown[]) => {
-  const res = await account.api('/api/v1/customers/search', { filters, limit: 1000 })
+const searchIds = async (filters: unknown[] | { where: unknown }) => {
+  const selection = Array.isArray(filters) ? { filters } : filters
+  const res = await account.api('/api/v1/customers/search', { ...selection, limit: 1000 })
   assert.equal(res.status, 200, JSON.stringify(res.body))
   return (res.body.results as { id: string }[]).map((c) => c.id)
 }
@@ -357,6 +358,31 @@ test('the customers table: rows open the customer, filters narrow it as the API 
   assert.ok(expected.length > 0 && expected.length < CUSTOMERS.length, String(expected.length))
   await page.locator(`#customers-count[data-count="${expected.length}"]`).waitFor()
   assert.deepEqual(await page.locator('tbody tr td:nth-child(2)').allTextContents(), expected)
+
+  // Any of two filters, the second negated: the `where` tree the API is given answers the same.
+  await page.getByRole('button', { name: 'Add filter' }).click()
+  await page.locator('#filter-1-property').fill('country')
+  await page.locator('#filter-1-value').fill('US')
+  await page.getByLabel('Not').nth(1).check()
+  await page.getByLabel('Match').selectOption('any')
+  await page.getByRole('button', { name: 'Apply' }).click()
+  const either = await searchIds({
+    where: {
+      or: [
+        { propertyName: 'engagementscore', operator: 'GT', value: '50' },
+        { not: { propertyName: 'country', operator: 'EQ', value: 'US' } },
+      ],
+    },
+  })
+  assert.ok(either.length > expected.length && either.length < CUSTOMERS.length, String(either.length))
+  await page.locator(`#customers-count[data-count="${Math.min(either.length, 100)}"]`).waitFor()
+  assert.deepEqual(await page.locator('tbody tr td:nth-child(2)').allTextContents(), either.slice(0, 100))
+  assert.deepEqual(await accessibility(page), [])
+  // Back to the one filter, for the export.
+  await page.getByRole('button', { name: 'Remove filter 2' }).click()
+  await page.getByLabel('Match').selectOption('all')
+  await page.getByRole('button', { name: 'Apply' }).click()
+  await page.locator(`#customers-count[data-count="${expected.length}"]`).waitFor()
 
   const [download] = await Promise.all([
     page.waitForEvent('download'),

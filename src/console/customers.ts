@@ -1,6 +1,6 @@
 import { html } from 'htm/preact'
 import { useEffect, useRef, useState } from 'preact/hooks'
-import { type Customer, type Filter, type Segment, type SortKey, searchCustomers, searchSegment } from './api.ts'
+import { type Condition, type Customer, type Segment, type SortKey, searchCustomers, searchSegment } from './api.ts'
 import { FilterBuilder } from './filters.ts'
 import { customerHref, score } from './format.ts'
 import { narrow, SegmentPicker } from './segments.ts'
@@ -64,7 +64,7 @@ const download = (rows: Customer[], columns: Column[]) => {
 // customer search of its condition and those (member search takes neither).
 const pageOf = (
   apiKey: string,
-  { segment, filters, sort }: { segment?: Segment; filters: Filter[]; sort?: SortKey },
+  { segment, filters, sort }: { segment?: Segment; filters: Condition[]; sort?: SortKey },
   after?: number | string,
 ) =>
   segment && !filters.length && !sort
@@ -79,7 +79,7 @@ const pageOf = (
 const ORDER = { asc: 'ascending', desc: 'descending' } as const
 
 export const Customers = ({ apiKey }: { apiKey: string }) => {
-  const [filters, setFilters] = useState<Filter[]>([])
+  const [filters, setFilters] = useState<Condition[]>([])
   const [segment, setSegment] = useState<Segment | undefined>()
   const [sort, setSort] = useState<SortKey | undefined>()
   const [rows, setRows] = useState<Customer[]>([])

@@ -1,6 +1,6 @@
 import { html } from 'htm/preact'
 import { useState } from 'preact/hooks'
-import type { Filter } from './api.ts'
+import type { Condition, Filter } from './api.ts'
 
 // The search API's fields that every account has (docs/api.md); attributes and metrics are the
 // account's own codenames, typed in by hand since only the admin API lists them.
@@ -39,6 +39,7 @@ interface Row {
   property: string
   operator: string
   value: string
+  negate: boolean
 }
 
 const toFilter = ({ property, operator, value }: Row): Filter => {
@@ -49,20 +50,41 @@ const toFilter = ({ property, operator, value }: Row): Filter => {
 }
 
 const text = (e: Event) => (e.currentTarget as HTMLInputElement | HTMLSelectElement).value
+const checked = (e: Event) => (e.currentTarget as HTMLInputElement).checked
 
-// Rows of property, operator and value, ANDed as the API does; the service validates them and its
-// refusal is shown as it words it. Labels point at their fields by id: a label wrapped around a
-// select would take in every option's text as the field's name.
-export const FilterBuilder = ({ onApply }: { onApply: (filters: Filter[]) => void }) => {
+// The rows as the conditions the view ANDs: each row a filter, `not` around it when negated, and
+// under "any" one `or` of them all: the search API's `where` tree (docs/api.md, "Trees").
+const toConditions = (rows: Row[], any: boolean): Condition[] => {
+  const each = rows.map((r): Condition => (r.negate ? { not: toFilter(r) } : toFilter(r)))
+  return any && each.length > 1 ? [{ or: each }] : each
+}
+
+// Rows of property, operator and value, each negatable, matched all (AND) or any (OR); the service
+// validates them and its refusal is shown as it words it. Labels point at their fields by id: a
+// label wrapped around a select would take in every option's text as the field's name.
+export const FilterBuilder = ({ onApply }: { onApply: (conditions: Condition[]) => void }) => {
   const [rows, setRows] = useState<Row[]>([])
+  const [any, setAny] = useState(false)
   const change = (i: number, patch: Partial<Row>) => setRows(rows.map((r, j) => (j === i ? { ...r, ...patch } : r)))
   const submit = (e: Event) => {
     e.preventDefault()
-    onApply(rows.filter((r) => r.property.trim()).map(toFilter))
+    onApply(
+      toConditions(
+        rows.filter((r) => r.property.trim()),
+        any,
+      ),
+    )
   }
   return html`<form class="filters" onSubmit=${submit}>
     <fieldset>
       <legend>Filters</legend>
+      <div class="field">
+        <label for="filter-match">Match</label>
+        <select id="filter-match" value=${any ? 'any' : 'all'} onChange=${(e: Event) => setAny(text(e) === 'any')}>
+          <option value="all">all filters (and)</option>
+          <option value="any">any filter (or)</option>
+        </select>
+      </div>
       ${rows.map(
         (row, i) => html`<div class="filter" key=${i}>
           <div class="field">
@@ -82,12 +104,16 @@ export const FilterBuilder = ({ onApply }: { onApply: (filters: Filter[]) => voi
             <input id=${`filter-${i}-value`} value=${row.value} disabled=${NO_VALUE.has(row.operator)}
               onInput=${(e: Event) => change(i, { value: text(e) })} />
           </div>
+          <div class="field">
+            <label><input type="checkbox" checked=${row.negate}
+              onChange=${(e: Event) => change(i, { negate: checked(e) })} /> Not</label>
+          </div>
           <button type="button" aria-label=${`Remove filter ${i + 1}`}
             onClick=${() => setRows(rows.filter((_, j) => j !== i))}>Remove</button>
         </div>`,
       )}
       <div class="actions">
-        <button type="button" onClick=${() => setRows([...rows, { property: '', operator: 'EQ', value: '' }])}>
+        <button type="button" onClick=${() => setRows([...rows, { property: '', operator: 'EQ', value: '', negate: false }])}>
           Add filter
         </button>
         <button type="submit" class="primary">Apply</button>

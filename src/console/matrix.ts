@@ -1,6 +1,6 @@
 import { html } from 'htm/preact'
 import { useEffect, useMemo, useRef, useState } from 'preact/hooks'
-import { aggregate, type Filter, type Point, type Segment } from './api.ts'
+import { aggregate, type Condition, type Point, type Segment } from './api.ts'
 import { FilterBuilder } from './filters.ts'
 import { customerHref, riskColour } from './format.ts'
 import { narrow, SegmentPicker } from './segments.ts'
@@ -176,7 +176,7 @@ const cellAt = (grid: number[][], x: number, y: number): Cell | undefined => {
 
 // Grid first: it costs one scan of the matches and says how many are scored; only when they are few
 // enough is each one asked for, so a large account never sorts and sends all of its customers.
-const load = async (apiKey: string, filters: Filter[], segment: Segment | undefined, signal: AbortSignal) => {
+const load = async (apiKey: string, filters: Condition[], segment: Segment | undefined, signal: AbortSignal) => {
   const selection = narrow(segment, filters)
   const { count, grid } = await aggregate(apiKey, { ...selection, matrix: 'grid' }, signal)
   if (grid!.scored > MAX_POINTS) return { count, scored: grid!.scored, points: [], grid: grid!.counts }
@@ -186,7 +186,7 @@ const load = async (apiKey: string, filters: Filter[], segment: Segment | undefi
 
 export const Matrix = ({ apiKey }: { apiKey: string }) => {
   const canvas = useRef<HTMLCanvasElement>(null)
-  const [filters, setFilters] = useState<Filter[]>([])
+  const [filters, setFilters] = useState<Condition[]>([])
   const [segment, setSegment] = useState<Segment | undefined>()
   const [shown, setShown] = useState<Shown | undefined>()
   const [state, setState] = useState<'loading' | 'ready' | 'failed'>('loading')

@@ -1,14 +1,16 @@
 import { html } from 'htm/preact'
-import { type Filter, listSegments, type Segment, type Selection } from './api.ts'
+import { type Condition, type Filter, listSegments, type Segment, type Selection } from './api.ts'
 import { useData, value } from './load.ts'
 
-// The customers a view shows: the segment's saved condition ANDed with the filter builder's rows, as
-// one `where` tree that search and aggregates both take. The segment's tree decides the churn default
+// The customers a view shows: the segment's saved condition ANDed with the filter builder's conditions,
+// as plain `filters` where they are no more, else one `where` tree that search and aggregates both take. The segment's tree decides the churn default
 // as it does in member search, since its leaves are the combined tree's.
-export const narrow = (segment: Segment | undefined, filters: Filter[]): Selection => {
+export const narrow = (segment: Segment | undefined, conditions: Condition[]): Selection => {
   const saved = segment && (segment.where ?? (segment.filters?.length ? { and: segment.filters } : undefined))
-  if (!saved) return filters.length ? { filters } : {}
-  return { where: filters.length ? { and: [saved, ...filters] } : saved }
+  const all = saved ? [saved, ...conditions] : conditions
+  if (all.length === 0) return {}
+  if (!saved && all.every((c) => 'propertyName' in c)) return { filters: all as Filter[] }
+  return { where: all.length === 1 ? all[0] : { and: all } }
 }
 
 // The account's saved segments; choosing one narrows the view to its members.
