@@ -33,6 +33,7 @@ const OPERATORS: [string, string][] = [
   ['UNKNOWN', 'has no value'],
 ]
 const NO_VALUE = new Set(['KNOWN', 'UNKNOWN'])
+const EMPTY = { property: '', operator: 'EQ', value: '', negate: false }
 const LISTS = new Set(['IN', 'NIN'])
 
 interface Row {
@@ -113,7 +114,7 @@ export const FilterBuilder = ({ onApply }: { onApply: (conditions: Condition[]) 
         </div>`,
       )}
       <div class="actions">
-        <button type="button" onClick=${() => setRows([...rows, { property: '', operator: 'EQ', value: '', negate: false }])}>
+        <button type="button" onClick=${() => setRows([...rows, EMPTY])}>
           Add filter
         </button>
         <button type="submit" class="primary">Apply</button>

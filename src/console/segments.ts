@@ -2,9 +2,10 @@ import { html } from 'htm/preact'
 import { type Condition, type Filter, listSegments, type Segment, type Selection } from './api.ts'
 import { useData, value } from './load.ts'
 
-// The customers a view shows: the segment's saved condition ANDed with the filter builder's conditions,
-// as plain `filters` where they are no more, else one `where` tree that search and aggregates both take. The segment's tree decides the churn default
-// as it does in member search, since its leaves are the combined tree's.
+// The customers a view shows: the segment's saved condition ANDed with the filter builder's
+// conditions, as plain `filters` where they are no more, else one `where` tree that search and
+// aggregates both take. The segment's tree decides the churn default as it does in member search,
+// since its leaves are the combined tree's.
 export const narrow = (segment: Segment | undefined, conditions: Condition[]): Selection => {
   const saved = segment && (segment.where ?? (segment.filters?.length ? { and: segment.filters } : undefined))
   const all = saved ? [saved, ...conditions] : conditions
