@@ -675,7 +675,7 @@ test('an upload appears in the uploads view, followed until processed, with its 
 })
 
 test('webhooks: subscribe with the secret shown once, a delivery in the log, redelivered, then removed', async () => {
-  const receiver = await startReceiver()
+  const receiver = await startReceiver(() => ({ status: 200, body: 'thanks, got it' }))
   const hooked = await scoredAccount(s, 'Hooked')
   const { page, problems } = await open()
   try {
@@ -706,6 +706,9 @@ test('webhooks: subscribe with the secret shown once, a delivery in the log, red
     await row.and(page.locator('[data-status="delivered"][data-attempts="1"]')).waitFor()
     const attempt = delivery.attempts[0]
     assert.match(await row.innerText(), new RegExp(`${delivery.message_id}[\\s\\S]*200 in ${attempt.duration_ms} ms`))
+    // The start of the receiver's answer, as the delivery log keeps it.
+    assert.equal(attempt.response_excerpt, 'thanks, got it')
+    assert.match(await row.locator('q.excerpt').innerText(), /thanks, got it/)
     assert.deepEqual(await accessibility(page), [])
     await screenshot(page, 'webhooks')
 

@@ -10,8 +10,9 @@ export interface Received {
   json: any
 }
 
-// The status to answer the n-th request (1-based) with; a promise delays the answer.
-export type Responder = (req: Received, n: number) => number | Promise<number>
+// The status (and optionally a body) to answer the n-th request (1-based) with; a promise delays the answer.
+type Answer = number | { status: number; body: string }
+export type Responder = (req: Received, n: number) => Answer | Promise<Answer>
 
 // A real webhook subscriber on loopback that keeps every request it gets. A given `port` brings a
 // closed receiver back at the URL its webhook was registered with.
@@ -36,8 +37,9 @@ export const startReceiver = async (respond: Responder = () => 200, port = 0) =>
           waiters.delete(w)
           w.resolve()
         }
-      const status = await respond(received, requests.length)
-      if (!res.destroyed) res.writeHead(status).end()
+      const answer = await respond(received, requests.length)
+      const [status, body] = typeof answer === 'number' ? [answer] : [answer.status, answer.body]
+      if (!res.destroyed) res.writeHead(status).end(body)
     })
   })
   await new Promise<void>((resolve, reject) => server.once('error', reject).listen(port, '127.0.0.1', resolve))
