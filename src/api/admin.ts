@@ -103,6 +103,8 @@ const inAccount =
   async (req, app) =>
     fn(await accountId(req, app), req, app)
 
+// The catalog never changes at run time: its JSON Schemas are converted once, on first request.
+let published: unknown
 const ops: Op[] = [
   {
     name: 'list-event-types',
@@ -110,7 +112,7 @@ const ops: Op[] = [
     method: 'GET',
     path: '/admin/v1/event-types',
     summary: 'The events a webhook can subscribe to, with their payload schemas and examples',
-    handler: async () => ok(eventTypes().map((e) => ({ ...e, schema: jsonSchema(PAYLOADS[e.name]) }))),
+    handler: async () => ok((published ??= eventTypes().map((e) => ({ ...e, schema: jsonSchema(PAYLOADS[e.name]) })))),
   },
   {
     name: 'create-account',

@@ -44,11 +44,8 @@ export const scoreExplanation = async (app: App, accountId: number, externalId: 
   const [row] = await explanationRows(app.sql, accountId, app.sql`c.external_id = ${externalId}`)
   if (!row) return null
   const { model, defs } = await scoringInputs(app.sql, accountId, 'customer')
-  const [changed] = await app.sql`
-    select change_drivers from customer_contributions
-    where account_id = ${accountId} and customer_id = ${row.service_id}`
   return {
     ...explainCustomer(model, defs, row as unknown as ExplainedCustomer, today()),
-    change_drivers: (changed?.change_drivers ?? []) as ChangeDriver[],
+    change_drivers: row.change_drivers as ChangeDriver[],
   }
 }

@@ -12,14 +12,16 @@ import { changeDrivers, type Contributions } from './score.ts'
 // for, with the properties that moved them, in the batch's transaction.
 
 // What explainCustomer reads of each customer: current attributes, latest metrics, and the
-// snapshot its engagement score is the score of.
+// snapshot its engagement score is the score of; and the change_drivers of its latest change.
 export const explanationRows = (sql: Sql | Tx, accountId: number, where: ReturnType<Sql>) => sql`
   select c.service_id, c.external_id, c.name, c.attributes, c.metrics,
-    to_char(h.last_seen, 'YYYY-MM-DD') as last_seen, s."values" as snapshot
+    to_char(h.last_seen, 'YYYY-MM-DD') as last_seen, s."values" as snapshot,
+    coalesce(k.change_drivers, '[]') as change_drivers
   from customers c
     left join customer_scores h on h.account_id = c.account_id and h.customer_id = c.service_id
     left join customer_snapshots s on s.account_id = c.account_id and s.customer_id = c.service_id
       and s.date = h.last_seen
+    left join customer_contributions k on k.account_id = c.account_id and k.customer_id = c.service_id
   where c.account_id = ${accountId} and ${where} order by c.service_id`
 
 const readScores = async (tx: Tx, accountId: number, ids: number[]) =>

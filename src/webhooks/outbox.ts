@@ -8,9 +8,6 @@ import { buildPayloads, type EventItem, type EventName } from './events.ts'
 const subscribers = (tx: Tx, accountId: number, event: EventName) => tx`
   select id from webhooks where account_id = ${accountId} and ${event} = any(events) order by id`
 
-export const hasSubscribers = async (tx: Tx, accountId: number, event: EventName) =>
-  (await subscribers(tx, accountId, event)).length > 0
-
 const insertDeliveries = (tx: Tx, rows: object[]) =>
   tx`insert into webhook_deliveries ${tx(rows as never)} returning account_id, id`
 
