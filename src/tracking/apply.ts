@@ -63,6 +63,10 @@ interface Staged {
   last: number | null
 }
 const stageEvents = async (tx: Tx, accountId: number, below: number, lastId: number) => {
+  // The events just received are unknown to the statistics until the next ANALYZE, so the planner
+  // takes the range for a few rows and reads all of it by bitmap to sort it: a backlog's whole
+  // remainder on every batch, quadratic in the backlog. The primary key walk stops after BATCH.
+  await tx`select set_config('enable_bitmapscan', 'off', true)`
   await tx`
   create temp table stage_events on commit drop as
   select e.id, e.occurred_at, e.contact_external_id, c.service_id as customer_id, t.service_id as contact_id,
