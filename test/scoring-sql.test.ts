@@ -398,3 +398,58 @@ test('a second run over unchanged data writes nothing', async () => {
   await scoreRecords(s.sql, { account_id: accountId, entity: 'customer' }, { today: TODAY })
   assert.deepEqual(await xmin(), before)
 })
+
+// The insert of missing score rows looks for existing rows among the batch's records only (not the
+// whole account's, which made every batch read all the account's score rows).
+test('scoring some records inserts and updates their score rows only', async () => {
+  const [records] = fc.sample(fc.array(record, { minLength: 6, maxLength: 6 }), { numRuns: 1, seed: 11 })
+  const m = v.parse(ScoringModelSchema, {
+    customer: {
+      engagement: [{ codename: 'm_num', weight: 1, bad: 0, good: 40 }],
+      fit: [{ codename: 'a_bool', weight: 1, good: true }],
+    },
+  })
+  // A snapshot and a fit for every record: each one has a (stale) score row to begin with.
+  const accountId = await seedAccount(
+    m,
+    records.map((r) => ({
+      ...r,
+      attributes: { ...r.attributes, a_bool: true },
+      snapshots: [{ date: TODAY, values: { m_num: 7 } }, ...r.snapshots.filter((x) => x.date !== TODAY)],
+    })),
+  )
+  const ids = (await s.sql`select service_id from customers where account_id = ${accountId} order by service_id`).map(
+    (r) => r.service_id as number,
+  )
+  // Records 0, 1 and 4 have no score row; 0, 2 and 3 are scored.
+  await s.sql`delete from customer_scores where account_id = ${accountId} and customer_id in ${s.sql([ids[0], ids[1], ids[4]])}`
+  const chosen = [ids[0], ids[2], ids[3]]
+  await scoreRecords(s.sql, { account_id: accountId, entity: 'customer', ids: chosen }, { today: TODAY })
+  const rows = () => s.sql`
+    select customer_id, xmin::text as xmin, engagementscore, fitscore from customer_scores
+    where account_id = ${accountId} order by customer_id`
+  const partial = await rows()
+  assert.deepEqual(
+    partial.map((r) => r.customer_id),
+    [ids[0], ids[2], ids[3], ids[5]],
+  )
+  // The record outside the batch keeps its stale row.
+  assert.deepEqual(
+    partial.filter((r) => r.customer_id === ids[5]).map((r) => [r.engagementscore, r.fitscore]),
+    [[999, 999]],
+  )
+  // Scoring the whole account adds the two missing rows and leaves the batch's rows as they were:
+  // they already held the same scores.
+  await scoreRecords(s.sql, { account_id: accountId, entity: 'customer' }, { today: TODAY })
+  const full = await rows()
+  assert.deepEqual(
+    full.map((r) => r.customer_id),
+    ids,
+  )
+  for (const id of chosen)
+    assert.deepEqual(
+      full.find((r) => r.customer_id === id),
+      partial.find((r) => r.customer_id === id),
+    )
+  await checkEntity(accountId, 'customer', m)
+})

@@ -151,7 +151,10 @@ const scoreStatement = (entity: Entity, model: ScoringModel | null, defs: Proper
     insert into ${t.scores} (account_id, ${t.fk}, ${columns.map(([column]) => column).join(', ')})
     select $1::bigint, x.service_id, ${columns.map(([, value]) => `x.${value}`).join(', ')} from x
     where (x.last_seen is not null or x.fit is not null)
-      and not exists (select 1 from ${t.scores} c where c.account_id = $1::bigint and c.${t.fk} = x.service_id)
+      and not exists (
+        select 1 from ${t.scores} c
+        where c.account_id = $1::bigint and c.${t.fk} = any($2::bigint[]) and c.${t.fk} = x.service_id
+      )
     on conflict do nothing`
   return { text, params: [...engagement.params, ...fit.params] }
 }
