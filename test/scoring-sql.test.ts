@@ -422,7 +422,8 @@ test('scoring some records inserts and updates their score rows only', async () 
     (r) => r.service_id as number,
   )
   // Records 0, 1 and 4 have no score row; 0, 2 and 3 are scored.
-  await s.sql`delete from customer_scores where account_id = ${accountId} and customer_id in ${s.sql([ids[0], ids[1], ids[4]])}`
+  const missing = [ids[0], ids[1], ids[4]]
+  await s.sql`delete from customer_scores where account_id = ${accountId} and customer_id in ${s.sql(missing)}`
   const chosen = [ids[0], ids[2], ids[3]]
   await scoreRecords(s.sql, { account_id: accountId, entity: 'customer', ids: chosen }, { today: TODAY })
   const rows = () => s.sql`

@@ -60,8 +60,10 @@ const compared = (sql: string, column: string) => (column === 'engagementscore_t
 //  - Customers also get fit (current attributes and latest metric values, date properties relative
 //    to today), churn risk and upsell.
 // Score rows are written only where a value changes, and inserted for records that have none yet
-// and something to store. A concurrent insert of the same row (only a second job scoring the same
-// records at once could make one) is left to win: it computed the same scores.
+// and something to store; existing rows are looked for among the batch's records only (checked
+// against the whole account, every batch read all of its score rows). A concurrent insert of the
+// same row (only a second job scoring the same records at once could make one) is left to win: it
+// computed the same scores.
 const scoreStatement = (entity: Entity, model: ScoringModel | null, defs: PropertyDef[], snapshots: boolean) => {
   const t = TABLES[entity]
   const { typeOf, isMetric } = propertyLookup(defs)
