@@ -7,7 +7,8 @@
 // deep pages (90% of the way through the account) are compared with first pages. A third side, the
 // floor, serves the compiled SQL from a bare node:http server (body parsed, query run, rows joined as
 // the handler joins them; no routing, key, validation or compiling), so each shape also shows what
-// HTTP and the driver alone add to the direct SQL. The default run takes about 5 minutes, 2 of them seeding; BENCH_SEARCH_ROWS scales it down.
+// HTTP and the driver alone add to the direct SQL. The default run takes about 5 minutes, 2 of them
+// seeding; BENCH_SEARCH_ROWS scales it down.
 import autocannon from 'autocannon'
 import { createServer } from 'node:http'
 import { connect, type Sql } from '../src/db/client.ts'
