@@ -96,7 +96,7 @@ function resolvedIds(ids: ReadonlyMap<string, number> | undefined, xs: Scalar[])
 }
 
 // Ids as constants (bound, folded at planning) let the planner use the column statistics of
-// owner_user_id and tag_ids, and a single owner walk (account_id, owner_user_id, external_id) in
+// owner_user_id and tag_id, and a single owner walk (account_id, owner_user_id, external_id) in
 // external-id order.
 function idMatch(column: string, ids: number[], ctx: Ctx): string {
   if (ids.length === 0) return 'false'
