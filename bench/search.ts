@@ -409,9 +409,6 @@ const THREE = [f('country', 'IN', ['DE', 'FR', 'NL']), f('plan', 'NEQ', 'free'),
 // each link's record fetched (several tags: their walks merged, and each record with its scores
 // probed in turn); a negated tag as an anti-join, probing each record walked; a rare LIKE through the
 // trigram index of the names alone, and the account's records among its matches.
-const ACTIVE = 'select c.service_id, c.external_id as k from customers c where c.account_id = $1 and not c.is_churned'
-const linksOf = (tag: number, record = 'c.external_id') =>
-  `select 1 from customer_tags x where x.account_id = $1 and x.tag_id = ${tag} and x.external_id = ${record}`
 const HAND_CUTS = {
   oneTag: (tag: (title: string) => number) => `
     select c.service_id, x.external_id as k from customer_tags x
@@ -434,7 +431,14 @@ const HAND_CUTS = {
     ) c
     order by l.external_id limit 101`,
   notTags: (titles: string[]) => (tag: (title: string) => number) =>
-    `${ACTIVE} and ${titles.map((t) => `not exists (${linksOf(tag(t))})`).join(' and ')}
+    `
+    select c.service_id, c.external_id as k from customers c where c.account_id = $1 and not c.is_churned
+    ${titles
+      .map(
+        (t) => `and not exists (select 1 from customer_tags x where x.account_id = $1 and x.tag_id = ${tag(t)}
+      and x.external_id = c.external_id)`,
+      )
+      .join(' ')}
     order by c.external_id limit 101`,
   rareLike: () => `
     with m as materialized (
