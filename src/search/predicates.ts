@@ -126,9 +126,9 @@ export function tagLinksSql(ctx: Ctx): string {
 // trigger). One tag is found through its links: a link holds its record's external id (sql/010), so
 // the links of the tag, in external-id order, can drive a page, reading only its first links and
 // their records. Anything else tests the record's own ids, so that the walk of the records in
-// external-id order tests each row it holds instead of reading the tags' links into a hash before
-// its first row, which is what the planner did with several tags (any of their links, in tag order)
-// and with a negated tag, for every page. The ids are never null and neither is EXISTS, so the
+// external-id order tests each row it holds; on the links, the planner read every link of the tags
+// before the page's first row, for every page (several tags: sorted into external-id order, as they
+// come in tag order; a negated tag: hashed). The ids are never null and neither is EXISTS, so the
 // negation needs no coalesce (criterionSql).
 function tagsSql(c: Criterion, ctx: Ctx): string {
   if (c.op === 'KNOWN') return `${c.negated ? '' : 'not '}r.tag_ids = '{}'`
