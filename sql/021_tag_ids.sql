@@ -2,8 +2,8 @@
 -- account's records in external-id order and stops at its limit; a tag condition that has to look
 -- at the links instead either probes the links of each record walked or, as the planner preferred
 -- for several tags or a negated one, reads every link of the tags first (sorted, or hashed), for
--- every page: at 1,000,000 customers, 250-360 ms a page at 8 clients. With the ids on the record the condition is a test of
--- the row the walk already holds. (One tag alone is still found through its links, sql/010: its
+-- every page: at 1,000,000 customers, 250-360 ms a page at 8 clients. With the ids on the record
+-- the condition is a test of the row the walk already holds. (One tag alone is still found through its links, sql/010: its
 -- first links lead straight to the page.)
 --
 -- The links stay the source of truth: a trigger on the link tables sets the array of every record
