@@ -3,8 +3,8 @@
 -- at the links instead either probes the links of each record walked or, as the planner preferred
 -- for several tags or a negated one, reads every link of the tags first (sorted, or hashed), for
 -- every page: at 1,000,000 customers, 250-360 ms a page at 8 clients. With the ids on the record
--- the condition is a test of the row the walk already holds. (One tag alone is still found through its links, sql/010: its
--- first links lead straight to the page.)
+-- the condition is a test of the row the walk already holds. (One tag alone is still found through
+-- its links, sql/010: its first links lead straight to the page.)
 --
 -- The links stay the source of truth: a trigger on the link tables sets the array of every record
 -- whose links a statement changed, in that statement, so every writer (the tagging API, a tag's or
