@@ -1,13 +1,14 @@
 // Search at scale: one account with 1,000,000 customers (BENCH_SEARCH_ROWS) and a second account of
-// a tenth of that interleaved with it in the same tables, seeded with COPY. Sixteen query shapes,
-// each measured at 8 concurrent clients through HTTP (the service started in-process, worker off,
+// a tenth of that interleaved with it in the same tables, seeded with COPY. Query shapes, each
+// measured at 8 concurrent clients through HTTP (the service started in-process, worker off,
 // rate limit raised; the load from autocannon, as in bench/http) and, alternating with it in the
-// same run, as the very same compiled SQL run directly through postgres.js at 8 concurrency. The
-// ratio is service / direct; deep pages (90% of the way through the account) are compared with
-// first pages. A third side, the floor, serves the same SQL from a bare node:http server (body
-// parsed, query run, rows joined as the handler joins them; no routing, key, validation or
-// compiling), so each shape also shows what HTTP and the driver alone add to the direct SQL. The
-// default run takes about 5 minutes, 2 of them seeding; BENCH_SEARCH_ROWS scales it down.
+// same run, as the very same compiled SQL run directly through postgres.js at 8 concurrency, or, for
+// the shapes that have one, as hand-written SQL for the same page. The ratio is service / direct;
+// deep pages (90% of the way through the account) are compared with first pages. A third side, the
+// floor, serves the compiled SQL from a bare node:http server (body parsed, query run, rows joined as
+// the handler joins them; no routing, key, validation or compiling), so each shape also shows what
+// HTTP and the driver alone add to the direct SQL. The default run takes about 5 minutes, 2 of them
+// seeding; BENCH_SEARCH_ROWS scales it down.
 import autocannon from 'autocannon'
 import { createServer } from 'node:http'
 import { connect, type Sql } from '../src/db/client.ts'
@@ -24,8 +25,9 @@ import { percentile, type BenchContext } from './lib.ts'
 
 const ROWS = Number(process.env.BENCH_SEARCH_ROWS ?? 1_000_000)
 const SECONDS = Number(process.env.BENCH_SEARCH_SECONDS ?? 2)
-// Only the shapes whose names contain this text (e.g. "sort"), for a run of a few.
-const ONLY = process.env.BENCH_SEARCH_SHAPES ?? ''
+// Only the shapes whose names contain one of these comma-separated texts (e.g. "sort" or "tag,rare"),
+// for a run of a few.
+const ONLY = (process.env.BENCH_SEARCH_SHAPES ?? '').split(',')
 export const CONCURRENCY = 8
 
 // ---------------------------------------------------------------------------------------------
@@ -342,6 +344,10 @@ interface Shape {
   // SQL; a deep page starts after the record 90% of the way through the sort's order.
   sort?: SortSpec[]
   hand?: HandSort
+  // Filter shapes can be measured against hand-written SQL too: `cut` selects the page's active
+  // customers of the account $1 (service_id, and k, their external ID) in external-ID order, with
+  // the ids of the tags it names from `tag`.
+  cut?: (tag: (title: string) => number) => string
 }
 
 // What one would write by hand for a sorted page of active customers: the page's records cut first
@@ -353,6 +359,25 @@ interface HandSort {
   direction: 'asc' | 'desc'
   indexed?: boolean
 }
+// The columns the service answers for a hand-written page: `page` selects the page's service_id and
+// its order's key k ($1 the account), `order` orders by pg.k.
+const handRows = (page: string, order: string) =>
+  `
+select row_to_json(p)::text as json, p.service_id from (
+  select c.external_id as id, c.service_id, c.name, h.fitscore, h.engagementscore, h.churn_risk, h.upsell_score,
+    c.is_churned, to_char(h.last_seen, 'YYYY-MM-DD') as last_seen, h.engagementscore_difference,
+    h.engagementscore_trend,
+    (select u.email from users u where u.account_id = c.account_id and u.id = c.owner_user_id) as owner,
+    array(select t.title from customer_tags x join tags t on t.account_id = x.account_id and t.id = x.tag_id
+      where x.account_id = c.account_id and x.customer_id = c.service_id order by t.title collate "C") as tags,
+    c.attributes || c.metrics as properties,
+    to_char(c.created_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') as "createdAt",
+    to_char(c.updated_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') as "updatedAt"
+  from (${page}) pg join customers c on c.account_id = $1 and c.service_id = pg.service_id
+    left join customer_scores h on h.account_id = c.account_id and h.customer_id = c.service_id
+  order by ${order}, c.external_id
+) p`
+
 const handPage = ({ key, direction, indexed }: HandSort, accountId: number, after?: [string | null, string]) => {
   const [before, beyond] = direction === 'desc' ? ['<', '<='] : ['>', '>=']
   const keyset =
@@ -371,28 +396,57 @@ const handPage = ({ key, direction, indexed }: HandSort, accountId: number, afte
     ? `(${cut(`and ${key} is not null ${valued}`, `${key} ${direction}`)})
       union all (${cut(`and ${key} is null`, 'c.external_id')}) limit 101`
     : cut('', `${key} ${direction} nulls last`)
-  const text = `
-select row_to_json(p)::text as json, p.service_id from (
-  select c.external_id as id, c.service_id, c.name, h.fitscore, h.engagementscore, h.churn_risk, h.upsell_score,
-    c.is_churned, to_char(h.last_seen, 'YYYY-MM-DD') as last_seen, h.engagementscore_difference,
-    h.engagementscore_trend,
-    (select u.email from users u where u.account_id = c.account_id and u.id = c.owner_user_id) as owner,
-    array(select t.title from customer_tags x join tags t on t.account_id = x.account_id and t.id = x.tag_id
-      where x.account_id = c.account_id and x.customer_id = c.service_id order by t.title collate "C") as tags,
-    c.attributes || c.metrics as properties,
-    to_char(c.created_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') as "createdAt",
-    to_char(c.updated_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') as "updatedAt"
-  from (${page}) pg join customers c on c.account_id = $1 and c.service_id = pg.service_id
-    left join customer_scores h on h.account_id = c.account_id and h.customer_id = c.service_id
-  order by pg.k ${direction} nulls last, c.external_id
-) p`
-  return { text, params: [String(accountId), ...(after ?? [])] }
+  return { text: handRows(page, `pg.k ${direction} nulls last`), params: [String(accountId), ...(after ?? [])] }
 }
 
 const f = (propertyName: string, operator: string, value: string | string[]): Filter =>
   Array.isArray(value) ? { propertyName, operator, values: value } : { propertyName, operator, value }
 
 const THREE = [f('country', 'IN', ['DE', 'FR', 'NL']), f('plan', 'NEQ', 'free'), f('engagementscore', 'GT', '0')]
+
+// The best SQL found by hand for the filter shapes whose compiled SQL issue 21 measured slow (see
+// docs/benchmarks.md, "Tag filters and rare LIKE"): a tag's links walked in external-ID order, and
+// each link's record fetched (several tags: their walks merged, and each record with its scores
+// probed in turn); a negated tag as an anti-join, probing each record walked; a rare LIKE through the
+// trigram index of the names alone, and the account's records among its matches.
+const HAND_CUTS = {
+  oneTag: (tag: (title: string) => number) => `
+    select c.service_id, x.external_id as k from customer_tags x
+      join customers c on c.account_id = x.account_id and c.external_id = x.external_id
+    where x.account_id = $1 and x.tag_id = ${tag('Champion')} and not c.is_churned
+    order by x.external_id limit 101`,
+  threeFilters: (tag: (title: string) => number) => `
+    select c.service_id, l.external_id as k from (${['At risk', 'Renewal Q1']
+      .map(
+        (t) => `(select external_id from customer_tags where account_id = $1 and tag_id = ${tag(t)}
+        order by external_id)`,
+      )
+      .join(' union ')}) l
+    cross join lateral (
+      select c.service_id from customers c
+        join customer_scores h on h.account_id = c.account_id and h.customer_id = c.service_id
+      where c.account_id = $1 and c.external_id = l.external_id and not c.is_churned and h.churn_risk >= 70
+        and h.last_seen > '${today}'::date - 30 and h.last_seen <= '${today}'::date
+      offset 0
+    ) c
+    order by l.external_id limit 101`,
+  notTags: (titles: string[]) => (tag: (title: string) => number) =>
+    `
+    select c.service_id, c.external_id as k from customers c where c.account_id = $1 and not c.is_churned
+    ${titles
+      .map(
+        (t) => `and not exists (select 1 from customer_tags x where x.account_id = $1 and x.tag_id = ${tag(t)}
+      and x.external_id = c.external_id)`,
+      )
+      .join(' ')}
+    order by c.external_id limit 101`,
+  rareLike: () => `
+    with m as materialized (
+      select service_id, external_id, account_id, is_churned from customers where lower(name) like '%lunar zephyr%'
+    )
+    select service_id, external_id as k from m where account_id = $1 and not is_churned
+    order by external_id limit 101`,
+}
 
 // contactsOf: the external id of a customer with contacts.
 const shapes = (contactsOf: string): Shape[] => [
@@ -411,15 +465,29 @@ const shapes = (contactsOf: string): Shape[] => [
     name: 'rare LIKE (name contains "lunar zephyr")',
     entity: 'customer',
     filters: [f('name', 'LIKE', 'lunar zephyr')],
+    cut: HAND_CUTS.rareLike,
   },
   { name: 'IN (country DE, FR, NL)', entity: 'customer', filters: [f('country', 'IN', ['DE', 'FR', 'NL'])] },
-  { name: 'tags EQ Champion (1%)', entity: 'customer', filters: [f('tags', 'EQ', 'champion')] },
+  { name: 'tags EQ Champion (1%)', entity: 'customer', filters: [f('tags', 'EQ', 'champion')], cut: HAND_CUTS.oneTag },
+  {
+    name: 'tags NEQ Trial (80%)',
+    entity: 'customer',
+    filters: [f('tags', 'NEQ', 'Trial')],
+    cut: HAND_CUTS.notTags(['Trial']),
+  },
+  {
+    name: 'tags NIN Trial, Enterprise (68%)',
+    entity: 'customer',
+    filters: [f('tags', 'NIN', ['Trial', 'Enterprise'])],
+    cut: HAND_CUTS.notTags(['Trial', 'Enterprise']),
+  },
   { name: 'owner EQ (a small book)', entity: 'customer', filters: [f('owner', 'EQ', 'USER50@bench.test')] },
   { name: 'GTD (last_seen > 90 days ago)', entity: 'customer', filters: [f('last_seen', 'GTD', '90')] },
   {
     name: '3 filters: tag, churn_risk, LTD',
     entity: 'customer',
     filters: [f('tags', 'IN', ['At risk', 'Renewal Q1']), f('churn_risk', 'GTE', '70'), f('last_seen', 'LTD', '30')],
+    cut: HAND_CUTS.threeFilters,
   },
   { name: '3 filters: country, plan, score', entity: 'customer', filters: THREE },
   { name: '3 filters, deep page', entity: 'customer', filters: THREE, deep: true },
@@ -595,8 +663,12 @@ export default async (ctx: BenchContext) => {
         and c.service_id = k.customer_id
       where k.account_id = ${main} order by k.service_id limit 1 offset ${Math.floor(ROWS / 200)}`
     const [{ value: cursorKey }] = await direct`select value from service_secrets where name = 'search_cursor'`
+    const tagIds = new Map(
+      (await direct`select title, id from tags where account_id = ${main}`).map((t) => [t.title, Number(t.id)]),
+    )
+    const tag = (title: string) => tagIds.get(title)!
     const p50: Record<string, number> = {}
-    for (const shape of shapes(someCustomer.external_id).filter((sh) => sh.name.includes(ONLY))) {
+    for (const shape of shapes(someCustomer.external_id).filter((sh) => ONLY.some((o) => sh.name.includes(o)))) {
       const limit = 100
       const { sort, hand } = shape
       // The same context lookup and compilation as the handler's, done once outside the timing.
@@ -622,7 +694,9 @@ export default async (ctx: BenchContext) => {
         cursorKey,
         json: true,
       })
-      const handQuery = hand && handPage(hand, main, deepKeys)
+      const handQuery = hand
+        ? handPage(hand, main, deepKeys)
+        : shape.cut && { text: handRows(shape.cut(tag), 'pg.k'), params: [String(main)] }
       const runDirect = handQuery
         ? () => direct.unsafe(handQuery.text, handQuery.params as string[])
         : () => direct.unsafe(query.text, query.params as string[])

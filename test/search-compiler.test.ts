@@ -378,7 +378,10 @@ describe('compileSearch SQL', () => {
         ['Ann@x.io', 3],
         ['bob@x.io', 4],
       ]),
-      tags: new Map([['red', 8]]),
+      tags: new Map([
+        ['red', 8],
+        ['blue', 9],
+      ]),
     }
     const where = (filters: Filter[]) => {
       const { text, params } = compileSearch(input({ filters, lookups }))
@@ -401,10 +404,17 @@ describe('compileSearch SQL', () => {
           /and x\.tag_id = \$2::text::bigint and x\.external_id = r\.external_id\)/.source,
       ),
     )
-    assert.match(
-      where([{ propertyName: 'tags', operator: 'NEQ', value: 'nope' }]).where,
-      /not coalesce\(false, false\)/,
-    )
+    // Several tags, and negated ones, test the record's own tag ids (sql/021); tag conditions are
+    // never null, so their negation is a plain NOT.
+    const some = where([{ propertyName: 'tags', operator: 'IN', values: ['red', 'nope', 'blue', 'red'] }])
+    assert.match(some.where, /r\.tag_ids && \$2::text::bigint\[\]/)
+    assert.equal(some.params[1], '{8,9}')
+    const neq = where([{ propertyName: 'tags', operator: 'NEQ', value: 'red' }])
+    assert.match(neq.where, /not r\.tag_ids && \$2::text::bigint\[\]/)
+    assert.equal(neq.params[1], '{8}')
+    assert.match(where([{ propertyName: 'tags', operator: 'NEQ', value: 'nope' }]).where, /and true\n/)
+    assert.match(where([{ propertyName: 'tags', operator: 'EQ', value: 'nope' }]).where, /and false\n/)
+    assert.match(where([{ propertyName: 'tags', operator: 'UNKNOWN' }]).where, /and r\.tag_ids = '\{\}'\n/)
     assert.throws(
       () => compileSearch(input({ filters: [{ propertyName: 'tags', operator: 'EQ', value: 'red' }] })),
       (e) => !(e instanceof SearchError),

@@ -104,7 +104,7 @@ function idMatch(column: string, ids: number[], ctx: Ctx): string {
   return `${column} = any(${ctx.bind(`{${ids.join(',')}}`, 'bigint[]')})`
 }
 
-// owner and tags allow only IN (EQ) and KNOWN as positive operators.
+// owner (like tags) allows only IN (EQ) and KNOWN as positive operators.
 type SetSql = { IN: (xs: Scalar[], ctx: Ctx) => string; KNOWN: (ctx: Ctx) => string }
 
 const OWNER_SQL: SetSql = {
@@ -113,32 +113,32 @@ const OWNER_SQL: SetSql = {
   KNOWN: (ctx) => `exists (select 1 from users u where u.account_id = ${ctx.account} and u.id = r.owner_user_id)`,
 }
 
-const TAG_LINKS = (entity: Entity) => ({ table: TABLES[entity].tags, key: TABLES[entity].fk })
-
 export function tagLinksSql(ctx: Ctx): string {
-  const { table, key } = TAG_LINKS(ctx.entity)
+  const { tags: table, fk: key } = TABLES[ctx.entity]
   return (
     `from ${table} x join tags t on t.account_id = ${ctx.account} and t.id = x.tag_id ` +
     `where x.account_id = ${ctx.account} and x.${key} = r.service_id`
   )
 }
 
-// The link tables reference tags by foreign key, so a link is a tag. A link holds its record's
-// external id too (sql/010): matched on it, the links of one tag, in external-id order, can drive a
-// page instead of a probe of every record walked.
-const TAGS_SQL: SetSql = {
-  IN: (xs, ctx) => {
-    const ids = resolvedIds(ctx.lookups.tags, xs)
-    const { table } = TAG_LINKS(ctx.entity)
-    return ids.length === 0
-      ? 'false'
-      : `exists (select 1 from ${table} x where x.account_id = ${ctx.account} ` +
-          `and ${idMatch('x.tag_id', ids, ctx)} and x.external_id = r.external_id)`
-  },
-  KNOWN: (ctx) => {
-    const { table, key } = TAG_LINKS(ctx.entity)
-    return `exists (select 1 from ${table} x where x.account_id = ${ctx.account} and x.${key} = r.service_id)`
-  },
+// A record's tags are its links (the link tables reference tags by foreign key, so a link is a
+// tag), and their ids are on the record too, in tag_ids (sql/021, kept in step with the links by
+// trigger). One tag is found through its links: a link holds its record's external id (sql/010), so
+// the links of the tag, in external-id order, can drive a page, reading only its first links and
+// their records. Anything else tests the record's own ids, so that the walk of the records in
+// external-id order tests each row it holds; on the links, the planner read every link of the tags
+// before the page's first row, for every page (several tags: sorted into external-id order, as they
+// come in tag order; a negated tag: hashed). The ids are never null and neither is EXISTS, so the
+// negation needs no coalesce (criterionSql).
+function tagsSql(c: Criterion, ctx: Ctx): string {
+  if (c.op === 'KNOWN') return `${c.negated ? '' : 'not '}r.tag_ids = '{}'`
+  const ids = resolvedIds(ctx.lookups.tags, c.operands)
+  if (ids.length === 0) return String(c.negated)
+  if (c.negated || ids.length > 1) {
+    return `${c.negated ? 'not ' : ''}r.tag_ids && ${ctx.bind(`{${ids.join(',')}}`, 'bigint[]')}`
+  }
+  const links = `${TABLES[ctx.entity].tags} x where x.account_id = ${ctx.account}`
+  return `exists (select 1 from ${links} and ${idMatch('x.tag_id', ids, ctx)} and x.external_id = r.external_id)`
 }
 
 // EQ/IN on a custom property as jsonb containment, which is the same test (the bag holds
@@ -171,14 +171,14 @@ const INTEGER_SQL: Partial<Record<PositiveOp, ScalarSql>> = {
 }
 
 function positiveSql(c: Criterion, ctx: Ctx): string {
-  const set = c.field.type === 'owner' ? OWNER_SQL : c.field.type === 'tags' ? TAGS_SQL : undefined
-  if (set) return c.op === 'KNOWN' ? set.KNOWN(ctx) : set.IN(c.operands, ctx)
+  if (c.field.type === 'owner') return c.op === 'KNOWN' ? OWNER_SQL.KNOWN(ctx) : OWNER_SQL.IN(c.operands, ctx)
   if (c.op === 'IN' && c.field.source !== 'core') return containmentSql(c.field, c.operands, ctx)
   const integer = c.field.source === 'core' && c.field.type === 'number' ? INTEGER_SQL[c.op] : undefined
   return (integer ?? SCALAR_SQL[c.op])(fieldSql(c.field, ctx), c.operands, valueTypeOf(c.field.type), ctx)
 }
 
 export function criterionSql(c: Criterion, ctx: Ctx): string {
+  if (c.field.type === 'tags') return tagsSql(c, ctx)
   const positive = positiveSql(c, ctx)
   // SQL null (no value) makes the positive condition unknown; coalesce turns that into a match
   // for the negation, so records without a value satisfy NEQ/NLIKE/NIN/UNKNOWN.
