@@ -781,8 +781,11 @@ describe('paging under a sort: ties and nulls', () => {
     await upload(
       tied,
       'customers',
-      ids.map((id, i) => ({ external_id: id, ...(i % 7 === 0 ? {} : { name: i % 2 ? 'Same' : `N${i % 5}` }) })),
+      ids.map((id, i) => ({ external_id: id, name: i % 2 ? 'Same' : `N${i % 5}` })),
     )
+    // A record without a name (the column allows it; an upload always names one).
+    await s.sql`update customers set name = null
+      where account_id = ${tied.id} and external_id = any(${ids.filter((_, i) => i % 7 === 0)})`
     // Most share a score; some have a score row without one, some no row at all.
     await storeScores(
       s.sql,
