@@ -918,35 +918,41 @@ describe('compileSearch: sort', () => {
   })
 
   test('one indexed key: the tie and the records beyond are index ranges; after a null, only the nulls', () => {
-    for (const [propertyName, value, id] of [
-      ['engagementscore', 'h.engagementscore', 'h.external_id'],
-      ['name', '(r.name collate "C")', 'r.external_id'],
-      ['createdAt', 'r.created_at', 'r.external_id'],
+    for (const [propertyName, value, id, table] of [
+      ['engagementscore', 'h.engagementscore', 'h.external_id', 'customer_scores'],
+      ['name', '(r.name collate "C")', 'r.external_id', 'customers'],
+      ['createdAt', 'r.created_at', 'r.external_id', 'customers'],
     ] as const) {
       for (const direction of ['asc', 'desc'] as const) {
         const keys = resolveSort('customer', [{ propertyName, direction }], new Map(), [])
         const scope = cursorScope(7, 'customer', keys)
-        const one = (v: string | null) =>
-          compileSearch(
-            input({
-              sort: [{ propertyName, direction }],
-              cursorKey: key,
-              afterCursor: sealCursor([v, 'c9'], key, scope),
-            }),
-          ).text
-        const x = escape(value)
+        const one = (v: string | null) => {
+          const afterCursor = sealCursor([v, 'c9'], key, scope)
+          return compileSearch(input({ sort: [{ propertyName, direction }], cursorKey: key, afterCursor })).text
+        }
+        const [x, byId] = [escape(value), escape(id)]
         const parts = one(propertyName === 'createdAt' ? '2026-01-01T00:00:00Z' : '5').split('\nunion all\n')
-        assert.equal(parts.length, 3)
+        // The rest of the cursor's tie, forwards from the index.
         assert.match(
           parts[0],
-          new RegExp(`\\n  and ${x} = [^\\n]*\\n  and ${escape(id)} > \\$\\d+::text\\norder by ${escape(id)}\\n`),
+          new RegExp(`\\n  and ${x} = [^\\n]*\\n  and ${byId} > \\$\\d+::text\\norder by ${byId}\\n`),
         )
-        const beyond = direction === 'desc' ? '<' : '>'
-        assert.match(
-          parts[1],
-          new RegExp(`\\n  and ${x} ${beyond} [^\\n]*\\norder by sort_0 ${direction}, ${escape(id)}\\n`),
-        )
-        assert.match(parts[2], new RegExp(`\\n  and ${x} is null\\norder by r\\.external_id\\n`))
+        if (direction === 'desc') {
+          // The ascending index walked backwards would give a tie's external IDs descending: the
+          // next two values' ties are read forwards, each value found by an index probe.
+          assert.equal(parts.length, 5)
+          const max = `\\(select max\\(${escape(value.replace(/[hr]\./, 'n.'))}\\) from ${table} n where `
+          assert.match(parts[1], new RegExp(`\\n  and ${x} = ${max}[^\\n]* < [^\\n]*\\norder by ${byId}\\n`))
+          assert.match(
+            parts[2],
+            new RegExp(`\\n  and ${x} = ${max}[^\\n]* < \\(select max[^\\n]*\\norder by ${byId}\\n`),
+          )
+          assert.match(parts[3], new RegExp(`\\n  and ${x} < ${max}[^\\n]*\\norder by sort_0 desc, ${byId}\\n`))
+        } else {
+          assert.equal(parts.length, 3)
+          assert.match(parts[1], new RegExp(`\\n  and ${x} > [^\\n]*\\norder by sort_0 asc, ${byId}\\n`))
+        }
+        assert.match(parts.at(-1)!, new RegExp(`\\n  and ${x} is null\\norder by r\\.external_id\\n`))
         const afterNull = one(null)
         assert.ok(!afterNull.includes('union all'))
         assert.match(

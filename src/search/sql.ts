@@ -256,12 +256,11 @@ function afterKeysSql(keys: readonly SortKey[], values: CursorValues, ctx: Ctx, 
   }, last)
 }
 
-// The core keys with an index per direction on (account_id, key, external_id) (sql/020_sort_indexes.sql).
+// The core keys with an index on (account_id, key, external_id) (sql/020_sort_indexes.sql).
 const INDEXED_KEYS: ReadonlySet<string> = new Set([
   'engagementscore',
   'fitscore',
   'churn_risk',
-  'upsell_score',
   'last_seen',
   'name',
   'createdAt',
@@ -275,6 +274,15 @@ const indexedFirst = (keys: readonly SortKey[]) =>
 // the cursor's tie (its value, after it on the keys that follow), the records beyond the cursor's
 // value and, only on the last pages, those without one. A score key is walked with the score row's
 // copy of the external ID, so that the index orders a tie without reading the records.
+//
+// The index is ascending only (one index per direction would double what every write of a score,
+// name or timestamp costs). Walked backwards for a descending key, it gives a tie's external IDs
+// descending, so the walk has to read a whole tie to sort it. The next NEXT_TIES values beyond are
+// therefore read tie by tie, each forwards from the index (`key = the next value`, found by an index
+// probe), and only the records beyond them by the backward walk: a page reads a whole tie only when
+// it spans more than NEXT_TIES smaller ones first.
+const NEXT_TIES = 2
+
 function splitPage(
   keys: readonly SortKey[],
   after: CursorValues | undefined,
@@ -287,14 +295,26 @@ function splitPage(
   const rest = keys.slice(1)
   const tie = (id: string) => [...rest.map((k, i) => `sort_${i + 1} ${k.descending ? 'desc' : 'asc'} nulls last`), id]
   const tieAfter = (id: string) => (after ? [afterKeysSql(rest, after.slice(1), ctx, id)] : [])
-  const id = value.startsWith('h.') ? 'h.external_id' : 'r.external_id'
+  const alias = value.startsWith('h.') ? 'h' : 'r'
+  const id = `${alias}.external_id`
   const parts: string[] = []
+  let from: string | undefined
   if (after?.[0] != null) {
-    const x = bindKey(first, after[0], ctx)
-    parts.push(cut([`${value} = ${x}`, ...tieAfter(id)], tie(id)))
-    parts.push(cut([`${value} ${first.descending ? '<' : '>'} ${x}`], [`sort_0 ${direction}`, ...tie(id)]))
-  } else if (!after) {
-    parts.push(cut([`${value} is not null`], [`sort_0 ${direction}`, ...tie(id)]))
+    from = bindKey(first, after[0], ctx)
+    parts.push(cut([`${value} = ${from}`, ...tieAfter(id)], tie(id)))
+  }
+  if (after?.[0] !== null) {
+    if (first.descending && rest.length === 0) {
+      const table = TABLES[ctx.entity][alias === 'h' ? 'scores' : 'records']
+      const next = value.replace(`${alias}.`, 'n.')
+      for (let i = 0; i < NEXT_TIES; i++) {
+        const below = from === undefined ? '' : ` and ${next} < ${from}`
+        from = `(select max(${next}) from ${table} n where n.account_id = ${ctx.account}${below})`
+        parts.push(cut([`${value} = ${from}`], [id]))
+      }
+    }
+    const beyond = from === undefined ? 'is not null' : `${first.descending ? '<' : '>'} ${from}`
+    parts.push(cut([`${value} ${beyond}`], [`sort_0 ${direction}`, ...tie(id)]))
   }
   // After a cursor with a value, all of them; a record without a score row has no copy of its external ID.
   parts.push(cut([`${value} is null`, ...(after?.[0] === null ? tieAfter('r.external_id') : [])], tie('r.external_id')))
