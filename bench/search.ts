@@ -357,11 +357,13 @@ interface Shape {
 // by the key (with an index on (account_id, key, external_id) in the key's direction: the rest of the
 // tie of the page before, the records beyond it, and only if the page is not full, those without a
 // value), then the same columns as the service answers. `after` is the record of the page before:
-// its key's value and external ID. `id` is the external ID the index holds.
+// its key's value and external ID. `id` is the external ID the index holds; the index is ascending,
+// so under desc the next two ties are read forwards, each value found by an index probe of `probe`
+// (the key as `n.column` of `table n`), as the service does.
 interface HandSort {
   key: string
   direction: 'asc' | 'desc'
-  indexed?: { id: string }
+  indexed?: { id: string; table: string; probe: string }
 }
 const cutActive = (key: string, where: string, order: string) => `
     select c.service_id, ${key} as k from customers c
@@ -381,13 +383,16 @@ const handPage = ({ key, direction, indexed }: HandSort, accountId: number, afte
           : `and (${key} ${beyond} $2 or ${key} is null or (${key} = $2 and c.external_id > $3))`
     page = cut(keyset, `${key} ${direction} nulls last, c.external_id`)
   } else {
-    const { id } = indexed
-    const parts =
-      after === undefined
-        ? [cut(`and ${key} is not null`, `${key} ${direction}, ${id}`)]
-        : after[0] === null
-          ? []
-          : [cut(`and ${key} = $2 and ${id} > $3`, id), cut(`and ${key} ${beyond} $2`, `${key} ${direction}, ${id}`)]
+    const { id, table, probe } = indexed
+    const parts = after?.[0] == null ? [] : [cut(`and ${key} = $2 and ${id} > $3`, id)]
+    if (after?.[0] !== null) {
+      let from = after === undefined ? undefined : '$2'
+      for (let i = 0; direction === 'desc' && i < 2; i++) {
+        from = `(select max(${probe}) from ${table} n where n.account_id = $1${from ? ` and ${probe} < ${from}` : ''})`
+        parts.push(cut(`and ${key} = ${from}`, id))
+      }
+      parts.push(cut(`and ${key} ${from ? `${beyond} ${from}` : 'is not null'}`, `${key} ${direction}, ${id}`))
+    }
     parts.push(cut(`and ${key} is null ${after?.[0] === null ? 'and c.external_id > $3' : ''}`, 'c.external_id'))
     page = `${parts.map((p) => `(${p})`).join(' union all ')} limit 101`
   }
@@ -516,10 +521,26 @@ const shapes = (contactsOf: string): Shape[] => [
   },
 ]
 const ENGAGEMENT_DESC: SortSpec = { propertyName: 'engagementscore', direction: 'desc' }
-const ENGAGEMENT: HandSort = { key: 'h.engagementscore', direction: 'desc', indexed: { id: 'h.external_id' } }
-const NAME: HandSort = { key: '(c.name collate "C")', direction: 'asc', indexed: { id: 'c.external_id' } }
+const ENGAGEMENT: HandSort = {
+  key: 'h.engagementscore',
+  direction: 'desc',
+  indexed: {
+    id: 'h.external_id',
+    table: 'customer_scores',
+    probe: 'n.engagementscore',
+  },
+}
+const NAME: HandSort = {
+  key: '(c.name collate "C")',
+  direction: 'asc',
+  indexed: { id: 'c.external_id', table: 'customers', probe: '(n.name collate "C")' },
+}
 const CREATED_DESC: SortSpec = { propertyName: 'createdAt', direction: 'desc' }
-const CREATED: HandSort = { key: 'c.created_at', direction: 'desc', indexed: { id: 'c.external_id' } }
+const CREATED: HandSort = {
+  key: 'c.created_at',
+  direction: 'desc',
+  indexed: { id: 'c.external_id', table: 'customers', probe: 'n.created_at' },
+}
 const DEEP_VS_FIRST = [
   ['no filter, deep page', 'no filter', '<= 2'],
   ['3 filters, deep page', '3 filters: country, plan, score', '<= 2'],
