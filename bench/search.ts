@@ -17,7 +17,7 @@ import { loadConfig } from '../src/config.ts'
 import { startService } from '../src/service.ts'
 import { createAccount } from '../src/admin/accounts.ts'
 import { createKey } from '../src/admin/keys.ts'
-import type { Entity, Filter, SortSpec } from '../src/search/fields.ts'
+import type { Condition, Entity, Filter, SortSpec } from '../src/search/fields.ts'
 import { compileSearch } from '../src/search/sql.ts'
 import { cursorScope, resolveSort, sealCursor } from '../src/search/sort.ts'
 import { pageBody, searchContext } from '../src/records/search.ts'
@@ -25,8 +25,8 @@ import { percentile, type BenchContext } from './lib.ts'
 
 const ROWS = Number(process.env.BENCH_SEARCH_ROWS ?? 1_000_000)
 const SECONDS = Number(process.env.BENCH_SEARCH_SECONDS ?? 2)
-// Only the shapes whose names contain one of these comma-separated texts (e.g. "sort" or "tag,rare"),
-// for a run of a few.
+// Only the shapes whose names contain one of these comma-separated texts (e.g. "sort,where" or
+// "tag,rare"), for a run of a few.
 const ONLY = (process.env.BENCH_SEARCH_SHAPES ?? '').split(',')
 export const CONCURRENCY = 8
 
@@ -284,10 +284,10 @@ const addContacts = (sql: Sql, accountId: number) => sql`
       jsonb_build_object('role', (array['admin', 'user', 'billing'])[1 + k % 3])
     from customers c cross join generate_series(1, 3) k
     where c.account_id = ${accountId} and hashint8(c.service_id) % 10 = 0
-    returning account_id, service_id, customer_id
+    returning account_id, service_id, external_id, customer_id
   )
-  insert into contact_scores (account_id, contact_id, engagementscore, last_seen)
-  select a.account_id, a.service_id, (hashint8(a.service_id) % 100)::int, h.last_seen
+  insert into contact_scores (account_id, contact_id, external_id, engagementscore, last_seen)
+  select a.account_id, a.service_id, a.external_id, (hashint8(a.service_id) % 100)::int, h.last_seen
   from added a join customer_scores h on h.account_id = a.account_id and h.customer_id = a.customer_id`
 
 export const seed = async (url: string, rows: number) => {
@@ -316,10 +316,15 @@ export const seed = async (url: string, rows: number) => {
   // Constant column lists: postgres.js would read an identifier list after INSERT as a row of values.
   const records = sql.unsafe([...RECORD_COLUMNS, ...CHURN_COLUMNS].join(', '))
   const scores = sql.unsafe(SCORE_COLUMNS.join(', '))
-  await sql`insert into customers (${records}) select ${records} from seed_customers order by line`
+  // Created a few a minute over the last years, so that a sort by createdAt meets small ties; updated since.
+  await sql`insert into customers (${records}, created_at, updated_at)
+    select ${records}, t, t + (hashint8(line) & 65535) * interval '10 minutes'
+    from seed_customers
+      cross join lateral (select timestamptz '2022-01-01 00:00Z' + (line / 3) * interval '1 minute' as t) x
+    order by line`
   await sql`
-    insert into customer_scores (account_id, customer_id, ${scores})
-    select c.account_id, c.service_id, ${scores}
+    insert into customer_scores (account_id, customer_id, external_id, ${scores})
+    select c.account_id, c.service_id, c.external_id, ${scores}
     from seed_customers s join customers c on c.account_id = s.account_id and c.external_id = s.external_id
     where s.last_seen is not null or s.fitscore is not null`
   await sql`drop table seed_customers`
@@ -338,31 +343,70 @@ export const seed = async (url: string, rows: number) => {
 interface Shape {
   name: string
   entity: Entity
-  filters: Filter[]
+  filters?: Filter[]
+  where?: Condition
   deep?: boolean
   // Sorted shapes are measured against hand-written SQL for the same page instead of the compiled
   // SQL; a deep page starts after the record 90% of the way through the sort's order.
   sort?: SortSpec[]
   hand?: HandSort
-  // Filter shapes can be measured against hand-written SQL too: `cut` selects the page's active
-  // customers of the account $1 (service_id, and k, their external ID) in external-ID order, with
-  // the ids of the tags it names from `tag`.
+  // Filter and tree shapes can be measured against hand-written SQL too: `cut` selects the page's
+  // active customers of the account $1 (service_id, and k, their external ID) in external-ID order,
+  // with the ids of the tags it names from `tag`.
   cut?: (tag: (title: string) => number) => string
 }
 
 // What one would write by hand for a sorted page of active customers: the page's records cut first
-// by the key (with an index on the key, those with a value down the index and then, only if the page
-// is not full, those without), then the same columns as the service answers. `after` is the record
-// of the page before: its key's value and external ID.
+// by the key (with an index on (account_id, key, external_id) in the key's direction: the rest of the
+// tie of the page before, the records beyond it, and only if the page is not full, those without a
+// value), then the same columns as the service answers. `after` is the record of the page before:
+// its key's value and external ID. `id` is the external ID the index holds; the index is ascending,
+// so under desc the next two ties are read forwards, each value found by an index probe of `probe`
+// (the key as `n.column` of `table n`), as the service does.
 interface HandSort {
   key: string
   direction: 'asc' | 'desc'
-  indexed?: boolean
+  indexed?: { id: string; table: string; probe: string }
 }
-// The columns the service answers for a hand-written page: `page` selects the page's service_id and
-// its order's key k ($1 the account), `order` orders by pg.k.
-const handRows = (page: string, order: string) =>
-  `
+const cutActive = (key: string, where: string, order: string) => `
+    select c.service_id, ${key} as k from customers c
+      left join customer_scores h on h.account_id = c.account_id and h.customer_id = c.service_id
+    where c.account_id = $1 and not c.is_churned ${where}
+    order by ${order} limit 101`
+const handPage = ({ key, direction, indexed }: HandSort, accountId: number, after?: [string | null, string]) => {
+  const beyond = direction === 'desc' ? '<' : '>'
+  const cut = (where: string, order: string) => cutActive(key, where, order)
+  let page: string
+  if (!indexed) {
+    const keyset =
+      after === undefined
+        ? ''
+        : after[0] === null
+          ? `and ${key} is null and c.external_id > $3`
+          : `and (${key} ${beyond} $2 or ${key} is null or (${key} = $2 and c.external_id > $3))`
+    page = cut(keyset, `${key} ${direction} nulls last, c.external_id`)
+  } else {
+    const { id, table, probe } = indexed
+    const parts = after?.[0] == null ? [] : [cut(`and ${key} = $2 and ${id} > $3`, id)]
+    if (after?.[0] !== null) {
+      let from = after === undefined ? undefined : '$2'
+      for (let i = 0; direction === 'desc' && i < 2; i++) {
+        from = `(select max(${probe}) from ${table} n where n.account_id = $1${from ? ` and ${probe} < ${from}` : ''})`
+        parts.push(cut(`and ${key} = ${from}`, id))
+      }
+      parts.push(cut(`and ${key} ${from ? `${beyond} ${from}` : 'is not null'}`, `${key} ${direction}, ${id}`))
+    }
+    parts.push(cut(`and ${key} is null ${after?.[0] === null ? 'and c.external_id > $3' : ''}`, 'c.external_id'))
+    page = `${parts.map((p) => `(${p})`).join(' union all ')} limit 101`
+  }
+  return {
+    text: handColumns(page, `pg.k ${direction} nulls last, c.external_id`),
+    params: [String(accountId), ...(after ?? [])],
+  }
+}
+
+// The columns the service answers for a page of customers `pg` (service_id and k), in `order`.
+const handColumns = (page: string, order: string) => `
 select row_to_json(p)::text as json, p.service_id from (
   select c.external_id as id, c.service_id, c.name, h.fitscore, h.engagementscore, h.churn_risk, h.upsell_score,
     c.is_churned, to_char(h.last_seen, 'YYYY-MM-DD') as last_seen, h.engagementscore_difference,
@@ -375,29 +419,29 @@ select row_to_json(p)::text as json, p.service_id from (
     to_char(c.updated_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') as "updatedAt"
   from (${page}) pg join customers c on c.account_id = $1 and c.service_id = pg.service_id
     left join customer_scores h on h.account_id = c.account_id and h.customer_id = c.service_id
-  order by ${order}, c.external_id
+  order by ${order}
 ) p`
 
-const handPage = ({ key, direction, indexed }: HandSort, accountId: number, after?: [string | null, string]) => {
-  const [before, beyond] = direction === 'desc' ? ['<', '<='] : ['>', '>=']
-  const keyset =
-    after === undefined
-      ? ''
-      : after[0] === null
-        ? `and ${key} is null and c.external_id > $3`
-        : `and (${key} ${before} $2 or ${key} is null or (${key} = $2 and c.external_id > $3))`
-  const cut = (where: string, order: string) => `
-    select c.service_id, ${key} as k from customers c
-      left join customer_scores h on h.account_id = c.account_id and h.customer_id = c.service_id
-    where c.account_id = $1 and not c.is_churned ${keyset} ${where}
-    order by ${order}, c.external_id limit 101`
-  const valued = after?.[0] == null ? '' : `and ${key} ${beyond} $2`
-  const page = indexed
-    ? `(${cut(`and ${key} is not null ${valued}`, `${key} ${direction}`)})
-      union all (${cut(`and ${key} is null`, 'c.external_id')}) limit 101`
-    : cut('', `${key} ${direction} nulls last`)
-  return { text: handRows(page, `pg.k ${direction} nulls last`), params: [String(accountId), ...(after ?? [])] }
-}
+// Hand-written tree shapes: an OR as a union of its groups, each walked in external-ID order and cut
+// to the page (a group's own index decides how), the union then cut again.
+const tagged = (title: string) => `exists (select 1 from customer_tags x where x.account_id = $1
+  and x.tag_id = (select id from tags where account_id = $1 and lower(title) = '${title}')
+  and x.external_id = c.external_id)`
+const anyOf = (groups: string[]) =>
+  `select * from (${groups
+    .map((g) => `(${cutActive('c.external_id', `and ${g}`, 'c.external_id')})`)
+    .join(' union ')}) u order by k limit 101`
+const OR_OF_THREE = anyOf([
+  `c.attributes @> '{"country": "NZ"}' and c.attributes @> '{"plan": "enterprise"}'`,
+  'h.engagementscore >= 90',
+  `${tagged('vip')} and h.churn_risk >= 70`,
+])
+const NOT_TREE = cutActive(
+  'c.external_id',
+  `and not (c.attributes @> '{"country": "US"}' or c.attributes @> '{"country": "GB"}' or ${tagged('trial')})`,
+  'c.external_id',
+)
+const TAG_OR_PROPERTY = anyOf([tagged('champion'), `(c.attributes ->> 'employees')::numeric >= 5000`])
 
 const f = (propertyName: string, operator: string, value: string | string[]): Filter =>
   Array.isArray(value) ? { propertyName, operator, values: value } : { propertyName, operator, value }
@@ -508,13 +552,62 @@ const shapes = (contactsOf: string): Shape[] => [
     hand: ENGAGEMENT,
     deep: true,
   },
+  { name: 'sort by name asc', entity: 'customer', sort: [{ propertyName: 'name' }], hand: NAME },
+  { name: 'sort by name asc, deep page', entity: 'customer', sort: [{ propertyName: 'name' }], hand: NAME, deep: true },
+  { name: 'sort by createdAt desc', entity: 'customer', sort: [CREATED_DESC], hand: CREATED },
+  { name: 'sort by createdAt desc, deep page', entity: 'customer', sort: [CREATED_DESC], hand: CREATED, deep: true },
+  {
+    name: 'where: OR of three groups',
+    entity: 'customer',
+    where: {
+      or: [
+        { and: [f('country', 'EQ', 'NZ'), f('plan', 'EQ', 'enterprise')] },
+        f('engagementscore', 'GTE', '90'),
+        { and: [f('tags', 'EQ', 'vip'), f('churn_risk', 'GTE', '70')] },
+      ],
+    },
+    cut: () => OR_OF_THREE,
+  },
+  {
+    name: 'where: NOT (country US or GB, or tag Trial)',
+    entity: 'customer',
+    where: { not: { or: [f('country', 'IN', ['US', 'GB']), f('tags', 'EQ', 'trial')] } },
+    cut: () => NOT_TREE,
+  },
+  {
+    name: 'where: tag OR property (Champion, or employees >= 5000)',
+    entity: 'customer',
+    where: { or: [f('tags', 'EQ', 'champion'), f('employees', 'GTE', '5000')] },
+    cut: () => TAG_OR_PROPERTY,
+  },
 ]
 const ENGAGEMENT_DESC: SortSpec = { propertyName: 'engagementscore', direction: 'desc' }
-const ENGAGEMENT: HandSort = { key: 'h.engagementscore', direction: 'desc', indexed: true }
+const ENGAGEMENT: HandSort = {
+  key: 'h.engagementscore',
+  direction: 'desc',
+  indexed: {
+    id: 'h.external_id',
+    table: 'customer_scores',
+    probe: 'n.engagementscore',
+  },
+}
+const NAME: HandSort = {
+  key: '(c.name collate "C")',
+  direction: 'asc',
+  indexed: { id: 'c.external_id', table: 'customers', probe: '(n.name collate "C")' },
+}
+const CREATED_DESC: SortSpec = { propertyName: 'createdAt', direction: 'desc' }
+const CREATED: HandSort = {
+  key: 'c.created_at',
+  direction: 'desc',
+  indexed: { id: 'c.external_id', table: 'customers', probe: 'n.created_at' },
+}
 const DEEP_VS_FIRST = [
   ['no filter, deep page', 'no filter', '<= 2'],
   ['3 filters, deep page', '3 filters: country, plan, score', '<= 2'],
   ['sort by engagement desc, deep page', 'sort by engagement desc', '<= 1.3'],
+  ['sort by name asc, deep page', 'sort by name asc', '<= 1.3'],
+  ['sort by createdAt desc, deep page', 'sort by createdAt desc', '<= 1.3'],
 ]
 
 // The record 90% of the way through the active customers in a hand-written sort's order: its key's
@@ -667,23 +760,24 @@ export default async (ctx: BenchContext) => {
       (await direct`select title, id from tags where account_id = ${main}`).map((t) => [t.title, Number(t.id)]),
     )
     const tag = (title: string) => tagIds.get(title)!
-    const p50: Record<string, number> = {}
-    for (const shape of shapes(someCustomer.external_id).filter((sh) => ONLY.some((o) => sh.name.includes(o)))) {
+    const deepVsFirst: { first: (typeof DEEP_VS_FIRST)[number]; deep: number; firstP50: number }[] = []
+    for (const shape of shapes(someCustomer.external_id).filter((sh) => ONLY.some((only) => sh.name.includes(only)))) {
       const limit = 100
-      const { sort, hand } = shape
+      const { sort, hand, where } = shape
+      const conditions = where ? { where } : { filters: shape.filters ?? [] }
       // The same context lookup and compilation as the handler's, done once outside the timing.
-      const context = await searchContext(direct, main, shape.entity, { filters: shape.filters, sort, limit })
+      const context = await searchContext(direct, main, shape.entity, { ...conditions, sort, limit })
       // A deep sorted page starts after the cursor the service would have sealed for that record.
       const deepKeys = shape.deep && hand ? await deepUnder(direct, main, hand) : undefined
       const keys = resolveSort(shape.entity, sort ?? [], new Map(context.catalog.map((d) => [d.codename, d])), [])
       const cursor = deepKeys && sealCursor(deepKeys, cursorKey, cursorScope(main, shape.entity, keys))
       const after = shape.deep ? (cursor ?? deep.service_id) : undefined
-      const body = JSON.stringify({ filters: shape.filters, limit, sort, after })
+      const body = JSON.stringify({ ...conditions, limit, sort, after })
       const path = `/api/v1/${shape.entity}s/search`
       const query = compileSearch({
         entity: shape.entity,
         accountId: main,
-        filters: shape.filters,
+        ...conditions,
         limit,
         today,
         catalog: context.catalog,
@@ -696,7 +790,7 @@ export default async (ctx: BenchContext) => {
       })
       const handQuery = hand
         ? handPage(hand, main, deepKeys)
-        : shape.cut && { text: handRows(shape.cut(tag), 'pg.k'), params: [String(main)] }
+        : shape.cut && { text: handColumns(shape.cut(tag), 'pg.k'), params: [String(main)] }
       const runDirect = handQuery
         ? () => direct.unsafe(handQuery.text, handQuery.params as string[])
         : () => direct.unsafe(query.text, query.params as string[])
@@ -720,9 +814,13 @@ export default async (ctx: BenchContext) => {
           throw new Error(`${shape.name}: the sides' answers differ`)
       }
       const loads = [closedLoop(runDirect), httpLoad(url, token, body), httpLoad(floorUrl, token, body)]
+      // A deep page's first page runs beside it too: the load of a shared machine changes between
+      // shapes, so the deep page is compared with the first as measured in the same slices.
+      const first = DEEP_VS_FIRST.find(([deepName]) => deepName === shape.name)
+      if (first) loads.push(httpLoad(url, token, JSON.stringify({ ...conditions, limit, sort })))
       for (const load of loads) await load(0.3, [])
-      const [sqlRun, httpRun, floorRun] = await sideBySide(loads, SECONDS)
-      p50[shape.name] = httpRun.p50
+      const [sqlRun, httpRun, floorRun, firstRun] = await sideBySide(loads, SECONDS)
+      if (first) deepVsFirst.push({ first, deep: httpRun.p50, firstP50: firstRun.p50 })
       const metric = `${shape.name} [${viaHttp.length} rows]`
       ctx.report({
         bench: 'search',
@@ -758,14 +856,15 @@ export default async (ctx: BenchContext) => {
         ratio: floorRun.p50 / sqlRun.p50,
       })
     }
-    for (const [deepName, firstName, target] of DEEP_VS_FIRST.filter(([deep, first]) => deep in p50 && first in p50)) {
+    for (const { first, deep, firstP50 } of deepVsFirst) {
+      const [deepName, firstName, target] = first
       ctx.report({
         bench: 'search',
-        metric: `${deepName} vs ${firstName}, p50`,
-        value: p50[deepName],
+        metric: `${deepName} vs ${firstName} (same slices), p50`,
+        value: deep,
         unit: 'ms',
-        baseline: p50[firstName],
-        ratio: p50[deepName] / p50[firstName],
+        baseline: firstP50,
+        ratio: deep / firstP50,
         target,
       })
     }

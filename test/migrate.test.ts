@@ -64,19 +64,22 @@ test('every tenant table leads its primary key with account_id', async () => {
   }
 })
 
+// A database as the migrations before `name` left it.
+const migratedBefore = (sql: ReturnType<typeof connect>, name: string) =>
+  sql.begin(async (tx) => {
+    await tx`create table schema_migrations (name text primary key, applied_at timestamptz not null default now())`
+    for (const m of migrations().filter((m) => m.name < name)) {
+      await tx.unsafe(m.sql)
+      await tx`insert into schema_migrations (name) values (${m.name})`
+    }
+  })
+
 test('an upgrade gives the tag links of existing records their external ids', async () => {
   const db = await freshDatabase()
   const sql = connect(db.url)
   try {
     // The database as the version before 010 left it, with tagged records in two accounts.
-    const before = migrations().filter((m) => m.name < '010')
-    await sql.begin(async (tx) => {
-      await tx`create table schema_migrations (name text primary key, applied_at timestamptz not null default now())`
-      for (const m of before) {
-        await tx.unsafe(m.sql)
-        await tx`insert into schema_migrations (name) values (${m.name})`
-      }
-    })
+    await migratedBefore(sql, '010')
     for (const name of ['A', 'B']) {
       const { id } = await createAccount(sql, { name, source_of_truth: 'API' })
       await sql`
@@ -115,6 +118,48 @@ test('an upgrade gives the tag links of existing records their external ids', as
       const [column] = await sql`select is_nullable from information_schema.columns where table_name = ${links}
         and column_name = 'external_id'`
       assert.equal(column.is_nullable, 'NO', links)
+    }
+  } finally {
+    await sql.end()
+    await db.drop()
+  }
+})
+
+test('an upgrade gives the score rows of existing records their external ids', async () => {
+  const db = await freshDatabase()
+  const sql = connect(db.url)
+  try {
+    // The database as the version before 020 left it, with scored records in two accounts.
+    await migratedBefore(sql, '020')
+    for (const name of ['A', 'B']) {
+      const { id } = await createAccount(sql, { name, source_of_truth: 'API' })
+      await sql`
+        with c as (
+          insert into customers (account_id, external_id) select ${id}, ${name} || '-c' || n
+            from generate_series(1, 3) n
+          returning account_id, service_id
+        ), k as (
+          insert into contacts (account_id, external_id, customer_id)
+            select account_id, ${name} || '-k' || service_id, service_id from c
+          returning account_id, service_id
+        ), cs as (
+          insert into customer_scores (account_id, customer_id, engagementscore) select account_id, service_id, 5 from c
+        )
+        insert into contact_scores (account_id, contact_id, engagementscore) select account_id, service_id, 5 from k`
+    }
+    await migrate(sql, db.url)
+    for (const [scores, records, key] of [
+      ['customer_scores', 'customers', 'customer_id'],
+      ['contact_scores', 'contacts', 'contact_id'],
+    ]) {
+      const rows = await sql`
+        select h.external_id as copied, r.external_id from ${sql(scores)} h
+        left join ${sql(records)} r on r.account_id = h.account_id and r.service_id = h.${sql(key)}`
+      assert.equal(rows.length, 6, scores)
+      for (const row of rows) assert.equal(row.copied, row.external_id, scores)
+      const [column] = await sql`select is_nullable from information_schema.columns where table_name = ${scores}
+        and column_name = 'external_id'`
+      assert.equal(column.is_nullable, 'NO', scores)
     }
   } finally {
     await sql.end()

@@ -250,10 +250,12 @@ const seedAccount = async (m: ScoringModel | null, records: GeneratedRecord[]) =
       as x(id bigint, date date, "values" jsonb)`
   // A stale history and scores that the job must replace.
   await s.sql`
-    insert into customer_scores (account_id, customer_id, history_dates, history_scores, last_seen, engagementscore,
-      fitscore)
-    select account_id, customer_id, array_agg(date order by date), array_agg(999 order by date), max(date), 999, 999
-    from customer_snapshots where account_id = ${id} group by 1, 2`
+    insert into customer_scores (account_id, customer_id, external_id, history_dates, history_scores, last_seen,
+      engagementscore, fitscore)
+    select s.account_id, s.customer_id, c.external_id, array_agg(s.date order by s.date),
+      array_agg(999 order by s.date), max(s.date), 999, 999
+    from customer_snapshots s join customers c on c.account_id = s.account_id and c.service_id = s.customer_id
+    where s.account_id = ${id} group by 1, 2, 3`
   await s.sql`
     insert into contact_snapshots (account_id, contact_id, date, "values")
     select ${id}, x.id, x.date, x.values

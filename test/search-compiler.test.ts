@@ -44,6 +44,8 @@ function pathsOf(over: Partial<SearchInput>): string[] {
 }
 
 // The page's conditions: from its where to its order.
+const escape = (s: string) => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')
+
 function whereOf(text: string): string {
   const where = text.indexOf('\nwhere ')
   return text.slice(where, text.indexOf('\norder by', where) + 1)
@@ -876,13 +878,27 @@ describe('compileSearch: sort', () => {
 
   test('keys in order, nulls last, strings in byte order, the external ID last; the page joins what keys read', () => {
     const { text } = sorted()
-    assert.match(text, /order by sort_0 desc nulls last, sort_1 asc nulls last, sort_2 asc nulls last, r\.external_id/)
+    assert.match(
+      text,
+      /order by r\.sort_0 desc nulls last, r\.sort_1 asc nulls last, r\.sort_2 asc nulls last, r\.external_id$/,
+    )
     const byPlan = compileSearch(input({ sort: sort.slice(1), cursorKey: key })).text
     assert.match(byPlan, /order by sort_0 asc nulls last, sort_1 asc nulls last, r\.external_id\nlimit/)
     assert.ok(!byPlan.includes('union all'))
     assert.match(text, /from \(\(select r\.\*, h\.engagementscore as sort_0, \(\(case .* end\) collate "C"\) as sort_1/)
     assert.match(text, /, r\.created_at as sort_2 from customers r left join customer_scores h /)
     assert.match(text, /json_build_array\(r\.sort_0::text,r\.sort_1,to_char\(r\.sort_2 at time zone 'UTC', /)
+    // A score first: the records with a value down the score's index in its direction, a tie in the
+    // order of the score row's external ID, then those without a value.
+    const rest = /sort_1 asc nulls last, sort_2 asc nulls last/.source
+    assert.match(
+      text,
+      new RegExp(`\\n  and h\\.engagementscore is not null\\norder by sort_0 desc, ${rest}, h\\.external_id\\n`),
+    )
+    assert.match(
+      text,
+      /\n  and h\.engagementscore is null\norder by sort_1 asc nulls last, sort_2 asc nulls last, r\.external_id\n/,
+    )
   })
 
   test('a cursor becomes the keyset condition, key by key, a null value included', () => {
@@ -891,28 +907,70 @@ describe('compileSearch: sort', () => {
     const cursor = sealCursor(['5', null, '2026-01-01T00:00:00.000001Z', 'c9'], key, scope)
     assert.deepEqual(openCursor(cursor, key, scope, 3), ['5', null, '2026-01-01T00:00:00.000001Z', 'c9'])
     const { text, params } = sorted({ afterCursor: cursor })
+    const parts = text.split('\nunion all\n')
+    assert.equal(parts.length, 3)
+    // The rest of the cursor's tie: its score, after it on the keys that follow.
     assert.match(
-      whereOf(text),
+      whereOf(parts[0]),
       new RegExp(
-        /\(h\.engagementscore is null or h\.engagementscore < (\$\d+)::text::bigint or /.source +
-          /\(h\.engagementscore = \$\d+::text::bigint and \(\(\(case /.source,
+        /\n  and h\.engagementscore = \$\d+::text::bigint\n  and \(\(\(case .* end\) collate "C"\) is null and /
+          .source +
+          /\(r\.created_at is null or r\.created_at > \$\d+::text::timestamptz or /.source +
+          /\(r\.created_at = \$\d+::text::timestamptz and h\.external_id > \$\d+::text\)\)\)\n$/.source,
       ),
     )
-    // A score first: the page of records with a value, from the cursor's value down its index, then
-    // the page of those without.
-    assert.match(
-      whereOf(text),
-      /\n  and h\.engagementscore is not null\n  and h\.engagementscore <= \$\d+::text::bigint\n$/,
-    )
-    assert.match(text, /order by sort_0 desc, sort_1 asc nulls last, sort_2 asc nulls last, r\.external_id\n/)
-    assert.match(text, /\n  and h\.engagementscore is null\norder by sort_0 desc nulls last, sort_1 asc nulls last, /)
-    assert.match(text, /\)\nunion all\n\(select r\.\*, /)
-    assert.match(
-      whereOf(text),
-      / end\) collate "C"\) is null and \(r\.created_at is null or r\.created_at > \$\d+::text::timestamptz/,
-    )
-    assert.match(whereOf(text), /r\.external_id > \$\d+::text\)\)\)\)/)
+    assert.match(parts[0], /\norder by sort_1 asc nulls last, sort_2 asc nulls last, h\.external_id\n/)
+    // The records beyond its score, then all those without one.
+    assert.match(whereOf(parts[1]), /\n  and h\.engagementscore < \$\d+::text::bigint\n$/)
+    assert.match(parts[1], /\norder by sort_0 desc, sort_1 asc nulls last, sort_2 asc nulls last, h\.external_id\n/)
+    assert.match(whereOf(parts[2]), /\n  and h\.engagementscore is null\n$/)
     assert.ok(params.includes('5') && params.includes('c9'))
+  })
+
+  test('one indexed key: the tie and the records beyond are index ranges; after a null, only the nulls', () => {
+    for (const [propertyName, value, id, table] of [
+      ['engagementscore', 'h.engagementscore', 'h.external_id', 'customer_scores'],
+      ['name', '(r.name collate "C")', 'r.external_id', 'customers'],
+      ['createdAt', 'r.created_at', 'r.external_id', 'customers'],
+    ] as const) {
+      for (const direction of ['asc', 'desc'] as const) {
+        const keys = resolveSort('customer', [{ propertyName, direction }], new Map(), [])
+        const scope = cursorScope(7, 'customer', keys)
+        const one = (v: string | null) => {
+          const afterCursor = sealCursor([v, 'c9'], key, scope)
+          return compileSearch(input({ sort: [{ propertyName, direction }], cursorKey: key, afterCursor })).text
+        }
+        const [x, byId] = [escape(value), escape(id)]
+        const parts = one(propertyName === 'createdAt' ? '2026-01-01T00:00:00Z' : '5').split('\nunion all\n')
+        // The rest of the cursor's tie, forwards from the index.
+        assert.match(
+          parts[0],
+          new RegExp(`\\n  and ${x} = [^\\n]*\\n  and ${byId} > \\$\\d+::text\\norder by ${byId}\\n`),
+        )
+        if (direction === 'desc') {
+          // The ascending index walked backwards would give a tie's external IDs descending: the
+          // next two values' ties are read forwards, each value found by an index probe.
+          assert.equal(parts.length, 5)
+          const max = `\\(select max\\(${escape(value.replace(/[hr]\./, 'n.'))}\\) from ${table} n where `
+          assert.match(parts[1], new RegExp(`\\n  and ${x} = ${max}[^\\n]* < [^\\n]*\\norder by ${byId}\\n`))
+          assert.match(
+            parts[2],
+            new RegExp(`\\n  and ${x} = ${max}[^\\n]* < \\(select max[^\\n]*\\norder by ${byId}\\n`),
+          )
+          assert.match(parts[3], new RegExp(`\\n  and ${x} < ${max}[^\\n]*\\norder by sort_0 desc, ${byId}\\n`))
+        } else {
+          assert.equal(parts.length, 3)
+          assert.match(parts[1], new RegExp(`\\n  and ${x} > [^\\n]*\\norder by sort_0 asc, ${byId}\\n`))
+        }
+        assert.match(parts.at(-1)!, new RegExp(`\\n  and ${x} is null\\norder by r\\.external_id\\n`))
+        const afterNull = one(null)
+        assert.ok(!afterNull.includes('union all'))
+        assert.match(
+          afterNull,
+          new RegExp(`\\n  and ${x} is null\\n  and r\\.external_id > \\$\\d+::text\\norder by r\\.external_id\\n`),
+        )
+      }
+    }
   })
 
   test("the next cursor seals the last row's values for this search only", () => {

@@ -767,6 +767,74 @@ describe('paging', () => {
   })
 })
 
+// The indexed sort keys page as the rest of the cursor's tie, then the records beyond its value, then
+// those without one: long ties at the cursor (most records share a score, a name, a creation time),
+// records without a score row beside ones whose row has no value, both directions.
+describe('paging under a sort: ties and nulls', () => {
+  let tied: Account
+  // External IDs out of byte order against their insertion, so that a tie is not in insertion order.
+  const ids = Array.from({ length: 41 }, (_, i) => `t${((i * 17) % 41).toString(36)}${i % 3 === 0 ? 'Z' : 'a'}`)
+
+  before(async () => {
+    tied = await scoredAccount(s, 'Ties')
+    // One upload: the records share their creation time.
+    await upload(
+      tied,
+      'customers',
+      ids.map((id, i) => ({ external_id: id, name: i % 2 ? 'Same' : `N${i % 5}` })),
+    )
+    // A record without a name (the column allows it; an upload always names one).
+    await s.sql`update customers set name = null
+      where account_id = ${tied.id} and external_id = any(${ids.filter((_, i) => i % 7 === 0)})`
+    // Most share a score; some have a score row without one, some no row at all.
+    await storeScores(
+      s.sql,
+      'customers',
+      tied.id,
+      ids.flatMap((id, i) =>
+        i % 9 === 0 ? [] : [{ external_id: id, engagementscore: i % 6 === 0 ? null : i % 4 ? 50 : i, fitscore: 3 }],
+      ),
+    )
+    await s.sql`update customers set created_at = created_at + interval '1 hour'
+      where account_id = ${tied.id} and external_id = any(${ids.filter((_, i) => i % 5 === 0)})`
+  })
+
+  for (const [propertyName, valueSql] of [
+    ['engagementscore', 'h.engagementscore::numeric'],
+    ['fitscore', 'h.fitscore::numeric'],
+    ['name', 'null::numeric'],
+    ['createdAt', 'extract(epoch from r.created_at)'],
+  ] as const) {
+    for (const direction of ['asc', 'desc'] as const) {
+      test(`${propertyName} ${direction}: each record once, in order, nulls last, external IDs ascending`, async () => {
+        const rows = await s.sql`
+          select r.external_id, r.name, ${s.sql.unsafe(valueSql)} as v from customers r
+            left join customer_scores h on h.account_id = r.account_id and h.customer_id = r.service_id
+          where r.account_id = ${tied.id}`
+        const value = (r: (typeof rows)[number]) =>
+          propertyName === 'name' ? r.name : r.v === null ? null : Number(r.v)
+        const sign = direction === 'desc' ? -1 : 1
+        const expected = [...rows]
+          .sort((a, b) => {
+            const [x, y] = [value(a), value(b)]
+            if (x === null || y === null) return x === y ? byteOrder(a.external_id, b.external_id) : x === null ? 1 : -1
+            const c = typeof x === 'string' ? byteOrder(x, y as string) : x - (y as number)
+            return c !== 0 ? sign * c : byteOrder(a.external_id, b.external_id)
+          })
+          .map((r) => r.external_id)
+        for (const limit of [1, 4, 15]) {
+          const pages = await allPages(tied, 'customers', { sort: [{ propertyName, direction }], limit })
+          assert.deepEqual(
+            pages.flatMap((p) => p.results.map((r: { id: string }) => r.id)),
+            expected,
+            `limit ${limit}`,
+          )
+        }
+      })
+    }
+  }
+})
+
 describe('tenant isolation', () => {
   test("another account's records never appear", async () => {
     assert.deepEqual(await customers(), ACTIVE)

@@ -81,7 +81,12 @@ export const migrate = async (sql: Sql, url: string, files: Migration[] = migrat
   const conn = await sql.reserve()
   const applied: string[] = []
   try {
-    await conn`select pg_advisory_lock(hashtext('service:migrations'))`
+    // Polled rather than waited for: a session blocked in pg_advisory_lock is a transaction, which a
+    // CREATE INDEX CONCURRENTLY of the holder's migration would wait for to end, a deadlock the server
+    // does not detect. Between tries the waiter holds none.
+    while (!(await conn`select pg_try_advisory_lock(hashtext('service:migrations')) as ok`)[0].ok) {
+      await new Promise((resolve) => setTimeout(resolve, 100))
+    }
     await conn`create table if not exists schema_migrations
       (name text primary key, applied_at timestamptz not null default now())`
     const done = new Set((await conn`select name from schema_migrations`).map((r) => r.name as string))

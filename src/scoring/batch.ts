@@ -115,10 +115,11 @@ const scoreStatement = (entity: Entity, model: ScoringModel | null, defs: Proper
     ? `, ${churnRiskSql('d.score', 'd.fit', 'd.difference', '($3::date - d.last_seen)')} as churn_risk` +
       `, ${upsellScoreSql('d.score', 'd.fit', 'd.difference')} as upsell_score`
     : ''
+  const typed = [...engagement.columns.typed, ...fit.columns.typed, ...fit.values.typed]
   const text = `
     with rec as materialized (
-      select raw.service_id${list([...engagement.columns.typed, ...fit.columns.typed, ...fit.values.typed])} from (
-        select r.service_id${list([...engagement.columns.raw, ...fit.columns.raw, ...fit.values.raw])}
+      select raw.service_id, raw.external_id${list(typed)} from (
+        select r.service_id, r.external_id${list([...engagement.columns.raw, ...fit.columns.raw, ...fit.values.raw])}
         from ${t.records} r where r.account_id = $1::bigint and r.service_id = any($2::bigint[]) offset 0
       ) raw
     ), scored as (
@@ -129,7 +130,7 @@ const scoreStatement = (entity: Entity, model: ScoringModel | null, defs: Proper
         json_object_agg(date, score) filter (where ${RECENT('date')}) as trend
       from scored group by record_id
     ), d as (
-      select fr.service_id, coalesce(h.dates, '{}') as dates, coalesce(h.scores, '{}') as scores,
+      select fr.service_id, fr.external_id, coalesce(h.dates, '{}') as dates, coalesce(h.scores, '{}') as scores,
         h.dates[cardinality(h.dates)] as last_seen, h.scores[cardinality(h.scores)] as score,
         h.scores[cardinality(h.scores)] - h.scores[cardinality(h.scores) - 1] as difference,
         case when h.recent <= ${TREND_RECORDS} then h.trend else (
@@ -139,7 +140,7 @@ const scoreStatement = (entity: Entity, model: ScoringModel | null, defs: Proper
           ) t
         ) end as trend,
         ${customer ? fit.score : 'null::integer'} as fit
-      from (select rec.service_id${list(fit.sums)} from rec offset 0) fr left join history h
+      from (select rec.service_id, rec.external_id${list(fit.sums)} from rec offset 0) fr left join history h
         on h.record_id = fr.service_id
     ), x as (
       select d.*${derived} from d
@@ -150,8 +151,8 @@ const scoreStatement = (entity: Entity, model: ScoringModel | null, defs: Proper
         and (${columns.map(([column]) => compared(`c.${column}`, column)).join(', ')})
           is distinct from (${columns.map(([column, value]) => compared(`x.${value}`, column)).join(', ')})
     )
-    insert into ${t.scores} (account_id, ${t.fk}, ${columns.map(([column]) => column).join(', ')})
-    select $1::bigint, x.service_id, ${columns.map(([, value]) => `x.${value}`).join(', ')} from x
+    insert into ${t.scores} (account_id, ${t.fk}, external_id, ${columns.map(([column]) => column).join(', ')})
+    select $1::bigint, x.service_id, x.external_id, ${columns.map(([, value]) => `x.${value}`).join(', ')} from x
     where (x.last_seen is not null or x.fit is not null)
       and not exists (
         select 1 from ${t.scores} c

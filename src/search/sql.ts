@@ -245,21 +245,81 @@ const bindKey = (key: SortKey, value: string, ctx: Ctx) =>
 
 // The records after the cursor's in the order: key by key, a greater value in the key's direction,
 // or (nulls last either way) a null after a value, or an equal one (null after null) and after on
-// the keys that follow; the external ID decides last.
-function afterKeysSql(keys: readonly SortKey[], values: CursorValues, ctx: Ctx): string {
-  const id = `r.external_id > ${ctx.bind(values[keys.length]!, 'text')}`
+// the keys that follow; the external ID (`id`) decides last.
+function afterKeysSql(keys: readonly SortKey[], values: CursorValues, ctx: Ctx, id = 'r.external_id'): string {
+  const last = `${id} > ${ctx.bind(values[keys.length]!, 'text')}`
   return keys.reduceRight((rest, key, i) => {
     const [value, bound] = [keySql(key, ctx), values[i]]
     if (bound === null) return `(${value} is null and ${rest})`
     const x = bindKey(key, bound, ctx)
     return `(${value} is null or ${value} ${key.descending ? '<' : '>'} ${x} or (${value} = ${x} and ${rest}))`
-  }, id)
+  }, last)
 }
 
-// A first key that is a score column: the scores' index on (account_id, column) can walk the
-// records that have a value in the key's order, from the cursor's value on.
+// The core keys with an index on (account_id, key, external_id) (sql/020_sort_indexes.sql).
+const INDEXED_KEYS: ReadonlySet<string> = new Set([
+  'engagementscore',
+  'fitscore',
+  'churn_risk',
+  'last_seen',
+  'name',
+  'createdAt',
+  'updatedAt',
+])
 const indexedFirst = (keys: readonly SortKey[]) =>
-  keys.length > 0 && keys[0].source === 'core' && (CORE_SQL.get(keys[0].name)?.startsWith('h.') ?? false)
+  keys.length > 0 && keys[0].source === 'core' && INDEXED_KEYS.has(keys[0].name)
+
+// A page whose first key has an index, as a `union all` of index ranges that Append runs in turn,
+// each part cut to the page (its own placement of nulls needs none, as they hold none): the rest of
+// the cursor's tie (its value, after it on the keys that follow), the records beyond the cursor's
+// value and, only on the last pages, those without one. A score key is walked with the score row's
+// copy of the external ID, so that the index orders a tie without reading the records.
+//
+// The index is ascending only (one index per direction would double what every write of a score,
+// name or timestamp costs). Walked backwards for a descending key, it gives a tie's external IDs
+// descending, so the walk has to read a whole tie to sort it. The next NEXT_TIES values beyond are
+// therefore read tie by tie, each forwards from the index (`key = the next value`, found by an index
+// probe), and only the records beyond them by the backward walk: a page reads a whole tie only when
+// it spans more than NEXT_TIES smaller ones first.
+const NEXT_TIES = 2
+
+function splitPage(
+  keys: readonly SortKey[],
+  after: CursorValues | undefined,
+  ctx: Ctx,
+  cut: (conditions: string[], orderBy: string[]) => string,
+  limit: string,
+): string {
+  const [first, value] = [keys[0], keySql(keys[0], ctx)]
+  const direction = first.descending ? 'desc' : 'asc'
+  const rest = keys.slice(1)
+  const tie = (id: string) => [...rest.map((k, i) => `sort_${i + 1} ${k.descending ? 'desc' : 'asc'} nulls last`), id]
+  const tieAfter = (id: string) => (after ? [afterKeysSql(rest, after.slice(1), ctx, id)] : [])
+  const alias = value.startsWith('h.') ? 'h' : 'r'
+  const id = `${alias}.external_id`
+  const parts: string[] = []
+  let from: string | undefined
+  if (after?.[0] != null) {
+    from = bindKey(first, after[0], ctx)
+    parts.push(cut([`${value} = ${from}`, ...tieAfter(id)], tie(id)))
+  }
+  if (after?.[0] !== null) {
+    if (first.descending && rest.length === 0) {
+      const table = TABLES[ctx.entity][alias === 'h' ? 'scores' : 'records']
+      const next = value.replace(`${alias}.`, 'n.')
+      for (let i = 0; i < NEXT_TIES; i++) {
+        const below = from === undefined ? '' : ` and ${next} < ${from}`
+        from = `(select max(${next}) from ${table} n where n.account_id = ${ctx.account}${below})`
+        parts.push(cut([`${value} = ${from}`], [id]))
+      }
+    }
+    const beyond = from === undefined ? 'is not null' : `${first.descending ? '<' : '>'} ${from}`
+    parts.push(cut([`${value} ${beyond}`], [`sort_0 ${direction}`, ...tie(id)]))
+  }
+  // After a cursor with a value, all of them; a record without a score row has no copy of its external ID.
+  parts.push(cut([`${value} is null`, ...(after?.[0] === null ? tieAfter('r.external_id') : [])], tie('r.external_id')))
+  return parts.length === 1 ? parts[0] : `${parts.map((p) => `(${p})`).join('\nunion all\n')}\nlimit ${limit}`
+}
 
 // One page of records in the sort's order, external ID last (alone when there is no sort); it asks
 // for limit + 1 rows so the caller can tell whether a next page exists. A sorted page's rows end
@@ -273,7 +333,6 @@ export function compileSearch(input: SearchInput): CompiledSearch {
     ...(input.afterServiceId === undefined
       ? []
       : [`r.external_id > (${afterSql(ctx, ctx.bind(String(input.afterServiceId), 'bigint'))})`]),
-    ...(after ? [afterKeysSql(keys, after, ctx)] : []),
     ...(input.externalId === undefined ? [] : [`r.external_id = ${ctx.bind(input.externalId, 'text')}`]),
   ]
   const order = (of: (i: number) => string) => [
@@ -289,24 +348,12 @@ export function compileSearch(input: SearchInput): CompiledSearch {
       `order by ${orderBy.join(', ')}`,
       `limit ${limit}`,
     ].join('\n')
-  let page = cut(
-    [],
-    order((i) => `sort_${i}`),
-  )
-  if (indexedFirst(keys)) {
-    // The records with a value come first, in the index's order (its own placement of nulls, as
-    // there are none): their page alone when it is full. Append runs its parts in turn, so the
-    // records without a value, and the scan that finds them, are reached only on the last pages.
-    const [first, value] = [keys[0], keySql(keys[0], ctx)]
-    const from =
-      after?.[0] == null ? [] : [`${value} ${first.descending ? '<=' : '>='} ${bindKey(first, after[0], ctx)}`]
-    const valued = order((i) => `sort_${i}`)
-    valued[0] = `sort_0 ${first.descending ? 'desc' : 'asc'}`
-    page = `(${cut([`${value} is not null`, ...from], valued)})\nunion all\n(${cut(
-      [`${value} is null`],
-      order((i) => `sort_${i}`),
-    )})\nlimit ${limit}`
-  }
+  const page = indexedFirst(keys)
+    ? splitPage(keys, after, ctx, cut, limit)
+    : cut(
+        after ? [afterKeysSql(keys, after, ctx)] : [],
+        order((i) => `sort_${i}`),
+      )
   const cursor = `json_build_array(${[...keys.map((k, i) => KEY_TEXT[k.type](`r.sort_${i}`)), 'r.external_id']})`
   // The page is cut first, joining only what its conditions and keys read; the columns' joins come
   // after, so that the matches of a broad filter are not all joined before the sort and the limit.

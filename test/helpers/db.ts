@@ -29,10 +29,11 @@ export const storeScores = async (
   const values = rows.map(({ external_id, ...columns }) => ({
     account_id: accountId,
     [fk]: ids.get(external_id),
+    external_id,
     ...columns,
   }))
   const set = Object.keys(values[0])
-    .filter((c) => c !== 'account_id' && c !== fk)
+    .filter((c) => c !== 'account_id' && c !== fk && c !== 'external_id')
     .map((c) => `${c} = excluded.${c}`)
     .join(', ')
   await sql`insert into ${sql(scores)} ${sql(values)} on conflict (account_id, ${sql(fk)})
