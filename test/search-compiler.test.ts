@@ -513,8 +513,12 @@ describe('compileSearch: where trees', () => {
     }
   })
 
+  // Sorted, so that a top-level OR stays one condition (an unsorted page reads its groups apart).
+  const sorted = (where: Condition) =>
+    compileSearch(input({ where, sort: [{ propertyName: 'upsell_score', direction: 'desc' }] }))
+
   test('or, and and not nest in parentheses; NOT is pushed down to the criteria', () => {
-    const text = (where: Condition) => whereOf(compileSearch(input({ where })).text)
+    const text = (where: Condition) => whereOf(sorted(where).text)
     const sso = leaf('sso', 'EQ', 'true')
     assert.match(
       text({ or: [seats, { and: [plan, { not: sso }] }] }),
@@ -541,20 +545,37 @@ describe('compileSearch: where trees', () => {
     assert.deepEqual(churnParams(seats), ['false'])
     assert.deepEqual(churnParams({ or: [seats, leaf('is_churned', 'EQ', 'true')] }), [])
     assert.deepEqual(churnParams({ not: { and: [plan, { not: leaf('is_churned', 'KNOWN') }] } }), [])
-    const { text } = compileSearch(input({ where: { or: [seats, plan] } }))
-    assert.match(whereOf(text), /\)\n  and r\.is_churned in \(\$\d+::text::boolean\)\n/)
+    assert.match(whereOf(sorted({ or: [seats, plan] }).text), /\)\n  and r\.is_churned in \(\$\d+::text::boolean\)\n/)
   })
 
   test('the joins follow the leaves anywhere in the tree', () => {
     const deep = { or: [plan, { not: { and: [seats, leaf('engagementscore', 'LT', '5')] } }] }
     assert.match(
       compileSearch(input({ where: deep })).text,
-      /from \(select r\.\* from customers r left join customer_scores h/,
+      /\(select r\.\* from customers r left join customer_scores h/,
     )
-    assert.match(
-      compileSearch(input({ where: { or: [plan, seats] } })).text,
-      /from \(select r\.\* from customers r\nwhere/,
-    )
+    assert.match(compileSearch(input({ where: { or: [plan, seats] } })).text, /\(select r\.\* from customers r\nwhere/)
+  })
+
+  test('an unsorted page reads the groups of a top-level OR apart, each cut to the page, then their union', () => {
+    const { text } = compileSearch(input({ where: { and: [{ or: [plan, seats] }, leaf('sso', 'EQ', 'true')] } }))
+    const groups = text.split('\nunion all\n')
+    assert.equal(groups.length, 2)
+    for (const [i, group] of groups.entries()) {
+      // Each group keeps every other condition (the churn default, the AND beside the OR).
+      assert.match(
+        group,
+        /\n  and r\.attributes @> \$2::text::jsonb\n  and r\.is_churned in \(\$3::text::boolean\)\n  and /,
+      )
+      assert.match(
+        group,
+        i === 0
+          ? /and r\.attributes @> \$4::text::jsonb\norder by r\.external_id\nlimit /
+          : /numeric\norder by r\.external_id\nlimit /,
+      )
+    }
+    assert.match(text, /^select x\.\*\nfrom \(select distinct on \(r\.external_id\) r\.\* from \(\(select r\.\* /)
+    assert.match(groups[1], /\) r\norder by r\.external_id\nlimit \$\d+::text::integer\n\) r /)
   })
 
   test('errors name their path in the tree, every one at once', () => {
@@ -586,7 +607,10 @@ describe('compileSearch: where trees', () => {
 
 describe('compileCount', () => {
   test('counts what the page query matches, paging aside', () => {
-    const over = { where: { or: [leaf('seats', 'GT', '2'), leaf('engagementscore', 'LT', '5')] }, afterServiceId: 9 }
+    const over = {
+      where: { not: { and: [leaf('seats', 'LTE', '2'), leaf('engagementscore', 'GTE', '5')] } },
+      afterServiceId: 9,
+    }
     const page = compileSearch(input(over))
     const count = compileCount(input(over), false)
     assert.match(count.text, /^select count\(\*\) as total from customers r left join customer_scores h /)

@@ -203,21 +203,29 @@ function begin(input: BeginInput, errors: ErrorDetail[] = []): Begun {
 // Top-level ANDs as separate conditions, so that the interface's filters compile one condition each.
 const conjuncts = (t: Tree<Criterion>): Tree<Criterion>[] => (isNode(t) && 'and' in t ? t.and.flatMap(conjuncts) : [t])
 
+const isOr = (t: Tree<Criterion>): t is { or: readonly Tree<Criterion>[] } => isNode(t) && 'or' in t && t.or.length > 1
+
 // The account's records `r` that the condition matches: the table with the joins the condition
-// (and the sort keys or the statement's own `fields`) read, and the conditions, to be ANDed.
+// (and the sort keys or the statement's own `fields`) read, and the conditions, to be ANDed. With
+// `split`, a top-level OR is left out of `where` and its groups come as `groups` instead, each to be
+// ANDed with `where` on its own.
 function matchSql(
   ctx: Ctx,
   tree: Tree<Criterion>,
   fields: readonly Pick<Field, 'source' | 'name'>[] = [],
-): { from: string; where: string[] } {
+  split = false,
+): { from: string; where: string[]; groups: string[] } {
   const joins = joinsSql(ctx)
   const read = [...leavesOf(tree).map((c) => c.field), ...fields]
   const reads = (alias: string) =>
     read.some((f) => f.source === 'core' && CORE_SQL.get(f.name)?.startsWith(`${alias}.`))
   const from = [`${TABLES[ctx.entity].records} r`, reads('h') ? joins.scores : '', reads('oc') ? joins.customer : '']
+  const parts = conjuncts(tree)
+  const or = split ? parts.find(isOr) : undefined
   return {
     from: from.filter(Boolean).join(' '),
-    where: [`r.account_id = ${ctx.account}`, ...conjuncts(tree).map((c) => treeSql(c, ctx))],
+    where: [`r.account_id = ${ctx.account}`, ...parts.filter((c) => c !== or).map((c) => treeSql(c, ctx))],
+    groups: or ? or.or.map((g) => treeSql(g, ctx)) : [],
   }
 }
 
@@ -327,7 +335,7 @@ function splitPage(
 export function compileSearch(input: SearchInput): CompiledSearch {
   const { tree, keys, after, ctx, params } = begin(input)
   const columns = columnsSql(ctx, propertiesSql(input.properties, ctx))
-  const match = matchSql(ctx, tree, keys)
+  const match = matchSql(ctx, tree, keys, keys.length === 0)
   const where = [
     ...match.where,
     ...(input.afterServiceId === undefined
@@ -348,12 +356,21 @@ export function compileSearch(input: SearchInput): CompiledSearch {
       `order by ${orderBy.join(', ')}`,
       `limit ${limit}`,
     ].join('\n')
+  // An unsorted page under an OR reads each group's own page, which the group's own index can find
+  // (a walk in external-ID order testing the OR on every record finds a rare match late), then
+  // cuts their union: an OR costs what its groups' searches cost, each on its own.
+  const union = (groups: string[]) =>
+    `select distinct on (r.external_id) r.* from (${groups
+      .map((g) => `(${cut([g], ['r.external_id'])})`)
+      .join('\nunion all\n')}) r\norder by r.external_id\nlimit ${limit}`
   const page = indexedFirst(keys)
     ? splitPage(keys, after, ctx, cut, limit)
-    : cut(
-        after ? [afterKeysSql(keys, after, ctx)] : [],
-        order((i) => `sort_${i}`),
-      )
+    : match.groups.length > 0
+      ? union(match.groups)
+      : cut(
+          after ? [afterKeysSql(keys, after, ctx)] : [],
+          order((i) => `sort_${i}`),
+        )
   const cursor = `json_build_array(${[...keys.map((k, i) => KEY_TEXT[k.type](`r.sort_${i}`)), 'r.external_id']})`
   // The page is cut first, joining only what its conditions and keys read; the columns' joins come
   // after, so that the matches of a broad filter are not all joined before the sort and the limit.
