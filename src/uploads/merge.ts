@@ -19,8 +19,21 @@ const stageItems = async (tx: Tx, accountId: number, uploadId: number, key: stri
   await tx`analyze stage_items`
 }
 
-// One row per external id: the last name and owner, and all attributes merged in item order.
+// One row per (external id, date), values merged across duplicates in item order.
+const stageValues = async (tx: Tx) => {
+  await tx`
+    create temp table stage_values on commit drop as
+    select s.external_id, (m->>'date')::date as date, jsonb_merge_agg((m - 'date') order by s.ord) as vals
+    from stage_items s cross join jsonb_array_elements(s.item->'metrics') m
+    group by 1, 2`
+  await tx`analyze stage_values`
+}
+
+// One row per external id: the last name and owner, all attributes merged in item order, and the
+// metrics a new record is inserted with: its staged values, stored stripped of nulls, folded in
+// date order (later dates winning), as refreshLatestMetrics folds a stored record's snapshots.
 const stageRecords = async (tx: Tx, fields: ReturnType<Tx>) => {
+  await stageValues(tx)
   await tx`
     create temp table stage_records on commit drop as
     with g as (
@@ -29,8 +42,12 @@ const stageRecords = async (tx: Tx, fields: ReturnType<Tx>) => {
     ), a as (
       select s.external_id, jsonb_merge_agg(s.item->'attributes' order by s.ord) as attributes
       from stage_items s where s.item ? 'attributes' group by 1
+    ), m as (
+      select v.external_id, jsonb_merge_agg(jsonb_strip_nulls(v.vals) order by v.date) as metrics
+      from stage_values v group by 1
     )
-    select g.*, a.attributes from g left join a using (external_id)`
+    select g.*, a.attributes, coalesce(m.metrics, '{}') as metrics
+    from g left join a using (external_id) left join m using (external_id)`
   await tx`analyze stage_records`
 }
 
@@ -51,24 +68,6 @@ const stageContacts = (tx: Tx) =>
   (array_agg(s.item->>'customer_external_id' order by s.ord desc))[1] as customer_external_id`,
   )
 
-// One staged row per (external id, date), values merged across duplicates in item order; staged
-// before the records are written, so that new records are inserted with their metrics.
-const stageValues = async (tx: Tx) => {
-  await tx`
-    create temp table stage_values on commit drop as
-    select s.external_id, (m->>'date')::date as date, jsonb_merge_agg((m - 'date') order by s.ord) as vals
-    from stage_items s cross join jsonb_array_elements(s.item->'metrics') m
-    where s.external_id in (select external_id from stage_records) -- not an ignored contact's
-    group by 1, 2`
-  await tx`analyze stage_values`
-}
-
-// A new record's metrics: its staged snapshots, stored stripped of nulls, folded in date order
-// (later dates winning), as refreshLatestMetrics folds a stored record's snapshots.
-const stagedMetrics = (tx: Tx) => tx`(
-  select external_id, jsonb_merge_agg(jsonb_strip_nulls(vals) order by date) as metrics
-  from stage_values group by 1)`
-
 // Owners are linked by email, case-insensitively; an unknown email leaves the owner unchanged.
 const updateCustomers = (tx: Tx, accountId: number) => tx`
   update customers c set name = s.name,
@@ -82,9 +81,8 @@ const updateCustomers = (tx: Tx, accountId: number) => tx`
 const insertCustomers = (tx: Tx, accountId: number) => tx`
   insert into customers (account_id, external_id, name, owner_user_id, attributes, metrics)
   select ${accountId}, s.external_id, s.name, u.id, jsonb_strip_nulls(coalesce(s.attributes, '{}')),
-    coalesce(m.metrics, '{}')
+    s.metrics
   from stage_records s left join users u on u.account_id = ${accountId} and lower(u.email) = lower(s.owner_email)
-    left join ${stagedMetrics(tx)} m on m.external_id = s.external_id
   where not exists (select 1 from customers c where c.account_id = ${accountId} and c.external_id = s.external_id)
   order by s.first_ord
   returning service_id, external_id, name, created_at`
@@ -114,9 +112,8 @@ const insertContacts = (tx: Tx, accountId: number) => tx`
   with created as (
     insert into contacts (account_id, external_id, customer_id, name, attributes, metrics)
     select ${accountId}, s.external_id, c.service_id, s.name, jsonb_strip_nulls(coalesce(s.attributes, '{}')),
-      coalesce(m.metrics, '{}')
+      s.metrics
     from stage_records s join customers c on c.account_id = ${accountId} and c.external_id = s.customer_external_id
-      left join ${stagedMetrics(tx)} m on m.external_id = s.external_id
     where not exists (select 1 from contacts t where t.account_id = ${accountId} and t.external_id = s.external_id)
     order by s.first_ord
     returning service_id, external_id, name, created_at
@@ -131,7 +128,8 @@ const tables = (kind: Kind) => TABLES[entityOf(kind)]
 const stageSnapshots = (tx: Tx, accountId: number, kind: Kind) => tx`
   create temp table stage_snapshots on commit drop as
   select r.service_id as record_id, v.date, v.vals
-  from stage_values v join ${tx(tables(kind).records)} r on r.account_id = ${accountId} and r.external_id = v.external_id`
+  from stage_values v join ${tx(tables(kind).records)} r on r.account_id = ${accountId} and r.external_id = v.external_id
+  where v.external_id in (select external_id from stage_records) -- not an ignored contact's`
 
 // Existing snapshots first: a JSON null in the staged values must clear the key, which the
 // insert's EXCLUDED row (stripped of nulls) cannot do. Then every staged row is inserted with one
@@ -153,7 +151,7 @@ const insertSnapshots = (tx: Tx, accountId: number, kind: Kind) => tx`
 
 // metrics = each metric's value in the latest snapshot that holds it: the snapshots folded in
 // date order, later dates winning. A record created in this transaction was inserted with its
-// metrics (stagedMetrics): rewriting it would write every new record twice, with all its indexes.
+// metrics (stageRecords): rewriting it would write every new record twice, with all its indexes.
 const refreshLatestMetrics = (tx: Tx, accountId: number, kind: Kind, created: number[]) => tx`
   update ${tx(tables(kind).records)} r set metrics = (
     select jsonb_merge_agg(t."values" order by t.date)
@@ -193,7 +191,6 @@ export interface MergeResult {
 export const mergeCustomers = async (tx: Tx, accountId: number, uploadId: number): Promise<MergeResult> => {
   await stageItems(tx, accountId, uploadId, 'external_id')
   await stageCustomers(tx)
-  await stageValues(tx)
   await lockStagedRecords(tx, 'customers', accountId)
   const updated = await updateCustomers(tx, accountId)
   const created = await insertCustomers(tx, accountId)
@@ -222,7 +219,6 @@ export const mergeContacts = async (tx: Tx, accountId: number, uploadId: number)
   await stageItems(tx, accountId, uploadId, 'contact_external_id')
   await stageContacts(tx)
   const ignored = await dropOrphanContacts(tx, accountId)
-  await stageValues(tx)
   await lockStagedRecords(tx, 'contacts', accountId)
   const updated = await updateContacts(tx, accountId)
   const created = await insertContacts(tx, accountId)
