@@ -128,7 +128,8 @@ const tables = (kind: Kind) => TABLES[entityOf(kind)]
 const stageSnapshots = (tx: Tx, accountId: number, kind: Kind) => tx`
   create temp table stage_snapshots on commit drop as
   select r.service_id as record_id, v.date, v.vals
-  from stage_values v join ${tx(tables(kind).records)} r on r.account_id = ${accountId} and r.external_id = v.external_id
+  from stage_values v
+    join ${tx(tables(kind).records)} r on r.account_id = ${accountId} and r.external_id = v.external_id
   where v.external_id in (select external_id from stage_records) -- not an ignored contact's`
 
 // Existing snapshots first: a JSON null in the staged values must clear the key, which the
