@@ -3,6 +3,7 @@ import assert from 'node:assert/strict'
 import { startTestService, type TestService } from './helpers/service.ts'
 import { scoredAccount, waitForUpload } from './helpers/fixtures.ts'
 import { eventually } from './helpers/receiver.ts'
+import { LARGE_BODY_BYTES } from '../src/http/router.ts'
 
 let s: TestService
 before(async () => {
@@ -279,6 +280,32 @@ test('429: too many unprocessed uploads (backpressure), and the per-key rate lim
   } finally {
     await quiet.stop()
   }
+})
+
+const gateTitle = 'large bodies sent together, some refused, all answer as alone: the refused free their turn'
+test(gateTitle, async () => {
+  const a = await scoredAccount(s)
+  const big = (from: number, extra: object = {}) =>
+    Array.from({ length: 1000 }, (_, i) => customer(from + i, { metrics: [{ date: '2026-01-01', logins: i }] })).map(
+      (c, i) => (i === 999 ? { ...c, ...extra } : c),
+    )
+  const bodies = [
+    { customers: big(0) },
+    { customers: big(1000, { attributes: { country: 5 } }) },
+    { customers: big(2000, { surname: 'x' }) },
+    { customers: big(3000) },
+  ]
+  assert.ok(bodies.every((b) => JSON.stringify(b).length >= LARGE_BODY_BYTES))
+  const answers = await Promise.all(bodies.map((b) => a.api('/api/v1/customers', b)))
+  assert.deepEqual(
+    answers.map((r) => r.status),
+    [200, 400, 400, 200],
+  )
+  assert.deepEqual(paths(answers[1]), ['/customers/999/attributes/country'])
+  assert.deepEqual(paths(answers[2]), ['/customers/999/surname'])
+  for (const r of [answers[0], answers[3]]) assert.equal((await waitForUpload(a.api, r.body.upload_id)).created, 1000)
+  const [{ n }] = await s.sql`select count(*)::int as n from customers where account_id = ${a.id}`
+  assert.equal(n, 2000)
 })
 
 const mergeTitle =
