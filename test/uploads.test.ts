@@ -879,11 +879,14 @@ test('a bulk import has the tables it grew analyzed, so plans follow their real 
     for (let i = 0; i < 2; i++) await upload(a.api, [customer(i, { metrics: [{ date: '2026-01-01', logins: 1 }] })])
     await new Promise((r) => setTimeout(r, 1500))
     assert.deepEqual(await analyzed(), [])
+    // Names long enough that the customers table doubles several times over the uploads (each new
+    // customer is written once), whenever autovacuum set its page count.
     for (let n = 0; n < 8; n++) {
       await upload(
         a.api,
         Array.from({ length: 1000 }, (_, i) =>
           customer(1000 * (n + 1) + i, {
+            name: `Customer ${1000 * (n + 1) + i} ${'of a long name '.repeat(12)}`,
             metrics: ['2026-01-01', '2026-02-01', '2026-03-01'].map((date) => ({ date, logins: i })),
           }),
         ),
