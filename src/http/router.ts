@@ -9,8 +9,8 @@ import { problem, refusalReply } from './problem.ts'
 import { checkQuery, ORIGIN, readJson, requireJsonExchange, requireUtf8 } from './request.ts'
 import type { Reply, Req, Route } from './types.ts'
 
-// Bodies from this size on (an upload of some hundred records) are parsed, checked and handled a
-// few at a time, one gate for the process; smaller ones, most requests, pass straight through.
+// Bodies from this size on (an upload of some hundred records) are parsed, checked and handled one
+// at a time per process (src/http/gate.ts); smaller ones, most requests, pass straight through.
 export const LARGE_BODY_BYTES = 64 * 1024
 const largeBodies = createGate(1)
 
