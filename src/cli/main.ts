@@ -40,12 +40,12 @@ const help: Record<string, string> = {
 // parsed and checked allocates several times its size). With V8's defaults the young generation grows
 // to 2 x 16 MB and the old one doubles between collections, so RSS sat at 2-3 times the live heap
 // (bench/ingest: 200-240 MB peak). Set here rather than as node flags, so the bundle, the single
-// executable and `node src/cli/main.ts` all run with them; a flag given on the command line or in
-// NODE_OPTIONS wins. Costs a few more collections: about 10% more CPU in the upload path.
+// executable and `node src/cli/main.ts` all run with them; the same flag given to node on the command
+// line wins. Costs more, smaller collections: up to 18% more CPU in the upload path (docs/benchmarks.md).
 const HEAP_FLAGS = ['--semi-space-growth-factor=1', '--heap-growing-percent=20']
 const tuneHeap = () => {
-  const given = [...process.execArgv, ...(process.env.NODE_OPTIONS ?? '').split(/\s+/)]
-  for (const flag of HEAP_FLAGS) if (!given.some((g) => g.startsWith(flag.split('=')[0]))) v8.setFlagsFromString(flag)
+  for (const flag of HEAP_FLAGS)
+    if (!process.execArgv.some((given) => given.startsWith(flag.split('=')[0]))) v8.setFlagsFromString(flag)
 }
 
 // SIGTERM/SIGINT drain in-flight requests and jobs, stop what was started, then exit 0. Set up
