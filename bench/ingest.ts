@@ -1,11 +1,14 @@
 // 100,000 customers with 5 attributes and 12 monthly snapshots of 5 metrics each, sent over HTTP in
 // requests of 1000 (4 at a time), timed from the first request to the last upload processed;
-// beside a raw COPY of the same rows into the same tables, in the same run.
+// beside a raw COPY of the same rows into the same tables, in the same run. HTTP (`serve
+// --no-worker`) and the worker run as two processes, as deployed at scale, so each one's peak RSS
+// is its own.
 import postgres from 'postgres'
 import { connect } from '../src/db/client.ts'
 import { migrate } from '../src/db/migrate.ts'
 import { startServer } from './server.ts'
-import type { BenchContext } from './lib.ts'
+import { rssMb, type BenchContext } from './lib.ts'
+import { startProcess } from '../test/helpers/process.ts'
 
 const CUSTOMERS = Number(process.env.BENCH_INGEST_CUSTOMERS ?? 100_000)
 const PER_REQUEST = 1000
@@ -41,7 +44,8 @@ const customer = (i: number) => ({
 })
 
 const viaHttp = async (url: string) => {
-  const server = await startServer(url)
+  const server = await startServer(url, {}, ['--no-worker'])
+  const worker = await startProcess(['worker'], url, { LOG_LEVEL: 'warn' })
   try {
     const account = await server.admin('POST', '/accounts', { name: 'Bench' })
     for (const [codename, type] of ATTRIBUTES)
@@ -70,9 +74,11 @@ const viaHttp = async (url: string) => {
       }),
     )
     const sql = postgres(url, { max: 1, onnotice: () => {} })
-    let peakRss = server.rssMb()
+    const idle = { serve: server.rssMb(), worker: rssMb(worker.child.pid!) }
+    const peak = { ...idle }
     const sampler = setInterval(() => {
-      peakRss = Math.max(peakRss, server.rssMb())
+      peak.serve = Math.max(peak.serve, server.rssMb())
+      peak.worker = Math.max(peak.worker, rssMb(worker.child.pid!))
     }, 100)
     const started = performance.now()
     let next = 0
@@ -107,8 +113,9 @@ const viaHttp = async (url: string) => {
       await sql`select (select count(*)::int from customers) as c, (select count(*)::int from customer_snapshots) as s`
     await sql.end()
     if (c !== CUSTOMERS || s !== CUSTOMERS * MONTHS.length) throw new Error(`stored ${c} customers and ${s} snapshots`)
-    return { seconds, acceptSeconds: (accepted - started) / 1000, peakRss, throttled }
+    return { seconds, acceptSeconds: (accepted - started) / 1000, idle, peak, throttled }
   } finally {
+    await worker.kill('SIGTERM')
     await server.stop()
   }
 }
@@ -166,7 +173,7 @@ export default async (ctx: BenchContext) => {
     unit: 'rows/s',
     baseline: rows / copy,
     ratio: copy / http.seconds,
-    target: '>= 0.3',
+    target: '>= 0.5',
   })
   ctx.report({
     bench: 'ingest',
@@ -182,5 +189,12 @@ export default async (ctx: BenchContext) => {
     value: http.throttled,
     unit: 'requests',
   })
-  ctx.report({ bench: 'ingest', metric: 'server peak RSS', value: http.peakRss, unit: 'MB', target: '< 300' })
+  for (const name of ['serve', 'worker'] as const)
+    ctx.report({
+      bench: 'ingest',
+      metric: `${name} peak RSS (idle before: ${http.idle[name].toFixed(0)} MB)`,
+      value: http.peak[name],
+      unit: 'MB',
+      target: '< 150',
+    })
 }

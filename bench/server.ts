@@ -4,10 +4,11 @@ import { freePort } from '../test/helpers/cluster.ts'
 
 export const ADMIN_TOKEN = 'bench-admin-token'
 
-// The service as its own process (`serve`, HTTP + worker), as deployed, so its RSS is its own.
-export const startServer = async (databaseUrl: string, env: Record<string, string> = {}) => {
+// The service as its own process (`serve`, HTTP + worker, or `serve --no-worker` beside a separate
+// `worker`), as deployed, so its RSS is its own.
+export const startServer = async (databaseUrl: string, env: Record<string, string> = {}, args: string[] = []) => {
   const port = await freePort()
-  const child: ChildProcess = spawn(process.execPath, ['--import', 'tsx', 'src/cli/main.ts', 'serve'], {
+  const child: ChildProcess = spawn(process.execPath, ['--import', 'tsx', 'src/cli/main.ts', 'serve', ...args], {
     env: {
       ...process.env,
       DATABASE_URL: databaseUrl,

@@ -3,6 +3,7 @@ import assert from 'node:assert/strict'
 import { startTestService, type TestService } from './helpers/service.ts'
 import { scoredAccount, waitForUpload } from './helpers/fixtures.ts'
 import { eventually } from './helpers/receiver.ts'
+import { LARGE_BODY_BYTES } from '../src/http/router.ts'
 
 let s: TestService
 before(async () => {
@@ -281,6 +282,32 @@ test('429: too many unprocessed uploads (backpressure), and the per-key rate lim
   }
 })
 
+const gateTitle = 'large bodies sent together, some refused, all answer as alone: the refused free their turn'
+test(gateTitle, async () => {
+  const a = await scoredAccount(s)
+  const big = (from: number, extra: object = {}) =>
+    Array.from({ length: 1000 }, (_, i) => customer(from + i, { metrics: [{ date: '2026-01-01', logins: i }] })).map(
+      (c, i) => (i === 999 ? { ...c, ...extra } : c),
+    )
+  const bodies = [
+    { customers: big(0) },
+    { customers: big(1000, { attributes: { country: 5 } }) },
+    { customers: big(2000, { surname: 'x' }) },
+    { customers: big(3000) },
+  ]
+  assert.ok(bodies.every((b) => JSON.stringify(b).length >= LARGE_BODY_BYTES))
+  const answers = await Promise.all(bodies.map((b) => a.api('/api/v1/customers', b)))
+  assert.deepEqual(
+    answers.map((r) => r.status),
+    [200, 400, 400, 200],
+  )
+  assert.deepEqual(paths(answers[1]), ['/customers/999/attributes/country'])
+  assert.deepEqual(paths(answers[2]), ['/customers/999/surname'])
+  for (const r of [answers[0], answers[3]]) assert.equal((await waitForUpload(a.api, r.body.upload_id)).created, 1000)
+  const [{ n }] = await s.sql`select count(*)::int as n from customers where account_id = ${a.id}`
+  assert.equal(n, 2000)
+})
+
 const mergeTitle =
   'merge: attributes kept across uploads and cleared by null, snapshots merged by date, ' +
   'unknown keys dropped and counted'
@@ -350,6 +377,146 @@ test('within one request a later duplicate wins, in item order', async () => {
   assert.equal(rows[0].name, 'Second')
   assert.deepEqual(rows[0].attributes, { country: 'US', has_sso: true })
   assert.deepEqual(rows[0].metrics, { logins: 2 })
+})
+
+// metrics = each metric's value in the latest snapshot that holds it, read from the stored rows.
+const folded = (snapshots: { values: Record<string, unknown> }[]) =>
+  Object.assign({}, ...snapshots.map((r) => r.values))
+const storedState = async (accountId: number, entity: 'customer' | 'contact') => {
+  const records = await s.sql`
+    select r.external_id, r.name, r.attributes, r.metrics, coalesce(jsonb_agg(
+      jsonb_build_object('date', to_char(t.date, 'YYYY-MM-DD'), 'values', t."values") order by t.date)
+      filter (where t.date is not null), '[]') as snapshots
+    from ${s.sql(`${entity}s`)} r left join ${s.sql(`${entity}_snapshots`)} t
+      on t.account_id = r.account_id and t.${s.sql(`${entity}_id`)} = r.service_id
+    where r.account_id = ${accountId} group by r.account_id, r.service_id order by r.service_id`
+  return records.map((r) => ({ ...r }))
+}
+
+const newRecordsTitle =
+  'new records are stored with their metrics: duplicates, nulls and dates folded as for stored records'
+test(newRecordsTitle, async () => {
+  const a = await scoredAccount(s)
+  await upload(a.api, [customer(1, { attributes: { country: 'US' }, metrics: [{ date: '2026-01-01', logins: 4 }] })])
+  const done = await upload(a.api, [
+    customer(2, {
+      attributes: { country: 'DE', has_sso: true },
+      metrics: [
+        { date: '2026-01-01', logins: 1, seats: 2 },
+        { date: '2026-03-01', logins: 3, seats: null },
+      ],
+    }),
+    customer(1, { name: 'Old one', attributes: { country: null }, metrics: [{ date: '2026-02-01', seats: 9 }] }),
+    customer(3),
+    customer(4, { metrics: [{ date: '2026-01-01', logins: null }] }),
+    customer(2, {
+      name: 'New one',
+      attributes: { has_sso: null },
+      metrics: [
+        { date: '2026-01-01', seats: null },
+        { date: '2026-02-01', logins: 2, seats: 5 },
+      ],
+    }),
+  ])
+  assert.deepEqual([done.created, done.updated], [3, 1])
+  const stored = await storedState(a.id, 'customer')
+  assert.deepEqual(stored, [
+    {
+      external_id: 'c1',
+      name: 'Old one',
+      attributes: {},
+      metrics: { logins: 4, seats: 9 },
+      snapshots: [
+        { date: '2026-01-01', values: { logins: 4 } },
+        { date: '2026-02-01', values: { seats: 9 } },
+      ],
+    },
+    {
+      external_id: 'c2',
+      name: 'New one',
+      attributes: { country: 'DE' },
+      // A later date's null is not stored, so it clears nothing; the same date's later null does.
+      metrics: { logins: 3, seats: 5 },
+      snapshots: [
+        { date: '2026-01-01', values: { logins: 1 } },
+        { date: '2026-02-01', values: { logins: 2, seats: 5 } },
+        { date: '2026-03-01', values: { logins: 3 } },
+      ],
+    },
+    { external_id: 'c3', name: 'Customer 3', attributes: {}, metrics: {}, snapshots: [] },
+    {
+      external_id: 'c4',
+      name: 'Customer 4',
+      attributes: {},
+      metrics: {},
+      snapshots: [{ date: '2026-01-01', values: {} }],
+    },
+  ])
+  for (const r of stored) assert.deepEqual(r.metrics, folded(r.snapshots), r.external_id)
+  // Contacts take the same way: a new one with duplicates, an ignored one, an updated one.
+  await uploadContacts(a.api, [
+    {
+      customer_external_id: 'c1',
+      contact_external_id: 'p1',
+      contact_name: 'P',
+      metrics: [{ date: '2026-01-01', sessions: 1 }],
+    },
+  ])
+  const contacts = await uploadContacts(a.api, [
+    {
+      customer_external_id: 'c2',
+      contact_external_id: 'p2',
+      contact_name: 'Q',
+      metrics: [{ date: '2026-02-01', sessions: 2 }],
+    },
+    {
+      customer_external_id: 'ghost',
+      contact_external_id: 'p3',
+      contact_name: 'R',
+      metrics: [{ date: '2026-01-01', sessions: 7 }],
+    },
+    {
+      customer_external_id: 'c1',
+      contact_external_id: 'p1',
+      contact_name: 'P',
+      metrics: [{ date: '2026-03-01', sessions: 3 }],
+    },
+    {
+      customer_external_id: 'c2',
+      contact_external_id: 'p2',
+      contact_name: 'Q2',
+      attributes: { role: 'cfo' },
+      metrics: [
+        { date: '2026-01-01', sessions: 1 },
+        { date: '2026-02-01', sessions: null },
+      ],
+    },
+  ])
+  assert.deepEqual([contacts.created, contacts.updated, contacts.ignored], [1, 1, 1])
+  const storedContacts = await storedState(a.id, 'contact')
+  assert.deepEqual(storedContacts, [
+    {
+      external_id: 'p1',
+      name: 'P',
+      attributes: {},
+      metrics: { sessions: 3 },
+      snapshots: [
+        { date: '2026-01-01', values: { sessions: 1 } },
+        { date: '2026-03-01', values: { sessions: 3 } },
+      ],
+    },
+    {
+      external_id: 'p2',
+      name: 'Q2',
+      attributes: { role: 'cfo' },
+      metrics: { sessions: 1 },
+      snapshots: [
+        { date: '2026-01-01', values: { sessions: 1 } },
+        { date: '2026-02-01', values: {} },
+      ],
+    },
+  ])
+  for (const r of storedContacts) assert.deepEqual(r.metrics, folded(r.snapshots), r.external_id)
 })
 
 const ownersTitle =
@@ -712,11 +879,14 @@ test('a bulk import has the tables it grew analyzed, so plans follow their real 
     for (let i = 0; i < 2; i++) await upload(a.api, [customer(i, { metrics: [{ date: '2026-01-01', logins: 1 }] })])
     await new Promise((r) => setTimeout(r, 1500))
     assert.deepEqual(await analyzed(), [])
+    // Names long enough that the customers table doubles several times over the uploads (each new
+    // customer is written once), whenever autovacuum set its page count.
     for (let n = 0; n < 8; n++) {
       await upload(
         a.api,
         Array.from({ length: 1000 }, (_, i) =>
           customer(1000 * (n + 1) + i, {
+            name: `Customer ${1000 * (n + 1) + i} ${'of a long name '.repeat(12)}`,
             metrics: ['2026-01-01', '2026-02-01', '2026-03-01'].map((date) => ({ date, logins: i })),
           }),
         ),
