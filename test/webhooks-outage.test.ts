@@ -42,10 +42,20 @@ const assertRetryGaps = (d: Delivery) => {
   }
 }
 
+const ownPort = async (): Promise<Awaited<ReturnType<typeof startReceiver>>> => {
+  for (;;) {
+    try {
+      return await startReceiver(undefined, 20_000 + Math.floor(Math.random() * 12_000))
+    } catch {} // taken: try another
+  }
+}
+
 test('a receiver down for a minute: deliveries follow the retry rules', async (t) => {
   const account = await scoredAccount(s)
-  // Started only to own a port for the webhook's URL, then closed: connections are refused.
-  const down = await startReceiver()
+  // Started only to own a port for the webhook's URL, then closed: connections are refused. The port
+  // is below the ephemeral range (32768 and up on Linux), so that no connection made on a busy
+  // machine during the outage takes it as its own local port.
+  const down = await ownPort()
   const { hookId, secret } = await subscribe(s, account.id, down.url)
   await down.close()
   const outageStart = Date.now()
