@@ -46,7 +46,9 @@ const ownPort = async (): Promise<Awaited<ReturnType<typeof startReceiver>>> => 
   for (;;) {
     try {
       return await startReceiver(undefined, 20_000 + Math.floor(Math.random() * 12_000))
-    } catch {} // taken: try another
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'EADDRINUSE') throw error
+    }
   }
 }
 
