@@ -1,6 +1,6 @@
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
-import { connect } from '../src/db/client.ts'
+import { connect, type Sql } from '../src/db/client.ts'
 import { migrate, migrations } from '../src/db/migrate.ts'
 import { freshDatabase } from './helpers/db.ts'
 import { createAccount } from '../src/admin/accounts.ts'
@@ -74,51 +74,67 @@ const migratedBefore = (sql: ReturnType<typeof connect>, name: string) =>
     }
   })
 
+// Accounts A and B as the version before `before` left them, each with 3 customers and a contact
+// of each; `rows` adds to them in the same statement (after CTEs c, the customers, and k, the
+// contacts, each with account_id and service_id).
+const seedBefore = async (sql: Sql, before: string, rows: (id: number) => ReturnType<Sql>) => {
+  await migratedBefore(sql, before)
+  for (const name of ['A', 'B']) {
+    const { id } = await createAccount(sql, { name, source_of_truth: 'API' })
+    await sql`
+      with c as (
+        insert into customers (account_id, external_id) select ${id}, ${name} || '-c' || n
+          from generate_series(1, 3) n
+        returning account_id, service_id
+      ), k as (
+        insert into contacts (account_id, external_id, customer_id)
+          select account_id, ${name} || '-k' || service_id, service_id from c
+        returning account_id, service_id
+      ) ${rows(id)}`
+  }
+}
+
+// Every row of each table (by its record's key) holds its record's external id, and the column is NOT NULL.
+const assertCopied = async (sql: Sql, count: number, tables: [string, string, string][]) => {
+  for (const [table, records, key] of tables) {
+    const rows = await sql`
+      select x.external_id as copied, r.external_id from ${sql(table)} x
+      left join ${sql(records)} r on r.account_id = x.account_id and r.service_id = x.${sql(key)}`
+    assert.equal(rows.length, count, table)
+    for (const row of rows) assert.equal(row.copied, row.external_id, table)
+    const [column] = await sql`select is_nullable from information_schema.columns where table_name = ${table}
+      and column_name = 'external_id'`
+    assert.equal(column.is_nullable, 'NO', table)
+  }
+}
+
 test('an upgrade gives the tag links of existing records their external ids', async () => {
   const db = await freshDatabase()
   const sql = connect(db.url)
   try {
-    // The database as the version before 010 left it, with tagged records in two accounts.
-    await migratedBefore(sql, '010')
-    for (const name of ['A', 'B']) {
-      const { id } = await createAccount(sql, { name, source_of_truth: 'API' })
-      await sql`
-        with c as (
-          insert into customers (account_id, external_id) select ${id}, ${name} || '-c' || n
-            from generate_series(1, 3) n
-          returning account_id, service_id
-        ), k as (
-          insert into contacts (account_id, external_id, customer_id)
-            select account_id, ${name} || '-k' || service_id, service_id from c
-          returning account_id, service_id
-        ), t as (
+    await seedBefore(
+      sql,
+      '010',
+      (id) => sql`
+        , t as (
           insert into tags (account_id, title) values (${id}, 'red'), (${id}, 'blue') returning account_id, id
         ), ct as (
           insert into customer_tags (account_id, customer_id, tag_id) select c.account_id, c.service_id, t.id
             from c cross join t
         )
         insert into contact_tags (account_id, contact_id, tag_id) select k.account_id, k.service_id, t.id
-          from k cross join t`
-    }
+          from k cross join t`,
+    )
     assert.deepEqual(
       await migrate(sql, db.url),
       migrations()
         .filter((m) => m.name >= '010')
         .map((m) => m.name),
     )
-    for (const [links, records, key] of [
+    await assertCopied(sql, 12, [
       ['customer_tags', 'customers', 'customer_id'],
       ['contact_tags', 'contacts', 'contact_id'],
-    ]) {
-      const rows = await sql`
-        select x.external_id as copied, r.external_id from ${sql(links)} x
-        left join ${sql(records)} r on r.account_id = x.account_id and r.service_id = x.${sql(key)}`
-      assert.equal(rows.length, 12, links)
-      for (const row of rows) assert.equal(row.copied, row.external_id, links)
-      const [column] = await sql`select is_nullable from information_schema.columns where table_name = ${links}
-        and column_name = 'external_id'`
-      assert.equal(column.is_nullable, 'NO', links)
-    }
+    ])
   } finally {
     await sql.end()
     await db.drop()
@@ -129,38 +145,20 @@ test('an upgrade gives the score rows of existing records their external ids', a
   const db = await freshDatabase()
   const sql = connect(db.url)
   try {
-    // The database as the version before 020 left it, with scored records in two accounts.
-    await migratedBefore(sql, '020')
-    for (const name of ['A', 'B']) {
-      const { id } = await createAccount(sql, { name, source_of_truth: 'API' })
-      await sql`
-        with c as (
-          insert into customers (account_id, external_id) select ${id}, ${name} || '-c' || n
-            from generate_series(1, 3) n
-          returning account_id, service_id
-        ), k as (
-          insert into contacts (account_id, external_id, customer_id)
-            select account_id, ${name} || '-k' || service_id, service_id from c
-          returning account_id, service_id
-        ), cs as (
+    await seedBefore(
+      sql,
+      '020',
+      () => sql`
+        , cs as (
           insert into customer_scores (account_id, customer_id, engagementscore) select account_id, service_id, 5 from c
         )
-        insert into contact_scores (account_id, contact_id, engagementscore) select account_id, service_id, 5 from k`
-    }
+        insert into contact_scores (account_id, contact_id, engagementscore) select account_id, service_id, 5 from k`,
+    )
     await migrate(sql, db.url)
-    for (const [scores, records, key] of [
+    await assertCopied(sql, 6, [
       ['customer_scores', 'customers', 'customer_id'],
       ['contact_scores', 'contacts', 'contact_id'],
-    ]) {
-      const rows = await sql`
-        select h.external_id as copied, r.external_id from ${sql(scores)} h
-        left join ${sql(records)} r on r.account_id = h.account_id and r.service_id = h.${sql(key)}`
-      assert.equal(rows.length, 6, scores)
-      for (const row of rows) assert.equal(row.copied, row.external_id, scores)
-      const [column] = await sql`select is_nullable from information_schema.columns where table_name = ${scores}
-        and column_name = 'external_id'`
-      assert.equal(column.is_nullable, 'NO', scores)
-    }
+    ])
   } finally {
     await sql.end()
     await db.drop()
