@@ -372,16 +372,18 @@ test('the scoring job gives what the pure functions give, record by record', asy
   )
 })
 
+// One engagement rule on a metric and one fit rule on an attribute, for the tests of what a run writes.
+const WRITES_MODEL = v.parse(ScoringModelSchema, {
+  customer: {
+    engagement: [{ codename: 'm_num', weight: 1, bad: 0, good: 40 }],
+    fit: [{ codename: 'a_bool', weight: 1, good: true }],
+  },
+})
+
 test('a second run over unchanged data writes nothing', async () => {
   const [records] = fc.sample(fc.array(record, { minLength: 3, maxLength: 3 }), { numRuns: 1, seed: 7 })
-  const m = v.parse(ScoringModelSchema, {
-    customer: {
-      engagement: [{ codename: 'm_num', weight: 1, bad: 0, good: 40 }],
-      fit: [{ codename: 'a_bool', weight: 1, good: true }],
-    },
-  })
   const accountId = await seedAccount(
-    m,
+    WRITES_MODEL,
     records.map((r) => ({
       ...r,
       snapshots: [{ date: TODAY, values: { m_num: 7 } }, ...r.snapshots.filter((x) => x.date !== TODAY)],
@@ -405,15 +407,9 @@ test('a second run over unchanged data writes nothing', async () => {
 // whole account's, which made every batch read all the account's score rows).
 test('scoring some records inserts and updates their score rows only', async () => {
   const [records] = fc.sample(fc.array(record, { minLength: 6, maxLength: 6 }), { numRuns: 1, seed: 11 })
-  const m = v.parse(ScoringModelSchema, {
-    customer: {
-      engagement: [{ codename: 'm_num', weight: 1, bad: 0, good: 40 }],
-      fit: [{ codename: 'a_bool', weight: 1, good: true }],
-    },
-  })
   // A snapshot and a fit for every record: each one has a (stale) score row to begin with.
   const accountId = await seedAccount(
-    m,
+    WRITES_MODEL,
     records.map((r) => ({
       ...r,
       attributes: { ...r.attributes, a_bool: true },
@@ -454,5 +450,5 @@ test('scoring some records inserts and updates their score rows only', async () 
       full.find((r) => r.customer_id === id),
       partial.find((r) => r.customer_id === id),
     )
-  await checkEntity(accountId, 'customer', m)
+  await checkEntity(accountId, 'customer', WRITES_MODEL)
 })
