@@ -7,34 +7,61 @@ import type { Sql } from './db/client.ts'
 export const registry = new Registry()
 collectDefaultMetrics({ register: registry })
 
-const httpRequests = new Counter({
-  name: 'http_requests_total',
-  help: 'HTTP requests answered, by method, route pattern and status.',
-  labelNames: ['method', 'route', 'status'] as const,
-  registers: [registry],
-})
-const httpDuration = new Histogram({
-  name: 'http_request_duration_seconds',
-  help: 'Time from the request arriving to the answer sent, by method, route pattern and status.',
-  labelNames: ['method', 'route', 'status'] as const,
-  registers: [registry],
-  buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
-})
-
-// Label objects are made once per (method, route, status) and reused, so a request costs one
-// string key and a map lookup on top of the two observations.
+// The requests' counter and duration histogram are kept here and rendered by the registry as its
+// own Counter and Histogram would render them. Theirs cost some 3.5 µs a request (each inc() and
+// observe() hashes and checks the labels and keys its bucket by the bound's text); these cost a
+// map lookup and a few additions.
+const DURATION_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10]
 type HttpLabels = { method: string; route: string; status: string }
-const httpLabels = new Map<string, HttpLabels>()
+// buckets[i] counts the durations over the bound before DURATION_BUCKETS[i] and up to it.
+type RequestSeries = { labels: HttpLabels; count: number; sum: number; buckets: number[] }
+const requestSeries = new Map<string, RequestSeries>()
 
 // `route` is the routing table's pattern (req.route), never the raw path, so the series stay
 // few; requests that match no route (404, 405, 413 before routing) share 'unmatched'.
 export const observeRequest = (method: string, route: string | undefined, status: number, seconds: number) => {
   const key = `${method} ${route} ${status}`
-  let labels = httpLabels.get(key)
-  if (!labels) httpLabels.set(key, (labels = { method, route: route ?? 'unmatched', status: String(status) }))
-  httpRequests.inc(labels)
-  httpDuration.observe(labels, seconds)
+  let series = requestSeries.get(key)
+  if (!series) {
+    const labels = { method, route: route ?? 'unmatched', status: String(status) }
+    requestSeries.set(key, (series = { labels, count: 0, sum: 0, buckets: DURATION_BUCKETS.map(() => 0) }))
+  }
+  series.count++
+  series.sum += seconds
+  const bucket = DURATION_BUCKETS.findIndex((le) => seconds <= le)
+  if (bucket >= 0) series.buckets[bucket]++
 }
+
+type Sample = { metricName?: string; labels: Record<string, string | number>; value: number }
+
+// What the registry reads of a metric to render it (prom-client's Registry.getMetricsAsString).
+const requestMetric = (name: string, help: string, type: 'counter' | 'histogram', samples: () => Sample[]) => {
+  const metric = { name, help, type, aggregator: 'sum', reset: () => requestSeries.clear() }
+  registry.registerMetric({ ...metric, get: async () => ({ ...metric, values: samples() }) } as never)
+}
+requestMetric('http_requests_total', 'HTTP requests answered, by method, route pattern and status.', 'counter', () =>
+  [...requestSeries.values()].map(({ labels, count }) => ({ labels, value: count })),
+)
+requestMetric(
+  'http_request_duration_seconds',
+  'Time from the request arriving to the answer sent, by method, route pattern and status.',
+  'histogram',
+  () =>
+    [...requestSeries.values()].flatMap(({ labels, count, sum, buckets }) => {
+      let upTo = 0
+      const bucket = (le: number | string, value: number) => ({
+        metricName: 'http_request_duration_seconds_bucket',
+        labels: { le, ...labels },
+        value,
+      })
+      return [
+        ...DURATION_BUCKETS.map((le, i) => bucket(le, (upTo += buckets[i]))),
+        bucket('+Inf', count),
+        { metricName: 'http_request_duration_seconds_sum', labels, value: sum },
+        { metricName: 'http_request_duration_seconds_count', labels, value: count },
+      ]
+    }),
+)
 
 const jobs = new Counter({
   name: 'service_jobs_total',
