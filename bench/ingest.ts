@@ -6,9 +6,8 @@
 import postgres from 'postgres'
 import { connect } from '../src/db/client.ts'
 import { migrate } from '../src/db/migrate.ts'
-import { startServer } from './server.ts'
+import { startServer, startWorker } from './server.ts'
 import { rssMb, type BenchContext } from './lib.ts'
-import { startProcess } from '../test/helpers/process.ts'
 
 const CUSTOMERS = Number(process.env.BENCH_INGEST_CUSTOMERS ?? 100_000)
 const PER_REQUEST = 1000
@@ -45,7 +44,7 @@ const customer = (i: number) => ({
 
 const viaHttp = async (url: string) => {
   const server = await startServer(url, {}, ['--no-worker'])
-  const worker = await startProcess(['worker'], url, { LOG_LEVEL: 'warn' })
+  const worker = startWorker(url)
   try {
     const account = await server.admin('POST', '/accounts', { name: 'Bench' })
     for (const [codename, type] of ATTRIBUTES)
@@ -74,11 +73,11 @@ const viaHttp = async (url: string) => {
       }),
     )
     const sql = postgres(url, { max: 1, onnotice: () => {} })
-    const idle = { serve: server.rssMb(), worker: rssMb(worker.child.pid!) }
+    const idle = { serve: server.rssMb(), worker: rssMb(worker.pid) }
     const peak = { ...idle }
     const sampler = setInterval(() => {
       peak.serve = Math.max(peak.serve, server.rssMb())
-      peak.worker = Math.max(peak.worker, rssMb(worker.child.pid!))
+      peak.worker = Math.max(peak.worker, rssMb(worker.pid))
     }, 100)
     const started = performance.now()
     let next = 0
@@ -115,7 +114,7 @@ const viaHttp = async (url: string) => {
     if (c !== CUSTOMERS || s !== CUSTOMERS * MONTHS.length) throw new Error(`stored ${c} customers and ${s} snapshots`)
     return { seconds, acceptSeconds: (accepted - started) / 1000, idle, peak, throttled }
   } finally {
-    await worker.kill('SIGTERM')
+    await worker.stop()
     await server.stop()
   }
 }

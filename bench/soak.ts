@@ -9,9 +9,8 @@
 // jobs left failing; records lost, counted in the database against every acknowledged customer,
 // snapshot and event; and the RSS of every process, sampled every 5 s (the series goes to stderr).
 import postgres from 'postgres'
-import { startServer } from './server.ts'
+import { startServer, startWorker } from './server.ts'
 import { percentile, rssMb, type BenchContext } from './lib.ts'
-import { startProcess } from '../test/helpers/process.ts'
 
 const SECONDS = Number(process.env.BENCH_SOAK_SECONDS ?? 120)
 // Per serve process: with two of them 10 requests are in flight, about what 2 shared cores take.
@@ -80,8 +79,8 @@ const startProcesses = async (url: string, procs: Proc[]) => {
     servers.push(server)
     procs.push({ name: `serve ${n}`, pid: server.pid, stop: server.stop, rss: [] })
   }
-  const worker = await startProcess(['worker'], url, ENV)
-  procs.push({ name: 'worker', pid: worker.child.pid!, stop: () => worker.kill('SIGTERM'), rss: [] })
+  const worker = startWorker(url, ENV)
+  procs.push({ name: 'worker', pid: worker.pid, stop: worker.stop, rss: [] })
   return { servers, workerStderr: worker.stderr }
 }
 
