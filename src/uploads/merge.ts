@@ -175,7 +175,14 @@ const refreshLatestMetrics = (tx: Tx, accountId: number, kind: Kind, created: nu
 export const mergeStagedSnapshots = async (tx: Tx, accountId: number, kind: Kind, created: number[] = []) => {
   // Without statistics the update joins by hashing all the account's snapshots (0.8 s at 360,000).
   await tx`analyze stage_snapshots (record_id, date)`
-  await lockRecordsIn(tx, kind, accountId, tx`select record_id from stage_snapshots`)
+  // A record created in this transaction is seen by no other: locking it would only write a lock
+  // into each of its rows.
+  await lockRecordsIn(
+    tx,
+    kind,
+    accountId,
+    tx`select record_id from stage_snapshots where record_id not in (select unnest(${created}::bigint[]))`,
+  )
   await updateSnapshots(tx, accountId, kind, created)
   if (created.length) await insertSnapshots(tx, accountId, kind, created, true)
   await insertSnapshots(tx, accountId, kind, created, false)
