@@ -1,5 +1,5 @@
 import type { Tx } from '../db/client.ts'
-import { lockRecordsIn, lockStagedRecords } from '../db/locks.ts'
+import { lockRecordsIn, lockStagedRecords, stagedExternalIds } from '../db/locks.ts'
 import { entityOf, TABLES, type UploadKind } from '../db/tables.ts'
 import type { EventItem } from '../webhooks/events.ts'
 
@@ -75,7 +75,7 @@ const updateCustomers = (tx: Tx, accountId: number) => tx`
     attributes = jsonb_strip_nulls(c.attributes || coalesce(s.attributes, '{}')),
     updated_at = now()
   from stage_records s left join users u on u.account_id = ${accountId} and lower(u.email) = lower(s.owner_email)
-  where c.account_id = ${accountId} and c.external_id = s.external_id
+  where c.account_id = ${accountId} and c.external_id = ${stagedExternalIds(tx)} and c.external_id = s.external_id
   returning c.service_id`
 
 const insertCustomers = (tx: Tx, accountId: number) => tx`
@@ -104,7 +104,7 @@ const updateContacts = (tx: Tx, accountId: number) => tx`
     attributes = jsonb_strip_nulls(t.attributes || coalesce(s.attributes, '{}')),
     updated_at = now()
   from stage_records s join customers c on c.account_id = ${accountId} and c.external_id = s.customer_external_id
-  where t.account_id = ${accountId} and t.external_id = s.external_id
+  where t.account_id = ${accountId} and t.external_id = ${stagedExternalIds(tx)} and t.external_id = s.external_id
   returning t.service_id`
 
 // What contact.created tells of each new contact (its customer's external id comes from the stage).
