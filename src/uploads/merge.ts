@@ -147,16 +147,17 @@ const updateSnapshots = (tx: Tx, accountId: number, kind: Kind, created: number[
     and s.record_id <> all(${created}::bigint[])`
 
 // `fresh`: the snapshots of the records created in this transaction, else those of the others.
-const insertSnapshots = (tx: Tx, accountId: number, kind: Kind, created: number[], fresh: boolean) => tx`
-  insert into ${tx(tables(kind).snapshots)} as t (account_id, ${tx(tables(kind).fk)}, date, "values")
-  select ${accountId}, s.record_id, s.date, jsonb_strip_nulls(s.vals) from stage_snapshots s
-  where s.record_id ${fresh ? tx`in` : tx`not in`} (select unnest(${created}::bigint[]))
-  ${
-    fresh
-      ? tx``
-      : tx`on conflict (account_id, ${tx(tables(kind).fk)}, date) do update set "values" = t."values" || excluded."values"
-  where not t."values" @> excluded."values"`
-  }`
+const insertSnapshots = (tx: Tx, accountId: number, kind: Kind, created: number[], fresh: boolean) => {
+  const { snapshots, fk } = tables(kind)
+  const merge = tx`
+    on conflict (account_id, ${tx(fk)}, date) do update set "values" = t."values" || excluded."values"
+    where not t."values" @> excluded."values"`
+  return tx`
+    insert into ${tx(snapshots)} as t (account_id, ${tx(fk)}, date, "values")
+    select ${accountId}, s.record_id, s.date, jsonb_strip_nulls(s.vals) from stage_snapshots s
+    where s.record_id ${fresh ? tx`in` : tx`not in`} (select unnest(${created}::bigint[]))
+    ${fresh ? tx`` : merge}`
+}
 
 // metrics = each metric's value in the latest snapshot that holds it: the snapshots folded in
 // date order, later dates winning. A record created in this transaction was inserted with its
