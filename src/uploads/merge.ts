@@ -139,7 +139,7 @@ const stageSnapshots = (tx: Tx, accountId: number, kind: Kind) => tx`
 // the update just merged, left as it is, or one a concurrent request added since, merged into.
 // A record created in this transaction has none stored, and no other transaction sees it to add
 // one: its snapshots are inserted without ON CONFLICT, whose speculative insertion cost a fifth
-// of the insert's CPU (12,000 snapshots of new records: 290 against 240 ms, docs/benchmarks.md).
+// of the insert's CPU (12,000 snapshots of new records: 300 against 240 ms, docs/benchmarks.md).
 const updateSnapshots = (tx: Tx, accountId: number, kind: Kind, created: number[]) => tx`
   update ${tx(tables(kind).snapshots)} t set "values" = jsonb_strip_nulls(t."values" || s.vals)
   from stage_snapshots s
