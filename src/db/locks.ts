@@ -8,9 +8,15 @@ import type { Tx } from './client.ts'
 // conflict with it.
 type Records = 'customers' | 'contacts'
 
-// The staged records of an upload, by external id (temporary table stage_records).
+// The external ids staged in the temporary table stage_records, as a condition on a record's
+// external id. As an array they are probed in the (account_id, external_id) index: IN (subquery) was
+// planned as a hash join over every record of the account, 45-55 ms per upload at 100,000
+// customers and growing with the account, where the 1000 probes take 3 ms (17 ms when all exist).
+export const stagedExternalIds = (tx: Tx) => tx`any(array(select external_id from stage_records))`
+
+// The staged records of an upload, by external id.
 export const lockStagedRecords = (tx: Tx, table: Records, accountId: number) => tx`
-  select 1 from ${tx(table)} where account_id = ${accountId} and external_id in (select external_id from stage_records)
+  select 1 from ${tx(table)} where account_id = ${accountId} and external_id = ${stagedExternalIds(tx)}
   order by service_id for no key update`
 
 // Records by service_id: `ids` is a query yielding them (staged snapshots, staged events, a list).

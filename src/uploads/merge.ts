@@ -1,5 +1,5 @@
 import type { Tx } from '../db/client.ts'
-import { lockRecordsIn, lockStagedRecords } from '../db/locks.ts'
+import { lockRecordsIn, lockStagedRecords, stagedExternalIds } from '../db/locks.ts'
 import { entityOf, TABLES, type UploadKind } from '../db/tables.ts'
 import type { EventItem } from '../webhooks/events.ts'
 
@@ -16,7 +16,7 @@ const stageItems = async (tx: Tx, accountId: number, uploadId: number, key: stri
     select i.ord, i.item->>${key} as external_id, i.item from uploads u, jsonb_array_elements(u.items)
       with ordinality as i(item, ord)
     where u.account_id = ${accountId} and u.id = ${uploadId}`
-  await tx`analyze stage_items`
+  await tx`analyze stage_items (ord, external_id)`
 }
 
 // One row per (external id, date), values merged across duplicates in item order.
@@ -26,7 +26,7 @@ const stageValues = async (tx: Tx) => {
     select s.external_id, (m->>'date')::date as date, jsonb_merge_agg((m - 'date') order by s.ord) as vals
     from stage_items s cross join jsonb_array_elements(s.item->'metrics') m
     group by 1, 2`
-  await tx`analyze stage_values`
+  await tx`analyze stage_values (external_id, date)`
 }
 
 // One row per external id: the last name and owner, all attributes merged in item order, and the
@@ -48,7 +48,7 @@ const stageRecords = async (tx: Tx, fields: ReturnType<Tx>) => {
     )
     select g.*, a.attributes, coalesce(m.metrics, '{}') as metrics
     from g left join a using (external_id) left join m using (external_id)`
-  await tx`analyze stage_records`
+  await tx`analyze stage_records (external_id)`
 }
 
 const stageCustomers = (tx: Tx) =>
@@ -75,7 +75,7 @@ const updateCustomers = (tx: Tx, accountId: number) => tx`
     attributes = jsonb_strip_nulls(c.attributes || coalesce(s.attributes, '{}')),
     updated_at = now()
   from stage_records s left join users u on u.account_id = ${accountId} and lower(u.email) = lower(s.owner_email)
-  where c.account_id = ${accountId} and c.external_id = s.external_id
+  where c.account_id = ${accountId} and c.external_id = ${stagedExternalIds(tx)} and c.external_id = s.external_id
   returning c.service_id`
 
 const insertCustomers = (tx: Tx, accountId: number) => tx`
@@ -104,7 +104,7 @@ const updateContacts = (tx: Tx, accountId: number) => tx`
     attributes = jsonb_strip_nulls(t.attributes || coalesce(s.attributes, '{}')),
     updated_at = now()
   from stage_records s join customers c on c.account_id = ${accountId} and c.external_id = s.customer_external_id
-  where t.account_id = ${accountId} and t.external_id = s.external_id
+  where t.account_id = ${accountId} and t.external_id = ${stagedExternalIds(tx)} and t.external_id = s.external_id
   returning t.service_id`
 
 // What contact.created tells of each new contact (its customer's external id comes from the stage).
@@ -137,18 +137,27 @@ const stageSnapshots = (tx: Tx, accountId: number, kind: Kind) => tx`
 // probe of the unique index each, where NOT EXISTS was planned as a scan of all the account's
 // snapshots (measured: 0.5 s per 1000-customer upload at 360,000 snapshots). A conflict is a row
 // the update just merged, left as it is, or one a concurrent request added since, merged into.
-// A record created in this transaction has none stored.
+// A record created in this transaction has none stored, and no other transaction sees it to add
+// one: its snapshots are inserted without ON CONFLICT, whose speculative insertion cost a fifth
+// of the insert's CPU (12,000 snapshots of new records: 300 against 240 ms, docs/benchmarks.md).
 const updateSnapshots = (tx: Tx, accountId: number, kind: Kind, created: number[]) => tx`
   update ${tx(tables(kind).snapshots)} t set "values" = jsonb_strip_nulls(t."values" || s.vals)
   from stage_snapshots s
   where t.account_id = ${accountId} and t.${tx(tables(kind).fk)} = s.record_id and t.date = s.date
     and s.record_id <> all(${created}::bigint[])`
 
-const insertSnapshots = (tx: Tx, accountId: number, kind: Kind) => tx`
-  insert into ${tx(tables(kind).snapshots)} as t (account_id, ${tx(tables(kind).fk)}, date, "values")
-  select ${accountId}, s.record_id, s.date, jsonb_strip_nulls(s.vals) from stage_snapshots s
-  on conflict (account_id, ${tx(tables(kind).fk)}, date) do update set "values" = t."values" || excluded."values"
-  where not t."values" @> excluded."values"`
+// `fresh`: the snapshots of the records created in this transaction, else those of the others.
+const insertSnapshots = (tx: Tx, accountId: number, kind: Kind, created: number[], fresh: boolean) => {
+  const { snapshots, fk } = tables(kind)
+  const merge = tx`
+    on conflict (account_id, ${tx(fk)}, date) do update set "values" = t."values" || excluded."values"
+    where not t."values" @> excluded."values"`
+  return tx`
+    insert into ${tx(snapshots)} as t (account_id, ${tx(fk)}, date, "values")
+    select ${accountId}, s.record_id, s.date, jsonb_strip_nulls(s.vals) from stage_snapshots s
+    where s.record_id ${fresh ? tx`in` : tx`not in`} (select unnest(${created}::bigint[]))
+    ${fresh ? tx`` : merge}`
+}
 
 // metrics = each metric's value in the latest snapshot that holds it: the snapshots folded in
 // date order, later dates winning. A record created in this transaction was inserted with its
@@ -166,10 +175,18 @@ const refreshLatestMetrics = (tx: Tx, accountId: number, kind: Kind, created: nu
 // `created`: records created in this transaction.
 export const mergeStagedSnapshots = async (tx: Tx, accountId: number, kind: Kind, created: number[] = []) => {
   // Without statistics the update joins by hashing all the account's snapshots (0.8 s at 360,000).
-  await tx`analyze stage_snapshots`
-  await lockRecordsIn(tx, kind, accountId, tx`select record_id from stage_snapshots`)
+  await tx`analyze stage_snapshots (record_id, date)`
+  // A record created in this transaction is seen by no other: locking it would only write a lock
+  // into each of its rows.
+  await lockRecordsIn(
+    tx,
+    kind,
+    accountId,
+    tx`select record_id from stage_snapshots where record_id not in (select unnest(${created}::bigint[]))`,
+  )
   await updateSnapshots(tx, accountId, kind, created)
-  await insertSnapshots(tx, accountId, kind)
+  if (created.length) await insertSnapshots(tx, accountId, kind, created, true)
+  await insertSnapshots(tx, accountId, kind, created, false)
   await refreshLatestMetrics(tx, accountId, kind, created)
 }
 
