@@ -5,10 +5,13 @@ export const MAX_CUSTOMERS = 1000
 export const MAX_CONTACTS = 100
 export const MAX_METRICS = 200
 
+// Numbers first: most values are metrics, and a union tries its options in order (half the time
+// of checking a body of 1000 customers x 12 snapshots). The options' types are disjoint, so the order
+// changes no answer.
 const Value = v.union(
   [
-    v.pipe(v.string(), v.maxLength(MAX_TEXT_VALUE, `At most ${MAX_TEXT_VALUE} characters.`), storable),
     v.number(),
+    v.pipe(v.string(), v.maxLength(MAX_TEXT_VALUE, `At most ${MAX_TEXT_VALUE} characters.`), storable),
     v.boolean(),
     v.null(),
   ],
