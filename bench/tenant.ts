@@ -120,10 +120,17 @@ export default async (ctx: BenchContext) => {
     const t = await tenant(url)
     server = t.server
     const upload = await timed(t.uploadScored)
-    const rescore = await timed(() => t.rescored(sql, 30))
+    // A rescoring of 1000 customers takes a fifth of a second, so one run is mostly the worker's pickup
+    // and the polling: the median of five, each model different from the one before.
+    const rescores = async (logins: number[]) => {
+      const runs = []
+      for (const l of logins) runs.push(await timed(() => t.rescored(sql, l)))
+      return runs.sort((a, b) => a - b)[Math.floor(runs.length / 2)]
+    }
+    const rescore = await rescores([30, 35, 30, 35, 30])
     const search = await t.searchMs()
     await sql`analyze`
-    const rescoreAnalyzed = await timed(() => t.rescored(sql, 20))
+    const rescoreAnalyzed = await rescores([20, 25, 20, 25, 20])
     const searchAnalyzed = await t.searchMs()
     const big = `beside ${rows} snapshot rows`
     ctx.report({
@@ -137,7 +144,7 @@ export default async (ctx: BenchContext) => {
     })
     ctx.report({
       bench: 'tenant',
-      metric: 'new account: model change to rescored',
+      metric: 'new account: model change to rescored (median of 5)',
       value: rescore,
       unit: 's',
       baseline: rescoreAnalyzed,

@@ -3,7 +3,7 @@ import assert from 'node:assert/strict'
 import { startTestService, type TestService } from './helpers/service.ts'
 import { scoredAccount, waitForUpload } from './helpers/fixtures.ts'
 import { eventually } from './helpers/receiver.ts'
-import { LARGE_BODY_BYTES } from '../src/http/router.ts'
+import { LARGE_BODY_BYTES } from '../src/http/gate.ts'
 
 let s: TestService
 before(async () => {

@@ -1,5 +1,6 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http'
 import { randomUUID } from 'node:crypto'
+import { LARGE_BODY_BYTES } from './gate.ts'
 import { problem } from './problem.ts'
 import { ORIGIN } from './request.ts'
 import { observeRequest } from '../metrics.ts'
@@ -42,6 +43,9 @@ const readBody = (im: IncomingMessage, limit: number, idleMs: number, done: (bod
   if (declared > DISCARD_BYTES) return done('too large, close')
   if (declared > limit) return done('too large')
   const chunks: Buffer[] = []
+  // A large body of announced length is copied into one buffer as it arrives: its chunks are garbage
+  // at once, not held beside their concatenation until the end (uploads waiting for the gate).
+  const whole = declared >= LARGE_BODY_BYTES ? Buffer.allocUnsafe(declared) : undefined
   let size = 0
   let open = true
   let idle: NodeJS.Timeout | undefined
@@ -54,13 +58,15 @@ const readBody = (im: IncomingMessage, limit: number, idleMs: number, done: (bod
       return done('too large, close')
     }
     idle?.refresh()
-    if (size <= limit) chunks.push(chunk)
+    if (whole) chunk.copy(whole, size - chunk.length)
+    else if (size <= limit) chunks.push(chunk)
   })
   im.on('end', () => {
     if (!open) return
     open = false
     clearTimeout(idle)
-    done(size > limit ? 'too large' : chunks.length === 1 ? chunks[0] : Buffer.concat(chunks))
+    if (size > limit) done('too large')
+    else done(whole ? whole.subarray(0, size) : chunks.length === 1 ? chunks[0] : Buffer.concat(chunks))
   })
   im.on('error', (err) => {
     if (!open) return

@@ -1,3 +1,8 @@
+// Bodies from this size on (an upload of some hundred records) are read into one buffer as they
+// arrive (src/http/adapter.ts), then parsed, checked and handled one at a time per process
+// (src/http/router.ts); smaller ones, most requests, pass straight through.
+export const LARGE_BODY_BYTES = 64 * 1024
+
 // At most `permits` runs of `work` at once; the rest wait in arrival order. Parsing and validating
 // a large body allocates several times its size in short-lived objects, and uploads that arrive
 // together would otherwise hold all of theirs at once: a few permits bound the process's memory by

@@ -3,15 +3,12 @@ import type { App } from '../context.ts'
 import { isDatabaseAway } from '../db/sqlstate.ts'
 import { Refusal } from '../errors.ts'
 import { parse } from '../validate.ts'
-import { createGate } from './gate.ts'
+import { createGate, LARGE_BODY_BYTES } from './gate.ts'
 import { authenticateAdmin, authenticateKey, rulesFor } from './auth.ts'
 import { problem, refusalReply } from './problem.ts'
 import { checkQuery, ORIGIN, readJson, requireJsonExchange, requireUtf8 } from './request.ts'
 import type { Reply, Req, Route } from './types.ts'
 
-// Bodies from this size on (an upload of some hundred records) are parsed, checked and handled one
-// at a time per process (src/http/gate.ts); smaller ones, most requests, pass straight through.
-export const LARGE_BODY_BYTES = 64 * 1024
 const largeBodies = createGate(1)
 
 const checked = (route: Route, req: Req, app: App) => {
