@@ -292,6 +292,28 @@ test('a model change rescores the whole account; without a contact model contact
   assert.equal(scored, 0, 'no snapshot is scored')
 })
 
+// The stored histories are the snapshots' scores under the engagement rules: a model that keeps
+// those rules rescores from them (a snapshot changed behind the service's back shows which path
+// ran), and one that changes them scores the snapshots again.
+test('a model change that keeps the engagement rules rescores from the stored histories', async () => {
+  const a = await setUp()
+  await uploadCustomers(a, [ACME, BETA])
+  const before = scoresOf(await getCustomer(a, 'acme'))
+  await s.sql`update customer_snapshots set "values" = '{"logins": 0, "tickets": 10}' where account_id = ${a.id}`
+  // Fit alone changes, its rules in another order and written with other key orders.
+  const fit = [{ weight: 1, good: false, codename: 'has_sso' }]
+  await setModel(a, { contact: MODEL.contact, customer: { fit, engagement: MODEL.customer.engagement } })
+  const kept = scoresOf(await getCustomer(a, 'acme'))
+  // acme has SSO, which this rule scores -100; churn risk follows the new fit: 50 - 0.35 * 2
+  // - 0.15 * -100 - 0.3 * -41 + 20 * 5 / 90 = 77.71 (engagement 2, difference 2 - 43 = -41).
+  assert.deepEqual(kept, { ...before, fitscore: -100, churn_risk: 78 })
+  // The engagement rules change: the changed snapshots are scored again (logins 0, tickets 10: -100).
+  await setModel(a, { customer: { fit, engagement: [{ codename: 'logins', weight: 1, bad: 0, good: 40 }] } })
+  const rescored = scoresOf(await getCustomer(a, 'acme'))
+  assert.equal(rescored.engagementscore, -100)
+  assert.deepEqual(rescored.engagementscore_trend, { [day(-30)]: -100, [day(-10)]: -100, [day(-5)]: -100 })
+})
+
 const automaticChurnTitle =
   'automatic churn after inactive_days, lifted by a snapshot dated within the window; manual churn stays'
 test(automaticChurnTitle, async () => {

@@ -31,14 +31,30 @@ const checkModel = async (sql: Sql, accountId: number, model: Model, at = '') =>
   return catalogs.customer
 }
 
-// A checked model is stored together with the jobs that rescore the account under it.
+// The stored model, locked: a change made meanwhile by another request is compared with, not
+// overlooked.
+const lockModel = (tx: Tx, accountId: number) =>
+  tx`select model from scoring_models where account_id = ${accountId} for update`
+
+// Stores the model; answers the entities whose engagement rules are those of `old` (compared as
+// jsonb, so key order aside; none without an old model).
+const storeModel = (tx: Tx, accountId: number, model: Model, old: unknown) => tx`
+  insert into scoring_models as m (account_id, model) values (${accountId}, ${tx.json(model as never)})
+  on conflict (account_id) do update set model = excluded.model, updated_at = now()
+  returning array(
+    select e from unnest(array['customer', 'contact']) e
+    where ${old === undefined ? null : tx.json(old as never)}::jsonb -> e -> 'engagement' = m.model -> e -> 'engagement'
+  ) as unchanged`
+
+// A checked model is stored together with the jobs that rescore the account under it. Where its
+// engagement rules are those of the model before (a change to fit or churn), the snapshots' scores
+// still hold: the rescoring keeps the stored histories, at the cost of the daily run.
 export const putScoringModel = async (sql: Sql, accountId: number, model: Model) => {
   await checkModel(sql, accountId, model)
   await sql.begin(async (tx) => {
-    await tx`
-      insert into scoring_models (account_id, model) values (${accountId}, ${tx.json(model as never)})
-      on conflict (account_id) do update set model = excluded.model, updated_at = now()`
-    await addJobs(tx, rescoreAccountJobs(accountId))
+    const [old] = await lockModel(tx, accountId)
+    const [{ unchanged }] = await storeModel(tx, accountId, model, old?.model)
+    await addJobs(tx, rescoreAccountJobs(accountId, unchanged))
   })
   return model
 }

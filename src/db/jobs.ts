@@ -51,6 +51,8 @@ export interface ScoreRecordsPayload {
   entity: Entity
   ids?: number[]
   upload_id?: number
+  // false: the records' engagement histories are kept as stored (scoring/batch.ts ScoreOptions).
+  snapshots?: false
 }
 export interface AccountPayload {
   account_id: number
@@ -115,13 +117,19 @@ export const scoreRecordsJobs = (accountId: number, entity: Entity, ids: number[
 
 // The whole account is rescored after a model change. The job key folds changes made while the
 // rescoring still waits into one run.
-export const rescoreAccountJobs = (accountId: number): JobSpec[] =>
-  (['customer', 'contact'] as const).map((entity) => ({
-    task: TASKS.scoreRecords,
-    payload: { account_id: accountId, entity },
-    queue: scoringQueue(accountId),
-    jobKey: `${TASKS.scoreRecords}:${accountId}:${entity}`,
-  }))
+// `keepHistory`: the entities whose engagement rules did not change, so that every stored history
+// still holds and only what derives from it and from the records is scored again. Such a job has a
+// key of its own: it never replaces a full rescoring still waiting, which it then follows.
+export const rescoreAccountJobs = (accountId: number, keepHistory: Entity[] = []): JobSpec[] =>
+  (['customer', 'contact'] as const).map((entity) => {
+    const keep = keepHistory.includes(entity)
+    return {
+      task: TASKS.scoreRecords,
+      payload: { account_id: accountId, entity, ...(keep && { snapshots: false }) },
+      queue: scoringQueue(accountId),
+      jobKey: `${TASKS.scoreRecords}:${accountId}:${entity}${keep ? ':history' : ''}`,
+    }
+  })
 
 // The daily runs of one account: aggregation on the account's queue (after the events it has
 // received are applied), scoring on its scoring queue. The job key keeps a second run from

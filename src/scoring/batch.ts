@@ -241,5 +241,5 @@ export const scoreRecords = async (sql: Sql, p: ScoreRecordsPayload, options: Sc
 
 export const scoreRecordsJob = async (app: App, payload: ScoreRecordsPayload) => ({
   entity: payload.entity,
-  scored: await scoreRecords(app.sql, payload),
+  scored: await scoreRecords(app.sql, payload, { snapshots: payload.snapshots }),
 })
