@@ -8,12 +8,11 @@ import { connect, type Sql } from '../src/db/client.ts'
 import { migrate } from '../src/db/migrate.ts'
 import { scoreRecords } from '../src/scoring/batch.ts'
 import { launchBrowser } from '../test/helpers/browser.ts'
-import type { BenchContext } from './lib.ts'
+import { median, type BenchContext } from './lib.ts'
 import { model, seed } from './scoring.ts'
 import { startServer } from './server.ts'
 
 const RUNS = 5
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]
 
 // Each size: the matrix it draws, the aggregate requests the console makes for it, and the bar.
 const SIZES = [

@@ -5,7 +5,7 @@ import { fileURLToPath } from 'node:url'
 import { createServer } from 'node:http'
 import * as v from 'valibot'
 import autocannon from 'autocannon'
-import type { BenchContext } from './lib.ts'
+import { median, type BenchContext } from './lib.ts'
 
 const Body = v.object({
   filters: v.optional(
@@ -94,7 +94,6 @@ const start = async (mode: 'bare' | 'service') => {
 // round), so a burst of other work on the machine weighs on both sides alike; the medians are
 // compared.
 const ROUNDS = 5
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]
 
 export default async (ctx: BenchContext) => {
   const servers = { bare: await start('bare'), service: await start('service') }

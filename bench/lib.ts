@@ -30,6 +30,12 @@ export const createDatabase = async (clusterUrl: string) => (await createCluster
 export const percentile = (sorted: number[], p: number) =>
   sorted.length ? sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] : NaN
 
+export const median = (xs: number[]) =>
+  percentile(
+    [...xs].sort((a, b) => a - b),
+    50,
+  )
+
 // Resident memory of a process in MB; NaN once it is gone.
 export const rssMb = (pid: number) => {
   try {

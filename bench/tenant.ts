@@ -6,7 +6,7 @@
 // after a manual ANALYZE, when the planner knows its rows.
 import { connect, type Sql } from '../src/db/client.ts'
 import { migrate } from '../src/db/migrate.ts'
-import { percentile, type BenchContext } from './lib.ts'
+import { median, type BenchContext } from './lib.ts'
 import { model, seed } from './scoring.ts'
 import { startServer } from './server.ts'
 
@@ -28,12 +28,6 @@ const customers = (from: number) =>
       nps: (i + m) % 11,
     })),
   }))
-
-const median = (runs: number[]) =>
-  percentile(
-    [...runs].sort((a, b) => a - b),
-    50,
-  )
 
 const timed = async (f: () => Promise<unknown>) => {
   const started = performance.now()

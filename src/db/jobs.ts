@@ -125,7 +125,7 @@ export const rescoreAccountJobs = (accountId: number, keepHistory: Entity[] = []
     const keep = keepHistory.includes(entity)
     return {
       task: TASKS.scoreRecords,
-      payload: { account_id: accountId, entity, ...(keep && { snapshots: false }) },
+      payload: keep ? { account_id: accountId, entity, snapshots: false } : { account_id: accountId, entity },
       queue: scoringQueue(accountId),
       jobKey: `${TASKS.scoreRecords}:${accountId}:${entity}${keep ? ':history' : ''}`,
     }
