@@ -1,7 +1,7 @@
 import { getScoreAlerts, scoringInputs } from '../admin/scoring.ts'
 import type { Entity, PropertyDef } from '../catalog.ts'
 import type { App } from '../context.ts'
-import type { Sql, Tx } from '../db/client.ts'
+import { jitOff, type Sql, type Tx } from '../db/client.ts'
 import { addRecomputeSegments, type ScoreRecordsPayload } from '../db/jobs.ts'
 import { TABLES } from '../db/tables.ts'
 import { today as utcToday } from '../dates.ts'
@@ -214,11 +214,8 @@ export const scoreRecords = async (sql: Sql, p: ScoreRecordsPayload, options: Sc
         // unknown to the planner's statistics until the next ANALYZE, and taken for one row it
         // chose nested loops over CTE scans, quadratic in the batch: 13.5 s instead of 0.2 s for
         // 1000 customers (docs/benchmarks.md, bench/tenant.ts). Index scans are still allowed.
-        // JIT off: a PostgreSQL built with LLVM (Debian's, for one) compiles the statement in every
-        // batch, which cost more than it saved: on PostgreSQL 15 the daily run of 100,000 customers
-        // took 19.9 s with JIT and 5.6 s without, a full rescoring 6.8 s against 6.3 s.
-        await tx`select set_config('work_mem', '32MB', true), set_config('enable_nestloop', 'off', true),
-          set_config('jit', 'off', true)`
+        await tx`select set_config('work_mem', '32MB', true), set_config('enable_nestloop', 'off', true)`
+        await jitOff(tx)
         const compare =
           Object.keys(alerts).length > 0 && (await watchScores(tx, p.account_id, ids, { alerts, model, defs, today }))
         await tx.unsafe(statement.text, [p.account_id, ids, today, ...statement.params] as never[])
