@@ -4,7 +4,7 @@
 // run. Also: the same rescoring again with nothing to change, and the daily run.
 import { connect, type Sql, type Tx } from '../src/db/client.ts'
 import { migrate } from '../src/db/migrate.ts'
-import { scoreRecords } from '../src/scoring/batch.ts'
+import { BATCH, PARALLEL, scoreRecords } from '../src/scoring/batch.ts'
 import { scoreDaily } from '../src/scoring/daily.ts'
 import type { BenchContext } from './lib.ts'
 
@@ -163,6 +163,25 @@ export default async (ctx: BenchContext) => {
       ),
     )
 
+    // What scoring in JavaScript would have to read before computing anything: every snapshot's
+    // values, fetched into this process (postgres.js parses the jsonb) by the rescoring's batches,
+    // as many at once.
+    const ids = (await sql`select service_id from customers where account_id = ${accountId} order by 1`).map(
+      (r) => r.service_id as number,
+    )
+    let fetched = 0
+    const fetch = await timed(() =>
+      Promise.all(
+        Array.from({ length: PARALLEL }, async () => {
+          while (fetched < ids.length) {
+            const batch = ids.slice(fetched, (fetched += BATCH))
+            await sql`select customer_id, date, "values" from customer_snapshots
+              where account_id = ${accountId} and customer_id = any(${batch}::bigint[])`
+          }
+        }),
+      ),
+    )
+
     await sql`create table history_before as select customer_id, history_scores from customer_scores`
     await setModel(30)
     const rescore = await timed(() => scoreRecords(sql, { account_id: accountId, entity: 'customer' }))
@@ -238,6 +257,14 @@ export default async (ctx: BenchContext) => {
       unit: 's',
       baseline: serialScan.seconds,
       ratio: typedRead.seconds / serialScan.seconds,
+    })
+    ctx.report({
+      bench: 'scoring',
+      metric: "every snapshot's values fetched into Node, in the batches of a rescoring",
+      value: fetch.seconds,
+      unit: 's',
+      baseline: scan.seconds,
+      ratio: fetch.seconds / scan.seconds,
     })
     ctx.report({
       bench: 'scoring',

@@ -25,7 +25,7 @@ export const BATCH = 5000
 // Batches scored at once: scoring is CPU-bound in PostgreSQL, one core per backend, and a third
 // batch computes while the others write and commit (bench/scoring: 3.75 s with two on two cores,
 // 3.28 s with three). Batches hold disjoint records, so they never wait on each other.
-const PARALLEL = 3
+export const PARALLEL = 3
 const TREND_DAYS = 365
 const TREND_RECORDS = 15
 // Dated within the trend window: the 365 days up to today ($3).
