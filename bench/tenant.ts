@@ -35,13 +35,10 @@ const timed = async (f: () => Promise<unknown>) => {
   return (performance.now() - started) / 1000
 }
 
-// A service on `url`, and new accounts in it, each with the bench's properties and model and a key.
-const service = async (url: string) => {
-  const server = await startServer(url)
-  return { server, tenant: () => tenant(server) }
-}
+type Server = Awaited<ReturnType<typeof startServer>>
 
-const tenant = async (server: Awaited<ReturnType<typeof startServer>>) => {
+// A new account in the service, with the bench's properties and model and a key.
+const tenant = async (server: Server) => {
   const account = await server.admin('POST', '/accounts', { name: `New ${Date.now()}` })
   const A = `/accounts/${account.id}`
   for (const codename of ['logins', 'seats', 'tickets', 'nps']) {
@@ -104,11 +101,11 @@ const tenant = async (server: Awaited<ReturnType<typeof startServer>>) => {
 
 // The first upload of a new account, timed for each of three new accounts: one upload is one
 // sample of about a second, which this machine's noise moved by half (1.03 against 1.61 s in one run).
-const firstUploads = async (s: Awaited<ReturnType<typeof service>>) => {
+const firstUploads = async (server: Server) => {
   const runs = []
   let last: Awaited<ReturnType<typeof tenant>> | undefined
   for (let i = 0; i < 3; i++) {
-    last = await s.tenant()
+    last = await tenant(server)
     runs.push(await timed(last.uploadScored))
   }
   return { seconds: median(runs), tenant: last! }
@@ -120,22 +117,21 @@ export default async (ctx: BenchContext) => {
   const empty = connect(emptyUrl)
   await migrate(empty, emptyUrl)
   await empty`vacuum analyze`
-  const small = await service(emptyUrl)
+  const small = await startServer(emptyUrl)
   const emptyUpload = (await firstUploads(small)).seconds
-  await small.server.stop()
+  await small.stop()
   await empty.end()
 
   const url = await ctx.database()
   const sql = connect(url)
-  let server: Awaited<ReturnType<typeof service>>['server'] | undefined
+  let server: Server | undefined
   try {
     await migrate(sql, url)
     await seed(sql, BIG, 'Big')
     await sql`vacuum analyze`
     const [{ rows }] = await sql`select count(*)::int as rows from customer_snapshots`
-    const big = await service(url)
-    server = big.server
-    const { seconds: upload, tenant: t } = await firstUploads(big)
+    server = await startServer(url)
+    const { seconds: upload, tenant: t } = await firstUploads(server)
     // A rescoring of 1000 customers takes a fifth of a second, so one run is mostly the worker's pickup
     // and the polling: the median of five, each model different from the one before.
     const rescores = async (logins: number[]) => {
