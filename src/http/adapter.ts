@@ -152,6 +152,9 @@ export const createHttpServer = (
       params: {},
       query: {},
     }
+    const gone = new AbortController()
+    req.signal = gone.signal
+    res.once('close', () => res.writableFinished || gone.abort())
     let reply: Reply | Promise<Reply>
     try {
       reply = handle(req)

@@ -15,6 +15,8 @@ export interface Req {
   auth?: { accountId: number; keyId: number }
   input?: unknown
   replyHeaders?: Record<string, string>
+  // Aborted when the client goes before its answer is sent: work on its behalf stops with it.
+  signal?: AbortSignal
 }
 
 export interface Reply {
