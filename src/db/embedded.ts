@@ -64,9 +64,7 @@ const OWNER_FILE = 'service-owner.pid'
 const cacheRoot = () =>
   resolve(
     process.env.SERVICE_CACHE_DIR ||
-      (isRoot()
-        ? '/var/cache/customer-data-service'
-        : join(process.env.XDG_CACHE_HOME || join(homedir(), '.cache'), 'customer-data-service')),
+      (isRoot() ? '/var/cache/customer-data-service' : join(homedir(), '.cache', 'customer-data-service')),
   )
 
 // Whether a user who is neither owner nor in the group can reach the path: every folder above it
