@@ -101,7 +101,7 @@ test('a server whose owner is gone is a leftover: logged and stopped by the next
   assert.deepEqual(processesUsing(data), [])
 })
 
-test('the superuser password is generated per folder; a folder made with the old fixed one moves to a new one', async () => {
+test('the superuser password is generated per folder; the old fixed one moves to a new one', async () => {
   const data = join(dir, 'password')
   const port = await freePort()
   let pg = await startEmbedded(data, port)
