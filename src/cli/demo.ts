@@ -2,10 +2,16 @@ import { createAccount } from '../admin/accounts.ts'
 import { createKey } from '../admin/keys.ts'
 import { defineProperty } from '../admin/properties.ts'
 import { putScoringModel } from '../admin/scoring.ts'
+import { writeFileSync } from 'node:fs'
+import { join } from 'node:path'
 import type { Sql } from '../db/client.ts'
+import type { Log } from '../log.ts'
 
-// On an empty embedded database: an account ready to take uploads, and a curl line to try it.
-export const createDemoIfEmpty = async (sql: Sql, port: number) => {
+// On an empty embedded database: an account ready to take uploads, and a curl line to try it. The
+// key goes to the terminal when there is one, and never into the log stream, which is often
+// collected and kept: without a terminal it is written to a file only this user can read, and the
+// log names the file.
+export const createDemoIfEmpty = async (sql: Sql, port: number, dataDir: string, log: Log) => {
   const [{ count }] = await sql`select count(*)::int as count from accounts`
   if (count > 0) return
   const account = await createAccount(sql, { name: 'Demo', source_of_truth: 'API' })
@@ -15,7 +21,7 @@ export const createDemoIfEmpty = async (sql: Sql, port: number) => {
     customer: { engagement: [{ codename: 'logins', weight: 100, bad: 0, good: 40 }] },
   } as never)
   const base = `http://localhost:${port}`
-  process.stdout.write(
+  const text =
     [
       '',
       `Demo account ${account.id} created. API key (shown once): ${key.token}`,
@@ -25,6 +31,10 @@ export const createDemoIfEmpty = async (sql: Sql, port: number) => {
       `  curl -s ${base}/api/v1/customers/search -H 'service-key: ${key.token}'` +
         ` -H 'content-type: application/json' -d '{}'`,
       '',
-    ].join('\n') + '\n',
-  )
+    ].join('\n') + '\n'
+  const terminal = [process.stdout, process.stderr].find((stream) => stream.isTTY)
+  if (terminal) return void terminal.write(text)
+  const file = join(dataDir, 'service-demo-key')
+  writeFileSync(file, text, { mode: 0o600 })
+  log('info', 'demo account created', { account: account.id, key_file: file })
 }

