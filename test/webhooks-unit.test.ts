@@ -208,7 +208,7 @@ describe('isPrivateAddress', () => {
     ['fe80::1', true],
     ['FE80::abcd', true],
     ['febf:ffff::1', true],
-    ['fec0::1', false],
+    ['fec0::1', true],
     ['fc00::1', true],
     ['fd12:3456::1', true],
     ['ff02::1', true],

@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto'
 import { readFileSync } from 'node:fs'
 import { createRequire } from 'node:module'
 import type { Route } from '../http/types.ts'
@@ -28,20 +29,44 @@ const config = {
   telemetry: false,
 }
 
+const start = `Scalar.createApiReference('#reference', ${JSON.stringify(config)})`
+
 const page = `<!doctype html>
 <html lang="en">
 <head>
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>API reference · Customer and contact data service</title>
+<link rel="icon" href="data:,">
 </head>
 <body>
 <div id="reference"></div>
 <script src="/docs/reference.js"></script>
-<script>Scalar.createApiReference('#reference', ${JSON.stringify(config)})</script>
+<script>${start}</script>
 </body>
 </html>
 `
+
+// As strict as the renderer allows (test/docs.test.ts renders the page under it in Chromium). The page may load
+// and call only this service (the document, and "Test request"), and no other site may frame it. Scripts: the
+// renderer and the one start line above, by its hash; no 'unsafe-eval' (the bundle's zod tries `new Function`
+// once and interprets its validators when refused). Styles need 'unsafe-inline': Scalar inserts its stylesheet
+// and the theme it builds at run time as <style> elements and sets style attributes, which no hash can name;
+// a style cannot run script.
+const HEADERS = {
+  'content-security-policy': [
+    "default-src 'none'",
+    `script-src 'self' 'sha256-${createHash('sha256').update(start).digest('base64')}'`,
+    "style-src 'self' 'unsafe-inline'",
+    "connect-src 'self'",
+    "img-src 'self' data:",
+    "base-uri 'none'",
+    "form-action 'none'",
+    "frame-ancestors 'none'",
+  ].join('; '),
+  'referrer-policy': 'no-referrer',
+  'x-content-type-options': 'nosniff',
+}
 
 export const docsRoutes: Route[] = [
   {
@@ -52,7 +77,7 @@ export const docsRoutes: Route[] = [
     tag: 'operations',
     reply: { status: 200, media: 'text/html; charset=utf-8' },
     summary: 'This API as a browsable reference page, rendered from /openapi.json',
-    handler: () => ({ status: 200, headers: { 'content-type': 'text/html; charset=utf-8' }, body: page }),
+    handler: () => ({ status: 200, headers: { ...HEADERS, 'content-type': 'text/html; charset=utf-8' }, body: page }),
   },
   {
     method: 'GET',
@@ -64,7 +89,11 @@ export const docsRoutes: Route[] = [
     summary: 'The script that renders /docs (Scalar API Reference)',
     handler: () => ({
       status: 200,
-      headers: { 'content-type': 'text/javascript; charset=utf-8', 'cache-control': 'public, max-age=86400' },
+      headers: {
+        ...HEADERS,
+        'content-type': 'text/javascript; charset=utf-8',
+        'cache-control': 'public, max-age=86400',
+      },
       body: reference(),
     }),
   },

@@ -1,7 +1,7 @@
 import http from 'node:http'
 import https from 'node:https'
 import type { LookupFunction } from 'node:net'
-import { PRIVATE_ADDRESS_ERROR, checkWebhookUrl, resolvePublic } from './ssrf.ts'
+import { PRIVATE_ADDRESS_ERROR, type Resolve, checkWebhookUrl, resolvePublic } from './ssrf.ts'
 
 export const MAX_ATTEMPTS = 3
 
@@ -27,6 +27,8 @@ export interface SendOptions {
   headers: Record<string, string>
   timeoutMs?: number
   allowPrivate: boolean
+  /** How the host name is resolved; tests give the answers a DNS server could. */
+  resolve?: Resolve
 }
 
 // 5 s after the first attempt, 25 s after the second; jitter keeps many failing
@@ -106,9 +108,9 @@ const post = (
     req.end(body)
   })
 
-const resolveTarget = async (url: URL, allowPrivate: boolean) => {
+const resolveTarget = async (url: URL, allowPrivate: boolean, resolve?: Resolve) => {
   try {
-    return { target: await resolvePublic(url.hostname, allowPrivate) }
+    return { target: await resolvePublic(url.hostname, allowPrivate, resolve) }
   } catch (err) {
     const error = err as NodeJS.ErrnoException
     // A private address is a configuration problem, a DNS failure may be transient.
@@ -123,6 +125,7 @@ export const sendWebhook = async ({
   headers,
   timeoutMs = 10_000,
   allowPrivate,
+  resolve,
 }: SendOptions): Promise<SendResult> => {
   const started = performance.now()
   const elapsed = () => Math.round(performance.now() - started)
@@ -130,7 +133,7 @@ export const sendWebhook = async ({
   if (refusal)
     return { status_code: null, duration_ms: elapsed(), error: refusal, outcome: 'failed', response_excerpt: null }
   const parsed = new URL(url)
-  const resolved = await resolveTarget(parsed, allowPrivate)
+  const resolved = await resolveTarget(parsed, allowPrivate, resolve)
   if (!resolved.target) {
     const { error, outcome } = resolved
     return { status_code: null, duration_ms: elapsed(), error, outcome, response_excerpt: null }

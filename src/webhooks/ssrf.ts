@@ -1,11 +1,10 @@
 import { lookup } from 'node:dns/promises'
-import { BlockList, isIP } from 'node:net'
+import { BlockList, isIP, isIPv4, isIPv6 } from 'node:net'
 
-// Everything a subscriber URL must not reach unless SERVICE_WEBHOOK_ALLOW_PRIVATE=1: every range of
-// the IANA special-purpose address registries that is not globally reachable. BlockList also
-// matches IPv4-mapped IPv6 (::ffff:a.b.c.d in any spelling) against the IPv4 rules; the other
-// forms that embed an IPv4 address are decoded below.
-const privateRanges = new BlockList()
+// A subscriber URL may reach only globally reachable unicast addresses unless SERVICE_WEBHOOK_ALLOW_PRIVATE=1.
+// IPv4 has no prefix that holds exactly those, so its rule is the whole space minus the special-purpose ranges
+// of the IANA registry that are not globally reachable, and minus multicast and the reserved block.
+const notGlobalIPv4 = new BlockList()
 for (const [network, prefix] of [
   ['0.0.0.0', 8], // "this network"
   ['10.0.0.0', 8],
@@ -23,58 +22,66 @@ for (const [network, prefix] of [
   ['224.0.0.0', 4], // multicast
   ['240.0.0.0', 4], // reserved, and the broadcast address
 ] as const)
-  privateRanges.addSubnet(network, prefix, 'ipv4')
+  notGlobalIPv4.addSubnet(network, prefix, 'ipv4')
+
+// IPv6 is an allow-list: only global unicast (2000::/3), minus its special-purpose blocks. Everything else
+// (loopback, unique-local, link-local, site-local, multicast, unassigned space such as 4000::/3) is refused
+// by not being in it. The forms that embed an IPv4 address are decoded before this rule (embeddedIPv4).
+const notGlobalIPv6 = new BlockList()
 for (const [network, prefix] of [
-  ['::', 128], // unspecified
-  ['::1', 128],
-  ['64:ff9b:1::', 48], // NAT64 for local use
-  ['100::', 64], // discard-only
-  ['2001::', 23], // IETF protocol assignments (Teredo is decoded before this applies)
+  ['2001::', 23], // IETF protocol assignments: benchmarking, ORCHID, AMT, anycast services (Teredo is decoded)
   ['2001:db8::', 32], // documentation
   ['3fff::', 20], // documentation
-  ['5f00::', 16], // segment routing SIDs
-  ['fc00::', 7], // unique local
-  ['fe80::', 10], // link-local
-  ['ff00::', 8], // multicast
 ] as const)
-  privateRanges.addSubnet(network, prefix, 'ipv6')
+  notGlobalIPv6.addSubnet(network, prefix, 'ipv6')
 
-// The eight 16-bit groups of an IPv6 address (a trailing dotted quad included).
-const groups = (ip: string): number[] => {
-  const quad = /(\d+)\.(\d+)\.(\d+)\.(\d+)$/.exec(ip)
+// The eight 16-bit groups of a valid IPv6 address without a zone id, a trailing dotted quad included.
+const groupsOf = (ip: string): number[] => {
+  const quad = /^(.*:)(\d+)\.(\d+)\.(\d+)\.(\d+)$/.exec(ip)
   const text = quad
-    ? ip.slice(0, quad.index) +
-      ((+quad[1] << 8) | +quad[2]).toString(16) +
-      ':' +
-      ((+quad[3] << 8) | +quad[4]).toString(16)
+    ? `${quad[1]}${((+quad[2] << 8) | +quad[3]).toString(16)}:${((+quad[4] << 8) | +quad[5]).toString(16)}`
     : ip
   const [head, tail] = text.split('::')
-  const part = (s?: string) => (s ? s.split(':').map((g) => parseInt(g, 16)) : [])
+  const part = (s: string | undefined) => (s ? s.split(':').map((g) => Number.parseInt(g, 16)) : [])
   const [h, t] = [part(head), part(tail)]
   return tail === undefined ? h : [...h, ...Array(8 - h.length - t.length).fill(0), ...t]
 }
 const dotted = (hi: number, lo: number) => [hi >> 8, hi & 255, lo >> 8, lo & 255].join('.')
+const zero = (g: number[], from: number, to: number) => g.slice(from, to).every((x) => x === 0)
 
-// The IPv4 address an IPv6 address carries: IPv4-compatible (::a.b.c.d), NAT64 (64:ff9b::/96),
-// 6to4 (2002:aabb:ccdd::/48) and Teredo (2001:0::/32, the client address inverted in the last 32
-// bits). IPv4-mapped addresses are left to BlockList.
-const embeddedIPv4 = (ip: string): string | null => {
-  const g = groups(ip)
-  if (g.slice(0, 6).every((x) => x === 0) && (g[6] !== 0 || g[7] > 1)) return dotted(g[6], g[7])
-  if (g[0] === 0x64 && g[1] === 0xff9b && g.slice(2, 6).every((x) => x === 0)) return dotted(g[6], g[7])
-  if (g[0] === 0x2002) return dotted(g[1], g[2])
-  if (g[0] === 0x2001 && g[1] === 0) return dotted(g[6] ^ 0xffff, g[7] ^ 0xffff)
+// The IPv4 addresses an IPv6 address stands for, or null when it embeds none. Each form reaches (or is
+// translated to) an IPv4 host, so each passes the IPv4 rule instead of the IPv6 one:
+// - IPv4-compatible ::a.b.c.d (::/96, deprecated; :: and ::1 decode into 0.0.0.0/8),
+// - IPv4-mapped ::ffff:a.b.c.d (::ffff:0:0/96),
+// - SIIT IPv4-translated ::ffff:0:a.b.c.d (::ffff:0:0:0/96),
+// - NAT64 64:ff9b::a.b.c.d (64:ff9b::/96; the local-use 64:ff9b:1::/48 is outside 2000::/3 and refused),
+// - 6to4 2002:aabb:ccdd::/48,
+// - Teredo 2001:0:ssss:ssss::/32: both the server's address and the client's (inverted in the last 32 bits).
+const embeddedIPv4 = (g: number[]): string[] | null => {
+  if (zero(g, 0, 6)) return [dotted(g[6], g[7])]
+  if (zero(g, 0, 5) && g[5] === 0xffff) return [dotted(g[6], g[7])]
+  if (zero(g, 0, 4) && g[4] === 0xffff && g[5] === 0) return [dotted(g[6], g[7])]
+  if (g[0] === 0x64 && g[1] === 0xff9b && zero(g, 2, 6)) return [dotted(g[6], g[7])]
+  if (g[0] === 0x2002) return [dotted(g[1], g[2])]
+  if (g[0] === 0x2001 && g[1] === 0) return [dotted(g[2], g[3]), dotted(g[6] ^ 0xffff, g[7] ^ 0xffff)]
   return null
 }
 
-// Anything that is not an IP address counts as private so that callers fail closed.
+const isGlobalIPv4 = (ip: string) => !notGlobalIPv4.check(ip, 'ipv4')
+
+const isGlobalIPv6 = (ip: string) => {
+  const g = groupsOf(ip)
+  const v4 = embeddedIPv4(g)
+  if (v4) return v4.every(isGlobalIPv4)
+  return (g[0] & 0xe000) === 0x2000 && !notGlobalIPv6.check(ip, 'ipv6')
+}
+
+// Anything that is not an IP address counts as private so that callers fail closed; so does an IPv6 zone id
+// (fe80::1%eth0), which only a link-local or site-scoped address needs.
 export const isPrivateAddress = (ip: string): boolean => {
-  const family = isIP(ip)
-  if (family === 0) return true
-  if (family === 4) return privateRanges.check(ip, 'ipv4')
-  const v4 = embeddedIPv4(ip)
-  if (v4 !== null) return privateRanges.check(v4, 'ipv4')
-  return privateRanges.check(ip, 'ipv6')
+  if (isIPv4(ip)) return !isGlobalIPv4(ip)
+  if (isIPv6(ip) && !ip.includes('%')) return !isGlobalIPv6(ip)
+  return true
 }
 
 // URL.hostname keeps IPv6 brackets and a trailing root dot, both of which would hide the real host.
