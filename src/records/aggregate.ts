@@ -13,6 +13,7 @@ import {
   GRID,
   isPoint,
   MAX_BUCKETS,
+  MAX_CELLS,
   MAX_FIELDS,
   MAX_POINTS,
   type Range,
@@ -45,6 +46,9 @@ const AggregateFields = oneCondition({
   matrix: v.optional(v.pipe(v.picklist(['grid', 'points'], 'Must be "grid" or "points".'), v.description(MATRIX))),
   points: v.optional(wholeUpTo(MAX_POINTS, `The most points answered with matrix "points" (default ${MAX_POINTS}).`)),
 })
+// The groups an aggregate counts: every field's histogram buckets, and the grid's cells.
+const cells = (b: { fields?: string[]; buckets?: number; matrix?: string }) =>
+  (b.fields ?? []).length * (b.buckets ?? DEFAULT_BUCKETS) + (b.matrix === 'grid' ? GRID * GRID : 0)
 export const AggregateBody = v.pipe(
   AggregateFields,
   v.forward(
@@ -52,6 +56,14 @@ export const AggregateBody = v.pipe(
       [['buckets'], ['fields']],
       (b) => b.buckets === undefined || (b.fields ?? []).length > 0,
       'Only with fields.',
+    ),
+    ['buckets'],
+  ),
+  v.forward(
+    v.partialCheck(
+      [['buckets'], ['fields'], ['matrix']],
+      (b) => cells(b) <= MAX_CELLS,
+      `Fields times buckets (plus ${GRID * GRID} with matrix "grid") must be at most ${MAX_CELLS}.`,
     ),
     ['buckets'],
   ),
