@@ -55,7 +55,7 @@ export const budgeted = async <T>(
   } catch (err) {
     if (sqlState(err) !== SQLSTATE.QUERY_CANCELED) throw err
     if (signal?.aborted) gone()
-    return refuse(422, `The query ran past its budget of ${ms} ms for a ${budget} and was stopped. ${HOW_TO_NARROW}`)
+    return refuse(422, `The query ran past the ${budget} budget of ${ms} ms and was stopped. ${HOW_TO_NARROW}`)
   } finally {
     signal?.removeEventListener('abort', cancel)
   }

@@ -102,7 +102,7 @@ const problemResponses: Record<number, { name: string; description: string; head
     description:
       'The query ran past the statement timeout of its kind of request and was stopped; the detail names the ' +
       'budget in ms. Narrow it: fewer IN values or filters, a more selective filter, count "estimate".',
-    example: 'The query ran past its budget of 5000 ms for a search and was stopped. Narrow it: ...',
+    example: 'The query ran past the search budget of 5000 ms and was stopped. Narrow it: ...',
   },
   429: {
     name: 'TooManyRequests',
