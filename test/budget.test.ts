@@ -220,7 +220,7 @@ describe('budgets', () => {
     }
   })
 
-  test("a point read of another account answers while the expensive pool is full of one account's searches", async () => {
+  test("a point read of another account answers while one account's searches fill the expensive pool", async () => {
     const release = await lockContacts()
     const size = s.app.config.heavyPoolSize
     let settled = 0
