@@ -224,7 +224,9 @@ describe('budgets', () => {
     const release = await lockContacts()
     const size = s.app.config.heavyPoolSize
     let settled = 0
-    const slow = Array.from({ length: size + 2 }, () => search(acme, 'contacts', {}).finally(() => settled++))
+    // More searches than either pool holds (the API pool has 20): in one shared pool they would
+    // take every connection, and the point read would wait for the lock as they do.
+    const slow = Array.from({ length: 22 }, () => search(acme, 'contacts', {}).finally(() => settled++))
     try {
       await until(async () => (await waiting()) === size)
       const read = await other.api('/api/v1/customer/o-1', undefined, 'GET')
