@@ -5,7 +5,9 @@
 import assert from 'node:assert/strict'
 import { request } from 'node:http'
 import { after, before, describe, test } from 'node:test'
+import { Refusal } from '../src/errors.ts'
 import { compileSearch } from '../src/search/sql.ts'
+import { recomputeSegments } from '../src/segments/members.ts'
 import { scoredAccount } from './helpers/fixtures.ts'
 import { search, upload } from './helpers/search.ts'
 import { startTestService, type TestService } from './helpers/service.ts'
@@ -184,6 +186,32 @@ describe('budgets', () => {
       await release()
     }
     assert.equal((await search(acme, 'contacts', {})).status, 200)
+  })
+
+  test("a segment's member search and its recomputation run under their budgets too", async () => {
+    const created = await acme.api('/api/v1/segments', {
+      name: 'Some countries',
+      filters: [{ propertyName: 'country', operator: 'IN', values: ['country-1', 'country-2'] }],
+    })
+    assert.equal(created.status, 201, JSON.stringify(created.body))
+    const release = await lockTable('customers')
+    const saved = { ...s.app.config }
+    s.app.config.searchTimeoutMs = 100
+    s.app.config.segmentTimeoutMs = 100
+    try {
+      const res = await acme.api(`/api/v1/segments/${created.body.id}/search`, {})
+      assert.equal(res.status, 422, JSON.stringify(res.body))
+      assert.match(res.body.detail, /search budget of 100 ms/)
+      await assert.rejects(
+        recomputeSegments(s.app, { account_id: acme.id }),
+        (err) => err instanceof Refusal && err.status === 422 && /segment budget of 100 ms/.test(err.message),
+      )
+    } finally {
+      Object.assign(s.app.config, saved)
+      await release()
+    }
+    const members = await acme.api(`/api/v1/segments/${created.body.id}/search`, {})
+    assert.deepEqual(ids(members), ['c-1', 'c-2'])
   })
 
   test('an aggregate over its statement timeout is a 422 too', async () => {
