@@ -36,6 +36,10 @@ export const ENVIRONMENT: [name: string, fallback: string, meaning: string][] = 
   ['SERVICE_BODY_IDLE_TIMEOUT_MS', '10000', 'longest pause within a request body before a 408'],
   ['SERVICE_KEEP_ALIVE_TIMEOUT_MS', '65000', "idle time of a kept-alive connection (keep it above a load balancer's)"],
   ['SERVICE_MAX_CONNECTIONS', '1000', 'connections held at once; more are refused'],
+  ['SERVICE_SEARCH_TIMEOUT_MS', '5000', "a search's statement timeout (customers, contacts, a segment's members)"],
+  ['SERVICE_AGGREGATE_TIMEOUT_MS', '10000', "an aggregate's statement timeout"],
+  ['SERVICE_SEGMENT_TIMEOUT_MS', '60000', "the statement timeout of a segment's recomputation (worker)"],
+  ['SERVICE_HEAVY_POOL_SIZE', '8', 'database connections for searches and aggregates, beside 20 for the rest'],
   [
     'SERVICE_STUCK_UPLOAD_SECONDS',
     '900',
@@ -72,6 +76,10 @@ export interface Config {
   bodyIdleTimeoutMs: number
   keepAliveTimeoutMs: number
   maxConnections: number
+  searchTimeoutMs: number
+  aggregateTimeoutMs: number
+  segmentTimeoutMs: number
+  heavyPoolSize: number
 }
 
 const int = (value: string | undefined, fallback: number) => {
@@ -100,4 +108,8 @@ export const loadConfig = (env: NodeJS.ProcessEnv = process.env): Config => ({
   bodyIdleTimeoutMs: int(env.SERVICE_BODY_IDLE_TIMEOUT_MS, 10_000),
   keepAliveTimeoutMs: int(env.SERVICE_KEEP_ALIVE_TIMEOUT_MS, 65_000),
   maxConnections: int(env.SERVICE_MAX_CONNECTIONS, 1000),
+  searchTimeoutMs: int(env.SERVICE_SEARCH_TIMEOUT_MS, 5000),
+  aggregateTimeoutMs: int(env.SERVICE_AGGREGATE_TIMEOUT_MS, 10_000),
+  segmentTimeoutMs: int(env.SERVICE_SEGMENT_TIMEOUT_MS, 60_000),
+  heavyPoolSize: int(env.SERVICE_HEAVY_POOL_SIZE, 8),
 })

@@ -39,9 +39,10 @@ export const startService = async (
 ): Promise<Service> => {
   const log = createLog(config.logLevel)
   const sql = connect(url, { max: 20 })
+  const heavy = connect(url, { max: config.heavyPoolSize })
   const countsLost = (err: unknown) => log('warn', 'request counts not saved', { error: String(err) })
   const keys = keyChecker(sql, countsLost)
-  const app: App = { sql, config, log, keys }
+  const app: App = { sql, heavy, config, log, keys }
   guardUnhandledRejections(log)
   if (parts.migrate !== false) await migrate(sql, url)
   const runner = parts.worker ? await startWorker(app, url) : undefined
@@ -52,7 +53,7 @@ export const startService = async (
       if (http) await http.stop()
       if (runner) await runner.stop()
       await keys.flush().catch(countsLost)
-      await sql.end({ timeout: 5 })
+      await Promise.all([sql.end({ timeout: 5 }), heavy.end({ timeout: 5 })])
     })())
   return { app, port: http?.port, stop }
 }

@@ -208,7 +208,7 @@ describe('compileSearch SQL', () => {
       }),
     )
     for (const s of [nasty, 'a"b', 'drop']) assert.ok(!text.includes(s), s)
-    for (const s of [JSON.stringify({ 'a"b': nasty }), 'a"b', '7; drop table y', TODAY, '%\\_' + nasty])
+    for (const s of [JSON.stringify({ 'a"b': nasty }), '{"a\\"b"}', '7; drop table y', TODAY, '%\\_' + nasty])
       assert.ok(params.includes(s), s)
     assert.match(text, /^select /)
     assert.match(text, /where r\.account_id = \$1::text::bigint/)
@@ -297,13 +297,13 @@ describe('compileSearch SQL', () => {
     assert.match(compileSearch(input({})).text, /r\.attributes \|\| r\.metrics as properties/)
     assert.match(compileSearch(input({ properties: [] })).text, /'\{\}'::jsonb as properties/)
     const { text, params } = compileSearch(input({ properties: ['plan', 'logins', 'plan'] }))
-    assert.match(text, /where p\.key in \(\$2::text, \$3::text\)\) as properties/)
-    assert.deepEqual(params.slice(1, 3), ['plan', 'logins'])
+    assert.match(text, /where p\.key = any\(\$2::text::text\[\]\)\) as properties/)
+    assert.equal(params[1], '{"plan","logins"}')
   })
 
   test('customer search is limited to active customers unless is_churned is filtered', () => {
     const plain = compileSearch(input({}))
-    assert.match(whereOf(plain.text), /r\.is_churned in \(\$2::text::boolean\)/)
+    assert.match(whereOf(plain.text), /r\.is_churned = \$2::text::boolean/)
     assert.equal(plain.params[1], 'false')
 
     const churned = compileSearch(input({ filters: [{ propertyName: 'is_churned', operator: 'EQ', value: 'true' }] }))
@@ -360,7 +360,7 @@ describe('compileSearch SQL', () => {
           /left join customers oc on oc\.account_id = \$1::text::bigint/.source,
       ),
     )
-    assert.match(text, /oc\.external_id in \(\$\d+::text\)/)
+    assert.match(text, /oc\.external_id = \$\d+::text/)
     assert.match(text, /contact_tags x/)
     for (const column of ['customer_external_id', 'customer_service_id', '"createdAt"', '"updatedAt"'])
       assert.ok(text.includes(`as ${column}`))
@@ -466,7 +466,7 @@ describe('compileSearch SQL', () => {
     assert.deepEqual(json.params, plain.params)
   })
 
-  test('EQ and IN on custom properties are jsonb containment of canonical values', () => {
+  test('EQ on a custom property is jsonb containment, IN one array of canonical JSON values', () => {
     const { text, params } = compileSearch(
       input({
         filters: [
@@ -476,14 +476,9 @@ describe('compileSearch SQL', () => {
         ],
       }),
     )
-    assert.match(whereOf(text), /\(r\.metrics @> \$2::text::jsonb or r\.metrics @> \$3::text::jsonb\)/)
+    assert.match(whereOf(text), /\(r\.metrics -> \$2::text\) = any\(\$3::text::jsonb\[\]\)/)
     assert.match(whereOf(text), /not coalesce\(r\.attributes @> \$4::text::jsonb, false\)/)
-    assert.deepEqual(params.slice(1, 5), [
-      '{"logins":1}',
-      '{"logins":2.5}',
-      '{"renewal_date":"2026-01-05"}',
-      '{"plan":"pro"}',
-    ])
+    assert.deepEqual(params.slice(1, 5), ['logins', '{"1","2.5"}', '{"renewal_date":"2026-01-05"}', '{"plan":"pro"}'])
   })
 })
 
@@ -545,7 +540,7 @@ describe('compileSearch: where trees', () => {
     assert.deepEqual(churnParams(seats), ['false'])
     assert.deepEqual(churnParams({ or: [seats, leaf('is_churned', 'EQ', 'true')] }), [])
     assert.deepEqual(churnParams({ not: { and: [plan, { not: leaf('is_churned', 'KNOWN') }] } }), [])
-    assert.match(whereOf(sorted({ or: [seats, plan] }).text), /\)\n  and r\.is_churned in \(\$\d+::text::boolean\)\n/)
+    assert.match(whereOf(sorted({ or: [seats, plan] }).text), /\)\n  and r\.is_churned = \$\d+::text::boolean\n/)
   })
 
   test('the joins follow the leaves anywhere in the tree', () => {
@@ -563,10 +558,7 @@ describe('compileSearch: where trees', () => {
     assert.equal(groups.length, 2)
     for (const [i, group] of groups.entries()) {
       // Each group keeps every other condition (the churn default, the AND beside the OR).
-      assert.match(
-        group,
-        /\n  and r\.attributes @> \$2::text::jsonb\n  and r\.is_churned in \(\$3::text::boolean\)\n  and /,
-      )
+      assert.match(group, /\n  and r\.attributes @> \$2::text::jsonb\n  and r\.is_churned = \$3::text::boolean\n  and /)
       assert.match(
         group,
         i === 0

@@ -96,6 +96,7 @@ export const segmentRoutes: Route[] = [
     path: '/api/v1/segments/:segment_id/search',
     auth: { key: 'search' },
     body: PageBody,
+    refusals: [422],
     name: 'search-segment',
     tag: 'segments',
     summary: "A page of the segment's members: its saved search, run now",
@@ -104,7 +105,7 @@ export const segmentRoutes: Route[] = [
     handler: async (req, app) => ({
       status: 200,
       headers: { 'content-type': 'application/json' },
-      body: await searchMembers(app, account(req), segmentId(req), req.input as PageBody),
+      body: await searchMembers(app, account(req), segmentId(req), req.input as PageBody, req.signal),
     }),
   },
   {

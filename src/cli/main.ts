@@ -111,8 +111,9 @@ const main = async (argv: string[]): Promise<number | undefined> => {
     }
     await migrate(sql, db.url)
     if (command === 'aggregate-events') return await runAggregate(sql, args)
-    // A command serves no keys; the checker is there for the admin handlers that reset it.
-    const app = { sql, config, log, keys: keyChecker(sql, () => {}) }
+    // A command serves no keys; the checker is there for the admin handlers that reset it. Its one
+    // pool does expensive work too, as a command serves nobody else.
+    const app = { sql, heavy: sql, config, log, keys: keyChecker(sql, () => {}) }
     if (command === 'import') return await runImport(app, args)
     return await runAdmin(app, args)
   } finally {

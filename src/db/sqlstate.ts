@@ -5,6 +5,8 @@ export const SQLSTATE = {
   EXCLUSION_VIOLATION: '23P01',
   DEADLOCK_DETECTED: '40P01',
   STATEMENT_TOO_COMPLEX: '54001',
+  // A statement timeout, or a cancel request (db/budget.ts).
+  QUERY_CANCELED: '57014',
 } as const
 
 export const sqlState = (err: unknown) => (err as { code?: unknown })?.code

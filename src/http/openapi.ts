@@ -97,6 +97,13 @@ const problemResponses: Record<number, { name: string; description: string; head
     description: 'The body is declared in a charset other than UTF-8.',
     example: 'The body must be UTF-8, not latin1.',
   },
+  422: {
+    name: 'OverBudget',
+    description:
+      'The query ran past the statement timeout of its kind of request and was stopped; the detail names the ' +
+      'budget in ms. Narrow it: fewer IN values or filters, a more selective filter, count "estimate".',
+    example: 'The query ran past the search budget of 5000 ms and was stopped. Narrow it: ...',
+  },
   429: {
     name: 'TooManyRequests',
     description: 'Over the per-key rate limit (or too many unprocessed uploads).',
@@ -125,6 +132,7 @@ const TITLES: Record<number, string> = {
   409: 'Conflict',
   413: 'Content Too Large',
   415: 'Unsupported Media Type',
+  422: 'Unprocessable Content',
   429: 'Too Many Requests',
   490: 'Scoring Not Configured',
   503: 'Service Unavailable',

@@ -12,6 +12,7 @@ const titles: Record<number, string> = {
   409: 'Conflict',
   413: 'Content Too Large',
   415: 'Unsupported Media Type',
+  422: 'Unprocessable Content',
   429: 'Too Many Requests',
   490: 'Scoring Not Configured',
   500: 'Internal Server Error',

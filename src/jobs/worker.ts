@@ -1,6 +1,7 @@
 import { type Runner, run } from 'graphile-worker'
 import pg from 'pg'
 import type { App } from '../context.ts'
+import { connect } from '../db/client.ts'
 import { quietLogger } from '../db/migrate.ts'
 import { startRecovery } from '../db/recovery.ts'
 import { instrumentTasks } from '../metrics.ts'
@@ -15,9 +16,12 @@ export const startWorker = async (app: App, url: string): Promise<Runner> => {
   const lost = (err: Error) => app.log('debug', 'worker connection lost', { error: String(err) })
   pool.on('error', lost)
   pool.on('connect', (client) => client.on('error', lost))
+  // The tasks' statements have a pool of their own too, one connection per job running at once:
+  // a busy API never makes a job wait for a connection, nor a busy worker a request.
+  const sql = connect(url, { max: app.config.workerConcurrency + 2 })
   const release = async () => {
     await recovery.stop()
-    await pool.end()
+    await Promise.all([pool.end(), sql.end({ timeout: 5 })])
   }
   const runner = await run({
     pgPool: pool,
@@ -25,7 +29,7 @@ export const startWorker = async (app: App, url: string): Promise<Runner> => {
     noHandleSignals: true,
     logger: quietLogger,
     // instrumentTasks counts and times every task for /metrics.
-    taskList: instrumentTasks(taskList(app)),
+    taskList: instrumentTasks(taskList({ ...app, sql, heavy: sql })),
     crontab: crontab.join('\n'),
     // No localQueue, although STACK-NOTES measured 12-18k jobs/s with it against 2k without: in
     // 0.17 it runs several jobs of one named queue at once (graphile/worker#621), and each

@@ -2,6 +2,8 @@
 // body, and the answer assembled from the statements of src/search/aggregate.ts.
 import * as v from 'valibot'
 import type { App } from '../context.ts'
+import { budgeted, type Track } from '../db/budget.ts'
+import type { Tx } from '../db/client.ts'
 import { today } from '../dates.ts'
 import { refuse } from '../errors.ts'
 import {
@@ -13,6 +15,7 @@ import {
   GRID,
   isPoint,
   MAX_BUCKETS,
+  MAX_CELLS,
   MAX_FIELDS,
   MAX_POINTS,
   type Range,
@@ -45,6 +48,9 @@ const AggregateFields = oneCondition({
   matrix: v.optional(v.pipe(v.picklist(['grid', 'points'], 'Must be "grid" or "points".'), v.description(MATRIX))),
   points: v.optional(wholeUpTo(MAX_POINTS, `The most points answered with matrix "points" (default ${MAX_POINTS}).`)),
 })
+// The groups an aggregate counts: every field's histogram buckets, and the grid's cells.
+const cells = (b: { fields?: string[]; buckets?: number; matrix?: string }) =>
+  (b.fields ?? []).length * (b.buckets ?? DEFAULT_BUCKETS) + (b.matrix === 'grid' ? GRID * GRID : 0)
 export const AggregateBody = v.pipe(
   AggregateFields,
   v.forward(
@@ -52,6 +58,14 @@ export const AggregateBody = v.pipe(
       [['buckets'], ['fields']],
       (b) => b.buckets === undefined || (b.fields ?? []).length > 0,
       'Only with fields.',
+    ),
+    ['buckets'],
+  ),
+  v.forward(
+    v.partialCheck(
+      [['buckets'], ['fields'], ['matrix']],
+      (b) => cells(b) <= MAX_CELLS,
+      `Fields times buckets (plus ${GRID * GRID} with matrix "grid") must be at most ${MAX_CELLS}.`,
     ),
     ['buckets'],
   ),
@@ -65,8 +79,6 @@ export const AggregateBody = v.pipe(
   ),
 )
 export type AggregateBody = v.InferOutput<typeof AggregateBody>
-
-const run = (app: App, query: CompiledSearch) => app.sql.unsafe(query.text, query.params as string[])
 
 type Row = Record<string, any>
 
@@ -100,12 +112,16 @@ const gridOf = (rows: Row[]) => {
   return { scored, counts }
 }
 
-// The answer: count, fields, and grid or points when asked.
-export const aggregate = async (app: App, accountId: number, body: AggregateBody) => {
+// The answer: count, fields, and grid or points when asked, under the aggregate budget (db/budget.ts).
+export const aggregate = (app: App, accountId: number, body: AggregateBody, signal?: AbortSignal) =>
+  budgeted(app, signal, 'aggregate', (tx, track) => answer(tx, track, accountId, body))
+
+const answer = async (tx: Tx, track: Track, accountId: number, body: AggregateBody) => {
+  const run = (query: CompiledSearch) => track(tx.unsafe(query.text, query.params as string[]))
   const fields = body.fields ?? []
   // Custom codenames among the fields need the catalog, as a search's properties do.
   const custom = fields.filter((f) => !CORE_FIELDS.customer.has(f))
-  const context = await searchContext(app.sql, accountId, 'customer', {
+  const context = await searchContext(tx, accountId, 'customer', {
     filters: body.filters,
     where: body.where,
     properties: custom.length > 0 ? custom : undefined,
@@ -130,14 +146,15 @@ export const aggregate = async (app: App, accountId: number, body: AggregateBody
     if (!(err instanceof SearchError)) throw err
     return refuse(400, 'The aggregate request is invalid.', err.errors)
   }
-  const [rows, sample] = await Promise.all([run(app, summary), points && run(app, points)])
+  const rows = await run(summary)
+  const sample = points && (await run(points))
   const total = rows.find((r) => body.matrix !== 'grid' || r.total)!
   const stats = statsOf(total, fields.length)
   const buckets = body.buckets ?? DEFAULT_BUCKETS
   const ranges = stats.map((s) => s.range)
   const counts = stats.map(() => new Map<number, number>())
   if (ranges.some((r) => r && !isPoint(r))) {
-    for (const row of await run(app, compileHistogram(input, ranges, buckets)))
+    for (const row of await run(compileHistogram(input, ranges, buckets)))
       counts[row.i].set(row.bucket, Number(row.count))
   }
   return {

@@ -3,6 +3,7 @@ import { closest, isObject, strict } from '../validate.ts'
 import { catalogSql } from '../admin/properties.ts'
 import type { Entity, PropertyDef } from '../catalog.ts'
 import type { App } from '../context.ts'
+import { budgeted, type Track } from '../db/budget.ts'
 import type { Sql, Tx } from '../db/client.ts'
 import { TABLES } from '../db/tables.ts'
 import { today } from '../dates.ts'
@@ -192,7 +193,7 @@ export const searchContext = async (sql: Sql | Tx, accountId: number, entity: En
 }
 
 const afterError = async (
-  sql: Sql,
+  sql: Sql | Tx,
   accountId: number,
   entity: Entity,
   after: number | undefined,
@@ -227,11 +228,11 @@ export const pageBody = (rows: Buffer[][], limit: number, count?: Total, next?: 
   return Buffer.concat([OPEN, ...objects, Buffer.from(`]${paging}${total}}`)])
 }
 
-// Counted in a statement of its own, beside the page's: a count reads every match, a page no more
-// than it shows, so neither waits for the other.
-const countOf = async (sql: Sql, input: SearchInput, count: 'exact' | 'estimate'): Promise<Total> => {
+// Counted in a statement of its own, after the page's: a count reads every match, a page no more
+// than it shows. Each has the search's budget (db/budget.ts).
+const countOf = async (tx: Tx, track: Track, input: SearchInput, count: 'exact' | 'estimate'): Promise<Total> => {
   const query = compileCount(input, count === 'estimate')
-  const [row] = await sql.unsafe(query.text, query.params as string[])
+  const [row] = await track(tx.unsafe(query.text, query.params as string[]))
   return count === 'exact'
     ? { total: row.total, estimate: false }
     : { total: row['QUERY PLAN'][0].Plan['Plan Rows'], estimate: true }
@@ -275,31 +276,30 @@ export const searchInput = (
   today: today(),
 })
 
-// A page of the search, as the bytes of the answer.
-export const searchPage = async (app: App, accountId: number, entity: Entity, body: SearchBody) => {
-  const sorted = body.sort !== undefined && body.sort.length > 0
-  const [context, key] = await Promise.all([
-    searchContext(app.sql, accountId, entity, body),
-    sorted ? cursorKey(app.sql) : undefined,
-  ])
-  const input = searchInput(accountId, entity, body, context, key)
-  let query: ReturnType<typeof compileSearch>
-  try {
-    query = compileSearch(input)
-  } catch (err) {
-    if (!(err instanceof SearchError)) throw err
-    return refuse(400, 'The search request is invalid.', [
-      ...(await afterError(app.sql, accountId, entity, input.afterServiceId)),
-      ...err.errors,
+// A page of the search, as the bytes of the answer, under the search budget (db/budget.ts).
+export const searchPage = (app: App, accountId: number, entity: Entity, body: SearchBody, signal?: AbortSignal) =>
+  budgeted(app, signal, 'search', async (tx, track) => {
+    const sorted = body.sort !== undefined && body.sort.length > 0
+    const [context, key] = await Promise.all([
+      searchContext(tx, accountId, entity, body),
+      sorted ? cursorKey(app.sql) : undefined,
     ])
-  }
-  const [rows, total] = await Promise.all([
-    app.sql.unsafe(query.text, query.params as string[]).raw() as unknown as Promise<Buffer[][]>,
-    body.count && countOf(app.sql, input, body.count),
-  ])
-  if (rows.length === 0) {
-    const errors = await afterError(app.sql, accountId, entity, input.afterServiceId)
-    if (errors.length > 0) refuse(400, 'The search request is invalid.', errors)
-  }
-  return pageBody(rows, body.limit, total, query.next)
-}
+    const input = searchInput(accountId, entity, body, context, key)
+    let query: ReturnType<typeof compileSearch>
+    try {
+      query = compileSearch(input)
+    } catch (err) {
+      if (!(err instanceof SearchError)) throw err
+      return refuse(400, 'The search request is invalid.', [
+        ...(await afterError(tx, accountId, entity, input.afterServiceId)),
+        ...err.errors,
+      ])
+    }
+    const rows = (await track(tx.unsafe(query.text, query.params as string[]).raw())) as unknown as Buffer[][]
+    const total = body.count && (await countOf(tx, track, input, body.count))
+    if (rows.length === 0) {
+      const errors = await afterError(tx, accountId, entity, input.afterServiceId)
+      if (errors.length > 0) refuse(400, 'The search request is invalid.', errors)
+    }
+    return pageBody(rows, body.limit, total || undefined, query.next)
+  })

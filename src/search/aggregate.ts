@@ -13,6 +13,8 @@ export const DEFAULT_BUCKETS = 10
 export const MAX_POINTS = 10_000
 // The grid: GRID x GRID cells of equal width over the scores' range, the last closed at the top.
 export const GRID = 10
+// Histogram buckets of all fields together, and the grid's cells: the groups one aggregate counts.
+export const MAX_CELLS = 1000
 export const SCORE_RANGE = { from: -100, to: 100 } as const
 
 const core = (name: string): Field => ({ source: 'core', name, type: 'number' })

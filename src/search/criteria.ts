@@ -18,6 +18,8 @@ import {
   leavesOf,
   MAX_DAYS,
   MAX_FILTERS,
+  MAX_PATTERN,
+  MAX_VALUES,
   type Operand,
   OPERATOR_SHAPES,
   type Operator,
@@ -130,6 +132,9 @@ function resolveFilter(
   const shape = OPERATOR_SHAPES[operator]
   const before = errors.length
   const operands = operandValues(filter, shape.operand, valueTypeOf(field.type), at, errors)
+  if (shape.base === 'LIKE' && String(operands[0] ?? '').length > MAX_PATTERN) {
+    errors.push({ path: `${at}/value`, message: `must be at most ${MAX_PATTERN} characters for ${operator}` })
+  }
   if (errors.length > before) return undefined
   return { field, op: shape.base, negated: shape.negated, operands }
 }
@@ -185,7 +190,13 @@ export function collectTree(
   const tree = (where && resolveTree(entity, where, '/where', defs, errors)) ?? {
     and: filters.flatMap((f, i) => resolveFilter(entity, f, `/filters/${i}`, defs, errors) ?? []),
   }
-  const churnFiltered = (where ? leavesOf(where) : filters).some((f) => f.propertyName === 'is_churned')
+  const leaves = where ? leavesOf(where) : filters
+  const values = leaves.reduce((n, f) => n + (Array.isArray(f.values) ? f.values.length : 0), 0)
+  if (values > MAX_VALUES) {
+    const message = `at most ${MAX_VALUES} values in all its filters together (this has ${values})`
+    errors.push({ path: where ? '/where' : '/filters', message })
+  }
+  const churnFiltered = leaves.some((f) => f.propertyName === 'is_churned')
   return entity === 'customer' && !churnFiltered ? { and: [tree, ACTIVE_ONLY] } : tree
 }
 

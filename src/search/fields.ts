@@ -70,6 +70,11 @@ export const MAX_FILTERS = 10
 export const MAX_DEPTH = 4
 export const MAX_LEAVES = 50
 export const MAX_LIMIT = 1000
+// IN/NIN values across all the filters of a request (each list is also capped at 1,000 by the
+// body's schema): the values of a request bound its cost, however they are spread over its leaves.
+export const MAX_VALUES = 5000
+// A LIKE/NLIKE value: the substring test and a trigram index's lookup grow with its length.
+export const MAX_PATTERN = 256
 export const MAX_SORT = 3
 // Keeps `today - N` inside Postgres' date range, so a huge N is a 400 instead of a SQL error.
 export const MAX_DAYS = 1_000_000

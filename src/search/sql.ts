@@ -19,7 +19,7 @@ import {
   TIMESTAMP_FIELDS,
   type Tree,
 } from './fields.ts'
-import { CORE_SQL, type Ctx, fieldSql, SQL_TYPES, type SqlType, tagLinksSql, treeSql } from './predicates.ts'
+import { bindList, CORE_SQL, type Ctx, fieldSql, SQL_TYPES, type SqlType, tagLinksSql, treeSql } from './predicates.ts'
 import {
   type CursorValues,
   cursorScope,
@@ -37,10 +37,10 @@ function isoTimestamp(column: string): string {
 function propertiesSql(selected: readonly string[] | undefined, ctx: Ctx): string {
   if (!selected) return 'r.attributes || r.metrics'
   if (selected.length === 0) return `'{}'::jsonb`
-  const keys = [...new Set(selected)].map((k) => ctx.bind(k, 'text')).join(', ')
+  const keys = bindList(ctx, [...new Set(selected)], 'text')
   return (
     `(select coalesce(jsonb_object_agg(p.key, p.value), '{}'::jsonb) from jsonb_each(r.attributes || r.metrics) p ` +
-    `where p.key in (${keys}))`
+    `where p.key = any(${keys}))`
   )
 }
 

@@ -2,6 +2,7 @@
 // set-based in SQL into segment_members, one row per stay (entered_at, exited_at), by a job that
 // every change of customer data enqueues in its own transaction.
 import type { App } from '../context.ts'
+import { budgeted } from '../db/budget.ts'
 import type { Tx } from '../db/client.ts'
 import type { AccountPayload } from '../db/jobs.ts'
 import { refuse } from '../errors.ts'
@@ -68,12 +69,12 @@ const announce = async (tx: Tx, accountId: number, segment: { id: number; name: 
     await enqueueEvent(tx, accountId, 'segment.exited', (await customers(change.exited)) as never, { segment })
 }
 
-// The job: every segment of the account, each in its own transaction.
+// The job: every segment of the account, each in its own transaction, under the segment budget.
 export const recomputeSegments = async (app: App, { account_id: accountId }: AccountPayload) => {
   const ids = await app.sql`select id from segments where account_id = ${accountId} order by id`
   let [entered, exited] = [0, 0]
   for (const { id } of ids) {
-    const change = await app.sql.begin((tx) => recomputeSegment(tx, accountId, id))
+    const change = await budgeted(app, undefined, 'segment', (tx) => recomputeSegment(tx, accountId, id))
     entered += change?.entered.length ?? 0
     exited += change?.exited.length ?? 0
   }

@@ -101,10 +101,10 @@ export const updateSegment = async (app: App, accountId: number, id: number, bod
 
 // A page of the segment's members: its saved search run now, paged as a customer search is, so
 // that it answers exactly what the same body sent to customer search would.
-export const searchMembers = async (app: App, accountId: number, id: number, page: PageBody) => {
+export const searchMembers = async (app: App, accountId: number, id: number, page: PageBody, signal?: AbortSignal) => {
   const [row] = await app.sql`select body from segments where account_id = ${accountId} and id = ${id}`
   if (!row) refuse(404, `No segment ${id} in this account.`)
-  return searchPage(app, accountId, 'customer', { ...row.body, ...page })
+  return searchPage(app, accountId, 'customer', { ...row.body, ...page }, signal)
 }
 
 export const deleteSegment = async (app: App, accountId: number, id: number) => {

@@ -1,0 +1,65 @@
+// The budget of an expensive request (a search, an aggregate, a segment's search or recomputation):
+// its statements run in one transaction on the pool of expensive work (App.heavy), each under the
+// statement timeout of its class, and are cancelled when the client goes. Point reads and writes
+// use App.sql and never wait behind them.
+import type { App } from '../context.ts'
+import { refuse } from '../errors.ts'
+import type { Tx } from './client.ts'
+import { SQLSTATE, sqlState } from './sqlstate.ts'
+
+export type Budget = 'search' | 'aggregate' | 'segment'
+
+const TIMEOUTS: Record<Budget, (config: App['config']) => number> = {
+  search: (c) => c.searchTimeoutMs,
+  aggregate: (c) => c.aggregateTimeoutMs,
+  segment: (c) => c.segmentTimeoutMs,
+}
+
+// A statement of the budget: postgres.js sends the cancel request for it when the client goes.
+export type Track = <Q extends { cancel: () => void } & Promise<unknown>>(query: Q) => Q
+
+const HOW_TO_NARROW =
+  'Narrow it: fewer IN values or filters, a more selective filter, fewer aggregate fields or buckets, ' +
+  'or count "estimate" instead of "exact".'
+
+// Runs `work` in a transaction on app.heavy under the budget's statement timeout. `work` passes each
+// statement that may run long through `track`, so that an abort of `signal` cancels it. A statement
+// over its budget is a 422 naming the budget; one cancelled because the client went is a 499.
+export const budgeted = async <T>(
+  app: App,
+  signal: AbortSignal | undefined,
+  budget: Budget,
+  work: (tx: Tx, track: Track) => Promise<T>,
+): Promise<T> => {
+  const ms = TIMEOUTS[budget](app.config)
+  const pending = new Set<{ cancel: () => void }>()
+  const cancel = () => {
+    for (const query of pending) query.cancel()
+  }
+  const track: Track = (query) => {
+    if (signal?.aborted) query.cancel()
+    pending.add(query)
+    query.then(
+      () => pending.delete(query),
+      () => pending.delete(query),
+    )
+    return query
+  }
+  signal?.addEventListener('abort', cancel, { once: true })
+  try {
+    return (await app.heavy.begin(async (tx) => {
+      if (signal?.aborted) gone()
+      await tx`select set_config('statement_timeout', ${String(ms)}, true)`
+      return work(tx, track)
+    })) as T
+  } catch (err) {
+    if (sqlState(err) !== SQLSTATE.QUERY_CANCELED) throw err
+    if (signal?.aborted) gone()
+    return refuse(422, `The query ran past the ${budget} budget of ${ms} ms and was stopped. ${HOW_TO_NARROW}`)
+  } finally {
+    signal?.removeEventListener('abort', cancel)
+  }
+}
+
+// Nobody reads the answer; the status is for the log.
+const gone = (): never => refuse(499, 'The client closed the request before its answer.')
