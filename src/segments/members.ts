@@ -5,7 +5,8 @@ import type { App } from '../context.ts'
 import { budgeted } from '../db/budget.ts'
 import type { Tx } from '../db/client.ts'
 import type { AccountPayload } from '../db/jobs.ts'
-import { refuse } from '../errors.ts'
+import { Refusal, refuse } from '../errors.ts'
+import { SearchError } from '../search/fields.ts'
 import { enqueueEvent } from '../webhooks/outbox.ts'
 import { matchQuery } from './segments.ts'
 
@@ -69,12 +70,22 @@ const announce = async (tx: Tx, accountId: number, segment: { id: number; name: 
     await enqueueEvent(tx, accountId, 'segment.exited', (await customers(change.exited)) as never, { segment })
 }
 
+// One segment the job cannot bring up to date (its saved search is past a limit made after it was
+// saved, or ran past its budget) keeps its members as they were: it is logged and skipped, so that
+// it never fails the recomputation of the account's other segments, on every retry.
+const recomputedOrSkipped = (app: App, accountId: number, id: number) =>
+  budgeted(app, undefined, 'segment', (tx) => recomputeSegment(tx, accountId, id)).catch((err) => {
+    if (!(err instanceof SearchError || (err instanceof Refusal && err.status === 422))) throw err
+    app.log('warn', 'segment not recomputed', { account: accountId, segment: id, reason: err.message })
+    return null
+  })
+
 // The job: every segment of the account, each in its own transaction, under the segment budget.
 export const recomputeSegments = async (app: App, { account_id: accountId }: AccountPayload) => {
   const ids = await app.sql`select id from segments where account_id = ${accountId} order by id`
   let [entered, exited] = [0, 0]
   for (const { id } of ids) {
-    const change = await budgeted(app, undefined, 'segment', (tx) => recomputeSegment(tx, accountId, id))
+    const change = await recomputedOrSkipped(app, accountId, id)
     entered += change?.entered.length ?? 0
     exited += change?.exited.length ?? 0
   }
