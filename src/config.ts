@@ -37,6 +37,16 @@ export const ENVIRONMENT: [name: string, fallback: string, meaning: string][] = 
   ['SERVICE_KEEP_ALIVE_TIMEOUT_MS', '65000', "idle time of a kept-alive connection (keep it above a load balancer's)"],
   ['SERVICE_MAX_CONNECTIONS', '1000', 'connections held at once; more are refused'],
   [
+    'SERVICE_MAX_CONNECTIONS_PER_ADDRESS',
+    '100',
+    'connections one client address holds at once; more are refused (0: no per-address cap, behind a proxy)',
+  ],
+  [
+    'SERVICE_EXPENSIVE_PER_ACCOUNT',
+    '4',
+    'searches, aggregates and segment searches an account runs at once in one process; more answer 429',
+  ],
+  [
     'SERVICE_STUCK_UPLOAD_SECONDS',
     '900',
     'an upload received or processing for longer counts as stuck (/metrics, admin)',
@@ -72,6 +82,8 @@ export interface Config {
   bodyIdleTimeoutMs: number
   keepAliveTimeoutMs: number
   maxConnections: number
+  maxConnectionsPerAddress: number
+  expensivePerAccount: number
 }
 
 const int = (value: string | undefined, fallback: number) => {
@@ -100,4 +112,7 @@ export const loadConfig = (env: NodeJS.ProcessEnv = process.env): Config => ({
   bodyIdleTimeoutMs: int(env.SERVICE_BODY_IDLE_TIMEOUT_MS, 10_000),
   keepAliveTimeoutMs: int(env.SERVICE_KEEP_ALIVE_TIMEOUT_MS, 65_000),
   maxConnections: int(env.SERVICE_MAX_CONNECTIONS, 1000),
+  maxConnectionsPerAddress:
+    env.SERVICE_MAX_CONNECTIONS_PER_ADDRESS === '0' ? 0 : int(env.SERVICE_MAX_CONNECTIONS_PER_ADDRESS, 100),
+  expensivePerAccount: int(env.SERVICE_EXPENSIVE_PER_ACCOUNT, 4),
 })
