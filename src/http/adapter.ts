@@ -45,11 +45,12 @@ export const CLIENT_GONE = 499
 type Body = Buffer | 'too large' | 'too large, close' | 'stalled' | 'aborted'
 
 // Calls done once with the body; 'too large' when it is over the limit; 'stalled' when no byte
-// arrived for the idle timeout; or 'aborted' when the client broke the request off. A body announced over the limit is refused at once, and node:http
-// reads and drops the rest of it before the connection's next request; one that turns out too
-// large while it streams is read to its end and dropped. Either way only up to DISCARD_BYTES: past
-// that, the connection closes ('too large, close'). This runs for every request, so it makes no
-// Promise, and no timer for the common body that arrived with its headers.
+// arrived for the idle timeout; or 'aborted' when the client broke the request off. A body
+// announced over the limit is refused at once, and node:http reads and drops the rest of it before
+// the connection's next request; one that turns out too large while it streams is read to its end
+// and dropped. Either way only up to DISCARD_BYTES: past that, the connection closes ('too large,
+// close'). This runs for every request, so it makes no Promise, and no timer for the common body
+// that arrived with its headers.
 const readBody = (im: IncomingMessage, limit: number, idleMs: number, done: (body: Body) => void) => {
   const declared = Number(im.headers['content-length'])
   if (declared > DISCARD_BYTES) return done('too large, close')
