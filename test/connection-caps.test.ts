@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict'
 import { connect, type Socket } from 'node:net'
 import { after, test } from 'node:test'
-import { RESERVED_CONNECTIONS } from '../src/http/adapter.ts'
+import { clientOf, RESERVED_CONNECTIONS } from '../src/http/connections.ts'
 import { eventually } from './helpers/receiver.ts'
 import { startTestService, type TestService } from './helpers/service.ts'
 
@@ -126,4 +126,20 @@ test('the whole server at its cap: the probes are answered, other requests get a
   assert.deepEqual(past, { text: '', closed: true })
   const [first] = reserve
   assert.equal(status((await exchange(first, get('/healthz'))).text), 200)
+})
+
+test('an IPv6 client counts as its /64; IPv4, mapped or not, as its address', () => {
+  const cases: [string, string][] = [
+    ['127.0.0.1', '127.0.0.1'],
+    ['::ffff:10.0.0.1', '::ffff:10.0.0.1'],
+    ['2001:db8:1:2:3:4:5:6', '2001:db8:1:2::/64'],
+    ['2001:db8:1:2::9', '2001:db8:1:2::/64'],
+    ['2001:0DB8:0001:0002:ffff::1', '2001:db8:1:2::/64'],
+    ['2001:db8::1', '2001:db8:0:0::/64'],
+    ['2001:db8:0:0:1::', '2001:db8:0:0::/64'],
+    ['64:ff9b::192.0.2.1', '64:ff9b:0:0::/64'],
+    ['fe80::1%eth0', 'fe80:0:0:0::/64'],
+    ['::1', '0:0:0:0::/64'],
+  ]
+  for (const [address, client] of cases) assert.equal(clientOf(address), client, address)
 })

@@ -1,6 +1,6 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http'
 import { randomUUID } from 'node:crypto'
-import type { Socket } from 'node:net'
+import { guardConnections } from './connections.ts'
 import { LARGE_BODY_BYTES } from './gate.ts'
 import { problem } from './problem.ts'
 import { ORIGIN } from './request.ts'
@@ -33,10 +33,6 @@ export const DEFAULT_BOUNDS: ClientBounds = {
   maxConnections: 1000,
   maxConnectionsPerAddress: 100,
 }
-
-// Connections past a cap that are still let in, each from another address: enough for liveness
-// and readiness probes to be answered while the caps are reached (guardConnections).
-export const RESERVED_CONNECTIONS = 16
 
 // The status logged and counted for a request whose client went before its answer (nginx's
 // "client closed request"): the client's doing, never a server error. Nothing is sent.
@@ -121,46 +117,6 @@ const pathOf = (url: string | undefined) => {
   return query < 0 ? url : url?.slice(0, query)
 }
 
-// Counts connections by client address instead of letting node:http drop those past its
-// maxConnections unseen, so that a full server still answers its probes. A connection within both
-// caps is served as usual. One past a cap is held back: it takes one of RESERVED_CONNECTIONS
-// places, at most one per address (a single client cannot fill them), its one request is answered
-// only if it is a GET of an essential path, anything else gets a 503, and it closes. Past the
-// reserve, or when its address already holds a place there, it is closed at once. Returns the
-// held-back connections, each with the reason it is refused.
-const guardConnections = (server: Server, bounds: ClientBounds) => {
-  const { maxConnections, maxConnectionsPerAddress: perAddress } = bounds
-  const byAddress = new Map<string, number>()
-  const reserveHolders = new Set<string>()
-  const heldBack = new WeakMap<Socket, string>()
-  let open = 0
-  server.on('connection', (socket: Socket) => {
-    const address = socket.remoteAddress ?? ''
-    const held = byAddress.get(address) ?? 0
-    const full =
-      open >= maxConnections
-        ? `The server holds its ${maxConnections} connections.`
-        : perAddress && held >= perAddress
-          ? `This client address holds its ${perAddress} connections.`
-          : undefined
-    if (full === undefined) {
-      open++
-      byAddress.set(address, held + 1)
-      socket.once('close', () => {
-        open--
-        const left = byAddress.get(address)! - 1
-        if (left) byAddress.set(address, left)
-        else byAddress.delete(address)
-      })
-    } else if (reserveHolders.size < RESERVED_CONNECTIONS && !reserveHolders.has(address)) {
-      reserveHolders.add(address)
-      heldBack.set(socket, full)
-      socket.once('close', () => reserveHolders.delete(address))
-    } else socket.destroy()
-  })
-  return heldBack
-}
-
 // node:http -> lean Req -> handler -> Reply. Full web Request/Response objects cost about
 // five times the throughput on Node 20 (STACK-NOTES), so none are built. A handler that answers
 // synchronously is sent in the same tick, without a Promise in between. `essential` lists the
@@ -237,7 +193,7 @@ export const createHttpServer = (
   server.headersTimeout = bounds.headersTimeoutMs
   server.requestTimeout = bounds.requestTimeoutMs
   server.keepAliveTimeout = bounds.keepAliveTimeoutMs
-  const heldBack = guardConnections(server, bounds)
+  const heldBack = guardConnections(server, bounds.maxConnections, bounds.maxConnectionsPerAddress)
   return server
 }
 
