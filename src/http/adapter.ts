@@ -177,9 +177,12 @@ export const createHttpServer = (
     )
   }
   // Timeouts are checked every second (Node's default is every 30 s, which would stretch them).
-  const server = createServer({ connectionsCheckingInterval: 1000 }, (im, res) => {
+  const server = createServer({ connectionsCheckingInterval: 1000 })
+  const heldBack = guardConnections(server, bounds.maxConnections, bounds.maxConnectionsPerAddress)
+  server.on('request', (im: IncomingMessage, res: ServerResponse) => {
     const started = performance.now()
     const id = typeof im.headers['x-request-id'] === 'string' ? im.headers['x-request-id'].slice(0, 128) : randomUUID()
+    // A connection held back by the caps answers only the probes, then closes.
     const full = heldBack.get(im.socket)
     if (full !== undefined) {
       res.setHeader('connection', 'close')
@@ -193,7 +196,6 @@ export const createHttpServer = (
   server.headersTimeout = bounds.headersTimeoutMs
   server.requestTimeout = bounds.requestTimeoutMs
   server.keepAliveTimeout = bounds.keepAliveTimeoutMs
-  const heldBack = guardConnections(server, bounds.maxConnections, bounds.maxConnectionsPerAddress)
   return server
 }
 
