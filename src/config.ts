@@ -41,6 +41,16 @@ export const ENVIRONMENT: [name: string, fallback: string, meaning: string][] = 
   ['SERVICE_SEGMENT_TIMEOUT_MS', '60000', "the statement timeout of a segment's recomputation (worker)"],
   ['SERVICE_HEAVY_POOL_SIZE', '8', 'database connections for searches and aggregates, beside 20 for the rest'],
   [
+    'SERVICE_MAX_CONNECTIONS_PER_ADDRESS',
+    '100',
+    'connections one client address holds at once; more are refused (0: no per-address cap, behind a proxy)',
+  ],
+  [
+    'SERVICE_EXPENSIVE_PER_ACCOUNT',
+    '4',
+    'searches, aggregates and segment searches an account runs at once in one process; more answer 429',
+  ],
+  [
     'SERVICE_STUCK_UPLOAD_SECONDS',
     '900',
     'an upload received or processing for longer counts as stuck (/metrics, admin)',
@@ -80,6 +90,8 @@ export interface Config {
   aggregateTimeoutMs: number
   segmentTimeoutMs: number
   heavyPoolSize: number
+  maxConnectionsPerAddress: number
+  expensivePerAccount: number
 }
 
 const int = (value: string | undefined, fallback: number) => {
@@ -112,4 +124,7 @@ export const loadConfig = (env: NodeJS.ProcessEnv = process.env): Config => ({
   aggregateTimeoutMs: int(env.SERVICE_AGGREGATE_TIMEOUT_MS, 10_000),
   segmentTimeoutMs: int(env.SERVICE_SEGMENT_TIMEOUT_MS, 60_000),
   heavyPoolSize: int(env.SERVICE_HEAVY_POOL_SIZE, 8),
+  maxConnectionsPerAddress:
+    env.SERVICE_MAX_CONNECTIONS_PER_ADDRESS === '0' ? 0 : int(env.SERVICE_MAX_CONNECTIONS_PER_ADDRESS, 100),
+  expensivePerAccount: int(env.SERVICE_EXPENSIVE_PER_ACCOUNT, 4),
 })

@@ -1,6 +1,7 @@
 // Bounded clients, with real sockets: a body that stalls ends with a 408, headers that never finish
-// are cut, connections beyond the cap are refused, and a body over 5 MB gets its 413 Problem Details
-// delivered to Node's fetch and to curl (the rest of the body is read and dropped, not left unread).
+// are cut, and a body over 5 MB gets its 413 Problem Details delivered to Node's fetch and to curl
+// (the rest of the body is read and dropped, not left unread). The connection caps:
+// test/connection-caps.test.ts.
 import assert from 'node:assert/strict'
 import { spawn } from 'node:child_process'
 import { once } from 'node:events'
@@ -15,7 +16,6 @@ before(async () => {
     bodyIdleTimeoutMs: 500,
     headersTimeoutMs: 1000,
     requestTimeoutMs: 5000,
-    maxConnections: 20,
   })
   port = Number(new URL(s.base).port)
 })
@@ -59,20 +59,6 @@ test('headers that never finish are cut by headersTimeout', async () => {
   assert.ok(answer.closed, 'the connection was not closed')
   assert.ok(answer.ms < 7000, `${answer.ms} ms`)
   assert.doesNotMatch(answer.text, /^HTTP\/1\.1 200/)
-})
-
-test('connections beyond maxConnections are refused while the others are served', async () => {
-  const held = await Promise.all(Array.from({ length: 20 }, open))
-  try {
-    const extra = await open()
-    const answer = await received(extra, 2000)
-    assert.ok(answer.closed, 'the 21st connection was kept')
-    assert.equal(answer.text, '')
-  } finally {
-    for (const socket of held) socket.destroy()
-  }
-  await new Promise((r) => setTimeout(r, 200))
-  assert.equal((await fetch(`${s.base}/healthz`)).status, 200)
 })
 
 test('a body over 5 MB: fetch and curl receive the 413 Problem Details', async () => {

@@ -22,6 +22,7 @@ export const healthRoutes: Route[] = [
     reply: { status: 200, body: Status('ready') },
     refusals: [503],
     summary: 'Readiness: the database answers',
+    // On the main pool (point reads and writes), never on one that expensive queries can fill.
     handler: async (_req, app) => {
       try {
         await Promise.race([app.sql`select 1`, new Promise((_, reject) => setTimeout(reject, 2000).unref())])

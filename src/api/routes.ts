@@ -47,6 +47,7 @@ export const routes: Route[] = [
       properties: ['country'],
       limit: 50,
     },
+    expensive: true,
     handler: searchCustomers,
   },
   {
@@ -60,6 +61,7 @@ export const routes: Route[] = [
     summary: 'Search contacts',
     reply: { status: 200, body: ContactPage },
     example: { filters: [{ propertyName: 'customer_external_id', operator: 'EQ', value: 'acme-1' }] },
+    expensive: true,
     handler: searchContacts,
   },
   {
@@ -84,6 +86,7 @@ export const routes: Route[] = [
       matrix: 'points',
       points: 5000,
     },
+    expensive: true,
     handler: aggregateCustomers,
   },
   {

@@ -102,6 +102,7 @@ export const segmentRoutes: Route[] = [
     summary: "A page of the segment's members: its saved search, run now",
     reply: { status: 200, body: CustomerPage },
     example: { limit: 50, properties: ['country'] },
+    expensive: true,
     handler: async (req, app) => ({
       status: 200,
       headers: { 'content-type': 'application/json' },

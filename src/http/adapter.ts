@@ -1,5 +1,6 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http'
 import { randomUUID } from 'node:crypto'
+import { guardConnections } from './connections.ts'
 import { LARGE_BODY_BYTES } from './gate.ts'
 import { problem } from './problem.ts'
 import { ORIGIN } from './request.ts'
@@ -14,13 +15,15 @@ export const MAX_BODY_BYTES = 5 * 1024 * 1024
 export const DISCARD_BYTES = 4 * MAX_BODY_BYTES
 
 // How long a client may take: for its headers, its whole request, a pause within its body, and
-// between requests on a kept-alive connection; and how many connections the server holds at once.
+// between requests on a kept-alive connection; how many connections the server holds at once, and
+// how many of them one client address may hold (0: no per-address cap).
 export interface ClientBounds {
   headersTimeoutMs: number
   requestTimeoutMs: number
   bodyIdleTimeoutMs: number
   keepAliveTimeoutMs: number
   maxConnections: number
+  maxConnectionsPerAddress: number
 }
 export const DEFAULT_BOUNDS: ClientBounds = {
   headersTimeoutMs: 10_000,
@@ -28,17 +31,23 @@ export const DEFAULT_BOUNDS: ClientBounds = {
   bodyIdleTimeoutMs: 10_000,
   keepAliveTimeoutMs: 65_000,
   maxConnections: 1000,
+  maxConnectionsPerAddress: 100,
 }
 
-type Body = Buffer | 'too large' | 'too large, close' | 'stalled'
+// The status logged and counted for a request whose client went before its answer (nginx's
+// "client closed request"): the client's doing, never a server error. Nothing is sent.
+export const CLIENT_GONE = 499
 
-// Calls done once with the body; 'too large' when it is over the limit; or 'stalled' when no byte
-// arrived for the idle timeout. A body announced over the limit is refused at once, and node:http
-// reads and drops the rest of it before the connection's next request; one that turns out too
-// large while it streams is read to its end and dropped. Either way only up to DISCARD_BYTES: past
-// that, the connection closes ('too large, close'). This runs for every request, so it makes no
-// Promise, and no timer for the common body that arrived with its headers.
-const readBody = (im: IncomingMessage, limit: number, idleMs: number, done: (body: Body | Error) => void) => {
+type Body = Buffer | 'too large' | 'too large, close' | 'stalled' | 'aborted'
+
+// Calls done once with the body; 'too large' when it is over the limit; 'stalled' when no byte
+// arrived for the idle timeout; or 'aborted' when the client broke the request off. A body
+// announced over the limit is refused at once, and node:http reads and drops the rest of it before
+// the connection's next request; one that turns out too large while it streams is read to its end
+// and dropped. Either way only up to DISCARD_BYTES: past that, the connection closes ('too large,
+// close'). This runs for every request, so it makes no Promise, and no timer for the common body
+// that arrived with its headers.
+const readBody = (im: IncomingMessage, limit: number, idleMs: number, done: (body: Body) => void) => {
   const declared = Number(im.headers['content-length'])
   if (declared > DISCARD_BYTES) return done('too large, close')
   if (declared > limit) return done('too large')
@@ -68,11 +77,12 @@ const readBody = (im: IncomingMessage, limit: number, idleMs: number, done: (bod
     if (size > limit) done('too large')
     else done(whole ? whole.subarray(0, size) : chunks.length === 1 ? chunks[0] : Buffer.concat(chunks))
   })
-  im.on('error', (err) => {
+  // node:http reports only a connection lost mid-body here ('aborted', ECONNRESET).
+  im.on('error', () => {
     if (!open) return
     open = false
     clearTimeout(idle)
-    done(err)
+    done('aborted')
   })
   // Once this round of I/O is done node:http has parsed all that came with the headers; only a
   // body still incomplete then can stall.
@@ -109,31 +119,30 @@ const pathOf = (url: string | undefined) => {
 
 // node:http -> lean Req -> handler -> Reply. Full web Request/Response objects cost about
 // five times the throughput on Node 20 (STACK-NOTES), so none are built. A handler that answers
-// synchronously is sent in the same tick, without a Promise in between.
+// synchronously is sent in the same tick, without a Promise in between. `essential` lists the
+// paths answered to GET on a connection held back by the caps (liveness, readiness).
 export const createHttpServer = (
   handle: (req: Req) => Reply | Promise<Reply>,
   log: Log,
   bounds: ClientBounds = DEFAULT_BOUNDS,
+  essential: ReadonlySet<string> = new Set(),
 ): Server => {
-  const unhandled = (err: unknown, id: string) => {
-    log('error', 'unhandled', { id, error: String((err as Error)?.stack ?? err) })
+  // An error met after the client went is the client's doing (its work was cancelled): only its
+  // request line is logged, as 499.
+  const unhandled = (err: unknown, id: string, res: ServerResponse) => {
+    if (!res.destroyed) log('error', 'unhandled', { id, error: String((err as Error)?.stack ?? err) })
     return problem(500, 'An internal error occurred.')
   }
   const finish = (im: IncomingMessage, res: ServerResponse, started: number, id: string, reply: Reply, req?: Req) => {
-    send(res, reply, id)
+    const status = res.destroyed ? CLIENT_GONE : reply.status
+    if (status !== CLIENT_GONE) send(res, reply, id)
     const ms = performance.now() - started
-    observeRequest(im.method ?? 'GET', req?.route, reply.status, ms / 1000)
-    log('info', 'request', {
-      id,
-      method: im.method,
-      path: pathOf(im.url),
-      status: reply.status,
-      ms: Math.round(ms * 10) / 10,
-    })
+    observeRequest(im.method ?? 'GET', req?.route, status, ms / 1000)
+    log('info', 'request', { id, method: im.method, path: pathOf(im.url), status, ms: Math.round(ms * 10) / 10 })
   }
   // The answer when no handler runs: the body was too large, stalled or broken off.
-  const unread = (body: Exclude<Body, Buffer> | Error, id: string) => {
-    if (body instanceof Error) return unhandled(body, id)
+  const unread = (body: Exclude<Body, Buffer>): Reply => {
+    if (body === 'aborted') return { status: CLIENT_GONE }
     if (body === 'stalled') {
       const detail = `No part of the request body arrived for ${bounds.bodyIdleTimeoutMs} ms.`
       return problem(408, detail, undefined, { connection: 'close' })
@@ -141,8 +150,8 @@ export const createHttpServer = (
     const close = body === 'too large, close' ? { connection: 'close' } : undefined
     return problem(413, `The request body is larger than ${MAX_BODY_BYTES} bytes.`, undefined, close)
   }
-  const answer = (im: IncomingMessage, res: ServerResponse, started: number, id: string, body: Body | Error) => {
-    if (!Buffer.isBuffer(body)) return finish(im, res, started, id, unread(body, id))
+  const answer = (im: IncomingMessage, res: ServerResponse, started: number, id: string, body: Body) => {
+    if (!Buffer.isBuffer(body)) return finish(im, res, started, id, unread(body))
     const req: Req = {
       id,
       method: im.method ?? 'GET',
@@ -159,24 +168,34 @@ export const createHttpServer = (
     try {
       reply = handle(req)
     } catch (err) {
-      return finish(im, res, started, id, unhandled(err, id), req)
+      return finish(im, res, started, id, unhandled(err, id, res), req)
     }
     if (!(reply instanceof Promise)) return finish(im, res, started, id, reply, req)
     reply.then(
       (done) => finish(im, res, started, id, done, req),
-      (err) => finish(im, res, started, id, unhandled(err, id), req),
+      (err) => finish(im, res, started, id, unhandled(err, id, res), req),
     )
   }
   // Timeouts are checked every second (Node's default is every 30 s, which would stretch them).
-  const server = createServer({ connectionsCheckingInterval: 1000 }, (im, res) => {
+  const server = createServer({ connectionsCheckingInterval: 1000 })
+  const heldBack = guardConnections(server, bounds.maxConnections, bounds.maxConnectionsPerAddress)
+  server.on('request', (im: IncomingMessage, res: ServerResponse) => {
     const started = performance.now()
     const id = typeof im.headers['x-request-id'] === 'string' ? im.headers['x-request-id'].slice(0, 128) : randomUUID()
+    // A connection held back by the caps answers only the probes, then closes.
+    const full = heldBack.get(im.socket)
+    if (full !== undefined) {
+      res.setHeader('connection', 'close')
+      if (im.method !== 'GET' || !essential.has(pathOf(im.url) ?? '')) {
+        const refused = problem(503, `${full} Try again shortly.`, undefined, { 'retry-after': '1' })
+        return finish(im, res, started, id, refused)
+      }
+    }
     readBody(im, MAX_BODY_BYTES, bounds.bodyIdleTimeoutMs, (body) => answer(im, res, started, id, body))
   })
   server.headersTimeout = bounds.headersTimeoutMs
   server.requestTimeout = bounds.requestTimeoutMs
   server.keepAliveTimeout = bounds.keepAliveTimeoutMs
-  server.maxConnections = bounds.maxConnections
   return server
 }
 

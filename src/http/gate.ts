@@ -25,3 +25,24 @@ export const createGate = (permits: number) => {
     }
   }
 }
+
+// At most `limit` runs at once per owner (an account), refused rather than queued: a client that
+// sends more in parallel is told to come back, so that it holds no more than its share of the
+// database while it waits. Returns the release of the place taken (to call once or more), or
+// undefined when the owner holds all its places.
+export const createShares = (limit: number) => {
+  const running = new Map<number, number>()
+  return (owner: number): (() => void) | undefined => {
+    const held = running.get(owner) ?? 0
+    if (held >= limit) return undefined
+    running.set(owner, held + 1)
+    let taken = true
+    return () => {
+      if (!taken) return
+      taken = false
+      const left = running.get(owner)! - 1
+      if (left) running.set(owner, left)
+      else running.delete(owner)
+    }
+  }
+}

@@ -106,7 +106,9 @@ const problemResponses: Record<number, { name: string; description: string; head
   },
   429: {
     name: 'TooManyRequests',
-    description: 'Over the per-key rate limit (or too many unprocessed uploads).',
+    description:
+      'Over the per-key rate limit, too many unprocessed uploads, or (searches, aggregates, segment ' +
+      "searches) too many of the account's running at once; retry after Retry-After seconds.",
     headers: Object.keys(headers),
     example: 'Rate limit exceeded; retry in 12 seconds.',
   },

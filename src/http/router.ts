@@ -1,9 +1,10 @@
 import { Router } from 'itty-router'
 import type { App } from '../context.ts'
 import { isDatabaseAway } from '../db/sqlstate.ts'
-import { Refusal } from '../errors.ts'
+import { Refusal, refuse } from '../errors.ts'
 import { parse } from '../validate.ts'
-import { createGate, LARGE_BODY_BYTES } from './gate.ts'
+import { CLIENT_GONE } from './adapter.ts'
+import { createGate, createShares, LARGE_BODY_BYTES } from './gate.ts'
 import { authenticateAdmin, authenticateKey, rulesFor } from './auth.ts'
 import { problem, refusalReply } from './problem.ts'
 import { checkQuery, ORIGIN, readJson, requireJsonExchange, requireUtf8 } from './request.ts'
@@ -20,14 +21,40 @@ const checked = (route: Route, req: Req, app: App) => {
     : invoke(route, req, app)
 }
 
+type Step = (route: Route, req: Req, app: App) => Reply | Promise<Reply>
+
+// An expensive route runs within its account's share of this process (createShares); the place
+// is given back when it answers or when its client goes, whichever comes first.
+const withinShare = (limit: number): Step => {
+  const take = createShares(limit)
+  return async (route, req, app) => {
+    const release =
+      take(req.auth!.accountId) ??
+      refuse(
+        429,
+        `An account runs at most ${limit} searches, aggregates and segment searches at once; ` +
+          'retry when one has answered.',
+        undefined,
+        { ...req.replyHeaders, 'retry-after': '1' },
+      )
+    req.signal?.addEventListener('abort', release, { once: true })
+    try {
+      return await checked(route, req, app)
+    } finally {
+      release()
+    }
+  }
+}
+
 // Synchronous unless the route needs the key store or its handler is async.
 const run =
-  (route: Route) =>
+  (route: Route, share: Step) =>
   (req: Req, app: App): Reply | Promise<Reply> => {
     if (route.auth === 'admin') authenticateAdmin(req, app)
     else if (route.auth !== 'none') {
       const rules = rulesFor(route.auth.key, app)
-      return authenticateKey(req, app, rules).then(() => checked(route, req, app))
+      const next = route.expensive ? share : checked
+      return authenticateKey(req, app, rules).then(() => next(route, req, app))
     }
     return checked(route, req, app)
   }
@@ -47,7 +74,9 @@ const STATIC_PATH = /^(\/[\w-]+(\.[\w-]+)*)+$/
 // (no query) is found in a Map rather than by itty-router's URL parsing and regex scan, and is
 // answered as itty-router would answer it, in the same tick when the route's work is synchronous.
 export const buildRouter = (routes: Route[], app: App) => {
-  const fail = (err: unknown, req: Req) => {
+  const fail = (err: unknown, req: Req): Reply => {
+    // Work cut short because its client went (a cancelled query): no one to answer, nothing wrong.
+    if (req.signal?.aborted) return { status: CLIENT_GONE }
     if (err instanceof Refusal) return refusalReply(err)
     if (isDatabaseAway(err))
       return problem(503, 'The database is not reachable; try again shortly.', undefined, { 'retry-after': '1' })
@@ -59,7 +88,8 @@ export const buildRouter = (routes: Route[], app: App) => {
     return reply
   }
   const router = Router<Req, [App], Reply>({ catch: fail, finally: [withReplyHeaders] })
-  const runners = routes.map(run)
+  const share = routes.some((r) => r.expensive) ? withinShare(app.config.expensivePerAccount) : checked
+  const runners = routes.map((route) => run(route, share))
   routes.forEach((route, i) => {
     ;(router as unknown as Record<string, (path: string, h: unknown) => void>)[route.method.toLowerCase()](
       route.path,

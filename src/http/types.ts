@@ -66,5 +66,9 @@ export interface Route {
   example?: unknown
   // Refusals the handler may answer beyond those of its auth and body (e.g. 409, 490), for OpenAPI.
   refusals?: number[]
+  // Its cost grows with the account's data (searches, aggregates): an account runs at most
+  // SERVICE_EXPENSIVE_PER_ACCOUNT of these at once per process, and past that gets a 429. For routes
+  // taking a service key, whose account it counts against.
+  expensive?: true
   handler: Handler
 }
