@@ -20,7 +20,7 @@ let other: Account
 const countries = Array.from({ length: 20 }, (_, i) => `country-${i}`)
 
 before(async () => {
-  s = await startTestService()
+  s = await startTestService({ expensivePerAccount: 30 })
   acme = await scoredAccount(s)
   other = await scoredAccount(s, 'Other')
   const customers = countries.map((country, i) => ({
@@ -268,6 +268,7 @@ describe('budgets', () => {
     }
   })
 
+  // The account's share of expensive requests is lifted above both pools (the service starts with 30).
   test("a point read of another account answers while one account's searches fill the expensive pool", async () => {
     const release = await lockContacts()
     const size = s.app.config.heavyPoolSize
