@@ -1,5 +1,7 @@
 import type { Sql, Tx } from './client.ts'
 import { analyzeTablesJob, type AnalyzeTablesPayload, type JobSpec } from './jobs.ts'
+import { TABLES } from './tables.ts'
+import type { Entity } from '../catalog.ts'
 
 // Bulk uploads grow the record and snapshot tables far faster than autovacuum re-analyzes them (at
 // most once a minute). With statistics of a much smaller table the planner takes an account's rows
@@ -19,4 +21,41 @@ export const analyzeJobs = async (tx: Tx, tables: string[]): Promise<JobSpec[]> 
 
 export const analyzeTables = async (sql: Sql, payload: AnalyzeTablesPayload) => {
   for (const { relname } of await staleTables(sql, payload.tables)) await sql`analyze ${sql(relname as string)}`
+}
+
+// Every table lead with account_id, and a small account beside a large one is a sliver of each: its
+// first upload grows a table by too little for the rule above, or for autovacuum (a tenth of the
+// table), but statistics taken before it hold no row of the account, and the planner takes
+// `account_id = $1` for one row. On that estimate search, aggregates, segments and the customer page
+// choose nested loops that compare every pair of the account's rows. So a table is also stale for an
+// account that has, since the last ANALYZE, outgrown twice the planner's estimate of its rows (and
+// MIN_ROWS). Counting is bounded (a LIMIT past that figure); an account the planner already expects
+// more than MAX_ESTIMATE rows of is not counted: its plans no longer hinge on a one-row guess.
+const MIN_ROWS = 500
+const MAX_ESTIMATE = 50_000
+
+const estimatedRows = async (sql: Sql, table: string, accountId: number) => {
+  const [row] = await sql`explain (format json) select from ${sql(table)} where account_id = ${accountId}`
+  return Number(row['QUERY PLAN'][0].Plan['Plan Rows'])
+}
+
+const outgrown = async (sql: Sql, table: string, accountId: number) => {
+  const estimate = await estimatedRows(sql, table, accountId)
+  if (estimate > MAX_ESTIMATE) return false
+  const bound = 2 * Math.ceil(estimate) + MIN_ROWS
+  const [{ n }] = await sql`
+    select count(*)::int as n from (select from ${sql(table)} where account_id = ${accountId} limit ${bound}) s`
+  return n >= bound
+}
+
+// An entity's tables that uploads, tracking and scoring grow, analyzed where stale for the account or
+// grown as a whole. Run by scoring before it marks an upload scored, so that the account's reads plan
+// on statistics that know its rows from its first minute.
+export const refreshStatistics = async (sql: Sql, accountId: number, entity: Entity) => {
+  const t = TABLES[entity]
+  const tables = [t.records, t.snapshots, t.scores, t.tags]
+  const grown = new Set((await staleTables(sql, tables)).map((r) => r.relname as string))
+  for (const table of tables) {
+    if (grown.has(table) || (await outgrown(sql, table, accountId))) await sql`analyze ${sql(table)}`
+  }
 }
