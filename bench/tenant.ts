@@ -161,7 +161,7 @@ const READS: { name: string; read: (t: Tenant, sql: Sql, segment: number) => Pro
 ]
 
 // Each read's median over RUNS, after one unmeasured call; in seconds.
-const RUNS = 5
+const RUNS = 7
 const readTimes = async (t: Tenant, sql: Sql, segment: number) => {
   const times: number[] = []
   for (const { read } of READS) {
