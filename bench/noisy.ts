@@ -8,7 +8,7 @@ import { readFileSync } from 'node:fs'
 import { connect, type Sql } from '../src/db/client.ts'
 import { migrate } from '../src/db/migrate.ts'
 import { percentile, type BenchContext } from './lib.ts'
-import { seed } from './scoring.ts'
+import { model, seed } from './scoring.ts'
 import { startServer } from './server.ts'
 
 const A_CUSTOMERS = Number(process.env.BENCH_NOISY_CUSTOMERS ?? 20_000)
@@ -126,13 +126,13 @@ const mixOfB = (base: string, key: string) => {
   return async (seconds: number) => {
     const until = performance.now() + seconds * 1000
     const times: number[] = []
-    let failed = 0
+    const failed = new Map<string, number>()
     await Promise.all(
       Array.from({ length: B_CLIENTS }, async () => {
         for (let i = 0; performance.now() < until; i++) {
           const { status, ms } = await round[i % round.length]()
           if (typeof status === 'number' && status < 300) times.push(ms)
-          else failed++
+          else failed.set(String(status), (failed.get(String(status)) ?? 0) + 1)
         }
       }),
     )
@@ -227,6 +227,10 @@ export default async (ctx: BenchContext) => {
     await migrate(sql, url)
     const a = await seed(sql, A_CUSTOMERS, 'NoisyA')
     const b = await seed(sql, B_CUSTOMERS, 'QuietB')
+    // Uploads need a scoring model.
+    for (const id of [a, b]) {
+      await sql`insert into scoring_models (account_id, model) values (${id}, ${sql.json(model(40))})`
+    }
     await sql`vacuum analyze`
     // Without the per-key rate limit, which B's mix alone would pass, and which would turn A away
     // before any of the defences under test.
@@ -255,7 +259,11 @@ export default async (ctx: BenchContext) => {
       })
     }
     row(`B's requests answered: alone ${alone.sorted.length}, under attack`, attacked.sorted.length, 'requests')
-    row("B's requests failed (alone and under attack)", alone.failed + attacked.failed, 'requests', { target: '0' })
+    for (const [phase, { failed }] of Object.entries({ alone, 'under attack': attacked })) {
+      const statuses = [...failed].map(([status, n]) => `${status}: ${n}`).join(', ') || 'none'
+      const n = [...failed.values()].reduce((sum, x) => sum + x, 0)
+      row(`B's requests failed ${phase} (${statuses})`, n, 'requests', { target: '0' })
+    }
     row('PostgreSQL restarts (pg_postmaster_start_time changed)', before === after ? 0 : 1, '', { target: '0' })
     row('largest backend: peak private memory (RssAnon)', peak.anon, 'MB', { target: '<= 256' })
     row('largest backend: peak RSS (VmHWM, with shared buffers)', peak.hwm, 'MB')
