@@ -103,8 +103,28 @@ const send = async (base: string, key: string, method: string, path: string, bod
 }
 
 // B's mix, from B_CLIENTS clients until `until`: each round a point read, a simple search, a point
-// read, a search and an upload of five customers.
+// read, a search and an upload of five customers; as a client sends one upload at a time, an upload
+// still waiting to be processed is asked for its status instead of sending the next.
 const mixOfB = (base: string, key: string) => {
+  let waiting: number | undefined
+  const small = () => ({
+    customers: Array.from({ length: 5 }, (_, i) => ({
+      external_id: `small-${random(1)}-${i}`,
+      name: `Small ${i}`,
+      attributes: { country: 'DE' },
+    })),
+  })
+  const uploadOrStatus = async () => {
+    const started = performance.now()
+    const res = await fetch(`${base}/api/v1/${waiting === undefined ? 'customers' : `uploads/${waiting}`}`, {
+      method: waiting === undefined ? 'POST' : 'GET',
+      headers: { 'service-key': key, 'content-type': 'application/json' },
+      body: waiting === undefined ? JSON.stringify(small()) : undefined,
+    }).catch(() => undefined)
+    const body = res?.ok ? await res.json() : await res?.arrayBuffer()
+    if (res?.ok) waiting = ['processed', 'failed'].includes(body.status) ? undefined : body.upload_id
+    return { status: res?.status ?? 'error', ms: performance.now() - started }
+  }
   const round = [
     () => send(base, key, 'GET', `/api/v1/customer/cust-${Math.floor(Math.random() * B_CUSTOMERS)}`),
     () =>
@@ -114,14 +134,7 @@ const mixOfB = (base: string, key: string) => {
       }),
     () => send(base, key, 'GET', `/api/v1/customer/cust-${Math.floor(Math.random() * B_CUSTOMERS)}`),
     () => send(base, key, 'POST', '/api/v1/customers/search', { limit: 20 }),
-    () =>
-      send(base, key, 'POST', '/api/v1/customers', {
-        customers: Array.from({ length: 5 }, (_, i) => ({
-          external_id: `small-${random(1)}-${i}`,
-          name: `Small ${i}`,
-          attributes: { country: 'DE' },
-        })),
-      }),
+    uploadOrStatus,
   ]
   return async (seconds: number) => {
     const until = performance.now() + seconds * 1000
