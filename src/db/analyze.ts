@@ -53,8 +53,8 @@ const outgrown = async (sql: Sql | Tx, table: string, accountId: number) => {
 // on statistics that know its rows from its first minute. For the account alone only account_id is
 // analyzed: its sample is what places the account, and the other columns' statistics describe the
 // table, which it hardly changed; that skips the costly part (the jsonb columns of a large table).
-// A stale table is checked again under ANALYZE's own lock: scorings of one upload's batches finish
-// together, and the later ones then find the statistics fresh instead of analyzing again.
+// A stale table is checked again under ANALYZE's own lock: scorings that finish together (the
+// uploads of one first import) then analyze it once, the later ones finding the statistics fresh.
 export const refreshStatistics = async (sql: Sql, accountId: number, entity: Entity) => {
   const t = TABLES[entity]
   const tables = [t.records, t.snapshots, t.scores, t.tags]
