@@ -1,5 +1,7 @@
 import type { Sql, Tx } from './client.ts'
 import { analyzeTablesJob, type AnalyzeTablesPayload, type JobSpec } from './jobs.ts'
+import { TABLES } from './tables.ts'
+import type { Entity } from '../catalog.ts'
 
 // Bulk uploads grow the record and snapshot tables far faster than autovacuum re-analyzes them (at
 // most once a minute). With statistics of a much smaller table the planner takes an account's rows
@@ -19,4 +21,50 @@ export const analyzeJobs = async (tx: Tx, tables: string[]): Promise<JobSpec[]> 
 
 export const analyzeTables = async (sql: Sql, payload: AnalyzeTablesPayload) => {
   for (const { relname } of await staleTables(sql, payload.tables)) await sql`analyze ${sql(relname as string)}`
+}
+
+// Every table leads with account_id, and a small account beside a large one is a sliver of each:
+// its first upload grows a table by too little for the rule above, or for autovacuum, but
+// statistics taken before it hold no row of the account, and the planner takes `account_id = $1`
+// for one row. On that estimate search, aggregates, segments and the customer page chose nested
+// loops that compare every pair of the account's rows. So a table is also stale for an account that
+// has, since the last ANALYZE, outgrown twice the planner's estimate of its rows (and MIN_ROWS).
+// Counting is bounded (a LIMIT past that figure); an account the planner already expects more than
+// MAX_ESTIMATE rows of is not counted: its plans no longer hinge on a one-row guess.
+const MIN_ROWS = 500
+const MAX_ESTIMATE = 50_000
+
+const estimatedRows = async (sql: Sql | Tx, table: string, accountId: number) => {
+  const [row] = await sql`explain (format json) select from ${sql(table)} where account_id = ${accountId}`
+  return Number(row['QUERY PLAN'][0].Plan['Plan Rows'])
+}
+
+const outgrown = async (sql: Sql | Tx, table: string, accountId: number) => {
+  const estimate = await estimatedRows(sql, table, accountId)
+  if (estimate > MAX_ESTIMATE) return false
+  const bound = 2 * Math.ceil(estimate) + MIN_ROWS
+  const [{ n }] = await sql`
+    select count(*)::int as n from (select from ${sql(table)} where account_id = ${accountId} limit ${bound}) s`
+  return n >= bound
+}
+
+// An entity's tables that uploads, tracking and scoring grow, analyzed where stale for the account or
+// grown as a whole. Run by scoring before it marks an upload scored, so that the account's reads plan
+// on statistics that know its rows from its first minute. For the account alone only account_id is
+// analyzed: its sample is what places the account, and the other columns' statistics describe the
+// table, which it hardly changed; that skips the costly part (the jsonb columns of a large table).
+// A stale table is checked again under ANALYZE's own lock: scorings that finish together (the
+// uploads of one first import) then analyze it once, the later ones finding the statistics fresh.
+export const refreshStatistics = async (sql: Sql, accountId: number, entity: Entity) => {
+  const t = TABLES[entity]
+  const tables = [t.records, t.snapshots, t.scores, t.tags]
+  const grown = async (tx: Sql | Tx, table: string) => (await staleTables(tx, [table])).length > 0
+  for (const table of tables) {
+    if (!(await grown(sql, table)) && !(await outgrown(sql, table, accountId))) continue
+    await sql.begin(async (tx) => {
+      await tx`lock table ${tx(table)} in share update exclusive mode`
+      if (await grown(tx, table)) await tx`analyze ${tx(table)}`
+      else if (await outgrown(tx, table, accountId)) await tx`analyze ${tx(table)} (account_id)`
+    })
+  }
 }

@@ -1,6 +1,7 @@
 import { getScoreAlerts, scoringInputs } from '../admin/scoring.ts'
 import type { Entity, PropertyDef } from '../catalog.ts'
 import type { App } from '../context.ts'
+import { refreshStatistics } from '../db/analyze.ts'
 import { jitOff, type Sql, type Tx } from '../db/client.ts'
 import { addRecomputeSegments, type ScoreRecordsPayload } from '../db/jobs.ts'
 import { TABLES } from '../db/tables.ts'
@@ -234,6 +235,7 @@ export const scoreRecords = async (sql: Sql, p: ScoreRecordsPayload, options: Sc
     }
   }
   await Promise.all(Array.from({ length: PARALLEL }, scoreBatches))
+  await refreshStatistics(sql, p.account_id, p.entity)
   if (p.upload_id !== undefined) {
     await sql`update uploads set scored_at = now() where account_id = ${p.account_id} and id = ${p.upload_id}`
   }
