@@ -312,3 +312,39 @@ test('every operation answers as its published schema says', async () => {
   assert.deepEqual(missed, [], 'operations never answered with success')
   assert.ok([...answered.values()].some((st) => st.has(409)) && [...answered.values()].some((st) => st.has(404)))
 })
+
+test('query parameters are parsed by their declared schemas: a repeated one, an empty one or one outside its enum is a 400 naming it', async () => {
+  const a = await s.account('Query')
+  const refusedAt = async (path: string, admin: boolean) => {
+    const res = admin ? await s.admin('GET', path) : await a.api(path, undefined, 'GET')
+    assert.equal(res.status, 400, `${path}: ${JSON.stringify(res.body)}`)
+    return res.body.errors.map((e: { path: string }) => e.path)
+  }
+  const own = '/api/v1/uploads'
+  const acct = `/accounts/${a.id}`
+  for (const [path, admin, name] of [
+    [`${own}?stuck=yes`, false, 'stuck'],
+    [`${own}?stuck=`, false, 'stuck'],
+    [`${own}?status=failed&status=failed`, false, 'status'],
+    [`${own}?status=`, false, 'status'],
+    [`${acct}/uploads?stuck=1`, true, 'stuck'],
+    [`${acct}/uploads?status=lost`, true, 'status'],
+    [`${acct}/notifications?user_email=a@x.test&user_email=b@x.test`, true, 'user_email'],
+    [`${acct}/notifications?user_email=`, true, 'user_email'],
+    [`${acct}/events?limit=`, true, 'limit'],
+    [`${acct}/events?limit=1e3`, true, 'limit'],
+    [`${acct}/events?limit=2&limit=2`, true, 'limit'],
+    [`${acct}/events?customer=c1&customer=c2`, true, 'customer'],
+    ['/api/v1/customer/c1/events?limit=0', false, 'limit'],
+  ] as const) {
+    assert.deepEqual(await refusedAt(path, admin), [`/query/${name}`], path)
+  }
+  // Both wrong: both named.
+  assert.deepEqual(await refusedAt(`${own}?status=x&stuck=x`, false), ['/query/status', '/query/stuck'])
+  // The declared values still filter, defaults apply, and an undeclared parameter is ignored.
+  assert.equal((await a.api(`${own}?stuck=true&status=failed`, undefined, 'GET')).status, 200)
+  assert.equal((await a.api(`${own}?stuck=false&cache=1`, undefined, 'GET')).status, 200)
+  const events = await s.admin('GET', `${acct}/events?limit=1000`)
+  assert.equal(events.status, 200)
+  assert.equal(events.body.customer, null)
+})
