@@ -377,6 +377,7 @@ const ops: Op[] = [
     summary: "Send an event's catalog example to a webhook, signed like every delivery",
     body: TestSendBody,
     example: { event: 'customer.score_changed' },
+    refusals: [409],
     handler: inAccount(async (id, req, app) =>
       ok(await testSend(app.sql, id, idParam(req, 'webhook_id'), (req.input as { event: EventName }).event), 202),
     ),

@@ -4,7 +4,8 @@ import { DEFAULT_DELIVERY_LIMIT, MAX_DELIVERY_LIMIT } from '../webhooks/deliveri
 import { EVENTS } from '../webhooks/events.ts'
 import { ChangeDriverSchema, ScoreAlertsSchema } from '../scoring/alerts.ts'
 import { ScoringModelSchema } from '../scoring/model.ts'
-import { selection } from '../records/search.ts'
+import { selection, Where } from '../records/search.ts'
+import { SourceOfTruth } from '../admin/accounts.ts'
 
 // The bodies the API answers with, as OpenAPI publishes them. Handlers build their answers from
 // SQL; test/contract.test.ts runs every operation and checks each answer against these, so the
@@ -29,7 +30,7 @@ const Properties = describe(
 const recordFields = {
   id: describe(v.string(), 'The external id the client gave it.'),
   service_id: describe(int, 'The id the service gave it; stable, and what paging.next.after names.'),
-  name: v.string(),
+  name: describe(v.nullable(v.string()), 'Null for a record that tracking created without a name.'),
 }
 const recordTail = {
   properties: Properties,
@@ -229,7 +230,7 @@ export const TrackAccepted = v.object({ status: v.literal('received'), events: i
 export const Account = v.object({
   id,
   name: v.string(),
-  source_of_truth: v.picklist(['API', 'FILE']),
+  source_of_truth: SourceOfTruth,
   tracker_key: describe(v.string(), 'The public key tracking requests carry in `trackerKey`.'),
   tracking_domains: v.array(v.string()),
   created_at: Timestamp,
@@ -410,4 +411,5 @@ export const NAMED = {
   Notification,
   Events,
   ScoringModel: ScoringModelSchema,
+  Where,
 }
