@@ -313,7 +313,10 @@ test('every operation answers as its published schema says', async () => {
   assert.ok([...answered.values()].some((st) => st.has(409)) && [...answered.values()].some((st) => st.has(404)))
 })
 
-test('query parameters are parsed by their declared schemas: a repeated one, an empty one or one outside its enum is a 400 naming it', async () => {
+const QUERY_TITLE =
+  'query parameters are parsed by their declared schemas: a repeated one, an empty one or one outside its enum ' +
+  'is a 400 naming it'
+test(QUERY_TITLE, async () => {
   const a = await s.account('Query')
   const refusedAt = async (path: string, admin: boolean) => {
     const res = admin ? await s.admin('GET', path) : await a.api(path, undefined, 'GET')
@@ -347,4 +350,16 @@ test('query parameters are parsed by their declared schemas: a repeated one, an 
   const events = await s.admin('GET', `${acct}/events?limit=1000`)
   assert.equal(events.status, 200)
   assert.equal(events.body.customer, null)
+})
+
+test('a PATCH that changes nothing is refused, as its minProperties says', async () => {
+  const a = await s.account('Patch')
+  const hook = await s.admin('POST', `/accounts/${a.id}/webhooks`, { url: r.url, events: ['customer.created'] })
+  for (const [path, published] of [
+    [`/accounts/${a.id}`, '/admin/v1/accounts/{id}'],
+    [`/accounts/${a.id}/webhooks/${hook.body.id}`, '/admin/v1/accounts/{id}/webhooks/{webhook_id}'],
+  ]) {
+    assert.equal(doc.paths[published].patch.requestBody.content['application/json'].schema.minProperties, 1, path)
+    assert.equal((await s.admin('PATCH', path, {})).status, 400, path)
+  }
 })

@@ -237,7 +237,8 @@ const pathValue = (name: string, schema: Schema, destructive: boolean): fc.Arbit
 // but need not be a success.
 const STATEFUL = new Set(['setScoring', 'previewScoring'])
 
-test('requests generated from /openapi.json: valid ones are accepted, broken ones refused, every answer as documented', async () => {
+const TITLE = 'requests generated from /openapi.json: valid ones accepted, broken ones refused, answers as documented'
+test(TITLE, async () => {
   const ajv = validator({ formats: true })
   const compiled = new Map<object, ValidateFunction>()
   const check = (schema: object, value: unknown) => {
