@@ -71,6 +71,20 @@ const DECIMAL = /^-?\d+(\.\d+)?$/
 const isNumber = (schema: v.GenericSchema): boolean =>
   schema.type === 'number' || ('wrapped' in schema && isNumber(schema.wrapped as v.GenericSchema))
 
+// A route's parameters as one object schema, built once per routing table row.
+const objects = new WeakMap<Record<string, QueryParam>, v.GenericSchema>()
+const objectOf = (declared: Record<string, QueryParam>) => {
+  let schema = objects.get(declared)
+  if (!schema) {
+    const entries = Object.entries(declared).map(([name, q]) => [
+      name,
+      q.schema.type === 'optional' ? q.schema : v.optional(q.schema),
+    ])
+    objects.set(declared, (schema = v.object(Object.fromEntries(entries))))
+  }
+  return schema
+}
+
 // The declared query parameters, each parsed by its schema, once: a repeated parameter, a value
 // outside its schema (an enum's other words, an empty ?limit=) is a 400 naming /query/<name>, never
 // a silently wider answer. Every parameter is optional; parameters a route does not declare are
@@ -84,14 +98,8 @@ export const parseQuery = (declared: Record<string, QueryParam>, raw: Req['query
         : [[name, typeof value === 'string' && isNumber(schema) && DECIMAL.test(value) ? Number(value) : value]]
     }),
   )
-  const entries = Object.fromEntries(
-    Object.entries(declared).map(([name, { schema }]) => [
-      name,
-      schema.type === 'optional' ? schema : v.optional(schema),
-    ]),
-  )
   const repeated = (name: string) => Array.isArray(given[name])
-  const result = v.safeParse(v.object(entries), given, { abortEarly: false })
+  const result = v.safeParse(objectOf(declared), given, { abortEarly: false })
   const errors = [
     ...Object.keys(given)
       .filter(repeated)
