@@ -128,6 +128,9 @@ test('every operation answers as its published schema says', async () => {
   await call('listWebhooks', { id })
   await call('rotateSecret', { id, webhook_id: hook.body.id })
   await call('disableWebhook', { id, webhook_id: hook.body.id })
+  // A disabled webhook is not test-sent: a 409 the operation lists.
+  const held = await call('testWebhook', { id, webhook_id: hook.body.id }, { event: 'customer.created' })
+  assert.equal(held.status, 409)
   await call('enableWebhook', { id, webhook_id: hook.body.id })
   await call('listEventTypes')
   await call('setScoreAlerts', { id }, { churn_risk: { thresholds: [70] }, engagementscore: { delta: 10 } })
@@ -221,9 +224,17 @@ test('every operation answers as its published schema says', async () => {
       events: [
         { name: 'login', timestamp: now, identification: { customer: 'c1', contact: 'p1' }, data: null },
         { name: 'export', timestamp: now, identification: { customer: 'nobody' }, data: { customer: { tier: 'x' } } },
+        { name: 'visit', timestamp: now, identification: { customer: 'c1', contact: 'p-new' }, data: null },
       ],
     },
   )
+  // Tracking makes the contact it names, without a name: its answer still matches Contact.
+  const nameless = await eventually(async () => {
+    const found = await a.api('/api/v1/customer/c1/contact/p-new', undefined, 'GET')
+    return found.status === 200 && found
+  }, 'the tracked contact')
+  assert.equal(nameless.body.name, null)
+  await call('getContact', { external_id: 'c1', contact_id: 'p-new' })
   await call('listEvents', { id }, undefined, '?customer=c1&limit=10')
   await call('listEvents', { id }, undefined, '?limit=0')
   await call('customerEvents', { external_id: 'c1' }, undefined, '?limit=5')
