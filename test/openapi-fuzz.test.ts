@@ -2,10 +2,10 @@
 // operation, fast-check draws path, query and body values from the document's own schemas (a few
 // values that name state, such as a filter's field or an account's user, are drawn from what the
 // fixture created), then breaks some of them: a wrong type, an unknown key, a number out of range,
-// a value outside an enum, a repeated query parameter. Three things must hold: a valid request is
-// accepted (2xx, or a refusal the document lists that depends on state: 404 for a record that is
-// not there, 409); an invalid one gets a 4xx; and every answer has a status the operation lists and
-// a body its schema accepts. The seed is fixed, so a run is repeatable.
+// a value outside an enum, a repeated query parameter, a path id that is no number. Three things
+// must hold: a valid request is accepted (2xx, or a refusal the document lists that depends on
+// state: 404 for a record that is not there, 409); an invalid one gets a 4xx; and every answer has
+// a status the operation lists and a body its schema accepts. The seed is fixed: a run repeats.
 import { test, before, after } from 'node:test'
 import assert from 'node:assert/strict'
 import fc from 'fast-check'
@@ -312,6 +312,12 @@ test(TITLE, async () => {
       }
     }
     const first = samples[0]
+    // A path id that is not a whole number names nothing.
+    for (const p of inPath.filter((q) => q.schema.type === 'integer')) {
+      const elsewhere = inPath.filter((q) => q !== p)
+      const at = elsewhere.reduce((x, q) => x.replace(`{${q.name}}`, known[q.name] ?? '1'), path)
+      await send(method, at.replace(`{${p.name}}`, 'x1'), op, '', first.body, 'invalid')
+    }
     for (const p of inQuery) {
       const schema = resolve(p.schema)
       const wrong = [
