@@ -80,7 +80,7 @@ const FIELDS = {
 }
 let fields = FIELDS.customer
 const NUMBER_FIELDS = ['logins', 'seats', 'engagementscore', 'fitscore', 'churn_risk']
-// By key: fields the account has, its users and tags; a webhook URL whose host is never looked up
+// By key: fields the account has, its users and tags; a webhook URL whose host resolves nowhere
 // (the reserved .invalid), and times in the years a client sends.
 const pinned: Record<string, () => fc.Arbitrary<unknown>> = {
   propertyName: () => fc.constantFrom(...fields.sort),
