@@ -24,6 +24,8 @@ export const id255 = v.pipe(
 export const DateString = v.pipe(
   v.string(),
   v.check((s: string) => isDate(s), `Must be ${DATE_RULE}.`),
+  // As much of the rule as a pattern states (the year is not 0000); `format: date` adds the calendar.
+  v.metadata({ format: 'date', pattern: '^(?!0000)\\d{4}-(0[1-9]|1[0-2])-(0[1-9]|[12]\\d|3[01])$' }),
 )
 
 // valibot's record() takes arrays for objects, so plain objects are checked first.

@@ -128,6 +128,9 @@ test('every operation answers as its published schema says', async () => {
   await call('listWebhooks', { id })
   await call('rotateSecret', { id, webhook_id: hook.body.id })
   await call('disableWebhook', { id, webhook_id: hook.body.id })
+  // A disabled webhook is not test-sent: a 409 the operation lists.
+  const held = await call('testWebhook', { id, webhook_id: hook.body.id }, { event: 'customer.created' })
+  assert.equal(held.status, 409)
   await call('enableWebhook', { id, webhook_id: hook.body.id })
   await call('listEventTypes')
   await call('setScoreAlerts', { id }, { churn_risk: { thresholds: [70] }, engagementscore: { delta: 10 } })
@@ -221,9 +224,17 @@ test('every operation answers as its published schema says', async () => {
       events: [
         { name: 'login', timestamp: now, identification: { customer: 'c1', contact: 'p1' }, data: null },
         { name: 'export', timestamp: now, identification: { customer: 'nobody' }, data: { customer: { tier: 'x' } } },
+        { name: 'visit', timestamp: now, identification: { customer: 'c1', contact: 'p-new' }, data: null },
       ],
     },
   )
+  // Tracking makes the contact it names, without a name: its answer still matches Contact.
+  const nameless = await eventually(async () => {
+    const found = await a.api('/api/v1/customer/c1/contact/p-new', undefined, 'GET')
+    return found.status === 200 && found
+  }, 'the tracked contact')
+  assert.equal(nameless.body.name, null)
+  await call('getContact', { external_id: 'c1', contact_id: 'p-new' })
   await call('listEvents', { id }, undefined, '?customer=c1&limit=10')
   await call('listEvents', { id }, undefined, '?limit=0')
   await call('customerEvents', { external_id: 'c1' }, undefined, '?limit=5')
@@ -311,4 +322,55 @@ test('every operation answers as its published schema says', async () => {
   const missed = [...ops.keys()].filter((name) => ![...(answered.get(name) ?? [])].some((st) => st < 300))
   assert.deepEqual(missed, [], 'operations never answered with success')
   assert.ok([...answered.values()].some((st) => st.has(409)) && [...answered.values()].some((st) => st.has(404)))
+})
+
+const QUERY_TITLE =
+  'query parameters are parsed by their declared schemas: a repeated one, an empty one or one outside its enum ' +
+  'is a 400 naming it'
+test(QUERY_TITLE, async () => {
+  const a = await s.account('Query')
+  const refusedAt = async (path: string, admin: boolean) => {
+    const res = admin ? await s.admin('GET', path) : await a.api(path, undefined, 'GET')
+    assert.equal(res.status, 400, `${path}: ${JSON.stringify(res.body)}`)
+    return res.body.errors.map((e: { path: string }) => e.path)
+  }
+  const own = '/api/v1/uploads'
+  const acct = `/accounts/${a.id}`
+  for (const [path, admin, name] of [
+    [`${own}?stuck=yes`, false, 'stuck'],
+    [`${own}?stuck=`, false, 'stuck'],
+    [`${own}?status=failed&status=failed`, false, 'status'],
+    [`${own}?status=`, false, 'status'],
+    [`${acct}/uploads?stuck=1`, true, 'stuck'],
+    [`${acct}/uploads?status=lost`, true, 'status'],
+    [`${acct}/notifications?user_email=a@x.test&user_email=b@x.test`, true, 'user_email'],
+    [`${acct}/notifications?user_email=`, true, 'user_email'],
+    [`${acct}/events?limit=`, true, 'limit'],
+    [`${acct}/events?limit=1e3`, true, 'limit'],
+    [`${acct}/events?limit=2&limit=2`, true, 'limit'],
+    [`${acct}/events?customer=c1&customer=c2`, true, 'customer'],
+    ['/api/v1/customer/c1/events?limit=0', false, 'limit'],
+  ] as const) {
+    assert.deepEqual(await refusedAt(path, admin), [`/query/${name}`], path)
+  }
+  // Both wrong: both named.
+  assert.deepEqual(await refusedAt(`${own}?status=x&stuck=x`, false), ['/query/status', '/query/stuck'])
+  // The declared values still filter, defaults apply, and an undeclared parameter is ignored.
+  assert.equal((await a.api(`${own}?stuck=true&status=failed`, undefined, 'GET')).status, 200)
+  assert.equal((await a.api(`${own}?stuck=false&cache=1`, undefined, 'GET')).status, 200)
+  const events = await s.admin('GET', `${acct}/events?limit=1000`)
+  assert.equal(events.status, 200)
+  assert.equal(events.body.customer, null)
+})
+
+test('a PATCH that changes nothing is refused, as its minProperties says', async () => {
+  const a = await s.account('Patch')
+  const hook = await s.admin('POST', `/accounts/${a.id}/webhooks`, { url: r.url, events: ['customer.created'] })
+  for (const [path, published] of [
+    [`/accounts/${a.id}`, '/admin/v1/accounts/{id}'],
+    [`/accounts/${a.id}/webhooks/${hook.body.id}`, '/admin/v1/accounts/{id}/webhooks/{webhook_id}'],
+  ]) {
+    assert.equal(doc.paths[published].patch.requestBody.content['application/json'].schema.minProperties, 1, path)
+    assert.equal((await s.admin('PATCH', path, {})).status, 400, path)
+  }
 })

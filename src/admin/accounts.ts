@@ -8,6 +8,8 @@ import { storable, strict } from '../validate.ts'
 export const SourceOfTruth = v.pipe(
   v.string(),
   v.regex(/^[A-Z][A-Z0-9_]{1,31}$/, 'Must be API, FILE or an uppercase integration id.'),
+  v.description('API, FILE or the uppercase id of the integration that owns the records.'),
+  v.metadata({ examples: ['API', 'FILE'] }),
 )
 
 const AccountName = v.pipe(v.string(), v.trim(), v.minLength(1), v.maxLength(255), storable)
@@ -21,6 +23,7 @@ export const CreateAccountBody = strict({
 export const UpdateAccountBody = v.pipe(
   strict({ name: v.optional(AccountName), source_of_truth: v.optional(SourceOfTruth) }),
   v.check((b) => b.name !== undefined || b.source_of_truth !== undefined, 'Give name, source_of_truth or both.'),
+  v.metadata({ minProperties: 1 }),
 )
 
 export const TrackingBody = strict({

@@ -1,22 +1,7 @@
-import { refuse } from '../errors.ts'
 import type { Sql } from '../db/client.ts'
 
 export const DEFAULT_EVENT_LIMIT = 50
 export const MAX_EVENT_LIMIT = 1000
-
-const one = (value: string | string[] | undefined) => (Array.isArray(value) ? value[0] : value)
-
-export const eventQuery = (query: Record<string, string | string[] | undefined>) => {
-  const customer = one(query.customer) || undefined
-  const raw = one(query.limit)
-  const limit = raw === undefined || raw === '' ? DEFAULT_EVENT_LIMIT : Number(raw)
-  if (!Number.isInteger(limit) || limit < 1 || limit > MAX_EVENT_LIMIT) {
-    refuse(400, `limit must be a whole number from 1 to ${MAX_EVENT_LIMIT}.`, [
-      { path: '/limit', message: `From 1 to ${MAX_EVENT_LIMIT}.` },
-    ])
-  }
-  return { customer, limit }
-}
 
 // For support: how many events a customer (or the whole account) has sent, by state, and the
 // most recent ones by event time, in the shape they were sent plus what became of them.

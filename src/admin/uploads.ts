@@ -4,19 +4,6 @@ import { refuse } from '../errors.ts'
 
 // An operator's view of an account's uploads: the newest first, or those in one state, or those
 // stuck (received or processing for longer than the bound); and a retry or cancel of one.
-const STATES = ['received', 'processing', 'processed', 'failed']
-
-export const uploadQuery = (query: Record<string, string | string[] | undefined>) => {
-  const status = typeof query.status === 'string' && query.status !== '' ? query.status : undefined
-  if (status !== undefined && !STATES.includes(status)) {
-    refuse(400, 'The query string is invalid.', [
-      { path: '/query/status', message: `Must be one of ${STATES.join(', ')}.` },
-    ])
-  }
-  const stuck = query.stuck === 'true'
-  return { status, stuck }
-}
-
 const isStuck = (sql: Sql | Tx, stuckSeconds: number) =>
   sql`(u.status in ('received', 'processing') and u.received_at < now() - make_interval(secs => ${stuckSeconds}))`
 

@@ -18,11 +18,16 @@ export const WebhookBody = strict({
   name: v.optional(name),
   rate_limit: v.optional(v.nullable(rateLimit)),
 })
-export const WebhookPatch = strict({
-  events: v.optional(events),
-  name: v.optional(v.nullable(name)),
-  rate_limit: v.optional(v.nullable(rateLimit)),
-})
+// A change of nothing is refused rather than answered as if something changed.
+export const WebhookPatch = v.pipe(
+  strict({
+    events: v.optional(events),
+    name: v.optional(v.nullable(name)),
+    rate_limit: v.optional(v.nullable(rateLimit)),
+  }),
+  v.check((b) => Object.keys(b).length > 0, 'Give events, name, rate_limit or several.'),
+  v.metadata({ minProperties: 1 }),
+)
 export const TestSendBody = strict({ event: v.picklist(EVENTS) })
 
 const columns = (sql: Sql | Tx) => sql`id, url, events, name, active, rate_limit, created_at`

@@ -50,17 +50,17 @@ import {
 import { ScoreAlertsSchema } from '../scoring/alerts.ts'
 import { type EventName, eventTypes, PAYLOADS } from '../webhooks/events.ts'
 import { jsonSchema } from '../http/openapi.ts'
-import { deliveryLimit, listDeliveries, RecoverBody, recover, redeliver } from '../webhooks/deliveries.ts'
+import { listDeliveries, RecoverBody, recover, redeliver } from '../webhooks/deliveries.ts'
 import { ScoringModelSchema } from '../scoring/model.ts'
-import { eventQuery, listEvents } from '../admin/events.ts'
+import { listEvents } from '../admin/events.ts'
 import { listNotifications } from '../admin/notifications.ts'
-import { cancelUpload, listUploads, retryUpload, uploadQuery } from '../admin/uploads.ts'
+import { cancelUpload, listUploads, retryUpload } from '../admin/uploads.ts'
 import { setRecordTags, TagTitlesBody } from '../admin/tagging.ts'
 import { segmentsNaming } from '../segments/segments.ts'
 import type { Entity } from '../catalog.ts'
 import type { App } from '../context.ts'
 import type { Tx } from '../db/client.ts'
-import type { Handler, Reply, Req, Route } from '../http/types.ts'
+import type { Handler, QueryOf, Reply, Req, Route } from '../http/types.ts'
 import {
   Account,
   Delivery,
@@ -377,6 +377,7 @@ const ops: Op[] = [
     summary: "Send an event's catalog example to a webhook, signed like every delivery",
     body: TestSendBody,
     example: { event: 'customer.score_changed' },
+    refusals: [409],
     handler: inAccount(async (id, req, app) =>
       ok(await testSend(app.sql, id, idParam(req, 'webhook_id'), (req.input as { event: EventName }).event), 202),
     ),
@@ -433,7 +434,14 @@ const ops: Op[] = [
     path: `${A}/:id/webhooks/:webhook_id/deliveries`,
     summary: "List a webhook's deliveries with their attempts (?limit=, newest first)",
     handler: inAccount(async (id, req, app) =>
-      ok(await listDeliveries(app.sql, id, idParam(req, 'webhook_id'), deliveryLimit(req.query.limit))),
+      ok(
+        await listDeliveries(
+          app.sql,
+          id,
+          idParam(req, 'webhook_id'),
+          (req.queryInput as QueryOf<typeof DeliveryQuery>).limit,
+        ),
+      ),
     ),
   },
   {
@@ -465,13 +473,7 @@ const ops: Op[] = [
     path: `${A}/:id/notifications`,
     summary: 'List notifications (?user_email=)',
     handler: inAccount(async (id, req, app) =>
-      ok(
-        await listNotifications(
-          app.sql,
-          id,
-          typeof req.query.user_email === 'string' ? req.query.user_email : undefined,
-        ),
-      ),
+      ok(await listNotifications(app.sql, id, (req.queryInput as QueryOf<typeof NotificationQuery>).user_email)),
     ),
   },
   {
@@ -482,7 +484,7 @@ const ops: Op[] = [
     path: `${A}/:id/uploads`,
     summary: "List an account's uploads, newest first (?status=, ?stuck=true)",
     handler: inAccount(async (id, req, app) =>
-      ok(await listUploads(app.sql, id, uploadQuery(req.query), app.config.stuckUploadSeconds)),
+      ok(await listUploads(app.sql, id, req.queryInput as QueryOf<typeof UploadQuery>, app.config.stuckUploadSeconds)),
     ),
   },
   {
@@ -515,7 +517,7 @@ const ops: Op[] = [
     path: `${A}/:id/events`,
     summary: 'Count and list recent tracking events (?customer=&limit=, newest first)',
     handler: inAccount(async (id, req, app) => {
-      const { customer, limit } = eventQuery(req.query)
+      const { customer, limit } = req.queryInput as QueryOf<typeof EventQuery>
       return ok(await listEvents(app.sql, id, customer, limit))
     }),
   },

@@ -71,6 +71,8 @@ const customerRoutes = (prefix: string): Omit<Route, 'tag'>[] => [
     path: `${prefix}/customer/:external_id`,
     auth: { key: 'upload' },
     name: 'delete-customer',
+    // The account's records are owned by another source of truth.
+    refusals: [406],
     summary: 'Delete one customer and its contacts',
     reply: { status: 204 },
     handler: async (req, app) => (await deleteCustomer(app, account(req), param(req, 'external_id')), { status: 204 }),
@@ -129,6 +131,8 @@ const customerRoutes = (prefix: string): Omit<Route, 'tag'>[] => [
     path: `${prefix}/customer/:external_id/contact/:contact_id`,
     auth: { key: 'upload' },
     name: 'delete-contact',
+    // The account's records are owned by another source of truth.
+    refusals: [406],
     summary: 'Delete one contact',
     reply: { status: 204 },
     handler: async (req, app) => (

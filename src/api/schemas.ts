@@ -2,10 +2,10 @@ import * as v from 'valibot'
 import { DEFAULT_EVENT_LIMIT, MAX_EVENT_LIMIT } from '../admin/events.ts'
 import { DEFAULT_DELIVERY_LIMIT, MAX_DELIVERY_LIMIT } from '../webhooks/deliveries.ts'
 import { EVENTS } from '../webhooks/events.ts'
-import type { QueryParam } from '../http/types.ts'
 import { ChangeDriverSchema, ScoreAlertsSchema } from '../scoring/alerts.ts'
 import { ScoringModelSchema } from '../scoring/model.ts'
-import { selection } from '../records/search.ts'
+import { selection, Where } from '../records/search.ts'
+import { SourceOfTruth } from '../admin/accounts.ts'
 
 // The bodies the API answers with, as OpenAPI publishes them. Handlers build their answers from
 // SQL; test/contract.test.ts runs every operation and checks each answer against these, so the
@@ -30,7 +30,7 @@ const Properties = describe(
 const recordFields = {
   id: describe(v.string(), 'The external id the client gave it.'),
   service_id: describe(int, 'The id the service gave it; stable, and what paging.next.after names.'),
-  name: v.string(),
+  name: describe(v.nullable(v.string()), 'Null for a record that tracking created without a name.'),
 }
 const recordTail = {
   properties: Properties,
@@ -230,7 +230,7 @@ export const TrackAccepted = v.object({ status: v.literal('received'), events: i
 export const Account = v.object({
   id,
   name: v.string(),
-  source_of_truth: v.picklist(['API', 'FILE']),
+  source_of_truth: SourceOfTruth,
   tracker_key: describe(v.string(), 'The public key tracking requests carry in `trackerKey`.'),
   tracking_domains: v.array(v.string()),
   created_at: Timestamp,
@@ -350,21 +350,31 @@ export const Events = v.object({
 
 export const Status = <T extends string>(status: T) => v.object({ status: v.literal(status) })
 
-const limit = (fallback: number, max: number): QueryParam => ({
+const limit = (fallback: number, max: number) => ({
   description: `How many, newest first (default ${fallback}).`,
-  schema: v.pipe(v.number(), v.integer(), v.minValue(1), v.maxValue(max)),
+  schema: v.optional(v.pipe(v.number(), v.integer(), v.minValue(1), v.maxValue(max)), fallback),
 })
+const nonEmpty = v.pipe(v.string(), v.minLength(1), v.maxLength(255))
 export const DeliveryQuery = { limit: limit(DEFAULT_DELIVERY_LIMIT, MAX_DELIVERY_LIMIT) }
 export const EventQuery = {
-  customer: { description: "Only this customer's events (its external id).", schema: v.string() },
+  customer: { description: "Only this customer's events (its external id).", schema: nonEmpty },
   limit: limit(DEFAULT_EVENT_LIMIT, MAX_EVENT_LIMIT),
 }
 export const UploadQuery = {
   status: { description: 'Only uploads in this state.', schema: UploadState },
-  stuck: { description: 'Only stuck uploads (`true`).', schema: v.picklist(['true', 'false']) },
+  stuck: {
+    description: 'true: only stuck uploads; false (the default): every upload.',
+    schema: v.optional(
+      v.pipe(
+        v.picklist(['true', 'false']),
+        v.transform((s) => s === 'true'),
+      ),
+      'false',
+    ),
+  },
 }
 export const NotificationQuery = {
-  user_email: { description: "Only this user's notifications.", schema: v.string() },
+  user_email: { description: "Only this user's notifications (its email, in any case).", schema: nonEmpty },
 }
 
 // The shapes a generated client names (components/schemas in OpenAPI).
@@ -401,4 +411,5 @@ export const NAMED = {
   Notification,
   Events,
   ScoringModel: ScoringModelSchema,
+  Where,
 }

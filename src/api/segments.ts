@@ -2,7 +2,7 @@ import * as v from 'valibot'
 import { idParam } from '../http/request.ts'
 import type { Req, Route } from '../http/types.ts'
 import { PageBody } from '../records/search.ts'
-import { historyQuery, MAX_HISTORY, membershipHistory } from '../segments/members.ts'
+import { DEFAULT_HISTORY, MAX_HISTORY, membershipHistory } from '../segments/members.ts'
 import {
   createSegment,
   deleteSegment,
@@ -115,12 +115,12 @@ export const segmentRoutes: Route[] = [
     auth: { key: 'search' },
     query: {
       limit: {
-        description: `How many, latest entry first (default 100).`,
-        schema: v.pipe(v.number(), v.integer(), v.minValue(1), v.maxValue(MAX_HISTORY)),
+        description: `How many, latest entry first (default ${DEFAULT_HISTORY}).`,
+        schema: v.optional(v.pipe(v.number(), v.integer(), v.minValue(1), v.maxValue(MAX_HISTORY)), DEFAULT_HISTORY),
       },
       after: {
         description: 'paging.next.after of the page before.',
-        schema: v.pipe(v.number(), v.integer(), v.minValue(1)),
+        schema: v.pipe(v.number(), v.safeInteger(), v.minValue(1)),
       },
     },
     name: 'segment-history',
@@ -129,7 +129,12 @@ export const segmentRoutes: Route[] = [
     reply: { status: 200, body: SegmentHistory },
     handler: async (req, app) => ({
       status: 200,
-      body: await membershipHistory(app, account(req), segmentId(req), historyQuery(req.query)),
+      body: await membershipHistory(
+        app,
+        account(req),
+        segmentId(req),
+        req.queryInput as { limit: number; after?: number },
+      ),
     }),
   },
 ]

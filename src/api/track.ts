@@ -1,6 +1,7 @@
-import { eventQuery, listEvents } from '../admin/events.ts'
+import { listEvents } from '../admin/events.ts'
 import { textParam } from '../http/request.ts'
-import type { Handler } from '../http/types.ts'
+import type { Handler, QueryOf } from '../http/types.ts'
+import type { EventQuery } from './schemas.ts'
 import { receiveEvents } from '../tracking/intake.ts'
 import { checkRawEvents, type TrackBody } from '../tracking/schemas.ts'
 
@@ -13,6 +14,6 @@ export const track: Handler = async (req, app) => {
 
 // The latest events tracked for one external id (matched to a customer or not), for the key's account.
 export const customerEvents: Handler = async (req, app) => {
-  const { limit } = eventQuery(req.query)
+  const { limit } = req.queryInput as QueryOf<typeof EventQuery>
   return { status: 200, body: await listEvents(app.sql, req.auth!.accountId, textParam(req, 'external_id'), limit) }
 }

@@ -1,7 +1,8 @@
-import { listUploads, uploadQuery } from '../admin/uploads.ts'
+import { listUploads } from '../admin/uploads.ts'
+import { UploadQuery } from './schemas.ts'
 import { refuse } from '../errors.ts'
 import { idParam } from '../http/request.ts'
-import type { Handler } from '../http/types.ts'
+import type { Handler, QueryOf } from '../http/types.ts'
 import { receiveUpload } from '../uploads/receive.ts'
 
 export const uploadCustomers: Handler = async (req, app) => ({
@@ -26,5 +27,10 @@ export const getUpload: Handler = async (req, app) => {
 // The key's own uploads, newest first: what the admin list shows, for the account of the key.
 export const listOwnUploads: Handler = async (req, app) => ({
   status: 200,
-  body: await listUploads(app.sql, req.auth!.accountId, uploadQuery(req.query), app.config.stuckUploadSeconds),
+  body: await listUploads(
+    app.sql,
+    req.auth!.accountId,
+    req.queryInput as QueryOf<typeof UploadQuery>,
+    app.config.stuckUploadSeconds,
+  ),
 })

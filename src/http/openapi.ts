@@ -1,5 +1,5 @@
 import * as v from 'valibot'
-import { toJsonSchema, toJsonSchemaDefs, type JsonSchema } from '@valibot/to-json-schema'
+import { type ConversionConfig, toJsonSchema, toJsonSchemaDefs, type JsonSchema } from '@valibot/to-json-schema'
 import { MAX_BODY_BYTES } from './adapter.ts'
 import type { Route, Tag } from './types.ts'
 
@@ -20,27 +20,64 @@ const ProblemDetails = v.object({
 })
 
 // Checks (v.check, v.custom) and transforms (v.trim) have no JSON Schema form: they are left out,
-// so the document states the structural part of each rule and the server enforces the rest.
-// Lazy schemas choose their schema from the input value, which a static document cannot show;
-// the definition the converter still collects for them is then unreferenced and dropped. Named
-// schemas become components, referenced wherever they occur.
+// unless the schema states them as metadata (v.metadata({ minimum, format, ... }), copied as is).
+// Lazy schemas choose their schema from the input value, which a static document cannot show: a
+// lazy one is published as nothing more than its metadata's `published`, a JSON Schema in which
+// valibot schemas stand for their conversions (e.g. { oneOf: [A, B] }, or a named schema, which
+// becomes a $ref and may recurse). Named schemas become components, referenced wherever they occur.
+type Json = Record<string, unknown>
+const isValibot = (x: unknown): x is v.GenericSchema =>
+  typeof x === 'object' && x !== null && (x as { kind?: unknown }).kind === 'schema' && '~run' in x
+
 const converter = (named: Record<string, v.GenericSchema>) => {
-  const config = {
-    target: 'draft-2020-12' as const,
-    errorMode: 'ignore' as const,
+  const namedRef = new Set(Object.keys(named).map((k) => `#/$defs/${k}`))
+  const one = (schema: v.GenericSchema): JsonSchema => {
+    const { $schema: _, $defs: __, ...json } = toJsonSchema(schema, config)
+    return json
+  }
+  // toJsonSchema converts every named definition again, whose `published` schemas would convert
+  // them again without end: inside a conversion for `published`, those are dropped (the copies made
+  // there are discarded), and each published schema is converted once.
+  let nested = false
+  const converted = new Map<v.GenericSchema, JsonSchema>()
+  const publishedOne = (schema: v.GenericSchema) => {
+    if (!converted.has(schema)) {
+      const name = Object.keys(named).find((k) => named[k] === schema)
+      nested = true
+      try {
+        // Wrapped in a pipe, whose items the converter writes out in place rather than as a $ref to
+        // a definition of its own (which the lazy schemas' getters may have made of it).
+        converted.set(schema, name ? { $ref: `#/$defs/${name}` } : one(v.pipe(schema)))
+      } finally {
+        nested = false
+      }
+    }
+    return converted.get(schema)
+  }
+  const publish = (x: unknown): unknown =>
+    isValibot(x)
+      ? publishedOne(x)
+      : Array.isArray(x)
+        ? x.map(publish)
+        : typeof x === 'object' && x !== null
+          ? Object.fromEntries(Object.entries(x).map(([k, y]) => [k, publish(y)]))
+          : x
+  const config: ConversionConfig = {
+    target: 'draft-2020-12',
+    errorMode: 'ignore',
     definitions: named,
-    overrideSchema: ({ valibotSchema }: { valibotSchema: v.GenericSchema }) =>
-      valibotSchema.type === 'lazy'
-        ? { description: 'Its form depends on the value; see the error messages.' }
-        : undefined,
+    overrideSchema: ({ valibotSchema, jsonSchema }) =>
+      valibotSchema.type === 'lazy' && !namedRef.has(jsonSchema.$ref as string) ? {} : undefined,
+    overrideAction: ({ jsonSchema }) => {
+      if (!('published' in jsonSchema)) return undefined
+      const { published, ...rest } = jsonSchema as unknown as Json
+      return { ...rest, ...(nested ? {} : (publish(published) as Json)) } as JsonSchema
+    },
   }
   const toComponents = (json: unknown) =>
     JSON.parse(JSON.stringify(json).replaceAll('"#/$defs/', '"#/components/schemas/')) as JsonSchema
   return {
-    schema: (schema: v.GenericSchema): JsonSchema => {
-      const { $schema: _, $defs: __, ...json } = toJsonSchema(schema, config)
-      return toComponents(json)
-    },
+    schema: (schema: v.GenericSchema): JsonSchema => toComponents(one(schema)),
     // Only the named ones: the converter also lists the lazy schemas' definitions, which nothing references.
     components: () =>
       toComponents(Object.fromEntries(Object.entries(toJsonSchemaDefs(named, config)).filter(([k]) => k in named))),
@@ -267,8 +304,9 @@ const errorStatuses = (r: Route) =>
   ].sort((a, b) => a - b)
 
 const operation = (r: Route, schema: (s: v.GenericSchema) => JsonSchema) => {
-  // An empty body reads as {} (validate.ts), so a body whose fields are all optional may be left out.
-  const bodyRequired = r.body ? !v.safeParse(r.body, {}).success : false
+  // An empty body reads as {} (validate.ts), so a body whose fields are all optional may be left out,
+  // unless the route answers only a JSON exchange, which a request without a body is not.
+  const bodyRequired = r.body ? !!r.jsonOnly || !v.safeParse(r.body, {}).success : false
   const parameters = [
     ...pathParams(r.path).map((name) => ({ name, in: 'path', required: true, ...pathParam(name) })),
     ...Object.entries(r.query ?? {}).map(([name, q]) => ({

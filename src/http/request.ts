@@ -1,6 +1,7 @@
+import * as v from 'valibot'
 import { refuse } from '../errors.ts'
-import { UNSTORABLE } from '../validate.ts'
-import type { Req } from './types.ts'
+import { issuesToErrors, UNSTORABLE } from '../validate.ts'
+import type { QueryParam, Req } from './types.ts'
 
 // What the adapter puts before the request target to make Req.url absolute.
 export const ORIGIN = 'http://local'
@@ -64,6 +65,51 @@ export const checkQuery = (req: Req) => {
       : []
   })
   if (errors.length) refuse(400, 'The query string is invalid.', errors)
+}
+
+const DECIMAL = /^-?\d+(\.\d+)?$/
+const isNumber = (schema: v.GenericSchema): boolean =>
+  schema.type === 'number' || ('wrapped' in schema && isNumber(schema.wrapped as v.GenericSchema))
+
+// A route's parameters as one object schema, built once per routing table row.
+const objects = new WeakMap<Record<string, QueryParam>, v.GenericSchema>()
+const objectOf = (declared: Record<string, QueryParam>) => {
+  let schema = objects.get(declared)
+  if (!schema) {
+    const entries = Object.entries(declared).map(([name, q]) => [
+      name,
+      q.schema.type === 'optional' ? q.schema : v.optional(q.schema),
+    ])
+    objects.set(declared, (schema = v.object(Object.fromEntries(entries))))
+  }
+  return schema
+}
+
+// The declared query parameters, each parsed by its schema, once: a repeated parameter, a value
+// outside its schema (an enum's other words, an empty ?limit=) is a 400 naming /query/<name>, never
+// a silently wider answer. Every parameter is optional; parameters a route does not declare are
+// ignored, as caches and proxies add their own.
+export const parseQuery = (declared: Record<string, QueryParam>, raw: Req['query']) => {
+  const given = Object.fromEntries(
+    Object.entries(declared).flatMap(([name, { schema }]) => {
+      const value = raw[name]
+      return value === undefined
+        ? []
+        : [[name, typeof value === 'string' && isNumber(schema) && DECIMAL.test(value) ? Number(value) : value]]
+    }),
+  )
+  const repeated = (name: string) => Array.isArray(given[name])
+  const result = v.safeParse(objectOf(declared), given, { abortEarly: false })
+  const errors = [
+    ...Object.keys(given)
+      .filter(repeated)
+      .map((name) => ({ path: `/query/${name}`, message: 'Given more than once; give it once.' })),
+    ...(result.success ? [] : issuesToErrors(result.issues))
+      .filter((e) => !repeated(e.path.split('/')[1]))
+      .map((e) => ({ ...e, path: `/query${e.path}` })),
+  ]
+  if (errors.length) refuse(400, 'The query string is invalid.', errors)
+  return result.output as Record<string, unknown>
 }
 
 // External ids may hold any character, so they arrive percent-encoded. A malformed escape, a

@@ -7,7 +7,7 @@ import { CLIENT_GONE } from './adapter.ts'
 import { createGate, createShares, LARGE_BODY_BYTES } from './gate.ts'
 import { authenticateAdmin, authenticateKey, rulesFor } from './auth.ts'
 import { problem, refusalReply } from './problem.ts'
-import { checkQuery, ORIGIN, readJson, requireJsonExchange, requireUtf8 } from './request.ts'
+import { checkQuery, ORIGIN, parseQuery, readJson, requireJsonExchange, requireUtf8 } from './request.ts'
 import type { Reply, Req, Route } from './types.ts'
 
 const largeBodies = createGate(1)
@@ -59,8 +59,10 @@ const run =
     return checked(route, req, app)
   }
 
-// Validates the body into req.input, then runs the handler (also used by the CLI).
+// Parses the query into req.queryInput and validates the body into req.input, then runs the
+// handler (also used by the CLI).
 export const invoke = (route: Route, req: Req, app: App) => {
+  if (route.query) req.queryInput = parseQuery(route.query, req.query)
   if (route.body) req.input = parse(route.body, readJson(req))
   return route.handler(req, app)
 }

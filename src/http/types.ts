@@ -1,5 +1,5 @@
 import type { IncomingHttpHeaders } from 'node:http'
-import type { GenericSchema } from 'valibot'
+import type { GenericSchema, InferOutput } from 'valibot'
 import type { App } from '../context.ts'
 
 // A lean request view: what the handlers read, without building a web Request per call.
@@ -14,6 +14,8 @@ export interface Req {
   route?: string
   auth?: { accountId: number; keyId: number }
   input?: unknown
+  // The route's declared query parameters, parsed by their schemas before the handler runs.
+  queryInput?: Record<string, unknown>
   replyHeaders?: Record<string, string>
   // Aborted when the client goes before its answer is sent: work on its behalf stops with it.
   signal?: AbortSignal
@@ -40,11 +42,15 @@ export interface Success {
   example?: unknown
 }
 
-// A query parameter the handler reads (checkQuery has vetted its text already).
+// A query parameter the handler reads, parsed by its schema (a number from its decimal text); its
+// default, if any, is the schema's (v.optional(schema, default)).
 export interface QueryParam {
   description: string
   schema: GenericSchema
 }
+
+// What a handler finds in req.queryInput for a route's declared parameters.
+export type QueryOf<Q extends Record<string, QueryParam>> = { [K in keyof Q]: InferOutput<Q[K]['schema']> }
 
 // One row of the routing table; the same rows build the router and the OpenAPI document.
 export interface Route {

@@ -77,6 +77,18 @@ export const AggregateBody = v.pipe(
     ),
     ['points'],
   ),
+  // Open, as the body's own additionalProperties already names every key (and documentation
+  // linters read a schema with properties and no additionalProperties as closed).
+  v.metadata({
+    dependentSchemas: {
+      buckets: {
+        required: ['fields'],
+        properties: { fields: { type: 'array', minItems: 1 } },
+        additionalProperties: true,
+      },
+      points: { required: ['matrix'], properties: { matrix: { const: 'points' } }, additionalProperties: true },
+    },
+  }),
 )
 export type AggregateBody = v.InferOutput<typeof AggregateBody>
 

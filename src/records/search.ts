@@ -21,6 +21,7 @@ import {
   MAX_SORT,
   DIRECTIONS,
   NODE_KEYS,
+  OPERATORS,
   SearchError,
 } from '../search/fields.ts'
 import { compileCount, compileSearch, type SearchInput } from '../search/sql.ts'
@@ -29,9 +30,11 @@ import { compileCount, compileSearch, type SearchInput } from '../search/sql.ts'
 // outgrowing Postgres' 65535 parameters.
 export const MAX_LIST = 1000
 
+// The operator is checked against the field's type by the compiler, which names what the field
+// allows; the document lists every operator.
 const SearchFilter = strict({
   propertyName: v.string(),
-  operator: v.string(),
+  operator: v.pipe(v.string(), v.metadata({ enum: [...OPERATORS] })),
   value: v.optional(v.string()),
   values: v.optional(v.pipe(v.array(v.string()), v.maxLength(MAX_LIST, `At most ${MAX_LIST} values.`))),
 })
@@ -60,6 +63,15 @@ const conditionAt = (depth: number): v.GenericSchema<Condition> => {
     return key === undefined ? SearchFilter : (nodes?.[key] ?? TOO_DEEP)
   }) as v.GenericSchema<Condition>
 }
+
+// The tree as the document publishes it (the component Where): recursive, where the validator above
+// unrolls its levels to stop at MAX_DEPTH, which the description states.
+export const Where: v.GenericSchema = v.union([
+  SearchFilter,
+  strict({ and: v.pipe(v.array(v.lazy(() => Where)), v.minLength(1)) }),
+  strict({ or: v.pipe(v.array(v.lazy(() => Where)), v.minLength(1)) }),
+  strict({ not: v.lazy(() => Where) }),
+])
 
 const WHERE = `A tree instead of filters: a filter object, or a node {"and": [conditions]}, {"or": [conditions]} or
 {"not": condition}, whose conditions are again filter objects or nodes. At most ${MAX_DEPTH} nodes on the way from
@@ -95,6 +107,7 @@ export const conditions = {
       conditionAt(0),
       v.check((t) => leavesOf(t).length <= MAX_LEAVES, `At most ${MAX_LEAVES} filters in a tree.`),
       v.description(WHERE),
+      v.metadata({ published: Where }),
     ),
   ),
 }
@@ -136,7 +149,11 @@ const bothRefused = v.forward(
 export const oneCondition = <E extends v.ObjectEntries & typeof conditions>(entries: E) => {
   const body = strict(entries)
   type Body = v.InferOutput<typeof body>
-  return v.pipe(body, bothRefused as unknown as v.BaseValidation<Body, Body, v.BaseIssue<unknown>>)
+  return v.pipe(
+    body,
+    bothRefused as unknown as v.BaseValidation<Body, Body, v.BaseIssue<unknown>>,
+    v.metadata({ not: { type: 'object', properties: { filters: {}, where: {} }, required: ['filters', 'where'] } }),
+  )
 }
 // A cursor names its place in the order it was made for: a record's service_id without a sort,
 // the values of the sort keys under one.

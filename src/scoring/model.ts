@@ -52,7 +52,10 @@ const formOf = (input: unknown) => {
   return RangeRuleSchema
 }
 
-const RuleSchema: v.GenericSchema<unknown, Rule> = v.lazy(formOf)
+const RuleSchema: v.GenericSchema<unknown, Rule> = v.pipe(
+  v.lazy(formOf),
+  v.metadata({ published: { oneOf: [RangeRuleSchema, BooleanRuleSchema, ValuesRuleSchema] } }),
+)
 const Rules = v.array(RuleSchema)
 const INACTIVE_DAYS = '`inactive_days` must be a positive integer.'
 

@@ -93,31 +93,14 @@ export const recomputeSegments = async (app: App, { account_id: accountId }: Acc
 }
 
 export const MAX_HISTORY = 1000
-const DEFAULT_HISTORY = 100
-
-const one = (x: string | string[] | undefined) => (Array.isArray(x) ? x[0] : x)
-const whole = (raw: string | undefined, path: string, max: number) => {
-  const n = Number(raw)
-  return /^\d+$/.test(raw ?? '') && n >= 1 && n <= max
-    ? n
-    : refuse(400, 'The query string is invalid.', [{ path, message: `Must be a whole number from 1 to ${max}.` }])
-}
-
-// ?limit= (1 to 1000, default 100) and ?after= (paging.next.after of the page before).
-export const historyQuery = (query: Record<string, string | string[] | undefined>) => {
-  const [limit, after] = [one(query.limit), one(query.after)]
-  return {
-    limit: limit === undefined || limit === '' ? DEFAULT_HISTORY : whole(limit, '/query/limit', MAX_HISTORY),
-    after: after === undefined || after === '' ? undefined : whole(after, '/query/after', Number.MAX_SAFE_INTEGER),
-  }
-}
+export const DEFAULT_HISTORY = 100
 
 // A segment's stays, the latest entry first: current members (exited_at null) and past ones.
 export const membershipHistory = async (
   app: App,
   accountId: number,
   segmentId: number,
-  { limit, after }: ReturnType<typeof historyQuery>,
+  { limit, after }: { limit: number; after?: number },
 ) => {
   const [segment] = await app.sql`select 1 from segments where account_id = ${accountId} and id = ${segmentId}`
   if (!segment) refuse(404, `No segment ${segmentId} in this account.`)

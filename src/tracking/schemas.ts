@@ -22,6 +22,7 @@ export const TrackingEvent = strict({
       (t: number) => Number.isInteger(t) && t >= MIN_TIMESTAMP && t <= MAX_TIMESTAMP,
       'Must be Unix time in whole milliseconds (not seconds), from 2000-01-01 to 2099-12-31.',
     ),
+    v.metadata({ type: 'integer', minimum: MIN_TIMESTAMP, maximum: MAX_TIMESTAMP }),
   ),
   identification: strict({ customer: id255, contact: v.nullish(id255) }),
   data: v.nullish(v.pipe(Values, v.object({ customer: v.nullish(Values), contact: v.nullish(Values) }))),

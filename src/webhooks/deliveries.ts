@@ -7,16 +7,6 @@ import { strict } from '../validate.ts'
 export const DEFAULT_DELIVERY_LIMIT = 50
 export const MAX_DELIVERY_LIMIT = 1000
 
-export const deliveryLimit = (value: string | string[] | undefined) => {
-  const raw = Array.isArray(value) ? value[0] : value
-  const limit = raw === undefined || raw === '' ? DEFAULT_DELIVERY_LIMIT : Number(raw)
-  return Number.isInteger(limit) && limit >= 1 && limit <= MAX_DELIVERY_LIMIT
-    ? limit
-    : refuse(400, `limit must be a whole number from 1 to ${MAX_DELIVERY_LIMIT}.`, [
-        { path: '/limit', message: `From 1 to ${MAX_DELIVERY_LIMIT}.` },
-      ])
-}
-
 const requireWebhook = async (sql: Sql, accountId: number, webhookId: number) => {
   const [hook] = await sql`select 1 from webhooks where account_id = ${accountId} and id = ${webhookId}`
   if (!hook) refuse(404, `Webhook ${webhookId} does not exist.`)
