@@ -4,7 +4,6 @@ export const SQLSTATE = {
   UNIQUE_VIOLATION: '23505',
   EXCLUSION_VIOLATION: '23P01',
   DEADLOCK_DETECTED: '40P01',
-  STATEMENT_TOO_COMPLEX: '54001',
 } as const
 
 export const sqlState = (err: unknown) => (err as { code?: unknown })?.code

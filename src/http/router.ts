@@ -34,7 +34,7 @@ const run =
 
 // Validates the body into req.input, then runs the handler (also used by the CLI).
 export const invoke = (route: Route, req: Req, app: App) => {
-  if (route.body) req.input = parse(route.body, readJson(req))
+  if (route.body) req.input = parse(route.body, (req.json = readJson(req)))
   return route.handler(req, app)
 }
 

@@ -13,6 +13,8 @@ export interface Req {
   query: Record<string, string | string[] | undefined>
   route?: string
   auth?: { accountId: number; keyId: number }
+  // The body as JSON.parse read it, and the route's schema's output of it.
+  json?: unknown
   input?: unknown
   replyHeaders?: Record<string, string>
   // Aborted when the client goes before its answer is sent: work on its behalf stops with it.
