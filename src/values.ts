@@ -153,8 +153,9 @@ export const freeFormProblems = (root: unknown): FieldError[] => {
   return errors
 }
 
-// The SQL twin for values stored before this rule (or by hand): the numeric expression `n` where a
-// double can hold it (zero, or a magnitude from the smallest subnormal to the largest double),
-// else NULL, so that a cast to float8 never raises. `n` is written several times: keep it cheap.
+// The SQL twin for numbers stored before this rule (or by hand): the numeric expression `n` as
+// JSON.parse reads it, so that a cast to float8 never raises. Beyond a double's range it is NULL
+// (JavaScript reads Infinity, which counts as no value), below the smallest subnormal 0 (as
+// JavaScript rounds it). `n` is written three times: keep it a cheap one.
 export const sqlDoubleOrNull = (n: string) =>
-  `case when ${n} = 0 or abs(${n}) between 4.9406564584124654e-324 and 1.7976931348623157e308 then ${n} end`
+  `case when abs(${n}) > 1.7976931348623157e308 then null when abs(${n}) < 4.9406564584124654e-324 then 0 else ${n} end`
