@@ -457,7 +457,8 @@ test('values: a stored number no double holds (old data) never fails scoring, ag
     metrics = metrics || '{"logins": -1e400}'::jsonb where account_id = ${values.id} and external_id = 'c1'`
   await s.sql`update customer_snapshots set "values" = "values" || '{"logins": 1e400}'::jsonb
     where account_id = ${values.id}`
-  await s.sql`update contacts set attributes = attributes || '{"rating": -1e400}'::jsonb where account_id = ${values.id}`
+  await s.sql`update contacts set attributes = attributes || '{"rating": -1e400}'::jsonb
+    where account_id = ${values.id}`
   await s.sql`update contact_snapshots set "values" = "values" || '{"sessions": 1e-400}'::jsonb
     where account_id = ${values.id}`
   // A model change rescores every record of the account, reading each of those values.
