@@ -10,10 +10,6 @@ export const UNSTORABLE_MESSAGE = 'Must not contain NUL characters or unpaired s
 // Such strings are the client's error (400), not the database's (500).
 export const storable = v.check((s: string) => !UNSTORABLE.test(s), UNSTORABLE_MESSAGE)
 
-// A string value of an attribute or metric: at most 64 Ki characters, so that one record cannot
-// carry megabytes through processing, scoring and every search page.
-export const MAX_TEXT_VALUE = 65_536
-
 export const text255 = v.pipe(v.string(), v.maxLength(255, 'At most 255 characters.'), storable)
 export const id255 = v.pipe(
   v.string(),

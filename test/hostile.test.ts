@@ -8,6 +8,7 @@ import { request } from 'node:http'
 import { after, before, test } from 'node:test'
 import fc from 'fast-check'
 import { routes } from '../src/api/routes.ts'
+import { scoreRecords } from '../src/scoring/batch.ts'
 import { scoredAccount, waitForUpload } from './helpers/fixtures.ts'
 import { ADMIN_TOKEN, startTestService, type TestService } from './helpers/service.ts'
 
@@ -214,17 +215,24 @@ test('a declared charset other than UTF-8 is a 415, or a 406 on uploads and sing
   }
 })
 
-test('string attribute values are capped at 65,536 characters', async () => {
-  const upload = (n: number) =>
+test('string attribute values are capped at 65,536 characters, an emoji counting as one', async () => {
+  const upload = (text: string) =>
     a.api('/api/v1/customers', {
-      customers: [{ external_id: 'big', name: 'Big', attributes: { country: 'x'.repeat(n) } }],
+      customers: [{ external_id: 'big', name: 'Big', attributes: { country: text } }],
     })
-  const over = await upload(65_537)
-  assert.equal(over.status, 400)
-  assert.equal(over.body.errors[0].path, '/customers/0/attributes/country')
-  const at = await upload(65_536)
-  assert.equal(at.status, 200)
-  await waitForUpload(a.api, at.body.upload_id)
+  for (const c of ['x', '\u{1F600}']) {
+    const over = await upload(c.repeat(65_537))
+    assert.equal(over.status, 400)
+    assert.deepEqual(over.body.errors, [
+      { path: '/customers/0/attributes/country', message: 'At most 65536 characters.' },
+    ])
+    const at = await upload(c.repeat(65_536))
+    assert.equal(at.status, 200, JSON.stringify(at.body))
+    await waitForUpload(a.api, at.body.upload_id)
+  }
+  const [big] = await s.sql`select attributes->>'country' as country from customers
+    where account_id = ${a.id} and external_id = 'big'`
+  assert.equal(big.country, '\u{1F600}'.repeat(65_536))
   const update = await a.api('/api/v1/customer/big', { attributes: { country: 'y'.repeat(65_537) } }, 'PUT')
   assert.equal(update.status, 400)
 })
@@ -302,6 +310,197 @@ test('hostile strings in well-shaped bodies: no 5xx, and every 200 is processed 
   }
   const failed = await s.sql`select task_identifier, last_error from graphile_worker.jobs where last_error is not null`
   assert.equal(failed.length, 0, JSON.stringify(failed))
+})
+
+// ---- the one value rule: numbers no double holds and a byte order mark, on every path -------------
+
+const BOM = Buffer.from([0xef, 0xbb, 0xbf])
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))
+
+// An account whose model reads a number attribute and a number metric of each level.
+const valuesAccount = async () => {
+  const v = await s.account('Values')
+  const define = (entity: string, kind: string, codename: string) =>
+    s.admin('POST', `/accounts/${v.id}/properties`, { entity, kind, codename, type: 'number' })
+  await define('customer', 'attribute', 'employees')
+  await define('customer', 'metric', 'logins')
+  await define('contact', 'attribute', 'rating')
+  await define('contact', 'metric', 'sessions')
+  await s.admin('PUT', `/accounts/${v.id}/tracking`, { domains: ['values.test'] })
+  const model = await s.admin('PUT', `/accounts/${v.id}/scoring`, {
+    customer: { engagement: [{ codename: 'logins', weight: 100, bad: 0, good: 40 }] },
+    contact: { engagement: [{ codename: 'sessions', weight: 100, bad: 0, good: 20 }] },
+  })
+  assert.equal(model.status, 200, JSON.stringify(model.body))
+  return v
+}
+
+// Every event of the account is applied and every job has run, none failed (a failed attempt
+// leaves last_error) and none stays.
+const settled = async (accountId: number) => {
+  for (let tries = 0; ; tries++) {
+    const [jobs] = await s.sql`select count(*)::int as pending, string_agg(last_error, '; ') as errors,
+        (select count(*)::int from tracking_events where account_id = ${accountId} and status = 'received') as events
+      from graphile_worker._private_jobs where payload->>'account_id' = ${String(accountId)}`
+    assert.equal(jobs.errors, null, 'a job failed')
+    if (jobs.pending === 0 && jobs.events === 0) return
+    assert.ok(tries < 600, `${jobs.pending} jobs stuck`)
+    await sleep(100)
+  }
+}
+
+let values: Awaited<ReturnType<typeof valuesAccount>>
+const raw = (path: string, text: string | Buffer, method = 'POST') =>
+  send(method, path, { 'service-key': values.token, 'content-type': 'application/json' }, text)
+const tracked = (data: string) =>
+  `{"trackerKey":"${values.trackerKey}","events":[{"name":"e","timestamp":${Date.now()},` +
+  `"identification":{"customer":"c1","contact":"p1"},"data":${data}}]}`
+
+test('values: a number no double holds is a 400 naming its path on tracking, uploads and writes', async () => {
+  values = await valuesAccount()
+  const upload = await values.api('/api/v1/customers', {
+    customers: [{ external_id: 'c1', name: 'C1', metrics: [{ date: '2026-01-01', logins: 10 }] }],
+  })
+  assert.equal(upload.status, 200, JSON.stringify(upload.body))
+  await waitForUpload(values.api, upload.body.upload_id)
+  const contact = await values.api('/api/v1/contacts', {
+    contacts: [
+      {
+        customer_external_id: 'c1',
+        contact_external_id: 'p1',
+        contact_name: 'P1',
+        metrics: [{ date: '2026-01-01', sessions: 5 }],
+      },
+    ],
+  })
+  assert.equal(contact.status, 200, JSON.stringify(contact.body))
+  await waitForUpload(values.api, contact.body.upload_id)
+  const cases: [string, string | Buffer, string][] = [
+    ['/api/tracker/track', tracked('{"customer":{"employees":1e400}}'), '/events/0/data/customer/employees'],
+    ['/api/tracker/track', tracked('{"customer":{"employees":-1e400}}'), '/events/0/data/customer/employees'],
+    ['/api/tracker/track', tracked('{"customer":{"unknown":1e1000000}}'), '/events/0/data/customer/unknown'],
+    ['/api/tracker/track', tracked('{"contact":{"rating":-1e400}}'), '/events/0/data/contact/rating'],
+    ['/api/tracker/track', tracked('{"contact":{"x":[1,1e1000000]}}'), '/events/0/data/contact/x/1'],
+    ['/api/tracker/track', tracked('{"anywhere":{"deep":{"n":1e1000000}}}'), '/events/0/data/anywhere/deep/n'],
+    [
+      '/api/tracker/track',
+      Buffer.concat([BOM, Buffer.from(tracked('{"customer":{"employees":1e1000000}}'))]),
+      '/events/0/data/customer/employees',
+    ],
+    [
+      '/api/v1/customers',
+      '{"customers":[{"external_id":"c2","name":"C2","attributes":{"employees":1e400}}]}',
+      '/customers/0/attributes/employees',
+    ],
+    [
+      '/api/v1/customers',
+      '{"customers":[{"external_id":"c2","name":"C2","metrics":[{"date":"2026-01-01","dropped":-1e400}]}]}',
+      '/customers/0/metrics/0/dropped',
+    ],
+    ['/api/v1/customer', '{"external_id":"c3","name":"C3","attributes":{"employees":1e400}}', '/attributes/employees'],
+  ]
+  const [{ before }] = await s.sql`select (select count(*) from tracking_events where account_id = ${values.id})
+    + (select count(*) from uploads where account_id = ${values.id}) as before`
+  for (const [path, body, at] of cases) {
+    const res = check(`${path} ${body.toString().slice(-60)}`, await raw(path, body))
+    assert.equal(res.status, 400, res.text)
+    assert.deepEqual(
+      res.body.errors.map((e: { path: string }) => e.path),
+      [at],
+      res.text,
+    )
+  }
+  const put = check('PUT', await raw('/api/v1/customer/c1', '{"attributes":{"employees":-1e400}}', 'PUT'))
+  assert.deepEqual(
+    put.body.errors.map((e: { path: string }) => e.path),
+    ['/attributes/employees'],
+  )
+  const [{ after: now }] = await s.sql`select (select count(*) from tracking_events where account_id = ${values.id})
+    + (select count(*) from uploads where account_id = ${values.id}) as after`
+  assert.equal(now, before, 'nothing is stored from a refused request')
+})
+
+test('values: a byte order mark is ignored alike on tracking, uploads and search', async () => {
+  const bom = (text: string) => Buffer.concat([BOM, Buffer.from(text)])
+  // 1e-400 is 0 to JSON.parse: stored as 0, so that every read agrees with what was checked.
+  const track = check('track', await raw('/api/tracker/track', bom(tracked('{"customer":{"employees":1e-400}}'))))
+  assert.equal(track.status, 200, track.text)
+  const upload = check(
+    'upload',
+    await raw(
+      '/api/v1/customers',
+      bom('{"customers":[{"external_id":"c4","name":"C4","attributes":{"employees":7}}]}'),
+    ),
+  )
+  assert.equal(upload.status, 200, upload.text)
+  await waitForUpload(values.api, upload.body.upload_id)
+  await settled(values.id)
+  const search = check(
+    'search',
+    await raw('/api/v1/customers/search', bom('{"filters":[{"propertyName":"employees","operator":"KNOWN"}]}')),
+  )
+  assert.equal(search.status, 200, search.text)
+  const found = Object.fromEntries(
+    search.body.results.map((r: { id: string; properties: Record<string, unknown> }) => [r.id, r.properties.employees]),
+  )
+  assert.deepEqual(found, { c1: 0, c4: 7 })
+  const c1 = check('GET c1', await send('GET', '/api/v1/customer/c1', { 'service-key': values.token }))
+  assert.equal(c1.body.properties.employees, 0)
+  const [stored] = await s.sql`select attributes->'employees' as e from customers
+    where account_id = ${values.id} and external_id = 'c1'`
+  assert.equal(JSON.stringify(stored.e), '0')
+})
+
+test('values: a stored number no double holds (old data) never fails scoring, aggregates, search or GET', async () => {
+  // As the tracker stored them before the one value rule.
+  await s.sql`update customers set attributes = attributes || '{"employees": 1e400}'::jsonb,
+    metrics = metrics || '{"logins": -1e400}'::jsonb where account_id = ${values.id} and external_id = 'c1'`
+  await s.sql`update customer_snapshots set "values" = "values" || '{"logins": 1e400}'::jsonb
+    where account_id = ${values.id}`
+  await s.sql`update contacts set attributes = attributes || '{"rating": -1e400}'::jsonb
+    where account_id = ${values.id}`
+  await s.sql`update contact_snapshots set "values" = "values" || '{"sessions": 1e-400}'::jsonb
+    where account_id = ${values.id}`
+  // A model change rescores every record of the account, reading each of those values.
+  const model = await s.admin('PUT', `/accounts/${values.id}/scoring`, {
+    customer: {
+      engagement: [{ codename: 'logins', weight: 100, bad: 0, good: 40 }],
+      fit: [
+        { codename: 'employees', weight: 50, bad: 0, good: 100 },
+        { codename: 'logins', weight: 50, bad: 0, good: 40 },
+      ],
+    },
+    contact: {
+      engagement: [
+        { codename: 'sessions', weight: 50, bad: 0, good: 20 },
+        { codename: 'rating', weight: 50, bad: 0, good: 5 },
+      ],
+    },
+  })
+  assert.equal(model.status, 200, JSON.stringify(model.body))
+  await settled(values.id)
+  const [c4] = await s.sql`select h.fitscore from customer_scores h join customers c on c.service_id = h.customer_id
+    where c.account_id = ${values.id} and c.external_id = 'c4'`
+  assert.equal(c4.fitscore, -86, 'the other records of the batch are scored: 7 employees of 0..100')
+
+  // Once per run, whatever the number of batches and values.
+  const lines: unknown[] = []
+  await scoreRecords(s.sql, { account_id: values.id, entity: 'customer' }, { log: (...line) => lines.push(line) })
+  assert.equal(lines.length, 1, JSON.stringify(lines))
+
+  const key = { 'service-key': values.token, 'content-type': 'application/json' }
+  const aggregate = check(
+    'aggregate',
+    await send('POST', '/api/v1/customers/aggregate', key, '{"fields":["employees","logins"],"buckets":4}'),
+  )
+  assert.equal(aggregate.status, 200, aggregate.text)
+  const [employees, logins] = aggregate.body.fields
+  assert.deepEqual([employees.count, employees.max, logins.count], [1, 7, 0], aggregate.text)
+  for (const path of ['/api/v1/customers/search', '/api/v1/contacts/search'])
+    assert.equal(check(path, await send('POST', path, key, '{}')).status, 200)
+  for (const path of ['/api/v1/customer/c1', '/api/v1/customer/c1/contact/p1'])
+    assert.equal(check(path, await send('GET', path, key)).status, 200)
+  await settled(values.id)
 })
 
 test('the replayed corpus covered every endpoint group and every kind of refusal', () => {

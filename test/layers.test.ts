@@ -6,7 +6,7 @@ import { dirname, join, normalize } from 'node:path'
 import { test } from 'node:test'
 
 const LAYERS: [name: string, paths: RegExp][] = [
-  ['base', /^src\/(context|errors|dates|validate|config|log|catalog)\.ts$|^src\/db\//],
+  ['base', /^src\/(context|errors|dates|values|validate|config|log|catalog)\.ts$|^src\/db\//],
   ['pure', /^src\/(search\/|metrics\.ts$|scoring\/(model|score|sql|explain|alerts)\.ts$)/],
   [
     'domain',

@@ -87,12 +87,7 @@ const values = fc.dictionary(fc.constantFrom(...DEFS.map((d) => d.codename)), js
 
 // One statement per case: the rules are part of the SQL text. JSON travels as text: postgres.js
 // would encode a string bound to a jsonb parameter a second time.
-const sqlScore = async (
-  rs: Rule[],
-  metrics: Record<string, unknown>,
-  attributes: Record<string, unknown>,
-  date: string,
-) => {
+const sqlScore = async (rs: Rule[], metrics: string, attributes: string, date: string, tolerant = false) => {
   const { columns, values, sums, score, params } = weightedScoreSql(
     rs,
     typeOf,
@@ -107,6 +102,7 @@ const sqlScore = async (
     },
     4,
     'w',
+    tolerant,
   )
   const input = '(select $1::text::jsonb as m, $2::text::jsonb as a, $3::date as d) x'
   const raw = `(select ${['x.d', ...values.raw, ...columns.raw].join(', ')} from ${input} offset 0) raw`
@@ -114,8 +110,8 @@ const sqlScore = async (
     `(select ${['1 as one', ...sums].join(', ')} ` +
     `from (select ${['raw.d', ...values.typed, ...columns.typed].join(', ')} from ${raw} offset 0) y offset 0) z`
   const [row] = await s.sql.unsafe(`select ${score} as score from ${levels}`, [
-    JSON.stringify(metrics),
-    JSON.stringify(attributes),
+    metrics,
+    attributes,
     date,
     ...params,
   ] as never[])
@@ -134,11 +130,34 @@ test('weightedScoreSql gives what weightedScore gives', async () => {
         // Both read the values after a JSON round trip, as stored.
         const [m, a] = [JSON.parse(JSON.stringify(metrics)), JSON.parse(JSON.stringify(attributes))]
         const expected = weightedScore(rs, (c) => (isMetric(c) ? m : a)[c], date, typeOf).score
-        assert.equal(await sqlScore(rs, metrics, attributes, date), expected)
+        assert.equal(await sqlScore(rs, JSON.stringify(metrics), JSON.stringify(attributes), date), expected)
       },
     ),
     { numRuns: 400 },
   )
+})
+
+// Numbers stored before the one value rule (src/values.ts), which no double holds: JSON.parse reads
+// them as Infinity (no value) or 0, and so does the tolerant SQL, where the plain cast raises.
+test('tolerant weightedScoreSql reads a stored number no double holds as JSON.parse does', async () => {
+  const huge = fc
+    .constantFrom('1e400', '-1e400', '1e1000', '1e-400', '-2e-324', '1.7976931348623157e308', '5e-324')
+    .map((n) => `~${n}~`)
+  const texts = fc
+    .dictionary(fc.constantFrom(...DEFS.map((d) => d.codename)), fc.oneof(jsonValue, huge), { maxKeys: 8 })
+    // Each huge value is marked as a string, then written as the bare number text.
+    .map((d) => JSON.stringify(d).replace(/"~([^~]+)~"/g, '$1'))
+  await fc.assert(
+    fc.asyncProperty(rules, texts, texts, async (rs, m, a) => {
+      const [metrics, attributes] = [JSON.parse(m), JSON.parse(a)]
+      const expected = weightedScore(rs, (c) => (isMetric(c) ? metrics : attributes)[c], TODAY, typeOf).score
+      assert.equal(await sqlScore(rs, m, a, TODAY, true), expected, `${m} ${a}`)
+    }),
+    { numRuns: 300 },
+  )
+  await assert.rejects(sqlScore([{ codename: 'm_num', weight: 1, bad: 0, good: 1 }], '{"m_num":1e400}', '{}', TODAY), {
+    code: '22003',
+  })
 })
 
 test('churnRiskSql and upsellScoreSql give what churnRisk and upsellScore give', async () => {

@@ -7,9 +7,10 @@ import fc from 'fast-check'
 import { startTestService, type TestService } from './helpers/service.ts'
 import { scoredAccount, waitForUpload } from './helpers/fixtures.ts'
 import type { PropertyType } from '../src/catalog.ts'
-import { fitsType } from '../src/uploads/values.ts'
+import type { Refusal } from '../src/errors.ts'
+import { fitsType, MAX_DEPTH } from '../src/values.ts'
 import { applyEvents, applyEventsOfAccount, BATCH, BATCHES_PER_JOB } from '../src/tracking/apply.ts'
-import { eventSizes } from '../src/tracking/schemas.ts'
+import { eventsToStore } from '../src/tracking/schemas.ts'
 
 let s: TestService
 // The tracking rate limit stays at its default (200 a minute per key).
@@ -236,7 +237,7 @@ test('a body nested too deeply for PostgreSQL is refused with 400, not 500', asy
   assert.equal(await stored(valid.id), before)
 })
 
-test('events are stored as sent: pretty-printed bodies, escapes and emoji are fine', async () => {
+test('events are stored as parsed: pretty-printed bodies, escapes and emoji are fine', async () => {
   const before = await stored(valid.id)
   const event = ev({
     name: 'caf\u00e9 \ud83d\ude00',
@@ -269,25 +270,33 @@ test('events are stored as sent: pretty-printed bodies, escapes and emoji are fi
   assert.equal(await stored(valid.id), before + 1)
 })
 
-test('eventSizes measures each event exactly as it appears in the body', () => {
+test('eventsToStore serializes each event again, and refuses at its path what cannot be stored', () => {
   fc.assert(
-    fc.property(fc.array(fc.jsonValue(), { maxLength: 5 }), fc.jsonValue(), fc.boolean(), (events, other, pretty) => {
-      const body = { trackerKey: 'CS-X', other, events, after: { events: [1, 2] } }
-      const text = pretty ? JSON.stringify(body, null, 2) : JSON.stringify(body)
-      // Pretty-printed, an element's inner lines are indented by its depth (4 spaces).
-      const expected = events.map((e) =>
-        Buffer.byteLength(pretty ? JSON.stringify(e, null, 2).replace(/\n/g, '\n    ') : JSON.stringify(e)),
-      )
-      assert.deepEqual(eventSizes(Buffer.from(text)), expected)
+    fc.property(fc.array(fc.jsonValue(), { maxLength: 5 }), (events) => {
+      assert.equal(eventsToStore({ trackerKey: 'CS-X', events }), JSON.stringify(events))
     }),
   )
-  assert.deepEqual(
-    eventSizes(Buffer.from('{"events":[1],"x":"]","events":[ 22 , "3,]" ,{"a":[4]}]}')),
-    [2, 5, 9],
-    'the last events key wins',
-  )
-  assert.deepEqual(eventSizes(Buffer.from('{"ev\\u0065nts":[true]}')), [4], 'an escaped key is the same key')
-  assert.deepEqual(eventSizes(Buffer.from('{"events":[]}')), [])
+  const refused = (body: unknown) => {
+    try {
+      eventsToStore(body)
+      return []
+    } catch (err) {
+      return ((err as Refusal).errors ?? []).map((e) => e.path)
+    }
+  }
+  const data = { customer: { a: Infinity, 'b/c': [-Infinity] }, x: 'a\u0000', ['\ud800']: 1, ok: [1e308, 5e-324] }
+  assert.deepEqual(refused({ trackerKey: 'CS-X', events: [{ data }] }), [
+    '/events/0/data/customer/a',
+    '/events/0/data/customer/b~1c/0',
+    '/events/0/data/x',
+    '/events/0/data/\ud800',
+  ])
+  const deep = (n: number): unknown => (n === 0 ? 1 : [deep(n - 1)])
+  // The body, events and the event take three levels of the hundred.
+  assert.deepEqual(refused({ events: [{ data: deep(MAX_DEPTH - 3) }] }), [])
+  assert.deepEqual(refused({ events: [{ data: deep(MAX_DEPTH - 2) }] }), [
+    `/events/0/data${'/0'.repeat(MAX_DEPTH - 3)}`,
+  ])
 })
 
 test('a valid request answers 200 with the count; an empty events array is accepted and stores nothing', async () => {

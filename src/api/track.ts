@@ -3,12 +3,11 @@ import { textParam } from '../http/request.ts'
 import type { Handler, QueryOf } from '../http/types.ts'
 import type { EventQuery } from './schemas.ts'
 import { receiveEvents } from '../tracking/intake.ts'
-import { checkRawEvents, type TrackBody } from '../tracking/schemas.ts'
+import { eventsToStore, type TrackBody } from '../tracking/schemas.ts'
 
 export const track: Handler = async (req, app) => {
   const { trackerKey, events } = req.input as TrackBody
-  checkRawEvents(req.body)
-  await receiveEvents(app, req.auth!.accountId, trackerKey, req.body)
+  await receiveEvents(app, req.auth!.accountId, trackerKey, eventsToStore(req.json))
   return { status: 200, body: { status: 'received', events: events.length } }
 }
 

@@ -3,8 +3,8 @@ export const SQLSTATE = {
   FOREIGN_KEY_VIOLATION: '23503',
   UNIQUE_VIOLATION: '23505',
   EXCLUSION_VIOLATION: '23P01',
+  NUMERIC_VALUE_OUT_OF_RANGE: '22003',
   DEADLOCK_DETECTED: '40P01',
-  STATEMENT_TOO_COMPLEX: '54001',
   // A statement timeout, or a cancel request (db/budget.ts).
   QUERY_CANCELED: '57014',
 } as const

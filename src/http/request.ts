@@ -6,7 +6,9 @@ import type { QueryParam, Req } from './types.ts'
 // What the adapter puts before the request target to make Req.url absolute.
 export const ORIGIN = 'http://local'
 
-const utf8 = new TextDecoder('utf-8', { fatal: true })
+// ignoreBOM false: a leading byte order mark is dropped, as RFC 8259 lets a parser do, on every
+// route alike (handlers store the parsed value, never the bytes, so it reaches nothing else).
+const utf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: false })
 
 // An empty body counts as {} so that "all fields optional" requests may omit it entirely. Text
 // that is not UTF-8 is refused rather than stored with U+FFFD in place of what was sent.

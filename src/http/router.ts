@@ -63,7 +63,7 @@ const run =
 // handler (also used by the CLI).
 export const invoke = (route: Route, req: Req, app: App) => {
   if (route.query) req.queryInput = parseQuery(route.query, req.query)
-  if (route.body) req.input = parse(route.body, readJson(req))
+  if (route.body) req.input = parse(route.body, (req.json = readJson(req)))
   return route.handler(req, app)
 }
 

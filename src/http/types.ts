@@ -13,6 +13,8 @@ export interface Req {
   query: Record<string, string | string[] | undefined>
   route?: string
   auth?: { accountId: number; keyId: number }
+  // The body as JSON.parse read it, and the route's schema's output of it.
+  json?: unknown
   input?: unknown
   // The route's declared query parameters, parsed by their schemas before the handler runs.
   queryInput?: Record<string, unknown>

@@ -1,6 +1,6 @@
 import * as v from 'valibot'
 import { ContactItem, CustomerItem } from '../uploads/schemas.ts'
-import { checkValues } from '../uploads/values.ts'
+import { checkValues } from '../values.ts'
 import { issuesToErrors } from '../validate.ts'
 import type { FieldError } from '../errors.ts'
 import type { Catalog, PropertyType } from '../catalog.ts'

@@ -11,7 +11,7 @@ import { refuse } from '../errors.ts'
 import { processUpload } from '../uploads/process.ts'
 import { checkUpload, insertUpload, requireApiSource } from '../uploads/receive.ts'
 import { Attributes, type ContactItem, ContactOfCustomer, CustomerItem } from '../uploads/schemas.ts'
-import { checkValues } from '../uploads/values.ts'
+import { checkValues } from '../values.ts'
 import { enqueueEvent } from '../webhooks/outbox.ts'
 import { DateString, parse, strict, text255 } from '../validate.ts'
 

@@ -4,8 +4,10 @@ import type { App } from '../context.ts'
 import { refreshStatistics } from '../db/analyze.ts'
 import { jitOff, type Sql, type Tx } from '../db/client.ts'
 import { addRecomputeSegments, type ScoreRecordsPayload } from '../db/jobs.ts'
+import { SQLSTATE, sqlState } from '../db/sqlstate.ts'
 import { TABLES } from '../db/tables.ts'
 import { today as utcToday } from '../dates.ts'
+import type { Log } from '../log.ts'
 import { enqueueEvent } from '../webhooks/outbox.ts'
 import { watchScores } from './changes.ts'
 import { propertyLookup, type ScoringModel } from './model.ts'
@@ -19,6 +21,8 @@ export interface ScoreOptions {
   today?: string
   /** false: keep the stored engagement history (the daily run: a snapshot's score depends only on its own date). */
   snapshots?: boolean
+  /** Where a batch that met a stored number no double can hold is reported. */
+  log?: Log
 }
 
 // Records per statement: keeps each statement's sort and the job's memory small whatever the account's size.
@@ -65,7 +69,13 @@ const compared = (sql: string, column: string) => (column === 'engagementscore_t
 // against the whole account, every batch read all of its score rows). A concurrent insert of the
 // same row (only a second job scoring the same records at once could make one) is left to win: it
 // computed the same scores.
-const scoreStatement = (entity: Entity, model: ScoringModel | null, defs: PropertyDef[], snapshots: boolean) => {
+const scoreStatement = (
+  entity: Entity,
+  model: ScoringModel | null,
+  defs: PropertyDef[],
+  snapshots: boolean,
+  tolerant: boolean,
+) => {
   const t = TABLES[entity]
   const { typeOf, isMetric } = propertyLookup(defs)
   const customer = entity === 'customer'
@@ -76,6 +86,7 @@ const scoreStatement = (entity: Entity, model: ScoringModel | null, defs: Proper
     refs(isMetric, 's."values"', 'sv', 'sv.date'),
     4,
     'e',
+    tolerant,
   )
   const fit = weightedScoreSql(
     customer ? (model?.customer?.fit ?? []) : [],
@@ -83,6 +94,7 @@ const scoreStatement = (entity: Entity, model: ScoringModel | null, defs: Proper
     refs(isMetric, 'r.metrics', 'rec', '$3::date'),
     4 + engagement.params.length,
     'f',
+    tolerant,
   )
   const scored = snapshots
     ? `select x.record_id, x.date, ${engagement.score} as score from (
@@ -200,38 +212,62 @@ async function* batches(sql: Sql, accountId: number, entity: Entity, ids?: numbe
 export const scoreRecords = async (sql: Sql, p: ScoreRecordsPayload, options: ScoreOptions = {}) => {
   const today = options.today ?? utcToday()
   const { model, defs } = await scoringInputs(sql, p.account_id, p.entity)
-  const statement = scoreStatement(p.entity, model, defs, options.snapshots !== false)
+  const statement = (tolerant: boolean) => scoreStatement(p.entity, model, defs, options.snapshots !== false, tolerant)
+  const plain = statement(false)
+  let tolerant: typeof plain | undefined
   const inactiveDays = model?.churn?.inactive_days ?? 0
   const alerts = p.entity === 'customer' ? await getScoreAlerts(sql, p.account_id) : {}
   let scored = 0
+  let logged = false
   const queue = batches(sql, p.account_id, p.entity, p.ids)
+  const scoreIn = (ids: number[], statement: typeof plain) =>
+    sql.begin(async (tx) => {
+      // A batch's scored snapshots (60,000 at 12 a record) are sorted by record for the history:
+      // in memory, instead of spilling to disk past the default 4 MB. Every join of the statement
+      // joins whole batches, which hash joins serve at any size; but a new account's rows are
+      // unknown to the planner's statistics until the next ANALYZE, and taken for one row it
+      // chose nested loops over CTE scans, quadratic in the batch: 13.5 s instead of 0.2 s for
+      // 1000 customers (docs/benchmarks.md, bench/tenant.ts). Index scans are still allowed.
+      await tx`select set_config('work_mem', '32MB', true), set_config('enable_nestloop', 'off', true)`
+      await jitOff(tx)
+      const compare =
+        Object.keys(alerts).length > 0 && (await watchScores(tx, p.account_id, ids, { alerts, model, defs, today }))
+      await tx.unsafe(statement.text, [p.account_id, ids, today, ...statement.params] as never[])
+      if (compare) await compare()
+      if (p.entity === 'customer') {
+        await enqueueEvent(
+          tx,
+          p.account_id,
+          'customer.reactivated',
+          (await liftInactive(tx, p.account_id, ids, inactiveDays)) as never,
+        )
+        await addRecomputeSegments(tx, p.account_id)
+      }
+    })
+  // A number stored before the one value rule (values.ts) that no double can hold makes the plain
+  // statement raise; the batch is then scored again reading it as no value, so that one value can
+  // never fail a job. Reported once per run, naming the first batch it was met in.
+  const scoreBatch = async (ids: number[]) => {
+    try {
+      await scoreIn(ids, plain)
+    } catch (err) {
+      if (sqlState(err) !== SQLSTATE.NUMERIC_VALUE_OUT_OF_RANGE) throw err
+      if (!logged)
+        options.log?.('warn', 'a stored number no double can hold was scored as no value', {
+          account_id: p.account_id,
+          entity: p.entity,
+          first_id: ids[0],
+          last_id: ids[ids.length - 1],
+        })
+      logged = true
+      tolerant ??= statement(true)
+      await scoreIn(ids, tolerant)
+    }
+  }
   const scoreBatches = async () => {
     for (let next = await queue.next(); !next.done; next = await queue.next()) {
-      const ids = next.value
-      await sql.begin(async (tx) => {
-        // A batch's scored snapshots (60,000 at 12 a record) are sorted by record for the history:
-        // in memory, instead of spilling to disk past the default 4 MB. Every join of the statement
-        // joins whole batches, which hash joins serve at any size; but a new account's rows are
-        // unknown to the planner's statistics until the next ANALYZE, and taken for one row it
-        // chose nested loops over CTE scans, quadratic in the batch: 13.5 s instead of 0.2 s for
-        // 1000 customers (docs/benchmarks.md, bench/tenant.ts). Index scans are still allowed.
-        await tx`select set_config('work_mem', '32MB', true), set_config('enable_nestloop', 'off', true)`
-        await jitOff(tx)
-        const compare =
-          Object.keys(alerts).length > 0 && (await watchScores(tx, p.account_id, ids, { alerts, model, defs, today }))
-        await tx.unsafe(statement.text, [p.account_id, ids, today, ...statement.params] as never[])
-        if (compare) await compare()
-        if (p.entity === 'customer') {
-          await enqueueEvent(
-            tx,
-            p.account_id,
-            'customer.reactivated',
-            (await liftInactive(tx, p.account_id, ids, inactiveDays)) as never,
-          )
-          await addRecomputeSegments(tx, p.account_id)
-        }
-      })
-      scored += ids.length
+      await scoreBatch(next.value)
+      scored += next.value.length
     }
   }
   await Promise.all(Array.from({ length: PARALLEL }, scoreBatches))
@@ -244,5 +280,5 @@ export const scoreRecords = async (sql: Sql, p: ScoreRecordsPayload, options: Sc
 
 export const scoreRecordsJob = async (app: App, payload: ScoreRecordsPayload) => ({
   entity: payload.entity,
-  scored: await scoreRecords(app.sql, payload, { snapshots: payload.snapshots }),
+  scored: await scoreRecords(app.sql, payload, { snapshots: payload.snapshots, log: app.log }),
 })

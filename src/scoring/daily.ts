@@ -2,6 +2,7 @@ import type { App } from '../context.ts'
 import type { Sql, Tx } from '../db/client.ts'
 import { addJobs, type CronPayload, scoreDailyJob } from '../db/jobs.ts'
 import { today as utcToday } from '../dates.ts'
+import type { Log } from '../log.ts'
 import { enqueueEvent } from '../webhooks/outbox.ts'
 import { scoreRecords } from './batch.ts'
 
@@ -25,9 +26,9 @@ const markInactive = (sql: Tx, accountId: number, today: string) => sql`
 // What changes with the date alone: the trend window, fit date properties (e.g. renewal_date),
 // days since last_seen in churn risk, and automatic churn. The engagement history does not (a
 // snapshot's scoring date is its own), so it is read as stored, not recomputed.
-export const scoreDaily = async (sql: Sql, accountId: number, today = utcToday()) => {
-  await scoreRecords(sql, { account_id: accountId, entity: 'customer' }, { today, snapshots: false })
-  await scoreRecords(sql, { account_id: accountId, entity: 'contact' }, { today, snapshots: false })
+export const scoreDaily = async (sql: Sql, accountId: number, today = utcToday(), log?: Log) => {
+  await scoreRecords(sql, { account_id: accountId, entity: 'customer' }, { today, snapshots: false, log })
+  await scoreRecords(sql, { account_id: accountId, entity: 'contact' }, { today, snapshots: false, log })
   return sql.begin(async (tx) => {
     const churned = await markInactive(tx, accountId, today)
     await enqueueEvent(tx, accountId, 'customer.churned', churned as never)
@@ -38,7 +39,7 @@ export const scoreDaily = async (sql: Sql, accountId: number, today = utcToday()
 // The cron run (no account_id) adds one job per account with a scoring model, on the account's
 // scoring queue; the job key keeps a second run from doubling the work.
 export const scoreDailyRun = async (app: App, p: CronPayload) => {
-  if (p.account_id !== undefined) return void (await scoreDaily(app.sql, p.account_id))
+  if (p.account_id !== undefined) return void (await scoreDaily(app.sql, p.account_id, utcToday(), app.log))
   const ids = (await app.sql`select account_id from scoring_models order by account_id`).map(
     (r) => r.account_id as number,
   )

@@ -68,7 +68,8 @@ const rangeScore = ({ bad, good }: RangeRule, v: number): number => {
 }
 
 // A value of the wrong JSON type (e.g. a string stored under a number metric) counts as missing,
-// as in sql.ts, rather than failing the whole record.
+// as in sql.ts, rather than failing the whole record; so does a stored number no double holds,
+// which JSON.parse reads as Infinity (sql.ts, tolerant).
 export const propertyScore = (rule: Rule, value: unknown, scoringDate: string, type: PropertyType): number | null => {
   if (isValuesRule(rule)) {
     if (typeof value !== 'string') return null
@@ -77,7 +78,7 @@ export const propertyScore = (rule: Rule, value: unknown, scoringDate: string, t
   }
   if (isBooleanRule(rule)) return typeof value === 'boolean' ? (value === rule.good ? 100 : -100) : null
   if (type === 'date') return isDate(value) ? rangeScore(rule, daysBetween(scoringDate, value)) : null
-  return typeof value === 'number' ? rangeScore(rule, value) : null
+  return typeof value === 'number' && Number.isFinite(value) ? rangeScore(rule, value) : null
 }
 
 export const weightedScore = (

@@ -2,6 +2,7 @@ import type { PropertyType } from '../catalog.ts'
 import { isBooleanRule, isValuesRule, type Rule } from './model.ts'
 import { ROUND_NOISE } from './score.ts'
 import { sqlDateOrNull } from '../dates.ts'
+import { sqlDoubleOrNull } from '../values.ts'
 
 // Compiles scoring rules into PostgreSQL expressions so that all snapshots and records of an
 // account can be scored in a few set-based statements (scoring/batch.ts): engagement per
@@ -37,13 +38,16 @@ const roundSql = (x: string) => `(sign(${x}) * floor(abs(${x}) + 0.5::float8 + $
 type Bind = (value: unknown, type: 'text' | 'float8' | 'boolean') => string
 
 // The jsonb value `x` as the rule's form reads it (float8, boolean, text or date), NULL when it is
-// absent or of another JSON type.
-const typedSql = (rule: Rule, type: PropertyType, x: string): string => {
+// absent or of another JSON type. `tolerant`: also NULL for a number no float8 can hold (stored
+// before the one value rule, values.ts), which the plain cast raises on; its range check costs
+// more than the cast, so batch.ts asks for it only for a batch that raised.
+const typedSql = (rule: Rule, type: PropertyType, x: string, tolerant: boolean): string => {
   const str = `(${x} #>> '{}')`
   const when = (jsonType: string, value: string) => `CASE WHEN jsonb_typeof(${x}) = '${jsonType}' THEN ${value} END`
   if (isValuesRule(rule)) return when('string', str)
   if (isBooleanRule(rule)) return when('boolean', `${x}::boolean`)
-  if (type !== 'date') return when('number', `${x}::float8`)
+  if (type !== 'date')
+    return when('number', tolerant ? `(${sqlDoubleOrNull(`${x}::numeric`)})::float8` : `${x}::float8`)
   return when('string', sqlDateOrNull(str))
 }
 
@@ -113,7 +117,7 @@ export interface ScoreSql {
  * joins, whose rescans cost more per row than the scoring itself.
  * Everything taken from the model is a bound parameter, never spliced into the text: codenames and
  * the values map are account input. Placeholders are numbered from `paramStart`; `params` holds
- * their values in order. `alias` prefixes the names of the items.
+ * their values in order. `alias` prefixes the names of the items. `tolerant`: see typedSql.
  */
 export const weightedScoreSql = (
   rules: readonly Rule[],
@@ -121,6 +125,7 @@ export const weightedScoreSql = (
   refs: SqlRefs,
   paramStart: number,
   alias: string,
+  tolerant = false,
 ): ScoreSql => {
   if (rules.length === 0) {
     return {
@@ -146,7 +151,7 @@ export const weightedScoreSql = (
     const metric = refs.isMetric(rule.codename)
     const levels = metric ? values : columns
     levels.raw.push(`(${metric ? refs.metric(key) : refs.attribute(key)}) AS ${raw}`)
-    levels.typed.push(`${typedSql(rule, typeOf(rule.codename), refs.raw(raw))} AS ${name}`)
+    levels.typed.push(`${typedSql(rule, typeOf(rule.codename), refs.raw(raw), tolerant)} AS ${name}`)
     return metric ? refs.value(name) : refs.column(name)
   })
   // A property score is NULL exactly when its value is, so the weights count the values present.

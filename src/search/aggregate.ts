@@ -6,6 +6,7 @@ import { lookupField } from './criteria.ts'
 import { type ErrorDetail, type Field, SearchError } from './fields.ts'
 import { type Ctx, fieldSql } from './predicates.ts'
 import { type CompiledSearch, compileMatch, type MatchInput } from './sql.ts'
+import { sqlDoubleOrNull } from '../values.ts'
 
 export const MAX_FIELDS = 10
 export const MAX_BUCKETS = 100
@@ -56,6 +57,12 @@ function statement(input: AggregateInput, reads: readonly Field[] = []): Stateme
   return { fields, match, params }
 }
 
+// A field's value `v` as the statistics read it: a stored number no double can hold (left from
+// before the one value rule, values.ts) is no value, as the answer's numbers are doubles and the
+// average's cast would raise. The core fields are integer columns. `v` is a column of the matches'
+// subquery, kept from being flattened (offset 0) so that each value is read from its jsonb once.
+const usable = (field: Field, v: string) => (field.source === 'core' ? v : `(${sqlDoubleOrNull(v)})`)
+
 const whereSql = (match: Statement['match'], also: string[] = []) => [...match.where, ...also].join('\n  and ')
 
 // A score's cell, 0 to GRID - 1; null without a score (which least and greatest would ignore).
@@ -73,14 +80,15 @@ export function compileSummary(input: AggregateInput): CompiledSearch {
   const scored = input.matrix !== undefined
   const { fields, match, params } = statement(input, scored ? [MATRIX.x, MATRIX.y] : [])
   const values = fields.map((f, i) => `${fieldSql(f, match.ctx)} as v${i}`)
-  const stats = fields.map((_f, i) =>
-    [
-      `count(m.v${i}) as n${i}`,
-      `avg(m.v${i})::float8 as avg${i}`,
-      `min(m.v${i})::text as min${i}`,
-      `max(m.v${i})::text as max${i}`,
-    ].join(', '),
-  )
+  const stats = fields.map((f, i) => {
+    const v = usable(f, `m.v${i}`)
+    return [
+      `count(${v}) as n${i}`,
+      `avg(${v})::float8 as avg${i}`,
+      `min(${v})::text as min${i}`,
+      `max(${v})::text as max${i}`,
+    ].join(', ')
+  })
   const [x, y] = [fieldSql(MATRIX.x, match.ctx), fieldSql(MATRIX.y, match.ctx)]
   const cells = input.matrix === 'grid' ? [`${cellSql(x)} as x`, `${cellSql(y)} as y`] : []
   const columns = [
@@ -97,7 +105,7 @@ export function compileSummary(input: AggregateInput): CompiledSearch {
   const text = [
     `select ${columns.join(', ')}`,
     `from (select ${inner.length > 0 ? inner.join(', ') : '1'} from ${match.from}`,
-    `where ${whereSql(match)}) m`,
+    `where ${whereSql(match)} offset 0) m`,
     ...(input.matrix === 'grid' ? ['group by grouping sets ((), (m.x, m.y))'] : []),
   ].join('\n')
   return { text, params }
@@ -128,13 +136,13 @@ export function compileHistogram(
   const rows = ranges.flatMap((r, i) => {
     if (!r || isPoint(r)) return []
     const [lo, hi] = [match.ctx.bind(r.min, 'numeric'), match.ctx.bind(r.max, 'numeric')]
-    return [`(${i}, width_bucket(m.v${i}, ${lo}, ${hi}, ${n}))`]
+    return [`(${i}, width_bucket(${usable(fields[i], `m.v${i}`)}, ${lo}, ${hi}, ${n}))`]
   })
   const text = [
     // The maximum falls in bucket n + 1 of width_bucket, which is closed at the bottom.
     `select b.i, least(b.bucket, ${n}) as bucket, count(*)::bigint as count`,
     `from (select ${values.join(', ')} from ${match.from}`,
-    `where ${whereSql(match)}) m,`,
+    `where ${whereSql(match)} offset 0) m,`,
     `lateral (values ${rows.join(', ')}) b(i, bucket)`,
     'where b.bucket is not null',
     'group by 1, 2',

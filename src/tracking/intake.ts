@@ -6,8 +6,8 @@ import { refuse } from '../errors.ts'
 
 // One statement (one round trip, one transaction) checks the account, appends every event and
 // makes sure a job will apply them: a 200 means both are committed, and a refused request stores
-// nothing. The validated body goes to PostgreSQL as the text it came as (as text: a jsonb parameter
-// would be JSON-encoded once more) and is unpacked there, so no event is serialized again in Node.
+// nothing. The checked events go to PostgreSQL as one JSON array text (schemas.ts, eventsToStore; as
+// text: a jsonb parameter would be JSON-encoded once more) and are unpacked there.
 //
 // The job: add_job NOTIFYs, and PostgreSQL serializes the commits of notifying transactions
 // (WAL flush included), which made every request wait for the one before it (measured: a quarter
@@ -22,12 +22,12 @@ import { refuse } from '../errors.ts'
 // a date by the one rule (is_iso_date, sql/011, the SQL twin of dates.ts); `bad` names each one
 // that is not, and then nothing is stored. Other values that do not fit their attribute's type
 // are ignored when the events are applied, as the data object is free-form.
-const store = (app: App, accountId: number, trackerKey: string, body: string) => app.sql`
+const store = (app: App, accountId: number, trackerKey: string, events: string) => app.sql`
   with a as (
     select tracker_key = ${trackerKey} as key_ok, cardinality(tracking_domains) > 0 as set_up
     from accounts where id = ${accountId}
   ), x as (
-    select ev, i - 1 as i from jsonb_array_elements((${body}::text::jsonb)->'events') with ordinality as t(ev, i)
+    select ev, i - 1 as i from jsonb_array_elements(${events}::text::jsonb) with ordinality as t(ev, i)
   ), bad as (
     select x.i, l.level, d.key
     from x cross join (values ('customer'), ('contact')) l(level)
@@ -62,25 +62,22 @@ const storeRetrying = async (
   app: App,
   accountId: number,
   trackerKey: string,
-  body: string,
+  events: string,
   attempts = 3,
 ): Promise<Awaited<ReturnType<typeof store>>> => {
   try {
-    return await store(app, accountId, trackerKey, body)
+    return await store(app, accountId, trackerKey, events)
   } catch (err) {
     if (sqlState(err) === SQLSTATE.DEADLOCK_DETECTED && attempts > 1)
-      return storeRetrying(app, accountId, trackerKey, body, attempts - 1)
-    // JSON.parse takes nesting that PostgreSQL's parser refuses (stack depth): still the client's body.
-    if (sqlState(err) === SQLSTATE.STATEMENT_TOO_COMPLEX)
-      refuse(400, 'The request body is nested too deeply to be stored.')
+      return storeRetrying(app, accountId, trackerKey, events, attempts - 1)
     throw err
   }
 }
 
-// Appends the events of a validated body (its bytes as sent) and makes sure they will be applied.
+// Appends checked events (a JSON array text, eventsToStore) and makes sure they will be applied.
 // A trackerKey of another account, or an account without a tracking domain, is 403.
-export const receiveEvents = async (app: App, accountId: number, trackerKey: string, body: Buffer) => {
-  const [account] = await storeRetrying(app, accountId, trackerKey, body.toString('utf8'))
+export const receiveEvents = async (app: App, accountId: number, trackerKey: string, events: string) => {
+  const [account] = await storeRetrying(app, accountId, trackerKey, events)
   if (!account?.key_ok) refuse(403, "The trackerKey is not the tracker key of this API key's account.")
   if (!account.set_up) refuse(403, 'Tracking is not set up for this account: add a tracking domain first.')
   const bad = (account.bad_dates ?? []) as [number, string, string][]

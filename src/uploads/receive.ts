@@ -7,7 +7,7 @@ import { entityOf, type UploadKind } from '../db/tables.ts'
 import { refuse } from '../errors.ts'
 import { hasCustomerModel } from '../scoring/model.ts'
 import type { ContactItem, CustomerItem } from './schemas.ts'
-import { checkValues } from './values.ts'
+import { checkValues } from '../values.ts'
 
 // Everything the checks need, in one round trip.
 const accountState = (app: App, accountId: number, kind: UploadKind) => app.sql`

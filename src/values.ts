@@ -1,0 +1,161 @@
+// The one value rule: what a property value may be, on every path that writes one (uploads,
+// single-record writes, tracking data and whatever ingest comes next). A number is a finite double
+// (JSON.parse reads 1e400 as Infinity, which JSON.stringify would write as null and PostgreSQL's
+// jsonb would keep as a 401-digit numeric no double can hold), text is storable (validate.ts) and at
+// most MAX_TEXT_VALUE characters, a date follows the one date rule (dates.ts). The caller stores the
+// value it checked, serialized again, never the bytes it came as.
+import * as v from 'valibot'
+import type { Catalog, PropertyKind, PropertyType } from './catalog.ts'
+import { DATE_RULE, isDate } from './dates.ts'
+import type { FieldError } from './errors.ts'
+import { isObject, UNSTORABLE, UNSTORABLE_MESSAGE } from './validate.ts'
+
+// A text value of an attribute or metric holds at most this many characters (Unicode code points,
+// so an emoji counts as one), so that one record cannot carry megabytes through processing,
+// scoring and every search page.
+export const MAX_TEXT_VALUE = 65_536
+const TEXT_CAP_MESSAGE = `At most ${MAX_TEXT_VALUE} characters.`
+export const FINITE_MESSAGE = 'Must be a finite number a double can hold (at most about 1.8e308 in size).'
+
+// A string has at least as many UTF-16 units as code points, so only a long one is counted.
+export const fitsTextCap = (s: string) => {
+  if (s.length <= MAX_TEXT_VALUE) return true
+  let n = 0
+  for (const _ of s) if (++n > MAX_TEXT_VALUE) return false
+  return true
+}
+
+// Numbers first: most values are metrics, and a union tries its options in order (half the time
+// of checking a body of 1000 customers x 12 snapshots). The options' types are disjoint, so the order
+// changes no answer.
+export const Value = v.union(
+  [
+    v.pipe(
+      v.number(),
+      v.check((n: number) => Number.isFinite(n), FINITE_MESSAGE),
+    ),
+    v.pipe(
+      v.string(),
+      v.check(fitsTextCap, TEXT_CAP_MESSAGE),
+      v.check((s: string) => !UNSTORABLE.test(s), UNSTORABLE_MESSAGE),
+    ),
+    v.boolean(),
+    v.null(),
+  ],
+  'Must be a string, number, boolean, date or null.',
+)
+
+export const fitsType = (value: unknown, type: PropertyType) =>
+  value === null ||
+  (type === 'number'
+    ? typeof value === 'number' && Number.isFinite(value)
+    : type === 'date'
+      ? isDate(value)
+      : typeof value === type)
+
+type Values = Record<string, unknown>
+export interface Checked<T> {
+  items: T[]
+  droppedKeys: number
+  errors: FieldError[]
+}
+
+// Keeps the keys that match a definition of the right kind (typed: a mismatch is an error),
+// drops and counts the rest. Snapshot dates must be unique within a record's metrics.
+export const checkValues = <T extends { attributes?: Values; metrics?: ({ date: string } & Values)[] }>(
+  items: T[],
+  catalog: Catalog,
+  itemPath: (index: number) => string,
+): Checked<T> => {
+  const errors: FieldError[] = []
+  let droppedKeys = 0
+  const keep = (values: Values, kind: PropertyKind, path: string, skip?: string) => {
+    const out: Values = {}
+    for (const [key, value] of Object.entries(values)) {
+      if (key === skip) continue
+      const def = catalog.get(key)
+      if (!def || def.kind !== kind) {
+        droppedKeys++
+        continue
+      }
+      if (!fitsType(value, def.type))
+        errors.push({
+          path: `${path}/${key}`,
+          message: `Must be ${def.type === 'date' ? DATE_RULE : `a ${def.type}`} or null.`,
+        })
+      else out[key] = value
+    }
+    return out
+  }
+  const checked = items.map((item, i) => {
+    const path = itemPath(i)
+    const out = { ...item }
+    if (item.attributes) out.attributes = keep(item.attributes, 'attribute', `${path}/attributes`)
+    if (item.metrics) {
+      const seen = new Set<string>()
+      out.metrics = item.metrics.map((m, j) => {
+        if (seen.has(m.date))
+          errors.push({ path: `${path}/metrics/${j}/date`, message: `The date ${m.date} appears twice in metrics.` })
+        seen.add(m.date)
+        return { date: m.date, ...keep(m, 'metric', `${path}/metrics/${j}`, 'date') }
+      })
+    }
+    return out
+  })
+  return { items: checked, droppedKeys, errors }
+}
+
+// What a free-form JSON value holds (tracking data, traits): every number finite, every string and
+// key storable and within the text cap, at most MAX_DEPTH levels of arrays and objects (JSON.parse
+// takes nesting deeper than the call stack, which JSON.stringify and PostgreSQL do not). Iterative,
+// with paths built only for a finding. Returns every problem, each at its JSON pointer.
+export const MAX_DEPTH = 100
+interface Node {
+  value: unknown
+  key: string
+  parent: Node | null
+  depth: number
+}
+const escape = (key: string) => key.replace(/~/g, '~0').replace(/\//g, '~1')
+const pointerOf = (node: Node): string => {
+  const keys: string[] = []
+  for (let n: Node | null = node; n?.parent; n = n.parent) keys.push(n.key)
+  return keys
+    .reverse()
+    .map((k) => '/' + escape(k))
+    .join('')
+}
+const textProblem = (s: string) => (UNSTORABLE.test(s) ? UNSTORABLE_MESSAGE : fitsTextCap(s) ? null : TEXT_CAP_MESSAGE)
+
+export const freeFormProblems = (root: unknown): FieldError[] => {
+  const errors: FieldError[] = []
+  const stack: Node[] = [{ value: root, key: '', parent: null, depth: 0 }]
+  for (let node = stack.pop(); node; node = stack.pop()) {
+    const { value, parent } = node
+    const keyProblem = parent && !Array.isArray(parent.value) ? textProblem(node.key) : null
+    if (keyProblem) errors.push({ path: pointerOf(node), message: `Its key: ${keyProblem}` })
+    if (typeof value === 'number') {
+      if (!Number.isFinite(value)) errors.push({ path: pointerOf(node), message: FINITE_MESSAGE })
+    } else if (typeof value === 'string') {
+      const problem = textProblem(value)
+      if (problem) errors.push({ path: pointerOf(node), message: problem })
+    } else if ((isObject(value) || Array.isArray(value)) && node.depth === MAX_DEPTH) {
+      errors.push({ path: pointerOf(node), message: `Nests deeper than ${MAX_DEPTH} levels.` })
+    } else if (isObject(value) || Array.isArray(value)) {
+      // Pushed last to first, so that the problems come in the order of the document.
+      const entries = Object.entries(value)
+      for (let i = entries.length - 1; i >= 0; i--) {
+        const [key, item] = entries[i]
+        stack.push({ value: item, key, parent: node, depth: node.depth + 1 })
+      }
+    }
+  }
+  return errors
+}
+
+// The SQL twin for numbers stored before this rule (or by hand): the numeric expression `n` as
+// JSON.parse reads it, so that a cast to float8 never raises. Beyond a double's range it is NULL
+// (JavaScript reads Infinity, which counts as no value), below the smallest subnormal 0 (as
+// JavaScript rounds it). `n` is written three times: keep it a cheap one.
+export const sqlDoubleOrNull = (n: string) =>
+  `case when abs(${n}) > 1.7976931348623157e308 then null when abs(${n}) < 4.9406564584124654e-324 then 0 else ${n} end`
