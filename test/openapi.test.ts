@@ -62,14 +62,14 @@ test('every route of the routing table is in it, with its method, auth and path 
 
 test('error responses are Problem Details, as the router answers them', () => {
   const responses = (method: string, path: string) => Object.keys(doc.paths[path][method].responses).sort()
-  const all = ['200', '400', '401', '403', '406', '413', '429', '490', '503']
+  const all = ['200', '400', '401', '403', '406', '408', '413', '429', '490', '503']
   assert.deepEqual(responses('post', '/api/v1/customers'), all)
   assert.deepEqual(
     responses('post', '/api/v1/contacts'),
     all.filter((s) => s !== '490'),
   )
   assert.deepEqual(responses('get', '/api/v1/uploads/{upload_id}'), ['200', '400', '401', '403', '404', '429', '503'])
-  assert.deepEqual(responses('post', '/admin/v1/accounts'), ['201', '400', '401', '413', '415', '503'])
+  assert.deepEqual(responses('post', '/admin/v1/accounts'), ['201', '400', '401', '408', '413', '415', '503'])
   assert.deepEqual(responses('get', '/healthz'), ['200', '400'])
   assert.deepEqual(responses('get', '/readyz'), ['200', '400', '503'])
   const problem = doc.components.responses.BadRequest.content['application/problem+json'].schema

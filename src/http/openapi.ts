@@ -123,6 +123,11 @@ const problemResponses: Record<number, { name: string; description: string; head
       "The request is not JSON, does not accept JSON, or the account's records are owned by another source of truth.",
     example: 'The request must be sent as application/json.',
   },
+  408: {
+    name: 'RequestTimeout',
+    description: 'No part of the request body arrived for SERVICE_BODY_IDLE_TIMEOUT_MS; the connection closes.',
+    example: 'No part of the request body arrived for 10000 ms.',
+  },
   409: { name: 'Conflict', description: 'It already exists.', example: 'Customer acme-1 already exists.' },
   413: {
     name: 'ContentTooLarge',
@@ -156,7 +161,9 @@ const problemResponses: Record<number, { name: string; description: string; head
   },
   503: {
     name: 'ServiceUnavailable',
-    description: 'The database is not reachable; retry after the Retry-After seconds.',
+    description:
+      'The database is not reachable, or the connection came past the connection caps (per client address or ' +
+      'in all; only /healthz and /readyz are answered on it); retry after the Retry-After seconds.',
     headers: ['Retry-After'],
     example: 'The database is not reachable; try again shortly.',
   },
@@ -168,6 +175,7 @@ const TITLES: Record<number, string> = {
   403: 'Forbidden',
   404: 'Not Found',
   406: 'Not Acceptable',
+  408: 'Request Timeout',
   409: 'Conflict',
   413: 'Content Too Large',
   415: 'Unsupported Media Type',
@@ -289,14 +297,16 @@ const components = (schemas: Record<string, JsonSchema>) => ({
 const hasBody = (r: Route) => !!r.body || r.method === 'POST' || r.method === 'PUT'
 const pathParams = (path: string) => [...path.matchAll(/:(\w+)/g)].map((m) => m[1])
 
-// Which Problem Details an operation may answer, from what the router does: every route vets its
-// query string (400), and every route that reads the database answers 503 while it is away.
+// Which Problem Details an operation may answer, from what the adapter and the router do: every route
+// vets its query string (400), and any but a probe may answer 503 on a connection past the caps (or
+// while the database is away).
 const errorStatuses = (r: Route) =>
   [
     400,
-    ...(hasBody(r) ? [413] : []),
+    ...(r.probe ? [] : [503]),
+    ...(hasBody(r) ? [408, 413] : []),
     ...(r.body && !r.jsonOnly ? [415] : []),
-    ...(r.auth !== 'none' ? [401, 503] : []),
+    ...(r.auth !== 'none' ? [401] : []),
     ...(typeof r.auth === 'object' ? [403, 429] : []),
     ...(pathParams(r.path).length ? [404] : []),
     ...(r.jsonOnly ? [406] : []),

@@ -77,6 +77,8 @@ export interface Route {
   // Its cost grows with the account's data (searches, aggregates): an account runs at most
   // SERVICE_EXPENSIVE_PER_ACCOUNT of these at once per process, and past that gets a 429. For routes
   // taking a service key, whose account it counts against.
+  // A liveness or readiness probe: answered even on a connection past the caps (http/connections.ts).
+  probe?: true
   expensive?: true
   handler: Handler
 }
