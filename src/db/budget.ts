@@ -46,10 +46,14 @@ export const budgeted = async <T>(
     return query
   }
   signal?.addEventListener('abort', cancel, { once: true })
+  // The statement timeout bounds each statement; this bounds the request's statements together.
+  const deadline = setTimeout(cancel, ms)
   try {
     return (await app.heavy.begin(async (tx) => {
       if (signal?.aborted) gone()
-      await tx`select set_config('statement_timeout', ${String(ms)}, true)`
+      // One backend per request: parallel workers would let one account's request take every core.
+      await tx`select set_config('statement_timeout', ${String(ms)}, true),
+        set_config('max_parallel_workers_per_gather', '0', true)`
       return work(tx, track)
     })) as T
   } catch (err) {
@@ -57,6 +61,7 @@ export const budgeted = async <T>(
     if (signal?.aborted) gone()
     return refuse(422, `The query ran past the ${budget} budget of ${ms} ms and was stopped. ${HOW_TO_NARROW}`)
   } finally {
+    clearTimeout(deadline)
     signal?.removeEventListener('abort', cancel)
   }
 }
