@@ -47,7 +47,7 @@ export const ENVIRONMENT: [name: string, fallback: string, meaning: string][] = 
   ],
   [
     'SERVICE_EXPENSIVE_PER_ACCOUNT',
-    '1',
+    '2',
     'searches, aggregates and segment searches an account runs at once in one process; more answer 429',
   ],
   [
@@ -126,5 +126,5 @@ export const loadConfig = (env: NodeJS.ProcessEnv = process.env): Config => ({
   heavyPoolSize: int(env.SERVICE_HEAVY_POOL_SIZE, 8),
   maxConnectionsPerAddress:
     env.SERVICE_MAX_CONNECTIONS_PER_ADDRESS === '0' ? 0 : int(env.SERVICE_MAX_CONNECTIONS_PER_ADDRESS, 100),
-  expensivePerAccount: int(env.SERVICE_EXPENSIVE_PER_ACCOUNT, 1),
+  expensivePerAccount: int(env.SERVICE_EXPENSIVE_PER_ACCOUNT, 2),
 })
