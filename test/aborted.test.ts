@@ -11,6 +11,7 @@ import { routes } from '../src/api/routes.ts'
 import type { App } from '../src/context.ts'
 import { createHttpServer, drain, listen } from '../src/http/adapter.ts'
 import { buildRouter } from '../src/http/router.ts'
+import { lockTable } from './helpers/db.ts'
 import { eventually } from './helpers/receiver.ts'
 import { startTestService, type TestService } from './helpers/service.ts'
 
@@ -76,16 +77,7 @@ test('a search its client stopped waiting for: 499 at info once it ends, no 5xx 
   const account = await s.account('Leaving')
   const before = await requests()
   // The customers table locked, so that the search is still running when its client goes.
-  let unlock!: () => void
-  const held = new Promise<void>((resolve) => (unlock = resolve))
-  let locked!: Promise<unknown>
-  await new Promise<void>((ready) => {
-    locked = s.sql.begin(async (tx) => {
-      await tx`lock table customers in access exclusive mode`
-      ready()
-      await held
-    })
-  })
+  const unlock = await lockTable(s.sql, 'customers')
   const leaving = new AbortController()
   const answer = fetch(`http://127.0.0.1:${port}/api/v1/customers/search`, {
     method: 'POST',
@@ -100,8 +92,7 @@ test('a search its client stopped waiting for: 499 at info once it ends, no 5xx 
   }, 'the search to wait on the lock')
   leaving.abort()
   assert.equal(await answer, 'AbortError')
-  unlock()
-  await locked
+  await unlock()
   await eventually(() => logged('gone-early').length, 'the request to end')
   assertGone('gone-early')
   const after = await requests()

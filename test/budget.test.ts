@@ -7,6 +7,7 @@ import { request } from 'node:http'
 import { after, before, describe, test } from 'node:test'
 import { compileSearch } from '../src/search/sql.ts'
 import { recomputeSegments } from '../src/segments/members.ts'
+import { lockTable as lockTableOf } from './helpers/db.ts'
 import { scoredAccount } from './helpers/fixtures.ts'
 import { search, upload } from './helpers/search.ts'
 import { startTestService, type TestService } from './helpers/service.ts'
@@ -135,24 +136,7 @@ describe('caps on what a request asks', () => {
   })
 })
 
-// Holds an access exclusive lock on the table until the returned function is called: every
-// statement reading the table waits (as an active query) until then.
-const lockTable = async (table: 'contacts' | 'customers') => {
-  let release!: () => void
-  const released = new Promise<void>((r) => (release = r))
-  let locked!: () => void
-  const held = new Promise<void>((r) => (locked = r))
-  const done = s.sql.begin(async (tx) => {
-    await tx`lock table ${tx(table)} in access exclusive mode`
-    locked()
-    await released
-  })
-  await held
-  return async () => {
-    release()
-    await done
-  }
-}
+const lockTable = (table: 'contacts' | 'customers') => lockTableOf(s.sql, table)
 const lockContacts = () => lockTable('contacts')
 
 // The backends running a statement over contacts for a search (not this test's own queries).

@@ -4,6 +4,7 @@
 // for as long as the test needs, and pg_locks tells when they are.
 import assert from 'node:assert/strict'
 import { after, before, test } from 'node:test'
+import { lockTable } from './helpers/db.ts'
 import { eventually } from './helpers/receiver.ts'
 import { startTestService, type TestService } from './helpers/service.ts'
 
@@ -24,23 +25,7 @@ const search = (account: Account, signal?: AbortSignal) =>
     signal,
   })
 
-// The customers table locked until the returned function is called.
-const lockCustomers = async () => {
-  let unlock!: () => void
-  const held = new Promise<void>((resolve) => (unlock = resolve))
-  let done!: Promise<unknown>
-  await new Promise<void>((locked) => {
-    done = s.sql.begin(async (tx) => {
-      await tx`lock table customers in access exclusive mode`
-      locked()
-      await held
-    })
-  })
-  return async () => {
-    unlock()
-    await done
-  }
-}
+const lockCustomers = () => lockTable(s.sql, 'customers')
 const waitingSearches = (n: number) =>
   eventually(async () => {
     const [{ waiting }] = await s.sql`

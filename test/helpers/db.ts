@@ -39,3 +39,22 @@ export const storeScores = async (
   await sql`insert into ${sql(scores)} ${sql(values)} on conflict (account_id, ${sql(fk)})
     do update set ${sql.unsafe(set)}`
 }
+
+// Holds an access exclusive lock on the table until the returned function is called: every
+// statement reading the table waits (as an active query) until then.
+export const lockTable = async (sql: Sql, table: string) => {
+  let release!: () => void
+  const released = new Promise<void>((r) => (release = r))
+  let locked!: () => void
+  const held = new Promise<void>((r) => (locked = r))
+  const done = sql.begin(async (tx) => {
+    await tx`lock table ${tx(table)} in access exclusive mode`
+    locked()
+    await released
+  })
+  await held
+  return async () => {
+    release()
+    await done
+  }
+}
