@@ -47,9 +47,15 @@ export const ENVIRONMENT: [name: string, fallback: string, meaning: string][] = 
   ],
   [
     'SERVICE_EXPENSIVE_PER_ACCOUNT',
-    '2',
-    'searches, aggregates and segment searches an account runs at once in one process; more answer 429',
+    '1',
+    'searches, aggregates and segment searches an account runs at once in one process; more wait or answer 429',
   ],
+  [
+    'SERVICE_EXPENSIVE_WAITING',
+    '4',
+    "an account's expensive requests that wait for a place in one process; more answer 429 at once",
+  ],
+  ['SERVICE_EXPENSIVE_WAIT_MS', '1000', 'how long such a request waits for a place before it answers 429'],
   [
     'SERVICE_STUCK_UPLOAD_SECONDS',
     '900',
@@ -92,6 +98,8 @@ export interface Config {
   heavyPoolSize: number
   maxConnectionsPerAddress: number
   expensivePerAccount: number
+  expensiveWaiting: number
+  expensiveWaitMs: number
 }
 
 const int = (value: string | undefined, fallback: number) => {
@@ -126,5 +134,7 @@ export const loadConfig = (env: NodeJS.ProcessEnv = process.env): Config => ({
   heavyPoolSize: int(env.SERVICE_HEAVY_POOL_SIZE, 8),
   maxConnectionsPerAddress:
     env.SERVICE_MAX_CONNECTIONS_PER_ADDRESS === '0' ? 0 : int(env.SERVICE_MAX_CONNECTIONS_PER_ADDRESS, 100),
-  expensivePerAccount: int(env.SERVICE_EXPENSIVE_PER_ACCOUNT, 2),
+  expensivePerAccount: int(env.SERVICE_EXPENSIVE_PER_ACCOUNT, 1),
+  expensiveWaiting: env.SERVICE_EXPENSIVE_WAITING === '0' ? 0 : int(env.SERVICE_EXPENSIVE_WAITING, 4),
+  expensiveWaitMs: int(env.SERVICE_EXPENSIVE_WAIT_MS, 1000),
 })

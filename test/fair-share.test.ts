@@ -11,7 +11,7 @@ import { startTestService, type TestService } from './helpers/service.ts'
 let s: TestService
 before(async () => {
   // No worker: nothing but the test's searches waits on the customers table.
-  s = await startTestService({ expensivePerAccount: 2 }, { http: true, worker: false })
+  s = await startTestService({ expensivePerAccount: 2, expensiveWaiting: 0 }, { http: true, worker: false })
 })
 after(() => s.stop())
 

@@ -26,23 +26,52 @@ export const createGate = (permits: number) => {
   }
 }
 
-// At most `limit` runs at once per owner (an account), refused rather than queued: a client that
-// sends more in parallel is told to come back, so that it holds no more than its share of the
-// database while it waits. Returns the release of the place taken (to call once or more), or
-// undefined when the owner holds all its places.
-export const createShares = (limit: number) => {
-  const running = new Map<number, number>()
-  return (owner: number): (() => void) | undefined => {
-    const held = running.get(owner) ?? 0
-    if (held >= limit) return undefined
-    running.set(owner, held + 1)
+// At most `limit` runs at once per owner (an account); up to `waiting` more wait their turn, each
+// at most `waitMs` (or until its client goes), and any more are refused: a client that sends more in
+// parallel is told to come back, so that it holds no more than its share of the database, while
+// two clients of one account that happen to search at the same moment are both served. Returns the
+// release of the place taken (to call once or more), or undefined when none came.
+type Release = () => void
+interface Share {
+  held: number
+  queue: ((release: Release) => void)[]
+}
+export const createShares = (limit: number, waiting: number, waitMs: number) => {
+  const owners = new Map<number, Share>()
+  // A place given back goes to the first waiting, if any.
+  const place = (owner: number, share: Share): Release => {
     let taken = true
     return () => {
       if (!taken) return
       taken = false
-      const left = running.get(owner)! - 1
-      if (left) running.set(owner, left)
-      else running.delete(owner)
+      const next = share.queue.shift()
+      if (next) next(place(owner, share))
+      else if (--share.held === 0) owners.delete(owner)
     }
+  }
+  return (owner: number, signal?: AbortSignal): Release | Promise<Release | undefined> | undefined => {
+    const share = owners.get(owner) ?? owners.set(owner, { held: 0, queue: [] }).get(owner)!
+    if (share.held < limit) {
+      share.held++
+      return place(owner, share)
+    }
+    if (share.queue.length >= waiting || signal?.aborted) return undefined
+    return new Promise((resolve) => {
+      const leave = () => {
+        clearTimeout(timer)
+        signal?.removeEventListener('abort', leave)
+        const at = share.queue.indexOf(handOver)
+        if (at >= 0) share.queue.splice(at, 1)
+        resolve(undefined)
+      }
+      const handOver = (release: Release) => {
+        clearTimeout(timer)
+        signal?.removeEventListener('abort', leave)
+        resolve(release)
+      }
+      const timer = setTimeout(leave, waitMs)
+      signal?.addEventListener('abort', leave, { once: true })
+      share.queue.push(handOver)
+    })
   }
 }

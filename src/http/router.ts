@@ -1,4 +1,5 @@
 import { Router } from 'itty-router'
+import type { Config } from '../config.ts'
 import type { App } from '../context.ts'
 import { isDatabaseAway } from '../db/sqlstate.ts'
 import { Refusal, refuse } from '../errors.ts'
@@ -25,15 +26,15 @@ type Step = (route: Route, req: Req, app: App) => Reply | Promise<Reply>
 
 // An expensive route runs within its account's share of this process (createShares); the place
 // is given back when it answers or when its client goes, whichever comes first.
-const withinShare = (limit: number): Step => {
-  const take = createShares(limit)
+const withinShare = ({ expensivePerAccount: limit, expensiveWaiting: waiting, expensiveWaitMs: ms }: Config): Step => {
+  const take = createShares(limit, waiting, ms)
   return async (route, req, app) => {
     const release =
-      take(req.auth!.accountId) ??
+      (await take(req.auth!.accountId, req.signal)) ??
       refuse(
         429,
-        `An account runs at most ${limit} searches, aggregates and segment searches at once; ` +
-          'retry when one has answered.',
+        `An account runs at most ${limit} searches, aggregates and segment searches at once, and ${waiting} ` +
+          `more wait up to ${ms} ms for a place; retry when one has answered.`,
         undefined,
         { ...req.replyHeaders, 'retry-after': '1' },
       )
@@ -90,7 +91,7 @@ export const buildRouter = (routes: Route[], app: App) => {
     return reply
   }
   const router = Router<Req, [App], Reply>({ catch: fail, finally: [withReplyHeaders] })
-  const share = routes.some((r) => r.expensive) ? withinShare(app.config.expensivePerAccount) : checked
+  const share = routes.some((r) => r.expensive) ? withinShare(app.config) : checked
   const runners = routes.map((route) => run(route, share))
   routes.forEach((route, i) => {
     ;(router as unknown as Record<string, (path: string, h: unknown) => void>)[route.method.toLowerCase()](
