@@ -5,6 +5,8 @@
 import assert from 'node:assert/strict'
 import { request } from 'node:http'
 import { after, before, describe, test } from 'node:test'
+import { Refusal } from '../src/errors.ts'
+import { type SearchBody, searchPage } from '../src/records/search.ts'
 import { compileSearch } from '../src/search/sql.ts'
 import { recomputeSegments } from '../src/segments/members.ts'
 import { lockTable as lockTableOf } from './helpers/db.ts'
@@ -169,6 +171,18 @@ describe('budgets', () => {
       await release()
     }
     assert.equal((await search(acme, 'contacts', {})).status, 200)
+  })
+
+  test("the time a request waited for its account's turn counts against its budget", async () => {
+    const release = await lockTable('customers')
+    // Given back after 2 s: within the whole budget (5 s), past what is left of it after the wait.
+    const unlocking = new Promise((done) => setTimeout(done, 2000)).then(release)
+    const waitedMs = s.app.config.searchTimeoutMs - 100
+    await assert.rejects(
+      searchPage(s.app, acme.id, 'customer', { limit: 10 } as SearchBody, { waitedMs }),
+      (err) => err instanceof Refusal && err.status === 422,
+    )
+    await unlocking
   })
 
   test("a segment's member search and its recomputation run under their budgets too", async () => {

@@ -8,7 +8,7 @@ const search =
   async (req, app) => ({
     status: 200,
     headers: { 'content-type': 'application/json' },
-    body: await searchPage(app, req.auth!.accountId, entity, req.input as SearchBody, req.signal),
+    body: await searchPage(app, req.auth!.accountId, entity, req.input as SearchBody, req),
   })
 
 export const searchCustomers = search('customer')
@@ -16,5 +16,5 @@ export const searchContacts = search('contact')
 
 export const aggregateCustomers: Handler = async (req, app) => ({
   status: 200,
-  body: await aggregate(app, req.auth!.accountId, req.input as AggregateBody, req.signal),
+  body: await aggregate(app, req.auth!.accountId, req.input as AggregateBody, req),
 })

@@ -106,7 +106,7 @@ export const segmentRoutes: Route[] = [
     handler: async (req, app) => ({
       status: 200,
       headers: { 'content-type': 'application/json' },
-      body: await searchMembers(app, account(req), segmentId(req), req.input as PageBody, req.signal),
+      body: await searchMembers(app, account(req), segmentId(req), req.input as PageBody, req),
     }),
   },
   {

@@ -9,6 +9,13 @@ import { SQLSTATE, sqlState } from './sqlstate.ts'
 
 export type Budget = 'search' | 'aggregate' | 'segment'
 
+// Whom the work is for: a client that may go (signal), and the time its request already spent
+// waiting for its account's turn (http/router.ts), which counts against its budget.
+export interface Caller {
+  signal?: AbortSignal
+  waitedMs?: number
+}
+
 const TIMEOUTS: Record<Budget, (config: App['config']) => number> = {
   search: (c) => c.searchTimeoutMs,
   aggregate: (c) => c.aggregateTimeoutMs,
@@ -27,11 +34,13 @@ const HOW_TO_NARROW =
 // over its budget is a 422 naming the budget; one cancelled because the client went is a 499.
 export const budgeted = async <T>(
   app: App,
-  signal: AbortSignal | undefined,
+  caller: Caller | undefined,
   budget: Budget,
   work: (tx: Tx, track: Track) => Promise<T>,
 ): Promise<T> => {
   const ms = TIMEOUTS[budget](app.config)
+  const signal = caller?.signal
+  const left = Math.max(1, Math.round(ms - (caller?.waitedMs ?? 0)))
   const pending = new Set<{ cancel: () => void }>()
   const cancel = () => {
     for (const query of pending) query.cancel()
@@ -47,12 +56,12 @@ export const budgeted = async <T>(
   }
   signal?.addEventListener('abort', cancel, { once: true })
   // The statement timeout bounds each statement; this bounds the request's statements together.
-  const deadline = setTimeout(cancel, ms)
+  const deadline = setTimeout(cancel, left)
   try {
     return (await app.heavy.begin(async (tx) => {
       if (signal?.aborted) gone()
       // One backend per request: parallel workers would let one account's request take every core.
-      await tx`select set_config('statement_timeout', ${String(ms)}, true),
+      await tx`select set_config('statement_timeout', ${String(left)}, true),
         set_config('max_parallel_workers_per_gather', '0', true)`
       return work(tx, track)
     })) as T

@@ -29,6 +29,7 @@ type Step = (route: Route, req: Req, app: App) => Reply | Promise<Reply>
 const withinShare = ({ expensivePerAccount: limit, expensiveWaiting: waiting, expensiveWaitMs: ms }: Config): Step => {
   const take = createShares(limit, waiting, ms)
   return async (route, req, app) => {
+    const queued = performance.now()
     const release =
       (await take(req.auth!.accountId, req.signal)) ??
       refuse(
@@ -38,6 +39,7 @@ const withinShare = ({ expensivePerAccount: limit, expensiveWaiting: waiting, ex
         undefined,
         { ...req.replyHeaders, 'retry-after': '1' },
       )
+    req.waitedMs = performance.now() - queued
     req.signal?.addEventListener('abort', release, { once: true })
     try {
       return await checked(route, req, app)

@@ -21,6 +21,8 @@ export interface Req {
   replyHeaders?: Record<string, string>
   // Aborted when the client goes before its answer is sent: work on its behalf stops with it.
   signal?: AbortSignal
+  // Time spent waiting for the account's turn at an expensive route (router.ts), for its budget.
+  waitedMs?: number
 }
 
 export interface Reply {

@@ -2,7 +2,7 @@
 // body, and the answer assembled from the statements of src/search/aggregate.ts.
 import * as v from 'valibot'
 import type { App } from '../context.ts'
-import { budgeted, type Track } from '../db/budget.ts'
+import { budgeted, type Caller, type Track } from '../db/budget.ts'
 import type { Tx } from '../db/client.ts'
 import { today } from '../dates.ts'
 import { refuse } from '../errors.ts'
@@ -125,8 +125,8 @@ const gridOf = (rows: Row[]) => {
 }
 
 // The answer: count, fields, and grid or points when asked, under the aggregate budget (db/budget.ts).
-export const aggregate = (app: App, accountId: number, body: AggregateBody, signal?: AbortSignal) =>
-  budgeted(app, signal, 'aggregate', (tx, track) => answer(tx, track, accountId, body))
+export const aggregate = (app: App, accountId: number, body: AggregateBody, caller?: Caller) =>
+  budgeted(app, caller, 'aggregate', (tx, track) => answer(tx, track, accountId, body))
 
 const answer = async (tx: Tx, track: Track, accountId: number, body: AggregateBody) => {
   const run = (query: CompiledSearch) => track(tx.unsafe(query.text, query.params as string[]))

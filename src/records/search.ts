@@ -3,7 +3,7 @@ import { closest, isObject, strict } from '../validate.ts'
 import { catalogSql } from '../admin/properties.ts'
 import type { Entity, PropertyDef } from '../catalog.ts'
 import type { App } from '../context.ts'
-import { budgeted, type Track } from '../db/budget.ts'
+import { budgeted, type Caller, type Track } from '../db/budget.ts'
 import type { Sql, Tx } from '../db/client.ts'
 import { TABLES } from '../db/tables.ts'
 import { today } from '../dates.ts'
@@ -294,8 +294,8 @@ export const searchInput = (
 })
 
 // A page of the search, as the bytes of the answer, under the search budget (db/budget.ts).
-export const searchPage = (app: App, accountId: number, entity: Entity, body: SearchBody, signal?: AbortSignal) =>
-  budgeted(app, signal, 'search', async (tx, track) => {
+export const searchPage = (app: App, accountId: number, entity: Entity, body: SearchBody, caller?: Caller) =>
+  budgeted(app, caller, 'search', async (tx, track) => {
     const sorted = body.sort !== undefined && body.sort.length > 0
     const [context, key] = await Promise.all([
       searchContext(tx, accountId, entity, body),

@@ -3,6 +3,7 @@
 // the search compiler itself, and recomputed into segment_members (members.ts) after every change.
 import * as v from 'valibot'
 import type { App } from '../context.ts'
+import type { Caller } from '../db/budget.ts'
 import type { Sql, Tx } from '../db/client.ts'
 import { addRecomputeSegments } from '../db/jobs.ts'
 import { SQLSTATE, sqlState } from '../db/sqlstate.ts'
@@ -101,10 +102,10 @@ export const updateSegment = async (app: App, accountId: number, id: number, bod
 
 // A page of the segment's members: its saved search run now, paged as a customer search is, so
 // that it answers exactly what the same body sent to customer search would.
-export const searchMembers = async (app: App, accountId: number, id: number, page: PageBody, signal?: AbortSignal) => {
+export const searchMembers = async (app: App, accountId: number, id: number, page: PageBody, caller?: Caller) => {
   const [row] = await app.sql`select body from segments where account_id = ${accountId} and id = ${id}`
   if (!row) refuse(404, `No segment ${id} in this account.`)
-  return searchPage(app, accountId, 'customer', { ...row.body, ...page }, signal)
+  return searchPage(app, accountId, 'customer', { ...row.body, ...page }, caller)
 }
 
 export const deleteSegment = async (app: App, accountId: number, id: number) => {
