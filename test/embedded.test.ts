@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { after, test } from 'node:test'
 import postgres from 'postgres'
-import { startEmbedded } from '../src/db/embedded.ts'
+import { alive, startEmbedded } from '../src/db/embedded.ts'
 import type { Log } from '../src/log.ts'
 import { freePort } from './helpers/cluster.ts'
 import { processesUsing } from './helpers/process.ts'
@@ -36,14 +36,6 @@ const answers = async (url: string) => {
   }
 }
 const postmaster = (data: string) => Number(readFileSync(join(data, 'postmaster.pid'), 'utf8').split('\n')[0])
-const alive = (pid: number) => {
-  try {
-    process.kill(pid, 0)
-    return true
-  } catch {
-    return false
-  }
-}
 
 test('a command beside a running owner shares its server and leaves it running', async () => {
   const data = join(dir, 'shared')

@@ -154,7 +154,7 @@ const dataHome = (requested: string) => {
   return join('/var/lib/customer-data-service', key)
 }
 
-const alive = (pid: number) => {
+export const alive = (pid: number) => {
   try {
     process.kill(pid, 0)
     return true
