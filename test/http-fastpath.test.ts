@@ -7,7 +7,7 @@ import * as v from 'valibot'
 import type { App } from '../src/context.ts'
 import { refuse } from '../src/errors.ts'
 import { buildRouter } from '../src/http/router.ts'
-import type { Reply, Req, Route } from '../src/http/types.ts'
+import type { Reply, Req, Route } from '../src/route.ts'
 
 const logged: unknown[] = []
 const app = { log: (...args: unknown[]) => logged.push(args), config: {} } as unknown as App

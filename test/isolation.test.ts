@@ -5,7 +5,7 @@
 import { after, before, test } from 'node:test'
 import assert from 'node:assert/strict'
 import { routes } from '../src/api/routes.ts'
-import type { Route } from '../src/http/types.ts'
+import type { Route } from '../src/route.ts'
 import { ADMIN_TOKEN, startTestService, type Call, type TestService } from './helpers/service.ts'
 import { scoredAccount } from './helpers/fixtures.ts'
 import { eventually, startReceiver, type Receiver } from './helpers/receiver.ts'

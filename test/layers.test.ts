@@ -6,11 +6,11 @@ import { dirname, join, normalize } from 'node:path'
 import { test } from 'node:test'
 
 const LAYERS: [name: string, paths: RegExp][] = [
-  ['base', /^src\/(context|errors|dates|values|validate|config|log|catalog)\.ts$|^src\/db\//],
+  ['base', /^src\/(context|errors|dates|values|validate|config|log|catalog|route)\.ts$|^src\/db\//],
   ['pure', /^src\/(search\/|metrics\.ts$|scoring\/(model|score|sql|explain|alerts)\.ts$)/],
   [
-    'domain',
-    /^src\/(uploads|tracking|webhooks|admin|import|records|segments)\/|^src\/scoring\/(batch|daily|changes)\.ts$/,
+    'modules',
+    /^src\/(accounts|catalog|uploads|tracking|webhooks|admin|import|records|segments|notifications)\/|^src\/scoring\/(?!(model|score|sql|explain|alerts)\.ts$)/,
   ],
   ['edges', /^src\/(http|api|jobs|console)\//],
   ['entry', /^src\/cli\/|^src\/service\.ts$/],

@@ -1,7 +1,7 @@
 import * as v from 'valibot'
 import { Refusal, refuse } from '../errors.ts'
 import { refusalReply } from '../http/problem.ts'
-import { idParam, textParam } from '../http/request.ts'
+import { idParam, textParam } from '../route.ts'
 import { invoke } from '../http/router.ts'
 import {
   createAccount,
@@ -60,7 +60,7 @@ import { segmentsNaming } from '../segments/segments.ts'
 import type { Entity } from '../catalog.ts'
 import type { App } from '../context.ts'
 import type { Tx } from '../db/client.ts'
-import type { Handler, QueryOf, Reply, Req, Route } from '../http/types.ts'
+import type { Handler, QueryOf, Reply, Req, Route } from '../route.ts'
 import {
   Account,
   Delivery,

@@ -1,4 +1,4 @@
-import type { Route } from '../http/types.ts'
+import type { Route } from '../route.ts'
 
 // The console (src/console/) is browser code that calls the public API with the key the user enters;
 // these routes only serve its page, script and stylesheet, with no access to any account's data.

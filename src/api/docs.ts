@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto'
 import { readFileSync } from 'node:fs'
 import { createRequire } from 'node:module'
-import type { Route } from '../http/types.ts'
+import type { Route } from '../route.ts'
 
 // The bundle carries the renderer in __DOCS_SCRIPT__ (see build.mjs); from source it is read from
 // node_modules when the page is first asked for, so a process that nobody browses never loads a few MB

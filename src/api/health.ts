@@ -1,5 +1,5 @@
 import { problem } from '../http/problem.ts'
-import type { Route } from '../http/types.ts'
+import type { Route } from '../route.ts'
 import { Status } from './schemas.ts'
 
 export const healthRoutes: Route[] = [

@@ -1,5 +1,5 @@
 import { renderMetrics } from '../metrics.ts'
-import type { Route } from '../http/types.ts'
+import type { Route } from '../route.ts'
 
 // Open like /healthz: the series carry route patterns, task names and counts, never account data.
 // Keep the port internal (or filter /metrics at the proxy) where that matters.

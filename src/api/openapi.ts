@@ -1,6 +1,6 @@
 import * as v from 'valibot'
 import { buildOpenApi } from '../http/openapi.ts'
-import type { Route } from '../http/types.ts'
+import type { Route } from '../route.ts'
 import { eventTypes, PAYLOADS } from '../webhooks/events.ts'
 import { NAMED } from './schemas.ts'
 

@@ -1,6 +1,6 @@
 import { refuse } from '../errors.ts'
-import { textParam } from '../http/request.ts'
-import type { Req, Route } from '../http/types.ts'
+import { textParam } from '../route.ts'
+import type { Req, Route } from '../route.ts'
 import { readRecord, scoreExplanation } from '../records/read.ts'
 import {
   ContactCreate,

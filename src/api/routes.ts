@@ -1,5 +1,5 @@
 import * as v from 'valibot'
-import type { Route } from '../http/types.ts'
+import type { Route } from '../route.ts'
 import { AggregateBody } from '../records/aggregate.ts'
 import { SearchBody } from '../records/search.ts'
 import { TrackBody } from '../tracking/schemas.ts'

@@ -1,5 +1,5 @@
 import type { Entity } from '../catalog.ts'
-import type { Handler } from '../http/types.ts'
+import type { Handler } from '../route.ts'
 import { type AggregateBody, aggregate } from '../records/aggregate.ts'
 import { type SearchBody, searchPage } from '../records/search.ts'
 

@@ -1,6 +1,6 @@
 import * as v from 'valibot'
-import { idParam } from '../http/request.ts'
-import type { Req, Route } from '../http/types.ts'
+import { idParam } from '../route.ts'
+import type { Req, Route } from '../route.ts'
 import { PageBody } from '../records/search.ts'
 import { DEFAULT_HISTORY, MAX_HISTORY, membershipHistory } from '../segments/members.ts'
 import {

@@ -1,6 +1,6 @@
 import { listEvents } from '../admin/events.ts'
-import { textParam } from '../http/request.ts'
-import type { Handler, QueryOf } from '../http/types.ts'
+import { textParam } from '../route.ts'
+import type { Handler, QueryOf } from '../route.ts'
 import type { EventQuery } from './schemas.ts'
 import { receiveEvents } from '../tracking/intake.ts'
 import { eventsToStore, type TrackBody } from '../tracking/schemas.ts'

@@ -1,8 +1,8 @@
 import { listUploads } from '../admin/uploads.ts'
 import { UploadQuery } from './schemas.ts'
 import { refuse } from '../errors.ts'
-import { idParam } from '../http/request.ts'
-import type { Handler, QueryOf } from '../http/types.ts'
+import { idParam } from '../route.ts'
+import type { Handler, QueryOf } from '../route.ts'
 import { receiveUpload } from '../uploads/receive.ts'
 
 export const uploadCustomers: Handler = async (req, app) => ({

@@ -6,7 +6,7 @@ import { problem } from './problem.ts'
 import { ORIGIN } from './request.ts'
 import { observeRequest } from '../metrics.ts'
 import type { Log } from '../log.ts'
-import type { Reply, Req } from './types.ts'
+import type { Reply, Req } from '../route.ts'
 
 export const MAX_BODY_BYTES = 5 * 1024 * 1024
 // A body over the limit is read and thrown away up to this size before the 413 is sent: a client

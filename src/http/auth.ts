@@ -2,7 +2,7 @@ import { timingSafeEqual } from 'node:crypto'
 import { refuse } from '../errors.ts'
 import type { App } from '../context.ts'
 import { hashToken, WINDOW_MS, type Scope } from '../db/key-check.ts'
-import type { Req } from './types.ts'
+import type { Req } from '../route.ts'
 
 // Tokens are sk_<account id>_<secret>: the account id lets the lookup stay inside one tenant.
 const accountOf = (token: string) => {

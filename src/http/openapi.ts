@@ -1,7 +1,7 @@
 import * as v from 'valibot'
 import { type ConversionConfig, toJsonSchema, toJsonSchemaDefs, type JsonSchema } from '@valibot/to-json-schema'
 import { MAX_BODY_BYTES } from './adapter.ts'
-import type { Route, Tag } from './types.ts'
+import type { Route, Tag } from '../route.ts'
 
 // The Problem Details body every error carries (errors.ts builds it).
 const ProblemDetails = v.object({

@@ -1,5 +1,5 @@
 import type { FieldError, Refusal } from '../errors.ts'
-import type { Reply } from './types.ts'
+import type { Reply } from '../route.ts'
 
 const titles: Record<number, string> = {
   400: 'Bad Request',

@@ -1,7 +1,7 @@
 import * as v from 'valibot'
 import { refuse } from '../errors.ts'
-import { issuesToErrors, UNSTORABLE } from '../validate.ts'
-import type { QueryParam, Req } from './types.ts'
+import { decoded, type Query, type Req } from '../route.ts'
+import { issuesToErrors } from '../validate.ts'
 
 // What the adapter puts before the request target to make Req.url absolute.
 export const ORIGIN = 'http://local'
@@ -34,17 +34,6 @@ export const requireUtf8 = (req: Req, status: 406 | 415) => {
   if (charset && !/^utf-?8$/i.test(charset)) refuse(status, `The body must be UTF-8, not ${charset.slice(0, 40)}.`)
 }
 
-// A text that PostgreSQL can store and a client can have meant, or nothing. In a query string
-// (form encoding) + is a space; in a path it is itself.
-const decoded = (raw: string, max: number, form = false) => {
-  try {
-    const text = decodeURIComponent(form ? raw.replace(/\+/g, ' ') : raw)
-    return text.length <= max && !UNSTORABLE.test(text) ? text : undefined
-  } catch {
-    return undefined
-  }
-}
-
 export const MAX_QUERY_VALUE = 1024
 
 // Query parameters are checked like body fields before any handler reads them: valid UTF-8
@@ -74,8 +63,8 @@ const isNumber = (schema: v.GenericSchema): boolean =>
   schema.type === 'number' || ('wrapped' in schema && isNumber(schema.wrapped as v.GenericSchema))
 
 // A route's parameters as one object schema, built once per routing table row.
-const objects = new WeakMap<Record<string, QueryParam>, v.GenericSchema>()
-const objectOf = (declared: Record<string, QueryParam>) => {
+const objects = new WeakMap<Query, v.GenericSchema>()
+const objectOf = (declared: Query) => {
   let schema = objects.get(declared)
   if (!schema) {
     const entries = Object.entries(declared).map(([name, q]) => [
@@ -91,7 +80,7 @@ const objectOf = (declared: Record<string, QueryParam>) => {
 // outside its schema (an enum's other words, an empty ?limit=) is a 400 naming /query/<name>, never
 // a silently wider answer. Every parameter is optional; parameters a route does not declare are
 // ignored, as caches and proxies add their own.
-export const parseQuery = (declared: Record<string, QueryParam>, raw: Req['query']) => {
+export const parseQuery = (declared: Query, raw: Req['query']) => {
   const given = Object.fromEntries(
     Object.entries(declared).flatMap(([name, { schema }]) => {
       const value = raw[name]
@@ -112,19 +101,6 @@ export const parseQuery = (declared: Record<string, QueryParam>, raw: Req['query
   ]
   if (errors.length) refuse(400, 'The query string is invalid.', errors)
   return result.output as Record<string, unknown>
-}
-
-// External ids may hold any character, so they arrive percent-encoded. A malformed escape, a
-// character PostgreSQL cannot store or more than 255 characters name no record.
-export const textParam = (req: Req, name: string) =>
-  decoded(req.params[name], 255) ?? refuse(404, `No record with that ${name}.`)
-
-// A numeric id in the path; anything else names nothing (404).
-export const idParam = (req: Req, name: string) => {
-  const n = Number(req.params[name])
-  return Number.isSafeInteger(n) && n > 0
-    ? n
-    : refuse(404, `No such ${name.replace('_id', '').replace(/^id$/, 'account')}.`)
 }
 
 const isJson = (value: string | undefined) => !!value && /^application\/(.+\+)?json\s*(;|$)/i.test(value)

@@ -9,7 +9,7 @@ import { createGate, createShares, LARGE_BODY_BYTES } from './gate.ts'
 import { authenticateAdmin, authenticateKey, rulesFor } from './auth.ts'
 import { problem, refusalReply } from './problem.ts'
 import { checkQuery, ORIGIN, parseQuery, readJson, requireJsonExchange, requireUtf8 } from './request.ts'
-import type { Reply, Req, Route } from './types.ts'
+import type { Reply, Req, Route } from '../route.ts'
 
 const largeBodies = createGate(1)
 

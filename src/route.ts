@@ -1,0 +1,153 @@
+import type { IncomingHttpHeaders } from 'node:http'
+import type { GenericSchema, InferOutput } from 'valibot'
+import type { App } from './context.ts'
+import { refuse } from './errors.ts'
+import { UNSTORABLE } from './validate.ts'
+
+// What a route row is and what its handler receives. Modules write their rows with route(); the
+// router (http/) runs them, the OpenAPI document and the admin CLI read them.
+
+// A lean request view: what the handlers read, without building a web Request per call.
+export interface Req {
+  id: string
+  method: string
+  url: string
+  headers: IncomingHttpHeaders
+  body: Buffer
+  params: Record<string, string>
+  query: Record<string, string | string[] | undefined>
+  route?: string
+  auth?: KeyHolder
+  // The body as JSON.parse read it, and the route's schema's output of it.
+  json?: unknown
+  input?: unknown
+  // The route's declared query parameters, parsed by their schemas before the handler runs.
+  queryInput?: Record<string, unknown>
+  replyHeaders?: Record<string, string>
+  // Aborted when the client goes before its answer is sent: work on its behalf stops with it.
+  signal?: AbortSignal
+  // Time spent waiting for the account's turn at an expensive route (http/router.ts), for its budget.
+  waitedMs?: number
+}
+
+export interface KeyHolder {
+  accountId: number
+  keyId: number
+}
+
+export interface Reply {
+  status: number
+  headers?: Record<string, string>
+  body?: unknown
+}
+
+// Untyped handlers of rows not yet written with route(); goes when the last is.
+export type Handler = (req: Req, app: App) => Reply | Promise<Reply>
+
+export type KeyAuth = { key: 'search' | 'upload' | 'track' }
+export type Auth = 'none' | 'admin' | KeyAuth
+
+export type Tag = 'search' | 'segments' | 'uploads' | 'records' | 'tracking' | 'admin' | 'operations' | 'events'
+
+// The success answer as OpenAPI publishes it and the contract test checks it: a JSON body of this
+// schema (none for 204), or text of another media type.
+export interface Success {
+  status: 200 | 201 | 202 | 204
+  body?: GenericSchema
+  media?: string
+  example?: unknown
+}
+
+// A query parameter the handler reads, parsed by its schema (a number from its decimal text); its
+// default, if any, is the schema's (v.optional(schema, default)).
+export interface QueryParam {
+  description: string
+  schema: GenericSchema
+}
+export type Query = Record<string, QueryParam>
+
+// What a handler finds in req.query for a route's declared parameters.
+export type QueryOf<Q extends Query> = { [K in keyof Q]: InferOutput<Q[K]['schema']> }
+
+// The request as a route's handler sees it: its body and query parsed by the row's schemas, and the
+// key's holder when the row takes a service key.
+export interface Input<B, Q, A> extends Req {
+  input: B extends GenericSchema ? InferOutput<B> : undefined
+  queryInput: Q extends Query ? QueryOf<Q> : undefined
+  auth: A extends KeyAuth ? KeyHolder : undefined
+}
+
+interface Row<A extends Auth, B, Q> {
+  method: 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE'
+  path: string
+  // Who may call it: anyone, the operator's admin token, or a service key of this scope.
+  auth: A
+  summary: string
+  // Validated into req.input before the handler runs; also documents the route in OpenAPI.
+  body?: B
+  query?: Q
+  // 406 unless the request is JSON and accepts JSON (uploads and single-record writes).
+  jsonOnly?: boolean
+  // The operation's name: its OpenAPI operationId (camelCased) and, for admin routes, the CLI's
+  // command (`service admin <name>`).
+  name: string
+  tag: Tag
+  reply: Success
+  // An example request body, for OpenAPI.
+  example?: unknown
+  // Refusals the handler may answer beyond those of its auth and body (e.g. 409, 490), for OpenAPI.
+  refusals?: number[]
+  // Its cost grows with the account's data (searches, aggregates): an account runs at most
+  // SERVICE_EXPENSIVE_PER_ACCOUNT of these at once per process, and past that gets a 429.
+  expensive?: true
+  // A liveness or readiness probe: answered even on a connection past the caps (http/connections.ts).
+  probe?: true
+}
+
+// One row of the routing table, its input types erased: what the router and OpenAPI read.
+export interface Route extends Row<Auth, GenericSchema, Query> {
+  // A method, so that a row whose handler takes a narrower Input is still a Route.
+  handler(req: Req, app: App): Reply | Promise<Reply>
+}
+
+export interface TypedRoute<A extends Auth, B extends GenericSchema | undefined, Q extends Query | undefined>
+  extends Row<A, B, Q> {
+  handler(req: Input<B, Q, A>, app: App): Reply | Promise<Reply>
+}
+
+// A route row whose handler is typed by the row's own auth, body and query schemas, as Hono's
+// validator types c.req.valid(): the handler never casts what the router has checked.
+export const route = <
+  A extends Auth,
+  B extends GenericSchema | undefined = undefined,
+  Q extends Query | undefined = undefined,
+>(
+  row: TypedRoute<A, B, Q>,
+): Route => row
+
+export const ok = (body: unknown, status = 200): Reply => ({ status, body })
+export const noContent: Reply = { status: 204 }
+
+// A text that PostgreSQL can store and a client can have meant, or nothing. In a query string
+// (form encoding) + is a space; in a path it is itself.
+export const decoded = (raw: string, max: number, form = false) => {
+  try {
+    const text = decodeURIComponent(form ? raw.replace(/\+/g, ' ') : raw)
+    return text.length <= max && !UNSTORABLE.test(text) ? text : undefined
+  } catch {
+    return undefined
+  }
+}
+
+// External ids may hold any character, so they arrive percent-encoded. A malformed escape, a
+// character PostgreSQL cannot store or more than 255 characters name no record.
+export const textParam = (req: Req, name: string) =>
+  decoded(req.params[name], 255) ?? refuse(404, `No record with that ${name}.`)
+
+// A numeric id in the path; anything else names nothing (404).
+export const idParam = (req: Req, name: string) => {
+  const n = Number(req.params[name])
+  return Number.isSafeInteger(n) && n > 0
+    ? n
+    : refuse(404, `No such ${name.replace('_id', '').replace(/^id$/, 'account')}.`)
+}
