@@ -6,7 +6,7 @@
 import { connect } from '../src/db/client.ts'
 import { loadConfig } from '../src/config.ts'
 import { startService } from '../src/service.ts'
-import { createKey } from '../src/admin/keys.ts'
+import { createKey } from '../src/accounts/keys.ts'
 import type { BenchContext } from './lib.ts'
 import { closedLoop, CONCURRENCY, seed, sideBySide } from './search.ts'
 

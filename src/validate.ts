@@ -138,3 +138,17 @@ export const parse = <S extends v.GenericSchema>(schema: S, input: unknown): v.I
   if (!result.success) refuse(400, 'The request body is invalid.', issuesToErrors(result.issues))
   return result.output as v.InferOutput<S>
 }
+
+// Building blocks of the response schemas that OpenAPI publishes, and of query parameters.
+export const describe = <S extends v.GenericSchema>(schema: S, text: string) => v.pipe(schema, v.description(text))
+export const int = v.pipe(v.number(), v.integer())
+export const id = describe(int, 'The id the service gave it.')
+export const Timestamp = describe(v.pipe(v.string(), v.isoTimestamp()), 'A UTC time, ISO 8601 with milliseconds.')
+export const Day = describe(v.pipe(v.string(), v.isoDate()), 'A calendar date, YYYY-MM-DD.')
+export const nonEmpty = v.pipe(v.string(), v.minLength(1), v.maxLength(255))
+
+// A ?limit= query parameter: how many rows, newest first.
+export const limitParam = (fallback: number, max: number) => ({
+  description: `How many, newest first (default ${fallback}).`,
+  schema: v.optional(v.pipe(v.number(), v.integer(), v.minValue(1), v.maxValue(max)), fallback),
+})

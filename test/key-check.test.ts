@@ -3,8 +3,8 @@
 import { after, before, test } from 'node:test'
 import assert from 'node:assert/strict'
 import { CHECK_MS, WINDOW_MS, keyChecker } from '../src/db/key-check.ts'
-import { createAccount } from '../src/admin/accounts.ts'
-import { createKey, revokeKey } from '../src/admin/keys.ts'
+import { createAccount } from '../src/accounts/accounts.ts'
+import { createKey, revokeKey } from '../src/accounts/keys.ts'
 import { startTestService, type TestService } from './helpers/service.ts'
 
 let s: TestService

@@ -3,7 +3,7 @@ import assert from 'node:assert/strict'
 import { connect, type Sql } from '../src/db/client.ts'
 import { migrate, migrations } from '../src/db/migrate.ts'
 import { freshDatabase } from './helpers/db.ts'
-import { createAccount } from '../src/admin/accounts.ts'
+import { createAccount } from '../src/accounts/accounts.ts'
 
 test('migrations apply once, in order, and a second run is a no-op', async () => {
   const db = await freshDatabase()

@@ -6,14 +6,15 @@ import { invoke } from '../http/router.ts'
 import {
   createAccount,
   CreateAccountBody,
+  accountIn,
   getAccount,
   listAccounts,
   setTrackingDomains,
   TrackingBody,
   updateAccount,
   UpdateAccountBody,
-} from '../admin/accounts.ts'
-import { CreateKeyBody, createKey, listKeys, revokeKey } from '../admin/keys.ts'
+} from '../accounts/accounts.ts'
+import { CreateKeyBody, createKey, listKeys, revokeKey } from '../accounts/keys.ts'
 import {
   addUser,
   createTag,
@@ -89,9 +90,6 @@ import {
   WebhookSecret,
 } from './schemas.ts'
 
-// Every route under /accounts/{id} first checks that the account exists (404 otherwise).
-const accountId = async (req: Req, app: App) => (await getAccount(app.sql, idParam(req, 'id'))).id as number
-
 const ok = (body: unknown, status = 200): Reply => ({ status, body })
 const created = (body: unknown) => ok(body, 201)
 const noContent: Reply = { status: 204 }
@@ -101,7 +99,7 @@ const A = '/admin/v1/accounts'
 const inAccount =
   (fn: (id: number, req: Req, app: App) => Promise<Reply>): Handler =>
   async (req, app) =>
-    fn(await accountId(req, app), req, app)
+    fn(await accountIn(req, app), req, app)
 
 // The catalog never changes at run time: its JSON Schemas are converted once, on first request.
 let published: unknown

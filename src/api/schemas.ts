@@ -1,21 +1,17 @@
 import * as v from 'valibot'
+import { Day, describe, id, int, limitParam as limit, nonEmpty, Timestamp } from '../validate.ts'
 import { DEFAULT_EVENT_LIMIT, MAX_EVENT_LIMIT } from '../admin/events.ts'
 import { DEFAULT_DELIVERY_LIMIT, MAX_DELIVERY_LIMIT } from '../webhooks/deliveries.ts'
 import { EVENTS } from '../webhooks/events.ts'
 import { ChangeDriverSchema, ScoreAlertsSchema } from '../scoring/alerts.ts'
 import { ScoringModelSchema } from '../scoring/model.ts'
 import { selection, Where } from '../records/search.ts'
-import { SourceOfTruth } from '../admin/accounts.ts'
+import { SourceOfTruth } from '../accounts/accounts.ts'
 
 // The bodies the API answers with, as OpenAPI publishes them. Handlers build their answers from
 // SQL; test/contract.test.ts runs every operation and checks each answer against these, so the
 // published contract cannot drift from the code.
 
-const describe = <S extends v.GenericSchema>(schema: S, text: string) => v.pipe(schema, v.description(text))
-const int = v.pipe(v.number(), v.integer())
-const id = describe(int, 'The id the service gave it.')
-const Timestamp = describe(v.pipe(v.string(), v.isoTimestamp()), 'A UTC time, ISO 8601 with milliseconds.')
-const Day = describe(v.pipe(v.string(), v.isoDate()), 'A calendar date, YYYY-MM-DD.')
 const Score = v.nullable(int)
 const Value = v.union([v.string(), v.number(), v.boolean(), v.null()])
 
@@ -350,11 +346,6 @@ export const Events = v.object({
 
 export const Status = <T extends string>(status: T) => v.object({ status: v.literal(status) })
 
-const limit = (fallback: number, max: number) => ({
-  description: `How many, newest first (default ${fallback}).`,
-  schema: v.optional(v.pipe(v.number(), v.integer(), v.minValue(1), v.maxValue(max)), fallback),
-})
-const nonEmpty = v.pipe(v.string(), v.minLength(1), v.maxLength(255))
 export const DeliveryQuery = { limit: limit(DEFAULT_DELIVERY_LIMIT, MAX_DELIVERY_LIMIT) }
 export const EventQuery = {
   customer: { description: "Only this customer's events (its external id).", schema: nonEmpty },

@@ -1,5 +1,5 @@
-import { createAccount } from '../admin/accounts.ts'
-import { createKey } from '../admin/keys.ts'
+import { createAccount } from '../accounts/accounts.ts'
+import { createKey } from '../accounts/keys.ts'
 import { defineProperty } from '../admin/properties.ts'
 import { putScoringModel } from '../admin/scoring.ts'
 import { writeFileSync } from 'node:fs'

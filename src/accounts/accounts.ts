@@ -1,6 +1,8 @@
 import { randomBytes } from 'node:crypto'
 import * as v from 'valibot'
+import type { App } from '../context.ts'
 import { refuse } from '../errors.ts'
+import { idParam, type Req } from '../route.ts'
 import { SYSTEM_ATTRIBUTES } from '../catalog.ts'
 import type { Sql, Tx } from '../db/client.ts'
 import { storable, strict } from '../validate.ts'
@@ -65,6 +67,9 @@ export const getAccount = async (sql: Sql, id: number) => {
   const [account] = await sql`select ${columns(sql)} from accounts where id = ${id}`
   return account ?? refuse(404, `Account ${id} does not exist.`)
 }
+
+// The account an admin route under /admin/v1/accounts/:id names, once it is known to exist (404).
+export const accountIn = async (req: Req, app: App) => (await getAccount(app.sql, idParam(req, 'id'))).id as number
 
 // The operator's list: every account, for the admin token that spans them all.
 export const listAccounts = (sql: Sql) => sql`select ${columns(sql)} from accounts order by id`
