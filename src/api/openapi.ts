@@ -6,6 +6,9 @@ import { NAMED } from './schemas.ts'
 
 const events = () => eventTypes().map((e) => ({ ...e, schema: PAYLOADS[e.name] }))
 
+// The document GET /openapi.json serves; `npm run openapi-types` builds it in-process too.
+export const openApiDocument = (table: Route[]) => buildOpenApi(table, NAMED, events())
+
 // The routing table never changes at run time, so the document is built and serialized once,
 // on first request (the table is passed lazily: this row is part of it).
 export const openApiRoute = (table: () => Route[]): Route => {
@@ -21,7 +24,7 @@ export const openApiRoute = (table: () => Route[]): Route => {
     handler: () => ({
       status: 200,
       headers: { 'content-type': 'application/json', 'cache-control': 'public, max-age=3600' },
-      body: (json ??= JSON.stringify(buildOpenApi(table(), NAMED, events()))),
+      body: (json ??= JSON.stringify(openApiDocument(table()))),
     }),
   }
 }

@@ -1,16 +1,7 @@
 import { html } from 'htm/preact'
 import { useState } from 'preact/hooks'
-import { admin } from './api.ts'
+import { type Account, admin } from './api.ts'
 import { useAction, useData, value } from './load.ts'
-
-export interface Account {
-  id: number
-  name: string
-  source_of_truth: string
-  tracker_key: string
-  tracking_domains: string[]
-  created_at: string
-}
 
 // The admin token spans every account: the operator picks the one the other views work on.
 export const Accounts = ({

@@ -16,7 +16,8 @@ const FIELDS = [
   'owner',
   'tags',
 ]
-const OPERATORS: [string, string][] = [
+type Operator = Filter['operator']
+const OPERATORS: [Operator, string][] = [
   ['EQ', 'equals'],
   ['NEQ', 'does not equal'],
   ['LT', 'less than'],
@@ -32,16 +33,16 @@ const OPERATORS: [string, string][] = [
   ['KNOWN', 'has a value'],
   ['UNKNOWN', 'has no value'],
 ]
-const NO_VALUE = new Set(['KNOWN', 'UNKNOWN'])
-const EMPTY = { property: '', operator: 'EQ', value: '', negate: false }
-const LISTS = new Set(['IN', 'NIN'])
+const NO_VALUE = new Set<Operator>(['KNOWN', 'UNKNOWN'])
+const LISTS = new Set<Operator>(['IN', 'NIN'])
 
 interface Row {
   property: string
-  operator: string
+  operator: Operator
   value: string
   negate: boolean
 }
+const EMPTY: Row = { property: '', operator: 'EQ', value: '', negate: false }
 
 const toFilter = ({ property, operator, value }: Row): Filter => {
   const propertyName = property.trim()
@@ -96,7 +97,7 @@ export const FilterBuilder = ({ onApply }: { onApply: (conditions: Condition[]) 
           <div class="field">
             <label for=${`filter-${i}-operator`}>Operator</label>
             <select id=${`filter-${i}-operator`} value=${row.operator}
-              onChange=${(e: Event) => change(i, { operator: text(e) })}>
+              onChange=${(e: Event) => change(i, { operator: text(e) as Operator })}>
               ${OPERATORS.map(([op, meaning]) => html`<option value=${op}>${op} · ${meaning}</option>`)}
             </select>
           </div>

@@ -1,26 +1,13 @@
 import { html } from 'htm/preact'
 import { useState } from 'preact/hooks'
-import { admin } from './api.ts'
+import { admin, type Model, type Property, type ScoringPreview } from './api.ts'
 import { useAction, useData, value } from './load.ts'
-import type { Property } from './settings.ts'
 
 // The scoring model of docs/scoring.md as a form: each section's rules, the form of each rule taken
 // from its property's type, every weight shown as its share of the section's total (a score is the
 // weighted mean of its rules, so only the shares matter); a preview scores one customer under the
 // edited model before it is saved.
-interface Rule {
-  codename: string
-  weight: number
-  bad?: number
-  good?: number | boolean
-  values?: Record<string, number>
-  default?: number
-}
-interface Model {
-  customer?: { engagement?: Rule[]; fit?: Rule[] }
-  contact?: { engagement?: Rule[] }
-  churn?: { inactive_days?: number }
-}
+type Rule = NonNullable<NonNullable<Model['customer']>['engagement']>[number]
 // A rule as typed: text until saved, so that a half-typed number is not lost.
 interface Row {
   codename: string
@@ -37,15 +24,19 @@ const SECTIONS: [SectionName, string, 'customer' | 'contact'][] = [
   ['contact', 'Contact engagement', 'contact'],
 ]
 
+const NEW_ROW: Row = { codename: '', weight: '1', bad: '', good: '', values: '', fallback: '' }
 const toRow = (r: Rule): Row => ({
   codename: r.codename,
   weight: String(r.weight),
-  bad: r.bad === undefined ? '' : String(r.bad),
-  good: r.good === undefined ? '' : String(r.good),
-  values: Object.entries(r.values ?? {})
-    .map(([k, v]) => `${k}=${v}`)
-    .join(', '),
-  fallback: r.default === undefined ? '' : String(r.default),
+  bad: 'bad' in r ? String(r.bad) : '',
+  good: 'good' in r ? String(r.good) : '',
+  values:
+    'values' in r
+      ? Object.entries(r.values)
+          .map(([k, v]) => `${k}=${v}`)
+          .join(', ')
+      : '',
+  fallback: 'default' in r && r.default !== undefined ? String(r.default) : '',
 })
 
 // Numbers as typed; what the service refuses (an empty or non-numeric field) it names by its path.
@@ -130,20 +121,13 @@ const Section = ({
       </div>`
     })}
     ${weightsBad && html`<p class="error">Every weight must be a number above 0.</p>`}
-    <button type="button" onClick=${() => onChange([...rows, toRow({ codename: '', weight: 1 })])}>
+    <button type="button" onClick=${() => onChange([...rows, NEW_ROW])}>
       Add ${title.toLowerCase()} rule
     </button>
   </fieldset>`
 }
 
-interface Scores {
-  engagementscore: number | null
-  engagementscore_difference: number | null
-  fitscore: number | null
-  churn_risk: number | null
-  upsell_score: number | null
-  last_seen: string | null
-}
+type Scores = ScoringPreview['current']
 const SCORES: [keyof Scores, string][] = [
   ['engagementscore', 'Engagement'],
   ['engagementscore_difference', 'Engagement change'],
@@ -171,7 +155,7 @@ const Editor = ({
   })
   const [inactive, setInactive] = useState(String(model.churn?.inactive_days ?? ''))
   const [customer, setCustomer] = useState('')
-  const [preview, setPreview] = useState<{ current: Scores; preview: Scores } | null>(null)
+  const [preview, setPreview] = useState<ScoringPreview | null>(null)
   const [saved, setSaved] = useState('')
   const action = useAction()
   const typeIn = (entity: string) => (codename: string) =>
@@ -189,9 +173,7 @@ const Editor = ({
   const runPreview = async (e: Event) => {
     e.preventDefault()
     const body = { model: edited(), external_id: customer.trim() }
-    const answer = await action.run(() =>
-      admin<{ current: Scores; preview: Scores }>(token, 'POST', `/${account}/scoring/preview`, body),
-    )
+    const answer = await action.run(() => admin<ScoringPreview>(token, 'POST', `/${account}/scoring/preview`, body))
     setPreview(answer ?? null)
   }
   const save = async () => {

@@ -1,26 +1,8 @@
 import { html } from 'htm/preact'
 import { useState } from 'preact/hooks'
-import type { Account } from './accounts.ts'
-import { admin } from './api.ts'
+import { type Account, admin, type Key, type NewKey, type Property } from './api.ts'
 import { useAction, useData, value } from './load.ts'
 import { ScoringModel } from './model.ts'
-
-export interface Property {
-  entity: 'customer' | 'contact'
-  kind: 'attribute' | 'metric'
-  codename: string
-  type: 'string' | 'number' | 'boolean' | 'date'
-  name: string | null
-  system: boolean
-}
-
-interface Key {
-  id: number
-  name: string | null
-  scopes: string[]
-  created_at: string
-  revoked_at: string | null
-}
 
 const SCOPES = ['search', 'upload', 'track']
 const error = (text: string) => text && html`<p role="alert" class="error">${text}</p>`
@@ -34,9 +16,7 @@ const Keys = ({ token, account }: { token: string; account: number }) => {
   const action = useAction()
   const create = async (e: Event) => {
     e.preventDefault()
-    const made = await action.run(() =>
-      admin<{ token: string }>(token, 'POST', base, { scopes, ...(name ? { name } : {}) }),
-    )
+    const made = await action.run(() => admin<NewKey>(token, 'POST', base, { scopes, ...(name ? { name } : {}) }))
     if (made) {
       setCreated(made.token)
       setName('')

@@ -1,32 +1,7 @@
 import { html } from 'htm/preact'
 import { useState } from 'preact/hooks'
-import { admin, eventTypes } from './api.ts'
+import { admin, type Delivery, eventTypes, type NewWebhook, type Webhook } from './api.ts'
 import { useAction, useData, value } from './load.ts'
-
-interface Webhook {
-  id: number
-  url: string
-  events: string[]
-  name: string | null
-  active: boolean
-  created_at: string
-}
-
-interface Delivery {
-  id: number
-  message_id: string
-  status: 'pending' | 'delivered' | 'failed'
-  created_at: string
-  delivered_at: string | null
-  attempts: {
-    attempt: number
-    at: string
-    status_code: number | null
-    duration_ms: number
-    error: string | null
-    response_excerpt: string | null
-  }[]
-}
 
 // A delivery's attempts, newest last: when, the receiver's status (or why none came), how long, and
 // the start of its answer.
@@ -97,7 +72,7 @@ export const Webhooks = ({ token, account }: { token: string; account: number })
   const add = async (e: Event) => {
     e.preventDefault()
     const body = { url, events: chosen, ...(name ? { name } : {}) }
-    const made = await action.run(() => admin<Webhook & { secret: string }>(token, 'POST', base, body))
+    const made = await action.run(() => admin<NewWebhook>(token, 'POST', base, body))
     if (!made) return
     setSecret(made.secret)
     setUrl('')
