@@ -8,8 +8,11 @@ import { test } from 'node:test'
 const LAYERS: [name: string, paths: RegExp][] = [
   ['base', /^src\/(context|errors|dates|values|validate|config|log|catalog|route)\.ts$|^src\/db\//],
   ['pure', /^src\/(search\/|metrics\.ts$|scoring\/(model|score|sql|explain|alerts)\.ts$)/],
-  ['modules', /^src\/(accounts|catalog|uploads|tracking|webhooks|admin|import|records|segments|notifications)\//],
-  ['modules', /^src\/scoring\//],
+  // The pure files of scoring/ match the line above first.
+  [
+    'modules',
+    /^src\/(accounts|catalog|uploads|tracking|webhooks|admin|import|records|segments|notifications|scoring)\//,
+  ],
   ['edges', /^src\/(http|api|jobs|console)\//],
   ['entry', /^src\/cli\/|^src\/service\.ts$/],
 ]
