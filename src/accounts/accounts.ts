@@ -5,9 +5,12 @@ import { refuse } from '../errors.ts'
 import { idParam, type Req } from '../route.ts'
 import { SYSTEM_ATTRIBUTES } from '../catalog.ts'
 import type { Sql, Tx } from '../db/client.ts'
-import { storable, strict } from '../validate.ts'
+import { describe, id, storable, strict, Timestamp } from '../validate.ts'
 
-export const SourceOfTruth = v.pipe(
+// The admin routes of an account and of what it holds start here.
+export const ACCOUNTS = '/admin/v1/accounts'
+
+const SourceOfTruth = v.pipe(
   v.string(),
   v.regex(/^[A-Z][A-Z0-9_]{1,31}$/, 'Must be API, FILE or an uppercase integration id.'),
   v.description('API, FILE or the uppercase id of the integration that owns the records.'),
@@ -39,6 +42,15 @@ export const TrackingBody = strict({
     ),
     v.maxLength(100),
   ),
+})
+
+export const Account = v.object({
+  id,
+  name: v.string(),
+  source_of_truth: SourceOfTruth,
+  tracker_key: describe(v.string(), 'The public key tracking requests carry in `trackerKey`.'),
+  tracking_domains: v.array(v.string()),
+  created_at: Timestamp,
 })
 
 const ALPHABET = 'ABCDEFGHJKLMNPQRSTUVWXYZ23456789'

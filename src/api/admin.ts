@@ -3,18 +3,7 @@ import { Refusal, refuse } from '../errors.ts'
 import { refusalReply } from '../http/problem.ts'
 import { idParam, textParam } from '../route.ts'
 import { invoke } from '../http/router.ts'
-import {
-  createAccount,
-  CreateAccountBody,
-  accountIn,
-  getAccount,
-  listAccounts,
-  setTrackingDomains,
-  TrackingBody,
-  updateAccount,
-  UpdateAccountBody,
-} from '../accounts/accounts.ts'
-import { CreateKeyBody, createKey, listKeys, revokeKey } from '../accounts/keys.ts'
+import { accountIn } from '../accounts/accounts.ts'
 import {
   addUser,
   createTag,
@@ -63,15 +52,12 @@ import type { App } from '../context.ts'
 import type { Tx } from '../db/client.ts'
 import type { Handler, QueryOf, Reply, Req, Route } from '../route.ts'
 import {
-  Account,
   Delivery,
   DeliveryQuery,
   EnabledWebhook,
   EventQuery,
   Events,
   EventType,
-  Key,
-  NewKey,
   NewWebhook,
   Notification,
   NotificationQuery,
@@ -111,67 +97,6 @@ const ops: Op[] = [
     path: '/admin/v1/event-types',
     summary: 'The events a webhook can subscribe to, with their payload schemas and examples',
     handler: async () => ok((published ??= eventTypes().map((e) => ({ ...e, schema: jsonSchema(PAYLOADS[e.name]) })))),
-  },
-  {
-    name: 'create-account',
-    reply: { status: 201, body: Account },
-    method: 'POST',
-    path: A,
-    summary: 'Create an account',
-    body: CreateAccountBody,
-    handler: async (req, app) => created(await createAccount(app.sql, req.input as never)),
-  },
-  {
-    name: 'list-accounts',
-    reply: { status: 200, body: v.array(Account) },
-    method: 'GET',
-    path: A,
-    summary: 'List the accounts, oldest first',
-    handler: async (_req, app) => ok(await listAccounts(app.sql)),
-  },
-  {
-    name: 'get-account',
-    reply: { status: 200, body: Account },
-    method: 'GET',
-    path: `${A}/:id`,
-    summary: 'Read an account',
-    handler: async (req, app) => ok(await getAccount(app.sql, idParam(req, 'id'))),
-  },
-  {
-    name: 'update-account',
-    reply: { status: 200, body: Account },
-    method: 'PATCH',
-    path: `${A}/:id`,
-    summary: 'Rename an account or change its source of truth',
-    body: UpdateAccountBody,
-    handler: async (req, app) => ok(await updateAccount(app.sql, idParam(req, 'id'), req.input as never)),
-  },
-  {
-    name: 'create-key',
-    reply: { status: 201, body: NewKey },
-    method: 'POST',
-    path: `${A}/:id/keys`,
-    summary: 'Create an API key (the token is shown only here)',
-    body: CreateKeyBody,
-    handler: inAccount(async (id, req, app) => created(await createKey(app.sql, id, req.input as never))),
-  },
-  {
-    name: 'list-keys',
-    reply: { status: 200, body: v.array(Key) },
-    method: 'GET',
-    path: `${A}/:id/keys`,
-    summary: 'List API keys',
-    handler: inAccount(async (id, _req, app) => ok(await listKeys(app.sql, id))),
-  },
-  {
-    name: 'revoke-key',
-    reply: { status: 204 },
-    method: 'DELETE',
-    path: `${A}/:id/keys/:key_id`,
-    summary: 'Revoke an API key',
-    handler: inAccount(
-      async (id, req, app) => (await revokeKey(app.sql, id, idParam(req, 'key_id')), app.keys.forget(), noContent),
-    ),
   },
   {
     name: 'add-user',
@@ -332,17 +257,6 @@ const ops: Op[] = [
       const { model, external_id } = req.input as v.InferOutput<typeof PreviewBody>
       return ok(await previewScores(app.sql, id, model, external_id))
     }),
-  },
-  {
-    name: 'set-tracking',
-    reply: { status: 200, body: Account },
-    method: 'PUT',
-    path: `${A}/:id/tracking`,
-    summary: 'Set the tracking domains',
-    body: TrackingBody,
-    handler: inAccount(async (id, req, app) =>
-      ok(await setTrackingDomains(app.sql, id, (req.input as { domains: string[] }).domains)),
-    ),
   },
   {
     name: 'add-webhook',

@@ -1,5 +1,6 @@
 import * as v from 'valibot'
 import type { Route } from '../route.ts'
+import { accountRoutes } from '../accounts/routes.ts'
 import { AggregateBody } from '../records/aggregate.ts'
 import { SearchBody } from '../records/search.ts'
 import { TrackBody } from '../tracking/schemas.ts'
@@ -184,6 +185,7 @@ export const routes: Route[] = [
   },
   ...segmentRoutes,
   ...recordRoutes,
+  ...accountRoutes,
   ...adminRoutes,
   ...healthRoutes,
   metricsRoute,
