@@ -8,6 +8,9 @@ import { ScoringModelSchema } from '../scoring/model.ts'
 import { selection, Where } from '../records/search.ts'
 import { Account } from '../accounts/accounts.ts'
 import { Key, NewKey } from '../accounts/keys.ts'
+import { Property } from '../catalog/properties.ts'
+import { Tag, TagTitles } from '../catalog/tags.ts'
+import { User } from '../catalog/users.ts'
 
 // The bodies the API answers with, as OpenAPI publishes them. Handlers build their answers from
 // SQL; test/contract.test.ts runs every operation and checks each answer against these, so the
@@ -223,20 +226,6 @@ export const ScoringPreview = v.object({
 export const UploadAction = v.object({ upload_id: int, status: UploadState })
 
 export const TrackAccepted = v.object({ status: v.literal('received'), events: int })
-
-export const User = v.object({ id, email: v.string(), name: v.nullable(v.string()) })
-
-export const Property = v.object({
-  entity: v.picklist(['customer', 'contact']),
-  kind: v.picklist(['attribute', 'metric']),
-  codename: v.string(),
-  type: v.picklist(['string', 'number', 'boolean', 'date']),
-  name: v.nullable(v.string()),
-  system: describe(v.boolean(), 'Defined by the service for every account.'),
-})
-
-export const Tag = v.object({ id, title: v.string(), color: v.nullable(v.string()) })
-export const TagTitles = v.object({ titles: v.array(v.string()) })
 
 const webhookFields = {
   id,
