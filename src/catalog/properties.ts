@@ -53,8 +53,8 @@ export const defineProperty = async (sql: Sql, accountId: number, body: v.InferO
     )
   )[0]
 
-// The one way the property catalog is read: the account's definitions of an entity as a json
-// array of {codename, kind, type}. A subquery, so that callers read it in the round trip that reads
+// The catalog as the search, upload, record and scoring paths read it: the account's definitions of
+// an entity as a json array of {codename, kind, type}. A subquery, so that callers read it in the round trip that reads
 // whatever else they need.
 export const catalogSql = (sql: Sql | Tx, accountId: number, entity: Entity) => sql`
   (select coalesce(json_agg(json_build_object('codename', p.codename, 'kind', p.kind, 'type', p.type)), '[]')
