@@ -1,10 +1,9 @@
 // The property catalog's shape: what a property definition is, wherever it is read (uploads,
 // scoring, search, CSV import). The definitions themselves are read and written by
-// admin/properties.ts only.
+// catalog/properties.ts.
 export type Entity = 'customer' | 'contact'
 export type PropertyKind = 'attribute' | 'metric'
 export type PropertyType = 'string' | 'number' | 'boolean' | 'date'
-export const PROPERTY_TYPES: readonly PropertyType[] = ['string', 'number', 'boolean', 'date']
 
 export interface PropertyDef {
   codename: string

@@ -1,7 +1,8 @@
 // PATCH /admin/v1/accounts/{id}: a rename or a new source of truth, through the API and the CLI.
 import assert from 'node:assert/strict'
 import { after, before, test } from 'node:test'
-import { invokeAdmin, adminRoutes } from '../src/api/admin.ts'
+import { invokeAdmin } from '../src/api/admin.ts'
+import { routes } from '../src/api/routes.ts'
 import { startTestService, type TestService } from './helpers/service.ts'
 
 let s: TestService
@@ -35,7 +36,7 @@ test('refusals: nothing to change, an unknown key, a bad value, no such account'
 
 test('the CLI runs the same operation', async () => {
   const a = await s.account('Cli')
-  const route = adminRoutes.find((r) => r.name === 'update-account')!
+  const route = routes.find((r) => r.name === 'update-account')!
   const reply = await invokeAdmin(route, { id: String(a.id) }, '{"name":"By CLI"}', s.app)
   assert.deepEqual([reply.ok, (reply.body as { name: string }).name], [true, 'By CLI'])
 })

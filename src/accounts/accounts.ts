@@ -5,9 +5,12 @@ import { refuse } from '../errors.ts'
 import { idParam, type Req } from '../route.ts'
 import { SYSTEM_ATTRIBUTES } from '../catalog.ts'
 import type { Sql, Tx } from '../db/client.ts'
-import { storable, strict } from '../validate.ts'
+import { describe, id, storable, strict, Timestamp } from '../validate.ts'
 
-export const SourceOfTruth = v.pipe(
+// The admin routes of an account and of what it holds start here.
+export const ACCOUNTS = '/admin/v1/accounts'
+
+const SourceOfTruth = v.pipe(
   v.string(),
   v.regex(/^[A-Z][A-Z0-9_]{1,31}$/, 'Must be API, FILE or an uppercase integration id.'),
   v.description('API, FILE or the uppercase id of the integration that owns the records.'),
@@ -41,6 +44,15 @@ export const TrackingBody = strict({
   ),
 })
 
+export const Account = v.object({
+  id,
+  name: v.string(),
+  source_of_truth: SourceOfTruth,
+  tracker_key: describe(v.string(), 'The public key tracking requests carry in `trackerKey`.'),
+  tracking_domains: v.array(v.string()),
+  created_at: Timestamp,
+})
+
 const ALPHABET = 'ABCDEFGHJKLMNPQRSTUVWXYZ23456789'
 const trackerKey = () => 'CS-' + [...randomBytes(8)].map((b) => ALPHABET[b % 32]).join('')
 
@@ -51,6 +63,8 @@ export const createAccount = (sql: Sql, body: v.InferOutput<typeof CreateAccount
     const [account] = await tx`
       insert into accounts (name, source_of_truth, tracker_key)
       values (${body.name}, ${body.source_of_truth}, ${trackerKey()}) returning ${columns(tx)}`
+    // The system attributes are catalog rows (catalog/properties.ts), written here in the account's
+    // own transaction: catalog/ imports accounts/ (accountIn), so accounts/ cannot call back into it.
     await tx`insert into property_defs ${tx(
       SYSTEM_ATTRIBUTES.map((a) => ({
         account_id: account.id,

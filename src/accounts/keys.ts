@@ -3,11 +3,23 @@ import * as v from 'valibot'
 import { refuse } from '../errors.ts'
 import { hashToken, SCOPES } from '../db/key-check.ts'
 import type { Sql } from '../db/client.ts'
-import { storable, strict } from '../validate.ts'
+import { describe, id, storable, strict, Timestamp } from '../validate.ts'
 
 export const CreateKeyBody = strict({
   name: v.optional(v.pipe(v.string(), v.maxLength(255), storable)),
   scopes: v.optional(v.pipe(v.array(v.picklist(SCOPES)), v.minLength(1)), SCOPES),
+})
+
+export const Key = v.object({
+  id,
+  name: v.nullable(v.string()),
+  scopes: v.array(v.picklist(SCOPES)),
+  created_at: Timestamp,
+  revoked_at: v.nullable(Timestamp),
+})
+export const NewKey = v.object({
+  ...v.omit(Key, ['revoked_at']).entries,
+  token: describe(v.string(), 'The key to send in the service-key header; shown only here.'),
 })
 
 // The token is shown once; only its SHA-256 is stored.

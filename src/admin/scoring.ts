@@ -9,7 +9,7 @@ import { strict } from '../validate.ts'
 import { daysBetween, today as utcToday } from '../dates.ts'
 import { checkModelAgainstProperties, propertyLookup, type ScoringModel, ScoringModelSchema } from '../scoring/model.ts'
 import { churnRisk, summarizeHistory, upsellScore, weightedScore } from '../scoring/score.ts'
-import { catalogSql, readCatalog } from './properties.ts'
+import { catalogSql, readCatalog } from '../catalog/properties.ts'
 
 type Model = InferOutput<typeof ScoringModelSchema>
 

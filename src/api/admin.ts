@@ -1,32 +1,9 @@
 import * as v from 'valibot'
-import { Refusal, refuse } from '../errors.ts'
+import { Refusal } from '../errors.ts'
 import { refusalReply } from '../http/problem.ts'
-import { idParam, textParam } from '../route.ts'
+import { idParam } from '../route.ts'
 import { invoke } from '../http/router.ts'
-import {
-  createAccount,
-  CreateAccountBody,
-  accountIn,
-  getAccount,
-  listAccounts,
-  setTrackingDomains,
-  TrackingBody,
-  updateAccount,
-  UpdateAccountBody,
-} from '../accounts/accounts.ts'
-import { CreateKeyBody, createKey, listKeys, revokeKey } from '../accounts/keys.ts'
-import {
-  addUser,
-  createTag,
-  defineProperty,
-  deleteProperty,
-  listProperties,
-  listTags,
-  listUsers,
-  PropertyBody,
-  TagBody,
-  UserBody,
-} from '../admin/properties.ts'
+import { accountIn } from '../accounts/accounts.ts'
 import {
   getScoreAlerts,
   getScoringModel,
@@ -56,36 +33,25 @@ import { ScoringModelSchema } from '../scoring/model.ts'
 import { listEvents } from '../admin/events.ts'
 import { listNotifications } from '../admin/notifications.ts'
 import { cancelUpload, listUploads, retryUpload } from '../admin/uploads.ts'
-import { setRecordTags, TagTitlesBody } from '../admin/tagging.ts'
-import { segmentsNaming } from '../segments/segments.ts'
-import type { Entity } from '../catalog.ts'
 import type { App } from '../context.ts'
-import type { Tx } from '../db/client.ts'
 import type { Handler, QueryOf, Reply, Req, Route } from '../route.ts'
 import {
-  Account,
   Delivery,
   DeliveryQuery,
   EnabledWebhook,
   EventQuery,
   Events,
   EventType,
-  Key,
-  NewKey,
   NewWebhook,
   Notification,
   NotificationQuery,
-  Property,
   Recovery,
   Redelivery,
   ScoringPreview,
-  Tag,
-  TagTitles,
   TestDelivery,
   UploadAction,
   UploadQuery,
   UploadSummary,
-  User,
   Webhook,
   WebhookSecret,
 } from './schemas.ts'
@@ -111,176 +77,6 @@ const ops: Op[] = [
     path: '/admin/v1/event-types',
     summary: 'The events a webhook can subscribe to, with their payload schemas and examples',
     handler: async () => ok((published ??= eventTypes().map((e) => ({ ...e, schema: jsonSchema(PAYLOADS[e.name]) })))),
-  },
-  {
-    name: 'create-account',
-    reply: { status: 201, body: Account },
-    method: 'POST',
-    path: A,
-    summary: 'Create an account',
-    body: CreateAccountBody,
-    handler: async (req, app) => created(await createAccount(app.sql, req.input as never)),
-  },
-  {
-    name: 'list-accounts',
-    reply: { status: 200, body: v.array(Account) },
-    method: 'GET',
-    path: A,
-    summary: 'List the accounts, oldest first',
-    handler: async (_req, app) => ok(await listAccounts(app.sql)),
-  },
-  {
-    name: 'get-account',
-    reply: { status: 200, body: Account },
-    method: 'GET',
-    path: `${A}/:id`,
-    summary: 'Read an account',
-    handler: async (req, app) => ok(await getAccount(app.sql, idParam(req, 'id'))),
-  },
-  {
-    name: 'update-account',
-    reply: { status: 200, body: Account },
-    method: 'PATCH',
-    path: `${A}/:id`,
-    summary: 'Rename an account or change its source of truth',
-    body: UpdateAccountBody,
-    handler: async (req, app) => ok(await updateAccount(app.sql, idParam(req, 'id'), req.input as never)),
-  },
-  {
-    name: 'create-key',
-    reply: { status: 201, body: NewKey },
-    method: 'POST',
-    path: `${A}/:id/keys`,
-    summary: 'Create an API key (the token is shown only here)',
-    body: CreateKeyBody,
-    handler: inAccount(async (id, req, app) => created(await createKey(app.sql, id, req.input as never))),
-  },
-  {
-    name: 'list-keys',
-    reply: { status: 200, body: v.array(Key) },
-    method: 'GET',
-    path: `${A}/:id/keys`,
-    summary: 'List API keys',
-    handler: inAccount(async (id, _req, app) => ok(await listKeys(app.sql, id))),
-  },
-  {
-    name: 'revoke-key',
-    reply: { status: 204 },
-    method: 'DELETE',
-    path: `${A}/:id/keys/:key_id`,
-    summary: 'Revoke an API key',
-    handler: inAccount(
-      async (id, req, app) => (await revokeKey(app.sql, id, idParam(req, 'key_id')), app.keys.forget(), noContent),
-    ),
-  },
-  {
-    name: 'add-user',
-    reply: { status: 201, body: User },
-    method: 'POST',
-    path: `${A}/:id/users`,
-    summary: 'Add a user',
-    body: UserBody,
-    refusals: [409],
-    handler: inAccount(async (id, req, app) => created(await addUser(app.sql, id, req.input as never))),
-  },
-  {
-    name: 'list-users',
-    reply: { status: 200, body: v.array(User) },
-    method: 'GET',
-    path: `${A}/:id/users`,
-    summary: 'List users',
-    handler: inAccount(async (id, _req, app) => ok(await listUsers(app.sql, id))),
-  },
-  {
-    name: 'define-property',
-    reply: { status: 201, body: Property },
-    method: 'POST',
-    path: `${A}/:id/properties`,
-    summary: 'Define a property',
-    body: PropertyBody,
-    refusals: [409],
-    handler: inAccount(async (id, req, app) => created(await defineProperty(app.sql, id, req.input as never))),
-  },
-  {
-    name: 'list-properties',
-    reply: { status: 200, body: v.array(Property) },
-    method: 'GET',
-    path: `${A}/:id/properties`,
-    summary: 'List property definitions',
-    handler: inAccount(async (id, _req, app) => ok(await listProperties(app.sql, id))),
-  },
-  {
-    name: 'delete-property',
-    reply: { status: 204 },
-    method: 'DELETE',
-    path: `${A}/:id/properties/:entity/:codename`,
-    summary: 'Delete a property and its values (refused while the scoring model or a segment uses it)',
-    refusals: [409],
-    handler: inAccount(async (id, req, app) => {
-      const entity = req.params.entity
-      if (entity !== 'customer' && entity !== 'contact') refuse(404, 'No such entity: customer or contact.')
-      const codename = textParam(req, 'codename')
-      // Segments search customers only.
-      const usedBy = (tx: Tx) => (entity === 'customer' ? segmentsNaming(tx, id, codename) : Promise.resolve([]))
-      await deleteProperty(app.sql, id, entity as Entity, codename, usedBy)
-      return noContent
-    }),
-  },
-  {
-    name: 'create-tag',
-    reply: { status: 201, body: Tag },
-    method: 'POST',
-    path: `${A}/:id/tags`,
-    summary: 'Create a tag',
-    body: TagBody,
-    refusals: [409],
-    handler: inAccount(async (id, req, app) => created(await createTag(app.sql, id, req.input as never))),
-  },
-  {
-    name: 'list-tags',
-    reply: { status: 200, body: v.array(Tag) },
-    method: 'GET',
-    path: `${A}/:id/tags`,
-    summary: 'List tags',
-    handler: inAccount(async (id, _req, app) => ok(await listTags(app.sql, id))),
-  },
-  {
-    name: 'set-customer-tags',
-    reply: { status: 200, body: TagTitles },
-    method: 'PUT',
-    path: `${A}/:id/customers/:external_id/tags`,
-    summary: "Replace a customer's tags (by title)",
-    body: TagTitlesBody,
-    handler: inAccount(async (id, req, app) =>
-      ok(
-        await setRecordTags(
-          app.sql,
-          id,
-          'customer',
-          textParam(req, 'external_id'),
-          (req.input as { titles: string[] }).titles,
-        ),
-      ),
-    ),
-  },
-  {
-    name: 'set-contact-tags',
-    reply: { status: 200, body: TagTitles },
-    method: 'PUT',
-    path: `${A}/:id/contacts/:external_id/tags`,
-    summary: "Replace a contact's tags (by title)",
-    body: TagTitlesBody,
-    handler: inAccount(async (id, req, app) =>
-      ok(
-        await setRecordTags(
-          app.sql,
-          id,
-          'contact',
-          textParam(req, 'external_id'),
-          (req.input as { titles: string[] }).titles,
-        ),
-      ),
-    ),
   },
   {
     name: 'set-scoring',
@@ -332,17 +128,6 @@ const ops: Op[] = [
       const { model, external_id } = req.input as v.InferOutput<typeof PreviewBody>
       return ok(await previewScores(app.sql, id, model, external_id))
     }),
-  },
-  {
-    name: 'set-tracking',
-    reply: { status: 200, body: Account },
-    method: 'PUT',
-    path: `${A}/:id/tracking`,
-    summary: 'Set the tracking domains',
-    body: TrackingBody,
-    handler: inAccount(async (id, req, app) =>
-      ok(await setTrackingDomains(app.sql, id, (req.input as { domains: string[] }).domains)),
-    ),
   },
   {
     name: 'add-webhook',

@@ -1,5 +1,7 @@
 import * as v from 'valibot'
 import type { Route } from '../route.ts'
+import { accountRoutes } from '../accounts/routes.ts'
+import { catalogRoutes } from '../catalog/routes.ts'
 import { AggregateBody } from '../records/aggregate.ts'
 import { SearchBody } from '../records/search.ts'
 import { TrackBody } from '../tracking/schemas.ts'
@@ -184,6 +186,8 @@ export const routes: Route[] = [
   },
   ...segmentRoutes,
   ...recordRoutes,
+  ...accountRoutes,
+  ...catalogRoutes,
   ...adminRoutes,
   ...healthRoutes,
   metricsRoute,

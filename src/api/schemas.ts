@@ -6,7 +6,11 @@ import { EVENTS } from '../webhooks/events.ts'
 import { ChangeDriverSchema, ScoreAlertsSchema } from '../scoring/alerts.ts'
 import { ScoringModelSchema } from '../scoring/model.ts'
 import { selection, Where } from '../records/search.ts'
-import { SourceOfTruth } from '../accounts/accounts.ts'
+import { Account } from '../accounts/accounts.ts'
+import { Key, NewKey } from '../accounts/keys.ts'
+import { Property } from '../catalog/properties.ts'
+import { Tag, TagTitles } from '../catalog/tags.ts'
+import { User } from '../catalog/users.ts'
 
 // The bodies the API answers with, as OpenAPI publishes them. Handlers build their answers from
 // SQL; test/contract.test.ts runs every operation and checks each answer against these, so the
@@ -222,42 +226,6 @@ export const ScoringPreview = v.object({
 export const UploadAction = v.object({ upload_id: int, status: UploadState })
 
 export const TrackAccepted = v.object({ status: v.literal('received'), events: int })
-
-export const Account = v.object({
-  id,
-  name: v.string(),
-  source_of_truth: SourceOfTruth,
-  tracker_key: describe(v.string(), 'The public key tracking requests carry in `trackerKey`.'),
-  tracking_domains: v.array(v.string()),
-  created_at: Timestamp,
-})
-
-const Scope = v.picklist(['search', 'upload', 'track'])
-export const Key = v.object({
-  id,
-  name: v.nullable(v.string()),
-  scopes: v.array(Scope),
-  created_at: Timestamp,
-  revoked_at: v.nullable(Timestamp),
-})
-export const NewKey = v.object({
-  ...v.omit(Key, ['revoked_at']).entries,
-  token: describe(v.string(), 'The key to send in the service-key header; shown only here.'),
-})
-
-export const User = v.object({ id, email: v.string(), name: v.nullable(v.string()) })
-
-export const Property = v.object({
-  entity: v.picklist(['customer', 'contact']),
-  kind: v.picklist(['attribute', 'metric']),
-  codename: v.string(),
-  type: v.picklist(['string', 'number', 'boolean', 'date']),
-  name: v.nullable(v.string()),
-  system: describe(v.boolean(), 'Defined by the service for every account.'),
-})
-
-export const Tag = v.object({ id, title: v.string(), color: v.nullable(v.string()) })
-export const TagTitles = v.object({ titles: v.array(v.string()) })
 
 const webhookFields = {
   id,

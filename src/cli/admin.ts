@@ -1,6 +1,9 @@
-import { adminRoutes, invokeAdmin } from '../api/admin.ts'
+import { invokeAdmin } from '../api/admin.ts'
+import { routes } from '../api/routes.ts'
 import type { App } from '../context.ts'
 
+// The operations are the admin rows of the routing table, in its order.
+const adminRoutes = routes.filter((r) => r.tag === 'admin')
 const paramsOf = (path: string) => [...path.matchAll(/:(\w+)/g)].map((m) => m[1])
 
 export const adminUsage = () =>

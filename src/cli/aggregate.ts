@@ -1,4 +1,5 @@
-import { accountsToAggregate, aggregateAccount } from '../tracking/aggregate.ts'
+import { accountsWithNumberMetrics } from '../catalog/properties.ts'
+import { aggregateAccount } from '../tracking/aggregate.ts'
 import type { Sql } from '../db/client.ts'
 
 export const aggregateUsage = `service aggregate-events [--account ID]
@@ -19,7 +20,7 @@ export const runAggregate = async (sql: Sql, args: string[]): Promise<number> =>
     process.stderr.write(`Account ${account} does not exist.\n`)
     return 1
   }
-  for (const id of account === undefined ? await accountsToAggregate(sql) : [account]) {
+  for (const id of account === undefined ? await accountsWithNumberMetrics(sql) : [account]) {
     process.stdout.write(JSON.stringify(await aggregateAccount(sql, id)) + '\n')
   }
   return 0

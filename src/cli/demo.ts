@@ -1,6 +1,6 @@
 import { createAccount } from '../accounts/accounts.ts'
 import { createKey } from '../accounts/keys.ts'
-import { defineProperty } from '../admin/properties.ts'
+import { defineProperty } from '../catalog/properties.ts'
 import { putScoringModel } from '../admin/scoring.ts'
 import { writeFileSync } from 'node:fs'
 import { join } from 'node:path'

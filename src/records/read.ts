@@ -1,4 +1,4 @@
-import { readCatalog } from '../admin/properties.ts'
+import { readCatalog } from '../catalog/properties.ts'
 import { scoringInputs } from '../admin/scoring.ts'
 import type { Entity } from '../catalog.ts'
 import type { App } from '../context.ts'

@@ -1,6 +1,6 @@
 import * as v from 'valibot'
 import { closest, isObject, strict } from '../validate.ts'
-import { catalogSql } from '../admin/properties.ts'
+import { catalogSql } from '../catalog/properties.ts'
 import type { Entity, PropertyDef } from '../catalog.ts'
 import type { App } from '../context.ts'
 import { budgeted, type Caller, type Track } from '../db/budget.ts'

@@ -1,5 +1,5 @@
 import * as v from 'valibot'
-import { readCatalog } from '../admin/properties.ts'
+import { readCatalog } from '../catalog/properties.ts'
 import { catalogOf, type Entity } from '../catalog.ts'
 import type { App } from '../context.ts'
 import type { Sql, Tx } from '../db/client.ts'

@@ -3,6 +3,7 @@
 // the search compiler itself, and recomputed into segment_members (members.ts) after every change.
 import * as v from 'valibot'
 import type { App } from '../context.ts'
+import { lockDefinitions } from '../catalog/properties.ts'
 import type { Caller } from '../db/budget.ts'
 import type { Sql, Tx } from '../db/client.ts'
 import { addRecomputeSegments } from '../db/jobs.ts'
@@ -36,11 +37,11 @@ export const matchQuery = async (tx: Tx, accountId: number, saved: Record<string
 }
 
 // Checked inside the transaction that stores it, with the account's customer property rows locked
-// against deletion until it commits (admin/properties.ts deletes a property only once no segment
+// against deletion until it commits (catalog/properties.ts deletes a property only once no segment
 // names it).
 const checked = async (tx: Tx, accountId: number, body: SegmentBody) => {
   const { name, ...saved } = body
-  await tx`select 1 from property_defs where account_id = ${accountId} and entity = 'customer' for share`
+  await lockDefinitions(tx, accountId, 'customer')
   try {
     await matchQuery(tx, accountId, saved)
   } catch (err) {
@@ -112,12 +113,3 @@ export const deleteSegment = async (app: App, accountId: number, id: number) => 
   const [row] = await app.sql`delete from segments where account_id = ${accountId} and id = ${id} returning id`
   if (!row) refuse(404, `No segment ${id} in this account.`)
 }
-
-// The segments whose saved search names a customer property (propertyName anywhere in the body: a
-// filter, a leaf of a where tree, a sort key).
-export const segmentsNaming = async (tx: Tx, accountId: number, codename: string) =>
-  (
-    await tx`select name from segments where account_id = ${accountId}
-      and jsonb_path_exists(body, '$.**.propertyName ? (@ == $c)', jsonb_build_object('c', ${codename}::text))
-      order by name`
-  ).map((r) => r.name as string)

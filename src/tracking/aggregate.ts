@@ -1,4 +1,5 @@
 import type { Entity } from '../catalog.ts'
+import { accountsWithNumberMetrics, definitionsSql } from '../catalog/properties.ts'
 import type { App } from '../context.ts'
 import type { Sql, Tx } from '../db/client.ts'
 import { addJobs, aggregateEventsJob, type CronPayload, scoreRecordsJobs } from '../db/jobs.ts'
@@ -16,8 +17,8 @@ const stageCounts = (tx: Tx, accountId: number, level: Entity) => {
   return tx`
     create temp table stage_snapshots on commit drop as
     with defs as (
-      select p.codename from property_defs p
-      where p.account_id = ${accountId} and p.entity = ${level} and p.kind = 'metric' and p.type = 'number'
+      select p.codename from ${definitionsSql(tx, accountId)} p
+      where p.entity = ${level} and p.kind = 'metric' and p.type = 'number'
         and exists (select 1 from tracking_events e where e.account_id = ${accountId} and e.name = p.codename)
     ), counts as (
       select e.${tx(fk)} as record_id, e.name, count(*)::int as n
@@ -53,19 +54,11 @@ export const aggregateAccount = (sql: Sql, accountId: number) =>
     contacts: await aggregateLevel(tx, accountId, 'contact'),
   }))
 
-// Only accounts with a number metric can have a metric named like an event.
-export const accountsToAggregate = async (sql: Sql) =>
-  (
-    await sql`
-    select a.id from accounts a
-    where exists (select 1 from property_defs p where p.account_id = a.id and p.kind = 'metric' and p.type = 'number')
-    order by a.id`
-  ).map((r) => r.id as number)
-
-// The daily cron run (no account_id) adds one job per account on the account's queue, so each
-// account's aggregation runs after the events it has already received are applied. The job key
-// keeps a second run from doubling the work.
+// The daily cron run (no account_id) adds one job per account with a number metric (the only ones
+// that can have a metric named like an event) on the account's queue, so each account's aggregation
+// runs after the events it has already received are applied. The job key keeps a second run from
+// doubling the work.
 export const aggregateEvents = async (app: App, p: CronPayload) => {
   if (p.account_id !== undefined) return void (await aggregateAccount(app.sql, p.account_id))
-  await addJobs(app.sql, (await accountsToAggregate(app.sql)).map(aggregateEventsJob))
+  await addJobs(app.sql, (await accountsWithNumberMetrics(app.sql)).map(aggregateEventsJob))
 }

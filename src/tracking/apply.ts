@@ -1,4 +1,5 @@
 import type { App } from '../context.ts'
+import { definitionsSql } from '../catalog/properties.ts'
 import type { Tx } from '../db/client.ts'
 import { type AccountPayload, addJobs, addRecomputeSegments, applyEventsJob, scoreRecordsJobs } from '../db/jobs.ts'
 import { lockRecordsIn } from '../db/locks.ts'
@@ -137,8 +138,7 @@ const updateCustomers = (tx: Tx, accountId: number) =>
     tx`
   select s.customer_id as record_id, d.key, d.value, s.occurred_at, s.id
   from ${pairs(tx, 'customer')}
-    join property_defs p on p.account_id = ${accountId} and p.entity = 'customer' and p.kind = 'attribute'
-      and p.codename = d.key
+    join ${definitionsSql(tx, accountId)} p on p.entity = 'customer' and p.kind = 'attribute' and p.codename = d.key
   where s.customer_id is not null and s.customer_data is not null and fits_type(d.value, p.type)`,
     tx`
   update customers c set attributes = jsonb_strip_nulls(c.attributes || f.attributes), updated_at = now()
@@ -160,7 +160,7 @@ const updateContacts = (tx: Tx, accountId: number) =>
       d.key = 'contact_name' and jsonb_typeof(d.value) = 'string' and length(d.value #>> '{}') <= 255 as is_name,
       coalesce(fits_type(d.value, p.type), false) as is_attribute
     from ${pairs(tx, 'contact')}
-      left join property_defs p on p.account_id = ${accountId} and p.entity = 'contact' and p.kind = 'attribute'
+      left join ${definitionsSql(tx, accountId)} p on p.entity = 'contact' and p.kind = 'attribute'
         and p.codename = d.key
     where s.contact_id is not null and s.contact_data is not null) x
   where is_name or is_attribute`,

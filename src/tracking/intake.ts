@@ -1,4 +1,5 @@
 import type { App } from '../context.ts'
+import { definitionsSql } from '../catalog/properties.ts'
 import { applyEventsJobSql, applyJobKey } from '../db/jobs.ts'
 import { DATE_RULE } from '../dates.ts'
 import { SQLSTATE, sqlState } from '../db/sqlstate.ts'
@@ -32,7 +33,7 @@ const store = (app: App, accountId: number, trackerKey: string, events: string) 
     select x.i, l.level, d.key
     from x cross join (values ('customer'), ('contact')) l(level)
       cross join jsonb_each(case when jsonb_typeof(x.ev->'data'->l.level) = 'object' then x.ev->'data'->l.level end) d
-      join property_defs p on p.account_id = ${accountId} and p.entity = l.level and p.kind = 'attribute'
+      join ${definitionsSql(app.sql, accountId)} p on p.entity = l.level and p.kind = 'attribute'
         and p.type = 'date' and p.codename = d.key
     where jsonb_typeof(d.value) = 'string' and not is_iso_date(d.value #>> '{}')
   ), e as (

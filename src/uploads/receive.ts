@@ -1,4 +1,4 @@
-import { catalogSql } from '../admin/properties.ts'
+import { catalogSql } from '../catalog/properties.ts'
 import { catalogOf, type PropertyDef } from '../catalog.ts'
 import type { App } from '../context.ts'
 import type { Sql, Tx } from '../db/client.ts'

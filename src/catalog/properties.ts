@@ -1,23 +1,22 @@
+// The property catalog: every statement that reads or writes property_defs, besides the system
+// attributes written with a new account (accounts/accounts.ts, as catalog/ imports accounts/).
 import * as v from 'valibot'
 import { refuse } from '../errors.ts'
 import type { Entity, PropertyDef } from '../catalog.ts'
 import type { Sql, Tx } from '../db/client.ts'
 import { lockRecordsIn } from '../db/locks.ts'
-import { SQLSTATE, sqlState } from '../db/sqlstate.ts'
 import { TABLES } from '../db/tables.ts'
-import { storable, strict } from '../validate.ts'
+import { describe, storable, strict } from '../validate.ts'
+import { alreadyExists } from './exists.ts'
 
-const title = v.pipe(v.string(), v.trim(), v.minLength(1), v.maxLength(255), storable)
-
-export const UserBody = strict({
-  email: v.pipe(v.string(), v.trim(), v.email(), v.maxLength(255), storable),
-  name: v.optional(v.pipe(v.string(), v.maxLength(255), storable)),
-})
+const entity = v.picklist(['customer', 'contact'])
+const kind = v.picklist(['attribute', 'metric'])
+const type = v.picklist(['string', 'number', 'boolean', 'date'])
 
 export const PropertyBody = v.pipe(
   strict({
-    entity: v.picklist(['customer', 'contact']),
-    kind: v.picklist(['attribute', 'metric']),
+    entity,
+    kind,
     codename: v.pipe(
       v.string(),
       v.regex(
@@ -25,7 +24,7 @@ export const PropertyBody = v.pipe(
         'Must be letters, digits and _ (at most 63), not starting with a digit.',
       ),
     ),
-    type: v.picklist(['string', 'number', 'boolean', 'date']),
+    type,
     name: v.optional(v.pipe(v.string(), v.maxLength(255), storable)),
   }),
   // `date` names the snapshot in every metric object, so no metric may take it.
@@ -35,36 +34,27 @@ export const PropertyBody = v.pipe(
   ),
 )
 
-export const TagBody = strict({
-  title,
-  color: v.optional(v.pipe(v.string(), v.regex(/^#[0-9a-fA-F]{6}$/, 'Must be a #rrggbb colour.'))),
+export const Property = v.object({
+  entity,
+  kind,
+  codename: v.string(),
+  type,
+  name: v.nullable(v.string()),
+  system: describe(v.boolean(), 'Defined by the service for every account.'),
 })
-
-const unique = (what: string) => (err: unknown) => {
-  if (sqlState(err) === SQLSTATE.UNIQUE_VIOLATION) refuse(409, `${what} already exists in this account.`)
-  throw err
-}
-
-export const addUser = async (sql: Sql, accountId: number, body: v.InferOutput<typeof UserBody>) =>
-  (
-    await sql`
-    insert into users (account_id, email, name) values (${accountId}, ${body.email}, ${body.name ?? null})
-    returning id, email, name`.catch(unique(`A user with email ${body.email}`))
-  )[0]
-
-export const listUsers = (sql: Sql, accountId: number) =>
-  sql`select id, email, name from users where account_id = ${accountId} order by id`
 
 export const defineProperty = async (sql: Sql, accountId: number, body: v.InferOutput<typeof PropertyBody>) =>
   (
     await sql`
     insert into property_defs (account_id, entity, kind, codename, type, name)
     values (${accountId}, ${body.entity}, ${body.kind}, ${body.codename}, ${body.type}, ${body.name ?? null})
-    returning entity, kind, codename, type, name, system`.catch(unique(`The ${body.entity} property ${body.codename}`))
+    returning entity, kind, codename, type, name, system`.catch(
+      alreadyExists(`The ${body.entity} property ${body.codename}`),
+    )
   )[0]
 
-// The one way the property catalog is read: the account's definitions of an entity as a json
-// array of {codename, kind, type}. A subquery, so that callers read it in the round trip that reads
+// The catalog as the search, upload, record and scoring paths read it: the account's definitions of
+// an entity as a json array of {codename, kind, type}. A subquery, so that callers read it in the round trip that reads
 // whatever else they need.
 export const catalogSql = (sql: Sql | Tx, accountId: number, entity: Entity) => sql`
   (select coalesce(json_agg(json_build_object('codename', p.codename, 'kind', p.kind, 'type', p.type)), '[]')
@@ -73,32 +63,44 @@ export const catalogSql = (sql: Sql | Tx, accountId: number, entity: Entity) => 
 export const readCatalog = async (sql: Sql | Tx, accountId: number, entity: Entity) =>
   (await sql`select ${catalogSql(sql, accountId, entity)} as defs`)[0].defs as PropertyDef[]
 
+// The account's definitions as a table (entity, kind, codename, type), for a set-based statement of
+// another module to join in its own round trip. PostgreSQL pulls the subquery up into that join, so
+// the plan is the one a join of property_defs itself gets.
+export const definitionsSql = (sql: Sql | Tx, accountId: number) =>
+  sql`(select entity, kind, codename, type from property_defs where account_id = ${accountId})`
+
+// The entity's definitions locked against deletion until the transaction ends (deleteProperty
+// waits for it), for a caller that stores something naming them.
+export const lockDefinitions = (tx: Tx, accountId: number, entity: Entity) =>
+  tx`select 1 from property_defs where account_id = ${accountId} and entity = ${entity} for share`
+
+// Only an account with a number metric can have a metric named like an event.
+export const accountsWithNumberMetrics = async (sql: Sql) =>
+  (
+    await sql`select distinct account_id from property_defs where kind = 'metric' and type = 'number'
+      order by account_id`
+  ).map((r) => r.account_id as number)
+
 export const listProperties = (sql: Sql, accountId: number) => sql`
   select entity, kind, codename, type, name, system from property_defs
   where account_id = ${accountId} order by entity, codename`
 
-export const createTag = async (sql: Sql, accountId: number, body: v.InferOutput<typeof TagBody>) =>
+// The segments whose saved search names a customer property (propertyName anywhere in the body: a
+// filter, a leaf of a where tree, a sort key). Read here, not called in segments/: segments/ reads
+// the catalog, and catalog/ calling it back would make the two folders a cycle.
+const segmentsNaming = async (tx: Tx, accountId: number, codename: string) =>
   (
-    await sql`
-    insert into tags (account_id, title, color) values (${accountId}, ${body.title}, ${body.color ?? null})
-    returning id, title, color`.catch(unique(`The tag ${body.title}`))
-  )[0]
-
-export const listTags = (sql: Sql, accountId: number) =>
-  sql`select id, title, color from tags where account_id = ${accountId} order by lower(title)`
+    await tx`select name from segments where account_id = ${accountId}
+      and jsonb_path_exists(body, '$.**.propertyName ? (@ == $c)', jsonb_build_object('c', ${codename}::text))
+      order by name`
+  ).map((r) => r.name as string)
 
 // A property goes with its values: the records' attributes or latest metrics and, for a metric,
 // every snapshot's. Refused (409) while something names it: a system attribute, the scoring model,
-// a segment (found by `usedBy`, so that this module need not know segments). The definition is
-// locked first: a segment saved meanwhile waits for it (segments/segments.ts) and then finds the
-// property gone; one saved before is seen here.
-export const deleteProperty = (
-  sql: Sql,
-  accountId: number,
-  entity: Entity,
-  codename: string,
-  usedBy: (tx: Tx) => Promise<string[]>,
-) =>
+// a segment (segments search customers only). The definition is locked first: a segment saved
+// meanwhile waits for it (lockDefinitions) and then finds the property gone; one saved before is
+// seen here.
+export const deleteProperty = (sql: Sql, accountId: number, entity: Entity, codename: string) =>
   sql.begin(async (tx) => {
     const [def] = await tx`select kind, system from property_defs
       where account_id = ${accountId} and entity = ${entity} and codename = ${codename} for update`
@@ -108,7 +110,7 @@ export const deleteProperty = (
     const [model] = await tx`select 1 from scoring_models where account_id = ${accountId}
       and jsonb_path_exists(model, ${rule}::jsonpath, jsonb_build_object('c', ${codename}::text))`
     if (model) refuse(409, `The scoring model uses the ${entity} property ${codename}.`)
-    const users = await usedBy(tx)
+    const users = entity === 'customer' ? await segmentsNaming(tx, accountId, codename) : []
     if (users.length) refuse(409, `Segments use the ${entity} property ${codename}: ${users.join(', ')}.`)
     const t = TABLES[entity]
     const bag = def.kind === 'attribute' ? 'attributes' : 'metrics'

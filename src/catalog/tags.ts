@@ -1,8 +1,15 @@
 import * as v from 'valibot'
 import { refuse } from '../errors.ts'
+import type { Entity } from '../catalog.ts'
 import type { Sql, Tx } from '../db/client.ts'
 import { addRecomputeSegments } from '../db/jobs.ts'
-import { storable, strict } from '../validate.ts'
+import { id, storable, strict } from '../validate.ts'
+import { alreadyExists } from './exists.ts'
+
+export const TagBody = strict({
+  title: v.pipe(v.string(), v.trim(), v.minLength(1), v.maxLength(255), storable),
+  color: v.optional(v.pipe(v.string(), v.regex(/^#[0-9a-fA-F]{6}$/, 'Must be a #rrggbb colour.'))),
+})
 
 export const TagTitlesBody = strict({
   titles: v.pipe(
@@ -11,7 +18,21 @@ export const TagTitlesBody = strict({
   ),
 })
 
-const TABLES = {
+export const Tag = v.object({ id, title: v.string(), color: v.nullable(v.string()) })
+export const TagTitles = v.object({ titles: v.array(v.string()) })
+
+export const createTag = async (sql: Sql, accountId: number, body: v.InferOutput<typeof TagBody>) =>
+  (
+    await sql`
+    insert into tags (account_id, title, color) values (${accountId}, ${body.title}, ${body.color ?? null})
+    returning id, title, color`.catch(alreadyExists(`The tag ${body.title}`))
+  )[0]
+
+export const listTags = (sql: Sql, accountId: number) =>
+  sql`select id, title, color from tags where account_id = ${accountId} order by lower(title)`
+
+// Each entity's records and the table linking them to their tags.
+const TAGGED = {
   customer: { records: 'customers', links: 'customer_tags', key: 'customer_id' },
   contact: { records: 'contacts', links: 'contact_tags', key: 'contact_id' },
 } as const
@@ -23,14 +44,8 @@ interface Resolved {
 
 // The record, locked so that concurrent replacements apply one after the other instead of
 // merging, and each requested title with its tag (matched case-insensitively), or null.
-const lockAndResolve = async (
-  sql: Tx,
-  accountId: number,
-  entity: keyof typeof TABLES,
-  externalId: string,
-  titles: string[],
-) => {
-  const { records } = TABLES[entity]
+const lockAndResolve = async (sql: Tx, accountId: number, entity: Entity, externalId: string, titles: string[]) => {
+  const { records } = TAGGED[entity]
   const [row] = await sql`
     select r.service_id, coalesce((
         select json_agg(json_build_object('i', w.ord - 1, 'id', t.id, 'title', w.title) order by w.ord)
@@ -43,13 +58,7 @@ const lockAndResolve = async (
 }
 
 // Replaces the record's tags; answers with its tag titles in byte order, as search shows them.
-export const setRecordTags = (
-  sql: Sql,
-  accountId: number,
-  entity: keyof typeof TABLES,
-  externalId: string,
-  titles: string[],
-) =>
+export const setRecordTags = (sql: Sql, accountId: number, entity: Entity, externalId: string, titles: string[]) =>
   sql.begin(async (tx) => {
     // Postgres text cannot hold NUL, so no record has such an id.
     const record = externalId.includes('\u0000')
@@ -65,7 +74,7 @@ export const setRecordTags = (
       )
     }
     const ids = [...new Set(record.tags.map((t) => t.id!))]
-    const { links, key } = TABLES[entity]
+    const { links, key } = TAGGED[entity]
     if (entity === 'customer') await addRecomputeSegments(tx, accountId)
     const rows = await tx`
       with removed as (

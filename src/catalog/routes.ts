@@ -1,0 +1,138 @@
+import * as v from 'valibot'
+import { ACCOUNTS, accountIn } from '../accounts/accounts.ts'
+import type { Entity } from '../catalog.ts'
+import { refuse } from '../errors.ts'
+import { noContent, ok, type Req, type Route, route, textParam } from '../route.ts'
+import { defineProperty, deleteProperty, listProperties, Property, PropertyBody } from './properties.ts'
+import { createTag, listTags, setRecordTags, Tag, TagBody, TagTitles, TagTitlesBody } from './tags.ts'
+import { addUser, listUsers, User, UserBody } from './users.ts'
+
+export const catalogRoutes: Route[] = [
+  route({
+    method: 'POST',
+    path: `${ACCOUNTS}/:id/users`,
+    auth: 'admin',
+    tag: 'admin',
+    name: 'add-user',
+    summary: 'Add a user',
+    body: UserBody,
+    refusals: [409],
+    reply: { status: 201, body: User },
+    handler: async (req, app) => ok(await addUser(app.sql, await accountIn(req, app), req.input), 201),
+  }),
+  route({
+    method: 'GET',
+    path: `${ACCOUNTS}/:id/users`,
+    auth: 'admin',
+    tag: 'admin',
+    name: 'list-users',
+    summary: 'List users',
+    reply: { status: 200, body: v.array(User) },
+    handler: async (req, app) => ok(await listUsers(app.sql, await accountIn(req, app))),
+  }),
+  route({
+    method: 'POST',
+    path: `${ACCOUNTS}/:id/properties`,
+    auth: 'admin',
+    tag: 'admin',
+    name: 'define-property',
+    summary: 'Define a property',
+    body: PropertyBody,
+    refusals: [409],
+    reply: { status: 201, body: Property },
+    handler: async (req, app) => ok(await defineProperty(app.sql, await accountIn(req, app), req.input), 201),
+  }),
+  route({
+    method: 'GET',
+    path: `${ACCOUNTS}/:id/properties`,
+    auth: 'admin',
+    tag: 'admin',
+    name: 'list-properties',
+    summary: 'List property definitions',
+    reply: { status: 200, body: v.array(Property) },
+    handler: async (req, app) => ok(await listProperties(app.sql, await accountIn(req, app))),
+  }),
+  route({
+    method: 'DELETE',
+    path: `${ACCOUNTS}/:id/properties/:entity/:codename`,
+    auth: 'admin',
+    tag: 'admin',
+    name: 'delete-property',
+    summary: 'Delete a property and its values (refused while the scoring model or a segment uses it)',
+    refusals: [409],
+    reply: { status: 204 },
+    handler: async (req, app) => {
+      const id = await accountIn(req, app)
+      await deleteProperty(app.sql, id, entityParam(req), textParam(req, 'codename'))
+      return noContent
+    },
+  }),
+  route({
+    method: 'POST',
+    path: `${ACCOUNTS}/:id/tags`,
+    auth: 'admin',
+    tag: 'admin',
+    name: 'create-tag',
+    summary: 'Create a tag',
+    body: TagBody,
+    refusals: [409],
+    reply: { status: 201, body: Tag },
+    handler: async (req, app) => ok(await createTag(app.sql, await accountIn(req, app), req.input), 201),
+  }),
+  route({
+    method: 'GET',
+    path: `${ACCOUNTS}/:id/tags`,
+    auth: 'admin',
+    tag: 'admin',
+    name: 'list-tags',
+    summary: 'List tags',
+    reply: { status: 200, body: v.array(Tag) },
+    handler: async (req, app) => ok(await listTags(app.sql, await accountIn(req, app))),
+  }),
+  route({
+    method: 'PUT',
+    path: `${ACCOUNTS}/:id/customers/:external_id/tags`,
+    auth: 'admin',
+    tag: 'admin',
+    name: 'set-customer-tags',
+    summary: "Replace a customer's tags (by title)",
+    body: TagTitlesBody,
+    reply: { status: 200, body: TagTitles },
+    handler: async (req, app) =>
+      ok(
+        await setRecordTags(
+          app.sql,
+          await accountIn(req, app),
+          'customer',
+          textParam(req, 'external_id'),
+          req.input.titles,
+        ),
+      ),
+  }),
+  route({
+    method: 'PUT',
+    path: `${ACCOUNTS}/:id/contacts/:external_id/tags`,
+    auth: 'admin',
+    tag: 'admin',
+    name: 'set-contact-tags',
+    summary: "Replace a contact's tags (by title)",
+    body: TagTitlesBody,
+    reply: { status: 200, body: TagTitles },
+    handler: async (req, app) =>
+      ok(
+        await setRecordTags(
+          app.sql,
+          await accountIn(req, app),
+          'contact',
+          textParam(req, 'external_id'),
+          req.input.titles,
+        ),
+      ),
+  }),
+]
+
+// The entity in a property's path; anything else names nothing.
+const entityParam = (req: Req): Entity => {
+  const entity = req.params.entity
+  return entity === 'customer' || entity === 'contact' ? entity : refuse(404, 'No such entity: customer or contact.')
+}
