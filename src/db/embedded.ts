@@ -12,10 +12,11 @@ import {
   writeFileSync,
 } from 'node:fs'
 import { createRequire } from 'node:module'
-import { homedir, tmpdir } from 'node:os'
+import { tmpdir } from 'node:os'
 import { dirname, join, resolve, sep } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
 import postgres from 'postgres'
+import { loadConfig } from '../config.ts'
 import type { Log } from '../log.ts'
 import {
   copyInstallation,
@@ -59,13 +60,8 @@ const isRoot = () => process.getuid?.() === 0
 const PASSWORD_FILE = 'service-password'
 const OWNER_FILE = 'service-owner.pid'
 
-// A folder of this user's: as root a system folder the postgres user can read (it runs the
-// binaries), otherwise the user's cache, 0700.
-const cacheRoot = () =>
-  resolve(
-    process.env.SERVICE_CACHE_DIR ||
-      (isRoot() ? '/var/cache/customer-data-service' : join(homedir(), '.cache', 'customer-data-service')),
-  )
+// SERVICE_CACHE_DIR (config.ts), also for the test runner's clusters, which start with no Config.
+const cacheRoot = () => resolve(loadConfig().cacheDir)
 
 // Whether a user who is neither owner nor in the group can reach the path: every folder above it
 // must be searchable by others.
@@ -138,6 +134,7 @@ const serverUser = (): User => {
   if (!isRoot()) return {}
   const found = postgresUser()
   if (found) return found
+  // The inherited PATH (no setting of the service), with the folders useradd lives in.
   const env = { PATH: `${process.env.PATH ?? ''}:/usr/sbin:/usr/bin:/sbin:/bin` }
   execFileSync('sh', ['-c', 'getent group postgres >/dev/null || groupadd postgres; useradd -g postgres postgres'], {
     env,
@@ -201,10 +198,14 @@ const stopLeftover = async (pid: number) => {
   }
 }
 
+// PostgreSQL's programs inherit this process's environment (no setting of the service), in English:
+// their messages are read below.
+const programEnv = () => ({ ...process.env, LC_MESSAGES: 'C' })
+
 const run = (file: string, args: string[], user: User) =>
   new Promise<void>((done, fail) => {
     let output = ''
-    const child = spawn(file, args, { ...user, env: { ...process.env, LC_MESSAGES: 'C' } })
+    const child = spawn(file, args, { ...user, env: programEnv() })
     child.stdout.on('data', (c) => (output += c))
     child.stderr.on('data', (c) => (output += c))
     child.on('error', fail)
@@ -318,7 +319,7 @@ export const startEmbedded = async (
     ['-D', dataDir, '-p', String(port), '-c', 'listen_addresses=127.0.0.1', ...flags],
     {
       ...user,
-      env: { ...process.env, LC_MESSAGES: 'C' },
+      env: programEnv(),
       stdio: ['ignore', 'ignore', 'pipe'],
     },
   )
