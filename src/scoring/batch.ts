@@ -2,7 +2,8 @@ import { getScoreAlerts, scoringInputs } from '../admin/scoring.ts'
 import type { Entity, PropertyDef } from '../catalog.ts'
 import type { App } from '../context.ts'
 import { refreshStatistics } from '../db/analyze.ts'
-import { jitOff, type Sql, type Tx } from '../db/client.ts'
+import type { Sql, Tx } from '../db/client.ts'
+import { PLANNER, setLocal } from '../db/planner.ts'
 import { addRecomputeSegments, type ScoreRecordsPayload } from '../db/jobs.ts'
 import { SQLSTATE, sqlState } from '../db/sqlstate.ts'
 import { TABLES } from '../db/tables.ts'
@@ -222,14 +223,7 @@ export const scoreRecords = async (sql: Sql, p: ScoreRecordsPayload, options: Sc
   const queue = batches(sql, p.account_id, p.entity, p.ids)
   const scoreIn = (ids: number[], statement: typeof plain) =>
     sql.begin(async (tx) => {
-      // A batch's scored snapshots (60,000 at 12 a record) are sorted by record for the history:
-      // in memory, instead of spilling to disk past the default 4 MB. Every join of the statement
-      // joins whole batches, which hash joins serve at any size; but a new account's rows are
-      // unknown to the planner's statistics until the next ANALYZE, and taken for one row it
-      // chose nested loops over CTE scans, quadratic in the batch: 13.5 s instead of 0.2 s for
-      // 1000 customers (docs/benchmarks.md, bench/tenant.ts). Index scans are still allowed.
-      await tx`select set_config('work_mem', '32MB', true), set_config('enable_nestloop', 'off', true)`
-      await jitOff(tx)
+      await setLocal(tx, PLANNER.scoringBatch)
       const compare =
         Object.keys(alerts).length > 0 && (await watchScores(tx, p.account_id, ids, { alerts, model, defs, today }))
       await tx.unsafe(statement.text, [p.account_id, ids, today, ...statement.params] as never[])

@@ -1,5 +1,6 @@
 import type { App } from '../context.ts'
 import type { Tx } from '../db/client.ts'
+import { PLANNER, setLocal } from '../db/planner.ts'
 import { type AccountPayload, addJobs, addRecomputeSegments, applyEventsJob, scoreRecordsJobs } from '../db/jobs.ts'
 import { lockRecordsIn } from '../db/locks.ts'
 
@@ -63,10 +64,7 @@ interface Staged {
   last: number | null
 }
 const stageEvents = async (tx: Tx, accountId: number, below: number, lastId: number) => {
-  // The events just received are unknown to the statistics until the next ANALYZE, so the planner
-  // takes the range for a few rows and reads all of it by bitmap to sort it: a backlog's whole
-  // remainder on every batch, quadratic in the backlog. The primary key walk stops after BATCH.
-  await tx`select set_config('enable_bitmapscan', 'off', true)`
+  await setLocal(tx, PLANNER.freshEvents)
   await tx`
   create temp table stage_events on commit drop as
   select e.id, e.occurred_at, e.contact_external_id, c.service_id as customer_id, t.service_id as contact_id,
