@@ -29,8 +29,8 @@ export interface ScoreOptions {
 // Records per statement: keeps each statement's sort and the job's memory small whatever the account's size.
 export const BATCH = 5000
 // Batches scored at once: scoring is CPU-bound in PostgreSQL, one core per backend, and a third
-// batch computes while the others write and commit (bench/scoring: 3.75 s with two on two cores,
-// 3.28 s with three). Batches hold disjoint records, so they never wait on each other.
+// batch computes while the others write and commit (docs/benchmarks.md, "Figures behind code
+// choices"). Batches hold disjoint records, so they never wait on each other.
 export const PARALLEL = 3
 const TREND_DAYS = 365
 const TREND_RECORDS = 15

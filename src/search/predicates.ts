@@ -149,7 +149,7 @@ function tagsSql(c: Criterion, ctx: Ctx): string {
 // equality compares numbers as numerics and other types as unequal, and parsed dates are canonical
 // YYYY-MM-DD strings). One operand is jsonb containment, the same test, which can use the GIN index
 // on the bag and its statistics; several are one array of JSON values, whose cost does not grow with
-// the list (one containment test per value, ORed, took seconds and hundreds of MB for 1,000).
+// the list as one containment test per value, ORed, did (docs/benchmarks.md).
 function jsonInSql(field: Field, operands: Scalar[], ctx: Ctx): string {
   const bag = field.source === 'attribute' ? 'r.attributes' : 'r.metrics'
   if (operands.length === 1) return `${bag} @> ${ctx.bind(JSON.stringify({ [field.name]: operands[0] }), 'jsonb')}`

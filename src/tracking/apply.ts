@@ -228,8 +228,8 @@ export const applyEvents = async (tx: Tx, accountId: number) => {
 }
 
 // The account's queue runs one job at a time, so a job draining a large backlog of events would
-// hold every upload of the account behind it (measured in bench/soak: 30 s jobs, uploads waiting
-// over a minute). A job applies this many batches at most, then queues its successor behind them.
+// hold every upload of the account behind it (docs/benchmarks.md). A job applies this many batches
+// at most, then queues its successor behind them.
 export const BATCHES_PER_JOB = 4
 
 // One transaction per batch; the successor is added in the last one's.
