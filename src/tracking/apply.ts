@@ -18,20 +18,12 @@ export const BATCH = 5000
 const accountLock = (tx: Tx, accountId: number) =>
   tx`pg_advisory_xact_lock(hashtextextended('apply_events:' || ${accountId}::text, 0))`
 
-// The cursor: every event of the account with an id below `applied_below` is applied or unmatched
-// and stays so. The events still to apply are read from there on through the primary key, not from
-// an index of received events: that index names status, so no UPDATE of status could be HOT, and
-// writing a new entry into every index of tracking_events was most of the job's time.
-//
-// Moving the cursor past an id is safe once no transaction that may still insert an event with a
-// smaller id is running. Ids come from one sequence, and an inserting transaction holds a lock on
-// it from its first id to its end. So a batch notes the sequence's last id, then the transactions
-// holding that lock (`check_upto`, `check_vxids`); once none of them is running (seen by a later
-// batch before it reads any event), every id up to `check_upto` is committed or gone for good, and
-// the check is settled. An open check is kept until then, so a busy intake cannot starve it.
-//
-// A cursor row read before the account lock was granted may be an older one, which only costs
-// time: the cursor never moves back, and a settled check stays true.
+// The cursor: every event with an id below `applied_below` is applied or unmatched for good. Later ones
+// are read through the primary key, not an index naming status, which would keep status updates off HOT.
+// The cursor moves past an id once no transaction that may still insert a smaller one runs: a batch
+// notes the sequence's last id and the transactions holding its lock (`check_upto`, `check_vxids`),
+// and a later batch that finds none running settles the check (kept open until then, never starved).
+// A cursor row read before the account lock only costs time: it never moves back.
 const lockAndReadCursor = async (tx: Tx, accountId: number) => {
   const [cursor] = await tx`
     select ${accountLock(tx, accountId)}, coalesce(c.applied_below, 0) as below,
