@@ -228,7 +228,7 @@ const resolve = <T>({ env: name, fallback, parse }: Knob<T>, env: NodeJS.Process
 export const loadConfig = (env: NodeJS.ProcessEnv = process.env): Config =>
   Object.fromEntries(Object.entries(KNOBS).map(([key, k]) => [key, resolve(k as Knob<unknown>, env)])) as Config
 
-// Every variable: [name, default as printed, meaning], in the table's order.
+// Every variable with its default as printed and its meaning, in the table's order.
 export const ENVIRONMENT = Object.values(KNOBS).map((k: Knob<unknown>) => ({
   name: k.env,
   shown: k.shown ?? String(k.fallback),
