@@ -4,6 +4,7 @@
 // run. Also: the same rescoring again with nothing to change, and the daily run.
 import { connect, type Sql, type Tx } from '../src/db/client.ts'
 import { migrate } from '../src/db/migrate.ts'
+import { PLANNER, setLocal } from '../src/db/planner.ts'
 import { BATCH, PARALLEL, scoreRecords } from '../src/scoring/batch.ts'
 import { scoreDaily } from '../src/scoring/daily.ts'
 import type { BenchContext } from './lib.ts'
@@ -142,7 +143,7 @@ export default async (ctx: BenchContext) => {
     // and the number converted to float8).
     const serial = (query: (tx: Tx) => Promise<unknown>) =>
       sql.begin(async (tx) => {
-        await tx`set local max_parallel_workers_per_gather = 0`
+        await setLocal(tx, PLANNER.oneBackend)
         await query(tx)
       })
     const serialScan = await timed(() =>

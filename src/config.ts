@@ -1,140 +1,251 @@
-// Configuration comes from the environment only. ENVIRONMENT lists every variable the service
-// reads, with its default: `service --help` prints it and docs/operations.md repeats it
-// (test/config.test.ts keeps the list complete).
-export const ENVIRONMENT: [name: string, fallback: string, meaning: string][] = [
-  ['DATABASE_URL', 'embedded', 'PostgreSQL to use; without it an embedded server keeps its data in SERVICE_DATA_DIR'],
-  ['SERVICE_DATA_DIR', '.data/pg', "the embedded server's data folder"],
-  ['EMBEDDED_PG_PORT', '54329', "the embedded server's port (127.0.0.1 only)"],
-  [
-    'SERVICE_CACHE_DIR',
-    '~/.cache/customer-data-service (as root /var/cache/customer-data-service)',
-    'where the embedded PostgreSQL binaries are unpacked: a folder only this user (or root) can write',
-  ],
-  ['PORT', '8080', 'HTTP port'],
-  ['HOST', '0.0.0.0', 'HTTP address'],
-  ['SERVICE_ADMIN_TOKEN', 'unset (admin API off)', 'bearer token of the admin API'],
-  ['WORKER_CONCURRENCY', '10', 'jobs a worker runs at once'],
-  ['LOG_LEVEL', 'info', 'debug, info, warn, error or silent'],
-  ['SERVICE_WEBHOOK_ALLOW_PRIVATE', '0', '1 allows http and private addresses for webhooks (local use and tests)'],
-  ['SERVICE_TRACK_RATE_LIMIT', '200', 'tracking requests per minute per key'],
-  ['SERVICE_API_RATE_LIMIT', '500', 'other API requests per minute per key'],
-  ['SERVICE_MAX_PENDING_UPLOADS', '50', 'unprocessed uploads per account before uploads answer 429'],
-  ['SERVICE_WEBHOOK_RETRY_SCALE', '1', 'multiplies the webhook retry delays (5 s, 25 s); tests only'],
-  [
-    'SERVICE_WEBHOOK_SECRET_GRACE_SECONDS',
-    '86400',
-    'after rotate-secret, deliveries are also signed with the old secret for this long',
-  ],
-  [
-    'SERVICE_WEBHOOK_DISABLE_AFTER_SECONDS',
-    '432000',
-    'a webhook whose every attempt has failed for this long is disabled (5 days)',
-  ],
-  ['SERVICE_JOB_LOCK_TIMEOUT', '900', 'seconds after which a job lock held by a live worker is released'],
-  ['SERVICE_HEADERS_TIMEOUT_MS', '10000', 'time a client has to send its request headers'],
-  ['SERVICE_REQUEST_TIMEOUT_MS', '60000', 'time a client has to send its whole request'],
-  ['SERVICE_BODY_IDLE_TIMEOUT_MS', '10000', 'longest pause within a request body before a 408'],
-  ['SERVICE_KEEP_ALIVE_TIMEOUT_MS', '65000', "idle time of a kept-alive connection (keep it above a load balancer's)"],
-  ['SERVICE_MAX_CONNECTIONS', '1000', 'connections held at once; more are refused'],
-  ['SERVICE_SEARCH_TIMEOUT_MS', '5000', "a search's statement timeout (customers, contacts, a segment's members)"],
-  ['SERVICE_AGGREGATE_TIMEOUT_MS', '10000', "an aggregate's statement timeout"],
-  ['SERVICE_SEGMENT_TIMEOUT_MS', '60000', "the statement timeout of a segment's recomputation (worker)"],
-  ['SERVICE_HEAVY_POOL_SIZE', '8', 'database connections for searches and aggregates, beside 20 for the rest'],
-  [
-    'SERVICE_MAX_CONNECTIONS_PER_ADDRESS',
-    '100',
-    'connections one client address holds at once; more are refused (0: no per-address cap, behind a proxy)',
-  ],
-  [
-    'SERVICE_EXPENSIVE_PER_ACCOUNT',
-    '1',
-    'searches, aggregates and segment searches an account runs at once in one process; more wait or answer 429',
-  ],
-  [
-    'SERVICE_EXPENSIVE_WAITING',
-    '4',
-    "an account's expensive requests that wait for a place in one process; more answer 429 at once",
-  ],
-  ['SERVICE_EXPENSIVE_WAIT_MS', '1000', 'how long such a request waits for a place before it answers 429'],
-  [
-    'SERVICE_STUCK_UPLOAD_SECONDS',
-    '900',
-    'an upload received or processing for longer counts as stuck (/metrics, admin)',
-  ],
-]
+import { homedir } from 'node:os'
+import { join } from 'node:path'
+
+// Configuration comes from the environment only, resolved in one step (as postgres.js's parseOptions):
+// KNOBS is the one table of variables, defaults, limits and meanings, from which loadConfig, `service --help`
+// and the table in docs/operations.md (checked by test/config.test.ts) are made.
+
+// A knob's text, read: undefined when it is not a valid value, and the default applies.
+type Parse<T> = (text: string) => T | undefined
+interface Knob<T> {
+  env: string
+  fallback: T | (() => T)
+  // The default as --help and the docs print it, when String(fallback) does not say it.
+  shown?: string
+  parse: Parse<T>
+  meaning: string
+}
+const knob = <T>(k: Knob<T>) => k
+
+const text: Parse<string> = (t) => t
+const whole =
+  (min: number, max = Number.MAX_SAFE_INTEGER): Parse<number> =>
+  (t) => {
+    const n = Number(t)
+    return Number.isInteger(n) && n >= min && n <= max ? n : undefined
+  }
+const positive = whole(1)
+const LEVELS = ['debug', 'info', 'warn', 'error', 'silent'] as const
+
+const KNOBS = {
+  databaseUrl: knob<string | undefined>({
+    env: 'DATABASE_URL',
+    fallback: undefined,
+    shown: 'embedded',
+    parse: text,
+    meaning: 'PostgreSQL to use; without it an embedded server keeps its data in SERVICE_DATA_DIR',
+  }),
+  dataDir: knob({
+    env: 'SERVICE_DATA_DIR',
+    fallback: '.data/pg',
+    parse: text,
+    meaning: "the embedded server's data folder",
+  }),
+  embeddedPort: knob({
+    env: 'EMBEDDED_PG_PORT',
+    fallback: 54329,
+    parse: whole(1, 65535),
+    meaning: "the embedded server's port (127.0.0.1 only)",
+  }),
+  cacheDir: knob({
+    env: 'SERVICE_CACHE_DIR',
+    // As root a system folder the postgres user can read (it runs the binaries), otherwise the user's cache.
+    fallback: () =>
+      process.getuid?.() === 0
+        ? '/var/cache/customer-data-service'
+        : join(homedir(), '.cache', 'customer-data-service'),
+    shown: '~/.cache/customer-data-service (as root /var/cache/customer-data-service)',
+    parse: text,
+    meaning: 'where the embedded PostgreSQL binaries are unpacked: a folder only this user (or root) can write',
+  }),
+  port: knob({ env: 'PORT', fallback: 8080, parse: whole(0, 65535), meaning: 'HTTP port (0: any free port)' }),
+  host: knob({ env: 'HOST', fallback: '0.0.0.0', parse: text, meaning: 'HTTP address' }),
+  adminToken: knob<string | undefined>({
+    env: 'SERVICE_ADMIN_TOKEN',
+    fallback: undefined,
+    shown: 'unset (admin API off)',
+    parse: text,
+    meaning: 'bearer token of the admin API',
+  }),
+  workerConcurrency: knob({
+    env: 'WORKER_CONCURRENCY',
+    fallback: 10,
+    parse: positive,
+    meaning: 'jobs a worker runs at once',
+  }),
+  logLevel: knob<(typeof LEVELS)[number]>({
+    env: 'LOG_LEVEL',
+    fallback: 'info',
+    parse: (t) => LEVELS.find((level) => level === t),
+    meaning: 'debug, info, warn, error or silent; JSON lines on stderr, one per request and one per job',
+  }),
+  webhookAllowPrivate: knob({
+    env: 'SERVICE_WEBHOOK_ALLOW_PRIVATE',
+    fallback: false,
+    shown: '0',
+    parse: (t) => t === '1',
+    meaning: '1 allows http and private addresses for webhooks (local use and tests)',
+  }),
+  trackRateLimit: knob({
+    env: 'SERVICE_TRACK_RATE_LIMIT',
+    fallback: 200,
+    parse: positive,
+    meaning: 'tracking requests per minute per key',
+  }),
+  apiRateLimit: knob({
+    env: 'SERVICE_API_RATE_LIMIT',
+    fallback: 500,
+    parse: positive,
+    meaning: 'other API requests per minute per key',
+  }),
+  maxPendingUploads: knob({
+    env: 'SERVICE_MAX_PENDING_UPLOADS',
+    fallback: 50,
+    parse: positive,
+    meaning: 'unprocessed uploads per account before uploads answer 429',
+  }),
+  webhookRetryScale: knob({
+    env: 'SERVICE_WEBHOOK_RETRY_SCALE',
+    fallback: 1,
+    parse: (t) => (Number(t) > 0 ? Number(t) : undefined),
+    meaning: 'multiplies the webhook retry delays (5 s, 25 s); tests only',
+  }),
+  webhookSecretGraceSeconds: knob({
+    env: 'SERVICE_WEBHOOK_SECRET_GRACE_SECONDS',
+    fallback: 86_400,
+    parse: positive,
+    meaning: 'after rotate-secret, deliveries are also signed with the old secret for this long',
+  }),
+  webhookDisableAfterSeconds: knob({
+    env: 'SERVICE_WEBHOOK_DISABLE_AFTER_SECONDS',
+    fallback: 432_000,
+    parse: positive,
+    meaning: 'a webhook whose every attempt has failed for this long is disabled (5 days)',
+  }),
+  jobLockTimeoutSeconds: knob({
+    env: 'SERVICE_JOB_LOCK_TIMEOUT',
+    fallback: 900,
+    parse: positive,
+    meaning: 'seconds after which a job lock held by a live worker is released',
+  }),
+  headersTimeoutMs: knob({
+    env: 'SERVICE_HEADERS_TIMEOUT_MS',
+    fallback: 10_000,
+    parse: positive,
+    meaning: 'time a client has to send its request headers',
+  }),
+  requestTimeoutMs: knob({
+    env: 'SERVICE_REQUEST_TIMEOUT_MS',
+    fallback: 60_000,
+    parse: positive,
+    meaning: 'time a client has to send its whole request',
+  }),
+  bodyIdleTimeoutMs: knob({
+    env: 'SERVICE_BODY_IDLE_TIMEOUT_MS',
+    fallback: 10_000,
+    parse: positive,
+    meaning: 'longest pause within a request body before a 408',
+  }),
+  keepAliveTimeoutMs: knob({
+    env: 'SERVICE_KEEP_ALIVE_TIMEOUT_MS',
+    fallback: 65_000,
+    parse: positive,
+    meaning: "idle time of a kept-alive connection (keep it above a load balancer's)",
+  }),
+  maxConnections: knob({
+    env: 'SERVICE_MAX_CONNECTIONS',
+    fallback: 1000,
+    parse: positive,
+    meaning: 'connections held at once; more are refused',
+  }),
+  searchTimeoutMs: knob({
+    env: 'SERVICE_SEARCH_TIMEOUT_MS',
+    fallback: 5000,
+    parse: positive,
+    meaning: "a search's statement timeout (customers, contacts, a segment's members)",
+  }),
+  aggregateTimeoutMs: knob({
+    env: 'SERVICE_AGGREGATE_TIMEOUT_MS',
+    fallback: 10_000,
+    parse: positive,
+    meaning: "an aggregate's statement timeout",
+  }),
+  segmentTimeoutMs: knob({
+    env: 'SERVICE_SEGMENT_TIMEOUT_MS',
+    fallback: 60_000,
+    parse: positive,
+    meaning: "the statement timeout of a segment's recomputation (worker)",
+  }),
+  heavyPoolSize: knob({
+    env: 'SERVICE_HEAVY_POOL_SIZE',
+    fallback: 8,
+    parse: positive,
+    meaning: 'database connections for searches and aggregates, beside 20 for the rest',
+  }),
+  maxConnectionsPerAddress: knob({
+    env: 'SERVICE_MAX_CONNECTIONS_PER_ADDRESS',
+    fallback: 100,
+    parse: whole(0),
+    meaning: 'connections one client address holds at once; more are refused (0: no per-address cap, behind a proxy)',
+  }),
+  expensivePerAccount: knob({
+    env: 'SERVICE_EXPENSIVE_PER_ACCOUNT',
+    fallback: 1,
+    parse: positive,
+    meaning:
+      'searches, aggregates and segment searches an account runs at once in one process; more wait or answer 429',
+  }),
+  expensiveWaiting: knob({
+    env: 'SERVICE_EXPENSIVE_WAITING',
+    fallback: 4,
+    parse: whole(0),
+    meaning:
+      "an account's expensive requests that wait for a place in one process; more answer 429 at once (0: none wait)",
+  }),
+  expensiveWaitMs: knob({
+    env: 'SERVICE_EXPENSIVE_WAIT_MS',
+    fallback: 1000,
+    parse: positive,
+    meaning: 'how long such a request waits for a place before it answers 429',
+  }),
+  stuckUploadSeconds: knob({
+    env: 'SERVICE_STUCK_UPLOAD_SECONDS',
+    fallback: 900,
+    parse: positive,
+    meaning: 'an upload received or processing for longer counts as stuck (/metrics, admin)',
+  }),
+}
+
+export type Config = { [K in keyof typeof KNOBS]: (typeof KNOBS)[K] extends Knob<infer T> ? T : never }
+
+// An unset or empty variable, or one that is not a valid value, takes the default.
+const resolve = <T>({ env: name, fallback, parse }: Knob<T>, env: NodeJS.ProcessEnv): T => {
+  const given = env[name] ? parse(env[name]) : undefined
+  if (given !== undefined) return given
+  return typeof fallback === 'function' ? (fallback as () => T)() : fallback
+}
+
+export const loadConfig = (env: NodeJS.ProcessEnv = process.env): Config =>
+  Object.fromEntries(Object.entries(KNOBS).map(([key, k]) => [key, resolve(k as Knob<unknown>, env)])) as Config
+
+// Every variable with its default as printed and its meaning, in the table's order.
+export const ENVIRONMENT = Object.values(KNOBS).map((k: Knob<unknown>) => ({
+  name: k.env,
+  shown: k.shown ?? String(k.fallback),
+  meaning: k.meaning,
+}))
 
 export const environmentHelp = () => {
-  const width = Math.max(...ENVIRONMENT.map(([name]) => name.length))
-  return ENVIRONMENT.map(
-    ([name, fallback, meaning]) => `  ${name.padEnd(width)}  ${meaning} (default: ${fallback})`,
-  ).join('\n')
+  const width = Math.max(...ENVIRONMENT.map(({ name }) => name.length))
+  return ENVIRONMENT.map(({ name, shown, meaning }) => `  ${name.padEnd(width)}  ${meaning} (default: ${shown})`).join(
+    '\n',
+  )
 }
 
-export interface Config {
-  databaseUrl?: string
-  port: number
-  host: string
-  adminToken?: string
-  workerConcurrency: number
-  logLevel: 'debug' | 'info' | 'warn' | 'error' | 'silent'
-  webhookAllowPrivate: boolean
-  trackRateLimit: number
-  apiRateLimit: number
-  maxPendingUploads: number
-  // Multiplies the webhook retry delays (5 s, 25 s); only tests set it below 1.
-  webhookRetryScale: number
-  webhookSecretGraceSeconds: number
-  webhookDisableAfterSeconds: number
-  jobLockTimeoutSeconds: number
-  stuckUploadSeconds: number
-  headersTimeoutMs: number
-  requestTimeoutMs: number
-  bodyIdleTimeoutMs: number
-  keepAliveTimeoutMs: number
-  maxConnections: number
-  searchTimeoutMs: number
-  aggregateTimeoutMs: number
-  segmentTimeoutMs: number
-  heavyPoolSize: number
-  maxConnectionsPerAddress: number
-  expensivePerAccount: number
-  expensiveWaiting: number
-  expensiveWaitMs: number
-}
-
-const int = (value: string | undefined, fallback: number) => {
-  const n = Number(value)
-  return value && Number.isInteger(n) && n > 0 ? n : fallback
-}
-
-export const loadConfig = (env: NodeJS.ProcessEnv = process.env): Config => ({
-  databaseUrl: env.DATABASE_URL || undefined,
-  port: env.PORT === undefined ? 8080 : Number(env.PORT),
-  host: env.HOST || '0.0.0.0',
-  adminToken: env.SERVICE_ADMIN_TOKEN || undefined,
-  workerConcurrency: int(env.WORKER_CONCURRENCY, 10),
-  logLevel: (env.LOG_LEVEL as Config['logLevel']) || 'info',
-  webhookAllowPrivate: env.SERVICE_WEBHOOK_ALLOW_PRIVATE === '1',
-  trackRateLimit: int(env.SERVICE_TRACK_RATE_LIMIT, 200),
-  apiRateLimit: int(env.SERVICE_API_RATE_LIMIT, 500),
-  maxPendingUploads: int(env.SERVICE_MAX_PENDING_UPLOADS, 50),
-  webhookRetryScale: Number(env.SERVICE_WEBHOOK_RETRY_SCALE) > 0 ? Number(env.SERVICE_WEBHOOK_RETRY_SCALE) : 1,
-  webhookSecretGraceSeconds: int(env.SERVICE_WEBHOOK_SECRET_GRACE_SECONDS, 86_400),
-  webhookDisableAfterSeconds: int(env.SERVICE_WEBHOOK_DISABLE_AFTER_SECONDS, 432_000),
-  jobLockTimeoutSeconds: int(env.SERVICE_JOB_LOCK_TIMEOUT, 900),
-  stuckUploadSeconds: int(env.SERVICE_STUCK_UPLOAD_SECONDS, 900),
-  headersTimeoutMs: int(env.SERVICE_HEADERS_TIMEOUT_MS, 10_000),
-  requestTimeoutMs: int(env.SERVICE_REQUEST_TIMEOUT_MS, 60_000),
-  bodyIdleTimeoutMs: int(env.SERVICE_BODY_IDLE_TIMEOUT_MS, 10_000),
-  keepAliveTimeoutMs: int(env.SERVICE_KEEP_ALIVE_TIMEOUT_MS, 65_000),
-  maxConnections: int(env.SERVICE_MAX_CONNECTIONS, 1000),
-  searchTimeoutMs: int(env.SERVICE_SEARCH_TIMEOUT_MS, 5000),
-  aggregateTimeoutMs: int(env.SERVICE_AGGREGATE_TIMEOUT_MS, 10_000),
-  segmentTimeoutMs: int(env.SERVICE_SEGMENT_TIMEOUT_MS, 60_000),
-  heavyPoolSize: int(env.SERVICE_HEAVY_POOL_SIZE, 8),
-  maxConnectionsPerAddress:
-    env.SERVICE_MAX_CONNECTIONS_PER_ADDRESS === '0' ? 0 : int(env.SERVICE_MAX_CONNECTIONS_PER_ADDRESS, 100),
-  expensivePerAccount: int(env.SERVICE_EXPENSIVE_PER_ACCOUNT, 1),
-  expensiveWaiting: env.SERVICE_EXPENSIVE_WAITING === '0' ? 0 : int(env.SERVICE_EXPENSIVE_WAITING, 4),
-  expensiveWaitMs: int(env.SERVICE_EXPENSIVE_WAIT_MS, 1000),
-})
+// The table of docs/operations.md's Configuration section.
+export const environmentTable = () =>
+  [
+    '| variable | default | meaning |',
+    '|---|---|---|',
+    ...ENVIRONMENT.map(({ name, shown, meaning }) => `| \`${name}\` | ${shown} | ${meaning} |`),
+  ].join('\n')

@@ -13,6 +13,5 @@ export interface Database {
 // DATABASE_URL when given; otherwise the embedded PostgreSQL with its data under ./.data/.
 export const resolveDatabase = async (config: Config, log: Log): Promise<Database> => {
   if (config.databaseUrl) return { url: config.databaseUrl, stop: async () => {} }
-  const port = Number(process.env.EMBEDDED_PG_PORT) || 54329
-  return startEmbedded(process.env.SERVICE_DATA_DIR || '.data/pg', port, [], undefined, log)
+  return startEmbedded(config.dataDir, config.embeddedPort, [], undefined, log)
 }

@@ -36,12 +36,10 @@ const help: Record<string, string> = {
   import: importUsage,
 }
 
-// A serving process keeps little alive (about 20 MB) and makes much short-lived garbage (a 1 MB upload
-// parsed and checked allocates several times its size). With V8's defaults the young generation grows
-// to 2 x 16 MB and the old one doubles between collections, so RSS sat at 2-3 times the live heap
-// (bench/ingest: 200-240 MB peak). Set here rather than as node flags, so the bundle, the single
-// executable and `node src/cli/main.ts` all run with them; the same flag given to node on the command
-// line wins. Costs more, smaller collections: up to 18% more CPU in the upload path (docs/benchmarks.md).
+// A serving process keeps little alive and makes much short-lived garbage: with V8's defaults its RSS
+// sat at several times the live heap. More, smaller collections trade some CPU for it (docs/benchmarks.md,
+// "Figures behind code choices"). Set here rather than as node flags, so the bundle, the single executable
+// and `node src/cli/main.ts` all run with them; the same flag given to node on the command line wins.
 const HEAP_FLAGS = ['--semi-space-growth-factor=1', '--heap-growing-percent=20']
 const tuneHeap = () => {
   for (const flag of HEAP_FLAGS)

@@ -23,14 +23,10 @@ export const analyzeTables = async (sql: Sql, payload: AnalyzeTablesPayload) => 
   for (const { relname } of await staleTables(sql, payload.tables)) await sql`analyze ${sql(relname as string)}`
 }
 
-// Every table leads with account_id, and a small account beside a large one is a sliver of each:
-// its first upload grows a table by too little for the rule above, or for autovacuum, but
-// statistics taken before it hold no row of the account, and the planner takes `account_id = $1`
-// for one row. On that estimate search, aggregates, segments and the customer page chose nested
-// loops that compare every pair of the account's rows. So a table is also stale for an account that
-// has, since the last ANALYZE, outgrown twice the planner's estimate of its rows (and MIN_ROWS).
-// Counting is bounded (a LIMIT past that figure); an account the planner already expects more than
-// MAX_ESTIMATE rows of is not counted: its plans no longer hinge on a one-row guess.
+// A small account's first upload beside a large one grows a table too little for the rule above, yet
+// statistics without its rows make the planner take it for one row and choose nested loops over every
+// pair of them. So a table is also stale for an account that has outgrown twice the planner's estimate
+// of its rows (and MIN_ROWS), counted with a LIMIT; one expected above MAX_ESTIMATE is not counted.
 const MIN_ROWS = 500
 const MAX_ESTIMATE = 50_000
 

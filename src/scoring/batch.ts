@@ -2,7 +2,8 @@ import { getScoreAlerts, scoringInputs } from '../admin/scoring.ts'
 import type { Entity, PropertyDef } from '../catalog.ts'
 import type { App } from '../context.ts'
 import { refreshStatistics } from '../db/analyze.ts'
-import { jitOff, type Sql, type Tx } from '../db/client.ts'
+import type { Sql, Tx } from '../db/client.ts'
+import { PLANNER, setLocal } from '../db/planner.ts'
 import { addRecomputeSegments, type ScoreRecordsPayload } from '../db/jobs.ts'
 import { SQLSTATE, sqlState } from '../db/sqlstate.ts'
 import { TABLES } from '../db/tables.ts'
@@ -28,8 +29,8 @@ export interface ScoreOptions {
 // Records per statement: keeps each statement's sort and the job's memory small whatever the account's size.
 export const BATCH = 5000
 // Batches scored at once: scoring is CPU-bound in PostgreSQL, one core per backend, and a third
-// batch computes while the others write and commit (bench/scoring: 3.75 s with two on two cores,
-// 3.28 s with three). Batches hold disjoint records, so they never wait on each other.
+// batch computes while the others write and commit (docs/benchmarks.md, "Figures behind code
+// choices"). Batches hold disjoint records, so they never wait on each other.
 export const PARALLEL = 3
 const TREND_DAYS = 365
 const TREND_RECORDS = 15
@@ -52,23 +53,11 @@ const list = (items: string[]) => items.map((item) => `, ${item}`).join('')
 // same way for the same scores.
 const compared = (sql: string, column: string) => (column === 'engagementscore_trend' ? `${sql}::text` : sql)
 
-// Scores of a batch of records ($1 account, $2 ids, $3 today).
-//  - scored: the engagement of each of the records' snapshots (metric values from the snapshot,
-//    attributes from the record as it is now, date properties relative to the snapshot date), or
-//    with `snapshots` false the stored history.
-//  - history: what summarizeHistory computes from them: the latest score, its difference to the one
-//    before, and the trend, the latest 15 dated within the 365 days up to today. The trend is
-//    aggregated with the history when it holds at most 15 scores, as it nearly always does
-//    (monthly snapshots make 12), and only otherwise cut from the history by a subquery. It is
-//    stored as json, not jsonb: jsonb_object_agg, or a cast to jsonb, costs twice what
-//    json_object_agg does, which writes a date key as YYYY-MM-DD whatever the DateStyle.
-//  - Customers also get fit (current attributes and latest metric values, date properties relative
-//    to today), churn risk and upsell.
-// Score rows are written only where a value changes, and inserted for records that have none yet
-// and something to store; existing rows are looked for among the batch's records only (checked
-// against the whole account, every batch read all of its score rows). A concurrent insert of the
-// same row (only a second job scoring the same records at once could make one) is left to win: it
-// computed the same scores.
+// Scores of a batch of records ($1 account, $2 ids, $3 today): each snapshot's engagement (or with
+// `snapshots` false the stored history), then what summarizeHistory computes from them; customers also
+// get fit, churn risk and upsell. The trend is json, not jsonb: jsonb_object_agg costs twice as much.
+// Score rows are written only where a value changes, looked for among the batch's records only; a
+// concurrent insert of the same row (a second job scoring the same records) wins: same scores.
 const scoreStatement = (
   entity: Entity,
   model: ScoringModel | null,
@@ -222,14 +211,7 @@ export const scoreRecords = async (sql: Sql, p: ScoreRecordsPayload, options: Sc
   const queue = batches(sql, p.account_id, p.entity, p.ids)
   const scoreIn = (ids: number[], statement: typeof plain) =>
     sql.begin(async (tx) => {
-      // A batch's scored snapshots (60,000 at 12 a record) are sorted by record for the history:
-      // in memory, instead of spilling to disk past the default 4 MB. Every join of the statement
-      // joins whole batches, which hash joins serve at any size; but a new account's rows are
-      // unknown to the planner's statistics until the next ANALYZE, and taken for one row it
-      // chose nested loops over CTE scans, quadratic in the batch: 13.5 s instead of 0.2 s for
-      // 1000 customers (docs/benchmarks.md, bench/tenant.ts). Index scans are still allowed.
-      await tx`select set_config('work_mem', '32MB', true), set_config('enable_nestloop', 'off', true)`
-      await jitOff(tx)
+      await setLocal(tx, PLANNER.scoringBatch)
       const compare =
         Object.keys(alerts).length > 0 && (await watchScores(tx, p.account_id, ids, { alerts, model, defs, today }))
       await tx.unsafe(statement.text, [p.account_id, ids, today, ...statement.params] as never[])

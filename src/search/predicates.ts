@@ -124,15 +124,11 @@ export function tagLinksSql(ctx: Ctx): string {
   )
 }
 
-// A record's tags are its links (the link tables reference tags by foreign key, so a link is a
-// tag), and their ids are on the record too, in tag_ids (sql/021, kept in step with the links by
-// trigger). One tag is found through its links: a link holds its record's external id (sql/010), so
-// the links of the tag, in external-id order, can drive a page, reading only its first links and
-// their records. Anything else tests the record's own ids, so that the walk of the records in
-// external-id order tests each row it holds; on the links, the planner read every link of the tags
-// before the page's first row, for every page (several tags: sorted into external-id order, as they
-// come in tag order; a negated tag: hashed). The ids are never null and neither is EXISTS, so the
-// negation needs no coalesce (criterionSql).
+// A record's tags are its links, and their ids are on the record too, in tag_ids (sql/021, kept in step
+// by trigger). One tag is found through its links, which hold the record's external id (sql/010) and so
+// can drive a page in external-id order. Anything else tests the record's own ids: on the links, the
+// planner read every link of the tags before each page's first row. The ids are never null and neither
+// is EXISTS, so the negation needs no coalesce (criterionSql).
 function tagsSql(c: Criterion, ctx: Ctx): string {
   if (c.op === 'KNOWN') return `${c.negated ? '' : 'not '}r.tag_ids = '{}'`
   const ids = resolvedIds(ctx.lookups.tags, c.operands)
@@ -149,7 +145,7 @@ function tagsSql(c: Criterion, ctx: Ctx): string {
 // equality compares numbers as numerics and other types as unequal, and parsed dates are canonical
 // YYYY-MM-DD strings). One operand is jsonb containment, the same test, which can use the GIN index
 // on the bag and its statistics; several are one array of JSON values, whose cost does not grow with
-// the list (one containment test per value, ORed, took seconds and hundreds of MB for 1,000).
+// the list as one containment test per value, ORed, did (docs/benchmarks.md).
 function jsonInSql(field: Field, operands: Scalar[], ctx: Ctx): string {
   const bag = field.source === 'attribute' ? 'r.attributes' : 'r.metrics'
   if (operands.length === 1) return `${bag} @> ${ctx.bind(JSON.stringify({ [field.name]: operands[0] }), 'jsonb')}`

@@ -1,6 +1,7 @@
 import type { App } from '../context.ts'
 import { definitionsSql } from '../catalog/properties.ts'
 import type { Tx } from '../db/client.ts'
+import { PLANNER, setLocal } from '../db/planner.ts'
 import { type AccountPayload, addJobs, addRecomputeSegments, applyEventsJob, scoreRecordsJobs } from '../db/jobs.ts'
 import { lockRecordsIn } from '../db/locks.ts'
 
@@ -18,20 +19,12 @@ export const BATCH = 5000
 const accountLock = (tx: Tx, accountId: number) =>
   tx`pg_advisory_xact_lock(hashtextextended('apply_events:' || ${accountId}::text, 0))`
 
-// The cursor: every event of the account with an id below `applied_below` is applied or unmatched
-// and stays so. The events still to apply are read from there on through the primary key, not from
-// an index of received events: that index names status, so no UPDATE of status could be HOT, and
-// writing a new entry into every index of tracking_events was most of the job's time.
-//
-// Moving the cursor past an id is safe once no transaction that may still insert an event with a
-// smaller id is running. Ids come from one sequence, and an inserting transaction holds a lock on
-// it from its first id to its end. So a batch notes the sequence's last id, then the transactions
-// holding that lock (`check_upto`, `check_vxids`); once none of them is running (seen by a later
-// batch before it reads any event), every id up to `check_upto` is committed or gone for good, and
-// the check is settled. An open check is kept until then, so a busy intake cannot starve it.
-//
-// A cursor row read before the account lock was granted may be an older one, which only costs
-// time: the cursor never moves back, and a settled check stays true.
+// The cursor: every event with an id below `applied_below` is applied or unmatched for good. Later ones
+// are read through the primary key, not an index naming status, which would keep status updates off HOT.
+// The cursor moves past an id once no transaction that may still insert a smaller one runs: a batch
+// notes the sequence's last id and the transactions holding its lock (`check_upto`, `check_vxids`),
+// and a later batch that finds none running settles the check (kept open until then, never starved).
+// A cursor row read before the account lock only costs time: it never moves back.
 const lockAndReadCursor = async (tx: Tx, accountId: number) => {
   const [cursor] = await tx`
     select ${accountLock(tx, accountId)}, coalesce(c.applied_below, 0) as below,
@@ -64,10 +57,7 @@ interface Staged {
   last: number | null
 }
 const stageEvents = async (tx: Tx, accountId: number, below: number, lastId: number) => {
-  // The events just received are unknown to the statistics until the next ANALYZE, so the planner
-  // takes the range for a few rows and reads all of it by bitmap to sort it: a backlog's whole
-  // remainder on every batch, quadratic in the backlog. The primary key walk stops after BATCH.
-  await tx`select set_config('enable_bitmapscan', 'off', true)`
+  await setLocal(tx, PLANNER.freshEvents)
   await tx`
   create temp table stage_events on commit drop as
   select e.id, e.occurred_at, e.contact_external_id, c.service_id as customer_id, t.service_id as contact_id,
@@ -230,8 +220,8 @@ export const applyEvents = async (tx: Tx, accountId: number) => {
 }
 
 // The account's queue runs one job at a time, so a job draining a large backlog of events would
-// hold every upload of the account behind it (measured in bench/soak: 30 s jobs, uploads waiting
-// over a minute). A job applies this many batches at most, then queues its successor behind them.
+// hold every upload of the account behind it (docs/benchmarks.md). A job applies this many batches
+// at most, then queues its successor behind them.
 export const BATCHES_PER_JOB = 4
 
 // One transaction per batch; the successor is added in the last one's.

@@ -5,24 +5,12 @@ import { DATE_RULE } from '../dates.ts'
 import { SQLSTATE, sqlState } from '../db/sqlstate.ts'
 import { refuse } from '../errors.ts'
 
-// One statement (one round trip, one transaction) checks the account, appends every event and
-// makes sure a job will apply them: a 200 means both are committed, and a refused request stores
-// nothing. The checked events go to PostgreSQL as one JSON array text (schemas.ts, eventsToStore; as
-// text: a jsonb parameter would be JSON-encoded once more) and are unpacked there.
-//
-// The job: add_job NOTIFYs, and PostgreSQL serializes the commits of notifying transactions
-// (WAL flush included), which made every request wait for the one before it (measured: a quarter
-// of the throughput). So a job is added only when the account has no apply job waiting; a waiting
-// one applies all received events of the account, ours included, and is held with FOR KEY SHARE
-// so that no worker can start it (get_job takes FOR UPDATE SKIP LOCKED) before this commits. A job
-// a worker is taking (locked) or has taken (re-checked after the lock) counts as not waiting.
-// This reads graphile-worker 0.17's _private_jobs (key, is_available); test/tracking.test.ts
-// covers it. Reading j's count is what makes PostgreSQL run add_job.
-//
-// Dates: a string sent under a date attribute's codename in data.customer or data.contact must be
-// a date by the one rule (is_iso_date, sql/011, the SQL twin of dates.ts); `bad` names each one
-// that is not, and then nothing is stored. Other values that do not fit their attribute's type
-// are ignored when the events are applied, as the data object is free-form.
+// One statement checks the account, appends every event (one JSON array text: a jsonb parameter would
+// be encoded twice) and makes sure a job will apply them: a 200 means both are committed.
+// add_job NOTIFYs, and PostgreSQL serializes notifying commits (docs/benchmarks.md), so a job is added
+// only when none waits; the waiting one, held FOR KEY SHARE until this commits, applies ours too. It
+// reads graphile-worker 0.17's _private_jobs (test/tracking.test.ts). A date attribute's value must be
+// a date by the one rule (is_iso_date); `bad` names each one that is not, and then nothing is stored.
 const store = (app: App, accountId: number, trackerKey: string, events: string) => app.sql`
   with a as (
     select tracker_key = ${trackerKey} as key_ok, cardinality(tracking_domains) > 0 as set_up
@@ -46,12 +34,12 @@ const store = (app: App, accountId: number, trackerKey: string, events: string) 
     returning id
   ), waiting as (
     select 1 from graphile_worker._private_jobs where key = ${applyJobKey(accountId)}::text
-      and is_available for key share skip locked
+      and is_available for key share skip locked -- one a worker is taking counts as not waiting
   ), j as (
     select ${applyEventsJobSql(app.sql, accountId)}
     where exists (select 1 from e) and not exists (select 1 from waiting)
   )
-  select a.key_ok, a.set_up, (select count(*) from j)::int as jobs,
+  select a.key_ok, a.set_up, (select count(*) from j)::int as jobs, -- reading j is what runs add_job
     (select json_agg(json_build_array(i, level, key) order by i, level, key) from bad) as bad_dates
   from a`
 

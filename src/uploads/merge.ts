@@ -132,14 +132,11 @@ const stageSnapshots = (tx: Tx, accountId: number, kind: Kind) => tx`
     join ${tx(tables(kind).records)} r on r.account_id = ${accountId} and r.external_id = v.external_id
   where v.external_id in (select external_id from stage_records) -- not an ignored contact's`
 
-// Existing snapshots first: a JSON null in the staged values must clear the key, which the
-// insert's EXCLUDED row (stripped of nulls) cannot do. Then every staged row is inserted with one
-// probe of the unique index each, where NOT EXISTS was planned as a scan of all the account's
-// snapshots (measured: 0.5 s per 1000-customer upload at 360,000 snapshots). A conflict is a row
-// the update just merged, left as it is, or one a concurrent request added since, merged into.
-// A record created in this transaction has none stored, and no other transaction sees it to add
-// one: its snapshots are inserted without ON CONFLICT, whose speculative insertion cost a fifth
-// of the insert's CPU (12,000 snapshots of new records: 300 against 240 ms, docs/benchmarks.md).
+// Existing snapshots first: a JSON null in the staged values must clear the key, which the insert's
+// EXCLUDED row (stripped of nulls) cannot do. Then every staged row is inserted with one probe of the
+// unique index each (NOT EXISTS scanned all the account's snapshots); a conflict is a row the update just
+// merged, or one a concurrent request added since. A record created in this transaction is seen by no
+// other, so its snapshots skip ON CONFLICT and its speculative insertion (figures: docs/benchmarks.md).
 const updateSnapshots = (tx: Tx, accountId: number, kind: Kind, created: number[]) => tx`
   update ${tx(tables(kind).snapshots)} t set "values" = jsonb_strip_nulls(t."values" || s.vals)
   from stage_snapshots s
@@ -174,7 +171,7 @@ const refreshLatestMetrics = (tx: Tx, accountId: number, kind: Kind, created: nu
 // refreshes those records' metrics; the tracking aggregation stages its counts the same way.
 // `created`: records created in this transaction.
 export const mergeStagedSnapshots = async (tx: Tx, accountId: number, kind: Kind, created: number[] = []) => {
-  // Without statistics the update joins by hashing all the account's snapshots (0.8 s at 360,000).
+  // Without statistics the update joins by hashing all the account's snapshots (docs/benchmarks.md).
   await tx`analyze stage_snapshots (record_id, date)`
   // A record created in this transaction is seen by no other: locking it would only write a lock
   // into each of its rows.

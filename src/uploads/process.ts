@@ -1,7 +1,8 @@
 import type { JobHelpers } from 'graphile-worker'
 import type { App } from '../context.ts'
 import { analyzeJobs } from '../db/analyze.ts'
-import { jitOff, type Tx } from '../db/client.ts'
+import type { Tx } from '../db/client.ts'
+import { PLANNER, setLocal } from '../db/planner.ts'
 import { addJobs, addRecomputeSegments, type ProcessUploadPayload, scoreRecordsJobs } from '../db/jobs.ts'
 import { isPermanent } from '../db/sqlstate.ts'
 import { entityOf, TABLES, type UploadKind } from '../db/tables.ts'
@@ -37,7 +38,7 @@ const notifyUsers = (tx: Tx, accountId: number, uploadId: number, kind: string, 
 // deliveries, scoring, notifications): a crash at any point leaves either nothing or all of it.
 // `notify` false: the caller tells the users once for many uploads (a CSV import's chunks).
 export const processUpload = async (tx: Tx, accountId: number, uploadId: number, notify = true) => {
-  await jitOff(tx)
+  await setLocal(tx, PLANNER.bulk)
   const [upload] = await claim(tx, accountId, uploadId)
   if (!upload || upload.status === 'processed' || upload.status === 'failed') return null
   const result =

@@ -34,7 +34,7 @@ export const serveBundle = async (env: Record<string, string> = {}) => {
   }
   try {
     const port = await new Promise<number>((resolve, reject) => {
-      child.stdout.on('data', (d) => {
+      child.stderr.on('data', (d) => {
         out += d
         const m = /"msg":"listening","port":(\d+)/.exec(out)
         if (m) resolve(Number(m[1]))
