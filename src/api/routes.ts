@@ -4,6 +4,7 @@ import { AggregateBody } from '../records/aggregate.ts'
 import { SearchBody } from '../records/search.ts'
 import { TrackBody } from '../tracking/schemas.ts'
 import { ContactsBody, CustomersBody } from '../uploads/schemas.ts'
+import { webhookRoutes } from '../webhooks/routes.ts'
 import { adminRoutes } from './admin.ts'
 import { consoleRoutes } from './console.ts'
 import { docsRoutes } from './docs.ts'
@@ -185,6 +186,7 @@ export const routes: Route[] = [
   ...segmentRoutes,
   ...recordRoutes,
   ...adminRoutes,
+  ...webhookRoutes,
   ...healthRoutes,
   metricsRoute,
   ...docsRoutes,
