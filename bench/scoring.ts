@@ -194,7 +194,7 @@ export default async (ctx: BenchContext) => {
     const again = await timed(() => scoreRecords(sql, { account_id: accountId, entity: 'customer' }))
     const daily = await timed(() => scoreDaily(sql, accountId))
     // A change of the fit rules alone: the engagement histories still hold, so the job scores from
-    // them (src/admin/scoring.ts putScoringModel), as the daily run does.
+    // them (src/scoring/store.ts putScoringModel), as the daily run does.
     const fitChanged = { ...model(30), customer: { ...model(30).customer, fit: model(50).customer.fit } }
     await sql`update scoring_models set model = ${sql.json(fitChanged)} where account_id = ${accountId}`
     await settle(sql)

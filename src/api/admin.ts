@@ -27,16 +27,6 @@ import {
   TagBody,
   UserBody,
 } from '../admin/properties.ts'
-import {
-  getScoreAlerts,
-  getScoringModel,
-  PreviewBody,
-  previewScores,
-  putScoreAlerts,
-  putScoringModel,
-} from '../admin/scoring.ts'
-import { ScoreAlertsSchema } from '../scoring/alerts.ts'
-import { ScoringModelSchema } from '../scoring/model.ts'
 import { listEvents } from '../admin/events.ts'
 import { listNotifications } from '../admin/notifications.ts'
 import { cancelUpload, listUploads, retryUpload } from '../admin/uploads.ts'
@@ -55,7 +45,6 @@ import {
   Notification,
   NotificationQuery,
   Property,
-  ScoringPreview,
   Tag,
   TagTitles,
   UploadAction,
@@ -245,57 +234,6 @@ const ops: Op[] = [
         ),
       ),
     ),
-  },
-  {
-    name: 'set-scoring',
-    reply: { status: 200, body: ScoringModelSchema },
-    method: 'PUT',
-    path: `${A}/:id/scoring`,
-    summary: 'Set the scoring model',
-    body: ScoringModelSchema,
-    handler: inAccount(async (id, req, app) => ok(await putScoringModel(app.sql, id, req.input as never))),
-  },
-  {
-    name: 'get-scoring',
-    reply: { status: 200, body: ScoringModelSchema },
-    method: 'GET',
-    path: `${A}/:id/scoring`,
-    summary: 'Read the scoring model',
-    handler: inAccount(async (id, _req, app) => ok(await getScoringModel(app.sql, id))),
-  },
-  {
-    name: 'set-score-alerts',
-    reply: { status: 200, body: ScoreAlertsSchema },
-    method: 'PUT',
-    path: `${A}/:id/score-alerts`,
-    summary: 'Set which score changes send customer.score_changed ({} turns them off)',
-    body: ScoreAlertsSchema,
-    example: { churn_risk: { thresholds: [70] }, engagementscore: { delta: 20 } },
-    handler: inAccount(async (id, req, app) => ok(await putScoreAlerts(app.sql, id, req.input as never))),
-  },
-  {
-    name: 'get-score-alerts',
-    reply: { status: 200, body: ScoreAlertsSchema },
-    method: 'GET',
-    path: `${A}/:id/score-alerts`,
-    summary: 'Read the score alerts',
-    handler: inAccount(async (id, _req, app) => ok(await getScoreAlerts(app.sql, id))),
-  },
-  {
-    name: 'preview-scoring',
-    reply: { status: 200, body: ScoringPreview },
-    method: 'POST',
-    path: `${A}/:id/scoring/preview`,
-    summary: "A customer's scores under a model not saved yet, beside its current ones (nothing is written)",
-    body: PreviewBody,
-    example: {
-      external_id: 'acme-1',
-      model: { customer: { engagement: [{ codename: 'logins', weight: 100, bad: 0, good: 40 }] } },
-    },
-    handler: inAccount(async (id, req, app) => {
-      const { model, external_id } = req.input as v.InferOutput<typeof PreviewBody>
-      return ok(await previewScores(app.sql, id, model, external_id))
-    }),
   },
   {
     name: 'set-tracking',

@@ -2,6 +2,7 @@ import * as v from 'valibot'
 import type { Route } from '../route.ts'
 import { AggregateBody } from '../records/aggregate.ts'
 import { SearchBody } from '../records/search.ts'
+import { scoringRoutes } from '../scoring/routes.ts'
 import { TrackBody } from '../tracking/schemas.ts'
 import { ContactsBody, CustomersBody } from '../uploads/schemas.ts'
 import { webhookRoutes } from '../webhooks/routes.ts'
@@ -186,6 +187,7 @@ export const routes: Route[] = [
   ...segmentRoutes,
   ...recordRoutes,
   ...adminRoutes,
+  ...scoringRoutes,
   ...webhookRoutes,
   ...healthRoutes,
   metricsRoute,

@@ -214,20 +214,6 @@ export const UploadSummary = v.object({
   stuck: describe(v.boolean(), 'Not processed within SERVICE_STUCK_UPLOAD_SECONDS of its arrival.'),
 })
 
-const Scores = v.object({
-  engagementscore: v.nullable(int),
-  engagementscore_difference: v.nullable(int),
-  fitscore: v.nullable(int),
-  churn_risk: v.nullable(int),
-  upsell_score: v.nullable(int),
-  last_seen: describe(v.nullable(v.string()), 'The date of the latest scored snapshot (YYYY-MM-DD).'),
-})
-export const ScoringPreview = v.object({
-  external_id: v.string(),
-  current: describe(Scores, 'The scores stored now, under the model in force.'),
-  preview: describe(Scores, 'The scores the given model would give, from the same stored data.'),
-})
-
 export const UploadAction = v.object({ upload_id: int, status: UploadState })
 
 export const TrackAccepted = v.object({ status: v.literal('received'), events: int })

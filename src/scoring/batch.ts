@@ -1,4 +1,4 @@
-import { getScoreAlerts, scoringInputs } from '../admin/scoring.ts'
+import { getScoreAlerts, scoringInputs } from './store.ts'
 import type { Entity, PropertyDef } from '../catalog.ts'
 import type { App } from '../context.ts'
 import { refreshStatistics } from '../db/analyze.ts'

@@ -12,7 +12,6 @@ export const BATCH_SIZE = 1000
 
 const Timestamp = v.pipe(v.string(), v.isoTimestamp())
 const Day = v.pipe(v.string(), v.isoDate())
-const Score = v.nullable(int)
 
 const customerRef = {
   service_id: describe(int, 'The id the service gave the customer.'),

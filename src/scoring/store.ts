@@ -1,27 +1,17 @@
-import * as v from 'valibot'
-import type { InferOutput } from 'valibot'
+import { catalogSql, readCatalog } from '../admin/properties.ts'
 import type { Entity } from '../catalog.ts'
 import type { Sql, Tx } from '../db/client.ts'
 import { addJobs, rescoreAccountJobs } from '../db/jobs.ts'
 import { refuse } from '../errors.ts'
-import type { ScoreAlerts } from '../scoring/alerts.ts'
-import { strict } from '../validate.ts'
-import { daysBetween, today as utcToday } from '../dates.ts'
-import { checkModelAgainstProperties, propertyLookup, type ScoringModel, ScoringModelSchema } from '../scoring/model.ts'
-import { churnRisk, summarizeHistory, upsellScore, weightedScore } from '../scoring/score.ts'
-import { catalogSql, readCatalog } from './properties.ts'
+import type { ScoreAlerts } from './alerts.ts'
+import { checkModelAgainstProperties, type ScoringModel } from './model.ts'
 
-type Model = InferOutput<typeof ScoringModelSchema>
-
-export const PreviewBody = strict({
-  model: ScoringModelSchema,
-  external_id: v.pipe(v.string(), v.minLength(1), v.maxLength(255)),
-})
+// The scoring model and score alerts an account has stored, and what storing them sets off.
 
 // The model is checked against the account's properties: a rule on an undefined codename, or of
 // a form that does not fit the property's type, is refused with its path (below `at`, where the
 // model sits in the request body). Resolves to the account's customer properties.
-const checkModel = async (sql: Sql, accountId: number, model: Model, at = '') => {
+export const checkModel = async (sql: Sql, accountId: number, model: ScoringModel, at = '') => {
   const catalogs = {
     customer: await readCatalog(sql, accountId, 'customer'),
     contact: await readCatalog(sql, accountId, 'contact'),
@@ -38,7 +28,7 @@ const lockModel = (tx: Tx, accountId: number) =>
 
 // Stores the model; answers the entities whose engagement rules are those of `old` (compared as
 // jsonb, so key order aside; none without an old model).
-const storeModel = (tx: Tx, accountId: number, model: Model, old: unknown) => tx`
+const storeModel = (tx: Tx, accountId: number, model: ScoringModel, old: unknown) => tx`
   insert into scoring_models as m (account_id, model) values (${accountId}, ${tx.json(model as never)})
   on conflict (account_id) do update set model = excluded.model, updated_at = now()
   returning array(
@@ -49,7 +39,7 @@ const storeModel = (tx: Tx, accountId: number, model: Model, old: unknown) => tx
 // A checked model is stored together with the jobs that rescore the account under it. Where its
 // engagement rules are those of the model before (a change to fit or churn), the snapshots' scores
 // still hold: the rescoring keeps the stored histories, at the cost of the daily run.
-export const putScoringModel = async (sql: Sql, accountId: number, model: Model) => {
+export const putScoringModel = async (sql: Sql, accountId: number, model: ScoringModel) => {
   await checkModel(sql, accountId, model)
   await sql.begin(async (tx) => {
     const [old] = await lockModel(tx, accountId)
@@ -89,56 +79,3 @@ export const putScoreAlerts = (sql: Sql, accountId: number, alerts: ScoreAlerts)
 
 export const getScoreAlerts = async (sql: Sql, accountId: number) =>
   ((await sql`select score_alerts from accounts where id = ${accountId}`)[0]?.score_alerts ?? {}) as ScoreAlerts
-const own = (values: Record<string, unknown>, codename: string) =>
-  Object.hasOwn(values, codename) ? values[codename] : undefined
-
-// What a model would give one customer, computed in memory with the pure rules of score.ts (the
-// twins of the SQL the scoring job runs) from its stored record and snapshots: the same inputs the
-// job reads, nothing written. Beside it the scores stored now, under the model in force.
-export const previewScores = async (sql: Sql, accountId: number, model: Model, externalId: string) => {
-  const defs = await checkModel(sql, accountId, model, '/model')
-  const [customer] = await sql`
-    select c.service_id, c.attributes, c.metrics, h.engagementscore, h.fitscore, h.churn_risk, h.upsell_score,
-      h.engagementscore_difference, to_char(h.last_seen, 'YYYY-MM-DD') as last_seen
-    from customers c left join customer_scores h on h.account_id = c.account_id and h.customer_id = c.service_id
-    where c.account_id = ${accountId} and c.external_id = ${externalId}`
-  if (!customer) refuse(404, `Customer ${externalId} does not exist.`)
-  const snapshots = await sql`
-    select to_char(date, 'YYYY-MM-DD') as date, "values" from customer_snapshots
-    where account_id = ${accountId} and customer_id = ${customer.service_id} order by date`
-  const { typeOf, isMetric } = propertyLookup(defs)
-  const today = utcToday()
-  const valueOf = (metrics: Record<string, unknown>) => (c: string) =>
-    own(isMetric(c) ? metrics : customer.attributes, c)
-  const history = summarizeHistory(
-    snapshots.map((s) => ({
-      date: s.date as string,
-      score: weightedScore(model.customer?.engagement ?? [], valueOf(s.values), s.date, typeOf).score,
-    })),
-    today,
-  )
-  const fit = weightedScore(model.customer?.fit ?? [], valueOf(customer.metrics), today, typeOf).score
-  const e = history.engagementscore
-  const d = history.engagementscore_difference
-  const seen = history.last_seen === null ? 0 : daysBetween(history.last_seen, today)
-  const scores = (s: Record<string, unknown>) => ({
-    engagementscore: s.engagementscore ?? null,
-    engagementscore_difference: s.engagementscore_difference ?? null,
-    fitscore: s.fitscore ?? null,
-    churn_risk: s.churn_risk ?? null,
-    upsell_score: s.upsell_score ?? null,
-    last_seen: s.last_seen ?? null,
-  })
-  return {
-    external_id: externalId,
-    current: scores(customer),
-    preview: scores({
-      engagementscore: e,
-      engagementscore_difference: d,
-      fitscore: fit,
-      churn_risk: churnRisk(e, fit, d, seen),
-      upsell_score: upsellScore(e, fit, d),
-      last_seen: history.last_seen,
-    }),
-  }
-}
