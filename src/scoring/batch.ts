@@ -8,6 +8,7 @@ import { SQLSTATE, sqlState } from '../db/sqlstate.ts'
 import { TABLES } from '../db/tables.ts'
 import { today as utcToday } from '../dates.ts'
 import type { Log } from '../log.ts'
+import type { EventItem } from '../webhooks/events.ts'
 import { enqueueEvent } from '../webhooks/outbox.ts'
 import { watchScores } from './changes.ts'
 import { propertyLookup, type ScoringModel } from './model.ts'
@@ -179,7 +180,9 @@ const scoreStatement = (
 // unset) before the churn date: a snapshot dated on or after the churn date always lifts it. A
 // manual churn is never touched. The few rows lifted are locked in service_id order first, as
 // every writer of records does (src/db/locks.ts).
-const liftInactive = (tx: Tx, accountId: number, ids: number[], inactiveDays: number) => tx`
+const liftInactive = (tx: Tx, accountId: number, ids: number[], inactiveDays: number) => tx<
+  EventItem<'customer.reactivated'>[]
+>`
   with lifted as (
     select c.service_id, c.churned_date from customers c join customer_scores h on h.account_id = c.account_id
       and h.customer_id = c.service_id
@@ -232,15 +235,11 @@ export const scoreRecords = async (sql: Sql, p: ScoreRecordsPayload, options: Sc
       await jitOff(tx)
       const compare =
         Object.keys(alerts).length > 0 && (await watchScores(tx, p.account_id, ids, { alerts, model, defs, today }))
-      await tx.unsafe(statement.text, [p.account_id, ids, today, ...statement.params] as never[])
+      await tx.unsafe(statement.text, [p.account_id, ids, today, ...statement.params])
       if (compare) await compare()
       if (p.entity === 'customer') {
-        await enqueueEvent(
-          tx,
-          p.account_id,
-          'customer.reactivated',
-          (await liftInactive(tx, p.account_id, ids, inactiveDays)) as never,
-        )
+        const reactivated = await liftInactive(tx, p.account_id, ids, inactiveDays)
+        await enqueueEvent(tx, p.account_id, 'customer.reactivated', reactivated)
         await addRecomputeSegments(tx, p.account_id)
       }
     })

@@ -7,7 +7,8 @@ import { isBooleanRule, isValuesRule, type RangeRule, type Rule } from './model.
 // have twins in sql.ts for bulk scoring in PostgreSQL; both do the same float8 operations in the
 // same order so that the two agree.
 
-export interface Contribution {
+// A type, not an interface: it is stored as JSON (scoring/changes.ts).
+export type Contribution = {
   codename: string
   contribution: number
 }

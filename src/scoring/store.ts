@@ -28,12 +28,12 @@ const lockModel = (tx: Tx, accountId: number) =>
 
 // Stores the model; answers the entities whose engagement rules are those of `old` (compared as
 // jsonb, so key order aside; none without an old model).
-const storeModel = (tx: Tx, accountId: number, model: ScoringModel, old: unknown) => tx`
-  insert into scoring_models as m (account_id, model) values (${accountId}, ${tx.json(model as never)})
+const storeModel = (tx: Tx, accountId: number, model: ScoringModel, old: ScoringModel | undefined) => tx`
+  insert into scoring_models as m (account_id, model) values (${accountId}, ${tx.json(model)})
   on conflict (account_id) do update set model = excluded.model, updated_at = now()
   returning array(
     select e from unnest(array['customer', 'contact']) e
-    where ${old === undefined ? null : tx.json(old as never)}::jsonb -> e -> 'engagement' = m.model -> e -> 'engagement'
+    where ${old === undefined ? null : tx.json(old)}::jsonb -> e -> 'engagement' = m.model -> e -> 'engagement'
   ) as unchanged`
 
 // A checked model is stored together with the jobs that rescore the account under it. Where its
@@ -67,7 +67,7 @@ export const scoringInputs = async (sql: Sql | Tx, accountId: number, entity: En
 export const putScoreAlerts = (sql: Sql, accountId: number, alerts: ScoreAlerts) =>
   sql.begin(async (tx) => {
     const set = Object.keys(alerts).length > 0
-    await tx`update accounts set score_alerts = ${set ? tx.json(alerts as never) : null} where id = ${accountId}`
+    await tx`update accounts set score_alerts = ${set ? tx.json(alerts) : null} where id = ${accountId}`
     if (set)
       await addJobs(
         tx,
