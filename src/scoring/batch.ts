@@ -277,7 +277,8 @@ export const scoreRecords = async (sql: Sql, p: ScoreRecordsPayload, options: Sc
   return scored
 }
 
-export const scoreRecordsJob = async (app: App, payload: ScoreRecordsPayload) => ({
+// The score_records task, which runs the jobs db/jobs.ts scoreRecordsJobs specifies; answers counts for the job's log.
+export const scoreRecordsTask = async (app: App, payload: ScoreRecordsPayload) => ({
   entity: payload.entity,
   scored: await scoreRecords(app.sql, payload, { snapshots: payload.snapshots, log: app.log }),
 })
