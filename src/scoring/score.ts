@@ -15,15 +15,15 @@ export type Contribution = {
 export interface Driver extends Contribution {
   score: 'engagement' | 'fit'
 }
-export interface WeightedScore {
+interface WeightedScore {
   score: number | null
   contributions: Contribution[]
 }
-export interface HistoryRecord {
+interface HistoryRecord {
   date: string
   score: number | null
 }
-export interface HistorySummary {
+interface HistorySummary {
   last_seen: string | null
   engagementscore: number | null
   engagementscore_difference: number | null

@@ -87,12 +87,12 @@ const scoreSql = (rule: Rule, v: string, bind: Bind): string => {
 // Select-list items of two levels: the jsonb of each property a rule reads (`raw`), then over
 // them its value as the rule reads it (`typed`). A typed value looks at its jsonb several times
 // (its JSON type, then the value), and a lookup in a jsonb object copies the object first.
-export interface Levels {
+interface Levels {
   raw: string[]
   typed: string[]
 }
 
-export interface ScoreSql {
+interface ScoreSql {
   /** The record's attributes: selected once per record, not per snapshot. */
   columns: Levels
   /** The row's metrics: selected in the scan of the scored rows. */
