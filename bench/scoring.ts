@@ -4,7 +4,7 @@
 // run. Also: the same rescoring again with nothing to change, and the daily run.
 import { connect, type Sql, type Tx } from '../src/db/client.ts'
 import { migrate } from '../src/db/migrate.ts'
-import { BATCH, PARALLEL, scoreRecords } from '../src/scoring/batch.ts'
+import { PARALLEL, SCORING_BATCH, scoreRecords } from '../src/scoring/batch.ts'
 import { scoreDaily } from '../src/scoring/daily.ts'
 import type { BenchContext } from './lib.ts'
 
@@ -174,7 +174,7 @@ export default async (ctx: BenchContext) => {
       Promise.all(
         Array.from({ length: PARALLEL }, async () => {
           while (fetched < ids.length) {
-            const batch = ids.slice(fetched, (fetched += BATCH))
+            const batch = ids.slice(fetched, (fetched += SCORING_BATCH))
             await sql`select customer_id, date, "values" from customer_snapshots
               where account_id = ${accountId} and customer_id = any(${batch}::bigint[])`
           }

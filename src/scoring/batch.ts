@@ -27,7 +27,7 @@ export interface ScoreOptions {
 }
 
 // Records per statement: keeps each statement's sort and the job's memory small whatever the account's size.
-export const BATCH = 5000
+export const SCORING_BATCH = 5000
 // Batches scored at once: scoring is CPU-bound in PostgreSQL, one core per backend, and a third
 // batch computes while the others write and commit (bench/scoring: 3.75 s with two on two cores,
 // 3.28 s with three). Batches hold disjoint records, so they never wait on each other.
@@ -199,13 +199,13 @@ const liftInactive = (tx: Tx, accountId: number, ids: number[], inactiveDays: nu
 async function* batches(sql: Sql, accountId: number, entity: Entity, ids?: number[]): AsyncGenerator<number[]> {
   if (ids) {
     const sorted = [...new Set(ids)].sort((a, b) => a - b)
-    for (let i = 0; i < sorted.length; i += BATCH) yield sorted.slice(i, i + BATCH)
+    for (let i = 0; i < sorted.length; i += SCORING_BATCH) yield sorted.slice(i, i + SCORING_BATCH)
     return
   }
   for (let after = 0; ; ) {
     const rows = await sql`
       select service_id from ${sql(TABLES[entity].records)}
-      where account_id = ${accountId} and service_id > ${after} order by service_id limit ${BATCH}`
+      where account_id = ${accountId} and service_id > ${after} order by service_id limit ${SCORING_BATCH}`
     if (rows.length === 0) return
     yield rows.map((r) => r.service_id as number)
     after = rows[rows.length - 1].service_id

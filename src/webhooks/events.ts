@@ -204,4 +204,4 @@ const catalogOf = () =>
     example: JSON.parse(examplePayload(name)),
   }))
 let catalog: ReturnType<typeof catalogOf> | undefined
-export const eventTypes = () => (catalog ??= catalogOf())
+export const listEventTypes = () => (catalog ??= catalogOf())

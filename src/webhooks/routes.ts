@@ -15,7 +15,7 @@ import {
   WebhookBody,
   WebhookPatch,
 } from './endpoints.ts'
-import { eventTypes } from './events.ts'
+import { listEventTypes } from './events.ts'
 import {
   Delivery,
   DeliveryQuery,
@@ -41,7 +41,7 @@ export const webhookRoutes: Route[] = [
     name: 'list-event-types',
     summary: 'The events a webhook can subscribe to, with their payload schemas and examples',
     reply: { status: 200, body: v.array(EventType) },
-    handler: () => ok(eventTypes()),
+    handler: () => ok(listEventTypes()),
   }),
   route({
     method: 'POST',
