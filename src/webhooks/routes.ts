@@ -1,6 +1,6 @@
 import * as v from 'valibot'
 import { accountIn } from '../accounts/accounts.ts'
-import { idParam, noContent, ok, type Route, route } from '../route.ts'
+import { idParam, noContent, ok, type Req, type Route, route } from '../route.ts'
 import { listDeliveries, RecoverBody, recover, redeliver } from './deliveries.ts'
 import {
   addWebhook,
@@ -31,6 +31,7 @@ import {
 
 const HOOKS = '/admin/v1/accounts/:id/webhooks'
 const HOOK = `${HOOKS}/:webhook_id`
+const webhookId = (req: Req) => idParam(req, 'webhook_id')
 
 export const webhookRoutes: Route[] = [
   route({
@@ -65,8 +66,7 @@ export const webhookRoutes: Route[] = [
     body: WebhookPatch,
     example: { events: ['customer.created', 'customer.score_changed'], rate_limit: 10 },
     reply: { status: 200, body: Webhook },
-    handler: async (req, app) =>
-      ok(await updateWebhook(app.sql, await accountIn(req, app), idParam(req, 'webhook_id'), req.input)),
+    handler: async (req, app) => ok(await updateWebhook(app.sql, await accountIn(req, app), webhookId(req), req.input)),
   }),
   route({
     method: 'POST',
@@ -80,7 +80,7 @@ export const webhookRoutes: Route[] = [
     refusals: [409],
     reply: { status: 202, body: TestDelivery },
     handler: async (req, app) =>
-      ok(await testSend(app.sql, await accountIn(req, app), idParam(req, 'webhook_id'), req.input.event), 202),
+      ok(await testSend(app.sql, await accountIn(req, app), webhookId(req), req.input.event), 202),
   }),
   route({
     method: 'GET',
@@ -101,7 +101,7 @@ export const webhookRoutes: Route[] = [
     summary: 'Remove a webhook',
     reply: { status: 204 },
     handler: async (req, app) => {
-      await removeWebhook(app.sql, await accountIn(req, app), idParam(req, 'webhook_id'))
+      await removeWebhook(app.sql, await accountIn(req, app), webhookId(req))
       return noContent
     },
   }),
@@ -114,14 +114,7 @@ export const webhookRoutes: Route[] = [
     summary: "Replace a webhook's secret",
     reply: { status: 200, body: WebhookSecret },
     handler: async (req, app) =>
-      ok(
-        await rotateSecret(
-          app.sql,
-          await accountIn(req, app),
-          idParam(req, 'webhook_id'),
-          app.config.webhookSecretGraceSeconds,
-        ),
-      ),
+      ok(await rotateSecret(app.sql, await accountIn(req, app), webhookId(req), app.config.webhookSecretGraceSeconds)),
   }),
   route({
     method: 'POST',
@@ -131,8 +124,7 @@ export const webhookRoutes: Route[] = [
     name: 'disable-webhook',
     summary: 'Disable a webhook: its deliveries are held until it is enabled again',
     reply: { status: 200, body: Webhook },
-    handler: async (req, app) =>
-      ok(await disableWebhook(app.sql, await accountIn(req, app), idParam(req, 'webhook_id'))),
+    handler: async (req, app) => ok(await disableWebhook(app.sql, await accountIn(req, app), webhookId(req))),
   }),
   route({
     method: 'POST',
@@ -142,8 +134,7 @@ export const webhookRoutes: Route[] = [
     name: 'enable-webhook',
     summary: 'Enable a webhook again and send the deliveries held while it was disabled',
     reply: { status: 200, body: EnabledWebhook },
-    handler: async (req, app) =>
-      ok(await enableWebhook(app.sql, await accountIn(req, app), idParam(req, 'webhook_id'))),
+    handler: async (req, app) => ok(await enableWebhook(app.sql, await accountIn(req, app), webhookId(req))),
   }),
   route({
     method: 'GET',
@@ -155,7 +146,7 @@ export const webhookRoutes: Route[] = [
     query: DeliveryQuery,
     reply: { status: 200, body: v.array(Delivery) },
     handler: async (req, app) =>
-      ok(await listDeliveries(app.sql, await accountIn(req, app), idParam(req, 'webhook_id'), req.queryInput.limit)),
+      ok(await listDeliveries(app.sql, await accountIn(req, app), webhookId(req), req.queryInput.limit)),
   }),
   route({
     method: 'POST',
@@ -166,10 +157,7 @@ export const webhookRoutes: Route[] = [
     summary: 'Send a delivery again (3 more attempts)',
     reply: { status: 202, body: Redelivery },
     handler: async (req, app) =>
-      ok(
-        await redeliver(app.sql, await accountIn(req, app), idParam(req, 'webhook_id'), idParam(req, 'delivery_id')),
-        202,
-      ),
+      ok(await redeliver(app.sql, await accountIn(req, app), webhookId(req), idParam(req, 'delivery_id')), 202),
   }),
   route({
     method: 'POST',
@@ -181,6 +169,6 @@ export const webhookRoutes: Route[] = [
     body: RecoverBody,
     reply: { status: 202, body: Recovery },
     handler: async (req, app) =>
-      ok(await recover(app.sql, await accountIn(req, app), idParam(req, 'webhook_id'), req.input.since), 202),
+      ok(await recover(app.sql, await accountIn(req, app), webhookId(req), req.input.since), 202),
   }),
 ]
