@@ -5,7 +5,7 @@
 import { connect, type Sql, type Tx } from '../src/db/client.ts'
 import { migrate } from '../src/db/migrate.ts'
 import { PLANNER, setLocal } from '../src/db/planner.ts'
-import { BATCH, PARALLEL, scoreRecords } from '../src/scoring/batch.ts'
+import { PARALLEL, SCORING_BATCH, scoreRecords } from '../src/scoring/batch.ts'
 import { scoreDaily } from '../src/scoring/daily.ts'
 import type { BenchContext } from './lib.ts'
 
@@ -175,7 +175,7 @@ export default async (ctx: BenchContext) => {
       Promise.all(
         Array.from({ length: PARALLEL }, async () => {
           while (fetched < ids.length) {
-            const batch = ids.slice(fetched, (fetched += BATCH))
+            const batch = ids.slice(fetched, (fetched += SCORING_BATCH))
             await sql`select customer_id, date, "values" from customer_snapshots
               where account_id = ${accountId} and customer_id = any(${batch}::bigint[])`
           }
@@ -195,7 +195,7 @@ export default async (ctx: BenchContext) => {
     const again = await timed(() => scoreRecords(sql, { account_id: accountId, entity: 'customer' }))
     const daily = await timed(() => scoreDaily(sql, accountId))
     // A change of the fit rules alone: the engagement histories still hold, so the job scores from
-    // them (src/admin/scoring.ts putScoringModel), as the daily run does.
+    // them (src/scoring/store.ts putScoringModel), as the daily run does.
     const fitChanged = { ...model(30), customer: { ...model(30).customer, fit: model(50).customer.fit } }
     await sql`update scoring_models set model = ${sql.json(fitChanged)} where account_id = ${accountId}`
     await settle(sql)

@@ -3,7 +3,7 @@
 // names resolved with that rule both when a subscription is created and at every delivery.
 import assert from 'node:assert/strict'
 import { after, before, describe, test } from 'node:test'
-import { addWebhook } from '../src/admin/webhooks.ts'
+import { addWebhook } from '../src/webhooks/endpoints.ts'
 import { sendWebhook } from '../src/webhooks/send.ts'
 import { checkWebhookTarget, checkWebhookUrl, isPrivateAddress } from '../src/webhooks/ssrf.ts'
 import { startReceiver } from './helpers/receiver.ts'

@@ -19,6 +19,7 @@ import {
   subscribe,
   upload,
 } from './helpers/webhooks.ts'
+import type { EventItem } from '../src/webhooks/events.ts'
 import { enqueueEvent } from '../src/webhooks/outbox.ts'
 
 // Short enough for the rotation and health tests to outwait them.
@@ -178,11 +179,11 @@ test('2500 customers in three uploads: each upload is its own group, every servi
 test('a group of 2500 new customers is sent as batches 1..3 that add up', async () => {
   const { account, r, hookId } = await subscribed()
   await s.sql.begin(async (tx) => {
-    const created = await tx`
+    const created = await tx<EventItem<'customer.created'>[]>`
       insert into customers (account_id, external_id, name)
       select ${account.id}, 'f' || i, 'File ' || i from generate_series(1, 2500) i
       returning service_id, external_id, name, created_at`
-    await enqueueEvent(tx, account.id, 'customer.created', created as never, { source: 'FILE' })
+    await enqueueEvent(tx, account.id, 'customer.created', created, { source: 'FILE' })
   })
   await settled(s, account, hookId, 3)
   const batches = r.requests.map((req) => req.json.data).sort((a, b) => a.batch.current_batch - b.batch.current_batch)

@@ -4,56 +4,19 @@ import { refusalReply } from '../http/problem.ts'
 import { idParam } from '../route.ts'
 import { invoke } from '../http/router.ts'
 import { accountIn } from '../accounts/accounts.ts'
-import {
-  getScoreAlerts,
-  getScoringModel,
-  PreviewBody,
-  previewScores,
-  putScoreAlerts,
-  putScoringModel,
-} from '../admin/scoring.ts'
-import {
-  addWebhook,
-  disableWebhook,
-  enableWebhook,
-  listWebhooks,
-  removeWebhook,
-  rotateSecret,
-  TestSendBody,
-  testSend,
-  updateWebhook,
-  WebhookBody,
-  WebhookPatch,
-} from '../admin/webhooks.ts'
-import { ScoreAlertsSchema } from '../scoring/alerts.ts'
-import { type EventName, eventTypes, PAYLOADS } from '../webhooks/events.ts'
-import { jsonSchema } from '../http/openapi.ts'
-import { listDeliveries, RecoverBody, recover, redeliver } from '../webhooks/deliveries.ts'
-import { ScoringModelSchema } from '../scoring/model.ts'
 import { listEvents } from '../admin/events.ts'
 import { listNotifications } from '../admin/notifications.ts'
 import { cancelUpload, listUploads, retryUpload } from '../admin/uploads.ts'
 import type { App } from '../context.ts'
 import type { Handler, QueryOf, Reply, Req, Route } from '../route.ts'
 import {
-  Delivery,
-  DeliveryQuery,
-  EnabledWebhook,
   EventQuery,
   Events,
-  EventType,
-  NewWebhook,
   Notification,
   NotificationQuery,
-  Recovery,
-  Redelivery,
-  ScoringPreview,
-  TestDelivery,
   UploadAction,
   UploadQuery,
   UploadSummary,
-  Webhook,
-  WebhookSecret,
 } from './schemas.ts'
 
 const ok = (body: unknown, status = 200): Reply => ({ status, body })
@@ -67,187 +30,7 @@ const inAccount =
   async (req, app) =>
     fn(await accountIn(req, app), req, app)
 
-// The catalog never changes at run time: its JSON Schemas are converted once, on first request.
-let published: unknown
 const ops: Op[] = [
-  {
-    name: 'list-event-types',
-    reply: { status: 200, body: v.array(EventType) },
-    method: 'GET',
-    path: '/admin/v1/event-types',
-    summary: 'The events a webhook can subscribe to, with their payload schemas and examples',
-    handler: async () => ok((published ??= eventTypes().map((e) => ({ ...e, schema: jsonSchema(PAYLOADS[e.name]) })))),
-  },
-  {
-    name: 'set-scoring',
-    reply: { status: 200, body: ScoringModelSchema },
-    method: 'PUT',
-    path: `${A}/:id/scoring`,
-    summary: 'Set the scoring model',
-    body: ScoringModelSchema,
-    handler: inAccount(async (id, req, app) => ok(await putScoringModel(app.sql, id, req.input as never))),
-  },
-  {
-    name: 'get-scoring',
-    reply: { status: 200, body: ScoringModelSchema },
-    method: 'GET',
-    path: `${A}/:id/scoring`,
-    summary: 'Read the scoring model',
-    handler: inAccount(async (id, _req, app) => ok(await getScoringModel(app.sql, id))),
-  },
-  {
-    name: 'set-score-alerts',
-    reply: { status: 200, body: ScoreAlertsSchema },
-    method: 'PUT',
-    path: `${A}/:id/score-alerts`,
-    summary: 'Set which score changes send customer.score_changed ({} turns them off)',
-    body: ScoreAlertsSchema,
-    example: { churn_risk: { thresholds: [70] }, engagementscore: { delta: 20 } },
-    handler: inAccount(async (id, req, app) => ok(await putScoreAlerts(app.sql, id, req.input as never))),
-  },
-  {
-    name: 'get-score-alerts',
-    reply: { status: 200, body: ScoreAlertsSchema },
-    method: 'GET',
-    path: `${A}/:id/score-alerts`,
-    summary: 'Read the score alerts',
-    handler: inAccount(async (id, _req, app) => ok(await getScoreAlerts(app.sql, id))),
-  },
-  {
-    name: 'preview-scoring',
-    reply: { status: 200, body: ScoringPreview },
-    method: 'POST',
-    path: `${A}/:id/scoring/preview`,
-    summary: "A customer's scores under a model not saved yet, beside its current ones (nothing is written)",
-    body: PreviewBody,
-    example: {
-      external_id: 'acme-1',
-      model: { customer: { engagement: [{ codename: 'logins', weight: 100, bad: 0, good: 40 }] } },
-    },
-    handler: inAccount(async (id, req, app) => {
-      const { model, external_id } = req.input as v.InferOutput<typeof PreviewBody>
-      return ok(await previewScores(app.sql, id, model, external_id))
-    }),
-  },
-  {
-    name: 'add-webhook',
-    reply: { status: 201, body: NewWebhook },
-    method: 'POST',
-    path: `${A}/:id/webhooks`,
-    summary: 'Subscribe a webhook (the secret is shown only here)',
-    body: WebhookBody,
-    handler: inAccount(async (id, req, app) =>
-      created(await addWebhook(app.sql, id, req.input as never, app.config.webhookAllowPrivate)),
-    ),
-  },
-  {
-    name: 'update-webhook',
-    reply: { status: 200, body: Webhook },
-    method: 'PATCH',
-    path: `${A}/:id/webhooks/:webhook_id`,
-    summary: "Change a webhook's events, name or rate limit",
-    body: WebhookPatch,
-    example: { events: ['customer.created', 'customer.score_changed'], rate_limit: 10 },
-    handler: inAccount(async (id, req, app) =>
-      ok(await updateWebhook(app.sql, id, idParam(req, 'webhook_id'), req.input as never)),
-    ),
-  },
-  {
-    name: 'test-webhook',
-    reply: { status: 202, body: TestDelivery },
-    method: 'POST',
-    path: `${A}/:id/webhooks/:webhook_id/test`,
-    summary: "Send an event's catalog example to a webhook, signed like every delivery",
-    body: TestSendBody,
-    example: { event: 'customer.score_changed' },
-    refusals: [409],
-    handler: inAccount(async (id, req, app) =>
-      ok(await testSend(app.sql, id, idParam(req, 'webhook_id'), (req.input as { event: EventName }).event), 202),
-    ),
-  },
-  {
-    name: 'list-webhooks',
-    reply: { status: 200, body: v.array(Webhook) },
-    method: 'GET',
-    path: `${A}/:id/webhooks`,
-    summary: 'List webhooks',
-    handler: inAccount(async (id, _req, app) => ok(await listWebhooks(app.sql, id))),
-  },
-  {
-    name: 'remove-webhook',
-    reply: { status: 204 },
-    method: 'DELETE',
-    path: `${A}/:id/webhooks/:webhook_id`,
-    summary: 'Remove a webhook',
-    handler: inAccount(
-      async (id, req, app) => (await removeWebhook(app.sql, id, idParam(req, 'webhook_id')), noContent),
-    ),
-  },
-  {
-    name: 'rotate-secret',
-    reply: { status: 200, body: WebhookSecret },
-    method: 'POST',
-    path: `${A}/:id/webhooks/:webhook_id/rotate-secret`,
-    summary: "Replace a webhook's secret",
-    handler: inAccount(async (id, req, app) =>
-      ok(await rotateSecret(app.sql, id, idParam(req, 'webhook_id'), app.config.webhookSecretGraceSeconds)),
-    ),
-  },
-  {
-    name: 'disable-webhook',
-    reply: { status: 200, body: Webhook },
-    method: 'POST',
-    path: `${A}/:id/webhooks/:webhook_id/disable`,
-    summary: 'Disable a webhook: its deliveries are held until it is enabled again',
-    handler: inAccount(async (id, req, app) => ok(await disableWebhook(app.sql, id, idParam(req, 'webhook_id')))),
-  },
-  {
-    name: 'enable-webhook',
-    reply: { status: 200, body: EnabledWebhook },
-    method: 'POST',
-    path: `${A}/:id/webhooks/:webhook_id/enable`,
-    summary: 'Enable a webhook again and send the deliveries held while it was disabled',
-    handler: inAccount(async (id, req, app) => ok(await enableWebhook(app.sql, id, idParam(req, 'webhook_id')))),
-  },
-  {
-    name: 'list-deliveries',
-    reply: { status: 200, body: v.array(Delivery) },
-    query: DeliveryQuery,
-    method: 'GET',
-    path: `${A}/:id/webhooks/:webhook_id/deliveries`,
-    summary: "List a webhook's deliveries with their attempts (?limit=, newest first)",
-    handler: inAccount(async (id, req, app) =>
-      ok(
-        await listDeliveries(
-          app.sql,
-          id,
-          idParam(req, 'webhook_id'),
-          (req.queryInput as QueryOf<typeof DeliveryQuery>).limit,
-        ),
-      ),
-    ),
-  },
-  {
-    name: 'redeliver',
-    reply: { status: 202, body: Redelivery },
-    method: 'POST',
-    path: `${A}/:id/webhooks/:webhook_id/deliveries/:delivery_id/redeliver`,
-    summary: 'Send a delivery again (3 more attempts)',
-    handler: inAccount(async (id, req, app) =>
-      ok(await redeliver(app.sql, id, idParam(req, 'webhook_id'), idParam(req, 'delivery_id')), 202),
-    ),
-  },
-  {
-    name: 'recover-deliveries',
-    reply: { status: 202, body: Recovery },
-    method: 'POST',
-    path: `${A}/:id/webhooks/:webhook_id/recover`,
-    summary: 'Send again, in their original order, the deliveries that failed since a time',
-    body: RecoverBody,
-    handler: inAccount(async (id, req, app) =>
-      ok(await recover(app.sql, id, idParam(req, 'webhook_id'), (req.input as { since: string }).since), 202),
-    ),
-  },
   {
     name: 'list-notifications',
     reply: { status: 200, body: v.array(Notification) },

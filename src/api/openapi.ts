@@ -1,10 +1,10 @@
 import * as v from 'valibot'
 import { buildOpenApi } from '../http/openapi.ts'
 import type { Route } from '../route.ts'
-import { eventTypes, PAYLOADS } from '../webhooks/events.ts'
+import { listEventTypes, PAYLOADS } from '../webhooks/events.ts'
 import { NAMED } from './schemas.ts'
 
-const events = () => eventTypes().map((e) => ({ ...e, schema: PAYLOADS[e.name] }))
+const events = () => listEventTypes().map((e) => ({ ...e, schema: PAYLOADS[e.name] }))
 
 // The document GET /openapi.json serves; `npm run openapi-types` builds it in-process too.
 export const openApiDocument = (table: Route[]) => buildOpenApi(table, NAMED, events())

@@ -4,8 +4,10 @@ import { accountRoutes } from '../accounts/routes.ts'
 import { catalogRoutes } from '../catalog/routes.ts'
 import { AggregateBody } from '../records/aggregate.ts'
 import { SearchBody } from '../records/search.ts'
+import { scoringRoutes } from '../scoring/routes.ts'
 import { TrackBody } from '../tracking/schemas.ts'
 import { ContactsBody, CustomersBody } from '../uploads/schemas.ts'
+import { webhookRoutes } from '../webhooks/routes.ts'
 import { adminRoutes } from './admin.ts'
 import { consoleRoutes } from './console.ts'
 import { docsRoutes } from './docs.ts'
@@ -189,6 +191,8 @@ export const routes: Route[] = [
   ...accountRoutes,
   ...catalogRoutes,
   ...adminRoutes,
+  ...scoringRoutes,
+  ...webhookRoutes,
   ...healthRoutes,
   metricsRoute,
   ...docsRoutes,

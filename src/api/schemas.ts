@@ -1,8 +1,17 @@
 import * as v from 'valibot'
 import { Day, describe, id, int, limitParam as limit, nonEmpty, Timestamp } from '../validate.ts'
 import { DEFAULT_EVENT_LIMIT, MAX_EVENT_LIMIT } from '../admin/events.ts'
-import { DEFAULT_DELIVERY_LIMIT, MAX_DELIVERY_LIMIT } from '../webhooks/deliveries.ts'
-import { EVENTS } from '../webhooks/events.ts'
+import {
+  Delivery,
+  EnabledWebhook,
+  EventType,
+  NewWebhook,
+  Recovery,
+  Redelivery,
+  TestDelivery,
+  Webhook,
+  WebhookSecret,
+} from '../webhooks/schemas.ts'
 import { ChangeDriverSchema, ScoreAlertsSchema } from '../scoring/alerts.ts'
 import { ScoringModelSchema } from '../scoring/model.ts'
 import { selection, Where } from '../records/search.ts'
@@ -209,81 +218,10 @@ export const UploadSummary = v.object({
   stuck: describe(v.boolean(), 'Not processed within SERVICE_STUCK_UPLOAD_SECONDS of its arrival.'),
 })
 
-const Scores = v.object({
-  engagementscore: v.nullable(int),
-  engagementscore_difference: v.nullable(int),
-  fitscore: v.nullable(int),
-  churn_risk: v.nullable(int),
-  upsell_score: v.nullable(int),
-  last_seen: describe(v.nullable(v.string()), 'The date of the latest scored snapshot (YYYY-MM-DD).'),
-})
-export const ScoringPreview = v.object({
-  external_id: v.string(),
-  current: describe(Scores, 'The scores stored now, under the model in force.'),
-  preview: describe(Scores, 'The scores the given model would give, from the same stored data.'),
-})
-
 export const UploadAction = v.object({ upload_id: int, status: UploadState })
 
 export const TrackAccepted = v.object({ status: v.literal('received'), events: int })
 
-const webhookFields = {
-  id,
-  url: v.string(),
-  events: v.array(v.picklist(EVENTS)),
-  name: v.nullable(v.string()),
-  active: v.boolean(),
-  rate_limit: describe(v.nullable(int), 'Deliveries per second at most; null: no limit.'),
-  created_at: Timestamp,
-}
-export const Webhook = v.object(webhookFields)
-const Secret = describe(v.string(), 'The signing secret (whsec_ + base64); shown only here.')
-export const NewWebhook = v.object({ ...webhookFields, secret: Secret })
-export const WebhookSecret = v.object({ secret: Secret })
-export const EnabledWebhook = v.object({
-  ...Webhook.entries,
-  resumed: describe(int, 'Deliveries held while the webhook was disabled, now being sent, oldest first.'),
-})
-
-export const TestDelivery = v.object({
-  delivery_id: describe(int, 'The delivery, listed in the delivery log like any other.'),
-  event: v.picklist(EVENTS),
-})
-export const EventType = v.object({
-  name: v.picklist(EVENTS),
-  description: v.string(),
-  schema: describe(v.record(v.string(), v.unknown()), 'JSON Schema (2020-12) of the payload.'),
-  example: describe(v.record(v.string(), v.unknown()), 'A payload as delivered.'),
-})
-
-export const Delivery = v.object({
-  id,
-  message_id: v.string(),
-  status: v.picklist(['pending', 'delivered', 'failed']),
-  created_at: Timestamp,
-  delivered_at: v.nullable(Timestamp),
-  attempts: v.array(
-    v.object({
-      attempt: int,
-      at: Timestamp,
-      status_code: describe(v.nullable(int), "The receiver's status; null when no answer came."),
-      duration_ms: int,
-      error: v.nullable(v.string()),
-      response_excerpt: describe(
-        v.nullable(v.string()),
-        "The start of the receiver's answer (500 characters at most); null when no answer came.",
-      ),
-    }),
-  ),
-})
-export const Redelivery = v.object({
-  id,
-  status: v.literal('pending'),
-  first_attempt: describe(int, 'The number the first new attempt will have.'),
-})
-export const Recovery = v.object({
-  recovered: describe(int, 'Failed deliveries sent again, oldest first, each with 3 more attempts.'),
-})
 
 export const Notification = v.object({
   id,
@@ -314,7 +252,6 @@ export const Events = v.object({
 
 export const Status = <T extends string>(status: T) => v.object({ status: v.literal(status) })
 
-export const DeliveryQuery = { limit: limit(DEFAULT_DELIVERY_LIMIT, MAX_DELIVERY_LIMIT) }
 export const EventQuery = {
   customer: { description: "Only this customer's events (its external id).", schema: nonEmpty },
   limit: limit(DEFAULT_EVENT_LIMIT, MAX_EVENT_LIMIT),

@@ -2,8 +2,9 @@ import { invokeAdmin } from '../api/admin.ts'
 import { routes } from '../api/routes.ts'
 import type { App } from '../context.ts'
 
-// The operations are the admin rows of the routing table, in its order.
-const adminRoutes = routes.filter((r) => r.tag === 'admin')
+// Every admin-token route of the table, whichever module owns it.
+const adminRoutes = routes.filter((r) => r.auth === 'admin')
+
 const paramsOf = (path: string) => [...path.matchAll(/:(\w+)/g)].map((m) => m[1])
 
 export const adminUsage = () =>

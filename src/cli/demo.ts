@@ -1,7 +1,7 @@
 import { createAccount } from '../accounts/accounts.ts'
 import { createKey } from '../accounts/keys.ts'
 import { defineProperty } from '../catalog/properties.ts'
-import { putScoringModel } from '../admin/scoring.ts'
+import { putScoringModel } from '../scoring/store.ts'
 import { writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import type { Sql } from '../db/client.ts'

@@ -85,8 +85,6 @@ const converter = (named: Record<string, v.GenericSchema>) => {
 }
 
 // One schema on its own, e.g. an event payload that the event catalog publishes.
-export const jsonSchema = (schema: v.GenericSchema) => converter({}).schema(schema)
-
 const headers = {
   'Retry-After': { description: 'Whole seconds to wait.', schema: { type: 'integer', minimum: 1 } },
   'RateLimit-Limit': { description: 'Requests allowed per minute for this key.', schema: { type: 'integer' } },

@@ -2,7 +2,7 @@ import type { JobHelpers, TaskList } from 'graphile-worker'
 import type { App } from '../context.ts'
 import { analyzeTables } from '../db/analyze.ts'
 import { TASKS } from '../db/jobs.ts'
-import { scoreRecordsJob } from '../scoring/batch.ts'
+import { scoreRecordsTask } from '../scoring/batch.ts'
 import { scoreDailyRun } from '../scoring/daily.ts'
 import { recomputeSegments } from '../segments/members.ts'
 import { aggregateEvents } from '../tracking/aggregate.ts'
@@ -17,7 +17,7 @@ const runs: Record<(typeof TASKS)[keyof typeof TASKS], Run> = {
   [TASKS.processUpload]: processUploadJob,
   [TASKS.applyEvents]: applyEventsOfAccount,
   [TASKS.aggregateEvents]: aggregateEvents,
-  [TASKS.scoreRecords]: scoreRecordsJob,
+  [TASKS.scoreRecords]: scoreRecordsTask,
   [TASKS.scoreDaily]: scoreDailyRun,
   [TASKS.deliverWebhook]: deliverWebhook,
   [TASKS.analyzeTables]: (app, payload) => analyzeTables(app.sql, payload),

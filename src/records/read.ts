@@ -1,5 +1,5 @@
 import { readCatalog } from '../catalog/properties.ts'
-import { scoringInputs } from '../admin/scoring.ts'
+import { scoringInputs } from '../scoring/store.ts'
 import type { Entity } from '../catalog.ts'
 import type { App } from '../context.ts'
 import { today } from '../dates.ts'

@@ -3,7 +3,7 @@ import { strict } from '../validate.ts'
 
 // customer.score_changed: when a score change is worth an event (docs/api.md, "Score alerts").
 export const ALERT_SCORES = ['engagementscore', 'fitscore', 'churn_risk', 'upsell_score'] as const
-export type AlertScore = (typeof ALERT_SCORES)[number]
+type AlertScore = (typeof ALERT_SCORES)[number]
 export type Scores = Record<AlertScore, number | null>
 
 const Alert = strict({
@@ -33,7 +33,7 @@ export const ChangeDriverSchema = v.object({
 })
 export type ChangeDriver = v.InferOutput<typeof ChangeDriverSchema>
 
-export interface ScoreChange {
+interface ScoreChange {
   score: AlertScore
   old_value: number
   new_value: number

@@ -1,4 +1,4 @@
-import { getScoreAlerts, scoringInputs } from '../admin/scoring.ts'
+import { getScoreAlerts, scoringInputs } from './store.ts'
 import type { Entity, PropertyDef } from '../catalog.ts'
 import type { App } from '../context.ts'
 import { refreshStatistics } from '../db/analyze.ts'
@@ -9,6 +9,7 @@ import { SQLSTATE, sqlState } from '../db/sqlstate.ts'
 import { TABLES } from '../db/tables.ts'
 import { today as utcToday } from '../dates.ts'
 import type { Log } from '../log.ts'
+import type { EventItem } from '../webhooks/events.ts'
 import { enqueueEvent } from '../webhooks/outbox.ts'
 import { watchScores } from './changes.ts'
 import { propertyLookup, type ScoringModel } from './model.ts'
@@ -27,7 +28,7 @@ export interface ScoreOptions {
 }
 
 // Records per statement: keeps each statement's sort and the job's memory small whatever the account's size.
-export const BATCH = 5000
+export const SCORING_BATCH = 5000
 // Batches scored at once: scoring is CPU-bound in PostgreSQL, one core per backend, and a third
 // batch computes while the others write and commit (docs/benchmarks.md, "Figures behind code
 // choices"). Batches hold disjoint records, so they never wait on each other.
@@ -168,7 +169,9 @@ const scoreStatement = (
 // unset) before the churn date: a snapshot dated on or after the churn date always lifts it. A
 // manual churn is never touched. The few rows lifted are locked in service_id order first, as
 // every writer of records does (src/db/locks.ts).
-const liftInactive = (tx: Tx, accountId: number, ids: number[], inactiveDays: number) => tx`
+const liftInactive = (tx: Tx, accountId: number, ids: number[], inactiveDays: number) => tx<
+  EventItem<'customer.reactivated'>[]
+>`
   with lifted as (
     select c.service_id, c.churned_date from customers c join customer_scores h on h.account_id = c.account_id
       and h.customer_id = c.service_id
@@ -185,13 +188,13 @@ const liftInactive = (tx: Tx, accountId: number, ids: number[], inactiveDays: nu
 async function* batches(sql: Sql, accountId: number, entity: Entity, ids?: number[]): AsyncGenerator<number[]> {
   if (ids) {
     const sorted = [...new Set(ids)].sort((a, b) => a - b)
-    for (let i = 0; i < sorted.length; i += BATCH) yield sorted.slice(i, i + BATCH)
+    for (let i = 0; i < sorted.length; i += SCORING_BATCH) yield sorted.slice(i, i + SCORING_BATCH)
     return
   }
   for (let after = 0; ; ) {
     const rows = await sql`
       select service_id from ${sql(TABLES[entity].records)}
-      where account_id = ${accountId} and service_id > ${after} order by service_id limit ${BATCH}`
+      where account_id = ${accountId} and service_id > ${after} order by service_id limit ${SCORING_BATCH}`
     if (rows.length === 0) return
     yield rows.map((r) => r.service_id as number)
     after = rows[rows.length - 1].service_id
@@ -214,15 +217,11 @@ export const scoreRecords = async (sql: Sql, p: ScoreRecordsPayload, options: Sc
       await setLocal(tx, PLANNER.scoringBatch)
       const compare =
         Object.keys(alerts).length > 0 && (await watchScores(tx, p.account_id, ids, { alerts, model, defs, today }))
-      await tx.unsafe(statement.text, [p.account_id, ids, today, ...statement.params] as never[])
+      await tx.unsafe(statement.text, [p.account_id, ids, today, ...statement.params])
       if (compare) await compare()
       if (p.entity === 'customer') {
-        await enqueueEvent(
-          tx,
-          p.account_id,
-          'customer.reactivated',
-          (await liftInactive(tx, p.account_id, ids, inactiveDays)) as never,
-        )
+        const reactivated = await liftInactive(tx, p.account_id, ids, inactiveDays)
+        await enqueueEvent(tx, p.account_id, 'customer.reactivated', reactivated)
         await addRecomputeSegments(tx, p.account_id)
       }
     })
@@ -260,7 +259,8 @@ export const scoreRecords = async (sql: Sql, p: ScoreRecordsPayload, options: Sc
   return scored
 }
 
-export const scoreRecordsJob = async (app: App, payload: ScoreRecordsPayload) => ({
+// The score_records task, which runs the jobs db/jobs.ts scoreRecordsJobs specifies; answers counts for the job's log.
+export const scoreRecordsTask = async (app: App, payload: ScoreRecordsPayload) => ({
   entity: payload.entity,
   scored: await scoreRecords(app.sql, payload, { snapshots: payload.snapshots, log: app.log }),
 })

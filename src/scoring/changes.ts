@@ -1,7 +1,7 @@
 import type { PropertyDef } from '../catalog.ts'
 import type { Sql, Tx } from '../db/client.ts'
 import { enqueueEvent } from '../webhooks/outbox.ts'
-import { ALERT_SCORES, type ScoreAlerts, type Scores, scoreChanges } from './alerts.ts'
+import { ALERT_SCORES, type ChangeDriver, type ScoreAlerts, type Scores, scoreChanges } from './alerts.ts'
 import { explainCustomer, type ExplainedCustomer } from './explain.ts'
 import type { ScoringModel } from './model.ts'
 import { changeDrivers, type Contributions } from './score.ts'
@@ -42,10 +42,12 @@ const readContributions = async (tx: Tx, accountId: number, ids: number[]) =>
     ).map((r) => [r.customer_id as number, r.contributions as Contributions]),
   )
 
-const saveContributions = (tx: Tx, accountId: number, rows: object[]) => tx`
+// Types, not interfaces, all the way down: postgres.js takes JSON as JSONValue, which needs index signatures.
+type Saved = { id: number; contributions: Contributions; drivers: ChangeDriver[] }
+const saveContributions = (tx: Tx, accountId: number, rows: Saved[]) => tx`
   insert into customer_contributions (account_id, customer_id, contributions, change_drivers)
   select ${accountId}, x.id, x.contributions, x.drivers
-  from jsonb_to_recordset(${tx.json(rows as never)}) as x(id bigint, contributions jsonb, drivers jsonb)
+  from jsonb_to_recordset(${tx.json(rows)}) as x(id bigint, contributions jsonb, drivers jsonb)
   on conflict (account_id, customer_id) do update
     set contributions = excluded.contributions, change_drivers = excluded.change_drivers`
 
@@ -69,7 +71,7 @@ export const watchScores = async (
     if (moved.length === 0) return 0
     const rows = await explanationRows(tx, accountId, tx`c.service_id = any(${moved}::bigint[])`)
     const changes = []
-    const saved = []
+    const saved: Saved[] = []
     for (const row of rows) {
       const { engagement, fit } = explainCustomer(
         inputs.model,

@@ -3,6 +3,7 @@ import type { Sql, Tx } from '../db/client.ts'
 import { addJobs, type CronPayload, scoreDailyJob } from '../db/jobs.ts'
 import { today as utcToday } from '../dates.ts'
 import type { Log } from '../log.ts'
+import type { EventItem } from '../webhooks/events.ts'
 import { enqueueEvent } from '../webhooks/outbox.ts'
 import { scoreRecords } from './batch.ts'
 
@@ -11,7 +12,7 @@ import { scoreRecords } from './batch.ts'
 // never seen (no scored snapshot) are left alone: there is no activity to judge them by. A churned
 // customer, manual or automatic, keeps its churn date.
 // The rows are locked in service_id order first, as every writer of records does (src/db/locks.ts).
-const markInactive = (sql: Tx, accountId: number, today: string) => sql`
+const markInactive = (sql: Tx, accountId: number, today: string) => sql<EventItem<'customer.churned'>[]>`
   with inactive as (
     select c.service_id from customers c join scoring_models m on m.account_id = c.account_id
       join customer_scores h on h.account_id = c.account_id and h.customer_id = c.service_id
@@ -31,7 +32,7 @@ export const scoreDaily = async (sql: Sql, accountId: number, today = utcToday()
   await scoreRecords(sql, { account_id: accountId, entity: 'contact' }, { today, snapshots: false, log })
   return sql.begin(async (tx) => {
     const churned = await markInactive(tx, accountId, today)
-    await enqueueEvent(tx, accountId, 'customer.churned', churned as never)
+    await enqueueEvent(tx, accountId, 'customer.churned', churned)
     return churned.count
   })
 }

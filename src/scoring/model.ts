@@ -39,8 +39,8 @@ const ValuesRuleSchema = v.strictObject(
 )
 
 export type RangeRule = v.InferOutput<typeof RangeRuleSchema>
-export type BooleanRule = v.InferOutput<typeof BooleanRuleSchema>
-export type ValuesRule = v.InferOutput<typeof ValuesRuleSchema>
+type BooleanRule = v.InferOutput<typeof BooleanRuleSchema>
+type ValuesRule = v.InferOutput<typeof ValuesRuleSchema>
 export type Rule = RangeRule | BooleanRule | ValuesRule
 
 // The form is picked from the keys present, so a broken rule is reported against the form it
@@ -85,7 +85,7 @@ export const propertyLookup = (defs: readonly PropertyDef[]) => {
   }
 }
 
-export const isRangeRule = (rule: Rule): rule is RangeRule => 'bad' in rule
+const isRangeRule = (rule: Rule): rule is RangeRule => 'bad' in rule
 export const isBooleanRule = (rule: Rule): rule is BooleanRule => 'good' in rule && typeof rule.good === 'boolean'
 export const isValuesRule = (rule: Rule): rule is ValuesRule => 'values' in rule
 

@@ -7,22 +7,23 @@ import { isBooleanRule, isValuesRule, type RangeRule, type Rule } from './model.
 // have twins in sql.ts for bulk scoring in PostgreSQL; both do the same float8 operations in the
 // same order so that the two agree.
 
-export interface Contribution {
+// A type, not an interface: it is stored as JSON (scoring/changes.ts).
+export type Contribution = {
   codename: string
   contribution: number
 }
 export interface Driver extends Contribution {
   score: 'engagement' | 'fit'
 }
-export interface WeightedScore {
+interface WeightedScore {
   score: number | null
   contributions: Contribution[]
 }
-export interface HistoryRecord {
+interface HistoryRecord {
   date: string
   score: number | null
 }
-export interface HistorySummary {
+interface HistorySummary {
   last_seen: string | null
   engagementscore: number | null
   engagementscore_difference: number | null

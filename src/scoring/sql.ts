@@ -35,7 +35,9 @@ export interface SqlRefs {
 // roundHalfAway of score.ts; `x` is a float8 expression (written twice: keep it a cheap one).
 const roundSql = (x: string) => `(sign(${x}) * floor(abs(${x}) + 0.5::float8 + ${ROUND_NOISE}::float8))::integer`
 
-type Bind = (value: unknown, type: 'text' | 'float8' | 'boolean') => string
+// What a rule binds: codenames, weights, bounds and values maps (as JSON text).
+type SqlParam = string | number | boolean
+type Bind = (value: SqlParam, type: 'text' | 'float8' | 'boolean') => string
 
 // The jsonb value `x` as the rule's form reads it (float8, boolean, text or date), NULL when it is
 // absent or of another JSON type. `tolerant`: also NULL for a number no float8 can hold (stored
@@ -85,12 +87,12 @@ const scoreSql = (rule: Rule, v: string, bind: Bind): string => {
 // Select-list items of two levels: the jsonb of each property a rule reads (`raw`), then over
 // them its value as the rule reads it (`typed`). A typed value looks at its jsonb several times
 // (its JSON type, then the value), and a lookup in a jsonb object copies the object first.
-export interface Levels {
+interface Levels {
   raw: string[]
   typed: string[]
 }
 
-export interface ScoreSql {
+interface ScoreSql {
   /** The record's attributes: selected once per record, not per snapshot. */
   columns: Levels
   /** The row's metrics: selected in the scan of the scored rows. */
@@ -104,7 +106,7 @@ export interface ScoreSql {
   score: string
   /** True when some rule has a value, over the sums: the score is not NULL. */
   scored: string
-  params: unknown[]
+  params: SqlParam[]
 }
 
 /**
@@ -137,7 +139,7 @@ export const weightedScoreSql = (
       params: [],
     }
   }
-  const params: unknown[] = []
+  const params: SqlParam[] = []
   const bind: Bind = (value, type) => {
     params.push(value)
     return `$${paramStart + params.length - 1}::${type}`

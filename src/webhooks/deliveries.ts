@@ -4,9 +4,6 @@ import { addJobs, deliverWebhookJob } from '../db/jobs.ts'
 import type { Sql, Tx } from '../db/client.ts'
 import { strict } from '../validate.ts'
 
-export const DEFAULT_DELIVERY_LIMIT = 50
-export const MAX_DELIVERY_LIMIT = 1000
-
 const requireWebhook = async (sql: Sql, accountId: number, webhookId: number) => {
   const [hook] = await sql`select 1 from webhooks where account_id = ${accountId} and id = ${webhookId}`
   if (!hook) refuse(404, `Webhook ${webhookId} does not exist.`)

@@ -1,5 +1,7 @@
+import { toJsonSchema } from '@valibot/to-json-schema'
 import * as v from 'valibot'
 import { ALERT_SCORES, ChangeDriverSchema } from '../scoring/alerts.ts'
+import { describe, int } from '../validate.ts'
 
 // The event catalog: every event a subscription can choose, its payload's schema (published by
 // GET /admin/v1/event-types and checked against every delivery in the tests) and an example, which
@@ -8,11 +10,8 @@ import { ALERT_SCORES, ChangeDriverSchema } from '../scoring/alerts.ts'
 // is the interface spec's "Events > Payload" byte for byte; the others follow its pattern.
 export const BATCH_SIZE = 1000
 
-const describe = <S extends v.GenericSchema>(schema: S, text: string) => v.pipe(schema, v.description(text))
-const int = v.pipe(v.number(), v.integer())
 const Timestamp = v.pipe(v.string(), v.isoTimestamp())
 const Day = v.pipe(v.string(), v.isoDate())
-const Score = v.nullable(int)
 
 const customerRef = {
   service_id: describe(int, 'The id the service gave the customer.'),
@@ -189,8 +188,20 @@ const examples: { [E in EventName]: { items: EventItem<E>[]; fields?: Record<str
   'segment.exited': { items: [acme], fields: { segment: { id: 3, name: 'At risk' } } },
 }
 
-export const examplePayload = (event: EventName, timestamp = at) =>
-  buildPayloads(event, examples[event].items as never, timestamp, examples[event].fields)[0]
+export const examplePayload = <E extends EventName>(event: E, timestamp = at) =>
+  buildPayloads(event, examples[event].items, timestamp, examples[event].fields)[0]
 
-export const eventTypes = () =>
-  EVENTS.map((name) => ({ name, description: description[name], example: JSON.parse(examplePayload(name)) }))
+// A payload schema holds no named or lazy schemas: plain JSON Schema, converted once, on first request.
+const jsonSchema = (event: EventName) => {
+  const { $schema: _, ...schema } = toJsonSchema(PAYLOADS[event], { target: 'draft-2020-12', errorMode: 'ignore' })
+  return schema
+}
+const catalogOf = () =>
+  EVENTS.map((name) => ({
+    name,
+    description: description[name],
+    schema: jsonSchema(name),
+    example: JSON.parse(examplePayload(name)),
+  }))
+let catalog: ReturnType<typeof catalogOf> | undefined
+export const listEventTypes = () => (catalog ??= catalogOf())

@@ -9,7 +9,7 @@ const subscribers = (tx: Tx, accountId: number, event: EventName) => tx`
   select id from webhooks where account_id = ${accountId} and ${event} = any(events) order by id`
 
 const insertDeliveries = (tx: Tx, rows: object[]) =>
-  tx`insert into webhook_deliveries ${tx(rows as never)} returning account_id, id`
+  tx`insert into webhook_deliveries ${tx(rows)} returning account_id, id`
 
 // Freezes each payload in one delivery row per webhook and adds their jobs, in the caller's transaction.
 export const enqueuePayloads = async (

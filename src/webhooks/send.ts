@@ -8,9 +8,9 @@ export const MAX_ATTEMPTS = 3
 // Only enough of the response is read to let the receiver finish writing; its start is kept for
 // the delivery log, where an operator reads why a receiver refused.
 const MAX_RESPONSE_BYTES = 64 * 1024
-export const EXCERPT_CHARACTERS = 500
+const EXCERPT_CHARACTERS = 500
 
-export type Outcome = 'delivered' | 'retry' | 'failed'
+type Outcome = 'delivered' | 'retry' | 'failed'
 
 export interface SendResult {
   status_code: number | null
@@ -21,7 +21,7 @@ export interface SendResult {
   response_excerpt: string | null
 }
 
-export interface SendOptions {
+interface SendOptions {
   url: string
   body: string
   headers: Record<string, string>
