@@ -10,8 +10,13 @@ import { tmpdir } from 'node:os'
 import { join, relative, resolve } from 'node:path'
 import { startThrowawayCluster } from './helpers/cluster.ts'
 
-const files = process.argv.slice(2).length
-  ? process.argv.slice(2)
+// Arguments that start with -- go to node --test (--test-name-pattern=..., --test-only); the others
+// name the files to run, all of them when none does.
+const args = process.argv.slice(2)
+const flags = args.filter((a) => a.startsWith('--'))
+const named = args.filter((a) => !a.startsWith('--'))
+const files = named.length
+  ? named
   : readdirSync('test')
       .filter((f) => f.endsWith('.test.ts'))
       .sort()
@@ -41,7 +46,7 @@ const runTests = async (run: string, testFiles: string[], url?: string, home?: s
     process.execPath,
     [
       ...['--import', 'tsx', '--import', './test/helpers/durations.ts'],
-      ...['--test', '--test-concurrency=3', '--test-timeout=300000', ...testFiles],
+      ...['--test', '--test-concurrency=3', '--test-timeout=300000', ...flags, ...testFiles],
     ],
     { stdio: 'inherit', env: { ...process.env, TEST_DATABASE_URL: url ?? cluster!.url, TEST_DURATIONS: durations } },
   )
@@ -90,7 +95,7 @@ const olderHome = process.env.SERVICE_TEST_POSTGRES_HOME ?? '/usr/lib/postgresql
 
 const first = process.env.TEST_DATABASE_URL ? 'TEST_DATABASE_URL' : 'embedded PostgreSQL'
 let code = await runTests(first, files, process.env.TEST_DATABASE_URL)
-const whole = process.argv.length <= 2 && !process.env.TEST_DATABASE_URL
+const whole = args.length === 0 && !process.env.TEST_DATABASE_URL
 if (code === 0 && whole && olderHome !== 'none' && existsSync(join(olderHome, 'bin', 'postgres'))) {
   process.stdout.write(`# The integration files again, on the PostgreSQL in ${olderHome}\n`)
   code = await runTests(`integration files, ${olderHome}`, INTEGRATION, undefined, olderHome)
