@@ -889,7 +889,8 @@ describe('compileSearch: sort', () => {
       const query = compileSearch(input({ accountId: 8, sort: keys, cursorKey: key, limit, afterCursor }))
       const rows = await db.rows(query)
       seen.push(...rows.slice(0, limit).map((r) => r.id as string))
-      if (rows.length <= limit) return seen
+      // A cursor that does not move on would walk forever: fail on the second lap instead.
+      if (rows.length <= limit || seen.length > 30) return seen
       afterCursor = query.next!(rows[limit - 1].cursor)
     }
   }
