@@ -85,6 +85,7 @@ const INTEGRATION = [
   'scoring-sql',
   'scoring.integration',
   'search',
+  'search-compiler',
   'search-property',
   'strict',
   'tracking',
