@@ -509,7 +509,8 @@ describe('compileSearch: where trees', () => {
     assert.deepEqual(await readUnderLimit({ where: { or: [plan, seats] } }, 'customer_scores'), [false])
   })
 
-  test('an unsorted page reads the groups of a top-level OR apart, each cut to the page, then their union', async () => {
+  const unionTitle = 'an unsorted page reads the groups of a top-level OR apart, each cut to the page, then their union'
+  test(unionTitle, async () => {
     const where = { and: [{ or: [plan, seats] }, leaf('sso', 'EQ', 'true')] }
     const limits = planNodes(await db.plan(compileSearch(input({ where })))).filter(
       ({ node, above }) => node['Node Type'] === 'Limit' && above.some((type) => type.endsWith('Append')),
@@ -900,7 +901,9 @@ describe('compileSearch: sort', () => {
     return append ? append.node.Plans!.filter((p) => p['Parent Relationship'] === 'Member').length : 1
   }
 
-  test('keys in order, nulls last, strings in byte order, the external ID last; the page joins what keys read', async () => {
+  const orderTitle =
+    'keys in order, nulls last, strings in byte order, the external ID last; the page joins what keys read'
+  test(orderTitle, async () => {
     for (const keys of [
       sort,
       sort.slice(1),
