@@ -1,7 +1,7 @@
 import { test, before, after } from 'node:test'
 import assert from 'node:assert/strict'
 import { startTestService, type TestService } from './helpers/service.ts'
-import { scoredAccount, waitForUpload } from './helpers/fixtures.ts'
+import { scoredAccount, uploadAndWait } from './helpers/fixtures.ts'
 import { eventually } from './helpers/receiver.ts'
 
 let s: TestService
@@ -186,8 +186,7 @@ test('scoring preview: what the scoring job then stores, for customers of every 
     },
     { external_id: 'p4', name: 'P4', metrics: [{ date: day(500), logins: 1 }] },
   ]
-  const sent = await a.api('/api/v1/customers', { customers })
-  await waitForUpload(a.api, sent.body.upload_id, 60_000, true)
+  await uploadAndWait(a.api, 'customers', customers, { scored: true })
   const model = {
     customer: {
       engagement: [

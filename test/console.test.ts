@@ -8,7 +8,7 @@ import { createRequire } from 'node:module'
 import type { Page } from 'playwright-core'
 import { type Browser, launchBrowser } from './helpers/browser.ts'
 import { serveBundle } from './helpers/bundle.ts'
-import { scoredAccount, waitForUpload } from './helpers/fixtures.ts'
+import { scoredAccount, uploadAndWait, waitForUpload } from './helpers/fixtures.ts'
 import { eventually, startReceiver } from './helpers/receiver.ts'
 import { ADMIN_TOKEN, startTestService, type TestService } from './helpers/service.ts'
 
@@ -48,17 +48,16 @@ const CUSTOMERS = [
 before(async () => {
   s = await startTestService()
   account = await scoredAccount(s)
-  const uploaded = await account.api('/api/v1/customers', { customers: CUSTOMERS })
-  assert.equal(uploaded.status, 200, JSON.stringify(uploaded.body))
-  await waitForUpload(account.api, uploaded.body.upload_id, 60_000, true)
-  const contacts = await account.api('/api/v1/contacts', {
-    contacts: [
+  await uploadAndWait(account.api, 'customers', CUSTOMERS, { scored: true })
+  await uploadAndWait(
+    account.api,
+    'contacts',
+    [
       { contact_external_id: 'pat', contact_name: 'Pat Doe', customer_external_id: 'zeta' },
       { contact_external_id: 'sam', contact_name: 'Sam Roe', customer_external_id: 'zeta' },
     ].map((c, i) => ({ ...c, metrics: [{ date: day(0), sessions: 5 + 10 * i }] })),
-  })
-  assert.equal(contacts.status, 200, JSON.stringify(contacts.body))
-  await waitForUpload(account.api, contacts.body.upload_id, 60_000, true)
+    { scored: true },
+  )
   assert.equal((await s.admin('POST', `/accounts/${account.id}/tags`, { title: 'Champion' })).status, 201)
   const tagged = await s.admin('PUT', `/accounts/${account.id}/customers/zeta/tags`, { titles: ['Champion'] })
   assert.equal(tagged.status, 200)
@@ -695,8 +694,7 @@ test('webhooks: subscribe with the secret shown once, a delivery in the log, red
     await page.getByRole('button', { name: 'I have kept it' }).click()
     assert.equal(await page.locator('#webhook-secret').count(), 0)
 
-    const sent = await hooked.api('/api/v1/customers', { customers: [{ external_id: 'h1', name: 'Hooked One' }] })
-    await waitForUpload(hooked.api, sent.body.upload_id, 60_000)
+    await uploadAndWait(hooked.api, 'customers', [{ external_id: 'h1', name: 'Hooked One' }])
     await receiver.waitFor(1)
     const deliveries = () => s.admin('GET', `/accounts/${hooked.id}/webhooks/${hook.id}/deliveries`)
     await eventually(async () => (await deliveries()).body[0]?.status === 'delivered', 'delivered')
@@ -723,8 +721,7 @@ test('webhooks: subscribe with the secret shown once, a delivery in the log, red
     await page.getByRole('button', { name: `Disable webhook ${hook.id}` }).click()
     await page.locator(`tr[data-webhook="${hook.id}"]`).getByText('disabled').waitFor()
     assert.equal((await s.admin('GET', `/accounts/${hooked.id}/webhooks`)).body[0].active, false)
-    const held = await hooked.api('/api/v1/customers', { customers: [{ external_id: 'h2', name: 'Held' }] })
-    await waitForUpload(hooked.api, held.body.upload_id, 60_000)
+    await uploadAndWait(hooked.api, 'customers', [{ external_id: 'h2', name: 'Held' }])
     await eventually(async () => (await deliveries()).body.length === 2, 'the held delivery recorded')
     assert.equal((await deliveries()).body[0].status, 'pending')
     await page.getByRole('button', { name: `Enable webhook ${hook.id}` }).click()
@@ -790,8 +787,10 @@ test('settings: a key created and revoked, a property defined, tracking domains 
 
 test('the scoring model as a form: the preview gives what the scoring job then stores', async () => {
   const scored = await scoredAccount(s, 'Model')
-  const sent = await scored.api('/api/v1/customers', {
-    customers: [
+  await uploadAndWait(
+    scored.api,
+    'customers',
+    [
       {
         external_id: 'm1',
         name: 'Model One',
@@ -802,8 +801,8 @@ test('the scoring model as a form: the preview gives what the scoring job then s
         ],
       },
     ],
-  })
-  await waitForUpload(scored.api, sent.body.upload_id, 60_000, true)
+    { scored: true },
+  )
   const before = (await scored.api('/api/v1/customer/m1', undefined, 'GET')).body
 
   const { page, problems } = await open()

@@ -8,7 +8,7 @@ import { join } from 'node:path'
 import { after, before, describe, test } from 'node:test'
 import { isDate, sqlDateOrNull, today } from '../src/dates.ts'
 import { emptyStats, importFile } from '../src/import/import.ts'
-import { scoredAccount, waitForUpload } from './helpers/fixtures.ts'
+import { scoredAccount, uploadAndWait } from './helpers/fixtures.ts'
 import { startTestService, type TestService } from './helpers/service.ts'
 
 const BAD = [
@@ -169,8 +169,10 @@ describe('entry points', () => {
   })
 
   test('the edges of the range are accepted, processed and scored', async () => {
-    const res = await a.api('/api/v1/customers', {
-      customers: [
+    const upload = await uploadAndWait(
+      a.api,
+      'customers',
+      [
         {
           external_id: 'edge',
           name: 'Edge',
@@ -182,9 +184,8 @@ describe('entry points', () => {
           ],
         },
       ],
-    })
-    assert.equal(res.status, 200)
-    const upload = await waitForUpload(a.api, res.body.upload_id, 30_000, true)
+      { scored: true },
+    )
     assert.equal(upload.status, 'processed')
     const customer = await a.api('/api/v1/customer/edge', undefined, 'GET')
     assert.equal(customer.body.last_seen, '9999-12-31')

@@ -8,7 +8,7 @@ import { scoreDaily } from '../src/scoring/daily.ts'
 import { validator } from './helpers/openapi.ts'
 import { eventually, type Receiver, startReceiver } from './helpers/receiver.ts'
 import { startTestService, type TestService } from './helpers/service.ts'
-import { scoredAccount, waitForUpload } from './helpers/fixtures.ts'
+import { scoredAccount, uploadAndWait } from './helpers/fixtures.ts'
 import { standardHeaders } from './helpers/webhooks.ts'
 
 type Account = Awaited<ReturnType<TestService['account']>>
@@ -53,12 +53,8 @@ const checked = (r: Receiver, hookId: number) =>
     return req.json
   })
 
-const uploadScored = async (account: Account, kind: string, items: object[]) => {
-  const res = await account.api(`/api/v1/${kind}`, { [kind]: items })
-  assert.equal(res.status, 200, JSON.stringify(res.body))
-  const done = await waitForUpload(account.api, res.body.upload_id, 30_000, true)
-  assert.equal(done.status, 'processed')
-}
+const uploadScored = (account: Account, kind: 'customers' | 'contacts', items: object[]) =>
+  uploadAndWait(account.api, kind, items, { scored: true })
 
 // No delivery job of the account left: what the last change sends has been sent.
 const quiet = (account: Account) =>

@@ -9,7 +9,7 @@ import { after, before, test } from 'node:test'
 import fc from 'fast-check'
 import { routes } from '../src/api/routes.ts'
 import { scoreRecords } from '../src/scoring/batch.ts'
-import { scoredAccount, waitForUpload } from './helpers/fixtures.ts'
+import { scoredAccount, uploadAndWait, waitForUpload } from './helpers/fixtures.ts'
 import { ADMIN_TOKEN, startTestService, type TestService } from './helpers/service.ts'
 
 let s: TestService
@@ -358,23 +358,17 @@ const tracked = (data: string) =>
 
 test('values: a number no double holds is a 400 naming its path on tracking, uploads and writes', async () => {
   values = await valuesAccount()
-  const upload = await values.api('/api/v1/customers', {
-    customers: [{ external_id: 'c1', name: 'C1', metrics: [{ date: '2026-01-01', logins: 10 }] }],
-  })
-  assert.equal(upload.status, 200, JSON.stringify(upload.body))
-  await waitForUpload(values.api, upload.body.upload_id)
-  const contact = await values.api('/api/v1/contacts', {
-    contacts: [
-      {
-        customer_external_id: 'c1',
-        contact_external_id: 'p1',
-        contact_name: 'P1',
-        metrics: [{ date: '2026-01-01', sessions: 5 }],
-      },
-    ],
-  })
-  assert.equal(contact.status, 200, JSON.stringify(contact.body))
-  await waitForUpload(values.api, contact.body.upload_id)
+  await uploadAndWait(values.api, 'customers', [
+    { external_id: 'c1', name: 'C1', metrics: [{ date: '2026-01-01', logins: 10 }] },
+  ])
+  await uploadAndWait(values.api, 'contacts', [
+    {
+      customer_external_id: 'c1',
+      contact_external_id: 'p1',
+      contact_name: 'P1',
+      metrics: [{ date: '2026-01-01', sessions: 5 }],
+    },
+  ])
   const cases: [string, string | Buffer, string][] = [
     ['/api/tracker/track', tracked('{"customer":{"employees":1e400}}'), '/events/0/data/customer/employees'],
     ['/api/tracker/track', tracked('{"customer":{"employees":-1e400}}'), '/events/0/data/customer/employees'],

@@ -2,7 +2,7 @@ import { test, before, after } from 'node:test'
 import assert from 'node:assert/strict'
 import { createServer, type Server } from 'node:http'
 import { startTestService, type TestService } from './helpers/service.ts'
-import { scoredAccount, waitForUpload } from './helpers/fixtures.ts'
+import { scoredAccount, uploadAndWait } from './helpers/fixtures.ts'
 
 let s: TestService
 let receiver: Server
@@ -117,14 +117,10 @@ test('jobs, queue depth, uploads and webhook deliveries move when an upload is p
   const queued = await scrape()
   assert.equal(queued('service_job_queue_depth', { task: 'metrics_test_task' }), 1)
 
-  const upload = await account.api('/api/v1/customers', {
-    customers: [
-      { external_id: 'm1', name: 'M One' },
-      { external_id: 'm2', name: 'M Two' },
-    ],
-  })
-  assert.equal(upload.status, 200)
-  assert.equal((await waitForUpload(account.api, upload.body.upload_id)).status, 'processed')
+  await uploadAndWait(account.api, 'customers', [
+    { external_id: 'm1', name: 'M One' },
+    { external_id: 'm2', name: 'M Two' },
+  ])
   const deadline = Date.now() + 30_000
   // The receiver answers the webhook; its delivery is marked just before the job returns and is
   // counted (a busy machine may even need a retry, 5 s later), so both are awaited.

@@ -1,7 +1,7 @@
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { startTestService } from './helpers/service.ts'
-import { scoredAccount, waitForUpload } from './helpers/fixtures.ts'
+import { scoredAccount, uploadAndWait } from './helpers/fixtures.ts'
 
 const TABLES = ['customers', 'customer_snapshots', 'customer_scores']
 
@@ -16,11 +16,8 @@ const customers = (prefix: string, from: number) =>
 test("a new account's first upload beside a larger account is known to the planner once it is scored", async () => {
   const s = await startTestService({ apiRateLimit: 100_000 })
   try {
-    const upload = async (account: Awaited<ReturnType<typeof scoredAccount>>, prefix: string, from: number) => {
-      const res = await account.api('/api/v1/customers', { customers: customers(prefix, from) })
-      assert.equal(res.status, 200, JSON.stringify(res.body))
-      return waitForUpload(account.api, res.body.upload_id, 60_000, true)
-    }
+    const upload = (account: Awaited<ReturnType<typeof scoredAccount>>, prefix: string, from: number) =>
+      uploadAndWait(account.api, 'customers', customers(prefix, from), { scored: true })
     const big = await scoredAccount(s, 'Big')
     for (const from of [0, 1000, 2000]) await upload(big, 'b', from)
     // Statistics that know the big account alone, as autovacuum leaves them; and no autovacuum

@@ -2,14 +2,21 @@
 // node --test over the test files; each file creates its own database in that cluster. A whole run
 // then runs the integration files once more on the oldest supported PostgreSQL when this machine
 // has it (Debian 12's PostgreSQL 15 in its usual place; SERVICE_TEST_POSTGRES_HOME names another
-// installation, 'none' skips it).
+// installation, 'none' skips it). At the end it prints each file's wall time, slowest first, and
+// writes them to test/artifacts/durations.json.
 import { spawn } from 'node:child_process'
-import { existsSync, readdirSync } from 'node:fs'
-import { join } from 'node:path'
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join, relative, resolve } from 'node:path'
 import { startThrowawayCluster } from './helpers/cluster.ts'
 
-const files = process.argv.slice(2).length
-  ? process.argv.slice(2)
+// Arguments that start with -- go to node --test (--test-name-pattern=..., --test-only); the others
+// name the files to run, all of them when none does.
+const args = process.argv.slice(2)
+const flags = args.filter((a) => a.startsWith('--'))
+const named = args.filter((a) => !a.startsWith('--'))
+const files = named.length
+  ? named
   : readdirSync('test')
       .filter((f) => f.endsWith('.test.ts'))
       .sort()
@@ -27,16 +34,48 @@ const SETTINGS = [
   'full_page_writes=off',
 ]
 
-const runTests = async (testFiles: string[], url?: string, home?: string) => {
+const scratch = mkdtempSync(join(tmpdir(), 'service-test-durations-'))
+const runs: { run: string; seconds: number; files: { file: string; seconds: number | null }[] }[] = []
+
+const runTests = async (run: string, testFiles: string[], url?: string, home?: string) => {
+  const started = performance.now()
+  const durations = join(scratch, `${runs.length}.jsonl`)
+  writeFileSync(durations, '')
   const cluster = url ? undefined : await startThrowawayCluster('service-test-', SETTINGS, home)
   const child = spawn(
     process.execPath,
-    ['--import', 'tsx', '--test', '--test-concurrency=3', '--test-timeout=300000', ...testFiles],
-    { stdio: 'inherit', env: { ...process.env, TEST_DATABASE_URL: url ?? cluster!.url } },
+    [
+      ...['--import', 'tsx', '--import', './test/helpers/durations.ts'],
+      ...['--test', '--test-concurrency=3', '--test-timeout=300000', ...flags, ...testFiles],
+    ],
+    { stdio: 'inherit', env: { ...process.env, TEST_DATABASE_URL: url ?? cluster!.url, TEST_DURATIONS: durations } },
   )
   const code: number = await new Promise((resolve) => child.on('exit', (c) => resolve(c ?? 1)))
   await cluster?.stop()
+  const ms = new Map<string, number>()
+  for (const line of readFileSync(durations, 'utf8').split('\n').filter(Boolean)) {
+    const { file, ms: took } = JSON.parse(line)
+    ms.set(file, took)
+  }
+  // A file killed before it could exit (a timeout, a crash) has no time: listed first, as null.
+  const files = testFiles
+    .map((file) => relative('.', resolve(file)))
+    .map((file) => ({ file, seconds: ms.has(file) ? ms.get(file)! / 1000 : null }))
+    .sort((a, b) => (b.seconds ?? Infinity) - (a.seconds ?? Infinity))
+  runs.push({ run, seconds: (performance.now() - started) / 1000, files })
   return code
+}
+
+const printDurations = () => {
+  for (const { run, seconds, files } of runs) {
+    process.stdout.write(`\n# Wall time of each test file (${run}), slowest first; ${seconds.toFixed(1)} s in all\n`)
+    for (const { file, seconds } of files) {
+      process.stdout.write(`# ${seconds === null ? '     -' : seconds.toFixed(1).padStart(6)} s  ${file}\n`)
+    }
+  }
+  mkdirSync(join('test', 'artifacts'), { recursive: true })
+  writeFileSync(join('test', 'artifacts', 'durations.json'), `${JSON.stringify(runs, null, 2)}\n`)
+  rmSync(scratch, { recursive: true, force: true })
 }
 
 // The files whose assertions depend on the server: SQL semantics, migrations, the set-based jobs.
@@ -46,6 +85,7 @@ const INTEGRATION = [
   'scoring-sql',
   'scoring.integration',
   'search',
+  'search-compiler',
   'search-property',
   'strict',
   'tracking',
@@ -54,10 +94,12 @@ const INTEGRATION = [
 ].map((name) => join('test', `${name}.test.ts`))
 const olderHome = process.env.SERVICE_TEST_POSTGRES_HOME ?? '/usr/lib/postgresql/15'
 
-let code = await runTests(files, process.env.TEST_DATABASE_URL)
-const whole = process.argv.length <= 2 && !process.env.TEST_DATABASE_URL
+const first = process.env.TEST_DATABASE_URL ? 'TEST_DATABASE_URL' : 'embedded PostgreSQL'
+let code = await runTests(first, files, process.env.TEST_DATABASE_URL)
+const whole = args.length === 0 && !process.env.TEST_DATABASE_URL
 if (code === 0 && whole && olderHome !== 'none' && existsSync(join(olderHome, 'bin', 'postgres'))) {
   process.stdout.write(`# The integration files again, on the PostgreSQL in ${olderHome}\n`)
-  code = await runTests(INTEGRATION, undefined, olderHome)
+  code = await runTests(`integration files, ${olderHome}`, INTEGRATION, undefined, olderHome)
 }
+printDurations()
 process.exit(code)

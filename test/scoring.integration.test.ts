@@ -5,7 +5,7 @@
 import { after, before, test } from 'node:test'
 import assert from 'node:assert/strict'
 import { startTestService, type TestService } from './helpers/service.ts'
-import { waitForUpload } from './helpers/fixtures.ts'
+import { uploadAndWait, waitForUpload } from './helpers/fixtures.ts'
 import { scoreDaily } from '../src/scoring/daily.ts'
 
 let s: TestService
@@ -73,19 +73,14 @@ const setModel = async (a: Account, model: unknown) => {
 }
 
 const uploadCustomers = async (a: Account, customers: object[]) => {
-  const res = await a.api('/api/v1/customers', { customers: customers.map((c) => ({ name: 'Customer', ...c })) })
-  assert.equal(res.status, 200, JSON.stringify(res.body))
-  const done = await waitForUpload(a.api, res.body.upload_id, 60_000, true)
-  assert.equal(done.status, 'processed')
+  const items = customers.map((c) => ({ name: 'Customer', ...c }))
+  const done = await uploadAndWait(a.api, 'customers', items, { scored: true })
   assert.ok(!Number.isNaN(Date.parse(done.scored_at)))
   return done
 }
 
-const uploadContacts = async (a: Account, contacts: object[]) => {
-  const res = await a.api('/api/v1/contacts', { contacts })
-  assert.equal(res.status, 200, JSON.stringify(res.body))
-  return waitForUpload(a.api, res.body.upload_id, 60_000, true)
-}
+const uploadContacts = (a: Account, contacts: object[]) =>
+  uploadAndWait(a.api, 'contacts', contacts, { scored: true, status: null })
 
 const getCustomer = async (a: Account, id: string) => {
   const res = await a.api(`/api/v1/customer/${id}`, undefined, 'GET')

@@ -3,7 +3,7 @@
 // and tracking data stay open. Requests in the interface's shape are answered as before.
 import assert from 'node:assert/strict'
 import { after, before, describe, test } from 'node:test'
-import { scoredAccount, waitForUpload } from './helpers/fixtures.ts'
+import { scoredAccount, uploadAndWait, waitForUpload } from './helpers/fixtures.ts'
 import { startTestService, type TestService } from './helpers/service.ts'
 
 let s: TestService
@@ -12,8 +12,10 @@ before(async () => {
   s = await startTestService()
   a = await scoredAccount(s)
   await s.admin('PUT', `/accounts/${a.id}/tracking`, { domains: ['acme.test'] })
-  const up = await a.api('/api/v1/customers', {
-    customers: [
+  await uploadAndWait(
+    a.api,
+    'customers',
+    [
       {
         external_id: 'acme',
         name: 'Acme',
@@ -21,8 +23,8 @@ before(async () => {
         metrics: [{ date: '2026-11-01', logins: 30 }],
       },
     ],
-  })
-  await waitForUpload(a.api, up.body.upload_id, 30_000, true)
+    { scored: true },
+  )
 })
 after(() => s.stop())
 

@@ -5,7 +5,7 @@ import { createServer } from 'node:http'
 import { promisify } from 'node:util'
 import fc from 'fast-check'
 import { startTestService, type TestService } from './helpers/service.ts'
-import { scoredAccount, waitForUpload } from './helpers/fixtures.ts'
+import { scoredAccount, uploadAndWait } from './helpers/fixtures.ts'
 import type { PropertyType } from '../src/catalog.ts'
 import type { Refusal } from '../src/errors.ts'
 import { fitsType, MAX_DEPTH } from '../src/values.ts'
@@ -57,10 +57,7 @@ const trackAndApply = async (a: Account, events: unknown[]) => {
 }
 
 const upload = async (a: Account, kind: 'customers' | 'contacts', items: object[]) => {
-  const res = await a.api(`/api/v1/${kind}`, { [kind]: items })
-  assert.equal(res.status, 200, JSON.stringify(res.body))
-  const done = await waitForUpload(a.api, res.body.upload_id)
-  assert.equal(done.status, 'processed', JSON.stringify(done))
+  await uploadAndWait(a.api, kind, items)
 }
 
 // ---- validation -------------------------------------------------------------------------------

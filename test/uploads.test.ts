@@ -1,7 +1,7 @@
 import { test, before, after } from 'node:test'
 import assert from 'node:assert/strict'
 import { startTestService, type TestService } from './helpers/service.ts'
-import { scoredAccount, waitForUpload } from './helpers/fixtures.ts'
+import { scoredAccount, uploadAndWait, waitForUpload } from './helpers/fixtures.ts'
 import { eventually } from './helpers/receiver.ts'
 import { LARGE_BODY_BYTES } from '../src/http/gate.ts'
 
@@ -15,16 +15,8 @@ type Api = Awaited<ReturnType<typeof scoredAccount>>['api']
 const paths = (res: { body: any }) => (res.body.errors ?? []).map((e: { path: string }) => e.path)
 const customer = (i: number, extra: object = {}) => ({ external_id: `c${i}`, name: `Customer ${i}`, ...extra })
 
-const upload = async (api: Api, customers: object[]) => {
-  const res = await api('/api/v1/customers', { customers })
-  assert.equal(res.status, 200, JSON.stringify(res.body))
-  return waitForUpload(api, res.body.upload_id)
-}
-const uploadContacts = async (api: Api, contacts: object[]) => {
-  const res = await api('/api/v1/contacts', { contacts })
-  assert.equal(res.status, 200, JSON.stringify(res.body))
-  return waitForUpload(api, res.body.upload_id)
-}
+const upload = (api: Api, customers: object[]) => uploadAndWait(api, 'customers', customers, { status: null })
+const uploadContacts = (api: Api, contacts: object[]) => uploadAndWait(api, 'contacts', contacts, { status: null })
 
 // Each case: a body that must be refused with 400 naming exactly these paths.
 const customerCases: [string, unknown, string[]][] = [

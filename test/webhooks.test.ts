@@ -8,7 +8,7 @@ import assert from 'node:assert/strict'
 import { verify } from '@octokit/webhooks-methods'
 import { Webhook } from 'standardwebhooks'
 import { startTestService, type TestService } from './helpers/service.ts'
-import { scoredAccount, waitForUpload } from './helpers/fixtures.ts'
+import { scoredAccount, uploadAndWait } from './helpers/fixtures.ts'
 import { eventually, startReceiver, type Receiver, type Responder } from './helpers/receiver.ts'
 import {
   type Delivery,
@@ -626,8 +626,7 @@ test('the SSRF guard also holds at sending time', async () => {
     const [hook] = await guarded.sql`
       insert into webhooks (account_id, url, events, secret)
       values (${account.id}, ${r.url}, ${['customer.created']}, 'whsec_x') returning id`
-    const res = await account.api('/api/v1/customers', { customers: customers(0, 1) })
-    await waitForUpload(account.api, res.body.upload_id)
+    await uploadAndWait(account.api, 'customers', customers(0, 1))
     const [delivery] = await eventually(async () => {
       const list = (await guarded.admin('GET', `/accounts/${account.id}/webhooks/${hook.id}/deliveries`)).body
       return list.length === 1 && list[0].status !== 'pending' && list

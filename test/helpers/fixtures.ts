@@ -1,3 +1,4 @@
+import assert from 'node:assert/strict'
 import type { TestService } from './service.ts'
 
 // An account with a customer scoring model, a few typed properties and a user: ready for uploads.
@@ -43,4 +44,19 @@ export const waitForUpload = async (
     if (Date.now() > deadline) throw new Error(`upload ${uploadId} still ${res.body.status}`)
     await new Promise((r) => setTimeout(r, 100))
   }
+}
+
+// Sends one upload and waits for it (see waitForUpload): the upload as it ended, which must be
+// `status` (processed unless told; null takes any end).
+export const uploadAndWait = async (
+  api: ReturnType<TestService['api']>,
+  kind: 'customers' | 'contacts',
+  items: readonly unknown[],
+  { scored = false, timeoutMs = 60_000, status = 'processed' as string | null } = {},
+) => {
+  const res = await api(`/api/v1/${kind}`, { [kind]: items })
+  assert.equal(res.status, 200, JSON.stringify(res.body))
+  const done = await waitForUpload(api, res.body.upload_id, timeoutMs, scored)
+  if (status !== null) assert.equal(done.status, status, JSON.stringify(done))
+  return done
 }

@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict'
-import { waitForUpload } from './fixtures.ts'
+import { uploadAndWait } from './fixtures.ts'
 import type { TestService } from './service.ts'
 
 type Account = Awaited<ReturnType<TestService['account']>>
@@ -8,18 +8,8 @@ export const dayAgo = (n: number) => new Date(Date.now() - n * 86_400_000).toISO
 
 // Uploads through the API and waits until the records are processed and scored, so that stored
 // scores set afterwards with SQL are not overwritten by the scoring job.
-export const upload = async (account: Account, kind: 'customers' | 'contacts', items: unknown[]) => {
-  const res = await account.api(`/api/v1/${kind}`, { [kind]: items })
-  assert.equal(res.status, 200, JSON.stringify(res.body))
-  const done = await waitForUpload(account.api, res.body.upload_id)
-  assert.equal(done.status, 'processed', JSON.stringify(done))
-  for (const deadline = Date.now() + 30_000; ; ) {
-    const state = await account.api(`/api/v1/uploads/${res.body.upload_id}`, undefined, 'GET')
-    if (state.body.scored_at) return state.body
-    if (Date.now() > deadline) throw new Error(`upload ${res.body.upload_id} not scored`)
-    await new Promise((r) => setTimeout(r, 50))
-  }
-}
+export const upload = (account: Account, kind: 'customers' | 'contacts', items: unknown[]) =>
+  uploadAndWait(account.api, kind, items, { scored: true })
 
 export const search = (account: Account, entity: 'customers' | 'contacts', body?: unknown) =>
   account.api(`/api/v1/${entity}/search`, body)

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict'
 import type { TestService } from './service.ts'
-import { waitForUpload } from './fixtures.ts'
+import { uploadAndWait } from './fixtures.ts'
 import { eventually } from './receiver.ts'
 
 type Account = Awaited<ReturnType<TestService['account']>>
@@ -21,13 +21,8 @@ export const subscribe = async (s: TestService, accountId: number, url: string) 
   return { hookId: hook.body.id as number, secret: hook.body.secret as string }
 }
 
-export const upload = async (account: Account, items: object[], kind = 'customers') => {
-  const res = await account.api(`/api/v1/${kind}`, { [kind]: items })
-  assert.equal(res.status, 200, JSON.stringify(res.body))
-  const done = await waitForUpload(account.api, res.body.upload_id)
-  assert.equal(done.status, 'processed', JSON.stringify(done))
-  return done
-}
+export const upload = (account: Account, items: object[], kind: 'customers' | 'contacts' = 'customers') =>
+  uploadAndWait(account.api, kind, items)
 
 export const listDeliveries = async (s: TestService, account: Account, hookId: number, query = '') => {
   const res = await s.admin('GET', `/accounts/${account.id}/webhooks/${hookId}/deliveries${query}`)
