@@ -9,7 +9,8 @@ export type ValueType = PropertyType
 // owner, tags and customer_external_id hold strings but have their own operator sets and matching.
 export type FieldType = ValueType | 'owner' | 'tags' | 'customer_external_id'
 
-export interface Filter {
+// A type rather than an interface, so that a saved search is a JSON value to postgres.js.
+export type Filter = {
   propertyName: string
   operator: string
   value?: string

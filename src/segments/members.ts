@@ -7,6 +7,7 @@ import type { Tx } from '../db/client.ts'
 import type { AccountPayload } from '../db/jobs.ts'
 import { Refusal, refuse } from '../errors.ts'
 import { SearchError } from '../search/fields.ts'
+import type { EventItem } from '../webhooks/events.ts'
 import { enqueueEvent } from '../webhooks/outbox.ts'
 import { matchQuery } from './segments.ts'
 
@@ -57,7 +58,7 @@ export const recomputeSegment = async (tx: Tx, accountId: number, segmentId: num
 // segment.entered and segment.exited, in the recomputation's transaction. A segment's first
 // computation is its initial population, not customers entering it, and announces nothing.
 const announce = async (tx: Tx, accountId: number, segment: { id: number; name: string }, change: MembershipChange) => {
-  const customers = (ids: number[]) => tx`
+  const customers = <E extends 'segment.entered' | 'segment.exited'>(ids: number[]) => tx<EventItem<E>[]>`
     select m.customer_id as service_id, m.external_id, c.name from segment_members m
       left join customers c on c.account_id = m.account_id and c.service_id = m.customer_id
     where m.account_id = ${accountId} and m.segment_id = ${segment.id} and m.customer_id = any(${ids}::bigint[])
@@ -65,9 +66,11 @@ const announce = async (tx: Tx, accountId: number, segment: { id: number; name: 
         and l.segment_id = m.segment_id and l.customer_id = m.customer_id)
     order by m.customer_id`
   if (change.entered.length)
-    await enqueueEvent(tx, accountId, 'segment.entered', (await customers(change.entered)) as never, { segment })
+    await enqueueEvent(tx, accountId, 'segment.entered', await customers<'segment.entered'>(change.entered), {
+      segment,
+    })
   if (change.exited.length)
-    await enqueueEvent(tx, accountId, 'segment.exited', (await customers(change.exited)) as never, { segment })
+    await enqueueEvent(tx, accountId, 'segment.exited', await customers<'segment.exited'>(change.exited), { segment })
 }
 
 // One segment the job cannot bring up to date (its saved search is past a limit made after it was

@@ -82,7 +82,7 @@ export const createSegment = async (app: App, accountId: number, body: SegmentBo
   const id = await app.sql.begin(async (tx) => {
     const { name, saved } = await checked(tx, accountId, body)
     const [row] = await tx`insert into segments (account_id, name, body)
-      values (${accountId}, ${name}, ${tx.json(saved as never)}) returning id`.catch(nameTaken(name))
+      values (${accountId}, ${name}, ${tx.json(saved)}) returning id`.catch(nameTaken(name))
     await addRecomputeSegments(tx, accountId)
     return row.id as number
   })
@@ -92,7 +92,7 @@ export const createSegment = async (app: App, accountId: number, body: SegmentBo
 export const updateSegment = async (app: App, accountId: number, id: number, body: SegmentBody) => {
   await app.sql.begin(async (tx) => {
     const { name, saved } = await checked(tx, accountId, body)
-    const [row] = await tx`update segments set name = ${name}, body = ${tx.json(saved as never)}, updated_at = now()
+    const [row] = await tx`update segments set name = ${name}, body = ${tx.json(saved)}, updated_at = now()
       where account_id = ${accountId} and id = ${id} returning id`.catch(nameTaken(name))
     if (!row) refuse(404, `No segment ${id} in this account.`)
     await addRecomputeSegments(tx, accountId)
