@@ -7,37 +7,61 @@ import { budgeted, type Caller, type Track } from '../db/budget.ts'
 import type { Sql, Tx } from '../db/client.ts'
 import { TABLES } from '../db/tables.ts'
 import { today } from '../dates.ts'
-import { refuse } from '../errors.ts'
+import { type FieldError, refuse } from '../errors.ts'
 import { contextNeeds } from '../search/criteria.ts'
 import {
   type Condition,
   type Conditions,
-  type ErrorDetail,
+  type Filter,
   leavesOf,
-  MAX_DEPTH,
-  MAX_FILTERS,
-  MAX_LEAVES,
-  MAX_LIMIT,
-  MAX_SORT,
   DIRECTIONS,
   NODE_KEYS,
   OPERATORS,
-  SearchError,
 } from '../search/fields.ts'
-import { compileCount, compileSearch, type SearchInput } from '../search/sql.ts'
+import { compileCount, compileSearch, INVALID_SEARCH, type SearchInput, searchProblems } from '../search/sql.ts'
 
+// The shapes and limits of a search body; what depends on the account's catalog (codenames, an
+// operator for a field's type, values of the type) the compiler (src/search/) checks.
+const MAX_FILTERS = 10
+// A where tree: and/or/not nodes on the way from its top to any leaf, and leaves in all.
+export const MAX_TREE_DEPTH = 4
+export const MAX_LEAVES = 50
+const MAX_LIMIT = 1000
+const MAX_SORT = 3
 // Each IN value and selected codename becomes one bound parameter; the caps keep a 5 MB body from
 // outgrowing Postgres' 65535 parameters.
-export const MAX_LIST = 1000
+const MAX_LIST = 1000
+// IN/NIN values across all the filters of a request: the values of a request bound its cost,
+// however they are spread over its leaves.
+const MAX_VALUES = 5000
+// A LIKE/NLIKE value: the substring test and a trigram index's lookup grow with its length.
+const MAX_PATTERN = 256
 
 // The operator is checked against the field's type by the compiler, which names what the field
 // allows; the document lists every operator.
-const SearchFilter = strict({
-  propertyName: v.string(),
-  operator: v.pipe(v.string(), v.metadata({ enum: [...OPERATORS] })),
-  value: v.optional(v.string()),
-  values: v.optional(v.pipe(v.array(v.string()), v.maxLength(MAX_LIST, `At most ${MAX_LIST} values.`))),
-})
+const SearchFilter = v.pipe(
+  strict({
+    propertyName: v.string(),
+    operator: v.pipe(v.string(), v.metadata({ enum: [...OPERATORS] })),
+    value: v.optional(v.string()),
+    values: v.optional(v.pipe(v.array(v.string()), v.maxLength(MAX_LIST, `At most ${MAX_LIST} values.`))),
+  }),
+  v.forward(
+    v.partialCheck(
+      [['operator'], ['value']],
+      (f) => !['LIKE', 'NLIKE'].includes(f.operator) || (f.value ?? '').length <= MAX_PATTERN,
+      `At most ${MAX_PATTERN} characters for LIKE and NLIKE.`,
+    ),
+    ['value'],
+  ),
+)
+
+const valuesIn = (filters: readonly Filter[]) => filters.reduce((n, f) => n + (f.values?.length ?? 0), 0)
+const fewValues = <T>(leaves: (t: T) => readonly Filter[]) =>
+  v.check(
+    (t: T) => valuesIn(leaves(t)) <= MAX_VALUES,
+    (issue) => `At most ${MAX_VALUES} values in all the filters together (this has ${valuesIn(leaves(issue.input))}).`,
+  )
 
 // The node an object is meant as: the one whose key it has or, when it has no propertyName, whose
 // key one of its keys is a typo of (strict() then names the key it meant); a filter otherwise.
@@ -47,7 +71,7 @@ const nodeKey = (input: unknown) => {
   return NODE_KEYS.find((k) => keys.includes(k)) ?? keys.map((k) => closest(k, [...NODE_KEYS])).find(Boolean)
 }
 
-const TOO_DEEP = v.custom<Condition>(() => false, `At most ${MAX_DEPTH} nested and/or/not nodes.`)
+const TOO_DEEP = v.custom<Condition>(() => false, `At most ${MAX_TREE_DEPTH} nested and/or/not nodes.`)
 
 const nodesOver = (child: v.GenericSchema<Condition>) => {
   const list = v.pipe(v.array(child), v.minLength(1, 'Must have at least one condition.'))
@@ -57,7 +81,7 @@ const nodesOver = (child: v.GenericSchema<Condition>) => {
 // A condition under `depth` nodes. Each level is a schema of its own, whose nodes hold the next
 // level's conditions; the last holds filters only, so no body recurses deeper however it nests.
 const conditionAt = (depth: number): v.GenericSchema<Condition> => {
-  const nodes = depth < MAX_DEPTH ? nodesOver(conditionAt(depth + 1)) : undefined
+  const nodes = depth < MAX_TREE_DEPTH ? nodesOver(conditionAt(depth + 1)) : undefined
   return v.lazy((input) => {
     const key = nodeKey(input) as (typeof NODE_KEYS)[number] | undefined
     return key === undefined ? SearchFilter : (nodes?.[key] ?? TOO_DEEP)
@@ -65,7 +89,7 @@ const conditionAt = (depth: number): v.GenericSchema<Condition> => {
 }
 
 // The tree as the document publishes it (the component Where): recursive, where the validator above
-// unrolls its levels to stop at MAX_DEPTH, which the description states.
+// unrolls its levels to stop at MAX_TREE_DEPTH, which the description states.
 export const Where: v.GenericSchema = v.union([
   SearchFilter,
   strict({ and: v.pipe(v.array(v.lazy(() => Where)), v.minLength(1)) }),
@@ -74,7 +98,7 @@ export const Where: v.GenericSchema = v.union([
 ])
 
 const WHERE = `A tree instead of filters: a filter object, or a node {"and": [conditions]}, {"or": [conditions]} or
-{"not": condition}, whose conditions are again filter objects or nodes. At most ${MAX_DEPTH} nodes on the way from
+{"not": condition}, whose conditions are again filter objects or nodes. At most ${MAX_TREE_DEPTH} nodes on the way from
 the top to any filter and ${MAX_LEAVES} filters in all; not together with filters. Customer search is limited to
 active customers unless a filter anywhere in the tree names is_churned.`.replaceAll('\n', ' ')
 
@@ -101,11 +125,18 @@ under a sort an opaque cursor, refused with a 400 when altered or from another s
 // here; codenames, operators and values against the account's catalog in the compiler, which
 // reports them with the same kind of paths.
 export const conditions = {
-  filters: v.optional(v.pipe(v.array(SearchFilter), v.maxLength(MAX_FILTERS, `At most ${MAX_FILTERS} filters.`))),
+  filters: v.optional(
+    v.pipe(
+      v.array(SearchFilter),
+      v.maxLength(MAX_FILTERS, `At most ${MAX_FILTERS} filters.`),
+      fewValues((fs: Filter[]) => fs),
+    ),
+  ),
   where: v.optional(
     v.pipe(
       conditionAt(0),
       v.check((t) => leavesOf(t).length <= MAX_LEAVES, `At most ${MAX_LEAVES} filters in a tree.`),
+      fewValues((t: Condition) => leavesOf(t)),
       v.description(WHERE),
       v.metadata({ published: Where }),
     ),
@@ -214,7 +245,7 @@ const afterError = async (
   accountId: number,
   entity: Entity,
   after: number | undefined,
-): Promise<ErrorDetail[]> => {
+): Promise<FieldError[]> => {
   if (after === undefined) return []
   const [found] =
     await sql`select 1 from ${sql(TABLES[entity].records)} where account_id = ${accountId} and service_id = ${after}`
@@ -302,21 +333,17 @@ export const searchPage = (app: App, accountId: number, entity: Entity, body: Se
       sorted ? cursorKey(app.sql) : undefined,
     ])
     const input = searchInput(accountId, entity, body, context, key)
-    let query: ReturnType<typeof compileSearch>
-    try {
-      query = compileSearch(input)
-    } catch (err) {
-      if (!(err instanceof SearchError)) throw err
-      return refuse(400, 'The search request is invalid.', [
-        ...(await afterError(tx, accountId, entity, input.afterServiceId)),
-        ...err.errors,
-      ])
+    // Whether `after` names a record is asked only of a request refused anyway, or of an empty page.
+    const problems = searchProblems(input)
+    if (problems.length > 0) {
+      refuse(400, INVALID_SEARCH, [...(await afterError(tx, accountId, entity, input.afterServiceId)), ...problems])
     }
+    const query = compileSearch(input)
     const rows = (await track(tx.unsafe(query.text, query.params as string[]).raw())) as unknown as Buffer[][]
     const total = body.count && (await countOf(tx, track, input, body.count))
     if (rows.length === 0) {
       const errors = await afterError(tx, accountId, entity, input.afterServiceId)
-      if (errors.length > 0) refuse(400, 'The search request is invalid.', errors)
+      if (errors.length > 0) refuse(400, INVALID_SEARCH, errors)
     }
     return pageBody(rows, body.limit, total || undefined, query.next)
   })

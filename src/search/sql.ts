@@ -3,18 +3,16 @@
 // conditions (predicates.ts), and the page of records around them, or their count. Every
 // user-supplied string (codenames, values, ids) travels as a bound parameter with an explicit cast.
 import { TABLES } from '../db/tables.ts'
+import { type FieldError, refuse } from '../errors.ts'
 import { checkProperties, collectTree, type Lookups } from './criteria.ts'
 import {
   type Conditions,
   type Criterion,
   type Entity,
-  type ErrorDetail,
   type Field,
   isNode,
   leavesOf,
-  MAX_LIMIT,
   type PropertyDef,
-  SearchError,
   type SortSpec,
   TIMESTAMP_FIELDS,
   type Tree,
@@ -153,7 +151,7 @@ type BeginInput = MatchInput &
   Partial<Pick<SearchInput, 'limit' | 'properties' | 'sort' | 'afterServiceId' | 'afterCursor' | 'cursorKey'>>
 
 // The sort keys, and the values of the cursor the page starts after (each problem in `errors`).
-function sortOf(input: BeginInput, defs: ReadonlyMap<string, PropertyDef>, errors: ErrorDetail[]) {
+function sortOf(input: BeginInput, defs: ReadonlyMap<string, PropertyDef>, errors: FieldError[]) {
   const keys = resolveSort(input.entity, input.sort ?? [], defs, errors)
   if (keys.length > 0 && input.afterServiceId !== undefined) {
     errors.push({ path: '/after', message: 'under a sort, must be the string paging.next.after of the previous page' })
@@ -168,17 +166,29 @@ function sortOf(input: BeginInput, defs: ReadonlyMap<string, PropertyDef>, error
   return { keys, after }
 }
 
-// The input's condition and sort, validated (or a SearchError with every problem of the input,
-// after the caller's own `errors`), and a context that binds the parameters of one statement.
-function begin(input: BeginInput, errors: ErrorDetail[] = []): Begun {
-  const { limit } = input
-  if (limit !== undefined && (!Number.isInteger(limit) || limit < 1 || limit > MAX_LIMIT)) {
-    errors.push({ path: '/limit', message: `must be an integer from 1 to ${MAX_LIMIT}` })
-  }
+export const INVALID_SEARCH = 'The search request is invalid.'
+
+// The input's condition and sort, checked against the account's catalog (and a cursor against its
+// search): each problem in `errors`, after the caller's own. The body's schema has checked its shape.
+function checked(input: BeginInput, errors: FieldError[]) {
   const tree = collectTree(input.entity, input, input.catalog, errors)
   const { keys, after } = sortOf(input, new Map(input.catalog.map((d) => [d.codename, d])), errors)
   if (input.properties) checkProperties(input.properties, input.catalog, errors)
-  if (errors.length > 0) throw new SearchError(errors)
+  return { tree, keys, after }
+}
+
+// Every problem of a search, for a caller that reports its own beside them (records/search.ts).
+export function searchProblems(input: SearchInput): FieldError[] {
+  const errors: FieldError[] = []
+  checked(input, errors)
+  return errors
+}
+
+// The input's condition and sort, checked (or a 400 whose detail is `refusal`, with every problem
+// of the input after the caller's own `errors`), and a context that binds one statement's parameters.
+function begin(input: BeginInput, refusal: string, errors: FieldError[] = []): Begun {
+  const { tree, keys, after } = checked(input, errors)
+  if (errors.length > 0) refuse(400, refusal, errors)
 
   const params: string[] = []
   // Every parameter is declared text and cast in SQL: postgres.js serializes a parameter by the
@@ -333,7 +343,7 @@ function splitPage(
 // for limit + 1 rows so the caller can tell whether a next page exists. A sorted page's rows end
 // with `cursor`, the text of its keys' values and its external ID.
 export function compileSearch(input: SearchInput): CompiledSearch {
-  const { tree, keys, after, ctx, params } = begin(input)
+  const { tree, keys, after, ctx, params } = begin(input, INVALID_SEARCH)
   const columns = columnsSql(ctx, propertiesSql(input.properties, ctx))
   const match = matchSql(ctx, tree, keys, keys.length === 0)
   const where = [
@@ -392,7 +402,7 @@ export function compileSearch(input: SearchInput): CompiledSearch {
 // All the records the search matches, paging aside: their number (column `total`), or the
 // planner's estimate of it, EXPLAIN's rows of the matching records (`estimate`), planned, never run.
 export function compileCount(input: SearchInput, estimate: boolean): CompiledSearch {
-  const { tree, ctx, params } = begin(input)
+  const { tree, ctx, params } = begin(input, INVALID_SEARCH)
   const { from, where } = matchSql(ctx, tree)
   const match = `from ${from}\nwhere ${where.join('\n  and ')}`
   return { text: estimate ? `explain (format json) select 1 ${match}` : `select count(*) as total ${match}`, params }
@@ -401,16 +411,15 @@ export function compileCount(input: SearchInput, estimate: boolean): CompiledSea
 // The records the search matches, paging aside (columns service_id and external_id): the set a
 // saved segment holds.
 export function compileMembers(input: MatchInput): CompiledSearch {
-  const { tree, ctx, params } = begin(input)
+  const { tree, ctx, params } = begin(input, "The segment's search is invalid.")
   const { from, where } = matchSql(ctx, tree)
   return { text: `select r.service_id, r.external_id from ${from}\nwhere ${where.join('\n  and ')}`, params }
 }
 
 // The matching records for a statement built elsewhere (src/search/aggregate.ts): FROM, joining
 // what the condition and `fields` read, WHERE, and the context to bind the statement's own
-// parameters with. `errors` are the caller's problems, reported in one SearchError with the
-// condition's.
-export function compileMatch(input: MatchInput, fields: readonly Field[], errors: ErrorDetail[]) {
-  const { tree, ctx, params } = begin(input, errors)
+// parameters with. `errors` are the caller's problems, refused in one 400 with the condition's.
+export function compileMatch(input: MatchInput, fields: readonly Field[], errors: FieldError[]) {
+  const { tree, ctx, params } = begin(input, 'The aggregate request is invalid.', errors)
   return { ...matchSql(ctx, tree, fields), ctx, params }
 }

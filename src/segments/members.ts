@@ -6,7 +6,6 @@ import { budgeted } from '../db/budget.ts'
 import type { Tx } from '../db/client.ts'
 import type { AccountPayload } from '../db/jobs.ts'
 import { Refusal, refuse } from '../errors.ts'
-import { SearchError } from '../search/fields.ts'
 import type { EventItem } from '../webhooks/events.ts'
 import { enqueueEvent } from '../webhooks/outbox.ts'
 import { matchQuery } from './segments.ts'
@@ -78,7 +77,7 @@ const announce = async (tx: Tx, accountId: number, segment: { id: number; name: 
 // it never fails the recomputation of the account's other segments, on every retry.
 const recomputedOrSkipped = (app: App, accountId: number, id: number) =>
   budgeted(app, undefined, 'segment', (tx) => recomputeSegment(tx, accountId, id)).catch((err) => {
-    if (!(err instanceof SearchError || (err instanceof Refusal && err.status === 422))) throw err
+    if (!(err instanceof Refusal && (err.status === 400 || err.status === 422))) throw err
     app.log('warn', 'segment not recomputed', { account: accountId, segment: id, reason: err.message })
     return null
   })
