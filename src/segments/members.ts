@@ -8,7 +8,7 @@ import type { AccountPayload } from '../db/jobs.ts'
 import { Refusal, refuse } from '../errors.ts'
 import type { EventItem } from '../webhooks/events.ts'
 import { enqueueEvent } from '../webhooks/outbox.ts'
-import { matchQuery } from './segments.ts'
+import { matchQuery, savedOf } from './segments.ts'
 
 export interface MembershipChange {
   segment_id: number
@@ -27,7 +27,7 @@ export const recomputeSegment = async (tx: Tx, accountId: number, segmentId: num
     select name, body, computed_at from segments where account_id = ${accountId} and id = ${segmentId}
     for no key update`
   if (!segment) return null
-  const match = await matchQuery(tx, accountId, segment.body)
+  const match = await matchQuery(tx, accountId, savedOf(segment.body))
   const [a, s] = [match.params.length + 1, match.params.length + 2].map((n) => `$${n}::text::bigint`)
   const [row] = await tx.unsafe(
     `with matched as materialized (${match.text}

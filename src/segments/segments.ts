@@ -17,20 +17,25 @@ import {
   searchPage,
 } from '../records/search.ts'
 import { compileMembers } from '../search/sql.ts'
-import { storable } from '../validate.ts'
+import { parse, storable } from '../validate.ts'
 
 export const SegmentBody = savedSearch({
   name: v.pipe(v.string(), v.trim(), v.minLength(1, 'Must not be empty.'), v.maxLength(255), storable),
 })
 export type SegmentBody = v.InferOutput<typeof SegmentBody>
 
-// The saved search as the compiler takes a search body (a page of one: the page is never read).
-const asSearch = (saved: Record<string, unknown>) => ({ ...saved, limit: 1 }) as SearchBody
+const SavedSearch = savedSearch({})
+type SavedSearch = v.InferOutput<typeof SavedSearch>
+
+// A saved search as stored, checked again as it is read: one saved before a limit it is past is
+// refused (400), and the recomputation skips it.
+export const savedOf = (body: unknown) => parse(SavedSearch, body)
 
 // The customer records a saved search matches, as a query (columns service_id, external_id), or a
-// 400 naming each field of the body at fault.
-export const matchQuery = async (tx: Tx, accountId: number, saved: Record<string, unknown>) => {
-  const body = asSearch(saved)
+// 400 naming each field of the body at fault. The compiler takes it as a search for a page of one,
+// which is never read.
+export const matchQuery = async (tx: Tx, accountId: number, saved: SavedSearch) => {
+  const body: SearchBody = { ...saved, limit: 1 }
   return compileMembers(searchInput(accountId, 'customer', body, await searchContext(tx, accountId, 'customer', body)))
 }
 
@@ -99,7 +104,7 @@ export const updateSegment = async (app: App, accountId: number, id: number, bod
 export const searchMembers = async (app: App, accountId: number, id: number, page: PageBody, caller?: Caller) => {
   const [row] = await app.sql`select body from segments where account_id = ${accountId} and id = ${id}`
   if (!row) refuse(404, `No segment ${id} in this account.`)
-  return searchPage(app, accountId, 'customer', { ...row.body, ...page }, caller)
+  return searchPage(app, accountId, 'customer', { ...savedOf(row.body), ...page }, caller)
 }
 
 export const deleteSegment = async (app: App, accountId: number, id: number) => {
