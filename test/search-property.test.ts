@@ -22,7 +22,7 @@ import {
   type SortSpec,
 } from '../src/search/fields.ts'
 import { Refusal } from '../src/errors.ts'
-import { MAX_TREE_DEPTH, MAX_LEAVES } from '../src/records/search.ts'
+import { MAX_TREE_DEPTH, MAX_LEAVES } from '../src/records/search-body.ts'
 import { matches, type SearchRecord, sortRecords } from './helpers/evaluate.ts'
 
 const SEED = Number(process.env.SEARCH_PROPERTY_SEED ?? 20261121)

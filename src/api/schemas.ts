@@ -5,7 +5,7 @@ import { DEFAULT_DELIVERY_LIMIT, MAX_DELIVERY_LIMIT } from '../webhooks/deliveri
 import { EVENTS } from '../webhooks/events.ts'
 import { ScoreAlertsSchema } from '../scoring/alerts.ts'
 import { ScoringModelSchema } from '../scoring/model.ts'
-import { Where } from '../records/search.ts'
+import { Where } from '../records/search-body.ts'
 import {
   Contact,
   ContactPage,

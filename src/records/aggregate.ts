@@ -22,7 +22,8 @@ import {
 import { CORE_FIELDS } from '../search/fields.ts'
 import type { CompiledSearch } from '../search/sql.ts'
 import { strict } from '../validate.ts'
-import { conditions, conditionsOf, oneCondition, searchContext } from './search.ts'
+import { conditions, conditionsOf, oneCondition } from './search-body.ts'
+import { searchContext } from './search.ts'
 
 const FIELDS = `Number fields (core scores, number attributes, number metrics of the latest snapshot) to
 answer the count, average, minimum, maximum and histogram of, in this order.`.replaceAll('\n', ' ')

@@ -2,7 +2,8 @@ import { noContent, ok, type Reply, type Req, type Route, route, textParam } fro
 import { AggregateBody, aggregate } from './aggregate.ts'
 import { readExplainedCustomer, readRecord } from './read.ts'
 import { Contact, ContactPage, Customer, CustomerAggregate, CustomerPage, CustomerWithExplanation } from './schemas.ts'
-import { SearchBody, searchPage } from './search.ts'
+import { SearchBody } from './search-body.ts'
+import { searchPage } from './search.ts'
 import {
   ContactCreate,
   ContactPatch,

@@ -1,7 +1,7 @@
 import * as v from 'valibot'
 import { idParam, noContent, ok, type Req, type Route, route } from '../route.ts'
 import { CustomerPage } from '../records/schemas.ts'
-import { PageBody } from '../records/search.ts'
+import { PageBody } from '../records/search-body.ts'
 import { DEFAULT_HISTORY, MAX_HISTORY, membershipHistory } from './members.ts'
 import { Segment, SegmentHistory } from './schemas.ts'
 import {

@@ -1,5 +1,5 @@
 import * as v from 'valibot'
-import { selection } from '../records/search.ts'
+import { selection } from '../records/search-body.ts'
 import { describe, id, int, Timestamp } from '../validate.ts'
 
 export const Segment = v.object({

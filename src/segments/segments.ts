@@ -8,14 +8,8 @@ import type { Sql, Tx } from '../db/client.ts'
 import { addRecomputeSegments } from '../db/jobs.ts'
 import { SQLSTATE, sqlState } from '../db/sqlstate.ts'
 import { refuse } from '../errors.ts'
-import {
-  type PageBody,
-  type SearchBody,
-  savedSearch,
-  searchContext,
-  searchInput,
-  searchPage,
-} from '../records/search.ts'
+import { type PageBody, type SearchBody, savedSearch } from '../records/search-body.ts'
+import { searchContext, searchInput, searchPage } from '../records/search.ts'
 import { compileMembers } from '../search/sql.ts'
 import { parse, storable } from '../validate.ts'
 
