@@ -14,17 +14,16 @@ import {
   ALLOWED_OPERATORS,
   type Condition,
   type Conditions,
-  SearchError,
   type Entity,
   type FieldType,
   type Filter,
   leavesOf,
-  MAX_DEPTH,
-  MAX_LEAVES,
   type PropertyDef,
   type SortSpec,
 } from '../src/search/fields.ts'
-import { matches, type SearchRecord, sortRecords } from '../src/search/evaluate.ts'
+import { Refusal } from '../src/errors.ts'
+import { MAX_TREE_DEPTH, MAX_LEAVES } from '../src/records/search-body.ts'
+import { matches, type SearchRecord, sortRecords } from './helpers/evaluate.ts'
 
 const SEED = Number(process.env.SEARCH_PROPERTY_SEED ?? 20261121)
 const RUNS = Number(process.env.SEARCH_PROPERTY_RUNS ?? 80)
@@ -280,7 +279,7 @@ const filterArb = (entity: Entity): fc.Arbitrary<Filter> =>
 
 // Trees up to the depth limit: a node at the top, below it a leaf as likely as a node, so that most stay small.
 const conditionArb = (entity: Entity, depth = 0): fc.Arbitrary<Condition> => {
-  if (depth === MAX_DEPTH) return filterArb(entity)
+  if (depth === MAX_TREE_DEPTH) return filterArb(entity)
   const child = conditionArb(entity, depth + 1)
   const list = fc.array(child, { minLength: 1, maxLength: 3 })
   return fc.oneof(
@@ -337,7 +336,7 @@ const compare = async (arb: ReturnType<typeof requestArb>) => {
           ? sortRecords(matching, sort, catalog[entity], entity).map((r) => r.external_id)
           : matching.map((r) => r.external_id).sort(byteOrder)
       } catch (err) {
-        if (!(err instanceof SearchError)) throw err
+        if (!(err instanceof Refusal)) throw err
         assert.equal((await search(account, `${entity}s`, { ...conditions, sort })).status, 400)
         return
       }

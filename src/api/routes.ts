@@ -2,9 +2,9 @@ import * as v from 'valibot'
 import type { Route } from '../route.ts'
 import { accountRoutes } from '../accounts/routes.ts'
 import { catalogRoutes } from '../catalog/routes.ts'
-import { AggregateBody } from '../records/aggregate.ts'
-import { SearchBody } from '../records/search.ts'
 import { scoringRoutes } from '../scoring/routes.ts'
+import { recordRoutes, searchRoutes } from '../records/routes.ts'
+import { segmentRoutes } from '../segments/routes.ts'
 import { TrackBody } from '../tracking/schemas.ts'
 import { ContactsBody, CustomersBody } from '../uploads/schemas.ts'
 import { webhookRoutes } from '../webhooks/routes.ts'
@@ -14,85 +14,15 @@ import { docsRoutes } from './docs.ts'
 import { healthRoutes } from './health.ts'
 import { metricsRoute } from './metrics.ts'
 import { openApiRoute } from './openapi.ts'
-import { recordRoutes } from './records.ts'
-import { aggregateCustomers, searchContacts, searchCustomers } from './search.ts'
-import { segmentRoutes } from './segments.ts'
 import { customerEvents, track } from './track.ts'
 import { getUpload, listOwnUploads, uploadContacts, uploadCustomers } from './uploads.ts'
-import {
-  ContactPage,
-  CustomerAggregate,
-  CustomerPage,
-  EventQuery,
-  Events,
-  TrackAccepted,
-  Upload,
-  UploadAccepted,
-  UploadQuery,
-  UploadSummary,
-} from './schemas.ts'
+import { EventQuery, Events, TrackAccepted, Upload, UploadAccepted, UploadQuery, UploadSummary } from './schemas.ts'
 
 // The whole routing table: the router, the OpenAPI document, the admin CLI and the tests read it.
 // Interface endpoints accept only POST; the router answers 405 with Allow for any other method on
 // their paths.
 export const routes: Route[] = [
-  {
-    method: 'POST',
-    path: '/api/v1/customers/search',
-    auth: { key: 'search' },
-    body: SearchBody,
-    refusals: [422],
-    name: 'search-customers',
-    tag: 'search',
-    summary: 'Search customers',
-    reply: { status: 200, body: CustomerPage },
-    example: {
-      filters: [{ propertyName: 'churn_risk', operator: 'GTE', value: '70' }],
-      properties: ['country'],
-      limit: 50,
-    },
-    expensive: true,
-    handler: searchCustomers,
-  },
-  {
-    method: 'POST',
-    path: '/api/v1/contacts/search',
-    auth: { key: 'search' },
-    body: SearchBody,
-    refusals: [422],
-    name: 'search-contacts',
-    tag: 'search',
-    summary: 'Search contacts',
-    reply: { status: 200, body: ContactPage },
-    example: { filters: [{ propertyName: 'customer_external_id', operator: 'EQ', value: 'acme-1' }] },
-    expensive: true,
-    handler: searchContacts,
-  },
-  {
-    method: 'POST',
-    path: '/api/v1/customers/aggregate',
-    auth: { key: 'search' },
-    body: AggregateBody,
-    refusals: [422],
-    name: 'aggregate-customers',
-    tag: 'search',
-    summary: 'Aggregate the customers a search matches',
-    reply: { status: 200, body: CustomerAggregate },
-    example: {
-      where: {
-        or: [
-          { propertyName: 'churn_risk', operator: 'GTE', value: '70' },
-          { propertyName: 'owner', operator: 'UNKNOWN' },
-        ],
-      },
-      fields: ['upsell_score', 'logins'],
-      buckets: 10,
-      matrix: 'points',
-      points: 5000,
-    },
-    expensive: true,
-    handler: aggregateCustomers,
-  },
+  ...searchRoutes,
   {
     method: 'POST',
     path: '/api/v1/customers',

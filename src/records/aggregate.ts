@@ -5,7 +5,6 @@ import type { App } from '../context.ts'
 import { budgeted, type Caller, type Track } from '../db/budget.ts'
 import type { Tx } from '../db/client.ts'
 import { today } from '../dates.ts'
-import { refuse } from '../errors.ts'
 import {
   type AggregateInput,
   compileHistogram,
@@ -20,10 +19,11 @@ import {
   MAX_POINTS,
   type Range,
 } from '../search/aggregate.ts'
-import { CORE_FIELDS, SearchError } from '../search/fields.ts'
+import { CORE_FIELDS } from '../search/fields.ts'
 import type { CompiledSearch } from '../search/sql.ts'
 import { strict } from '../validate.ts'
-import { conditions, conditionsOf, oneCondition, searchContext } from './search.ts'
+import { conditions, conditionsOf, oneCondition } from './search-body.ts'
+import { searchContext } from './search.ts'
 
 const FIELDS = `Number fields (core scores, number attributes, number metrics of the latest snapshot) to
 answer the count, average, minimum, maximum and histogram of, in this order.`.replaceAll('\n', ' ')
@@ -149,15 +149,8 @@ const answer = async (tx: Tx, track: Track, accountId: number, body: AggregateBo
     today: today(),
   }
   const limit = body.points ?? MAX_POINTS
-  let summary: CompiledSearch
-  let points: CompiledSearch | undefined
-  try {
-    summary = compileSummary(input)
-    points = body.matrix === 'points' ? compilePoints(input, limit) : undefined
-  } catch (err) {
-    if (!(err instanceof SearchError)) throw err
-    return refuse(400, 'The aggregate request is invalid.', err.errors)
-  }
+  const summary = compileSummary(input)
+  const points = body.matrix === 'points' ? compilePoints(input, limit) : undefined
   const rows = await run(summary)
   const sample = points && (await run(points))
   const total = rows.find((r) => body.matrix !== 'grid' || r.total)!

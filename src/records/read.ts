@@ -40,7 +40,7 @@ export const readRecord = async (
 }
 
 // The score_explanation field of GET /api/v1/customer/{external_id}; null when the customer is gone.
-export const scoreExplanation = async (app: App, accountId: number, externalId: string) => {
+const scoreExplanation = async (app: App, accountId: number, externalId: string) => {
   const [row] = await explanationRows(app.sql, accountId, app.sql`c.external_id = ${externalId}`)
   if (!row) return null
   const { model, defs } = await scoringInputs(app.sql, accountId, 'customer')
@@ -49,3 +49,9 @@ export const scoreExplanation = async (app: App, accountId: number, externalId: 
     change_drivers: row.change_drivers as ChangeDriver[],
   }
 }
+
+// A customer with why its scores are what they are (GET /api/v1/customer/{external_id}).
+export const readExplainedCustomer = async (app: App, accountId: number, externalId: string) => ({
+  ...(await readRecord(app, accountId, 'customer', externalId)),
+  score_explanation: await scoreExplanation(app, accountId, externalId),
+})

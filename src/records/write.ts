@@ -13,13 +13,14 @@ import { checkUpload, insertUpload, requireApiSource } from '../uploads/receive.
 import { Attributes, type ContactItem, ContactOfCustomer, CustomerItem } from '../uploads/schemas.ts'
 import { checkValues } from '../values.ts'
 import { enqueueEvent } from '../webhooks/outbox.ts'
-import { DateString, parse, strict, text255 } from '../validate.ts'
+import { DateString, strict, text255 } from '../validate.ts'
+import { readRecord } from './read.ts'
 
 // Single-record writes take the upload path in one transaction: the same checks, the same merge,
 // the same webhook outbox and scoring job, committed before the answer.
 // Creates of one external id wait for each other on an advisory lock, so the second finds the
 // first's record (409). One an upload job inserts meanwhile breaks the unique external id: 409 too.
-export const createRecord = async (app: App, accountId: number, kind: UploadKind, item: CustomerItem | ContactItem) => {
+const createRecord = async (app: App, accountId: number, kind: UploadKind, item: CustomerItem | ContactItem) => {
   const checked = await checkUpload(app, accountId, kind, [item], 'API', () => '')
   const [field, externalId] =
     'contact_external_id' in item
@@ -39,6 +40,24 @@ export const createRecord = async (app: App, accountId: number, kind: UploadKind
       await processUpload(tx, accountId, row.id)
     })
     .catch((err) => (sqlState(err) === SQLSTATE.UNIQUE_VIOLATION ? exists() : Promise.reject(err)))
+}
+
+export const createCustomer = async (app: App, accountId: number, item: CustomerItem) => {
+  await createRecord(app, accountId, 'customers', item)
+  return readRecord(app, accountId, 'customer', item.external_id)
+}
+
+// A contact of the customer its path names, which must exist (404) before the contact is checked.
+export const createContact = async (
+  app: App,
+  accountId: number,
+  customer: string,
+  contact: v.InferOutput<typeof ContactCreate>,
+) => {
+  const [found] = await app.sql`select 1 from customers where account_id = ${accountId} and external_id = ${customer}`
+  if (!found) refuse(404, `Customer ${customer} does not exist.`)
+  await createRecord(app, accountId, 'contacts', { ...contact, customer_external_id: customer })
+  return readRecord(app, accountId, 'contact', contact.contact_external_id, customer)
 }
 
 const requireApiAccount = async (sql: Sql, accountId: number) =>
@@ -87,7 +106,7 @@ const typedAttributes = async (
   app: App,
   accountId: number,
   entity: Entity,
-  attributes: Record<string, unknown> | undefined,
+  attributes: v.InferOutput<typeof Attributes> | undefined,
 ) => {
   if (!attributes) return undefined
   const checked = checkValues([{ attributes }], catalogOf(await readCatalog(app.sql, accountId, entity)), () => '')
@@ -98,11 +117,15 @@ const typedAttributes = async (
 const rescore = (tx: Tx, accountId: number, entity: Entity, id: number) =>
   addJobs(tx, scoreRecordsJobs(accountId, entity, [id]))
 
-export const updateCustomer = async (app: App, accountId: number, externalId: string, body: unknown) => {
+export const updateCustomer = async (
+  app: App,
+  accountId: number,
+  externalId: string,
+  patch: v.InferOutput<typeof CustomerPatch>,
+) => {
   await requireApiAccount(app.sql, accountId)
-  const patch = parse(CustomerPatch, body)
   const attributes = await typedAttributes(app, accountId, 'customer', patch.attributes)
-  return app.sql.begin(async (tx) => {
+  await app.sql.begin(async (tx) => {
     const owner = await ownerId(tx, accountId, patch.owner_email)
     const churn = churnColumns(patch)
     // `was`: the row as it stood before, read in the same statement, for the churn events.
@@ -115,7 +138,7 @@ export const updateCustomer = async (app: App, accountId: number, externalId: st
           when ${churn.is_churned !== undefined} then ${churn.churned_date ?? null}::date else c.churned_date end,
         churn_reason = case
           when ${churn.is_churned !== undefined} then ${churn.churn_reason ?? null}::text else c.churn_reason end,
-        attributes = jsonb_strip_nulls(c.attributes || ${tx.json((attributes ?? {}) as never)}), updated_at = now()
+        attributes = jsonb_strip_nulls(c.attributes || ${tx.json(attributes ?? {})}), updated_at = now()
       from (select service_id, is_churned, churned_date from customers
         where account_id = ${accountId} and external_id = ${externalId} for no key update) was
       where c.account_id = ${accountId} and c.service_id = was.service_id
@@ -135,6 +158,7 @@ export const updateCustomer = async (app: App, accountId: number, externalId: st
     await rescore(tx, accountId, 'customer', row.service_id)
     await addRecomputeSegments(tx, accountId)
   })
+  return readRecord(app, accountId, 'customer', externalId)
 }
 
 export const updateContact = async (
@@ -142,15 +166,14 @@ export const updateContact = async (
   accountId: number,
   customerExternalId: string,
   externalId: string,
-  body: unknown,
+  patch: v.InferOutput<typeof ContactPatch>,
 ) => {
   await requireApiAccount(app.sql, accountId)
-  const patch = parse(ContactPatch, body)
   const attributes = await typedAttributes(app, accountId, 'contact', patch.attributes)
-  return app.sql.begin(async (tx) => {
+  await app.sql.begin(async (tx) => {
     const [row] = await tx`
       update contacts t set name = coalesce(${patch.contact_name ?? null}, t.name),
-        attributes = jsonb_strip_nulls(t.attributes || ${tx.json((attributes ?? {}) as never)}), updated_at = now()
+        attributes = jsonb_strip_nulls(t.attributes || ${tx.json(attributes ?? {})}), updated_at = now()
       from customers c
       where t.account_id = ${accountId} and t.external_id = ${externalId}
         and c.account_id = ${accountId} and c.service_id = t.customer_id and c.external_id = ${customerExternalId}
@@ -158,6 +181,7 @@ export const updateContact = async (
     if (!row) refuse(404, `Contact ${externalId} of customer ${customerExternalId} does not exist.`)
     await rescore(tx, accountId, 'contact', row.service_id)
   })
+  return readRecord(app, accountId, 'contact', externalId, customerExternalId)
 }
 
 export const deleteCustomer = async (app: App, accountId: number, externalId: string) => {

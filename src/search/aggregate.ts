@@ -3,7 +3,8 @@
 // points. The condition compiles exactly as the search's (sql.ts); this file adds the statements
 // around it.
 import { lookupField } from './criteria.ts'
-import { type ErrorDetail, type Field, SearchError } from './fields.ts'
+import type { FieldError } from '../errors.ts'
+import type { Field } from './fields.ts'
 import { type Ctx, fieldSql } from './predicates.ts'
 import { type CompiledSearch, compileMatch, type MatchInput } from './sql.ts'
 import { sqlDoubleOrNull } from '../values.ts'
@@ -28,7 +29,7 @@ export type AggregateInput = MatchInput & {
 }
 
 // The fields by name, each a number field of the entity, or every problem at /fields/i.
-function numberFields(input: AggregateInput, errors: ErrorDetail[]): Field[] {
+function numberFields(input: AggregateInput, errors: FieldError[]): Field[] {
   const defs = new Map(input.catalog.map((d) => [d.codename, d]))
   return input.fields.flatMap((name, i) => {
     const field = lookupField(input.entity, name, defs)
@@ -48,12 +49,11 @@ interface Statement {
 }
 
 // A statement over the matching records, reading `reads` besides what the condition reads.
-// Throws a SearchError with every problem of the input, its fields' and its condition's.
+// Refused (400) with every problem of the input, its fields' and its condition's.
 function statement(input: AggregateInput, reads: readonly Field[] = []): Statement {
-  const errors: ErrorDetail[] = []
+  const errors: FieldError[] = []
   const fields = numberFields(input, errors)
   const { params, ...match } = compileMatch(input, [...fields, ...reads], errors)
-  if (errors.length > 0) throw new SearchError(errors)
   return { fields, match, params }
 }
 

@@ -1,6 +1,7 @@
 // Search criteria: a request's filters checked against the fields and the account's property
 // catalog, parsed into typed criteria (or every problem, with its path).
 import { DATE_RULE, isDate } from '../dates.ts'
+import type { FieldError } from '../errors.ts'
 import { UNSTORABLE } from '../validate.ts'
 import {
   ALLOWED_OPERATORS,
@@ -11,22 +12,17 @@ import {
   CUSTOMER_ONLY_FIELDS,
   type Criterion,
   type Entity,
-  type ErrorDetail,
   type Field,
   type Filter,
   isNode,
   leavesOf,
   MAX_DAYS,
-  MAX_FILTERS,
-  MAX_PATTERN,
-  MAX_VALUES,
   type Operand,
   OPERATOR_SHAPES,
   type Operator,
   OPERATORS,
   type PropertyDef,
   type Scalar,
-  SearchError,
   type SortSpec,
   TIMESTAMP_FIELDS,
   type Tree,
@@ -76,7 +72,7 @@ export function lookupField(entity: Entity, name: string, catalog: Defs): Field 
 
 // The raw strings an operator takes, each with its error path. IN/NIN take `values`, or a single
 // `value` when `values` is absent.
-function rawOperands(filter: Filter, operand: Operand, at: string): { raw: unknown; path: string }[] | ErrorDetail {
+function rawOperands(filter: Filter, operand: Operand, at: string): { raw: unknown; path: string }[] | FieldError {
   if (operand === 'none') return []
   if (operand === 'many' && filter.values !== undefined) {
     const values: unknown = filter.values
@@ -90,7 +86,7 @@ function rawOperands(filter: Filter, operand: Operand, at: string): { raw: unkno
   return [{ raw: filter.value, path: `${at}/value` }]
 }
 
-function operandValues(filter: Filter, operand: Operand, type: ValueType, at: string, errors: ErrorDetail[]): Scalar[] {
+function operandValues(filter: Filter, operand: Operand, type: ValueType, at: string, errors: FieldError[]): Scalar[] {
   const raws = rawOperands(filter, operand, at)
   if (!Array.isArray(raws)) {
     errors.push(raws)
@@ -109,7 +105,7 @@ function resolveFilter(
   filter: Filter,
   at: string,
   catalog: Defs,
-  errors: ErrorDetail[],
+  errors: FieldError[],
 ): Criterion | undefined {
   const field = lookupField(entity, filter.propertyName, catalog)
   if (typeof field === 'string') {
@@ -132,9 +128,6 @@ function resolveFilter(
   const shape = OPERATOR_SHAPES[operator]
   const before = errors.length
   const operands = operandValues(filter, shape.operand, valueTypeOf(field.type), at, errors)
-  if (shape.base === 'LIKE' && String(operands[0] ?? '').length > MAX_PATTERN) {
-    errors.push({ path: `${at}/value`, message: `must be at most ${MAX_PATTERN} characters for ${operator}` })
-  }
   if (errors.length > before) return undefined
   return { field, op: shape.base, negated: shape.negated, operands }
 }
@@ -153,7 +146,7 @@ function resolveTree(
   t: Condition,
   at: string,
   defs: Defs,
-  errors: ErrorDetail[],
+  errors: FieldError[],
 ): Tree<Criterion> | undefined {
   if (!isNode(t)) return resolveFilter(entity, t, at, defs, errors)
   const all = (key: 'and' | 'or', items: readonly Condition[]) => {
@@ -181,38 +174,22 @@ export function collectTree(
   entity: Entity,
   { filters = [], where }: Conditions,
   catalog: readonly PropertyDef[],
-  errors: ErrorDetail[],
+  errors: FieldError[],
 ): Tree<Criterion> {
   const defs = new Map(catalog.map((d) => [d.codename, d]))
-  if (filters.length > MAX_FILTERS)
-    errors.push({ path: '/filters', message: `at most ${MAX_FILTERS} filters are allowed` })
   // A tree with a filter that failed to resolve is only ever reported, never compiled.
   const tree = (where && resolveTree(entity, where, '/where', defs, errors)) ?? {
     and: filters.flatMap((f, i) => resolveFilter(entity, f, `/filters/${i}`, defs, errors) ?? []),
   }
   const leaves = where ? leavesOf(where) : filters
-  const values = leaves.reduce((n, f) => n + (Array.isArray(f.values) ? f.values.length : 0), 0)
-  if (values > MAX_VALUES) {
-    const message = `at most ${MAX_VALUES} values in all its filters together (this has ${values})`
-    errors.push({ path: where ? '/where' : '/filters', message })
-  }
   const churnFiltered = leaves.some((f) => f.propertyName === 'is_churned')
   return entity === 'customer' && !churnFiltered ? { and: [tree, ACTIVE_ONLY] } : tree
-}
-
-// The validated condition (default included), shared by the SQL compiler and the in-memory
-// evaluator so both apply identical rules. Throws SearchError on invalid filters.
-export function searchTree(entity: Entity, conditions: Conditions, catalog: readonly PropertyDef[]): Tree<Criterion> {
-  const errors: ErrorDetail[] = []
-  const tree = collectTree(entity, conditions, catalog, errors)
-  if (errors.length > 0) throw new SearchError(errors)
-  return tree
 }
 
 export function checkProperties(
   properties: readonly string[],
   catalog: readonly PropertyDef[],
-  errors: ErrorDetail[],
+  errors: FieldError[],
 ): void {
   const known = new Set(catalog.map((d) => d.codename))
   properties.forEach((p, i) => {

@@ -2,14 +2,14 @@
 // operators each type allows, and the shape of a validated criterion. A pure table, read by the
 // criteria parser, the SQL compiler and the in-memory evaluator.
 import type { Entity, PropertyDef, PropertyType } from '../catalog.ts'
-import type { FieldError } from '../errors.ts'
 
 export type { Entity, PropertyDef }
 export type ValueType = PropertyType
 // owner, tags and customer_external_id hold strings but have their own operator sets and matching.
 export type FieldType = ValueType | 'owner' | 'tags' | 'customer_external_id'
 
-export interface Filter {
+// A type rather than an interface, so that a saved search is a JSON value to postgres.js.
+export type Filter = {
   propertyName: string
   operator: string
   value?: string
@@ -53,29 +53,6 @@ export function leavesOf<Leaf>(t: Tree<Leaf>): Leaf[] {
 // What a request searches by: the interface's filters (ANDed), or a `where` tree instead.
 export type Conditions = { filters?: readonly Filter[]; where?: undefined } | { where: Condition; filters?: undefined }
 
-export type ErrorDetail = FieldError
-
-// A class so callers can tell bad input (400) from anything else with `instanceof`.
-export class SearchError extends Error {
-  readonly errors: ErrorDetail[]
-  constructor(errors: ErrorDetail[]) {
-    super(errors.map((e) => `${e.path}: ${e.message}`).join('; '))
-    this.name = 'SearchError'
-    this.errors = errors
-  }
-}
-
-export const MAX_FILTERS = 10
-// A where tree: and/or/not nodes on the way from its top to any leaf, and leaves in all.
-export const MAX_DEPTH = 4
-export const MAX_LEAVES = 50
-export const MAX_LIMIT = 1000
-// IN/NIN values across all the filters of a request (each list is also capped at 1,000 by the
-// body's schema): the values of a request bound its cost, however they are spread over its leaves.
-export const MAX_VALUES = 5000
-// A LIKE/NLIKE value: the substring test and a trigram index's lookup grow with its length.
-export const MAX_PATTERN = 256
-export const MAX_SORT = 3
 // Keeps `today - N` inside Postgres' date range, so a huge N is a 400 instead of a SQL error.
 export const MAX_DAYS = 1_000_000
 

@@ -3,17 +3,9 @@
 // (HMAC-SHA256) with a key the caller supplies, over the values and the search they belong to, so
 // that a forged or altered cursor, or one from another account, entity or sort, is refused.
 import { createHmac, timingSafeEqual } from 'node:crypto'
+import type { FieldError } from '../errors.ts'
 import { type Defs, lookupField } from './criteria.ts'
-import {
-  DIRECTIONS,
-  type Entity,
-  type ErrorDetail,
-  MAX_SORT,
-  type SortSpec,
-  TIMESTAMP_FIELDS,
-  type ValueType,
-  valueTypeOf,
-} from './fields.ts'
+import { type Entity, type SortSpec, TIMESTAMP_FIELDS, type ValueType, valueTypeOf } from './fields.ts'
 
 export type SortType = ValueType | 'timestamp'
 export interface SortKey {
@@ -26,11 +18,8 @@ export interface SortKey {
 // Sets of values, not one value a record can be ordered by.
 const UNSORTABLE: ReadonlySet<string> = new Set(['owner', 'tags'])
 
-function resolveKey(entity: Entity, spec: SortSpec, at: string, defs: Defs, errors: ErrorDetail[]) {
+function resolveKey(entity: Entity, spec: SortSpec, at: string, defs: Defs, errors: FieldError[]) {
   const descending = spec.direction === 'desc'
-  if (spec.direction !== undefined && !(DIRECTIONS as readonly string[]).includes(spec.direction)) {
-    errors.push({ path: `${at}/direction`, message: 'must be "asc" or "desc"' })
-  }
   if (TIMESTAMP_FIELDS.has(spec.propertyName)) {
     return { source: 'core' as const, name: spec.propertyName, type: 'timestamp' as const, descending }
   }
@@ -44,8 +33,7 @@ function resolveKey(entity: Entity, spec: SortSpec, at: string, defs: Defs, erro
 }
 
 // The request's sort keys, each problem in `errors` with its path.
-export function resolveSort(entity: Entity, sort: readonly SortSpec[], defs: Defs, errors: ErrorDetail[]): SortKey[] {
-  if (sort.length > MAX_SORT) errors.push({ path: '/sort', message: `at most ${MAX_SORT} sort keys are allowed` })
+export function resolveSort(entity: Entity, sort: readonly SortSpec[], defs: Defs, errors: FieldError[]): SortKey[] {
   return sort.flatMap((spec, i) => resolveKey(entity, spec, `/sort/${i}`, defs, errors) ?? [])
 }
 

@@ -3,106 +3,23 @@
 // conditions (predicates.ts), and the page of records around them, or their count. Every
 // user-supplied string (codenames, values, ids) travels as a bound parameter with an explicit cast.
 import { TABLES } from '../db/tables.ts'
+import { type FieldError, refuse } from '../errors.ts'
 import { checkProperties, collectTree, type Lookups } from './criteria.ts'
 import {
   type Conditions,
   type Criterion,
   type Entity,
-  type ErrorDetail,
   type Field,
   isNode,
   leavesOf,
-  MAX_LIMIT,
   type PropertyDef,
-  SearchError,
   type SortSpec,
-  TIMESTAMP_FIELDS,
   type Tree,
 } from './fields.ts'
-import { bindList, CORE_SQL, type Ctx, fieldSql, SQL_TYPES, type SqlType, tagLinksSql, treeSql } from './predicates.ts'
-import {
-  type CursorValues,
-  cursorScope,
-  openCursor,
-  resolveSort,
-  type SortKey,
-  type SortType,
-  sealCursor,
-} from './sort.ts'
-
-function isoTimestamp(column: string): string {
-  return `to_char(${column} at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`
-}
-
-function propertiesSql(selected: readonly string[] | undefined, ctx: Ctx): string {
-  if (!selected) return 'r.attributes || r.metrics'
-  if (selected.length === 0) return `'{}'::jsonb`
-  const keys = bindList(ctx, [...new Set(selected)], 'text')
-  return (
-    `(select coalesce(jsonb_object_agg(p.key, p.value), '{}'::jsonb) from jsonb_each(r.attributes || r.metrics) p ` +
-    `where p.key = any(${keys}))`
-  )
-}
-
-function columnsSql(ctx: Ctx, properties: string): string[] {
-  const tags = `array(select t.title ${tagLinksSql(ctx)} order by t.title collate "C") as tags`
-  const common = {
-    // bigint columns: the connection parses them to JSON numbers (ids stay below 2^53).
-    head: ['r.external_id as id', 'r.service_id', 'r.name'],
-    tail: [
-      `${properties} as properties`,
-      `${isoTimestamp('r.created_at')} as "createdAt"`,
-      `${isoTimestamp('r.updated_at')} as "updatedAt"`,
-    ],
-  }
-  const lastSeen = `to_char(h.last_seen, 'YYYY-MM-DD') as last_seen`
-  if (ctx.entity === 'customer') {
-    return [
-      ...common.head,
-      'h.fitscore',
-      'h.engagementscore',
-      'h.churn_risk',
-      'h.upsell_score',
-      'r.is_churned',
-      lastSeen,
-      'h.engagementscore_difference',
-      'h.engagementscore_trend',
-      `(select u.email from users u where u.account_id = ${ctx.account} and u.id = r.owner_user_id) as owner`,
-      tags,
-      ...common.tail,
-    ]
-  }
-  return [
-    ...common.head,
-    'h.engagementscore',
-    'h.engagementscore_difference',
-    'h.engagementscore_trend',
-    lastSeen,
-    tags,
-    'oc.external_id as customer_external_id',
-    'oc.service_id as customer_service_id',
-    ...common.tail,
-  ]
-}
-
-function afterSql(ctx: Ctx, serviceId: string): string {
-  const table = TABLES[ctx.entity].records
-  return `select a.external_id from ${table} a where a.account_id = ${ctx.account} and a.service_id = ${serviceId}`
-}
-
-// A record's scores (`h`, sql/009_scores.sql; a record not yet scored has none) and a contact's
-// customer (`oc`), each joined to the page's records `r`.
-function joinsSql(ctx: Ctx): { scores: string; customer: string } {
-  return {
-    scores:
-      `left join ${TABLES[ctx.entity].scores} h on h.account_id = ${ctx.account} ` +
-      `and h.${TABLES[ctx.entity].fk} = r.service_id`,
-    customer:
-      ctx.entity === 'customer'
-        ? ''
-        : `left join customers oc on oc.account_id = ${ctx.account} and oc.service_id = r.customer_id`,
-  }
-}
+import { afterSql, columnsSql, joinsSql, propertiesSql } from './columns.ts'
+import { afterKeysSql, indexedFirst, KEY_TEXT, keySql, splitPage } from './keyset.ts'
+import { CORE_SQL, type Ctx, type SqlType, treeSql } from './predicates.ts'
+import { type CursorValues, cursorScope, openCursor, resolveSort, type SortKey, sealCursor } from './sort.ts'
 
 // What every statement over the matching records takes: the condition and where it applies.
 export type MatchInput = Conditions & {
@@ -153,7 +70,7 @@ type BeginInput = MatchInput &
   Partial<Pick<SearchInput, 'limit' | 'properties' | 'sort' | 'afterServiceId' | 'afterCursor' | 'cursorKey'>>
 
 // The sort keys, and the values of the cursor the page starts after (each problem in `errors`).
-function sortOf(input: BeginInput, defs: ReadonlyMap<string, PropertyDef>, errors: ErrorDetail[]) {
+function sortOf(input: BeginInput, defs: ReadonlyMap<string, PropertyDef>, errors: FieldError[]) {
   const keys = resolveSort(input.entity, input.sort ?? [], defs, errors)
   if (keys.length > 0 && input.afterServiceId !== undefined) {
     errors.push({ path: '/after', message: 'under a sort, must be the string paging.next.after of the previous page' })
@@ -168,17 +85,29 @@ function sortOf(input: BeginInput, defs: ReadonlyMap<string, PropertyDef>, error
   return { keys, after }
 }
 
-// The input's condition and sort, validated (or a SearchError with every problem of the input,
-// after the caller's own `errors`), and a context that binds the parameters of one statement.
-function begin(input: BeginInput, errors: ErrorDetail[] = []): Begun {
-  const { limit } = input
-  if (limit !== undefined && (!Number.isInteger(limit) || limit < 1 || limit > MAX_LIMIT)) {
-    errors.push({ path: '/limit', message: `must be an integer from 1 to ${MAX_LIMIT}` })
-  }
+export const INVALID_SEARCH = 'The search request is invalid.'
+
+// The input's condition and sort, checked against the account's catalog (and a cursor against its
+// search): each problem in `errors`, after the caller's own. The body's schema has checked its shape.
+function checked(input: BeginInput, errors: FieldError[]) {
   const tree = collectTree(input.entity, input, input.catalog, errors)
   const { keys, after } = sortOf(input, new Map(input.catalog.map((d) => [d.codename, d])), errors)
   if (input.properties) checkProperties(input.properties, input.catalog, errors)
-  if (errors.length > 0) throw new SearchError(errors)
+  return { tree, keys, after }
+}
+
+// Every problem of a search, for a caller that reports its own beside them (records/search.ts).
+export function searchProblems(input: SearchInput): FieldError[] {
+  const errors: FieldError[] = []
+  checked(input, errors)
+  return errors
+}
+
+// The input's condition and sort, checked (or a 400 whose detail is `refusal`, with every problem
+// of the input after the caller's own `errors`), and a context that binds one statement's parameters.
+function begin(input: BeginInput, refusal: string, errors: FieldError[] = []): Begun {
+  const { tree, keys, after } = checked(input, errors)
+  if (errors.length > 0) refuse(400, refusal, errors)
 
   const params: string[] = []
   // Every parameter is declared text and cast in SQL: postgres.js serializes a parameter by the
@@ -229,111 +158,11 @@ function matchSql(
   }
 }
 
-// A sort key's value for the record `r` (its scores `h`, a contact's customer `oc`). Strings order
-// by their bytes, as external IDs do.
-function keySql(key: SortKey, ctx: Ctx): string {
-  if (key.type === 'timestamp') return `r.${TIMESTAMP_FIELDS.get(key.name)}`
-  const value = fieldSql({ source: key.source, name: key.name, type: key.type } as Field, ctx)
-  return key.type === 'string' ? `(${value} collate "C")` : value
-}
-
-// A key's value as the cursor carries it: text that casts back to the same value.
-const KEY_TEXT: Record<SortType, (v: string) => string> = {
-  timestamp: (v) => `to_char(${v} at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')`,
-  date: (v) => `to_char(${v}, 'YYYY-MM-DD')`,
-  number: (v) => `${v}::text`,
-  boolean: (v) => `${v}::text`,
-  string: (v) => v,
-}
-const KEY_TYPES: Record<SortType, SqlType> = { ...SQL_TYPES, timestamp: 'timestamptz' }
-
-// The core scores are integer columns, compared as such (as filters compare them).
-const bindKey = (key: SortKey, value: string, ctx: Ctx) =>
-  ctx.bind(value, key.source === 'core' && key.type === 'number' ? 'bigint' : KEY_TYPES[key.type])
-
-// The records after the cursor's in the order: key by key, a greater value in the key's direction,
-// or (nulls last either way) a null after a value, or an equal one (null after null) and after on
-// the keys that follow; the external ID (`id`) decides last.
-function afterKeysSql(keys: readonly SortKey[], values: CursorValues, ctx: Ctx, id = 'r.external_id'): string {
-  const last = `${id} > ${ctx.bind(values[keys.length]!, 'text')}`
-  return keys.reduceRight((rest, key, i) => {
-    const [value, bound] = [keySql(key, ctx), values[i]]
-    if (bound === null) return `(${value} is null and ${rest})`
-    const x = bindKey(key, bound, ctx)
-    return `(${value} is null or ${value} ${key.descending ? '<' : '>'} ${x} or (${value} = ${x} and ${rest}))`
-  }, last)
-}
-
-// The core keys with an index on (account_id, key, external_id) (sql/020_sort_indexes.sql).
-const INDEXED_KEYS: ReadonlySet<string> = new Set([
-  'engagementscore',
-  'fitscore',
-  'churn_risk',
-  'last_seen',
-  'name',
-  'createdAt',
-  'updatedAt',
-])
-const indexedFirst = (keys: readonly SortKey[]) =>
-  keys.length > 0 && keys[0].source === 'core' && INDEXED_KEYS.has(keys[0].name)
-
-// A page whose first key has an index, as a `union all` of index ranges that Append runs in turn,
-// each part cut to the page (its own placement of nulls needs none, as they hold none): the rest of
-// the cursor's tie (its value, after it on the keys that follow), the records beyond the cursor's
-// value and, only on the last pages, those without one. A score key is walked with the score row's
-// copy of the external ID, so that the index orders a tie without reading the records.
-//
-// The index is ascending only (one index per direction would double what every write of a score,
-// name or timestamp costs). Walked backwards for a descending key, it gives a tie's external IDs
-// descending, so the walk has to read a whole tie to sort it. The next NEXT_TIES values beyond are
-// therefore read tie by tie, each forwards from the index (`key = the next value`, found by an index
-// probe), and only the records beyond them by the backward walk: a page reads a whole tie only when
-// it spans more than NEXT_TIES smaller ones first.
-const NEXT_TIES = 2
-
-function splitPage(
-  keys: readonly SortKey[],
-  after: CursorValues | undefined,
-  ctx: Ctx,
-  cut: (conditions: string[], orderBy: string[]) => string,
-  limit: string,
-): string {
-  const [first, value] = [keys[0], keySql(keys[0], ctx)]
-  const direction = first.descending ? 'desc' : 'asc'
-  const rest = keys.slice(1)
-  const tie = (id: string) => [...rest.map((k, i) => `sort_${i + 1} ${k.descending ? 'desc' : 'asc'} nulls last`), id]
-  const tieAfter = (id: string) => (after ? [afterKeysSql(rest, after.slice(1), ctx, id)] : [])
-  const alias = value.startsWith('h.') ? 'h' : 'r'
-  const id = `${alias}.external_id`
-  const parts: string[] = []
-  let from: string | undefined
-  if (after?.[0] != null) {
-    from = bindKey(first, after[0], ctx)
-    parts.push(cut([`${value} = ${from}`, ...tieAfter(id)], tie(id)))
-  }
-  if (after?.[0] !== null) {
-    if (first.descending && rest.length === 0) {
-      const table = TABLES[ctx.entity][alias === 'h' ? 'scores' : 'records']
-      const next = value.replace(`${alias}.`, 'n.')
-      for (let i = 0; i < NEXT_TIES; i++) {
-        const below = from === undefined ? '' : ` and ${next} < ${from}`
-        from = `(select max(${next}) from ${table} n where n.account_id = ${ctx.account}${below})`
-        parts.push(cut([`${value} = ${from}`], [id]))
-      }
-    }
-    const beyond = from === undefined ? 'is not null' : `${first.descending ? '<' : '>'} ${from}`
-    parts.push(cut([`${value} ${beyond}`], [`sort_0 ${direction}`, ...tie(id)]))
-  }
-  // After a cursor with a value, all of them; a record without a score row has no copy of its external ID.
-  parts.push(cut([`${value} is null`, ...(after?.[0] === null ? tieAfter('r.external_id') : [])], tie('r.external_id')))
-  return parts.length === 1 ? parts[0] : `${parts.map((p) => `(${p})`).join('\nunion all\n')}\nlimit ${limit}`
-}
-
 // One page of records in the sort's order, external ID last (alone when there is no sort); it asks
 // for limit + 1 rows so the caller can tell whether a next page exists. A sorted page's rows end
 // with `cursor`, the text of its keys' values and its external ID.
 export function compileSearch(input: SearchInput): CompiledSearch {
-  const { tree, keys, after, ctx, params } = begin(input)
+  const { tree, keys, after, ctx, params } = begin(input, INVALID_SEARCH)
   const columns = columnsSql(ctx, propertiesSql(input.properties, ctx))
   const match = matchSql(ctx, tree, keys, keys.length === 0)
   const where = [
@@ -392,7 +221,7 @@ export function compileSearch(input: SearchInput): CompiledSearch {
 // All the records the search matches, paging aside: their number (column `total`), or the
 // planner's estimate of it, EXPLAIN's rows of the matching records (`estimate`), planned, never run.
 export function compileCount(input: SearchInput, estimate: boolean): CompiledSearch {
-  const { tree, ctx, params } = begin(input)
+  const { tree, ctx, params } = begin(input, INVALID_SEARCH)
   const { from, where } = matchSql(ctx, tree)
   const match = `from ${from}\nwhere ${where.join('\n  and ')}`
   return { text: estimate ? `explain (format json) select 1 ${match}` : `select count(*) as total ${match}`, params }
@@ -401,16 +230,15 @@ export function compileCount(input: SearchInput, estimate: boolean): CompiledSea
 // The records the search matches, paging aside (columns service_id and external_id): the set a
 // saved segment holds.
 export function compileMembers(input: MatchInput): CompiledSearch {
-  const { tree, ctx, params } = begin(input)
+  const { tree, ctx, params } = begin(input, "The segment's search is invalid.")
   const { from, where } = matchSql(ctx, tree)
   return { text: `select r.service_id, r.external_id from ${from}\nwhere ${where.join('\n  and ')}`, params }
 }
 
 // The matching records for a statement built elsewhere (src/search/aggregate.ts): FROM, joining
 // what the condition and `fields` read, WHERE, and the context to bind the statement's own
-// parameters with. `errors` are the caller's problems, reported in one SearchError with the
-// condition's.
-export function compileMatch(input: MatchInput, fields: readonly Field[], errors: ErrorDetail[]) {
-  const { tree, ctx, params } = begin(input, errors)
+// parameters with. `errors` are the caller's problems, refused in one 400 with the condition's.
+export function compileMatch(input: MatchInput, fields: readonly Field[], errors: FieldError[]) {
+  const { tree, ctx, params } = begin(input, 'The aggregate request is invalid.', errors)
   return { ...matchSql(ctx, tree, fields), ctx, params }
 }

@@ -6,10 +6,9 @@ import { budgeted } from '../db/budget.ts'
 import type { Tx } from '../db/client.ts'
 import type { AccountPayload } from '../db/jobs.ts'
 import { Refusal, refuse } from '../errors.ts'
-import { SearchError } from '../search/fields.ts'
 import type { EventItem } from '../webhooks/events.ts'
 import { enqueueEvent } from '../webhooks/outbox.ts'
-import { matchQuery } from './segments.ts'
+import { matchQuery, savedOf } from './segments.ts'
 
 export interface MembershipChange {
   segment_id: number
@@ -28,7 +27,7 @@ export const recomputeSegment = async (tx: Tx, accountId: number, segmentId: num
     select name, body, computed_at from segments where account_id = ${accountId} and id = ${segmentId}
     for no key update`
   if (!segment) return null
-  const match = await matchQuery(tx, accountId, segment.body)
+  const match = await matchQuery(tx, accountId, savedOf(segment.body))
   const [a, s] = [match.params.length + 1, match.params.length + 2].map((n) => `$${n}::text::bigint`)
   const [row] = await tx.unsafe(
     `with matched as materialized (${match.text}
@@ -58,7 +57,7 @@ export const recomputeSegment = async (tx: Tx, accountId: number, segmentId: num
 // segment.entered and segment.exited, in the recomputation's transaction. A segment's first
 // computation is its initial population, not customers entering it, and announces nothing.
 const announce = async (tx: Tx, accountId: number, segment: { id: number; name: string }, change: MembershipChange) => {
-  const customers = (ids: number[]) => tx<EventItem<'segment.entered' | 'segment.exited'>[]>`
+  const customers = <E extends 'segment.entered' | 'segment.exited'>(ids: number[]) => tx<EventItem<E>[]>`
     select m.customer_id as service_id, m.external_id, c.name from segment_members m
       left join customers c on c.account_id = m.account_id and c.service_id = m.customer_id
     where m.account_id = ${accountId} and m.segment_id = ${segment.id} and m.customer_id = any(${ids}::bigint[])
@@ -66,9 +65,11 @@ const announce = async (tx: Tx, accountId: number, segment: { id: number; name: 
         and l.segment_id = m.segment_id and l.customer_id = m.customer_id)
     order by m.customer_id`
   if (change.entered.length)
-    await enqueueEvent(tx, accountId, 'segment.entered', await customers(change.entered), { segment })
+    await enqueueEvent(tx, accountId, 'segment.entered', await customers<'segment.entered'>(change.entered), {
+      segment,
+    })
   if (change.exited.length)
-    await enqueueEvent(tx, accountId, 'segment.exited', await customers(change.exited), { segment })
+    await enqueueEvent(tx, accountId, 'segment.exited', await customers<'segment.exited'>(change.exited), { segment })
 }
 
 // One segment the job cannot bring up to date (its saved search is past a limit made after it was
@@ -76,7 +77,7 @@ const announce = async (tx: Tx, accountId: number, segment: { id: number; name: 
 // it never fails the recomputation of the account's other segments, on every retry.
 const recomputedOrSkipped = (app: App, accountId: number, id: number) =>
   budgeted(app, undefined, 'segment', (tx) => recomputeSegment(tx, accountId, id)).catch((err) => {
-    if (!(err instanceof SearchError || (err instanceof Refusal && err.status === 422))) throw err
+    if (!(err instanceof Refusal && (err.status === 400 || err.status === 422))) throw err
     app.log('warn', 'segment not recomputed', { account: accountId, segment: id, reason: err.message })
     return null
   })

@@ -9,30 +9,28 @@ import type { Sql, Tx } from '../db/client.ts'
 import { addRecomputeSegments } from '../db/jobs.ts'
 import { SQLSTATE, sqlState } from '../db/sqlstate.ts'
 import { refuse } from '../errors.ts'
-import {
-  type PageBody,
-  type SearchBody,
-  savedSearch,
-  searchContext,
-  searchInput,
-  searchPage,
-} from '../records/search.ts'
+import { type PageBody, type SearchBody, savedSearch } from '../records/search-body.ts'
+import { searchContext, searchInput, searchPage } from '../records/search.ts'
 import { compileMembers } from '../search/sql.ts'
-import { SearchError } from '../search/fields.ts'
-import { storable } from '../validate.ts'
+import { parse, storable } from '../validate.ts'
 
 export const SegmentBody = savedSearch({
   name: v.pipe(v.string(), v.trim(), v.minLength(1, 'Must not be empty.'), v.maxLength(255), storable),
 })
 export type SegmentBody = v.InferOutput<typeof SegmentBody>
 
-// The saved search as the compiler takes a search body (a page of one: the page is never read).
-const asSearch = (saved: Record<string, unknown>) => ({ ...saved, limit: 1 }) as SearchBody
+const SavedSearch = savedSearch({})
+type SavedSearch = v.InferOutput<typeof SavedSearch>
+
+// A saved search as stored, checked again as it is read: one saved before a limit it is past is
+// refused (400), and the recomputation skips it.
+export const savedOf = (body: unknown) => parse(SavedSearch, body)
 
 // The customer records a saved search matches, as a query (columns service_id, external_id), or a
-// SearchError naming each field of the body at fault.
-export const matchQuery = async (tx: Tx, accountId: number, saved: Record<string, unknown>) => {
-  const body = asSearch(saved)
+// 400 naming each field of the body at fault. The compiler takes it as a search for a page of one,
+// which is never read.
+export const matchQuery = async (tx: Tx, accountId: number, saved: SavedSearch) => {
+  const body: SearchBody = { ...saved, limit: 1 }
   return compileMembers(searchInput(accountId, 'customer', body, await searchContext(tx, accountId, 'customer', body)))
 }
 
@@ -42,12 +40,7 @@ export const matchQuery = async (tx: Tx, accountId: number, saved: Record<string
 const checked = async (tx: Tx, accountId: number, body: SegmentBody) => {
   const { name, ...saved } = body
   await lockDefinitions(tx, accountId, 'customer')
-  try {
-    await matchQuery(tx, accountId, saved)
-  } catch (err) {
-    if (!(err instanceof SearchError)) throw err
-    refuse(400, "The segment's search is invalid.", err.errors)
-  }
+  await matchQuery(tx, accountId, saved)
   return { name, saved }
 }
 
@@ -83,7 +76,7 @@ export const createSegment = async (app: App, accountId: number, body: SegmentBo
   const id = await app.sql.begin(async (tx) => {
     const { name, saved } = await checked(tx, accountId, body)
     const [row] = await tx`insert into segments (account_id, name, body)
-      values (${accountId}, ${name}, ${tx.json(saved as never)}) returning id`.catch(nameTaken(name))
+      values (${accountId}, ${name}, ${tx.json(saved)}) returning id`.catch(nameTaken(name))
     await addRecomputeSegments(tx, accountId)
     return row.id as number
   })
@@ -93,7 +86,7 @@ export const createSegment = async (app: App, accountId: number, body: SegmentBo
 export const updateSegment = async (app: App, accountId: number, id: number, body: SegmentBody) => {
   await app.sql.begin(async (tx) => {
     const { name, saved } = await checked(tx, accountId, body)
-    const [row] = await tx`update segments set name = ${name}, body = ${tx.json(saved as never)}, updated_at = now()
+    const [row] = await tx`update segments set name = ${name}, body = ${tx.json(saved)}, updated_at = now()
       where account_id = ${accountId} and id = ${id} returning id`.catch(nameTaken(name))
     if (!row) refuse(404, `No segment ${id} in this account.`)
     await addRecomputeSegments(tx, accountId)
@@ -106,7 +99,7 @@ export const updateSegment = async (app: App, accountId: number, id: number, bod
 export const searchMembers = async (app: App, accountId: number, id: number, page: PageBody, caller?: Caller) => {
   const [row] = await app.sql`select body from segments where account_id = ${accountId} and id = ${id}`
   if (!row) refuse(404, `No segment ${id} in this account.`)
-  return searchPage(app, accountId, 'customer', { ...row.body, ...page }, caller)
+  return searchPage(app, accountId, 'customer', { ...savedOf(row.body), ...page }, caller)
 }
 
 export const deleteSegment = async (app: App, accountId: number, id: number) => {

@@ -120,7 +120,7 @@ const applyLevel = (tx: Tx, accountId: number, level: Level, kv: ReturnType<Tx>,
 
 // data.customer keys that are customer attributes, with values of the attribute's type
 // (a wrong-typed value is ignored; null clears).
-const updateCustomers = (tx: Tx, accountId: number) =>
+const applyTrackedCustomers = (tx: Tx, accountId: number) =>
   applyLevel(
     tx,
     accountId,
@@ -139,7 +139,7 @@ const updateCustomers = (tx: Tx, accountId: number) =>
 
 // data.contact keys that are contact attributes (typed as above), and contact_name (a string of at
 // most 255 characters, as in contact uploads) setting the name.
-const updateContacts = (tx: Tx, accountId: number) =>
+const applyTrackedContacts = (tx: Tx, accountId: number) =>
   applyLevel(
     tx,
     accountId,
@@ -195,8 +195,8 @@ export const applyEvents = async (tx: Tx, accountId: number) => {
   const created = await createContacts(tx, accountId)
   await lockRecordsIn(tx, 'customers', accountId, tx`select customer_id from stage_events`)
   await lockRecordsIn(tx, 'contacts', accountId, tx`select contact_id from stage_events`)
-  const customers = await updateCustomers(tx, accountId)
-  const contacts = await updateContacts(tx, accountId)
+  const customers = await applyTrackedCustomers(tx, accountId)
+  const contacts = await applyTrackedContacts(tx, accountId)
   const { settled } = cursor
   const below = settled === null ? 0 : (staged.n === BATCH ? Math.min(settled, staged.last as number) : settled) + 1
   await markEvents(tx, accountId, staged, { below, next })

@@ -1,26 +1,25 @@
 // In-memory evaluation of search filters and trees over plain records: the reference the SQL
-// compiler is checked against. It shares only validation and value parsing with the compiler
-// (criteria.ts), never its SQL, so a mistake in one shows up as a disagreement with the other.
+// compiler (src/search/) is checked against. It shares only validation and value parsing with the
+// compiler (criteria.ts), never its SQL, so a mistake in one shows up as a disagreement with the other.
 
-import { dayNumber, isDate } from '../dates.ts'
-import { searchTree } from './criteria.ts'
-import { resolveSort, type SortKey } from './sort.ts'
+import { dayNumber, isDate } from '../../src/dates.ts'
+import { type FieldError, refuse } from '../../src/errors.ts'
+import { collectTree } from '../../src/search/criteria.ts'
+import { resolveSort, type SortKey } from '../../src/search/sort.ts'
 import {
   type Conditions,
   type Criterion,
   type Entity,
-  type ErrorDetail,
   type Field,
   isNode,
   type PositiveOp,
   type PropertyDef,
   type Scalar,
-  SearchError,
   type SortSpec,
   type Tree,
   type ValueType,
   valueTypeOf,
-} from './fields.ts'
+} from '../../src/search/fields.ts'
 
 export interface SearchRecord {
   external_id: string
@@ -122,8 +121,8 @@ function holds(record: SearchRecord, t: Tree<Criterion>, today: string): boolean
   return 'and' in t ? t.and.every((c) => holds(record, c, today)) : t.or.some((c) => holds(record, c, today))
 }
 
-// Same rules as compileSearch's WHERE clause (default active-only included); throws SearchError
-// for conditions the compiler would reject.
+// Same rules as compileSearch's WHERE clause (default active-only included); refuses (400) the
+// conditions the compiler would refuse.
 export function matches(
   record: SearchRecord,
   conditions: Conditions,
@@ -131,7 +130,10 @@ export function matches(
   today: string,
   entity: Entity,
 ): boolean {
-  return holds(record, searchTree(entity, conditions, catalog), today)
+  const errors: FieldError[] = []
+  const tree = collectTree(entity, conditions, catalog, errors)
+  if (errors.length > 0) refuse(400, 'The search request is invalid.', errors)
+  return holds(record, tree, today)
 }
 
 const byteOrder = (a: string, b: string) => Buffer.compare(Buffer.from(a), Buffer.from(b))
@@ -148,16 +150,16 @@ function compareValues(a: Scalar, b: Scalar): number {
 }
 
 // Same order as compileSearch's under `sort`: key by key, records without a value last in either
-// direction, then the external ID. Throws SearchError for keys the compiler would reject.
+// direction, then the external ID. Refuses (400) the keys the compiler would refuse.
 export function sortRecords(
   records: readonly SearchRecord[],
   sort: readonly SortSpec[],
   catalog: readonly PropertyDef[],
   entity: Entity,
 ): SearchRecord[] {
-  const errors: ErrorDetail[] = []
+  const errors: FieldError[] = []
   const keys = resolveSort(entity, sort, new Map(catalog.map((d) => [d.codename, d])), errors)
-  if (errors.length > 0) throw new SearchError(errors)
+  if (errors.length > 0) refuse(400, 'The search request is invalid.', errors)
   const compare = (a: SearchRecord, b: SearchRecord) => {
     for (const key of keys) {
       const [x, y] = [keyValue(a, key), keyValue(b, key)]

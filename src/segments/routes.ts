@@ -1,8 +1,9 @@
 import * as v from 'valibot'
-import { idParam } from '../route.ts'
-import type { Req, Route } from '../route.ts'
-import { PageBody } from '../records/search.ts'
-import { DEFAULT_HISTORY, MAX_HISTORY, membershipHistory } from '../segments/members.ts'
+import { idParam, noContent, ok, type Req, type Route, route } from '../route.ts'
+import { CustomerPage } from '../records/schemas.ts'
+import { PageBody } from '../records/search-body.ts'
+import { DEFAULT_HISTORY, MAX_HISTORY, membershipHistory } from './members.ts'
+import { Segment, SegmentHistory } from './schemas.ts'
 import {
   createSegment,
   deleteSegment,
@@ -11,11 +12,8 @@ import {
   SegmentBody,
   searchMembers,
   updateSegment,
-} from '../segments/segments.ts'
-import { CustomerPage, Segment, SegmentHistory } from './schemas.ts'
+} from './segments.ts'
 
-const account = (req: Req) => req.auth!.accountId
-const segmentId = (req: Req) => idParam(req, 'segment_id')
 const EXAMPLE = {
   name: 'At risk in the US',
   where: {
@@ -29,7 +27,7 @@ const EXAMPLE = {
 // Segments are saved searches: reading and running them takes the search scope, saving and
 // deleting them, as every write of the API, the upload scope.
 export const segmentRoutes: Route[] = [
-  {
+  route({
     method: 'POST',
     path: '/api/v1/segments',
     auth: { key: 'upload' },
@@ -40,12 +38,9 @@ export const segmentRoutes: Route[] = [
     summary: 'Save a customer search as a named segment',
     reply: { status: 201, body: Segment },
     example: EXAMPLE,
-    handler: async (req, app) => ({
-      status: 201,
-      body: await createSegment(app, account(req), req.input as SegmentBody),
-    }),
-  },
-  {
+    handler: async (req, app) => ok(await createSegment(app, req.auth.accountId, req.input), 201),
+  }),
+  route({
     method: 'GET',
     path: '/api/v1/segments',
     auth: { key: 'search' },
@@ -53,9 +48,9 @@ export const segmentRoutes: Route[] = [
     tag: 'segments',
     summary: 'List segments',
     reply: { status: 200, body: v.array(Segment) },
-    handler: async (req, app) => ({ status: 200, body: await listSegments(app, account(req)) }),
-  },
-  {
+    handler: async (req, app) => ok(await listSegments(app, req.auth.accountId)),
+  }),
+  route({
     method: 'GET',
     path: '/api/v1/segments/:segment_id',
     auth: { key: 'search' },
@@ -63,9 +58,9 @@ export const segmentRoutes: Route[] = [
     tag: 'segments',
     summary: 'Read a segment, with its member count',
     reply: { status: 200, body: Segment },
-    handler: async (req, app) => ({ status: 200, body: await readSegment(app, account(req), segmentId(req)) }),
-  },
-  {
+    handler: async (req, app) => ok(await readSegment(app, req.auth.accountId, segmentId(req))),
+  }),
+  route({
     method: 'PUT',
     path: '/api/v1/segments/:segment_id',
     auth: { key: 'upload' },
@@ -76,12 +71,9 @@ export const segmentRoutes: Route[] = [
     summary: "Replace a segment's name and search",
     reply: { status: 200, body: Segment },
     example: EXAMPLE,
-    handler: async (req, app) => ({
-      status: 200,
-      body: await updateSegment(app, account(req), segmentId(req), req.input as SegmentBody),
-    }),
-  },
-  {
+    handler: async (req, app) => ok(await updateSegment(app, req.auth.accountId, segmentId(req), req.input)),
+  }),
+  route({
     method: 'DELETE',
     path: '/api/v1/segments/:segment_id',
     auth: { key: 'upload' },
@@ -89,9 +81,9 @@ export const segmentRoutes: Route[] = [
     tag: 'segments',
     summary: 'Delete a segment and its membership history',
     reply: { status: 204 },
-    handler: async (req, app) => (await deleteSegment(app, account(req), segmentId(req)), { status: 204 }),
-  },
-  {
+    handler: async (req, app) => (await deleteSegment(app, req.auth.accountId, segmentId(req)), noContent),
+  }),
+  route({
     method: 'POST',
     path: '/api/v1/segments/:segment_id/search',
     auth: { key: 'search' },
@@ -106,10 +98,10 @@ export const segmentRoutes: Route[] = [
     handler: async (req, app) => ({
       status: 200,
       headers: { 'content-type': 'application/json' },
-      body: await searchMembers(app, account(req), segmentId(req), req.input as PageBody, req),
+      body: await searchMembers(app, req.auth.accountId, segmentId(req), req.input, req),
     }),
-  },
-  {
+  }),
+  route({
     method: 'GET',
     path: '/api/v1/segments/:segment_id/history',
     auth: { key: 'search' },
@@ -127,14 +119,8 @@ export const segmentRoutes: Route[] = [
     tag: 'segments',
     summary: 'Who entered the segment and left it, when: current members have no exited_at',
     reply: { status: 200, body: SegmentHistory },
-    handler: async (req, app) => ({
-      status: 200,
-      body: await membershipHistory(
-        app,
-        account(req),
-        segmentId(req),
-        req.queryInput as { limit: number; after?: number },
-      ),
-    }),
-  },
+    handler: async (req, app) => ok(await membershipHistory(app, req.auth.accountId, segmentId(req), req.queryInput)),
+  }),
 ]
+
+const segmentId = (req: Req) => idParam(req, 'segment_id')
