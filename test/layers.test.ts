@@ -7,7 +7,7 @@ import { test } from 'node:test'
 
 const LAYERS: [name: string, paths: RegExp][] = [
   ['base', /^src\/(context|errors|dates|values|validate|config|log|catalog|route)\.ts$|^src\/db\//],
-  ['pure', /^src\/(search\/|metrics\.ts$|scoring\/(model|score|sql|explain|alerts)\.ts$)/],
+  ['pure', /^src\/(search\/|metrics\.ts$|uploads\/lifecycle\.ts$|scoring\/(model|score|sql|explain|alerts)\.ts$)/],
   [
     'modules',
     /^src\/(accounts|catalog|uploads|tracking|webhooks|admin|import|records|segments|notifications)\/|^src\/scoring\/(?!(model|score|sql|explain|alerts)\.ts$)/,

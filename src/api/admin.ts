@@ -55,7 +55,6 @@ import { listDeliveries, RecoverBody, recover, redeliver } from '../webhooks/del
 import { ScoringModelSchema } from '../scoring/model.ts'
 import { listEvents } from '../admin/events.ts'
 import { listNotifications } from '../admin/notifications.ts'
-import { cancelUpload, listUploads, retryUpload } from '../admin/uploads.ts'
 import { setRecordTags, TagTitlesBody } from '../admin/tagging.ts'
 import { segmentsNaming } from '../segments/segments.ts'
 import type { Entity } from '../catalog.ts'
@@ -82,9 +81,6 @@ import {
   Tag,
   TagTitles,
   TestDelivery,
-  UploadAction,
-  UploadQuery,
-  UploadSummary,
   User,
   Webhook,
   WebhookSecret,
@@ -472,39 +468,6 @@ const ops: Op[] = [
     summary: 'List notifications (?user_email=)',
     handler: inAccount(async (id, req, app) =>
       ok(await listNotifications(app.sql, id, (req.queryInput as QueryOf<typeof NotificationQuery>).user_email)),
-    ),
-  },
-  {
-    name: 'list-uploads',
-    reply: { status: 200, body: v.array(UploadSummary) },
-    query: UploadQuery,
-    method: 'GET',
-    path: `${A}/:id/uploads`,
-    summary: "List an account's uploads, newest first (?status=, ?stuck=true)",
-    handler: inAccount(async (id, req, app) =>
-      ok(await listUploads(app.sql, id, req.queryInput as QueryOf<typeof UploadQuery>, app.config.stuckUploadSeconds)),
-    ),
-  },
-  {
-    name: 'retry-upload',
-    reply: { status: 202, body: UploadAction },
-    method: 'POST',
-    path: `${A}/:id/uploads/:upload_id/retry`,
-    summary: 'Process a failed or stuck upload again',
-    refusals: [409],
-    handler: inAccount(async (id, req, app) =>
-      ok(await retryUpload(app.sql, id, idParam(req, 'upload_id'), app.config.stuckUploadSeconds), 202),
-    ),
-  },
-  {
-    name: 'cancel-upload',
-    reply: { status: 200, body: UploadAction },
-    method: 'POST',
-    path: `${A}/:id/uploads/:upload_id/cancel`,
-    summary: 'Fail an upload that is not processed yet (it can be retried later)',
-    refusals: [409],
-    handler: inAccount(async (id, req, app) =>
-      ok(await cancelUpload(app.sql, id, idParam(req, 'upload_id'), app.config.stuckUploadSeconds)),
     ),
   },
   {

@@ -3,7 +3,7 @@ import type { Route } from '../route.ts'
 import { AggregateBody } from '../records/aggregate.ts'
 import { SearchBody } from '../records/search.ts'
 import { TrackBody } from '../tracking/schemas.ts'
-import { ContactsBody, CustomersBody } from '../uploads/schemas.ts'
+import { uploadRoutes } from '../uploads/routes.ts'
 import { adminRoutes } from './admin.ts'
 import { consoleRoutes } from './console.ts'
 import { docsRoutes } from './docs.ts'
@@ -14,19 +14,7 @@ import { recordRoutes } from './records.ts'
 import { aggregateCustomers, searchContacts, searchCustomers } from './search.ts'
 import { segmentRoutes } from './segments.ts'
 import { customerEvents, track } from './track.ts'
-import { getUpload, listOwnUploads, uploadContacts, uploadCustomers } from './uploads.ts'
-import {
-  ContactPage,
-  CustomerAggregate,
-  CustomerPage,
-  EventQuery,
-  Events,
-  TrackAccepted,
-  Upload,
-  UploadAccepted,
-  UploadQuery,
-  UploadSummary,
-} from './schemas.ts'
+import { ContactPage, CustomerAggregate, CustomerPage, EventQuery, Events, TrackAccepted } from './schemas.ts'
 
 // The whole routing table: the router, the OpenAPI document, the admin CLI and the tests read it.
 // Interface endpoints accept only POST; the router answers 405 with Allow for any other method on
@@ -89,66 +77,7 @@ export const routes: Route[] = [
     expensive: true,
     handler: aggregateCustomers,
   },
-  {
-    method: 'POST',
-    path: '/api/v1/customers',
-    auth: { key: 'upload' },
-    jsonOnly: true,
-    body: CustomersBody,
-    refusals: [490],
-    name: 'upload-customers',
-    tag: 'uploads',
-    summary: 'Upload customers',
-    reply: { status: 200, body: UploadAccepted, example: { upload_id: 17, status: 'received', items: 1 } },
-    example: {
-      customers: [
-        {
-          external_id: 'acme-1',
-          name: 'Acme Inc.',
-          owner_email: 'owner@example.com',
-          attributes: { country: 'US' },
-          metrics: [{ date: '2026-11-01', logins: 42 }],
-        },
-      ],
-    },
-    handler: uploadCustomers,
-  },
-  {
-    method: 'POST',
-    path: '/api/v1/contacts',
-    auth: { key: 'upload' },
-    jsonOnly: true,
-    body: ContactsBody,
-    name: 'upload-contacts',
-    tag: 'uploads',
-    summary: 'Upload contacts',
-    reply: { status: 200, body: UploadAccepted },
-    example: {
-      contacts: [{ contact_external_id: 'pat', contact_name: 'Pat Doe', customer_external_id: 'acme-1' }],
-    },
-    handler: uploadContacts,
-  },
-  {
-    method: 'GET',
-    path: '/api/v1/uploads/:upload_id',
-    auth: { key: 'upload' },
-    name: 'get-upload',
-    tag: 'uploads',
-    summary: 'Read the state of an upload',
-    reply: { status: 200, body: Upload },
-    handler: getUpload,
-  },
-  {
-    method: 'GET',
-    path: '/api/v1/uploads',
-    auth: { key: 'upload' },
-    query: UploadQuery,
-    name: 'list-own-uploads',
-    tag: 'uploads',
-    summary: "The key's account's uploads, newest first, 500 at most (?status=, ?stuck=true)",
-    reply: { status: 200, body: v.array(UploadSummary) },
-    handler: listOwnUploads,
-  },
+  ...uploadRoutes,
   {
     method: 'GET',
     path: '/api/v1/customer/:external_id/events',

@@ -7,6 +7,7 @@ import { ChangeDriverSchema, ScoreAlertsSchema } from '../scoring/alerts.ts'
 import { ScoringModelSchema } from '../scoring/model.ts'
 import { selection, Where } from '../records/search.ts'
 import { SourceOfTruth } from '../accounts/accounts.ts'
+import { Upload, UploadAccepted, UploadAction, UploadSummary } from '../uploads/schemas.ts'
 
 // The bodies the API answers with, as OpenAPI publishes them. Handlers build their answers from
 // SQL; test/contract.test.ts runs every operation and checks each answer against these, so the
@@ -177,34 +178,6 @@ export const CustomerAggregate = v.object({
   ),
 })
 
-export const UploadAccepted = v.object({
-  upload_id: int,
-  status: v.literal('received'),
-  items: describe(int, 'How many items the upload holds.'),
-})
-
-const UploadState = v.picklist(['received', 'processing', 'processed', 'failed'])
-export const Upload = v.object({
-  upload_id: int,
-  kind: v.picklist(['customers', 'contacts']),
-  status: UploadState,
-  items: int,
-  created: v.nullable(int),
-  updated: v.nullable(int),
-  ignored: v.nullable(int),
-  dropped_keys: describe(v.nullable(int), 'Attribute and metric keys dropped because no property defines them.'),
-  warnings: v.nullable(v.array(v.object({ external_id: v.string(), message: v.string() }))),
-  error: describe(v.nullable(v.string()), 'Why processing failed: where (item and field, when known), then what.'),
-  received_at: Timestamp,
-  processed_at: v.nullable(Timestamp),
-  scored_at: v.nullable(Timestamp),
-})
-
-export const UploadSummary = v.object({
-  ...Upload.entries,
-  stuck: describe(v.boolean(), 'Not processed within SERVICE_STUCK_UPLOAD_SECONDS of its arrival.'),
-})
-
 const Scores = v.object({
   engagementscore: v.nullable(int),
   engagementscore_difference: v.nullable(int),
@@ -218,8 +191,6 @@ export const ScoringPreview = v.object({
   current: describe(Scores, 'The scores stored now, under the model in force.'),
   preview: describe(Scores, 'The scores the given model would give, from the same stored data.'),
 })
-
-export const UploadAction = v.object({ upload_id: int, status: UploadState })
 
 export const TrackAccepted = v.object({ status: v.literal('received'), events: int })
 
@@ -350,19 +321,6 @@ export const DeliveryQuery = { limit: limit(DEFAULT_DELIVERY_LIMIT, MAX_DELIVERY
 export const EventQuery = {
   customer: { description: "Only this customer's events (its external id).", schema: nonEmpty },
   limit: limit(DEFAULT_EVENT_LIMIT, MAX_EVENT_LIMIT),
-}
-export const UploadQuery = {
-  status: { description: 'Only uploads in this state.', schema: UploadState },
-  stuck: {
-    description: 'true: only stuck uploads; false (the default): every upload.',
-    schema: v.optional(
-      v.pipe(
-        v.picklist(['true', 'false']),
-        v.transform((s) => s === 'true'),
-      ),
-      'false',
-    ),
-  },
 }
 export const NotificationQuery = {
   user_email: { description: "Only this user's notifications (its email, in any case).", schema: nonEmpty },

@@ -5,6 +5,7 @@ import { parse } from 'csv-parse'
 import { Refusal } from '../errors.ts'
 import { processUpload } from '../uploads/process.ts'
 import { checkUpload, insertUpload } from '../uploads/receive.ts'
+import type { UploadItem } from '../uploads/schemas.ts'
 import type { UploadKind } from '../db/tables.ts'
 import { checkRow, describeError, readHeader, type Layout } from './rows.ts'
 import type { App } from '../context.ts'
@@ -63,7 +64,7 @@ const checkAccount = async (app: App, accountId: number, kind: UploadKind, force
 // Each chunk is an upload with source FILE, merged by the upload processing itself in one
 // transaction (records, customer.created outbox rows, scoring job). The users hear of the import
 // once, when it ends (notifyImport), not once per chunk.
-const writeChunk = (app: App, accountId: number, kind: UploadKind, items: unknown[], droppedKeys: number) =>
+const writeChunk = (app: App, accountId: number, kind: UploadKind, items: UploadItem[], droppedKeys: number) =>
   app.sql.begin(async (tx) => {
     const [row] = await insertUpload(tx, accountId, kind, 'FILE', items, droppedKeys)
     return processUpload(tx, accountId, row.id, false)
@@ -112,7 +113,7 @@ export const importFile = async (
   let layout: Layout | undefined
   // Physical lines of the records so far; with the skipped empty lines it gives a record's first line.
   let lines = 0
-  let chunk: unknown[] = []
+  let chunk: UploadItem[] = []
   let droppedKeys = 0
   let writing: Promise<void> = Promise.resolve()
   const flush = async () => {

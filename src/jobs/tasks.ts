@@ -7,14 +7,14 @@ import { scoreDailyRun } from '../scoring/daily.ts'
 import { recomputeSegments } from '../segments/members.ts'
 import { aggregateEvents } from '../tracking/aggregate.ts'
 import { applyEventsOfAccount } from '../tracking/apply.ts'
-import { processUploadJob } from '../uploads/process.ts'
+import { processReceivedUpload } from '../uploads/process.ts'
 import { deliverWebhook } from '../webhooks/deliver.ts'
 
 // The task list: each task name (db/jobs.ts builds their specs) and the domain function it runs.
 // The payloads are what those builders wrote.
 type Run = (app: App, payload: never, helpers: JobHelpers) => Promise<unknown>
 const runs: Record<(typeof TASKS)[keyof typeof TASKS], Run> = {
-  [TASKS.processUpload]: processUploadJob,
+  [TASKS.processUpload]: processReceivedUpload,
   [TASKS.applyEvents]: applyEventsOfAccount,
   [TASKS.aggregateEvents]: aggregateEvents,
   [TASKS.scoreRecords]: scoreRecordsJob,

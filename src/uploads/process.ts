@@ -6,6 +6,7 @@ import { addJobs, addRecomputeSegments, type ProcessUploadPayload, scoreRecordsJ
 import { isPermanent } from '../db/sqlstate.ts'
 import { entityOf, TABLES, type UploadKind } from '../db/tables.ts'
 import { enqueueEvent } from '../webhooks/outbox.ts'
+import type { UploadState } from './lifecycle.ts'
 import { mergeContacts, mergeCustomers, type MergeResult } from './merge.ts'
 
 // Locks the upload; a retried job finds it processed and does nothing.
@@ -16,7 +17,7 @@ const claim = (tx: Tx, accountId: number, uploadId: number) => tx`
 const markProcessed = (tx: Tx, accountId: number, uploadId: number, r: MergeResult) => tx`
   update uploads set status = 'processed', processed_at = now(), items = null,
     created = ${r.created}, updated = ${r.updated}, ignored = ${r.ignored},
-    warnings = ${tx.json(r.warnings as never)}
+    warnings = ${tx.json(r.warnings)}
   where account_id = ${accountId} and id = ${uploadId}`
 
 // Every user of the account hears what was imported, with counts and when.
@@ -57,7 +58,13 @@ export const processUpload = async (tx: Tx, accountId: number, uploadId: number,
   return result
 }
 
-const setStatus = (app: App, p: ProcessUploadPayload, from: string, to: string, error: string | null = null) => app.sql`
+const setStatus = (
+  app: App,
+  p: ProcessUploadPayload,
+  from: UploadState,
+  to: UploadState,
+  error: string | null = null,
+) => app.sql`
   update uploads set status = ${to}, error = ${error}
   where account_id = ${p.account_id} and id = ${p.upload_id} and status = ${from}`
 
@@ -140,7 +147,7 @@ const failure = async (app: App, p: ProcessUploadPayload, err: unknown, permanen
 // uploads proceed. Other errors (transient: a lost connection, a serialization failure, a deadlock,
 // a lock timeout) are thrown, and graphile-worker retries them with its backoff; the upload fails
 // after the last attempt.
-export const processUploadJob = async (app: App, p: ProcessUploadPayload, helpers: JobHelpers) => {
+export const processReceivedUpload = async (app: App, p: ProcessUploadPayload, helpers: JobHelpers) => {
   await setStatus(app, p, 'received', 'processing')
   try {
     const result = await app.sql.begin((tx) => processUpload(tx, p.account_id, p.upload_id))
