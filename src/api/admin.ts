@@ -54,7 +54,6 @@ import { jsonSchema } from '../http/openapi.ts'
 import { listDeliveries, RecoverBody, recover, redeliver } from '../webhooks/deliveries.ts'
 import { ScoringModelSchema } from '../scoring/model.ts'
 import { listEvents } from '../admin/events.ts'
-import { listNotifications } from '../admin/notifications.ts'
 import { setRecordTags, TagTitlesBody } from '../admin/tagging.ts'
 import { segmentsNaming } from '../segments/segments.ts'
 import type { Entity } from '../catalog.ts'
@@ -72,8 +71,6 @@ import {
   Key,
   NewKey,
   NewWebhook,
-  Notification,
-  NotificationQuery,
   Property,
   Recovery,
   Redelivery,
@@ -457,17 +454,6 @@ const ops: Op[] = [
     body: RecoverBody,
     handler: inAccount(async (id, req, app) =>
       ok(await recover(app.sql, id, idParam(req, 'webhook_id'), (req.input as { since: string }).since), 202),
-    ),
-  },
-  {
-    name: 'list-notifications',
-    reply: { status: 200, body: v.array(Notification) },
-    query: NotificationQuery,
-    method: 'GET',
-    path: `${A}/:id/notifications`,
-    summary: 'List notifications (?user_email=)',
-    handler: inAccount(async (id, req, app) =>
-      ok(await listNotifications(app.sql, id, (req.queryInput as QueryOf<typeof NotificationQuery>).user_email)),
     ),
   },
   {

@@ -3,6 +3,7 @@ import type { Route } from '../route.ts'
 import { AggregateBody } from '../records/aggregate.ts'
 import { SearchBody } from '../records/search.ts'
 import { TrackBody } from '../tracking/schemas.ts'
+import { notificationRoutes } from '../notifications/routes.ts'
 import { uploadRoutes } from '../uploads/routes.ts'
 import { adminRoutes } from './admin.ts'
 import { consoleRoutes } from './console.ts'
@@ -114,6 +115,7 @@ export const routes: Route[] = [
   ...segmentRoutes,
   ...recordRoutes,
   ...adminRoutes,
+  ...notificationRoutes,
   ...healthRoutes,
   metricsRoute,
   ...docsRoutes,

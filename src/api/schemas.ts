@@ -7,6 +7,7 @@ import { ChangeDriverSchema, ScoreAlertsSchema } from '../scoring/alerts.ts'
 import { ScoringModelSchema } from '../scoring/model.ts'
 import { selection, Where } from '../records/search.ts'
 import { SourceOfTruth } from '../accounts/accounts.ts'
+import { Notification } from '../notifications/notifications.ts'
 import { Upload, UploadAccepted, UploadAction, UploadSummary } from '../uploads/schemas.ts'
 
 // The bodies the API answers with, as OpenAPI publishes them. Handlers build their answers from
@@ -288,14 +289,6 @@ export const Recovery = v.object({
   recovered: describe(int, 'Failed deliveries sent again, oldest first, each with 3 more attempts.'),
 })
 
-export const Notification = v.object({
-  id,
-  user_email: v.string(),
-  kind: v.string(),
-  body: v.record(v.string(), v.unknown()),
-  created_at: Timestamp,
-})
-
 export const Events = v.object({
   customer: describe(v.nullable(v.string()), 'The customer asked for, or null for the whole account.'),
   count: int,
@@ -322,10 +315,6 @@ export const EventQuery = {
   customer: { description: "Only this customer's events (its external id).", schema: nonEmpty },
   limit: limit(DEFAULT_EVENT_LIMIT, MAX_EVENT_LIMIT),
 }
-export const NotificationQuery = {
-  user_email: { description: "Only this user's notifications (its email, in any case).", schema: nonEmpty },
-}
-
 // The shapes a generated client names (components/schemas in OpenAPI).
 export const NAMED = {
   Customer,

@@ -3,6 +3,7 @@ import { basename } from 'node:path'
 import { pipeline } from 'node:stream'
 import { parse } from 'csv-parse'
 import { Refusal } from '../errors.ts'
+import { notifyUsers } from '../notifications/notifications.ts'
 import { processUpload } from '../uploads/process.ts'
 import { checkUpload, insertUpload } from '../uploads/receive.ts'
 import type { UploadItem } from '../uploads/schemas.ts'
@@ -71,9 +72,8 @@ const writeChunk = (app: App, accountId: number, kind: UploadKind, items: Upload
   })
 
 // One notification per import and user, with the import's totals.
-const notifyImport = (app: App, accountId: number, kind: UploadKind, file: string, stats: ImportStats) => app.sql`
-  insert into notifications (account_id, user_id, kind, body)
-  select ${accountId}, u.id, 'import.file', ${app.sql.json({
+const notifyImport = (app: App, accountId: number, kind: UploadKind, file: string, stats: ImportStats) =>
+  notifyUsers(app.sql, accountId, 'import.file', {
     file: basename(file),
     records: kind,
     rows: stats.read,
@@ -84,8 +84,7 @@ const notifyImport = (app: App, accountId: number, kind: UploadKind, file: strin
     ignored: stats.ignored,
     warnings: stats.warnings,
     finished_at: new Date().toISOString(),
-  })}
-  from users u where u.account_id = ${accountId}`
+  })
 
 // Lines a record takes: quoted cells may hold line breaks. Counted here rather than taken from
 // csv-parse's info.lines, which counts a quoted CRLF as two lines.

@@ -5,6 +5,7 @@ import { jitOff, type Tx } from '../db/client.ts'
 import { addJobs, addRecomputeSegments, type ProcessUploadPayload, scoreRecordsJobs } from '../db/jobs.ts'
 import { isPermanent } from '../db/sqlstate.ts'
 import { entityOf, TABLES, type UploadKind } from '../db/tables.ts'
+import { notifyUsers } from '../notifications/notifications.ts'
 import { enqueueEvent } from '../webhooks/outbox.ts'
 import type { UploadState } from './lifecycle.ts'
 import { mergeContacts, mergeCustomers, type MergeResult } from './merge.ts'
@@ -19,20 +20,6 @@ const markProcessed = (tx: Tx, accountId: number, uploadId: number, r: MergeResu
     created = ${r.created}, updated = ${r.updated}, ignored = ${r.ignored},
     warnings = ${tx.json(r.warnings)}
   where account_id = ${accountId} and id = ${uploadId}`
-
-// Every user of the account hears what was imported, with counts and when.
-const notifyUsers = (tx: Tx, accountId: number, uploadId: number, kind: string, r: MergeResult) => tx`
-  insert into notifications (account_id, user_id, kind, body)
-  select ${accountId}, u.id, 'import.processed', ${tx.json({
-    upload_id: uploadId,
-    records: kind,
-    created: r.created,
-    updated: r.updated,
-    ignored: r.ignored,
-    warnings: r.warnings.length,
-    processed_at: new Date().toISOString(),
-  })}
-  from users u where u.account_id = ${accountId}`
 
 // The whole upload is merged in one transaction, together with everything it sets off (webhook
 // deliveries, scoring, notifications): a crash at any point leaves either nothing or all of it.
@@ -53,7 +40,18 @@ export const processUpload = async (tx: Tx, accountId: number, uploadId: number,
     ...(await analyzeJobs(tx, [tables.records, tables.snapshots])),
   ])
   if (upload.kind === 'customers') await addRecomputeSegments(tx, accountId)
-  if (notify) await notifyUsers(tx, accountId, uploadId, upload.kind, result)
+  // Every user of the account hears what was imported, with counts and when.
+  if (notify) {
+    await notifyUsers(tx, accountId, 'import.processed', {
+      upload_id: uploadId,
+      records: upload.kind,
+      created: result.created,
+      updated: result.updated,
+      ignored: result.ignored,
+      warnings: result.warnings.length,
+      processed_at: new Date().toISOString(),
+    })
+  }
   await markProcessed(tx, accountId, uploadId, result)
   return result
 }
