@@ -53,7 +53,6 @@ import { type EventName, eventTypes, PAYLOADS } from '../webhooks/events.ts'
 import { jsonSchema } from '../http/openapi.ts'
 import { listDeliveries, RecoverBody, recover, redeliver } from '../webhooks/deliveries.ts'
 import { ScoringModelSchema } from '../scoring/model.ts'
-import { listEvents } from '../admin/events.ts'
 import { setRecordTags, TagTitlesBody } from '../admin/tagging.ts'
 import { segmentsNaming } from '../segments/segments.ts'
 import type { Entity } from '../catalog.ts'
@@ -65,8 +64,6 @@ import {
   Delivery,
   DeliveryQuery,
   EnabledWebhook,
-  EventQuery,
-  Events,
   EventType,
   Key,
   NewKey,
@@ -455,18 +452,6 @@ const ops: Op[] = [
     handler: inAccount(async (id, req, app) =>
       ok(await recover(app.sql, id, idParam(req, 'webhook_id'), (req.input as { since: string }).since), 202),
     ),
-  },
-  {
-    name: 'list-events',
-    reply: { status: 200, body: Events },
-    query: EventQuery,
-    method: 'GET',
-    path: `${A}/:id/events`,
-    summary: 'Count and list recent tracking events (?customer=&limit=, newest first)',
-    handler: inAccount(async (id, req, app) => {
-      const { customer, limit } = req.queryInput as QueryOf<typeof EventQuery>
-      return ok(await listEvents(app.sql, id, customer, limit))
-    }),
   },
 ]
 

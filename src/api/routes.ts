@@ -1,8 +1,7 @@
-import * as v from 'valibot'
 import type { Route } from '../route.ts'
 import { AggregateBody } from '../records/aggregate.ts'
 import { SearchBody } from '../records/search.ts'
-import { TrackBody } from '../tracking/schemas.ts'
+import { trackingRoutes } from '../tracking/routes.ts'
 import { notificationRoutes } from '../notifications/routes.ts'
 import { uploadRoutes } from '../uploads/routes.ts'
 import { adminRoutes } from './admin.ts'
@@ -14,8 +13,7 @@ import { openApiRoute } from './openapi.ts'
 import { recordRoutes } from './records.ts'
 import { aggregateCustomers, searchContacts, searchCustomers } from './search.ts'
 import { segmentRoutes } from './segments.ts'
-import { customerEvents, track } from './track.ts'
-import { ContactPage, CustomerAggregate, CustomerPage, EventQuery, Events, TrackAccepted } from './schemas.ts'
+import { ContactPage, CustomerAggregate, CustomerPage } from './schemas.ts'
 
 // The whole routing table: the router, the OpenAPI document, the admin CLI and the tests read it.
 // Interface endpoints accept only POST; the router answers 405 with Allow for any other method on
@@ -79,39 +77,7 @@ export const routes: Route[] = [
     handler: aggregateCustomers,
   },
   ...uploadRoutes,
-  {
-    method: 'GET',
-    path: '/api/v1/customer/:external_id/events',
-    auth: { key: 'search' },
-    query: { limit: EventQuery.limit },
-    name: 'customer-events',
-    tag: 'tracking',
-    summary: 'The latest events tracked for a customer, newest first, with counts by state (?limit=)',
-    reply: { status: 200, body: Events },
-    handler: customerEvents,
-  },
-  {
-    method: 'POST',
-    path: '/api/tracker/track',
-    auth: { key: 'track' },
-    body: TrackBody,
-    name: 'track',
-    tag: 'tracking',
-    summary: 'Track server-side events',
-    reply: { status: 200, body: TrackAccepted },
-    example: {
-      trackerKey: 'CS-7Q2KD9XZ',
-      events: [
-        {
-          name: 'report.exported',
-          timestamp: 1795000000000,
-          identification: { customer: 'acme-1', contact: 'pat' },
-          data: { customer: { plan: 'pro' } },
-        },
-      ],
-    },
-    handler: track,
-  },
+  ...trackingRoutes,
   ...segmentRoutes,
   ...recordRoutes,
   ...adminRoutes,

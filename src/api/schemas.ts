@@ -1,6 +1,5 @@
 import * as v from 'valibot'
-import { Day, describe, id, int, limitParam as limit, nonEmpty, Timestamp } from '../validate.ts'
-import { DEFAULT_EVENT_LIMIT, MAX_EVENT_LIMIT } from '../admin/events.ts'
+import { Day, describe, id, int, limitParam as limit, Timestamp } from '../validate.ts'
 import { DEFAULT_DELIVERY_LIMIT, MAX_DELIVERY_LIMIT } from '../webhooks/deliveries.ts'
 import { EVENTS } from '../webhooks/events.ts'
 import { ChangeDriverSchema, ScoreAlertsSchema } from '../scoring/alerts.ts'
@@ -8,6 +7,7 @@ import { ScoringModelSchema } from '../scoring/model.ts'
 import { selection, Where } from '../records/search.ts'
 import { SourceOfTruth } from '../accounts/accounts.ts'
 import { Notification } from '../notifications/notifications.ts'
+import { Events, TrackAccepted } from '../tracking/schemas.ts'
 import { Upload, UploadAccepted, UploadAction, UploadSummary } from '../uploads/schemas.ts'
 
 // The bodies the API answers with, as OpenAPI publishes them. Handlers build their answers from
@@ -193,8 +193,6 @@ export const ScoringPreview = v.object({
   preview: describe(Scores, 'The scores the given model would give, from the same stored data.'),
 })
 
-export const TrackAccepted = v.object({ status: v.literal('received'), events: int })
-
 export const Account = v.object({
   id,
   name: v.string(),
@@ -289,32 +287,9 @@ export const Recovery = v.object({
   recovered: describe(int, 'Failed deliveries sent again, oldest first, each with 3 more attempts.'),
 })
 
-export const Events = v.object({
-  customer: describe(v.nullable(v.string()), 'The customer asked for, or null for the whole account.'),
-  count: int,
-  by_status: v.object({ received: int, applied: int, unmatched: int }),
-  events: v.array(
-    v.object({
-      id,
-      name: v.string(),
-      timestamp: describe(int, 'When it happened, Unix milliseconds, as sent.'),
-      identification: v.object({ customer: v.optional(v.string()), contact: v.optional(v.string()) }),
-      data: v.nullable(v.record(v.string(), v.unknown())),
-      status: v.picklist(['received', 'applied', 'unmatched']),
-      customer_service_id: v.nullable(int),
-      contact_service_id: v.nullable(int),
-      received_at: Timestamp,
-    }),
-  ),
-})
-
 export const Status = <T extends string>(status: T) => v.object({ status: v.literal(status) })
 
 export const DeliveryQuery = { limit: limit(DEFAULT_DELIVERY_LIMIT, MAX_DELIVERY_LIMIT) }
-export const EventQuery = {
-  customer: { description: "Only this customer's events (its external id).", schema: nonEmpty },
-  limit: limit(DEFAULT_EVENT_LIMIT, MAX_EVENT_LIMIT),
-}
 // The shapes a generated client names (components/schemas in OpenAPI).
 export const NAMED = {
   Customer,

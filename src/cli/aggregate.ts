@@ -1,4 +1,4 @@
-import { accountsToAggregate, aggregateAccount } from '../tracking/aggregate.ts'
+import { accountsToCount, countAccountEvents } from '../tracking/counts.ts'
 import type { Sql } from '../db/client.ts'
 
 export const aggregateUsage = `service aggregate-events [--account ID]
@@ -19,8 +19,8 @@ export const runAggregate = async (sql: Sql, args: string[]): Promise<number> =>
     process.stderr.write(`Account ${account} does not exist.\n`)
     return 1
   }
-  for (const id of account === undefined ? await accountsToAggregate(sql) : [account]) {
-    process.stdout.write(JSON.stringify(await aggregateAccount(sql, id)) + '\n')
+  for (const id of account === undefined ? await accountsToCount(sql) : [account]) {
+    process.stdout.write(JSON.stringify(await countAccountEvents(sql, id)) + '\n')
   }
   return 0
 }
