@@ -1,5 +1,9 @@
-import { adminRoutes, invokeAdmin } from '../api/admin.ts'
+import { invokeAdmin } from '../api/admin.ts'
+import { routes } from '../api/routes.ts'
 import type { App } from '../context.ts'
+
+// Audience is a property of a row: the admin operations are the rows that take the admin token.
+const adminRoutes = routes.filter((r) => r.auth === 'admin')
 
 const paramsOf = (path: string) => [...path.matchAll(/:(\w+)/g)].map((m) => m[1])
 

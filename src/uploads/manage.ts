@@ -1,7 +1,7 @@
 import type { Sql, Tx } from '../db/client.ts'
 import { addJobs, processUploadJob, TASKS } from '../db/jobs.ts'
 import { refuse } from '../errors.ts'
-import { isStuck, type UploadState } from './lifecycle.ts'
+import { stuckSql, type UploadState } from './lifecycle.ts'
 
 // The view of an account's uploads that its clients and operators share: one upload, or the newest
 // first, those in one state or those stuck; and an operator's retry or cancel of one.
@@ -21,10 +21,10 @@ export const listUploads = (
   filter: { status?: UploadState; stuck: boolean },
   stuckSeconds: number,
 ) => sql`
-  select ${columns(sql)}, ${isStuck(sql, stuckSeconds)} as stuck
+  select ${columns(sql)}, ${stuckSql(sql, stuckSeconds)} as stuck
   from uploads u
   where u.account_id = ${accountId} ${filter.status ? sql`and u.status = ${filter.status}` : sql``}
-    ${filter.stuck ? sql`and ${isStuck(sql, stuckSeconds)}` : sql``}
+    ${filter.stuck ? sql`and ${stuckSql(sql, stuckSeconds)}` : sql``}
   order by u.id desc limit 500`
 
 // The upload's jobs still waiting (a running one is left to find the upload failed or received).
@@ -37,7 +37,7 @@ const removeJobs = (tx: Tx, accountId: number, uploadId: number) => tx`
 
 const lock = async (tx: Tx, accountId: number, uploadId: number, stuckSeconds: number) => {
   const [u] = await tx`
-    select u.status, u.items is not null as has_items, ${isStuck(tx, stuckSeconds)} as stuck
+    select u.status, u.items is not null as has_items, ${stuckSql(tx, stuckSeconds)} as stuck
     from uploads u where u.account_id = ${accountId} and u.id = ${uploadId} for update`
   return u ?? refuse(404, `Upload ${uploadId} does not exist.`)
 }

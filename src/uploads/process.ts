@@ -7,7 +7,7 @@ import { isPermanent } from '../db/sqlstate.ts'
 import { entityOf, TABLES, type UploadKind } from '../db/tables.ts'
 import { notifyUsers } from '../notifications/notifications.ts'
 import { enqueueEvent } from '../webhooks/outbox.ts'
-import type { UploadState } from './lifecycle.ts'
+import { isPending, type UploadState } from './lifecycle.ts'
 import { mergeContacts, mergeCustomers, type MergeResult } from './merge.ts'
 
 // Locks the upload; a retried job finds it processed and does nothing.
@@ -27,7 +27,7 @@ const markProcessed = (tx: Tx, accountId: number, uploadId: number, r: MergeResu
 export const processUpload = async (tx: Tx, accountId: number, uploadId: number, notify = true) => {
   await jitOff(tx)
   const [upload] = await claim(tx, accountId, uploadId)
-  if (!upload || upload.status === 'processed' || upload.status === 'failed') return null
+  if (!upload || !isPending(upload.status)) return null
   const result =
     upload.kind === 'customers'
       ? await mergeCustomers(tx, accountId, uploadId)

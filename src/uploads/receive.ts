@@ -6,14 +6,14 @@ import { processUploadJobSql } from '../db/jobs.ts'
 import { entityOf, type UploadKind } from '../db/tables.ts'
 import { refuse } from '../errors.ts'
 import { hasCustomerModel } from '../scoring/model.ts'
-import { isPending } from './lifecycle.ts'
+import { pendingSql } from './lifecycle.ts'
 import type { UploadItem } from './schemas.ts'
 import { checkValues } from '../values.ts'
 
 // Everything the checks need, in one round trip.
 const accountState = (app: App, accountId: number, kind: UploadKind) => app.sql`
   select a.source_of_truth, m.model,
-    (select count(*)::int from uploads u where u.account_id = a.id and ${isPending(app.sql)}) as pending,
+    (select count(*)::int from uploads u where u.account_id = a.id and ${pendingSql(app.sql)}) as pending,
     ${catalogSql(app.sql, accountId, entityOf(kind))} as defs
   from accounts a left join scoring_models m on m.account_id = a.id where a.id = ${accountId}`
 
