@@ -15,7 +15,7 @@ export const getUpload = async (sql: Sql, accountId: number, uploadId: number) =
   return upload ?? refuse(404, `Upload ${uploadId} does not exist.`)
 }
 
-export const listUploads = (
+export const listAccountUploads = (
   sql: Sql,
   accountId: number,
   filter: { status?: UploadState; stuck: boolean },

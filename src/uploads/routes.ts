@@ -1,7 +1,7 @@
 import * as v from 'valibot'
 import { accountIn } from '../accounts/accounts.ts'
 import { idParam, ok, type Route, route } from '../route.ts'
-import { cancelUpload, getUpload, listUploads, retryUpload } from './manage.ts'
+import { cancelUpload, getUpload, listAccountUploads, retryUpload } from './manage.ts'
 import { receiveUpload } from './receive.ts'
 import {
   ContactsBody,
@@ -76,7 +76,7 @@ export const uploadRoutes: Route[] = [
     summary: "The key's account's uploads, newest first, 500 at most (?status=, ?stuck=true)",
     reply: { status: 200, body: v.array(UploadSummary) },
     handler: async (req, app) =>
-      ok(await listUploads(app.sql, req.auth.accountId, req.queryInput, app.config.stuckUploadSeconds)),
+      ok(await listAccountUploads(app.sql, req.auth.accountId, req.queryInput, app.config.stuckUploadSeconds)),
   }),
   route({
     method: 'GET',
@@ -88,7 +88,7 @@ export const uploadRoutes: Route[] = [
     query: UploadQuery,
     summary: "List an account's uploads, newest first (?status=, ?stuck=true)",
     handler: async (req, app) =>
-      ok(await listUploads(app.sql, await accountIn(req, app), req.queryInput, app.config.stuckUploadSeconds)),
+      ok(await listAccountUploads(app.sql, await accountIn(req, app), req.queryInput, app.config.stuckUploadSeconds)),
   }),
   route({
     method: 'POST',
