@@ -1,6 +1,7 @@
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client'
 import type { Task, TaskList } from 'graphile-worker'
 import type { Sql } from './db/client.ts'
+import { stuckSql, PENDING_STATES, UPLOAD_STATES } from './uploads/lifecycle.ts'
 
 // One registry per process: each `serve` or `worker` process exposes its own counters, and the
 // gauges read from the database show the same cluster-wide numbers whichever process is scraped.
@@ -133,8 +134,7 @@ const databaseCounts = (sql: Sql, stuckSeconds: number) => sql<
   union all
   select 'uploads', status, count(*)::int from uploads group by status
   union all
-  select 'stuck', status, count(*)::int from uploads
-  where status in ('received', 'processing') and received_at < now() - make_interval(secs => ${stuckSeconds})
+  select 'stuck', status, count(*)::int from uploads where ${stuckSql(sql, stuckSeconds, 'uploads')}
   group by status`
 
 // A label seen once keeps being reported (as 0 when no rows remain), so series do not vanish
@@ -149,9 +149,9 @@ const gauges = {
   uploads: {
     gauge: uploads as Gauge<string>,
     label: 'status',
-    seen: new Set(['received', 'processing', 'processed', 'failed']),
+    seen: new Set<string>(UPLOAD_STATES),
   },
-  stuck: { gauge: stuckUploads as Gauge<string>, label: 'status', seen: new Set(['received', 'processing']) },
+  stuck: { gauge: stuckUploads as Gauge<string>, label: 'status', seen: new Set<string>(PENDING_STATES) },
 }
 
 // Wraps every task of the list once, so tasks need not know about metrics; a worker process also

@@ -1,7 +1,7 @@
 // PATCH /admin/v1/accounts/{id}: a rename or a new source of truth, through the API and the CLI.
 import assert from 'node:assert/strict'
 import { after, before, test } from 'node:test'
-import { invokeAdmin } from '../src/api/admin.ts'
+import { invokeAdmin } from '../src/cli/admin.ts'
 import { routes } from '../src/api/routes.ts'
 import { startTestService, type TestService } from './helpers/service.ts'
 

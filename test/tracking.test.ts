@@ -9,7 +9,7 @@ import { scoredAccount, uploadAndWait } from './helpers/fixtures.ts'
 import type { PropertyType } from '../src/catalog.ts'
 import type { Refusal } from '../src/errors.ts'
 import { fitsType, MAX_DEPTH } from '../src/values.ts'
-import { applyEvents, applyEventsOfAccount, BATCH, BATCHES_PER_JOB } from '../src/tracking/apply.ts'
+import { applyEvents, applyEventsOfAccount, BATCHES_PER_JOB, EVENTS_PER_BATCH } from '../src/tracking/apply.ts'
 import { eventsToStore } from '../src/tracking/schemas.ts'
 
 let s: TestService
@@ -702,7 +702,7 @@ test(boundedBatchesTitle, async () => {
   const q = await startTestService({}, { http: true, worker: false })
   try {
     const a = await q.account()
-    const backlog = BATCH * BATCHES_PER_JOB + 1
+    const backlog = EVENTS_PER_BATCH * BATCHES_PER_JOB + 1
     await q.sql`
       insert into tracking_events (account_id, name, occurred_at, customer_external_id, data)
       select ${a.id}, 'login', now(), 'c' || i, null from generate_series(1, ${backlog}) i`

@@ -1,6 +1,9 @@
+import { ping } from '../db/client.ts'
 import { problem } from '../http/problem.ts'
 import type { Route } from '../route.ts'
-import { Status } from './schemas.ts'
+import * as v from 'valibot'
+
+const Status = <T extends string>(status: T) => v.object({ status: v.literal(status) })
 
 export const healthRoutes: Route[] = [
   {
@@ -27,7 +30,7 @@ export const healthRoutes: Route[] = [
     // On the main pool (point reads and writes), never on one that expensive queries can fill.
     handler: async (_req, app) => {
       try {
-        await Promise.race([app.sql`select 1`, new Promise((_, reject) => setTimeout(reject, 2000).unref())])
+        await Promise.race([ping(app.sql), new Promise((_, reject) => setTimeout(reject, 2000).unref())])
         return { status: 200, body: { status: 'ready' } }
       } catch {
         return problem(503, 'The database is not reachable.')

@@ -1,9 +1,32 @@
-import { invokeAdmin } from '../api/admin.ts'
 import { routes } from '../api/routes.ts'
 import type { App } from '../context.ts'
+import { Refusal } from '../errors.ts'
+import { refusalReply } from '../http/problem.ts'
+import { invoke } from '../http/router.ts'
+import type { Req, Route } from '../route.ts'
 
-// Every admin-token route of the table, whichever module owns it.
+// Audience is a property of a row: the admin operations are the rows that take the admin token.
 const adminRoutes = routes.filter((r) => r.auth === 'admin')
+
+// An admin operation run directly: the same validation and handler as over HTTP, with path
+// parameters and query parameters from flags and the JSON body as text.
+export const invokeAdmin = async (route: Route, params: Record<string, string>, body: string, app: App) => {
+  const req: Req = {
+    id: 'cli',
+    method: route.method,
+    url: 'http://cli/',
+    headers: {},
+    body: Buffer.from(body),
+    params,
+    query: { ...params },
+  }
+  try {
+    return { ok: true, body: (await invoke(route, req, app)).body }
+  } catch (err) {
+    if (!(err instanceof Refusal)) throw err
+    return { ok: false, body: refusalReply(err).body }
+  }
+}
 
 const paramsOf = (path: string) => [...path.matchAll(/:(\w+)/g)].map((m) => m[1])
 

@@ -1,5 +1,5 @@
 import { accountsWithNumberMetrics } from '../catalog/properties.ts'
-import { aggregateAccount } from '../tracking/aggregate.ts'
+import { countAccountEvents } from '../tracking/counts.ts'
 import type { Sql } from '../db/client.ts'
 
 export const aggregateUsage = `service aggregate-events [--account ID]
@@ -21,7 +21,7 @@ export const runAggregate = async (sql: Sql, args: string[]): Promise<number> =>
     return 1
   }
   for (const id of account === undefined ? await accountsWithNumberMetrics(sql) : [account]) {
-    process.stdout.write(JSON.stringify(await aggregateAccount(sql, id)) + '\n')
+    process.stdout.write(JSON.stringify(await countAccountEvents(sql, id)) + '\n')
   }
   return 0
 }

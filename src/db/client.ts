@@ -12,3 +12,6 @@ export const connect = (url: string, options: { max?: number } = {}): Sql =>
       bigint: { to: 20, from: [20], serialize: (x: number) => String(x), parse: (x: string) => Number(x) },
     },
   }) as unknown as Sql
+
+// The cheapest round trip: whether the database answers at all (readiness).
+export const ping = (sql: Sql) => sql`select 1`

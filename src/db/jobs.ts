@@ -24,7 +24,7 @@ export const addJobs = (tx: Sql | Tx, specs: JobSpec[]) =>
                (s->>'maxAttempts')::int, s->>'jobKey', null, null)::graphile_worker.job_spec
     from json_array_elements(${tx.json(specs as never)}::json) s))`.then(() => undefined)
 
-// An account's uploads, tracking and aggregation run one at a time on its queue, in order; its
+// An account's uploads, tracking and event counts run one at a time on its queue, in order; its
 // scoring on a second queue beside them, so that an upload waits for the uploads before it but not
 // for their scoring. Writers on both lock the records they change in service_id order first
 // (src/db/locks.ts), so the two never deadlock.
@@ -34,7 +34,8 @@ export const scoringQueue = (accountId: number) => `scoring:${accountId}`
 export const TASKS = {
   processUpload: 'process_upload',
   applyEvents: 'apply_events',
-  aggregateEvents: 'aggregate_events',
+  // The identifier predates the name: it is stored in graphile-worker's tables and crontab.
+  countEvents: 'aggregate_events',
   scoreRecords: 'score_records',
   scoreDaily: 'score_daily',
   deliverWebhook: 'deliver_webhook',
@@ -131,14 +132,14 @@ export const rescoreAccountJobs = (accountId: number, keepHistory: Entity[] = []
     }
   })
 
-// The daily runs of one account: aggregation on the account's queue (after the events it has
+// The daily runs of one account: event counts on the account's queue (after the events it has
 // received are applied), scoring on its scoring queue. The job key keeps a second run from
 // doubling the work.
-export const aggregateEventsJob = (accountId: number): JobSpec => ({
-  task: TASKS.aggregateEvents,
+export const countEventsJob = (accountId: number): JobSpec => ({
+  task: TASKS.countEvents,
   payload: { account_id: accountId },
   queue: accountQueue(accountId),
-  jobKey: `${TASKS.aggregateEvents}:${accountId}`,
+  jobKey: `${TASKS.countEvents}:${accountId}`,
 })
 export const scoreDailyJob = (accountId: number): JobSpec => ({
   task: TASKS.scoreDaily,

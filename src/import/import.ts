@@ -3,8 +3,10 @@ import { basename } from 'node:path'
 import { pipeline } from 'node:stream'
 import { parse } from 'csv-parse'
 import { Refusal } from '../errors.ts'
+import { notifyUsers } from '../notifications/notifications.ts'
 import { processUpload } from '../uploads/process.ts'
 import { checkUpload, insertUpload } from '../uploads/receive.ts'
+import type { UploadItem } from '../uploads/schemas.ts'
 import type { UploadKind } from '../db/tables.ts'
 import { checkRow, describeError, readHeader, type Layout } from './rows.ts'
 import type { App } from '../context.ts'
@@ -63,16 +65,15 @@ const checkAccount = async (app: App, accountId: number, kind: UploadKind, force
 // Each chunk is an upload with source FILE, merged by the upload processing itself in one
 // transaction (records, customer.created outbox rows, scoring job). The users hear of the import
 // once, when it ends (notifyImport), not once per chunk.
-const writeChunk = (app: App, accountId: number, kind: UploadKind, items: unknown[], droppedKeys: number) =>
+const writeChunk = (app: App, accountId: number, kind: UploadKind, items: UploadItem[], droppedKeys: number) =>
   app.sql.begin(async (tx) => {
     const [row] = await insertUpload(tx, accountId, kind, 'FILE', items, droppedKeys)
     return processUpload(tx, accountId, row.id, false)
   })
 
 // One notification per import and user, with the import's totals.
-const notifyImport = (app: App, accountId: number, kind: UploadKind, file: string, stats: ImportStats) => app.sql`
-  insert into notifications (account_id, user_id, kind, body)
-  select ${accountId}, u.id, 'import.file', ${app.sql.json({
+const notifyImport = (app: App, accountId: number, kind: UploadKind, file: string, stats: ImportStats) =>
+  notifyUsers(app.sql, accountId, 'import.file', {
     file: basename(file),
     records: kind,
     rows: stats.read,
@@ -83,8 +84,7 @@ const notifyImport = (app: App, accountId: number, kind: UploadKind, file: strin
     ignored: stats.ignored,
     warnings: stats.warnings,
     finished_at: new Date().toISOString(),
-  })}
-  from users u where u.account_id = ${accountId}`
+  })
 
 // Lines a record takes: quoted cells may hold line breaks. Counted here rather than taken from
 // csv-parse's info.lines, which counts a quoted CRLF as two lines.
@@ -112,7 +112,7 @@ export const importFile = async (
   let layout: Layout | undefined
   // Physical lines of the records so far; with the skipped empty lines it gives a record's first line.
   let lines = 0
-  let chunk: unknown[] = []
+  let chunk: UploadItem[] = []
   let droppedKeys = 0
   let writing: Promise<void> = Promise.resolve()
   const flush = async () => {

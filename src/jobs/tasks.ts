@@ -5,18 +5,18 @@ import { TASKS } from '../db/jobs.ts'
 import { scoreRecordsTask } from '../scoring/batch.ts'
 import { scoreDailyRun } from '../scoring/daily.ts'
 import { recomputeSegments } from '../segments/members.ts'
-import { aggregateEvents } from '../tracking/aggregate.ts'
 import { applyEventsOfAccount } from '../tracking/apply.ts'
-import { processUploadJob } from '../uploads/process.ts'
+import { countEvents } from '../tracking/counts.ts'
+import { processReceivedUpload } from '../uploads/process.ts'
 import { deliverWebhook } from '../webhooks/deliver.ts'
 
 // The task list: each task name (db/jobs.ts builds their specs) and the domain function it runs.
 // The payloads are what those builders wrote.
 type Run = (app: App, payload: never, helpers: JobHelpers) => Promise<unknown>
 const runs: Record<(typeof TASKS)[keyof typeof TASKS], Run> = {
-  [TASKS.processUpload]: processUploadJob,
+  [TASKS.processUpload]: processReceivedUpload,
   [TASKS.applyEvents]: applyEventsOfAccount,
-  [TASKS.aggregateEvents]: aggregateEvents,
+  [TASKS.countEvents]: countEvents,
   [TASKS.scoreRecords]: scoreRecordsTask,
   [TASKS.scoreDaily]: scoreDailyRun,
   [TASKS.deliverWebhook]: deliverWebhook,
@@ -60,7 +60,7 @@ export const taskList = (app: App): TaskList =>
 // graphile-worker crontab lines (https://worker.graphile.org/docs/cron); one per recurring task.
 export const crontab: string[] = [
   // Daily at 01:00 UTC: tracked events -> today's metric snapshots (fans out one job per account).
-  `0 1 * * * ${TASKS.aggregateEvents}`,
+  `0 1 * * * ${TASKS.countEvents}`,
   // Daily at 01:30 UTC: time-dependent scores and automatic churn (fans out one job per account).
   `30 1 * * * ${TASKS.scoreDaily}`,
 ]

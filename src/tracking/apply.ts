@@ -6,7 +6,7 @@ import { type AccountPayload, addJobs, addRecomputeSegments, applyEventsJob, sco
 import { lockRecordsIn } from '../db/locks.ts'
 
 // At most this many events per transaction.
-export const BATCH = 5000
+export const EVENTS_PER_BATCH = 5000
 
 // A job applies every event of its account still 'received', in batches, in id order. The intake
 // adds the job only when the account has none waiting (tracking/intake.ts), so under load one job
@@ -65,7 +65,7 @@ const stageEvents = async (tx: Tx, accountId: number, below: number, lastId: num
     case when jsonb_typeof(e.data->'contact') = 'object' then e.data->'contact' end as contact_data
   from (select * from tracking_events
         where account_id = ${accountId} and id between ${below} and ${lastId} and status = 'received'
-        order by id limit ${BATCH}) e
+        order by id limit ${EVENTS_PER_BATCH}) e
     left join customers c on c.account_id = ${accountId} and c.external_id = e.customer_external_id
     left join contacts t on t.account_id = ${accountId} and t.external_id = e.contact_external_id
       and t.customer_id = c.service_id`
@@ -198,7 +198,8 @@ export const applyEvents = async (tx: Tx, accountId: number) => {
   const customers = await applyTrackedCustomers(tx, accountId)
   const contacts = await applyTrackedContacts(tx, accountId)
   const { settled } = cursor
-  const below = settled === null ? 0 : (staged.n === BATCH ? Math.min(settled, staged.last as number) : settled) + 1
+  const below =
+    settled === null ? 0 : (staged.n === EVENTS_PER_BATCH ? Math.min(settled, staged.last as number) : settled) + 1
   await markEvents(tx, accountId, staged, { below, next })
   // Changed attributes can change scores (fit, date attributes); new contacts get theirs.
   const contactIds = [...new Set([...created, ...contacts].map((r) => r.service_id as number))]
@@ -231,7 +232,7 @@ export const applyEventsOfAccount = async (app: App, { account_id: accountId }: 
     const more = await app.sql.begin(async (tx) => {
       const applied = (await applyEvents(tx, accountId)).events
       events += applied
-      if (applied < BATCH) return false
+      if (applied < EVENTS_PER_BATCH) return false
       if (batch < BATCHES_PER_JOB) return true
       await addJobs(tx, [applyEventsJob(accountId)])
       return false

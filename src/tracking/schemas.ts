@@ -1,6 +1,6 @@
 import * as v from 'valibot'
 import { refuse } from '../errors.ts'
-import { id255, isObject, strict } from '../validate.ts'
+import { describe, id, id255, int, isObject, limitParam, nonEmpty, strict, Timestamp } from '../validate.ts'
 import { freeFormProblems } from '../values.ts'
 
 export const MAX_EVENTS = 100
@@ -51,4 +51,31 @@ export const eventsToStore = (body: unknown): string => {
   })
   if (errors.length) refuse(400, 'The request body is invalid.', errors)
   return `[${events.join(',')}]`
+}
+
+// The answers and query parameters, as OpenAPI publishes them (api/schemas.ts names the answers).
+export const TrackAccepted = v.object({ status: v.literal('received'), events: int })
+
+export const Events = v.object({
+  customer: describe(v.nullable(v.string()), 'The customer asked for, or null for the whole account.'),
+  count: int,
+  by_status: v.object({ received: int, applied: int, unmatched: int }),
+  events: v.array(
+    v.object({
+      id,
+      name: v.string(),
+      timestamp: describe(int, 'When it happened, Unix milliseconds, as sent.'),
+      identification: v.object({ customer: v.optional(v.string()), contact: v.optional(v.string()) }),
+      data: v.nullable(v.record(v.string(), v.unknown())),
+      status: v.picklist(['received', 'applied', 'unmatched']),
+      customer_service_id: v.nullable(int),
+      contact_service_id: v.nullable(int),
+      received_at: Timestamp,
+    }),
+  ),
+})
+
+export const EventQuery = {
+  customer: { description: "Only this customer's events (its external id).", schema: nonEmpty },
+  limit: limitParam(50, 1000),
 }

@@ -6,7 +6,9 @@ import { PLANNER, setLocal } from '../db/planner.ts'
 import { addJobs, addRecomputeSegments, type ProcessUploadPayload, scoreRecordsJobs } from '../db/jobs.ts'
 import { isPermanent } from '../db/sqlstate.ts'
 import { entityOf, TABLES, type UploadKind } from '../db/tables.ts'
+import { notifyUsers } from '../notifications/notifications.ts'
 import { enqueueEvent } from '../webhooks/outbox.ts'
+import { isPending, type UploadState } from './lifecycle.ts'
 import { mergeContacts, mergeCustomers, type MergeResult } from './merge.ts'
 
 // Locks the upload; a retried job finds it processed and does nothing.
@@ -17,22 +19,8 @@ const claim = (tx: Tx, accountId: number, uploadId: number) => tx`
 const markProcessed = (tx: Tx, accountId: number, uploadId: number, r: MergeResult) => tx`
   update uploads set status = 'processed', processed_at = now(), items = null,
     created = ${r.created}, updated = ${r.updated}, ignored = ${r.ignored},
-    warnings = ${tx.json(r.warnings as never)}
+    warnings = ${tx.json(r.warnings)}
   where account_id = ${accountId} and id = ${uploadId}`
-
-// Every user of the account hears what was imported, with counts and when.
-const notifyUsers = (tx: Tx, accountId: number, uploadId: number, kind: string, r: MergeResult) => tx`
-  insert into notifications (account_id, user_id, kind, body)
-  select ${accountId}, u.id, 'import.processed', ${tx.json({
-    upload_id: uploadId,
-    records: kind,
-    created: r.created,
-    updated: r.updated,
-    ignored: r.ignored,
-    warnings: r.warnings.length,
-    processed_at: new Date().toISOString(),
-  })}
-  from users u where u.account_id = ${accountId}`
 
 // The whole upload is merged in one transaction, together with everything it sets off (webhook
 // deliveries, scoring, notifications): a crash at any point leaves either nothing or all of it.
@@ -40,7 +28,7 @@ const notifyUsers = (tx: Tx, accountId: number, uploadId: number, kind: string, 
 export const processUpload = async (tx: Tx, accountId: number, uploadId: number, notify = true) => {
   await setLocal(tx, PLANNER.bulk)
   const [upload] = await claim(tx, accountId, uploadId)
-  if (!upload || upload.status === 'processed' || upload.status === 'failed') return null
+  if (!upload || !isPending(upload.status)) return null
   const result =
     upload.kind === 'customers'
       ? await mergeCustomers(tx, accountId, uploadId)
@@ -53,12 +41,29 @@ export const processUpload = async (tx: Tx, accountId: number, uploadId: number,
     ...(await analyzeJobs(tx, [tables.records, tables.snapshots])),
   ])
   if (upload.kind === 'customers') await addRecomputeSegments(tx, accountId)
-  if (notify) await notifyUsers(tx, accountId, uploadId, upload.kind, result)
+  // Every user of the account hears what was imported, with counts and when.
+  if (notify) {
+    await notifyUsers(tx, accountId, 'import.processed', {
+      upload_id: uploadId,
+      records: upload.kind,
+      created: result.created,
+      updated: result.updated,
+      ignored: result.ignored,
+      warnings: result.warnings.length,
+      processed_at: new Date().toISOString(),
+    })
+  }
   await markProcessed(tx, accountId, uploadId, result)
   return result
 }
 
-const setStatus = (app: App, p: ProcessUploadPayload, from: string, to: string, error: string | null = null) => app.sql`
+const setStatus = (
+  app: App,
+  p: ProcessUploadPayload,
+  from: UploadState,
+  to: UploadState,
+  error: string | null = null,
+) => app.sql`
   update uploads set status = ${to}, error = ${error}
   where account_id = ${p.account_id} and id = ${p.upload_id} and status = ${from}`
 
@@ -141,7 +146,7 @@ const failure = async (app: App, p: ProcessUploadPayload, err: unknown, permanen
 // uploads proceed. Other errors (transient: a lost connection, a serialization failure, a deadlock,
 // a lock timeout) are thrown, and graphile-worker retries them with its backoff; the upload fails
 // after the last attempt.
-export const processUploadJob = async (app: App, p: ProcessUploadPayload, helpers: JobHelpers) => {
+export const processReceivedUpload = async (app: App, p: ProcessUploadPayload, helpers: JobHelpers) => {
   await setStatus(app, p, 'received', 'processing')
   try {
     const result = await app.sql.begin((tx) => processUpload(tx, p.account_id, p.upload_id))

@@ -6,14 +6,14 @@ import { processUploadJobSql } from '../db/jobs.ts'
 import { entityOf, type UploadKind } from '../db/tables.ts'
 import { refuse } from '../errors.ts'
 import { hasCustomerModel } from '../scoring/model.ts'
-import type { ContactItem, CustomerItem } from './schemas.ts'
+import { pendingSql } from './lifecycle.ts'
+import type { UploadItem } from './schemas.ts'
 import { checkValues } from '../values.ts'
 
 // Everything the checks need, in one round trip.
 const accountState = (app: App, accountId: number, kind: UploadKind) => app.sql`
   select a.source_of_truth, m.model,
-    (select count(*)::int from uploads u where u.account_id = a.id
-      and u.status in ('received', 'processing')) as pending,
+    (select count(*)::int from uploads u where u.account_id = a.id and ${pendingSql(app.sql)}) as pending,
     ${catalogSql(app.sql, accountId, entityOf(kind))} as defs
   from accounts a left join scoring_models m on m.account_id = a.id where a.id = ${accountId}`
 
@@ -24,11 +24,11 @@ export const insertUpload = (
   accountId: number,
   kind: UploadKind,
   source: string,
-  items: unknown[],
+  items: UploadItem[],
   droppedKeys: number,
 ) => sql`
   insert into uploads (account_id, kind, source, items, item_count, dropped_keys)
-  values (${accountId}, ${kind}, ${source}, ${sql.json(items as never)}, ${items.length}, ${droppedKeys})
+  values (${accountId}, ${kind}, ${source}, ${sql.json(items)}, ${items.length}, ${droppedKeys})
   returning id`
 
 // The upload row and its processing job are written by one statement: a 200 means both are
@@ -39,7 +39,7 @@ const store = (
   accountId: number,
   kind: UploadKind,
   source: string,
-  items: unknown[],
+  items: UploadItem[],
   droppedKeys: number,
 ) => app.sql`
   with u as (${insertUpload(app.sql, accountId, kind, source, items, droppedKeys)})
@@ -53,7 +53,7 @@ export const requireApiSource = (sourceOfTruth: string) => {
 
 // The checks every write of records passes: source of truth (406), scoring model (490), typed
 // values against the account's definitions (400), and the backlog of unprocessed uploads (429).
-export const checkUpload = async <T extends CustomerItem | ContactItem>(
+export const checkUpload = async <T extends UploadItem>(
   app: App,
   accountId: number,
   kind: UploadKind,
@@ -81,7 +81,7 @@ export const receiveUpload = async (
   app: App,
   accountId: number,
   kind: UploadKind,
-  items: (CustomerItem | ContactItem)[],
+  items: UploadItem[],
   source = 'API',
 ) => {
   const checked = await checkUpload(app, accountId, kind, items, source)

@@ -1,6 +1,7 @@
 import * as v from 'valibot'
-import { DateString, id255, isObject, strict, text255 } from '../validate.ts'
+import { DateString, describe, id255, int, isObject, strict, text255, Timestamp } from '../validate.ts'
 import { Value } from '../values.ts'
+import { UPLOAD_STATES } from './lifecycle.ts'
 
 export const MAX_CUSTOMERS = 1000
 export const MAX_CONTACTS = 100
@@ -49,3 +50,49 @@ export const ContactsBody = strict({
 
 export type CustomerItem = v.InferOutput<typeof CustomerItem>
 export type ContactItem = v.InferOutput<typeof ContactItem>
+export type UploadItem = CustomerItem | ContactItem
+
+// The answers, as OpenAPI publishes them (api/schemas.ts names them).
+export const UploadAccepted = v.object({
+  upload_id: int,
+  status: v.literal('received'),
+  items: describe(int, 'How many items the upload holds.'),
+})
+
+const UploadState = v.picklist(UPLOAD_STATES)
+export const Upload = v.object({
+  upload_id: int,
+  kind: v.picklist(['customers', 'contacts']),
+  status: UploadState,
+  items: int,
+  created: v.nullable(int),
+  updated: v.nullable(int),
+  ignored: v.nullable(int),
+  dropped_keys: describe(v.nullable(int), 'Attribute and metric keys dropped because no property defines them.'),
+  warnings: v.nullable(v.array(v.object({ external_id: v.string(), message: v.string() }))),
+  error: describe(v.nullable(v.string()), 'Why processing failed: where (item and field, when known), then what.'),
+  received_at: Timestamp,
+  processed_at: v.nullable(Timestamp),
+  scored_at: v.nullable(Timestamp),
+})
+
+export const UploadSummary = v.object({
+  ...Upload.entries,
+  stuck: describe(v.boolean(), 'Not processed within SERVICE_STUCK_UPLOAD_SECONDS of its arrival.'),
+})
+
+export const UploadAction = v.object({ upload_id: int, status: UploadState })
+
+export const UploadQuery = {
+  status: { description: 'Only uploads in this state.', schema: UploadState },
+  stuck: {
+    description: 'true: only stuck uploads; false (the default): every upload.',
+    schema: v.optional(
+      v.pipe(
+        v.picklist(['true', 'false']),
+        v.transform((s) => s === 'true'),
+      ),
+      'false',
+    ),
+  },
+}

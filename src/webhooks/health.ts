@@ -1,4 +1,4 @@
-import { notifyUsers } from '../admin/notifications.ts'
+import { notifyUsers } from '../notifications/notifications.ts'
 import type { Tx } from '../db/client.ts'
 import type { SendResult } from './send.ts'
 

@@ -1,24 +1,30 @@
 import type { Sql, Tx } from '../db/client.ts'
 import { addJobs, processUploadJob, TASKS } from '../db/jobs.ts'
 import { refuse } from '../errors.ts'
+import { stuckSql, type UploadState } from './lifecycle.ts'
 
-// An operator's view of an account's uploads: the newest first, or those in one state, or those
-// stuck (received or processing for longer than the bound); and a retry or cancel of one.
-const isStuck = (sql: Sql | Tx, stuckSeconds: number) =>
-  sql`(u.status in ('received', 'processing') and u.received_at < now() - make_interval(secs => ${stuckSeconds}))`
+// The view of an account's uploads that its clients and operators share: one upload, or the newest
+// first, those in one state or those stuck; and an operator's retry or cancel of one.
+const columns = (sql: Sql) => sql`
+  u.id as upload_id, u.kind, u.status, u.item_count as items, u.created, u.updated, u.ignored, u.dropped_keys,
+  u.warnings, u.error, u.received_at, u.processed_at, u.scored_at`
 
-export const listUploads = (
+export const getUpload = async (sql: Sql, accountId: number, uploadId: number) => {
+  const [upload] =
+    await sql`select ${columns(sql)} from uploads u where u.account_id = ${accountId} and u.id = ${uploadId}`
+  return upload ?? refuse(404, `Upload ${uploadId} does not exist.`)
+}
+
+export const listAccountUploads = (
   sql: Sql,
   accountId: number,
-  filter: { status?: string; stuck: boolean },
+  filter: { status?: UploadState; stuck: boolean },
   stuckSeconds: number,
 ) => sql`
-  select u.id as upload_id, u.kind, u.status, u.item_count as items, u.created, u.updated, u.ignored,
-    u.dropped_keys, u.warnings, u.error, u.received_at, u.processed_at, u.scored_at,
-    ${isStuck(sql, stuckSeconds)} as stuck
+  select ${columns(sql)}, ${stuckSql(sql, stuckSeconds)} as stuck
   from uploads u
   where u.account_id = ${accountId} ${filter.status ? sql`and u.status = ${filter.status}` : sql``}
-    ${filter.stuck ? sql`and ${isStuck(sql, stuckSeconds)}` : sql``}
+    ${filter.stuck ? sql`and ${stuckSql(sql, stuckSeconds)}` : sql``}
   order by u.id desc limit 500`
 
 // The upload's jobs still waiting (a running one is left to find the upload failed or received).
@@ -31,7 +37,7 @@ const removeJobs = (tx: Tx, accountId: number, uploadId: number) => tx`
 
 const lock = async (tx: Tx, accountId: number, uploadId: number, stuckSeconds: number) => {
   const [u] = await tx`
-    select u.status, u.items is not null as has_items, ${isStuck(tx, stuckSeconds)} as stuck
+    select u.status, u.items is not null as has_items, ${stuckSql(tx, stuckSeconds)} as stuck
     from uploads u where u.account_id = ${accountId} and u.id = ${uploadId} for update`
   return u ?? refuse(404, `Upload ${uploadId} does not exist.`)
 }

@@ -2,7 +2,7 @@ import type { Entity } from '../catalog.ts'
 import { accountsWithNumberMetrics, definitionsSql } from '../catalog/properties.ts'
 import type { App } from '../context.ts'
 import type { Sql, Tx } from '../db/client.ts'
-import { addJobs, aggregateEventsJob, type CronPayload, scoreRecordsJobs } from '../db/jobs.ts'
+import { addJobs, countEventsJob, type CronPayload, scoreRecordsJobs } from '../db/jobs.ts'
 import { TABLES } from '../db/tables.ts'
 import { today } from '../dates.ts'
 import { mergeStagedSnapshots } from '../uploads/merge.ts'
@@ -37,7 +37,7 @@ const stageCounts = (tx: Tx, accountId: number, level: Entity) => {
     group by record_id`
 }
 
-const aggregateLevel = async (tx: Tx, accountId: number, level: Entity) => {
+const countLevel = async (tx: Tx, accountId: number, level: Entity) => {
   await stageCounts(tx, accountId, level)
   await mergeStagedSnapshots(tx, accountId, TABLES[level].kind)
   const ids = (await tx`select record_id from stage_snapshots order by record_id`).map((r) => r.record_id as number)
@@ -47,18 +47,18 @@ const aggregateLevel = async (tx: Tx, accountId: number, level: Entity) => {
 }
 
 // One account in one transaction: snapshots, metrics and the scoring jobs commit together.
-export const aggregateAccount = (sql: Sql, accountId: number) =>
+export const countAccountEvents = (sql: Sql, accountId: number) =>
   sql.begin(async (tx) => ({
     account_id: accountId,
-    customers: await aggregateLevel(tx, accountId, 'customer'),
-    contacts: await aggregateLevel(tx, accountId, 'contact'),
+    customers: await countLevel(tx, accountId, 'customer'),
+    contacts: await countLevel(tx, accountId, 'contact'),
   }))
 
 // The daily cron run (no account_id) adds one job per account with a number metric (the only ones
-// that can have a metric named like an event) on the account's queue, so each account's aggregation
-// runs after the events it has already received are applied. The job key keeps a second run from
+// that can have a metric named like an event) on the account's queue, so each account's counts
+// run after the events it has already received are applied. The job key keeps a second run from
 // doubling the work.
-export const aggregateEvents = async (app: App, p: CronPayload) => {
-  if (p.account_id !== undefined) return void (await aggregateAccount(app.sql, p.account_id))
-  await addJobs(app.sql, (await accountsWithNumberMetrics(app.sql)).map(aggregateEventsJob))
+export const countEvents = async (app: App, p: CronPayload) => {
+  if (p.account_id !== undefined) return void (await countAccountEvents(app.sql, p.account_id))
+  await addJobs(app.sql, (await accountsWithNumberMetrics(app.sql)).map(countEventsJob))
 }

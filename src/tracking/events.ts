@@ -1,8 +1,5 @@
 import type { Sql } from '../db/client.ts'
 
-export const DEFAULT_EVENT_LIMIT = 50
-export const MAX_EVENT_LIMIT = 1000
-
 // For support: how many events a customer (or the whole account) has sent, by state, and the
 // most recent ones by event time, in the shape they were sent plus what became of them.
 export const listEvents = async (sql: Sql, accountId: number, customer: string | undefined, limit: number) => {
