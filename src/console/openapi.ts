@@ -119,6 +119,57 @@ export interface paths {
     patch?: never
     trace?: never
   }
+  '/admin/v1/accounts/{id}/uploads': {
+    parameters: {
+      query?: never
+      header?: never
+      path?: never
+      cookie?: never
+    }
+    /** List an account's uploads, newest first (?status=, ?stuck=true) */
+    get: operations['listUploads']
+    put?: never
+    post?: never
+    delete?: never
+    options?: never
+    head?: never
+    patch?: never
+    trace?: never
+  }
+  '/admin/v1/accounts/{id}/uploads/{upload_id}/retry': {
+    parameters: {
+      query?: never
+      header?: never
+      path?: never
+      cookie?: never
+    }
+    get?: never
+    put?: never
+    /** Process a failed or stuck upload again */
+    post: operations['retryUpload']
+    delete?: never
+    options?: never
+    head?: never
+    patch?: never
+    trace?: never
+  }
+  '/admin/v1/accounts/{id}/uploads/{upload_id}/cancel': {
+    parameters: {
+      query?: never
+      header?: never
+      path?: never
+      cookie?: never
+    }
+    get?: never
+    put?: never
+    /** Fail an upload that is not processed yet (it can be retried later) */
+    post: operations['cancelUpload']
+    delete?: never
+    options?: never
+    head?: never
+    patch?: never
+    trace?: never
+  }
   '/api/v1/customer/{external_id}/events': {
     parameters: {
       query?: never
@@ -147,6 +198,23 @@ export interface paths {
     put?: never
     /** Track server-side events */
     post: operations['track']
+    delete?: never
+    options?: never
+    head?: never
+    patch?: never
+    trace?: never
+  }
+  '/admin/v1/accounts/{id}/events': {
+    parameters: {
+      query?: never
+      header?: never
+      path?: never
+      cookie?: never
+    }
+    /** Count and list recent tracking events (?customer=&limit=, newest first) */
+    get: operations['listEvents']
+    put?: never
+    post?: never
     delete?: never
     options?: never
     head?: never
@@ -368,23 +436,6 @@ export interface paths {
     patch?: never
     trace?: never
   }
-  '/admin/v1/event-types': {
-    parameters: {
-      query?: never
-      header?: never
-      path?: never
-      cookie?: never
-    }
-    /** The events a webhook can subscribe to, with their payload schemas and examples */
-    get: operations['listEventTypes']
-    put?: never
-    post?: never
-    delete?: never
-    options?: never
-    head?: never
-    patch?: never
-    trace?: never
-  }
   '/admin/v1/accounts': {
     parameters: {
       query?: never
@@ -451,6 +502,23 @@ export interface paths {
     post?: never
     /** Revoke an API key */
     delete: operations['revokeKey']
+    options?: never
+    head?: never
+    patch?: never
+    trace?: never
+  }
+  '/admin/v1/accounts/{id}/tracking': {
+    parameters: {
+      query?: never
+      header?: never
+      path?: never
+      cookie?: never
+    }
+    get?: never
+    /** Set the tracking domains */
+    put: operations['setTracking']
+    post?: never
+    delete?: never
     options?: never
     head?: never
     patch?: never
@@ -614,16 +682,16 @@ export interface paths {
     patch?: never
     trace?: never
   }
-  '/admin/v1/accounts/{id}/tracking': {
+  '/admin/v1/event-types': {
     parameters: {
       query?: never
       header?: never
       path?: never
       cookie?: never
     }
-    get?: never
-    /** Set the tracking domains */
-    put: operations['setTracking']
+    /** The events a webhook can subscribe to, with their payload schemas and examples */
+    get: operations['listEventTypes']
+    put?: never
     post?: never
     delete?: never
     options?: never
@@ -795,74 +863,6 @@ export interface paths {
     }
     /** List notifications (?user_email=) */
     get: operations['listNotifications']
-    put?: never
-    post?: never
-    delete?: never
-    options?: never
-    head?: never
-    patch?: never
-    trace?: never
-  }
-  '/admin/v1/accounts/{id}/uploads': {
-    parameters: {
-      query?: never
-      header?: never
-      path?: never
-      cookie?: never
-    }
-    /** List an account's uploads, newest first (?status=, ?stuck=true) */
-    get: operations['listUploads']
-    put?: never
-    post?: never
-    delete?: never
-    options?: never
-    head?: never
-    patch?: never
-    trace?: never
-  }
-  '/admin/v1/accounts/{id}/uploads/{upload_id}/retry': {
-    parameters: {
-      query?: never
-      header?: never
-      path?: never
-      cookie?: never
-    }
-    get?: never
-    put?: never
-    /** Process a failed or stuck upload again */
-    post: operations['retryUpload']
-    delete?: never
-    options?: never
-    head?: never
-    patch?: never
-    trace?: never
-  }
-  '/admin/v1/accounts/{id}/uploads/{upload_id}/cancel': {
-    parameters: {
-      query?: never
-      header?: never
-      path?: never
-      cookie?: never
-    }
-    get?: never
-    put?: never
-    /** Fail an upload that is not processed yet (it can be retried later) */
-    post: operations['cancelUpload']
-    delete?: never
-    options?: never
-    head?: never
-    patch?: never
-    trace?: never
-  }
-  '/admin/v1/accounts/{id}/events': {
-    parameters: {
-      query?: never
-      header?: never
-      path?: never
-      cookie?: never
-    }
-    /** Count and list recent tracking events (?customer=&limit=, newest first) */
-    get: operations['listEvents']
     put?: never
     post?: never
     delete?: never
@@ -2708,6 +2708,102 @@ export interface operations {
       503: components['responses']['ServiceUnavailable']
     }
   }
+  listUploads: {
+    parameters: {
+      query?: {
+        /** @description Only uploads in this state. */
+        status?: 'received' | 'processing' | 'processed' | 'failed'
+        /** @description true: only stuck uploads; false (the default): every upload. */
+        stuck?: 'true' | 'false'
+      }
+      header?: never
+      path: {
+        /** @description The account id. */
+        id: number
+      }
+      cookie?: never
+    }
+    requestBody?: never
+    responses: {
+      /** @description Success. */
+      200: {
+        headers: {
+          [name: string]: unknown
+        }
+        content: {
+          'application/json': components['schemas']['UploadSummary'][]
+        }
+      }
+      400: components['responses']['BadRequest']
+      401: components['responses']['Unauthorized']
+      404: components['responses']['NotFound']
+      503: components['responses']['ServiceUnavailable']
+    }
+  }
+  retryUpload: {
+    parameters: {
+      query?: never
+      header?: never
+      path: {
+        /** @description The account id. */
+        id: number
+        /** @description The upload id. */
+        upload_id: number
+      }
+      cookie?: never
+    }
+    requestBody?: never
+    responses: {
+      /** @description Success. */
+      202: {
+        headers: {
+          [name: string]: unknown
+        }
+        content: {
+          'application/json': components['schemas']['UploadAction']
+        }
+      }
+      400: components['responses']['BadRequest']
+      401: components['responses']['Unauthorized']
+      404: components['responses']['NotFound']
+      408: components['responses']['RequestTimeout']
+      409: components['responses']['Conflict']
+      413: components['responses']['ContentTooLarge']
+      503: components['responses']['ServiceUnavailable']
+    }
+  }
+  cancelUpload: {
+    parameters: {
+      query?: never
+      header?: never
+      path: {
+        /** @description The account id. */
+        id: number
+        /** @description The upload id. */
+        upload_id: number
+      }
+      cookie?: never
+    }
+    requestBody?: never
+    responses: {
+      /** @description Success. */
+      200: {
+        headers: {
+          [name: string]: unknown
+        }
+        content: {
+          'application/json': components['schemas']['UploadAction']
+        }
+      }
+      400: components['responses']['BadRequest']
+      401: components['responses']['Unauthorized']
+      404: components['responses']['NotFound']
+      408: components['responses']['RequestTimeout']
+      409: components['responses']['Conflict']
+      413: components['responses']['ContentTooLarge']
+      503: components['responses']['ServiceUnavailable']
+    }
+  }
   customerEvents: {
     parameters: {
       query?: {
@@ -2817,6 +2913,38 @@ export interface operations {
       413: components['responses']['ContentTooLarge']
       415: components['responses']['UnsupportedMediaType']
       429: components['responses']['TooManyRequests']
+      503: components['responses']['ServiceUnavailable']
+    }
+  }
+  listEvents: {
+    parameters: {
+      query?: {
+        /** @description Only this customer's events (its external id). */
+        customer?: string
+        /** @description How many, newest first (default 50). */
+        limit?: number
+      }
+      header?: never
+      path: {
+        /** @description The account id. */
+        id: number
+      }
+      cookie?: never
+    }
+    requestBody?: never
+    responses: {
+      /** @description Success. */
+      200: {
+        headers: {
+          [name: string]: unknown
+        }
+        content: {
+          'application/json': components['schemas']['Events']
+        }
+      }
+      400: components['responses']['BadRequest']
+      401: components['responses']['Unauthorized']
+      404: components['responses']['NotFound']
       503: components['responses']['ServiceUnavailable']
     }
   }
@@ -4084,29 +4212,6 @@ export interface operations {
       503: components['responses']['ServiceUnavailable']
     }
   }
-  listEventTypes: {
-    parameters: {
-      query?: never
-      header?: never
-      path?: never
-      cookie?: never
-    }
-    requestBody?: never
-    responses: {
-      /** @description Success. */
-      200: {
-        headers: {
-          [name: string]: unknown
-        }
-        content: {
-          'application/json': components['schemas']['EventType'][]
-        }
-      }
-      400: components['responses']['BadRequest']
-      401: components['responses']['Unauthorized']
-      503: components['responses']['ServiceUnavailable']
-    }
-  }
   listAccounts: {
     parameters: {
       query?: never
@@ -4333,6 +4438,42 @@ export interface operations {
       400: components['responses']['BadRequest']
       401: components['responses']['Unauthorized']
       404: components['responses']['NotFound']
+      503: components['responses']['ServiceUnavailable']
+    }
+  }
+  setTracking: {
+    parameters: {
+      query?: never
+      header?: never
+      path: {
+        /** @description The account id. */
+        id: number
+      }
+      cookie?: never
+    }
+    requestBody: {
+      content: {
+        'application/json': {
+          domains: string[]
+        }
+      }
+    }
+    responses: {
+      /** @description Success. */
+      200: {
+        headers: {
+          [name: string]: unknown
+        }
+        content: {
+          'application/json': components['schemas']['Account']
+        }
+      }
+      400: components['responses']['BadRequest']
+      401: components['responses']['Unauthorized']
+      404: components['responses']['NotFound']
+      408: components['responses']['RequestTimeout']
+      413: components['responses']['ContentTooLarge']
+      415: components['responses']['UnsupportedMediaType']
       503: components['responses']['ServiceUnavailable']
     }
   }
@@ -4854,23 +4995,14 @@ export interface operations {
       503: components['responses']['ServiceUnavailable']
     }
   }
-  setTracking: {
+  listEventTypes: {
     parameters: {
       query?: never
       header?: never
-      path: {
-        /** @description The account id. */
-        id: number
-      }
+      path?: never
       cookie?: never
     }
-    requestBody: {
-      content: {
-        'application/json': {
-          domains: string[]
-        }
-      }
-    }
+    requestBody?: never
     responses: {
       /** @description Success. */
       200: {
@@ -4878,15 +5010,11 @@ export interface operations {
           [name: string]: unknown
         }
         content: {
-          'application/json': components['schemas']['Account']
+          'application/json': components['schemas']['EventType'][]
         }
       }
       400: components['responses']['BadRequest']
       401: components['responses']['Unauthorized']
-      404: components['responses']['NotFound']
-      408: components['responses']['RequestTimeout']
-      413: components['responses']['ContentTooLarge']
-      415: components['responses']['UnsupportedMediaType']
       503: components['responses']['ServiceUnavailable']
     }
   }
@@ -5320,134 +5448,6 @@ export interface operations {
         }
         content: {
           'application/json': components['schemas']['Notification'][]
-        }
-      }
-      400: components['responses']['BadRequest']
-      401: components['responses']['Unauthorized']
-      404: components['responses']['NotFound']
-      503: components['responses']['ServiceUnavailable']
-    }
-  }
-  listUploads: {
-    parameters: {
-      query?: {
-        /** @description Only uploads in this state. */
-        status?: 'received' | 'processing' | 'processed' | 'failed'
-        /** @description true: only stuck uploads; false (the default): every upload. */
-        stuck?: 'true' | 'false'
-      }
-      header?: never
-      path: {
-        /** @description The account id. */
-        id: number
-      }
-      cookie?: never
-    }
-    requestBody?: never
-    responses: {
-      /** @description Success. */
-      200: {
-        headers: {
-          [name: string]: unknown
-        }
-        content: {
-          'application/json': components['schemas']['UploadSummary'][]
-        }
-      }
-      400: components['responses']['BadRequest']
-      401: components['responses']['Unauthorized']
-      404: components['responses']['NotFound']
-      503: components['responses']['ServiceUnavailable']
-    }
-  }
-  retryUpload: {
-    parameters: {
-      query?: never
-      header?: never
-      path: {
-        /** @description The account id. */
-        id: number
-        /** @description The upload id. */
-        upload_id: number
-      }
-      cookie?: never
-    }
-    requestBody?: never
-    responses: {
-      /** @description Success. */
-      202: {
-        headers: {
-          [name: string]: unknown
-        }
-        content: {
-          'application/json': components['schemas']['UploadAction']
-        }
-      }
-      400: components['responses']['BadRequest']
-      401: components['responses']['Unauthorized']
-      404: components['responses']['NotFound']
-      408: components['responses']['RequestTimeout']
-      409: components['responses']['Conflict']
-      413: components['responses']['ContentTooLarge']
-      503: components['responses']['ServiceUnavailable']
-    }
-  }
-  cancelUpload: {
-    parameters: {
-      query?: never
-      header?: never
-      path: {
-        /** @description The account id. */
-        id: number
-        /** @description The upload id. */
-        upload_id: number
-      }
-      cookie?: never
-    }
-    requestBody?: never
-    responses: {
-      /** @description Success. */
-      200: {
-        headers: {
-          [name: string]: unknown
-        }
-        content: {
-          'application/json': components['schemas']['UploadAction']
-        }
-      }
-      400: components['responses']['BadRequest']
-      401: components['responses']['Unauthorized']
-      404: components['responses']['NotFound']
-      408: components['responses']['RequestTimeout']
-      409: components['responses']['Conflict']
-      413: components['responses']['ContentTooLarge']
-      503: components['responses']['ServiceUnavailable']
-    }
-  }
-  listEvents: {
-    parameters: {
-      query?: {
-        /** @description Only this customer's events (its external id). */
-        customer?: string
-        /** @description How many, newest first (default 50). */
-        limit?: number
-      }
-      header?: never
-      path: {
-        /** @description The account id. */
-        id: number
-      }
-      cookie?: never
-    }
-    requestBody?: never
-    responses: {
-      /** @description Success. */
-      200: {
-        headers: {
-          [name: string]: unknown
-        }
-        content: {
-          'application/json': components['schemas']['Events']
         }
       }
       400: components['responses']['BadRequest']
