@@ -1,4 +1,4 @@
-import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client'
+import { collectDefaultMetrics, Counter, Gauge, Histogram, type Metric, Registry } from 'prom-client'
 import type { Task, TaskList } from 'graphile-worker'
 import type { Sql } from './db/client.ts'
 import { stuckSql, PENDING_STATES, UPLOAD_STATES } from './uploads/lifecycle.ts'
@@ -38,7 +38,8 @@ type Sample = { metricName?: string; labels: Record<string, string | number>; va
 // What the registry reads of a metric to render it (prom-client's Registry.getMetricsAsString).
 const requestMetric = (name: string, help: string, type: 'counter' | 'histogram', samples: () => Sample[]) => {
   const metric = { name, help, type, aggregator: 'sum', reset: () => requestSeries.clear() }
-  registry.registerMetric({ ...metric, get: async () => ({ ...metric, values: samples() }) } as never)
+  // prom-client declares `type` a numeric enum, but its registry reads and prints the text.
+  registry.registerMetric({ ...metric, get: async () => ({ ...metric, values: samples() }) } as unknown as Metric)
 }
 requestMetric('http_requests_total', 'HTTP requests answered, by method, route pattern and status.', 'counter', () =>
   [...requestSeries.values()].map(({ labels, count }) => ({ labels, value: count })),

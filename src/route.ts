@@ -41,9 +41,6 @@ export interface Reply {
   body?: unknown
 }
 
-// Untyped handlers of rows not yet written with route(); goes when the last is.
-export type Handler = (req: Req, app: App) => Reply | Promise<Reply>
-
 export type KeyAuth = { key: 'search' | 'upload' | 'track' }
 export type Auth = 'none' | 'admin' | KeyAuth
 

@@ -1,4 +1,4 @@
-import type { Route } from '../route.ts'
+import { route, type Route } from '../route.ts'
 
 // The console (src/console/) is browser code that calls the public API with the key the user enters;
 // these routes only serve its page, script and stylesheet, with no access to any account's data.
@@ -60,7 +60,7 @@ const JS = 'text/javascript; charset=utf-8'
 const CSS = 'text/css; charset=utf-8'
 
 export const consoleRoutes: Route[] = [
-  {
+  route({
     method: 'GET',
     path: '/console',
     auth: 'none',
@@ -69,8 +69,8 @@ export const consoleRoutes: Route[] = [
     reply: { status: 200, media: HTML },
     summary: 'The web console: customers with a service key, accounts and their settings with the admin token',
     handler: () => ({ status: 200, headers: { ...HEADERS, 'content-type': HTML }, body: page }),
-  },
-  {
+  }),
+  route({
     method: 'GET',
     path: '/console/console.js',
     auth: 'none',
@@ -79,8 +79,8 @@ export const consoleRoutes: Route[] = [
     reply: { status: 200, media: JS },
     summary: "The console's script",
     handler: async () => ({ status: 200, headers: { ...HEADERS, 'content-type': JS }, body: (await built()).script }),
-  },
-  {
+  }),
+  route({
     method: 'GET',
     path: '/console/console.css',
     auth: 'none',
@@ -89,5 +89,5 @@ export const consoleRoutes: Route[] = [
     reply: { status: 200, media: CSS },
     summary: "The console's stylesheet",
     handler: async () => ({ status: 200, headers: { ...HEADERS, 'content-type': CSS }, body: (await built()).style }),
-  },
+  }),
 ]

@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto'
 import { readFileSync } from 'node:fs'
 import { createRequire } from 'node:module'
-import type { Route } from '../route.ts'
+import { route, type Route } from '../route.ts'
 
 // The bundle carries the renderer in __DOCS_SCRIPT__ (see build.mjs); from source it is read from
 // node_modules when the page is first asked for, so a process that nobody browses never loads a few MB
@@ -69,7 +69,7 @@ const HEADERS = {
 }
 
 export const docsRoutes: Route[] = [
-  {
+  route({
     method: 'GET',
     path: '/docs',
     auth: 'none',
@@ -78,8 +78,8 @@ export const docsRoutes: Route[] = [
     reply: { status: 200, media: 'text/html; charset=utf-8' },
     summary: 'This API as a browsable reference page, rendered from /openapi.json',
     handler: () => ({ status: 200, headers: { ...HEADERS, 'content-type': 'text/html; charset=utf-8' }, body: page }),
-  },
-  {
+  }),
+  route({
     method: 'GET',
     path: '/docs/reference.js',
     auth: 'none',
@@ -96,5 +96,5 @@ export const docsRoutes: Route[] = [
       },
       body: reference(),
     }),
-  },
+  }),
 ]

@@ -1,12 +1,12 @@
 import { ping } from '../db/client.ts'
 import { problem } from '../http/problem.ts'
-import type { Route } from '../route.ts'
+import { route, type Route } from '../route.ts'
 import * as v from 'valibot'
 
 const Status = <T extends string>(status: T) => v.object({ status: v.literal(status) })
 
 export const healthRoutes: Route[] = [
-  {
+  route({
     method: 'GET',
     path: '/healthz',
     auth: 'none',
@@ -16,8 +16,8 @@ export const healthRoutes: Route[] = [
     reply: { status: 200, body: Status('ok') },
     summary: 'Liveness: the process answers',
     handler: () => ({ status: 200, body: { status: 'ok' } }),
-  },
-  {
+  }),
+  route({
     method: 'GET',
     path: '/readyz',
     auth: 'none',
@@ -36,5 +36,5 @@ export const healthRoutes: Route[] = [
         return problem(503, 'The database is not reachable.')
       }
     },
-  },
+  }),
 ]

@@ -1,9 +1,9 @@
 import { renderMetrics } from '../metrics.ts'
-import type { Route } from '../route.ts'
+import { route } from '../route.ts'
 
 // Open like /healthz: the series carry route patterns, task names and counts, never account data.
 // Keep the port internal (or filter /metrics at the proxy) where that matters.
-export const metricsRoute: Route = {
+export const metricsRoute = route({
   method: 'GET',
   path: '/metrics',
   auth: 'none',
@@ -15,4 +15,4 @@ export const metricsRoute: Route = {
     const { contentType, text } = await renderMetrics(app.sql, app.config.stuckUploadSeconds)
     return { status: 200, headers: { 'content-type': contentType }, body: text }
   },
-}
+})

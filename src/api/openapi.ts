@@ -1,6 +1,6 @@
 import * as v from 'valibot'
 import { buildOpenApi } from '../http/openapi.ts'
-import type { Route } from '../route.ts'
+import { route, type Route } from '../route.ts'
 import { listEventTypes, PAYLOADS } from '../webhooks/events.ts'
 import { NAMED } from './schemas.ts'
 
@@ -13,7 +13,7 @@ export const openApiDocument = (table: Route[]) => buildOpenApi(table, NAMED, ev
 // on first request (the table is passed lazily: this row is part of it).
 export const openApiRoute = (table: () => Route[]): Route => {
   let json: string | undefined
-  return {
+  return route({
     method: 'GET',
     path: '/openapi.json',
     auth: 'none',
@@ -26,5 +26,5 @@ export const openApiRoute = (table: () => Route[]): Route => {
       headers: { 'content-type': 'application/json', 'cache-control': 'public, max-age=3600' },
       body: (json ??= JSON.stringify(openApiDocument(table()))),
     }),
-  }
+  })
 }

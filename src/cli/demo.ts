@@ -1,3 +1,5 @@
+import * as v from 'valibot'
+import { ScoringModelSchema } from '../scoring/model.ts'
 import { createAccount } from '../accounts/accounts.ts'
 import { createKey } from '../accounts/keys.ts'
 import { defineProperty } from '../catalog/properties.ts'
@@ -17,9 +19,8 @@ export const createDemoIfEmpty = async (sql: Sql, port: number, dataDir: string,
   const account = await createAccount(sql, { name: 'Demo', source_of_truth: 'API' })
   const key = await createKey(sql, account.id, { scopes: ['search', 'upload', 'track'] })
   await defineProperty(sql, account.id, { entity: 'customer', kind: 'metric', codename: 'logins', type: 'number' })
-  await putScoringModel(sql, account.id, {
-    customer: { engagement: [{ codename: 'logins', weight: 100, bad: 0, good: 40 }] },
-  } as never)
+  const model = { customer: { engagement: [{ codename: 'logins', weight: 100, bad: 0, good: 40 }] } }
+  await putScoringModel(sql, account.id, v.parse(ScoringModelSchema, model))
   const base = `http://localhost:${port}`
   const text =
     [

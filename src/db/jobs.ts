@@ -22,7 +22,7 @@ export const addJobs = (tx: Sql | Tx, specs: JobSpec[]) =>
   select graphile_worker.add_jobs(array(
     select row(s->>'task', s->'payload', s->>'queue', (s->>'runAt')::timestamptz,
                (s->>'maxAttempts')::int, s->>'jobKey', null, null)::graphile_worker.job_spec
-    from json_array_elements(${tx.json(specs as never)}::json) s))`.then(() => undefined)
+    from json_array_elements(${JSON.stringify(specs)}::json) s))`.then(() => undefined)
 
 // An account's uploads, tracking and event counts run one at a time on its queue, in order; its
 // scoring on a second queue beside them, so that an upload waits for the uploads before it but not

@@ -22,16 +22,16 @@ const checked = (route: Route, req: Req, app: App) => {
     : invoke(route, req, app)
 }
 
-type Step = (route: Route, req: Req, app: App) => Reply | Promise<Reply>
+type Share = ReturnType<typeof withinShare>
 
 // An expensive route runs within its account's share of this process (createShares); the place
 // is given back when it answers or when its client goes, whichever comes first.
-const withinShare = ({ expensivePerAccount: limit, expensiveWaiting: waiting, expensiveWaitMs: ms }: Config): Step => {
+const withinShare = ({ expensivePerAccount: limit, expensiveWaiting: waiting, expensiveWaitMs: ms }: Config) => {
   const take = createShares(limit, waiting, ms)
-  return async (route, req, app) => {
+  return async (route: Route, req: Req, app: App, accountId: number) => {
     const queued = performance.now()
     const release =
-      (await take(req.auth!.accountId, req.signal)) ??
+      (await take(accountId, req.signal)) ??
       refuse(
         429,
         `An account runs at most ${limit} searches, aggregates and segment searches at once, and ${waiting} ` +
@@ -51,13 +51,14 @@ const withinShare = ({ expensivePerAccount: limit, expensiveWaiting: waiting, ex
 
 // Synchronous unless the route needs the key store or its handler is async.
 const run =
-  (route: Route, share: Step) =>
+  (route: Route, share: Share) =>
   (req: Req, app: App): Reply | Promise<Reply> => {
     if (route.auth === 'admin') authenticateAdmin(req, app)
     else if (route.auth !== 'none') {
       const rules = rulesFor(route.auth.key, app)
-      const next = route.expensive ? share : checked
-      return authenticateKey(req, app, rules).then(() => next(route, req, app))
+      return authenticateKey(req, app, rules).then(({ accountId }) =>
+        route.expensive ? share(route, req, app, accountId) : checked(route, req, app),
+      )
     }
     return checked(route, req, app)
   }
@@ -93,7 +94,7 @@ export const buildRouter = (routes: Route[], app: App) => {
     return reply
   }
   const router = Router<Req, [App], Reply>({ catch: fail, finally: [withReplyHeaders] })
-  const share = routes.some((r) => r.expensive) ? withinShare(app.config) : checked
+  const share = withinShare(app.config)
   const runners = routes.map((route) => run(route, share))
   routes.forEach((route, i) => {
     ;(router as unknown as Record<string, (path: string, h: unknown) => void>)[route.method.toLowerCase()](

@@ -10,18 +10,23 @@ import { countEvents } from '../tracking/counts.ts'
 import { processReceivedUpload } from '../uploads/process.ts'
 import { deliverWebhook } from '../webhooks/deliver.ts'
 
-// The task list: each task name (db/jobs.ts builds their specs) and the domain function it runs.
-// The payloads are what those builders wrote.
-type Run = (app: App, payload: never, helpers: JobHelpers) => Promise<unknown>
+// A task's run takes the payload its spec builder in db/jobs.ts wrote: the only writer of its jobs.
+type Run = (app: App, payload: unknown, helpers: JobHelpers) => Promise<unknown>
+const task =
+  <P>(run: (app: App, payload: P, helpers: JobHelpers) => Promise<unknown>): Run =>
+  (app, payload, helpers) =>
+    run(app, payload as P, helpers)
+
+// The task list: each task name and the module function it runs.
 const runs: Record<(typeof TASKS)[keyof typeof TASKS], Run> = {
-  [TASKS.processUpload]: processReceivedUpload,
-  [TASKS.applyEvents]: applyEventsOfAccount,
-  [TASKS.countEvents]: countEvents,
-  [TASKS.scoreRecords]: scoreRecordsTask,
-  [TASKS.scoreDaily]: scoreDailyRun,
-  [TASKS.deliverWebhook]: deliverWebhook,
-  [TASKS.analyzeTables]: (app, payload) => analyzeTables(app.sql, payload),
-  [TASKS.recomputeSegments]: recomputeSegments,
+  [TASKS.processUpload]: task(processReceivedUpload),
+  [TASKS.applyEvents]: task(applyEventsOfAccount),
+  [TASKS.countEvents]: task(countEvents),
+  [TASKS.scoreRecords]: task(scoreRecordsTask),
+  [TASKS.scoreDaily]: task(scoreDailyRun),
+  [TASKS.deliverWebhook]: task(deliverWebhook),
+  [TASKS.analyzeTables]: task((app, payload: Parameters<typeof analyzeTables>[1]) => analyzeTables(app.sql, payload)),
+  [TASKS.recomputeSegments]: task(recomputeSegments),
 }
 
 // One JSON log line per job: at info when it completes, with what it returned (counts); at warn
@@ -39,7 +44,7 @@ const logged =
       ms: Math.round(performance.now() - started),
     })
     try {
-      const counts = await run(app, payload as never, helpers)
+      const counts = await run(app, payload, helpers)
       app.log('info', 'job', {
         ...fields('completed'),
         ...(counts !== null && typeof counts === 'object' ? { counts } : {}),
