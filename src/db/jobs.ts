@@ -15,6 +15,7 @@ export interface JobSpec {
 
 // Jobs are always added with SQL on the caller's connection, so they commit or roll back with
 // the data they concern. One statement for any number of jobs: add_jobs, far faster than add_job each.
+// The specs travel as JSON text: a parameter PostgreSQL types json would be encoded once more.
 export const addJobs = (tx: Sql | Tx, specs: JobSpec[]) =>
   specs.length === 0
     ? Promise.resolve()
@@ -22,7 +23,7 @@ export const addJobs = (tx: Sql | Tx, specs: JobSpec[]) =>
   select graphile_worker.add_jobs(array(
     select row(s->>'task', s->'payload', s->>'queue', (s->>'runAt')::timestamptz,
                (s->>'maxAttempts')::int, s->>'jobKey', null, null)::graphile_worker.job_spec
-    from json_array_elements(${JSON.stringify(specs)}::json) s))`.then(() => undefined)
+    from json_array_elements(${JSON.stringify(specs)}::text::json) s))`.then(() => undefined)
 
 // An account's uploads, tracking and event counts run one at a time on its queue, in order; its
 // scoring on a second queue beside them, so that an upload waits for the uploads before it but not
