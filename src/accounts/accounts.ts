@@ -88,6 +88,15 @@ export const accountIn = async (req: Req, app: App) => (await getAccount(app.sql
 // The operator's list: every account, for the admin token that spans them all.
 export const listAccounts = (sql: Sql) => sql`select ${columns(sql)} from accounts order by id`
 
+export const accountExists = async (sql: Sql, id: number) =>
+  (await sql`select 1 from accounts where id = ${id}`).length > 0
+
+// Who owns the account's records (API, FILE or an integration); undefined for no such account.
+export const sourceOfTruth = async (sql: Sql, id: number) =>
+  (await sql`select source_of_truth from accounts where id = ${id}`)[0]?.source_of_truth as string | undefined
+
+export const anyAccount = async (sql: Sql) => (await sql`select 1 from accounts limit 1`).length > 0
+
 export const updateAccount = async (sql: Sql, id: number, body: v.InferOutput<typeof UpdateAccountBody>) => {
   const [account] = await sql`
     update accounts set name = coalesce(${body.name ?? null}, name),

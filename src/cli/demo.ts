@@ -1,6 +1,6 @@
 import * as v from 'valibot'
 import { ScoringModelSchema } from '../scoring/model.ts'
-import { createAccount } from '../accounts/accounts.ts'
+import { anyAccount, createAccount } from '../accounts/accounts.ts'
 import { createKey } from '../accounts/keys.ts'
 import { defineProperty } from '../catalog/properties.ts'
 import { putScoringModel } from '../scoring/store.ts'
@@ -14,8 +14,7 @@ import type { Log } from '../log.ts'
 // collected and kept: without a terminal it is written to a file only this user can read, and the
 // log names the file.
 export const createDemoIfEmpty = async (sql: Sql, port: number, dataDir: string, log: Log) => {
-  const [{ count }] = await sql`select count(*)::int as count from accounts`
-  if (count > 0) return
+  if (await anyAccount(sql)) return
   const account = await createAccount(sql, { name: 'Demo', source_of_truth: 'API' })
   const key = await createKey(sql, account.id, { scopes: ['search', 'upload', 'track'] })
   await defineProperty(sql, account.id, { entity: 'customer', kind: 'metric', codename: 'logins', type: 'number' })

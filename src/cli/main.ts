@@ -8,7 +8,7 @@ import { createLog } from '../log.ts'
 import { resolveDatabase } from './database.ts'
 import { createDemoIfEmpty } from './demo.ts'
 import { adminUsage, runAdmin } from './admin.ts'
-import { aggregateUsage, runAggregate } from './aggregate.ts'
+import { countEventsUsage, runCountEvents } from './count-events.ts'
 import { importUsage, runImport } from './import.ts'
 
 const usage = `service <command>
@@ -32,7 +32,7 @@ const help: Record<string, string> = {
     'service serve [--no-worker]\n\nServes the HTTP API on HOST:PORT and runs background jobs unless --no-worker.\n',
   worker: 'service worker\n\nRuns background jobs only (WORKER_CONCURRENCY at a time).\n',
   migrate: 'service migrate\n\nApplies pending migrations under an advisory lock and exits.\n',
-  'aggregate-events': aggregateUsage,
+  'aggregate-events': countEventsUsage,
   import: importUsage,
 }
 
@@ -108,7 +108,7 @@ const main = async (argv: string[]): Promise<number | undefined> => {
       return 0
     }
     await migrate(sql, db.url)
-    if (command === 'aggregate-events') return await runAggregate(sql, args)
+    if (command === 'aggregate-events') return await runCountEvents(sql, args)
     // A command serves no keys; the checker is there for the admin handlers that reset it. Its one
     // pool does expensive work too, as a command serves nobody else.
     const app = { sql, heavy: sql, config, log, keys: keyChecker(sql, () => {}) }

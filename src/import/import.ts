@@ -1,3 +1,4 @@
+import { sourceOfTruth } from '../accounts/accounts.ts'
 import { createReadStream } from 'node:fs'
 import { basename } from 'node:path'
 import { pipeline } from 'node:stream'
@@ -45,11 +46,11 @@ export interface ImportOptions {
 // Records of a FILE account come from imports; an import into an account owned by the API or an
 // integration would be overwritten by (or overwrite) that source, so it takes --force.
 const checkAccount = async (app: App, accountId: number, kind: UploadKind, force: boolean) => {
-  const [account] = await app.sql`select source_of_truth from accounts where id = ${accountId}`
-  if (!account) throw new Error(`Account ${accountId} does not exist.`)
-  if (account.source_of_truth !== 'FILE' && !force) {
+  const source = await sourceOfTruth(app.sql, accountId)
+  if (!source) throw new Error(`Account ${accountId} does not exist.`)
+  if (source !== 'FILE' && !force) {
     throw new Error(
-      `The records of account ${accountId} are owned by its source of truth ${account.source_of_truth}; ` +
+      `The records of account ${accountId} are owned by its source of truth ${source}; ` +
         'imports go to accounts whose source of truth is FILE (use --force to import anyway).',
     )
   }

@@ -1,3 +1,4 @@
+import { sourceOfTruth } from '../accounts/accounts.ts'
 import * as v from 'valibot'
 import { readCatalog } from '../catalog/properties.ts'
 import { catalogOf, type Entity } from '../catalog.ts'
@@ -60,8 +61,7 @@ export const createContact = async (
   return readRecord(app, accountId, 'contact', contact.contact_external_id, customer)
 }
 
-const requireApiAccount = async (sql: Sql, accountId: number) =>
-  requireApiSource((await sql`select source_of_truth from accounts where id = ${accountId}`)[0].source_of_truth)
+const requireApiAccount = async (sql: Sql, accountId: number) => requireApiSource(await sourceOfTruth(sql, accountId))
 
 export const CustomerPatch = strict({
   name: v.optional(text255),

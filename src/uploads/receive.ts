@@ -46,7 +46,7 @@ const store = (
   select u.id, ${processUploadJobSql(app.sql, accountId, app.sql`u.id`)} as job from u`
 
 // Records owned by a file import or an integration are not written through the API.
-export const requireApiSource = (sourceOfTruth: string) => {
+export const requireApiSource = (sourceOfTruth: string | undefined) => {
   if (sourceOfTruth !== 'API')
     refuse(406, `Records of this account are owned by its source of truth ${sourceOfTruth}, not the API.`)
 }

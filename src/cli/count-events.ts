@@ -1,22 +1,23 @@
+import { accountExists } from '../accounts/accounts.ts'
 import { accountsWithNumberMetrics } from '../catalog/properties.ts'
 import { countAccountEvents } from '../tracking/counts.ts'
 import type { Sql } from '../db/client.ts'
 
-export const aggregateUsage = `service aggregate-events [--account ID]
+export const countEventsUsage = `service aggregate-events [--account ID]
 
 Counts tracked events into today's metric snapshots now, for one account or all of them (the
 worker does this daily at 01:00 UTC), and enqueues the scoring of the records it changed.
 Runs directly against the database, not through the job queue. Prints one line per account.
 `
 
-export const runAggregate = async (sql: Sql, args: string[]): Promise<number> => {
+export const runCountEvents = async (sql: Sql, args: string[]): Promise<number> => {
   const i = args.indexOf('--account')
   const account = i >= 0 ? Number(args[i + 1]) : undefined
   if (account !== undefined && !(Number.isSafeInteger(account) && account > 0)) {
-    process.stderr.write(`--account needs an account id.\n\n${aggregateUsage}`)
+    process.stderr.write(`--account needs an account id.\n\n${countEventsUsage}`)
     return 2
   }
-  if (account !== undefined && (await sql`select 1 from accounts where id = ${account}`).length === 0) {
+  if (account !== undefined && !(await accountExists(sql, account))) {
     process.stderr.write(`Account ${account} does not exist.\n`)
     return 1
   }

@@ -1,0 +1,198 @@
+// The claims of docs/architecture.md that a test can check, read from the source itself: the layers
+// run one way (a file imports only from its own layer or the layers below it), no folders import
+// each other in a circle, only the folders the page names touch a table, no route handler runs SQL,
+// no two server files export the same name, and the folder diagram is `ls src`.
+import assert from 'node:assert/strict'
+import { readdirSync, readFileSync } from 'node:fs'
+import { dirname, join, normalize } from 'node:path'
+import { test } from 'node:test'
+
+const LAYERS: [name: string, paths: RegExp][] = [
+  ['base', /^src\/(context|errors|dates|values|validate|config|log|catalog|route)\.ts$|^src\/db\//],
+  ['pure', /^src\/(search\/|metrics\.ts$|uploads\/lifecycle\.ts$|scoring\/(model|score|sql|explain|alerts)\.ts$)/],
+  // The pure files of scoring/ match the line above first.
+  ['modules', /^src\/(accounts|catalog|uploads|tracking|webhooks|import|records|segments|notifications|scoring)\//],
+  ['edges', /^src\/(http|api|jobs|console)\//],
+  ['entry', /^src\/cli\/|^src\/service\.ts$/],
+]
+// Within the edges: http/ is the generic adapter and knows no route or task; jobs/ knows no HTTP;
+// console/ is browser code that reaches the server through the public API only.
+const FORBIDDEN: [from: RegExp, to: RegExp][] = [
+  [/^src\/console\//, /^src\/(?!console\/)/],
+  [/^src\/http\//, /^src\/(api|jobs)\//],
+  [/^src\/jobs\//, /^src\/(http|api)\//],
+  [/^src\/api\//, /^src\/jobs\//],
+]
+
+const EDGES = LAYERS.findIndex(([name]) => name === 'edges')
+
+const files = (dir: string): string[] =>
+  readdirSync(dir, { withFileTypes: true }).flatMap((e) =>
+    e.isDirectory() ? files(join(dir, e.name)) : e.name.endsWith('.ts') ? [join(dir, e.name)] : [],
+  )
+
+const layerOf = (file: string) => {
+  const i = LAYERS.findIndex(([, paths]) => paths.test(file))
+  assert.ok(i >= 0, `${file} belongs to no layer: add it to LAYERS and docs/architecture.md`)
+  return i
+}
+
+// Static imports, re-exports and dynamic import() of relative paths.
+const importsOf = (file: string) =>
+  [...readFileSync(file, 'utf8').matchAll(/(?:\bfrom\s+|\bimport\s*\(\s*|^import\s+)'(\.[^']+)'/gm)].map((m) =>
+    normalize(join(dirname(file), m[1])),
+  )
+
+const graph = files('src').map((file) => ({ file, imports: importsOf(file) }))
+
+test('every source file belongs to one layer', () => {
+  for (const { file } of graph) layerOf(file)
+})
+
+test('imports only point down the layers', () => {
+  const upward = graph.flatMap(({ file, imports }) =>
+    imports.filter((to) => layerOf(to) > layerOf(file)).map((to) => `${file} -> ${to} (${LAYERS[layerOf(to)][0]})`),
+  )
+  assert.deepEqual(upward, [])
+})
+
+test('within the edges, http/ knows no routes or tasks and jobs/ no HTTP', () => {
+  const crossing = graph.flatMap(({ file, imports }) =>
+    imports
+      .filter((to) => FORBIDDEN.some(([from, target]) => from.test(file) && target.test(to)))
+      .map((to) => `${file} -> ${to}`),
+  )
+  assert.deepEqual(crossing, [])
+})
+
+// Modules write route rows with src/route.ts and throw Refusals; only the edge and entry run HTTP.
+test('below the edges, no file imports from http/', () => {
+  const users = graph.filter(
+    ({ file, imports }) => layerOf(file) < EDGES && imports.some((to) => to.startsWith('src/http/')),
+  )
+  assert.deepEqual(
+    users.map((u) => u.file),
+    [],
+  )
+})
+
+test('the check sees an upward import', () => {
+  // The rule itself, on a made-up edge: a domain file importing an HTTP helper.
+  assert.ok(layerOf('src/http/request.ts') > layerOf('src/uploads/receive.ts'))
+  assert.ok(importsOf('src/api/routes.ts').includes('src/records/routes.ts'))
+})
+
+const DOC = readFileSync('docs/architecture.md', 'utf8')
+
+const server = files('src').filter((f) => !f.startsWith('src/console/'))
+const source = new Map(files('src').map((f) => [f, readFileSync(f, 'utf8')]))
+const code = (file: string) => source.get(file)!.replace(/^\s*\/\/.*$/gm, '')
+
+// A file's folder under src/, or the file itself at the top.
+const folder = (file: string) => file.split('/').slice(0, 2).join('/')
+// A file's home for the cycle check: its folder within its layer (scoring/ holds pure formulas and
+// the module that runs them), and the base layer is one home, the ground every layer stands on
+// (context.ts names db/'s pool, db/ takes the App of context.ts).
+const home = (file: string) =>
+  layerOf(file) === 0 ? 'src/base' : `${folder(file)}${LAYERS[layerOf(file)][0] === 'pure' ? ' (pure)' : ''}`
+
+// home -> the homes it imports from.
+const edges = new Map<string, Set<string>>()
+for (const { file, imports } of graph)
+  for (const to of imports)
+    if (home(to) !== home(file)) edges.set(home(file), (edges.get(home(file)) ?? new Set()).add(home(to)))
+
+const cycleFrom = (start: string): string[] | undefined => {
+  const walk = (at: string, path: string[], seen: Set<string>): string[] | undefined => {
+    for (const next of edges.get(at) ?? []) {
+      if (next === start) return [...path, next]
+      if (seen.has(next)) continue
+      seen.add(next)
+      const found = walk(next, [...path, next], seen)
+      if (found) return found
+    }
+  }
+  return walk(start, [start], new Set())
+}
+
+test('no folder imports another in a circle, directly or through others', () => {
+  const cycles = [...edges.keys()].flatMap((h) => cycleFrom(h)?.join(' -> ') ?? [])
+  assert.deepEqual(cycles, [])
+})
+
+test('the cycle check sees a circle', () => {
+  edges.set('src/a', new Set(['src/b']))
+  edges.set('src/b', new Set(['src/c']))
+  edges.set('src/c', new Set(['src/a']))
+  assert.deepEqual(cycleFrom('src/a'), ['src/a', 'src/b', 'src/c', 'src/a'])
+  for (const h of ['src/a', 'src/b', 'src/c']) edges.delete(h)
+})
+
+// The table of "Who touches which table" in docs/architecture.md: | `table` | `folder/` `file.ts` ... |
+const owners = new Map(
+  [...DOC.matchAll(/^\| `([a-z_]+)` \| (.+) \|$/gm)].map(([, table, homes]) => [
+    table,
+    [...homes.matchAll(/`([^`]+)`/g)].map(([, h]) => `src/${h.replace(/\/$/, '')}`),
+  ]),
+)
+const TABLES = [
+  ...new Set(
+    readdirSync('sql').flatMap((f) =>
+      [...readFileSync(join('sql', f), 'utf8').matchAll(/create table (?:if not exists )?([a-z_]+)/gi)].map(
+        (m) => m[1],
+      ),
+    ),
+  ),
+].sort()
+// A table named in SQL text: after from, join, into, update, or "delete from".
+const touches = (text: string, table: string) =>
+  new RegExp(`\\b(from|join|into|update)\\s+(only\\s+)?${table}\\b(?!\\.)`, 'i').test(text)
+
+test('the table of owners names every table', () => {
+  assert.deepEqual([...owners.keys()].sort(), TABLES)
+})
+
+test('only the folders docs/architecture.md names touch a table in their SQL', () => {
+  const strays = server.flatMap((file) =>
+    TABLES.filter((t) => touches(code(file), t) && !owners.get(t)?.some((h) => folder(file) === h)).map(
+      (t) => `${file} touches ${t}`,
+    ),
+  )
+  assert.deepEqual(strays, [])
+})
+
+test('the owner check sees SQL of a table', () => {
+  assert.ok(touches('select 1 from\n  customers c', 'customers'))
+  assert.ok(touches('insert into notifications (x)', 'notifications'))
+  assert.ok(!touches('from customers_x', 'customers'))
+})
+
+// Route rows (src/*/routes.ts) and the edge (src/api/) call module functions; SQL lives in the modules.
+const SQL_CALL = /\b(sql|tx|heavy)\s*`|\.unsafe\(|\bsql\.begin\(/
+
+test('no route handler runs SQL itself', () => {
+  const handlers = server.filter((f) => f.startsWith('src/api/') || f.endsWith('/routes.ts'))
+  assert.ok(handlers.length > 5, handlers.join())
+  assert.deepEqual(
+    handlers.filter((f) => SQL_CALL.test(code(f))),
+    [],
+  )
+})
+
+const EXPORTED = /^export (?:async )?(?:const|function|class) ([A-Za-z_$][\w$]*)/gm
+
+// The console is a program of its own (the browser's), whose API calls may share an operation's name.
+test('no two files of the server export the same name', () => {
+  const byName = new Map<string, string[]>()
+  for (const file of server)
+    for (const [, name] of source.get(file)!.matchAll(EXPORTED)) byName.set(name, [...(byName.get(name) ?? []), file])
+  const shared = [...byName].filter(([, where]) => where.length > 1).map(([name, where]) => `${name}: ${where}`)
+  assert.deepEqual(shared, [])
+})
+
+test('the folder diagram of docs/architecture.md is `ls src`', () => {
+  const diagram = /```text\nsrc\/\n([\s\S]*?)```/.exec(DOC)
+  assert.ok(diagram, 'docs/architecture.md has a ```text block starting with src/')
+  const drawn = [...diagram[1].matchAll(/^[\s│├└─]*([\w.-]+\/?)/gm)].map((m) => m[1].replace(/\/$/, ''))
+  assert.deepEqual(drawn.sort(), readdirSync('src').sort())
+})
