@@ -1,10 +1,10 @@
 import type { Entity } from '../catalog.ts'
 
 // Where each entity lives: its records, dated snapshots, scores and tag links, and the column that
-// names the record in the tables beside its own. Uploads say `customers` / `contacts` (`kind`).
+// names the record in the tables beside its own. Uploads say `customers` / `contacts` (`collection`; the uploads table's column is `kind`).
 export const TABLES = {
   customer: {
-    kind: 'customers',
+    collection: 'customers',
     records: 'customers',
     snapshots: 'customer_snapshots',
     scores: 'customer_scores',
@@ -12,7 +12,7 @@ export const TABLES = {
     fk: 'customer_id',
   },
   contact: {
-    kind: 'contacts',
+    collection: 'contacts',
     records: 'contacts',
     snapshots: 'contact_snapshots',
     scores: 'contact_scores',
@@ -21,5 +21,5 @@ export const TABLES = {
   },
 } as const
 
-export type UploadKind = (typeof TABLES)[Entity]['kind']
-export const entityOf = (kind: UploadKind): Entity => (kind === 'customers' ? 'customer' : 'contact')
+export type Collection = (typeof TABLES)[Entity]['collection']
+export const entityOf = (collection: Collection): Entity => (collection === 'customers' ? 'customer' : 'contact')

@@ -8,7 +8,7 @@ import { notifyUsers } from '../notifications/notifications.ts'
 import { processUpload } from '../uploads/process.ts'
 import { checkUpload, insertUpload } from '../uploads/receive.ts'
 import type { UploadItem } from '../uploads/schemas.ts'
-import type { UploadKind } from '../db/tables.ts'
+import type { Collection } from '../db/tables.ts'
 import { checkRow, describeError, readHeader, type Layout } from './rows.ts'
 import type { App } from '../context.ts'
 
@@ -45,7 +45,7 @@ export interface ImportOptions {
 
 // Records of a FILE account come from imports; an import into an account owned by the API or an
 // integration would be overwritten by (or overwrite) that source, so it takes --force.
-const checkAccount = async (app: App, accountId: number, kind: UploadKind, force: boolean) => {
+const checkAccount = async (app: App, accountId: number, collection: Collection, force: boolean) => {
   const source = await sourceOfTruth(app.sql, accountId)
   if (!source) throw new Error(`Account ${accountId} does not exist.`)
   if (source !== 'FILE' && !force) {
@@ -56,7 +56,7 @@ const checkAccount = async (app: App, accountId: number, kind: UploadKind, force
   }
   try {
     // No items: only the account-level checks (scoring model, backlog), and its property catalog.
-    return (await checkUpload(app, accountId, kind, [], 'FILE')).catalog
+    return (await checkUpload(app, accountId, collection, [], 'FILE')).catalog
   } catch (err) {
     if (err instanceof Refusal) throw new Error(err.message)
     throw err
@@ -66,17 +66,17 @@ const checkAccount = async (app: App, accountId: number, kind: UploadKind, force
 // Each chunk is an upload with source FILE, merged by the upload processing itself in one
 // transaction (records, customer.created outbox rows, scoring job). The users hear of the import
 // once, when it ends (notifyImport), not once per chunk.
-const writeChunk = (app: App, accountId: number, kind: UploadKind, items: UploadItem[], droppedKeys: number) =>
+const writeChunk = (app: App, accountId: number, collection: Collection, items: UploadItem[], droppedKeys: number) =>
   app.sql.begin(async (tx) => {
-    const [row] = await insertUpload(tx, accountId, kind, 'FILE', items, droppedKeys)
+    const [row] = await insertUpload(tx, accountId, collection, 'FILE', items, droppedKeys)
     return processUpload(tx, accountId, row.id, false)
   })
 
 // One notification per import and user, with the import's totals.
-const notifyImport = (app: App, accountId: number, kind: UploadKind, file: string, stats: ImportStats) =>
+const notifyImport = (app: App, accountId: number, collection: Collection, file: string, stats: ImportStats) =>
   notifyUsers(app.sql, accountId, 'import.file', {
     file: basename(file),
-    records: kind,
+    records: collection,
     rows: stats.read,
     imported: stats.imported,
     skipped: stats.errors,
@@ -101,12 +101,12 @@ const linesOf = (cells: string[]) => {
 export const importFile = async (
   app: App,
   accountId: number,
-  kind: UploadKind,
+  collection: Collection,
   file: string,
   stats: ImportStats,
   options: ImportOptions = {},
 ) => {
-  const catalog = await checkAccount(app, accountId, kind, options.force ?? false)
+  const catalog = await checkAccount(app, accountId, collection, options.force ?? false)
   const parser = parse({ bom: true, info: true, relax_column_count: true, skip_empty_lines: true })
   // pipeline passes a read error (a missing file) on to the parser, ending the loop below with it.
   pipeline(createReadStream(file), parser, () => {})
@@ -122,7 +122,7 @@ export const importFile = async (
     chunk = []
     droppedKeys = 0
     await writing
-    writing = writeChunk(app, accountId, kind, items, dropped).then((result) => {
+    writing = writeChunk(app, accountId, collection, items, dropped).then((result) => {
       stats.imported += items.length
       if (!result) return
       stats.created += result.created
@@ -141,7 +141,7 @@ export const importFile = async (
     const line = lines + info.empty_lines + 1
     lines += linesOf(record)
     if (!layout) {
-      layout = readHeader(kind, record, catalog)
+      layout = readHeader(collection, record, catalog)
       options.onStart?.(layout)
       continue
     }
@@ -159,6 +159,6 @@ export const importFile = async (
   if (!layout) throw new Error('The file is empty: it needs a header row.')
   if (chunk.length) await flush()
   await writing
-  await notifyImport(app, accountId, kind, file, stats)
+  await notifyImport(app, accountId, collection, file, stats)
   return stats
 }

@@ -4,10 +4,10 @@ import { checkValues } from '../values.ts'
 import { issuesToErrors } from '../validate.ts'
 import type { FieldError } from '../errors.ts'
 import type { Catalog, PropertyType } from '../catalog.ts'
-import type { UploadKind } from '../db/tables.ts'
+import type { Collection } from '../db/tables.ts'
 
-// A CSV file of one kind of record: its fixed columns, then property codenames.
-const FIELDS: Record<UploadKind, { required: string[]; optional: string[] }> = {
+// A CSV file of one collection of records: its fixed columns, then property codenames.
+const FIELDS: Record<Collection, { required: string[]; optional: string[] }> = {
   customers: { required: ['external_id', 'name'], optional: ['owner_email'] },
   contacts: { required: ['customer_external_id', 'contact_external_id', 'contact_name'], optional: [] },
 }
@@ -22,7 +22,7 @@ interface Column {
   type: PropertyType
 }
 export interface Layout {
-  kind: UploadKind
+  collection: Collection
   columns: Column[]
   ignored: string[]
   catalog: Catalog
@@ -31,8 +31,8 @@ export interface Layout {
 
 // Reads the header row against the account's property definitions; throws when the file cannot
 // be imported at all.
-export const readHeader = (kind: UploadKind, header: string[], catalog: Catalog): Layout => {
-  const { required, optional } = FIELDS[kind]
+export const readHeader = (collection: Collection, header: string[], catalog: Catalog): Layout => {
+  const { required, optional } = FIELDS[collection]
   const seen = new Set<string>()
   for (const name of header) {
     if (seen.has(name)) throw new Error(`The header names the column '${name}' twice.`)
@@ -56,7 +56,7 @@ export const readHeader = (kind: UploadKind, header: string[], catalog: Catalog)
     throw new Error('Metric columns need a date column: each row is one snapshot on that date.')
   }
   return {
-    kind,
+    collection,
     columns,
     ignored: columns.filter((c) => c.role === 'unknown').map((c) => c.name),
     catalog,
@@ -118,7 +118,7 @@ export const checkRow = (layout: Layout, cells: string[]): Checked => {
   if (metrics && metrics[0].date === undefined) {
     return { ok: false, errors: [{ path: '/metrics/0/date', message: 'Metric values need a date.' }] }
   }
-  const parsed = v.safeParse(schemas[layout.kind], raw, { abortEarly: false })
+  const parsed = v.safeParse(schemas[layout.collection], raw, { abortEarly: false })
   if (!parsed.success) return { ok: false, errors: issuesToErrors(parsed.issues) }
   const checked = checkValues([parsed.output], layout.catalog, () => '')
   return checked.errors.length

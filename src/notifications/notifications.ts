@@ -6,11 +6,11 @@ import { id, nonEmpty, Timestamp } from '../validate.ts'
 // What the account's users are told of (an upload or file import processed, a webhook disabled):
 // the one place that writes notifications, and their list.
 
-// One row per user of the account. Written in the caller's transaction where there is one, so that
+// One row per user of the account, its topic in the kind column. Written in the caller's transaction where there is one, so that
 // the notice commits with the change it tells of.
-export const notifyUsers = (sql: Sql | Tx, accountId: number, kind: string, body: Record<string, JSONValue>) => sql`
+export const notifyUsers = (sql: Sql | Tx, accountId: number, topic: string, body: Record<string, JSONValue>) => sql`
   insert into notifications (account_id, user_id, kind, body)
-  select ${accountId}, u.id, ${kind}, ${sql.json(body)} from users u where u.account_id = ${accountId}`
+  select ${accountId}, u.id, ${topic}, ${sql.json(body)} from users u where u.account_id = ${accountId}`
 
 // Newest first; optionally one user's, by email (case-insensitive).
 export const listNotifications = (sql: Sql, accountId: number, userEmail?: string) => sql`

@@ -6,7 +6,7 @@ import type { App } from '../context.ts'
 import type { Sql, Tx } from '../db/client.ts'
 import { addJobs, addRecomputeSegments, scoreRecordsJobs } from '../db/jobs.ts'
 import { SQLSTATE, sqlState } from '../db/sqlstate.ts'
-import type { UploadKind } from '../db/tables.ts'
+import type { Collection } from '../db/tables.ts'
 import { today } from '../dates.ts'
 import { refuse } from '../errors.ts'
 import { processUpload } from '../uploads/process.ts'
@@ -21,23 +21,23 @@ import { readRecord } from './read.ts'
 // the same webhook outbox and scoring job, committed before the answer.
 // Creates of one external id wait for each other on an advisory lock, so the second finds the
 // first's record (409). One an upload job inserts meanwhile breaks the unique external id: 409 too.
-const createRecord = async (app: App, accountId: number, kind: UploadKind, item: CustomerItem | ContactItem) => {
-  const checked = await checkUpload(app, accountId, kind, [item], 'API', () => '')
+const createRecord = async (app: App, accountId: number, collection: Collection, item: CustomerItem | ContactItem) => {
+  const checked = await checkUpload(app, accountId, collection, [item], 'API', () => '')
   const [field, externalId] =
     'contact_external_id' in item
       ? ['contact_external_id', item.contact_external_id]
       : ['external_id', item.external_id]
   const exists = () =>
-    refuse(409, `${kind === 'customers' ? 'Customer' : 'Contact'} ${externalId} already exists.`, [
+    refuse(409, `${collection === 'customers' ? 'Customer' : 'Contact'} ${externalId} already exists.`, [
       { path: `/${field}`, message: 'Already exists.' },
     ])
   await app.sql
     .begin(async (tx) => {
-      await tx`select pg_advisory_xact_lock(hashtextextended(${`create:${accountId}:${kind}:${externalId}`}, 0))`
+      await tx`select pg_advisory_xact_lock(hashtextextended(${`create:${accountId}:${collection}:${externalId}`}, 0))`
       const [found] =
-        await tx`select 1 from ${tx(kind)} where account_id = ${accountId} and external_id = ${externalId}`
+        await tx`select 1 from ${tx(collection)} where account_id = ${accountId} and external_id = ${externalId}`
       if (found) exists()
-      const [row] = await insertUpload(tx, accountId, kind, 'API', checked.items, checked.droppedKeys)
+      const [row] = await insertUpload(tx, accountId, collection, 'API', checked.items, checked.droppedKeys)
       await processUpload(tx, accountId, row.id)
     })
     .catch((err) => (sqlState(err) === SQLSTATE.UNIQUE_VIOLATION ? exists() : Promise.reject(err)))

@@ -1,6 +1,6 @@
 import type { Tx } from '../db/client.ts'
 import { lockRecordsIn, lockStagedRecords, stagedExternalIds } from '../db/locks.ts'
-import { entityOf, TABLES, type UploadKind } from '../db/tables.ts'
+import { entityOf, TABLES, type Collection } from '../db/tables.ts'
 import type { EventItem } from '../webhooks/events.ts'
 
 // Set-based merge of an upload's items: the items are unnested into temporary staging tables and
@@ -121,15 +121,14 @@ const insertContacts = (tx: Tx, accountId: number) => tx`
   select n.service_id, n.external_id as contact_external_id, n.name, s.customer_external_id, n.created_at
   from created n join stage_records s on s.external_id = n.external_id order by n.service_id`
 
-type Kind = UploadKind
-const tables = (kind: Kind) => TABLES[entityOf(kind)]
+const tables = (collection: Collection) => TABLES[entityOf(collection)]
 
 // The snapshots by the records' service ids, once the records exist.
-const stageSnapshots = (tx: Tx, accountId: number, kind: Kind) => tx`
+const stageSnapshots = (tx: Tx, accountId: number, collection: Collection) => tx`
   create temp table stage_snapshots on commit drop as
   select r.service_id as record_id, v.date, v.vals
   from stage_values v
-    join ${tx(tables(kind).records)} r on r.account_id = ${accountId} and r.external_id = v.external_id
+    join ${tx(tables(collection).records)} r on r.account_id = ${accountId} and r.external_id = v.external_id
   where v.external_id in (select external_id from stage_records) -- not an ignored contact's`
 
 // Existing snapshots first: a JSON null in the staged values must clear the key, which the insert's
@@ -137,15 +136,15 @@ const stageSnapshots = (tx: Tx, accountId: number, kind: Kind) => tx`
 // unique index each (NOT EXISTS scanned all the account's snapshots); a conflict is a row the update just
 // merged, or one a concurrent request added since. A record created in this transaction is seen by no
 // other, so its snapshots skip ON CONFLICT and its speculative insertion (figures: docs/benchmarks.md).
-const updateSnapshots = (tx: Tx, accountId: number, kind: Kind, created: number[]) => tx`
-  update ${tx(tables(kind).snapshots)} t set "values" = jsonb_strip_nulls(t."values" || s.vals)
+const updateSnapshots = (tx: Tx, accountId: number, collection: Collection, created: number[]) => tx`
+  update ${tx(tables(collection).snapshots)} t set "values" = jsonb_strip_nulls(t."values" || s.vals)
   from stage_snapshots s
-  where t.account_id = ${accountId} and t.${tx(tables(kind).fk)} = s.record_id and t.date = s.date
+  where t.account_id = ${accountId} and t.${tx(tables(collection).fk)} = s.record_id and t.date = s.date
     and s.record_id <> all(${created}::bigint[])`
 
 // `fresh`: the snapshots of the records created in this transaction, else those of the others.
-const insertSnapshots = (tx: Tx, accountId: number, kind: Kind, created: number[], fresh: boolean) => {
-  const { snapshots, fk } = tables(kind)
+const insertSnapshots = (tx: Tx, accountId: number, collection: Collection, created: number[], fresh: boolean) => {
+  const { snapshots, fk } = tables(collection)
   const merge = tx`
     on conflict (account_id, ${tx(fk)}, date) do update set "values" = t."values" || excluded."values"
     where not t."values" @> excluded."values"`
@@ -159,37 +158,42 @@ const insertSnapshots = (tx: Tx, accountId: number, kind: Kind, created: number[
 // metrics = each metric's value in the latest snapshot that holds it: the snapshots folded in
 // date order, later dates winning. A record created in this transaction was inserted with its
 // metrics (stageRecords): rewriting it would write every new record twice, with all its indexes.
-const refreshLatestMetrics = (tx: Tx, accountId: number, kind: Kind, created: number[]) => tx`
-  update ${tx(tables(kind).records)} r set metrics = (
+const refreshLatestMetrics = (tx: Tx, accountId: number, collection: Collection, created: number[]) => tx`
+  update ${tx(tables(collection).records)} r set metrics = (
     select jsonb_merge_agg(t."values" order by t.date)
-    from ${tx(tables(kind).snapshots)} t
-    where t.account_id = r.account_id and t.${tx(tables(kind).fk)} = r.service_id)
+    from ${tx(tables(collection).snapshots)} t
+    where t.account_id = r.account_id and t.${tx(tables(collection).fk)} = r.service_id)
   from (select distinct record_id from stage_snapshots where record_id <> all(${created}::bigint[])) s
   where r.account_id = ${accountId} and r.service_id = s.record_id`
 
 // Merges whatever is staged in stage_snapshots (record_id, date, vals) into the snapshots and
 // refreshes those records' metrics; the tracking aggregation stages its counts the same way.
 // `created`: records created in this transaction.
-export const mergeStagedSnapshots = async (tx: Tx, accountId: number, kind: Kind, created: number[] = []) => {
+export const mergeStagedSnapshots = async (
+  tx: Tx,
+  accountId: number,
+  collection: Collection,
+  created: number[] = [],
+) => {
   // Without statistics the update joins by hashing all the account's snapshots (docs/benchmarks.md).
   await tx`analyze stage_snapshots (record_id, date)`
   // A record created in this transaction is seen by no other: locking it would only write a lock
   // into each of its rows.
   await lockRecordsIn(
     tx,
-    kind,
+    collection,
     accountId,
     tx`select record_id from stage_snapshots where record_id not in (select unnest(${created}::bigint[]))`,
   )
-  await updateSnapshots(tx, accountId, kind, created)
-  if (created.length) await insertSnapshots(tx, accountId, kind, created, true)
-  await insertSnapshots(tx, accountId, kind, created, false)
-  await refreshLatestMetrics(tx, accountId, kind, created)
+  await updateSnapshots(tx, accountId, collection, created)
+  if (created.length) await insertSnapshots(tx, accountId, collection, created, true)
+  await insertSnapshots(tx, accountId, collection, created, false)
+  await refreshLatestMetrics(tx, accountId, collection, created)
 }
 
-const mergeSnapshots = async (tx: Tx, accountId: number, kind: Kind, created: number[]) => {
-  await stageSnapshots(tx, accountId, kind)
-  await mergeStagedSnapshots(tx, accountId, kind, created)
+const mergeSnapshots = async (tx: Tx, accountId: number, collection: Collection, created: number[]) => {
+  await stageSnapshots(tx, accountId, collection)
+  await mergeStagedSnapshots(tx, accountId, collection, created)
 }
 
 export interface MergeResult {

@@ -5,7 +5,7 @@ import type { Tx } from '../db/client.ts'
 import { PLANNER, setLocal } from '../db/planner.ts'
 import { addJobs, addRecomputeSegments, type ProcessUploadPayload, scoreRecordsJobs } from '../db/jobs.ts'
 import { isPermanent } from '../db/sqlstate.ts'
-import { entityOf, TABLES, type UploadKind } from '../db/tables.ts'
+import { entityOf, TABLES, type Collection } from '../db/tables.ts'
 import { notifyUsers } from '../notifications/notifications.ts'
 import { enqueueEvent } from '../webhooks/outbox.ts'
 import { isPending, type UploadState } from './lifecycle.ts'
@@ -35,9 +35,9 @@ export const processUpload = async (tx: Tx, accountId: number, uploadId: number,
       : await mergeContacts(tx, accountId, uploadId)
   await enqueueEvent(tx, accountId, 'customer.created', result.newCustomers, { source: upload.source })
   await enqueueEvent(tx, accountId, 'contact.created', result.newContacts, { source: upload.source })
-  const tables = TABLES[entityOf(upload.kind as UploadKind)]
+  const tables = TABLES[entityOf(upload.kind as Collection)]
   await addJobs(tx, [
-    ...scoreRecordsJobs(accountId, entityOf(upload.kind as UploadKind), result.ids, uploadId),
+    ...scoreRecordsJobs(accountId, entityOf(upload.kind as Collection), result.ids, uploadId),
     ...(await analyzeJobs(tx, [tables.records, tables.snapshots])),
   ])
   if (upload.kind === 'customers') await addRecomputeSegments(tx, accountId)
@@ -89,7 +89,7 @@ const describe = (err: unknown) => {
 }
 
 // The item's field each column of a record or snapshot table holds.
-const FIELDS: Record<UploadKind, Record<string, string>> = {
+const FIELDS: Record<Collection, Record<string, string>> = {
   customers: { external_id: 'external_id', name: 'name', owner_user_id: 'owner_email', attributes: 'attributes' },
   contacts: {
     external_id: 'contact_external_id',
@@ -98,8 +98,8 @@ const FIELDS: Record<UploadKind, Record<string, string>> = {
     attributes: 'attributes',
   },
 }
-const fieldOf = (kind: UploadKind, table: string, column: string) =>
-  table.endsWith('_snapshots') ? (column === 'date' ? 'metrics/date' : 'metrics') : FIELDS[kind][column]
+const fieldOf = (collection: Collection, table: string, column: string) =>
+  table.endsWith('_snapshots') ? (column === 'date' ? 'metrics/date' : 'metrics') : FIELDS[collection][column]
 
 // The item and field at fault, where the error lets them be found: the columns are the error's
 // column or its constraint's; the item is the last one (it wins) whose external id is a value of
@@ -124,11 +124,11 @@ const locate = async (app: App, p: ProcessUploadPayload, err: unknown) => {
       ) as item
     from uploads u where u.account_id = ${p.account_id} and u.id = ${p.upload_id}`
   if (!upload) return null
-  const kind = upload.kind as UploadKind
+  const collection = upload.kind as Collection
   const fields = (e.column_name ? [e.column_name] : (upload.columns as string[]))
-    .map((c) => fieldOf(kind, e.table_name as string, c))
+    .map((c) => fieldOf(collection, e.table_name as string, c))
     .filter(Boolean)
-  const item = upload.item === null ? null : `/${kind}/${upload.item}`
+  const item = upload.item === null ? null : `/${collection}/${upload.item}`
   if (item && fields.length === 1) return `${item}/${fields[0]}`
   return [item && `item ${item}`, fields.length && `field ${fields.join(', ')}`].filter(Boolean).join(', ') || null
 }

@@ -3,7 +3,7 @@ import { catalogOf, type PropertyDef } from '../catalog.ts'
 import type { App } from '../context.ts'
 import type { Sql, Tx } from '../db/client.ts'
 import { processUploadJobSql } from '../db/jobs.ts'
-import { entityOf, type UploadKind } from '../db/tables.ts'
+import { entityOf, type Collection } from '../db/tables.ts'
 import { refuse } from '../errors.ts'
 import { hasCustomerModel } from '../scoring/model.ts'
 import { pendingSql } from './lifecycle.ts'
@@ -11,10 +11,10 @@ import type { UploadItem } from './schemas.ts'
 import { checkValues } from '../values.ts'
 
 // Everything the checks need, in one round trip.
-const accountState = (app: App, accountId: number, kind: UploadKind) => app.sql`
+const accountState = (app: App, accountId: number, collection: Collection) => app.sql`
   select a.source_of_truth, m.model,
     (select count(*)::int from uploads u where u.account_id = a.id and ${pendingSql(app.sql)}) as pending,
-    ${catalogSql(app.sql, accountId, entityOf(kind))} as defs
+    ${catalogSql(app.sql, accountId, entityOf(collection))} as defs
   from accounts a left join scoring_models m on m.account_id = a.id where a.id = ${accountId}`
 
 // The upload row. A single-record create and a CSV chunk write it and process it in the caller's
@@ -22,13 +22,13 @@ const accountState = (app: App, accountId: number, kind: UploadKind) => app.sql`
 export const insertUpload = (
   sql: Sql | Tx,
   accountId: number,
-  kind: UploadKind,
+  collection: Collection,
   source: string,
   items: UploadItem[],
   droppedKeys: number,
 ) => sql`
   insert into uploads (account_id, kind, source, items, item_count, dropped_keys)
-  values (${accountId}, ${kind}, ${source}, ${sql.json(items)}, ${items.length}, ${droppedKeys})
+  values (${accountId}, ${collection}, ${source}, ${sql.json(items)}, ${items.length}, ${droppedKeys})
   returning id`
 
 // The upload row and its processing job are written by one statement: a 200 means both are
@@ -37,12 +37,12 @@ export const insertUpload = (
 const store = (
   app: App,
   accountId: number,
-  kind: UploadKind,
+  collection: Collection,
   source: string,
   items: UploadItem[],
   droppedKeys: number,
 ) => app.sql`
-  with u as (${insertUpload(app.sql, accountId, kind, source, items, droppedKeys)})
+  with u as (${insertUpload(app.sql, accountId, collection, source, items, droppedKeys)})
   select u.id, ${processUploadJobSql(app.sql, accountId, app.sql`u.id`)} as job from u`
 
 // Records owned by a file import or an integration are not written through the API.
@@ -56,14 +56,14 @@ export const requireApiSource = (sourceOfTruth: string | undefined) => {
 export const checkUpload = async <T extends UploadItem>(
   app: App,
   accountId: number,
-  kind: UploadKind,
+  collection: Collection,
   items: T[],
   source: string,
-  itemPath = (i: number) => `/${kind}/${i}`,
+  itemPath = (i: number) => `/${collection}/${i}`,
 ) => {
-  const [state] = await accountState(app, accountId, kind)
+  const [state] = await accountState(app, accountId, collection)
   if (source === 'API') requireApiSource(state.source_of_truth)
-  if (kind === 'customers' && !(state.model && hasCustomerModel(state.model))) {
+  if (collection === 'customers' && !(state.model && hasCustomerModel(state.model))) {
     refuse(490, 'The account has no customer scoring model; set one with PUT /admin/v1/accounts/{id}/scoring.')
   }
   const catalog = catalogOf(state.defs as PropertyDef[])
@@ -80,11 +80,11 @@ export const checkUpload = async <T extends UploadItem>(
 export const receiveUpload = async (
   app: App,
   accountId: number,
-  kind: UploadKind,
+  collection: Collection,
   items: UploadItem[],
   source = 'API',
 ) => {
-  const checked = await checkUpload(app, accountId, kind, items, source)
-  const [row] = await store(app, accountId, kind, source, checked.items, checked.droppedKeys)
+  const checked = await checkUpload(app, accountId, collection, items, source)
+  const [row] = await store(app, accountId, collection, source, checked.items, checked.droppedKeys)
   return { upload_id: row.id as number, status: 'received' as const, items: items.length }
 }
