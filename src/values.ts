@@ -13,12 +13,12 @@ import { isObject, UNSTORABLE, UNSTORABLE_MESSAGE } from './validate.ts'
 // A text value of an attribute or metric holds at most this many characters (Unicode code points,
 // so an emoji counts as one), so that one record cannot carry megabytes through processing,
 // scoring and every search page.
-export const MAX_TEXT_VALUE = 65_536
+const MAX_TEXT_VALUE = 65_536
 const TEXT_CAP_MESSAGE = `At most ${MAX_TEXT_VALUE} characters.`
-export const FINITE_MESSAGE = 'Must be a finite number a double can hold (at most about 1.8e308 in size).'
+const FINITE_MESSAGE = 'Must be a finite number a double can hold (at most about 1.8e308 in size).'
 
 // A string has at least as many UTF-16 units as code points, so only a long one is counted.
-export const fitsTextCap = (s: string) => {
+const fitsTextCap = (s: string) => {
   if (s.length <= MAX_TEXT_VALUE) return true
   let n = 0
   for (const _ of s) if (++n > MAX_TEXT_VALUE) return false

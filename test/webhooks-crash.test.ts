@@ -29,7 +29,7 @@ test('a worker killed mid-delivery: the webhook still arrives after a restart', 
   })
   const workers: Awaited<ReturnType<typeof startProcess>>[] = []
   try {
-    const hook = await s.admin('POST', `/accounts/${account.id}/webhooks`, { url: r.url, events: ['customer.created'] })
+    await s.admin('POST', `/accounts/${account.id}/webhooks`, { url: r.url, events: ['customer.created'] })
     const delivery = async (total: number) =>
       (
         await s.sql`

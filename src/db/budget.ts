@@ -8,7 +8,7 @@ import type { Tx } from './client.ts'
 import { PLANNER, setLocal } from './planner.ts'
 import { SQLSTATE, sqlState } from './sqlstate.ts'
 
-export type Budget = 'search' | 'aggregate' | 'segment'
+type Budget = 'search' | 'aggregate' | 'segment'
 
 // Whom the work is for: a client that may go (signal), and the time its request already spent
 // waiting for its account's turn (http/router.ts), which counts against its budget.

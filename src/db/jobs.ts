@@ -29,8 +29,8 @@ export const addJobs = (tx: Sql | Tx, specs: JobSpec[]) =>
 // scoring on a second queue beside them, so that an upload waits for the uploads before it but not
 // for their scoring. Writers on both lock the records they change in service_id order first
 // (src/db/locks.ts), so the two never deadlock.
-export const accountQueue = (accountId: number) => `account:${accountId}`
-export const scoringQueue = (accountId: number) => `scoring:${accountId}`
+const accountQueue = (accountId: number) => `account:${accountId}`
+const scoringQueue = (accountId: number) => `scoring:${accountId}`
 
 export const TASKS = {
   processUpload: 'process_upload',
@@ -176,7 +176,7 @@ export const analyzeTablesJob = (tables: string[]): JobSpec => ({
 // (preserve_run_at): a steady stream of changes delays it by SEGMENTS_DELAY at most, instead of
 // pushing it back forever. A change while it runs adds the next one (graphile-worker gives a
 // running job's key to a new job), which sees the change.
-export const SEGMENTS_DELAY = '1 second'
+const SEGMENTS_DELAY = '1 second'
 export const addRecomputeSegments = (tx: Sql | Tx, accountId: number) =>
   tx`
   select graphile_worker.add_job(${TASKS.recomputeSegments}::text,

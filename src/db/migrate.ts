@@ -3,7 +3,7 @@ import { fileURLToPath } from 'node:url'
 import { Logger, runMigrations } from 'graphile-worker'
 import type { Sql } from './client.ts'
 
-export interface Migration {
+interface Migration {
   name: string
   sql: string
 }
@@ -23,7 +23,7 @@ export const migrations = (): Migration[] => (typeof __MIGRATIONS__ !== 'undefin
 
 // The PostgreSQL versions the service is tested on (docs/operations.md): 15 (Debian 12) to 18
 // (the embedded server). An older server is refused at start with both versions named.
-export const MIN_SERVER_VERSION = 15
+const MIN_SERVER_VERSION = 15
 export const checkServerVersion = (versionNum: number, version: string) => {
   if (versionNum < MIN_SERVER_VERSION * 10_000) {
     throw new Error(

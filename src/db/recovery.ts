@@ -39,7 +39,7 @@ export const unlockDeadWorkers = async (sql: Sql): Promise<string[]> => {
 // A live worker can lose track of a job too: when the database drops while it records the job's
 // outcome, graphile-worker leaves the job and its queue locked by a pool that still beats. Locks
 // older than the bound (far above any job's run time) are released one by one.
-export const unlockExpiredLocks = async (sql: Sql, seconds: number): Promise<number> => {
+const unlockExpiredLocks = async (sql: Sql, seconds: number): Promise<number> => {
   const [{ jobs, queues }] = await sql`
     with j as (
       update graphile_worker._private_jobs set locked_at = null, locked_by = null

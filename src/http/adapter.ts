@@ -12,12 +12,12 @@ export const MAX_BODY_BYTES = 5 * 1024 * 1024
 // A body over the limit is read and thrown away up to this size before the 413 is sent: a client
 // (Node's fetch, many proxies) that is still sending when the connection closes reports a network
 // error instead of the answer. Beyond it the connection is closed at once.
-export const DISCARD_BYTES = 4 * MAX_BODY_BYTES
+const DISCARD_BYTES = 4 * MAX_BODY_BYTES
 
 // How long a client may take: for its headers, its whole request, a pause within its body, and
 // between requests on a kept-alive connection; how many connections the server holds at once, and
 // how many of them one client address may hold (0: no per-address cap).
-export interface ClientBounds {
+interface ClientBounds {
   headersTimeoutMs: number
   requestTimeoutMs: number
   bodyIdleTimeoutMs: number
@@ -25,7 +25,7 @@ export interface ClientBounds {
   maxConnections: number
   maxConnectionsPerAddress: number
 }
-export const DEFAULT_BOUNDS: ClientBounds = {
+const DEFAULT_BOUNDS: ClientBounds = {
   headersTimeoutMs: 10_000,
   requestTimeoutMs: 60_000,
   bodyIdleTimeoutMs: 10_000,

@@ -221,7 +221,7 @@ const TAGS: { name: Tag; description: string }[] = [
 const camel = (name: string) => name.replace(/-(\w)/g, (_, c: string) => c.toUpperCase())
 
 // An event the service sends, published under the document's `webhooks`.
-export interface PublishedEvent {
+interface PublishedEvent {
   name: string
   description: string
   schema: v.GenericSchema

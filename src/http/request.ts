@@ -34,7 +34,7 @@ export const requireUtf8 = (req: Req, status: 406 | 415) => {
   if (charset && !/^utf-?8$/i.test(charset)) refuse(status, `The body must be UTF-8, not ${charset.slice(0, 40)}.`)
 }
 
-export const MAX_QUERY_VALUE = 1024
+const MAX_QUERY_VALUE = 1024
 
 // Query parameters are checked like body fields before any handler reads them: valid UTF-8
 // percent-encoding, no NUL, at most MAX_QUERY_VALUE characters.

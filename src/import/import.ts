@@ -12,7 +12,7 @@ import type { Collection } from '../db/tables.ts'
 import { checkRow, describeError, readHeader, type Layout } from './rows.ts'
 import type { App } from '../context.ts'
 
-export const CHUNK_ROWS = 1000
+const CHUNK_ROWS = 1000
 
 export interface ImportStats {
   bytes: number
@@ -36,7 +36,7 @@ export const emptyStats = (): ImportStats => ({
   warnings: 0,
 })
 
-export interface ImportOptions {
+interface ImportOptions {
   // Import into an account whose source of truth is not FILE.
   force?: boolean
   onStart?: (layout: Layout) => void

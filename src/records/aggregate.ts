@@ -21,7 +21,6 @@ import {
 } from '../search/aggregate.ts'
 import { CORE_FIELDS } from '../search/fields.ts'
 import type { CompiledSearch } from '../search/sql.ts'
-import { strict } from '../validate.ts'
 import { conditions, conditionsOf, oneCondition } from './search-body.ts'
 import { searchContext } from './search.ts'
 

@@ -17,7 +17,7 @@ export const MAX_POINTS = 10_000
 export const GRID = 10
 // Histogram buckets of all fields together, and the grid's cells: the groups one aggregate counts.
 export const MAX_CELLS = 1000
-export const SCORE_RANGE = { from: -100, to: 100 } as const
+const SCORE_RANGE = { from: -100, to: 100 } as const
 
 const core = (name: string): Field => ({ source: 'core', name, type: 'number' })
 export const MATRIX = { x: core('engagementscore'), y: core('fitscore'), risk: core('churn_risk') }

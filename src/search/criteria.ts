@@ -205,7 +205,7 @@ export interface Lookups {
   tags: ReadonlyMap<string, number>
 }
 
-export interface ContextNeeds {
+interface ContextNeeds {
   // The request names a custom property (a filter or sort key on anything but a core field, or
   // `properties`).
   catalog: boolean

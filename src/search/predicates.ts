@@ -7,7 +7,7 @@ import type { Lookups } from './criteria.ts'
 import type { Criterion, Entity, Field, PositiveOp, Scalar, Tree, ValueType } from './fields.ts'
 import { isNode, valueTypeOf } from './fields.ts'
 
-export type BaseType = 'text' | 'numeric' | 'boolean' | 'date' | 'timestamptz' | 'integer' | 'bigint' | 'jsonb'
+type BaseType = 'text' | 'numeric' | 'boolean' | 'date' | 'timestamptz' | 'integer' | 'bigint' | 'jsonb'
 export type SqlType = BaseType | `${BaseType}[]`
 
 export interface Ctx {
@@ -183,7 +183,7 @@ function positiveSql(c: Criterion, ctx: Ctx): string {
   return (integer ?? SCALAR_SQL[c.op])(fieldSql(c.field, ctx), c.operands, valueTypeOf(c.field.type), ctx)
 }
 
-export function criterionSql(c: Criterion, ctx: Ctx): string {
+function criterionSql(c: Criterion, ctx: Ctx): string {
   if (c.field.type === 'tags') return tagsSql(c, ctx)
   const positive = positiveSql(c, ctx)
   // SQL null (no value) makes the positive condition unknown; coalesce turns that into a match

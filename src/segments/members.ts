@@ -10,7 +10,7 @@ import type { EventItem } from '../webhooks/events.ts'
 import { enqueueEvent } from '../webhooks/outbox.ts'
 import { matchQuery, savedOf } from './segments.ts'
 
-export interface MembershipChange {
+interface MembershipChange {
   segment_id: number
   // Customers' service ids, ascending.
   entered: number[]

@@ -3,19 +3,19 @@ import { refuse } from '../errors.ts'
 import { describe, id, id255, int, isObject, limitParam, nonEmpty, strict, Timestamp } from '../validate.ts'
 import { freeFormProblems } from '../values.ts'
 
-export const MAX_EVENTS = 100
-export const MAX_EVENT_BYTES = 32 * 1024
+const MAX_EVENTS = 100
+const MAX_EVENT_BYTES = 32 * 1024
 // Whole milliseconds from 2000-01-01 up to 2100-01-01: the lower bound catches the usual mistake
 // of sending Unix seconds (1.7e9 ms is January 1970).
-export const MIN_TIMESTAMP = Date.UTC(2000, 0, 1)
-export const MAX_TIMESTAMP = Date.UTC(2100, 0, 1) - 1
+const MIN_TIMESTAMP = Date.UTC(2000, 0, 1)
+const MAX_TIMESTAMP = Date.UTC(2100, 0, 1) - 1
 
 const Values = v.pipe(
   v.custom<Record<string, unknown>>(isObject, 'Must be an object.'),
   v.record(v.string(), v.unknown()),
 )
 
-export const TrackingEvent = strict({
+const TrackingEvent = strict({
   name: v.pipe(v.string(), v.minLength(1, 'Must not be empty.'), v.maxLength(255, 'At most 255 characters.')),
   timestamp: v.pipe(
     v.number(),

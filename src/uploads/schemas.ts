@@ -4,8 +4,8 @@ import { Value } from '../values.ts'
 import { UPLOAD_STATES } from './lifecycle.ts'
 
 export const MAX_CUSTOMERS = 1000
-export const MAX_CONTACTS = 100
-export const MAX_METRICS = 200
+const MAX_CONTACTS = 100
+const MAX_METRICS = 200
 
 export const Attributes = v.pipe(
   v.custom<Record<string, unknown>>(isObject, 'Must be an object.'),
