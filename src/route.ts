@@ -63,8 +63,13 @@ export interface QueryParam {
 }
 export type Query = Record<string, QueryParam>
 
-// What a handler finds in req.query for a route's declared parameters.
-export type QueryOf<Q extends Query> = { [K in keyof Q]: InferOutput<Q[K]['schema']> }
+// What a handler finds in req.queryInput for a route's declared parameters: every parameter may be
+// left out, so one whose schema is not v.optional (with its default) may be undefined.
+export type QueryOf<Q extends Query> = {
+  [K in keyof Q]: Q[K]['schema'] extends { type: 'optional' }
+    ? InferOutput<Q[K]['schema']>
+    : InferOutput<Q[K]['schema']> | undefined
+}
 
 // The request as a route's handler sees it: its body and query parsed by the row's schemas, and the
 // key's holder when the row takes a service key.

@@ -39,7 +39,7 @@ const { NODE_TEST_CONTEXT: _, ...inherited } = process.env
 const env = { ...inherited, SERVICE_CACHE_DIR: cache, TEST_DATABASE_URL: '' }
 
 test('the test runner starts its cluster from a checkout in a 0700 folder', () => {
-  const run = spawnSync(process.execPath, ['--import', 'tsx', 'test/run.ts', 'test/architecture.test.ts'], {
+  const run = spawnSync(process.execPath, ['--import', 'tsx', 'test/run.ts', 'test/shares.test.ts'], {
     cwd: checkout,
     env,
     encoding: 'utf8',

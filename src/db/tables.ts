@@ -1,7 +1,8 @@
 import type { Entity } from '../catalog.ts'
 
 // Where each entity lives: its records, dated snapshots, scores and tag links, and the column that
-// names the record in the tables beside its own. Uploads say `customers` / `contacts` (`collection`; the uploads table's column is `kind`).
+// names the record in the tables beside its own. An upload holds a collection, `customers` or
+// `contacts` (the uploads table's column `kind`).
 export const TABLES = {
   customer: {
     collection: 'customers',

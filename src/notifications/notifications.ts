@@ -6,8 +6,8 @@ import { id, nonEmpty, Timestamp } from '../validate.ts'
 // What the account's users are told of (an upload or file import processed, a webhook disabled):
 // the one place that writes notifications, and their list.
 
-// One row per user of the account, its topic in the kind column. Written in the caller's transaction where there is one, so that
-// the notice commits with the change it tells of.
+// One row per user of the account, its topic in the kind column. Written in the caller's
+// transaction where there is one, so that the notice commits with the change it tells of.
 export const notifyUsers = (sql: Sql | Tx, accountId: number, topic: string, body: Record<string, JSONValue>) => sql`
   insert into notifications (account_id, user_id, kind, body)
   select ${accountId}, u.id, ${topic}, ${sql.json(body)} from users u where u.account_id = ${accountId}`
