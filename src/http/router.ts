@@ -94,7 +94,8 @@ export const buildRouter = (routes: Route[], app: App) => {
     return reply
   }
   const router = Router<Req, [App], Reply>({ catch: fail, finally: [withReplyHeaders] })
-  const share = withinShare(app.config)
+  // A table without expensive rows (a bench's) needs no shares, nor the config that sizes them.
+  const share: Share = routes.some((r) => r.expensive) ? withinShare(app.config) : checked
   const runners = routes.map((route) => run(route, share))
   routes.forEach((route, i) => {
     ;(router as unknown as Record<string, (path: string, h: unknown) => void>)[route.method.toLowerCase()](
