@@ -196,3 +196,14 @@ test('the folder diagram of docs/architecture.md is `ls src`', () => {
   const drawn = [...diagram[1].matchAll(/^[\s│├└─]*([\w.-]+\/?)/gm)].map((m) => m[1].replace(/\/$/, ''))
   assert.deepEqual(drawn.sort(), readdirSync('src').sort())
 })
+
+// Handlers receive typed input (src/route.ts): nothing under src/ casts it back, or casts to never.
+const CASTS = /req\.input as|req\.queryInput as|as never\b|req\.auth!/
+
+test('no cast of a request input, no cast to never', () => {
+  assert.deepEqual(
+    server.filter((f) => CASTS.test(code(f))),
+    [],
+  )
+  assert.ok(CASTS.test('const x = req.input as Body') && CASTS.test('y as never'))
+})
