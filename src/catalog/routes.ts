@@ -7,6 +7,30 @@ import { defineProperty, deleteProperty, listProperties, Property, PropertyBody 
 import { createTag, listTags, setRecordTags, Tag, TagBody, TagTitles, TagTitlesBody } from './tags.ts'
 import { addUser, listUsers, User, UserBody } from './users.ts'
 
+// PUT .../customers/{external_id}/tags and .../contacts/{external_id}/tags: one row per entity.
+function setTagsRoute(entity: Entity) {
+  return route({
+    method: 'PUT',
+    path: `${ACCOUNTS}/:id/${entity}s/:external_id/tags`,
+    auth: 'admin',
+    tag: 'admin',
+    name: `set-${entity}-tags`,
+    summary: `Replace a ${entity}'s tags (by title)`,
+    body: TagTitlesBody,
+    reply: { status: 200, body: TagTitles },
+    handler: async (req, app) =>
+      ok(
+        await setRecordTags(
+          app.sql,
+          await accountIn(req, app),
+          entity,
+          textParam(req, 'external_id'),
+          req.input.titles,
+        ),
+      ),
+  })
+}
+
 export const catalogRoutes: Route[] = [
   route({
     method: 'POST',
@@ -89,46 +113,7 @@ export const catalogRoutes: Route[] = [
     reply: { status: 200, body: v.array(Tag) },
     handler: async (req, app) => ok(await listTags(app.sql, await accountIn(req, app))),
   }),
-  route({
-    method: 'PUT',
-    path: `${ACCOUNTS}/:id/customers/:external_id/tags`,
-    auth: 'admin',
-    tag: 'admin',
-    name: 'set-customer-tags',
-    summary: "Replace a customer's tags (by title)",
-    body: TagTitlesBody,
-    reply: { status: 200, body: TagTitles },
-    handler: async (req, app) =>
-      ok(
-        await setRecordTags(
-          app.sql,
-          await accountIn(req, app),
-          'customer',
-          textParam(req, 'external_id'),
-          req.input.titles,
-        ),
-      ),
-  }),
-  route({
-    method: 'PUT',
-    path: `${ACCOUNTS}/:id/contacts/:external_id/tags`,
-    auth: 'admin',
-    tag: 'admin',
-    name: 'set-contact-tags',
-    summary: "Replace a contact's tags (by title)",
-    body: TagTitlesBody,
-    reply: { status: 200, body: TagTitles },
-    handler: async (req, app) =>
-      ok(
-        await setRecordTags(
-          app.sql,
-          await accountIn(req, app),
-          'contact',
-          textParam(req, 'external_id'),
-          req.input.titles,
-        ),
-      ),
-  }),
+  ...(['customer', 'contact'] as const).map(setTagsRoute),
 ]
 
 // The entity in a property's path; anything else names nothing.

@@ -22,7 +22,7 @@ const checked = (route: Route, req: Req, app: App) => {
     : invoke(route, req, app)
 }
 
-type Share = ReturnType<typeof withinShare>
+type Share = (route: Route, req: Req, app: App, accountId: number) => Reply | Promise<Reply>
 
 // An expensive route runs within its account's share of this process (createShares); the place
 // is given back when it answers or when its client goes, whichever comes first.
