@@ -1,10 +1,11 @@
 import { test, before, after } from 'node:test'
 import assert from 'node:assert/strict'
 import { request } from 'node:http'
-import { startTestService, type TestService } from './helpers/service.ts'
+import { ADMIN_TOKEN, startTestService, type TestService } from './helpers/service.ts'
 import { createHttpServer, listen, drain } from '../src/http/adapter.ts'
 import { buildRouter } from '../src/http/router.ts'
 import type { App } from '../src/context.ts'
+import { routes } from '../src/api/routes.ts'
 
 let s: TestService
 before(async () => {
@@ -42,6 +43,25 @@ test('every interface endpoint answers 405 with Allow: POST to other methods', a
       assert.equal(res.headers.get('allow'), 'POST', `${method} ${path}`)
     }
   }
+})
+
+test('HEAD is answered wherever GET is, with its status and headers and no body', async () => {
+  const { id, token } = await s.account('Heads')
+  const auth = { authorization: `Bearer ${ADMIN_TOKEN}`, 'service-key': token }
+  const gets = routes.filter((r) => r.method === 'GET')
+  assert.ok(gets.some((r) => r.path === '/healthz') && gets.some((r) => r.path === '/console'))
+  for (const r of gets) {
+    const path = r.path.replace(/:(\w+)/g, (_, name) => (name === 'id' || name === 'account_id' ? String(id) : '1'))
+    const get = await fetch(s.base + path, { headers: auth })
+    await get.arrayBuffer()
+    const head = await fetch(s.base + path, { method: 'HEAD', headers: auth })
+    assert.equal(head.status, get.status, `HEAD ${path}`)
+    assert.equal(head.headers.get('content-type'), get.headers.get('content-type'), `HEAD ${path}`)
+    assert.equal((await head.arrayBuffer()).byteLength, 0, `HEAD ${path}`)
+  }
+  // A path that answers GET says so in Allow, with HEAD; a POST-only path does not admit HEAD.
+  assert.equal((await s.call('DELETE', '/healthz')).headers.get('allow'), 'GET, HEAD')
+  assert.equal((await s.call('HEAD', '/api/v1/customers')).status, 405)
 })
 
 test('unknown routes answer 404 Problem Details', async () => {

@@ -154,7 +154,8 @@ export const createHttpServer = (
     if (!Buffer.isBuffer(body)) return finish(im, res, started, id, unread(body))
     const req: Req = {
       id,
-      method: im.method ?? 'GET',
+      // HEAD is answered as GET (uptime checkers send it); node:http sends the headers without the body.
+      method: im.method === 'HEAD' ? 'GET' : (im.method ?? 'GET'),
       url: `${ORIGIN}${im.url ?? '/'}`,
       headers: im.headers,
       body,
@@ -186,7 +187,7 @@ export const createHttpServer = (
     const full = heldBack.get(im.socket)
     if (full !== undefined) {
       res.setHeader('connection', 'close')
-      if (im.method !== 'GET' || !essential.has(pathOf(im.url) ?? '')) {
+      if ((im.method !== 'GET' && im.method !== 'HEAD') || !essential.has(pathOf(im.url) ?? '')) {
         const refused = problem(503, `${full} Try again shortly.`, undefined, { 'retry-after': '1' })
         return finish(im, res, started, id, refused)
       }
