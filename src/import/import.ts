@@ -23,6 +23,8 @@ export interface ImportStats {
   updated: number
   ignored: number
   warnings: number
+  // The last physical line of the last row read (1: the header).
+  line: number
 }
 
 export const emptyStats = (): ImportStats => ({
@@ -34,6 +36,7 @@ export const emptyStats = (): ImportStats => ({
   updated: 0,
   ignored: 0,
   warnings: 0,
+  line: 0,
 })
 
 interface ImportOptions {
@@ -41,6 +44,8 @@ interface ImportOptions {
   force?: boolean
   onStart?: (layout: Layout) => void
   onRowError?: (message: string) => void
+  // Aborted (by a signal): no row after the current one is read; what was read is written.
+  signal?: AbortSignal
 }
 
 // Records of a FILE account come from imports; an import into an account owned by the API or an
@@ -139,7 +144,9 @@ export const importFile = async (
   }>) {
     stats.bytes = info.bytes
     const line = lines + info.empty_lines + 1
-    lines += linesOf(record)
+    const spans = linesOf(record)
+    lines += spans
+    stats.line = line + spans - 1
     if (!layout) {
       layout = readHeader(collection, record, catalog)
       options.onStart?.(layout)
@@ -155,6 +162,7 @@ export const importFile = async (
     chunk.push(checked.item)
     droppedKeys += checked.droppedKeys
     if (chunk.length >= CHUNK_ROWS) await flush()
+    if (options.signal?.aborted) break
   }
   if (!layout) throw new Error('The file is empty: it needs a header row.')
   if (chunk.length) await flush()
