@@ -1186,6 +1186,8 @@ export interface components {
         path: string
         message: string
       }[]
+      /** @description How many errors beyond the first 20 listed were left out. */
+      more_errors?: number
     }
     Customer: {
       /** @description The external id the client gave it. */
@@ -2059,7 +2061,7 @@ export interface components {
         'application/problem+json': components['schemas']['ProblemDetails']
       }
     }
-    /** @description The body is larger than 5242880 bytes. */
+    /** @description The body is larger than 5 MB. */
     ContentTooLarge: {
       headers: {
         [name: string]: unknown
@@ -2070,7 +2072,7 @@ export interface components {
          *       "type": "about:blank",
          *       "title": "Content Too Large",
          *       "status": 413,
-         *       "detail": "The body is larger than 5242880 bytes."
+         *       "detail": "The body is larger than 5 MB."
          *     }
          */
         'application/problem+json': components['schemas']['ProblemDetails']
