@@ -1484,6 +1484,14 @@ export interface components {
       ignored: number | null
       /** @description Attribute and metric keys dropped because no property defines them. */
       dropped_keys: number | null
+      /**
+       * @description The keys dropped, most often dropped first, each with a codename it may have meant (at most 100).
+       */
+      dropped_key_names: {
+        key: string
+        count: number
+        did_you_mean: string | null
+      }[]
       warnings:
         | {
             external_id: string
@@ -1512,6 +1520,14 @@ export interface components {
       ignored: number | null
       /** @description Attribute and metric keys dropped because no property defines them. */
       dropped_keys: number | null
+      /**
+       * @description The keys dropped, most often dropped first, each with a codename it may have meant (at most 100).
+       */
+      dropped_key_names: {
+        key: string
+        count: number
+        did_you_mean: string | null
+      }[]
       warnings:
         | {
             external_id: string
