@@ -652,6 +652,8 @@ test('an upload appears in the uploads view, followed until processed, with its 
     ...[upload.created, upload.updated, upload.ignored].map(count),
     '1',
   ])
+  // The dropped key is named on hovering its count.
+  assert.equal(await row.locator('td').nth(7).getAttribute('title'), 'mystery (1)')
   await row.locator('details summary').click()
   assert.match((await row.innerText())!, /u1: No user has the email nobody@ops\.test/)
   assert.deepEqual(await accessibility(page), [])

@@ -6,6 +6,11 @@ import { useData } from './load.ts'
 const POLL_MS = 1000
 const busy = (u: Upload) => u.status === 'received' || u.status === 'processing'
 const count = (n: number | null) => (n === null ? '–' : String(n))
+// The dropped keys by name, shown on hovering their count: contry (3, did you mean country?).
+const droppedNames = (u: Upload) =>
+  u.dropped_key_names
+    .map((d) => `${d.key} (${d.count}${d.did_you_mean ? `, did you mean ${d.did_you_mean}?` : ''})`)
+    .join(', ') || undefined
 
 // Refreshes while any upload shown is still waiting or being processed, and stops once all are done.
 const usePolling = (uploads: Upload[] | undefined, reload: () => unknown) => {
@@ -33,7 +38,7 @@ const Table = ({ uploads }: { uploads: Upload[] }) =>
           <td class="num">${u.upload_id}</td><td>${u.kind}</td>
           <td>${u.status}${u.stuck ? ' (stuck)' : ''}</td><td class="num">${u.items}</td>
           <td class="num">${count(u.created)}</td><td class="num">${count(u.updated)}</td>
-          <td class="num">${count(u.ignored)}</td><td class="num">${count(u.dropped_keys)}</td>
+          <td class="num">${count(u.ignored)}</td><td class="num" title=${droppedNames(u)}>${count(u.dropped_keys)}</td>
           <td class="wrap">${
             u.warnings?.length
               ? html`<details><summary>${u.warnings.length}</summary><ul>
