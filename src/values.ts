@@ -163,7 +163,7 @@ interface Node {
   parent: Node | null
   depth: number
 }
-const escape = (key: string) => key.replace(/~/g, '~0').replace(/\//g, '~1')
+const escape = (key: string) => cut(key).replace(/~/g, '~0').replace(/\//g, '~1')
 const pointerOf = (node: Node): string => {
   const keys: string[] = []
   for (let n: Node | null = node; n?.parent; n = n.parent) keys.push(n.key)

@@ -111,7 +111,7 @@ test('a body over 5 MB answers 413 without being read to the end, saying 5 MB', 
 })
 
 test('an error list keeps its first 20 entries and counts the rest; echoed names are cut to 200', async () => {
-  const { token } = await s.account('Lists')
+  const { token, trackerKey } = await s.account('Lists')
   const customers = Array.from({ length: 1000 }, (_, i) => ({ external_id: i, name: 5 }))
   const res = await s.call('POST', '/api/v1/customers', { customers }, { 'service-key': token })
   assertProblem(res, 400)
@@ -125,6 +125,12 @@ test('an error list keeps its first 20 entries and counts the rest; echoed names
   const text = JSON.stringify(search.body)
   assert.ok(text.length < 2000, text.slice(0, 300))
   assert.match(search.body.errors[0].message, /^Unknown key k{200}\.\.\. \(1,048,576 characters\)/)
+  // So is a free-form key over the text cap, in the error's path.
+  const event = { name: 'e', timestamp: Date.now(), identification: { customer: 'c' }, data: { customer: {} } }
+  const long = { ...event, data: { customer: { ['k'.repeat(70_000)]: 1 } } }
+  const tracked = await s.call('POST', '/api/tracker/track', { trackerKey, events: [long] }, { 'service-key': token })
+  assertProblem(tracked, 400)
+  assert.equal(tracked.body.errors[0].path, `/events/0/data/customer/${'k'.repeat(200)}... (70,000 characters)`)
 })
 
 test("every response carries a request id, echoing the caller's", async () => {

@@ -128,7 +128,7 @@ function resolveFilter(
     const known = (OPERATORS as readonly string[]).includes(filter.operator)
     const what = known
       ? `operator ${filter.operator} is not allowed`
-      : `unknown operator ${JSON.stringify(filter.operator)}`
+      : `unknown operator ${JSON.stringify(cut(filter.operator))}`
     errors.push({
       path: `${at}/operator`,
       message: `${what} for ${field.name} (${field.type}); allowed: ${allowed.join(', ')}`,
