@@ -69,11 +69,11 @@ const counts = (stats: ImportStats) =>
   `${stats.errors} with errors skipped` +
   `${stats.warnings ? `, ${stats.warnings} warnings (unknown owner emails)` : ''}`
 
-// Owners are matched to the account's users by email; a row whose owner is no user keeps a null owner.
+// Owners are matched to the account's users by email; a row whose owner is no user sets no owner.
 const ownersHint = (stats: ImportStats, accountId: number) =>
   stats.warnings
-    ? `${stats.warnings} rows named an owner email that is no user of account ${accountId}, so they have no ` +
-      `owner: owners must exist as users first (service admin add-user --id ${accountId} ` +
+    ? `${stats.warnings} rows named an owner email that is no user of account ${accountId}, so their owner was ` +
+      `not set: owners must exist as users first (service admin add-user --id ${accountId} ` +
       `'{"email":"...","name":"..."}'), then import the file again.\n`
     : ''
 
