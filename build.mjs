@@ -3,7 +3,7 @@
 // - dist/service: a single executable for Linux x64 (Node's single-executable applications) that
 //   carries the current Node LTS and the embedded PostgreSQL, so the host needs neither.
 //   SERVICE_BUILD_EXECUTABLE=0 skips it.
-import { execFileSync } from 'node:child_process'
+import { execFileSync, spawnSync } from 'node:child_process'
 import {
   chmodSync,
   copyFileSync,
@@ -135,8 +135,12 @@ const buildExecutable = async () => {
   }
   writeFileSync('dist/sea/config.json', JSON.stringify(config, null, 2))
   const node = executableNode()
-  // Its one line of output ("Wrote single executable preparation blob") is not shown; errors are.
-  execFileSync(node, ['--experimental-sea-config', 'dist/sea/config.json'], { stdio: ['ignore', 'ignore', 'inherit'] })
+  // Its one line of output on success ("Wrote single executable preparation blob ...") is not shown;
+  // anything else it says is.
+  const prepared = spawnSync(node, ['--experimental-sea-config', 'dist/sea/config.json'], { encoding: 'utf8' })
+  const said = `${prepared.stdout}${prepared.stderr}`.replace(/^Wrote single executable preparation blob .*\n/m, '')
+  if (said) process.stderr.write(said)
+  if (prepared.status !== 0) throw new Error(`node --experimental-sea-config failed (${prepared.status})`)
   copyFileSync(node, 'dist/sea/service')
   const { inject } = await import('postject')
   // postject's LIEF (WebAssembly) warns through console.warn, once per section of the Node binary whose
