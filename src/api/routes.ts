@@ -2,6 +2,7 @@ import type { Route } from '../route.ts'
 import { accountRoutes } from '../accounts/routes.ts'
 import { catalogRoutes } from '../catalog/routes.ts'
 import { notificationRoutes } from '../notifications/routes.ts'
+import { privacyRoutes } from '../privacy/routes.ts'
 import { recordRoutes, searchRoutes } from '../records/routes.ts'
 import { scoringRoutes } from '../scoring/routes.ts'
 import { segmentRoutes } from '../segments/routes.ts'
@@ -28,6 +29,7 @@ export const routes: Route[] = [
   ...scoringRoutes,
   ...webhookRoutes,
   ...notificationRoutes,
+  ...privacyRoutes,
   ...healthRoutes,
   metricsRoute,
   ...docsRoutes,
