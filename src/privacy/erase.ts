@@ -44,7 +44,7 @@ const ids = (tx: Tx, table: 'erase_customers' | 'erase_contacts', column: 'servi
 
 // Stored JSON text that holds one of the people's external ids as a string.
 const names = (tx: Tx, text: ReturnType<Tx>) =>
-  tx`exists (select 1 from erase_needles n where strpos(${text}, n.needle) > 0)`
+  tx`exists (select 1 from erase_needles needles where strpos(${text}, needles.needle) > 0)`
 
 const counted = async (query: Promise<unknown>) => ((await query) as { n: number }[])[0].n
 

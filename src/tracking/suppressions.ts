@@ -38,7 +38,7 @@ export const countDropped = (sql: Sql | Tx, accountId: number, dropped: ReturnTy
 // caller's transaction (an erasure's).
 export const suppress = (tx: Tx, accountId: number, erasureId: number, ids: ReturnType<Tx>) => tx`
   insert into suppressions (account_id, entity, hash, erasure_id)
-  select distinct ${accountId}, i.entity, ${hashOf(tx, tx`i.external_id`)}, ${erasureId}::bigint
+  select distinct ${accountId}::bigint, i.entity, ${hashOf(tx, tx`i.external_id`)}, ${erasureId}::bigint
   from (${ids}) i(entity, external_id)
   on conflict (account_id, entity, hash) do nothing`
 
