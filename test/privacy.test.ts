@@ -238,7 +238,7 @@ const erased = async (api: ReturnType<TestService['api']>, id: number) =>
   }, `erasure ${id}`)
 
 let counts: Record<string, number>
-test('erasing a contact and a customer leaves nothing of them in any table; the other account keeps its own', async () => {
+test('erasing a contact and a customer leaves nothing of them anywhere; the other account keeps its own', async () => {
   assert.ok((await findEverywhere(a.id, NEEDLES)).length > 10, 'the people are there before')
   const otherBefore = await s.sql`select count(*)::int as n from tracking_events where account_id = ${b.id}`
   const eraser = await eraseKey(a)

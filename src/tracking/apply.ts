@@ -234,7 +234,8 @@ export const applyEvents = async (tx: Tx, accountId: number) => {
   if (customers.length > 0) await addRecomputeSegments(tx, accountId)
   return {
     events: staged.n,
-    suppressed,
+    // Only when some were dropped: the counts stay as they were for accounts without suppressions.
+    ...(suppressed > 0 ? { suppressed } : {}),
     customers: customers.length,
     contactsCreated: created.length,
     contacts: contacts.length,
