@@ -160,7 +160,7 @@ const recompute = async (tx: Tx, accountId: number, counts: Awaited<ReturnType<t
       'customer',
       remaining.map((r) => r.customer_id as number),
     ),
-    ...(counts.tracking_events > 0 ? [countEventsJob(accountId)] : []),
+    ...(counts.tracking_events > 0 && remaining.length > 0 ? [countEventsJob(accountId)] : []),
   ])
   if (counts.customers > 0 || counts.segment_memberships > 0) await addRecomputeSegments(tx, accountId)
   return remaining.length
