@@ -35,7 +35,9 @@ const recordDoc = (db: Db, entity: 'customer' | 'contact', where: ReturnType<Sql
     from ${db(records)} r where ${where}`
 }
 
-// The tracked events as GET /api/v1/customer/{external_id}/events shows them, oldest first.
+// The tracked events as GET /api/v1/customer/{external_id}/events shows them, oldest first, found
+// through the customer's external id (its index). The apply job matches an event to its records by
+// external id, so the service ids the event holds name the same records.
 const events = (db: Db, accountId: number, which: ReturnType<Sql>) => db<{ doc: string }[]>`
   select json_build_object('id', id, 'name', name, 'timestamp', (extract(epoch from occurred_at) * 1000)::bigint,
     'identification', json_strip_nulls(json_build_object('customer', customer_external_id,
@@ -68,6 +70,8 @@ const exported = async (
   let record: Doc | undefined
   try {
     await db`begin isolation level repeatable read read only`
+    // Each statement, and each batch a cursor fetches, runs under the search budget's timeout.
+    await db`select set_config('statement_timeout', ${String(app.config.searchTimeoutMs)}, true)`
     ;[record] = await find(db)
   } catch (err) {
     await end()
@@ -101,7 +105,11 @@ export const exportContact = (app: App, accountId: number, customerExternalId: s
     async function* (db, contact) {
       yield `{"contact":${contact.doc},"events":[`
       yield* array(
-        events(db, accountId, db`contact_external_id = ${contact.external_id} or contact_id = ${contact.service_id}`),
+        events(
+          db,
+          accountId,
+          db`customer_external_id = ${customerExternalId} and contact_external_id = ${contact.external_id}`,
+        ),
       )
       yield ']}'
     },
@@ -114,13 +122,7 @@ export const exportCustomer = (app: App, accountId: number, externalId: string) 
     `Customer ${externalId} does not exist.`,
     async function* (db, customer) {
       yield `{"customer":${customer.doc},"events":[`
-      yield* array(
-        events(
-          db,
-          accountId,
-          db`customer_external_id = ${customer.external_id} or customer_id = ${customer.service_id}`,
-        ),
-      )
+      yield* array(events(db, accountId, db`customer_external_id = ${customer.external_id}`))
       yield '],"contacts":['
       yield* array(
         recordDoc(
