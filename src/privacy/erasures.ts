@@ -12,22 +12,20 @@ import { erase } from './erase.ts'
 
 export const MAX_ERASURE_PEOPLE = 1000
 
-export const ErasureBody = v.pipe(
-  strict({
-    contacts: v.optional(
-      v.pipe(
-        v.array(strict({ customer_external_id: id255, contact_external_id: id255 })),
-        v.maxLength(MAX_ERASURE_PEOPLE, `At most ${MAX_ERASURE_PEOPLE} contacts per request.`),
-      ),
-      [],
+// Both lists may be left out or empty: such a request erases nobody, and is logged all the same.
+export const ErasureBody = strict({
+  contacts: v.optional(
+    v.pipe(
+      v.array(strict({ customer_external_id: id255, contact_external_id: id255 })),
+      v.maxLength(MAX_ERASURE_PEOPLE, `At most ${MAX_ERASURE_PEOPLE} contacts per request.`),
     ),
-    customers: v.optional(
-      v.pipe(v.array(id255), v.maxLength(MAX_ERASURE_PEOPLE, `At most ${MAX_ERASURE_PEOPLE} customers per request.`)),
-      [],
-    ),
-  }),
-  v.check((b) => b.contacts.length + b.customers.length > 0, 'Name at least one contact or customer.'),
-)
+    [],
+  ),
+  customers: v.optional(
+    v.pipe(v.array(id255), v.maxLength(MAX_ERASURE_PEOPLE, `At most ${MAX_ERASURE_PEOPLE} customers per request.`)),
+    [],
+  ),
+})
 
 const Status = v.picklist(['pending', 'done', 'failed'])
 export const ErasureAccepted = v.object({ id, status: Status })
