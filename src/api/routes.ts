@@ -6,7 +6,7 @@ import { privacyRoutes } from '../privacy/routes.ts'
 import { recordRoutes, searchRoutes } from '../records/routes.ts'
 import { scoringRoutes } from '../scoring/routes.ts'
 import { segmentRoutes } from '../segments/routes.ts'
-import { trackingRoutes } from '../tracking/routes.ts'
+import { suppressionRoutes, trackingRoutes } from '../tracking/routes.ts'
 import { uploadRoutes } from '../uploads/routes.ts'
 import { webhookRoutes } from '../webhooks/routes.ts'
 import { consoleRoutes } from './console.ts'
@@ -29,10 +29,12 @@ export const routes: Route[] = [
   ...scoringRoutes,
   ...webhookRoutes,
   ...notificationRoutes,
-  ...privacyRoutes,
   ...healthRoutes,
   metricsRoute,
   ...docsRoutes,
   ...consoleRoutes,
+  // Last but the document: the rows before them keep their places (test/openapi-fuzz.test.ts seeds by place).
+  ...privacyRoutes,
+  ...suppressionRoutes,
   openApiRoute(() => routes),
 ]

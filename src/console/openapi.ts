@@ -221,40 +221,6 @@ export interface paths {
     patch?: never
     trace?: never
   }
-  '/api/v1/suppressions': {
-    parameters: {
-      query?: never
-      header?: never
-      path?: never
-      cookie?: never
-    }
-    /** The account's suppressions: erased external ids whose tracked events are dropped (hashed) */
-    get: operations['listSuppressions']
-    put?: never
-    post?: never
-    delete?: never
-    options?: never
-    head?: never
-    patch?: never
-    trace?: never
-  }
-  '/api/v1/suppressions/{entity}/{external_id}': {
-    parameters: {
-      query?: never
-      header?: never
-      path?: never
-      cookie?: never
-    }
-    get?: never
-    put?: never
-    post?: never
-    /** Lift the suppression of a customer or contact external id: its tracked events apply again */
-    delete: operations['liftSuppression']
-    options?: never
-    head?: never
-    patch?: never
-    trace?: never
-  }
   '/api/v1/segments': {
     parameters: {
       query?: never
@@ -905,108 +871,6 @@ export interface paths {
     patch?: never
     trace?: never
   }
-  '/api/v1/erasures': {
-    parameters: {
-      query?: never
-      header?: never
-      path?: never
-      cookie?: never
-    }
-    get?: never
-    put?: never
-    /** Erase contacts, and customers with all their contacts, everywhere (runs in the background) */
-    post: operations['requestErasure']
-    delete?: never
-    options?: never
-    head?: never
-    patch?: never
-    trace?: never
-  }
-  '/api/v1/erasures/{erasure_id}': {
-    parameters: {
-      query?: never
-      header?: never
-      path?: never
-      cookie?: never
-    }
-    /** An erasure's status, when it finished, and the rows it removed or redacted per kind */
-    get: operations['getErasure']
-    put?: never
-    post?: never
-    delete?: never
-    options?: never
-    head?: never
-    patch?: never
-    trace?: never
-  }
-  '/admin/v1/accounts/{id}/erasures': {
-    parameters: {
-      query?: never
-      header?: never
-      path?: never
-      cookie?: never
-    }
-    get?: never
-    put?: never
-    /** Erase contacts and customers of an account everywhere, as POST /api/v1/erasures does */
-    post: operations['erase']
-    delete?: never
-    options?: never
-    head?: never
-    patch?: never
-    trace?: never
-  }
-  '/admin/v1/accounts/{id}/erasures/{erasure_id}': {
-    parameters: {
-      query?: never
-      header?: never
-      path?: never
-      cookie?: never
-    }
-    /** An erasure's status and counts */
-    get: operations['getErasureAdmin']
-    put?: never
-    post?: never
-    delete?: never
-    options?: never
-    head?: never
-    patch?: never
-    trace?: never
-  }
-  '/api/v1/customer/{external_id}/contact/{contact_id}/export': {
-    parameters: {
-      query?: never
-      header?: never
-      path?: never
-      cookie?: never
-    }
-    /** Everything held about a contact: the record, scores, snapshots, tags and tracked events */
-    get: operations['exportContact']
-    put?: never
-    post?: never
-    delete?: never
-    options?: never
-    head?: never
-    patch?: never
-    trace?: never
-  }
-  '/api/v1/customer/{external_id}/export': {
-    parameters: {
-      query?: never
-      header?: never
-      path?: never
-      cookie?: never
-    }
-    /** Everything held about a customer and its contacts, streamed */
-    get: operations['exportCustomer']
-    put?: never
-    post?: never
-    delete?: never
-    options?: never
-    head?: never
-    patch?: never
-    trace?: never
-  }
   '/healthz': {
     parameters: {
       query?: never
@@ -1138,6 +1002,142 @@ export interface paths {
     put?: never
     post?: never
     delete?: never
+    options?: never
+    head?: never
+    patch?: never
+    trace?: never
+  }
+  '/api/v1/erasures': {
+    parameters: {
+      query?: never
+      header?: never
+      path?: never
+      cookie?: never
+    }
+    get?: never
+    put?: never
+    /** Erase contacts, and customers with all their contacts, everywhere (runs in the background) */
+    post: operations['requestErasure']
+    delete?: never
+    options?: never
+    head?: never
+    patch?: never
+    trace?: never
+  }
+  '/api/v1/erasures/{erasure_id}': {
+    parameters: {
+      query?: never
+      header?: never
+      path?: never
+      cookie?: never
+    }
+    /** An erasure's status, when it finished, and the rows it removed or redacted per kind */
+    get: operations['getErasure']
+    put?: never
+    post?: never
+    delete?: never
+    options?: never
+    head?: never
+    patch?: never
+    trace?: never
+  }
+  '/admin/v1/accounts/{id}/erasures': {
+    parameters: {
+      query?: never
+      header?: never
+      path?: never
+      cookie?: never
+    }
+    get?: never
+    put?: never
+    /** Erase contacts and customers of an account everywhere, as POST /api/v1/erasures does */
+    post: operations['erase']
+    delete?: never
+    options?: never
+    head?: never
+    patch?: never
+    trace?: never
+  }
+  '/admin/v1/accounts/{id}/erasures/{erasure_id}': {
+    parameters: {
+      query?: never
+      header?: never
+      path?: never
+      cookie?: never
+    }
+    /** An erasure's status and counts */
+    get: operations['getErasureAdmin']
+    put?: never
+    post?: never
+    delete?: never
+    options?: never
+    head?: never
+    patch?: never
+    trace?: never
+  }
+  '/api/v1/customer/{external_id}/contact/{contact_id}/export': {
+    parameters: {
+      query?: never
+      header?: never
+      path?: never
+      cookie?: never
+    }
+    /** Everything held about a contact: the record, scores, snapshots, tags and tracked events */
+    get: operations['exportContact']
+    put?: never
+    post?: never
+    delete?: never
+    options?: never
+    head?: never
+    patch?: never
+    trace?: never
+  }
+  '/api/v1/customer/{external_id}/export': {
+    parameters: {
+      query?: never
+      header?: never
+      path?: never
+      cookie?: never
+    }
+    /** Everything held about a customer and its contacts, streamed */
+    get: operations['exportCustomer']
+    put?: never
+    post?: never
+    delete?: never
+    options?: never
+    head?: never
+    patch?: never
+    trace?: never
+  }
+  '/api/v1/suppressions': {
+    parameters: {
+      query?: never
+      header?: never
+      path?: never
+      cookie?: never
+    }
+    /** The account's suppressions: erased external ids whose tracked events are dropped (hashed) */
+    get: operations['listSuppressions']
+    put?: never
+    post?: never
+    delete?: never
+    options?: never
+    head?: never
+    patch?: never
+    trace?: never
+  }
+  '/api/v1/suppressions/{entity}/{external_id}': {
+    parameters: {
+      query?: never
+      header?: never
+      path?: never
+      cookie?: never
+    }
+    get?: never
+    put?: never
+    post?: never
+    /** Lift the suppression of a customer or contact external id: its tracked events apply again */
+    delete: operations['liftSuppression']
     options?: never
     head?: never
     patch?: never
@@ -3081,79 +3081,6 @@ export interface operations {
       400: components['responses']['BadRequest']
       401: components['responses']['Unauthorized']
       404: components['responses']['NotFound']
-      503: components['responses']['ServiceUnavailable']
-    }
-  }
-  listSuppressions: {
-    parameters: {
-      query?: never
-      header?: never
-      path?: never
-      cookie?: never
-    }
-    requestBody?: never
-    responses: {
-      /** @description Success. */
-      200: {
-        headers: {
-          'RateLimit-Limit': components['headers']['RateLimit-Limit']
-          'RateLimit-Remaining': components['headers']['RateLimit-Remaining']
-          'RateLimit-Reset': components['headers']['RateLimit-Reset']
-          [name: string]: unknown
-        }
-        content: {
-          'application/json': {
-            /** @enum {string} */
-            entity: 'customer' | 'contact'
-            /** @description The SHA-256 of the external id (UTF-8), hexadecimal: the list names nobody. */
-            hash: string
-            erasure_id: number | null
-            /**
-             * Format: date-time
-             * @description A UTC time, ISO 8601 with milliseconds.
-             */
-            created_at: string
-            /** @description Tracked events dropped since the suppression began. */
-            dropped: number
-          }[]
-        }
-      }
-      400: components['responses']['BadRequest']
-      401: components['responses']['Unauthorized']
-      403: components['responses']['Forbidden']
-      429: components['responses']['TooManyRequests']
-      503: components['responses']['ServiceUnavailable']
-    }
-  }
-  liftSuppression: {
-    parameters: {
-      query?: never
-      header?: never
-      path: {
-        /** @description customer or contact. */
-        entity: 'customer' | 'contact'
-        /** @description The external id, percent-encoded. */
-        external_id: string
-      }
-      cookie?: never
-    }
-    requestBody?: never
-    responses: {
-      /** @description Done; no content. */
-      204: {
-        headers: {
-          'RateLimit-Limit': components['headers']['RateLimit-Limit']
-          'RateLimit-Remaining': components['headers']['RateLimit-Remaining']
-          'RateLimit-Reset': components['headers']['RateLimit-Reset']
-          [name: string]: unknown
-        }
-        content?: never
-      }
-      400: components['responses']['BadRequest']
-      401: components['responses']['Unauthorized']
-      403: components['responses']['Forbidden']
-      404: components['responses']['NotFound']
-      429: components['responses']['TooManyRequests']
       503: components['responses']['ServiceUnavailable']
     }
   }
@@ -5665,6 +5592,187 @@ export interface operations {
       503: components['responses']['ServiceUnavailable']
     }
   }
+  checkLiveness: {
+    parameters: {
+      query?: never
+      header?: never
+      path?: never
+      cookie?: never
+    }
+    requestBody?: never
+    responses: {
+      /** @description Success. */
+      200: {
+        headers: {
+          [name: string]: unknown
+        }
+        content: {
+          'application/json': {
+            /** @constant */
+            status: 'ok'
+          }
+        }
+      }
+      400: components['responses']['BadRequest']
+    }
+  }
+  checkReadiness: {
+    parameters: {
+      query?: never
+      header?: never
+      path?: never
+      cookie?: never
+    }
+    requestBody?: never
+    responses: {
+      /** @description Success. */
+      200: {
+        headers: {
+          [name: string]: unknown
+        }
+        content: {
+          'application/json': {
+            /** @constant */
+            status: 'ready'
+          }
+        }
+      }
+      400: components['responses']['BadRequest']
+      503: components['responses']['ServiceUnavailable']
+    }
+  }
+  getMetrics: {
+    parameters: {
+      query?: never
+      header?: never
+      path?: never
+      cookie?: never
+    }
+    requestBody?: never
+    responses: {
+      /** @description Success. */
+      200: {
+        headers: {
+          [name: string]: unknown
+        }
+        content: {
+          'text/plain; version=0.0.4': string
+        }
+      }
+      400: components['responses']['BadRequest']
+      503: components['responses']['ServiceUnavailable']
+    }
+  }
+  getDocs: {
+    parameters: {
+      query?: never
+      header?: never
+      path?: never
+      cookie?: never
+    }
+    requestBody?: never
+    responses: {
+      /** @description Success. */
+      200: {
+        headers: {
+          [name: string]: unknown
+        }
+        content: {
+          'text/html; charset=utf-8': string
+        }
+      }
+      400: components['responses']['BadRequest']
+      503: components['responses']['ServiceUnavailable']
+    }
+  }
+  getDocsScript: {
+    parameters: {
+      query?: never
+      header?: never
+      path?: never
+      cookie?: never
+    }
+    requestBody?: never
+    responses: {
+      /** @description Success. */
+      200: {
+        headers: {
+          [name: string]: unknown
+        }
+        content: {
+          'text/javascript; charset=utf-8': string
+        }
+      }
+      400: components['responses']['BadRequest']
+      503: components['responses']['ServiceUnavailable']
+    }
+  }
+  getConsole: {
+    parameters: {
+      query?: never
+      header?: never
+      path?: never
+      cookie?: never
+    }
+    requestBody?: never
+    responses: {
+      /** @description Success. */
+      200: {
+        headers: {
+          [name: string]: unknown
+        }
+        content: {
+          'text/html; charset=utf-8': string
+        }
+      }
+      400: components['responses']['BadRequest']
+      503: components['responses']['ServiceUnavailable']
+    }
+  }
+  getConsoleScript: {
+    parameters: {
+      query?: never
+      header?: never
+      path?: never
+      cookie?: never
+    }
+    requestBody?: never
+    responses: {
+      /** @description Success. */
+      200: {
+        headers: {
+          [name: string]: unknown
+        }
+        content: {
+          'text/javascript; charset=utf-8': string
+        }
+      }
+      400: components['responses']['BadRequest']
+      503: components['responses']['ServiceUnavailable']
+    }
+  }
+  getConsoleStyle: {
+    parameters: {
+      query?: never
+      header?: never
+      path?: never
+      cookie?: never
+    }
+    requestBody?: never
+    responses: {
+      /** @description Success. */
+      200: {
+        headers: {
+          [name: string]: unknown
+        }
+        content: {
+          'text/css; charset=utf-8': string
+        }
+      }
+      400: components['responses']['BadRequest']
+      503: components['responses']['ServiceUnavailable']
+    }
+  }
   requestErasure: {
     parameters: {
       query?: never
@@ -6010,7 +6118,7 @@ export interface operations {
       503: components['responses']['ServiceUnavailable']
     }
   }
-  checkLiveness: {
+  listSuppressions: {
     parameters: {
       query?: never
       header?: never
@@ -6022,172 +6130,64 @@ export interface operations {
       /** @description Success. */
       200: {
         headers: {
+          'RateLimit-Limit': components['headers']['RateLimit-Limit']
+          'RateLimit-Remaining': components['headers']['RateLimit-Remaining']
+          'RateLimit-Reset': components['headers']['RateLimit-Reset']
           [name: string]: unknown
         }
         content: {
           'application/json': {
-            /** @constant */
-            status: 'ok'
-          }
+            /** @enum {string} */
+            entity: 'customer' | 'contact'
+            /** @description The SHA-256 of the external id (UTF-8), hexadecimal: the list names nobody. */
+            hash: string
+            erasure_id: number | null
+            /**
+             * Format: date-time
+             * @description A UTC time, ISO 8601 with milliseconds.
+             */
+            created_at: string
+            /** @description Tracked events dropped since the suppression began. */
+            dropped: number
+          }[]
         }
       }
       400: components['responses']['BadRequest']
-    }
-  }
-  checkReadiness: {
-    parameters: {
-      query?: never
-      header?: never
-      path?: never
-      cookie?: never
-    }
-    requestBody?: never
-    responses: {
-      /** @description Success. */
-      200: {
-        headers: {
-          [name: string]: unknown
-        }
-        content: {
-          'application/json': {
-            /** @constant */
-            status: 'ready'
-          }
-        }
-      }
-      400: components['responses']['BadRequest']
+      401: components['responses']['Unauthorized']
+      403: components['responses']['Forbidden']
+      429: components['responses']['TooManyRequests']
       503: components['responses']['ServiceUnavailable']
     }
   }
-  getMetrics: {
+  liftSuppression: {
     parameters: {
       query?: never
       header?: never
-      path?: never
+      path: {
+        /** @description customer or contact. */
+        entity: 'customer' | 'contact'
+        /** @description The external id, percent-encoded. */
+        external_id: string
+      }
       cookie?: never
     }
     requestBody?: never
     responses: {
-      /** @description Success. */
-      200: {
+      /** @description Done; no content. */
+      204: {
         headers: {
+          'RateLimit-Limit': components['headers']['RateLimit-Limit']
+          'RateLimit-Remaining': components['headers']['RateLimit-Remaining']
+          'RateLimit-Reset': components['headers']['RateLimit-Reset']
           [name: string]: unknown
         }
-        content: {
-          'text/plain; version=0.0.4': string
-        }
+        content?: never
       }
       400: components['responses']['BadRequest']
-      503: components['responses']['ServiceUnavailable']
-    }
-  }
-  getDocs: {
-    parameters: {
-      query?: never
-      header?: never
-      path?: never
-      cookie?: never
-    }
-    requestBody?: never
-    responses: {
-      /** @description Success. */
-      200: {
-        headers: {
-          [name: string]: unknown
-        }
-        content: {
-          'text/html; charset=utf-8': string
-        }
-      }
-      400: components['responses']['BadRequest']
-      503: components['responses']['ServiceUnavailable']
-    }
-  }
-  getDocsScript: {
-    parameters: {
-      query?: never
-      header?: never
-      path?: never
-      cookie?: never
-    }
-    requestBody?: never
-    responses: {
-      /** @description Success. */
-      200: {
-        headers: {
-          [name: string]: unknown
-        }
-        content: {
-          'text/javascript; charset=utf-8': string
-        }
-      }
-      400: components['responses']['BadRequest']
-      503: components['responses']['ServiceUnavailable']
-    }
-  }
-  getConsole: {
-    parameters: {
-      query?: never
-      header?: never
-      path?: never
-      cookie?: never
-    }
-    requestBody?: never
-    responses: {
-      /** @description Success. */
-      200: {
-        headers: {
-          [name: string]: unknown
-        }
-        content: {
-          'text/html; charset=utf-8': string
-        }
-      }
-      400: components['responses']['BadRequest']
-      503: components['responses']['ServiceUnavailable']
-    }
-  }
-  getConsoleScript: {
-    parameters: {
-      query?: never
-      header?: never
-      path?: never
-      cookie?: never
-    }
-    requestBody?: never
-    responses: {
-      /** @description Success. */
-      200: {
-        headers: {
-          [name: string]: unknown
-        }
-        content: {
-          'text/javascript; charset=utf-8': string
-        }
-      }
-      400: components['responses']['BadRequest']
-      503: components['responses']['ServiceUnavailable']
-    }
-  }
-  getConsoleStyle: {
-    parameters: {
-      query?: never
-      header?: never
-      path?: never
-      cookie?: never
-    }
-    requestBody?: never
-    responses: {
-      /** @description Success. */
-      200: {
-        headers: {
-          [name: string]: unknown
-        }
-        content: {
-          'text/css; charset=utf-8': string
-        }
-      }
-      400: components['responses']['BadRequest']
+      401: components['responses']['Unauthorized']
+      403: components['responses']['Forbidden']
+      404: components['responses']['NotFound']
+      429: components['responses']['TooManyRequests']
       503: components['responses']['ServiceUnavailable']
     }
   }

@@ -58,6 +58,10 @@ export const trackingRoutes: Route[] = [
     handler: async (req, app) =>
       ok(await listEvents(app.sql, await accountIn(req, app), req.queryInput.customer, req.queryInput.limit)),
   }),
+]
+
+// Suppressions of erased people (tracking/suppressions.ts), listed after every older row of the table.
+export const suppressionRoutes: Route[] = [
   route({
     method: 'GET',
     path: '/api/v1/suppressions',
