@@ -208,6 +208,18 @@ const KNOBS = {
     parse: positive,
     meaning: 'how long such a request waits for a place before it answers 429',
   }),
+  eventRetentionDays: knob({
+    env: 'SERVICE_EVENT_RETENTION_DAYS',
+    fallback: 400,
+    parse: positive,
+    meaning: 'tracked events are deleted this many days after they were received (daily; scoring reads 30 days)',
+  }),
+  deliveryRetentionDays: knob({
+    env: 'SERVICE_DELIVERY_RETENTION_DAYS',
+    fallback: 30,
+    parse: positive,
+    meaning: "webhook deliveries lose their payload and the receiver's answer after this many days (daily)",
+  }),
   stuckUploadSeconds: knob({
     env: 'SERVICE_STUCK_UPLOAD_SECONDS',
     fallback: 900,

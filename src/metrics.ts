@@ -123,10 +123,23 @@ const stuckUploads = new Gauge({
   registers: [registry],
 })
 
+const retentionPurged = new Gauge({
+  name: 'service_retention_purged_rows',
+  help: 'Rows purged by the daily retention run since the database began (events deleted, delivery payloads dropped).',
+  labelNames: ['kind'] as const,
+  registers: [registry],
+})
+const retentionOldest = new Gauge({
+  name: 'service_retention_oldest_kept_timestamp_seconds',
+  help: 'When the oldest row the last retention run kept was received or created (Unix time; 0: none kept).',
+  labelNames: ['kind'] as const,
+  registers: [registry],
+})
+
 // The gauges are read from the database at scrape time, all with one statement. These are
 // operator counts across all accounts, the one place where a query is not scoped by account.
 const databaseCounts = (sql: Sql, stuckSeconds: number) => sql<
-  { gauge: 'queue' | 'deliveries' | 'uploads' | 'stuck'; label: string; n: number }[]
+  { gauge: 'queue' | 'deliveries' | 'uploads' | 'stuck' | 'purged' | 'oldest'; label: string; n: number }[]
 >`
   select 'queue' as gauge, task_identifier as label, count(*)::int as n from graphile_worker.jobs
   where locked_at is null and attempts < max_attempts group by task_identifier
@@ -136,7 +149,11 @@ const databaseCounts = (sql: Sql, stuckSeconds: number) => sql<
   select 'uploads', status, count(*)::int from uploads group by status
   union all
   select 'stuck', status, count(*)::int from uploads where ${stuckSql(sql, stuckSeconds, 'uploads')}
-  group by status`
+  group by status
+  union all
+  select 'purged', kind, purged::float8 from retention_runs
+  union all
+  select 'oldest', kind, extract(epoch from oldest_kept)::float8 from retention_runs where oldest_kept is not null`
 
 // A label seen once keeps being reported (as 0 when no rows remain), so series do not vanish
 // when a queue empties; the states the schema allows start at 0.
@@ -153,6 +170,8 @@ const gauges = {
     seen: new Set<string>(UPLOAD_STATES),
   },
   stuck: { gauge: stuckUploads as Gauge<string>, label: 'status', seen: new Set<string>(PENDING_STATES) },
+  purged: { gauge: retentionPurged as Gauge<string>, label: 'kind', seen: new Set(['events', 'deliveries']) },
+  oldest: { gauge: retentionOldest as Gauge<string>, label: 'kind', seen: new Set(['events', 'deliveries']) },
 }
 
 // Wraps every task of the list once, so tasks need not know about metrics; a worker process also

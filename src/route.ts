@@ -1,6 +1,7 @@
 import type { IncomingHttpHeaders } from 'node:http'
 import type { GenericSchema, InferOutput } from 'valibot'
 import type { App } from './context.ts'
+import type { Scope } from './db/key-check.ts'
 import { refuse } from './errors.ts'
 import { UNSTORABLE } from './validate.ts'
 
@@ -41,10 +42,19 @@ export interface Reply {
   body?: unknown
 }
 
-export type KeyAuth = { key: 'search' | 'upload' | 'track' }
+export type KeyAuth = { key: Scope }
 export type Auth = 'none' | 'admin' | KeyAuth
 
-export type Tag = 'search' | 'segments' | 'uploads' | 'records' | 'tracking' | 'admin' | 'operations' | 'events'
+export type Tag =
+  | 'search'
+  | 'segments'
+  | 'uploads'
+  | 'records'
+  | 'tracking'
+  | 'admin'
+  | 'operations'
+  | 'events'
+  | 'privacy'
 
 // The success answer as OpenAPI publishes it and the contract test checks it: a JSON body of this
 // schema (none for 204), or text of another media type.

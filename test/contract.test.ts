@@ -59,6 +59,7 @@ test('every operation answers as its published schema says', async () => {
     params: Record<string, string | number> = {},
     body?: unknown,
     query = '',
+    token = a.token,
   ): Promise<Call> => {
     const found = ops.get(operationId)
     assert.ok(found, `no operation ${operationId}`)
@@ -70,7 +71,7 @@ test('every operation answers as its published schema says', async () => {
       security === 'adminToken'
         ? { authorization: `Bearer ${ADMIN_TOKEN}` }
         : security === 'serviceKey'
-          ? { 'service-key': a.token }
+          ? { 'service-key': token }
           : {}
     const res = await s.call(method, url, body, headers)
     const label = `${operationId} ${method} ${url} -> ${res.status}`
@@ -290,6 +291,21 @@ test('every operation answers as its published schema says', async () => {
   await call('testWebhook', { id, webhook_id: hook.body.id }, { event: 'customer.churned' })
   await call('testWebhook', { id, webhook_id: hook.body.id }, { event: 'customer.deleted' })
   await call('listNotifications', { id }, undefined, '?user_email=owner%40acme.test')
+
+  // Privacy: exports (streamed), erasures with a key that has the erase scope, and suppressions.
+  await call('exportContact', { external_id: 'c1', contact_id: 'p1' })
+  await call('exportCustomer', { external_id: 'c1' })
+  const eraser = (await call('createKey', { id }, { scopes: ['erase'] })).body.token
+  const erasure = await call('requestErasure', {}, { customers: ['c2'] }, '', eraser)
+  await eventually(
+    async () =>
+      (await call('getErasure', { erasure_id: erasure.body.id }, undefined, '', eraser)).body.status === 'done',
+    'the erasure',
+  )
+  const byAdmin = await call('erase', { id }, { contacts: [{ customer_external_id: 'c1', contact_external_id: 'p9' }] })
+  await call('getErasureAdmin', { id, erasure_id: byAdmin.body.id })
+  await call('listSuppressions', {}, undefined, '', eraser)
+  await call('liftSuppression', { entity: 'customer', external_id: 'c2' }, undefined, '', eraser)
   await call('listUploads', { id }, undefined, '?status=processed')
   // A failed upload (a constraint the test adds makes it fail past validation) is retried, then cancelled.
   await s.sql`alter table customers add constraint no_forbidden_names check (name <> 'Forbidden') not valid`

@@ -34,8 +34,10 @@ let receiver: Receiver
 let a: Account
 let b: Account
 // A's sub-resources that B reaches for, and B's own webhook.
-const A = { key: 0, hook: 0, delivery: 0, upload: 0, customer: 0, contact: 0, segment: 0 }
+const A = { key: 0, hook: 0, delivery: 0, upload: 0, customer: 0, contact: 0, segment: 0, erasure: 0 }
 let bHook = 0
+// B's key with the erase scope, which the default keys do not have.
+let bEraser: ReturnType<TestService['api']>
 const DAY = '2026-01-01'
 
 const status = async (expected: number, pending: Promise<Call>) => {
@@ -68,6 +70,7 @@ const aParams = () => ({
   delivery_id: A.delivery,
   upload_id: A.upload,
   segment_id: A.segment,
+  erasure_id: A.erasure,
   external_id: 'only-a',
   entity: 'customer',
   codename: 'a_secret',
@@ -203,10 +206,18 @@ before(async () => {
     select (select service_id from customers where account_id = ${a.id} and external_id = 'only-a') as customer,
            (select service_id from contacts where account_id = ${a.id} and external_id = 'a-contact') as contact`
   Object.assign(A, ids)
+  // A's erasure of a customer it never had: its log row and its suppression.
+  A.erasure = (await status(202, s.admin('POST', `/accounts/${a.id}/erasures`, { customers: ['gone-a'] }))).body.id
+  await eventually(
+    async () => (await s.admin('GET', `/accounts/${a.id}/erasures/${A.erasure}`)).body.status === 'done',
+    "A's erasure",
+  )
+  bEraser = s.api((await status(201, s.admin('POST', `/accounts/${b.id}/keys`, { scopes: ['erase'] }))).body.token)
   await quiet(a.id)
-  // A table where A has nothing would let any write through B go unseen.
+  // A table where A has nothing would let any write through B go unseen. An erasure's targets are
+  // kept only until its job runs.
   for (const [table, rows] of Object.entries(await tenantRows(a.id)))
-    assert.ok(!Array.isArray(rows) || rows.length > 0, `A has no rows in ${table}`)
+    assert.ok(!Array.isArray(rows) || rows.length > 0 || table === 'erasure_targets', `A has no rows in ${table}`)
 })
 after(async () => {
   await s.stop()
@@ -628,6 +639,64 @@ on('GET', `${ACC}/:id/events`, async (r) => {
 // ---- the tests -----------------------------------------------------------------------------------
 
 // Compared with A's rows just before, so that a leak fails only the case that made it.
+// ---- privacy ------------------------------------------------------------------------------------
+
+// B erases A's contact's external id in B (where it names nobody), then lifts the suppression.
+const erasesInB = async (pending: Promise<Call>, read: (id: number) => Promise<Call>) => {
+  const id = (await status(202, pending)).body.id
+  const done = await eventually(async () => {
+    const got = (await status(200, read(id))).body
+    return got.status !== 'pending' && got
+  }, "B's erasure")
+  assert.equal(done.status, 'done')
+  assert.deepEqual([done.counts.contacts, done.counts.customers], [0, 0])
+  await status(204, bEraser('/api/v1/suppressions/contact/a-contact', undefined, 'DELETE'))
+}
+const A_CONTACT = { customer_external_id: 'only-a', contact_external_id: 'a-contact' }
+
+on('POST', '/api/v1/erasures', () =>
+  erasesInB(bEraser('/api/v1/erasures', { contacts: [A_CONTACT] }), (id) =>
+    bEraser(`/api/v1/erasures/${id}`, undefined, 'GET'),
+  ),
+)
+
+on('GET', '/api/v1/erasures/:erasure_id', async () => {
+  await status(404, bEraser(`/api/v1/erasures/${A.erasure}`, undefined, 'GET'))
+})
+
+on('POST', '/admin/v1/accounts/:id/erasures', (route) =>
+  erasesInB(inB(route, { contacts: [A_CONTACT] }), (id) => s.admin('GET', `/accounts/${b.id}/erasures/${id}`)),
+)
+
+on('GET', '/admin/v1/accounts/:id/erasures/:erasure_id', async (route) => {
+  await status(404, inB(route))
+})
+
+on('GET', '/api/v1/customer/:external_id/contact/:contact_id/export', async () => {
+  await status(404, get(b, '/api/v1/customer/only-a/contact/a-contact/export'))
+  assert.equal(
+    (await status(200, get(a, '/api/v1/customer/only-a/contact/a-contact/export'))).body.contact.record.name,
+    'A Contact',
+  )
+})
+
+on('GET', '/api/v1/customer/:external_id/export', async () => {
+  await status(404, get(b, '/api/v1/customer/only-a/export'))
+  const own = (await status(200, get(b, '/api/v1/customer/shared-1/export'))).body
+  assert.equal(own.customer.record.name, 'B Shared')
+  assert.deepEqual(own.events, [])
+})
+
+on('GET', '/api/v1/suppressions', async () => {
+  const [mine] = await s.sql`select encode(hash, 'hex') as hash from suppressions where account_id = ${a.id}`
+  const listed = (await status(200, bEraser('/api/v1/suppressions', undefined, 'GET'))).body
+  assert.ok(!listed.some((x: { hash: string }) => x.hash === mine.hash))
+})
+
+on('DELETE', '/api/v1/suppressions/:entity/:external_id', async () => {
+  await status(404, bEraser('/api/v1/suppressions/customer/gone-a', undefined, 'DELETE'))
+})
+
 const leavesAUntouched = async (run: () => Promise<void>) => {
   const before = await tenantRows(a.id)
   await run()

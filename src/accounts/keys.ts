@@ -1,13 +1,13 @@
 import { randomBytes } from 'node:crypto'
 import * as v from 'valibot'
 import { refuse } from '../errors.ts'
-import { hashToken, SCOPES } from '../db/key-check.ts'
+import { DEFAULT_SCOPES, hashToken, SCOPES } from '../db/key-check.ts'
 import type { Sql } from '../db/client.ts'
 import { describe, id, storable, strict, Timestamp } from '../validate.ts'
 
 export const CreateKeyBody = strict({
   name: v.optional(v.pipe(v.string(), v.maxLength(255), storable)),
-  scopes: v.optional(v.pipe(v.array(v.picklist(SCOPES)), v.minLength(1)), SCOPES),
+  scopes: v.optional(v.pipe(v.array(v.picklist(SCOPES)), v.minLength(1)), DEFAULT_SCOPES),
 })
 
 export const Key = v.object({

@@ -2,10 +2,11 @@ import type { Route } from '../route.ts'
 import { accountRoutes } from '../accounts/routes.ts'
 import { catalogRoutes } from '../catalog/routes.ts'
 import { notificationRoutes } from '../notifications/routes.ts'
+import { privacyRoutes } from '../privacy/routes.ts'
 import { recordRoutes, searchRoutes } from '../records/routes.ts'
 import { scoringRoutes } from '../scoring/routes.ts'
 import { segmentRoutes } from '../segments/routes.ts'
-import { trackingRoutes } from '../tracking/routes.ts'
+import { suppressionRoutes, trackingRoutes } from '../tracking/routes.ts'
 import { uploadRoutes } from '../uploads/routes.ts'
 import { webhookRoutes } from '../webhooks/routes.ts'
 import { consoleRoutes } from './console.ts'
@@ -32,5 +33,8 @@ export const routes: Route[] = [
   metricsRoute,
   ...docsRoutes,
   ...consoleRoutes,
+  // Last but the document: the rows before them keep their places (test/openapi-fuzz.test.ts seeds by place).
+  ...privacyRoutes,
+  ...suppressionRoutes,
   openApiRoute(() => routes),
 ]

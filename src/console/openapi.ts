@@ -1007,6 +1007,142 @@ export interface paths {
     patch?: never
     trace?: never
   }
+  '/api/v1/erasures': {
+    parameters: {
+      query?: never
+      header?: never
+      path?: never
+      cookie?: never
+    }
+    get?: never
+    put?: never
+    /** Erase contacts, and customers with all their contacts, everywhere (runs in the background) */
+    post: operations['requestErasure']
+    delete?: never
+    options?: never
+    head?: never
+    patch?: never
+    trace?: never
+  }
+  '/api/v1/erasures/{erasure_id}': {
+    parameters: {
+      query?: never
+      header?: never
+      path?: never
+      cookie?: never
+    }
+    /** An erasure's status, when it finished, and the rows it removed or redacted per kind */
+    get: operations['getErasure']
+    put?: never
+    post?: never
+    delete?: never
+    options?: never
+    head?: never
+    patch?: never
+    trace?: never
+  }
+  '/admin/v1/accounts/{id}/erasures': {
+    parameters: {
+      query?: never
+      header?: never
+      path?: never
+      cookie?: never
+    }
+    get?: never
+    put?: never
+    /** Erase contacts and customers of an account everywhere, as POST /api/v1/erasures does */
+    post: operations['erase']
+    delete?: never
+    options?: never
+    head?: never
+    patch?: never
+    trace?: never
+  }
+  '/admin/v1/accounts/{id}/erasures/{erasure_id}': {
+    parameters: {
+      query?: never
+      header?: never
+      path?: never
+      cookie?: never
+    }
+    /** An erasure's status and counts */
+    get: operations['getErasureAdmin']
+    put?: never
+    post?: never
+    delete?: never
+    options?: never
+    head?: never
+    patch?: never
+    trace?: never
+  }
+  '/api/v1/customer/{external_id}/contact/{contact_id}/export': {
+    parameters: {
+      query?: never
+      header?: never
+      path?: never
+      cookie?: never
+    }
+    /** Everything held about a contact: the record, scores, snapshots, tags and tracked events */
+    get: operations['exportContact']
+    put?: never
+    post?: never
+    delete?: never
+    options?: never
+    head?: never
+    patch?: never
+    trace?: never
+  }
+  '/api/v1/customer/{external_id}/export': {
+    parameters: {
+      query?: never
+      header?: never
+      path?: never
+      cookie?: never
+    }
+    /** Everything held about a customer and its contacts, streamed */
+    get: operations['exportCustomer']
+    put?: never
+    post?: never
+    delete?: never
+    options?: never
+    head?: never
+    patch?: never
+    trace?: never
+  }
+  '/api/v1/suppressions': {
+    parameters: {
+      query?: never
+      header?: never
+      path?: never
+      cookie?: never
+    }
+    /** The account's suppressions: erased external ids whose tracked events are dropped (hashed) */
+    get: operations['listSuppressions']
+    put?: never
+    post?: never
+    delete?: never
+    options?: never
+    head?: never
+    patch?: never
+    trace?: never
+  }
+  '/api/v1/suppressions/{entity}/{external_id}': {
+    parameters: {
+      query?: never
+      header?: never
+      path?: never
+      cookie?: never
+    }
+    get?: never
+    put?: never
+    post?: never
+    /** Lift the suppression of a customer or contact external id: its tracked events apply again */
+    delete: operations['liftSuppression']
+    options?: never
+    head?: never
+    patch?: never
+    trace?: never
+  }
   '/openapi.json': {
     parameters: {
       query?: never
@@ -1579,7 +1715,7 @@ export interface components {
       /** @description The id the service gave it. */
       id: number
       name: string | null
-      scopes: ('search' | 'upload' | 'track')[]
+      scopes: ('search' | 'upload' | 'track' | 'erase')[]
       /**
        * Format: date-time
        * @description A UTC time, ISO 8601 with milliseconds.
@@ -1591,7 +1727,7 @@ export interface components {
       /** @description The id the service gave it. */
       id: number
       name: string | null
-      scopes: ('search' | 'upload' | 'track')[]
+      scopes: ('search' | 'upload' | 'track' | 'erase')[]
       /**
        * Format: date-time
        * @description A UTC time, ISO 8601 with milliseconds.
@@ -4409,7 +4545,7 @@ export interface operations {
            *       "track"
            *     ]
            */
-          scopes?: ('search' | 'upload' | 'track')[]
+          scopes?: ('search' | 'upload' | 'track' | 'erase')[]
         }
       }
     }
@@ -5652,6 +5788,424 @@ export interface operations {
         }
       }
       400: components['responses']['BadRequest']
+      503: components['responses']['ServiceUnavailable']
+    }
+  }
+  requestErasure: {
+    parameters: {
+      query?: never
+      header?: never
+      path?: never
+      cookie?: never
+    }
+    requestBody?: {
+      content: {
+        /**
+         * @example {
+         *       "contacts": [
+         *         {
+         *           "customer_external_id": "acme-1",
+         *           "contact_external_id": "pat"
+         *         }
+         *       ],
+         *       "customers": [
+         *         "globex-7"
+         *       ]
+         *     }
+         */
+        'application/json': {
+          /** @default [] */
+          contacts?: {
+            customer_external_id: string
+            contact_external_id: string
+          }[]
+          /** @default [] */
+          customers?: string[]
+        }
+      }
+    }
+    responses: {
+      /** @description Success. */
+      202: {
+        headers: {
+          'RateLimit-Limit': components['headers']['RateLimit-Limit']
+          'RateLimit-Remaining': components['headers']['RateLimit-Remaining']
+          'RateLimit-Reset': components['headers']['RateLimit-Reset']
+          [name: string]: unknown
+        }
+        content: {
+          'application/json': {
+            /** @description The id the service gave it. */
+            id: number
+            /** @enum {string} */
+            status: 'pending' | 'done' | 'failed'
+          }
+        }
+      }
+      400: components['responses']['BadRequest']
+      401: components['responses']['Unauthorized']
+      403: components['responses']['Forbidden']
+      408: components['responses']['RequestTimeout']
+      413: components['responses']['ContentTooLarge']
+      415: components['responses']['UnsupportedMediaType']
+      429: components['responses']['TooManyRequests']
+      503: components['responses']['ServiceUnavailable']
+    }
+  }
+  getErasure: {
+    parameters: {
+      query?: never
+      header?: never
+      path: {
+        /** @description The erasure id. */
+        erasure_id: number
+      }
+      cookie?: never
+    }
+    requestBody?: never
+    responses: {
+      /** @description Success. */
+      200: {
+        headers: {
+          'RateLimit-Limit': components['headers']['RateLimit-Limit']
+          'RateLimit-Remaining': components['headers']['RateLimit-Remaining']
+          'RateLimit-Reset': components['headers']['RateLimit-Reset']
+          [name: string]: unknown
+        }
+        content: {
+          'application/json': {
+            /** @description The id the service gave it. */
+            id: number
+            /** @enum {string} */
+            status: 'pending' | 'done' | 'failed'
+            /** @description The key that asked; null when the admin API did. */
+            key_id: number | null
+            /**
+             * Format: date-time
+             * @description A UTC time, ISO 8601 with milliseconds.
+             */
+            requested_at: string
+            finished_at: string | null
+            /** @description How many people were named. */
+            requested: {
+              contacts: number
+              customers: number
+            }
+            /** @description Rows removed or redacted, per kind (tracking_events, contacts, webhook_deliveries, ...). */
+            counts: {
+              [key: string]: number
+            }
+          }
+        }
+      }
+      400: components['responses']['BadRequest']
+      401: components['responses']['Unauthorized']
+      403: components['responses']['Forbidden']
+      404: components['responses']['NotFound']
+      429: components['responses']['TooManyRequests']
+      503: components['responses']['ServiceUnavailable']
+    }
+  }
+  erase: {
+    parameters: {
+      query?: never
+      header?: never
+      path: {
+        /** @description The account id. */
+        id: number
+      }
+      cookie?: never
+    }
+    requestBody?: {
+      content: {
+        /**
+         * @example {
+         *       "contacts": [
+         *         {
+         *           "customer_external_id": "acme-1",
+         *           "contact_external_id": "pat"
+         *         }
+         *       ],
+         *       "customers": [
+         *         "globex-7"
+         *       ]
+         *     }
+         */
+        'application/json': {
+          /** @default [] */
+          contacts?: {
+            customer_external_id: string
+            contact_external_id: string
+          }[]
+          /** @default [] */
+          customers?: string[]
+        }
+      }
+    }
+    responses: {
+      /** @description Success. */
+      202: {
+        headers: {
+          [name: string]: unknown
+        }
+        content: {
+          'application/json': {
+            /** @description The id the service gave it. */
+            id: number
+            /** @enum {string} */
+            status: 'pending' | 'done' | 'failed'
+          }
+        }
+      }
+      400: components['responses']['BadRequest']
+      401: components['responses']['Unauthorized']
+      404: components['responses']['NotFound']
+      408: components['responses']['RequestTimeout']
+      413: components['responses']['ContentTooLarge']
+      415: components['responses']['UnsupportedMediaType']
+      503: components['responses']['ServiceUnavailable']
+    }
+  }
+  getErasureAdmin: {
+    parameters: {
+      query?: never
+      header?: never
+      path: {
+        /** @description The account id. */
+        id: number
+        /** @description The erasure id. */
+        erasure_id: number
+      }
+      cookie?: never
+    }
+    requestBody?: never
+    responses: {
+      /** @description Success. */
+      200: {
+        headers: {
+          [name: string]: unknown
+        }
+        content: {
+          'application/json': {
+            /** @description The id the service gave it. */
+            id: number
+            /** @enum {string} */
+            status: 'pending' | 'done' | 'failed'
+            /** @description The key that asked; null when the admin API did. */
+            key_id: number | null
+            /**
+             * Format: date-time
+             * @description A UTC time, ISO 8601 with milliseconds.
+             */
+            requested_at: string
+            finished_at: string | null
+            /** @description How many people were named. */
+            requested: {
+              contacts: number
+              customers: number
+            }
+            /** @description Rows removed or redacted, per kind (tracking_events, contacts, webhook_deliveries, ...). */
+            counts: {
+              [key: string]: number
+            }
+          }
+        }
+      }
+      400: components['responses']['BadRequest']
+      401: components['responses']['Unauthorized']
+      404: components['responses']['NotFound']
+      503: components['responses']['ServiceUnavailable']
+    }
+  }
+  exportContact: {
+    parameters: {
+      query?: never
+      header?: never
+      path: {
+        /** @description The external id, percent-encoded. */
+        external_id: string
+        /** @description The contact's external id, percent-encoded. */
+        contact_id: string
+      }
+      cookie?: never
+    }
+    requestBody?: never
+    responses: {
+      /** @description Success. */
+      200: {
+        headers: {
+          'RateLimit-Limit': components['headers']['RateLimit-Limit']
+          'RateLimit-Remaining': components['headers']['RateLimit-Remaining']
+          'RateLimit-Reset': components['headers']['RateLimit-Reset']
+          [name: string]: unknown
+        }
+        content: {
+          'application/json': {
+            contact: {
+              record: {
+                [key: string]: unknown
+              }
+              scores: {
+                [key: string]: unknown
+              } | null
+              snapshots: {
+                date: string
+                values: {
+                  [key: string]: unknown
+                }
+              }[]
+              tags: string[]
+            }
+            events: {
+              [key: string]: unknown
+            }[]
+          }
+        }
+      }
+      400: components['responses']['BadRequest']
+      401: components['responses']['Unauthorized']
+      403: components['responses']['Forbidden']
+      404: components['responses']['NotFound']
+      429: components['responses']['TooManyRequests']
+      503: components['responses']['ServiceUnavailable']
+    }
+  }
+  exportCustomer: {
+    parameters: {
+      query?: never
+      header?: never
+      path: {
+        /** @description The external id, percent-encoded. */
+        external_id: string
+      }
+      cookie?: never
+    }
+    requestBody?: never
+    responses: {
+      /** @description Success. */
+      200: {
+        headers: {
+          'RateLimit-Limit': components['headers']['RateLimit-Limit']
+          'RateLimit-Remaining': components['headers']['RateLimit-Remaining']
+          'RateLimit-Reset': components['headers']['RateLimit-Reset']
+          [name: string]: unknown
+        }
+        content: {
+          'application/json': {
+            customer: {
+              record: {
+                [key: string]: unknown
+              }
+              scores: {
+                [key: string]: unknown
+              } | null
+              snapshots: {
+                date: string
+                values: {
+                  [key: string]: unknown
+                }
+              }[]
+              tags: string[]
+            }
+            events: {
+              [key: string]: unknown
+            }[]
+            contacts: {
+              record: {
+                [key: string]: unknown
+              }
+              scores: {
+                [key: string]: unknown
+              } | null
+              snapshots: {
+                date: string
+                values: {
+                  [key: string]: unknown
+                }
+              }[]
+              tags: string[]
+            }[]
+          }
+        }
+      }
+      400: components['responses']['BadRequest']
+      401: components['responses']['Unauthorized']
+      403: components['responses']['Forbidden']
+      404: components['responses']['NotFound']
+      429: components['responses']['TooManyRequests']
+      503: components['responses']['ServiceUnavailable']
+    }
+  }
+  listSuppressions: {
+    parameters: {
+      query?: never
+      header?: never
+      path?: never
+      cookie?: never
+    }
+    requestBody?: never
+    responses: {
+      /** @description Success. */
+      200: {
+        headers: {
+          'RateLimit-Limit': components['headers']['RateLimit-Limit']
+          'RateLimit-Remaining': components['headers']['RateLimit-Remaining']
+          'RateLimit-Reset': components['headers']['RateLimit-Reset']
+          [name: string]: unknown
+        }
+        content: {
+          'application/json': {
+            /** @enum {string} */
+            entity: 'customer' | 'contact'
+            /** @description The SHA-256 of the external id (UTF-8), hexadecimal: the list names nobody. */
+            hash: string
+            erasure_id: number | null
+            /**
+             * Format: date-time
+             * @description A UTC time, ISO 8601 with milliseconds.
+             */
+            created_at: string
+            /** @description Tracked events dropped since the suppression began. */
+            dropped: number
+          }[]
+        }
+      }
+      400: components['responses']['BadRequest']
+      401: components['responses']['Unauthorized']
+      403: components['responses']['Forbidden']
+      429: components['responses']['TooManyRequests']
+      503: components['responses']['ServiceUnavailable']
+    }
+  }
+  liftSuppression: {
+    parameters: {
+      query?: never
+      header?: never
+      path: {
+        /** @description customer or contact. */
+        entity: 'customer' | 'contact'
+        /** @description The external id, percent-encoded. */
+        external_id: string
+      }
+      cookie?: never
+    }
+    requestBody?: never
+    responses: {
+      /** @description Done; no content. */
+      204: {
+        headers: {
+          'RateLimit-Limit': components['headers']['RateLimit-Limit']
+          'RateLimit-Remaining': components['headers']['RateLimit-Remaining']
+          'RateLimit-Reset': components['headers']['RateLimit-Reset']
+          [name: string]: unknown
+        }
+        content?: never
+      }
+      400: components['responses']['BadRequest']
+      401: components['responses']['Unauthorized']
+      403: components['responses']['Forbidden']
+      404: components['responses']['NotFound']
+      429: components['responses']['TooManyRequests']
       503: components['responses']['ServiceUnavailable']
     }
   }

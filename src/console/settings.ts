@@ -4,7 +4,7 @@ import { type Account, admin, type Key, type NewKey, type Property } from './api
 import { useAction, useData, value } from './load.ts'
 import { ScoringModel } from './model.ts'
 
-const SCOPES = ['search', 'upload', 'track']
+const SCOPES = ['search', 'upload', 'track', 'erase']
 const error = (text: string) => text && html`<p role="alert" class="error">${text}</p>`
 
 const Keys = ({ token, account }: { token: string; account: number }) => {

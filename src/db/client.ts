@@ -2,6 +2,7 @@ import postgres from 'postgres'
 
 export type Sql = postgres.Sql<{ bigint: number }>
 export type Tx = postgres.TransactionSql<{ bigint: number }>
+export type ReservedSql = postgres.ReservedSql<{ bigint: number }>
 
 // Ids are bigint in SQL but stay below 2^53, so they travel as JSON numbers.
 export const connect = (url: string, options: { max?: number } = {}): Sql =>

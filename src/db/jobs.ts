@@ -42,6 +42,8 @@ export const TASKS = {
   deliverWebhook: 'deliver_webhook',
   analyzeTables: 'analyze_tables',
   recomputeSegments: 'recompute_segments',
+  erase: 'erase',
+  purgeExpired: 'purge_expired',
 } as const
 
 export interface ProcessUploadPayload {
@@ -62,6 +64,10 @@ export interface AccountPayload {
 // The daily cron runs have no account: they fan out one job per account.
 export interface CronPayload {
   account_id?: number
+}
+export interface ErasePayload {
+  account_id: number
+  erasure_id: number
 }
 export interface AnalyzeTablesPayload {
   tables: string[]
@@ -183,3 +189,13 @@ export const addRecomputeSegments = (tx: Sql | Tx, accountId: number) =>
     json_build_object('account_id', ${accountId}::bigint), queue_name => ${scoringQueue(accountId)}::text,
     run_at => now() + ${SEGMENTS_DELAY}::interval, job_key => ${`${TASKS.recomputeSegments}:${accountId}`}::text,
     job_key_mode => 'preserve_run_at')`.then(() => undefined)
+
+// An erasure runs on the account's queue, after the uploads and tracked events received before it
+// and before those after it, which then meet its suppressions. The payload names the request, never
+// the people (they are in erasure_targets until the job erases them).
+export const eraseJob = (accountId: number, erasureId: number): JobSpec => ({
+  task: TASKS.erase,
+  payload: { account_id: accountId, erasure_id: erasureId },
+  queue: accountQueue(accountId),
+  maxAttempts: 5,
+})

@@ -1,8 +1,10 @@
 import { createHash } from 'node:crypto'
 import type { Sql } from './client.ts'
 
-export type Scope = 'search' | 'upload' | 'track'
-export const SCOPES: Scope[] = ['search', 'upload', 'track']
+export type Scope = 'search' | 'upload' | 'track' | 'erase'
+export const SCOPES: Scope[] = ['search', 'upload', 'track', 'erase']
+// A key gets `erase` (erasure requests, suppressions) only when it is asked for by name.
+export const DEFAULT_SCOPES: Scope[] = ['search', 'upload', 'track']
 
 export const hashToken = (token: string) => createHash('sha256').update(token).digest()
 

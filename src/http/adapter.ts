@@ -112,6 +112,37 @@ const send = (res: ServerResponse, reply: Reply, id: string) => {
   res.end(payload)
 }
 
+const drained = (res: ServerResponse) =>
+  new Promise<void>((resolve) => {
+    const done = () => {
+      res.off('drain', done)
+      res.off('close', done)
+      resolve()
+    }
+    res.on('drain', done)
+    res.on('close', done)
+  })
+
+// A streamed answer (an export, route.ts `streamed`): JSON text written chunk by chunk as it is
+// read, each after the one before has drained. Its status is sent first, so a failure midway can
+// only break the connection off, which the client sees as a truncated answer; a client that goes
+// stops the reading (the iterator's return releases its connection).
+const sendStream = async (res: ServerResponse, reply: Reply, chunks: AsyncIterable<string>, id: string, log: Log) => {
+  res.writeHead(reply.status, { ...reply.headers, 'content-type': 'application/json', 'x-request-id': id })
+  try {
+    for await (const chunk of chunks) {
+      if (res.destroyed) break
+      if (!res.write(chunk)) await drained(res)
+    }
+    res.end()
+  } catch (err) {
+    log('error', 'stream', { id, error: String((err as Error)?.message ?? err) })
+    res.destroy()
+  }
+}
+const isStream = (body: unknown): body is AsyncIterable<string> =>
+  typeof body === 'object' && body !== null && Symbol.asyncIterator in body
+
 // The request log names the path without its query.
 const pathOf = (url: string | undefined) => {
   const query = url?.indexOf('?') ?? -1
@@ -136,7 +167,10 @@ export const createHttpServer = (
   }
   const finish = (im: IncomingMessage, res: ServerResponse, started: number, id: string, reply: Reply, req?: Req) => {
     const status = res.destroyed ? CLIENT_GONE : reply.status
-    if (status !== CLIENT_GONE) send(res, reply, id)
+    if (status !== CLIENT_GONE) {
+      if (isStream(reply.body)) void sendStream(res, reply, reply.body, id, log)
+      else send(res, reply, id)
+    }
     const ms = performance.now() - started
     observeRequest(im.method ?? 'GET', req?.route, status, ms / 1000)
     log('info', 'request', { id, method: im.method, path: pathOf(im.url), status, ms: Math.round(ms * 10) / 10 })

@@ -216,6 +216,10 @@ const TAGS: { name: Tag; description: string }[] = [
   { name: 'admin', description: 'Accounts, keys, users, properties, tags, scoring, webhooks and support tools.' },
   { name: 'operations', description: 'Health, readiness, metrics and this document.' },
   {
+    name: 'privacy',
+    description: 'Erasure requests, suppressions of erased people, and exports of what is held about a person.',
+  },
+  {
     name: 'events',
     description:
       'What the service sends to webhook subscribers: signed POSTs (X-service-HMAC, Standard Webhooks headers).',

@@ -4,6 +4,8 @@ import { analyzeTables } from '../db/analyze.ts'
 import { TASKS } from '../db/jobs.ts'
 import { scoreRecordsTask } from '../scoring/batch.ts'
 import { scoreDailyRun } from '../scoring/daily.ts'
+import { runErasure } from '../privacy/erasures.ts'
+import { purgeExpired } from '../privacy/retention.ts'
 import { recomputeSegments } from '../segments/members.ts'
 import { applyEventsOfAccount } from '../tracking/apply.ts'
 import { countEvents } from '../tracking/counts.ts'
@@ -27,6 +29,8 @@ const runs: Record<(typeof TASKS)[keyof typeof TASKS], Run> = {
   [TASKS.deliverWebhook]: task(deliverWebhook),
   [TASKS.analyzeTables]: task((app, payload: Parameters<typeof analyzeTables>[1]) => analyzeTables(app.sql, payload)),
   [TASKS.recomputeSegments]: task(recomputeSegments),
+  [TASKS.erase]: task(runErasure),
+  [TASKS.purgeExpired]: task(purgeExpired),
 }
 
 // One JSON log line per job: at info when it completes, with what it returned (counts); at warn
@@ -68,4 +72,6 @@ export const crontab: string[] = [
   `0 1 * * * ${TASKS.countEvents}`,
   // Daily at 01:30 UTC: time-dependent scores and automatic churn (fans out one job per account).
   `30 1 * * * ${TASKS.scoreDaily}`,
+  // Daily at 02:30 UTC: tracked events and webhook payloads past their retention (privacy/retention.ts).
+  `30 2 * * * ${TASKS.purgeExpired}`,
 ]

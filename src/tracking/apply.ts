@@ -4,6 +4,7 @@ import type { Tx } from '../db/client.ts'
 import { PLANNER, setLocal } from '../db/planner.ts'
 import { type AccountPayload, addJobs, addRecomputeSegments, applyEventsJob, scoreRecordsJobs } from '../db/jobs.ts'
 import { lockRecordsIn } from '../db/locks.ts'
+import { countDropped, suppressedSql } from './suppressions.ts'
 
 // At most this many events per transaction.
 export const EVENTS_PER_BATCH = 5000
@@ -60,7 +61,8 @@ const stageEvents = async (tx: Tx, accountId: number, below: number, lastId: num
   await setLocal(tx, PLANNER.freshEvents)
   await tx`
   create temp table stage_events on commit drop as
-  select e.id, e.occurred_at, e.contact_external_id, c.service_id as customer_id, t.service_id as contact_id,
+  select e.id, e.occurred_at, e.customer_external_id, e.contact_external_id,
+    c.service_id as customer_id, t.service_id as contact_id,
     case when jsonb_typeof(e.data->'customer') = 'object' then e.data->'customer' end as customer_data,
     case when jsonb_typeof(e.data->'contact') = 'object' then e.data->'contact' end as contact_data
   from (select * from tracking_events
@@ -71,6 +73,23 @@ const stageEvents = async (tx: Tx, accountId: number, below: number, lastId: num
       and t.customer_id = c.service_id`
   const [range] = await tx`select count(*)::int as n, min(id) as first, max(id) as last from stage_events`
   return range as Staged
+}
+
+// Events of suppressed (erased) people are dropped, not applied: deleted with their staged rows and
+// counted on their suppressions. The first condition is read once per batch (most accounts have none).
+const dropSuppressed = async (tx: Tx, accountId: number, range: Staged) => {
+  const [row] = await tx`
+    with gone as (
+      delete from stage_events s
+      where exists (select 1 from suppressions where account_id = ${accountId})
+        and ${suppressedSql(tx, accountId, tx`s.customer_external_id`, tx`s.contact_external_id`)}
+      returning s.id, s.customer_external_id, s.contact_external_id
+    ), removed as (
+      delete from tracking_events e using gone g
+      where e.account_id = ${accountId} and e.id = g.id and e.id between ${range.first} and ${range.last}
+    ), counted as (${countDropped(tx, accountId, tx`select customer_external_id, contact_external_id from gone`)})
+    select count(*)::int as n from gone`
+  return row.n as number
 }
 
 // An unknown contact of a known customer is created under the customer of its first event
@@ -192,6 +211,7 @@ export const applyEvents = async (tx: Tx, accountId: number) => {
   const cursor = await lockAndReadCursor(tx, accountId)
   const next = cursor.open ? null : { upto: cursor.last_id, vxids: await sequenceHolders(tx) }
   const staged = await stageEvents(tx, accountId, cursor.below, cursor.last_id)
+  const suppressed = staged.n > 0 ? await dropSuppressed(tx, accountId, staged) : 0
   const created = await createContacts(tx, accountId)
   await lockRecordsIn(tx, 'customers', accountId, tx`select customer_id from stage_events`)
   await lockRecordsIn(tx, 'contacts', accountId, tx`select contact_id from stage_events`)
@@ -214,6 +234,8 @@ export const applyEvents = async (tx: Tx, accountId: number) => {
   if (customers.length > 0) await addRecomputeSegments(tx, accountId)
   return {
     events: staged.n,
+    // Only when some were dropped: the counts stay as they were for accounts without suppressions.
+    ...(suppressed > 0 ? { suppressed } : {}),
     customers: customers.length,
     contactsCreated: created.length,
     contacts: contacts.length,

@@ -1,7 +1,9 @@
 import { accountIn } from '../accounts/accounts.ts'
-import { ok, type Route, route, textParam } from '../route.ts'
+import * as v from 'valibot'
+import { noContent, ok, type Route, route, textParam } from '../route.ts'
 import { listEvents } from './events.ts'
 import { receiveEvents } from './intake.ts'
+import { liftSuppression, listSuppressions, Suppression } from './suppressions.ts'
 import { EventQuery, Events, eventsToStore, TrackAccepted, TrackBody } from './schemas.ts'
 
 export const trackingRoutes: Route[] = [
@@ -55,5 +57,31 @@ export const trackingRoutes: Route[] = [
     summary: 'Count and list recent tracking events (?customer=&limit=, newest first)',
     handler: async (req, app) =>
       ok(await listEvents(app.sql, await accountIn(req, app), req.queryInput.customer, req.queryInput.limit)),
+  }),
+]
+
+// Suppressions of erased people (tracking/suppressions.ts), listed after every older row of the table.
+export const suppressionRoutes: Route[] = [
+  route({
+    method: 'GET',
+    path: '/api/v1/suppressions',
+    auth: { key: 'erase' },
+    name: 'list-suppressions',
+    tag: 'privacy',
+    summary: "The account's suppressions: erased external ids whose tracked events are dropped (hashed)",
+    reply: { status: 200, body: v.array(Suppression) },
+    handler: async (req, app) => ok(await listSuppressions(app.sql, req.auth.accountId)),
+  }),
+  route({
+    method: 'DELETE',
+    path: '/api/v1/suppressions/:entity/:external_id',
+    auth: { key: 'erase' },
+    name: 'lift-suppression',
+    tag: 'privacy',
+    summary: 'Lift the suppression of a customer or contact external id: its tracked events apply again',
+    reply: { status: 204 },
+    handler: async (req, app) => (
+      await liftSuppression(app.sql, req.auth.accountId, req.params.entity, textParam(req, 'external_id')), noContent
+    ),
   }),
 ]

@@ -53,7 +53,7 @@ const setStatus = (tx: Tx, p: DeliverWebhookPayload, status: 'delivered' | 'fail
 // attempt's job) commit together, so a crash can neither lose a retry nor log an attempt twice.
 export const deliverWebhook = async (app: App, p: DeliverWebhookPayload) => {
   const [d] = await load(app.sql, p)
-  if (!d || d.status !== 'pending') return
+  if (!d || d.status !== 'pending' || d.payload === null) return
   // A disabled webhook's deliveries stay pending, held until enableWebhook sends them.
   if (!d.active) return { delivery: p.delivery_id, outcome: 'held' }
   if (d.rate_limit !== null && !p.slotted && (await takeSlot(app, p, d.webhook_id)))

@@ -34,13 +34,14 @@ export const listDeliveries = async (sql: Sql, accountId: number, webhookId: num
 // per webhook, which graphile-worker runs one job at a time: each goes out after the one before it.
 const resendQueue = (accountId: number, webhookId: number) => `webhook:${accountId}:${webhookId}`
 
+// A delivery whose payload is gone (past its retention, or erased) has nothing left to send.
 // The chosen deliveries go back to pending with a fresh round of attempts, numbered on from the
 // ones already logged, and keep their frozen payload and message id (webhook-id), so a receiver
 // that did get one can recognise the copy.
 export const requeue = async (tx: Tx, accountId: number, webhookId: number, which: ReturnType<Tx>) => {
   const rows = await tx`
     update webhook_deliveries d set status = 'pending', delivered_at = null
-    where d.account_id = ${accountId} and d.webhook_id = ${webhookId} and ${which}
+    where d.account_id = ${accountId} and d.webhook_id = ${webhookId} and ${which} and d.payload is not null
     returning d.id, d.status, (select coalesce(max(attempt), 0) + 1 from webhook_attempts a
       where a.account_id = d.account_id and a.delivery_id = d.id)::int as first_attempt`
   const inOrder = [...rows].sort((x, y) => x.id - y.id)

@@ -1,0 +1,186 @@
+import type { Tx } from '../db/client.ts'
+import { addJobs, addRecomputeSegments, countEventsJob, scoreRecordsJobs } from '../db/jobs.ts'
+import { lockRecordsIn } from '../db/locks.ts'
+import { suppress } from '../tracking/suppressions.ts'
+
+// One erasure, set-based, in the caller's transaction (docs/security.md, "Privacy"). The people are
+// staged from erasure_targets into temporary tables; each statement then removes or redacts one kind
+// of row and is counted. Children are deleted before their records, so that each kind is counted
+// (a record's cascade would hide them). No webhook is sent about an erasure: its payload would name
+// the person again.
+
+// erase_customers: the customers named (service_id null when no such record exists).
+// erase_contacts: the contacts named, under the customer named with them, and every contact of an
+// erased customer. A contact named under another customer than its own keeps its record, but its
+// events, deliveries and notifications go, and it is suppressed: the external id names the person.
+// erase_needles: each external id as a JSON string, as it appears in stored JSON text.
+const stage = async (tx: Tx, accountId: number, erasureId: number) => {
+  await tx`
+    create temp table erase_customers on commit drop as
+    select distinct t.customer_external_id as external_id, c.service_id
+    from erasure_targets t
+      left join customers c on c.account_id = ${accountId} and c.external_id = t.customer_external_id
+    where t.account_id = ${accountId} and t.erasure_id = ${erasureId} and t.contact_external_id is null`
+  await tx`
+    create temp table erase_contacts on commit drop as
+    select t.contact_external_id as external_id, k.service_id, k.customer_id
+    from erasure_targets t
+      left join customers c on c.account_id = ${accountId} and c.external_id = t.customer_external_id
+      left join contacts k on k.account_id = ${accountId} and k.external_id = t.contact_external_id
+        and k.customer_id = c.service_id
+    where t.account_id = ${accountId} and t.erasure_id = ${erasureId} and t.contact_external_id is not null
+    union
+    select k.external_id, k.service_id, k.customer_id
+    from erase_customers e join contacts k on k.account_id = ${accountId} and k.customer_id = e.service_id`
+  await tx`
+    create temp table erase_needles on commit drop as
+    select distinct to_json(external_id::text)::text as needle
+    from (select external_id from erase_customers union all select external_id from erase_contacts) x`
+  await tx`analyze erase_customers, erase_contacts, erase_needles`
+}
+
+const ids = (tx: Tx, table: 'erase_customers' | 'erase_contacts', column: 'service_id' | 'external_id') =>
+  tx`any(array(select ${tx(column)} from ${tx(table)} where ${tx(column)} is not null))`
+
+// Stored JSON text that holds one of the people's external ids as a string.
+const names = (tx: Tx, text: ReturnType<Tx>) =>
+  tx`exists (select 1 from erase_needles needles where strpos(${text}, needles.needle) > 0)`
+
+const counted = async (query: Promise<unknown>) => ((await query) as { n: number }[])[0].n
+
+const deleted = (tx: Tx, statement: ReturnType<Tx>) =>
+  counted(tx`with d as (${statement} returning 1) select count(*)::int as n from d`)
+
+export const eraseStaged = async (tx: Tx, accountId: number) => {
+  await lockRecordsIn(
+    tx,
+    'customers',
+    accountId,
+    tx`select service_id from erase_customers union select customer_id from erase_contacts`,
+  )
+  await lockRecordsIn(tx, 'contacts', accountId, tx`select service_id from erase_contacts`)
+  const contactIds = ids(tx, 'erase_contacts', 'service_id')
+  const customerIds = ids(tx, 'erase_customers', 'service_id')
+  const counts = {
+    tracking_events: await deleted(
+      tx,
+      tx`delete from tracking_events e where e.account_id = ${accountId} and (
+        e.customer_external_id = ${ids(tx, 'erase_customers', 'external_id')}
+        or e.contact_external_id = ${ids(tx, 'erase_contacts', 'external_id')}
+        or e.customer_id = ${customerIds} or e.contact_id = ${contactIds})`,
+    ),
+    tracked_keys: await deleted(
+      tx,
+      tx`delete from tracked_keys k where k.account_id = ${accountId} and (
+        (k.entity = 'customer' and k.record_id = ${customerIds})
+        or (k.entity = 'contact' and k.record_id = ${contactIds}))`,
+    ),
+    segment_memberships: await deleted(
+      tx,
+      tx`delete from segment_members m where m.account_id = ${accountId} and (m.customer_id = ${customerIds}
+        or m.external_id = ${ids(tx, 'erase_customers', 'external_id')})`,
+    ),
+    notifications: await deleted(
+      tx,
+      tx`delete from notifications n where n.account_id = ${accountId} and ${names(tx, tx`n.body::text`)}`,
+    ),
+    // A delivery still pending is not sent without its payload: it fails, and recovery skips it.
+    webhook_deliveries: await counted(tx`
+      with d as (
+        update webhook_deliveries d set payload = null,
+          status = case when d.status = 'pending' then 'failed' else d.status end
+        where d.account_id = ${accountId} and d.payload is not null and ${names(tx, tx`d.payload`)}
+        returning d.id
+      ), a as (
+        update webhook_attempts a set response_excerpt = null
+        from d where a.account_id = ${accountId} and a.delivery_id = d.id and a.response_excerpt is not null
+      )
+      select count(*)::int as n from d`),
+    uploads: await counted(tx`
+      with u as (
+        update uploads u set
+          items = (select jsonb_agg(i order by o) from jsonb_array_elements(u.items) with ordinality x(i, o)
+            where not ${names(tx, tx`i::text`)}),
+          warnings = (select coalesce(jsonb_agg(w order by o), '[]') from jsonb_array_elements(u.warnings)
+            with ordinality x(w, o) where not ${names(tx, tx`w::text`)})
+        where u.account_id = ${accountId} and ${names(tx, tx`coalesce(u.items::text, '') || u.warnings::text`)}
+        returning 1
+      ) select count(*)::int as n from u`),
+    contact_tags: await deleted(
+      tx,
+      tx`delete from contact_tags where account_id = ${accountId} and contact_id = ${contactIds}`,
+    ),
+    contact_snapshots: await deleted(
+      tx,
+      tx`delete from contact_snapshots where account_id = ${accountId} and contact_id = ${contactIds}`,
+    ),
+    contact_scores: await deleted(
+      tx,
+      tx`delete from contact_scores where account_id = ${accountId} and contact_id = ${contactIds}`,
+    ),
+    contacts: await deleted(
+      tx,
+      tx`delete from contacts where account_id = ${accountId} and service_id = ${contactIds}`,
+    ),
+    customer_tags: await deleted(
+      tx,
+      tx`delete from customer_tags where account_id = ${accountId} and customer_id = ${customerIds}`,
+    ),
+    customer_snapshots: await deleted(
+      tx,
+      tx`delete from customer_snapshots where account_id = ${accountId} and customer_id = ${customerIds}`,
+    ),
+    customer_scores: await deleted(
+      tx,
+      tx`delete from customer_scores where account_id = ${accountId} and customer_id = ${customerIds}`,
+    ),
+    customer_contributions: await deleted(
+      tx,
+      tx`delete from customer_contributions where account_id = ${accountId} and customer_id = ${customerIds}`,
+    ),
+    customers: await deleted(
+      tx,
+      tx`delete from customers where account_id = ${accountId} and service_id = ${customerIds}`,
+    ),
+  }
+  return counts
+}
+
+// The customers that remain after their contacts went: their aggregates (the event counts of the
+// daily run, which also rescores what they change) and their scores are computed again.
+const recompute = async (tx: Tx, accountId: number, counts: Awaited<ReturnType<typeof eraseStaged>>) => {
+  const remaining = await tx`
+    select distinct k.customer_id from erase_contacts k
+    where k.customer_id is not null and not (k.customer_id = ${ids(tx, 'erase_customers', 'service_id')})
+      and exists (select 1 from customers c where c.account_id = ${accountId} and c.service_id = k.customer_id)
+    order by 1`
+  await addJobs(tx, [
+    ...scoreRecordsJobs(
+      accountId,
+      'customer',
+      remaining.map((r) => r.customer_id as number),
+    ),
+    ...(counts.tracking_events > 0 && remaining.length > 0 ? [countEventsJob(accountId)] : []),
+  ])
+  if (counts.customers > 0 || counts.segment_memberships > 0) await addRecomputeSegments(tx, accountId)
+  return remaining.length
+}
+
+// Erases the people of one erasure request, suppresses their external ids, and forgets who they
+// were (the targets); returns the counts the erasure log keeps.
+export const erase = async (tx: Tx, accountId: number, erasureId: number) => {
+  await stage(tx, accountId, erasureId)
+  const counts = await eraseStaged(tx, accountId)
+  const rescored = await recompute(tx, accountId, counts)
+  const suppressions = (
+    await suppress(
+      tx,
+      accountId,
+      erasureId,
+      tx`select 'customer', external_id from erase_customers
+        union all select 'contact', external_id from erase_contacts`,
+    )
+  ).count
+  await tx`delete from erasure_targets where account_id = ${accountId} and erasure_id = ${erasureId}`
+  return { ...counts, suppressions, customers_rescored: rescored }
+}

@@ -1,0 +1,137 @@
+import type { App } from '../context.ts'
+import type { ReservedSql, Sql } from '../db/client.ts'
+import { refuse } from '../errors.ts'
+
+// Access (docs/api.md, "Privacy"): everything held about a contact, or a customer with its contacts,
+// as one JSON document: the stored record, its scores, snapshots and tags, and the tracked events
+// that identify it. The document is read in one repeatable-read transaction, so its parts agree,
+// and streamed: the events and contacts are read through cursors, a batch at a time, whatever
+// their number.
+
+type Db = Sql | ReservedSql
+interface Doc {
+  service_id: number
+  external_id: string
+  doc: string
+}
+
+// One record's document, as JSON text: the row as stored (without the account), then what hangs on it.
+const recordDoc = (db: Db, entity: 'customer' | 'contact', where: ReturnType<Sql>) => {
+  const [records, scores, snapshots, links, fk] =
+    entity === 'customer'
+      ? ['customers', 'customer_scores', 'customer_snapshots', 'customer_tags', 'customer_id']
+      : ['contacts', 'contact_scores', 'contact_snapshots', 'contact_tags', 'contact_id']
+  return db<Doc[]>`
+    select r.service_id, r.external_id, json_build_object(
+      'record', to_jsonb(r) - 'account_id',
+      'scores', (select to_jsonb(s) - 'account_id' - ${fk} from ${db(scores)} s
+        where s.account_id = r.account_id and s.${db(fk)} = r.service_id),
+      'snapshots', coalesce((select json_agg(json_build_object('date', s.date, 'values', s."values") order by s.date)
+        from ${db(snapshots)} s where s.account_id = r.account_id and s.${db(fk)} = r.service_id), '[]'),
+      'tags', coalesce((select json_agg(t.title order by t.title) from ${db(links)} x
+        join tags t on t.account_id = x.account_id and t.id = x.tag_id
+        where x.account_id = r.account_id and x.${db(fk)} = r.service_id), '[]')
+    )::text as doc
+    from ${db(records)} r where ${where}`
+}
+
+// The tracked events as GET /api/v1/customer/{external_id}/events shows them, oldest first, found
+// through the customer's external id (its index). The apply job matches an event to its records by
+// external id, so the service ids the event holds name the same records.
+const events = (db: Db, accountId: number, which: ReturnType<Sql>) => db<{ doc: string }[]>`
+  select json_build_object('id', id, 'name', name, 'timestamp', (extract(epoch from occurred_at) * 1000)::bigint,
+    'identification', json_strip_nulls(json_build_object('customer', customer_external_id,
+      'contact', contact_external_id)), 'data', data, 'status', status, 'received_at', received_at)::text as doc
+  from tracking_events where account_id = ${accountId} and (${which}) order by id`
+
+const BATCH = 500
+
+async function* array(query: { cursor(rows: number): AsyncIterable<{ doc: string }[]> }) {
+  let first = true
+  for await (const rows of query.cursor(BATCH)) {
+    const docs = rows.map((r) => r.doc).join(',')
+    yield first ? docs : `,${docs}`
+    first = false
+  }
+}
+
+// The record is found before the answer starts, so an unknown one is a 404; the rest streams.
+const exported = async (
+  app: App,
+  find: (db: Db) => Promise<Doc[]>,
+  missing: string,
+  parts: (db: Db, record: Doc) => AsyncGenerator<string>,
+) => {
+  const db = await app.sql.reserve()
+  const end = async () => {
+    await db`rollback`.catch(() => undefined)
+    db.release()
+  }
+  let record: Doc | undefined
+  try {
+    await db`begin isolation level repeatable read read only`
+    // Each statement, and each batch a cursor fetches, runs under the search budget's timeout.
+    await db`select set_config('statement_timeout', ${String(app.config.searchTimeoutMs)}, true)`
+    ;[record] = await find(db)
+  } catch (err) {
+    await end()
+    throw err
+  }
+  if (!record) {
+    await end()
+    return refuse(404, missing)
+  }
+  const found = record
+  return (async function* () {
+    try {
+      yield* parts(db, found)
+    } finally {
+      await end()
+    }
+  })()
+}
+
+export const exportContact = (app: App, accountId: number, customerExternalId: string, externalId: string) =>
+  exported(
+    app,
+    (db) =>
+      recordDoc(
+        db,
+        'contact',
+        db`r.account_id = ${accountId} and r.external_id = ${externalId} and r.customer_id = (
+          select service_id from customers where account_id = ${accountId} and external_id = ${customerExternalId})`,
+      ),
+    `Contact ${externalId} of customer ${customerExternalId} does not exist.`,
+    async function* (db, contact) {
+      yield `{"contact":${contact.doc},"events":[`
+      yield* array(
+        events(
+          db,
+          accountId,
+          db`customer_external_id = ${customerExternalId} and contact_external_id = ${contact.external_id}`,
+        ),
+      )
+      yield ']}'
+    },
+  )
+
+export const exportCustomer = (app: App, accountId: number, externalId: string) =>
+  exported(
+    app,
+    (db) => recordDoc(db, 'customer', db`r.account_id = ${accountId} and r.external_id = ${externalId}`),
+    `Customer ${externalId} does not exist.`,
+    async function* (db, customer) {
+      yield `{"customer":${customer.doc},"events":[`
+      yield* array(events(db, accountId, db`customer_external_id = ${customer.external_id}`))
+      yield '],"contacts":['
+      yield* array(
+        recordDoc(
+          db,
+          'contact',
+          db`r.account_id = ${accountId} and r.customer_id = ${customer.service_id}
+          order by r.service_id`,
+        ),
+      )
+      yield ']}'
+    },
+  )
