@@ -6,6 +6,7 @@ import { scoreRecordsTask } from '../scoring/batch.ts'
 import { scoreDailyRun } from '../scoring/daily.ts'
 import { recomputeSegments } from '../segments/members.ts'
 import { applyEventsOfAccount } from '../tracking/apply.ts'
+import { applySegmentOfAccount } from '../tracking/segment-apply.ts'
 import { countEvents } from '../tracking/counts.ts'
 import { processReceivedUpload } from '../uploads/process.ts'
 import { deliverWebhook } from '../webhooks/deliver.ts'
@@ -21,6 +22,7 @@ const task =
 const runs: Record<(typeof TASKS)[keyof typeof TASKS], Run> = {
   [TASKS.processUpload]: task(processReceivedUpload),
   [TASKS.applyEvents]: task(applyEventsOfAccount),
+  [TASKS.applySegment]: task(applySegmentOfAccount),
   [TASKS.countEvents]: task(countEvents),
   [TASKS.scoreRecords]: task(scoreRecordsTask),
   [TASKS.scoreDaily]: task(scoreDailyRun),
