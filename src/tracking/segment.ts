@@ -87,8 +87,8 @@ const toRow = (m: unknown, pathType: SegmentType | undefined, batch: BatchDefaul
   }
   const [reason, detail] = why() ?? [null, null]
   return {
-    // A message without a messageId cannot be sent twice: it takes one of its own.
-    message_id: id !== null && id.length <= MAX_ID ? id : randomUUID(),
+    // A message without a (storable) messageId cannot be sent twice: it takes one of its own.
+    message_id: id !== null && id.length <= MAX_ID && !UNSTORABLE.test(id) ? id : randomUUID(),
     type: reason === 'not_an_object' || reason === 'unknown_type' ? 'unknown' : type,
     user_id: reason ? null : userId,
     group_id: reason ? null : groupId,
