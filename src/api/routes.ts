@@ -5,7 +5,7 @@ import { notificationRoutes } from '../notifications/routes.ts'
 import { recordRoutes, searchRoutes } from '../records/routes.ts'
 import { scoringRoutes } from '../scoring/routes.ts'
 import { segmentRoutes } from '../segments/routes.ts'
-import { segmentRoutes as segmentIngestRoutes, trackingRoutes } from '../tracking/routes.ts'
+import { segmentApiRoutes, trackingRoutes } from '../tracking/routes.ts'
 import { uploadRoutes } from '../uploads/routes.ts'
 import { webhookRoutes } from '../webhooks/routes.ts'
 import { consoleRoutes } from './console.ts'
@@ -21,7 +21,7 @@ export const routes: Route[] = [
   ...searchRoutes,
   ...uploadRoutes,
   ...trackingRoutes,
-  ...segmentIngestRoutes,
+  ...segmentApiRoutes,
   ...segmentRoutes,
   ...recordRoutes,
   ...accountRoutes,

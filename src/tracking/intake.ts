@@ -34,19 +34,19 @@ const store = (app: App, accountId: number, trackerKey: string, events: string) 
     where a.key_ok and a.set_up and not exists (select 1 from bad)
     order by x.i
     returning id
-  ), ${jobUnlessWaiting(app.sql, applyJobKey(accountId), applyEventsJobSql(app.sql, accountId), app.sql`exists (select 1 from e)`)}
+  ), ${jobUnlessWaiting(app.sql, applyJobKey(accountId), applyEventsJobSql(app.sql, accountId))}
   select a.key_ok, a.set_up, (select count(*) from j)::int as jobs, -- reading j is what runs add_job
     (select json_agg(json_build_array(i, level, key) order by i, level, key) from bad) as bad_dates
   from a`
 
-// The CTEs `waiting` and `j` of an intake statement: j adds the job (SQL) when `when` holds and no job
-// of its key waits. Reading j is what runs add_job.
-export const jobUnlessWaiting = (sql: Sql, key: string, job: PendingQuery<Row[]>, when: PendingQuery<Row[]>) => sql`
+// The CTEs `waiting` and `j` of an intake statement: j adds the job (SQL) when the statement's CTE `e`
+// inserted a row and no job of its key waits. Reading j is what runs add_job.
+export const jobUnlessWaiting = (sql: Sql, key: string, job: PendingQuery<Row[]>) => sql`
   waiting as (
     select 1 from graphile_worker._private_jobs where key = ${key}::text
       and is_available for key share skip locked -- one a worker is taking counts as not waiting
   ), j as (
-    select ${job} where ${when} and not exists (select 1 from waiting)
+    select ${job} where exists (select 1 from e) and not exists (select 1 from waiting)
   )`
 
 // Two requests that began just before a worker took the waiting job both lock its row, find it

@@ -73,7 +73,7 @@ export const trackingRoutes: Route[] = [
     method: 'GET',
     path: '/admin/v1/accounts/:id/ingest',
     auth: 'admin',
-    name: 'ingest-status',
+    name: 'account-ingest-status',
     tag: 'admin',
     summary: "An account's Segment ingest: counts by type and by reason dropped, dropped trait keys, last errors",
     reply: { status: 200, body: IngestStatus },
@@ -84,7 +84,7 @@ export const trackingRoutes: Route[] = [
 // The Segment HTTP Tracking API (docs/api.md, "Segment-compatible ingest"): what Segment's and
 // RudderStack's SDKs send, unchanged. Size limits and unreadable JSON are 400s; a problem in one
 // message is counted in the ingest status, never a refusal.
-export const segmentRoutes: Route[] = [
+export const segmentApiRoutes: Route[] = [
   route({
     method: 'POST',
     path: '/v1/batch',

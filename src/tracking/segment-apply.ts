@@ -19,7 +19,7 @@ import { segmentApplied, segmentDropped } from '../metrics.ts'
 // win, in the order received. docs/api.md ("Segment-compatible ingest") is the mapping this implements.
 
 export const MESSAGES_PER_BATCH = 2000
-export const BATCHES_PER_JOB = 4
+export const SEGMENT_BATCHES_PER_JOB = 4
 // An identify of an unknown contact of no known customer waits (status pending) for a group naming
 // its user, at most PENDING_MAX an account and PENDING_HOURS long; then it is dropped, counted.
 export const PENDING_MAX = 10_000
@@ -150,8 +150,8 @@ const applyContacts = async (tx: Tx, accountId: number) => {
     tx,
     'contacts',
     accountId,
-    tx`select service_id from contacts where account_id = ${accountId}
-      and external_id = any(array(select user_id from stage_seg where status is null and type in ('group', 'identify')))`,
+    tx`select service_id from contacts where account_id = ${accountId} and external_id = any(array(
+      select user_id from stage_seg where status is null and type in ('group', 'identify')))`,
   )
   const moved = await tx`
     update contacts t set customer_id = c.service_id, updated_at = now()
@@ -270,7 +270,7 @@ export const applySegment = async (tx: Tx, accountId: number) => {
 
 type Outcome = { type: string; status: string; reason: string | null; n: number }
 
-// One transaction per batch; past BATCHES_PER_JOB, a successor job takes the rest (the account's
+// One transaction per batch; past SEGMENT_BATCHES_PER_JOB, a successor job takes the rest (the account's
 // queue runs its uploads between them). The counters count what committed.
 export const applySegmentOfAccount = async (app: App, { account_id: accountId }: AccountPayload) => {
   let messages = 0
@@ -278,8 +278,8 @@ export const applySegmentOfAccount = async (app: App, { account_id: accountId }:
     const done = await app.sql.begin(async (tx) => {
       const applied = await applySegment(tx, accountId)
       const more = applied.staged === MESSAGES_PER_BATCH
-      if (more && batch === BATCHES_PER_JOB) await addJobs(tx, [applySegmentJob(accountId)])
-      return { ...applied, more: more && batch < BATCHES_PER_JOB }
+      if (more && batch === SEGMENT_BATCHES_PER_JOB) await addJobs(tx, [applySegmentJob(accountId)])
+      return { ...applied, more: more && batch < SEGMENT_BATCHES_PER_JOB }
     })
     for (const o of done.outcomes as Outcome[]) {
       segmentApplied.inc({ type: o.type, outcome: o.status }, o.n)

@@ -114,7 +114,7 @@ const store = (app: App, accountId: number, rows: string) => app.sql`
     from x order by i
     on conflict (account_id, message_id) do nothing
     returning 1
-  ), ${jobUnlessWaiting(app.sql, segmentJobKey(accountId), applySegmentJobSql(app.sql, accountId), app.sql`exists (select 1 from e)`)}
+  ), ${jobUnlessWaiting(app.sql, segmentJobKey(accountId), applySegmentJobSql(app.sql, accountId))}
   select (select count(*) from e)::int as stored, (select count(*) from j)::int as jobs`
 
 const bytes = (s: string) => (s.length * 3 > MAX_MESSAGE_BYTES ? Buffer.byteLength(s) : s.length)
