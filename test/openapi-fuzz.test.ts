@@ -264,7 +264,9 @@ test(TITLE, async () => {
         ? { authorization: `Bearer ${ADMIN_TOKEN}` }
         : security === 'serviceKey'
           ? { 'service-key': main.token }
-          : {}
+          : security === 'segmentWriteKey'
+            ? { authorization: `Basic ${Buffer.from(`${main.token}:`).toString('base64')}` }
+            : {}
     const res = await s.call(method, path + query, body, headers)
     sent++
     const label = `${op.operationId} ${method} ${path}${query} ${JSON.stringify(body)?.slice(0, 300)} -> ${res.status}`
