@@ -165,7 +165,7 @@ test('time: timestamp corrected for clock skew by sentAt; none takes the receive
   assert.ok(Math.abs(at.c) < 5_000, `c (sent as stamped, per message): ${at.c}`)
 })
 
-test('limits: 32 KB a message and 500 KB a batch are 400s, and nothing is stored', async () => {
+test('limits: 32 KB a message, 500 KB and 2,500 messages a batch are 400s, and nothing is stored', async () => {
   const a = await scoredAccount(s, 'Limits')
   const big = (n: number) => ({ type: 'track', userId: 'u', event: 'e', properties: { x: 'x'.repeat(n) } })
   assert.equal((await post(a, '/v1/track', big(32 * 1024))).status, 400)
@@ -176,6 +176,8 @@ test('limits: 32 KB a message and 500 KB a batch are 400s, and nothing is stored
   assert.match(over.body.detail ?? over.body.title, /500|bytes/)
   assert.equal((await post(a, '/v1/batch', { batch: batch.slice(0, 15) })).status, 200, 'just under both limits')
   assert.equal((await post(a, '/v1/batch', '{"batch": [')).status, 400, 'not JSON')
+  const many = await post(a, '/v1/batch', { batch: Array.from({ length: 2501 }, () => ({})) })
+  assert.deepEqual([many.status, many.body.errors?.[0]?.path], [400, '/batch'], 'tiny messages by the thousand')
   const [{ n }] = await s.sql`select count(*)::int as n from segment_messages where account_id = ${a.id}`
   assert.equal(n, 15)
 })

@@ -1,10 +1,14 @@
 import * as v from 'valibot'
-import { describe, int, Timestamp } from '../validate.ts'
+import { describe, int, isObject, Timestamp } from '../validate.ts'
 
 // The Segment HTTP Tracking API's bodies. Unlike every other body here they are loose: Segment's
 // SDKs send fields of their own (context, integrations, _metadata, channel, ...), and a problem in one
 // message must not fail its batch (Segment's own answer), so each message is read field by field in
 // segment.ts and what is wrong is counted per reason instead of refused.
+// Beside the 500 KB (segment.ts): a batch of tiny messages would otherwise cost a row each by the
+// hundred thousand. Real messages take 200 bytes and more, so the byte limit comes first for them.
+export const MAX_BATCH_MESSAGES = 2500
+
 const field = (text: string) => v.optional(describe(v.unknown(), text))
 
 const messageFields = {
@@ -22,13 +26,20 @@ const messageFields = {
   context: field('context.groupId names the customer of an identify or track.'),
 }
 
+// An object whose other keys are accepted (valibot's looseObject alone takes an array for one).
+const loose = <E extends v.ObjectEntries>(entries: E) =>
+  v.pipe(v.custom<Record<string, unknown>>(isObject, 'Must be an object.'), v.looseObject(entries))
+
 export const SegmentMessage = describe(
-  v.looseObject({ ...messageFields, writeKey: v.optional(v.string()) }),
+  loose({ ...messageFields, writeKey: v.optional(v.string()) }),
   'One Segment message (any other fields are accepted and ignored).',
 )
 
-export const SegmentBatch = v.looseObject({
-  batch: describe(v.array(v.unknown()), 'The messages, each with its own type.'),
+export const SegmentBatch = loose({
+  batch: describe(
+    v.pipe(v.array(v.unknown()), v.maxLength(MAX_BATCH_MESSAGES, `At most ${MAX_BATCH_MESSAGES} messages a batch.`)),
+    'The messages, each with its own type.',
+  ),
   writeKey: v.optional(v.string()),
   sentAt: field('When the batch was sent: the sentAt of messages that have none.'),
   context: field('Context merged under each message (context.groupId).'),
