@@ -6,7 +6,7 @@ import { after, before, test } from 'node:test'
 import { Analytics } from '@segment/analytics-node'
 import RudderAnalytics from '@rudderstack/rudder-sdk-node'
 import { countAccountEvents } from '../src/tracking/counts.ts'
-import { PENDING_HOURS } from '../src/tracking/segment-apply.ts'
+import { KEEP_DAYS, PENDING_HOURS } from '../src/tracking/segment-apply.ts'
 import { scoredAccount } from './helpers/fixtures.ts'
 import { hostileRecords } from './helpers/hostile.ts'
 import { startTestService, type TestService } from './helpers/service.ts'
@@ -115,7 +115,7 @@ test('@rudderstack/rudder-sdk-node (gzip): group, identify and track likewise', 
   await checkPublicApi(a, 'acme-r', 'sam', 2)
 })
 
-test('messageId deduplicates within a batch and across batches', async () => {
+test('messageId deduplicates within a batch and across batches, for KEEP_DAYS', async () => {
   const a = await scoredAccount(s, 'Dedup')
   const group = { type: 'group', messageId: 'g1', groupId: 'd1', traits: { name: 'D' } }
   const track = (id: string) => ({
@@ -139,6 +139,20 @@ test('messageId deduplicates within a batch and across batches', async () => {
   assert.deepEqual((await status(a)).by_type, { group: 1, track: 2 })
   const metrics = (await s.call('GET', '/metrics')).body as string
   assert.match(metrics, /service_segment_messages_received_total\{type="duplicate"\} [3-9]/)
+  // Past the window the messages done are forgotten (at the account's next apply), and the same
+  // messageId applies again.
+  await s.sql`update segment_messages set received_at = now() - make_interval(days => ${KEEP_DAYS + 1})
+    where account_id = ${a.id}`
+  await post(a, '/v1/page', { messageId: 'p1', userId: 'u1' })
+  await settled(a.id)
+  const left = await s.sql`select message_id from segment_messages where account_id = ${a.id}`
+  assert.deepEqual(
+    left.map((r) => r.message_id),
+    ['p1'],
+  )
+  await post(a, '/v1/track', track('t2'))
+  await settled(a.id)
+  assert.equal((await a.api('/api/v1/customer/d1/events', undefined, 'GET')).body.count, 3)
 })
 
 test('time: timestamp corrected for clock skew by sentAt; none takes the receive time', async () => {

@@ -240,12 +240,13 @@ const count = (tx: Tx, accountId: number) => tx`
               union all select type, status, reason from expired) x
         group by 1, 2, 3) o`
 
-// Messages done, past the deduplication window, go (a few thousand a batch, oldest first).
+// Messages done, past the deduplication window, go, oldest first. Ids grow with the time received, so
+// they are a prefix of the account's messages: only its first rows are read, whatever the table holds.
 const forget = (tx: Tx, accountId: number) => tx`
   delete from segment_messages where account_id = ${accountId} and id = any(array(
-    select id from segment_messages where account_id = ${accountId}
-      and received_at < now() - make_interval(days => ${KEEP_DAYS}) and status in ('applied', 'ignored', 'dropped')
-    order by id limit ${MESSAGES_PER_BATCH}))`
+    select id from (select id, received_at, status from segment_messages where account_id = ${accountId}
+                    order by id limit ${MESSAGES_PER_BATCH}) first
+    where received_at < now() - make_interval(days => ${KEEP_DAYS}) and status in ('applied', 'ignored', 'dropped')))`
 
 export const applySegment = async (tx: Tx, accountId: number) => {
   await accountLock(tx, accountId)
