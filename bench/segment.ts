@@ -140,9 +140,9 @@ export default async (ctx: BenchContext) => {
     running = false
     await segment.sampling
     const drainStarted = performance.now()
-    const left = sql`select 1 from segment_messages where account_id = ${account.id} and status = 'received' limit 1`
-    while ((await left).length || (await sql`select 1 ${trackerLeft} limit 1`).length)
-      await new Promise((r) => setTimeout(r, 100))
+    const left = () => sql`select 1 from segment_messages where account_id = ${account.id} and status = 'received'
+      union all select 1 ${trackerLeft} limit 1`
+    while ((await left()).length) await new Promise((r) => setTimeout(r, 100))
     const drain = (performance.now() - drainStarted) / 1000
     const [{ stored }] =
       await sql`select count(*)::int as stored from segment_messages where account_id = ${account.id}`

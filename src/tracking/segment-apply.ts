@@ -18,7 +18,7 @@ import { segmentApplied, segmentDropped } from '../metrics.ts'
 // the tracker's own apply job matches and counts like any other: tracking/apply.ts). Later messages
 // win, in the order received. docs/api.md ("Segment-compatible ingest") is the mapping this implements.
 
-export const MESSAGES_PER_BATCH = 2000
+export const MESSAGES_PER_BATCH = 5000
 export const SEGMENT_BATCHES_PER_JOB = 4
 // An identify of an unknown contact of no known customer waits (status pending) for a group naming
 // its user, at most PENDING_MAX an account and PENDING_HOURS long; then it is dropped, counted.
@@ -46,6 +46,8 @@ const stage = async (tx: Tx, accountId: number) => {
     select id, message_id, type, user_id, group_id, event, occurred_at, traits, properties, null, null, true, null
     from segment_messages where account_id = ${accountId} and status = 'pending'
       and user_id = any(array(select user_id from stage_seg where status is null and type in ('group', 'identify')))`
+  // A temporary table has no statistics until analyzed: without them each join below was planned blind.
+  await tx`analyze stage_seg`
 }
 
 // THE place where a staged message is admitted or refused before anything is written for it: every
@@ -203,7 +205,8 @@ const settle = async (tx: Tx, accountId: number) => {
     where s.id = b.id and s.reason is null`
   await tx`
     update segment_messages m set status = s.status, reason = s.reason, detail = s.detail
-    from stage_seg s where m.account_id = ${accountId} and m.id = s.id`
+    from stage_seg s
+    where m.account_id = ${accountId} and m.id = any(array(select id from stage_seg)) and m.id = s.id`
 }
 
 // The account's running counts, each message counted once (a pending one when first staged), and
@@ -253,6 +256,7 @@ export const applySegment = async (tx: Tx, accountId: number) => {
   await stage(tx, accountId)
   await admit(tx, accountId)
   await classifyTraits(tx, accountId)
+  await tx`analyze stage_traits`
   const customers = await applyGroups(tx, accountId)
   const contacts = await applyContacts(tx, accountId)
   const events = await applyTracks(tx, accountId)
