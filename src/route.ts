@@ -42,7 +42,9 @@ export interface Reply {
   body?: unknown
 }
 
-export type KeyAuth = { key: Scope }
+// `segment`: the key comes as Segment's SDKs send their write key, as the HTTP Basic user name (empty
+// password) or as `writeKey` in the JSON body, instead of in the service-key header.
+export type KeyAuth = { key: Scope; segment?: true }
 export type Auth = 'none' | 'admin' | KeyAuth
 
 export type Tag =

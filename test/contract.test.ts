@@ -72,7 +72,9 @@ test('every operation answers as its published schema says', async () => {
         ? { authorization: `Bearer ${ADMIN_TOKEN}` }
         : security === 'serviceKey'
           ? { 'service-key': token }
-          : {}
+          : security === 'segmentWriteKey'
+            ? { authorization: `Basic ${Buffer.from(`${token}:`).toString('base64')}` }
+            : {}
     const res = await s.call(method, url, body, headers)
     const label = `${operationId} ${method} ${url} -> ${res.status}`
     const response = op.responses[String(res.status)]
@@ -239,6 +241,23 @@ test('every operation answers as its published schema says', async () => {
   await call('listEvents', { id }, undefined, '?customer=c1&limit=10')
   await call('listEvents', { id }, undefined, '?limit=0')
   await call('customerEvents', { external_id: 'c1' }, undefined, '?limit=5')
+  // The Segment HTTP Tracking API: a batch, each single call, and the ingest status.
+  await call('segmentBatch', {}, { batch: [{ type: 'group', groupId: 'c1', userId: 'p1', traits: { name: 'One' } }] })
+  for (const [operation, message] of Object.entries({
+    segmentIdentify: { userId: 'p1', traits: { name: 'Pat', contry: 'x' } },
+    segmentGroup: { groupId: 'c1', traits: { has_sso: 'yes' } },
+    segmentTrack: { userId: 'p1', event: 'login', properties: { plan: 'pro' } },
+    segmentPage: { userId: 'p1', name: 'Home' },
+    segmentScreen: { anonymousId: 'a1', name: 'Home' },
+    segmentAlias: { userId: 'p1', previousId: 'a1' },
+  }))
+    await call(operation, {}, message)
+  await eventually(
+    async () => (await a.api('/api/v1/ingest/status', undefined, 'GET')).body.last_errors.length > 0,
+    'applied',
+  )
+  await call('ingestStatus')
+  await call('accountIngestStatus', { id })
 
   for (const prefix of ['', 'Alias']) {
     const customer = `n${prefix}`

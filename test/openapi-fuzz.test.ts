@@ -267,7 +267,9 @@ test(TITLE, async () => {
         ? { authorization: `Bearer ${ADMIN_TOKEN}` }
         : security === 'serviceKey'
           ? { 'service-key': main.token }
-          : {}
+          : security === 'segmentWriteKey'
+            ? { authorization: `Basic ${Buffer.from(`${main.token}:`).toString('base64')}` }
+            : {}
     const res = await s.call(method, path + query, body, headers)
     sent++
     const label = `${op.operationId} ${method} ${path}${query} ${JSON.stringify(body)?.slice(0, 300)} -> ${res.status}`
@@ -303,8 +305,12 @@ test(TITLE, async () => {
       const text = new URLSearchParams(Object.entries(q).map(([k, v]) => [k, String(v)])).toString() + extra
       return text ? `?${text}` : ''
     }
+    // A rule no schema states: a record's metrics name each date once.
+    const repeatsDate = (body: any) =>
+      Array.isArray(body?.metrics) && new Set(body.metrics.map((m: any) => m?.date)).size < body.metrics.length
     for (const r of samples) {
-      if (bodySchema && check(bodySchema, r.body)) continue // the draw missed a rule the generator does not model
+      // The draw missed a rule the generator does not model.
+      if ((bodySchema && check(bodySchema, r.body)) || repeatsDate(r.body)) continue
       await send(method, r.path, op, queryString(r.query), r.body, 'valid')
     }
     // Broken: the body (where there is one), then each query parameter.

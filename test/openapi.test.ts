@@ -41,7 +41,14 @@ test('every route of the routing table is in it, with its method, auth and path 
       (op.parameters ?? []).map((p: any) => [p.name, p.in, p.required]),
       [...params.map((p) => [p, 'path', true]), ...Object.keys(r.query ?? {}).map((q) => [q, 'query', false])],
     )
-    const security = r.auth === 'none' ? [] : r.auth === 'admin' ? [{ adminToken: [] }] : [{ serviceKey: [r.auth.key] }]
+    const security =
+      r.auth === 'none'
+        ? []
+        : r.auth === 'admin'
+          ? [{ adminToken: [] }]
+          : r.auth.segment
+            ? [{ segmentWriteKey: [] }]
+            : [{ serviceKey: [r.auth.key] }]
     assert.deepEqual(op.security, security, `${r.method} ${r.path}`)
     assert.equal(!!op.requestBody, !!r.body, `${r.method} ${r.path}`)
     assert.match(op.operationId, /^[a-z][A-Za-z]+$/)

@@ -33,13 +33,20 @@ const track = async (a: Account, events: unknown[]) => {
   const res = await a.api('/api/tracker/track', { trackerKey: a.trackerKey, events })
   assert.equal(res.status, 200, JSON.stringify(res.body))
 }
+// Segment messages (the HTTP Tracking API), with the key as Basic user name as the SDKs send it.
+const segment = async (a: Account, batch: unknown[]) => {
+  const basic = `Basic ${Buffer.from(`${a.token}:`).toString('base64')}`
+  const res = await s.call('POST', '/v1/batch', { batch }, { authorization: basic })
+  assert.equal(res.status, 200, JSON.stringify(res.body))
+}
 const applied = (accountId: number) =>
   eventually(
     async () =>
       (
-        await s.sql`select count(*)::int as n from tracking_events where account_id = ${accountId}
-        and status = 'received'`
-      )[0].n === 0 &&
+        await s.sql`select (select count(*) from tracking_events where account_id = ${accountId}
+          and status = 'received') + (select count(*) from segment_messages where account_id = ${accountId}
+          and status = 'received')::int as n`
+      )[0].n == 0 &&
       (await s.sql`select count(*)::int as n from graphile_worker.jobs where task_identifier = 'apply_events'`)[0].n ===
         0,
     'events applied',
@@ -91,6 +98,11 @@ const fill = async (a: Account, names = true) => {
     event('c1', 'carl'),
     event(GLOBEX.id, BOB.id, { contact: { contact_name: names ? BOB.name : 'Other Bob' } }),
     ...Array.from({ length: 20 }, (_, i) => event(GLOBEX.id, undefined, {}, NOW - i * 1000)),
+  ])
+  // The same people through Segment: an identify with the email as a trait, and a track.
+  await segment(a, [
+    { type: 'identify', messageId: `m1-${a.id}`, userId: BOB.id, traits: { email: names ? BOB.email : 'x@y.org' } },
+    { type: 'track', messageId: `m2-${a.id}`, userId: ANN.id, event: 'login', context: { groupId: 'c1' } },
   ])
   await applied(a.id)
 }
@@ -183,9 +195,11 @@ test('the export holds what was uploaded and tracked, for a contact and for a cu
   assert.equal(contact.body.contact.snapshots.length, 1)
   assert.equal(contact.body.contact.snapshots[0].values.sessions, 3)
   assert.ok(contact.body.contact.scores, 'scores')
-  assert.equal(contact.body.events.length, 1)
-  assert.equal(contact.body.events[0].data.contact.email, ANN.email)
-  assert.deepEqual(contact.body.events[0].identification, { customer: 'c1', contact: ANN.id })
+  // The tracker's event and the Segment track.
+  assert.equal(contact.body.events.length, 2)
+  const tracked = contact.body.events.find((e: any) => e.data.contact)
+  assert.equal(tracked.data.contact.email, ANN.email)
+  assert.ok(contact.body.events.every((e: any) => e.identification.contact === ANN.id))
 
   const customer = await a.api(`/api/v1/customer/${GLOBEX.id}/export`, undefined, 'GET')
   assert.equal(customer.status, 200, JSON.stringify(customer.body))
@@ -257,7 +271,8 @@ test('erasing a contact and a customer leaves nothing of them anywhere; the othe
   counts = done.counts
   assert.equal(counts.customers, 1)
   assert.equal(counts.contacts, 2)
-  assert.equal(counts.tracking_events, 22)
+  assert.equal(counts.tracking_events, 23)
+  assert.equal(counts.segment_messages, 2)
   assert.equal(counts.contact_tags, 1)
   assert.equal(counts.customer_tags, 1)
   assert.ok(counts.customer_snapshots >= 1 && counts.contact_snapshots >= 1, JSON.stringify(counts))
@@ -287,8 +302,17 @@ test('a tracked event for an erased contact is dropped and counted, until the su
     event('c1', ANN.id, { contact: { email: ANN.email, contact_name: ANN.name } }),
     event(GLOBEX.id, undefined),
   ])
+  // Segment messages naming them are dropped too, and keep nothing of them.
+  await segment(a, [
+    { type: 'identify', messageId: 'm3', userId: ANN.id, traits: { name: ANN.name, email: ANN.email } },
+    { type: 'group', messageId: 'm4', userId: BOB.id, groupId: GLOBEX.id, traits: { name: GLOBEX.name } },
+    { type: 'track', messageId: 'm5', userId: ANN.id, event: 'login', context: { groupId: 'c1' } },
+  ])
   await applied(a.id)
   assert.equal((await a.api(`/api/v1/customer/c1/contact/${ANN.id}`, undefined, 'GET')).status, 404)
+  assert.equal((await a.api(`/api/v1/customer/${GLOBEX.id}`, undefined, 'GET')).status, 404)
+  const ingest = await a.api('/api/v1/ingest/status', undefined, 'GET')
+  assert.equal(ingest.body.by_reason.suppressed, 3, JSON.stringify(ingest.body))
   assert.deepEqual(await findEverywhere(a.id, NEEDLES), [])
   const list = await eraser('/api/v1/suppressions', undefined, 'GET')
   assert.equal(list.status, 200)
@@ -296,7 +320,7 @@ test('a tracked event for an erased contact is dropped and counted, until the su
   assert.equal(JSON.stringify(list.body).includes(ANN.id), false)
   assert.equal(
     list.body.map((x: any) => x.dropped).reduce((x: number, y: number) => x + y),
-    2,
+    6,
   )
 
   // The other account's identical contact is tracked as always.

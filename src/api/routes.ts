@@ -6,7 +6,7 @@ import { privacyRoutes } from '../privacy/routes.ts'
 import { recordRoutes, searchRoutes } from '../records/routes.ts'
 import { scoringRoutes } from '../scoring/routes.ts'
 import { segmentRoutes } from '../segments/routes.ts'
-import { suppressionRoutes, trackingRoutes } from '../tracking/routes.ts'
+import { segmentApiRoutes, suppressionRoutes, trackingRoutes } from '../tracking/routes.ts'
 import { uploadRoutes } from '../uploads/routes.ts'
 import { webhookRoutes } from '../webhooks/routes.ts'
 import { consoleRoutes } from './console.ts'
@@ -22,6 +22,7 @@ export const routes: Route[] = [
   ...searchRoutes,
   ...uploadRoutes,
   ...trackingRoutes,
+  ...segmentApiRoutes,
   ...segmentRoutes,
   ...recordRoutes,
   ...accountRoutes,

@@ -221,6 +221,159 @@ export interface paths {
     patch?: never
     trace?: never
   }
+  '/api/v1/ingest/status': {
+    parameters: {
+      query?: never
+      header?: never
+      path?: never
+      cookie?: never
+    }
+    /** The account's Segment ingest: counts by type and by reason dropped, dropped trait keys, last errors */
+    get: operations['ingestStatus']
+    put?: never
+    post?: never
+    delete?: never
+    options?: never
+    head?: never
+    patch?: never
+    trace?: never
+  }
+  '/admin/v1/accounts/{id}/ingest': {
+    parameters: {
+      query?: never
+      header?: never
+      path?: never
+      cookie?: never
+    }
+    /** An account's Segment ingest: counts by type and by reason dropped, dropped trait keys, last errors */
+    get: operations['accountIngestStatus']
+    put?: never
+    post?: never
+    delete?: never
+    options?: never
+    head?: never
+    patch?: never
+    trace?: never
+  }
+  '/v1/batch': {
+    parameters: {
+      query?: never
+      header?: never
+      path?: never
+      cookie?: never
+    }
+    get?: never
+    put?: never
+    /** Segment HTTP Tracking API: a batch of messages (200 once stored; applied in the background) */
+    post: operations['segmentBatch']
+    delete?: never
+    options?: never
+    head?: never
+    patch?: never
+    trace?: never
+  }
+  '/v1/identify': {
+    parameters: {
+      query?: never
+      header?: never
+      path?: never
+      cookie?: never
+    }
+    get?: never
+    put?: never
+    /** Segment HTTP Tracking API: one identify message (200 once stored; applied in the background) */
+    post: operations['segmentIdentify']
+    delete?: never
+    options?: never
+    head?: never
+    patch?: never
+    trace?: never
+  }
+  '/v1/group': {
+    parameters: {
+      query?: never
+      header?: never
+      path?: never
+      cookie?: never
+    }
+    get?: never
+    put?: never
+    /** Segment HTTP Tracking API: one group message (200 once stored; applied in the background) */
+    post: operations['segmentGroup']
+    delete?: never
+    options?: never
+    head?: never
+    patch?: never
+    trace?: never
+  }
+  '/v1/track': {
+    parameters: {
+      query?: never
+      header?: never
+      path?: never
+      cookie?: never
+    }
+    get?: never
+    put?: never
+    /** Segment HTTP Tracking API: one track message (200 once stored; applied in the background) */
+    post: operations['segmentTrack']
+    delete?: never
+    options?: never
+    head?: never
+    patch?: never
+    trace?: never
+  }
+  '/v1/page': {
+    parameters: {
+      query?: never
+      header?: never
+      path?: never
+      cookie?: never
+    }
+    get?: never
+    put?: never
+    /** Segment HTTP Tracking API: one page message (200 once stored; applied in the background) */
+    post: operations['segmentPage']
+    delete?: never
+    options?: never
+    head?: never
+    patch?: never
+    trace?: never
+  }
+  '/v1/screen': {
+    parameters: {
+      query?: never
+      header?: never
+      path?: never
+      cookie?: never
+    }
+    get?: never
+    put?: never
+    /** Segment HTTP Tracking API: one screen message (200 once stored; applied in the background) */
+    post: operations['segmentScreen']
+    delete?: never
+    options?: never
+    head?: never
+    patch?: never
+    trace?: never
+  }
+  '/v1/alias': {
+    parameters: {
+      query?: never
+      header?: never
+      path?: never
+      cookie?: never
+    }
+    get?: never
+    put?: never
+    /** Segment HTTP Tracking API: one alias message (200 once stored; applied in the background) */
+    post: operations['segmentAlias']
+    delete?: never
+    options?: never
+    head?: never
+    patch?: never
+    trace?: never
+  }
   '/api/v1/segments': {
     parameters: {
       query?: never
@@ -3099,6 +3252,586 @@ export interface operations {
       400: components['responses']['BadRequest']
       401: components['responses']['Unauthorized']
       404: components['responses']['NotFound']
+      503: components['responses']['ServiceUnavailable']
+    }
+  }
+  ingestStatus: {
+    parameters: {
+      query?: never
+      header?: never
+      path?: never
+      cookie?: never
+    }
+    requestBody?: never
+    responses: {
+      /** @description Success. */
+      200: {
+        headers: {
+          'RateLimit-Limit': components['headers']['RateLimit-Limit']
+          'RateLimit-Remaining': components['headers']['RateLimit-Remaining']
+          'RateLimit-Reset': components['headers']['RateLimit-Reset']
+          [name: string]: unknown
+        }
+        content: {
+          'application/json': {
+            /** @description Messages applied or dropped, by type. */
+            by_type: {
+              [key: string]: number
+            }
+            /**
+             * @description Messages not yet applied: received (waiting for the apply job) and pending (identifies
+             * waiting for a group).
+             */
+            by_status: {
+              received: number
+              pending: number
+            }
+            /** @description Messages dropped (or traits dropped, invalid_trait), by reason. */
+            by_reason: {
+              [key: string]: number
+            }
+            dropped_key_names: {
+              /** @enum {string} */
+              entity: 'customer' | 'contact'
+              key: string
+              count: number
+              did_you_mean: string | null
+            }[]
+            last_errors: {
+              message_id: string
+              type: string
+              reason: string
+              detail: string | null
+              /**
+               * Format: date-time
+               * @description A UTC time, ISO 8601 with milliseconds.
+               */
+              received_at: string
+            }[]
+          }
+        }
+      }
+      400: components['responses']['BadRequest']
+      401: components['responses']['Unauthorized']
+      403: components['responses']['Forbidden']
+      429: components['responses']['TooManyRequests']
+      503: components['responses']['ServiceUnavailable']
+    }
+  }
+  accountIngestStatus: {
+    parameters: {
+      query?: never
+      header?: never
+      path: {
+        /** @description The account id. */
+        id: number
+      }
+      cookie?: never
+    }
+    requestBody?: never
+    responses: {
+      /** @description Success. */
+      200: {
+        headers: {
+          [name: string]: unknown
+        }
+        content: {
+          'application/json': {
+            /** @description Messages applied or dropped, by type. */
+            by_type: {
+              [key: string]: number
+            }
+            /**
+             * @description Messages not yet applied: received (waiting for the apply job) and pending (identifies
+             * waiting for a group).
+             */
+            by_status: {
+              received: number
+              pending: number
+            }
+            /** @description Messages dropped (or traits dropped, invalid_trait), by reason. */
+            by_reason: {
+              [key: string]: number
+            }
+            dropped_key_names: {
+              /** @enum {string} */
+              entity: 'customer' | 'contact'
+              key: string
+              count: number
+              did_you_mean: string | null
+            }[]
+            last_errors: {
+              message_id: string
+              type: string
+              reason: string
+              detail: string | null
+              /**
+               * Format: date-time
+               * @description A UTC time, ISO 8601 with milliseconds.
+               */
+              received_at: string
+            }[]
+          }
+        }
+      }
+      400: components['responses']['BadRequest']
+      401: components['responses']['Unauthorized']
+      404: components['responses']['NotFound']
+      503: components['responses']['ServiceUnavailable']
+    }
+  }
+  segmentBatch: {
+    parameters: {
+      query?: never
+      header?: never
+      path?: never
+      cookie?: never
+    }
+    requestBody: {
+      content: {
+        /**
+         * @example {
+         *       "batch": [
+         *         {
+         *           "type": "group",
+         *           "messageId": "m-1",
+         *           "userId": "pat",
+         *           "groupId": "acme-1",
+         *           "traits": {
+         *             "name": "Acme",
+         *             "plan": "pro"
+         *           }
+         *         },
+         *         {
+         *           "type": "track",
+         *           "messageId": "m-2",
+         *           "userId": "pat",
+         *           "event": "report.exported",
+         *           "properties": {
+         *             "rows": 12
+         *           }
+         *         }
+         *       ]
+         *     }
+         */
+        'application/json': {
+          /** @description The messages, each with its own type. */
+          batch: unknown[]
+          writeKey?: string
+          /** @description When the batch was sent: the sentAt of messages that have none. */
+          sentAt?: unknown
+          /** @description Context merged under each message (context.groupId). */
+          context?: unknown
+        }
+      }
+    }
+    responses: {
+      /** @description Success. */
+      200: {
+        headers: {
+          'RateLimit-Limit': components['headers']['RateLimit-Limit']
+          'RateLimit-Remaining': components['headers']['RateLimit-Remaining']
+          'RateLimit-Reset': components['headers']['RateLimit-Reset']
+          [name: string]: unknown
+        }
+        content: {
+          'application/json': {
+            /** @constant */
+            success: true
+          }
+        }
+      }
+      400: components['responses']['BadRequest']
+      401: components['responses']['Unauthorized']
+      403: components['responses']['Forbidden']
+      408: components['responses']['RequestTimeout']
+      413: components['responses']['ContentTooLarge']
+      415: components['responses']['UnsupportedMediaType']
+      429: components['responses']['TooManyRequests']
+      503: components['responses']['ServiceUnavailable']
+    }
+  }
+  segmentIdentify: {
+    parameters: {
+      query?: never
+      header?: never
+      path?: never
+      cookie?: never
+    }
+    requestBody?: {
+      content: {
+        'application/json': {
+          /** @description identify, group, track, page, screen or alias (in a batch; a single call takes its path). */
+          type?: unknown
+          /** @description Deduplicates: a messageId already received for the account is not applied again. */
+          messageId?: unknown
+          /** @description The contact (its external id). */
+          userId?: unknown
+          /** @description Accepted and counted, never applied: without userId, a message names nobody here. */
+          anonymousId?: unknown
+          /** @description group: the customer (its external id). */
+          groupId?: unknown
+          /** @description track: the event name. */
+          event?: unknown
+          /** @description identify and group: the attributes (keys that are attribute codenames) and `name`. */
+          traits?: unknown
+          /** @description track: stored with the event. */
+          properties?: unknown
+          /** @description ISO-8601 time of the message, corrected for clock skew by sentAt. */
+          timestamp?: unknown
+          /** @description RudderStack's name for timestamp. */
+          originalTimestamp?: unknown
+          /** @description ISO-8601 time the client sent it. */
+          sentAt?: unknown
+          /** @description context.groupId names the customer of an identify or track. */
+          context?: unknown
+          writeKey?: string
+        }
+      }
+    }
+    responses: {
+      /** @description Success. */
+      200: {
+        headers: {
+          'RateLimit-Limit': components['headers']['RateLimit-Limit']
+          'RateLimit-Remaining': components['headers']['RateLimit-Remaining']
+          'RateLimit-Reset': components['headers']['RateLimit-Reset']
+          [name: string]: unknown
+        }
+        content: {
+          'application/json': {
+            /** @constant */
+            success: true
+          }
+        }
+      }
+      400: components['responses']['BadRequest']
+      401: components['responses']['Unauthorized']
+      403: components['responses']['Forbidden']
+      408: components['responses']['RequestTimeout']
+      413: components['responses']['ContentTooLarge']
+      415: components['responses']['UnsupportedMediaType']
+      429: components['responses']['TooManyRequests']
+      503: components['responses']['ServiceUnavailable']
+    }
+  }
+  segmentGroup: {
+    parameters: {
+      query?: never
+      header?: never
+      path?: never
+      cookie?: never
+    }
+    requestBody?: {
+      content: {
+        'application/json': {
+          /** @description identify, group, track, page, screen or alias (in a batch; a single call takes its path). */
+          type?: unknown
+          /** @description Deduplicates: a messageId already received for the account is not applied again. */
+          messageId?: unknown
+          /** @description The contact (its external id). */
+          userId?: unknown
+          /** @description Accepted and counted, never applied: without userId, a message names nobody here. */
+          anonymousId?: unknown
+          /** @description group: the customer (its external id). */
+          groupId?: unknown
+          /** @description track: the event name. */
+          event?: unknown
+          /** @description identify and group: the attributes (keys that are attribute codenames) and `name`. */
+          traits?: unknown
+          /** @description track: stored with the event. */
+          properties?: unknown
+          /** @description ISO-8601 time of the message, corrected for clock skew by sentAt. */
+          timestamp?: unknown
+          /** @description RudderStack's name for timestamp. */
+          originalTimestamp?: unknown
+          /** @description ISO-8601 time the client sent it. */
+          sentAt?: unknown
+          /** @description context.groupId names the customer of an identify or track. */
+          context?: unknown
+          writeKey?: string
+        }
+      }
+    }
+    responses: {
+      /** @description Success. */
+      200: {
+        headers: {
+          'RateLimit-Limit': components['headers']['RateLimit-Limit']
+          'RateLimit-Remaining': components['headers']['RateLimit-Remaining']
+          'RateLimit-Reset': components['headers']['RateLimit-Reset']
+          [name: string]: unknown
+        }
+        content: {
+          'application/json': {
+            /** @constant */
+            success: true
+          }
+        }
+      }
+      400: components['responses']['BadRequest']
+      401: components['responses']['Unauthorized']
+      403: components['responses']['Forbidden']
+      408: components['responses']['RequestTimeout']
+      413: components['responses']['ContentTooLarge']
+      415: components['responses']['UnsupportedMediaType']
+      429: components['responses']['TooManyRequests']
+      503: components['responses']['ServiceUnavailable']
+    }
+  }
+  segmentTrack: {
+    parameters: {
+      query?: never
+      header?: never
+      path?: never
+      cookie?: never
+    }
+    requestBody?: {
+      content: {
+        'application/json': {
+          /** @description identify, group, track, page, screen or alias (in a batch; a single call takes its path). */
+          type?: unknown
+          /** @description Deduplicates: a messageId already received for the account is not applied again. */
+          messageId?: unknown
+          /** @description The contact (its external id). */
+          userId?: unknown
+          /** @description Accepted and counted, never applied: without userId, a message names nobody here. */
+          anonymousId?: unknown
+          /** @description group: the customer (its external id). */
+          groupId?: unknown
+          /** @description track: the event name. */
+          event?: unknown
+          /** @description identify and group: the attributes (keys that are attribute codenames) and `name`. */
+          traits?: unknown
+          /** @description track: stored with the event. */
+          properties?: unknown
+          /** @description ISO-8601 time of the message, corrected for clock skew by sentAt. */
+          timestamp?: unknown
+          /** @description RudderStack's name for timestamp. */
+          originalTimestamp?: unknown
+          /** @description ISO-8601 time the client sent it. */
+          sentAt?: unknown
+          /** @description context.groupId names the customer of an identify or track. */
+          context?: unknown
+          writeKey?: string
+        }
+      }
+    }
+    responses: {
+      /** @description Success. */
+      200: {
+        headers: {
+          'RateLimit-Limit': components['headers']['RateLimit-Limit']
+          'RateLimit-Remaining': components['headers']['RateLimit-Remaining']
+          'RateLimit-Reset': components['headers']['RateLimit-Reset']
+          [name: string]: unknown
+        }
+        content: {
+          'application/json': {
+            /** @constant */
+            success: true
+          }
+        }
+      }
+      400: components['responses']['BadRequest']
+      401: components['responses']['Unauthorized']
+      403: components['responses']['Forbidden']
+      408: components['responses']['RequestTimeout']
+      413: components['responses']['ContentTooLarge']
+      415: components['responses']['UnsupportedMediaType']
+      429: components['responses']['TooManyRequests']
+      503: components['responses']['ServiceUnavailable']
+    }
+  }
+  segmentPage: {
+    parameters: {
+      query?: never
+      header?: never
+      path?: never
+      cookie?: never
+    }
+    requestBody?: {
+      content: {
+        'application/json': {
+          /** @description identify, group, track, page, screen or alias (in a batch; a single call takes its path). */
+          type?: unknown
+          /** @description Deduplicates: a messageId already received for the account is not applied again. */
+          messageId?: unknown
+          /** @description The contact (its external id). */
+          userId?: unknown
+          /** @description Accepted and counted, never applied: without userId, a message names nobody here. */
+          anonymousId?: unknown
+          /** @description group: the customer (its external id). */
+          groupId?: unknown
+          /** @description track: the event name. */
+          event?: unknown
+          /** @description identify and group: the attributes (keys that are attribute codenames) and `name`. */
+          traits?: unknown
+          /** @description track: stored with the event. */
+          properties?: unknown
+          /** @description ISO-8601 time of the message, corrected for clock skew by sentAt. */
+          timestamp?: unknown
+          /** @description RudderStack's name for timestamp. */
+          originalTimestamp?: unknown
+          /** @description ISO-8601 time the client sent it. */
+          sentAt?: unknown
+          /** @description context.groupId names the customer of an identify or track. */
+          context?: unknown
+          writeKey?: string
+        }
+      }
+    }
+    responses: {
+      /** @description Success. */
+      200: {
+        headers: {
+          'RateLimit-Limit': components['headers']['RateLimit-Limit']
+          'RateLimit-Remaining': components['headers']['RateLimit-Remaining']
+          'RateLimit-Reset': components['headers']['RateLimit-Reset']
+          [name: string]: unknown
+        }
+        content: {
+          'application/json': {
+            /** @constant */
+            success: true
+          }
+        }
+      }
+      400: components['responses']['BadRequest']
+      401: components['responses']['Unauthorized']
+      403: components['responses']['Forbidden']
+      408: components['responses']['RequestTimeout']
+      413: components['responses']['ContentTooLarge']
+      415: components['responses']['UnsupportedMediaType']
+      429: components['responses']['TooManyRequests']
+      503: components['responses']['ServiceUnavailable']
+    }
+  }
+  segmentScreen: {
+    parameters: {
+      query?: never
+      header?: never
+      path?: never
+      cookie?: never
+    }
+    requestBody?: {
+      content: {
+        'application/json': {
+          /** @description identify, group, track, page, screen or alias (in a batch; a single call takes its path). */
+          type?: unknown
+          /** @description Deduplicates: a messageId already received for the account is not applied again. */
+          messageId?: unknown
+          /** @description The contact (its external id). */
+          userId?: unknown
+          /** @description Accepted and counted, never applied: without userId, a message names nobody here. */
+          anonymousId?: unknown
+          /** @description group: the customer (its external id). */
+          groupId?: unknown
+          /** @description track: the event name. */
+          event?: unknown
+          /** @description identify and group: the attributes (keys that are attribute codenames) and `name`. */
+          traits?: unknown
+          /** @description track: stored with the event. */
+          properties?: unknown
+          /** @description ISO-8601 time of the message, corrected for clock skew by sentAt. */
+          timestamp?: unknown
+          /** @description RudderStack's name for timestamp. */
+          originalTimestamp?: unknown
+          /** @description ISO-8601 time the client sent it. */
+          sentAt?: unknown
+          /** @description context.groupId names the customer of an identify or track. */
+          context?: unknown
+          writeKey?: string
+        }
+      }
+    }
+    responses: {
+      /** @description Success. */
+      200: {
+        headers: {
+          'RateLimit-Limit': components['headers']['RateLimit-Limit']
+          'RateLimit-Remaining': components['headers']['RateLimit-Remaining']
+          'RateLimit-Reset': components['headers']['RateLimit-Reset']
+          [name: string]: unknown
+        }
+        content: {
+          'application/json': {
+            /** @constant */
+            success: true
+          }
+        }
+      }
+      400: components['responses']['BadRequest']
+      401: components['responses']['Unauthorized']
+      403: components['responses']['Forbidden']
+      408: components['responses']['RequestTimeout']
+      413: components['responses']['ContentTooLarge']
+      415: components['responses']['UnsupportedMediaType']
+      429: components['responses']['TooManyRequests']
+      503: components['responses']['ServiceUnavailable']
+    }
+  }
+  segmentAlias: {
+    parameters: {
+      query?: never
+      header?: never
+      path?: never
+      cookie?: never
+    }
+    requestBody?: {
+      content: {
+        'application/json': {
+          /** @description identify, group, track, page, screen or alias (in a batch; a single call takes its path). */
+          type?: unknown
+          /** @description Deduplicates: a messageId already received for the account is not applied again. */
+          messageId?: unknown
+          /** @description The contact (its external id). */
+          userId?: unknown
+          /** @description Accepted and counted, never applied: without userId, a message names nobody here. */
+          anonymousId?: unknown
+          /** @description group: the customer (its external id). */
+          groupId?: unknown
+          /** @description track: the event name. */
+          event?: unknown
+          /** @description identify and group: the attributes (keys that are attribute codenames) and `name`. */
+          traits?: unknown
+          /** @description track: stored with the event. */
+          properties?: unknown
+          /** @description ISO-8601 time of the message, corrected for clock skew by sentAt. */
+          timestamp?: unknown
+          /** @description RudderStack's name for timestamp. */
+          originalTimestamp?: unknown
+          /** @description ISO-8601 time the client sent it. */
+          sentAt?: unknown
+          /** @description context.groupId names the customer of an identify or track. */
+          context?: unknown
+          writeKey?: string
+        }
+      }
+    }
+    responses: {
+      /** @description Success. */
+      200: {
+        headers: {
+          'RateLimit-Limit': components['headers']['RateLimit-Limit']
+          'RateLimit-Remaining': components['headers']['RateLimit-Remaining']
+          'RateLimit-Reset': components['headers']['RateLimit-Reset']
+          [name: string]: unknown
+        }
+        content: {
+          'application/json': {
+            /** @constant */
+            success: true
+          }
+        }
+      }
+      400: components['responses']['BadRequest']
+      401: components['responses']['Unauthorized']
+      403: components['responses']['Forbidden']
+      408: components['responses']['RequestTimeout']
+      413: components['responses']['ContentTooLarge']
+      415: components['responses']['UnsupportedMediaType']
+      429: components['responses']['TooManyRequests']
       503: components['responses']['ServiceUnavailable']
     }
   }

@@ -35,6 +35,7 @@ const scoringQueue = (accountId: number) => `scoring:${accountId}`
 export const TASKS = {
   processUpload: 'process_upload',
   applyEvents: 'apply_events',
+  applySegment: 'apply_segment',
   // The identifier predates the name: it is stored in graphile-worker's tables and crontab.
   countEvents: 'aggregate_events',
   scoreRecords: 'score_records',
@@ -109,6 +110,18 @@ export const applyEventsJob = (accountId: number): JobSpec => ({
 export const applyEventsJobSql = (sql: Sql | Tx, accountId: number) => sql`
   graphile_worker.add_job(${TASKS.applyEvents}::text, json_build_object('account_id', ${accountId}::bigint),
     queue_name => ${accountQueue(accountId)}::text, job_key => ${applyJobKey(accountId)}::text)`
+
+// The same for Segment messages (tracking/segment.ts): one apply job per account waits at most.
+export const segmentJobKey = (accountId: number) => `${TASKS.applySegment}:${accountId}`
+export const applySegmentJob = (accountId: number): JobSpec => ({
+  task: TASKS.applySegment,
+  payload: { account_id: accountId },
+  queue: accountQueue(accountId),
+  jobKey: segmentJobKey(accountId),
+})
+export const applySegmentJobSql = (sql: Sql | Tx, accountId: number) => sql`
+  graphile_worker.add_job(${TASKS.applySegment}::text, json_build_object('account_id', ${accountId}::bigint),
+    queue_name => ${accountQueue(accountId)}::text, job_key => ${segmentJobKey(accountId)}::text)`
 
 // Scoring of the given records, on the account's scoring queue; none when there are none, except
 // for an upload, whose scoring job also marks it scored.

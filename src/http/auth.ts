@@ -22,11 +22,15 @@ export const rulesFor = (scope: Scope, app: App): KeyRules =>
     ? { scope, limit: app.config.trackRateLimit, bucket: 'track', badKeyStatus: 401 }
     : { scope, limit: app.config.apiRateLimit, bucket: 'api', badKeyStatus: 403 }
 
+const serviceKey = (req: Req) => {
+  const header = req.headers['service-key']
+  return Array.isArray(header) ? header[0] : header
+}
+
 // Missing header -> 401; unknown or revoked -> 403 (401 on tracking);
 // lacking the scope -> 403; over the per-key rate -> 429 with Retry-After and RateLimit-*.
-export const authenticateKey = async (req: Req, app: App, rules: KeyRules) => {
-  const header = req.headers['service-key']
-  const token = Array.isArray(header) ? header[0] : header
+// `token`: the key as the route takes it, when not in the service-key header (Segment's Basic user).
+export const authenticateKey = async (req: Req, app: App, rules: KeyRules, token = serviceKey(req)) => {
   if (!token) return refuse(401, 'The service-key header is missing.')
   const accountId = accountOf(token)
   if (accountId === null) return refuse(rules.badKeyStatus, 'The service-key is not valid.')

@@ -275,6 +275,13 @@ const components = (schemas: Record<string, JsonSchema>) => ({
         'An API key (`sk_...`, from the admin API) with the scope each operation lists. Tracking requests also ' +
         "carry the account's public tracker key in the body (`trackerKey`), as the interface defines.",
     },
+    segmentWriteKey: {
+      type: 'http',
+      scheme: 'basic',
+      description:
+        'The Segment HTTP Tracking API routes (`/v1/...`): an API key of scope `track` as the user name, with an ' +
+        'empty password, as Segment SDKs send their write key; `writeKey` in the body is accepted too.',
+    },
     adminToken: {
       type: 'http',
       scheme: 'bearer',
@@ -338,7 +345,14 @@ const operation = (r: Route, schema: (s: v.GenericSchema) => JsonSchema) => {
     operationId: camel(r.name),
     summary: r.summary,
     tags: [r.tag],
-    security: r.auth === 'admin' ? [{ adminToken: [] }] : r.auth === 'none' ? [] : [{ serviceKey: [r.auth.key] }],
+    security:
+      r.auth === 'admin'
+        ? [{ adminToken: [] }]
+        : r.auth === 'none'
+          ? []
+          : r.auth.segment
+            ? [{ segmentWriteKey: [] }]
+            : [{ serviceKey: [r.auth.key] }],
     ...(parameters.length && { parameters }),
     ...(r.body && {
       requestBody: {

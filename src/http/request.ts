@@ -1,7 +1,9 @@
+import { gunzipSync } from 'node:zlib'
 import * as v from 'valibot'
 import { refuse } from '../errors.ts'
 import { decoded, type Query, type Req } from '../route.ts'
 import { issuesToErrors } from '../validate.ts'
+import { MAX_BODY_BYTES } from './adapter.ts'
 
 // What the adapter puts before the request target to make Req.url absolute.
 export const ORIGIN = 'http://local'
@@ -10,9 +12,31 @@ export const ORIGIN = 'http://local'
 // route alike (handlers store the parsed value, never the bytes, so it reaches nothing else).
 const utf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: false })
 
+// A body sent with Content-Encoding: gzip (RudderStack's SDK does by default) is read inflated, to at
+// most MAX_BODY_BYTES as any body; req.body becomes the inflated bytes, which size limits then measure.
+const inflated = (req: Req) => {
+  const encoding = String(req.headers['content-encoding'] ?? 'identity')
+    .trim()
+    .toLowerCase()
+  if (encoding === 'identity') return
+  if (encoding !== 'gzip')
+    refuse(415, `The body's Content-Encoding must be gzip or none, not ${encoding.slice(0, 40)}.`)
+  try {
+    req.body = gunzipSync(req.body, { maxOutputLength: MAX_BODY_BYTES })
+  } catch (err) {
+    const tooLarge = (err as { code?: string }).code === 'ERR_BUFFER_TOO_LARGE'
+    refuse(
+      tooLarge ? 413 : 400,
+      tooLarge ? `The inflated body is larger than ${MAX_BODY_BYTES} bytes.` : 'The gzip body is corrupt.',
+    )
+  }
+  delete req.headers['content-encoding']
+}
+
 // An empty body counts as {} so that "all fields optional" requests may omit it entirely. Text
 // that is not UTF-8 is refused rather than stored with U+FFFD in place of what was sent.
 export const readJson = (req: Req): unknown => {
+  inflated(req)
   if (req.body.length === 0) return {}
   let text: string
   try {

@@ -49,6 +49,19 @@ const withinShare = ({ expensivePerAccount: limit, expensiveWaiting: waiting, ex
   }
 }
 
+// Segment's write key: the HTTP Basic user name, else the body's `writeKey` (the body is read here,
+// once: invoke() takes req.json as it is).
+const writeKeyOf = (req: Req) => {
+  const basic = /^Basic\s+(\S+)$/i.exec(req.headers.authorization ?? '')?.[1]
+  const user = basic ? Buffer.from(basic, 'base64').toString('utf8').split(':')[0] : ''
+  if (user) return user
+  const body = (req.json ??= readJson(req))
+  const given = body !== null && typeof body === 'object' ? (body as { writeKey?: unknown }).writeKey : undefined
+  return typeof given === 'string' && given
+    ? given
+    : refuse(401, 'Give the API key as the Basic user name or as writeKey.')
+}
+
 // Synchronous unless the route needs the key store or its handler is async.
 const run =
   (route: Route, share: Share) =>
@@ -56,7 +69,8 @@ const run =
     if (route.auth === 'admin') authenticateAdmin(req, app)
     else if (route.auth !== 'none') {
       const rules = rulesFor(route.auth.key, app)
-      return authenticateKey(req, app, rules).then(({ accountId }) =>
+      const token = route.auth.segment ? writeKeyOf(req) : undefined
+      return authenticateKey(req, app, rules, token).then(({ accountId }) =>
         route.expensive ? share(route, req, app, accountId) : checked(route, req, app),
       )
     }
@@ -67,7 +81,7 @@ const run =
 // handler (also used by the CLI).
 export const invoke = (route: Route, req: Req, app: App) => {
   if (route.query) req.queryInput = parseQuery(route.query, req.query)
-  if (route.body) req.input = parse(route.body, (req.json = readJson(req)))
+  if (route.body) req.input = parse(route.body, (req.json ??= readJson(req)))
   return route.handler(req, app)
 }
 

@@ -8,6 +8,7 @@ import { runErasure } from '../privacy/erasures.ts'
 import { purgeExpired } from '../privacy/retention.ts'
 import { recomputeSegments } from '../segments/members.ts'
 import { applyEventsOfAccount } from '../tracking/apply.ts'
+import { applySegmentOfAccount } from '../tracking/segment-apply.ts'
 import { countEvents } from '../tracking/counts.ts'
 import { processReceivedUpload } from '../uploads/process.ts'
 import { deliverWebhook } from '../webhooks/deliver.ts'
@@ -23,6 +24,7 @@ const task =
 const runs: Record<(typeof TASKS)[keyof typeof TASKS], Run> = {
   [TASKS.processUpload]: task(processReceivedUpload),
   [TASKS.applyEvents]: task(applyEventsOfAccount),
+  [TASKS.applySegment]: task(applySegmentOfAccount),
   [TASKS.countEvents]: task(countEvents),
   [TASKS.scoreRecords]: task(scoreRecordsTask),
   [TASKS.scoreDaily]: task(scoreDailyRun),

@@ -69,6 +69,13 @@ export const eraseStaged = async (tx: Tx, accountId: number) => {
         or e.contact_external_id = ${ids(tx, 'erase_contacts', 'external_id')}
         or e.customer_id = ${customerIds} or e.contact_id = ${contactIds})`,
     ),
+    // Segment messages, applied or waiting (pending identifies), carry the ids and the traits.
+    segment_messages: await deleted(
+      tx,
+      tx`delete from segment_messages m where m.account_id = ${accountId} and (
+        m.group_id = ${ids(tx, 'erase_customers', 'external_id')}
+        or m.user_id = ${ids(tx, 'erase_contacts', 'external_id')})`,
+    ),
     tracked_keys: await deleted(
       tx,
       tx`delete from tracked_keys k where k.account_id = ${accountId} and (

@@ -1,4 +1,6 @@
 import type { App } from '../context.ts'
+import type { PendingQuery, Row } from 'postgres'
+import type { Sql } from '../db/client.ts'
 import { definitionsSql } from '../catalog/properties.ts'
 import { applyEventsJobSql, applyJobKey } from '../db/jobs.ts'
 import { DATE_RULE } from '../dates.ts'
@@ -32,33 +34,30 @@ const store = (app: App, accountId: number, trackerKey: string, events: string) 
     where a.key_ok and a.set_up and not exists (select 1 from bad)
     order by x.i
     returning id
-  ), waiting as (
-    select 1 from graphile_worker._private_jobs where key = ${applyJobKey(accountId)}::text
-      and is_available for key share skip locked -- one a worker is taking counts as not waiting
-  ), j as (
-    select ${applyEventsJobSql(app.sql, accountId)}
-    where exists (select 1 from e) and not exists (select 1 from waiting)
-  )
+  ), ${jobUnlessWaiting(app.sql, applyJobKey(accountId), applyEventsJobSql(app.sql, accountId))}
   select a.key_ok, a.set_up, (select count(*) from j)::int as jobs, -- reading j is what runs add_job
     (select json_agg(json_build_array(i, level, key) order by i, level, key) from bad) as bad_dates
   from a`
+
+// The CTEs `waiting` and `j` of an intake statement: j adds the job (SQL) when the statement's CTE `e`
+// inserted a row and no job of its key waits. Reading j is what runs add_job.
+export const jobUnlessWaiting = (sql: Sql, key: string, job: PendingQuery<Row[]>) => sql`
+  waiting as (
+    select 1 from graphile_worker._private_jobs where key = ${key}::text
+      and is_available for key share skip locked -- one a worker is taking counts as not waiting
+  ), j as (
+    select ${job} where exists (select 1 from e) and not exists (select 1 from waiting)
+  )`
 
 // Two requests that began just before a worker took the waiting job both lock its row, find it
 // taken on re-check (the lock stays), and both add a job, whose add_jobs clears the taken job's key
 // under each other's lock: PostgreSQL aborts one with a deadlock. The statement is all or nothing,
 // so it is simply run again.
-const storeRetrying = async (
-  app: App,
-  accountId: number,
-  trackerKey: string,
-  events: string,
-  attempts = 3,
-): Promise<Awaited<ReturnType<typeof store>>> => {
+export const retryingDeadlock = async <T>(statement: () => Promise<T>, attempts = 3): Promise<T> => {
   try {
-    return await store(app, accountId, trackerKey, events)
+    return await statement()
   } catch (err) {
-    if (sqlState(err) === SQLSTATE.DEADLOCK_DETECTED && attempts > 1)
-      return storeRetrying(app, accountId, trackerKey, events, attempts - 1)
+    if (sqlState(err) === SQLSTATE.DEADLOCK_DETECTED && attempts > 1) return retryingDeadlock(statement, attempts - 1)
     throw err
   }
 }
@@ -66,7 +65,7 @@ const storeRetrying = async (
 // Appends checked events (a JSON array text, eventsToStore) and makes sure they will be applied.
 // A trackerKey of another account, or an account without a tracking domain, is 403.
 export const receiveEvents = async (app: App, accountId: number, trackerKey: string, events: string) => {
-  const [account] = await storeRetrying(app, accountId, trackerKey, events)
+  const [account] = await retryingDeadlock(() => store(app, accountId, trackerKey, events))
   if (!account?.key_ok) refuse(403, "The trackerKey is not the tracker key of this API key's account.")
   if (!account.set_up) refuse(403, 'Tracking is not set up for this account: add a tracking domain first.')
   const bad = (account.bad_dates ?? []) as [number, string, string][]

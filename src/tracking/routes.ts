@@ -5,6 +5,9 @@ import { listEvents } from './events.ts'
 import { receiveEvents } from './intake.ts'
 import { liftSuppression, listSuppressions, Suppression } from './suppressions.ts'
 import { EventQuery, Events, eventsToStore, TrackAccepted, TrackBody } from './schemas.ts'
+import { receiveSegment, TYPES } from './segment.ts'
+import { IngestStatus, SegmentAccepted, SegmentBatch, SegmentMessage } from './segment-schemas.ts'
+import { ingestStatus } from './segment-status.ts'
 
 export const trackingRoutes: Route[] = [
   // The latest events tracked for one external id (matched to a customer or not), for the key's account.
@@ -58,6 +61,64 @@ export const trackingRoutes: Route[] = [
     handler: async (req, app) =>
       ok(await listEvents(app.sql, await accountIn(req, app), req.queryInput.customer, req.queryInput.limit)),
   }),
+  route({
+    method: 'GET',
+    path: '/api/v1/ingest/status',
+    auth: { key: 'track' },
+    name: 'ingest-status',
+    tag: 'tracking',
+    summary: "The account's Segment ingest: counts by type and by reason dropped, dropped trait keys, last errors",
+    reply: { status: 200, body: IngestStatus },
+    handler: async (req, app) => ok(await ingestStatus(app.sql, req.auth.accountId)),
+  }),
+  route({
+    method: 'GET',
+    path: '/admin/v1/accounts/:id/ingest',
+    auth: 'admin',
+    name: 'account-ingest-status',
+    tag: 'admin',
+    summary: "An account's Segment ingest: counts by type and by reason dropped, dropped trait keys, last errors",
+    reply: { status: 200, body: IngestStatus },
+    handler: async (req, app) => ok(await ingestStatus(app.sql, await accountIn(req, app))),
+  }),
+]
+
+// The Segment HTTP Tracking API (docs/api.md, "Segment-compatible ingest"): what Segment's and
+// RudderStack's SDKs send, unchanged. Size limits and unreadable JSON are 400s; a problem in one
+// message is counted in the ingest status, never a refusal.
+export const segmentApiRoutes: Route[] = [
+  route({
+    method: 'POST',
+    path: '/v1/batch',
+    auth: { key: 'track', segment: true },
+    body: SegmentBatch,
+    name: 'segment-batch',
+    tag: 'tracking',
+    summary: 'Segment HTTP Tracking API: a batch of messages (200 once stored; applied in the background)',
+    reply: { status: 200, body: SegmentAccepted },
+    example: {
+      batch: [
+        { type: 'group', messageId: 'm-1', userId: 'pat', groupId: 'acme-1', traits: { name: 'Acme', plan: 'pro' } },
+        { type: 'track', messageId: 'm-2', userId: 'pat', event: 'report.exported', properties: { rows: 12 } },
+      ],
+    },
+    handler: async (req, app) =>
+      ok(await receiveSegment(app, req.auth.accountId, req.body.length, req.input.batch, undefined, req.input)),
+  }),
+  ...TYPES.map((type) =>
+    route({
+      method: 'POST',
+      path: `/v1/${type}`,
+      auth: { key: 'track', segment: true },
+      body: SegmentMessage,
+      name: `segment-${type}`,
+      tag: 'tracking',
+      summary: `Segment HTTP Tracking API: one ${type} message (200 once stored; applied in the background)`,
+      reply: { status: 200, body: SegmentAccepted },
+      handler: async (req, app) =>
+        ok(await receiveSegment(app, req.auth.accountId, req.body.length, [req.input], type)),
+    }),
+  ),
 ]
 
 // Suppressions of erased people (tracking/suppressions.ts), listed after every older row of the table.

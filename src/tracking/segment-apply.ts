@@ -1,0 +1,312 @@
+import type { App } from '../context.ts'
+import { definitionsSql } from '../catalog/properties.ts'
+import type { Tx } from '../db/client.ts'
+import {
+  type AccountPayload,
+  addJobs,
+  addRecomputeSegments,
+  applyEventsJob,
+  applySegmentJob,
+  scoreRecordsJobs,
+} from '../db/jobs.ts'
+import { lockRecordsIn } from '../db/locks.ts'
+import { segmentApplied, segmentDropped } from '../metrics.ts'
+import { countDropped, suppressedSql } from './suppressions.ts'
+
+// The apply job of Segment messages (segment.ts stores them): one account's messages in id order,
+// in batches, each batch one transaction, set-based. Within a batch the groups go first (customers,
+// and the contacts they name), then the identifies (contacts), then the tracks (tracked events, which
+// the tracker's own apply job matches and counts like any other: tracking/apply.ts). Later messages
+// win, in the order received. docs/api.md ("Segment-compatible ingest") is the mapping this implements.
+
+export const MESSAGES_PER_BATCH = 5000
+export const SEGMENT_BATCHES_PER_JOB = 4
+// An identify of an unknown contact of no known customer waits (status pending) for a group naming
+// its user, at most PENDING_MAX an account and PENDING_HOURS long; then it is dropped, counted.
+export const PENDING_MAX = 10_000
+export const PENDING_HOURS = 24
+// Messages done are kept this long: the window within which a messageId deduplicates.
+export const KEEP_DAYS = 7
+// Dropped trait keys are counted by name for at most this many distinct names an account.
+export const MAX_KEY_NAMES = 200
+
+const accountLock = (tx: Tx, accountId: number) =>
+  tx`select pg_advisory_xact_lock(hashtextextended('apply_segment:' || ${accountId}::text, 0))`
+
+// The batch: the next messages received, and the pending identifies of every user they name (a group
+// or identify may now place them). `status` is the outcome, null until decided.
+const stage = async (tx: Tx, accountId: number) => {
+  await tx`
+    create temp table stage_seg on commit drop as
+    select id, message_id, type, user_id, group_id, event, occurred_at, traits, properties, reason, detail,
+      false as was_pending, case when reason is not null then 'dropped' end as status
+    from segment_messages where account_id = ${accountId} and status = 'received'
+    order by id limit ${MESSAGES_PER_BATCH}`
+  await tx`
+    insert into stage_seg
+    select id, message_id, type, user_id, group_id, event, occurred_at, traits, properties, null, null, true, null
+    from segment_messages where account_id = ${accountId} and status = 'pending'
+      and user_id = any(array(select user_id from stage_seg where status is null and type in ('group', 'identify')))`
+  // A temporary table has no statistics until analyzed: without them each join below was planned blind.
+  await tx`analyze stage_seg`
+}
+
+// THE place where a staged message is admitted or refused before anything is written for it: every
+// record and event a Segment message creates or changes comes from a message this leaves undecided.
+// An account whose records another source of truth owns (FILE, an integration) gets nothing written.
+const admit = async (tx: Tx, accountId: number) => {
+  await tx`
+    update stage_seg s set status = 'dropped', reason = 'source_of_truth'
+    from accounts a
+    where a.id = ${accountId} and a.source_of_truth <> 'API' and s.status is null
+      and s.type in ('group', 'identify', 'track')`
+  await tx`update stage_seg set status = 'ignored' where status is null and type in ('page', 'screen', 'alias')`
+  // A message naming an erased customer (groupId) or contact (userId) is dropped whole and counted on
+  // its suppression, so an SDK that still sends it does not bring the person back.
+  await tx`
+    with gone as (
+      update stage_seg s set status = 'dropped', reason = 'suppressed'
+      where s.status is null and s.type in ('group', 'identify', 'track')
+        and exists (select 1 from suppressions where account_id = ${accountId})
+        and ${suppressedSql(tx, accountId, tx`s.group_id`, tx`s.user_id`)}
+      returning s.group_id, s.user_id
+    ) ${countDropped(tx, accountId, tx`select group_id, user_id from gone`)}`
+}
+
+// Each trait of an admitted group (customer) or identify (contact): `name` (a text of 1 to 255
+// characters), an attribute (a codename of the entity, custom or system, with a value of its type by
+// the one value rule), invalid (its type is wrong), or dropped (no such attribute).
+const classifyTraits = (tx: Tx, accountId: number) => tx`
+  create temp table stage_traits on commit drop as
+  select s.id, s.type, x.entity, d.key, d.value,
+    case
+      when d.key = 'name' then
+        case when jsonb_typeof(d.value) = 'string' and length(d.value #>> '{}') between 1 and 255
+          then 'name' else 'invalid' end
+      when p.codename is null then 'dropped'
+      when fits_type(d.value, p.type) then 'attribute'
+      else 'invalid'
+    end as kind,
+    case when d.key = 'name' then 'text of 1 to 255 characters' when p.type = 'date' then 'YYYY-MM-DD'
+      else p.type end as expected
+  from stage_seg s
+    cross join lateral (select case when s.type = 'group' then 'customer' else 'contact' end as entity) x
+    cross join jsonb_each(case when jsonb_typeof(s.traits) = 'object' then s.traits end) d
+    left join ${definitionsSql(tx, accountId)} p on p.entity = x.entity and p.kind = 'attribute'
+      and p.codename = d.key
+  where s.status is null and s.type in ('group', 'identify')`
+
+// The latest value of each name and attribute trait per record (by external id), folded.
+const latestTraits = (tx: Tx, entity: 'customer' | 'contact', idColumn: 'group_id' | 'user_id') => tx`
+  select ext, max(value #>> '{}') filter (where kind = 'name') as name,
+    coalesce(jsonb_object_agg(key, value) filter (where kind = 'attribute'), '{}') as attributes
+  from (
+    select distinct on (s.${tx(idColumn)}, t.key) s.${tx(idColumn)} as ext, t.key, t.value, t.kind
+    from stage_traits t join stage_seg s on s.id = t.id
+    where t.entity = ${entity} and t.kind in ('name', 'attribute') and s.status is null
+    order by s.${tx(idColumn)}, t.key, s.id desc
+  ) latest
+  group by ext`
+
+// Groups: the customers, created when missing, then named and given their attributes.
+const applyGroups = async (tx: Tx, accountId: number) => {
+  const created = await tx`
+    insert into customers (account_id, external_id)
+    select distinct ${accountId}::bigint, group_id from stage_seg where status is null and type = 'group'
+    on conflict (account_id, external_id) do nothing
+    returning service_id`
+  await lockRecordsIn(
+    tx,
+    'customers',
+    accountId,
+    tx`select service_id from customers where account_id = ${accountId}
+      and external_id = any(array(select group_id from stage_seg where status is null and type = 'group'))`,
+  )
+  const updated = await tx`
+    update customers c set name = coalesce(f.name, c.name),
+      attributes = jsonb_strip_nulls(c.attributes || f.attributes), updated_at = now()
+    from (${latestTraits(tx, 'customer', 'group_id')}) f
+    where c.account_id = ${accountId} and c.external_id = f.ext
+    returning c.service_id`
+  return [...created, ...updated].map((r) => r.service_id as number)
+}
+
+// The user each admitted group names belongs to its customer (the latest group): a contact is created
+// under it when missing; an identify of an unknown contact whose context.groupId names a known
+// customer creates it there. Identifies of users still unknown wait (pending), within PENDING_MAX.
+const createContacts = (tx: Tx, accountId: number) => tx`
+  insert into contacts (account_id, external_id, customer_id)
+  select distinct on (s.user_id) ${accountId}::bigint, s.user_id, c.service_id
+  from stage_seg s join customers c on c.account_id = ${accountId} and c.external_id = s.group_id
+  where s.status is null and s.type in ('group', 'identify') and s.user_id is not null
+  order by s.user_id, (s.type = 'group') desc, s.id desc
+  on conflict (account_id, external_id) do nothing
+  returning service_id`
+
+const parkIdentifies = (tx: Tx, accountId: number) => tx`
+  with waiting as (
+    select s.id, row_number() over (order by s.id) + (
+      select count(*) from segment_messages m where m.account_id = ${accountId} and m.status = 'pending'
+        and not exists (select 1 from stage_seg p where p.id = m.id)) as place
+    from stage_seg s
+    where s.status is null and s.type = 'identify'
+      and not exists (select 1 from contacts t where t.account_id = ${accountId} and t.external_id = s.user_id)
+  )
+  update stage_seg s set status = case when w.place <= ${PENDING_MAX} then 'pending' else 'dropped' end,
+    reason = case when w.place <= ${PENDING_MAX} then null else 'pending_full' end
+  from waiting w where s.id = w.id`
+
+const applyContacts = async (tx: Tx, accountId: number) => {
+  const created = await createContacts(tx, accountId)
+  await parkIdentifies(tx, accountId)
+  await lockRecordsIn(
+    tx,
+    'contacts',
+    accountId,
+    tx`select service_id from contacts where account_id = ${accountId} and external_id = any(array(
+      select user_id from stage_seg where status is null and type in ('group', 'identify')))`,
+  )
+  const moved = await tx`
+    update contacts t set customer_id = c.service_id, updated_at = now()
+    from (select distinct on (user_id) user_id, group_id from stage_seg
+          where status is null and type = 'group' and user_id is not null order by user_id, id desc) g
+      join customers c on c.account_id = ${accountId} and c.external_id = g.group_id
+    where t.account_id = ${accountId} and t.external_id = g.user_id and t.customer_id <> c.service_id
+    returning t.service_id`
+  const updated = await tx`
+    update contacts t set name = coalesce(f.name, t.name),
+      attributes = jsonb_strip_nulls(t.attributes || f.attributes), updated_at = now()
+    from (${latestTraits(tx, 'contact', 'user_id')}) f
+    where t.account_id = ${accountId} and t.external_id = f.ext
+    returning t.service_id`
+  return [...created, ...moved, ...updated].map((r) => r.service_id as number)
+}
+
+// Tracks: tracked events under context.groupId, or else the user's customer; with neither, dropped.
+// `properties` are the event's data.properties (the tracker applies data.customer and data.contact as
+// attributes, which properties must never become).
+const applyTracks = async (tx: Tx, accountId: number) => {
+  await tx`
+    update stage_seg s set group_id = c.external_id
+    from contacts t join customers c on c.account_id = t.account_id and c.service_id = t.customer_id
+    where s.status is null and s.type = 'track' and s.group_id is null
+      and t.account_id = ${accountId} and t.external_id = s.user_id`
+  await tx`update stage_seg set status = 'dropped', reason = 'no_customer'
+    where status is null and type = 'track' and group_id is null`
+  const [{ n }] = await tx`
+    with e as (
+      insert into tracking_events (account_id, name, occurred_at, customer_external_id, contact_external_id, data)
+      select ${accountId}, event, occurred_at, group_id, user_id,
+        case when properties is not null then jsonb_build_object('properties', properties) end
+      from stage_seg where status is null and type = 'track' order by id
+      returning 1
+    ) select count(*)::int as n from e`
+  if (n > 0) await addJobs(tx, [applyEventsJob(accountId)])
+  return n as number
+}
+
+// The outcome of every staged message, written back: applied unless decided otherwise, and a trait of
+// the wrong type named (invalid_trait) on a message applied or pending all the same.
+const settle = async (tx: Tx, accountId: number) => {
+  await tx`update stage_seg set status = 'applied' where status is null`
+  await tx`
+    update stage_seg s set reason = 'invalid_trait', detail = left(b.detail, 300)
+    from (select id, string_agg(format('traits.%s: must be %s', key, expected), '; ' order by key) as detail
+          from stage_traits where kind = 'invalid' group by id) b
+    where s.id = b.id and s.reason is null`
+  await tx`
+    update segment_messages m set status = s.status, reason = s.reason, detail = s.detail,
+      -- A suppressed message keeps its messageId (deduplication) but nothing that names the person.
+      user_id = case when s.reason = 'suppressed' then null else m.user_id end,
+      group_id = case when s.reason = 'suppressed' then null else m.group_id end,
+      traits = case when s.reason = 'suppressed' then null else m.traits end,
+      properties = case when s.reason = 'suppressed' then null else m.properties end
+    from stage_seg s
+    where m.account_id = ${accountId} and m.id = any(array(select id from stage_seg)) and m.id = s.id`
+}
+
+// The account's running counts, each message counted once (a pending one when first staged), and
+// what pending identifies expired.
+const count = (tx: Tx, accountId: number) => tx`
+  with expired as (
+    update segment_messages set status = 'dropped', reason = 'pending_expired'
+    where account_id = ${accountId} and status = 'pending'
+      and received_at < now() - make_interval(hours => ${PENDING_HOURS})
+    returning type, status, reason
+  ), first as (
+    select id, type, status, reason from stage_seg where not was_pending
+  ), counts as (
+    select 'type' as kind, type as key, count(*) as n from first group by type
+    union all
+    select 'reason', reason, count(*) from (select reason from first union all select reason from expired) r
+    where reason is not null group by reason
+    union all
+    select t.entity || '_key', t.key, count(*) from stage_traits t join first f on f.id = t.id
+    where t.kind = 'dropped' group by 1, 2
+  ), known as (
+    select count(*) as n from segment_counts
+    where account_id = ${accountId} and kind in ('customer_key', 'contact_key')
+  ), added as (
+    insert into segment_counts (account_id, kind, key, count)
+    select ${accountId}, kind, key, n from counts c
+    where c.kind in ('type', 'reason') or (select n from known) < ${MAX_KEY_NAMES}
+      or exists (select 1 from segment_counts k where k.account_id = ${accountId} and k.kind = c.kind and k.key = c.key)
+    on conflict (account_id, kind, key) do update set count = segment_counts.count + excluded.count
+  )
+  select coalesce(json_agg(o), '[]') as outcomes
+  from (select type, status, reason, count(*)::int as n
+        from (select type, status, reason from stage_seg where status <> 'pending' or not was_pending
+              union all select type, status, reason from expired) x
+        group by 1, 2, 3) o`
+
+// Messages done, past the deduplication window, go, oldest first. Ids grow with the time received, so
+// they are a prefix of the account's messages: only its first rows are read, whatever the table holds.
+const forget = (tx: Tx, accountId: number) => tx`
+  delete from segment_messages where account_id = ${accountId} and id = any(array(
+    select id from (select id, received_at, status from segment_messages where account_id = ${accountId}
+                    order by id limit ${MESSAGES_PER_BATCH}) first
+    where received_at < now() - make_interval(days => ${KEEP_DAYS}) and status in ('applied', 'ignored', 'dropped')))`
+
+export const applySegment = async (tx: Tx, accountId: number) => {
+  await accountLock(tx, accountId)
+  await stage(tx, accountId)
+  await admit(tx, accountId)
+  await classifyTraits(tx, accountId)
+  await tx`analyze stage_traits`
+  const customers = await applyGroups(tx, accountId)
+  const contacts = await applyContacts(tx, accountId)
+  const events = await applyTracks(tx, accountId)
+  await settle(tx, accountId)
+  const [{ outcomes }] = await count(tx, accountId)
+  await forget(tx, accountId)
+  const [{ staged }] = await tx`select count(*) filter (where not was_pending)::int as staged from stage_seg`
+  await tx`drop table stage_seg, stage_traits`
+  await addJobs(tx, [
+    ...scoreRecordsJobs(accountId, 'customer', [...new Set(customers)]),
+    ...scoreRecordsJobs(accountId, 'contact', [...new Set(contacts)]),
+  ])
+  if (customers.length > 0) await addRecomputeSegments(tx, accountId)
+  return { staged: staged as number, customers: customers.length, contacts: contacts.length, events, outcomes }
+}
+
+type Outcome = { type: string; status: string; reason: string | null; n: number }
+
+// One transaction per batch; past SEGMENT_BATCHES_PER_JOB, a successor job takes the rest (the account's
+// queue runs its uploads between them). The counters count what committed.
+export const applySegmentOfAccount = async (app: App, { account_id: accountId }: AccountPayload) => {
+  let messages = 0
+  for (let batch = 1; ; batch++) {
+    const done = await app.sql.begin(async (tx) => {
+      const applied = await applySegment(tx, accountId)
+      const more = applied.staged === MESSAGES_PER_BATCH
+      if (more && batch === SEGMENT_BATCHES_PER_JOB) await addJobs(tx, [applySegmentJob(accountId)])
+      return { ...applied, more: more && batch < SEGMENT_BATCHES_PER_JOB }
+    })
+    for (const o of done.outcomes as Outcome[]) {
+      segmentApplied.inc({ type: o.type, outcome: o.status }, o.n)
+      if (o.reason) segmentDropped.inc({ reason: o.reason }, o.n)
+    }
+    messages += done.staged
+    if (!done.more) return { messages }
+  }
+}

@@ -1,0 +1,146 @@
+import { randomUUID } from 'node:crypto'
+import type { App } from '../context.ts'
+import { applySegmentJobSql, segmentJobKey } from '../db/jobs.ts'
+import { refuse } from '../errors.ts'
+import { segmentReceived } from '../metrics.ts'
+import { isObject, UNSTORABLE } from '../validate.ts'
+import { freeFormProblems } from '../values.ts'
+import { jobUnlessWaiting, retryingDeadlock } from './intake.ts'
+
+// The Segment HTTP Tracking API's intake (docs/api.md, "Segment-compatible ingest"): each message is
+// read here into a row of segment_messages, one statement stores them all with the job that applies
+// them (segment-apply.ts), and a 200 means both are committed. What is wrong with one message is its
+// `reason`, counted when the job drops it; only the size limits and unreadable JSON fail a request.
+
+export const MAX_MESSAGE_BYTES = 32 * 1024
+export const MAX_BATCH_BYTES = 500 * 1024
+export const TYPES = ['identify', 'group', 'track', 'page', 'screen', 'alias'] as const
+export type SegmentType = (typeof TYPES)[number]
+const MAX_ID = 255
+// The tracker's bounds on an event's time (tracking/schemas.ts): 2000-01-01 up to 2100-01-01.
+const MIN_TIME = Date.UTC(2000, 0, 1)
+const MAX_TIME = Date.UTC(2100, 0, 1)
+
+interface Row {
+  message_id: string
+  type: string
+  user_id: string | null
+  group_id: string | null
+  event: string | null
+  occurred_at: string
+  traits: unknown
+  properties: unknown
+  reason: string | null
+  detail: string | null
+}
+
+// Batch-level fields a message may lack: sentAt, and context (context.groupId).
+export interface BatchDefaults {
+  sentAt?: unknown
+  context?: unknown
+}
+
+const text = (x: unknown) =>
+  (typeof x === 'string' && x.length > 0) || (typeof x === 'number' && Number.isFinite(x)) ? String(x) : null
+const time = (x: unknown) => (typeof x === 'string' ? Date.parse(x) : Number.NaN)
+const firstProblem = (m: unknown) => {
+  const [p] = freeFormProblems(m)
+  return p && `${p.path}: ${p.message}`
+}
+
+// The message as its row, with the first reason found why it cannot be applied. The event's time
+// is Segment's: receivedAt - (sentAt - timestamp); none given, the time it was received.
+const toRow = (m: unknown, pathType: SegmentType | undefined, batch: BatchDefaults, receivedAt: number): Row => {
+  const msg = isObject(m) ? m : {}
+  const id = text(msg.messageId)
+  const type = pathType ?? (typeof msg.type === 'string' ? msg.type : '')
+  const context = isObject(msg.context) ? msg.context : isObject(batch.context) ? batch.context : {}
+  const userId = text(msg.userId)
+  const groupId = text(type === 'group' ? msg.groupId : context.groupId)
+  const event = type === 'track' ? text(msg.event) : null
+  const traits = type === 'identify' ? (msg.traits ?? context.traits) : type === 'group' ? msg.traits : null
+  const stamp = msg.timestamp ?? msg.originalTimestamp
+  const sent = time(msg.sentAt ?? batch.sentAt)
+  const at = stamp === undefined ? receivedAt : Number.isFinite(sent) ? receivedAt - (sent - time(stamp)) : time(stamp)
+  const why = (): [string, string | null] | null => {
+    if (!isObject(m)) return ['not_an_object', null]
+    if (!(TYPES as readonly string[]).includes(type)) return ['unknown_type', `type: ${String(type).slice(0, 40)}`]
+    const invalid = firstProblem(m)
+    if (invalid) return ['invalid_value', invalid]
+    for (const [name, value] of [
+      ['messageId', id],
+      ['userId', userId],
+      ['groupId', groupId],
+      ['event', event],
+    ] as const)
+      if (value !== null && value.length > MAX_ID) return ['invalid_field', `${name}: at most ${MAX_ID} characters`]
+    if (traits != null && !isObject(traits)) return ['invalid_field', 'traits: must be an object']
+    if (type === 'track' && msg.properties != null && !isObject(msg.properties))
+      return ['invalid_field', 'properties: must be an object']
+    if (!(at >= MIN_TIME && at < MAX_TIME))
+      return ['invalid_timestamp', 'timestamp (corrected by sentAt): an ISO-8601 time from 2000 to 2099']
+    if (type === 'group' && groupId === null) return ['missing_group_id', null]
+    if ((type === 'identify' || type === 'track') && userId === null)
+      return text(msg.anonymousId) === null ? ['missing_user_id', null] : ['anonymous_only', null]
+    if (type === 'track' && event === null) return ['missing_event', null]
+    return null
+  }
+  const [reason, detail] = why() ?? [null, null]
+  return {
+    // A message without a (storable) messageId cannot be sent twice: it takes one of its own.
+    message_id: id !== null && id.length <= MAX_ID && !UNSTORABLE.test(id) ? id : randomUUID(),
+    type: reason === 'not_an_object' || reason === 'unknown_type' ? 'unknown' : type,
+    user_id: reason ? null : userId,
+    group_id: reason ? null : groupId,
+    event: reason ? null : event,
+    occurred_at: new Date(reason ? receivedAt : at).toISOString(),
+    traits: reason ? null : (traits ?? null),
+    properties: reason || type !== 'track' ? null : (msg.properties ?? null),
+    reason,
+    detail: detail && !UNSTORABLE.test(detail) ? detail.slice(0, 300) : null,
+  }
+}
+
+// One statement: the rows not yet received (messageId), and the apply job unless one waits.
+const store = (app: App, accountId: number, rows: string) => app.sql`
+  with x as (
+    select m, i from jsonb_array_elements(${rows}::text::jsonb) with ordinality as t(m, i)
+  ), e as (
+    insert into segment_messages (account_id, message_id, type, user_id, group_id, event, occurred_at, traits,
+      properties, reason, detail)
+    select ${accountId}, m->>'message_id', m->>'type', m->>'user_id', m->>'group_id', m->>'event',
+      (m->>'occurred_at')::timestamptz, nullif(m->'traits', 'null'), nullif(m->'properties', 'null'),
+      m->>'reason', m->>'detail'
+    from x order by i
+    on conflict (account_id, message_id) do nothing
+    returning 1
+  ), ${jobUnlessWaiting(app.sql, segmentJobKey(accountId), applySegmentJobSql(app.sql, accountId))}
+  select (select count(*) from e)::int as stored, (select count(*) from j)::int as jobs`
+
+const bytes = (s: string) => (s.length * 3 > MAX_MESSAGE_BYTES ? Buffer.byteLength(s) : s.length)
+
+// The messages of one request (a batch, or one call whose path names its type), refused whole only
+// past the size limits, as Segment refuses: 500 KB a request, 32 KB a message.
+export const receiveSegment = async (
+  app: App,
+  accountId: number,
+  bodyBytes: number,
+  messages: unknown[],
+  pathType?: SegmentType,
+  batch: BatchDefaults = {},
+) => {
+  if (bodyBytes > MAX_BATCH_BYTES) refuse(400, `A batch may take at most ${MAX_BATCH_BYTES} bytes.`)
+  const texts = messages.map((m) => JSON.stringify(m) ?? 'null')
+  const big = texts.findIndex((t) => bytes(t) > MAX_MESSAGE_BYTES)
+  if (big >= 0) {
+    const path = pathType ? '' : `/batch/${big}`
+    refuse(400, 'A message is too large.', [{ path, message: `At most ${MAX_MESSAGE_BYTES} bytes of JSON.` }])
+  }
+  const receivedAt = Date.now()
+  const rows = messages.map((m) => toRow(m, pathType, batch, receivedAt))
+  const [{ stored }] = await retryingDeadlock(() => store(app, accountId, JSON.stringify(rows)))
+  const byType = new Map<string, number>([['duplicate', rows.length - stored]])
+  for (const { type } of rows) byType.set(type, (byType.get(type) ?? 0) + 1)
+  for (const [type, n] of byType) if (n) segmentReceived.inc({ type }, n)
+  return { success: true as const }
+}

@@ -1,0 +1,344 @@
+// The Segment HTTP Tracking API (issue 33): the real SDKs, unmodified, pointed at the running
+// service, then the public API; and the semantics Segment's users rely on, over raw HTTP.
+import assert from 'node:assert/strict'
+import { gzipSync } from 'node:zlib'
+import { after, before, test } from 'node:test'
+import { Analytics } from '@segment/analytics-node'
+import RudderAnalytics from '@rudderstack/rudder-sdk-node'
+import { countAccountEvents } from '../src/tracking/counts.ts'
+import { KEEP_DAYS, PENDING_HOURS } from '../src/tracking/segment-apply.ts'
+import { scoredAccount } from './helpers/fixtures.ts'
+import { hostileRecords } from './helpers/hostile.ts'
+import { startTestService, type TestService } from './helpers/service.ts'
+
+let s: TestService
+before(async () => {
+  s = await startTestService({ trackRateLimit: 100_000, logLevel: 'error' })
+})
+after(() => s.stop())
+
+type Account = Awaited<ReturnType<typeof scoredAccount>>
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))
+const basic = (token: string) => `Basic ${Buffer.from(`${token}:`).toString('base64')}`
+const post = (a: Account, path: string, body: unknown, headers: Record<string, string> = {}) =>
+  s.call('POST', path, body, { authorization: basic(a.token), ...headers })
+const status = async (a: Account) => {
+  const res = await a.api('/api/v1/ingest/status', undefined, 'GET')
+  assert.equal(res.status, 200, JSON.stringify(res.body))
+  return res.body
+}
+
+// Applied: no message of the account waits for the Segment apply job, and no tracked event for the
+// tracker's.
+const settled = async (accountId: number, timeoutMs = 30_000) => {
+  const deadline = Date.now() + timeoutMs
+  for (;;) {
+    const [{ n }] = await s.sql`
+      select (select count(*) from segment_messages where account_id = ${accountId} and status = 'received')
+        + (select count(*) from tracking_events where account_id = ${accountId} and status = 'received') as n`
+    if (Number(n) === 0) return
+    if (Date.now() > deadline) throw new Error(`account ${accountId}: ${n} messages or events not applied`)
+    await sleep(50)
+  }
+}
+
+// What every SDK test checks through the public API: the customer and contact with their traits as
+// attributes, the events in the customer's events, and after the daily aggregation the counts as
+// metrics that scoring reads (logins is the customer model's engagement metric).
+const checkPublicApi = async (a: Account, customer: string, contact: string, logins: number) => {
+  await settled(a.id)
+  const c = await a.api(`/api/v1/customer/${customer}`, undefined, 'GET')
+  assert.equal(c.status, 200, JSON.stringify(c.body))
+  assert.equal(c.body.name, 'Acme Inc')
+  assert.deepEqual(c.body.properties, { country: 'DE', has_sso: true })
+  const p = await a.api(`/api/v1/customer/${customer}/contact/${contact}`, undefined, 'GET')
+  assert.equal(p.status, 200, JSON.stringify(p.body))
+  assert.equal(p.body.name, 'Pat Doe')
+  assert.deepEqual(p.body.properties, { role: 'admin' })
+  const events = await a.api(`/api/v1/customer/${customer}/events`, undefined, 'GET')
+  assert.equal(events.status, 200)
+  assert.equal(events.body.by_status.applied, logins, JSON.stringify(events.body))
+  assert.ok(events.body.events.every((e: any) => e.name === 'logins' && e.identification.contact === contact))
+  assert.deepEqual(events.body.events[0].data, { properties: { plan: 'pro' } })
+  await countAccountEvents(s.sql, a.id)
+  const deadline = Date.now() + 30_000
+  for (;;) {
+    const scored = await a.api(`/api/v1/customer/${customer}`, undefined, 'GET')
+    if (scored.body.properties.logins === logins && scored.body.engagementscore !== null) {
+      // -100 + 200 * logins / 40 on the model's 0..40 scale.
+      assert.equal(scored.body.engagementscore, Math.round(-100 + (200 * logins) / 40))
+      return
+    }
+    assert.ok(Date.now() < deadline, `not scored: ${JSON.stringify(scored.body)}`)
+    await sleep(100)
+  }
+}
+
+test('@segment/analytics-node: group, identify and track become a customer, a contact and counted events', async () => {
+  const a = await scoredAccount(s, 'Segment SDK')
+  const analytics = new Analytics({ writeKey: a.token, host: s.base, flushAt: 50, flushInterval: 50, maxRetries: 0 })
+  const failures: unknown[] = []
+  analytics.on('error', (err) => failures.push(err))
+  analytics.group({ userId: 'pat', groupId: 'acme', traits: { name: 'Acme Inc', country: 'DE', has_sso: true } })
+  analytics.identify({ userId: 'pat', traits: { name: 'Pat Doe', role: 'admin', email: 'pat@acme.test' } })
+  for (let i = 0; i < 3; i++) analytics.track({ userId: 'pat', event: 'logins', properties: { plan: 'pro' } })
+  await analytics.closeAndFlush()
+  assert.deepEqual(failures, [])
+  await checkPublicApi(a, 'acme', 'pat', 3)
+  const st = await status(a)
+  assert.deepEqual(st.by_type, { group: 1, identify: 1, track: 3 })
+  assert.deepEqual(st.dropped_key_names, [{ entity: 'contact', key: 'email', count: 1, did_you_mean: null }])
+})
+
+test('@rudderstack/rudder-sdk-node (gzip): group, identify and track likewise', async () => {
+  const a = await scoredAccount(s, 'Rudder SDK')
+  const client = new RudderAnalytics(a.token, {
+    dataPlaneUrl: s.base,
+    flushAt: 50,
+    flushInterval: 50,
+    logLevel: 'error',
+  })
+  const sent = (call: (done: (err?: Error) => void) => void) =>
+    new Promise<void>((resolve, reject) => call((err) => (err ? reject(err) : resolve())))
+  await Promise.all([
+    sent((done) =>
+      client.group(
+        { userId: 'sam', groupId: 'acme-r', traits: { name: 'Acme Inc', country: 'DE', has_sso: true } },
+        done,
+      ),
+    ),
+    sent((done) => client.identify({ userId: 'sam', traits: { name: 'Pat Doe', role: 'admin' } }, done)),
+    sent((done) => client.track({ userId: 'sam', event: 'logins', properties: { plan: 'pro' } }, done)),
+    sent((done) => client.track({ userId: 'sam', event: 'logins', properties: { plan: 'pro' } }, done)),
+  ])
+  await client.flush()
+  await checkPublicApi(a, 'acme-r', 'sam', 2)
+})
+
+test('messageId deduplicates within a batch and across batches, for KEEP_DAYS', async () => {
+  const a = await scoredAccount(s, 'Dedup')
+  const group = { type: 'group', messageId: 'g1', groupId: 'd1', traits: { name: 'D' } }
+  const track = (id: string) => ({
+    type: 'track',
+    messageId: id,
+    userId: 'u1',
+    event: 'logins',
+    context: { groupId: 'd1' },
+  })
+  for (const batch of [
+    [group, track('t1'), track('t1')],
+    [track('t1'), track('t2')],
+  ]) {
+    const res = await post(a, '/v1/batch', { batch })
+    assert.deepEqual([res.status, res.body], [200, { success: true }])
+  }
+  assert.equal((await post(a, '/v1/track', track('t2'))).status, 200)
+  await settled(a.id)
+  const events = await a.api('/api/v1/customer/d1/events', undefined, 'GET')
+  assert.equal(events.body.count, 2)
+  assert.deepEqual((await status(a)).by_type, { group: 1, track: 2 })
+  const metrics = (await s.call('GET', '/metrics')).body as string
+  assert.match(metrics, /service_segment_messages_received_total\{type="duplicate"\} [3-9]/)
+  // Past the window the messages done are forgotten (at the account's next apply), and the same
+  // messageId applies again.
+  await s.sql`update segment_messages set received_at = now() - make_interval(days => ${KEEP_DAYS + 1})
+    where account_id = ${a.id}`
+  await post(a, '/v1/page', { messageId: 'p1', userId: 'u1' })
+  await settled(a.id)
+  const left = await s.sql`select message_id from segment_messages where account_id = ${a.id}`
+  assert.deepEqual(
+    left.map((r) => r.message_id),
+    ['p1'],
+  )
+  await post(a, '/v1/track', track('t2'))
+  await settled(a.id)
+  assert.equal((await a.api('/api/v1/customer/d1/events', undefined, 'GET')).body.count, 3)
+})
+
+test('time: timestamp corrected for clock skew by sentAt; none takes the receive time', async () => {
+  const a = await scoredAccount(s, 'Skew')
+  const hour = 3_600_000
+  const now = Date.now()
+  // The client's clock runs an hour ahead: it stamped the event 10 minutes before it sent it.
+  const skewed = new Date(now + hour - 600_000).toISOString()
+  const res = await post(a, '/v1/batch', {
+    sentAt: new Date(now + hour).toISOString(),
+    batch: [
+      { type: 'group', groupId: 'k1' },
+      { type: 'track', userId: 'u', event: 'a', timestamp: skewed, context: { groupId: 'k1' } },
+      { type: 'track', userId: 'u', event: 'b', context: { groupId: 'k1' } },
+      { type: 'track', userId: 'u', event: 'c', timestamp: skewed, sentAt: skewed, context: { groupId: 'k1' } },
+    ],
+  })
+  assert.equal(res.status, 200)
+  await settled(a.id)
+  const events = (await a.api('/api/v1/customer/k1/events', undefined, 'GET')).body.events
+  const at = Object.fromEntries(events.map((e: any) => [e.name, e.timestamp - now]))
+  assert.ok(Math.abs(at.a + 600_000) < 5_000, `a: ${at.a}`)
+  assert.ok(Math.abs(at.b) < 5_000, `b: ${at.b}`)
+  assert.ok(Math.abs(at.c) < 5_000, `c (sent as stamped, per message): ${at.c}`)
+})
+
+test('limits: 32 KB a message, 500 KB and 2,500 messages a batch are 400s, and nothing is stored', async () => {
+  const a = await scoredAccount(s, 'Limits')
+  const big = (n: number) => ({ type: 'track', userId: 'u', event: 'e', properties: { x: 'x'.repeat(n) } })
+  assert.equal((await post(a, '/v1/track', big(32 * 1024))).status, 400)
+  assert.equal((await post(a, '/v1/batch', { batch: [big(10), big(33 * 1024)] })).status, 400)
+  const batch = Array.from({ length: 20 }, () => big(26 * 1024))
+  const over = await post(a, '/v1/batch', { batch })
+  assert.equal(over.status, 400, JSON.stringify(over.body))
+  assert.match(over.body.detail ?? over.body.title, /500|bytes/)
+  assert.equal((await post(a, '/v1/batch', { batch: batch.slice(0, 15) })).status, 200, 'just under both limits')
+  assert.equal((await post(a, '/v1/batch', '{"batch": [')).status, 400, 'not JSON')
+  const many = await post(a, '/v1/batch', { batch: Array.from({ length: 2501 }, () => ({})) })
+  assert.deepEqual([many.status, many.body.errors?.[0]?.path], [400, '/batch'], 'tiny messages by the thousand')
+  const [{ n }] = await s.sql`select count(*)::int as n from segment_messages where account_id = ${a.id}`
+  assert.equal(n, 15)
+})
+
+test('auth: Basic user or body writeKey; a bad or missing key is a 401', async () => {
+  const a = await scoredAccount(s, 'Auth')
+  const msg = { userId: 'u', event: 'e', context: { groupId: 'x' } }
+  assert.equal((await post(a, '/v1/track', msg)).status, 200)
+  assert.equal((await s.call('POST', '/v1/track', { ...msg, writeKey: a.token })).status, 200)
+  const gz = await fetch(`${s.base}/v1/batch`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', 'content-encoding': 'gzip' },
+    body: gzipSync(JSON.stringify({ batch: [msg], writeKey: a.token })),
+  })
+  assert.equal(gz.status, 200, await gz.text())
+  assert.equal((await s.call('POST', '/v1/track', msg)).status, 401)
+  assert.equal((await s.call('POST', '/v1/track', { ...msg, writeKey: 'nope' })).status, 401)
+  const forged = `sk_${a.id}_${'x'.repeat(32)}`
+  assert.equal((await s.call('POST', '/v1/batch', { batch: [msg] }, { authorization: basic(forged) })).status, 401)
+  const search = await s.admin('POST', `/accounts/${a.id}/keys`, { scopes: ['search'] })
+  assert.equal((await s.call('POST', '/v1/track', { ...msg, writeKey: search.body.token })).status, 403)
+})
+
+test('a FILE account: 200, nothing written, the reason counted', async () => {
+  const a = await scoredAccount(s, 'File')
+  assert.equal((await s.admin('PATCH', `/accounts/${a.id}`, { source_of_truth: 'FILE' })).status, 200)
+  const res = await post(a, '/v1/batch', {
+    batch: [
+      { type: 'group', groupId: 'f1', userId: 'u', traits: { name: 'F' } },
+      { type: 'identify', userId: 'u', traits: { name: 'U' } },
+      { type: 'track', userId: 'u', event: 'logins', context: { groupId: 'f1' } },
+    ],
+  })
+  assert.deepEqual([res.status, res.body], [200, { success: true }])
+  await settled(a.id)
+  const [{ n }] = await s.sql`select (select count(*) from customers where account_id = ${a.id})
+    + (select count(*) from contacts where account_id = ${a.id})
+    + (select count(*) from tracking_events where account_id = ${a.id}) as n`
+  assert.equal(Number(n), 0)
+  assert.deepEqual((await status(a)).by_reason, { source_of_truth: 3 })
+  const admin = await s.admin('GET', `/accounts/${a.id}/ingest`)
+  assert.deepEqual(admin.body.by_reason, { source_of_truth: 3 })
+})
+
+test('a pending identify is applied by a later group; pending ones expire, counted', async () => {
+  const a = await scoredAccount(s, 'Pending')
+  await post(a, '/v1/identify', { userId: 'late', traits: { name: 'Late Comer', role: 'viewer' } })
+  await post(a, '/v1/identify', { userId: 'never', traits: { name: 'Nobody' } })
+  await settled(a.id)
+  assert.deepEqual((await status(a)).by_status, { received: 0, pending: 2 })
+  await post(a, '/v1/group', { userId: 'late', groupId: 'p1', traits: { name: 'P' } })
+  await settled(a.id)
+  const p = await a.api('/api/v1/customer/p1/contact/late', undefined, 'GET')
+  assert.equal(p.status, 200, JSON.stringify(p.body))
+  assert.equal(p.body.name, 'Late Comer')
+  assert.deepEqual(p.body.properties, { role: 'viewer' })
+  // An identify with context.groupId of a known customer creates its contact at once.
+  await post(a, '/v1/identify', { userId: 'direct', traits: { name: 'Dee' }, context: { groupId: 'p1' } })
+  await settled(a.id)
+  assert.equal((await a.api('/api/v1/customer/p1/contact/direct', undefined, 'GET')).status, 200)
+  // The one still pending, made older than PENDING_HOURS, expires at the account's next apply.
+  await s.sql`update segment_messages set received_at = now() - make_interval(hours => ${PENDING_HOURS + 1})
+    where account_id = ${a.id} and status = 'pending'`
+  await post(a, '/v1/page', { userId: 'late', name: 'Home' })
+  await settled(a.id)
+  const st = await status(a)
+  assert.deepEqual(st.by_status, { received: 0, pending: 0 })
+  assert.deepEqual(st.by_reason, { pending_expired: 1 })
+  assert.deepEqual(st.by_type, { identify: 3, group: 1, page: 1 })
+})
+
+test('per-message problems do not fail the batch: counted by reason, named in the status and /metrics', async () => {
+  const a = await scoredAccount(s, 'Problems')
+  const res = await post(a, '/v1/batch', {
+    batch: [
+      { type: 'group', messageId: 'ok', groupId: 'x1', traits: { name: 'X', contry: 'DE', has_sso: 'yes' } },
+      { type: 'identify', messageId: 'no-user', traits: { name: 'N' } },
+      { type: 'identify', messageId: 'anon', anonymousId: 'a-1', traits: { name: 'N' } },
+      { type: 'track', messageId: 'no-event', userId: 'u', context: { groupId: 'x1' } },
+      { type: 'track', messageId: 'no-customer', userId: 'stranger', event: 'e' },
+      { type: 'group', messageId: 'no-group' },
+      { type: 'frobnicate', messageId: 'odd' },
+      { type: 'track', messageId: 'bad-time', userId: 'u', event: 'e', timestamp: 'yesterday' },
+      'not a message',
+      { type: 'alias', messageId: 'alias', userId: 'u', previousId: 'v' },
+      { type: 'screen', messageId: 'screen', userId: 'u', name: 'S' },
+    ],
+  })
+  assert.deepEqual([res.status, res.body], [200, { success: true }])
+  await settled(a.id)
+  const st = await status(a)
+  assert.deepEqual(st.by_reason, {
+    invalid_trait: 1,
+    missing_user_id: 1,
+    anonymous_only: 1,
+    missing_event: 1,
+    no_customer: 1,
+    missing_group_id: 1,
+    unknown_type: 1,
+    not_an_object: 1,
+    invalid_timestamp: 1,
+  })
+  assert.deepEqual(st.dropped_key_names, [{ entity: 'customer', key: 'contry', count: 1, did_you_mean: 'country' }])
+  const errors = Object.fromEntries(st.last_errors.map((e: any) => [e.message_id, e]))
+  assert.equal(errors.ok.reason, 'invalid_trait')
+  assert.equal(errors.ok.detail, 'traits.has_sso: must be boolean')
+  assert.equal(errors['no-customer'].reason, 'no_customer')
+  assert.equal(st.last_errors.length, 9)
+  const customer = await a.api('/api/v1/customer/x1', undefined, 'GET')
+  assert.deepEqual([customer.body.name, customer.body.properties], ['X', {}], 'the rest of the message applied')
+  const metrics = (await s.call('GET', '/metrics')).body as string
+  assert.match(metrics, /service_segment_dropped_total\{reason="no_customer"\} [1-9]/)
+  assert.match(metrics, /service_segment_messages_total\{type="alias",outcome="ignored"\} [1-9]/)
+})
+
+test('hostile messages from the hardening corpus: never a 5xx, every 200 applied without a failed job', async () => {
+  const a = await scoredAccount(s, 'Hostile')
+  for (const [i, c] of hostileRecords.entries()) {
+    const batch = [
+      {
+        type: 'group',
+        messageId: c.id,
+        groupId: c.id || `g${i}`,
+        userId: c.name,
+        traits: { name: c.name, country: c.country, plan_started: c.date },
+      },
+      { type: 'identify', messageId: `${c.id}i`, userId: c.name, traits: { name: c.title, [c.plan]: c.country } },
+      {
+        type: 'track',
+        messageId: `${c.id}t`,
+        userId: c.name,
+        event: c.title,
+        timestamp: c.date,
+        sentAt: c.plan,
+        properties: { [c.country]: c.plan },
+        context: { groupId: c.id },
+      },
+      { type: c.title, messageId: c.plan, userId: c.id },
+    ]
+    const answers = [
+      await post(a, '/v1/batch', { batch }),
+      await post(a, '/v1/track', batch[2]),
+      await s.call('POST', '/v1/identify', { ...batch[1], writeKey: c.name }),
+    ]
+    for (const res of answers) assert.ok(res.status < 500, `${i}: ${res.status} ${JSON.stringify(res.body)}`)
+  }
+  await settled(a.id, 60_000)
+  const failed = await s.sql`select task_identifier, last_error from graphile_worker.jobs where last_error is not null`
+  assert.equal(failed.length, 0, JSON.stringify(failed))
+})
