@@ -2,21 +2,23 @@ import { html } from 'htm/preact'
 import { useState } from 'preact/hooks'
 import type { Condition, Filter } from './api.ts'
 
-// The search API's fields that every account has (docs/api.md); attributes and metrics are the
-// account's own codenames, typed in by hand since only the admin API lists them.
-const FIELDS = [
-  'name',
-  'engagementscore',
-  'engagementscore_difference',
-  'fitscore',
-  'churn_risk',
-  'upsell_score',
-  'last_seen',
-  'is_churned',
-  'owner',
-  'tags',
-]
+// The search API's fields that every account has (docs/api.md), each with its type, which decides the
+// operators offered; attributes and metrics are the account's own codenames, typed in by hand since
+// only the admin API lists them, and are offered every operator (the service names a wrong one).
 type Operator = Filter['operator']
+type Kind = 'number' | 'date' | 'string' | 'boolean' | 'set' | 'any'
+const FIELDS: Record<string, Kind> = {
+  name: 'string',
+  engagementscore: 'number',
+  engagementscore_difference: 'number',
+  fitscore: 'number',
+  churn_risk: 'number',
+  upsell_score: 'number',
+  last_seen: 'date',
+  is_churned: 'boolean',
+  owner: 'set',
+  tags: 'set',
+}
 const OPERATORS: [Operator, string][] = [
   ['EQ', 'equals'],
   ['NEQ', 'does not equal'],
@@ -33,8 +35,29 @@ const OPERATORS: [Operator, string][] = [
   ['KNOWN', 'has a value'],
   ['UNKNOWN', 'has no value'],
 ]
+const MEANING = Object.fromEntries(OPERATORS)
+// docs/api.md, "Operators by type".
+const NUMBER: Operator[] = ['EQ', 'NEQ', 'LT', 'LTE', 'GT', 'GTE', 'IN', 'NIN', 'KNOWN', 'UNKNOWN']
+const BY_KIND: Record<Kind, Operator[]> = {
+  number: NUMBER,
+  date: [...NUMBER, 'GTD', 'LTD'],
+  string: ['EQ', 'NEQ', 'LIKE', 'NLIKE', 'IN', 'NIN', 'KNOWN', 'UNKNOWN'],
+  boolean: ['EQ', 'NEQ', 'KNOWN', 'UNKNOWN'],
+  set: ['EQ', 'NEQ', 'IN', 'NIN', 'KNOWN', 'UNKNOWN'],
+  any: OPERATORS.map(([op]) => op),
+}
+export const operatorsFor = (property: string) => BY_KIND[FIELDS[property.trim()] ?? 'any']
 const NO_VALUE = new Set<Operator>(['KNOWN', 'UNKNOWN'])
 const LISTS = new Set<Operator>(['IN', 'NIN'])
+
+// A condition in words, for the customers list narrowed by a link.
+export const describeCondition = (c: Condition): string => {
+  if ('and' in c) return c.and.map(describeCondition).join(' and ')
+  if ('or' in c) return `(${c.or.map(describeCondition).join(' or ')})`
+  if ('not' in c) return `not (${describeCondition(c.not)})`
+  const value = 'values' in c && c.values ? c.values.join(', ') : 'value' in c ? c.value : ''
+  return `${c.propertyName} ${MEANING[c.operator] ?? c.operator}${value === '' ? '' : ` ${value}`}`
+}
 
 interface Row {
   property: string
@@ -92,13 +115,17 @@ export const FilterBuilder = ({ onApply }: { onApply: (conditions: Condition[]) 
           <div class="field">
             <label for=${`filter-${i}-property`}>Property</label>
             <input id=${`filter-${i}-property`} list="console-fields" value=${row.property} required
-              onInput=${(e: Event) => change(i, { property: text(e) })} />
+              onInput=${(e: Event) => {
+                const property = text(e)
+                const offered = operatorsFor(property)
+                change(i, { property, operator: offered.includes(row.operator) ? row.operator : offered[0] })
+              }} />
           </div>
           <div class="field">
             <label for=${`filter-${i}-operator`}>Operator</label>
             <select id=${`filter-${i}-operator`} value=${row.operator}
               onChange=${(e: Event) => change(i, { operator: text(e) as Operator })}>
-              ${OPERATORS.map(([op, meaning]) => html`<option value=${op}>${op} · ${meaning}</option>`)}
+              ${operatorsFor(row.property).map((op) => html`<option value=${op}>${op} · ${MEANING[op]}</option>`)}
             </select>
           </div>
           <div class="field">
@@ -121,6 +148,6 @@ export const FilterBuilder = ({ onApply }: { onApply: (conditions: Condition[]) 
         <button type="submit" class="primary">Apply</button>
       </div>
     </fieldset>
-    <datalist id="console-fields">${FIELDS.map((f) => html`<option value=${f}></option>`)}</datalist>
+    <datalist id="console-fields">${Object.keys(FIELDS).map((f) => html`<option value=${f}></option>`)}</datalist>
   </form>`
 }

@@ -3,6 +3,7 @@ import { useState } from 'preact/hooks'
 import { type Account, admin, type Key, type NewKey, type Property } from './api.ts'
 import { useAction, useData, value } from './load.ts'
 import { ScoringModel } from './model.ts'
+import { When } from './format.ts'
 
 const SCOPES = ['search', 'upload', 'track']
 const error = (text: string) => text && html`<p role="alert" class="error">${text}</p>`
@@ -42,7 +43,7 @@ const Keys = ({ token, account }: { token: string; account: number }) => {
           ${keys.data.map(
             (k) => html`<tr key=${k.id} data-key=${k.id} data-revoked=${k.revoked_at ? 'yes' : 'no'}>
               <td class="num">${k.id}</td><td>${k.name ?? '–'}</td><td>${k.scopes.join(', ')}</td>
-              <td>${k.created_at}</td><td>${k.revoked_at ?? '–'}</td>
+              <td><${When} at=${k.created_at} /></td><td><${When} at=${k.revoked_at} /></td>
               <td>${
                 !k.revoked_at &&
                 html`<button type="button" aria-label=${`Revoke key ${k.id}`} onClick=${() => revoke(k.id)}>

@@ -2,6 +2,7 @@ import { html } from 'htm/preact'
 import { useEffect, useRef } from 'preact/hooks'
 import { admin, listUploads, type Session, type Upload } from './api.ts'
 import { useData } from './load.ts'
+import { Empty, Failed, When } from './format.ts'
 
 const POLL_MS = 1000
 const busy = (u: Upload) => u.status === 'received' || u.status === 'processing'
@@ -41,7 +42,7 @@ const Table = ({ uploads }: { uploads: Upload[] }) =>
                 </ul></details>`
               : '0'
           }</td>
-          <td class="wrap">${u.error ?? ''}</td><td>${u.received_at}</td>
+          <td class="wrap">${u.error ?? ''}</td><td><${When} at=${u.received_at} /></td>
         </tr>`,
       )}
     </tbody>
@@ -50,12 +51,13 @@ const Table = ({ uploads }: { uploads: Upload[] }) =>
 // The newest uploads first, refreshed while any is still waiting or being processed.
 const Listed = ({ list }: { list: ReturnType<typeof useData<Upload[]>> }) => {
   usePolling(list.data, list.reload)
-  return html`${list.error && html`<p role="alert" class="error">${list.error}</p>`}
+  return html`${list.error && html`<${Failed} error=${list.error} />`}
     <div class="actions"><button type="button" onClick=${list.reload}>Refresh uploads</button></div>
     <p aria-live="polite" id="uploads-state">
       ${!list.data ? 'Loading…' : `${list.data.length} uploads${list.data.some(busy) ? ', refreshing' : ''}`}
     </p>
-    ${list.data && html`<${Table} uploads=${list.data} />`}`
+    ${list.data?.length === 0 && html`<${Empty}>No uploads yet.</${Empty}>`}
+    ${list.data?.length && html`<${Table} uploads=${list.data} />`}`
 }
 
 // The admin API lists the chosen account's uploads.

@@ -2,6 +2,7 @@ import { html } from 'htm/preact'
 import { useState } from 'preact/hooks'
 import { admin, type Delivery, eventTypes, type NewWebhook, type Webhook } from './api.ts'
 import { useAction, useData, value } from './load.ts'
+import { Empty, Failed, Loading, When } from './format.ts'
 
 // A delivery's attempts, newest last: when, the receiver's status (or why none came), how long, and
 // the start of its answer.
@@ -11,7 +12,7 @@ const Attempts = ({ delivery }: { delivery: Delivery }) =>
     : html`<ol class="attempts">
         ${delivery.attempts.map(
           (a) => html`<li>
-            ${a.at}: ${a.status_code ?? 'no answer'} in ${a.duration_ms} ms${a.error ? ` · ${a.error}` : ''}
+            <${When} at=${a.at} />: ${a.status_code ?? 'no answer'} in ${a.duration_ms} ms${a.error ? ` · ${a.error}` : ''}
             ${a.response_excerpt && html`<q class="excerpt">${a.response_excerpt}</q>`}
           </li>`,
         )}
@@ -30,9 +31,9 @@ const Deliveries = ({ token, base, webhook }: { token: string; base: string; web
     <div class="actions">
       <button type="button" onClick=${list.reload}>Refresh deliveries</button>
     </div>
-    ${(list.error || action.error) && html`<p role="alert" class="error">${list.error || action.error}</p>`}
-    ${!list.data && !list.error && html`<p>Loading…</p>`}
-    ${list.data?.length === 0 && html`<p>None yet.</p>`}
+    ${(list.error || action.error) && html`<${Failed} error=${list.error || action.error} />`}
+    ${!list.data && !list.error && html`<${Loading} what="deliveries" />`}
+    ${list.data?.length === 0 && html`<${Empty}>No deliveries yet.</${Empty}>`}
     ${
       list.data?.length &&
       html`<div class="table-wrap"><table>
@@ -45,7 +46,7 @@ const Deliveries = ({ token, base, webhook }: { token: string; base: string; web
           ${list.data.map(
             (d) => html`<tr key=${d.id} data-delivery=${d.id} data-status=${d.status}
                 data-attempts=${d.attempts.length}>
-              <td class="num">${d.id}</td><td>${d.message_id}</td><td>${d.status}</td><td>${d.created_at}</td>
+              <td class="num">${d.id}</td><td>${d.message_id}</td><td>${d.status}</td><td><${When} at=${d.created_at} /></td>
               <td class="wrap"><${Attempts} delivery=${d} /></td>
               <td><button type="button" disabled=${action.busy} aria-label=${`Redeliver ${d.id}`}
                 onClick=${() => redeliver(d)}>Redeliver</button></td>
@@ -90,9 +91,9 @@ export const Webhooks = ({ token, account }: { token: string; account: number })
   const shownHook = list.data?.find((w) => w.id === shown)
   return html`<section aria-labelledby="webhooks-title">
     <h1 id="webhooks-title">Webhooks</h1>
-    ${(list.error || action.error) && html`<p role="alert" class="error">${list.error || action.error}</p>`}
-    ${!list.data && !list.error && html`<p>Loading…</p>`}
-    ${list.data?.length === 0 && html`<p>No subscriptions.</p>`}
+    ${(list.error || action.error) && html`<${Failed} error=${list.error || action.error} />`}
+    ${!list.data && !list.error && html`<${Loading} what="webhooks" />`}
+    ${list.data?.length === 0 && html`<${Empty}>No subscriptions yet.</${Empty}>`}
     ${
       list.data?.length &&
       html`<div class="table-wrap"><table id="webhooks">
