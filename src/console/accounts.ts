@@ -32,7 +32,7 @@ export const Accounts = ({
     ${accounts.data?.length === 0 && html`<${Empty}>No accounts yet: create the first below.</${Empty}>`}
     ${
       accounts.data?.length &&
-      html`<div class="table-wrap"><table id="accounts">
+      html`<div class="table-wrap" tabindex="0"><table id="accounts">
         <thead><tr>
           <th scope="col">ID</th><th scope="col">Name</th><th scope="col">Source of truth</th>
           <th scope="col">Created</th><th scope="col"><span class="visually-hidden">Action</span></th>

@@ -31,7 +31,7 @@ export const Contacts = ({ apiKey, customerId }: { apiKey: string; customerId: s
   if (error) return html`<${Failed} error=${error} />`
   if (!contacts) return html`<${Loading} what="contacts" />`
   if (!contacts.length) return html`<${Empty}>No contacts.</${Empty}>`
-  return html`<div class="table-wrap"><table class="contacts">
+  return html`<div class="table-wrap" tabindex="0"><table class="contacts">
       <thead>
         <tr>
           <th scope="col">Name</th>

@@ -47,7 +47,7 @@ const Events = ({ apiKey, customerId }: { apiKey: string; customerId: string }) 
   if (!tracked.data) return html`<${Loading} what="events" />`
   if (tracked.data.count === 0) return html`<${Empty}>No events tracked.</${Empty}>`
   return html`<p class="muted">${tracked.data.count} in all; the latest ${tracked.data.events.length}:</p>
-    <div class="table-wrap"><table class="events" id="events">
+    <div class="table-wrap" tabindex="0"><table class="events" id="events">
       <thead><tr><th scope="col">When</th><th scope="col">Event</th><th scope="col">State</th></tr></thead>
       <tbody>
         ${tracked.data.events.map(
@@ -174,7 +174,7 @@ export const CustomerPage = ({ apiKey, id }: { apiKey: string; id: string }) => 
       <h2 id="properties-title">Properties</h2>
       ${
         properties.length
-          ? html`<div class="table-wrap"><table class="properties">
+          ? html`<div class="table-wrap" tabindex="0"><table class="properties">
               <tbody>
                 ${properties.map(
                   ([name, value]) => html`<tr><th scope="row">${name}</th><td>${String(value)}</td></tr>`,

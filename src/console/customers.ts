@@ -176,7 +176,7 @@ export const Customers = ({ apiKey, where }: { apiKey: string; where?: Condition
       )}
     </fieldset>
     ${!busy && !error && !rows.length && html`<${Empty}>No customer matches.</${Empty}>`}
-    <div class="table-wrap">
+    <div class="table-wrap" tabindex="0">
       <table class="cards" id="customers">
         <thead>
           <tr>${columns.map(header)}</tr>

@@ -33,7 +33,7 @@ const Keys = ({ token, account }: { token: string; account: number }) => {
     ${error(keys.error || action.error)}
     ${
       keys.data &&
-      html`<div class="table-wrap"><table id="keys">
+      html`<div class="table-wrap" tabindex="0"><table id="keys">
         <thead><tr>
           <th scope="col">ID</th><th scope="col">Name</th><th scope="col">Scopes</th>
           <th scope="col">Created</th><th scope="col">Revoked</th>
@@ -121,7 +121,7 @@ const Properties = ({
     </div>`
   return html`<section aria-labelledby="properties-title">
     <h2 id="properties-title">Properties</h2>
-    <div class="table-wrap"><table id="properties">
+    <div class="table-wrap" tabindex="0"><table id="properties">
       <thead><tr>
         <th scope="col">Entity</th><th scope="col">Kind</th><th scope="col">Codename</th><th scope="col">Type</th>
         <th scope="col">Name</th><th scope="col">Defined by</th>

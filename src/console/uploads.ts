@@ -21,7 +21,7 @@ const usePolling = (uploads: Upload[] | undefined, reload: () => unknown) => {
 }
 
 const Table = ({ uploads }: { uploads: Upload[] }) =>
-  html`<div class="table-wrap"><table id="uploads">
+  html`<div class="table-wrap" tabindex="0"><table id="uploads">
     <thead><tr>
       <th scope="col">ID</th><th scope="col">Kind</th><th scope="col">Status</th><th scope="col">Items</th>
       <th scope="col">Created</th><th scope="col">Updated</th><th scope="col">Ignored</th>

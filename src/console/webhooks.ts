@@ -36,7 +36,7 @@ const Deliveries = ({ token, base, webhook }: { token: string; base: string; web
     ${list.data?.length === 0 && html`<${Empty}>No deliveries yet.</${Empty}>`}
     ${
       list.data?.length &&
-      html`<div class="table-wrap"><table>
+      html`<div class="table-wrap" tabindex="0"><table>
         <thead><tr>
           <th scope="col">ID</th><th scope="col">webhook-id</th><th scope="col">Status</th>
           <th scope="col">Created</th><th scope="col">Attempts</th>
@@ -96,7 +96,7 @@ export const Webhooks = ({ token, account }: { token: string; account: number })
     ${list.data?.length === 0 && html`<${Empty}>No subscriptions yet.</${Empty}>`}
     ${
       list.data?.length &&
-      html`<div class="table-wrap"><table id="webhooks">
+      html`<div class="table-wrap" tabindex="0"><table id="webhooks">
         <thead><tr>
           <th scope="col">ID</th><th scope="col">Name</th><th scope="col">URL</th><th scope="col">Events</th>
           <th scope="col">State</th><th scope="col"><span class="visually-hidden">Actions</span></th>
