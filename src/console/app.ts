@@ -20,16 +20,19 @@ import { Matrix } from './matrix.ts'
 import { Settings } from './settings.ts'
 import { Uploads } from './uploads.ts'
 import { Webhooks } from './webhooks.ts'
+import { WeekView } from './week.ts'
 
 // Views live in the URL's fragment, so the service serves one page and a view can be bookmarked.
-type Name = 'matrix' | 'customers' | 'customer' | 'accounts' | 'uploads' | 'webhooks' | 'settings'
+type Name = 'week' | 'matrix' | 'customers' | 'customer' | 'accounts' | 'uploads' | 'webhooks' | 'settings'
 type Listed = Exclude<Name, 'customer'>
 type View =
-  | { name: Exclude<Listed, 'customers'> }
+  | { name: Exclude<Listed, 'customers' | 'week'> }
+  | { name: 'week'; days: 7 | 30 }
   | { name: 'customers'; where?: Condition }
   | { name: 'customer'; id: string }
   | { name: 'missing'; why: string }
 const TITLES: Record<Name | 'missing', string> = {
+  week: 'This week',
   matrix: 'Score matrix',
   customers: 'Customers',
   customer: 'Customer',
@@ -41,10 +44,10 @@ const TITLES: Record<Name | 'missing', string> = {
 }
 // A service key sees its account's customers; the admin token the accounts and their settings.
 const NAV: Record<Session['kind'], Listed[]> = {
-  key: ['matrix', 'customers', 'uploads'],
+  key: ['week', 'matrix', 'customers', 'uploads'],
   admin: ['accounts', 'uploads', 'webhooks', 'settings'],
 }
-const KEY_ONLY: Name[] = ['customer', 'customers', 'matrix']
+const KEY_ONLY: Name[] = ['week', 'customer', 'customers', 'matrix']
 
 // A fragment is anything a link or a person may type: a bad escape or JSON is "not found", never an
 // exception that blanks the page. The empty fragment is the role's first view.
@@ -63,7 +66,7 @@ const parse = (text: string) => {
   }
 }
 export const viewOf = (hash: string, kind: Session['kind']): View => {
-  if (hash === '' || hash === '#' || hash === '#/') return { name: NAV[kind][0] }
+  if (hash === '' || hash === '#' || hash === '#/') return viewOf(`#/${NAV[kind][0]}`, kind)
   const [path, query] = hash.split('?', 2)
   const customer = /^#\/customer\/(.+)$/.exec(path)
   const given = customer ? 'customer' : path.slice(2)
@@ -78,6 +81,11 @@ export const viewOf = (hash: string, kind: Session['kind']): View => {
   if (customer) {
     const id = decode(customer[1])
     return id ? { name: 'customer', id } : { name: 'missing', why: 'The customer id in the address is malformed.' }
+  }
+  if (name === 'week') {
+    const days = new URLSearchParams(query).get('days') ?? '7'
+    if (days !== '7' && days !== '30') return { name: 'missing', why: 'The period is 7 or 30 days.' }
+    return { name, days: Number(days) as 7 | 30 }
   }
   if (name === 'customers' && query) {
     const where = new URLSearchParams(query).get('where')
@@ -192,6 +200,7 @@ export const App = () => {
     }
     const key = session.secret
     if (view.name === 'customer') return html`<${CustomerPage} apiKey=${key} id=${view.id} />`
+    if (view.name === 'week') return html`<${WeekView} apiKey=${key} days=${view.days} />`
     if (view.name === 'customers') return html`<${Customers} apiKey=${key} where=${view.where} />`
     if (view.name === 'uploads') return html`<${Uploads} session=${session} account=${null} />`
     return html`<${Matrix} apiKey=${key} />`
