@@ -44,7 +44,16 @@ export interface Reply {
 export type KeyAuth = { key: 'search' | 'upload' | 'track' }
 export type Auth = 'none' | 'admin' | KeyAuth
 
-export type Tag = 'search' | 'segments' | 'uploads' | 'records' | 'tracking' | 'admin' | 'operations' | 'events'
+export type Tag =
+  | 'search'
+  | 'segments'
+  | 'insights'
+  | 'uploads'
+  | 'records'
+  | 'tracking'
+  | 'admin'
+  | 'operations'
+  | 'events'
 
 // The success answer as OpenAPI publishes it and the contract test checks it: a JSON body of this
 // schema (none for 204), or text of another media type.

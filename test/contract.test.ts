@@ -276,6 +276,7 @@ test('every operation answers as its published schema says', async () => {
   )
   await call('getSegment', { segment_id })
   await call('listSegments')
+  await call('weekReport', {}, undefined, '?days=30')
   assert.equal((await call('searchSegment', { segment_id }, { limit: 1, properties: ['tier'] })).body.results.length, 1)
   assert.equal((await call('segmentHistory', { segment_id }, undefined, '?limit=1')).body.results.length, 1)
   await call('deleteProperty', { id, entity: 'customer', codename: 'tier' })

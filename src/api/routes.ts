@@ -1,6 +1,7 @@
 import type { Route } from '../route.ts'
 import { accountRoutes } from '../accounts/routes.ts'
 import { catalogRoutes } from '../catalog/routes.ts'
+import { insightRoutes } from '../insights/routes.ts'
 import { notificationRoutes } from '../notifications/routes.ts'
 import { recordRoutes, searchRoutes } from '../records/routes.ts'
 import { scoringRoutes } from '../scoring/routes.ts'
@@ -22,6 +23,7 @@ export const routes: Route[] = [
   ...uploadRoutes,
   ...trackingRoutes,
   ...segmentRoutes,
+  ...insightRoutes,
   ...recordRoutes,
   ...accountRoutes,
   ...catalogRoutes,

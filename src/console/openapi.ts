@@ -292,6 +292,23 @@ export interface paths {
     patch?: never
     trace?: never
   }
+  '/api/v1/insights/week': {
+    parameters: {
+      query?: never
+      header?: never
+      path?: never
+      cookie?: never
+    }
+    /** "This week": movements, renewals ahead and 12 weeks of health, each with its search */
+    get: operations['weekReport']
+    put?: never
+    post?: never
+    delete?: never
+    options?: never
+    head?: never
+    patch?: never
+    trace?: never
+  }
   '/api/v1/customer': {
     parameters: {
       query?: never
@@ -1462,6 +1479,293 @@ export interface components {
           churn_risk: number | null
         }[]
       }
+    }
+    WeekReport: {
+      /**
+       * @description The period: the last 7 or 30 days.
+       * @enum {number}
+       */
+      days: 7 | 30
+      /**
+       * Format: date
+       * @description A calendar date, YYYY-MM-DD.
+       */
+      today: string
+      /**
+       * Format: date
+       * @description The start of the period: movements compare engagement on this day with now.
+       */
+      since: string
+      movements: {
+        /** @description Active customers whose engagement fell below 0 (churn risk), largest fall first */
+        entered_risk: {
+          /** @description How many customers in all. */
+          count: number
+          /**
+           * @description The where tree that lists the customers behind this number: POST {"where": ...} to
+           * /api/v1/customers/search. Null where the search API cannot express the list (a movement compares two
+           * dates).
+           */
+          search: components['schemas']['Where'] | null
+          /**
+           * @description The first 10: Active customers whose engagement fell below 0 (churn risk), largest fall first.
+           */
+          customers: {
+            external_id: string
+            name: string | null
+            engagementscore: number | null
+            fitscore: number | null
+            churn_risk: number | null
+            /**
+             * @description Up to three properties, by label (else codename), that drive the move: risk drivers for a
+             * move for the worse or an unhealthy renewal, health drivers otherwise.
+             */
+            drivers: string[]
+            /** @description Engagement at the start of the period (null for churns and reactivations). */
+            engagementscore_before: number | null
+            /** @description The churn or reactivation date; null for score movements. */
+            date: string | null
+          }[]
+        }
+        /** @description Active customers whose engagement rose from below 0 to 0 or more, largest rise first */
+        left_risk: {
+          /** @description How many customers in all. */
+          count: number
+          /**
+           * @description The where tree that lists the customers behind this number: POST {"where": ...} to
+           * /api/v1/customers/search. Null where the search API cannot express the list (a movement compares two
+           * dates).
+           */
+          search: components['schemas']['Where'] | null
+          /**
+           * @description The first 10: Active customers whose engagement rose from below 0 to 0 or more, largest rise
+           * first.
+           */
+          customers: {
+            external_id: string
+            name: string | null
+            engagementscore: number | null
+            fitscore: number | null
+            churn_risk: number | null
+            /**
+             * @description Up to three properties, by label (else codename), that drive the move: risk drivers for a
+             * move for the worse or an unhealthy renewal, health drivers otherwise.
+             */
+            drivers: string[]
+            /** @description Engagement at the start of the period (null for churns and reactivations). */
+            engagementscore_before: number | null
+            /** @description The churn or reactivation date; null for score movements. */
+            date: string | null
+          }[]
+        }
+        /** @description Customers churned with a churn date in the period, latest first */
+        churned: {
+          /** @description How many customers in all. */
+          count: number
+          /**
+           * @description The where tree that lists the customers behind this number: POST {"where": ...} to
+           * /api/v1/customers/search. Null where the search API cannot express the list (a movement compares two
+           * dates).
+           */
+          search: components['schemas']['Where'] | null
+          /** @description The first 10: Customers churned with a churn date in the period, latest first. */
+          customers: {
+            external_id: string
+            name: string | null
+            engagementscore: number | null
+            fitscore: number | null
+            churn_risk: number | null
+            /**
+             * @description Up to three properties, by label (else codename), that drive the move: risk drivers for a
+             * move for the worse or an unhealthy renewal, health drivers otherwise.
+             */
+            drivers: string[]
+            /** @description Engagement at the start of the period (null for churns and reactivations). */
+            engagementscore_before: number | null
+            /** @description The churn or reactivation date; null for score movements. */
+            date: string | null
+          }[]
+        }
+        /** @description Customers reactivated in the period and active now, latest first */
+        reactivated: {
+          /** @description How many customers in all. */
+          count: number
+          /**
+           * @description The where tree that lists the customers behind this number: POST {"where": ...} to
+           * /api/v1/customers/search. Null where the search API cannot express the list (a movement compares two
+           * dates).
+           */
+          search: components['schemas']['Where'] | null
+          /** @description The first 10: Customers reactivated in the period and active now, latest first. */
+          customers: {
+            external_id: string
+            name: string | null
+            engagementscore: number | null
+            fitscore: number | null
+            churn_risk: number | null
+            /**
+             * @description Up to three properties, by label (else codename), that drive the move: risk drivers for a
+             * move for the worse or an unhealthy renewal, health drivers otherwise.
+             */
+            drivers: string[]
+            /** @description Engagement at the start of the period (null for churns and reactivations). */
+            engagementscore_before: number | null
+            /** @description The churn or reactivation date; null for score movements. */
+            date: string | null
+          }[]
+        }
+        /** @description Active customers whose engagement fell, largest drop first */
+        drops: {
+          /** @description How many customers in all. */
+          count: number
+          /**
+           * @description The where tree that lists the customers behind this number: POST {"where": ...} to
+           * /api/v1/customers/search. Null where the search API cannot express the list (a movement compares two
+           * dates).
+           */
+          search: components['schemas']['Where'] | null
+          /** @description The first 10: Active customers whose engagement fell, largest drop first. */
+          customers: {
+            external_id: string
+            name: string | null
+            engagementscore: number | null
+            fitscore: number | null
+            churn_risk: number | null
+            /**
+             * @description Up to three properties, by label (else codename), that drive the move: risk drivers for a
+             * move for the worse or an unhealthy renewal, health drivers otherwise.
+             */
+            drivers: string[]
+            /** @description Engagement at the start of the period (null for churns and reactivations). */
+            engagementscore_before: number | null
+            /** @description The churn or reactivation date; null for score movements. */
+            date: string | null
+          }[]
+        }
+        /** @description Active customers whose engagement rose, largest gain first */
+        gains: {
+          /** @description How many customers in all. */
+          count: number
+          /**
+           * @description The where tree that lists the customers behind this number: POST {"where": ...} to
+           * /api/v1/customers/search. Null where the search API cannot express the list (a movement compares two
+           * dates).
+           */
+          search: components['schemas']['Where'] | null
+          /** @description The first 10: Active customers whose engagement rose, largest gain first. */
+          customers: {
+            external_id: string
+            name: string | null
+            engagementscore: number | null
+            fitscore: number | null
+            churn_risk: number | null
+            /**
+             * @description Up to three properties, by label (else codename), that drive the move: risk drivers for a
+             * move for the worse or an unhealthy renewal, health drivers otherwise.
+             */
+            drivers: string[]
+            /** @description Engagement at the start of the period (null for churns and reactivations). */
+            engagementscore_before: number | null
+            /** @description The churn or reactivation date; null for score movements. */
+            date: string | null
+          }[]
+        }
+      }
+      renewals: {
+        /**
+         * Format: date
+         * @description A calendar date, YYYY-MM-DD.
+         */
+        from: string
+        /**
+         * Format: date
+         * @description 90 days after today.
+         */
+        to: string
+        count: number
+        /**
+         * @description The where tree that lists the customers behind this number: POST {"where": ...} to
+         * /api/v1/customers/search. Null where the search API cannot express the list (a movement compares two dates).
+         */
+        search: components['schemas']['Where'] | null
+        /** @description The renewals in churn risk (engagement below 0). */
+        at_risk: {
+          count: number
+          /**
+           * @description The where tree that lists the customers behind this number: POST {"where": ...} to
+           * /api/v1/customers/search. Null where the search API cannot express the list (a movement compares two
+           * dates).
+           */
+          search: components['schemas']['Where'] | null
+        }
+        /** @description The first 25, least engaged first (not scored last), then by renewal date. */
+        customers: {
+          external_id: string
+          name: string | null
+          engagementscore: number | null
+          fitscore: number | null
+          churn_risk: number | null
+          /**
+           * @description Up to three properties, by label (else codename), that drive the move: risk drivers for a move
+           * for the worse or an unhealthy renewal, health drivers otherwise.
+           */
+          drivers: string[]
+          /**
+           * Format: date
+           * @description A calendar date, YYYY-MM-DD.
+           */
+          renewal_date: string
+          /** @enum {string} */
+          quadrant: 'churn_risk' | 'upsell' | 'engaged_poor_fit' | 'not_scored'
+        }[]
+      }
+      /** @description 12 weeks, oldest first, the last ending today; only the last week's counts have a search. */
+      weeks: {
+        /**
+         * Format: date
+         * @description A calendar date, YYYY-MM-DD.
+         */
+        week_ending: string
+        median_engagement: number | null
+        quadrants: {
+          churn_risk: {
+            count: number
+            /**
+             * @description The where tree that lists the customers behind this number: POST {"where": ...} to
+             * /api/v1/customers/search. Null where the search API cannot express the list (a movement compares two
+             * dates).
+             */
+            search: components['schemas']['Where'] | null
+          }
+          upsell: {
+            count: number
+            /**
+             * @description The where tree that lists the customers behind this number: POST {"where": ...} to
+             * /api/v1/customers/search. Null where the search API cannot express the list (a movement compares two
+             * dates).
+             */
+            search: components['schemas']['Where'] | null
+          }
+          engaged_poor_fit: {
+            count: number
+            /**
+             * @description The where tree that lists the customers behind this number: POST {"where": ...} to
+             * /api/v1/customers/search. Null where the search API cannot express the list (a movement compares two
+             * dates).
+             */
+            search: components['schemas']['Where'] | null
+          }
+          not_scored: {
+            count: number
+            /**
+             * @description The where tree that lists the customers behind this number: POST {"where": ...} to
+             * /api/v1/customers/search. Null where the search API cannot express the list (a movement compares two
+             * dates).
+             */
+            search: components['schemas']['Where'] | null
+          }
+        }
+      }[]
     }
     UploadAccepted: {
       upload_id: number
@@ -3558,6 +3862,38 @@ export interface operations {
       401: components['responses']['Unauthorized']
       403: components['responses']['Forbidden']
       404: components['responses']['NotFound']
+      429: components['responses']['TooManyRequests']
+      503: components['responses']['ServiceUnavailable']
+    }
+  }
+  weekReport: {
+    parameters: {
+      query?: {
+        /** @description The period: 7 (the default) or 30 days. */
+        days?: 7 | 30
+      }
+      header?: never
+      path?: never
+      cookie?: never
+    }
+    requestBody?: never
+    responses: {
+      /** @description Success. */
+      200: {
+        headers: {
+          'RateLimit-Limit': components['headers']['RateLimit-Limit']
+          'RateLimit-Remaining': components['headers']['RateLimit-Remaining']
+          'RateLimit-Reset': components['headers']['RateLimit-Reset']
+          [name: string]: unknown
+        }
+        content: {
+          'application/json': components['schemas']['WeekReport']
+        }
+      }
+      400: components['responses']['BadRequest']
+      401: components['responses']['Unauthorized']
+      403: components['responses']['Forbidden']
+      422: components['responses']['OverBudget']
       429: components['responses']['TooManyRequests']
       503: components['responses']['ServiceUnavailable']
     }

@@ -1,0 +1,236 @@
+// The "This week" report (docs/api.md, "This week"): what moved in an account over the last 7 or 30
+// days, the renewals ahead and the account's health over 12 weeks, each number with the search that
+// lists the customers behind it where the search API can express it. Read-only, in one budgeted
+// transaction: four statements over the account's scored customers, then the explanations of the
+// few customers listed.
+import type { App } from '../context.ts'
+import { budgeted, type Caller } from '../db/budget.ts'
+import type { Tx } from '../db/client.ts'
+import { addDays, today } from '../dates.ts'
+import { explanationRows } from '../scoring/changes.ts'
+import { explainCustomer, type ExplainedCustomer } from '../scoring/explain.ts'
+import { scoringInputs } from '../scoring/store.ts'
+import type { Condition } from '../search/fields.ts'
+
+export const PERIODS = [7, 30] as const
+export type Period = (typeof PERIODS)[number]
+// Each movement list shows its largest movers; its count says how many moved in all.
+export const LISTED = 10
+export const RENEWALS_LISTED = 25
+export const RENEWAL_DAYS = 90
+export const WEEKS = 12
+
+const MOVEMENTS = ['entered_risk', 'left_risk', 'churned', 'reactivated', 'drops', 'gains'] as const
+type Movement = (typeof MOVEMENTS)[number]
+// A movement for the worse is explained by its risk drivers, one for the better by its health drivers.
+const WORSE: ReadonlySet<string> = new Set(['entered_risk', 'churned', 'drops'])
+
+// The matrix's quadrants (docs/console.md): engagement below 0 is churn risk whatever the fit; above,
+// fit splits upsell from engaged with a poor fit. A fit not computed counts as 0, as in churn_risk.
+const filter = (propertyName: string, operator: string, value?: number | string): Condition => ({
+  propertyName,
+  operator,
+  ...(value !== undefined && { value: String(value) }),
+})
+const RISK = filter('engagementscore', 'LT', 0)
+const HEALTHY = filter('engagementscore', 'GTE', 0)
+export const QUADRANT_SEARCH = {
+  churn_risk: RISK,
+  upsell: { and: [HEALTHY, { or: [filter('fitscore', 'GTE', 0), filter('fitscore', 'UNKNOWN')] }] },
+  engaged_poor_fit: { and: [HEALTHY, filter('fitscore', 'LT', 0)] },
+  not_scored: filter('engagementscore', 'UNKNOWN'),
+} satisfies Record<string, Condition>
+type Quadrant = keyof typeof QUADRANT_SEARCH
+const QUADRANTS = Object.keys(QUADRANT_SEARCH) as Quadrant[]
+
+const QUADRANT_COUNTS = QUADRANTS.map((q) => `count(q.k) filter (where q.quadrant = '${q}')::integer as ${q}`).join(
+  ', ',
+)
+const quadrantSql = (e: string, f: string) =>
+  `case when ${e} is null then 'not_scored' when ${e} < 0 then 'churn_risk' ` +
+  `when coalesce(${f}, 0) >= 0 then 'upsell' else 'engaged_poor_fit' end`
+
+interface Listed {
+  service_id: number
+  external_id: string
+  name: string | null
+  engagementscore: number | null
+  engagementscore_before?: number | null
+  fitscore: number | null
+  churn_risk: number | null
+  date: string | null
+}
+
+// Engagement now and as of `since` (the latest history entry dated on or before it: width_bucket
+// is a binary search of the sorted history_dates) of the active customers scored before the period;
+// the churns dated in the period, and the reactivations in it of customers still active. Each list
+// ranked, with its count, and cut to its first LISTED.
+const movements = (tx: Tx, accountId: number, since: string, now: string) => tx`
+  with m as materialized (
+    select c.service_id, c.external_id, c.name, s.engagementscore, s.fitscore, s.churn_risk,
+      s.history_scores[width_bucket(${since}::date, s.history_dates)] as engagementscore_before
+    from customers c
+      join customer_scores s on s.account_id = c.account_id and s.customer_id = c.service_id
+    where c.account_id = ${accountId} and not c.is_churned and s.engagementscore is not null
+  ), moved as (
+    select m.*, k.kind, null::text as date,
+      case when k.kind in ('entered_risk', 'drops') then m.engagementscore - m.engagementscore_before
+        else m.engagementscore_before - m.engagementscore end as worst
+    from m cross join lateral (values
+      ('entered_risk', m.engagementscore_before >= 0 and m.engagementscore < 0),
+      ('left_risk', m.engagementscore_before < 0 and m.engagementscore >= 0),
+      ('drops', m.engagementscore < m.engagementscore_before),
+      ('gains', m.engagementscore > m.engagementscore_before)) k(kind, moved)
+    where k.moved
+  ), churns as (
+    select c.service_id, c.external_id, c.name, s.engagementscore, null::integer as engagementscore_before,
+      s.fitscore, s.churn_risk, x.kind, to_char(x.day, 'YYYY-MM-DD') as date, -(x.day - ${now}::date) as worst
+    from (
+      select service_id as customer_id, 'churned' as kind, churned_date as day from customers
+      where account_id = ${accountId} and is_churned and churned_date > ${since}::date
+        and churned_date <= ${now}::date
+      union all
+      (select distinct on (e.customer_id) e.customer_id, 'reactivated', e.day from customer_churn_events e
+      where e.account_id = ${accountId} and not e.churned and e.day > ${since}::date and e.day <= ${now}::date
+      order by e.customer_id, e.day desc)
+    ) x
+      join customers c on c.account_id = ${accountId} and c.service_id = x.customer_id
+      left join customer_scores s on s.account_id = c.account_id and s.customer_id = c.service_id
+    where c.is_churned = (x.kind = 'churned')
+  ), ranked as (
+    select *, count(*) over w as count, row_number() over (w order by worst, external_id) as rank
+    from (select * from moved union all select * from churns) all_moves
+    window w as (partition by kind)
+  )
+  select kind, count::integer, service_id, external_id, name, engagementscore, engagementscore_before,
+    fitscore, churn_risk, date
+  from ranked where rank <= ${LISTED} order by kind, rank`
+
+// Active customers whose renewal_date (a system attribute, stored as a valid YYYY-MM-DD text, whose
+// text order is its date order) falls in [from, to], the least healthy first.
+const renewals = (tx: Tx, accountId: number, from: string, to: string) => tx`
+  with r as (
+    select c.service_id, c.external_id, c.name, c.attributes->>'renewal_date' as renewal_date,
+      s.engagementscore, s.fitscore, s.churn_risk
+    from customers c
+      left join customer_scores s on s.account_id = c.account_id and s.customer_id = c.service_id
+    where c.account_id = ${accountId} and not c.is_churned
+      and c.attributes->>'renewal_date' between ${from} and ${to}
+  )
+  select r.*, ${tx.unsafe(quadrantSql('r.engagementscore', 'r.fitscore'))} as quadrant,
+    count(*) over ()::integer as count, (count(*) filter (where r.engagementscore < 0) over ())::integer as at_risk
+  from r order by r.engagementscore nulls last, r.renewal_date, r.external_id limit ${RENEWALS_LISTED}`
+
+// Customers per quadrant and the median engagement at the end of each of the last WEEKS weeks. Week 0
+// is now, as search sees it (the stored engagementscore, active customers). An earlier week takes
+// each customer's engagement of that day from its history, with today's fit (fit keeps no history),
+// and counts the customers not churned on that day that had a score then or existed then: an
+// import's history reaches back before its customers were created.
+const weeks = (tx: Tx, accountId: number, now: string) => tx`
+  with w as (select k, ${now}::date - 7 * k as day from generate_series(0, ${WEEKS - 1}) k),
+  e as (
+    select w.k, s.fitscore as f,
+      case when w.k = 0 then s.engagementscore else s.history_scores[width_bucket(w.day, s.history_dates)] end as e,
+      w.k = 0 or (c.created_at at time zone 'utc')::date <= w.day as existed
+    from customers c
+      left join customer_scores s on s.account_id = c.account_id and s.customer_id = c.service_id
+      join w on (w.k = 0 and not c.is_churned) or (w.k > 0 and (not c.is_churned or c.churned_date > w.day))
+    where c.account_id = ${accountId}
+  ), q as (select k, e, ${tx.unsafe(quadrantSql('e', 'f'))} as quadrant from e where e is not null or existed)
+  select to_char(w.day, 'YYYY-MM-DD') as week_ending,
+    ${tx.unsafe(QUADRANT_COUNTS)},
+    round(percentile_cont(0.5) within group (order by q.e)::numeric, 1)::float8 as median_engagement
+  from w left join q on q.k = w.k group by w.k, w.day order by w.k desc`
+
+const listed = (row: Listed, drivers: string[]) => ({
+  external_id: row.external_id,
+  name: row.name,
+  engagementscore: row.engagementscore,
+  fitscore: row.fitscore,
+  churn_risk: row.churn_risk,
+  drivers,
+})
+
+// The drivers of each listed customer in a word: the labels of its risk drivers when it moved for
+// the worse (or renews unhealthy), of its health drivers otherwise.
+const driversOf = async (tx: Tx, accountId: number, ids: number[], now: string) => {
+  if (ids.length === 0) return new Map<number, ReturnType<typeof explainCustomer>>()
+  const { model, defs } = await scoringInputs(tx, accountId, 'customer')
+  const rows = await explanationRows(tx, accountId, tx`c.service_id = any(${ids}::bigint[])`)
+  return new Map(
+    rows.map((r) => [r.service_id as number, explainCustomer(model, defs, r as unknown as ExplainedCustomer, now)]),
+  )
+}
+
+export const weekReport = (app: App, accountId: number, days: Period, caller?: Caller) =>
+  budgeted(app, caller, 'aggregate', async (tx, track) => {
+    const now = today()
+    const since = addDays(now, -days)
+    const renewalsEnd = addDays(now, RENEWAL_DAYS)
+    const moves = (await track(movements(tx, accountId, since, now))) as unknown as (Listed & {
+      kind: Movement
+      count: number
+    })[]
+    const renewing = (await track(renewals(tx, accountId, now, renewalsEnd))) as unknown as (Listed & {
+      renewal_date: string
+      quadrant: Quadrant
+      count: number
+      at_risk: number
+    })[]
+    const health = await track(weeks(tx, accountId, now))
+    const explained = await driversOf(
+      tx,
+      accountId,
+      [...new Set([...moves, ...renewing].map((r) => r.service_id))],
+      now,
+    )
+    const words = (id: number, worse: boolean) => {
+      const e = explained.get(id)
+      return (worse ? e?.risk_drivers : e?.health_drivers)?.map((d) => d.codename) ?? []
+    }
+    const renewal = [filter('renewal_date', 'GTE', now), filter('renewal_date', 'LTE', renewalsEnd)]
+    return {
+      days,
+      today: now,
+      since,
+      movements: Object.fromEntries(
+        MOVEMENTS.map((kind) => {
+          const rows = moves.filter((r) => r.kind === kind)
+          return [
+            kind,
+            {
+              count: rows[0]?.count ?? 0,
+              search: null,
+              customers: rows.map((r) => ({
+                ...listed(r, words(r.service_id, WORSE.has(kind))),
+                engagementscore_before: r.engagementscore_before ?? null,
+                date: r.date,
+              })),
+            },
+          ]
+        }),
+      ) as Record<Movement, unknown>,
+      renewals: {
+        from: now,
+        to: renewalsEnd,
+        count: renewing[0]?.count ?? 0,
+        search: { and: renewal },
+        at_risk: { count: renewing[0]?.at_risk ?? 0, search: { and: [...renewal, RISK] } },
+        customers: renewing.map((r) => ({
+          ...listed(r, words(r.service_id, r.quadrant === 'churn_risk')),
+          renewal_date: r.renewal_date,
+          quadrant: r.quadrant,
+        })),
+      },
+      weeks: health.map((w, i) => ({
+        week_ending: w.week_ending as string,
+        median_engagement: w.median_engagement as number | null,
+        quadrants: Object.fromEntries(
+          QUADRANTS.map((q) => [
+            q,
+            { count: w[q] as number, search: i === health.length - 1 ? QUADRANT_SEARCH[q] : null },
+          ]),
+        ) as Record<Quadrant, { count: number; search: Condition | null }>,
+      })),
+    }
+  })
