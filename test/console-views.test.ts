@@ -26,23 +26,40 @@ let s: TestService
 let browser: Browser
 let account: Awaited<ReturnType<typeof scoredAccount>>
 
-// Long names and ids, as real accounts have them, so that a view that does not wrap shows it.
+// Long names and ids, as real accounts have them, so that a view that does not wrap shows it; their
+// engagement holds still, so that the home view's movements are the fixtures' below alone.
 const CUSTOMERS = Array.from({ length: 40 }, (_, i) => ({
   external_id: `customer-with-a-long-external-id-${String(i).padStart(3, '0')}`,
   name: `Customer ${i} of a Rather Long Company Name GmbH`,
   owner_email: i % 4 === 0 ? 'owner@acme.test' : undefined,
   attributes: { country: ['US', 'DE', 'FR'][i % 3], has_sso: i % 2 === 0 },
   metrics: [
-    { date: day(40), logins: (i * 7) % 40 },
+    { date: day(20), logins: i % 40 },
     { date: day(0), logins: i % 40 },
   ],
 }))
 const FIRST = CUSTOMERS[0].external_id
+// Known movements over the last 7 days (the model scores 20 logins 0, 5 logins -75, 30 logins 50):
+// one enters churn risk, one drops within health, one is churned, one comes back, one renews in 30 days.
+const us = { country: 'US', has_sso: true }
+const logins = (...pairs: [daysAgo: number, logins: number][]) => pairs.map(([n, l]) => ({ date: day(n), logins: l }))
+const MOVERS = [
+  { external_id: 'entered', name: 'Entered', attributes: us, metrics: logins([20, 30], [2, 5]) },
+  { external_id: 'dropped', name: 'Dropped', attributes: us, metrics: logins([20, 40], [1, 25]) },
+  { external_id: 'churned', name: 'Churned', attributes: us, metrics: logins([20, 30], [1, 30]) },
+  { external_id: 'back', name: 'Back', attributes: us, metrics: logins([20, 30], [1, 30]) },
+  { external_id: 'renews', name: 'Renews', attributes: { ...us, renewal_date: day(-30) }, metrics: logins([20, 30]) },
+]
 
 before(async () => {
   s = await startTestService()
   account = await scoredAccount(s)
-  await uploadAndWait(account.api, 'customers', CUSTOMERS, { scored: true })
+  await uploadAndWait(account.api, 'customers', [...CUSTOMERS, ...MOVERS], { scored: true })
+  const put = async (id: string, body: object) =>
+    assert.equal((await account.api(`/api/v1/customer/${id}`, body, 'PUT')).status, 200)
+  await put('churned', { is_churned: true, churned_date: day(2) })
+  await put('back', { is_churned: true, churned_date: day(40) })
+  await put('back', { is_churned: false })
   await uploadAndWait(
     account.api,
     'contacts',
@@ -134,6 +151,8 @@ const check = async (
 }
 
 const KEY_VIEWS: [string, string][] = [
+  ['home', '#/week'],
+  ['home-30', '#/week?days=30'],
   ['matrix', '#/matrix'],
   ['customers', '#/customers'],
   [
@@ -189,5 +208,40 @@ test('the texts read as sentences: no words run together', async () => {
   await page.goto(`${s.base}/console#/customer/${FIRST}`)
   await page.reload()
   assert.match((await page.locator('#churn-state').textContent()) ?? '', /Active\. Mark as churned/)
+  await page.close()
+})
+
+test('the home view lists exactly the customers that moved, and each number opens the customers it counts', async () => {
+  const { page, problems } = await tab({ 'console.service-key': account.token }, WIDTHS[2])
+  await settled(page)
+  assert.equal(await page.locator('h1').textContent(), 'This week')
+  const listed = (movement: string) =>
+    page
+      .locator(`[data-movement="${movement}"] [data-customer]`)
+      .evaluateAll((els) => els.map((e) => e.getAttribute('data-customer')))
+  assert.deepEqual(
+    {
+      entered_risk: await listed('entered_risk'),
+      churned: await listed('churned'),
+      reactivated: await listed('reactivated'),
+      drops: await listed('drops'),
+    },
+    { entered_risk: ['entered'], churned: ['churned'], reactivated: ['back'], drops: ['entered', 'dropped'] },
+  )
+  assert.match((await page.locator('[data-movement="entered_risk"] .why').textContent()) ?? '', /logins/)
+  const renewals = await page
+    .locator('#renewals [data-customer]')
+    .evaluateAll((els) => els.map((e) => e.getAttribute('data-customer')))
+  assert.deepEqual(renewals, ['renews'])
+  await page.locator('#renewals-count').click()
+  await page.locator('#customers-where').waitFor()
+  await settled(page)
+  assert.deepEqual(await page.locator('#customers td:nth-child(2)').allTextContents(), ['renews'])
+  // The chart draws the 12 weeks.
+  await page.goBack()
+  await settled(page)
+  assert.equal(await page.locator('.weeks-chart canvas').count(), 1)
+  assert.equal(await page.locator('#weeks tbody tr').count(), 12)
+  assert.deepEqual(problems, [])
   await page.close()
 })

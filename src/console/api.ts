@@ -98,32 +98,11 @@ export const aggregate = (key: string, body: BodyOf<'aggregateCustomers'>, signa
 export type Upload = Schemas['UploadSummary']
 
 // The home view's report (docs/api.md, "This week").
-type Day = string
-type Listed = {
-  external_id: string
-  name: string | null
-  engagementscore: number | null
-  fitscore: number | null
-  churn_risk: number | null
-  drivers: string[]
-}
-export type Mover = Listed & { engagementscore_before: number | null; date: Day | null }
-export type Counted = { count: number; search: Condition | null }
-export type Movements = Counted & { customers: Mover[] }
-export type QuadrantName = 'churn_risk' | 'upsell' | 'engaged_poor_fit' | 'not_scored'
-export type Week = {
-  days: 7 | 30
-  today: Day
-  since: Day
-  movements: Record<'entered_risk' | 'left_risk' | 'churned' | 'reactivated' | 'drops' | 'gains', Movements>
-  renewals: Counted & {
-    from: Day
-    to: Day
-    at_risk: Counted
-    customers: (Listed & { renewal_date: Day; quadrant: QuadrantName })[]
-  }
-  weeks: { week_ending: Day; median_engagement: number | null; quadrants: Record<QuadrantName, Counted> }[]
-}
+export type Week = Schemas['WeekReport']
+export type Movements = Week['movements']['churned']
+export type Mover = Movements['customers'][number]
+export type Counted = Week['renewals']['at_risk']
+export type QuadrantName = keyof Week['weeks'][number]['quadrants']
 export const weekReport = (key: string, days: 7 | 30) => call<Week>(key, 'GET', `/api/v1/insights/week?days=${days}`)
 
 // The admin API's answers, for the accounts, settings, webhooks and scoring views.

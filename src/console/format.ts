@@ -47,9 +47,11 @@ const UNITS: [Intl.RelativeTimeFormatUnit, number][] = [
 const relative = new Intl.RelativeTimeFormat('en', { numeric: 'auto' })
 const absolute = new Intl.DateTimeFormat('en-GB', { dateStyle: 'medium', timeStyle: 'short', timeZone: 'UTC' })
 const dateOnly = new Intl.DateTimeFormat('en-GB', { dateStyle: 'medium', timeZone: 'UTC' })
-export const ago = (at: Date, now = Date.now()) => {
+// A day is said in days at the finest ("today", "3 days ago"), a time down to seconds.
+const DAY_UNITS = UNITS.filter(([unit]) => unit === 'year' || unit === 'month' || unit === 'day')
+export const ago = (at: Date, now = Date.now(), units = UNITS) => {
   const seconds = (at.getTime() - now) / 1000
-  const [unit, size] = UNITS.find(([, s]) => Math.abs(seconds) >= s) ?? UNITS[UNITS.length - 1]
+  const [unit, size] = units.find(([, s]) => Math.abs(seconds) >= s) ?? units[units.length - 1]
   return relative.format(Math.round(seconds / size), unit)
 }
 // A time as people say it ("3 days ago"), the exact one (UTC) on hover and on keyboard focus; a date
@@ -60,7 +62,7 @@ export const When = ({ at, none = '–' }: { at: string | null | undefined; none
   const date = new Date(at)
   if (Number.isNaN(date.getTime())) return at
   const exact = day ? dateOnly.format(date) : `${absolute.format(date)} UTC`
-  const said = day ? ago(date, Date.parse(new Date().toISOString().slice(0, 10))) : ago(date)
+  const said = day ? ago(date, Date.parse(new Date().toISOString().slice(0, 10)), DAY_UNITS) : ago(date)
   return html`<time class="when" datetime=${at} title=${exact} data-exact=${exact} tabindex="0">${said}</time>`
 }
 

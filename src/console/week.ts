@@ -67,7 +67,7 @@ const Renewals = ({ renewals }: { renewals: Week['renewals'] }) =>
   html`<section aria-labelledby="renewals-title">
     <h2 id="renewals-title">Renewals in the next 90 days</h2>
     <p>
-      <${Count} counted=${renewals} id="renewals-count" /> renewals up to <${When} at=${renewals.to} />, of which${' '}
+      <${Count} counted=${renewals} id="renewals-count" /> ${renewals.count === 1 ? 'renewal' : 'renewals'} up to <${When} at=${renewals.to} />, of which${' '}
       <${Count} counted=${renewals.at_risk} id="renewals-at-risk" /> in churn risk. Unhealthy first.
     </p>
     ${
