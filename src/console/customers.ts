@@ -132,9 +132,7 @@ export const Customers = ({ apiKey, where }: { apiKey: string; where?: Condition
     const direction = sort?.propertyName === c.sort ? sort.direction : undefined
     return html`<th scope="col" aria-sort=${direction ? ORDER[direction] : undefined}>
       <button type="button" class="sort" onClick=${() => sortBy(c.sort!)}>
-        ${c.title}<span aria-hidden="true" class="sort-mark">${
-          direction === 'asc' ? '▲' : direction === 'desc' ? '▼' : '↕'
-        }</span>
+        ${c.title}
       </button>
     </th>`
   }
