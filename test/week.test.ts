@@ -179,3 +179,65 @@ test('another account sees only its own customers', async () => {
   assert.equal(r.renewals.count, 0)
   assert.equal(r.weeks[11].quadrants.churn_risk.count, 1)
 })
+
+test('property labels: defined, changed, cleared, listed, and used by explanations and the report', async () => {
+  const define = (body: object) => s.admin('POST', `/accounts/${other.id}/properties`, body)
+  const relabel = (codename: string, body: object) =>
+    s.admin('PATCH', `/accounts/${acme.id}/properties/customer/${codename}`, body)
+  const labelled = await define({
+    entity: 'customer',
+    kind: 'metric',
+    codename: 'active_users',
+    type: 'number',
+    label: 'Active users',
+  })
+  assert.equal(labelled.status, 201, JSON.stringify(labelled.body))
+  assert.equal(labelled.body.label, 'Active users')
+  const both = await define({
+    entity: 'customer',
+    kind: 'metric',
+    codename: 'x',
+    type: 'number',
+    label: 'X',
+    name: 'Y',
+  })
+  assert.equal(both.status, 400)
+  assert.equal(both.body.errors[0].path, '/name')
+  const empty = await relabel('logins', { label: '' })
+  assert.equal(empty.status, 400)
+  assert.equal((await relabel('nothing', { label: 'Nothing' })).status, 404)
+  assert.equal((await relabel('logins', { label: 'Logins', codename: 'x' })).status, 400)
+
+  const set = await relabel('logins', { label: 'Weekly logins' })
+  assert.equal(set.status, 200, JSON.stringify(set.body))
+  assert.deepEqual(set.body, {
+    entity: 'customer',
+    kind: 'metric',
+    codename: 'logins',
+    type: 'number',
+    label: 'Weekly logins',
+    name: 'Weekly logins',
+    system: false,
+  })
+  // Listed with it, to the operator and to a key of the account.
+  const listed = await acme.api('/api/v1/properties', undefined, 'GET')
+  assert.equal(listed.status, 200)
+  assert.equal(listed.body.find((p: any) => p.codename === 'logins').label, 'Weekly logins')
+  assert.equal(listed.body.find((p: any) => p.codename === 'country').label, null)
+  assert.ok(!listed.body.some((p: any) => p.codename === 'active_users'))
+  const admin = await s.admin('GET', `/accounts/${acme.id}/properties`)
+  assert.equal(admin.body.find((p: any) => p.codename === 'logins').label, 'Weekly logins')
+
+  // The explanation names each rule by its label, else its codename.
+  const customer = (await acme.api('/api/v1/customer/entered', undefined, 'GET')).body
+  const explanation = customer.score_explanation
+  assert.deepEqual(explanation.engagement, [{ codename: 'logins', label: 'Weekly logins', contribution: -75 }])
+  assert.deepEqual(explanation.health_drivers.map((d: any) => [d.codename, d.label]).sort(), [
+    ['country', 'country'],
+    ['has_sso', 'has_sso'],
+  ])
+  assert.deepEqual((await week(acme)).movements.entered_risk.customers[0].drivers, ['Weekly logins'])
+
+  assert.equal((await relabel('logins', { label: null })).body.label, null)
+  assert.deepEqual((await week(acme)).movements.entered_risk.customers[0].drivers, ['logins'])
+})

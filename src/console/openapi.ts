@@ -577,6 +577,23 @@ export interface paths {
     patch?: never
     trace?: never
   }
+  '/api/v1/properties': {
+    parameters: {
+      query?: never
+      header?: never
+      path?: never
+      cookie?: never
+    }
+    /** The key's account's property definitions, with their labels: what search can filter by */
+    get: operations['accountProperties']
+    put?: never
+    post?: never
+    delete?: never
+    options?: never
+    head?: never
+    patch?: never
+    trace?: never
+  }
   '/admin/v1/accounts/{id}/properties/{entity}/{codename}': {
     parameters: {
       query?: never
@@ -591,7 +608,8 @@ export interface paths {
     delete: operations['deleteProperty']
     options?: never
     head?: never
-    patch?: never
+    /** Set or clear (null) a property's label */
+    patch: operations['relabelProperty']
     trace?: never
   }
   '/admin/v1/accounts/{id}/tags': {
@@ -1300,16 +1318,22 @@ export interface components {
         /** @description Each engagement rule: its weighted contribution, in points. */
         engagement: {
           codename: string
+          /** @description The property's label, else its codename. */
+          label: string
           contribution: number
         }[]
         /** @description Each fit rule: its weighted contribution, in points. */
         fit: {
           codename: string
+          /** @description The property's label, else its codename. */
+          label: string
           contribution: number
         }[]
         /** @description Up to 3 rules that lower the scores most, most negative first. */
         risk_drivers: {
           codename: string
+          /** @description The property's label, else its codename. */
+          label: string
           /** @enum {string} */
           score: 'engagement' | 'fit'
           contribution: number
@@ -1317,6 +1341,8 @@ export interface components {
         /** @description Up to 3 rules that raise the scores most, largest first. */
         health_drivers: {
           codename: string
+          /** @description The property's label, else its codename. */
+          label: string
           /** @enum {string} */
           score: 'engagement' | 'fit'
           contribution: number
@@ -1333,6 +1359,8 @@ export interface components {
           before: number
           /** @description Its contribution after. */
           after: number
+          /** @description The property's label, else its codename. */
+          label: string
         }[]
       } | null
     }
@@ -1900,6 +1928,9 @@ export interface components {
       codename: string
       /** @enum {string} */
       type: 'string' | 'number' | 'boolean' | 'date'
+      /** @description The name people read; null shows the codename. */
+      label: string | null
+      /** @description The same as label (its older spelling). */
       name: string | null
       /** @description Defined by the service for every account. */
       system: boolean
@@ -4926,6 +4957,12 @@ export interface operations {
           codename: string
           /** @enum {string} */
           type: 'string' | 'number' | 'boolean' | 'date'
+          /**
+           * @description The name people read: the console, its CSV export and score explanations show it in place of
+           * the codename.
+           */
+          label?: string
+          /** @description The older spelling of label. */
           name?: string
         }
       }
@@ -4947,6 +4984,34 @@ export interface operations {
       409: components['responses']['Conflict']
       413: components['responses']['ContentTooLarge']
       415: components['responses']['UnsupportedMediaType']
+      503: components['responses']['ServiceUnavailable']
+    }
+  }
+  accountProperties: {
+    parameters: {
+      query?: never
+      header?: never
+      path?: never
+      cookie?: never
+    }
+    requestBody?: never
+    responses: {
+      /** @description Success. */
+      200: {
+        headers: {
+          'RateLimit-Limit': components['headers']['RateLimit-Limit']
+          'RateLimit-Remaining': components['headers']['RateLimit-Remaining']
+          'RateLimit-Reset': components['headers']['RateLimit-Reset']
+          [name: string]: unknown
+        }
+        content: {
+          'application/json': components['schemas']['Property'][]
+        }
+      }
+      400: components['responses']['BadRequest']
+      401: components['responses']['Unauthorized']
+      403: components['responses']['Forbidden']
+      429: components['responses']['TooManyRequests']
       503: components['responses']['ServiceUnavailable']
     }
   }
@@ -4977,6 +5042,51 @@ export interface operations {
       401: components['responses']['Unauthorized']
       404: components['responses']['NotFound']
       409: components['responses']['Conflict']
+      503: components['responses']['ServiceUnavailable']
+    }
+  }
+  relabelProperty: {
+    parameters: {
+      query?: never
+      header?: never
+      path: {
+        /** @description The account id. */
+        id: number
+        /** @description customer or contact. */
+        entity: 'customer' | 'contact'
+        /** @description The property's codename. */
+        codename: string
+      }
+      cookie?: never
+    }
+    requestBody: {
+      content: {
+        /**
+         * @example {
+         *       "label": "Active users"
+         *     }
+         */
+        'application/json': {
+          label: string | null
+        }
+      }
+    }
+    responses: {
+      /** @description Success. */
+      200: {
+        headers: {
+          [name: string]: unknown
+        }
+        content: {
+          'application/json': components['schemas']['Property']
+        }
+      }
+      400: components['responses']['BadRequest']
+      401: components['responses']['Unauthorized']
+      404: components['responses']['NotFound']
+      408: components['responses']['RequestTimeout']
+      413: components['responses']['ContentTooLarge']
+      415: components['responses']['UnsupportedMediaType']
       503: components['responses']['ServiceUnavailable']
     }
   }

@@ -3,12 +3,13 @@
 // lists the customers behind it where the search API can express it. Read-only, in one budgeted
 // transaction: four statements over the account's scored customers, then the explanations of the
 // few customers listed.
+import { readLabels } from '../catalog/properties.ts'
 import type { App } from '../context.ts'
 import { budgeted, type Caller } from '../db/budget.ts'
 import type { Tx } from '../db/client.ts'
 import { addDays, today } from '../dates.ts'
 import { explanationRows } from '../scoring/changes.ts'
-import { explainCustomer, type ExplainedCustomer } from '../scoring/explain.ts'
+import { explainCustomer, type ExplainedCustomer, labelledExplanation } from '../scoring/explain.ts'
 import { scoringInputs } from '../scoring/store.ts'
 import type { Condition } from '../search/fields.ts'
 
@@ -154,11 +155,15 @@ const listed = (row: Listed, drivers: string[]) => ({
 // The drivers of each listed customer in a word: the labels of its risk drivers when it moved for
 // the worse (or renews unhealthy), of its health drivers otherwise.
 const driversOf = async (tx: Tx, accountId: number, ids: number[], now: string) => {
-  if (ids.length === 0) return new Map<number, ReturnType<typeof explainCustomer>>()
+  if (ids.length === 0) return new Map<number, ReturnType<typeof labelledExplanation>>()
   const { model, defs } = await scoringInputs(tx, accountId, 'customer')
+  const labels = await readLabels(tx, accountId, 'customer')
   const rows = await explanationRows(tx, accountId, tx`c.service_id = any(${ids}::bigint[])`)
   return new Map(
-    rows.map((r) => [r.service_id as number, explainCustomer(model, defs, r as unknown as ExplainedCustomer, now)]),
+    rows.map((r) => [
+      r.service_id as number,
+      labelledExplanation(explainCustomer(model, defs, r as unknown as ExplainedCustomer, now), labels),
+    ]),
   )
 }
 
@@ -186,7 +191,7 @@ export const weekReport = (app: App, accountId: number, days: Period, caller?: C
     )
     const words = (id: number, worse: boolean) => {
       const e = explained.get(id)
-      return (worse ? e?.risk_drivers : e?.health_drivers)?.map((d) => d.codename) ?? []
+      return (worse ? e?.risk_drivers : e?.health_drivers)?.map((d) => d.label) ?? []
     }
     const renewal = [filter('renewal_date', 'GTE', now), filter('renewal_date', 'LTE', renewalsEnd)]
     return {
