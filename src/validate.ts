@@ -28,14 +28,31 @@ export const DateString = v.pipe(
 export const isObject = (x: unknown): x is Record<string, unknown> =>
   typeof x === 'object' && x !== null && !Array.isArray(x)
 
+// A name the client sent, echoed in an answer, is cut to this many characters: a 4.5 MB key must not
+// come back as a 4.5 MB answer.
+export const ECHO_CHARS = 200
+export const cut = (name: string) =>
+  name.length > ECHO_CHARS ? `${name.slice(0, ECHO_CHARS)}... (${count(name.length)} characters)` : name
+
+// 1,980: counts as people read them.
+export const count = (n: number) => n.toLocaleString('en-US')
+
+// 5 MB, 32 KB: sizes as people read them (binary units, as the limits are set).
+export const size = (bytes: number) => {
+  const [unit, scale] = bytes >= 1024 ** 2 ? ['MB', 1024 ** 2] : bytes >= 1024 ? ['KB', 1024] : ['bytes', 1]
+  return `${Number((bytes / (scale as number)).toFixed(1))} ${unit}`
+}
+
 type PathItem = { key: unknown }
 
 export const pointer = (path?: PathItem[]) =>
-  path?.length ? '/' + path.map((p) => String(p.key).replace(/~/g, '~0').replace(/\//g, '~1')).join('/') : ''
+  path?.length ? '/' + path.map((p) => cut(String(p.key)).replace(/~/g, '~0').replace(/\//g, '~1')).join('/') : ''
 
 // filters[2].operator: how a reader names a field in a sentence.
 const dotted = (path: PathItem[] = []) =>
-  path.map((p, i) => (typeof p.key === 'number' ? `[${p.key}]` : i === 0 ? String(p.key) : `.${p.key}`)).join('')
+  path
+    .map((p, i) => (typeof p.key === 'number' ? `[${p.key}]` : i === 0 ? cut(String(p.key)) : `.${cut(String(p.key))}`))
+    .join('')
 
 const listed = (items: string[]) =>
   items.length < 2 ? items.join('') : `${items.slice(0, -1).join(', ')} and ${items[items.length - 1]}`
@@ -103,9 +120,14 @@ const distance = (a: string, b: string) => {
 }
 
 // The known key a typo most likely meant: the nearest within two edits (more for long keys), or none.
+// Keys whose lengths differ by more than that are not compared (a huge key costs nothing).
 export const closest = (key: string, known: string[]) => {
-  const ranked = known.map((k) => ({ k, d: distance(key.toLowerCase(), k.toLowerCase()) })).sort((a, b) => a.d - b.d)
-  return ranked.length && ranked[0].d <= Math.max(2, Math.floor(key.length / 3)) ? ranked[0].k : undefined
+  const within = Math.max(2, Math.floor(key.length / 3))
+  const ranked = known
+    .filter((k) => Math.abs(k.length - key.length) <= within)
+    .map((k) => ({ k, d: distance(key.toLowerCase(), k.toLowerCase()) }))
+    .sort((a, b) => a.d - b.d)
+  return ranked.length && ranked[0].d <= within ? ranked[0].k : undefined
 }
 
 // An object whose unknown keys are refused, each named with the key it most likely meant: a typo

@@ -8,7 +8,7 @@ import * as v from 'valibot'
 import type { Catalog, PropertyKind, PropertyType } from './catalog.ts'
 import { DATE_RULE, isDate } from './dates.ts'
 import type { FieldError } from './errors.ts'
-import { isObject, UNSTORABLE, UNSTORABLE_MESSAGE } from './validate.ts'
+import { closest, cut, describe, int, isObject, UNSTORABLE, UNSTORABLE_MESSAGE } from './validate.ts'
 
 // A text value of an attribute or metric holds at most this many characters (Unicode code points,
 // so an emoji counts as one), so that one record cannot carry megabytes through processing,
@@ -54,28 +54,75 @@ export const fitsType = (value: unknown, type: PropertyType) =>
       : typeof value === type)
 
 type Values = Record<string, unknown>
+
+// Keys dropped because no property of their kind defines them, named so that a typo (contry) can be
+// found: each with how often it was dropped and the codename it most likely meant. Uploads and
+// ingest statuses show them. At most NAMED_DROPS distinct keys are named (each cut to 200
+// characters); the count covers them all.
+export const NAMED_DROPS = 100
+export const DroppedKeyName = v.object({
+  key: v.string(),
+  count: int,
+  did_you_mean: v.nullable(v.string()),
+})
+export type DroppedKeyName = v.InferOutput<typeof DroppedKeyName>
+export const DroppedKeyNames = describe(
+  v.array(DroppedKeyName),
+  `The keys dropped, most often dropped first, each with a codename it may have meant (at most ${NAMED_DROPS}).`,
+)
+export interface Dropped {
+  count: number
+  names: Map<string, DroppedKeyName>
+}
+export const noneDropped = (): Dropped => ({ count: 0, names: new Map() })
+
+// Counts one dropped key; `known` gives the codenames it may have meant (asked once per name).
+export const dropKey = (dropped: Dropped, key: string, known: () => string[]) => {
+  dropped.count++
+  const name = cut(key)
+  const seen = dropped.names.get(name)
+  if (seen) seen.count++
+  else if (dropped.names.size < NAMED_DROPS)
+    dropped.names.set(name, { key: name, count: 1, did_you_mean: closest(key, known()) ?? null })
+}
+
+export const addDropped = (into: Dropped, from: Dropped) => {
+  into.count += from.count
+  for (const [name, d] of from.names) {
+    const seen = into.names.get(name)
+    if (seen) seen.count += d.count
+    else if (into.names.size < NAMED_DROPS) into.names.set(name, { ...d })
+  }
+}
+
+export const droppedKeyNames = (dropped: Dropped): DroppedKeyName[] =>
+  [...dropped.names.values()].sort((a, b) => b.count - a.count || (a.key < b.key ? -1 : 1))
+
 export interface Checked<T> {
   items: T[]
-  droppedKeys: number
+  dropped: Dropped
   errors: FieldError[]
 }
 
 // Keeps the keys that match a definition of the right kind (typed: a mismatch is an error),
-// drops and counts the rest. Snapshot dates must be unique within a record's metrics.
+// drops, counts and names the rest. Snapshot dates must be unique within a record's metrics.
 export const checkValues = <T extends { attributes?: Values; metrics?: ({ date: string } & Values)[] }>(
   items: T[],
   catalog: Catalog,
   itemPath: (index: number) => string,
 ): Checked<T> => {
   const errors: FieldError[] = []
-  let droppedKeys = 0
+  const dropped = noneDropped()
+  const codenames: Partial<Record<PropertyKind, string[]>> = {}
+  const known = (kind: PropertyKind) => () =>
+    (codenames[kind] ??= [...catalog.values()].filter((d) => d.kind === kind).map((d) => d.codename))
   const keep = (values: Values, kind: PropertyKind, path: string, skip?: string) => {
     const out: Values = {}
     for (const [key, value] of Object.entries(values)) {
       if (key === skip) continue
       const def = catalog.get(key)
       if (!def || def.kind !== kind) {
-        droppedKeys++
+        dropKey(dropped, key, known(kind))
         continue
       }
       if (!fitsType(value, def.type))
@@ -102,7 +149,7 @@ export const checkValues = <T extends { attributes?: Values; metrics?: ({ date: 
     }
     return out
   })
-  return { items: checked, droppedKeys, errors }
+  return { items: checked, dropped, errors }
 }
 
 // What a free-form JSON value holds (tracking data, traits): every number finite, every string and

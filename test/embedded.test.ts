@@ -1,12 +1,14 @@
 // The embedded PostgreSQL's life follows its owner's: a server found running on the data folder is
 // shared while the process that started it runs, and stopped as a leftover once it is gone. Its
 // superuser password is generated per data folder, and a folder made with the old fixed one moves
-// to a generated one.
+// to a generated one. A port already taken is named with EMBEDDED_PG_PORT, the setting that moves it.
 import assert from 'node:assert/strict'
 import { spawn, spawnSync } from 'node:child_process'
 import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { once } from 'node:events'
+import { createServer } from 'node:net'
 import { after, test } from 'node:test'
 import postgres from 'postgres'
 import { alive, startEmbedded } from '../src/db/embedded.ts'
@@ -118,5 +120,13 @@ test('the superuser password is generated per folder; the old fixed one moves to
     await assert.rejects(answers(old.toString()), /password authentication failed/)
   } finally {
     await pg.stop()
+  }
+  // A port someone else holds: the message names the setting that moves it.
+  const holder = createServer().listen(port, '127.0.0.1')
+  await once(holder, 'listening')
+  try {
+    await assert.rejects(startEmbedded(data, port), /in use: set EMBEDDED_PG_PORT to a free port/)
+  } finally {
+    holder.close()
   }
 })

@@ -66,6 +66,13 @@ test('the executable exists and answers --help without node on PATH', () => {
   assert.equal(help.status, 0, help.stderr)
   for (const name of ['serve', 'worker', 'migrate', 'admin', 'import', 'DATABASE_URL'])
     assert.match(help.stdout, new RegExp(name))
+  // docs/benchmarks.md gives its size in bytes: within 5% of what the build writes.
+  const documented = /\| size of `dist\/service` \| \d+ MB \(([\d,]+) bytes\)/.exec(
+    readFileSync('docs/benchmarks.md', 'utf8'),
+  )
+  assert.ok(documented, 'docs/benchmarks.md names the size of dist/service')
+  const ratio = statSync(EXECUTABLE).size / Number(documented[1].replace(/,/g, ''))
+  assert.ok(ratio > 0.95 && ratio < 1.05, `dist/service is ${ratio.toFixed(2)} times its documented size`)
 })
 
 test('serve on an empty cache: embedded PostgreSQL, demo key, API, clean stop', async () => {

@@ -1,10 +1,11 @@
 import { test, before, after } from 'node:test'
 import assert from 'node:assert/strict'
 import { request } from 'node:http'
-import { startTestService, type TestService } from './helpers/service.ts'
+import { ADMIN_TOKEN, startTestService, type TestService } from './helpers/service.ts'
 import { createHttpServer, listen, drain } from '../src/http/adapter.ts'
 import { buildRouter } from '../src/http/router.ts'
 import type { App } from '../src/context.ts'
+import { routes } from '../src/api/routes.ts'
 
 let s: TestService
 before(async () => {
@@ -44,6 +45,25 @@ test('every interface endpoint answers 405 with Allow: POST to other methods', a
   }
 })
 
+test('HEAD is answered wherever GET is, with its status and headers and no body', async () => {
+  const { id, token } = await s.account('Heads')
+  const auth = { authorization: `Bearer ${ADMIN_TOKEN}`, 'service-key': token }
+  const gets = routes.filter((r) => r.method === 'GET')
+  assert.ok(gets.some((r) => r.path === '/healthz') && gets.some((r) => r.path === '/console'))
+  for (const r of gets) {
+    const path = r.path.replace(/:(\w+)/g, (_, name) => (name === 'id' || name === 'account_id' ? String(id) : '1'))
+    const get = await fetch(s.base + path, { headers: auth })
+    await get.arrayBuffer()
+    const head = await fetch(s.base + path, { method: 'HEAD', headers: auth })
+    assert.equal(head.status, get.status, `HEAD ${path}`)
+    assert.equal(head.headers.get('content-type'), get.headers.get('content-type'), `HEAD ${path}`)
+    assert.equal((await head.arrayBuffer()).byteLength, 0, `HEAD ${path}`)
+  }
+  // A path that answers GET says so in Allow, with HEAD; a POST-only path does not admit HEAD.
+  assert.equal((await s.call('DELETE', '/healthz')).headers.get('allow'), 'GET, HEAD')
+  assert.equal((await s.call('HEAD', '/api/v1/customers')).status, 405)
+})
+
 test('unknown routes answer 404 Problem Details', async () => {
   assertProblem(await s.call('GET', '/nope'), 404)
   assertProblem(await s.call('POST', '/api/v2/customers'), 404)
@@ -61,11 +81,12 @@ test('schema errors name the field path', async () => {
   assert.deepEqual(res.body.errors.map((e: { path: string }) => e.path).sort(), ['/name', '/source_of_truth'])
 })
 
-test('a body over 5 MB answers 413 without being read to the end', async () => {
+test('a body over 5 MB answers 413 without being read to the end, saying 5 MB', async () => {
   const { token } = await s.account()
   const big = '{"customers":"' + 'x'.repeat(5 * 1024 * 1024) + '"}'
   const res = await s.call('POST', '/api/v1/customers', big, { 'service-key': token })
   assertProblem(res, 413)
+  assert.equal(res.body.detail, 'The request body is larger than 5 MB.')
   // Announced length over the limit: refused before any byte of the body is read.
   const status = await new Promise<number>((resolve, reject) => {
     const req = request(
@@ -87,6 +108,23 @@ test('a body over 5 MB answers 413 without being read to the end', async () => {
     req.write('{')
   })
   assert.equal(status, 413)
+})
+
+test('an error list keeps its first 20 entries and counts the rest; echoed names are cut to 200', async () => {
+  const { token } = await s.account('Lists')
+  const customers = Array.from({ length: 1000 }, (_, i) => ({ external_id: i, name: 5 }))
+  const res = await s.call('POST', '/api/v1/customers', { customers }, { 'service-key': token })
+  assertProblem(res, 400)
+  assert.equal(res.body.errors.length, 20)
+  assert.equal(res.body.more_errors, 1980)
+  assert.match(res.body.detail, /The first 20 errors are listed, and 1,980 more like these\.$/)
+  // A 1 MB unknown key comes back as its first 200 characters.
+  const key = 'k'.repeat(1024 * 1024)
+  const search = await s.call('POST', '/api/v1/customers/search', `{"${key}": 1}`, { 'service-key': token })
+  assertProblem(search, 400)
+  const text = JSON.stringify(search.body)
+  assert.ok(text.length < 2000, text.slice(0, 300))
+  assert.match(search.body.errors[0].message, /^Unknown key k{200}\.\.\. \(1,048,576 characters\)/)
 })
 
 test("every response carries a request id, echoing the caller's", async () => {

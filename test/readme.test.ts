@@ -8,6 +8,7 @@ import { freshDatabase } from './helpers/db.ts'
 import { ADMIN_TOKEN } from './helpers/service.ts'
 import { startProcess } from './helpers/process.ts'
 import { freePort } from './helpers/cluster.ts'
+import { routes } from '../src/api/routes.ts'
 
 // The README's walkthrough block, run as written by bash against a fresh service.
 const walkthrough = () => {
@@ -47,6 +48,10 @@ test("the README's five-minute walkthrough works as written", async () => {
     const typo = /\{"type":"about:blank","title":"Bad Request".*?\}\]\}/.exec(run.stdout)
     assert.ok(typo, `no error answer in:\n${run.stdout}`)
     assert.equal(JSON.parse(typo[0]).errors[0].path, '/filter')
+    // The README quotes that answer's message as it is today.
+    const quoted = /Step 6 shows[^`]*```json\n([\s\S]*?)\n```/.exec(readFileSync('README.md', 'utf8'))
+    assert.ok(quoted, 'README quotes step 6')
+    assert.equal(JSON.parse(quoted[1].replace(/\n\s*/g, ' ')).errors[0].message, JSON.parse(typo[0]).errors[0].message)
     const hook = /\{"event":"customer\.created".*?"batch":\{[^}]*\}\}\}/.exec(run.stdout)
     assert.ok(hook, `no webhook in:\n${run.stdout}`)
     assert.deepEqual(
@@ -58,4 +63,21 @@ test("the README's five-minute walkthrough works as written", async () => {
     await db.drop()
     rmSync(dir, { recursive: true, force: true })
   }
+})
+
+// The README names path parameters as the routing table does ({upload_id}, not {id}), says which
+// Node the executable carries, and what npm test installs.
+test('the README names path parameters as the API does, and what npm test needs', () => {
+  const readme = readFileSync('README.md', 'utf8')
+  // uploads/{upload_id} and accounts[/{id}] must be segments of some route's path.
+  for (const [, segment, name] of readme.matchAll(/(\w+)\[?\/\{(\w+)\}/g))
+    assert.ok(
+      routes.some((r) => r.path.includes(`/${segment}/:${name}`)),
+      `${segment}/{${name}} is no route's`,
+    )
+  const tests = readme.slice(readme.indexOf('## Tests'), readme.indexOf('## Documentation'))
+  const node = /const EXECUTABLE_NODE = '([\d.]+)'/.exec(readFileSync('build.mjs', 'utf8'))![1]
+  assert.ok(tests.includes(`Node ${node}`), `README's Tests name Node ${node}`)
+  for (const needed of ['npm pack', 'apt-get', 'chromium', 'PostgreSQL 15', 'node --import tsx test/run.ts test/'])
+    assert.ok(tests.includes(needed), needed)
 })

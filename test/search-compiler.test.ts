@@ -62,6 +62,22 @@ describe('compileSearch rejects bad requests with paths', () => {
     }
   })
 
+  test('unknown propertyName: did you mean, the properties when they are few, the name cut to 200', () => {
+    const [typo] = errorsOf({ filters: [{ propertyName: 'logns', operator: 'EQ', value: '1' }] })
+    assert.match(
+      typo.message,
+      /^unknown property "logns" \(did you mean logins\?\); the properties are name, is_churned,/,
+    )
+    assert.match(typo.message, /renewal_date, logins, a"b$/)
+    const many = [...catalog, ...Array.from({ length: 30 }, (_, i) => ({ ...catalog[0], codename: `extra_${i}` }))]
+    const [long] = errorsOf({ catalog: many, filters: [{ propertyName: 'extra_x1', operator: 'EQ', value: '1' }] })
+    assert.equal(long.message, 'unknown property "extra_x1" (did you mean extra_1?)')
+    const [huge] = errorsOf({ filters: [{ propertyName: 'x'.repeat(100_000), operator: 'EQ', value: '1' }] })
+    assert.match(huge.message, /^unknown property "x{200}\.\.\. \(100,000 characters\)"; the properties are/)
+    const [asked] = errorsOf({ properties: ['seets'] })
+    assert.match(asked.message, /did you mean seats\?/)
+  })
+
   test('operator not allowed for the field type lists the allowed ones', () => {
     const cases: [SearchInput['entity'], string, string, keyof typeof ALLOWED_OPERATORS][] = [
       ['customer', 'seats', 'LIKE', 'number'],

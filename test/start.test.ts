@@ -1,5 +1,5 @@
 // npm start forwards SIGTERM and SIGINT to the service and leaves no child behind: neither a node
-// process nor the embedded PostgreSQL.
+// process nor the embedded PostgreSQL; serve logs one line naming the signal.
 import assert from 'node:assert/strict'
 import { spawn } from 'node:child_process'
 import { chmodSync, mkdtempSync, rmSync } from 'node:fs'
@@ -44,5 +44,7 @@ for (const signal of ['SIGTERM', 'SIGINT'] as const) {
     await exited
     for (let tries = 0; processesUsing(data).length && tries < 50; tries++) await new Promise((r) => setTimeout(r, 100))
     assert.deepEqual(processesUsing(data), [], `left behind:\n${out}`)
+    // One line says it stopped, and why.
+    assert.match(out, new RegExp(`"msg":"stopped","command":"serve","reason":"${signal}"`))
   })
 }

@@ -346,6 +346,25 @@ test(mergeTitle, async () => {
   assert.deepEqual(again.values, {})
 })
 
+test('dropped keys are named in the upload status, most often first, with a did-you-mean where one fits', async () => {
+  const a = await scoredAccount(s, 'Typos')
+  const items = [1, 2, 3].map((i) =>
+    customer(i, {
+      attributes: { country: 'US', contry: 'US', ...(i === 1 && { wholly_unknown: 1 }) },
+      metrics: [{ date: '2026-01-01', logns: i }],
+    }),
+  )
+  const status = await upload(a.api, items)
+  assert.equal(status.dropped_keys, 7)
+  assert.deepEqual(status.dropped_key_names, [
+    { key: 'contry', count: 3, did_you_mean: 'country' },
+    { key: 'logns', count: 3, did_you_mean: 'logins' },
+    { key: 'wholly_unknown', count: 1, did_you_mean: null },
+  ])
+  const listed = await s.admin('GET', `/accounts/${a.id}/uploads`)
+  assert.deepEqual(listed.body[0].dropped_key_names, status.dropped_key_names)
+})
+
 test('within one request a later duplicate wins, in item order', async () => {
   const a = await scoredAccount(s)
   const done = await upload(a.api, [

@@ -1,5 +1,6 @@
 // The worker logs one JSON line per job: at info when it completes (task, job id, attempt, ms,
-// outcome and what it counted), at warn with the error when it fails and will be retried.
+// outcome and what it counted), at warn with the error when it fails and will be retried; and one
+// line when it stops, naming the signal.
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
 import postgres from 'postgres'
@@ -52,4 +53,9 @@ test('one log line per job, completed and failed', async () => {
     await worker.kill('SIGTERM')
     await db.drop()
   }
+  // It says when it stops, and why.
+  const stopped = lines(worker.stderr()).filter((l) => l.msg === 'stopped')
+  assert.equal(stopped.length, 1, worker.stderr())
+  assert.equal(stopped[0].reason, 'SIGTERM')
+  assert.equal(stopped[0].command, 'worker')
 })

@@ -13,7 +13,10 @@ Cells are read by the property's type (number, boolean true/false, date YYYY-MM-
 leaves the value unchanged. With a date column each row also stores one metric snapshot on that
 date. Columns that name no property are ignored. A bad row is reported with its line number and
 skipped. The account's source of truth must be FILE unless --force is given.
-Progress goes to stderr (a bar on a terminal, a line every 2 s otherwise), the summary to stdout.
+Owners (owner_email) are matched to the account's users: add them first with service admin add-user.
+Progress goes to stderr (a bar on a terminal, a line every 2 s otherwise), the summary to stdout; an
+import that is refused or fails says why there. SIGINT or SIGTERM stops it after the row being read:
+the rows read are written and the summary names the last line read.
 Exit status: 0 every row imported, 1 some rows skipped, 2 the import could not run or stopped.
 `
 
@@ -60,12 +63,57 @@ const progress = (stats: ImportStats, totalBytes: number, started: number) => {
   return { print: (line: string) => out.write(`${line}\n`), stop: () => clearInterval(timer) }
 }
 
-const summary = (stats: ImportStats, seconds: number) =>
-  `Read ${stats.read} rows: ${stats.imported} imported (${stats.created} created, ${stats.updated} updated` +
+const counts = (stats: ImportStats) =>
+  `${stats.imported} imported (${stats.created} created, ${stats.updated} updated` +
   `${stats.ignored ? `, ${stats.ignored} ignored for want of their customer` : ''}), ` +
   `${stats.errors} with errors skipped` +
-  `${stats.warnings ? `, ${stats.warnings} warnings (unknown owner emails)` : ''}, ` +
-  `in ${seconds.toFixed(1)} s.\n`
+  `${stats.warnings ? `, ${stats.warnings} warnings (unknown owner emails)` : ''}`
+
+// Owners are matched to the account's users by email; a row whose owner is no user keeps a null owner.
+const ownersHint = (stats: ImportStats, accountId: number) =>
+  stats.warnings
+    ? `${stats.warnings} rows named an owner email that is no user of account ${accountId}, so they have no ` +
+      `owner: owners must exist as users first (service admin add-user --id ${accountId} ` +
+      `'{"email":"...","name":"..."}'), then import the file again.\n`
+    : ''
+
+// How the run ended, on stdout: a run that did not finish never reads as a success.
+const summary = (
+  stats: ImportStats,
+  seconds: number,
+  accountId: number,
+  end: { failure?: unknown; signal?: string },
+) => {
+  const took = `in ${seconds.toFixed(1)} s`
+  const reason = String((end.failure as Error)?.message ?? end.failure)
+  if (end.failure && !stats.read) return `Nothing imported: ${reason}\n`
+  const stopped = end.failure
+    ? `Import failed after line ${stats.line}: ${reason}\nRead ${stats.read} rows before it failed: `
+    : end.signal
+      ? `Import stopped by ${end.signal} after line ${stats.line}; the lines after it were not read.\n` +
+        `Read ${stats.read} rows before it stopped: `
+      : `Read ${stats.read} rows: `
+  return `${stopped}${counts(stats)}, ${took}.\n${ownersHint(stats, accountId)}`
+}
+
+// SIGINT or SIGTERM stops the import after the row being read; the rows read so far are written and
+// the summary says where it stopped. A second signal ends the process at once.
+const stopOnSignal = () => {
+  const stop = new AbortController()
+  const onSignal = (signal: NodeJS.Signals) => {
+    if (stop.signal.aborted) process.exit(2)
+    stop.abort(signal)
+  }
+  process.on('SIGINT', onSignal)
+  process.on('SIGTERM', onSignal)
+  return {
+    signal: stop.signal,
+    done: () => {
+      process.off('SIGINT', onSignal)
+      process.off('SIGTERM', onSignal)
+    },
+  }
+}
 
 export const runImport = async (app: App, args: string[]): Promise<number> => {
   const [kind, file, ...rest] = args
@@ -79,16 +127,18 @@ export const runImport = async (app: App, args: string[]): Promise<number> => {
   try {
     totalBytes = statSync(file).size
   } catch {
-    process.stderr.write(`Cannot read ${file}.\n`)
+    process.stdout.write(`Nothing imported: cannot read ${file}.\n`)
     return 2
   }
   const stats = emptyStats()
   const started = performance.now()
+  const stop = stopOnSignal()
   let bar: ReturnType<typeof progress> | undefined
   let failure: unknown
   try {
     await importFile(app, accountId, kind, file, stats, {
       force: rest.includes('--force'),
+      signal: stop.signal,
       onStart: (layout) => {
         if (layout.ignored.length)
           process.stderr.write(
@@ -102,8 +152,9 @@ export const runImport = async (app: App, args: string[]): Promise<number> => {
     failure = err
   } finally {
     bar?.stop()
+    stop.done()
   }
-  if (failure) process.stderr.write(`Import stopped: ${(failure as Error)?.message ?? failure}\n`)
-  process.stdout.write(summary(stats, (performance.now() - started) / 1000))
-  return failure ? 2 : stats.errors ? 1 : 0
+  const signal = stop.signal.aborted ? String(stop.signal.reason) : undefined
+  process.stdout.write(summary(stats, (performance.now() - started) / 1000, accountId, { failure, signal }))
+  return failure || signal ? 2 : stats.errors ? 1 : 0
 }

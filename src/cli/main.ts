@@ -4,7 +4,7 @@ import { startService } from '../service.ts'
 import { keyChecker } from '../db/key-check.ts'
 import { connect } from '../db/client.ts'
 import { migrate } from '../db/migrate.ts'
-import { createLog } from '../log.ts'
+import { createLog, type Log } from '../log.ts'
 import { resolveDatabase } from './database.ts'
 import { createDemoIfEmpty } from './demo.ts'
 import { adminUsage, runAdmin } from './admin.ts'
@@ -46,16 +46,23 @@ const tuneHeap = () => {
     if (!process.execArgv.some((given) => given.startsWith(flag.split('=')[0]))) v8.setFlagsFromString(flag)
 }
 
-// SIGTERM/SIGINT drain in-flight requests and jobs, stop what was started, then exit 0. Set up
-// before anything starts: a signal during start-up (the embedded database already running, the
-// demo account being made) must not leave a process behind.
+// SIGTERM/SIGINT drain in-flight requests and jobs, stop what was started, log one line naming the
+// signal, then exit 0. Set up before anything starts: a signal during start-up (the embedded database
+// already running, the demo account being made) must not leave a process behind.
 const stops: (() => Promise<void>)[] = []
-const onSignal = () => {
+const onSignal = (command: string, log: Log) => (signal: NodeJS.Signals) => {
+  const started = performance.now()
   ;(async () => {
     for (const stop of stops.reverse()) await stop()
   })().then(
-    () => process.exit(0),
-    () => process.exit(1),
+    () => {
+      log('info', 'stopped', { command, reason: signal, ms: Math.round(performance.now() - started) })
+      process.exit(0)
+    },
+    (err) => {
+      log('error', 'stopped', { command, reason: signal, error: String((err as Error)?.message ?? err) })
+      process.exit(1)
+    },
   )
 }
 
@@ -75,8 +82,8 @@ const main = async (argv: string[]): Promise<number | undefined> => {
   const serving = command === 'serve' || command === 'worker'
   if (serving) {
     tuneHeap()
-    process.once('SIGTERM', onSignal)
-    process.once('SIGINT', onSignal)
+    process.once('SIGTERM', onSignal(command, log))
+    process.once('SIGINT', onSignal(command, log))
   }
   const db = await resolveDatabase(config, log)
   stops.push(db.stop)

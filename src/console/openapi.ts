@@ -1221,6 +1221,8 @@ export interface components {
         path: string
         message: string
       }[]
+      /** @description How many errors beyond the first 20 listed were left out. */
+      more_errors?: number
     }
     Customer: {
       /** @description The external id the client gave it. */
@@ -1814,6 +1816,14 @@ export interface components {
       ignored: number | null
       /** @description Attribute and metric keys dropped because no property defines them. */
       dropped_keys: number | null
+      /**
+       * @description The keys dropped, most often dropped first, each with a codename it may have meant (at most 100).
+       */
+      dropped_key_names: {
+        key: string
+        count: number
+        did_you_mean: string | null
+      }[]
       warnings:
         | {
             external_id: string
@@ -1842,6 +1852,14 @@ export interface components {
       ignored: number | null
       /** @description Attribute and metric keys dropped because no property defines them. */
       dropped_keys: number | null
+      /**
+       * @description The keys dropped, most often dropped first, each with a codename it may have meant (at most 100).
+       */
+      dropped_key_names: {
+        key: string
+        count: number
+        did_you_mean: string | null
+      }[]
       warnings:
         | {
             external_id: string
@@ -2394,7 +2412,7 @@ export interface components {
         'application/problem+json': components['schemas']['ProblemDetails']
       }
     }
-    /** @description The body is larger than 5242880 bytes. */
+    /** @description The body is larger than 5 MB. */
     ContentTooLarge: {
       headers: {
         [name: string]: unknown
@@ -2405,7 +2423,7 @@ export interface components {
          *       "type": "about:blank",
          *       "title": "Content Too Large",
          *       "status": 413,
-         *       "detail": "The body is larger than 5242880 bytes."
+         *       "detail": "The body is larger than 5 MB."
          *     }
          */
         'application/problem+json': components['schemas']['ProblemDetails']

@@ -286,6 +286,13 @@ const watch = (pid: number) => {
 }
 
 // `home`: another installation's folder holding bin/ (e.g. Debian's /usr/lib/postgresql/15).
+// Why the server did not start, naming the setting that moves it when its port is taken.
+const notStarted = (port: number, out: string) =>
+  /could not bind|Address already in use/.test(out)
+    ? `embedded PostgreSQL cannot listen on 127.0.0.1:${port}, which is in use: ` +
+      `set EMBEDDED_PG_PORT to a free port (or stop what holds it). ${out.slice(-1000)}`
+    : `embedded PostgreSQL did not start (is port ${port} free? EMBEDDED_PG_PORT chooses another): ${out.slice(-1000)}`
+
 export const startEmbedded = async (
   dataDirectory: string,
   port: number,
@@ -328,7 +335,7 @@ export const startEmbedded = async (
       if (out.includes('database system is ready to accept connections')) done()
     })
     watchdog.on('error', (err) => fail(new Error(`cannot start the embedded PostgreSQL's watchdog: ${err.message}`)))
-    exited.then(() => fail(new Error(`embedded PostgreSQL did not start (is port ${port} free?): ${out.slice(-1000)}`)))
+    exited.then(() => fail(new Error(notStarted(port, out))))
   })
   const stop = async () => {
     watchdog.stdin.end()

@@ -4,6 +4,7 @@ import { guardConnections } from './connections.ts'
 import { LARGE_BODY_BYTES } from './gate.ts'
 import { problem } from './problem.ts'
 import { ORIGIN } from './request.ts'
+import { size } from '../validate.ts'
 import { observeRequest } from '../metrics.ts'
 import type { Log } from '../log.ts'
 import type { Reply, Req } from '../route.ts'
@@ -148,13 +149,14 @@ export const createHttpServer = (
       return problem(408, detail, undefined, { connection: 'close' })
     }
     const close = body === 'too large, close' ? { connection: 'close' } : undefined
-    return problem(413, `The request body is larger than ${MAX_BODY_BYTES} bytes.`, undefined, close)
+    return problem(413, `The request body is larger than ${size(MAX_BODY_BYTES)}.`, undefined, close)
   }
   const answer = (im: IncomingMessage, res: ServerResponse, started: number, id: string, body: Body) => {
     if (!Buffer.isBuffer(body)) return finish(im, res, started, id, unread(body))
     const req: Req = {
       id,
-      method: im.method ?? 'GET',
+      // HEAD is answered as GET (uptime checkers send it); node:http sends the headers without the body.
+      method: im.method === 'HEAD' ? 'GET' : (im.method ?? 'GET'),
       url: `${ORIGIN}${im.url ?? '/'}`,
       headers: im.headers,
       body,
@@ -186,7 +188,7 @@ export const createHttpServer = (
     const full = heldBack.get(im.socket)
     if (full !== undefined) {
       res.setHeader('connection', 'close')
-      if (im.method !== 'GET' || !essential.has(pathOf(im.url) ?? '')) {
+      if ((im.method !== 'GET' && im.method !== 'HEAD') || !essential.has(pathOf(im.url) ?? '')) {
         const refused = problem(503, `${full} Try again shortly.`, undefined, { 'retry-after': '1' })
         return finish(im, res, started, id, refused)
       }

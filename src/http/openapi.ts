@@ -1,6 +1,7 @@
 import * as v from 'valibot'
 import { type ConversionConfig, toJsonSchema, toJsonSchemaDefs, type JsonSchema } from '@valibot/to-json-schema'
 import { MAX_BODY_BYTES } from './adapter.ts'
+import { size } from '../validate.ts'
 import type { Route, Tag } from '../route.ts'
 
 // The Problem Details body every error carries (errors.ts builds it).
@@ -16,6 +17,9 @@ const ProblemDetails = v.object({
         message: v.string(),
       }),
     ),
+  ),
+  more_errors: v.optional(
+    v.pipe(v.number(), v.integer(), v.description('How many errors beyond the first 20 listed were left out.')),
   ),
 })
 
@@ -129,8 +133,8 @@ const problemResponses: Record<number, { name: string; description: string; head
   409: { name: 'Conflict', description: 'It already exists.', example: 'Customer acme-1 already exists.' },
   413: {
     name: 'ContentTooLarge',
-    description: `The body is larger than ${MAX_BODY_BYTES} bytes.`,
-    example: `The body is larger than ${MAX_BODY_BYTES} bytes.`,
+    description: `The body is larger than ${size(MAX_BODY_BYTES)}.`,
+    example: `The body is larger than ${size(MAX_BODY_BYTES)}.`,
   },
   415: {
     name: 'UnsupportedMediaType',

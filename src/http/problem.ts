@@ -1,5 +1,10 @@
 import type { FieldError, Refusal } from '../errors.ts'
 import type { Reply } from '../route.ts'
+import { count } from '../validate.ts'
+
+// An answer lists this many field errors and counts the rest: one mistake repeated over 1,000 items
+// must not make an answer of thousands of entries.
+export const LISTED_ERRORS = 20
 
 const titles: Record<number, string> = {
   400: 'Bad Request',
@@ -26,11 +31,15 @@ export const problem = (
   detail: string,
   errors?: FieldError[],
   headers?: Record<string, string>,
-): Reply => ({
-  status,
-  headers: { 'content-type': 'application/problem+json', ...headers },
-  body: { type: 'about:blank', title: titles[status] ?? 'Error', status, detail, ...(errors && { errors }) },
-})
+): Reply => {
+  const more = errors ? errors.length - LISTED_ERRORS : 0
+  const body = { type: 'about:blank', title: titles[status] ?? 'Error', status, detail, ...(errors && { errors }) }
+  if (more > 0) {
+    body.detail = `${detail} The first ${LISTED_ERRORS} errors are listed, and ${count(more)} more like these.`
+    Object.assign(body, { errors: errors!.slice(0, LISTED_ERRORS), more_errors: more })
+  }
+  return { status, headers: { 'content-type': 'application/problem+json', ...headers }, body }
+}
 
 // The one place a domain refusal becomes HTTP.
 // A 400 always names where the request is wrong: without field errors, the whole body ('').

@@ -75,6 +75,9 @@ export const invoke = (route: Route, req: Req, app: App) => {
 // so such a route can be found by its text.
 const STATIC_PATH = /^(\/[\w-]+(\.[\w-]+)*)+$/
 
+// The adapter answers HEAD wherever GET is answered.
+const headToo = (method: string) => (method === 'GET' ? ['GET', 'HEAD'] : [method])
+
 // Built once from the routing table. A path that exists under other methods answers 405 with
 // Allow; anything else unmatched is 404. A request whose path is exactly that of a static route
 // (no query) is found in a Map rather than by itty-router's URL parsing and regex scan, and is
@@ -115,7 +118,7 @@ export const buildRouter = (routes: Route[], app: App) => {
   })
   const unmatched = (req: Req) => {
     const path = new URL(req.url).pathname
-    const allow = [...new Set(patterns.filter((p) => p.regex.test(path)).map((p) => p.method))]
+    const allow = [...new Set(patterns.filter((p) => p.regex.test(path)).flatMap((p) => headToo(p.method)))]
     return allow.length
       ? problem(405, `Use ${allow.join(', ')} for this path.`, undefined, { allow: allow.join(', ') })
       : problem(404, 'No such route.')

@@ -8,6 +8,7 @@ import { notifyUsers } from '../notifications/notifications.ts'
 import { processUpload } from '../uploads/process.ts'
 import { checkUpload, insertUpload } from '../uploads/receive.ts'
 import type { UploadItem } from '../uploads/schemas.ts'
+import { addDropped, type Dropped, noneDropped } from '../values.ts'
 import type { Collection } from '../db/tables.ts'
 import { checkRow, describeError, readHeader, type Layout } from './rows.ts'
 import type { App } from '../context.ts'
@@ -23,6 +24,8 @@ export interface ImportStats {
   updated: number
   ignored: number
   warnings: number
+  // The last physical line of the last row read (1: the header).
+  line: number
 }
 
 export const emptyStats = (): ImportStats => ({
@@ -34,6 +37,7 @@ export const emptyStats = (): ImportStats => ({
   updated: 0,
   ignored: 0,
   warnings: 0,
+  line: 0,
 })
 
 interface ImportOptions {
@@ -41,6 +45,8 @@ interface ImportOptions {
   force?: boolean
   onStart?: (layout: Layout) => void
   onRowError?: (message: string) => void
+  // Aborted (by a signal): no row after the current one is read; what was read is written.
+  signal?: AbortSignal
 }
 
 // Records of a FILE account come from imports; an import into an account owned by the API or an
@@ -66,9 +72,9 @@ const checkAccount = async (app: App, accountId: number, collection: Collection,
 // Each chunk is an upload with source FILE, merged by the upload processing itself in one
 // transaction (records, customer.created outbox rows, scoring job). The users hear of the import
 // once, when it ends (notifyImport), not once per chunk.
-const writeChunk = (app: App, accountId: number, collection: Collection, items: UploadItem[], droppedKeys: number) =>
+const writeChunk = (app: App, accountId: number, collection: Collection, items: UploadItem[], dropped: Dropped) =>
   app.sql.begin(async (tx) => {
-    const [row] = await insertUpload(tx, accountId, collection, 'FILE', items, droppedKeys)
+    const [row] = await insertUpload(tx, accountId, collection, 'FILE', items, dropped)
     return processUpload(tx, accountId, row.id, false)
   })
 
@@ -114,15 +120,15 @@ export const importFile = async (
   // Physical lines of the records so far; with the skipped empty lines it gives a record's first line.
   let lines = 0
   let chunk: UploadItem[] = []
-  let droppedKeys = 0
+  let dropped = noneDropped()
   let writing: Promise<void> = Promise.resolve()
   const flush = async () => {
     const items = chunk
-    const dropped = droppedKeys
+    const chunkDropped = dropped
     chunk = []
-    droppedKeys = 0
+    dropped = noneDropped()
     await writing
-    writing = writeChunk(app, accountId, collection, items, dropped).then((result) => {
+    writing = writeChunk(app, accountId, collection, items, chunkDropped).then((result) => {
       stats.imported += items.length
       if (!result) return
       stats.created += result.created
@@ -139,7 +145,9 @@ export const importFile = async (
   }>) {
     stats.bytes = info.bytes
     const line = lines + info.empty_lines + 1
-    lines += linesOf(record)
+    const spans = linesOf(record)
+    lines += spans
+    stats.line = line + spans - 1
     if (!layout) {
       layout = readHeader(collection, record, catalog)
       options.onStart?.(layout)
@@ -153,8 +161,9 @@ export const importFile = async (
       continue
     }
     chunk.push(checked.item)
-    droppedKeys += checked.droppedKeys
+    addDropped(dropped, checked.dropped)
     if (chunk.length >= CHUNK_ROWS) await flush()
+    if (options.signal?.aborted) break
   }
   if (!layout) throw new Error('The file is empty: it needs a header row.')
   if (chunk.length) await flush()

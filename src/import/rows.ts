@@ -1,6 +1,6 @@
 import * as v from 'valibot'
 import { ContactItem, CustomerItem } from '../uploads/schemas.ts'
-import { checkValues } from '../values.ts'
+import { checkValues, type Dropped } from '../values.ts'
 import { issuesToErrors } from '../validate.ts'
 import type { FieldError } from '../errors.ts'
 import type { Catalog, PropertyType } from '../catalog.ts'
@@ -102,7 +102,7 @@ const rowToItem = (layout: Layout, cells: string[]): Record<string, unknown> => 
 
 const schemas = { customers: CustomerItem, contacts: ContactItem }
 
-type Checked = { ok: true; item: CustomerItem | ContactItem; droppedKeys: number } | { ok: false; errors: FieldError[] }
+type Checked = { ok: true; item: CustomerItem | ContactItem; dropped: Dropped } | { ok: false; errors: FieldError[] }
 
 // The API's checks, item by item: the same valibot item schema, then the same typed check
 // against the account's definitions.
@@ -123,7 +123,7 @@ export const checkRow = (layout: Layout, cells: string[]): Checked => {
   const checked = checkValues([parsed.output], layout.catalog, () => '')
   return checked.errors.length
     ? { ok: false, errors: checked.errors }
-    : { ok: true, item: checked.items[0], droppedKeys: checked.droppedKeys }
+    : { ok: true, item: checked.items[0], dropped: checked.dropped }
 }
 
 // Error paths point into the item (/attributes/plan, /metrics/0/date); in a CSV the column

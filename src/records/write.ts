@@ -37,7 +37,7 @@ const createRecord = async (app: App, accountId: number, collection: Collection,
       const [found] =
         await tx`select 1 from ${tx(collection)} where account_id = ${accountId} and external_id = ${externalId}`
       if (found) exists()
-      const [row] = await insertUpload(tx, accountId, collection, 'API', checked.items, checked.droppedKeys)
+      const [row] = await insertUpload(tx, accountId, collection, 'API', checked.items, checked.dropped)
       await processUpload(tx, accountId, row.id)
     })
     .catch((err) => (sqlState(err) === SQLSTATE.UNIQUE_VIOLATION ? exists() : Promise.reject(err)))

@@ -2,7 +2,7 @@
 // catalog, parsed into typed criteria (or every problem, with its path).
 import { DATE_RULE, isDate } from '../dates.ts'
 import type { FieldError } from '../errors.ts'
-import { UNSTORABLE } from '../validate.ts'
+import { closest, cut, UNSTORABLE } from '../validate.ts'
 import {
   ALLOWED_OPERATORS,
   type Condition,
@@ -67,7 +67,17 @@ export function lookupField(entity: Entity, name: string, catalog: Defs): Field 
   if (core) return { source: 'core', name, type: core }
   const def = catalog.get(name)
   if (def) return { source: def.kind, name, type: def.type }
-  return `unknown property ${JSON.stringify(name)}`
+  return unknownProperty(name, [...CORE_FIELDS[entity].keys(), ...catalog.keys()])
+}
+
+// A short catalog is listed whole in the message naming an unknown property; a long one is not.
+const LISTED_PROPERTIES = 30
+
+// Names the property a typo most likely meant and, when there are few, the properties there are.
+const unknownProperty = (name: string, names: string[]) => {
+  const meant = closest(name, names)
+  const listed = names.length <= LISTED_PROPERTIES ? `; the properties are ${names.join(', ')}` : ''
+  return `unknown property ${JSON.stringify(cut(name))}${meant ? ` (did you mean ${meant}?)` : ''}${listed}`
 }
 
 // The raw strings an operator takes, each with its error path. IN/NIN take `values`, or a single
@@ -191,9 +201,10 @@ export function checkProperties(
   catalog: readonly PropertyDef[],
   errors: FieldError[],
 ): void {
-  const known = new Set(catalog.map((d) => d.codename))
+  const names = catalog.map((d) => d.codename)
+  const known = new Set(names)
   properties.forEach((p, i) => {
-    if (!known.has(p)) errors.push({ path: `/properties/${i}`, message: `unknown property ${JSON.stringify(p)}` })
+    if (!known.has(p)) errors.push({ path: `/properties/${i}`, message: unknownProperty(p, names) })
   })
 }
 

@@ -1,6 +1,6 @@
 import * as v from 'valibot'
 import { refuse } from '../errors.ts'
-import { describe, id, id255, int, isObject, limitParam, nonEmpty, strict, Timestamp } from '../validate.ts'
+import { describe, id, id255, int, isObject, limitParam, nonEmpty, size, strict, Timestamp } from '../validate.ts'
 import { freeFormProblems } from '../values.ts'
 
 const MAX_EVENTS = 100
@@ -47,7 +47,7 @@ export const eventsToStore = (body: unknown): string => {
   events.forEach((text, i) => {
     // A string takes at most 3 bytes of UTF-8 per UTF-16 unit: only a long one is measured.
     if (text.length * 3 > MAX_EVENT_BYTES && Buffer.byteLength(text) > MAX_EVENT_BYTES)
-      errors.push({ path: `/events/${i}`, message: `An event may take at most ${MAX_EVENT_BYTES} bytes of JSON.` })
+      errors.push({ path: `/events/${i}`, message: `An event may take at most ${size(MAX_EVENT_BYTES)} of JSON.` })
   })
   if (errors.length) refuse(400, 'The request body is invalid.', errors)
   return `[${events.join(',')}]`

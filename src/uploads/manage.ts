@@ -6,8 +6,9 @@ import { stuckSql, type UploadState } from './lifecycle.ts'
 // The view of an account's uploads that its clients and operators share: one upload, or the newest
 // first, those in one state or those stuck; and an operator's retry or cancel of one.
 const columns = (sql: Sql) => sql`
-  u.id as upload_id, u.kind, u.status, u.item_count as items, u.created, u.updated, u.ignored, u.dropped_keys,
-  u.warnings, u.error, u.received_at, u.processed_at, u.scored_at`
+  u.id as upload_id, u.kind, u.status, u.item_count as items, u.created, u.updated, u.ignored,
+  u.dropped_keys, coalesce(u.dropped_key_names, '[]') as dropped_key_names, u.warnings, u.error, u.received_at,
+  u.processed_at, u.scored_at`
 
 export const getUpload = async (sql: Sql, accountId: number, uploadId: number) => {
   const [upload] =

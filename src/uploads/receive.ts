@@ -8,7 +8,7 @@ import { refuse } from '../errors.ts'
 import { hasCustomerModel } from '../scoring/model.ts'
 import { pendingSql } from './lifecycle.ts'
 import type { UploadItem } from './schemas.ts'
-import { checkValues } from '../values.ts'
+import { checkValues, type Dropped, droppedKeyNames } from '../values.ts'
 
 // Everything the checks need, in one round trip.
 const accountState = (app: App, accountId: number, collection: Collection) => app.sql`
@@ -25,10 +25,11 @@ export const insertUpload = (
   collection: Collection,
   source: string,
   items: UploadItem[],
-  droppedKeys: number,
+  dropped: Dropped,
 ) => sql`
-  insert into uploads (account_id, kind, source, items, item_count, dropped_keys)
-  values (${accountId}, ${collection}, ${source}, ${sql.json(items)}, ${items.length}, ${droppedKeys})
+  insert into uploads (account_id, kind, source, items, item_count, dropped_keys, dropped_key_names)
+  values (${accountId}, ${collection}, ${source}, ${sql.json(items)}, ${items.length}, ${dropped.count},
+    ${sql.json(droppedKeyNames(dropped))})
   returning id`
 
 // The upload row and its processing job are written by one statement: a 200 means both are
@@ -40,9 +41,9 @@ const store = (
   collection: Collection,
   source: string,
   items: UploadItem[],
-  droppedKeys: number,
+  dropped: Dropped,
 ) => app.sql`
-  with u as (${insertUpload(app.sql, accountId, collection, source, items, droppedKeys)})
+  with u as (${insertUpload(app.sql, accountId, collection, source, items, dropped)})
   select u.id, ${processUploadJobSql(app.sql, accountId, app.sql`u.id`)} as job from u`
 
 // Records owned by a file import or an integration are not written through the API.
@@ -85,6 +86,6 @@ export const receiveUpload = async (
   source = 'API',
 ) => {
   const checked = await checkUpload(app, accountId, collection, items, source)
-  const [row] = await store(app, accountId, collection, source, checked.items, checked.droppedKeys)
+  const [row] = await store(app, accountId, collection, source, checked.items, checked.dropped)
   return { upload_id: row.id as number, status: 'received' as const, items: items.length }
 }

@@ -1,6 +1,6 @@
 import * as v from 'valibot'
 import { DateString, describe, id255, int, isObject, strict, text255, Timestamp } from '../validate.ts'
-import { Value } from '../values.ts'
+import { DroppedKeyNames, Value } from '../values.ts'
 import { UPLOAD_STATES } from './lifecycle.ts'
 
 export const MAX_CUSTOMERS = 1000
@@ -69,6 +69,7 @@ export const Upload = v.object({
   updated: v.nullable(int),
   ignored: v.nullable(int),
   dropped_keys: describe(v.nullable(int), 'Attribute and metric keys dropped because no property defines them.'),
+  dropped_key_names: DroppedKeyNames,
   warnings: v.nullable(v.array(v.object({ external_id: v.string(), message: v.string() }))),
   error: describe(v.nullable(v.string()), 'Why processing failed: where (item and field, when known), then what.'),
   received_at: Timestamp,
