@@ -116,6 +116,12 @@ export type Delivery = Schemas['Delivery']
 export type Model = Schemas['ScoringModel']
 export type ScoringPreview = operations['previewScoring']['responses'][200]['content']['application/json']
 
+// The account's property definitions with their labels, for names people read and typed filters.
+export const accountProperties = (key: string) => call<Property[]>(key, 'GET', '/api/v1/properties')
+// A property as people read it: its label, else its codename.
+export const labelOf = (properties: Property[] | undefined, codename: string, entity = 'customer') =>
+  properties?.find((p) => p.codename === codename && p.entity === entity)?.label ?? codename
+
 export const listUploads = (key: string) => call<Upload[]>(key, 'GET', '/api/v1/uploads')
 
 export const customerEvents = (key: string, id: string, limit: number) =>

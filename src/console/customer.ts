@@ -1,6 +1,14 @@
 import { html } from 'htm/preact'
 import { useEffect, useRef, useState } from 'preact/hooks'
-import { type CustomerDetail, customerEvents, type Driver, getCustomer, setChurned } from './api.ts'
+import {
+  accountProperties,
+  type CustomerDetail,
+  customerEvents,
+  type Driver,
+  getCustomer,
+  labelOf,
+  setChurned,
+} from './api.ts'
 import { Contacts } from './contacts.ts'
 import { Empty, Failed, Loading, Score, type ScoreKind, signed, When } from './format.ts'
 import { useData } from './load.ts'
@@ -121,6 +129,8 @@ export const CustomerPage = ({ apiKey, id }: { apiKey: string; id: string }) => 
   // A late answer for the customer shown before is dropped.
   const shown = useRef(id)
   shown.current = id
+  // Labels for the properties table (the drivers come labelled from the API).
+  const defined = useData(() => accountProperties(apiKey), [apiKey])
   const reload = () =>
     getCustomer(apiKey, id).then(
       (c) => shown.current === id && setCustomer(c),
@@ -177,7 +187,12 @@ export const CustomerPage = ({ apiKey, id }: { apiKey: string; id: string }) => 
           ? html`<div class="table-wrap" tabindex="0"><table class="properties">
               <tbody>
                 ${properties.map(
-                  ([name, value]) => html`<tr><th scope="row">${name}</th><td>${String(value)}</td></tr>`,
+                  ([name, value]) => html`<tr>
+                    <th scope="row">${labelOf(defined.data, name)}${
+                      labelOf(defined.data, name) !== name && html` <span class="muted codename">${name}</span>`
+                    }</th>
+                    <td>${String(value)}</td>
+                  </tr>`,
                 )}
               </tbody>
             </table></div>`

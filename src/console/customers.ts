@@ -146,7 +146,7 @@ export const Customers = ({ apiKey, where }: { apiKey: string; where?: Condition
         Only customers where ${describeCondition(where)}. <a href="#/customers">Show all customers</a>
       </p>`
     }
-    <${FilterBuilder} onApply=${setFilters} />
+    <${FilterBuilder} apiKey=${apiKey} onApply=${setFilters} />
     ${error && html`<${Failed} error=${error} />`}
     <div class="toolbar">
       <p aria-live="polite" id="customers-count" data-count=${rows.length} data-total=${total}>

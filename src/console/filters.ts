@@ -1,10 +1,12 @@
 import { html } from 'htm/preact'
 import { useState } from 'preact/hooks'
-import type { Condition, Filter } from './api.ts'
+import { accountProperties, type Condition, type Filter } from './api.ts'
+import { useData } from './load.ts'
 
 // The search API's fields that every account has (docs/api.md), each with its type, which decides the
-// operators offered; attributes and metrics are the account's own codenames, typed in by hand since
-// only the admin API lists them, and are offered every operator (the service names a wrong one).
+// operators offered; the account's own attributes and metrics come typed and labelled from
+// GET /api/v1/properties. A codename typed in that neither knows is offered every operator (the
+// service names a wrong one).
 type Operator = Filter['operator']
 type Kind = 'number' | 'date' | 'string' | 'boolean' | 'set' | 'any'
 const FIELDS: Record<string, Kind> = {
@@ -46,7 +48,8 @@ const BY_KIND: Record<Kind, Operator[]> = {
   set: ['EQ', 'NEQ', 'IN', 'NIN', 'KNOWN', 'UNKNOWN'],
   any: OPERATORS.map(([op]) => op),
 }
-export const operatorsFor = (property: string) => BY_KIND[FIELDS[property.trim()] ?? 'any']
+type Kinds = Record<string, Kind>
+const operatorsFor = (kinds: Kinds, property: string) => BY_KIND[kinds[property.trim()] ?? 'any']
 const NO_VALUE = new Set<Operator>(['KNOWN', 'UNKNOWN'])
 const LISTS = new Set<Operator>(['IN', 'NIN'])
 
@@ -87,7 +90,10 @@ const toConditions = (rows: Row[], any: boolean): Condition[] => {
 // Rows of property, operator and value, each negatable, matched all (AND) or any (OR); the service
 // validates them and its refusal is shown as it words it. Labels point at their fields by id: a
 // label wrapped around a select would take in every option's text as the field's name.
-export const FilterBuilder = ({ onApply }: { onApply: (conditions: Condition[]) => void }) => {
+export const FilterBuilder = ({ apiKey, onApply }: { apiKey: string; onApply: (conditions: Condition[]) => void }) => {
+  const defined = useData(() => accountProperties(apiKey), [apiKey])
+  const own = (defined.data ?? []).filter((p) => p.entity === 'customer')
+  const kinds: Kinds = { ...Object.fromEntries(own.map((p) => [p.codename, p.type])), ...FIELDS }
   const [rows, setRows] = useState<Row[]>([])
   const [any, setAny] = useState(false)
   const change = (i: number, patch: Partial<Row>) => setRows(rows.map((r, j) => (j === i ? { ...r, ...patch } : r)))
@@ -117,7 +123,7 @@ export const FilterBuilder = ({ onApply }: { onApply: (conditions: Condition[]) 
             <input id=${`filter-${i}-property`} list="console-fields" value=${row.property} required
               onInput=${(e: Event) => {
                 const property = text(e)
-                const offered = operatorsFor(property)
+                const offered = operatorsFor(kinds, property)
                 change(i, { property, operator: offered.includes(row.operator) ? row.operator : offered[0] })
               }} />
           </div>
@@ -125,7 +131,7 @@ export const FilterBuilder = ({ onApply }: { onApply: (conditions: Condition[]) 
             <label for=${`filter-${i}-operator`}>Operator</label>
             <select id=${`filter-${i}-operator`} value=${row.operator}
               onChange=${(e: Event) => change(i, { operator: text(e) as Operator })}>
-              ${operatorsFor(row.property).map((op) => html`<option value=${op}>${op} · ${MEANING[op]}</option>`)}
+              ${operatorsFor(kinds, row.property).map((op) => html`<option value=${op}>${op} · ${MEANING[op]}</option>`)}
             </select>
           </div>
           <div class="field">
@@ -148,6 +154,9 @@ export const FilterBuilder = ({ onApply }: { onApply: (conditions: Condition[]) 
         <button type="submit" class="primary">Apply</button>
       </div>
     </fieldset>
-    <datalist id="console-fields">${Object.keys(FIELDS).map((f) => html`<option value=${f}></option>`)}</datalist>
+    <datalist id="console-fields">
+      ${Object.keys(FIELDS).map((f) => html`<option value=${f}></option>`)}
+      ${own.map((p) => html`<option value=${p.codename}>${p.label ?? p.codename} (${p.type})</option>`)}
+    </datalist>
   </form>`
 }

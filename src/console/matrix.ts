@@ -269,7 +269,7 @@ export const Matrix = ({ apiKey }: { apiKey: string }) => {
   return html`<section aria-labelledby="matrix-title">
     <h1 id="matrix-title">Score matrix</h1>
     <${SegmentPicker} apiKey=${apiKey} onPick=${setSegment} />
-    <${FilterBuilder} onApply=${setFilters} />
+    <${FilterBuilder} apiKey=${apiKey} onApply=${setFilters} />
     ${error && html`<p role="alert" class="error">${error}</p>`}
     <p aria-live="polite" id="matrix-note">
       ${state === 'loading' && 'Loading… '}${grid && html`<strong>Aggregated: </strong>`}${note}

@@ -34,7 +34,18 @@ const Table = ({ uploads }: { uploads: Upload[] }) =>
           <td class="num">${u.upload_id}</td><td>${u.kind}</td>
           <td>${u.status}${u.stuck ? ' (stuck)' : ''}</td><td class="num">${u.items}</td>
           <td class="num">${count(u.created)}</td><td class="num">${count(u.updated)}</td>
-          <td class="num">${count(u.ignored)}</td><td class="num">${count(u.dropped_keys)}</td>
+          <td class="num">${count(u.ignored)}</td><td class="wrap">${
+            u.dropped_key_names?.length
+              ? html`<details><summary>${count(u.dropped_keys)}</summary><ul class="dropped">
+                  ${u.dropped_key_names.map(
+                    (d) =>
+                      html`<li><code>${d.key}</code> ×${d.count}${
+                        d.did_you_mean && html` (did you mean <code>${d.did_you_mean}</code>?)`
+                      }</li>`,
+                  )}
+                </ul></details>`
+              : count(u.dropped_keys)
+          }</td>
           <td class="wrap">${
             u.warnings?.length
               ? html`<details><summary>${u.warnings.length}</summary><ul>
