@@ -211,7 +211,7 @@ test('the texts read as sentences: no words run together', async () => {
   await page.close()
 })
 
-test('the home view lists exactly the customers that moved, and each number opens the customers it counts', async () => {
+test('the home view lists exactly the customers that moved; a number opens the customers it counts', async () => {
   const { page, problems } = await tab({ 'console.service-key': account.token }, WIDTHS[2])
   await settled(page)
   assert.equal(await page.locator('h1').textContent(), 'This week')

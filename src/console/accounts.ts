@@ -40,7 +40,8 @@ export const Accounts = ({
         <tbody>
           ${accounts.data.map(
             (a) => html`<tr key=${a.id} aria-current=${a.id === chosen ? 'true' : undefined}>
-              <td class="num">${a.id}</td><td>${a.name}</td><td>${a.source_of_truth}</td><td><${When} at=${a.created_at} /></td>
+              <td class="num">${a.id}</td><td>${a.name}</td><td>${a.source_of_truth}</td>
+              <td><${When} at=${a.created_at} /></td>
               <td>${
                 a.id === chosen
                   ? html`<strong>Chosen</strong>`

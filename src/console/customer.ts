@@ -205,7 +205,11 @@ export const CustomerPage = ({ apiKey, id }: { apiKey: string; id: string }) => 
     </section>
     <section aria-labelledby="tags-title">
       <h2 id="tags-title">Tags</h2>
-      ${c.tags.length ? html`<ul class="tags">${c.tags.map((t) => html`<li>${t}</li>`)}</ul>` : html`<${Empty}>None.</${Empty}>`}
+      ${
+        c.tags.length
+          ? html`<ul class="tags">${c.tags.map((t) => html`<li>${t}</li>`)}</ul>`
+          : html`<${Empty}>None.</${Empty}>`
+      }
     </section>
   </article>`
 }

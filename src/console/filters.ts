@@ -131,7 +131,9 @@ export const FilterBuilder = ({ apiKey, onApply }: { apiKey: string; onApply: (c
             <label for=${`filter-${i}-operator`}>Operator</label>
             <select id=${`filter-${i}-operator`} value=${row.operator}
               onChange=${(e: Event) => change(i, { operator: text(e) as Operator })}>
-              ${operatorsFor(kinds, row.property).map((op) => html`<option value=${op}>${op} · ${MEANING[op]}</option>`)}
+              ${operatorsFor(kinds, row.property).map(
+                (op) => html`<option value=${op}>${op} · ${MEANING[op]}</option>`,
+              )}
             </select>
           </div>
           <div class="field">

@@ -31,7 +31,8 @@ const SHAPES: Record<Band, string> = { good: '●', fair: '◆', poor: '▲', no
 export const Score = ({ kind, value }: { kind: ScoreKind; value: number | null }) => {
   const b = band(kind, value)
   return html`<span class=${`score score-${b}`}>
-    <span aria-hidden="true">${SHAPES[b]}</span> ${score(value)}${' '}<span class="visually-hidden">(${b === 'none' ? 'not scored' : b})</span>
+    <span aria-hidden="true">${SHAPES[b]}</span> ${score(value)}${' '}
+    <span class="visually-hidden">(${b === 'none' ? 'not scored' : b})</span>
   </span>`
 }
 
@@ -68,6 +69,8 @@ export const When = ({ at, none = '–' }: { at: string | null | undefined; none
 
 // What every view shows while it waits, when it has nothing, and when the service refused.
 export const Loading = ({ what = '' }: { what?: string }) =>
-  html`<p class="state state-loading" role="status"><span class="spinner" aria-hidden="true"></span>Loading${what && ` ${what}`}…</p>`
+  html`<p class="state state-loading" role="status">
+    <span class="spinner" aria-hidden="true"></span>Loading${what && ` ${what}`}…
+  </p>`
 export const Empty = ({ children }: { children: unknown }) => html`<p class="state state-empty">${children}</p>`
 export const Failed = ({ error }: { error: string }) => html`<p role="alert" class="state state-error">${error}</p>`

@@ -12,7 +12,8 @@ const Attempts = ({ delivery }: { delivery: Delivery }) =>
     : html`<ol class="attempts">
         ${delivery.attempts.map(
           (a) => html`<li>
-            <${When} at=${a.at} />: ${a.status_code ?? 'no answer'} in ${a.duration_ms} ms${a.error ? ` · ${a.error}` : ''}
+            <${When} at=${a.at} />: ${a.status_code ?? 'no answer'} in ${a.duration_ms} ms
+            ${a.error ? ` · ${a.error}` : ''}
             ${a.response_excerpt && html`<q class="excerpt">${a.response_excerpt}</q>`}
           </li>`,
         )}
@@ -46,7 +47,8 @@ const Deliveries = ({ token, base, webhook }: { token: string; base: string; web
           ${list.data.map(
             (d) => html`<tr key=${d.id} data-delivery=${d.id} data-status=${d.status}
                 data-attempts=${d.attempts.length}>
-              <td class="num">${d.id}</td><td>${d.message_id}</td><td>${d.status}</td><td><${When} at=${d.created_at} /></td>
+              <td class="num">${d.id}</td><td>${d.message_id}</td><td>${d.status}</td>
+              <td><${When} at=${d.created_at} /></td>
               <td class="wrap"><${Attempts} delivery=${d} /></td>
               <td><button type="button" disabled=${action.busy} aria-label=${`Redeliver ${d.id}`}
                 onClick=${() => redeliver(d)}>Redeliver</button></td>

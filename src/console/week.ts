@@ -58,7 +58,10 @@ const MoveList = ({ name, title, what, list }: { name: string; title: string; wh
               </li>`,
             )}
           </ul>
-          ${list.count > list.customers.length && html`<p class="muted">and ${list.count - list.customers.length} more.</p>`}`
+          ${
+            list.count > list.customers.length &&
+            html`<p class="muted">and ${list.count - list.customers.length} more.</p>`
+          }`
         : html`<${Empty}>None.</${Empty}>`
     }
   </section>`
@@ -67,7 +70,8 @@ const Renewals = ({ renewals }: { renewals: Week['renewals'] }) =>
   html`<section aria-labelledby="renewals-title">
     <h2 id="renewals-title">Renewals in the next 90 days</h2>
     <p>
-      <${Count} counted=${renewals} id="renewals-count" /> ${renewals.count === 1 ? 'renewal' : 'renewals'} up to <${When} at=${renewals.to} />, of which${' '}
+      <${Count} counted=${renewals} id="renewals-count" /> ${renewals.count === 1 ? 'renewal' : 'renewals'} up to${' '}
+      <${When} at=${renewals.to} />, of which${' '}
       <${Count} counted=${renewals.at_risk} id="renewals-at-risk" /> in churn risk. Unhealthy first.
     </p>
     ${
