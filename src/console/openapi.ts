@@ -1984,6 +1984,28 @@ export interface components {
        * @description A UTC time, ISO 8601 with milliseconds.
        */
       created_at: string
+      /**
+       * @description When the current run of failed attempts began; null after a delivered attempt. A run as long as
+       * SERVICE_WEBHOOK_DISABLE_AFTER_SECONDS, or a 410 Gone, disables the endpoint.
+       */
+      failing_since: string | null
+      /** @description The latest failed attempt; null if none failed. */
+      last_failure: {
+        /**
+         * Format: date-time
+         * @description A UTC time, ISO 8601 with milliseconds.
+         */
+        at: string
+        /** @description The receiver's status; null when no answer came. */
+        status_code: number | null
+        /** @description Why no answer came (connection, timeout); null with a status. */
+        error: string | null
+      } | null
+      /**
+       * @description Who disabled the endpoint while active is false: the service (failing, or a 410) or the operator;
+       * null while active.
+       */
+      disabled_by: ('service' | 'operator') | null
     }
     NewWebhook: {
       /** @description The id the service gave it. */
@@ -2007,6 +2029,28 @@ export interface components {
        * @description A UTC time, ISO 8601 with milliseconds.
        */
       created_at: string
+      /**
+       * @description When the current run of failed attempts began; null after a delivered attempt. A run as long as
+       * SERVICE_WEBHOOK_DISABLE_AFTER_SECONDS, or a 410 Gone, disables the endpoint.
+       */
+      failing_since: string | null
+      /** @description The latest failed attempt; null if none failed. */
+      last_failure: {
+        /**
+         * Format: date-time
+         * @description A UTC time, ISO 8601 with milliseconds.
+         */
+        at: string
+        /** @description The receiver's status; null when no answer came. */
+        status_code: number | null
+        /** @description Why no answer came (connection, timeout); null with a status. */
+        error: string | null
+      } | null
+      /**
+       * @description Who disabled the endpoint while active is false: the service (failing, or a 410) or the operator;
+       * null while active.
+       */
+      disabled_by: ('service' | 'operator') | null
       /** @description The signing secret (whsec_ + base64); shown only here. */
       secret: string
     }
@@ -2036,6 +2080,28 @@ export interface components {
        * @description A UTC time, ISO 8601 with milliseconds.
        */
       created_at: string
+      /**
+       * @description When the current run of failed attempts began; null after a delivered attempt. A run as long as
+       * SERVICE_WEBHOOK_DISABLE_AFTER_SECONDS, or a 410 Gone, disables the endpoint.
+       */
+      failing_since: string | null
+      /** @description The latest failed attempt; null if none failed. */
+      last_failure: {
+        /**
+         * Format: date-time
+         * @description A UTC time, ISO 8601 with milliseconds.
+         */
+        at: string
+        /** @description The receiver's status; null when no answer came. */
+        status_code: number | null
+        /** @description Why no answer came (connection, timeout); null with a status. */
+        error: string | null
+      } | null
+      /**
+       * @description Who disabled the endpoint while active is false: the service (failing, or a 410) or the operator;
+       * null while active.
+       */
+      disabled_by: ('service' | 'operator') | null
       /** @description Deliveries held while the webhook was disabled, now being sent, oldest first. */
       resumed: number
     }

@@ -5,7 +5,7 @@
 // few customers listed.
 import { readLabels } from '../catalog/properties.ts'
 import type { App } from '../context.ts'
-import { budgeted, type Caller } from '../db/budget.ts'
+import { budgeted, type Caller, type Track } from '../db/budget.ts'
 import type { Tx } from '../db/client.ts'
 import { addDays, today } from '../dates.ts'
 import { explanationRows } from '../scoring/changes.ts'
@@ -42,11 +42,7 @@ export const QUADRANT_SEARCH = {
   not_scored: filter('engagementscore', 'UNKNOWN'),
 } satisfies Record<string, Condition>
 type Quadrant = keyof typeof QUADRANT_SEARCH
-const QUADRANTS = Object.keys(QUADRANT_SEARCH) as Quadrant[]
 
-const QUADRANT_COUNTS = QUADRANTS.map((q) => `count(q.k) filter (where q.quadrant = '${q}')::integer as ${q}`).join(
-  ', ',
-)
 const quadrantSql = (e: string, f: string) =>
   `case when ${e} is null then 'not_scored' when ${e} < 0 then 'churn_risk' ` +
   `when coalesce(${f}, 0) >= 0 then 'upsell' else 'engaged_poor_fit' end`
@@ -63,49 +59,61 @@ interface Listed {
 }
 
 // Engagement now and as of `since` (the latest history entry dated on or before it: width_bucket
-// is a binary search of the sorted history_dates) of the active customers scored before the period;
-// the churns dated in the period, and the reactivations in it of customers still active. Each list
-// ranked, with its count, and cut to its first LISTED.
+// is a binary search of the sorted history_dates) of the active customers scored before the period,
+// kept narrow so that it stays in memory; each movement counted in one pass over it and its first
+// LISTED found by a top-N sort, never a sort of every mover. Then the churns dated in the period and
+// the reactivations in it of customers still active.
+const MOVED: Record<Exclude<Movement, 'churned' | 'reactivated'>, { where: string; worst: string }> = {
+  entered_risk: { where: 'm.before >= 0 and m.e < 0', worst: 'm.e - m.before' },
+  left_risk: { where: 'm.before < 0 and m.e >= 0', worst: 'm.before - m.e' },
+  drops: { where: 'm.e < m.before', worst: 'm.e - m.before' },
+  gains: { where: 'm.e > m.before', worst: 'm.before - m.e' },
+}
+const MOVED_COUNTS = Object.entries(MOVED)
+  .map(([kind, { where }]) => `count(*) filter (where ${where})::integer as ${kind}`)
+  .join(', ')
+const MOVED_TOP = Object.entries(MOVED)
+  .map(
+    ([kind, { where, worst }]) =>
+      `(select '${kind}' as kind, n.${kind} as count, m.service_id, m.before, null::text as date, ${worst} as sort ` +
+      'from m, n ' +
+      `where ${where} order by ${worst}, m.service_id limit ${LISTED})`,
+  )
+  .join(' union all ')
+
 const movements = (tx: Tx, accountId: number, since: string, now: string) => tx`
   with m as materialized (
-    select c.service_id, c.external_id, c.name, s.engagementscore, s.fitscore, s.churn_risk,
-      s.history_scores[width_bucket(${since}::date, s.history_dates)] as engagementscore_before
-    from customers c
-      join customer_scores s on s.account_id = c.account_id and s.customer_id = c.service_id
-    where c.account_id = ${accountId} and not c.is_churned and s.engagementscore is not null
-  ), moved as (
-    select m.*, k.kind, null::text as date,
-      case when k.kind in ('entered_risk', 'drops') then m.engagementscore - m.engagementscore_before
-        else m.engagementscore_before - m.engagementscore end as worst
-    from m cross join lateral (values
-      ('entered_risk', m.engagementscore_before >= 0 and m.engagementscore < 0),
-      ('left_risk', m.engagementscore_before < 0 and m.engagementscore >= 0),
-      ('drops', m.engagementscore < m.engagementscore_before),
-      ('gains', m.engagementscore > m.engagementscore_before)) k(kind, moved)
-    where k.moved
-  ), churns as (
-    select c.service_id, c.external_id, c.name, s.engagementscore, null::integer as engagementscore_before,
-      s.fitscore, s.churn_risk, x.kind, to_char(x.day, 'YYYY-MM-DD') as date, -(x.day - ${now}::date) as worst
+    select s.customer_id as service_id, s.engagementscore as e,
+      s.history_scores[width_bucket(${since}::date, s.history_dates)] as before
+    from customer_scores s join customers c on c.account_id = s.account_id and c.service_id = s.customer_id
+    where s.account_id = ${accountId} and s.engagementscore is not null and not c.is_churned
+      and s.history_dates[1] <= ${since}::date
+  ), n as (select ${tx.unsafe(MOVED_COUNTS)} from m),
+  churns as (
+    select x.kind, count(*) over (partition by x.kind)::integer as count, x.customer_id as service_id,
+      row_number() over (partition by x.kind order by x.day desc, x.customer_id) as rank,
+      to_char(x.day, 'YYYY-MM-DD') as date
     from (
       select service_id as customer_id, 'churned' as kind, churned_date as day from customers
       where account_id = ${accountId} and is_churned and churned_date > ${since}::date
         and churned_date <= ${now}::date
       union all
-      (select distinct on (e.customer_id) e.customer_id, 'reactivated', e.day from customer_churn_events e
-      where e.account_id = ${accountId} and not e.churned and e.day > ${since}::date and e.day <= ${now}::date
+      (select distinct on (e.customer_id) e.customer_id, 'reactivated', e.day
+      from customer_churn_events e join customers c on c.account_id = e.account_id and c.service_id = e.customer_id
+      where e.account_id = ${accountId} and not e.churned and not c.is_churned
+        and e.day > ${since}::date and e.day <= ${now}::date
       order by e.customer_id, e.day desc)
     ) x
-      join customers c on c.account_id = ${accountId} and c.service_id = x.customer_id
-      left join customer_scores s on s.account_id = c.account_id and s.customer_id = c.service_id
-    where c.is_churned = (x.kind = 'churned')
-  ), ranked as (
-    select *, count(*) over w as count, row_number() over (w order by worst, external_id) as rank
-    from (select * from moved union all select * from churns) all_moves
-    window w as (partition by kind)
+  ), top as (
+    ${tx.unsafe(MOVED_TOP)}
+    union all
+    select kind, count, service_id, null, date, rank::integer from churns where rank <= ${LISTED}
   )
-  select kind, count::integer, service_id, external_id, name, engagementscore, engagementscore_before,
-    fitscore, churn_risk, date
-  from ranked where rank <= ${LISTED} order by kind, rank`
+  select top.kind, top.count, c.service_id, c.external_id, c.name, s.engagementscore,
+    top.before as engagementscore_before, s.fitscore, s.churn_risk, top.date
+  from top join customers c on c.account_id = ${accountId} and c.service_id = top.service_id
+    left join customer_scores s on s.account_id = c.account_id and s.customer_id = c.service_id
+  order by top.kind, top.sort, top.service_id`
 
 // Active customers whose renewal_date (a system attribute, stored as a valid YYYY-MM-DD text, whose
 // text order is its date order) falls in [from, to], the least healthy first.
@@ -122,26 +130,55 @@ const renewals = (tx: Tx, accountId: number, from: string, to: string) => tx`
     count(*) over ()::integer as count, (count(*) filter (where r.engagementscore < 0) over ())::integer as at_risk
   from r order by r.engagementscore nulls last, r.renewal_date, r.external_id limit ${RENEWALS_LISTED}`
 
-// Customers per quadrant and the median engagement at the end of each of the last WEEKS weeks. Week 0
-// is now, as search sees it (the stored engagementscore, active customers). An earlier week takes
-// each customer's engagement of that day from its history, with today's fit (fit keeps no history),
-// and counts the customers not churned on that day that had a score then or existed then: an
-// import's history reaches back before its customers were created.
-const weeks = (tx: Tx, accountId: number, now: string) => tx`
-  with w as (select k, ${now}::date - 7 * k as day from generate_series(0, ${WEEKS - 1}) k),
-  e as (
-    select w.k, s.fitscore as f,
-      case when w.k = 0 then s.engagementscore else s.history_scores[width_bucket(w.day, s.history_dates)] end as e,
-      w.k = 0 or (c.created_at at time zone 'utc')::date <= w.day as existed
-    from customers c
-      left join customer_scores s on s.account_id = c.account_id and s.customer_id = c.service_id
-      join w on (w.k = 0 and not c.is_churned) or (w.k > 0 and (not c.is_churned or c.churned_date > w.day))
-    where c.account_id = ${accountId}
-  ), q as (select k, e, ${tx.unsafe(quadrantSql('e', 'f'))} as quadrant from e where e is not null or existed)
-  select to_char(w.day, 'YYYY-MM-DD') as week_ending,
-    ${tx.unsafe(QUADRANT_COUNTS)},
-    round(percentile_cont(0.5) within group (order by q.e)::numeric, 1)::float8 as median_engagement
-  from w left join q on q.k = w.k group by w.k, w.day order by w.k desc`
+// Customers per quadrant and the median engagement at the end of each of the last WEEKS weeks, in one
+// pass over the account's customers (a row per customer and week would be 12 times as many rows to
+// sort). Week 0 is now, as search sees it (the stored engagementscore, active customers). An earlier
+// week takes each customer's engagement of that day from its history, with today's fit (fit keeps
+// no history), and counts the customers not churned on that day that had a score then or existed
+// then: an import's history reaches back before its customers were created.
+const WEEK_COLUMNS = Array.from({ length: WEEKS }, (_, k) => {
+  const day = `(t.today - ${7 * k})`
+  const active = k === 0 ? 'not c.is_churned' : `(not c.is_churned or c.churned_date > ${day})`
+  const score = k === 0 ? 's.engagementscore' : `s.history_scores[width_bucket(${day}, s.history_dates)]`
+  const existed = k === 0 ? 'true' : `(c.created_at at time zone 'utc')::date <= ${day}`
+  return `case when ${active} then ${score} end as e${k}, ${active} and ${score} is null and ${existed} as n${k}`
+}).join(',\n')
+const WEEK_AGGREGATES = Array.from(
+  { length: WEEKS },
+  (_, k) =>
+    `count(*) filter (where e${k} < 0)::integer, ` +
+    `count(*) filter (where e${k} >= 0 and coalesce(f, 0) >= 0)::integer, ` +
+    `count(*) filter (where e${k} >= 0 and f < 0)::integer, count(*) filter (where n${k})::integer, ` +
+    `round(percentile_cont(0.5) within group (order by e${k})::numeric, 1)::float8`,
+).join(',\n')
+
+const weeks = async (tx: Tx, track: Track, accountId: number, now: string) => {
+  const [row] = await track(
+    tx`
+    select array[${tx.unsafe(WEEK_AGGREGATES)}] as figures from (
+      select s.fitscore as f, ${tx.unsafe(WEEK_COLUMNS)}
+      from customers c
+        left join customer_scores s on s.account_id = c.account_id and s.customer_id = c.service_id
+        cross join (select ${now}::date as today) t
+      where c.account_id = ${accountId}
+    ) x`.values(),
+  )
+  const figures = row[0] as (number | null)[]
+  return Array.from({ length: WEEKS }, (_, i) => {
+    const k = WEEKS - 1 - i
+    const [churn_risk, upsell, engaged_poor_fit, not_scored, median] = figures.slice(5 * k, 5 * k + 5)
+    return {
+      week_ending: addDays(now, -7 * k),
+      median_engagement: median,
+      quadrants: Object.fromEntries(
+        Object.entries({ churn_risk, upsell, engaged_poor_fit, not_scored }).map(([q, count]) => [
+          q,
+          { count: count ?? 0, search: k === 0 ? QUADRANT_SEARCH[q as Quadrant] : null },
+        ]),
+      ) as Record<Quadrant, { count: number; search: Condition | null }>,
+    }
+  })
+}
 
 const listed = (row: Listed, drivers: string[]) => ({
   external_id: row.external_id,
@@ -182,7 +219,7 @@ export const weekReport = (app: App, accountId: number, days: Period, caller?: C
       count: number
       at_risk: number
     })[]
-    const health = await track(weeks(tx, accountId, now))
+    const health = await weeks(tx, track, accountId, now)
     const explained = await driversOf(
       tx,
       accountId,
@@ -227,15 +264,6 @@ export const weekReport = (app: App, accountId: number, days: Period, caller?: C
           quadrant: r.quadrant,
         })),
       },
-      weeks: health.map((w, i) => ({
-        week_ending: w.week_ending as string,
-        median_engagement: w.median_engagement as number | null,
-        quadrants: Object.fromEntries(
-          QUADRANTS.map((q) => [
-            q,
-            { count: w[q] as number, search: i === health.length - 1 ? QUADRANT_SEARCH[q] : null },
-          ]),
-        ) as Record<Quadrant, { count: number; search: Condition | null }>,
-      })),
+      weeks: health,
     }
   })
