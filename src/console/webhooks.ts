@@ -19,6 +19,23 @@ const Attempts = ({ delivery }: { delivery: Delivery }) =>
         )}
       </ol>`
 
+// Whether deliveries arrive: a webhook whose every delivery fails reads as failing (since when, and its
+// last error), and one the service disabled after failing too long says so, not merely "disabled".
+const Health = ({ webhook: w }: { webhook: Webhook }) => {
+  const last = w.last_failure
+  const why = last && `${last.status_code ?? 'no answer'}${last.error ? `: ${last.error}` : ''}`
+  const state = !w.active
+    ? w.disabled_by === 'service'
+      ? html`<span class="badge badge-poor">▲ disabled by the service</span>`
+      : html`<span class="badge badge-none">○ disabled</span>`
+    : w.failing_since
+      ? html`<span class="badge badge-fair">◆ failing</span>`
+      : html`<span class="badge badge-good">● enabled</span>`
+  return html`${state}${
+    w.failing_since && html`<br /><span class="muted">failing since <${When} at=${w.failing_since} /></span>`
+  }${last && html`<br /><span class="muted">last error <${When} at=${last.at} />: ${why}</span>`}`
+}
+
 const Deliveries = ({ token, base, webhook }: { token: string; base: string; webhook: Webhook }) => {
   const list = useData(() => admin<Delivery[]>(token, 'GET', `${base}/${webhook.id}/deliveries?limit=50`), [webhook.id])
   const action = useAction()
@@ -107,7 +124,7 @@ export const Webhooks = ({ token, account }: { token: string; account: number })
           ${list.data.map(
             (w) => html`<tr key=${w.id} data-webhook=${w.id}>
               <td class="num">${w.id}</td><td>${w.name ?? '–'}</td><td>${w.url}</td><td>${w.events.join(', ')}</td>
-              <td>${w.active ? 'enabled' : 'disabled'}</td>
+              <td class="wrap"><${Health} webhook=${w} /></td>
               <td><div class="row-actions">
                 <button type="button" aria-label=${`Deliveries of webhook ${w.id}`}
                   onClick=${() => setShown(w.id)}>Deliveries</button>
