@@ -237,6 +237,8 @@ test('the home view lists exactly the customers that moved; a number opens the c
   await page.locator('#customers-where').waitFor()
   await settled(page)
   assert.deepEqual(await page.locator('#customers td:nth-child(2)').allTextContents(), ['renews'])
+  // The total the API counts, shown with the page.
+  assert.equal(await page.locator('#customers-count').getAttribute('data-total'), '1')
   // The chart draws the 12 weeks.
   await page.goBack()
   await settled(page)
