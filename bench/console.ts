@@ -53,10 +53,14 @@ export default async (ctx: BenchContext) => {
         await page.addInitScript((key) => sessionStorage.setItem('console.service-key', key), token)
         await page.goto(`${server.base}/console#/week`, { waitUntil: 'commit' })
         await page.waitForFunction(
-          () => document.querySelector('.weeks-chart canvas') && !document.querySelector('.state-loading'),
+          () =>
+            document.querySelector('.state-error') ||
+            (document.querySelector('.weeks-chart canvas') && !document.querySelector('.state-loading')),
           undefined,
-          { polling: 'raf', timeout: 60_000 },
+          { polling: 'raf', timeout: 120_000 },
         )
+        const refused = await page.locator('.state-error').allTextContents()
+        if (refused.length) throw new Error(`the home view failed: ${refused.join(' ')}`)
         return (await page.evaluate(() => performance.now())) / 1000
       } finally {
         await page.close()

@@ -659,9 +659,12 @@ test('an upload appears in the uploads view, followed until processed, with its 
     'processed',
     '2',
     ...[upload.created, upload.updated, upload.ignored].map(count),
-    '1',
+    // The count, then the keys named (in a closed details).
+    '1mystery ×1',
   ])
-  await row.locator('details summary').click()
+  await row.locator('details summary').first().click()
+  await row.locator('details summary').nth(1).click()
+  assert.match((await row.innerText())!, /mystery ×1/)
   assert.match((await row.innerText())!, /u1: No user has the email nobody@ops\.test/)
   assert.deepEqual(await accessibility(page), [])
   await screenshot(page, 'uploads')
