@@ -143,11 +143,11 @@ export default async (ctx: BenchContext) => {
         baselines.push((performance.now() - started) / 1000)
       }
       const [value, baseline] = [median(rendered), median(baselines)]
-      const shape = size.mode === 'points' ? `${size.points} points` : 'the aggregate grid'
-      const drawn = `${shape}${size.fresh ? ', right after the first upload' : ''}`
+      const drawn = size.mode === 'points' ? `${size.points} points` : 'the aggregate grid'
+      const fresh = size.fresh ? ' right after its first upload' : ''
       ctx.report({
         bench: 'console',
-        metric: `matrix of ${size.customers} customers: navigation to ${drawn} drawn`,
+        metric: `matrix of ${size.customers} customers${fresh}: navigation to ${drawn} drawn`,
         value,
         unit: 's',
         baseline,
