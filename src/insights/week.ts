@@ -133,10 +133,11 @@ const renewals = (tx: Tx, accountId: number, from: string, to: string) => tx`
 // Customers per quadrant and the median engagement at the end of each of the last WEEKS weeks, in one
 // pass over the account's customers (a row per customer and week would be 12 times as many rows to
 // sort; offset 0 keeps the subquery whole, so that each week's score is looked up once per customer,
-// not once per aggregate that reads it). Week 0 is now, as search sees it (the stored engagementscore, active customers). An earlier
-// week takes each customer's engagement of that day from its history, with today's fit (fit keeps
-// no history), and counts the customers not churned on that day that had a score then or existed
-// then: an import's history reaches back before its customers were created.
+// not once per aggregate that reads it). Week 0 is now, as search sees it (the stored
+// engagementscore, active customers). An earlier week takes each customer's engagement of that day
+// from its history, with today's fit (fit keeps no history), and counts the customers not churned on
+// that day that had a score then or existed then: an import's history reaches back before its
+// customers were created.
 const WEEK_COLUMNS = Array.from({ length: WEEKS }, (_, k) => {
   const day = `(t.today - ${7 * k})`
   const active = k === 0 ? 'not c.is_churned' : `(not c.is_churned or c.churned_date > ${day})`
