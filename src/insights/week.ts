@@ -132,24 +132,27 @@ const renewals = (tx: Tx, accountId: number, from: string, to: string) => tx`
 
 // Customers per quadrant and the median engagement at the end of each of the last WEEKS weeks, in one
 // pass over the account's customers (a row per customer and week would be 12 times as many rows to
-// sort). Week 0 is now, as search sees it (the stored engagementscore, active customers). An earlier
-// week takes each customer's engagement of that day from its history, with today's fit (fit keeps
-// no history), and counts the customers not churned on that day that had a score then or existed
-// then: an import's history reaches back before its customers were created.
+// sort; offset 0 keeps the subquery whole, so that each week's score is looked up once per customer,
+// not once per aggregate that reads it). Week 0 is now, as search sees it (the stored
+// engagementscore, active customers). An earlier week takes each customer's engagement of that day
+// from its history, with today's fit (fit keeps no history), and counts the customers not churned on
+// that day that had a score then or existed then: an import's history reaches back before its
+// customers were created.
 const WEEK_COLUMNS = Array.from({ length: WEEKS }, (_, k) => {
   const day = `(t.today - ${7 * k})`
   const active = k === 0 ? 'not c.is_churned' : `(not c.is_churned or c.churned_date > ${day})`
   const score = k === 0 ? 's.engagementscore' : `s.history_scores[width_bucket(${day}, s.history_dates)]`
   const existed = k === 0 ? 'true' : `(c.created_at at time zone 'utc')::date <= ${day}`
-  return `case when ${active} then ${score} end as e${k}, ${active} and ${score} is null and ${existed} as n${k}`
+  return `${score} as e${k}, ${active} as a${k}, ${existed} as x${k}`
 }).join(',\n')
 const WEEK_AGGREGATES = Array.from(
   { length: WEEKS },
   (_, k) =>
-    `count(*) filter (where e${k} < 0)::integer, ` +
-    `count(*) filter (where e${k} >= 0 and coalesce(f, 0) >= 0)::integer, ` +
-    `count(*) filter (where e${k} >= 0 and f < 0)::integer, count(*) filter (where n${k})::integer, ` +
-    `round(percentile_cont(0.5) within group (order by e${k})::numeric, 1)::float8`,
+    `count(*) filter (where a${k} and e${k} < 0)::integer, ` +
+    `count(*) filter (where a${k} and e${k} >= 0 and coalesce(f, 0) >= 0)::integer, ` +
+    `count(*) filter (where a${k} and e${k} >= 0 and f < 0)::integer, ` +
+    `count(*) filter (where a${k} and e${k} is null and x${k})::integer, ` +
+    `round((percentile_cont(0.5) within group (order by e${k}) filter (where a${k}))::numeric, 1)::float8`,
 ).join(',\n')
 
 const weeks = async (tx: Tx, track: Track, accountId: number, now: string) => {
@@ -161,6 +164,7 @@ const weeks = async (tx: Tx, track: Track, accountId: number, now: string) => {
         left join customer_scores s on s.account_id = c.account_id and s.customer_id = c.service_id
         cross join (select ${now}::date as today) t
       where c.account_id = ${accountId}
+      offset 0
     ) x`.values(),
   )
   const figures = row[0] as (number | null)[]
