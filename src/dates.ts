@@ -31,6 +31,10 @@ export const dayNumber = (s: string): number => {
   return Math.round(d.getTime() / DAY_MS)
 }
 
+// The date n days after a valid date (before it for a negative n), in the years 1970-9999.
+export const addDays = (s: string, n: number): string =>
+  new Date((dayNumber(s) + n) * DAY_MS).toISOString().slice(0, 10)
+
 // Whole days from date a to date b; negative when b is before a.
 export const daysBetween = (a: string, b: string): number => dayNumber(b) - dayNumber(a)
 

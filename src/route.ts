@@ -50,6 +50,7 @@ export type Auth = 'none' | 'admin' | KeyAuth
 export type Tag =
   | 'search'
   | 'segments'
+  | 'insights'
   | 'uploads'
   | 'records'
   | 'tracking'

@@ -7,14 +7,13 @@ import { readdirSync, readFileSync } from 'node:fs'
 import { dirname, join, normalize } from 'node:path'
 import { test } from 'node:test'
 
+const MODULES =
+  'accounts catalog uploads tracking webhooks import records segments notifications scoring privacy insights'.split(' ')
 const LAYERS: [name: string, paths: RegExp][] = [
   ['base', /^src\/(context|errors|dates|values|validate|config|log|catalog|route)\.ts$|^src\/db\//],
   ['pure', /^src\/(search\/|metrics\.ts$|uploads\/lifecycle\.ts$|scoring\/(model|score|sql|explain|alerts)\.ts$)/],
   // The pure files of scoring/ match the line above first.
-  [
-    'modules',
-    /^src\/(accounts|catalog|uploads|tracking|webhooks|import|records|segments|notifications|scoring|privacy)\//,
-  ],
+  ['modules', new RegExp(`^src/(${MODULES.join('|')})/`)],
   ['edges', /^src\/(http|api|jobs|console)\//],
   ['entry', /^src\/cli\/|^src\/service\.ts$/],
 ]

@@ -46,6 +46,7 @@ test('past its share an account gets 429s for every expensive route, while anoth
     a.api('/api/v1/contacts/search', {}),
     a.api('/api/v1/customers/aggregate', {}),
     a.api(`/api/v1/segments/${segment.body.id}/search`, {}),
+    a.api('/api/v1/insights/week', undefined, 'GET'),
   ])
   for (const answer of refused) {
     assert.equal(answer.status, 429, JSON.stringify(answer.body))

@@ -154,20 +154,20 @@ test('scores, history, churn risk, upsell and explanation after an upload', asyn
   // Engagement explained on the snapshot of last_seen, fit as of today.
   assert.deepEqual(acme.score_explanation, {
     engagement: [
-      { codename: 'logins', contribution: 0 },
-      { codename: 'renewal_date', contribution: 1.85 },
+      { codename: 'logins', label: 'logins', contribution: 0 },
+      { codename: 'renewal_date', label: 'renewal_date', contribution: 1.85 },
     ],
     fit: [
-      { codename: 'country', contribution: 16.67 },
-      { codename: 'has_sso', contribution: 33.33 },
-      { codename: 'renewal_date', contribution: 0 },
+      { codename: 'country', label: 'country', contribution: 16.67 },
+      { codename: 'has_sso', label: 'has_sso', contribution: 33.33 },
+      { codename: 'renewal_date', label: 'renewal_date', contribution: 0 },
     ],
     risk_drivers: [],
     change_drivers: [],
     health_drivers: [
-      { codename: 'has_sso', score: 'fit', contribution: 33.33 },
-      { codename: 'country', score: 'fit', contribution: 16.67 },
-      { codename: 'renewal_date', score: 'engagement', contribution: 1.85 },
+      { codename: 'has_sso', label: 'has_sso', score: 'fit', contribution: 33.33 },
+      { codename: 'country', label: 'country', score: 'fit', contribution: 16.67 },
+      { codename: 'renewal_date', label: 'renewal_date', score: 'engagement', contribution: 1.85 },
     ],
   })
   const [history] = await s.sql`select h.history_scores, cardinality(h.history_dates) as n from customer_scores h
@@ -186,9 +186,9 @@ test('scores, history, churn risk, upsell and explanation after an upload', asyn
   })
   assert.equal((await stored(a, 'beta')).upsell_score, 0) // 50 - 30 - 20 = 0
   assert.deepEqual(beta.score_explanation.risk_drivers, [
-    { codename: 'logins', score: 'engagement', contribution: -66.67 },
-    { codename: 'country', score: 'fit', contribution: -50 },
-    { codename: 'has_sso', score: 'fit', contribution: -50 },
+    { codename: 'logins', label: 'logins', score: 'engagement', contribution: -66.67 },
+    { codename: 'country', label: 'country', score: 'fit', contribution: -50 },
+    { codename: 'has_sso', label: 'has_sso', score: 'fit', contribution: -50 },
   ])
   assert.deepEqual(beta.score_explanation.health_drivers, [])
 
@@ -204,7 +204,9 @@ test('scores, history, churn risk, upsell and explanation after an upload', asyn
   })
   assert.equal((await stored(a, 'gamma')).upsell_score, null)
   assert.deepEqual(gamma.score_explanation.engagement, [])
-  assert.deepEqual(gamma.score_explanation.health_drivers, [{ codename: 'country', score: 'fit', contribution: 100 }])
+  assert.deepEqual(gamma.score_explanation.health_drivers, [
+    { codename: 'country', label: 'country', score: 'fit', contribution: 100 },
+  ])
 
   // A later upload merges into an existing snapshot and rescoring follows the new values:
   // day -5 gets tickets 0 (100): (0 + 2500 + 25 * 5.56) / 100 = 26.39 -> 26.

@@ -420,7 +420,12 @@ test('410 Gone disables at once and tells every user; what comes meanwhile is he
     gone.attempts.map((a) => a.status_code),
     [410],
   )
-  assert.equal((await hookOf(account, hookId)).active, false)
+  // The list says why: disabled by the service, failing since the attempt, which it names.
+  const disabled = await hookOf(account, hookId)
+  assert.deepEqual([disabled.active, disabled.disabled_by], [false, 'service'])
+  assert.deepEqual({ ...disabled.last_failure, at: undefined }, { at: undefined, status_code: 410, error: null })
+  assert.ok(Math.abs(Date.parse(disabled.last_failure.at) - Date.parse(gone.attempts[0].at)) < 5000)
+  assert.ok(Date.parse(disabled.failing_since) >= Date.parse(gone.attempts[0].at) - 1000)
   const notices = await disabledNotices(account)
   assert.deepEqual(notices.map((n: { user_email: string }) => n.user_email).sort(), [
     'owner@acme.test',
@@ -444,6 +449,12 @@ test('410 Gone disables at once and tells every user; what comes meanwhile is he
   assert.equal(r.requests[1].headers['webhook-id'], held.message_id)
   assert.equal(r.requests[1].json.data.customers[0].external_id, 'c1')
   assert.equal((await enable(account, hookId)).resumed, 0, 'enabling an active webhook resends nothing')
+  const healthy = await hookOf(account, hookId)
+  assert.deepEqual([healthy.active, healthy.disabled_by, healthy.failing_since], [true, null, null])
+  assert.equal(healthy.last_failure.status_code, 410, 'the latest failure stays known')
+  const paused = await s.admin('POST', `/accounts/${account.id}/webhooks/${hookId}/disable`)
+  assert.deepEqual([paused.body.active, paused.body.disabled_by], [false, 'operator'])
+  await enable(account, hookId)
   assert.equal((await disabledNotices(account)).length, 2)
 
   assert.equal((await s.admin('POST', `/accounts/${account.id}/webhooks/999999/enable`)).status, 404)

@@ -1,6 +1,7 @@
 import type { Route } from '../route.ts'
 import { accountRoutes } from '../accounts/routes.ts'
 import { catalogRoutes } from '../catalog/routes.ts'
+import { insightRoutes } from '../insights/routes.ts'
 import { notificationRoutes } from '../notifications/routes.ts'
 import { privacyRoutes } from '../privacy/routes.ts'
 import { recordRoutes, searchRoutes } from '../records/routes.ts'
@@ -24,6 +25,7 @@ export const routes: Route[] = [
   ...trackingRoutes,
   ...segmentApiRoutes,
   ...segmentRoutes,
+  ...insightRoutes,
   ...recordRoutes,
   ...accountRoutes,
   ...catalogRoutes,

@@ -3,6 +3,7 @@ import { Key, NewKey } from '../accounts/keys.ts'
 import { Property } from '../catalog/properties.ts'
 import { Tag, TagTitles } from '../catalog/tags.ts'
 import { User } from '../catalog/users.ts'
+import { WeekReport } from '../insights/schemas.ts'
 import { Notification } from '../notifications/notifications.ts'
 import {
   Contact,
@@ -41,6 +42,7 @@ export const NAMED = {
   ContactPage,
   SegmentHistory,
   CustomerAggregate,
+  WeekReport,
   UploadAccepted,
   Upload,
   UploadSummary,

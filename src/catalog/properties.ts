@@ -13,6 +13,11 @@ const entity = v.picklist(['customer', 'contact'])
 const kind = v.picklist(['attribute', 'metric'])
 const type = v.picklist(['string', 'number', 'boolean', 'date'])
 
+const Label = describe(
+  v.pipe(v.string(), v.minLength(1), v.maxLength(255), storable),
+  'The name people read: the console, its CSV export and score explanations show it in place of the codename.',
+)
+
 export const PropertyBody = v.pipe(
   strict({
     entity,
@@ -25,8 +30,13 @@ export const PropertyBody = v.pipe(
       ),
     ),
     type,
-    name: v.optional(v.pipe(v.string(), v.maxLength(255), storable)),
+    label: v.optional(Label),
+    name: v.optional(describe(Label, 'The older spelling of label.')),
   }),
+  v.forward(
+    v.check((p) => p.label === undefined || p.name === undefined, 'Give label or name (its older spelling), not both.'),
+    ['name'],
+  ),
   // `date` names the snapshot in every metric object, so no metric may take it.
   v.forward(
     v.check((p) => !(p.kind === 'metric' && p.codename === 'date'), '`date` is reserved in metric objects.'),
@@ -39,18 +49,20 @@ export const Property = v.object({
   kind,
   codename: v.string(),
   type,
-  name: v.nullable(v.string()),
+  label: describe(v.nullable(v.string()), 'The name people read; null shows the codename.'),
+  name: describe(v.nullable(v.string()), 'The same as label (its older spelling).'),
   system: describe(v.boolean(), 'Defined by the service for every account.'),
 })
+
+// The label is stored in the column `name`, the field's first spelling.
+const columns = (sql: Sql | Tx) => sql`entity, kind, codename, type, name as label, name, system`
 
 export const defineProperty = async (sql: Sql, accountId: number, body: v.InferOutput<typeof PropertyBody>) =>
   (
     await sql`
-    insert into property_defs (account_id, entity, kind, codename, type, name)
-    values (${accountId}, ${body.entity}, ${body.kind}, ${body.codename}, ${body.type}, ${body.name ?? null})
-    returning entity, kind, codename, type, name, system`.catch(
-      alreadyExists(`The ${body.entity} property ${body.codename}`),
-    )
+    insert into property_defs (account_id, entity, kind, codename, type, name) values
+      (${accountId}, ${body.entity}, ${body.kind}, ${body.codename}, ${body.type}, ${body.label ?? body.name ?? null})
+    returning ${columns(sql)}`.catch(alreadyExists(`The ${body.entity} property ${body.codename}`))
   )[0]
 
 // The catalog as the search, upload, record and scoring paths read it: the account's definitions of
@@ -82,8 +94,29 @@ export const accountsWithNumberMetrics = async (sql: Sql) =>
   ).map((r) => r.account_id as number)
 
 export const listProperties = (sql: Sql, accountId: number) => sql`
-  select entity, kind, codename, type, name, system from property_defs
-  where account_id = ${accountId} order by entity, codename`
+  select ${columns(sql)} from property_defs where account_id = ${accountId} order by entity, codename`
+
+export const RelabelBody = strict({ label: v.nullable(Label) })
+
+// Sets or clears (null) a property's label; codename, kind and type never change.
+export const relabelProperty = async (
+  sql: Sql,
+  accountId: number,
+  entity: Entity,
+  codename: string,
+  body: v.InferOutput<typeof RelabelBody>,
+) => {
+  const [row] = await sql`update property_defs set name = ${body.label}
+    where account_id = ${accountId} and entity = ${entity} and codename = ${codename} returning ${columns(sql)}`
+  return row ?? refuse(404, `No ${entity} property ${codename} in this account.`)
+}
+
+// Each labelled property's label by codename, for answers that name properties to people.
+export const readLabels = async (sql: Sql | Tx, accountId: number, entity: Entity) =>
+  (
+    await sql`select coalesce(json_object_agg(codename, name), '{}') as labels from property_defs
+      where account_id = ${accountId} and entity = ${entity} and name is not null`
+  )[0].labels as Record<string, string>
 
 // The segments whose saved search names a customer property (propertyName anywhere in the body: a
 // filter, a leaf of a where tree, a sort key). Read here, not called in segments/: segments/ reads

@@ -3,7 +3,15 @@ import { ACCOUNTS, accountIn } from '../accounts/accounts.ts'
 import type { Entity } from '../catalog.ts'
 import { refuse } from '../errors.ts'
 import { noContent, ok, type Req, type Route, route, textParam } from '../route.ts'
-import { defineProperty, deleteProperty, listProperties, Property, PropertyBody } from './properties.ts'
+import {
+  defineProperty,
+  deleteProperty,
+  listProperties,
+  Property,
+  PropertyBody,
+  RelabelBody,
+  relabelProperty,
+} from './properties.ts'
 import { createTag, listTags, setRecordTags, Tag, TagBody, TagTitles, TagTitlesBody } from './tags.ts'
 import { addUser, listUsers, User, UserBody } from './users.ts'
 
@@ -75,6 +83,37 @@ export const catalogRoutes: Route[] = [
     summary: 'List property definitions',
     reply: { status: 200, body: v.array(Property) },
     handler: async (req, app) => ok(await listProperties(app.sql, await accountIn(req, app))),
+  }),
+  route({
+    method: 'GET',
+    path: '/api/v1/properties',
+    auth: { key: 'search' },
+    tag: 'search',
+    name: 'account-properties',
+    summary: "The key's account's property definitions, with their labels: what search can filter by",
+    reply: { status: 200, body: v.array(Property) },
+    handler: async (req, app) => ok(await listProperties(app.sql, req.auth.accountId)),
+  }),
+  route({
+    method: 'PATCH',
+    path: `${ACCOUNTS}/:id/properties/:entity/:codename`,
+    auth: 'admin',
+    tag: 'admin',
+    name: 'relabel-property',
+    summary: "Set or clear (null) a property's label",
+    body: RelabelBody,
+    reply: { status: 200, body: Property },
+    example: { label: 'Active users' },
+    handler: async (req, app) =>
+      ok(
+        await relabelProperty(
+          app.sql,
+          await accountIn(req, app),
+          entityParam(req),
+          textParam(req, 'codename'),
+          req.input,
+        ),
+      ),
   }),
   route({
     method: 'DELETE',

@@ -2,6 +2,7 @@ import { html } from 'htm/preact'
 import { useState } from 'preact/hooks'
 import { type Account, admin } from './api.ts'
 import { useAction, useData, value } from './load.ts'
+import { Empty, Failed, Loading, When } from './format.ts'
 
 // The admin token spans every account: the operator picks the one the other views work on.
 export const Accounts = ({
@@ -26,11 +27,12 @@ export const Accounts = ({
   }
   return html`<section aria-labelledby="accounts-title">
     <h1 id="accounts-title">Accounts</h1>
-    ${accounts.error && html`<p role="alert" class="error">${accounts.error}</p>`}
-    ${!accounts.data && !accounts.error && html`<p>Loading…</p>`}
+    ${accounts.error && html`<${Failed} error=${accounts.error} />`}
+    ${!accounts.data && !accounts.error && html`<${Loading} what="accounts" />`}
+    ${accounts.data?.length === 0 && html`<${Empty}>No accounts yet: create the first below.</${Empty}>`}
     ${
-      accounts.data &&
-      html`<div class="table-wrap"><table id="accounts">
+      accounts.data?.length &&
+      html`<div class="table-wrap" tabindex="0"><table id="accounts">
         <thead><tr>
           <th scope="col">ID</th><th scope="col">Name</th><th scope="col">Source of truth</th>
           <th scope="col">Created</th><th scope="col"><span class="visually-hidden">Action</span></th>
@@ -38,7 +40,8 @@ export const Accounts = ({
         <tbody>
           ${accounts.data.map(
             (a) => html`<tr key=${a.id} aria-current=${a.id === chosen ? 'true' : undefined}>
-              <td class="num">${a.id}</td><td>${a.name}</td><td>${a.source_of_truth}</td><td>${a.created_at}</td>
+              <td class="num">${a.id}</td><td>${a.name}</td><td>${a.source_of_truth}</td>
+              <td><${When} at=${a.created_at} /></td>
               <td>${
                 a.id === chosen
                   ? html`<strong>Chosen</strong>`
@@ -58,6 +61,6 @@ export const Accounts = ({
       </div>
       <button type="submit" class="primary" disabled=${action.busy}>Create account</button>
     </form>
-    ${action.error && html`<p role="alert" class="error">${action.error}</p>`}
+    ${action.error && html`<${Failed} error=${action.error} />`}
   </section>`
 }

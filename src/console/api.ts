@@ -97,6 +97,14 @@ export const aggregate = (key: string, body: BodyOf<'aggregateCustomers'>, signa
 
 export type Upload = Schemas['UploadSummary']
 
+// The home view's report (docs/api.md, "This week").
+export type Week = Schemas['WeekReport']
+export type Movements = Week['movements']['churned']
+export type Mover = Movements['customers'][number]
+export type Counted = Week['renewals']['at_risk']
+export type QuadrantName = keyof Week['weeks'][number]['quadrants']
+export const weekReport = (key: string, days: 7 | 30) => call<Week>(key, 'GET', `/api/v1/insights/week?days=${days}`)
+
 // The admin API's answers, for the accounts, settings, webhooks and scoring views.
 export type Account = Schemas['Account']
 export type Key = Schemas['Key']
@@ -107,6 +115,12 @@ export type NewWebhook = Schemas['NewWebhook']
 export type Delivery = Schemas['Delivery']
 export type Model = Schemas['ScoringModel']
 export type ScoringPreview = operations['previewScoring']['responses'][200]['content']['application/json']
+
+// The account's property definitions with their labels, for names people read and typed filters.
+export const accountProperties = (key: string) => call<Property[]>(key, 'GET', '/api/v1/properties')
+// A property as people read it: its label, else its codename.
+export const labelOf = (properties: Property[] | undefined, codename: string, entity = 'customer') =>
+  properties?.find((p) => p.codename === codename && p.entity === entity)?.label ?? codename
 
 export const listUploads = (key: string) => call<Upload[]>(key, 'GET', '/api/v1/uploads')
 

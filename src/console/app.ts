@@ -6,6 +6,7 @@ import {
   admin,
   ApiError,
   forgetSession,
+  type Condition,
   searchCustomers,
   type Session,
   storeAccount,
@@ -19,11 +20,19 @@ import { Matrix } from './matrix.ts'
 import { Settings } from './settings.ts'
 import { Uploads } from './uploads.ts'
 import { Webhooks } from './webhooks.ts'
+import { WeekView } from './week.ts'
 
 // Views live in the URL's fragment, so the service serves one page and a view can be bookmarked.
-type Name = 'matrix' | 'customers' | 'customer' | 'accounts' | 'uploads' | 'webhooks' | 'settings'
-type View = { name: Exclude<Name, 'customer'> } | { name: 'customer'; id: string }
-const TITLES: Record<Name, string> = {
+type Name = 'week' | 'matrix' | 'customers' | 'customer' | 'accounts' | 'uploads' | 'webhooks' | 'settings'
+type Listed = Exclude<Name, 'customer'>
+type View =
+  | { name: Exclude<Listed, 'customers' | 'week'> }
+  | { name: 'week'; days: 7 | 30 }
+  | { name: 'customers'; where?: Condition }
+  | { name: 'customer'; id: string }
+  | { name: 'missing'; why: string }
+const TITLES: Record<Name | 'missing', string> = {
+  week: 'This week',
   matrix: 'Score matrix',
   customers: 'Customers',
   customer: 'Customer',
@@ -31,18 +40,70 @@ const TITLES: Record<Name, string> = {
   uploads: 'Uploads',
   webhooks: 'Webhooks',
   settings: 'Settings',
+  missing: 'Not found',
 }
 // A service key sees its account's customers; the admin token the accounts and their settings.
-const NAV: Record<Session['kind'], Exclude<Name, 'customer'>[]> = {
-  key: ['matrix', 'customers', 'uploads'],
+const NAV: Record<Session['kind'], Listed[]> = {
+  key: ['week', 'matrix', 'customers', 'uploads'],
   admin: ['accounts', 'uploads', 'webhooks', 'settings'],
 }
-const viewOf = (hash: string, kind: Session['kind']): View => {
-  const customer = /^#\/customer\/(.+)$/.exec(hash)
-  if (customer && kind === 'key') return { name: 'customer', id: decodeURIComponent(customer[1]) }
-  const name = hash.slice(2) as Exclude<Name, 'customer'>
-  return { name: NAV[kind].includes(name) ? name : NAV[kind][0] }
+const KEY_ONLY: Name[] = ['week', 'customer', 'customers', 'matrix']
+
+// A fragment is anything a link or a person may type: a bad escape or JSON is "not found", never an
+// exception that blanks the page. The empty fragment is the role's first view.
+const decode = (text: string) => {
+  try {
+    return decodeURIComponent(text)
+  } catch {
+    return undefined
+  }
 }
+const parse = (text: string) => {
+  try {
+    return JSON.parse(text) as unknown
+  } catch {
+    return undefined
+  }
+}
+export const viewOf = (hash: string, kind: Session['kind']): View => {
+  if (hash === '' || hash === '#' || hash === '#/') return viewOf(`#/${NAV[kind][0]}`, kind)
+  const [path, query] = hash.split('?', 2)
+  const customer = /^#\/customer\/(.+)$/.exec(path)
+  const given = customer ? 'customer' : path.slice(2)
+  if (!Object.hasOwn(TITLES, given) || given === 'missing') return { name: 'missing', why: 'There is no such view.' }
+  const name = given as Name
+  if (kind === 'admin' && KEY_ONLY.includes(name)) {
+    return { name: 'missing', why: "This view shows an account's customers: sign in with that account's key." }
+  }
+  if (!customer && !NAV[kind].includes(name as Listed)) {
+    return { name: 'missing', why: 'This view is for the operator: enter with the admin token.' }
+  }
+  if (customer) {
+    const id = decode(customer[1])
+    return id ? { name: 'customer', id } : { name: 'missing', why: 'The customer id in the address is malformed.' }
+  }
+  if (name === 'week') {
+    const days = new URLSearchParams(query).get('days') ?? '7'
+    if (days !== '7' && days !== '30') return { name: 'missing', why: 'The period is 7 or 30 days.' }
+    return { name, days: Number(days) as 7 | 30 }
+  }
+  if (name === 'customers' && query) {
+    const where = new URLSearchParams(query).get('where')
+    const condition = where === null ? undefined : parse(where)
+    if (!condition || typeof condition !== 'object') {
+      return { name: 'missing', why: "The customers list's condition in the address is malformed." }
+    }
+    return { name, where: condition as Condition }
+  }
+  return { name } as View
+}
+
+const NotFound = ({ why, kind }: { why: string; kind: Session['kind'] }) =>
+  html`<section aria-labelledby="missing-title" class="missing">
+    <h1 id="missing-title">Not found</h1>
+    <p>${why}</p>
+    <p>Go to <a href=${`#/${NAV[kind][0]}`}>${TITLES[NAV[kind][0]]}</a>.</p>
+  </section>`
 
 const failure = (err: unknown, what: string) => {
   const refused = err instanceof ApiError && (err.status === 401 || err.status === 403)
@@ -81,8 +142,7 @@ const Credential = ({ kind, onSignIn }: { kind: Session['kind']; onSignIn: (sess
         kind === 'key'
           ? "An account's key with the search scope (sk_…): that account's customers and uploads."
           : "The service's SERVICE_ADMIN_TOKEN: every account, its uploads, webhooks and settings."
-      }
-      It is kept in this tab's session storage only and sent to this service alone.
+      }${' '}It is kept in this tab's session storage only and sent to this service alone.
     </p>
     ${error && html`<p role="alert" class="error">${error}</p>`}
     <button type="submit" class="primary" disabled=${busy}>
@@ -123,11 +183,13 @@ export const App = () => {
     storeAccount(id)
     setAccount(id)
   }
-  const link = (name: Exclude<Name, 'customer'>) =>
+  const link = (name: Listed) =>
     html`<a href=${`#/${name}`} aria-current=${view.name === name ? 'page' : undefined}>${TITLES[name]}</a>`
   // The admin's views other than the list work on the chosen account.
-  const needsAccount = session.kind === 'admin' && view.name !== 'accounts' && account === null
+  const needsAccount =
+    session.kind === 'admin' && view.name !== 'accounts' && view.name !== 'missing' && account === null
   const body = () => {
+    if (view.name === 'missing') return html`<${NotFound} why=${view.why} kind=${session.kind} />`
     if (needsAccount) return html`<p>Choose an account first, in <a href="#/accounts">Accounts</a>.</p>`
     if (session.kind === 'admin') {
       const token = session.secret
@@ -138,18 +200,21 @@ export const App = () => {
     }
     const key = session.secret
     if (view.name === 'customer') return html`<${CustomerPage} apiKey=${key} id=${view.id} />`
-    if (view.name === 'customers') return html`<${Customers} apiKey=${key} />`
+    if (view.name === 'week') return html`<${WeekView} apiKey=${key} days=${view.days} />`
+    if (view.name === 'customers') return html`<${Customers} apiKey=${key} where=${view.where} />`
     if (view.name === 'uploads') return html`<${Uploads} session=${session} account=${null} />`
     return html`<${Matrix} apiKey=${key} />`
   }
   return html`<header>
       <span class="brand">Console</span>
       <nav aria-label="Views">${NAV[session.kind].map((name) => html`${link(name)} `)}</nav>
-      ${
-        session.kind === 'admin' &&
-        html`<span id="chosen-account">${account ? `Account ${account}` : 'No account chosen'}</span>`
-      }
-      <button type="button" onClick=${signOut}>Sign out</button>
+      <div class="session">
+        ${
+          session.kind === 'admin' &&
+          html`<span id="chosen-account">${account ? `Account ${account}` : 'No account chosen'}</span>`
+        }
+        <button type="button" onClick=${signOut}>Sign out</button>
+      </div>
     </header>
     <main>${body()}</main>`
 }

@@ -1,7 +1,7 @@
 import { html } from 'htm/preact'
 import { useEffect, useState } from 'preact/hooks'
 import { type Contact, contactsOf } from './api.ts'
-import { score, signed } from './format.ts'
+import { Empty, Failed, Loading, Score, signed, When } from './format.ts'
 
 const LIMIT = 100
 
@@ -28,10 +28,10 @@ export const Contacts = ({ apiKey, customerId }: { apiKey: string; customerId: s
     }
   }, [apiKey, customerId])
 
-  if (error) return html`<p role="alert" class="error">${error}</p>`
-  if (!contacts) return html`<p>Loading…</p>`
-  if (!contacts.length) return html`<p>None.</p>`
-  return html`<table class="contacts">
+  if (error) return html`<${Failed} error=${error} />`
+  if (!contacts) return html`<${Loading} what="contacts" />`
+  if (!contacts.length) return html`<${Empty}>No contacts.</${Empty}>`
+  return html`<div class="table-wrap" tabindex="0"><table class="contacts">
       <thead>
         <tr>
           <th scope="col">Name</th>
@@ -46,12 +46,12 @@ export const Contacts = ({ apiKey, customerId }: { apiKey: string; customerId: s
           (c) => html`<tr key=${c.id}>
             <td>${c.name}</td>
             <td>${c.id}</td>
-            <td class="num">${score(c.engagementscore)}</td>
+            <td class="num"><${Score} kind="engagement" value=${c.engagementscore} /></td>
             <td class="num">${c.engagementscore_difference === null ? '–' : signed(c.engagementscore_difference)}</td>
-            <td>${c.last_seen ?? '–'}</td>
+            <td><${When} at=${c.last_seen} /></td>
           </tr>`,
         )}
       </tbody>
-    </table>
+    </table></div>
     ${more && html`<p>The first ${LIMIT} contacts, by id.</p>`}`
 }

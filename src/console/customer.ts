@@ -1,8 +1,16 @@
 import { html } from 'htm/preact'
 import { useEffect, useRef, useState } from 'preact/hooks'
-import { type CustomerDetail, customerEvents, type Driver, getCustomer, setChurned } from './api.ts'
+import {
+  accountProperties,
+  type CustomerDetail,
+  customerEvents,
+  type Driver,
+  getCustomer,
+  labelOf,
+  setChurned,
+} from './api.ts'
 import { Contacts } from './contacts.ts'
-import { score, signed } from './format.ts'
+import { Empty, Failed, Loading, Score, type ScoreKind, signed, When } from './format.ts'
 import { useData } from './load.ts'
 
 const W = 560
@@ -13,7 +21,7 @@ const [LEFT, RIGHT, TOP, BOTTOM] = [44, 16, 12, 28]
 // customers' charts read alike; a charting library would cost more than the chart.
 const Trend = ({ trend }: { trend: Record<string, number> | null }) => {
   const points = Object.entries(trend ?? {}).sort(([a], [b]) => (a < b ? -1 : 1))
-  if (!points.length) return html`<p>No engagement score yet.</p>`
+  if (!points.length) return html`<${Empty}>No engagement score yet.</${Empty}>`
   const times = points.map(([day]) => Date.parse(day))
   const span = times[times.length - 1] - times[0]
   const x = (t: number) => (span ? LEFT + ((t - times[0]) / span) * (W - LEFT - RIGHT) : (LEFT + W - RIGHT) / 2)
@@ -43,20 +51,20 @@ const EVENTS_SHOWN = 20
 // The latest events the tracker received for the customer, newest first, with what became of each.
 const Events = ({ apiKey, customerId }: { apiKey: string; customerId: string }) => {
   const tracked = useData(() => customerEvents(apiKey, customerId, EVENTS_SHOWN), [apiKey, customerId])
-  if (tracked.error) return html`<p role="alert" class="error">${tracked.error}</p>`
-  if (!tracked.data) return html`<p>Loading…</p>`
-  if (tracked.data.count === 0) return html`<p>None.</p>`
+  if (tracked.error) return html`<${Failed} error=${tracked.error} />`
+  if (!tracked.data) return html`<${Loading} what="events" />`
+  if (tracked.data.count === 0) return html`<${Empty}>No events tracked.</${Empty}>`
   return html`<p class="muted">${tracked.data.count} in all; the latest ${tracked.data.events.length}:</p>
-    <table class="events" id="events">
+    <div class="table-wrap" tabindex="0"><table class="events" id="events">
       <thead><tr><th scope="col">When</th><th scope="col">Event</th><th scope="col">State</th></tr></thead>
       <tbody>
         ${tracked.data.events.map(
           (e) => html`<tr key=${e.id} data-event=${e.name}>
-            <td>${new Date(e.timestamp).toISOString()}</td><td>${e.name}</td><td>${e.status}</td>
+            <td><${When} at=${new Date(e.timestamp).toISOString()} /></td><td>${e.name}</td><td>${e.status}</td>
           </tr>`,
         )}
       </tbody>
-    </table>`
+    </table></div>`
 }
 
 const Drivers = ({ title, drivers }: { title: string; drivers: Driver[] }) => html`<div>
@@ -71,14 +79,15 @@ const Drivers = ({ title, drivers }: { title: string; drivers: Driver[] }) => ht
               </li>`,
           )}
         </ul>`
-      : html`<p>None.</p>`
+      : html`<${Empty}>None.</${Empty}>`
   }
 </div>`
 
-const Score = ({ name, value, extra }: { name: string; value: number | null; extra?: string }) => html`<div>
-  <dt>${name}</dt>
-  <dd>${score(value)}${extra && html` <span class="diff">${extra}</span>`}</dd>
-</div>`
+const Card = ({ name, kind, value, extra }: { name: string; kind: ScoreKind; value: number | null; extra?: string }) =>
+  html`<div>
+    <dt>${name}</dt>
+    <dd><${Score} kind=${kind} value=${value} />${extra && html` <span class="diff">${extra}</span>`}</dd>
+  </div>`
 
 // Churned customers leave the matrix and the table: the search API shows only active ones unless a
 // filter names is_churned.
@@ -106,7 +115,7 @@ const ChurnState = ({
     }
   }
   return html`<p id="churn-state">
-      ${customer.is_churned ? 'Churned: left out of the matrix and the customers table.' : 'Active.'}
+      <span>${customer.is_churned ? 'Churned: left out of the matrix and the customers table.' : 'Active.'}</span>${' '}
       <button type="button" disabled=${busy} onClick=${toggle}>
         ${customer.is_churned ? 'Mark as active' : 'Mark as churned'}
       </button>
@@ -120,6 +129,8 @@ export const CustomerPage = ({ apiKey, id }: { apiKey: string; id: string }) => 
   // A late answer for the customer shown before is dropped.
   const shown = useRef(id)
   shown.current = id
+  // Labels for the properties table (the drivers come labelled from the API).
+  const defined = useData(() => accountProperties(apiKey), [apiKey])
   const reload = () =>
     getCustomer(apiKey, id).then(
       (c) => shown.current === id && setCustomer(c),
@@ -131,8 +142,8 @@ export const CustomerPage = ({ apiKey, id }: { apiKey: string; id: string }) => 
     reload()
   }, [apiKey, id])
 
-  if (error) return html`<section><h1>Customer ${id}</h1><p role="alert" class="error">${error}</p></section>`
-  if (!customer) return html`<p aria-live="polite">Loading…</p>`
+  if (error) return html`<section><h1>Customer ${id}</h1><${Failed} error=${error} /></section>`
+  if (!customer) return html`<${Loading} what="the customer" />`
   const c = customer
   const difference = c.engagementscore_difference
   const properties = Object.entries(c.properties).sort(([a], [b]) => (a < b ? -1 : 1))
@@ -140,14 +151,14 @@ export const CustomerPage = ({ apiKey, id }: { apiKey: string; id: string }) => 
     <p><a href="#/customers">← All customers</a></p>
     <h1 id="customer-title">${c.name}</h1>
     <p class="muted">
-      ID ${c.id} · owner ${c.owner ?? 'none'} · last seen ${c.last_seen ?? 'never'}
+      ID ${c.id} · owner ${c.owner ?? 'none'} · last seen <${When} at=${c.last_seen} none="never" />
     </p>
     <dl class="scores">
-      <${Score} name="Engagement" value=${c.engagementscore}
+      <${Card} name="Engagement" kind="engagement" value=${c.engagementscore}
         extra=${difference === null ? undefined : `${signed(difference)} in 30 days`} />
-      <${Score} name="Fit" value=${c.fitscore} />
-      <${Score} name="Churn risk" value=${c.churn_risk} />
-      <${Score} name="Upsell" value=${c.upsell_score} />
+      <${Card} name="Fit" kind="fit" value=${c.fitscore} />
+      <${Card} name="Churn risk" kind="risk" value=${c.churn_risk} />
+      <${Card} name="Upsell" kind="upsell" value=${c.upsell_score} />
     </dl>
     <${ChurnState} apiKey=${apiKey} customer=${c} onChange=${reload} />
     <section aria-labelledby="trend-title">
@@ -162,7 +173,7 @@ export const CustomerPage = ({ apiKey, id }: { apiKey: string; id: string }) => 
               <${Drivers} title="Risk drivers" drivers=${c.score_explanation.risk_drivers} />
               <${Drivers} title="Health drivers" drivers=${c.score_explanation.health_drivers} />
             </div>`
-          : html`<p>Not scored yet.</p>`
+          : html`<${Empty}>Not scored yet.</${Empty}>`
       }
     </section>
     <section aria-labelledby="contacts-title">
@@ -173,14 +184,19 @@ export const CustomerPage = ({ apiKey, id }: { apiKey: string; id: string }) => 
       <h2 id="properties-title">Properties</h2>
       ${
         properties.length
-          ? html`<table class="properties">
+          ? html`<div class="table-wrap" tabindex="0"><table class="properties">
               <tbody>
                 ${properties.map(
-                  ([name, value]) => html`<tr><th scope="row">${name}</th><td>${String(value)}</td></tr>`,
+                  ([name, value]) => html`<tr>
+                    <th scope="row">${labelOf(defined.data, name)}${
+                      labelOf(defined.data, name) !== name && html` <span class="muted codename">${name}</span>`
+                    }</th>
+                    <td>${String(value)}</td>
+                  </tr>`,
                 )}
               </tbody>
-            </table>`
-          : html`<p>None.</p>`
+            </table></div>`
+          : html`<${Empty}>None.</${Empty}>`
       }
     </section>
     <section aria-labelledby="events-title">
@@ -189,7 +205,11 @@ export const CustomerPage = ({ apiKey, id }: { apiKey: string; id: string }) => 
     </section>
     <section aria-labelledby="tags-title">
       <h2 id="tags-title">Tags</h2>
-      ${c.tags.length ? html`<ul class="tags">${c.tags.map((t) => html`<li>${t}</li>`)}</ul>` : html`<p>None.</p>`}
+      ${
+        c.tags.length
+          ? html`<ul class="tags">${c.tags.map((t) => html`<li>${t}</li>`)}</ul>`
+          : html`<${Empty}>None.</${Empty}>`
+      }
     </section>
   </article>`
 }

@@ -1,8 +1,8 @@
 import { html } from 'htm/preact'
-import { useEffect, useRef, useState } from 'preact/hooks'
+import { useEffect, useMemo, useRef, useState } from 'preact/hooks'
 import { type Condition, type Customer, type Segment, type SortKey, searchCustomers, searchSegment } from './api.ts'
-import { FilterBuilder } from './filters.ts'
-import { customerHref, score } from './format.ts'
+import { describeCondition, FilterBuilder } from './filters.ts'
+import { customerHref, Empty, Failed, Score, type ScoreKind, When } from './format.ts'
 import { narrow, SegmentPicker } from './segments.ts'
 
 const PAGE = 100
@@ -14,7 +14,7 @@ const COLUMNS: {
   title: string
   value: (c: Customer) => Value
   show?: (c: Customer) => unknown
-  num?: true
+  num?: ScoreKind
   sort?: string
 }[] = [
   {
@@ -24,11 +24,16 @@ const COLUMNS: {
     sort: 'name',
   },
   { title: 'ID', value: (c) => c.id },
-  { title: 'Engagement', value: (c) => c.engagementscore, num: true, sort: 'engagementscore' },
-  { title: 'Fit', value: (c) => c.fitscore, num: true, sort: 'fitscore' },
-  { title: 'Churn risk', value: (c) => c.churn_risk, num: true, sort: 'churn_risk' },
-  { title: 'Upsell', value: (c) => c.upsell_score, num: true, sort: 'upsell_score' },
-  { title: 'Last seen', value: (c) => c.last_seen, sort: 'last_seen' },
+  { title: 'Engagement', value: (c) => c.engagementscore, num: 'engagement', sort: 'engagementscore' },
+  { title: 'Fit', value: (c) => c.fitscore, num: 'fit', sort: 'fitscore' },
+  { title: 'Churn risk', value: (c) => c.churn_risk, num: 'risk', sort: 'churn_risk' },
+  { title: 'Upsell', value: (c) => c.upsell_score, num: 'upsell', sort: 'upsell_score' },
+  {
+    title: 'Last seen',
+    value: (c) => c.last_seen,
+    show: (c) => html`<${When} at=${c.last_seen} />`,
+    sort: 'last_seen',
+  },
   { title: 'Owner', value: (c) => c.owner },
   { title: 'Tags', value: (c) => c.tags.join(', ') },
 ]
@@ -36,7 +41,7 @@ type Column = (typeof COLUMNS)[number]
 const shown = (column: Column, c: Customer) => {
   if (column.show) return column.show(c)
   const v = column.value(c)
-  return column.num ? score(v as number | null) : (v ?? '–')
+  return column.num ? html`<${Score} kind=${column.num} value=${v} />` : (v ?? '–')
 }
 
 // A spreadsheet runs a cell that starts with = + - @ as a formula; text cells get a leading quote so
@@ -74,12 +79,18 @@ const pageOf = (
         ...(sort ? { sort: [sort] } : segment?.sort ? { sort: segment.sort } : {}),
         limit: PAGE,
         after,
+        // The total once, with the first page: later pages would count the same matches again.
+        ...(after === undefined ? { count: 'exact' as const } : {}),
       })
 
 const ORDER = { asc: 'ascending', desc: 'descending' } as const
 
-export const Customers = ({ apiKey }: { apiKey: string }) => {
-  const [filters, setFilters] = useState<Condition[]>([])
+// `where` comes from the address (a number's link elsewhere in the console) and narrows whatever the
+// filter builder adds.
+export const Customers = ({ apiKey, where }: { apiKey: string; where?: Condition }) => {
+  const [built, setFilters] = useState<Condition[]>([])
+  const filters = useMemo(() => (where ? [where, ...built] : built), [where, built])
+  const [total, setTotal] = useState<number | undefined>()
   const [segment, setSegment] = useState<Segment | undefined>()
   const [sort, setSort] = useState<SortKey | undefined>()
   const [rows, setRows] = useState<Customer[]>([])
@@ -100,6 +111,7 @@ export const Customers = ({ apiKey }: { apiKey: string }) => {
       if (request !== latest.current) return
       setRows([...from, ...page.results])
       setAfter(page.paging?.next.after)
+      if (cursor === undefined) setTotal(page.total)
     } catch (err) {
       if (request === latest.current) setError((err as Error).message)
     } finally {
@@ -120,7 +132,7 @@ export const Customers = ({ apiKey }: { apiKey: string }) => {
     const direction = sort?.propertyName === c.sort ? sort.direction : undefined
     return html`<th scope="col" aria-sort=${direction ? ORDER[direction] : undefined}>
       <button type="button" class="sort" onClick=${() => sortBy(c.sort!)}>
-        ${c.title}<span aria-hidden="true">${direction === 'asc' ? ' ▲' : direction === 'desc' ? ' ▼' : ''}</span>
+        ${c.title}
       </button>
     </th>`
   }
@@ -128,11 +140,21 @@ export const Customers = ({ apiKey }: { apiKey: string }) => {
   return html`<section aria-labelledby="customers-title">
     <h1 id="customers-title">Customers</h1>
     <${SegmentPicker} apiKey=${apiKey} onPick=${setSegment} />
-    <${FilterBuilder} onApply=${setFilters} />
-    ${error && html`<p role="alert" class="error">${error}</p>`}
+    ${
+      where &&
+      html`<p class="narrowed" id="customers-where">
+        Only customers where ${describeCondition(where)}. <a href="#/customers">Show all customers</a>
+      </p>`
+    }
+    <${FilterBuilder} apiKey=${apiKey} onApply=${setFilters} />
+    ${error && html`<${Failed} error=${error} />`}
     <div class="toolbar">
-      <p aria-live="polite" id="customers-count" data-count=${rows.length}>
-        ${busy ? 'Loading…' : `${rows.length} customers loaded${after === undefined ? '' : ', more to load'}`}
+      <p aria-live="polite" id="customers-count" data-count=${rows.length} data-total=${total}>
+        ${
+          busy
+            ? 'Loading customers…'
+            : `${rows.length} of ${total ?? rows.length} customers shown${after === undefined ? '' : ', more to load'}`
+        }
       </p>
       <button type="button" onClick=${() => download(rows, columns)} disabled=${!rows.length}>Export CSV</button>
     </div>
@@ -151,15 +173,19 @@ export const Customers = ({ apiKey }: { apiKey: string }) => {
         </label>`,
       )}
     </fieldset>
-    <div class="table-wrap">
-      <table>
+    ${!busy && !error && !rows.length && html`<${Empty}>No customer matches.</${Empty}>`}
+    <div class="table-wrap" tabindex="0">
+      <table class="cards" id="customers">
         <thead>
           <tr>${columns.map(header)}</tr>
         </thead>
         <tbody>
           ${rows.map(
             (c) => html`<tr key=${c.id}>
-              ${columns.map((column) => html`<td class=${column.num ? 'num' : undefined}>${shown(column, c)}</td>`)}
+              ${columns.map(
+                (column) =>
+                  html`<td class=${column.num ? 'num' : undefined} data-label=${column.title}>${shown(column, c)}</td>`,
+              )}
             </tr>`,
           )}
         </tbody>

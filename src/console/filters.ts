@@ -1,22 +1,26 @@
 import { html } from 'htm/preact'
 import { useState } from 'preact/hooks'
-import type { Condition, Filter } from './api.ts'
+import { accountProperties, type Condition, type Filter } from './api.ts'
+import { useData } from './load.ts'
 
-// The search API's fields that every account has (docs/api.md); attributes and metrics are the
-// account's own codenames, typed in by hand since only the admin API lists them.
-const FIELDS = [
-  'name',
-  'engagementscore',
-  'engagementscore_difference',
-  'fitscore',
-  'churn_risk',
-  'upsell_score',
-  'last_seen',
-  'is_churned',
-  'owner',
-  'tags',
-]
+// The search API's fields that every account has (docs/api.md), each with its type, which decides the
+// operators offered; the account's own attributes and metrics come typed and labelled from
+// GET /api/v1/properties. A codename typed in that neither knows is offered every operator (the
+// service names a wrong one).
 type Operator = Filter['operator']
+type Kind = 'number' | 'date' | 'string' | 'boolean' | 'set' | 'any'
+const FIELDS: Record<string, Kind> = {
+  name: 'string',
+  engagementscore: 'number',
+  engagementscore_difference: 'number',
+  fitscore: 'number',
+  churn_risk: 'number',
+  upsell_score: 'number',
+  last_seen: 'date',
+  is_churned: 'boolean',
+  owner: 'set',
+  tags: 'set',
+}
 const OPERATORS: [Operator, string][] = [
   ['EQ', 'equals'],
   ['NEQ', 'does not equal'],
@@ -33,8 +37,30 @@ const OPERATORS: [Operator, string][] = [
   ['KNOWN', 'has a value'],
   ['UNKNOWN', 'has no value'],
 ]
+const MEANING = Object.fromEntries(OPERATORS)
+// docs/api.md, "Operators by type".
+const NUMBER: Operator[] = ['EQ', 'NEQ', 'LT', 'LTE', 'GT', 'GTE', 'IN', 'NIN', 'KNOWN', 'UNKNOWN']
+const BY_KIND: Record<Kind, Operator[]> = {
+  number: NUMBER,
+  date: [...NUMBER, 'GTD', 'LTD'],
+  string: ['EQ', 'NEQ', 'LIKE', 'NLIKE', 'IN', 'NIN', 'KNOWN', 'UNKNOWN'],
+  boolean: ['EQ', 'NEQ', 'KNOWN', 'UNKNOWN'],
+  set: ['EQ', 'NEQ', 'IN', 'NIN', 'KNOWN', 'UNKNOWN'],
+  any: OPERATORS.map(([op]) => op),
+}
+type Kinds = Record<string, Kind>
+const operatorsFor = (kinds: Kinds, property: string) => BY_KIND[kinds[property.trim()] ?? 'any']
 const NO_VALUE = new Set<Operator>(['KNOWN', 'UNKNOWN'])
 const LISTS = new Set<Operator>(['IN', 'NIN'])
+
+// A condition in words, for the customers list narrowed by a link.
+export const describeCondition = (c: Condition): string => {
+  if ('and' in c) return c.and.map(describeCondition).join(' and ')
+  if ('or' in c) return `(${c.or.map(describeCondition).join(' or ')})`
+  if ('not' in c) return `not (${describeCondition(c.not)})`
+  const value = 'values' in c && c.values ? c.values.join(', ') : 'value' in c ? c.value : ''
+  return `${c.propertyName} ${MEANING[c.operator] ?? c.operator}${value === '' ? '' : ` ${value}`}`
+}
 
 interface Row {
   property: string
@@ -64,7 +90,10 @@ const toConditions = (rows: Row[], any: boolean): Condition[] => {
 // Rows of property, operator and value, each negatable, matched all (AND) or any (OR); the service
 // validates them and its refusal is shown as it words it. Labels point at their fields by id: a
 // label wrapped around a select would take in every option's text as the field's name.
-export const FilterBuilder = ({ onApply }: { onApply: (conditions: Condition[]) => void }) => {
+export const FilterBuilder = ({ apiKey, onApply }: { apiKey: string; onApply: (conditions: Condition[]) => void }) => {
+  const defined = useData(() => accountProperties(apiKey), [apiKey])
+  const own = (defined.data ?? []).filter((p) => p.entity === 'customer')
+  const kinds: Kinds = { ...Object.fromEntries(own.map((p) => [p.codename, p.type])), ...FIELDS }
   const [rows, setRows] = useState<Row[]>([])
   const [any, setAny] = useState(false)
   const change = (i: number, patch: Partial<Row>) => setRows(rows.map((r, j) => (j === i ? { ...r, ...patch } : r)))
@@ -92,13 +121,19 @@ export const FilterBuilder = ({ onApply }: { onApply: (conditions: Condition[]) 
           <div class="field">
             <label for=${`filter-${i}-property`}>Property</label>
             <input id=${`filter-${i}-property`} list="console-fields" value=${row.property} required
-              onInput=${(e: Event) => change(i, { property: text(e) })} />
+              onInput=${(e: Event) => {
+                const property = text(e)
+                const offered = operatorsFor(kinds, property)
+                change(i, { property, operator: offered.includes(row.operator) ? row.operator : offered[0] })
+              }} />
           </div>
           <div class="field">
             <label for=${`filter-${i}-operator`}>Operator</label>
             <select id=${`filter-${i}-operator`} value=${row.operator}
               onChange=${(e: Event) => change(i, { operator: text(e) as Operator })}>
-              ${OPERATORS.map(([op, meaning]) => html`<option value=${op}>${op} · ${meaning}</option>`)}
+              ${operatorsFor(kinds, row.property).map(
+                (op) => html`<option value=${op}>${op} · ${MEANING[op]}</option>`,
+              )}
             </select>
           </div>
           <div class="field">
@@ -121,6 +156,9 @@ export const FilterBuilder = ({ onApply }: { onApply: (conditions: Condition[]) 
         <button type="submit" class="primary">Apply</button>
       </div>
     </fieldset>
-    <datalist id="console-fields">${FIELDS.map((f) => html`<option value=${f}></option>`)}</datalist>
+    <datalist id="console-fields">
+      ${Object.keys(FIELDS).map((f) => html`<option value=${f}></option>`)}
+      ${own.map((p) => html`<option value=${p.codename}>${p.label ?? p.codename} (${p.type})</option>`)}
+    </datalist>
   </form>`
 }

@@ -2,12 +2,13 @@ import { html } from 'htm/preact'
 import { useEffect, useMemo, useRef, useState } from 'preact/hooks'
 import { aggregate, type Condition, type Point, type Segment } from './api.ts'
 import { FilterBuilder } from './filters.ts'
-import { customerHref, riskColour } from './format.ts'
-import { narrow, SegmentPicker } from './segments.ts'
+import { customerHref, customersHref, riskColour } from './format.ts'
+import { narrow, SegmentPicker, unscoredOf } from './segments.ts'
 
-// The canvas in CSS pixels; it scales down with the window, and pointer positions are scaled back.
+// The canvas's own square of units, drawn at whatever width the page gives it (pointer positions are
+// scaled back); the margin holds the axes and the quadrants' names, so no label covers a point.
 const SIZE = 600
-const MARGIN = 40
+const MARGIN = 44
 const PLOT = SIZE - 2 * MARGIN
 // Up to this many scored customers the matrix draws each one; beyond, the aggregate grid of counts.
 const MAX_POINTS = 10_000
@@ -25,16 +26,16 @@ const LABEL = '#333'
 // A canvas position as a share of the canvas, where the tooltip goes however wide the canvas is shown.
 const percent = (at: number) => `${(at / SIZE) * 100}%`
 
-// A quadrant's name over the points, on a pale box so that it stays legible where they crowd.
-const quadrant = (g: CanvasRenderingContext2D, text: string, x: number, y: number, align: CanvasTextAlign) => {
+// A quadrant's name in the margin beside its quadrant, turned when it stands on the right.
+const quadrant = (g: CanvasRenderingContext2D, text: string, x: number, y: number, turned = false) => {
+  g.save()
   g.font = '600 14px system-ui, sans-serif'
-  g.textAlign = align
-  const width = g.measureText(text).width
-  const left = align === 'right' ? x - width : align === 'center' ? x - width / 2 : x
-  g.fillStyle = 'rgb(255 255 255 / 0.85)'
-  g.fillRect(left - 4, y - 14, width + 8, 19)
   g.fillStyle = LABEL
-  g.fillText(text, x, y)
+  g.textAlign = 'center'
+  g.translate(x, y)
+  if (turned) g.rotate(Math.PI / 2)
+  g.fillText(text, 0, 0)
+  g.restore()
 }
 
 // What the matrix shows: each customer, or past MAX_POINTS the grid's counts.
@@ -70,9 +71,10 @@ const drawGrid = (g: CanvasRenderingContext2D, grid: number[][]) => {
 }
 
 const draw = (canvas: HTMLCanvasElement, shown: Shown | undefined) => {
-  const ratio = window.devicePixelRatio || 1
-  canvas.width = SIZE * ratio
-  canvas.height = SIZE * ratio
+  // As many device pixels as the canvas covers, so that it is sharp at any width.
+  const ratio = ((window.devicePixelRatio || 1) * (canvas.getBoundingClientRect().width || SIZE)) / SIZE
+  canvas.width = Math.round(SIZE * ratio)
+  canvas.height = Math.round(SIZE * ratio)
   const g = canvas.getContext('2d')!
   g.scale(ratio, ratio)
   const mid = MARGIN + PLOT / 2
@@ -114,9 +116,9 @@ const draw = (canvas: HTMLCanvasElement, shown: Shown | undefined) => {
     g.fill()
   }
   g.globalAlpha = 1
-  quadrant(g, 'Upsell', MARGIN + PLOT - 8, MARGIN + 20, 'right')
-  quadrant(g, 'Engaged, poor fit', MARGIN + 8, MARGIN + 20, 'left')
-  quadrant(g, 'Churn risk', mid, MARGIN + PLOT - 10, 'center')
+  quadrant(g, 'Engaged, poor fit', MARGIN + PLOT / 4, MARGIN - 14)
+  quadrant(g, 'Upsell', MARGIN + (3 * PLOT) / 4, MARGIN - 14)
+  quadrant(g, 'Churn risk', MARGIN + PLOT + 14, MARGIN + (3 * PLOT) / 4, true)
 }
 
 // Points bucketed by REACH-sized cells, so a pointer move looks at the nine cells around it rather
@@ -217,7 +219,12 @@ export const Matrix = ({ apiKey }: { apiKey: string }) => {
 
   const points = shown?.points ?? []
   const cells = useMemo(() => indexOf(points), [shown])
-  useEffect(() => draw(canvas.current!, shown), [shown])
+  useEffect(() => {
+    draw(canvas.current!, shown)
+    const resized = new ResizeObserver(() => draw(canvas.current!, shown))
+    resized.observe(canvas.current!)
+    return () => resized.disconnect()
+  }, [shown])
 
   const pick = (e: MouseEvent) => {
     const box = canvas.current!.getBoundingClientRect()
@@ -247,18 +254,22 @@ export const Matrix = ({ apiKey }: { apiKey: string }) => {
     ? `Score matrix, aggregated: ${shown!.scored} customers counted in a 10 by 10 grid by fit (across) and ` +
       'engagement (up)'
     : `Score matrix: ${points.length} customers by fit (across) and engagement (up)`
-  const unscoredNote = unscored > 0 ? `, ${unscored} not scored yet` : ''
+  // Who is not scored yet, as the customers list shows them: the same selection, without a score.
+  const unscoredNote =
+    unscored > 0 &&
+    html`, <a id="matrix-unscored" href=${customersHref(unscoredOf(narrow(segment, filters)))}>
+      ${unscored} not scored yet</a>`
   const note = grid
-    ? `${shown!.scored} customers counted in a 10 × 10 grid${unscoredNote}: more than ${MAX_POINTS} to draw one by ` +
-      'one, so each square is the number of customers with scores in its cell. Narrow with a segment or ' +
-      'filters to see each customer.'
-    : `${points.length} customers plotted${unscoredNote}. Each point is a customer, coloured by churn risk. On ` +
-      'the matrix, arrow keys move from customer to customer and Enter opens one; the Customers view lists ' +
-      'them all.'
+    ? html`${shown!.scored} customers counted in a 10 × 10 grid${unscoredNote}: more than ${MAX_POINTS} to draw one
+        by one, so each square is the number of customers with scores in its cell. Narrow with a segment or filters
+        to see each customer.`
+    : html`${points.length} customers plotted${unscoredNote}. Each point is a customer, coloured by churn risk. On
+        the matrix, arrow keys move from customer to customer and Enter opens one; the Customers view lists them
+        all.`
   return html`<section aria-labelledby="matrix-title">
     <h1 id="matrix-title">Score matrix</h1>
     <${SegmentPicker} apiKey=${apiKey} onPick=${setSegment} />
-    <${FilterBuilder} onApply=${setFilters} />
+    <${FilterBuilder} apiKey=${apiKey} onApply=${setFilters} />
     ${error && html`<p role="alert" class="error">${error}</p>`}
     <p aria-live="polite" id="matrix-note">
       ${state === 'loading' && 'Loading… '}${grid && html`<strong>Aggregated: </strong>`}${note}

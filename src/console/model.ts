@@ -2,6 +2,7 @@ import { html } from 'htm/preact'
 import { useState } from 'preact/hooks'
 import { admin, type Model, type Property, type ScoringPreview } from './api.ts'
 import { useAction, useData, value } from './load.ts'
+import { Failed, Loading } from './format.ts'
 
 // The scoring model of docs/scoring.md as a form: each section's rules, the form of each rule taken
 // from its property's type, every weight shown as its share of the section's total (a score is the
@@ -239,8 +240,8 @@ export const ScoringModel = ({
       }),
     [token, account],
   )
-  if (model.error) return html`<p role="alert" class="error">${model.error}</p>`
-  if (!model.data) return html`<p>Loading…</p>`
+  if (model.error) return html`<${Failed} error=${model.error} />`
+  if (!model.data) return html`<${Loading} what="the scoring model" />`
   return html`<${Editor} key=${account} token=${token} account=${account} model=${model.data}
     properties=${properties} />`
 }

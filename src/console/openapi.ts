@@ -445,6 +445,23 @@ export interface paths {
     patch?: never
     trace?: never
   }
+  '/api/v1/insights/week': {
+    parameters: {
+      query?: never
+      header?: never
+      path?: never
+      cookie?: never
+    }
+    /** "This week": movements, renewals ahead and 12 weeks of health, each with its search */
+    get: operations['weekReport']
+    put?: never
+    post?: never
+    delete?: never
+    options?: never
+    head?: never
+    patch?: never
+    trace?: never
+  }
   '/api/v1/customer': {
     parameters: {
       query?: never
@@ -713,6 +730,23 @@ export interface paths {
     patch?: never
     trace?: never
   }
+  '/api/v1/properties': {
+    parameters: {
+      query?: never
+      header?: never
+      path?: never
+      cookie?: never
+    }
+    /** The key's account's property definitions, with their labels: what search can filter by */
+    get: operations['accountProperties']
+    put?: never
+    post?: never
+    delete?: never
+    options?: never
+    head?: never
+    patch?: never
+    trace?: never
+  }
   '/admin/v1/accounts/{id}/properties/{entity}/{codename}': {
     parameters: {
       query?: never
@@ -727,7 +761,8 @@ export interface paths {
     delete: operations['deleteProperty']
     options?: never
     head?: never
-    patch?: never
+    /** Set or clear (null) a property's label */
+    patch: operations['relabelProperty']
     trace?: never
   }
   '/admin/v1/accounts/{id}/tags': {
@@ -1574,16 +1609,22 @@ export interface components {
         /** @description Each engagement rule: its weighted contribution, in points. */
         engagement: {
           codename: string
+          /** @description The property's label, else its codename. */
+          label: string
           contribution: number
         }[]
         /** @description Each fit rule: its weighted contribution, in points. */
         fit: {
           codename: string
+          /** @description The property's label, else its codename. */
+          label: string
           contribution: number
         }[]
         /** @description Up to 3 rules that lower the scores most, most negative first. */
         risk_drivers: {
           codename: string
+          /** @description The property's label, else its codename. */
+          label: string
           /** @enum {string} */
           score: 'engagement' | 'fit'
           contribution: number
@@ -1591,6 +1632,8 @@ export interface components {
         /** @description Up to 3 rules that raise the scores most, largest first. */
         health_drivers: {
           codename: string
+          /** @description The property's label, else its codename. */
+          label: string
           /** @enum {string} */
           score: 'engagement' | 'fit'
           contribution: number
@@ -1607,6 +1650,8 @@ export interface components {
           before: number
           /** @description Its contribution after. */
           after: number
+          /** @description The property's label, else its codename. */
+          label: string
         }[]
       } | null
     }
@@ -1753,6 +1798,293 @@ export interface components {
           churn_risk: number | null
         }[]
       }
+    }
+    WeekReport: {
+      /**
+       * @description The period: the last 7 or 30 days.
+       * @enum {number}
+       */
+      days: 7 | 30
+      /**
+       * Format: date
+       * @description A calendar date, YYYY-MM-DD.
+       */
+      today: string
+      /**
+       * Format: date
+       * @description The start of the period: movements compare engagement on this day with now.
+       */
+      since: string
+      movements: {
+        /** @description Active customers whose engagement fell below 0 (churn risk), largest fall first */
+        entered_risk: {
+          /** @description How many customers in all. */
+          count: number
+          /**
+           * @description The where tree that lists the customers behind this number: POST {"where": ...} to
+           * /api/v1/customers/search. Null where the search API cannot express the list (a movement compares two
+           * dates).
+           */
+          search: components['schemas']['Where'] | null
+          /**
+           * @description The first 10: Active customers whose engagement fell below 0 (churn risk), largest fall first.
+           */
+          customers: {
+            external_id: string
+            name: string | null
+            engagementscore: number | null
+            fitscore: number | null
+            churn_risk: number | null
+            /**
+             * @description Up to three properties, by label (else codename), that drive the move: risk drivers for a
+             * move for the worse or an unhealthy renewal, health drivers otherwise.
+             */
+            drivers: string[]
+            /** @description Engagement at the start of the period (null for churns and reactivations). */
+            engagementscore_before: number | null
+            /** @description The churn or reactivation date; null for score movements. */
+            date: string | null
+          }[]
+        }
+        /** @description Active customers whose engagement rose from below 0 to 0 or more, largest rise first */
+        left_risk: {
+          /** @description How many customers in all. */
+          count: number
+          /**
+           * @description The where tree that lists the customers behind this number: POST {"where": ...} to
+           * /api/v1/customers/search. Null where the search API cannot express the list (a movement compares two
+           * dates).
+           */
+          search: components['schemas']['Where'] | null
+          /**
+           * @description The first 10: Active customers whose engagement rose from below 0 to 0 or more, largest rise
+           * first.
+           */
+          customers: {
+            external_id: string
+            name: string | null
+            engagementscore: number | null
+            fitscore: number | null
+            churn_risk: number | null
+            /**
+             * @description Up to three properties, by label (else codename), that drive the move: risk drivers for a
+             * move for the worse or an unhealthy renewal, health drivers otherwise.
+             */
+            drivers: string[]
+            /** @description Engagement at the start of the period (null for churns and reactivations). */
+            engagementscore_before: number | null
+            /** @description The churn or reactivation date; null for score movements. */
+            date: string | null
+          }[]
+        }
+        /** @description Customers churned with a churn date in the period, latest first */
+        churned: {
+          /** @description How many customers in all. */
+          count: number
+          /**
+           * @description The where tree that lists the customers behind this number: POST {"where": ...} to
+           * /api/v1/customers/search. Null where the search API cannot express the list (a movement compares two
+           * dates).
+           */
+          search: components['schemas']['Where'] | null
+          /** @description The first 10: Customers churned with a churn date in the period, latest first. */
+          customers: {
+            external_id: string
+            name: string | null
+            engagementscore: number | null
+            fitscore: number | null
+            churn_risk: number | null
+            /**
+             * @description Up to three properties, by label (else codename), that drive the move: risk drivers for a
+             * move for the worse or an unhealthy renewal, health drivers otherwise.
+             */
+            drivers: string[]
+            /** @description Engagement at the start of the period (null for churns and reactivations). */
+            engagementscore_before: number | null
+            /** @description The churn or reactivation date; null for score movements. */
+            date: string | null
+          }[]
+        }
+        /** @description Customers reactivated in the period and active now, latest first */
+        reactivated: {
+          /** @description How many customers in all. */
+          count: number
+          /**
+           * @description The where tree that lists the customers behind this number: POST {"where": ...} to
+           * /api/v1/customers/search. Null where the search API cannot express the list (a movement compares two
+           * dates).
+           */
+          search: components['schemas']['Where'] | null
+          /** @description The first 10: Customers reactivated in the period and active now, latest first. */
+          customers: {
+            external_id: string
+            name: string | null
+            engagementscore: number | null
+            fitscore: number | null
+            churn_risk: number | null
+            /**
+             * @description Up to three properties, by label (else codename), that drive the move: risk drivers for a
+             * move for the worse or an unhealthy renewal, health drivers otherwise.
+             */
+            drivers: string[]
+            /** @description Engagement at the start of the period (null for churns and reactivations). */
+            engagementscore_before: number | null
+            /** @description The churn or reactivation date; null for score movements. */
+            date: string | null
+          }[]
+        }
+        /** @description Active customers whose engagement fell, largest drop first */
+        drops: {
+          /** @description How many customers in all. */
+          count: number
+          /**
+           * @description The where tree that lists the customers behind this number: POST {"where": ...} to
+           * /api/v1/customers/search. Null where the search API cannot express the list (a movement compares two
+           * dates).
+           */
+          search: components['schemas']['Where'] | null
+          /** @description The first 10: Active customers whose engagement fell, largest drop first. */
+          customers: {
+            external_id: string
+            name: string | null
+            engagementscore: number | null
+            fitscore: number | null
+            churn_risk: number | null
+            /**
+             * @description Up to three properties, by label (else codename), that drive the move: risk drivers for a
+             * move for the worse or an unhealthy renewal, health drivers otherwise.
+             */
+            drivers: string[]
+            /** @description Engagement at the start of the period (null for churns and reactivations). */
+            engagementscore_before: number | null
+            /** @description The churn or reactivation date; null for score movements. */
+            date: string | null
+          }[]
+        }
+        /** @description Active customers whose engagement rose, largest gain first */
+        gains: {
+          /** @description How many customers in all. */
+          count: number
+          /**
+           * @description The where tree that lists the customers behind this number: POST {"where": ...} to
+           * /api/v1/customers/search. Null where the search API cannot express the list (a movement compares two
+           * dates).
+           */
+          search: components['schemas']['Where'] | null
+          /** @description The first 10: Active customers whose engagement rose, largest gain first. */
+          customers: {
+            external_id: string
+            name: string | null
+            engagementscore: number | null
+            fitscore: number | null
+            churn_risk: number | null
+            /**
+             * @description Up to three properties, by label (else codename), that drive the move: risk drivers for a
+             * move for the worse or an unhealthy renewal, health drivers otherwise.
+             */
+            drivers: string[]
+            /** @description Engagement at the start of the period (null for churns and reactivations). */
+            engagementscore_before: number | null
+            /** @description The churn or reactivation date; null for score movements. */
+            date: string | null
+          }[]
+        }
+      }
+      renewals: {
+        /**
+         * Format: date
+         * @description A calendar date, YYYY-MM-DD.
+         */
+        from: string
+        /**
+         * Format: date
+         * @description 90 days after today.
+         */
+        to: string
+        count: number
+        /**
+         * @description The where tree that lists the customers behind this number: POST {"where": ...} to
+         * /api/v1/customers/search. Null where the search API cannot express the list (a movement compares two dates).
+         */
+        search: components['schemas']['Where'] | null
+        /** @description The renewals in churn risk (engagement below 0). */
+        at_risk: {
+          count: number
+          /**
+           * @description The where tree that lists the customers behind this number: POST {"where": ...} to
+           * /api/v1/customers/search. Null where the search API cannot express the list (a movement compares two
+           * dates).
+           */
+          search: components['schemas']['Where'] | null
+        }
+        /** @description The first 25, least engaged first (not scored last), then by renewal date. */
+        customers: {
+          external_id: string
+          name: string | null
+          engagementscore: number | null
+          fitscore: number | null
+          churn_risk: number | null
+          /**
+           * @description Up to three properties, by label (else codename), that drive the move: risk drivers for a move
+           * for the worse or an unhealthy renewal, health drivers otherwise.
+           */
+          drivers: string[]
+          /**
+           * Format: date
+           * @description A calendar date, YYYY-MM-DD.
+           */
+          renewal_date: string
+          /** @enum {string} */
+          quadrant: 'churn_risk' | 'upsell' | 'engaged_poor_fit' | 'not_scored'
+        }[]
+      }
+      /** @description 12 weeks, oldest first, the last ending today; only the last week's counts have a search. */
+      weeks: {
+        /**
+         * Format: date
+         * @description A calendar date, YYYY-MM-DD.
+         */
+        week_ending: string
+        median_engagement: number | null
+        quadrants: {
+          churn_risk: {
+            count: number
+            /**
+             * @description The where tree that lists the customers behind this number: POST {"where": ...} to
+             * /api/v1/customers/search. Null where the search API cannot express the list (a movement compares two
+             * dates).
+             */
+            search: components['schemas']['Where'] | null
+          }
+          upsell: {
+            count: number
+            /**
+             * @description The where tree that lists the customers behind this number: POST {"where": ...} to
+             * /api/v1/customers/search. Null where the search API cannot express the list (a movement compares two
+             * dates).
+             */
+            search: components['schemas']['Where'] | null
+          }
+          engaged_poor_fit: {
+            count: number
+            /**
+             * @description The where tree that lists the customers behind this number: POST {"where": ...} to
+             * /api/v1/customers/search. Null where the search API cannot express the list (a movement compares two
+             * dates).
+             */
+            search: components['schemas']['Where'] | null
+          }
+          not_scored: {
+            count: number
+            /**
+             * @description The where tree that lists the customers behind this number: POST {"where": ...} to
+             * /api/v1/customers/search. Null where the search API cannot express the list (a movement compares two
+             * dates).
+             */
+            search: components['schemas']['Where'] | null
+          }
+        }
+      }[]
     }
     UploadAccepted: {
       upload_id: number
@@ -1903,6 +2235,9 @@ export interface components {
       codename: string
       /** @enum {string} */
       type: 'string' | 'number' | 'boolean' | 'date'
+      /** @description The name people read; null shows the codename. */
+      label: string | null
+      /** @description The same as label (its older spelling). */
       name: string | null
       /** @description Defined by the service for every account. */
       system: boolean
@@ -1938,6 +2273,28 @@ export interface components {
        * @description A UTC time, ISO 8601 with milliseconds.
        */
       created_at: string
+      /**
+       * @description When the current run of failed attempts began; null after a delivered attempt. A run as long as
+       * SERVICE_WEBHOOK_DISABLE_AFTER_SECONDS, or a 410 Gone, disables the endpoint.
+       */
+      failing_since: string | null
+      /** @description The latest failed attempt; null if none failed. */
+      last_failure: {
+        /**
+         * Format: date-time
+         * @description A UTC time, ISO 8601 with milliseconds.
+         */
+        at: string
+        /** @description The receiver's status; null when no answer came. */
+        status_code: number | null
+        /** @description Why no answer came (connection, timeout); null with a status. */
+        error: string | null
+      } | null
+      /**
+       * @description Who disabled the endpoint while active is false: the service (failing, or a 410) or the operator;
+       * null while active.
+       */
+      disabled_by: ('service' | 'operator') | null
     }
     NewWebhook: {
       /** @description The id the service gave it. */
@@ -1961,6 +2318,28 @@ export interface components {
        * @description A UTC time, ISO 8601 with milliseconds.
        */
       created_at: string
+      /**
+       * @description When the current run of failed attempts began; null after a delivered attempt. A run as long as
+       * SERVICE_WEBHOOK_DISABLE_AFTER_SECONDS, or a 410 Gone, disables the endpoint.
+       */
+      failing_since: string | null
+      /** @description The latest failed attempt; null if none failed. */
+      last_failure: {
+        /**
+         * Format: date-time
+         * @description A UTC time, ISO 8601 with milliseconds.
+         */
+        at: string
+        /** @description The receiver's status; null when no answer came. */
+        status_code: number | null
+        /** @description Why no answer came (connection, timeout); null with a status. */
+        error: string | null
+      } | null
+      /**
+       * @description Who disabled the endpoint while active is false: the service (failing, or a 410) or the operator;
+       * null while active.
+       */
+      disabled_by: ('service' | 'operator') | null
       /** @description The signing secret (whsec_ + base64); shown only here. */
       secret: string
     }
@@ -1990,6 +2369,28 @@ export interface components {
        * @description A UTC time, ISO 8601 with milliseconds.
        */
       created_at: string
+      /**
+       * @description When the current run of failed attempts began; null after a delivered attempt. A run as long as
+       * SERVICE_WEBHOOK_DISABLE_AFTER_SECONDS, or a 410 Gone, disables the endpoint.
+       */
+      failing_since: string | null
+      /** @description The latest failed attempt; null if none failed. */
+      last_failure: {
+        /**
+         * Format: date-time
+         * @description A UTC time, ISO 8601 with milliseconds.
+         */
+        at: string
+        /** @description The receiver's status; null when no answer came. */
+        status_code: number | null
+        /** @description Why no answer came (connection, timeout); null with a status. */
+        error: string | null
+      } | null
+      /**
+       * @description Who disabled the endpoint while active is false: the service (failing, or a 410) or the operator;
+       * null while active.
+       */
+      disabled_by: ('service' | 'operator') | null
       /** @description Deliveries held while the webhook was disabled, now being sent, oldest first. */
       resumed: number
     }
@@ -4449,6 +4850,38 @@ export interface operations {
       503: components['responses']['ServiceUnavailable']
     }
   }
+  weekReport: {
+    parameters: {
+      query?: {
+        /** @description The period: 7 (the default) or 30 days. */
+        days?: 7 | 30
+      }
+      header?: never
+      path?: never
+      cookie?: never
+    }
+    requestBody?: never
+    responses: {
+      /** @description Success. */
+      200: {
+        headers: {
+          'RateLimit-Limit': components['headers']['RateLimit-Limit']
+          'RateLimit-Remaining': components['headers']['RateLimit-Remaining']
+          'RateLimit-Reset': components['headers']['RateLimit-Reset']
+          [name: string]: unknown
+        }
+        content: {
+          'application/json': components['schemas']['WeekReport']
+        }
+      }
+      400: components['responses']['BadRequest']
+      401: components['responses']['Unauthorized']
+      403: components['responses']['Forbidden']
+      422: components['responses']['OverBudget']
+      429: components['responses']['TooManyRequests']
+      503: components['responses']['ServiceUnavailable']
+    }
+  }
   createCustomer: {
     parameters: {
       query?: never
@@ -5477,6 +5910,12 @@ export interface operations {
           codename: string
           /** @enum {string} */
           type: 'string' | 'number' | 'boolean' | 'date'
+          /**
+           * @description The name people read: the console, its CSV export and score explanations show it in place of
+           * the codename.
+           */
+          label?: string
+          /** @description The older spelling of label. */
           name?: string
         }
       }
@@ -5498,6 +5937,34 @@ export interface operations {
       409: components['responses']['Conflict']
       413: components['responses']['ContentTooLarge']
       415: components['responses']['UnsupportedMediaType']
+      503: components['responses']['ServiceUnavailable']
+    }
+  }
+  accountProperties: {
+    parameters: {
+      query?: never
+      header?: never
+      path?: never
+      cookie?: never
+    }
+    requestBody?: never
+    responses: {
+      /** @description Success. */
+      200: {
+        headers: {
+          'RateLimit-Limit': components['headers']['RateLimit-Limit']
+          'RateLimit-Remaining': components['headers']['RateLimit-Remaining']
+          'RateLimit-Reset': components['headers']['RateLimit-Reset']
+          [name: string]: unknown
+        }
+        content: {
+          'application/json': components['schemas']['Property'][]
+        }
+      }
+      400: components['responses']['BadRequest']
+      401: components['responses']['Unauthorized']
+      403: components['responses']['Forbidden']
+      429: components['responses']['TooManyRequests']
       503: components['responses']['ServiceUnavailable']
     }
   }
@@ -5528,6 +5995,51 @@ export interface operations {
       401: components['responses']['Unauthorized']
       404: components['responses']['NotFound']
       409: components['responses']['Conflict']
+      503: components['responses']['ServiceUnavailable']
+    }
+  }
+  relabelProperty: {
+    parameters: {
+      query?: never
+      header?: never
+      path: {
+        /** @description The account id. */
+        id: number
+        /** @description customer or contact. */
+        entity: 'customer' | 'contact'
+        /** @description The property's codename. */
+        codename: string
+      }
+      cookie?: never
+    }
+    requestBody: {
+      content: {
+        /**
+         * @example {
+         *       "label": "Active users"
+         *     }
+         */
+        'application/json': {
+          label: string | null
+        }
+      }
+    }
+    responses: {
+      /** @description Success. */
+      200: {
+        headers: {
+          [name: string]: unknown
+        }
+        content: {
+          'application/json': components['schemas']['Property']
+        }
+      }
+      400: components['responses']['BadRequest']
+      401: components['responses']['Unauthorized']
+      404: components['responses']['NotFound']
+      408: components['responses']['RequestTimeout']
+      413: components['responses']['ContentTooLarge']
+      415: components['responses']['UnsupportedMediaType']
       503: components['responses']['ServiceUnavailable']
     }
   }

@@ -14,6 +14,18 @@ export const narrow = (segment: Segment | undefined, conditions: Condition[]): S
   return { where: all.length === 1 ? all[0] : { and: all } }
 }
 
+// Those of a selection with either score unknown: the matrix's "not scored yet", which it cannot draw.
+export const unscoredOf = (selection: Selection): Condition => {
+  const unscored: Condition = {
+    or: [
+      { propertyName: 'engagementscore', operator: 'UNKNOWN' },
+      { propertyName: 'fitscore', operator: 'UNKNOWN' },
+    ],
+  }
+  const within = selection.where ?? (selection.filters?.length ? { and: selection.filters } : undefined)
+  return within ? { and: [within, unscored] } : unscored
+}
+
 // The account's saved segments; choosing one narrows the view to its members.
 export const SegmentPicker = ({ apiKey, onPick }: { apiKey: string; onPick: (s: Segment | undefined) => void }) => {
   const segments = useData(() => listSegments(apiKey), [apiKey])

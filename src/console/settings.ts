@@ -3,6 +3,7 @@ import { useState } from 'preact/hooks'
 import { type Account, admin, type Key, type NewKey, type Property } from './api.ts'
 import { useAction, useData, value } from './load.ts'
 import { ScoringModel } from './model.ts'
+import { When } from './format.ts'
 
 const SCOPES = ['search', 'upload', 'track', 'erase']
 const error = (text: string) => text && html`<p role="alert" class="error">${text}</p>`
@@ -32,7 +33,7 @@ const Keys = ({ token, account }: { token: string; account: number }) => {
     ${error(keys.error || action.error)}
     ${
       keys.data &&
-      html`<div class="table-wrap"><table id="keys">
+      html`<div class="table-wrap" tabindex="0"><table id="keys">
         <thead><tr>
           <th scope="col">ID</th><th scope="col">Name</th><th scope="col">Scopes</th>
           <th scope="col">Created</th><th scope="col">Revoked</th>
@@ -42,7 +43,7 @@ const Keys = ({ token, account }: { token: string; account: number }) => {
           ${keys.data.map(
             (k) => html`<tr key=${k.id} data-key=${k.id} data-revoked=${k.revoked_at ? 'yes' : 'no'}>
               <td class="num">${k.id}</td><td>${k.name ?? '–'}</td><td>${k.scopes.join(', ')}</td>
-              <td>${k.created_at}</td><td>${k.revoked_at ?? '–'}</td>
+              <td><${When} at=${k.created_at} /></td><td><${When} at=${k.revoked_at} /></td>
               <td>${
                 !k.revoked_at &&
                 html`<button type="button" aria-label=${`Revoke key ${k.id}`} onClick=${() => revoke(k.id)}>
@@ -120,7 +121,7 @@ const Properties = ({
     </div>`
   return html`<section aria-labelledby="properties-title">
     <h2 id="properties-title">Properties</h2>
-    <div class="table-wrap"><table id="properties">
+    <div class="table-wrap" tabindex="0"><table id="properties">
       <thead><tr>
         <th scope="col">Entity</th><th scope="col">Kind</th><th scope="col">Codename</th><th scope="col">Type</th>
         <th scope="col">Name</th><th scope="col">Defined by</th>

@@ -2,16 +2,11 @@ import { html } from 'htm/preact'
 import { useEffect, useRef } from 'preact/hooks'
 import { admin, listUploads, type Session, type Upload } from './api.ts'
 import { useData } from './load.ts'
+import { Empty, Failed, When } from './format.ts'
 
 const POLL_MS = 1000
 const busy = (u: Upload) => u.status === 'received' || u.status === 'processing'
 const count = (n: number | null) => (n === null ? '–' : String(n))
-// The dropped keys by name, shown on hovering their count: contry (3, did you mean country?).
-const droppedNames = (u: Upload) =>
-  u.dropped_key_names
-    .map((d) => `${d.key} (${d.count}${d.did_you_mean ? `, did you mean ${d.did_you_mean}?` : ''})`)
-    .join(', ') || undefined
-
 // Refreshes while any upload shown is still waiting or being processed, and stops once all are done.
 const usePolling = (uploads: Upload[] | undefined, reload: () => unknown) => {
   const waiting = uploads?.some(busy) ?? false
@@ -25,7 +20,7 @@ const usePolling = (uploads: Upload[] | undefined, reload: () => unknown) => {
 }
 
 const Table = ({ uploads }: { uploads: Upload[] }) =>
-  html`<div class="table-wrap"><table id="uploads">
+  html`<div class="table-wrap" tabindex="0"><table id="uploads">
     <thead><tr>
       <th scope="col">ID</th><th scope="col">Kind</th><th scope="col">Status</th><th scope="col">Items</th>
       <th scope="col">Created</th><th scope="col">Updated</th><th scope="col">Ignored</th>
@@ -38,7 +33,18 @@ const Table = ({ uploads }: { uploads: Upload[] }) =>
           <td class="num">${u.upload_id}</td><td>${u.kind}</td>
           <td>${u.status}${u.stuck ? ' (stuck)' : ''}</td><td class="num">${u.items}</td>
           <td class="num">${count(u.created)}</td><td class="num">${count(u.updated)}</td>
-          <td class="num">${count(u.ignored)}</td><td class="num" title=${droppedNames(u)}>${count(u.dropped_keys)}</td>
+          <td class="num">${count(u.ignored)}</td><td class="wrap">${
+            u.dropped_key_names?.length
+              ? html`<details><summary>${count(u.dropped_keys)}</summary><ul class="dropped">
+                  ${u.dropped_key_names.map(
+                    (d) =>
+                      html`<li><code>${d.key}</code> ×${d.count}${
+                        d.did_you_mean && html` (did you mean <code>${d.did_you_mean}</code>?)`
+                      }</li>`,
+                  )}
+                </ul></details>`
+              : count(u.dropped_keys)
+          }</td>
           <td class="wrap">${
             u.warnings?.length
               ? html`<details><summary>${u.warnings.length}</summary><ul>
@@ -46,7 +52,7 @@ const Table = ({ uploads }: { uploads: Upload[] }) =>
                 </ul></details>`
               : '0'
           }</td>
-          <td class="wrap">${u.error ?? ''}</td><td>${u.received_at}</td>
+          <td class="wrap">${u.error ?? ''}</td><td><${When} at=${u.received_at} /></td>
         </tr>`,
       )}
     </tbody>
@@ -55,12 +61,13 @@ const Table = ({ uploads }: { uploads: Upload[] }) =>
 // The newest uploads first, refreshed while any is still waiting or being processed.
 const Listed = ({ list }: { list: ReturnType<typeof useData<Upload[]>> }) => {
   usePolling(list.data, list.reload)
-  return html`${list.error && html`<p role="alert" class="error">${list.error}</p>`}
+  return html`${list.error && html`<${Failed} error=${list.error} />`}
     <div class="actions"><button type="button" onClick=${list.reload}>Refresh uploads</button></div>
     <p aria-live="polite" id="uploads-state">
       ${!list.data ? 'Loading…' : `${list.data.length} uploads${list.data.some(busy) ? ', refreshing' : ''}`}
     </p>
-    ${list.data && html`<${Table} uploads=${list.data} />`}`
+    ${list.data?.length === 0 && html`<${Empty}>No uploads yet.</${Empty}>`}
+    ${list.data?.length && html`<${Table} uploads=${list.data} />`}`
 }
 
 // The admin API lists the chosen account's uploads.

@@ -2,6 +2,7 @@ import { html } from 'htm/preact'
 import { useState } from 'preact/hooks'
 import { admin, type Delivery, eventTypes, type NewWebhook, type Webhook } from './api.ts'
 import { useAction, useData, value } from './load.ts'
+import { Empty, Failed, Loading, When } from './format.ts'
 
 // A delivery's attempts, newest last: when, the receiver's status (or why none came), how long, and
 // the start of its answer.
@@ -11,11 +12,29 @@ const Attempts = ({ delivery }: { delivery: Delivery }) =>
     : html`<ol class="attempts">
         ${delivery.attempts.map(
           (a) => html`<li>
-            ${a.at}: ${a.status_code ?? 'no answer'} in ${a.duration_ms} ms${a.error ? ` · ${a.error}` : ''}
+            <${When} at=${a.at} />: ${a.status_code ?? 'no answer'} in ${a.duration_ms} ms
+            ${a.error ? ` · ${a.error}` : ''}
             ${a.response_excerpt && html`<q class="excerpt">${a.response_excerpt}</q>`}
           </li>`,
         )}
       </ol>`
+
+// Whether deliveries arrive: a webhook whose every delivery fails reads as failing (since when, and its
+// last error), and one the service disabled after failing too long says so, not merely "disabled".
+const Health = ({ webhook: w }: { webhook: Webhook }) => {
+  const last = w.last_failure
+  const why = last && `${last.status_code ?? 'no answer'}${last.error ? `: ${last.error}` : ''}`
+  const state = !w.active
+    ? w.disabled_by === 'service'
+      ? html`<span class="badge badge-poor">▲ disabled by the service</span>`
+      : html`<span class="badge badge-none">○ disabled</span>`
+    : w.failing_since
+      ? html`<span class="badge badge-fair">◆ failing</span>`
+      : html`<span class="badge badge-good">● enabled</span>`
+  return html`${state}${
+    w.failing_since && html`<br /><span class="muted">failing since <${When} at=${w.failing_since} /></span>`
+  }${last && html`<br /><span class="muted">last error <${When} at=${last.at} />: ${why}</span>`}`
+}
 
 const Deliveries = ({ token, base, webhook }: { token: string; base: string; webhook: Webhook }) => {
   const list = useData(() => admin<Delivery[]>(token, 'GET', `${base}/${webhook.id}/deliveries?limit=50`), [webhook.id])
@@ -30,12 +49,12 @@ const Deliveries = ({ token, base, webhook }: { token: string; base: string; web
     <div class="actions">
       <button type="button" onClick=${list.reload}>Refresh deliveries</button>
     </div>
-    ${(list.error || action.error) && html`<p role="alert" class="error">${list.error || action.error}</p>`}
-    ${!list.data && !list.error && html`<p>Loading…</p>`}
-    ${list.data?.length === 0 && html`<p>None yet.</p>`}
+    ${(list.error || action.error) && html`<${Failed} error=${list.error || action.error} />`}
+    ${!list.data && !list.error && html`<${Loading} what="deliveries" />`}
+    ${list.data?.length === 0 && html`<${Empty}>No deliveries yet.</${Empty}>`}
     ${
       list.data?.length &&
-      html`<div class="table-wrap"><table>
+      html`<div class="table-wrap" tabindex="0"><table>
         <thead><tr>
           <th scope="col">ID</th><th scope="col">webhook-id</th><th scope="col">Status</th>
           <th scope="col">Created</th><th scope="col">Attempts</th>
@@ -45,7 +64,8 @@ const Deliveries = ({ token, base, webhook }: { token: string; base: string; web
           ${list.data.map(
             (d) => html`<tr key=${d.id} data-delivery=${d.id} data-status=${d.status}
                 data-attempts=${d.attempts.length}>
-              <td class="num">${d.id}</td><td>${d.message_id}</td><td>${d.status}</td><td>${d.created_at}</td>
+              <td class="num">${d.id}</td><td>${d.message_id}</td><td>${d.status}</td>
+              <td><${When} at=${d.created_at} /></td>
               <td class="wrap"><${Attempts} delivery=${d} /></td>
               <td><button type="button" disabled=${action.busy} aria-label=${`Redeliver ${d.id}`}
                 onClick=${() => redeliver(d)}>Redeliver</button></td>
@@ -90,12 +110,12 @@ export const Webhooks = ({ token, account }: { token: string; account: number })
   const shownHook = list.data?.find((w) => w.id === shown)
   return html`<section aria-labelledby="webhooks-title">
     <h1 id="webhooks-title">Webhooks</h1>
-    ${(list.error || action.error) && html`<p role="alert" class="error">${list.error || action.error}</p>`}
-    ${!list.data && !list.error && html`<p>Loading…</p>`}
-    ${list.data?.length === 0 && html`<p>No subscriptions.</p>`}
+    ${(list.error || action.error) && html`<${Failed} error=${list.error || action.error} />`}
+    ${!list.data && !list.error && html`<${Loading} what="webhooks" />`}
+    ${list.data?.length === 0 && html`<${Empty}>No subscriptions yet.</${Empty}>`}
     ${
       list.data?.length &&
-      html`<div class="table-wrap"><table id="webhooks">
+      html`<div class="table-wrap" tabindex="0"><table id="webhooks">
         <thead><tr>
           <th scope="col">ID</th><th scope="col">Name</th><th scope="col">URL</th><th scope="col">Events</th>
           <th scope="col">State</th><th scope="col"><span class="visually-hidden">Actions</span></th>
@@ -104,7 +124,7 @@ export const Webhooks = ({ token, account }: { token: string; account: number })
           ${list.data.map(
             (w) => html`<tr key=${w.id} data-webhook=${w.id}>
               <td class="num">${w.id}</td><td>${w.name ?? '–'}</td><td>${w.url}</td><td>${w.events.join(', ')}</td>
-              <td>${w.active ? 'enabled' : 'disabled'}</td>
+              <td class="wrap"><${Health} webhook=${w} /></td>
               <td><div class="row-actions">
                 <button type="button" aria-label=${`Deliveries of webhook ${w.id}`}
                   onClick=${() => setShown(w.id)}>Deliveries</button>

@@ -210,6 +210,10 @@ const TAGS: { name: Tag; description: string }[] = [
     name: 'segments',
     description: 'Saved customer searches, their members, and who entered and left them when.',
   },
+  {
+    name: 'insights',
+    description: 'Reports over an account: "This week", what moved, the renewals ahead and 12 weeks of health.',
+  },
   { name: 'uploads', description: 'Send customers and contacts in batches; they are processed in the background.' },
   { name: 'records', description: 'Create, read, update and delete one customer or contact at a time.' },
   { name: 'tracking', description: 'Server-side events that keep tracked attributes and metrics current.' },

@@ -1,11 +1,11 @@
-import { readCatalog } from '../catalog/properties.ts'
+import { readCatalog, readLabels } from '../catalog/properties.ts'
 import { scoringInputs } from '../scoring/store.ts'
 import type { Entity } from '../catalog.ts'
 import type { App } from '../context.ts'
 import { today } from '../dates.ts'
 import { refuse } from '../errors.ts'
 import { explanationRows } from '../scoring/changes.ts'
-import { explainCustomer, type ExplainedCustomer } from '../scoring/explain.ts'
+import { explainCustomer, type ExplainedCustomer, labelled, labelledExplanation } from '../scoring/explain.ts'
 import type { ChangeDriver } from '../scoring/alerts.ts'
 import { compileSearch } from '../search/sql.ts'
 
@@ -43,10 +43,13 @@ export const readRecord = async (
 const scoreExplanation = async (app: App, accountId: number, externalId: string) => {
   const [row] = await explanationRows(app.sql, accountId, app.sql`c.external_id = ${externalId}`)
   if (!row) return null
-  const { model, defs } = await scoringInputs(app.sql, accountId, 'customer')
+  const [{ model, defs }, labels] = await Promise.all([
+    scoringInputs(app.sql, accountId, 'customer'),
+    readLabels(app.sql, accountId, 'customer'),
+  ])
   return {
-    ...explainCustomer(model, defs, row as unknown as ExplainedCustomer, today()),
-    change_drivers: row.change_drivers as ChangeDriver[],
+    ...labelledExplanation(explainCustomer(model, defs, row as unknown as ExplainedCustomer, today()), labels),
+    change_drivers: labelled(row.change_drivers as ChangeDriver[], labels),
   }
 }
 

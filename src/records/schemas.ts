@@ -61,8 +61,14 @@ export const Contact = v.object({
   ...recordTail,
 })
 
-const Contribution = v.object({ codename: v.string(), contribution: v.number() })
-const Driver = v.object({ codename: v.string(), score: v.picklist(['engagement', 'fit']), contribution: v.number() })
+const label = describe(v.string(), "The property's label, else its codename.")
+const Contribution = v.object({ codename: v.string(), label, contribution: v.number() })
+const Driver = v.object({
+  codename: v.string(),
+  label,
+  score: v.picklist(['engagement', 'fit']),
+  contribution: v.number(),
+})
 const ScoreExplanation = describe(
   v.nullable(
     v.object({
@@ -71,7 +77,7 @@ const ScoreExplanation = describe(
       risk_drivers: describe(v.array(Driver), 'Up to 3 rules that lower the scores most, most negative first.'),
       health_drivers: describe(v.array(Driver), 'Up to 3 rules that raise the scores most, largest first.'),
       change_drivers: describe(
-        v.array(ChangeDriverSchema),
+        v.array(v.object({ ...ChangeDriverSchema.entries, label })),
         'Up to 3 rules whose contributions moved most in the latest scoring that changed the scores, largest ' +
           'move first; empty until score alerts are set (PUT /admin/v1/accounts/{id}/score-alerts).',
       ),

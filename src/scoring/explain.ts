@@ -34,3 +34,18 @@ export const explainCustomer = (
       : contributions(model?.customer?.engagement, row.snapshot, row.last_seen)
   return explain(engagement, contributions(model?.customer?.fit, row.metrics, today))
 }
+
+// An explanation as people read it: each rule's property also by its label, the codename where it
+// has none (labels: codename -> label).
+export const labelled = <E extends { codename: string }>(items: readonly E[], labels: Record<string, string>) =>
+  items.map((item) => ({
+    ...item,
+    label: Object.hasOwn(labels, item.codename) ? labels[item.codename] : item.codename,
+  }))
+
+export const labelledExplanation = (e: Explanation, labels: Record<string, string>) => ({
+  engagement: labelled(e.engagement, labels),
+  fit: labelled(e.fit, labels),
+  risk_drivers: labelled(e.risk_drivers, labels),
+  health_drivers: labelled(e.health_drivers, labels),
+})

@@ -30,7 +30,11 @@ export const WebhookPatch = v.pipe(
 )
 export const TestSendBody = strict({ event: v.picklist(EVENTS) })
 
-const columns = (sql: Sql | Tx) => sql`id, url, events, name, active, rate_limit, created_at`
+// Health beside the settings: the latest failed attempt and who disabled the endpoint, if anyone.
+const columns = (sql: Sql | Tx) => sql`id, url, events, name, active, rate_limit, created_at, failing_since,
+  disabled_by, case when last_failure_at is null then null else json_build_object(
+    'at', to_char(last_failure_at at time zone 'utc', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'),
+    'status_code', last_failure_status, 'error', last_failure_error) end as last_failure`
 
 export const addWebhook = async (
   sql: Sql,
@@ -106,7 +110,8 @@ export const rotateSecret = async (sql: Sql, accountId: number, id: number, grac
 // disabled, until enableWebhook sends them.
 export const disableWebhook = async (sql: Sql, accountId: number, id: number) => {
   const [hook] = await sql`
-    update webhooks set active = false where account_id = ${accountId} and id = ${id} returning ${columns(sql)}`
+    update webhooks set active = false, disabled_by = case when active then 'operator' else disabled_by end
+    where account_id = ${accountId} and id = ${id} returning ${columns(sql)}`
   return hook ?? refuse(404, `Webhook ${id} does not exist.`)
 }
 
@@ -117,7 +122,7 @@ export const enableWebhook = (sql: Sql, accountId: number, id: number) =>
     const [was] = await tx`select active from webhooks where account_id = ${accountId} and id = ${id} for update`
     if (!was) refuse(404, `Webhook ${id} does not exist.`)
     const [hook] = await tx`
-      update webhooks set active = true, failing_since = null
+      update webhooks set active = true, failing_since = null, disabled_by = null
       where account_id = ${accountId} and id = ${id} returning ${columns(tx)}`
     const resumed = was.active ? [] : await requeue(tx, accountId, id, tx`d.status = 'pending'`)
     return { ...hook, resumed: resumed.length }

@@ -23,9 +23,15 @@ export const recordHealth = async (
   }
   const gone = result.status_code === GONE
   const [hook] = await tx`
-    update webhooks set failing_since = coalesce(failing_since, now()),
-      active = not (${gone}::boolean
-        or coalesce(failing_since <= now() - make_interval(secs => ${disableAfterSeconds}), false))
+    with disable as (
+      select ${gone}::boolean or coalesce(failing_since <= now() - make_interval(secs => ${disableAfterSeconds}), false)
+        as now_off
+      from webhooks where account_id = ${accountId} and id = ${webhookId}
+    )
+    update webhooks set failing_since = coalesce(failing_since, now()), active = not disable.now_off,
+      disabled_by = case when disable.now_off then 'service' end, last_failure_at = now(),
+      last_failure_status = ${result.status_code}, last_failure_error = ${result.error}
+    from disable
     where account_id = ${accountId} and id = ${webhookId} and active
     returning id, url, active, failing_since`
   if (hook && !hook.active)

@@ -12,6 +12,26 @@ const webhookFields = {
   active: v.boolean(),
   rate_limit: describe(v.nullable(int), 'Deliveries per second at most; null: no limit.'),
   created_at: Timestamp,
+  failing_since: describe(
+    v.nullable(Timestamp),
+    'When the current run of failed attempts began; null after a delivered attempt. A run as long as ' +
+      'SERVICE_WEBHOOK_DISABLE_AFTER_SECONDS, or a 410 Gone, disables the endpoint.',
+  ),
+  last_failure: describe(
+    v.nullable(
+      v.object({
+        at: Timestamp,
+        status_code: describe(v.nullable(int), "The receiver's status; null when no answer came."),
+        error: describe(v.nullable(v.string()), 'Why no answer came (connection, timeout); null with a status.'),
+      }),
+    ),
+    'The latest failed attempt; null if none failed.',
+  ),
+  disabled_by: describe(
+    v.nullable(v.picklist(['service', 'operator'])),
+    'Who disabled the endpoint while active is false: the service (failing, or a 410) or the operator; ' +
+      'null while active.',
+  ),
 }
 export const Webhook = v.object(webhookFields)
 const Secret = describe(v.string(), 'The signing secret (whsec_ + base64); shown only here.')

@@ -1,0 +1,25 @@
+import * as v from 'valibot'
+import { ok, type Route, route } from '../route.ts'
+import { WeekReport } from './schemas.ts'
+import { PERIODS, weekReport } from './week.ts'
+
+export const insightRoutes: Route[] = [
+  route({
+    method: 'GET',
+    path: '/api/v1/insights/week',
+    auth: { key: 'search' },
+    query: {
+      days: {
+        description: 'The period: 7 (the default) or 30 days.',
+        schema: v.optional(v.pipe(v.number(), v.picklist(PERIODS, 'Must be 7 or 30.')), 7),
+      },
+    },
+    refusals: [422],
+    name: 'week-report',
+    tag: 'insights',
+    summary: '"This week": movements, renewals ahead and 12 weeks of health, each with its search',
+    reply: { status: 200, body: WeekReport },
+    expensive: true,
+    handler: async (req, app) => ok(await weekReport(app, req.auth.accountId, req.queryInput.days, req)),
+  }),
+]

@@ -1,0 +1,273 @@
+// The "This week" report (docs/api.md, "This week"): what moved in an account over the last 7 or 30
+// days, the renewals ahead and the account's health over 12 weeks, each number with the search that
+// lists the customers behind it where the search API can express it. Read-only, in one budgeted
+// transaction: four statements over the account's scored customers, then the explanations of the
+// few customers listed.
+import { readLabels } from '../catalog/properties.ts'
+import type { App } from '../context.ts'
+import { budgeted, type Caller, type Track } from '../db/budget.ts'
+import type { Tx } from '../db/client.ts'
+import { addDays, today } from '../dates.ts'
+import { explanationRows } from '../scoring/changes.ts'
+import { explainCustomer, type ExplainedCustomer, labelledExplanation } from '../scoring/explain.ts'
+import { scoringInputs } from '../scoring/store.ts'
+import type { Condition } from '../search/fields.ts'
+
+export const PERIODS = [7, 30] as const
+export type Period = (typeof PERIODS)[number]
+// Each movement list shows its largest movers; its count says how many moved in all.
+export const LISTED = 10
+export const RENEWALS_LISTED = 25
+export const RENEWAL_DAYS = 90
+export const WEEKS = 12
+
+const MOVEMENTS = ['entered_risk', 'left_risk', 'churned', 'reactivated', 'drops', 'gains'] as const
+type Movement = (typeof MOVEMENTS)[number]
+// A movement for the worse is explained by its risk drivers, one for the better by its health drivers.
+const WORSE: ReadonlySet<string> = new Set(['entered_risk', 'churned', 'drops'])
+
+// The matrix's quadrants (docs/console.md): engagement below 0 is churn risk whatever the fit; above,
+// fit splits upsell from engaged with a poor fit. A fit not computed counts as 0, as in churn_risk.
+const filter = (propertyName: string, operator: string, value?: number | string): Condition => ({
+  propertyName,
+  operator,
+  ...(value !== undefined && { value: String(value) }),
+})
+const RISK = filter('engagementscore', 'LT', 0)
+const HEALTHY = filter('engagementscore', 'GTE', 0)
+export const QUADRANT_SEARCH = {
+  churn_risk: RISK,
+  upsell: { and: [HEALTHY, { or: [filter('fitscore', 'GTE', 0), filter('fitscore', 'UNKNOWN')] }] },
+  engaged_poor_fit: { and: [HEALTHY, filter('fitscore', 'LT', 0)] },
+  not_scored: filter('engagementscore', 'UNKNOWN'),
+} satisfies Record<string, Condition>
+type Quadrant = keyof typeof QUADRANT_SEARCH
+
+const quadrantSql = (e: string, f: string) =>
+  `case when ${e} is null then 'not_scored' when ${e} < 0 then 'churn_risk' ` +
+  `when coalesce(${f}, 0) >= 0 then 'upsell' else 'engaged_poor_fit' end`
+
+interface Listed {
+  service_id: number
+  external_id: string
+  name: string | null
+  engagementscore: number | null
+  engagementscore_before?: number | null
+  fitscore: number | null
+  churn_risk: number | null
+  date: string | null
+}
+
+// Engagement now and as of `since` (the latest history entry dated on or before it: width_bucket
+// is a binary search of the sorted history_dates) of the active customers scored before the period,
+// kept narrow so that it stays in memory; each movement counted in one pass over it and its first
+// LISTED found by a top-N sort, never a sort of every mover. Then the churns dated in the period and
+// the reactivations in it of customers still active.
+const MOVED: Record<Exclude<Movement, 'churned' | 'reactivated'>, { where: string; worst: string }> = {
+  entered_risk: { where: 'm.before >= 0 and m.e < 0', worst: 'm.e - m.before' },
+  left_risk: { where: 'm.before < 0 and m.e >= 0', worst: 'm.before - m.e' },
+  drops: { where: 'm.e < m.before', worst: 'm.e - m.before' },
+  gains: { where: 'm.e > m.before', worst: 'm.before - m.e' },
+}
+const MOVED_COUNTS = Object.entries(MOVED)
+  .map(([kind, { where }]) => `count(*) filter (where ${where})::integer as ${kind}`)
+  .join(', ')
+const MOVED_TOP = Object.entries(MOVED)
+  .map(
+    ([kind, { where, worst }]) =>
+      `(select '${kind}' as kind, n.${kind} as count, m.service_id, m.before, null::text as date, ${worst} as sort ` +
+      'from m, n ' +
+      `where ${where} order by ${worst}, m.service_id limit ${LISTED})`,
+  )
+  .join(' union all ')
+
+const movements = (tx: Tx, accountId: number, since: string, now: string) => tx`
+  with m as materialized (
+    select s.customer_id as service_id, s.engagementscore as e,
+      s.history_scores[width_bucket(${since}::date, s.history_dates)] as before
+    from customer_scores s join customers c on c.account_id = s.account_id and c.service_id = s.customer_id
+    where s.account_id = ${accountId} and s.engagementscore is not null and not c.is_churned
+      and s.history_dates[1] <= ${since}::date
+  ), n as (select ${tx.unsafe(MOVED_COUNTS)} from m),
+  churns as (
+    select x.kind, count(*) over (partition by x.kind)::integer as count, x.customer_id as service_id,
+      row_number() over (partition by x.kind order by x.day desc, x.customer_id) as rank,
+      to_char(x.day, 'YYYY-MM-DD') as date
+    from (
+      select service_id as customer_id, 'churned' as kind, churned_date as day from customers
+      where account_id = ${accountId} and is_churned and churned_date > ${since}::date
+        and churned_date <= ${now}::date
+      union all
+      (select distinct on (e.customer_id) e.customer_id, 'reactivated', e.day
+      from customer_churn_events e join customers c on c.account_id = e.account_id and c.service_id = e.customer_id
+      where e.account_id = ${accountId} and not e.churned and not c.is_churned
+        and e.day > ${since}::date and e.day <= ${now}::date
+      order by e.customer_id, e.day desc)
+    ) x
+  ), top as (
+    ${tx.unsafe(MOVED_TOP)}
+    union all
+    select kind, count, service_id, null, date, rank::integer from churns where rank <= ${LISTED}
+  )
+  select top.kind, top.count, c.service_id, c.external_id, c.name, s.engagementscore,
+    top.before as engagementscore_before, s.fitscore, s.churn_risk, top.date
+  from top join customers c on c.account_id = ${accountId} and c.service_id = top.service_id
+    left join customer_scores s on s.account_id = c.account_id and s.customer_id = c.service_id
+  order by top.kind, top.sort, top.service_id`
+
+// Active customers whose renewal_date (a system attribute, stored as a valid YYYY-MM-DD text, whose
+// text order is its date order) falls in [from, to], the least healthy first.
+const renewals = (tx: Tx, accountId: number, from: string, to: string) => tx`
+  with r as (
+    select c.service_id, c.external_id, c.name, c.attributes->>'renewal_date' as renewal_date,
+      s.engagementscore, s.fitscore, s.churn_risk
+    from customers c
+      left join customer_scores s on s.account_id = c.account_id and s.customer_id = c.service_id
+    where c.account_id = ${accountId} and not c.is_churned
+      and c.attributes->>'renewal_date' between ${from} and ${to}
+  )
+  select r.*, ${tx.unsafe(quadrantSql('r.engagementscore', 'r.fitscore'))} as quadrant,
+    count(*) over ()::integer as count, (count(*) filter (where r.engagementscore < 0) over ())::integer as at_risk
+  from r order by r.engagementscore nulls last, r.renewal_date, r.external_id limit ${RENEWALS_LISTED}`
+
+// Customers per quadrant and the median engagement at the end of each of the last WEEKS weeks, in one
+// pass over the account's customers (a row per customer and week would be 12 times as many rows to
+// sort; offset 0 keeps the subquery whole, so that each week's score is looked up once per customer,
+// not once per aggregate that reads it). Week 0 is now, as search sees it (the stored
+// engagementscore, active customers). An earlier week takes each customer's engagement of that day
+// from its history, with today's fit (fit keeps no history), and counts the customers not churned on
+// that day that had a score then or existed then: an import's history reaches back before its
+// customers were created.
+const WEEK_COLUMNS = Array.from({ length: WEEKS }, (_, k) => {
+  const day = `(t.today - ${7 * k})`
+  const active = k === 0 ? 'not c.is_churned' : `(not c.is_churned or c.churned_date > ${day})`
+  const score = k === 0 ? 's.engagementscore' : `s.history_scores[width_bucket(${day}, s.history_dates)]`
+  const existed = k === 0 ? 'true' : `(c.created_at at time zone 'utc')::date <= ${day}`
+  return `${score} as e${k}, ${active} as a${k}, ${existed} as x${k}`
+}).join(',\n')
+const WEEK_AGGREGATES = Array.from(
+  { length: WEEKS },
+  (_, k) =>
+    `count(*) filter (where a${k} and e${k} < 0)::integer, ` +
+    `count(*) filter (where a${k} and e${k} >= 0 and coalesce(f, 0) >= 0)::integer, ` +
+    `count(*) filter (where a${k} and e${k} >= 0 and f < 0)::integer, ` +
+    `count(*) filter (where a${k} and e${k} is null and x${k})::integer, ` +
+    `round((percentile_cont(0.5) within group (order by e${k}) filter (where a${k}))::numeric, 1)::float8`,
+).join(',\n')
+
+const weeks = async (tx: Tx, track: Track, accountId: number, now: string) => {
+  const [row] = await track(
+    tx`
+    select array[${tx.unsafe(WEEK_AGGREGATES)}] as figures from (
+      select s.fitscore as f, ${tx.unsafe(WEEK_COLUMNS)}
+      from customers c
+        left join customer_scores s on s.account_id = c.account_id and s.customer_id = c.service_id
+        cross join (select ${now}::date as today) t
+      where c.account_id = ${accountId}
+      offset 0
+    ) x`.values(),
+  )
+  const figures = row[0] as (number | null)[]
+  return Array.from({ length: WEEKS }, (_, i) => {
+    const k = WEEKS - 1 - i
+    const [churn_risk, upsell, engaged_poor_fit, not_scored, median] = figures.slice(5 * k, 5 * k + 5)
+    return {
+      week_ending: addDays(now, -7 * k),
+      median_engagement: median,
+      quadrants: Object.fromEntries(
+        Object.entries({ churn_risk, upsell, engaged_poor_fit, not_scored }).map(([q, count]) => [
+          q,
+          { count: count ?? 0, search: k === 0 ? QUADRANT_SEARCH[q as Quadrant] : null },
+        ]),
+      ) as Record<Quadrant, { count: number; search: Condition | null }>,
+    }
+  })
+}
+
+const listed = (row: Listed, drivers: string[]) => ({
+  external_id: row.external_id,
+  name: row.name,
+  engagementscore: row.engagementscore,
+  fitscore: row.fitscore,
+  churn_risk: row.churn_risk,
+  drivers,
+})
+
+// The drivers of each listed customer in a word: the labels of its risk drivers when it moved for
+// the worse (or renews unhealthy), of its health drivers otherwise.
+const driversOf = async (tx: Tx, accountId: number, ids: number[], now: string) => {
+  if (ids.length === 0) return new Map<number, ReturnType<typeof labelledExplanation>>()
+  const { model, defs } = await scoringInputs(tx, accountId, 'customer')
+  const labels = await readLabels(tx, accountId, 'customer')
+  const rows = await explanationRows(tx, accountId, tx`c.service_id = any(${ids}::bigint[])`)
+  return new Map(
+    rows.map((r) => [
+      r.service_id as number,
+      labelledExplanation(explainCustomer(model, defs, r as unknown as ExplainedCustomer, now), labels),
+    ]),
+  )
+}
+
+export const weekReport = (app: App, accountId: number, days: Period, caller?: Caller) =>
+  budgeted(app, caller, 'aggregate', async (tx, track) => {
+    const now = today()
+    const since = addDays(now, -days)
+    const renewalsEnd = addDays(now, RENEWAL_DAYS)
+    const moves = (await track(movements(tx, accountId, since, now))) as unknown as (Listed & {
+      kind: Movement
+      count: number
+    })[]
+    const renewing = (await track(renewals(tx, accountId, now, renewalsEnd))) as unknown as (Listed & {
+      renewal_date: string
+      quadrant: Quadrant
+      count: number
+      at_risk: number
+    })[]
+    const health = await weeks(tx, track, accountId, now)
+    const explained = await driversOf(
+      tx,
+      accountId,
+      [...new Set([...moves, ...renewing].map((r) => r.service_id))],
+      now,
+    )
+    const words = (id: number, worse: boolean) => {
+      const e = explained.get(id)
+      return (worse ? e?.risk_drivers : e?.health_drivers)?.map((d) => d.label) ?? []
+    }
+    const renewal = [filter('renewal_date', 'GTE', now), filter('renewal_date', 'LTE', renewalsEnd)]
+    return {
+      days,
+      today: now,
+      since,
+      movements: Object.fromEntries(
+        MOVEMENTS.map((kind) => {
+          const rows = moves.filter((r) => r.kind === kind)
+          return [
+            kind,
+            {
+              count: rows[0]?.count ?? 0,
+              search: null,
+              customers: rows.map((r) => ({
+                ...listed(r, words(r.service_id, WORSE.has(kind))),
+                engagementscore_before: r.engagementscore_before ?? null,
+                date: r.date,
+              })),
+            },
+          ]
+        }),
+      ) as Record<Movement, unknown>,
+      renewals: {
+        from: now,
+        to: renewalsEnd,
+        count: renewing[0]?.count ?? 0,
+        search: { and: renewal },
+        at_risk: { count: renewing[0]?.at_risk ?? 0, search: { and: [...renewal, RISK] } },
+        customers: renewing.map((r) => ({
+          ...listed(r, words(r.service_id, r.quadrant === 'churn_risk')),
+          renewal_date: r.renewal_date,
+          quadrant: r.quadrant,
+        })),
+      },
+      weeks: health,
+    }
+  })
