@@ -1,5 +1,6 @@
 import { collectDefaultMetrics, Counter, Gauge, Histogram, type Metric, Registry } from 'prom-client'
 import type { Task, TaskList } from 'graphile-worker'
+import { backupStats } from './backups/runs.ts'
 import type { Sql } from './db/client.ts'
 import { stuckSql, PENDING_STATES, UPLOAD_STATES } from './uploads/lifecycle.ts'
 
@@ -172,7 +173,30 @@ const refreshDatabaseGauges = async (sql: Sql, stuckSeconds: number) => {
   }
 }
 
+// The service's own backups (scheduled or started through the admin API), in the whole database.
+const backupGauges = {
+  last_success: new Gauge({
+    name: 'service_backup_last_success_timestamp_seconds',
+    help: 'When the last successful backup ended (Unix time; 0: none yet).',
+    registers: [registry],
+  }),
+  bytes: new Gauge({
+    name: 'service_backup_last_success_bytes',
+    help: 'Size of the last successful backup file.',
+    registers: [registry],
+  }),
+  failures: new Gauge({
+    name: 'service_backup_failures',
+    help: 'Backups that failed, ever.',
+    registers: [registry],
+  }),
+}
+const refreshBackupGauges = async (sql: Sql) => {
+  const stats = await backupStats(sql)
+  for (const key of ['last_success', 'bytes', 'failures'] as const) backupGauges[key].set(stats[key] ?? 0)
+}
+
 export const renderMetrics = async (sql: Sql, stuckSeconds: number) => {
-  await refreshDatabaseGauges(sql, stuckSeconds)
+  await Promise.all([refreshDatabaseGauges(sql, stuckSeconds), refreshBackupGauges(sql)])
   return { contentType: registry.contentType, text: await registry.metrics() }
 }

@@ -42,6 +42,7 @@ export const TASKS = {
   deliverWebhook: 'deliver_webhook',
   analyzeTables: 'analyze_tables',
   recomputeSegments: 'recompute_segments',
+  backup: 'backup_database',
 } as const
 
 export interface ProcessUploadPayload {
@@ -62,6 +63,9 @@ export interface AccountPayload {
 // The daily cron runs have no account: they fan out one job per account.
 export interface CronPayload {
   account_id?: number
+}
+export interface BackupPayload {
+  origin: 'schedule' | 'api'
 }
 export interface AnalyzeTablesPayload {
   tables: string[]
@@ -183,3 +187,14 @@ export const addRecomputeSegments = (tx: Sql | Tx, accountId: number) =>
     json_build_object('account_id', ${accountId}::bigint), queue_name => ${scoringQueue(accountId)}::text,
     run_at => now() + ${SEGMENTS_DELAY}::interval, job_key => ${`${TASKS.recomputeSegments}:${accountId}`}::text,
     job_key_mode => 'preserve_run_at')`.then(() => undefined)
+
+// Backups run one at a time on their own queue, once each (a failure is counted, not retried: the
+// next scheduled one is the retry); the key folds a second request made while one waits into it.
+export const BACKUP_QUEUE = 'backup'
+export const backupJob = (): JobSpec => ({
+  task: TASKS.backup,
+  payload: { origin: 'api' } satisfies BackupPayload,
+  queue: BACKUP_QUEUE,
+  maxAttempts: 1,
+  jobKey: TASKS.backup,
+})
