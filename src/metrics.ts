@@ -1,6 +1,5 @@
 import { collectDefaultMetrics, Counter, Gauge, Histogram, type Metric, Registry } from 'prom-client'
 import type { Task, TaskList } from 'graphile-worker'
-import { backupStats } from './backups/runs.ts'
 import type { Sql } from './db/client.ts'
 import { stuckSql, PENDING_STATES, UPLOAD_STATES } from './uploads/lifecycle.ts'
 
@@ -190,6 +189,15 @@ const backupGauges = {
     help: 'Backups that failed, ever.',
     registers: [registry],
   }),
+}
+// backup_runs is written by src/backups/ when a backup ends.
+const backupStats = async (sql: Sql) => {
+  const [row] = await sql<{ last_success: number | null; bytes: number | null; failures: number }[]>`
+    select (select extract(epoch from finished_at)::float8 from backup_runs where error is null
+        order by finished_at desc limit 1) as last_success,
+      (select bytes from backup_runs where error is null order by finished_at desc limit 1) as bytes,
+      (select count(*)::int from backup_runs where error is not null) as failures`
+  return row
 }
 const refreshBackupGauges = async (sql: Sql) => {
   const stats = await backupStats(sql)

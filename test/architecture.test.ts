@@ -11,7 +11,10 @@ const LAYERS: [name: string, paths: RegExp][] = [
   ['base', /^src\/(context|errors|dates|values|validate|config|log|catalog|route)\.ts$|^src\/db\//],
   ['pure', /^src\/(search\/|metrics\.ts$|uploads\/lifecycle\.ts$|scoring\/(model|score|sql|explain|alerts)\.ts$)/],
   // The pure files of scoring/ match the line above first.
-  ['modules', /^src\/(accounts|catalog|uploads|tracking|webhooks|import|records|segments|notifications|scoring)\//],
+  [
+    'modules',
+    /^src\/(accounts|catalog|uploads|tracking|webhooks|import|records|segments|notifications|scoring|backups)\//,
+  ],
   ['edges', /^src\/(http|api|jobs|console)\//],
   ['entry', /^src\/cli\/|^src\/service\.ts$/],
 ]

@@ -41,6 +41,8 @@ const environment = (data: string, extra: Record<string, string> = {}) => ({
   SERVICE_ADMIN_TOKEN: ADMIN_TOKEN,
   SERVICE_API_RATE_LIMIT: '100000',
   SERVICE_TRACK_RATE_LIMIT: '100000',
+  // Few uploads wait at once: the restored queue's work stays small.
+  SERVICE_MAX_PENDING_UPLOADS: '10',
   ...extra,
 })
 
@@ -135,7 +137,7 @@ test('a backup taken under uploads and tracking restores, twice, with every ackn
         metrics: [{ date: today, logins: (n + i) % 50 }],
       }))
       const res = await api(a, key, 'POST', '/api/v1/customers', { customers })
-      // 429: 50 uploads wait already (SERVICE_MAX_PENDING_UPLOADS); not acknowledged, so sent again.
+      // 429: 10 uploads wait already (SERVICE_MAX_PENDING_UPLOADS); not acknowledged, so sent again.
       if (res.status === 429) {
         await sleep(200)
         continue
@@ -156,7 +158,7 @@ test('a backup taken under uploads and tracking restores, twice, with every ackn
       eventsAcked.push({ n: 10, at: Date.now() })
     }
   })().catch((err: Error) => err)
-  await sleep(2500)
+  await sleep(1500)
   const began = Date.now()
   const made = await command(['backup', '--to', join(dir, 'backups')], a.env)
   assert.equal(made.code, 0, made.err)

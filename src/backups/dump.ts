@@ -20,7 +20,7 @@ const WORKER_SCHEMA = 'graphile_worker'
 const SKIPPED = new Set(['schema_migrations', `${WORKER_SCHEMA}.migrations`])
 
 interface Table {
-  // schema-qualified unless in the service's own schema (the connection's current_schema)
+  // Schema-qualified unless on the search path (the service's own schema; graphile_worker's is not).
   name: string
   columns: string[]
   // A partitioned table is copied through a query; a plain one directly.
@@ -52,24 +52,19 @@ export interface Summary {
   ms: number
 }
 
-const quote = (name: string) =>
-  name
-    .split('.')
-    .map((part) => `"${part.replaceAll('"', '""')}"`)
-    .join('.')
-const columnList = (columns: string[]) => columns.map(quote).join(', ')
+// Table and sequence names come as regclass prints them, quoted where they need it; columns are quoted here.
+const columnList = (columns: string[]) => columns.map((c) => `"${c.replaceAll('"', '""')}"`).join(', ')
 
 // The tables in an order where each comes after those its foreign keys reference, so that a restore
 // can check the keys as it copies; unlogged tables (rate-limit windows, worker heartbeats) are
 // the running processes' state and are left out.
 const listTables = async (tx: Tx): Promise<Table[]> => {
   const rows = await tx<{ name: string; columns: string[]; partitioned: boolean; estimate: number; refs: string[] }[]>`
-    select case when n.nspname = current_schema() then c.relname else n.nspname || '.' || c.relname end as name,
+    select c.oid::regclass::text as name,
       array(select a.attname from pg_attribute a where a.attrelid = c.oid and a.attnum > 0 and not a.attisdropped
         and a.attgenerated = '' order by a.attnum)::text[] as columns,
       c.relkind = 'p' as partitioned, greatest(c.reltuples, 0)::bigint as estimate,
-      array(select distinct case when rn.nspname = current_schema() then r.relname else rn.nspname || '.' || r.relname end
-        from pg_constraint f join pg_class r on r.oid = f.confrelid join pg_namespace rn on rn.oid = r.relnamespace
+      array(select distinct f.confrelid::regclass::text from pg_constraint f
         where f.conrelid = c.oid and f.contype = 'f' and f.confrelid <> c.oid)::text[] as refs
     from pg_class c join pg_namespace n on n.oid = c.relnamespace
     where n.nspname in (current_schema(), ${WORKER_SCHEMA}) and c.relkind in ('r', 'p') and not c.relispartition
@@ -95,15 +90,12 @@ const listTables = async (tx: Tx): Promise<Table[]> => {
 // The sequences' values, read in the snapshot: never below a value any copied row holds.
 const listSequences = async (tx: Tx) => {
   const names = await tx<{ name: string }[]>`
-    select case when schemaname = current_schema() then sequencename else schemaname || '.' || sequencename end as name
-    from pg_sequences where schemaname in (current_schema(), ${WORKER_SCHEMA}) order by 1`
+    select c.oid::regclass::text as name from pg_class c join pg_namespace n on n.oid = c.relnamespace
+    where n.nspname in (current_schema(), ${WORKER_SCHEMA}) and c.relkind = 'S' order by 1`
   if (!names.length) return []
   return tx.unsafe<Header['sequences']>(
     names
-      .map(
-        ({ name }, i) =>
-          `select $${i + 1}::text as name, last_value::float8 as last_value, is_called from ${quote(name)}`,
-      )
+      .map(({ name }, i) => `select $${i + 1}::text as name, last_value::float8 as last_value, is_called from ${name}`)
       .join(' union all '),
     names.map((n) => n.name),
   )
@@ -138,7 +130,7 @@ export const backup = async (sql: Sql, file: string, progress?: Progress): Promi
       await unbounded(tx)
       const list = await listTables(tx)
       // A TRUNCATE is not bound by snapshots: locked out until every table is copied.
-      await tx.unsafe(`lock table ${list.map((t) => quote(t.name)).join(', ')} in access share mode`)
+      await tx.unsafe(`lock table ${list.map((t) => t.name).join(', ')} in access share mode`)
       const [{ migrations: applied, worker }] = await tx<{ migrations: string[]; worker: number }[]>`
         select array(select name from schema_migrations order by name)::text[] as migrations,
           (select coalesce(max(id), 0) from graphile_worker.migrations)::int as worker`
@@ -157,8 +149,8 @@ export const backup = async (sql: Sql, file: string, progress?: Progress): Promi
       const counts: Trailer['rows'] = {}
       for (const table of list) {
         const source = table.partitioned
-          ? `(select ${columnList(table.columns)} from ${quote(table.name)})`
-          : `${quote(table.name)} (${columnList(table.columns)})`
+          ? `(select ${columnList(table.columns)} from ${table.name})`
+          : `${table.name} (${columnList(table.columns)})`
         const stream: Readable = await tx.unsafe(`copy ${source} to stdout`).readable()
         let n = 0
         for await (const chunk of stream) {
@@ -236,6 +228,7 @@ const reader = (file: string) => {
   return { line, rows, close, read: () => [disk.bytesRead, size] as const }
 }
 
+const SAFE_NAME = /^([a-z_][a-z0-9_]*\.)?[a-z_][a-z0-9_]*$/
 const parseHeader = (text: string, file: string): Header => {
   let header: Header | undefined
   try {
@@ -244,6 +237,10 @@ const parseHeader = (text: string, file: string): Header => {
   if (header?.format !== FORMAT) throw new Error(`${file} is not a backup of this service`)
   if (header.version !== VERSION)
     throw new Error(`${file} is a backup of format ${header.version}; this version reads format ${VERSION}`)
+  // The names go into statements: a file that was tampered with must not smuggle SQL in.
+  const names = [...header.tables.map((t) => t.name), ...header.sequences.map((q) => q.name)]
+  const odd = names.find((name) => !SAFE_NAME.test(name))
+  if (odd !== undefined) throw new Error(`${file} names a table or sequence ${JSON.stringify(odd)}, not one of ours`)
   return header
 }
 
@@ -285,9 +282,9 @@ export const restore = async (
     if (await holdsData(sql)) {
       if (!options.force)
         throw new Error('the database is not empty: restore into an empty one, or give --force to replace its data')
-      const [{ schema }] = await sql`select current_schema() as schema`
-      await sql.unsafe(`drop schema if exists ${WORKER_SCHEMA} cascade; drop schema ${quote(schema)} cascade;
-        create schema ${quote(schema)}`)
+      const [{ schema }] = await sql`select quote_ident(current_schema()) as schema`
+      await sql.unsafe(`drop schema if exists ${WORKER_SCHEMA} cascade; drop schema ${schema} cascade;
+        create schema ${schema}`)
     }
     await migrate(
       sql,
@@ -300,15 +297,15 @@ export const restore = async (
       const [{ worker }] = await tx`select coalesce(max(id), 0)::int as worker from graphile_worker.migrations`
       if (worker < header.worker_migration)
         throw new Error(`${file} comes from a newer graphile-worker (migration ${header.worker_migration})`)
-      const names = header.tables.map((t) => quote(t.name)).join(', ')
+      const names = header.tables.map((t) => t.name).join(', ')
       // The migrations' own rows (a generated key, say) are replaced by the backup's.
       await tx.unsafe(`truncate ${names}`)
       const counts: Trailer['rows'] = {}
       for (const table of header.tables) {
         // The rows come as they were: triggers that derive data (tag ids) must not run again.
-        await tx.unsafe(`alter table ${quote(table.name)} disable trigger user`)
+        await tx.unsafe(`alter table ${table.name} disable trigger user`)
         const target: Writable = await tx
-          .unsafe(`copy ${quote(table.name)} (${columnList(table.columns)}) from stdin`)
+          .unsafe(`copy ${table.name} (${columnList(table.columns)}) from stdin`)
           .writable()
         let n = 0
         await input.rows(async (lines) => {
@@ -318,15 +315,14 @@ export const restore = async (
         })
         target.end()
         await finished(target)
-        await tx.unsafe(`alter table ${quote(table.name)} enable trigger user`)
+        await tx.unsafe(`alter table ${table.name} enable trigger user`)
         counts[table.name] = n
         rows += n
       }
       const trailer: Trailer = JSON.parse(await input.line())
       for (const [name, n] of Object.entries(trailer.rows))
         if (counts[name] !== n) throw new Error(`${file}: table ${name} has ${counts[name]} rows, not ${n}`)
-      for (const s of header.sequences)
-        await tx`select setval(${quote(s.name)}::regclass, ${s.last_value}, ${s.is_called})`
+      for (const s of header.sequences) await tx`select setval(${s.name}::regclass, ${s.last_value}, ${s.is_called})`
       // Jobs locked at the backup belonged to workers of the backed-up processes: free at once.
       await tx`update graphile_worker._private_jobs set locked_at = null, locked_by = null where locked_at is not null`
       await tx`update graphile_worker._private_job_queues set locked_at = null, locked_by = null
