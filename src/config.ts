@@ -1,5 +1,6 @@
 import { homedir } from 'node:os'
 import { join } from 'node:path'
+import { parseCrontab } from 'graphile-worker'
 
 // Configuration comes from the environment only, resolved in one step (as postgres.js's parseOptions):
 // KNOBS is the one table of variables, defaults, limits and meanings, from which loadConfig, `service --help`
@@ -25,6 +26,15 @@ const whole =
     return Number.isInteger(n) && n >= min && n <= max ? n : undefined
   }
 const positive = whole(1)
+// A schedule is refused at start rather than ignored: an operator who set one expects backups.
+const cronExpression: Parse<string> = (t) => {
+  try {
+    parseCrontab(`${t} backup_database`)
+  } catch (err) {
+    throw new Error(`SERVICE_BACKUP_SCHEDULE '${t}' is not a cron expression: ${(err as Error).message}`)
+  }
+  return t
+}
 const LEVELS = ['debug', 'info', 'warn', 'error', 'silent'] as const
 
 const KNOBS = {
@@ -225,6 +235,25 @@ const KNOBS = {
     fallback: 900,
     parse: positive,
     meaning: 'an upload received or processing for longer counts as stuck (/metrics, admin)',
+  }),
+  backupDir: knob({
+    env: 'SERVICE_BACKUP_DIR',
+    fallback: '.data/backups',
+    parse: text,
+    meaning: 'where scheduled backups and those started from the admin API are written (service backup --to DIR)',
+  }),
+  backupSchedule: knob<string | undefined>({
+    env: 'SERVICE_BACKUP_SCHEDULE',
+    fallback: undefined,
+    shown: 'unset (no scheduled backups)',
+    parse: cronExpression,
+    meaning: 'when the worker makes a backup: a cron expression in UTC, such as `0 3 * * *` (daily at 03:00)',
+  }),
+  backupKeep: knob({
+    env: 'SERVICE_BACKUP_KEEP',
+    fallback: 7,
+    parse: positive,
+    meaning: 'backups kept in SERVICE_BACKUP_DIR after each one the service makes; older ones are removed',
   }),
 }
 

@@ -191,8 +191,40 @@ const refreshDatabaseGauges = async (sql: Sql, stuckSeconds: number) => {
   }
 }
 
+// The service's own backups (scheduled or started through the admin API), in the whole database.
+const backupGauges = {
+  last_success: new Gauge({
+    name: 'service_backup_last_success_timestamp_seconds',
+    help: 'When the last successful backup ended (Unix time; 0: none yet).',
+    registers: [registry],
+  }),
+  bytes: new Gauge({
+    name: 'service_backup_last_success_bytes',
+    help: 'Size of the last successful backup file.',
+    registers: [registry],
+  }),
+  failures: new Gauge({
+    name: 'service_backup_failures',
+    help: 'Backups that failed, ever.',
+    registers: [registry],
+  }),
+}
+// backup_runs is written by src/backups/ when a backup ends.
+const backupStats = async (sql: Sql) => {
+  const [row] = await sql<{ last_success: number | null; bytes: number | null; failures: number }[]>`
+    select (select extract(epoch from finished_at)::float8 from backup_runs where error is null
+        order by finished_at desc limit 1) as last_success,
+      (select bytes from backup_runs where error is null order by finished_at desc limit 1) as bytes,
+      (select count(*)::int from backup_runs where error is not null) as failures`
+  return row
+}
+const refreshBackupGauges = async (sql: Sql) => {
+  const stats = await backupStats(sql)
+  for (const key of ['last_success', 'bytes', 'failures'] as const) backupGauges[key].set(stats[key] ?? 0)
+}
+
 export const renderMetrics = async (sql: Sql, stuckSeconds: number) => {
-  await refreshDatabaseGauges(sql, stuckSeconds)
+  await Promise.all([refreshDatabaseGauges(sql, stuckSeconds), refreshBackupGauges(sql)])
   return { contentType: registry.contentType, text: await registry.metrics() }
 }
 

@@ -8,7 +8,9 @@ import { dirname, join, normalize } from 'node:path'
 import { test } from 'node:test'
 
 const MODULES =
-  'accounts catalog uploads tracking webhooks import records segments notifications scoring privacy insights'.split(' ')
+  'accounts catalog uploads tracking webhooks import records segments notifications scoring privacy insights backups'.split(
+    ' ',
+  )
 const LAYERS: [name: string, paths: RegExp][] = [
   ['base', /^src\/(context|errors|dates|values|validate|config|log|catalog|route)\.ts$|^src\/db\//],
   ['pure', /^src\/(search\/|metrics\.ts$|uploads\/lifecycle\.ts$|scoring\/(model|score|sql|explain|alerts)\.ts$)/],

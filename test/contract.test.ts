@@ -1,6 +1,9 @@
 // The published contract against the live service: every operation of /openapi.json is called by
 // its operationId, and each answer must have a status the document lists for it and a body that
 // its schema accepts, with every object closed (a field the document does not name fails too).
+import { mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
 import { test, before, after } from 'node:test'
 import assert from 'node:assert/strict'
 import type { ValidateFunction } from 'ajv'
@@ -13,14 +16,17 @@ import { standalone, validator } from './helpers/openapi.ts'
 let s: TestService
 let r: Receiver
 let doc: any
+// startBackup's worker writes there.
+const backups = mkdtempSync(join(tmpdir(), 'service-contract-backups-'))
 before(async () => {
-  s = await startTestService({ webhookRetryScale: 0.01 })
+  s = await startTestService({ webhookRetryScale: 0.01, backupDir: backups })
   r = await startReceiver()
   doc = (await s.call('GET', '/openapi.json')).body
 })
 after(async () => {
   await r?.close()
   await s?.stop()
+  rmSync(backups, { recursive: true, force: true })
 })
 
 // Objects the document describes without additionalProperties are closed for this check.
@@ -342,6 +348,8 @@ test('every operation answers as its published schema says', async () => {
   }
   await call('cancelUpload', { id, upload_id: upload.body.upload_id })
   await call('removeWebhook', { id, webhook_id: hook.body.id })
+  await call('listBackups', {})
+  await call('startBackup', {})
 
   // Refusals: each is documented for its operation and is Problem Details.
   await call('searchCustomers', {}, { filter: [] })

@@ -1,5 +1,6 @@
 import type { Route } from '../route.ts'
 import { accountRoutes } from '../accounts/routes.ts'
+import { backupRoutes } from '../backups/routes.ts'
 import { catalogRoutes } from '../catalog/routes.ts'
 import { insightRoutes } from '../insights/routes.ts'
 import { notificationRoutes } from '../notifications/routes.ts'
@@ -32,6 +33,7 @@ export const routes: Route[] = [
   ...scoringRoutes,
   ...webhookRoutes,
   ...notificationRoutes,
+  ...backupRoutes,
   ...healthRoutes,
   metricsRoute,
   ...docsRoutes,

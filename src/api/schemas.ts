@@ -1,5 +1,6 @@
 import { Account } from '../accounts/accounts.ts'
 import { Key, NewKey } from '../accounts/keys.ts'
+import { BackupRequested, Backups } from '../backups/schemas.ts'
 import { Property } from '../catalog/properties.ts'
 import { Tag, TagTitles } from '../catalog/tags.ts'
 import { User } from '../catalog/users.ts'
@@ -69,4 +70,6 @@ export const NAMED = {
   Events,
   ScoringModel: ScoringModelSchema,
   Where,
+  Backups,
+  BackupRequested,
 }

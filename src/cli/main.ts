@@ -8,6 +8,7 @@ import { createLog, type Log } from '../log.ts'
 import { resolveDatabase } from './database.ts'
 import { createDemoIfEmpty } from './demo.ts'
 import { adminUsage, runAdmin } from './admin.ts'
+import { backupUsage, restoreUsage, runBackupCommand, runRestoreCommand } from './backup.ts'
 import { countEventsUsage, runCountEvents } from './count-events.ts'
 import { importUsage, runImport } from './import.ts'
 
@@ -22,6 +23,9 @@ Commands:
                         import a CSV file (service import --help)
   aggregate-events [--account ID]
                         count tracked events into today's metrics now (the worker does it daily)
+  backup [--to DIR]     write a backup of the whole database, while the service serves
+  restore FILE [--force]
+                        restore a backup into an empty database (the service stopped)
 
 Environment:
 ${environmentHelp()}
@@ -34,6 +38,8 @@ const help: Record<string, string> = {
   migrate: 'service migrate\n\nApplies pending migrations under an advisory lock and exits.\n',
   'aggregate-events': countEventsUsage,
   import: importUsage,
+  backup: backupUsage,
+  restore: restoreUsage,
 }
 
 // A serving process keeps little alive and makes much short-lived garbage: with V8's defaults its RSS
@@ -75,7 +81,7 @@ const main = async (argv: string[]): Promise<number | undefined> => {
   }
   const config = loadConfig()
   const log = createLog(config.logLevel)
-  if (!['serve', 'worker', 'migrate', 'admin', 'aggregate-events', 'import'].includes(command)) {
+  if (!['serve', 'worker', 'migrate', 'admin', 'aggregate-events', 'import', 'backup', 'restore'].includes(command)) {
     process.stderr.write(`Unknown command '${command}'.\n\n${usage}`)
     return 2
   }
@@ -107,8 +113,13 @@ const main = async (argv: string[]): Promise<number | undefined> => {
     }
     return undefined
   }
-  const sql = connect(db.url, { max: 2 })
+  // A restore holds one connection, so that it can tell whether anyone else is connected.
+  const sql = connect(db.url, { max: command === 'restore' ? 1 : 2 })
   try {
+    // Neither migrates first: a backup is of the database as it is; a restore makes the schema of
+    // the backup's own version, and the service's next start migrates it forward.
+    if (command === 'backup') return await runBackupCommand(sql, config, args)
+    if (command === 'restore') return await runRestoreCommand(sql, db.url, args)
     if (command === 'migrate') {
       const applied = await migrate(sql, db.url)
       process.stdout.write(applied.length ? `Applied ${applied.join(', ')}\n` : 'Nothing to apply.\n')

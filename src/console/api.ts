@@ -60,6 +60,13 @@ export const call = <T>(key: string, method: string, path: string, body?: unknow
 export const admin = <T>(token: string, method: string, path: string, body?: unknown) =>
   request<T>({ authorization: `Bearer ${token}` }, method, `/admin/v1/accounts${path}`, body)
 
+// The operator's backups (/admin/v1/backups), for the whole service rather than one account.
+const BACKUPS = '/admin/v1/backups'
+export const listBackups = (token: string) =>
+  request<Schemas['Backups']>({ authorization: `Bearer ${token}` }, 'GET', BACKUPS)
+export const startBackup = (token: string) =>
+  request<Schemas['BackupRequested']>({ authorization: `Bearer ${token}` }, 'POST', BACKUPS)
+
 // The events a webhook can subscribe to, as the service lists them.
 export const eventTypes = (token: string) =>
   request<Schemas['EventType'][]>({ authorization: `Bearer ${token}` }, 'GET', '/admin/v1/event-types')

@@ -1059,6 +1059,24 @@ export interface paths {
     patch?: never
     trace?: never
   }
+  '/admin/v1/backups': {
+    parameters: {
+      query?: never
+      header?: never
+      path?: never
+      cookie?: never
+    }
+    /** List the backup files in the backup folder, newest first */
+    get: operations['listBackups']
+    put?: never
+    /** Start a backup of the whole database, made by a worker into the backup folder */
+    post: operations['startBackup']
+    delete?: never
+    options?: never
+    head?: never
+    patch?: never
+    trace?: never
+  }
   '/healthz': {
     parameters: {
       query?: never
@@ -2634,6 +2652,28 @@ export interface components {
       | {
           not: components['schemas']['Where']
         }
+    Backups: {
+      /** @description SERVICE_BACKUP_DIR of the process that answered (the worker's, where it runs). */
+      folder: string
+      /** @description Newest first. */
+      backups: {
+        /** @description The file name in SERVICE_BACKUP_DIR; restore it with `service restore FILE`. */
+        file: string
+        bytes: number
+        /**
+         * Format: date-time
+         * @description A UTC time, ISO 8601 with milliseconds.
+         */
+        created_at: string
+      }[]
+    }
+    BackupRequested: {
+      /**
+       * @description A worker makes the backup; it is listed here once written.
+       * @constant
+       */
+      queued: true
+    }
   }
   responses: {
     /**
@@ -6852,6 +6892,54 @@ export interface operations {
       400: components['responses']['BadRequest']
       401: components['responses']['Unauthorized']
       404: components['responses']['NotFound']
+      503: components['responses']['ServiceUnavailable']
+    }
+  }
+  listBackups: {
+    parameters: {
+      query?: never
+      header?: never
+      path?: never
+      cookie?: never
+    }
+    requestBody?: never
+    responses: {
+      /** @description Success. */
+      200: {
+        headers: {
+          [name: string]: unknown
+        }
+        content: {
+          'application/json': components['schemas']['Backups']
+        }
+      }
+      400: components['responses']['BadRequest']
+      401: components['responses']['Unauthorized']
+      503: components['responses']['ServiceUnavailable']
+    }
+  }
+  startBackup: {
+    parameters: {
+      query?: never
+      header?: never
+      path?: never
+      cookie?: never
+    }
+    requestBody?: never
+    responses: {
+      /** @description Success. */
+      202: {
+        headers: {
+          [name: string]: unknown
+        }
+        content: {
+          'application/json': components['schemas']['BackupRequested']
+        }
+      }
+      400: components['responses']['BadRequest']
+      401: components['responses']['Unauthorized']
+      408: components['responses']['RequestTimeout']
+      413: components['responses']['ContentTooLarge']
       503: components['responses']['ServiceUnavailable']
     }
   }

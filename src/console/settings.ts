@@ -1,6 +1,7 @@
 import { html } from 'htm/preact'
 import { useState } from 'preact/hooks'
 import { type Account, admin, type Key, type NewKey, type Property } from './api.ts'
+import { Backups } from './backups.ts'
 import { useAction, useData, value } from './load.ts'
 import { ScoringModel } from './model.ts'
 import { When } from './format.ts'
@@ -201,5 +202,6 @@ export const Settings = ({ token, account }: { token: string; account: number })
         </section>`
     }
     <${Tracking} token=${token} account=${account} />
+    <${Backups} token=${token} />
   </section>`
 }

@@ -45,6 +45,7 @@ export const TASKS = {
   recomputeSegments: 'recompute_segments',
   erase: 'erase',
   purgeExpired: 'purge_expired',
+  backup: 'backup_database',
 } as const
 
 export interface ProcessUploadPayload {
@@ -69,6 +70,9 @@ export interface CronPayload {
 export interface ErasePayload {
   account_id: number
   erasure_id: number
+}
+export interface BackupPayload {
+  origin: 'schedule' | 'api'
 }
 export interface AnalyzeTablesPayload {
   tables: string[]
@@ -211,4 +215,15 @@ export const eraseJob = (accountId: number, erasureId: number): JobSpec => ({
   payload: { account_id: accountId, erasure_id: erasureId },
   queue: accountQueue(accountId),
   maxAttempts: 5,
+})
+
+// Backups run one at a time on their own queue, once each (a failure is counted, not retried: the
+// next scheduled one is the retry); the key folds a second request made while one waits into it.
+export const BACKUP_QUEUE = 'backup'
+export const backupJob = (): JobSpec => ({
+  task: TASKS.backup,
+  payload: { origin: 'api' } satisfies BackupPayload,
+  queue: BACKUP_QUEUE,
+  maxAttempts: 1,
+  jobKey: TASKS.backup,
 })

@@ -1,7 +1,9 @@
 import type { JobHelpers, TaskList } from 'graphile-worker'
+import { runBackup } from '../backups/task.ts'
+import type { Config } from '../config.ts'
 import type { App } from '../context.ts'
 import { analyzeTables } from '../db/analyze.ts'
-import { TASKS } from '../db/jobs.ts'
+import { BACKUP_QUEUE, TASKS } from '../db/jobs.ts'
 import { scoreRecordsTask } from '../scoring/batch.ts'
 import { scoreDailyRun } from '../scoring/daily.ts'
 import { runErasure } from '../privacy/erasures.ts'
@@ -33,6 +35,7 @@ const runs: Record<(typeof TASKS)[keyof typeof TASKS], Run> = {
   [TASKS.recomputeSegments]: task(recomputeSegments),
   [TASKS.erase]: task(runErasure),
   [TASKS.purgeExpired]: task(purgeExpired),
+  [TASKS.backup]: task(runBackup),
 }
 
 // One JSON log line per job: at info when it completes, with what it returned (counts); at warn
@@ -69,11 +72,15 @@ export const taskList = (app: App): TaskList =>
   Object.fromEntries(Object.entries(runs).map(([name, run]) => [name, logged(app, name, run)]))
 
 // graphile-worker crontab lines (https://worker.graphile.org/docs/cron); one per recurring task.
-export const crontab: string[] = [
+export const crontab = (config: Config): string[] => [
   // Daily at 01:00 UTC: tracked events -> today's metric snapshots (fans out one job per account).
   `0 1 * * * ${TASKS.countEvents}`,
   // Daily at 01:30 UTC: time-dependent scores and automatic churn (fans out one job per account).
   `30 1 * * * ${TASKS.scoreDaily}`,
   // Daily at 02:30 UTC: tracked events and webhook payloads past their retention (privacy/retention.ts).
   `30 2 * * * ${TASKS.purgeExpired}`,
+  // SERVICE_BACKUP_SCHEDULE: a backup, tried once (runBackup records a failure for /metrics).
+  ...(config.backupSchedule
+    ? [`${config.backupSchedule} ${TASKS.backup} ?max=1&queue=${BACKUP_QUEUE} {"origin":"schedule"}`]
+    : []),
 ]

@@ -30,7 +30,7 @@ export const startWorker = async (app: App, url: string): Promise<Runner> => {
     logger: quietLogger,
     // instrumentTasks counts and times every task for /metrics.
     taskList: instrumentTasks(taskList({ ...app, sql, heavy: sql })),
-    crontab: crontab.join('\n'),
+    crontab: crontab(app.config).join('\n'),
     // No localQueue, although it is faster (docs/benchmarks.md): in 0.17 it runs several jobs of one
     // named queue at once (graphile/worker#621), and each account's uploads must be merged in order.
     // A job waiting behind its account queue's lock is seen only at the next poll: 200 ms, not 2 s.

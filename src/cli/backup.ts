@@ -1,0 +1,90 @@
+import { join, resolve } from 'node:path'
+import cliProgress from 'cli-progress'
+import type { Config } from '../config.ts'
+import type { Sql } from '../db/client.ts'
+import { backup, type Progress, restore } from '../backups/dump.ts'
+import { backupFolder, backupName } from '../backups/files.ts'
+
+export const backupUsage = `service backup [--to DIR]
+
+Writes one consistent backup of the whole database (every account's data and the job queue) to
+DIR (default SERVICE_BACKUP_DIR) as service-backup-<UTC time>.gz, while the service serves. It
+works on the embedded database and on DATABASE_URL alike (docs/operations.md, "Backups").
+Progress goes to stderr on a terminal; the file, its size and the time taken to stdout.
+Exit status: 0 written, 1 failed (no file is left), 2 wrong usage.
+`
+
+export const restoreUsage = `service restore FILE [--force]
+
+Restores a file written by service backup into the database: the embedded one in SERVICE_DATA_DIR
+(made when missing) or DATABASE_URL. The database must be empty unless --force, which replaces all
+of its data. Stop the service first: a restore refuses a database others are connected to.
+Start the service afterwards: it migrates the restored data forward to its own version.
+Exit status: 0 restored, 1 failed (the restore's rows are rolled back), 2 wrong usage.
+`
+
+const size = (bytes: number) => (bytes < 1e6 ? `${(bytes / 1e3).toFixed(1)} kB` : `${(bytes / 1e6).toFixed(1)} MB`)
+const seconds = (ms: number) => `${(ms / 1000).toFixed(1)} s`
+
+// A bar on a terminal, nothing on a pipe: the summary line says it all.
+const bar = (unit: string): { progress?: Progress; stop: () => void } => {
+  if (!process.stderr.isTTY) return { stop: () => {} }
+  const shown = new cliProgress.SingleBar(
+    { stream: process.stderr, hideCursor: true, format: `{bar} {percentage}% | {value}/{total} ${unit} | {table}` },
+    cliProgress.Presets.shades_classic,
+  )
+  let started = false
+  return {
+    progress: (done, total, table) => {
+      if (!started) shown.start(total, done, { table })
+      started = true
+      shown.setTotal(total)
+      shown.update(done, { table })
+    },
+    stop: () => started && shown.stop(),
+  }
+}
+
+const usageError = (usage: string, why: string) => {
+  process.stderr.write(`${why}\n\n${usage}`)
+  return 2
+}
+
+export const runBackupCommand = async (sql: Sql, config: Config, args: string[]) => {
+  const to = args[0] === '--to' && args.length === 2 ? args[1] : args.length === 0 ? config.backupDir : undefined
+  if (to === undefined) return usageError(backupUsage, `Unexpected arguments: ${args.join(' ')}`)
+  const shown = bar('rows (estimated)')
+  try {
+    const made = await backup(sql, join(backupFolder(resolve(to)), backupName(new Date())), shown.progress)
+    shown.stop()
+    process.stdout.write(
+      `Wrote ${made.file} (${size(made.bytes)}, ${made.rows} rows of ${made.tables} tables) in ${seconds(made.ms)}\n`,
+    )
+    return 0
+  } finally {
+    shown.stop()
+  }
+}
+
+export const restoreArgs = (args: string[]) => {
+  const force = args.includes('--force')
+  const files = args.filter((a) => a !== '--force')
+  return files.length === 1 && !files[0].startsWith('--') ? { file: resolve(files[0]), force } : undefined
+}
+
+export const runRestoreCommand = async (sql: Sql, url: string, args: string[]) => {
+  const given = restoreArgs(args)
+  if (!given) return usageError(restoreUsage, 'Name one backup file to restore.')
+  const shown = bar('bytes')
+  try {
+    const done = await restore(sql, url, given.file, { force: given.force, progress: shown.progress })
+    shown.stop()
+    process.stdout.write(
+      `Restored ${given.file}: ${done.rows} rows of ${done.tables} tables at migration level ${done.migrations} ` +
+        `in ${seconds(done.ms)}. Start the service to migrate it forward.\n`,
+    )
+    return 0
+  } finally {
+    shown.stop()
+  }
+}

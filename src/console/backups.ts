@@ -1,0 +1,43 @@
+import { html } from 'htm/preact'
+import { useState } from 'preact/hooks'
+import { listBackups, startBackup } from './api.ts'
+import { useAction, useData } from './load.ts'
+
+const megabytes = (bytes: number) => `${(bytes / 1e6).toFixed(1)} MB`
+
+// The operator's backups: the files in the backup folder, and a button that has a worker make one.
+// The list is read again a few times after a start, as the worker writes the file in the background.
+export const Backups = ({ token }: { token: string }) => {
+  const list = useData(() => listBackups(token), [token])
+  const action = useAction()
+  const [started, setStarted] = useState('')
+  const start = async () => {
+    if (!(await action.run(() => startBackup(token)))) return
+    setStarted('Backup started: it is listed here once a worker has written it.')
+    for (let i = 0; i < 10; i++) setTimeout(list.reload, 2000 * (i + 1))
+  }
+  const problem = list.error || action.error
+  return html`<section aria-labelledby="backups-title">
+    <h2 id="backups-title">Backups</h2>
+    ${problem && html`<p role="alert" class="error">${problem}</p>`}
+    ${
+      list.data &&
+      html`<p>In <code>${list.data.folder}</code>; restore one with <code>service restore FILE</code>.</p>
+        <div class="table-wrap"><table id="backups">
+          <thead><tr><th scope="col">File</th><th scope="col">Size</th><th scope="col">Created</th></tr></thead>
+          <tbody>
+            ${list.data.backups.map(
+              (b) => html`<tr key=${b.file}>
+                <td><code>${b.file}</code></td><td class="num">${megabytes(b.bytes)}</td><td>${b.created_at}</td>
+              </tr>`,
+            )}
+          </tbody>
+        </table></div>
+        ${list.data.backups.length === 0 && html`<p>No backups yet.</p>`}`
+    }
+    <div class="actions">
+      <button type="button" class="primary" disabled=${action.busy} onClick=${start}>Start a backup</button>
+    </div>
+    ${started && html`<p role="status">${started}</p>`}
+  </section>`
+}
