@@ -21,11 +21,12 @@ create table erasures (
 create table erasure_targets (
   account_id bigint not null,
   erasure_id bigint not null,
+  id bigint generated always as identity,
   customer_external_id text collate "C" not null,
   contact_external_id text collate "C",
+  primary key (account_id, erasure_id, id),
   foreign key (account_id, erasure_id) references erasures on delete cascade
 );
-create index erasure_targets_erasure on erasure_targets (account_id, erasure_id);
 
 -- External ids whose tracked events are dropped (src/tracking/suppressions.ts). Only the SHA-256 of
 -- the external id is kept, so that the suppression itself does not name the person; it is lifted by

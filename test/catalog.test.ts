@@ -4,10 +4,9 @@ import assert from 'node:assert/strict'
 import { after, before, test } from 'node:test'
 import { connect, type Sql } from '../src/db/client.ts'
 import { migrate } from '../src/db/migrate.ts'
-import { freshDatabase } from './helpers/db.ts'
+import { freshDatabase, GLOBAL_TABLES } from './helpers/db.ts'
 
 // Tables that are not a tenant's: the tenants themselves, and the service's own bookkeeping and keys.
-const GLOBAL = ['accounts', 'schema_migrations', 'worker_heartbeats', 'service_secrets']
 
 let db: Awaited<ReturnType<typeof freshDatabase>>
 let sql: Sql
@@ -25,7 +24,7 @@ const tenantTables = async () =>
   (
     await sql`
     select c.relname from pg_class c where c.relnamespace = 'public'::regnamespace and c.relkind in ('r', 'p')
-      and c.relname <> all(${GLOBAL}) order by 1`
+      and c.relname <> all(${GLOBAL_TABLES}) order by 1`
   ).map((r) => r.relname as string)
 
 // The column names of a constraint's or index's keys, in order.
@@ -48,7 +47,7 @@ test('every unique index of a tenant table includes account_id', async () => {
   const indexes = await sql`
     select c.relname as tbl, i.indexrelid::regclass::text as idx, i.indkey::int2[] as keys from pg_index i
     join pg_class c on c.oid = i.indrelid
-    where c.relnamespace = 'public'::regnamespace and i.indisunique and c.relname <> all(${GLOBAL})`
+    where c.relnamespace = 'public'::regnamespace and i.indisunique and c.relname <> all(${GLOBAL_TABLES})`
   assert.ok(indexes.length >= 15)
   for (const { tbl, idx, keys } of indexes) {
     const [{ cols }] = await keyColumns(tbl, keys)

@@ -27,6 +27,9 @@ const NO_TENANT_DATA = [
   'GET /console/console.js',
   'GET /console/console.css',
   'GET /admin/v1/event-types',
+  // The operator's backups: the whole database, for the admin token only, never one account's view.
+  'GET /admin/v1/backups',
+  'POST /admin/v1/backups',
 ]
 
 let s: TestService
@@ -45,6 +48,11 @@ const status = async (expected: number, pending: Promise<Call>) => {
   assert.equal(res.status, expected, JSON.stringify(res.body))
   return res
 }
+// Segment's HTTP Tracking API, with the key as the Basic user name as the SDKs send it.
+const segmentBatch = (account: Account, batch: unknown[], path = '/v1/batch') =>
+  s.call('POST', path, path === '/v1/batch' ? { batch } : batch[0], {
+    authorization: `Basic ${Buffer.from(`${account.token}:`).toString('base64')}`,
+  })
 const get = (account: Account, path: string) => account.api(path, undefined, 'GET')
 const del = (account: Account, path: string) => account.api(path, undefined, 'DELETE')
 const results = async (pending: Promise<Call>) => (await status(200, pending)).body.results as any[]
@@ -191,6 +199,10 @@ before(async () => {
   await status(200, s.admin('PUT', `/accounts/${a.id}/customers/only-a/tags`, { titles: ['Gold'] }))
   await status(200, s.admin('PUT', `/accounts/${a.id}/contacts/a-contact/tags`, { titles: ['Gold'] }))
   await status(200, track(a, a.trackerKey, 'only-a'))
+  // A Segment group with a trait no property defines: A's messages and its counts of dropped keys.
+  await status(200, segmentBatch(a, [{ type: 'group', messageId: 'a-m1', groupId: 'only-a', traits: { contry: 'x' } }]))
+  // A churn and its reactivation: A's churn events.
+  for (const is_churned of [true, false]) await status(200, a.api('/api/v1/customer/only-a', { is_churned }, 'PUT'))
   await eventsApplied(a)
 
   A.delivery = (await settled(s, a, A.hook, 1))[0].id
@@ -695,6 +707,77 @@ on('GET', '/api/v1/suppressions', async () => {
 
 on('DELETE', '/api/v1/suppressions/:entity/:external_id', async () => {
   await status(404, bEraser('/api/v1/suppressions/customer/gone-a', undefined, 'DELETE'))
+})
+
+// ---- Segment's HTTP Tracking API, the ingest status, This week, the property list ---------------
+
+const segmentSettled = (account: Account) =>
+  eventually(
+    async () =>
+      (
+        await s.sql`select count(*)::int as n from segment_messages where account_id = ${account.id}
+          and status = 'received'`
+      )[0].n === 0,
+    `Segment messages of ${account.id} applied`,
+  )
+// B's key, messages naming A's customer and contact: B's own records (A's messageId is no duplicate
+// for B), never A's; what B created is removed again.
+const SEGMENT_MESSAGES: Record<string, object> = {
+  batch: { type: 'group', messageId: 'a-m1', groupId: 'only-a', userId: 'a-contact', traits: { name: 'B Group' } },
+  group: { messageId: 'b-group', groupId: 'only-a', traits: { name: 'B Group' } },
+  identify: { messageId: 'b-identify', userId: 'a-contact', traits: { name: 'B Person' } },
+  track: { messageId: 'b-track', userId: 'a-contact', event: 'login', context: { groupId: 'only-a' } },
+  page: { messageId: 'b-page', userId: 'a-contact', name: 'Home' },
+  screen: { messageId: 'b-screen', userId: 'a-contact', name: 'Home' },
+  alias: { messageId: 'b-alias', userId: 'a-contact', previousId: 'x' },
+}
+for (const [type, message] of Object.entries(SEGMENT_MESSAGES))
+  on('POST', `/v1/${type}`, async () => {
+    await status(200, segmentBatch(b, [message], `/v1/${type}`))
+    await segmentSettled(b)
+    const [mine] = await s.sql`select count(*)::int as n from segment_messages where account_id = ${b.id}
+      and message_id = ${(message as { messageId: string }).messageId}`
+    assert.equal(mine.n, 1)
+    const made = await get(b, '/api/v1/customer/only-a')
+    if (made.status === 200) {
+      assert.equal(made.body.name, 'B Group')
+      await status(204, del(b, '/api/v1/customer/only-a'))
+    }
+  })
+
+on('GET', '/api/v1/ingest/status', async () => {
+  const mine = JSON.stringify((await status(200, get(b, '/api/v1/ingest/status'))).body)
+  assert.ok(!mine.includes('contry') && !mine.includes('a-m1"'), mine)
+  assert.match(JSON.stringify((await status(200, get(a, '/api/v1/ingest/status'))).body), /contry/)
+})
+
+on('GET', '/admin/v1/accounts/:id/ingest', async () => {
+  const mine = JSON.stringify((await status(200, asAdmin('GET', `/admin/v1/accounts/${b.id}/ingest`))).body)
+  assert.ok(!mine.includes('contry'), mine)
+  await status(404, asAdmin('GET', '/admin/v1/accounts/999999/ingest'))
+})
+
+on('GET', '/api/v1/insights/week', async () => {
+  const report = async (account: Account) => (await status(200, get(account, '/api/v1/insights/week'))).body
+  const names = (r: any) => r.movements.reactivated.customers.map((c: { external_id: string }) => c.external_id)
+  assert.deepEqual(names(await report(a)), ['only-a'])
+  const mine = await report(b)
+  assert.deepEqual(names(mine), [])
+  assert.ok(!JSON.stringify(mine).includes('A Only'))
+})
+
+on('GET', '/api/v1/properties', async () => {
+  // B's own a_secret is a contact attribute; A's is a customer attribute.
+  const mine = (await status(200, get(b, '/api/v1/properties'))).body as { entity: string; codename: string }[]
+  assert.ok(mine.some((p) => p.codename === 'logins'))
+  assert.deepEqual(
+    mine.filter((p) => p.codename === 'a_secret').map((p) => p.entity),
+    ['contact'],
+  )
+})
+
+on('PATCH', '/admin/v1/accounts/:id/properties/:entity/:codename', async () => {
+  await status(404, asAdmin('PATCH', `/admin/v1/accounts/${b.id}/properties/customer/a_secret`, { label: 'B' }))
 })
 
 const leavesAUntouched = async (run: () => Promise<void>) => {

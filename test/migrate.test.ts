@@ -2,7 +2,7 @@ import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { connect, type Sql } from '../src/db/client.ts'
 import { migrate, migrations } from '../src/db/migrate.ts'
-import { freshDatabase } from './helpers/db.ts'
+import { freshDatabase, GLOBAL_TABLES } from './helpers/db.ts'
 import { createAccount } from '../src/accounts/accounts.ts'
 
 test('migrations apply once, in order, and a second run is a no-op', async () => {
@@ -55,7 +55,7 @@ test('every tenant table leads its primary key with account_id', async () => {
         and a.attnum = i.indkey[0]) as first
       from pg_index i join pg_class c on c.oid = i.indrelid join pg_namespace n on n.oid = c.relnamespace
       where n.nspname = 'public' and i.indisprimary
-        and c.relname not in ('accounts', 'schema_migrations', 'worker_heartbeats', 'service_secrets')`
+        and c.relname <> all(${GLOBAL_TABLES})`
     assert.ok(rows.length >= 15)
     for (const r of rows) assert.equal(r.first, 'account_id', r.table)
   } finally {

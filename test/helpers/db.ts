@@ -58,3 +58,13 @@ export const lockTable = async (sql: Sql, table: string) => {
     await done
   }
 }
+
+// The tables that belong to no account: the service's own bookkeeping (the rest lead with account_id).
+export const GLOBAL_TABLES = [
+  'accounts',
+  'schema_migrations',
+  'worker_heartbeats',
+  'service_secrets',
+  'retention_runs',
+  'backup_runs',
+]
