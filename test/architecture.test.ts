@@ -7,10 +7,13 @@ import { readdirSync, readFileSync } from 'node:fs'
 import { dirname, join, normalize } from 'node:path'
 import { test } from 'node:test'
 
-const MODULES =
-  'accounts catalog uploads tracking webhooks import records segments notifications scoring privacy insights backups'.split(
-    ' ',
-  )
+const MODULES = ['accounts', 'catalog', 'uploads', 'tracking', 'webhooks', 'import', 'records', 'segments'].concat([
+  'notifications',
+  'scoring',
+  'privacy',
+  'insights',
+  'backups',
+])
 const LAYERS: [name: string, paths: RegExp][] = [
   ['base', /^src\/(context|errors|dates|values|validate|config|log|catalog|route)\.ts$|^src\/db\//],
   ['pure', /^src\/(search\/|metrics\.ts$|uploads\/lifecycle\.ts$|scoring\/(model|score|sql|explain|alerts)\.ts$)/],
