@@ -121,13 +121,16 @@ export default async (ctx: BenchContext) => {
       and status = 'received'`
     while ((await sql`select 1 ${trackerLeft} limit 1`).length) await new Promise((r) => setTimeout(r, 200))
 
+    // As the apply jobs read them: 'received' at or past the account's cursor (tracking/cursor.ts).
+    const segmentLeft = sql`from segment_messages where account_id = ${account.id}
+      and id >= coalesce((select applied_below from segment_cursors where account_id = ${account.id}), 0)
+      and status = 'received'`
     let running = true
     const lags: number[] = []
     const sample = async () => {
       while (running) {
         const [{ lag }] = await sql`
-          select coalesce((select extract(epoch from now() - received_at) from segment_messages
-                   where account_id = ${account.id} and status = 'received' order by id limit 1), 0)
+          select coalesce((select extract(epoch from now() - received_at) ${segmentLeft} order by id limit 1), 0)
             + coalesce((select extract(epoch from now() - received_at) ${trackerLeft} order by id limit 1), 0) as lag`
         lags.push(Number(lag))
         await new Promise((r) => setTimeout(r, 500))
@@ -140,8 +143,7 @@ export default async (ctx: BenchContext) => {
     running = false
     await segment.sampling
     const drainStarted = performance.now()
-    const left = () => sql`select 1 from segment_messages where account_id = ${account.id} and status = 'received'
-      union all select 1 ${trackerLeft} limit 1`
+    const left = () => sql`select 1 ${segmentLeft} union all select 1 ${trackerLeft} limit 1`
     while ((await left()).length) await new Promise((r) => setTimeout(r, 100))
     const drain = (performance.now() - drainStarted) / 1000
     const [{ stored }] =

@@ -34,7 +34,8 @@ const settled = async (accountId: number, timeoutMs = 30_000) => {
   const deadline = Date.now() + timeoutMs
   for (;;) {
     const [{ n }] = await s.sql`
-      select (select count(*) from segment_messages where account_id = ${accountId} and status = 'received')
+      select (select count(*) from segment_messages where account_id = ${accountId} and status = 'received'
+          and id >= coalesce((select applied_below from segment_cursors where account_id = ${accountId}), 0))
         + (select count(*) from tracking_events where account_id = ${accountId} and status = 'received') as n`
     if (Number(n) === 0) return
     if (Date.now() > deadline) throw new Error(`account ${accountId}: ${n} messages or events not applied`)

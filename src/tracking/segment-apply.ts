@@ -11,6 +11,7 @@ import {
 } from '../db/jobs.ts'
 import { lockRecordsIn } from '../db/locks.ts'
 import { segmentApplied, segmentDropped } from '../metrics.ts'
+import { lockAndReadCursor, moveCursor, nextBelow, nextCheck } from './cursor.ts'
 import { countDropped, suppressedSql } from './suppressions.ts'
 
 // The apply job of Segment messages (segment.ts stores them): one account's messages in id order,
@@ -31,16 +32,17 @@ export const KEEP_DAYS = 7
 export const MAX_KEY_NAMES = 200
 
 const accountLock = (tx: Tx, accountId: number) =>
-  tx`select pg_advisory_xact_lock(hashtextextended('apply_segment:' || ${accountId}::text, 0))`
+  tx`pg_advisory_xact_lock(hashtextextended('apply_segment:' || ${accountId}::text, 0))`
 
-// The batch: the next messages received, and the pending identifies of every user they name (a group
-// or identify may now place them). `status` is the outcome, null until decided.
-const stage = async (tx: Tx, accountId: number) => {
+// The batch: the next messages received, read from the account's cursor (cursor.ts) through the primary
+// key, and the pending identifies of every user they name (a group or identify may now place them).
+// `status` is the outcome, null until decided.
+const stage = async (tx: Tx, accountId: number, below: number) => {
   await tx`
     create temp table stage_seg on commit drop as
     select id, message_id, type, user_id, group_id, event, occurred_at, traits, properties, reason, detail,
       false as was_pending, case when reason is not null then 'dropped' end as status
-    from segment_messages where account_id = ${accountId} and status = 'received'
+    from segment_messages where account_id = ${accountId} and id >= ${below} and status = 'received'
     order by id limit ${MESSAGES_PER_BATCH}`
   await tx`
     insert into stage_seg
@@ -205,9 +207,13 @@ const applyTracks = async (tx: Tx, accountId: number) => {
   return n as number
 }
 
-// The outcome of every staged message, written back: applied unless decided otherwise, and a trait of
-// the wrong type named (invalid_trait) on a message applied or pending all the same.
-const settle = async (tx: Tx, accountId: number) => {
+// The outcome of the staged messages, written back: applied unless decided otherwise, and a trait of
+// the wrong type named (invalid_trait) on a message applied or pending all the same. A message the
+// cursor moves past (below `below`) that was simply applied is not written: 'received' below the cursor
+// means applied, and writing each one's status was most of a batch's time (docs/benchmarks.md).
+const written = (tx: Tx, below: number) =>
+  tx`(status <> 'applied' or reason is not null or was_pending or id >= ${below})`
+const settle = async (tx: Tx, accountId: number, below: number) => {
   await tx`update stage_seg set status = 'applied' where status is null`
   await tx`
     update stage_seg s set reason = 'invalid_trait', detail = left(b.detail, 300)
@@ -222,7 +228,8 @@ const settle = async (tx: Tx, accountId: number) => {
       traits = case when s.reason = 'suppressed' then null else m.traits end,
       properties = case when s.reason = 'suppressed' then null else m.properties end
     from stage_seg s
-    where m.account_id = ${accountId} and m.id = any(array(select id from stage_seg)) and m.id = s.id`
+    where m.account_id = ${accountId} and m.id = any(array(select id from stage_seg where ${written(tx, below)}))
+      and m.id = s.id`
 }
 
 // The account's running counts, each message counted once (a pending one when first staged), and
@@ -260,26 +267,42 @@ const count = (tx: Tx, accountId: number) => tx`
         group by 1, 2, 3) o`
 
 // Messages done, past the deduplication window, go, oldest first. Ids grow with the time received, so
-// they are a prefix of the account's messages: only its first rows are read, whatever the table holds.
-const forget = (tx: Tx, accountId: number) => tx`
+// they are a prefix of the account's messages: only its first rows are read, whatever the table holds,
+// and none unless the very first is past the window (reading them every batch cost as much as a step).
+const oldest = (tx: Tx, accountId: number) =>
+  tx`(select received_at from segment_messages where account_id = ${accountId} order by id limit 1)`
+const forget = (tx: Tx, accountId: number, below: number) => tx`
   delete from segment_messages where account_id = ${accountId} and id = any(array(
     select id from (select id, received_at, status from segment_messages where account_id = ${accountId}
+                      and ${oldest(tx, accountId)} < now() - make_interval(days => ${KEEP_DAYS})
                     order by id limit ${MESSAGES_PER_BATCH}) first
-    where received_at < now() - make_interval(days => ${KEEP_DAYS}) and status in ('applied', 'ignored', 'dropped')))`
+    where received_at < now() - make_interval(days => ${KEEP_DAYS})
+      and (status in ('applied', 'ignored', 'dropped') or (status = 'received' and id < ${below}))))`
 
 export const applySegment = async (tx: Tx, accountId: number) => {
-  await accountLock(tx, accountId)
-  await stage(tx, accountId)
+  const cursor = await lockAndReadCursor(
+    tx,
+    accountId,
+    accountLock(tx, accountId),
+    'segment_messages',
+    'segment_cursors',
+  )
+  const next = await nextCheck(tx, cursor, 'segment_messages')
+  await stage(tx, accountId, cursor.below)
   await admit(tx, accountId)
   await classifyTraits(tx, accountId)
   await tx`analyze stage_traits`
   const customers = await applyGroups(tx, accountId)
   const contacts = await applyContacts(tx, accountId)
   const events = await applyTracks(tx, accountId)
-  await settle(tx, accountId)
+  const [{ staged, last }] =
+    await tx`select count(*) filter (where not was_pending)::int as staged, max(id) filter (where not was_pending) as last
+      from stage_seg`
+  const below = nextBelow(cursor, staged === MESSAGES_PER_BATCH, last)
+  await settle(tx, accountId, below)
+  await moveCursor(tx, 'segment_cursors', accountId, { below, next })
   const [{ outcomes }] = await count(tx, accountId)
-  await forget(tx, accountId)
-  const [{ staged }] = await tx`select count(*) filter (where not was_pending)::int as staged from stage_seg`
+  await forget(tx, accountId, Math.max(cursor.below, below))
   await tx`drop table stage_seg, stage_traits`
   await addJobs(tx, [
     ...scoreRecordsJobs(accountId, 'customer', [...new Set(customers)]),
