@@ -1,14 +1,7 @@
 import type { App } from '../context.ts'
 import { definitionsSql } from '../catalog/properties.ts'
 import type { Tx } from '../db/client.ts'
-import {
-  type AccountPayload,
-  addJobs,
-  addRecomputeSegments,
-  applyEventsJob,
-  applySegmentJob,
-  scoreRecordsJobs,
-} from '../db/jobs.ts'
+import { type AccountPayload, addJobs, addRecomputeSegments, applySegmentJob, scoreRecordsJobs } from '../db/jobs.ts'
 import { lockRecordsIn } from '../db/locks.ts'
 import { segmentApplied, segmentDropped } from '../metrics.ts'
 import { lockAndReadCursor, moveCursor, nextBelow, nextCheck } from './cursor.ts'
@@ -16,8 +9,8 @@ import { countDropped, suppressedSql } from './suppressions.ts'
 
 // The apply job of Segment messages (segment.ts stores them): one account's messages in id order,
 // in batches, each batch one transaction, set-based. Within a batch the groups go first (customers,
-// and the contacts they name), then the identifies (contacts), then the tracks (tracked events, which
-// the tracker's own apply job matches and counts like any other: tracking/apply.ts). Later messages
+// and the contacts they name), then the identifies (contacts), then the tracks (tracked events, stored
+// matched as the tracker's apply job matches its own, and counted like any other). Later messages
 // win, in the order received. docs/api.md ("Segment-compatible ingest") is the mapping this implements.
 
 export const MESSAGES_PER_BATCH = 5000
@@ -186,7 +179,10 @@ const applyContacts = async (tx: Tx, accountId: number) => {
 
 // Tracks: tracked events under context.groupId, or else the user's customer; with neither, dropped.
 // `properties` are the event's data.properties (the tracker applies data.customer and data.contact as
-// attributes, which properties must never become).
+// attributes, which properties must never become). The events are stored applied, matched here as the
+// tracker's apply job (tracking/apply.ts) would match them: to the customer by external id (unmatched
+// when unknown) and to its contact, an unknown contact of a known customer created under the customer
+// of its first event. A second job per batch to match them doubled the apply lag (docs/benchmarks.md).
 const applyTracks = async (tx: Tx, accountId: number) => {
   await tx`
     update stage_seg s set group_id = c.external_id
@@ -195,16 +191,30 @@ const applyTracks = async (tx: Tx, accountId: number) => {
       and t.account_id = ${accountId} and t.external_id = s.user_id`
   await tx`update stage_seg set status = 'dropped', reason = 'no_customer'
     where status is null and type = 'track' and group_id is null`
+  const created = await tx`
+    insert into contacts (account_id, external_id, customer_id)
+    select distinct on (s.user_id) ${accountId}::bigint, s.user_id, c.service_id
+    from stage_seg s join customers c on c.account_id = ${accountId} and c.external_id = s.group_id
+    where s.status is null and s.type = 'track'
+      and not exists (select 1 from contacts t where t.account_id = ${accountId} and t.external_id = s.user_id)
+    order by s.user_id, s.id
+    on conflict (account_id, external_id) do nothing
+    returning service_id`
   const [{ n }] = await tx`
     with e as (
-      insert into tracking_events (account_id, name, occurred_at, customer_external_id, contact_external_id, data)
-      select ${accountId}, event, occurred_at, group_id, user_id,
-        case when properties is not null then jsonb_build_object('properties', properties) end
-      from stage_seg where status is null and type = 'track' order by id
+      insert into tracking_events (account_id, name, occurred_at, customer_external_id, contact_external_id, data,
+        status, customer_id, contact_id)
+      select ${accountId}, s.event, s.occurred_at, s.group_id, s.user_id,
+        case when s.properties is not null then jsonb_build_object('properties', s.properties) end,
+        case when c.service_id is null then 'unmatched' else 'applied' end, c.service_id, t.service_id
+      from stage_seg s
+        left join customers c on c.account_id = ${accountId} and c.external_id = s.group_id
+        left join contacts t on t.account_id = ${accountId} and t.external_id = s.user_id
+          and t.customer_id = c.service_id
+      where s.status is null and s.type = 'track' order by s.id
       returning 1
     ) select count(*)::int as n from e`
-  if (n > 0) await addJobs(tx, [applyEventsJob(accountId)])
-  return n as number
+  return { events: n as number, created: created.map((r) => r.service_id as number) }
 }
 
 // The outcome of the staged messages, written back: applied unless decided otherwise, and a trait of
@@ -294,7 +304,7 @@ export const applySegment = async (tx: Tx, accountId: number) => {
   await tx`analyze stage_traits`
   const customers = await applyGroups(tx, accountId)
   const contacts = await applyContacts(tx, accountId)
-  const events = await applyTracks(tx, accountId)
+  const { events, created } = await applyTracks(tx, accountId)
   const [{ staged, last }] =
     await tx`select count(*) filter (where not was_pending)::int as staged, max(id) filter (where not was_pending) as last
       from stage_seg`
@@ -306,10 +316,16 @@ export const applySegment = async (tx: Tx, accountId: number) => {
   await tx`drop table stage_seg, stage_traits`
   await addJobs(tx, [
     ...scoreRecordsJobs(accountId, 'customer', [...new Set(customers)]),
-    ...scoreRecordsJobs(accountId, 'contact', [...new Set(contacts)]),
+    ...scoreRecordsJobs(accountId, 'contact', [...new Set([...contacts, ...created])]),
   ])
   if (customers.length > 0) await addRecomputeSegments(tx, accountId)
-  return { staged: staged as number, customers: customers.length, contacts: contacts.length, events, outcomes }
+  return {
+    staged: staged as number,
+    customers: customers.length,
+    contacts: contacts.length + created.length,
+    events,
+    outcomes,
+  }
 }
 
 type Outcome = { type: string; status: string; reason: string | null; n: number }
