@@ -3,6 +3,7 @@ import { definitionsSql } from '../catalog/properties.ts'
 import type { Tx } from '../db/client.ts'
 import { type AccountPayload, addJobs, addRecomputeSegments, applySegmentJob, scoreRecordsJobs } from '../db/jobs.ts'
 import { lockRecordsIn } from '../db/locks.ts'
+import { PLANNER, setLocal } from '../db/planner.ts'
 import { segmentApplied, segmentDropped } from '../metrics.ts'
 import { lockAndReadCursor, moveCursor, nextBelow, nextCheck } from './cursor.ts'
 import { countDropped, suppressedSql } from './suppressions.ts'
@@ -298,6 +299,9 @@ export const applySegment = async (tx: Tx, accountId: number) => {
     'segment_cursors',
   )
   const next = await nextCheck(tx, cursor, 'segment_messages')
+  // Compiling the batch's statements (above jit_above_cost) cost more than running them; the received
+  // messages are missing from the statistics, as the tracker's events are (db/planner.ts).
+  await setLocal(tx, { ...PLANNER.bulk, ...PLANNER.freshEvents })
   await stage(tx, accountId, cursor.below)
   await admit(tx, accountId)
   await classifyTraits(tx, accountId)
