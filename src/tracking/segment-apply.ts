@@ -309,9 +309,8 @@ export const applySegment = async (tx: Tx, accountId: number) => {
   const customers = await applyGroups(tx, accountId)
   const contacts = await applyContacts(tx, accountId)
   const { events, created } = await applyTracks(tx, accountId)
-  const [{ staged, last }] =
-    await tx`select count(*) filter (where not was_pending)::int as staged, max(id) filter (where not was_pending) as last
-      from stage_seg`
+  const [{ staged, last }] = await tx`
+    select count(*)::int as staged, max(id) as last from stage_seg where not was_pending`
   const below = nextBelow(cursor, staged === MESSAGES_PER_BATCH, last)
   await settle(tx, accountId, below)
   await moveCursor(tx, 'segment_cursors', accountId, { below, next })
