@@ -45,7 +45,8 @@ const applied = (accountId: number) =>
       (
         await s.sql`select (select count(*) from tracking_events where account_id = ${accountId}
           and status = 'received') + (select count(*) from segment_messages where account_id = ${accountId}
-          and status = 'received')::int as n`
+          and status = 'received'
+          and id >= coalesce((select applied_below from segment_cursors where account_id = ${accountId}), 0))::int as n`
       )[0].n == 0 &&
       (await s.sql`select count(*)::int as n from graphile_worker.jobs where task_identifier = 'apply_events'`)[0].n ===
         0,

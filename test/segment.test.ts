@@ -34,7 +34,8 @@ const settled = async (accountId: number, timeoutMs = 30_000) => {
   const deadline = Date.now() + timeoutMs
   for (;;) {
     const [{ n }] = await s.sql`
-      select (select count(*) from segment_messages where account_id = ${accountId} and status = 'received')
+      select (select count(*) from segment_messages where account_id = ${accountId} and status = 'received'
+          and id >= coalesce((select applied_below from segment_cursors where account_id = ${accountId}), 0))
         + (select count(*) from tracking_events where account_id = ${accountId} and status = 'received') as n`
     if (Number(n) === 0) return
     if (Date.now() > deadline) throw new Error(`account ${accountId}: ${n} messages or events not applied`)
@@ -261,6 +262,37 @@ test('a pending identify is applied by a later group; pending ones expire, count
   assert.deepEqual(st.by_status, { received: 0, pending: 0 })
   assert.deepEqual(st.by_reason, { pending_expired: 1 })
   assert.deepEqual(st.by_type, { identify: 3, group: 1, page: 1 })
+})
+
+test("tracks are stored matched as the tracker matches its events; an unknown customer's are unmatched", async () => {
+  const a = await scoredAccount(s, 'Matched')
+  await post(a, '/v1/group', { userId: 'u1', groupId: 'm1', traits: { name: 'M' } })
+  await settled(a.id)
+  const track = (messageId: string, userId: string, groupId?: string) => ({
+    type: 'track',
+    messageId,
+    userId,
+    event: 'logins',
+    ...(groupId ? { context: { groupId } } : {}),
+  })
+  const batch = [track('t1', 'u2', 'm1'), track('t2', 'u1'), track('t3', 'u3', 'nobody')]
+  assert.equal((await post(a, '/v1/batch', { batch })).status, 200)
+  await settled(a.id)
+  // u2, unknown, is created under the customer of its first event, as the tracker creates contacts.
+  assert.equal((await a.api('/api/v1/customer/m1/contact/u2', undefined, 'GET')).status, 200)
+  const events = await a.api('/api/v1/customer/m1/events', undefined, 'GET')
+  assert.equal(events.body.by_status.applied, 2, JSON.stringify(events.body))
+  assert.deepEqual(events.body.events.map((e: any) => e.identification.contact).sort(), ['u1', 'u2'])
+  const rows = await s.sql`select contact_external_id as user, status, customer_id, contact_id from tracking_events
+    where account_id = ${a.id} order by id`
+  assert.deepEqual(
+    rows.map((r) => [r.user, r.status, r.customer_id !== null, r.contact_id !== null]),
+    [
+      ['u2', 'applied', true, true],
+      ['u1', 'applied', true, true],
+      ['u3', 'unmatched', false, false],
+    ],
+  )
 })
 
 test('per-message problems do not fail the batch: counted by reason, named in the status and /metrics', async () => {

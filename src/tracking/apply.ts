@@ -4,6 +4,7 @@ import type { Tx } from '../db/client.ts'
 import { PLANNER, setLocal } from '../db/planner.ts'
 import { type AccountPayload, addJobs, addRecomputeSegments, applyEventsJob, scoreRecordsJobs } from '../db/jobs.ts'
 import { lockRecordsIn } from '../db/locks.ts'
+import { lockAndReadCursor, type Move, moveCursor, nextBelow, nextCheck } from './cursor.ts'
 import { countDropped, suppressedSql } from './suppressions.ts'
 
 // At most this many events per transaction.
@@ -19,32 +20,6 @@ export const EVENTS_PER_BATCH = 5000
 // batches of one account would then stage the same events and deadlock on the same records.
 const accountLock = (tx: Tx, accountId: number) =>
   tx`pg_advisory_xact_lock(hashtextextended('apply_events:' || ${accountId}::text, 0))`
-
-// The cursor: every event with an id below `applied_below` is applied or unmatched for good. Later ones
-// are read through the primary key, not an index naming status, which would keep status updates off HOT.
-// The cursor moves past an id once no transaction that may still insert a smaller one runs: a batch
-// notes the sequence's last id and the transactions holding its lock (`check_upto`, `check_vxids`),
-// and a later batch that finds none running settles the check (kept open until then, never starved).
-// A cursor row read before the account lock only costs time: it never moves back.
-const lockAndReadCursor = async (tx: Tx, accountId: number) => {
-  const [cursor] = await tx`
-    select ${accountLock(tx, accountId)}, coalesce(c.applied_below, 0) as below,
-      c.check_upto is not null and exists (select 1 from pg_locks l where l.virtualtransaction = any(c.check_vxids))
-        as open,
-      case when not exists (select 1 from pg_locks l where l.virtualtransaction = any(c.check_vxids))
-        then c.check_upto end as settled,
-      coalesce(pg_sequence_last_value(pg_get_serial_sequence('tracking_events', 'id')::regclass), 0) as last_id
-    from (select) x left join tracking_cursors c on c.account_id = ${accountId}`
-  return cursor as { below: number; open: boolean; settled: number | null; last_id: number }
-}
-
-// Read after the sequence's last id: a transaction that took an id up to it still holds the lock.
-const sequenceHolders = async (tx: Tx) =>
-  (
-    await tx`
-    select array(select l.virtualtransaction from pg_locks l where l.locktype = 'relation'
-      and l.relation = pg_get_serial_sequence('tracking_events', 'id')::regclass) as vxids`
-  )[0].vxids as string[]
 
 // The events to apply, matched to their customers by external id and to the contacts those
 // customers already have (a contact id that belongs to another customer is neither moved nor
@@ -187,29 +162,24 @@ const applyTrackedContacts = (tx: Tx, accountId: number) =>
 // is made, keeps the planner from reading every event of the account. With a settled check the
 // cursor moves past the ids up to it that this batch read past (all of them unless the batch is
 // full); a new check is noted when none is open.
-interface Move {
-  below: number
-  next: { upto: number; vxids: string[] } | null
-}
 const markEvents = (tx: Tx, accountId: number, range: Staged, move: Move) => tx`
   with marked as (
     update tracking_events e set status = case when s.customer_id is null then 'unmatched' else 'applied' end,
       customer_id = s.customer_id, contact_id = s.contact_id
     from stage_events s
     where e.account_id = ${accountId} and e.id = s.id and e.id between ${range.first} and ${range.last}
-  ), moved as (
-    insert into tracking_cursors (account_id, applied_below, check_upto, check_vxids)
-    values (${accountId}, ${move.below}, ${move.next?.upto ?? null}::bigint, ${move.next?.vxids ?? null}::text[])
-    on conflict (account_id) do update set
-      applied_below = greatest(tracking_cursors.applied_below, excluded.applied_below),
-      check_upto = coalesce(excluded.check_upto, tracking_cursors.check_upto),
-      check_vxids = coalesce(excluded.check_vxids, tracking_cursors.check_vxids)
-  )
+  ), moved as (${moveCursor(tx, 'tracking_cursors', accountId, move)})
   select`
 
 export const applyEvents = async (tx: Tx, accountId: number) => {
-  const cursor = await lockAndReadCursor(tx, accountId)
-  const next = cursor.open ? null : { upto: cursor.last_id, vxids: await sequenceHolders(tx) }
+  const cursor = await lockAndReadCursor(
+    tx,
+    accountId,
+    accountLock(tx, accountId),
+    'tracking_events',
+    'tracking_cursors',
+  )
+  const next = await nextCheck(tx, cursor, 'tracking_events')
   const staged = await stageEvents(tx, accountId, cursor.below, cursor.last_id)
   const suppressed = staged.n > 0 ? await dropSuppressed(tx, accountId, staged) : 0
   const created = await createContacts(tx, accountId)
@@ -217,9 +187,7 @@ export const applyEvents = async (tx: Tx, accountId: number) => {
   await lockRecordsIn(tx, 'contacts', accountId, tx`select contact_id from stage_events`)
   const customers = await applyTrackedCustomers(tx, accountId)
   const contacts = await applyTrackedContacts(tx, accountId)
-  const { settled } = cursor
-  const below =
-    settled === null ? 0 : (staged.n === EVENTS_PER_BATCH ? Math.min(settled, staged.last as number) : settled) + 1
+  const below = nextBelow(cursor, staged.n === EVENTS_PER_BATCH, staged.last)
   await markEvents(tx, accountId, staged, { below, next })
   // Changed attributes can change scores (fit, date attributes); new contacts get theirs.
   const contactIds = [...new Set([...created, ...contacts].map((r) => r.service_id as number))]

@@ -1,22 +1,17 @@
 import type { App } from '../context.ts'
 import { definitionsSql } from '../catalog/properties.ts'
 import type { Tx } from '../db/client.ts'
-import {
-  type AccountPayload,
-  addJobs,
-  addRecomputeSegments,
-  applyEventsJob,
-  applySegmentJob,
-  scoreRecordsJobs,
-} from '../db/jobs.ts'
+import { type AccountPayload, addJobs, addRecomputeSegments, applySegmentJob, scoreRecordsJobs } from '../db/jobs.ts'
 import { lockRecordsIn } from '../db/locks.ts'
+import { PLANNER, setLocal } from '../db/planner.ts'
 import { segmentApplied, segmentDropped } from '../metrics.ts'
+import { lockAndReadCursor, moveCursor, nextBelow, nextCheck } from './cursor.ts'
 import { countDropped, suppressedSql } from './suppressions.ts'
 
 // The apply job of Segment messages (segment.ts stores them): one account's messages in id order,
 // in batches, each batch one transaction, set-based. Within a batch the groups go first (customers,
-// and the contacts they name), then the identifies (contacts), then the tracks (tracked events, which
-// the tracker's own apply job matches and counts like any other: tracking/apply.ts). Later messages
+// and the contacts they name), then the identifies (contacts), then the tracks (tracked events, stored
+// matched as the tracker's apply job matches its own, and counted like any other). Later messages
 // win, in the order received. docs/api.md ("Segment-compatible ingest") is the mapping this implements.
 
 export const MESSAGES_PER_BATCH = 5000
@@ -31,16 +26,17 @@ export const KEEP_DAYS = 7
 export const MAX_KEY_NAMES = 200
 
 const accountLock = (tx: Tx, accountId: number) =>
-  tx`select pg_advisory_xact_lock(hashtextextended('apply_segment:' || ${accountId}::text, 0))`
+  tx`pg_advisory_xact_lock(hashtextextended('apply_segment:' || ${accountId}::text, 0))`
 
-// The batch: the next messages received, and the pending identifies of every user they name (a group
-// or identify may now place them). `status` is the outcome, null until decided.
-const stage = async (tx: Tx, accountId: number) => {
+// The batch: the next messages received, read from the account's cursor (cursor.ts) through the primary
+// key, and the pending identifies of every user they name (a group or identify may now place them).
+// `status` is the outcome, null until decided.
+const stage = async (tx: Tx, accountId: number, below: number) => {
   await tx`
     create temp table stage_seg on commit drop as
     select id, message_id, type, user_id, group_id, event, occurred_at, traits, properties, reason, detail,
       false as was_pending, case when reason is not null then 'dropped' end as status
-    from segment_messages where account_id = ${accountId} and status = 'received'
+    from segment_messages where account_id = ${accountId} and id >= ${below} and status = 'received'
     order by id limit ${MESSAGES_PER_BATCH}`
   await tx`
     insert into stage_seg
@@ -184,7 +180,10 @@ const applyContacts = async (tx: Tx, accountId: number) => {
 
 // Tracks: tracked events under context.groupId, or else the user's customer; with neither, dropped.
 // `properties` are the event's data.properties (the tracker applies data.customer and data.contact as
-// attributes, which properties must never become).
+// attributes, which properties must never become). The events are stored applied, matched here as the
+// tracker's apply job (tracking/apply.ts) would match them: to the customer by external id (unmatched
+// when unknown) and to its contact, an unknown contact of a known customer created under the customer
+// of its first event. A second job per batch to match them doubled the apply lag (docs/benchmarks.md).
 const applyTracks = async (tx: Tx, accountId: number) => {
   await tx`
     update stage_seg s set group_id = c.external_id
@@ -193,21 +192,39 @@ const applyTracks = async (tx: Tx, accountId: number) => {
       and t.account_id = ${accountId} and t.external_id = s.user_id`
   await tx`update stage_seg set status = 'dropped', reason = 'no_customer'
     where status is null and type = 'track' and group_id is null`
+  const created = await tx`
+    insert into contacts (account_id, external_id, customer_id)
+    select distinct on (s.user_id) ${accountId}::bigint, s.user_id, c.service_id
+    from stage_seg s join customers c on c.account_id = ${accountId} and c.external_id = s.group_id
+    where s.status is null and s.type = 'track'
+      and not exists (select 1 from contacts t where t.account_id = ${accountId} and t.external_id = s.user_id)
+    order by s.user_id, s.id
+    on conflict (account_id, external_id) do nothing
+    returning service_id`
   const [{ n }] = await tx`
     with e as (
-      insert into tracking_events (account_id, name, occurred_at, customer_external_id, contact_external_id, data)
-      select ${accountId}, event, occurred_at, group_id, user_id,
-        case when properties is not null then jsonb_build_object('properties', properties) end
-      from stage_seg where status is null and type = 'track' order by id
+      insert into tracking_events (account_id, name, occurred_at, customer_external_id, contact_external_id, data,
+        status, customer_id, contact_id)
+      select ${accountId}, s.event, s.occurred_at, s.group_id, s.user_id,
+        case when s.properties is not null then jsonb_build_object('properties', s.properties) end,
+        case when c.service_id is null then 'unmatched' else 'applied' end, c.service_id, t.service_id
+      from stage_seg s
+        left join customers c on c.account_id = ${accountId} and c.external_id = s.group_id
+        left join contacts t on t.account_id = ${accountId} and t.external_id = s.user_id
+          and t.customer_id = c.service_id
+      where s.status is null and s.type = 'track' order by s.id
       returning 1
     ) select count(*)::int as n from e`
-  if (n > 0) await addJobs(tx, [applyEventsJob(accountId)])
-  return n as number
+  return { events: n as number, created: created.map((r) => r.service_id as number) }
 }
 
-// The outcome of every staged message, written back: applied unless decided otherwise, and a trait of
-// the wrong type named (invalid_trait) on a message applied or pending all the same.
-const settle = async (tx: Tx, accountId: number) => {
+// The outcome of the staged messages, written back: applied unless decided otherwise, and a trait of
+// the wrong type named (invalid_trait) on a message applied or pending all the same. A message the
+// cursor moves past (below `below`) that was simply applied is not written: 'received' below the cursor
+// means applied, and writing each one's status was most of a batch's time (docs/benchmarks.md).
+const written = (tx: Tx, below: number) =>
+  tx`(status <> 'applied' or reason is not null or was_pending or id >= ${below})`
+const settle = async (tx: Tx, accountId: number, below: number) => {
   await tx`update stage_seg set status = 'applied' where status is null`
   await tx`
     update stage_seg s set reason = 'invalid_trait', detail = left(b.detail, 300)
@@ -222,7 +239,8 @@ const settle = async (tx: Tx, accountId: number) => {
       traits = case when s.reason = 'suppressed' then null else m.traits end,
       properties = case when s.reason = 'suppressed' then null else m.properties end
     from stage_seg s
-    where m.account_id = ${accountId} and m.id = any(array(select id from stage_seg)) and m.id = s.id`
+    where m.account_id = ${accountId} and m.id = any(array(select id from stage_seg where ${written(tx, below)}))
+      and m.id = s.id`
 }
 
 // The account's running counts, each message counted once (a pending one when first staged), and
@@ -260,33 +278,57 @@ const count = (tx: Tx, accountId: number) => tx`
         group by 1, 2, 3) o`
 
 // Messages done, past the deduplication window, go, oldest first. Ids grow with the time received, so
-// they are a prefix of the account's messages: only its first rows are read, whatever the table holds.
-const forget = (tx: Tx, accountId: number) => tx`
+// they are a prefix of the account's messages: only its first rows are read, whatever the table holds,
+// and none unless the very first is past the window (reading them every batch cost as much as a step).
+const oldest = (tx: Tx, accountId: number) =>
+  tx`(select received_at from segment_messages where account_id = ${accountId} order by id limit 1)`
+const forget = (tx: Tx, accountId: number, below: number) => tx`
   delete from segment_messages where account_id = ${accountId} and id = any(array(
     select id from (select id, received_at, status from segment_messages where account_id = ${accountId}
+                      and ${oldest(tx, accountId)} < now() - make_interval(days => ${KEEP_DAYS})
                     order by id limit ${MESSAGES_PER_BATCH}) first
-    where received_at < now() - make_interval(days => ${KEEP_DAYS}) and status in ('applied', 'ignored', 'dropped')))`
+    where received_at < now() - make_interval(days => ${KEEP_DAYS})
+      and (status in ('applied', 'ignored', 'dropped') or (status = 'received' and id < ${below}))))`
 
 export const applySegment = async (tx: Tx, accountId: number) => {
-  await accountLock(tx, accountId)
-  await stage(tx, accountId)
+  const cursor = await lockAndReadCursor(
+    tx,
+    accountId,
+    accountLock(tx, accountId),
+    'segment_messages',
+    'segment_cursors',
+  )
+  const next = await nextCheck(tx, cursor, 'segment_messages')
+  // Compiling the batch's statements (above jit_above_cost) cost more than running them; the received
+  // messages are missing from the statistics, as the tracker's events are (db/planner.ts).
+  await setLocal(tx, { ...PLANNER.bulk, ...PLANNER.freshEvents })
+  await stage(tx, accountId, cursor.below)
   await admit(tx, accountId)
   await classifyTraits(tx, accountId)
   await tx`analyze stage_traits`
   const customers = await applyGroups(tx, accountId)
   const contacts = await applyContacts(tx, accountId)
-  const events = await applyTracks(tx, accountId)
-  await settle(tx, accountId)
+  const { events, created } = await applyTracks(tx, accountId)
+  const [{ staged, last }] = await tx`
+    select count(*)::int as staged, max(id) as last from stage_seg where not was_pending`
+  const below = nextBelow(cursor, staged === MESSAGES_PER_BATCH, last)
+  await settle(tx, accountId, below)
+  await moveCursor(tx, 'segment_cursors', accountId, { below, next })
   const [{ outcomes }] = await count(tx, accountId)
-  await forget(tx, accountId)
-  const [{ staged }] = await tx`select count(*) filter (where not was_pending)::int as staged from stage_seg`
+  await forget(tx, accountId, Math.max(cursor.below, below))
   await tx`drop table stage_seg, stage_traits`
   await addJobs(tx, [
     ...scoreRecordsJobs(accountId, 'customer', [...new Set(customers)]),
-    ...scoreRecordsJobs(accountId, 'contact', [...new Set(contacts)]),
+    ...scoreRecordsJobs(accountId, 'contact', [...new Set([...contacts, ...created])]),
   ])
   if (customers.length > 0) await addRecomputeSegments(tx, accountId)
-  return { staged: staged as number, customers: customers.length, contacts: contacts.length, events, outcomes }
+  return {
+    staged: staged as number,
+    customers: customers.length,
+    contacts: contacts.length + created.length,
+    events,
+    outcomes,
+  }
 }
 
 type Outcome = { type: string; status: string; reason: string | null; n: number }

@@ -11,9 +11,11 @@ export const ingestStatus = async (sql: Sql, accountId: number) => {
   const [counts, [waiting], errors, codenames] = await Promise.all([
     sql`select kind, key, count::int as n from segment_counts where account_id = ${accountId}
       order by kind, count desc, key`,
-    sql`select count(*) filter (where status = 'received')::int as received,
-        count(*) filter (where status = 'pending')::int as pending
-      from segment_messages where account_id = ${accountId} and status in ('received', 'pending')`,
+    // 'received' below the apply cursor means applied (segment-apply.ts).
+    sql`select (select count(*) from segment_messages where account_id = ${accountId} and status = 'received'
+          and id >= coalesce((select applied_below from segment_cursors where account_id = ${accountId}), 0))::int
+          as received,
+        (select count(*) from segment_messages where account_id = ${accountId} and status = 'pending')::int as pending`,
     sql`select message_id, type, reason, detail, received_at from segment_messages
       where account_id = ${accountId} and reason is not null order by id desc limit ${LAST_ERRORS}`,
     sql`select entity, codename from ${definitionsSql(sql, accountId)} p where kind = 'attribute'`,

@@ -1,0 +1,73 @@
+import type { PendingQuery, Row } from 'postgres'
+import type { Tx } from '../db/client.ts'
+
+// A per-account cursor over an append-only table of the tracker's (tracking_events, with
+// tracking_cursors) or of Segment's (segment_messages, with segment_cursors): every row of the account
+// with an id below `applied_below` is done for good, so an apply job reads its next rows through the
+// primary key from there, not through an index naming their status.
+// The cursor moves past an id once no transaction that may still insert a smaller one runs: a batch
+// notes the sequence's last id and the transactions holding its lock (`check_upto`, `check_vxids`),
+// and a later batch that finds none running settles the check (kept open until then, never starved).
+// A cursor row read before the account lock only costs time: it never moves back.
+type Rows = 'tracking_events' | 'segment_messages'
+type Cursors = 'tracking_cursors' | 'segment_cursors'
+
+export interface Cursor {
+  below: number
+  open: boolean
+  settled: number | null
+  last_id: number
+}
+
+// `lock` is the account's apply lock (an expression), taken in the same statement.
+export const lockAndReadCursor = async (
+  tx: Tx,
+  accountId: number,
+  lock: PendingQuery<Row[]>,
+  rows: Rows,
+  cursors: Cursors,
+) => {
+  const [cursor] = await tx`
+    select ${lock}, coalesce(c.applied_below, 0) as below,
+      c.check_upto is not null and exists (select 1 from pg_locks l where l.virtualtransaction = any(c.check_vxids))
+        as open,
+      case when not exists (select 1 from pg_locks l where l.virtualtransaction = any(c.check_vxids))
+        then c.check_upto end as settled,
+      coalesce(pg_sequence_last_value(pg_get_serial_sequence(${rows}, 'id')::regclass), 0) as last_id
+    from (select) x left join ${tx(cursors)} c on c.account_id = ${accountId}`
+  return cursor as Cursor
+}
+
+// Read after the sequence's last id: a transaction that took an id up to it still holds the lock.
+const sequenceHolders = async (tx: Tx, rows: Rows) =>
+  (
+    await tx`
+    select array(select l.virtualtransaction from pg_locks l where l.locktype = 'relation'
+      and l.relation = pg_get_serial_sequence(${rows}, 'id')::regclass) as vxids`
+  )[0].vxids as string[]
+
+// Where the cursor may move after a batch that read rows in id order up to `last`: with a settled
+// check, past the ids up to it that the batch read past (all of them unless the batch was full).
+export const nextBelow = (cursor: Cursor, full: boolean, last: number | null) => {
+  const { settled } = cursor
+  if (settled === null) return 0
+  return (full ? Math.min(settled, last as number) : settled) + 1
+}
+
+export interface Move {
+  below: number
+  next: { upto: number; vxids: string[] } | null
+}
+
+// The statement moving the cursor (it never moves back) and noting a new check when one is due.
+export const moveCursor = (tx: Tx, cursors: Cursors, accountId: number, move: Move) => tx`
+  insert into ${tx(cursors)} (account_id, applied_below, check_upto, check_vxids)
+  values (${accountId}, ${move.below}, ${move.next?.upto ?? null}::bigint, ${move.next?.vxids ?? null}::text[])
+  on conflict (account_id) do update set
+    applied_below = greatest(${tx(cursors)}.applied_below, excluded.applied_below),
+    check_upto = coalesce(excluded.check_upto, ${tx(cursors)}.check_upto),
+    check_vxids = coalesce(excluded.check_vxids, ${tx(cursors)}.check_vxids)`
+
+// The check a batch notes when none is open: the sequence's last id, and who may still commit below it.
+export const nextCheck = async (tx: Tx, cursor: Cursor, rows: Rows) =>
+  cursor.open ? null : { upto: cursor.last_id, vxids: await sequenceHolders(tx, rows) }
