@@ -130,44 +130,76 @@ const renewals = (tx: Tx, accountId: number, from: string, to: string) => tx`
     count(*) over ()::integer as count, (count(*) filter (where r.engagementscore < 0) over ())::integer as at_risk
   from r order by r.engagementscore nulls last, r.renewal_date, r.external_id limit ${RENEWALS_LISTED}`
 
-// Customers per quadrant and the median engagement at the end of each of the last WEEKS weeks, in one
-// pass over the account's customers (a row per customer and week would be 12 times as many rows to
-// sort; offset 0 keeps the subquery whole, so that each week's score is looked up once per customer,
-// not once per aggregate that reads it). Week 0 is now, as search sees it (the stored
-// engagementscore, active customers). An earlier week takes each customer's engagement of that day
-// from its history, with today's fit (fit keeps no history), and counts the customers not churned on
-// that day that had a score then or existed then: an import's history reaches back before its
-// customers were created.
-const WEEK_COLUMNS = Array.from({ length: WEEKS }, (_, k) => {
-  const day = `(t.today - ${7 * k})`
-  const active = k === 0 ? 'not c.is_churned' : `(not c.is_churned or c.churned_date > ${day})`
-  const score = k === 0 ? 's.engagementscore' : `s.history_scores[width_bucket(${day}, s.history_dates)]`
-  const existed = k === 0 ? 'true' : `(c.created_at at time zone 'utc')::date <= ${day}`
-  return `${score} as e${k}, ${active} as a${k}, ${existed} as x${k}`
-}).join(',\n')
-const WEEK_AGGREGATES = Array.from(
-  { length: WEEKS },
-  (_, k) =>
-    `count(*) filter (where a${k} and e${k} < 0)::integer, ` +
-    `count(*) filter (where a${k} and e${k} >= 0 and coalesce(f, 0) >= 0)::integer, ` +
-    `count(*) filter (where a${k} and e${k} >= 0 and f < 0)::integer, ` +
-    `count(*) filter (where a${k} and e${k} is null and x${k})::integer, ` +
-    `round((percentile_cont(0.5) within group (order by e${k}) filter (where a${k}))::numeric, 1)::float8`,
-).join(',\n')
+// Customers per quadrant and the median engagement at the end of weeks `from` to `to` before this one,
+// in one pass over the account's customers (a row per customer and week would be 12 times as many rows
+// to sort; offset 0 keeps the subquery whole, so that each week's score is looked up once per customer,
+// not once per aggregate that reads it). Week 0 is now, as search sees it (the stored engagementscore,
+// active customers). An earlier week takes each customer's engagement of that day from its history,
+// with today's fit (fit keeps no history), and counts the customers not churned on that day that had a
+// score then or existed then: an import's history reaches back before its customers were created.
+const weekColumns = (from: number, to: number) =>
+  Array.from({ length: to - from + 1 }, (_, i) => {
+    const k = from + i
+    const day = `(t.today - ${7 * k})`
+    const active = k === 0 ? 'not c.is_churned' : `(not c.is_churned or c.churned_date > ${day})`
+    const score = k === 0 ? 's.engagementscore' : `s.history_scores[width_bucket(${day}, s.history_dates)]`
+    const existed = k === 0 ? 'true' : `(c.created_at at time zone 'utc')::date <= ${day}`
+    return `${score} as e${k}, ${active} as a${k}, ${existed} as x${k}`
+  }).join(',\n')
+const weekAggregates = (from: number, to: number) =>
+  Array.from({ length: to - from + 1 }, (_, i) => {
+    const k = from + i
+    return (
+      `count(*) filter (where a${k} and e${k} < 0)::integer, ` +
+      `count(*) filter (where a${k} and e${k} >= 0 and coalesce(f, 0) >= 0)::integer, ` +
+      `count(*) filter (where a${k} and e${k} >= 0 and f < 0)::integer, ` +
+      `count(*) filter (where a${k} and e${k} is null and x${k})::integer, ` +
+      `round((percentile_cont(0.5) within group (order by e${k}) filter (where a${k}))::numeric, 1)::float8`
+    )
+  }).join(',\n')
+const CURRENT = weekAggregates(0, 0)
+const DIGESTED = `c.xmin::text::bigint as cx, s.xmin::text::bigint as sx, ${weekColumns(0, 0)}`
+const EARLIER = weekAggregates(1, WEEKS - 1)
+const PAST = weekColumns(1, WEEKS - 1)
 
+const perCustomer = (tx: Tx, accountId: number, now: string, columns: string) => tx`
+  select s.fitscore as f, ${tx.unsafe(columns)}
+  from customers c
+    left join customer_scores s on s.account_id = c.account_id and s.customer_id = c.service_id
+    cross join (select ${now}::date as today) t
+  where c.account_id = ${accountId}
+  offset 0`
+
+// The earlier weeks change only with a customers or customer_scores row of the account (a late
+// snapshot, a rescoring, a churn, a customer added or erased) or with the day, so they are kept in
+// week_figures (sql/038_week_figures.sql) with the digest of the rows they were computed from: each
+// row version has its own xmin, so an update, insert or delete changes the count or the sum. This
+// week's pass computes the digest alongside; kept figures whose digest differs are computed anew. Read
+// committed: the earlier weeks are computed after the digest, so from the same rows or newer ones,
+// and newer ones only make the kept digest stale, which recomputes them at the next report.
 const weeks = async (tx: Tx, track: Track, accountId: number, now: string) => {
-  const [row] = await track(
+  const [current] = await track(
     tx`
-    select array[${tx.unsafe(WEEK_AGGREGATES)}] as figures from (
-      select s.fitscore as f, ${tx.unsafe(WEEK_COLUMNS)}
-      from customers c
-        left join customer_scores s on s.account_id = c.account_id and s.customer_id = c.service_id
-        cross join (select ${now}::date as today) t
-      where c.account_id = ${accountId}
-      offset 0
-    ) x`.values(),
+    with x as (
+      select array[count(*), coalesce(sum(cx), 0), count(sx), coalesce(sum(sx), 0)] as digest,
+        array[${tx.unsafe(CURRENT)}] as figures
+      from (${perCustomer(tx, accountId, now, DIGESTED)}) p
+    )
+    select x.digest, x.figures, k.figures as kept
+    from x left join week_figures k on k.account_id = ${accountId} and k.day = ${now}::date and k.digest = x.digest`,
   )
-  const figures = row[0] as (number | null)[]
+  let earlier = current.kept as (number | null)[] | null
+  if (!earlier) {
+    const [row] = await track(
+      tx`select array[${tx.unsafe(EARLIER)}] as figures from (${perCustomer(tx, accountId, now, PAST)}) p`,
+    )
+    earlier = row.figures as (number | null)[]
+    await track(tx`
+      insert into week_figures (account_id, day, digest, figures)
+      values (${accountId}, ${now}::date, ${current.digest}::numeric[], ${earlier}::float8[])
+      on conflict (account_id) do update set day = excluded.day, digest = excluded.digest, figures = excluded.figures`)
+  }
+  const figures = [...(current.figures as (number | null)[]), ...earlier]
   return Array.from({ length: WEEKS }, (_, i) => {
     const k = WEEKS - 1 - i
     const [churn_risk, upsell, engaged_poor_fit, not_scored, median] = figures.slice(5 * k, 5 * k + 5)
