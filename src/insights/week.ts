@@ -158,7 +158,6 @@ const weekAggregates = (from: number, to: number) =>
     )
   }).join(',\n')
 const CURRENT = weekAggregates(0, 0)
-const DIGESTED = `c.xmin::text::bigint as cx, s.xmin::text::bigint as sx, ${weekColumns(0, 0)}`
 const EARLIER = weekAggregates(1, WEEKS - 1)
 const PAST = weekColumns(1, WEEKS - 1)
 
@@ -172,16 +171,26 @@ const perCustomer = (tx: Tx, accountId: number, now: string, columns: string) =>
 
 // The earlier weeks change only with a customers or customer_scores row of the account (a late
 // snapshot, a rescoring, a churn, a customer added or erased) or with the day, so they are kept in
-// week_figures (sql/038_week_figures.sql) with the digest of the rows they were computed from: each
-// row version has its own xmin, so an update, insert or delete changes the count or the sum. This
-// week's pass computes the digest alongside; kept figures whose digest differs are computed anew. Read
-// committed: the earlier weeks are computed after the digest, so from the same rows or newer ones,
-// and newer ones only make the kept digest stale, which recomputes them at the next report.
+// week_figures (sql/038_week_figures.sql) with a digest of the rows they were computed from: per
+// table, the count of rows and the sum and the sum of squares of their versions' xmin (less 2^31, so
+// that a square fits a bigint). A writing transaction's new versions all carry its own xid, which no
+// version it replaced or deleted carries; the three sums could stay equal only if those versions' xids
+// averaged its own with no spread, so any change by one transaction changes the digest. This week's
+// pass computes it alongside; kept figures whose digest differs are computed anew. Read committed:
+// the earlier weeks are computed after the digest, so from the same rows or newer ones, and newer
+// ones only make the kept digest stale, which recomputes them at the next report.
+const versions = (alias: 'c' | 's') =>
+  `${alias}.xmin::text::bigint - 2147483648 as ${alias}x, ` +
+  `(${alias}.xmin::text::bigint - 2147483648) * (${alias}.xmin::text::bigint - 2147483648) as ${alias}xx`
+const DIGEST =
+  'array[count(*), coalesce(sum(cx), 0), coalesce(sum(cxx), 0), count(sx), coalesce(sum(sx), 0), coalesce(sum(sxx), 0)]'
+const DIGESTED = `${versions('c')}, ${versions('s')}, ${weekColumns(0, 0)}`
+
 const weeks = async (tx: Tx, track: Track, accountId: number, now: string) => {
   const [current] = await track(
     tx`
     with x as (
-      select array[count(*), coalesce(sum(cx), 0), count(sx), coalesce(sum(sx), 0)] as digest,
+      select ${tx.unsafe(DIGEST)} as digest,
         array[${tx.unsafe(CURRENT)}] as figures
       from (${perCustomer(tx, accountId, now, DIGESTED)}) p
     )
