@@ -172,10 +172,14 @@ test('12 weeks of health: this week counts what its searches list, earlier weeks
   assert.ok(Object.values(weeks[0].quadrants).every((v: any) => v.count === 0))
   assert.equal(weeks[0].median_engagement, null)
 
-  // The earlier weeks are kept, and computed anew after any change of the rows they read: steady,
-  // churned 10 days ago, leaves the upsell customers of a week ago (not of two weeks ago) and of now.
+  // The report is kept, and computed anew after any change of the rows it reads: steady, churned 10
+  // days ago, leaves the upsell customers of a week ago (not of two weeks ago) and of now.
   assert.deepEqual((await week(acme)).weeks, weeks)
-  assert.equal((await s.sql`select count(*)::integer as n from week_figures where account_id = ${acme.id}`)[0].n, 1)
+  const kept = await s.sql`select days from week_reports where account_id = ${acme.id} order by days`
+  assert.deepEqual(
+    kept.map((r) => r.days),
+    [7, 30],
+  )
   const churned = await acme.api('/api/v1/customer/steady', { is_churned: true, churned_date: day(10) }, 'PUT')
   assert.equal(churned.status, 200, JSON.stringify(churned.body))
   const changed = (await week(acme)).weeks
@@ -183,6 +187,7 @@ test('12 weeks of health: this week counts what its searches list, earlier weeks
   assert.equal(changed[10].quadrants.upsell.count, 5)
   assert.equal(changed[11].quadrants.upsell.count, 4)
   assert.deepEqual((await week(acme)).weeks, changed)
+  assert.deepEqual(ids((await week(acme, '?days=30')).movements.churned), ['churned', 'steady'])
 })
 
 test('another account sees only its own customers', async () => {

@@ -130,86 +130,48 @@ const renewals = (tx: Tx, accountId: number, from: string, to: string) => tx`
     count(*) over ()::integer as count, (count(*) filter (where r.engagementscore < 0) over ())::integer as at_risk
   from r order by r.engagementscore nulls last, r.renewal_date, r.external_id limit ${RENEWALS_LISTED}`
 
-// Customers per quadrant and the median engagement at the end of weeks `from` to `to` before this one,
-// in one pass over the account's customers (a row per customer and week would be 12 times as many rows
-// to sort; offset 0 keeps the subquery whole, so that each week's score is looked up once per customer,
-// not once per aggregate that reads it). Week 0 is now, as search sees it (the stored engagementscore,
-// active customers). An earlier week takes each customer's engagement of that day from its history,
-// with today's fit (fit keeps no history), and counts the customers not churned on that day that had a
-// score then or existed then: an import's history reaches back before its customers were created.
-const weekColumns = (from: number, to: number) =>
-  Array.from({ length: to - from + 1 }, (_, i) => {
-    const k = from + i
-    const day = `(t.today - ${7 * k})`
-    const active = k === 0 ? 'not c.is_churned' : `(not c.is_churned or c.churned_date > ${day})`
-    const score = k === 0 ? 's.engagementscore' : `s.history_scores[width_bucket(${day}, s.history_dates)]`
-    const existed = k === 0 ? 'true' : `(c.created_at at time zone 'utc')::date <= ${day}`
-    return `${score} as e${k}, ${active} as a${k}, ${existed} as x${k}`
-  }).join(',\n')
-const weekAggregates = (from: number, to: number) =>
-  Array.from({ length: to - from + 1 }, (_, i) => {
-    const k = from + i
-    return (
-      `count(*) filter (where a${k} and e${k} < 0)::integer, ` +
-      `count(*) filter (where a${k} and e${k} >= 0 and coalesce(f, 0) >= 0)::integer, ` +
-      `count(*) filter (where a${k} and e${k} >= 0 and f < 0)::integer, ` +
-      `count(*) filter (where a${k} and e${k} is null and x${k})::integer, ` +
-      `round((percentile_cont(0.5) within group (order by e${k}) filter (where a${k}))::numeric, 1)::float8`
-    )
-  }).join(',\n')
-const CURRENT = weekAggregates(0, 0)
-const EARLIER = weekAggregates(1, WEEKS - 1)
-const PAST = weekColumns(1, WEEKS - 1)
+// Customers per quadrant and the median engagement at the end of each of the last WEEKS weeks, in one
+// pass over the account's customers (a row per customer and week would be 12 times as many rows to
+// sort; offset 0 keeps the subquery whole, so that each week's score is looked up once per customer,
+// not once per aggregate that reads it). Week 0 is now, as search sees it (the stored
+// engagementscore, active customers). An earlier week takes each customer's engagement of that day
+// from its history, with today's fit (fit keeps no history), and counts the customers not churned on
+// that day that had a score then or existed then: an import's history reaches back before its
+// customers were created.
+const WEEK_COLUMNS = Array.from({ length: WEEKS }, (_, k) => {
+  const day = `(t.today - ${7 * k})`
+  const active = k === 0 ? 'not c.is_churned' : `(not c.is_churned or c.churned_date > ${day})`
+  const score = k === 0 ? 's.engagementscore' : `s.history_scores[width_bucket(${day}, s.history_dates)]`
+  const existed = k === 0 ? 'true' : `(c.created_at at time zone 'utc')::date <= ${day}`
+  return `${score} as e${k}, ${active} as a${k}, ${existed} as x${k}`
+}).join(',\n')
+const WEEK_AGGREGATES = Array.from(
+  { length: WEEKS },
+  (_, k) =>
+    `count(*) filter (where a${k} and e${k} < 0)::integer, ` +
+    `count(*) filter (where a${k} and e${k} >= 0 and coalesce(f, 0) >= 0)::integer, ` +
+    `count(*) filter (where a${k} and e${k} >= 0 and f < 0)::integer, ` +
+    `count(*) filter (where a${k} and e${k} is null and x${k})::integer, ` +
+    `round((percentile_cont(0.5) within group (order by e${k}) filter (where a${k}))::numeric, 1)::float8`,
+).join(',\n')
 
-const perCustomer = (tx: Tx, accountId: number, now: string, columns: string) => tx`
-  select s.fitscore as f, ${tx.unsafe(columns)}
-  from customers c
-    left join customer_scores s on s.account_id = c.account_id and s.customer_id = c.service_id
-    cross join (select ${now}::date as today) t
-  where c.account_id = ${accountId}
-  offset 0`
-
-// The earlier weeks change only with a customers or customer_scores row of the account (a late
-// snapshot, a rescoring, a churn, a customer added or erased) or with the day, so they are kept in
-// week_figures (sql/038_week_figures.sql) with a digest of the rows they were computed from: per
-// table, the count of rows and the sum and the sum of squares of their versions' xmin (less 2^31, so
-// that a square fits a bigint). A writing transaction's new versions all carry its own xid, which no
-// version it replaced or deleted carries; the three sums could stay equal only if those versions' xids
-// averaged its own with no spread, so any change by one transaction changes the digest. This week's
-// pass computes it alongside; kept figures whose digest differs are computed anew. Read committed:
-// the earlier weeks are computed after the digest, so from the same rows or newer ones, and newer
-// ones only make the kept digest stale, which recomputes them at the next report.
-const versions = (alias: 'c' | 's') =>
-  `${alias}.xmin::text::bigint - 2147483648 as ${alias}x, ` +
-  `(${alias}.xmin::text::bigint - 2147483648) * (${alias}.xmin::text::bigint - 2147483648) as ${alias}xx`
-const DIGEST =
-  'array[count(*), coalesce(sum(cx), 0), coalesce(sum(cxx), 0), count(sx), coalesce(sum(sx), 0), coalesce(sum(sxx), 0)]'
-const DIGESTED = `${versions('c')}, ${versions('s')}, ${weekColumns(0, 0)}`
-
-const weeks = async (tx: Tx, track: Track, accountId: number, now: string) => {
-  const [current] = await track(
+const weekFigures = async (tx: Tx, track: Track, accountId: number, now: string) => {
+  const [row] = await track(
     tx`
-    with x as (
-      select ${tx.unsafe(DIGEST)} as digest,
-        array[${tx.unsafe(CURRENT)}] as figures
-      from (${perCustomer(tx, accountId, now, DIGESTED)}) p
-    )
-    select x.digest, x.figures, k.figures as kept
-    from x left join week_figures k on k.account_id = ${accountId} and k.day = ${now}::date and k.digest = x.digest`,
+    select array[${tx.unsafe(WEEK_AGGREGATES)}] as figures from (
+      select s.fitscore as f, ${tx.unsafe(WEEK_COLUMNS)}
+      from customers c
+        left join customer_scores s on s.account_id = c.account_id and s.customer_id = c.service_id
+        cross join (select ${now}::date as today) t
+      where c.account_id = ${accountId}
+      offset 0
+    ) x`.values(),
   )
-  let earlier = current.kept as (number | null)[] | null
-  if (!earlier) {
-    const [row] = await track(
-      tx`select array[${tx.unsafe(EARLIER)}] as figures from (${perCustomer(tx, accountId, now, PAST)}) p`,
-    )
-    earlier = row.figures as (number | null)[]
-    await track(tx`
-      insert into week_figures (account_id, day, digest, figures)
-      values (${accountId}, ${now}::date, ${current.digest}::numeric[], ${earlier}::float8[])
-      on conflict (account_id) do update set day = excluded.day, digest = excluded.digest, figures = excluded.figures`)
-  }
-  const figures = [...(current.figures as (number | null)[]), ...earlier]
-  return Array.from({ length: WEEKS }, (_, i) => {
+  return row[0] as (number | null)[]
+}
+
+const weeks = (figures: (number | null)[], now: string) =>
+  Array.from({ length: WEEKS }, (_, i) => {
     const k = WEEKS - 1 - i
     const [churn_risk, upsell, engaged_poor_fit, not_scored, median] = figures.slice(5 * k, 5 * k + 5)
     return {
@@ -223,6 +185,57 @@ const weeks = async (tx: Tx, track: Track, accountId: number, now: string) => {
       ) as Record<Quadrant, { count: number; search: Condition | null }>,
     }
   })
+
+// The report's three statements read only the account's customers and customer_scores rows
+// (customer_churn_events is written by a trigger on a customers update and deleted with the customer),
+// the day and the period, and cost a few passes over every customer, so their rows are kept in
+// week_reports (sql/038_week_reports.sql) with a digest of the rows they were computed from: per
+// table, the count of rows and the sum and the sum of squares of their versions' xmin (less 2^31, so
+// that a square fits a bigint). A writing transaction's new versions all carry its own xid, which no
+// version it replaced or deleted carries; the three sums could stay equal only if those versions' xids
+// averaged its own with no spread, so any change by one transaction changes the digest. Read committed:
+// the report is computed after the digest, so from the same rows or newer ones, and newer ones only
+// make the kept digest stale, which computes it anew at the next report. The drivers of the listed
+// customers (models and labels) are read anew every time.
+const DIGEST_OF = (table: string) =>
+  'select count(*), coalesce(sum(v), 0), coalesce(sum(v * v), 0) ' +
+  `from (select xmin::text::bigint - 2147483648 as v from ${table} where account_id = $1) r`
+const digest = async (tx: Tx, track: Track, accountId: number) => {
+  const [row] = await track(
+    tx.unsafe(
+      `select array[c.n, c.v, c.vv, s.n, s.v, s.vv] as digest from (${DIGEST_OF('customers')}) c(n, v, vv), ` +
+        `(${DIGEST_OF('customer_scores')}) s(n, v, vv)`,
+      [accountId],
+    ),
+  )
+  return row.digest as string[]
+}
+
+type Moved = Listed & { kind: Movement; count: number }
+type Renewing = Listed & { renewal_date: string; quadrant: Quadrant; count: number; at_risk: number }
+interface Kept {
+  moves: Moved[]
+  renewing: Renewing[]
+  figures: (number | null)[]
+}
+
+const keptReport = async (tx: Tx, track: Track, accountId: number, days: Period, now: string): Promise<Kept> => {
+  const rows = await digest(tx, track, accountId)
+  const [kept] = await track(tx`
+    select moves, renewing, figures from week_reports
+    where account_id = ${accountId} and days = ${days} and day = ${now}::date and digest = ${rows}::numeric[]`)
+  if (kept) return kept as unknown as Kept
+  const since = addDays(now, -days)
+  const moves = (await track(movements(tx, accountId, since, now))) as unknown as Moved[]
+  const renewing = (await track(renewals(tx, accountId, now, addDays(now, RENEWAL_DAYS)))) as unknown as Renewing[]
+  const figures = await weekFigures(tx, track, accountId, now)
+  await track(tx`
+    insert into week_reports (account_id, days, day, digest, moves, renewing, figures)
+    values (${accountId}, ${days}, ${now}::date, ${rows}::numeric[], ${tx.json([...moves] as never)},
+      ${tx.json([...renewing] as never)}, ${figures}::float8[])
+    on conflict (account_id, days) do update set day = excluded.day, digest = excluded.digest,
+      moves = excluded.moves, renewing = excluded.renewing, figures = excluded.figures`)
+  return { moves, renewing, figures }
 }
 
 const listed = (row: Listed, drivers: string[]) => ({
@@ -254,17 +267,7 @@ export const weekReport = (app: App, accountId: number, days: Period, caller?: C
     const now = today()
     const since = addDays(now, -days)
     const renewalsEnd = addDays(now, RENEWAL_DAYS)
-    const moves = (await track(movements(tx, accountId, since, now))) as unknown as (Listed & {
-      kind: Movement
-      count: number
-    })[]
-    const renewing = (await track(renewals(tx, accountId, now, renewalsEnd))) as unknown as (Listed & {
-      renewal_date: string
-      quadrant: Quadrant
-      count: number
-      at_risk: number
-    })[]
-    const health = await weeks(tx, track, accountId, now)
+    const { moves, renewing, figures } = await keptReport(tx, track, accountId, days, now)
     const explained = await driversOf(
       tx,
       accountId,
@@ -309,6 +312,6 @@ export const weekReport = (app: App, accountId: number, days: Period, caller?: C
           quadrant: r.quadrant,
         })),
       },
-      weeks: health,
+      weeks: weeks(figures, now),
     }
   })
