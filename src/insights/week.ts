@@ -231,8 +231,8 @@ const keptReport = async (tx: Tx, track: Track, accountId: number, days: Period,
   const figures = await weekFigures(tx, track, accountId, now)
   await track(tx`
     insert into week_reports (account_id, days, day, digest, moves, renewing, figures)
-    values (${accountId}, ${days}, ${now}::date, ${rows}::numeric[], ${tx.json([...moves] as never)},
-      ${tx.json([...renewing] as never)}, ${figures}::float8[])
+    values (${accountId}, ${days}, ${now}::date, ${rows}::numeric[], ${JSON.stringify(moves)}::jsonb,
+      ${JSON.stringify(renewing)}::jsonb, ${figures}::float8[])
     on conflict (account_id, days) do update set day = excluded.day, digest = excluded.digest,
       moves = excluded.moves, renewing = excluded.renewing, figures = excluded.figures`)
   return { moves, renewing, figures }
