@@ -229,10 +229,11 @@ const keptReport = async (tx: Tx, track: Track, accountId: number, days: Period,
   const moves = (await track(movements(tx, accountId, since, now))) as unknown as Moved[]
   const renewing = (await track(renewals(tx, accountId, now, addDays(now, RENEWAL_DAYS)))) as unknown as Renewing[]
   const figures = await weekFigures(tx, track, accountId, now)
+  // As text: a string sent as jsonb would be kept as one JSON string.
   await track(tx`
     insert into week_reports (account_id, days, day, digest, moves, renewing, figures)
-    values (${accountId}, ${days}, ${now}::date, ${rows}::numeric[], ${JSON.stringify(moves)}::jsonb,
-      ${JSON.stringify(renewing)}::jsonb, ${figures}::float8[])
+    values (${accountId}, ${days}, ${now}::date, ${rows}::numeric[], ${JSON.stringify(moves)}::text::jsonb,
+      ${JSON.stringify(renewing)}::text::jsonb, ${figures}::float8[])
     on conflict (account_id, days) do update set day = excluded.day, digest = excluded.digest,
       moves = excluded.moves, renewing = excluded.renewing, figures = excluded.figures`)
   return { moves, renewing, figures }
