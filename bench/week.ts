@@ -39,7 +39,8 @@ export default async (ctx: BenchContext) => {
       await res.json()
       return (performance.now() - started) / 1000
     }
-    // A change of one customer row, untimed, before a report: its earlier weeks are computed anew.
+    // A change of one customer row, untimed, before a report: the report is computed anew (the first
+    // two requests of the next run find it kept).
     const change = () => sql`update customers set name = name where account_id = ${accountId} and service_id = 1`
     const requests: [name: string, path: string, body?: unknown, before?: () => Promise<unknown>][] = [
       ['GET /api/v1/insights/week (7 days)', '/api/v1/insights/week'],
@@ -47,6 +48,7 @@ export default async (ctx: BenchContext) => {
       ['search, a page of 100 (baseline)', '/api/v1/customers/search', { limit: 100 }],
       ['search, a page of 100 with count "exact"', '/api/v1/customers/search', { limit: 100, count: 'exact' }],
       ['GET /api/v1/insights/week, a customer changed', '/api/v1/insights/week', undefined, change],
+      ['GET /api/v1/insights/week?days=30, a customer changed', '/api/v1/insights/week?days=30'],
     ]
     const times = new Map(requests.map(([name]) => [name, [] as number[]]))
     for (const [, path, body] of requests) await timed(path, body)
