@@ -1,8 +1,9 @@
 // The "This week" report (GET /api/v1/insights/week) over an account of 100,000 scored customers with
 // 12 monthly snapshots each (seeded with COPY, bench/scoring.ts), 1% of them churned three days ago
 // and half of those reactivated since: the console's home view asks for it, and its budget is the
-// view rendered in under 1 s. Baseline, in the same run: a plain search request for a page of 100
-// customers, and the same search with an exact count.
+// view rendered in under 1 s. Both periods kept (week_reports) and right after a change of a customer
+// (computed anew). Baseline, in the same run: a plain search request for a page of 100 customers, and
+// the same search with an exact count.
 import { connect } from '../src/db/client.ts'
 import { migrate } from '../src/db/migrate.ts'
 import { scoreRecords } from '../src/scoring/batch.ts'

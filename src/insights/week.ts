@@ -47,10 +47,11 @@ const quadrantSql = (e: string, f: string) =>
   `case when ${e} is null then 'not_scored' when ${e} < 0 then 'churn_risk' ` +
   `when coalesce(${f}, 0) >= 0 then 'upsell' else 'engaged_poor_fit' end`
 
+// external_id and name are not kept (unnamed, below).
 interface Listed {
   service_id: number
-  external_id: string
-  name: string | null
+  external_id?: string
+  name?: string | null
   engagementscore: number | null
   engagementscore_before?: number | null
   fitscore: number | null
@@ -219,6 +220,9 @@ interface Kept {
   figures: (number | null)[]
 }
 
+// Kept without who they are: an erasure leaves no name behind in week_reports.
+const unnamed = (key: string, value: unknown) => (key === 'external_id' || key === 'name' ? undefined : value)
+
 const keptReport = async (tx: Tx, track: Track, accountId: number, days: Period, now: string): Promise<Kept> => {
   const rows = await digest(tx, track, accountId)
   const [kept] = await track(tx`
@@ -232,33 +236,43 @@ const keptReport = async (tx: Tx, track: Track, accountId: number, days: Period,
   // As text: a string sent as jsonb would be kept as one JSON string.
   await track(tx`
     insert into week_reports (account_id, days, day, digest, moves, renewing, figures)
-    values (${accountId}, ${days}, ${now}::date, ${rows}::numeric[], ${JSON.stringify(moves)}::text::jsonb,
-      ${JSON.stringify(renewing)}::text::jsonb, ${figures}::float8[])
+    values (${accountId}, ${days}, ${now}::date, ${rows}::numeric[], ${JSON.stringify(moves, unnamed)}::text::jsonb,
+      ${JSON.stringify(renewing, unnamed)}::text::jsonb, ${figures}::float8[])
     on conflict (account_id, days) do update set day = excluded.day, digest = excluded.digest,
       moves = excluded.moves, renewing = excluded.renewing, figures = excluded.figures`)
   return { moves, renewing, figures }
 }
 
-const listed = (row: Listed, drivers: string[]) => ({
-  external_id: row.external_id,
-  name: row.name,
+// A listed customer's external id and name are read with its explanation, not kept (week_reports).
+interface Who {
+  external_id: string
+  name: string | null
+  explanation: ReturnType<typeof labelledExplanation>
+}
+const listed = (row: Listed, who: Who | undefined, worse: boolean) => ({
+  external_id: who?.external_id ?? null,
+  name: who?.name ?? null,
   engagementscore: row.engagementscore,
   fitscore: row.fitscore,
   churn_risk: row.churn_risk,
-  drivers,
+  drivers: (worse ? who?.explanation.risk_drivers : who?.explanation.health_drivers)?.map((d) => d.label) ?? [],
 })
 
 // The drivers of each listed customer in a word: the labels of its risk drivers when it moved for
 // the worse (or renews unhealthy), of its health drivers otherwise.
 const driversOf = async (tx: Tx, accountId: number, ids: number[], now: string) => {
-  if (ids.length === 0) return new Map<number, ReturnType<typeof labelledExplanation>>()
+  if (ids.length === 0) return new Map<number, Who>()
   const { model, defs } = await scoringInputs(tx, accountId, 'customer')
   const labels = await readLabels(tx, accountId, 'customer')
   const rows = await explanationRows(tx, accountId, tx`c.service_id = any(${ids}::bigint[])`)
   return new Map(
     rows.map((r) => [
       r.service_id as number,
-      labelledExplanation(explainCustomer(model, defs, r as unknown as ExplainedCustomer, now), labels),
+      {
+        external_id: r.external_id as string,
+        name: r.name as string | null,
+        explanation: labelledExplanation(explainCustomer(model, defs, r as unknown as ExplainedCustomer, now), labels),
+      },
     ]),
   )
 }
@@ -275,10 +289,6 @@ export const weekReport = (app: App, accountId: number, days: Period, caller?: C
       [...new Set([...moves, ...renewing].map((r) => r.service_id))],
       now,
     )
-    const words = (id: number, worse: boolean) => {
-      const e = explained.get(id)
-      return (worse ? e?.risk_drivers : e?.health_drivers)?.map((d) => d.label) ?? []
-    }
     const renewal = [filter('renewal_date', 'GTE', now), filter('renewal_date', 'LTE', renewalsEnd)]
     return {
       days,
@@ -293,7 +303,7 @@ export const weekReport = (app: App, accountId: number, days: Period, caller?: C
               count: rows[0]?.count ?? 0,
               search: null,
               customers: rows.map((r) => ({
-                ...listed(r, words(r.service_id, WORSE.has(kind))),
+                ...listed(r, explained.get(r.service_id), WORSE.has(kind)),
                 engagementscore_before: r.engagementscore_before ?? null,
                 date: r.date,
               })),
@@ -308,7 +318,7 @@ export const weekReport = (app: App, accountId: number, days: Period, caller?: C
         search: { and: renewal },
         at_risk: { count: renewing[0]?.at_risk ?? 0, search: { and: [...renewal, RISK] } },
         customers: renewing.map((r) => ({
-          ...listed(r, words(r.service_id, r.quadrant === 'churn_risk')),
+          ...listed(r, explained.get(r.service_id), r.quadrant === 'churn_risk'),
           renewal_date: r.renewal_date,
           quadrant: r.quadrant,
         })),
