@@ -1,8 +1,8 @@
 // The "This week" report (docs/api.md, "This week"): what moved in an account over the last 7 or 30
 // days, the renewals ahead and the account's health over 12 weeks, each number with the search that
-// lists the customers behind it where the search API can express it. Read-only, in one budgeted
-// transaction: four statements over the account's scored customers, then the explanations of the
-// few customers listed.
+// lists the customers behind it where the search API can express it. In one budgeted transaction:
+// the digest of the account's rows, then the kept report or, when they changed, three statements over
+// the account's customers (kept for the next report), then the explanations of the few listed.
 import { readLabels } from '../catalog/properties.ts'
 import type { App } from '../context.ts'
 import { budgeted, type Caller, type Track } from '../db/budget.ts'
