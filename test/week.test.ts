@@ -171,6 +171,26 @@ test('12 weeks of health: this week counts what its searches list, earlier weeks
   // Before the first snapshot: nobody.
   assert.ok(Object.values(weeks[0].quadrants).every((v: any) => v.count === 0))
   assert.equal(weeks[0].median_engagement, null)
+
+  // The report is kept, and computed anew after any change of the rows it reads: steady, churned 10
+  // days ago, leaves the upsell customers of a week ago (not of two weeks ago) and of now.
+  assert.deepEqual((await week(acme)).weeks, weeks)
+  const kept = await s.sql`select days, moves::text || renewing::text as rows from week_reports
+    where account_id = ${acme.id} order by days`
+  // Kept without names or external ids, so that an erasure leaves none behind.
+  for (const { rows } of kept) assert.ok(!/external_id|"name"|Renews soon/.test(rows), rows)
+  assert.deepEqual(
+    kept.map((r) => r.days),
+    [7, 30],
+  )
+  const churned = await acme.api('/api/v1/customer/steady', { is_churned: true, churned_date: day(10) }, 'PUT')
+  assert.equal(churned.status, 200, JSON.stringify(churned.body))
+  const changed = (await week(acme)).weeks
+  assert.deepEqual(changed.slice(0, 10), weeks.slice(0, 10))
+  assert.equal(changed[10].quadrants.upsell.count, 5)
+  assert.equal(changed[11].quadrants.upsell.count, 4)
+  assert.deepEqual((await week(acme)).weeks, changed)
+  assert.deepEqual(ids((await week(acme, '?days=30')).movements.churned), ['churned', 'steady'])
 })
 
 test('another account sees only its own customers', async () => {

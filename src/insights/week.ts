@@ -1,8 +1,8 @@
 // The "This week" report (docs/api.md, "This week"): what moved in an account over the last 7 or 30
 // days, the renewals ahead and the account's health over 12 weeks, each number with the search that
-// lists the customers behind it where the search API can express it. Read-only, in one budgeted
-// transaction: four statements over the account's scored customers, then the explanations of the
-// few customers listed.
+// lists the customers behind it where the search API can express it. In one budgeted transaction:
+// the digest of the account's rows, then the kept report or, when they changed, three statements over
+// the account's customers (kept for the next report), then the explanations of the few listed.
 import { readLabels } from '../catalog/properties.ts'
 import type { App } from '../context.ts'
 import { budgeted, type Caller, type Track } from '../db/budget.ts'
@@ -47,10 +47,11 @@ const quadrantSql = (e: string, f: string) =>
   `case when ${e} is null then 'not_scored' when ${e} < 0 then 'churn_risk' ` +
   `when coalesce(${f}, 0) >= 0 then 'upsell' else 'engaged_poor_fit' end`
 
+// external_id and name are not kept (unnamed, below).
 interface Listed {
   service_id: number
-  external_id: string
-  name: string | null
+  external_id?: string
+  name?: string | null
   engagementscore: number | null
   engagementscore_before?: number | null
   fitscore: number | null
@@ -155,7 +156,7 @@ const WEEK_AGGREGATES = Array.from(
     `round((percentile_cont(0.5) within group (order by e${k}) filter (where a${k}))::numeric, 1)::float8`,
 ).join(',\n')
 
-const weeks = async (tx: Tx, track: Track, accountId: number, now: string) => {
+const weekFigures = async (tx: Tx, track: Track, accountId: number, now: string) => {
   const [row] = await track(
     tx`
     select array[${tx.unsafe(WEEK_AGGREGATES)}] as figures from (
@@ -167,8 +168,11 @@ const weeks = async (tx: Tx, track: Track, accountId: number, now: string) => {
       offset 0
     ) x`.values(),
   )
-  const figures = row[0] as (number | null)[]
-  return Array.from({ length: WEEKS }, (_, i) => {
+  return row[0] as (number | null)[]
+}
+
+const weeks = (figures: (number | null)[], now: string) =>
+  Array.from({ length: WEEKS }, (_, i) => {
     const k = WEEKS - 1 - i
     const [churn_risk, upsell, engaged_poor_fit, not_scored, median] = figures.slice(5 * k, 5 * k + 5)
     return {
@@ -182,28 +186,93 @@ const weeks = async (tx: Tx, track: Track, accountId: number, now: string) => {
       ) as Record<Quadrant, { count: number; search: Condition | null }>,
     }
   })
+
+// The report's three statements read only the account's customers and customer_scores rows
+// (customer_churn_events is written by a trigger on a customers update and deleted with the customer),
+// the day and the period, and cost a few passes over every customer, so their rows are kept in
+// week_reports (sql/038_week_reports.sql) with a digest of the rows they were computed from: per
+// table, the count of rows and the sum and the sum of squares of their versions' xmin (less 2^31, so
+// that a square fits a bigint). A writing transaction's new versions all carry its own xid, which no
+// version it replaced or deleted carries; the three sums could stay equal only if those versions' xids
+// averaged its own with no spread, so any change by one transaction changes the digest. Read committed:
+// the report is computed after the digest, so from the same rows or newer ones, and newer ones only
+// make the kept digest stale, which computes it anew at the next report. The drivers of the listed
+// customers (models and labels) are read anew every time.
+const DIGEST_OF = (table: string) =>
+  'select count(*), coalesce(sum(v), 0), coalesce(sum(v * v), 0) ' +
+  `from (select xmin::text::bigint - 2147483648 as v from ${table} where account_id = $1) r`
+const digest = async (tx: Tx, track: Track, accountId: number) => {
+  const [row] = await track(
+    tx.unsafe(
+      `select array[c.n, c.v, c.vv, s.n, s.v, s.vv] as digest from (${DIGEST_OF('customers')}) c(n, v, vv), ` +
+        `(${DIGEST_OF('customer_scores')}) s(n, v, vv)`,
+      [accountId],
+    ),
+  )
+  return row.digest as string[]
 }
 
-const listed = (row: Listed, drivers: string[]) => ({
-  external_id: row.external_id,
-  name: row.name,
+type Moved = Listed & { kind: Movement; count: number }
+type Renewing = Listed & { renewal_date: string; quadrant: Quadrant; count: number; at_risk: number }
+interface Kept {
+  moves: Moved[]
+  renewing: Renewing[]
+  figures: (number | null)[]
+}
+
+// Kept without who they are: an erasure leaves no name behind in week_reports.
+const unnamed = (key: string, value: unknown) => (key === 'external_id' || key === 'name' ? undefined : value)
+
+const keptReport = async (tx: Tx, track: Track, accountId: number, days: Period, now: string): Promise<Kept> => {
+  const rows = await digest(tx, track, accountId)
+  const [kept] = await track(tx`
+    select moves, renewing, figures from week_reports
+    where account_id = ${accountId} and days = ${days} and day = ${now}::date and digest = ${rows}::numeric[]`)
+  if (kept) return kept as unknown as Kept
+  const since = addDays(now, -days)
+  const moves = (await track(movements(tx, accountId, since, now))) as unknown as Moved[]
+  const renewing = (await track(renewals(tx, accountId, now, addDays(now, RENEWAL_DAYS)))) as unknown as Renewing[]
+  const figures = await weekFigures(tx, track, accountId, now)
+  // As text: a string sent as jsonb would be kept as one JSON string.
+  await track(tx`
+    insert into week_reports (account_id, days, day, digest, moves, renewing, figures)
+    values (${accountId}, ${days}, ${now}::date, ${rows}::numeric[], ${JSON.stringify(moves, unnamed)}::text::jsonb,
+      ${JSON.stringify(renewing, unnamed)}::text::jsonb, ${figures}::float8[])
+    on conflict (account_id, days) do update set day = excluded.day, digest = excluded.digest,
+      moves = excluded.moves, renewing = excluded.renewing, figures = excluded.figures`)
+  return { moves, renewing, figures }
+}
+
+// A listed customer's external id and name are read with its explanation, not kept (week_reports).
+interface Who {
+  external_id: string
+  name: string | null
+  explanation: ReturnType<typeof labelledExplanation>
+}
+const listed = (row: Listed, who: Who | undefined, worse: boolean) => ({
+  external_id: who?.external_id ?? null,
+  name: who?.name ?? null,
   engagementscore: row.engagementscore,
   fitscore: row.fitscore,
   churn_risk: row.churn_risk,
-  drivers,
+  drivers: (worse ? who?.explanation.risk_drivers : who?.explanation.health_drivers)?.map((d) => d.label) ?? [],
 })
 
 // The drivers of each listed customer in a word: the labels of its risk drivers when it moved for
 // the worse (or renews unhealthy), of its health drivers otherwise.
 const driversOf = async (tx: Tx, accountId: number, ids: number[], now: string) => {
-  if (ids.length === 0) return new Map<number, ReturnType<typeof labelledExplanation>>()
+  if (ids.length === 0) return new Map<number, Who>()
   const { model, defs } = await scoringInputs(tx, accountId, 'customer')
   const labels = await readLabels(tx, accountId, 'customer')
   const rows = await explanationRows(tx, accountId, tx`c.service_id = any(${ids}::bigint[])`)
   return new Map(
     rows.map((r) => [
       r.service_id as number,
-      labelledExplanation(explainCustomer(model, defs, r as unknown as ExplainedCustomer, now), labels),
+      {
+        external_id: r.external_id as string,
+        name: r.name as string | null,
+        explanation: labelledExplanation(explainCustomer(model, defs, r as unknown as ExplainedCustomer, now), labels),
+      },
     ]),
   )
 }
@@ -213,27 +282,13 @@ export const weekReport = (app: App, accountId: number, days: Period, caller?: C
     const now = today()
     const since = addDays(now, -days)
     const renewalsEnd = addDays(now, RENEWAL_DAYS)
-    const moves = (await track(movements(tx, accountId, since, now))) as unknown as (Listed & {
-      kind: Movement
-      count: number
-    })[]
-    const renewing = (await track(renewals(tx, accountId, now, renewalsEnd))) as unknown as (Listed & {
-      renewal_date: string
-      quadrant: Quadrant
-      count: number
-      at_risk: number
-    })[]
-    const health = await weeks(tx, track, accountId, now)
+    const { moves, renewing, figures } = await keptReport(tx, track, accountId, days, now)
     const explained = await driversOf(
       tx,
       accountId,
       [...new Set([...moves, ...renewing].map((r) => r.service_id))],
       now,
     )
-    const words = (id: number, worse: boolean) => {
-      const e = explained.get(id)
-      return (worse ? e?.risk_drivers : e?.health_drivers)?.map((d) => d.label) ?? []
-    }
     const renewal = [filter('renewal_date', 'GTE', now), filter('renewal_date', 'LTE', renewalsEnd)]
     return {
       days,
@@ -248,7 +303,7 @@ export const weekReport = (app: App, accountId: number, days: Period, caller?: C
               count: rows[0]?.count ?? 0,
               search: null,
               customers: rows.map((r) => ({
-                ...listed(r, words(r.service_id, WORSE.has(kind))),
+                ...listed(r, explained.get(r.service_id), WORSE.has(kind)),
                 engagementscore_before: r.engagementscore_before ?? null,
                 date: r.date,
               })),
@@ -263,11 +318,11 @@ export const weekReport = (app: App, accountId: number, days: Period, caller?: C
         search: { and: renewal },
         at_risk: { count: renewing[0]?.at_risk ?? 0, search: { and: [...renewal, RISK] } },
         customers: renewing.map((r) => ({
-          ...listed(r, words(r.service_id, r.quadrant === 'churn_risk')),
+          ...listed(r, explained.get(r.service_id), r.quadrant === 'churn_risk'),
           renewal_date: r.renewal_date,
           quadrant: r.quadrant,
         })),
       },
-      weeks: health,
+      weeks: weeks(figures, now),
     }
   })
