@@ -1,7 +1,13 @@
 import { html } from 'htm/preact'
-import { useState } from 'preact/hooks'
+import { useEffect, useState } from 'preact/hooks'
 import { listBackups, startBackup } from './api.ts'
+import { When } from './format.ts'
 import { useAction, useData } from './load.ts'
+
+// A backup of a large database takes minutes: the list is read again every POLL_MS until a newer
+// file than the newest at the start is listed, for at most POLLS reads.
+const POLL_MS = 2000
+const POLLS = 150
 
 const megabytes = (bytes: number) => `${(bytes / 1e6).toFixed(1)} MB`
 
@@ -11,10 +17,22 @@ export const Backups = ({ token }: { token: string }) => {
   const list = useData(() => listBackups(token), [token])
   const action = useAction()
   const [started, setStarted] = useState('')
+  // While waiting: the newest file when the backup was started, and the reads left.
+  const [waiting, setWaiting] = useState<{ newest: string | undefined; polls: number } | null>(null)
+  const newest = list.data?.backups[0]?.file
+  useEffect(() => {
+    if (!waiting) return
+    if (newest !== waiting.newest || waiting.polls === 0) return setWaiting(null)
+    const timer = setTimeout(
+      () => list.reload().then(() => setWaiting({ ...waiting, polls: waiting.polls - 1 })),
+      POLL_MS,
+    )
+    return () => clearTimeout(timer)
+  }, [waiting, newest])
   const start = async () => {
     if (!(await action.run(() => startBackup(token)))) return
     setStarted('Backup started: it is listed here once a worker has written it.')
-    for (let i = 0; i < 10; i++) setTimeout(list.reload, 2000 * (i + 1))
+    setWaiting({ newest, polls: POLLS })
   }
   const problem = list.error || action.error
   return html`<section aria-labelledby="backups-title">
@@ -28,7 +46,7 @@ export const Backups = ({ token }: { token: string }) => {
           <tbody>
             ${list.data.backups.map(
               (b) => html`<tr key=${b.file}>
-                <td><code>${b.file}</code></td><td class="num">${megabytes(b.bytes)}</td><td>${b.created_at}</td>
+                <td><code>${b.file}</code></td><td class="num">${megabytes(b.bytes)}</td><td><${When} at=${b.created_at} /></td>
               </tr>`,
             )}
           </tbody>
