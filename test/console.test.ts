@@ -3,9 +3,7 @@
 // customer page, an accessibility check, and the same console served from the single-file bundle.
 import { after, before, test } from 'node:test'
 import assert from 'node:assert/strict'
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs'
-import { tmpdir } from 'node:os'
-import { join } from 'node:path'
+import { existsSync, mkdirSync, readFileSync } from 'node:fs'
 import { createRequire } from 'node:module'
 import type { Page } from 'playwright-core'
 import { type Browser, launchBrowser } from './helpers/browser.ts'
@@ -19,8 +17,6 @@ const DAY = 86_400_000
 const day = (daysAgo: number) => new Date(Date.now() - daysAgo * DAY).toISOString().slice(0, 10)
 
 let s: TestService
-// The settings page's backups are written here.
-const backups = mkdtempSync(join(tmpdir(), 'service-console-backups-'))
 let browser: Browser
 let account: Awaited<ReturnType<typeof scoredAccount>>
 
@@ -50,7 +46,7 @@ const CUSTOMERS = [
 ]
 
 before(async () => {
-  s = await startTestService({ backupDir: backups })
+  s = await startTestService()
   account = await scoredAccount(s)
   await uploadAndWait(account.api, 'customers', CUSTOMERS, { scored: true })
   await uploadAndWait(
@@ -70,7 +66,6 @@ before(async () => {
 after(async () => {
   await browser?.close()
   await s?.stop()
-  rmSync(backups, { recursive: true, force: true })
 })
 
 // A tab on the console that fails the test on a script error, a refused policy or a request to any
@@ -797,11 +792,6 @@ test('settings: a key created and revoked, a property defined, tracking domains 
     'example.com',
     'shop.example.com',
   ])
-  // The operator's backups: one started here is made by the worker and listed.
-  await page.getByRole('button', { name: 'Start a backup' }).click()
-  await page.getByText('Backup started').waitFor()
-  await page.locator('#backups tbody tr').first().waitFor({ timeout: 60_000 })
-  assert.equal((await s.admin('GET', '/backups')).body.backups.length, 1)
   assert.deepEqual(await accessibility(page), [])
   await screenshot(page, 'settings')
   assert.deepEqual(problems, [])

@@ -226,6 +226,8 @@ before(async () => {
   )
   bEraser = s.api((await status(201, s.admin('POST', `/accounts/${b.id}/keys`, { scopes: ['erase'] }))).body.token)
   await quiet(a.id)
+  // A's kept This week report.
+  await status(200, get(a, '/api/v1/insights/week'))
   // A table where A has nothing would let any write through B go unseen. An erasure's targets are
   // kept only until its job runs.
   for (const [table, rows] of Object.entries(await tenantRows(a.id)))
