@@ -46,7 +46,8 @@ export const Backups = ({ token }: { token: string }) => {
           <tbody>
             ${list.data.backups.map(
               (b) => html`<tr key=${b.file}>
-                <td><code>${b.file}</code></td><td class="num">${megabytes(b.bytes)}</td><td><${When} at=${b.created_at} /></td>
+                <td><code>${b.file}</code></td><td class="num">${megabytes(b.bytes)}</td>
+                <td><${When} at=${b.created_at} /></td>
               </tr>`,
             )}
           </tbody>
