@@ -9,11 +9,14 @@ import { join } from 'node:path'
 import { gunzipSync } from 'node:zlib'
 import { after, before, test } from 'node:test'
 import postgres from 'postgres'
+import { backup, restore } from '../src/backups/dump.ts'
 import { listBackups } from '../src/backups/files.ts'
 import { runBackup } from '../src/backups/task.ts'
 import { loadConfig } from '../src/config.ts'
+import { connect } from '../src/db/client.ts'
 import { crontab } from '../src/jobs/tasks.ts'
 import { freePort } from './helpers/cluster.ts'
+import { freshDatabase } from './helpers/db.ts'
 import { ADMIN_TOKEN, startTestService, type TestService } from './helpers/service.ts'
 
 const EXECUTABLE = join(process.cwd(), 'dist', 'service')
@@ -274,6 +277,41 @@ test('backups the worker makes keep the newest SERVICE_BACKUP_KEEP and show in /
   writeFileSync(blocked, '')
   await assert.rejects(runBackup({ ...s.app, config: { ...s.app.config, backupDir: blocked } }, { origin: 'schedule' }))
   assert.match((await s.call('GET', '/metrics')).body, /^service_backup_failures 1$/m)
+})
+
+test('a job in flight at the backup, even one add_job replaced while it ran, is restored with an attempt left', async () => {
+  const key = 'restore-in-flight'
+  const later = new Date(Date.now() + 86_400_000)
+  const add = () => s.app.sql`select (graphile_worker.add_job('analyze_tables', '{"tables": []}'::json,
+    run_at => ${later}::timestamptz, job_key => ${key})).id`
+  const [{ id: replaced }] = await add()
+  await s.app.sql`update graphile_worker._private_jobs set locked_at = now(), locked_by = 'gone' where id = ${replaced}`
+  const [{ id: successor }] = await add()
+  const [old] = await s.app.sql`select attempts, max_attempts from graphile_worker.jobs where id = ${replaced}`
+  assert.equal(old.attempts, old.max_attempts, 'add_job spends a replaced running job')
+  const file = join(dir, 'in-flight.backup')
+  try {
+    await backup(s.app.sql, file)
+  } finally {
+    await s.app.sql`delete from graphile_worker._private_jobs where id in (${replaced}, ${successor})`
+  }
+  const target = await freshDatabase()
+  const sql = connect(target.url, { max: 1 })
+  try {
+    await restore(sql, target.url, file)
+    const jobs = await sql`select id, key, locked_at, attempts, max_attempts from graphile_worker.jobs
+      where id in (${replaced}, ${successor}) order by id`
+    assert.deepEqual(
+      jobs.map((j) => [j.id, j.key, j.locked_at, j.attempts < j.max_attempts]),
+      [
+        [replaced, null, null, true],
+        [successor, key, null, true],
+      ],
+    )
+  } finally {
+    await sql.end()
+    await target.drop()
+  }
 })
 
 test('SERVICE_BACKUP_SCHEDULE is a cron expression, checked at start, and adds a crontab line', () => {

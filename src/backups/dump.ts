@@ -323,8 +323,12 @@ export const restore = async (
       for (const [name, n] of Object.entries(trailer.rows))
         if (counts[name] !== n) throw new Error(`${file}: table ${name} has ${counts[name]} rows, not ${n}`)
       for (const s of header.sequences) await tx`select setval(${s.name}::regclass, ${s.last_value}, ${s.is_called})`
-      // Jobs locked at the backup belonged to workers of the backed-up processes: free at once.
-      await tx`update graphile_worker._private_jobs set locked_at = null, locked_by = null where locked_at is not null`
+      // Jobs locked at the backup were in flight in the backed-up processes: free at once, with an
+      // attempt left (tasks are idempotent, as graphile-worker's at-least-once asks). A keyed job
+      // replaced while it ran was given max_attempts by add_job, which would leave it queued forever.
+      await tx`update graphile_worker._private_jobs
+        set locked_at = null, locked_by = null, attempts = least(attempts, greatest(max_attempts - 1, 0))
+        where locked_at is not null`
       await tx`update graphile_worker._private_job_queues set locked_at = null, locked_by = null
         where locked_at is not null`
     })
