@@ -4,10 +4,8 @@
 // run at 8 concurrent clients. The ratio is service / direct. Histograms are not a shape: their
 // second pass would make a run of it take minutes on a 2-core machine.
 import { connect } from '../src/db/client.ts'
-import { loadConfig } from '../src/config.ts'
-import { startService } from '../src/service.ts'
 import { createKey } from '../src/accounts/keys.ts'
-import type { BenchContext } from './lib.ts'
+import { type BenchContext, unthrottledService } from './lib.ts'
 import { closedLoop, CONCURRENCY, seed, sideBySide } from './search.ts'
 
 const ROWS = Number(process.env.BENCH_AGGREGATE_ROWS ?? 1_000_000)
@@ -92,16 +90,7 @@ export default async (ctx: BenchContext) => {
     value: (performance.now() - started) / 1000,
     unit: 's',
   })
-  // One account's throughput is measured: its rate limit and its share of running searches are lifted.
-  const config = {
-    ...loadConfig({}),
-    port: 0,
-    host: '127.0.0.1',
-    logLevel: 'warn' as const,
-    apiRateLimit: 1e9,
-    expensivePerAccount: 1e9,
-  }
-  const service = await startService(config, url, { http: true, worker: false, migrate: false })
+  const service = await unthrottledService(url)
   const direct = connect(url, { max: CONCURRENCY })
   try {
     const { token } = await createKey(service.app.sql, main, { scopes: ['search'] } as never)

@@ -1,4 +1,6 @@
 import { readFileSync } from 'node:fs'
+import { loadConfig } from '../src/config.ts'
+import { startService } from '../src/service.ts'
 import { createDatabase as createClusterDatabase, startThrowawayCluster } from '../test/helpers/cluster.ts'
 
 // One row of the results table. `baseline` is the same-run reference the target is a ratio of.
@@ -44,3 +46,19 @@ export const rssMb = (pid: number) => {
     return NaN
   }
 }
+
+// The HTTP service alone, for one account's throughput: its rate limit and its share of running
+// searches are lifted.
+export const unthrottledService = (url: string) =>
+  startService(
+    {
+      ...loadConfig({}),
+      port: 0,
+      host: '127.0.0.1',
+      logLevel: 'warn',
+      apiRateLimit: 1_000_000_000,
+      expensivePerAccount: 1_000_000_000,
+    },
+    url,
+    { http: true, worker: false, migrate: false },
+  )

@@ -13,15 +13,13 @@ import autocannon from 'autocannon'
 import { createServer } from 'node:http'
 import { connect, type Sql } from '../src/db/client.ts'
 import { migrate } from '../src/db/migrate.ts'
-import { loadConfig } from '../src/config.ts'
-import { startService } from '../src/service.ts'
 import { createAccount } from '../src/accounts/accounts.ts'
 import { createKey } from '../src/accounts/keys.ts'
 import type { Condition, Entity, Filter, SortSpec } from '../src/search/fields.ts'
 import { compileSearch } from '../src/search/sql.ts'
 import { cursorScope, resolveSort, sealCursor } from '../src/search/sort.ts'
 import { pageBody, searchContext } from '../src/records/search.ts'
-import { percentile, type BenchContext } from './lib.ts'
+import { percentile, type BenchContext, unthrottledService } from './lib.ts'
 
 const ROWS = Number(process.env.BENCH_SEARCH_ROWS ?? 1_000_000)
 const SECONDS = Number(process.env.BENCH_SEARCH_SECONDS ?? 2)
@@ -749,16 +747,7 @@ export default async (ctx: BenchContext) => {
     unit: 's',
   })
 
-  const config = {
-    ...loadConfig({}),
-    port: 0,
-    host: '127.0.0.1',
-    logLevel: 'warn' as const,
-    apiRateLimit: 1_000_000_000,
-    // One account's throughput is measured: its share of running searches is lifted too.
-    expensivePerAccount: 1_000_000_000,
-  }
-  const service = await startService(config, url, { http: true, worker: false, migrate: false })
+  const service = await unthrottledService(url)
   const direct = connect(url, { max: CONCURRENCY })
   const floor = await startFloor(url)
   try {

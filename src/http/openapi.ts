@@ -1,6 +1,7 @@
 import * as v from 'valibot'
 import { type ConversionConfig, toJsonSchema, toJsonSchemaDefs, type JsonSchema } from '@valibot/to-json-schema'
 import { MAX_BODY_BYTES } from './adapter.ts'
+import { TITLES } from './problem.ts'
 import { size } from '../validate.ts'
 import type { Route, Tag } from '../route.ts'
 
@@ -171,21 +172,6 @@ const problemResponses: Record<number, { name: string; description: string; head
   },
 }
 
-const TITLES: Record<number, string> = {
-  400: 'Bad Request',
-  401: 'Unauthorized',
-  403: 'Forbidden',
-  404: 'Not Found',
-  406: 'Not Acceptable',
-  408: 'Request Timeout',
-  409: 'Conflict',
-  413: 'Content Too Large',
-  415: 'Unsupported Media Type',
-  422: 'Unprocessable Content',
-  429: 'Too Many Requests',
-  490: 'Scoring Not Configured',
-  503: 'Service Unavailable',
-}
 const problemExample = (status: number, text: string) =>
   status === 400
     ? {

@@ -6,7 +6,7 @@ import { count } from '../validate.ts'
 // must not make an answer of thousands of entries.
 export const LISTED_ERRORS = 20
 
-const titles: Record<number, string> = {
+export const TITLES: Record<number, string> = {
   400: 'Bad Request',
   401: 'Unauthorized',
   403: 'Forbidden',
@@ -33,7 +33,7 @@ export const problem = (
   headers?: Record<string, string>,
 ): Reply => {
   const more = errors ? errors.length - LISTED_ERRORS : 0
-  const body = { type: 'about:blank', title: titles[status] ?? 'Error', status, detail, ...(errors && { errors }) }
+  const body = { type: 'about:blank', title: TITLES[status] ?? 'Error', status, detail, ...(errors && { errors }) }
   if (more > 0) {
     body.detail = `${detail} The first ${LISTED_ERRORS} errors are listed, and ${count(more)} more like these.`
     Object.assign(body, { errors: errors!.slice(0, LISTED_ERRORS), more_errors: more })
