@@ -49,10 +49,11 @@ const environment = (data: string, extra: Record<string, string> = {}) => ({
   ...extra,
 })
 
-// One command of the executable, to its end (never spawnSync: the load runs in this process).
-const command = (args: string[], env: Record<string, string>) =>
+// One command of the executable (or another program), to its end (never spawnSync: the load runs in
+// this process).
+const command = (args: string[], env: Record<string, string>, program = EXECUTABLE, cwd = dir) =>
   new Promise<{ code: number | null; out: string; err: string }>((done) => {
-    const child = spawn(EXECUTABLE, args, { env, cwd: dir })
+    const child = spawn(program, args, { env, cwd })
     let [out, err] = ['', '']
     child.stdout.on('data', (c) => (out += c))
     child.stderr.on('data', (c) => (err += c))
@@ -312,6 +313,41 @@ test('a job in flight at a backup, even one add_job replaced as it ran, comes ba
     await sql.end()
     await target.drop()
   }
+})
+
+// `service backup` from source against the test service's database (DATABASE_URL): the executable's
+// own run is the round trip's above.
+const backupFromSource = ['--import', 'tsx', 'src/cli/main.ts', 'backup']
+const backupEnv = () => ({ PATH: '/usr/bin:/bin', DATABASE_URL: s.url, LOG_LEVEL: 'warn' })
+const backupCommand = (args: string[]) =>
+  command([...backupFromSource, ...args], backupEnv(), process.execPath, process.cwd())
+
+test('service backup shows progress on a terminal only; a failure exits 1 with the reason, wrong usage 2', async () => {
+  const to = join(dir, 'command-backups')
+  // On a terminal (script(1) gives it one) a progress bar on stderr, then the summary.
+  const quoted = [process.execPath, ...backupFromSource, '--to', to].join(' ')
+  const shown = await command(['-qec', quoted, '/dev/null'], backupEnv(), 'script', process.cwd())
+  assert.equal(shown.code, 0, shown.out + shown.err)
+  assert.match(shown.out, /\d+\/\d+ rows \(estimated\) \| /)
+  assert.match(shown.out, /Wrote \S+service-backup-\S+\.gz \([\d.]+ (bytes|KB|MB), \d+ rows of \d+ tables\) in/)
+  // On a pipe only the summary, on stdout.
+  const piped = await backupCommand(['--to', to])
+  assert.equal(piped.code, 0, piped.err)
+  assert.equal(piped.err, '')
+  assert.match(piped.out, /^Wrote /)
+  assert.equal(listBackups(to).length, 2)
+  // A folder that cannot be made: exit 1, the reason on stderr, nothing written.
+  const blocked = join(dir, 'not-a-folder')
+  writeFileSync(blocked, '')
+  const failed = await backupCommand(['--to', join(blocked, 'backups')])
+  assert.equal(failed.code, 1)
+  assert.equal(failed.out, '')
+  assert.match(failed.err, /not-a-folder/)
+  // Wrong usage: exit 2 with the usage.
+  const wrong = await backupCommand(['--into', to])
+  assert.equal(wrong.code, 2)
+  assert.match(wrong.err, /Unexpected arguments: --into .*\n\nservice backup \[--to DIR\]/s)
+  assert.equal(listBackups(to).length, 2)
 })
 
 // postgres.js leaves its socket paused when a COPY's stream fills up as the COPY ends: the next table's
