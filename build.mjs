@@ -3,7 +3,7 @@
 // - dist/service: a single executable for Linux x64 (Node's single-executable applications) that
 //   carries the current Node LTS and the embedded PostgreSQL, so the host needs neither.
 //   SERVICE_BUILD_EXECUTABLE=0 skips it.
-import { execFileSync, spawnSync } from 'node:child_process'
+import { execFileSync, spawn, spawnSync } from 'node:child_process'
 import {
   chmodSync,
   copyFileSync,
@@ -16,7 +16,49 @@ import {
 } from 'node:fs'
 import { createRequire } from 'node:module'
 import { dirname, join } from 'node:path'
+import { fileURLToPath } from 'node:url'
 import { build } from 'esbuild'
+
+// The beginnings of the lines the build's tools print that docs/operations.md ("The single
+// executable") explains; they are not shown. Every other line is.
+const EXPLAINED = [
+  // node --experimental-sea-config, on success.
+  'Wrote single executable preparation blob',
+  // postject's LIEF, once per note section of the Node binary whose name it cannot find.
+  "warning: Can't find string offset for section name '.note",
+]
+
+// The build runs in a child process, so that all it prints passes through here (esbuild's warnings
+// come from its own process): shown less the explained lines, and all of it kept in dist/build.log,
+// which test/build.test.ts checks against the list in docs/operations.md.
+if (!process.argv.includes('--child')) {
+  const child = spawn(process.execPath, [fileURLToPath(import.meta.url), '--child'], {
+    stdio: ['inherit', 'pipe', 'pipe'],
+  })
+  const log = []
+  const relay = (from, to) => {
+    let rest = ''
+    const line = (text) => {
+      log.push(text)
+      if (!EXPLAINED.some((start) => text.startsWith(start))) to.write(`${text}\n`)
+    }
+    from.setEncoding('utf8')
+    from.on('data', (text) => {
+      const lines = (rest + text).split('\n')
+      rest = lines.pop()
+      lines.forEach(line)
+    })
+    return new Promise((done) => from.on('end', () => done(rest && line(rest))))
+  }
+  const [code] = await Promise.all([
+    new Promise((done) => child.on('exit', (status) => done(status ?? 1))),
+    relay(child.stdout, process.stdout),
+    relay(child.stderr, process.stderr),
+  ])
+  mkdirSync('dist', { recursive: true })
+  writeFileSync('dist/build.log', log.map((text) => `${text}\n`).join(''))
+  process.exit(code)
+}
 
 // The Node that the executable embeds, taken from the npm registry (the package carries the binary).
 const EXECUTABLE_NODE = '24.21.0'
@@ -135,29 +177,14 @@ const buildExecutable = async () => {
   }
   writeFileSync('dist/sea/config.json', JSON.stringify(config, null, 2))
   const node = executableNode()
-  // Its one line of output on success ("Wrote single executable preparation blob ...") is not shown;
-  // anything else it says is.
   const prepared = spawnSync(node, ['--experimental-sea-config', 'dist/sea/config.json'], { encoding: 'utf8' })
-  const said = `${prepared.stdout}${prepared.stderr}`.replace(/^Wrote single executable preparation blob .*\n/m, '')
-  if (said) process.stderr.write(said)
+  process.stderr.write(`${prepared.stdout}${prepared.stderr}`)
   if (prepared.status !== 0) throw new Error(`node --experimental-sea-config failed (${prepared.status})`)
   copyFileSync(node, 'dist/sea/service')
   const { inject } = await import('postject')
-  // postject's LIEF (WebAssembly) warns through console.warn, once per section of the Node binary whose
-  // name it cannot find in the section-name string table (`Can't find string offset for section name
-  // '.note.100'`, 9 of them on Node 24's binary). Those note sections are left as they are and the
-  // executable runs (test/executable.test.ts); only these lines are held back, any other warning shows.
-  const warn = console.warn
-  console.warn = (...args) => {
-    if (!/^warning: Can't find string offset for section name '\.note[\w.]*'$/.test(String(args[0]))) warn(...args)
-  }
-  try {
-    await inject('dist/sea/service', 'NODE_SEA_BLOB', readFileSync(config.output), {
-      sentinelFuse: 'NODE_SEA_FUSE_fce680ab2cc467b6e072b8b5df1996b2',
-    })
-  } finally {
-    console.warn = warn
-  }
+  await inject('dist/sea/service', 'NODE_SEA_BLOB', readFileSync(config.output), {
+    sentinelFuse: 'NODE_SEA_FUSE_fce680ab2cc467b6e072b8b5df1996b2',
+  })
   // postject writes the whole file at once, and Linux then caches it in large folios that a process
   // maps whole: run from that file, `serve` idled with 63 MB of file-backed RSS, against 49 MB from a
   // copy (docs/benchmarks.md). copyFileSync copies within the kernel.

@@ -49,10 +49,11 @@ const environment = (data: string, extra: Record<string, string> = {}) => ({
   ...extra,
 })
 
-// One command of the executable, to its end (never spawnSync: the load runs in this process).
-const command = (args: string[], env: Record<string, string>) =>
+// One command of the executable (or another program), to its end (never spawnSync: the load runs in
+// this process).
+const command = (args: string[], env: Record<string, string>, program = EXECUTABLE, cwd = dir) =>
   new Promise<{ code: number | null; out: string; err: string }>((done) => {
-    const child = spawn(EXECUTABLE, args, { env, cwd: dir })
+    const child = spawn(program, args, { env, cwd })
     let [out, err] = ['', '']
     child.stdout.on('data', (c) => (out += c))
     child.stderr.on('data', (c) => (err += c))
@@ -170,7 +171,7 @@ test('a backup taken under uploads and tracking restores, twice, with every ackn
   // A loop's failure is kept until here: rejected while nobody awaited it, it would end the file.
   for (const failed of await Promise.all([uploads, tracking])) if (failed) throw failed
   await a.stop()
-  const file = /^Wrote (\S+) \(([\d.]+ [kM]B), (\d+) rows of (\d+) tables\) in [\d.]+ s$/m.exec(made.out)
+  const file = /^Wrote (\S+) \(([\d.]+ (?:bytes|KB|MB)), (\d+) rows of (\d+) tables\) in [\d.]+ s$/m.exec(made.out)
   assert.ok(file, made.out)
   const before = acked.filter((u) => u.at < began)
   const after = acked.filter((u) => u.at >= began)
@@ -279,7 +280,7 @@ test('backups the worker makes keep the newest SERVICE_BACKUP_KEEP and show in /
   assert.match((await s.call('GET', '/metrics')).body, /^service_backup_failures 1$/m)
 })
 
-test('a job in flight at the backup, even one add_job replaced while it ran, comes back with an attempt', async () => {
+test('a job in flight at a backup, even one add_job replaced as it ran, comes back with an attempt left', async () => {
   const key = 'restore-in-flight'
   const later = new Date(Date.now() + 86_400_000)
   const add = () => s.app.sql`select (graphile_worker.add_job('analyze_tables', '{"tables": []}'::json,
@@ -311,6 +312,61 @@ test('a job in flight at the backup, even one add_job replaced while it ran, com
   } finally {
     await sql.end()
     await target.drop()
+  }
+})
+
+// `service backup` from source against the test service's database (DATABASE_URL): the executable's
+// own run is the round trip's above.
+const backupFromSource = ['--import', 'tsx', 'src/cli/main.ts', 'backup']
+const backupEnv = () => ({ PATH: '/usr/bin:/bin', DATABASE_URL: s.url, LOG_LEVEL: 'warn' })
+const backupCommand = (args: string[]) =>
+  command([...backupFromSource, ...args], backupEnv(), process.execPath, process.cwd())
+
+test('service backup shows progress on a terminal only; a failure exits 1 with the reason, wrong usage 2', async () => {
+  const to = join(dir, 'command-backups')
+  // On a terminal (script(1) gives it one) a progress bar on stderr, then the summary.
+  const quoted = [process.execPath, ...backupFromSource, '--to', to].join(' ')
+  const shown = await command(['-qec', quoted, '/dev/null'], backupEnv(), 'script', process.cwd())
+  assert.equal(shown.code, 0, shown.out + shown.err)
+  assert.match(shown.out, /\d+\/\d+ rows \(estimated\) \| /)
+  assert.match(shown.out, /Wrote \S+service-backup-\S+\.gz \([\d.]+ (bytes|KB|MB), \d+ rows of \d+ tables\) in/)
+  // On a pipe only the summary, on stdout.
+  const piped = await backupCommand(['--to', to])
+  assert.equal(piped.code, 0, piped.err)
+  assert.equal(piped.err, '')
+  assert.match(piped.out, /^Wrote /)
+  assert.equal(listBackups(to).length, 2)
+  // A folder that cannot be made: exit 1, the reason on stderr, nothing written.
+  const blocked = join(dir, 'not-a-folder')
+  writeFileSync(blocked, '')
+  const failed = await backupCommand(['--to', join(blocked, 'backups')])
+  assert.equal(failed.code, 1)
+  assert.equal(failed.out, '')
+  assert.match(failed.err, /not-a-folder/)
+  // Wrong usage: exit 2 with the usage.
+  const wrong = await backupCommand(['--into', to])
+  assert.equal(wrong.code, 2)
+  assert.match(wrong.err, /Unexpected arguments: --into .*\n\nservice backup \[--to DIR\]/s)
+  assert.equal(listBackups(to).length, 2)
+})
+
+// postgres.js leaves its socket paused when a COPY's stream fills up as the COPY ends: the next table's
+// COPY then waited forever (the console's "Start a backup" never listed its file). A few MB of rows,
+// read more slowly than PostgreSQL sends them as the gzip stream pushes back, made it happen every time.
+test("a backup whose tables outgrow the COPY stream's buffer ends, with every row", { timeout: 60_000 }, async () => {
+  const account = await s.account('Large')
+  const n = 30_000
+  await s.app.sql`insert into customers (account_id, external_id, name, attributes)
+    select ${account.id}, 'bulk-' || g, 'Customer ' || g, jsonb_build_object('note', repeat('x', 100))
+    from generate_series(1, ${n}) g`
+  const file = join(dir, 'large.backup')
+  try {
+    const made = await backup(s.app.sql, file)
+    const [{ count }] = await s.app.sql`select count(*)::int from customers`
+    assert.ok(count >= n)
+    assert.equal(trailer(made.file).customers, count)
+  } finally {
+    await s.app.sql`delete from customers where account_id = ${account.id}`
   }
 })
 

@@ -1,7 +1,7 @@
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { spawnSync } from 'node:child_process'
-import { readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { freshDatabase } from './helpers/db.ts'
 import { bundleAlone, serveBundle } from './helpers/bundle.ts'
@@ -77,4 +77,26 @@ test('the bundles are ASCII', () => {
     const at = text.search(/[^\x00-\x7f]/)
     assert.equal(at, -1, `${file} has a character past ASCII: ${text.slice(at - 40, at + 40)}`)
   }
+})
+
+// dist/build.log is all that npm run build's tools printed (build.mjs shows it less the lines that
+// begin as docs/operations.md lists under "The single executable", each with its explanation).
+test('the build printed no line that docs/operations.md does not explain', () => {
+  assert.ok(existsSync('dist/build.log'), 'dist/build.log is missing: run npm run build')
+  const docs = readFileSync('docs/operations.md', 'utf8')
+  const list = docs.slice(docs.indexOf('finds no other line in that log')).split('\n\n')[1]
+  const explained = [...list.matchAll(/^- `([^`]+)`: /gm)].map((m) => m[1])
+  // build.mjs holds back the lines that begin as the list says, and no others.
+  const build = readFileSync('build.mjs', 'utf8')
+  const start = build.indexOf('const EXPLAINED = [')
+  const held = build.slice(start, build.indexOf('\n]\n', start))
+  assert.deepEqual(
+    [...held.matchAll(/^ {2}(['"])(.+)\1,$/gm)].map((m) => m[2]),
+    explained,
+  )
+  const lines = readFileSync('dist/build.log', 'utf8').split('\n').filter(Boolean)
+  assert.deepEqual(
+    lines.filter((line) => !explained.some((begins) => line.startsWith(begins))),
+    [],
+  )
 })

@@ -3,9 +3,13 @@
 // customer page, an accessibility check, and the same console served from the single-file bundle.
 import { after, before, test } from 'node:test'
 import assert from 'node:assert/strict'
-import { existsSync, mkdirSync, readFileSync } from 'node:fs'
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
 import { createRequire } from 'node:module'
 import type { Page } from 'playwright-core'
+import { runBackup } from '../src/backups/task.ts'
+import { fileSize } from '../src/console/format.ts'
 import { type Browser, launchBrowser } from './helpers/browser.ts'
 import { serveBundle } from './helpers/bundle.ts'
 import { scoredAccount, uploadAndWait, waitForUpload } from './helpers/fixtures.ts'
@@ -17,6 +21,8 @@ const DAY = 86_400_000
 const day = (daysAgo: number) => new Date(Date.now() - daysAgo * DAY).toISOString().slice(0, 10)
 
 let s: TestService
+// The settings page's backups are written here.
+const backups = mkdtempSync(join(tmpdir(), 'service-console-backups-'))
 let browser: Browser
 let account: Awaited<ReturnType<typeof scoredAccount>>
 
@@ -46,7 +52,7 @@ const CUSTOMERS = [
 ]
 
 before(async () => {
-  s = await startTestService()
+  s = await startTestService({ backupDir: backups })
   account = await scoredAccount(s)
   await uploadAndWait(account.api, 'customers', CUSTOMERS, { scored: true })
   await uploadAndWait(
@@ -66,6 +72,7 @@ before(async () => {
 after(async () => {
   await browser?.close()
   await s?.stop()
+  rmSync(backups, { recursive: true, force: true })
 })
 
 // A tab on the console that fails the test on a script error, a refused policy or a request to any
@@ -794,6 +801,34 @@ test('settings: a key created and revoked, a property defined, tracking domains 
   ])
   assert.deepEqual(await accessibility(page), [])
   await screenshot(page, 'settings')
+  assert.deepEqual(problems, [])
+  await page.close()
+})
+
+test('the operator’s settings list the backups, and one started there is made by the worker and listed', async () => {
+  // One made before, as the schedule makes them.
+  const first = await runBackup(s.app, { origin: 'schedule' })
+  const { page, problems } = await open()
+  await signInAsOperator(page, account.id)
+  await page.getByRole('link', { name: 'Settings' }).click()
+  const rows = page.locator('#backups tbody tr')
+  await rows.first().waitFor()
+  assert.deepEqual(
+    await rows
+      .first()
+      .locator('td')
+      .allTextContents()
+      .then((cells) => cells.slice(0, 2)),
+    [first.file, fileSize(first.bytes)],
+  )
+  await page.getByRole('button', { name: 'Start a backup' }).click()
+  await page.getByText('Backup started').waitFor()
+  await page.waitForFunction(() => document.querySelectorAll('#backups tbody tr').length === 2, null, {
+    timeout: 60_000,
+  })
+  const listed = (await s.admin('GET', '/backups')).body.backups.map((b: { file: string }) => b.file)
+  assert.deepEqual(await rows.locator('td:first-child').allTextContents(), listed)
+  assert.equal(listed[1], first.file)
   assert.deepEqual(problems, [])
   await page.close()
 })

@@ -115,6 +115,13 @@ const write = async (out: Writable, data: Buffer | string) => {
   if (!out.write(data)) await once(out, 'drain')
 }
 
+// postgres.js pauses its socket when a COPY's stream is full, and resumes it when the stream is read
+// from again. When the COPY's last rows and its end arrive together, the stream ends with the socket
+// paused, and the transaction's next statement waits forever for an answer already sent (found with a
+// backup of a few MB: the worker's job never ended; porsager/postgres#499, unfixed in 3.4.x). The
+// stream's read function is the one that resumes the socket: called once every row is read.
+const resumeConnection = (stream: Readable) => stream._read(0)
+
 // Writes the backup to `file` (through file.partial, renamed when complete and flushed).
 export const backup = async (sql: Sql, file: string, progress?: Progress): Promise<Summary> => {
   const started = performance.now()
@@ -158,6 +165,7 @@ export const backup = async (sql: Sql, file: string, progress?: Progress): Promi
           await write(gzip, chunk)
           progress?.(rows + n, Math.max(estimate, rows + n), table.name)
         }
+        resumeConnection(stream)
         await write(gzip, '\\.\n')
         counts[table.name] = n
         rows += n

@@ -4,6 +4,7 @@ import type { Config } from '../config.ts'
 import type { Sql } from '../db/client.ts'
 import { backup, type Progress, restore } from '../backups/dump.ts'
 import { backupFolder, backupName } from '../backups/files.ts'
+import { size } from '../validate.ts'
 
 export const backupUsage = `service backup [--to DIR]
 
@@ -23,7 +24,6 @@ Start the service afterwards: it migrates the restored data forward to its own v
 Exit status: 0 restored, 1 failed (the restore's rows are rolled back), 2 wrong usage.
 `
 
-const size = (bytes: number) => (bytes < 1e6 ? `${(bytes / 1e3).toFixed(1)} kB` : `${(bytes / 1e6).toFixed(1)} MB`)
 const seconds = (ms: number) => `${(ms / 1000).toFixed(1)} s`
 
 // A bar on a terminal, nothing on a pipe: the summary line says it all.

@@ -1,15 +1,13 @@
 import { html } from 'htm/preact'
 import { useEffect, useState } from 'preact/hooks'
 import { listBackups, startBackup } from './api.ts'
-import { When } from './format.ts'
+import { fileSize, When } from './format.ts'
 import { useAction, useData } from './load.ts'
 
 // A backup of a large database takes minutes: the list is read again every POLL_MS until a newer
 // file than the newest at the start is listed, for at most POLLS reads.
 const POLL_MS = 2000
 const POLLS = 150
-
-const megabytes = (bytes: number) => `${(bytes / 1e6).toFixed(1)} MB`
 
 // The operator's backups: the files in the backup folder, and a button that has a worker make one.
 // The list is read again a few times after a start, as the worker writes the file in the background.
@@ -46,7 +44,7 @@ export const Backups = ({ token }: { token: string }) => {
           <tbody>
             ${list.data.backups.map(
               (b) => html`<tr key=${b.file}>
-                <td><code>${b.file}</code></td><td class="num">${megabytes(b.bytes)}</td>
+                <td><code>${b.file}</code></td><td class="num">${fileSize(b.bytes)}</td>
                 <td><${When} at=${b.created_at} /></td>
               </tr>`,
             )}

@@ -6,6 +6,13 @@ export const customerHref = (id: string) => `#/customer/${encodeURIComponent(id)
 export const customersHref = (where?: unknown) =>
   where === undefined ? '#/customers' : `#/customers?where=${encodeURIComponent(JSON.stringify(where))}`
 
+// 5 MB, 32 KB: a file's size in the binary units the service's messages and `service backup` use
+// (src/validate.ts's size(), which browser code cannot import).
+export const fileSize = (bytes: number) => {
+  const [unit, scale] = bytes >= 1024 ** 2 ? ['MB', 1024 ** 2] : bytes >= 1024 ? ['KB', 1024] : ['bytes', 1]
+  return `${Number((bytes / scale).toFixed(1))} ${unit}`
+}
+
 export const score = (value: number | null) => (value === null ? '–' : String(value))
 
 export const signed = (value: number) => (value > 0 ? `+${value}` : value < 0 ? `−${-value}` : '±0')
