@@ -414,7 +414,7 @@ test('retention purges only what is past its age, and /metrics shows it', async 
   assert.ok(oldest > (Date.now() - 400 * DAY) / 1000 && oldest <= Date.now() / 1000, String(oldest))
 })
 
-test('an erasure whose every attempt fails is marked failed, forgets whom it named, and the queue goes on', async () => {
+test('an erasure whose every attempt fails is marked failed, forgets whom it named; the queue goes on', async () => {
   await uploadAndWait(a.api, 'customers', [{ external_id: 'doomed', name: 'Doomed Co' }])
   // The database refuses to delete this one customer, as a damaged table would: every attempt throws.
   await s.sql`create function refuse_doomed() returns trigger language plpgsql as $$ begin

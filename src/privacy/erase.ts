@@ -98,7 +98,8 @@ export const eraseStaged = async (tx: Tx, accountId: number): Promise<Counts> =>
     tracking_events: await deleted(
       tx,
       tx`delete from tracking_events e where e.account_id = ${accountId} and (
-        e.customer_external_id = ${sets.customer_external_ids} or e.contact_external_id = ${sets.contact_external_ids})`,
+        e.customer_external_id = ${sets.customer_external_ids}
+        or e.contact_external_id = ${sets.contact_external_ids})`,
     ),
     tracked_keys: await deleted(
       tx,
