@@ -279,7 +279,7 @@ test('backups the worker makes keep the newest SERVICE_BACKUP_KEEP and show in /
   assert.match((await s.call('GET', '/metrics')).body, /^service_backup_failures 1$/m)
 })
 
-test('a job in flight at the backup, even one add_job replaced while it ran, is restored with an attempt left', async () => {
+test('a job in flight at the backup, even one add_job replaced as it ran, comes back with an attempt', async () => {
   const key = 'restore-in-flight'
   const later = new Date(Date.now() + 86_400_000)
   const add = () => s.app.sql`select (graphile_worker.add_job('analyze_tables', '{"tables": []}'::json,
