@@ -125,10 +125,17 @@ export interface Route extends Row<Auth, GenericSchema, Query> {
   handler(req: Req, app: App): Reply | Promise<Reply>
 }
 
-export interface TypedRoute<A extends Auth, B extends GenericSchema | undefined, Q extends Query | undefined>
-  extends Row<A, B, Q> {
-  handler(req: Input<B, Q, A>, app: App): Reply | Promise<Reply>
-}
+// An admin row's tag is its audience: every route of the admin token is published under `admin`,
+// so its rows leave the tag out; every other row names its own.
+type Tagged<A extends Auth> = A extends 'admin' ? { tag?: never } : { tag: Tag }
+
+export type TypedRoute<A extends Auth, B extends GenericSchema | undefined, Q extends Query | undefined> = Omit<
+  Row<A, B, Q>,
+  'tag'
+> &
+  Tagged<A> & {
+    handler(req: Input<B, Q, A>, app: App): Reply | Promise<Reply>
+  }
 
 // A route row whose handler is typed by the row's own auth, body and query schemas, as Hono's
 // validator types c.req.valid(): the handler never casts what the router has checked.
@@ -138,7 +145,7 @@ export const route = <
   Q extends Query | undefined = undefined,
 >(
   row: TypedRoute<A, B, Q>,
-): Route => row
+): Route => ({ ...row, tag: row.tag ?? 'admin' })
 
 export const ok = (body: unknown, status = 200): Reply => ({ status, body })
 export const noContent: Reply = { status: 204 }

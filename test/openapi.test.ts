@@ -8,6 +8,7 @@ import { join } from 'node:path'
 import { routes } from '../src/api/routes.ts'
 import { EVENTS } from '../src/webhooks/events.ts'
 import { startTestService, type TestService } from './helpers/service.ts'
+import { scoredAccount } from './helpers/fixtures.ts'
 import { standalone, validator } from './helpers/openapi.ts'
 
 let s: TestService
@@ -174,4 +175,16 @@ test('the request schemas are valid JSON Schema 2020-12 and judge bodies as the 
   assert.equal(property({ entity: 'customer', kind: 'metric', codename: 'logins', type: 'number' }), true)
   assert.equal(property({ entity: 'customer', kind: 'metric', codename: '9lives', type: 'number' }), false)
   assert.equal(property({ entity: 'account', kind: 'metric', codename: 'logins', type: 'number' }), false)
+
+  // Rules between values are stated too (not, x-unique-key), and the service names the field.
+  const scored = await scoredAccount(s, 'Rules')
+  const both = { entity: 'customer', kind: 'attribute', codename: 'tier', type: 'string', label: 'Tier', name: 'Tier' }
+  assert.equal(property(both), false)
+  const refused = await s.admin('POST', `/accounts/${scored.id}/properties`, both)
+  assert.deepEqual([refused.status, refused.body.errors?.[0]?.path], [400, '/name'], JSON.stringify(refused.body))
+  const twice = { customers: [{ ...good.customers[0], metrics: [{ date: '2026-01-01' }, { date: '2026-01-01' }] }] }
+  assert.equal(customers(twice), false)
+  const repeated = await scored.api('/api/v1/customers', twice)
+  const paths = repeated.body.errors?.map((e: { path: string }) => e.path)
+  assert.deepEqual([repeated.status, paths], [400, ['/customers/0/metrics/1/date']], JSON.stringify(repeated.body))
 })

@@ -1,5 +1,6 @@
 import { test, before, after } from 'node:test'
 import assert from 'node:assert/strict'
+import { request } from 'node:http'
 import { startTestService, type TestService } from './helpers/service.ts'
 import { scoredAccount, uploadAndWait } from './helpers/fixtures.ts'
 import { eventually, type Receiver, startReceiver } from './helpers/receiver.ts'
@@ -411,4 +412,90 @@ test('retention purges only what is past its age, and /metrics shows it', async 
   assert.match(metrics, /service_retention_purged_rows\{kind="deliveries"\} 1/)
   const oldest = Number(/service_retention_oldest_kept_timestamp_seconds\{kind="events"\} (\S+)/.exec(metrics)?.[1])
   assert.ok(oldest > (Date.now() - 400 * DAY) / 1000 && oldest <= Date.now() / 1000, String(oldest))
+})
+
+test('an erasure whose every attempt fails is marked failed, forgets whom it named; the queue goes on', async () => {
+  await uploadAndWait(a.api, 'customers', [{ external_id: 'doomed', name: 'Doomed Co' }])
+  // The database refuses to delete this one customer, as a damaged table would: every attempt throws.
+  await s.sql`create function refuse_doomed() returns trigger language plpgsql as $$ begin
+      raise exception 'simulated failure deleting %', old.external_id; end $$`
+  await s.sql`create trigger refuse_doomed before delete on customers for each row
+    when (old.external_id = 'doomed') execute function refuse_doomed()`
+  const eraser = await eraseKey(a)
+  try {
+    const res = await eraser('/api/v1/erasures', { customers: ['doomed'] })
+    assert.equal(res.status, 202, JSON.stringify(res.body))
+    const job = () => s.sql`select j.attempts, j.max_attempts, j.last_error from graphile_worker._private_jobs j
+      join graphile_worker._private_tasks t on t.id = j.task_id
+      where t.identifier = 'erase' and j.payload->>'erasure_id' = ${String(res.body.id)}`
+    // The retries' backoff (seconds, then minutes) is brought forward, so the five attempts run now.
+    const failed = await eventually(async () => {
+      await s.sql`update graphile_worker._private_jobs j set run_at = now() from graphile_worker._private_tasks t
+        where t.id = j.task_id and t.identifier = 'erase' and j.payload->>'erasure_id' = ${String(res.body.id)}
+          and j.locked_at is null and j.run_at > now()`
+      const got = await eraser(`/api/v1/erasures/${res.body.id}`, undefined, 'GET')
+      return got.body.status !== 'pending' && got.body
+    }, 'the erasure to fail')
+    assert.equal(failed.status, 'failed', JSON.stringify(failed))
+    assert.ok(failed.finished_at)
+    assert.deepEqual([failed.requested, failed.counts], [{ contacts: 0, customers: 1 }, {}])
+    const [{ attempts, max_attempts, last_error }] = await job()
+    assert.equal(attempts, max_attempts)
+    assert.match(last_error, /simulated failure deleting doomed/)
+    // Nothing was half erased (each attempt rolled back), and the targets that name the person are gone.
+    assert.equal((await a.api('/api/v1/customer/doomed', undefined, 'GET')).status, 200)
+    const [targets] = await s.sql`select count(*)::int as n from erasure_targets
+      where account_id = ${a.id} and erasure_id = ${res.body.id}`
+    assert.equal(targets.n, 0)
+  } finally {
+    await s.sql`drop trigger if exists refuse_doomed on customers`
+    await s.sql`drop function if exists refuse_doomed()`
+  }
+  // The account's queue is not held by the failed job: asked again, once the cause is gone, it is done.
+  const again = await eraser('/api/v1/erasures', { customers: ['doomed'] })
+  const done = await erased(eraser, again.body.id)
+  assert.deepEqual([done.status, done.counts.customers], ['done', 1])
+  assert.equal((await a.api('/api/v1/customer/doomed', undefined, 'GET')).status, 404)
+})
+
+test('a client that drops a streamed export midway ends its transaction and frees its connection', async () => {
+  // Megabytes of events, more than the loopback socket buffers hold, so the export waits on its reader.
+  await s.sql`insert into tracking_events (account_id, name, occurred_at, customer_external_id, data, status)
+    select ${a.id}, 'login', now(), 'c1', jsonb_build_object('pad', repeat('x', 6000)), 'applied'
+    from generate_series(1, 2000)`
+  // The export's connection, between two fetches of its cursor (a portal without a Sync: 'active').
+  const exporting = async () =>
+    (
+      await s.sql`select count(*)::int as n from pg_stat_activity where datname = current_database()
+        and pid <> pg_backend_pid() and state <> 'idle' and query like '%json_strip_nulls%'`
+    )[0].n
+  // More drops than the pool has connections (20, src/service.ts): a leaked one each would leave the
+  // last exports waiting for a connection.
+  for (let i = 0; i < 21; i++) {
+    const req = request(`${s.base}/api/v1/customer/c1/export`, {
+      headers: { 'service-key': a.token },
+      signal: AbortSignal.timeout(10_000),
+    })
+    try {
+      const first = await new Promise<number>((resolve, reject) => {
+        req.on('response', (res) =>
+          res.once('data', (chunk: Buffer) => {
+            res.pause()
+            resolve(chunk.length)
+          }),
+        )
+        req.on('error', reject)
+        req.end()
+      })
+      assert.ok(first > 0)
+      await eventually(async () => (await exporting()) === 1, 'the export waiting on its reader')
+    } finally {
+      req.destroy()
+    }
+    await eventually(async () => (await exporting()) === 0, 'the export to end its transaction')
+  }
+  const whole = await a.api('/api/v1/customer/c1/export', undefined, 'GET')
+  assert.equal(whole.status, 200)
+  assert.ok(whole.body.events.length > 2000, String(whole.body.events.length))
+  assert.equal((await a.api('/api/v1/customer/c1', undefined, 'GET')).status, 200)
 })

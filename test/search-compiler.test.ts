@@ -4,7 +4,7 @@ import fc from 'fast-check'
 import { contextNeeds } from '../src/search/criteria.ts'
 import { ALLOWED_OPERATORS, type Condition, type Filter, type PropertyDef } from '../src/search/fields.ts'
 import { type FieldError, Refusal } from '../src/errors.ts'
-import { compileCount, compileSearch, type SearchInput } from '../src/search/sql.ts'
+import { checkSearch, compileCount, compileSearch, type SearchInput } from '../src/search/sql.ts'
 import { matches, type SearchRecord } from './helpers/evaluate.ts'
 import { cursorScope, openCursor, resolveSort, sealCursor } from '../src/search/sort.ts'
 import { planNodes, searchDatabase } from './helpers/compiled.ts'
@@ -554,6 +554,29 @@ describe('compileCount', () => {
   })
   test('refuses what compileSearch refuses', () => {
     assert.throws(() => compileCount(input({ filters: [leaf('nope', 'KNOWN')] }), false), Refusal)
+  })
+})
+
+describe('checkSearch', () => {
+  test('checks a search once: its problems, or a search that compiles without being checked again', async () => {
+    const over = { filters: [leaf('logins', 'GT', '3'), leaf('seats', 'LTE', '5')], properties: ['plan'] }
+    const { search, problems } = checkSearch(input(over))
+    assert.equal(problems, undefined)
+    assert.ok(search)
+    assert.deepEqual(compileSearch(search), compileSearch(input(over)))
+    assert.deepEqual(compileCount(search, false), compileCount(input(over), false))
+    assert.deepEqual(await found(over), await db.ids(compileSearch(search)))
+    // The catalog is not read again: with it emptied after the check, the same query comes out,
+    // where the input itself is now refused.
+    const emptied = { ...search, input: { ...search.input, catalog: [] } }
+    assert.deepEqual(compileSearch(emptied), compileSearch(search))
+    assert.throws(() => compileSearch(emptied.input), Refusal)
+    const refused = checkSearch(input({ filters: [leaf('nope', 'KNOWN')], properties: ['nada'] }))
+    assert.equal(refused.search, undefined)
+    assert.deepEqual(
+      refused.problems?.map((p) => p.path),
+      ['/filters/0/propertyName', '/properties/0'],
+    )
   })
 })
 

@@ -37,6 +37,7 @@ export const PropertyBody = v.pipe(
     v.check((p) => p.label === undefined || p.name === undefined, 'Give label or name (its older spelling), not both.'),
     ['name'],
   ),
+  v.metadata({ not: { type: 'object', properties: { label: {}, name: {} }, required: ['label', 'name'] } }),
   // `date` names the snapshot in every metric object, so no metric may take it.
   v.forward(
     v.check((p) => !(p.kind === 'metric' && p.codename === 'date'), '`date` is reserved in metric objects.'),

@@ -3289,6 +3289,7 @@ export interface operations {
             attributes?: {
               [key: string]: number | string | boolean | null
             }
+            /** @description One object per date: a date given twice is refused. */
             metrics?: ({
               /** Format: date */
               date: string
@@ -3358,6 +3359,7 @@ export interface operations {
             attributes?: {
               [key: string]: number | string | boolean | null
             }
+            /** @description One object per date: a date given twice is refused. */
             metrics?: ({
               /** Format: date */
               date: string
@@ -4938,6 +4940,7 @@ export interface operations {
           attributes?: {
             [key: string]: number | string | boolean | null
           }
+          /** @description One object per date: a date given twice is refused. */
           metrics?: ({
             /** Format: date */
             date: string
@@ -5100,6 +5103,7 @@ export interface operations {
           attributes?: {
             [key: string]: number | string | boolean | null
           }
+          /** @description One object per date: a date given twice is refused. */
           metrics?: ({
             /** Format: date */
             date: string
@@ -5263,6 +5267,7 @@ export interface operations {
           attributes?: {
             [key: string]: number | string | boolean | null
           }
+          /** @description One object per date: a date given twice is refused. */
           metrics?: ({
             /** Format: date */
             date: string
@@ -5425,6 +5430,7 @@ export interface operations {
           attributes?: {
             [key: string]: number | string | boolean | null
           }
+          /** @description One object per date: a date given twice is refused. */
           metrics?: ({
             /** Format: date */
             date: string

@@ -8,7 +8,6 @@ export const notificationRoutes: Route[] = [
     method: 'GET',
     path: '/admin/v1/accounts/:id/notifications',
     auth: 'admin',
-    tag: 'admin',
     name: 'list-notifications',
     reply: { status: 200, body: v.array(Notification) },
     query: NotificationQuery,

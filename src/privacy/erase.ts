@@ -42,6 +42,37 @@ const stage = async (tx: Tx, accountId: number, erasureId: number) => {
 const ids = (tx: Tx, table: 'erase_customers' | 'erase_contacts', column: 'service_id' | 'external_id') =>
   tx`any(array(select ${tx(column)} from ${tx(table)} where ${tx(column)} is not null))`
 
+// The four sets of the people's ids that stored rows are matched against.
+const idSets = (tx: Tx) => ({
+  customers: ids(tx, 'erase_customers', 'service_id'),
+  contacts: ids(tx, 'erase_contacts', 'service_id'),
+  customer_external_ids: ids(tx, 'erase_customers', 'external_id'),
+  contact_external_ids: ids(tx, 'erase_contacts', 'external_id'),
+})
+
+// The rows deleted because one column names one of the people: the kind they are counted as, the
+// table, the column and the set it is matched against. A table that names them in either of two
+// columns has two rows of one kind, counted together. Children come before their records.
+const BY_COLUMN = [
+  // Segment messages, applied or waiting (pending identifies), carry the ids and the traits.
+  ['segment_messages', 'segment_messages', 'group_id', 'customer_external_ids'],
+  ['segment_messages', 'segment_messages', 'user_id', 'contact_external_ids'],
+  ['segment_memberships', 'segment_members', 'customer_id', 'customers'],
+  ['segment_memberships', 'segment_members', 'external_id', 'customer_external_ids'],
+  ['contact_tags', 'contact_tags', 'contact_id', 'contacts'],
+  ['contact_snapshots', 'contact_snapshots', 'contact_id', 'contacts'],
+  ['contact_scores', 'contact_scores', 'contact_id', 'contacts'],
+  ['contacts', 'contacts', 'service_id', 'contacts'],
+  ['customer_tags', 'customer_tags', 'customer_id', 'customers'],
+  ['customer_snapshots', 'customer_snapshots', 'customer_id', 'customers'],
+  ['customer_scores', 'customer_scores', 'customer_id', 'customers'],
+  ['customer_contributions', 'customer_contributions', 'customer_id', 'customers'],
+  ['customers', 'customers', 'service_id', 'customers'],
+] as const satisfies readonly (readonly [string, string, string, keyof ReturnType<typeof idSets>])[]
+
+// Rows removed or redacted, per kind.
+type Counts = Record<string, number>
+
 // Stored JSON text that holds one of the people's external ids as a string.
 const names = (tx: Tx, text: ReturnType<Tx>) =>
   tx`exists (select 1 from erase_needles needles where strpos(${text}, needles.needle) > 0)`
@@ -51,7 +82,7 @@ const counted = async (query: Promise<unknown>) => ((await query) as { n: number
 const deleted = (tx: Tx, statement: ReturnType<Tx>) =>
   counted(tx`with d as (${statement} returning 1) select count(*)::int as n from d`)
 
-export const eraseStaged = async (tx: Tx, accountId: number) => {
+export const eraseStaged = async (tx: Tx, accountId: number): Promise<Counts> => {
   await lockRecordsIn(
     tx,
     'customers',
@@ -59,33 +90,22 @@ export const eraseStaged = async (tx: Tx, accountId: number) => {
     tx`select service_id from erase_customers union select customer_id from erase_contacts`,
   )
   await lockRecordsIn(tx, 'contacts', accountId, tx`select service_id from erase_contacts`)
-  const contactIds = ids(tx, 'erase_contacts', 'service_id')
-  const customerIds = ids(tx, 'erase_customers', 'service_id')
-  const counts = {
+  const sets = idSets(tx)
+  const counts: Counts = {
+    // By external ids alone: they are never rewritten, so the records an event was matched to
+    // (customer_id, contact_id) are named by its external ids too; matching on those ids as well
+    // would keep the planner from the two external id indexes (sql/044) and read every event.
     tracking_events: await deleted(
       tx,
       tx`delete from tracking_events e where e.account_id = ${accountId} and (
-        e.customer_external_id = ${ids(tx, 'erase_customers', 'external_id')}
-        or e.contact_external_id = ${ids(tx, 'erase_contacts', 'external_id')}
-        or e.customer_id = ${customerIds} or e.contact_id = ${contactIds})`,
-    ),
-    // Segment messages, applied or waiting (pending identifies), carry the ids and the traits.
-    segment_messages: await deleted(
-      tx,
-      tx`delete from segment_messages m where m.account_id = ${accountId} and (
-        m.group_id = ${ids(tx, 'erase_customers', 'external_id')}
-        or m.user_id = ${ids(tx, 'erase_contacts', 'external_id')})`,
+        e.customer_external_id = ${sets.customer_external_ids}
+        or e.contact_external_id = ${sets.contact_external_ids})`,
     ),
     tracked_keys: await deleted(
       tx,
       tx`delete from tracked_keys k where k.account_id = ${accountId} and (
-        (k.entity = 'customer' and k.record_id = ${customerIds})
-        or (k.entity = 'contact' and k.record_id = ${contactIds}))`,
-    ),
-    segment_memberships: await deleted(
-      tx,
-      tx`delete from segment_members m where m.account_id = ${accountId} and (m.customer_id = ${customerIds}
-        or m.external_id = ${ids(tx, 'erase_customers', 'external_id')})`,
+        (k.entity = 'customer' and k.record_id = ${sets.customers})
+        or (k.entity = 'contact' and k.record_id = ${sets.contacts}))`,
     ),
     notifications: await deleted(
       tx,
@@ -113,49 +133,18 @@ export const eraseStaged = async (tx: Tx, accountId: number) => {
         where u.account_id = ${accountId} and ${names(tx, tx`coalesce(u.items::text, '') || u.warnings::text`)}
         returning 1
       ) select count(*)::int as n from u`),
-    contact_tags: await deleted(
-      tx,
-      tx`delete from contact_tags where account_id = ${accountId} and contact_id = ${contactIds}`,
-    ),
-    contact_snapshots: await deleted(
-      tx,
-      tx`delete from contact_snapshots where account_id = ${accountId} and contact_id = ${contactIds}`,
-    ),
-    contact_scores: await deleted(
-      tx,
-      tx`delete from contact_scores where account_id = ${accountId} and contact_id = ${contactIds}`,
-    ),
-    contacts: await deleted(
-      tx,
-      tx`delete from contacts where account_id = ${accountId} and service_id = ${contactIds}`,
-    ),
-    customer_tags: await deleted(
-      tx,
-      tx`delete from customer_tags where account_id = ${accountId} and customer_id = ${customerIds}`,
-    ),
-    customer_snapshots: await deleted(
-      tx,
-      tx`delete from customer_snapshots where account_id = ${accountId} and customer_id = ${customerIds}`,
-    ),
-    customer_scores: await deleted(
-      tx,
-      tx`delete from customer_scores where account_id = ${accountId} and customer_id = ${customerIds}`,
-    ),
-    customer_contributions: await deleted(
-      tx,
-      tx`delete from customer_contributions where account_id = ${accountId} and customer_id = ${customerIds}`,
-    ),
-    customers: await deleted(
-      tx,
-      tx`delete from customers where account_id = ${accountId} and service_id = ${customerIds}`,
-    ),
+  }
+  for (const [kind, table, column, set] of BY_COLUMN) {
+    counts[kind] =
+      (counts[kind] ?? 0) +
+      (await deleted(tx, tx`delete from ${tx(table)} where account_id = ${accountId} and ${tx(column)} = ${sets[set]}`))
   }
   return counts
 }
 
 // The customers that remain after their contacts went: their aggregates (the event counts of the
 // daily run, which also rescores what they change) and their scores are computed again.
-const recompute = async (tx: Tx, accountId: number, counts: Awaited<ReturnType<typeof eraseStaged>>) => {
+const recompute = async (tx: Tx, accountId: number, counts: Counts) => {
   const remaining = await tx`
     select distinct k.customer_id from erase_contacts k
     where k.customer_id is not null and not (k.customer_id = ${ids(tx, 'erase_customers', 'service_id')})

@@ -7,7 +7,14 @@ import { TABLES } from '../db/tables.ts'
 import { today } from '../dates.ts'
 import { type FieldError, refuse } from '../errors.ts'
 import { contextNeeds } from '../search/criteria.ts'
-import { compileCount, compileSearch, INVALID_SEARCH, type SearchInput, searchProblems } from '../search/sql.ts'
+import {
+  type CheckedSearch,
+  checkSearch,
+  compileCount,
+  compileSearch,
+  INVALID_SEARCH,
+  type SearchInput,
+} from '../search/sql.ts'
 import { conditionsOf, type SearchBody } from './search-body.ts'
 
 const NO_CONTEXT = { catalog: [] as PropertyDef[], lookups: { users: new Map(), tags: new Map() } }
@@ -72,8 +79,8 @@ export const pageBody = (rows: Buffer[][], limit: number, count?: Total, next?: 
 
 // Counted in a statement of its own, after the page's: a count reads every match, a page no more
 // than it shows. Each has the search's budget (db/budget.ts).
-const countOf = async (tx: Tx, track: Track, input: SearchInput, count: 'exact' | 'estimate'): Promise<Total> => {
-  const query = compileCount(input, count === 'estimate')
+const countOf = async (tx: Tx, track: Track, search: CheckedSearch, count: 'exact' | 'estimate'): Promise<Total> => {
+  const query = compileCount(search, count === 'estimate')
   const [row] = await track(tx.unsafe(query.text, query.params as string[]))
   return count === 'exact'
     ? { total: row.total, estimate: false }
@@ -128,13 +135,16 @@ export const searchPage = (app: App, accountId: number, entity: Entity, body: Se
     ])
     const input = searchInput(accountId, entity, body, context, key)
     // Whether `after` names a record is asked only of a request refused anyway, or of an empty page.
-    const problems = searchProblems(input)
-    if (problems.length > 0) {
-      refuse(400, INVALID_SEARCH, [...(await afterError(tx, accountId, entity, input.afterServiceId)), ...problems])
+    const { problems, search } = checkSearch(input)
+    if (problems) {
+      return refuse(400, INVALID_SEARCH, [
+        ...(await afterError(tx, accountId, entity, input.afterServiceId)),
+        ...problems,
+      ])
     }
-    const query = compileSearch(input)
+    const query = compileSearch(search)
     const rows = (await track(tx.unsafe(query.text, query.params as string[]).raw())) as unknown as Buffer[][]
-    const total = body.count && (await countOf(tx, track, input, body.count))
+    const total = body.count && (await countOf(tx, track, search, body.count))
     if (rows.length === 0) {
       const errors = await afterError(tx, accountId, entity, input.afterServiceId)
       if (errors.length > 0) refuse(400, INVALID_SEARCH, errors)

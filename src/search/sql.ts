@@ -57,14 +57,6 @@ export interface CompiledSearch {
   next?: (cursor: string) => string
 }
 
-interface Begun {
-  tree: Tree<Criterion>
-  keys: SortKey[]
-  after?: CursorValues
-  ctx: Ctx
-  params: string[]
-}
-
 // What begin reads: a match, and what a page adds to it.
 type BeginInput = MatchInput &
   Partial<Pick<SearchInput, 'limit' | 'properties' | 'sort' | 'afterServiceId' | 'afterCursor' | 'cursorKey'>>
@@ -96,19 +88,27 @@ function checked(input: BeginInput, errors: FieldError[]) {
   return { tree, keys, after }
 }
 
-// Every problem of a search, for a caller that reports its own beside them (records/search.ts).
-export function searchProblems(input: SearchInput): FieldError[] {
-  const errors: FieldError[] = []
-  checked(input, errors)
-  return errors
+// A search checked against the catalog (checkSearch): compileSearch and compileCount take it as it
+// is, so that a request's search is checked once, however many statements it compiles.
+export interface CheckedSearch {
+  input: SearchInput
+  tree: Tree<Criterion>
+  keys: SortKey[]
+  after?: CursorValues
 }
 
-// The input's condition and sort, checked (or a 400 whose detail is `refusal`, with every problem
-// of the input after the caller's own `errors`), and a context that binds one statement's parameters.
-function begin(input: BeginInput, refusal: string, errors: FieldError[] = []): Begun {
-  const { tree, keys, after } = checked(input, errors)
-  if (errors.length > 0) refuse(400, refusal, errors)
+// Every problem of a search, for a caller that reports its own beside them (records/search.ts), or
+// the checked search when there is none.
+export function checkSearch(
+  input: SearchInput,
+): { problems: FieldError[]; search?: undefined } | { problems?: undefined; search: CheckedSearch } {
+  const errors: FieldError[] = []
+  const search = { input, ...checked(input, errors) }
+  return errors.length > 0 ? { problems: errors } : { search }
+}
 
+// A context that binds one statement's parameters.
+function bound(input: BeginInput) {
   const params: string[] = []
   // Every parameter is declared text and cast in SQL: postgres.js serializes a parameter by the
   // type the server reports for it, and its boolean and date serializers mangle strings
@@ -126,8 +126,20 @@ function begin(input: BeginInput, refusal: string, errors: FieldError[] = []): B
     entity: input.entity,
     lookups: input.lookups ?? {},
   }
-  return { tree, keys, after, ctx, params }
+  return { ctx, params }
 }
+
+// The input's condition and sort, checked (or a 400 whose detail is `refusal`, with every problem
+// of the input after the caller's own `errors`), and a context that binds one statement's parameters.
+function begin(input: BeginInput, refusal: string, errors: FieldError[] = []) {
+  const { tree, keys, after } = checked(input, errors)
+  if (errors.length > 0) refuse(400, refusal, errors)
+  return { tree, keys, after, ...bound(input) }
+}
+
+// A search's input, checked here, or a search checked already, which is not checked again.
+const begun = (search: SearchInput | CheckedSearch) =>
+  'tree' in search ? { ...search, ...bound(search.input) } : { input: search, ...begin(search, INVALID_SEARCH) }
 
 // Top-level ANDs as separate conditions, so that the interface's filters compile one condition each.
 const conjuncts = (t: Tree<Criterion>): Tree<Criterion>[] => (isNode(t) && 'and' in t ? t.and.flatMap(conjuncts) : [t])
@@ -161,8 +173,8 @@ function matchSql(
 // One page of records in the sort's order, external ID last (alone when there is no sort); it asks
 // for limit + 1 rows so the caller can tell whether a next page exists. A sorted page's rows end
 // with `cursor`, the text of its keys' values and its external ID.
-export function compileSearch(input: SearchInput): CompiledSearch {
-  const { tree, keys, after, ctx, params } = begin(input, INVALID_SEARCH)
+export function compileSearch(search: SearchInput | CheckedSearch): CompiledSearch {
+  const { input, tree, keys, after, ctx, params } = begun(search)
   const columns = columnsSql(ctx, propertiesSql(input.properties, ctx))
   const match = matchSql(ctx, tree, keys, keys.length === 0)
   const where = [
@@ -220,8 +232,8 @@ export function compileSearch(input: SearchInput): CompiledSearch {
 
 // All the records the search matches, paging aside: their number (column `total`), or the
 // planner's estimate of it, EXPLAIN's rows of the matching records (`estimate`), planned, never run.
-export function compileCount(input: SearchInput, estimate: boolean): CompiledSearch {
-  const { tree, ctx, params } = begin(input, INVALID_SEARCH)
+export function compileCount(search: SearchInput | CheckedSearch, estimate: boolean): CompiledSearch {
+  const { tree, ctx, params } = begun(search)
   const { from, where } = matchSql(ctx, tree)
   const match = `from ${from}\nwhere ${where.join('\n  and ')}`
   return { text: estimate ? `explain (format json) select 1 ${match}` : `select count(*) as total ${match}`, params }

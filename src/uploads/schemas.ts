@@ -12,7 +12,15 @@ export const Attributes = v.pipe(
   v.record(v.string(), Value),
 )
 const Metric = v.objectWithRest({ date: DateString }, Value)
-const Metrics = v.pipe(v.array(Metric), v.maxLength(MAX_METRICS, `At most ${MAX_METRICS} metric objects.`))
+// One snapshot per date: checkValues (values.ts) refuses a date given twice, at its path. JSON Schema
+// has no "unique by one key", so the document says it with the extension x-unique-key (and with
+// uniqueItems, which it implies).
+const Metrics = v.pipe(
+  v.array(Metric),
+  v.maxLength(MAX_METRICS, `At most ${MAX_METRICS} metric objects.`),
+  v.metadata({ uniqueItems: true, 'x-unique-key': 'date' }),
+  v.description('One object per date: a date given twice is refused.'),
+)
 
 export const CustomerItem = strict({
   external_id: id255,

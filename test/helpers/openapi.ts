@@ -12,5 +12,14 @@ export const standalone = (doc: any, schema: object) =>
 export const validator = (options: { formats: boolean }) => {
   const ajv = new Ajv2020({ strict: true, allErrors: true, validateFormats: options.formats })
   if (options.formats) addFormats.default(ajv)
+  // The document's one extension keyword (src/uploads/schemas.ts): no two items of the array have
+  // the same value at the key it names, a rule JSON Schema cannot state.
+  ajv.addKeyword({
+    keyword: 'x-unique-key',
+    type: 'array',
+    schemaType: 'string',
+    validate: (key: string, items: Record<string, unknown>[]) =>
+      new Set(items.map((item) => item?.[key])).size === items.length,
+  })
   return ajv
 }
