@@ -6,7 +6,8 @@ import { useData } from './load.ts'
 
 // The landing view of a key holder: what changed over the last 7 or 30 days, the renewals ahead and
 // 12 weeks of the account's health, all from one API call (GET /api/v1/insights/week) that any client
-// can make. Every number links to the customers list it counts, where the search API can express it.
+// can make. Every number links to the customers list it counts, where the search API can express it: a
+// movement's to the customers it lists (the first 10 of its count), earlier weeks' not (past scores).
 
 const QUADRANTS: [QuadrantName, string, string, number[] | undefined][] = [
   ['churn_risk', 'Churn risk', '#b3261e', undefined],
@@ -16,10 +17,11 @@ const QUADRANTS: [QuadrantName, string, string, number[] | undefined][] = [
 ]
 const QUADRANT_NAMES = Object.fromEntries(QUADRANTS.map(([q, name]) => [q, name]))
 
-// A number as a link to its customers when the API gives their search, else as it is.
-const Count = ({ counted, id }: { counted: Counted; id?: string }) =>
+// A number as a link to its customers when the API gives their search, else as it is. `title` says
+// what the link lists when that is not every customer the number counts.
+const Count = ({ counted, id, title }: { counted: Counted; id?: string; title?: string }) =>
   counted.search
-    ? html`<a id=${id} href=${customersHref(counted.search)}>${counted.count}</a>`
+    ? html`<a id=${id} href=${customersHref(counted.search)} title=${title}>${counted.count}</a>`
     : html`<span id=${id}>${counted.count}</span>`
 
 const MOVEMENTS: [keyof Week['movements'], string, string][] = [
@@ -45,7 +47,13 @@ const Change = ({ m }: { m: Mover }) => {
 
 const MoveList = ({ name, title, what, list }: { name: string; title: string; what: string; list: Movements }) =>
   html`<section class="movement" aria-labelledby=${`move-${name}`} data-movement=${name}>
-    <h3 id=${`move-${name}`}>${title} <span class="tally"><${Count} counted=${list} /></span></h3>
+    <h3 id=${`move-${name}`}>
+      ${title}${' '}
+      <span class="tally"><${Count}
+        counted=${list}
+        title=${list.count > list.customers.length ? `Lists the ${list.customers.length} shown here` : undefined}
+      /></span>
+    </h3>
     <p class="muted">${what}</p>
     ${
       list.customers.length
@@ -162,7 +170,10 @@ export const WeekView = ({ apiKey, days }: { apiKey: string; days: 7 | 30 }) => 
     ${!week && !report.error && html`<${Loading} what="the report" />`}
     ${
       week &&
-      html`<p class="muted">From <${When} at=${week.since} /> to <${When} at=${week.today} />.</p>
+      html`<p class="muted" id="week-freshness">
+          From <${When} at=${week.since} /> to <${When} at=${week.today} />, computed${' '}
+          <${When} at=${week.computed_at} />${week.refreshing ? '; changes since are being added' : ''}.
+        </p>
         ${
           last &&
           html`<ul class="tiles" aria-label="Customers now">

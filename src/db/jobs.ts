@@ -176,10 +176,11 @@ export const scoreDailyJob = (accountId: number): JobSpec => ({
 // An account's kept "This week" reports computed anew (insights/week.ts). The triggers of
 // sql/042_week_report_refresh.sql add the same spec, 2 s ahead, for every write of the rows they read;
 // this one is the daily cron's fan-out, for the new day.
+export const weekReportJobKey = (accountId: number) => `${TASKS.refreshWeekReport}:${accountId}`
 export const weekReportJob = (accountId: number): JobSpec => ({
   task: TASKS.refreshWeekReport,
   payload: { account_id: accountId },
-  jobKey: `${TASKS.refreshWeekReport}:${accountId}`,
+  jobKey: weekReportJobKey(accountId),
 })
 
 // The webhook's own retries are new jobs scheduled by the task (5 s, 25 s), so graphile-worker's

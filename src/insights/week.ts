@@ -7,7 +7,7 @@ import { readLabels } from '../catalog/properties.ts'
 import type { App } from '../context.ts'
 import { budgeted, type Caller, type Track } from '../db/budget.ts'
 import type { Tx } from '../db/client.ts'
-import { addJobs, type CronPayload, TASKS, weekReportJob } from '../db/jobs.ts'
+import { addJobs, type CronPayload, weekReportJob, weekReportJobKey } from '../db/jobs.ts'
 import { addDays, today } from '../dates.ts'
 import { explanationRows } from '../scoring/changes.ts'
 import { explainCustomer, type ExplainedCustomer, labelledExplanation } from '../scoring/explain.ts'
@@ -214,26 +214,29 @@ const unnamed = (key: string, value: unknown) => (key === 'external_id' || key =
 const lockReports = (tx: Tx, accountId: number) =>
   tx`select pg_advisory_xact_lock(hashtextextended('week_reports:' || ${accountId}::text, 0))`
 
+// computed_at is taken before the first statement: a change committed after it may be missing.
 const compute = async (tx: Tx, track: Track, accountId: number, days: Period, now: string) => {
   const since = addDays(now, -days)
+  const [{ at }] = await tx`select clock_timestamp() as at`
   const moves = (await track(movements(tx, accountId, since, now))) as unknown as Moved[]
   const renewing = (await track(renewals(tx, accountId, now, addDays(now, RENEWAL_DAYS)))) as unknown as Renewing[]
   const figures = await weekFigures(tx, track, accountId, now)
   // As text: a string sent as jsonb would be kept as one JSON string.
   await track(tx`
     insert into week_reports (account_id, days, day, computed_at, moves, renewing, figures)
-    values (${accountId}, ${days}, ${now}::date, clock_timestamp(), ${JSON.stringify(moves, unnamed)}::text::jsonb,
+    values (${accountId}, ${days}, ${now}::date, ${at}, ${JSON.stringify(moves, unnamed)}::text::jsonb,
       ${JSON.stringify(renewing, unnamed)}::text::jsonb, ${figures}::float8[])
     on conflict (account_id, days) do update set day = excluded.day, computed_at = excluded.computed_at,
       moves = excluded.moves, renewing = excluded.renewing, figures = excluded.figures`)
 }
 
-// `refreshing`: a write since computed_at is still to be folded in (its refresh job waits or runs).
+// `refreshing`: a write since computed_at is still to be folded in (its refresh job waits or runs; one
+// that failed for good does not count).
 const readKept = async (tx: Tx, accountId: number, days: Period, now: string) => {
   const [kept] = await tx`
     select moves, renewing, figures, computed_at,
-      exists (select 1 from graphile_worker.jobs where key = ${`${TASKS.refreshWeekReport}:${accountId}`})
-        as refreshing
+      exists (select 1 from graphile_worker.jobs where key = ${weekReportJobKey(accountId)}
+        and attempts < max_attempts) as refreshing
     from week_reports where account_id = ${accountId} and days = ${days} and day = ${now}::date`
   return kept as unknown as Kept | undefined
 }

@@ -90,8 +90,6 @@ export const ALLOWED_OPERATORS: Record<FieldType, readonly Operator[]> = {
 // Maps, not object literals: a propertyName like "constructor" must not hit Object.prototype.
 export const CORE_FIELDS: Record<Entity, ReadonlyMap<string, FieldType>> = {
   customer: new Map<string, FieldType>([
-    // The record's own id, so that a list of named records is a search (insights/week.ts).
-    ['external_id', 'external_id'],
     ['name', 'string'],
     ['is_churned', 'boolean'],
     ['fitscore', 'number'],
@@ -102,15 +100,17 @@ export const CORE_FIELDS: Record<Entity, ReadonlyMap<string, FieldType>> = {
     ['last_seen', 'date'],
     ['owner', 'owner'],
     ['tags', 'tags'],
+    // The record's own id, so that a list of named records is a search (insights/week.ts).
+    ['external_id', 'external_id'],
   ]),
   contact: new Map<string, FieldType>([
-    ['external_id', 'external_id'],
     ['name', 'string'],
     ['engagementscore', 'number'],
     ['engagementscore_difference', 'number'],
     ['last_seen', 'date'],
     ['tags', 'tags'],
     ['customer_external_id', 'external_id'],
+    ['external_id', 'external_id'],
   ]),
 }
 
