@@ -4,7 +4,7 @@
 -- customer_churn_events is written by a trigger on customers) enqueues one refresh job per account it
 -- touched, in its own transaction, whatever path made the change (uploads, scoring, churn marks,
 -- tracking and Segment applies, erasures, deletes, and paths added later). The job key folds the
--- account's writes into one waiting job and keeps its run_at (the first write's, plus 2 s): a steady
+-- account's writes into one waiting job and keeps its run_at (the first write's, plus 1 s): a steady
 -- stream of writes delays the refresh by at most that, never indefinitely. A job that finds no kept
 -- report does nothing, so an account nobody asks the report of costs a cheap job per burst of writes.
 -- Statement-level triggers, so that a batch of many rows enqueues once; transition tables (one event
@@ -16,7 +16,7 @@ create function enqueue_week_report_refresh() returns trigger language plpgsql a
 begin
   -- The spec of src/db/jobs.ts weekReportJob, with its delay.
   perform graphile_worker.add_job('refresh_week_report', json_build_object('account_id', t.account_id),
-    run_at => clock_timestamp() + interval '2 seconds', job_key => 'refresh_week_report:' || t.account_id,
+    run_at => clock_timestamp() + interval '1 second', job_key => 'refresh_week_report:' || t.account_id,
     job_key_mode => 'preserve_run_at')
   from (select distinct account_id from changed) t;
   return null;

@@ -21,7 +21,7 @@ const week = async (account: Account, query = '') => {
   assert.equal(res.status, 200, JSON.stringify(res.body))
   return res.body
 }
-// The report once the refreshes enqueued by earlier writes have run (a refresh waits 2 s).
+// The report once the refreshes enqueued by earlier writes have run (a refresh waits 1 s).
 const settled = async (account: Account, query = '') => {
   for (const started = Date.now(); Date.now() - started < 30_000; ) {
     const r = await week(account, query)
