@@ -9,8 +9,10 @@
 -- report does nothing, so an account nobody asks the report of costs a cheap job per burst of writes.
 -- Statement-level triggers, so that a batch of many rows enqueues once; transition tables (one event
 -- each, as PostgreSQL requires) name the accounts touched. A restore disables user triggers.
+-- computed_ms: how long the last computation took, which paces the next refresh (src/insights/week.ts).
 alter table week_reports drop column digest,
-  add column computed_at timestamptz not null default now();
+  add column computed_at timestamptz not null default now(),
+  add column computed_ms integer not null default 0;
 
 create function enqueue_week_report_refresh() returns trigger language plpgsql as $$
 begin

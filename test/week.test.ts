@@ -5,6 +5,7 @@ import { after, before, test } from 'node:test'
 import assert from 'node:assert/strict'
 import { startTestService, type TestService } from './helpers/service.ts'
 import { scoredAccount } from './helpers/fixtures.ts'
+import { eventually } from './helpers/receiver.ts'
 import { allPages, dayAgo as day, upload } from './helpers/search.ts'
 
 type Account = Awaited<ReturnType<TestService['account']>>
@@ -211,6 +212,9 @@ test('12 weeks of health: this week counts what its searches list, earlier weeks
   assert.equal(changed[10].quadrants.upsell.count, 5)
   assert.equal(changed[11].quadrants.upsell.count, 4)
   assert.deepEqual(ids((await settled(acme, '?days=30')).movements.churned), ['churned', 'steady'])
+  // A deletion too: one customer fewer not scored.
+  assert.equal((await acme.api('/api/v1/customer/unscored', undefined, 'DELETE')).status, 204)
+  assert.equal((await settled(acme)).weeks[11].quadrants.not_scored.count, 1)
 
   // The daily run computes every kept report anew for the new day.
   const [{ at }] = await s.sql`select max(computed_at) as at from week_reports`
@@ -291,4 +295,23 @@ test('property labels: defined, changed, cleared, listed, and used by explanatio
 
   assert.equal((await relabel('logins', { label: null })).body.label, null)
   assert.deepEqual((await week(acme)).movements.entered_risk.customers[0].drivers, ['logins'])
+})
+
+test('refreshes keep their pace: the next starts no sooner than 5 times the last one took', async () => {
+  const key = `refresh_week_report:${acme.id}`
+  await settled(acme)
+  // As if the last refresh had taken an hour: half an hour for each period.
+  await s.sql`update week_reports set computed_ms = 1800000 where account_id = ${acme.id}`
+  const kept = (await week(acme)).computed_at
+  assert.equal((await acme.api('/api/v1/customer/steady', { is_churned: false }, 'PUT')).status, 200)
+  // Its refresh runs 1 s later, finds the report not due, and puts itself off by about 5 hours.
+  const job = await eventually(async () => {
+    const [waiting] = await s.sql`select run_at, locked_at from graphile_worker.jobs where key = ${key}`
+    return waiting && !waiting.locked_at && waiting.run_at.getTime() > Date.now() + 4 * 3_600_000 && waiting
+  }, 'the refresh put off')
+  assert.ok(job.run_at.getTime() < Date.now() + 5 * 3_600_000)
+  const r = await week(acme)
+  assert.equal(r.computed_at, kept)
+  assert.equal(r.refreshing, true)
+  await s.sql`delete from graphile_worker._private_jobs where key = ${key}`
 })

@@ -175,11 +175,12 @@ export const scoreDailyJob = (accountId: number): JobSpec => ({
 
 // An account's kept "This week" reports computed anew (insights/week.ts). The triggers of
 // sql/042_week_report_refresh.sql add the same spec, 1 s ahead, for every write of the rows they read;
-// this one is the daily cron's fan-out, for the new day.
+// this one is the daily cron's fan-out, for the new day, and a refresh put off to keep its pace.
 export const weekReportJobKey = (accountId: number) => `${TASKS.refreshWeekReport}:${accountId}`
-export const weekReportJob = (accountId: number): JobSpec => ({
+export const weekReportJob = (accountId: number, runAt?: Date): JobSpec => ({
   task: TASKS.refreshWeekReport,
   payload: { account_id: accountId },
+  runAt,
   jobKey: weekReportJobKey(accountId),
 })
 

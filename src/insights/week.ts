@@ -223,11 +223,13 @@ const compute = async (tx: Tx, track: Track, accountId: number, days: Period, no
   const figures = await weekFigures(tx, track, accountId, now)
   // As text: a string sent as jsonb would be kept as one JSON string.
   await track(tx`
-    insert into week_reports (account_id, days, day, computed_at, moves, renewing, figures)
-    values (${accountId}, ${days}, ${now}::date, ${at}, ${JSON.stringify(moves, unnamed)}::text::jsonb,
-      ${JSON.stringify(renewing, unnamed)}::text::jsonb, ${figures}::float8[])
+    insert into week_reports (account_id, days, day, computed_at, computed_ms, moves, renewing, figures)
+    values (${accountId}, ${days}, ${now}::date, ${at}, extract(epoch from clock_timestamp() - ${at}) * 1000,
+      ${JSON.stringify(moves, unnamed)}::text::jsonb, ${JSON.stringify(renewing, unnamed)}::text::jsonb,
+      ${figures}::float8[])
     on conflict (account_id, days) do update set day = excluded.day, computed_at = excluded.computed_at,
-      moves = excluded.moves, renewing = excluded.renewing, figures = excluded.figures`)
+      computed_ms = excluded.computed_ms, moves = excluded.moves, renewing = excluded.renewing,
+      figures = excluded.figures`)
 }
 
 // `refreshing`: a write since computed_at is still to be folded in (its refresh job waits or runs; one
@@ -250,8 +252,14 @@ const keptReport = async (tx: Tx, track: Track, accountId: number, days: Period,
   return (await readKept(tx, accountId, days, now)) as Kept
 }
 
-// The refresh job of an account (computes its kept periods anew), or the daily cron's run (no
-// account), which adds one per account with a kept report.
+// Refreshes of an account take at most 1/PACE of the time: the next starts no sooner than PACE times
+// the last one's duration after the last one started. An account whose writes never stop is then
+// recomputed every few seconds at 100,000 customers (docs/benchmarks.md, "This week"), not without
+// pause, and a small one at once.
+const PACE = 5
+
+// The refresh job of an account (computes its kept periods anew, or puts itself off to keep the pace),
+// or the daily cron's run (no account), which adds one per account with a kept report.
 export const refreshWeekReports = async (app: App, p: CronPayload) => {
   const accountId = p.account_id
   if (accountId === undefined) {
@@ -263,8 +271,15 @@ export const refreshWeekReports = async (app: App, p: CronPayload) => {
   }
   return budgeted(app, undefined, 'aggregate', async (tx, track) => {
     await track(lockReports(tx, accountId))
-    const kept = await tx`select days from week_reports where account_id = ${accountId} order by days`
-    for (const { days } of kept) await compute(tx, track, accountId, days as Period, today())
+    const kept = await tx`
+      select days, to_char(day, 'YYYY-MM-DD') as day, clock_timestamp() as now,
+        min(computed_at) over () + make_interval(secs => ${PACE} * sum(computed_ms) over () / 1000.0) as due
+      from week_reports where account_id = ${accountId} order by days`
+    const now = today()
+    // Not yet due, unless the day changed: its job (the key, given to a new job as this one runs) waits.
+    if (kept.length && kept[0].due > kept[0].now && kept.every((r) => r.day === now))
+      return void (await addJobs(tx, [weekReportJob(accountId, kept[0].due)]))
+    for (const { days } of kept) await compute(tx, track, accountId, days as Period, now)
     return { periods: kept.length }
   })
 }
