@@ -98,6 +98,16 @@ test('the last 7 days: exactly the customers that moved, largest move first, wit
     assert.deepEqual(await searched(list.search), ids(list).sort(), kind)
   }
   assert.equal((await week(acme, '?days=30')).movements.drops.search, null)
+  // external_id is a search field like the others: negated, and a sort key across pages.
+  const named = { propertyName: 'external_id', operator: 'NIN', values: ['entered', 'steady'] }
+  const pages = await allPages(acme, 'customers', {
+    where: named,
+    sort: [{ propertyName: 'external_id', direction: 'desc' }],
+    limit: 3,
+  })
+  const listed = pages.flatMap((p) => p.results.map((c: any) => c.id))
+  assert.deepEqual(listed, [...listed].sort().reverse())
+  assert.ok(listed.length > 3 && !listed.includes('entered') && !listed.includes('steady'))
   const [entered] = r.movements.entered_risk.customers
   assert.deepEqual(
     { ...entered, drivers: undefined },

@@ -3015,10 +3015,10 @@ export interface operations {
           limit?: number
           /**
            * @description Up to 3 keys, each {"propertyName", "direction": "asc" (the default) or "desc"}: a core field
-           * (the scores, last_seen, name, is_churned, customer_external_id for contacts, createdAt, updatedAt), a
-           * custom attribute or a metric (its value in the latest snapshot). Records without a value come last in
-           * either direction, and the external ID (in byte order) decides last. Under a sort, paging.next.after is an
-           * opaque string.
+           * (the scores, last_seen, name, is_churned, external_id, customer_external_id for contacts, createdAt,
+           * updatedAt), a custom attribute or a metric (its value in the latest snapshot). Records without a value come
+           * last in either direction, and the external ID (in byte order) decides last. Under a sort, paging.next.after
+           * is an opaque string.
            */
           sort?: {
             propertyName: string
@@ -3117,10 +3117,10 @@ export interface operations {
           limit?: number
           /**
            * @description Up to 3 keys, each {"propertyName", "direction": "asc" (the default) or "desc"}: a core field
-           * (the scores, last_seen, name, is_churned, customer_external_id for contacts, createdAt, updatedAt), a
-           * custom attribute or a metric (its value in the latest snapshot). Records without a value come last in
-           * either direction, and the external ID (in byte order) decides last. Under a sort, paging.next.after is an
-           * opaque string.
+           * (the scores, last_seen, name, is_churned, external_id, customer_external_id for contacts, createdAt,
+           * updatedAt), a custom attribute or a metric (its value in the latest snapshot). Records without a value come
+           * last in either direction, and the external ID (in byte order) decides last. Under a sort, paging.next.after
+           * is an opaque string.
            */
           sort?: {
             propertyName: string
@@ -4339,10 +4339,10 @@ export interface operations {
             where?: components['schemas']['Where']
             /**
              * @description Up to 3 keys, each {"propertyName", "direction": "asc" (the default) or "desc"}: a core
-             * field (the scores, last_seen, name, is_churned, customer_external_id for contacts, createdAt, updatedAt),
-             * a custom attribute or a metric (its value in the latest snapshot). Records without a value come last in
-             * either direction, and the external ID (in byte order) decides last. Under a sort, paging.next.after is an
-             * opaque string.
+             * field (the scores, last_seen, name, is_churned, external_id, customer_external_id for contacts,
+             * createdAt, updatedAt), a custom attribute or a metric (its value in the latest snapshot). Records without
+             * a value come last in either direction, and the external ID (in byte order) decides last. Under a sort,
+             * paging.next.after is an opaque string.
              */
             sort?: {
               propertyName: string
@@ -4433,10 +4433,10 @@ export interface operations {
           where?: components['schemas']['Where']
           /**
            * @description Up to 3 keys, each {"propertyName", "direction": "asc" (the default) or "desc"}: a core field
-           * (the scores, last_seen, name, is_churned, customer_external_id for contacts, createdAt, updatedAt), a
-           * custom attribute or a metric (its value in the latest snapshot). Records without a value come last in
-           * either direction, and the external ID (in byte order) decides last. Under a sort, paging.next.after is an
-           * opaque string.
+           * (the scores, last_seen, name, is_churned, external_id, customer_external_id for contacts, createdAt,
+           * updatedAt), a custom attribute or a metric (its value in the latest snapshot). Records without a value come
+           * last in either direction, and the external ID (in byte order) decides last. Under a sort, paging.next.after
+           * is an opaque string.
            */
           sort?: {
             propertyName: string
@@ -4490,10 +4490,10 @@ export interface operations {
             where?: components['schemas']['Where']
             /**
              * @description Up to 3 keys, each {"propertyName", "direction": "asc" (the default) or "desc"}: a core
-             * field (the scores, last_seen, name, is_churned, customer_external_id for contacts, createdAt, updatedAt),
-             * a custom attribute or a metric (its value in the latest snapshot). Records without a value come last in
-             * either direction, and the external ID (in byte order) decides last. Under a sort, paging.next.after is an
-             * opaque string.
+             * field (the scores, last_seen, name, is_churned, external_id, customer_external_id for contacts,
+             * createdAt, updatedAt), a custom attribute or a metric (its value in the latest snapshot). Records without
+             * a value come last in either direction, and the external ID (in byte order) decides last. Under a sort,
+             * paging.next.after is an opaque string.
              */
             sort?: {
               propertyName: string
@@ -4583,10 +4583,10 @@ export interface operations {
             where?: components['schemas']['Where']
             /**
              * @description Up to 3 keys, each {"propertyName", "direction": "asc" (the default) or "desc"}: a core
-             * field (the scores, last_seen, name, is_churned, customer_external_id for contacts, createdAt, updatedAt),
-             * a custom attribute or a metric (its value in the latest snapshot). Records without a value come last in
-             * either direction, and the external ID (in byte order) decides last. Under a sort, paging.next.after is an
-             * opaque string.
+             * field (the scores, last_seen, name, is_churned, external_id, customer_external_id for contacts,
+             * createdAt, updatedAt), a custom attribute or a metric (its value in the latest snapshot). Records without
+             * a value come last in either direction, and the external ID (in byte order) decides last. Under a sort,
+             * paging.next.after is an opaque string.
              */
             sort?: {
               propertyName: string
@@ -4681,10 +4681,10 @@ export interface operations {
           where?: components['schemas']['Where']
           /**
            * @description Up to 3 keys, each {"propertyName", "direction": "asc" (the default) or "desc"}: a core field
-           * (the scores, last_seen, name, is_churned, customer_external_id for contacts, createdAt, updatedAt), a
-           * custom attribute or a metric (its value in the latest snapshot). Records without a value come last in
-           * either direction, and the external ID (in byte order) decides last. Under a sort, paging.next.after is an
-           * opaque string.
+           * (the scores, last_seen, name, is_churned, external_id, customer_external_id for contacts, createdAt,
+           * updatedAt), a custom attribute or a metric (its value in the latest snapshot). Records without a value come
+           * last in either direction, and the external ID (in byte order) decides last. Under a sort, paging.next.after
+           * is an opaque string.
            */
           sort?: {
             propertyName: string
@@ -4738,10 +4738,10 @@ export interface operations {
             where?: components['schemas']['Where']
             /**
              * @description Up to 3 keys, each {"propertyName", "direction": "asc" (the default) or "desc"}: a core
-             * field (the scores, last_seen, name, is_churned, customer_external_id for contacts, createdAt, updatedAt),
-             * a custom attribute or a metric (its value in the latest snapshot). Records without a value come last in
-             * either direction, and the external ID (in byte order) decides last. Under a sort, paging.next.after is an
-             * opaque string.
+             * field (the scores, last_seen, name, is_churned, external_id, customer_external_id for contacts,
+             * createdAt, updatedAt), a custom attribute or a metric (its value in the latest snapshot). Records without
+             * a value come last in either direction, and the external ID (in byte order) decides last. Under a sort,
+             * paging.next.after is an opaque string.
              */
             sort?: {
               propertyName: string
