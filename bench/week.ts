@@ -46,10 +46,10 @@ export default async (ctx: BenchContext) => {
     }
     // Interleaved, so that every request meets the same state of the machine: the kept reports and
     // the baselines; then a change of one customer row (untimed), the report right after it (served
-    // kept while its refresh waits) and the time until its refresh is kept (the 1 s delay and the
-    // computation of both periods in the background); then, with no report kept, the first request
-    // of a day (computed in the request), and the 30-day report asked again, untimed, so that the
-    // next run finds both kept.
+    // kept while its refresh waits) and the time until its refresh is kept (the 1 s delay or the
+    // pace of refreshes, then the computation of both periods in the background); then, with no
+    // report kept, the first request of a day (computed in the request), and the 30-day report asked
+    // again, untimed, so that the next run finds both kept.
     const requests: [name: string, path: string, body?: unknown][] = [
       ['GET /api/v1/insights/week (7 days), kept', '/api/v1/insights/week'],
       ['GET /api/v1/insights/week?days=30, kept', '/api/v1/insights/week?days=30'],
