@@ -17,11 +17,10 @@ const QUADRANTS: [QuadrantName, string, string, number[] | undefined][] = [
 ]
 const QUADRANT_NAMES = Object.fromEntries(QUADRANTS.map(([q, name]) => [q, name]))
 
-// A number as a link to its customers when the API gives their search, else as it is. `title` says
-// what the link lists when that is not every customer the number counts.
-const Count = ({ counted, id, title }: { counted: Counted; id?: string; title?: string }) =>
+// A number as a link to its customers when the API gives their search, else as it is.
+const Count = ({ counted, id }: { counted: Counted; id?: string }) =>
   counted.search
-    ? html`<a id=${id} href=${customersHref(counted.search)} title=${title}>${counted.count}</a>`
+    ? html`<a id=${id} href=${customersHref(counted.search)}>${counted.count}</a>`
     : html`<span id=${id}>${counted.count}</span>`
 
 const MOVEMENTS: [keyof Week['movements'], string, string][] = [
@@ -47,13 +46,7 @@ const Change = ({ m }: { m: Mover }) => {
 
 const MoveList = ({ name, title, what, list }: { name: string; title: string; what: string; list: Movements }) =>
   html`<section class="movement" aria-labelledby=${`move-${name}`} data-movement=${name}>
-    <h3 id=${`move-${name}`}>
-      ${title}${' '}
-      <span class="tally"><${Count}
-        counted=${list}
-        title=${list.count > list.customers.length ? `Lists the ${list.customers.length} shown here` : undefined}
-      /></span>
-    </h3>
+    <h3 id=${`move-${name}`}>${title} <span class="tally"><${Count} counted=${list} /></span></h3>
     <p class="muted">${what}</p>
     ${
       list.customers.length
@@ -68,7 +61,9 @@ const MoveList = ({ name, title, what, list }: { name: string; title: string; wh
           </ul>
           ${
             list.count > list.customers.length &&
-            html`<p class="muted">and ${list.count - list.customers.length} more.</p>`
+            html`<p class="muted">
+              and ${list.count - list.customers.length} more (the count's link lists those shown).
+            </p>`
           }`
         : html`<${Empty}>None.</${Empty}>`
     }

@@ -253,9 +253,9 @@ const keptReport = async (tx: Tx, track: Track, accountId: number, days: Period,
 }
 
 // Refreshes of an account take at most 1/PACE of the time: the next starts no sooner than PACE times
-// the last one's duration after the last one started. An account whose writes never stop is then
-// recomputed every few seconds at 100,000 customers (docs/benchmarks.md, "This week"), not without
-// pause, and a small one at once.
+// the last one's duration after the last one started. An account of 100,000 customers whose writes
+// never stop is then recomputed every 20 s or so (docs/benchmarks.md, "This week"), not without pause,
+// and a small one at once.
 const PACE = 5
 
 // The refresh job of an account (computes its kept periods anew, or puts itself off to keep the pace),
