@@ -10,6 +10,9 @@
 -- Statement-level triggers, so that a batch of many rows enqueues once; transition tables (one event
 -- each, as PostgreSQL requires) name the accounts touched. A restore disables user triggers.
 -- computed_ms: how long the last computation took, which paces the next refresh (src/insights/week.ts).
+-- Reports kept before were checked against their digest at each request, and a write since may not
+-- be in them: none is kept over, the next request computes it.
+delete from week_reports;
 alter table week_reports drop column digest,
   add column computed_at timestamptz not null default now(),
   add column computed_ms integer not null default 0;
