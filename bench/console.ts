@@ -32,6 +32,22 @@ const SIZES = [
   },
 ]
 
+// The median of RUNS renders (seconds from the navigation, as the page measures them) and of RUNS
+// fetches of the same requests by Node (the baseline), interleaved after one warm-up of each.
+const timed = async (render: () => Promise<number>, fetched: () => Promise<void>) => {
+  await render()
+  await fetched()
+  const rendered: number[] = []
+  const baselines: number[] = []
+  for (let run = 0; run < RUNS; run++) {
+    rendered.push(await render())
+    const started = performance.now()
+    await fetched()
+    baselines.push((performance.now() - started) / 1000)
+  }
+  return [median(rendered), median(baselines)]
+}
+
 const scoredAccount = async (sql: Sql, customers: number, name: string) => {
   const accountId = await seed(sql, customers, name)
   await sql`insert into scoring_models (account_id, model) values (${accountId}, ${sql.json(model(40))})`
@@ -71,16 +87,7 @@ export default async (ctx: BenchContext) => {
       if (!res.ok) throw new Error(`week: ${res.status} ${await res.text()}`)
       await res.json()
     }
-    await render()
-    const rendered: number[] = []
-    const baselines: number[] = []
-    for (let run = 0; run < RUNS; run++) {
-      rendered.push(await render())
-      const started = performance.now()
-      await fetched()
-      baselines.push((performance.now() - started) / 1000)
-    }
-    const [value, baseline] = [median(rendered), median(baselines)]
+    const [value, baseline] = await timed(render, fetched)
     ctx.report({
       bench: 'console',
       metric: `home view of ${customers} customers: navigation to the report drawn`,
@@ -132,17 +139,7 @@ export default async (ctx: BenchContext) => {
           await page.close()
         }
       }
-      await render()
-      await fetched()
-      const rendered: number[] = []
-      const baselines: number[] = []
-      for (let run = 0; run < RUNS; run++) {
-        rendered.push(await render())
-        const started = performance.now()
-        await fetched()
-        baselines.push((performance.now() - started) / 1000)
-      }
-      const [value, baseline] = [median(rendered), median(baselines)]
+      const [value, baseline] = await timed(render, fetched)
       const drawn = size.mode === 'points' ? `${size.points} points` : 'the aggregate grid'
       const fresh = size.fresh ? ' right after its first upload' : ''
       ctx.report({

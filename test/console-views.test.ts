@@ -229,6 +229,19 @@ test('the home view lists exactly the customers that moved; a number opens the c
     { entered_risk: ['entered'], churned: ['churned'], reactivated: ['back'], drops: ['entered', 'dropped'] },
   )
   assert.match((await page.locator('[data-movement="entered_risk"] .why').textContent()) ?? '', /logins/)
+  assert.match((await page.locator('#week-freshness').textContent()) ?? '', /computed/)
+  // Each movement's count opens the customers list showing exactly the customers it lists.
+  for (const movement of ['entered_risk', 'churned', 'reactivated', 'drops']) {
+    const names = (await listed(movement)).sort()
+    await page.locator(`[data-movement="${movement}"] .tally a`).click()
+    await page.locator('#customers-where').waitFor()
+    await settled(page)
+    assert.deepEqual((await page.locator('#customers td:nth-child(2)').allTextContents()).sort(), names, movement)
+    await page.goBack()
+    await settled(page)
+  }
+  // Nobody left churn risk: a zero, with nothing to open.
+  assert.equal(await page.locator('[data-movement="left_risk"] .tally a').count(), 0)
   const renewals = await page
     .locator('#renewals [data-customer]')
     .evaluateAll((els) => els.map((e) => e.getAttribute('data-customer')))

@@ -89,8 +89,8 @@ describe('compileSearch rejects bad requests with paths', () => {
       ['customer', 'is_churned', 'IN', 'boolean'],
       ['customer', 'owner', 'LIKE', 'owner'],
       ['customer', 'tags', 'GTE', 'tags'],
-      ['contact', 'customer_external_id', 'KNOWN', 'customer_external_id'],
-      ['contact', 'customer_external_id', 'LIKE', 'customer_external_id'],
+      ['contact', 'customer_external_id', 'KNOWN', 'external_id'],
+      ['contact', 'customer_external_id', 'LIKE', 'external_id'],
     ]
     for (const [entity, propertyName, operator, type] of cases) {
       const [error, ...rest] = errorsOf({ entity, filters: [{ propertyName, operator, value: '1' }] })

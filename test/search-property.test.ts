@@ -252,7 +252,7 @@ const FIELDS: Record<Entity, [string, FieldType, fc.Arbitrary<string>][]> = {
     ['tags', 'tags', tag],
     [
       'customer_external_id',
-      'customer_external_id',
+      'external_id',
       fc.oneof(fc.constantFrom(...customerRecords.map((r) => r.external_id)), fc.constantFrom('nope', 'C')),
     ],
   ],

@@ -5,6 +5,7 @@ import { after, before, test } from 'node:test'
 import assert from 'node:assert/strict'
 import { startTestService, type TestService } from './helpers/service.ts'
 import { scoredAccount } from './helpers/fixtures.ts'
+import { eventually } from './helpers/receiver.ts'
 import { allPages, dayAgo as day, upload } from './helpers/search.ts'
 
 type Account = Awaited<ReturnType<TestService['account']>>
@@ -20,6 +21,15 @@ const week = async (account: Account, query = '') => {
   const res = await account.api(`/api/v1/insights/week${query}`, undefined, 'GET')
   assert.equal(res.status, 200, JSON.stringify(res.body))
   return res.body
+}
+// The report once the refreshes enqueued by earlier writes have run (a refresh waits 1 s).
+const settled = async (account: Account, query = '') => {
+  for (const started = Date.now(); Date.now() - started < 30_000; ) {
+    const r = await week(account, query)
+    if (!r.refreshing) return r
+    await new Promise((resolve) => setTimeout(resolve, 200))
+  }
+  assert.fail('the report was still refreshing after 30 s')
 }
 const ids = (list: { customers: { external_id: string }[] }) => list.customers.map((c) => c.external_id)
 const searched = async (where: unknown) =>
@@ -82,10 +92,22 @@ test('the last 7 days: exactly the customers that moved, largest move first, wit
     drops: ['entered', 'dropped'],
     gains: ['recovered'],
   })
+  // Each list's search lists exactly the customers it names; nobody moved, nothing to search.
   for (const [kind, list] of Object.entries(r.movements) as [string, any][]) {
     assert.equal(list.count, list.customers.length, kind)
-    assert.equal(list.search, null, kind)
+    assert.deepEqual(await searched(list.search), ids(list).sort(), kind)
   }
+  assert.equal((await week(acme, '?days=30')).movements.drops.search, null)
+  // external_id is a search field like the others: negated, and a sort key across pages.
+  const named = { propertyName: 'external_id', operator: 'NIN', values: ['entered', 'steady'] }
+  const pages = await allPages(acme, 'customers', {
+    where: named,
+    sort: [{ propertyName: 'external_id', direction: 'desc' }],
+    limit: 3,
+  })
+  const listed = pages.flatMap((p) => p.results.map((c: any) => c.id))
+  assert.deepEqual(listed, [...listed].sort().reverse())
+  assert.ok(listed.length > 3 && !listed.includes('entered') && !listed.includes('steady'))
   const [entered] = r.movements.entered_risk.customers
   assert.deepEqual(
     { ...entered, drivers: undefined },
@@ -172,9 +194,12 @@ test('12 weeks of health: this week counts what its searches list, earlier weeks
   assert.ok(Object.values(weeks[0].quadrants).every((v: any) => v.count === 0))
   assert.equal(weeks[0].median_engagement, null)
 
-  // The report is kept, and computed anew after any change of the rows it reads: steady, churned 10
-  // days ago, leaves the upsell customers of a week ago (not of two weeks ago) and of now.
-  assert.deepEqual((await week(acme)).weeks, weeks)
+  // The report is kept, and computed anew in the background after any change of the rows it reads:
+  // steady, churned 10 days ago, leaves the upsell customers of a week ago (not of two weeks ago) and
+  // of now.
+  const first = await settled(acme)
+  assert.deepEqual(first.weeks, weeks)
+  assert.equal((await week(acme)).computed_at, first.computed_at)
   const kept = await s.sql`select days, moves::text || renewing::text as rows from week_reports
     where account_id = ${acme.id} order by days`
   // Kept without names or external ids, so that an erasure leaves none behind.
@@ -185,12 +210,32 @@ test('12 weeks of health: this week counts what its searches list, earlier weeks
   )
   const churned = await acme.api('/api/v1/customer/steady', { is_churned: true, churned_date: day(10) }, 'PUT')
   assert.equal(churned.status, 200, JSON.stringify(churned.body))
-  const changed = (await week(acme)).weeks
+  // Until its refresh has run, the kept report is served as it was, and says so.
+  const stale = await week(acme)
+  assert.equal(stale.computed_at, first.computed_at)
+  assert.equal(stale.refreshing, true)
+  assert.deepEqual(stale.weeks, weeks)
+  const refreshed = await settled(acme)
+  assert.ok(refreshed.computed_at > first.computed_at)
+  const changed = refreshed.weeks
   assert.deepEqual(changed.slice(0, 10), weeks.slice(0, 10))
   assert.equal(changed[10].quadrants.upsell.count, 5)
   assert.equal(changed[11].quadrants.upsell.count, 4)
-  assert.deepEqual((await week(acme)).weeks, changed)
-  assert.deepEqual(ids((await week(acme, '?days=30')).movements.churned), ['churned', 'steady'])
+  assert.deepEqual(ids((await settled(acme, '?days=30')).movements.churned), ['churned', 'steady'])
+  // A deletion too: one customer fewer not scored.
+  assert.equal((await acme.api('/api/v1/customer/unscored', undefined, 'DELETE')).status, 204)
+  assert.equal((await settled(acme)).weeks[11].quadrants.not_scored.count, 1)
+
+  // The daily run computes every kept report anew for the new day.
+  const [{ at }] = await s.sql`select max(computed_at) as at from week_reports`
+  await s.sql`select graphile_worker.add_job('refresh_week_report', '{}'::json)`
+  for (const started = Date.now(); Date.now() - started < 30_000; ) {
+    const [row] = await s.sql`select count(*) filter (where computed_at <= ${at})::int as left from week_reports`
+    if (row.left === 0) break
+    await new Promise((resolve) => setTimeout(resolve, 200))
+  }
+  const left = await s.sql`select account_id, days from week_reports where computed_at <= ${at}`
+  assert.deepEqual([...left], [])
 })
 
 test('another account sees only its own customers', async () => {
@@ -260,4 +305,23 @@ test('property labels: defined, changed, cleared, listed, and used by explanatio
 
   assert.equal((await relabel('logins', { label: null })).body.label, null)
   assert.deepEqual((await week(acme)).movements.entered_risk.customers[0].drivers, ['logins'])
+})
+
+test('refreshes keep their pace: the next starts no sooner than 5 times the last one took', async () => {
+  const key = `refresh_week_report:${acme.id}`
+  await settled(acme)
+  // As if the last refresh had taken an hour: half an hour for each period.
+  await s.sql`update week_reports set computed_ms = 1800000 where account_id = ${acme.id}`
+  const kept = (await week(acme)).computed_at
+  assert.equal((await acme.api('/api/v1/customer/steady', { is_churned: false }, 'PUT')).status, 200)
+  // Its refresh runs 1 s later, finds the report not due, and puts itself off by about 5 hours.
+  const job = await eventually(async () => {
+    const [waiting] = await s.sql`select run_at, locked_at from graphile_worker.jobs where key = ${key}`
+    return waiting && !waiting.locked_at && waiting.run_at.getTime() > Date.now() + 4 * 3_600_000 && waiting
+  }, 'the refresh put off')
+  assert.ok(job.run_at.getTime() < Date.now() + 5 * 3_600_000)
+  const r = await week(acme)
+  assert.equal(r.computed_at, kept)
+  assert.equal(r.refreshing, true)
+  await s.sql`delete from graphile_worker._private_jobs where key = ${key}`
 })

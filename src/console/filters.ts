@@ -8,8 +8,9 @@ import { useData } from './load.ts'
 // GET /api/v1/properties. A codename typed in that neither knows is offered every operator (the
 // service names a wrong one).
 type Operator = Filter['operator']
-type Kind = 'number' | 'date' | 'string' | 'boolean' | 'set' | 'any'
+type Kind = 'number' | 'date' | 'string' | 'boolean' | 'set' | 'id' | 'any'
 const FIELDS: Record<string, Kind> = {
+  external_id: 'id',
   name: 'string',
   engagementscore: 'number',
   engagementscore_difference: 'number',
@@ -46,6 +47,7 @@ const BY_KIND: Record<Kind, Operator[]> = {
   string: ['EQ', 'NEQ', 'LIKE', 'NLIKE', 'IN', 'NIN', 'KNOWN', 'UNKNOWN'],
   boolean: ['EQ', 'NEQ', 'KNOWN', 'UNKNOWN'],
   set: ['EQ', 'NEQ', 'IN', 'NIN', 'KNOWN', 'UNKNOWN'],
+  id: ['EQ', 'NEQ', 'IN', 'NIN'],
   any: OPERATORS.map(([op]) => op),
 }
 type Kinds = Record<string, Kind>

@@ -1833,6 +1833,16 @@ export interface components {
        * @description The start of the period: movements compare engagement on this day with now.
        */
       since: string
+      /**
+       * Format: date-time
+       * @description When the numbers and lists were computed: the report is kept, and computed anew in the background
+       * a few seconds after any change of the account's customers or scores (docs/api.md, "This week").
+       */
+      computed_at: string
+      /**
+       * @description True while a change since computed_at is still to be folded in (its recomputation waits or runs).
+       */
+      refreshing: boolean
       movements: {
         /** @description Active customers whose engagement fell below 0 (churn risk), largest fall first */
         entered_risk: {
@@ -1840,8 +1850,8 @@ export interface components {
           count: number
           /**
            * @description The where tree that lists the customers behind this number: POST {"where": ...} to
-           * /api/v1/customers/search. Null where the search API cannot express the list (a movement compares two
-           * dates).
+           * /api/v1/customers/search. A movement's names the customers it lists (external_id IN). Null for a movement
+           * nobody made and for earlier weeks (past scores).
            */
           search: components['schemas']['Where'] | null
           /**
@@ -1870,8 +1880,8 @@ export interface components {
           count: number
           /**
            * @description The where tree that lists the customers behind this number: POST {"where": ...} to
-           * /api/v1/customers/search. Null where the search API cannot express the list (a movement compares two
-           * dates).
+           * /api/v1/customers/search. A movement's names the customers it lists (external_id IN). Null for a movement
+           * nobody made and for earlier weeks (past scores).
            */
           search: components['schemas']['Where'] | null
           /**
@@ -1901,8 +1911,8 @@ export interface components {
           count: number
           /**
            * @description The where tree that lists the customers behind this number: POST {"where": ...} to
-           * /api/v1/customers/search. Null where the search API cannot express the list (a movement compares two
-           * dates).
+           * /api/v1/customers/search. A movement's names the customers it lists (external_id IN). Null for a movement
+           * nobody made and for earlier weeks (past scores).
            */
           search: components['schemas']['Where'] | null
           /** @description The first 10: Customers churned with a churn date in the period, latest first. */
@@ -1929,8 +1939,8 @@ export interface components {
           count: number
           /**
            * @description The where tree that lists the customers behind this number: POST {"where": ...} to
-           * /api/v1/customers/search. Null where the search API cannot express the list (a movement compares two
-           * dates).
+           * /api/v1/customers/search. A movement's names the customers it lists (external_id IN). Null for a movement
+           * nobody made and for earlier weeks (past scores).
            */
           search: components['schemas']['Where'] | null
           /** @description The first 10: Customers reactivated in the period and active now, latest first. */
@@ -1957,8 +1967,8 @@ export interface components {
           count: number
           /**
            * @description The where tree that lists the customers behind this number: POST {"where": ...} to
-           * /api/v1/customers/search. Null where the search API cannot express the list (a movement compares two
-           * dates).
+           * /api/v1/customers/search. A movement's names the customers it lists (external_id IN). Null for a movement
+           * nobody made and for earlier weeks (past scores).
            */
           search: components['schemas']['Where'] | null
           /** @description The first 10: Active customers whose engagement fell, largest drop first. */
@@ -1985,8 +1995,8 @@ export interface components {
           count: number
           /**
            * @description The where tree that lists the customers behind this number: POST {"where": ...} to
-           * /api/v1/customers/search. Null where the search API cannot express the list (a movement compares two
-           * dates).
+           * /api/v1/customers/search. A movement's names the customers it lists (external_id IN). Null for a movement
+           * nobody made and for earlier weeks (past scores).
            */
           search: components['schemas']['Where'] | null
           /** @description The first 10: Active customers whose engagement rose, largest gain first. */
@@ -2022,7 +2032,8 @@ export interface components {
         count: number
         /**
          * @description The where tree that lists the customers behind this number: POST {"where": ...} to
-         * /api/v1/customers/search. Null where the search API cannot express the list (a movement compares two dates).
+         * /api/v1/customers/search. A movement's names the customers it lists (external_id IN). Null for a movement
+         * nobody made and for earlier weeks (past scores).
          */
         search: components['schemas']['Where'] | null
         /** @description The renewals in churn risk (engagement below 0). */
@@ -2030,8 +2041,8 @@ export interface components {
           count: number
           /**
            * @description The where tree that lists the customers behind this number: POST {"where": ...} to
-           * /api/v1/customers/search. Null where the search API cannot express the list (a movement compares two
-           * dates).
+           * /api/v1/customers/search. A movement's names the customers it lists (external_id IN). Null for a movement
+           * nobody made and for earlier weeks (past scores).
            */
           search: components['schemas']['Where'] | null
         }
@@ -2069,8 +2080,8 @@ export interface components {
             count: number
             /**
              * @description The where tree that lists the customers behind this number: POST {"where": ...} to
-             * /api/v1/customers/search. Null where the search API cannot express the list (a movement compares two
-             * dates).
+             * /api/v1/customers/search. A movement's names the customers it lists (external_id IN). Null for a movement
+             * nobody made and for earlier weeks (past scores).
              */
             search: components['schemas']['Where'] | null
           }
@@ -2078,8 +2089,8 @@ export interface components {
             count: number
             /**
              * @description The where tree that lists the customers behind this number: POST {"where": ...} to
-             * /api/v1/customers/search. Null where the search API cannot express the list (a movement compares two
-             * dates).
+             * /api/v1/customers/search. A movement's names the customers it lists (external_id IN). Null for a movement
+             * nobody made and for earlier weeks (past scores).
              */
             search: components['schemas']['Where'] | null
           }
@@ -2087,8 +2098,8 @@ export interface components {
             count: number
             /**
              * @description The where tree that lists the customers behind this number: POST {"where": ...} to
-             * /api/v1/customers/search. Null where the search API cannot express the list (a movement compares two
-             * dates).
+             * /api/v1/customers/search. A movement's names the customers it lists (external_id IN). Null for a movement
+             * nobody made and for earlier weeks (past scores).
              */
             search: components['schemas']['Where'] | null
           }
@@ -2096,8 +2107,8 @@ export interface components {
             count: number
             /**
              * @description The where tree that lists the customers behind this number: POST {"where": ...} to
-             * /api/v1/customers/search. Null where the search API cannot express the list (a movement compares two
-             * dates).
+             * /api/v1/customers/search. A movement's names the customers it lists (external_id IN). Null for a movement
+             * nobody made and for earlier weeks (past scores).
              */
             search: components['schemas']['Where'] | null
           }
@@ -3004,10 +3015,10 @@ export interface operations {
           limit?: number
           /**
            * @description Up to 3 keys, each {"propertyName", "direction": "asc" (the default) or "desc"}: a core field
-           * (the scores, last_seen, name, is_churned, customer_external_id for contacts, createdAt, updatedAt), a
-           * custom attribute or a metric (its value in the latest snapshot). Records without a value come last in
-           * either direction, and the external ID (in byte order) decides last. Under a sort, paging.next.after is an
-           * opaque string.
+           * (the scores, last_seen, name, is_churned, external_id, customer_external_id for contacts, createdAt,
+           * updatedAt), a custom attribute or a metric (its value in the latest snapshot). Records without a value come
+           * last in either direction, and the external ID (in byte order) decides last. Under a sort, paging.next.after
+           * is an opaque string.
            */
           sort?: {
             propertyName: string
@@ -3106,10 +3117,10 @@ export interface operations {
           limit?: number
           /**
            * @description Up to 3 keys, each {"propertyName", "direction": "asc" (the default) or "desc"}: a core field
-           * (the scores, last_seen, name, is_churned, customer_external_id for contacts, createdAt, updatedAt), a
-           * custom attribute or a metric (its value in the latest snapshot). Records without a value come last in
-           * either direction, and the external ID (in byte order) decides last. Under a sort, paging.next.after is an
-           * opaque string.
+           * (the scores, last_seen, name, is_churned, external_id, customer_external_id for contacts, createdAt,
+           * updatedAt), a custom attribute or a metric (its value in the latest snapshot). Records without a value come
+           * last in either direction, and the external ID (in byte order) decides last. Under a sort, paging.next.after
+           * is an opaque string.
            */
           sort?: {
             propertyName: string
@@ -4330,10 +4341,10 @@ export interface operations {
             where?: components['schemas']['Where']
             /**
              * @description Up to 3 keys, each {"propertyName", "direction": "asc" (the default) or "desc"}: a core
-             * field (the scores, last_seen, name, is_churned, customer_external_id for contacts, createdAt, updatedAt),
-             * a custom attribute or a metric (its value in the latest snapshot). Records without a value come last in
-             * either direction, and the external ID (in byte order) decides last. Under a sort, paging.next.after is an
-             * opaque string.
+             * field (the scores, last_seen, name, is_churned, external_id, customer_external_id for contacts,
+             * createdAt, updatedAt), a custom attribute or a metric (its value in the latest snapshot). Records without
+             * a value come last in either direction, and the external ID (in byte order) decides last. Under a sort,
+             * paging.next.after is an opaque string.
              */
             sort?: {
               propertyName: string
@@ -4424,10 +4435,10 @@ export interface operations {
           where?: components['schemas']['Where']
           /**
            * @description Up to 3 keys, each {"propertyName", "direction": "asc" (the default) or "desc"}: a core field
-           * (the scores, last_seen, name, is_churned, customer_external_id for contacts, createdAt, updatedAt), a
-           * custom attribute or a metric (its value in the latest snapshot). Records without a value come last in
-           * either direction, and the external ID (in byte order) decides last. Under a sort, paging.next.after is an
-           * opaque string.
+           * (the scores, last_seen, name, is_churned, external_id, customer_external_id for contacts, createdAt,
+           * updatedAt), a custom attribute or a metric (its value in the latest snapshot). Records without a value come
+           * last in either direction, and the external ID (in byte order) decides last. Under a sort, paging.next.after
+           * is an opaque string.
            */
           sort?: {
             propertyName: string
@@ -4481,10 +4492,10 @@ export interface operations {
             where?: components['schemas']['Where']
             /**
              * @description Up to 3 keys, each {"propertyName", "direction": "asc" (the default) or "desc"}: a core
-             * field (the scores, last_seen, name, is_churned, customer_external_id for contacts, createdAt, updatedAt),
-             * a custom attribute or a metric (its value in the latest snapshot). Records without a value come last in
-             * either direction, and the external ID (in byte order) decides last. Under a sort, paging.next.after is an
-             * opaque string.
+             * field (the scores, last_seen, name, is_churned, external_id, customer_external_id for contacts,
+             * createdAt, updatedAt), a custom attribute or a metric (its value in the latest snapshot). Records without
+             * a value come last in either direction, and the external ID (in byte order) decides last. Under a sort,
+             * paging.next.after is an opaque string.
              */
             sort?: {
               propertyName: string
@@ -4574,10 +4585,10 @@ export interface operations {
             where?: components['schemas']['Where']
             /**
              * @description Up to 3 keys, each {"propertyName", "direction": "asc" (the default) or "desc"}: a core
-             * field (the scores, last_seen, name, is_churned, customer_external_id for contacts, createdAt, updatedAt),
-             * a custom attribute or a metric (its value in the latest snapshot). Records without a value come last in
-             * either direction, and the external ID (in byte order) decides last. Under a sort, paging.next.after is an
-             * opaque string.
+             * field (the scores, last_seen, name, is_churned, external_id, customer_external_id for contacts,
+             * createdAt, updatedAt), a custom attribute or a metric (its value in the latest snapshot). Records without
+             * a value come last in either direction, and the external ID (in byte order) decides last. Under a sort,
+             * paging.next.after is an opaque string.
              */
             sort?: {
               propertyName: string
@@ -4672,10 +4683,10 @@ export interface operations {
           where?: components['schemas']['Where']
           /**
            * @description Up to 3 keys, each {"propertyName", "direction": "asc" (the default) or "desc"}: a core field
-           * (the scores, last_seen, name, is_churned, customer_external_id for contacts, createdAt, updatedAt), a
-           * custom attribute or a metric (its value in the latest snapshot). Records without a value come last in
-           * either direction, and the external ID (in byte order) decides last. Under a sort, paging.next.after is an
-           * opaque string.
+           * (the scores, last_seen, name, is_churned, external_id, customer_external_id for contacts, createdAt,
+           * updatedAt), a custom attribute or a metric (its value in the latest snapshot). Records without a value come
+           * last in either direction, and the external ID (in byte order) decides last. Under a sort, paging.next.after
+           * is an opaque string.
            */
           sort?: {
             propertyName: string
@@ -4729,10 +4740,10 @@ export interface operations {
             where?: components['schemas']['Where']
             /**
              * @description Up to 3 keys, each {"propertyName", "direction": "asc" (the default) or "desc"}: a core
-             * field (the scores, last_seen, name, is_churned, customer_external_id for contacts, createdAt, updatedAt),
-             * a custom attribute or a metric (its value in the latest snapshot). Records without a value come last in
-             * either direction, and the external ID (in byte order) decides last. Under a sort, paging.next.after is an
-             * opaque string.
+             * field (the scores, last_seen, name, is_churned, external_id, customer_external_id for contacts,
+             * createdAt, updatedAt), a custom attribute or a metric (its value in the latest snapshot). Records without
+             * a value come last in either direction, and the external ID (in byte order) decides last. Under a sort,
+             * paging.next.after is an opaque string.
              */
             sort?: {
               propertyName: string

@@ -6,7 +6,8 @@ import { useData } from './load.ts'
 
 // The landing view of a key holder: what changed over the last 7 or 30 days, the renewals ahead and
 // 12 weeks of the account's health, all from one API call (GET /api/v1/insights/week) that any client
-// can make. Every number links to the customers list it counts, where the search API can express it.
+// can make. Every number links to the customers list it counts, where the search API can express it: a
+// movement's to the customers it lists (the first 10 of its count), earlier weeks' not (past scores).
 
 const QUADRANTS: [QuadrantName, string, string, number[] | undefined][] = [
   ['churn_risk', 'Churn risk', '#b3261e', undefined],
@@ -60,7 +61,9 @@ const MoveList = ({ name, title, what, list }: { name: string; title: string; wh
           </ul>
           ${
             list.count > list.customers.length &&
-            html`<p class="muted">and ${list.count - list.customers.length} more.</p>`
+            html`<p class="muted">
+              and ${list.count - list.customers.length} more (the count's link lists those shown).
+            </p>`
           }`
         : html`<${Empty}>None.</${Empty}>`
     }
@@ -162,7 +165,10 @@ export const WeekView = ({ apiKey, days }: { apiKey: string; days: 7 | 30 }) => 
     ${!week && !report.error && html`<${Loading} what="the report" />`}
     ${
       week &&
-      html`<p class="muted">From <${When} at=${week.since} /> to <${When} at=${week.today} />.</p>
+      html`<p class="muted" id="week-freshness">
+          From <${When} at=${week.since} /> to <${When} at=${week.today} />, computed${' '}
+          <${When} at=${week.computed_at} />${week.refreshing ? '; changes since are being added' : ''}.
+        </p>
         ${
           last &&
           html`<ul class="tiles" aria-label="Customers now">

@@ -46,6 +46,7 @@ export const TASKS = {
   erase: 'erase',
   purgeExpired: 'purge_expired',
   backup: 'backup_database',
+  refreshWeekReport: 'refresh_week_report',
 } as const
 
 export interface ProcessUploadPayload {
@@ -170,6 +171,17 @@ export const scoreDailyJob = (accountId: number): JobSpec => ({
   payload: { account_id: accountId },
   queue: scoringQueue(accountId),
   jobKey: `${TASKS.scoreDaily}:${accountId}`,
+})
+
+// An account's kept "This week" reports computed anew (insights/week.ts). The triggers of
+// sql/042_week_report_refresh.sql add the same spec, 1 s ahead, for every write of the rows they read;
+// this one is the daily cron's fan-out, for the new day, and a refresh put off to keep its pace.
+export const weekReportJobKey = (accountId: number) => `${TASKS.refreshWeekReport}:${accountId}`
+export const weekReportJob = (accountId: number, runAt?: Date): JobSpec => ({
+  task: TASKS.refreshWeekReport,
+  payload: { account_id: accountId },
+  runAt,
+  jobKey: weekReportJobKey(accountId),
 })
 
 // The webhook's own retries are new jobs scheduled by the task (5 s, 25 s), so graphile-worker's

@@ -1,6 +1,6 @@
 import * as v from 'valibot'
 import { Where } from '../records/search-body.ts'
-import { Day, describe, int } from '../validate.ts'
+import { Day, describe, int, Timestamp } from '../validate.ts'
 import { LISTED, RENEWAL_DAYS, RENEWALS_LISTED, WEEKS } from './week.ts'
 
 // The "This week" answer (docs/api.md, "This week"); test/contract.test.ts checks live answers against it.
@@ -9,7 +9,8 @@ const Score = v.nullable(int)
 const Search = describe(
   v.nullable(Where),
   'The where tree that lists the customers behind this number: POST {"where": ...} to /api/v1/customers/search. ' +
-    'Null where the search API cannot express the list (a movement compares two dates).',
+    "A movement's names the customers it lists (external_id IN). Null for a movement nobody made and " +
+    'for earlier weeks (past scores).',
 )
 const listedFields = {
   external_id: v.string(),
@@ -47,6 +48,15 @@ export const WeekReport = v.object({
   days: describe(v.picklist([7, 30]), 'The period: the last 7 or 30 days.'),
   today: Day,
   since: describe(Day, 'The start of the period: movements compare engagement on this day with now.'),
+  computed_at: describe(
+    Timestamp,
+    'When the numbers and lists were computed: the report is kept, and computed anew in the background a few ' +
+      'seconds after any change of the account\'s customers or scores (docs/api.md, "This week").',
+  ),
+  refreshing: describe(
+    v.boolean(),
+    'True while a change since computed_at is still to be folded in (its recomputation waits or runs).',
+  ),
   movements: v.object({
     entered_risk: MovementList('Active customers whose engagement fell below 0 (churn risk), largest fall first'),
     left_risk: MovementList('Active customers whose engagement rose from below 0 to 0 or more, largest rise first'),

@@ -1,12 +1,13 @@
 // The "This week" report (docs/api.md, "This week"): what moved in an account over the last 7 or 30
 // days, the renewals ahead and the account's health over 12 weeks, each number with the search that
-// lists the customers behind it where the search API can express it. In one budgeted transaction:
-// the digest of the account's rows, then the kept report or, when they changed, three statements over
-// the account's customers (kept for the next report), then the explanations of the few listed.
+// lists the customers behind it. In one budgeted transaction: the kept report, kept fresh in the
+// background (or, when none is kept for today, three statements over the account's customers, kept
+// for the next report), then the explanations of the few listed.
 import { readLabels } from '../catalog/properties.ts'
 import type { App } from '../context.ts'
 import { budgeted, type Caller, type Track } from '../db/budget.ts'
 import type { Tx } from '../db/client.ts'
+import { addJobs, type CronPayload, weekReportJob, weekReportJobKey } from '../db/jobs.ts'
 import { addDays, today } from '../dates.ts'
 import { explanationRows } from '../scoring/changes.ts'
 import { explainCustomer, type ExplainedCustomer, labelledExplanation } from '../scoring/explain.ts'
@@ -187,60 +188,100 @@ const weeks = (figures: (number | null)[], now: string) =>
     }
   })
 
-// The report's three statements read only the account's customers and customer_scores rows
-// (customer_churn_events is written by a trigger on a customers update and deleted with the customer),
-// the day and the period, and cost a few passes over every customer, so their rows are kept in
-// week_reports (sql/038_week_reports.sql) with a digest of the rows they were computed from: per
-// table, the count of rows and the sum and the sum of squares of their versions' xmin (less 2^31, so
-// that a square fits a bigint). A writing transaction's new versions all carry its own xid, which no
-// version it replaced or deleted carries; the three sums could stay equal only if those versions' xids
-// averaged its own with no spread, so any change by one transaction changes the digest. Read committed:
-// the report is computed after the digest, so from the same rows or newer ones, and newer ones only
-// make the kept digest stale, which computes it anew at the next report. The drivers of the listed
-// customers (models and labels) are read anew every time.
-const DIGEST_OF = (table: string) =>
-  'select count(*), coalesce(sum(v), 0), coalesce(sum(v * v), 0) ' +
-  `from (select xmin::text::bigint - 2147483648 as v from ${table} where account_id = $1) r`
-const digest = async (tx: Tx, track: Track, accountId: number) => {
-  const [row] = await track(
-    tx.unsafe(
-      `select array[c.n, c.v, c.vv, s.n, s.v, s.vv] as digest from (${DIGEST_OF('customers')}) c(n, v, vv), ` +
-        `(${DIGEST_OF('customer_scores')}) s(n, v, vv)`,
-      [accountId],
-    ),
-  )
-  return row.digest as string[]
-}
-
+// The report's three statements read only the account's customers and customer_scores rows, the day
+// and the period, and cost a few passes over every customer, so their rows are kept in week_reports
+// (sql/038, sql/042) and computed anew in the background: every write of those rows enqueues a
+// refresh of the account's kept periods (a trigger, sql/042), and the daily cron refreshes them for
+// the new day. A request reads the kept row; only a period never asked for, or not yet computed
+// today, is computed in the request. Both paths hold the account's lock while they compute and keep
+// it, and read committed gives each statement the rows committed before it: a write enqueues its
+// refresh in its own transaction, which runs after it committed and, should a request still be
+// computing, after that request kept its rows; so the last report kept is computed from every write.
+// The drivers of the listed customers (models and labels) are read anew every time.
 type Moved = Listed & { kind: Movement; count: number }
 type Renewing = Listed & { renewal_date: string; quadrant: Quadrant; count: number; at_risk: number }
 interface Kept {
   moves: Moved[]
   renewing: Renewing[]
   figures: (number | null)[]
+  computed_at: Date
+  refreshing: boolean
 }
 
 // Kept without who they are: an erasure leaves no name behind in week_reports.
 const unnamed = (key: string, value: unknown) => (key === 'external_id' || key === 'name' ? undefined : value)
 
-const keptReport = async (tx: Tx, track: Track, accountId: number, days: Period, now: string): Promise<Kept> => {
-  const rows = await digest(tx, track, accountId)
-  const [kept] = await track(tx`
-    select moves, renewing, figures from week_reports
-    where account_id = ${accountId} and days = ${days} and day = ${now}::date and digest = ${rows}::numeric[]`)
-  if (kept) return kept as unknown as Kept
+const lockReports = (tx: Tx, accountId: number) =>
+  tx`select pg_advisory_xact_lock(hashtextextended('week_reports:' || ${accountId}::text, 0))`
+
+// computed_at is taken before the first statement: a change committed after it may be missing.
+const compute = async (tx: Tx, track: Track, accountId: number, days: Period, now: string) => {
   const since = addDays(now, -days)
+  const [{ at }] = await tx`select clock_timestamp() as at`
   const moves = (await track(movements(tx, accountId, since, now))) as unknown as Moved[]
   const renewing = (await track(renewals(tx, accountId, now, addDays(now, RENEWAL_DAYS)))) as unknown as Renewing[]
   const figures = await weekFigures(tx, track, accountId, now)
   // As text: a string sent as jsonb would be kept as one JSON string.
   await track(tx`
-    insert into week_reports (account_id, days, day, digest, moves, renewing, figures)
-    values (${accountId}, ${days}, ${now}::date, ${rows}::numeric[], ${JSON.stringify(moves, unnamed)}::text::jsonb,
-      ${JSON.stringify(renewing, unnamed)}::text::jsonb, ${figures}::float8[])
-    on conflict (account_id, days) do update set day = excluded.day, digest = excluded.digest,
-      moves = excluded.moves, renewing = excluded.renewing, figures = excluded.figures`)
-  return { moves, renewing, figures }
+    insert into week_reports (account_id, days, day, computed_at, computed_ms, moves, renewing, figures)
+    values (${accountId}, ${days}, ${now}::date, ${at}, extract(epoch from clock_timestamp() - ${at}) * 1000,
+      ${JSON.stringify(moves, unnamed)}::text::jsonb, ${JSON.stringify(renewing, unnamed)}::text::jsonb,
+      ${figures}::float8[])
+    on conflict (account_id, days) do update set day = excluded.day, computed_at = excluded.computed_at,
+      computed_ms = excluded.computed_ms, moves = excluded.moves, renewing = excluded.renewing,
+      figures = excluded.figures`)
+}
+
+// `refreshing`: a write since computed_at is still to be folded in (its refresh job waits or runs; one
+// that failed for good does not count).
+const readKept = async (tx: Tx, accountId: number, days: Period, now: string) => {
+  const [kept] = await tx`
+    select moves, renewing, figures, computed_at,
+      exists (select 1 from graphile_worker.jobs where key = ${weekReportJobKey(accountId)}
+        and attempts < max_attempts) as refreshing
+    from week_reports where account_id = ${accountId} and days = ${days} and day = ${now}::date`
+  return kept as unknown as Kept | undefined
+}
+
+const keptReport = async (tx: Tx, track: Track, accountId: number, days: Period, now: string): Promise<Kept> => {
+  const kept = await readKept(tx, accountId, days, now)
+  if (kept) return kept
+  await track(lockReports(tx, accountId))
+  // Computed by another request or a refresh while this one waited for the lock?
+  if (!(await readKept(tx, accountId, days, now))) await compute(tx, track, accountId, days, now)
+  return (await readKept(tx, accountId, days, now)) as Kept
+}
+
+// Refreshes of an account take at most 1/PACE of the time: the next starts no sooner than PACE times
+// the last one's duration after the last one started. An account of 100,000 customers whose writes
+// never stop is then recomputed every 20 s or so (docs/benchmarks.md, "This week"), not without pause,
+// and a small one at once.
+const PACE = 5
+
+// The refresh job of an account (computes its kept periods anew, or puts itself off to keep the pace),
+// or the daily cron's run (no account), which adds one per account with a kept report.
+export const refreshWeekReports = async (app: App, p: CronPayload) => {
+  const accountId = p.account_id
+  if (accountId === undefined) {
+    const ids = await app.sql`select distinct account_id from week_reports order by account_id`
+    return void (await addJobs(
+      app.sql,
+      ids.map((r) => weekReportJob(r.account_id as number)),
+    ))
+  }
+  return budgeted(app, undefined, 'aggregate', async (tx, track) => {
+    await track(lockReports(tx, accountId))
+    const kept = await tx`
+      select days, to_char(day, 'YYYY-MM-DD') as day, clock_timestamp() as now,
+        min(computed_at) over () + make_interval(secs => ${PACE} * sum(computed_ms) over () / 1000.0) as due
+      from week_reports where account_id = ${accountId} order by days`
+    const now = today()
+    // Not yet due, unless the day changed: its job (the key, given to a new job as this one runs) waits.
+    if (kept.length && kept[0].due > kept[0].now && kept.every((r) => r.day === now))
+      return void (await addJobs(tx, [weekReportJob(accountId, kept[0].due)]))
+    for (const { days } of kept) await compute(tx, track, accountId, days as Period, now)
+    return { periods: kept.length }
+  })
 }
 
 // A listed customer's external id and name are read with its explanation, not kept (week_reports).
@@ -249,14 +290,31 @@ interface Who {
   name: string | null
   explanation: ReturnType<typeof labelledExplanation>
 }
-const listed = (row: Listed, who: Who | undefined, worse: boolean) => ({
-  external_id: who?.external_id ?? null,
-  name: who?.name ?? null,
+const listed = (row: Listed, who: Who, worse: boolean) => ({
+  external_id: who.external_id,
+  name: who.name,
   engagementscore: row.engagementscore,
   fitscore: row.fitscore,
   churn_risk: row.churn_risk,
-  drivers: (worse ? who?.explanation.risk_drivers : who?.explanation.health_drivers)?.map((d) => d.label) ?? [],
+  drivers: (worse ? who.explanation.risk_drivers : who.explanation.health_drivers).map((d) => d.label),
 })
+
+// A kept report names its customers by service id: one erased since it was computed (its refresh
+// still to come) is left out, as it no longer exists.
+const existing = <R extends Listed>(rows: R[], explained: Map<number, Who>) =>
+  rows.flatMap((row) => {
+    const who = explained.get(row.service_id)
+    return who ? [{ row, who }] : []
+  })
+
+// A movement cannot be a filter of the customers' fields (it compares two days, or reads a churn or
+// reactivation date), so its search names the customers listed (the first LISTED of its count). A
+// search lists active customers unless it names is_churned: the churned list names it.
+const namedSearch = (kind: Movement, ids: string[]): Condition | null => {
+  if (ids.length === 0) return null
+  const named = { propertyName: 'external_id', operator: 'IN', values: ids }
+  return kind === 'churned' ? { and: [named, filter('is_churned', 'EQ', 'true')] } : named
+}
 
 // The drivers of each listed customer in a word: the labels of its risk drivers when it moved for
 // the worse (or renews unhealthy), of its health drivers otherwise.
@@ -282,7 +340,7 @@ export const weekReport = (app: App, accountId: number, days: Period, caller?: C
     const now = today()
     const since = addDays(now, -days)
     const renewalsEnd = addDays(now, RENEWAL_DAYS)
-    const { moves, renewing, figures } = await keptReport(tx, track, accountId, days, now)
+    const { moves, renewing, figures, computed_at, refreshing } = await keptReport(tx, track, accountId, days, now)
     const explained = await driversOf(
       tx,
       accountId,
@@ -294,19 +352,25 @@ export const weekReport = (app: App, accountId: number, days: Period, caller?: C
       days,
       today: now,
       since,
+      computed_at: computed_at.toISOString(),
+      refreshing,
       movements: Object.fromEntries(
         MOVEMENTS.map((kind) => {
           const rows = moves.filter((r) => r.kind === kind)
+          const customers = existing(rows, explained).map(({ row, who }) => ({
+            ...listed(row, who, WORSE.has(kind)),
+            engagementscore_before: row.engagementscore_before ?? null,
+            date: row.date,
+          }))
           return [
             kind,
             {
               count: rows[0]?.count ?? 0,
-              search: null,
-              customers: rows.map((r) => ({
-                ...listed(r, explained.get(r.service_id), WORSE.has(kind)),
-                engagementscore_before: r.engagementscore_before ?? null,
-                date: r.date,
-              })),
+              search: namedSearch(
+                kind,
+                customers.map((c) => c.external_id),
+              ),
+              customers,
             },
           ]
         }),
@@ -317,10 +381,10 @@ export const weekReport = (app: App, accountId: number, days: Period, caller?: C
         count: renewing[0]?.count ?? 0,
         search: { and: renewal },
         at_risk: { count: renewing[0]?.at_risk ?? 0, search: { and: [...renewal, RISK] } },
-        customers: renewing.map((r) => ({
-          ...listed(r, explained.get(r.service_id), r.quadrant === 'churn_risk'),
-          renewal_date: r.renewal_date,
-          quadrant: r.quadrant,
+        customers: existing(renewing, explained).map(({ row, who }) => ({
+          ...listed(row, who, row.quadrant === 'churn_risk'),
+          renewal_date: row.renewal_date,
+          quadrant: row.quadrant,
         })),
       },
       weeks: weeks(figures, now),

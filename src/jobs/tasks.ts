@@ -4,6 +4,7 @@ import type { Config } from '../config.ts'
 import type { App } from '../context.ts'
 import { analyzeTables } from '../db/analyze.ts'
 import { BACKUP_QUEUE, TASKS } from '../db/jobs.ts'
+import { refreshWeekReports } from '../insights/week.ts'
 import { scoreRecordsTask } from '../scoring/batch.ts'
 import { scoreDailyRun } from '../scoring/daily.ts'
 import { runErasure } from '../privacy/erasures.ts'
@@ -36,6 +37,7 @@ const runs: Record<(typeof TASKS)[keyof typeof TASKS], Run> = {
   [TASKS.erase]: task(runErasure),
   [TASKS.purgeExpired]: task(purgeExpired),
   [TASKS.backup]: task(runBackup),
+  [TASKS.refreshWeekReport]: task(refreshWeekReports),
 }
 
 // One JSON log line per job: at info when it completes, with what it returned (counts); at warn
@@ -73,6 +75,8 @@ export const taskList = (app: App): TaskList =>
 
 // graphile-worker crontab lines (https://worker.graphile.org/docs/cron); one per recurring task.
 export const crontab = (config: Config): string[] => [
+  // Daily at 00:00 UTC: the kept "This week" reports for the new day (fans out one job per account).
+  `0 0 * * * ${TASKS.refreshWeekReport}`,
   // Daily at 01:00 UTC: tracked events -> today's metric snapshots (fans out one job per account).
   `0 1 * * * ${TASKS.countEvents}`,
   // Daily at 01:30 UTC: time-dependent scores and automatic churn (fans out one job per account).

@@ -97,12 +97,10 @@ const COUNT = `"exact" adds total, the number of matching records (paging aside)
 planner's estimate of it as total, with total_is_estimate: true, at no scan cost.`.replaceAll('\n', ' ')
 
 const SORT = `Up to ${MAX_SORT} keys, each {"propertyName", "direction": "asc" (the default) or "desc"}: a core
-field (the scores, last_seen, name, is_churned, customer_external_id for contacts, createdAt, updatedAt), a custom
-attribute or a metric (its value in the latest snapshot). Records without a value come last in either direction,
-and the external ID (in byte order) decides last. Under a sort, paging.next.after is an opaque string.`.replaceAll(
-  '\n',
-  ' ',
-)
+field (the scores, last_seen, name, is_churned, external_id, customer_external_id for contacts, createdAt,
+updatedAt), a custom attribute or a metric (its value in the latest snapshot). Records without a value come last
+in either direction, and the external ID (in byte order) decides last. Under a sort, paging.next.after is an
+opaque string.`.replaceAll('\n', ' ')
 
 const SortKey = strict({
   propertyName: v.string(),

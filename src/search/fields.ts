@@ -5,8 +5,8 @@ import type { Entity, PropertyDef, PropertyType } from '../catalog.ts'
 
 export type { Entity, PropertyDef }
 export type ValueType = PropertyType
-// owner, tags and customer_external_id hold strings but have their own operator sets and matching.
-export type FieldType = ValueType | 'owner' | 'tags' | 'customer_external_id'
+// owner, tags and the external ids hold strings but have their own operator sets and matching.
+export type FieldType = ValueType | 'owner' | 'tags' | 'external_id'
 
 // A type rather than an interface, so that a saved search is a JSON value to postgres.js.
 export type Filter = {
@@ -84,7 +84,7 @@ export const ALLOWED_OPERATORS: Record<FieldType, readonly Operator[]> = {
   boolean: ['EQ', 'NEQ', 'KNOWN', 'UNKNOWN'],
   owner: SET_OPERATORS,
   tags: SET_OPERATORS,
-  customer_external_id: ['EQ', 'NEQ', 'IN', 'NIN'],
+  external_id: ['EQ', 'NEQ', 'IN', 'NIN'],
 }
 
 // Maps, not object literals: a propertyName like "constructor" must not hit Object.prototype.
@@ -100,6 +100,8 @@ export const CORE_FIELDS: Record<Entity, ReadonlyMap<string, FieldType>> = {
     ['last_seen', 'date'],
     ['owner', 'owner'],
     ['tags', 'tags'],
+    // The record's own id, so that a list of named records is a search (insights/week.ts).
+    ['external_id', 'external_id'],
   ]),
   contact: new Map<string, FieldType>([
     ['name', 'string'],
@@ -107,7 +109,8 @@ export const CORE_FIELDS: Record<Entity, ReadonlyMap<string, FieldType>> = {
     ['engagementscore_difference', 'number'],
     ['last_seen', 'date'],
     ['tags', 'tags'],
-    ['customer_external_id', 'customer_external_id'],
+    ['customer_external_id', 'external_id'],
+    ['external_id', 'external_id'],
   ]),
 }
 
@@ -158,5 +161,5 @@ export interface Criterion {
 }
 
 export function valueTypeOf(type: FieldType): ValueType {
-  return type === 'owner' || type === 'tags' || type === 'customer_external_id' ? 'string' : type
+  return type === 'owner' || type === 'tags' || type === 'external_id' ? 'string' : type
 }

@@ -43,6 +43,7 @@ const JSON_VALUE_SQL: Record<ValueType, (bag: string, key: string) => string> = 
 
 // Core scalar fields; `r` is the searched record, `h` its scores, `oc` a contact's owning customer.
 export const CORE_SQL: ReadonlyMap<string, string> = new Map([
+  ['external_id', 'r.external_id'],
   ['name', 'r.name'],
   ['is_churned', 'r.is_churned'],
   ['fitscore', 'h.fitscore'],
