@@ -193,6 +193,8 @@ export default async (ctx: BenchContext) => {
     const pacedFirst = sent
     const stopPaced = polling()
     const paced = checked(await load(batchUrl, { authorization: basic }, segmentBodies(), SECONDS, rate))
+    // What the apply job kept up with while the paced load ran, and how fast it drained the rest alone.
+    const [{ left }] = await sql`select count(*)::int as left ${segmentLeft}`
     const pacedDrain = await drained()
     const pacedLag = await lags(pacedFirst, await stopPaced())
     const [{ stored }] =
@@ -235,6 +237,20 @@ export default async (ctx: BenchContext) => {
     })
     ctx.report({ bench: 'segment', metric: 'apply lag at 0.8 x tracker, p95', value: pacedLag.p95, unit: 's' })
     ctx.report({ bench: 'segment', metric: 'backlog drained after paced load', value: pacedDrain, unit: 's' })
+    ctx.report({
+      bench: 'segment',
+      metric: 'apply rate while the paced load ran',
+      value: (paced.requests.total * MESSAGES - left) / SECONDS,
+      unit: 'msgs/s',
+      baseline: (paced.requests.total * MESSAGES) / SECONDS,
+      ratio: (paced.requests.total * MESSAGES - left) / (paced.requests.total * MESSAGES),
+    })
+    ctx.report({
+      bench: 'segment',
+      metric: 'apply rate draining alone after it',
+      value: left / pacedDrain,
+      unit: 'msgs/s',
+    })
     ctx.report({ bench: 'segment', metric: 'messages stored (warm-up included)', value: stored, unit: 'msgs' })
   } finally {
     await sql.end()
