@@ -8,7 +8,7 @@
 // tracker's events per second, where the issue sets its bar (< 5 s); max and p95 of every message.
 import autocannon from 'autocannon'
 import postgres from 'postgres'
-import { startServer } from './server.ts'
+import { startServer, startWorker } from './server.ts'
 import { type BenchContext, percentile } from './lib.ts'
 
 const SECONDS = Number(process.env.BENCH_SEGMENT_SECONDS ?? 10)
@@ -99,7 +99,12 @@ const perSecond = async (url: string, headers: Record<string, string>, bodies: s
 
 export default async (ctx: BenchContext) => {
   const url = await ctx.database()
-  const server = await startServer(url, { SERVICE_TRACK_RATE_LIMIT: '100000000' })
+  // As deployed at scale (docs/operations.md): HTTP (`serve --no-worker`) and the `worker` apart. In one
+  // `serve` the apply job's statements wait behind the intake's requests on one event loop, and it applied
+  // a fifth of its rate alone while the load ran (docs/benchmarks.md); BENCH_SEGMENT_ONE_PROCESS=1 runs so.
+  const oneProcess = process.env.BENCH_SEGMENT_ONE_PROCESS === '1'
+  const server = await startServer(url, { SERVICE_TRACK_RATE_LIMIT: '100000000' }, oneProcess ? [] : ['--no-worker'])
+  const worker = oneProcess ? null : startWorker(url)
   const sql = postgres(url, { max: 2, onnotice: () => {} })
   try {
     const account = await server.admin('POST', '/accounts', { name: 'Bench' })
@@ -141,18 +146,23 @@ export default async (ctx: BenchContext) => {
     const polling = () => {
       let running = true
       const polls: { at: number; frontier: number }[] = []
+      const poll = async () => {
+        const at = performance.now()
+        const [{ frontier }] = await sql`
+          select coalesce((select id ${segmentLeft} order by id limit 1), 9007199254740991) as frontier`
+        polls.push({ at, frontier: Number(frontier) })
+      }
       const done = (async () => {
         while (running) {
-          const at = performance.now()
-          const [{ frontier }] = await sql`
-            select coalesce((select id ${segmentLeft} order by id limit 1), 9007199254740991) as frontier`
-          polls.push({ at, frontier: Number(frontier) })
+          await poll()
           await new Promise((r) => setTimeout(r, 100))
         }
       })()
+      // Stopped once drained: a last poll sees the last messages decided.
       return async () => {
         running = false
         await done
+        await poll()
         return polls
       }
     }
@@ -202,7 +212,7 @@ export default async (ctx: BenchContext) => {
 
     ctx.report({
       bench: 'segment',
-      metric: `POST /api/tracker/track, ${MESSAGES} events x ${CONNECTIONS} clients`,
+      metric: `POST /api/tracker/track, ${MESSAGES} events x ${CONNECTIONS} clients${oneProcess ? ', one process' : ''}`,
       value: tracker.messages,
       unit: 'events/s',
     })
@@ -254,6 +264,7 @@ export default async (ctx: BenchContext) => {
     ctx.report({ bench: 'segment', metric: 'messages stored (warm-up included)', value: stored, unit: 'msgs' })
   } finally {
     await sql.end()
+    await worker?.stop()
     await server.stop()
   }
 }
