@@ -108,6 +108,7 @@ export default async (ctx: BenchContext) => {
   const oneProcess = process.env.BENCH_SEGMENT_ONE_PROCESS === '1'
   const server = await startServer(url, { SERVICE_TRACK_RATE_LIMIT: '100000000' }, oneProcess ? [] : ['--no-worker'])
   const worker = oneProcess ? null : startWorker(url)
+  const shape = oneProcess ? ', one process' : ''
   const sql = postgres(url, { max: 2, onnotice: () => {} })
   try {
     const account = await server.admin('POST', '/accounts', { name: 'Bench' })
@@ -215,7 +216,7 @@ export default async (ctx: BenchContext) => {
 
     ctx.report({
       bench: 'segment',
-      metric: `POST /api/tracker/track, ${MESSAGES} events x ${CONNECTIONS} clients${oneProcess ? ', one process' : ''}`,
+      metric: `POST /api/tracker/track, ${MESSAGES} events x ${CONNECTIONS} clients${shape}`,
       value: tracker.messages,
       unit: 'events/s',
     })
