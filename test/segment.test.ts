@@ -264,6 +264,54 @@ test('a pending identify is applied by a later group; pending ones expire, count
   assert.deepEqual(st.by_type, { identify: 3, group: 1, page: 1 })
 })
 
+test('pending identifies wait, unwritten, through identifies that cannot place them; placed when one can', async () => {
+  const a = await scoredAccount(s, 'Restage')
+  const contact = async (customer: string, user: string) => {
+    const res = await a.api(`/api/v1/customer/${customer}/contact/${user}`, undefined, 'GET')
+    assert.equal(res.status, 200, JSON.stringify(res.body))
+    return res.body
+  }
+  const pendingRows = () =>
+    s.sql`select id, xmin::text from segment_messages where account_id = ${a.id} and status = 'pending' order by id`
+  await post(a, '/v1/group', { groupId: 'r1', traits: { name: 'R1' } })
+  await post(a, '/v1/identify', { userId: 'w', traits: { name: 'Wanda' } })
+  await settled(a.id)
+  const [first] = await pendingRows()
+  // A second identify of the user still unknown places nobody: the first is neither restaged nor written.
+  await post(a, '/v1/identify', { userId: 'w', traits: { role: 'viewer' } })
+  await settled(a.id)
+  const rows = await pendingRows()
+  assert.equal(rows.length, 2)
+  assert.deepEqual(rows[0], first)
+  // An identify with context.groupId of a known customer places the user and both pending identifies.
+  await post(a, '/v1/identify', { userId: 'w', traits: {}, context: { groupId: 'r1' } })
+  await settled(a.id)
+  assert.equal((await pendingRows()).length, 0)
+  const w = await contact('r1', 'w')
+  assert.equal(w.name, 'Wanda')
+  assert.deepEqual(w.properties, { role: 'viewer' })
+  // A user a track made a contact: its pending identify is placed by its next identify.
+  await post(a, '/v1/identify', { userId: 'v', traits: { name: 'Vee' } })
+  await settled(a.id)
+  await post(a, '/v1/track', { userId: 'v', event: 'login', context: { groupId: 'r1' } })
+  await settled(a.id)
+  await post(a, '/v1/identify', { userId: 'v', traits: { role: 'admin' } })
+  await settled(a.id)
+  const v = await contact('r1', 'v')
+  assert.equal(v.name, 'Vee')
+  assert.deepEqual(v.properties, { role: 'admin' })
+  // A pending identify naming a customer unknown then: placed once the customer exists.
+  await post(a, '/v1/identify', { userId: 'g', traits: { name: 'Gee' }, context: { groupId: 'r2' } })
+  await settled(a.id)
+  await post(a, '/v1/group', { groupId: 'r2', traits: { name: 'R2' } })
+  await settled(a.id)
+  assert.equal((await pendingRows()).length, 1)
+  await post(a, '/v1/identify', { userId: 'g', traits: {} })
+  await settled(a.id)
+  assert.equal((await contact('r2', 'g')).name, 'Gee')
+  assert.equal((await pendingRows()).length, 0)
+})
+
 test("tracks are stored matched as the tracker matches its events; an unknown customer's are unmatched", async () => {
   const a = await scoredAccount(s, 'Matched')
   await post(a, '/v1/group', { userId: 'u1', groupId: 'm1', traits: { name: 'M' } })

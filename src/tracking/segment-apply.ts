@@ -29,7 +29,10 @@ const accountLock = (tx: Tx, accountId: number) =>
   tx`pg_advisory_xact_lock(hashtextextended('apply_segment:' || ${accountId}::text, 0))`
 
 // The batch: the next messages received, read from the account's cursor (cursor.ts) through the primary
-// key, and the pending identifies of every user they name (a group or identify may now place them).
+// key, and the pending identifies of the users they name that may now be placed: by a group, by an
+// identify with context.groupId, as a contact known by now, or with a groupId of their own (whose
+// customer may exist by now). Restaging every pending identify of each user named (an identify of a
+// user still unknown places nobody) rewrote the whole pending backlog every batch (docs/benchmarks.md).
 // `status` is the outcome, null until decided.
 const stage = async (tx: Tx, accountId: number, below: number) => {
   await tx`
@@ -41,8 +44,12 @@ const stage = async (tx: Tx, accountId: number, below: number) => {
   await tx`
     insert into stage_seg
     select id, message_id, type, user_id, group_id, event, occurred_at, traits, properties, null, null, true, null
-    from segment_messages where account_id = ${accountId} and status = 'pending'
-      and user_id = any(array(select user_id from stage_seg where status is null and type in ('group', 'identify')))`
+    from segment_messages where account_id = ${accountId} and status = 'pending' and user_id = any(array(
+      select distinct s.user_id from stage_seg s
+      where s.status is null and s.type in ('group', 'identify') and (s.type = 'group' or s.group_id is not null
+        or exists (select 1 from contacts t where t.account_id = ${accountId} and t.external_id = s.user_id)
+        or exists (select 1 from segment_messages p where p.account_id = ${accountId} and p.status = 'pending'
+                     and p.user_id = s.user_id and p.group_id is not null))))`
   // A temporary table has no statistics until analyzed: without them each join below was planned blind.
   await tx`analyze stage_seg`
 }

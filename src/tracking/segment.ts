@@ -101,7 +101,8 @@ const toRow = (m: unknown, pathType: SegmentType | undefined, batch: BatchDefaul
   }
 }
 
-// One statement: the rows not yet received (messageId), and the apply job unless one waits.
+// One statement: the rows not yet received (messageId), and the apply job unless one waits. Only while
+// the account exists: segment_messages has no foreign key to it (sql/041_segment_intake.sql).
 const store = (app: App, accountId: number, rows: string) => app.sql`
   with x as (
     select m, i from jsonb_array_elements(${rows}::text::jsonb) with ordinality as t(m, i)
@@ -111,7 +112,7 @@ const store = (app: App, accountId: number, rows: string) => app.sql`
     select ${accountId}, m->>'message_id', m->>'type', m->>'user_id', m->>'group_id', m->>'event',
       (m->>'occurred_at')::timestamptz, nullif(m->'traits', 'null'), nullif(m->'properties', 'null'),
       m->>'reason', m->>'detail'
-    from x order by i
+    from x where exists (select 1 from accounts where id = ${accountId}) order by i
     on conflict (account_id, message_id) do nothing
     returning 1
   ), ${jobUnlessWaiting(app.sql, segmentJobKey(accountId), applySegmentJobSql(app.sql, accountId))}
