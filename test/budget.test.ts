@@ -5,6 +5,8 @@
 import assert from 'node:assert/strict'
 import { request } from 'node:http'
 import { after, before, describe, test } from 'node:test'
+import { setTimeout as delay } from 'node:timers/promises'
+import { budgeted } from '../src/db/budget.ts'
 import { Refusal } from '../src/errors.ts'
 import type { SearchBody } from '../src/records/search-body.ts'
 import { searchPage } from '../src/records/search.ts'
@@ -287,4 +289,19 @@ describe('budgets', () => {
     }
     for (const res of await Promise.all(slow)) assert.equal(res.status, 200, JSON.stringify(res.body))
   })
+})
+
+test('a client gone between two statements of a budget ends its transaction: no statement is left unsent', async () => {
+  const client = new AbortController()
+  const work = budgeted(s.app, { signal: client.signal }, 'aggregate', async (tx, track) => {
+    await track(tx`select pg_advisory_xact_lock(4242)`)
+    client.abort()
+    return track(tx`select 1`)
+  })
+  const hung = delay(10_000, 'still open after 10 s', { ref: false })
+  await assert.rejects(Promise.race([work, hung]), (err: Refusal) => err instanceof Refusal && err.status === 499)
+  // Rolled back: the lock is free and no session of the service's database idles in a transaction.
+  const [row] = await s.app.sql`select pg_try_advisory_xact_lock(4242) as free, (select count(*)::int
+    from pg_stat_activity where datname = current_database() and state like 'idle in transaction%') as idle`
+  assert.deepEqual({ ...row }, { free: true, idle: 0 })
 })

@@ -47,7 +47,10 @@ export const budgeted = async <T>(
     for (const query of pending) query.cancel()
   }
   const track: Track = (query) => {
-    if (signal?.aborted) query.cancel()
+    // Never cancel a statement not sent yet: inside a transaction postgres.js 3.4 then marks the
+    // connection full and never sends another statement on it, the rollback included, so the
+    // transaction would stay open with its locks (its client gone, the next is simply not sent).
+    if (signal?.aborted) gone()
     pending.add(query)
     query.then(
       () => pending.delete(query),
