@@ -5,6 +5,7 @@ import { finished } from 'node:stream/promises'
 import { createGunzip, createGzip } from 'node:zlib'
 import type { Sql, Tx } from '../db/client.ts'
 import { migrate, migrations } from '../db/migrate.ts'
+import { setLocal } from '../db/planner.ts'
 
 // A backup is every logged table of the service's schema and graphile-worker's, exported in one
 // repeatable-read snapshot with COPY, in one gzip file (docs/operations.md, "Backups"):
@@ -13,8 +14,8 @@ import { migrate, migrations } from '../db/migrate.ts'
 //   then     each table's rows in COPY's text format, one line a row, ended by a line `\.`
 //   last     the trailer, JSON: each table's row count, which also proves the file complete.
 // A restore creates the schema with the migrations named in the header, then copies the rows back.
-export const FORMAT = 'customer-data-service backup'
-export const VERSION = 1
+const FORMAT = 'customer-data-service backup'
+const VERSION = 1
 const WORKER_SCHEMA = 'graphile_worker'
 // Made again by the migrations, with the rows the header names: the lists of applied migrations.
 const SKIPPED = new Set(['schema_migrations', `${WORKER_SCHEMA}.migrations`])
@@ -44,7 +45,7 @@ interface Trailer {
 
 // Work done of the total: rows of the planner's estimate (a backup), bytes of the file (a restore).
 export type Progress = (done: number, total: number, table: string) => void
-export interface Summary {
+interface Summary {
   file: string
   bytes: number
   rows: number
@@ -102,8 +103,7 @@ const listSequences = async (tx: Tx) => {
 }
 
 // Long statements by design: the service's timeouts are for requests.
-const unbounded = (tx: Tx) =>
-  tx`select set_config('statement_timeout', '0', true), set_config('idle_in_transaction_session_timeout', '0', true)`
+const unbounded = (tx: Tx) => setLocal(tx, { statement_timeout: '0', idle_in_transaction_session_timeout: '0' })
 
 const countLines = (chunk: Buffer) => {
   let n = 0
@@ -253,7 +253,7 @@ const parseHeader = (text: string, file: string): Header => {
 }
 
 // Whether the database holds anything: a table in the service's schema or graphile-worker's.
-export const holdsData = async (sql: Sql) =>
+const holdsData = async (sql: Sql) =>
   (
     await sql`select exists(select 1 from pg_class c join pg_namespace n on n.oid = c.relnamespace
       where n.nspname in (current_schema(), ${WORKER_SCHEMA}) and c.relkind in ('r', 'p')) as any`

@@ -66,7 +66,7 @@ export const runBackupCommand = async (sql: Sql, config: Config, args: string[])
   }
 }
 
-export const restoreArgs = (args: string[]) => {
+const restoreArgs = (args: string[]) => {
   const force = args.includes('--force')
   const files = args.filter((a) => a !== '--force')
   return files.length === 1 && !files[0].startsWith('--') ? { file: resolve(files[0]), force } : undefined

@@ -102,31 +102,21 @@ export const processUploadJob = (accountId: number, uploadId: number): JobSpec =
   queue: accountQueue(accountId),
 })
 
-// At most one apply job per account waits to run: the intake adds one only when none is waiting
-// (tracking/intake.ts), and a job that leaves events behind queues its successor.
-export const applyJobKey = (accountId: number) => `${TASKS.applyEvents}:${accountId}`
-export const applyEventsJob = (accountId: number): JobSpec => ({
-  task: TASKS.applyEvents,
+// At most one apply job per account waits to run, for tracked events and for Segment messages each:
+// the intake adds one only when none is waiting (tracking/intake.ts, tracking/segment.ts), and a job
+// that leaves rows behind queues its successor.
+export type ApplyTask = typeof TASKS.applyEvents | typeof TASKS.applySegment
+export const applyJobKey = (task: ApplyTask, accountId: number) => `${task}:${accountId}`
+export const applyJob = (task: ApplyTask, accountId: number): JobSpec => ({
+  task,
   payload: { account_id: accountId },
   queue: accountQueue(accountId),
-  jobKey: applyJobKey(accountId),
+  jobKey: applyJobKey(task, accountId),
 })
-// The same spec as SQL, for the intake statement.
-export const applyEventsJobSql = (sql: Sql | Tx, accountId: number) => sql`
-  graphile_worker.add_job(${TASKS.applyEvents}::text, json_build_object('account_id', ${accountId}::bigint),
-    queue_name => ${accountQueue(accountId)}::text, job_key => ${applyJobKey(accountId)}::text)`
-
-// The same for Segment messages (tracking/segment.ts): one apply job per account waits at most.
-export const segmentJobKey = (accountId: number) => `${TASKS.applySegment}:${accountId}`
-export const applySegmentJob = (accountId: number): JobSpec => ({
-  task: TASKS.applySegment,
-  payload: { account_id: accountId },
-  queue: accountQueue(accountId),
-  jobKey: segmentJobKey(accountId),
-})
-export const applySegmentJobSql = (sql: Sql | Tx, accountId: number) => sql`
-  graphile_worker.add_job(${TASKS.applySegment}::text, json_build_object('account_id', ${accountId}::bigint),
-    queue_name => ${accountQueue(accountId)}::text, job_key => ${segmentJobKey(accountId)}::text)`
+// The same spec as SQL, for the intake statements.
+export const applyJobSql = (sql: Sql | Tx, task: ApplyTask, accountId: number) => sql`
+  graphile_worker.add_job(${task}::text, json_build_object('account_id', ${accountId}::bigint),
+    queue_name => ${accountQueue(accountId)}::text, job_key => ${applyJobKey(task, accountId)}::text)`
 
 // Scoring of the given records, on the account's scoring queue; none when there are none, except
 // for an upload, whose scoring job also marks it scored.

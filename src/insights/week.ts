@@ -214,22 +214,36 @@ const unnamed = (key: string, value: unknown) => (key === 'external_id' || key =
 const lockReports = (tx: Tx, accountId: number) =>
   tx`select pg_advisory_xact_lock(hashtextextended('week_reports:' || ${accountId}::text, 0))`
 
-// computed_at is taken before the first statement: a change committed after it may be missing.
-const compute = async (tx: Tx, track: Track, accountId: number, days: Period, now: string) => {
-  const since = addDays(now, -days)
+// What a report reads besides its period's movements: the same for every period of a day, so a refresh
+// of both kept periods reads it once. `at` is taken before the first statement: a change committed
+// after it may be missing from the reports, whose computed_at it becomes.
+interface Common {
+  at: Date
+  renewing: Renewing[]
+  figures: (number | null)[]
+}
+const readCommon = async (tx: Tx, track: Track, accountId: number, now: string): Promise<Common> => {
   const [{ at }] = await tx`select clock_timestamp() as at`
-  const moves = (await track(movements(tx, accountId, since, now))) as unknown as Moved[]
   const renewing = (await track(renewals(tx, accountId, now, addDays(now, RENEWAL_DAYS)))) as unknown as Renewing[]
-  const figures = await weekFigures(tx, track, accountId, now)
+  return { at, renewing, figures: await weekFigures(tx, track, accountId, now) }
+}
+
+// Computes and keeps a period's report. computed_ms is the time from `from` (the common part counts
+// in the first period a refresh keeps), so that an account's rows add up to its refresh's time.
+// Returns when it was done: the next period's `from`.
+const compute = async (tx: Tx, track: Track, accountId: number, days: Period, now: string, c: Common, from: Date) => {
+  const moves = (await track(movements(tx, accountId, addDays(now, -days), now))) as unknown as Moved[]
   // As text: a string sent as jsonb would be kept as one JSON string.
-  await track(tx`
+  const [{ done }] = await track(tx`
     insert into week_reports (account_id, days, day, computed_at, computed_ms, moves, renewing, figures)
-    values (${accountId}, ${days}, ${now}::date, ${at}, extract(epoch from clock_timestamp() - ${at}) * 1000,
-      ${JSON.stringify(moves, unnamed)}::text::jsonb, ${JSON.stringify(renewing, unnamed)}::text::jsonb,
-      ${figures}::float8[])
+    values (${accountId}, ${days}, ${now}::date, ${c.at}, extract(epoch from clock_timestamp() - ${from}) * 1000,
+      ${JSON.stringify(moves, unnamed)}::text::jsonb, ${JSON.stringify(c.renewing, unnamed)}::text::jsonb,
+      ${c.figures}::float8[])
     on conflict (account_id, days) do update set day = excluded.day, computed_at = excluded.computed_at,
       computed_ms = excluded.computed_ms, moves = excluded.moves, renewing = excluded.renewing,
-      figures = excluded.figures`)
+      figures = excluded.figures
+    returning clock_timestamp() as done`)
+  return done as Date
 }
 
 // `refreshing`: a write since computed_at is still to be folded in (its refresh job waits or runs; one
@@ -248,7 +262,10 @@ const keptReport = async (tx: Tx, track: Track, accountId: number, days: Period,
   if (kept) return kept
   await track(lockReports(tx, accountId))
   // Computed by another request or a refresh while this one waited for the lock?
-  if (!(await readKept(tx, accountId, days, now))) await compute(tx, track, accountId, days, now)
+  if (!(await readKept(tx, accountId, days, now))) {
+    const c = await readCommon(tx, track, accountId, now)
+    await compute(tx, track, accountId, days, now, c, c.at)
+  }
   return (await readKept(tx, accountId, days, now)) as Kept
 }
 
@@ -279,7 +296,10 @@ export const refreshWeekReports = async (app: App, p: CronPayload) => {
     // Not yet due, unless the day changed: its job (the key, given to a new job as this one runs) waits.
     if (kept.length && kept[0].due > kept[0].now && kept.every((r) => r.day === now))
       return void (await addJobs(tx, [weekReportJob(accountId, kept[0].due)]))
-    for (const { days } of kept) await compute(tx, track, accountId, days as Period, now)
+    if (!kept.length) return { periods: 0 }
+    const c = await readCommon(tx, track, accountId, now)
+    let from = c.at
+    for (const { days } of kept) from = await compute(tx, track, accountId, days as Period, now, c, from)
     return { periods: kept.length }
   })
 }

@@ -82,7 +82,7 @@ const counted = async (query: Promise<unknown>) => ((await query) as { n: number
 const deleted = (tx: Tx, statement: ReturnType<Tx>) =>
   counted(tx`with d as (${statement} returning 1) select count(*)::int as n from d`)
 
-export const eraseStaged = async (tx: Tx, accountId: number): Promise<Counts> => {
+const eraseStaged = async (tx: Tx, accountId: number): Promise<Counts> => {
   await lockRecordsIn(
     tx,
     'customers',

@@ -10,7 +10,7 @@ import { erase } from './erase.ts'
 // Erasure requests (docs/api.md, "Privacy"): the request and its targets are stored with the job
 // that erases them, in one transaction; the answer is 202 and the status is read back by id.
 
-export const MAX_ERASURE_PEOPLE = 1000
+const MAX_ERASURE_PEOPLE = 1000
 
 // Both lists may be left out or empty: such a request erases nobody, and is logged all the same.
 export const ErasureBody = strict({

@@ -2,7 +2,7 @@ import type { App } from '../context.ts'
 import { definitionsSql } from '../catalog/properties.ts'
 import type { Tx } from '../db/client.ts'
 import { PLANNER, setLocal } from '../db/planner.ts'
-import { type AccountPayload, addJobs, addRecomputeSegments, applyEventsJob, scoreRecordsJobs } from '../db/jobs.ts'
+import { type AccountPayload, addJobs, addRecomputeSegments, applyJob, scoreRecordsJobs, TASKS } from '../db/jobs.ts'
 import { lockRecordsIn } from '../db/locks.ts'
 import { lockAndReadCursor, type Move, moveCursor, nextBelow, nextCheck } from './cursor.ts'
 import { countDropped, suppressedSql } from './suppressions.ts'
@@ -224,7 +224,7 @@ export const applyEventsOfAccount = async (app: App, { account_id: accountId }: 
       events += applied
       if (applied < EVENTS_PER_BATCH) return false
       if (batch < BATCHES_PER_JOB) return true
-      await addJobs(tx, [applyEventsJob(accountId)])
+      await addJobs(tx, [applyJob(TASKS.applyEvents, accountId)])
       return false
     })
     if (!more) return { events }

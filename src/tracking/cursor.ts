@@ -12,7 +12,7 @@ import type { Tx } from '../db/client.ts'
 type Rows = 'tracking_events' | 'segment_messages'
 type Cursors = 'tracking_cursors' | 'segment_cursors'
 
-export interface Cursor {
+interface Cursor {
   below: number
   open: boolean
   settled: number | null

@@ -1,8 +1,7 @@
 import type { App } from '../context.ts'
-import type { PendingQuery, Row } from 'postgres'
 import type { Sql } from '../db/client.ts'
 import { definitionsSql } from '../catalog/properties.ts'
-import { applyEventsJobSql, applyJobKey } from '../db/jobs.ts'
+import { type ApplyTask, applyJobKey, applyJobSql, TASKS } from '../db/jobs.ts'
 import { DATE_RULE } from '../dates.ts'
 import { SQLSTATE, sqlState } from '../db/sqlstate.ts'
 import { refuse } from '../errors.ts'
@@ -34,19 +33,19 @@ const store = (app: App, accountId: number, trackerKey: string, events: string) 
     where a.key_ok and a.set_up and not exists (select 1 from bad)
     order by x.i
     returning id
-  ), ${jobUnlessWaiting(app.sql, applyJobKey(accountId), applyEventsJobSql(app.sql, accountId))}
+  ), ${jobUnlessWaiting(app.sql, TASKS.applyEvents, accountId)}
   select a.key_ok, a.set_up, (select count(*) from j)::int as jobs, -- reading j is what runs add_job
     (select json_agg(json_build_array(i, level, key) order by i, level, key) from bad) as bad_dates
   from a`
 
-// The CTEs `waiting` and `j` of an intake statement: j adds the job (SQL) when the statement's CTE `e`
+// The CTEs `waiting` and `j` of an intake statement: j adds the task's apply job when the statement's CTE `e`
 // inserted a row and no job of its key waits. Reading j is what runs add_job.
-export const jobUnlessWaiting = (sql: Sql, key: string, job: PendingQuery<Row[]>) => sql`
+export const jobUnlessWaiting = (sql: Sql, task: ApplyTask, accountId: number) => sql`
   waiting as (
-    select 1 from graphile_worker._private_jobs where key = ${key}::text
+    select 1 from graphile_worker._private_jobs where key = ${applyJobKey(task, accountId)}::text
       and is_available for key share skip locked -- one a worker is taking counts as not waiting
   ), j as (
-    select ${job} where exists (select 1 from e) and not exists (select 1 from waiting)
+    select ${applyJobSql(sql, task, accountId)} where exists (select 1 from e) and not exists (select 1 from waiting)
   )`
 
 // Two requests that began just before a worker took the waiting job both lock its row, find it

@@ -1,7 +1,7 @@
 import type { App } from '../context.ts'
 import { definitionsSql } from '../catalog/properties.ts'
 import type { Tx } from '../db/client.ts'
-import { type AccountPayload, addJobs, addRecomputeSegments, applySegmentJob, scoreRecordsJobs } from '../db/jobs.ts'
+import { type AccountPayload, addJobs, addRecomputeSegments, applyJob, scoreRecordsJobs, TASKS } from '../db/jobs.ts'
 import { lockRecordsIn } from '../db/locks.ts'
 import { PLANNER, setLocal } from '../db/planner.ts'
 import { segmentApplied, segmentDropped } from '../metrics.ts'
@@ -14,16 +14,16 @@ import { countDropped, suppressedSql } from './suppressions.ts'
 // matched as the tracker's apply job matches its own, and counted like any other). Later messages
 // win, in the order received. docs/api.md ("Segment-compatible ingest") is the mapping this implements.
 
-export const MESSAGES_PER_BATCH = 5000
-export const SEGMENT_BATCHES_PER_JOB = 4
+const MESSAGES_PER_BATCH = 5000
+const SEGMENT_BATCHES_PER_JOB = 4
 // An identify of an unknown contact of no known customer waits (status pending) for a group naming
 // its user, at most PENDING_MAX an account and PENDING_HOURS long; then it is dropped, counted.
-export const PENDING_MAX = 10_000
+const PENDING_MAX = 10_000
 export const PENDING_HOURS = 24
 // Messages done are kept this long: the window within which a messageId deduplicates.
 export const KEEP_DAYS = 7
 // Dropped trait keys are counted by name for at most this many distinct names an account.
-export const MAX_KEY_NAMES = 200
+const MAX_KEY_NAMES = 200
 
 const accountLock = (tx: Tx, accountId: number) =>
   tx`pg_advisory_xact_lock(hashtextextended('apply_segment:' || ${accountId}::text, 0))`
@@ -348,7 +348,7 @@ export const applySegmentOfAccount = async (app: App, { account_id: accountId }:
     const done = await app.sql.begin(async (tx) => {
       const applied = await applySegment(tx, accountId)
       const more = applied.staged === MESSAGES_PER_BATCH
-      if (more && batch === SEGMENT_BATCHES_PER_JOB) await addJobs(tx, [applySegmentJob(accountId)])
+      if (more && batch === SEGMENT_BATCHES_PER_JOB) await addJobs(tx, [applyJob(TASKS.applySegment, accountId)])
       return { ...applied, more: more && batch < SEGMENT_BATCHES_PER_JOB }
     })
     for (const o of done.outcomes as Outcome[]) {

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto'
 import type { App } from '../context.ts'
-import { applySegmentJobSql, segmentJobKey } from '../db/jobs.ts'
+import { TASKS } from '../db/jobs.ts'
 import { refuse } from '../errors.ts'
 import { segmentReceived } from '../metrics.ts'
 import { isObject, UNSTORABLE } from '../validate.ts'
@@ -12,10 +12,10 @@ import { jobUnlessWaiting, retryingDeadlock } from './intake.ts'
 // them (segment-apply.ts), and a 200 means both are committed. What is wrong with one message is its
 // `reason`, counted when the job drops it; only the size limits and unreadable JSON fail a request.
 
-export const MAX_MESSAGE_BYTES = 32 * 1024
-export const MAX_BATCH_BYTES = 500 * 1024
+const MAX_MESSAGE_BYTES = 32 * 1024
+const MAX_BATCH_BYTES = 500 * 1024
 export const TYPES = ['identify', 'group', 'track', 'page', 'screen', 'alias'] as const
-export type SegmentType = (typeof TYPES)[number]
+type SegmentType = (typeof TYPES)[number]
 const MAX_ID = 255
 // The tracker's bounds on an event's time (tracking/schemas.ts): 2000-01-01 up to 2100-01-01.
 const MIN_TIME = Date.UTC(2000, 0, 1)
@@ -35,7 +35,7 @@ interface Row {
 }
 
 // Batch-level fields a message may lack: sentAt, and context (context.groupId).
-export interface BatchDefaults {
+interface BatchDefaults {
   sentAt?: unknown
   context?: unknown
 }
@@ -115,7 +115,7 @@ const store = (app: App, accountId: number, rows: string) => app.sql`
     from x where exists (select 1 from accounts where id = ${accountId}) order by i
     on conflict (account_id, message_id) do nothing
     returning 1
-  ), ${jobUnlessWaiting(app.sql, segmentJobKey(accountId), applySegmentJobSql(app.sql, accountId))}
+  ), ${jobUnlessWaiting(app.sql, TASKS.applySegment, accountId)}
   select (select count(*) from e)::int as stored, (select count(*) from j)::int as jobs`
 
 const bytes = (s: string) => (s.length * 3 > MAX_MESSAGE_BYTES ? Buffer.byteLength(s) : s.length)

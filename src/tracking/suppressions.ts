@@ -8,8 +8,8 @@ import { describe, Timestamp } from '../validate.ts'
 // them does not bring the person back. Uploads are not checked: a client that uploads the record
 // again means it. Only the SHA-256 of an external id is stored, so the list names nobody.
 
-export type SuppressedEntity = 'customer' | 'contact'
-export const SUPPRESSED_ENTITIES: SuppressedEntity[] = ['customer', 'contact']
+type SuppressedEntity = 'customer' | 'contact'
+const SUPPRESSED_ENTITIES: SuppressedEntity[] = ['customer', 'contact']
 
 const hashOf = (sql: Sql | Tx, externalId: ReturnType<Sql>) => sql`sha256(convert_to(${externalId}, 'UTF8'))`
 
