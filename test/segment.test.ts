@@ -116,7 +116,7 @@ test('@rudderstack/rudder-sdk-node (gzip): group, identify and track likewise', 
   await checkPublicApi(a, 'acme-r', 'sam', 2)
 })
 
-test('messageId deduplicates within a batch and across batches, for KEEP_DAYS', async () => {
+test('messageId deduplicates in a batch and across batches: a message for KEEP_DAYS, a track while kept', async () => {
   const a = await scoredAccount(s, 'Dedup')
   const group = { type: 'group', messageId: 'g1', groupId: 'd1', traits: { name: 'D' } }
   const track = (id: string) => ({
@@ -151,9 +151,13 @@ test('messageId deduplicates within a batch and across batches, for KEEP_DAYS', 
     left.map((r) => r.message_id),
     ['p1'],
   )
+  await post(a, '/v1/group', { ...group, traits: { name: 'D again' } })
+  // A track that names its customer is stored as its event, whose messageId deduplicates it for as long
+  // as the event is kept (sql/046).
   await post(a, '/v1/track', track('t2'))
   await settled(a.id)
-  assert.equal((await a.api('/api/v1/customer/d1/events', undefined, 'GET')).body.count, 3)
+  assert.equal((await a.api('/api/v1/customer/d1', undefined, 'GET')).body.name, 'D again')
+  assert.equal((await a.api('/api/v1/customer/d1/events', undefined, 'GET')).body.count, 2)
 })
 
 test('time: timestamp corrected for clock skew by sentAt; none takes the receive time', async () => {
@@ -332,12 +336,12 @@ test("tracks are stored matched as the tracker matches its events; an unknown cu
   assert.equal(events.body.by_status.applied, 2, JSON.stringify(events.body))
   assert.deepEqual(events.body.events.map((e: any) => e.identification.contact).sort(), ['u1', 'u2'])
   const rows = await s.sql`select contact_external_id as user, status, customer_id, contact_id from tracking_events
-    where account_id = ${a.id} order by id`
+    where account_id = ${a.id} order by contact_external_id`
   assert.deepEqual(
     rows.map((r) => [r.user, r.status, r.customer_id !== null, r.contact_id !== null]),
     [
-      ['u2', 'applied', true, true],
       ['u1', 'applied', true, true],
+      ['u2', 'applied', true, true],
       ['u3', 'unmatched', false, false],
     ],
   )

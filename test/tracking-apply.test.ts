@@ -9,6 +9,8 @@ import assert from 'node:assert/strict'
 import { randomBytes } from 'node:crypto'
 import type { Sql } from '../src/db/client.ts'
 import { applyEvents } from '../src/tracking/apply.ts'
+import { receiveSegment } from '../src/tracking/segment.ts'
+import { applySegment } from '../src/tracking/segment-apply.ts'
 import { startTestService, type TestService } from './helpers/service.ts'
 
 let s: TestService
@@ -207,4 +209,36 @@ test('an event whose insert commits after later ones were applied is still appli
     { status: 'applied', customer: 'c2', contact: null },
   ])
   assert.equal((await customers(a))[0].attributes.country, 'LATE')
+})
+
+// A Segment track that names its customer is stored as a tracked event (segment.ts) and applied by this
+// job, while the group that creates its customer waits for the Segment apply job: the track waits for
+// it, then is matched, not marked unmatched; its type and its outcome are counted with the messages.
+test('a Segment track waits for the group received with it, then is matched and counted', async () => {
+  const accountId = await newAccount()
+  const batch = [
+    { type: 'group', messageId: 'g', userId: 'u', groupId: 'new', traits: { name: 'New' } },
+    { type: 'track', messageId: 't', userId: 'u', event: 'login', context: { groupId: 'new' } },
+  ]
+  await receiveSegment(s.app, accountId, 0, batch)
+  const first = await s.sql.begin((tx) => applyEvents(tx, accountId))
+  assert.deepEqual(first, { events: 0, waiting: true, customers: 0, contactsCreated: 0, contacts: 0 })
+  await s.sql.begin((tx) => applySegment(tx, accountId))
+  const second = await s.sql.begin((tx) => applyEvents(tx, accountId))
+  assert.equal(second.events, 1)
+  assert.deepEqual(second.segment, { tracks: 1, suppressed: 0 })
+  const [event] = await s.sql`
+    select e.status, c.external_id as customer, t.external_id as contact, e.message_id from tracking_events e
+      join customers c on c.service_id = e.customer_id join contacts t on t.service_id = e.contact_id
+    where e.account_id = ${accountId}`
+  assert.deepEqual({ ...event }, { status: 'applied', customer: 'new', contact: 'u', message_id: 't' })
+  const counts = await s.sql`select kind, key, count::int as n from segment_counts
+    where account_id = ${accountId} order by kind, key`
+  assert.deepEqual(
+    counts.map((r) => [r.kind, r.key, r.n]),
+    [
+      ['type', 'group', 1],
+      ['type', 'track', 1],
+    ],
+  )
 })

@@ -6,6 +6,7 @@ import { type AccountPayload, addJobs, addRecomputeSegments, applyJob, scoreReco
 import { lockRecordsIn } from '../db/locks.ts'
 import { lockAndReadCursor, type Move, moveCursor, nextBelow, nextCheck } from './cursor.ts'
 import { countDropped, suppressedSql } from './suppressions.ts'
+import { countedSegmentTracks, countSegmentTracks, droppedSegmentTracks } from './segment-apply.ts'
 
 // At most this many events per transaction.
 export const EVENTS_PER_BATCH = 5000
@@ -26,45 +27,69 @@ const accountLock = (tx: Tx, accountId: number) =>
 // updated by the tracker), with data.customer and data.contact when they are objects (null is no
 // data). Ids past the sequence's last id at the batch's start wait for the next batch: their
 // inserts began after this job was taken, so they have added the next job. Returns the range of
-// ids staged, which bounds the events' update.
+// ids staged, which bounds the events' update, and whether events up to that last id still wait.
+// Segment tracks (message_id, segment.ts) come after the Segment messages received before them or
+// with them (a group that creates their customer): the batch stops short of the first one received
+// no sooner than the oldest message the Segment apply job has still to apply, and what it stopped
+// short of waits (`waiting`) for a later job.
 interface Staged {
   n: number
   first: number | null
   last: number | null
+  waiting: boolean
 }
+const segmentWaitingSince = (tx: Tx, accountId: number) => tx`(
+  select min(received_at) from segment_messages where account_id = ${accountId} and status = 'received'
+    and id >= coalesce((select applied_below from segment_cursors where account_id = ${accountId}), 0))`
 const stageEvents = async (tx: Tx, accountId: number, below: number, lastId: number) => {
   await setLocal(tx, PLANNER.freshEvents)
+  const received = tx`account_id = ${accountId} and id between ${below} and ${lastId} and status = 'received'`
   await tx`
   create temp table stage_events on commit drop as
-  select e.id, e.occurred_at, e.customer_external_id, e.contact_external_id,
+  with next as (
+    select id, received_at, message_id from tracking_events where ${received} order by id limit ${EVENTS_PER_BATCH}
+  ), stop as (
+    select min(id) as id from next where message_id is not null
+      and received_at >= ${segmentWaitingSince(tx, accountId)}
+  )
+  select e.id, e.occurred_at, e.customer_external_id, e.contact_external_id, e.message_id,
     c.service_id as customer_id, t.service_id as contact_id,
     case when jsonb_typeof(e.data->'customer') = 'object' then e.data->'customer' end as customer_data,
     case when jsonb_typeof(e.data->'contact') = 'object' then e.data->'contact' end as contact_data
   from (select * from tracking_events
-        where account_id = ${accountId} and id between ${below} and ${lastId} and status = 'received'
+        where ${received} and id < coalesce((select id from stop), ${lastId} + 1)
         order by id limit ${EVENTS_PER_BATCH}) e
     left join customers c on c.account_id = ${accountId} and c.external_id = e.customer_external_id
     left join contacts t on t.account_id = ${accountId} and t.external_id = e.contact_external_id
       and t.customer_id = c.service_id`
-  const [range] = await tx`select count(*)::int as n, min(id) as first, max(id) as last from stage_events`
+  const [range] = await tx`
+    select count(*)::int as n, min(id) as first, max(id) as last,
+      exists (select 1 from tracking_events where ${received}
+        and id > coalesce((select max(id) from stage_events), ${below} - 1)) as waiting
+    from stage_events`
   return range as Staged
 }
 
 // Events of suppressed (erased) people are dropped, not applied: deleted with their staged rows and
 // counted on their suppressions. The first condition is read once per batch (most accounts have none).
+// A Segment track dropped so becomes a dropped Segment message (segment-apply.ts), which keeps its
+// messageId and names nobody.
 const dropSuppressed = async (tx: Tx, accountId: number, range: Staged) => {
   const [row] = await tx`
     with gone as (
       delete from stage_events s
       where exists (select 1 from suppressions where account_id = ${accountId})
         and ${suppressedSql(tx, accountId, tx`s.customer_external_id`, tx`s.contact_external_id`)}
-      returning s.id, s.customer_external_id, s.contact_external_id
+      returning s.id, s.customer_external_id, s.contact_external_id, s.message_id, s.occurred_at
     ), removed as (
       delete from tracking_events e using gone g
       where e.account_id = ${accountId} and e.id = g.id and e.id between ${range.first} and ${range.last}
-    ), counted as (${countDropped(tx, accountId, tx`select customer_external_id, contact_external_id from gone`)})
-    select count(*)::int as n from gone`
-  return row.n as number
+    ), counted as (${countDropped(tx, accountId, tx`select customer_external_id, contact_external_id from gone`)}),
+    segment as (
+      ${droppedSegmentTracks(tx, accountId, tx`select message_id, occurred_at from gone where message_id is not null`)}
+    )
+    select count(*)::int as n, (select count(*) from segment)::int as segment from gone`
+  return row as { n: number; segment: number }
 }
 
 // An unknown contact of a known customer is created under the customer of its first event
@@ -181,13 +206,15 @@ export const applyEvents = async (tx: Tx, accountId: number) => {
   )
   const next = await nextCheck(tx, cursor, 'tracking_events')
   const staged = await stageEvents(tx, accountId, cursor.below, cursor.last_id)
-  const suppressed = staged.n > 0 ? await dropSuppressed(tx, accountId, staged) : 0
+  const dropped = staged.n > 0 ? await dropSuppressed(tx, accountId, staged) : { n: 0, segment: 0 }
+  const suppressed = dropped.n
+  const segmentTracks = staged.n > 0 ? await countSegmentTracks(tx, accountId, dropped.segment) : 0
   const created = await createContacts(tx, accountId)
   await lockRecordsIn(tx, 'customers', accountId, tx`select customer_id from stage_events`)
   await lockRecordsIn(tx, 'contacts', accountId, tx`select contact_id from stage_events`)
   const customers = await applyTrackedCustomers(tx, accountId)
   const contacts = await applyTrackedContacts(tx, accountId)
-  const below = nextBelow(cursor, staged.n === EVENTS_PER_BATCH, staged.last)
+  const below = nextBelow(cursor, staged.n === EVENTS_PER_BATCH || staged.waiting, staged.last)
   await markEvents(tx, accountId, staged, { below, next })
   // Changed attributes can change scores (fit, date attributes); new contacts get theirs.
   const contactIds = [...new Set([...created, ...contacts].map((r) => r.service_id as number))]
@@ -202,8 +229,11 @@ export const applyEvents = async (tx: Tx, accountId: number) => {
   if (customers.length > 0) await addRecomputeSegments(tx, accountId)
   return {
     events: staged.n,
+    // Only when some wait: the counts stay as they were for accounts without Segment tracks.
+    ...(staged.waiting ? { waiting: true } : {}),
     // Only when some were dropped: the counts stay as they were for accounts without suppressions.
     ...(suppressed > 0 ? { suppressed } : {}),
+    ...(segmentTracks > 0 ? { segment: { tracks: segmentTracks, suppressed: dropped.segment } } : {}),
     customers: customers.length,
     contactsCreated: created.length,
     contacts: contacts.length,
@@ -215,18 +245,28 @@ export const applyEvents = async (tx: Tx, accountId: number) => {
 // at most, then queues its successor behind them.
 export const BATCHES_PER_JOB = 4
 
-// One transaction per batch; the successor is added in the last one's.
+// Events that wait for the Segment apply job (stageEvents) are tried again this much later.
+const WAITING_RETRY_MS = 250
+
+// One transaction per batch; the successor is added in the last one's. The Segment tracks' counters
+// count what committed.
 export const applyEventsOfAccount = async (app: App, { account_id: accountId }: AccountPayload) => {
   let events = 0
   for (let batch = 1; ; batch++) {
-    const more = await app.sql.begin(async (tx) => {
-      const applied = (await applyEvents(tx, accountId)).events
-      events += applied
-      if (applied < EVENTS_PER_BATCH) return false
-      if (batch < BATCHES_PER_JOB) return true
+    const { more, segment } = await app.sql.begin(async (tx) => {
+      const applied = await applyEvents(tx, accountId)
+      events += applied.events
+      const done = { segment: applied.segment, more: false }
+      if (applied.events === 0 && applied.waiting) {
+        await addJobs(tx, [applyJob(TASKS.applyEvents, accountId, new Date(Date.now() + WAITING_RETRY_MS))])
+        return done
+      }
+      if (applied.events < EVENTS_PER_BATCH && !applied.waiting) return done
+      if (batch < BATCHES_PER_JOB) return { ...done, more: true }
       await addJobs(tx, [applyJob(TASKS.applyEvents, accountId)])
-      return false
+      return done
     })
+    if (segment) countedSegmentTracks(segment)
     if (!more) return { events }
   }
 }

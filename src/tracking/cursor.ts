@@ -47,10 +47,11 @@ const sequenceHolders = async (tx: Tx, rows: Rows) =>
   )[0].vxids as string[]
 
 // Where the cursor may move after a batch that read rows in id order up to `last`: with a settled
-// check, past the ids up to it that the batch read past (all of them unless the batch was full).
+// check, past the ids up to it that the batch read past (all of them unless the batch was full, or
+// stopped short of rows that wait: none when it read none).
 export const nextBelow = (cursor: Cursor, full: boolean, last: number | null) => {
   const { settled } = cursor
-  if (settled === null) return 0
+  if (settled === null || (full && last === null)) return 0
   return (full ? Math.min(settled, last as number) : settled) + 1
 }
 

@@ -225,21 +225,23 @@ const applyTracks = async (tx: Tx, accountId: number) => {
   return { events: n as number, created: created.map((r) => r.service_id as number) }
 }
 
-// The outcome of the staged messages, written back: applied unless decided otherwise, and a trait of
-// the wrong type named (invalid_trait) on a message applied or pending all the same. A message the
-// cursor moves past (below `below`) that was simply applied is not written: 'received' below the cursor
-// means applied, and writing each one's status was most of a batch's time (docs/benchmarks.md).
+// The outcome of the staged messages, written back: applied unless decided otherwise (a status still
+// null once every step ran: read through OUTCOME, as rewriting every staged row to say so took a
+// twentieth of a batch), and a trait of the wrong type named (invalid_trait) on a message applied or
+// pending all the same. A message the cursor moves past (below `below`) that was simply applied is not
+// written: 'received' below the cursor means applied, and writing each one's status was most of a
+// batch's time (docs/benchmarks.md).
+const OUTCOME = "coalesce(s.status, 'applied')"
 const written = (tx: Tx, below: number) =>
-  tx`(status <> 'applied' or reason is not null or was_pending or id >= ${below})`
+  tx`(status is not null or reason is not null or was_pending or id >= ${below})`
 const settle = async (tx: Tx, accountId: number, below: number) => {
-  await tx`update stage_seg set status = 'applied' where status is null`
   await tx`
     update stage_seg s set reason = 'invalid_trait', detail = left(b.detail, 300)
     from (select id, string_agg(format('traits.%s: must be %s', key, expected), '; ' order by key) as detail
           from stage_traits where kind = 'invalid' group by id) b
     where s.id = b.id and s.reason is null`
   await tx`
-    update segment_messages m set status = s.status, reason = s.reason, detail = s.detail,
+    update segment_messages m set status = ${tx.unsafe(OUTCOME)}, reason = s.reason, detail = s.detail,
       -- A suppressed message keeps its messageId (deduplication) but nothing that names the person.
       user_id = case when s.reason = 'suppressed' then null else m.user_id end,
       group_id = case when s.reason = 'suppressed' then null else m.group_id end,
@@ -259,7 +261,7 @@ const count = (tx: Tx, accountId: number) => tx`
       and received_at < now() - make_interval(hours => ${PENDING_HOURS})
     returning type, status, reason
   ), first as (
-    select id, type, status, reason from stage_seg where not was_pending
+    select id, type, ${tx.unsafe(OUTCOME)} as status, reason from stage_seg s where not was_pending
   ), counts as (
     select 'type' as kind, type as key, count(*) as n from first group by type
     union all
@@ -280,7 +282,8 @@ const count = (tx: Tx, accountId: number) => tx`
   )
   select coalesce(json_agg(o), '[]') as outcomes
   from (select type, status, reason, count(*)::int as n
-        from (select type, status, reason from stage_seg where status <> 'pending' or not was_pending
+        from (select type, ${tx.unsafe(OUTCOME)} as status, reason from stage_seg s
+              where s.status is distinct from 'pending' or not was_pending
               union all select type, status, reason from expired) x
         group by 1, 2, 3) o`
 
@@ -336,6 +339,41 @@ export const applySegment = async (tx: Tx, accountId: number) => {
     events,
     outcomes,
   }
+}
+
+// Segment tracks that the tracker's apply job takes (segment.ts stores those that name their customer
+// as tracked events, apply.ts): a batch's, still staged or `suppressed`, counted by type like every
+// other message, and those suppressed by reason.
+export const countSegmentTracks = async (tx: Tx, accountId: number, suppressed: number) => {
+  const [{ n }] = await tx`
+    with t as (
+      select (count(*) + ${suppressed})::int as n from stage_events where message_id is not null
+    ), added as (
+      insert into segment_counts (account_id, kind, key, count)
+      select ${accountId}, kind, key, c.n
+      from (select 'type', 'track', (select n from t)
+            union all select 'reason', 'suppressed', ${suppressed}) c(kind, key, n)
+      where c.n > 0
+      on conflict (account_id, kind, key) do update set count = segment_counts.count + excluded.count
+    )
+    select n from t`
+  return n as number
+}
+
+// A suppressed Segment track, dropped from the tracked events, is kept as a dropped message: its messageId
+// still deduplicates, the ingest status lists it, and it names nobody. `rows` yields (message_id, occurred_at).
+export const droppedSegmentTracks = (tx: Tx, accountId: number, rows: ReturnType<Tx>) => tx`
+  insert into segment_messages (account_id, message_id, type, occurred_at, status, reason)
+  select ${accountId}, g.message_id, 'track', g.occurred_at, 'dropped', 'suppressed' from (${rows}) g
+  on conflict (account_id, message_id) do nothing
+  returning 1`
+
+// The counters of a tracker's batch's Segment tracks, once committed.
+export const countedSegmentTracks = ({ tracks, suppressed }: { tracks: number; suppressed: number }) => {
+  segmentApplied.inc({ type: 'track', outcome: 'applied' }, tracks - suppressed)
+  if (suppressed === 0) return
+  segmentApplied.inc({ type: 'track', outcome: 'dropped' }, suppressed)
+  segmentDropped.inc({ reason: 'suppressed' }, suppressed)
 }
 
 type Outcome = { type: string; status: string; reason: string | null; n: number }

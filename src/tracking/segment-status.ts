@@ -11,9 +11,13 @@ export const ingestStatus = async (sql: Sql, accountId: number) => {
   const [counts, [waiting], errors, codenames] = await Promise.all([
     sql`select kind, key, count::int as n from segment_counts where account_id = ${accountId}
       order by kind, count desc, key`,
-    // 'received' below the apply cursor means applied (segment-apply.ts).
+    // 'received' below the apply cursor means applied (segment-apply.ts); tracks that name their customer
+    // wait as tracked events, for the tracker's apply job (segment.ts).
     sql`select (select count(*) from segment_messages where account_id = ${accountId} and status = 'received'
           and id >= coalesce((select applied_below from segment_cursors where account_id = ${accountId}), 0))::int
+          + (select count(*) from tracking_events where account_id = ${accountId} and status = 'received'
+          and message_id is not null
+          and id >= coalesce((select applied_below from tracking_cursors where account_id = ${accountId}), 0))::int
           as received,
         (select count(*) from segment_messages where account_id = ${accountId} and status = 'pending')::int as pending`,
     sql`select message_id, type, reason, detail, received_at from segment_messages

@@ -8,9 +8,10 @@ import { freeFormProblems } from '../values.ts'
 import { jobUnlessWaiting, retryingDeadlock } from './intake.ts'
 
 // The Segment HTTP Tracking API's intake (docs/api.md, "Segment-compatible ingest"): each message is
-// read here into a row of segment_messages, one statement stores them all with the job that applies
-// them (segment-apply.ts), and a 200 means both are committed. What is wrong with one message is its
-// `reason`, counted when the job drops it; only the size limits and unreadable JSON fail a request.
+// read here into a row, one statement stores them all with the jobs that apply them (segment-apply.ts;
+// a track that names its customer is a tracked event, apply.ts), and a 200 means all are committed.
+// What is wrong with one message is its `reason`, counted when the job drops it; only the size limits
+// and unreadable JSON fail a request.
 
 const MAX_MESSAGE_BYTES = 32 * 1024
 const MAX_BATCH_BYTES = 500 * 1024
@@ -27,7 +28,8 @@ interface Row {
   user_id: string | null
   group_id: string | null
   event: string | null
-  occurred_at: string
+  // Epoch milliseconds: a Date's ISO text cost more to write and to read than the event itself.
+  occurred_at: number
   traits: unknown
   properties: unknown
   reason: string | null
@@ -93,7 +95,7 @@ const toRow = (m: unknown, pathType: SegmentType | undefined, batch: BatchDefaul
     user_id: reason ? null : userId,
     group_id: reason ? null : groupId,
     event: reason ? null : event,
-    occurred_at: new Date(reason ? receivedAt : at).toISOString(),
+    occurred_at: reason ? receivedAt : at,
     traits: reason ? null : (traits ?? null),
     properties: reason || type !== 'track' ? null : (msg.properties ?? null),
     reason,
@@ -101,22 +103,41 @@ const toRow = (m: unknown, pathType: SegmentType | undefined, batch: BatchDefaul
   }
 }
 
-// One statement: the rows not yet received (messageId), and the apply job unless one waits. Only while
-// the account exists: segment_messages has no foreign key to it (sql/041_segment_intake.sql).
+// One statement: the rows not yet received (messageId), and the apply jobs unless one waits. Only while
+// the account exists: segment_messages has no foreign key to it (sql/041_segment_intake.sql). A track
+// that names its customer (context.groupId), of an account whose records the API owns, is stored as a
+// tracked event, matched and counted by the tracker's apply job like the tracker's own (sql/046,
+// apply.ts; a message the Segment apply job has still to apply goes first); every other message is
+// stored for the Segment apply job (segment-apply.ts).
 const store = (app: App, accountId: number, rows: string) => app.sql`
-  with x as (
-    select m, i from jsonb_array_elements(${rows}::text::jsonb) with ordinality as t(m, i)
+  with a as (
+    select source_of_truth = 'API' as api from accounts where id = ${accountId}
+  ), x as (
+    select m, i, a.api and m->>'type' = 'track' and m->>'reason' is null and m->>'group_id' is not null as event
+    from a, jsonb_array_elements(${rows}::text::jsonb) with ordinality as t(m, i)
+  ), d as (
+    insert into tracking_events (account_id, name, occurred_at, customer_external_id, contact_external_id, data,
+      message_id)
+    select ${accountId}, m->>'event', to_timestamp((m->>'occurred_at')::float8 / 1000), m->>'group_id', m->>'user_id',
+      case when m->'properties' <> 'null' then jsonb_build_object('properties', m->'properties') end, m->>'message_id'
+    from (select distinct on (m->>'message_id') m, i from x where event order by m->>'message_id', i) y
+    where not exists (select 1 from tracking_events t where t.account_id = ${accountId}
+      and t.message_id = y.m->>'message_id')
+    order by i
+    returning 1
   ), e as (
     insert into segment_messages (account_id, message_id, type, user_id, group_id, event, occurred_at, traits,
       properties, reason, detail)
     select ${accountId}, m->>'message_id', m->>'type', m->>'user_id', m->>'group_id', m->>'event',
-      (m->>'occurred_at')::timestamptz, nullif(m->'traits', 'null'), nullif(m->'properties', 'null'),
+      to_timestamp((m->>'occurred_at')::float8 / 1000), nullif(m->'traits', 'null'), nullif(m->'properties', 'null'),
       m->>'reason', m->>'detail'
-    from x where exists (select 1 from accounts where id = ${accountId}) order by i
+    from x where not event order by i
     on conflict (account_id, message_id) do nothing
     returning 1
-  ), ${jobUnlessWaiting(app.sql, TASKS.applySegment, accountId)}
-  select (select count(*) from e)::int as stored, (select count(*) from j)::int as jobs`
+  ), ${jobUnlessWaiting(app.sql, TASKS.applySegment, accountId)},
+  ${jobUnlessWaiting(app.sql, TASKS.applyEvents, accountId, 'd', 'k')}
+  select (select count(*) from e)::int + (select count(*) from d)::int as stored,
+    (select count(*) from j)::int + (select count(*) from k)::int as jobs`
 
 const bytes = (s: string) => (s.length * 3 > MAX_MESSAGE_BYTES ? Buffer.byteLength(s) : s.length)
 
@@ -131,8 +152,11 @@ export const receiveSegment = async (
   batch: BatchDefaults = {},
 ) => {
   if (bodyBytes > MAX_BATCH_BYTES) refuse(400, `A batch may take at most ${MAX_BATCH_BYTES} bytes.`)
-  const texts = messages.map((m) => JSON.stringify(m) ?? 'null')
-  const big = texts.findIndex((t) => bytes(t) > MAX_MESSAGE_BYTES)
+  // A body within the message limit holds no message past it: only a larger one is measured message by message.
+  const big =
+    bodyBytes <= MAX_MESSAGE_BYTES
+      ? -1
+      : messages.findIndex((m) => bytes(JSON.stringify(m) ?? 'null') > MAX_MESSAGE_BYTES)
   if (big >= 0) {
     const path = pathType ? '' : `/batch/${big}`
     refuse(400, 'A message is too large.', [{ path, message: `At most ${MAX_MESSAGE_BYTES} bytes of JSON.` }])
