@@ -62,7 +62,7 @@ const MoveList = ({ name, title, what, list }: { name: string; title: string; wh
           ${
             list.count > list.customers.length &&
             html`<p class="muted">
-              and ${list.count - list.customers.length} more (the count's link lists those shown).
+              and ${list.count - list.customers.length} more (the count's link lists them all).
             </p>`
           }`
         : html`<${Empty}>None.</${Empty}>`
