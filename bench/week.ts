@@ -4,7 +4,8 @@
 // view rendered in under 1 s. Both periods kept (week_reports), right after a change of a customer
 // (still kept, its refresh queued), the time until that refresh is kept, kept from yesterday (after
 // midnight, before the daily refresh: served as kept, its refresh queued), and with none kept
-// (computed in the request). Baseline, in the same run: a plain search request for a page of 100 customers, and
+// (computed in the request); and two movements' searches (drops, reactivated) as their counts' links
+// open them. Baseline, in the same run: a plain search request for a page of 100 customers, and
 // the same search with an exact count.
 import { connect } from '../src/db/client.ts'
 import { weekReportJobKey } from '../src/db/jobs.ts'
@@ -17,6 +18,7 @@ import { startServer } from './server.ts'
 
 const CUSTOMERS = Number(process.env.BENCH_WEEK_CUSTOMERS ?? 100_000)
 const RUNS = 7
+const DROPS = { propertyName: 'engagementscore_change_7d', operator: 'LT', value: '0' }
 
 export default async (ctx: BenchContext) => {
   const url = await ctx.database()
@@ -59,6 +61,16 @@ export default async (ctx: BenchContext) => {
       ['GET /api/v1/insights/week?days=30, kept', '/api/v1/insights/week?days=30'],
       ['search, a page of 100 (baseline)', '/api/v1/customers/search', { limit: 100 }],
       ['search, a page of 100 with count "exact"', '/api/v1/customers/search', { limit: 100, count: 'exact' }],
+      // A movement's count opened: every mover, by the search fields no index serves.
+      ...(['engagementscore_change_7d', 'reactivated_date'] as const).map((field): [string, string, unknown] => [
+        `search, a page of 100 with count "exact", where ${field} (a movement's search)`,
+        '/api/v1/customers/search',
+        {
+          where: field === 'reactivated_date' ? { propertyName: field, operator: 'LTD', value: '7' } : DROPS,
+          limit: 100,
+          count: 'exact',
+        },
+      ]),
     ]
     const AFTER = 'GET /api/v1/insights/week right after a change (kept, refreshing)'
     const REFRESHED = 'a change to its refreshed report kept (background job)'
