@@ -356,9 +356,9 @@ test('a report kept from an earlier day is answered as of that day while its ref
 
 test("a period's first request computes it, and its refresh keeps the other period", async () => {
   const lone = await scoredAccount(s, 'Lone')
-  await upload(lone, 'customers', [
-    { external_id: 'one', name: 'One', attributes: { country: 'US' }, metrics: snapshots([2, 5]) },
-  ])
+  // 50 from day 40 (so 30 days ago), -75 since day 2.
+  const metrics = snapshots([40, 30], [2, 5])
+  await upload(lone, 'customers', [{ external_id: 'one', name: 'One', attributes: { country: 'US' }, metrics }])
   const periods = async () =>
     (await s.sql`select days from week_reports where account_id = ${lone.id} order by days`).map((r) => r.days)
   assert.deepEqual(await periods(), [])
@@ -366,7 +366,12 @@ test("a period's first request computes it, and its refresh keeps the other peri
   // Kept by the refresh the first request queued: no request asked for the 30 days yet.
   await eventually(async () => (await periods()).length === 2, 'the 30 days kept')
   const [kept] = await s.sql`select computed_at from week_reports where account_id = ${lone.id} and days = 30`
-  assert.equal((await week(lone, '?days=30')).computed_at, kept.computed_at.toISOString())
+  const month = await week(lone, '?days=30')
+  assert.equal(month.computed_at, kept.computed_at.toISOString())
+  assert.deepEqual(ids(month.movements.entered_risk), ['one'])
+  assert.deepEqual(await searched(month.movements.entered_risk.search, lone), ['one'])
+  const past = [field('engagementscore_30d_ago', 'EQ', 50), field('engagementscore_change_30d', 'EQ', -125)]
+  assert.deepEqual(await searched({ and: past }, lone), ['one'])
 })
 
 test('another account sees only its own customers', async () => {
