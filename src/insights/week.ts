@@ -193,12 +193,12 @@ const weeks = (figures: (number | null)[], now: string) =>
 // The report's three statements read only the account's customers and customer_scores rows, the day
 // and the period, and cost a few passes over every customer, so their rows are kept in week_reports
 // (sql/038, sql/042) and computed anew in the background: every write of those rows enqueues a
-// refresh of the account's kept periods (a trigger, sql/042), and the daily cron refreshes them for
-// the new day. A request reads the kept row, whatever its day: one of an earlier day (before the
-// daily refresh ran) is served as it is, as of its own day, while the request makes sure its refresh
-// is queued; only a period never kept for the account is computed in the request, which then queues
-// a refresh that keeps every other period too. Both paths hold the account's lock while they compute and keep
-// it, and read committed gives each statement the rows committed before it: a write enqueues its
+// refresh of the account's periods (a trigger, sql/042), and the daily cron refreshes them for the
+// new day. A request reads the kept row, whatever its day: one of an earlier day (before the daily
+// refresh ran) is served as it is, as of its own day, while the request makes sure its refresh is
+// queued; only a period never kept for the account is computed in the request, which then queues a
+// refresh that keeps the other period too. Both paths hold the account's lock while they compute and
+// keep it, and read committed gives each statement the rows committed before it: a write enqueues its
 // refresh in its own transaction, which runs after it committed and, should a request still be
 // computing, after that request kept its rows; so the last report kept is computed from every write.
 // The drivers of the listed customers (models and labels) are read anew every time.
