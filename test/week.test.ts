@@ -1,12 +1,13 @@
 // The "This week" report (GET /api/v1/insights/week) over fixtures of known movements: each list
 // names exactly the customers that moved so, and each number's search lists exactly the customers
-// it counts.
+// it counts (also when more moved than are listed). A report kept from an earlier day is served as
+// it is while its refresh runs, and a refresh keeps every period.
 import { after, before, test } from 'node:test'
 import assert from 'node:assert/strict'
 import { startTestService, type TestService } from './helpers/service.ts'
 import { scoredAccount } from './helpers/fixtures.ts'
 import { eventually } from './helpers/receiver.ts'
-import { allPages, dayAgo as day, upload } from './helpers/search.ts'
+import { allPages, dayAgo as day, search, upload } from './helpers/search.ts'
 
 type Account = Awaited<ReturnType<TestService['account']>>
 
@@ -32,8 +33,19 @@ const settled = async (account: Account, query = '') => {
   assert.fail('the report was still refreshing after 30 s')
 }
 const ids = (list: { customers: { external_id: string }[] }) => list.customers.map((c) => c.external_id)
-const searched = async (where: unknown) =>
-  (await allPages(acme, 'customers', { where, limit: 1000 })).flatMap((p) => p.results.map((c: any) => c.id)).sort()
+const searched = async (where: unknown, account = acme) =>
+  (await allPages(account, 'customers', { where, limit: 1000 })).flatMap((p) => p.results.map((c: any) => c.id)).sort()
+const total = async (account: Account, where: unknown) => {
+  const res = await search(account, 'customers', { where, count: 'exact', limit: 1 })
+  assert.equal(res.status, 200, JSON.stringify(res.body))
+  return res.body.total
+}
+const field = (propertyName: string, operator: string, value?: string | number) => ({
+  propertyName,
+  operator,
+  ...(value !== undefined && { value: String(value) }),
+})
+const named = (id: string) => field('external_id', 'EQ', id)
 
 before(async () => {
   s = await startTestService({ logLevel: 'error' })
@@ -236,6 +248,130 @@ test('12 weeks of health: this week counts what its searches list, earlier weeks
   }
   const left = await s.sql`select account_id, days from week_reports where computed_at <= ${at}`
   assert.deepEqual([...left], [])
+})
+
+test('the search fields of the movements: past engagement, its change, churn and reactivation dates', async () => {
+  // entered: 50 as of day 20 (so 7 days ago), -75 since day 2; no score 30 days ago. new: first scored
+  // yesterday. churned: on day 2; back: churned on day 40, reactivated today.
+  const only = async (id: string, ...conditions: object[]) =>
+    assert.deepEqual(await searched({ and: [named(id), ...conditions] }), [id], JSON.stringify(conditions))
+  await only('entered', field('engagementscore_7d_ago', 'EQ', 50), field('engagementscore_change_7d', 'EQ', -125))
+  await only('entered', field('engagementscore_30d_ago', 'UNKNOWN'), field('engagementscore_change_30d', 'UNKNOWN'))
+  await only('new', field('engagementscore_7d_ago', 'UNKNOWN'), field('engagementscore_change_7d', 'UNKNOWN'))
+  await only('recovered', field('engagementscore_change_7d', 'GT', 100), field('engagementscore_7d_ago', 'LT', 0))
+  const churned = field('is_churned', 'EQ', 'true')
+  await only('churned', churned, field('churned_date', 'EQ', day(2)), field('reactivated_date', 'UNKNOWN'))
+  // LTD N is (today - N, today]: the report's window (since, today].
+  await only('churned', churned, field('churned_date', 'LTD', 3))
+  assert.deepEqual(await searched({ and: [churned, field('churned_date', 'LTD', 2)] }), [])
+  await only('back', field('reactivated_date', 'EQ', day(0)), field('churned_date', 'UNKNOWN'))
+  await only('back', field('reactivated_date', 'LTD', 1))
+  await only('entered', field('reactivated_date', 'UNKNOWN'))
+  // Sortable like any number field.
+  const sorted = await allPages(acme, 'customers', {
+    where: field('engagementscore_change_7d', 'KNOWN'),
+    sort: [{ propertyName: 'engagementscore_change_7d' }],
+  })
+  assert.deepEqual(sorted.flatMap((p) => p.results.map((c: any) => c.id)).slice(0, 2), ['entered', 'dropped'])
+  // Customer-only, and typed.
+  const contacts = await search(acme, 'contacts', { filters: [field('reactivated_date', 'KNOWN')] })
+  assert.equal(contacts.status, 400)
+  assert.match(contacts.body.errors[0].message, /customer-only/)
+  const typed = await search(acme, 'customers', { filters: [field('engagementscore_30d_ago', 'LTD', 3)] })
+  assert.equal(typed.status, 400, JSON.stringify(typed.body))
+})
+
+test('more movers than listed: each count is the total of its search, and the listed are among them', async () => {
+  const many = await scoredAccount(s, 'Many')
+  const us = { country: 'US', has_sso: true }
+  const customers = (prefix: string, n: number, from: number, to: number) =>
+    Array.from({ length: n }, (_, i) => ({
+      external_id: `${prefix}-${String(i).padStart(2, '0')}`,
+      name: `${prefix} ${i}`,
+      attributes: us,
+      metrics: snapshots([20, from + i], [2, to]),
+    }))
+  // 14 fall into churn risk (and drop), 12 rise out of it (and gain), 3 drop while healthy, 12 churn.
+  await upload(many, 'customers', [
+    ...customers('enter', 14, 25, 5),
+    ...customers('leave', 12, 2, 35),
+    ...customers('slip', 3, 38, 30),
+    ...customers('quit', 12, 30, 30),
+  ])
+  for (let i = 0; i < 12; i++) {
+    const id = `quit-${String(i).padStart(2, '0')}`
+    const res = await many.api(`/api/v1/customer/${id}`, { is_churned: true, churned_date: day(1 + (i % 5)) }, 'PUT')
+    assert.equal(res.status, 200, JSON.stringify(res.body))
+  }
+  const r = await settled(many)
+  const counts = Object.fromEntries(Object.entries(r.movements).map(([k, v]: [string, any]) => [k, v.count]))
+  assert.deepEqual(counts, { entered_risk: 14, left_risk: 12, churned: 12, reactivated: 0, drops: 17, gains: 12 })
+  for (const [kind, list] of Object.entries(r.movements) as [string, any][]) {
+    if (list.count === 0) {
+      assert.equal(list.search, null, kind)
+      continue
+    }
+    assert.equal(list.customers.length, 10, kind)
+    assert.equal(await total(many, list.search), list.count, kind)
+    const all = await searched(list.search, many)
+    assert.equal(all.length, list.count, kind)
+    assert.ok(
+      ids(list).every((id) => all.includes(id)),
+      kind,
+    )
+  }
+  // The 30 days start before any score: only the churns move, and their search says so.
+  const month = await week(many, '?days=30')
+  assert.equal(month.movements.churned.count, 12)
+  assert.equal(await total(many, month.movements.churned.search), 12)
+  assert.equal(month.movements.drops.search, null)
+})
+
+test('a report kept from an earlier day is answered as of that day while its refresh runs', async () => {
+  const fresh = await settled(acme)
+  // As if the daily refresh had not run yet since midnight.
+  await s.sql`update week_reports set day = day - 1 where account_id = ${acme.id}`
+  const stale = await week(acme)
+  assert.equal(stale.today, day(1))
+  assert.equal(stale.since, day(8))
+  assert.deepEqual([stale.renewals.from, stale.renewals.to], [day(1), day(-89)])
+  assert.equal(stale.weeks[11].week_ending, day(1))
+  assert.equal(stale.computed_at, fresh.computed_at)
+  assert.equal(stale.refreshing, true)
+  assert.deepEqual(stale.movements.entered_risk.customers, fresh.movements.entered_risk.customers)
+  // Its movers are that day's, which no search of today's fields selects.
+  assert.ok(Object.values(stale.movements).every((m: any) => m.search === null))
+  // No write and no daily run: the request queued the refresh itself (which may have run already).
+  const [{ queued }] = await s.sql`select exists (select 1 from graphile_worker.jobs
+      where key = ${`refresh_week_report:${acme.id}`}) or exists (select 1 from week_reports
+      where account_id = ${acme.id} and day = ${day(0)}::date) as queued`
+  assert.ok(queued)
+  const refreshed = await settled(acme)
+  assert.equal(refreshed.today, day(0))
+  assert.ok(refreshed.computed_at > fresh.computed_at)
+  assert.deepEqual(refreshed.movements.entered_risk.search, fresh.movements.entered_risk.search)
+  const kept = await s.sql`select days from week_reports where account_id = ${acme.id} and day = ${day(0)}::date`
+  assert.equal(kept.length, 2)
+})
+
+test("a period's first request computes it, and its refresh keeps the other period", async () => {
+  const lone = await scoredAccount(s, 'Lone')
+  // 50 from day 40 (so 30 days ago), -75 since day 2.
+  const metrics = snapshots([40, 30], [2, 5])
+  await upload(lone, 'customers', [{ external_id: 'one', name: 'One', attributes: { country: 'US' }, metrics }])
+  const periods = async () =>
+    (await s.sql`select days from week_reports where account_id = ${lone.id} order by days`).map((r) => r.days)
+  assert.deepEqual(await periods(), [])
+  assert.equal((await week(lone)).refreshing, true)
+  // Kept by the refresh the first request queued: no request asked for the 30 days yet.
+  await eventually(async () => (await periods()).length === 2, 'the 30 days kept')
+  const [kept] = await s.sql`select computed_at from week_reports where account_id = ${lone.id} and days = 30`
+  const month = await week(lone, '?days=30')
+  assert.equal(month.computed_at, kept.computed_at.toISOString())
+  assert.deepEqual(ids(month.movements.entered_risk), ['one'])
+  assert.deepEqual(await searched(month.movements.entered_risk.search, lone), ['one'])
+  const past = [field('engagementscore_30d_ago', 'EQ', 50), field('engagementscore_change_30d', 'EQ', -125)]
+  assert.deepEqual(await searched({ and: past }, lone), ['one'])
 })
 
 test('another account sees only its own customers', async () => {

@@ -1850,8 +1850,9 @@ export interface components {
           count: number
           /**
            * @description The where tree that lists the customers behind this number: POST {"where": ...} to
-           * /api/v1/customers/search. A movement's names the customers it lists (external_id IN). Null for a movement
-           * nobody made and for earlier weeks (past scores).
+           * /api/v1/customers/search. A movement's selects every customer it counts, not only those listed. Null for a
+           * movement nobody made, for the movements of a report kept from an earlier day, and for earlier weeks (past
+           * scores).
            */
           search: components['schemas']['Where'] | null
           /**
@@ -1880,8 +1881,9 @@ export interface components {
           count: number
           /**
            * @description The where tree that lists the customers behind this number: POST {"where": ...} to
-           * /api/v1/customers/search. A movement's names the customers it lists (external_id IN). Null for a movement
-           * nobody made and for earlier weeks (past scores).
+           * /api/v1/customers/search. A movement's selects every customer it counts, not only those listed. Null for a
+           * movement nobody made, for the movements of a report kept from an earlier day, and for earlier weeks (past
+           * scores).
            */
           search: components['schemas']['Where'] | null
           /**
@@ -1911,8 +1913,9 @@ export interface components {
           count: number
           /**
            * @description The where tree that lists the customers behind this number: POST {"where": ...} to
-           * /api/v1/customers/search. A movement's names the customers it lists (external_id IN). Null for a movement
-           * nobody made and for earlier weeks (past scores).
+           * /api/v1/customers/search. A movement's selects every customer it counts, not only those listed. Null for a
+           * movement nobody made, for the movements of a report kept from an earlier day, and for earlier weeks (past
+           * scores).
            */
           search: components['schemas']['Where'] | null
           /** @description The first 10: Customers churned with a churn date in the period, latest first. */
@@ -1939,8 +1942,9 @@ export interface components {
           count: number
           /**
            * @description The where tree that lists the customers behind this number: POST {"where": ...} to
-           * /api/v1/customers/search. A movement's names the customers it lists (external_id IN). Null for a movement
-           * nobody made and for earlier weeks (past scores).
+           * /api/v1/customers/search. A movement's selects every customer it counts, not only those listed. Null for a
+           * movement nobody made, for the movements of a report kept from an earlier day, and for earlier weeks (past
+           * scores).
            */
           search: components['schemas']['Where'] | null
           /** @description The first 10: Customers reactivated in the period and active now, latest first. */
@@ -1967,8 +1971,9 @@ export interface components {
           count: number
           /**
            * @description The where tree that lists the customers behind this number: POST {"where": ...} to
-           * /api/v1/customers/search. A movement's names the customers it lists (external_id IN). Null for a movement
-           * nobody made and for earlier weeks (past scores).
+           * /api/v1/customers/search. A movement's selects every customer it counts, not only those listed. Null for a
+           * movement nobody made, for the movements of a report kept from an earlier day, and for earlier weeks (past
+           * scores).
            */
           search: components['schemas']['Where'] | null
           /** @description The first 10: Active customers whose engagement fell, largest drop first. */
@@ -1995,8 +2000,9 @@ export interface components {
           count: number
           /**
            * @description The where tree that lists the customers behind this number: POST {"where": ...} to
-           * /api/v1/customers/search. A movement's names the customers it lists (external_id IN). Null for a movement
-           * nobody made and for earlier weeks (past scores).
+           * /api/v1/customers/search. A movement's selects every customer it counts, not only those listed. Null for a
+           * movement nobody made, for the movements of a report kept from an earlier day, and for earlier weeks (past
+           * scores).
            */
           search: components['schemas']['Where'] | null
           /** @description The first 10: Active customers whose engagement rose, largest gain first. */
@@ -2032,8 +2038,9 @@ export interface components {
         count: number
         /**
          * @description The where tree that lists the customers behind this number: POST {"where": ...} to
-         * /api/v1/customers/search. A movement's names the customers it lists (external_id IN). Null for a movement
-         * nobody made and for earlier weeks (past scores).
+         * /api/v1/customers/search. A movement's selects every customer it counts, not only those listed. Null for a
+         * movement nobody made, for the movements of a report kept from an earlier day, and for earlier weeks (past
+         * scores).
          */
         search: components['schemas']['Where'] | null
         /** @description The renewals in churn risk (engagement below 0). */
@@ -2041,8 +2048,9 @@ export interface components {
           count: number
           /**
            * @description The where tree that lists the customers behind this number: POST {"where": ...} to
-           * /api/v1/customers/search. A movement's names the customers it lists (external_id IN). Null for a movement
-           * nobody made and for earlier weeks (past scores).
+           * /api/v1/customers/search. A movement's selects every customer it counts, not only those listed. Null for a
+           * movement nobody made, for the movements of a report kept from an earlier day, and for earlier weeks (past
+           * scores).
            */
           search: components['schemas']['Where'] | null
         }
@@ -2080,8 +2088,9 @@ export interface components {
             count: number
             /**
              * @description The where tree that lists the customers behind this number: POST {"where": ...} to
-             * /api/v1/customers/search. A movement's names the customers it lists (external_id IN). Null for a movement
-             * nobody made and for earlier weeks (past scores).
+             * /api/v1/customers/search. A movement's selects every customer it counts, not only those listed. Null for
+             * a movement nobody made, for the movements of a report kept from an earlier day, and for earlier weeks
+             * (past scores).
              */
             search: components['schemas']['Where'] | null
           }
@@ -2089,8 +2098,9 @@ export interface components {
             count: number
             /**
              * @description The where tree that lists the customers behind this number: POST {"where": ...} to
-             * /api/v1/customers/search. A movement's names the customers it lists (external_id IN). Null for a movement
-             * nobody made and for earlier weeks (past scores).
+             * /api/v1/customers/search. A movement's selects every customer it counts, not only those listed. Null for
+             * a movement nobody made, for the movements of a report kept from an earlier day, and for earlier weeks
+             * (past scores).
              */
             search: components['schemas']['Where'] | null
           }
@@ -2098,8 +2108,9 @@ export interface components {
             count: number
             /**
              * @description The where tree that lists the customers behind this number: POST {"where": ...} to
-             * /api/v1/customers/search. A movement's names the customers it lists (external_id IN). Null for a movement
-             * nobody made and for earlier weeks (past scores).
+             * /api/v1/customers/search. A movement's selects every customer it counts, not only those listed. Null for
+             * a movement nobody made, for the movements of a report kept from an earlier day, and for earlier weeks
+             * (past scores).
              */
             search: components['schemas']['Where'] | null
           }
@@ -2107,8 +2118,9 @@ export interface components {
             count: number
             /**
              * @description The where tree that lists the customers behind this number: POST {"where": ...} to
-             * /api/v1/customers/search. A movement's names the customers it lists (external_id IN). Null for a movement
-             * nobody made and for earlier weeks (past scores).
+             * /api/v1/customers/search. A movement's selects every customer it counts, not only those listed. Null for
+             * a movement nobody made, for the movements of a report kept from an earlier day, and for earlier weeks
+             * (past scores).
              */
             search: components['schemas']['Where'] | null
           }

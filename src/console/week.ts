@@ -6,8 +6,8 @@ import { useData } from './load.ts'
 
 // The landing view of a key holder: what changed over the last 7 or 30 days, the renewals ahead and
 // 12 weeks of the account's health, all from one API call (GET /api/v1/insights/week) that any client
-// can make. Every number links to the customers list it counts, where the search API can express it: a
-// movement's to the customers it lists (the first 10 of its count), earlier weeks' not (past scores).
+// can make. Every number links to the customers list it counts, where the API gives its search (not
+// earlier weeks' quadrants, nor the movements of a report kept from an earlier day).
 
 const QUADRANTS: [QuadrantName, string, string, number[] | undefined][] = [
   ['churn_risk', 'Churn risk', '#b3261e', undefined],
@@ -62,7 +62,7 @@ const MoveList = ({ name, title, what, list }: { name: string; title: string; wh
           ${
             list.count > list.customers.length &&
             html`<p class="muted">
-              and ${list.count - list.customers.length} more (the count's link lists those shown).
+              and ${list.count - list.customers.length} more (the count's link lists them all).
             </p>`
           }`
         : html`<${Empty}>None.</${Empty}>`

@@ -9,8 +9,8 @@ const Score = v.nullable(int)
 const Search = describe(
   v.nullable(Where),
   'The where tree that lists the customers behind this number: POST {"where": ...} to /api/v1/customers/search. ' +
-    "A movement's names the customers it lists (external_id IN). Null for a movement nobody made and " +
-    'for earlier weeks (past scores).',
+    "A movement's selects every customer it counts, not only those listed. Null for a movement nobody made, " +
+    'for the movements of a report kept from an earlier day, and for earlier weeks (past scores).',
 )
 const listedFields = {
   external_id: v.string(),

@@ -1,8 +1,8 @@
 // The "This week" report (docs/api.md, "This week"): what moved in an account over the last 7 or 30
 // days, the renewals ahead and the account's health over 12 weeks, each number with the search that
 // lists the customers behind it. In one budgeted transaction: the kept report, kept fresh in the
-// background (or, when none is kept for today, three statements over the account's customers, kept
-// for the next report), then the explanations of the few listed.
+// background (or, when none is kept for the period yet, three statements over the account's
+// customers, kept for the next report), then the explanations of the few listed.
 import { readLabels } from '../catalog/properties.ts'
 import type { App } from '../context.ts'
 import { budgeted, type Caller, type Track } from '../db/budget.ts'
@@ -12,9 +12,11 @@ import { addDays, today } from '../dates.ts'
 import { explanationRows } from '../scoring/changes.ts'
 import { explainCustomer, type ExplainedCustomer, labelledExplanation } from '../scoring/explain.ts'
 import { scoringInputs } from '../scoring/store.ts'
-import type { Condition } from '../search/fields.ts'
+import { type Condition, PAST_DAYS } from '../search/fields.ts'
+import { scoreOnSql } from '../search/predicates.ts'
 
-export const PERIODS = [7, 30] as const
+// A movement's search reads the customers' engagement that many days ago (search/fields.ts).
+export const PERIODS = PAST_DAYS
 export type Period = (typeof PERIODS)[number]
 // Each movement list shows its largest movers; its count says how many moved in all.
 export const LISTED = 10
@@ -143,7 +145,7 @@ const renewals = (tx: Tx, accountId: number, from: string, to: string) => tx`
 const WEEK_COLUMNS = Array.from({ length: WEEKS }, (_, k) => {
   const day = `(t.today - ${7 * k})`
   const active = k === 0 ? 'not c.is_churned' : `(not c.is_churned or c.churned_date > ${day})`
-  const score = k === 0 ? 's.engagementscore' : `s.history_scores[width_bucket(${day}, s.history_dates)]`
+  const score = k === 0 ? 's.engagementscore' : scoreOnSql('s', day)
   const existed = k === 0 ? 'true' : `(c.created_at at time zone 'utc')::date <= ${day}`
   return `${score} as e${k}, ${active} as a${k}, ${existed} as x${k}`
 }).join(',\n')
@@ -191,16 +193,19 @@ const weeks = (figures: (number | null)[], now: string) =>
 // The report's three statements read only the account's customers and customer_scores rows, the day
 // and the period, and cost a few passes over every customer, so their rows are kept in week_reports
 // (sql/038, sql/042) and computed anew in the background: every write of those rows enqueues a
-// refresh of the account's kept periods (a trigger, sql/042), and the daily cron refreshes them for
-// the new day. A request reads the kept row; only a period never asked for, or not yet computed
-// today, is computed in the request. Both paths hold the account's lock while they compute and keep
-// it, and read committed gives each statement the rows committed before it: a write enqueues its
+// refresh of the account's periods (a trigger, sql/042), and the daily cron refreshes them for the
+// new day. A request reads the kept row, whatever its day: one of an earlier day (before the daily
+// refresh ran) is served as it is, as of its own day, while the request makes sure its refresh is
+// queued; only a period never kept for the account is computed in the request, which then queues a
+// refresh that keeps the other period too. Both paths hold the account's lock while they compute and
+// keep it, and read committed gives each statement the rows committed before it: a write enqueues its
 // refresh in its own transaction, which runs after it committed and, should a request still be
 // computing, after that request kept its rows; so the last report kept is computed from every write.
 // The drivers of the listed customers (models and labels) are read anew every time.
 type Moved = Listed & { kind: Movement; count: number }
 type Renewing = Listed & { renewal_date: string; quadrant: Quadrant; count: number; at_risk: number }
 interface Kept {
+  day: string
   moves: Moved[]
   renewing: Renewing[]
   figures: (number | null)[]
@@ -247,26 +252,38 @@ const compute = async (tx: Tx, track: Track, accountId: number, days: Period, no
 }
 
 // `refreshing`: a write since computed_at is still to be folded in (its refresh job waits or runs; one
-// that failed for good does not count).
-const readKept = async (tx: Tx, accountId: number, days: Period, now: string) => {
+// that failed for good does not count). `due`: that job runs now or soon (not put off to keep the pace).
+const readKept = async (tx: Tx, accountId: number, days: Period) => {
   const [kept] = await tx`
-    select moves, renewing, figures, computed_at,
-      exists (select 1 from graphile_worker.jobs where key = ${weekReportJobKey(accountId)}
-        and attempts < max_attempts) as refreshing
-    from week_reports where account_id = ${accountId} and days = ${days} and day = ${now}::date`
-  return kept as unknown as Kept | undefined
+    with job as (select locked_at, run_at from graphile_worker.jobs
+      where key = ${weekReportJobKey(accountId)} and attempts < max_attempts)
+    select to_char(day, 'YYYY-MM-DD') as day, moves, renewing, figures, computed_at,
+      exists (select 1 from job) as refreshing,
+      exists (select 1 from job where locked_at is not null or run_at <= now()) as due
+    from week_reports where account_id = ${accountId} and days = ${days}`
+  return kept as unknown as (Kept & { due: boolean }) | undefined
 }
 
+// The period's kept report, of today or an earlier day; the first request of a period computes it.
 const keptReport = async (tx: Tx, track: Track, accountId: number, days: Period, now: string): Promise<Kept> => {
-  const kept = await readKept(tx, accountId, days, now)
-  if (kept) return kept
-  await track(lockReports(tx, accountId))
-  // Computed by another request or a refresh while this one waited for the lock?
-  if (!(await readKept(tx, accountId, days, now))) {
-    const c = await readCommon(tx, track, accountId, now)
-    await compute(tx, track, accountId, days, now, c, c.at)
+  let kept = await readKept(tx, accountId, days)
+  if (!kept) {
+    await track(lockReports(tx, accountId))
+    // Computed by another request or a refresh while this one waited for the lock?
+    kept = await readKept(tx, accountId, days)
+    if (!kept) {
+      const c = await readCommon(tx, track, accountId, now)
+      await compute(tx, track, accountId, days, now, c, c.at)
+      // The other periods, in the background.
+      await addJobs(tx, [weekReportJob(accountId)])
+      return (await readKept(tx, accountId, days)) as Kept
+    }
   }
-  return (await readKept(tx, accountId, days, now)) as Kept
+  if (kept.day >= now) return kept
+  // A day's first requests find the report of an earlier day: the first to come queues its refresh,
+  // to run at once (one put off to keep the pace is brought forward; a new day is always due).
+  if (!kept.due) await addJobs(tx, [weekReportJob(accountId)])
+  return { ...kept, refreshing: true }
 }
 
 // Refreshes of an account take at most 1/PACE of the time: the next starts no sooner than PACE times
@@ -275,8 +292,9 @@ const keptReport = async (tx: Tx, track: Track, accountId: number, days: Period,
 // and a small one at once.
 const PACE = 5
 
-// The refresh job of an account (computes its kept periods anew, or puts itself off to keep the pace),
-// or the daily cron's run (no account), which adds one per account with a kept report.
+// The refresh job of an account (computes every period anew when it has a report kept, or puts itself
+// off to keep the pace), or the daily cron's run (no account), which adds one per account with a kept
+// report.
 export const refreshWeekReports = async (app: App, p: CronPayload) => {
   const accountId = p.account_id
   if (accountId === undefined) {
@@ -293,14 +311,15 @@ export const refreshWeekReports = async (app: App, p: CronPayload) => {
         min(computed_at) over () + make_interval(secs => ${PACE} * sum(computed_ms) over () / 1000.0) as due
       from week_reports where account_id = ${accountId} order by days`
     const now = today()
-    // Not yet due, unless the day changed: its job (the key, given to a new job as this one runs) waits.
-    if (kept.length && kept[0].due > kept[0].now && kept.every((r) => r.day === now))
-      return void (await addJobs(tx, [weekReportJob(accountId, kept[0].due)]))
     if (!kept.length) return { periods: 0 }
+    // Not yet due, unless the day changed or a period is not kept yet: its job (the key, given to a new
+    // job as this one runs) waits.
+    const complete = kept.length === PERIODS.length && kept.every((r) => r.day === now)
+    if (complete && kept[0].due > kept[0].now) return void (await addJobs(tx, [weekReportJob(accountId, kept[0].due)]))
     const c = await readCommon(tx, track, accountId, now)
     let from = c.at
-    for (const { days } of kept) from = await compute(tx, track, accountId, days as Period, now, c, from)
-    return { periods: kept.length }
+    for (const days of PERIODS) from = await compute(tx, track, accountId, days, now, c, from)
+    return { periods: PERIODS.length }
   })
 }
 
@@ -327,13 +346,19 @@ const existing = <R extends Listed>(rows: R[], explained: Map<number, Who>) =>
     return who ? [{ row, who }] : []
   })
 
-// A movement cannot be a filter of the customers' fields (it compares two days, or reads a churn or
-// reactivation date), so its search names the customers listed (the first LISTED of its count). A
-// search lists active customers unless it names is_churned: the churned list names it.
-const namedSearch = (kind: Movement, ids: string[]): Condition | null => {
-  if (ids.length === 0) return null
-  const named = { propertyName: 'external_id', operator: 'IN', values: ids }
-  return kind === 'churned' ? { and: [named, filter('is_churned', 'EQ', 'true')] } : named
+// Each movement's search selects exactly the customers it counts (MOVED and churns in movements()),
+// today: the engagement `days` ago is the history's entry as of since, LTD `days` is (since, today],
+// and a search lists active customers unless it names is_churned (the churned one names it).
+const moverSearch = (kind: Movement, days: Period): Condition => {
+  const [before, change] = [`engagementscore_${days}d_ago`, `engagementscore_change_${days}d`]
+  return {
+    entered_risk: { and: [RISK, filter(before, 'GTE', 0)] },
+    left_risk: { and: [HEALTHY, filter(before, 'LT', 0)] },
+    drops: filter(change, 'LT', 0),
+    gains: filter(change, 'GT', 0),
+    churned: { and: [filter('is_churned', 'EQ', 'true'), filter('churned_date', 'LTD', days)] },
+    reactivated: filter('reactivated_date', 'LTD', days),
+  }[kind]
 }
 
 // The drivers of each listed customer in a word: the labels of its risk drivers when it moved for
@@ -355,17 +380,20 @@ const driversOf = async (tx: Tx, accountId: number, ids: number[], now: string) 
   )
 }
 
+// A report kept of an earlier day is answered as of that day (its `today`); its movers are those of
+// that day, which no search of today's fields selects, so its movements have no search.
 export const weekReport = (app: App, accountId: number, days: Period, caller?: Caller) =>
   budgeted(app, caller, 'aggregate', async (tx, track) => {
-    const now = today()
+    const current = today()
+    const kept = await keptReport(tx, track, accountId, days, current)
+    const { day: now, moves, renewing, figures, computed_at, refreshing } = kept
     const since = addDays(now, -days)
     const renewalsEnd = addDays(now, RENEWAL_DAYS)
-    const { moves, renewing, figures, computed_at, refreshing } = await keptReport(tx, track, accountId, days, now)
     const explained = await driversOf(
       tx,
       accountId,
       [...new Set([...moves, ...renewing].map((r) => r.service_id))],
-      now,
+      current,
     )
     const renewal = [filter('renewal_date', 'GTE', now), filter('renewal_date', 'LTE', renewalsEnd)]
     return {
@@ -382,17 +410,8 @@ export const weekReport = (app: App, accountId: number, days: Period, caller?: C
             engagementscore_before: row.engagementscore_before ?? null,
             date: row.date,
           }))
-          return [
-            kind,
-            {
-              count: rows[0]?.count ?? 0,
-              search: namedSearch(
-                kind,
-                customers.map((c) => c.external_id),
-              ),
-              customers,
-            },
-          ]
+          const count = rows[0]?.count ?? 0
+          return [kind, { count, search: count > 0 && now === current ? moverSearch(kind, days) : null, customers }]
         }),
       ) as Record<Movement, unknown>,
       renewals: {

@@ -1,6 +1,6 @@
 // The search fields and operators: which core fields each entity has, their types, which
 // operators each type allows, and the shape of a validated criterion. A pure table, read by the
-// criteria parser, the SQL compiler and the in-memory evaluator.
+// criteria parser and the SQL compiler.
 import type { Entity, PropertyDef, PropertyType } from '../catalog.ts'
 
 export type { Entity, PropertyDef }
@@ -87,6 +87,14 @@ export const ALLOWED_OPERATORS: Record<FieldType, readonly Operator[]> = {
   external_id: ['EQ', 'NEQ', 'IN', 'NIN'],
 }
 
+// The days back a customer's past engagement is a search field for (engagementscore_7d_ago and its
+// change since, ...): the periods of the "This week" report (insights/week.ts), whose movements are
+// searches of them.
+export const PAST_DAYS = [7, 30] as const
+const PAST_FIELDS = PAST_DAYS.flatMap((n) => [`engagementscore_${n}d_ago`, `engagementscore_change_${n}d`])
+// When a customer churned, and when it was last reactivated: the report's churned and reactivated.
+const CHURN_FIELDS = ['churned_date', 'reactivated_date']
+
 // Maps, not object literals: a propertyName like "constructor" must not hit Object.prototype.
 export const CORE_FIELDS: Record<Entity, ReadonlyMap<string, FieldType>> = {
   customer: new Map<string, FieldType>([
@@ -98,9 +106,11 @@ export const CORE_FIELDS: Record<Entity, ReadonlyMap<string, FieldType>> = {
     ['churn_risk', 'number'],
     ['upsell_score', 'number'],
     ['last_seen', 'date'],
+    ...PAST_FIELDS.map((name): [string, FieldType] => [name, 'number']),
+    ...CHURN_FIELDS.map((name): [string, FieldType] => [name, 'date']),
     ['owner', 'owner'],
     ['tags', 'tags'],
-    // The record's own id, so that a list of named records is a search (insights/week.ts).
+    // The record's own id, so that a list of named records is a search.
     ['external_id', 'external_id'],
   ]),
   contact: new Map<string, FieldType>([
@@ -120,11 +130,13 @@ export const CUSTOMER_ONLY_FIELDS: ReadonlySet<string> = new Set([
   'upsell_score',
   'is_churned',
   'owner',
+  ...PAST_FIELDS,
+  ...CHURN_FIELDS,
 ])
 export const CONTACT_ONLY_FIELDS: ReadonlySet<string> = new Set(['customer_external_id'])
 
-// Negative operators are stored as their positive base plus `negated`, so the SQL and the
-// in-memory evaluator both derive NEQ/NLIKE/NIN/UNKNOWN as exact complements from one rule.
+// Negative operators are stored as their positive base plus `negated`, so the SQL derives
+// NEQ/NLIKE/NIN/UNKNOWN as exact complements of the positive conditions by one rule (predicates.ts).
 export type PositiveOp = 'IN' | 'LT' | 'LTE' | 'GT' | 'GTE' | 'LIKE' | 'GTD' | 'LTD' | 'KNOWN'
 export type Operand = 'one' | 'many' | 'days' | 'none'
 

@@ -5,7 +5,7 @@ import { TABLES } from '../db/tables.ts'
 import { sqlDateOrNull } from '../dates.ts'
 import type { Lookups } from './criteria.ts'
 import type { Criterion, Entity, Field, PositiveOp, Scalar, Tree, ValueType } from './fields.ts'
-import { isNode, valueTypeOf } from './fields.ts'
+import { isNode, PAST_DAYS, valueTypeOf } from './fields.ts'
 
 type BaseType = 'text' | 'numeric' | 'boolean' | 'date' | 'timestamptz' | 'integer' | 'bigint' | 'jsonb'
 export type SqlType = BaseType | `${BaseType}[]`
@@ -26,8 +26,7 @@ export const SQL_TYPES: Record<ValueType, BaseType> = {
   date: 'date',
 }
 
-// Canonical text of a parsed operand; numbers go through String() so Postgres compares the same
-// double the in-memory evaluator sees.
+// Canonical text of a parsed operand; numbers go through String(), the double the operand was parsed to.
 function bindScalar(ctx: Ctx, value: Scalar, type: ValueType): string {
   return ctx.bind(String(value), SQL_TYPES[type])
 }
@@ -41,8 +40,16 @@ const JSON_VALUE_SQL: Record<ValueType, (bag: string, key: string) => string> = 
     `case when jsonb_typeof(${bag} -> ${key}) = 'string' then ${sqlDateOrNull(`(${bag} ->> ${key})`)} end`,
 }
 
-// Core scalar fields; `r` is the searched record, `h` its scores, `oc` a contact's owning customer.
-export const CORE_SQL: ReadonlyMap<string, string> = new Map([
+// A customer's engagement score as of `day` (SQL date): its history's latest entry dated on or before
+// it, found by width_bucket's binary search of the sorted history_dates (the index 0 before the first
+// entry reads null, as does an empty history). `h` is the customer's customer_scores row.
+export const scoreOnSql = (h: string, day: string) => `${h}.history_scores[width_bucket(${day}, ${h}.history_dates)]`
+
+// Core scalar fields; `r` is the searched record, `h` its scores, `oc` a contact's owning customer. A
+// function reads today's date, once the search's own (ctx.today()).
+type CoreSql = string | ((ctx: Ctx) => string)
+const pastScore = (days: number) => (ctx: Ctx) => scoreOnSql('h', `${ctx.today()} - ${days}`)
+export const CORE_SQL: ReadonlyMap<string, CoreSql> = new Map<string, CoreSql>([
   ['external_id', 'r.external_id'],
   ['name', 'r.name'],
   ['is_churned', 'r.is_churned'],
@@ -52,12 +59,31 @@ export const CORE_SQL: ReadonlyMap<string, string> = new Map([
   ['churn_risk', 'h.churn_risk'],
   ['upsell_score', 'h.upsell_score'],
   ['last_seen', 'h.last_seen'],
+  ...PAST_DAYS.flatMap((n): [string, CoreSql][] => [
+    [`engagementscore_${n}d_ago`, pastScore(n)],
+    [`engagementscore_change_${n}d`, (ctx) => `(h.engagementscore - ${pastScore(n)(ctx)})`],
+  ]),
+  // Set on a churn, cleared on a reactivation (sql/036).
+  ['churned_date', 'r.churned_date'],
+  // Each change of is_churned is kept in customer_churn_events (sql/036), a reactivation dated the day
+  // it was made; by primary key.
+  [
+    'reactivated_date',
+    '(select max(e.day) from customer_churn_events e ' +
+      'where e.account_id = r.account_id and e.customer_id = r.service_id and not e.churned)',
+  ],
   ['customer_external_id', 'oc.external_id'],
 ])
 
+// A core field's SQL (none for the timestamps, which only sort).
+export function coreSql(name: string, ctx: Ctx): string | undefined {
+  const sql = CORE_SQL.get(name)
+  return typeof sql === 'function' ? sql(ctx) : sql
+}
+
 // A field's value of the record `r` (and its scores `h`), typed; null when it has none.
 export function fieldSql(field: Field, ctx: Ctx): string {
-  if (field.source === 'core') return CORE_SQL.get(field.name)!
+  if (field.source === 'core') return coreSql(field.name, ctx)!
   const bag = field.source === 'attribute' ? 'r.attributes' : 'r.metrics'
   return `(${JSON_VALUE_SQL[field.type](bag, ctx.bind(field.name, 'text'))})`
 }

@@ -18,7 +18,7 @@ import {
 } from './fields.ts'
 import { afterSql, columnsSql, joinsSql, propertiesSql } from './columns.ts'
 import { afterKeysSql, indexedFirst, KEY_TEXT, keySql, splitPage } from './keyset.ts'
-import { CORE_SQL, type Ctx, type SqlType, treeSql } from './predicates.ts'
+import { coreSql, type Ctx, type SqlType, treeSql } from './predicates.ts'
 import { type CursorValues, cursorScope, openCursor, resolveSort, type SortKey, sealCursor } from './sort.ts'
 
 // What every statement over the matching records takes: the condition and where it applies.
@@ -159,7 +159,7 @@ function matchSql(
   const joins = joinsSql(ctx)
   const read = [...leavesOf(tree).map((c) => c.field), ...fields]
   const reads = (alias: string) =>
-    read.some((f) => f.source === 'core' && CORE_SQL.get(f.name)?.startsWith(`${alias}.`))
+    read.some((f) => f.source === 'core' && new RegExp(`\\b${alias}\\.`).test(coreSql(f.name, ctx) ?? ''))
   const from = [`${TABLES[ctx.entity].records} r`, reads('h') ? joins.scores : '', reads('oc') ? joins.customer : '']
   const parts = conjuncts(tree)
   const or = split ? parts.find(isOr) : undefined
