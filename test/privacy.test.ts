@@ -4,7 +4,7 @@ import { request } from 'node:http'
 import { startTestService, type TestService } from './helpers/service.ts'
 import { scoredAccount, uploadAndWait } from './helpers/fixtures.ts'
 import { eventually, type Receiver, startReceiver } from './helpers/receiver.ts'
-import { purgeExpired } from '../src/privacy/retention.ts'
+import { purgeExpired, RETENTION_BATCH } from '../src/privacy/retention.ts'
 
 // Issue 36: erasure, suppression, export and retention, on one service and two accounts that use
 // the same external ids.
@@ -412,6 +412,30 @@ test('retention purges only what is past its age, and /metrics shows it', async 
   assert.match(metrics, /service_retention_purged_rows\{kind="deliveries"\} 1/)
   const oldest = Number(/service_retention_oldest_kept_timestamp_seconds\{kind="events"\} (\S+)/.exec(metrics)?.[1])
   assert.ok(oldest > (Date.now() - 400 * DAY) / 1000 && oldest <= Date.now() / 1000, String(oldest))
+})
+
+test('retention walks past its first batch: every expired row of a long backlog goes, the young stay', async () => {
+  const c = await s.account('Backlog')
+  const batches = RETENTION_BATCH * 2 + 1
+  await s.sql`insert into tracking_events (account_id, name, occurred_at, customer_external_id, status, received_at)
+    select ${c.id}, 'old', now(), 'bulk', 'applied', now() - interval '401 days' from generate_series(1, ${batches})`
+  await s.sql`insert into tracking_events (account_id, name, occurred_at, customer_external_id, status)
+    select ${c.id}, 'young', now(), 'bulk', 'applied' from generate_series(1, 2)`
+  // An inactive webhook: its deliveries, made here, are never sent.
+  const [{ id: webhook }] = await s.sql`insert into webhooks (account_id, url, events, secret, active)
+    values (${c.id}, 'http://127.0.0.1:9/', '{}', 'unused', false) returning id`
+  await s.sql`insert into webhook_deliveries (account_id, webhook_id, event, message_id, payload, status, created_at)
+    select ${c.id}, ${webhook}, 'bulk', 'bulk-' || g, '{}', 'delivered', now() - interval '31 days'
+    from generate_series(1, ${RETENTION_BATCH + 1}) g`
+  await s.sql`insert into webhook_deliveries (account_id, webhook_id, event, message_id, payload, status)
+    values (${c.id}, ${webhook}, 'bulk', 'bulk-young', '{}', 'delivered')`
+  assert.deepEqual(await purgeExpired(s.app), { events: batches, deliveries: RETENTION_BATCH + 1 })
+  const left = await s.sql`select name, count(*)::int as n from tracking_events where account_id = ${c.id}
+    group by name`
+  assert.deepEqual([...left], [{ name: 'young', n: 2 }])
+  const held = await s.sql`select message_id from webhook_deliveries where account_id = ${c.id}
+    and payload is not null`
+  assert.deepEqual([...held], [{ message_id: 'bulk-young' }])
 })
 
 test('an erasure whose every attempt fails is marked failed, forgets whom it named; the queue goes on', async () => {
