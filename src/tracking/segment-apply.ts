@@ -14,16 +14,16 @@ import { countDropped, suppressedSql } from './suppressions.ts'
 // matched as the tracker's apply job matches its own, and counted like any other). Later messages
 // win, in the order received. docs/api.md ("Segment-compatible ingest") is the mapping this implements.
 
-const MESSAGES_PER_BATCH = 5000
-const SEGMENT_BATCHES_PER_JOB = 4
+export const MESSAGES_PER_BATCH = 5000
+export const SEGMENT_BATCHES_PER_JOB = 4
 // An identify of an unknown contact of no known customer waits (status pending) for a group naming
 // its user, at most PENDING_MAX an account and PENDING_HOURS long; then it is dropped, counted.
-const PENDING_MAX = 10_000
+export const PENDING_MAX = 10_000
 export const PENDING_HOURS = 24
 // Messages done are kept this long: the window within which a messageId deduplicates.
 export const KEEP_DAYS = 7
 // Dropped trait keys are counted by name for at most this many distinct names an account.
-const MAX_KEY_NAMES = 200
+export const MAX_KEY_NAMES = 200
 
 const accountLock = (tx: Tx, accountId: number) =>
   tx`pg_advisory_xact_lock(hashtextextended('apply_segment:' || ${accountId}::text, 0))`
