@@ -7,7 +7,8 @@
 // (the clients as fast as they can), then with the requests paced to the bar's rate, 0.8 of the
 // tracker's events per second, where the issue sets its bar (< 5 s); max and p95 of every message.
 import autocannon from 'autocannon'
-import postgres from 'postgres'
+import { connect } from '../src/db/client.ts'
+import { waitingSql } from '../src/tracking/cursor.ts'
 import { startServer, startWorker } from './server.ts'
 import { type BenchContext, percentile } from './lib.ts'
 
@@ -109,7 +110,7 @@ export default async (ctx: BenchContext) => {
   const server = await startServer(url, { SERVICE_TRACK_RATE_LIMIT: '100000000' }, oneProcess ? [] : ['--no-worker'])
   const worker = oneProcess ? null : startWorker(url)
   const shape = oneProcess ? ', one process' : ''
-  const sql = postgres(url, { max: 2, onnotice: () => {} })
+  const sql = connect(url, { max: 2 })
   try {
     const account = await server.admin('POST', '/accounts', { name: 'Bench' })
     await server.admin('PUT', `/accounts/${account.id}/tracking`, { domains: ['bench.test'] })
@@ -135,15 +136,10 @@ export default async (ctx: BenchContext) => {
       trackerBodies(account.tracker_key),
     )
     // The tracker's backlog is drained before the Segment load, so that the lag measured is Segment's.
-    const trackerLeft = sql`from tracking_events where account_id = ${account.id}
-      and id >= coalesce((select applied_below from tracking_cursors where account_id = ${account.id}), 0)
-      and status = 'received'`
-    while ((await sql`select 1 ${trackerLeft} limit 1`).length) await new Promise((r) => setTimeout(r, 200))
+    const trackerLeft = waitingSql(sql, 'tracking_events', account.id)
+    while ((await sql`select 1 from (${trackerLeft}) w limit 1`).length) await new Promise((r) => setTimeout(r, 200))
 
-    // As the apply job reads them: 'received' at or past the account's cursor (tracking/cursor.ts).
-    const segmentLeft = sql`from segment_messages where account_id = ${account.id}
-      and id >= coalesce((select applied_below from segment_cursors where account_id = ${account.id}), 0)
-      and status = 'received'`
+    const segmentLeft = waitingSql(sql, 'segment_messages', account.id)
     // Every 100 ms: when the poll's snapshot was taken, and the smallest id it saw still undecided (every
     // message it saw below that was decided). A message is seen decided by the first poll taken after
     // its 200 whose frontier is past its id: a row committed after a poll is judged by later polls only.
@@ -153,7 +149,7 @@ export default async (ctx: BenchContext) => {
       const poll = async () => {
         const at = performance.now()
         const [{ frontier }] = await sql`
-          select coalesce((select id ${segmentLeft} order by id limit 1), 9007199254740991) as frontier`
+          select coalesce((select min(id) from (${segmentLeft}) w), 9007199254740991) as frontier`
         polls.push({ at, frontier: Number(frontier) })
       }
       const done = (async () => {
@@ -172,7 +168,7 @@ export default async (ctx: BenchContext) => {
     }
     const drained = async () => {
       const started = performance.now()
-      while ((await sql`select 1 ${segmentLeft} limit 1`).length) await new Promise((r) => setTimeout(r, 100))
+      while ((await sql`select 1 from (${segmentLeft}) w limit 1`).length) await new Promise((r) => setTimeout(r, 100))
       return (performance.now() - started) / 1000
     }
     // The lag of every message of the requests answered from `first` on, in seconds: max and p95.

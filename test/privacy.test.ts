@@ -5,6 +5,7 @@ import { startTestService, type TestService } from './helpers/service.ts'
 import { scoredAccount, uploadAndWait } from './helpers/fixtures.ts'
 import { eventually, type Receiver, startReceiver } from './helpers/receiver.ts'
 import { purgeExpired, RETENTION_BATCH } from '../src/privacy/retention.ts'
+import { waitingSql } from '../src/tracking/cursor.ts'
 
 // Issue 36: erasure, suppression, export and retention, on one service and two accounts that use
 // the same external ids.
@@ -45,9 +46,8 @@ const applied = (accountId: number) =>
     async () =>
       (
         await s.sql`select (select count(*) from tracking_events where account_id = ${accountId}
-          and status = 'received') + (select count(*) from segment_messages where account_id = ${accountId}
-          and status = 'received'
-          and id >= coalesce((select applied_below from segment_cursors where account_id = ${accountId}), 0))::int as n`
+          and status = 'received') + (select count(*) from (${waitingSql(s.sql, 'segment_messages', accountId)}) w)::int
+          as n`
       )[0].n == 0 &&
       (await s.sql`select count(*)::int as n from graphile_worker.jobs where task_identifier = 'apply_events'`)[0].n ===
         0,

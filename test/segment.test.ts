@@ -6,6 +6,7 @@ import { after, before, test } from 'node:test'
 import { Analytics } from '@segment/analytics-node'
 import RudderAnalytics from '@rudderstack/rudder-sdk-node'
 import { countAccountEvents } from '../src/tracking/counts.ts'
+import { waitingSql } from '../src/tracking/cursor.ts'
 import {
   KEEP_DAYS,
   MAX_KEY_NAMES,
@@ -41,8 +42,7 @@ const settled = async (accountId: number, timeoutMs = 30_000) => {
   const deadline = Date.now() + timeoutMs
   for (;;) {
     const [{ n }] = await s.sql`
-      select (select count(*) from segment_messages where account_id = ${accountId} and status = 'received'
-          and id >= coalesce((select applied_below from segment_cursors where account_id = ${accountId}), 0))
+      select (select count(*) from (${waitingSql(s.sql, 'segment_messages', accountId)}) w)
         + (select count(*) from tracking_events where account_id = ${accountId} and status = 'received') as n`
     if (Number(n) === 0) return
     if (Date.now() > deadline) throw new Error(`account ${accountId}: ${n} messages or events not applied`)
