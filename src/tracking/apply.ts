@@ -51,13 +51,12 @@ const stageEvents = async (tx: Tx, accountId: number, below: number, lastId: num
 }
 
 // Events of suppressed (erased) people are dropped, not applied: deleted with their staged rows and
-// counted on their suppressions. The first condition is read once per batch (most accounts have none).
+// counted on their suppressions.
 const dropSuppressed = async (tx: Tx, accountId: number, range: Staged) => {
   const [row] = await tx`
     with gone as (
       delete from stage_events s
-      where exists (select 1 from suppressions where account_id = ${accountId})
-        and ${suppressedSql(tx, accountId, tx`s.customer_external_id`, tx`s.contact_external_id`)}
+      where ${suppressedSql(tx, accountId, tx`s.customer_external_id`, tx`s.contact_external_id`)}
       returning s.id, s.customer_external_id, s.contact_external_id
     ), removed as (
       delete from tracking_events e using gone g

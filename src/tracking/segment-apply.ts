@@ -70,7 +70,6 @@ const admit = async (tx: Tx, accountId: number) => {
     with gone as (
       update stage_seg s set status = 'dropped', reason = 'suppressed'
       where s.status is null and s.type in ('group', 'identify', 'track')
-        and exists (select 1 from suppressions where account_id = ${accountId})
         and ${suppressedSql(tx, accountId, tx`s.group_id`, tx`s.user_id`)}
       returning s.group_id, s.user_id
     ) ${countDropped(tx, accountId, tx`select group_id, user_id from gone`)}`
