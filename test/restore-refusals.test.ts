@@ -66,11 +66,14 @@ const held = async () => {
   }
 }
 
-const restoreCommand = (file: string) =>
+const restoreArgs = (file: string) => ['--import', 'tsx', 'src/cli/main.ts', 'restore', '--force', file]
+// The command on a pipe, or on a terminal that script(1) gives it.
+const restoreCommand = (file: string, terminal = false) =>
   new Promise<{ code: number | null; out: string; err: string }>((done) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli/main.ts', 'restore', '--force', file], {
-      env: { PATH: '/usr/bin:/bin', DATABASE_URL: target, LOG_LEVEL: 'warn' },
-    })
+    const [program, args] = terminal
+      ? ['script', ['-qec', [process.execPath, ...restoreArgs(file)].join(' '), '/dev/null']]
+      : [process.execPath, restoreArgs(file)]
+    const child = spawn(program, args, { env: { PATH: '/usr/bin:/bin', DATABASE_URL: target, LOG_LEVEL: 'warn' } })
     let [out, err] = ['', '']
     child.stdout.on('data', (c) => (out += c))
     child.stderr.on('data', (c) => (err += c))
@@ -165,9 +168,12 @@ test("a trailer whose row count is not the table's is refused", async () => {
   await refused(tampered('miscounted.gz', text), /table accounts has 2 rows, not 3/)
 })
 
-test('the untampered file restores over the data with --force', async () => {
-  const run = await restoreCommand(join(dir, 'good.gz'))
-  assert.equal(run.code, 0, run.err)
-  assert.match(run.out, /^Restored .*: \d+ rows of \d+ tables/)
+test('the untampered file restores over the data with --force, its bars on a terminal', async () => {
+  const run = await restoreCommand(join(dir, 'good.gz'), true)
+  assert.equal(run.code, 0, run.out + run.err)
+  // The check's pass over the file, then the copy's.
+  assert.match(run.out, /\d+\/\d+ bytes \| check accounts/)
+  assert.match(run.out, /\d+\/\d+ bytes \| accounts/)
+  assert.match(run.out, /Restored .*: \d+ rows of \d+ tables/)
   assert.deepEqual(await held(), ['First', 'Second'])
 })
