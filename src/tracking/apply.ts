@@ -5,6 +5,7 @@ import { PLANNER, setLocal } from '../db/planner.ts'
 import { type AccountPayload, addJobs, addRecomputeSegments, applyJob, scoreRecordsJobs, TASKS } from '../db/jobs.ts'
 import { lockRecordsIn } from '../db/locks.ts'
 import { lockAndReadCursor, type Move, moveCursor, nextBelow, nextCheck } from './cursor.ts'
+import { createContactsSql } from './contacts.ts'
 import { countDropped, suppressedSql } from './suppressions.ts'
 
 // At most this many events per transaction.
@@ -69,17 +70,13 @@ const dropSuppressed = async (tx: Tx, accountId: number, range: Staged) => {
 // An unknown contact of a known customer is created under the customer of its first event
 // (its name and attributes come with the update below), and its events are matched to it.
 const createContacts = (tx: Tx, accountId: number) => tx`
-  with created as (
-    insert into contacts (account_id, external_id, customer_id)
-    select distinct on (s.contact_external_id) ${accountId}, s.contact_external_id, s.customer_id
-    from stage_events s
-    where s.customer_id is not null and s.contact_external_id is not null and s.contact_id is null
-      and not exists (select 1 from contacts t where t.account_id = ${accountId}
-        and t.external_id = s.contact_external_id)
-    order by s.contact_external_id, s.id
-    on conflict (account_id, external_id) do nothing
-    returning service_id, external_id, customer_id
-  ), matched as (
+  with created as (${createContactsSql(tx, accountId, {
+    external: tx`s.contact_external_id`,
+    customer: tx`s.customer_id`,
+    from: tx`stage_events s`,
+    where: tx`s.customer_id is not null and s.contact_external_id is not null and s.contact_id is null`,
+    order: tx`s.id`,
+  })}), matched as (
     update stage_events s set contact_id = c.service_id
     from created c
     where s.contact_external_id = c.external_id and s.customer_id = c.customer_id
