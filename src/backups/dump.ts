@@ -308,6 +308,9 @@ const readAll = async (
   }
 }
 
+// Reads the whole file as a restore does, writing nothing: the restore's first pass. Returns the rows.
+export const checkBackup = (file: string, progress?: Progress) => readAll(file, async () => undefined, progress)
+
 const firstLine = async (file: string) => {
   const input = reader(file)
   try {
@@ -352,11 +355,7 @@ export const restore = async (
   // The whole file is read once before the database is touched: a file cut short or tampered with is
   // refused with the data as it was (a --force restore drops it first; a restore into an empty
   // database migrates it first).
-  await readAll(
-    file,
-    async () => undefined,
-    (done, total, table) => options.progress?.(done, total, `check ${table}`),
-  )
+  await checkBackup(file, (done, total, table) => options.progress?.(done, total, `check ${table}`))
   if (await holdsData(sql)) {
     if (!options.force)
       throw new Error('the database is not empty: restore into an empty one, or give --force to replace its data')
