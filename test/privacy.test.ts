@@ -414,6 +414,13 @@ test('retention purges only what is past its age, and /metrics shows it', async 
   assert.ok(oldest > (Date.now() - 400 * DAY) / 1000 && oldest <= Date.now() / 1000, String(oldest))
 })
 
+// Deliveries made with SQL go to this one: inactive, it sends none of them.
+const inactiveWebhook = async (accountId: number) =>
+  (
+    await s.sql`insert into webhooks (account_id, url, events, secret, active)
+      values (${accountId}, 'http://127.0.0.1:9/', '{}', 'unused', false) returning id`
+  )[0].id as number
+
 test('retention walks past its first batch: every expired row of a long backlog goes, the young stay', async () => {
   const c = await s.account('Backlog')
   const batches = RETENTION_BATCH * 2 + 1
@@ -421,9 +428,7 @@ test('retention walks past its first batch: every expired row of a long backlog 
     select ${c.id}, 'old', now(), 'bulk', 'applied', now() - interval '401 days' from generate_series(1, ${batches})`
   await s.sql`insert into tracking_events (account_id, name, occurred_at, customer_external_id, status)
     select ${c.id}, 'young', now(), 'bulk', 'applied' from generate_series(1, 2)`
-  // An inactive webhook: its deliveries, made here, are never sent.
-  const [{ id: webhook }] = await s.sql`insert into webhooks (account_id, url, events, secret, active)
-    values (${c.id}, 'http://127.0.0.1:9/', '{}', 'unused', false) returning id`
+  const webhook = await inactiveWebhook(c.id)
   await s.sql`insert into webhook_deliveries (account_id, webhook_id, event, message_id, payload, status, created_at)
     select ${c.id}, ${webhook}, 'bulk', 'bulk-' || g, '{}', 'delivered', now() - interval '31 days'
     from generate_series(1, ${RETENTION_BATCH + 1}) g`
@@ -436,6 +441,34 @@ test('retention walks past its first batch: every expired row of a long backlog 
   const held = await s.sql`select message_id from webhook_deliveries where account_id = ${c.id}
     and payload is not null`
   assert.deepEqual([...held], [{ message_id: 'bulk-young' }])
+})
+
+test('an erasure fails a pending delivery that names the person (unsendable without its payload)', async () => {
+  const c = await s.account('Pending delivery')
+  const webhook = await inactiveWebhook(c.id)
+  const deliveries = await s.sql`insert into webhook_deliveries (account_id, webhook_id, event, message_id, payload)
+    values (${c.id}, ${webhook}, 'customer.created', 'names-gone', '{"external_id": "gone-1"}'),
+      (${c.id}, ${webhook}, 'customer.created', 'names-kept', '{"external_id": "kept-1"}')
+    returning id`
+  await s.sql`insert into webhook_attempts (account_id, delivery_id, attempt, status_code, duration_ms, response_excerpt)
+    select ${c.id}, id, 1, 500, 5, 'busy' from webhook_deliveries where account_id = ${c.id}`
+  const res = await s.admin('POST', `/accounts/${c.id}/erasures`, { customers: ['gone-1'] })
+  assert.equal(res.status, 202, JSON.stringify(res.body))
+  const done = await eventually(async () => {
+    const got = await s.admin('GET', `/accounts/${c.id}/erasures/${res.body.id}`)
+    return got.body.status === 'done' && got.body
+  }, 'erasure')
+  assert.equal(done.counts.webhook_deliveries, 1)
+  const rows = await s.sql`select d.message_id, d.status, d.payload, a.response_excerpt from webhook_deliveries d
+    join webhook_attempts a on a.account_id = d.account_id and a.delivery_id = d.id
+    where d.account_id = ${c.id} and d.id = any(${deliveries.map((d) => d.id)}) order by d.message_id`
+  assert.deepEqual(
+    rows.map((r) => [r.message_id, r.status, r.payload, r.response_excerpt]),
+    [
+      ['names-gone', 'failed', null, null],
+      ['names-kept', 'pending', '{"external_id": "kept-1"}', 'busy'],
+    ],
+  )
 })
 
 test('an erasure whose every attempt fails is marked failed, forgets whom it named; the queue goes on', async () => {
