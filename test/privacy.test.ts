@@ -450,7 +450,8 @@ test('an erasure fails a pending delivery that names the person (unsendable with
     values (${c.id}, ${webhook}, 'customer.created', 'names-gone', '{"external_id": "gone-1"}'),
       (${c.id}, ${webhook}, 'customer.created', 'names-kept', '{"external_id": "kept-1"}')
     returning id`
-  await s.sql`insert into webhook_attempts (account_id, delivery_id, attempt, status_code, duration_ms, response_excerpt)
+  await s.sql`insert into webhook_attempts (account_id, delivery_id, attempt, status_code, duration_ms,
+      response_excerpt)
     select ${c.id}, id, 1, 500, 5, 'busy' from webhook_deliveries where account_id = ${c.id}`
   const res = await s.admin('POST', `/accounts/${c.id}/erasures`, { customers: ['gone-1'] })
   assert.equal(res.status, 202, JSON.stringify(res.body))
