@@ -10,11 +10,12 @@
 // The tracker's own pipeline is measured the same way at the same rate first (its events numbered by
 // their request in data.contact), so that the bar can be read against what the baseline itself does.
 import autocannon from 'autocannon'
-import postgres, { type PendingQuery, type Row } from 'postgres'
+import { connect } from '../src/db/client.ts'
+import { waitingSql } from '../src/tracking/cursor.ts'
 import { startServer, startWorker } from './server.ts'
 import { type BenchContext, percentile } from './lib.ts'
 
-type Fragment = PendingQuery<Row[]>
+type Fragment = ReturnType<typeof waitingSql>
 
 const SECONDS = Number(process.env.BENCH_SEGMENT_SECONDS ?? 10)
 const CONNECTIONS = 16
@@ -115,7 +116,7 @@ export default async (ctx: BenchContext) => {
   const server = await startServer(url, { SERVICE_TRACK_RATE_LIMIT: '100000000' }, oneProcess ? [] : ['--no-worker'])
   const worker = oneProcess ? null : startWorker(url)
   const shape = oneProcess ? ', one process' : ''
-  const sql = postgres(url, { max: 2, onnotice: () => {} })
+  const sql = connect(url, { max: 2 })
   try {
     const account = await server.admin('POST', '/accounts', { name: 'Bench' })
     await server.admin('PUT', `/accounts/${account.id}/tracking`, { domains: ['bench.test'] })
@@ -144,13 +145,9 @@ export default async (ctx: BenchContext) => {
       undecided: Fragment
       rows: (first: number) => Fragment
     }
-    const left = (rows: 'tracking_events' | 'segment_messages', cursors: 'tracking_cursors' | 'segment_cursors') =>
-      sql`from ${sql(rows)} where account_id = ${account.id}
-        and id >= coalesce((select applied_below from ${sql(cursors)} where account_id = ${account.id}), 0)
-        and status = 'received'`
     const numbered = sql`split_part(message_id, '-', 2)::int`
     const trackerSource: Source = {
-      undecided: left('tracking_events', 'tracking_cursors'),
+      undecided: waitingSql(sql, 'tracking_events', account.id),
       rows: (first) => sql`
         select id, (data->'contact'->>'bench_request')::int as n from tracking_events
         where account_id = ${account.id} and (data->'contact'->>'bench_request')::int >= ${first}`,
@@ -158,7 +155,7 @@ export default async (ctx: BenchContext) => {
     // Segment's messages, and its tracks that name their customer: stored as tracked events (segment.ts).
     const segmentSources: Source[] = [
       {
-        undecided: left('segment_messages', 'segment_cursors'),
+        undecided: waitingSql(sql, 'segment_messages', account.id),
         rows: (first) => sql`select id, ${numbered} as n from segment_messages
           where account_id = ${account.id} and message_id like 'm-%' and ${numbered} >= ${first}`,
       },
@@ -181,7 +178,7 @@ export default async (ctx: BenchContext) => {
         const frontiers = await Promise.all(
           sources.map(async ({ undecided }) => {
             const [{ frontier }] = await sql`
-              select coalesce((select id ${undecided} order by id limit 1), 9007199254740991) as frontier`
+              select coalesce((select min(id) from (${undecided}) w), 9007199254740991) as frontier`
             return Number(frontier)
           }),
         )
@@ -203,7 +200,7 @@ export default async (ctx: BenchContext) => {
     }
     const undecidedCount = async (sources: Source[]) => {
       let n = 0
-      for (const { undecided } of sources) n += (await sql`select count(*)::int as n ${undecided}`)[0].n
+      for (const { undecided } of sources) n += (await sql`select count(*)::int as n from (${undecided}) w`)[0].n
       return n
     }
     const drained = async (sources: Source[]) => {

@@ -9,6 +9,8 @@ import { createServer } from 'node:http'
 import { fileURLToPath } from 'node:url'
 import autocannon from 'autocannon'
 import postgres from 'postgres'
+import { connect } from '../src/db/client.ts'
+import { waitingSql } from '../src/tracking/cursor.ts'
 import { startServer } from './server.ts'
 import type { BenchContext } from './lib.ts'
 
@@ -132,7 +134,7 @@ const measureInserts = async (url: string, requests: string[]) => {
 export default async (ctx: BenchContext) => {
   const url = await ctx.database()
   const server = await startServer(url, { SERVICE_TRACK_RATE_LIMIT: '100000000' })
-  const sql = postgres(url, { max: 1, onnotice: () => {} })
+  const sql = connect(url, { max: 1 })
   try {
     const account = await server.admin('POST', '/accounts', { name: 'Bench' })
     await server.admin('PUT', `/accounts/${account.id}/tracking`, { domains: ['bench.test'] })
@@ -168,12 +170,10 @@ export default async (ctx: BenchContext) => {
     // its own pace, the one a backlog shrinks at once the load stops. The backlog is counted once;
     // then the poll asks only whether one event is left, so that it takes nothing from the worker.
     // Only events from the apply job's cursor on can still be received (src/tracking/apply.ts).
-    const received = sql`from tracking_events where account_id = ${account.id}
-        and id >= coalesce((select applied_below from tracking_cursors where account_id = ${account.id}), 0)
-        and status = 'received'`
+    const received = waitingSql(sql, 'tracking_events', account.id)
     const drainStarted = performance.now()
-    const [{ backlog }] = await sql`select count(*)::int as backlog ${received}`
-    while ((await sql`select 1 ${received} limit 1`).length) await new Promise((r) => setTimeout(r, 100))
+    const [{ backlog }] = await sql`select count(*)::int as backlog from (${received}) w`
+    while ((await sql`select 1 from (${received}) w limit 1`).length) await new Promise((r) => setTimeout(r, 100))
     const drainSeconds = (performance.now() - drainStarted) / 1000
     const drainPerSecond = backlog / drainSeconds
     const [{ total }] = await sql`select count(*)::int as total from tracking_events where account_id = ${account.id}`

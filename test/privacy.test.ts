@@ -4,7 +4,8 @@ import { request } from 'node:http'
 import { startTestService, type TestService } from './helpers/service.ts'
 import { scoredAccount, uploadAndWait } from './helpers/fixtures.ts'
 import { eventually, type Receiver, startReceiver } from './helpers/receiver.ts'
-import { purgeExpired } from '../src/privacy/retention.ts'
+import { purgeExpired, RETENTION_BATCH } from '../src/privacy/retention.ts'
+import { waitingSql } from '../src/tracking/cursor.ts'
 
 // Issue 36: erasure, suppression, export and retention, on one service and two accounts that use
 // the same external ids.
@@ -45,9 +46,8 @@ const applied = (accountId: number) =>
     async () =>
       (
         await s.sql`select (select count(*) from tracking_events where account_id = ${accountId}
-          and status = 'received') + (select count(*) from segment_messages where account_id = ${accountId}
-          and status = 'received'
-          and id >= coalesce((select applied_below from segment_cursors where account_id = ${accountId}), 0))::int as n`
+          and status = 'received') + (select count(*) from (${waitingSql(s.sql, 'segment_messages', accountId)}) w)::int
+          as n`
       )[0].n == 0 &&
       (await s.sql`select count(*)::int as n from graphile_worker.jobs where task_identifier = 'apply_events'`)[0].n ===
         0,
@@ -413,6 +413,64 @@ test('retention purges only what is past its age, and /metrics shows it', async 
   assert.match(metrics, /service_retention_purged_rows\{kind="deliveries"\} 1/)
   const oldest = Number(/service_retention_oldest_kept_timestamp_seconds\{kind="events"\} (\S+)/.exec(metrics)?.[1])
   assert.ok(oldest > (Date.now() - 400 * DAY) / 1000 && oldest <= Date.now() / 1000, String(oldest))
+})
+
+// Deliveries made with SQL go to this one: inactive, it sends none of them.
+const inactiveWebhook = async (accountId: number) =>
+  (
+    await s.sql`insert into webhooks (account_id, url, events, secret, active)
+      values (${accountId}, 'http://127.0.0.1:9/', '{}', 'unused', false) returning id`
+  )[0].id as number
+
+test('retention walks past its first batch: every expired row of a long backlog goes, the young stay', async () => {
+  const c = await s.account('Backlog')
+  const batches = RETENTION_BATCH * 2 + 1
+  await s.sql`insert into tracking_events (account_id, name, occurred_at, customer_external_id, status, received_at)
+    select ${c.id}, 'old', now(), 'bulk', 'applied', now() - interval '401 days' from generate_series(1, ${batches})`
+  await s.sql`insert into tracking_events (account_id, name, occurred_at, customer_external_id, status)
+    select ${c.id}, 'young', now(), 'bulk', 'applied' from generate_series(1, 2)`
+  const webhook = await inactiveWebhook(c.id)
+  await s.sql`insert into webhook_deliveries (account_id, webhook_id, event, message_id, payload, status, created_at)
+    select ${c.id}, ${webhook}, 'bulk', 'bulk-' || g, '{}', 'delivered', now() - interval '31 days'
+    from generate_series(1, ${RETENTION_BATCH + 1}) g`
+  await s.sql`insert into webhook_deliveries (account_id, webhook_id, event, message_id, payload, status)
+    values (${c.id}, ${webhook}, 'bulk', 'bulk-young', '{}', 'delivered')`
+  assert.deepEqual(await purgeExpired(s.app), { events: batches, deliveries: RETENTION_BATCH + 1 })
+  const left = await s.sql`select name, count(*)::int as n from tracking_events where account_id = ${c.id}
+    group by name`
+  assert.deepEqual([...left], [{ name: 'young', n: 2 }])
+  const held = await s.sql`select message_id from webhook_deliveries where account_id = ${c.id}
+    and payload is not null`
+  assert.deepEqual([...held], [{ message_id: 'bulk-young' }])
+})
+
+test('an erasure fails a pending delivery that names the person (unsendable without its payload)', async () => {
+  const c = await s.account('Pending delivery')
+  const webhook = await inactiveWebhook(c.id)
+  const deliveries = await s.sql`insert into webhook_deliveries (account_id, webhook_id, event, message_id, payload)
+    values (${c.id}, ${webhook}, 'customer.created', 'names-gone', '{"external_id": "gone-1"}'),
+      (${c.id}, ${webhook}, 'customer.created', 'names-kept', '{"external_id": "kept-1"}')
+    returning id`
+  await s.sql`insert into webhook_attempts (account_id, delivery_id, attempt, status_code, duration_ms,
+      response_excerpt)
+    select ${c.id}, id, 1, 500, 5, 'busy' from webhook_deliveries where account_id = ${c.id}`
+  const res = await s.admin('POST', `/accounts/${c.id}/erasures`, { customers: ['gone-1'] })
+  assert.equal(res.status, 202, JSON.stringify(res.body))
+  const done = await eventually(async () => {
+    const got = await s.admin('GET', `/accounts/${c.id}/erasures/${res.body.id}`)
+    return got.body.status === 'done' && got.body
+  }, 'erasure')
+  assert.equal(done.counts.webhook_deliveries, 1)
+  const rows = await s.sql`select d.message_id, d.status, d.payload, a.response_excerpt from webhook_deliveries d
+    join webhook_attempts a on a.account_id = d.account_id and a.delivery_id = d.id
+    where d.account_id = ${c.id} and d.id = any(${deliveries.map((d) => d.id)}) order by d.message_id`
+  assert.deepEqual(
+    rows.map((r) => [r.message_id, r.status, r.payload, r.response_excerpt]),
+    [
+      ['names-gone', 'failed', null, null],
+      ['names-kept', 'pending', '{"external_id": "kept-1"}', 'busy'],
+    ],
+  )
 })
 
 test('an erasure whose every attempt fails is marked failed, forgets whom it named; the queue goes on', async () => {

@@ -6,7 +6,15 @@ import { after, before, test } from 'node:test'
 import { Analytics } from '@segment/analytics-node'
 import RudderAnalytics from '@rudderstack/rudder-sdk-node'
 import { countAccountEvents } from '../src/tracking/counts.ts'
-import { KEEP_DAYS, PENDING_HOURS } from '../src/tracking/segment-apply.ts'
+import { waitingSql } from '../src/tracking/cursor.ts'
+import {
+  KEEP_DAYS,
+  MAX_KEY_NAMES,
+  MESSAGES_PER_BATCH,
+  PENDING_HOURS,
+  PENDING_MAX,
+  SEGMENT_BATCHES_PER_JOB,
+} from '../src/tracking/segment-apply.ts'
 import { scoredAccount } from './helpers/fixtures.ts'
 import { hostileRecords } from './helpers/hostile.ts'
 import { startTestService, type TestService } from './helpers/service.ts'
@@ -34,8 +42,7 @@ const settled = async (accountId: number, timeoutMs = 30_000) => {
   const deadline = Date.now() + timeoutMs
   for (;;) {
     const [{ n }] = await s.sql`
-      select (select count(*) from segment_messages where account_id = ${accountId} and status = 'received'
-          and id >= coalesce((select applied_below from segment_cursors where account_id = ${accountId}), 0))
+      select (select count(*) from (${waitingSql(s.sql, 'segment_messages', accountId)}) w)
         + (select count(*) from tracking_events where account_id = ${accountId} and status = 'received') as n`
     if (Number(n) === 0) return
     if (Date.now() > deadline) throw new Error(`account ${accountId}: ${n} messages or events not applied`)
@@ -266,6 +273,57 @@ test('a pending identify is applied by a later group; pending ones expire, count
   assert.deepEqual(st.by_status, { received: 0, pending: 0 })
   assert.deepEqual(st.by_reason, { pending_expired: 1 })
   assert.deepEqual(st.by_type, { identify: 3, group: 1, page: 1 })
+})
+
+test('at most PENDING_MAX identifies wait an account: the next unknown user is dropped, pending_full', async () => {
+  const a = await scoredAccount(s, 'Pending full')
+  await s.sql`insert into segment_messages (account_id, message_id, type, user_id, occurred_at, traits, status)
+    select ${a.id}, 'waiting-' || g, 'identify', 'waiting-' || g, now(), '{"name": "W"}', 'pending'
+    from generate_series(1, ${PENDING_MAX - 1}) g`
+  const res = await post(a, '/v1/batch', {
+    batch: [
+      { type: 'identify', messageId: 'last-place', userId: 'last-place', traits: { name: 'L' } },
+      { type: 'identify', messageId: 'one-too-many', userId: 'one-too-many', traits: { name: 'O' } },
+    ],
+  })
+  assert.equal(res.status, 200, JSON.stringify(res.body))
+  await settled(a.id)
+  const st = await status(a)
+  assert.deepEqual(st.by_status, { received: 0, pending: PENDING_MAX })
+  assert.deepEqual(st.by_reason, { pending_full: 1 })
+  assert.deepEqual(
+    st.last_errors.map((e: any) => [e.message_id, e.reason]),
+    [['one-too-many', 'pending_full']],
+  )
+})
+
+test('dropped trait keys are counted by name for at most MAX_KEY_NAMES names; known names go on counting', async () => {
+  const a = await scoredAccount(s, 'Key names')
+  const names = Array.from({ length: MAX_KEY_NAMES }, (_, i) => `unknown_${String(i).padStart(3, '0')}`)
+  await post(a, '/v1/group', { groupId: 'k1', traits: Object.fromEntries(names.map((n) => [n, 1])) })
+  await settled(a.id)
+  await post(a, '/v1/group', { groupId: 'k1', traits: { [names[0]]: 2, one_name_too_many: 3 } })
+  await settled(a.id)
+  const keys = (await status(a)).dropped_key_names
+  assert.equal(keys.length, MAX_KEY_NAMES)
+  assert.ok(!keys.some((k: any) => k.key === 'one_name_too_many'))
+  assert.deepEqual(
+    keys.find((k: any) => k.key === names[0]),
+    { entity: 'customer', key: names[0], count: 2, did_you_mean: null },
+  )
+})
+
+test('a backlog of more batches than one job applies is applied whole, through its successor job', async () => {
+  const a = await scoredAccount(s, 'Backlog')
+  const n = MESSAGES_PER_BATCH * SEGMENT_BATCHES_PER_JOB + 1
+  await s.sql`insert into segment_messages (account_id, message_id, type, user_id, group_id, event, occurred_at)
+    select ${a.id}, 'backlog-' || g, 'track', 'u1', 'g1', 'logins', now() from generate_series(1, ${n}) g`
+  // The intake of a message for the Segment apply job queues it.
+  await post(a, '/v1/page', { userId: 'u1', name: 'Home' })
+  await settled(a.id, 120_000)
+  const [{ events }] = await s.sql`select count(*)::int as events from tracking_events where account_id = ${a.id}`
+  assert.equal(events, n)
+  assert.deepEqual((await status(a)).by_type, { page: 1, track: n })
 })
 
 test('pending identifies wait, unwritten, through identifies that cannot place them; placed when one can', async () => {

@@ -461,3 +461,22 @@ test('refreshes keep their pace: the next starts no sooner than 5 times the last
   assert.equal(r.refreshing, true)
   await s.sql`delete from graphile_worker._private_jobs where key = ${key}`
 })
+
+test('a customer deleted while the kept report still refreshes is left out of it, without an error', async () => {
+  const key = `refresh_week_report:${acme.id}`
+  // The refresh the deletion enqueues puts itself off (as above): the kept report still names it.
+  await s.sql`update week_reports set computed_ms = 1800000 where account_id = ${acme.id}`
+  const listedIn = (r: any) => [...Object.values(r.movements).flatMap((m: any) => ids(m)), ...ids(r.renewals)]
+  const before = await week(acme)
+  assert.ok(listedIn(before).includes('entered'), JSON.stringify(before.movements))
+  assert.equal((await acme.api('/api/v1/customer/entered', undefined, 'DELETE')).status, 204)
+  const after = await week(acme)
+  assert.equal(after.refreshing, true)
+  assert.equal(after.computed_at, before.computed_at)
+  assert.ok(!listedIn(after).includes('entered'), JSON.stringify(after.movements))
+  assert.deepEqual(
+    listedIn(after),
+    listedIn(before).filter((id) => id !== 'entered'),
+  )
+  await s.sql`delete from graphile_worker._private_jobs where key = ${key}`
+})

@@ -198,7 +198,10 @@ const reader = (file: string) => {
   const chunks = input[Symbol.asyncIterator]()
   let buffered = Buffer.alloc(0)
   const more = async () => {
-    const next = await chunks.next()
+    // A file cut short ends the gzip stream early, or inside its compressed data.
+    const next = await chunks.next().catch((err: Error) => {
+      throw new Error(`${file} is not a complete backup (${err.message})`)
+    })
     if (next.done) throw new Error(`${file} ends early: it is not a complete backup`)
     buffered = buffered.length ? Buffer.concat([buffered, next.value]) : next.value
   }
@@ -232,7 +235,10 @@ const reader = (file: string) => {
       await more()
     }
   }
-  const close = () => input.destroy()
+  const close = () => {
+    input.destroy()
+    disk.destroy()
+  }
   return { line, rows, close, read: () => [disk.bytesRead, size] as const }
 }
 
@@ -250,6 +256,68 @@ const parseHeader = (text: string, file: string): Header => {
   const odd = names.find((name) => !SAFE_NAME.test(name))
   if (odd !== undefined) throw new Error(`${file} names a table or sequence ${JSON.stringify(odd)}, not one of ours`)
   return header
+}
+
+// The trailer's row counts against those read: a file whose rows were cut or added to is refused.
+const checkTrailer = (file: string, counts: Trailer['rows'], text: string) => {
+  let trailer: Trailer | undefined
+  try {
+    trailer = JSON.parse(text)
+  } catch {}
+  if (typeof trailer?.rows !== 'object')
+    throw new Error(`${file} ends without its trailer: it is not a complete backup`)
+  for (const name of new Set([...Object.keys(counts), ...Object.keys(trailer.rows)]))
+    if (counts[name] !== trailer.rows[name])
+      throw new Error(`${file}: table ${name} has ${counts[name] ?? 0} rows, not ${trailer.rows[name] ?? 0}`)
+}
+
+// Where a table's rows go as they are read: its COPY in a restore, nowhere in the check before it.
+interface Sink {
+  write: (lines: Buffer) => Promise<void>
+  end: () => Promise<void>
+}
+
+// One pass over the file: the header, each table's rows (passed to its sink as they are read), then
+// the trailer, which they must match. Returns the rows read.
+const readAll = async (
+  file: string,
+  sink: (table: Header['tables'][number]) => Promise<Sink | undefined>,
+  progress?: Progress,
+) => {
+  const input = reader(file)
+  try {
+    const header = parseHeader(await input.line(), file)
+    const counts: Trailer['rows'] = {}
+    let rows = 0
+    for (const table of header.tables) {
+      const out = await sink(table)
+      let n = 0
+      await input.rows(async (lines) => {
+        n += countLines(lines)
+        await out?.write(lines)
+        progress?.(...input.read(), table.name)
+      })
+      await out?.end()
+      counts[table.name] = n
+      rows += n
+    }
+    checkTrailer(file, counts, await input.line())
+    return rows
+  } finally {
+    input.close()
+  }
+}
+
+// Reads the whole file as a restore does, writing nothing: the restore's first pass. Returns the rows.
+export const checkBackup = (file: string, progress?: Progress) => readAll(file, async () => undefined, progress)
+
+const firstLine = async (file: string) => {
+  const input = reader(file)
+  try {
+    return await input.line()
+  } finally {
+    input.close()
+  }
 }
 
 // Whether the database holds anything: a table in the service's schema or graphile-worker's.
@@ -276,77 +344,72 @@ export const restore = async (
   options: { force?: boolean; progress?: Progress } = {},
 ): Promise<Restored> => {
   const started = performance.now()
-  const input = reader(file)
-  try {
-    const header = parseHeader(await input.line(), file)
-    const known = migrations()
-    const unknown = header.migrations.filter((name) => !known.some((m) => m.name === name))
-    if (unknown.length)
-      throw new Error(`${file} comes from a newer version of the service (migrations ${unknown.join(', ')})`)
-    const [others] = await sql`select count(*)::int as n from pg_stat_activity
-      where datname = current_database() and pid <> pg_backend_pid() and backend_type = 'client backend'`
-    if (others.n > 0)
-      throw new Error(`${others.n} other connections use the database: stop the service before a restore`)
-    if (await holdsData(sql)) {
-      if (!options.force)
-        throw new Error('the database is not empty: restore into an empty one, or give --force to replace its data')
-      const [{ schema }] = await sql`select quote_ident(current_schema()) as schema`
-      await sql.unsafe(`drop schema if exists ${WORKER_SCHEMA} cascade; drop schema ${schema} cascade;
-        create schema ${schema}`)
-    }
-    await migrate(
-      sql,
-      url,
-      known.filter((m) => header.migrations.includes(m.name)),
-    )
-    let rows = 0
-    await sql.begin(async (tx) => {
-      await unbounded(tx)
-      const [{ worker }] = await tx`select coalesce(max(id), 0)::int as worker from graphile_worker.migrations`
-      if (worker < header.worker_migration)
-        throw new Error(`${file} comes from a newer graphile-worker (migration ${header.worker_migration})`)
-      const names = header.tables.map((t) => t.name).join(', ')
-      // The migrations' own rows (a generated key, say) are replaced by the backup's.
-      await tx.unsafe(`truncate ${names}`)
-      const counts: Trailer['rows'] = {}
-      for (const table of header.tables) {
+  const header = parseHeader(await firstLine(file), file)
+  const known = migrations()
+  const unknown = header.migrations.filter((name) => !known.some((m) => m.name === name))
+  if (unknown.length)
+    throw new Error(`${file} comes from a newer version of the service (migrations ${unknown.join(', ')})`)
+  const [others] = await sql`select count(*)::int as n from pg_stat_activity
+    where datname = current_database() and pid <> pg_backend_pid() and backend_type = 'client backend'`
+  if (others.n > 0) throw new Error(`${others.n} other connections use the database: stop the service before a restore`)
+  // The whole file is read once before the database is touched: a file cut short or tampered with is
+  // refused with the data as it was (a --force restore drops it first; a restore into an empty
+  // database migrates it first).
+  await checkBackup(file, (done, total, table) => options.progress?.(done, total, `check ${table}`))
+  if (await holdsData(sql)) {
+    if (!options.force)
+      throw new Error('the database is not empty: restore into an empty one, or give --force to replace its data')
+    const [{ schema }] = await sql`select quote_ident(current_schema()) as schema`
+    await sql.unsafe(`drop schema if exists ${WORKER_SCHEMA} cascade; drop schema ${schema} cascade;
+      create schema ${schema}`)
+  }
+  await migrate(
+    sql,
+    url,
+    known.filter((m) => header.migrations.includes(m.name)),
+  )
+  let rows = 0
+  await sql.begin(async (tx) => {
+    await unbounded(tx)
+    const [{ worker }] = await tx`select coalesce(max(id), 0)::int as worker from graphile_worker.migrations`
+    if (worker < header.worker_migration)
+      throw new Error(`${file} comes from a newer graphile-worker (migration ${header.worker_migration})`)
+    const names = header.tables.map((t) => t.name).join(', ')
+    // The migrations' own rows (a generated key, say) are replaced by the backup's.
+    await tx.unsafe(`truncate ${names}`)
+    rows = await readAll(
+      file,
+      async (table) => {
         // The rows come as they were: triggers that derive data (tag ids) must not run again.
         await tx.unsafe(`alter table ${table.name} disable trigger user`)
         const target: Writable = await tx
           .unsafe(`copy ${table.name} (${columnList(table.columns)}) from stdin`)
           .writable()
-        let n = 0
-        await input.rows(async (lines) => {
-          n += countLines(lines)
-          await write(target, lines)
-          options.progress?.(...input.read(), table.name)
-        })
-        target.end()
-        await finished(target)
-        await tx.unsafe(`alter table ${table.name} enable trigger user`)
-        counts[table.name] = n
-        rows += n
-      }
-      const trailer: Trailer = JSON.parse(await input.line())
-      for (const [name, n] of Object.entries(trailer.rows))
-        if (counts[name] !== n) throw new Error(`${file}: table ${name} has ${counts[name]} rows, not ${n}`)
-      for (const s of header.sequences) await tx`select setval(${s.name}::regclass, ${s.last_value}, ${s.is_called})`
-      // Jobs locked at the backup were in flight in the backed-up processes: free at once, with an
-      // attempt left (tasks are idempotent, as graphile-worker's at-least-once asks). A keyed job
-      // replaced while it ran was given max_attempts by add_job, which would leave it queued forever.
-      await tx`update graphile_worker._private_jobs
-        set locked_at = null, locked_by = null, attempts = least(attempts, greatest(max_attempts - 1, 0))
-        where locked_at is not null`
-      await tx`update graphile_worker._private_job_queues set locked_at = null, locked_by = null
-        where locked_at is not null`
-    })
-    return {
-      rows,
-      tables: header.tables.length,
-      migrations: header.migrations.length,
-      ms: Math.round(performance.now() - started),
-    }
-  } finally {
-    input.close()
+        return {
+          write: (lines) => write(target, lines),
+          end: async () => {
+            target.end()
+            await finished(target)
+            await tx.unsafe(`alter table ${table.name} enable trigger user`)
+          },
+        }
+      },
+      options.progress,
+    )
+    for (const s of header.sequences) await tx`select setval(${s.name}::regclass, ${s.last_value}, ${s.is_called})`
+    // Jobs locked at the backup were in flight in the backed-up processes: free at once, with an
+    // attempt left (tasks are idempotent, as graphile-worker's at-least-once asks). A keyed job
+    // replaced while it ran was given max_attempts by add_job, which would leave it queued forever.
+    await tx`update graphile_worker._private_jobs
+      set locked_at = null, locked_by = null, attempts = least(attempts, greatest(max_attempts - 1, 0))
+      where locked_at is not null`
+    await tx`update graphile_worker._private_job_queues set locked_at = null, locked_by = null
+      where locked_at is not null`
+  })
+  return {
+    rows,
+    tables: header.tables.length,
+    migrations: header.migrations.length,
+    ms: Math.round(performance.now() - started),
   }
 }

@@ -26,22 +26,24 @@ Exit status: 0 restored, 1 failed (the restore's rows are rolled back), 2 wrong 
 
 const seconds = (ms: number) => `${(ms / 1000).toFixed(1)} s`
 
-// A bar on a terminal, nothing on a pipe: the summary line says it all.
-const bar = (unit: string): { progress?: Progress; stop: () => void } => {
-  if (!process.stderr.isTTY) return { stop: () => {} }
+// Runs `work` with a bar on a terminal, nothing on a pipe (the summary line says it all); the bar
+// is gone before the summary or the failure's reason is written.
+const withBar = async <T>(unit: string, work: (progress?: Progress) => Promise<T>): Promise<T> => {
+  if (!process.stderr.isTTY) return work()
   const shown = new cliProgress.SingleBar(
     { stream: process.stderr, hideCursor: true, format: `{bar} {percentage}% | {value}/{total} ${unit} | {table}` },
     cliProgress.Presets.shades_classic,
   )
   let started = false
-  return {
-    progress: (done, total, table) => {
+  try {
+    return await work((done, total, table) => {
       if (!started) shown.start(total, done, { table })
       started = true
       shown.setTotal(total)
       shown.update(done, { table })
-    },
-    stop: () => started && shown.stop(),
+    })
+  } finally {
+    if (started) shown.stop()
   }
 }
 
@@ -53,17 +55,13 @@ const usageError = (usage: string, why: string) => {
 export const runBackupCommand = async (sql: Sql, config: Config, args: string[]) => {
   const to = args[0] === '--to' && args.length === 2 ? args[1] : args.length === 0 ? config.backupDir : undefined
   if (to === undefined) return usageError(backupUsage, `Unexpected arguments: ${args.join(' ')}`)
-  const shown = bar('rows (estimated)')
-  try {
-    const made = await backup(sql, join(backupFolder(resolve(to)), backupName(new Date())), shown.progress)
-    shown.stop()
-    process.stdout.write(
-      `Wrote ${made.file} (${size(made.bytes)}, ${made.rows} rows of ${made.tables} tables) in ${seconds(made.ms)}\n`,
-    )
-    return 0
-  } finally {
-    shown.stop()
-  }
+  const made = await withBar('rows (estimated)', (progress) =>
+    backup(sql, join(backupFolder(resolve(to)), backupName(new Date())), progress),
+  )
+  process.stdout.write(
+    `Wrote ${made.file} (${size(made.bytes)}, ${made.rows} rows of ${made.tables} tables) in ${seconds(made.ms)}\n`,
+  )
+  return 0
 }
 
 const restoreArgs = (args: string[]) => {
@@ -75,16 +73,10 @@ const restoreArgs = (args: string[]) => {
 export const runRestoreCommand = async (sql: Sql, url: string, args: string[]) => {
   const given = restoreArgs(args)
   if (!given) return usageError(restoreUsage, 'Name one backup file to restore.')
-  const shown = bar('bytes')
-  try {
-    const done = await restore(sql, url, given.file, { force: given.force, progress: shown.progress })
-    shown.stop()
-    process.stdout.write(
-      `Restored ${given.file}: ${done.rows} rows of ${done.tables} tables at migration level ${done.migrations} ` +
-        `in ${seconds(done.ms)}. Start the service to migrate it forward.\n`,
-    )
-    return 0
-  } finally {
-    shown.stop()
-  }
+  const done = await withBar('bytes', (progress) => restore(sql, url, given.file, { force: given.force, progress }))
+  process.stdout.write(
+    `Restored ${given.file}: ${done.rows} rows of ${done.tables} tables at migration level ${done.migrations} ` +
+      `in ${seconds(done.ms)}. Start the service to migrate it forward.\n`,
+  )
+  return 0
 }

@@ -2,6 +2,7 @@ import type { Tx } from '../db/client.ts'
 import { addJobs, addRecomputeSegments, countEventsJob, scoreRecordsJobs } from '../db/jobs.ts'
 import { lockRecordsIn } from '../db/locks.ts'
 import { suppress } from '../tracking/suppressions.ts'
+import { blankDeliveries } from './retention.ts'
 
 // One erasure, set-based, in the caller's transaction (docs/security.md, "Privacy"). The people are
 // staged from erasure_targets into temporary tables; each statement then removes or redacts one kind
@@ -111,18 +112,9 @@ const eraseStaged = async (tx: Tx, accountId: number): Promise<Counts> => {
       tx,
       tx`delete from notifications n where n.account_id = ${accountId} and ${names(tx, tx`n.body::text`)}`,
     ),
-    // A delivery still pending is not sent without its payload: it fails, and recovery skips it.
+    // A delivery still pending fails, and recovery skips it.
     webhook_deliveries: await counted(tx`
-      with d as (
-        update webhook_deliveries d set payload = null,
-          status = case when d.status = 'pending' then 'failed' else d.status end
-        where d.account_id = ${accountId} and d.payload is not null and ${names(tx, tx`d.payload`)}
-        returning d.id
-      ), a as (
-        update webhook_attempts a set response_excerpt = null
-        from d where a.account_id = ${accountId} and a.delivery_id = d.id and a.response_excerpt is not null
-      )
-      select count(*)::int as n from d`),
+      with ${blankDeliveries(tx, accountId, names(tx, tx`d.payload`))} select count(*)::int as n from blanked`),
     uploads: await counted(tx`
       with u as (
         update uploads u set

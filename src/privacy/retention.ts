@@ -1,5 +1,6 @@
+import type { PendingQuery, Row } from 'postgres'
 import type { App } from '../context.ts'
-import type { Sql } from '../db/client.ts'
+import type { Sql, Tx } from '../db/client.ts'
 
 // Retention (docs/security.md, "Privacy"), run daily by graphile-worker's crontab (jobs/tasks.ts):
 // tracked events are deleted SERVICE_EVENT_RETENTION_DAYS after the service received them, and
@@ -26,19 +27,38 @@ const purgeEventBatch = (sql: Sql, accountId: number, cutoff: Date) => sql`
   select (select count(*) from gone)::int as n,
     (select count(*) = ${RETENTION_BATCH} and bool_and(received_at < ${cutoff}) from batch) as more`
 
+// The statement's parts (common table expressions) that blank the payloads of the account's deliveries
+// `where` names (`d`, joined to `from` when given) and their attempts' answer excerpts; `blanked` yields
+// their ids. A delivery still pending is not sent without its payload: it fails (retention leaves
+// those alone; an erasure blanks them too).
+export const blankDeliveries = (
+  sql: Sql | Tx,
+  accountId: number,
+  where: PendingQuery<Row[]>,
+  from: PendingQuery<Row[]> = sql`(select) none`,
+) => sql`
+  blanked as (
+    update webhook_deliveries d set payload = null,
+      status = case when d.status = 'pending' then 'failed' else d.status end
+    from ${from}
+    where d.account_id = ${accountId} and d.payload is not null and ${where}
+    returning d.id
+  ), excerpts as (
+    update webhook_attempts a set response_excerpt = null from blanked b
+    where a.account_id = ${accountId} and a.delivery_id = b.id and a.response_excerpt is not null
+  )`
+
 const purgeDeliveryBatch = (sql: Sql, accountId: number, cutoff: Date) => sql`
   with batch as (
     select id, created_at, status from webhook_deliveries
     where account_id = ${accountId} and payload is not null order by id limit ${RETENTION_BATCH}
-  ), gone as (
-    update webhook_deliveries d set payload = null from batch b
-    where d.account_id = ${accountId} and d.id = b.id and b.created_at < ${cutoff} and b.status <> 'pending'
-    returning d.id
-  ), excerpts as (
-    update webhook_attempts a set response_excerpt = null from gone g
-    where a.account_id = ${accountId} and a.delivery_id = g.id and a.response_excerpt is not null
-  )
-  select (select count(*) from gone)::int as n,
+  ), ${blankDeliveries(
+    sql,
+    accountId,
+    sql`d.id = b.id and b.created_at < ${cutoff} and b.status <> 'pending'`,
+    sql`batch b`,
+  )}
+  select (select count(*) from blanked)::int as n,
     (select count(*) = ${RETENTION_BATCH} and bool_and(created_at < ${cutoff} and status <> 'pending') from batch)
       as more`
 

@@ -5,6 +5,7 @@ import { PLANNER, setLocal } from '../db/planner.ts'
 import { type AccountPayload, addJobs, addRecomputeSegments, applyJob, scoreRecordsJobs, TASKS } from '../db/jobs.ts'
 import { lockRecordsIn } from '../db/locks.ts'
 import { lockAndReadCursor, type Move, moveCursor, nextBelow, nextCheck } from './cursor.ts'
+import { createContactsSql } from './contacts.ts'
 import { countDropped, suppressedSql } from './suppressions.ts'
 import { countedSegmentTracks, countSegmentTracks, droppedSegmentTracks } from './segment-apply.ts'
 
@@ -71,15 +72,13 @@ const stageEvents = async (tx: Tx, accountId: number, below: number, lastId: num
 }
 
 // Events of suppressed (erased) people are dropped, not applied: deleted with their staged rows and
-// counted on their suppressions. The first condition is read once per batch (most accounts have none).
-// A Segment track dropped so becomes a dropped Segment message (segment-apply.ts), which keeps its
-// messageId and names nobody.
+// counted on their suppressions. A Segment track dropped so becomes a dropped Segment message
+// (segment-apply.ts), which keeps its messageId and names nobody.
 const dropSuppressed = async (tx: Tx, accountId: number, range: Staged) => {
   const [row] = await tx`
     with gone as (
       delete from stage_events s
-      where exists (select 1 from suppressions where account_id = ${accountId})
-        and ${suppressedSql(tx, accountId, tx`s.customer_external_id`, tx`s.contact_external_id`)}
+      where ${suppressedSql(tx, accountId, tx`s.customer_external_id`, tx`s.contact_external_id`)}
       returning s.id, s.customer_external_id, s.contact_external_id, s.message_id, s.occurred_at
     ), removed as (
       delete from tracking_events e using gone g
@@ -95,17 +94,13 @@ const dropSuppressed = async (tx: Tx, accountId: number, range: Staged) => {
 // An unknown contact of a known customer is created under the customer of its first event
 // (its name and attributes come with the update below), and its events are matched to it.
 const createContacts = (tx: Tx, accountId: number) => tx`
-  with created as (
-    insert into contacts (account_id, external_id, customer_id)
-    select distinct on (s.contact_external_id) ${accountId}, s.contact_external_id, s.customer_id
-    from stage_events s
-    where s.customer_id is not null and s.contact_external_id is not null and s.contact_id is null
-      and not exists (select 1 from contacts t where t.account_id = ${accountId}
-        and t.external_id = s.contact_external_id)
-    order by s.contact_external_id, s.id
-    on conflict (account_id, external_id) do nothing
-    returning service_id, external_id, customer_id
-  ), matched as (
+  with created as (${createContactsSql(tx, accountId, {
+    external: tx`s.contact_external_id`,
+    customer: tx`s.customer_id`,
+    from: tx`stage_events s`,
+    where: tx`s.customer_id is not null and s.contact_external_id is not null and s.contact_id is null`,
+    order: tx`s.id`,
+  })}), matched as (
     update stage_events s set contact_id = c.service_id
     from created c
     where s.contact_external_id = c.external_id and s.customer_id = c.customer_id

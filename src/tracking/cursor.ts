@@ -1,5 +1,5 @@
 import type { PendingQuery, Row } from 'postgres'
-import type { Tx } from '../db/client.ts'
+import type { Sql, Tx } from '../db/client.ts'
 
 // A per-account cursor over an append-only table of the tracker's (tracking_events, with
 // tracking_cursors) or of Segment's (segment_messages, with segment_cursors): every row of the account
@@ -11,6 +11,13 @@ import type { Tx } from '../db/client.ts'
 // A cursor row read before the account lock only costs time: it never moves back.
 type Rows = 'tracking_events' | 'segment_messages'
 type Cursors = 'tracking_cursors' | 'segment_cursors'
+const CURSORS = { tracking_events: 'tracking_cursors', segment_messages: 'segment_cursors' } as const
+
+// The ids of the account's rows still waiting for its apply job: 'received' at or past its cursor
+// ('received' below it means applied). The ingest status counts them; tests and benchmarks wait for none.
+export const waitingSql = (sql: Sql | Tx, rows: Rows, accountId: number) => sql`
+  select id from ${sql(rows)} where account_id = ${accountId} and status = 'received'
+    and id >= coalesce((select applied_below from ${sql(CURSORS[rows])} where account_id = ${accountId}), 0)`
 
 interface Cursor {
   below: number

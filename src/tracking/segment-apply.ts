@@ -6,6 +6,7 @@ import { lockRecordsIn } from '../db/locks.ts'
 import { PLANNER, setLocal } from '../db/planner.ts'
 import { segmentApplied, segmentDropped } from '../metrics.ts'
 import { lockAndReadCursor, moveCursor, nextBelow, nextCheck } from './cursor.ts'
+import { createContactsSql } from './contacts.ts'
 import { countDropped, suppressedSql } from './suppressions.ts'
 
 // The apply job of Segment messages (segment.ts stores them): one account's messages in id order,
@@ -14,16 +15,16 @@ import { countDropped, suppressedSql } from './suppressions.ts'
 // matched as the tracker's apply job matches its own, and counted like any other). Later messages
 // win, in the order received. docs/api.md ("Segment-compatible ingest") is the mapping this implements.
 
-const MESSAGES_PER_BATCH = 5000
-const SEGMENT_BATCHES_PER_JOB = 4
+export const MESSAGES_PER_BATCH = 5000
+export const SEGMENT_BATCHES_PER_JOB = 4
 // An identify of an unknown contact of no known customer waits (status pending) for a group naming
 // its user, at most PENDING_MAX an account and PENDING_HOURS long; then it is dropped, counted.
-const PENDING_MAX = 10_000
+export const PENDING_MAX = 10_000
 export const PENDING_HOURS = 24
 // Messages done are kept this long: the window within which a messageId deduplicates.
 export const KEEP_DAYS = 7
 // Dropped trait keys are counted by name for at most this many distinct names an account.
-const MAX_KEY_NAMES = 200
+export const MAX_KEY_NAMES = 200
 
 const accountLock = (tx: Tx, accountId: number) =>
   tx`pg_advisory_xact_lock(hashtextextended('apply_segment:' || ${accountId}::text, 0))`
@@ -70,7 +71,6 @@ const admit = async (tx: Tx, accountId: number) => {
     with gone as (
       update stage_seg s set status = 'dropped', reason = 'suppressed'
       where s.status is null and s.type in ('group', 'identify', 'track')
-        and exists (select 1 from suppressions where account_id = ${accountId})
         and ${suppressedSql(tx, accountId, tx`s.group_id`, tx`s.user_id`)}
       returning s.group_id, s.user_id
     ) ${countDropped(tx, accountId, tx`select group_id, user_id from gone`)}`
@@ -137,14 +137,16 @@ const applyGroups = async (tx: Tx, accountId: number) => {
 // The user each admitted group names belongs to its customer (the latest group): a contact is created
 // under it when missing; an identify of an unknown contact whose context.groupId names a known
 // customer creates it there. Identifies of users still unknown wait (pending), within PENDING_MAX.
-const createContacts = (tx: Tx, accountId: number) => tx`
-  insert into contacts (account_id, external_id, customer_id)
-  select distinct on (s.user_id) ${accountId}::bigint, s.user_id, c.service_id
-  from stage_seg s join customers c on c.account_id = ${accountId} and c.external_id = s.group_id
-  where s.status is null and s.type in ('group', 'identify') and s.user_id is not null
-  order by s.user_id, (s.type = 'group') desc, s.id desc
-  on conflict (account_id, external_id) do nothing
-  returning service_id`
+const stagedWithCustomer = (tx: Tx, accountId: number) =>
+  tx`stage_seg s join customers c on c.account_id = ${accountId} and c.external_id = s.group_id`
+const createContacts = (tx: Tx, accountId: number) =>
+  createContactsSql(tx, accountId, {
+    external: tx`s.user_id`,
+    customer: tx`c.service_id`,
+    from: stagedWithCustomer(tx, accountId),
+    where: tx`s.status is null and s.type in ('group', 'identify') and s.user_id is not null`,
+    order: tx`(s.type = 'group') desc, s.id desc`,
+  })
 
 const parkIdentifies = (tx: Tx, accountId: number) => tx`
   with waiting as (
@@ -199,15 +201,13 @@ const applyTracks = async (tx: Tx, accountId: number) => {
       and t.account_id = ${accountId} and t.external_id = s.user_id`
   await tx`update stage_seg set status = 'dropped', reason = 'no_customer'
     where status is null and type = 'track' and group_id is null`
-  const created = await tx`
-    insert into contacts (account_id, external_id, customer_id)
-    select distinct on (s.user_id) ${accountId}::bigint, s.user_id, c.service_id
-    from stage_seg s join customers c on c.account_id = ${accountId} and c.external_id = s.group_id
-    where s.status is null and s.type = 'track'
-      and not exists (select 1 from contacts t where t.account_id = ${accountId} and t.external_id = s.user_id)
-    order by s.user_id, s.id
-    on conflict (account_id, external_id) do nothing
-    returning service_id`
+  const created = await createContactsSql(tx, accountId, {
+    external: tx`s.user_id`,
+    customer: tx`c.service_id`,
+    from: stagedWithCustomer(tx, accountId),
+    where: tx`s.status is null and s.type = 'track'`,
+    order: tx`s.id`,
+  })
   const [{ n }] = await tx`
     with e as (
       insert into tracking_events (account_id, name, occurred_at, customer_external_id, contact_external_id, data,

@@ -1,6 +1,7 @@
 import { definitionsSql } from '../catalog/properties.ts'
 import type { Sql } from '../db/client.ts'
 import { closest } from '../validate.ts'
+import { waitingSql } from './cursor.ts'
 
 // What a client developer needs to see of the account's Segment ingest: the running counts (by type,
 // by reason dropped, dropped trait keys with the attribute they probably meant), the messages not yet
@@ -11,13 +12,9 @@ export const ingestStatus = async (sql: Sql, accountId: number) => {
   const [counts, [waiting], errors, codenames] = await Promise.all([
     sql`select kind, key, count::int as n from segment_counts where account_id = ${accountId}
       order by kind, count desc, key`,
-    // 'received' below the apply cursor means applied (segment-apply.ts); tracks that name their customer
-    // wait as tracked events, for the tracker's apply job (segment.ts).
-    sql`select (select count(*) from segment_messages where account_id = ${accountId} and status = 'received'
-          and id >= coalesce((select applied_below from segment_cursors where account_id = ${accountId}), 0))::int
-          + (select count(*) from tracking_events where account_id = ${accountId} and status = 'received'
-          and message_id is not null
-          and id >= coalesce((select applied_below from tracking_cursors where account_id = ${accountId}), 0))::int
+    // Tracks that name their customer wait as tracked events, for the tracker's apply job (segment.ts).
+    sql`select ((select count(*) from (${waitingSql(sql, 'segment_messages', accountId)}) w)
+          + (select count(*) from (${waitingSql(sql, 'tracking_events', accountId)} and message_id is not null) t))::int
           as received,
         (select count(*) from segment_messages where account_id = ${accountId} and status = 'pending')::int as pending`,
     sql`select message_id, type, reason, detail, received_at from segment_messages
