@@ -242,3 +242,26 @@ test('a Segment track waits for the group received with it, then is matched and 
     ],
   )
 })
+
+// SDKs send the same traits with every call: a group or identify that changes nothing writes nothing
+// and rescores nothing; one that changes a trait does.
+test('a Segment group or identify that changes nothing writes nothing', async () => {
+  const accountId = await newAccount()
+  const send = async (n: number, country: string) => {
+    await receiveSegment(s.app, accountId, 0, [
+      { type: 'group', messageId: `g${n}`, userId: 'p1', groupId: 'c1', traits: { name: 'One', country } },
+      { type: 'identify', messageId: `i${n}`, userId: 'p1', traits: { name: 'Pia', role: country } },
+    ])
+    return s.sql.begin((tx) => applySegment(tx, accountId))
+  }
+  const written = () => s.sql`select xmin::text from customers where account_id = ${accountId} and external_id = 'c1'
+    union all select xmin::text from contacts where account_id = ${accountId} and external_id = 'p1'`
+  const first = await send(1, 'DE')
+  assert.deepEqual([first.customers, first.contacts], [1, 1])
+  const before = await written()
+  const same = await send(2, 'DE')
+  assert.deepEqual([same.customers, same.contacts], [0, 0])
+  assert.deepEqual(await written(), before)
+  const changed = await send(3, 'FR')
+  assert.deepEqual([changed.customers, changed.contacts], [1, 1])
+})

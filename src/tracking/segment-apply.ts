@@ -111,6 +111,12 @@ const latestTraits = (tx: Tx, entity: 'customer' | 'contact', idColumn: 'group_i
   ) latest
   group by ext`
 
+// Whether the latest traits `f` change the record `r`'s name or attributes. SDKs send the same traits with
+// every group and identify: one that changes nothing writes nothing, so it rescores nothing either.
+const changes = (tx: Tx, r: string) => tx`(
+  ${tx(r)}.name is distinct from coalesce(f.name, ${tx(r)}.name)
+  or ${tx(r)}.attributes is distinct from jsonb_strip_nulls(${tx(r)}.attributes || f.attributes))`
+
 // Groups: the customers, created when missing, then named and given their attributes.
 const applyGroups = async (tx: Tx, accountId: number) => {
   const created = await tx`
@@ -129,7 +135,7 @@ const applyGroups = async (tx: Tx, accountId: number) => {
     update customers c set name = coalesce(f.name, c.name),
       attributes = jsonb_strip_nulls(c.attributes || f.attributes), updated_at = now()
     from (${latestTraits(tx, 'customer', 'group_id')}) f
-    where c.account_id = ${accountId} and c.external_id = f.ext
+    where c.account_id = ${accountId} and c.external_id = f.ext and ${changes(tx, 'c')}
     returning c.service_id`
   return [...created, ...updated].map((r) => r.service_id as number)
 }
@@ -182,7 +188,7 @@ const applyContacts = async (tx: Tx, accountId: number) => {
     update contacts t set name = coalesce(f.name, t.name),
       attributes = jsonb_strip_nulls(t.attributes || f.attributes), updated_at = now()
     from (${latestTraits(tx, 'contact', 'user_id')}) f
-    where t.account_id = ${accountId} and t.external_id = f.ext
+    where t.account_id = ${accountId} and t.external_id = f.ext and ${changes(tx, 't')}
     returning t.service_id`
   return [...created, ...moved, ...updated].map((r) => r.service_id as number)
 }
