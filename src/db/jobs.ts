@@ -107,12 +107,11 @@ export const processUploadJob = (accountId: number, uploadId: number): JobSpec =
 // that leaves rows behind queues its successor.
 export type ApplyTask = typeof TASKS.applyEvents | typeof TASKS.applySegment
 export const applyJobKey = (task: ApplyTask, accountId: number) => `${task}:${accountId}`
-export const applyJob = (task: ApplyTask, accountId: number, runAt?: Date): JobSpec => ({
+export const applyJob = (task: ApplyTask, accountId: number): JobSpec => ({
   task,
   payload: { account_id: accountId },
   queue: accountQueue(accountId),
   jobKey: applyJobKey(task, accountId),
-  runAt,
 })
 // The same spec as SQL, for the intake statements.
 export const applyJobSql = (sql: Sql | Tx, task: ApplyTask, accountId: number) => sql`

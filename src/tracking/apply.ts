@@ -7,7 +7,7 @@ import { lockRecordsIn } from '../db/locks.ts'
 import { lockAndReadCursor, type Move, moveCursor, nextBelow, nextCheck } from './cursor.ts'
 import { createContactsSql } from './contacts.ts'
 import { countDropped, suppressedSql } from './suppressions.ts'
-import { countedSegmentTracks, countSegmentTracks, droppedSegmentTracks } from './segment-apply.ts'
+import { countedSegmentTracks, countSegmentTracks, droppedSegmentTracks } from './segment-tracks.ts'
 
 // At most this many events per transaction.
 export const EVENTS_PER_BATCH = 5000
@@ -240,11 +240,9 @@ export const applyEvents = async (tx: Tx, accountId: number) => {
 // at most, then queues its successor behind them.
 export const BATCHES_PER_JOB = 4
 
-// Events that wait for the Segment apply job (stageEvents) are tried again this much later.
-const WAITING_RETRY_MS = 250
-
-// One transaction per batch; the successor is added in the last one's. The Segment tracks' counters
-// count what committed.
+// One transaction per batch; the successor is added in the last one's. A batch that stopped short of
+// Segment tracks waiting for the Segment apply job ends the run: that job, queued by the messages they
+// wait for, applies them after those (segment-apply.ts). The Segment tracks' counters count what committed.
 export const applyEventsOfAccount = async (app: App, { account_id: accountId }: AccountPayload) => {
   let events = 0
   for (let batch = 1; ; batch++) {
@@ -252,11 +250,7 @@ export const applyEventsOfAccount = async (app: App, { account_id: accountId }: 
       const applied = await applyEvents(tx, accountId)
       events += applied.events
       const done = { segment: applied.segment, more: false }
-      if (applied.events === 0 && applied.waiting) {
-        await addJobs(tx, [applyJob(TASKS.applyEvents, accountId, new Date(Date.now() + WAITING_RETRY_MS))])
-        return done
-      }
-      if (applied.events < EVENTS_PER_BATCH && !applied.waiting) return done
+      if (applied.events === 0 || (applied.events < EVENTS_PER_BATCH && !applied.waiting)) return done
       if (batch < BATCHES_PER_JOB) return { ...done, more: true }
       await addJobs(tx, [applyJob(TASKS.applyEvents, accountId)])
       return done

@@ -38,16 +38,15 @@ const store = (app: App, accountId: number, trackerKey: string, events: string) 
     (select json_agg(json_build_array(i, level, key) order by i, level, key) from bad) as bad_dates
   from a`
 
-// Two CTEs of an intake statement: `job` (j unless named) adds the task's apply job when the statement's
-// CTE `inserted` (e unless named) inserted a row and no job of its key waits (`job`_waiting). Reading `job`
-// is what runs add_job.
-export const jobUnlessWaiting = (sql: Sql, task: ApplyTask, accountId: number, inserted = 'e', job = 'j') => sql`
-  ${sql(`${job}_waiting`)} as (
+// The CTEs `waiting` and `j` of an intake statement: j adds the task's apply job when the statement's CTE
+// `inserted` (e unless named) inserted a row and no job of its key waits. Reading j is what runs add_job.
+export const jobUnlessWaiting = (sql: Sql, task: ApplyTask, accountId: number, inserted = 'e') => sql`
+  waiting as (
     select 1 from graphile_worker._private_jobs where key = ${applyJobKey(task, accountId)}::text
       and is_available for key share skip locked -- one a worker is taking counts as not waiting
-  ), ${sql(job)} as (
+  ), j as (
     select ${applyJobSql(sql, task, accountId)}
-    where exists (select 1 from ${sql(inserted)}) and not exists (select 1 from ${sql(`${job}_waiting`)})
+    where exists (select 1 from ${sql(inserted)}) and not exists (select 1 from waiting)
   )`
 
 // Two requests that began just before a worker took the waiting job both lock its row, find it

@@ -5,6 +5,7 @@ import { type AccountPayload, addJobs, addRecomputeSegments, applyJob, scoreReco
 import { lockRecordsIn } from '../db/locks.ts'
 import { PLANNER, setLocal } from '../db/planner.ts'
 import { segmentApplied, segmentDropped } from '../metrics.ts'
+import { applyEventsOfAccount } from './apply.ts'
 import { lockAndReadCursor, moveCursor, nextBelow, nextCheck } from './cursor.ts'
 import { createContactsSql } from './contacts.ts'
 import { countDropped, suppressedSql } from './suppressions.ts'
@@ -347,46 +348,16 @@ export const applySegment = async (tx: Tx, accountId: number) => {
   }
 }
 
-// Segment tracks that the tracker's apply job takes (segment.ts stores those that name their customer
-// as tracked events, apply.ts): a batch's, still staged or `suppressed`, counted by type like every
-// other message, and those suppressed by reason.
-export const countSegmentTracks = async (tx: Tx, accountId: number, suppressed: number) => {
-  const [{ n }] = await tx`
-    with t as (
-      select (count(*) + ${suppressed})::int as n from stage_events where message_id is not null
-    ), added as (
-      insert into segment_counts (account_id, kind, key, count)
-      select ${accountId}, kind, key, c.n
-      from (select 'type', 'track', (select n from t)
-            union all select 'reason', 'suppressed', ${suppressed}) c(kind, key, n)
-      where c.n > 0
-      on conflict (account_id, kind, key) do update set count = segment_counts.count + excluded.count
-    )
-    select n from t`
-  return n as number
-}
-
-// A suppressed Segment track, dropped from the tracked events, is kept as a dropped message: its messageId
-// still deduplicates, the ingest status lists it, and it names nobody. `rows` yields (message_id, occurred_at).
-export const droppedSegmentTracks = (tx: Tx, accountId: number, rows: ReturnType<Tx>) => tx`
-  insert into segment_messages (account_id, message_id, type, occurred_at, status, reason)
-  select ${accountId}, g.message_id, 'track', g.occurred_at, 'dropped', 'suppressed' from (${rows}) g
-  on conflict (account_id, message_id) do nothing
-  returning 1`
-
-// The counters of a tracker's batch's Segment tracks, once committed.
-export const countedSegmentTracks = ({ tracks, suppressed }: { tracks: number; suppressed: number }) => {
-  segmentApplied.inc({ type: 'track', outcome: 'applied' }, tracks - suppressed)
-  if (suppressed === 0) return
-  segmentApplied.inc({ type: 'track', outcome: 'dropped' }, suppressed)
-  segmentDropped.inc({ reason: 'suppressed' }, suppressed)
-}
-
 type Outcome = { type: string; status: string; reason: string | null; n: number }
 
 // One transaction per batch; past SEGMENT_BATCHES_PER_JOB, a successor job takes the rest (the account's
 // queue runs its uploads between them). The counters count what committed.
-export const applySegmentOfAccount = async (app: App, { account_id: accountId }: AccountPayload) => {
+// Then the account's tracked events: its Segment tracks that name their customer (segment.ts stores
+// them as tracked events, and queues only this job) wait for the messages received before them, which
+// this job has just applied. One job for both keeps the intake's job contention to one key, and never
+// leaves such a track waiting for a job: a message still to apply has queued this job anew.
+export const applySegmentOfAccount = async (app: App, payload: AccountPayload) => {
+  const accountId = payload.account_id
   let messages = 0
   for (let batch = 1; ; batch++) {
     const done = await app.sql.begin(async (tx) => {
@@ -400,6 +371,6 @@ export const applySegmentOfAccount = async (app: App, { account_id: accountId }:
       if (o.reason) segmentDropped.inc({ reason: o.reason }, o.n)
     }
     messages += done.staged
-    if (!done.more) return { messages }
+    if (!done.more) return { messages, ...(await applyEventsOfAccount(app, payload)) }
   }
 }

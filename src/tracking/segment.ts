@@ -106,9 +106,9 @@ const toRow = (m: unknown, pathType: SegmentType | undefined, batch: BatchDefaul
 // One statement: the rows not yet received (messageId), and the apply jobs unless one waits. Only while
 // the account exists: segment_messages has no foreign key to it (sql/041_segment_intake.sql). A track
 // that names its customer (context.groupId), of an account whose records the API owns, is stored as a
-// tracked event, matched and counted by the tracker's apply job like the tracker's own (sql/046,
-// apply.ts; a message the Segment apply job has still to apply goes first); every other message is
-// stored for the Segment apply job (segment-apply.ts).
+// tracked event, matched and counted by the tracker's apply like the tracker's own (sql/046, apply.ts),
+// which the Segment apply job runs after the messages received before it (segment-apply.ts); every
+// other message is stored for the Segment apply job itself.
 const store = (app: App, accountId: number, rows: string) => app.sql`
   with a as (
     select source_of_truth = 'API' as api from accounts where id = ${accountId}
@@ -134,10 +134,10 @@ const store = (app: App, accountId: number, rows: string) => app.sql`
     from x where not event order by i
     on conflict (account_id, message_id) do nothing
     returning 1
-  ), ${jobUnlessWaiting(app.sql, TASKS.applySegment, accountId)},
-  ${jobUnlessWaiting(app.sql, TASKS.applyEvents, accountId, 'd', 'k')}
-  select (select count(*) from e)::int + (select count(*) from d)::int as stored,
-    (select count(*) from j)::int + (select count(*) from k)::int as jobs`
+  ), stored as (
+    select 1 from d union all select 1 from e
+  ), ${jobUnlessWaiting(app.sql, TASKS.applySegment, accountId, 'stored')}
+  select (select count(*) from stored)::int as stored, (select count(*) from j)::int as jobs`
 
 const bytes = (s: string) => (s.length * 3 > MAX_MESSAGE_BYTES ? Buffer.byteLength(s) : s.length)
 

@@ -1,0 +1,37 @@
+import type { Tx } from '../db/client.ts'
+import { segmentApplied, segmentDropped } from '../metrics.ts'
+
+// Segment tracks that the tracker's apply job takes (segment.ts stores those that name their customer
+// as tracked events; apply.ts applies them): a batch's, still staged or `suppressed`, counted by type like every
+// other message, and those suppressed by reason.
+export const countSegmentTracks = async (tx: Tx, accountId: number, suppressed: number) => {
+  const [{ n }] = await tx`
+    with t as (
+      select (count(*) + ${suppressed})::int as n from stage_events where message_id is not null
+    ), added as (
+      insert into segment_counts (account_id, kind, key, count)
+      select ${accountId}, kind, key, c.n
+      from (select 'type', 'track', (select n from t)
+            union all select 'reason', 'suppressed', ${suppressed}) c(kind, key, n)
+      where c.n > 0
+      on conflict (account_id, kind, key) do update set count = segment_counts.count + excluded.count
+    )
+    select n from t`
+  return n as number
+}
+
+// A suppressed Segment track, dropped from the tracked events, is kept as a dropped message: its messageId
+// still deduplicates, the ingest status lists it, and it names nobody. `rows` yields (message_id, occurred_at).
+export const droppedSegmentTracks = (tx: Tx, accountId: number, rows: ReturnType<Tx>) => tx`
+  insert into segment_messages (account_id, message_id, type, occurred_at, status, reason)
+  select ${accountId}, g.message_id, 'track', g.occurred_at, 'dropped', 'suppressed' from (${rows}) g
+  on conflict (account_id, message_id) do nothing
+  returning 1`
+
+// The counters of a tracker's batch's Segment tracks, once committed.
+export const countedSegmentTracks = ({ tracks, suppressed }: { tracks: number; suppressed: number }) => {
+  segmentApplied.inc({ type: 'track', outcome: 'applied' }, tracks - suppressed)
+  if (suppressed === 0) return
+  segmentApplied.inc({ type: 'track', outcome: 'dropped' }, suppressed)
+  segmentDropped.inc({ reason: 'suppressed' }, suppressed)
+}
