@@ -88,18 +88,21 @@ const listTables = async (tx: Tx): Promise<Table[]> => {
   return ordered
 }
 
-// The sequences' values, read in the snapshot: never below a value any copied row holds.
-const listSequences = async (tx: Tx) => {
-  const names = await tx<{ name: string }[]>`
-    select c.oid::regclass::text as name from pg_class c join pg_namespace n on n.oid = c.relnamespace
-    where n.nspname in (current_schema(), ${WORKER_SCHEMA}) and c.relkind = 'S' order by 1`
-  if (!names.length) return []
-  return tx.unsafe<Header['sequences']>(
-    names
-      .map(({ name }, i) => `select $${i + 1}::text as name, last_value::float8 as last_value, is_called from ${name}`)
-      .join(' union all '),
-    names.map((n) => n.name),
-  )
+// What the header says besides the tables, in one statement: the migrations applied, the server's
+// version, and the sequences' values (pg_sequences: a last_value of null is a sequence never called),
+// read after the tables' lock: never below a value any copied row holds.
+const readHeader = async (tx: Tx) => {
+  const [row] = await tx`
+    select array(select name from schema_migrations order by name)::text[] as migrations,
+      (select coalesce(max(id), 0) from graphile_worker.migrations)::int as worker,
+      current_setting('server_version') as server_version,
+      coalesce((
+        select json_agg(json_build_object('name', q.name, 'last_value', q.last_value, 'is_called', q.is_called)
+          order by q.name)
+        from (select format('%I.%I', schemaname, sequencename)::regclass::text as name,
+                coalesce(last_value, start_value)::float8 as last_value, last_value is not null as is_called
+              from pg_sequences where schemaname in (current_schema(), ${WORKER_SCHEMA})) q), '[]') as sequences`
+  return row as { migrations: string[]; worker: number; server_version: string; sequences: Header['sequences'] }
 }
 
 // Long statements by design: the service's timeouts are for requests.
@@ -138,18 +141,16 @@ export const backup = async (sql: Sql, file: string, progress?: Progress): Promi
       const list = await listTables(tx)
       // A TRUNCATE is not bound by snapshots: locked out until every table is copied.
       await tx.unsafe(`lock table ${list.map((t) => t.name).join(', ')} in access share mode`)
-      const [{ migrations: applied, worker }] = await tx<{ migrations: string[]; worker: number }[]>`
-        select array(select name from schema_migrations order by name)::text[] as migrations,
-          (select coalesce(max(id), 0) from graphile_worker.migrations)::int as worker`
+      const { migrations, worker, server_version, sequences } = await readHeader(tx)
       const header: Header = {
         format: FORMAT,
         version: VERSION,
         created_at: new Date().toISOString(),
-        server_version: (await tx`select current_setting('server_version') as v`)[0].v,
-        migrations: applied,
+        server_version,
+        migrations,
         worker_migration: worker,
         tables: list.map(({ estimate: _, ...t }) => t),
-        sequences: await listSequences(tx),
+        sequences,
       }
       await write(gzip, `${JSON.stringify(header)}\n`)
       const estimate = list.reduce((sum, t) => sum + Number(t.estimate), 0)
