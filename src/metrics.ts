@@ -212,10 +212,11 @@ const backupGauges = {
 // backup_runs is written by src/backups/ when a backup ends.
 const backupStats = async (sql: Sql) => {
   const [row] = await sql<{ last_success: number | null; bytes: number | null; failures: number }[]>`
-    select (select extract(epoch from finished_at)::float8 from backup_runs where error is null
-        order by finished_at desc limit 1) as last_success,
-      (select bytes from backup_runs where error is null order by finished_at desc limit 1) as bytes,
-      (select count(*)::int from backup_runs where error is not null) as failures`
+    select extract(epoch from s.finished_at)::float8 as last_success, s.bytes,
+      (select count(*)::int from backup_runs where error is not null) as failures
+    from (select) x
+      left join lateral (select finished_at, bytes from backup_runs where error is null
+                         order by finished_at desc limit 1) s on true`
   return row
 }
 const refreshBackupGauges = async (sql: Sql) => {
