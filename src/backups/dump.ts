@@ -88,21 +88,27 @@ const listTables = async (tx: Tx): Promise<Table[]> => {
   return ordered
 }
 
-// What the header says besides the tables, in one statement: the migrations applied, the server's
-// version, and the sequences' values (pg_sequences: a last_value of null is a sequence never called),
-// read after the tables' lock: never below a value any copied row holds.
+// What the header says besides the tables: the migrations applied, the server's version, and the
+// sequences' values, read after the tables' lock: never below a value any copied row holds. Each
+// sequence is read itself: pg_sequences has no is_called, and its last_value is null whenever
+// is_called is false (a setval(..., false) included), not only for a sequence never called.
 const readHeader = async (tx: Tx) => {
   const [row] = await tx`
     select array(select name from schema_migrations order by name)::text[] as migrations,
       (select coalesce(max(id), 0) from graphile_worker.migrations)::int as worker,
       current_setting('server_version') as server_version,
-      coalesce((
-        select json_agg(json_build_object('name', q.name, 'last_value', q.last_value, 'is_called', q.is_called)
-          order by q.name)
-        from (select format('%I.%I', schemaname, sequencename)::regclass::text as name,
-                coalesce(last_value, start_value)::float8 as last_value, last_value is not null as is_called
-              from pg_sequences where schemaname in (current_schema(), ${WORKER_SCHEMA})) q), '[]') as sequences`
-  return row as { migrations: string[]; worker: number; server_version: string; sequences: Header['sequences'] }
+      array(select c.oid::regclass::text from pg_class c join pg_namespace n on n.oid = c.relnamespace
+            where n.nspname in (current_schema(), ${WORKER_SCHEMA}) and c.relkind = 'S' order by 1)::text[] as names`
+  const names = row.names as string[]
+  const sequences = names.length
+    ? await tx.unsafe<Header['sequences']>(
+        names
+          .map((name, i) => `select $${i + 1}::text as name, last_value::float8 as last_value, is_called from ${name}`)
+          .join(' union all '),
+        names,
+      )
+    : []
+  return { ...(row as { migrations: string[]; worker: number; server_version: string }), sequences }
 }
 
 // Long statements by design: the service's timeouts are for requests.
@@ -265,7 +271,7 @@ const checkTrailer = (file: string, counts: Trailer['rows'], text: string) => {
   try {
     trailer = JSON.parse(text)
   } catch {}
-  if (typeof trailer?.rows !== 'object')
+  if (typeof trailer?.rows !== 'object' || trailer.rows === null)
     throw new Error(`${file} ends without its trailer: it is not a complete backup`)
   for (const name of new Set([...Object.keys(counts), ...Object.keys(trailer.rows)]))
     if (counts[name] !== trailer.rows[name])

@@ -73,7 +73,7 @@ const stageEvents = async (tx: Tx, accountId: number, below: number, lastId: num
 
 // Events of suppressed (erased) people are dropped, not applied: deleted with their staged rows and
 // counted on their suppressions. A Segment track dropped so becomes a dropped Segment message
-// (segment-apply.ts), which keeps its messageId and names nobody.
+// (segment-tracks.ts), which keeps its messageId and names nobody.
 const dropSuppressed = async (tx: Tx, accountId: number, range: Staged) => {
   const [row] = await tx`
     with gone as (
@@ -224,7 +224,7 @@ export const applyEvents = async (tx: Tx, accountId: number) => {
   if (customers.length > 0) await addRecomputeSegments(tx, accountId)
   return {
     events: staged.n,
-    // Only when some wait: the counts stay as they were for accounts without Segment tracks.
+    // Only when rows past the batch still wait (a full batch, or one stopped short of Segment tracks).
     ...(staged.waiting ? { waiting: true } : {}),
     // Only when some were dropped: the counts stay as they were for accounts without suppressions.
     ...(suppressed > 0 ? { suppressed } : {}),
@@ -240,9 +240,10 @@ export const applyEvents = async (tx: Tx, accountId: number) => {
 // at most, then queues its successor behind them.
 export const BATCHES_PER_JOB = 4
 
-// One transaction per batch; the successor is added in the last one's. A batch that stopped short of
-// Segment tracks waiting for the Segment apply job ends the run: that job, queued by the messages they
-// wait for, applies them after those (segment-apply.ts). The Segment tracks' counters count what committed.
+// One transaction per batch; the successor is added in the last one's. A batch that finds nothing to
+// apply ends the run, also when Segment tracks wait for the Segment apply job: that job, queued by the
+// messages they wait for, applies them after those (segment-apply.ts). The Segment tracks' counters
+// count what committed.
 export const applyEventsOfAccount = async (app: App, { account_id: accountId }: AccountPayload) => {
   let events = 0
   for (let batch = 1; ; batch++) {

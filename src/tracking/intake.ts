@@ -53,11 +53,14 @@ export const jobUnlessWaiting = (sql: Sql, task: ApplyTask, accountId: number, i
 // taken on re-check (the lock stays), and both add a job, whose add_jobs clears the taken job's key
 // under each other's lock: PostgreSQL aborts one with a deadlock. The statement is all or nothing,
 // so it is simply run again.
-export const retryingDeadlock = async <T>(statement: () => Promise<T>, attempts = 3): Promise<T> => {
+// A Segment track's messageId sent twice at once (an SDK's retry) meets the same way: the later
+// insert finds the earlier committed (unique_violation), and run again, the statement skips it.
+const RACES: ReadonlySet<string> = new Set([SQLSTATE.DEADLOCK_DETECTED, SQLSTATE.UNIQUE_VIOLATION])
+export const retryingRace = async <T>(statement: () => Promise<T>, attempts = 3): Promise<T> => {
   try {
     return await statement()
   } catch (err) {
-    if (sqlState(err) === SQLSTATE.DEADLOCK_DETECTED && attempts > 1) return retryingDeadlock(statement, attempts - 1)
+    if (RACES.has(String(sqlState(err))) && attempts > 1) return retryingRace(statement, attempts - 1)
     throw err
   }
 }
@@ -65,7 +68,7 @@ export const retryingDeadlock = async <T>(statement: () => Promise<T>, attempts 
 // Appends checked events (a JSON array text, eventsToStore) and makes sure they will be applied.
 // A trackerKey of another account, or an account without a tracking domain, is 403.
 export const receiveEvents = async (app: App, accountId: number, trackerKey: string, events: string) => {
-  const [account] = await retryingDeadlock(() => store(app, accountId, trackerKey, events))
+  const [account] = await retryingRace(() => store(app, accountId, trackerKey, events))
   if (!account?.key_ok) refuse(403, "The trackerKey is not the tracker key of this API key's account.")
   if (!account.set_up) refuse(403, 'Tracking is not set up for this account: add a tracking domain first.')
   const bad = (account.bad_dates ?? []) as [number, string, string][]

@@ -5,10 +5,10 @@ import { refuse } from '../errors.ts'
 import { segmentReceived } from '../metrics.ts'
 import { isObject, UNSTORABLE } from '../validate.ts'
 import { freeFormProblems } from '../values.ts'
-import { jobUnlessWaiting, retryingDeadlock } from './intake.ts'
+import { jobUnlessWaiting, retryingRace } from './intake.ts'
 
 // The Segment HTTP Tracking API's intake (docs/api.md, "Segment-compatible ingest"): each message is
-// read here into a row, one statement stores them all with the jobs that apply them (segment-apply.ts;
+// read here into a row, one statement stores them all with the job that applies them (segment-apply.ts;
 // a track that names its customer is a tracked event, apply.ts), and a 200 means all are committed.
 // What is wrong with one message is its `reason`, counted when the job drops it; only the size limits
 // and unreadable JSON fail a request.
@@ -103,7 +103,8 @@ const toRow = (m: unknown, pathType: SegmentType | undefined, batch: BatchDefaul
   }
 }
 
-// One statement: the rows not yet received (messageId), and the apply jobs unless one waits. Only while
+// One statement: the rows whose messageId was not yet received (in either table: a track dropped as
+// suppressed is kept as a message), and the apply job unless one waits. Only while
 // the account exists: segment_messages has no foreign key to it (sql/041_segment_intake.sql). A track
 // that names its customer (context.groupId), of an account whose records the API owns, is stored as a
 // tracked event, matched and counted by the tracker's apply like the tracker's own (sql/046, apply.ts),
@@ -122,7 +123,9 @@ const store = (app: App, accountId: number, rows: string) => app.sql`
       case when m->'properties' <> 'null' then jsonb_build_object('properties', m->'properties') end, m->>'message_id'
     from (select distinct on (m->>'message_id') m, i from x where event order by m->>'message_id', i) y
     where not exists (select 1 from tracking_events t where t.account_id = ${accountId}
-      and t.message_id = y.m->>'message_id')
+        and t.message_id = y.m->>'message_id')
+      and not exists (select 1 from segment_messages s where s.account_id = ${accountId}
+        and s.message_id = y.m->>'message_id')
     order by i
     returning 1
   ), e as (
@@ -131,7 +134,9 @@ const store = (app: App, accountId: number, rows: string) => app.sql`
     select ${accountId}, m->>'message_id', m->>'type', m->>'user_id', m->>'group_id', m->>'event',
       to_timestamp((m->>'occurred_at')::float8 / 1000), nullif(m->'traits', 'null'), nullif(m->'properties', 'null'),
       m->>'reason', m->>'detail'
-    from x where not event order by i
+    from x where not event and not exists (select 1 from tracking_events t where t.account_id = ${accountId}
+      and t.message_id = x.m->>'message_id')
+    order by i
     on conflict (account_id, message_id) do nothing
     returning 1
   ), stored as (
@@ -152,18 +157,14 @@ export const receiveSegment = async (
   batch: BatchDefaults = {},
 ) => {
   if (bodyBytes > MAX_BATCH_BYTES) refuse(400, `A batch may take at most ${MAX_BATCH_BYTES} bytes.`)
-  // A body within the message limit holds no message past it: only a larger one is measured message by message.
-  const big =
-    bodyBytes <= MAX_MESSAGE_BYTES
-      ? -1
-      : messages.findIndex((m) => bytes(JSON.stringify(m) ?? 'null') > MAX_MESSAGE_BYTES)
+  const big = messages.findIndex((m) => bytes(JSON.stringify(m) ?? 'null') > MAX_MESSAGE_BYTES)
   if (big >= 0) {
     const path = pathType ? '' : `/batch/${big}`
     refuse(400, 'A message is too large.', [{ path, message: `At most ${MAX_MESSAGE_BYTES} bytes of JSON.` }])
   }
   const receivedAt = Date.now()
   const rows = messages.map((m) => toRow(m, pathType, batch, receivedAt))
-  const [{ stored }] = await retryingDeadlock(() => store(app, accountId, JSON.stringify(rows)))
+  const [{ stored }] = await retryingRace(() => store(app, accountId, JSON.stringify(rows)))
   const byType = new Map<string, number>([['duplicate', rows.length - stored]])
   for (const { type } of rows) byType.set(type, (byType.get(type) ?? 0) + 1)
   for (const [type, n] of byType) if (n) segmentReceived.inc({ type }, n)
