@@ -8,7 +8,6 @@ import { startTestService, type TestService } from './helpers/service.ts'
 import { scoredAccount } from './helpers/fixtures.ts'
 import { eventually } from './helpers/receiver.ts'
 import { allPages, dayAgo as day, search, upload } from './helpers/search.ts'
-import { LARGE_ACCOUNT } from '../src/insights/week.ts'
 
 type Account = Awaited<ReturnType<TestService['account']>>
 
@@ -373,28 +372,6 @@ test("a period's first request computes it, and its refresh keeps the other peri
   assert.deepEqual(await searched(month.movements.entered_risk.search, lone), ['one'])
   const past = [field('engagementscore_30d_ago', 'EQ', 50), field('engagementscore_change_30d', 'EQ', -125)]
   assert.deepEqual(await searched({ and: past }, lone), ['one'])
-})
-
-// A small account's report waits for its first request (above); a large one's is computed in the
-// background as soon as its customers are written, so that even its first request reads it kept.
-test('a large account has its report kept from its first writes, before any request', async () => {
-  const large = await scoredAccount(s, 'Large')
-  const periods = async () =>
-    (await s.sql`select days from week_reports where account_id = ${large.id} order by days`).map((r) => r.days)
-  await s.sql`insert into customers (account_id, external_id, name)
-    select ${large.id}, 'l-' || i, 'Large ' || i from generate_series(1, ${LARGE_ACCOUNT - 1}) i`
-  // One short of the size: its refresh job runs and keeps nothing.
-  await eventually(
-    async () =>
-      (await s.sql`select 1 from graphile_worker.jobs where key = ${`refresh_week_report:${large.id}`}`).length === 0,
-    'the refresh job done',
-  )
-  assert.deepEqual(await periods(), [])
-  await s.sql`insert into customers (account_id, external_id, name) values (${large.id}, 'l-last', 'Last')`
-  await eventually(async () => (await periods()).length === 2, 'both periods kept without a request')
-  const report = await week(large)
-  assert.equal(report.refreshing, false)
-  assert.equal(report.weeks.at(-1).quadrants.not_scored.count, LARGE_ACCOUNT)
 })
 
 test('another account sees only its own customers', async () => {

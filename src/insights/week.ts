@@ -292,14 +292,9 @@ const keptReport = async (tx: Tx, track: Track, accountId: number, days: Period,
 // and a small one at once.
 const PACE = 5
 
-// An account this large has its first report computed by its refresh job, which its writes queue,
-// instead of in its first request: at 100,000 customers that took 1.6-1.9 s (docs/benchmarks.md).
-// A smaller one's first request computes it in well under a second (and nobody may ever ask).
-export const LARGE_ACCOUNT = 10_000
-
-// The refresh job of an account (computes every period anew when it has a report kept or is large,
-// or puts itself off to keep the pace), or the daily cron's run (no account), which adds one per
-// account with a kept report.
+// The refresh job of an account (computes every period anew when it has a report kept, or puts itself
+// off to keep the pace), or the daily cron's run (no account), which adds one per account with a kept
+// report.
 export const refreshWeekReports = async (app: App, p: CronPayload) => {
   const accountId = p.account_id
   if (accountId === undefined) {
@@ -316,12 +311,7 @@ export const refreshWeekReports = async (app: App, p: CronPayload) => {
         min(computed_at) over () + make_interval(secs => ${PACE} * sum(computed_ms) over () / 1000.0) as due
       from week_reports where account_id = ${accountId} order by days`
     const now = today()
-    if (!kept.length) {
-      const [{ large }] = await tx`
-        select count(*) = ${LARGE_ACCOUNT} as large
-        from (select from customers where account_id = ${accountId} limit ${LARGE_ACCOUNT}) c`
-      if (!large) return { periods: 0 }
-    }
+    if (!kept.length) return { periods: 0 }
     // Not yet due, unless the day changed or a period is not kept yet: its job (the key, given to a new
     // job as this one runs) waits.
     const complete = kept.length === PERIODS.length && kept.every((r) => r.day === now)
