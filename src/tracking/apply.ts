@@ -240,10 +240,10 @@ export const applyEvents = async (tx: Tx, accountId: number) => {
 // at most, then queues its successor behind them.
 export const BATCHES_PER_JOB = 4
 
-// One transaction per batch; the successor is added in the last one's. A batch that finds nothing to
-// apply ends the run, also when Segment tracks wait for the Segment apply job: that job, queued by the
-// messages they wait for, applies them after those (segment-apply.ts). The Segment tracks' counters
-// count what committed.
+// One transaction per batch; the successor is added in the last one's. A batch short of full ends the
+// run, also one that stopped short of Segment tracks waiting for the Segment apply job: that job, queued
+// by the messages they wait for, applies them after those (segment-apply.ts). The Segment tracks'
+// counters count what committed.
 export const applyEventsOfAccount = async (app: App, { account_id: accountId }: AccountPayload) => {
   let events = 0
   for (let batch = 1; ; batch++) {
@@ -251,7 +251,7 @@ export const applyEventsOfAccount = async (app: App, { account_id: accountId }: 
       const applied = await applyEvents(tx, accountId)
       events += applied.events
       const done = { segment: applied.segment, more: false }
-      if (applied.events === 0 || (applied.events < EVENTS_PER_BATCH && !applied.waiting)) return done
+      if (applied.events < EVENTS_PER_BATCH) return done
       if (batch < BATCHES_PER_JOB) return { ...done, more: true }
       await addJobs(tx, [applyJob(TASKS.applyEvents, accountId)])
       return done
