@@ -11,6 +11,8 @@ import type { Refusal } from '../src/errors.ts'
 import { fitsType, MAX_DEPTH } from '../src/values.ts'
 import { applyEvents, applyEventsOfAccount, BATCHES_PER_JOB, EVENTS_PER_BATCH } from '../src/tracking/apply.ts'
 import { eventsToStore } from '../src/tracking/schemas.ts'
+import { passGate, throughGate } from '../src/tracking/intake.ts'
+import { TASKS } from '../src/db/jobs.ts'
 
 let s: TestService
 // The tracking rate limit stays at its default (200 a minute per key).
@@ -691,6 +693,53 @@ test('intake: a request adds an apply job only when its account has none waiting
     assert.equal((await jobs()).length, 2)
     const done = await q.sql.begin((tx) => applyEvents(tx, a.id))
     assert.equal(done.events, 6)
+  } finally {
+    await q.stop()
+  }
+})
+
+// An intake that found the job waiting added none: the job, once taken, must see its rows. The job
+// passes the intake's gate first, so it waits for every intake still in flight.
+test('intake: an apply job waits at the gate for the intakes in flight, then reads what they stored', async () => {
+  const q = await startTestService({}, { http: true, worker: false })
+  try {
+    const a = await q.account()
+    let release = () => {}
+    const held = new Promise<void>((r) => (release = r))
+    let stored = false
+    const intake = throughGate(q.app, TASKS.applyEvents, a.id, async (tx) => {
+      const rows = await tx`
+        insert into tracking_events (account_id, name, occurred_at, customer_external_id)
+        values (${a.id}, 'login', now(), 'c1') returning id`
+      await held
+      stored = true
+      return rows
+    })
+    let passedWhileHeld: boolean | null = null
+    const job = passGate(q.app, TASKS.applyEvents, a.id).then(() => (passedWhileHeld = !stored))
+    await new Promise((r) => setTimeout(r, 300))
+    assert.equal(passedWhileHeld, null, 'the job waits while the intake is in flight')
+    release()
+    await Promise.all([intake, job])
+    assert.equal(passedWhileHeld, false)
+    const [{ n }] = await q.sql`
+      select count(*)::int as n from tracking_events where account_id = ${a.id} and status = 'received'`
+    assert.equal(n, 1, 'committed before the job read')
+    // Another account's intake does not hold this account's job.
+    const b = await q.account()
+    let otherDone = false
+    let releaseOther = () => {}
+    const otherHeld = new Promise<void>((r) => (releaseOther = r))
+    const other = throughGate(q.app, TASKS.applyEvents, b.id, async (tx) => {
+      const rows = await tx`select 1`
+      await otherHeld
+      return rows
+    }).then(() => (otherDone = true))
+    await new Promise((r) => setTimeout(r, 100))
+    await passGate(q.app, TASKS.applyEvents, a.id)
+    assert.equal(otherDone, false, 'the gate is per account')
+    releaseOther()
+    await other
   } finally {
     await q.stop()
   }

@@ -4,6 +4,7 @@ import type { Tx } from '../db/client.ts'
 import { PLANNER, setLocal } from '../db/planner.ts'
 import { type AccountPayload, addJobs, addRecomputeSegments, applyJob, scoreRecordsJobs, TASKS } from '../db/jobs.ts'
 import { lockRecordsIn } from '../db/locks.ts'
+import { passGate } from './intake.ts'
 import { lockAndReadCursor, type Move, moveCursor, nextBelow, nextCheck } from './cursor.ts'
 import { createContactsSql } from './contacts.ts'
 import { countDropped, suppressedSql } from './suppressions.ts'
@@ -244,7 +245,7 @@ export const BATCHES_PER_JOB = 4
 // run, also one that stopped short of Segment tracks waiting for the Segment apply job: that job, queued
 // by the messages they wait for, applies them after those (segment-apply.ts). The Segment tracks'
 // counters count what committed.
-export const applyEventsOfAccount = async (app: App, { account_id: accountId }: AccountPayload) => {
+export const drainEvents = async (app: App, accountId: number) => {
   let events = 0
   for (let batch = 1; ; batch++) {
     const { more, segment } = await app.sql.begin(async (tx) => {
@@ -259,4 +260,10 @@ export const applyEventsOfAccount = async (app: App, { account_id: accountId }: 
     if (segment) countedSegmentTracks(segment)
     if (!more) return { events }
   }
+}
+
+// The job: past the intake's gate (intake.ts), then the account's events.
+export const applyEventsOfAccount = async (app: App, { account_id: accountId }: AccountPayload) => {
+  await passGate(app, TASKS.applyEvents, accountId)
+  return drainEvents(app, accountId)
 }

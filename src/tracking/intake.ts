@@ -1,18 +1,19 @@
 import type { App } from '../context.ts'
-import type { Sql } from '../db/client.ts'
+import type { Sql, Tx } from '../db/client.ts'
 import { definitionsSql } from '../catalog/properties.ts'
 import { type ApplyTask, applyJobKey, applyJobSql, TASKS } from '../db/jobs.ts'
 import { DATE_RULE } from '../dates.ts'
 import { SQLSTATE, sqlState } from '../db/sqlstate.ts'
 import { refuse } from '../errors.ts'
+import { setLocal } from '../db/planner.ts'
 
 // One statement checks the account, appends every event (one JSON array text: a jsonb parameter would
 // be encoded twice) and makes sure a job will apply them: a 200 means both are committed.
 // add_job NOTIFYs, and PostgreSQL serializes notifying commits (docs/benchmarks.md), so a job is added
-// only when none waits; the waiting one, held FOR KEY SHARE until this commits, applies ours too. It
-// reads graphile-worker 0.17's _private_jobs (test/tracking.test.ts). A date attribute's value must be
-// a date by the one rule (is_iso_date); `bad` names each one that is not, and then nothing is stored.
-const store = (app: App, accountId: number, trackerKey: string, events: string) => app.sql`
+// only when none waits (jobUnlessWaiting, behind the gate). It reads graphile-worker 0.17's
+// _private_jobs (test/tracking.test.ts). A date attribute's value must be a date by the one rule
+// (is_iso_date); `bad` names each one that is not, and then nothing is stored.
+const store = (tx: Tx, accountId: number, trackerKey: string, events: string) => tx`
   with a as (
     select tracker_key = ${trackerKey} as key_ok, cardinality(tracking_domains) > 0 as set_up
     from accounts where id = ${accountId}
@@ -22,7 +23,7 @@ const store = (app: App, accountId: number, trackerKey: string, events: string) 
     select x.i, l.level, d.key
     from x cross join (values ('customer'), ('contact')) l(level)
       cross join jsonb_each(case when jsonb_typeof(x.ev->'data'->l.level) = 'object' then x.ev->'data'->l.level end) d
-      join ${definitionsSql(app.sql, accountId)} p on p.entity = l.level and p.kind = 'attribute'
+      join ${definitionsSql(tx, accountId)} p on p.entity = l.level and p.kind = 'attribute'
         and p.type = 'date' and p.codename = d.key
     where jsonb_typeof(d.value) = 'string' and not is_iso_date(d.value #>> '{}')
   ), e as (
@@ -33,30 +34,57 @@ const store = (app: App, accountId: number, trackerKey: string, events: string) 
     where a.key_ok and a.set_up and not exists (select 1 from bad)
     order by x.i
     returning id
-  ), ${jobUnlessWaiting(app.sql, TASKS.applyEvents, accountId)}
+  ), ${jobUnlessWaiting(tx, TASKS.applyEvents, accountId)}
   select a.key_ok, a.set_up, (select count(*) from j)::int as jobs, -- reading j is what runs add_job
     (select json_agg(json_build_array(i, level, key) order by i, level, key) from bad) as bad_dates
   from a`
 
-// The CTEs `waiting` and `j` of an intake statement: j adds the task's apply job when the statement's CTE
-// `inserted` (e unless named) inserted a row and no job of its key waits. Reading j is what runs add_job.
-export const jobUnlessWaiting = (sql: Sql, task: ApplyTask, accountId: number, inserted = 'e') => sql`
+// The gate between an intake and the apply job it counts on. An intake statement that finds a job
+// waiting adds none, so that job must see its rows: each intake holds the gate shared from before its
+// statement's snapshot to its commit, and an apply job passes the gate (exclusive, for an instant)
+// once taken and before it reads, so it waits for every intake that may have found it waiting. A job
+// taken before an intake's snapshot is not waiting for it, and that intake adds the next.
+// Row locks on the waiting job did the same, but kept graphile-worker from taking or completing it
+// (FOR UPDATE SKIP LOCKED) while any intake ran, and deadlocked the intakes (docs/benchmarks.md).
+const gate = (sql: Sql | Tx, task: ApplyTask, accountId: number) =>
+  sql`hashtextextended(${`gate:${applyJobKey(task, accountId)}`}::text, 0)`
+export const passGate = (app: App, task: ApplyTask, accountId: number) =>
+  app.sql`select pg_advisory_xact_lock(${gate(app.sql, task, accountId)})`.then(() => undefined)
+
+// Runs an intake statement behind the gate: the lock and the statement are sent together, in one
+// transaction, so the statement's snapshot comes after the lock.
+export const throughGate = <T extends readonly unknown[]>(
+  app: App,
+  task: ApplyTask,
+  accountId: number,
+  statement: (tx: Tx) => Promise<T>,
+  settings?: Record<string, string>,
+) =>
+  retryingRace(() =>
+    app.sql.begin(async (tx) => {
+      const lock = tx`select pg_advisory_xact_lock_shared(${gate(tx, task, accountId)})`
+      const done = await Promise.all([lock, ...(settings ? [setLocal(tx, settings)] : []), statement(tx)])
+      return done[done.length - 1] as T
+    }),
+  )
+
+// The CTEs `waiting` and `j` of an intake statement (run through the gate): j adds the task's apply job
+// when the statement's CTE `inserted` (e unless named) inserted a row and no job of its key waits.
+// Reading j is what runs add_job.
+export const jobUnlessWaiting = (sql: Sql | Tx, task: ApplyTask, accountId: number, inserted = 'e') => sql`
   waiting as (
-    select 1 from graphile_worker._private_jobs where key = ${applyJobKey(task, accountId)}::text
-      and is_available for key share skip locked -- one a worker is taking counts as not waiting
+    select 1 from graphile_worker._private_jobs where key = ${applyJobKey(task, accountId)}::text and is_available
   ), j as (
     select ${applyJobSql(sql, task, accountId)}
     where exists (select 1 from ${sql(inserted)}) and not exists (select 1 from waiting)
   )`
 
-// Two requests that began just before a worker took the waiting job both lock its row, find it
-// taken on re-check (the lock stays), and both add a job, whose add_jobs clears the taken job's key
-// under each other's lock: PostgreSQL aborts one with a deadlock. The statement is all or nothing,
-// so it is simply run again.
-// A Segment track's messageId sent twice at once (an SDK's retry) meets the same way: the later
-// insert finds the earlier committed (unique_violation), and run again, the statement skips it.
+// Two intakes that both found no job waiting both add one: the later waits for the earlier's job row,
+// then updates it. A Segment track's messageId sent twice at once (an SDK's retry) meets the same
+// way: the later insert finds the earlier committed (unique_violation), and run again, the statement
+// skips it. A deadlock, should one arise, is run again the same way: the statement is all or nothing.
 const RACES: ReadonlySet<string> = new Set([SQLSTATE.DEADLOCK_DETECTED, SQLSTATE.UNIQUE_VIOLATION])
-export const retryingRace = async <T>(statement: () => Promise<T>, attempts = 3): Promise<T> => {
+const retryingRace = async <T>(statement: () => Promise<T>, attempts = 3): Promise<T> => {
   try {
     return await statement()
   } catch (err) {
@@ -68,7 +96,9 @@ export const retryingRace = async <T>(statement: () => Promise<T>, attempts = 3)
 // Appends checked events (a JSON array text, eventsToStore) and makes sure they will be applied.
 // A trackerKey of another account, or an account without a tracking domain, is 403.
 export const receiveEvents = async (app: App, accountId: number, trackerKey: string, events: string) => {
-  const [account] = await retryingRace(() => store(app, accountId, trackerKey, events))
+  const [account] = await throughGate(app, TASKS.applyEvents, accountId, (tx) =>
+    store(tx, accountId, trackerKey, events),
+  )
   if (!account?.key_ok) refuse(403, "The trackerKey is not the tracker key of this API key's account.")
   if (!account.set_up) refuse(403, 'Tracking is not set up for this account: add a tracking domain first.')
   const bad = (account.bad_dates ?? []) as [number, string, string][]

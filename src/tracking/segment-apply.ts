@@ -5,7 +5,8 @@ import { type AccountPayload, addJobs, addRecomputeSegments, applyJob, scoreReco
 import { lockRecordsIn } from '../db/locks.ts'
 import { PLANNER, setLocal } from '../db/planner.ts'
 import { segmentApplied, segmentDropped } from '../metrics.ts'
-import { applyEventsOfAccount } from './apply.ts'
+import { drainEvents } from './apply.ts'
+import { passGate } from './intake.ts'
 import { lockAndReadCursor, moveCursor, nextBelow, nextCheck } from './cursor.ts'
 import { createContactsSql } from './contacts.ts'
 import { countDropped, suppressedSql } from './suppressions.ts'
@@ -356,8 +357,8 @@ type Outcome = { type: string; status: string; reason: string | null; n: number 
 // them as tracked events, and queues only this job) wait for the messages received before them, which
 // this job has just applied. One job for both keeps the intake's job contention to one key, and never
 // leaves such a track waiting for a job: a message still to apply has queued this job anew.
-export const applySegmentOfAccount = async (app: App, payload: AccountPayload) => {
-  const accountId = payload.account_id
+export const applySegmentOfAccount = async (app: App, { account_id: accountId }: AccountPayload) => {
+  await passGate(app, TASKS.applySegment, accountId)
   let messages = 0
   for (let batch = 1; ; batch++) {
     const done = await app.sql.begin(async (tx) => {
@@ -371,6 +372,6 @@ export const applySegmentOfAccount = async (app: App, payload: AccountPayload) =
       if (o.reason) segmentDropped.inc({ reason: o.reason }, o.n)
     }
     messages += done.staged
-    if (!done.more) return { messages, ...(await applyEventsOfAccount(app, payload)) }
+    if (!done.more) return { messages, ...(await drainEvents(app, accountId)) }
   }
 }

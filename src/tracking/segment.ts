@@ -1,11 +1,13 @@
 import { randomUUID } from 'node:crypto'
 import type { App } from '../context.ts'
+import type { Tx } from '../db/client.ts'
 import { TASKS } from '../db/jobs.ts'
+import { PLANNER } from '../db/planner.ts'
 import { refuse } from '../errors.ts'
 import { segmentReceived } from '../metrics.ts'
 import { isObject, UNSTORABLE } from '../validate.ts'
 import { freeFormProblems } from '../values.ts'
-import { jobUnlessWaiting, retryingRace } from './intake.ts'
+import { jobUnlessWaiting, throughGate } from './intake.ts'
 
 // The Segment HTTP Tracking API's intake (docs/api.md, "Segment-compatible ingest"): each message is
 // read here into a row, one statement stores them all with the job that applies them (segment-apply.ts;
@@ -110,7 +112,7 @@ const toRow = (m: unknown, pathType: SegmentType | undefined, batch: BatchDefaul
 // tracked event, matched and counted by the tracker's apply like the tracker's own (sql/046, apply.ts),
 // which the Segment apply job runs after the messages received before it (segment-apply.ts); every
 // other message is stored for the Segment apply job itself.
-const store = (app: App, accountId: number, rows: string) => app.sql`
+const store = (tx: Tx, accountId: number, rows: string) => tx`
   with a as (
     select source_of_truth = 'API' as api from accounts where id = ${accountId}
   ), x as (
@@ -141,7 +143,7 @@ const store = (app: App, accountId: number, rows: string) => app.sql`
     returning 1
   ), stored as (
     select 1 from d union all select 1 from e
-  ), ${jobUnlessWaiting(app.sql, TASKS.applySegment, accountId, 'stored')}
+  ), ${jobUnlessWaiting(tx, TASKS.applySegment, accountId, 'stored')}
   select (select count(*) from stored)::int as stored, (select count(*) from j)::int as jobs`
 
 const bytes = (s: string) => (s.length * 3 > MAX_MESSAGE_BYTES ? Buffer.byteLength(s) : s.length)
@@ -164,7 +166,14 @@ export const receiveSegment = async (
   }
   const receivedAt = Date.now()
   const rows = messages.map((m) => toRow(m, pathType, batch, receivedAt))
-  const [{ stored }] = await retryingRace(() => store(app, accountId, JSON.stringify(rows)))
+  const json = JSON.stringify(rows)
+  const [{ stored }] = await throughGate(
+    app,
+    TASKS.applySegment,
+    accountId,
+    (tx) => store(tx, accountId, json),
+    PLANNER.probes,
+  )
   const byType = new Map<string, number>([['duplicate', rows.length - stored]])
   for (const { type } of rows) byType.set(type, (byType.get(type) ?? 0) + 1)
   for (const [type, n] of byType) if (n) segmentReceived.inc({ type }, n)
