@@ -40,16 +40,34 @@ const store = (tx: Tx, accountId: number, trackerKey: string, events: string) =>
   from a`
 
 // The gate between an intake and the apply job it counts on. An intake statement that finds a job
-// waiting adds none, so that job must see its rows: each intake holds the gate shared from before its
-// statement's snapshot to its commit, and an apply job passes the gate (exclusive, for an instant)
-// once taken and before it reads, so it waits for every intake that may have found it waiting. A job
-// taken before an intake's snapshot is not waiting for it, and that intake adds the next.
+// waiting adds none, so that job must see its rows: each intake holds the gate (an advisory lock,
+// shared) from before its statement's snapshot to its commit, and an apply job, once taken and before
+// it reads, waits for the intakes holding the gate then: every one that may have found it waiting. An
+// intake that takes the gate later finds the job taken, and adds the next.
 // Row locks on the waiting job did the same, but kept graphile-worker from taking or completing it
-// (FOR UPDATE SKIP LOCKED) while any intake ran, and deadlocked the intakes (docs/benchmarks.md).
+// (FOR UPDATE SKIP LOCKED) while any intake ran, and deadlocked intakes; taking the gate exclusively
+// held every new intake of the account behind the ones in flight (docs/benchmarks.md).
 const gate = (sql: Sql | Tx, task: ApplyTask, accountId: number) =>
   sql`hashtextextended(${`gate:${applyJobKey(task, accountId)}`}::text, 0)`
-export const passGate = (app: App, task: ApplyTask, accountId: number) =>
-  app.sql`select pg_advisory_xact_lock(${gate(app.sql, task, accountId)})`.then(() => undefined)
+
+// pg_locks shows an advisory lock on a bigint by its high and low halves.
+const holdersSql = (sql: Sql, task: ApplyTask, accountId: number) => sql`
+  select coalesce(array_agg(l.virtualtransaction), '{}') as holders
+  from (select ${gate(sql, task, accountId)} as k) g
+    join pg_locks l on l.locktype = 'advisory' and l.granted and l.objsubid = 1
+      and l.database = (select oid from pg_database where datname = current_database())
+      and l.classid = ((g.k >> 32) & 4294967295)::oid and l.objid = (g.k & 4294967295)::oid`
+
+// A transaction holds the lock on its own virtual id until it ends, and a virtual id is never reused.
+export const passGate = async (app: App, task: ApplyTask, accountId: number) => {
+  const [{ holders }] = await holdersSql(app.sql, task, accountId)
+  for (let pause = 1; (holders as string[]).length > 0; pause = Math.min(pause * 2, 50)) {
+    const [{ running }] = await app.sql`
+      select exists (select 1 from pg_locks where virtualtransaction = any(${holders}::text[])) as running`
+    if (!running) return
+    await new Promise((resolve) => setTimeout(resolve, pause))
+  }
+}
 
 // Runs an intake statement behind the gate: the lock and the statement are sent together, in one
 // transaction, so the statement's snapshot comes after the lock.
