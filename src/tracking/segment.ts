@@ -25,6 +25,7 @@ const MIN_TIME = Date.UTC(2000, 0, 1)
 const MAX_TIME = Date.UTC(2100, 0, 1)
 
 interface Row {
+  i: number
   message_id: string
   type: string
   user_id: string | null
@@ -36,6 +37,8 @@ interface Row {
   properties: unknown
   reason: string | null
   detail: string | null
+  // A track with its customer (context.groupId): a tracked event, where the API owns the records.
+  names_customer: boolean
 }
 
 // Batch-level fields a message may lack: sentAt, and context (context.groupId).
@@ -54,7 +57,13 @@ const firstProblem = (m: unknown) => {
 
 // The message as its row, with the first reason found why it cannot be applied. The event's time
 // is Segment's: receivedAt - (sentAt - timestamp); none given, the time it was received.
-const toRow = (m: unknown, pathType: SegmentType | undefined, batch: BatchDefaults, receivedAt: number): Row => {
+const toRow = (
+  m: unknown,
+  i: number,
+  pathType: SegmentType | undefined,
+  batch: BatchDefaults,
+  receivedAt: number,
+): Row => {
   const msg = isObject(m) ? m : {}
   const id = text(msg.messageId)
   const type = pathType ?? (typeof msg.type === 'string' ? msg.type : '')
@@ -91,6 +100,7 @@ const toRow = (m: unknown, pathType: SegmentType | undefined, batch: BatchDefaul
   }
   const [reason, detail] = why() ?? [null, null]
   return {
+    i,
     // A message without a (storable) messageId cannot be sent twice: it takes one of its own.
     message_id: id !== null && id.length <= MAX_ID && !UNSTORABLE.test(id) ? id : randomUUID(),
     type: reason === 'not_an_object' || reason === 'unknown_type' ? 'unknown' : type,
@@ -102,6 +112,7 @@ const toRow = (m: unknown, pathType: SegmentType | undefined, batch: BatchDefaul
     properties: reason || type !== 'track' ? null : (msg.properties ?? null),
     reason,
     detail: detail && !UNSTORABLE.test(detail) ? detail.slice(0, 300) : null,
+    names_customer: !reason && type === 'track' && groupId !== null,
   }
 }
 
@@ -111,34 +122,35 @@ const toRow = (m: unknown, pathType: SegmentType | undefined, batch: BatchDefaul
 // that names its customer (context.groupId), of an account whose records the API owns, is stored as a
 // tracked event, matched and counted by the tracker's apply like the tracker's own (sql/046, apply.ts),
 // which the Segment apply job runs after the messages received before it (segment-apply.ts); every
-// other message is stored for the Segment apply job itself.
+// other message is stored for the Segment apply job itself. The rows come as one JSON text read into
+// typed columns at once (json_to_recordset), their messageIds already distinct.
 const store = (tx: Tx, accountId: number, rows: string) => tx`
   with a as (
     select source_of_truth = 'API' as api from accounts where id = ${accountId}
   ), x as (
-    select m, i, a.api and m->>'type' = 'track' and m->>'reason' is null and m->>'group_id' is not null as event
-    from a, jsonb_array_elements(${rows}::text::jsonb) with ordinality as t(m, i)
+    select r.*, a.api and r.names_customer as tracked
+    from a, json_to_recordset(${rows}::text::json) as r(i int, message_id text, type text, user_id text, group_id text,
+      event text, occurred_at float8, traits jsonb, properties jsonb, reason text, detail text, names_customer boolean)
   ), d as (
     insert into tracking_events (account_id, name, occurred_at, customer_external_id, contact_external_id, data,
       message_id)
-    select ${accountId}, m->>'event', to_timestamp((m->>'occurred_at')::float8 / 1000), m->>'group_id', m->>'user_id',
-      case when m->'properties' <> 'null' then jsonb_build_object('properties', m->'properties') end, m->>'message_id'
-    from (select distinct on (m->>'message_id') m, i from x where event order by m->>'message_id', i) y
-    where not exists (select 1 from tracking_events t where t.account_id = ${accountId}
-        and t.message_id = y.m->>'message_id')
-      and not exists (select 1 from segment_messages s where s.account_id = ${accountId}
-        and s.message_id = y.m->>'message_id')
-    order by i
+    select ${accountId}, x.event, to_timestamp(x.occurred_at / 1000), x.group_id, x.user_id,
+      case when x.properties is not null then jsonb_build_object('properties', x.properties) end, x.message_id
+    from x
+    where x.tracked
+      and not exists (select 1 from tracking_events t where t.account_id = ${accountId} and t.message_id = x.message_id)
+      and not exists (select 1 from segment_messages s where s.account_id = ${accountId} and s.message_id = x.message_id)
+    order by x.i
     returning 1
   ), e as (
     insert into segment_messages (account_id, message_id, type, user_id, group_id, event, occurred_at, traits,
       properties, reason, detail)
-    select ${accountId}, m->>'message_id', m->>'type', m->>'user_id', m->>'group_id', m->>'event',
-      to_timestamp((m->>'occurred_at')::float8 / 1000), nullif(m->'traits', 'null'), nullif(m->'properties', 'null'),
-      m->>'reason', m->>'detail'
-    from x where not event and not exists (select 1 from tracking_events t where t.account_id = ${accountId}
-      and t.message_id = x.m->>'message_id')
-    order by i
+    select ${accountId}, x.message_id, x.type, x.user_id, x.group_id, x.event, to_timestamp(x.occurred_at / 1000),
+      x.traits, x.properties, x.reason, x.detail
+    from x
+    where not x.tracked
+      and not exists (select 1 from tracking_events t where t.account_id = ${accountId} and t.message_id = x.message_id)
+    order by x.i
     on conflict (account_id, message_id) do nothing
     returning 1
   ), stored as (
@@ -165,8 +177,10 @@ export const receiveSegment = async (
     refuse(400, 'A message is too large.', [{ path, message: `At most ${MAX_MESSAGE_BYTES} bytes of JSON.` }])
   }
   const receivedAt = Date.now()
-  const rows = messages.map((m) => toRow(m, pathType, batch, receivedAt))
-  const json = JSON.stringify(rows)
+  const rows = messages.map((m, i) => toRow(m, i, pathType, batch, receivedAt))
+  // A messageId twice in one request: the first is stored.
+  const seen = new Set<string>()
+  const json = JSON.stringify(rows.filter((r) => !seen.has(r.message_id) && seen.add(r.message_id)))
   const [{ stored }] = await throughGate(
     app,
     TASKS.applySegment,
