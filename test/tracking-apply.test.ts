@@ -226,7 +226,7 @@ test('a Segment track waits for the group received with it, then is matched and 
   await s.sql.begin((tx) => applySegment(tx, accountId))
   const second = await s.sql.begin((tx) => applyEvents(tx, accountId))
   assert.equal(second.events, 1)
-  assert.deepEqual(second.segment, { tracks: 1, suppressed: 0 })
+  assert.deepEqual(second.segment, { tracks: 1, suppressed: 0, duplicates: 0 })
   const [event] = await s.sql`
     select e.status, c.external_id as customer, t.external_id as contact, e.message_id from tracking_events e
       join customers c on c.service_id = e.customer_id join contacts t on t.service_id = e.contact_id

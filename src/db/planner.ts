@@ -15,9 +15,6 @@ export const PLANNER = {
   // Just-received events are missing from the statistics: a primary-key walk stops after one batch,
   // where a bitmap scan would read the whole backlog.
   freshEvents: { enable_bitmapscan: 'off' },
-  // An intake probes a table per message through its unique index. A plan cached while the table was
-  // nearly empty hashed or merged the account's whole table instead, once a request, as it grew.
-  probes: { enable_hashjoin: 'off', enable_mergejoin: 'off', enable_seqscan: 'off', enable_material: 'off' },
 } satisfies Record<string, Record<string, string>>
 
 // Sets the settings for the rest of the transaction, in one statement.

@@ -8,7 +8,12 @@ import { passGate } from './intake.ts'
 import { lockAndReadCursor, type Move, moveCursor, nextBelow, nextCheck } from './cursor.ts'
 import { createContactsSql } from './contacts.ts'
 import { countDropped, suppressedSql } from './suppressions.ts'
-import { countedSegmentTracks, countSegmentTracks, droppedSegmentTracks } from './segment-tracks.ts'
+import {
+  countedSegmentTracks,
+  countSegmentTracks,
+  droppedSegmentTracks,
+  dropDuplicateTracks,
+} from './segment-tracks.ts'
 
 // At most this many events per transaction.
 export const EVENTS_PER_BATCH = 5000
@@ -202,6 +207,8 @@ export const applyEvents = async (tx: Tx, accountId: number) => {
   )
   const next = await nextCheck(tx, cursor, 'tracking_events')
   const staged = await stageEvents(tx, accountId, cursor.below, cursor.last_id)
+  const duplicates =
+    staged.n > 0 ? await dropDuplicateTracks(tx, accountId, staged as { first: number; last: number }) : 0
   const dropped = staged.n > 0 ? await dropSuppressed(tx, accountId, staged) : { n: 0, segment: 0 }
   const suppressed = dropped.n
   const segmentTracks = staged.n > 0 ? await countSegmentTracks(tx, accountId, dropped.segment) : 0
@@ -229,7 +236,9 @@ export const applyEvents = async (tx: Tx, accountId: number) => {
     ...(staged.waiting ? { waiting: true } : {}),
     // Only when some were dropped: the counts stay as they were for accounts without suppressions.
     ...(suppressed > 0 ? { suppressed } : {}),
-    ...(segmentTracks > 0 ? { segment: { tracks: segmentTracks, suppressed: dropped.segment } } : {}),
+    ...(segmentTracks > 0 || duplicates > 0
+      ? { segment: { tracks: segmentTracks, suppressed: dropped.segment, duplicates } }
+      : {}),
     customers: customers.length,
     contactsCreated: created.length,
     contacts: contacts.length,

@@ -5,7 +5,6 @@ import { type ApplyTask, applyJobKey, applyJobSql, TASKS } from '../db/jobs.ts'
 import { DATE_RULE } from '../dates.ts'
 import { SQLSTATE, sqlState } from '../db/sqlstate.ts'
 import { refuse } from '../errors.ts'
-import { setLocal } from '../db/planner.ts'
 
 // One statement checks the account, appends every event (one JSON array text: a jsonb parameter would
 // be encoded twice) and makes sure a job will apply them: a 200 means both are committed.
@@ -76,13 +75,14 @@ export const throughGate = <T extends readonly unknown[]>(
   task: ApplyTask,
   accountId: number,
   statement: (tx: Tx) => Promise<T>,
-  settings?: Record<string, string>,
 ) =>
   retryingRace(() =>
     app.sql.begin(async (tx) => {
-      const lock = tx`select pg_advisory_xact_lock_shared(${gate(tx, task, accountId)})`
-      const done = await Promise.all([lock, ...(settings ? [setLocal(tx, settings)] : []), statement(tx)])
-      return done[done.length - 1] as T
+      const [, rows] = await Promise.all([
+        tx`select pg_advisory_xact_lock_shared(${gate(tx, task, accountId)})`,
+        statement(tx),
+      ])
+      return rows
     }),
   )
 
@@ -98,15 +98,14 @@ export const jobUnlessWaiting = (sql: Sql | Tx, task: ApplyTask, accountId: numb
   )`
 
 // Two intakes that both found no job waiting both add one: the later waits for the earlier's job row,
-// then updates it. A Segment track's messageId sent twice at once (an SDK's retry) meets the same
-// way: the later insert finds the earlier committed (unique_violation), and run again, the statement
-// skips it. A deadlock, should one arise, is run again the same way: the statement is all or nothing.
-const RACES: ReadonlySet<string> = new Set([SQLSTATE.DEADLOCK_DETECTED, SQLSTATE.UNIQUE_VIOLATION])
+// then updates it. Two Segment requests carrying the same messageIds in another order each wait for the
+// other's insert: PostgreSQL aborts one with a deadlock, and as the transaction is all or nothing, it is
+// simply run again.
 const retryingRace = async <T>(statement: () => Promise<T>, attempts = 3): Promise<T> => {
   try {
     return await statement()
   } catch (err) {
-    if (RACES.has(String(sqlState(err))) && attempts > 1) return retryingRace(statement, attempts - 1)
+    if (sqlState(err) === SQLSTATE.DEADLOCK_DETECTED && attempts > 1) return retryingRace(statement, attempts - 1)
     throw err
   }
 }

@@ -4,7 +4,7 @@ import type { Tx } from '../db/client.ts'
 import { type AccountPayload, addJobs, addRecomputeSegments, applyJob, scoreRecordsJobs, TASKS } from '../db/jobs.ts'
 import { lockRecordsIn } from '../db/locks.ts'
 import { PLANNER, setLocal } from '../db/planner.ts'
-import { segmentApplied, segmentDropped } from '../metrics.ts'
+import { segmentApplied, segmentDropped, segmentReceived } from '../metrics.ts'
 import { drainEvents } from './apply.ts'
 import { passGate } from './intake.ts'
 import { lockAndReadCursor, moveCursor, nextBelow, nextCheck } from './cursor.ts'
@@ -53,8 +53,31 @@ const stage = async (tx: Tx, accountId: number, below: number) => {
         or exists (select 1 from contacts t where t.account_id = ${accountId} and t.external_id = s.user_id)
         or exists (select 1 from segment_messages p where p.account_id = ${accountId} and p.status = 'pending'
                      and p.user_id = s.user_id and p.group_id is not null))))`
+  const [batch] = await tx`select count(*)::int as staged, max(id) as last from stage_seg where not was_pending`
+  return batch as { staged: number; last: number | null }
+}
+
+// A messageId received both as a track stored as its tracked event and as another message (segment.ts
+// deduplicates each table on its own) is the one received first (the track on a tie): the other goes, as
+// if never received, counted a duplicate. segment-tracks.ts drops the track the same way. Probed message
+// by message (OFFSET 0 keeps the probe a subplan): a hash of the account's tracks was the other plan.
+const dropDuplicates = async (tx: Tx, accountId: number) => {
+  const [{ n }] = await tx`
+    with dup as (
+      delete from stage_seg s where not s.was_pending and exists (
+        select 1 from tracking_events t where t.account_id = ${accountId} and t.message_id = s.message_id
+          and t.received_at <= (select m.received_at from segment_messages m where m.account_id = ${accountId}
+                                  and m.id = s.id)
+        offset 0)
+      returning s.id
+    ), gone as (
+      delete from segment_messages m where m.account_id = ${accountId} and m.id = any(array(select id from dup))
+      returning 1
+    )
+    select count(*)::int as n from gone`
   // A temporary table has no statistics until analyzed: without them each join below was planned blind.
   await tx`analyze stage_seg`
+  return n as number
 }
 
 // THE place where a staged message is admitted or refused before anything is written for it: every
@@ -320,15 +343,14 @@ export const applySegment = async (tx: Tx, accountId: number) => {
   // Compiling the batch's statements (above jit_above_cost) cost more than running them; the received
   // messages are missing from the statistics, as the tracker's events are (db/planner.ts).
   await setLocal(tx, { ...PLANNER.bulk, ...PLANNER.freshEvents })
-  await stage(tx, accountId, cursor.below)
+  const { staged, last } = await stage(tx, accountId, cursor.below)
+  const duplicates = await dropDuplicates(tx, accountId)
   await admit(tx, accountId)
   await classifyTraits(tx, accountId)
   await tx`analyze stage_traits`
   const customers = await applyGroups(tx, accountId)
   const contacts = await applyContacts(tx, accountId)
   const { events, created } = await applyTracks(tx, accountId)
-  const [{ staged, last }] = await tx`
-    select count(*)::int as staged, max(id) as last from stage_seg where not was_pending`
   const below = nextBelow(cursor, staged === MESSAGES_PER_BATCH, last)
   await settle(tx, accountId, below)
   await moveCursor(tx, 'segment_cursors', accountId, { below, next })
@@ -341,7 +363,9 @@ export const applySegment = async (tx: Tx, accountId: number) => {
   ])
   if (customers.length > 0) await addRecomputeSegments(tx, accountId)
   return {
-    staged: staged as number,
+    staged,
+    // Only when some were found: the counts stay as they were otherwise.
+    ...(duplicates > 0 ? { duplicates } : {}),
     customers: customers.length,
     contacts: contacts.length + created.length,
     events,
@@ -371,6 +395,7 @@ export const applySegmentOfAccount = async (app: App, { account_id: accountId }:
       segmentApplied.inc({ type: o.type, outcome: o.status }, o.n)
       if (o.reason) segmentDropped.inc({ reason: o.reason }, o.n)
     }
+    if (done.duplicates) segmentReceived.inc({ type: 'duplicate' }, done.duplicates)
     messages += done.staged
     if (!done.more) return { messages, ...(await drainEvents(app, accountId)) }
   }

@@ -1,5 +1,5 @@
 import type { Tx } from '../db/client.ts'
-import { segmentApplied, segmentDropped } from '../metrics.ts'
+import { segmentApplied, segmentDropped, segmentReceived } from '../metrics.ts'
 
 // Segment tracks that the tracker's apply job takes (segment.ts stores those that name their customer
 // as tracked events; apply.ts applies them): a batch's, still staged or `suppressed`, counted by type like every
@@ -20,6 +20,28 @@ export const countSegmentTracks = async (tx: Tx, accountId: number, suppressed: 
   return n as number
 }
 
+// A Segment track whose messageId another Segment message received before it has (segment.ts deduplicates
+// each table on its own) goes, staged row and tracked event, counted a duplicate; segment-apply.ts drops
+// the message received after a track. Probed track by track (OFFSET 0 keeps the probe a subplan): a hash
+// of the account's messages was the other plan. `range` bounds the events' delete as it bounds their update.
+export const dropDuplicateTracks = async (tx: Tx, accountId: number, range: { first: number; last: number }) => {
+  const [{ n }] = await tx`
+    with dup as (
+      delete from stage_events s where s.message_id is not null and exists (
+        select 1 from segment_messages m where m.account_id = ${accountId} and m.message_id = s.message_id
+          and m.received_at < (select e.received_at from tracking_events e where e.account_id = ${accountId}
+                                 and e.id = s.id)
+        offset 0)
+      returning s.id
+    ), gone as (
+      delete from tracking_events e where e.account_id = ${accountId} and e.id = any(array(select id from dup))
+        and e.id between ${range.first} and ${range.last}
+      returning 1
+    )
+    select count(*)::int as n from gone`
+  return n as number
+}
+
 // A suppressed Segment track, dropped from the tracked events, is kept as a dropped message: its messageId
 // still deduplicates, the ingest status lists it, and it names nobody. `rows` yields (message_id, occurred_at).
 export const droppedSegmentTracks = (tx: Tx, accountId: number, rows: ReturnType<Tx>) => tx`
@@ -29,7 +51,16 @@ export const droppedSegmentTracks = (tx: Tx, accountId: number, rows: ReturnType
   returning 1`
 
 // The counters of a tracker's batch's Segment tracks, once committed.
-export const countedSegmentTracks = ({ tracks, suppressed }: { tracks: number; suppressed: number }) => {
+export const countedSegmentTracks = ({
+  tracks,
+  suppressed,
+  duplicates,
+}: {
+  tracks: number
+  suppressed: number
+  duplicates: number
+}) => {
+  if (duplicates > 0) segmentReceived.inc({ type: 'duplicate' }, duplicates)
   segmentApplied.inc({ type: 'track', outcome: 'applied' }, tracks - suppressed)
   if (suppressed === 0) return
   segmentApplied.inc({ type: 'track', outcome: 'dropped' }, suppressed)

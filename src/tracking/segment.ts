@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto'
 import type { App } from '../context.ts'
 import type { Tx } from '../db/client.ts'
 import { TASKS } from '../db/jobs.ts'
-import { PLANNER } from '../db/planner.ts'
+import { SQLSTATE, sqlState } from '../db/sqlstate.ts'
 import { refuse } from '../errors.ts'
 import { segmentReceived } from '../metrics.ts'
 import { isObject, UNSTORABLE } from '../validate.ts'
@@ -116,15 +116,16 @@ const toRow = (
   }
 }
 
-// One statement: the rows whose messageId was not yet received (in either table: a track dropped as
-// suppressed is kept as a message), and the apply job unless one waits. Only while
-// the account exists: segment_messages has no foreign key to it (sql/041_segment_intake.sql). A track
-// that names its customer (context.groupId), of an account whose records the API owns, is stored as a
-// tracked event, matched and counted by the tracker's apply like the tracker's own (sql/046, apply.ts),
-// which the Segment apply job runs after the messages received before it (segment-apply.ts); every
-// other message is stored for the Segment apply job itself. The rows come as one JSON text read into
-// typed columns at once (json_to_recordset), their messageIds already distinct.
-const store = (tx: Tx, accountId: number, rows: string) => tx`
+// One statement: the rows whose messageId was not yet received, and the apply job unless one waits.
+// Only while the account exists: segment_messages has no foreign key to it (sql/041_segment_intake.sql).
+// A track that names its customer (context.groupId), of an account whose records the API owns, is
+// stored as a tracked event, matched and counted by the tracker's apply like the tracker's own (sql/046,
+// apply.ts), which the Segment apply job runs after the messages received before it (segment-apply.ts);
+// every other message is stored for the Segment apply job itself. The rows come as one JSON text read
+// into typed columns at once (json_to_recordset), their messageIds already distinct. Each table's unique
+// index deduplicates its own rows (ON CONFLICT: no plan to go wrong as the tables grow faster than their
+// statistics); a messageId received once into each table is dropped by the apply jobs (segment-tracks.ts).
+const store = (tx: Tx, accountId: number, rows: string, dedup: boolean) => tx`
   with a as (
     select source_of_truth = 'API' as api from accounts where id = ${accountId}
   ), x as (
@@ -136,22 +137,16 @@ const store = (tx: Tx, accountId: number, rows: string) => tx`
       message_id)
     select ${accountId}, x.event, to_timestamp(x.occurred_at / 1000), x.group_id, x.user_id,
       case when x.properties is not null then jsonb_build_object('properties', x.properties) end, x.message_id
-    from x
-    where x.tracked
-      and not exists (select 1 from tracking_events t where t.account_id = ${accountId} and t.message_id = x.message_id)
-      and not exists (select 1 from segment_messages s where s.account_id = ${accountId} and s.message_id = x.message_id)
-    order by x.i
+    from x where x.tracked order by x.i
+    ${dedup ? tx`on conflict (account_id, message_id) where message_id is not null do nothing` : tx``}
     returning 1
   ), e as (
     insert into segment_messages (account_id, message_id, type, user_id, group_id, event, occurred_at, traits,
       properties, reason, detail)
     select ${accountId}, x.message_id, x.type, x.user_id, x.group_id, x.event, to_timestamp(x.occurred_at / 1000),
       x.traits, x.properties, x.reason, x.detail
-    from x
-    where not x.tracked
-      and not exists (select 1 from tracking_events t where t.account_id = ${accountId} and t.message_id = x.message_id)
-    order by x.i
-    on conflict (account_id, message_id) do nothing
+    from x where not x.tracked order by x.i
+    ${dedup ? tx`on conflict (account_id, message_id) do nothing` : tx``}
     returning 1
   ), stored as (
     select 1 from d union all select 1 from e
@@ -181,12 +176,10 @@ export const receiveSegment = async (
   // A messageId twice in one request: the first is stored.
   const seen = new Set<string>()
   const json = JSON.stringify(rows.filter((r) => !seen.has(r.message_id) && seen.add(r.message_id)))
-  const [{ stored }] = await throughGate(
-    app,
-    TASKS.applySegment,
-    accountId,
-    (tx) => store(tx, accountId, json),
-    PLANNER.probes,
+  const attempt = (dedup: boolean) =>
+    throughGate(app, TASKS.applySegment, accountId, (tx) => store(tx, accountId, json, dedup))
+  const [{ stored }] = await attempt(false).catch((err) =>
+    sqlState(err) === SQLSTATE.UNIQUE_VIOLATION ? attempt(true) : Promise.reject(err),
   )
   const byType = new Map<string, number>([['duplicate', rows.length - stored]])
   for (const { type } of rows) byType.set(type, (byType.get(type) ?? 0) + 1)
