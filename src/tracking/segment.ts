@@ -166,7 +166,11 @@ export const receiveSegment = async (
   batch: BatchDefaults = {},
 ) => {
   if (bodyBytes > MAX_BATCH_BYTES) refuse(400, `A batch may take at most ${MAX_BATCH_BYTES} bytes.`)
-  const big = messages.findIndex((m) => bytes(JSON.stringify(m) ?? 'null') > MAX_MESSAGE_BYTES)
+  // A message is part of the body as sent: in a body within the limit, none is past it.
+  const big =
+    bodyBytes <= MAX_MESSAGE_BYTES
+      ? -1
+      : messages.findIndex((m) => bytes(JSON.stringify(m) ?? 'null') > MAX_MESSAGE_BYTES)
   if (big >= 0) {
     const path = pathType ? '' : `/batch/${big}`
     refuse(400, 'A message is too large.', [{ path, message: `At most ${MAX_MESSAGE_BYTES} bytes of JSON.` }])
