@@ -35,6 +35,9 @@ const accountLock = (tx: Tx, accountId: number) =>
 // data). Ids past the sequence's last id at the batch's start wait for the next batch: their
 // inserts began after this job was taken, so they have added the next job. Returns the range of
 // ids staged, which bounds the events' update, and whether events up to that last id still wait.
+// Each event finds its customer and contact through their unique indexes (OFFSET 0 keeps each lookup a
+// subquery of its own): planned as joins while the new events were missing from the statistics, every
+// event read all the account's customers (1 s a batch at 1,000 customers; docs/benchmarks.md).
 // Segment tracks (message_id, segment.ts) come after the Segment messages received before them or
 // with them (a group that creates their customer): the batch stops short of the first one received
 // no sooner than the oldest message the Segment apply job has still to apply, and what it stopped
@@ -66,9 +69,10 @@ const stageEvents = async (tx: Tx, accountId: number, below: number, lastId: num
   from (select * from tracking_events
         where ${received} and id < coalesce((select id from stop), ${lastId} + 1)
         order by id limit ${EVENTS_PER_BATCH}) e
-    left join customers c on c.account_id = ${accountId} and c.external_id = e.customer_external_id
-    left join contacts t on t.account_id = ${accountId} and t.external_id = e.contact_external_id
-      and t.customer_id = c.service_id`
+    left join lateral (select service_id from customers c where c.account_id = ${accountId}
+                         and c.external_id = e.customer_external_id offset 0) c on true
+    left join lateral (select service_id from contacts t where t.account_id = ${accountId}
+                         and t.external_id = e.contact_external_id and t.customer_id = c.service_id offset 0) t on true`
   const [range] = await tx`
     select count(*)::int as n, min(id) as first, max(id) as last,
       exists (select 1 from tracking_events where ${received}
