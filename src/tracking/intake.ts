@@ -50,7 +50,7 @@ const gate = (sql: Sql | Tx, task: ApplyTask, accountId: number) =>
   sql`hashtextextended(${`gate:${applyJobKey(task, accountId)}`}::text, 0)`
 
 // pg_locks shows an advisory lock on a bigint by its high and low halves.
-const holdersSql = (sql: Sql, task: ApplyTask, accountId: number) => sql`
+const holdersSql = (sql: Sql, task: ApplyTask, accountId: number) => sql<{ holders: string[] }[]>`
   select coalesce(array_agg(l.virtualtransaction), '{}') as holders
   from (select ${gate(sql, task, accountId)} as k) g
     join pg_locks l on l.locktype = 'advisory' and l.granted and l.objsubid = 1
@@ -58,30 +58,29 @@ const holdersSql = (sql: Sql, task: ApplyTask, accountId: number) => sql`
       and l.classid = ((g.k >> 32) & 4294967295)::oid and l.objid = (g.k & 4294967295)::oid`
 
 // A transaction holds the lock on its own virtual id until it ends, and a virtual id is never reused.
+// The holders just read are most likely still running: the first look comes after a pause.
 export const passGate = async (app: App, task: ApplyTask, accountId: number) => {
   const [{ holders }] = await holdersSql(app.sql, task, accountId)
-  for (let pause = 1; (holders as string[]).length > 0; pause = Math.min(pause * 2, 50)) {
+  for (let pause = 1; holders.length > 0; pause = Math.min(pause * 2, 50)) {
+    await new Promise((resolve) => setTimeout(resolve, pause))
     const [{ running }] = await app.sql`
       select exists (select 1 from pg_locks where virtualtransaction = any(${holders}::text[])) as running`
     if (!running) return
-    await new Promise((resolve) => setTimeout(resolve, pause))
   }
 }
 
-// Runs an intake statement behind the gate: the lock and the statement are sent together, in one
-// transaction, so the statement's snapshot comes after the lock.
+// Runs an intake statement behind the gate, in one transaction: the lock is sent first and the
+// statement beside it without waiting, so the statement's snapshot comes after the lock.
 export const throughGate = <T extends readonly unknown[]>(
   app: App,
   task: ApplyTask,
   accountId: number,
   statement: (tx: Tx) => Promise<T>,
 ) =>
-  retryingRace(() =>
+  retryingDeadlock(() =>
     app.sql.begin(async (tx) => {
-      const [, rows] = await Promise.all([
-        tx`select pg_advisory_xact_lock_shared(${gate(tx, task, accountId)})`,
-        statement(tx),
-      ])
+      const lock = tx`select pg_advisory_xact_lock_shared(${gate(tx, task, accountId)})`.execute()
+      const [, rows] = await Promise.all([lock, statement(tx)])
       return rows
     }),
   )
@@ -101,11 +100,11 @@ export const jobUnlessWaiting = (sql: Sql | Tx, task: ApplyTask, accountId: numb
 // then updates it. Two Segment requests carrying the same messageIds in another order each wait for the
 // other's insert: PostgreSQL aborts one with a deadlock, and as the transaction is all or nothing, it is
 // simply run again.
-const retryingRace = async <T>(statement: () => Promise<T>, attempts = 3): Promise<T> => {
+const retryingDeadlock = async <T>(statement: () => Promise<T>, attempts = 3): Promise<T> => {
   try {
     return await statement()
   } catch (err) {
-    if (sqlState(err) === SQLSTATE.DEADLOCK_DETECTED && attempts > 1) return retryingRace(statement, attempts - 1)
+    if (sqlState(err) === SQLSTATE.DEADLOCK_DETECTED && attempts > 1) return retryingDeadlock(statement, attempts - 1)
     throw err
   }
 }
