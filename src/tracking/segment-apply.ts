@@ -2,7 +2,7 @@ import type { App } from '../context.ts'
 import { definitionsSql } from '../catalog/properties.ts'
 import type { Tx } from '../db/client.ts'
 import { type AccountPayload, addJobs, addRecomputeSegments, applyJob, scoreRecordsJobs, TASKS } from '../db/jobs.ts'
-import { lockRecordsIn } from '../db/locks.ts'
+import { lockRecordsNamed } from '../db/locks.ts'
 import { PLANNER, setLocal } from '../db/planner.ts'
 import { segmentApplied, segmentDropped, segmentReceived } from '../metrics.ts'
 import { drainEvents } from './apply.ts'
@@ -149,12 +149,11 @@ const applyGroups = async (tx: Tx, accountId: number) => {
     select distinct ${accountId}::bigint, group_id from stage_seg where status is null and type = 'group'
     on conflict (account_id, external_id) do nothing
     returning service_id`
-  await lockRecordsIn(
+  await lockRecordsNamed(
     tx,
     'customers',
     accountId,
-    tx`select service_id from customers where account_id = ${accountId}
-      and external_id = any(array(select group_id from stage_seg where status is null and type = 'group'))`,
+    tx`select group_id from stage_seg where status is null and type = 'group'`,
   )
   const updated = await tx`
     update customers c set name = coalesce(f.name, c.name),
@@ -195,12 +194,11 @@ const parkIdentifies = (tx: Tx, accountId: number) => tx`
 const applyContacts = async (tx: Tx, accountId: number) => {
   const created = await createContacts(tx, accountId)
   await parkIdentifies(tx, accountId)
-  await lockRecordsIn(
+  await lockRecordsNamed(
     tx,
     'contacts',
     accountId,
-    tx`select service_id from contacts where account_id = ${accountId} and external_id = any(array(
-      select user_id from stage_seg where status is null and type in ('group', 'identify')))`,
+    tx`select user_id from stage_seg where status is null and type in ('group', 'identify')`,
   )
   const moved = await tx`
     update contacts t set customer_id = c.service_id, updated_at = now()
