@@ -123,10 +123,10 @@ const toRow = (
 // apply.ts), which the Segment apply job runs after the messages received before it (segment-apply.ts);
 // every other message is stored for the Segment apply job itself. The rows come as one JSON text, each
 // row an array in the order of `asArray`, read by position (json_to_recordset, matching each row's keys
-// by name, took 12 µs a row; by position, 4: docs/benchmarks.md), their messageIds already distinct. Each table's unique
-// index deduplicates its own rows: a plain insert, run again with ON CONFLICT once it meets a duplicate
-// (no probe whose plan goes wrong as the tables outgrow their statistics); a messageId received once
-// into each table is dropped by the apply jobs (segment-tracks.ts, segment-apply.ts).
+// by name, took 12 µs a row; by position, 4: docs/benchmarks.md), their messageIds already distinct.
+// Each table's unique index deduplicates its own rows: a plain insert, run again with ON CONFLICT once it
+// meets a duplicate (no probe whose plan goes wrong as the tables outgrow their statistics); a messageId
+// received once into each table is dropped by the apply jobs (segment-tracks.ts, segment-apply.ts).
 const store = (tx: Tx, accountId: number, rows: string, dedup: boolean) => tx`
   with a as (
     select source_of_truth = 'API' as api from accounts where id = ${accountId}
