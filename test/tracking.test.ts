@@ -736,10 +736,14 @@ test('intake: an apply job waits at the gate for the intakes in flight, then rea
       return rows
     }).then(() => (otherDone = true))
     await new Promise((r) => setTimeout(r, 100))
-    await passGate(q.app, TASKS.applyEvents, a.id)
-    assert.equal(otherDone, false, 'the gate is per account')
+    // Raced against a timeout, so that a gate shared by the accounts fails here rather than hangs.
+    const passed = await Promise.race([
+      passGate(q.app, TASKS.applyEvents, a.id).then(() => !otherDone),
+      new Promise<string>((r) => setTimeout(() => r('still waiting after 2 s'), 2000)),
+    ])
     releaseOther()
     await other
+    assert.equal(passed, true, 'the gate is per account')
   } finally {
     await q.stop()
   }
