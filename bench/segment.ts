@@ -244,7 +244,7 @@ export default async (ctx: BenchContext) => {
     // same mean size, four times each. The lag at full intake is that of /v1/batch's first run.
     const basic = `Basic ${Buffer.from(`${token}:`).toString('base64')}`
     const batchUrl = `${server.base}/v1/batch`
-    const segmentFull = () => perSecond(batchUrl, { authorization: basic }, segmentBodies())
+    const segmentFull = (during?: () => void) => perSecond(batchUrl, { authorization: basic }, segmentBodies(), during)
     const trackerRuns: Rate[] = []
     const segmentRuns: Rate[] = []
     let fullLag = { max: Number.NaN, p95: Number.NaN, rows: 0 }
@@ -256,7 +256,7 @@ export default async (ctx: BenchContext) => {
         let stopFull = async () => [] as Poll[]
         let fullFirst = 0
         segmentRuns.push(
-          await perSecond(batchUrl, { authorization: basic }, segmentBodies(), () => {
+          await segmentFull(() => {
             fullFirst = sent
             stopFull = polling(segmentSources)
           }),

@@ -25,7 +25,6 @@ const MIN_TIME = Date.UTC(2000, 0, 1)
 const MAX_TIME = Date.UTC(2100, 0, 1)
 
 interface Row {
-  i: number
   message_id: string
   type: string
   user_id: string | null
@@ -37,8 +36,6 @@ interface Row {
   properties: unknown
   reason: string | null
   detail: string | null
-  // A track with its customer (context.groupId): a tracked event, where the API owns the records.
-  names_customer: boolean
 }
 
 // Batch-level fields a message may lack: sentAt, and context (context.groupId).
@@ -57,13 +54,7 @@ const firstProblem = (m: unknown) => {
 
 // The message as its row, with the first reason found why it cannot be applied. The event's time
 // is Segment's: receivedAt - (sentAt - timestamp); none given, the time it was received.
-const toRow = (
-  m: unknown,
-  i: number,
-  pathType: SegmentType | undefined,
-  batch: BatchDefaults,
-  receivedAt: number,
-): Row => {
+const toRow = (m: unknown, pathType: SegmentType | undefined, batch: BatchDefaults, receivedAt: number): Row => {
   const msg = isObject(m) ? m : {}
   const id = text(msg.messageId)
   const type = pathType ?? (typeof msg.type === 'string' ? msg.type : '')
@@ -100,7 +91,6 @@ const toRow = (
   }
   const [reason, detail] = why() ?? [null, null]
   return {
-    i,
     // A message without a (storable) messageId cannot be sent twice: it takes one of its own.
     message_id: id !== null && id.length <= MAX_ID && !UNSTORABLE.test(id) ? id : randomUUID(),
     type: reason === 'not_an_object' || reason === 'unknown_type' ? 'unknown' : type,
@@ -112,7 +102,6 @@ const toRow = (
     properties: reason || type !== 'track' ? null : (msg.properties ?? null),
     reason,
     detail: detail && !UNSTORABLE.test(detail) ? detail.slice(0, 300) : null,
-    names_customer: !reason && type === 'track' && groupId !== null,
   }
 }
 
@@ -131,10 +120,12 @@ const store = (tx: Tx, accountId: number, rows: string, dedup: boolean) => tx`
   with a as (
     select source_of_truth = 'API' as api from accounts where id = ${accountId}
   ), x as (
-    select (r->>0)::int as i, r->>1 as message_id, r->>2 as type, r->>3 as user_id, r->>4 as group_id, r->>5 as event,
-      (r->>6)::float8 as occurred_at, nullif(r->7, 'null') as traits, nullif(r->8, 'null') as properties,
-      r->>9 as reason, r->>10 as detail, a.api and (r->>11)::boolean as tracked
-    from a, jsonb_array_elements(${rows}::text::jsonb) r
+    select i, r->>0 as message_id, r->>1 as type, r->>2 as user_id, r->>3 as group_id, r->>4 as event,
+      (r->>5)::float8 as occurred_at, nullif(r->6, 'null') as traits, nullif(r->7, 'null') as properties,
+      r->>8 as reason, r->>9 as detail,
+      -- A track that names its customer (a track with a reason names nothing), where the API owns the records.
+      a.api and r->>1 = 'track' and r->>3 is not null and r->>8 is null as tracked
+    from a, jsonb_array_elements(${rows}::text::jsonb) with ordinality as t(r, i)
   ), d as (
     insert into tracking_events (account_id, name, occurred_at, customer_external_id, contact_external_id, data,
       message_id)
@@ -157,7 +148,6 @@ const store = (tx: Tx, accountId: number, rows: string, dedup: boolean) => tx`
   select (select count(*) from stored)::int as stored, (select count(*) from j)::int as jobs`
 
 const asArray = (r: Row) => [
-  r.i,
   r.message_id,
   r.type,
   r.user_id,
@@ -168,7 +158,6 @@ const asArray = (r: Row) => [
   r.properties,
   r.reason,
   r.detail,
-  r.names_customer,
 ]
 
 const bytes = (s: string) => (s.length * 3 > MAX_MESSAGE_BYTES ? Buffer.byteLength(s) : s.length)
@@ -194,7 +183,7 @@ export const receiveSegment = async (
     refuse(400, 'A message is too large.', [{ path, message: `At most ${MAX_MESSAGE_BYTES} bytes of JSON.` }])
   }
   const receivedAt = Date.now()
-  const rows = messages.map((m, i) => toRow(m, i, pathType, batch, receivedAt))
+  const rows = messages.map((m) => toRow(m, pathType, batch, receivedAt))
   // A messageId twice in one request: the first is stored.
   const seen = new Set<string>()
   const json = JSON.stringify(rows.filter((r) => !seen.has(r.message_id) && seen.add(r.message_id)).map(asArray))
