@@ -255,6 +255,13 @@ const KNOBS = {
     parse: positive,
     meaning: 'backups kept in SERVICE_BACKUP_DIR after each one the service makes; older ones are removed',
   }),
+  backupKey: knob<string | undefined>({
+    env: 'SERVICE_BACKUP_KEY',
+    fallback: undefined,
+    shown: 'unset (backups not encrypted)',
+    parse: text,
+    meaning: 'a passphrase: backups are encrypted and authenticated with it (age), and restore needs it',
+  }),
 }
 
 export type Config = { [K in keyof typeof KNOBS]: (typeof KNOBS)[K] extends Knob<infer T> ? T : never }

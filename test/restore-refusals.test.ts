@@ -128,10 +128,10 @@ test('a file of a newer format version is refused', async () => {
   const file = tampered(
     'newer.gz',
     withHeader((h) => {
-      h.version = 2
+      h.version = 3
     }),
   )
-  await refused(file, /is a backup of format 2; this version reads format 1/)
+  await refused(file, /is a backup of format 3; this version reads formats 1, 2/)
 })
 
 test('a database another connection uses is refused', async () => {

@@ -1,46 +1,36 @@
-import { once } from 'node:events'
-import { createReadStream, createWriteStream, renameSync, rmSync, statSync } from 'node:fs'
+import { renameSync, rmSync, statSync } from 'node:fs'
+import { dirname } from 'node:path'
 import type { Readable, Writable } from 'node:stream'
 import { finished } from 'node:stream/promises'
-import { createGunzip, createGzip } from 'node:zlib'
+import type postgres from 'postgres'
 import type { Sql, Tx } from '../db/client.ts'
-import { migrate, migrations } from '../db/migrate.ts'
+import { migrateWithin, migrateWorker, migrations } from '../db/migrate.ts'
 import { setLocal } from '../db/planner.ts'
+import { partialName, removeStalePartials } from './files.ts'
+import {
+  checkTrailer,
+  countRows,
+  FORMAT,
+  type Header,
+  openReader,
+  openWriter,
+  parseHeader,
+  type Table,
+  type Trailer,
+  VERSION,
+  write,
+} from './format.ts'
 
 // A backup is every logged table of the service's schema and graphile-worker's, exported in one
-// repeatable-read snapshot with COPY, in one gzip file (docs/operations.md, "Backups"):
-//   line 1   the header, JSON: format, version, the migrations applied, the tables in restore order
-//            with their columns, the sequences' values
-//   then     each table's rows in COPY's text format, one line a row, ended by a line `\.`
-//   last     the trailer, JSON: each table's row count, which also proves the file complete.
-// A restore creates the schema with the migrations named in the header, then copies the rows back.
-const FORMAT = 'customer-data-service backup'
-const VERSION = 1
+// repeatable-read snapshot with COPY into one file (its layout: format.ts). A restore creates the
+// schema with the migrations named in the header, then copies the rows back.
 const WORKER_SCHEMA = 'graphile_worker'
 // Made again by the migrations, with the rows the header names: the lists of applied migrations.
 const SKIPPED = new Set(['schema_migrations', `${WORKER_SCHEMA}.migrations`])
 
-interface Table {
-  // Schema-qualified unless on the search path (the service's own schema; graphile_worker's is not).
-  name: string
-  columns: string[]
-  // A partitioned table is copied through a query; a plain one directly.
-  partitioned: boolean
+interface Listed extends Table {
   // The planner's estimate, for progress only.
   estimate: number
-}
-interface Header {
-  format: string
-  version: number
-  created_at: string
-  server_version: string
-  migrations: string[]
-  worker_migration: number
-  tables: Omit<Table, 'estimate'>[]
-  sequences: { name: string; last_value: number; is_called: boolean }[]
-}
-interface Trailer {
-  rows: Record<string, number>
 }
 
 // Work done of the total: rows of the planner's estimate (a backup), bytes of the file (a restore).
@@ -59,7 +49,7 @@ const columnList = (columns: string[]) => columns.map((c) => `"${c.replaceAll('"
 // The tables in an order where each comes after those its foreign keys reference, so that a restore
 // can check the keys as it copies; unlogged tables (rate-limit windows, worker heartbeats) are
 // the running processes' state and are left out.
-const listTables = async (tx: Tx): Promise<Table[]> => {
+const listTables = async (tx: Tx): Promise<Listed[]> => {
   const rows = await tx<{ name: string; columns: string[]; partitioned: boolean; estimate: number; refs: string[] }[]>`
     select c.oid::regclass::text as name,
       array(select a.attname from pg_attribute a where a.attrelid = c.oid and a.attnum > 0 and not a.attisdropped
@@ -74,7 +64,7 @@ const listTables = async (tx: Tx): Promise<Table[]> => {
   const kept = rows.filter((r) => !SKIPPED.has(r.name))
   const names = new Set(kept.map((r) => r.name))
   const placed = new Set<string>()
-  const ordered: Table[] = []
+  const ordered: Listed[] = []
   while (ordered.length < kept.length) {
     const ready = kept.filter((r) => !placed.has(r.name) && r.refs.every((ref) => placed.has(ref) || !names.has(ref)))
     // A circle of keys has no such order: its tables follow in name order, their keys checked at commit
@@ -120,10 +110,6 @@ const countLines = (chunk: Buffer) => {
   return n
 }
 
-const write = async (out: Writable, data: Buffer | string) => {
-  if (!out.write(data)) await once(out, 'drain')
-}
-
 // postgres.js pauses its socket when a COPY's stream is full, and resumes it when the stream is read
 // from again. When the COPY's last rows and its end arrive together, the stream ends with the socket
 // paused, and the transaction's next statement waits forever for an answer already sent (found with a
@@ -131,14 +117,18 @@ const write = async (out: Writable, data: Buffer | string) => {
 // stream's read function is the one that resumes the socket: called once every row is read.
 const resumeConnection = (stream: Readable) => stream._read(0)
 
-// Writes the backup to `file` (through file.partial, renamed when complete and flushed).
-export const backup = async (sql: Sql, file: string, progress?: Progress): Promise<Summary> => {
+// Writes the backup to `file` (through its .partial, renamed when complete and flushed), encrypted
+// under `key` when one is given. A .partial that a killed backup left in the folder goes first.
+export const backup = async (
+  sql: Sql,
+  file: string,
+  options: { key?: string; progress?: Progress } = {},
+): Promise<Summary> => {
   const started = performance.now()
-  const partial = `${file}.partial`
-  const gzip = createGzip({ level: 1 })
-  const disk = createWriteStream(partial, { mode: 0o600, flags: 'wx' })
-  gzip.pipe(disk)
-  const flushed = finished(disk)
+  const { progress } = options
+  removeStalePartials(dirname(file))
+  const partial = partialName(file)
+  const out = await openWriter(partial, options.key)
   let rows = 0
   let tables = 0
   try {
@@ -158,7 +148,7 @@ export const backup = async (sql: Sql, file: string, progress?: Progress): Promi
         tables: list.map(({ estimate: _, ...t }) => t),
         sequences,
       }
-      await write(gzip, `${JSON.stringify(header)}\n`)
+      await out.write(`${JSON.stringify(header)}\n`)
       const estimate = list.reduce((sum, t) => sum + Number(t.estimate), 0)
       const counts: Trailer['rows'] = {}
       for (const table of list) {
@@ -169,113 +159,25 @@ export const backup = async (sql: Sql, file: string, progress?: Progress): Promi
         let n = 0
         for await (const chunk of stream) {
           n += countLines(chunk)
-          await write(gzip, chunk)
+          await out.write(chunk)
           progress?.(rows + n, Math.max(estimate, rows + n), table.name)
         }
         resumeConnection(stream)
-        await write(gzip, '\\.\n')
+        await out.write('\\.\n')
         counts[table.name] = n
         rows += n
         tables++
       }
-      await write(gzip, `${JSON.stringify({ rows: counts } satisfies Trailer)}\n`)
+      await out.write(`${JSON.stringify({ rows: counts, sha256: out.digest() } satisfies Trailer)}\n`)
     })
-    gzip.end()
-    await flushed
+    await out.end()
     renameSync(partial, file)
   } catch (err) {
-    gzip.destroy()
-    disk.destroy()
+    out.destroy()
     rmSync(partial, { force: true })
     throw err
   }
   return { file, bytes: statSync(file).size, rows, tables, ms: Math.round(performance.now() - started) }
-}
-
-// A table's rows end with the line `\.`.
-const END = Buffer.from('\\.\n')
-const MARK = Buffer.from(`\n${END}`)
-
-// Reads the file's lines as the restore asks for them: the header, then each table's rows in
-// chunks of whole lines up to its `\.`, then the trailer. `read` is the share of the file read so far.
-const reader = (file: string) => {
-  const disk = createReadStream(file)
-  const size = statSync(file).size
-  const input = disk.pipe(createGunzip())
-  const chunks = input[Symbol.asyncIterator]()
-  let buffered = Buffer.alloc(0)
-  const more = async () => {
-    // A file cut short ends the gzip stream early, or inside its compressed data.
-    const next = await chunks.next().catch((err: Error) => {
-      throw new Error(`${file} is not a complete backup (${err.message})`)
-    })
-    if (next.done) throw new Error(`${file} ends early: it is not a complete backup`)
-    buffered = buffered.length ? Buffer.concat([buffered, next.value]) : next.value
-  }
-  const line = async () => {
-    let end: number
-    while ((end = buffered.indexOf(10)) === -1) await more()
-    const text = buffered.subarray(0, end).toString('utf8')
-    buffered = buffered.subarray(end + 1)
-    return text
-  }
-  // Passes the rows to `out` until the end marker, in whole lines: a row never holds a newline (COPY
-  // writes it as \n) and no row's line starts with `\.` (COPY writes a backslash as \\). `buffered`
-  // always starts at a line's start.
-  const rows = async (out: (lines: Buffer) => Promise<void>) => {
-    for (;;) {
-      if (buffered.subarray(0, END.length).equals(END)) {
-        buffered = buffered.subarray(END.length)
-        return
-      }
-      const end = buffered.indexOf(MARK)
-      if (end !== -1) {
-        await out(buffered.subarray(0, end + 1))
-        buffered = buffered.subarray(end + MARK.length)
-        return
-      }
-      const last = buffered.lastIndexOf(10)
-      if (last !== -1) {
-        await out(buffered.subarray(0, last + 1))
-        buffered = buffered.subarray(last + 1)
-      }
-      await more()
-    }
-  }
-  const close = () => {
-    input.destroy()
-    disk.destroy()
-  }
-  return { line, rows, close, read: () => [disk.bytesRead, size] as const }
-}
-
-const SAFE_NAME = /^([a-z_][a-z0-9_]*\.)?[a-z_][a-z0-9_]*$/
-const parseHeader = (text: string, file: string): Header => {
-  let header: Header | undefined
-  try {
-    header = JSON.parse(text)
-  } catch {}
-  if (header?.format !== FORMAT) throw new Error(`${file} is not a backup of this service`)
-  if (header.version !== VERSION)
-    throw new Error(`${file} is a backup of format ${header.version}; this version reads format ${VERSION}`)
-  // The names go into statements: a file that was tampered with must not smuggle SQL in.
-  const names = [...header.tables.map((t) => t.name), ...header.sequences.map((q) => q.name)]
-  const odd = names.find((name) => !SAFE_NAME.test(name))
-  if (odd !== undefined) throw new Error(`${file} names a table or sequence ${JSON.stringify(odd)}, not one of ours`)
-  return header
-}
-
-// The trailer's row counts against those read: a file whose rows were cut or added to is refused.
-const checkTrailer = (file: string, counts: Trailer['rows'], text: string) => {
-  let trailer: Trailer | undefined
-  try {
-    trailer = JSON.parse(text)
-  } catch {}
-  if (typeof trailer?.rows !== 'object' || trailer.rows === null)
-    throw new Error(`${file} ends without its trailer: it is not a complete backup`)
-  for (const name of new Set([...Object.keys(counts), ...Object.keys(trailer.rows)]))
-    if (counts[name] !== trailer.rows[name])
-      throw new Error(`${file}: table ${name} has ${counts[name] ?? 0} rows, not ${trailer.rows[name] ?? 0}`)
 }
 
 // Where a table's rows go as they are read: its COPY in a restore, nowhere in the check before it.
@@ -284,14 +186,15 @@ interface Sink {
   end: () => Promise<void>
 }
 
-// One pass over the file: the header, each table's rows (passed to its sink as they are read), then
-// the trailer, which they must match. Returns the rows read.
+// One pass over the file: the header, each table's rows (each of the table's width, passed to its
+// sink as they are read), then the trailer, which they must match. Returns the rows read.
 const readAll = async (
   file: string,
-  sink: (table: Header['tables'][number]) => Promise<Sink | undefined>,
+  key: string | undefined,
+  sink: (table: Table) => Promise<Sink | undefined>,
   progress?: Progress,
 ) => {
-  const input = reader(file)
+  const input = await openReader(file, key)
   try {
     const header = parseHeader(await input.line(), file)
     const counts: Trailer['rows'] = {}
@@ -300,7 +203,7 @@ const readAll = async (
       const out = await sink(table)
       let n = 0
       await input.rows(async (lines) => {
-        n += countLines(lines)
+        n += countRows(lines, table, n, file)
         await out?.write(lines)
         progress?.(...input.read(), table.name)
       })
@@ -308,7 +211,7 @@ const readAll = async (
       counts[table.name] = n
       rows += n
     }
-    checkTrailer(file, counts, await input.line())
+    checkTrailer(file, header, counts, input.digest(), await input.line())
     return rows
   } finally {
     input.close()
@@ -316,23 +219,47 @@ const readAll = async (
 }
 
 // Reads the whole file as a restore does, writing nothing: the restore's first pass. Returns the rows.
-export const checkBackup = (file: string, progress?: Progress) => readAll(file, async () => undefined, progress)
+export const checkBackup = (file: string, key?: string, progress?: Progress) =>
+  readAll(file, key, async () => undefined, progress)
 
-const firstLine = async (file: string) => {
-  const input = reader(file)
+const readHeaderLine = async (file: string, key: string | undefined) => {
+  const input = await openReader(file, key)
   try {
-    return await input.line()
+    return parseHeader(await input.line(), file)
   } finally {
     input.close()
   }
 }
 
-// Whether the database holds anything: a table in the service's schema or graphile-worker's.
+// Whether the database holds the service's tables. graphile-worker's schema alone is not data of the
+// service (a restore into an empty database makes it first, outside the restore's transaction).
 const holdsData = async (sql: Sql) =>
   (
     await sql`select exists(select 1 from pg_class c join pg_namespace n on n.oid = c.relnamespace
-      where n.nspname in (current_schema(), ${WORKER_SCHEMA}) and c.relkind in ('r', 'p')) as any`
+      where n.nspname = current_schema() and c.relkind in ('r', 'p')) as any`
   )[0].any as boolean
+
+// The header's tables and columns against the schema its migrations made: a COPY that names a
+// column the table lacks would fail, but a refusal here says which.
+const checkColumns = async (tx: Tx, header: Header, file: string) => {
+  const schema = new Map((await listTables(tx)).map((t) => [t.name, new Set(t.columns)]))
+  for (const table of header.tables) {
+    const columns = schema.get(table.name)
+    if (!columns) throw new Error(`${file} holds table ${table.name}, which its migrations do not make`)
+    const odd = table.columns.find((c) => !columns.has(c))
+    if (odd !== undefined)
+      throw new Error(
+        `${file} names column ${JSON.stringify(odd)} of table ${table.name}, which its migrations do not make`,
+      )
+  }
+}
+
+// A row COPY refuses (a field of the wrong type, a key that points nowhere) is named with its table,
+// line and column, which PostgreSQL gives as the error's context.
+const copyRefusal = (file: string, err: unknown) => {
+  const where = (err as postgres.PostgresError)?.where
+  return where?.startsWith('COPY ') ? new Error(`${file} is refused: ${(err as Error).message} (${where})`) : err
+}
 
 export interface Restored {
   rows: number
@@ -341,17 +268,20 @@ export interface Restored {
   ms: number
 }
 
-// Restores `file` into the database, which must hold no tables unless `force` (then the service's
-// schema and graphile-worker's are dropped first), and which nobody else may be connected to. The
-// schema is made by the migrations the backup names; the service migrates forward when it starts.
+// Restores `file` into the database, which must hold no tables of the service unless `force`, and
+// which nobody else may be connected to. The schema is made by the migrations the backup names (the
+// service migrates forward when it starts). Everything but graphile-worker's migrations runs in one
+// transaction: dropping the service's schema, making it again, emptying the queue, copying the rows.
+// A file that fails at any row, in the check before or in the copy itself, leaves the data as it was.
 export const restore = async (
   sql: Sql,
   url: string,
   file: string,
-  options: { force?: boolean; progress?: Progress } = {},
+  options: { force?: boolean; key?: string; progress?: Progress } = {},
 ): Promise<Restored> => {
   const started = performance.now()
-  const header = parseHeader(await firstLine(file), file)
+  const { key } = options
+  const header = await readHeaderLine(file, key)
   const known = migrations()
   const unknown = header.migrations.filter((name) => !known.some((m) => m.name === name))
   if (unknown.length)
@@ -359,60 +289,64 @@ export const restore = async (
   const [others] = await sql`select count(*)::int as n from pg_stat_activity
     where datname = current_database() and pid <> pg_backend_pid() and backend_type = 'client backend'`
   if (others.n > 0) throw new Error(`${others.n} other connections use the database: stop the service before a restore`)
-  // The whole file is read once before the database is touched: a file cut short or tampered with is
-  // refused with the data as it was (a --force restore drops it first; a restore into an empty
-  // database migrates it first).
-  await checkBackup(file, (done, total, table) => options.progress?.(done, total, `check ${table}`))
-  if (await holdsData(sql)) {
-    if (!options.force)
-      throw new Error('the database is not empty: restore into an empty one, or give --force to replace its data')
-    const [{ schema }] = await sql`select quote_ident(current_schema()) as schema`
-    await sql.unsafe(`drop schema if exists ${WORKER_SCHEMA} cascade; drop schema ${schema} cascade;
-      create schema ${schema}`)
-  }
-  await migrate(
-    sql,
-    url,
-    known.filter((m) => header.migrations.includes(m.name)),
-  )
+  // The whole file is read once before the database is touched: its refusals (a file cut short,
+  // changed, of the wrong width) come before any statement, with their reasons.
+  await checkBackup(file, key, (done, total, table) => options.progress?.(done, total, `check ${table}`))
+  const replacing = await holdsData(sql)
+  if (replacing && !options.force)
+    throw new Error('the database is not empty: restore into an empty one, or give --force to replace its data')
+  await migrateWorker(url)
   let rows = 0
-  await sql.begin(async (tx) => {
-    await unbounded(tx)
-    const [{ worker }] = await tx`select coalesce(max(id), 0)::int as worker from graphile_worker.migrations`
-    if (worker < header.worker_migration)
-      throw new Error(`${file} comes from a newer graphile-worker (migration ${header.worker_migration})`)
-    const names = header.tables.map((t) => t.name).join(', ')
-    // The migrations' own rows (a generated key, say) are replaced by the backup's.
-    await tx.unsafe(`truncate ${names}`)
-    rows = await readAll(
-      file,
-      async (table) => {
-        // The rows come as they were: triggers that derive data (tag ids) must not run again.
-        await tx.unsafe(`alter table ${table.name} disable trigger user`)
-        const target: Writable = await tx
-          .unsafe(`copy ${table.name} (${columnList(table.columns)}) from stdin`)
-          .writable()
-        return {
-          write: (lines) => write(target, lines),
-          end: async () => {
-            target.end()
-            await finished(target)
-            await tx.unsafe(`alter table ${table.name} enable trigger user`)
-          },
-        }
-      },
-      options.progress,
-    )
-    for (const s of header.sequences) await tx`select setval(${s.name}::regclass, ${s.last_value}, ${s.is_called})`
-    // Jobs locked at the backup were in flight in the backed-up processes: free at once, with an
-    // attempt left (tasks are idempotent, as graphile-worker's at-least-once asks). A keyed job
-    // replaced while it ran was given max_attempts by add_job, which would leave it queued forever.
-    await tx`update graphile_worker._private_jobs
-      set locked_at = null, locked_by = null, attempts = least(attempts, greatest(max_attempts - 1, 0))
-      where locked_at is not null`
-    await tx`update graphile_worker._private_job_queues set locked_at = null, locked_by = null
-      where locked_at is not null`
-  })
+  await sql
+    .begin(async (tx) => {
+      await unbounded(tx)
+      const [{ worker, schema }] = await tx`select coalesce(max(id), 0)::int as worker,
+        quote_ident(current_schema()) as schema from graphile_worker.migrations`
+      if (worker < header.worker_migration)
+        throw new Error(`${file} comes from a newer graphile-worker (migration ${header.worker_migration})`)
+      if (replacing) await tx.unsafe(`drop schema ${schema} cascade; create schema ${schema}`)
+      await migrateWithin(
+        tx,
+        known.filter((m) => header.migrations.includes(m.name)),
+      )
+      await checkColumns(tx, header, file)
+      // The migrations' own rows (a generated key, say) and the queue's jobs are replaced by the backup's.
+      await tx.unsafe(`truncate ${header.tables.map((t) => t.name).join(', ')}`)
+      rows = await readAll(
+        file,
+        key,
+        async (table) => {
+          // The rows come as they were: triggers that derive data (tag ids) must not run again.
+          await tx.unsafe(`alter table ${table.name} disable trigger user`)
+          const target: Writable = await tx
+            .unsafe(`copy ${table.name} (${columnList(table.columns)}) from stdin`)
+            .writable()
+          // The COPY's error is read at the next write or at the end (`write`, `finished`).
+          target.on('error', () => {})
+          return {
+            write: (lines) => write(target, lines),
+            end: async () => {
+              target.end()
+              await finished(target)
+              await tx.unsafe(`alter table ${table.name} enable trigger user`)
+            },
+          }
+        },
+        options.progress,
+      )
+      for (const s of header.sequences) await tx`select setval(${s.name}::regclass, ${s.last_value}, ${s.is_called})`
+      // Jobs locked at the backup were in flight in the backed-up processes: free at once, with an
+      // attempt left (tasks are idempotent, as graphile-worker's at-least-once asks). A keyed job
+      // replaced while it ran was given max_attempts by add_job, which would leave it queued forever.
+      await tx`update graphile_worker._private_jobs
+        set locked_at = null, locked_by = null, attempts = least(attempts, greatest(max_attempts - 1, 0))
+        where locked_at is not null`
+      await tx`update graphile_worker._private_job_queues set locked_at = null, locked_by = null
+        where locked_at is not null`
+    })
+    .catch((err) => {
+      throw copyRefusal(file, err)
+    })
   return {
     rows,
     tables: header.tables.length,

@@ -1,11 +1,20 @@
 import { mkdirSync, readdirSync, rmSync, statSync } from 'node:fs'
 import { join } from 'node:path'
 
-// A backup folder's files: service-backup-<UTC time to the millisecond>.gz, so that their names sort
-// by age and two backups never share a name. Retention keeps the newest; other files are left alone.
-const NAME = /^service-backup-\d{4}-\d\d-\d\dT\d\d-\d\d-\d\d-\d{3}Z\.gz$/
+// A backup folder's files: service-backup-<UTC time to the millisecond>.gz (.gz.age when encrypted),
+// so that their names sort by age and two backups never share a name. Retention keeps the newest;
+// other files are left alone.
+const NAME = /^service-backup-\d{4}-\d\d-\d\dT\d\d-\d\d-\d\d-\d{3}Z\.gz(\.age)?$/
 
-export const backupName = (at: Date) => `service-backup-${at.toISOString().replace(/[:.]/g, '-')}.gz`
+export const backupName = (at: Date, encrypted = false) =>
+  `service-backup-${at.toISOString().replace(/[:.]/g, '-')}.gz${encrypted ? '.age' : ''}`
+
+// A backup is written to this name, and renamed when complete.
+export const partialName = (file: string) => `${file}.partial`
+const PARTIAL = /\.partial$/
+// A running backup writes its .partial as its rows come; one untouched this long was left by a
+// backup that was killed, and is removed by the next.
+export const STALE_PARTIAL_MS = 3_600_000
 
 export interface BackupFile {
   file: string
@@ -13,22 +22,34 @@ export interface BackupFile {
   created_at: string
 }
 
-// The folder's backups, newest first; none when the folder does not exist yet.
-export const listBackups = (dir: string): BackupFile[] => {
-  let names: string[]
+// The folder's files of backups (complete or partial); none when the folder does not exist yet.
+const named = (dir: string, partial = false) => {
   try {
-    names = readdirSync(dir).filter((name) => NAME.test(name))
+    return readdirSync(dir).filter((name) => PARTIAL.test(name) === partial && NAME.test(name.replace(PARTIAL, '')))
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code === 'ENOENT') return []
     throw err
   }
-  return names
+}
+
+// The folder's backups, newest first.
+export const listBackups = (dir: string): BackupFile[] =>
+  named(dir)
     .sort()
     .reverse()
     .map((file) => {
       const stat = statSync(join(dir, file))
       return { file, bytes: stat.size, created_at: stat.mtime.toISOString() }
     })
+
+// Removes the .partial files that killed backups left; returns their names.
+export const removeStalePartials = (dir: string, now = Date.now()) => {
+  const stale = named(dir, true).filter((name) => {
+    const modified = statSync(join(dir, name), { throwIfNoEntry: false })?.mtimeMs
+    return modified !== undefined && now - modified > STALE_PARTIAL_MS
+  })
+  for (const name of stale) rmSync(join(dir, name), { force: true })
+  return stale
 }
 
 // Removes all but the newest `keep` backups; returns the names removed.

@@ -11,7 +11,8 @@ export const runBackup = async (app: App, { origin }: BackupPayload) => {
   const started = new Date()
   try {
     const dir = backupFolder(app.config.backupDir)
-    const made = await backup(app.sql, join(dir, backupName(started)))
+    const key = app.config.backupKey
+    const made = await backup(app.sql, join(dir, backupName(started, key !== undefined)), { key })
     const removed = pruneBackups(dir, app.config.backupKeep)
     const file = basename(made.file)
     await recordRun(app.sql, { origin, started_at: started, file, bytes: made.bytes })

@@ -9,8 +9,9 @@ import { size } from '../validate.ts'
 export const backupUsage = `service backup [--to DIR]
 
 Writes one consistent backup of the whole database (every account's data and the job queue) to
-DIR (default SERVICE_BACKUP_DIR) as service-backup-<UTC time>.gz, while the service serves. It
-works on the embedded database and on DATABASE_URL alike (docs/operations.md, "Backups").
+DIR (default SERVICE_BACKUP_DIR) as service-backup-<UTC time>.gz, while the service serves; with
+SERVICE_BACKUP_KEY set, encrypted and authenticated with it as service-backup-<UTC time>.gz.age.
+It works on the embedded database and on DATABASE_URL alike (docs/operations.md, "Backups").
 Progress goes to stderr on a terminal; the file, its size and the time taken to stdout.
 Exit status: 0 written, 1 failed (no file is left), 2 wrong usage.
 `
@@ -55,8 +56,9 @@ const usageError = (usage: string, why: string) => {
 export const runBackupCommand = async (sql: Sql, config: Config, args: string[]) => {
   const to = args[0] === '--to' && args.length === 2 ? args[1] : args.length === 0 ? config.backupDir : undefined
   if (to === undefined) return usageError(backupUsage, `Unexpected arguments: ${args.join(' ')}`)
+  const key = config.backupKey
   const made = await withBar('rows (estimated)', (progress) =>
-    backup(sql, join(backupFolder(resolve(to)), backupName(new Date())), progress),
+    backup(sql, join(backupFolder(resolve(to)), backupName(new Date(), key !== undefined)), { key, progress }),
   )
   process.stdout.write(
     `Wrote ${made.file} (${size(made.bytes)}, ${made.rows} rows of ${made.tables} tables) in ${seconds(made.ms)}\n`,
@@ -70,10 +72,12 @@ const restoreArgs = (args: string[]) => {
   return files.length === 1 && !files[0].startsWith('--') ? { file: resolve(files[0]), force } : undefined
 }
 
-export const runRestoreCommand = async (sql: Sql, url: string, args: string[]) => {
+export const runRestoreCommand = async (sql: Sql, config: Config, url: string, args: string[]) => {
   const given = restoreArgs(args)
   if (!given) return usageError(restoreUsage, 'Name one backup file to restore.')
-  const done = await withBar('bytes', (progress) => restore(sql, url, given.file, { force: given.force, progress }))
+  const done = await withBar('bytes', (progress) =>
+    restore(sql, url, given.file, { force: given.force, key: config.backupKey, progress }),
+  )
   process.stdout.write(
     `Restored ${given.file}: ${done.rows} rows of ${done.tables} tables at migration level ${done.migrations} ` +
       `in ${seconds(done.ms)}. Start the service to migrate it forward.\n`,

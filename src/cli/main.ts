@@ -119,7 +119,7 @@ const main = async (argv: string[]): Promise<number | undefined> => {
     // Neither migrates first: a backup is of the database as it is; a restore makes the schema of
     // the backup's own version, and the service's next start migrates it forward.
     if (command === 'backup') return await runBackupCommand(sql, config, args)
-    if (command === 'restore') return await runRestoreCommand(sql, db.url, args)
+    if (command === 'restore') return await runRestoreCommand(sql, config, db.url, args)
     if (command === 'migrate') {
       const applied = await migrate(sql, db.url)
       process.stdout.write(applied.length ? `Applied ${applied.join(', ')}\n` : 'Nothing to apply.\n')

@@ -1,7 +1,7 @@
 import { readdirSync, readFileSync } from 'node:fs'
 import { fileURLToPath } from 'node:url'
 import { Logger, runMigrations } from 'graphile-worker'
-import type { Sql } from './client.ts'
+import type { Sql, Tx } from './client.ts'
 
 interface Migration {
   name: string
@@ -45,6 +45,9 @@ const statements = (text: string) =>
     .filter(Boolean)
 const indexBuilt = /^create\s+(?:unique\s+)?index\s+concurrently\s+if\s+not\s+exists\s+(\w+)/i
 
+const MIGRATIONS_TABLE = `create table if not exists schema_migrations
+  (name text primary key, applied_at timestamptz not null default now())`
+
 type Reserved = Awaited<ReturnType<Sql['reserve']>>
 
 const runFile = async (conn: Reserved, m: Migration) => {
@@ -87,8 +90,7 @@ export const migrate = async (sql: Sql, url: string, files: Migration[] = migrat
     while (!(await conn`select pg_try_advisory_lock(hashtext('service:migrations')) as ok`)[0].ok) {
       await new Promise((resolve) => setTimeout(resolve, 100))
     }
-    await conn`create table if not exists schema_migrations
-      (name text primary key, applied_at timestamptz not null default now())`
+    await conn.unsafe(MIGRATIONS_TABLE)
     const done = new Set((await conn`select name from schema_migrations`).map((r) => r.name as string))
     for (const m of files.filter((f) => !done.has(f.name))) {
       await runFile(conn, m)
@@ -98,8 +100,27 @@ export const migrate = async (sql: Sql, url: string, files: Migration[] = migrat
     await conn`select pg_advisory_unlock(hashtext('service:migrations'))`.catch(() => {})
     conn.release()
   }
-  await runMigrations({ connectionString: url, logger: quietLogger })
+  await migrateWorker(url)
   return applied
+}
+
+// graphile-worker's schema, made or brought to this version's level (in transactions of its own).
+export const migrateWorker = (url: string) => runMigrations({ connectionString: url, logger: quietLogger })
+
+// Applies `files` inside the caller's transaction, into a schema that holds none of their tables yet
+// (a restore's: its rows follow in the same transaction). A concurrent index build cannot run in a
+// transaction, and on empty tables a plain one is the same.
+const withoutConcurrently = (statement: string) =>
+  statement.replace(/^(create\s+(?:unique\s+)?index|drop\s+index)\s+concurrently\b/i, '$1')
+export const migrateWithin = async (tx: Tx, files: Migration[]) => {
+  await tx`select pg_advisory_xact_lock(hashtext('service:migrations'))`
+  await tx.unsafe(MIGRATIONS_TABLE)
+  for (const m of files) {
+    if (m.sql.startsWith(CONCURRENTLY))
+      for (const statement of statements(m.sql)) await tx.unsafe(withoutConcurrently(statement))
+    else await tx.unsafe(m.sql)
+    await tx`insert into schema_migrations (name) values (${m.name})`
+  }
 }
 
 export const quietLogger = new Logger(() => () => {})
