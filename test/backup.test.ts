@@ -3,14 +3,14 @@
 // with their retention, the admin API rows and the /metrics gauges.
 import assert from 'node:assert/strict'
 import { type ChildProcess, spawn } from 'node:child_process'
-import { chmodSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, utimesSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { gunzipSync } from 'node:zlib'
 import { after, before, test } from 'node:test'
 import postgres from 'postgres'
 import { backup, restore } from '../src/backups/dump.ts'
-import { listBackups } from '../src/backups/files.ts'
+import { listBackups, STALE_PARTIAL_MS } from '../src/backups/files.ts'
 import { runBackup } from '../src/backups/task.ts'
 import { loadConfig } from '../src/config.ts'
 import { connect } from '../src/db/client.ts'
@@ -278,6 +278,73 @@ test('backups the worker makes keep the newest SERVICE_BACKUP_KEEP and show in /
   writeFileSync(blocked, '')
   await assert.rejects(runBackup({ ...s.app, config: { ...s.app.config, backupDir: blocked } }, { origin: 'schedule' }))
   assert.match((await s.call('GET', '/metrics')).body, /^service_backup_failures 1$/m)
+})
+
+test('a .partial file that a killed backup left is removed by the next backup; a fresh one is kept', async () => {
+  const folder = join(dir, 'partial-backups')
+  mkdirSync(folder)
+  const stale = join(folder, 'service-backup-2026-01-01T03-00-00-000Z.gz.partial')
+  const running = join(folder, 'service-backup-2026-01-01T04-00-00-000Z.gz.age.partial')
+  const other = join(folder, 'notes.partial')
+  for (const file of [stale, running, other]) writeFileSync(file, 'x')
+  const old = new Date(Date.now() - STALE_PARTIAL_MS - 60_000)
+  utimesSync(stale, old, old)
+  utimesSync(other, old, old)
+  // A second, later, must not count as old.
+  const recent = new Date(Date.now() - STALE_PARTIAL_MS + 60_000)
+  utimesSync(running, recent, recent)
+  const made = await runBackup({ ...s.app, config: { ...s.app.config, backupDir: folder } }, { origin: 'schedule' })
+  assert.ok(existsSync(join(folder, made.file)))
+  assert.ok(!existsSync(stale), 'the stale .partial is still there')
+  assert.ok(existsSync(running), "a running backup's .partial was removed")
+  assert.ok(existsSync(other), 'a file not named as a backup was removed')
+})
+
+test('with SERVICE_BACKUP_KEY the worker and the executable write encrypted backups, restored with the key', async () => {
+  const key = 'a key for the backups test'
+  const account = await s.account('Sealed')
+  const folder = join(dir, 'sealed-backups')
+  const made = await runBackup(
+    { ...s.app, config: { ...s.app.config, backupDir: folder, backupKey: key } },
+    {
+      origin: 'api',
+    },
+  )
+  assert.match(made.file, /^service-backup-\S+\.gz\.age$/)
+  assert.deepEqual(
+    listBackups(folder).map((b) => b.file),
+    [made.file],
+  )
+  // The executable's bundle seals and opens them too (age-encryption is an ES module).
+  const env = { ...environment(join(dir, 'unused')), DATABASE_URL: s.url, SERVICE_BACKUP_KEY: key }
+  const written = await command(['backup', '--to', folder], env)
+  assert.equal(written.code, 0, written.err)
+  const file = /^Wrote (\S+\.gz\.age) /m.exec(written.out)?.[1]
+  assert.ok(file, written.out)
+  for (const sealed of [join(folder, made.file), file]) {
+    assert.equal(readFileSync(sealed).subarray(0, 21).toString(), 'age-encryption.org/v1')
+    const target = await freshDatabase()
+    try {
+      const restored = await command(['restore', sealed], { ...env, DATABASE_URL: target.url })
+      assert.equal(restored.code, 0, restored.err)
+      const sql = connect(target.url, { max: 1 })
+      try {
+        const [row] = await sql`select name from accounts where id = ${account.id}`
+        assert.equal(row?.name, 'Sealed')
+      } finally {
+        await sql.end()
+      }
+      const refused = await command(['restore', '--force', sealed], {
+        ...env,
+        DATABASE_URL: target.url,
+        SERVICE_BACKUP_KEY: 'not the key',
+      })
+      assert.equal(refused.code, 1)
+      assert.match(refused.err, /fails authentication with SERVICE_BACKUP_KEY/)
+    } finally {
+      await target.drop()
+    }
+  }
 })
 
 test('a job in flight at a backup, even one add_job replaced as it ran, comes back with an attempt left', async () => {

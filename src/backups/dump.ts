@@ -255,10 +255,11 @@ const checkColumns = async (tx: Tx, header: Header, file: string) => {
 }
 
 // A row COPY refuses (a field of the wrong type, a key that points nowhere) is named with its table,
-// line and column, which PostgreSQL gives as the error's context.
+// line and column, which PostgreSQL gives in the error's context (after a JSON parser's own line).
 const copyRefusal = (file: string, err: unknown) => {
-  const where = (err as postgres.PostgresError)?.where
-  return where?.startsWith('COPY ') ? new Error(`${file} is refused: ${(err as Error).message} (${where})`) : err
+  const { message, detail, where } = err as postgres.PostgresError
+  const copy = where?.split('\n').find((line) => line.startsWith('COPY '))
+  return copy ? new Error(`${file} is refused: ${message}${detail ? `: ${detail}` : ''} (${copy})`) : err
 }
 
 export interface Restored {
