@@ -88,7 +88,7 @@ export const openWriter = async (path: string, key: string | undefined) => {
 }
 
 // Whether the file is age's: an encrypted backup.
-const sealed = (file: string) => {
+const isSealed = (file: string) => {
   const start = Buffer.alloc(AGE_MAGIC.length)
   const fd = openSync(file, 'r')
   try {
@@ -106,7 +106,7 @@ const MARK = Buffer.from(`\n${END}`)
 // chunks of whole lines up to its `\.`, then the trailer. `read` is the share of the file read so
 // far; `digest` the SHA-256 of the content read so far.
 export const openReader = async (file: string, key: string | undefined) => {
-  const encrypted = sealed(file)
+  const encrypted = isSealed(file)
   if (encrypted && !key) throw new Error(`${file} is encrypted: set SERVICE_BACKUP_KEY to the key it was made with`)
   // Anybody can write a plain file that passes its own digest: with a key, only a sealed file is trusted.
   if (!encrypted && key)
