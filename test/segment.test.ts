@@ -207,6 +207,61 @@ test('time: timestamp corrected for clock skew by sentAt; none takes the receive
   assert.ok(Math.abs(at.c) < 5_000, `c (sent as stamped, per message): ${at.c}`)
 })
 
+// The one time rule (dates.ts): ISO 8601 with a zone, of a real calendar day. Date.parse took each
+// of the dropped forms, some in the server's own zone, and rolled 02-30 over to March.
+test('time: only ISO 8601 date-times with a zone are read; every other form is dropped and counted', async () => {
+  const a = await scoredAccount(s, 'Time forms')
+  const valid: Record<string, [string, number]> = {
+    zulu: ['2026-11-27T10:00:00Z', Date.UTC(2026, 10, 27, 10)],
+    fraction: ['2026-11-27T10:00:00.5Z', Date.UTC(2026, 10, 27, 10, 0, 0, 500)],
+    micro_offset: ['2026-11-27T10:00:00.123456+02:00', Date.UTC(2026, 10, 27, 8, 0, 0, 123)],
+    minutes_offset: ['2026-11-27T10:00-05:30', Date.UTC(2026, 10, 27, 15, 30)],
+  }
+  const invalid: Record<string, string> = {
+    us: '11/27/2026',
+    month_name: 'Nov 27 2026',
+    month_name_zone: 'Nov 27 2026 10:00:00 GMT',
+    zoneless: '2026-11-27T10:00:00',
+    date_only: '2026-11-27',
+    no_such_day: '2026-02-30T10:00:00Z',
+    hour_24: '2026-11-27T24:00:00Z',
+    space: '2026-11-27 10:00:00Z',
+    basic_offset: '2026-11-27T10:00:00+0200',
+    empty: '',
+  }
+  const track = (messageId: string, timestamp: string) => ({
+    type: 'track',
+    messageId,
+    userId: 'u',
+    event: messageId,
+    timestamp,
+    context: { groupId: 'k1' },
+  })
+  const res = await post(a, '/v1/batch', {
+    batch: [
+      { type: 'group', groupId: 'k1' },
+      ...Object.entries(valid).map(([id, [t]]) => track(id, t)),
+      ...Object.entries(invalid).map(([id, t]) => track(id, t)),
+    ],
+  })
+  assert.equal(res.status, 200, JSON.stringify(res.body))
+  await settled(a.id)
+  const events = (await a.api('/api/v1/customer/k1/events', undefined, 'GET')).body.events
+  assert.deepEqual(
+    Object.fromEntries(events.map((e: any) => [e.name, e.timestamp])),
+    Object.fromEntries(Object.entries(valid).map(([id, [, at]]) => [id, at])),
+  )
+  const st = await status(a)
+  assert.deepEqual(st.by_reason, { invalid_timestamp: Object.keys(invalid).length })
+  assert.deepEqual(
+    st.last_errors.map((e: any) => [e.message_id, e.reason]).sort(),
+    Object.keys(invalid)
+      .map((id) => [id, 'invalid_timestamp'])
+      .sort(),
+  )
+  assert.match(st.last_errors[0].detail, /ISO 8601 date-time with a zone/)
+})
+
 test('limits: 32 KB a message, 500 KB and 2,500 messages a batch are 400s, and nothing is stored', async () => {
   const a = await scoredAccount(s, 'Limits')
   const big = (n: number) => ({ type: 'track', userId: 'u', event: 'e', properties: { x: 'x'.repeat(n) } })
@@ -463,6 +518,38 @@ test('per-message problems do not fail the batch: counted by reason, named in th
   const metrics = (await s.call('GET', '/metrics')).body as string
   assert.match(metrics, /service_segment_dropped_total\{reason="no_customer"\} [1-9]/)
   assert.match(metrics, /service_segment_messages_total\{type="alias",outcome="ignored"\} [1-9]/)
+})
+
+test('a key holding NUL or an unpaired surrogate: dropped, invalid_value, with a detail naming its path', async () => {
+  const a = await scoredAccount(s, 'Odd keys')
+  const track = (messageId: string, properties: object) => ({
+    type: 'track',
+    messageId,
+    userId: 'u',
+    event: 'e',
+    properties,
+    context: { groupId: 'k1' },
+  })
+  const res = await post(a, '/v1/batch', {
+    batch: [
+      track('nul', { plan: { 'a\0b': 1 } }),
+      track('high', { 'x\uD800': 1 }),
+      track('low', { '\uDC00y': 1 }),
+      track('long', { [`${'k'.repeat(199)}\u{1F600}z`]: 'v\0' }),
+    ],
+  })
+  assert.equal(res.status, 200, JSON.stringify(res.body))
+  await settled(a.id)
+  const st = await status(a)
+  assert.deepEqual(st.by_reason, { invalid_value: 4 })
+  const detail = Object.fromEntries(st.last_errors.map((e: any) => [e.message_id, e.detail]))
+  const key = 'Its key: Must not contain NUL characters or unpaired surrogates.'
+  assert.deepEqual(detail, {
+    nul: `/properties/plan/a\uFFFDb: ${key}`,
+    high: `/properties/x\uFFFD: ${key}`,
+    low: `/properties/\uFFFDy: ${key}`,
+    long: `/properties/${'k'.repeat(199)}\u{1F600}... (201 characters): Must not contain NUL characters or unpaired surrogates.`,
+  })
 })
 
 test('hostile messages from the hardening corpus: never a 5xx, every 200 applied without a failed job', async () => {
