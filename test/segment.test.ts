@@ -296,6 +296,46 @@ test('auth: Basic user or body writeKey; a bad or missing key is a 401', async (
   assert.equal((await s.call('POST', '/v1/batch', { batch: [msg] }, { authorization: basic(forged) })).status, 401)
   const search = await s.admin('POST', `/accounts/${a.id}/keys`, { scopes: ['search'] })
   assert.equal((await s.call('POST', '/v1/track', { ...msg, writeKey: search.body.token })).status, 403)
+  // Both given: the same key is fine; two keys are refused, whichever of them is valid.
+  assert.equal((await post(a, '/v1/track', { ...msg, writeKey: a.token })).status, 200)
+  const other = await s.admin('POST', `/accounts/${a.id}/keys`, { scopes: ['track'] })
+  const stored = async () =>
+    (
+      await s.sql`select (select count(*) from segment_messages where account_id = ${a.id})
+      + (select count(*) from tracking_events where account_id = ${a.id}) as n`
+    )[0].n
+  const before = await stored()
+  for (const [path, body] of [
+    ['/v1/track', { ...msg, writeKey: other.body.token }],
+    ['/v1/batch', { batch: [msg], writeKey: other.body.token }],
+    ['/v1/batch', { batch: [msg], writeKey: 'nope' }],
+  ] as const) {
+    const res = await post(a, path, body)
+    assert.equal(res.status, 400, `${path}: ${JSON.stringify(res.body)}`)
+    assert.match(res.body.detail, /Basic user name and writeKey name different keys/)
+    assert.deepEqual(
+      res.body.errors.map((e: any) => e.path),
+      ['/writeKey'],
+    )
+  }
+  assert.equal(await stored(), before, 'no message of a refused request is stored')
+})
+
+test('the ingest status takes the Basic login of a track key (README), or the service-key header', async () => {
+  const a = await scoredAccount(s, 'Status login')
+  const get = (headers: Record<string, string>) => s.call('GET', '/api/v1/ingest/status', undefined, headers)
+  const byBasic = await get({ authorization: basic(a.token) })
+  assert.equal(byBasic.status, 200, JSON.stringify(byBasic.body))
+  assert.deepEqual(byBasic.body.by_status, { received: 0, pending: 0 })
+  assert.equal((await get({ 'service-key': a.token })).status, 200)
+  assert.equal((await get({})).status, 401)
+  assert.equal((await get({ authorization: basic(`sk_${a.id}_${'x'.repeat(32)}`) })).status, 401)
+  const search = await s.admin('POST', `/accounts/${a.id}/keys`, { scopes: ['search'] })
+  assert.equal((await get({ authorization: basic(search.body.token) })).status, 403)
+  // Another account's key reads its own account's status.
+  const b = await scoredAccount(s, 'Status other')
+  await post(b, '/v1/track', { userId: 'u', event: 'e' })
+  assert.equal((await get({ authorization: basic(a.token) })).body.by_type.track, undefined)
 })
 
 test('a FILE account: 200, nothing written, the reason counted', async () => {
