@@ -5,6 +5,7 @@ import { gzipSync } from 'node:zlib'
 import { after, before, test } from 'node:test'
 import { Analytics } from '@segment/analytics-node'
 import RudderAnalytics from '@rudderstack/rudder-sdk-node'
+import { drainEvents } from '../src/tracking/apply.ts'
 import { countAccountEvents } from '../src/tracking/counts.ts'
 import { waitingSql } from '../src/tracking/cursor.ts'
 import {
@@ -260,6 +261,60 @@ test('time: only ISO 8601 date-times with a zone are read; every other form is d
       .sort(),
   )
   assert.match(st.last_errors[0].detail, /ISO 8601 date-time with a zone/)
+})
+
+// A track that names its customer is a tracked event, applied by the tracker's apply job; the identify
+// before it, by the Segment apply job. Held, the Segment apply keeps the batch's track from the tracker's
+// apply; and an identify of a contact unknown until that track creates it is applied first, under the
+// track's customer, rather than left waiting while the track makes the contact nameless.
+test('order: no track of a batch applies before an identify sent before it in the batch', async () => {
+  const a = await scoredAccount(s, 'Order')
+  assert.equal(
+    (await post(a, '/v1/batch', { batch: [{ type: 'group', groupId: 'acme', traits: { name: 'A' } }] })).status,
+    200,
+  )
+  await settled(a.id)
+  const held = await s.sql.reserve()
+  try {
+    await held`begin`
+    await held`select pg_advisory_xact_lock(hashtextextended('apply_segment:' || ${a.id}::text, 0))`
+    const res = await post(a, '/v1/batch', {
+      batch: [
+        { type: 'identify', userId: 'pat', traits: { name: 'Pat' }, context: { groupId: 'acme' } },
+        { type: 'identify', userId: 'sam', traits: { name: 'Sam' } },
+        { type: 'track', userId: 'pat', event: 'e', context: { groupId: 'acme' } },
+        { type: 'track', userId: 'sam', event: 'e', context: { groupId: 'acme' } },
+      ],
+    })
+    assert.equal(res.status, 200, JSON.stringify(res.body))
+    assert.deepEqual(await drainEvents(s.app, a.id), { events: 0 }, 'the tracks wait for the identifies')
+  } finally {
+    await held`rollback`
+    held.release()
+  }
+  await settled(a.id)
+  const contacts = await s.sql`select t.external_id, t.name, c.external_id as customer from contacts t
+    join customers c on c.account_id = t.account_id and c.service_id = t.customer_id
+    where t.account_id = ${a.id} order by t.external_id`
+  assert.deepEqual(
+    contacts.map((r) => [r.external_id, r.name, r.customer]),
+    [
+      ['pat', 'Pat', 'acme'],
+      ['sam', 'Sam', 'acme'],
+    ],
+  )
+  const events = await s.sql`select e.contact_external_id, e.status, t.name from tracking_events e
+    join contacts t on t.account_id = e.account_id and t.service_id = e.contact_id
+    where e.account_id = ${a.id} order by e.contact_external_id`
+  assert.deepEqual(
+    events.map((r) => [r.contact_external_id, r.status, r.name]),
+    [
+      ['pat', 'applied', 'Pat'],
+      ['sam', 'applied', 'Sam'],
+    ],
+  )
+  const st = await status(a)
+  assert.deepEqual(st.by_status, { received: 0, pending: 0 })
 })
 
 test('limits: 32 KB a message, 500 KB and 2,500 messages a batch are 400s, and nothing is stored', async () => {
