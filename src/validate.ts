@@ -56,6 +56,12 @@ export const cut = (name: string) => {
   return head === name ? name : `${head}... (${count(characters(name))} characters)`
 }
 
+// The SQL twin of cut, for names read in SQL (Segment's dropped trait keys): left() and char_length()
+// count code points, as cut does. `s` is written several times: keep it a cheap one.
+export const sqlCut = (s: string) =>
+  `case when char_length(${s}) > ${ECHO_CHARS} then left(${s}, ${ECHO_CHARS}) || '... (' ||
+    to_char(char_length(${s}), 'FM999,999,999,999') || ' characters)' else ${s} end`
+
 // 1,980: counts as people read them.
 export const count = (n: number) => n.toLocaleString('en-US')
 

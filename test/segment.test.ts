@@ -647,6 +647,26 @@ test('a key holding NUL or an unpaired surrogate: dropped, invalid_value, with a
   })
 })
 
+// A key of 6,000 characters that compress badly needs an index entry of 18 KB: stored whole, it failed
+// the apply job again and again, and held the account's queue.
+test('a long dropped trait key is named cut to 200 characters, at code points, and applies', async () => {
+  const a = await scoredAccount(s, 'Long keys')
+  const wide = Array.from({ length: 6000 }, (_, i) => String.fromCodePoint(0x4e00 + ((i * 7919) % 20000))).join('')
+  const emoji = `${'k'.repeat(199)}\u{1F600}tail`
+  const res = await post(a, '/v1/batch', {
+    batch: [{ type: 'group', groupId: 'g', traits: { name: 'G', [wide]: 1, [emoji]: 2 } }],
+  })
+  assert.equal(res.status, 200, JSON.stringify(res.body))
+  await settled(a.id)
+  const st = await status(a)
+  assert.deepEqual(st.by_type, { group: 1 })
+  assert.deepEqual(
+    st.dropped_key_names.map((d: any) => d.key).sort(),
+    [`${wide.slice(0, 200)}... (6,000 characters)`, `${'k'.repeat(199)}\u{1F600}... (204 characters)`].sort(),
+  )
+  assert.equal((await a.api('/api/v1/customer/g', undefined, 'GET')).body.name, 'G')
+})
+
 test('hostile messages from the hardening corpus: never a 5xx, every 200 applied without a failed job', async () => {
   const a = await scoredAccount(s, 'Hostile')
   for (const [i, c] of hostileRecords.entries()) {

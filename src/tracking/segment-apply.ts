@@ -10,6 +10,7 @@ import { passGate } from './intake.ts'
 import { lockAndReadCursor, moveCursor, nextBelow, nextCheck } from './cursor.ts'
 import { createContactsSql } from './contacts.ts'
 import { countDropped, suppressedSql } from './suppressions.ts'
+import { sqlCut } from '../validate.ts'
 
 // The apply job of Segment messages (segment.ts stores them): one account's messages in id order,
 // in batches, each batch one transaction, set-based. Within a batch the groups go first (customers,
@@ -25,7 +26,8 @@ export const PENDING_MAX = 10_000
 export const PENDING_HOURS = 24
 // Messages done are kept this long: the window within which a messageId deduplicates.
 export const KEEP_DAYS = 7
-// Dropped trait keys are counted by name for at most this many distinct names an account.
+// Dropped trait keys are counted by name (cut as validate.ts cuts names) for at most this many distinct
+// names an account.
 export const MAX_KEY_NAMES = 200
 
 const accountLock = (tx: Tx, accountId: number) =>
@@ -319,7 +321,7 @@ const count = (tx: Tx, accountId: number) => tx`
     select 'reason', reason, count(*) from (select reason from first union all select reason from expired) r
     where reason is not null group by reason
     union all
-    select t.entity || '_key', t.key, count(*) from stage_traits t join first f on f.id = t.id
+    select t.entity || '_key', ${tx.unsafe(sqlCut('t.key'))}, count(*) from stage_traits t join first f on f.id = t.id
     where t.kind = 'dropped' group by 1, 2
   ), known as (
     select count(*) as n from segment_counts
