@@ -4,9 +4,9 @@ import { refuse } from '../errors.ts'
 
 // Access (docs/api.md, "Privacy"): everything held about a contact, or a customer with its contacts,
 // as one JSON document: the stored record, its scores, snapshots and tags, the tracked events
-// that identify it and the Segment messages that name it. The document is read in one repeatable-read transaction, so its parts agree,
-// and streamed: the events and contacts are read through cursors, a batch at a time, whatever
-// their number.
+// that identify it and the Segment messages that name it. The document is read in one
+// repeatable-read transaction, so its parts agree, and streamed: the events, messages and contacts
+// are read through cursors, a batch at a time, whatever their number.
 
 type Db = Sql | ReservedSql
 interface Doc {

@@ -321,7 +321,8 @@ const count = (tx: Tx, accountId: number) => tx`
     select 'reason', reason, count(*) from (select reason from first union all select reason from expired) r
     where reason is not null group by reason
     union all
-    select t.entity || '_key', ${tx.unsafe(sqlCut('t.key'))}, count(*) from stage_traits t join first f on f.id = t.id
+    select t.entity || '_key', ${tx.unsafe(sqlCut('t.key'))}, count(*)
+    from stage_traits t join first f on f.id = t.id
     where t.kind = 'dropped' group by 1, 2
   ), known as (
     select count(*) as n from segment_counts
