@@ -20,6 +20,29 @@ export const isDate = (s: unknown): s is string => {
 
 export const DATE_RULE = 'a date YYYY-MM-DD (a real calendar day, years 0001-9999)'
 
+// The one time rule, for times clients send as text (Segment's timestamp and sentAt): an ISO 8601
+// date-time, a date by the date rule, hh:mm with optional seconds and fraction, and a zone, Z or
+// ±hh:mm. Date.parse takes much more (11/27/2026, Nov 27 2026, a zone-less time in the server's
+// own zone, 24:00) and rolls 02-30 over to March. Epoch milliseconds (a fraction cut to them), or NaN.
+const TIME_SHAPE =
+  /^(\d{4}-\d{2}-\d{2})T([01]\d|2[0-3]):([0-5]\d)(?::([0-5]\d)(?:\.(\d{1,9}))?)?(?:Z|([+-])([01]\d|2[0-3]):([0-5]\d))$/
+const MINUTE_MS = 60_000
+
+export const timeOf = (s: unknown): number => {
+  const m = typeof s === 'string' ? TIME_SHAPE.exec(s) : null
+  if (!m || !isDate(m[1])) return Number.NaN
+  const [, date, hours, minutes, seconds = '0', fraction = '', sign, zoneHours, zoneMinutes] = m
+  const offset = sign ? (sign === '-' ? -1 : 1) * (Number(zoneHours) * 60 + Number(zoneMinutes)) : 0
+  return (
+    dayNumber(date) * DAY_MS +
+    (Number(hours) * 60 + Number(minutes) - offset) * MINUTE_MS +
+    Number(seconds) * 1000 +
+    Number(fraction.padEnd(3, '0').slice(0, 3))
+  )
+}
+
+export const TIME_RULE = 'an ISO 8601 date-time with a zone (Z or ±hh:mm), of a real calendar day'
+
 // The UTC date now: "today" for scoring, search (GTD, LTD), churn dates and tracking counts.
 export const today = (now = Date.now()) => new Date(now).toISOString().slice(0, 10)
 

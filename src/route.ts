@@ -43,7 +43,8 @@ export interface Reply {
 }
 
 // `segment`: the key comes as Segment's SDKs send their write key, as the HTTP Basic user name (empty
-// password) or as `writeKey` in the JSON body, instead of in the service-key header.
+// password) or as `writeKey` in the JSON body, instead of in the service-key header; a route without
+// a body takes the Basic user or the service-key header.
 export type KeyAuth = { key: Scope; segment?: true }
 export type Auth = 'none' | 'admin' | KeyAuth
 

@@ -10,6 +10,26 @@ export const UNSTORABLE_MESSAGE = 'Must not contain NUL characters or unpaired s
 // Such strings are the client's error (400), not the database's (500).
 export const storable = v.check((s: string) => !UNSTORABLE.test(s), UNSTORABLE_MESSAGE)
 
+// The storable form of a name the service keeps only to show it (a dropped key's name, a reason's
+// detail): each NUL or unpaired surrogate becomes U+FFFD. A name the service acts on is refused instead.
+const UNSTORABLE_ALL = new RegExp(UNSTORABLE.source, 'g')
+export const storableText = (s: string) => s.replace(UNSTORABLE_ALL, '\uFFFD')
+
+// The first n characters (code points) of s: never half of a surrogate pair.
+export const cutText = (s: string, n: number) => {
+  if (s.length <= n) return s
+  let end = 0
+  for (let k = 0; k < n && end < s.length; k++) end += (s.codePointAt(end) as number) > 0xffff ? 2 : 1
+  return s.slice(0, end)
+}
+
+// Characters (code points), as the limits count them.
+export const characters = (s: string) => {
+  let n = 0
+  for (const _ of s) n++
+  return n
+}
+
 export const text255 = v.pipe(v.string(), v.maxLength(255, 'At most 255 characters.'), storable)
 export const id255 = v.pipe(
   v.string(),
@@ -31,8 +51,16 @@ export const isObject = (x: unknown): x is Record<string, unknown> =>
 // A name the client sent, echoed in an answer, is cut to this many characters: a 4.5 MB key must not
 // come back as a 4.5 MB answer.
 export const ECHO_CHARS = 200
-export const cut = (name: string) =>
-  name.length > ECHO_CHARS ? `${name.slice(0, ECHO_CHARS)}... (${count(name.length)} characters)` : name
+export const cut = (name: string) => {
+  const head = cutText(name, ECHO_CHARS)
+  return head === name ? name : `${head}... (${count(characters(name))} characters)`
+}
+
+// The SQL twin of cut, for names read in SQL (Segment's dropped trait keys): left() and char_length()
+// count code points, as cut does. `s` is written several times: keep it a cheap one.
+export const sqlCut = (s: string) =>
+  `case when char_length(${s}) > ${ECHO_CHARS} then left(${s}, ${ECHO_CHARS}) || '... (' ||
+    to_char(char_length(${s}), 'FM999,999,999,999') || ' characters)' else ${s} end`
 
 // 1,980: counts as people read them.
 export const count = (n: number) => n.toLocaleString('en-US')

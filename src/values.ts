@@ -8,7 +8,7 @@ import * as v from 'valibot'
 import type { Catalog, PropertyKind, PropertyType } from './catalog.ts'
 import { DATE_RULE, isDate } from './dates.ts'
 import type { FieldError } from './errors.ts'
-import { closest, cut, describe, int, isObject, UNSTORABLE, UNSTORABLE_MESSAGE } from './validate.ts'
+import { closest, cut, describe, int, isObject, storableText, UNSTORABLE, UNSTORABLE_MESSAGE } from './validate.ts'
 
 // A text value of an attribute or metric holds at most this many characters (Unicode code points,
 // so an emoji counts as one), so that one record cannot carry megabytes through processing,
@@ -58,7 +58,7 @@ type Values = Record<string, unknown>
 // Keys dropped because no property of their kind defines them, named so that a typo (contry) can be
 // found: each with how often it was dropped and the codename it most likely meant. Uploads and
 // ingest statuses show them. At most NAMED_DROPS distinct keys are named (each cut to 200
-// characters); the count covers them all.
+// characters, in its storable form: storableText); the count covers them all.
 export const NAMED_DROPS = 100
 export const DroppedKeyName = v.object({
   key: v.string(),
@@ -79,7 +79,7 @@ export const noneDropped = (): Dropped => ({ count: 0, names: new Map() })
 // Counts one dropped key; `known` gives the codenames it may have meant (asked once per name).
 export const dropKey = (dropped: Dropped, key: string, known: () => string[]) => {
   dropped.count++
-  const name = cut(key)
+  const name = cut(storableText(key))
   const seen = dropped.names.get(name)
   if (seen) seen.count++
   else if (dropped.names.size < NAMED_DROPS)

@@ -6,7 +6,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { after, before, describe, test } from 'node:test'
-import { isDate, sqlDateOrNull, today } from '../src/dates.ts'
+import { isDate, sqlDateOrNull, timeOf, today } from '../src/dates.ts'
 import { emptyStats, importFile } from '../src/import/import.ts'
 import { scoredAccount, uploadAndWait } from './helpers/fixtures.ts'
 import { startTestService, type TestService } from './helpers/service.ts'
@@ -30,6 +30,38 @@ test('isDate: a real calendar day, years 0001-9999', () => {
   assert.equal(isDate(20240101), false)
   assert.match(today(), /^\d{4}-\d{2}-\d{2}$/)
   assert.equal(today(Date.UTC(2026, 10, 25, 23, 59)), '2026-11-25')
+})
+
+test('timeOf: an ISO 8601 date-time with a zone, of a real calendar day; else NaN', () => {
+  const cases: [string, number][] = [
+    ['2026-11-27T10:00:00Z', Date.UTC(2026, 10, 27, 10)],
+    ['2026-11-27T10:00:00.1Z', Date.UTC(2026, 10, 27, 10, 0, 0, 100)],
+    ['2026-11-27T10:00:00.987654321Z', Date.UTC(2026, 10, 27, 10, 0, 0, 987)],
+    ['2026-11-27T00:30+01:00', Date.UTC(2026, 10, 26, 23, 30)],
+    ['2024-02-29T23:59:59-00:30', Date.UTC(2024, 2, 1, 0, 29, 59)],
+  ]
+  for (const [text, at] of cases) assert.equal(timeOf(text), at, text)
+  // Years 0-99 are not mapped to 1900-1999, as Date.UTC maps them.
+  assert.equal(new Date(timeOf('0099-01-01T00:00:00Z')).getUTCFullYear(), 99)
+  for (const text of [
+    '11/27/2026',
+    'Nov 27 2026',
+    '2026-11-27T10:00:00',
+    '2026-11-27',
+    '2026-02-30T10:00:00Z',
+    '2023-02-29T10:00:00Z',
+    '2026-11-27T24:00:00Z',
+    '2026-11-27T10:60:00Z',
+    '2026-11-27T10:00:60Z',
+    '2026-11-27 10:00:00Z',
+    '2026-11-27T10:00:00+0200',
+    '2026-11-27T10:00:00+24:00',
+    '2026-11-27T10:00:00.Z',
+    '0000-01-01T00:00:00Z',
+    '',
+  ])
+    assert.ok(Number.isNaN(timeOf(text)), JSON.stringify(text))
+  assert.ok(Number.isNaN(timeOf(1764237600000)))
 })
 
 describe('entry points', () => {

@@ -302,6 +302,31 @@ test('hostile strings in well-shaped bodies: no 5xx, and every 200 is processed 
   assert.equal(failed.length, 0, JSON.stringify(failed))
 })
 
+test('a scoring rule whose values map has a key with NUL or an unpaired surrogate is a 400 naming it', async () => {
+  const o = await scoredAccount(s, 'Odd model')
+  for (const key of ['a\0b', 'x\uD800', '\uDC00y']) {
+    const res = await s.admin('PUT', `/accounts/${o.id}/scoring`, {
+      customer: {
+        engagement: [{ codename: 'logins', weight: 100, bad: 0, good: 40 }],
+        fit: [{ codename: 'country', weight: 50, values: { US: 100, [key]: 50 } }],
+      },
+    })
+    check(`model key ${JSON.stringify(key)}`, {
+      status: res.status,
+      type: res.headers.get('content-type') ?? '',
+      body: res.body,
+      text: JSON.stringify(res.body),
+    })
+    assert.equal(res.status, 400, JSON.stringify(res.body))
+    assert.deepEqual(
+      res.body.errors.map((e: any) => e.path),
+      [`/customer/fit/0/values/${key}`],
+    )
+  }
+  const model = await s.admin('GET', `/accounts/${o.id}/scoring`)
+  assert.deepEqual(model.body.customer.fit[0].values, { US: 100, DE: 50 }, 'the model stays as it was')
+})
+
 // ---- the one value rule: numbers no double holds and a byte order mark, on every path -------------
 
 const BOM = Buffer.from([0xef, 0xbb, 0xbf])

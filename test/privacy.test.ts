@@ -214,6 +214,24 @@ test('the export holds what was uploaded and tracked, for a contact and for a cu
     customer.body.contacts.map((c: any) => [c.record.external_id, c.record.name, c.record.attributes.email]),
     [[BOB.id, BOB.name, BOB.email]],
   )
+  // The Segment identify of its contact, as held (the track naming its customer is an event above).
+  const identify = (id: number, email: string) => [
+    { message_id: `m1-${id}`, type: 'identify', user_id: BOB.id, traits: { email }, status: 'applied' },
+  ]
+  const held = (doc: any) =>
+    doc.segment_messages.map((m: any) => ({
+      message_id: m.message_id,
+      type: m.type,
+      user_id: m.user_id,
+      traits: m.traits,
+      status: m.status,
+    }))
+  assert.deepEqual(held(customer.body), identify(a.id, BOB.email))
+  assert.deepEqual(held(contact.body), [])
+  const bob = await a.api(`/api/v1/customer/${GLOBEX.id}/contact/${BOB.id}/export`, undefined, 'GET')
+  assert.deepEqual(held(bob.body), identify(a.id, BOB.email))
+  const otherBob = await b.api(`/api/v1/customer/${GLOBEX.id}/contact/${BOB.id}/export`, undefined, 'GET')
+  assert.deepEqual(held(otherBob.body), identify(b.id, 'x@y.org'))
 
   // Another account's record of the same ids is its own; unknown ones are 404 before any byte.
   const other = await b.api(`/api/v1/customer/c1/contact/${ANN.id}/export`, undefined, 'GET')

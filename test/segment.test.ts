@@ -5,6 +5,7 @@ import { gzipSync } from 'node:zlib'
 import { after, before, test } from 'node:test'
 import { Analytics } from '@segment/analytics-node'
 import RudderAnalytics from '@rudderstack/rudder-sdk-node'
+import { drainEvents } from '../src/tracking/apply.ts'
 import { countAccountEvents } from '../src/tracking/counts.ts'
 import { waitingSql } from '../src/tracking/cursor.ts'
 import {
@@ -207,6 +208,115 @@ test('time: timestamp corrected for clock skew by sentAt; none takes the receive
   assert.ok(Math.abs(at.c) < 5_000, `c (sent as stamped, per message): ${at.c}`)
 })
 
+// The one time rule (dates.ts): ISO 8601 with a zone, of a real calendar day. Date.parse took each
+// of the dropped forms, some in the server's own zone, and rolled 02-30 over to March.
+test('time: only ISO 8601 date-times with a zone are read; every other form is dropped and counted', async () => {
+  const a = await scoredAccount(s, 'Time forms')
+  const valid: Record<string, [string, number]> = {
+    zulu: ['2026-11-27T10:00:00Z', Date.UTC(2026, 10, 27, 10)],
+    fraction: ['2026-11-27T10:00:00.5Z', Date.UTC(2026, 10, 27, 10, 0, 0, 500)],
+    micro_offset: ['2026-11-27T10:00:00.123456+02:00', Date.UTC(2026, 10, 27, 8, 0, 0, 123)],
+    minutes_offset: ['2026-11-27T10:00-05:30', Date.UTC(2026, 10, 27, 15, 30)],
+  }
+  const invalid: Record<string, string> = {
+    us: '11/27/2026',
+    month_name: 'Nov 27 2026',
+    month_name_zone: 'Nov 27 2026 10:00:00 GMT',
+    zoneless: '2026-11-27T10:00:00',
+    date_only: '2026-11-27',
+    no_such_day: '2026-02-30T10:00:00Z',
+    hour_24: '2026-11-27T24:00:00Z',
+    space: '2026-11-27 10:00:00Z',
+    basic_offset: '2026-11-27T10:00:00+0200',
+    empty: '',
+  }
+  const track = (messageId: string, timestamp: string) => ({
+    type: 'track',
+    messageId,
+    userId: 'u',
+    event: messageId,
+    timestamp,
+    context: { groupId: 'k1' },
+  })
+  const res = await post(a, '/v1/batch', {
+    batch: [
+      { type: 'group', groupId: 'k1' },
+      ...Object.entries(valid).map(([id, [t]]) => track(id, t)),
+      ...Object.entries(invalid).map(([id, t]) => track(id, t)),
+    ],
+  })
+  assert.equal(res.status, 200, JSON.stringify(res.body))
+  await settled(a.id)
+  const events = (await a.api('/api/v1/customer/k1/events', undefined, 'GET')).body.events
+  assert.deepEqual(
+    Object.fromEntries(events.map((e: any) => [e.name, e.timestamp])),
+    Object.fromEntries(Object.entries(valid).map(([id, [, at]]) => [id, at])),
+  )
+  const st = await status(a)
+  assert.deepEqual(st.by_reason, { invalid_timestamp: Object.keys(invalid).length })
+  assert.deepEqual(
+    st.last_errors.map((e: any) => [e.message_id, e.reason]).sort(),
+    Object.keys(invalid)
+      .map((id) => [id, 'invalid_timestamp'])
+      .sort(),
+  )
+  assert.match(st.last_errors[0].detail, /ISO 8601 date-time with a zone/)
+})
+
+// A track that names its customer is a tracked event, applied by the tracker's apply job; the identify
+// before it, by the Segment apply job. Held, the Segment apply keeps the batch's track from the tracker's
+// apply; and an identify of a contact unknown until that track creates it is applied first, under the
+// track's customer, rather than left waiting while the track makes the contact nameless.
+test('order: no track of a batch applies before an identify sent before it in the batch', async () => {
+  const a = await scoredAccount(s, 'Order')
+  assert.equal(
+    (await post(a, '/v1/batch', { batch: [{ type: 'group', groupId: 'acme', traits: { name: 'A' } }] })).status,
+    200,
+  )
+  await settled(a.id)
+  const held = await s.sql.reserve()
+  try {
+    await held`begin`
+    await held`select pg_advisory_xact_lock(hashtextextended('apply_segment:' || ${a.id}::text, 0))`
+    const res = await post(a, '/v1/batch', {
+      batch: [
+        { type: 'identify', userId: 'pat', traits: { name: 'Pat' }, context: { groupId: 'acme' } },
+        { type: 'identify', userId: 'sam', traits: { name: 'Sam' } },
+        { type: 'track', userId: 'pat', event: 'e', context: { groupId: 'acme' } },
+        { type: 'track', userId: 'sam', event: 'e', context: { groupId: 'acme' } },
+      ],
+    })
+    assert.equal(res.status, 200, JSON.stringify(res.body))
+    assert.deepEqual(await drainEvents(s.app, a.id), { events: 0 }, 'the tracks wait for the identifies')
+  } finally {
+    await held`rollback`
+    held.release()
+  }
+  await settled(a.id)
+  const contacts = await s.sql`select t.external_id, t.name, c.external_id as customer from contacts t
+    join customers c on c.account_id = t.account_id and c.service_id = t.customer_id
+    where t.account_id = ${a.id} order by t.external_id`
+  assert.deepEqual(
+    contacts.map((r) => [r.external_id, r.name, r.customer]),
+    [
+      ['pat', 'Pat', 'acme'],
+      ['sam', 'Sam', 'acme'],
+    ],
+  )
+  const events = await s.sql`select e.contact_external_id, e.status, t.name from tracking_events e
+    join contacts t on t.account_id = e.account_id and t.service_id = e.contact_id
+    where e.account_id = ${a.id} order by e.contact_external_id`
+  assert.deepEqual(
+    events.map((r) => [r.contact_external_id, r.status, r.name]),
+    [
+      ['pat', 'applied', 'Pat'],
+      ['sam', 'applied', 'Sam'],
+    ],
+  )
+  const st = await status(a)
+  assert.deepEqual(st.by_status, { received: 0, pending: 0 })
+})
+
 test('limits: 32 KB a message, 500 KB and 2,500 messages a batch are 400s, and nothing is stored', async () => {
   const a = await scoredAccount(s, 'Limits')
   const big = (n: number) => ({ type: 'track', userId: 'u', event: 'e', properties: { x: 'x'.repeat(n) } })
@@ -241,6 +351,46 @@ test('auth: Basic user or body writeKey; a bad or missing key is a 401', async (
   assert.equal((await s.call('POST', '/v1/batch', { batch: [msg] }, { authorization: basic(forged) })).status, 401)
   const search = await s.admin('POST', `/accounts/${a.id}/keys`, { scopes: ['search'] })
   assert.equal((await s.call('POST', '/v1/track', { ...msg, writeKey: search.body.token })).status, 403)
+  // Both given: the same key is fine; two keys are refused, whichever of them is valid.
+  assert.equal((await post(a, '/v1/track', { ...msg, writeKey: a.token })).status, 200)
+  const other = await s.admin('POST', `/accounts/${a.id}/keys`, { scopes: ['track'] })
+  const stored = async () =>
+    (
+      await s.sql`select (select count(*) from segment_messages where account_id = ${a.id})
+      + (select count(*) from tracking_events where account_id = ${a.id}) as n`
+    )[0].n
+  const before = await stored()
+  for (const [path, body] of [
+    ['/v1/track', { ...msg, writeKey: other.body.token }],
+    ['/v1/batch', { batch: [msg], writeKey: other.body.token }],
+    ['/v1/batch', { batch: [msg], writeKey: 'nope' }],
+  ] as const) {
+    const res = await post(a, path, body)
+    assert.equal(res.status, 400, `${path}: ${JSON.stringify(res.body)}`)
+    assert.match(res.body.detail, /Basic user name and writeKey name different keys/)
+    assert.deepEqual(
+      res.body.errors.map((e: any) => e.path),
+      ['/writeKey'],
+    )
+  }
+  assert.equal(await stored(), before, 'no message of a refused request is stored')
+})
+
+test('the ingest status takes the Basic login of a track key (README), or the service-key header', async () => {
+  const a = await scoredAccount(s, 'Status login')
+  const get = (headers: Record<string, string>) => s.call('GET', '/api/v1/ingest/status', undefined, headers)
+  const byBasic = await get({ authorization: basic(a.token) })
+  assert.equal(byBasic.status, 200, JSON.stringify(byBasic.body))
+  assert.deepEqual(byBasic.body.by_status, { received: 0, pending: 0 })
+  assert.equal((await get({ 'service-key': a.token })).status, 200)
+  assert.equal((await get({})).status, 401)
+  assert.equal((await get({ authorization: basic(`sk_${a.id}_${'x'.repeat(32)}`) })).status, 401)
+  const search = await s.admin('POST', `/accounts/${a.id}/keys`, { scopes: ['search'] })
+  assert.equal((await get({ authorization: basic(search.body.token) })).status, 403)
+  // Another account's key reads its own account's status.
+  const b = await scoredAccount(s, 'Status other')
+  await post(b, '/v1/track', { userId: 'u', event: 'e' })
+  assert.equal((await get({ authorization: basic(a.token) })).body.by_type.track, undefined)
 })
 
 test('a FILE account: 200, nothing written, the reason counted', async () => {
@@ -463,6 +613,58 @@ test('per-message problems do not fail the batch: counted by reason, named in th
   const metrics = (await s.call('GET', '/metrics')).body as string
   assert.match(metrics, /service_segment_dropped_total\{reason="no_customer"\} [1-9]/)
   assert.match(metrics, /service_segment_messages_total\{type="alias",outcome="ignored"\} [1-9]/)
+})
+
+test('a key holding NUL or an unpaired surrogate: dropped, invalid_value, with a detail naming its path', async () => {
+  const a = await scoredAccount(s, 'Odd keys')
+  const track = (messageId: string, properties: object) => ({
+    type: 'track',
+    messageId,
+    userId: 'u',
+    event: 'e',
+    properties,
+    context: { groupId: 'k1' },
+  })
+  const res = await post(a, '/v1/batch', {
+    batch: [
+      track('nul', { plan: { 'a\0b': 1 } }),
+      track('high', { 'x\uD800': 1 }),
+      track('low', { '\uDC00y': 1 }),
+      track('long', { [`${'k'.repeat(199)}\u{1F600}z`]: 'v\0' }),
+    ],
+  })
+  assert.equal(res.status, 200, JSON.stringify(res.body))
+  await settled(a.id)
+  const st = await status(a)
+  assert.deepEqual(st.by_reason, { invalid_value: 4 })
+  const detail = Object.fromEntries(st.last_errors.map((e: any) => [e.message_id, e.detail]))
+  const key = 'Its key: Must not contain NUL characters or unpaired surrogates.'
+  assert.deepEqual(detail, {
+    nul: `/properties/plan/a\uFFFDb: ${key}`,
+    high: `/properties/x\uFFFD: ${key}`,
+    low: `/properties/\uFFFDy: ${key}`,
+    long: `/properties/${'k'.repeat(199)}\u{1F600}... (201 characters): ${key.replace('Its key: ', '')}`,
+  })
+})
+
+// A key of 6,000 characters that compress badly needs an index entry of 18 KB: stored whole, it failed
+// the apply job again and again, and held the account's queue.
+test('a long dropped trait key is named cut to 200 characters, at code points, and applies', async () => {
+  const a = await scoredAccount(s, 'Long keys')
+  const wide = Array.from({ length: 6000 }, (_, i) => String.fromCodePoint(0x4e00 + ((i * 7919) % 20000))).join('')
+  const emoji = `${'k'.repeat(199)}\u{1F600}tail`
+  const res = await post(a, '/v1/batch', {
+    batch: [{ type: 'group', groupId: 'g', traits: { name: 'G', [wide]: 1, [emoji]: 2 } }],
+  })
+  assert.equal(res.status, 200, JSON.stringify(res.body))
+  await settled(a.id)
+  const st = await status(a)
+  assert.deepEqual(st.by_type, { group: 1 })
+  assert.deepEqual(
+    st.dropped_key_names.map((d: any) => d.key).sort(),
+    [`${wide.slice(0, 200)}... (6,000 characters)`, `${'k'.repeat(199)}\u{1F600}... (204 characters)`].sort(),
+  )
+  assert.equal((await a.api('/api/v1/customer/g', undefined, 'GET')).body.name, 'G')
 })
 
 test('hostile messages from the hardening corpus: never a 5xx, every 200 applied without a failed job', async () => {

@@ -365,6 +365,57 @@ test('dropped keys are named in the upload status, most often first, with a did-
   assert.deepEqual(listed.body[0].dropped_key_names, status.dropped_key_names)
 })
 
+// Keys no property defines are dropped, and their names kept to be shown: NUL and unpaired
+// surrogates become U+FFFD, and a long name is cut at 200 code points, never inside a pair.
+test('odd bytes in dropped key names: no 5xx on the six record routes, and the names read back storable', async () => {
+  const a = await scoredAccount(s, 'Odd keys')
+  const long = `${'k'.repeat(199)}\u{1F600}tail`
+  const odd = { 'nul\0key': 1, 'high\uD800': 1, 'low\uDC00': 1, [long]: 1 }
+  const stored = [
+    { key: 'high\uFFFD', count: 2, did_you_mean: null },
+    { key: `${'k'.repeat(199)}\u{1F600}... (204 characters)`, count: 2, did_you_mean: null },
+    { key: 'low\uFFFD', count: 2, did_you_mean: null },
+    { key: 'nul\uFFFDkey', count: 2, did_you_mean: null },
+  ]
+  const values = { attributes: odd, metrics: [{ date: '2026-01-01', ...odd }] }
+  await a.api('/api/v1/customer', { external_id: 'parent', name: 'Parent' })
+  let n = 0
+  const sends: [kind: string, send: () => ReturnType<Api>][] = [
+    ['customers', () => a.api('/api/v1/customers', { customers: [{ external_id: `u${++n}`, name: 'U', ...values }] })],
+    [
+      'contacts',
+      () =>
+        a.api('/api/v1/contacts', {
+          contacts: [{ customer_external_id: 'parent', contact_external_id: `u${++n}`, contact_name: 'U', ...values }],
+        }),
+    ],
+    ...['/api/v1', '/v1'].flatMap(
+      (prefix) =>
+        [
+          ['customers', () => a.api(`${prefix}/customer`, { external_id: `s${++n}`, name: 'S', ...values })],
+          [
+            'contacts',
+            () =>
+              a.api(`${prefix}/customer/parent/contact`, {
+                contact_external_id: `s${++n}`,
+                contact_name: 'S',
+                ...values,
+              }),
+          ],
+        ] as [string, () => ReturnType<Api>][],
+    ),
+  ]
+  for (const [i, [kind, send]] of sends.entries()) {
+    const res = await send()
+    assert.ok(res.status === 200 || res.status === 201, `route ${i}: ${res.status} ${JSON.stringify(res.body)}`)
+    const [latest] = (await s.admin('GET', `/accounts/${a.id}/uploads`)).body
+    assert.equal(latest.kind, kind)
+    assert.equal(latest.dropped_keys, 8, `route ${i}`)
+    assert.deepEqual(latest.dropped_key_names, stored, `route ${i}`)
+    assert.equal((await waitForUpload(a.api, latest.upload_id)).status, 'processed', `route ${i}`)
+  }
+})
+
 test('within one request a later duplicate wins, in item order', async () => {
   const a = await scoredAccount(s)
   const done = await upload(a.api, [

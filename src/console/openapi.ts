@@ -7421,6 +7421,13 @@ export interface operations {
             events: {
               [key: string]: unknown
             }[]
+            /**
+             * @description The Segment messages held that name it (userId; a customer: groupId, or a contact of its
+             * userId), as stored.
+             */
+            segment_messages: {
+              [key: string]: unknown
+            }[]
           }
         }
       }
@@ -7470,6 +7477,13 @@ export interface operations {
               tags: string[]
             }
             events: {
+              [key: string]: unknown
+            }[]
+            /**
+             * @description The Segment messages held that name it (userId; a customer: groupId, or a contact of its
+             * userId), as stored.
+             */
+            segment_messages: {
               [key: string]: unknown
             }[]
             contacts: {

@@ -269,8 +269,9 @@ const components = (schemas: Record<string, JsonSchema>) => ({
       type: 'http',
       scheme: 'basic',
       description:
-        'The Segment HTTP Tracking API routes (`/v1/...`): an API key of scope `track` as the user name, with an ' +
-        'empty password, as Segment SDKs send their write key; `writeKey` in the body is accepted too.',
+        'The Segment HTTP Tracking API routes (`/v1/...`) and the ingest status: an API key of scope `track` as the ' +
+        'user name, with an empty password, as Segment SDKs send their write key; `writeKey` in the body is ' +
+        'accepted too, and given with the user name must name the same key (else 400).',
     },
     adminToken: {
       type: 'http',
@@ -341,7 +342,7 @@ const operation = (r: Route, schema: (s: v.GenericSchema) => JsonSchema) => {
         : r.auth === 'none'
           ? []
           : r.auth.segment
-            ? [{ segmentWriteKey: [] }]
+            ? [{ segmentWriteKey: [] }, ...(r.body ? [] : [{ serviceKey: [r.auth.key] }])]
             : [{ serviceKey: [r.auth.key] }],
     ...(parameters.length && { parameters }),
     ...(r.body && {

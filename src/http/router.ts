@@ -49,17 +49,21 @@ const withinShare = ({ expensivePerAccount: limit, expensiveWaiting: waiting, ex
   }
 }
 
-// Segment's write key: the HTTP Basic user name, else the body's `writeKey` (the body is read here,
-// once: invoke() takes req.json as it is).
-const writeKeyOf = (req: Req) => {
+// Segment's write key: the HTTP Basic user name, or the body's `writeKey` (the body is read here,
+// once: invoke() takes req.json as it is); both given, they must name the same key, else neither is
+// trusted. A route without a body (the ingest status) takes the Basic user, else the service-key header.
+const writeKeyOf = (req: Req, route: Route) => {
   const basic = /^Basic\s+(\S+)$/i.exec(req.headers.authorization ?? '')?.[1]
   const user = basic ? Buffer.from(basic, 'base64').toString('utf8').split(':')[0] : ''
-  if (user) return user
+  if (!route.body) return user || undefined
   const body = (req.json ??= readJson(req))
   const given = body !== null && typeof body === 'object' ? (body as { writeKey?: unknown }).writeKey : undefined
-  return typeof given === 'string' && given
-    ? given
-    : refuse(401, 'Give the API key as the Basic user name or as writeKey.')
+  const writeKey = typeof given === 'string' && given ? given : ''
+  if (user && writeKey && writeKey !== user)
+    refuse(400, 'The Basic user name and writeKey name different keys: give one key, or the same in both.', [
+      { path: '/writeKey', message: 'Differs from the key of the Authorization header.' },
+    ])
+  return user || writeKey || refuse(401, 'Give the API key as the Basic user name or as writeKey.')
 }
 
 // Synchronous unless the route needs the key store or its handler is async.
@@ -69,7 +73,7 @@ const run =
     if (route.auth === 'admin') authenticateAdmin(req, app)
     else if (route.auth !== 'none') {
       const rules = rulesFor(route.auth.key, app)
-      const token = route.auth.segment ? writeKeyOf(req) : undefined
+      const token = route.auth.segment ? writeKeyOf(req, route) : undefined
       return authenticateKey(req, app, rules, token).then(({ accountId }) =>
         route.expensive ? share(route, req, app, accountId) : checked(route, req, app),
       )

@@ -3,10 +3,10 @@ import type { ReservedSql, Sql } from '../db/client.ts'
 import { refuse } from '../errors.ts'
 
 // Access (docs/api.md, "Privacy"): everything held about a contact, or a customer with its contacts,
-// as one JSON document: the stored record, its scores, snapshots and tags, and the tracked events
-// that identify it. The document is read in one repeatable-read transaction, so its parts agree,
-// and streamed: the events and contacts are read through cursors, a batch at a time, whatever
-// their number.
+// as one JSON document: the stored record, its scores, snapshots and tags, the tracked events
+// that identify it and the Segment messages that name it. The document is read in one
+// repeatable-read transaction, so its parts agree, and streamed: the events, messages and contacts
+// are read through cursors, a batch at a time, whatever their number.
 
 type Db = Sql | ReservedSql
 interface Doc {
@@ -43,6 +43,13 @@ const events = (db: Db, accountId: number, which: ReturnType<Sql>) => db<{ doc: 
     'identification', json_strip_nulls(json_build_object('customer', customer_external_id,
       'contact', contact_external_id)), 'data', data, 'status', status, 'received_at', received_at)::text as doc
   from tracking_events where account_id = ${accountId} and (${which}) order by id`
+
+// The Segment messages held that name the people (the erasure deletes the same: erase.ts), each as
+// stored, oldest first. Done messages are kept SEGMENT_KEEP_DAYS, so the account's rows are few
+// enough to read through its primary key.
+const segmentMessages = (db: Db, accountId: number, which: ReturnType<Sql>) => db<{ doc: string }[]>`
+  select (to_jsonb(m) - 'account_id')::text as doc
+  from segment_messages m where m.account_id = ${accountId} and (${which}) order by m.id`
 
 const BATCH = 500
 
@@ -111,6 +118,8 @@ export const exportContact = (app: App, accountId: number, customerExternalId: s
           db`customer_external_id = ${customerExternalId} and contact_external_id = ${contact.external_id}`,
         ),
       )
+      yield '],"segment_messages":['
+      yield* array(segmentMessages(db, accountId, db`m.user_id = ${contact.external_id}`))
       yield ']}'
     },
   )
@@ -123,6 +132,15 @@ export const exportCustomer = (app: App, accountId: number, externalId: string) 
     async function* (db, customer) {
       yield `{"customer":${customer.doc},"events":[`
       yield* array(events(db, accountId, db`customer_external_id = ${customer.external_id}`))
+      yield '],"segment_messages":['
+      yield* array(
+        segmentMessages(
+          db,
+          accountId,
+          db`m.group_id = ${customer.external_id} or m.user_id = any(array(select external_id from contacts
+            where account_id = ${accountId} and customer_id = ${customer.service_id}))`,
+        ),
+      )
       yield '],"contacts":['
       yield* array(
         recordDoc(

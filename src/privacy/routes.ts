@@ -1,6 +1,7 @@
 import * as v from 'valibot'
 import { accountIn } from '../accounts/accounts.ts'
 import { idParam, ok, type Reply, type Route, route, textParam } from '../route.ts'
+import { describe } from '../validate.ts'
 import { Erasure, ErasureAccepted, ErasureBody, getErasure, requestErasure } from './erasures.ts'
 import { exportContact, exportCustomer } from './export.ts'
 
@@ -18,10 +19,16 @@ const Held = v.object({
   snapshots: v.array(v.object({ date: v.string(), values: v.record(v.string(), v.unknown()) })),
   tags: v.array(v.string()),
 })
-const ContactExport = v.object({ contact: Held, events: v.array(v.record(v.string(), v.unknown())) })
+const Rows = v.array(v.record(v.string(), v.unknown()))
+const segmentMessages = describe(
+  Rows,
+  'The Segment messages held that name it (userId; a customer: groupId, or a contact of its userId), as stored.',
+)
+const ContactExport = v.object({ contact: Held, events: Rows, segment_messages: segmentMessages })
 const CustomerExport = v.object({
   customer: Held,
-  events: v.array(v.record(v.string(), v.unknown())),
+  events: Rows,
+  segment_messages: segmentMessages,
   contacts: v.array(Held),
 })
 

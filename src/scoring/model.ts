@@ -1,6 +1,7 @@
 import * as v from 'valibot'
 import type { Entity, PropertyDef, PropertyType } from '../catalog.ts'
 import type { FieldError } from '../errors.ts'
+import { storable } from '../validate.ts'
 
 // Bounds beyond the documented model's: sql.ts scores in float8, where PostgreSQL raises an error on overflow
 // and underflow instead of giving Infinity or 0. With these no intermediate result of the score
@@ -34,7 +35,8 @@ const RangeRuleSchema = v.pipe(
 )
 const BooleanRuleSchema = v.strictObject({ ...ruleBase, good: v.boolean() }, FORMS)
 const ValuesRuleSchema = v.strictObject(
-  { ...ruleBase, values: v.record(v.string(), Score), default: v.optional(Score) },
+  // The values are stored with the model (jsonb): a key must be storable text, as every name kept.
+  { ...ruleBase, values: v.record(v.pipe(v.string(), storable), Score), default: v.optional(Score) },
   FORMS,
 )
 

@@ -63,7 +63,7 @@ export const trackingRoutes: Route[] = [
   route({
     method: 'GET',
     path: '/api/v1/ingest/status',
-    auth: { key: 'track' },
+    auth: { key: 'track', segment: true },
     name: 'ingest-status',
     tag: 'tracking',
     summary: "The account's Segment ingest: counts by type and by reason dropped, dropped trait keys, last errors",

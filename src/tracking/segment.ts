@@ -2,10 +2,11 @@ import { randomUUID } from 'node:crypto'
 import type { App } from '../context.ts'
 import type { Tx } from '../db/client.ts'
 import { TASKS } from '../db/jobs.ts'
+import { TIME_RULE, timeOf } from '../dates.ts'
 import { SQLSTATE, sqlState } from '../db/sqlstate.ts'
 import { refuse } from '../errors.ts'
 import { segmentReceived } from '../metrics.ts'
-import { isObject, UNSTORABLE } from '../validate.ts'
+import { cutText, isObject, storableText, UNSTORABLE } from '../validate.ts'
 import { freeFormProblems } from '../values.ts'
 import { jobUnlessWaiting, throughGate } from './intake.ts'
 
@@ -46,7 +47,6 @@ interface BatchDefaults {
 
 const text = (x: unknown) =>
   (typeof x === 'string' && x.length > 0) || (typeof x === 'number' && Number.isFinite(x)) ? String(x) : null
-const time = (x: unknown) => (typeof x === 'string' ? Date.parse(x) : Number.NaN)
 const firstProblem = (m: unknown) => {
   const [p] = freeFormProblems(m)
   return p && `${p.path}: ${p.message}`
@@ -64,11 +64,13 @@ const toRow = (m: unknown, pathType: SegmentType | undefined, batch: BatchDefaul
   const event = type === 'track' ? text(msg.event) : null
   const traits = type === 'identify' ? (msg.traits ?? context.traits) : type === 'group' ? msg.traits : null
   const stamp = msg.timestamp ?? msg.originalTimestamp
-  const sent = time(msg.sentAt ?? batch.sentAt)
-  const at = stamp === undefined ? receivedAt : Number.isFinite(sent) ? receivedAt - (sent - time(stamp)) : time(stamp)
+  const sent = timeOf(msg.sentAt ?? batch.sentAt)
+  const at =
+    stamp === undefined ? receivedAt : Number.isFinite(sent) ? receivedAt - (sent - timeOf(stamp)) : timeOf(stamp)
   const why = (): [string, string | null] | null => {
     if (!isObject(m)) return ['not_an_object', null]
-    if (!(TYPES as readonly string[]).includes(type)) return ['unknown_type', `type: ${String(type).slice(0, 40)}`]
+    if (!(TYPES as readonly string[]).includes(type))
+      return ['unknown_type', `type: ${cutText(storableText(String(type)), 40)}`]
     const invalid = firstProblem(m)
     if (invalid) return ['invalid_value', invalid]
     for (const [name, value] of [
@@ -82,7 +84,7 @@ const toRow = (m: unknown, pathType: SegmentType | undefined, batch: BatchDefaul
     if (type === 'track' && msg.properties != null && !isObject(msg.properties))
       return ['invalid_field', 'properties: must be an object']
     if (!(at >= MIN_TIME && at < MAX_TIME))
-      return ['invalid_timestamp', 'timestamp (corrected by sentAt): an ISO-8601 time from 2000 to 2099']
+      return ['invalid_timestamp', `timestamp (corrected by sentAt): ${TIME_RULE}, from 2000 to 2099`]
     if (type === 'group' && groupId === null) return ['missing_group_id', null]
     if ((type === 'identify' || type === 'track') && userId === null)
       return text(msg.anonymousId) === null ? ['missing_user_id', null] : ['anonymous_only', null]
@@ -101,7 +103,8 @@ const toRow = (m: unknown, pathType: SegmentType | undefined, batch: BatchDefaul
     traits: reason ? null : (traits ?? null),
     properties: reason || type !== 'track' ? null : (msg.properties ?? null),
     reason,
-    detail: detail && !UNSTORABLE.test(detail) ? detail.slice(0, 300) : null,
+    // A key's NUL or unpaired surrogate names the path of its own finding: shown as U+FFFD.
+    detail: detail && cutText(storableText(detail), 300),
   }
 }
 

@@ -7,6 +7,7 @@ import { addJobs, addRecomputeSegments, type ProcessUploadPayload, scoreRecordsJ
 import { isPermanent } from '../db/sqlstate.ts'
 import { entityOf, TABLES, type Collection } from '../db/tables.ts'
 import { notifyUsers } from '../notifications/notifications.ts'
+import { cutText, storableText } from '../validate.ts'
 import { enqueueEvent } from '../webhooks/outbox.ts'
 import { isPending, type UploadState } from './lifecycle.ts'
 import { mergeContacts, mergeCustomers, type MergeResult } from './merge.ts'
@@ -137,7 +138,7 @@ const locate = async (app: App, p: ProcessUploadPayload, err: unknown) => {
 const failure = async (app: App, p: ProcessUploadPayload, err: unknown, permanent: boolean) => {
   const at = await locate(app, p, err).catch(() => null)
   const what = permanent ? 'Processing failed and cannot succeed on retry' : 'Processing failed'
-  return `${what}${at ? ` at ${at}` : ''}: ${describe(err)}`.slice(0, 2000)
+  return cutText(storableText(`${what}${at ? ` at ${at}` : ''}: ${describe(err)}`), 2000)
 }
 
 // The upload shows `processing` while a worker holds it. An error that cannot pass on retry (a
