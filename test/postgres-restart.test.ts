@@ -23,7 +23,8 @@ const call = (base: string, path: string, headers: Record<string, string>, body:
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))
 
-test('an immediate PostgreSQL restart under load: the queue moves again within 30 s and all is processed', async (t) => {
+const title = 'an immediate PostgreSQL restart under load: the queue moves again within 30 s and all is processed'
+test(title, async (t) => {
   const dir = mkdtempSync(join(tmpdir(), 'service-pg-restart-'))
   chmodSync(dir, 0o755)
   const port = await freePort()

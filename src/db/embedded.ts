@@ -94,13 +94,15 @@ const binaryHome = (): string => {
   // Said before anything is copied: otherwise the first program run as postgres fails with a bare
   // `spawn .../initdb EACCES`.
   const closed = isRoot() ? closedToOthers(root) : undefined
-  if (closed)
+  if (closed) {
+    const closedMode = (statSync(closed).mode & 0o777).toString(8)
     throw new Error(
       `The PostgreSQL binaries cannot be kept in SERVICE_CACHE_DIR ${root}: as root the embedded PostgreSQL ` +
-        `runs as the user postgres, who cannot enter ${closed} (mode ${(statSync(closed).mode & 0o777).toString(8)}). ` +
+        `runs as the user postgres, who cannot enter ${closed} (mode ${closedMode}). ` +
         `Let other users enter it (chmod o+x ${closed}), or set SERVICE_CACHE_DIR to a folder they can enter, ` +
         'such as /var/cache/customer-data-service (the default as root).',
     )
+  }
   // One folder per build: another version's binaries stay where they are.
   const home = join(root, `postgres-${POSTGRES_VERSION}-${digest.slice(0, 16)}`)
   if (!existsSync(home)) {
