@@ -10,9 +10,10 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { alive, startEmbedded } from '../src/db/embedded.ts'
 import { connect } from '../src/db/client.ts'
+import { unlockLostJobs } from '../src/db/recovery.ts'
 import { freePort } from './helpers/cluster.ts'
 import { startProcess } from './helpers/process.ts'
-import { ADMIN_TOKEN } from './helpers/service.ts'
+import { ADMIN_TOKEN, startTestService } from './helpers/service.ts'
 
 const call = (base: string, path: string, headers: Record<string, string>, body: unknown, method = 'POST') =>
   fetch(`${base}${path}`, {
@@ -116,5 +117,50 @@ test(title, async (t) => {
     serve.child.kill('SIGKILL')
     await pg.stop()
     rmSync(dir, { recursive: true, force: true })
+  }
+})
+
+test('unlockLostJobs frees only our own locks of jobs not running here, once older than the grace', async () => {
+  const db = await startTestService({}, { http: false, worker: false })
+  try {
+    const sql = db.sql
+    // job key, holder, locked for
+    const holders: [string, string, string][] = [
+      ['running', 'pool-ours', '1 minute'],
+      ['lost', 'pool-ours', '1 minute'],
+      ['taking', 'pool-ours', '1 second'],
+      ['theirs', 'pool-theirs', '1 minute'],
+    ]
+    for (const [key, holder, lockedFor] of holders) {
+      await sql`select graphile_worker.add_job('noop', '{}', queue_name => ${`q-${key}`}, job_key => ${key})`
+      await sql`update graphile_worker._private_jobs set locked_by = ${holder},
+        locked_at = now() - ${lockedFor}::interval where key = ${key}`
+      await sql`update graphile_worker._private_job_queues set locked_by = ${holder},
+        locked_at = now() - ${lockedFor}::interval where queue_name = ${`q-${key}`}`
+    }
+    const [{ id: running }] = await sql`select id::text from graphile_worker.jobs where key = 'running'`
+    assert.equal(await unlockLostJobs(sql, ['pool-ours', 'worker-ours'], [running]), 2, 'the lost job and its queue')
+    const jobs = await sql`select key, locked_by from graphile_worker.jobs order by key`
+    assert.deepEqual(
+      jobs.map((j) => [j.key, j.locked_by]),
+      [
+        ['lost', null],
+        ['running', 'pool-ours'],
+        ['taking', 'pool-ours'],
+        ['theirs', 'pool-theirs'],
+      ],
+    )
+    const queues = await sql`select queue_name, locked_by from graphile_worker._private_job_queues order by 1`
+    assert.deepEqual(
+      queues.map((q) => [q.queue_name, q.locked_by]),
+      [
+        ['q-lost', null],
+        ['q-running', 'pool-ours'],
+        ['q-taking', 'pool-ours'],
+        ['q-theirs', 'pool-theirs'],
+      ],
+    )
+  } finally {
+    await db.stop()
   }
 })

@@ -46,7 +46,7 @@ export const unlockDeadWorkers = async (sql: Sql): Promise<string[]> => {
 // changes nothing once the lock is released; a success recorded late deletes the job, which then ran
 // once more after its first run, as after a crash.
 const LOST_GRACE_SECONDS = 10
-const unlockLostJobs = async (sql: Sql, ids: string[], busy: string[]) => {
+export const unlockLostJobs = async (sql: Sql, ids: string[], busy: string[]) => {
   const [{ jobs, queues }] = await sql`
     with j as (
       update graphile_worker._private_jobs set locked_at = null, locked_by = null
