@@ -170,11 +170,11 @@ export const Timestamp = describe(v.pipe(v.string(), v.isoTimestamp()), 'A UTC t
 export const Day = describe(v.pipe(v.string(), v.isoDate()), 'A calendar date, YYYY-MM-DD.')
 export const nonEmpty = v.pipe(v.string(), v.minLength(1), v.maxLength(255))
 
-// Query parameters are text. A number parameter takes canonical decimal integers only (7; never 7.0,
+// Query parameters are text. A number parameter takes canonical decimal integers only (7; never 7.0, -0,
 // 07, +7 or 7e0), so that one value has one spelling: every number parameter is a whole number.
 // Any other text stays text, which the parameter's number schema refuses: with the schema's own
 // message (one that names the allowed values), or else with this one.
-export const QUERY_INTEGER = /^-?(0|[1-9]\d*)$/
+export const QUERY_INTEGER = /^(0|-?[1-9]\d*)$/
 export const queryNumberMessage = (message: string) =>
   message === NUMBER_MESSAGE ? 'Must be a whole number in decimal digits, such as 7 (not 7.0, 07 or +7).' : message
 
