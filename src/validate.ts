@@ -87,6 +87,7 @@ const listed = (items: string[]) =>
 
 // Plain sentences for the issues valibot raises without a message of ours: what is wrong and what
 // is allowed (the path beside the message names the field). Set once, for every schema.
+const NUMBER_MESSAGE = 'Must be a number.'
 const plainMessage = (issue: v.BaseIssue<unknown>): string => {
   const { type, requirement: limit, expected, input } = issue
   const unit = typeof input === 'string' ? 'characters' : 'items'
@@ -94,7 +95,7 @@ const plainMessage = (issue: v.BaseIssue<unknown>): string => {
     case 'string':
       return 'Must be a string.'
     case 'number':
-      return 'Must be a number.'
+      return NUMBER_MESSAGE
     case 'boolean':
       return 'Must be true or false.'
     case 'array':
@@ -196,6 +197,14 @@ export const id = describe(int, 'The id the service gave it.')
 export const Timestamp = describe(v.pipe(v.string(), v.isoTimestamp()), 'A UTC time, ISO 8601 with milliseconds.')
 export const Day = describe(v.pipe(v.string(), v.isoDate()), 'A calendar date, YYYY-MM-DD.')
 export const nonEmpty = v.pipe(v.string(), v.minLength(1), v.maxLength(255))
+
+// Query parameters are text. A number parameter takes canonical decimal integers only (7; never 7.0, -0,
+// 07, +7 or 7e0), so that one value has one spelling: every number parameter is a whole number.
+// Any other text stays text, which the parameter's number schema refuses: with the schema's own
+// message (one that names the allowed values), or else with this one.
+export const QUERY_INTEGER = /^(0|-?[1-9]\d*)$/
+export const queryNumberMessage = (message: string) =>
+  message === NUMBER_MESSAGE ? 'Must be a whole number in decimal digits, such as 7 (not 7.0, 07 or +7).' : message
 
 // A ?limit= query parameter: how many rows, newest first.
 export const limitParam = (fallback: number, max: number) => ({

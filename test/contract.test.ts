@@ -397,9 +397,14 @@ test(QUERY_TITLE, async () => {
     [`${acct}/events?limit=2&limit=2`, true, 'limit'],
     [`${acct}/events?customer=c1&customer=c2`, true, 'customer'],
     ['/api/v1/customer/c1/events?limit=0', false, 'limit'],
+    ['/api/v1/customer/c1/events?limit=05', false, 'limit'],
+    ['/api/v1/customer/c1/events?limit=5.0', false, 'limit'],
   ] as const) {
     assert.deepEqual(await refusedAt(path, admin), [`/query/${name}`], path)
   }
+  // A number parameter takes canonical decimal integers only, and says so.
+  const spelled = await a.api('/api/v1/customer/c1/events?limit=05', undefined, 'GET')
+  assert.match(spelled.body.errors[0].message, /whole number in decimal digits/)
   // Both wrong: both named.
   assert.deepEqual(await refusedAt(`${own}?status=x&stuck=x`, false), ['/query/status', '/query/stuck'])
   // The declared values still filter, defaults apply, and an undeclared parameter is ignored.

@@ -75,3 +75,28 @@ test('serve with the default data folder starts, answers and stops cleanly', asy
   assert.deepEqual(processesUsing(data), [])
   if (data.startsWith('/var/lib/')) rmSync(data, { recursive: true, force: true })
 })
+
+// As root the binaries are copied to SERVICE_CACHE_DIR for the postgres user, who cannot enter a
+// 0700 one: a clear refusal naming the folder, before anything is copied, instead of a bare
+// `spawn .../initdb EACCES`. Its owner (not root) runs the server itself, from such a folder too.
+test('a SERVICE_CACHE_DIR the postgres user cannot enter is refused, naming it and what to do', () => {
+  const closed = mkdtempSync(join(tmpdir(), 'service-0700-closed-cache-'))
+  chmodSync(closed, 0o700)
+  try {
+    const run = spawnSync(process.execPath, ['--import', 'tsx', 'test/run.ts', 'test/cluster.test.ts'], {
+      cwd: checkout,
+      env: { ...env, SERVICE_CACHE_DIR: closed },
+      encoding: 'utf8',
+      timeout: 180_000,
+    })
+    if (process.getuid?.() === 0) {
+      assert.notEqual(run.status, 0)
+      assert.match(run.stderr, new RegExp(`cannot enter ${closed} \\(mode 700\\)`))
+      assert.match(run.stderr, new RegExp(`chmod o\\+x ${closed}\\), or set SERVICE_CACHE_DIR`))
+      assert.doesNotMatch(run.stderr, /EACCES/)
+      assert.deepEqual(readdirSync(closed), [], 'nothing was copied')
+    } else assert.equal(run.status, 0, `${run.stdout}\n${run.stderr}`)
+  } finally {
+    rmSync(closed, { recursive: true, force: true })
+  }
+})

@@ -8,7 +8,7 @@ import { spawn } from 'node:child_process'
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join, relative, resolve } from 'node:path'
-import { startThrowawayCluster } from './helpers/cluster.ts'
+import { pinnedPort, startThrowawayCluster } from './helpers/cluster.ts'
 
 // Arguments that start with -- go to node --test (--test-name-pattern=..., --test-only); the others
 // name the files to run, all of them when none does.
@@ -34,6 +34,8 @@ const SETTINGS = [
   'full_page_writes=off',
 ]
 
+// Read before anything starts, so that a wrong value stops the run at once.
+const port = pinnedPort()
 const scratch = mkdtempSync(join(tmpdir(), 'service-test-durations-'))
 const runs: { run: string; seconds: number; files: { file: string; seconds: number | null }[] }[] = []
 
@@ -41,7 +43,7 @@ const runTests = async (run: string, testFiles: string[], url?: string, home?: s
   const started = performance.now()
   const durations = join(scratch, `${runs.length}.jsonl`)
   writeFileSync(durations, '')
-  const cluster = url ? undefined : await startThrowawayCluster('service-test-', SETTINGS, home)
+  const cluster = url ? undefined : await startThrowawayCluster('service-test-', SETTINGS, home, port)
   const child = spawn(
     process.execPath,
     [

@@ -93,3 +93,43 @@ test('secrets never reach the logs', async () => {
     await db.drop()
   }
 })
+
+// A log line is out of an erasure's reach, so it names the route, never the ids in the path.
+test("request logs name the route's pattern, never a contact's external ids", async () => {
+  const db = await freshDatabase()
+  const serve = await startProcess(['serve'], db.url, { LOG_LEVEL: 'info' })
+  try {
+    const admin = { authorization: `Bearer ${ADMIN_TOKEN}`, 'content-type': 'application/json' }
+    const account = await (
+      await fetch(`${serve.base}/admin/v1/accounts`, { method: 'POST', headers: admin, body: '{"name":"Logs"}' })
+    ).json()
+    const key = await (
+      await fetch(`${serve.base}/admin/v1/accounts/${account.id}/keys`, { method: 'POST', headers: admin, body: '{}' })
+    ).json()
+    const headers = { 'service-key': key.token, 'content-type': 'application/json' }
+    const contact = `${serve.base}/api/v1/customer/acme-7f3q/contact/pat-9k2w`
+    assert.equal((await fetch(contact, { headers })).status, 404)
+    assert.equal((await fetch(contact, { method: 'DELETE', headers })).status, 404)
+    // No route: nothing of the path is logged either.
+    assert.equal((await fetch(`${serve.base}/api/v1/customer/acme-7f3q/nothing/pat-9k2w`, { headers })).status, 404)
+    await serve.kill('SIGTERM')
+    const requests = serve
+      .stderr()
+      .split('\n')
+      .filter((l) => l.startsWith('{'))
+      .map((l) => JSON.parse(l))
+      .filter((l) => l.msg === 'request' && l.status === 404)
+    assert.deepEqual(
+      requests.map((l) => [l.method, l.path]),
+      [
+        ['GET', '/api/v1/customer/:external_id/contact/:contact_id'],
+        ['DELETE', '/api/v1/customer/:external_id/contact/:contact_id'],
+        ['GET', null],
+      ],
+    )
+    assert.ok(!/acme-7f3q|pat-9k2w/.test(serve.stdout() + serve.stderr()), 'an external id is in the logs')
+  } finally {
+    await serve.kill()
+    await db.drop()
+  }
+})

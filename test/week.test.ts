@@ -154,6 +154,12 @@ test('the last 30 days start before any score: churns and reactivations only', a
   const bad = await acme.api('/api/v1/insights/week?days=14', undefined, 'GET')
   assert.equal(bad.status, 400)
   assert.equal(bad.body.errors[0].path, '/query/days')
+  // Only the canonical spelling is 7: these are refused naming days and its two values.
+  for (const days of ['7.0', '07', '+7', '7e0', '30.', ' 7', '-0']) {
+    const res = await acme.api(`/api/v1/insights/week?days=${encodeURIComponent(days)}`, undefined, 'GET')
+    assert.equal(res.status, 400, days)
+    assert.deepEqual(res.body.errors, [{ path: '/query/days', message: 'Must be 7 or 30.' }], days)
+  }
 })
 
 test('renewals in the next 90 days, unhealthy first, and their searches list the same customers', async () => {

@@ -57,17 +57,18 @@ const OWNER_FILE = 'service-owner.pid'
 // SERVICE_CACHE_DIR (config.ts), also for the test runner's clusters, which start with no Config.
 const cacheRoot = () => resolve(loadConfig().cacheDir)
 
-// Whether a user who is neither owner nor in the group can reach the path: every folder above it
-// must be searchable by others.
-const reachableByOthers = (path: string) => {
+// The first folder on the way to the path that a user who is neither owner nor in the group cannot
+// enter (every folder above it must be searchable by others), if any.
+const closedToOthers = (path: string) => {
   const parts = resolve(path).split(sep).filter(Boolean)
   for (let i = 1; i <= parts.length; i++) {
     const dir = sep + parts.slice(0, i).join(sep)
-    if (!existsSync(dir)) return true
-    if (!(statSync(dir).mode & 0o001)) return false
+    if (!existsSync(dir)) return undefined
+    if (!(statSync(dir).mode & 0o001)) return dir
   }
-  return true
+  return undefined
 }
+const reachableByOthers = (path: string) => closedToOthers(path) === undefined
 
 // The folder holding bin/, lib/ and share/, checked and ready for the user the server runs as.
 const binaryHome = (): string => {
@@ -90,6 +91,18 @@ const binaryHome = (): string => {
   const mode = isRoot() ? 0o755 : 0o700
   mkdirSync(root, { recursive: true, mode })
   refuseUntrustedFolder(root, 'the PostgreSQL binaries')
+  // Said before anything is copied: otherwise the first program run as postgres fails with a bare
+  // `spawn .../initdb EACCES`.
+  const closed = isRoot() ? closedToOthers(root) : undefined
+  if (closed) {
+    const closedMode = (statSync(closed).mode & 0o777).toString(8)
+    throw new Error(
+      `The PostgreSQL binaries cannot be kept in SERVICE_CACHE_DIR ${root}: as root the embedded PostgreSQL ` +
+        `runs as the user postgres, who cannot enter ${closed} (mode ${closedMode}). ` +
+        `Let other users enter it (chmod o+x ${closed}), or set SERVICE_CACHE_DIR to a folder they can enter, ` +
+        'such as /var/cache/customer-data-service (the default as root).',
+    )
+  }
   // One folder per build: another version's binaries stay where they are.
   const home = join(root, `postgres-${POSTGRES_VERSION}-${digest.slice(0, 16)}`)
   if (!existsSync(home)) {

@@ -37,8 +37,35 @@ export const unlockDeadWorkers = async (sql: Sql): Promise<string[]> => {
 }
 
 // A live worker can lose track of a job too: when the database drops while it records the job's
-// outcome, graphile-worker leaves the job and its queue locked by a pool that still beats. Locks
-// older than the bound (far above any job's run time) are released one by one.
+// outcome (or while it takes the job), graphile-worker leaves the job and its queue locked by a pool
+// that still beats, and the account's whole queue waits. So each process releases the locks held
+// under its own ids by jobs it is not running: never one between `job:start` and `job:complete`
+// (that would run it twice at once), nor one whose outcome may still be on its way (finished less
+// than the grace ago), nor a lock younger than the grace (a job taken whose `job:start` is still to
+// come). graphile-worker records a failure only under the lock it took, so a failure recorded late
+// changes nothing once the lock is released; a success recorded late deletes the job, which then ran
+// once more after its first run, as after a crash.
+const LOST_GRACE_SECONDS = 10
+export const unlockLostJobs = async (sql: Sql, ids: string[], busy: string[]) => {
+  const [{ jobs, queues }] = await sql`
+    with j as (
+      update graphile_worker._private_jobs set locked_at = null, locked_by = null
+      where locked_by = any(${ids}::text[]) and id <> all(${busy}::bigint[])
+        and locked_at < now() - make_interval(secs => ${LOST_GRACE_SECONDS})
+      returning 1
+    ), q as (
+      update graphile_worker._private_job_queues q set locked_at = null, locked_by = null
+      where locked_by = any(${ids}::text[]) and locked_at < now() - make_interval(secs => ${LOST_GRACE_SECONDS})
+        and not exists (
+          select from graphile_worker._private_jobs b where b.job_queue_id = q.id and b.id = any(${busy}::bigint[]))
+      returning 1
+    )
+    select (select count(*)::int from j) as jobs, (select count(*)::int from q) as queues`
+  return jobs + queues
+}
+
+// Locks older than the bound (far above any job's run time) are released in any case, whoever holds
+// them: the last resort for a worker that runs no such check of its own.
 const unlockExpiredLocks = async (sql: Sql, seconds: number): Promise<number> => {
   const [{ jobs, queues }] = await sql`
     with j as (
@@ -65,6 +92,20 @@ export const startRecovery = (app: App) => {
   events.on('worker:create', ({ worker }) => {
     ids.add(worker.workerId)
   })
+  // The jobs this process runs, and when each of the others it ran ended (kept for the grace).
+  const active = new Set<string>()
+  const ended = new Map<string, number>()
+  events.on('job:start', ({ job }) => {
+    active.add(job.id)
+  })
+  events.on('job:complete', ({ job }) => {
+    active.delete(job.id)
+    ended.set(job.id, Date.now())
+  })
+  const busy = () => {
+    for (const [id, at] of ended) if (at < Date.now() - LOST_GRACE_SECONDS * 1000) ended.delete(id)
+    return [...active, ...ended.keys()]
+  }
   let running: Promise<unknown> = Promise.resolve()
   const timers: NodeJS.Timeout[] = []
   // A failed round (database away) is simply tried again at the next tick.
@@ -78,7 +119,14 @@ export const startRecovery = (app: App) => {
     timers.push(setInterval(tick, ms).unref())
     return tick
   }
-  const heartbeat = every(HEARTBEAT_MS, () => (ids.size ? beat(app.sql, [...ids]) : Promise.resolve()))
+  // With the heartbeat, as it concerns this process's ids only: a lost job waits at most the grace
+  // and one beat once the database is back.
+  const heartbeat = every(HEARTBEAT_MS, async () => {
+    if (!ids.size) return
+    await beat(app.sql, [...ids])
+    const lost = await unlockLostJobs(app.sql, [...ids], busy())
+    if (lost) app.log('warn', 'unlocked jobs this worker no longer runs', { locks: lost })
+  })
   const recover = every(RECOVER_MS, async () => {
     const unlocked = await unlockDeadWorkers(app.sql)
     if (unlocked.length) app.log('warn', 'unlocked jobs of dead workers', { workers: unlocked })

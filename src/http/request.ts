@@ -2,7 +2,7 @@ import { gunzipSync } from 'node:zlib'
 import * as v from 'valibot'
 import { refuse } from '../errors.ts'
 import { decoded, type Query, type Req } from '../route.ts'
-import { issuesToErrors } from '../validate.ts'
+import { issuesToErrors, QUERY_INTEGER, queryNumberMessage } from '../validate.ts'
 import { MAX_BODY_BYTES } from './adapter.ts'
 
 // What the adapter puts before the request target to make Req.url absolute.
@@ -82,7 +82,6 @@ export const checkQuery = (req: Req) => {
   if (errors.length) refuse(400, 'The query string is invalid.', errors)
 }
 
-const DECIMAL = /^-?\d+(\.\d+)?$/
 const isNumber = (schema: v.GenericSchema): boolean =>
   schema.type === 'number' || ('wrapped' in schema && isNumber(schema.wrapped as v.GenericSchema))
 
@@ -110,10 +109,11 @@ export const parseQuery = (declared: Query, raw: Req['query']) => {
       const value = raw[name]
       return value === undefined
         ? []
-        : [[name, typeof value === 'string' && isNumber(schema) && DECIMAL.test(value) ? Number(value) : value]]
+        : [[name, typeof value === 'string' && isNumber(schema) && QUERY_INTEGER.test(value) ? Number(value) : value]]
     }),
   )
   const repeated = (name: string) => Array.isArray(given[name])
+  const numeric = (name: string) => name in declared && isNumber(declared[name].schema)
   const result = v.safeParse(objectOf(declared), given, { abortEarly: false })
   const errors = [
     ...Object.keys(given)
@@ -121,7 +121,11 @@ export const parseQuery = (declared: Query, raw: Req['query']) => {
       .map((name) => ({ path: `/query/${name}`, message: 'Given more than once; give it once.' })),
     ...(result.success ? [] : issuesToErrors(result.issues))
       .filter((e) => !repeated(e.path.split('/')[1]))
-      .map((e) => ({ ...e, path: `/query${e.path}` })),
+      .map((e) => ({
+        ...e,
+        path: `/query${e.path}`,
+        message: numeric(e.path.split('/')[1]) ? queryNumberMessage(e.message) : e.message,
+      })),
   ]
   if (errors.length) refuse(400, 'The query string is invalid.', errors)
   return result.output as Record<string, unknown>

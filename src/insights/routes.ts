@@ -3,6 +3,9 @@ import { ok, type Route, route } from '../route.ts'
 import { WeekReport } from './schemas.ts'
 import { PERIODS, weekReport } from './week.ts'
 
+// Also for 7.0 or 07, which are not numbers here (validate.ts QUERY_INTEGER).
+const PERIOD = 'Must be 7 or 30.'
+
 export const insightRoutes: Route[] = [
   route({
     method: 'GET',
@@ -11,7 +14,7 @@ export const insightRoutes: Route[] = [
     query: {
       days: {
         description: 'The period: 7 (the default) or 30 days.',
-        schema: v.optional(v.pipe(v.number(), v.picklist(PERIODS, 'Must be 7 or 30.')), 7),
+        schema: v.optional(v.pipe(v.number(PERIOD), v.picklist(PERIODS, PERIOD)), 7),
       },
     },
     refusals: [422],

@@ -16,12 +16,24 @@ export const freePort = () =>
     })
   })
 
+// TEST_POSTGRES_PORT: the port test/run.ts's cluster listens on (to reach it with psql while the
+// tests run, or through a firewall that opens one port); a free one when unset.
+export const pinnedPort = (env: NodeJS.ProcessEnv = process.env): number | undefined => {
+  const given = env.TEST_POSTGRES_PORT
+  if (given === undefined || given === '') return undefined
+  const port = Number(given)
+  if (!/^[1-9]\d*$/.test(given) || port > 65535)
+    throw new Error(`TEST_POSTGRES_PORT must be a port number, 1 to 65535, not ${JSON.stringify(given)}.`)
+  return port
+}
+
 // `home`: another PostgreSQL installation's folder (bin/ inside) instead of the embedded one.
-export const startThrowawayCluster = async (prefix: string, settings: string[], home?: string) => {
+// `port`: a free one when not given.
+export const startThrowawayCluster = async (prefix: string, settings: string[], home?: string, port?: number) => {
   const dir = mkdtempSync(join(tmpdir(), prefix))
   // As root the cluster runs as the postgres user, who must be able to enter the folder.
   chmodSync(dir, 0o755)
-  const pg = await startEmbedded(join(dir, 'pg'), await freePort(), settings, home)
+  const pg = await startEmbedded(join(dir, 'pg'), port ?? (await freePort()), settings, home)
   return {
     url: pg.url,
     stop: async () => {
