@@ -117,7 +117,8 @@ export const Webhooks = ({ token, account }: { token: string; account: number })
     ${list.data?.length === 0 && html`<${Empty}>No subscriptions yet.</${Empty}>`}
     ${
       list.data?.length &&
-      html`<ul class="webhook-list" id="webhooks">
+      html`<h2>Subscriptions</h2>
+      <ul class="webhook-list" id="webhooks">
         ${list.data.map(
           (w) => html`<li key=${w.id} class="webhook" data-webhook=${w.id}>
             <h3>${w.name ?? 'Unnamed'} <span class="muted">webhook ${w.id}</span></h3>
