@@ -785,6 +785,20 @@ on('GET', '/api/v1/properties', async () => {
   )
 })
 
+on('GET', '/api/v1/account', async () => {
+  assert.deepEqual((await status(200, get(b, '/api/v1/account'))).body, { id: b.id, name: 'B' })
+})
+
+on('GET', '/api/v1/users', async () => {
+  // A's user ann@a.test is not among B's.
+  const mine = (await status(200, get(b, '/api/v1/users'))).body as { id: number; email: string }[]
+  assert.deepEqual(
+    mine.map((u) => u.id),
+    await ownIds('users', b.id),
+  )
+  assert.ok(!mine.some((u) => u.email === 'ann@a.test'))
+})
+
 on('PATCH', '/admin/v1/accounts/:id/properties/:entity/:codename', async () => {
   await status(404, asAdmin('PATCH', `/admin/v1/accounts/${b.id}/properties/customer/a_secret`, { label: 'B' }))
 })
