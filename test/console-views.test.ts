@@ -129,13 +129,15 @@ const violations = async (page: Page) => {
 const cutOff = (page: Page): Promise<string[]> =>
   page.evaluate(`(() => {
     const width = document.documentElement.clientWidth
-    const name = (e) => e.tagName.toLowerCase() + (e.id ? '#' + e.id : '') + ' "' + e.textContent.trim().slice(0, 30) + '"'
+    const name = (e) =>
+      e.tagName.toLowerCase() + (e.id ? '#' + e.id : '') + ' "' + e.textContent.trim().slice(0, 30) + '"'
     const found = []
     for (const cue of document.querySelectorAll('main .scroll-cue')) {
       const r = cue.getBoundingClientRect()
       if (r.left < -0.5 || r.right > width + 0.5) found.push('the cue ' + name(cue) + ' is past the edge')
     }
-    const shown = 'main a, main button, main input, main select, main summary, main td, main th, main .badge, main .score'
+    const shown =
+      'main a, main button, main input, main select, main summary, main td, main th, main .badge, main .score'
     for (const e of document.querySelectorAll(shown)) {
       const r = e.getBoundingClientRect()
       if (r.width <= 1 || r.height <= 1 || !e.checkVisibility()) continue
@@ -146,7 +148,9 @@ const cutOff = (page: Page): Promise<string[]> =>
       else if (past && !frame.parentElement.querySelector(':scope > .scroll-cue')) {
         found.push(name(e) + ' is hidden in its frame with no cue')
       }
-      if (frame && (box.left < -0.5 || box.right > width + 0.5)) found.push('the frame of ' + name(e) + ' is past the edge')
+      if (frame && (box.left < -0.5 || box.right > width + 0.5)) {
+        found.push('the frame of ' + name(e) + ' is past the edge')
+      }
     }
     return [...new Set(found)]
   })()`)
