@@ -6,6 +6,7 @@ import { after, before, test } from 'node:test'
 import assert from 'node:assert/strict'
 import { mkdirSync, readFileSync } from 'node:fs'
 import { createRequire } from 'node:module'
+import { gzipSync } from 'node:zlib'
 import type { Page } from 'playwright-core'
 import { type Browser, launchBrowser } from './helpers/browser.ts'
 import { scoredAccount, uploadAndWait } from './helpers/fixtures.ts'
@@ -40,7 +41,7 @@ const CUSTOMERS = Array.from({ length: 40 }, (_, i) => ({
 }))
 const FIRST = CUSTOMERS[0].external_id
 // Known movements over the last 7 days (the model scores 20 logins 0, 5 logins -75, 30 logins 50):
-// one enters churn risk, one drops within health, one is churned, one comes back, one renews in 30 days.
+// two enter churn risk, one drops within health, one is churned, one comes back, one renews in 30 days.
 const us = { country: 'US', has_sso: true }
 const logins = (...pairs: [daysAgo: number, logins: number][]) => pairs.map(([n, l]) => ({ date: day(n), logins: l }))
 const MOVERS = [
@@ -49,11 +50,17 @@ const MOVERS = [
   { external_id: 'churned', name: 'Churned', attributes: us, metrics: logins([20, 30], [1, 30]) },
   { external_id: 'back', name: 'Back', attributes: us, metrics: logins([20, 30], [1, 30]) },
   { external_id: 'renews', name: 'Renews', attributes: { ...us, renewal_date: day(-30) }, metrics: logins([20, 30]) },
+  // From 50 to -10: into churn risk by a little, where a "fair" badge would contradict the list.
+  { external_id: 'slipped', name: 'Slipped', attributes: us, metrics: logins([20, 30], [2, 18]) },
 ]
+const LOGINS = 'Logins per month'
 
 before(async () => {
   s = await startTestService()
   account = await scoredAccount(s)
+  // A label, which drivers are to show instead of the codename.
+  const labelled = await s.admin('PATCH', `/accounts/${account.id}/properties/customer/logins`, { label: LOGINS })
+  assert.equal(labelled.status, 200, JSON.stringify(labelled.body))
   await uploadAndWait(account.api, 'customers', [...CUSTOMERS, ...MOVERS], { scored: true })
   const put = async (id: string, body: object) =>
     assert.equal((await account.api(`/api/v1/customer/${id}`, body, 'PUT')).status, 200)
@@ -116,6 +123,38 @@ const violations = async (page: Page) => {
   return found.map((v) => `${v.impact} ${v.id} at ${v.nodes.map((n) => n.target.join(' ')).join(', ')}`)
 }
 
+// What the page hides without saying so: a control, a cell or a badge past the window's edge, or
+// past the edge of the frame it scrolls in while that frame shows no cue that more is to the side
+// (overflow clips it, so the page itself never grows wider). A string, as above.
+const cutOff = (page: Page): Promise<string[]> =>
+  page.evaluate(`(() => {
+    const width = document.documentElement.clientWidth
+    const name = (e) =>
+      e.tagName.toLowerCase() + (e.id ? '#' + e.id : '') + ' "' + e.textContent.trim().slice(0, 30) + '"'
+    const found = []
+    for (const cue of document.querySelectorAll('main .scroll-cue')) {
+      const r = cue.getBoundingClientRect()
+      if (r.left < -0.5 || r.right > width + 0.5) found.push('the cue ' + name(cue) + ' is past the edge')
+    }
+    const shown =
+      'main a, main button, main input, main select, main summary, main td, main th, main .badge, main .score'
+    for (const e of document.querySelectorAll(shown)) {
+      const r = e.getBoundingClientRect()
+      if (r.width <= 1 || r.height <= 1 || !e.checkVisibility()) continue
+      const frame = e.closest('.table-wrap')
+      const box = frame ? frame.getBoundingClientRect() : { left: 0, right: width }
+      const past = r.left < box.left - 0.5 || r.right > box.right + 0.5
+      if (!frame && past) found.push(name(e) + ' is past the edge (' + Math.round(r.right) + ' of ' + width + ' px)')
+      else if (past && !frame.parentElement.querySelector(':scope > .scroll-cue')) {
+        found.push(name(e) + ' is hidden in its frame with no cue')
+      }
+      if (frame && (box.left < -0.5 || box.right > width + 0.5)) {
+        found.push('the frame of ' + name(e) + ' is past the edge')
+      }
+    }
+    return [...new Set(found)]
+  })()`)
+
 // Each view by its fragment, checked and photographed.
 const check = async (
   { page, problems }: Awaited<ReturnType<typeof tab>>,
@@ -141,6 +180,7 @@ const check = async (
       return { scroll: document.documentElement.scrollWidth, client, culprit }
     })()`)
     if (scroll > client) failures.push(`${name} at ${width}: the page is ${scroll} px wide in ${client} (${culprit})`)
+    for (const f of await cutOff(page)) failures.push(`${name} at ${width}: ${f}`)
     for (const v of await violations(page)) failures.push(`${name} at ${width}: ${v}`)
     await page.screenshot({ path: `${ARTIFACTS}/views-${role}-${name}-${width}.png`, fullPage: true })
     // What one sees on opening it, small enough for docs/console.md (docs/img holds the chosen ones).
@@ -171,16 +211,70 @@ const OPERATOR_VIEWS: [string, string][] = [
   ['not-found', '#/nowhere'],
 ]
 
+const go = async (page: Page, fragment: string) => {
+  await page.evaluate((f) => {
+    location.hash = f
+  }, fragment)
+  await settled(page)
+}
+
+// The boxes of what the selector finds that are not wholly inside the window, or that sit in a
+// scrolling frame; and how many it found.
+const outside = (page: Page, selector: string) =>
+  page.locator(selector).evaluateAll((els) => ({
+    found: els.length,
+    out: els
+      .filter((e) => {
+        const r = e.getBoundingClientRect()
+        const width = document.documentElement.clientWidth
+        return r.left < 0 || r.right > width || r.width === 0 || e.closest('.table-wrap') !== null
+      })
+      .map((e) => e.textContent),
+  }))
+
 for (const size of WIDTHS) {
   test(`every view fits ${size.width} px, passes axe-core and logs no error, as key holder and operator`, async () => {
     const key = await tab({ 'console.service-key': account.token }, size)
     await check(key, 'key', size.width, KEY_VIEWS)
+    // The header names the key's account.
+    assert.match((await key.page.locator('#chosen-account').textContent()) ?? '', /Acme \(account \d+\)/)
+    // The customers' order has a control of its own wherever the headers are hidden (cards).
+    await go(key.page, '#/customers')
+    const cards = size.width <= 1000
+    assert.equal(await key.page.locator('#customers-sort').isVisible(), cards, `sort control at ${size.width}`)
+    const headers = await key.page.locator('#customers thead').evaluate((e) => e.getBoundingClientRect().width)
+    assert.equal(headers > 1, !cards, `headers at ${size.width}`)
+    if (cards) assert.deepEqual((await outside(key.page, '#customers-sort')).out, [])
     await key.page.close()
     const operator = await tab({ 'console.admin-token': ADMIN_TOKEN, 'console.account': String(account.id) }, size)
     await check(operator, 'operator', size.width, OPERATOR_VIEWS)
+    assert.match((await operator.page.locator('#chosen-account').textContent()) ?? '', /Acme \(account \d+\)/)
+    // Each webhook's state and every action wholly in sight, in no frame that scrolls.
+    await go(operator.page, '#/webhooks')
+    const shown = await outside(operator.page, '[data-webhook] button, [data-webhook] .badge')
+    assert.deepEqual(shown, { found: 4, out: [] }, `webhooks at ${size.width}`)
     await operator.page.close()
   })
 }
+
+test("the customers list sorts by its control where its headers are hidden, in the API's order", async () => {
+  const { page, problems } = await tab({ 'console.service-key': account.token }, WIDTHS[0])
+  await go(page, '#/customers')
+  await page.locator('#customers-sort').selectOption({ label: 'Engagement, descending' })
+  await page.locator('#customers tbody tr:first-child td[data-label="ID"]').waitFor()
+  await page.waitForFunction(() => !document.querySelector('#customers-count')?.textContent?.includes('Loading'))
+  const api = await account.api('/api/v1/customers/search', {
+    sort: [{ propertyName: 'engagementscore', direction: 'desc' }],
+    limit: 100,
+  })
+  const ids = await page.locator('#customers td[data-label="ID"]').allTextContents()
+  assert.deepEqual(
+    ids.map((t) => t.trim()),
+    api.body.results.map((c: { id: string }) => c.id),
+  )
+  assert.deepEqual(problems, [])
+  await page.close()
+})
 
 test('a malformed or unknown fragment shows "not found", never a blank page', async () => {
   const { page, problems } = await tab({ 'console.service-key': account.token }, WIDTHS[2])
@@ -226,17 +320,54 @@ test('the home view lists exactly the customers that moved; a number opens the c
       reactivated: await listed('reactivated'),
       drops: await listed('drops'),
     },
-    { entered_risk: ['entered'], churned: ['churned'], reactivated: ['back'], drops: ['entered', 'dropped'] },
+    {
+      entered_risk: ['entered', 'slipped'],
+      churned: ['churned'],
+      reactivated: ['back'],
+      drops: ['entered', 'dropped', 'slipped'],
+    },
   )
-  assert.match((await page.locator('[data-movement="entered_risk"] .why').textContent()) ?? '', /logins/)
+  // Drivers by their label; a customer in churn risk wears the poor badge, as the list says.
+  assert.match((await page.locator('[data-movement="entered_risk"] .why').first().textContent()) ?? '', /Logins per/)
+  const slipped = page.locator('[data-movement="entered_risk"] [data-customer="slipped"] .score')
+  assert.deepEqual(
+    await slipped.evaluateAll((els) => els.map((e) => [e.className, e.textContent?.replace(/\s+/g, ' ').trim()])),
+    [
+      ['score score-good', '● 50 (good)'],
+      ['score score-poor', '▲ -10 (poor)'],
+    ],
+  )
   assert.match((await page.locator('#week-freshness').textContent()) ?? '', /computed/)
   // Each movement's count opens the customers list showing exactly the customers it lists.
-  for (const movement of ['entered_risk', 'churned', 'reactivated', 'drops']) {
-    const names = (await listed(movement)).sort()
+  // Each list has a title in words and the report's order: by the change (then -> now shown), or
+  // the latest churn or reactivation first.
+  const LISTS: Record<string, [title: string, sort?: string]> = {
+    entered_risk: ['Entered churn risk this week', 'engagementscore_change_7d'],
+    churned: ['Churned this week'],
+    reactivated: ['Reactivated this week'],
+    drops: ['Largest drops this week', 'engagementscore_change_7d'],
+  }
+  for (const [movement, [title, change]] of Object.entries(LISTS)) {
+    const names = await listed(movement)
     await page.locator(`[data-movement="${movement}"] .tally a`).click()
     await page.locator('#customers-where').waitFor()
     await settled(page)
-    assert.deepEqual((await page.locator('#customers td:nth-child(2)').allTextContents()).sort(), names, movement)
+    assert.equal(await page.locator('h1').textContent(), title)
+    const ids = await page.locator('#customers td[data-label="ID"]').allTextContents()
+    assert.deepEqual(ids, change ? names : names.sort(), movement)
+    if (change) {
+      // Largest fall first, as the API sorts by the change, with each one's engagement then and now.
+      const api = await account.api('/api/v1/customers/search', {
+        where: JSON.parse(new URLSearchParams(new URL(page.url()).hash.split('?')[1]).get('where')!),
+        sort: [{ propertyName: change, direction: 'asc' }],
+      })
+      assert.deepEqual(
+        ids,
+        api.body.results.map((c: { id: string }) => c.id),
+      )
+      const then = await page.locator('#customers tr', { hasText: 'Slipped' }).locator('.then-now').textContent()
+      assert.match(then ?? '', /50.*→.*-10.*\(−60\)/s)
+    }
     await page.goBack()
     await settled(page)
   }
@@ -246,17 +377,111 @@ test('the home view lists exactly the customers that moved; a number opens the c
     .locator('#renewals [data-customer]')
     .evaluateAll((els) => els.map((e) => e.getAttribute('data-customer')))
   assert.deepEqual(renewals, ['renews'])
+  // "1 renewal due by 31 Dec 2026, of which 0 in churn risk": a date, not "up to in 3 months".
+  assert.match(
+    (await page.locator('#renewals-title + p').textContent()) ?? '',
+    /^\s*1 renewal due by \d{1,2} \w{3} \d{4}, of which 0 in churn risk\./,
+  )
   await page.locator('#renewals-count').click()
   await page.locator('#customers-where').waitFor()
   await settled(page)
-  assert.deepEqual(await page.locator('#customers td:nth-child(2)').allTextContents(), ['renews'])
+  assert.deepEqual(await page.locator('#customers td[data-label="ID"]').allTextContents(), ['renews'])
   // The total the API counts, shown with the page.
   assert.equal(await page.locator('#customers-count').getAttribute('data-total'), '1')
   // The chart draws the 12 weeks.
   await page.goBack()
   await settled(page)
   assert.equal(await page.locator('.weeks-chart canvas').count(), 1)
+  // Both y axes drawn with their scales (uPlot draws them on its canvas, over its axis boxes):
+  // customers on the left, median engagement on the right; ink in each box is its ticks and label.
+  const inked = await page.locator('.weeks-chart').evaluate((chart) => {
+    const canvas = chart.querySelector('canvas')!
+    const c = canvas.getBoundingClientRect()
+    const scale = canvas.width / c.width
+    const g = canvas.getContext('2d')!
+    return [...chart.querySelectorAll('.u-axis')].map((axis) => {
+      const r = axis.getBoundingClientRect()
+      if (r.width < 1 || r.height < 1) return { side: 'none', ink: 0 }
+      const x = Math.max(0, (r.left - c.left) * scale)
+      const y = Math.max(0, (r.top - c.top) * scale)
+      const { data } = g.getImageData(x, y, Math.max(1, r.width * scale), Math.max(1, r.height * scale))
+      let ink = 0
+      for (let i = 3; i < data.length; i += 4) if (data[i] > 128) ink++
+      const side = r.height > r.width ? (r.left - c.left < c.width / 2 ? 'left' : 'right') : 'bottom'
+      return { side, ink }
+    })
+  })
+  assert.deepEqual(
+    inked.filter((a) => a.ink > 100).map((a) => a.side),
+    ['bottom', 'left', 'right'],
+    JSON.stringify(inked),
+  )
   assert.equal(await page.locator('#weeks tbody tr').count(), 12)
   assert.deepEqual(problems, [])
   await page.close()
+})
+
+test("a skip link is the first stop of Tab, and the home view's parts are a few Tabs away", async () => {
+  const { page, problems } = await tab({ 'console.service-key': account.token }, WIDTHS[2])
+  await settled(page)
+  const hash = new URL(page.url()).hash
+  await page.keyboard.press('Tab')
+  const focused = () =>
+    page.evaluate(() => ({ id: document.activeElement?.id, text: document.activeElement?.textContent }))
+  assert.deepEqual(await focused(), { id: '', text: 'Skip to content' })
+  // In sight once it has the focus.
+  assert.deepEqual((await outside(page, '.skip-link')).out, [])
+  await page.keyboard.press('Enter')
+  assert.equal((await focused()).id, 'main')
+  assert.equal(new URL(page.url()).hash, hash)
+  // From the view's start, the renewals are within 10 Tabs, then Enter.
+  let tabs = 0
+  while ((await focused()).text !== 'Renewals' && tabs < 10) {
+    await page.keyboard.press('Tab')
+    tabs++
+  }
+  assert.equal((await focused()).text, 'Renewals', `not reached in ${tabs} Tabs`)
+  await page.keyboard.press('Enter')
+  assert.equal((await focused()).id, 'renewals-title')
+  await page.keyboard.press('Tab')
+  assert.equal(
+    await page.evaluate(() => document.activeElement?.closest('section')?.getAttribute('aria-labelledby')),
+    'renewals-title',
+  )
+  assert.equal(new URL(page.url()).hash, hash)
+  // The parts are landmarks with names, and headings.
+  for (const name of ['What changed', 'Renewals in the next 90 days', 'Health over 12 weeks']) {
+    assert.equal(await page.getByRole('region', { name }).count(), 1, name)
+  }
+  assert.deepEqual(problems, [])
+  await page.close()
+})
+
+test('the customer page shows drivers by label and the owner by name', async () => {
+  const { page, problems } = await tab({ 'console.service-key': account.token }, WIDTHS[0])
+  await go(page, `#/customer/${FIRST}`)
+  const drivers = (await page.locator('.columns').innerText()).replace(/\s+/g, ' ')
+  assert.match(drivers, new RegExp(`${LOGINS} \\(engagement\\)`))
+  assert.doesNotMatch(drivers, /logins \(engagement\)/)
+  assert.match((await page.locator('article').innerText()) ?? '', /owner Owner \(owner@acme\.test\)/)
+  // And the customers list by the name too, the email kept on hover.
+  await go(page, '#/customers')
+  const owner = page.locator('#customers tr', { hasText: CUSTOMERS[0].name }).locator('td[data-label="Owner"] span')
+  assert.equal(await owner.textContent(), 'Owner')
+  assert.equal(await owner.getAttribute('title'), 'owner@acme.test')
+  assert.deepEqual(problems, [])
+  await page.close()
+})
+
+// The budget docs/console.md states, on the bytes the service sends.
+test('the console is within its budget: page, script and stylesheet under 250 KB gzipped', async () => {
+  const sizes = await Promise.all(
+    ['/console', '/console/console.js', '/console/console.css'].map(async (path) => {
+      const res = await fetch(`${s.base}${path}`)
+      assert.equal(res.status, 200, path)
+      return gzipSync(Buffer.from(await res.arrayBuffer()), { level: 9 }).length
+    }),
+  )
+  const total = sizes.reduce((a, b) => a + b, 0)
+  assert.ok(total < 250 * 1024, `${total} bytes gzipped`)
 })

@@ -785,6 +785,17 @@ on('GET', '/api/v1/properties', async () => {
   )
 })
 
+on('GET', '/api/v1/account', async () => {
+  assert.deepEqual((await status(200, get(b, '/api/v1/account'))).body, { id: b.id, name: 'B' })
+})
+
+on('GET', '/api/v1/users', async () => {
+  // B's own users only (an earlier case gave B a user of A's email: ids tell them apart).
+  const mine = (await status(200, get(b, '/api/v1/users'))).body as { id: number }[]
+  assert.deepEqual(listedIds(mine), await ownIds('users', b.id))
+  assert.ok(mine.length > 0)
+})
+
 on('PATCH', '/admin/v1/accounts/:id/properties/:entity/:codename', async () => {
   await status(404, asAdmin('PATCH', `/admin/v1/accounts/${b.id}/properties/customer/a_secret`, { label: 'B' }))
 })

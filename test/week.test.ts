@@ -285,6 +285,22 @@ test('the search fields of the movements: past engagement, its change, churn and
   assert.match(contacts.body.errors[0].message, /customer-only/)
   const typed = await search(acme, 'customers', { filters: [field('engagementscore_30d_ago', 'LTD', 3)] })
   assert.equal(typed.status, 400, JSON.stringify(typed.body))
+  // Answered in `properties` when named there, beside the custom values named (null where unknown);
+  // a contact has none of them.
+  const shown = await search(acme, 'customers', {
+    where: named('entered'),
+    properties: ['engagementscore_7d_ago', 'engagementscore_change_7d', 'engagementscore_30d_ago', 'country'],
+  })
+  assert.equal(shown.status, 200, JSON.stringify(shown.body))
+  assert.deepEqual(shown.body.results[0].properties, {
+    engagementscore_7d_ago: 50,
+    engagementscore_change_7d: -125,
+    engagementscore_30d_ago: null,
+    country: 'US',
+  })
+  const notContacts = await search(acme, 'contacts', { properties: ['engagementscore_7d_ago'] })
+  assert.equal(notContacts.status, 400, JSON.stringify(notContacts.body))
+  assert.equal(notContacts.body.errors[0].path, '/properties/0')
 })
 
 test('more movers than listed: each count is the total of its search, and the listed are among them', async () => {

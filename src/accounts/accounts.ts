@@ -53,6 +53,9 @@ export const Account = v.object({
   created_at: Timestamp,
 })
 
+// What a service key reads of its own account: the name people know it by (GET /api/v1/account).
+export const KeyAccount = v.object({ id, name: v.string() })
+
 const ALPHABET = 'ABCDEFGHJKLMNPQRSTUVWXYZ23456789'
 const trackerKey = () => 'CS-' + [...randomBytes(8)].map((b) => ALPHABET[b % 32]).join('')
 

@@ -2,6 +2,7 @@ import * as v from 'valibot'
 import { idParam, noContent, ok, type Route, route } from '../route.ts'
 import {
   Account,
+  KeyAccount,
   ACCOUNTS,
   accountIn,
   CreateAccountBody,
@@ -43,6 +44,19 @@ export const accountRoutes: Route[] = [
     summary: 'Read an account',
     reply: { status: 200, body: Account },
     handler: async (req, app) => ok(await getAccount(app.sql, idParam(req, 'id'))),
+  }),
+  route({
+    method: 'GET',
+    path: '/api/v1/account',
+    auth: { key: 'search' },
+    tag: 'search',
+    name: 'key-account',
+    summary: "The key's own account: its id and name",
+    reply: { status: 200, body: KeyAccount },
+    handler: async (req, app) => {
+      const { id, name } = await getAccount(app.sql, req.auth.accountId)
+      return ok({ id, name })
+    },
   }),
   route({
     method: 'PATCH',

@@ -60,6 +60,16 @@ export const catalogRoutes: Route[] = [
     handler: async (req, app) => ok(await listUsers(app.sql, await accountIn(req, app))),
   }),
   route({
+    method: 'GET',
+    path: '/api/v1/users',
+    auth: { key: 'search' },
+    tag: 'search',
+    name: 'account-users',
+    summary: "The key's account's users (the customers' owners), with their names",
+    reply: { status: 200, body: v.array(User) },
+    handler: async (req, app) => ok(await listUsers(app.sql, req.auth.accountId)),
+  }),
+  route({
     method: 'POST',
     path: `${ACCOUNTS}/:id/properties`,
     auth: 'admin',

@@ -3,6 +3,7 @@ import { useState } from 'preact/hooks'
 import { type Account, admin } from './api.ts'
 import { useAction, useData, value } from './load.ts'
 import { Empty, Failed, Loading, When } from './format.ts'
+import { Scroller } from './scroller.ts'
 
 // The admin token spans every account: the operator picks the one the other views work on.
 export const Accounts = ({
@@ -32,7 +33,7 @@ export const Accounts = ({
     ${accounts.data?.length === 0 && html`<${Empty}>No accounts yet: create the first below.</${Empty}>`}
     ${
       accounts.data?.length &&
-      html`<div class="table-wrap" tabindex="0"><table id="accounts">
+      html`<${Scroller} label="Accounts"><table id="accounts">
         <thead><tr>
           <th scope="col">ID</th><th scope="col">Name</th><th scope="col">Source of truth</th>
           <th scope="col">Created</th><th scope="col"><span class="visually-hidden">Action</span></th>
@@ -51,7 +52,7 @@ export const Accounts = ({
             </tr>`,
           )}
         </tbody>
-      </table></div>`
+      </table></${Scroller}>`
     }
     <h2>New account</h2>
     <form class="actions" onSubmit=${create}>

@@ -129,6 +129,15 @@ export const accountProperties = (key: string) => call<Property[]>(key, 'GET', '
 export const labelOf = (properties: Property[] | undefined, codename: string, entity = 'customer') =>
   properties?.find((p) => p.codename === codename && p.entity === entity)?.label ?? codename
 
+// The key's own account (its name for the header) and its users, the customers' owners: an owner
+// is answered as an email, and a person reads the name the operator gave it, where there is one.
+export const keyAccount = (key: string) =>
+  call<operations['keyAccount']['responses'][200]['content']['application/json']>(key, 'GET', '/api/v1/account')
+export type User = Schemas['User']
+export const accountUsers = (key: string) => call<User[]>(key, 'GET', '/api/v1/users')
+export const ownerName = (users: User[] | undefined, email: string) =>
+  users?.find((u) => u.email.toLowerCase() === email.toLowerCase())?.name ?? email
+
 export const listUploads = (key: string) => call<Upload[]>(key, 'GET', '/api/v1/uploads')
 
 export const customerEvents = (key: string, id: string, limit: number) =>

@@ -1,14 +1,18 @@
 import { html } from 'htm/preact'
 import { useEffect, useState } from 'preact/hooks'
 import { Accounts } from './accounts.ts'
-import { value } from './load.ts'
+import { useData, value } from './load.ts'
+import { focusOn } from './format.ts'
 import {
+  type Account,
   admin,
   ApiError,
   forgetSession,
   type Condition,
+  keyAccount,
   searchCustomers,
   type Session,
+  type SortKey,
   storeAccount,
   storedAccount,
   storedSession,
@@ -28,7 +32,7 @@ type Listed = Exclude<Name, 'customer'>
 type View =
   | { name: Exclude<Listed, 'customers' | 'week'> }
   | { name: 'week'; days: 7 | 30 }
-  | { name: 'customers'; where?: Condition }
+  | { name: 'customers'; where?: Condition; title?: string; order?: SortKey; compare?: 7 | 30 }
   | { name: 'customer'; id: string }
   | { name: 'missing'; why: string }
 const TITLES: Record<Name | 'missing', string> = {
@@ -88,12 +92,21 @@ export const viewOf = (hash: string, kind: Session['kind']): View => {
     return { name, days: Number(days) as 7 | 30 }
   }
   if (name === 'customers' && query) {
-    const where = new URLSearchParams(query).get('where')
+    const params = new URLSearchParams(query)
+    const where = params.get('where')
     const condition = where === null ? undefined : parse(where)
     if (!condition || typeof condition !== 'object') {
       return { name: 'missing', why: "The customers list's condition in the address is malformed." }
     }
-    return { name, where: condition as Condition }
+    const [propertyName, direction] = (params.get('order') ?? '').split(':')
+    const compare = params.get('compare')
+    return {
+      name,
+      where: condition as Condition,
+      title: params.get('title') ?? undefined,
+      order: propertyName ? { propertyName, direction: direction === 'desc' ? 'desc' : 'asc' } : undefined,
+      compare: compare === '7' || compare === '30' ? (Number(compare) as 7 | 30) : undefined,
+    }
   }
   return { name } as View
 }
@@ -159,6 +172,25 @@ const SignIn = ({ onSignIn }: { onSignIn: (session: Session) => void }) =>
     <${Credential} kind="admin" onSignIn=${onSignIn} />
   </main>`
 
+// The account the views work on, by the name people know it by: a key's own account, or the one
+// the operator chose.
+const AccountName = ({ session, account }: { session: Session; account: number | null }) => {
+  const named = useData(
+    () =>
+      session.kind === 'key'
+        ? keyAccount(session.secret)
+        : account === null
+          ? Promise.resolve(undefined)
+          : admin<Account>(session.secret, 'GET', `/${account}`),
+    [session.secret, account],
+  )
+  if (session.kind === 'admin' && account === null) return html`<span id="chosen-account">No account chosen</span>`
+  const id = named.data?.id ?? account
+  return html`<span id="chosen-account" data-account=${id}>
+    ${named.data ? named.data.name : ''}${id !== null && html` <span class="muted">(account ${id})</span>`}
+  </span>`
+}
+
 export const App = () => {
   const [session, setSession] = useState(storedSession())
   const [account, setAccount] = useState(storedAccount())
@@ -201,20 +233,23 @@ export const App = () => {
     const key = session.secret
     if (view.name === 'customer') return html`<${CustomerPage} apiKey=${key} id=${view.id} />`
     if (view.name === 'week') return html`<${WeekView} apiKey=${key} days=${view.days} />`
-    if (view.name === 'customers') return html`<${Customers} apiKey=${key} where=${view.where} />`
+    if (view.name === 'customers') {
+      return html`<${Customers} key=${hash} apiKey=${key} where=${view.where} title=${view.title}
+        order=${view.order} compare=${view.compare} />`
+    }
     if (view.name === 'uploads') return html`<${Uploads} session=${session} account=${null} />`
     return html`<${Matrix} apiKey=${key} />`
   }
-  return html`<header>
+  // The skip link is the first stop of the Tab key; it moves the focus rather than the fragment, which
+  // names the view.
+  return html`<a class="skip-link" href="#main" onClick=${focusOn('main')}>Skip to content</a>
+    <header>
       <span class="brand">Console</span>
       <nav aria-label="Views">${NAV[session.kind].map((name) => html`${link(name)} `)}</nav>
       <div class="session">
-        ${
-          session.kind === 'admin' &&
-          html`<span id="chosen-account">${account ? `Account ${account}` : 'No account chosen'}</span>`
-        }
+        <${AccountName} session=${session} account=${account} />
         <button type="button" onClick=${signOut}>Sign out</button>
       </div>
     </header>
-    <main>${body()}</main>`
+    <main id="main" tabindex="-1">${body()}</main>`
 }

@@ -3,6 +3,7 @@ import { useEffect, useState } from 'preact/hooks'
 import { listBackups, startBackup } from './api.ts'
 import { fileSize, When } from './format.ts'
 import { useAction, useData } from './load.ts'
+import { Scroller } from './scroller.ts'
 
 // A backup of a large database takes minutes: the list is read again every POLL_MS until a newer
 // file than the newest at the start is listed, for at most POLLS reads.
@@ -39,7 +40,7 @@ export const Backups = ({ token }: { token: string }) => {
     ${
       list.data &&
       html`<p>In <code>${list.data.folder}</code>; restore one with <code>service restore FILE</code>.</p>
-        <div class="table-wrap"><table id="backups">
+        <${Scroller} label="Backups"><table id="backups">
           <thead><tr><th scope="col">File</th><th scope="col">Size</th><th scope="col">Created</th></tr></thead>
           <tbody>
             ${list.data.backups.map(
@@ -49,7 +50,7 @@ export const Backups = ({ token }: { token: string }) => {
               </tr>`,
             )}
           </tbody>
-        </table></div>
+        </table></${Scroller}>
         ${list.data.backups.length === 0 && html`<p>No backups yet.</p>`}`
     }
     <div class="actions">

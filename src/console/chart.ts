@@ -28,10 +28,24 @@ export const WeeksChart = ({ days, series, label }: { days: string[]; series: We
         // Dates as days, not times: the x values are the weeks' last days at midnight UTC.
         tzDate: (ts) => uPlot.tzDate(new Date(ts * 1000), 'Etc/UTC'),
         cursor: { drag: { x: false, y: false } },
-        scales: { x: { time: true }, median: { range: [-100, 100] } },
+        // Counts from 0 up, in whole customers: a series must name its scale, as uPlot takes an
+        // undefined key for none, and an axis without a series' scale draws no ticks.
+        scales: {
+          x: { time: true },
+          customers: { range: (_, _min, max) => [0, Math.max(4, Math.ceil(max * 1.1))] },
+          median: { range: [-100, 100] },
+        },
         axes: [
           {},
-          { label: 'Customers', size: 56 },
+          {
+            scale: 'customers',
+            label: 'Customers',
+            size: 56,
+            incrs: [
+              1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10_000, 20_000, 50_000, 100_000, 200_000, 500_000,
+              1_000_000,
+            ],
+          },
           { scale: 'median', side: 1, label: 'Median engagement', size: 56, grid: { show: false } },
         ],
         series: [
@@ -44,7 +58,7 @@ export const WeeksChart = ({ days, series, label }: { days: string[]; series: We
             stroke: s.colour,
             width: 2,
             dash: s.dash,
-            scale: s.median ? 'median' : undefined,
+            scale: s.median ? 'median' : 'customers',
             points: { show: true, size: 6 },
           })),
         ],

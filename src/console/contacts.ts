@@ -2,6 +2,7 @@ import { html } from 'htm/preact'
 import { useEffect, useState } from 'preact/hooks'
 import { type Contact, contactsOf } from './api.ts'
 import { Empty, Failed, Loading, Score, signed, When } from './format.ts'
+import { Scroller } from './scroller.ts'
 
 const LIMIT = 100
 
@@ -31,7 +32,7 @@ export const Contacts = ({ apiKey, customerId }: { apiKey: string; customerId: s
   if (error) return html`<${Failed} error=${error} />`
   if (!contacts) return html`<${Loading} what="contacts" />`
   if (!contacts.length) return html`<${Empty}>No contacts.</${Empty}>`
-  return html`<div class="table-wrap" tabindex="0"><table class="contacts">
+  return html`<${Scroller} label="Contacts"><table class="contacts">
       <thead>
         <tr>
           <th scope="col">Name</th>
@@ -52,6 +53,6 @@ export const Contacts = ({ apiKey, customerId }: { apiKey: string; customerId: s
           </tr>`,
         )}
       </tbody>
-    </table></div>
+    </table></${Scroller}>
     ${more && html`<p>The first ${LIMIT} contacts, by id.</p>`}`
 }

@@ -2,16 +2,19 @@ import { html } from 'htm/preact'
 import { useEffect, useRef, useState } from 'preact/hooks'
 import {
   accountProperties,
+  accountUsers,
   type CustomerDetail,
   customerEvents,
   type Driver,
   getCustomer,
   labelOf,
+  ownerName,
   setChurned,
 } from './api.ts'
 import { Contacts } from './contacts.ts'
 import { Empty, Failed, Loading, Score, type ScoreKind, signed, When } from './format.ts'
 import { useData } from './load.ts'
+import { Scroller } from './scroller.ts'
 
 const W = 560
 const H = 200
@@ -55,7 +58,7 @@ const Events = ({ apiKey, customerId }: { apiKey: string; customerId: string }) 
   if (!tracked.data) return html`<${Loading} what="events" />`
   if (tracked.data.count === 0) return html`<${Empty}>No events tracked.</${Empty}>`
   return html`<p class="muted">${tracked.data.count} in all; the latest ${tracked.data.events.length}:</p>
-    <div class="table-wrap" tabindex="0"><table class="events" id="events">
+    <${Scroller} label="Last events tracked"><table class="events" id="events">
       <thead><tr><th scope="col">When</th><th scope="col">Event</th><th scope="col">State</th></tr></thead>
       <tbody>
         ${tracked.data.events.map(
@@ -64,7 +67,7 @@ const Events = ({ apiKey, customerId }: { apiKey: string; customerId: string }) 
           </tr>`,
         )}
       </tbody>
-    </table></div>`
+    </table></${Scroller}>`
 }
 
 const Drivers = ({ title, drivers }: { title: string; drivers: Driver[] }) => html`<div>
@@ -75,7 +78,7 @@ const Drivers = ({ title, drivers }: { title: string; drivers: Driver[] }) => ht
           ${drivers.map(
             (d) =>
               html`<li>
-                <strong>${d.codename}</strong> (${d.score}) ${signed(Math.round(d.contribution * 10) / 10)}
+                <strong>${d.label}</strong> (${d.score}) ${signed(Math.round(d.contribution * 10) / 10)}
               </li>`,
           )}
         </ul>`
@@ -131,6 +134,8 @@ export const CustomerPage = ({ apiKey, id }: { apiKey: string; id: string }) => 
   shown.current = id
   // Labels for the properties table (the drivers come labelled from the API).
   const defined = useData(() => accountProperties(apiKey), [apiKey])
+  // The owner by name, with the email the API answers beside it.
+  const users = useData(() => accountUsers(apiKey), [apiKey])
   const reload = () =>
     getCustomer(apiKey, id).then(
       (c) => shown.current === id && setCustomer(c),
@@ -151,7 +156,15 @@ export const CustomerPage = ({ apiKey, id }: { apiKey: string; id: string }) => 
     <p><a href="#/customers">← All customers</a></p>
     <h1 id="customer-title">${c.name}</h1>
     <p class="muted">
-      ID ${c.id} · owner ${c.owner ?? 'none'} · last seen <${When} at=${c.last_seen} none="never" />
+      ID ${c.id} · owner${' '}
+      ${
+        c.owner === null
+          ? 'none'
+          : ownerName(users.data, c.owner) === c.owner
+            ? c.owner
+            : html`${ownerName(users.data, c.owner)} <span class="codename">(${c.owner})</span>`
+      }${' '}
+      · last seen <${When} at=${c.last_seen} none="never" />
     </p>
     <dl class="scores">
       <${Card} name="Engagement" kind="engagement" value=${c.engagementscore}
@@ -184,7 +197,7 @@ export const CustomerPage = ({ apiKey, id }: { apiKey: string; id: string }) => 
       <h2 id="properties-title">Properties</h2>
       ${
         properties.length
-          ? html`<div class="table-wrap" tabindex="0"><table class="properties">
+          ? html`<${Scroller} label="Properties"><table class="properties">
               <tbody>
                 ${properties.map(
                   ([name, value]) => html`<tr>
@@ -195,7 +208,7 @@ export const CustomerPage = ({ apiKey, id }: { apiKey: string; id: string }) => 
                   </tr>`,
                 )}
               </tbody>
-            </table></div>`
+            </table></${Scroller}>`
           : html`<${Empty}>None.</${Empty}>`
       }
     </section>

@@ -2,9 +2,22 @@ import { html } from 'htm/preact'
 
 export const customerHref = (id: string) => `#/customer/${encodeURIComponent(id)}`
 // The customers list narrowed to a condition of the search API's `where` tree (docs/api.md, "Trees"):
-// how the home view and the matrix link each number to the customers behind it.
-export const customersHref = (where?: unknown) =>
-  where === undefined ? '#/customers' : `#/customers?where=${encodeURIComponent(JSON.stringify(where))}`
+// how the home view and the matrix link each number to the customers behind it. A list may carry a
+// title in words, its order ("engagementscore_change_7d:asc") and the days its engagement is compared
+// over (the list then shows each customer's engagement then and now).
+export interface ListOptions {
+  title?: string
+  order?: string
+  compare?: 7 | 30
+}
+export const customersHref = (where?: unknown, options: ListOptions = {}) => {
+  if (where === undefined) return '#/customers'
+  const query = new URLSearchParams({ where: JSON.stringify(where) })
+  if (options.title) query.set('title', options.title)
+  if (options.order) query.set('order', options.order)
+  if (options.compare) query.set('compare', String(options.compare))
+  return `#/customers?${query.toString().replaceAll('+', '%20')}`
+}
 
 // 5 MB, 32 KB: a file's size in the binary units the service's messages and `service backup` use
 // (src/validate.ts's size(), which browser code cannot import).
@@ -23,13 +36,22 @@ export const riskColour = (risk: number | null) =>
   risk === null ? 'hsl(0 0% 46%)' : `hsl(${Math.round(130 - 1.3 * risk)} 75% 33%)`
 
 // A score's band: engagement and fit run -100..100, churn risk and upsell 0..100, and for churn risk
-// high is bad. Colour alone would fail readers who cannot tell green from red, so each band also has
-// its own shape and word.
+// high is bad. Engagement below 0 is the service's churn risk (the matrix's and the home view's
+// quadrant, docs/api.md "This week"), and fit below 0 its poor fit: so below 0 is poor, and a badge
+// agrees with the list it stands in. Colour alone would fail readers who cannot tell green from red,
+// so each band also has its own shape and word.
 export type ScoreKind = 'engagement' | 'fit' | 'risk' | 'upsell'
 type Band = 'good' | 'fair' | 'poor' | 'none'
-const band = (kind: ScoreKind, value: number | null): Band => {
+export const CHURN_RISK_BELOW = 0
+const BANDS: Record<ScoreKind, [low: number, high: number]> = {
+  engagement: [CHURN_RISK_BELOW, 30],
+  fit: [CHURN_RISK_BELOW, 30],
+  risk: [35, 65],
+  upsell: [35, 65],
+}
+export const band = (kind: ScoreKind, value: number | null): Band => {
   if (value === null) return 'none'
-  const [low, high] = kind === 'engagement' || kind === 'fit' ? [-20, 30] : [35, 65]
+  const [low, high] = BANDS[kind]
   const good = kind === 'risk' ? value < low : value >= high
   const poor = kind === 'risk' ? value >= high : value < low
   return good ? 'good' : poor ? 'poor' : 'fair'
@@ -72,6 +94,16 @@ export const When = ({ at, none = '–' }: { at: string | null | undefined; none
   const exact = day ? dateOnly.format(date) : `${absolute.format(date)} UTC`
   const said = day ? ago(date, Date.parse(new Date().toISOString().slice(0, 10)), DAY_UNITS) : ago(date)
   return html`<time class="when" datetime=${at} title=${exact} data-exact=${exact} tabindex="0">${said}</time>`
+}
+
+// A day as a date ("1 Mar 2027"), where a sentence needs a date rather than "in 3 months".
+export const Day = ({ at }: { at: string }) => html`<time datetime=${at}>${dateOnly.format(new Date(at))}</time>`
+
+// A link within the page that moves the focus to the element of that id (which takes it: tabindex -1)
+// and scrolls it into view, leaving the fragment, which names the view, as it is.
+export const focusOn = (id: string) => (e: Event) => {
+  e.preventDefault()
+  document.getElementById(id)?.focus()
 }
 
 // What every view shows while it waits, when it has nothing, and when the service refused.

@@ -642,6 +642,23 @@ export interface paths {
     patch: operations['updateAccount']
     trace?: never
   }
+  '/api/v1/account': {
+    parameters: {
+      query?: never
+      header?: never
+      path?: never
+      cookie?: never
+    }
+    /** The key's own account: its id and name */
+    get: operations['keyAccount']
+    put?: never
+    post?: never
+    delete?: never
+    options?: never
+    head?: never
+    patch?: never
+    trace?: never
+  }
   '/admin/v1/accounts/{id}/keys': {
     parameters: {
       query?: never
@@ -706,6 +723,23 @@ export interface paths {
     put?: never
     /** Add a user */
     post: operations['addUser']
+    delete?: never
+    options?: never
+    head?: never
+    patch?: never
+    trace?: never
+  }
+  '/api/v1/users': {
+    parameters: {
+      query?: never
+      header?: never
+      path?: never
+      cookie?: never
+    }
+    /** The key's account's users (the customers' owners), with their names */
+    get: operations['accountUsers']
+    put?: never
+    post?: never
     delete?: never
     options?: never
     head?: never
@@ -3022,6 +3056,10 @@ export interface operations {
            * @enum {string}
            */
           count?: 'exact' | 'estimate'
+          /**
+           * @description The custom values shown (all by default); for customers also engagementscore_7d_ago and the
+           * like.
+           */
           properties?: string[]
           /** @default 100 */
           limit?: number
@@ -3124,6 +3162,10 @@ export interface operations {
            * @enum {string}
            */
           count?: 'exact' | 'estimate'
+          /**
+           * @description The custom values shown (all by default); for customers also engagementscore_7d_ago and the
+           * like.
+           */
           properties?: string[]
           /** @default 100 */
           limit?: number
@@ -4842,6 +4884,10 @@ export interface operations {
          *     }
          */
         'application/json': {
+          /**
+           * @description The custom values shown (all by default); for customers also engagementscore_7d_ago and the
+           * like.
+           */
           properties?: string[]
           /** @default 100 */
           limit?: number
@@ -5732,6 +5778,38 @@ export interface operations {
       503: components['responses']['ServiceUnavailable']
     }
   }
+  keyAccount: {
+    parameters: {
+      query?: never
+      header?: never
+      path?: never
+      cookie?: never
+    }
+    requestBody?: never
+    responses: {
+      /** @description Success. */
+      200: {
+        headers: {
+          'RateLimit-Limit': components['headers']['RateLimit-Limit']
+          'RateLimit-Remaining': components['headers']['RateLimit-Remaining']
+          'RateLimit-Reset': components['headers']['RateLimit-Reset']
+          [name: string]: unknown
+        }
+        content: {
+          'application/json': {
+            /** @description The id the service gave it. */
+            id: number
+            name: string
+          }
+        }
+      }
+      400: components['responses']['BadRequest']
+      401: components['responses']['Unauthorized']
+      403: components['responses']['Forbidden']
+      429: components['responses']['TooManyRequests']
+      503: components['responses']['ServiceUnavailable']
+    }
+  }
   listKeys: {
     parameters: {
       query?: never
@@ -5929,6 +6007,34 @@ export interface operations {
       409: components['responses']['Conflict']
       413: components['responses']['ContentTooLarge']
       415: components['responses']['UnsupportedMediaType']
+      503: components['responses']['ServiceUnavailable']
+    }
+  }
+  accountUsers: {
+    parameters: {
+      query?: never
+      header?: never
+      path?: never
+      cookie?: never
+    }
+    requestBody?: never
+    responses: {
+      /** @description Success. */
+      200: {
+        headers: {
+          'RateLimit-Limit': components['headers']['RateLimit-Limit']
+          'RateLimit-Remaining': components['headers']['RateLimit-Remaining']
+          'RateLimit-Reset': components['headers']['RateLimit-Reset']
+          [name: string]: unknown
+        }
+        content: {
+          'application/json': components['schemas']['User'][]
+        }
+      }
+      400: components['responses']['BadRequest']
+      401: components['responses']['Unauthorized']
+      403: components['responses']['Forbidden']
+      429: components['responses']['TooManyRequests']
       503: components['responses']['ServiceUnavailable']
     }
   }

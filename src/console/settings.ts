@@ -5,6 +5,7 @@ import { Backups } from './backups.ts'
 import { useAction, useData, value } from './load.ts'
 import { ScoringModel } from './model.ts'
 import { When } from './format.ts'
+import { Scroller } from './scroller.ts'
 
 const SCOPES = ['search', 'upload', 'track', 'erase']
 const error = (text: string) => text && html`<p role="alert" class="error">${text}</p>`
@@ -34,7 +35,7 @@ const Keys = ({ token, account }: { token: string; account: number }) => {
     ${error(keys.error || action.error)}
     ${
       keys.data &&
-      html`<div class="table-wrap" tabindex="0"><table id="keys">
+      html`<${Scroller} label="API keys"><table id="keys">
         <thead><tr>
           <th scope="col">ID</th><th scope="col">Name</th><th scope="col">Scopes</th>
           <th scope="col">Created</th><th scope="col">Revoked</th>
@@ -54,7 +55,7 @@ const Keys = ({ token, account }: { token: string; account: number }) => {
             </tr>`,
           )}
         </tbody>
-      </table></div>`
+      </table></${Scroller}>`
     }
     ${
       created &&
@@ -122,7 +123,7 @@ const Properties = ({
     </div>`
   return html`<section aria-labelledby="properties-title">
     <h2 id="properties-title">Properties</h2>
-    <div class="table-wrap" tabindex="0"><table id="properties">
+    <${Scroller} label="Properties"><table id="properties">
       <thead><tr>
         <th scope="col">Entity</th><th scope="col">Kind</th><th scope="col">Codename</th><th scope="col">Type</th>
         <th scope="col">Name</th><th scope="col">Defined by</th>
@@ -135,7 +136,7 @@ const Properties = ({
           </tr>`,
         )}
       </tbody>
-    </table></div>
+    </table></${Scroller}>
     <form class="actions" onSubmit=${define}>
       ${select('entity', 'Entity', ['customer', 'contact'])} ${select('kind', 'Kind', ['attribute', 'metric'])}
       <div class="field">

@@ -3,6 +3,7 @@ import { useEffect, useRef } from 'preact/hooks'
 import { admin, listUploads, type Session, type Upload } from './api.ts'
 import { useData } from './load.ts'
 import { Empty, Failed, When } from './format.ts'
+import { Scroller } from './scroller.ts'
 
 const POLL_MS = 1000
 const busy = (u: Upload) => u.status === 'received' || u.status === 'processing'
@@ -20,7 +21,7 @@ const usePolling = (uploads: Upload[] | undefined, reload: () => unknown) => {
 }
 
 const Table = ({ uploads }: { uploads: Upload[] }) =>
-  html`<div class="table-wrap" tabindex="0"><table id="uploads">
+  html`<${Scroller} label="Uploads"><table id="uploads">
     <thead><tr>
       <th scope="col">ID</th><th scope="col">Kind</th><th scope="col">Status</th><th scope="col">Items</th>
       <th scope="col">Created</th><th scope="col">Updated</th><th scope="col">Ignored</th>
@@ -56,7 +57,7 @@ const Table = ({ uploads }: { uploads: Upload[] }) =>
         </tr>`,
       )}
     </tbody>
-  </table></div>`
+  </table></${Scroller}>`
 
 // The newest uploads first, refreshed while any is still waiting or being processed.
 const Listed = ({ list }: { list: ReturnType<typeof useData<Upload[]>> }) => {

@@ -3,6 +3,7 @@ import { useState } from 'preact/hooks'
 import { admin, type Delivery, eventTypes, type NewWebhook, type Webhook } from './api.ts'
 import { useAction, useData, value } from './load.ts'
 import { Empty, Failed, Loading, When } from './format.ts'
+import { Scroller } from './scroller.ts'
 
 // A delivery's attempts, newest last: when, the receiver's status (or why none came), how long, and
 // the start of its answer.
@@ -54,7 +55,7 @@ const Deliveries = ({ token, base, webhook }: { token: string; base: string; web
     ${list.data?.length === 0 && html`<${Empty}>No deliveries yet.</${Empty}>`}
     ${
       list.data?.length &&
-      html`<div class="table-wrap" tabindex="0"><table>
+      html`<${Scroller} label="Deliveries"><table>
         <thead><tr>
           <th scope="col">ID</th><th scope="col">webhook-id</th><th scope="col">Status</th>
           <th scope="col">Created</th><th scope="col">Attempts</th>
@@ -72,12 +73,13 @@ const Deliveries = ({ token, base, webhook }: { token: string; base: string; web
             </tr>`,
           )}
         </tbody>
-      </table></div>`
+      </table></${Scroller}>`
     }
   </section>`
 }
 
-// An account's webhook subscriptions: add one (its secret is shown this once), remove one, disable one
+// An account's webhook subscriptions, each a card (name, URL, events, health, actions) that wraps to
+// any width: add one (its secret is shown this once), remove one, disable one
 // (its deliveries are held) or enable one again, and a delivery log with redelivery.
 export const Webhooks = ({ token, account }: { token: string; account: number }) => {
   const base = `/${account}/webhooks`
@@ -115,32 +117,31 @@ export const Webhooks = ({ token, account }: { token: string; account: number })
     ${list.data?.length === 0 && html`<${Empty}>No subscriptions yet.</${Empty}>`}
     ${
       list.data?.length &&
-      html`<div class="table-wrap" tabindex="0"><table id="webhooks">
-        <thead><tr>
-          <th scope="col">ID</th><th scope="col">Name</th><th scope="col">URL</th><th scope="col">Events</th>
-          <th scope="col">State</th><th scope="col"><span class="visually-hidden">Actions</span></th>
-        </tr></thead>
-        <tbody>
-          ${list.data.map(
-            (w) => html`<tr key=${w.id} data-webhook=${w.id}>
-              <td class="num">${w.id}</td><td>${w.name ?? '–'}</td><td>${w.url}</td><td>${w.events.join(', ')}</td>
-              <td class="wrap"><${Health} webhook=${w} /></td>
-              <td><div class="row-actions">
-                <button type="button" aria-label=${`Deliveries of webhook ${w.id}`}
-                  onClick=${() => setShown(w.id)}>Deliveries</button>
-                ${
-                  w.active
-                    ? html`<button type="button" aria-label=${`Disable webhook ${w.id}`}
-                        onClick=${() => act('POST', `${base}/${w.id}/disable`)}>Disable</button>`
-                    : html`<button type="button" aria-label=${`Enable webhook ${w.id}`}
-                        onClick=${() => act('POST', `${base}/${w.id}/enable`)}>Enable</button>`
-                }
-                <button type="button" aria-label=${`Remove webhook ${w.id}`} onClick=${() => remove(w)}>Remove</button>
-              </div></td>
-            </tr>`,
-          )}
-        </tbody>
-      </table></div>`
+      html`<h2>Subscriptions</h2>
+      <ul class="webhook-list" id="webhooks">
+        ${list.data.map(
+          (w) => html`<li key=${w.id} class="webhook" data-webhook=${w.id}>
+            <h3>${w.name ?? 'Unnamed'} <span class="muted">webhook ${w.id}</span></h3>
+            <dl>
+              <div><dt>URL</dt><dd class="url">${w.url}</dd></div>
+              <div><dt>Events</dt><dd>${w.events.join(', ')}</dd></div>
+              <div><dt>State</dt><dd class="state-of"><${Health} webhook=${w} /></dd></div>
+            </dl>
+            <div class="row-actions">
+              <button type="button" aria-label=${`Deliveries of webhook ${w.id}`}
+                onClick=${() => setShown(w.id)}>Deliveries</button>
+              ${
+                w.active
+                  ? html`<button type="button" aria-label=${`Disable webhook ${w.id}`}
+                      onClick=${() => act('POST', `${base}/${w.id}/disable`)}>Disable</button>`
+                  : html`<button type="button" aria-label=${`Enable webhook ${w.id}`}
+                      onClick=${() => act('POST', `${base}/${w.id}/enable`)}>Enable</button>`
+              }
+              <button type="button" aria-label=${`Remove webhook ${w.id}`} onClick=${() => remove(w)}>Remove</button>
+            </div>
+          </li>`,
+        )}
+      </ul>`
     }
     ${
       secret &&

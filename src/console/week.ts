@@ -1,8 +1,22 @@
 import { html } from 'htm/preact'
 import { type Counted, type Mover, type Movements, type QuadrantName, type Week, weekReport } from './api.ts'
 import { WeeksChart, type WeekSeries } from './chart.ts'
-import { customerHref, customersHref, Empty, Failed, Loading, Score, signed, When } from './format.ts'
+import {
+  CHURN_RISK_BELOW,
+  customerHref,
+  customersHref,
+  Day,
+  Empty,
+  Failed,
+  focusOn,
+  type ListOptions,
+  Loading,
+  Score,
+  signed,
+  When,
+} from './format.ts'
 import { useData } from './load.ts'
+import { Scroller } from './scroller.ts'
 
 // The landing view of a key holder: what changed over the last 7 or 30 days, the renewals ahead and
 // 12 weeks of the account's health, all from one API call (GET /api/v1/insights/week) that any client
@@ -17,20 +31,33 @@ const QUADRANTS: [QuadrantName, string, string, number[] | undefined][] = [
 ]
 const QUADRANT_NAMES = Object.fromEntries(QUADRANTS.map(([q, name]) => [q, name]))
 
-// A number as a link to its customers when the API gives their search, else as it is.
-const Count = ({ counted, id }: { counted: Counted; id?: string }) =>
+// A number as a link to its customers when the API gives their search, else as it is; the list it
+// opens may have a title and an order.
+const Count = ({ counted, id, list }: { counted: Counted; id?: string; list?: ListOptions }) =>
   counted.search
-    ? html`<a id=${id} href=${customersHref(counted.search)}>${counted.count}</a>`
+    ? html`<a id=${id} href=${customersHref(counted.search, list)}>${counted.count}</a>`
     : html`<span id=${id}>${counted.count}</span>`
 
-const MOVEMENTS: [keyof Week['movements'], string, string][] = [
-  ['entered_risk', 'Entered churn risk', 'engagement fell below 0'],
-  ['left_risk', 'Left churn risk', 'engagement rose to 0 or more'],
-  ['churned', 'Churned', 'marked churned in the period'],
-  ['reactivated', 'Reactivated', 'active again in the period'],
-  ['drops', 'Largest drops', 'engagement fell most'],
-  ['gains', 'Largest gains', 'engagement rose most'],
+type Movement = keyof Week['movements']
+// Each movement's name, what it means, and how its customers list is ordered as the report orders
+// them (by the change over the period, or by the date of the churn or reactivation); a movement of
+// engagement lists each customer's engagement then and now.
+const MOVEMENTS: [Movement, string, string, string][] = [
+  ['entered_risk', 'Entered churn risk', `engagement fell below ${CHURN_RISK_BELOW}`, 'change:asc'],
+  ['left_risk', 'Left churn risk', `engagement rose to ${CHURN_RISK_BELOW} or more`, 'change:desc'],
+  ['churned', 'Churned', 'marked churned in the period', 'churned_date:desc'],
+  ['reactivated', 'Reactivated', 'active again in the period', 'reactivated_date:desc'],
+  ['drops', 'Largest drops', 'engagement fell most', 'change:asc'],
+  ['gains', 'Largest gains', 'engagement rose most', 'change:desc'],
 ]
+const listOf = (title: string, order: string, days: 7 | 30): ListOptions => {
+  const change = order.startsWith('change:')
+  return {
+    title: `${title} ${days === 7 ? 'this week' : 'in the last 30 days'}`,
+    order: change ? order.replace('change', `engagementscore_change_${days}d`) : order,
+    compare: change ? days : undefined,
+  }
+}
 
 const Drivers = ({ drivers }: { drivers: string[] }) =>
   drivers.length ? html`<span class="drivers-words">${drivers.join(', ')}</span>` : html`<span class="muted">–</span>`
@@ -44,9 +71,21 @@ const Change = ({ m }: { m: Mover }) => {
     (${signed(m.engagementscore - m.engagementscore_before)})</span>`
 }
 
-const MoveList = ({ name, title, what, list }: { name: string; title: string; what: string; list: Movements }) =>
+const MoveList = ({
+  name,
+  title,
+  what,
+  list,
+  opens,
+}: {
+  name: string
+  title: string
+  what: string
+  list: Movements
+  opens: ListOptions
+}) =>
   html`<section class="movement" aria-labelledby=${`move-${name}`} data-movement=${name}>
-    <h3 id=${`move-${name}`}>${title} <span class="tally"><${Count} counted=${list} /></span></h3>
+    <h3 id=${`move-${name}`}>${title} <span class="tally"><${Count} counted=${list} list=${opens} /></span></h3>
     <p class="muted">${what}</p>
     ${
       list.customers.length
@@ -71,15 +110,15 @@ const MoveList = ({ name, title, what, list }: { name: string; title: string; wh
 
 const Renewals = ({ renewals }: { renewals: Week['renewals'] }) =>
   html`<section aria-labelledby="renewals-title">
-    <h2 id="renewals-title">Renewals in the next 90 days</h2>
+    <h2 id="renewals-title" tabindex="-1">Renewals in the next 90 days</h2>
     <p>
-      <${Count} counted=${renewals} id="renewals-count" /> ${renewals.count === 1 ? 'renewal' : 'renewals'} up to${' '}
-      <${When} at=${renewals.to} />, of which${' '}
+      <${Count} counted=${renewals} id="renewals-count" /> ${renewals.count === 1 ? 'renewal' : 'renewals'} due by${' '}
+      <${Day} at=${renewals.to} />, of which${' '}
       <${Count} counted=${renewals.at_risk} id="renewals-at-risk" /> in churn risk. Unhealthy first.
     </p>
     ${
       renewals.customers.length
-        ? html`<div class="table-wrap" tabindex="0"><table class="cards" id="renewals">
+        ? html`<${Scroller} label="Renewals"><table class="cards" id="renewals">
             <thead><tr>
               <th scope="col">Customer</th><th scope="col">Renews</th><th scope="col">Health</th>
               <th scope="col">Engagement</th><th scope="col">Fit</th><th scope="col">Drivers</th>
@@ -96,7 +135,7 @@ const Renewals = ({ renewals }: { renewals: Week['renewals'] }) =>
                 </tr>`,
               )}
             </tbody>
-          </table></div>`
+          </table></${Scroller}>`
         : html`<${Empty}>No renewal in the next 90 days.</${Empty}>`
     }
   </section>`
@@ -125,11 +164,11 @@ const Health = ({ weeks }: { weeks: Week['weeks'] }) => {
       `, median engagement ${last.median_engagement ?? 'none'}.`
     : 'No weeks.'
   return html`<section aria-labelledby="health-title">
-    <h2 id="health-title">Health over 12 weeks</h2>
+    <h2 id="health-title" tabindex="-1">Health over 12 weeks</h2>
     <${WeeksChart} days=${days} series=${series} label=${said} />
     <details class="weeks-table">
       <summary>The numbers, week by week</summary>
-      <div class="table-wrap" tabindex="0"><table id="weeks">
+      <${Scroller} label="The numbers, week by week"><table id="weeks">
         <thead><tr>
           <th scope="col">Week ending</th>
           ${QUADRANTS.map(([, label]) => html`<th scope="col">${label}</th>`)}
@@ -144,10 +183,17 @@ const Health = ({ weeks }: { weeks: Week['weeks'] }) => {
             </tr>`,
           )}
         </tbody>
-      </table></div>
+      </table></${Scroller}>
     </details>
   </section>`
 }
+
+// The report's parts, a Tab or two away rather than after every customer listed before them.
+const JUMPS = [
+  ['changed-title', 'What changed'],
+  ['renewals-title', 'Renewals'],
+  ['health-title', 'Health over 12 weeks'],
+]
 
 export const WeekView = ({ apiKey, days }: { apiKey: string; days: 7 | 30 }) => {
   const report = useData(() => weekReport(apiKey, days), [apiKey, days])
@@ -169,6 +215,9 @@ export const WeekView = ({ apiKey, days }: { apiKey: string; days: 7 | 30 }) => 
           From <${When} at=${week.since} /> to <${When} at=${week.today} />, computed${' '}
           <${When} at=${week.computed_at} />${week.refreshing ? '; changes since are being added' : ''}.
         </p>
+        <nav aria-label="On this page" class="jump">
+          ${JUMPS.map(([id, name]) => html`<a href=${`#${id}`} onClick=${focusOn(id)}>${name}</a>`)}
+        </nav>
         ${
           last &&
           html`<ul class="tiles" aria-label="Customers now">
@@ -180,13 +229,16 @@ export const WeekView = ({ apiKey, days }: { apiKey: string; days: 7 | 30 }) => 
             )}
           </ul>`
         }
-        <h2>What changed</h2>
-        <div class="movements">
-          ${MOVEMENTS.map(
-            ([name, title, what]) =>
-              html`<${MoveList} key=${name} name=${name} title=${title} what=${what} list=${week.movements[name]} />`,
-          )}
-        </div>
+        <section aria-labelledby="changed-title">
+          <h2 id="changed-title" tabindex="-1">What changed</h2>
+          <div class="movements">
+            ${MOVEMENTS.map(
+              ([name, title, what, order]) =>
+                html`<${MoveList} key=${name} name=${name} title=${title} what=${what} list=${week.movements[name]}
+                  opens=${listOf(title, order, days)} />`,
+            )}
+          </div>
+        </section>
         <${Renewals} renewals=${week.renewals} />
         <${Health} weeks=${week.weeks} />`
     }

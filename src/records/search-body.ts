@@ -134,7 +134,15 @@ export const conditions = {
 const searchEntries = {
   ...conditions,
   count: v.optional(v.pipe(v.picklist(['exact', 'estimate'], 'Must be "exact" or "estimate".'), v.description(COUNT))),
-  properties: v.optional(v.pipe(v.array(v.string()), v.maxLength(MAX_LIST, `At most ${MAX_LIST} codenames.`))),
+  properties: v.optional(
+    v.pipe(
+      v.array(v.string()),
+      v.maxLength(MAX_LIST, `At most ${MAX_LIST} codenames.`),
+      v.description(
+        'The custom values shown (all by default); for customers also engagementscore_7d_ago and the like.',
+      ),
+    ),
+  ),
   limit: v.optional(
     v.pipe(
       v.number(),

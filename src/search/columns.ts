@@ -1,20 +1,26 @@
 // The columns of a page: each record as the interface's Customer or Contact shows it, and the
 // joins they read (its scores, a contact's customer).
 import { TABLES } from '../db/tables.ts'
-import { bindList, type Ctx, tagLinksSql } from './predicates.ts'
+import { PAST_FIELDS } from './fields.ts'
+import { bindList, coreSql, type Ctx, tagLinksSql } from './predicates.ts'
 
 function isoTimestamp(column: string): string {
   return `to_char(${column} at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`
 }
 
+// The custom values shown (all without `properties`), and the past engagement fields it names, which
+// a custom property cannot shadow there (they are computed, like the search fields they are).
 export function propertiesSql(selected: readonly string[] | undefined, ctx: Ctx): string {
   if (!selected) return 'r.attributes || r.metrics'
-  if (selected.length === 0) return `'{}'::jsonb`
-  const keys = bindList(ctx, [...new Set(selected)], 'text')
-  return (
-    `(select coalesce(jsonb_object_agg(p.key, p.value), '{}'::jsonb) from jsonb_each(r.attributes || r.metrics) p ` +
-    `where p.key = any(${keys}))`
-  )
+  const past = PAST_FIELDS.filter((f) => selected.includes(f))
+  const custom = [...new Set(selected)].filter((p) => !past.includes(p))
+  const keys = custom.length ? bindList(ctx, custom, 'text') : undefined
+  const values = keys
+    ? `(select coalesce(jsonb_object_agg(p.key, p.value), '{}'::jsonb) from jsonb_each(r.attributes || r.metrics) p ` +
+      `where p.key = any(${keys}))`
+    : `'{}'::jsonb`
+  if (!past.length) return values
+  return `(${values} || jsonb_build_object(${past.map((f) => `'${f}', ${coreSql(f, ctx)}`).join(', ')}))`
 }
 
 export function columnsSql(ctx: Ctx, properties: string): string[] {

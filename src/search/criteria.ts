@@ -18,6 +18,7 @@ import {
   leavesOf,
   MAX_DAYS,
   type Operand,
+  PAST_FIELDS,
   OPERATOR_SHAPES,
   type Operator,
   OPERATORS,
@@ -197,11 +198,12 @@ export function collectTree(
 }
 
 export function checkProperties(
+  entity: Entity,
   properties: readonly string[],
   catalog: readonly PropertyDef[],
   errors: FieldError[],
 ): void {
-  const names = catalog.map((d) => d.codename)
+  const names = [...catalog.map((d) => d.codename), ...(entity === 'customer' ? PAST_FIELDS : [])]
   const known = new Set(names)
   properties.forEach((p, i) => {
     if (!known.has(p)) errors.push({ path: `/properties/${i}`, message: unknownProperty(p, names) })

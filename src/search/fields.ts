@@ -89,9 +89,9 @@ export const ALLOWED_OPERATORS: Record<FieldType, readonly Operator[]> = {
 
 // The days back a customer's past engagement is a search field for (engagementscore_7d_ago and its
 // change since, ...): the periods of the "This week" report (insights/week.ts), whose movements are
-// searches of them.
+// searches of them. `properties` may name them too, to answer them beside the custom values.
 export const PAST_DAYS = [7, 30] as const
-const PAST_FIELDS = PAST_DAYS.flatMap((n) => [`engagementscore_${n}d_ago`, `engagementscore_change_${n}d`])
+export const PAST_FIELDS = PAST_DAYS.flatMap((n) => [`engagementscore_${n}d_ago`, `engagementscore_change_${n}d`])
 // When a customer churned, and when it was last reactivated: the report's churned and reactivated.
 const CHURN_FIELDS = ['churned_date', 'reactivated_date']
 

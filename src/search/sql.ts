@@ -84,7 +84,7 @@ export const INVALID_SEARCH = 'The search request is invalid.'
 function checked(input: BeginInput, errors: FieldError[]) {
   const tree = collectTree(input.entity, input, input.catalog, errors)
   const { keys, after } = sortOf(input, new Map(input.catalog.map((d) => [d.codename, d])), errors)
-  if (input.properties) checkProperties(input.properties, input.catalog, errors)
+  if (input.properties) checkProperties(input.entity, input.properties, input.catalog, errors)
   return { tree, keys, after }
 }
 
