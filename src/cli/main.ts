@@ -109,7 +109,12 @@ const main = async (argv: string[]): Promise<number | undefined> => {
     stops.push(service.stop)
     if (service.port !== undefined) {
       log('info', 'listening', { port: service.port, worker: parts.worker, embedded: db.dataDir !== undefined })
-      if (db.dataDir) await createDemoIfEmpty(service.app.sql, service.port, db.dataDir, log)
+      if (db.dataDir) {
+        // A signal while the demo account is being made stops the service after it, not under it.
+        const demo = createDemoIfEmpty(service.app.sql, service.port, db.dataDir, log)
+        stops.push(() => demo.then(undefined, () => {}))
+        await demo
+      }
     }
     return undefined
   }
