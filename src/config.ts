@@ -35,6 +35,19 @@ const cronExpression: Parse<string> = (t) => {
   }
   return t
 }
+// Startup parameters as `name=value` pairs apart by spaces; anything else is refused at start, as a
+// setting an operator gave and expects in force.
+const parameters: Parse<Record<string, string>> = (t) =>
+  Object.fromEntries(
+    t
+      .trim()
+      .split(/\s+/)
+      .map((pair) => {
+        const m = /^([A-Za-z_][\w.]*)=(\S+)$/.exec(pair)
+        if (!m) throw new Error(`SERVICE_DATABASE_API_OPTIONS: '${pair}' is not name=value.`)
+        return [m[1], m[2]]
+      }),
+  )
 const LEVELS = ['debug', 'info', 'warn', 'error', 'silent'] as const
 
 const KNOBS = {
@@ -191,6 +204,15 @@ const KNOBS = {
     fallback: 8,
     parse: positive,
     meaning: 'database connections for searches and aggregates, beside 20 for the rest',
+  }),
+  databaseApiOptions: knob<Record<string, string>>({
+    env: 'SERVICE_DATABASE_API_OPTIONS',
+    fallback: {},
+    shown: 'unset',
+    parse: parameters,
+    meaning:
+      'settings of the sessions that serve service-key requests (service-api), as name=value pairs apart by ' +
+      'spaces, such as `citus.multi_task_query_log_level=error`',
   }),
   maxConnectionsPerAddress: knob({
     env: 'SERVICE_MAX_CONNECTIONS_PER_ADDRESS',

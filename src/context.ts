@@ -11,6 +11,9 @@ export interface App {
   // Expensive reads (db/budget.ts): searches, aggregates, segments. A pool of its own, so that they
   // queue behind each other, never in front of a point read or a write.
   heavy: Sql
+  // The admin routes and /metrics: a small pool of its own (application_name service-admin), whose
+  // statements may touch every account (on Citus, every shard) where the api pools' never do.
+  admin: Sql
   config: Config
   log: Log
   keys: KeyChecker

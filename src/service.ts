@@ -31,6 +31,9 @@ const guardUnhandledRejections = (log: App['log']) => {
   })
 }
 
+// The operator's requests come one or two at a time.
+const ADMIN_POOL_SIZE = 4
+
 // One process can serve HTTP, run jobs, or both; any number of them share one Postgres.
 export const startService = async (
   config: Config,
@@ -38,13 +41,15 @@ export const startService = async (
   parts: { http: boolean; worker: boolean; migrate?: boolean },
 ): Promise<Service> => {
   const log = createLog(config.logLevel)
-  const sql = connect(url, { max: 20 })
-  const heavy = connect(url, { max: config.heavyPoolSize })
+  const api = { role: 'api', parameters: config.databaseApiOptions } as const
+  const sql = connect(url, { max: 20, ...api })
+  const heavy = connect(url, { max: config.heavyPoolSize, ...api })
+  const admin = connect(url, { max: ADMIN_POOL_SIZE, role: 'admin' })
   const countsLost = (err: unknown) => log('warn', 'request counts not saved', { error: String(err) })
   const keys = keyChecker(sql, countsLost)
-  const app: App = { sql, heavy, config, log, keys }
+  const app: App = { sql, heavy, admin, config, log, keys }
   guardUnhandledRejections(log)
-  if (parts.migrate !== false) await migrate(sql, url)
+  if (parts.migrate !== false) await migrate(admin, url)
   const runner = parts.worker ? await startWorker(app, url) : undefined
   const http = parts.http ? await startHttp(app) : undefined
   let stopping: Promise<void> | undefined
@@ -53,7 +58,7 @@ export const startService = async (
       if (http) await http.stop()
       if (runner) await runner.stop()
       await keys.flush().catch(countsLost)
-      await Promise.all([sql.end({ timeout: 5 }), heavy.end({ timeout: 5 })])
+      await Promise.all([sql, heavy, admin].map((pool) => pool.end({ timeout: 5 })))
     })())
   return { app, port: http?.port, stop }
 }

@@ -4,6 +4,8 @@ import { after, before, test } from 'node:test'
 import { invokeAdmin } from '../src/cli/admin.ts'
 import { routes } from '../src/api/routes.ts'
 import { startTestService, type TestService } from './helpers/service.ts'
+import { scoredAccount, uploadAndWait } from './helpers/fixtures.ts'
+import { eventually } from './helpers/receiver.ts'
 
 let s: TestService
 before(async () => {
@@ -39,4 +41,37 @@ test('the CLI runs the same operation', async () => {
   const route = routes.find((r) => r.name === 'update-account')!
   const reply = await invokeAdmin(route, { id: String(a.id) }, '{"name":"By CLI"}', s.app)
   assert.deepEqual([reply.ok, (reply.body as { name: string }).name], [true, 'By CLI'])
+})
+
+// The tables without a foreign key to accounts (sql/008, sql/041) go with it through delete_account
+// (sql/047), which replaced the delete triggers on accounts.
+test('delete_account removes the account with its events, tracked keys and Segment messages', async () => {
+  const a = await scoredAccount(s, 'Leaving')
+  await uploadAndWait(a.api, 'customers', [{ external_id: 'c1', name: 'One' }])
+  assert.equal((await s.admin('PUT', `/accounts/${a.id}/tracking`, { domains: ['leaving.test'] })).status, 200)
+  const event = { name: 'login', timestamp: Date.now(), identification: { customer: 'c1' } }
+  const tracked = await s.call(
+    'POST',
+    '/api/tracker/track',
+    { trackerKey: a.trackerKey, events: [{ ...event, data: { customer: { country: 'US' } } }] },
+    { 'service-key': a.token },
+  )
+  assert.equal(tracked.status, 200, JSON.stringify(tracked.body))
+  const basic = `Basic ${Buffer.from(`${a.token}:`).toString('base64')}`
+  const identify = { type: 'identify', messageId: 'm1', userId: 'nobody-yet', traits: { name: 'N' } }
+  assert.equal((await s.call('POST', '/v1/identify', identify, { authorization: basic })).status, 200)
+  const counts = async () =>
+    (
+      await s.sql`select (select count(*) from tracking_events where account_id = ${a.id})::int as events,
+        (select count(*) from tracked_keys where account_id = ${a.id})::int as keys,
+        (select count(*) from segment_messages where account_id = ${a.id})::int as messages,
+        (select count(*) from customers where account_id = ${a.id})::int as customers`
+    )[0]
+  await eventually(async () => (await counts()).keys > 0, 'the event applied')
+  assert.deepEqual({ ...(await counts()), keys: 1 }, { events: 1, keys: 1, messages: 1, customers: 1 })
+  const [{ deleted }] = await s.sql`select delete_account(${a.id}) as deleted`
+  assert.equal(deleted, true)
+  assert.deepEqual({ ...(await counts()) }, { events: 0, keys: 0, messages: 0, customers: 0 })
+  assert.equal((await s.admin('GET', `/accounts/${a.id}`)).status, 404)
+  assert.equal((await s.sql`select delete_account(${a.id}) as deleted`)[0].deleted, false)
 })

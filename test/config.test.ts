@@ -61,3 +61,14 @@ test('an unset, empty or invalid variable takes its default; 0 is valid where th
   )
   assert.deepEqual([given.maxConnectionsPerAddress, given.expensiveWaiting, given.workerConcurrency], [0, 0, 3])
 })
+
+test('SERVICE_DATABASE_API_OPTIONS: name=value pairs apart by spaces; anything else stops the start', () => {
+  assert.deepEqual(loadConfig({}).databaseApiOptions, {})
+  assert.deepEqual(
+    loadConfig({ SERVICE_DATABASE_API_OPTIONS: ' citus.multi_task_query_log_level=error  statement_timeout=5s ' })
+      .databaseApiOptions,
+    { 'citus.multi_task_query_log_level': 'error', statement_timeout: '5s' },
+  )
+  for (const bad of ['statement_timeout', 'statement_timeout=', '=5s', 'a=b=c d'])
+    assert.throws(() => loadConfig({ SERVICE_DATABASE_API_OPTIONS: bad }), /SERVICE_DATABASE_API_OPTIONS/, bad)
+})

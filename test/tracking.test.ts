@@ -707,14 +707,20 @@ test('intake: an apply job waits at the gate for the intakes in flight, then rea
     let release = () => {}
     const held = new Promise<void>((r) => (release = r))
     let stored = false
+    // The intake holds the gate once its statement has answered: the lock is sent before it, on its
+    // connection (a pool still opening its connections could otherwise let the job look first).
+    let ran = () => {}
+    const inFlight = new Promise<void>((r) => (ran = r))
     const intake = throughGate(q.app, TASKS.applyEvents, a.id, async (tx) => {
       const rows = await tx`
         insert into tracking_events (account_id, name, occurred_at, customer_external_id)
         values (${a.id}, 'login', now(), 'c1') returning id`
+      ran()
       await held
       stored = true
       return rows
     })
+    await inFlight
     let passedWhileHeld: boolean | null = null
     const job = passGate(q.app, TASKS.applyEvents, a.id).then(() => (passedWhileHeld = !stored))
     await new Promise((r) => setTimeout(r, 300))
@@ -730,12 +736,15 @@ test('intake: an apply job waits at the gate for the intakes in flight, then rea
     let otherDone = false
     let releaseOther = () => {}
     const otherHeld = new Promise<void>((r) => (releaseOther = r))
+    let otherRan = () => {}
+    const otherInFlight = new Promise<void>((r) => (otherRan = r))
     const other = throughGate(q.app, TASKS.applyEvents, b.id, async (tx) => {
       const rows = await tx`select 1`
+      otherRan()
       await otherHeld
       return rows
     }).then(() => (otherDone = true))
-    await new Promise((r) => setTimeout(r, 100))
+    await otherInFlight
     // Raced against a timeout, so that a gate shared by the accounts fails here rather than hangs.
     const passed = await Promise.race([
       passGate(q.app, TASKS.applyEvents, a.id).then(() => !otherDone),

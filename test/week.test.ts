@@ -8,6 +8,7 @@ import { startTestService, type TestService } from './helpers/service.ts'
 import { scoredAccount } from './helpers/fixtures.ts'
 import { eventually } from './helpers/receiver.ts'
 import { allPages, dayAgo as day, search, upload } from './helpers/search.ts'
+import { scoreDaily } from '../src/scoring/daily.ts'
 
 type Account = Awaited<ReturnType<TestService['account']>>
 
@@ -501,4 +502,41 @@ test('a customer deleted while the kept report still refreshes is left out of it
     listedIn(before).filter((id) => id !== 'entered'),
   )
   await s.sql`delete from graphile_worker._private_jobs where key = ${key}`
+})
+
+// sql/042's triggers queued the refresh and sql/036's kept the churn events; since sql/047 the writers
+// do both (docs/design.md, "The This week report's refresh"): here the daily inactive churn and its
+// lift by the scoring of a new snapshot, on an account of its own so that the other tests keep theirs.
+test('the daily inactive churn and its lift at scoring refresh the report and keep their churn events', async () => {
+  const before = await settled(other)
+  assert.deepEqual(ids(before.movements.churned), [])
+  const model = await s.admin('PUT', `/accounts/${other.id}/scoring`, {
+    customer: {
+      engagement: [{ codename: 'logins', weight: 100, bad: 0, good: 40 }],
+      fit: [{ codename: 'country', weight: 100, values: { US: 100 }, default: -100 }],
+    },
+    churn: { inactive_days: 1 },
+  })
+  assert.equal(model.status, 200, JSON.stringify(model.body))
+  // 'elsewhere' was last seen 2 days ago.
+  assert.equal(await scoreDaily(s.app.sql, other.id), 1)
+  const churned = await settled(other)
+  assert.deepEqual(ids(churned.movements.churned), ['elsewhere'])
+  assert.equal(churned.movements.churned.customers[0].date, day(0))
+  assert.ok(churned.computed_at > before.computed_at)
+  await upload(other, 'customers', [{ external_id: 'elsewhere', name: 'Elsewhere', metrics: snapshots([0, 30]) }])
+  const lifted = await settled(other)
+  assert.deepEqual(ids(lifted.movements.churned), [])
+  assert.deepEqual(ids(lifted.movements.reactivated), ['elsewhere'])
+  const events = await s.sql`
+    select e.churned, to_char(e.day, 'YYYY-MM-DD') as day, e.reason from customer_churn_events e
+    join customers c on c.account_id = e.account_id and c.service_id = e.customer_id
+    where e.account_id = ${other.id} and c.external_id = 'elsewhere' order by e.id`
+  assert.deepEqual(
+    events.map((e) => ({ ...e })),
+    [
+      { churned: true, day: day(0), reason: 'inactive' },
+      { churned: false, day: day(0), reason: 'inactive' },
+    ],
+  )
 })

@@ -109,12 +109,17 @@ const main = async (argv: string[]): Promise<number | undefined> => {
     stops.push(service.stop)
     if (service.port !== undefined) {
       log('info', 'listening', { port: service.port, worker: parts.worker, embedded: db.dataDir !== undefined })
-      if (db.dataDir) await createDemoIfEmpty(service.app.sql, service.port, db.dataDir, log)
+      if (db.dataDir) {
+        // A signal while the demo account is being made stops the service after it, not under it.
+        const demo = createDemoIfEmpty(service.app.sql, service.port, db.dataDir, log)
+        stops.push(() => demo.then(undefined, () => {}))
+        await demo
+      }
     }
     return undefined
   }
   // A restore holds one connection, so that it can tell whether anyone else is connected.
-  const sql = connect(db.url, { max: command === 'restore' ? 1 : 2 })
+  const sql = connect(db.url, { max: command === 'restore' ? 1 : 2, role: 'admin' })
   try {
     // Neither migrates first: a backup is of the database as it is; a restore makes the schema of
     // the backup's own version, and the service's next start migrates it forward.
@@ -129,7 +134,7 @@ const main = async (argv: string[]): Promise<number | undefined> => {
     if (command === 'aggregate-events') return await runCountEvents(sql, args)
     // A command serves no keys; the checker is there for the admin handlers that reset it. Its one
     // pool does expensive work too, as a command serves nobody else.
-    const app = { sql, heavy: sql, config, log, keys: keyChecker(sql, () => {}) }
+    const app = { sql, heavy: sql, admin: sql, config, log, keys: keyChecker(sql, () => {}) }
     if (command === 'import') return await runImport(app, args)
     return await runAdmin(app, args)
   } finally {

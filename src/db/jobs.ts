@@ -163,9 +163,8 @@ export const scoreDailyJob = (accountId: number): JobSpec => ({
   jobKey: `${TASKS.scoreDaily}:${accountId}`,
 })
 
-// An account's kept "This week" reports computed anew (insights/week.ts). The triggers of
-// sql/042_week_report_refresh.sql add the same spec, 1 s ahead, for every write of the rows they read;
-// this one is the daily cron's fan-out, for the new day, and a refresh put off to keep its pace.
+// An account's kept "This week" reports computed anew (insights/week.ts): the daily cron's fan-out,
+// for the new day, and a refresh put off to keep its pace.
 export const weekReportJobKey = (accountId: number) => `${TASKS.refreshWeekReport}:${accountId}`
 export const weekReportJob = (accountId: number, runAt?: Date): JobSpec => ({
   task: TASKS.refreshWeekReport,
@@ -173,6 +172,16 @@ export const weekReportJob = (accountId: number, runAt?: Date): JobSpec => ({
   runAt,
   jobKey: weekReportJobKey(accountId),
 })
+// The same refresh after a write of the rows the report reads (customers, customer_scores), added
+// by every statement's transaction that writes them (docs/design.md, "This week"): 1 s ahead, and a
+// write while it waits leaves its run_at as it is (preserve_run_at), so a steady stream of writes
+// delays the refresh by 1 s at most, never indefinitely.
+const weekReportRefreshSql = (tx: Sql | Tx, accountId: number) => tx`
+  graphile_worker.add_job(${TASKS.refreshWeekReport}::text, json_build_object('account_id', ${accountId}::bigint),
+    run_at => clock_timestamp() + interval '1 second', job_key => ${weekReportJobKey(accountId)}::text,
+    job_key_mode => 'preserve_run_at')`
+export const addWeekReportRefresh = (tx: Sql | Tx, accountId: number) =>
+  tx`select ${weekReportRefreshSql(tx, accountId)}`.then(() => undefined)
 
 // The webhook's own retries are new jobs scheduled by the task (5 s, 25 s), so graphile-worker's
 // attempts only come into play when a worker dies mid-job (the stale lock is recovered and the
@@ -202,12 +211,17 @@ export const analyzeTablesJob = (tables: string[]): JobSpec => ({
 // pushing it back forever. A change while it runs adds the next one (graphile-worker gives a
 // running job's key to a new job), which sees the change.
 const SEGMENTS_DELAY = '1 second'
-export const addRecomputeSegments = (tx: Sql | Tx, accountId: number) =>
-  tx`
-  select graphile_worker.add_job(${TASKS.recomputeSegments}::text,
+const recomputeSegmentsSql = (tx: Sql | Tx, accountId: number) => tx`
+  graphile_worker.add_job(${TASKS.recomputeSegments}::text,
     json_build_object('account_id', ${accountId}::bigint), queue_name => ${scoringQueue(accountId)}::text,
     run_at => now() + ${SEGMENTS_DELAY}::interval, job_key => ${`${TASKS.recomputeSegments}:${accountId}`}::text,
-    job_key_mode => 'preserve_run_at')`.then(() => undefined)
+    job_key_mode => 'preserve_run_at')`
+export const addRecomputeSegments = (tx: Sql | Tx, accountId: number) =>
+  tx`select ${recomputeSegmentsSql(tx, accountId)}`.then(() => undefined)
+
+// Customers rows changed (their data, churn or scores): what follows both, in one statement.
+export const addCustomersChanged = (tx: Sql | Tx, accountId: number) =>
+  tx`select ${recomputeSegmentsSql(tx, accountId)}, ${weekReportRefreshSql(tx, accountId)}`.then(() => undefined)
 
 // An erasure runs on the account's queue, after the uploads and tracked events received before it
 // and before those after it, which then meet its suppressions. The payload names the request, never

@@ -66,12 +66,16 @@ const writeKeyOf = (req: Req, route: Route) => {
   return user || writeKey || refuse(401, 'Give the API key as the Basic user name or as writeKey.')
 }
 
-// Synchronous unless the route needs the key store or its handler is async.
+// Synchronous unless the route needs the key store or its handler is async. An admin route runs on
+// the admin pool (App.admin), in place of the api pools of the service-key routes.
 const run =
   (route: Route, share: Share) =>
   (req: Req, app: App): Reply | Promise<Reply> => {
-    if (route.auth === 'admin') authenticateAdmin(req, app)
-    else if (route.auth !== 'none') {
+    if (route.auth === 'admin') {
+      authenticateAdmin(req, app)
+      return checked(route, req, { ...app, sql: app.admin, heavy: app.admin })
+    }
+    if (route.auth !== 'none') {
       const rules = rulesFor(route.auth.key, app)
       const token = route.auth.segment ? writeKeyOf(req, route) : undefined
       return authenticateKey(req, app, rules, token).then(({ accountId }) =>

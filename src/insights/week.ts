@@ -193,7 +193,7 @@ const weeks = (figures: (number | null)[], now: string) =>
 // The report's three statements read only the account's customers and customer_scores rows, the day
 // and the period, and cost a few passes over every customer, so their rows are kept in week_reports
 // (sql/038, sql/042) and computed anew in the background: every write of those rows enqueues a
-// refresh of the account's periods (a trigger, sql/042), and the daily cron refreshes them for the
+// refresh of the account's periods (db/jobs.ts addWeekReportRefresh), and the daily cron refreshes them for the
 // new day. A request reads the kept row, whatever its day: one of an earlier day (before the daily
 // refresh ran) is served as it is, as of its own day, while the request makes sure its refresh is
 // queued; only a period never kept for the account is computed in the request, which then queues a

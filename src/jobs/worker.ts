@@ -1,27 +1,34 @@
 import { type Runner, run } from 'graphile-worker'
 import pg from 'pg'
 import type { App } from '../context.ts'
-import { connect } from '../db/client.ts'
+import { applicationName, connect } from '../db/client.ts'
 import { quietLogger } from '../db/migrate.ts'
 import { startRecovery } from '../db/recovery.ts'
 import { instrumentTasks } from '../metrics.ts'
 import { crontab, taskList } from './tasks.ts'
 
-export const startWorker = async (app: App, url: string): Promise<Runner> => {
-  const recovery = startRecovery(app)
+export const startWorker = async (serving: App, url: string): Promise<Runner> => {
+  // The tasks' statements have a pool of their own too, one connection per job running at once:
+  // a busy API never makes a job wait for a connection, nor a busy worker a request.
+  const sql = connect(url, { max: serving.config.workerConcurrency + 2, role: 'worker' })
+  const app = { ...serving, sql, heavy: sql, admin: sql }
+  // Heartbeats and recovery on a connection of their own, which no number of running jobs can take.
+  const beats = connect(url, { max: 1, role: 'worker' })
+  const recovery = startRecovery({ ...app, sql: beats })
   // Our own pool: graphile-worker ends a pool it made without waiting, after removing its error
   // handler, so a database stopping right after the worker (serve with the embedded server) could
   // kill an idle connection of it and crash the process on the unhandled 'error'.
-  const pool = new pg.Pool({ connectionString: url, max: Math.max(10, app.config.workerConcurrency + 2) })
+  const pool = new pg.Pool({
+    connectionString: url,
+    max: Math.max(10, app.config.workerConcurrency + 2),
+    application_name: applicationName('worker'),
+  })
   const lost = (err: Error) => app.log('debug', 'worker connection lost', { error: String(err) })
   pool.on('error', lost)
   pool.on('connect', (client) => client.on('error', lost))
-  // The tasks' statements have a pool of their own too, one connection per job running at once:
-  // a busy API never makes a job wait for a connection, nor a busy worker a request.
-  const sql = connect(url, { max: app.config.workerConcurrency + 2 })
   const release = async () => {
     await recovery.stop()
-    await Promise.all([pool.end(), sql.end({ timeout: 5 })])
+    await Promise.all([pool.end(), sql.end({ timeout: 5 }), beats.end({ timeout: 5 })])
   }
   const runner = await run({
     pgPool: pool,
@@ -29,7 +36,7 @@ export const startWorker = async (app: App, url: string): Promise<Runner> => {
     noHandleSignals: true,
     logger: quietLogger,
     // instrumentTasks counts and times every task for /metrics.
-    taskList: instrumentTasks(taskList({ ...app, sql, heavy: sql })),
+    taskList: instrumentTasks(taskList(app)),
     crontab: crontab(app.config).join('\n'),
     // No localQueue, although it is faster (docs/benchmarks.md): in 0.17 it runs several jobs of one
     // named queue at once (graphile/worker#621), and each account's uploads must be merged in order.

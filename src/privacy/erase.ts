@@ -1,5 +1,5 @@
 import type { Tx } from '../db/client.ts'
-import { addJobs, addRecomputeSegments, countEventsJob, scoreRecordsJobs } from '../db/jobs.ts'
+import { addCustomersChanged, addJobs, addRecomputeSegments, countEventsJob, scoreRecordsJobs } from '../db/jobs.ts'
 import { lockRecordsIn } from '../db/locks.ts'
 import { suppress } from '../tracking/suppressions.ts'
 import { blankDeliveries } from './retention.ts'
@@ -150,7 +150,8 @@ const recompute = async (tx: Tx, accountId: number, counts: Counts) => {
     ),
     ...(counts.tracking_events > 0 && remaining.length > 0 ? [countEventsJob(accountId)] : []),
   ])
-  if (counts.customers > 0 || counts.segment_memberships > 0) await addRecomputeSegments(tx, accountId)
+  if (counts.customers > 0) await addCustomersChanged(tx, accountId)
+  else if (counts.segment_memberships > 0) await addRecomputeSegments(tx, accountId)
   return remaining.length
 }
 

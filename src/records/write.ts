@@ -4,7 +4,7 @@ import { readCatalog } from '../catalog/properties.ts'
 import { catalogOf, type Entity } from '../catalog.ts'
 import type { App } from '../context.ts'
 import type { Sql, Tx } from '../db/client.ts'
-import { addJobs, addRecomputeSegments, scoreRecordsJobs } from '../db/jobs.ts'
+import { addCustomersChanged, addJobs, scoreRecordsJobs } from '../db/jobs.ts'
 import { SQLSTATE, sqlState } from '../db/sqlstate.ts'
 import type { Collection } from '../db/tables.ts'
 import { today } from '../dates.ts'
@@ -14,6 +14,7 @@ import { checkUpload, insertUpload, requireApiSource } from '../uploads/receive.
 import { Attributes, type ContactItem, ContactOfCustomer, CustomerItem } from '../uploads/schemas.ts'
 import { checkValues } from '../values.ts'
 import { enqueueEvent } from '../webhooks/outbox.ts'
+import { recordChurnEvents } from '../scoring/churn.ts'
 import { DateString, strict, text255 } from '../validate.ts'
 import { readRecord } from './read.ts'
 
@@ -128,7 +129,7 @@ export const updateCustomer = async (
   await app.sql.begin(async (tx) => {
     const owner = await ownerId(tx, accountId, patch.owner_email)
     const churn = churnColumns(patch)
-    // `was`: the row as it stood before, read in the same statement, for the churn events.
+    // `was`: the row as it stood before, read in the same statement, for the churn events and webhooks.
     const [row] = await tx`
       update customers c set
         name = coalesce(${patch.name ?? null}::text, c.name),
@@ -139,12 +140,12 @@ export const updateCustomer = async (
         churn_reason = case
           when ${churn.is_churned !== undefined} then ${churn.churn_reason ?? null}::text else c.churn_reason end,
         attributes = jsonb_strip_nulls(c.attributes || ${tx.json(attributes ?? {})}), updated_at = now()
-      from (select service_id, is_churned, churned_date from customers
+      from (select service_id, is_churned, churned_date, churn_reason from customers
         where account_id = ${accountId} and external_id = ${externalId} for no key update) was
       where c.account_id = ${accountId} and c.service_id = was.service_id
       returning c.service_id, c.external_id, c.name, c.is_churned,
         to_char(c.churned_date, 'YYYY-MM-DD') as churned_date, was.is_churned as was_churned,
-        to_char(was.churned_date, 'YYYY-MM-DD') as was_churned_date`
+        to_char(was.churned_date, 'YYYY-MM-DD') as was_churned_date, c.churn_reason, was.churn_reason as was_reason`
     if (!row) refuse(404, `Customer ${externalId} does not exist.`)
     const customer = { service_id: row.service_id, external_id: row.external_id, name: row.name }
     if (row.is_churned && !row.was_churned)
@@ -155,8 +156,14 @@ export const updateCustomer = async (
       await enqueueEvent(tx, accountId, 'customer.reactivated', [
         { ...customer, churned_date: row.was_churned_date, reason: 'manual' },
       ])
+    if (row.is_churned !== row.was_churned) {
+      const reason = row.is_churned ? row.churn_reason : row.was_reason
+      await recordChurnEvents(tx, accountId, [
+        { service_id: row.service_id, churned: row.is_churned, churned_date: row.churned_date, reason },
+      ])
+    }
     await rescore(tx, accountId, 'customer', row.service_id)
-    await addRecomputeSegments(tx, accountId)
+    await addCustomersChanged(tx, accountId)
   })
   return readRecord(app, accountId, 'customer', externalId)
 }
@@ -190,7 +197,7 @@ export const deleteCustomer = async (app: App, accountId: number, externalId: st
     const [row] = await tx`delete from customers where account_id = ${accountId} and external_id = ${externalId}
       returning service_id`
     if (!row) refuse(404, `Customer ${externalId} does not exist.`)
-    await addRecomputeSegments(tx, accountId)
+    await addCustomersChanged(tx, accountId)
   })
 }
 

@@ -4,7 +4,7 @@ import type { App } from '../context.ts'
 import { refreshStatistics } from '../db/analyze.ts'
 import type { Sql, Tx } from '../db/client.ts'
 import { PLANNER, setLocal } from '../db/planner.ts'
-import { addRecomputeSegments, type ScoreRecordsPayload } from '../db/jobs.ts'
+import { addCustomersChanged, type ScoreRecordsPayload } from '../db/jobs.ts'
 import { SQLSTATE, sqlState } from '../db/sqlstate.ts'
 import { TABLES } from '../db/tables.ts'
 import { today as utcToday } from '../dates.ts'
@@ -12,6 +12,7 @@ import type { Log } from '../log.ts'
 import type { EventItem } from '../webhooks/events.ts'
 import { enqueueEvent } from '../webhooks/outbox.ts'
 import { watchScores } from './changes.ts'
+import { recordChurnEvents } from './churn.ts'
 import { propertyLookup, type ScoringModel } from './model.ts'
 import { churnRiskSql, type SqlRefs, upsellScoreSql, weightedScoreSql } from './sql.ts'
 
@@ -222,7 +223,9 @@ export const scoreRecords = async (sql: Sql, p: ScoreRecordsPayload, options: Sc
       if (p.entity === 'customer') {
         const reactivated = await liftInactive(tx, p.account_id, ids, inactiveDays)
         await enqueueEvent(tx, p.account_id, 'customer.reactivated', reactivated)
-        await addRecomputeSegments(tx, p.account_id)
+        const lifted = reactivated.map((c) => ({ service_id: c.service_id, churned: false, reason: 'inactive' }))
+        await recordChurnEvents(tx, p.account_id, lifted)
+        await addCustomersChanged(tx, p.account_id)
       }
     })
   // A number stored before the one value rule (values.ts) that no double can hold makes the plain

@@ -1,11 +1,12 @@
 import type { App } from '../context.ts'
 import type { Sql, Tx } from '../db/client.ts'
-import { addJobs, type CronPayload, scoreDailyJob } from '../db/jobs.ts'
+import { addJobs, addWeekReportRefresh, type CronPayload, scoreDailyJob } from '../db/jobs.ts'
 import { today as utcToday } from '../dates.ts'
 import type { Log } from '../log.ts'
 import type { EventItem } from '../webhooks/events.ts'
 import { enqueueEvent } from '../webhooks/outbox.ts'
 import { scoreRecords } from './batch.ts'
+import { recordChurnEvents } from './churn.ts'
 
 // With churn.inactive_days set, a customer whose last_seen is older than that many days becomes
 // churned as of today ('inactive', which a newer snapshot lifts: see score-records.ts). Customers
@@ -33,6 +34,14 @@ export const scoreDaily = async (sql: Sql, accountId: number, today = utcToday()
   return sql.begin(async (tx) => {
     const churned = await markInactive(tx, accountId, today)
     await enqueueEvent(tx, accountId, 'customer.churned', churned)
+    if (churned.count > 0) {
+      await recordChurnEvents(
+        tx,
+        accountId,
+        churned.map((c) => ({ service_id: c.service_id, churned: true, churned_date: today, reason: 'inactive' })),
+      )
+      await addWeekReportRefresh(tx, accountId)
+    }
     return churned.count
   })
 }

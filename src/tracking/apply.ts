@@ -2,7 +2,7 @@ import type { App } from '../context.ts'
 import { definitionsSql } from '../catalog/properties.ts'
 import type { Tx } from '../db/client.ts'
 import { PLANNER, setLocal } from '../db/planner.ts'
-import { type AccountPayload, addJobs, addRecomputeSegments, applyJob, scoreRecordsJobs, TASKS } from '../db/jobs.ts'
+import { type AccountPayload, addCustomersChanged, addJobs, applyJob, scoreRecordsJobs, TASKS } from '../db/jobs.ts'
 import { lockRecordsIn } from '../db/locks.ts'
 import { passGate } from './intake.ts'
 import { lockAndReadCursor, type Move, moveCursor, nextBelow, nextCheck } from './cursor.ts'
@@ -233,7 +233,7 @@ export const applyEvents = async (tx: Tx, accountId: number) => {
     ),
     ...scoreRecordsJobs(accountId, 'contact', contactIds),
   ])
-  if (customers.length > 0) await addRecomputeSegments(tx, accountId)
+  if (customers.length > 0) await addCustomersChanged(tx, accountId)
   return {
     events: staged.n,
     // Only when rows past the batch still wait (a full batch, or one stopped short of Segment tracks).

@@ -1,7 +1,7 @@
 import type { App } from '../context.ts'
 import { definitionsSql } from '../catalog/properties.ts'
 import type { Tx } from '../db/client.ts'
-import { type AccountPayload, addJobs, addRecomputeSegments, applyJob, scoreRecordsJobs, TASKS } from '../db/jobs.ts'
+import { type AccountPayload, addCustomersChanged, addJobs, applyJob, scoreRecordsJobs, TASKS } from '../db/jobs.ts'
 import { lockRecordsNamed } from '../db/locks.ts'
 import { PLANNER, setLocal } from '../db/planner.ts'
 import { segmentApplied, segmentDropped, segmentReceived } from '../metrics.ts'
@@ -384,7 +384,7 @@ export const applySegment = async (tx: Tx, accountId: number) => {
     ...scoreRecordsJobs(accountId, 'customer', [...new Set(customers)]),
     ...scoreRecordsJobs(accountId, 'contact', [...new Set([...contacts, ...created])]),
   ])
-  if (customers.length > 0) await addRecomputeSegments(tx, accountId)
+  if (customers.length > 0) await addCustomersChanged(tx, accountId)
   return {
     staged,
     // Only when some were found: the counts stay as they were otherwise.

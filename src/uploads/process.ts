@@ -3,7 +3,7 @@ import type { App } from '../context.ts'
 import { analyzeJobs } from '../db/analyze.ts'
 import type { Tx } from '../db/client.ts'
 import { PLANNER, setLocal } from '../db/planner.ts'
-import { addJobs, addRecomputeSegments, type ProcessUploadPayload, scoreRecordsJobs } from '../db/jobs.ts'
+import { addCustomersChanged, addJobs, type ProcessUploadPayload, scoreRecordsJobs } from '../db/jobs.ts'
 import { isPermanent } from '../db/sqlstate.ts'
 import { entityOf, TABLES, type Collection } from '../db/tables.ts'
 import { notifyUsers } from '../notifications/notifications.ts'
@@ -41,7 +41,7 @@ export const processUpload = async (tx: Tx, accountId: number, uploadId: number,
     ...scoreRecordsJobs(accountId, entityOf(upload.kind as Collection), result.ids, uploadId),
     ...(await analyzeJobs(tx, [tables.records, tables.snapshots])),
   ])
-  if (upload.kind === 'customers') await addRecomputeSegments(tx, accountId)
+  if (upload.kind === 'customers') await addCustomersChanged(tx, accountId)
   // Every user of the account hears what was imported, with counts and when.
   if (notify) {
     await notifyUsers(tx, accountId, 'import.processed', {
