@@ -437,6 +437,91 @@ describe('compileSearch SQL', () => {
   })
 })
 
+// IN lists of 1,000 values, padded with values no record holds: they match what the short list
+// matches, and their plans compare with one constant array (which PostgreSQL hashes), not with an
+// expression that reads the list again for every row, nor with one comparison per value.
+describe('compileSearch: long IN lists', () => {
+  const day = (i: number) => new Date(Date.UTC(2030, 0, 1 + i)).toISOString().slice(0, 10)
+  const number = (i: number) => String(1000 + i)
+  const text = (i: number) => `pad ${i}`
+  // The array's type is the column's own for a core field: PostgreSQL hashes only what hashes alike.
+  const cases: {
+    entity?: SearchInput['entity']
+    field: string
+    short: string[]
+    pad: (i: number) => string
+    IN: string[]
+    NIN: string[]
+    array: string
+  }[] = [
+    // Fractions and values beyond int4 match no integer column: 2.5, 2^31, 1e18.
+    {
+      field: 'engagementscore',
+      short: ['10', '3', '2.5', '2147483648', '1e18'],
+      pad: number,
+      IN: ['c1', 'c4'],
+      NIN: ['c2', 'c5', 'c6'],
+      array: 'integer[]',
+    },
+    {
+      field: 'name',
+      short: ['Ann Co', 'Fay Co'],
+      pad: text,
+      IN: ['c1', 'c6'],
+      NIN: ['c2', 'c4', 'c5'],
+      array: 'text[]',
+    },
+    { field: 'plan', short: ['basic'], pad: text, IN: ['c2', 'c6'], NIN: ['c1', 'c4', 'c5'], array: 'jsonb[]' },
+    { field: 'seats', short: ['1', '5.0'], pad: number, IN: ['c2', 'c5'], NIN: ['c1', 'c4', 'c6'], array: 'jsonb[]' },
+    {
+      field: 'renewal_date',
+      short: ['2026-02-01'],
+      pad: day,
+      IN: ['c4'],
+      NIN: ['c1', 'c2', 'c5', 'c6'],
+      array: 'jsonb[]',
+    },
+    { field: 'logins', short: ['2.50'], pad: number, IN: ['c2'], NIN: ['c1', 'c4', 'c5', 'c6'], array: 'jsonb[]' },
+    {
+      entity: 'contact',
+      field: 'customer_external_id',
+      short: ['c1', 'c3'],
+      pad: text,
+      IN: ['p1', 'p3'],
+      NIN: ['p2'],
+      array: 'text[]',
+    },
+  ]
+  // Every condition of a plan, as EXPLAIN prints it.
+  const conditions = (plan: Awaited<ReturnType<typeof db.plan>>) =>
+    planNodes(plan).flatMap(({ node }) =>
+      ['Filter', 'Index Cond', 'Recheck Cond', 'Join Filter', 'Hash Cond'].flatMap((k) => node[k] ?? []),
+    ) as string[]
+  for (const c of cases) {
+    const entity = c.entity ?? 'customer'
+    test(`${entity} ${c.field}: 1,000 values match what the short list does, through one constant array`, async () => {
+      const long = [...c.short, ...Array.from({ length: 1000 - c.short.length }, (_, i) => c.pad(i))]
+      for (const op of ['IN', 'NIN'] as const) {
+        const over = (values: string[]) =>
+          input({
+            entity,
+            catalog: entity === 'customer' ? catalog : [],
+            filters: [{ propertyName: c.field, operator: op, values }],
+          })
+        assert.deepEqual(await db.ids(compileSearch(over(c.short))), c[op], `${op}, short`)
+        assert.deepEqual(await db.ids(compileSearch(over(long))), c[op], `${op}, 1,000 values`)
+        const text = conditions(await db.plan(compileCount(over(long), false))).join(' / ')
+        const lists = [...text.matchAll(/ANY \((.{0,20})/g)].map((m) => m[1])
+        assert.equal(lists.length, 1, `${op}: one list in ${text.slice(0, 300)}`)
+        assert.match(lists[0], /^'\{/, `${op}: the list is a constant array, not ${lists[0]}`)
+        const types = [...text.matchAll(/ANY \('\{(?:[^']|'')*\}'::([a-z ]+\[\])\)/g)].map((m) => m[1])
+        assert.deepEqual(types, [c.array], `${op}: the array's type`)
+        assert.doesNotMatch(text, / OR /, `${op}: no comparison per value`)
+      }
+    })
+  }
+})
+
 const leaf = (propertyName: string, operator: string, value?: string): Filter => ({
   propertyName,
   operator,
