@@ -78,6 +78,32 @@ describe('compileSearch rejects bad requests with paths', () => {
     assert.match(asked.message, /did you mean seats\?/)
   })
 
+  // The console's own words for the scores: a name the field begins with, or a word of it.
+  test('unknown propertyName: did you mean the field a word begins', () => {
+    const meant = (entity: SearchInput['entity'], name: string) =>
+      /\(did you mean (\w+)\?\)/.exec(
+        errorsOf({ entity, filters: [{ propertyName: name, operator: 'KNOWN' }] })[0].message,
+      )?.[1]
+    for (const [name, field] of [
+      ['engagement', 'engagementscore'],
+      ['Engagement', 'engagementscore'],
+      ['fit', 'fitscore'],
+      ['churn', 'churn_risk'],
+      ['risk', 'churn_risk'],
+      ['upsell', 'upsell_score'],
+      ['reactivated', 'reactivated_date'],
+      ['renewal', 'renewal_date'],
+    ]) {
+      assert.equal(meant('customer', name), field, name)
+    }
+    assert.equal(meant('contact', 'engagement'), 'engagementscore')
+    assert.equal(meant('contact', 'customer'), 'customer_external_id')
+    // A typo still wins, and two letters begin too much to mean anything.
+    assert.equal(meant('customer', 'fitscor'), 'fitscore')
+    assert.equal(meant('customer', 'en'), undefined)
+    assert.equal(meant('customer', 'qqqq'), undefined)
+  })
+
   test('operator not allowed for the field type lists the allowed ones', () => {
     const cases: [SearchInput['entity'], string, string, keyof typeof ALLOWED_OPERATORS][] = [
       ['customer', 'seats', 'LIKE', 'number'],
