@@ -191,7 +191,7 @@ test('the request schemas are valid JSON Schema 2020-12 and judge bodies as the 
 
 // The rules the service enforces beyond a body's shape are in the document too: a filter's operands
 // by operator, `after` by whether the search is sorted, a rule's scores away from zero.
-test('filters, after and scores: the schema refuses what the service refuses, and accepts what it accepts', async () => {
+test('filters, after and scores: the schema refuses what the service refuses and accepts what it accepts', async () => {
   const ajv = validator({ formats: false })
   const body = (path: string, method: string) =>
     ajv.compile(standalone(doc, doc.paths[path][method].requestBody.content['application/json'].schema))

@@ -73,7 +73,8 @@ export function lookupField(entity: Entity, name: string, catalog: Defs): Field 
 // A short catalog is listed whole in the message naming an unknown property; a long one is not.
 const LISTED_PROPERTIES = 30
 
-// Names the property a typo or a word of it most likely meant and, when there are few, the properties there are.
+// Names the property a typo or a word of it most likely meant and, when there are few, the
+// properties there are.
 const unknownProperty = (name: string, names: string[]) => {
   const likely = meant(name, names)
   const listed = names.length <= LISTED_PROPERTIES ? `; the properties are ${names.join(', ')}` : ''

@@ -115,7 +115,7 @@ function bound(input: BeginInput) {
   // ('true' becomes 'f'). An array is declared its own type, which postgres.js sends as the literal
   // it is given: the server reads it once, at Bind, and the planner holds it as a constant, which
   // it hashes for `= any(...)`. Cast from text, it would stay an expression (array_in is only
-  // stable), read again for every row.
+  // stable), read again for every row (docs/benchmarks.md, "IN lists at 30,000 customers").
   const bind = (value: string, type: SqlType): string => {
     params.push(value)
     const n = params.length
