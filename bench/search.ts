@@ -8,7 +8,8 @@
 // floor, serves the compiled SQL from a bare node:http server (body parsed, query run, rows joined as
 // the handler joins them; no routing, key, validation or compiling), so each shape also shows what
 // HTTP and the driver alone add to the direct SQL. The default run takes about 5 minutes, 2 of them
-// seeding; BENCH_SEARCH_ROWS scales it down.
+// seeding; BENCH_SEARCH_ROWS scales it down. Then IN lists of 1 to 1,000 values on an account of its
+// own (30,000 customers, BENCH_SEARCH_IN_ROWS): `BENCH_SEARCH_SHAPES="IN list"` runs that part alone.
 import autocannon from 'autocannon'
 import { createServer } from 'node:http'
 import { connect, type Sql } from '../src/db/client.ts'
@@ -735,7 +736,77 @@ const startFloor = async (url: string) => {
   }
 }
 
+// ---------------------------------------------------------------------------------------------
+// IN lists: the cost of a list's length, on a core field, an attribute and a metric. Each list is
+// one value the records hold and values none holds, so that every length matches the same records:
+// what grows is the list alone. Through HTTP, one request at a time, with `count: "exact"`, which
+// reads every match (the shape that met the search budget when each record read the list again).
+
+const IN_ROWS = Number(process.env.BENCH_SEARCH_IN_ROWS ?? 30_000)
+const IN_RUNS = Number(process.env.BENCH_SEARCH_IN_RUNS ?? 9)
+const IN_LENGTHS = [1, 10, 100, 1000]
+const IN_FIELDS: { source: string; field: string; held: string; none: (i: number) => string }[] = [
+  { source: 'core', field: 'name', held: 'Zen Zephyr Pty', none: (i) => `Nobody ${i}` },
+  { source: 'core', field: 'engagementscore', held: '50', none: (i) => String(1000 + i) },
+  { source: 'attribute', field: 'country', held: 'DE', none: (i) => `X${i}` },
+  { source: 'metric', field: 'logins', held: '7', none: (i) => String(100_000 + i) },
+]
+
+const inLists = async (ctx: BenchContext) => {
+  const url = await ctx.database()
+  const { main } = await seed(url, IN_ROWS)
+  const service = await unthrottledService(url)
+  try {
+    const { token } = await createKey(service.app.sql, main, { scopes: ['search'] } as never)
+    for (const { source, field, held, none } of IN_FIELDS) {
+      const p50s = new Map<number, number>()
+      for (const length of IN_LENGTHS) {
+        const values = [held, ...Array.from({ length: length - 1 }, (_, i) => none(i))]
+        const body = JSON.stringify({ filters: [{ propertyName: field, operator: 'IN', values }], count: 'exact' })
+        const run = async () => {
+          const started = performance.now()
+          const res = await fetch(`http://127.0.0.1:${service.port}/api/v1/customers/search`, {
+            method: 'POST',
+            headers: { 'content-type': 'application/json', 'service-key': token },
+            body,
+          })
+          const answer = (await res.json()) as { total?: number; detail?: string }
+          return { ms: performance.now() - started, status: res.status, total: answer.total }
+        }
+        await run()
+        const runs = []
+        for (let i = 0; i < IN_RUNS; i++) runs.push(await run())
+        const failed = runs.find((r) => r.status !== 200)
+        const p50 = percentile(
+          runs.map((r) => r.ms).sort((x, y) => x - y),
+          50,
+        )
+        p50s.set(length, p50)
+        const one = p50s.get(1)!
+        const answer = failed ? failed.status : `${runs[0].total} matches`
+        ctx.report({
+          bench: 'search',
+          metric: `IN list: ${source} ${field}, ${length} values [${answer}]`,
+          value: p50,
+          unit: 'ms',
+          baseline: one,
+          ratio: p50 / one,
+          target: length === 1000 ? '<= 3' : undefined,
+        })
+      }
+    }
+  } finally {
+    await service.stop()
+  }
+}
+
 export default async (ctx: BenchContext) => {
+  const only = (name: string) => ONLY.some((o) => name.includes(o))
+  if (shapes('').some((sh) => only(sh.name))) await shapesAtScale(ctx)
+  if (only('IN list')) await inLists(ctx)
+}
+
+const shapesAtScale = async (ctx: BenchContext) => {
   const url = await ctx.database()
   const seedStarted = performance.now()
   const { main } = await seed(url, ROWS)
@@ -766,7 +837,7 @@ export default async (ctx: BenchContext) => {
     )
     const tag = (title: string) => tagIds.get(title)!
     const deepVsFirst: { first: (typeof DEEP_VS_FIRST)[number]; deep: number; firstP50: number }[] = []
-    for (const shape of shapes(someCustomer.external_id).filter((sh) => ONLY.some((only) => sh.name.includes(only)))) {
+    for (const shape of shapes(someCustomer.external_id).filter((sh) => ONLY.some((o) => sh.name.includes(o)))) {
       const limit = 100
       const { sort, hand, where } = shape
       const conditions = where ? { where } : { filters: shape.filters ?? [] }

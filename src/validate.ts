@@ -159,6 +159,27 @@ export const closest = (key: string, known: string[]) => {
   return ranked.length && ranked[0].d <= within ? ranked[0].k : undefined
 }
 
+// The known name a word most likely means: the one it is a typo of, else the shortest that begins
+// with it or has a word (between underscores) that does, for a word of three characters or more:
+// "engagement" means engagementscore, "churn" churn_risk, "risk" churn_risk.
+export const meant = (word: string, known: string[]) => {
+  const typo = closest(word, known)
+  if (typo || word.length < 3) return typo
+  const w = word.toLowerCase()
+  const shortest = (names: string[]) => names.sort((a, b) => a.length - b.length || (a < b ? -1 : 1))[0]
+  return (
+    shortest(known.filter((k) => k.toLowerCase().startsWith(w))) ??
+    shortest(
+      known.filter((k) =>
+        k
+          .toLowerCase()
+          .split('_')
+          .some((part) => part.startsWith(w)),
+      ),
+    )
+  )
+}
+
 // An object whose unknown keys are refused, each named with the key it most likely meant: a typo
 // that silently dropped a field or widened a query would be a correctness bug.
 // Arrays are refused too: valibot takes any non-null object for one.

@@ -143,12 +143,12 @@ const valid = (raw: Schema, depth = 0, key = ''): fc.Arbitrary<unknown> => {
   const schema = resolve(raw)
   if ('const' in schema) return fc.constant(schema.const)
   if (schema.enum) return fc.constantFrom(...schema.enum)
+  if (schema.properties?.propertyName && schema.properties?.operator) return fc.constantFrom(...fields.filters)
   const options = schema.oneOf ?? schema.anyOf
   if (options) {
     const usable = depth > 2 ? options.filter((o: Schema) => !JSON.stringify(o).includes('Where')) : options
     return fc.oneof(...usable.map((o: Schema) => valid(o, depth + 1, key)))
   }
-  if (schema.properties?.propertyName && schema.properties?.operator) return fc.constantFrom(...fields.filters)
   const type = Array.isArray(schema.type) ? schema.type[0] : schema.type
   switch (type) {
     case 'string':

@@ -189,3 +189,75 @@ test('the request schemas are valid JSON Schema 2020-12 and judge bodies as the 
   const paths = repeated.body.errors?.map((e: { path: string }) => e.path)
   assert.deepEqual([repeated.status, paths], [400, ['/customers/0/metrics/1/date']], JSON.stringify(repeated.body))
 })
+
+// The rules the service enforces beyond a body's shape are in the document too: a filter's operands
+// by operator, `after` by whether the search is sorted, a rule's scores away from zero.
+test('filters, after and scores: the schema refuses what the service refuses and accepts what it accepts', async () => {
+  const ajv = validator({ formats: false })
+  const body = (path: string, method: string) =>
+    ajv.compile(standalone(doc, doc.paths[path][method].requestBody.content['application/json'].schema))
+  const search = body('/api/v1/customers/search', 'post')
+  const scoring = body('/admin/v1/accounts/{id}/scoring', 'put')
+  const a = await scoredAccount(s, 'Contract')
+  for (const external_id of ['k1', 'k2']) await a.api('/api/v1/customer', { external_id, name: external_id })
+  const next = async (sort?: unknown) =>
+    (await a.api('/api/v1/customers/search', { limit: 1, sort })).body.paging.next.after
+  const [id, cursor] = [await next(), await next([{ propertyName: 'name' }])]
+  assert.deepEqual([typeof id, typeof cursor], ['number', 'string'])
+  const filter = (f: object) => ({ filters: [{ propertyName: 'country', ...f }] })
+  const sorted = { sort: [{ propertyName: 'name' }] }
+  const cases: [object, boolean][] = [
+    [filter({ operator: 'IN', values: ['US'] }), true],
+    [filter({ operator: 'NIN', value: 'US' }), true],
+    [filter({ operator: 'IN' }), false],
+    [filter({ operator: 'IN', values: [] }), false],
+    [filter({ operator: 'IN', value: 'US', values: [] }), false],
+    [filter({ operator: 'EQ', value: 'US' }), true],
+    [filter({ operator: 'EQ', values: ['US'] }), false],
+    [filter({ operator: 'GTD' }), false],
+    [filter({ operator: 'KNOWN' }), true],
+    [filter({ operator: 'UNKNOWN', value: 'not read' }), true],
+    [filter({ operator: 'LIKE', value: 'u'.repeat(256) }), true],
+    [filter({ operator: 'NLIKE', value: 'u'.repeat(257) }), false],
+    [{ where: { not: { propertyName: 'country', operator: 'EQ' } } }, false],
+    [{ after: id }, true],
+    [{ after: id, sort: [] }, true],
+    [{ after: cursor }, false],
+    [{ after: cursor, ...sorted }, true],
+    [{ after: id, ...sorted }, false],
+  ]
+  for (const [request, valid] of cases) {
+    const label = JSON.stringify(request).slice(0, 120)
+    assert.equal(search(request), valid, `${label}: ${JSON.stringify(search.errors)}`)
+    assert.equal((await a.api('/api/v1/customers/search', request)).status, valid ? 200 : 400, label)
+  }
+  for (const [score, valid] of [
+    [0, true],
+    [-0, true],
+    [1e-6, true],
+    [-1e-6, true],
+    [5e-7, false],
+    [-1e-9, false],
+    [Number.MIN_VALUE, false],
+  ] as const) {
+    const model = { customer: { fit: [{ codename: 'country', weight: 1, values: { US: score }, default: 1 }] } }
+    assert.equal(scoring(model), valid, `${score}: ${JSON.stringify(scoring.errors)}`)
+    assert.equal((await s.admin('PUT', `/accounts/${a.id}/scoring`, model)).status, valid ? 200 : 400, String(score))
+  }
+})
+
+test("an unknown key in a scoring rule is named, with the key it likely meant and the rule's forms", async () => {
+  const a = await scoredAccount(s, 'Typo')
+  const rule = { codename: 'logins', weight: 1, bad: 0, good: 40, defualt: 1 }
+  const res = await s.admin('PUT', `/accounts/${a.id}/scoring`, { customer: { engagement: [rule] } })
+  assert.equal(res.status, 400)
+  assert.deepEqual(res.body.errors, [
+    {
+      path: '/customer/engagement/0/defualt',
+      message:
+        'Unknown key customer.engagement[0].defualt (did you mean default?): a rule is an object with `codename` ' +
+        'and `weight` plus either numeric `bad` and `good`, a boolean `good`, or a `values` map with an optional ' +
+        '`default`.',
+    },
+  ])
+})

@@ -78,6 +78,32 @@ describe('compileSearch rejects bad requests with paths', () => {
     assert.match(asked.message, /did you mean seats\?/)
   })
 
+  // The console's own words for the scores: a name the field begins with, or a word of it.
+  test('unknown propertyName: did you mean the field a word begins', () => {
+    const meant = (entity: SearchInput['entity'], name: string) =>
+      /\(did you mean (\w+)\?\)/.exec(
+        errorsOf({ entity, filters: [{ propertyName: name, operator: 'KNOWN' }] })[0].message,
+      )?.[1]
+    for (const [name, field] of [
+      ['engagement', 'engagementscore'],
+      ['Engagement', 'engagementscore'],
+      ['fit', 'fitscore'],
+      ['churn', 'churn_risk'],
+      ['risk', 'churn_risk'],
+      ['upsell', 'upsell_score'],
+      ['reactivated', 'reactivated_date'],
+      ['renewal', 'renewal_date'],
+    ]) {
+      assert.equal(meant('customer', name), field, name)
+    }
+    assert.equal(meant('contact', 'engagement'), 'engagementscore')
+    assert.equal(meant('contact', 'customer'), 'customer_external_id')
+    // A typo still wins, and two letters begin too much to mean anything.
+    assert.equal(meant('customer', 'fitscor'), 'fitscore')
+    assert.equal(meant('customer', 'en'), undefined)
+    assert.equal(meant('customer', 'qqqq'), undefined)
+  })
+
   test('operator not allowed for the field type lists the allowed ones', () => {
     const cases: [SearchInput['entity'], string, string, keyof typeof ALLOWED_OPERATORS][] = [
       ['customer', 'seats', 'LIKE', 'number'],
@@ -243,7 +269,9 @@ describe('compileSearch SQL', () => {
     )
   })
 
-  test('every placeholder is a text parameter and every parameter is used', () => {
+  // postgres.js serializes a parameter by the type the server reports for it: text, or an array,
+  // whose literal it sends as it is given (its boolean and date serializers would mangle strings).
+  test('every placeholder is a text or array parameter and every parameter is used', () => {
     const { text, params } = compileSearch(
       input({
         afterServiceId: 9,
@@ -255,12 +283,12 @@ describe('compileSearch SQL', () => {
       }),
     )
     assert.ok(params.every((p) => typeof p === 'string'))
-    const used = new Set([...text.matchAll(/\$(\d+)::text/g)].map((m) => Number(m[1])))
+    const used = new Set([...text.matchAll(/\$(\d+)::(text|[a-z]+\[\])/g)].map((m) => Number(m[1])))
     assert.deepEqual(
       [...used].sort((a, b) => a - b),
       params.map((_, i) => i + 1),
     )
-    assert.equal([...text.matchAll(/\$\d+(?!\d|::text)/g)].length, 0)
+    assert.equal([...text.matchAll(/\$\d+(?!\d|::text|::[a-z]+\[\])/g)].length, 0)
   })
 
   test('boolean and number values are bound in canonical form', () => {
@@ -433,6 +461,91 @@ describe('compileSearch SQL', () => {
       compileSearch(input({ filters: [{ propertyName: 'logins', operator: 'IN', values }] })).params.length
     assert.equal(params(Array.from({ length: 50 }, (_, i) => String(i))), params(['1', '2']))
   })
+})
+
+// IN lists of 1,000 values, padded with values no record holds: they match what the short list
+// matches, and their plans compare with one constant array (which PostgreSQL hashes), not with an
+// expression that reads the list again for every row, nor with one comparison per value.
+describe('compileSearch: long IN lists', () => {
+  const day = (i: number) => new Date(Date.UTC(2030, 0, 1 + i)).toISOString().slice(0, 10)
+  const number = (i: number) => String(1000 + i)
+  const text = (i: number) => `pad ${i}`
+  // The array's type is the column's own for a core field: PostgreSQL hashes only what hashes alike.
+  const cases: {
+    entity?: SearchInput['entity']
+    field: string
+    short: string[]
+    pad: (i: number) => string
+    IN: string[]
+    NIN: string[]
+    array: string
+  }[] = [
+    // Fractions and values beyond int4 match no integer column: 2.5, 2^31, 1e18.
+    {
+      field: 'engagementscore',
+      short: ['10', '3', '2.5', '2147483648', '1e18'],
+      pad: number,
+      IN: ['c1', 'c4'],
+      NIN: ['c2', 'c5', 'c6'],
+      array: 'integer[]',
+    },
+    {
+      field: 'name',
+      short: ['Ann Co', 'Fay Co'],
+      pad: text,
+      IN: ['c1', 'c6'],
+      NIN: ['c2', 'c4', 'c5'],
+      array: 'text[]',
+    },
+    { field: 'plan', short: ['basic'], pad: text, IN: ['c2', 'c6'], NIN: ['c1', 'c4', 'c5'], array: 'jsonb[]' },
+    { field: 'seats', short: ['1', '5.0'], pad: number, IN: ['c2', 'c5'], NIN: ['c1', 'c4', 'c6'], array: 'jsonb[]' },
+    {
+      field: 'renewal_date',
+      short: ['2026-02-01'],
+      pad: day,
+      IN: ['c4'],
+      NIN: ['c1', 'c2', 'c5', 'c6'],
+      array: 'jsonb[]',
+    },
+    { field: 'logins', short: ['2.50'], pad: number, IN: ['c2'], NIN: ['c1', 'c4', 'c5', 'c6'], array: 'jsonb[]' },
+    {
+      entity: 'contact',
+      field: 'customer_external_id',
+      short: ['c1', 'c3'],
+      pad: text,
+      IN: ['p1', 'p3'],
+      NIN: ['p2'],
+      array: 'text[]',
+    },
+  ]
+  // Every condition of a plan, as EXPLAIN prints it.
+  const conditions = (plan: Awaited<ReturnType<typeof db.plan>>) =>
+    planNodes(plan).flatMap(({ node }) =>
+      ['Filter', 'Index Cond', 'Recheck Cond', 'Join Filter', 'Hash Cond'].flatMap((k) => node[k] ?? []),
+    ) as string[]
+  for (const c of cases) {
+    const entity = c.entity ?? 'customer'
+    test(`${entity} ${c.field}: 1,000 values match what the short list does, through one constant array`, async () => {
+      const long = [...c.short, ...Array.from({ length: 1000 - c.short.length }, (_, i) => c.pad(i))]
+      for (const op of ['IN', 'NIN'] as const) {
+        const over = (values: string[]) =>
+          input({
+            entity,
+            catalog: entity === 'customer' ? catalog : [],
+            filters: [{ propertyName: c.field, operator: op, values }],
+          })
+        assert.deepEqual(await db.ids(compileSearch(over(c.short))), c[op], `${op}, short`)
+        assert.deepEqual(await db.ids(compileSearch(over(long))), c[op], `${op}, 1,000 values`)
+        const text = conditions(await db.plan(compileCount(over(long), false))).join(' / ')
+        const lists = [...text.matchAll(/ANY \((.{0,20})/g)].map((m) => m[1])
+        assert.equal(lists.length, 1, `${op}: one list in ${text.slice(0, 300)}`)
+        assert.match(lists[0], /^'\{/, `${op}: the list is a constant array, not ${lists[0]}`)
+        const types = [...text.matchAll(/ANY \('\{(?:[^']|'')*\}'::([a-z ]+\[\])\)/g)].map((m) => m[1])
+        assert.deepEqual(types, [c.array], `${op}: the array's type`)
+        assert.doesNotMatch(text, / OR /, `${op}: no comparison per value`)
+      }
+    })
+  }
 })
 
 const leaf = (propertyName: string, operator: string, value?: string): Filter => ({

@@ -260,12 +260,29 @@ const FIELDS: Record<Entity, [string, FieldType, fc.Arbitrary<string>][]> = {
 const days = fc.constantFrom('0', '1', '3', '10', '30', '60')
 const substring = fc.oneof(fc.constantFrom('u', 'U', '%', '_', '\\', 'a', '', "'"), fc.string({ maxLength: 2 }))
 
+// A list made long (300 values) with values of the field's type that no record holds, nor any
+// name that the lists' own values may draw: a long list must match what the short one does.
+// Booleans take no lists.
+const PADDING: Record<Exclude<FieldType, 'boolean'>, (i: number) => string> = {
+  string: (i) => `padding ${i}`,
+  number: (i) => String(1e6 + i / 8),
+  date: (i) => dayAgo(-1000 - i),
+  owner: (i) => `padding${i}@acme.test`,
+  tags: (i) => `padding ${i}`,
+  external_id: (i) => `padding ${i}`,
+}
+const padded = (values: string[], type: FieldType) => [
+  ...values,
+  ...Array.from({ length: 300 - values.length }, (_, i) => PADDING[type as keyof typeof PADDING](i)),
+]
+
 const filterArb = (entity: Entity): fc.Arbitrary<Filter> =>
   fc.constantFrom(...FIELDS[entity]).chain(([propertyName, type, values]) =>
     fc.constantFrom(...ALLOWED_OPERATORS[type]).chain((operator): fc.Arbitrary<Filter> => {
       if (operator === 'KNOWN' || operator === 'UNKNOWN') return fc.constant({ propertyName, operator })
       if (operator === 'IN' || operator === 'NIN') {
-        return fc.array(values, { minLength: 1, maxLength: 3 }).map((v) => ({ propertyName, operator, values: v }))
+        const list = fc.tuple(fc.array(values, { minLength: 1, maxLength: 3 }), fc.boolean())
+        return list.map(([v, long]) => ({ propertyName, operator, values: long ? padded(v, type) : v }))
       }
       const operand =
         operator === 'GTD' || operator === 'LTD'

@@ -28,6 +28,44 @@ const MAX_VALUES = 5000
 // A LIKE/NLIKE value: the substring test and a trigram index's lookup grow with its length.
 const MAX_PATTERN = 256
 
+// What each operator takes, as the compiler reads a filter (src/search/criteria.ts): IN and NIN a
+// non-empty `values`, or one `value` when `values` is absent; KNOWN and UNKNOWN nothing (a value
+// sent is not read); the others a `value`, of at most MAX_PATTERN characters for LIKE and NLIKE.
+// Each part is open, as the filter's own additionalProperties already names every key (and
+// documentation linters read a schema with properties and no additionalProperties as closed).
+const LISTS = ['IN', 'NIN']
+const NONE = ['KNOWN', 'UNKNOWN']
+const PATTERNS = ['LIKE', 'NLIKE']
+const open = (schema: Record<string, unknown>, required: string[] = []) => ({
+  ...schema,
+  ...(required.length > 0 && { required }),
+  additionalProperties: true,
+})
+const isOne = (operators: string[]) => open({ properties: { operator: { enum: operators } } }, ['operator'])
+const value = { type: 'string' }
+// As a chain of if/then/else, which generated clients leave out of their types (as they do `not`).
+const OPERANDS = {
+  if: isOne(LISTS),
+  then: open({
+    properties: { values: { type: 'array', minItems: 1 } },
+    anyOf: [
+      open({ properties: { values: { type: 'array' } } }, ['values']),
+      open({ properties: { value } }, ['value']),
+    ],
+  }),
+  else: {
+    if: isOne(NONE),
+    else: open(
+      {
+        properties: { value },
+        if: isOne(PATTERNS),
+        then: open({ properties: { value: { ...value, maxLength: MAX_PATTERN } } }),
+      },
+      ['value'],
+    ),
+  },
+}
+
 // The operator is checked against the field's type by the compiler, which names what the field
 // allows; the document lists every operator.
 const SearchFilter = v.pipe(
@@ -45,6 +83,7 @@ const SearchFilter = v.pipe(
     ),
     ['value'],
   ),
+  v.metadata(OPERANDS),
 )
 
 const valuesIn = (filters: readonly Filter[]) => filters.reduce((n, f) => n + (f.values?.length ?? 0), 0)
@@ -199,6 +238,12 @@ type Body = v.InferOutput<typeof searchBody>
 export const SearchBody = v.pipe(
   searchBody,
   afterFitsSort as unknown as v.BaseValidation<Body, Body, v.BaseIssue<unknown>>,
+  // The check above, as the document states it (open, as the filters' alternatives are).
+  v.metadata({
+    if: open({ properties: { sort: { type: 'array', minItems: 1 } } }, ['sort']),
+    then: open({ properties: { after: { type: 'string' } } }),
+    else: open({ properties: { after: { type: 'integer' } } }),
+  }),
 )
 // A search body splits in two: what picks and orders the records, which a segment saves, and what
 // pages and shapes one answer, which a segment's member search sends.

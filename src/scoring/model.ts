@@ -1,7 +1,7 @@
 import * as v from 'valibot'
 import type { Entity, PropertyDef, PropertyType } from '../catalog.ts'
 import type { FieldError } from '../errors.ts'
-import { storable } from '../validate.ts'
+import { closest, storable } from '../validate.ts'
 
 // Bounds beyond the documented model's: sql.ts scores in float8, where PostgreSQL raises an error on overflow
 // and underflow instead of giving Infinity or 0. With these no intermediate result of the score
@@ -12,6 +12,8 @@ const Score = v.pipe(
   v.minValue(-100),
   v.maxValue(100),
   v.check(notTiny, 'A score must be 0 or at least 0.000001 in magnitude.'),
+  // The check as the document states it: no number strictly between -1e-6 and 1e-6 but 0.
+  v.metadata({ not: { exclusiveMinimum: -1e-6, exclusiveMaximum: 1e-6, not: { const: 0 } } }),
 )
 const Bound = v.pipe(v.number(), v.minValue(-1e15), v.maxValue(1e15))
 const WEIGHT = 'A weight must be between 0.000001 and 1000000.'
@@ -26,18 +28,25 @@ const ruleBase = {
 const FORMS =
   'A rule is an object with `codename` and `weight` plus either numeric `bad` and `good`, ' +
   'a boolean `good`, or a `values` map with an optional `default`.'
+const RULE_KEYS = ['codename', 'weight', 'bad', 'good', 'values', 'default']
+// An unknown key's message follows "Unknown key <path>" (validate.ts), as strict()'s does.
+const formsMessage = (issue: v.StrictObjectIssue) => {
+  if (issue.expected !== 'never') return FORMS
+  const meant = closest(String(issue.input), RULE_KEYS)
+  return `${meant ? ` (did you mean ${meant}?)` : ''}: ${FORMS.replace('A rule', 'a rule')}`
+}
 const RangeRuleSchema = v.pipe(
-  v.strictObject({ ...ruleBase, bad: Bound, good: Bound }, FORMS),
+  v.strictObject({ ...ruleBase, bad: Bound, good: Bound }, formsMessage),
   v.forward(
     v.check((r) => r.bad !== r.good, '`good` must differ from `bad`.'),
     ['good'],
   ),
 )
-const BooleanRuleSchema = v.strictObject({ ...ruleBase, good: v.boolean() }, FORMS)
+const BooleanRuleSchema = v.strictObject({ ...ruleBase, good: v.boolean() }, formsMessage)
 const ValuesRuleSchema = v.strictObject(
   // The values are stored with the model (jsonb): a key must be storable text, as every name kept.
   { ...ruleBase, values: v.record(v.pipe(v.string(), storable), Score), default: v.optional(Score) },
-  FORMS,
+  formsMessage,
 )
 
 export type RangeRule = v.InferOutput<typeof RangeRuleSchema>

@@ -2,7 +2,7 @@
 // catalog, parsed into typed criteria (or every problem, with its path).
 import { DATE_RULE, isDate } from '../dates.ts'
 import type { FieldError } from '../errors.ts'
-import { closest, cut, UNSTORABLE } from '../validate.ts'
+import { cut, meant, UNSTORABLE } from '../validate.ts'
 import {
   ALLOWED_OPERATORS,
   type Condition,
@@ -74,11 +74,12 @@ export function lookupField(entity: Entity, name: string, catalog: Defs): Field 
 // A short catalog is listed whole in the message naming an unknown property; a long one is not.
 const LISTED_PROPERTIES = 30
 
-// Names the property a typo most likely meant and, when there are few, the properties there are.
+// Names the property a typo or a word of it most likely meant and, when there are few, the
+// properties there are.
 const unknownProperty = (name: string, names: string[]) => {
-  const meant = closest(name, names)
+  const likely = meant(name, names)
   const listed = names.length <= LISTED_PROPERTIES ? `; the properties are ${names.join(', ')}` : ''
-  return `unknown property ${JSON.stringify(cut(name))}${meant ? ` (did you mean ${meant}?)` : ''}${listed}`
+  return `unknown property ${JSON.stringify(cut(name))}${likely ? ` (did you mean ${likely}?)` : ''}${listed}`
 }
 
 // The raw strings an operator takes, each with its error path. IN/NIN take `values`, or a single

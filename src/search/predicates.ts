@@ -189,13 +189,18 @@ function integerBound(x: Scalar, round: 'ceil' | 'floor'): string {
   return BigInt(Math.max(-1e18, Math.min(1e18, Math[round](Number(x))))).toString()
 }
 
+// A list is int4 like the column, the values beyond it matching nothing: PostgreSQL hashes a list
+// only when both sides hash alike, and compares int4 with an int8 list value by value.
+const INT4 = 2 ** 31
+const int4 = (x: Scalar) => Number.isInteger(x) && Number(x) >= -INT4 && Number(x) < INT4
+
 const INTEGER_SQL: Partial<Record<PositiveOp, ScalarSql>> = {
   IN: (v, xs, _t, ctx) => {
-    const whole = xs.filter((x) => Number.isInteger(x) && Math.abs(Number(x)) <= 1e18)
+    const whole = xs.filter(int4)
     if (whole.length === 0) return 'false'
     return whole.length === 1
-      ? `${v} = ${ctx.bind(String(whole[0]), 'bigint')}`
-      : `${v} = any(${bindList(ctx, whole.map(String), 'bigint')})`
+      ? `${v} = ${ctx.bind(String(whole[0]), 'integer')}`
+      : `${v} = any(${bindList(ctx, whole.map(String), 'integer')})`
   },
   LT: (v, [x], _t, ctx) => `${v} < ${ctx.bind(integerBound(x, 'ceil'), 'bigint')}`,
   LTE: (v, [x], _t, ctx) => `${v} <= ${ctx.bind(integerBound(x, 'floor'), 'bigint')}`,

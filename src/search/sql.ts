@@ -110,12 +110,16 @@ export function checkSearch(
 // A context that binds one statement's parameters.
 function bound(input: BeginInput) {
   const params: string[] = []
-  // Every parameter is declared text and cast in SQL: postgres.js serializes a parameter by the
-  // type the server reports for it, and its boolean and date serializers mangle strings
-  // ('true' becomes 'f').
+  // Every scalar parameter is declared text and cast in SQL: postgres.js serializes a parameter by
+  // the type the server reports for it, and its boolean and date serializers mangle strings
+  // ('true' becomes 'f'). An array is declared its own type, which postgres.js sends as the literal
+  // it is given: the server reads it once, at Bind, and the planner holds it as a constant, which
+  // it hashes for `= any(...)`. Cast from text, it would stay an expression (array_in is only
+  // stable), read again for every row (docs/benchmarks.md, "IN lists at 30,000 customers").
   const bind = (value: string, type: SqlType): string => {
     params.push(value)
-    return type === 'text' ? `$${params.length}::text` : `$${params.length}::text::${type}`
+    const n = params.length
+    return type === 'text' || type.endsWith('[]') ? `$${n}::${type}` : `$${n}::text::${type}`
   }
   let today: string | undefined
   const ctx: Ctx = {
