@@ -546,6 +546,16 @@ describe('compileSearch: long IN lists', () => {
       }
     })
   }
+  // A score no record can hold would still count in the planner's estimate of the list.
+  test('a score list holds only the values within the range of scores', async () => {
+    const values = ['10', '-100', '100', '101', '-101', '5000', ...Array.from({ length: 994 }, (_, i) => number(i))]
+    const listed = (list: string[]) =>
+      input({ catalog, filters: [{ propertyName: 'engagementscore', operator: 'IN', values: list }] })
+    const over = listed(values)
+    assert.deepEqual(await db.ids(compileSearch(over)), await db.ids(compileSearch(listed(['10', '-100', '100']))))
+    const text = conditions(await db.plan(compileCount(over, false))).join(' / ')
+    assert.match(text, /ANY \('\{10,-100,100\}'::integer\[\]\)/, text.slice(0, 300))
+  })
 })
 
 const leaf = (propertyName: string, operator: string, value?: string): Filter => ({

@@ -92,6 +92,23 @@ export const ALLOWED_OPERATORS: Record<FieldType, readonly Operator[]> = {
 // searches of them. `properties` may name them too, to answer them beside the custom values.
 export const PAST_DAYS = [7, 30] as const
 export const PAST_FIELDS = PAST_DAYS.flatMap((n) => [`engagementscore_${n}d_ago`, `engagementscore_change_${n}d`])
+// The range each core number field's value is computed in (docs/scoring.md: rule scores and their
+// weighted means -100..100, churn risk and upsell 0..100, a difference of two scores -200..200).
+// An IN operand outside it matches nothing; left out of the list, it no longer counts in the
+// planner's estimate, which takes each listed value for a share of the account.
+const SCORE = [-100, 100] as const
+const CHANGE = [-200, 200] as const
+export const NUMBER_RANGES: ReadonlyMap<string, readonly [number, number]> = new Map([
+  ['fitscore', SCORE],
+  ['engagementscore', SCORE],
+  ['engagementscore_difference', CHANGE],
+  ['churn_risk', [0, 100] as const],
+  ['upsell_score', [0, 100] as const],
+  ...PAST_DAYS.flatMap((n): [string, readonly [number, number]][] => [
+    [`engagementscore_${n}d_ago`, SCORE],
+    [`engagementscore_change_${n}d`, CHANGE],
+  ]),
+])
 // When a customer churned, and when it was last reactivated: the report's churned and reactivated.
 const CHURN_FIELDS = ['churned_date', 'reactivated_date']
 

@@ -5,7 +5,7 @@ import { TABLES } from '../db/tables.ts'
 import { sqlDateOrNull } from '../dates.ts'
 import type { Lookups } from './criteria.ts'
 import type { Criterion, Entity, Field, PositiveOp, Scalar, Tree, ValueType } from './fields.ts'
-import { isNode, PAST_DAYS, valueTypeOf } from './fields.ts'
+import { isNode, NUMBER_RANGES, PAST_DAYS, valueTypeOf } from './fields.ts'
 
 type BaseType = 'text' | 'numeric' | 'boolean' | 'date' | 'timestamptz' | 'integer' | 'bigint' | 'jsonb'
 export type SqlType = BaseType | `${BaseType}[]`
@@ -194,6 +194,11 @@ function integerBound(x: Scalar, round: 'ceil' | 'floor'): string {
 const INT4 = 2 ** 31
 const int4 = (x: Scalar) => Number.isInteger(x) && Number(x) >= -INT4 && Number(x) < INT4
 
+const inRange = (name: string) => {
+  const [lo, hi] = NUMBER_RANGES.get(name) ?? [-Infinity, Infinity]
+  return (x: Scalar) => Number(x) >= lo && Number(x) <= hi
+}
+
 const INTEGER_SQL: Partial<Record<PositiveOp, ScalarSql>> = {
   IN: (v, xs, _t, ctx) => {
     const whole = xs.filter(int4)
@@ -212,7 +217,8 @@ function positiveSql(c: Criterion, ctx: Ctx): string {
   if (c.field.type === 'owner') return c.op === 'KNOWN' ? OWNER_SQL.KNOWN(ctx) : OWNER_SQL.IN(c.operands, ctx)
   if (c.op === 'IN' && c.field.source !== 'core') return jsonInSql(c.field, c.operands, ctx)
   const integer = c.field.source === 'core' && c.field.type === 'number' ? INTEGER_SQL[c.op] : undefined
-  return (integer ?? SCALAR_SQL[c.op])(fieldSql(c.field, ctx), c.operands, valueTypeOf(c.field.type), ctx)
+  const operands = integer && c.op === 'IN' ? c.operands.filter(inRange(c.field.name)) : c.operands
+  return (integer ?? SCALAR_SQL[c.op])(fieldSql(c.field, ctx), operands, valueTypeOf(c.field.type), ctx)
 }
 
 function criterionSql(c: Criterion, ctx: Ctx): string {
