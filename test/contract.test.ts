@@ -286,6 +286,8 @@ test('every operation answers as its published schema says', async () => {
   await call('setCustomerTags', { id, external_id: 'c1' }, { titles: ['VIP'] })
   await call('setContactTags', { id, external_id: 'p1' }, { titles: ['VIP'] })
   await call('getCustomer', { external_id: 'c1' })
+  await call('keyAccount')
+  await call('accountUsers')
   const model = (await call('getScoring', { id })).body
   await call('previewScoring', { id }, { model, external_id: 'c1' })
   await call('previewScoring', { id }, { model, external_id: 'nobody' })

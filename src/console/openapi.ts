@@ -1135,7 +1135,7 @@ export interface paths {
       path?: never
       cookie?: never
     }
-    /** Readiness: the database answers */
+    /** Readiness: the database (on Citus, every worker node) answers */
     get: operations['checkReadiness']
     put?: never
     post?: never
