@@ -300,7 +300,7 @@ test('a .partial file that a killed backup left is removed by the next backup; a
   assert.ok(existsSync(other), 'a file not named as a backup was removed')
 })
 
-test('with SERVICE_BACKUP_KEY the worker and the executable write encrypted backups, restored with the key', async () => {
+test('with SERVICE_BACKUP_KEY the worker and the executable write sealed backups that the key restores', async () => {
   const key = 'a key for the backups test'
   const account = await s.account('Sealed')
   const folder = join(dir, 'sealed-backups')

@@ -232,7 +232,8 @@ export const countRows = (chunk: Buffer, table: Table, before: number, file: str
     for (let tab = chunk.indexOf(9, start); tab !== -1 && tab < end; tab = chunk.indexOf(9, tab + 1)) fields++
     if (fields !== table.columns.length)
       throw new Error(
-        `${file}: row ${before + n} of table ${table.name} has ${fields} fields, not its ${table.columns.length} columns`,
+        `${file}: row ${before + n} of table ${table.name} has ${fields} fields, ` +
+          `not its ${table.columns.length} columns`,
       )
   }
   return n
