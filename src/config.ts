@@ -35,6 +35,19 @@ const cronExpression: Parse<string> = (t) => {
   }
   return t
 }
+// name=value pairs for a connection's startup packet; a malformed one is refused at start, since the
+// operator who set it relies on it.
+const serverSettings: Parse<Record<string, string>> = (t) =>
+  Object.fromEntries(
+    t
+      .trim()
+      .split(/\s+/)
+      .map((pair) => {
+        const m = /^([A-Za-z_][\w.]*)=(\S+)$/.exec(pair)
+        if (!m) throw new Error(`SERVICE_API_DB_SETTINGS: '${pair}' is not name=value`)
+        return [m[1], m[2]]
+      }),
+  )
 const LEVELS = ['debug', 'info', 'warn', 'error', 'silent'] as const
 
 const KNOBS = {
@@ -191,6 +204,15 @@ const KNOBS = {
     fallback: 8,
     parse: positive,
     meaning: 'database connections for searches and aggregates, beside 20 for the rest',
+  }),
+  apiDatabaseSettings: knob<Record<string, string>>({
+    env: 'SERVICE_API_DB_SETTINGS',
+    fallback: {},
+    shown: 'none',
+    parse: serverSettings,
+    meaning:
+      'server settings of the connections that serve service-key requests, as name=value pairs separated by ' +
+      'spaces (on Citus, citus.multi_task_query_log_level=log logs each statement that touches more than one shard)',
   }),
   maxConnectionsPerAddress: knob({
     env: 'SERVICE_MAX_CONNECTIONS_PER_ADDRESS',

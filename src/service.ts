@@ -38,8 +38,8 @@ export const startService = async (
   parts: { http: boolean; worker: boolean; migrate?: boolean },
 ): Promise<Service> => {
   const log = createLog(config.logLevel)
-  const sql = connect(url, { max: 20 })
-  const heavy = connect(url, { max: config.heavyPoolSize })
+  const sql = connect(url, { max: 20, settings: config.apiDatabaseSettings })
+  const heavy = connect(url, { max: config.heavyPoolSize, settings: config.apiDatabaseSettings })
   const countsLost = (err: unknown) => log('warn', 'request counts not saved', { error: String(err) })
   const keys = keyChecker(sql, countsLost)
   const app: App = { sql, heavy, config, log, keys }

@@ -5,9 +5,11 @@ export type Tx = postgres.TransactionSql<{ bigint: number }>
 export type ReservedSql = postgres.ReservedSql<{ bigint: number }>
 
 // Ids are bigint in SQL but stay below 2^53, so they travel as JSON numbers.
-export const connect = (url: string, options: { max?: number } = {}): Sql =>
+// `settings`: server settings sent when each connection starts (SERVICE_API_DB_SETTINGS).
+export const connect = (url: string, options: { max?: number; settings?: Record<string, string> } = {}): Sql =>
   postgres(url, {
     max: options.max ?? 10,
+    connection: options.settings,
     onnotice: () => {},
     types: {
       bigint: { to: 20, from: [20], serialize: (x: number) => String(x), parse: (x: string) => Number(x) },

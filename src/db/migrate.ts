@@ -2,6 +2,7 @@ import { readdirSync, readFileSync } from 'node:fs'
 import { fileURLToPath } from 'node:url'
 import { Logger, runMigrations } from 'graphile-worker'
 import type { Sql } from './client.ts'
+import { distributeTables } from './distribute.ts'
 
 interface Migration {
   name: string
@@ -94,6 +95,7 @@ export const migrate = async (sql: Sql, url: string, files: Migration[] = migrat
       await runFile(conn, m)
       applied.push(m.name)
     }
+    await distributeTables(conn)
   } finally {
     await conn`select pg_advisory_unlock(hashtext('service:migrations'))`.catch(() => {})
     conn.release()
