@@ -2,12 +2,15 @@
 // node --test over the test files; each file creates its own database in that cluster. A whole run
 // then runs the integration files once more on the oldest supported PostgreSQL when this machine
 // has it (Debian 12's PostgreSQL 15 in its usual place; SERVICE_TEST_POSTGRES_HOME names another
-// installation, 'none' skips it). At the end it prints each file's wall time, slowest first, and
+// installation, 'none' skips it), and then on a Citus cluster of three nodes that it starts when the
+// machine has Citus for that PostgreSQL (SERVICE_TEST_CITUS=none skips it; =1 runs the named files
+// there alone). At the end it prints each file's wall time, slowest first, and
 // writes them to test/artifacts/durations.json.
-import { spawn } from 'node:child_process'
+import { spawn, spawnSync } from 'node:child_process'
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join, relative, resolve } from 'node:path'
+import { CITUS_HOME, citusMissing, startCitusCluster } from './helpers/citus.ts'
 import { pinnedPort, startThrowawayCluster } from './helpers/cluster.ts'
 
 // Arguments that start with -- go to node --test (--test-name-pattern=..., --test-only); the others
@@ -15,12 +18,13 @@ import { pinnedPort, startThrowawayCluster } from './helpers/cluster.ts'
 const args = process.argv.slice(2)
 const flags = args.filter((a) => a.startsWith('--'))
 const named = args.filter((a) => !a.startsWith('--'))
-const files = named.length
-  ? named
-  : readdirSync('test')
-      .filter((f) => f.endsWith('.test.ts'))
-      .sort()
-      .map((f) => join('test', f))
+const all = readdirSync('test')
+  .filter((f) => f.endsWith('.test.ts'))
+  .sort()
+  .map((f) => join('test', f))
+// test/citus-*.test.ts need a Citus cluster: they run in the Citus pass only.
+const citusOnly = (file: string) => /(^|\/)citus-[^/]*\.test\.ts$/.test(file)
+const files = (named.length ? named : all).filter((f) => !citusOnly(f))
 
 // Durability settings off: this cluster lives for one run and never sees a power cut.
 const SETTINGS = [
@@ -39,18 +43,34 @@ const port = pinnedPort()
 const scratch = mkdtempSync(join(tmpdir(), 'service-test-durations-'))
 const runs: { run: string; seconds: number; files: { file: string; seconds: number | null }[] }[] = []
 
-const runTests = async (run: string, testFiles: string[], url?: string, home?: string) => {
+// The Citus pass: the cluster's nodes for test/helpers/db.ts, and service-api connections that fail
+// any statement touching more than one shard.
+const startCitus = async () => {
+  const cluster = await startCitusCluster().catch((err) => {
+    throw new Error(`the Citus cluster did not start: ${err.message}`)
+  })
+  const env = { ...cluster.env, SERVICE_DATABASE_API_OPTIONS: 'citus.multi_task_query_log_level=error' }
+  return { env, stop: cluster.stop }
+}
+
+type Target = { url?: string; home?: string; citus?: boolean }
+const runTests = async (run: string, testFiles: string[], { url, home, citus }: Target = {}) => {
   const started = performance.now()
   const durations = join(scratch, `${runs.length}.jsonl`)
   writeFileSync(durations, '')
-  const cluster = url ? undefined : await startThrowawayCluster('service-test-', SETTINGS, home, port)
+  const cluster = url
+    ? undefined
+    : citus
+      ? await startCitus()
+      : await startThrowawayCluster('service-test-', SETTINGS, home, port)
+  const env = cluster && 'env' in cluster ? cluster.env : { TEST_DATABASE_URL: url ?? cluster!.url }
   const child = spawn(
     process.execPath,
     [
       ...['--import', 'tsx', '--import', './test/helpers/durations.ts'],
       ...['--test', '--test-concurrency=3', '--test-timeout=300000', ...flags, ...testFiles],
     ],
-    { stdio: 'inherit', env: { ...process.env, TEST_DATABASE_URL: url ?? cluster!.url, TEST_DURATIONS: durations } },
+    { stdio: 'inherit', env: { ...process.env, ...env, TEST_DURATIONS: durations } },
   )
   const code: number = await new Promise((resolve) => child.on('exit', (c) => resolve(c ?? 1)))
   await cluster?.stop()
@@ -96,12 +116,38 @@ const INTEGRATION = [
 ].map((name) => join('test', `${name}.test.ts`))
 const olderHome = process.env.SERVICE_TEST_POSTGRES_HOME ?? '/usr/lib/postgresql/15'
 
+const citusSetting = process.env.SERVICE_TEST_CITUS
 const first = process.env.TEST_DATABASE_URL ? 'TEST_DATABASE_URL' : 'embedded PostgreSQL'
-let code = await runTests(first, files, process.env.TEST_DATABASE_URL)
-const whole = args.length === 0 && !process.env.TEST_DATABASE_URL
+const mainFiles = citusSetting === '1' ? [] : files
+let code = mainFiles.length ? await runTests(first, mainFiles, { url: process.env.TEST_DATABASE_URL }) : 0
+const whole = named.length === 0 && !process.env.TEST_DATABASE_URL
 if (code === 0 && whole && olderHome !== 'none' && existsSync(join(olderHome, 'bin', 'postgres'))) {
   process.stdout.write(`# The integration files again, on the PostgreSQL in ${olderHome}\n`)
-  code = await runTests(`integration files, ${olderHome}`, INTEGRATION, undefined, olderHome)
+  code = await runTests(`integration files, ${olderHome}`, INTEGRATION, { home: olderHome })
 }
+
+// Citus from ../shared/citus/install.sh when this machine has it and the run may install it (root).
+const citusWhyNot = () => {
+  const install = resolve('..', 'shared', 'citus', 'install.sh')
+  if (citusMissing() && process.getuid?.() === 0 && existsSync(install)) {
+    spawnSync(install, { stdio: 'ignore' })
+  }
+  return citusMissing()
+}
+// The whole run's integration files and the Citus-only files, or the files named (all of them with
+// SERVICE_TEST_CITUS=1, else the Citus-only ones).
+const citusFiles = whole
+  ? [...INTEGRATION, ...all.filter(citusOnly)]
+  : named.filter((f) => citusSetting === '1' || citusOnly(f))
+if (code === 0 && citusFiles.length && citusSetting !== 'none') {
+  const why = citusWhyNot()
+  if (why) process.stdout.write(`# The Citus pass is skipped: ${why}\n`)
+  else {
+    process.stdout.write(
+      `# The integration files again, on a Citus cluster (${CITUS_HOME}, a coordinator, 2 workers)\n`,
+    )
+    code = await runTests('Citus cluster', citusFiles, { citus: true })
+  }
+} else if (code === 0 && whole) process.stdout.write('# The Citus pass is skipped: SERVICE_TEST_CITUS=none\n')
 printDurations()
 process.exit(code)

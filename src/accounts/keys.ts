@@ -35,9 +35,11 @@ export const createKey = async (sql: Sql, accountId: number, body: v.InferOutput
 export const listKeys = (sql: Sql, accountId: number) => sql`
   select id, name, scopes, created_at, revoked_at from api_keys where account_id = ${accountId} order by id`
 
+// A key revoked before keeps its time (least() passes over a null). Not coalesce(): Citus refuses a
+// non-immutable function inside coalesce or case in an UPDATE of a distributed table.
 export const revokeKey = async (sql: Sql, accountId: number, keyId: number) => {
   const [key] = await sql`
-    update api_keys set revoked_at = coalesce(revoked_at, now())
+    update api_keys set revoked_at = least(revoked_at, now())
     where account_id = ${accountId} and id = ${keyId} returning id`
   if (!key) refuse(404, `Key ${keyId} does not exist.`)
 }

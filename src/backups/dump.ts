@@ -117,6 +117,20 @@ const countLines = (chunk: Buffer) => {
 // stream's read function is the one that resumes the socket: called once every row is read.
 const resumeConnection = (stream: Readable) => stream._read(0)
 
+// On Citus one transaction on the coordinator sees each worker at another moment: the file would not
+// be one consistent state, so the backup is refused, naming the cluster's own way.
+const refuseCitus = async (sql: Sql) => {
+  const [citus] = await sql`select 1 from pg_extension where extname = 'citus'`
+  if (citus) {
+    throw new Error(
+      'this database is a Citus cluster: `service backup` exports one snapshot of one server, which a ' +
+        'cluster cannot give. Back up every node (a base backup and its WAL archive) and mark points ' +
+        "all nodes can be restored to with select citus_create_restore_point('<name>') " +
+        '(docs/operations.md, "Running on Citus").',
+    )
+  }
+}
+
 // Writes the backup to `file` (through its .partial, renamed when complete and flushed), encrypted
 // under `key` when one is given. A .partial that a killed backup left in the folder goes first.
 export const backup = async (
@@ -124,6 +138,7 @@ export const backup = async (
   file: string,
   options: { key?: string; progress?: Progress } = {},
 ): Promise<Summary> => {
+  await refuseCitus(sql)
   const started = performance.now()
   const { progress } = options
   removeStalePartials(dirname(file))

@@ -26,14 +26,18 @@ export const checkModel = async (sql: Sql, accountId: number, model: ScoringMode
 const lockModel = (tx: Tx, accountId: number) =>
   tx`select model from scoring_models where account_id = ${accountId} for update`
 
-// Stores the model; answers the entities whose engagement rules are those of `old` (compared as
-// jsonb, so key order aside; none without an old model).
-const storeModel = (tx: Tx, accountId: number, model: ScoringModel, old: ScoringModel | undefined) => tx`
-  insert into scoring_models as m (account_id, model) values (${accountId}, ${tx.json(model)})
-  on conflict (account_id) do update set model = excluded.model, updated_at = now()
-  returning array(
+// Stores the model. The time comes through excluded: Citus evaluates now() in VALUES but refuses it in
+// DO UPDATE SET.
+const storeModel = (tx: Tx, accountId: number, model: ScoringModel) => tx`
+  insert into scoring_models (account_id, model, updated_at) values (${accountId}, ${tx.json(model)}, now())
+  on conflict (account_id) do update set model = excluded.model, updated_at = excluded.updated_at`
+
+// The entities whose engagement rules are those of `old` (compared as jsonb, so key order aside;
+// none without an old model). A statement of its own: Citus allows no subquery in an INSERT.
+const unchangedEngagement = (tx: Tx, model: ScoringModel, old: ScoringModel | undefined) => tx`
+  select array(
     select e from unnest(array['customer', 'contact']) e
-    where ${old === undefined ? null : tx.json(old)}::jsonb -> e -> 'engagement' = m.model -> e -> 'engagement'
+    where ${old === undefined ? null : tx.json(old)}::jsonb -> e -> 'engagement' = ${tx.json(model)}::jsonb -> e -> 'engagement'
   ) as unchanged`
 
 // A checked model is stored together with the jobs that rescore the account under it. Where its
@@ -43,7 +47,8 @@ export const putScoringModel = async (sql: Sql, accountId: number, model: Scorin
   await checkModel(sql, accountId, model)
   await sql.begin(async (tx) => {
     const [old] = await lockModel(tx, accountId)
-    const [{ unchanged }] = await storeModel(tx, accountId, model, old?.model)
+    await storeModel(tx, accountId, model)
+    const [{ unchanged }] = await unchangedEngagement(tx, model, old?.model)
     await addJobs(tx, rescoreAccountJobs(accountId, unchanged))
   })
   return model

@@ -10,12 +10,13 @@ import { pendingSql } from './lifecycle.ts'
 import type { UploadItem } from './schemas.ts'
 import { checkValues, type Dropped, droppedKeyNames } from '../values.ts'
 
-// Everything the checks need, in one round trip.
+// Everything the checks need, in one round trip. Each table is filtered by the bound account id
+// (not joined on a.id), so that Citus routes the statement to the account's shard.
 const accountState = (app: App, accountId: number, collection: Collection) => app.sql`
   select a.source_of_truth, m.model,
-    (select count(*)::int from uploads u where u.account_id = a.id and ${pendingSql(app.sql)}) as pending,
+    (select count(*)::int from uploads u where u.account_id = ${accountId} and ${pendingSql(app.sql)}) as pending,
     ${catalogSql(app.sql, accountId, entityOf(collection))} as defs
-  from accounts a left join scoring_models m on m.account_id = a.id where a.id = ${accountId}`
+  from accounts a left join scoring_models m on m.account_id = ${accountId} where a.id = ${accountId}`
 
 // The upload row. A single-record create and a CSV chunk write it and process it in the caller's
 // transaction, so the records exist (and their webhooks and scoring are enqueued) at commit.

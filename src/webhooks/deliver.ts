@@ -22,11 +22,16 @@ const load = (sql: Sql, p: DeliverWebhookPayload) => sql`
 // delivery's job off until then, in the same commit as the slot it took.
 const takeSlot = (app: App, p: DeliverWebhookPayload, webhookId: number) =>
   app.sql.begin(async (tx) => {
+    // The transaction's now() read first and bound (as text, to the microsecond): Citus refuses it in
+    // a RETURNING clause of a distributed table.
+    const [{ now }] = await tx`select now()::text as now`
     const [slot] = await tx`
-      update webhooks set next_send_at = greatest(next_send_at, now()) + make_interval(secs => 1.0 / rate_limit)
+      update webhooks set next_send_at = greatest(next_send_at, ${now}::timestamptz)
+        + make_interval(secs => 1.0 / rate_limit)
       where account_id = ${p.account_id} and id = ${webhookId} and rate_limit is not null
-      returning greatest(next_send_at - make_interval(secs => 1.0 / rate_limit), now()) as at, now() as now`
-    if (!slot || slot.at <= slot.now) return false
+      returning greatest(next_send_at - make_interval(secs => 1.0 / rate_limit), ${now}::timestamptz) as at,
+        next_send_at - make_interval(secs => 1.0 / rate_limit) > ${now}::timestamptz as later`
+    if (!slot?.later) return false
     await addJobs(tx, [deliverWebhookJob({ ...p, slotted: true }, slot.at)])
     return true
   })
@@ -45,8 +50,9 @@ const logAttempt = async (tx: Tx, p: DeliverWebhookPayload, at: Date, r: SendRes
   return attempt as number
 }
 
+// The time chosen here rather than by a CASE: Citus allows no now() inside one in an UPDATE.
 const setStatus = (tx: Tx, p: DeliverWebhookPayload, status: 'delivered' | 'failed') => tx`
-  update webhook_deliveries set status = ${status}, delivered_at = case when ${status} = 'delivered' then now() end
+  update webhook_deliveries set status = ${status}, delivered_at = ${status === 'delivered' ? tx`now()` : tx`null`}
   where account_id = ${p.account_id} and id = ${p.delivery_id}`
 
 // One attempt per job. The attempt row and what follows from it (the status, or the next

@@ -1,11 +1,13 @@
 import type { Sql } from '../../src/db/client.ts'
+import { clusterFromEnv, createCitusDatabase } from './citus.ts'
 import { createDatabase } from './cluster.ts'
 
-// A new empty database in the run's cluster (see test/run.ts).
+// A new empty database in the run's cluster (see test/run.ts); in the Citus pass, on every node.
 export const freshDatabase = async (): Promise<{ url: string; drop: () => Promise<void> }> => {
   const base = process.env.TEST_DATABASE_URL
   if (!base) throw new Error('TEST_DATABASE_URL is not set: run the tests with `npm test`.')
-  return createDatabase(base, 't')
+  const citus = clusterFromEnv()
+  return citus ? createCitusDatabase(citus, 't') : createDatabase(base, 't')
 }
 
 const SCORE_TABLES = {
