@@ -1,7 +1,7 @@
 // Citus only (test/run.ts runs it in the Citus pass): a worker node killed mid-upload. An upload row
 // lands on a worker and its job on the coordinator; Citus commits the two with two-phase commit, so
 // after the node is back every acknowledged upload is processed and no webhook tells of a record
-// that was not stored.
+// that was not stored. Meanwhile /readyz names the node that is down.
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
 import { startCitusCluster } from './helpers/citus.ts'
@@ -30,11 +30,16 @@ test('a worker node killed mid-upload: nothing acknowledged is lost, no phantom 
     let sent = 0
     let killed: Promise<void> | undefined
     let restarted: Promise<void> | undefined
+    let down: { status: number; body: any } | undefined
     const send = async () => {
       for (;;) {
         const n = sent++
         if (n >= 30) return
-        if (n === 15) restarted = (killed ?? Promise.resolve()).then(() => cluster.restart(node))
+        if (n === 15)
+          restarted = (killed ?? Promise.resolve()).then(async () => {
+            down = await s.call('GET', '/readyz')
+            await cluster.restart(node)
+          })
         const ids = Array.from({ length: 20 }, (_, i) => `u${n}-c${i}`)
         const res = await a
           .api('/api/v1/customers', { customers: ids.map((external_id) => ({ external_id, name: external_id })) })
@@ -48,6 +53,10 @@ test('a worker node killed mid-upload: nothing acknowledged is lost, no phantom 
     await Promise.all([send(), send()])
     await restarted
     assert.ok(acknowledged.length >= 100, `${acknowledged.length} records acknowledged`)
+    // Readiness names the node while it is down, and comes back with it.
+    assert.equal(down?.status, 503)
+    assert.match(down.body.detail, new RegExp(`127\\.0\\.0\\.1:${port}\\b`))
+    await eventually(async () => (await s.call('GET', '/readyz')).status === 200, 'ready again', 30_000)
 
     // Every acknowledged upload is processed once the node is back; each record is stored once.
     await eventually(
