@@ -123,9 +123,21 @@ export const startCitusCluster = async (workerCount = 2, { crashSafe = false } =
     }
   }
 
+  // A new worker for the cluster and the given database (the template predates it): its own copy of
+  // the database with the extension, then known to the coordinator there.
+  const addWorker = async (database: string) => {
+    const { node, stop } = await startNode(password, settings)
+    stops.push(stop)
+    await run(node.url, `create database ${database}`)
+    await run(urlOf(node.url, password, database), 'create extension citus')
+    await run(urlOf(coordinator.url, password, database), `select citus_add_node('127.0.0.1', ${node.port})`)
+    return node
+  }
+
   return {
     nodes,
     coordinator,
+    addWorker,
     workers,
     // The environment that lets test processes create databases in this cluster.
     env: { TEST_DATABASE_URL: coordinator.url, TEST_CITUS_NODES: JSON.stringify(nodes) },
