@@ -56,8 +56,8 @@ const run = async (url: string, ...statements: string[]) => {
 const dataDirOf = async (url: string) => (await run(url, 'show data_directory'))[0][0].data_directory as string
 
 // Starts one node; it shares the cluster's password, so that nodes reach each other (pg_dist_authinfo).
-const startNode = async (password: string) => {
-  const pg = await startThrowawayCluster('service-citus-', SETTINGS, CITUS_HOME)
+const startNode = async (password: string, settings: string[]) => {
+  const pg = await startThrowawayCluster('service-citus-', [...SETTINGS, ...settings], CITUS_HOME)
   const port = Number(new URL(pg.url).port)
   await run(pg.url, `alter role postgres password '${password}'`)
   const url = urlOf(pg.url, password, 'postgres')
@@ -81,9 +81,11 @@ export const clusterFromEnv = (): Node[] | undefined => {
   return text ? (JSON.parse(text) as Node[]) : undefined
 }
 
-export const startCitusCluster = async (workerCount = 2) => {
+// `settings` (-c pairs) come after SETTINGS on each node's command line, so they override them (the
+// bench turns durability back on).
+export const startCitusCluster = async (workerCount = 2, settings: string[] = []) => {
   const password = randomBytes(18).toString('hex')
-  const started = await Promise.all(Array.from({ length: workerCount + 1 }, () => startNode(password)))
+  const started = await Promise.all(Array.from({ length: workerCount + 1 }, () => startNode(password, settings)))
   const nodes = started.map((s) => s.node)
   const stops = started.map((s) => s.stop)
   const [coordinator, ...workers] = nodes
