@@ -48,18 +48,22 @@ test('migrate distributes every tenant table by account_id in one co-location gr
     assert.deepEqual(held.map((h) => h.port).sort(), workers.map((w) => w.port).sort())
     for (const h of held) assert.ok(h.shards >= tenant.length, `${h.port}: ${h.shards}`)
 
-    // A table a later migration creates joins the group at the migrate that creates it, its
-    // foreign keys in place; a second migrate changes nothing.
+    // A table a later migration creates joins the group at the migrate that creates it; the next
+    // file declares its foreign key to another tenant table. A second migrate changes nothing.
     const later = [
       ...migrations(),
       {
-        name: '999_later.sql',
+        name: '998_later.sql',
         sql: `create table later_things (account_id bigint not null references accounts (id),
-          id bigint generated always as identity, customer_id bigint not null, primary key (account_id, id),
-          foreign key (account_id, customer_id) references customers (account_id, service_id))`,
+          id bigint generated always as identity, customer_id bigint not null, primary key (account_id, id))`,
+      },
+      {
+        name: '999_later_key.sql',
+        sql: `alter table later_things add foreign key (account_id, customer_id)
+          references customers (account_id, service_id)`,
       },
     ]
-    assert.deepEqual(await migrate(sql, db.url, later), ['999_later.sql'])
+    assert.deepEqual(await migrate(sql, db.url, later), ['998_later.sql', '999_later_key.sql'])
     assert.deepEqual(await migrate(sql, db.url, later), [])
     const [placed] = await sql`select partmethod, colocationid from pg_dist_partition
       where logicalrelid = 'later_things'::regclass`

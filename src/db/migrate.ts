@@ -94,6 +94,10 @@ export const migrate = async (sql: Sql, url: string, files: Migration[] = migrat
     for (const m of files.filter((f) => !done.has(f.name))) {
       await runFile(conn, m)
       applied.push(m.name)
+      // On Citus, a database already migrated before has its tables distributed, and a table a
+      // file creates is distributed once that file has run, so that the next file can declare a
+      // foreign key to it (docs/operations.md); a new database is distributed once, at the end.
+      if (done.size > 0) await distributeTables(conn)
     }
     await distributeTables(conn)
   } finally {

@@ -22,11 +22,16 @@ const load = (sql: Sql, p: DeliverWebhookPayload) => sql`
 // delivery's job off until then, in the same commit as the slot it took.
 const takeSlot = (app: App, p: DeliverWebhookPayload, webhookId: number) =>
   app.sql.begin(async (tx) => {
+    // The transaction's now() read first and bound (as text, to the microsecond): Citus refuses it in
+    // a RETURNING clause of a distributed table.
+    const [{ now }] = await tx`select now()::text as now`
     const [slot] = await tx`
-      update webhooks set next_send_at = greatest(next_send_at, now()) + make_interval(secs => 1.0 / rate_limit)
+      update webhooks set next_send_at = greatest(next_send_at, ${now}::timestamptz)
+        + make_interval(secs => 1.0 / rate_limit)
       where account_id = ${p.account_id} and id = ${webhookId} and rate_limit is not null
-      returning greatest(next_send_at - make_interval(secs => 1.0 / rate_limit), now()) as at, now() as now`
-    if (!slot || slot.at <= slot.now) return false
+      returning greatest(next_send_at - make_interval(secs => 1.0 / rate_limit), ${now}::timestamptz) as at,
+        next_send_at - make_interval(secs => 1.0 / rate_limit) > ${now}::timestamptz as later`
+    if (!slot?.later) return false
     await addJobs(tx, [deliverWebhookJob({ ...p, slotted: true }, slot.at)])
     return true
   })
