@@ -173,7 +173,9 @@ const liftInactive = (tx: Tx, accountId: number, ids: number[], inactiveDays: nu
   EventItem<'customer.reactivated'>[]
 >`
   with lifted as (
-    select c.service_id, c.churned_date from customers c join customer_scores h on h.account_id = c.account_id
+    -- The date's text made here: Citus refuses a stable function (to_char) in RETURNING.
+    select c.service_id, to_char(c.churned_date, 'YYYY-MM-DD') as churned_on
+    from customers c join customer_scores h on h.account_id = c.account_id
       and h.customer_id = c.service_id
     where c.account_id = ${accountId} and c.service_id = any(${ids}::bigint[]) and c.churn_reason = 'inactive'
       and h.last_seen >= c.churned_date - ${inactiveDays}::integer
@@ -181,8 +183,7 @@ const liftInactive = (tx: Tx, accountId: number, ids: number[], inactiveDays: nu
   )
   update customers c set is_churned = false, churned_date = null, churn_reason = null
   from lifted l where c.account_id = ${accountId} and c.service_id = l.service_id
-  returning c.service_id, c.external_id, c.name, to_char(l.churned_date, 'YYYY-MM-DD') as churned_date,
-    'activity' as reason`
+  returning c.service_id, c.external_id, c.name, l.churned_on as churned_date, 'activity' as reason`
 
 // Batches of record ids in id order: the given ones, or keyset pages over the whole account.
 async function* batches(sql: Sql, accountId: number, entity: Entity, ids?: number[]): AsyncGenerator<number[]> {
