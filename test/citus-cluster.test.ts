@@ -49,18 +49,19 @@ test('migrate distributes every tenant table by account_id in one co-location gr
     for (const h of held) assert.ok(h.shards >= tenant.length, `${h.port}: ${h.shards}`)
 
     // A table a later migration creates joins the group at the migrate that creates it; the next
-    // file declares its foreign key to another tenant table. A second migrate changes nothing.
+    // file declares its foreign keys (docs/operations.md). A second migrate changes nothing.
     const later = [
       ...migrations(),
       {
         name: '998_later.sql',
-        sql: `create table later_things (account_id bigint not null references accounts (id),
+        sql: `create table later_things (account_id bigint not null,
           id bigint generated always as identity, customer_id bigint not null, primary key (account_id, id))`,
       },
       {
         name: '999_later_key.sql',
-        sql: `alter table later_things add foreign key (account_id, customer_id)
-          references customers (account_id, service_id)`,
+        sql: `alter table later_things add foreign key (account_id) references accounts (id);
+          alter table later_things add foreign key (account_id, customer_id)
+            references customers (account_id, service_id)`,
       },
     ]
     assert.deepEqual(await migrate(sql, db.url, later), ['998_later.sql', '999_later_key.sql'])

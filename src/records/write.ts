@@ -139,13 +139,14 @@ export const updateCustomer = async (
         churn_reason = case
           when ${churn.is_churned !== undefined} then ${churn.churn_reason ?? null}::text else c.churn_reason end,
         attributes = jsonb_strip_nulls(c.attributes || ${tx.json(attributes ?? {})}), updated_at = now()
-      from (select service_id, is_churned, churned_date from customers
+      from (select service_id, is_churned, to_char(churned_date, 'YYYY-MM-DD') as churned_date from customers
         where account_id = ${accountId} and external_id = ${externalId} for no key update) was
       where c.account_id = ${accountId} and c.service_id = was.service_id
-      returning c.service_id, c.external_id, c.name, c.is_churned,
-        to_char(c.churned_date, 'YYYY-MM-DD') as churned_date, was.is_churned as was_churned,
-        to_char(was.churned_date, 'YYYY-MM-DD') as was_churned_date`
+      returning c.service_id, c.external_id, c.name, c.is_churned, was.is_churned as was_churned,
+        was.churned_date as was_churned_date`
     if (!row) refuse(404, `Customer ${externalId} does not exist.`)
+    // The new date as the statement set it (not formatted in RETURNING, which Citus refuses).
+    row.churned_date = churn.is_churned !== undefined ? (churn.churned_date ?? null) : row.was_churned_date
     const customer = { service_id: row.service_id, external_id: row.external_id, name: row.name }
     if (row.is_churned && !row.was_churned)
       await enqueueEvent(tx, accountId, 'customer.churned', [

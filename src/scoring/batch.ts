@@ -168,13 +168,13 @@ const scoreStatement = (
 // An automatic churn is lifted once last_seen is no longer older than inactive_days (0 when
 // unset) before the churn date: a snapshot dated on or after the churn date always lifts it. A
 // manual churn is never touched. The few rows lifted are locked in service_id order first, as
-// every writer of records does (src/db/locks.ts).
+// every writer of records does (src/db/locks.ts). The date is formatted in the CTE: Citus allows no
+// non-immutable function (to_char) in a RETURNING clause.
 const liftInactive = (tx: Tx, accountId: number, ids: number[], inactiveDays: number) => tx<
   EventItem<'customer.reactivated'>[]
 >`
   with lifted as (
-    -- The date's text made here: Citus refuses a stable function (to_char) in RETURNING.
-    select c.service_id, to_char(c.churned_date, 'YYYY-MM-DD') as churned_on
+    select c.service_id, to_char(c.churned_date, 'YYYY-MM-DD') as churned_date
     from customers c join customer_scores h on h.account_id = c.account_id
       and h.customer_id = c.service_id
     where c.account_id = ${accountId} and c.service_id = any(${ids}::bigint[]) and c.churn_reason = 'inactive'
@@ -183,7 +183,7 @@ const liftInactive = (tx: Tx, accountId: number, ids: number[], inactiveDays: nu
   )
   update customers c set is_churned = false, churned_date = null, churn_reason = null
   from lifted l where c.account_id = ${accountId} and c.service_id = l.service_id
-  returning c.service_id, c.external_id, c.name, l.churned_on as churned_date, 'activity' as reason`
+  returning c.service_id, c.external_id, c.name, l.churned_date, 'activity' as reason`
 
 // Batches of record ids in id order: the given ones, or keyset pages over the whole account.
 async function* batches(sql: Sql, accountId: number, entity: Entity, ids?: number[]): AsyncGenerator<number[]> {

@@ -1,3 +1,6 @@
+// Citus (docs/operations.md): the staging tables are the coordinator's own, and Citus plans a join of
+// one with a distributed table by sending the staged rows to the account's shard; it allows no
+// subquery correlated to the staged rows there, so a record's absence is an anti-join.
 import type { Tx } from '../db/client.ts'
 import { lockRecordsIn, lockStagedRecords, stagedExternalIds } from '../db/locks.ts'
 import { entityOf, TABLES, type Collection } from '../db/tables.ts'
@@ -83,14 +86,15 @@ const insertCustomers = (tx: Tx, accountId: number) => tx`
   select ${accountId}, s.external_id, s.name, u.id, jsonb_strip_nulls(coalesce(s.attributes, '{}')),
     s.metrics
   from stage_records s left join users u on u.account_id = ${accountId} and lower(u.email) = lower(s.owner_email)
-  where not exists (select 1 from customers c where c.account_id = ${accountId} and c.external_id = s.external_id)
+    left join customers c on c.account_id = ${accountId} and c.external_id = s.external_id
+  where c.service_id is null
   order by s.first_ord
   returning service_id, external_id, name, created_at`
 
 const unknownOwners = (tx: Tx, accountId: number) => tx`
   select s.external_id, s.owner_email from stage_records s
-  where s.owner_email is not null
-    and not exists (select 1 from users u where u.account_id = ${accountId} and lower(u.email) = lower(s.owner_email))
+    left join users u on u.account_id = ${accountId} and lower(u.email) = lower(s.owner_email)
+  where s.owner_email is not null and u.id is null
   order by s.first_ord`
 
 // A contact whose customer is not stored is ignored; one stored under another customer moves.
