@@ -1,14 +1,15 @@
 // The service on one PostgreSQL and on a three-node Citus cluster (a coordinator and two workers,
 // test/helpers/citus.ts), all on this machine: the same mixed load on both, for a fixed time. Four
-// tenants, each with customers uploaded over HTTP beforehand (so scored, with snapshots); then, at
-// once, uploads (updates of 100 customers), searches (four shapes), tracking (50 events a request)
-// and the "This week" report, each from its own closed-loop clients cycling over the tenants. Each
-// side runs the built executable (`serve`: HTTP and the worker) with DATABASE_URL on its database:
-// on the cluster, the coordinator's, which migrate distributes (src/db/distribute.ts).
+// tenants of 2,000 customers with 12 monthly snapshots each (bench/scoring's seed, by COPY, then
+// scored); then, at once, uploads (updates of 100 customers), searches (four shapes), tracking (50
+// events a request) and the "This week" report, each from its own closed-loop clients cycling over
+// the tenants. Each side runs the built executable (`serve`: HTTP and the worker) with DATABASE_URL
+// on its database: on the cluster, the coordinator's, which migrate distributes (src/db/distribute.ts).
 // The single node is a database without the citus extension on the coordinator's own server, so
 // that both sides have the same PostgreSQL (15), settings and durability (fsync and synchronous
 // commit on, as deployed: a write that spans nodes pays Citus's two-phase commit). The ratios are
 // cluster / single; on 2 shared cores the cluster cannot be faster: they show what the routing costs.
+// The jobs still failing after the load (what Citus refuses) are counted and printed.
 import { loadavg } from 'node:os'
 import postgres from 'postgres'
 import { connect, type Sql } from '../src/db/client.ts'
