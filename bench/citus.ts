@@ -193,14 +193,40 @@ const side = async (url: string, env: Record<string, string> = {}) => {
     const loadAverage = loadavg()[0]
     const measured = await load(server.base, tenants)
     const [{ pending }] = await sql`select count(*)::int as pending from uploads where status <> 'processed'`
+    const statements = await oneStatement(sql, tenants[0].id)
     // What the worker could not do, as the service logged it: said, so that it is seen.
     const failing = await sql`select task_identifier as task, last_error as error from graphile_worker.jobs
       where last_error is not null`
     for (const { task, error } of failing) process.stderr.write(`bench citus: job ${task} failing: ${error}\n`)
-    return { measured, loadAverage, pending: pending as number, failing: failing.length }
+    return { measured, loadAverage, pending: pending as number, failing: failing.length, statements }
   } finally {
     await server.stop()
     await sql.end()
+  }
+}
+
+// The routing of one statement, after the load (the worker still busy with its backlog): a point
+// read and a point update by a tenant's key, one at a time, each a round trip of its own.
+const oneStatement = async (sql: Sql, accountId: number) => {
+  const timed = async (run: (i: number) => Promise<unknown>) => {
+    const ms: number[] = []
+    for (let i = 0; i < 300; i++) {
+      const at = performance.now()
+      await run(i)
+      ms.push(performance.now() - at)
+    }
+    return percentile(
+      ms.sort((a, b) => a - b),
+      50,
+    )
+  }
+  return {
+    read: await timed(
+      (i) => sql`select name from customers where account_id = ${accountId} and external_id = ${`cust-${i}`}`,
+    ),
+    update: await timed(
+      (i) => sql`update customers set name = name where account_id = ${accountId} and external_id = ${`cust-${i}`}`,
+    ),
   }
 }
 
@@ -249,6 +275,20 @@ export default async (ctx: BenchContext) => {
         unit: '',
       })
       ctx.report({ bench: 'citus', metric: `jobs failing after the ${name}'s load`, value: s.failing, unit: '' })
+    }
+    for (const [what, pick] of [
+      ['a point read by key', (x: typeof single) => x.statements.read],
+      ['a point update by key (its commit)', (x: typeof single) => x.statements.update],
+    ] as const) {
+      ctx.report({ bench: 'citus', metric: `one statement, single: ${what}, p50`, value: pick(single), unit: 'ms' })
+      ctx.report({
+        bench: 'citus',
+        metric: `one statement, cluster: ${what}, p50`,
+        value: pick(distributed),
+        unit: 'ms',
+        baseline: pick(single),
+        ratio: pick(distributed) / pick(single),
+      })
     }
     KINDS.forEach((kind, k) => {
       const [a, b] = [single.measured[k], distributed.measured[k]]
