@@ -191,9 +191,9 @@ const side = async (url: string, env: Record<string, string> = {}) => {
     )
     await sql`vacuum analyze`
     const loadAverage = loadavg()[0]
+    const statements = await oneStatement(sql, tenants[0].id)
     const measured = await load(server.base, tenants)
     const [{ pending }] = await sql`select count(*)::int as pending from uploads where status <> 'processed'`
-    const statements = await oneStatement(sql, tenants[0].id)
     // What the worker could not do, as the service logged it: said, so that it is seen.
     const failing = await sql`select task_identifier as task, last_error as error from graphile_worker.jobs
       where last_error is not null`
@@ -205,7 +205,7 @@ const side = async (url: string, env: Record<string, string> = {}) => {
   }
 }
 
-// The routing of one statement, after the load (the worker still busy with its backlog): a point
+// The routing of one statement, before the load (nothing else running): a point
 // read and a point update by a tenant's key, one at a time, each a round trip of its own.
 const oneStatement = async (sql: Sql, accountId: number) => {
   const timed = async (run: (i: number) => Promise<unknown>) => {
