@@ -97,11 +97,15 @@ const unknownOwners = (tx: Tx, accountId: number) => tx`
   where s.owner_email is not null and u.id is null
   order by s.first_ord`
 
-// A contact whose customer is not stored is ignored; one stored under another customer moves.
-const dropOrphanContacts = (tx: Tx, accountId: number) => tx`
-  delete from stage_records s
-  where not exists (select 1 from customers c where c.account_id = ${accountId}
-    and c.external_id = s.customer_external_id)`
+// A contact whose customer is not stored is ignored; one stored under another customer moves. Read
+// first, then deleted: Citus deletes from no coordinator table by a distributed table's rows.
+const dropOrphanContacts = async (tx: Tx, accountId: number) => {
+  const orphans = await tx`
+    select s.external_id from stage_records s
+      left join customers c on c.account_id = ${accountId} and c.external_id = s.customer_external_id
+    where c.service_id is null`
+  return tx`delete from stage_records where external_id = any(${orphans.map((o) => o.external_id)}::text[])`
+}
 
 const updateContacts = (tx: Tx, accountId: number) => tx`
   update contacts t set name = s.name, customer_id = c.service_id,
@@ -111,19 +115,31 @@ const updateContacts = (tx: Tx, accountId: number) => tx`
   where t.account_id = ${accountId} and t.external_id = ${stagedExternalIds(tx)} and t.external_id = s.external_id
   returning t.service_id`
 
-// What contact.created tells of each new contact (its customer's external id comes from the stage).
-const insertContacts = (tx: Tx, accountId: number) => tx`
-  with created as (
+// What contact.created tells of each new contact (its customer's external id comes from the stage,
+// read by a statement of its own: Citus joins no coordinator table to an INSERT's RETURNING rows).
+const insertContacts = async (tx: Tx, accountId: number) => {
+  const created = await tx`
     insert into contacts (account_id, external_id, customer_id, name, attributes, metrics)
     select ${accountId}, s.external_id, c.service_id, s.name, jsonb_strip_nulls(coalesce(s.attributes, '{}')),
       s.metrics
     from stage_records s join customers c on c.account_id = ${accountId} and c.external_id = s.customer_external_id
-    where not exists (select 1 from contacts t where t.account_id = ${accountId} and t.external_id = s.external_id)
+      left join contacts t on t.account_id = c.account_id and t.external_id = s.external_id
+    where t.service_id is null
     order by s.first_ord
-    returning service_id, external_id, name, created_at
-  )
-  select n.service_id, n.external_id as contact_external_id, n.name, s.customer_external_id, n.created_at
-  from created n join stage_records s on s.external_id = n.external_id order by n.service_id`
+    returning service_id, external_id, name, created_at`
+  const staged = await tx`select external_id, customer_external_id from stage_records
+    where external_id = any(${created.map((n) => n.external_id)}::text[])`
+  const customerOf = new Map(staged.map((r) => [r.external_id as string, r.customer_external_id as string]))
+  return created
+    .map((n) => ({
+      service_id: n.service_id as number,
+      contact_external_id: n.external_id as string,
+      name: n.name as string | null,
+      customer_external_id: customerOf.get(n.external_id)!,
+      created_at: n.created_at as Date,
+    }))
+    .sort((x, y) => x.service_id - y.service_id)
+}
 
 const tables = (collection: Collection) => TABLES[entityOf(collection)]
 

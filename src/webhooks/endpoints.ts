@@ -32,9 +32,17 @@ export const TestSendBody = strict({ event: v.picklist(EVENTS) })
 
 // Health beside the settings: the latest failed attempt and who disabled the endpoint, if anyone.
 const columns = (sql: Sql | Tx) => sql`id, url, events, name, active, rate_limit, created_at, failing_since,
-  disabled_by, case when last_failure_at is null then null else json_build_object(
-    'at', to_char(last_failure_at at time zone 'utc', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'),
-    'status_code', last_failure_status, 'error', last_failure_error) end as last_failure`
+  disabled_by, last_failure_at, last_failure_status, last_failure_error`
+
+// The last failure as one object, built here rather than in SQL: the columns come back from
+// RETURNING clauses, where Citus allows no non-immutable function (to_char, json_build_object).
+const shaped = <T extends Record<string, any>>(row: T) => {
+  const { last_failure_at: at, last_failure_status: status, last_failure_error: error, ...hook } = row
+  return {
+    ...hook,
+    last_failure: at === null ? null : { at: (at as Date).toISOString(), status_code: status, error },
+  }
+}
 
 export const addWebhook = async (
   sql: Sql,
@@ -51,11 +59,11 @@ export const addWebhook = async (
     values (${accountId}, ${body.url}, ${[...new Set(body.events)]}, ${body.name ?? null}, ${body.rate_limit ?? null},
       ${secret})
     returning ${columns(sql)}`
-  return { ...hook, secret }
+  return { ...shaped(hook), secret }
 }
 
 export const listWebhooks = (sql: Sql, accountId: number) =>
-  sql`select ${columns(sql)} from webhooks where account_id = ${accountId} order by id`
+  sql`select ${columns(sql)} from webhooks where account_id = ${accountId} order by id`.then((rows) => rows.map(shaped))
 
 // Changes what the subscription receives from now on; deliveries already made keep their event.
 export const updateWebhook = async (
@@ -71,7 +79,7 @@ export const updateWebhook = async (
       rate_limit = case when ${patch.rate_limit !== undefined} then ${patch.rate_limit ?? null}::integer
         else rate_limit end
     where account_id = ${accountId} and id = ${id} returning ${columns(sql)}`
-  return hook ?? refuse(404, `Webhook ${id} does not exist.`)
+  return hook ? shaped(hook) : refuse(404, `Webhook ${id} does not exist.`)
 }
 
 // The event's catalog example, signed and delivered like any other delivery (and logged with them).
@@ -112,7 +120,7 @@ export const disableWebhook = async (sql: Sql, accountId: number, id: number) =>
   const [hook] = await sql`
     update webhooks set active = false, disabled_by = case when active then 'operator' else disabled_by end
     where account_id = ${accountId} and id = ${id} returning ${columns(sql)}`
-  return hook ?? refuse(404, `Webhook ${id} does not exist.`)
+  return hook ? shaped(hook) : refuse(404, `Webhook ${id} does not exist.`)
 }
 
 // Starts the endpoint's health record afresh and sends, oldest first, the deliveries held while it
@@ -125,5 +133,5 @@ export const enableWebhook = (sql: Sql, accountId: number, id: number) =>
       update webhooks set active = true, failing_since = null, disabled_by = null
       where account_id = ${accountId} and id = ${id} returning ${columns(tx)}`
     const resumed = was.active ? [] : await requeue(tx, accountId, id, tx`d.status = 'pending'`)
-    return { ...hook, resumed: resumed.length }
+    return { ...shaped(hook), resumed: resumed.length }
   })

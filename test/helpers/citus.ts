@@ -6,7 +6,7 @@ import { randomBytes } from 'node:crypto'
 import { existsSync, readFileSync } from 'node:fs'
 import { setTimeout as sleep } from 'node:timers/promises'
 import postgres from 'postgres'
-import { alive } from '../../src/db/embedded.ts'
+import { alive, startEmbedded } from '../../src/db/embedded.ts'
 import { startThrowawayCluster } from './cluster.ts'
 
 export const CITUS_HOME = '/usr/lib/postgresql/15'
@@ -101,11 +101,24 @@ export const startCitusCluster = async (workerCount = 2, settings: string[] = []
   )
   for (const n of nodes) await freeze(n)
 
-  // A node killed by a test (SIGKILL of its postmaster) starts again on its folder and port.
+  // A node killed by a test (SIGKILL of its postmaster) starts again on its folder and port, once
+  // the backends it left have noticed and gone (until then its shared memory is in use).
   const kill = async (node: Node) => {
     const pid = Number(readFileSync(`${node.dataDir}/postmaster.pid`, 'utf8').split('\n')[0])
     process.kill(pid, 'SIGKILL')
     while (alive(pid)) await sleep(20)
+  }
+  const restart = async (node: Node) => {
+    for (let i = 0; ; i++) {
+      try {
+        const pg = await startEmbedded(node.dataDir, node.port, SETTINGS, CITUS_HOME)
+        stops.push(pg.stop)
+        return
+      } catch (err) {
+        if (i === 100) throw err
+        await sleep(200)
+      }
+    }
   }
 
   return {
@@ -116,8 +129,11 @@ export const startCitusCluster = async (workerCount = 2, settings: string[] = []
     env: { TEST_DATABASE_URL: coordinator.url, TEST_CITUS_NODES: JSON.stringify(nodes) },
     createDatabase: (prefix: string) => createCitusDatabase(nodes, prefix),
     kill,
+    restart,
+    // A restarted node's server stops before the first one's folder is removed.
     stop: async () => {
-      await Promise.all(stops.map((stop) => stop().catch(() => {})))
+      for (const stop of stops.slice(nodes.length).reverse()) await stop().catch(() => {})
+      await Promise.all(stops.slice(0, nodes.length).map((stop) => stop().catch(() => {})))
     },
   }
 }
