@@ -10,6 +10,7 @@
 // commit on, as deployed: a write that spans nodes pays Citus's two-phase commit). The ratios are
 // cluster / single; on 2 shared cores the cluster cannot be faster: they show what the routing costs.
 // The jobs still failing after the load (what Citus refuses) are counted and printed.
+import { readdirSync, readFileSync } from 'node:fs'
 import { loadavg } from 'node:os'
 import postgres from 'postgres'
 import { connect, type Sql } from '../src/db/client.ts'
@@ -160,6 +161,23 @@ const load = async (base: string, tenants: Tenant[]) => {
   )
 }
 
+// CPU seconds used so far by these processes and their children (a postmaster's backends, the
+// service's), from /proc: what a side costs whatever else runs on the machine. USER_HZ is 100.
+const cpuSeconds = (roots: number[]) => {
+  let ticks = 0
+  for (const pid of readdirSync('/proc').filter((d) => /^\d+$/.test(d))) {
+    try {
+      const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
+      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
+      if (roots.includes(Number(pid)) || roots.includes(Number(fields[1])))
+        ticks += Number(fields[11]) + Number(fields[12])
+    } catch {
+      /* gone meanwhile */
+    }
+  }
+  return ticks / 100
+}
+
 const until = async (check: () => Promise<boolean>, what: string, seconds = 300) => {
   for (const deadline = performance.now() + seconds * 1000; !(await check()); ) {
     if (performance.now() > deadline) throw new Error(`${what}: not within ${seconds} s`)
@@ -178,7 +196,7 @@ const makeTenant = async (sql: Sql, server: Awaited<ReturnType<typeof startServe
   return { id, token, trackerKey: account.tracker_key }
 }
 
-const side = async (url: string, env: Record<string, string> = {}) => {
+const side = async (url: string, postmasters: number[], env: Record<string, string> = {}) => {
   const sql = connect(url, { max: 2 })
   await migrate(sql, url)
   const server = await startServer(url, { ...ENV, ...env })
@@ -192,13 +210,16 @@ const side = async (url: string, env: Record<string, string> = {}) => {
     await sql`vacuum analyze`
     const loadAverage = loadavg()[0]
     const statements = await oneStatement(sql, tenants[0].id)
+    const roots = [...postmasters, server.pid]
+    const cpuBefore = cpuSeconds(roots)
     const measured = await load(server.base, tenants)
+    const cpu = cpuSeconds(roots) - cpuBefore
     const [{ pending }] = await sql`select count(*)::int as pending from uploads where status <> 'processed'`
     // What the worker could not do, as the service logged it: said, so that it is seen.
     const failing = await sql`select task_identifier as task, last_error as error from graphile_worker.jobs
       where last_error is not null`
     for (const { task, error } of failing) process.stderr.write(`bench citus: job ${task} failing: ${error}\n`)
-    return { measured, loadAverage, pending: pending as number, failing: failing.length, statements }
+    return { measured, loadAverage, pending: pending as number, failing: failing.length, statements, cpu }
   } finally {
     await server.stop()
     await sql.end()
@@ -251,13 +272,16 @@ export default async (ctx: BenchContext) => {
     return
   }
   const cluster = await startCitusCluster(2, [...DURABLE, ...SHARDS])
+  const postmasters = cluster.nodes.map((n) =>
+    Number(readFileSync(`${n.dataDir}/postmaster.pid`, 'utf8').split('\n')[0]),
+  )
   try {
     // As in the test run's Citus pass: a request's statement that fans out over shards fails (a
     // failed request here), so that every figure is of router queries.
-    const distributed = await side((await cluster.createDatabase('b')).url, {
+    const distributed = await side((await cluster.createDatabase('b')).url, postmasters, {
       SERVICE_API_DB_SETTINGS: 'citus.multi_task_query_log_level=error',
     })
-    const single = await side(await plainDatabase(cluster.coordinator.url))
+    const single = await side(await plainDatabase(cluster.coordinator.url), postmasters)
     for (const [name, s] of [
       ['single', single],
       ['cluster', distributed],
@@ -276,6 +300,32 @@ export default async (ctx: BenchContext) => {
       })
       ctx.report({ bench: 'citus', metric: `jobs failing after the ${name}'s load`, value: s.failing, unit: '' })
     }
+    // All the kinds' requests together, warm-up and the seconds after the deadline included in the CPU.
+    const cpuPerRequest = (x: typeof single) => (x.cpu * 1000) / x.measured.reduce((n, m) => n + m.latencies.length, 0)
+    ctx.report({
+      bench: 'citus',
+      metric: 'CPU of the service and all nodes, single: per request',
+      value: cpuPerRequest(single),
+      unit: 'ms',
+    })
+    ctx.report({
+      bench: 'citus',
+      metric: 'CPU of the service and all nodes, cluster: per request',
+      value: cpuPerRequest(distributed),
+      unit: 'ms',
+      baseline: cpuPerRequest(single),
+      ratio: cpuPerRequest(distributed) / cpuPerRequest(single),
+    })
+    for (const [name, x] of [
+      ['single', single],
+      ['cluster', distributed],
+    ] as const)
+      ctx.report({
+        bench: 'citus',
+        metric: `CPU of the service and all nodes, ${name}: cores busy`,
+        value: x.cpu / (WARMUP + SECONDS),
+        unit: 'cores',
+      })
     for (const [what, pick] of [
       ['a point read by key', (x: typeof single) => x.statements.read],
       ['a point update by key (its commit)', (x: typeof single) => x.statements.update],
