@@ -20,7 +20,7 @@ test('a worker node killed mid-upload: nothing acknowledged is lost, no phantom 
     const a = await scoredAccount(s)
     await subscribe(s, a.id, receiver.url)
     const [{ port }] = await s.sql`select nodeport as port from citus_shards
-      where shardid = get_shard_id_for_distribution_column('uploads', ${a.id})`
+      where shardid = get_shard_id_for_distribution_column('uploads', ${a.id}::bigint)`
     const node = cluster.workers.find((w) => w.port === port)!
 
     // Uploads of 20 customers each, two at a time; the account's worker is killed after the
@@ -56,9 +56,11 @@ test('a worker node killed mid-upload: nothing acknowledged is lost, no phantom 
           where account_id = ${a.id} and status not in ('processed', 'failed')`
         return left === 0
       },
-      'every upload processed',
+      'every upload done',
       120_000,
     )
+    const failedUploads = await s.sql`select id, error from uploads where account_id = ${a.id} and status = 'failed'`
+    assert.deepEqual([...failedUploads], [])
     const stored = await s.sql`select external_id from customers where account_id = ${a.id}`
     const ids = new Set(stored.map((r) => r.external_id as string))
     assert.equal(ids.size, stored.length)

@@ -10,8 +10,11 @@ import type { ReservedSql } from './client.ts'
 
 const REFERENCE_TABLES = ['accounts']
 
-const hasCitus = async (conn: ReservedSql) =>
+export const hasCitus = async (conn: ReservedSql) =>
   (await conn`select exists(select 1 from pg_extension where extname = 'citus') as on`)[0].on as boolean
+
+export const hasDistributedTables = async (conn: ReservedSql) =>
+  (await conn`select exists(select 1 from pg_dist_partition where partmethod = 'h') as any`)[0].any as boolean
 
 // Tenant tables not yet distributed by hash: plain tables, and the "Citus local tables" that Citus
 // makes of a plain table once it has a foreign key to a reference table.

@@ -2,7 +2,7 @@ import { readdirSync, readFileSync } from 'node:fs'
 import { fileURLToPath } from 'node:url'
 import { Logger, runMigrations } from 'graphile-worker'
 import type { Sql } from './client.ts'
-import { distributeTables } from './distribute.ts'
+import { distributeTables, hasCitus, hasDistributedTables } from './distribute.ts'
 
 interface Migration {
   name: string
@@ -48,11 +48,31 @@ const indexBuilt = /^create\s+(?:unique\s+)?index\s+concurrently\s+if\s+not\s+ex
 
 type Reserved = Awaited<ReturnType<Sql['reserve']>>
 
-const runFile = async (conn: Reserved, m: Migration) => {
+// A file's statements one by one, for Citus, which refuses a string of several commands on a
+// distributed table: split at each `;` outside quotes, dollar quotes and comments.
+export const splitStatements = (text: string): string[] => {
+  const out: string[] = []
+  let start = 0
+  const token = /\$([A-Za-z_]\w*)?\$|'(?:[^']|'')*'|"(?:[^"]|"")*"|--[^\n]*|\/\*[\s\S]*?\*\/|;/g
+  for (let m = token.exec(text); m; m = token.exec(text)) {
+    if (m[0].startsWith('$')) {
+      const end = text.indexOf(m[0], token.lastIndex)
+      token.lastIndex = end < 0 ? text.length : end + m[0].length
+    } else if (m[0] === ';') {
+      out.push(text.slice(start, m.index))
+      start = token.lastIndex
+    }
+  }
+  out.push(text.slice(start))
+  return out.filter((st) => st.replace(/--[^\n]*|\/\*[\s\S]*?\*\//g, '').trim())
+}
+
+const runFile = async (conn: Reserved, m: Migration, citus: boolean) => {
   if (!m.sql.startsWith(CONCURRENTLY)) {
     await conn.unsafe('begin')
     try {
-      await conn.unsafe(m.sql)
+      if (citus) for (const statement of splitStatements(m.sql)) await conn.unsafe(statement)
+      else await conn.unsafe(m.sql)
       await conn`insert into schema_migrations (name) values (${m.name})`
       await conn.unsafe('commit')
     } catch (err) {
@@ -91,13 +111,15 @@ export const migrate = async (sql: Sql, url: string, files: Migration[] = migrat
     await conn`create table if not exists schema_migrations
       (name text primary key, applied_at timestamptz not null default now())`
     const done = new Set((await conn`select name from schema_migrations`).map((r) => r.name as string))
+    const citus = await hasCitus(conn)
+    const distributed = citus && (await hasDistributedTables(conn))
     for (const m of files.filter((f) => !done.has(f.name))) {
-      await runFile(conn, m)
+      await runFile(conn, m, citus)
       applied.push(m.name)
-      // On Citus, a database already migrated before has its tables distributed, and a table a
-      // file creates is distributed once that file has run, so that the next file can declare a
-      // foreign key to it (docs/operations.md); a new database is distributed once, at the end.
-      if (done.size > 0) await distributeTables(conn)
+      // On a database Citus already distributes, a table a file creates is distributed once that
+      // file has run, so that the next file can declare a foreign key to it (docs/operations.md);
+      // plain tables (a new database, one moving to Citus) are distributed once, at the end.
+      if (distributed) await distributeTables(conn)
     }
     await distributeTables(conn)
   } finally {
