@@ -214,15 +214,17 @@ const side = async (url: string, postmasters: number[], env: Record<string, stri
     const loadAverage = loadavg()[0]
     const statements = await oneStatement(sql, tenants[0].id)
     const roots = [...postmasters, server.pid]
-    const cpuBefore = cpuSeconds(roots)
+    const cpuBefore = roots.map((r) => cpuSeconds([r]))
     const measured = await load(server.base, tenants)
-    const cpu = cpuSeconds(roots) - cpuBefore
+    // Per process tree, in the order of roots: the nodes (the coordinator first), then the service.
+    const cpuOf = roots.map((r, i) => cpuSeconds([r]) - cpuBefore[i])
+    const cpu = cpuOf.reduce((a, b) => a + b, 0)
     const [{ pending }] = await sql`select count(*)::int as pending from uploads where status <> 'processed'`
     // What the worker could not do, as the service logged it: said, so that it is seen.
     const failing = await sql`select task_identifier as task, last_error as error from graphile_worker.jobs
       where last_error is not null`
     for (const { task, error } of failing) process.stderr.write(`bench citus: job ${task} failing: ${error}\n`)
-    return { measured, loadAverage, pending: pending as number, failing: failing.length, statements, cpu }
+    return { measured, loadAverage, pending: pending as number, failing: failing.length, statements, cpu, cpuOf }
   } finally {
     await server.stop()
     await sql.end()
@@ -329,6 +331,21 @@ export default async (ctx: BenchContext) => {
         value: x.cpu / (WARMUP + SECONDS),
         unit: 'cores',
       })
+      // Where the cluster's CPU goes: what scales with workers and what stays on the coordinator.
+    ;['coordinator', 'worker 1', 'worker 2', 'the service (serve)'].forEach((root, i) =>
+      ctx.report({
+        bench: 'citus',
+        metric: `CPU per request, cluster: ${root}`,
+        value: (distributed.cpuOf[i] * 1000) / distributed.measured.reduce((n, m) => n + m.answered, 0),
+        unit: 'ms',
+      }),
+    )
+    ctx.report({
+      bench: 'citus',
+      metric: 'CPU per request, single: the service (serve)',
+      value: (single.cpuOf[3] * 1000) / single.measured.reduce((n, m) => n + m.answered, 0),
+      unit: 'ms',
+    })
     for (const [what, pick] of [
       ['a point read by key', (x: typeof single) => x.statements.read],
       ['a point update by key (its commit)', (x: typeof single) => x.statements.update],
