@@ -276,7 +276,7 @@ export default async (ctx: BenchContext) => {
     process.stderr.write(`bench citus skipped: ${missing}\n`)
     return
   }
-  const cluster = await startCitusCluster(2, [...DURABLE, ...SHARDS])
+  const cluster = await startCitusCluster(2, { settings: [...DURABLE, ...SHARDS] })
   const postmasters = cluster.nodes.map((n) =>
     Number(readFileSync(`${n.dataDir}/postmaster.pid`, 'utf8').split('\n')[0]),
   )

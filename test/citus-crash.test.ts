@@ -12,7 +12,7 @@ import { subscribe } from './helpers/webhooks.ts'
 
 test('a worker node killed mid-upload: nothing acknowledged is lost, no phantom webhook', async () => {
   // A cluster of its own: the pass's cluster serves the other files meanwhile.
-  const cluster = await startCitusCluster()
+  const cluster = await startCitusCluster(2, { crashSafe: true })
   Object.assign(process.env, cluster.env)
   const s = await startTestService({ apiRateLimit: 100_000 })
   const receiver = await startReceiver()

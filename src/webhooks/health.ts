@@ -22,13 +22,16 @@ export const recordHealth = async (
     return
   }
   const gone = result.status_code === GONE
+  // least() and a plain condition rather than coalesce(): Citus allows no now() inside coalesce or
+  // case in an UPDATE (failing_since, when set, is in the past).
   const [hook] = await tx`
     with disable as (
-      select ${gone}::boolean or coalesce(failing_since <= now() - make_interval(secs => ${disableAfterSeconds}), false)
+      select ${gone}::boolean
+        or (failing_since is not null and failing_since <= now() - make_interval(secs => ${disableAfterSeconds}))
         as now_off
       from webhooks where account_id = ${accountId} and id = ${webhookId}
     )
-    update webhooks set failing_since = coalesce(failing_since, now()), active = not disable.now_off,
+    update webhooks set failing_since = least(failing_since, now()), active = not disable.now_off,
       disabled_by = case when disable.now_off then 'service' end, last_failure_at = now(),
       last_failure_status = ${result.status_code}, last_failure_error = ${result.error}
     from disable

@@ -57,7 +57,7 @@ const dataDirOf = async (url: string) => (await run(url, 'show data_directory'))
 
 // Starts one node; it shares the cluster's password, so that nodes reach each other (pg_dist_authinfo).
 const startNode = async (password: string, settings: string[]) => {
-  const pg = await startThrowawayCluster('service-citus-', [...SETTINGS, ...settings], CITUS_HOME)
+  const pg = await startThrowawayCluster('service-citus-', settings, CITUS_HOME)
   const port = Number(new URL(pg.url).port)
   await run(pg.url, `alter role postgres password '${password}'`)
   const url = urlOf(pg.url, password, 'postgres')
@@ -81,10 +81,16 @@ export const clusterFromEnv = (): Node[] | undefined => {
   return text ? (JSON.parse(text) as Node[]) : undefined
 }
 
-// `settings` (-c pairs) come after SETTINGS on each node's command line, so they override them (the
-// bench turns durability back on).
-export const startCitusCluster = async (workerCount = 2, settings: string[] = []) => {
+// `crashSafe`: commits are flushed before they are acknowledged (synchronous_commit on), for tests
+// that kill a node; a killed server loses nothing it acknowledged, as fsync matters only when the
+// machine itself fails. `settings` (-c pairs) come last on each node's command line, so they
+// override the others (the bench turns durability back on).
+export const startCitusCluster = async (
+  workerCount = 2,
+  { crashSafe = false, settings: extra = [] as string[] } = {},
+) => {
   const password = randomBytes(18).toString('hex')
+  const settings = [...(crashSafe ? [...SETTINGS, '-c', 'synchronous_commit=on'] : SETTINGS), ...extra]
   const started = await Promise.all(Array.from({ length: workerCount + 1 }, () => startNode(password, settings)))
   const nodes = started.map((s) => s.node)
   const stops = started.map((s) => s.stop)
@@ -111,7 +117,7 @@ export const startCitusCluster = async (workerCount = 2, settings: string[] = []
   const restart = async (node: Node) => {
     for (let i = 0; ; i++) {
       try {
-        const pg = await startEmbedded(node.dataDir, node.port, SETTINGS, CITUS_HOME)
+        const pg = await startEmbedded(node.dataDir, node.port, settings, CITUS_HOME)
         stops.push(pg.stop)
         return
       } catch (err) {
