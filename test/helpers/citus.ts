@@ -83,10 +83,14 @@ export const clusterFromEnv = (): Node[] | undefined => {
 
 // `crashSafe`: commits are flushed before they are acknowledged (synchronous_commit on), for tests
 // that kill a node; a killed server loses nothing it acknowledged, as fsync matters only when the
-// machine itself fails.
-export const startCitusCluster = async (workerCount = 2, { crashSafe = false } = {}) => {
+// machine itself fails. `settings` (-c pairs) come last on each node's command line, so they
+// override the others (the bench turns durability back on).
+export const startCitusCluster = async (
+  workerCount = 2,
+  { crashSafe = false, settings: extra = [] as string[] } = {},
+) => {
   const password = randomBytes(18).toString('hex')
-  const settings = crashSafe ? [...SETTINGS, '-c', 'synchronous_commit=on'] : SETTINGS
+  const settings = [...(crashSafe ? [...SETTINGS, '-c', 'synchronous_commit=on'] : SETTINGS), ...extra]
   const started = await Promise.all(Array.from({ length: workerCount + 1 }, () => startNode(password, settings)))
   const nodes = started.map((s) => s.node)
   const stops = started.map((s) => s.stop)
