@@ -136,9 +136,7 @@ const citusWhyNot = () => {
 }
 // Integration files that do not pass on Citus yet (docs/operations.md, "Left for Citus"): left out
 // of the whole run's Citus pass, and named when it runs; SERVICE_TEST_CITUS=1 runs them there.
-const CITUS_PENDING = ['scoring.integration', 'search', 'search-compiler', 'tracking', 'uploads', 'webhooks'].map(
-  (name) => join('test', `${name}.test.ts`),
-)
+const CITUS_PENDING = ['scoring.integration', 'tracking'].map((name) => join('test', `${name}.test.ts`))
 // The whole run's integration files and the Citus-only files, or the files named (all of them with
 // SERVICE_TEST_CITUS=1, else the Citus-only ones).
 const citusFiles = whole

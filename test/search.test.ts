@@ -795,7 +795,11 @@ describe('paging under a sort: ties and nulls', () => {
         i % 9 === 0 ? [] : [{ external_id: id, engagementscore: i % 6 === 0 ? null : i % 4 ? 50 : i, fitscore: 3 }],
       ),
     )
-    await s.sql`update customers set created_at = created_at + interval '1 hour'
+    // An hour after that shared time, computed apart: Citus refuses a STABLE function of a column
+    // (timestamptz + interval) in an UPDATE.
+    const [{ later }] = await s.sql`select (min(created_at) + interval '1 hour')::text as later
+      from customers where account_id = ${tied.id}`
+    await s.sql`update customers set created_at = ${later}::timestamptz
       where account_id = ${tied.id} and external_id = any(${ids.filter((_, i) => i % 5 === 0)})`
   })
 

@@ -105,8 +105,26 @@ export interface PlanNode {
   [key: string]: unknown
 }
 
-// Every node of the plan with the chain of node types above it.
-export const planNodes = (node: PlanNode, above: string[] = []): { node: PlanNode; above: string[] }[] => [
-  { node, above },
-  ...(node.Plans ?? []).flatMap((child) => planNodes(child, [...above, node['Node Type']])),
-]
+// On Citus a query is a Custom Scan whose tasks carry the plans their shards ran ("Remote Plan", an
+// EXPLAIN's output); their relations are the shards, named after their table with a numeric suffix.
+const remotePlans = (node: PlanNode): PlanNode[] => {
+  const job = (node['Distributed Query'] as { Job?: { Tasks?: { 'Remote Plan'?: unknown }[] } } | undefined)?.Job
+  const plans = (job?.Tasks ?? []).flatMap((task) => [task['Remote Plan']].flat(3)) as { Plan?: PlanNode }[]
+  return plans.flatMap((p) => (p?.Plan ? [p.Plan] : []))
+}
+
+// Every node of the plan with the chain of node types above it, through Citus's tasks as well.
+export const planNodes = (
+  node: PlanNode,
+  above: string[] = [],
+  onShard = false,
+): { node: PlanNode; above: string[] }[] => {
+  const shard = node['Relation Name']
+  const own = onShard && shard ? { ...node, 'Relation Name': shard.replace(/_\d+$/, '') } : node
+  const below = [...above, node['Node Type']]
+  return [
+    { node: own, above },
+    ...(node.Plans ?? []).flatMap((child) => planNodes(child, below, onShard)),
+    ...remotePlans(node).flatMap((child) => planNodes(child, below, true)),
+  ]
+}
