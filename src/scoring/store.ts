@@ -37,7 +37,8 @@ const storeModel = (tx: Tx, accountId: number, model: ScoringModel) => tx`
 const unchangedEngagement = (tx: Tx, model: ScoringModel, old: ScoringModel | undefined) => tx`
   select array(
     select e from unnest(array['customer', 'contact']) e
-    where ${old === undefined ? null : tx.json(old)}::jsonb -> e -> 'engagement' = ${tx.json(model)}::jsonb -> e -> 'engagement'
+    where ${old === undefined ? null : tx.json(old)}::jsonb -> e -> 'engagement'
+      = ${tx.json(model)}::jsonb -> e -> 'engagement'
   ) as unchanged`
 
 // A checked model is stored together with the jobs that rescore the account under it. Where its
