@@ -56,7 +56,8 @@ const MOVERS = [
 const LOGINS = 'Logins per month'
 
 before(async () => {
-  s = await startTestService()
+  // Many views within a minute, each of several requests: the per-key rate limit is not tested here.
+  s = await startTestService({ apiRateLimit: 100_000 })
   account = await scoredAccount(s)
   // A label, which drivers are to show instead of the codename.
   const labelled = await s.admin('PATCH', `/accounts/${account.id}/properties/customer/logins`, { label: LOGINS })
