@@ -84,12 +84,15 @@ const stageEvents = async (tx: Tx, accountId: number, below: number, lastId: num
 // Events of suppressed (erased) people are dropped, not applied: deleted with their staged rows and
 // counted on their suppressions. A Segment track dropped so becomes a dropped Segment message
 // (segment-tracks.ts), which keeps its messageId and names nobody.
+// The staged rows are read through a materialized CTE, as in segment-tracks.ts (Citus).
 const dropSuppressed = async (tx: Tx, accountId: number, range: Staged) => {
   const [row] = await tx`
-    with gone as (
-      delete from stage_events s
-      where ${suppressedSql(tx, accountId, tx`s.customer_external_id`, tx`s.contact_external_id`)}
-      returning s.id, s.customer_external_id, s.contact_external_id, s.message_id, s.occurred_at
+    with s as materialized (
+      select id, customer_external_id, contact_external_id, message_id, occurred_at from stage_events
+    ), gone as (
+      select * from s where ${suppressedSql(tx, accountId, tx`s.customer_external_id`, tx`s.contact_external_id`)}
+    ), unstaged as (
+      delete from stage_events where id = any(array(select id from gone))
     ), removed as (
       delete from tracking_events e using gone g
       where e.account_id = ${accountId} and e.id = g.id and e.id between ${range.first} and ${range.last}

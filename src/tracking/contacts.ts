@@ -4,7 +4,9 @@ import type { Tx } from '../db/client.ts'
 // The contacts an ingest creates of itself (the tracker's events, Segment's groups, identifies and
 // tracks): one per external id `external` yields from `from` where `where` holds, under the customer
 // `customer` of the first row by `order`, unless the contact exists already (what then changes of it
-// is the caller's). Yields the contacts created.
+// is the caller's). Yields the contacts created. The rows are chosen in a subquery and the contact's
+// absence is an anti-join after it: `from` joins a coordinator staging table, and Citus refuses a
+// subquery on a distributed table correlated to it, or a join of two distributed tables beside it.
 export const createContactsSql = (
   tx: Tx,
   accountId: number,
@@ -17,10 +19,10 @@ export const createContactsSql = (
   },
 ) => tx`
   insert into contacts (account_id, external_id, customer_id)
-  select distinct on (${q.external}) ${accountId}::bigint, ${q.external}, ${q.customer}
-  from ${q.from}
-  where ${q.where}
-    and not exists (select 1 from contacts t where t.account_id = ${accountId} and t.external_id = ${q.external})
-  order by ${q.external}, ${q.order}
+  select ${accountId}::bigint, n.external_id, n.customer_id
+  from (select distinct on (${q.external}) ${q.external} as external_id, ${q.customer} as customer_id
+        from ${q.from} where ${q.where} order by ${q.external}, ${q.order}) n
+    left join contacts known on known.account_id = ${accountId} and known.external_id = n.external_id
+  where known.service_id is null
   on conflict (account_id, external_id) do nothing
   returning service_id, external_id, customer_id`

@@ -26,23 +26,31 @@ interface Cursor {
   last_id: number
 }
 
-// `lock` is the account's apply lock (an expression), taken in the same statement.
+// `lock` is the account's apply lock (an expression), taken in the statement that reads the sequence's
+// last id. The lock, the sequence and pg_locks are the coordinator's on Citus, the cursor row a worker's:
+// a statement joining them there ran on the worker, which has neither the ids handed out nor the
+// transactions holding them. So the cursor row is read in a statement of its own, after the lock.
 export const lockAndReadCursor = async (
   tx: Tx,
   accountId: number,
   lock: PendingQuery<Row[]>,
   rows: Rows,
   cursors: Cursors,
-) => {
-  const [cursor] = await tx`
-    select ${lock}, coalesce(c.applied_below, 0) as below,
-      c.check_upto is not null and exists (select 1 from pg_locks l where l.virtualtransaction = any(c.check_vxids))
-        as open,
-      case when not exists (select 1 from pg_locks l where l.virtualtransaction = any(c.check_vxids))
-        then c.check_upto end as settled,
-      coalesce(pg_sequence_last_value(pg_get_serial_sequence(${rows}, 'id')::regclass), 0) as last_id
-    from (select) x left join ${tx(cursors)} c on c.account_id = ${accountId}`
-  return cursor as Cursor
+): Promise<Cursor> => {
+  const [{ last_id }] = await tx`
+    select ${lock}, coalesce(pg_sequence_last_value(pg_get_serial_sequence(${rows}, 'id')::regclass), 0) as last_id`
+  const [row] = await tx`
+    select applied_below, check_upto, check_vxids from ${tx(cursors)} where account_id = ${accountId}`
+  const [{ running }] = await tx`
+    select exists (select 1 from pg_locks l where l.virtualtransaction = any(${row?.check_vxids ?? []}::text[]))
+      as running`
+  const upto = (row?.check_upto ?? null) as number | null
+  return {
+    below: (row?.applied_below ?? 0) as number,
+    open: upto !== null && running,
+    settled: running ? null : upto,
+    last_id: last_id as number,
+  }
 }
 
 // Read after the sequence's last id: a transaction that took an id up to it still holds the lock.

@@ -39,6 +39,9 @@ const accountLock = (tx: Tx, accountId: number) =>
 // customer may exist by now). Restaging every pending identify of each user named (an identify of a
 // user still unknown places nobody) rewrote the whole pending backlog every batch (docs/benchmarks.md).
 // `status` is the outcome, null until decided.
+// A statement that probes distributed tables row by row of stage_seg (or stage_traits) reads those rows
+// through a materialized CTE (`s`): Citus refuses a subquery on a distributed table correlated to a
+// coordinator table, but not to a CTE's result, which it sends to the shard's node with the statement.
 const stage = async (tx: Tx, accountId: number, below: number) => {
   await tx`
     create temp table stage_seg on commit drop as
@@ -47,11 +50,14 @@ const stage = async (tx: Tx, accountId: number, below: number) => {
     from segment_messages where account_id = ${accountId} and id >= ${below} and status = 'received'
     order by id limit ${MESSAGES_PER_BATCH}`
   await tx`
+    with s as materialized (
+      select type, user_id, group_id from stage_seg where status is null and type in ('group', 'identify')
+    )
     insert into stage_seg
     select id, message_id, type, user_id, group_id, event, occurred_at, traits, properties, null, null, true, null
     from segment_messages where account_id = ${accountId} and status = 'pending' and user_id = any(array(
-      select distinct s.user_id from stage_seg s
-      where s.status is null and s.type in ('group', 'identify') and (s.type = 'group' or s.group_id is not null
+      select distinct s.user_id from s
+      where (s.type = 'group' or s.group_id is not null
         or exists (select 1 from contacts t where t.account_id = ${accountId} and t.external_id = s.user_id)
         or exists (select 1 from segment_messages p where p.account_id = ${accountId} and p.status = 'pending'
                      and p.user_id = s.user_id and p.group_id is not null))))`
@@ -65,13 +71,16 @@ const stage = async (tx: Tx, accountId: number, below: number) => {
 // by message (OFFSET 0 keeps the probe a subplan): a hash of the account's tracks was the other plan.
 const dropDuplicates = async (tx: Tx, accountId: number) => {
   const [{ n }] = await tx`
-    with dup as (
-      delete from stage_seg s where not s.was_pending and exists (
+    with s as materialized (
+      select id, message_id from stage_seg where not was_pending
+    ), dup as (
+      select s.id from s where exists (
         select 1 from tracking_events t where t.account_id = ${accountId} and t.message_id = s.message_id
           and t.received_at <= (select m.received_at from segment_messages m where m.account_id = ${accountId}
                                   and m.id = s.id)
         offset 0)
-      returning s.id
+    ), unstaged as (
+      delete from stage_seg where id = any(array(select id from dup))
     ), gone as (
       delete from segment_messages m where m.account_id = ${accountId} and m.id = any(array(select id from dup))
       returning 1
@@ -95,11 +104,12 @@ const admit = async (tx: Tx, accountId: number) => {
   // A message naming an erased customer (groupId) or contact (userId) is dropped whole and counted on
   // its suppression, so an SDK that still sends it does not bring the person back.
   await tx`
-    with gone as (
-      update stage_seg s set status = 'dropped', reason = 'suppressed'
-      where s.status is null and s.type in ('group', 'identify', 'track')
-        and ${suppressedSql(tx, accountId, tx`s.group_id`, tx`s.user_id`)}
-      returning s.group_id, s.user_id
+    with s as materialized (
+      select id, group_id, user_id from stage_seg where status is null and type in ('group', 'identify', 'track')
+    ), gone as (
+      select * from s where ${suppressedSql(tx, accountId, tx`s.group_id`, tx`s.user_id`)}
+    ), dropped as (
+      update stage_seg set status = 'dropped', reason = 'suppressed' where id = any(array(select id from gone))
     ) ${countDropped(tx, accountId, tx`select group_id, user_id from gone`)}`
 }
 
@@ -181,13 +191,16 @@ const createContacts = (tx: Tx, accountId: number) =>
   })
 
 const parkIdentifies = (tx: Tx, accountId: number) => tx`
-  with waiting as (
+  with s as materialized (
+    select id, user_id from stage_seg where status is null and type = 'identify'
+  ), all_staged as materialized (
+    select id from stage_seg
+  ), waiting as (
     select s.id, row_number() over (order by s.id) + (
       select count(*) from segment_messages m where m.account_id = ${accountId} and m.status = 'pending'
-        and not exists (select 1 from stage_seg p where p.id = m.id)) as place
-    from stage_seg s
-    where s.status is null and s.type = 'identify'
-      and not exists (select 1 from contacts t where t.account_id = ${accountId} and t.external_id = s.user_id)
+        and not exists (select 1 from all_staged p where p.id = m.id)) as place
+    from s
+    where not exists (select 1 from contacts t where t.account_id = ${accountId} and t.external_id = s.user_id)
   )
   update stage_seg s set status = case when w.place <= ${PENDING_MAX} then 'pending' else 'dropped' end,
     reason = case when w.place <= ${PENDING_MAX} then null else 'pending_full' end
@@ -199,7 +212,9 @@ const parkIdentifies = (tx: Tx, accountId: number) => tx`
 // the contact there anyway, nameless, while the identify waited. So no message of a batch applies
 // before a message sent earlier in it. Probed through the events' contact index (sql/044).
 const placeByLaterTracks = (tx: Tx, accountId: number) => tx`
-  with placed as (
+  with s as materialized (
+    select id, user_id, group_id from stage_seg where status is null and type = 'identify'
+  ), placed as (
     select s.id, (
       select e.customer_external_id from tracking_events e
       where e.account_id = ${accountId} and e.contact_external_id = s.user_id and e.message_id is not null
@@ -207,9 +222,8 @@ const placeByLaterTracks = (tx: Tx, accountId: number) => tx`
         and exists (select 1 from customers c where c.account_id = ${accountId}
                       and c.external_id = e.customer_external_id)
       order by e.id limit 1) as group_id
-    from stage_seg s join segment_messages m on m.account_id = ${accountId} and m.id = s.id
-    where s.status is null and s.type = 'identify'
-      and not exists (select 1 from customers c where c.account_id = ${accountId} and c.external_id = s.group_id)
+    from s join segment_messages m on m.account_id = ${accountId} and m.id = s.id
+    where not exists (select 1 from customers c where c.account_id = ${accountId} and c.external_id = s.group_id)
       and not exists (select 1 from contacts t where t.account_id = ${accountId} and t.external_id = s.user_id)
   )
   update stage_seg s set group_id = p.group_id from placed p where s.id = p.id and p.group_id is not null`

@@ -24,15 +24,20 @@ export const countSegmentTracks = async (tx: Tx, accountId: number, suppressed: 
 // each table on its own) goes, staged row and tracked event, counted a duplicate; segment-apply.ts drops
 // the message received after a track. Probed track by track (OFFSET 0 keeps the probe a subplan): a hash
 // of the account's messages was the other plan. `range` bounds the events' delete as it bounds their update.
+// The staged rows are read through a materialized CTE: Citus refuses a subquery on a distributed table
+// correlated to a coordinator table, but not to a CTE's result, which it sends to the shard's node.
 export const dropDuplicateTracks = async (tx: Tx, accountId: number, range: { first: number; last: number }) => {
   const [{ n }] = await tx`
-    with dup as (
-      delete from stage_events s where s.message_id is not null and exists (
+    with s as materialized (
+      select id, message_id from stage_events where message_id is not null
+    ), dup as (
+      select s.id from s where exists (
         select 1 from segment_messages m where m.account_id = ${accountId} and m.message_id = s.message_id
           and m.received_at < (select e.received_at from tracking_events e where e.account_id = ${accountId}
                                  and e.id = s.id)
         offset 0)
-      returning s.id
+    ), unstaged as (
+      delete from stage_events where id = any(array(select id from dup))
     ), gone as (
       delete from tracking_events e where e.account_id = ${accountId} and e.id = any(array(select id from dup))
         and e.id between ${range.first} and ${range.last}
