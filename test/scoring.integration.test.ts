@@ -171,7 +171,7 @@ test('scores, history, churn risk, upsell and explanation after an upload', asyn
     ],
   })
   const [history] = await s.sql`select h.history_scores, cardinality(h.history_dates) as n from customer_scores h
-    join customers c on c.service_id = h.customer_id
+    join customers c on c.account_id = h.account_id and c.service_id = h.customer_id
     where c.account_id = ${a.id} and c.external_id = 'acme'`
   assert.deepEqual({ ...history }, { history_scores: [100, -17, 43, 2], n: 4 })
 

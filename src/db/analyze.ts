@@ -11,10 +11,25 @@ import type { Entity } from '../catalog.ts'
 // upload after another flush only now and then.
 const MIN_PAGES = 100
 
-const staleTables = (sql: Sql | Tx, tables: string[]) => sql`
-  select c.relname from pg_class c
+// On Citus the coordinator's table is an empty shell: its rows, file and statistics are its shards',
+// on the workers, so the pages and relpages of a distributed table are summed over its shards (ANALYZE
+// of the table analyzes every shard). That reads every shard: scoring and uploads are background jobs.
+const onCitus = async (sql: Sql | Tx) =>
+  (await sql`select exists (select 1 from pg_extension where extname = 'citus') as on`)[0].on as boolean
+
+const SHARD_PAGES = `select pg_relation_size(c.oid) / current_setting('block_size')::int || ' ' || c.relpages
+  from pg_class c where c.oid = '%s'::regclass`
+
+const pagesOf = (sql: Sql | Tx, citus: boolean) =>
+  citus
+    ? sql`(select sum(split_part(r.result, ' ', 1)::bigint) as pages, sum(split_part(r.result, ' ', 2)::bigint) as relpages
+          from run_command_on_shards(c.oid, ${SHARD_PAGES}) r)`
+    : sql`(select pg_relation_size(c.oid) / current_setting('block_size')::int as pages, c.relpages)`
+
+const staleTables = async (sql: Sql | Tx, tables: string[]) => sql`
+  select c.relname from pg_class c cross join lateral ${pagesOf(sql, await onCitus(sql))} p
   where c.relnamespace = current_schema()::regnamespace and c.relname = any(${tables})
-    and pg_relation_size(c.oid) / current_setting('block_size')::int > greatest(2 * c.relpages, ${MIN_PAGES})`
+    and p.pages > greatest(2 * p.relpages, ${MIN_PAGES})`
 
 export const analyzeJobs = async (tx: Tx, tables: string[]): Promise<JobSpec[]> =>
   (await staleTables(tx, tables)).length ? [analyzeTablesJob(tables)] : []
@@ -30,9 +45,13 @@ export const analyzeTables = async (sql: Sql, payload: AnalyzeTablesPayload) => 
 const MIN_ROWS = 500
 const MAX_ESTIMATE = 50_000
 
+// On Citus the estimate is the shard's, in the plan of the one task the query is routed to (the
+// coordinator's Custom Scan estimates nothing).
 const estimatedRows = async (sql: Sql | Tx, table: string, accountId: number) => {
   const [row] = await sql`explain (format json) select from ${sql(table)} where account_id = ${accountId}`
-  return Number(row['QUERY PLAN'][0].Plan['Plan Rows'])
+  const plan = row['QUERY PLAN'][0].Plan
+  const task = plan['Distributed Query']?.Job.Tasks[0]
+  return Number((task ? task['Remote Plan'][0][0].Plan : plan)['Plan Rows'])
 }
 
 const outgrown = async (sql: Sql | Tx, table: string, accountId: number) => {
