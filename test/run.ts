@@ -142,13 +142,10 @@ const citusWhyNot = () => {
   }
   return citusMissing()
 }
-// Integration files that do not pass on Citus yet (docs/operations.md, "Left for Citus"): left out
-// of the whole run's Citus pass, and named when it runs; SERVICE_TEST_CITUS=1 runs them there.
-const CITUS_PENDING = ['scoring.integration', 'tracking'].map((name) => join('test', `${name}.test.ts`))
 // The whole run's integration files and the Citus-only files, or the files named (all of them with
 // SERVICE_TEST_CITUS=1, else the Citus-only ones).
 const citusFiles = whole
-  ? [...INTEGRATION.filter((f) => !CITUS_PENDING.includes(f)), ...all.filter(citusOnly)]
+  ? [...INTEGRATION, ...all.filter(citusOnly)]
   : named.filter((f) => citusSetting === '1' || citusOnly(f))
 if (code === 0 && citusFiles.length && citusSetting !== 'none') {
   const why = citusWhyNot()
@@ -157,7 +154,6 @@ if (code === 0 && citusFiles.length && citusSetting !== 'none') {
     process.stdout.write(
       `# The integration files again, on a Citus cluster (${CITUS_HOME}, a coordinator, 2 workers)\n`,
     )
-    if (whole) process.stdout.write(`# Not yet on Citus (docs/operations.md): ${CITUS_PENDING.join(', ')}\n`)
     code = await runTests('Citus cluster', citusFiles, { citus: true })
   }
 } else if (code === 0 && whole) process.stdout.write('# The Citus pass is skipped: SERVICE_TEST_CITUS=none\n')

@@ -78,7 +78,7 @@ type Counts = Record<string, number>
 
 // Stored JSON text that holds one of the people's external ids as a string.
 const names = (tx: Tx, needles: string[], text: ReturnType<Tx>) =>
-  tx`exists (select 1 from unnest(${needles}::text[]) n(needle) where strpos(${text}, n.needle) > 0)`
+  tx`exists (select 1 from unnest(${needles}::text[]) needles(needle) where strpos(${text}, needles.needle) > 0)`
 
 const counted = async (query: Promise<unknown>) => ((await query) as { n: number }[])[0].n
 
