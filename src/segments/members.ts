@@ -22,6 +22,8 @@ interface MembershipChange {
 // end (exited_at). What changed is returned, so that an events module can write segment.entered
 // and segment.exited messages in the same transaction. The segment row is locked, so that two
 // recomputations of one segment never interleave; a segment deleted meanwhile is skipped (null).
+// A customer's open stay is an anti-join: Citus refuses an INSERT ... SELECT whose subquery is
+// correlated to a CTE's rows.
 export const recomputeSegment = async (tx: Tx, accountId: number, segmentId: number) => {
   const [segment] = await tx`
     select name, body, computed_at from segments where account_id = ${accountId} and id = ${segmentId}
@@ -39,8 +41,9 @@ export const recomputeSegment = async (tx: Tx, accountId: number, segmentId: num
     ), entered as (
       insert into segment_members (account_id, segment_id, customer_id, external_id, entered_at)
       select ${a}, ${s}, x.service_id, x.external_id, now() from matched x
-      where not exists (select 1 from segment_members m where m.account_id = ${a} and m.segment_id = ${s}
-        and m.customer_id = x.service_id and m.exited_at is null)
+        left join segment_members m on m.account_id = ${a} and m.segment_id = ${s}
+          and m.customer_id = x.service_id and m.exited_at is null
+      where m.customer_id is null
       returning customer_id
     ), stamped as (
       update segments set computed_at = now() where account_id = ${a} and id = ${s}
@@ -61,7 +64,7 @@ const announce = async (tx: Tx, accountId: number, segment: { id: number; name: 
     select m.customer_id as service_id, m.external_id, c.name from segment_members m
       left join customers c on c.account_id = m.account_id and c.service_id = m.customer_id
     where m.account_id = ${accountId} and m.segment_id = ${segment.id} and m.customer_id = any(${ids}::bigint[])
-      and m.id = (select max(l.id) from segment_members l where l.account_id = m.account_id
+      and m.id = (select max(l.id) from segment_members l where l.account_id = ${accountId}
         and l.segment_id = m.segment_id and l.customer_id = m.customer_id)
     order by m.customer_id`
   if (change.entered.length)
