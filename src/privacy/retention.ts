@@ -73,19 +73,22 @@ const purgeAccount = async (sql: Sql, batch: Batch, accountId: number, cutoff: D
   }
 }
 
-// The oldest row each kind keeps, over every account (one probe of an index per account).
+// The oldest row each kind keeps in an account (one probe of an index). An account at a time: Citus
+// cannot push down a probe of a distributed table correlated to each row of the accounts table.
 const oldestKept = {
-  events: (sql: Sql) => sql`
-    select min(o.at) as at from accounts a cross join lateral (
-      select received_at as at from tracking_events where account_id = a.id order by id limit 1) o`,
-  deliveries: (sql: Sql) => sql`
-    select min(o.at) as at from accounts a cross join lateral (
-      select created_at as at from webhook_deliveries where account_id = a.id and payload is not null
-      order by id limit 1) o`,
+  events: (sql: Sql, accountId: number) => sql`
+    select received_at as at from tracking_events where account_id = ${accountId} order by id limit 1`,
+  deliveries: (sql: Sql, accountId: number) => sql`
+    select created_at as at from webhook_deliveries where account_id = ${accountId} and payload is not null
+    order by id limit 1`,
 }
 
-const record = async (sql: Sql, kind: 'events' | 'deliveries', purged: number) => {
-  const [{ at }] = await oldestKept[kind](sql)
+const record = async (sql: Sql, kind: 'events' | 'deliveries', purged: number, accounts: number[]) => {
+  let at: Date | null = null
+  for (const accountId of accounts) {
+    const [row] = await oldestKept[kind](sql, accountId)
+    if (row && (at === null || row.at < at)) at = row.at as Date
+  }
   await sql`
     insert into retention_runs (kind, purged, oldest_kept, ran_at) values (${kind}, ${purged}, ${at}, now())
     on conflict (kind) do update set purged = retention_runs.purged + excluded.purged,
@@ -106,7 +109,7 @@ export const purgeExpired = async (app: App) => {
     events += await purgeAccount(app.sql, purgeEventBatch, accountId, eventsCutoff)
     deliveries += await purgeAccount(app.sql, purgeDeliveryBatch, accountId, deliveriesCutoff)
   }
-  await record(app.sql, 'events', events)
-  await record(app.sql, 'deliveries', deliveries)
+  await record(app.sql, 'events', events, accounts)
+  await record(app.sql, 'deliveries', deliveries, accounts)
   return { events, deliveries }
 }
