@@ -30,7 +30,8 @@ test('the apply jobs and an erasure touch only the account’s shard, and do the
     await setup`
       insert into tracking_events (account_id, name, occurred_at, customer_external_id, contact_external_id, data,
         message_id)
-      values (${id}, 'login', now(), 'c1', 'p1', '{"contact": {"contact_name": "Pat"}, "customer": {"plan": "x"}}', null),
+      values (${id}, 'login', now(), 'c1', 'p1', '{"contact": {"contact_name": "Pat"}, "customer": {"plan": "x"}}',
+          null),
         (${id}, 'login', now(), 'c1', 'gone', null, null), (${id}, 'login', now(), 'zz', null, null, null),
         (${id}, 'login', now(), 'c1', 'p2', null, 'm1')`
     const events = await sql.begin((tx) => applyEvents(tx, id))

@@ -22,7 +22,8 @@ const SHARD_PAGES = `select pg_relation_size(c.oid) / current_setting('block_siz
 
 const pagesOf = (sql: Sql | Tx, citus: boolean) =>
   citus
-    ? sql`(select sum(split_part(r.result, ' ', 1)::bigint) as pages, sum(split_part(r.result, ' ', 2)::bigint) as relpages
+    ? sql`(select sum(split_part(r.result, ' ', 1)::bigint) as pages,
+            sum(split_part(r.result, ' ', 2)::bigint) as relpages
           from run_command_on_shards(c.oid, ${SHARD_PAGES}) r)`
     : sql`(select pg_relation_size(c.oid) / current_setting('block_size')::int as pages, c.relpages)`
 

@@ -116,7 +116,8 @@ const eraseStaged = async (tx: Tx, accountId: number, needles: string[]): Promis
     ),
     // A delivery still pending fails, and recovery skips it.
     webhook_deliveries: await counted(tx`
-      with ${blankDeliveries(tx, accountId, names(tx, needles, tx`d.payload`))} select count(*)::int as n from blanked`),
+      with ${blankDeliveries(tx, accountId, names(tx, needles, tx`d.payload`))}
+      select count(*)::int as n from blanked`),
     uploads: await counted(tx`
       with u as (
         update uploads u set
