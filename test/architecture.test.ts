@@ -15,7 +15,7 @@ const MODULES = ['accounts', 'catalog', 'uploads', 'tracking', 'webhooks', 'impo
   'backups',
 ])
 const LAYERS: [name: string, paths: RegExp][] = [
-  ['base', /^src\/(context|errors|dates|values|validate|config|log|catalog|route)\.ts$|^src\/db\//],
+  ['base', /^src\/(context|errors|dates|values|validate|config|log|property|route)\.ts$|^src\/db\//],
   ['pure', /^src\/(search\/|metrics\.ts$|uploads\/lifecycle\.ts$|scoring\/(model|score|sql|explain|alerts)\.ts$)/],
   // The pure files of scoring/ match the line above first.
   ['modules', new RegExp(`^src/(${MODULES.join('|')})/`)],

@@ -2,7 +2,7 @@ import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import * as v from 'valibot'
 import fc from 'fast-check'
-import type { PropertyType } from '../src/catalog.ts'
+import type { PropertyType } from '../src/property.ts'
 import { daysBetween } from '../src/dates.ts'
 import {
   checkModelAgainstProperties,

@@ -1,7 +1,7 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http'
 import { randomUUID } from 'node:crypto'
 import { guardConnections } from './connections.ts'
-import { LARGE_BODY_BYTES } from './gate.ts'
+import { LARGE_BODY_BYTES } from './permits.ts'
 import { problem } from './problem.ts'
 import { ORIGIN } from './request.ts'
 import { size } from '../validate.ts'
@@ -54,7 +54,7 @@ const readBody = (im: IncomingMessage, limit: number, idleMs: number, done: (bod
   if (declared > limit) return done('too large')
   const chunks: Buffer[] = []
   // A large body of announced length is copied into one buffer as it arrives: its chunks are garbage
-  // at once, not held beside their concatenation until the end (uploads waiting for the gate).
+  // at once, not held beside their concatenation until the end (uploads waiting for their permit).
   const whole = declared >= LARGE_BODY_BYTES ? Buffer.allocUnsafe(declared) : undefined
   let size = 0
   let open = true

@@ -5,13 +5,13 @@ import { isDatabaseAway } from '../db/sqlstate.ts'
 import { Refusal, refuse } from '../errors.ts'
 import { parse } from '../validate.ts'
 import { CLIENT_GONE } from './adapter.ts'
-import { createGate, createShares, LARGE_BODY_BYTES } from './gate.ts'
+import { createPermits, createShares, LARGE_BODY_BYTES } from './permits.ts'
 import { authenticateAdmin, authenticateKey, rulesFor } from './auth.ts'
 import { problem, refusalReply } from './problem.ts'
 import { checkQuery, ORIGIN, parseQuery, readJson, requireJsonExchange, requireUtf8 } from './request.ts'
 import type { Reply, Req, Route } from '../route.ts'
 
-const largeBodies = createGate(1)
+const largeBodies = createPermits(1)
 
 const checked = (route: Route, req: Req, app: App) => {
   if (route.jsonOnly) requireJsonExchange(req)

@@ -1,6 +1,6 @@
 import { readCatalog, readLabels } from '../catalog/properties.ts'
 import { scoringInputs } from '../scoring/store.ts'
-import type { Entity } from '../catalog.ts'
+import type { Entity } from '../property.ts'
 import type { App } from '../context.ts'
 import { today } from '../dates.ts'
 import { refuse } from '../errors.ts'

@@ -1,5 +1,5 @@
 import { getScoreAlerts, scoringInputs } from './store.ts'
-import type { Entity, PropertyDef } from '../catalog.ts'
+import type { Entity, PropertyDef } from '../property.ts'
 import type { App } from '../context.ts'
 import { refreshStatistics } from '../db/analyze.ts'
 import type { Sql, Tx } from '../db/client.ts'

@@ -1,4 +1,4 @@
-import type { PropertyDef } from '../catalog.ts'
+import type { PropertyDef } from '../property.ts'
 import type { Sql, Tx } from '../db/client.ts'
 import { enqueueEvent } from '../webhooks/outbox.ts'
 import { ALERT_SCORES, type ChangeDriver, type ScoreAlerts, type Scores, scoreChanges } from './alerts.ts'

@@ -1,4 +1,4 @@
-import type { PropertyType } from '../catalog.ts'
+import type { PropertyType } from '../property.ts'
 import { isBooleanRule, isValuesRule, type Rule } from './model.ts'
 import { ROUND_NOISE } from './score.ts'
 import { sqlDateOrNull } from '../dates.ts'

@@ -1,5 +1,5 @@
 import { catalogSql, readCatalog } from '../catalog/properties.ts'
-import type { Entity } from '../catalog.ts'
+import type { Entity } from '../property.ts'
 import type { Sql, Tx } from '../db/client.ts'
 import { addJobs, rescoreAccountJobs } from '../db/jobs.ts'
 import { refuse } from '../errors.ts'

@@ -1,5 +1,5 @@
 import { catalogSql } from '../catalog/properties.ts'
-import { catalogOf, type PropertyDef } from '../catalog.ts'
+import { catalogOf, type PropertyDef } from '../property.ts'
 import type { App } from '../context.ts'
 import type { Sql, Tx } from '../db/client.ts'
 import { processUploadJobSql } from '../db/jobs.ts'

@@ -196,12 +196,12 @@ const jsonSchema = (event: EventName) => {
   const { $schema: _, ...schema } = toJsonSchema(PAYLOADS[event], { target: 'draft-2020-12', errorMode: 'ignore' })
   return schema
 }
-const catalogOf = () =>
+const describeEventTypes = () =>
   EVENTS.map((name) => ({
     name,
     description: description[name],
     schema: jsonSchema(name),
     example: JSON.parse(examplePayload(name)),
   }))
-let catalog: ReturnType<typeof catalogOf> | undefined
-export const listEventTypes = () => (catalog ??= catalogOf())
+let eventTypes: ReturnType<typeof describeEventTypes> | undefined
+export const listEventTypes = () => (eventTypes ??= describeEventTypes())
