@@ -1,6 +1,6 @@
 import { toJsonSchema } from '@valibot/to-json-schema'
 import * as v from 'valibot'
-import { ALERT_SCORES, ChangeDriverSchema } from '../scoring/alerts.ts'
+import { ALERT_SCORES, ChangeDriverSchema } from '../scoring/rules/alerts.ts'
 import { describe, int } from '../validate.ts'
 
 // The event catalog: every event a subscription can choose, its payload's schema (published by

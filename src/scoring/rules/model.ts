@@ -1,7 +1,7 @@
 import * as v from 'valibot'
-import type { Entity, PropertyDef, PropertyType } from '../property.ts'
-import type { FieldError } from '../errors.ts'
-import { closest, storable } from '../validate.ts'
+import type { Entity, PropertyDef, PropertyType } from '../../property.ts'
+import type { FieldError } from '../../errors.ts'
+import { closest, storable } from '../../validate.ts'
 
 // Bounds beyond the documented model's: sql.ts scores in float8, where PostgreSQL raises an error on overflow
 // and underflow instead of giving Infinity or 0. With these no intermediate result of the score
