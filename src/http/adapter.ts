@@ -3,11 +3,13 @@ import { randomUUID } from 'node:crypto'
 import { guardConnections } from './connections.ts'
 import { LARGE_BODY_BYTES } from './permits.ts'
 import { problem } from './problem.ts'
-import { ORIGIN } from './request.ts'
 import { size } from '../validate.ts'
 import { observeRequest } from '../metrics.ts'
 import type { Log } from '../log.ts'
 import type { Reply, Req } from '../route.ts'
+
+// What the adapter puts before the request target to make Req.url absolute.
+export const ORIGIN = 'http://local'
 
 export const MAX_BODY_BYTES = 5 * 1024 * 1024
 // A body over the limit is read and thrown away up to this size before the 413 is sent: a client
@@ -140,7 +142,7 @@ const sendStream = async (res: ServerResponse, reply: Reply, chunks: AsyncIterab
     res.destroy()
   }
 }
-const isStream = (body: unknown): body is AsyncIterable<string> =>
+export const isStream = (body: unknown): body is AsyncIterable<string> =>
   typeof body === 'object' && body !== null && Symbol.asyncIterator in body
 
 // The path without its query.

@@ -83,9 +83,10 @@ export const privacyRoutes: Route[] = [
     tag: 'privacy',
     summary: 'Everything held about a contact: the record, scores, snapshots, tags and tracked events',
     reply: { status: 200, body: ContactExport },
+    expensive: true,
     handler: async (req, app) =>
       streamed(
-        await exportContact(app, req.auth.accountId, textParam(req, 'external_id'), textParam(req, 'contact_id')),
+        await exportContact(app, req.auth.accountId, textParam(req, 'external_id'), textParam(req, 'contact_id'), req),
       ),
   }),
   route({
@@ -96,6 +97,8 @@ export const privacyRoutes: Route[] = [
     tag: 'privacy',
     summary: 'Everything held about a customer and its contacts, streamed',
     reply: { status: 200, body: CustomerExport },
-    handler: async (req, app) => streamed(await exportCustomer(app, req.auth.accountId, textParam(req, 'external_id'))),
+    expensive: true,
+    handler: async (req, app) =>
+      streamed(await exportCustomer(app, req.auth.accountId, textParam(req, 'external_id'), req)),
   }),
 ]
