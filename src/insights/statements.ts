@@ -136,7 +136,8 @@ const weekColumns = (tx: Tx) =>
       if (k === 0) return tx`s.engagementscore as ${e}, not c.is_churned as ${a}, true as ${x}`
       const day = tx`(t.today - ${7 * k}::integer)`
       return tx`s.history_scores[width_bucket(${day}, s.history_dates)] as ${e},
-        (not c.is_churned or c.churned_date > ${day}) as ${a}, (c.created_at at time zone 'utc')::date <= ${day} as ${x}`
+        (not c.is_churned or c.churned_date > ${day}) as ${a},
+        (c.created_at at time zone 'utc')::date <= ${day} as ${x}`
     }),
     tx`,`,
   )
