@@ -114,8 +114,8 @@ export const keptReport = async (tx: Tx, track: Track, accountId: number, days: 
 
 // Refreshes of an account take at most 1/PACE of the time: the next starts no sooner than PACE times
 // the last one's duration after the last one started. An account of 100,000 customers whose writes
-// never stop is then recomputed every 20 s or so (docs/benchmarks.md, "This week"), not without pause,
-// and a small one at once.
+// never stop is then recomputed every 20 s or so (docs/benchmarks-history.md, "This week"), not
+// without pause, and a small one at once.
 const PACE = 5
 
 // The refresh job of an account (computes every period anew when it has a report kept, or puts itself
