@@ -48,17 +48,33 @@ export interface Reply {
 export type KeyAuth = { key: Scope; segment?: true }
 export type Auth = 'none' | 'admin' | KeyAuth
 
-export type Tag =
-  | 'search'
-  | 'segments'
-  | 'insights'
-  | 'uploads'
-  | 'records'
-  | 'tracking'
-  | 'admin'
-  | 'operations'
-  | 'events'
-  | 'privacy'
+// The OpenAPI document's tags, in its order: a route row names one (an admin row gets `admin`).
+export const TAGS = [
+  { name: 'search', description: 'Find customers and contacts by filters on any field, with paging.' },
+  {
+    name: 'segments',
+    description: 'Saved customer searches, their members, and who entered and left them when.',
+  },
+  {
+    name: 'insights',
+    description: 'Reports over an account: "This week", what moved, the renewals ahead and 12 weeks of health.',
+  },
+  { name: 'uploads', description: 'Send customers and contacts in batches; they are processed in the background.' },
+  { name: 'records', description: 'Create, read, update and delete one customer or contact at a time.' },
+  { name: 'tracking', description: 'Server-side events that keep tracked attributes and metrics current.' },
+  { name: 'admin', description: 'Accounts, keys, users, properties, tags, scoring, webhooks and support tools.' },
+  { name: 'operations', description: 'Health, readiness, metrics and this document.' },
+  {
+    name: 'privacy',
+    description: 'Erasure requests, suppressions of erased people, and exports of what is held about a person.',
+  },
+  {
+    name: 'events',
+    description:
+      'What the service sends to webhook subscribers: signed POSTs (X-service-HMAC, Standard Webhooks headers).',
+  },
+] as const satisfies readonly { name: string; description: string }[]
+export type Tag = (typeof TAGS)[number]['name']
 
 // The success answer as OpenAPI publishes it and the contract test checks it: a JSON body of this
 // schema (none for 204), or text of another media type.

@@ -5,7 +5,7 @@
 // most MAX_TEXT_VALUE characters, a date follows the one date rule (dates.ts). The caller stores the
 // value it checked, serialized again, never the bytes it came as.
 import * as v from 'valibot'
-import type { Catalog, PropertyKind, PropertyType } from './catalog.ts'
+import type { Catalog, PropertyKind, PropertyType } from './property.ts'
 import { DATE_RULE, isDate } from './dates.ts'
 import type { FieldError } from './errors.ts'
 import { closest, cut, describe, int, isObject, storableText, UNSTORABLE, UNSTORABLE_MESSAGE } from './validate.ts'

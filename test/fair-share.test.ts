@@ -3,6 +3,7 @@
 // client goes. A lock on the customers table keeps the searches running (waiting in PostgreSQL)
 // for as long as the test needs, and pg_locks tells when they are.
 import assert from 'node:assert/strict'
+import { request } from 'node:http'
 import { after, before, test } from 'node:test'
 import { lockTable } from './helpers/db.ts'
 import { eventually } from './helpers/receiver.ts'
@@ -83,5 +84,40 @@ test('a place is given back when its client goes, before the work it started end
     assert.equal(((await running[1]) as Response).status, 200)
   } finally {
     await unlock()
+  }
+})
+
+test('a streamed export holds its place until its stream ends, not only until its first byte', async () => {
+  const a = await s.account('Exporting')
+  // No worker runs here to process an upload: the record is written as one would leave it.
+  await s.sql`insert into customers (account_id, external_id, name) values (${a.id}, 'c1', 'One')`
+  // Megabytes of events, more than the loopback socket buffers hold, so the export waits on its reader.
+  await s.sql`insert into tracking_events (account_id, name, occurred_at, customer_external_id, data, status)
+    select ${a.id}, 'login', now(), 'c1', jsonb_build_object('pad', repeat('x', 6000)), 'applied'
+    from generate_series(1, 2000)`
+  const exporting = () => {
+    const req = request(`${s.base}/api/v1/customer/c1/export`, { headers: { 'service-key': a.token } })
+    const started = new Promise<import('node:http').IncomingMessage>((resolve, reject) => {
+      req.on('response', (res) => res.once('data', () => resolve(res.pause())))
+      req.on('error', reject)
+      req.end()
+    })
+    return { req, started }
+  }
+  const first = exporting()
+  const second = exporting()
+  try {
+    const [one, two] = await Promise.all([first.started, second.started])
+    assert.deepEqual([one.statusCode, two.statusCode], [200, 200])
+    // Both streams are open and paused: the account's two places are theirs.
+    const refused = await a.api('/api/v1/customers/search', {})
+    assert.equal(refused.status, 429, JSON.stringify(refused.body))
+    // A stream read to its end gives its place back.
+    one.resume()
+    await new Promise((resolve) => one.on('end', resolve))
+    await eventually(async () => (await a.api('/api/v1/customers/search', {})).status === 200, 'a place back')
+  } finally {
+    first.req.destroy()
+    second.req.destroy()
   }
 })

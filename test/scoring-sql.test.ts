@@ -1,14 +1,14 @@
-// The SQL of the scoring jobs and the pure functions of src/scoring/score.ts agree: the same
+// The SQL of the scoring jobs and the pure functions of src/scoring/rules/score.ts agree: the same
 // generated rules and values are fed to both, the SQL through a real PostgreSQL.
 import { after, before, test } from 'node:test'
 import assert from 'node:assert/strict'
 import * as v from 'valibot'
 import fc from 'fast-check'
-import type { PropertyDef as CatalogDef, PropertyType } from '../src/catalog.ts'
-import { ScoringModelSchema, propertyLookup, type Rule, type ScoringModel } from '../src/scoring/model.ts'
+import type { PropertyDef as CatalogDef, PropertyType } from '../src/property.ts'
+import { ScoringModelSchema, propertyLookup, type Rule, type ScoringModel } from '../src/scoring/rules/model.ts'
 import { daysBetween } from '../src/dates.ts'
-import { churnRisk, summarizeHistory, upsellScore, weightedScore } from '../src/scoring/score.ts'
-import { churnRiskSql, upsellScoreSql, weightedScoreSql } from '../src/scoring/sql.ts'
+import { churnRisk, summarizeHistory, upsellScore, weightedScore } from '../src/scoring/rules/score.ts'
+import { churnRiskSql, upsellScoreSql, weightedScoreSql } from '../src/scoring/rules/sql.ts'
 import { scoreRecords } from '../src/scoring/batch.ts'
 import { startTestService, type TestService } from './helpers/service.ts'
 

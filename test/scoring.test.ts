@@ -2,7 +2,7 @@ import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import * as v from 'valibot'
 import fc from 'fast-check'
-import type { PropertyType } from '../src/catalog.ts'
+import type { PropertyType } from '../src/property.ts'
 import { daysBetween } from '../src/dates.ts'
 import {
   checkModelAgainstProperties,
@@ -10,7 +10,7 @@ import {
   ScoringModelSchema,
   type Rule,
   type ScoringModel,
-} from '../src/scoring/model.ts'
+} from '../src/scoring/rules/model.ts'
 import {
   churnRisk,
   explain,
@@ -19,8 +19,8 @@ import {
   summarizeHistory,
   upsellScore,
   weightedScore,
-} from '../src/scoring/score.ts'
-import { weightedScoreSql } from '../src/scoring/sql.ts'
+} from '../src/scoring/rules/score.ts'
+import { weightedScoreSql } from '../src/scoring/rules/sql.ts'
 
 // The example model of docs/scoring.md.
 const EXAMPLE_MODEL = {

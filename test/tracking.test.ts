@@ -6,7 +6,7 @@ import { promisify } from 'node:util'
 import fc from 'fast-check'
 import { startTestService, type TestService } from './helpers/service.ts'
 import { scoredAccount, uploadAndWait } from './helpers/fixtures.ts'
-import type { PropertyType } from '../src/catalog.ts'
+import type { PropertyType } from '../src/property.ts'
 import type { Refusal } from '../src/errors.ts'
 import { fitsType, MAX_DEPTH } from '../src/values.ts'
 import { applyEvents, applyEventsOfAccount, BATCHES_PER_JOB, EVENTS_PER_BATCH } from '../src/tracking/apply.ts'
@@ -925,7 +925,7 @@ test(aggregationTitle, async () => {
     at('nobody', undefined, 'logins', 1000),
     at('nobody', undefined, 'logins', 2000), // unmatched: counted nowhere
   ])
-  const { stdout } = await cli(['aggregate-events', '--account', String(a.id)])
+  const { stdout } = await cli(['count-events', '--account', String(a.id)])
   assert.deepEqual(JSON.parse(stdout), { account_id: a.id, customers: 2, contacts: 2 })
 
   const snapshots = async () =>

@@ -3,7 +3,7 @@ import assert from 'node:assert/strict'
 import { startTestService, type TestService } from './helpers/service.ts'
 import { scoredAccount, uploadAndWait, waitForUpload } from './helpers/fixtures.ts'
 import { eventually } from './helpers/receiver.ts'
-import { LARGE_BODY_BYTES } from '../src/http/gate.ts'
+import { LARGE_BODY_BYTES } from '../src/http/permits.ts'
 
 let s: TestService
 before(async () => {
@@ -274,8 +274,8 @@ test('429: too many unprocessed uploads (backpressure), and the per-key rate lim
   }
 })
 
-const gateTitle = 'large bodies sent together, some refused, all answer as alone: the refused free their turn'
-test(gateTitle, async () => {
+const permitsTitle = 'large bodies sent together, some refused, all answer as alone: the refused free their turn'
+test(permitsTitle, async () => {
   const a = await scoredAccount(s)
   const big = (from: number, extra: object = {}) =>
     Array.from({ length: 1000 }, (_, i) => customer(from + i, { metrics: [{ date: '2026-01-01', logins: i }] })).map(

@@ -8,7 +8,7 @@ import * as v from 'valibot'
 import { BATCH_SIZE, buildPayloads, EVENTS, listEventTypes, type EventItem, PAYLOADS } from '../src/webhooks/events.ts'
 import { generateSecret, hmacHeader, standardWebhookHeaders } from '../src/webhooks/sign.ts'
 import { checkWebhookUrl, isPrivateAddress, resolvePublic } from '../src/webhooks/ssrf.ts'
-import { MAX_ATTEMPTS, retryDelaySeconds, sendWebhook } from '../src/webhooks/send.ts'
+import { ATTEMPTS_PER_ROUND, retryDelaySeconds, sendWebhook } from '../src/webhooks/send.ts'
 
 type CreatedCustomer = EventItem<'customer.created'>
 const buildCustomerCreatedPayloads = (items: CreatedCustomer[], source: string, timestamp: string) =>
@@ -276,7 +276,7 @@ describe('resolvePublic', () => {
 
 describe('retryDelaySeconds', () => {
   test('about 5 s then 25 s with +-20% jitter', () => {
-    assert.equal(MAX_ATTEMPTS, 3)
+    assert.equal(ATTEMPTS_PER_ROUND, 3)
     assert.equal(
       retryDelaySeconds(1, () => 0.5),
       5,

@@ -3,7 +3,7 @@ import * as v from 'valibot'
 import type { App } from '../context.ts'
 import { refuse } from '../errors.ts'
 import { idParam, type Req } from '../route.ts'
-import { SYSTEM_ATTRIBUTES } from '../catalog.ts'
+import { SYSTEM_ATTRIBUTES } from '../property.ts'
 import type { Sql, Tx } from '../db/client.ts'
 import { describe, id, storable, strict, Timestamp } from '../validate.ts'
 

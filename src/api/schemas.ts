@@ -15,8 +15,8 @@ import {
   CustomerWithExplanation,
 } from '../records/schemas.ts'
 import { Where } from '../records/search-body.ts'
-import { ScoreAlertsSchema } from '../scoring/alerts.ts'
-import { ScoringModelSchema } from '../scoring/model.ts'
+import { ScoreAlertsSchema } from '../scoring/rules/alerts.ts'
+import { ScoringModelSchema } from '../scoring/rules/model.ts'
 import { SegmentHistory } from '../segments/schemas.ts'
 import { Events, TrackAccepted } from '../tracking/schemas.ts'
 import { Upload, UploadAccepted, UploadAction, UploadSummary } from '../uploads/schemas.ts'

@@ -2,7 +2,7 @@
 // attributes written with a new account (accounts/accounts.ts, as catalog/ imports accounts/).
 import * as v from 'valibot'
 import { refuse } from '../errors.ts'
-import type { Entity, PropertyDef } from '../catalog.ts'
+import type { Entity, PropertyDef } from '../property.ts'
 import type { Sql, Tx } from '../db/client.ts'
 import { lockRecordsIn } from '../db/locks.ts'
 import { TABLES } from '../db/tables.ts'

@@ -1,6 +1,6 @@
 import * as v from 'valibot'
 import { ACCOUNTS, accountIn } from '../accounts/accounts.ts'
-import type { Entity } from '../catalog.ts'
+import type { Entity } from '../property.ts'
 import { refuse } from '../errors.ts'
 import { noContent, ok, type Req, type Route, route, textParam } from '../route.ts'
 import {

@@ -1,6 +1,6 @@
 import * as v from 'valibot'
 import { refuse } from '../errors.ts'
-import type { Entity } from '../catalog.ts'
+import type { Entity } from '../property.ts'
 import type { Sql, Tx } from '../db/client.ts'
 import { addRecomputeSegments } from '../db/jobs.ts'
 import { id, storable, strict } from '../validate.ts'

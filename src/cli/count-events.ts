@@ -3,7 +3,7 @@ import { accountsWithNumberMetrics } from '../catalog/properties.ts'
 import { countAccountEvents } from '../tracking/counts.ts'
 import type { Sql } from '../db/client.ts'
 
-export const countEventsUsage = `service aggregate-events [--account ID]
+export const countEventsUsage = `service count-events [--account ID]
 
 Counts tracked events into today's metric snapshots now, for one account or all of them (the
 worker does this daily at 01:00 UTC), and enqueues the scoring of the records it changed.

@@ -1,5 +1,5 @@
 import * as v from 'valibot'
-import { ScoringModelSchema } from '../scoring/model.ts'
+import { ScoringModelSchema } from '../scoring/rules/model.ts'
 import { anyAccount, createAccount } from '../accounts/accounts.ts'
 import { createKey } from '../accounts/keys.ts'
 import { defineProperty } from '../catalog/properties.ts'

@@ -21,7 +21,7 @@ Commands:
   admin <operation>     account administration against the database (service admin --help)
   import customers|contacts FILE.csv --account ID
                         import a CSV file (service import --help)
-  aggregate-events [--account ID]
+  count-events [--account ID]
                         count tracked events into today's metrics now (the worker does it daily)
   backup [--to DIR]     write a backup of the whole database, while the service serves
   restore FILE [--force]
@@ -36,7 +36,7 @@ const help: Record<string, string> = {
     'service serve [--no-worker]\n\nServes the HTTP API on HOST:PORT and runs background jobs unless --no-worker.\n',
   worker: 'service worker\n\nRuns background jobs only (WORKER_CONCURRENCY at a time).\n',
   migrate: 'service migrate\n\nApplies pending migrations under an advisory lock and exits.\n',
-  'aggregate-events': countEventsUsage,
+  'count-events': countEventsUsage,
   import: importUsage,
   backup: backupUsage,
   restore: restoreUsage,
@@ -81,7 +81,7 @@ const main = async (argv: string[]): Promise<number | undefined> => {
   }
   const config = loadConfig()
   const log = createLog(config.logLevel)
-  if (!['serve', 'worker', 'migrate', 'admin', 'aggregate-events', 'import', 'backup', 'restore'].includes(command)) {
+  if (!['serve', 'worker', 'migrate', 'admin', 'count-events', 'import', 'backup', 'restore'].includes(command)) {
     process.stderr.write(`Unknown command '${command}'.\n\n${usage}`)
     return 2
   }
@@ -131,7 +131,7 @@ const main = async (argv: string[]): Promise<number | undefined> => {
       return 0
     }
     await migrate(sql, db.url)
-    if (command === 'aggregate-events') return await runCountEvents(sql, args)
+    if (command === 'count-events') return await runCountEvents(sql, args)
     // A command serves no keys; the checker is there for the admin handlers that reset it. Its one
     // pool does expensive work too, as a command serves nobody else.
     const app = { sql, heavy: sql, admin: sql, config, log, keys: keyChecker(sql, () => {}) }

@@ -1,7 +1,7 @@
 import type { Sql, Tx } from './client.ts'
 import { analyzeTablesJob, type AnalyzeTablesPayload, type JobSpec } from './jobs.ts'
 import { TABLES } from './tables.ts'
-import type { Entity } from '../catalog.ts'
+import type { Entity } from '../property.ts'
 
 // Bulk uploads grow the record and snapshot tables far faster than autovacuum re-analyzes them (at
 // most once a minute). With statistics of a much smaller table the planner takes an account's rows

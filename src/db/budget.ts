@@ -30,7 +30,8 @@ const HOW_TO_NARROW =
   'Narrow it: fewer IN values or filters, a more selective filter, fewer aggregate fields or buckets, ' +
   'or count "estimate" instead of "exact".'
 
-// Runs `work` in a transaction on app.heavy under the budget's statement timeout. `work` passes each
+// Runs `work` in a transaction on app.heavy under the budget's statement timeout (`mode`: how the
+// transaction begins, such as "isolation level repeatable read read only"). `work` passes each
 // statement that may run long through `track`, so that an abort of `signal` cancels it. A statement
 // over its budget is a 422 naming the budget; one cancelled because the client went is a 499.
 export const budgeted = async <T>(
@@ -38,6 +39,7 @@ export const budgeted = async <T>(
   caller: Caller | undefined,
   budget: Budget,
   work: (tx: Tx, track: Track) => Promise<T>,
+  mode = '',
 ): Promise<T> => {
   const ms = TIMEOUTS[budget](app.config)
   const signal = caller?.signal
@@ -62,7 +64,7 @@ export const budgeted = async <T>(
   // The statement timeout bounds each statement; this bounds the request's statements together.
   const deadline = setTimeout(cancel, left)
   try {
-    return (await app.heavy.begin(async (tx) => {
+    return (await app.heavy.begin(mode, async (tx) => {
       if (signal?.aborted) gone()
       await setLocal(tx, { statement_timeout: String(left), ...PLANNER.oneBackend })
       return work(tx, track)
@@ -75,6 +77,46 @@ export const budgeted = async <T>(
     clearTimeout(deadline)
     signal?.removeEventListener('abort', cancel)
   }
+}
+
+// A budgeted answer that streams (an export). `open` reads what the answer needs before its first
+// byte, so that a refusal (a 404) is still an answer of its own, and returns the stream of the rest,
+// read in the same transaction batch by batch, each batch under the budget's statement timeout. The
+// transaction ends with the stream: read to its end, broken off, or never read because the client went.
+export const budgetedStream = async (
+  app: App,
+  caller: Caller | undefined,
+  budget: Budget,
+  mode: string,
+  open: (tx: Tx, track: Track) => Promise<AsyncIterable<string>>,
+): Promise<AsyncIterable<string>> => {
+  let ready!: (chunks: AsyncIterable<string>) => void
+  let end!: () => void
+  const opened = new Promise<AsyncIterable<string>>((resolve) => (ready = resolve))
+  const ended = new Promise<void>((resolve) => (end = resolve))
+  let started = false
+  caller?.signal?.addEventListener('abort', () => started || end(), { once: true })
+  const run = budgeted(
+    app,
+    caller,
+    budget,
+    async (tx, track) => {
+      ready(await open(tx, track))
+      await ended
+    },
+    mode,
+  )
+  // The transaction fails before the stream opens (a refusal), or opens it and waits for its end.
+  const chunks = await Promise.race([opened, run.then(() => opened)])
+  return (async function* () {
+    started = true
+    try {
+      yield* chunks
+    } finally {
+      end()
+      await run
+    }
+  })()
 }
 
 // Nobody reads the answer; the status is for the log.

@@ -1,4 +1,4 @@
-import type { Entity } from '../catalog.ts'
+import type { Entity } from '../property.ts'
 import type { Sql, Tx } from './client.ts'
 
 // Every background job the service enqueues, each spec built by one function here: its task name,
@@ -81,7 +81,7 @@ export interface AnalyzeTablesPayload {
 export interface DeliverWebhookPayload {
   account_id: number
   delivery_id: number
-  // The attempt number this round of (up to MAX_ATTEMPTS) attempts started at: 1, or the next
+  // The attempt number this round of (up to ATTEMPTS_PER_ROUND) attempts started at: 1, or the next
   // number after the attempts already logged when the delivery was redelivered.
   first_attempt?: number
   // The endpoint's rate limit already gave this job its slot (webhooks/deliver.ts).

@@ -1,4 +1,4 @@
-import type { Entity } from '../catalog.ts'
+import type { Entity } from '../property.ts'
 
 // Where each entity lives: its records, dated snapshots, scores and tag links, and the column that
 // names the record in the tables beside its own. An upload holds a collection, `customers` or

@@ -1,13 +1,15 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http'
 import { randomUUID } from 'node:crypto'
 import { guardConnections } from './connections.ts'
-import { LARGE_BODY_BYTES } from './gate.ts'
+import { LARGE_BODY_BYTES } from './permits.ts'
 import { problem } from './problem.ts'
-import { ORIGIN } from './request.ts'
 import { size } from '../validate.ts'
 import { observeRequest } from '../metrics.ts'
 import type { Log } from '../log.ts'
 import type { Reply, Req } from '../route.ts'
+
+// What the adapter puts before the request target to make Req.url absolute.
+export const ORIGIN = 'http://local'
 
 export const MAX_BODY_BYTES = 5 * 1024 * 1024
 // A body over the limit is read and thrown away up to this size before the 413 is sent: a client
@@ -54,7 +56,7 @@ const readBody = (im: IncomingMessage, limit: number, idleMs: number, done: (bod
   if (declared > limit) return done('too large')
   const chunks: Buffer[] = []
   // A large body of announced length is copied into one buffer as it arrives: its chunks are garbage
-  // at once, not held beside their concatenation until the end (uploads waiting for the gate).
+  // at once, not held beside their concatenation until the end (uploads waiting for their permit).
   const whole = declared >= LARGE_BODY_BYTES ? Buffer.allocUnsafe(declared) : undefined
   let size = 0
   let open = true
@@ -140,7 +142,7 @@ const sendStream = async (res: ServerResponse, reply: Reply, chunks: AsyncIterab
     res.destroy()
   }
 }
-const isStream = (body: unknown): body is AsyncIterable<string> =>
+export const isStream = (body: unknown): body is AsyncIterable<string> =>
   typeof body === 'object' && body !== null && Symbol.asyncIterator in body
 
 // The path without its query.

@@ -3,7 +3,7 @@ import { type ConversionConfig, toJsonSchema, toJsonSchemaDefs, type JsonSchema 
 import { MAX_BODY_BYTES } from './adapter.ts'
 import { TITLES } from './problem.ts'
 import { size } from '../validate.ts'
-import type { Route, Tag } from '../route.ts'
+import { type Route, TAGS } from '../route.ts'
 
 // The Problem Details body every error carries (errors.ts builds it).
 const ProblemDetails = v.object({
@@ -189,32 +189,6 @@ const problemExample = (status: number, text: string) =>
         ],
       }
     : { type: 'about:blank', title: TITLES[status], status, detail: text }
-
-const TAGS: { name: Tag; description: string }[] = [
-  { name: 'search', description: 'Find customers and contacts by filters on any field, with paging.' },
-  {
-    name: 'segments',
-    description: 'Saved customer searches, their members, and who entered and left them when.',
-  },
-  {
-    name: 'insights',
-    description: 'Reports over an account: "This week", what moved, the renewals ahead and 12 weeks of health.',
-  },
-  { name: 'uploads', description: 'Send customers and contacts in batches; they are processed in the background.' },
-  { name: 'records', description: 'Create, read, update and delete one customer or contact at a time.' },
-  { name: 'tracking', description: 'Server-side events that keep tracked attributes and metrics current.' },
-  { name: 'admin', description: 'Accounts, keys, users, properties, tags, scoring, webhooks and support tools.' },
-  { name: 'operations', description: 'Health, readiness, metrics and this document.' },
-  {
-    name: 'privacy',
-    description: 'Erasure requests, suppressions of erased people, and exports of what is held about a person.',
-  },
-  {
-    name: 'events',
-    description:
-      'What the service sends to webhook subscribers: signed POSTs (X-service-HMAC, Standard Webhooks headers).',
-  },
-]
 
 const camel = (name: string) => name.replace(/-(\w)/g, (_, c: string) => c.toUpperCase())
 

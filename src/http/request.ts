@@ -5,9 +5,6 @@ import { decoded, type Query, type Req } from '../route.ts'
 import { issuesToErrors, QUERY_INTEGER, queryNumberMessage } from '../validate.ts'
 import { MAX_BODY_BYTES } from './adapter.ts'
 
-// What the adapter puts before the request target to make Req.url absolute.
-export const ORIGIN = 'http://local'
-
 // ignoreBOM false: a leading byte order mark is dropped, as RFC 8259 lets a parser do, on every
 // route alike (handlers store the parsed value, never the bytes, so it reaches nothing else).
 const utf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: false })

@@ -4,14 +4,14 @@ import type { App } from '../context.ts'
 import { isDatabaseAway } from '../db/sqlstate.ts'
 import { Refusal, refuse } from '../errors.ts'
 import { parse } from '../validate.ts'
-import { CLIENT_GONE } from './adapter.ts'
-import { createGate, createShares, LARGE_BODY_BYTES } from './gate.ts'
+import { CLIENT_GONE, isStream, ORIGIN } from './adapter.ts'
+import { createPermits, createShares, LARGE_BODY_BYTES } from './permits.ts'
 import { authenticateAdmin, authenticateKey, rulesFor } from './auth.ts'
 import { problem, refusalReply } from './problem.ts'
-import { checkQuery, ORIGIN, parseQuery, readJson, requireJsonExchange, requireUtf8 } from './request.ts'
+import { checkQuery, parseQuery, readJson, requireJsonExchange, requireUtf8 } from './request.ts'
 import type { Reply, Req, Route } from '../route.ts'
 
-const largeBodies = createGate(1)
+const largeBodies = createPermits(1)
 
 const checked = (route: Route, req: Req, app: App) => {
   if (route.jsonOnly) requireJsonExchange(req)
@@ -25,7 +25,8 @@ const checked = (route: Route, req: Req, app: App) => {
 type Share = (route: Route, req: Req, app: App, accountId: number) => Reply | Promise<Reply>
 
 // An expensive route runs within its account's share of this process (createShares); the place
-// is given back when it answers or when its client goes, whichever comes first.
+// is given back when it answers (a streamed answer: when its stream ends) or when its client goes,
+// whichever comes first.
 const withinShare = ({ expensivePerAccount: limit, expensiveWaiting: waiting, expensiveWaitMs: ms }: Config) => {
   const take = createShares(limit, waiting, ms)
   return async (route: Route, req: Req, app: App, accountId: number) => {
@@ -41,11 +42,24 @@ const withinShare = ({ expensivePerAccount: limit, expensiveWaiting: waiting, ex
       )
     req.waitedMs = performance.now() - queued
     req.signal?.addEventListener('abort', release, { once: true })
+    let streaming = false
     try {
-      return await checked(route, req, app)
+      const reply = await checked(route, req, app)
+      if (!isStream(reply.body)) return reply
+      // A streamed answer (an export) answers when its stream ends.
+      streaming = true
+      return { ...reply, body: releasing(reply.body, release) }
     } finally {
-      release()
+      if (!streaming) release()
     }
+  }
+}
+
+async function* releasing(chunks: AsyncIterable<string>, release: () => void) {
+  try {
+    yield* chunks
+  } finally {
+    release()
   }
 }
 

@@ -3,7 +3,7 @@ import { ContactItem, CustomerItem } from '../uploads/schemas.ts'
 import { checkValues, type Dropped } from '../values.ts'
 import { issuesToErrors } from '../validate.ts'
 import type { FieldError } from '../errors.ts'
-import type { Catalog, PropertyType } from '../catalog.ts'
+import type { Catalog, PropertyType } from '../property.ts'
 import type { Collection } from '../db/tables.ts'
 
 // A CSV file of one collection of records: its fixed columns, then property codenames.

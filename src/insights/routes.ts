@@ -1,7 +1,8 @@
 import * as v from 'valibot'
 import { ok, type Route, route } from '../route.ts'
 import { WeekReport } from './schemas.ts'
-import { PERIODS, weekReport } from './week.ts'
+import { PERIODS } from './statements.ts'
+import { weekReport } from './week.ts'
 
 // Also for 7.0 or 07, which are not numbers here (validate.ts QUERY_INTEGER).
 const PERIOD = 'Must be 7 or 30.'

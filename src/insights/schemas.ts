@@ -1,7 +1,7 @@
 import * as v from 'valibot'
 import { Where } from '../records/search-body.ts'
 import { Day, describe, int, Timestamp } from '../validate.ts'
-import { LISTED, RENEWAL_DAYS, RENEWALS_LISTED, WEEKS } from './week.ts'
+import { LISTED, RENEWAL_DAYS, RENEWALS_LISTED, WEEKS } from './statements.ts'
 
 // The "This week" answer (docs/api.md, "This week"); test/contract.test.ts checks live answers against it.
 

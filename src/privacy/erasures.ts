@@ -4,43 +4,11 @@ import type { App } from '../context.ts'
 import type { Sql } from '../db/client.ts'
 import { addJobs, type ErasePayload, eraseJob } from '../db/jobs.ts'
 import { refuse } from '../errors.ts'
-import { describe, id, id255, strict, Timestamp } from '../validate.ts'
 import { erase } from './erase.ts'
+import type { ErasureBody } from './schemas.ts'
 
 // Erasure requests (docs/api.md, "Privacy"): the request and its targets are stored with the job
 // that erases them, in one transaction; the answer is 202 and the status is read back by id.
-
-const MAX_ERASURE_PEOPLE = 1000
-
-// Both lists may be left out or empty: such a request erases nobody, and is logged all the same.
-export const ErasureBody = strict({
-  contacts: v.optional(
-    v.pipe(
-      v.array(strict({ customer_external_id: id255, contact_external_id: id255 })),
-      v.maxLength(MAX_ERASURE_PEOPLE, `At most ${MAX_ERASURE_PEOPLE} contacts per request.`),
-    ),
-    [],
-  ),
-  customers: v.optional(
-    v.pipe(v.array(id255), v.maxLength(MAX_ERASURE_PEOPLE, `At most ${MAX_ERASURE_PEOPLE} customers per request.`)),
-    [],
-  ),
-})
-
-const Status = v.picklist(['pending', 'done', 'failed'])
-export const ErasureAccepted = v.object({ id, status: Status })
-export const Erasure = v.object({
-  id,
-  status: Status,
-  key_id: describe(v.nullable(v.number()), 'The key that asked; null when the admin API did.'),
-  requested_at: Timestamp,
-  finished_at: v.nullable(Timestamp),
-  requested: describe(v.object({ contacts: v.number(), customers: v.number() }), 'How many people were named.'),
-  counts: describe(
-    v.record(v.string(), v.number()),
-    'Rows removed or redacted, per kind (tracking_events, contacts, webhook_deliveries, ...).',
-  ),
-})
 
 export const requestErasure = (
   sql: Sql,

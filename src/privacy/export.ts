@@ -1,5 +1,6 @@
 import type { App } from '../context.ts'
-import type { ReservedSql, Sql } from '../db/client.ts'
+import { budgetedStream, type Caller } from '../db/budget.ts'
+import type { Tx } from '../db/client.ts'
 import { refuse } from '../errors.ts'
 
 // Access (docs/api.md, "Privacy"): everything held about a contact, or a customer with its contacts,
@@ -8,7 +9,6 @@ import { refuse } from '../errors.ts'
 // repeatable-read transaction, so its parts agree, and streamed: the events, messages and contacts
 // are read through cursors, a batch at a time, whatever their number.
 
-type Db = Sql | ReservedSql
 interface Doc {
   service_id: number
   external_id: string
@@ -16,7 +16,7 @@ interface Doc {
 }
 
 // One record's document, as JSON text: the row as stored (without the account), then what hangs on it.
-const recordDoc = (db: Db, entity: 'customer' | 'contact', where: ReturnType<Sql>) => {
+const recordDoc = (db: Tx, entity: 'customer' | 'contact', where: ReturnType<Tx>) => {
   const [records, scores, snapshots, links, fk] =
     entity === 'customer'
       ? ['customers', 'customer_scores', 'customer_snapshots', 'customer_tags', 'customer_id']
@@ -38,7 +38,7 @@ const recordDoc = (db: Db, entity: 'customer' | 'contact', where: ReturnType<Sql
 // The tracked events as GET /api/v1/customer/{external_id}/events shows them, oldest first, found
 // through the customer's external id (its index). The apply job matches an event to its records by
 // external id, so the service ids the event holds name the same records.
-const events = (db: Db, accountId: number, which: ReturnType<Sql>) => db<{ doc: string }[]>`
+const events = (db: Tx, accountId: number, which: ReturnType<Tx>) => db<{ doc: string }[]>`
   select json_build_object('id', id, 'name', name, 'timestamp', (extract(epoch from occurred_at) * 1000)::bigint,
     'identification', json_strip_nulls(json_build_object('customer', customer_external_id,
       'contact', contact_external_id)), 'data', data, 'status', status, 'received_at', received_at)::text as doc
@@ -47,7 +47,7 @@ const events = (db: Db, accountId: number, which: ReturnType<Sql>) => db<{ doc: 
 // The Segment messages held that name the people (the erasure deletes the same: erase.ts), each as
 // stored, oldest first. Done messages are kept SEGMENT_KEEP_DAYS, so the account's rows are few
 // enough to read through its primary key.
-const segmentMessages = (db: Db, accountId: number, which: ReturnType<Sql>) => db<{ doc: string }[]>`
+const segmentMessages = (db: Tx, accountId: number, which: ReturnType<Tx>) => db<{ doc: string }[]>`
   select (to_jsonb(m) - 'account_id')::text as doc
   from segment_messages m where m.account_id = ${accountId} and (${which}) order by m.id`
 
@@ -62,45 +62,30 @@ async function* array(query: { cursor(rows: number): AsyncIterable<{ doc: string
   }
 }
 
-// The record is found before the answer starts, so an unknown one is a 404; the rest streams.
-const exported = async (
+// The record is found before the answer starts, so an unknown one is a 404; the rest streams, on
+// the pool of expensive work under the search budget (db/budget.ts).
+const exported = (
   app: App,
-  find: (db: Db) => Promise<Doc[]>,
+  caller: Caller | undefined,
+  find: (db: Tx) => ReturnType<typeof recordDoc>,
   missing: string,
-  parts: (db: Db, record: Doc) => AsyncGenerator<string>,
-) => {
-  const db = await app.sql.reserve()
-  const end = async () => {
-    await db`rollback`.catch(() => undefined)
-    db.release()
-  }
-  let record: Doc | undefined
-  try {
-    await db`begin isolation level repeatable read read only`
-    // Each statement, and each batch a cursor fetches, runs under the search budget's timeout.
-    await db`select set_config('statement_timeout', ${String(app.config.searchTimeoutMs)}, true)`
-    ;[record] = await find(db)
-  } catch (err) {
-    await end()
-    throw err
-  }
-  if (!record) {
-    await end()
-    return refuse(404, missing)
-  }
-  const found = record
-  return (async function* () {
-    try {
-      yield* parts(db, found)
-    } finally {
-      await end()
-    }
-  })()
-}
+  parts: (db: Tx, record: Doc) => AsyncGenerator<string>,
+) =>
+  budgetedStream(app, caller, 'search', 'isolation level repeatable read read only', async (tx, track) => {
+    const [record] = await track(find(tx))
+    return record ? parts(tx, record) : refuse(404, missing)
+  })
 
-export const exportContact = (app: App, accountId: number, customerExternalId: string, externalId: string) =>
+export const exportContact = (
+  app: App,
+  accountId: number,
+  customerExternalId: string,
+  externalId: string,
+  caller?: Caller,
+) =>
   exported(
     app,
+    caller,
     (db) =>
       recordDoc(
         db,
@@ -124,9 +109,10 @@ export const exportContact = (app: App, accountId: number, customerExternalId: s
     },
   )
 
-export const exportCustomer = (app: App, accountId: number, externalId: string) =>
+export const exportCustomer = (app: App, accountId: number, externalId: string, caller?: Caller) =>
   exported(
     app,
+    caller,
     (db) => recordDoc(db, 'customer', db`r.account_id = ${accountId} and r.external_id = ${externalId}`),
     `Customer ${externalId} does not exist.`,
     async function* (db, customer) {

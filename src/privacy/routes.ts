@@ -1,9 +1,8 @@
-import * as v from 'valibot'
 import { accountIn } from '../accounts/accounts.ts'
 import { idParam, ok, type Reply, type Route, route, textParam } from '../route.ts'
-import { describe } from '../validate.ts'
-import { Erasure, ErasureAccepted, ErasureBody, getErasure, requestErasure } from './erasures.ts'
+import { getErasure, requestErasure } from './erasures.ts'
 import { exportContact, exportCustomer } from './export.ts'
+import { ContactExport, CustomerExport, Erasure, ErasureAccepted, ErasureBody } from './schemas.ts'
 
 const example = {
   contacts: [{ customer_external_id: 'acme-1', contact_external_id: 'pat' }],
@@ -12,25 +11,6 @@ const example = {
 
 // An export's answer is streamed JSON text (http/adapter.ts).
 const streamed = (chunks: AsyncIterable<string>): Reply => ({ status: 200, body: chunks })
-
-const Held = v.object({
-  record: v.record(v.string(), v.unknown()),
-  scores: v.nullable(v.record(v.string(), v.unknown())),
-  snapshots: v.array(v.object({ date: v.string(), values: v.record(v.string(), v.unknown()) })),
-  tags: v.array(v.string()),
-})
-const Rows = v.array(v.record(v.string(), v.unknown()))
-const segmentMessages = describe(
-  Rows,
-  'The Segment messages held that name it (userId; a customer: groupId, or a contact of its userId), as stored.',
-)
-const ContactExport = v.object({ contact: Held, events: Rows, segment_messages: segmentMessages })
-const CustomerExport = v.object({
-  customer: Held,
-  events: Rows,
-  segment_messages: segmentMessages,
-  contacts: v.array(Held),
-})
 
 export const privacyRoutes: Route[] = [
   route({
@@ -83,9 +63,10 @@ export const privacyRoutes: Route[] = [
     tag: 'privacy',
     summary: 'Everything held about a contact: the record, scores, snapshots, tags and tracked events',
     reply: { status: 200, body: ContactExport },
+    expensive: true,
     handler: async (req, app) =>
       streamed(
-        await exportContact(app, req.auth.accountId, textParam(req, 'external_id'), textParam(req, 'contact_id')),
+        await exportContact(app, req.auth.accountId, textParam(req, 'external_id'), textParam(req, 'contact_id'), req),
       ),
   }),
   route({
@@ -96,6 +77,8 @@ export const privacyRoutes: Route[] = [
     tag: 'privacy',
     summary: 'Everything held about a customer and its contacts, streamed',
     reply: { status: 200, body: CustomerExport },
-    handler: async (req, app) => streamed(await exportCustomer(app, req.auth.accountId, textParam(req, 'external_id'))),
+    expensive: true,
+    handler: async (req, app) =>
+      streamed(await exportCustomer(app, req.auth.accountId, textParam(req, 'external_id'), req)),
   }),
 ]

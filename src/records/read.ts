@@ -1,12 +1,12 @@
 import { readCatalog, readLabels } from '../catalog/properties.ts'
 import { scoringInputs } from '../scoring/store.ts'
-import type { Entity } from '../catalog.ts'
+import type { Entity } from '../property.ts'
 import type { App } from '../context.ts'
 import { today } from '../dates.ts'
 import { refuse } from '../errors.ts'
 import { explanationRows } from '../scoring/changes.ts'
-import { explainCustomer, type ExplainedCustomer, labelled, labelledExplanation } from '../scoring/explain.ts'
-import type { ChangeDriver } from '../scoring/alerts.ts'
+import { explainCustomer, type ExplainedCustomer, labelled, labelledExplanation } from '../scoring/rules/explain.ts'
+import type { ChangeDriver } from '../scoring/rules/alerts.ts'
 import { compileSearch } from '../search/sql.ts'
 
 // One record as the search endpoints show it (churned customers included); a contact is found

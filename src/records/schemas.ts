@@ -1,5 +1,5 @@
 import * as v from 'valibot'
-import { ChangeDriverSchema } from '../scoring/alerts.ts'
+import { ChangeDriverSchema } from '../scoring/rules/alerts.ts'
 import { Day, describe, int, Timestamp } from '../validate.ts'
 
 // The records as the search, aggregate and single-record routes answer them (test/contract.test.ts

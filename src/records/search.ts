@@ -1,5 +1,5 @@
 import { catalogSql } from '../catalog/properties.ts'
-import type { Entity, PropertyDef } from '../catalog.ts'
+import type { Entity, PropertyDef } from '../property.ts'
 import type { App } from '../context.ts'
 import { budgeted, type Caller, type Track } from '../db/budget.ts'
 import type { Sql, Tx } from '../db/client.ts'

@@ -1,7 +1,7 @@
 import { sourceOfTruth } from '../accounts/accounts.ts'
 import * as v from 'valibot'
 import { readCatalog } from '../catalog/properties.ts'
-import { catalogOf, type Entity } from '../catalog.ts'
+import { catalogOf, type Entity } from '../property.ts'
 import type { App } from '../context.ts'
 import type { Sql, Tx } from '../db/client.ts'
 import { addCustomersChanged, addJobs, scoreRecordsJobs } from '../db/jobs.ts'

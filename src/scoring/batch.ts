@@ -1,5 +1,5 @@
 import { getScoreAlerts, scoringInputs } from './store.ts'
-import type { Entity, PropertyDef } from '../catalog.ts'
+import type { Entity, PropertyDef } from '../property.ts'
 import type { App } from '../context.ts'
 import { refreshStatistics } from '../db/analyze.ts'
 import type { Sql, Tx } from '../db/client.ts'
@@ -13,8 +13,8 @@ import type { EventItem } from '../webhooks/events.ts'
 import { enqueueEvent } from '../webhooks/outbox.ts'
 import { watchScores } from './changes.ts'
 import { recordChurnEvents } from './churn.ts'
-import { propertyLookup, type ScoringModel } from './model.ts'
-import { churnRiskSql, type SqlRefs, upsellScoreSql, weightedScoreSql } from './sql.ts'
+import { propertyLookup, type ScoringModel } from './rules/model.ts'
+import { churnRiskSql, type SqlRefs, upsellScoreSql, weightedScoreSql } from './rules/sql.ts'
 
 // docs/scoring.md in bulk: scores of the given records (all of the account's when ids is absent),
 // batch by batch, each batch one statement that writes the score rows (customer_scores,

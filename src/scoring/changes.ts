@@ -1,10 +1,10 @@
-import type { PropertyDef } from '../catalog.ts'
+import type { PropertyDef } from '../property.ts'
 import type { Sql, Tx } from '../db/client.ts'
 import { enqueueEvent } from '../webhooks/outbox.ts'
-import { ALERT_SCORES, type ChangeDriver, type ScoreAlerts, type Scores, scoreChanges } from './alerts.ts'
-import { explainCustomer, type ExplainedCustomer } from './explain.ts'
-import type { ScoringModel } from './model.ts'
-import { changeDrivers, type Contributions } from './score.ts'
+import { ALERT_SCORES, type ChangeDriver, type ScoreAlerts, type Scores, scoreChanges } from './rules/alerts.ts'
+import { explainCustomer, type ExplainedCustomer } from './rules/explain.ts'
+import type { ScoringModel } from './rules/model.ts'
+import { changeDrivers, type Contributions } from './rules/score.ts'
 
 // customer.score_changed and change_drivers. With score alerts set, each scoring batch compares
 // every customer's scores before and after, keeps each customer's contributions of the latest

@@ -3,8 +3,8 @@ import type { Sql } from '../db/client.ts'
 import { daysBetween, today as utcToday } from '../dates.ts'
 import { refuse } from '../errors.ts'
 import { describe, int, strict } from '../validate.ts'
-import { propertyLookup, type ScoringModel, ScoringModelSchema } from './model.ts'
-import { churnRisk, summarizeHistory, upsellScore, weightedScore } from './score.ts'
+import { propertyLookup, type ScoringModel, ScoringModelSchema } from './rules/model.ts'
+import { churnRisk, summarizeHistory, upsellScore, weightedScore } from './rules/score.ts'
 import { checkModel } from './store.ts'
 
 export const PreviewBody = strict({

@@ -1,7 +1,7 @@
 import { accountIn } from '../accounts/accounts.ts'
 import { ok, type Route, route } from '../route.ts'
-import { ScoreAlertsSchema } from './alerts.ts'
-import { ScoringModelSchema } from './model.ts'
+import { ScoreAlertsSchema } from './rules/alerts.ts'
+import { ScoringModelSchema } from './rules/model.ts'
 import { PreviewBody, previewScores, ScoringPreview } from './preview.ts'
 import { getScoreAlerts, getScoringModel, putScoreAlerts, putScoringModel } from './store.ts'
 

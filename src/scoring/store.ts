@@ -1,10 +1,10 @@
 import { catalogSql, readCatalog } from '../catalog/properties.ts'
-import type { Entity } from '../catalog.ts'
+import type { Entity } from '../property.ts'
 import type { Sql, Tx } from '../db/client.ts'
 import { addJobs, rescoreAccountJobs } from '../db/jobs.ts'
 import { refuse } from '../errors.ts'
-import type { ScoreAlerts } from './alerts.ts'
-import { checkModelAgainstProperties, type ScoringModel } from './model.ts'
+import type { ScoreAlerts } from './rules/alerts.ts'
+import { checkModelAgainstProperties, type ScoringModel } from './rules/model.ts'
 
 // The scoring model and score alerts an account has stored, and what storing them sets off.
 

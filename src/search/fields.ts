@@ -1,7 +1,7 @@
 // The search fields and operators: which core fields each entity has, their types, which
 // operators each type allows, and the shape of a validated criterion. A pure table, read by the
 // criteria parser and the SQL compiler.
-import type { Entity, PropertyDef, PropertyType } from '../catalog.ts'
+import type { Entity, PropertyDef, PropertyType } from '../property.ts'
 
 export type { Entity, PropertyDef }
 export type ValueType = PropertyType

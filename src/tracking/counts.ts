@@ -1,4 +1,4 @@
-import type { Entity } from '../catalog.ts'
+import type { Entity } from '../property.ts'
 import { accountsWithNumberMetrics, definitionsSql } from '../catalog/properties.ts'
 import type { App } from '../context.ts'
 import type { Sql, Tx } from '../db/client.ts'

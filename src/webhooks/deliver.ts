@@ -2,7 +2,7 @@ import type { App } from '../context.ts'
 import type { Sql, Tx } from '../db/client.ts'
 import { addJobs, type DeliverWebhookPayload, deliverWebhookJob } from '../db/jobs.ts'
 import { recordHealth } from './health.ts'
-import { MAX_ATTEMPTS, retryDelaySeconds, type SendResult, sendWebhook } from './send.ts'
+import { ATTEMPTS_PER_ROUND, retryDelaySeconds, type SendResult, sendWebhook } from './send.ts'
 import { hmacHeader, standardWebhookHeaders } from './sign.ts'
 
 // A removed webhook takes its deliveries with it (on delete cascade), so a missing row means
@@ -83,7 +83,7 @@ export const deliverWebhook = async (app: App, p: DeliverWebhookPayload) => {
     const { slotted: _, ...next } = p
     const firstAttempt = p.first_attempt ?? 1
     if (result.outcome === 'delivered') await setStatus(tx, p, 'delivered')
-    else if (result.outcome === 'retry' && attempt - firstAttempt + 1 < MAX_ATTEMPTS) {
+    else if (result.outcome === 'retry' && attempt - firstAttempt + 1 < ATTEMPTS_PER_ROUND) {
       const delay = retryDelaySeconds(attempt - firstAttempt + 1) * app.config.webhookRetryScale
       await addJobs(tx, [
         deliverWebhookJob({ ...next, first_attempt: firstAttempt }, new Date(Date.now() + delay * 1000)),

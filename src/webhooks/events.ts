@@ -1,6 +1,6 @@
 import { toJsonSchema } from '@valibot/to-json-schema'
 import * as v from 'valibot'
-import { ALERT_SCORES, ChangeDriverSchema } from '../scoring/alerts.ts'
+import { ALERT_SCORES, ChangeDriverSchema } from '../scoring/rules/alerts.ts'
 import { describe, int } from '../validate.ts'
 
 // The event catalog: every event a subscription can choose, its payload's schema (published by
@@ -196,12 +196,12 @@ const jsonSchema = (event: EventName) => {
   const { $schema: _, ...schema } = toJsonSchema(PAYLOADS[event], { target: 'draft-2020-12', errorMode: 'ignore' })
   return schema
 }
-const catalogOf = () =>
+const describeEventTypes = () =>
   EVENTS.map((name) => ({
     name,
     description: description[name],
     schema: jsonSchema(name),
     example: JSON.parse(examplePayload(name)),
   }))
-let catalog: ReturnType<typeof catalogOf> | undefined
-export const listEventTypes = () => (catalog ??= catalogOf())
+let eventTypes: ReturnType<typeof describeEventTypes> | undefined
+export const listEventTypes = () => (eventTypes ??= describeEventTypes())

@@ -3,7 +3,9 @@ import https from 'node:https'
 import type { LookupFunction } from 'node:net'
 import { PRIVATE_ADDRESS_ERROR, type Resolve, checkWebhookUrl, resolvePublic } from './ssrf.ts'
 
-export const MAX_ATTEMPTS = 3
+// A delivery's attempts in one round (its first send and its redeliveries each start one); a
+// job's own retries (graphile-worker's maxAttempts) are another count.
+export const ATTEMPTS_PER_ROUND = 3
 
 // Only enough of the response is read to let the receiver finish writing; its start is kept for
 // the delivery log, where an operator reads why a receiver refused.

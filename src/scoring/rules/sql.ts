@@ -1,8 +1,8 @@
-import type { PropertyType } from '../catalog.ts'
+import type { PropertyType } from '../../property.ts'
 import { isBooleanRule, isValuesRule, type Rule } from './model.ts'
 import { ROUND_NOISE } from './score.ts'
-import { sqlDateOrNull } from '../dates.ts'
-import { sqlDoubleOrNull } from '../values.ts'
+import { sqlDateOrNull } from '../../dates.ts'
+import { sqlDoubleOrNull } from '../../values.ts'
 
 // Compiles scoring rules into PostgreSQL expressions so that all snapshots and records of an
 // account can be scored in a few set-based statements (scoring/batch.ts): engagement per

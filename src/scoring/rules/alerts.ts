@@ -1,5 +1,5 @@
 import * as v from 'valibot'
-import { strict } from '../validate.ts'
+import { strict } from '../../validate.ts'
 
 // customer.score_changed: when a score change is worth an event (docs/api.md, "Score alerts").
 export const ALERT_SCORES = ['engagementscore', 'fitscore', 'churn_risk', 'upsell_score'] as const

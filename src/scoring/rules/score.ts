@@ -1,6 +1,6 @@
-import { daysBetween, isDate } from '../dates.ts'
+import { daysBetween, isDate } from '../../dates.ts'
 import type { ChangeDriver } from './alerts.ts'
-import type { PropertyType } from '../catalog.ts'
+import type { PropertyType } from '../../property.ts'
 import { isBooleanRule, isValuesRule, type RangeRule, type Rule } from './model.ts'
 
 // The scoring rules of docs/scoring.md. propertyScore, weightedScore, churnRisk and upsellScore

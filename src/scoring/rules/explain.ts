@@ -1,4 +1,4 @@
-import type { PropertyDef } from '../catalog.ts'
+import type { PropertyDef } from '../../property.ts'
 import { propertyLookup, type Rule, type ScoringModel } from './model.ts'
 import { explain, weightedScore, type Explanation } from './score.ts'
 

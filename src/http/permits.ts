@@ -7,7 +7,7 @@ export const LARGE_BODY_BYTES = 64 * 1024
 // a large body allocates several times its size in short-lived objects, and uploads that arrive
 // together would otherwise hold all of theirs at once: a few permits bound the process's memory by
 // the permits, not by the clients, at no cost in throughput while the CPU is the limit anyway.
-export const createGate = (permits: number) => {
+export const createPermits = (permits: number) => {
   let free = permits
   const waiting: (() => void)[] = []
   const release = () => {

@@ -1,7 +1,7 @@
 import * as v from 'valibot'
-import type { Entity, PropertyDef, PropertyType } from '../catalog.ts'
-import type { FieldError } from '../errors.ts'
-import { closest, storable } from '../validate.ts'
+import type { Entity, PropertyDef, PropertyType } from '../../property.ts'
+import type { FieldError } from '../../errors.ts'
+import { closest, storable } from '../../validate.ts'
 
 // Bounds beyond the documented model's: sql.ts scores in float8, where PostgreSQL raises an error on overflow
 // and underflow instead of giving Infinity or 0. With these no intermediate result of the score
@@ -100,7 +100,7 @@ const isRangeRule = (rule: Rule): rule is RangeRule => 'bad' in rule
 export const isBooleanRule = (rule: Rule): rule is BooleanRule => 'good' in rule && typeof rule.good === 'boolean'
 export const isValuesRule = (rule: Rule): rule is ValuesRule => 'values' in rule
 
-const fitsType = (rule: Rule, type: PropertyType) =>
+const hasFormFor = (rule: Rule, type: PropertyType) =>
   type === 'boolean' ? isBooleanRule(rule) : type === 'string' ? isValuesRule(rule) : isRangeRule(rule)
 
 const expectedForm: Record<PropertyType, string> = {
@@ -117,7 +117,7 @@ const checkRules = (rules: Rule[] | undefined, entity: Entity, base: string, cat
     const def = catalogs[entity].find((d) => d.codename === rule.codename)
     if (!def)
       return [{ path: `${base}/${i}/codename`, message: `No ${entity} property "${rule.codename}" is defined.` }]
-    if (fitsType(rule, def.type)) return []
+    if (hasFormFor(rule, def.type)) return []
     return [
       {
         path: `${base}/${i}`,

@@ -1,4 +1,4 @@
-// The property catalog's shape: what a property definition is, wherever it is read (uploads,
+// What a property definition is (the property catalog's shape), wherever it is read (uploads,
 // scoring, search, CSV import). The definitions themselves are read and written by
 // catalog/properties.ts.
 export type Entity = 'customer' | 'contact'
