@@ -213,17 +213,15 @@ const INTEGER_SQL: Partial<Record<PositiveOp, ScalarSql>> = {
   GTE: (v, [x], _t, ctx) => `${v} >= ${ctx.bind(integerBound(x, 'ceil'), 'bigint')}`,
 }
 
-// A constant list costs the planner an estimate per value, and on a column with statistics each reads
-// the column's common values again: 1,000 names took 10-20 ms to plan per statement, against 1 ms
-// for the list out of its sight. The sum of the values' shares, with one for each value no record
-// holds, also made a long list look broad enough to walk the account in external-ID order (30,000
-// rows filtered for 10 matches). So a name list ANDed into the query (`conjunct`) is tested twice:
-// by the index from a scalar subquery, which the planner reads as some 10 values and never inlines,
-// and by the constant list under coalesce, estimated flat, never value by value. That constant is
-// hashed, and a filter runs it first; an array from a subquery is searched value by value. Inside an
-// OR the constant stays alone: a bitmap scan rechecks its OR's index conditions on every row it
-// reads, and would search the subquery's list there (docs/benchmarks.md, "IN lists at 30,000
-// customers").
+// A constant list costs the planner an estimate per value, each reading the column's common values
+// again, and its estimate sums their shares, a share even for each value no record holds: a long name
+// list took longer to plan than to run, and looked broad enough to walk the account in external-ID
+// order. So a name list ANDed into the query (`conjunct`) is tested twice: by the index, from a scalar
+// subquery that the planner takes for some 10 values and never inlines, and by the same constant
+// under coalesce, estimated flat and hashed, which a filter runs first (an array from a subquery is
+// searched value by value). Inside an OR the constant stays alone: a bitmap scan rechecks the OR's
+// index conditions, the subquery's list among them, on every row it reads (docs/benchmarks.md).
+// The external ids are unique, which the planner reads instead of their values' statistics.
 const HIDDEN_LISTS = new Set(['name'])
 
 function hiddenListSql(v: string, list: string): string {
@@ -232,7 +230,8 @@ function hiddenListSql(v: string, list: string): string {
 
 function positiveSql(c: Criterion, ctx: Ctx, conjunct: boolean): string {
   if (c.field.type === 'owner') return c.op === 'KNOWN' ? OWNER_SQL.KNOWN(ctx) : OWNER_SQL.IN(c.operands, ctx)
-  if (conjunct && c.op === 'IN' && c.field.source === 'core' && HIDDEN_LISTS.has(c.field.name) && c.operands.length > 1)
+  const list = c.op === 'IN' && c.operands.length > 1 && c.field.source === 'core'
+  if (list && conjunct && HIDDEN_LISTS.has(c.field.name))
     return hiddenListSql(fieldSql(c.field, ctx), bindList(ctx, c.operands.map(String), 'text'))
   if (c.op === 'IN' && c.field.source !== 'core') return jsonInSql(c.field, c.operands, ctx)
   const integer = c.field.source === 'core' && c.field.type === 'number' ? INTEGER_SQL[c.op] : undefined
