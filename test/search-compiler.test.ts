@@ -9,6 +9,7 @@ import { matches, type SearchRecord } from './helpers/evaluate.ts'
 import { cursorScope, openCursor, resolveSort, sealCursor } from '../src/search/sort.ts'
 import { planNodes, searchDatabase } from './helpers/compiled.ts'
 import { storeScores } from './helpers/db.ts'
+import { clusterFromEnv } from './helpers/citus.ts'
 
 const TODAY = '2026-11-21'
 
@@ -537,7 +538,13 @@ describe('compileSearch: long IN lists', () => {
         assert.deepEqual(await db.ids(compileSearch(over(c.short))), c[op], `${op}, short`)
         assert.deepEqual(await db.ids(compileSearch(over(long))), c[op], `${op}, 1,000 values`)
         const text = conditions(await db.plan(compileCount(over(long), false))).join(' / ')
-        const lists = [...text.matchAll(/ANY \((.{0,20})/g)].map((m) => m[1])
+        // A name list ANDed in is also read by the index from a subquery of the same parameter (an
+        // InitPlan's output: `(InitPlan 1).col1` from PostgreSQL 17, `$0` before).
+        const subquery = / ANY \((\(InitPlan \d+\)\.col\d+|\$\d+)\)/g
+        const reads = [...text.matchAll(subquery)].length
+        const short = text.replace(/'\{[^']*\}'/g, "'{...}'")
+        assert.equal(reads, c.field === 'name' && op === 'IN' ? 1 : 0, `${op}: the subquery's list in ${short}`)
+        const lists = [...text.replace(subquery, '').matchAll(/ANY \((.{0,20})/g)].map((m) => m[1])
         assert.equal(lists.length, 1, `${op}: one list in ${text.slice(0, 300)}`)
         assert.match(lists[0], /^'\{/, `${op}: the list is a constant array, not ${lists[0]}`)
         const types = [...text.matchAll(/ANY \('\{(?:[^']|'')*\}'::([a-z ]+\[\])\)/g)].map((m) => m[1])
@@ -555,6 +562,40 @@ describe('compileSearch: long IN lists', () => {
     assert.deepEqual(await db.ids(compileSearch(over)), await db.ids(compileSearch(listed(['10', '-100', '100']))))
     const text = conditions(await db.plan(compileCount(over, false))).join(' / ')
     assert.match(text, /ANY \('\{10,-100,100\}'::integer\[\]\)/, text.slice(0, 300))
+  })
+  // A name list ANDed into a statement is also read from a subquery, for the index; inside an OR
+  // (once NOTs are pushed down) it is the constant alone. Either way 1,000 names match what 2 do.
+  test('a name list of 1,000 values matches what the short list does anywhere in a tree', async () => {
+    const names = (operator: string, values: string[]): Filter => ({ propertyName: 'name', operator, values })
+    const short = ['Ann Co', 'Fay Co']
+    const long = [...short, ...Array.from({ length: 998 }, (_, i) => text(i))]
+    const [sso, seats] = [leaf('sso', 'EQ', 'true'), leaf('seats', 'GT', '2')]
+    // Each tree, with the number of its subqueries in the count: one where the list is ANDed in.
+    const trees: [(list: string[]) => Condition, number][] = [
+      [(list) => names('IN', list), 1],
+      [(list) => ({ and: [names('IN', list), sso] }), 1],
+      [(list) => ({ or: [names('IN', list), seats] }), 0],
+      [(list) => ({ not: { or: [names('NIN', list), sso] } }), 1],
+      [(list) => ({ not: { and: [names('IN', list), sso] } }), 0],
+      [(list) => ({ not: names('IN', list) }), 0],
+    ]
+    assert.deepEqual(await found({ where: names('IN', long) }), ['c1', 'c6'])
+    for (const [tree, subqueries] of trees) {
+      const [a, b] = [input({ where: tree(short) }), input({ where: tree(long) })]
+      const label = JSON.stringify(tree(['...']))
+      assert.deepEqual(await db.ids(compileSearch(b)), await db.ids(compileSearch(a)), label)
+      const counts = await Promise.all([a, b].map(async (x) => (await db.rows(compileCount(x, false)))[0].total))
+      assert.equal(counts[1], counts[0], label)
+      assert.equal(compileCount(b, false).text.match(/\(select \$/g)?.length ?? 0, subqueries, label)
+      // On Citus each statement, its subquery with it, is one router task on the account's shard.
+      for (const query of [compileSearch(b), compileCount(b, false)]) {
+        const jobs = planNodes(await db.plan(query)).flatMap(({ node }) => {
+          const job = (node['Distributed Query'] as { Job?: { 'Task Count'?: number } } | undefined)?.Job
+          return job ? [job['Task Count']] : []
+        })
+        assert.deepEqual(jobs, clusterFromEnv() ? [1] : [], `${label}: tasks`)
+      }
+    }
   })
 })
 

@@ -213,17 +213,35 @@ const INTEGER_SQL: Partial<Record<PositiveOp, ScalarSql>> = {
   GTE: (v, [x], _t, ctx) => `${v} >= ${ctx.bind(integerBound(x, 'ceil'), 'bigint')}`,
 }
 
-function positiveSql(c: Criterion, ctx: Ctx): string {
+// A constant list costs the planner an estimate per value, each reading the column's common values
+// again, and its estimate sums their shares, a share even for each value no record holds: a long name
+// list took longer to plan than to run, and looked broad enough to walk the account in external-ID
+// order. So a name list ANDed into the query (`conjunct`) is tested twice: by the index, from a scalar
+// subquery that the planner takes for some 10 values and never inlines, and by the same constant
+// under coalesce, estimated flat and hashed, which a filter runs first (an array from a subquery is
+// searched value by value). Inside an OR the constant stays alone: a bitmap scan rechecks the OR's
+// index conditions, the subquery's list among them, on every row it reads (docs/benchmarks.md).
+// The external ids are unique, which the planner reads instead of their values' statistics.
+const HIDDEN_LISTS = new Set(['name'])
+
+function hiddenListSql(v: string, list: string): string {
+  return `(coalesce(${v} = any(${list}), false) and ${v} = any((select ${list})::text[]))`
+}
+
+function positiveSql(c: Criterion, ctx: Ctx, conjunct: boolean): string {
   if (c.field.type === 'owner') return c.op === 'KNOWN' ? OWNER_SQL.KNOWN(ctx) : OWNER_SQL.IN(c.operands, ctx)
+  const list = c.op === 'IN' && c.operands.length > 1 && c.field.source === 'core'
+  if (list && conjunct && HIDDEN_LISTS.has(c.field.name))
+    return hiddenListSql(fieldSql(c.field, ctx), bindList(ctx, c.operands.map(String), 'text'))
   if (c.op === 'IN' && c.field.source !== 'core') return jsonInSql(c.field, c.operands, ctx)
   const integer = c.field.source === 'core' && c.field.type === 'number' ? INTEGER_SQL[c.op] : undefined
   const operands = integer && c.op === 'IN' ? c.operands.filter(inRange(c.field.name)) : c.operands
   return (integer ?? SCALAR_SQL[c.op])(fieldSql(c.field, ctx), operands, valueTypeOf(c.field.type), ctx)
 }
 
-function criterionSql(c: Criterion, ctx: Ctx): string {
+function criterionSql(c: Criterion, ctx: Ctx, conjunct: boolean): string {
   if (c.field.type === 'tags') return tagsSql(c, ctx)
-  const positive = positiveSql(c, ctx)
+  const positive = positiveSql(c, ctx, conjunct && !c.negated)
   // SQL null (no value) makes the positive condition unknown; coalesce turns that into a match
   // for the negation, so records without a value satisfy NEQ/NLIKE/NIN/UNKNOWN.
   return c.negated ? `not coalesce(${positive}, false)` : positive
@@ -232,12 +250,13 @@ function criterionSql(c: Criterion, ctx: Ctx): string {
 // A tree as a condition, with every NOT pushed down to the criteria (De Morgan). A positive
 // criterion is SQL null where the record has no value; under AND, OR and WHERE null acts as false
 // would, under NOT it would not (NOT null is null). Pushed down, a NOT becomes the criterion's own
-// negation, which is never null (criterionSql), so no NOT is left above a criterion.
-export function treeSql(t: Tree<Criterion>, ctx: Ctx, negate = false): string {
-  if (!isNode(t)) return criterionSql(negate ? { ...t, negated: !t.negated } : t, ctx)
-  if ('not' in t) return treeSql(t.not, ctx, !negate)
+// negation, which is never null (criterionSql), so no NOT is left above a criterion. `conjunct`: the
+// tree is ANDed into the statement's WHERE, as are the items of its ANDs (once pushed down).
+export function treeSql(t: Tree<Criterion>, ctx: Ctx, negate = false, conjunct = true): string {
+  if (!isNode(t)) return criterionSql(negate ? { ...t, negated: !t.negated } : t, ctx, conjunct)
+  if ('not' in t) return treeSql(t.not, ctx, !negate, conjunct)
   const [items, and] = 'and' in t ? [t.and, !negate] : [t.or, negate]
   // The empty AND holds, the empty OR does not.
   if (items.length === 0) return String(and)
-  return `(${items.map((c) => treeSql(c, ctx, negate)).join(and ? ' and ' : ' or ')})`
+  return `(${items.map((c) => treeSql(c, ctx, negate, conjunct && and)).join(and ? ' and ' : ' or ')})`
 }
