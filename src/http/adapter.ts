@@ -200,6 +200,7 @@ export const createHttpServer = (
       body,
       params: {},
       query: {},
+      address: im.socket.remoteAddress,
     }
     const gone = new AbortController()
     req.signal = gone.signal

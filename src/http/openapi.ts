@@ -209,6 +209,7 @@ const TAGS: { name: Tag; description: string }[] = [
     name: 'privacy',
     description: 'Erasure requests, suppressions of erased people, and exports of what is held about a person.',
   },
+  { name: 'audit', description: 'Who changed what, on what, when and from where: the audit log.' },
   {
     name: 'events',
     description:
@@ -216,7 +217,7 @@ const TAGS: { name: Tag; description: string }[] = [
   },
 ]
 
-const camel = (name: string) => name.replace(/-(\w)/g, (_, c: string) => c.toUpperCase())
+export const camel = (name: string) => name.replace(/-(\w)/g, (_, c: string) => c.toUpperCase())
 
 // An event the service sends, published under the document's `webhooks`.
 interface PublishedEvent {
