@@ -1,6 +1,7 @@
 // The audit log (issue 47): every change through the API is recorded in the change's transaction,
 // with who, what, on what, when, from where and its status; a refused change is recorded with its
-// 4xx; one account's key never reads another's entries; retention, backups and erasure.
+// 4xx; one account's key never reads another's entries; retention and backups. Erasure:
+// test/audit-erasure.test.ts (erasures do not run on Citus yet, docs/operations.md).
 import assert from 'node:assert/strict'
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
@@ -15,7 +16,6 @@ import { audited } from '../src/http/audit.ts'
 import { clusterFromEnv } from './helpers/citus.ts'
 import { freshDatabase } from './helpers/db.ts'
 import { scoredAccount } from './helpers/fixtures.ts'
-import { eventually } from './helpers/receiver.ts'
 import { startTestService, type TestService } from './helpers/service.ts'
 
 let s: TestService
@@ -246,42 +246,6 @@ test('retention deletes the entries older than SERVICE_AUDIT_RETENTION_DAYS, and
   )
   assert.deepEqual((await s.admin('GET', '/audit')).body.entries, [])
   assert.deepEqual(await purgeAudit(s.app), { entries: 0, operator_entries: 0 })
-})
-
-test('an erasure blanks the target segments that named the person; the entries stay', async () => {
-  const eraser = await key(a, { scopes: ['erase'] })
-  const person = 'erase-me-7'
-  assert.equal((await writer.api('/api/v1/customer', { external_id: person, name: 'Gone Soon' })).status, 201)
-  assert.equal(
-    (await writer.api(`/api/v1/customer/${person}/contact`, { contact_external_id: 'pat-9', contact_name: 'Pat' }))
-      .status,
-    201,
-  )
-  const named = (await log(aAudit, '?limit=1000')).entries.filter((e) => e.target.includes(person))
-  assert.deepEqual(
-    named.map((e) => e.target),
-    [`customer/${person}/contact/pat-9`, `customer/${person}`],
-  )
-  const res = await eraser.api('/api/v1/erasures', { customers: [person] })
-  assert.equal(res.status, 202, JSON.stringify(res.body))
-  const done = await eventually(async () => {
-    const got = await eraser.api(`/api/v1/erasures/${res.body.id}`, undefined, 'GET')
-    return got.body.status !== 'pending' && got.body
-  }, 'erasure')
-  assert.equal(done.status, 'done', JSON.stringify(done))
-  assert.equal(done.counts.audit_entries, 2)
-  const after = (await log(aAudit, '?limit=1000')).entries
-  assert.deepEqual(
-    named.map((e) => after.find((x) => x.id === e.id).target),
-    ['customer/(erased)/contact/(erased)', 'customer/(erased)'],
-  )
-  assert.ok(
-    after.some((e) => e.target === 'customer/acme-1'),
-    'entries of others keep their targets',
-  )
-  const [{ n }] = await s.sql`select count(*)::int as n from audit_entries
-    where account_id = ${a.id} and array_to_string(target, '/') like ${`%${person}%`}`
-  assert.equal(n, 0)
 })
 
 test('a backup holds the audit log, and its restore brings it back', async () => {
