@@ -252,6 +252,12 @@ const KNOBS = {
     parse: positive,
     meaning: "webhook deliveries lose their payload and the receiver's answer after this many days (daily)",
   }),
+  auditRetentionDays: knob({
+    env: 'SERVICE_AUDIT_RETENTION_DAYS',
+    fallback: 400,
+    parse: positive,
+    meaning: 'audit log entries are deleted this many days after the change they record (daily)',
+  }),
   stuckUploadSeconds: knob({
     env: 'SERVICE_STUCK_UPLOAD_SECONDS',
     fallback: 900,

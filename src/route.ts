@@ -19,6 +19,8 @@ export interface Req {
   query: Record<string, string | string[] | undefined>
   route?: string
   auth?: KeyHolder
+  // The client's address as the socket has it (no proxy header is trusted); none from the CLI.
+  address?: string
   // The body as JSON.parse read it, and the route's schema's output of it.
   json?: unknown
   input?: unknown
@@ -34,6 +36,7 @@ export interface Req {
 export interface KeyHolder {
   accountId: number
   keyId: number
+  keyName: string | null
 }
 
 export interface Reply {
@@ -68,6 +71,7 @@ export const TAGS = [
     name: 'privacy',
     description: 'Erasure requests, suppressions of erased people, and exports of what is held about a person.',
   },
+  { name: 'audit', description: 'Who changed what, on what, when and from where: the audit log.' },
   {
     name: 'events',
     description:
@@ -134,6 +138,10 @@ interface Row<A extends Auth, B, Q> {
   expensive?: true
   // A liveness or readiness probe: answered even on a connection past the caps (http/connections.ts).
   probe?: true
+  // A row of a method but GET that the audit log leaves out (http/audit.ts): a read sent by POST
+  // (a search, a preview), or event intake, whose events are their own record and whose volume would
+  // bury the changes people make. Every other such row is audited.
+  unaudited?: 'read' | 'intake'
 }
 
 // One row of the routing table, its input types erased: what the router and OpenAPI read.

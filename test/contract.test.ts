@@ -352,6 +352,12 @@ test('every operation answers as its published schema says', async () => {
   await call('removeWebhook', { id, webhook_id: hook.body.id })
   await call('listBackups', {})
   await call('startBackup', {})
+  // The audit log of all the above: the account's (a key with the audit scope, the operator's view)
+  // and the operator's own, a page of each with its paging.
+  const auditor = (await call('createKey', { id }, { scopes: ['audit'] })).body.token
+  await call('listAudit', {}, undefined, '?limit=2', auditor)
+  await call('listAccountAudit', { id }, undefined, '?limit=2')
+  await call('listOperatorAudit', {})
 
   // Refusals: each is documented for its operation and is Problem Details.
   await call('searchCustomers', {}, { filter: [] })

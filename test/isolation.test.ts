@@ -30,6 +30,8 @@ const NO_TENANT_DATA = [
   // The operator's backups: the whole database, for the admin token only, never one account's view.
   'GET /admin/v1/backups',
   'POST /admin/v1/backups',
+  // The operator's audit entries that name no account (backups).
+  'GET /admin/v1/audit',
 ]
 
 let s: TestService
@@ -442,8 +444,10 @@ on('POST', ACC, async () => {
   // A new account starts with nothing of anyone's but its key and the system properties.
   const c = await s.account('C')
   assert.notEqual(c.trackerKey, a.trackerKey)
-  const { api_keys: keys, property_defs: defs, ...rest } = await tenantRows(c.id)
+  const { api_keys: keys, property_defs: defs, audit_entries: log, ...rest } = await tenantRows(c.id)
   assert.equal((keys as unknown[]).length, 1)
+  // Its audit log holds its own making: the account and its key.
+  assert.deepEqual((log as { action: string }[]).map((e) => e.action).sort(), ['createAccount', 'createKey'])
   assert.ok((defs as { system: boolean }[]).every((d) => d.system))
   for (const [table, rows] of Object.entries(rest)) if (table !== 'accounts') assert.deepEqual(rows, [], table)
   assert.deepEqual(await results(search(c, 'customers')), [])
@@ -798,6 +802,19 @@ on('GET', '/api/v1/users', async () => {
 
 on('PATCH', '/admin/v1/accounts/:id/properties/:entity/:codename', async () => {
   await status(404, asAdmin('PATCH', `/admin/v1/accounts/${b.id}/properties/customer/a_secret`, { label: 'B' }))
+})
+
+// The audit log: B's key with the audit scope, and the admin API with B's id, list B's entries only.
+on('GET', '/api/v1/audit', async () => {
+  const key = (await status(201, s.admin('POST', `/accounts/${b.id}/keys`, { scopes: ['audit'] }))).body
+  const entries = (await status(200, s.api(key.token)('/api/v1/audit?limit=1000', undefined, 'GET'))).body.entries
+  assert.ok(entries.length > 0)
+  assert.deepEqual(listedIds(entries), await ownIds('audit_entries', b.id))
+})
+
+on('GET', '/admin/v1/accounts/:id/audit', async (r) => {
+  const entries = (await status(200, inB(r, undefined, {}, '?limit=1000'))).body.entries
+  assert.deepEqual(listedIds(entries), await ownIds('audit_entries', b.id))
 })
 
 const leavesAUntouched = async (run: () => Promise<void>) => {

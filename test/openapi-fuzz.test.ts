@@ -13,6 +13,7 @@ import type { ValidateFunction } from 'ajv'
 import { ADMIN_TOKEN, startTestService, type TestService } from './helpers/service.ts'
 import { scoredAccount } from './helpers/fixtures.ts'
 import { standalone, validator } from './helpers/openapi.ts'
+import { SCOPES } from '../src/db/key-check.ts'
 
 const SEED = 31_009
 const VALID_RUNS = 12
@@ -30,8 +31,8 @@ before(async () => {
     { http: true, worker: false },
   )
   main = await scoredAccount(s)
-  // A key of every scope, erase included (the default scopes leave it out).
-  const every = await s.admin('POST', `/accounts/${main.id}/keys`, { scopes: ['search', 'upload', 'track', 'erase'] })
+  // A key of every scope, erase and audit included (the default scopes leave them out).
+  const every = await s.admin('POST', `/accounts/${main.id}/keys`, { scopes: SCOPES })
   main = { ...main, token: every.body.token }
   await s.admin('PUT', `/accounts/${main.id}/tracking`, { domains: ['acme.test'] })
   await s.admin('POST', `/accounts/${main.id}/tags`, { title: 'VIP' })

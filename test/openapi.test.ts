@@ -113,7 +113,19 @@ test('servers, tags, licence and named schemas are there for generated clients',
   assert.deepEqual(doc.servers, [{ url: '/', description: 'The service that serves this document' }])
   assert.deepEqual(
     doc.tags.map((t: any) => t.name),
-    ['search', 'segments', 'insights', 'uploads', 'records', 'tracking', 'admin', 'operations', 'privacy', 'events'],
+    [
+      'search',
+      'segments',
+      'insights',
+      'uploads',
+      'records',
+      'tracking',
+      'admin',
+      'operations',
+      'privacy',
+      'audit',
+      'events',
+    ],
   )
   // Every event a webhook can choose is published under `webhooks`, its payload with an example.
   assert.deepEqual(Object.keys(doc.webhooks), EVENTS)

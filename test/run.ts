@@ -102,6 +102,7 @@ const printDurations = () => {
 
 // The files whose assertions depend on the server: SQL semantics, migrations, the set-based jobs.
 const INTEGRATION = [
+  'audit',
   'dates',
   'migrate',
   'scoring-sql',

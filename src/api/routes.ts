@@ -1,5 +1,6 @@
 import type { Route } from '../route.ts'
 import { accountRoutes } from '../accounts/routes.ts'
+import { auditRoutes } from '../audit/routes.ts'
 import { backupRoutes } from '../backups/routes.ts'
 import { catalogRoutes } from '../catalog/routes.ts'
 import { insightRoutes } from '../insights/routes.ts'
@@ -41,5 +42,6 @@ export const routes: Route[] = [
   // Last but the document: the rows before them keep their places (test/openapi-fuzz.test.ts seeds by place).
   ...privacyRoutes,
   ...suppressionRoutes,
+  ...auditRoutes,
   openApiRoute(() => routes),
 ]

@@ -1383,6 +1383,57 @@ export interface paths {
     patch?: never
     trace?: never
   }
+  '/api/v1/audit': {
+    parameters: {
+      query?: never
+      header?: never
+      path?: never
+      cookie?: never
+    }
+    /** The account's audit log, newest first: every change made by its keys, its users and the operator */
+    get: operations['listAudit']
+    put?: never
+    post?: never
+    delete?: never
+    options?: never
+    head?: never
+    patch?: never
+    trace?: never
+  }
+  '/admin/v1/accounts/{id}/audit': {
+    parameters: {
+      query?: never
+      header?: never
+      path?: never
+      cookie?: never
+    }
+    /** An account's audit log, newest first */
+    get: operations['listAccountAudit']
+    put?: never
+    post?: never
+    delete?: never
+    options?: never
+    head?: never
+    patch?: never
+    trace?: never
+  }
+  '/admin/v1/audit': {
+    parameters: {
+      query?: never
+      header?: never
+      path?: never
+      cookie?: never
+    }
+    /** The operator's changes that name no account (backups), newest first */
+    get: operations['listOperatorAudit']
+    put?: never
+    post?: never
+    delete?: never
+    options?: never
+    head?: never
+    patch?: never
+    trace?: never
+  }
   '/openapi.json': {
     parameters: {
       query?: never
@@ -2275,7 +2326,7 @@ export interface components {
       /** @description The id the service gave it. */
       id: number
       name: string | null
-      scopes: ('search' | 'upload' | 'track' | 'erase')[]
+      scopes: ('search' | 'upload' | 'track' | 'erase' | 'audit')[]
       /**
        * Format: date-time
        * @description A UTC time, ISO 8601 with milliseconds.
@@ -2287,7 +2338,7 @@ export interface components {
       /** @description The id the service gave it. */
       id: number
       name: string | null
-      scopes: ('search' | 'upload' | 'track' | 'erase')[]
+      scopes: ('search' | 'upload' | 'track' | 'erase' | 'audit')[]
       /**
        * Format: date-time
        * @description A UTC time, ISO 8601 with milliseconds.
@@ -5858,7 +5909,7 @@ export interface operations {
            *       "track"
            *     ]
            */
-          scopes?: ('search' | 'upload' | 'track' | 'erase')[]
+          scopes?: ('search' | 'upload' | 'track' | 'erase' | 'audit')[]
         }
       }
     }
@@ -7688,6 +7739,225 @@ export interface operations {
       403: components['responses']['Forbidden']
       404: components['responses']['NotFound']
       429: components['responses']['TooManyRequests']
+      503: components['responses']['ServiceUnavailable']
+    }
+  }
+  listAudit: {
+    parameters: {
+      query?: {
+        /** @description How many, newest first (default 100). */
+        limit?: number
+        /** @description paging.next.after of the page before. */
+        after?: number
+      }
+      header?: never
+      path?: never
+      cookie?: never
+    }
+    requestBody?: never
+    responses: {
+      /** @description Success. */
+      200: {
+        headers: {
+          'RateLimit-Limit': components['headers']['RateLimit-Limit']
+          'RateLimit-Remaining': components['headers']['RateLimit-Remaining']
+          'RateLimit-Reset': components['headers']['RateLimit-Reset']
+          [name: string]: unknown
+        }
+        content: {
+          'application/json': {
+            entries: {
+              /** @description The id the service gave it. */
+              id: number
+              /**
+               * Format: date-time
+               * @description A UTC time, ISO 8601 with milliseconds.
+               */
+              at: string
+              /**
+               * @description Who made the change: a service key, a signed-in user, or the operator (the admin token or
+               * the CLI).
+               */
+              actor: {
+                /** @enum {string} */
+                type: 'user' | 'key' | 'operator'
+                /** @description The key's or the user's id; null for the operator. */
+                id: number | null
+                /** @description The key's name, the user's email, or `operator`, as they were then. */
+                name: string | null
+              }
+              /** @description The route's OpenAPI operationId, such as `revokeKey`. */
+              action: string
+              /**
+               * @description What it changed: the path below its version prefix (`customer/acme-1`,
+               * `accounts/7/keys/3`), with the id of what a creation made; a segment that named an erased customer or
+               * contact reads `(erased)`.
+               */
+              target: string
+              /**
+               * @description The HTTP status answered: 2xx for a change made, 4xx for one refused (nothing changed).
+               */
+              status: number
+              /** @description The client's address as the server saw it; null from the CLI. */
+              address: string | null
+            }[]
+            /** @description Present when there is a next page: send `after` back as ?after= to get it. */
+            paging?: {
+              next: {
+                after: number
+              }
+            }
+          }
+        }
+      }
+      400: components['responses']['BadRequest']
+      401: components['responses']['Unauthorized']
+      403: components['responses']['Forbidden']
+      429: components['responses']['TooManyRequests']
+      503: components['responses']['ServiceUnavailable']
+    }
+  }
+  listAccountAudit: {
+    parameters: {
+      query?: {
+        /** @description How many, newest first (default 100). */
+        limit?: number
+        /** @description paging.next.after of the page before. */
+        after?: number
+      }
+      header?: never
+      path: {
+        /** @description The account id. */
+        id: number
+      }
+      cookie?: never
+    }
+    requestBody?: never
+    responses: {
+      /** @description Success. */
+      200: {
+        headers: {
+          [name: string]: unknown
+        }
+        content: {
+          'application/json': {
+            entries: {
+              /** @description The id the service gave it. */
+              id: number
+              /**
+               * Format: date-time
+               * @description A UTC time, ISO 8601 with milliseconds.
+               */
+              at: string
+              /**
+               * @description Who made the change: a service key, a signed-in user, or the operator (the admin token or
+               * the CLI).
+               */
+              actor: {
+                /** @enum {string} */
+                type: 'user' | 'key' | 'operator'
+                /** @description The key's or the user's id; null for the operator. */
+                id: number | null
+                /** @description The key's name, the user's email, or `operator`, as they were then. */
+                name: string | null
+              }
+              /** @description The route's OpenAPI operationId, such as `revokeKey`. */
+              action: string
+              /**
+               * @description What it changed: the path below its version prefix (`customer/acme-1`,
+               * `accounts/7/keys/3`), with the id of what a creation made; a segment that named an erased customer or
+               * contact reads `(erased)`.
+               */
+              target: string
+              /**
+               * @description The HTTP status answered: 2xx for a change made, 4xx for one refused (nothing changed).
+               */
+              status: number
+              /** @description The client's address as the server saw it; null from the CLI. */
+              address: string | null
+            }[]
+            /** @description Present when there is a next page: send `after` back as ?after= to get it. */
+            paging?: {
+              next: {
+                after: number
+              }
+            }
+          }
+        }
+      }
+      400: components['responses']['BadRequest']
+      401: components['responses']['Unauthorized']
+      404: components['responses']['NotFound']
+      503: components['responses']['ServiceUnavailable']
+    }
+  }
+  listOperatorAudit: {
+    parameters: {
+      query?: {
+        /** @description How many, newest first (default 100). */
+        limit?: number
+        /** @description paging.next.after of the page before. */
+        after?: number
+      }
+      header?: never
+      path?: never
+      cookie?: never
+    }
+    requestBody?: never
+    responses: {
+      /** @description Success. */
+      200: {
+        headers: {
+          [name: string]: unknown
+        }
+        content: {
+          'application/json': {
+            entries: {
+              /** @description The id the service gave it. */
+              id: number
+              /**
+               * Format: date-time
+               * @description A UTC time, ISO 8601 with milliseconds.
+               */
+              at: string
+              /**
+               * @description Who made the change: a service key, a signed-in user, or the operator (the admin token or
+               * the CLI).
+               */
+              actor: {
+                /** @enum {string} */
+                type: 'user' | 'key' | 'operator'
+                /** @description The key's or the user's id; null for the operator. */
+                id: number | null
+                /** @description The key's name, the user's email, or `operator`, as they were then. */
+                name: string | null
+              }
+              /** @description The route's OpenAPI operationId, such as `revokeKey`. */
+              action: string
+              /**
+               * @description What it changed: the path below its version prefix (`customer/acme-1`,
+               * `accounts/7/keys/3`), with the id of what a creation made; a segment that named an erased customer or
+               * contact reads `(erased)`.
+               */
+              target: string
+              /**
+               * @description The HTTP status answered: 2xx for a change made, 4xx for one refused (nothing changed).
+               */
+              status: number
+              /** @description The client's address as the server saw it; null from the CLI. */
+              address: string | null
+            }[]
+            /** @description Present when there is a next page: send `after` back as ?after= to get it. */
+            paging?: {
+              next: {
+                after: number
+              }
+            }
+          }
+        }
+      }
+      400: components['responses']['BadRequest']
+      401: components['responses']['Unauthorized']
       503: components['responses']['ServiceUnavailable']
     }
   }

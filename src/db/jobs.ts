@@ -45,6 +45,7 @@ export const TASKS = {
   recomputeSegments: 'recompute_segments',
   erase: 'erase',
   purgeExpired: 'purge_expired',
+  purgeAudit: 'purge_audit',
   backup: 'backup_database',
   refreshWeekReport: 'refresh_week_report',
 } as const

@@ -202,6 +202,7 @@ export const createHttpServer = (
       body,
       params: {},
       query: {},
+      address: im.socket.remoteAddress,
     }
     const gone = new AbortController()
     req.signal = gone.signal

@@ -1,8 +1,9 @@
 import { timingSafeEqual } from 'node:crypto'
+import type { Actor } from '../audit/entries.ts'
 import { refuse } from '../errors.ts'
 import type { App } from '../context.ts'
 import { hashToken, WINDOW_MS, type Scope } from '../db/key-check.ts'
-import type { Req } from '../route.ts'
+import type { Req, Route } from '../route.ts'
 
 // Tokens are sk_<account id>_<secret>: the account id lets the lookup stay inside one tenant.
 const accountOf = (token: string) => {
@@ -50,7 +51,7 @@ export const authenticateKey = async (req: Req, app: App, rules: KeyRules, token
       'retry-after': String(reset),
     })
   }
-  req.auth = { accountId, keyId: key.id }
+  req.auth = { accountId, keyId: key.id, keyName: key.name }
   return req.auth
 }
 
@@ -70,3 +71,11 @@ export const authenticateAdmin = (req: Req, app: App) => {
     )
   }
 }
+
+const OPERATOR: Actor = { type: 'operator', id: null, name: 'operator' }
+
+// Who made a request, from what authenticated it (the audit log's actor): the operator on an admin
+// row (the admin token, or the CLI that runs the same rows), else the request's key; none on a row
+// that takes no authentication.
+export const actorOf = (route: Route, req: Req): Actor | undefined =>
+  route.auth === 'admin' ? OPERATOR : req.auth ? { type: 'key', id: req.auth.keyId, name: req.auth.keyName } : undefined

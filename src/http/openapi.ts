@@ -190,7 +190,7 @@ const problemExample = (status: number, text: string) =>
       }
     : { type: 'about:blank', title: TITLES[status], status, detail: text }
 
-const camel = (name: string) => name.replace(/-(\w)/g, (_, c: string) => c.toUpperCase())
+export const camel = (name: string) => name.replace(/-(\w)/g, (_, c: string) => c.toUpperCase())
 
 // An event the service sends, published under the document's `webhooks`.
 interface PublishedEvent {

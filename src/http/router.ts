@@ -6,6 +6,7 @@ import { Refusal, refuse } from '../errors.ts'
 import { parse } from '../validate.ts'
 import { CLIENT_GONE, isStream, ORIGIN } from './adapter.ts'
 import { createPermits, createShares, LARGE_BODY_BYTES } from './permits.ts'
+import { audited, inChange } from './audit.ts'
 import { authenticateAdmin, authenticateKey, rulesFor } from './auth.ts'
 import { problem, refusalReply } from './problem.ts'
 import { checkQuery, parseQuery, readJson, requireJsonExchange, requireUtf8 } from './request.ts'
@@ -99,11 +100,23 @@ const run =
     return checked(route, req, app)
   }
 
-// Parses the query into req.queryInput and validates the body into req.input, then runs the
-// handler (also used by the CLI).
-export const invoke = (route: Route, req: Req, app: App) => {
+const validate = (route: Route, req: Req) => {
   if (route.query) req.queryInput = parseQuery(route.query, req.query)
   if (route.body) req.input = parse(route.body, (req.json ??= readJson(req)))
+}
+
+// Parses the query into req.queryInput and validates the body into req.input, then runs the
+// handler (also used by the CLI); a change runs in one transaction with its audit entry (audit.ts).
+export const invoke = (route: Route, req: Req, app: App) => {
+  if (audited(route))
+    return inChange(
+      route,
+      req,
+      app,
+      () => validate(route, req),
+      (joined) => route.handler(req, joined),
+    )
+  validate(route, req)
   return route.handler(req, app)
 }
 

@@ -1,4 +1,5 @@
 import type { JobHelpers, TaskList } from 'graphile-worker'
+import { purgeAudit } from '../audit/retention.ts'
 import { runBackup } from '../backups/task.ts'
 import type { Config } from '../config.ts'
 import type { App } from '../context.ts'
@@ -36,6 +37,7 @@ const runs: Record<(typeof TASKS)[keyof typeof TASKS], Run> = {
   [TASKS.recomputeSegments]: task(recomputeSegments),
   [TASKS.erase]: task(runErasure),
   [TASKS.purgeExpired]: task(purgeExpired),
+  [TASKS.purgeAudit]: task(purgeAudit),
   [TASKS.backup]: task(runBackup),
   [TASKS.refreshWeekReport]: task(refreshWeekReports),
 }
@@ -83,6 +85,8 @@ export const crontab = (config: Config): string[] => [
   `30 1 * * * ${TASKS.scoreDaily}`,
   // Daily at 02:30 UTC: tracked events and webhook payloads past their retention (privacy/retention.ts).
   `30 2 * * * ${TASKS.purgeExpired}`,
+  // Daily at 02:45 UTC: audit log entries past SERVICE_AUDIT_RETENTION_DAYS (audit/retention.ts).
+  `45 2 * * * ${TASKS.purgeAudit}`,
   // SERVICE_BACKUP_SCHEDULE: a backup, tried once (runBackup records a failure for /metrics).
   ...(config.backupSchedule
     ? [`${config.backupSchedule} ${TASKS.backup} ?max=1&queue=${BACKUP_QUEUE} {"origin":"schedule"}`]

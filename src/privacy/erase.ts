@@ -128,6 +128,15 @@ const eraseStaged = async (tx: Tx, accountId: number, needles: string[]): Promis
         where u.account_id = ${accountId} and ${names(tx, needles, tx`coalesce(u.items::text, '') || u.warnings::text`)}
         returning 1
       ) select count(*)::int as n from u`),
+    // The audit log keeps what was done and by whom; the target segments that named them are blanked.
+    audit_entries: await counted(tx`
+      with a as (
+        update audit_entries a set target = array(
+          select case when to_json(t)::text = any(${needles}::text[]) then null else t end
+          from unnest(a.target) with ordinality x(t, o) order by o)
+        where a.account_id = ${accountId} and ${names(tx, needles, tx`to_json(a.target)::text`)}
+        returning 1
+      ) select count(*)::int as n from a`),
   }
   for (const [kind, table, column, set] of BY_COLUMN) {
     counts[kind] =

@@ -36,6 +36,7 @@ export const searchRoutes: Route[] = [
       limit: 50,
     },
     expensive: true,
+    unaudited: 'read',
     handler: async (req, app) => searched(await searchPage(app, req.auth.accountId, 'customer', req.input, req)),
   }),
   route({
@@ -50,6 +51,7 @@ export const searchRoutes: Route[] = [
     reply: { status: 200, body: ContactPage },
     example: { filters: [{ propertyName: 'customer_external_id', operator: 'EQ', value: 'acme-1' }] },
     expensive: true,
+    unaudited: 'read',
     handler: async (req, app) => searched(await searchPage(app, req.auth.accountId, 'contact', req.input, req)),
   }),
   route({
@@ -75,6 +77,7 @@ export const searchRoutes: Route[] = [
       points: 5000,
     },
     expensive: true,
+    unaudited: 'read',
     handler: async (req, app) => ok(await aggregate(app, req.auth.accountId, req.input, req)),
   }),
 ]

@@ -52,6 +52,7 @@ export const scoringRoutes: Route[] = [
     path: `${ACCOUNT}/scoring/preview`,
     auth: 'admin',
     name: 'preview-scoring',
+    unaudited: 'read',
     summary: "A customer's scores under a model not saved yet, beside its current ones (nothing is written)",
     body: PreviewBody,
     example: {

@@ -95,6 +95,7 @@ export const segmentRoutes: Route[] = [
     reply: { status: 200, body: CustomerPage },
     example: { limit: 50, properties: ['country'] },
     expensive: true,
+    unaudited: 'read',
     handler: async (req, app) => ({
       status: 200,
       headers: { 'content-type': 'application/json' },

@@ -30,6 +30,7 @@ export const trackingRoutes: Route[] = [
     body: TrackBody,
     name: 'track',
     tag: 'tracking',
+    unaudited: 'intake',
     summary: 'Track server-side events',
     reply: { status: 200, body: TrackAccepted },
     example: {
@@ -91,6 +92,7 @@ export const segmentApiRoutes: Route[] = [
     auth: { key: 'track', segment: true },
     body: SegmentBatch,
     name: 'segment-batch',
+    unaudited: 'intake',
     tag: 'tracking',
     summary: 'Segment HTTP Tracking API: a batch of messages (200 once stored; applied in the background)',
     reply: { status: 200, body: SegmentAccepted },
@@ -111,6 +113,7 @@ export const segmentApiRoutes: Route[] = [
       body: SegmentMessage,
       name: `segment-${type}`,
       tag: 'tracking',
+      unaudited: 'intake',
       summary: `Segment HTTP Tracking API: one ${type} message (200 once stored; applied in the background)`,
       reply: { status: 200, body: SegmentAccepted },
       handler: async (req, app) =>
