@@ -3,6 +3,7 @@ import { accountRoutes } from '../accounts/routes.ts'
 import { backupRoutes } from '../backups/routes.ts'
 import { catalogRoutes } from '../catalog/routes.ts'
 import { insightRoutes } from '../insights/routes.ts'
+import { peopleRoutes, userRoutes } from '../people/routes.ts'
 import { notificationRoutes } from '../notifications/routes.ts'
 import { privacyRoutes } from '../privacy/routes.ts'
 import { recordRoutes, searchRoutes } from '../records/routes.ts'
@@ -29,6 +30,7 @@ export const routes: Route[] = [
   ...insightRoutes,
   ...recordRoutes,
   ...accountRoutes,
+  ...userRoutes,
   ...catalogRoutes,
   ...scoringRoutes,
   ...webhookRoutes,
@@ -41,5 +43,6 @@ export const routes: Route[] = [
   // Last but the document: the rows before them keep their places (test/openapi-fuzz.test.ts seeds by place).
   ...privacyRoutes,
   ...suppressionRoutes,
+  ...peopleRoutes,
   openApiRoute(() => routes),
 ]

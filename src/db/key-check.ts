@@ -17,6 +17,7 @@ export const CHECK_MS = 250
 
 interface KeyRow {
   id: number
+  name: string | null
   scopes: string[]
   revoked_at: Date | null
 }
@@ -30,14 +31,14 @@ interface Counted {
 // (none added for a revoked key). `others` is the window's count less this process's share.
 const checkKey = (sql: Sql, accountId: number, hash: Buffer, bucket: string, windowStart: number, add: number) => sql`
   with k as (
-    select id, scopes, revoked_at from api_keys where account_id = ${accountId} and token_hash = ${hash}
+    select id, name, scopes, revoked_at from api_keys where account_id = ${accountId} and token_hash = ${hash}
   ), c as (
     insert into rate_limit_counters as r (account_id, key_id, bucket, window_start, count)
     select ${accountId}, id, ${bucket}, ${new Date(windowStart)}, ${add} from k where revoked_at is null and ${add} > 0
     on conflict (account_id, key_id, bucket, window_start) do update set count = r.count + excluded.count
     returning count
   )
-  select k.id, k.scopes, k.revoked_at, coalesce((select count from c), (
+  select k.id, k.name, k.scopes, k.revoked_at, coalesce((select count from c), (
     select count from rate_limit_counters
     where account_id = ${accountId} and key_id = k.id and bucket = ${bucket} and window_start = ${new Date(windowStart)}
   ), 0) as count
@@ -74,7 +75,7 @@ export const keyChecker = (sql: Sql, onError: (err: unknown) => void, now = Date
           e.key = undefined
           return void entries.delete(e.id)
         }
-        e.key = { id: Number(row.id), scopes: row.scopes, revoked_at: row.revoked_at }
+        e.key = { id: Number(row.id), name: row.name, scopes: row.scopes, revoked_at: row.revoked_at }
         e.checkedAt = now()
         if (e.windowStart === windowStart && !row.revoked_at) {
           e.flushed += add
