@@ -32,7 +32,11 @@ const serviceKey = (req: Req) => {
 // lacking the scope -> 403; over the per-key rate -> 429 with Retry-After and RateLimit-*.
 // `token`: the key as the route takes it, when not in the service-key header (Segment's Basic user).
 export const authenticateKey = async (req: Req, app: App, rules: KeyRules, token = serviceKey(req)) => {
-  if (!token) return refuse(401, 'The service-key header is missing.')
+  if (!token)
+    return refuse(
+      401,
+      rules.scope === 'manage' ? 'Sign in as an admin of the account.' : 'The service-key header is missing.',
+    )
   const accountId = accountOf(token)
   if (accountId === null) return refuse(rules.badKeyStatus, 'The service-key is not valid.')
   const counted = await app.keys.count(accountId, token, rules.bucket)
