@@ -63,6 +63,9 @@ export const ROLE_GRANTS: Record<Role, readonly Grant[]> = {
   admin: ['search', 'upload', 'manage'],
 }
 
+// The one authorization rule: what a key's scopes or a role's grants hold covers the route's need.
+export const allows = (held: readonly string[], need: Grant) => held.includes(need)
+
 export interface Session {
   id: number
   accountId: number

@@ -249,6 +249,12 @@ const fill = (path: string) => path.replace(/:(\w+)/g, (_, name) => (name.endsWi
 const bodyOf = (route: Route) => (route.body ? {} : undefined)
 
 test('every role against every route of the table: allowed as its grants say, else 403', async () => {
+  // The roles as SPEC section 13 defines them, in the scopes' terms.
+  assert.deepEqual(ROLE_GRANTS, {
+    viewer: ['search'],
+    manager: ['search', 'upload'],
+    admin: ['search', 'upload', 'manage'],
+  })
   let checked = 0
   for (const route of routes) {
     if (typeof route.auth !== 'object' || route.auth.segment) continue
@@ -301,26 +307,26 @@ test('an admin of the account invites, makes reset links and removes users, in t
 })
 
 test('CSRF: a change without the header, with a wrong one, or from another Origin is 403', async () => {
-  const p = people.manager
-  const write = { external_id: 'csrf-1', name: 'Csrf' }
+  const p = people.admin
   const send = (headers: Record<string, string>) =>
-    fetch(`${s.base}/api/v1/customer`, {
+    fetch(`${s.base}/api/v1/users`, {
       method: 'POST',
       headers: { 'content-type': 'application/json', cookie: `service_session=${p.cookie}`, ...headers },
-      body: JSON.stringify(write),
+      body: JSON.stringify({ email: 'csrf@people.test' }),
     })
   const own = { origin: s.base }
   assert.equal((await send(own)).status, 403, 'no header')
-  assert.equal((await send({ ...own, 'x-csrf-token': people.admin.csrf })).status, 403, "another session's")
+  assert.equal((await send({ ...own, 'x-csrf-token': people.manager.csrf })).status, 403, "another session's")
   assert.equal((await send({ ...own, 'x-csrf-token': 'x'.repeat(43) })).status, 403, 'wrong')
   assert.equal((await send({ 'x-csrf-token': p.csrf, origin: 'https://evil.example' })).status, 403, 'foreign')
   assert.equal((await send({ 'x-csrf-token': p.csrf })).status, 403, 'no Origin')
   assert.equal((await send({ 'x-csrf-token': p.csrf, origin: 'null' })).status, 403, 'opaque Origin')
-  const [{ n }] = await s.sql`select count(*)::int as n from customers where account_id = ${account.id}`
+  const [{ n }] = await s.sql`select count(*)::int as n from users
+    where account_id = ${account.id} and email = 'csrf@people.test'`
   assert.equal(n, 0, 'nothing was written')
   assert.equal((await send({ ...own, 'x-csrf-token': p.csrf })).status, 201)
   // Reads need neither; a sign-out does, like any change.
-  const read = await fetch(`${s.base}/api/v1/customer/csrf-1`, { headers: { cookie: `service_session=${p.cookie}` } })
+  const read = await fetch(`${s.base}/api/v1/users`, { headers: { cookie: `service_session=${p.cookie}` } })
   assert.equal(read.status, 200)
   assert.equal((await as(p, s.base, { 'x-csrf-token': '' })('POST', '/auth/v1/sign-out')).status, 403)
   assert.equal((await as(p)('GET', '/auth/v1/me')).status, 200)

@@ -3,7 +3,7 @@ import { refuse } from '../errors.ts'
 import type { App } from '../context.ts'
 import { hashToken, WINDOW_MS } from '../db/key-check.ts'
 import { cookieValue, findSession, fromOwnOrigin } from '../people/sessions.ts'
-import { type Grant, OPERATOR, ROLE_GRANTS, type Req } from '../route.ts'
+import { allows, type Grant, OPERATOR, ROLE_GRANTS, type Req } from '../route.ts'
 
 // Tokens are sk_<account id>_<secret>: the account id lets the lookup stay inside one tenant.
 const accountOf = (token: string) => {
@@ -48,7 +48,7 @@ export const authenticateKey = async (req: Req, app: App, rules: KeyRules, token
     'ratelimit-remaining': String(Math.max(0, rules.limit - count)),
     'ratelimit-reset': String(reset),
   }
-  if (!key.scopes.includes(rules.scope))
+  if (!allows(key.scopes, rules.scope))
     return refuse(
       403,
       rules.scope === 'manage'
@@ -81,7 +81,7 @@ export const bySession = (req: Req, segment?: true) =>
 export const authenticateSession = async (req: Req, app: App, need?: Grant) => {
   const session = await findSession(app.sql, cookieValue(req.headers.cookie))
   if (!session) return refuse(401, 'Not signed in, or the session has ended: sign in again.')
-  if (need && !ROLE_GRANTS[session.role].includes(need)) return refuse(403, `The ${session.role} role may not do this.`)
+  if (need && !allows(ROLE_GRANTS[session.role], need)) return refuse(403, `The ${session.role} role may not do this.`)
   if (!SAFE_METHODS.has(req.method)) {
     if (!fromOwnOrigin(req.headers.origin, req.headers.host, app.config.publicUrl))
       return refuse(403, "A signed-in change must come from the service's own pages (the Origin header).")

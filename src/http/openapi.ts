@@ -3,7 +3,7 @@ import { type ConversionConfig, toJsonSchema, toJsonSchemaDefs, type JsonSchema 
 import { MAX_BODY_BYTES } from './adapter.ts'
 import { TITLES } from './problem.ts'
 import { size } from '../validate.ts'
-import { ROLE_GRANTS, type Route, type Tag } from '../route.ts'
+import { allows, ROLE_GRANTS, type Route, type Tag } from '../route.ts'
 
 // The Problem Details body every error carries (errors.ts builds it).
 const ProblemDetails = v.object({
@@ -336,7 +336,7 @@ const securityOf = (r: Route) => {
   if (r.auth === 'none') return []
   if (r.auth === 'session') return [{ sessionCookie: [] }]
   const need = r.auth.key
-  const session = Object.values(ROLE_GRANTS).some((grants) => grants.includes(need)) ? [{ sessionCookie: [] }] : []
+  const session = Object.values(ROLE_GRANTS).some((grants) => allows(grants, need)) ? [{ sessionCookie: [] }] : []
   if (need === 'manage') return session
   if (r.auth.segment) return [{ segmentWriteKey: [] }, ...(r.body ? [] : [{ serviceKey: [need] }])]
   return [{ serviceKey: [need] }, ...session]
