@@ -48,6 +48,14 @@ const parameters: Parse<Record<string, string>> = (t) =>
         return [m[1], m[2]]
       }),
   )
+// An origin and an optional path, without a trailing slash; anything else is refused at start, as
+// invite links and the sessions' Origin check are made from it.
+const publicUrl: Parse<string> = (t) => {
+  const url = URL.canParse(t) ? new URL(t) : undefined
+  if (!url || !/^https?:$/.test(url.protocol) || url.search || url.hash)
+    throw new Error(`SERVICE_PUBLIC_URL '${t}' is not an http(s) address without query or fragment.`)
+  return url.href.replace(/\/$/, '')
+}
 const LEVELS = ['debug', 'info', 'warn', 'error', 'silent'] as const
 
 const KNOBS = {
@@ -89,6 +97,13 @@ const KNOBS = {
     shown: 'unset (admin API off)',
     parse: text,
     meaning: 'bearer token of the admin API',
+  }),
+  publicUrl: knob<string | undefined>({
+    env: 'SERVICE_PUBLIC_URL',
+    fallback: undefined,
+    shown: "unset (the request's Host)",
+    parse: publicUrl,
+    meaning: 'the address people open (https://...): the origin sessions accept, and the base of invite links',
   }),
   workerConcurrency: knob({
     env: 'WORKER_CONCURRENCY',

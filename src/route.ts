@@ -21,6 +21,10 @@ export interface Req {
   auth?: KeyHolder
   // The client's address as the socket has it (no proxy header is trusted); none from the CLI.
   address?: string
+  // Who makes the request, once its auth has passed (http/auth.ts): the audit log's "who".
+  actor?: Actor
+  // The signed-in person, when a session cookie authenticated the request.
+  session?: Session
   // The body as JSON.parse read it, and the route's schema's output of it.
   json?: unknown
   input?: unknown
@@ -33,10 +37,45 @@ export interface Req {
   waitedMs?: number
 }
 
+// The account a request acts in, and its key (null when a person's session authenticated it).
 export interface KeyHolder {
   accountId: number
-  keyId: number
-  keyName: string | null
+  keyId: number | null
+}
+
+// The operator is the admin token's holder (or the `service admin` command), with no id of its own.
+export interface Actor {
+  type: 'user' | 'key' | 'operator'
+  id: number | null
+  name: string | null
+}
+export const OPERATOR: Actor = { type: 'operator', id: null, name: 'operator' }
+
+// What a route row may need: a key scope, or `manage` (the account's users, keys, SSO ...), which
+// no key holds and only an admin's session has.
+export type Grant = Scope | 'manage'
+
+// A person's role, in the grants of the key scopes: one rule (http/auth.ts) decides for a key, by
+// its scopes, and for a session, by these. No role reaches tracking intake or erasures.
+export const ROLES = ['viewer', 'manager', 'admin'] as const
+export type Role = (typeof ROLES)[number]
+export const ROLE_GRANTS: Record<Role, readonly Grant[]> = {
+  viewer: ['search'],
+  manager: ['search', 'upload'],
+  admin: ['search', 'upload', 'manage', 'audit'],
+}
+
+// The one authorization rule: what a key's scopes or a role's grants hold covers the route's need.
+export const allows = (held: readonly string[], need: Grant) => held.includes(need)
+
+export interface Session {
+  id: number
+  accountId: number
+  userId: number
+  email: string
+  name: string | null
+  role: Role
+  csrfToken: string
 }
 
 export interface Reply {
@@ -48,8 +87,9 @@ export interface Reply {
 // `segment`: the key comes as Segment's SDKs send their write key, as the HTTP Basic user name (empty
 // password) or as `writeKey` in the JSON body, instead of in the service-key header; a route without
 // a body takes the Basic user or the service-key header.
-export type KeyAuth = { key: Scope; segment?: true }
-export type Auth = 'none' | 'admin' | KeyAuth
+// `session`: any signed-in person of the account, whatever the role (sign-out, who am I).
+export type KeyAuth = { key: Grant; segment?: true }
+export type Auth = 'none' | 'admin' | 'session' | KeyAuth
 
 // The OpenAPI document's tags, in its order: a route row names one (an admin row gets `admin`).
 export const TAGS = [
@@ -70,6 +110,10 @@ export const TAGS = [
   {
     name: 'privacy',
     description: 'Erasure requests, suppressions of erased people, and exports of what is held about a person.',
+  },
+  {
+    name: 'people',
+    description: "People sign in with email and password; an account's admins invite them and remove them.",
   },
   { name: 'audit', description: 'Who changed what, on what, when and from where: the audit log.' },
   {
@@ -110,13 +154,15 @@ export type QueryOf<Q extends Query> = {
 export interface Input<B, Q, A> extends Req {
   input: B extends GenericSchema ? InferOutput<B> : undefined
   queryInput: Q extends Query ? QueryOf<Q> : undefined
-  auth: A extends KeyAuth ? KeyHolder : undefined
+  auth: A extends KeyAuth | 'session' ? KeyHolder : undefined
+  session: A extends 'session' ? Session : Session | undefined
 }
 
 interface Row<A extends Auth, B, Q> {
   method: 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE'
   path: string
-  // Who may call it: anyone, the operator's admin token, or a service key of this scope.
+  // Who may call it: anyone, the operator's admin token, a signed-in person, or a service key of this
+  // scope (or a session whose role grants it).
   auth: A
   summary: string
   // Validated into req.input before the handler runs; also documents the route in OpenAPI.

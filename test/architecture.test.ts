@@ -14,6 +14,7 @@ const MODULES = ['accounts', 'catalog', 'uploads', 'tracking', 'webhooks', 'impo
   'insights',
   'backups',
   'audit',
+  'people',
 ])
 const LAYERS: [name: string, paths: RegExp][] = [
   ['base', /^src\/(context|errors|dates|values|validate|config|log|property|route)\.ts$|^src\/db\//],

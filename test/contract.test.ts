@@ -56,6 +56,8 @@ test('every operation answers as its published schema says', async () => {
     return fn(body) ? null : fn.errors
   }
   const answered = new Map<string, Set<number>>()
+  // The cookie and CSRF headers of the person signed in below, for the operations only a session reaches.
+  let session: Record<string, string> = {}
   const a = await scoredAccount(s)
 
   // Calls the operation as a client generated from the document would: path and query filled in,
@@ -80,7 +82,9 @@ test('every operation answers as its published schema says', async () => {
           ? { 'service-key': token }
           : security === 'segmentWriteKey'
             ? { authorization: `Basic ${Buffer.from(`${token}:`).toString('base64')}` }
-            : {}
+            : security === 'sessionCookie'
+              ? session
+              : {}
     const res = await s.call(method, url, body, headers)
     const label = `${operationId} ${method} ${url} -> ${res.status}`
     const response = op.responses[String(res.status)]
@@ -288,6 +292,27 @@ test('every operation answers as its published schema says', async () => {
   await call('getCustomer', { external_id: 'c1' })
   await call('keyAccount')
   await call('accountUsers')
+
+  // People: an invite taken up, a session, and what an admin of the account does with it.
+  const boss = { email: 'boss@acme.test', password: 'contract password' }
+  const invited = await call('addUser', { id }, { email: boss.email, role: 'admin' })
+  await call('setPassword', {}, { token: invited.body.invite_token, password: boss.password })
+  await call('setPassword', {}, { token: invited.body.invite_token, password: boss.password })
+  await call('signIn', {}, { ...boss, password: 'wrong password' })
+  const signed = await call('signIn', {}, boss)
+  const cookie = /service_session=[^;]*/.exec(signed.headers.get('set-cookie')!)![0]
+  session = { cookie, 'x-csrf-token': signed.body.csrf_token, origin: s.base }
+  await call('me')
+  const colleague = await call('inviteAccountUser', {}, { email: 'colleague@acme.test', role: 'manager' })
+  await call('inviteAccountUser', {}, { email: 'colleague@acme.test' })
+  await call('resetAccountUser', { user_id: colleague.body.id })
+  await call('removeAccountUser', { user_id: colleague.body.id })
+  await call('removeAccountUser', { user_id: colleague.body.id })
+  const third = await call('addUser', { id }, { email: 'third@acme.test' })
+  await call('resetUser', { id, user_id: third.body.id })
+  await call('removeUser', { id, user_id: third.body.id })
+  await call('signOut')
+  await call('me')
   const model = (await call('getScoring', { id })).body
   await call('previewScoring', { id }, { model, external_id: 'c1' })
   await call('previewScoring', { id }, { model, external_id: 'nobody' })

@@ -39,8 +39,19 @@ let receiver: Receiver
 let a: Account
 let b: Account
 // A's sub-resources that B reaches for, and B's own webhook.
-const A = { key: 0, hook: 0, delivery: 0, upload: 0, customer: 0, contact: 0, segment: 0, erasure: 0 }
+const A = { key: 0, hook: 0, delivery: 0, upload: 0, customer: 0, contact: 0, segment: 0, erasure: 0, user: 0 }
 let bHook = 0
+// B's admin, signed in: the cookie and CSRF headers of its requests.
+let bAdmin: Record<string, string>
+const PASSWORD = 'isolation password'
+const signedIn = async (accountId: number, email: string) => {
+  const made = await status(201, s.admin('POST', `/accounts/${accountId}/users`, { email, role: 'admin' }))
+  await status(200, s.call('POST', '/auth/v1/password', { token: made.body.invite_token, password: PASSWORD }))
+  const res = await status(200, s.call('POST', '/auth/v1/sign-in', { email, password: PASSWORD }))
+  const cookie = /service_session=([^;]*)/.exec(res.headers.get('set-cookie')!)![1]
+  return { cookie: `service_session=${cookie}`, 'x-csrf-token': res.body.csrf_token, origin: s.base }
+}
+const asBAdmin = (method: string, path: string, body?: unknown) => s.call(method, path, body, bAdmin)
 // B's key with the erase scope, which the default keys do not have.
 let bEraser: ReturnType<TestService['api']>
 const DAY = '2026-01-01'
@@ -81,6 +92,7 @@ const aParams = () => ({
   upload_id: A.upload,
   segment_id: A.segment,
   erasure_id: A.erasure,
+  user_id: A.user,
   external_id: 'only-a',
   entity: 'customer',
   codename: 'a_secret',
@@ -171,7 +183,13 @@ before(async () => {
     }),
   )
   await status(200, s.admin('PUT', `/accounts/${a.id}/score-alerts`, { engagementscore: { delta: 1 } }))
-  await status(201, s.admin('POST', `/accounts/${a.id}/users`, { email: 'ann@a.test' }))
+  // A's user signed in (a session) and with a link still open (a token); B's admin signed in.
+  const ann = (await status(201, s.admin('POST', `/accounts/${a.id}/users`, { email: 'ann@a.test' }))).body
+  A.user = ann.id
+  await status(200, s.call('POST', '/auth/v1/password', { token: ann.invite_token, password: PASSWORD }))
+  await status(200, s.call('POST', '/auth/v1/sign-in', { email: 'ann@a.test', password: PASSWORD }))
+  await status(201, s.admin('POST', `/accounts/${a.id}/users/${A.user}/reset`))
+  bAdmin = await signedIn(b.id, 'boss@b.test')
   for (const [account, titles] of [
     [a, ['Gold', 'Silver']],
     [b, ['Bronze']],
@@ -815,6 +833,51 @@ on('GET', '/api/v1/audit', async () => {
 on('GET', '/admin/v1/accounts/:id/audit', async (r) => {
   const entries = (await status(200, inB(r, undefined, {}, '?limit=1000'))).body.entries
   assert.deepEqual(listedIds(entries), await ownIds('audit_entries', b.id))
+})
+
+on('POST', `${ACC}/:id/users/:user_id/reset`, async (r) => {
+  await status(404, inB(r))
+})
+
+on('DELETE', `${ACC}/:id/users/:user_id`, async (r) => {
+  await status(404, inB(r))
+})
+
+on('POST', '/api/v1/users', async () => {
+  const made = await status(201, asBAdmin('POST', '/api/v1/users', { email: 'ann-too@a.test' }))
+  assert.ok((await ownIds('users', b.id)).includes(made.body.id))
+})
+
+on('POST', '/api/v1/users/:user_id/reset', async () => {
+  await status(404, asBAdmin('POST', `/api/v1/users/${A.user}/reset`))
+})
+
+on('DELETE', '/api/v1/users/:user_id', async () => {
+  await status(404, asBAdmin('DELETE', `/api/v1/users/${A.user}`))
+})
+
+on('GET', '/auth/v1/me', async () => {
+  assert.deepEqual((await status(200, asBAdmin('GET', '/auth/v1/me'))).body.account, { id: b.id, name: 'B' })
+})
+
+on('POST', '/auth/v1/sign-in', async () => {
+  // A wrong password for A's user opens nothing; B's person signs in to B.
+  await status(401, s.call('POST', '/auth/v1/sign-in', { email: 'ann@a.test', password: 'not the password' }))
+  const again = await status(200, s.call('POST', '/auth/v1/sign-in', { email: 'boss@b.test', password: PASSWORD }))
+  assert.equal(again.body.account.id, b.id)
+})
+
+on('POST', '/auth/v1/password', async () => {
+  // B's reset secret under A's account id is no link of A's.
+  const reset = await status(201, s.admin('POST', `/accounts/${b.id}/users/${(await ownIds('users', b.id))[0]}/reset`))
+  const secret = reset.body.reset_token.split('.')[1]
+  await status(400, s.call('POST', '/auth/v1/password', { token: `${a.id}.${secret}`, password: 'takeover password' }))
+})
+
+on('POST', '/auth/v1/sign-out', async () => {
+  // Last of B's session cases: B's session ends, A's stays.
+  await status(204, asBAdmin('POST', '/auth/v1/sign-out'))
+  await status(401, asBAdmin('GET', '/auth/v1/me'))
 })
 
 const leavesAUntouched = async (run: () => Promise<void>) => {

@@ -51,9 +51,24 @@ before(async () => {
   })
   known.webhook_id = String(hook.body.id)
   pinned.trackerKey = () => fc.constant(main.trackerKey)
+  session = await signedInAdmin()
   doc = (await s.call('GET', '/openapi.json')).body
 })
 after(() => s?.stop())
+
+// An admin of the main account, signed in, for the operations only a session reaches. Its id is far
+// beyond those the generator draws, so that a drawn removal does not end the session midway.
+let session: Record<string, string> = {}
+const signedInAdmin = async () => {
+  const [{ id }] = await s.sql`insert into users (account_id, id, email, role) overriding system value
+    values (${main.id}, 9000000000000, 'fuzz-admin@acme.test', 'admin') returning id`
+  const link = await s.admin('POST', `/accounts/${main.id}/users/${id}/reset`)
+  const password = 'fuzz admin password'
+  await s.call('POST', '/auth/v1/password', { token: link.body.reset_token, password })
+  const res = await s.call('POST', '/auth/v1/sign-in', { email: 'fuzz-admin@acme.test', password })
+  const cookie = /service_session=[^;]*/.exec(res.headers.get('set-cookie')!)![0]
+  return { cookie, 'x-csrf-token': res.body.csrf_token, origin: s.base }
+}
 
 // Values that name state the fixture made: drawn from it, not from the schema alone, for the
 // entity the operation is about.
@@ -245,7 +260,9 @@ const pathValue = (name: string, schema: Schema, destructive: boolean): fc.Arbit
 // Operations whose valid requests still depend on state beyond their path: a scoring model's rules
 // must name properties of the types their forms score. The answer must be a documented refusal,
 // but need not be a success.
-const STATEFUL = new Set(['setScoring', 'previewScoring'])
+// Sign-in, a password's link and the session's own routes depend on who signed in (the generator's
+// emails and tokens name no one; its sign-out ends the session).
+const STATEFUL = new Set(['setScoring', 'previewScoring', 'signIn', 'setPassword', 'signOut', 'me'])
 
 const TITLE = 'requests generated from /openapi.json: valid ones accepted, broken ones refused, answers as documented'
 test(TITLE, async () => {
@@ -274,7 +291,9 @@ test(TITLE, async () => {
           ? { 'service-key': main.token }
           : security === 'segmentWriteKey'
             ? { authorization: `Basic ${Buffer.from(`${main.token}:`).toString('base64')}` }
-            : {}
+            : security === 'sessionCookie'
+              ? session
+              : {}
     // A writeKey beside the Basic login must name the same key (a string one is the generator's).
     const named = security === 'segmentWriteKey' && typeof (body as any)?.writeKey === 'string'
     const res = await s.call(

@@ -42,15 +42,21 @@ test('every route of the routing table is in it, with its method, auth and path 
       (op.parameters ?? []).map((p: any) => [p.name, p.in, p.required]),
       [...params.map((p) => [p, 'path', true]), ...Object.keys(r.query ?? {}).map((q) => [q, 'query', false])],
     )
+    // A person's session reaches what a search or upload key does, and `manage`; never intake or erasure.
     const security =
       r.auth === 'none'
         ? []
         : r.auth === 'admin'
           ? [{ adminToken: [] }]
-          : r.auth.segment
-            ? // A Segment route without a body (the ingest status) takes the service-key header too.
-              [{ segmentWriteKey: [] }, ...(r.body ? [] : [{ serviceKey: [r.auth.key] }])]
-            : [{ serviceKey: [r.auth.key] }]
+          : r.auth === 'session' || r.auth.key === 'manage'
+            ? [{ sessionCookie: [] }]
+            : r.auth.segment
+              ? // A Segment route without a body (the ingest status) takes the service-key header too.
+                [{ segmentWriteKey: [] }, ...(r.body ? [] : [{ serviceKey: [r.auth.key] }])]
+              : [
+                  { serviceKey: [r.auth.key] },
+                  ...(['search', 'upload'].includes(r.auth.key) ? [{ sessionCookie: [] }] : []),
+                ]
     assert.deepEqual(op.security, security, `${r.method} ${r.path}`)
     assert.equal(!!op.requestBody, !!r.body, `${r.method} ${r.path}`)
     assert.match(op.operationId, /^[a-z][A-Za-z]+$/)
@@ -67,6 +73,10 @@ test('every route of the routing table is in it, with its method, auth and path 
     description: doc.components.securitySchemes.serviceKey.description,
   })
   assert.equal(doc.components.securitySchemes.adminToken.scheme, 'bearer')
+  assert.deepEqual(
+    [doc.components.securitySchemes.sessionCookie.in, doc.components.securitySchemes.sessionCookie.name],
+    ['cookie', 'service_session'],
+  )
 })
 
 test('error responses are Problem Details, as the router answers them', () => {
@@ -123,6 +133,7 @@ test('servers, tags, licence and named schemas are there for generated clients',
       'admin',
       'operations',
       'privacy',
+      'people',
       'audit',
       'events',
     ],

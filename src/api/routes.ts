@@ -4,6 +4,7 @@ import { auditRoutes } from '../audit/routes.ts'
 import { backupRoutes } from '../backups/routes.ts'
 import { catalogRoutes } from '../catalog/routes.ts'
 import { insightRoutes } from '../insights/routes.ts'
+import { peopleRoutes, userRoutes } from '../people/routes.ts'
 import { notificationRoutes } from '../notifications/routes.ts'
 import { privacyRoutes } from '../privacy/routes.ts'
 import { recordRoutes, searchRoutes } from '../records/routes.ts'
@@ -30,6 +31,7 @@ export const routes: Route[] = [
   ...insightRoutes,
   ...recordRoutes,
   ...accountRoutes,
+  ...userRoutes,
   ...catalogRoutes,
   ...scoringRoutes,
   ...webhookRoutes,
@@ -43,5 +45,6 @@ export const routes: Route[] = [
   ...privacyRoutes,
   ...suppressionRoutes,
   ...auditRoutes,
+  ...peopleRoutes,
   openApiRoute(() => routes),
 ]

@@ -3,7 +3,7 @@ import { Key, NewKey } from '../accounts/keys.ts'
 import { BackupRequested, Backups } from '../backups/schemas.ts'
 import { Property } from '../catalog/properties.ts'
 import { Tag, TagTitles } from '../catalog/tags.ts'
-import { User } from '../catalog/users.ts'
+import { User } from '../people/users.ts'
 import { WeekReport } from '../insights/schemas.ts'
 import { Notification } from '../notifications/notifications.ts'
 import {

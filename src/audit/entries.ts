@@ -1,6 +1,7 @@
 import * as v from 'valibot'
 import type { Sql, Tx } from '../db/client.ts'
 import { sqlState, SQLSTATE } from '../db/sqlstate.ts'
+import type { Actor } from '../route.ts'
 import { describe, id, int, limitParam, Timestamp } from '../validate.ts'
 
 // The audit log (sql/049): who changed what, on what, when, from where, with what status. The
@@ -8,11 +9,6 @@ import { describe, id, int, limitParam, Timestamp } from '../validate.ts'
 // their SQL and their answer's shape.
 
 export const ACTOR_TYPES = ['user', 'key', 'operator'] as const
-export interface Actor {
-  type: (typeof ACTOR_TYPES)[number]
-  id: number | null
-  name: string | null
-}
 
 // One change as recorded. accountId null: an operator's change that names no account.
 export interface Change {

@@ -13,7 +13,6 @@ import {
   relabelProperty,
 } from './properties.ts'
 import { createTag, listTags, setRecordTags, Tag, TagBody, TagTitles, TagTitlesBody } from './tags.ts'
-import { addUser, listUsers, User, UserBody } from './users.ts'
 
 // PUT .../customers/{external_id}/tags and .../contacts/{external_id}/tags: one row per entity.
 function setTagsRoute(entity: Entity) {
@@ -39,36 +38,6 @@ function setTagsRoute(entity: Entity) {
 }
 
 export const catalogRoutes: Route[] = [
-  route({
-    method: 'POST',
-    path: `${ACCOUNTS}/:id/users`,
-    auth: 'admin',
-    name: 'add-user',
-    summary: 'Add a user',
-    body: UserBody,
-    refusals: [409],
-    reply: { status: 201, body: User },
-    handler: async (req, app) => ok(await addUser(app.sql, await accountIn(req, app), req.input), 201),
-  }),
-  route({
-    method: 'GET',
-    path: `${ACCOUNTS}/:id/users`,
-    auth: 'admin',
-    name: 'list-users',
-    summary: 'List users',
-    reply: { status: 200, body: v.array(User) },
-    handler: async (req, app) => ok(await listUsers(app.sql, await accountIn(req, app))),
-  }),
-  route({
-    method: 'GET',
-    path: '/api/v1/users',
-    auth: { key: 'search' },
-    tag: 'search',
-    name: 'account-users',
-    summary: "The key's account's users (the customers' owners), with their names",
-    reply: { status: 200, body: v.array(User) },
-    handler: async (req, app) => ok(await listUsers(app.sql, req.auth.accountId)),
-  }),
   route({
     method: 'POST',
     path: `${ACCOUNTS}/:id/properties`,

@@ -3,7 +3,7 @@ import type { App } from '../context.ts'
 import { Refusal } from '../errors.ts'
 import { refusalReply } from '../http/problem.ts'
 import { invoke } from '../http/router.ts'
-import type { Req, Route } from '../route.ts'
+import { OPERATOR, type Req, type Route } from '../route.ts'
 
 // Audience is a property of a row: the admin operations are the rows that take the admin token.
 const adminRoutes = routes.filter((r) => r.auth === 'admin')
@@ -19,6 +19,7 @@ export const invokeAdmin = async (route: Route, params: Record<string, string>, 
     body: Buffer.from(body),
     params,
     query: { ...params },
+    actor: OPERATOR,
   }
   try {
     return { ok: true, body: (await invoke(route, req, app)).body }

@@ -721,7 +721,7 @@ export interface paths {
     /** List users */
     get: operations['listUsers']
     put?: never
-    /** Add a user */
+    /** Invite a user: the answer holds the one-time link that sets the password */
     post: operations['addUser']
     delete?: never
     options?: never
@@ -736,10 +736,11 @@ export interface paths {
       path?: never
       cookie?: never
     }
-    /** The key's account's users (the customers' owners), with their names */
+    /** The account's users (the customers' owners), with their names and roles */
     get: operations['accountUsers']
     put?: never
-    post?: never
+    /** Invite a user (an admin of the account): the answer holds the one-time link */
+    post: operations['inviteAccountUser']
     delete?: never
     options?: never
     head?: never
@@ -1428,6 +1429,142 @@ export interface paths {
     get: operations['listOperatorAudit']
     put?: never
     post?: never
+    delete?: never
+    options?: never
+    head?: never
+    patch?: never
+    trace?: never
+  }
+  '/admin/v1/accounts/{id}/users/{user_id}/reset': {
+    parameters: {
+      query?: never
+      header?: never
+      path?: never
+      cookie?: never
+    }
+    get?: never
+    put?: never
+    /** Make a one-time link that sets a user's password (valid 1 day) */
+    post: operations['resetUser']
+    delete?: never
+    options?: never
+    head?: never
+    patch?: never
+    trace?: never
+  }
+  '/admin/v1/accounts/{id}/users/{user_id}': {
+    parameters: {
+      query?: never
+      header?: never
+      path?: never
+      cookie?: never
+    }
+    get?: never
+    put?: never
+    post?: never
+    /** Remove a user: their sessions end at once */
+    delete: operations['removeUser']
+    options?: never
+    head?: never
+    patch?: never
+    trace?: never
+  }
+  '/api/v1/users/{user_id}/reset': {
+    parameters: {
+      query?: never
+      header?: never
+      path?: never
+      cookie?: never
+    }
+    get?: never
+    put?: never
+    /** Make a one-time link that sets a user's password (an admin of the account) */
+    post: operations['resetAccountUser']
+    delete?: never
+    options?: never
+    head?: never
+    patch?: never
+    trace?: never
+  }
+  '/api/v1/users/{user_id}': {
+    parameters: {
+      query?: never
+      header?: never
+      path?: never
+      cookie?: never
+    }
+    get?: never
+    put?: never
+    post?: never
+    /** Remove a user (an admin of the account): their sessions end at once */
+    delete: operations['removeAccountUser']
+    options?: never
+    head?: never
+    patch?: never
+    trace?: never
+  }
+  '/auth/v1/sign-in': {
+    parameters: {
+      query?: never
+      header?: never
+      path?: never
+      cookie?: never
+    }
+    get?: never
+    put?: never
+    /** Sign in with email and password: sets the session cookie */
+    post: operations['signIn']
+    delete?: never
+    options?: never
+    head?: never
+    patch?: never
+    trace?: never
+  }
+  '/auth/v1/sign-out': {
+    parameters: {
+      query?: never
+      header?: never
+      path?: never
+      cookie?: never
+    }
+    get?: never
+    put?: never
+    /** End this session, on every process at once */
+    post: operations['signOut']
+    delete?: never
+    options?: never
+    head?: never
+    patch?: never
+    trace?: never
+  }
+  '/auth/v1/me': {
+    parameters: {
+      query?: never
+      header?: never
+      path?: never
+      cookie?: never
+    }
+    /** Who is signed in: the user, the account and the CSRF token */
+    get: operations['me']
+    put?: never
+    post?: never
+    delete?: never
+    options?: never
+    head?: never
+    patch?: never
+    trace?: never
+  }
+  '/auth/v1/password': {
+    parameters: {
+      query?: never
+      header?: never
+      path?: never
+      cookie?: never
+    }
+    get?: never
+    put?: never
+    /** Set a password with an invite or reset token (once); ends every session of the user */
+    post: operations['setPassword']
     delete?: never
     options?: never
     head?: never
@@ -2352,6 +2489,12 @@ export interface components {
       id: number
       email: string
       name: string | null
+      /**
+       * @description viewer: reads what a `search` key reads; manager: also writes what an `upload` key writes; admin:
+       * also the account's users, keys, properties, scoring model, webhooks and SSO.
+       * @enum {string}
+       */
+      role: 'viewer' | 'manager' | 'admin'
     }
     Property: {
       /** @enum {string} */
@@ -6038,6 +6181,13 @@ export interface operations {
           /** Format: email */
           email: string
           name?: string
+          /**
+           * @description viewer: reads what a `search` key reads; manager: also writes what an `upload` key writes;
+           * admin: also the account's users, keys, properties, scoring model, webhooks and SSO.
+           * @default viewer
+           * @enum {string}
+           */
+          role?: 'viewer' | 'manager' | 'admin'
         }
       }
     }
@@ -6048,7 +6198,22 @@ export interface operations {
           [name: string]: unknown
         }
         content: {
-          'application/json': components['schemas']['User']
+          'application/json': {
+            /** @description The id the service gave it. */
+            id: number
+            email: string
+            name: string | null
+            /**
+             * @description viewer: reads what a `search` key reads; manager: also writes what an `upload` key writes;
+             * admin: also the account's users, keys, properties, scoring model, webhooks and SSO.
+             * @enum {string}
+             */
+            role: 'viewer' | 'manager' | 'admin'
+            /** @description Sets the password once (POST /auth/v1/password), within 7 days. */
+            invite_token: string
+            /** @description The console page that takes the invite token; give it to the person. */
+            invite_url: string
+          }
         }
       }
       400: components['responses']['BadRequest']
@@ -6085,6 +6250,68 @@ export interface operations {
       400: components['responses']['BadRequest']
       401: components['responses']['Unauthorized']
       403: components['responses']['Forbidden']
+      429: components['responses']['TooManyRequests']
+      503: components['responses']['ServiceUnavailable']
+    }
+  }
+  inviteAccountUser: {
+    parameters: {
+      query?: never
+      header?: never
+      path?: never
+      cookie?: never
+    }
+    requestBody: {
+      content: {
+        'application/json': {
+          /** Format: email */
+          email: string
+          name?: string
+          /**
+           * @description viewer: reads what a `search` key reads; manager: also writes what an `upload` key writes;
+           * admin: also the account's users, keys, properties, scoring model, webhooks and SSO.
+           * @default viewer
+           * @enum {string}
+           */
+          role?: 'viewer' | 'manager' | 'admin'
+        }
+      }
+    }
+    responses: {
+      /** @description Success. */
+      201: {
+        headers: {
+          'RateLimit-Limit': components['headers']['RateLimit-Limit']
+          'RateLimit-Remaining': components['headers']['RateLimit-Remaining']
+          'RateLimit-Reset': components['headers']['RateLimit-Reset']
+          [name: string]: unknown
+        }
+        content: {
+          'application/json': {
+            /** @description The id the service gave it. */
+            id: number
+            email: string
+            name: string | null
+            /**
+             * @description viewer: reads what a `search` key reads; manager: also writes what an `upload` key writes;
+             * admin: also the account's users, keys, properties, scoring model, webhooks and SSO.
+             * @enum {string}
+             */
+            role: 'viewer' | 'manager' | 'admin'
+            /** @description Sets the password once (POST /auth/v1/password), within 7 days. */
+            invite_token: string
+            /** @description The console page that takes the invite token; give it to the person. */
+            invite_url: string
+          }
+        }
+      }
+      400: components['responses']['BadRequest']
+      401: components['responses']['Unauthorized']
+      403: components['responses']['Forbidden']
+      408: components['responses']['RequestTimeout']
+      409: components['responses']['Conflict']
+      413: components['responses']['ContentTooLarge']
+      415: components['responses']['UnsupportedMediaType']
       429: components['responses']['TooManyRequests']
       503: components['responses']['ServiceUnavailable']
     }
@@ -7958,6 +8185,275 @@ export interface operations {
       }
       400: components['responses']['BadRequest']
       401: components['responses']['Unauthorized']
+      503: components['responses']['ServiceUnavailable']
+    }
+  }
+  resetUser: {
+    parameters: {
+      query?: never
+      header?: never
+      path: {
+        /** @description The account id. */
+        id: number
+        /** @description The user id. */
+        user_id: number
+      }
+      cookie?: never
+    }
+    requestBody?: never
+    responses: {
+      /** @description Success. */
+      201: {
+        headers: {
+          [name: string]: unknown
+        }
+        content: {
+          'application/json': {
+            /** @description Sets a new password once (POST /auth/v1/password), within 1 day. */
+            reset_token: string
+            /** @description The console page that takes the reset token; give it to the person. */
+            reset_url: string
+          }
+        }
+      }
+      400: components['responses']['BadRequest']
+      401: components['responses']['Unauthorized']
+      404: components['responses']['NotFound']
+      408: components['responses']['RequestTimeout']
+      413: components['responses']['ContentTooLarge']
+      503: components['responses']['ServiceUnavailable']
+    }
+  }
+  removeUser: {
+    parameters: {
+      query?: never
+      header?: never
+      path: {
+        /** @description The account id. */
+        id: number
+        /** @description The user id. */
+        user_id: number
+      }
+      cookie?: never
+    }
+    requestBody?: never
+    responses: {
+      /** @description Done; no content. */
+      204: {
+        headers: {
+          [name: string]: unknown
+        }
+        content?: never
+      }
+      400: components['responses']['BadRequest']
+      401: components['responses']['Unauthorized']
+      404: components['responses']['NotFound']
+      503: components['responses']['ServiceUnavailable']
+    }
+  }
+  resetAccountUser: {
+    parameters: {
+      query?: never
+      header?: never
+      path: {
+        /** @description The user id. */
+        user_id: number
+      }
+      cookie?: never
+    }
+    requestBody?: never
+    responses: {
+      /** @description Success. */
+      201: {
+        headers: {
+          'RateLimit-Limit': components['headers']['RateLimit-Limit']
+          'RateLimit-Remaining': components['headers']['RateLimit-Remaining']
+          'RateLimit-Reset': components['headers']['RateLimit-Reset']
+          [name: string]: unknown
+        }
+        content: {
+          'application/json': {
+            /** @description Sets a new password once (POST /auth/v1/password), within 1 day. */
+            reset_token: string
+            /** @description The console page that takes the reset token; give it to the person. */
+            reset_url: string
+          }
+        }
+      }
+      400: components['responses']['BadRequest']
+      401: components['responses']['Unauthorized']
+      403: components['responses']['Forbidden']
+      404: components['responses']['NotFound']
+      408: components['responses']['RequestTimeout']
+      413: components['responses']['ContentTooLarge']
+      429: components['responses']['TooManyRequests']
+      503: components['responses']['ServiceUnavailable']
+    }
+  }
+  removeAccountUser: {
+    parameters: {
+      query?: never
+      header?: never
+      path: {
+        /** @description The user id. */
+        user_id: number
+      }
+      cookie?: never
+    }
+    requestBody?: never
+    responses: {
+      /** @description Done; no content. */
+      204: {
+        headers: {
+          'RateLimit-Limit': components['headers']['RateLimit-Limit']
+          'RateLimit-Remaining': components['headers']['RateLimit-Remaining']
+          'RateLimit-Reset': components['headers']['RateLimit-Reset']
+          [name: string]: unknown
+        }
+        content?: never
+      }
+      400: components['responses']['BadRequest']
+      401: components['responses']['Unauthorized']
+      403: components['responses']['Forbidden']
+      404: components['responses']['NotFound']
+      429: components['responses']['TooManyRequests']
+      503: components['responses']['ServiceUnavailable']
+    }
+  }
+  signIn: {
+    parameters: {
+      query?: never
+      header?: never
+      path?: never
+      cookie?: never
+    }
+    requestBody: {
+      content: {
+        'application/json': {
+          email: string
+          password: string
+        }
+      }
+    }
+    responses: {
+      /** @description Success. */
+      200: {
+        headers: {
+          [name: string]: unknown
+        }
+        content: {
+          'application/json': {
+            user: components['schemas']['User']
+            account: {
+              /** @description The id the service gave it. */
+              id: number
+              name: string
+            }
+            /**
+             * @description Send it as the x-csrf-token header with every request of the session that changes anything.
+             */
+            csrf_token: string
+          }
+        }
+      }
+      400: components['responses']['BadRequest']
+      401: components['responses']['Unauthorized']
+      403: components['responses']['Forbidden']
+      408: components['responses']['RequestTimeout']
+      413: components['responses']['ContentTooLarge']
+      415: components['responses']['UnsupportedMediaType']
+      429: components['responses']['TooManyRequests']
+      503: components['responses']['ServiceUnavailable']
+    }
+  }
+  signOut: {
+    parameters: {
+      query?: never
+      header?: never
+      path?: never
+      cookie?: never
+    }
+    requestBody?: never
+    responses: {
+      /** @description Done; no content. */
+      204: {
+        headers: {
+          [name: string]: unknown
+        }
+        content?: never
+      }
+      400: components['responses']['BadRequest']
+      401: components['responses']['Unauthorized']
+      403: components['responses']['Forbidden']
+      408: components['responses']['RequestTimeout']
+      413: components['responses']['ContentTooLarge']
+      503: components['responses']['ServiceUnavailable']
+    }
+  }
+  me: {
+    parameters: {
+      query?: never
+      header?: never
+      path?: never
+      cookie?: never
+    }
+    requestBody?: never
+    responses: {
+      /** @description Success. */
+      200: {
+        headers: {
+          [name: string]: unknown
+        }
+        content: {
+          'application/json': {
+            user: components['schemas']['User']
+            account: {
+              /** @description The id the service gave it. */
+              id: number
+              name: string
+            }
+            /**
+             * @description Send it as the x-csrf-token header with every request of the session that changes anything.
+             */
+            csrf_token: string
+          }
+        }
+      }
+      400: components['responses']['BadRequest']
+      401: components['responses']['Unauthorized']
+      403: components['responses']['Forbidden']
+      503: components['responses']['ServiceUnavailable']
+    }
+  }
+  setPassword: {
+    parameters: {
+      query?: never
+      header?: never
+      path?: never
+      cookie?: never
+    }
+    requestBody: {
+      content: {
+        'application/json': {
+          token: string
+          password: string
+        }
+      }
+    }
+    responses: {
+      /** @description Success. */
+      200: {
+        headers: {
+          [name: string]: unknown
+        }
+        content: {
+          'application/json': components['schemas']['User']
+        }
+      }
+      400: components['responses']['BadRequest']
+      408: components['responses']['RequestTimeout']
+      413: components['responses']['ContentTooLarge']
+      415: components['responses']['UnsupportedMediaType']
       503: components['responses']['ServiceUnavailable']
     }
   }

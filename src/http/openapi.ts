@@ -3,7 +3,7 @@ import { type ConversionConfig, toJsonSchema, toJsonSchemaDefs, type JsonSchema 
 import { MAX_BODY_BYTES } from './adapter.ts'
 import { TITLES } from './problem.ts'
 import { size } from '../validate.ts'
-import { type Route, TAGS } from '../route.ts'
+import { allows, ROLE_GRANTS, type Route, TAGS } from '../route.ts'
 
 // The Problem Details body every error carries (errors.ts builds it).
 const ProblemDetails = v.object({
@@ -252,6 +252,15 @@ const components = (schemas: Record<string, JsonSchema>) => ({
       scheme: 'bearer',
       description: 'The SERVICE_ADMIN_TOKEN the service was started with.',
     },
+    sessionCookie: {
+      type: 'apiKey',
+      in: 'cookie',
+      name: 'service_session',
+      description:
+        'A person signed in (POST /auth/v1/sign-in). The role decides: viewer reads what a `search` key reads, ' +
+        'manager also writes what an `upload` key writes, admin also manages the account (`manage`). A request ' +
+        "that changes anything also sends the session's `x-csrf-token` header and an Origin of the service's own.",
+    },
   },
   schemas,
   headers,
@@ -285,11 +294,23 @@ const errorStatuses = (r: Route) =>
     ...(hasBody(r) ? [408, 413] : []),
     ...(r.body && !r.jsonOnly ? [415] : []),
     ...(r.auth !== 'none' ? [401] : []),
-    ...(typeof r.auth === 'object' ? [403, 429] : []),
+    ...(typeof r.auth === 'object' ? [403, 429] : r.auth === 'session' ? [403] : []),
     ...(pathParams(r.path).length ? [404] : []),
     ...(r.jsonOnly ? [406] : []),
     ...(r.refusals ?? []),
   ].sort((a, b) => a - b)
+
+// Who may call a route, as OpenAPI says it: a session wherever a role grants what the route needs.
+const securityOf = (r: Route) => {
+  if (r.auth === 'admin') return [{ adminToken: [] }]
+  if (r.auth === 'none') return []
+  if (r.auth === 'session') return [{ sessionCookie: [] }]
+  const need = r.auth.key
+  const session = Object.values(ROLE_GRANTS).some((grants) => allows(grants, need)) ? [{ sessionCookie: [] }] : []
+  if (need === 'manage') return session
+  if (r.auth.segment) return [{ segmentWriteKey: [] }, ...(r.body ? [] : [{ serviceKey: [need] }])]
+  return [{ serviceKey: [need] }, ...session]
+}
 
 const operation = (r: Route, schema: (s: v.GenericSchema) => JsonSchema) => {
   // An empty body reads as {} (validate.ts), so a body whose fields are all optional may be left out,
@@ -310,14 +331,7 @@ const operation = (r: Route, schema: (s: v.GenericSchema) => JsonSchema) => {
     operationId: camel(r.name),
     summary: r.summary,
     tags: [r.tag],
-    security:
-      r.auth === 'admin'
-        ? [{ adminToken: [] }]
-        : r.auth === 'none'
-          ? []
-          : r.auth.segment
-            ? [{ segmentWriteKey: [] }, ...(r.body ? [] : [{ serviceKey: [r.auth.key] }])]
-            : [{ serviceKey: [r.auth.key] }],
+    security: securityOf(r),
     ...(parameters.length && { parameters }),
     ...(r.body && {
       requestBody: {

@@ -7,7 +7,7 @@ import { parse } from '../validate.ts'
 import { CLIENT_GONE, isStream, ORIGIN } from './adapter.ts'
 import { createPermits, createShares, LARGE_BODY_BYTES } from './permits.ts'
 import { audited, inChange } from './audit.ts'
-import { authenticateAdmin, authenticateKey, rulesFor } from './auth.ts'
+import { authenticateAdmin, authenticateKey, authenticateSession, bySession, rulesFor } from './auth.ts'
 import { problem, refusalReply } from './problem.ts'
 import { checkQuery, parseQuery, readJson, requireJsonExchange, requireUtf8 } from './request.ts'
 import type { Reply, Req, Route } from '../route.ts'
@@ -90,10 +90,15 @@ const run =
       authenticateAdmin(req, app)
       return checked(route, req, { ...app, sql: app.admin, heavy: app.admin })
     }
+    if (route.auth === 'session') return authenticateSession(req, app).then(() => checked(route, req, app))
     if (route.auth !== 'none') {
-      const rules = rulesFor(route.auth.key, app)
+      const need = route.auth.key
+      const rules = rulesFor(need, app)
       const token = route.auth.segment ? writeKeyOf(req, route) : undefined
-      return authenticateKey(req, app, rules, token).then(({ accountId }) =>
+      const holder = bySession(req, route.auth.segment)
+        ? authenticateSession(req, app, need)
+        : authenticateKey(req, app, rules, token)
+      return holder.then(({ accountId }) =>
         route.expensive ? share(route, req, app, accountId) : checked(route, req, app),
       )
     }

@@ -69,4 +69,5 @@ export const GLOBAL_TABLES = [
   'service_secrets',
   'retention_runs',
   'backup_runs',
+  'sign_in_failures',
 ]

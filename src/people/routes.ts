@@ -1,0 +1,187 @@
+import * as v from 'valibot'
+import { ACCOUNTS, accountIn, KeyAccount } from '../accounts/accounts.ts'
+import type { App } from '../context.ts'
+import { refuse } from '../errors.ts'
+import { idParam, noContent, ok, type Req, type Route, route } from '../route.ts'
+import { strict } from '../validate.ts'
+import { MAX_PASSWORD } from './passwords.ts'
+import { closeSession, fromOwnOrigin, setCookie } from './sessions.ts'
+import { signIn, whoIs } from './sign-in.ts'
+import {
+  Invite,
+  inviteUser,
+  listUsers,
+  PasswordBody,
+  removeUser,
+  ResetLink,
+  resetLink,
+  setPassword,
+  User,
+  UserBody,
+} from './users.ts'
+
+// Where invite and reset links point: the address people open, or the one this request came to.
+const baseUrl = (req: Req, app: App) =>
+  app.config.publicUrl ?? `http://${req.headers.host ?? `localhost:${app.config.port}`}`
+
+const SignInBody = strict({
+  email: v.pipe(v.string(), v.maxLength(255)),
+  password: v.pipe(v.string(), v.maxLength(MAX_PASSWORD)),
+})
+const SignedIn = v.object({
+  user: User,
+  account: KeyAccount,
+  csrf_token: v.pipe(
+    v.string(),
+    v.description('Send it as the x-csrf-token header with every request of the session that changes anything.'),
+  ),
+})
+
+// The rows the catalog had, in their places of the routing table (api/routes.ts).
+export const userRoutes: Route[] = [
+  route({
+    method: 'POST',
+    path: `${ACCOUNTS}/:id/users`,
+    auth: 'admin',
+    name: 'add-user',
+    summary: 'Invite a user: the answer holds the one-time link that sets the password',
+    body: UserBody,
+    refusals: [409],
+    reply: { status: 201, body: Invite },
+    handler: async (req, app) =>
+      ok(await inviteUser(app.sql, await accountIn(req, app), req.input, baseUrl(req, app)), 201),
+  }),
+  route({
+    method: 'GET',
+    path: `${ACCOUNTS}/:id/users`,
+    auth: 'admin',
+    name: 'list-users',
+    summary: 'List users',
+    reply: { status: 200, body: v.array(User) },
+    handler: async (req, app) => ok(await listUsers(app.sql, await accountIn(req, app))),
+  }),
+  route({
+    method: 'GET',
+    path: '/api/v1/users',
+    auth: { key: 'search' },
+    tag: 'search',
+    name: 'account-users',
+    summary: "The account's users (the customers' owners), with their names and roles",
+    reply: { status: 200, body: v.array(User) },
+    handler: async (req, app) => ok(await listUsers(app.sql, req.auth.accountId)),
+  }),
+]
+
+export const peopleRoutes: Route[] = [
+  route({
+    method: 'POST',
+    path: `${ACCOUNTS}/:id/users/:user_id/reset`,
+    auth: 'admin',
+    name: 'reset-user',
+    summary: "Make a one-time link that sets a user's password (valid 1 day)",
+    reply: { status: 201, body: ResetLink },
+    handler: async (req, app) =>
+      ok(await resetLink(app.sql, await accountIn(req, app), idParam(req, 'user_id'), baseUrl(req, app)), 201),
+  }),
+  route({
+    method: 'DELETE',
+    path: `${ACCOUNTS}/:id/users/:user_id`,
+    auth: 'admin',
+    name: 'remove-user',
+    summary: 'Remove a user: their sessions end at once',
+    reply: { status: 204 },
+    handler: async (req, app) => {
+      await removeUser(app.sql, await accountIn(req, app), idParam(req, 'user_id'))
+      return noContent
+    },
+  }),
+  route({
+    method: 'POST',
+    path: '/api/v1/users',
+    auth: { key: 'manage' },
+    tag: 'people',
+    name: 'invite-account-user',
+    summary: 'Invite a user (an admin of the account): the answer holds the one-time link',
+    body: UserBody,
+    refusals: [409],
+    reply: { status: 201, body: Invite },
+    handler: async (req, app) => ok(await inviteUser(app.sql, req.auth.accountId, req.input, baseUrl(req, app)), 201),
+  }),
+  route({
+    method: 'POST',
+    path: '/api/v1/users/:user_id/reset',
+    auth: { key: 'manage' },
+    tag: 'people',
+    name: 'reset-account-user',
+    summary: "Make a one-time link that sets a user's password (an admin of the account)",
+    reply: { status: 201, body: ResetLink },
+    handler: async (req, app) =>
+      ok(await resetLink(app.sql, req.auth.accountId, idParam(req, 'user_id'), baseUrl(req, app)), 201),
+  }),
+  route({
+    method: 'DELETE',
+    path: '/api/v1/users/:user_id',
+    auth: { key: 'manage' },
+    tag: 'people',
+    name: 'remove-account-user',
+    summary: 'Remove a user (an admin of the account): their sessions end at once',
+    reply: { status: 204 },
+    handler: async (req, app) => {
+      await removeUser(app.sql, req.auth.accountId, idParam(req, 'user_id'))
+      return noContent
+    },
+  }),
+  route({
+    method: 'POST',
+    path: '/auth/v1/sign-in',
+    auth: 'none',
+    tag: 'people',
+    name: 'sign-in',
+    summary: 'Sign in with email and password: sets the session cookie',
+    body: SignInBody,
+    refusals: [401, 403, 429],
+    reply: { status: 200, body: SignedIn },
+    handler: async (req, app) => {
+      // A form of another site cannot sign its visitor in as the attacker (login CSRF).
+      const origin = req.headers.origin
+      if (origin && !fromOwnOrigin(origin, req.headers.host, app.config.publicUrl))
+        refuse(403, 'Sign in from the service’s own pages.')
+      const { cookie, ...signedIn } = await signIn(app, req.input.email, req.input.password)
+      return { status: 200, body: signedIn, headers: { 'set-cookie': setCookie(cookie, app.config.publicUrl) } }
+    },
+  }),
+  route({
+    method: 'POST',
+    path: '/auth/v1/sign-out',
+    auth: 'session',
+    tag: 'people',
+    name: 'sign-out',
+    summary: 'End this session, on every process at once',
+    reply: { status: 204 },
+    handler: async (req, app) => {
+      await closeSession(app.sql, req.session)
+      return { status: 204, headers: { 'set-cookie': setCookie('', app.config.publicUrl, 0) } }
+    },
+  }),
+  route({
+    method: 'GET',
+    path: '/auth/v1/me',
+    auth: 'session',
+    tag: 'people',
+    name: 'me',
+    summary: 'Who is signed in: the user, the account and the CSRF token',
+    reply: { status: 200, body: SignedIn },
+    handler: async (req, app) => ok(await whoIs(app, req.session.accountId, req.session.userId, req.session.csrfToken)),
+  }),
+  route({
+    method: 'POST',
+    path: '/auth/v1/password',
+    auth: 'none',
+    tag: 'people',
+    name: 'set-password',
+    summary: 'Set a password with an invite or reset token (once); ends every session of the user',
+    body: PasswordBody,
+    reply: { status: 200, body: User },
+    handler: async (req, app) => ok(await setPassword(app.sql, req.input)),
+  }),
+]
