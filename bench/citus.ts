@@ -284,7 +284,7 @@ export default async (ctx: BenchContext) => {
     // As in the test run's Citus pass: a request's statement that fans out over shards fails (a
     // failed request here), so that every figure is of router queries.
     const distributed = await side((await cluster.createDatabase('b')).url, postmasters, {
-      SERVICE_API_DB_SETTINGS: 'citus.multi_task_query_log_level=error',
+      SERVICE_DATABASE_API_OPTIONS: 'citus.multi_task_query_log_level=error',
     })
     const single = await side(await plainDatabase(cluster.coordinator.url), postmasters)
     for (const [name, s] of [

@@ -31,6 +31,10 @@ test('migrate distributes every tenant table by account_id in one co-location gr
     assert.ok(tenant.length >= 30, `${tenant.length} tenant tables`)
     for (const t of tenant) assert.deepEqual([t.name, t.method, t.key], [t.name, 'h', 'account_id'])
     assert.equal(new Set(tenant.map((t) => t.group)).size, 1)
+    // A shard move replicates the whole group logically, which no unlogged table can take part in.
+    const unlogged = await sql`select relname from pg_class where relnamespace = 'public'::regnamespace
+      and relpersistence = 'u' and relname = any(${tenant.map((t) => t.name)})`
+    assert.deepEqual([...unlogged], [])
     // Everything else is a reference table or stays on the coordinator, each with its reason.
     for (const t of tables.filter((t) => !t.tenant)) {
       const placement = t.method === 'n' && t.model === 't' ? 'reference' : t.method ? 'other' : 'coordinator'

@@ -66,6 +66,15 @@ const triggers = async (conn: ReservedSql, tables: string[]) =>
       order by tgrelid::regclass::text, tgname`
   ).map((r) => ({ table: r.table as string, name: r.name as string, def: r.def as string }))
 
+// A shard move copies a whole co-location group with logical replication, which cannot publish an
+// unlogged table (rate_limit_counters): on Citus such a tenant table is made logged before it is
+// distributed, so that adding a worker and rebalancing never blocks writes.
+const unlogged = async (conn: ReservedSql, tables: string[]) =>
+  (
+    await conn`select relname as name from pg_class where relnamespace = 'public'::regnamespace
+      and relpersistence = 'u' and relname = any(${tables}) order by 1`
+  ).map((r) => r.name as string)
+
 const citusLocal = async (conn: ReservedSql, table: string) =>
   (
     await conn`select exists(select 1 from pg_dist_partition where logicalrelid = to_regclass(${table})
@@ -92,6 +101,7 @@ export const distributeTables = async (conn: ReservedSql) => {
     // Dropping a local table's last key to a reference table turns it back into a plain table
     // (Citus undoes the conversion it made); one it keeps is undone by hand.
     for (const t of tenant) if (await citusLocal(conn, t)) await conn`select undistribute_table(${t})`
+    for (const t of await unlogged(conn, tenant)) await conn.unsafe(`alter table ${t} set logged`)
     let group = await anchor(conn)
     for (const t of tenant) {
       await conn`select create_distributed_table(${t}, 'account_id', colocate_with => ${group ?? 'none'})`

@@ -70,6 +70,12 @@ const run = async (url: string, ...statements: string[]) => {
 
 const dataDirOf = async (url: string) => (await run(url, 'show data_directory'))[0][0].data_directory as string
 
+// Every node needs the password of the others: a shard move's subscription on the target node
+// reaches the source with the target's own pg_dist_authinfo (`citus_use_authinfo`), which
+// `citus_add_node` does not copy there.
+const authinfo = (password: string) =>
+  `insert into pg_dist_authinfo (nodeid, rolename, authinfo) values (0, 'postgres', 'password=${password}')`
+
 // Starts one node; it shares the cluster's password, so that nodes reach each other (pg_dist_authinfo).
 const startNode = async (password: string, settings: string[]) => {
   const pg = await startThrowawayCluster('service-citus-', settings, CITUS_HOME)
@@ -112,11 +118,11 @@ export const startCitusCluster = async (
   const [coordinator, ...workers] = nodes
   for (const w of workers) await run(urlOf(w.url, password, 'postgres'), `create database ${TEMPLATE}`)
   await run(coordinator.url, `create database ${TEMPLATE}`)
-  for (const w of workers) await run(urlOf(w.url, password, TEMPLATE), 'create extension citus')
+  for (const w of workers) await run(urlOf(w.url, password, TEMPLATE), 'create extension citus', authinfo(password))
   await run(
     urlOf(coordinator.url, password, TEMPLATE),
     'create extension citus',
-    `insert into pg_dist_authinfo (nodeid, rolename, authinfo) values (0, 'postgres', 'password=${password}')`,
+    authinfo(password),
     `select citus_set_coordinator_host('127.0.0.1', ${coordinator.port})`,
     ...workers.map((w) => `select citus_add_node('127.0.0.1', ${w.port})`),
   )
@@ -143,13 +149,21 @@ export const startCitusCluster = async (
   }
 
   // A new worker for the cluster and the given database (the template predates it): its own copy of
-  // the database with the extension, then known to the coordinator there.
+  // the database with the extension, then known to the coordinator there. The copy's metadata
+  // still names the template as the distributed database (pg_dist_object holds its oid), which
+  // `citus_add_node` would sync to the new node ("database citus_template does not exist"): it
+  // is pointed at the copy first.
   const addWorker = async (database: string) => {
     const { node, stop } = await startNode(password, settings)
     stops.push(stop)
     await run(node.url, `create database ${database}`)
-    await run(urlOf(node.url, password, database), 'create extension citus')
-    await run(urlOf(coordinator.url, password, database), `select citus_add_node('127.0.0.1', ${node.port})`)
+    await run(urlOf(node.url, password, database), 'create extension citus', authinfo(password))
+    await run(
+      urlOf(coordinator.url, password, database),
+      `update pg_dist_object set objid = (select oid from pg_database where datname = current_database())
+        where classid = 'pg_database'::regclass`,
+      `select citus_add_node('127.0.0.1', ${node.port})`,
+    )
     return node
   }
 

@@ -1,9 +1,13 @@
 import assert from 'node:assert/strict'
 import type { TestService } from './service.ts'
 
+type Account = Awaited<ReturnType<TestService['account']>>
+
 // An account with a customer scoring model, a few typed properties and a user: ready for uploads.
-export const scoredAccount = async (s: TestService, name = 'Acme') => {
-  const account = await s.account(name)
+export const scoredAccount = async (s: TestService, name = 'Acme') => scoreAccount(s, await s.account(name))
+
+// The same for an account made already (a test that picks its accounts first, by shard say).
+export const scoreAccount = async (s: TestService, account: Account) => {
   const define = (entity: string, kind: string, codename: string, type: string) =>
     s.admin('POST', `/accounts/${account.id}/properties`, { entity, kind, codename, type })
   await define('customer', 'metric', 'logins', 'number')
