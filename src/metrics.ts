@@ -1,6 +1,7 @@
 import { collectDefaultMetrics, Counter, Gauge, Histogram, type Metric, Registry } from 'prom-client'
 import type { Task, TaskList } from 'graphile-worker'
 import type { Sql } from './db/client.ts'
+import { waitingJobsByTask } from './db/queue.ts'
 import { stuckSql, PENDING_STATES, UPLOAD_STATES } from './uploads/lifecycle.ts'
 
 // One registry per process: each `serve` or `worker` process exposes its own counters, and the
@@ -141,8 +142,7 @@ const retentionOldest = new Gauge({
 const databaseCounts = (sql: Sql, stuckSeconds: number) => sql<
   { gauge: 'queue' | 'deliveries' | 'uploads' | 'stuck' | 'purged' | 'oldest'; label: string; n: number }[]
 >`
-  select 'queue' as gauge, task_identifier as label, count(*)::int as n from graphile_worker.jobs
-  where locked_at is null and attempts < max_attempts group by task_identifier
+  select 'queue' as gauge, label, n from (${waitingJobsByTask(sql)}) q
   union all
   select 'deliveries', status, count(*)::int from webhook_deliveries group by status
   union all

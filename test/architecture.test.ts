@@ -214,3 +214,29 @@ test('no cast of a request input, no cast to never', () => {
   )
   assert.ok(CASTS.test('const x = req.input as Body') && CASTS.test('y as never'))
 })
+
+// One home per mechanism (issue 46, item 4): graphile-worker's tables are named in db/jobs.ts (the
+// jobs added) and db/queue.ts (everything else read or changed in its schema), nowhere else.
+const WORKER_TABLES = /\bgraphile_worker\./
+const QUEUE_HOMES = ['src/db/jobs.ts', 'src/db/queue.ts']
+
+test("only db/jobs.ts and db/queue.ts name graphile-worker's schema", () => {
+  assert.deepEqual(
+    server.filter((f) => !QUEUE_HOMES.includes(f) && WORKER_TABLES.test(code(f))),
+    [],
+  )
+  assert.ok(WORKER_TABLES.test('select 1 from graphile_worker._private_jobs'))
+  assert.ok(QUEUE_HOMES.every((f) => WORKER_TABLES.test(code(f))))
+})
+
+// Advisory-lock keys are written in db/locks.ts alone: two spellings of one key lock nothing.
+const ADVISORY = /\bhashtext(extended)?\s*\(|\bpg_(try_)?advisory_|locktype\s*=\s*'advisory'/
+
+test('only db/locks.ts writes an advisory-lock key', () => {
+  assert.deepEqual(
+    server.filter((f) => f !== 'src/db/locks.ts' && ADVISORY.test(code(f))),
+    [],
+  )
+  assert.ok(ADVISORY.test("select pg_advisory_xact_lock(hashtextextended('x', 0))"))
+  assert.ok(ADVISORY.test(code('src/db/locks.ts')))
+})
