@@ -54,7 +54,7 @@ type Reserved = Awaited<ReturnType<Sql['reserve']>>
 
 // A file's statements one by one, for Citus, which refuses a string of several commands on a
 // distributed table: split at each `;` outside quotes, dollar quotes and comments.
-export const splitStatements = (text: string): string[] => {
+const splitStatements = (text: string): string[] => {
   const out: string[] = []
   let start = 0
   const token = /\$([A-Za-z_]\w*)?\$|'(?:[^']|'')*'|"(?:[^"]|"")*"|--[^\n]*|\/\*[\s\S]*?\*\/|;/g

@@ -6,6 +6,7 @@ import { type ApplyTask, applyJobKey, applyJobSql, TASKS } from '../db/jobs.ts'
 import { DATE_RULE } from '../dates.ts'
 import { SQLSTATE, sqlState } from '../db/sqlstate.ts'
 import { availableJob } from '../db/queue.ts'
+import { pointerToken } from '../validate.ts'
 import { refuse } from '../errors.ts'
 
 // One statement checks the account, appends every event (one JSON array text: a jsonb parameter would
@@ -116,7 +117,7 @@ export const receiveEvents = async (app: App, accountId: number, trackerKey: str
       400,
       'Some date attributes are not dates.',
       bad.map(([i, level, key]) => ({
-        path: `/events/${i}/data/${level}/${key.replace(/~/g, '~0').replace(/\//g, '~1')}`,
+        path: `/events/${i}/data/${level}/${pointerToken(key)}`,
         message: `Must be ${DATE_RULE}.`,
       })),
     )
