@@ -250,9 +250,9 @@ const readHeaderLine = async (file: string, key: string | undefined) => {
 // service (a restore into an empty database makes it first, outside the restore's transaction).
 const holdsData = async (sql: Sql) =>
   (
-    await sql`select exists(select 1 from pg_class c join pg_namespace n on n.oid = c.relnamespace
+    await sql<{ any: boolean }[]>`select exists(select 1 from pg_class c join pg_namespace n on n.oid = c.relnamespace
       where n.nspname = current_schema() and c.relkind in ('r', 'p')) as any`
-  )[0].any as boolean
+  )[0].any
 
 // The header's tables and columns against the schema its migrations made: a COPY that names a
 // column the table lacks would fail, but a refusal here says which.

@@ -113,7 +113,7 @@ export const migrate = async (sql: Sql, url: string, files: Migration[] = migrat
       await new Promise((resolve) => setTimeout(resolve, 100))
     }
     await conn.unsafe(MIGRATIONS_TABLE)
-    const done = new Set((await conn`select name from schema_migrations`).map((r) => r.name as string))
+    const done = new Set((await conn<{ name: string }[]>`select name from schema_migrations`).map((r) => r.name))
     const citus = await hasCitus(conn)
     const distributed = citus && (await hasDistributedTables(conn))
     for (const m of files.filter((f) => !done.has(f.name))) {
