@@ -1,61 +1,69 @@
 import { homedir } from 'node:os'
 import { join } from 'node:path'
 import { parseCrontab } from 'graphile-worker'
+import * as v from 'valibot'
 
 // Configuration comes from the environment only, resolved in one step (as postgres.js's parseOptions):
 // KNOBS is the one table of variables, defaults, limits and meanings, from which loadConfig, `service --help`
 // and the table in docs/operations.md (checked by test/config.test.ts) are made.
 
-// A knob's text, read: undefined when it is not a valid value, and the default applies.
-type Parse<T> = (text: string) => T | undefined
+// A knob's rule: a valibot schema of its text. A text that fails it takes the default, except for a
+// knob that `refuses`: its variable is a setting an operator gave and expects in force, so the start
+// stops with the rule's message.
+type Rule<T> = v.GenericSchema<string, T>
 interface Knob<T> {
   env: string
   fallback: T | (() => T)
   // The default as --help and the docs print it, when String(fallback) does not say it.
   shown?: string
-  parse: Parse<T>
+  rule: Rule<T>
+  refuses?: true
   meaning: string
 }
 const knob = <T>(k: Knob<T>) => k
 
-const text: Parse<string> = (t) => t
-const whole =
-  (min: number, max = Number.MAX_SAFE_INTEGER): Parse<number> =>
-  (t) => {
-    const n = Number(t)
-    return Number.isInteger(n) && n >= min && n <= max ? n : undefined
-  }
+const text = v.string()
+const whole = (min: number, max = Number.MAX_SAFE_INTEGER): Rule<number> =>
+  v.pipe(v.string(), v.transform(Number), v.integer(), v.minValue(min), v.maxValue(max))
 const positive = whole(1)
-// A schedule is refused at start rather than ignored: an operator who set one expects backups.
-const cronExpression: Parse<string> = (t) => {
+const cronError = (t: string) => {
   try {
     parseCrontab(`${t} backup_database`)
   } catch (err) {
-    throw new Error(`SERVICE_BACKUP_SCHEDULE '${t}' is not a cron expression: ${(err as Error).message}`)
+    return (err as Error).message
   }
-  return t
 }
-// Startup parameters as `name=value` pairs apart by spaces; anything else is refused at start, as a
-// setting an operator gave and expects in force.
-const parameters: Parse<Record<string, string>> = (t) =>
-  Object.fromEntries(
-    t
-      .trim()
-      .split(/\s+/)
-      .map((pair) => {
-        const m = /^([A-Za-z_][\w.]*)=(\S+)$/.exec(pair)
-        if (!m) throw new Error(`SERVICE_DATABASE_API_OPTIONS: '${pair}' is not name=value.`)
-        return [m[1], m[2]]
-      }),
-  )
-// An origin and an optional path, without a trailing slash; anything else is refused at start, as
-// invite links and the sessions' Origin check are made from it.
-const publicUrl: Parse<string> = (t) => {
-  const url = URL.canParse(t) ? new URL(t) : undefined
-  if (!url || !/^https?:$/.test(url.protocol) || url.search || url.hash)
-    throw new Error(`SERVICE_PUBLIC_URL '${t}' is not an http(s) address without query or fragment.`)
-  return url.href.replace(/\/$/, '')
-}
+// A schedule is refused at start rather than ignored: an operator who set one expects backups.
+const cronExpression: Rule<string> = v.pipe(
+  v.string(),
+  v.rawCheck(({ dataset, addIssue }) => {
+    const error = dataset.typed && cronError(dataset.value)
+    if (error) addIssue({ message: `SERVICE_BACKUP_SCHEDULE '${dataset.value}' is not a cron expression: ${error}` })
+  }),
+)
+// Startup parameters as `name=value` pairs apart by spaces.
+const PARAMETER = /^([A-Za-z_][\w.]*)=(\S+)$/
+const parameters: Rule<Record<string, string>> = v.pipe(
+  v.string(),
+  v.transform((t) => t.trim().split(/\s+/)),
+  v.array(
+    v.pipe(
+      v.string(),
+      v.regex(PARAMETER, (i) => `SERVICE_DATABASE_API_OPTIONS: '${i.input}' is not name=value.`),
+    ),
+  ),
+  v.transform((pairs) => Object.fromEntries(pairs.map((pair) => PARAMETER.exec(pair)!.slice(1, 3)))),
+)
+// An origin and an optional path, without a trailing slash: invite links and the sessions' Origin
+// check are made from it.
+const publicUrl: Rule<string> = v.pipe(
+  v.string(),
+  v.check(
+    (t) => URL.canParse(t) && /^https?:$/.test(new URL(t).protocol) && !new URL(t).search && !new URL(t).hash,
+    (i) => `SERVICE_PUBLIC_URL '${i.input}' is not an http(s) address without query or fragment.`,
+  ),
+  v.transform((t) => new URL(t).href.replace(/\/$/, '')),
+)
 const LEVELS = ['debug', 'info', 'warn', 'error', 'silent'] as const
 
 const KNOBS = {
@@ -63,19 +71,19 @@ const KNOBS = {
     env: 'DATABASE_URL',
     fallback: undefined,
     shown: 'embedded',
-    parse: text,
+    rule: text,
     meaning: 'PostgreSQL to use; without it an embedded server keeps its data in SERVICE_DATA_DIR',
   }),
   dataDir: knob({
     env: 'SERVICE_DATA_DIR',
     fallback: '.data/pg',
-    parse: text,
+    rule: text,
     meaning: "the embedded server's data folder",
   }),
   embeddedPort: knob({
     env: 'EMBEDDED_PG_PORT',
     fallback: 54329,
-    parse: whole(1, 65535),
+    rule: whole(1, 65535),
     meaning: "the embedded server's port (127.0.0.1 only)",
   }),
   cacheDir: knob({
@@ -86,145 +94,150 @@ const KNOBS = {
         ? '/var/cache/customer-data-service'
         : join(homedir(), '.cache', 'customer-data-service'),
     shown: '~/.cache/customer-data-service (as root /var/cache/customer-data-service)',
-    parse: text,
+    rule: text,
     meaning: 'where the embedded PostgreSQL binaries are unpacked: a folder only this user (or root) can write',
   }),
-  port: knob({ env: 'PORT', fallback: 8080, parse: whole(0, 65535), meaning: 'HTTP port (0: any free port)' }),
-  host: knob({ env: 'HOST', fallback: '0.0.0.0', parse: text, meaning: 'HTTP address' }),
+  port: knob({ env: 'PORT', fallback: 8080, rule: whole(0, 65535), meaning: 'HTTP port (0: any free port)' }),
+  host: knob({ env: 'HOST', fallback: '0.0.0.0', rule: text, meaning: 'HTTP address' }),
   adminToken: knob<string | undefined>({
     env: 'SERVICE_ADMIN_TOKEN',
     fallback: undefined,
     shown: 'unset (admin API off)',
-    parse: text,
+    rule: text,
     meaning: 'bearer token of the admin API',
   }),
   publicUrl: knob<string | undefined>({
     env: 'SERVICE_PUBLIC_URL',
     fallback: undefined,
     shown: "unset (the request's Host)",
-    parse: publicUrl,
+    rule: publicUrl,
+    refuses: true,
     meaning: 'the address people open (https://...): the origin sessions accept, and the base of invite links',
   }),
   workerConcurrency: knob({
     env: 'WORKER_CONCURRENCY',
     fallback: 10,
-    parse: positive,
+    rule: positive,
     meaning: 'jobs a worker runs at once',
   }),
   logLevel: knob<(typeof LEVELS)[number]>({
     env: 'LOG_LEVEL',
     fallback: 'info',
-    parse: (t) => LEVELS.find((level) => level === t),
+    rule: v.pipe(v.string(), v.picklist(LEVELS)),
     meaning: 'debug, info, warn, error or silent; JSON lines on stderr, one per request and one per job',
   }),
   webhookAllowPrivate: knob({
     env: 'SERVICE_WEBHOOK_ALLOW_PRIVATE',
     fallback: false,
     shown: '0',
-    parse: (t) => t === '1',
+    rule: v.pipe(
+      v.string(),
+      v.transform((t) => t === '1'),
+    ),
     meaning: '1 allows http and private addresses for webhooks (local use and tests)',
   }),
   trackRateLimit: knob({
     env: 'SERVICE_TRACK_RATE_LIMIT',
     fallback: 200,
-    parse: positive,
+    rule: positive,
     meaning: 'tracking requests per minute per key',
   }),
   apiRateLimit: knob({
     env: 'SERVICE_API_RATE_LIMIT',
     fallback: 500,
-    parse: positive,
+    rule: positive,
     meaning: 'other API requests per minute per key',
   }),
   maxPendingUploads: knob({
     env: 'SERVICE_MAX_PENDING_UPLOADS',
     fallback: 50,
-    parse: positive,
+    rule: positive,
     meaning: 'unprocessed uploads per account before uploads answer 429',
   }),
   webhookRetryScale: knob({
     env: 'SERVICE_WEBHOOK_RETRY_SCALE',
     fallback: 1,
-    parse: (t) => (Number(t) > 0 ? Number(t) : undefined),
+    rule: v.pipe(v.string(), v.transform(Number), v.gtValue(0)),
     meaning: 'multiplies the webhook retry delays (5 s, 25 s); tests only',
   }),
   webhookSecretGraceSeconds: knob({
     env: 'SERVICE_WEBHOOK_SECRET_GRACE_SECONDS',
     fallback: 86_400,
-    parse: positive,
+    rule: positive,
     meaning: 'after rotate-secret, deliveries are also signed with the old secret for this long',
   }),
   webhookDisableAfterSeconds: knob({
     env: 'SERVICE_WEBHOOK_DISABLE_AFTER_SECONDS',
     fallback: 432_000,
-    parse: positive,
+    rule: positive,
     meaning: 'a webhook whose every attempt has failed for this long is disabled (5 days)',
   }),
   jobLockTimeoutSeconds: knob({
     env: 'SERVICE_JOB_LOCK_TIMEOUT',
     fallback: 900,
-    parse: positive,
+    rule: positive,
     meaning: 'seconds after which a job lock held by a live worker is released',
   }),
   headersTimeoutMs: knob({
     env: 'SERVICE_HEADERS_TIMEOUT_MS',
     fallback: 10_000,
-    parse: positive,
+    rule: positive,
     meaning: 'time a client has to send its request headers',
   }),
   requestTimeoutMs: knob({
     env: 'SERVICE_REQUEST_TIMEOUT_MS',
     fallback: 60_000,
-    parse: positive,
+    rule: positive,
     meaning: 'time a client has to send its whole request',
   }),
   bodyIdleTimeoutMs: knob({
     env: 'SERVICE_BODY_IDLE_TIMEOUT_MS',
     fallback: 10_000,
-    parse: positive,
+    rule: positive,
     meaning: 'longest pause within a request body before a 408',
   }),
   keepAliveTimeoutMs: knob({
     env: 'SERVICE_KEEP_ALIVE_TIMEOUT_MS',
     fallback: 65_000,
-    parse: positive,
+    rule: positive,
     meaning: "idle time of a kept-alive connection (keep it above a load balancer's)",
   }),
   maxConnections: knob({
     env: 'SERVICE_MAX_CONNECTIONS',
     fallback: 1000,
-    parse: positive,
+    rule: positive,
     meaning: 'connections held at once; more are refused',
   }),
   searchTimeoutMs: knob({
     env: 'SERVICE_SEARCH_TIMEOUT_MS',
     fallback: 5000,
-    parse: positive,
+    rule: positive,
     meaning: "a search's statement timeout (customers, contacts, a segment's members)",
   }),
   aggregateTimeoutMs: knob({
     env: 'SERVICE_AGGREGATE_TIMEOUT_MS',
     fallback: 10_000,
-    parse: positive,
+    rule: positive,
     meaning: "an aggregate's statement timeout",
   }),
   segmentTimeoutMs: knob({
     env: 'SERVICE_SEGMENT_TIMEOUT_MS',
     fallback: 60_000,
-    parse: positive,
+    rule: positive,
     meaning: "the statement timeout of a segment's recomputation (worker)",
   }),
   heavyPoolSize: knob({
     env: 'SERVICE_HEAVY_POOL_SIZE',
     fallback: 8,
-    parse: positive,
+    rule: positive,
     meaning: 'database connections for searches and aggregates, beside 20 for the rest',
   }),
   databaseApiOptions: knob<Record<string, string>>({
     env: 'SERVICE_DATABASE_API_OPTIONS',
     fallback: {},
     shown: 'unset',
-    parse: parameters,
+    rule: parameters,
+    refuses: true,
     meaning:
       'settings of the sessions that serve service-key requests (service-api), as name=value pairs apart by ' +
       'spaces, such as `citus.multi_task_query_log_level=error`',
@@ -232,87 +245,89 @@ const KNOBS = {
   maxConnectionsPerAddress: knob({
     env: 'SERVICE_MAX_CONNECTIONS_PER_ADDRESS',
     fallback: 100,
-    parse: whole(0),
+    rule: whole(0),
     meaning: 'connections one client address holds at once; more are refused (0: no per-address cap, behind a proxy)',
   }),
   expensivePerAccount: knob({
     env: 'SERVICE_EXPENSIVE_PER_ACCOUNT',
     fallback: 1,
-    parse: positive,
+    rule: positive,
     meaning:
       'searches, aggregates and segment searches an account runs at once in one process; more wait or answer 429',
   }),
   expensiveWaiting: knob({
     env: 'SERVICE_EXPENSIVE_WAITING',
     fallback: 4,
-    parse: whole(0),
+    rule: whole(0),
     meaning:
       "an account's expensive requests that wait for a place in one process; more answer 429 at once (0: none wait)",
   }),
   expensiveWaitMs: knob({
     env: 'SERVICE_EXPENSIVE_WAIT_MS',
     fallback: 1000,
-    parse: positive,
+    rule: positive,
     meaning: 'how long such a request waits for a place before it answers 429',
   }),
   eventRetentionDays: knob({
     env: 'SERVICE_EVENT_RETENTION_DAYS',
     fallback: 400,
-    parse: positive,
+    rule: positive,
     meaning: 'tracked events are deleted this many days after they were received (daily; scoring reads 30 days)',
   }),
   deliveryRetentionDays: knob({
     env: 'SERVICE_DELIVERY_RETENTION_DAYS',
     fallback: 30,
-    parse: positive,
+    rule: positive,
     meaning: "webhook deliveries lose their payload and the receiver's answer after this many days (daily)",
   }),
   auditRetentionDays: knob({
     env: 'SERVICE_AUDIT_RETENTION_DAYS',
     fallback: 400,
-    parse: positive,
+    rule: positive,
     meaning: 'audit log entries are deleted this many days after the change they record (daily)',
   }),
   stuckUploadSeconds: knob({
     env: 'SERVICE_STUCK_UPLOAD_SECONDS',
     fallback: 900,
-    parse: positive,
+    rule: positive,
     meaning: 'an upload received or processing for longer counts as stuck (/metrics, admin)',
   }),
   backupDir: knob({
     env: 'SERVICE_BACKUP_DIR',
     fallback: '.data/backups',
-    parse: text,
+    rule: text,
     meaning: 'where scheduled backups and those started from the admin API are written (service backup --to DIR)',
   }),
   backupSchedule: knob<string | undefined>({
     env: 'SERVICE_BACKUP_SCHEDULE',
     fallback: undefined,
     shown: 'unset (no scheduled backups)',
-    parse: cronExpression,
+    rule: cronExpression,
+    refuses: true,
     meaning: 'when the worker makes a backup: a cron expression in UTC, such as `0 3 * * *` (daily at 03:00)',
   }),
   backupKeep: knob({
     env: 'SERVICE_BACKUP_KEEP',
     fallback: 7,
-    parse: positive,
+    rule: positive,
     meaning: 'backups kept in SERVICE_BACKUP_DIR after each one the service makes; older ones are removed',
   }),
   backupKey: knob<string | undefined>({
     env: 'SERVICE_BACKUP_KEY',
     fallback: undefined,
     shown: 'unset (backups not encrypted)',
-    parse: text,
+    rule: text,
     meaning: 'a passphrase: backups are encrypted and authenticated with it (age), and restore needs it',
   }),
 }
 
 export type Config = { [K in keyof typeof KNOBS]: (typeof KNOBS)[K] extends Knob<infer T> ? T : never }
 
-// An unset or empty variable, or one that is not a valid value, takes the default.
-const resolve = <T>({ env: name, fallback, parse }: Knob<T>, env: NodeJS.ProcessEnv): T => {
-  const given = env[name] ? parse(env[name]) : undefined
-  if (given !== undefined) return given
+// An unset or empty variable, or one that is not a valid value, takes the default (or stops the start).
+const resolve = <T>({ env: name, fallback, rule, refuses }: Knob<T>, env: NodeJS.ProcessEnv): T => {
+  const given = env[name] ? v.safeParse(rule, env[name]) : undefined
+  if (given?.success) return given.output
+  if (given && refuses) throw new Error(given.issues[0].message)
   return typeof fallback === 'function' ? (fallback as () => T)() : fallback
 }
 

@@ -1,6 +1,6 @@
 import { collectDefaultMetrics, Counter, Gauge, Histogram, type Metric, Registry } from 'prom-client'
-import type { Task, TaskList } from 'graphile-worker'
 import type { Sql } from './db/client.ts'
+import { waitingJobsByTask } from './db/queue.ts'
 import { stuckSql, PENDING_STATES, UPLOAD_STATES } from './uploads/lifecycle.ts'
 
 // One registry per process: each `serve` or `worker` process exposes its own counters, and the
@@ -79,23 +79,11 @@ const jobDuration = new Histogram({
   buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60],
 })
 
-const timed =
-  (name: string, task: Task): Task =>
-  async (payload, helpers) => {
-    const started = performance.now()
-    const observe = (outcome: 'completed' | 'failed') => {
-      jobs.inc({ task: name, outcome })
-      jobDuration.observe({ task: name, outcome }, (performance.now() - started) / 1000)
-    }
-    try {
-      const result = await task(payload, helpers)
-      observe('completed')
-      return result
-    } catch (err) {
-      observe('failed')
-      throw err
-    }
-  }
+// A job's outcome, counted and timed: jobs/tasks.ts reports every job here.
+export const observeJob = (task: string, outcome: 'completed' | 'failed', seconds: number) => {
+  jobs.inc({ task, outcome })
+  jobDuration.observe({ task, outcome }, seconds)
+}
 
 const queueDepth = new Gauge({
   name: 'service_job_queue_depth',
@@ -141,8 +129,7 @@ const retentionOldest = new Gauge({
 const databaseCounts = (sql: Sql, stuckSeconds: number) => sql<
   { gauge: 'queue' | 'deliveries' | 'uploads' | 'stuck' | 'purged' | 'oldest'; label: string; n: number }[]
 >`
-  select 'queue' as gauge, task_identifier as label, count(*)::int as n from graphile_worker.jobs
-  where locked_at is null and attempts < max_attempts group by task_identifier
+  select 'queue' as gauge, label, n from (${waitingJobsByTask(sql)}) q
   union all
   select 'deliveries', status, count(*)::int from webhook_deliveries group by status
   union all
@@ -174,11 +161,9 @@ const gauges = {
   oldest: { gauge: retentionOldest as Gauge<string>, label: 'kind', seen: new Set(['events', 'deliveries']) },
 }
 
-// Wraps every task of the list once, so tasks need not know about metrics; a worker process also
-// reports the queue depth of each of its tasks from the start.
-export const instrumentTasks = (tasks: TaskList): TaskList => {
-  for (const name of Object.keys(tasks)) gauges.queue.seen.add(name)
-  return Object.fromEntries(Object.entries(tasks).map(([name, task]) => [name, timed(name, task!)]))
+// The tasks of a worker process: their queue depths are reported from the start.
+export const reportQueues = (tasks: string[]) => {
+  for (const name of tasks) gauges.queue.seen.add(name)
 }
 
 const refreshDatabaseGauges = async (sql: Sql, stuckSeconds: number) => {

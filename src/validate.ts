@@ -50,7 +50,7 @@ export const isObject = (x: unknown): x is Record<string, unknown> =>
 
 // A name the client sent, echoed in an answer, is cut to this many characters: a 4.5 MB key must not
 // come back as a 4.5 MB answer.
-export const ECHO_CHARS = 200
+const ECHO_CHARS = 200
 export const cut = (name: string) => {
   const head = cutText(name, ECHO_CHARS)
   return head === name ? name : `${head}... (${count(characters(name))} characters)`
@@ -73,8 +73,12 @@ export const size = (bytes: number) => {
 
 type PathItem = { key: unknown }
 
+// A key as one reference token of a JSON pointer (RFC 6901), and back.
+export const pointerToken = (key: string) => key.replace(/~/g, '~0').replace(/\//g, '~1')
+export const keyOfToken = (token: string) => token.replace(/~1/g, '/').replace(/~0/g, '~')
+
 export const pointer = (path?: PathItem[]) =>
-  path?.length ? '/' + path.map((p) => cut(String(p.key)).replace(/~/g, '~0').replace(/\//g, '~1')).join('/') : ''
+  path?.length ? '/' + path.map((p) => pointerToken(cut(String(p.key)))).join('/') : ''
 
 // filters[2].operator: how a reader names a field in a sentence.
 const dotted = (path: PathItem[] = []) =>

@@ -8,7 +8,17 @@ import * as v from 'valibot'
 import type { Catalog, PropertyKind, PropertyType } from './property.ts'
 import { DATE_RULE, isDate } from './dates.ts'
 import type { FieldError } from './errors.ts'
-import { closest, cut, describe, int, isObject, storableText, UNSTORABLE, UNSTORABLE_MESSAGE } from './validate.ts'
+import {
+  closest,
+  cut,
+  describe,
+  int,
+  isObject,
+  pointerToken,
+  storableText,
+  UNSTORABLE,
+  UNSTORABLE_MESSAGE,
+} from './validate.ts'
 
 // A text value of an attribute or metric holds at most this many characters (Unicode code points,
 // so an emoji counts as one), so that one record cannot carry megabytes through processing,
@@ -59,13 +69,13 @@ type Values = Record<string, unknown>
 // found: each with how often it was dropped and the codename it most likely meant. Uploads and
 // ingest statuses show them. At most NAMED_DROPS distinct keys are named (each cut to 200
 // characters, in its storable form: storableText); the count covers them all.
-export const NAMED_DROPS = 100
-export const DroppedKeyName = v.object({
+const NAMED_DROPS = 100
+const DroppedKeyName = v.object({
   key: v.string(),
   count: int,
   did_you_mean: v.nullable(v.string()),
 })
-export type DroppedKeyName = v.InferOutput<typeof DroppedKeyName>
+type DroppedKeyName = v.InferOutput<typeof DroppedKeyName>
 export const DroppedKeyNames = describe(
   v.array(DroppedKeyName),
   `The keys dropped, most often dropped first, each with a codename it may have meant (at most ${NAMED_DROPS}).`,
@@ -77,7 +87,7 @@ export interface Dropped {
 export const noneDropped = (): Dropped => ({ count: 0, names: new Map() })
 
 // Counts one dropped key; `known` gives the codenames it may have meant (asked once per name).
-export const dropKey = (dropped: Dropped, key: string, known: () => string[]) => {
+const dropKey = (dropped: Dropped, key: string, known: () => string[]) => {
   dropped.count++
   const name = cut(storableText(key))
   const seen = dropped.names.get(name)
@@ -163,7 +173,7 @@ interface Node {
   parent: Node | null
   depth: number
 }
-const escape = (key: string) => cut(key).replace(/~/g, '~0').replace(/\//g, '~1')
+const escape = (key: string) => pointerToken(cut(key))
 const pointerOf = (node: Node): string => {
   const keys: string[] = []
   for (let n: Node | null = node; n?.parent; n = n.parent) keys.push(n.key)

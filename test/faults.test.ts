@@ -38,7 +38,7 @@ const setupAccount = async (base: string) => {
 test('SIGKILL of a serve process under load: every 200 is stored, nothing is half-stored', async () => {
   const db = await freshDatabase()
   const sql = connect(db.url)
-  let serve = await startProcess(['serve', '--no-worker'], db.url, {
+  const serve = await startProcess(['serve', '--no-worker'], db.url, {
     SERVICE_API_RATE_LIMIT: '1000000',
     SERVICE_MAX_PENDING_UPLOADS: '100000',
   })

@@ -7,7 +7,7 @@ import { startTestService, type TestService } from './helpers/service.ts'
 import { startProcess } from './helpers/process.ts'
 import { scoredAccount, waitForUpload } from './helpers/fixtures.ts'
 import { eventually, startReceiver } from './helpers/receiver.ts'
-import { unlockDeadWorkers } from '../src/db/recovery.ts'
+import { unlockDeadWorkers } from '../src/db/queue.ts'
 
 let s: TestService
 before(async () => {

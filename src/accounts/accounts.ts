@@ -96,7 +96,7 @@ export const accountExists = async (sql: Sql, id: number) =>
 
 // Who owns the account's records (API, FILE or an integration); undefined for no such account.
 export const sourceOfTruth = async (sql: Sql, id: number) =>
-  (await sql`select source_of_truth from accounts where id = ${id}`)[0]?.source_of_truth as string | undefined
+  (await sql<{ source_of_truth: string }[]>`select source_of_truth from accounts where id = ${id}`)[0]?.source_of_truth
 
 export const anyAccount = async (sql: Sql) => (await sql`select 1 from accounts limit 1`).length > 0
 

@@ -6,6 +6,7 @@ import type postgres from 'postgres'
 import type { Sql, Tx } from '../db/client.ts'
 import { migrateWithin, migrateWorker, migrations } from '../db/migrate.ts'
 import { setLocal } from '../db/planner.ts'
+import { releaseRestoredJobs, WORKER_SCHEMA, workerMigration } from '../db/queue.ts'
 import { partialName, removeStalePartials } from './files.ts'
 import {
   checkTrailer,
@@ -24,7 +25,6 @@ import {
 // A backup is every logged table of the service's schema and graphile-worker's, exported in one
 // repeatable-read snapshot with COPY into one file (its layout: format.ts). A restore creates the
 // schema with the migrations named in the header, then copies the rows back.
-const WORKER_SCHEMA = 'graphile_worker'
 // Made again by the migrations, with the rows the header names: the lists of applied migrations.
 const SKIPPED = new Set(['schema_migrations', `${WORKER_SCHEMA}.migrations`])
 
@@ -85,7 +85,7 @@ const listTables = async (tx: Tx): Promise<Listed[]> => {
 const readHeader = async (tx: Tx) => {
   const [row] = await tx`
     select array(select name from schema_migrations order by name)::text[] as migrations,
-      (select coalesce(max(id), 0) from graphile_worker.migrations)::int as worker,
+      ${workerMigration(tx)}::int as worker,
       current_setting('server_version') as server_version,
       array(select c.oid::regclass::text from pg_class c join pg_namespace n on n.oid = c.relnamespace
             where n.nspname in (current_schema(), ${WORKER_SCHEMA}) and c.relkind = 'S' order by 1)::text[] as names`
@@ -250,9 +250,9 @@ const readHeaderLine = async (file: string, key: string | undefined) => {
 // service (a restore into an empty database makes it first, outside the restore's transaction).
 const holdsData = async (sql: Sql) =>
   (
-    await sql`select exists(select 1 from pg_class c join pg_namespace n on n.oid = c.relnamespace
+    await sql<{ any: boolean }[]>`select exists(select 1 from pg_class c join pg_namespace n on n.oid = c.relnamespace
       where n.nspname = current_schema() and c.relkind in ('r', 'p')) as any`
-  )[0].any as boolean
+  )[0].any
 
 // The header's tables and columns against the schema its migrations made: a COPY that names a
 // column the table lacks would fail, but a refusal here says which.
@@ -316,8 +316,8 @@ export const restore = async (
   await sql
     .begin(async (tx) => {
       await unbounded(tx)
-      const [{ worker, schema }] = await tx`select coalesce(max(id), 0)::int as worker,
-        quote_ident(current_schema()) as schema from graphile_worker.migrations`
+      const [{ worker, schema }] = await tx`select ${workerMigration(tx)}::int as worker,
+        quote_ident(current_schema()) as schema`
       if (worker < header.worker_migration)
         throw new Error(`${file} comes from a newer graphile-worker (migration ${header.worker_migration})`)
       if (replacing) await tx.unsafe(`drop schema ${schema} cascade; create schema ${schema}`)
@@ -351,14 +351,7 @@ export const restore = async (
         options.progress,
       )
       for (const s of header.sequences) await tx`select setval(${s.name}::regclass, ${s.last_value}, ${s.is_called})`
-      // Jobs locked at the backup were in flight in the backed-up processes: free at once, with an
-      // attempt left (tasks are idempotent, as graphile-worker's at-least-once asks). A keyed job
-      // replaced while it ran was given max_attempts by add_job, which would leave it queued forever.
-      await tx`update graphile_worker._private_jobs
-        set locked_at = null, locked_by = null, attempts = least(attempts, greatest(max_attempts - 1, 0))
-        where locked_at is not null`
-      await tx`update graphile_worker._private_job_queues set locked_at = null, locked_by = null
-        where locked_at is not null`
+      await releaseRestoredJobs(tx)
     })
     .catch((err) => {
       throw copyRefusal(file, err)

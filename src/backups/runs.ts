@@ -1,6 +1,6 @@
 import type { Sql } from '../db/client.ts'
 
-export type Origin = 'schedule' | 'api'
+type Origin = 'schedule' | 'api'
 
 export interface Run {
   origin: Origin

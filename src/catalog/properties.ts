@@ -90,9 +90,11 @@ export const lockDefinitions = (tx: Tx, accountId: number, entity: Entity) =>
 // Only an account with a number metric can have a metric named like an event.
 export const accountsWithNumberMetrics = async (sql: Sql) =>
   (
-    await sql`select distinct account_id from property_defs where kind = 'metric' and type = 'number'
+    await sql<
+      { account_id: number }[]
+    >`select distinct account_id from property_defs where kind = 'metric' and type = 'number'
       order by account_id`
-  ).map((r) => r.account_id as number)
+  ).map((r) => r.account_id)
 
 export const listProperties = (sql: Sql, accountId: number) => sql`
   select ${columns(sql)} from property_defs where account_id = ${accountId} order by entity, codename`
@@ -124,10 +126,10 @@ export const readLabels = async (sql: Sql | Tx, accountId: number, entity: Entit
 // the catalog, and catalog/ calling it back would make the two folders a cycle.
 const segmentsNaming = async (tx: Tx, accountId: number, codename: string) =>
   (
-    await tx`select name from segments where account_id = ${accountId}
+    await tx<{ name: string }[]>`select name from segments where account_id = ${accountId}
       and jsonb_path_exists(body, '$.**.propertyName ? (@ == $c)', jsonb_build_object('c', ${codename}::text))
       order by name`
-  ).map((r) => r.name as string)
+  ).map((r) => r.name)
 
 // A property goes with its values: the records' attributes or latest metrics and, for a metric,
 // every snapshot's. Refused (409) while something names it: a system attribute, the scoring model,

@@ -1,3 +1,4 @@
+import { type ParseArgsConfig, parseArgs } from 'node:util'
 import { join, resolve } from 'node:path'
 import cliProgress from 'cli-progress'
 import type { Config } from '../config.ts'
@@ -53,9 +54,19 @@ const usageError = (usage: string, why: string) => {
   return 2
 }
 
+// The command's arguments, or undefined when they are not its own.
+const parsed = <T extends ParseArgsConfig>(config: T) => {
+  try {
+    return parseArgs(config)
+  } catch {
+    return undefined
+  }
+}
+
 export const runBackupCommand = async (sql: Sql, config: Config, args: string[]) => {
-  const to = args[0] === '--to' && args.length === 2 ? args[1] : args.length === 0 ? config.backupDir : undefined
-  if (to === undefined) return usageError(backupUsage, `Unexpected arguments: ${args.join(' ')}`)
+  const given = parsed({ args, options: { to: { type: 'string' } } })
+  if (!given) return usageError(backupUsage, `Unexpected arguments: ${args.join(' ')}`)
+  const to = given.values.to ?? config.backupDir
   const key = config.backupKey
   const made = await withBar('rows (estimated)', (progress) =>
     backup(sql, join(backupFolder(resolve(to)), backupName(new Date(), key !== undefined)), { key, progress }),
@@ -67,9 +78,10 @@ export const runBackupCommand = async (sql: Sql, config: Config, args: string[])
 }
 
 const restoreArgs = (args: string[]) => {
-  const force = args.includes('--force')
-  const files = args.filter((a) => a !== '--force')
-  return files.length === 1 && !files[0].startsWith('--') ? { file: resolve(files[0]), force } : undefined
+  const given = parsed({ args, options: { force: { type: 'boolean' } }, allowPositionals: true })
+  return given?.positionals.length === 1
+    ? { file: resolve(given.positionals[0]), force: !!given.values.force }
+    : undefined
 }
 
 export const runRestoreCommand = async (sql: Sql, config: Config, url: string, args: string[]) => {

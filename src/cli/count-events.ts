@@ -1,3 +1,4 @@
+import { parseArgs } from 'node:util'
 import { accountExists } from '../accounts/accounts.ts'
 import { accountsWithNumberMetrics } from '../catalog/properties.ts'
 import { countAccountEvents } from '../tracking/counts.ts'
@@ -11,8 +12,10 @@ Runs directly against the database, not through the job queue. Prints one line p
 `
 
 export const runCountEvents = async (sql: Sql, args: string[]): Promise<number> => {
-  const i = args.indexOf('--account')
-  const account = i >= 0 ? Number(args[i + 1]) : undefined
+  const { values } = parseArgs({ args, options: { account: { type: 'string' } }, strict: false })
+  // Without a value (--account alone, or before another option) it is no account id.
+  const given = values.account
+  const account = given === undefined ? undefined : typeof given === 'string' ? Number(given) : Number.NaN
   if (account !== undefined && !(Number.isSafeInteger(account) && account > 0)) {
     process.stderr.write(`--account needs an account id.\n\n${countEventsUsage}`)
     return 2

@@ -1,3 +1,4 @@
+import { parseArgs } from 'node:util'
 import v8 from 'node:v8'
 import { environmentHelp, loadConfig } from '../config.ts'
 import { startService } from '../service.ts'
@@ -12,35 +13,84 @@ import { backupUsage, restoreUsage, runBackupCommand, runRestoreCommand } from '
 import { countEventsUsage, runCountEvents } from './count-events.ts'
 import { importUsage, runImport } from './import.ts'
 
+// The one table of commands (as KNOBS is of the environment): what `service --help` lists, each
+// command's own --help, and how it runs. `serving` commands run the service; the others are one-off
+// commands on an admin connection, `migrated` ones after the migrations (a backup is of the database
+// as it is; a restore makes the schema of the backup's own version, which the next start migrates).
+interface Command {
+  // The command's line in `service --help`: its arguments, then what it does.
+  synopsis: string
+  summary: string
+  help: string | (() => string)
+  kind: 'serving' | 'database' | 'migrated'
+}
+const COMMANDS: Record<string, Command> = {
+  serve: {
+    synopsis: 'serve [--no-worker]',
+    summary: 'HTTP API, with the background worker in the same process unless --no-worker',
+    help: 'service serve [--no-worker]\n\nServes the HTTP API on HOST:PORT and runs background jobs unless --no-worker.\n',
+    kind: 'serving',
+  },
+  worker: {
+    synopsis: 'worker',
+    summary: 'background jobs only',
+    help: 'service worker\n\nRuns background jobs only (WORKER_CONCURRENCY at a time).\n',
+    kind: 'serving',
+  },
+  migrate: {
+    synopsis: 'migrate',
+    summary: 'apply database migrations and exit',
+    help: 'service migrate\n\nApplies pending migrations under an advisory lock and exits.\n',
+    kind: 'database',
+  },
+  admin: {
+    synopsis: 'admin <operation>',
+    summary: 'account administration against the database (service admin --help)',
+    help: () => `${adminUsage()}\n`,
+    kind: 'migrated',
+  },
+  import: {
+    synopsis: 'import customers|contacts FILE.csv --account ID',
+    summary: 'import a CSV file (service import --help)',
+    help: importUsage,
+    kind: 'migrated',
+  },
+  'count-events': {
+    synopsis: 'count-events [--account ID]',
+    summary: "count tracked events into today's metrics now (the worker does it daily)",
+    help: countEventsUsage,
+    kind: 'migrated',
+  },
+  backup: {
+    synopsis: 'backup [--to DIR]',
+    summary: 'write a backup of the whole database, while the service serves',
+    help: backupUsage,
+    kind: 'database',
+  },
+  restore: {
+    synopsis: 'restore FILE [--force]',
+    summary: 'restore a backup into an empty database (the service stopped)',
+    help: restoreUsage,
+    kind: 'database',
+  },
+}
+
+// A synopsis too long for the column goes on a line of its own, its summary below it.
+const SYNOPSIS_WIDTH = 22
 const usage = `service <command>
 
 Commands:
-  serve [--no-worker]   HTTP API, with the background worker in the same process unless --no-worker
-  worker                background jobs only
-  migrate               apply database migrations and exit
-  admin <operation>     account administration against the database (service admin --help)
-  import customers|contacts FILE.csv --account ID
-                        import a CSV file (service import --help)
-  count-events [--account ID]
-                        count tracked events into today's metrics now (the worker does it daily)
-  backup [--to DIR]     write a backup of the whole database, while the service serves
-  restore FILE [--force]
-                        restore a backup into an empty database (the service stopped)
+${Object.values(COMMANDS)
+  .map(({ synopsis, summary }) =>
+    synopsis.length < SYNOPSIS_WIDTH
+      ? `  ${synopsis.padEnd(SYNOPSIS_WIDTH)}${summary}`
+      : `  ${synopsis}\n  ${' '.repeat(SYNOPSIS_WIDTH)}${summary}`,
+  )
+  .join('\n')}
 
 Environment:
 ${environmentHelp()}
 `
-
-const help: Record<string, string> = {
-  serve:
-    'service serve [--no-worker]\n\nServes the HTTP API on HOST:PORT and runs background jobs unless --no-worker.\n',
-  worker: 'service worker\n\nRuns background jobs only (WORKER_CONCURRENCY at a time).\n',
-  migrate: 'service migrate\n\nApplies pending migrations under an advisory lock and exits.\n',
-  'count-events': countEventsUsage,
-  import: importUsage,
-  backup: backupUsage,
-  restore: restoreUsage,
-}
 
 // A serving process keeps little alive and makes much short-lived garbage: with V8's defaults its RSS
 // sat at several times the live heap. More, smaller collections trade some CPU for it (docs/benchmarks.md,
@@ -75,17 +125,19 @@ const onSignal = (command: string, log: Log) => (signal: NodeJS.Signals) => {
 const main = async (argv: string[]): Promise<number | undefined> => {
   const [command, ...args] = argv
   if (!command || command === '--help' || command === 'help') return void process.stdout.write(usage)
+  const known = Object.hasOwn(COMMANDS, command) ? COMMANDS[command] : undefined
   if (args.includes('--help')) {
-    process.stdout.write(command === 'admin' ? adminUsage() + '\n' : (help[command] ?? usage))
+    const help = known?.help ?? usage
+    process.stdout.write(typeof help === 'string' ? help : help())
     return 0
   }
   const config = loadConfig()
   const log = createLog(config.logLevel)
-  if (!['serve', 'worker', 'migrate', 'admin', 'count-events', 'import', 'backup', 'restore'].includes(command)) {
+  if (!known) {
     process.stderr.write(`Unknown command '${command}'.\n\n${usage}`)
     return 2
   }
-  const serving = command === 'serve' || command === 'worker'
+  const serving = known.kind === 'serving'
   if (serving) {
     tuneHeap()
     process.once('SIGTERM', onSignal(command, log))
@@ -101,7 +153,8 @@ const main = async (argv: string[]): Promise<number | undefined> => {
     log('info', 'embedded database', { url: url.toString(), password_file: db.passwordFile, data: db.dataDir })
   }
   if (serving) {
-    const parts = { http: command === 'serve', worker: command === 'worker' || !args.includes('--no-worker') }
+    const { values } = parseArgs({ args, options: { 'no-worker': { type: 'boolean' } }, strict: false })
+    const parts = { http: command === 'serve', worker: command === 'worker' || !values['no-worker'] }
     const service = await startService(config, db.url, parts).catch(async (err) => {
       await db.stop()
       throw err
@@ -121,8 +174,6 @@ const main = async (argv: string[]): Promise<number | undefined> => {
   // A restore holds one connection, so that it can tell whether anyone else is connected.
   const sql = connect(db.url, { max: command === 'restore' ? 1 : 2, role: 'admin' })
   try {
-    // Neither migrates first: a backup is of the database as it is; a restore makes the schema of
-    // the backup's own version, and the service's next start migrates it forward.
     if (command === 'backup') return await runBackupCommand(sql, config, args)
     if (command === 'restore') return await runRestoreCommand(sql, config, db.url, args)
     if (command === 'migrate') {

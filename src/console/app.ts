@@ -69,7 +69,7 @@ const parse = (text: string) => {
     return undefined
   }
 }
-export const viewOf = (hash: string, kind: Session['kind']): View => {
+const viewOf = (hash: string, kind: Session['kind']): View => {
   if (hash === '' || hash === '#' || hash === '#/') return viewOf(`#/${NAV[kind][0]}`, kind)
   const [path, query] = hash.split('?', 2)
   const customer = /^#\/customer\/(.+)$/.exec(path)

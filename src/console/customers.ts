@@ -89,7 +89,7 @@ const cell = (value: Value) => {
   return /[",\r\n]/.test(safe) ? `"${safe.replaceAll('"', '""')}"` : safe
 }
 
-export const toCsv = (rows: Customer[], columns: Column[]) =>
+const toCsv = (rows: Customer[], columns: Column[]) =>
   [columns.map((c) => c.title), ...rows.map((c) => columns.map((column) => cell(column.value(c))))]
     .map((line) => line.join(','))
     .join('\r\n') + '\r\n'

@@ -11,60 +11,62 @@ import type { ReservedSql } from './client.ts'
 const REFERENCE_TABLES = ['accounts']
 
 export const hasCitus = async (conn: ReservedSql) =>
-  (await conn`select exists(select 1 from pg_extension where extname = 'citus') as on`)[0].on as boolean
+  (await conn<{ on: boolean }[]>`select exists(select 1 from pg_extension where extname = 'citus') as on`)[0].on
 
 export const hasDistributedTables = async (conn: ReservedSql) =>
-  (await conn`select exists(select 1 from pg_dist_partition where partmethod = 'h') as any`)[0].any as boolean
+  (await conn<{ any: boolean }[]>`select exists(select 1 from pg_dist_partition where partmethod = 'h') as any`)[0].any
 
 // Tenant tables not yet distributed by hash: plain tables, and the "Citus local tables" that Citus
 // makes of a plain table once it has a foreign key to a reference table.
 const pendingTenantTables = async (conn: ReservedSql) =>
   (
-    await conn`
+    await conn<{ name: string }[]>`
       select c.relname as name from pg_class c
       where c.relnamespace = 'public'::regnamespace and c.relkind in ('r', 'p') and not c.relispartition
         and exists (select 1 from pg_attribute a where a.attrelid = c.oid and a.attname = 'account_id'
           and not a.attisdropped)
         and not exists (select 1 from pg_dist_partition p where p.logicalrelid = c.oid and p.partmethod = 'h')
       order by c.relname`
-  ).map((r) => r.name as string)
+  ).map((r) => r.name)
 
 const pendingReferenceTables = async (conn: ReservedSql) =>
   (
-    await conn`
+    await conn<{ name: string }[]>`
       select t as name from unnest(${REFERENCE_TABLES}::text[]) t
       where to_regclass(t) is not null and not exists (select 1 from pg_dist_partition p
         where p.logicalrelid = to_regclass(t) and p.partmethod = 'n' and p.repmodel = 't')`
-  ).map((r) => r.name as string)
+  ).map((r) => r.name)
 
 // A distributed table already in place anchors the co-location group.
 const anchor = async (conn: ReservedSql) =>
   (
-    await conn`select logicalrelid::regclass::text as name from pg_dist_partition
+    await conn<{ name: string }[]>`select logicalrelid::regclass::text as name from pg_dist_partition
       where partmethod = 'h' and logicalrelid::regclass::text not like '%.%' order by colocationid, 1 limit 1`
-  )[0]?.name as string | undefined
+  )[0]?.name
+
+// A constraint or trigger of a table, and its definition.
+interface Named {
+  table: string
+  name: string
+  def: string
+}
 
 // The foreign keys that touch the tables about to change: Citus distributes a table only without
 // them, and adds them back once both ends are distributed (or the far end is a reference table).
-const foreignKeys = async (conn: ReservedSql, tables: string[]) =>
-  (
-    await conn`
+const foreignKeys = (conn: ReservedSql, tables: string[]) => conn<Named[]>`
       select conrelid::regclass::text as "table", conname as name, pg_get_constraintdef(oid) as def
       from pg_constraint where contype = 'f' and connamespace = 'public'::regnamespace
         and (conrelid::regclass::text = any(${tables}) or confrelid::regclass::text = any(${tables}))
       order by conrelid::regclass::text, conname`
-  ).map((r) => ({ table: r.table as string, name: r.name as string, def: r.def as string }))
 
 // The triggers of those tables: dropped while Citus copies their rows into the shards (the rows are
 // already consistent, and a trigger firing on a shard would look for tables not yet distributed),
 // then created again, which Citus does on every shard.
-const triggers = async (conn: ReservedSql, tables: string[]) =>
-  (
-    await conn`select tgrelid::regclass::text as "table", tgname as name, pg_get_triggerdef(t.oid) as def
+const triggers = (conn: ReservedSql, tables: string[]) => conn<Named[]>`
+      select tgrelid::regclass::text as "table", tgname as name, pg_get_triggerdef(t.oid) as def
       from pg_trigger t
       where not tgisinternal and tgrelid::regclass::text = any(${tables})
       order by tgrelid::regclass::text, tgname`
-  ).map((r) => ({ table: r.table as string, name: r.name as string, def: r.def as string }))
 
 // A shard move copies a whole co-location group with logical replication, which cannot publish an
 // unlogged table (rate_limit_counters): on Citus such a tenant table is made logged before it is
@@ -77,9 +79,10 @@ const unlogged = async (conn: ReservedSql, tables: string[]) =>
 
 const citusLocal = async (conn: ReservedSql, table: string) =>
   (
-    await conn`select exists(select 1 from pg_dist_partition where logicalrelid = to_regclass(${table})
-    and partmethod = 'n' and repmodel <> 't') as local`
-  )[0].local as boolean
+    await conn<{ local: boolean }[]>`
+      select exists(select 1 from pg_dist_partition where logicalrelid = to_regclass(${table})
+        and partmethod = 'n' and repmodel <> 't') as local`
+  )[0].local
 
 export const distributeTables = async (conn: ReservedSql) => {
   if (!(await hasCitus(conn))) return []

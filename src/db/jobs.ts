@@ -89,6 +89,31 @@ export interface DeliverWebhookPayload {
   slotted?: boolean
 }
 
+// Each task's payload, as graphile-worker's types know it (declaration merging): the task list
+// (jobs/tasks.ts) is checked against it, so a task's function takes what its spec above writes.
+declare global {
+  namespace GraphileWorker {
+    interface Tasks {
+      [TASKS.processUpload]: ProcessUploadPayload
+      [TASKS.applyEvents]: AccountPayload
+      [TASKS.applySegment]: AccountPayload
+      [TASKS.countEvents]: CronPayload
+      [TASKS.scoreRecords]: ScoreRecordsPayload
+      [TASKS.scoreDaily]: CronPayload
+      [TASKS.deliverWebhook]: DeliverWebhookPayload
+      [TASKS.analyzeTables]: AnalyzeTablesPayload
+      [TASKS.recomputeSegments]: AccountPayload
+      [TASKS.erase]: ErasePayload
+      // A cron run: its payload holds only graphile-worker's _cron metadata.
+      [TASKS.purgeExpired]: Record<string, unknown>
+      [TASKS.purgeAudit]: Record<string, unknown>
+      [TASKS.backup]: BackupPayload
+      [TASKS.refreshWeekReport]: CronPayload
+    }
+  }
+}
+export type TaskName = keyof GraphileWorker.Tasks
+
 // The upload's processing job is added by the statement that stores the upload (uploads/receive.ts),
 // so its spec is SQL: the upload's id is only known there.
 export const processUploadJobSql = (sql: Sql | Tx, accountId: number, uploadId: ReturnType<Sql>) => sql`

@@ -1,4 +1,4 @@
-import type { Tx } from './client.ts'
+import type { Sql, Tx } from './client.ts'
 import type { Collection } from './tables.ts'
 
 // Row locks on records, taken in service_id order before a transaction changes them or their
@@ -7,15 +7,9 @@ import type { Collection } from './tables.ts'
 // take their shared locks in one order cannot wait on each other in a cycle. FOR NO KEY UPDATE is
 // what their UPDATEs take anyway; the snapshot inserts' foreign key checks (KEY SHARE) do not
 // conflict with it.
-
-// The external ids staged in the temporary table stage_records, as a condition on a record's
-// external id. As an array they are probed in the (account_id, external_id) index: IN (subquery) was
-// planned as a hash join over every record of the account, growing with it (docs/benchmarks.md).
-export const stagedExternalIds = (tx: Tx) => tx`any(array(select external_id from stage_records))`
-
-// The staged records of an upload, by external id.
-export const lockStagedRecords = (tx: Tx, table: Collection, accountId: number) => tx`
-  select 1 from ${tx(table)} where account_id = ${accountId} and external_id = ${stagedExternalIds(tx)}
+// Records whose external id meets `externalId`, a condition on it (`= any(...)`).
+export const lockRecordsWhere = (tx: Tx, table: Collection, accountId: number, externalId: ReturnType<Tx>) => tx`
+  select 1 from ${tx(table)} where account_id = ${accountId} and external_id = ${externalId}
   order by service_id for no key update`
 
 // Records by service_id: `ids` is a query yielding them (staged snapshots, staged events, a list).
@@ -33,3 +27,29 @@ const serviceIdsOf = (tx: Tx, table: Collection, accountId: number, externalIds:
                           and r.external_id = e.x offset 0) r`
 export const lockRecordsNamed = (tx: Tx, table: Collection, accountId: number, externalIds: ReturnType<Tx>) =>
   lockRecordsIn(tx, table, accountId, serviceIdsOf(tx, table, accountId, externalIds))
+
+// Advisory locks, each named by a text key ('apply_events:42') hashed to the bigint PostgreSQL locks:
+// the one place a key is written, so that two writers of one key cannot spell it two ways.
+const lockKey = (sql: Sql | Tx, name: string) => sql`hashtextextended(${name}::text, 0)`
+
+// Held until the transaction ends, as a fragment of a select list (beside other statements' parts).
+export const xactLock = (tx: Sql | Tx, name: string) => tx`pg_advisory_xact_lock(${lockKey(tx, name)})`
+export const sharedXactLock = (tx: Sql | Tx, name: string) => tx`pg_advisory_xact_lock_shared(${lockKey(tx, name)})`
+export const takeXactLock = (tx: Tx, name: string) => tx`select ${xactLock(tx, name)}`
+
+// The virtual transaction ids that hold the lock now. pg_locks shows an advisory lock on a bigint by its
+// high and low halves.
+export const lockHolders = (sql: Sql, name: string) => sql<{ holders: string[] }[]>`
+  select coalesce(array_agg(l.virtualtransaction), '{}') as holders
+  from (select ${lockKey(sql, name)} as k) g
+    join pg_locks l on l.locktype = 'advisory' and l.granted and l.objsubid = 1
+      and l.database = (select oid from pg_database where datname = current_database())
+      and l.classid = ((g.k >> 32) & 4294967295)::oid and l.objid = (g.k & 4294967295)::oid`
+
+// The migrations' lock (db/migrate.ts), on a session or a transaction. Its key keeps the 32-bit hash
+// it has always had: a starter of an older version takes that one.
+const migrationsKey = (sql: Sql | Tx) => sql`hashtext('service:migrations')`
+export const tryMigrationsLock = async (conn: Sql) =>
+  (await conn<{ ok: boolean }[]>`select pg_try_advisory_lock(${migrationsKey(conn)}) as ok`)[0].ok
+export const releaseMigrationsLock = (conn: Sql) => conn`select pg_advisory_unlock(${migrationsKey(conn)})`
+export const migrationsXactLock = (tx: Tx) => tx`select pg_advisory_xact_lock(${migrationsKey(tx)})`

@@ -2,6 +2,7 @@ import { readdirSync, readFileSync } from 'node:fs'
 import { fileURLToPath } from 'node:url'
 import { Logger, runMigrations } from 'graphile-worker'
 import type { Sql, Tx } from './client.ts'
+import { migrationsXactLock, releaseMigrationsLock, tryMigrationsLock } from './locks.ts'
 import { distributeTables, hasCitus, hasDistributedTables } from './distribute.ts'
 
 interface Migration {
@@ -53,7 +54,7 @@ type Reserved = Awaited<ReturnType<Sql['reserve']>>
 
 // A file's statements one by one, for Citus, which refuses a string of several commands on a
 // distributed table: split at each `;` outside quotes, dollar quotes and comments.
-export const splitStatements = (text: string): string[] => {
+const splitStatements = (text: string): string[] => {
   const out: string[] = []
   let start = 0
   const token = /\$([A-Za-z_]\w*)?\$|'(?:[^']|'')*'|"(?:[^"]|"")*"|--[^\n]*|\/\*[\s\S]*?\*\/|;/g
@@ -108,11 +109,11 @@ export const migrate = async (sql: Sql, url: string, files: Migration[] = migrat
     // Polled rather than waited for: a session blocked in pg_advisory_lock is a transaction, which a
     // CREATE INDEX CONCURRENTLY of the holder's migration would wait for to end, a deadlock the server
     // does not detect. Between tries the waiter holds none.
-    while (!(await conn`select pg_try_advisory_lock(hashtext('service:migrations')) as ok`)[0].ok) {
+    while (!(await tryMigrationsLock(conn))) {
       await new Promise((resolve) => setTimeout(resolve, 100))
     }
     await conn.unsafe(MIGRATIONS_TABLE)
-    const done = new Set((await conn`select name from schema_migrations`).map((r) => r.name as string))
+    const done = new Set((await conn<{ name: string }[]>`select name from schema_migrations`).map((r) => r.name))
     const citus = await hasCitus(conn)
     const distributed = citus && (await hasDistributedTables(conn))
     for (const m of files.filter((f) => !done.has(f.name))) {
@@ -125,7 +126,7 @@ export const migrate = async (sql: Sql, url: string, files: Migration[] = migrat
     }
     await distributeTables(conn)
   } finally {
-    await conn`select pg_advisory_unlock(hashtext('service:migrations'))`.catch(() => {})
+    await releaseMigrationsLock(conn).catch(() => {})
     conn.release()
   }
   await migrateWorker(url)
@@ -141,7 +142,7 @@ export const migrateWorker = (url: string) => runMigrations({ connectionString: 
 const withoutConcurrently = (statement: string) =>
   statement.replace(/^(create\s+(?:unique\s+)?index|drop\s+index)\s+concurrently\b/i, '$1')
 export const migrateWithin = async (tx: Tx, files: Migration[]) => {
-  await tx`select pg_advisory_xact_lock(hashtext('service:migrations'))`
+  await migrationsXactLock(tx)
   await tx.unsafe(MIGRATIONS_TABLE)
   for (const m of files) {
     if (m.sql.startsWith(CONCURRENTLY))

@@ -10,9 +10,9 @@ export const unreachableWorkers = async (sql: Sql, timeoutMs: number): Promise<s
   if (!citus) return []
   const rows = await sql.begin(async (tx) => {
     await tx`select set_config('citus.node_connection_timeout', ${String(timeoutMs)}, true)`
-    return tx`
+    return tx<{ node: string }[]>`
       select nodename || ':' || nodeport as node from run_command_on_workers('select 1')
       where not success order by nodename, nodeport`
   })
-  return rows.map((r) => r.node as string)
+  return rows.map((r) => r.node)
 }

@@ -2,6 +2,7 @@ import { EventEmitter } from 'node:events'
 import type { WorkerEvents } from 'graphile-worker'
 import type { App } from '../context.ts'
 import type { Sql } from './client.ts'
+import { LOST_GRACE_SECONDS, unlockDeadWorkers, unlockExpiredLocks, unlockLostJobs } from './queue.ts'
 
 // graphile-worker 0.17 frees the jobs of a worker that died without unlocking them (SIGKILL, a
 // lost machine) only after 4 hours. Every worker process therefore writes a heartbeat for its
@@ -14,27 +15,7 @@ const beat = (sql: Sql, ids: string[]) => sql`
   insert into worker_heartbeats (worker_id, seen_at) select unnest(${ids}::text[]), now()
   on conflict (worker_id) do update set seen_at = excluded.seen_at`
 
-// An id without any heartbeat row belongs to a process that died before its first heartbeat or
-// to a worker that does not run this recovery; it is only presumed dead after a much longer lock.
-// Queue locks matter as much as job locks: a locked queue holds back all of an account's uploads.
-// Returns the ids whose locks were released.
-export const unlockDeadWorkers = async (sql: Sql): Promise<string[]> => {
-  const [{ ids }] = await sql`
-    with holders as (
-      select locked_by as id, min(locked_at) as since from graphile_worker.jobs
-      where locked_by is not null group by locked_by
-      union all
-      select locked_by, min(locked_at) from graphile_worker._private_job_queues
-      where locked_by is not null group by locked_by
-    ), dead as (
-      select distinct h.id from holders h left join worker_heartbeats b on b.worker_id = h.id
-      where b.seen_at < now() - interval '30 seconds'
-         or (b.worker_id is null and h.since < now() - interval '30 minutes')
-    )
-    select ids, graphile_worker.force_unlock_workers(ids) from (select array(select id from dead) as ids) d`
-  await sql`delete from worker_heartbeats where seen_at < now() - interval '1 hour'`
-  return ids
-}
+const forget = (sql: Sql, ids: string[]) => sql`delete from worker_heartbeats where worker_id = any(${ids}::text[])`
 
 // A live worker can lose track of a job too: when the database drops while it records the job's
 // outcome (or while it takes the job), graphile-worker leaves the job and its queue locked by a pool
@@ -44,42 +25,7 @@ export const unlockDeadWorkers = async (sql: Sql): Promise<string[]> => {
 // than the grace ago), nor a lock younger than the grace (a job taken whose `job:start` is still to
 // come). graphile-worker records a failure only under the lock it took, so a failure recorded late
 // changes nothing once the lock is released; a success recorded late deletes the job, which then ran
-// once more after its first run, as after a crash.
-const LOST_GRACE_SECONDS = 10
-export const unlockLostJobs = async (sql: Sql, ids: string[], busy: string[]) => {
-  const [{ jobs, queues }] = await sql`
-    with j as (
-      update graphile_worker._private_jobs set locked_at = null, locked_by = null
-      where locked_by = any(${ids}::text[]) and id <> all(${busy}::bigint[])
-        and locked_at < now() - make_interval(secs => ${LOST_GRACE_SECONDS})
-      returning 1
-    ), q as (
-      update graphile_worker._private_job_queues q set locked_at = null, locked_by = null
-      where locked_by = any(${ids}::text[]) and locked_at < now() - make_interval(secs => ${LOST_GRACE_SECONDS})
-        and not exists (
-          select from graphile_worker._private_jobs b where b.job_queue_id = q.id and b.id = any(${busy}::bigint[]))
-      returning 1
-    )
-    select (select count(*)::int from j) as jobs, (select count(*)::int from q) as queues`
-  return jobs + queues
-}
-
-// Locks older than the bound (far above any job's run time) are released in any case, whoever holds
-// them: the last resort for a worker that runs no such check of its own.
-const unlockExpiredLocks = async (sql: Sql, seconds: number): Promise<number> => {
-  const [{ jobs, queues }] = await sql`
-    with j as (
-      update graphile_worker._private_jobs set locked_at = null, locked_by = null
-      where locked_at < now() - make_interval(secs => ${seconds}) returning 1
-    ), q as (
-      update graphile_worker._private_job_queues set locked_at = null, locked_by = null
-      where locked_at < now() - make_interval(secs => ${seconds}) returning 1
-    )
-    select (select count(*)::int from j) as jobs, (select count(*)::int from q) as queues`
-  return jobs + queues
-}
-
-const forget = (sql: Sql, ids: string[]) => sql`delete from worker_heartbeats where worker_id = any(${ids}::text[])`
+// once more after its first run, as after a crash. The statements that release locks: db/queue.ts.
 
 // Pass `events` to graphile-worker's run(); call recover() once it has started and stop() once
 // the runner has stopped (its jobs finished, so no lock of ours can be taken for a dead one).

@@ -4,7 +4,7 @@ import { count } from '../validate.ts'
 
 // An answer lists this many field errors and counts the rest: one mistake repeated over 1,000 items
 // must not make an answer of thousands of entries.
-export const LISTED_ERRORS = 20
+const LISTED_ERRORS = 20
 
 export const TITLES: Record<number, string> = {
   400: 'Bad Request',

@@ -1,7 +1,7 @@
 import * as v from 'valibot'
 import { ContactItem, CustomerItem } from '../uploads/schemas.ts'
 import { checkValues, type Dropped } from '../values.ts'
-import { issuesToErrors } from '../validate.ts'
+import { issuesToErrors, keyOfToken } from '../validate.ts'
 import type { FieldError } from '../errors.ts'
 import type { Catalog, PropertyType } from '../property.ts'
 import type { Collection } from '../db/tables.ts'
@@ -129,6 +129,6 @@ export const checkRow = (layout: Layout, cells: string[]): Checked => {
 // Error paths point into the item (/attributes/plan, /metrics/0/date); in a CSV the column
 // they end in is what the reader can find.
 export const describeError = (line: number, e: FieldError) => {
-  const last = e.path.split('/').pop()!.replace(/~1/g, '/').replace(/~0/g, '~')
+  const last = keyOfToken(e.path.split('/').pop()!)
   return `line ${line}${last ? `, column ${last}` : ''}: ${e.message}`
 }

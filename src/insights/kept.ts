@@ -4,6 +4,8 @@ import type { App } from '../context.ts'
 import { budgeted, type Track } from '../db/budget.ts'
 import type { Tx } from '../db/client.ts'
 import { addJobs, type CronPayload, weekReportJob, weekReportJobKey } from '../db/jobs.ts'
+import { takeXactLock } from '../db/locks.ts'
+import { pendingJob } from '../db/queue.ts'
 import { addDays, today } from '../dates.ts'
 import {
   type Moved,
@@ -40,8 +42,7 @@ export interface Kept {
 // Kept without who they are: an erasure leaves no name behind in week_reports.
 const unnamed = (key: string, value: unknown) => (key === 'external_id' || key === 'name' ? undefined : value)
 
-const lockReports = (tx: Tx, accountId: number) =>
-  tx`select pg_advisory_xact_lock(hashtextextended('week_reports:' || ${accountId}::text, 0))`
+const lockReports = (tx: Tx, accountId: number) => takeXactLock(tx, `week_reports:${accountId}`)
 
 // What a report reads besides its period's movements: the same for every period of a day, so a refresh
 // of both kept periods reads it once. `at` is taken before the first statement: a change committed
@@ -81,8 +82,7 @@ const compute = async (tx: Tx, track: Track, accountId: number, days: Period, no
 // that failed for good does not count). `due`: that job runs now or soon (not put off to keep the pace).
 const readKept = async (tx: Tx, accountId: number, days: Period) => {
   const [kept] = await tx`
-    with job as (select locked_at, run_at from graphile_worker.jobs
-      where key = ${weekReportJobKey(accountId)} and attempts < max_attempts)
+    with job as (${pendingJob(tx, weekReportJobKey(accountId))})
     select to_char(day, 'YYYY-MM-DD') as day, moves, renewing, figures, computed_at,
       exists (select 1 from job) as refreshing,
       exists (select 1 from job where locked_at is not null or run_at <= now()) as due

@@ -4,8 +4,10 @@ import { runBackup } from '../backups/task.ts'
 import type { Config } from '../config.ts'
 import type { App } from '../context.ts'
 import { analyzeTables } from '../db/analyze.ts'
-import { BACKUP_QUEUE, TASKS } from '../db/jobs.ts'
+import { BACKUP_QUEUE, TASKS, type TaskName } from '../db/jobs.ts'
+import { lastAttempt } from '../db/queue.ts'
 import { refreshWeekReports } from '../insights/kept.ts'
+import { observeJob, reportQueues } from '../metrics.ts'
 import { scoreRecordsTask } from '../scoring/batch.ts'
 import { scoreDailyRun } from '../scoring/daily.ts'
 import { runErasure } from '../privacy/erasures.ts'
@@ -17,37 +19,33 @@ import { countEvents } from '../tracking/counts.ts'
 import { processReceivedUpload } from '../uploads/process.ts'
 import { deliverWebhook } from '../webhooks/deliver.ts'
 
-// A task's run takes the payload its spec builder in db/jobs.ts wrote: the only writer of its jobs.
-type Run = (app: App, payload: unknown, helpers: JobHelpers) => Promise<unknown>
-const task =
-  <P>(run: (app: App, payload: P, helpers: JobHelpers) => Promise<unknown>): Run =>
-  (app, payload, helpers) =>
-    run(app, payload as P, helpers)
-
-// The task list: each task name and the module function it runs.
-const runs: Record<(typeof TASKS)[keyof typeof TASKS], Run> = {
-  [TASKS.processUpload]: task(processReceivedUpload),
-  [TASKS.applyEvents]: task(applyEventsOfAccount),
-  [TASKS.applySegment]: task(applySegmentOfAccount),
-  [TASKS.countEvents]: task(countEvents),
-  [TASKS.scoreRecords]: task(scoreRecordsTask),
-  [TASKS.scoreDaily]: task(scoreDailyRun),
-  [TASKS.deliverWebhook]: task(deliverWebhook),
-  [TASKS.analyzeTables]: task((app, payload: Parameters<typeof analyzeTables>[1]) => analyzeTables(app.sql, payload)),
-  [TASKS.recomputeSegments]: task(recomputeSegments),
-  [TASKS.erase]: task(runErasure),
-  [TASKS.purgeExpired]: task(purgeExpired),
-  [TASKS.purgeAudit]: task(purgeAudit),
-  [TASKS.backup]: task(runBackup),
-  [TASKS.refreshWeekReport]: task(refreshWeekReports),
+// The task list: each task name and the module function it runs, typed by its payload
+// (GraphileWorker.Tasks, declared in db/jobs.ts beside the spec builders, the only writers of jobs).
+type Runs = { [K in TaskName]: (app: App, payload: GraphileWorker.Tasks[K], helpers: JobHelpers) => Promise<unknown> }
+const runs: Runs = {
+  [TASKS.processUpload]: processReceivedUpload,
+  [TASKS.applyEvents]: applyEventsOfAccount,
+  [TASKS.applySegment]: applySegmentOfAccount,
+  [TASKS.countEvents]: countEvents,
+  [TASKS.scoreRecords]: scoreRecordsTask,
+  [TASKS.scoreDaily]: scoreDailyRun,
+  [TASKS.deliverWebhook]: deliverWebhook,
+  [TASKS.analyzeTables]: (app, payload) => analyzeTables(app.sql, payload),
+  [TASKS.recomputeSegments]: recomputeSegments,
+  [TASKS.erase]: runErasure,
+  [TASKS.purgeExpired]: purgeExpired,
+  [TASKS.purgeAudit]: purgeAudit,
+  [TASKS.backup]: runBackup,
+  [TASKS.refreshWeekReport]: refreshWeekReports,
 }
 
-// One JSON log line per job: at info when it completes, with what it returned (counts); at warn
-// when it fails and will be retried, at error when that was its last attempt.
-const logged =
-  (app: App, task: string, run: Run) =>
-  async (payload: unknown, helpers: JobHelpers): Promise<void> => {
-    const { id, attempts, max_attempts: maxAttempts } = helpers.job
+// The one wrapper of every task: one JSON log line per job, at info when it completes, with what it
+// returned (counts); at warn when it fails and will be retried, at error when that was its last
+// attempt. The same outcome and time are counted for /metrics.
+const reported =
+  <K extends TaskName>(app: App, task: K, run: Runs[K]) =>
+  async (payload: GraphileWorker.Tasks[K], helpers: JobHelpers): Promise<void> => {
+    const { id, attempts } = helpers.job
     const started = performance.now()
     const fields = (outcome: string) => ({
       task,
@@ -58,12 +56,14 @@ const logged =
     })
     try {
       const counts = await run(app, payload, helpers)
+      observeJob(task, 'completed', (performance.now() - started) / 1000)
       app.log('info', 'job', {
         ...fields('completed'),
         ...(counts !== null && typeof counts === 'object' ? { counts } : {}),
       })
     } catch (err) {
-      const last = attempts >= maxAttempts
+      observeJob(task, 'failed', (performance.now() - started) / 1000)
+      const last = lastAttempt(helpers.job)
       app.log(last ? 'error' : 'warn', 'job', {
         ...fields(last ? 'failed' : 'retrying'),
         error: String((err as Error)?.message ?? err),
@@ -72,8 +72,12 @@ const logged =
     }
   }
 
-export const taskList = (app: App): TaskList =>
-  Object.fromEntries(Object.entries(runs).map(([name, run]) => [name, logged(app, name, run)]))
+// A worker process also reports the queue depth of each of its tasks from the start.
+export const taskList = (app: App): TaskList => {
+  const names = Object.values(TASKS)
+  reportQueues(names)
+  return Object.fromEntries(names.map((name) => [name, reported(app, name, runs[name])]))
+}
 
 // graphile-worker crontab lines (https://worker.graphile.org/docs/cron); one per recurring task.
 export const crontab = (config: Config): string[] => [

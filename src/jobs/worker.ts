@@ -4,7 +4,6 @@ import type { App } from '../context.ts'
 import { applicationName, connect } from '../db/client.ts'
 import { quietLogger } from '../db/migrate.ts'
 import { startRecovery } from '../db/recovery.ts'
-import { instrumentTasks } from '../metrics.ts'
 import { crontab, taskList } from './tasks.ts'
 
 export const startWorker = async (serving: App, url: string): Promise<Runner> => {
@@ -35,8 +34,7 @@ export const startWorker = async (serving: App, url: string): Promise<Runner> =>
     concurrency: app.config.workerConcurrency,
     noHandleSignals: true,
     logger: quietLogger,
-    // instrumentTasks counts and times every task for /metrics.
-    taskList: instrumentTasks(taskList(app)),
+    taskList: taskList(app),
     crontab: crontab(app.config).join('\n'),
     // No localQueue, although it is faster (docs/benchmarks.md): in 0.17 it runs several jobs of one
     // named queue at once (graphile/worker#621), and each account's uploads must be merged in order.

@@ -1,4 +1,5 @@
 import type { JobHelpers } from 'graphile-worker'
+import { lastAttempt } from '../db/queue.ts'
 import * as v from 'valibot'
 import type { App } from '../context.ts'
 import type { Sql } from '../db/client.ts'
@@ -55,7 +56,7 @@ export const runErasure = async (app: App, p: ErasePayload, helpers: JobHelpers)
       return { erasure: p.erasure_id, ...counts }
     })
   } catch (err) {
-    if (helpers.job.attempts >= helpers.job.max_attempts) {
+    if (lastAttempt(helpers.job)) {
       await app.sql.begin(async (tx) => {
         await tx`delete from erasure_targets where account_id = ${p.account_id} and erasure_id = ${p.erasure_id}`
         await tx`update erasures set status = 'failed', finished_at = now()

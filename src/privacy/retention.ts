@@ -100,7 +100,7 @@ const daysAgo = (days: number) => new Date(Date.now() - days * 86_400_000)
 // The daily run over every account (the one task here not scoped by a request's account: it is the
 // operator's setting and walks each account in turn).
 export const purgeExpired = async (app: App) => {
-  const accounts = (await app.sql`select id from accounts order by id`).map((a) => a.id as number)
+  const accounts = (await app.sql<{ id: number }[]>`select id from accounts order by id`).map((a) => a.id)
   const eventsCutoff = daysAgo(app.config.eventRetentionDays)
   const deliveriesCutoff = daysAgo(app.config.deliveryRetentionDays)
   let events = 0

@@ -4,6 +4,7 @@ import { readCatalog } from '../catalog/properties.ts'
 import { catalogOf, type Entity } from '../property.ts'
 import type { App } from '../context.ts'
 import type { Sql, Tx } from '../db/client.ts'
+import { takeXactLock } from '../db/locks.ts'
 import { addCustomersChanged, addJobs, scoreRecordsJobs } from '../db/jobs.ts'
 import { SQLSTATE, sqlState } from '../db/sqlstate.ts'
 import type { Collection } from '../db/tables.ts'
@@ -34,7 +35,7 @@ const createRecord = async (app: App, accountId: number, collection: Collection,
     ])
   await app.sql
     .begin(async (tx) => {
-      await tx`select pg_advisory_xact_lock(hashtextextended(${`create:${accountId}:${collection}:${externalId}`}, 0))`
+      await takeXactLock(tx, `create:${accountId}:${collection}:${externalId}`)
       const [found] =
         await tx`select 1 from ${tx(collection)} where account_id = ${accountId} and external_id = ${externalId}`
       if (found) exists()

@@ -194,11 +194,11 @@ async function* batches(sql: Sql, accountId: number, entity: Entity, ids?: numbe
     return
   }
   for (let after = 0; ; ) {
-    const rows = await sql`
+    const rows = await sql<{ service_id: number }[]>`
       select service_id from ${sql(TABLES[entity].records)}
       where account_id = ${accountId} and service_id > ${after} order by service_id limit ${SCORING_BATCH}`
     if (rows.length === 0) return
-    yield rows.map((r) => r.service_id as number)
+    yield rows.map((r) => r.service_id)
     after = rows[rows.length - 1].service_id
   }
 }

@@ -2,7 +2,7 @@ import type { Tx } from '../db/client.ts'
 
 // A change of a customer's is_churned, for customer_churn_events (sql/036): the "This week" report
 // lists reactivations from them (a reactivation clears the churn and leaves no other trace).
-export interface ChurnChange {
+interface ChurnChange {
   service_id: number
   churned: boolean
   // A churn's date (today when null); a reactivation is dated today.

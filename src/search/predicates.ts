@@ -49,7 +49,7 @@ export const scoreOnSql = (h: string, day: string) => `${h}.history_scores[width
 // function reads today's date, once the search's own (ctx.today()).
 type CoreSql = string | ((ctx: Ctx) => string)
 const pastScore = (days: number) => (ctx: Ctx) => scoreOnSql('h', `${ctx.today()} - ${days}`)
-export const CORE_SQL: ReadonlyMap<string, CoreSql> = new Map<string, CoreSql>([
+const CORE_SQL: ReadonlyMap<string, CoreSql> = new Map<string, CoreSql>([
   ['external_id', 'r.external_id'],
   ['name', 'r.name'],
   ['is_churned', 'r.is_churned'],

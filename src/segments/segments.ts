@@ -75,10 +75,10 @@ export const listSegments = async (app: App, accountId: number) =>
 export const createSegment = async (app: App, accountId: number, body: SegmentBody) => {
   const id = await app.sql.begin(async (tx) => {
     const { name, saved } = await checked(tx, accountId, body)
-    const [row] = await tx`insert into segments (account_id, name, body)
+    const [row] = await tx<{ id: number }[]>`insert into segments (account_id, name, body)
       values (${accountId}, ${name}, ${tx.json(saved)}) returning id`.catch(nameTaken(name))
     await addRecomputeSegments(tx, accountId)
-    return row.id as number
+    return row.id
   })
   return readSegment(app, accountId, id)
 }

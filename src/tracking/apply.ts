@@ -3,7 +3,7 @@ import { definitionsSql } from '../catalog/properties.ts'
 import type { Tx } from '../db/client.ts'
 import { PLANNER, setLocal } from '../db/planner.ts'
 import { type AccountPayload, addCustomersChanged, addJobs, applyJob, scoreRecordsJobs, TASKS } from '../db/jobs.ts'
-import { lockRecordsIn } from '../db/locks.ts'
+import { lockRecordsIn, xactLock } from '../db/locks.ts'
 import { passGate } from './intake.ts'
 import { lockAndReadCursor, type Move, moveCursor, nextBelow, nextCheck } from './cursor.ts'
 import { createContactsSql } from './contacts.ts'
@@ -26,8 +26,7 @@ export const EVENTS_PER_BATCH = 5000
 // The account's queue should already run its jobs one at a time, but graphile-worker 0.17 with a
 // localQueue hands several jobs of one named queue to workers at once (graphile/worker#621): two
 // batches of one account would then stage the same events and deadlock on the same records.
-const accountLock = (tx: Tx, accountId: number) =>
-  tx`pg_advisory_xact_lock(hashtextextended('apply_events:' || ${accountId}::text, 0))`
+const accountLock = (tx: Tx, accountId: number) => xactLock(tx, `apply_events:${accountId}`)
 
 // The events to apply, matched to their customers by external id and to the contacts those
 // customers already have (a contact id that belongs to another customer is neither moved nor

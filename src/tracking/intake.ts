@@ -1,9 +1,12 @@
 import type { App } from '../context.ts'
 import type { Sql, Tx } from '../db/client.ts'
+import { lockHolders, sharedXactLock } from '../db/locks.ts'
 import { definitionsSql } from '../catalog/properties.ts'
 import { type ApplyTask, applyJobKey, applyJobSql, TASKS } from '../db/jobs.ts'
 import { DATE_RULE } from '../dates.ts'
 import { SQLSTATE, sqlState } from '../db/sqlstate.ts'
+import { availableJob } from '../db/queue.ts'
+import { pointerToken } from '../validate.ts'
 import { refuse } from '../errors.ts'
 
 // One statement checks the account, appends every event (one JSON array text: a jsonb parameter would
@@ -46,21 +49,12 @@ const store = (tx: Tx, accountId: number, trackerKey: string, events: string) =>
 // Row locks on the waiting job did the same, but kept graphile-worker from taking or completing it
 // (FOR UPDATE SKIP LOCKED) while any intake ran, and deadlocked intakes; taking the gate exclusively
 // held every new intake of the account behind the ones in flight (docs/benchmarks.md).
-const gate = (sql: Sql | Tx, task: ApplyTask, accountId: number) =>
-  sql`hashtextextended(${`gate:${applyJobKey(task, accountId)}`}::text, 0)`
-
-// pg_locks shows an advisory lock on a bigint by its high and low halves.
-const holdersSql = (sql: Sql, task: ApplyTask, accountId: number) => sql<{ holders: string[] }[]>`
-  select coalesce(array_agg(l.virtualtransaction), '{}') as holders
-  from (select ${gate(sql, task, accountId)} as k) g
-    join pg_locks l on l.locktype = 'advisory' and l.granted and l.objsubid = 1
-      and l.database = (select oid from pg_database where datname = current_database())
-      and l.classid = ((g.k >> 32) & 4294967295)::oid and l.objid = (g.k & 4294967295)::oid`
+const gate = (task: ApplyTask, accountId: number) => `gate:${applyJobKey(task, accountId)}`
 
 // A transaction holds the lock on its own virtual id until it ends, and a virtual id is never reused.
 // The holders just read are most likely still running: the first look comes after a pause.
 export const passGate = async (app: App, task: ApplyTask, accountId: number) => {
-  const [{ holders }] = await holdersSql(app.sql, task, accountId)
+  const [{ holders }] = await lockHolders(app.sql, gate(task, accountId))
   for (let pause = 1; holders.length > 0; pause = Math.min(pause * 2, 50)) {
     await new Promise((resolve) => setTimeout(resolve, pause))
     const [{ running }] = await app.sql`
@@ -79,7 +73,7 @@ export const throughGate = <T extends readonly unknown[]>(
 ) =>
   retryingDeadlock(() =>
     app.sql.begin(async (tx) => {
-      const lock = tx`select pg_advisory_xact_lock_shared(${gate(tx, task, accountId)})`.execute()
+      const lock = tx`select ${sharedXactLock(tx, gate(task, accountId))}`.execute()
       const [, rows] = await Promise.all([lock, statement(tx)])
       return rows
     }),
@@ -90,7 +84,7 @@ export const throughGate = <T extends readonly unknown[]>(
 // Reading j is what runs add_job.
 export const jobUnlessWaiting = (sql: Sql | Tx, task: ApplyTask, accountId: number, inserted = 'e') => sql`
   waiting as (
-    select 1 from graphile_worker._private_jobs where key = ${applyJobKey(task, accountId)}::text and is_available
+    ${availableJob(sql, applyJobKey(task, accountId))}
   ), j as (
     select ${applyJobSql(sql, task, accountId)}
     where exists (select 1 from ${sql(inserted)}) and not exists (select 1 from waiting)
@@ -123,7 +117,7 @@ export const receiveEvents = async (app: App, accountId: number, trackerKey: str
       400,
       'Some date attributes are not dates.',
       bad.map(([i, level, key]) => ({
-        path: `/events/${i}/data/${level}/${key.replace(/~/g, '~0').replace(/\//g, '~1')}`,
+        path: `/events/${i}/data/${level}/${pointerToken(key)}`,
         message: `Must be ${DATE_RULE}.`,
       })),
     )

@@ -2,7 +2,7 @@ import type { App } from '../context.ts'
 import { definitionsSql } from '../catalog/properties.ts'
 import type { Tx } from '../db/client.ts'
 import { type AccountPayload, addCustomersChanged, addJobs, applyJob, scoreRecordsJobs, TASKS } from '../db/jobs.ts'
-import { lockRecordsNamed } from '../db/locks.ts'
+import { lockRecordsNamed, xactLock } from '../db/locks.ts'
 import { PLANNER, setLocal } from '../db/planner.ts'
 import { segmentApplied, segmentDropped, segmentReceived } from '../metrics.ts'
 import { drainEvents } from './apply.ts'
@@ -30,8 +30,7 @@ export const KEEP_DAYS = 7
 // names an account.
 export const MAX_KEY_NAMES = 200
 
-const accountLock = (tx: Tx, accountId: number) =>
-  tx`pg_advisory_xact_lock(hashtextextended('apply_segment:' || ${accountId}::text, 0))`
+const accountLock = (tx: Tx, accountId: number) => xactLock(tx, `apply_segment:${accountId}`)
 
 // The batch: the next messages received, read from the account's cursor (cursor.ts) through the primary
 // key, and the pending identifies of the users they name that may now be placed: by a group, by an

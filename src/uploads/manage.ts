@@ -1,5 +1,6 @@
 import type { Sql, Tx } from '../db/client.ts'
 import { addJobs, processUploadJob, TASKS } from '../db/jobs.ts'
+import { removeWaitingJobs } from '../db/queue.ts'
 import { refuse } from '../errors.ts'
 import { stuckSql, type UploadState } from './lifecycle.ts'
 
@@ -29,12 +30,8 @@ export const listAccountUploads = (
   order by u.id desc limit 500`
 
 // The upload's jobs still waiting (a running one is left to find the upload failed or received).
-// graphile-worker 0.17's tables: its public view does not show payloads.
-const removeJobs = (tx: Tx, accountId: number, uploadId: number) => tx`
-  select graphile_worker.complete_jobs(array(
-    select j.id from graphile_worker._private_jobs j join graphile_worker._private_tasks t on t.id = j.task_id
-    where t.identifier = ${TASKS.processUpload} and j.payload->>'account_id' = ${String(accountId)}
-      and j.payload->>'upload_id' = ${String(uploadId)}))`
+const removeJobs = (tx: Tx, accountId: number, uploadId: number) =>
+  removeWaitingJobs(tx, TASKS.processUpload, accountId, 'upload_id', uploadId)
 
 const lock = async (tx: Tx, accountId: number, uploadId: number, stuckSeconds: number) => {
   const [u] = await tx`

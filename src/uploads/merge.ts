@@ -2,7 +2,7 @@
 // one with a distributed table by sending the staged rows to the account's shard; it allows no
 // subquery correlated to the staged rows there, so a record's absence is an anti-join.
 import type { Tx } from '../db/client.ts'
-import { lockRecordsIn, lockStagedRecords, stagedExternalIds } from '../db/locks.ts'
+import { lockRecordsIn, lockRecordsWhere } from '../db/locks.ts'
 import { entityOf, TABLES, type Collection } from '../db/tables.ts'
 import type { EventItem } from '../webhooks/events.ts'
 
@@ -53,6 +53,15 @@ const stageRecords = async (tx: Tx, fields: ReturnType<Tx>) => {
     from g left join a using (external_id) left join m using (external_id)`
   await tx`analyze stage_records (external_id)`
 }
+
+// The external ids staged in stage_records, as a condition on a record's external id. As an array
+// they are probed in the (account_id, external_id) index: IN (subquery) was planned as a hash join
+// over every record of the account, growing with it (docs/benchmarks.md).
+const stagedExternalIds = (tx: Tx): ReturnType<Tx> => tx`any(array(select external_id from stage_records))`
+
+// The staged records of an upload, locked (db/locks.ts) before the merge changes them.
+const lockStagedRecords = (tx: Tx, table: 'customers' | 'contacts', accountId: number) =>
+  lockRecordsWhere(tx, table, accountId, stagedExternalIds(tx))
 
 const stageCustomers = (tx: Tx) =>
   stageRecords(

@@ -5,6 +5,7 @@ import type { Tx } from '../db/client.ts'
 import { PLANNER, setLocal } from '../db/planner.ts'
 import { addCustomersChanged, addJobs, type ProcessUploadPayload, scoreRecordsJobs } from '../db/jobs.ts'
 import { isPermanent } from '../db/sqlstate.ts'
+import { lastAttempt } from '../db/queue.ts'
 import { entityOf, TABLES, type Collection } from '../db/tables.ts'
 import { notifyUsers } from '../notifications/notifications.ts'
 import { cutText, storableText } from '../validate.ts'
@@ -154,7 +155,7 @@ export const processReceivedUpload = async (app: App, p: ProcessUploadPayload, h
     return result && { upload: p.upload_id, created: result.created, updated: result.updated, ignored: result.ignored }
   } catch (err) {
     const permanent = isPermanent(err, helpers.job.attempts)
-    if (permanent || helpers.job.attempts >= helpers.job.max_attempts) {
+    if (permanent || lastAttempt(helpers.job)) {
       const error = await failure(app, p, err, permanent)
       await setStatus(app, p, 'processing', 'failed', error)
       if (permanent) return { upload: p.upload_id, failed: error }

@@ -1,86 +1,79 @@
 import { lookup } from 'node:dns/promises'
-import { BlockList, isIP, isIPv4, isIPv6 } from 'node:net'
+import { isIP, isIPv4, isIPv6 } from 'node:net'
+import ipaddr from 'ipaddr.js'
 
 // A subscriber URL may reach only globally reachable unicast addresses unless SERVICE_WEBHOOK_ALLOW_PRIVATE=1.
 // IPv4 has no prefix that holds exactly those, so its rule is the whole space minus the special-purpose ranges
 // of the IANA registry that are not globally reachable, and minus multicast and the reserved block.
-const notGlobalIPv4 = new BlockList()
-for (const [network, prefix] of [
-  ['0.0.0.0', 8], // "this network"
-  ['10.0.0.0', 8],
-  ['100.64.0.0', 10], // carrier-grade NAT
-  ['127.0.0.0', 8],
-  ['169.254.0.0', 16], // link-local, including cloud metadata endpoints
-  ['172.16.0.0', 12],
-  ['192.0.0.0', 24], // IETF protocol assignments
-  ['192.0.2.0', 24], // documentation (TEST-NET-1)
-  ['192.88.99.0', 24], // 6to4 relay anycast (deprecated)
-  ['192.168.0.0', 16],
-  ['198.18.0.0', 15], // benchmarking
-  ['198.51.100.0', 24], // documentation (TEST-NET-2)
-  ['203.0.113.0', 24], // documentation (TEST-NET-3)
-  ['224.0.0.0', 4], // multicast
-  ['240.0.0.0', 4], // reserved, and the broadcast address
-] as const)
-  notGlobalIPv4.addSubnet(network, prefix, 'ipv4')
+// ipaddr.js parses and matches; the policy (which ranges, which embedded forms) is ours.
+type Range<A> = [A, number]
+const NOT_GLOBAL_IPV4: Range<ipaddr.IPv4>[] = (
+  [
+    ['0.0.0.0', 8], // "this network"
+    ['10.0.0.0', 8],
+    ['100.64.0.0', 10], // carrier-grade NAT
+    ['127.0.0.0', 8],
+    ['169.254.0.0', 16], // link-local, including cloud metadata endpoints
+    ['172.16.0.0', 12],
+    ['192.0.0.0', 24], // IETF protocol assignments
+    ['192.0.2.0', 24], // documentation (TEST-NET-1)
+    ['192.88.99.0', 24], // 6to4 relay anycast (deprecated)
+    ['192.168.0.0', 16],
+    ['198.18.0.0', 15], // benchmarking
+    ['198.51.100.0', 24], // documentation (TEST-NET-2)
+    ['203.0.113.0', 24], // documentation (TEST-NET-3)
+    ['224.0.0.0', 4], // multicast
+    ['240.0.0.0', 4], // reserved, and the broadcast address
+  ] as const
+).map(([network, prefix]) => [ipaddr.IPv4.parse(network), prefix])
 
 // IPv6 is an allow-list: only global unicast (2000::/3), minus its special-purpose blocks. Everything else
 // (loopback, unique-local, link-local, site-local, multicast, unassigned space such as 4000::/3) is refused
 // by not being in it. The forms that embed an IPv4 address are decoded before this rule (embeddedIPv4).
-const notGlobalIPv6 = new BlockList()
-for (const [network, prefix] of [
-  ['2001::', 23], // IETF protocol assignments: benchmarking, ORCHID, AMT, anycast services (Teredo is decoded)
-  ['2001:db8::', 32], // documentation
-  ['3fff::', 20], // documentation
-] as const)
-  notGlobalIPv6.addSubnet(network, prefix, 'ipv6')
+const GLOBAL_UNICAST: Range<ipaddr.IPv6> = [ipaddr.IPv6.parse('2000::'), 3]
+const NOT_GLOBAL_IPV6: Range<ipaddr.IPv6>[] = (
+  [
+    ['2001::', 23], // IETF protocol assignments: benchmarking, ORCHID, AMT, anycast services (Teredo is decoded)
+    ['2001:db8::', 32], // documentation
+    ['3fff::', 20], // documentation
+  ] as const
+).map(([network, prefix]) => [ipaddr.IPv6.parse(network), prefix])
 
-// The eight 16-bit groups of a valid IPv6 address without a zone id, a trailing dotted quad included.
-const groupsOf = (ip: string): number[] => {
-  const quad = /^(.*:)(\d+)\.(\d+)\.(\d+)\.(\d+)$/.exec(ip)
-  const text = quad
-    ? `${quad[1]}${((+quad[2] << 8) | +quad[3]).toString(16)}:${((+quad[4] << 8) | +quad[5]).toString(16)}`
-    : ip
-  const [head, tail] = text.split('::')
-  const part = (s: string | undefined) => (s ? s.split(':').map((g) => Number.parseInt(g, 16)) : [])
-  const [h, t] = [part(head), part(tail)]
-  return tail === undefined ? h : [...h, ...Array(8 - h.length - t.length).fill(0), ...t]
-}
-const dotted = (hi: number, lo: number) => [hi >> 8, hi & 255, lo >> 8, lo & 255].join('.')
+const ipv4Of = (hi: number, lo: number) => new ipaddr.IPv4([hi >> 8, hi & 255, lo >> 8, lo & 255])
 const zero = (g: number[], from: number, to: number) => g.slice(from, to).every((x) => x === 0)
 
-// The IPv4 addresses an IPv6 address stands for, or null when it embeds none. Each form reaches (or is
-// translated to) an IPv4 host, so each passes the IPv4 rule instead of the IPv6 one:
+// The IPv4 addresses an IPv6 address (its eight 16-bit groups) stands for, or null when it embeds none.
+// Each form reaches (or is translated to) an IPv4 host, so each passes the IPv4 rule instead of the IPv6 one:
 // - IPv4-compatible ::a.b.c.d (::/96, deprecated; :: and ::1 decode into 0.0.0.0/8),
 // - IPv4-mapped ::ffff:a.b.c.d (::ffff:0:0/96),
 // - SIIT IPv4-translated ::ffff:0:a.b.c.d (::ffff:0:0:0/96),
 // - NAT64 64:ff9b::a.b.c.d (64:ff9b::/96; the local-use 64:ff9b:1::/48 is outside 2000::/3 and refused),
 // - 6to4 2002:aabb:ccdd::/48,
 // - Teredo 2001:0:ssss:ssss::/32: both the server's address and the client's (inverted in the last 32 bits).
-const embeddedIPv4 = (g: number[]): string[] | null => {
-  if (zero(g, 0, 6)) return [dotted(g[6], g[7])]
-  if (zero(g, 0, 5) && g[5] === 0xffff) return [dotted(g[6], g[7])]
-  if (zero(g, 0, 4) && g[4] === 0xffff && g[5] === 0) return [dotted(g[6], g[7])]
-  if (g[0] === 0x64 && g[1] === 0xff9b && zero(g, 2, 6)) return [dotted(g[6], g[7])]
-  if (g[0] === 0x2002) return [dotted(g[1], g[2])]
-  if (g[0] === 0x2001 && g[1] === 0) return [dotted(g[2], g[3]), dotted(g[6] ^ 0xffff, g[7] ^ 0xffff)]
+const embeddedIPv4 = (g: number[]): ipaddr.IPv4[] | null => {
+  if (zero(g, 0, 6)) return [ipv4Of(g[6], g[7])]
+  if (zero(g, 0, 5) && g[5] === 0xffff) return [ipv4Of(g[6], g[7])]
+  if (zero(g, 0, 4) && g[4] === 0xffff && g[5] === 0) return [ipv4Of(g[6], g[7])]
+  if (g[0] === 0x64 && g[1] === 0xff9b && zero(g, 2, 6)) return [ipv4Of(g[6], g[7])]
+  if (g[0] === 0x2002) return [ipv4Of(g[1], g[2])]
+  if (g[0] === 0x2001 && g[1] === 0) return [ipv4Of(g[2], g[3]), ipv4Of(g[6] ^ 0xffff, g[7] ^ 0xffff)]
   return null
 }
 
-const isGlobalIPv4 = (ip: string) => !notGlobalIPv4.check(ip, 'ipv4')
+const isGlobalIPv4 = (ip: ipaddr.IPv4) => !NOT_GLOBAL_IPV4.some((range) => ip.match(range))
 
-const isGlobalIPv6 = (ip: string) => {
-  const g = groupsOf(ip)
-  const v4 = embeddedIPv4(g)
+const isGlobalIPv6 = (ip: ipaddr.IPv6) => {
+  const v4 = embeddedIPv4(ip.parts)
   if (v4) return v4.every(isGlobalIPv4)
-  return (g[0] & 0xe000) === 0x2000 && !notGlobalIPv6.check(ip, 'ipv6')
+  return ip.match(GLOBAL_UNICAST) && !NOT_GLOBAL_IPV6.some((range) => ip.match(range))
 }
 
 // Anything that is not an IP address counts as private so that callers fail closed; so does an IPv6 zone id
-// (fe80::1%eth0), which only a link-local or site-scoped address needs.
+// (fe80::1%eth0), which only a link-local or site-scoped address needs. node:net decides what is an address:
+// ipaddr.js also reads legacy IPv4 forms (0x7f.1, 127.1), which are no address in a URL's host here.
 export const isPrivateAddress = (ip: string): boolean => {
-  if (isIPv4(ip)) return !isGlobalIPv4(ip)
-  if (isIPv6(ip) && !ip.includes('%')) return !isGlobalIPv6(ip)
+  if (isIPv4(ip)) return !isGlobalIPv4(ipaddr.IPv4.parse(ip))
+  if (isIPv6(ip) && !ip.includes('%')) return !isGlobalIPv6(ipaddr.IPv6.parse(ip))
   return true
 }
 
