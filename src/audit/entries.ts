@@ -8,7 +8,7 @@ import { describe, id, int, limitParam, Timestamp } from '../validate.ts'
 // entries are written by the edge (http/audit.ts), in the change's transaction; this file holds
 // their SQL and their answer's shape.
 
-export const ACTOR_TYPES = ['user', 'key', 'operator'] as const
+const ACTOR_TYPES = ['user', 'key', 'operator'] as const
 
 // One change as recorded. accountId null: an operator's change that names no account.
 export interface Change {
@@ -42,9 +42,9 @@ export const recordRefusal = (sql: Sql, c: Change) =>
   )
 
 // A blanked segment (an erasure's) in a target as the API shows it.
-export const ERASED = '(erased)'
+const ERASED = '(erased)'
 
-export const AuditEntry = v.object({
+const AuditEntry = v.object({
   id,
   at: Timestamp,
   actor: describe(

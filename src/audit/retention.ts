@@ -6,7 +6,7 @@ import type { Sql } from '../db/client.ts'
 // statement, and stops at the first batch holding an entry young enough to keep, as the privacy
 // retention walks events: no index on time is kept on the writes' path for it.
 
-export const AUDIT_BATCH = 5000
+const AUDIT_BATCH = 5000
 
 const purgeBatch = (sql: Sql, accountId: number, cutoff: Date) => sql`
   with batch as (

@@ -2,9 +2,9 @@ import type { Sql } from '../db/client.ts'
 import type { Session } from '../route.ts'
 import { csrfTokenOf, newSecret, readSecret } from './secrets.ts'
 
-export const SESSION_COOKIE = 'service_session'
+const SESSION_COOKIE = 'service_session'
 // A session ends after this long unused, and this long after its sign-in whatever its use.
-export const IDLE = '12 hours'
+const IDLE = '12 hours'
 export const LIFETIME = '7 days'
 // Its last use is written at most this often (seconds), so that a session's reads stay reads.
 const TOUCH_SECONDS = 60

@@ -6,8 +6,8 @@ import { dummyHash, verifyPassword } from './passwords.ts'
 import { openSession } from './sessions.ts'
 import { csrfTokenOf, readSecret } from './secrets.ts'
 
-export const MAX_FAILURES = 10
-export const FAILURE_WINDOW = '15 minutes'
+const MAX_FAILURES = 10
+const FAILURE_WINDOW = '15 minutes'
 
 // Failures of one email in the window, and the seconds until the oldest leaves it.
 const failures = async (app: App, email: string) =>

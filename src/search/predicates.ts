@@ -43,7 +43,7 @@ const JSON_VALUE_SQL: Record<ValueType, (bag: string, key: string) => string> = 
 // A customer's engagement score as of `day` (SQL date): its history's latest entry dated on or before
 // it, found by width_bucket's binary search of the sorted history_dates (the index 0 before the first
 // entry reads null, as does an empty history). `h` is the customer's customer_scores row.
-export const scoreOnSql = (h: string, day: string) => `${h}.history_scores[width_bucket(${day}, ${h}.history_dates)]`
+const scoreOnSql = (h: string, day: string) => `${h}.history_scores[width_bucket(${day}, ${h}.history_dates)]`
 
 // Core scalar fields; `r` is the searched record, `h` its scores, `oc` a contact's owning customer. A
 // function reads today's date, once the search's own (ctx.today()).

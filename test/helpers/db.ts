@@ -70,4 +70,5 @@ export const GLOBAL_TABLES = [
   'retention_runs',
   'backup_runs',
   'sign_in_failures',
+  'operator_audit_entries',
 ]
