@@ -16,7 +16,10 @@ const MODULES = ['accounts', 'catalog', 'uploads', 'tracking', 'webhooks', 'impo
 ])
 const LAYERS: [name: string, paths: RegExp][] = [
   ['base', /^src\/(context|errors|dates|values|validate|config|log|catalog|route)\.ts$|^src\/db\//],
-  ['pure', /^src\/(search\/|metrics\.ts$|uploads\/lifecycle\.ts$|scoring\/(model|score|sql|explain|alerts)\.ts$)/],
+  [
+    'pure',
+    /^src\/(search\/|learn\/|metrics\.ts$|uploads\/lifecycle\.ts$|scoring\/(model|score|sql|explain|alerts)\.ts$)/,
+  ],
   // The pure files of scoring/ match the line above first.
   ['modules', new RegExp(`^src/(${MODULES.join('|')})/`)],
   ['edges', /^src\/(http|api|jobs|console)\//],
