@@ -49,12 +49,14 @@ const usable = (s: Sample, reference: string) =>
   s.snapshots.filter((x) => x.date <= reference).sort((a, b) => (a.date < b.date ? -1 : a.date > b.date ? 1 : 0))
 
 // A value of a type as a number, NaN when it has none: booleans 1/0, dates as days before the
-// reference date (negative in the future).
-const numeric = (type: PropertyDef['type'], v: unknown, reference: string): number => {
+// scoring date (negative in the future). Dates count from the scoring date for churned customers
+// too: an attribute is today's value, and counting a churned customer's dates from an earlier day
+// would tell the classes apart by that shift alone.
+const numeric = (type: PropertyDef['type'], v: unknown, today: string): number => {
   if (v === null || v === undefined) return Number.NaN
   if (type === 'number') return typeof v === 'number' && Number.isFinite(v) ? v : Number.NaN
   if (type === 'boolean') return v === true ? 1 : v === false ? 0 : Number.NaN
-  if (type === 'date') return isDate(v) ? dayNumber(reference) - dayNumber(v) : Number.NaN
+  if (type === 'date') return isDate(v) ? dayNumber(today) - dayNumber(v) : Number.NaN
   return Number.NaN
 }
 const category = (v: unknown) => (v === null || v === undefined || v === '' ? undefined : String(v))
@@ -127,15 +129,15 @@ export const encode = (encoder: Encoder, samples: readonly Sample[], today: stri
     encoder.columns.forEach((col, j) => {
       const def = byCodename.get(col.codename)!
       const r = reading(col.codename)
-      X[j][i] = columnValue(encoder, col, def, r, reference)
+      X[j][i] = columnValue(encoder, col, def, r, today)
     })
   })
   return X
 }
 
-const columnValue = (encoder: Encoder, col: Column, def: PropertyDef, r: Reading, reference: string) => {
-  if (col.part === 'value' || col.part === 'latest') return numeric(def.type, r.latest, reference)
-  if (col.part === 'change') return numeric(def.type, r.latest, reference) - numeric(def.type, r.before, reference)
+const columnValue = (encoder: Encoder, col: Column, def: PropertyDef, r: Reading, today: string) => {
+  if (col.part === 'value' || col.part === 'latest') return numeric(def.type, r.latest, today)
+  if (col.part === 'change') return numeric(def.type, r.latest, today) - numeric(def.type, r.before, today)
   const c = category(r.latest)
   if (col.part === 'missing') return c === undefined ? 1 : 0
   if (col.part === 'category') return c === col.category ? 1 : 0

@@ -65,7 +65,7 @@ export const generate = (
     const churned = next() < 1 / (1 + Math.exp(-logit))
     const churnedDate = churned ? addDays(today, -Math.round(1 + next() * 59)) : null
     const end = churnedDate ?? today
-    const snapshots = [90, 60, 30, 0].map((back) => {
+    const snapshots = [180, 150, 120, 90, 60, 30, 0].map((back) => {
       const date = addDays(end, -back)
       const dropped = options.leak !== undefined && churned && back < options.leak
       return { date, values: { logins: dropped ? 0 : Math.max(0, logins + Math.round(normal() * 2)), tickets } }
