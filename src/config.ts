@@ -27,14 +27,16 @@ const whole =
   }
 const positive = whole(1)
 // A schedule is refused at start rather than ignored: an operator who set one expects backups.
-const cronExpression: Parse<string> = (t) => {
-  try {
-    parseCrontab(`${t} backup_database`)
-  } catch (err) {
-    throw new Error(`SERVICE_BACKUP_SCHEDULE '${t}' is not a cron expression: ${(err as Error).message}`)
+const cronExpression =
+  (env: string): Parse<string> =>
+  (t) => {
+    try {
+      parseCrontab(`${t} backup_database`)
+    } catch (err) {
+      throw new Error(`${env} '${t}' is not a cron expression: ${(err as Error).message}`)
+    }
+    return t
   }
-  return t
-}
 // Startup parameters as `name=value` pairs apart by spaces; anything else is refused at start, as a
 // setting an operator gave and expects in force.
 const parameters: Parse<Record<string, string>> = (t) =>
@@ -268,8 +270,21 @@ const KNOBS = {
     env: 'SERVICE_BACKUP_SCHEDULE',
     fallback: undefined,
     shown: 'unset (no scheduled backups)',
-    parse: cronExpression,
+    parse: cronExpression('SERVICE_BACKUP_SCHEDULE'),
     meaning: 'when the worker makes a backup: a cron expression in UTC, such as `0 3 * * *` (daily at 03:00)',
+  }),
+  churnModelLeadDays: knob({
+    env: 'SERVICE_CHURN_MODEL_LEAD_DAYS',
+    fallback: 30,
+    parse: whole(0, 3650),
+    meaning: "days before a churn from which a churned customer's metric snapshots are not learned from",
+  }),
+  churnModelRetrain: knob<string | undefined>({
+    env: 'SERVICE_CHURN_MODEL_RETRAIN',
+    fallback: undefined,
+    shown: 'unset (a model trains only when asked)',
+    parse: cronExpression('SERVICE_CHURN_MODEL_RETRAIN'),
+    meaning: 'when every account with a churn model trains it again: a cron expression in UTC',
   }),
   backupKeep: knob({
     env: 'SERVICE_BACKUP_KEEP',

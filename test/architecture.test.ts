@@ -13,6 +13,7 @@ const MODULES = ['accounts', 'catalog', 'uploads', 'tracking', 'webhooks', 'impo
   'privacy',
   'insights',
   'backups',
+  'churn',
 ])
 const LAYERS: [name: string, paths: RegExp][] = [
   ['base', /^src\/(context|errors|dates|values|validate|config|log|catalog|route)\.ts$|^src\/db\//],

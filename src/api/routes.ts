@@ -2,6 +2,7 @@ import type { Route } from '../route.ts'
 import { accountRoutes } from '../accounts/routes.ts'
 import { backupRoutes } from '../backups/routes.ts'
 import { catalogRoutes } from '../catalog/routes.ts'
+import { churnRoutes } from '../churn/routes.ts'
 import { insightRoutes } from '../insights/routes.ts'
 import { notificationRoutes } from '../notifications/routes.ts'
 import { privacyRoutes } from '../privacy/routes.ts'
@@ -27,6 +28,7 @@ export const routes: Route[] = [
   ...segmentApiRoutes,
   ...segmentRoutes,
   ...insightRoutes,
+  ...churnRoutes,
   ...recordRoutes,
   ...accountRoutes,
   ...catalogRoutes,

@@ -47,6 +47,7 @@ export const TASKS = {
   purgeExpired: 'purge_expired',
   backup: 'backup_database',
   refreshWeekReport: 'refresh_week_report',
+  trainChurnModel: 'train_churn_model',
 } as const
 
 export interface ProcessUploadPayload {
@@ -242,4 +243,15 @@ export const backupJob = (): JobSpec => ({
   queue: BACKUP_QUEUE,
   maxAttempts: 1,
   jobKey: TASKS.backup,
+})
+
+// An account's churn model trains on a queue of its own (a training takes up to a minute, which
+// the account's uploads and scoring do not wait for), once: a failed training is recorded as
+// such (churn/train.ts), and the next request is the retry.
+export const churnTrainJob = (accountId: number): JobSpec => ({
+  task: TASKS.trainChurnModel,
+  payload: { account_id: accountId } satisfies AccountPayload,
+  queue: `churn:${accountId}`,
+  maxAttempts: 1,
+  jobKey: `${TASKS.trainChurnModel}:${accountId}`,
 })

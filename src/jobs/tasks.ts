@@ -2,6 +2,7 @@ import type { JobHelpers, TaskList } from 'graphile-worker'
 import { runBackup } from '../backups/task.ts'
 import type { Config } from '../config.ts'
 import type { App } from '../context.ts'
+import { trainChurnTask } from '../churn/train.ts'
 import { analyzeTables } from '../db/analyze.ts'
 import { BACKUP_QUEUE, TASKS } from '../db/jobs.ts'
 import { refreshWeekReports } from '../insights/week.ts'
@@ -38,6 +39,7 @@ const runs: Record<(typeof TASKS)[keyof typeof TASKS], Run> = {
   [TASKS.purgeExpired]: task(purgeExpired),
   [TASKS.backup]: task(runBackup),
   [TASKS.refreshWeekReport]: task(refreshWeekReports),
+  [TASKS.trainChurnModel]: task(trainChurnTask),
 }
 
 // One JSON log line per job: at info when it completes, with what it returned (counts); at warn
