@@ -24,18 +24,21 @@ const define = async (a: Account) => {
     const res = await s.admin('POST', `/accounts/${a.id}/properties`, { entity: 'customer', ...d })
     assert.equal(res.status, 201, JSON.stringify(res.body))
   }
+  const rules = { customer: { engagement: [{ codename: 'logins', weight: 100, bad: 0, good: 40 }] } }
+  assert.equal((await s.admin('PUT', `/accounts/${a.id}/scoring`, rules)).status, 200)
 }
 
 // Uploads the customers, then marks the churned ones (a label the API sets one customer at a time
 // with PUT /api/v1/customer/{id}; set here in one statement for a thousand).
 const upload = async (a: Account, customers: Generated[], prefix: string) => {
   const items = customers.map((c) => ({
-    id: `${prefix}${c.id}`,
+    external_id: `${prefix}${c.id}`,
     name: c.id,
     attributes: c.attributes,
     metrics: c.snapshots.map((x) => ({ date: x.date, ...x.values })),
   }))
-  await uploadAndWait(a.api, 'customers', items, { scored: true })
+  for (let i = 0; i < items.length; i += 1000)
+    await uploadAndWait(a.api, 'customers', items.slice(i, i + 1000), { scored: true })
   const churned = customers.filter((c) => c.churned)
   await s.sql`
     update customers c set is_churned = true, churned_date = u.d::date, churn_reason = 'manual'
@@ -58,7 +61,7 @@ const waitReady = async (a: Account, status = 'ready') => {
 const search = async (a: Account, body: object) => {
   const res = await a.api('/api/v1/customers/search', { limit: 1000, ...body })
   assert.equal(res.status, 200, JSON.stringify(res.body))
-  return res.body.customers as { id: string; churn_probability: number | null; is_churned: boolean }[]
+  return res.body.results as { id: string; churn_probability: number | null; is_churned: boolean }[]
 }
 
 test('refusals: too few labels (422 naming both counts), an unknown feature (400 with did you mean)', async () => {
@@ -129,7 +132,7 @@ test('a training: its cross-validated AUC predicts the AUC on customers uploaded
   assert.equal(after.body.trained_at, model.trained_at)
 
   // The single read's drivers: at most 3 each way, labelled, the right sign.
-  const one = await a.api('/api/v1/customer/ht0', undefined, 'GET')
+  const one = await a.api('/api/v1/customer/hc0', undefined, 'GET')
   assert.equal(one.status, 200)
   const { up, down } = one.body.churn_drivers
   assert.ok(up.length <= 3 && down.length <= 3 && up.length + down.length > 0)
