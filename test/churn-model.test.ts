@@ -3,6 +3,9 @@
 // drivers of the single read, and the search filter and sort.
 import assert from 'node:assert/strict'
 import { after, before, test } from 'node:test'
+import { trainChurnTask } from '../src/churn/train.ts'
+import { loadConfig } from '../src/config.ts'
+import { crontab } from '../src/jobs/tasks.ts'
 import { auc } from '../src/learn/evaluate.ts'
 import { uploadAndWait } from './helpers/fixtures.ts'
 import { startTestService, type TestService } from './helpers/service.ts'
@@ -148,4 +151,18 @@ test('a training: its cross-validated AUC predicts the AUC on customers uploaded
   assert.ok(risky.length > 0 && risky.every((c) => (c.churn_probability as number) >= 0.5))
   for (let i = 1; i < risky.length; i++)
     assert.ok((risky[i - 1].churn_probability as number) >= (risky[i].churn_probability as number))
+
+  // The retrain cron (SERVICE_CHURN_MODEL_RETRAIN) fans out a training per account; one that fails
+  // (here: no churned customer left) says why, and the model trained before keeps serving.
+  assert.ok(crontab(loadConfig({ SERVICE_CHURN_MODEL_RETRAIN: '0 4 * * 1' })).includes('0 4 * * 1 train_churn_model'))
+  assert.ok(!crontab(loadConfig({})).some((line) => line.includes('train_churn_model')))
+  await s.sql`update customers set is_churned = false, churned_date = null, churn_reason = null where account_id = ${a.id}`
+  await trainChurnTask(s.app, {})
+  const failed = await waitReady(a, 'failed')
+  assert.match(failed.error, /0 churned and 2300 active/)
+  assert.equal(failed.trained_at, model.trained_at)
+  assert.deepEqual(failed.evaluation, model.evaluation)
+  const still = await a.api('/api/v1/customer/hc0', undefined, 'GET')
+  assert.equal(typeof still.body.churn_probability, 'number')
+  assert.ok(still.body.churn_drivers.up.length + still.body.churn_drivers.down.length > 0)
 })

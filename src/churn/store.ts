@@ -127,3 +127,12 @@ export const writeProbabilities = (tx: Sql | Tx, accountId: number, ids: number[
 
 export const metricsOf = (defs: readonly PropertyDef[]) =>
   defs.filter((d) => d.kind === 'metric').map((d) => d.codename)
+
+// SERVICE_CHURN_MODEL_RETRAIN: every account that has trained (or tried to) trains again, with the
+// features it asked for last; one already training is left to finish. Answers the accounts marked.
+export const markAllTraining = async (tx: Tx) =>
+  (
+    await tx<{ account_id: number }[]>`
+      update churn_models set status = 'training', started_at = now(), error = null
+      where status <> 'training' returning account_id`
+  ).map((r) => Number(r.account_id))

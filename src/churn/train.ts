@@ -4,7 +4,7 @@
 import { readCatalog, readLabels } from '../catalog/properties.ts'
 import type { App } from '../context.ts'
 import type { Sql, Tx } from '../db/client.ts'
-import { addJobs, type AccountPayload, churnTrainJob } from '../db/jobs.ts'
+import { addJobs, churnTrainJob, type CronPayload } from '../db/jobs.ts'
 import { today } from '../dates.ts'
 import { refuse } from '../errors.ts'
 import {
@@ -17,6 +17,7 @@ import {
 } from '../learn/churn.ts'
 import { meant } from '../validate.ts'
 import {
+  markAllTraining,
   markTraining,
   metricsOf,
   readModelRow,
@@ -70,7 +71,14 @@ class TooFewLabels extends Error {}
 
 // The train_churn_model task. A training that cannot be made (too few labels) or that fails is
 // recorded as failed with its reason, and the model that served before keeps serving.
-export const trainChurnTask = async (app: App, payload: AccountPayload) => {
+// Run by the retrain cron without an account, it fans out one training per account.
+export const trainChurnTask = async (app: App, payload: CronPayload) => {
+  if (payload.account_id === undefined)
+    return app.sql.begin(async (tx) => {
+      const accounts = await markAllTraining(tx)
+      await addJobs(tx, accounts.map(churnTrainJob))
+      return { accounts: accounts.length }
+    })
   const accountId = payload.account_id
   const row = await readModelRow(app.sql, accountId)
   if (!row || row.status !== 'training') return { trained: false }

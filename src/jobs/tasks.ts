@@ -85,6 +85,8 @@ export const crontab = (config: Config): string[] => [
   `30 1 * * * ${TASKS.scoreDaily}`,
   // Daily at 02:30 UTC: tracked events and webhook payloads past their retention (privacy/retention.ts).
   `30 2 * * * ${TASKS.purgeExpired}`,
+  // SERVICE_CHURN_MODEL_RETRAIN: the churn models trained again (fans out one job per account).
+  ...(config.churnModelRetrain ? [`${config.churnModelRetrain} ${TASKS.trainChurnModel}`] : []),
   // SERVICE_BACKUP_SCHEDULE: a backup, tried once (runBackup records a failure for /metrics).
   ...(config.backupSchedule
     ? [`${config.backupSchedule} ${TASKS.backup} ?max=1&queue=${BACKUP_QUEUE} {"origin":"schedule"}`]
