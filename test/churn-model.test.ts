@@ -92,9 +92,12 @@ test('a training: its cross-validated AUC predicts the AUC on customers uploaded
   const a = await s.account()
   await define(a)
   await upload(a, generate(1500, 'interaction', 1, TODAY), 't')
+  // A training left 'training' for over an hour (its worker died) does not block a new one.
+  await s.sql`insert into churn_models (account_id, status, started_at) values (${a.id}, 'training', now() - interval '2 hours')`
   const started = await a.api('/api/v1/churn-model/train')
   assert.equal(started.status, 202, JSON.stringify(started.body))
   assert.equal(started.body.status, 'training')
+  assert.ok(Date.now() - Date.parse(started.body.started_at) < 60_000, started.body.started_at)
   // A second request while it runs is answered as it is.
   const again = await a.api('/api/v1/churn-model/train', {})
   assert.equal(again.status, 202)

@@ -36,14 +36,16 @@ export const servingModel = async (sql: Sql | Tx, accountId: number) => {
 }
 
 // A training asked for: the row is 'training' from now, unless one already is (answered as it is).
-// Locks the row, so two requests never both enqueue.
+// Locks the row, so two requests never both enqueue. A training started more than STALE ago is
+// taken for one whose worker died (its job is tried once), and started again.
+const STALE = '1 hour'
 export const markTraining = async (tx: Tx, accountId: number, features: string[] | null) => {
   const [row] = await tx<{ status: string; started_at: string; fresh: boolean }[]>`
     insert into churn_models (account_id, status, started_at, features)
     values (${accountId}, 'training', now(), ${features === null ? null : tx.json(features)})
     on conflict (account_id) do update set status = 'training', started_at = now(), features = excluded.features,
       error = null
-      where churn_models.status <> 'training'
+      where churn_models.status <> 'training' or churn_models.started_at < now() - ${STALE}::interval
     returning ${tx.unsafe(iso('started_at'))} as started_at, true as fresh`
   if (row) return { started_at: row.started_at, fresh: true }
   const [running] = await tx<{ started_at: string }[]>`
