@@ -44,8 +44,8 @@ const upload = async (a: Account, customers: Generated[], prefix: string) => {
     await uploadAndWait(a.api, 'customers', items.slice(i, i + 1000), { scored: true })
   const churned = customers.filter((c) => c.churned)
   await s.sql`
-    update customers c set is_churned = true, churned_date = u.d::date, churn_reason = 'manual'
-    from unnest(${churned.map((c) => `${prefix}${c.id}`)}::text[], ${churned.map((c) => c.churnedDate!)}::text[]) u(id, d)
+    update customers c set is_churned = true, churned_date = u.d, churn_reason = 'manual'
+    from unnest(${churned.map((c) => `${prefix}${c.id}`)}::text[], ${churned.map((c) => c.churnedDate!)}::date[]) u(id, d)
     where c.account_id = ${a.id} and c.external_id = u.id`
 }
 

@@ -354,9 +354,11 @@ test('every operation answers as its published schema says', async () => {
   await call('startBackup', {})
   // The churn model: 20 churned and 20 active customers are the least a training takes.
   await call('getChurnModel', {})
-  await a.api('/api/v1/customers', {
-    customers: Array.from({ length: 40 }, (_, i) => ({ external_id: `m${i}`, name: `M${i}` })),
-  }).then((res) => waitForUpload(a.api, res.body.upload_id))
+  await a
+    .api('/api/v1/customers', {
+      customers: Array.from({ length: 40 }, (_, i) => ({ external_id: `m${i}`, name: `M${i}` })),
+    })
+    .then((res) => waitForUpload(a.api, res.body.upload_id))
   await s.sql`update customers set is_churned = true, churned_date = current_date
     where account_id = ${id} and external_id like 'm%' and substr(external_id, 2)::int < 20`
   await call('trainChurnModel', {}, {})

@@ -37,17 +37,19 @@ export const servingModel = async (sql: Sql | Tx, accountId: number) => {
 
 // A training asked for: the row is 'training' from now, unless one already is (answered as it is).
 // Locks the row, so two requests never both enqueue. A training started more than STALE ago is
-// taken for one whose worker died (its job is tried once), and started again.
-const STALE = '1 hour'
+// taken for one whose worker died (its job is tried once), and started again. The times are bound
+// and read back as values: Citus allows no stable function over a column in an upsert's condition,
+// nor to_char in RETURNING.
+const STALE_MS = 3_600_000
 export const markTraining = async (tx: Tx, accountId: number, features: string[] | null) => {
-  const [row] = await tx<{ status: string; started_at: string; fresh: boolean }[]>`
+  const [row] = await tx<{ started_at: Date }[]>`
     insert into churn_models (account_id, status, started_at, features)
     values (${accountId}, 'training', now(), ${features === null ? null : tx.json(features)})
     on conflict (account_id) do update set status = 'training', started_at = now(), features = excluded.features,
       error = null
-      where churn_models.status <> 'training' or churn_models.started_at < now() - ${STALE}::interval
-    returning ${tx.unsafe(iso('started_at'))} as started_at, true as fresh`
-  if (row) return { started_at: row.started_at, fresh: true }
+      where churn_models.status <> 'training' or churn_models.started_at < ${new Date(Date.now() - STALE_MS)}::timestamptz
+    returning started_at`
+  if (row) return { started_at: row.started_at.toISOString(), fresh: true }
   const [running] = await tx<{ started_at: string }[]>`
     select ${tx.unsafe(iso('started_at'))} as started_at from churn_models where account_id = ${accountId}`
   return { started_at: running.started_at, fresh: false }
