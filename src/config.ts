@@ -33,14 +33,15 @@ const cronError = (t: string) => {
     return (err as Error).message
   }
 }
-// A schedule is refused at start rather than ignored: an operator who set one expects backups.
-const cronExpression: Rule<string> = v.pipe(
-  v.string(),
-  v.rawCheck(({ dataset, addIssue }) => {
-    const error = dataset.typed && cronError(dataset.value)
-    if (error) addIssue({ message: `SERVICE_BACKUP_SCHEDULE '${dataset.value}' is not a cron expression: ${error}` })
-  }),
-)
+// A schedule is refused at start rather than ignored: an operator who set one expects it to run.
+const cronExpression = (env: string): Rule<string> =>
+  v.pipe(
+    v.string(),
+    v.rawCheck(({ dataset, addIssue }) => {
+      const error = dataset.typed && cronError(dataset.value)
+      if (error) addIssue({ message: `${env} '${dataset.value}' is not a cron expression: ${error}` })
+    }),
+  )
 // Startup parameters as `name=value` pairs apart by spaces.
 const PARAMETER = /^([A-Za-z_][\w.]*)=(\S+)$/
 const parameters: Rule<Record<string, string>> = v.pipe(
@@ -302,9 +303,23 @@ const KNOBS = {
     env: 'SERVICE_BACKUP_SCHEDULE',
     fallback: undefined,
     shown: 'unset (no scheduled backups)',
-    rule: cronExpression,
+    rule: cronExpression('SERVICE_BACKUP_SCHEDULE'),
     refuses: true,
     meaning: 'when the worker makes a backup: a cron expression in UTC, such as `0 3 * * *` (daily at 03:00)',
+  }),
+  churnModelLeadDays: knob({
+    env: 'SERVICE_CHURN_MODEL_LEAD_DAYS',
+    fallback: 30,
+    rule: whole(0, 3650),
+    meaning: "days before a churn from which a churned customer's metric snapshots are not learned from",
+  }),
+  churnModelRetrain: knob<string | undefined>({
+    env: 'SERVICE_CHURN_MODEL_RETRAIN',
+    fallback: undefined,
+    shown: 'unset (a model trains only when asked)',
+    rule: cronExpression('SERVICE_CHURN_MODEL_RETRAIN'),
+    refuses: true,
+    meaning: 'when every account with a churn model trains it again: a cron expression in UTC',
   }),
   backupKeep: knob({
     env: 'SERVICE_BACKUP_KEEP',

@@ -15,10 +15,11 @@ const MODULES = ['accounts', 'catalog', 'uploads', 'tracking', 'webhooks', 'impo
   'backups',
   'audit',
   'people',
+  'churn',
 ])
 const LAYERS: [name: string, paths: RegExp][] = [
   ['base', /^src\/(context|errors|dates|values|validate|config|log|property|route)\.ts$|^src\/db\//],
-  ['pure', /^src\/(search\/|metrics\.ts$|uploads\/lifecycle\.ts$|scoring\/rules\/)/],
+  ['pure', /^src\/(search\/|metrics\.ts$|uploads\/lifecycle\.ts$|scoring\/rules\/|learn\/)/],
   // scoring/rules/ and uploads/lifecycle.ts match the line above first.
   ['modules', new RegExp(`^src/(${MODULES.join('|')})/`)],
   ['edges', /^src\/(http|api|jobs|console)\//],

@@ -3,6 +3,7 @@ import { accountRoutes } from '../accounts/routes.ts'
 import { auditRoutes } from '../audit/routes.ts'
 import { backupRoutes } from '../backups/routes.ts'
 import { catalogRoutes } from '../catalog/routes.ts'
+import { churnRoutes } from '../churn/routes.ts'
 import { insightRoutes } from '../insights/routes.ts'
 import { peopleRoutes, userRoutes } from '../people/routes.ts'
 import { notificationRoutes } from '../notifications/routes.ts'
@@ -29,6 +30,7 @@ export const routes: Route[] = [
   ...segmentApiRoutes,
   ...segmentRoutes,
   ...insightRoutes,
+  ...churnRoutes,
   ...recordRoutes,
   ...accountRoutes,
   ...userRoutes,

@@ -48,6 +48,7 @@ export const TASKS = {
   purgeAudit: 'purge_audit',
   backup: 'backup_database',
   refreshWeekReport: 'refresh_week_report',
+  trainChurnModel: 'train_churn_model',
 } as const
 
 export interface ProcessUploadPayload {
@@ -107,6 +108,7 @@ declare global {
       // A cron run: its payload holds only graphile-worker's _cron metadata.
       [TASKS.purgeExpired]: Record<string, unknown>
       [TASKS.purgeAudit]: Record<string, unknown>
+      [TASKS.trainChurnModel]: CronPayload
       [TASKS.backup]: BackupPayload
       [TASKS.refreshWeekReport]: CronPayload
     }
@@ -268,4 +270,15 @@ export const backupJob = (): JobSpec => ({
   queue: BACKUP_QUEUE,
   maxAttempts: 1,
   jobKey: TASKS.backup,
+})
+
+// An account's churn model trains on a queue of its own (a training takes up to a minute, which
+// the account's uploads and scoring do not wait for), once: a failed training is recorded as
+// such (churn/train.ts), and the next request is the retry.
+export const churnTrainJob = (accountId: number): JobSpec => ({
+  task: TASKS.trainChurnModel,
+  payload: { account_id: accountId } satisfies AccountPayload,
+  queue: `churn:${accountId}`,
+  maxAttempts: 1,
+  jobKey: `${TASKS.trainChurnModel}:${accountId}`,
 })

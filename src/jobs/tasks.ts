@@ -3,6 +3,7 @@ import { purgeAudit } from '../audit/retention.ts'
 import { runBackup } from '../backups/task.ts'
 import type { Config } from '../config.ts'
 import type { App } from '../context.ts'
+import { trainChurnTask } from '../churn/train.ts'
 import { analyzeTables } from '../db/analyze.ts'
 import { BACKUP_QUEUE, TASKS, type TaskName } from '../db/jobs.ts'
 import { lastAttempt } from '../db/queue.ts'
@@ -37,6 +38,7 @@ const runs: Runs = {
   [TASKS.purgeAudit]: purgeAudit,
   [TASKS.backup]: runBackup,
   [TASKS.refreshWeekReport]: refreshWeekReports,
+  [TASKS.trainChurnModel]: trainChurnTask,
 }
 
 // The one wrapper of every task: one JSON log line per job, at info when it completes, with what it
@@ -91,6 +93,8 @@ export const crontab = (config: Config): string[] => [
   `30 2 * * * ${TASKS.purgeExpired}`,
   // Daily at 02:45 UTC: audit log entries past SERVICE_AUDIT_RETENTION_DAYS (audit/retention.ts).
   `45 2 * * * ${TASKS.purgeAudit}`,
+  // SERVICE_CHURN_MODEL_RETRAIN: the churn models trained again (fans out one job per account).
+  ...(config.churnModelRetrain ? [`${config.churnModelRetrain} ${TASKS.trainChurnModel}`] : []),
   // SERVICE_BACKUP_SCHEDULE: a backup, tried once (runBackup records a failure for /metrics).
   ...(config.backupSchedule
     ? [`${config.backupSchedule} ${TASKS.backup} ?max=1&queue=${BACKUP_QUEUE} {"origin":"schedule"}`]

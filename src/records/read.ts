@@ -1,4 +1,5 @@
 import { readCatalog, readLabels } from '../catalog/properties.ts'
+import { churnDrivers } from '../churn/train.ts'
 import { scoringInputs } from '../scoring/store.ts'
 import type { Entity } from '../property.ts'
 import type { App } from '../context.ts'
@@ -57,4 +58,5 @@ const scoreExplanation = async (app: App, accountId: number, externalId: string)
 export const readExplainedCustomer = async (app: App, accountId: number, externalId: string) => ({
   ...(await readRecord(app, accountId, 'customer', externalId)),
   score_explanation: await scoreExplanation(app, accountId, externalId),
+  churn_drivers: await churnDrivers(app.sql, accountId, externalId),
 })

@@ -1,4 +1,5 @@
 import * as v from 'valibot'
+import { ChurnDrivers } from '../churn/schemas.ts'
 import { ChangeDriverSchema } from '../scoring/rules/alerts.ts'
 import { Day, describe, int, Timestamp } from '../validate.ts'
 
@@ -43,6 +44,10 @@ export const Customer = v.object({
   engagementscore: engagement.engagementscore,
   churn_risk: describe(Score, 'Churn risk, 0 to 100; null until scored.'),
   upsell_score: describe(Score, 'Upsell potential, 0 to 100; null until scored.'),
+  churn_probability: describe(
+    v.nullable(v.pipe(v.number(), v.minValue(0), v.maxValue(1))),
+    "The learned churn model's calibrated probability, 0 to 1; null without a ready model.",
+  ),
   is_churned: v.boolean(),
   last_seen: engagement.last_seen,
   engagementscore_difference: engagement.engagementscore_difference,
@@ -86,7 +91,11 @@ const ScoreExplanation = describe(
   'Why the scores are what they are (docs/scoring.md).',
 )
 
-export const CustomerWithExplanation = v.object({ ...Customer.entries, score_explanation: ScoreExplanation })
+export const CustomerWithExplanation = v.object({
+  ...Customer.entries,
+  score_explanation: ScoreExplanation,
+  churn_drivers: ChurnDrivers,
+})
 
 const page = <S extends v.GenericSchema>(item: S) =>
   v.object({

@@ -1,4 +1,5 @@
 import { getScoreAlerts, scoringInputs } from './store.ts'
+import { scoreChurn } from '../churn/train.ts'
 import type { Entity, PropertyDef } from '../property.ts'
 import type { App } from '../context.ts'
 import { refreshStatistics } from '../db/analyze.ts'
@@ -222,6 +223,8 @@ export const scoreRecords = async (sql: Sql, p: ScoreRecordsPayload, options: Sc
       await tx.unsafe(statement.text, [p.account_id, ids, today, ...statement.params])
       if (compare) await compare()
       if (p.entity === 'customer') {
+        // The learned churn probability, by the account's ready model (none: nothing written).
+        await scoreChurn(tx, p.account_id, ids)
         const reactivated = await liftInactive(tx, p.account_id, ids, inactiveDays)
         await enqueueEvent(tx, p.account_id, 'customer.reactivated', reactivated)
         const lifted = reactivated.map((c) => ({ service_id: c.service_id, churned: false, reason: 'inactive' }))

@@ -42,6 +42,7 @@ export function columnsSql(ctx: Ctx, properties: string): string[] {
       'h.engagementscore',
       'h.churn_risk',
       'h.upsell_score',
+      'h.churn_probability',
       'r.is_churned',
       lastSeen,
       'h.engagementscore_difference',

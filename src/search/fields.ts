@@ -104,11 +104,15 @@ export const NUMBER_RANGES: ReadonlyMap<string, readonly [number, number]> = new
   ['engagementscore_difference', CHANGE],
   ['churn_risk', [0, 100] as const],
   ['upsell_score', [0, 100] as const],
+  ['churn_probability', [0, 1] as const],
   ...PAST_DAYS.flatMap((n): [string, readonly [number, number]][] => [
     [`engagementscore_${n}d_ago`, SCORE],
     [`engagementscore_change_${n}d`, CHANGE],
   ]),
 ])
+// The core number fields that are not integers (the learned churn probability, 0..1): compared and
+// paged as doubles, where the integer scores are compared as integers.
+export const FRACTIONS: ReadonlySet<string> = new Set(['churn_probability'])
 // When a customer churned, and when it was last reactivated: the report's churned and reactivated.
 const CHURN_FIELDS = ['churned_date', 'reactivated_date']
 
@@ -122,6 +126,7 @@ export const CORE_FIELDS: Record<Entity, ReadonlyMap<string, FieldType>> = {
     ['engagementscore_difference', 'number'],
     ['churn_risk', 'number'],
     ['upsell_score', 'number'],
+    ['churn_probability', 'number'],
     ['last_seen', 'date'],
     ...PAST_FIELDS.map((name): [string, FieldType] => [name, 'number']),
     ...CHURN_FIELDS.map((name): [string, FieldType] => [name, 'date']),
@@ -145,6 +150,7 @@ export const CUSTOMER_ONLY_FIELDS: ReadonlySet<string> = new Set([
   'fitscore',
   'churn_risk',
   'upsell_score',
+  'churn_probability',
   'is_churned',
   'owner',
   ...PAST_FIELDS,

@@ -1,7 +1,7 @@
 // Sorted pages (keyset paging): a sort key's value, the records after a cursor's values, and the
 // index walk of a page whose first key has an index.
 import { TABLES } from '../db/tables.ts'
-import { type Field, TIMESTAMP_FIELDS } from './fields.ts'
+import { FRACTIONS, type Field, TIMESTAMP_FIELDS } from './fields.ts'
 import { type Ctx, fieldSql, SQL_TYPES, type SqlType } from './predicates.ts'
 import type { CursorValues, SortKey, SortType } from './sort.ts'
 
@@ -25,7 +25,10 @@ const KEY_TYPES: Record<SortType, SqlType> = { ...SQL_TYPES, timestamp: 'timesta
 
 // The core scores are integer columns, compared as such (as filters compare them).
 const bindKey = (key: SortKey, value: string, ctx: Ctx) =>
-  ctx.bind(value, key.source === 'core' && key.type === 'number' ? 'bigint' : KEY_TYPES[key.type])
+  ctx.bind(
+    value,
+    key.source === 'core' && key.type === 'number' && !FRACTIONS.has(key.name) ? 'bigint' : KEY_TYPES[key.type],
+  )
 
 // The records after the cursor's in the order: key by key, a greater value in the key's direction,
 // or (nulls last either way) a null after a value, or an equal one (null after null) and after on

@@ -5,7 +5,7 @@ import { TABLES } from '../db/tables.ts'
 import { sqlDateOrNull } from '../dates.ts'
 import type { Lookups } from './criteria.ts'
 import type { Criterion, Entity, Field, PositiveOp, Scalar, Tree, ValueType } from './fields.ts'
-import { isNode, NUMBER_RANGES, PAST_DAYS, valueTypeOf } from './fields.ts'
+import { FRACTIONS, isNode, NUMBER_RANGES, PAST_DAYS, valueTypeOf } from './fields.ts'
 
 type BaseType = 'text' | 'numeric' | 'boolean' | 'date' | 'timestamptz' | 'integer' | 'bigint' | 'jsonb'
 export type SqlType = BaseType | `${BaseType}[]`
@@ -58,6 +58,7 @@ const CORE_SQL: ReadonlyMap<string, CoreSql> = new Map<string, CoreSql>([
   ['engagementscore_difference', 'h.engagementscore_difference'],
   ['churn_risk', 'h.churn_risk'],
   ['upsell_score', 'h.upsell_score'],
+  ['churn_probability', 'h.churn_probability'],
   ['last_seen', 'h.last_seen'],
   ...PAST_DAYS.flatMap((n): [string, CoreSql][] => [
     [`engagementscore_${n}d_ago`, pastScore(n)],
@@ -234,7 +235,10 @@ function positiveSql(c: Criterion, ctx: Ctx, conjunct: boolean): string {
   if (list && conjunct && HIDDEN_LISTS.has(c.field.name))
     return hiddenListSql(fieldSql(c.field, ctx), bindList(ctx, c.operands.map(String), 'text'))
   if (c.op === 'IN' && c.field.source !== 'core') return jsonInSql(c.field, c.operands, ctx)
-  const integer = c.field.source === 'core' && c.field.type === 'number' ? INTEGER_SQL[c.op] : undefined
+  const integer =
+    c.field.source === 'core' && c.field.type === 'number' && !FRACTIONS.has(c.field.name)
+      ? INTEGER_SQL[c.op]
+      : undefined
   const operands = integer && c.op === 'IN' ? c.operands.filter(inRange(c.field.name)) : c.operands
   return (integer ?? SCALAR_SQL[c.op])(fieldSql(c.field, ctx), operands, valueTypeOf(c.field.type), ctx)
 }

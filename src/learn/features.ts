@@ -1,0 +1,155 @@
+// Customers as numbers (docs/scoring.md, "Learned churn probability"): each property becomes one or
+// more columns of a matrix, learned from the training customers once and kept with the model, so
+// that a customer scored later is encoded the same way. A missing value is NaN, never a guess: the
+// models decide what it means (trees send it down a side, the linear model imputes and flags it).
+import type { PropertyDef } from '../property.ts'
+import { addDays, dayNumber, isDate } from '../dates.ts'
+
+export interface Snapshot {
+  date: string
+  values: Record<string, unknown>
+}
+
+// A customer as the learner sees it: its current attributes, its dated metric snapshots (in any
+// order) and its churn state.
+export interface Sample {
+  attributes: Record<string, unknown>
+  snapshots: readonly Snapshot[]
+  churned: boolean
+  churnedDate: string | null
+}
+
+// One column of the matrix: which property it reads and how.
+export type Column =
+  | { codename: string; part: 'value' | 'latest' | 'change' }
+  | { codename: string; part: 'category'; category: string }
+  | { codename: string; part: 'other' | 'missing' }
+
+export interface Encoder {
+  columns: Column[]
+  defs: PropertyDef[]
+  // The days before the reference date a churned customer's snapshots stop (SPEC 13).
+  leadDays: number
+}
+
+// A string property's categories that get a column of their own: the most frequent, each seen at
+// least MIN_CATEGORY times. Rarer values and values first seen at scoring share the "other" column.
+export const MAX_CATEGORIES = 12
+const MIN_CATEGORY = 5
+// The change of a metric is measured over this many days before its latest snapshot.
+export const CHANGE_DAYS = 30
+
+// The date a customer's features are taken at: today, or for a churned customer leadDays before its
+// churn, so that what happened in the run-up to the churn (and the churn itself) cannot give the
+// label away.
+export const referenceDate = (s: Sample, today: string, leadDays: number) =>
+  s.churned && s.churnedDate && s.churnedDate <= today ? addDays(s.churnedDate, -leadDays) : today
+
+const usable = (s: Sample, reference: string) =>
+  s.snapshots.filter((x) => x.date <= reference).sort((a, b) => (a.date < b.date ? -1 : a.date > b.date ? 1 : 0))
+
+// A value of a type as a number, NaN when it has none: booleans 1/0, dates as days before the
+// scoring date (negative in the future). Dates count from the scoring date for churned customers
+// too: an attribute is today's value, and counting a churned customer's dates from an earlier day
+// would tell the classes apart by that shift alone.
+const numeric = (type: PropertyDef['type'], v: unknown, today: string): number => {
+  if (v === null || v === undefined) return Number.NaN
+  if (type === 'number') return typeof v === 'number' && Number.isFinite(v) ? v : Number.NaN
+  if (type === 'boolean') return v === true ? 1 : v === false ? 0 : Number.NaN
+  if (type === 'date') return isDate(v) ? dayNumber(today) - dayNumber(v) : Number.NaN
+  return Number.NaN
+}
+const category = (v: unknown) => (v === null || v === undefined || v === '' ? undefined : String(v))
+
+// What a sample holds of one property, at its reference date: the attribute, or the metric's
+// latest value and the value CHANGE_DAYS before that (the oldest usable snapshot when none is
+// that old, none when there is only one).
+interface Reading {
+  latest: unknown
+  before: unknown
+}
+const read = (def: PropertyDef, s: Sample, snapshots: readonly Snapshot[]): Reading => {
+  if (def.kind === 'attribute') return { latest: s.attributes[def.codename], before: undefined }
+  const dated = snapshots.filter((x) => x.values[def.codename] !== undefined && x.values[def.codename] !== null)
+  if (dated.length === 0) return { latest: undefined, before: undefined }
+  const last = dated[dated.length - 1]
+  const since = addDays(last.date, -CHANGE_DAYS)
+  const earlier = dated.slice(0, -1)
+  const before = earlier.filter((x) => x.date <= since).at(-1) ?? earlier[0]
+  return { latest: last.values[def.codename], before: before?.values[def.codename] }
+}
+
+// The columns of the given properties, learned from the training samples.
+export const fitEncoder = (defs: PropertyDef[], samples: readonly Sample[], today: string, leadDays: number) => {
+  const columns: Column[] = []
+  const counts = new Map<string, Map<string, number>>()
+  for (const def of defs) if (def.type === 'string') counts.set(def.codename, new Map())
+  for (const s of samples) {
+    const snapshots = usable(s, referenceDate(s, today, leadDays))
+    for (const def of defs) {
+      const seen = counts.get(def.codename)
+      const c = seen && category(read(def, s, snapshots).latest)
+      if (seen && c !== undefined) seen.set(c, (seen.get(c) ?? 0) + 1)
+    }
+  }
+  for (const def of defs) {
+    const { codename } = def
+    if (def.type === 'string') {
+      const ranked = [...(counts.get(codename) ?? [])]
+        .filter(([, n]) => n >= MIN_CATEGORY)
+        .sort((a, b) => b[1] - a[1] || (a[0] < b[0] ? -1 : 1))
+        .slice(0, MAX_CATEGORIES)
+      for (const [c] of ranked) columns.push({ codename, part: 'category', category: c })
+      columns.push({ codename, part: 'other' }, { codename, part: 'missing' })
+    } else if (def.kind === 'metric' && def.type === 'number') {
+      columns.push({ codename, part: 'latest' }, { codename, part: 'change' })
+    } else {
+      columns.push({ codename, part: def.kind === 'metric' ? 'latest' : 'value' })
+    }
+  }
+  return { columns, defs, leadDays } satisfies Encoder
+}
+
+// A matrix, column by column: X[j][i] is column j of sample i.
+export type Matrix = Float64Array[]
+
+// The samples' rows, each of encoder.columns.
+export const encode = (encoder: Encoder, samples: readonly Sample[], today: string): Matrix => {
+  const X = encoder.columns.map(() => new Float64Array(samples.length))
+  const byCodename = new Map(encoder.defs.map((d) => [d.codename, d]))
+  samples.forEach((s, i) => {
+    const reference = referenceDate(s, today, encoder.leadDays)
+    const snapshots = usable(s, reference)
+    const readings = new Map<string, Reading>()
+    const reading = (codename: string) => {
+      let r = readings.get(codename)
+      if (!r) readings.set(codename, (r = read(byCodename.get(codename)!, s, snapshots)))
+      return r
+    }
+    encoder.columns.forEach((col, j) => {
+      const def = byCodename.get(col.codename)!
+      const r = reading(col.codename)
+      X[j][i] = columnValue(encoder, col, def, r, today)
+    })
+  })
+  return X
+}
+
+const columnValue = (encoder: Encoder, col: Column, def: PropertyDef, r: Reading, today: string) => {
+  if (col.part === 'value' || col.part === 'latest') return numeric(def.type, r.latest, today)
+  if (col.part === 'change') return numeric(def.type, r.latest, today) - numeric(def.type, r.before, today)
+  const c = category(r.latest)
+  if (col.part === 'missing') return c === undefined ? 1 : 0
+  if (col.part === 'category') return c === col.category ? 1 : 0
+  // other: a value without a column of its own (rare at training, or never seen there).
+  const known = encoder.columns.some((k) => k.codename === col.codename && k.part === 'category' && k.category === c)
+  return c !== undefined && !known ? 1 : 0
+}
+
+// The value a driver shows for a property: the attribute, or the metric's latest usable value.
+export const shownValue = (encoder: Encoder, s: Sample, codename: string, today: string): unknown => {
+  const def = encoder.defs.find((d) => d.codename === codename)
+  if (!def) return null
+  const r = read(def, s, usable(s, referenceDate(s, today, encoder.leadDays)))
+  return r.latest ?? null
+}
