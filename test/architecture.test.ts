@@ -274,6 +274,7 @@ const UNUSED_EXPORT_EXCEPTIONS = [
   'src/route.ts: QueryOf',
   'src/route.ts: QueryParam',
   'src/route.ts: TypedRoute',
+  'src/tracking/segment-schemas.ts: MAX_BATCH_MESSAGES',
 ]
 const ANY_EXPORT = /^export (?:async )?(?:const|function|class|type|interface|enum) ([A-Za-z_$][\w$]*)/gm
 

@@ -5,7 +5,7 @@ import type { PropertyDef } from '../property.ts'
 import type { Sql, Tx } from '../db/client.ts'
 import type { ChurnModel, Evaluation, Sample, Trained } from '../learn/churn.ts'
 
-export interface ModelRow {
+interface ModelRow {
   status: 'training' | 'ready' | 'failed'
   started_at: string
   trained_at: string | null

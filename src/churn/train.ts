@@ -123,7 +123,7 @@ const tooFew = (churned: number, active: number) =>
 
 // The refusal of a training asked for with too few labels: checked at the request too, so that the
 // client hears it at once (422) rather than from a failed training.
-export const checkLabels = async (sql: Sql, accountId: number) => {
+const checkLabels = async (sql: Sql, accountId: number) => {
   const [{ churned, active }] = await sql<{ churned: number; active: number }[]>`
     select count(*) filter (where is_churned)::int as churned, count(*) filter (where not is_churned)::int as active
     from customers where account_id = ${accountId}`

@@ -27,7 +27,7 @@ import {
 import { type Linear, linearBase, linearContributions, predictLinear, sigmoid, trainLinear } from './logistic.ts'
 
 export type { Sample }
-export const ALGORITHMS = ['gradient_boosted_trees', 'logistic_regression'] as const
+const ALGORITHMS = ['gradient_boosted_trees', 'logistic_regression'] as const
 export type Algorithm = (typeof ALGORITHMS)[number]
 
 export interface ChurnModel {
@@ -56,7 +56,7 @@ export interface Trained {
   training: { customers: number; churned: number; active: number }
 }
 
-export const FOLDS = 5
+const FOLDS = 5
 // The least customers of each class a training takes (SPEC 13).
 export const MIN_CLASS = 20
 const SEED = 48
@@ -72,7 +72,7 @@ export const labelCounts = (samples: readonly Sample[]) => {
 
 const rowsOf = (X: Matrix, rows: number[]): Matrix => X.map((col) => Float64Array.from(rows, (i) => col[i]))
 
-export interface TrainOptions {
+interface TrainOptions {
   today: string
   leadDays: number
   trees?: TreeOptions
@@ -173,7 +173,7 @@ const rawAttributions = (model: ChurnModel, x: (j: number) => number) => {
 
 // Attributions of the calibrated log-odds: Platt's a scales each, and the base value becomes
 // a * base + b, so they still sum to the logit of the probability.
-export const attributions = (model: ChurnModel, x: (j: number) => number) => {
+const attributions = (model: ChurnModel, x: (j: number) => number) => {
   const { phi, base } = rawAttributions(model, x)
   const { a, b } = model.platt
   return { phi: phi.map((v) => v * a), base: a * base + b }

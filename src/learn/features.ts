@@ -34,15 +34,15 @@ export interface Encoder {
 
 // A string property's categories that get a column of their own: the most frequent, each seen at
 // least MIN_CATEGORY times. Rarer values and values first seen at scoring share the "other" column.
-export const MAX_CATEGORIES = 12
+const MAX_CATEGORIES = 12
 const MIN_CATEGORY = 5
 // The change of a metric is measured over this many days before its latest snapshot.
-export const CHANGE_DAYS = 30
+const CHANGE_DAYS = 30
 
 // The date a customer's features are taken at: today, or for a churned customer leadDays before its
 // churn, so that what happened in the run-up to the churn (and the churn itself) cannot give the
 // label away.
-export const referenceDate = (s: Sample, today: string, leadDays: number) =>
+const referenceDate = (s: Sample, today: string, leadDays: number) =>
   s.churned && s.churnedDate && s.churnedDate <= today ? addDays(s.churnedDate, -leadDays) : today
 
 const usable = (s: Sample, reference: string) =>

@@ -19,7 +19,7 @@ export interface Linear {
   intercept: number
 }
 
-export const LAMBDA = 1
+const LAMBDA = 1
 const ITERATIONS = 15
 
 // The design matrix's value of row i for design column k: standardized columns, then flags.
