@@ -55,7 +55,7 @@ test('every route of the routing table is in it, with its method, auth and path 
                 [{ segmentWriteKey: [] }, ...(r.body ? [] : [{ serviceKey: [r.auth.key] }])]
               : [
                   { serviceKey: [r.auth.key] },
-                  ...(['search', 'upload'].includes(r.auth.key) ? [{ sessionCookie: [] }] : []),
+                  ...(['search', 'upload', 'audit'].includes(r.auth.key) ? [{ sessionCookie: [] }] : []),
                 ]
     assert.deepEqual(op.security, security, `${r.method} ${r.path}`)
     assert.equal(!!op.requestBody, !!r.body, `${r.method} ${r.path}`)

@@ -253,7 +253,7 @@ test('every role against every route of the table: allowed as its grants say, el
   assert.deepEqual(ROLE_GRANTS, {
     viewer: ['search'],
     manager: ['search', 'upload'],
-    admin: ['search', 'upload', 'manage'],
+    admin: ['search', 'upload', 'manage', 'audit'],
   })
   let checked = 0
   for (const route of routes) {

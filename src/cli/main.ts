@@ -28,7 +28,9 @@ const COMMANDS: Record<string, Command> = {
   serve: {
     synopsis: 'serve [--no-worker]',
     summary: 'HTTP API, with the background worker in the same process unless --no-worker',
-    help: 'service serve [--no-worker]\n\nServes the HTTP API on HOST:PORT and runs background jobs unless --no-worker.\n',
+    help:
+      'service serve [--no-worker]\n\n' +
+      'Serves the HTTP API on HOST:PORT and runs background jobs unless --no-worker.\n',
     kind: 'serving',
   },
   worker: {
