@@ -8,12 +8,7 @@ import { passGate } from './intake.ts'
 import { lockAndReadCursor, type Move, moveCursor, nextBelow, nextCheck } from './cursor.ts'
 import { createContactsSql } from './contacts.ts'
 import { countDropped, suppressedSql } from './suppressions.ts'
-import {
-  countedSegmentTracks,
-  countSegmentTracks,
-  droppedSegmentTracks,
-  dropDuplicateTracks,
-} from './segment-tracks.ts'
+import { countedRelayTracks, countRelayTracks, droppedRelayTracks, dropDuplicateTracks } from './relay-tracks.ts'
 
 // At most this many events per transaction.
 export const EVENTS_PER_BATCH = 5000
@@ -47,7 +42,7 @@ interface Staged {
   last: number | null
   waiting: boolean
 }
-const segmentWaitingSince = (tx: Tx, accountId: number) => tx`(
+const relayWaitingSince = (tx: Tx, accountId: number) => tx`(
   select min(received_at) from segment_messages where account_id = ${accountId} and status = 'received'
     and id >= coalesce((select applied_below from segment_cursors where account_id = ${accountId}), 0))`
 const stageEvents = async (tx: Tx, accountId: number, below: number, lastId: number) => {
@@ -59,7 +54,7 @@ const stageEvents = async (tx: Tx, accountId: number, below: number, lastId: num
     select id, received_at, message_id from tracking_events where ${received} order by id limit ${EVENTS_PER_BATCH}
   ), stop as (
     select min(id) as id from next where message_id is not null
-      and received_at >= ${segmentWaitingSince(tx, accountId)}
+      and received_at >= ${relayWaitingSince(tx, accountId)}
   )
   select e.id, e.occurred_at, e.customer_external_id, e.contact_external_id, e.message_id,
     c.service_id as customer_id, t.service_id as contact_id,
@@ -97,7 +92,7 @@ const dropSuppressed = async (tx: Tx, accountId: number, range: Staged) => {
       where e.account_id = ${accountId} and e.id = g.id and e.id between ${range.first} and ${range.last}
     ), counted as (${countDropped(tx, accountId, tx`select customer_external_id, contact_external_id from gone`)}),
     segment as (
-      ${droppedSegmentTracks(tx, accountId, tx`select message_id, occurred_at from gone where message_id is not null`)}
+      ${droppedRelayTracks(tx, accountId, tx`select message_id, occurred_at from gone where message_id is not null`)}
     )
     select count(*)::int as n, (select count(*) from segment)::int as segment from gone`
   return row as { n: number; segment: number }
@@ -217,7 +212,7 @@ export const applyEvents = async (tx: Tx, accountId: number) => {
     staged.n > 0 ? await dropDuplicateTracks(tx, accountId, staged as { first: number; last: number }) : 0
   const dropped = staged.n > 0 ? await dropSuppressed(tx, accountId, staged) : { n: 0, segment: 0 }
   const suppressed = dropped.n
-  const segmentTracks = staged.n > 0 ? await countSegmentTracks(tx, accountId, dropped.segment) : 0
+  const relayTracks = staged.n > 0 ? await countRelayTracks(tx, accountId, dropped.segment) : 0
   const created = await createContacts(tx, accountId)
   await lockRecordsIn(tx, 'customers', accountId, tx`select customer_id from stage_events`)
   await lockRecordsIn(tx, 'contacts', accountId, tx`select contact_id from stage_events`)
@@ -242,8 +237,8 @@ export const applyEvents = async (tx: Tx, accountId: number) => {
     ...(staged.waiting ? { waiting: true } : {}),
     // Only when some were dropped: the counts stay as they were for accounts without suppressions.
     ...(suppressed > 0 ? { suppressed } : {}),
-    ...(segmentTracks > 0 || duplicates > 0
-      ? { segment: { tracks: segmentTracks, suppressed: dropped.segment, duplicates } }
+    ...(relayTracks > 0 || duplicates > 0
+      ? { segment: { tracks: relayTracks, suppressed: dropped.segment, duplicates } }
       : {}),
     customers: customers.length,
     contactsCreated: created.length,
@@ -272,7 +267,7 @@ export const drainEvents = async (app: App, accountId: number) => {
       await addJobs(tx, [applyJob(TASKS.applyEvents, accountId)])
       return done
     })
-    if (segment) countedSegmentTracks(segment)
+    if (segment) countedRelayTracks(segment)
     if (!more) return { events }
   }
 }

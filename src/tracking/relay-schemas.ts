@@ -30,12 +30,12 @@ const messageFields = {
 const loose = <E extends v.ObjectEntries>(entries: E) =>
   v.pipe(v.custom<Record<string, unknown>>(isObject, 'Must be an object.'), v.looseObject(entries))
 
-export const SegmentMessage = describe(
+export const RelayMessage = describe(
   loose({ ...messageFields, writeKey: v.optional(v.string()) }),
   'One Segment message (any other fields are accepted and ignored).',
 )
 
-export const SegmentBatch = loose({
+export const RelayBatch = loose({
   batch: describe(
     v.pipe(v.array(v.unknown()), v.maxLength(MAX_BATCH_MESSAGES, `At most ${MAX_BATCH_MESSAGES} messages a batch.`)),
     'The messages, each with its own type.',
@@ -45,7 +45,7 @@ export const SegmentBatch = loose({
   context: field('Context merged under each message (context.groupId).'),
 })
 
-export const SegmentAccepted = v.object({ success: v.literal(true) })
+export const RelayAccepted = v.object({ success: v.literal(true) })
 
 const counts = v.record(v.string(), int)
 

@@ -4,7 +4,7 @@ import type { Tx } from '../db/client.ts'
 import { type AccountPayload, addCustomersChanged, addJobs, applyJob, scoreRecordsJobs, TASKS } from '../db/jobs.ts'
 import { lockRecordsNamed, xactLock } from '../db/locks.ts'
 import { PLANNER, setLocal } from '../db/planner.ts'
-import { segmentApplied, segmentDropped, segmentReceived } from '../metrics.ts'
+import { relayApplied, relayDropped, relayReceived } from '../metrics.ts'
 import { drainEvents } from './apply.ts'
 import { passGate } from './intake.ts'
 import { lockAndReadCursor, moveCursor, nextBelow, nextCheck } from './cursor.ts'
@@ -367,7 +367,7 @@ const forget = (tx: Tx, accountId: number, below: number) => tx`
     where received_at < now() - make_interval(days => ${KEEP_DAYS})
       and (status in ('applied', 'ignored', 'dropped') or (status = 'received' and id < ${below}))))`
 
-export const applySegment = async (tx: Tx, accountId: number) => {
+export const applyRelay = async (tx: Tx, accountId: number) => {
   const cursor = await lockAndReadCursor(
     tx,
     accountId,
@@ -417,21 +417,21 @@ type Outcome = { type: string; status: string; reason: string | null; n: number 
 // them as tracked events, and queues only this job) wait for the messages received before them, which
 // this job has just applied. One job for both keeps the intake's job contention to one key, and never
 // leaves such a track waiting for a job: a message still to apply has queued this job anew.
-export const applySegmentOfAccount = async (app: App, { account_id: accountId }: AccountPayload) => {
-  await passGate(app, TASKS.applySegment, accountId)
+export const applyRelayOfAccount = async (app: App, { account_id: accountId }: AccountPayload) => {
+  await passGate(app, TASKS.applyRelay, accountId)
   let messages = 0
   for (let batch = 1; ; batch++) {
     const done = await app.sql.begin(async (tx) => {
-      const applied = await applySegment(tx, accountId)
+      const applied = await applyRelay(tx, accountId)
       const more = applied.staged === MESSAGES_PER_BATCH
-      if (more && batch === SEGMENT_BATCHES_PER_JOB) await addJobs(tx, [applyJob(TASKS.applySegment, accountId)])
+      if (more && batch === SEGMENT_BATCHES_PER_JOB) await addJobs(tx, [applyJob(TASKS.applyRelay, accountId)])
       return { ...applied, more: more && batch < SEGMENT_BATCHES_PER_JOB }
     })
     for (const o of done.outcomes as Outcome[]) {
-      segmentApplied.inc({ type: o.type, outcome: o.status }, o.n)
-      if (o.reason) segmentDropped.inc({ reason: o.reason }, o.n)
+      relayApplied.inc({ type: o.type, outcome: o.status }, o.n)
+      if (o.reason) relayDropped.inc({ reason: o.reason }, o.n)
     }
-    if (done.duplicates) segmentReceived.inc({ type: 'duplicate' }, done.duplicates)
+    if (done.duplicates) relayReceived.inc({ type: 'duplicate' }, done.duplicates)
     messages += done.staged
     if (!done.more) return { messages, ...(await drainEvents(app, accountId)) }
   }
