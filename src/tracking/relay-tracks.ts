@@ -1,5 +1,5 @@
 import type { Tx } from '../db/client.ts'
-import { relayApplied, relayDropped, relayReceived } from '../metrics.ts'
+import { relayApplied, relayDropped, relayReceived } from './relay-metrics.ts'
 
 // Segment tracks that the tracker's apply job takes (segment.ts stores those that name their customer
 // as tracked events; apply.ts applies them): a batch's, still staged or `suppressed`, counted by type like every
