@@ -211,7 +211,7 @@ test('an event whose insert commits after later ones were applied is still appli
   assert.equal((await customers(a))[0].attributes.country, 'LATE')
 })
 
-// A Segment track that names its customer is stored as a tracked event (segment.ts) and applied by this
+// A Segment track that names its customer is stored as a tracked event (relay.ts) and applied by this
 // job, while the group that creates its customer waits for the Segment apply job: the track waits for
 // it, then is matched, not marked unmatched; its type and its outcome are counted with the messages.
 test('a Segment track waits for the group received with it, then is matched and counted', async () => {

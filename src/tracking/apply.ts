@@ -32,7 +32,7 @@ const accountLock = (tx: Tx, accountId: number) => xactLock(tx, `apply_events:${
 // Each event finds its customer and contact through their unique indexes (OFFSET 0 keeps each lookup a
 // subquery of its own): planned as joins while the new events were missing from the statistics, every
 // event read all the account's customers (1 s a batch at 1,000 customers; docs/benchmarks.md).
-// Segment tracks (message_id, segment.ts) come after the Segment messages received before them or
+// Segment tracks (message_id, relay.ts) come after the Segment messages received before them or
 // with them (a group that creates their customer): the batch stops short of the first one received
 // no sooner than the oldest message the Segment apply job has still to apply, and what it stopped
 // short of waits (`waiting`) for a later job.
@@ -77,8 +77,8 @@ const stageEvents = async (tx: Tx, accountId: number, below: number, lastId: num
 
 // Events of suppressed (erased) people are dropped, not applied: deleted with their staged rows and
 // counted on their suppressions. A Segment track dropped so becomes a dropped Segment message
-// (segment-tracks.ts), which keeps its messageId and names nobody.
-// The staged rows are read through a materialized CTE, as in segment-tracks.ts (Citus).
+// (relay-tracks.ts), which keeps its messageId and names nobody.
+// The staged rows are read through a materialized CTE, as in relay-tracks.ts (Citus).
 const dropSuppressed = async (tx: Tx, accountId: number, range: Staged) => {
   const [row] = await tx`
     with s as materialized (
@@ -253,7 +253,7 @@ export const BATCHES_PER_JOB = 4
 
 // One transaction per batch; the successor is added in the last one's. A batch short of full ends the
 // run, also one that stopped short of Segment tracks waiting for the Segment apply job: that job, queued
-// by the messages they wait for, applies them after those (segment-apply.ts). The Segment tracks'
+// by the messages they wait for, applies them after those (relay-apply.ts). The Segment tracks'
 // counters count what committed.
 export const drainEvents = async (app: App, accountId: number) => {
   let events = 0

@@ -12,7 +12,7 @@ import { createContactsSql } from './contacts.ts'
 import { countDropped, suppressedSql } from './suppressions.ts'
 import { sqlCut } from '../validate.ts'
 
-// The apply job of Segment messages (segment.ts stores them): one account's messages in id order,
+// The apply job of Segment messages (relay.ts stores them): one account's messages in id order,
 // in batches, each batch one transaction, set-based. Within a batch the groups go first (customers,
 // and the contacts they name), then the identifies (contacts), then the tracks (tracked events, stored
 // matched as the tracker's apply job matches its own, and counted like any other). Later messages
@@ -64,9 +64,9 @@ const stage = async (tx: Tx, accountId: number, below: number) => {
   return batch as { staged: number; last: number | null }
 }
 
-// A messageId received both as a track stored as its tracked event and as another message (segment.ts
+// A messageId received both as a track stored as its tracked event and as another message (relay.ts
 // deduplicates each table on its own) is the one received first (the track on a tie): the other goes, as
-// if never received, counted a duplicate. segment-tracks.ts drops the track the same way. Probed message
+// if never received, counted a duplicate. relay-tracks.ts drops the track the same way. Probed message
 // by message (OFFSET 0 keeps the probe a subplan): a hash of the account's tracks was the other plan.
 const dropDuplicates = async (tx: Tx, accountId: number) => {
   const [{ n }] = await tx`
@@ -206,7 +206,7 @@ const parkIdentifies = (tx: Tx, accountId: number) => tx`
   from waiting w where s.id = w.id`
 
 // An identify of an unknown contact without a known customer of its own, whose user a Segment track
-// received with it or after it names under a known customer (a tracked event: segment.ts), is placed
+// received with it or after it names under a known customer (a tracked event: relay.ts), is placed
 // under that customer: the track, applied after it by the tracker's apply job (apply.ts), would create
 // the contact there anyway, nameless, while the identify waited. So no message of a batch applies
 // before a message sent earlier in it. Probed through the events' contact index (sql/044).
@@ -413,7 +413,7 @@ type Outcome = { type: string; status: string; reason: string | null; n: number 
 
 // One transaction per batch; past SEGMENT_BATCHES_PER_JOB, a successor job takes the rest (the account's
 // queue runs its uploads between them). The counters count what committed.
-// Then the account's tracked events: its Segment tracks that name their customer (segment.ts stores
+// Then the account's tracked events: its Segment tracks that name their customer (relay.ts stores
 // them as tracked events, and queues only this job) wait for the messages received before them, which
 // this job has just applied. One job for both keeps the intake's job contention to one key, and never
 // leaves such a track waiting for a job: a message still to apply has queued this job anew.

@@ -1,7 +1,7 @@
 import type { Tx } from '../db/client.ts'
 import { relayApplied, relayDropped, relayReceived } from './relay-metrics.ts'
 
-// Segment tracks that the tracker's apply job takes (segment.ts stores those that name their customer
+// Segment tracks that the tracker's apply job takes (relay.ts stores those that name their customer
 // as tracked events; apply.ts applies them): a batch's, still staged or `suppressed`, counted by type like every
 // other message, and those suppressed by reason.
 export const countRelayTracks = async (tx: Tx, accountId: number, suppressed: number) => {
@@ -20,8 +20,8 @@ export const countRelayTracks = async (tx: Tx, accountId: number, suppressed: nu
   return n as number
 }
 
-// A Segment track whose messageId another Segment message received before it has (segment.ts deduplicates
-// each table on its own) goes, staged row and tracked event, counted a duplicate; segment-apply.ts drops
+// A Segment track whose messageId another Segment message received before it has (relay.ts deduplicates
+// each table on its own) goes, staged row and tracked event, counted a duplicate; relay-apply.ts drops
 // the message received after a track. Probed track by track (OFFSET 0 keeps the probe a subplan): a hash
 // of the account's messages was the other plan. `range` bounds the events' delete as it bounds their update.
 // The staged rows are read through a materialized CTE: Citus refuses a subquery on a distributed table

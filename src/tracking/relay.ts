@@ -5,13 +5,13 @@ import { TASKS } from '../db/jobs.ts'
 import { TIME_RULE, timeOf } from '../dates.ts'
 import { SQLSTATE, sqlState } from '../db/sqlstate.ts'
 import { refuse } from '../errors.ts'
-import { relayReceived } from './relay-metrics.ts'
 import { cutText, isObject, storableText, UNSTORABLE } from '../validate.ts'
 import { freeFormProblems } from '../values.ts'
 import { jobUnlessWaiting, throughGate } from './intake.ts'
+import { relayReceived } from './relay-metrics.ts'
 
 // The Segment HTTP Tracking API's intake (docs/api.md, "Segment-compatible ingest"): each message is
-// read here into a row, one statement stores them all with the job that applies them (segment-apply.ts;
+// read here into a row, one statement stores them all with the job that applies them (relay-apply.ts;
 // a track that names its customer is a tracked event, apply.ts), and a 200 means all are committed.
 // What is wrong with one message is its `reason`, counted when the job drops it; only the size limits
 // and unreadable JSON fail a request.
@@ -112,13 +112,13 @@ const toRow = (m: unknown, pathType: RelayType | undefined, batch: BatchDefaults
 // Only while the account exists: segment_messages has no foreign key to it (sql/041_segment_intake.sql).
 // A track that names its customer (context.groupId), of an account whose records the API owns, is
 // stored as a tracked event, matched and counted by the tracker's apply like the tracker's own (sql/046,
-// apply.ts), which the Segment apply job runs after the messages received before it (segment-apply.ts);
+// apply.ts), which the Segment apply job runs after the messages received before it (relay-apply.ts);
 // every other message is stored for the Segment apply job itself. The rows come as one JSON text, each
 // row an array in the order of `asArray`, read by position (json_to_recordset, matching each row's keys
 // by name, took 12 µs a row; by position, 4: docs/benchmarks.md), their messageIds already distinct.
 // Each table's unique index deduplicates its own rows: a plain insert, run again with ON CONFLICT once it
 // meets a duplicate (no probe whose plan goes wrong as the tables outgrow their statistics); a messageId
-// received once into each table is dropped by the apply jobs (segment-tracks.ts, segment-apply.ts).
+// received once into each table is dropped by the apply jobs (relay-tracks.ts, relay-apply.ts).
 const store = (tx: Tx, accountId: number, rows: string, dedup: boolean) => tx`
   with a as (
     select source_of_truth = 'API' as api from accounts where id = ${accountId}
