@@ -32,6 +32,19 @@ export const MAX_KEY_NAMES = 200
 
 const accountLock = (tx: Tx, accountId: number) => xactLock(tx, `apply_segment:${accountId}`)
 
+// The columns of segment_messages that a batch stages, the received messages and the pending ones.
+const MESSAGE_COLUMNS = [
+  'id',
+  'message_id',
+  'type',
+  'user_id',
+  'group_id',
+  'event',
+  'occurred_at',
+  'traits',
+  'properties',
+]
+
 // The batch: the next messages received, read from the account's cursor (cursor.ts) through the primary
 // key, and the pending identifies of the users they name that may now be placed: by a group, by an
 // identify with context.groupId, as a contact known by now, or with a groupId of their own (whose
@@ -44,7 +57,7 @@ const accountLock = (tx: Tx, accountId: number) => xactLock(tx, `apply_segment:$
 const stage = async (tx: Tx, accountId: number, below: number) => {
   await tx`
     create temp table stage_seg on commit drop as
-    select id, message_id, type, user_id, group_id, event, occurred_at, traits, properties, reason, detail,
+    select ${tx(MESSAGE_COLUMNS)}, reason, detail,
       false as was_pending, case when reason is not null then 'dropped' end as status
     from segment_messages where account_id = ${accountId} and id >= ${below} and status = 'received'
     order by id limit ${MESSAGES_PER_BATCH}`
@@ -53,7 +66,7 @@ const stage = async (tx: Tx, accountId: number, below: number) => {
       select type, user_id, group_id from stage_seg where status is null and type in ('group', 'identify')
     )
     insert into stage_seg
-    select id, message_id, type, user_id, group_id, event, occurred_at, traits, properties, null, null, true, null
+    select ${tx(MESSAGE_COLUMNS)}, null, null, true, null
     from segment_messages where account_id = ${accountId} and status = 'pending' and user_id = any(array(
       select distinct s.user_id from s
       where (s.type = 'group' or s.group_id is not null
