@@ -154,7 +154,7 @@ export default async (ctx: BenchContext) => {
         select id, (data->'contact'->>'bench_request')::int as n from tracking_events
         where account_id = ${account.id} and (data->'contact'->>'bench_request')::int >= ${first}`,
     }
-    // Segment's messages, and its tracks that name their customer: stored as tracked events (segment.ts).
+    // Segment's messages, and its tracks that name their customer: stored as tracked events (tracking/relay.ts).
     const relaySources: Source[] = [
       {
         undecided: waitingSql(sql, 'segment_messages', account.id),
