@@ -29,7 +29,7 @@ const NAMES = ['page_view', 'login', 'feature_used', 'export', 'invite_sent']
 
 // Eight bodies each, cycled; `@@` in a Segment body becomes the request's number, so that every
 // message is new (a repeated messageId would be deduplicated, not applied).
-const segmentBodies = () =>
+const relayBodies = () =>
   Array.from({ length: 8 }, (_, b) =>
     JSON.stringify({
       sentAt: '@@SENT',
@@ -154,8 +154,8 @@ export default async (ctx: BenchContext) => {
         select id, (data->'contact'->>'bench_request')::int as n from tracking_events
         where account_id = ${account.id} and (data->'contact'->>'bench_request')::int >= ${first}`,
     }
-    // Segment's messages, and its tracks that name their customer: stored as tracked events (segment.ts).
-    const segmentSources: Source[] = [
+    // Segment's messages, and its tracks that name their customer: stored as tracked events (tracking/relay.ts).
+    const relaySources: Source[] = [
       {
         undecided: waitingSql(sql, 'segment_messages', account.id),
         rows: (first) => sql`select id, ${numbered} as n from segment_messages
@@ -244,9 +244,9 @@ export default async (ctx: BenchContext) => {
     // same mean size, four times each. The lag at full intake is that of /v1/batch's first run.
     const basic = `Basic ${Buffer.from(`${token}:`).toString('base64')}`
     const batchUrl = `${server.base}/v1/batch`
-    const segmentFull = (during?: () => void) => perSecond(batchUrl, { authorization: basic }, segmentBodies(), during)
+    const relayFull = (during?: () => void) => perSecond(batchUrl, { authorization: basic }, relayBodies(), during)
     const trackerRuns: Rate[] = []
-    const segmentRuns: Rate[] = []
+    const relayRuns: Rate[] = []
     let fullLag = { max: Number.NaN, p95: Number.NaN, rows: 0 }
     let drain = 0
     const round = async (first: boolean) => {
@@ -255,20 +255,20 @@ export default async (ctx: BenchContext) => {
       if (first) {
         let stopFull = async () => [] as Poll[]
         let fullFirst = 0
-        segmentRuns.push(
-          await segmentFull(() => {
+        relayRuns.push(
+          await relayFull(() => {
             fullFirst = sent
-            stopFull = polling(segmentSources)
+            stopFull = polling(relaySources)
           }),
         )
-        drain = await drained(segmentSources)
-        fullLag = await lags(segmentSources, fullFirst, await stopFull())
+        drain = await drained(relaySources)
+        fullLag = await lags(relaySources, fullFirst, await stopFull())
       } else {
-        segmentRuns.push(await segmentFull())
-        await drained(segmentSources)
+        relayRuns.push(await relayFull())
+        await drained(relaySources)
       }
-      segmentRuns.push(await segmentFull())
-      await drained(segmentSources)
+      relayRuns.push(await relayFull())
+      await drained(relaySources)
       trackerRuns.push(await trackerFull())
       await drained([trackerSource])
     }
@@ -281,10 +281,10 @@ export default async (ctx: BenchContext) => {
     const trackerPaced = await pacedLoad(trackerUrl, { 'service-key': token }, trackerBodies(account.tracker_key), [
       trackerSource,
     ])
-    const paced = await pacedLoad(batchUrl, { authorization: basic }, segmentBodies(), segmentSources)
+    const paced = await pacedLoad(batchUrl, { authorization: basic }, relayBodies(), relaySources)
     await round(false)
     const tracker = { messages: mean(trackerRuns), p99: Math.max(...trackerRuns.map((r) => r.p99)) }
-    const segment = { messages: mean(segmentRuns), p99: Math.max(...segmentRuns.map((r) => r.p99)) }
+    const segment = { messages: mean(relayRuns), p99: Math.max(...relayRuns.map((r) => r.p99)) }
     const [{ stored }] = await sql`
       select ((select count(*) from segment_messages where account_id = ${account.id})
         + (select count(*) from tracking_events where account_id = ${account.id} and message_id is not null))::int
@@ -298,7 +298,7 @@ export default async (ctx: BenchContext) => {
       ctx.report({ bench: 'segment', metric, value: slowest, unit, baseline: fastest, ratio: slowest / fastest })
     }
     spread('tracker', 'events/s', trackerRuns)
-    spread('/v1/batch', 'msgs/s', segmentRuns)
+    spread('/v1/batch', 'msgs/s', relayRuns)
     ctx.report({
       bench: 'segment',
       metric: `POST /api/tracker/track, ${MESSAGES} events x ${CONNECTIONS} clients${shape}, mean of 4 runs`,

@@ -213,24 +213,3 @@ export const renderMetrics = async (sql: Sql, stuckSeconds: number) => {
   await Promise.all([refreshDatabaseGauges(sql, stuckSeconds), refreshBackupGauges(sql)])
   return { contentType: registry.contentType, text: await registry.metrics() }
 }
-
-// Segment ingest (tracking/segment.ts): messages received by this process by type ('unknown' for no
-// known type, 'duplicate' for a messageId already received), and what its apply jobs made of them.
-export const segmentReceived = new Counter({
-  name: 'service_segment_messages_received_total',
-  help: 'Segment messages received, by type (unknown: no known type; duplicate: a messageId already received).',
-  labelNames: ['type'] as const,
-  registers: [registry],
-})
-export const segmentApplied = new Counter({
-  name: 'service_segment_messages_total',
-  help: 'Segment messages handled by the apply job, by type and outcome (applied, ignored, pending, dropped).',
-  labelNames: ['type', 'outcome'] as const,
-  registers: [registry],
-})
-export const segmentDropped = new Counter({
-  name: 'service_segment_dropped_total',
-  help: 'Segment messages dropped (or traits dropped: invalid_trait), by reason (docs/api.md).',
-  labelNames: ['reason'] as const,
-  registers: [registry],
-})

@@ -84,11 +84,17 @@ export interface Reply {
   body?: unknown
 }
 
-// `segment`: the key comes as Segment's SDKs send their write key, as the HTTP Basic user name (empty
-// password) or as `writeKey` in the JSON body, instead of in the service-key header; a route without
-// a body takes the Basic user or the service-key header.
+// `credential`: where the key comes instead of the service-key header. 'basic-user-or-body-field':
+// as the HTTP Basic user name (empty password) or as the JSON body's string `field`; both given, they
+// must name the same key. A route without a body takes the Basic user or the service-key header.
+// `scheme` is the credential's OpenAPI security scheme (http/openapi.ts), by its name.
 // `session`: any signed-in person of the account, whatever the role (sign-out, who am I).
-export type KeyAuth = { key: Grant; segment?: true }
+export interface Credential {
+  source: 'basic-user-or-body-field'
+  field: string
+  scheme: { name: string; description: string }
+}
+export type KeyAuth = { key: Grant; credential?: Credential }
 export type Auth = 'none' | 'admin' | 'session' | KeyAuth
 
 // The OpenAPI document's tags, in its order: a route row names one (an admin row gets `admin`).

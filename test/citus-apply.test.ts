@@ -8,7 +8,7 @@ import { connect } from '../src/db/client.ts'
 import { migrate } from '../src/db/migrate.ts'
 import { erase } from '../src/privacy/erase.ts'
 import { applyEvents } from '../src/tracking/apply.ts'
-import { applySegment } from '../src/tracking/segment-apply.ts'
+import { applyRelay } from '../src/tracking/relay-apply.ts'
 import { freshDatabase } from './helpers/db.ts'
 
 test('the apply jobs and an erasure touch only the account’s shard, and do their work', async () => {
@@ -65,7 +65,7 @@ test('the apply jobs and an erasure touch only the account’s shard, and do the
         (${id}, 'i2', 'identify', 'u9', null, null, now(), '{"name": "Nine"}'),
         (${id}, 'i3', 'identify', 'gone', null, null, now(), '{"name": "Gone"}'),
         (${id}, 't1', 'track', 'u1', null, 'ev', now(), null)`
-    const segment = await sql.begin((tx) => applySegment(tx, id))
+    const segment = await sql.begin((tx) => applyRelay(tx, id))
     const outcomes = (segment.outcomes as { type: string; status: string; reason: string | null; n: number }[])
       .map((o) => `${o.type} ${o.status} ${o.reason ?? ''}`.trim())
       .sort()

@@ -62,7 +62,7 @@ const status = async (expected: number, pending: Promise<Call>) => {
   return res
 }
 // Segment's HTTP Tracking API, with the key as the Basic user name as the SDKs send it.
-const segmentBatch = (account: Account, batch: unknown[], path = '/v1/batch') =>
+const relayBatch = (account: Account, batch: unknown[], path = '/v1/batch') =>
   s.call('POST', path, path === '/v1/batch' ? { batch } : batch[0], {
     authorization: `Basic ${Buffer.from(`${account.token}:`).toString('base64')}`,
   })
@@ -223,7 +223,7 @@ before(async () => {
   await status(200, s.admin('PUT', `/accounts/${a.id}/contacts/a-contact/tags`, { titles: ['Gold'] }))
   await status(200, track(a, a.trackerKey, 'only-a'))
   // A Segment group with a trait no property defines: A's messages and its counts of dropped keys.
-  await status(200, segmentBatch(a, [{ type: 'group', messageId: 'a-m1', groupId: 'only-a', traits: { contry: 'x' } }]))
+  await status(200, relayBatch(a, [{ type: 'group', messageId: 'a-m1', groupId: 'only-a', traits: { contry: 'x' } }]))
   // A churn and its reactivation: A's churn events.
   for (const is_churned of [true, false]) await status(200, a.api('/api/v1/customer/only-a', { is_churned }, 'PUT'))
   await eventsApplied(a)
@@ -738,7 +738,7 @@ on('DELETE', '/api/v1/suppressions/:entity/:external_id', async () => {
 
 // ---- Segment's HTTP Tracking API, the ingest status, This week, the property list ---------------
 
-const segmentSettled = (account: Account) =>
+const relaySettled = (account: Account) =>
   eventually(
     async () =>
       (
@@ -761,9 +761,9 @@ const SEGMENT_MESSAGES: Record<string, object> = {
 }
 for (const [type, message] of Object.entries(SEGMENT_MESSAGES))
   on('POST', `/v1/${type}`, async () => {
-    await status(200, segmentBatch(b, [message], `/v1/${type}`))
-    await segmentSettled(b)
-    // A track that names its customer is kept as B's tracked event (src/tracking/segment.ts).
+    await status(200, relayBatch(b, [message], `/v1/${type}`))
+    await relaySettled(b)
+    // A track that names its customer is kept as B's tracked event (src/tracking/relay.ts).
     const [mine] = await s.sql`select ((select count(*) from segment_messages where account_id = ${b.id}
         and message_id = ${(message as { messageId: string }).messageId})
       + (select count(*) from tracking_events where account_id = ${b.id}

@@ -50,7 +50,7 @@ test('every route of the routing table is in it, with its method, auth and path 
           ? [{ adminToken: [] }]
           : r.auth === 'session' || r.auth.key === 'manage'
             ? [{ sessionCookie: [] }]
-            : r.auth.segment
+            : r.auth.credential
               ? // A Segment route without a body (the ingest status) takes the service-key header too.
                 [{ segmentWriteKey: [] }, ...(r.body ? [] : [{ serviceKey: [r.auth.key] }])]
               : [

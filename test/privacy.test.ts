@@ -292,7 +292,7 @@ test('erasing a contact and a customer leaves nothing of them anywhere; the othe
   assert.equal(counts.customers, 1)
   assert.equal(counts.contacts, 2)
   assert.equal(counts.tracking_events, 23)
-  // The identify; the track names its customer, so it was kept as a tracked event (src/tracking/segment.ts).
+  // The identify; the track names its customer, so it was kept as a tracked event (src/tracking/relay.ts).
   assert.equal(counts.segment_messages, 1)
   assert.equal(counts.contact_tags, 1)
   assert.equal(counts.customer_tags, 1)

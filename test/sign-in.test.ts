@@ -257,7 +257,7 @@ test('every role against every route of the table: allowed as its grants say, el
   })
   let checked = 0
   for (const route of routes) {
-    if (typeof route.auth !== 'object' || route.auth.segment) continue
+    if (typeof route.auth !== 'object' || route.auth.credential) continue
     const need = route.auth.key
     for (const role of ROLES) {
       const res = await as(people[role])(route.method, fill(route.path), bodyOf(route))
@@ -269,7 +269,7 @@ test('every role against every route of the table: allowed as its grants say, el
   }
   assert.ok(checked > 100, `${checked} cases`)
   // Segment's routes take their key as Segment sends it, and a session does not pass for one.
-  for (const route of routes.filter((r) => typeof r.auth === 'object' && r.auth.segment))
+  for (const route of routes.filter((r) => typeof r.auth === 'object' && r.auth.credential))
     assert.equal((await as(people.admin)(route.method, fill(route.path), bodyOf(route))).status, 401, route.path)
   // The operator's routes stay the admin token's: an admin's session is not it.
   for (const route of routes.filter((r) => r.auth === 'admin')) {

@@ -9,8 +9,8 @@ import assert from 'node:assert/strict'
 import { randomBytes } from 'node:crypto'
 import type { Sql } from '../src/db/client.ts'
 import { applyEvents } from '../src/tracking/apply.ts'
-import { receiveSegment } from '../src/tracking/segment.ts'
-import { applySegment } from '../src/tracking/segment-apply.ts'
+import { receiveRelay } from '../src/tracking/relay.ts'
+import { applyRelay } from '../src/tracking/relay-apply.ts'
 import { startTestService, type TestService } from './helpers/service.ts'
 
 let s: TestService
@@ -211,7 +211,7 @@ test('an event whose insert commits after later ones were applied is still appli
   assert.equal((await customers(a))[0].attributes.country, 'LATE')
 })
 
-// A Segment track that names its customer is stored as a tracked event (segment.ts) and applied by this
+// A Segment track that names its customer is stored as a tracked event (relay.ts) and applied by this
 // job, while the group that creates its customer waits for the Segment apply job: the track waits for
 // it, then is matched, not marked unmatched; its type and its outcome are counted with the messages.
 test('a Segment track waits for the group received with it, then is matched and counted', async () => {
@@ -220,10 +220,10 @@ test('a Segment track waits for the group received with it, then is matched and 
     { type: 'group', messageId: 'g', userId: 'u', groupId: 'new', traits: { name: 'New' } },
     { type: 'track', messageId: 't', userId: 'u', event: 'login', context: { groupId: 'new' } },
   ]
-  await receiveSegment(s.app, accountId, 0, batch)
+  await receiveRelay(s.app, accountId, 0, batch)
   const first = await s.sql.begin((tx) => applyEvents(tx, accountId))
   assert.deepEqual(first, { events: 0, waiting: true, customers: 0, contactsCreated: 0, contacts: 0 })
-  await s.sql.begin((tx) => applySegment(tx, accountId))
+  await s.sql.begin((tx) => applyRelay(tx, accountId))
   const second = await s.sql.begin((tx) => applyEvents(tx, accountId))
   assert.equal(second.events, 1)
   assert.deepEqual(second.segment, { tracks: 1, suppressed: 0, duplicates: 0 })
@@ -248,11 +248,11 @@ test('a Segment track waits for the group received with it, then is matched and 
 test('a Segment group or identify that changes nothing writes nothing', async () => {
   const accountId = await newAccount()
   const send = async (n: number, country: string) => {
-    await receiveSegment(s.app, accountId, 0, [
+    await receiveRelay(s.app, accountId, 0, [
       { type: 'group', messageId: `g${n}`, userId: 'p1', groupId: 'c1', traits: { name: 'One', country } },
       { type: 'identify', messageId: `i${n}`, userId: 'p1', traits: { name: 'Pia', role: country } },
     ])
-    return s.sql.begin((tx) => applySegment(tx, accountId))
+    return s.sql.begin((tx) => applyRelay(tx, accountId))
   }
   const written = () => s.sql`select xmin::text from customers where account_id = ${accountId} and external_id = 'c1'
     union all select xmin::text from contacts where account_id = ${accountId} and external_id = 'p1'`

@@ -11,7 +11,7 @@ import { privacyRoutes } from '../privacy/routes.ts'
 import { recordRoutes, searchRoutes } from '../records/routes.ts'
 import { scoringRoutes } from '../scoring/routes.ts'
 import { segmentRoutes } from '../segments/routes.ts'
-import { segmentApiRoutes, suppressionRoutes, trackingRoutes } from '../tracking/routes.ts'
+import { relayRoutes, suppressionRoutes, trackingRoutes } from '../tracking/routes.ts'
 import { uploadRoutes } from '../uploads/routes.ts'
 import { webhookRoutes } from '../webhooks/routes.ts'
 import { consoleRoutes } from './console.ts'
@@ -27,7 +27,7 @@ export const routes: Route[] = [
   ...searchRoutes,
   ...uploadRoutes,
   ...trackingRoutes,
-  ...segmentApiRoutes,
+  ...relayRoutes,
   ...segmentRoutes,
   ...insightRoutes,
   ...churnRoutes,

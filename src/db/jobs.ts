@@ -35,7 +35,8 @@ const scoringQueue = (accountId: number) => `scoring:${accountId}`
 export const TASKS = {
   processUpload: 'process_upload',
   applyEvents: 'apply_events',
-  applySegment: 'apply_segment',
+  // The relay (tracking/relay*.ts, Segment's protocol) keeps the name it was stored under.
+  applyRelay: 'apply_segment',
   // The identifier predates the name: it is stored in graphile-worker's tables and crontab.
   countEvents: 'aggregate_events',
   scoreRecords: 'score_records',
@@ -97,7 +98,7 @@ declare global {
     interface Tasks {
       [TASKS.processUpload]: ProcessUploadPayload
       [TASKS.applyEvents]: AccountPayload
-      [TASKS.applySegment]: AccountPayload
+      [TASKS.applyRelay]: AccountPayload
       [TASKS.countEvents]: CronPayload
       [TASKS.scoreRecords]: ScoreRecordsPayload
       [TASKS.scoreDaily]: CronPayload
@@ -131,9 +132,9 @@ export const processUploadJob = (accountId: number, uploadId: number): JobSpec =
 })
 
 // At most one apply job per account waits to run, for tracked events and for Segment messages each:
-// the intake adds one only when none is waiting (tracking/intake.ts, tracking/segment.ts), and a job
+// the intake adds one only when none is waiting (tracking/intake.ts, tracking/relay.ts), and a job
 // that leaves rows behind queues its successor.
-export type ApplyTask = typeof TASKS.applyEvents | typeof TASKS.applySegment
+export type ApplyTask = typeof TASKS.applyEvents | typeof TASKS.applyRelay
 export const applyJobKey = (task: ApplyTask, accountId: number) => `${task}:${accountId}`
 export const applyJob = (task: ApplyTask, accountId: number): JobSpec => ({
   task,

@@ -30,7 +30,7 @@ const serviceKey = (req: Req) => {
 
 // Missing header -> 401; unknown or revoked -> 403 (401 on tracking);
 // lacking the scope -> 403; over the per-key rate -> 429 with Retry-After and RateLimit-*.
-// `token`: the key as the route takes it, when not in the service-key header (Segment's Basic user).
+// `token`: the key as the route takes it, when not in the service-key header (a route's own credential).
 export const authenticateKey = async (req: Req, app: App, rules: KeyRules, token = serviceKey(req)) => {
   if (!token)
     return refuse(
@@ -69,9 +69,10 @@ export const authenticateKey = async (req: Req, app: App, rules: KeyRules, token
 const SAFE_METHODS = new Set(['GET', 'HEAD'])
 
 // The request carries a session cookie and no key: the session decides (a key given wins, so a
-// machine's request is never taken for a person's). Segment's routes take their key their own way.
-export const bySession = (req: Req, segment?: true) =>
-  !segment && !req.headers['service-key'] && cookieValue(req.headers.cookie) !== undefined
+// machine's request is never taken for a person's). A route with a credential of its own takes
+// its key that way.
+export const bySession = (req: Req, ownCredential = false) =>
+  !ownCredential && !req.headers['service-key'] && cookieValue(req.headers.cookie) !== undefined
 
 // A person's session, the same rule as a key's: the route's need is among the role's grants, else
 // 403. A request that changes anything also carries the session's CSRF token in x-csrf-token and

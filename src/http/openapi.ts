@@ -152,8 +152,8 @@ const problemResponses: Record<number, { name: string; description: string; head
   429: {
     name: 'TooManyRequests',
     description:
-      'Over the per-key rate limit, too many unprocessed uploads, or (searches, aggregates, segment ' +
-      "searches) too many of the account's running at once; retry after Retry-After seconds.",
+      'Over the per-key rate limit, too many unprocessed uploads, or (searches, aggregates, ' +
+      "segment searches) too many of the account's running at once; retry after Retry-After seconds.",
     headers: Object.keys(headers),
     example: 'Rate limit exceeded; retry in 12 seconds.',
   },
@@ -229,7 +229,7 @@ const PATH_PARAMS: Record<string, { description: string; schema: object }> = {
 const pathParam = (name: string) =>
   PATH_PARAMS[name] ?? { description: `The ${name.replace('_id', '')} id.`, schema: { type: 'integer', minimum: 1 } }
 
-const components = (schemas: Record<string, JsonSchema>) => ({
+const components = (schemas: Record<string, JsonSchema>, credentialSchemes: Record<string, unknown>) => ({
   securitySchemes: {
     serviceKey: {
       type: 'apiKey',
@@ -239,14 +239,7 @@ const components = (schemas: Record<string, JsonSchema>) => ({
         'An API key (`sk_...`, from the admin API) with the scope each operation lists. Tracking requests also ' +
         "carry the account's public tracker key in the body (`trackerKey`), as the interface defines.",
     },
-    segmentWriteKey: {
-      type: 'http',
-      scheme: 'basic',
-      description:
-        'The Segment HTTP Tracking API routes (`/v1/...`) and the ingest status: an API key of scope `track` as the ' +
-        'user name, with an empty password, as Segment SDKs send their write key; `writeKey` in the body is ' +
-        'accepted too, and given with the user name must name the same key (else 400).',
-    },
+    ...credentialSchemes,
     adminToken: {
       type: 'http',
       scheme: 'bearer',
@@ -308,7 +301,7 @@ const securityOf = (r: Route) => {
   const need = r.auth.key
   const session = Object.values(ROLE_GRANTS).some((grants) => allows(grants, need)) ? [{ sessionCookie: [] }] : []
   if (need === 'manage') return session
-  if (r.auth.segment) return [{ segmentWriteKey: [] }, ...(r.body ? [] : [{ serviceKey: [need] }])]
+  if (r.auth.credential) return [{ [r.auth.credential.scheme.name]: [] }, ...(r.body ? [] : [{ serviceKey: [need] }])]
   return [{ serviceKey: [need] }, ...session]
 }
 
@@ -362,6 +355,15 @@ and describe each answer. Every error is RFC 9457 Problem Details (application/p
 each status, the limits, paging and the search grammar. A method not listed for a path answers 405 with an Allow
 header; a path not listed answers 404.`
 
+// The security schemes of the routes' own credentials (route.ts), each an HTTP Basic scheme.
+const credentialSchemes = (routes: Route[]) =>
+  Object.fromEntries(
+    routes.flatMap((r) => {
+      const scheme = typeof r.auth === 'object' ? r.auth.credential?.scheme : undefined
+      return scheme ? [[scheme.name, { type: 'http', scheme: 'basic', description: scheme.description }]] : []
+    }),
+  )
+
 // A pure function of the routing table: the same rows that build the router build the document.
 // `named` schemas become components (Customer, Contact, ...) so that generated clients name them.
 export const buildOpenApi = (
@@ -388,6 +390,6 @@ export const buildOpenApi = (
     tags: TAGS,
     paths,
     webhooks: Object.fromEntries(events.map((e) => [e.name, eventOperation(e, convert.schema)])),
-    components: components(convert.components() as Record<string, JsonSchema>),
+    components: components(convert.components() as Record<string, JsonSchema>, credentialSchemes(routes)),
   }
 }

@@ -10,7 +10,7 @@ import { audited, inChange } from './audit.ts'
 import { authenticateAdmin, authenticateKey, authenticateSession, bySession, rulesFor } from './auth.ts'
 import { problem, refusalReply } from './problem.ts'
 import { checkQuery, parseQuery, readJson, requireJsonExchange, requireUtf8 } from './request.ts'
-import type { Reply, Req, Route } from '../route.ts'
+import type { Credential, Reply, Req, Route } from '../route.ts'
 
 const largeBodies = createPermits(1)
 
@@ -64,21 +64,22 @@ async function* releasing(chunks: AsyncIterable<string>, release: () => void) {
   }
 }
 
-// Segment's write key: the HTTP Basic user name, or the body's `writeKey` (the body is read here,
-// once: invoke() takes req.json as it is); both given, they must name the same key, else neither is
-// trusted. A route without a body (the ingest status) takes the Basic user, else the service-key header.
-const writeKeyOf = (req: Req, route: Route) => {
+// A 'basic-user-or-body-field' credential (route.ts): the HTTP Basic user name, or the body's field
+// (the body is read here, once: invoke() takes req.json as it is); both given, they must name the
+// same key, else neither is trusted. A route without a body takes the Basic user, else the
+// service-key header.
+const basicUserOrBodyField = (req: Req, route: Route, { field }: Credential) => {
   const basic = /^Basic\s+(\S+)$/i.exec(req.headers.authorization ?? '')?.[1]
   const user = basic ? Buffer.from(basic, 'base64').toString('utf8').split(':')[0] : ''
   if (!route.body) return user || undefined
   const body = (req.json ??= readJson(req))
-  const given = body !== null && typeof body === 'object' ? (body as { writeKey?: unknown }).writeKey : undefined
-  const writeKey = typeof given === 'string' && given ? given : ''
-  if (user && writeKey && writeKey !== user)
-    refuse(400, 'The Basic user name and writeKey name different keys: give one key, or the same in both.', [
-      { path: '/writeKey', message: 'Differs from the key of the Authorization header.' },
+  const given = body !== null && typeof body === 'object' ? (body as Record<string, unknown>)[field] : undefined
+  const inBody = typeof given === 'string' && given ? given : ''
+  if (user && inBody && inBody !== user)
+    refuse(400, `The Basic user name and ${field} name different keys: give one key, or the same in both.`, [
+      { path: `/${field}`, message: 'Differs from the key of the Authorization header.' },
     ])
-  return user || writeKey || refuse(401, 'Give the API key as the Basic user name or as writeKey.')
+  return user || inBody || refuse(401, `Give the API key as the Basic user name or as ${field}.`)
 }
 
 // Synchronous unless the route needs the key store or its handler is async. An admin route runs on
@@ -94,8 +95,9 @@ const run =
     if (route.auth !== 'none') {
       const need = route.auth.key
       const rules = rulesFor(need, app)
-      const token = route.auth.segment ? writeKeyOf(req, route) : undefined
-      const holder = bySession(req, route.auth.segment)
+      const { credential } = route.auth
+      const token = credential ? basicUserOrBodyField(req, route, credential) : undefined
+      const holder = bySession(req, !!credential)
         ? authenticateSession(req, app, need)
         : authenticateKey(req, app, rules, token)
       return holder.then(({ accountId }) =>

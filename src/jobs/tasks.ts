@@ -15,7 +15,7 @@ import { runErasure } from '../privacy/erasures.ts'
 import { purgeExpired } from '../privacy/retention.ts'
 import { recomputeSegments } from '../segments/members.ts'
 import { applyEventsOfAccount } from '../tracking/apply.ts'
-import { applySegmentOfAccount } from '../tracking/segment-apply.ts'
+import { applyRelayOfAccount } from '../tracking/relay-apply.ts'
 import { countEvents } from '../tracking/counts.ts'
 import { processReceivedUpload } from '../uploads/process.ts'
 import { deliverWebhook } from '../webhooks/deliver.ts'
@@ -26,7 +26,7 @@ type Runs = { [K in TaskName]: (app: App, payload: GraphileWorker.Tasks[K], help
 const runs: Runs = {
   [TASKS.processUpload]: processReceivedUpload,
   [TASKS.applyEvents]: applyEventsOfAccount,
-  [TASKS.applySegment]: applySegmentOfAccount,
+  [TASKS.applyRelay]: applyRelayOfAccount,
   [TASKS.countEvents]: countEvents,
   [TASKS.scoreRecords]: scoreRecordsTask,
   [TASKS.scoreDaily]: scoreDailyRun,

@@ -8,12 +8,7 @@ import { passGate } from './intake.ts'
 import { lockAndReadCursor, type Move, moveCursor, nextBelow, nextCheck } from './cursor.ts'
 import { createContactsSql } from './contacts.ts'
 import { countDropped, suppressedSql } from './suppressions.ts'
-import {
-  countedSegmentTracks,
-  countSegmentTracks,
-  droppedSegmentTracks,
-  dropDuplicateTracks,
-} from './segment-tracks.ts'
+import { countedRelayTracks, countRelayTracks, droppedRelayTracks, dropDuplicateTracks } from './relay-tracks.ts'
 
 // At most this many events per transaction.
 export const EVENTS_PER_BATCH = 5000
@@ -37,7 +32,7 @@ const accountLock = (tx: Tx, accountId: number) => xactLock(tx, `apply_events:${
 // Each event finds its customer and contact through their unique indexes (OFFSET 0 keeps each lookup a
 // subquery of its own): planned as joins while the new events were missing from the statistics, every
 // event read all the account's customers (1 s a batch at 1,000 customers; docs/benchmarks.md).
-// Segment tracks (message_id, segment.ts) come after the Segment messages received before them or
+// Segment tracks (message_id, relay.ts) come after the Segment messages received before them or
 // with them (a group that creates their customer): the batch stops short of the first one received
 // no sooner than the oldest message the Segment apply job has still to apply, and what it stopped
 // short of waits (`waiting`) for a later job.
@@ -47,7 +42,7 @@ interface Staged {
   last: number | null
   waiting: boolean
 }
-const segmentWaitingSince = (tx: Tx, accountId: number) => tx`(
+const relayWaitingSince = (tx: Tx, accountId: number) => tx`(
   select min(received_at) from segment_messages where account_id = ${accountId} and status = 'received'
     and id >= coalesce((select applied_below from segment_cursors where account_id = ${accountId}), 0))`
 const stageEvents = async (tx: Tx, accountId: number, below: number, lastId: number) => {
@@ -59,7 +54,7 @@ const stageEvents = async (tx: Tx, accountId: number, below: number, lastId: num
     select id, received_at, message_id from tracking_events where ${received} order by id limit ${EVENTS_PER_BATCH}
   ), stop as (
     select min(id) as id from next where message_id is not null
-      and received_at >= ${segmentWaitingSince(tx, accountId)}
+      and received_at >= ${relayWaitingSince(tx, accountId)}
   )
   select e.id, e.occurred_at, e.customer_external_id, e.contact_external_id, e.message_id,
     c.service_id as customer_id, t.service_id as contact_id,
@@ -82,8 +77,8 @@ const stageEvents = async (tx: Tx, accountId: number, below: number, lastId: num
 
 // Events of suppressed (erased) people are dropped, not applied: deleted with their staged rows and
 // counted on their suppressions. A Segment track dropped so becomes a dropped Segment message
-// (segment-tracks.ts), which keeps its messageId and names nobody.
-// The staged rows are read through a materialized CTE, as in segment-tracks.ts (Citus).
+// (relay-tracks.ts), which keeps its messageId and names nobody.
+// The staged rows are read through a materialized CTE, as in relay-tracks.ts (Citus).
 const dropSuppressed = async (tx: Tx, accountId: number, range: Staged) => {
   const [row] = await tx`
     with s as materialized (
@@ -97,7 +92,7 @@ const dropSuppressed = async (tx: Tx, accountId: number, range: Staged) => {
       where e.account_id = ${accountId} and e.id = g.id and e.id between ${range.first} and ${range.last}
     ), counted as (${countDropped(tx, accountId, tx`select customer_external_id, contact_external_id from gone`)}),
     segment as (
-      ${droppedSegmentTracks(tx, accountId, tx`select message_id, occurred_at from gone where message_id is not null`)}
+      ${droppedRelayTracks(tx, accountId, tx`select message_id, occurred_at from gone where message_id is not null`)}
     )
     select count(*)::int as n, (select count(*) from segment)::int as segment from gone`
   return row as { n: number; segment: number }
@@ -217,7 +212,7 @@ export const applyEvents = async (tx: Tx, accountId: number) => {
     staged.n > 0 ? await dropDuplicateTracks(tx, accountId, staged as { first: number; last: number }) : 0
   const dropped = staged.n > 0 ? await dropSuppressed(tx, accountId, staged) : { n: 0, segment: 0 }
   const suppressed = dropped.n
-  const segmentTracks = staged.n > 0 ? await countSegmentTracks(tx, accountId, dropped.segment) : 0
+  const relayTracks = staged.n > 0 ? await countRelayTracks(tx, accountId, dropped.segment) : 0
   const created = await createContacts(tx, accountId)
   await lockRecordsIn(tx, 'customers', accountId, tx`select customer_id from stage_events`)
   await lockRecordsIn(tx, 'contacts', accountId, tx`select contact_id from stage_events`)
@@ -242,8 +237,8 @@ export const applyEvents = async (tx: Tx, accountId: number) => {
     ...(staged.waiting ? { waiting: true } : {}),
     // Only when some were dropped: the counts stay as they were for accounts without suppressions.
     ...(suppressed > 0 ? { suppressed } : {}),
-    ...(segmentTracks > 0 || duplicates > 0
-      ? { segment: { tracks: segmentTracks, suppressed: dropped.segment, duplicates } }
+    ...(relayTracks > 0 || duplicates > 0
+      ? { segment: { tracks: relayTracks, suppressed: dropped.segment, duplicates } }
       : {}),
     customers: customers.length,
     contactsCreated: created.length,
@@ -258,7 +253,7 @@ export const BATCHES_PER_JOB = 4
 
 // One transaction per batch; the successor is added in the last one's. A batch short of full ends the
 // run, also one that stopped short of Segment tracks waiting for the Segment apply job: that job, queued
-// by the messages they wait for, applies them after those (segment-apply.ts). The Segment tracks'
+// by the messages they wait for, applies them after those (relay-apply.ts). The Segment tracks'
 // counters count what committed.
 export const drainEvents = async (app: App, accountId: number) => {
   let events = 0
@@ -272,7 +267,7 @@ export const drainEvents = async (app: App, accountId: number) => {
       await addJobs(tx, [applyJob(TASKS.applyEvents, accountId)])
       return done
     })
-    if (segment) countedSegmentTracks(segment)
+    if (segment) countedRelayTracks(segment)
     if (!more) return { events }
   }
 }

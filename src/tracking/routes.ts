@@ -1,13 +1,29 @@
 import { accountIn } from '../accounts/accounts.ts'
 import * as v from 'valibot'
-import { noContent, ok, type Route, route, textParam } from '../route.ts'
+import { type KeyAuth, noContent, ok, type Route, route, textParam } from '../route.ts'
 import { listEvents } from './events.ts'
 import { receiveEvents } from './intake.ts'
 import { liftSuppression, listSuppressions, Suppression } from './suppressions.ts'
 import { EventQuery, Events, eventsToStore, TrackAccepted, TrackBody } from './schemas.ts'
-import { receiveSegment, TYPES } from './segment.ts'
-import { IngestStatus, SegmentAccepted, SegmentBatch, SegmentMessage } from './segment-schemas.ts'
-import { ingestStatus } from './segment-status.ts'
+import { receiveRelay, TYPES } from './relay.ts'
+import { IngestStatus, RelayAccepted, RelayBatch, RelayMessage } from './relay-schemas.ts'
+import { ingestStatus } from './relay-status.ts'
+
+// The relay's routes take the key as Segment's SDKs send their write key.
+const WRITE_KEY: KeyAuth = {
+  key: 'track',
+  credential: {
+    source: 'basic-user-or-body-field',
+    field: 'writeKey',
+    scheme: {
+      name: 'segmentWriteKey',
+      description:
+        'The Segment HTTP Tracking API routes (`/v1/...`) and the ingest status: an API key of scope `track` as the ' +
+        'user name, with an empty password, as Segment SDKs send their write key; `writeKey` in the body is ' +
+        'accepted too, and given with the user name must name the same key (else 400).',
+    },
+  },
+}
 
 export const trackingRoutes: Route[] = [
   // The latest events tracked for one external id (matched to a customer or not), for the key's account.
@@ -64,7 +80,7 @@ export const trackingRoutes: Route[] = [
   route({
     method: 'GET',
     path: '/api/v1/ingest/status',
-    auth: { key: 'track', segment: true },
+    auth: WRITE_KEY,
     name: 'ingest-status',
     tag: 'tracking',
     summary: "The account's Segment ingest: counts by type and by reason dropped, dropped trait keys, last errors",
@@ -85,17 +101,17 @@ export const trackingRoutes: Route[] = [
 // The Segment HTTP Tracking API (docs/api.md, "Segment-compatible ingest"): what Segment's and
 // RudderStack's SDKs send, unchanged. Size limits and unreadable JSON are 400s; a problem in one
 // message is counted in the ingest status, never a refusal.
-export const segmentApiRoutes: Route[] = [
+export const relayRoutes: Route[] = [
   route({
     method: 'POST',
     path: '/v1/batch',
-    auth: { key: 'track', segment: true },
-    body: SegmentBatch,
+    auth: WRITE_KEY,
+    body: RelayBatch,
     name: 'segment-batch',
     unaudited: 'intake',
     tag: 'tracking',
     summary: 'Segment HTTP Tracking API: a batch of messages (200 once stored; applied in the background)',
-    reply: { status: 200, body: SegmentAccepted },
+    reply: { status: 200, body: RelayAccepted },
     example: {
       batch: [
         { type: 'group', messageId: 'm-1', userId: 'pat', groupId: 'acme-1', traits: { name: 'Acme', plan: 'pro' } },
@@ -103,21 +119,20 @@ export const segmentApiRoutes: Route[] = [
       ],
     },
     handler: async (req, app) =>
-      ok(await receiveSegment(app, req.auth.accountId, req.body.length, req.input.batch, undefined, req.input)),
+      ok(await receiveRelay(app, req.auth.accountId, req.body.length, req.input.batch, undefined, req.input)),
   }),
   ...TYPES.map((type) =>
     route({
       method: 'POST',
       path: `/v1/${type}`,
-      auth: { key: 'track', segment: true },
-      body: SegmentMessage,
+      auth: WRITE_KEY,
+      body: RelayMessage,
       name: `segment-${type}`,
       tag: 'tracking',
       unaudited: 'intake',
       summary: `Segment HTTP Tracking API: one ${type} message (200 once stored; applied in the background)`,
-      reply: { status: 200, body: SegmentAccepted },
-      handler: async (req, app) =>
-        ok(await receiveSegment(app, req.auth.accountId, req.body.length, [req.input], type)),
+      reply: { status: 200, body: RelayAccepted },
+      handler: async (req, app) => ok(await receiveRelay(app, req.auth.accountId, req.body.length, [req.input], type)),
     }),
   ),
 ]

@@ -1,7 +1,7 @@
 import fc from 'fast-check'
 
 // Hostile strings for every string field of otherwise valid bodies (test/hostile.test.ts, and the
-// Segment ingest's messages in test/segment.test.ts), drawn with a fixed seed so the corpus is the
+// Segment ingest's messages in test/relay.test.ts), drawn with a fixed seed so the corpus is the
 // same on every run.
 const nasty = fc.oneof(
   fc.string(),

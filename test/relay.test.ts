@@ -15,7 +15,7 @@ import {
   PENDING_HOURS,
   PENDING_MAX,
   SEGMENT_BATCHES_PER_JOB,
-} from '../src/tracking/segment-apply.ts'
+} from '../src/tracking/relay-apply.ts'
 import { scoredAccount } from './helpers/fixtures.ts'
 import { hostileRecords } from './helpers/hostile.ts'
 import { startTestService, type TestService } from './helpers/service.ts'

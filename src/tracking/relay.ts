@@ -5,13 +5,13 @@ import { TASKS } from '../db/jobs.ts'
 import { TIME_RULE, timeOf } from '../dates.ts'
 import { SQLSTATE, sqlState } from '../db/sqlstate.ts'
 import { refuse } from '../errors.ts'
-import { segmentReceived } from '../metrics.ts'
 import { cutText, isObject, storableText, UNSTORABLE } from '../validate.ts'
 import { freeFormProblems } from '../values.ts'
 import { jobUnlessWaiting, throughGate } from './intake.ts'
+import { relayReceived } from './relay-metrics.ts'
 
 // The Segment HTTP Tracking API's intake (docs/api.md, "Segment-compatible ingest"): each message is
-// read here into a row, one statement stores them all with the job that applies them (segment-apply.ts;
+// read here into a row, one statement stores them all with the job that applies them (relay-apply.ts;
 // a track that names its customer is a tracked event, apply.ts), and a 200 means all are committed.
 // What is wrong with one message is its `reason`, counted when the job drops it; only the size limits
 // and unreadable JSON fail a request.
@@ -19,7 +19,7 @@ import { jobUnlessWaiting, throughGate } from './intake.ts'
 const MAX_MESSAGE_BYTES = 32 * 1024
 const MAX_BATCH_BYTES = 500 * 1024
 export const TYPES = ['identify', 'group', 'track', 'page', 'screen', 'alias'] as const
-type SegmentType = (typeof TYPES)[number]
+type RelayType = (typeof TYPES)[number]
 const MAX_ID = 255
 // The tracker's bounds on an event's time (tracking/schemas.ts): 2000-01-01 up to 2100-01-01.
 const MIN_TIME = Date.UTC(2000, 0, 1)
@@ -54,7 +54,7 @@ const firstProblem = (m: unknown) => {
 
 // The message as its row, with the first reason found why it cannot be applied. The event's time
 // is Segment's: receivedAt - (sentAt - timestamp); none given, the time it was received.
-const toRow = (m: unknown, pathType: SegmentType | undefined, batch: BatchDefaults, receivedAt: number): Row => {
+const toRow = (m: unknown, pathType: RelayType | undefined, batch: BatchDefaults, receivedAt: number): Row => {
   const msg = isObject(m) ? m : {}
   const id = text(msg.messageId)
   const type = pathType ?? (typeof msg.type === 'string' ? msg.type : '')
@@ -112,13 +112,13 @@ const toRow = (m: unknown, pathType: SegmentType | undefined, batch: BatchDefaul
 // Only while the account exists: segment_messages has no foreign key to it (sql/041_segment_intake.sql).
 // A track that names its customer (context.groupId), of an account whose records the API owns, is
 // stored as a tracked event, matched and counted by the tracker's apply like the tracker's own (sql/046,
-// apply.ts), which the Segment apply job runs after the messages received before it (segment-apply.ts);
+// apply.ts), which the Segment apply job runs after the messages received before it (relay-apply.ts);
 // every other message is stored for the Segment apply job itself. The rows come as one JSON text, each
 // row an array in the order of `asArray`, read by position (json_to_recordset, matching each row's keys
 // by name, took 12 µs a row; by position, 4: docs/benchmarks.md), their messageIds already distinct.
 // Each table's unique index deduplicates its own rows: a plain insert, run again with ON CONFLICT once it
 // meets a duplicate (no probe whose plan goes wrong as the tables outgrow their statistics); a messageId
-// received once into each table is dropped by the apply jobs (segment-tracks.ts, segment-apply.ts).
+// received once into each table is dropped by the apply jobs (relay-tracks.ts, relay-apply.ts).
 const store = (tx: Tx, accountId: number, rows: string, dedup: boolean) => tx`
   with a as (
     select source_of_truth = 'API' as api from accounts where id = ${accountId}
@@ -147,7 +147,7 @@ const store = (tx: Tx, accountId: number, rows: string, dedup: boolean) => tx`
     returning 1
   ), stored as (
     select 1 from d union all select 1 from e
-  ), ${jobUnlessWaiting(tx, TASKS.applySegment, accountId, 'stored')}
+  ), ${jobUnlessWaiting(tx, TASKS.applyRelay, accountId, 'stored')}
   select (select count(*) from stored)::int as stored, (select count(*) from j)::int as jobs`
 
 const asArray = (r: Row) => [
@@ -167,12 +167,12 @@ const bytes = (s: string) => (s.length * 3 > MAX_MESSAGE_BYTES ? Buffer.byteLeng
 
 // The messages of one request (a batch, or one call whose path names its type), refused whole only
 // past the size limits, as Segment refuses: 500 KB a request, 32 KB a message.
-export const receiveSegment = async (
+export const receiveRelay = async (
   app: App,
   accountId: number,
   bodyBytes: number,
   messages: unknown[],
-  pathType?: SegmentType,
+  pathType?: RelayType,
   batch: BatchDefaults = {},
 ) => {
   if (bodyBytes > MAX_BATCH_BYTES) refuse(400, `A batch may take at most ${MAX_BATCH_BYTES} bytes.`)
@@ -191,12 +191,12 @@ export const receiveSegment = async (
   const seen = new Set<string>()
   const json = JSON.stringify(rows.filter((r) => !seen.has(r.message_id) && seen.add(r.message_id)).map(asArray))
   const attempt = (dedup: boolean) =>
-    throughGate(app, TASKS.applySegment, accountId, (tx) => store(tx, accountId, json, dedup))
+    throughGate(app, TASKS.applyRelay, accountId, (tx) => store(tx, accountId, json, dedup))
   const [{ stored }] = await attempt(false).catch((err) =>
     sqlState(err) === SQLSTATE.UNIQUE_VIOLATION ? attempt(true) : Promise.reject(err),
   )
   const byType = new Map<string, number>([['duplicate', rows.length - stored]])
   for (const { type } of rows) byType.set(type, (byType.get(type) ?? 0) + 1)
-  for (const [type, n] of byType) if (n) segmentReceived.inc({ type }, n)
+  for (const [type, n] of byType) if (n) relayReceived.inc({ type }, n)
   return { success: true as const }
 }

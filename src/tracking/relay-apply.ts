@@ -4,7 +4,7 @@ import type { Tx } from '../db/client.ts'
 import { type AccountPayload, addCustomersChanged, addJobs, applyJob, scoreRecordsJobs, TASKS } from '../db/jobs.ts'
 import { lockRecordsNamed, xactLock } from '../db/locks.ts'
 import { PLANNER, setLocal } from '../db/planner.ts'
-import { segmentApplied, segmentDropped, segmentReceived } from '../metrics.ts'
+import { relayApplied, relayDropped, relayReceived } from './relay-metrics.ts'
 import { drainEvents } from './apply.ts'
 import { passGate } from './intake.ts'
 import { lockAndReadCursor, moveCursor, nextBelow, nextCheck } from './cursor.ts'
@@ -12,7 +12,7 @@ import { createContactsSql } from './contacts.ts'
 import { countDropped, suppressedSql } from './suppressions.ts'
 import { sqlCut } from '../validate.ts'
 
-// The apply job of Segment messages (segment.ts stores them): one account's messages in id order,
+// The apply job of Segment messages (relay.ts stores them): one account's messages in id order,
 // in batches, each batch one transaction, set-based. Within a batch the groups go first (customers,
 // and the contacts they name), then the identifies (contacts), then the tracks (tracked events, stored
 // matched as the tracker's apply job matches its own, and counted like any other). Later messages
@@ -32,6 +32,19 @@ export const MAX_KEY_NAMES = 200
 
 const accountLock = (tx: Tx, accountId: number) => xactLock(tx, `apply_segment:${accountId}`)
 
+// The columns of segment_messages that a batch stages, the received messages and the pending ones.
+const MESSAGE_COLUMNS = [
+  'id',
+  'message_id',
+  'type',
+  'user_id',
+  'group_id',
+  'event',
+  'occurred_at',
+  'traits',
+  'properties',
+]
+
 // The batch: the next messages received, read from the account's cursor (cursor.ts) through the primary
 // key, and the pending identifies of the users they name that may now be placed: by a group, by an
 // identify with context.groupId, as a contact known by now, or with a groupId of their own (whose
@@ -44,7 +57,7 @@ const accountLock = (tx: Tx, accountId: number) => xactLock(tx, `apply_segment:$
 const stage = async (tx: Tx, accountId: number, below: number) => {
   await tx`
     create temp table stage_seg on commit drop as
-    select id, message_id, type, user_id, group_id, event, occurred_at, traits, properties, reason, detail,
+    select ${tx(MESSAGE_COLUMNS)}, reason, detail,
       false as was_pending, case when reason is not null then 'dropped' end as status
     from segment_messages where account_id = ${accountId} and id >= ${below} and status = 'received'
     order by id limit ${MESSAGES_PER_BATCH}`
@@ -53,7 +66,7 @@ const stage = async (tx: Tx, accountId: number, below: number) => {
       select type, user_id, group_id from stage_seg where status is null and type in ('group', 'identify')
     )
     insert into stage_seg
-    select id, message_id, type, user_id, group_id, event, occurred_at, traits, properties, null, null, true, null
+    select ${tx(MESSAGE_COLUMNS)}, null, null, true, null
     from segment_messages where account_id = ${accountId} and status = 'pending' and user_id = any(array(
       select distinct s.user_id from s
       where (s.type = 'group' or s.group_id is not null
@@ -64,9 +77,9 @@ const stage = async (tx: Tx, accountId: number, below: number) => {
   return batch as { staged: number; last: number | null }
 }
 
-// A messageId received both as a track stored as its tracked event and as another message (segment.ts
+// A messageId received both as a track stored as its tracked event and as another message (relay.ts
 // deduplicates each table on its own) is the one received first (the track on a tie): the other goes, as
-// if never received, counted a duplicate. segment-tracks.ts drops the track the same way. Probed message
+// if never received, counted a duplicate. relay-tracks.ts drops the track the same way. Probed message
 // by message (OFFSET 0 keeps the probe a subplan): a hash of the account's tracks was the other plan.
 const dropDuplicates = async (tx: Tx, accountId: number) => {
   const [{ n }] = await tx`
@@ -206,7 +219,7 @@ const parkIdentifies = (tx: Tx, accountId: number) => tx`
   from waiting w where s.id = w.id`
 
 // An identify of an unknown contact without a known customer of its own, whose user a Segment track
-// received with it or after it names under a known customer (a tracked event: segment.ts), is placed
+// received with it or after it names under a known customer (a tracked event: relay.ts), is placed
 // under that customer: the track, applied after it by the tracker's apply job (apply.ts), would create
 // the contact there anyway, nameless, while the identify waited. So no message of a batch applies
 // before a message sent earlier in it. Probed through the events' contact index (sql/044).
@@ -367,7 +380,7 @@ const forget = (tx: Tx, accountId: number, below: number) => tx`
     where received_at < now() - make_interval(days => ${KEEP_DAYS})
       and (status in ('applied', 'ignored', 'dropped') or (status = 'received' and id < ${below}))))`
 
-export const applySegment = async (tx: Tx, accountId: number) => {
+export const applyRelay = async (tx: Tx, accountId: number) => {
   const cursor = await lockAndReadCursor(
     tx,
     accountId,
@@ -413,25 +426,25 @@ type Outcome = { type: string; status: string; reason: string | null; n: number 
 
 // One transaction per batch; past SEGMENT_BATCHES_PER_JOB, a successor job takes the rest (the account's
 // queue runs its uploads between them). The counters count what committed.
-// Then the account's tracked events: its Segment tracks that name their customer (segment.ts stores
+// Then the account's tracked events: its Segment tracks that name their customer (relay.ts stores
 // them as tracked events, and queues only this job) wait for the messages received before them, which
 // this job has just applied. One job for both keeps the intake's job contention to one key, and never
 // leaves such a track waiting for a job: a message still to apply has queued this job anew.
-export const applySegmentOfAccount = async (app: App, { account_id: accountId }: AccountPayload) => {
-  await passGate(app, TASKS.applySegment, accountId)
+export const applyRelayOfAccount = async (app: App, { account_id: accountId }: AccountPayload) => {
+  await passGate(app, TASKS.applyRelay, accountId)
   let messages = 0
   for (let batch = 1; ; batch++) {
     const done = await app.sql.begin(async (tx) => {
-      const applied = await applySegment(tx, accountId)
+      const applied = await applyRelay(tx, accountId)
       const more = applied.staged === MESSAGES_PER_BATCH
-      if (more && batch === SEGMENT_BATCHES_PER_JOB) await addJobs(tx, [applyJob(TASKS.applySegment, accountId)])
+      if (more && batch === SEGMENT_BATCHES_PER_JOB) await addJobs(tx, [applyJob(TASKS.applyRelay, accountId)])
       return { ...applied, more: more && batch < SEGMENT_BATCHES_PER_JOB }
     })
     for (const o of done.outcomes as Outcome[]) {
-      segmentApplied.inc({ type: o.type, outcome: o.status }, o.n)
-      if (o.reason) segmentDropped.inc({ reason: o.reason }, o.n)
+      relayApplied.inc({ type: o.type, outcome: o.status }, o.n)
+      if (o.reason) relayDropped.inc({ reason: o.reason }, o.n)
     }
-    if (done.duplicates) segmentReceived.inc({ type: 'duplicate' }, done.duplicates)
+    if (done.duplicates) relayReceived.inc({ type: 'duplicate' }, done.duplicates)
     messages += done.staged
     if (!done.more) return { messages, ...(await drainEvents(app, accountId)) }
   }

@@ -1,10 +1,10 @@
 import type { Tx } from '../db/client.ts'
-import { segmentApplied, segmentDropped, segmentReceived } from '../metrics.ts'
+import { relayApplied, relayDropped, relayReceived } from './relay-metrics.ts'
 
-// Segment tracks that the tracker's apply job takes (segment.ts stores those that name their customer
+// Segment tracks that the tracker's apply job takes (relay.ts stores those that name their customer
 // as tracked events; apply.ts applies them): a batch's, still staged or `suppressed`, counted by type like every
 // other message, and those suppressed by reason.
-export const countSegmentTracks = async (tx: Tx, accountId: number, suppressed: number) => {
+export const countRelayTracks = async (tx: Tx, accountId: number, suppressed: number) => {
   const [{ n }] = await tx`
     with t as (
       select (count(*) + ${suppressed})::int as n from stage_events where message_id is not null
@@ -20,8 +20,8 @@ export const countSegmentTracks = async (tx: Tx, accountId: number, suppressed: 
   return n as number
 }
 
-// A Segment track whose messageId another Segment message received before it has (segment.ts deduplicates
-// each table on its own) goes, staged row and tracked event, counted a duplicate; segment-apply.ts drops
+// A Segment track whose messageId another Segment message received before it has (relay.ts deduplicates
+// each table on its own) goes, staged row and tracked event, counted a duplicate; relay-apply.ts drops
 // the message received after a track. Probed track by track (OFFSET 0 keeps the probe a subplan): a hash
 // of the account's messages was the other plan. `range` bounds the events' delete as it bounds their update.
 // The staged rows are read through a materialized CTE: Citus refuses a subquery on a distributed table
@@ -49,14 +49,14 @@ export const dropDuplicateTracks = async (tx: Tx, accountId: number, range: { fi
 
 // A suppressed Segment track, dropped from the tracked events, is kept as a dropped message: its messageId
 // still deduplicates, the ingest status lists it, and it names nobody. `rows` yields (message_id, occurred_at).
-export const droppedSegmentTracks = (tx: Tx, accountId: number, rows: ReturnType<Tx>) => tx`
+export const droppedRelayTracks = (tx: Tx, accountId: number, rows: ReturnType<Tx>) => tx`
   insert into segment_messages (account_id, message_id, type, occurred_at, status, reason)
   select ${accountId}, g.message_id, 'track', g.occurred_at, 'dropped', 'suppressed' from (${rows}) g
   on conflict (account_id, message_id) do nothing
   returning 1`
 
 // The counters of a tracker's batch's Segment tracks, once committed.
-export const countedSegmentTracks = ({
+export const countedRelayTracks = ({
   tracks,
   suppressed,
   duplicates,
@@ -65,9 +65,9 @@ export const countedSegmentTracks = ({
   suppressed: number
   duplicates: number
 }) => {
-  if (duplicates > 0) segmentReceived.inc({ type: 'duplicate' }, duplicates)
-  segmentApplied.inc({ type: 'track', outcome: 'applied' }, tracks - suppressed)
+  if (duplicates > 0) relayReceived.inc({ type: 'duplicate' }, duplicates)
+  relayApplied.inc({ type: 'track', outcome: 'applied' }, tracks - suppressed)
   if (suppressed === 0) return
-  segmentApplied.inc({ type: 'track', outcome: 'dropped' }, suppressed)
-  segmentDropped.inc({ reason: 'suppressed' }, suppressed)
+  relayApplied.inc({ type: 'track', outcome: 'dropped' }, suppressed)
+  relayDropped.inc({ reason: 'suppressed' }, suppressed)
 }

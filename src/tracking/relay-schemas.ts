@@ -4,8 +4,8 @@ import { describe, int, isObject, Timestamp } from '../validate.ts'
 // The Segment HTTP Tracking API's bodies. Unlike every other body here they are loose: Segment's
 // SDKs send fields of their own (context, integrations, _metadata, channel, ...), and a problem in one
 // message must not fail its batch (Segment's own answer), so each message is read field by field in
-// segment.ts and what is wrong is counted per reason instead of refused.
-// Beside the 500 KB (segment.ts): a batch of tiny messages would otherwise cost a row each by the
+// relay.ts and what is wrong is counted per reason instead of refused.
+// Beside the 500 KB (relay.ts): a batch of tiny messages would otherwise cost a row each by the
 // hundred thousand. Real messages take 200 bytes and more, so the byte limit comes first for them.
 export const MAX_BATCH_MESSAGES = 2500
 
@@ -30,12 +30,12 @@ const messageFields = {
 const loose = <E extends v.ObjectEntries>(entries: E) =>
   v.pipe(v.custom<Record<string, unknown>>(isObject, 'Must be an object.'), v.looseObject(entries))
 
-export const SegmentMessage = describe(
+export const RelayMessage = describe(
   loose({ ...messageFields, writeKey: v.optional(v.string()) }),
   'One Segment message (any other fields are accepted and ignored).',
 )
 
-export const SegmentBatch = loose({
+export const RelayBatch = loose({
   batch: describe(
     v.pipe(v.array(v.unknown()), v.maxLength(MAX_BATCH_MESSAGES, `At most ${MAX_BATCH_MESSAGES} messages a batch.`)),
     'The messages, each with its own type.',
@@ -45,7 +45,7 @@ export const SegmentBatch = loose({
   context: field('Context merged under each message (context.groupId).'),
 })
 
-export const SegmentAccepted = v.object({ success: v.literal(true) })
+export const RelayAccepted = v.object({ success: v.literal(true) })
 
 const counts = v.record(v.string(), int)
 
