@@ -462,6 +462,40 @@ export interface paths {
     patch?: never
     trace?: never
   }
+  '/api/v1/churn-model/train': {
+    parameters: {
+      query?: never
+      header?: never
+      path?: never
+      cookie?: never
+    }
+    get?: never
+    put?: never
+    /** Train the account's churn model on its own customers (a background job) */
+    post: operations['trainChurnModel']
+    delete?: never
+    options?: never
+    head?: never
+    patch?: never
+    trace?: never
+  }
+  '/api/v1/churn-model': {
+    parameters: {
+      query?: never
+      header?: never
+      path?: never
+      cookie?: never
+    }
+    /** The account's churn model: its state, evaluation and features */
+    get: operations['getChurnModel']
+    put?: never
+    post?: never
+    delete?: never
+    options?: never
+    head?: never
+    patch?: never
+    trace?: never
+  }
   '/api/v1/customer': {
     parameters: {
       query?: never
@@ -1768,6 +1802,8 @@ export interface components {
       churn_risk: number | null
       /** @description Upsell potential, 0 to 100; null until scored. */
       upsell_score: number | null
+      /** @description The learned churn model's calibrated probability, 0 to 1; null without a ready model. */
+      churn_probability: number | null
       is_churned: boolean
       /** @description The date of the latest metrics snapshot. */
       last_seen: string | null
@@ -1814,6 +1850,8 @@ export interface components {
       churn_risk: number | null
       /** @description Upsell potential, 0 to 100; null until scored. */
       upsell_score: number | null
+      /** @description The learned churn model's calibrated probability, 0 to 1; null without a ready model. */
+      churn_probability: number | null
       is_churned: boolean
       /** @description The date of the latest metrics snapshot. */
       last_seen: string | null
@@ -1892,6 +1930,26 @@ export interface components {
           after: number
           /** @description The property's label, else its codename. */
           label: string
+        }[]
+      } | null
+      /**
+       * @description What raises (up) and lowers (down) the churn probability most, at most 3 each; null without a
+       * model.
+       */
+      churn_drivers: {
+        up: {
+          codename: string
+          label: string
+          value: string | number | boolean | null
+          /** @description Its share of the log-odds of churn against the base value. */
+          contribution: number
+        }[]
+        down: {
+          codename: string
+          label: string
+          value: string | number | boolean | null
+          /** @description Its share of the log-odds of churn against the base value. */
+          contribution: number
         }[]
       } | null
     }
@@ -5183,6 +5241,131 @@ export interface operations {
       401: components['responses']['Unauthorized']
       403: components['responses']['Forbidden']
       422: components['responses']['OverBudget']
+      429: components['responses']['TooManyRequests']
+      503: components['responses']['ServiceUnavailable']
+    }
+  }
+  trainChurnModel: {
+    parameters: {
+      query?: never
+      header?: never
+      path?: never
+      cookie?: never
+    }
+    requestBody?: {
+      content: {
+        /**
+         * @example {
+         *       "features": [
+         *         "plan",
+         *         "logins"
+         *       ]
+         *     }
+         */
+        'application/json': {
+          /** @description The customer properties to learn from (codenames); every attribute and metric when absent. */
+          features?: string[]
+        }
+      }
+    }
+    responses: {
+      /** @description Success. */
+      202: {
+        headers: {
+          'RateLimit-Limit': components['headers']['RateLimit-Limit']
+          'RateLimit-Remaining': components['headers']['RateLimit-Remaining']
+          'RateLimit-Reset': components['headers']['RateLimit-Reset']
+          [name: string]: unknown
+        }
+        content: {
+          'application/json': {
+            /** @constant */
+            status: 'training'
+            /**
+             * Format: date-time
+             * @description A UTC time, ISO 8601 with milliseconds.
+             */
+            started_at: string
+          }
+        }
+      }
+      400: components['responses']['BadRequest']
+      401: components['responses']['Unauthorized']
+      403: components['responses']['Forbidden']
+      408: components['responses']['RequestTimeout']
+      413: components['responses']['ContentTooLarge']
+      415: components['responses']['UnsupportedMediaType']
+      422: components['responses']['OverBudget']
+      429: components['responses']['TooManyRequests']
+      503: components['responses']['ServiceUnavailable']
+    }
+  }
+  getChurnModel: {
+    parameters: {
+      query?: never
+      header?: never
+      path?: never
+      cookie?: never
+    }
+    requestBody?: never
+    responses: {
+      /** @description Success. */
+      200: {
+        headers: {
+          'RateLimit-Limit': components['headers']['RateLimit-Limit']
+          'RateLimit-Remaining': components['headers']['RateLimit-Remaining']
+          'RateLimit-Reset': components['headers']['RateLimit-Reset']
+          [name: string]: unknown
+        }
+        content: {
+          'application/json': {
+            /**
+             * @description failed: the latest training; a model trained before still serves.
+             * @enum {string}
+             */
+            status: 'none' | 'training' | 'ready' | 'failed'
+            /**
+             * Format: date-time
+             * @description A UTC time, ISO 8601 with milliseconds.
+             */
+            started_at?: string
+            /** @description When the serving model finished training; null without one. */
+            trained_at: string | null
+            algorithm: ('gradient_boosted_trees' | 'logistic_regression') | null
+            training: {
+              customers: number
+              churned: number
+              active: number
+            } | null
+            /**
+             * @description Out of sample: every figure is of predictions for customers the model was not trained on
+             * (cross-validation).
+             */
+            evaluation: {
+              method: string
+              auc: number
+              /** @description The 95% interval of the AUC (DeLong), low end. */
+              auc_low: number
+              auc_high: number
+              brier: number
+              calibration: {
+                predicted: number
+                observed: number
+                customers: number
+              }[]
+            } | null
+            features: {
+              codename: string
+              importance: number
+            }[]
+            /** @description Why the latest training failed. */
+            error: string | null
+          }
+        }
+      }
+      400: components['responses']['BadRequest']
+      401: components['responses']['Unauthorized']
+      403: components['responses']['Forbidden']
       429: components['responses']['TooManyRequests']
       503: components['responses']['ServiceUnavailable']
     }
