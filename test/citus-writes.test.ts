@@ -1,0 +1,56 @@
+// Citus only (test/run.ts runs it in the Citus pass, where `service-api` connections run with
+// citus.multi_task_query_log_level = error): the single-record write routes touch one shard. A
+// statement that fans out, or that Citus cannot route, answers 500 here.
+import assert from 'node:assert/strict'
+import { after, before, test } from 'node:test'
+import { scoredAccount } from './helpers/fixtures.ts'
+import { startTestService, type TestService } from './helpers/service.ts'
+
+let s: TestService
+let a: Awaited<ReturnType<typeof scoredAccount>>
+before(async () => {
+  s = await startTestService()
+  // A second account, so that the cluster holds more than one tenant's shard.
+  await scoredAccount(s, 'Other')
+  a = await scoredAccount(s)
+})
+after(() => s.stop())
+
+test('a customer and its contact are created, read, updated and deleted one at a time', async () => {
+  const expect = async (status: number, res: Promise<{ status: number; body: any }>) => {
+    const done = await res
+    assert.equal(done.status, status, JSON.stringify(done.body))
+    return done.body
+  }
+  const created = await expect(
+    201,
+    a.api('/api/v1/customer', { external_id: 'c1', name: 'One', attributes: { country: 'US' } }),
+  )
+  assert.equal(created.id, 'c1')
+  await expect(409, a.api('/api/v1/customer', { external_id: 'c1', name: 'Again' }))
+  const updated = await expect(
+    200,
+    a.api('/api/v1/customer/c1', { name: 'Uno', owner_email: 'owner@acme.test', is_churned: true }, 'PUT'),
+  )
+  assert.equal(updated.name, 'Uno')
+  assert.equal(updated.is_churned, true)
+  assert.equal(updated.owner, 'owner@acme.test')
+  const back = await expect(200, a.api('/api/v1/customer/c1', { is_churned: false }, 'PUT'))
+  assert.equal(back.is_churned, false)
+
+  const contact = await expect(
+    201,
+    a.api('/api/v1/customer/c1/contact', { contact_external_id: 'p1', contact_name: 'Pat' }),
+  )
+  assert.equal(contact.id, 'p1')
+  await expect(409, a.api('/api/v1/customer/c1/contact', { contact_external_id: 'p1', contact_name: 'Pat' }))
+  const renamed = await expect(200, a.api('/api/v1/customer/c1/contact/p1', { contact_name: 'Patricia' }, 'PUT'))
+  assert.equal(renamed.name, 'Patricia')
+  await expect(200, a.api('/api/v1/customer/c1/contact/p1', undefined, 'GET'))
+  await expect(204, a.api('/api/v1/customer/c1/contact/p1', undefined, 'DELETE'))
+  await expect(404, a.api('/api/v1/customer/c1/contact/p1', undefined, 'GET'))
+
+  await expect(204, a.api('/api/v1/customer/c1', undefined, 'DELETE'))
+  await expect(404, a.api('/api/v1/customer/c1', undefined, 'GET'))
+  await expect(404, a.api('/api/v1/customer/c1', { name: 'Gone' }, 'PUT'))
+})
