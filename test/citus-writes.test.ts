@@ -28,6 +28,12 @@ test('a customer and its contact are created, read, updated and deleted one at a
   )
   assert.equal(created.id, 'c1')
   await expect(409, a.api('/api/v1/customer', { external_id: 'c1', name: 'Again' }))
+  // The create told the account's user, in its transaction (a row per user, on the account's shard).
+  const told = await expect(200, s.admin('GET', `/accounts/${a.id}/notifications`))
+  assert.deepEqual(
+    told.map((n: { user_email: string; kind: string }) => [n.user_email, n.kind]),
+    [['owner@acme.test', 'import.processed']],
+  )
   const updated = await expect(
     200,
     a.api('/api/v1/customer/c1', { name: 'Uno', owner_email: 'owner@acme.test', is_churned: true }, 'PUT'),
