@@ -60,3 +60,26 @@ test('a customer and its contact are created, read, updated and deleted one at a
   await expect(404, a.api('/api/v1/customer/c1', undefined, 'GET'))
   await expect(404, a.api('/api/v1/customer/c1', { name: 'Gone' }, 'PUT'))
 })
+
+test('a segment is saved, changed, run and deleted; an erasure is asked for, its suppression lifted', async () => {
+  const where = { and: [{ propertyName: 'country', operator: 'EQ', value: 'US' }] }
+  const saved = await a.api('/api/v1/segments', { name: 'US', where })
+  assert.equal(saved.status, 201, JSON.stringify(saved.body))
+  const path = `/api/v1/segments/${saved.body.id}`
+  const changed = await a.api(path, { name: 'In the US', where }, 'PUT')
+  assert.equal(changed.status, 200, JSON.stringify(changed.body))
+  assert.equal(changed.body.name, 'In the US')
+  assert.equal((await a.api(`${path}/search`, {})).status, 200)
+  assert.equal((await a.api(path, undefined, 'DELETE')).status, 204)
+  assert.equal((await a.api(path, undefined, 'GET')).status, 404)
+
+  assert.equal((await a.api('/api/v1/customer', { external_id: 'gone', name: 'Gone' })).status, 201)
+  const key = await s.admin('POST', `/accounts/${a.id}/keys`, { scopes: ['erase'] })
+  const eraser = s.api(key.body.token)
+  const erasure = await eraser('/api/v1/erasures', { customers: ['gone'] })
+  assert.equal(erasure.status, 202, JSON.stringify(erasure.body))
+  const asked = await eraser(`/api/v1/erasures/${erasure.body.id}`, undefined, 'GET')
+  assert.equal(asked.status, 200, JSON.stringify(asked.body))
+  const lifted = await eraser('/api/v1/suppressions/customer/gone', undefined, 'DELETE')
+  assert.ok([204, 404].includes(lifted.status), JSON.stringify(lifted.body))
+})
