@@ -52,6 +52,14 @@ test('a customer and its contact are created, read, updated and deleted one at a
   await expect(409, a.api('/api/v1/customer/c1/contact', { contact_external_id: 'p1', contact_name: 'Pat' }))
   const renamed = await expect(200, a.api('/api/v1/customer/c1/contact/p1', { contact_name: 'Patricia' }, 'PUT'))
   assert.equal(renamed.name, 'Patricia')
+  // The exports (reads, but their subqueries once fanned out): the record found, an unknown one 404.
+  assert.equal((await expect(200, a.api('/api/v1/customer/c1/export', undefined, 'GET'))).contacts.length, 1)
+  assert.equal(
+    (await expect(200, a.api('/api/v1/customer/c1/contact/p1/export', undefined, 'GET'))).contact.record.name,
+    'Patricia',
+  )
+  await expect(404, a.api('/api/v1/customer/c9/export', undefined, 'GET'))
+  await expect(404, a.api('/api/v1/customer/c1/contact/p9/export', undefined, 'GET'))
   await expect(200, a.api('/api/v1/customer/c1/contact/p1', undefined, 'GET'))
   await expect(204, a.api('/api/v1/customer/c1/contact/p1', undefined, 'DELETE'))
   await expect(404, a.api('/api/v1/customer/c1/contact/p1', undefined, 'GET'))
