@@ -7,10 +7,15 @@ import { id, nonEmpty, Timestamp } from '../validate.ts'
 // the one place that writes notifications, and their list.
 
 // One row per user of the account, its topic in the kind column. Written in the caller's
-// transaction where there is one, so that the notice commits with the change it tells of.
-export const notifyUsers = (sql: Sql | Tx, accountId: number, topic: string, body: Record<string, JSONValue>) => sql`
-  insert into notifications (account_id, user_id, kind, body)
-  select ${accountId}, u.id, ${topic}, ${sql.json(body)} from users u where u.account_id = ${accountId}`
+// transaction where there is one, so that the notice commits with the change it tells of. The users
+// are read first and their rows inserted as VALUES: Citus runs an INSERT ... SELECT as a task per
+// shard, which a service-api session (one shard per statement) may not.
+export const notifyUsers = async (sql: Sql | Tx, accountId: number, topic: string, body: Record<string, JSONValue>) => {
+  const users = await sql<{ id: number }[]>`select id from users where account_id = ${accountId}`
+  if (!users.length) return
+  const rows = users.map((u) => ({ account_id: accountId, user_id: u.id, kind: topic, body: sql.json(body) }))
+  await sql`insert into notifications ${sql(rows)}`
+}
 
 // Newest first; optionally one user's, by email (case-insensitive).
 export const listNotifications = (sql: Sql, accountId: number, userEmail?: string) => sql`

@@ -16,7 +16,8 @@ interface Doc {
 }
 
 // One record's document, as JSON text: the row as stored (without the account), then what hangs on it.
-const recordDoc = (db: Tx, entity: 'customer' | 'contact', where: ReturnType<Tx>) => {
+// The subqueries name the account itself: Citus routes them by a constant, not by r's column.
+const recordDoc = (db: Tx, accountId: number, entity: 'customer' | 'contact', where: ReturnType<Tx>) => {
   const [records, scores, snapshots, links, fk] =
     entity === 'customer'
       ? ['customers', 'customer_scores', 'customer_snapshots', 'customer_tags', 'customer_id']
@@ -25,12 +26,12 @@ const recordDoc = (db: Tx, entity: 'customer' | 'contact', where: ReturnType<Tx>
     select r.service_id, r.external_id, json_build_object(
       'record', to_jsonb(r) - 'account_id',
       'scores', (select to_jsonb(s) - 'account_id' - ${fk} from ${db(scores)} s
-        where s.account_id = r.account_id and s.${db(fk)} = r.service_id),
+        where s.account_id = ${accountId} and s.${db(fk)} = r.service_id),
       'snapshots', coalesce((select json_agg(json_build_object('date', s.date, 'values', s."values") order by s.date)
-        from ${db(snapshots)} s where s.account_id = r.account_id and s.${db(fk)} = r.service_id), '[]'),
+        from ${db(snapshots)} s where s.account_id = ${accountId} and s.${db(fk)} = r.service_id), '[]'),
       'tags', coalesce((select json_agg(t.title order by t.title) from ${db(links)} x
         join tags t on t.account_id = x.account_id and t.id = x.tag_id
-        where x.account_id = r.account_id and x.${db(fk)} = r.service_id), '[]')
+        where x.account_id = ${accountId} and x.${db(fk)} = r.service_id), '[]')
     )::text as doc
     from ${db(records)} r where ${where}`
 }
@@ -89,6 +90,7 @@ export const exportContact = (
     (db) =>
       recordDoc(
         db,
+        accountId,
         'contact',
         db`r.account_id = ${accountId} and r.external_id = ${externalId} and r.customer_id = (
           select service_id from customers where account_id = ${accountId} and external_id = ${customerExternalId})`,
@@ -113,7 +115,7 @@ export const exportCustomer = (app: App, accountId: number, externalId: string, 
   exported(
     app,
     caller,
-    (db) => recordDoc(db, 'customer', db`r.account_id = ${accountId} and r.external_id = ${externalId}`),
+    (db) => recordDoc(db, accountId, 'customer', db`r.account_id = ${accountId} and r.external_id = ${externalId}`),
     `Customer ${externalId} does not exist.`,
     async function* (db, customer) {
       yield `{"customer":${customer.doc},"events":[`
@@ -131,6 +133,7 @@ export const exportCustomer = (app: App, accountId: number, externalId: string, 
       yield* array(
         recordDoc(
           db,
+          accountId,
           'contact',
           db`r.account_id = ${accountId} and r.customer_id = ${customer.service_id}
           order by r.service_id`,

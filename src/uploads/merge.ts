@@ -187,11 +187,12 @@ const insertSnapshots = (tx: Tx, accountId: number, collection: Collection, crea
 // metrics = each metric's value in the latest snapshot that holds it: the snapshots folded in
 // date order, later dates winning. A record created in this transaction was inserted with its
 // metrics (stageRecords): rewriting it would write every new record twice, with all its indexes.
+// The subquery names the account itself: Citus prunes its shards by the constant, not r's column.
 const refreshLatestMetrics = (tx: Tx, accountId: number, collection: Collection, created: number[]) => tx`
   update ${tx(tables(collection).records)} r set metrics = (
     select jsonb_merge_agg(t."values" order by t.date)
     from ${tx(tables(collection).snapshots)} t
-    where t.account_id = r.account_id and t.${tx(tables(collection).fk)} = r.service_id)
+    where t.account_id = ${accountId} and t.${tx(tables(collection).fk)} = r.service_id)
   from (select distinct record_id from stage_snapshots where record_id <> all(${created}::bigint[])) s
   where r.account_id = ${accountId} and r.service_id = s.record_id`
 
