@@ -343,7 +343,7 @@ const operation = (r: Route, schema: (s: v.GenericSchema) => JsonSchema) => {
     }),
     responses: {
       [status]: {
-        description: status === 204 ? 'Done; no content.' : 'Success.',
+        description: status === 204 ? 'Done; no content.' : status === 302 ? 'Redirect (Location).' : 'Success.',
         ...(typeof r.auth === 'object' && { headers: rateLimitHeaders }),
         ...(body && {
           content: { 'application/json': { schema: schema(body), ...(example !== undefined && { example }) } },
