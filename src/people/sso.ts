@@ -138,7 +138,7 @@ const why = (err: unknown) => {
 }
 
 // The email the provider vouches for, if it is verified and of one of the account's domains.
-export const ssoEmail = (claims: Record<string, unknown>, domains: readonly string[]) => {
+const ssoEmail = (claims: Record<string, unknown>, domains: readonly string[]) => {
   const email = typeof claims.email === 'string' ? claims.email.trim().toLowerCase() : ''
   if (!email || email.length > 255) return refuse(403, 'The identity provider gave no email.')
   if (claims.email_verified !== true) return refuse(403, `The provider has not verified ${email}.`)
