@@ -239,3 +239,16 @@ test('the configuration is validated; an account without SSO has no start', asyn
   assert.equal((await fetch(`${s.base}/auth/v1/sso/${bare}/start`, { redirect: 'manual' })).status, 404)
   assert.equal((await fetch(`${s.base}/auth/v1/sso/x/start`, { redirect: 'manual' })).status, 404)
 })
+
+test('a sign-in older than its 10 minutes is refused', async () => {
+  const { location, cookie } = await start()
+  const [row] =
+    await s.sql`select extract(epoch from expires_at - now())::int as left from sso_logins where account_id = ${accountId}
+    and expires_at > now() order by expires_at desc limit 1`
+  assert.ok(row.left > 590 && row.left <= 600, String(row.left))
+  const back = await authorize(location, 'ada')
+  await s.sql`update sso_logins set expires_at = now() - interval '1 second' where account_id = ${accountId}`
+  const res = await callback(back, cookie)
+  assert.equal(res.status, 400)
+  assert.equal(res.body.errors[0].path, '/state')
+})

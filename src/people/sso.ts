@@ -57,6 +57,7 @@ export const SsoConfig = v.object({
   default_role: v.picklist(ROLES),
 })
 
+// excluded.updated_at (the insert's default), not now(): Citus refuses a function in DO UPDATE SET.
 export const setSso = async (sql: Sql, accountId: number, body: SsoInput) => {
   const [row] = await sql`
     insert into sso_configs (account_id, issuer, client_id, client_secret, domains, default_role)
@@ -64,7 +65,7 @@ export const setSso = async (sql: Sql, accountId: number, body: SsoInput) => {
       ${body.default_role})
     on conflict (account_id) do update set issuer = excluded.issuer, client_id = excluded.client_id,
       client_secret = excluded.client_secret, domains = excluded.domains, default_role = excluded.default_role,
-      updated_at = now()
+      updated_at = excluded.updated_at
     returning issuer, client_id, domains, default_role`
   return row
 }
@@ -122,9 +123,10 @@ const badState = () => refuse(400, BAD_STATE, [{ path: '/state', message: BAD_ST
 // Spends the pending sign-in that `state` names (one use, whatever comes next), in its account.
 const takePending = async (sql: Sql, state: string) => {
   const read = readSecret(state) ?? badState()
+  // An expired row is left to the next start's clean-up: Citus takes now() in WHERE, not in RETURNING.
   const [row] = await sql`delete from sso_logins where account_id = ${read.accountId} and state_hash = ${read.hash}
-    returning issuer, nonce, code_verifier, expires_at > now() as live`
-  if (!row?.live) badState()
+    and expires_at > now() returning issuer, nonce, code_verifier`
+  if (!row) badState()
   return { accountId: read.accountId, issuer: row.issuer as string, nonce: row.nonce, verifier: row.code_verifier }
 }
 
