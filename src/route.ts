@@ -133,7 +133,7 @@ export type Tag = (typeof TAGS)[number]['name']
 // The success answer as OpenAPI publishes it and the contract test checks it: a JSON body of this
 // schema (none for 204), or text of another media type.
 export interface Success {
-  status: 200 | 201 | 202 | 204
+  status: 200 | 201 | 202 | 204 | 302
   body?: GenericSchema
   media?: string
   example?: unknown

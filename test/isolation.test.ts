@@ -5,6 +5,7 @@
 import { after, before, test } from 'node:test'
 import assert from 'node:assert/strict'
 import { routes } from '../src/api/routes.ts'
+import { newSecret } from '../src/people/secrets.ts'
 import type { Route } from '../src/route.ts'
 import { ADMIN_TOKEN, startTestService, type Call, type TestService } from './helpers/service.ts'
 import { scoredAccount } from './helpers/fixtures.ts'
@@ -39,7 +40,18 @@ let receiver: Receiver
 let a: Account
 let b: Account
 // A's sub-resources that B reaches for, and B's own webhook.
-const A = { key: 0, hook: 0, delivery: 0, upload: 0, customer: 0, contact: 0, segment: 0, erasure: 0, user: 0 }
+const A = {
+  key: 0,
+  hook: 0,
+  delivery: 0,
+  upload: 0,
+  customer: 0,
+  contact: 0,
+  segment: 0,
+  erasure: 0,
+  user: 0,
+  ssoState: '',
+}
 let bHook = 0
 // B's admin, signed in: the cookie and CSRF headers of its requests.
 let bAdmin: Record<string, string>
@@ -190,6 +202,13 @@ before(async () => {
   await status(200, s.call('POST', '/auth/v1/sign-in', { email: 'ann@a.test', password: PASSWORD }))
   await status(201, s.admin('POST', `/accounts/${a.id}/users/${A.user}/reset`))
   bAdmin = await signedIn(b.id, 'boss@b.test')
+  // A's SSO and a sign-in of A's under way (written as the start writes it: no provider runs here).
+  const sso = { issuer: 'https://idp.a.test', client_id: 'a', client_secret: 's', domains: ['a.test'] }
+  await status(200, s.admin('PUT', `/accounts/${a.id}/sso`, { ...sso, default_role: 'viewer' }))
+  const pending = newSecret(a.id)
+  A.ssoState = pending.secret
+  await s.sql`insert into sso_logins (account_id, state_hash, issuer, nonce, code_verifier, expires_at)
+    values (${a.id}, ${pending.hash}, ${sso.issuer}, 'n', 'v', now() + interval '1 hour')`
   for (const [account, titles] of [
     [a, ['Gold', 'Silver']],
     [b, ['Bronze']],
@@ -880,6 +899,30 @@ on('POST', '/auth/v1/sign-out', async () => {
   // Last of B's session cases: B's session ends, A's stays.
   await status(204, asBAdmin('POST', '/auth/v1/sign-out'))
   await status(401, asBAdmin('GET', '/auth/v1/me'))
+})
+
+on('GET', '/auth/v1/sso/:account_id/start', async () => {
+  // B has no SSO: its start is 404, and writes no pending sign-in of A's or B's.
+  await status(404, s.call('GET', `/auth/v1/sso/${b.id}/start`))
+})
+
+on('GET', '/auth/v1/sso/callback', async () => {
+  // A's pending state under B's account id opens nothing, and A's pending sign-in stays.
+  const state = `${b.id}.${A.ssoState}`
+  const cookie = `service_sso_state=${state}`
+  await status(400, s.call('GET', `/auth/v1/sso/callback?state=${state}&code=x`, undefined, { cookie }))
+})
+
+on('PUT', `${ACC}/:id/sso`, async (r) => {
+  // The operator sets B's provider; A's rows stay as they were.
+  const sso = {
+    issuer: 'https://idp.b.test',
+    client_id: 'b',
+    client_secret: 's',
+    domains: ['b.test'],
+    default_role: 'viewer',
+  }
+  await status(200, inB(r, sso))
 })
 
 const leavesAUntouched = async (run: () => Promise<void>) => {

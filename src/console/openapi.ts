@@ -1588,6 +1588,57 @@ export interface paths {
     patch?: never
     trace?: never
   }
+  '/admin/v1/accounts/{id}/sso': {
+    parameters: {
+      query?: never
+      header?: never
+      path?: never
+      cookie?: never
+    }
+    get?: never
+    /** Set the account's single sign-on (OpenID Connect): its provider and the email domains it signs in */
+    put: operations['setSso']
+    post?: never
+    delete?: never
+    options?: never
+    head?: never
+    patch?: never
+    trace?: never
+  }
+  '/auth/v1/sso/{account_id}/start': {
+    parameters: {
+      query?: never
+      header?: never
+      path?: never
+      cookie?: never
+    }
+    /** Sign in with the account's identity provider: redirects there (authorization code with PKCE) */
+    get: operations['ssoStart']
+    put?: never
+    post?: never
+    delete?: never
+    options?: never
+    head?: never
+    patch?: never
+    trace?: never
+  }
+  '/auth/v1/sso/callback': {
+    parameters: {
+      query?: never
+      header?: never
+      path?: never
+      cookie?: never
+    }
+    /** Where the identity provider sends the person back: signs them in and redirects to the console */
+    get: operations['ssoCallback']
+    put?: never
+    post?: never
+    delete?: never
+    options?: never
+    head?: never
+    patch?: never
+    trace?: never
+  }
   '/auth/v1/password': {
     parameters: {
       query?: never
@@ -3206,6 +3257,23 @@ export interface components {
          *       "title": "Scoring Not Configured",
          *       "status": 490,
          *       "detail": "The account has no customer scoring model."
+         *     }
+         */
+        'application/problem+json': components['schemas']['ProblemDetails']
+      }
+    }
+    /** @description An upstream the request needs did not answer as it must (an account's identity provider). */
+    BadGateway: {
+      headers: {
+        [name: string]: unknown
+      }
+      content: {
+        /**
+         * @example {
+         *       "type": "about:blank",
+         *       "title": "Bad Gateway",
+         *       "status": 502,
+         *       "detail": "The identity provider's configuration could not be read."
          *     }
          */
         'application/problem+json': components['schemas']['ProblemDetails']
@@ -8605,6 +8673,105 @@ export interface operations {
       400: components['responses']['BadRequest']
       401: components['responses']['Unauthorized']
       403: components['responses']['Forbidden']
+      503: components['responses']['ServiceUnavailable']
+    }
+  }
+  setSso: {
+    parameters: {
+      query?: never
+      header?: never
+      path: {
+        /** @description The account id. */
+        id: number
+      }
+      cookie?: never
+    }
+    requestBody: {
+      content: {
+        'application/json': {
+          /** @description The provider's issuer identifier; its /.well-known/openid-configuration is read. */
+          issuer: string
+          client_id: string
+          client_secret: string
+          /** @description The email domains that sign in: a verified email of one of them, exactly (no subdomains). */
+          domains: string[]
+          /**
+           * @description The role of a user whom SSO signs in for the first time.
+           * @enum {string}
+           */
+          default_role: 'viewer' | 'manager' | 'admin'
+        }
+      }
+    }
+    responses: {
+      /** @description Success. */
+      200: {
+        headers: {
+          [name: string]: unknown
+        }
+        content: {
+          'application/json': {
+            issuer: string
+            client_id: string
+            domains: string[]
+            /** @enum {string} */
+            default_role: 'viewer' | 'manager' | 'admin'
+          }
+        }
+      }
+      400: components['responses']['BadRequest']
+      401: components['responses']['Unauthorized']
+      404: components['responses']['NotFound']
+      408: components['responses']['RequestTimeout']
+      413: components['responses']['ContentTooLarge']
+      415: components['responses']['UnsupportedMediaType']
+      503: components['responses']['ServiceUnavailable']
+    }
+  }
+  ssoStart: {
+    parameters: {
+      query?: never
+      header?: never
+      path: {
+        /** @description The account id. */
+        account_id: number
+      }
+      cookie?: never
+    }
+    requestBody?: never
+    responses: {
+      /** @description Redirect (Location). */
+      302: {
+        headers: {
+          [name: string]: unknown
+        }
+        content?: never
+      }
+      400: components['responses']['BadRequest']
+      404: components['responses']['NotFound']
+      502: components['responses']['BadGateway']
+      503: components['responses']['ServiceUnavailable']
+    }
+  }
+  ssoCallback: {
+    parameters: {
+      query?: never
+      header?: never
+      path?: never
+      cookie?: never
+    }
+    requestBody?: never
+    responses: {
+      /** @description Redirect (Location). */
+      302: {
+        headers: {
+          [name: string]: unknown
+        }
+        content?: never
+      }
+      400: components['responses']['BadRequest']
+      403: components['responses']['Forbidden']
+      502: components['responses']['BadGateway']
       503: components['responses']['ServiceUnavailable']
     }
   }

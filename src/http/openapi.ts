@@ -162,6 +162,11 @@ const problemResponses: Record<number, { name: string; description: string; head
     description: 'The account has no customer scoring model.',
     example: 'The account has no customer scoring model.',
   },
+  502: {
+    name: 'BadGateway',
+    description: "An upstream the request needs did not answer as it must (an account's identity provider).",
+    example: "The identity provider's configuration could not be read.",
+  },
   503: {
     name: 'ServiceUnavailable',
     description:
@@ -336,7 +341,7 @@ const operation = (r: Route, schema: (s: v.GenericSchema) => JsonSchema) => {
     }),
     responses: {
       [status]: {
-        description: status === 204 ? 'Done; no content.' : 'Success.',
+        description: status === 204 ? 'Done; no content.' : status === 302 ? 'Redirect (Location).' : 'Success.',
         ...(typeof r.auth === 'object' && { headers: rateLimitHeaders }),
         ...(body && {
           content: { 'application/json': { schema: schema(body), ...(example !== undefined && { example }) } },

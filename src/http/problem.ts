@@ -22,6 +22,7 @@ export const TITLES: Record<number, string> = {
   490: 'Scoring Not Configured',
   500: 'Internal Server Error',
   501: 'Not Implemented',
+  502: 'Bad Gateway',
   503: 'Service Unavailable',
 }
 

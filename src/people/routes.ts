@@ -5,7 +5,8 @@ import { refuse } from '../errors.ts'
 import { idParam, noContent, ok, type Req, type Route, route } from '../route.ts'
 import { strict } from '../validate.ts'
 import { MAX_PASSWORD } from './passwords.ts'
-import { closeSession, fromOwnOrigin, setCookie } from './sessions.ts'
+import { closeSession, cookieValue, fromOwnOrigin, setCookie } from './sessions.ts'
+import { finishSso, SSO_CALLBACK, SSO_COOKIE, SsoBody, SsoConfig, setSso, startSso } from './sso.ts'
 import { signIn, whoIs } from './sign-in.ts'
 import {
   Invite,
@@ -23,6 +24,9 @@ import {
 // Where invite and reset links point: the address people open, or the one this request came to.
 const baseUrl = (req: Req, app: App) =>
   app.config.publicUrl ?? `http://${req.headers.host ?? `localhost:${app.config.port}`}`
+
+// The redirect URI registered with the provider.
+const ssoRedirect = (req: Req, app: App) => `${baseUrl(req, app)}${SSO_CALLBACK}`
 
 const SignInBody = strict({
   email: v.pipe(v.string(), v.maxLength(255)),
@@ -172,6 +176,59 @@ export const peopleRoutes: Route[] = [
     summary: 'Who is signed in: the user, the account and the CSRF token',
     reply: { status: 200, body: SignedIn },
     handler: async (req, app) => ok(await whoIs(app, req.session.accountId, req.session.userId, req.session.csrfToken)),
+  }),
+  route({
+    method: 'PUT',
+    path: `${ACCOUNTS}/:id/sso`,
+    auth: 'admin',
+    name: 'set-sso',
+    summary: "Set the account's single sign-on (OpenID Connect): its provider and the email domains it signs in",
+    body: SsoBody,
+    reply: { status: 200, body: SsoConfig },
+    handler: async (req, app) => ok(await setSso(app.sql, await accountIn(req, app), req.input)),
+  }),
+  route({
+    method: 'GET',
+    path: '/auth/v1/sso/:account_id/start',
+    auth: 'none',
+    tag: 'people',
+    name: 'sso-start',
+    summary: "Sign in with the account's identity provider: redirects there (authorization code with PKCE)",
+    refusals: [404, 502],
+    reply: { status: 302 },
+    handler: async (req, app) => {
+      const { location, state, maxAge } = await startSso(app, idParam(req, 'account_id'), ssoRedirect(req, app))
+      return {
+        status: 302,
+        headers: { location, 'set-cookie': setCookie(state, app.config.publicUrl, maxAge, SSO_COOKIE) },
+      }
+    },
+  }),
+  route({
+    method: 'GET',
+    path: SSO_CALLBACK,
+    auth: 'none',
+    tag: 'people',
+    name: 'sso-callback',
+    summary: 'Where the identity provider sends the person back: signs them in and redirects to the console',
+    refusals: [400, 403, 502],
+    reply: { status: 302 },
+    handler: async (req, app) => {
+      const state = typeof req.query.state === 'string' ? req.query.state : ''
+      // The browser that comes back is the one that started (login CSRF: a victim sent to the
+      // callback with the attacker's code would be signed in as the attacker).
+      if (!state || cookieValue(req.headers.cookie, SSO_COOKIE) !== state)
+        refuse(400, 'This sign-in was not started in this browser.', [
+          { path: '/state', message: 'not this browser’s' },
+        ])
+      const current = new URL(ssoRedirect(req, app))
+      current.search = req.url.includes('?') ? req.url.slice(req.url.indexOf('?')) : ''
+      const cookie = await finishSso(app, state, current)
+      return {
+        status: 302,
+        headers: { location: `${baseUrl(req, app)}/console`, 'set-cookie': setCookie(cookie, app.config.publicUrl) },
+      }
+    },
   }),
   route({
     method: 'POST',

@@ -47,18 +47,18 @@ export const findSession = async (sql: Sql, cookie: string | undefined): Promise
 export const closeSession = (sql: Sql, session: Session) =>
   sql`delete from sessions where account_id = ${session.accountId} and id = ${session.id}`
 
-export const cookieValue = (header: string | undefined) => {
+export const cookieValue = (header: string | undefined, cookie = SESSION_COOKIE) => {
   for (const part of (header ?? '').split(';')) {
     const [name, ...value] = part.trim().split('=')
-    if (name === SESSION_COOKIE) return value.join('=')
+    if (name === cookie) return value.join('=')
   }
   return undefined
 }
 
 // Secure when people open the service over https; Lax keeps the cookie off cross-site POSTs.
-export const setCookie = (value: string, publicUrl: string | undefined, maxAge?: number) =>
+export const setCookie = (value: string, publicUrl: string | undefined, maxAge?: number, name = SESSION_COOKIE) =>
   [
-    `${SESSION_COOKIE}=${value}`,
+    `${name}=${value}`,
     'HttpOnly',
     'SameSite=Lax',
     'Path=/',
