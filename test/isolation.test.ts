@@ -272,6 +272,9 @@ before(async () => {
   await quiet(b.id)
   // A's kept This week report.
   await status(200, get(a, '/api/v1/insights/week'))
+  // A's churn model row: a training that failed, as the job records one (too few labels to train).
+  await s.sql`insert into churn_models (account_id, status, started_at, error)
+    values (${a.id}, 'failed', now(), 'A only')`
   // A table where A has nothing would let any write through B go unseen. An erasure's targets are
   // kept only until its job runs.
   for (const [table, rows] of Object.entries(await tenantRows(a.id)))
@@ -807,6 +810,19 @@ on('GET', '/admin/v1/accounts/:id/ingest', async () => {
   const mine = JSON.stringify((await status(200, asAdmin('GET', `/admin/v1/accounts/${b.id}/ingest`))).body)
   assert.ok(!mine.includes('contry'), mine)
   await status(404, asAdmin('GET', '/admin/v1/accounts/999999/ingest'))
+})
+
+on('GET', '/api/v1/churn-model', async () => {
+  assert.equal((await status(200, get(a, '/api/v1/churn-model'))).body.error, 'A only')
+  const mine = (await status(200, get(b, '/api/v1/churn-model'))).body
+  assert.equal(mine.status, 'none')
+  assert.ok(!JSON.stringify(mine).includes('A only'))
+})
+
+on('POST', '/api/v1/churn-model/train', async () => {
+  // B has too few labels: refused, and A's model row stays as it was.
+  await status(422, b.api('/api/v1/churn-model/train', {}))
+  assert.equal((await status(200, get(a, '/api/v1/churn-model'))).body.status, 'failed')
 })
 
 on('GET', '/api/v1/insights/week', async () => {
