@@ -261,8 +261,20 @@ const pathValue = (name: string, schema: Schema, destructive: boolean): fc.Arbit
 // must name properties of the types their forms score. The answer must be a documented refusal,
 // but need not be a success.
 // Sign-in, a password's link and the session's own routes depend on who signed in (the generator's
-// emails and tokens name no one; its sign-out ends the session).
-const STATEFUL = new Set(['setScoring', 'previewScoring', 'signIn', 'setPassword', 'signOut', 'me'])
+// emails and tokens name no one; its sign-out ends the session), and an SSO callback on the state its
+// start left in the browser. A churn model's training needs features that name the account's
+// properties, and labels of both classes.
+const STATEFUL = new Set([
+  'setScoring',
+  'previewScoring',
+  'signIn',
+  'setPassword',
+  'signOut',
+  'me',
+  'ssoStart',
+  'ssoCallback',
+  'trainChurnModel',
+])
 
 const TITLE = 'requests generated from /openapi.json: valid ones accepted, broken ones refused, answers as documented'
 test(TITLE, async () => {

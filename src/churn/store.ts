@@ -22,8 +22,9 @@ const iso = (column: string) => `to_char(${column} at time zone 'UTC', 'YYYY-MM-
 
 export const readModelRow = async (sql: Sql | Tx, accountId: number, withModel = false) => {
   const [row] = await sql<ModelRow[]>`
-    select status, ${sql.unsafe(iso('started_at'))} as started_at, ${sql.unsafe(iso('trained_at'))} as trained_at,
-      features, error, algorithm, ${withModel ? sql`model` : sql`null::jsonb as model`}, evaluation, training, importance
+    select status, ${sql.unsafe(iso('started_at'))} as started_at,
+      ${sql.unsafe(iso('trained_at'))} as trained_at, features, error, algorithm,
+      ${withModel ? sql`model` : sql`null::jsonb as model`}, evaluation, training, importance
     from churn_models where account_id = ${accountId}`
   return row
 }
@@ -47,7 +48,8 @@ export const markTraining = async (tx: Tx, accountId: number, features: string[]
     values (${accountId}, 'training', now(), ${features === null ? null : tx.json(features)})
     on conflict (account_id) do update set status = 'training', started_at = now(), features = excluded.features,
       error = null
-      where churn_models.status <> 'training' or churn_models.started_at < ${new Date(Date.now() - STALE_MS)}::timestamptz
+      where churn_models.status <> 'training'
+        or churn_models.started_at < ${new Date(Date.now() - STALE_MS)}::timestamptz
     returning started_at`
   if (row) return { started_at: row.started_at.toISOString(), fresh: true }
   const [running] = await tx<{ started_at: string }[]>`
