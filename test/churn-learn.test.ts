@@ -32,7 +32,9 @@ const trainedOn = (structure: Structure) => {
 const BARS: Record<Structure, number> = { linear: 0.82, interaction: 0.84, mixed: 0.85 }
 
 for (const structure of ['linear', 'interaction', 'mixed'] as const) {
-  test(`${structure} signal: the held-out AUC reaches ${BARS[structure]}, and the cross-validated AUC predicts it`, () => {
+  const title =
+    `${structure} signal: the held-out AUC reaches ${BARS[structure]}, ` + 'and the cross-validated AUC predicts it'
+  test(title, () => {
     const { held, trained, measured } = trainedOn(structure)
     const ceiling = auc(
       Float64Array.from(held, (s) => s.logit),

@@ -45,7 +45,8 @@ const upload = async (a: Account, customers: Generated[], prefix: string) => {
   const churned = customers.filter((c) => c.churned)
   await s.sql`
     update customers c set is_churned = true, churned_date = u.d, churn_reason = 'manual'
-    from unnest(${churned.map((c) => `${prefix}${c.id}`)}::text[], ${churned.map((c) => c.churnedDate!)}::date[]) u(id, d)
+    from unnest(${churned.map((c) => `${prefix}${c.id}`)}::text[],
+      ${churned.map((c) => c.churnedDate!)}::date[]) u(id, d)
     where c.account_id = ${a.id} and c.external_id = u.id`
 }
 
@@ -88,12 +89,15 @@ test('refusals: too few labels (422 naming both counts), an unknown feature (400
   assert.equal(customer.body.churn_drivers, null)
 })
 
-test('a training: its cross-validated AUC predicts the AUC on customers uploaded after it, which are scored by it', async () => {
+const TRAINING =
+  'a training: its cross-validated AUC predicts the AUC on customers uploaded after it, which are scored by it'
+test(TRAINING, async () => {
   const a = await s.account()
   await define(a)
   await upload(a, generate(1500, 'interaction', 1, TODAY), 't')
   // A training left 'training' for over an hour (its worker died) does not block a new one.
-  await s.sql`insert into churn_models (account_id, status, started_at) values (${a.id}, 'training', now() - interval '2 hours')`
+  await s.sql`insert into churn_models (account_id, status, started_at)
+    values (${a.id}, 'training', now() - interval '2 hours')`
   const started = await a.api('/api/v1/churn-model/train')
   assert.equal(started.status, 202, JSON.stringify(started.body))
   assert.equal(started.body.status, 'training')
@@ -159,7 +163,8 @@ test('a training: its cross-validated AUC predicts the AUC on customers uploaded
   // (here: no churned customer left) says why, and the model trained before keeps serving.
   assert.ok(crontab(loadConfig({ SERVICE_CHURN_MODEL_RETRAIN: '0 4 * * 1' })).includes('0 4 * * 1 train_churn_model'))
   assert.ok(!crontab(loadConfig({})).some((line) => line.includes('train_churn_model')))
-  await s.sql`update customers set is_churned = false, churned_date = null, churn_reason = null where account_id = ${a.id}`
+  await s.sql`update customers set is_churned = false, churned_date = null, churn_reason = null
+    where account_id = ${a.id}`
   await trainChurnTask(s.app, {})
   const failed = await waitReady(a, 'failed')
   assert.match(failed.error, /0 churned and 2300 active/)

@@ -263,8 +263,10 @@ const pathValue = (name: string, schema: Schema, destructive: boolean): fc.Arbit
 // Sign-in, a password's link and the session's own routes depend on who signed in (the generator's
 // emails and tokens name no one; its sign-out ends the session), and an SSO callback on the state its
 // start left in the browser. A churn model's training needs features that name the account's
-// properties, and labels of both classes.
+// properties, and labels of both classes. An SSO issuer must be an https (or loopback) address, which
+// the schema's string cannot say.
 const STATEFUL = new Set([
+  'setSso',
   'setScoring',
   'previewScoring',
   'signIn',

@@ -242,8 +242,8 @@ test('the configuration is validated; an account without SSO has no start', asyn
 
 test('a sign-in older than its 10 minutes is refused', async () => {
   const { location, cookie } = await start()
-  const [row] =
-    await s.sql`select extract(epoch from expires_at - now())::int as left from sso_logins where account_id = ${accountId}
+  const [row] = await s.sql`select extract(epoch from expires_at - now())::int as left from sso_logins
+      where account_id = ${accountId}
     and expires_at > now() order by expires_at desc limit 1`
   assert.ok(row.left > 590 && row.left <= 600, String(row.left))
   const back = await authorize(location, 'ada')
