@@ -7,14 +7,9 @@ import type { Sql, Tx } from '../db/client.ts'
 import { addJobs, churnTrainJob, type CronPayload } from '../db/jobs.ts'
 import { today } from '../dates.ts'
 import { refuse } from '../errors.ts'
-import {
-  churnProbabilities,
-  explainChurn,
-  labelCounts,
-  MIN_CLASS,
-  type Sample,
-  trainChurnModel,
-} from '../learn/churn.ts'
+import { churnProbabilities, explainChurn, MIN_CLASS, matrixProbabilities, trainChurnMatrix } from '../learn/churn.ts'
+import { matrixReader } from '../learn/features.ts'
+import type { PropertyDef } from '../property.ts'
 import { meant } from '../validate.ts'
 import {
   markAllTraining,
@@ -56,13 +51,16 @@ export const requestTraining = async (app: App, accountId: number, features: str
   })
 }
 
-// Every customer of the account as a sample, page by page.
-const allSamples = async (sql: Sql, accountId: number, metrics: string[]) => {
-  const out: { id: number; sample: Sample }[] = []
+// Every customer of the account read page by page into the training's matrix: a page's samples
+// are reduced to numbers and dropped, so the worker's memory grows by typed arrays only.
+const readMatrix = async (sql: Sql, accountId: number, defs: PropertyDef[], day: string, leadDays: number) => {
+  const reader = matrixReader(defs, day, leadDays)
+  const ids: number[] = []
   for (let after = 0; ; ) {
-    const page = await readSamples(sql, accountId, metrics, { after })
-    out.push(...page)
-    if (page.length < SAMPLE_PAGE) return out
+    const page = await readSamples(sql, accountId, metricsOf(defs), { after })
+    reader.add(page.map((c) => c.sample))
+    for (const c of page) ids.push(c.id)
+    if (page.length < SAMPLE_PAGE) return { ids, matrix: reader.finish() }
     after = page[page.length - 1].id
   }
 }
@@ -85,31 +83,20 @@ export const trainChurnTask = async (app: App, payload: CronPayload) => {
   try {
     const catalog = await readCatalog(app.sql, accountId, 'customer')
     const defs = row.features ? catalog.filter((d) => row.features!.includes(d.codename)) : catalog
-    const customers = await allSamples(app.sql, accountId, metricsOf(defs))
-    const counts = labelCounts(customers.map((c) => c.sample))
-    if (counts.churned < MIN_CLASS || counts.active < MIN_CLASS)
-      throw new TooFewLabels(tooFew(counts.churned, counts.active))
     const day = today()
-    const trained = trainChurnModel(
-      defs,
-      customers.map((c) => c.sample),
-      { today: day, leadDays: app.config.churnModelLeadDays },
-    )
-    const p = churnProbabilities(
-      trained.model,
-      customers.map((c) => c.sample),
-      day,
-    )
+    const { ids, matrix } = await readMatrix(app.sql, accountId, defs, day, app.config.churnModelLeadDays)
+    const churned = matrix.y.reduce((a, b) => a + b, 0)
+    if (churned < MIN_CLASS || matrix.n - churned < MIN_CLASS)
+      throw new TooFewLabels(tooFew(churned, matrix.n - churned))
+    const trained = trainChurnMatrix(matrix, {})
+    // The customers just read are scored from their matrix (the encoding a scoring would make).
+    const p = matrixProbabilities(trained.model, matrix.X, matrix.n)
     await app.sql.begin(async (tx) => {
       await saveTrained(tx, accountId, trained)
-      await writeProbabilities(
-        tx,
-        accountId,
-        customers.map((c) => c.id),
-        p,
-      )
+      for (let k = 0; k < ids.length; k += SAMPLE_PAGE)
+        await writeProbabilities(tx, accountId, ids.slice(k, k + SAMPLE_PAGE), p.slice(k, k + SAMPLE_PAGE))
     })
-    return { trained: true, customers: counts.customers, algorithm: trained.model.algorithm }
+    return { trained: true, customers: matrix.n, algorithm: trained.model.algorithm }
   } catch (err) {
     await saveFailure(app.sql, accountId, (err as Error).message)
     if (err instanceof TooFewLabels) return { trained: false, error: err.message }

@@ -13,18 +13,29 @@ import {
   random,
   stratifiedFolds,
 } from './evaluate.ts'
-import { type Encoder, encode, fitEncoder, type Matrix, type Sample, shownValue } from './features.ts'
+import { type Encoder, encode, type Matrix, matrixReader, type Sample, shownValue } from './features.ts'
 import {
+  binMatrix,
   type Forest,
   forestBase,
   leafOf,
   predictForest,
   TREE_OPTIONS,
   type TreeOptions,
-  trainForest,
+  trainBinned,
   treeShap,
 } from './gbdt.ts'
-import { type Linear, linearBase, linearContributions, predictLinear, sigmoid, trainLinear } from './logistic.ts'
+import {
+  designOf,
+  designScore,
+  fitDesign,
+  type Linear,
+  linearBase,
+  linearContributions,
+  linearOf,
+  predictLinear,
+  sigmoid,
+} from './logistic.ts'
 
 export type { Sample }
 const ALGORITHMS = ['gradient_boosted_trees', 'logistic_regression'] as const
@@ -65,13 +76,6 @@ const IMPORTANCE_SAMPLE = 1000
 // Trees a fold grows past its best out-of-fold loss before it stops.
 const PATIENCE = 20
 
-export const labelCounts = (samples: readonly Sample[]) => {
-  const churned = samples.filter((s) => s.churned).length
-  return { customers: samples.length, churned, active: samples.length - churned }
-}
-
-const rowsOf = (X: Matrix, rows: number[]): Matrix => X.map((col) => Float64Array.from(rows, (i) => col[i]))
-
 interface TrainOptions {
   today: string
   leadDays: number
@@ -79,48 +83,60 @@ interface TrainOptions {
 }
 
 export const trainChurnModel = (defs: PropertyDef[], samples: readonly Sample[], options: TrainOptions): Trained => {
-  const encoder = fitEncoder(defs, samples, options.today, options.leadDays)
-  const X = encode(encoder, samples, options.today)
-  const y = Float64Array.from(samples, (s) => (s.churned ? 1 : 0))
-  const n = y.length
+  const reader = matrixReader(defs, options.today, options.leadDays)
+  reader.add(samples)
+  return trainChurnMatrix(reader.finish(), options)
+}
+
+// The training of customers read into a matrix (matrixReader): the folds are index arrays into it,
+// and both models read it through one binning (trees) and one design (linear), each learned from
+// the values alone.
+export const trainChurnMatrix = (
+  { encoder, X, y, n }: { encoder: Encoder; X: Matrix; y: Float64Array; n: number },
+  options: Pick<TrainOptions, 'trees'>,
+): Trained => {
   const treeOptions = options.trees ?? TREE_OPTIONS
   const folds = stratifiedFolds(y, FOLDS, SEED)
+  const binned = binMatrix(X)
+  const design = designOf(X)
+  const everyone = Uint32Array.from(y.keys())
+  // The fit on everyone is both the linear candidate's final model and where the folds' fits start.
+  const linearAll = fitDesign(design, y, everyone)
   const oofLinear = new Float64Array(n)
-  const fitted: { forest: Forest; valid: number[]; Xv: Matrix }[] = []
+  const fitted: { forest: Forest; valid: Uint32Array }[] = []
   // Out-of-fold log loss after each tree, summed over the folds: picks the number of trees.
   const lossAt = new Float64Array(treeOptions.trees)
   for (let k = 0; k < FOLDS; k++) {
-    const train = [...y.keys()].filter((i) => folds[i] !== k)
-    const valid = [...y.keys()].filter((i) => folds[i] === k)
-    const Xt = rowsOf(X, train)
-    const yt = Float64Array.from(train, (i) => y[i])
-    const Xv = rowsOf(X, valid)
+    const train = everyone.filter((i) => folds[i] !== k)
+    const valid = everyone.filter((i) => folds[i] === k)
     const yv = Float64Array.from(valid, (i) => y[i])
-    const linear = predictLinear(trainLinear(Xt, yt), Xv, valid.length)
-    valid.forEach((i, v) => {
-      oofLinear[i] = linear[v]
-    })
+    const beta = fitDesign(design, y, train, undefined, linearAll)
+    for (const i of valid) oofLinear[i] = designScore(design, beta, i)
     // The fold's out-of-fold log loss after each tree; it stops growing PATIENCE trees past its best.
     const raw = new Float64Array(valid.length)
     const curve: number[] = []
-    const forest = trainForest(Xt, yt, treeOptions, ({ bias, trees }) => {
+    let best = Number.POSITIVE_INFINITY
+    let bestAt = 0
+    const forest = trainBinned(binned, y, train, treeOptions, ({ bias, trees }) => {
       const tree = trees[trees.length - 1]
-      for (let v = 0; v < raw.length; v++) raw[v] += (trees.length === 1 ? bias : 0) + leafOf(tree, Xv, v).value
-      curve.push(logLoss(raw, yv))
-      return curve.length - 1 - curve.indexOf(Math.min(...curve)) < PATIENCE
+      for (let v = 0; v < raw.length; v++) raw[v] += (trees.length === 1 ? bias : 0) + leafOf(tree, X, valid[v]).value
+      const loss = logLoss(raw, yv)
+      if (loss < best) {
+        best = loss
+        bestAt = curve.length
+      }
+      curve.push(loss)
+      return curve.length - 1 - bestAt < PATIENCE
     })
     // A fold that stopped early keeps its last loss for the longer counts.
     for (let t = 0; t < treeOptions.trees; t++) lossAt[t] += (curve[t] ?? curve[curve.length - 1]) * valid.length
-    fitted.push({ forest, valid, Xv })
+    fitted.push({ forest, valid })
   }
   const trees = lossAt.indexOf(Math.min(...lossAt)) + 1
   const oofTrees = new Float64Array(n)
-  for (const { forest, valid, Xv } of fitted) {
-    const raw = predictForest(forest, Xv, valid.length, trees)
-    valid.forEach((i, v) => {
-      oofTrees[i] = raw[v]
-    })
-  }
+  for (const { forest, valid } of fitted)
+    for (const i of valid)
+      oofTrees[i] = forest.trees.slice(0, trees).reduce((z, t) => z + leafOf(t, X, i).value, forest.bias)
   const candidates = {
     gradient_boosted_trees: aucWithInterval(oofTrees, y).auc,
     logistic_regression: aucWithInterval(oofLinear, y).auc,
@@ -134,10 +150,11 @@ export const trainChurnModel = (defs: PropertyDef[], samples: readonly Sample[],
   const platt = calibrated(oof, y)
   const p = oof.map((z) => sigmoid(platt.a * z + platt.b))
   const { auc, low, high } = aucWithInterval(oof, y)
+  const churned = y.reduce((a, b) => a + b, 0)
   const model: ChurnModel =
     algorithm === 'gradient_boosted_trees'
-      ? { algorithm, encoder, platt, forest: trainForest(X, y, { ...treeOptions, trees }) }
-      : { algorithm, encoder, platt, linear: trainLinear(X, y) }
+      ? { algorithm, encoder, platt, forest: trainBinned(binned, y, everyone, { ...treeOptions, trees }) }
+      : { algorithm, encoder, platt, linear: linearOf(design, linearAll) }
   return {
     model,
     evaluation: {
@@ -150,7 +167,7 @@ export const trainChurnModel = (defs: PropertyDef[], samples: readonly Sample[],
       candidates,
     },
     features: importance(model, X, n),
-    training: labelCounts(samples),
+    training: { customers: n, churned, active: n - churned },
   }
 }
 
@@ -210,12 +227,15 @@ const importance = (model: ChurnModel, X: Matrix, n: number) => {
 const rawScores = (model: ChurnModel, X: Matrix, n: number) =>
   model.forest ? predictForest(model.forest, X, n) : predictLinear(model.linear as Linear, X, n)
 
-// The churn probability of each sample.
-export const churnProbabilities = (model: ChurnModel, samples: readonly Sample[], today: string) => {
-  const X = encode(model.encoder, samples, today)
+// The churn probability of each row of a matrix of the model's columns.
+export const matrixProbabilities = (model: ChurnModel, X: Matrix, n: number) => {
   const { a, b } = model.platt
-  return Array.from(rawScores(model, X, samples.length), (z) => sigmoid(a * z + b))
+  return Array.from(rawScores(model, X, n), (z) => sigmoid(a * z + b))
 }
+
+// The churn probability of each sample.
+export const churnProbabilities = (model: ChurnModel, samples: readonly Sample[], today: string) =>
+  matrixProbabilities(model, encode(model.encoder, samples, today), samples.length)
 
 export interface Driver {
   codename: string

@@ -79,35 +79,84 @@ const read = (def: PropertyDef, s: Sample, snapshots: readonly Snapshot[]): Read
   return { latest: last.values[def.codename], before: before?.values[def.codename] }
 }
 
+// The matrix of customers read page by page (a training's read): each page's samples are reduced
+// to numbers as they come (a string to the index of its value) and can be dropped, so that a
+// training holds its customers as typed arrays only. `finish` learns the columns (the encoder) and
+// fills the matrix, as `encode` with that encoder would.
+export const matrixReader = (defs: PropertyDef[], today: string, leadDays: number) => {
+  // Per property, one value per sample: the number (NaN: none) or the string's index in `values`
+  // (-1: none); a number metric also its change.
+  const latest = defs.map(() => [] as number[])
+  const change = defs.map(() => [] as number[])
+  const values = defs.map(() => new Map<string, number>())
+  const labels: number[] = []
+  const add = (samples: readonly Sample[]) => {
+    for (const s of samples) {
+      const snapshots = usable(s, referenceDate(s, today, leadDays))
+      defs.forEach((def, d) => {
+        const r = read(def, s, snapshots)
+        if (def.type === 'string') {
+          const c = category(r.latest)
+          if (c === undefined) return latest[d].push(-1)
+          const seen = values[d].get(c)
+          latest[d].push(seen ?? values[d].size)
+          if (seen === undefined) values[d].set(c, values[d].size)
+        } else {
+          const v = numeric(def.type, r.latest, today)
+          latest[d].push(v)
+          if (def.kind === 'metric' && def.type === 'number') change[d].push(v - numeric(def.type, r.before, today))
+        }
+      })
+      labels.push(s.churned ? 1 : 0)
+    }
+  }
+  const finish = () => {
+    const n = labels.length
+    const columns: Column[] = []
+    const X: Float64Array[] = []
+    defs.forEach((def, d) => {
+      const { codename } = def
+      if (def.type === 'string') {
+        const counts = new Float64Array(values[d].size)
+        for (const c of latest[d]) if (c >= 0) counts[c]++
+        const ranked = [...values[d]]
+          .filter(([, c]) => counts[c] >= MIN_CATEGORY)
+          .sort((a, b) => counts[b[1]] - counts[a[1]] || (a[0] < b[0] ? -1 : 1))
+          .slice(0, MAX_CATEGORIES)
+        // Each value's column among the categories; -1 for "other".
+        const own = new Int32Array(values[d].size).fill(-1)
+        ranked.forEach(([category, c], k) => {
+          own[c] = k
+          columns.push({ codename, part: 'category', category })
+        })
+        columns.push({ codename, part: 'other' }, { codename, part: 'missing' })
+        const cols = Array.from({ length: ranked.length + 2 }, () => new Float64Array(n))
+        latest[d].forEach((c, i) => {
+          const at = c < 0 ? ranked.length + 1 : own[c] < 0 ? ranked.length : own[c]
+          cols[at][i] = 1
+        })
+        X.push(...cols)
+      } else if (def.kind === 'metric' && def.type === 'number') {
+        columns.push({ codename, part: 'latest' }, { codename, part: 'change' })
+        X.push(Float64Array.from(latest[d]), Float64Array.from(change[d]))
+      } else {
+        columns.push({ codename, part: def.kind === 'metric' ? 'latest' : 'value' })
+        X.push(Float64Array.from(latest[d]))
+      }
+      latest[d] = []
+      change[d] = []
+    })
+    const encoder: Encoder = { columns, defs, leadDays }
+    return { encoder, X, y: Float64Array.from(labels), n }
+  }
+  return { add, finish }
+}
+
 // The columns of the given properties, learned from the training samples.
 export const fitEncoder = (defs: PropertyDef[], samples: readonly Sample[], today: string, leadDays: number) => {
-  const columns: Column[] = []
-  const counts = new Map<string, Map<string, number>>()
-  for (const def of defs) if (def.type === 'string') counts.set(def.codename, new Map())
-  for (const s of samples) {
-    const snapshots = usable(s, referenceDate(s, today, leadDays))
-    for (const def of defs) {
-      const seen = counts.get(def.codename)
-      const c = seen && category(read(def, s, snapshots).latest)
-      if (seen && c !== undefined) seen.set(c, (seen.get(c) ?? 0) + 1)
-    }
-  }
-  for (const def of defs) {
-    const { codename } = def
-    if (def.type === 'string') {
-      const ranked = [...(counts.get(codename) ?? [])]
-        .filter(([, n]) => n >= MIN_CATEGORY)
-        .sort((a, b) => b[1] - a[1] || (a[0] < b[0] ? -1 : 1))
-        .slice(0, MAX_CATEGORIES)
-      for (const [c] of ranked) columns.push({ codename, part: 'category', category: c })
-      columns.push({ codename, part: 'other' }, { codename, part: 'missing' })
-    } else if (def.kind === 'metric' && def.type === 'number') {
-      columns.push({ codename, part: 'latest' }, { codename, part: 'change' })
-    } else {
-      columns.push({ codename, part: def.kind === 'metric' ? 'latest' : 'value' })
-    }
-  }
-  return { columns, defs, leadDays } satisfies Encoder
+  const reader = matrixReader(defs, today, leadDays)
+  reader.add(samples)
+  return reader.finish().encoder
 }
 
 // A matrix, column by column: X[j][i] is column j of sample i.

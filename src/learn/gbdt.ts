@@ -65,23 +65,52 @@ interface Split {
   missingLeft: boolean
 }
 
-// `more`, when given, is asked after each tree whether to grow another (early stopping).
-export const trainForest = (X: Matrix, y: Float64Array, options: TreeOptions = TREE_OPTIONS, more?: More) => {
-  const n = y.length
-  const cuts = X.map(cutsOf)
+// A matrix cut into bins once: row-major (a histogram reads each row's gradient once for all its
+// columns), one byte a value. The cuts are learned from the values alone, never the labels, so the
+// folds of a cross-validation share one binning of all the rows.
+interface Binned {
+  n: number
+  m: number
+  bins: Uint8Array
+  cuts: Float64Array[]
+}
+export const binMatrix = (X: Matrix): Binned => {
   const m = X.length
-  // Row-major bins: a histogram reads each row's gradient once for all its columns.
+  const n = m ? X[0].length : 0
+  const cuts = X.map(cutsOf)
   const bins = new Uint8Array(n * m)
   X.forEach((col, j) => {
     for (let i = 0; i < n; i++) bins[i * m + j] = binOf(cuts[j], col[i])
   })
+  return { n, m, bins, cuts }
+}
+
+// `more`, when given, is asked after each tree whether to grow another (early stopping).
+export const trainForest = (X: Matrix, y: Float64Array, options: TreeOptions = TREE_OPTIONS, more?: More) => {
+  const data = binMatrix(X)
+  return trainBinned(data, y, Uint32Array.from(y.keys()), options, more)
+}
+
+// A forest of the rows `subset` of binned data (y and the data indexed by row, whole).
+export const trainBinned = (
+  data: Binned,
+  y: Float64Array,
+  subset: Uint32Array,
+  options: TreeOptions = TREE_OPTIONS,
+  more?: More,
+) => {
+  const { m, bins, cuts } = data
+  const n = subset.length
   const width = MAX_BINS + 1
-  const positives = y.reduce((a, b) => a + b, 0)
+  let positives = 0
+  for (const i of subset) positives += y[i]
   const p0 = Math.min(Math.max(positives / n, 1e-6), 1 - 1e-6)
   const forest: Forest = { bias: Math.log(p0 / (1 - p0)), trees: [] }
-  const raw = new Float64Array(n).fill(forest.bias)
-  const g = new Float64Array(n)
-  const h = new Float64Array(n)
+  // Indexed by row; only the subset's entries are used.
+  const raw = new Float64Array(data.n).fill(forest.bias)
+  const g = new Float64Array(data.n)
+  const h = new Float64Array(data.n)
+  // The subset's rows, partitioned in place as a tree grows: a node holds rows[from, to).
   const rows = new Uint32Array(n)
   const { lambda, minHessian } = options
   const leafValue = (G: number, H: number) => (-G / (H + lambda)) * options.rate
@@ -105,24 +134,29 @@ export const trainForest = (X: Matrix, y: Float64Array, options: TreeOptions = T
   }
   const bestSplit = (hist: Float64Array, G: number, H: number): Split | undefined => {
     let best: Split | undefined
+    let bestGain = 1e-9
     const parent = score(G, H)
-    const consider = (GL: number, HL: number, feature: number, bin: number, missingLeft: boolean) => {
-      const HR = H - HL
-      if (HL < minHessian || HR < minHessian) return
-      const gain = score(GL, HL) + score(G - GL, HR) - parent
-      if (gain > 1e-9 && (!best || gain > best.gain)) best = { gain, feature, bin, missingLeft }
-    }
     for (let j = 0; j < m; j++) {
       const base = j * width * 2
       const gm = hist[base]
       const hm = hist[base + 1]
       let gl = 0
       let hl = 0
-      for (let b = 1; b < cuts[j].length + 1; b++) {
+      const last = cuts[j].length + 1
+      for (let b = 1; b < last; b++) {
         gl += hist[base + b * 2]
         hl += hist[base + b * 2 + 1]
-        consider(gl, hl, j, b, false)
-        if (hm > 0) consider(gl + gm, hl + hm, j, b, true)
+        for (let side = 0; side < (hm > 0 ? 2 : 1); side++) {
+          const GL = side ? gl + gm : gl
+          const HL = side ? hl + hm : hl
+          const HR = H - HL
+          if (HL < minHessian || HR < minHessian) continue
+          const gain = score(GL, HL) + score(G - GL, HR) - parent
+          if (gain > bestGain) {
+            bestGain = gain
+            best = { gain, feature: j, bin: b, missingLeft: side === 1 }
+          }
+        }
       }
     }
     return best
@@ -139,7 +173,10 @@ export const trainForest = (X: Matrix, y: Float64Array, options: TreeOptions = T
     tree.push({ feature: -1, threshold: 0, missingLeft: false, left: -1, right: -1, value: 0, cover: to - from })
     const split = depth < options.depth ? bestSplit(hist, G, H) : undefined
     if (!split) {
-      tree[at].value = leafValue(G, H)
+      const value = leafValue(G, H)
+      tree[at].value = value
+      // The leaf's rows are known here: their scores move without walking the tree again.
+      for (let k = from; k < to; k++) raw[rows[k]] += value
       return at
     }
     // Partition rows[from, to) in place: left first.
@@ -153,6 +190,7 @@ export const trainForest = (X: Matrix, y: Float64Array, options: TreeOptions = T
         mid++
       }
     }
+    // The smaller child's histogram is summed; the larger one's is its parent's minus it.
     const leftSmaller = mid - from <= to - mid
     const small = leftSmaller ? histogram(from, mid) : histogram(mid, to)
     for (let k = 0; k < hist.length; k++) hist[k] -= small[k]
@@ -165,16 +203,16 @@ export const trainForest = (X: Matrix, y: Float64Array, options: TreeOptions = T
   }
 
   for (let t = 0; t < options.trees; t++) {
-    for (let i = 0; i < n; i++) {
+    for (let k = 0; k < n; k++) {
+      const i = subset[k]
       const p = sigmoid(raw[i])
       g[i] = p - y[i]
       h[i] = Math.max(p * (1 - p), 1e-12)
-      rows[i] = i
+      rows[k] = i
     }
     const tree: Node[] = []
     grow(tree, 0, n, histogram(0, n), 0)
     forest.trees.push(tree)
-    for (let i = 0; i < n; i++) raw[i] += leafOf(tree, X, i).value
     if (more && !more(forest)) break
   }
   return forest

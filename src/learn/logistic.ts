@@ -22,20 +22,20 @@ export interface Linear {
 const LAMBDA = 1
 const ITERATIONS = 15
 
-// The design matrix's value of row i for design column k: standardized columns, then flags.
-const designOf = (model: Omit<Linear, 'weights' | 'flagWeights' | 'intercept'>, X: Matrix) => {
-  const flags = model.flagged.flatMap((f, j) => (f ? [j] : []))
-  const columns = X.map((col, j) => {
-    const out = new Float64Array(col.length)
-    for (let i = 0; i < col.length; i++) out[i] = Number.isNaN(col[i]) ? 0 : (col[i] - model.mean[j]) / model.scale[j]
-    return out
-  })
-  const flagColumns = flags.map((j) => Float64Array.from(X[j], (v) => (Number.isNaN(v) ? 1 : 0)))
-  return { design: [...columns, ...flagColumns], flags }
-}
+// What standardizing a matrix takes, learned from its values alone (never the labels): the folds
+// of a cross-validation share one design of all the rows.
+type Standard = Pick<Linear, 'mean' | 'scale' | 'flagged' | 'flagMean'>
 
-export const trainLinear = (X: Matrix, y: Float64Array, lambda = LAMBDA): Linear => {
-  const n = y.length
+// The design of a matrix, row-major: its standardized columns (a missing value at the mean, 0),
+// then the missing flags of the columns that have them, then 1 for the intercept.
+interface Design {
+  standard: Standard
+  n: number
+  d: number
+  rows: Float64Array
+}
+export const designOf = (X: Matrix): Design => {
+  const n = X.length ? X[0].length : 0
   const mean: number[] = []
   const scale: number[] = []
   const flagged: boolean[] = []
@@ -55,34 +55,67 @@ export const trainLinear = (X: Matrix, y: Float64Array, lambda = LAMBDA): Linear
     scale.push(sd > 1e-12 ? sd : 1)
     flagged.push(k > 0 && k < n)
   }
-  const { design, flags } = designOf({ mean, scale, flagged, flagMean: [] }, X)
-  const flagMean = flags.map((j) => design[X.length + flags.indexOf(j)].reduce((a, b) => a + b, 0) / n)
-  // Design columns plus the intercept (last).
-  const d = design.length + 1
-  const beta = new Float64Array(d)
-  const positives = y.reduce((a, b) => a + b, 0)
-  beta[d - 1] = Math.log(Math.max(positives, 0.5) / Math.max(n - positives, 0.5))
-  const row = new Float64Array(d)
-  for (let iter = 0; iter < ITERATIONS; iter++) {
-    const grad = new Float64Array(d)
-    const hess = new Float64Array(d * d)
-    for (let i = 0; i < n; i++) {
-      let z = beta[d - 1]
-      for (let k = 0; k < d - 1; k++) {
-        row[k] = design[k][i]
-        z += beta[k] * row[k]
+  const flags = flagged.flatMap((f, j) => (f ? [j] : []))
+  const d = X.length + flags.length + 1
+  const rows = new Float64Array(n * d)
+  X.forEach((col, j) => {
+    for (let i = 0; i < n; i++) rows[i * d + j] = Number.isNaN(col[i]) ? 0 : (col[i] - mean[j]) / scale[j]
+  })
+  const flagMean = flags.map((j, f) => {
+    let missing = 0
+    for (let i = 0; i < n; i++)
+      if (Number.isNaN(X[j][i])) {
+        rows[i * d + X.length + f] = 1
+        missing++
       }
-      row[d - 1] = 1
+    return missing / n
+  })
+  for (let i = 0; i < n; i++) rows[i * d + d - 1] = 1
+  return { standard: { mean, scale, flagged, flagMean }, n, d, rows }
+}
+
+export const trainLinear = (X: Matrix, y: Float64Array, lambda = LAMBDA): Linear => {
+  const design = designOf(X)
+  return linearOf(design, fitDesign(design, y, Uint32Array.from(y.keys()), lambda))
+}
+
+// The coefficients (design columns, the intercept last) fitted to the rows `subset` of a design.
+// The loss is strictly convex, so a start (another fit's coefficients) changes only how soon
+// Newton's method gets there, not where.
+export const fitDesign = (
+  design: Design,
+  y: Float64Array,
+  subset: Uint32Array,
+  lambda = LAMBDA,
+  start?: Float64Array,
+) => {
+  const { d, rows } = design
+  const beta = new Float64Array(d)
+  if (start) beta.set(start)
+  else {
+    let positives = 0
+    for (const i of subset) positives += y[i]
+    beta[d - 1] = Math.log(Math.max(positives, 0.5) / Math.max(subset.length - positives, 0.5))
+  }
+  const grad = new Float64Array(d)
+  const hess = new Float64Array(d * d)
+  for (let iter = 0; iter < ITERATIONS; iter++) {
+    grad.fill(0)
+    hess.fill(0)
+    for (const i of subset) {
+      const off = i * d
+      let z = 0
+      for (let k = 0; k < d; k++) z += beta[k] * rows[off + k]
       const p = sigmoid(z)
       const w = Math.max(p * (1 - p), 1e-10)
       const r = p - y[i]
       for (let a = 0; a < d; a++) {
-        const ra = row[a]
+        const ra = rows[off + a]
         if (ra === 0) continue
         grad[a] += r * ra
         const wa = w * ra
         const base = a * d
-        for (let b = a; b < d; b++) hess[base + b] += wa * row[b]
+        for (let b = a; b < d; b++) hess[base + b] += wa * rows[off + b]
       }
     }
     for (let a = 0; a < d - 1; a++) {
@@ -98,13 +131,22 @@ export const trainLinear = (X: Matrix, y: Float64Array, lambda = LAMBDA): Linear
     }
     if (largest < 1e-6) break
   }
+  return beta
+}
+
+// The raw score (log-odds) of row i of a design.
+export const designScore = (design: Design, beta: Float64Array, i: number) => {
+  let z = 0
+  for (let k = 0; k < design.d; k++) z += beta[k] * design.rows[i * design.d + k]
+  return z
+}
+
+export const linearOf = ({ standard, d }: Design, beta: Float64Array): Linear => {
+  const m = standard.mean.length
   return {
-    mean,
-    scale,
-    flagged,
-    weights: Array.from(beta.subarray(0, X.length)),
-    flagWeights: Array.from(beta.subarray(X.length, d - 1)),
-    flagMean,
+    ...standard,
+    weights: Array.from(beta.subarray(0, m)),
+    flagWeights: Array.from(beta.subarray(m, d - 1)),
     intercept: beta[d - 1],
   }
 }
