@@ -115,6 +115,13 @@ const INTEGRATION = [
   'uploads',
   'webhooks',
 ].map((name) => join('test', `${name}.test.ts`))
+// The Citus pass runs these too: they drive the tenant routes and jobs over HTTP, so that every
+// statement of a service-key request is shown to touch one shard (the integration files cover the
+// rest). Chosen for the route families they reach, within the 20 minutes of npm test
+// (docs/testing.md); the browser, build and pure files are not among them.
+const TENANT_ROUTES = ['churn-model', 'isolation', 'privacy', 'segments', 'sign-in', 'sso'].map((name) =>
+  join('test', `${name}.test.ts`),
+)
 const olderHome = process.env.SERVICE_TEST_POSTGRES_HOME ?? '/usr/lib/postgresql/15'
 
 const citusSetting = process.env.SERVICE_TEST_CITUS
@@ -146,7 +153,7 @@ const citusWhyNot = () => {
 // The whole run's integration files and the Citus-only files, or the files named (all of them with
 // SERVICE_TEST_CITUS=1, else the Citus-only ones).
 const citusFiles = whole
-  ? [...INTEGRATION, ...all.filter(citusOnly)]
+  ? [...INTEGRATION, ...TENANT_ROUTES, ...all.filter(citusOnly)]
   : named.filter((f) => citusSetting === '1' || citusOnly(f))
 if (code === 0 && citusFiles.length && citusSetting !== 'none') {
   const why = citusWhyNot()
