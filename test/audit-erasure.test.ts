@@ -1,6 +1,5 @@
 // The audit log and erasure (issue 47): the entries stay, the target segments that named the erased
-// people are blanked. Apart from test/audit.test.ts, which also runs on Citus, where erasures do not
-// run yet (docs/operations.md, "Left for Citus").
+// people are blanked. Apart from test/audit.test.ts; both run in the Citus pass too.
 import assert from 'node:assert/strict'
 import { after, before, test } from 'node:test'
 import { scoredAccount } from './helpers/fixtures.ts'

@@ -494,10 +494,15 @@ test('an erasure fails a pending delivery that names the person (unsendable with
 test('an erasure whose every attempt fails is marked failed, forgets whom it named; the queue goes on', async () => {
   await uploadAndWait(a.api, 'customers', [{ external_id: 'doomed', name: 'Doomed Co' }])
   // The database refuses to delete this one customer, as a damaged table would: every attempt throws.
+  // Citus runs a trigger of a distributed table on the shard's node, and creates one only when told
+  // that this is meant (citus.enable_unsafe_triggers; a mere placeholder on a plain PostgreSQL).
   await s.sql`create function refuse_doomed() returns trigger language plpgsql as $$ begin
       raise exception 'simulated failure deleting %', old.external_id; end $$`
-  await s.sql`create trigger refuse_doomed before delete on customers for each row
-    when (old.external_id = 'doomed') execute function refuse_doomed()`
+  await s.sql.begin(async (tx) => {
+    await tx`set local citus.enable_unsafe_triggers = on`
+    await tx`create trigger refuse_doomed before delete on customers for each row
+      when (old.external_id = 'doomed') execute function refuse_doomed()`
+  })
   const eraser = await eraseKey(a)
   try {
     const res = await eraser('/api/v1/erasures', { customers: ['doomed'] })
@@ -525,7 +530,10 @@ test('an erasure whose every attempt fails is marked failed, forgets whom it nam
       where account_id = ${a.id} and erasure_id = ${res.body.id}`
     assert.equal(targets.n, 0)
   } finally {
-    await s.sql`drop trigger if exists refuse_doomed on customers`
+    await s.sql.begin(async (tx) => {
+      await tx`set local citus.enable_unsafe_triggers = on`
+      await tx`drop trigger if exists refuse_doomed on customers`
+    })
     await s.sql`drop function if exists refuse_doomed()`
   }
   // The account's queue is not held by the failed job: asked again, once the cause is gone, it is done.

@@ -40,14 +40,14 @@ export const servingModel = async (sql: Sql | Tx, accountId: number) => {
 // Locks the row, so two requests never both enqueue. A training started more than STALE ago is
 // taken for one whose worker died (its job is tried once), and started again. The times are bound
 // and read back as values: Citus allows no stable function over a column in an upsert's condition,
-// nor to_char in RETURNING.
+// none in its SET (the new time is the inserted row's), nor to_char in RETURNING.
 const STALE_MS = 3_600_000
 export const markTraining = async (tx: Tx, accountId: number, features: string[] | null) => {
   const [row] = await tx<{ started_at: Date }[]>`
     insert into churn_models (account_id, status, started_at, features)
     values (${accountId}, 'training', now(), ${features === null ? null : tx.json(features)})
-    on conflict (account_id) do update set status = 'training', started_at = now(), features = excluded.features,
-      error = null
+    on conflict (account_id) do update set status = 'training', started_at = excluded.started_at,
+      features = excluded.features, error = null
       where churn_models.status <> 'training'
         or churn_models.started_at < ${new Date(Date.now() - STALE_MS)}::timestamptz
     returning started_at`

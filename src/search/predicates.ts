@@ -67,11 +67,13 @@ const CORE_SQL: ReadonlyMap<string, CoreSql> = new Map<string, CoreSql>([
   // Set on a churn, cleared on a reactivation (sql/036).
   ['churned_date', 'r.churned_date'],
   // Each change of is_churned is kept in customer_churn_events (sql/036), a reactivation dated the day
-  // it was made; by primary key.
+  // it was made; by primary key. The bound account, not r's: Citus routes a correlated subquery to
+  // one shard only when it names the account itself.
   [
     'reactivated_date',
-    '(select max(e.day) from customer_churn_events e ' +
-      'where e.account_id = r.account_id and e.customer_id = r.service_id and not e.churned)',
+    (ctx) =>
+      `(select max(e.day) from customer_churn_events e where e.account_id = ${ctx.account} ` +
+      'and e.customer_id = r.service_id and not e.churned)',
   ],
   ['customer_external_id', 'oc.external_id'],
 ])
