@@ -32,7 +32,7 @@ const given = process.argv.slice(2)
 const whole = given.length === 0
 const names = whole
   ? readdirSync('bench')
-      .filter((f) => f.endsWith('.ts') && !['lib.ts', 'run.ts'].includes(f))
+      .filter((f) => f.endsWith('.ts') && !f.startsWith('.') && !['lib.ts', 'run.ts'].includes(f))
       .map((f) => f.slice(0, -3))
       .sort()
   : given
@@ -90,6 +90,7 @@ try {
     try {
       await bench(ctx)
       timings.push({ bench: name, seconds: (performance.now() - started) / 1000 })
+      process.stdout.write(`bench ${name}: ${timings.at(-1)!.seconds.toFixed(0)} s\n`)
     } catch (err) {
       // One bench's failure is its row; the others still run (a named bench's failure ends the run).
       if (!whole) throw err
