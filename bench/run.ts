@@ -67,8 +67,38 @@ const verdict = (r: Row) => {
 // that they measure this tree's code.
 execFileSync(process.execPath, ['build.mjs'], { stdio: 'inherit' })
 
+// The previous results, read before this run writes its own after each bench (so that a run
+// stopped midway keeps what it measured).
+const previous: Row[] = existsSync('bench/results.json')
+  ? JSON.parse(readFileSync('bench/results.json', 'utf8')).rows
+  : []
 const began = performance.now()
 const timings: { bench: string; seconds: number; failed?: string }[] = []
+function save() {
+  const ran = new Set([...rows.map((r) => r.bench), ...timings.map((t) => t.bench)])
+  writeFileSync(
+    'bench/results.json',
+    JSON.stringify(
+      {
+        at: new Date().toISOString(),
+        node: process.version,
+        machine,
+        loadAverage: load,
+        cores,
+        seconds: (performance.now() - began) / 1000,
+        sizes: Object.fromEntries(Object.keys(WHOLE_RUN).map((k) => [k, process.env[k]])),
+        benches: timings,
+        rows: [
+          ...previous.filter((r) => !ran.has(r.bench)),
+          ...rows.map((r) => ({ ...r, verdict: verdict(r) || undefined, machine })),
+        ],
+      },
+      null,
+      2,
+    ) + '\n',
+  )
+}
+
 const cluster = await startCluster()
 try {
   process.stdout.write(
@@ -98,18 +128,14 @@ try {
       process.stderr.write(`bench ${name} failed: ${(err as Error)?.stack ?? err}\n`)
       timings.push({ bench: name, seconds: (performance.now() - started) / 1000, failed })
     }
+    save()
   }
 } finally {
   await cluster.stop()
-  const seconds = (performance.now() - began) / 1000
-  const ran = new Set([...rows.map((r) => r.bench), ...timings.map((t) => t.bench)])
-  const kept = existsSync('bench/results.json')
-    ? (JSON.parse(readFileSync('bench/results.json', 'utf8')).rows as Row[]).filter((r) => !ran.has(r.bench))
-    : []
   const barred = rows.filter((r) => r.target !== undefined || r.ratio !== undefined)
   process.stdout.write(
     `\n${machine} (load average ${load.toFixed(2)} on ${cores} cores at the start), ` +
-      `${seconds.toFixed(0)} s in all\n` +
+      `${((performance.now() - began) / 1000).toFixed(0)} s in all\n` +
       columns(['bench', 'figure', 'value', 'baseline', 'ratio', 'bar']) +
       '\n' +
       barred.map((r) => `${line(r)} ${verdict(r)}`).join('\n') +
@@ -117,22 +143,5 @@ try {
       timings.map((t) => `${t.bench}: ${t.seconds.toFixed(0)} s${t.failed ? `, FAILED: ${t.failed}` : ''}`).join('\n') +
       '\n',
   )
-  writeFileSync(
-    'bench/results.json',
-    JSON.stringify(
-      {
-        at: new Date().toISOString(),
-        node: process.version,
-        machine,
-        loadAverage: load,
-        cores,
-        seconds,
-        sizes: Object.fromEntries(Object.keys(WHOLE_RUN).map((k) => [k, process.env[k]])),
-        benches: timings,
-        rows: [...kept, ...rows.map((r) => ({ ...r, verdict: verdict(r) || undefined, machine }))],
-      },
-      null,
-      2,
-    ) + '\n',
-  )
+  save()
 }
