@@ -1,11 +1,15 @@
 // Adapter + router vs a bare node:http handler doing the same work (read the body, JSON.parse,
-// validate with valibot, answer JSON), each in its own child process, loaded by autocannon.
+// validate with valibot, answer JSON), each in its own child process, loaded by autocannon over
+// kept-alive connections. Both answers are the same bytes long: the bare one carries the request id
+// the adapter adds (checked from autocannon's byte counts, so that a change on either side that
+// makes the answers differ fails the bench rather than skewing it).
 import { spawn } from 'node:child_process'
 import { fileURLToPath } from 'node:url'
 import { createServer } from 'node:http'
+import { randomUUID } from 'node:crypto'
 import * as v from 'valibot'
 import autocannon from 'autocannon'
-import { median, type BenchContext } from './lib.ts'
+import { cpuNs, median, type BenchContext } from './lib.ts'
 
 const Body = v.object({
   filters: v.optional(
@@ -32,7 +36,11 @@ const serve = async (mode: 'bare' | 'service') => {
       req.on('end', () => {
         const result = v.safeParse(Body, JSON.parse(Buffer.concat(chunks).toString('utf8')))
         const payload = JSON.stringify({ ok: result.success })
-        res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(payload) })
+        res.writeHead(200, {
+          'x-request-id': randomUUID(),
+          'content-type': 'application/json',
+          'content-length': Buffer.byteLength(payload),
+        })
         res.end(payload)
       })
     })
@@ -99,18 +107,28 @@ export default async (ctx: BenchContext) => {
   const servers = { bare: await start('bare'), service: await start('service') }
   const seconds = Number(process.env.BENCH_HTTP_SECONDS ?? 8) / 2
   const rates = { bare: [] as number[], service: [] as number[] }
+  const bytes = { bare: 0, service: 0 }
+  const cpu = { bare: { ns: 0, requests: 0 }, service: { ns: 0, requests: 0 } }
   try {
     for (let round = 0; round < ROUNDS; round++) {
       for (const mode of round % 2 ? (['service', 'bare'] as const) : (['bare', 'service'] as const)) {
+        const before = cpuNs(servers[mode].child.pid!)
         const result = await load(servers[mode].port, '/echo', seconds)
+        cpu[mode].ns += cpuNs(servers[mode].child.pid!) - before
+        cpu[mode].requests += result.requests.total
         if (result.non2xx || result.errors)
           throw new Error(`${mode}: ${result.non2xx} non-2xx, ${result.errors} errors`)
         rates[mode].push(result.requests.average)
+        bytes[mode] = result.throughput.total / result.requests.total
       }
     }
   } finally {
     for (const { child } of Object.values(servers)) child.kill()
   }
+  if (Math.abs(bytes.bare - bytes.service) > 1)
+    throw new Error(
+      `answers differ: ${bytes.bare.toFixed(1)} bytes bare, ${bytes.service.toFixed(1)} through the service`,
+    )
   const [bare, service] = [median(rates.bare), median(rates.service)]
   ctx.report({
     bench: 'http',
@@ -126,5 +144,17 @@ export default async (ctx: BenchContext) => {
     baseline: bare,
     ratio: service / bare,
     target: '>= 0.85',
+  })
+  // On a loaded machine the throughput is what the scheduler gave each side; the server's own CPU
+  // time per request (all its threads, garbage collection included) is what the code costs.
+  const [bareUs, serviceUs] = [cpu.bare, cpu.service].map((c) => c.ns / c.requests / 1000)
+  ctx.report({ bench: 'http', metric: 'bare node:http, CPU per request', value: bareUs, unit: 'µs' })
+  ctx.report({
+    bench: 'http',
+    metric: 'adapter + itty-router, CPU per request (bare / this)',
+    value: serviceUs,
+    unit: 'µs',
+    baseline: bareUs,
+    ratio: bareUs / serviceUs,
   })
 }

@@ -12,17 +12,17 @@ import { rssMb, type BenchContext } from './lib.ts'
 const CUSTOMERS = Number(process.env.BENCH_INGEST_CUSTOMERS ?? 100_000)
 const PER_REQUEST = 1000
 const CONCURRENCY = 4
-const MONTHS = Array.from({ length: 12 }, (_, i) => `2026-${String(i + 1).padStart(2, '0')}-01`)
-const ATTRIBUTES = [
+export const MONTHS = Array.from({ length: 12 }, (_, i) => `2026-${String(i + 1).padStart(2, '0')}-01`)
+export const ATTRIBUTES = [
   ['country', 'string'],
   ['employees', 'number'],
   ['has_sso', 'boolean'],
   ['plan_started', 'date'],
   ['industry', 'string'],
 ]
-const METRICS = ['logins', 'seats', 'tickets', 'api_calls', 'nps']
+export const METRICS = ['logins', 'seats', 'tickets', 'api_calls', 'nps']
 
-const customer = (i: number) => ({
+export const customer = (i: number) => ({
   external_id: `cust-${String(i).padStart(7, '0')}`,
   name: `Customer ${i}`,
   attributes: {

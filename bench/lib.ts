@@ -1,4 +1,4 @@
-import { readFileSync } from 'node:fs'
+import { readdirSync, readFileSync } from 'node:fs'
 import { loadConfig } from '../src/config.ts'
 import { startService } from '../src/service.ts'
 import { createDatabase as createClusterDatabase, startThrowawayCluster } from '../test/helpers/cluster.ts'
@@ -42,6 +42,19 @@ export const median = (xs: number[]) =>
 export const rssMb = (pid: number) => {
   try {
     return Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1]) / 1024
+  } catch {
+    return NaN
+  }
+}
+
+// CPU time a process has run, all its threads (the JavaScript thread, garbage collection, libuv's
+// pool), in nanoseconds from the kernel's scheduler statistics; NaN once it is gone.
+export const cpuNs = (pid: number) => {
+  try {
+    return readdirSync(`/proc/${pid}/task`).reduce(
+      (sum, task) => sum + Number(readFileSync(`/proc/${pid}/task/${task}/schedstat`, 'utf8').split(' ')[0]),
+      0,
+    )
   } catch {
     return NaN
   }

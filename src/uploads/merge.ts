@@ -188,12 +188,15 @@ const insertSnapshots = (tx: Tx, accountId: number, collection: Collection, crea
 // date order, later dates winning. A record created in this transaction was inserted with its
 // metrics (stageRecords): rewriting it would write every new record twice, with all its indexes.
 // The subquery names the account itself: Citus prunes its shards by the constant, not r's column.
+// The created records are left out by a hashed NOT IN: `<> all(array)` compared every staged
+// snapshot with every created id (12,000 x 1,000 in an upload of new customers, 6% of its merge).
 const refreshLatestMetrics = (tx: Tx, accountId: number, collection: Collection, created: number[]) => tx`
   update ${tx(tables(collection).records)} r set metrics = (
     select jsonb_merge_agg(t."values" order by t.date)
     from ${tx(tables(collection).snapshots)} t
     where t.account_id = ${accountId} and t.${tx(tables(collection).fk)} = r.service_id)
-  from (select distinct record_id from stage_snapshots where record_id <> all(${created}::bigint[])) s
+  from (select distinct record_id from stage_snapshots
+    where record_id not in (select unnest(${created}::bigint[]))) s
   where r.account_id = ${accountId} and r.service_id = s.record_id`
 
 // Merges whatever is staged in stage_snapshots (record_id, date, vals) into the snapshots and

@@ -1,0 +1,183 @@
+// Where one upload's cost goes (issue 49): BENCH_SPLIT_CUSTOMERS customers (20,000) with 12 dated
+// snapshots each, bench/ingest's rows, sent as uploads of MAX_CUSTOMERS, each step run in this
+// process the way the request and the worker run it, one at a time, and timed on its own:
+// - parsing: the body's bytes decoded and JSON.parse'd (http/request.ts readJson);
+// - validation: the route's valibot schema, then the values against the account's definitions
+//   (values.ts checkValues);
+// - staging write: receiveUpload's statements (the account's state, the upload row with its items
+//   and its job), its checkValues taken out;
+// - merge: processUpload in its transaction (staging tables, records, snapshots), its enqueueing
+//   statements taken out by pg_stat_statements;
+// - scoring enqueue: the statements processUpload runs to add jobs, webhook events and
+//   notifications (pg_stat_statements);
+// - scoring run: the score_records job of each upload (scoring/batch.ts scoreRecords).
+// Each is reported in µs per customer and per snapshot. The bench runs its own cluster, with
+// pg_stat_statements loaded; with BENCH_SPLIT_PLANS=<file>, an upload more (new customers, not
+// counted) is merged under auto_explain and its plans (ANALYZE, BUFFERS) are written to the file.
+import { writeFileSync } from 'node:fs'
+import postgres from 'postgres'
+import { loadConfig } from '../src/config.ts'
+import type { App } from '../src/context.ts'
+import { connect } from '../src/db/client.ts'
+import { migrate } from '../src/db/migrate.ts'
+import { readJson } from '../src/http/request.ts'
+import { catalogOf, type PropertyDef } from '../src/property.ts'
+import type { Req } from '../src/route.ts'
+import { scoreRecords } from '../src/scoring/batch.ts'
+import { processUpload } from '../src/uploads/process.ts'
+import { receiveUpload } from '../src/uploads/receive.ts'
+import { CustomersBody, MAX_CUSTOMERS } from '../src/uploads/schemas.ts'
+import { parse } from '../src/validate.ts'
+import { checkValues } from '../src/values.ts'
+import { createDatabase, startThrowawayCluster } from '../test/helpers/cluster.ts'
+import { ATTRIBUTES, customer, METRICS, MONTHS } from './ingest.ts'
+import type { BenchContext } from './lib.ts'
+
+const CUSTOMERS = Number(process.env.BENCH_SPLIT_CUSTOMERS ?? 20_000)
+// Statements that enqueue what an upload sets off, by their text.
+const ENQUEUE = /add_jobs|add_job\(|webhook_outbox|notifications|graphile_worker/
+
+const elapsed = async <T>(run: () => T | Promise<T>): Promise<[T, number]> => {
+  const started = performance.now()
+  const value = await run()
+  return [value, performance.now() - started]
+}
+
+const setUp = async (sql: ReturnType<typeof connect>) => {
+  const [account] = await sql`insert into accounts (name, tracker_key) values ('Split', 'CS-SPLIT') returning id`
+  await sql`insert into property_defs ${sql([
+    ...ATTRIBUTES.map(([codename, type]) => ({
+      account_id: account.id,
+      entity: 'customer',
+      kind: 'attribute',
+      codename,
+      type,
+    })),
+    ...METRICS.map((codename) => ({
+      account_id: account.id,
+      entity: 'customer',
+      kind: 'metric',
+      codename,
+      type: 'number',
+    })),
+  ])}`
+  const model = { customer: { engagement: [{ codename: 'logins', weight: 1, bad: 0, good: 40 }] } }
+  await sql`insert into scoring_models (account_id, model) values (${account.id}, ${sql.json(model)})`
+  return account.id as number
+}
+
+const body = (from: number, n: number) =>
+  Buffer.from(JSON.stringify({ customers: Array.from({ length: n }, (_, j) => customer(from + j)) }))
+
+const statements = (sql: postgres.Sql) => sql`
+  select query, calls::int, total_exec_time::float as ms from pg_stat_statements
+  where dbid = (select oid from pg_database where datname = current_database())`
+
+export default async (ctx: BenchContext) => {
+  const cluster = await startThrowawayCluster('service-split-', [
+    '-c',
+    'shared_preload_libraries=pg_stat_statements',
+    '-c',
+    'pg_stat_statements.track=all',
+  ])
+  const { url } = await createDatabase(cluster.url, 'split')
+  const sql = connect(url)
+  const stats = postgres(url, { max: 1, onnotice: () => {} })
+  try {
+    await migrate(sql, url)
+    await stats`create extension if not exists pg_stat_statements`
+    const accountId = await setUp(sql)
+    const app: App = { sql, heavy: sql, admin: sql, config: loadConfig({}), log: () => {}, keys: undefined as never }
+    const [{ defs }] = await sql`
+      select coalesce(json_agg(json_build_object('codename', codename, 'kind', kind, 'type', type)), '[]') as defs
+      from property_defs where account_id = ${accountId}`
+    const catalog = catalogOf(defs as PropertyDef[])
+    const ms = { parsing: 0, validation: 0, checkValues: 0, receive: 0, process: 0, scoring: 0 }
+    // processUpload's statements, summed over the uploads.
+    const byStatement = new Map<string, { calls: number; ms: number }>()
+    for (let from = 0; from < CUSTOMERS; from += MAX_CUSTOMERS) {
+      const bytes = body(from, Math.min(MAX_CUSTOMERS, CUSTOMERS - from))
+      const req = { headers: {}, body: bytes } as unknown as Req
+      const [json, parsing] = await elapsed(() => readJson(req))
+      const [input, validation] = await elapsed(() => parse(CustomersBody, json))
+      const [, checking] = await elapsed(() => checkValues(input.customers, catalog, (i) => `/customers/${i}`))
+      const [received, receiving] = await elapsed(() => receiveUpload(app, accountId, 'customers', input.customers))
+      await stats`select pg_stat_statements_reset()`
+      const [merged, processing] = await elapsed(() =>
+        sql.begin((tx) => processUpload(tx, accountId, received.upload_id)),
+      )
+      for (const r of await statements(stats)) {
+        const seen = byStatement.get(r.query) ?? { calls: 0, ms: 0 }
+        byStatement.set(r.query, { calls: seen.calls + r.calls, ms: seen.ms + r.ms })
+      }
+      const [, scoring] = await elapsed(() =>
+        scoreRecords(sql, {
+          account_id: accountId,
+          entity: 'customer',
+          ids: merged!.ids,
+          upload_id: received.upload_id,
+        }),
+      )
+      Object.assign(ms, {
+        parsing: ms.parsing + parsing,
+        validation: ms.validation + validation + checking,
+        checkValues: ms.checkValues + checking,
+        receive: ms.receive + receiving,
+        process: ms.process + processing,
+        scoring: ms.scoring + scoring,
+      })
+    }
+    // The share of processUpload's database time that is enqueueing.
+    const all = [...byStatement].map(([query, r]) => ({ query, ...r }))
+    const dbTotal = all.reduce((s, r) => s + r.ms, 0)
+    const enqueue = all.filter((r) => ENQUEUE.test(r.query)).reduce((s, r) => s + r.ms, 0)
+    const enqueueShare = dbTotal ? enqueue / dbTotal : 0
+    process.stderr.write(`split: processUpload ${ms.process.toFixed(0)} ms, ${dbTotal.toFixed(0)} ms in statements\n`)
+    for (const r of all.sort((a, b) => b.ms - a.ms).slice(0, 15))
+      process.stderr.write(`split: ${r.ms.toFixed(1)} ms x${r.calls} ${r.query.replace(/\s+/g, ' ').slice(0, 150)}\n`)
+    const snapshots = CUSTOMERS * MONTHS.length
+    const phases: [string, number][] = [
+      ['parsing (UTF-8 decode, JSON.parse)', ms.parsing],
+      ['validation (valibot schema, checkValues)', ms.validation],
+      ['staging write (account state, upload row + job)', ms.receive - ms.checkValues],
+      ['merge (processUpload, enqueueing taken out)', ms.process * (1 - enqueueShare)],
+      ['scoring enqueue (jobs, events, notifications)', ms.process * enqueueShare],
+      ['scoring run (score_records)', ms.scoring],
+    ]
+    const total = phases.reduce((s, [, t]) => s + t, 0)
+    for (const [name, t] of phases)
+      ctx.report({
+        bench: 'split',
+        metric: `${name}: µs/customer (${((1000 * t) / snapshots).toFixed(2)} µs/snapshot)`,
+        value: (1000 * t) / CUSTOMERS,
+        unit: 'µs',
+        baseline: (1000 * total) / CUSTOMERS,
+        ratio: t / total,
+      })
+    ctx.report({ bench: 'split', metric: `all of it, ${CUSTOMERS} customers`, value: total / 1000, unit: 's' })
+    if (process.env.BENCH_SPLIT_PLANS) {
+      const plans: string[] = []
+      const explained = postgres(url, { max: 1, onnotice: (n) => plans.push(n.message) })
+      const input = parse(CustomersBody, JSON.parse(body(CUSTOMERS, MAX_CUSTOMERS).toString()))
+      const received = await receiveUpload(app, accountId, 'customers', input.customers)
+      await explained.begin(async (tx) => {
+        await tx`load 'auto_explain'`
+        await tx`set local client_min_messages = log`
+        for (const [name, value] of Object.entries({
+          log_min_duration: '0',
+          log_analyze: 'on',
+          log_buffers: 'on',
+          log_nested_statements: 'on',
+        }))
+          await tx.unsafe(`set local auto_explain.${name} = ${value}`)
+        await processUpload(tx as never, accountId, received.upload_id)
+      })
+      await explained.end()
+      writeFileSync(process.env.BENCH_SPLIT_PLANS, plans.join('\n\n') + '\n')
+    }
+  } finally {
+    await stats.end()
+    await sql.end()
+    await cluster.stop()
+  }
+}
