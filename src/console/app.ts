@@ -52,16 +52,18 @@ const TITLES: Record<Name | 'missing', string> = {
   missing: 'Not found',
 }
 // A service key sees its account's customers; the admin token the accounts and their settings; a
-// person what a key sees, and an account admin (the `manage` grant) the account's people and audit.
+// person the key's views that their role's grants cover (the uploads list needs `upload`), and an
+// account admin (`manage`) the account's people and audit log in Settings.
 const NAV: Record<Session['kind'], Listed[]> = {
   key: ['week', 'matrix', 'customers', 'uploads'],
   admin: ['accounts', 'uploads', 'webhooks', 'settings'],
   user: ['week', 'matrix', 'customers', 'uploads', 'settings'],
 }
 const KEY_ONLY: Name[] = ['week', 'customer', 'customers', 'matrix']
+const NEEDS: Partial<Record<Listed, string>> = { uploads: 'upload', settings: 'manage' }
 const navOf = (session: Session | null) =>
   session?.kind === 'user'
-    ? NAV.user.filter((name) => name !== 'settings' || session.me.grants.includes('manage'))
+    ? NAV.user.filter((name) => session.me.grants.includes(NEEDS[name] ?? 'search'))
     : NAV[session?.kind ?? 'key']
 
 // A fragment is anything a link or a person may type: a bad escape or JSON is "not found", never an
