@@ -59,7 +59,7 @@ const request = async <T>(
 // makes it. The session's cookie goes by itself (same origin, HttpOnly); its CSRF token goes with
 // every request, as the service asks of those that change anything.
 const SESSION = 'session '
-export const sessionCredential = (csrfToken: string) => `${SESSION}${csrfToken}`
+const sessionCredential = (csrfToken: string) => `${SESSION}${csrfToken}`
 const headersOf = (credential: string): Record<string, string> =>
   credential.startsWith(SESSION) ? { 'x-csrf-token': credential.slice(SESSION.length) } : { 'service-key': credential }
 
