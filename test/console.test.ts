@@ -91,9 +91,16 @@ const open = async (base = s.base) => {
   return { page, problems }
 }
 
+// The key and the admin token wait under "Sign in with a key" (people sign in with a password).
+const keyForms = (page: Page) =>
+  page.locator('details.with-key').evaluate((d) => {
+    ;(d as HTMLDetailsElement).open = true
+  })
+
 const signIn = async (page: Page, token = account.token) => {
+  await keyForms(page)
   await page.getByLabel('Service key').fill(token)
-  await page.getByRole('button', { name: 'Sign in' }).click()
+  await page.getByRole('button', { name: 'Sign in with the key' }).click()
   await page.getByRole('navigation', { name: 'Views' }).waitFor()
 }
 
@@ -118,6 +125,7 @@ const screenshot = async (page: Page, name: string) => {
 }
 
 const signInAsOperator = async (page: Page, accountId?: number) => {
+  await keyForms(page)
   await page.getByLabel('Admin token').fill(ADMIN_TOKEN)
   await page.getByRole('button', { name: 'Enter as operator' }).click()
   await page.getByRole('navigation', { name: 'Views' }).waitFor()
@@ -191,8 +199,9 @@ test('the console page loads only from this service, under a policy that allows 
 test('sign-in refuses a wrong key, keeps the right one in session storage only, and signs out', async () => {
   const { page, problems } = await open()
   assert.deepEqual(await accessibility(page), [])
+  await keyForms(page)
   await page.getByLabel('Service key').fill('sk_1_wrong')
-  await page.getByRole('button', { name: 'Sign in' }).click()
+  await page.getByRole('button', { name: 'Sign in with the key' }).click()
   await page
     .getByRole('alert')
     .getByText(/The key was refused/)
@@ -205,7 +214,7 @@ test('sign-in refuses a wrong key, keeps the right one in session storage only, 
   await page.reload()
   await page.getByRole('navigation', { name: 'Views' }).waitFor()
   await page.getByRole('button', { name: 'Sign out' }).click()
-  await page.getByLabel('Service key').waitFor()
+  await page.getByRole('heading', { name: 'Sign in to the console' }).waitFor()
   assert.equal(await page.evaluate(() => sessionStorage.length), 0)
   assert.deepEqual(problems, [])
   await page.close()
@@ -613,6 +622,7 @@ test('the single-file bundle carries the console and serves the same bytes witho
 
 test('the operator signs in with the admin token, sees every account and chooses one', async () => {
   const { page, problems } = await open()
+  await keyForms(page)
   await page.getByLabel('Admin token').fill('wrong-token')
   await page.getByRole('button', { name: 'Enter as operator' }).click()
   await page

@@ -1,27 +1,32 @@
 import { html } from 'htm/preact'
 import { useEffect, useState } from 'preact/hooks'
 import { Accounts } from './accounts.ts'
-import { useData, value } from './load.ts'
+import { useData } from './load.ts'
 import { focusOn } from './format.ts'
 import {
   type Account,
   admin,
-  ApiError,
+  forgetPerson,
   forgetSession,
   type Condition,
   keyAccount,
-  searchCustomers,
+  mayBeSignedIn,
+  personSession,
   type Session,
   type SortKey,
+  signOutPerson,
   storeAccount,
   storedAccount,
   storedSession,
-  storeSession,
+  whoAmI,
 } from './api.ts'
 import { CustomerPage } from './customer.ts'
 import { Customers } from './customers.ts'
+import { Grants } from './grants.ts'
 import { Matrix } from './matrix.ts'
+import { PersonSettings } from './people.ts'
 import { Settings } from './settings.ts'
+import { SignIn } from './signin.ts'
 import { Uploads } from './uploads.ts'
 import { Webhooks } from './webhooks.ts'
 import { WeekView } from './week.ts'
@@ -46,12 +51,20 @@ const TITLES: Record<Name | 'missing', string> = {
   settings: 'Settings',
   missing: 'Not found',
 }
-// A service key sees its account's customers; the admin token the accounts and their settings.
+// A service key sees its account's customers; the admin token the accounts and their settings; a
+// person the key's views that their role's grants cover (the uploads list needs `upload`), and an
+// account admin (`manage`) the account's people and audit log in Settings.
 const NAV: Record<Session['kind'], Listed[]> = {
   key: ['week', 'matrix', 'customers', 'uploads'],
   admin: ['accounts', 'uploads', 'webhooks', 'settings'],
+  user: ['week', 'matrix', 'customers', 'uploads', 'settings'],
 }
 const KEY_ONLY: Name[] = ['week', 'customer', 'customers', 'matrix']
+const NEEDS: Partial<Record<Listed, string>> = { uploads: 'upload', settings: 'manage' }
+const navOf = (session: Session | null) =>
+  session?.kind === 'user'
+    ? NAV.user.filter((name) => session.me.grants.includes(NEEDS[name] ?? 'search'))
+    : NAV[session?.kind ?? 'key']
 
 // A fragment is anything a link or a person may type: a bad escape or JSON is "not found", never an
 // exception that blanks the page. The empty fragment is the role's first view.
@@ -69,8 +82,8 @@ const parse = (text: string) => {
     return undefined
   }
 }
-const viewOf = (hash: string, kind: Session['kind']): View => {
-  if (hash === '' || hash === '#' || hash === '#/') return viewOf(`#/${NAV[kind][0]}`, kind)
+const viewOf = (hash: string, kind: Session['kind'], nav: Listed[]): View => {
+  if (hash === '' || hash === '#' || hash === '#/') return viewOf(`#/${nav[0]}`, kind, nav)
   const [path, query] = hash.split('?', 2)
   const customer = /^#\/customer\/(.+)$/.exec(path)
   const given = customer ? 'customer' : path.slice(2)
@@ -79,8 +92,11 @@ const viewOf = (hash: string, kind: Session['kind']): View => {
   if (kind === 'admin' && KEY_ONLY.includes(name)) {
     return { name: 'missing', why: "This view shows an account's customers: sign in with that account's key." }
   }
-  if (!customer && !NAV[kind].includes(name as Listed)) {
-    return { name: 'missing', why: 'This view is for the operator: enter with the admin token.' }
+  if (!customer && !nav.includes(name as Listed)) {
+    const why = NAV[kind].includes(name as Listed)
+      ? 'Your role does not cover this view.'
+      : 'This view is for the operator: enter with the admin token.'
+    return { name: 'missing', why }
   }
   if (customer) {
     const id = decode(customer[1])
@@ -111,77 +127,25 @@ const viewOf = (hash: string, kind: Session['kind']): View => {
   return { name } as View
 }
 
-const NotFound = ({ why, kind }: { why: string; kind: Session['kind'] }) =>
+const NotFound = ({ why, nav }: { why: string; nav: Listed[] }) =>
   html`<section aria-labelledby="missing-title" class="missing">
     <h1 id="missing-title">Not found</h1>
     <p>${why}</p>
-    <p>Go to <a href=${`#/${NAV[kind][0]}`}>${TITLES[NAV[kind][0]]}</a>.</p>
+    <p>Go to <a href=${`#/${nav[0]}`}>${TITLES[nav[0]]}</a>.</p>
   </section>`
-
-const failure = (err: unknown, what: string) => {
-  const refused = err instanceof ApiError && (err.status === 401 || err.status === 403)
-  return refused ? `The ${what} was refused: ${(err as Error).message}` : (err as Error).message
-}
-
-// One credential field with its check: a service key is proved by a search of one customer (every
-// customer view searches), the admin token by the list of accounts.
-const Credential = ({ kind, onSignIn }: { kind: Session['kind']; onSignIn: (session: Session) => void }) => {
-  const [secret, setSecret] = useState('')
-  const [error, setError] = useState('')
-  const [busy, setBusy] = useState(false)
-  const [id, label, what] =
-    kind === 'key' ? ['service-key', 'Service key', 'key'] : ['admin-token', 'Admin token', 'admin token']
-  const submit = async (e: Event) => {
-    e.preventDefault()
-    setBusy(true)
-    setError('')
-    try {
-      const given = secret.trim()
-      await (kind === 'key' ? searchCustomers(given, { limit: 1 }) : admin(given, 'GET', ''))
-      storeSession({ kind, secret: given })
-      onSignIn({ kind, secret: given })
-    } catch (err) {
-      setError(failure(err, what))
-    } finally {
-      setBusy(false)
-    }
-  }
-  return html`<form onSubmit=${submit}>
-    <label for=${id}>${label}</label>
-    <input id=${id} type="password" autocomplete="off" spellcheck="false" required value=${secret}
-      aria-describedby=${`${id}-hint`} onInput=${(e: Event) => setSecret(value(e))} />
-    <p id=${`${id}-hint`} class="hint">
-      ${
-        kind === 'key'
-          ? "An account's key with the search scope (sk_…): that account's customers and uploads."
-          : "The service's SERVICE_ADMIN_TOKEN: every account, its uploads, webhooks and settings."
-      }${' '}It is kept in this tab's session storage only and sent to this service alone.
-    </p>
-    ${error && html`<p role="alert" class="error">${error}</p>`}
-    <button type="submit" class="primary" disabled=${busy}>
-      ${kind === 'key' ? 'Sign in' : 'Enter as operator'}
-    </button>
-  </form>`
-}
-
-const SignIn = ({ onSignIn }: { onSignIn: (session: Session) => void }) =>
-  html`<main class="signin">
-    <h1>Sign in to the console</h1>
-    <${Credential} kind="key" onSignIn=${onSignIn} />
-    <h2>Or as the operator</h2>
-    <${Credential} kind="admin" onSignIn=${onSignIn} />
-  </main>`
 
 // The account the views work on, by the name people know it by: a key's own account, or the one
 // the operator chose.
 const AccountName = ({ session, account }: { session: Session; account: number | null }) => {
   const named = useData(
     () =>
-      session.kind === 'key'
-        ? keyAccount(session.secret)
-        : account === null
-          ? Promise.resolve(undefined)
-          : admin<Account>(session.secret, 'GET', `/${account}`),
+      session.kind === 'user'
+        ? Promise.resolve(session.me.account)
+        : session.kind === 'key'
+          ? keyAccount(session.secret)
+          : account === null
+            ? Promise.resolve(undefined)
+            : admin<Account>(session.secret, 'GET', `/${account}`),
     [session.secret, account],
   )
   if (session.kind === 'admin' && account === null) return html`<span id="chosen-account">No account chosen</span>`
@@ -191,8 +155,29 @@ const AccountName = ({ session, account }: { session: Session; account: number |
   </span>`
 }
 
+// The person signed in, and their role.
+const Person = ({ me }: { me: Extract<Session, { kind: 'user' }>['me'] }) =>
+  html`<span id="signed-in" data-role=${me.user.role}>
+    ${me.user.name ?? me.user.email} <span class="muted">(${me.user.role})</span>
+  </span>`
+
+// A person's session is a cookie only the service reads: the page asks who it is, once, when this
+// browser may have one (a page that never signed a person in asks nothing).
+const usePersonSession = (setSession: (s: Session | null) => void, started: boolean) => {
+  const [checking, setChecking] = useState(!started && mayBeSignedIn())
+  useEffect(() => {
+    if (!checking) return
+    whoAmI()
+      .then((me) => setSession(personSession(me)))
+      .catch(() => forgetPerson())
+      .finally(() => setChecking(false))
+  }, [])
+  return checking
+}
+
 export const App = () => {
   const [session, setSession] = useState(storedSession())
+  const checking = usePersonSession(setSession, session !== null)
   const [account, setAccount] = useState(storedAccount())
   const [hash, setHash] = useState(location.hash)
   useEffect(() => {
@@ -200,13 +185,19 @@ export const App = () => {
     addEventListener('hashchange', follow)
     return () => removeEventListener('hashchange', follow)
   }, [])
-  const view = viewOf(hash, session?.kind ?? 'key')
+  const nav = navOf(session)
+  const view = viewOf(hash, session?.kind ?? 'key', nav)
   useEffect(() => {
     document.title = `${session ? TITLES[view.name] : 'Sign in'} · Console`
   }, [session, view.name])
 
+  if (checking) return html`<main class="signin"><p role="status">Signing in…</p></main>`
   if (!session) return html`<${SignIn} onSignIn=${setSession} />`
-  const signOut = () => {
+  // A person's session ends on the service (everywhere at once); a refusal (it had ended already)
+  // changes nothing here.
+  const signOut = async () => {
+    if (session.kind === 'user') await signOutPerson(session.me).catch(() => undefined)
+    forgetPerson()
     forgetSession()
     setSession(null)
     setAccount(null)
@@ -221,7 +212,7 @@ export const App = () => {
   const needsAccount =
     session.kind === 'admin' && view.name !== 'accounts' && view.name !== 'missing' && account === null
   const body = () => {
-    if (view.name === 'missing') return html`<${NotFound} why=${view.why} kind=${session.kind} />`
+    if (view.name === 'missing') return html`<${NotFound} why=${view.why} nav=${nav} />`
     if (needsAccount) return html`<p>Choose an account first, in <a href="#/accounts">Accounts</a>.</p>`
     if (session.kind === 'admin') {
       const token = session.secret
@@ -231,6 +222,10 @@ export const App = () => {
       return html`<${Accounts} token=${token} chosen=${account} onChoose=${choose} />`
     }
     const key = session.secret
+    if (view.name === 'settings' && session.kind === 'user') {
+      const { me } = session
+      return html`<${PersonSettings} credential=${key} account=${me.account.id} self=${me.user.id} />`
+    }
     if (view.name === 'customer') return html`<${CustomerPage} apiKey=${key} id=${view.id} />`
     if (view.name === 'week') return html`<${WeekView} apiKey=${key} days=${view.days} />`
     if (view.name === 'customers') {
@@ -242,14 +237,17 @@ export const App = () => {
   }
   // The skip link is the first stop of the Tab key; it moves the focus rather than the fragment, which
   // names the view.
-  return html`<a class="skip-link" href="#main" onClick=${focusOn('main')}>Skip to content</a>
+  return html`<${Grants.Provider} value=${session.kind === 'user' ? session.me.grants : null}>
+    <a class="skip-link" href="#main" onClick=${focusOn('main')}>Skip to content</a>
     <header>
       <span class="brand">Console</span>
-      <nav aria-label="Views">${NAV[session.kind].map((name) => html`${link(name)} `)}</nav>
+      <nav aria-label="Views">${nav.map((name) => html`${link(name)} `)}</nav>
       <div class="session">
+        ${session.kind === 'user' && html`<${Person} me=${session.me} />`}
         <${AccountName} session=${session} account=${account} />
         <button type="button" onClick=${signOut}>Sign out</button>
       </div>
     </header>
-    <main id="main" tabindex="-1">${body()}</main>`
+    <main id="main" tabindex="-1">${body()}</main>
+  </${Grants.Provider}>`
 }

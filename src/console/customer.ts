@@ -13,6 +13,7 @@ import {
 } from './api.ts'
 import { Contacts } from './contacts.ts'
 import { Empty, Failed, Loading, Score, type ScoreKind, signed, When } from './format.ts'
+import { useAllows } from './grants.ts'
 import { useData } from './load.ts'
 import { Scroller } from './scroller.ts'
 
@@ -105,6 +106,7 @@ const ChurnState = ({
 }) => {
   const [busy, setBusy] = useState(false)
   const [error, setError] = useState('')
+  const writes = useAllows('upload')
   const toggle = async () => {
     setBusy(true)
     setError('')
@@ -119,9 +121,12 @@ const ChurnState = ({
   }
   return html`<p id="churn-state">
       <span>${customer.is_churned ? 'Churned: left out of the matrix and the customers table.' : 'Active.'}</span>${' '}
-      <button type="button" disabled=${busy} onClick=${toggle}>
-        ${customer.is_churned ? 'Mark as active' : 'Mark as churned'}
-      </button>
+      ${
+        writes &&
+        html`<button type="button" disabled=${busy} onClick=${toggle}>
+          ${customer.is_churned ? 'Mark as active' : 'Mark as churned'}
+        </button>`
+      }
     </p>
     ${error && html`<p role="alert" class="error">${error}</p>`}`
 }

@@ -8604,6 +8604,11 @@ export interface operations {
              * @description Send it as the x-csrf-token header with every request of the session that changes anything.
              */
             csrf_token: string
+            /**
+             * @description What the role holds, as the routes need it: key scopes, and `manage` for the account's
+             * users, keys and settings. The console hides what these do not cover; the API decides.
+             */
+            grants: string[]
           }
         }
       }
@@ -8667,6 +8672,11 @@ export interface operations {
              * @description Send it as the x-csrf-token header with every request of the session that changes anything.
              */
             csrf_token: string
+            /**
+             * @description What the role holds, as the routes need it: key scopes, and `manage` for the account's
+             * users, keys and settings. The console hides what these do not cover; the API decides.
+             */
+            grants: string[]
           }
         }
       }

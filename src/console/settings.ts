@@ -4,6 +4,7 @@ import { type Account, admin, type Key, type NewKey, type Property } from './api
 import { Backups } from './backups.ts'
 import { useAction, useData, value } from './load.ts'
 import { ScoringModel } from './model.ts'
+import { PeopleSettings } from './people.ts'
 import { When } from './format.ts'
 import { Scroller } from './scroller.ts'
 
@@ -203,6 +204,7 @@ export const Settings = ({ token, account }: { token: string; account: number })
         </section>`
     }
     <${Tracking} token=${token} account=${account} />
+    <${PeopleSettings} door=${{ kind: 'admin', token, account }} account=${account} />
     <${Backups} token=${token} />
   </section>`
 }

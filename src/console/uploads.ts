@@ -87,8 +87,8 @@ export const Uploads = ({ session, account }: { session: Session; account: numbe
   html`<section aria-labelledby="uploads-title">
     <h1 id="uploads-title">Uploads</h1>
     ${
-      session.kind === 'key'
-        ? html`<${KeyUploads} apiKey=${session.secret} />`
-        : html`<${AccountUploads} token=${session.secret} account=${account} />`
+      session.kind === 'admin'
+        ? html`<${AccountUploads} token=${session.secret} account=${account} />`
+        : html`<${KeyUploads} apiKey=${session.secret} />`
     }
   </section>`

@@ -39,6 +39,13 @@ const SignedIn = v.object({
     v.string(),
     v.description('Send it as the x-csrf-token header with every request of the session that changes anything.'),
   ),
+  grants: v.pipe(
+    v.array(v.string()),
+    v.description(
+      "What the role holds, as the routes need it: key scopes, and `manage` for the account's users, keys and " +
+        'settings. The console hides what these do not cover; the API decides.',
+    ),
+  ),
 })
 
 // The rows the catalog had, in their places of the routing table (api/routes.ts).

@@ -1,7 +1,7 @@
 import type { App } from '../context.ts'
 import { getAccount } from '../accounts/accounts.ts'
 import { refuse } from '../errors.ts'
-import type { Role } from '../route.ts'
+import { ROLE_GRANTS, type Role } from '../route.ts'
 import { dummyHash, verifyPassword } from './passwords.ts'
 import { openSession } from './sessions.ts'
 import { csrfTokenOf, readSecret } from './secrets.ts'
@@ -55,14 +55,17 @@ export const signIn = async (app: App, emailGiven: string, password: string) => 
   return { cookie, ...(await whoIs(app, accountId, Number(found.id), csrfTokenOf(readSecret(cookie)!.secret))) }
 }
 
-// What sign-in and GET /auth/v1/me answer: the person, their account and the CSRF token.
+// What sign-in and GET /auth/v1/me answer: the person, their account, the CSRF token and the role's
+// grants (for the console to hide what the role cannot do).
 export const whoIs = async (app: App, accountId: number, userId: number, csrfToken: string) => {
   const [user] =
     await app.sql`select id, email, name, role from users where account_id = ${accountId} and id = ${userId}`
   const { id, name } = await getAccount(app.sql, accountId)
+  const role = user.role as Role
   return {
     user: user as { id: number; email: string; name: string | null; role: Role },
     account: { id, name },
     csrf_token: csrfToken,
+    grants: ROLE_GRANTS[role],
   }
 }
