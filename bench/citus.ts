@@ -213,6 +213,7 @@ const side = async (url: string, postmasters: number[], env: Record<string, stri
     await sql`vacuum analyze`
     const loadAverage = loadavg()[0]
     const statements = await oneStatement(sql, tenants[0].id)
+    const searchAlone = await oneSearch(server.base, tenants[0])
     const roots = [...postmasters, server.pid]
     const cpuBefore = roots.map((r) => cpuSeconds([r]))
     const measured = await load(server.base, tenants)
@@ -224,7 +225,16 @@ const side = async (url: string, postmasters: number[], env: Record<string, stri
     const failing = await sql`select task_identifier as task, last_error as error from graphile_worker.jobs
       where last_error is not null`
     for (const { task, error } of failing) process.stderr.write(`bench citus: job ${task} failing: ${error}\n`)
-    return { measured, loadAverage, pending: pending as number, failing: failing.length, statements, cpu, cpuOf }
+    return {
+      measured,
+      loadAverage,
+      pending: pending as number,
+      failing: failing.length,
+      statements,
+      searchAlone,
+      cpu,
+      cpuOf,
+    }
   } finally {
     await server.stop()
     await sql.end()
@@ -254,6 +264,23 @@ const oneStatement = async (sql: Sql, accountId: number) => {
       (i) => sql`update customers set name = name where account_id = ${accountId} and external_id = ${`cust-${i}`}`,
     ),
   }
+}
+
+// A search alone, before the load: one client, the four shapes in turn, each request over HTTP
+// after the last has answered. What a search costs without the queueing of the load: the p50 of 200.
+const oneSearch = async (base: string, tenant: Tenant) => {
+  const ms: number[] = []
+  for (let n = 0; n < 220; n++) {
+    const at = performance.now()
+    const res = await KINDS[1].send(base, tenant, n)
+    await res.text()
+    if (!res.ok) throw new Error(`a search alone: ${res.status}`)
+    if (n >= 20) ms.push(performance.now() - at)
+  }
+  return percentile(
+    ms.sort((a, b) => a - b),
+    50,
+  )
 }
 
 // A database on the coordinator's server with no citus extension: a plain PostgreSQL 15.
@@ -360,6 +387,15 @@ export default async (ctx: BenchContext) => {
         ratio: pick(distributed) / pick(single),
       })
     }
+    ctx.report({ bench: 'citus', metric: 'a search alone, single: p50', value: single.searchAlone, unit: 'ms' })
+    ctx.report({
+      bench: 'citus',
+      metric: 'a search alone, cluster: p50',
+      value: distributed.searchAlone,
+      unit: 'ms',
+      baseline: single.searchAlone,
+      ratio: distributed.searchAlone / single.searchAlone,
+    })
     KINDS.forEach((kind, k) => {
       const [a, b] = [single.measured[k], distributed.measured[k]]
       for (const [name, s] of [

@@ -30,8 +30,15 @@ const HOW_TO_NARROW =
   'Narrow it: fewer IN values or filters, a more selective filter, fewer aggregate fields or buckets, ' +
   'or count "estimate" instead of "exact".'
 
+// For a read-committed transaction of reads alone (a search): on Citus, its SELECTs then open no
+// transaction on the worker, whose BEGIN, assign_distributed_transaction_id and COMMIT are round
+// trips of their own (docs/benchmarks.md, "Citus"). Under read committed each statement reads its
+// own snapshot either way, and reads leave nothing to commit. Without Citus, a placeholder.
+export const READS_ALONE = { 'citus.select_opens_transaction_block': 'off' }
+
 // Runs `work` in a transaction on app.heavy under the budget's statement timeout (`mode`: how the
-// transaction begins, such as "isolation level repeatable read read only"). `work` passes each
+// transaction begins, such as "isolation level repeatable read read only"; `settings`: more for
+// the transaction, such as READS_ALONE). `work` passes each
 // statement that may run long through `track`, so that an abort of `signal` cancels it. A statement
 // over its budget is a 422 naming the budget; one cancelled because the client went is a 499.
 export const budgeted = async <T>(
@@ -40,6 +47,7 @@ export const budgeted = async <T>(
   budget: Budget,
   work: (tx: Tx, track: Track) => Promise<T>,
   mode = '',
+  settings: Record<string, string> = {},
 ): Promise<T> => {
   const ms = TIMEOUTS[budget](app.config)
   const signal = caller?.signal
@@ -66,7 +74,7 @@ export const budgeted = async <T>(
   try {
     return (await app.heavy.begin(mode, async (tx) => {
       if (signal?.aborted) gone()
-      await setLocal(tx, { statement_timeout: String(left), ...PLANNER.oneBackend })
+      await setLocal(tx, { statement_timeout: String(left), ...PLANNER.oneBackend, ...settings })
       return work(tx, track)
     })) as T
   } catch (err) {

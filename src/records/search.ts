@@ -1,7 +1,7 @@
 import { catalogSql } from '../catalog/properties.ts'
 import type { Entity, PropertyDef } from '../property.ts'
 import type { App } from '../context.ts'
-import { budgeted, type Caller, type Track } from '../db/budget.ts'
+import { budgeted, type Caller, READS_ALONE, type Track } from '../db/budget.ts'
 import type { Sql, Tx } from '../db/client.ts'
 import { TABLES } from '../db/tables.ts'
 import { today } from '../dates.ts'
@@ -125,29 +125,37 @@ export const searchInput = (
   today: today(),
 })
 
-// A page of the search, as the bytes of the answer, under the search budget (db/budget.ts).
+// A page of the search, as the bytes of the answer, under the search budget (db/budget.ts): reads
+// alone, so that on Citus its statements are router queries without a transaction on the worker.
 export const searchPage = (app: App, accountId: number, entity: Entity, body: SearchBody, caller?: Caller) =>
-  budgeted(app, caller, 'search', async (tx, track) => {
-    const sorted = body.sort !== undefined && body.sort.length > 0
-    const [context, key] = await Promise.all([
-      searchContext(tx, accountId, entity, body),
-      sorted ? cursorKey(app.sql) : undefined,
-    ])
-    const input = searchInput(accountId, entity, body, context, key)
-    // Whether `after` names a record is asked only of a request refused anyway, or of an empty page.
-    const { problems, search } = checkSearch(input)
-    if (problems) {
-      return refuse(400, INVALID_SEARCH, [
-        ...(await afterError(tx, accountId, entity, input.afterServiceId)),
-        ...problems,
+  budgeted(
+    app,
+    caller,
+    'search',
+    async (tx, track) => {
+      const sorted = body.sort !== undefined && body.sort.length > 0
+      const [context, key] = await Promise.all([
+        searchContext(tx, accountId, entity, body),
+        sorted ? cursorKey(app.sql) : undefined,
       ])
-    }
-    const query = compileSearch(search)
-    const rows = (await track(tx.unsafe(query.text, query.params as string[]).raw())) as unknown as Buffer[][]
-    const total = body.count && (await countOf(tx, track, search, body.count))
-    if (rows.length === 0) {
-      const errors = await afterError(tx, accountId, entity, input.afterServiceId)
-      if (errors.length > 0) refuse(400, INVALID_SEARCH, errors)
-    }
-    return pageBody(rows, body.limit, total || undefined, query.next)
-  })
+      const input = searchInput(accountId, entity, body, context, key)
+      // Whether `after` names a record is asked only of a request refused anyway, or of an empty page.
+      const { problems, search } = checkSearch(input)
+      if (problems) {
+        return refuse(400, INVALID_SEARCH, [
+          ...(await afterError(tx, accountId, entity, input.afterServiceId)),
+          ...problems,
+        ])
+      }
+      const query = compileSearch(search)
+      const rows = (await track(tx.unsafe(query.text, query.params as string[]).raw())) as unknown as Buffer[][]
+      const total = body.count && (await countOf(tx, track, search, body.count))
+      if (rows.length === 0) {
+        const errors = await afterError(tx, accountId, entity, input.afterServiceId)
+        if (errors.length > 0) refuse(400, INVALID_SEARCH, errors)
+      }
+      return pageBody(rows, body.limit, total || undefined, query.next)
+    },
+    '',
+    READS_ALONE,
+  )
