@@ -4,7 +4,8 @@ import { request } from 'node:http'
 import { startTestService, type TestService } from './helpers/service.ts'
 import { scoredAccount, uploadAndWait } from './helpers/fixtures.ts'
 import { eventually, type Receiver, startReceiver } from './helpers/receiver.ts'
-import { purgeExpired, RETENTION_BATCH } from '../src/privacy/retention.ts'
+import { PURGE_BATCH } from '../src/db/purge.ts'
+import { purgeExpired } from '../src/privacy/retention.ts'
 import { waitingSql } from '../src/tracking/cursor.ts'
 
 // Issue 36: erasure, suppression, export and retention, on one service and two accounts that use
@@ -442,7 +443,7 @@ const inactiveWebhook = async (accountId: number) =>
 
 test('retention walks past its first batch: every expired row of a long backlog goes, the young stay', async () => {
   const c = await s.account('Backlog')
-  const batches = RETENTION_BATCH * 2 + 1
+  const batches = PURGE_BATCH * 2 + 1
   await s.sql`insert into tracking_events (account_id, name, occurred_at, customer_external_id, status, received_at)
     select ${c.id}, 'old', now(), 'bulk', 'applied', now() - interval '401 days' from generate_series(1, ${batches})`
   await s.sql`insert into tracking_events (account_id, name, occurred_at, customer_external_id, status)
@@ -450,10 +451,10 @@ test('retention walks past its first batch: every expired row of a long backlog 
   const webhook = await inactiveWebhook(c.id)
   await s.sql`insert into webhook_deliveries (account_id, webhook_id, event, message_id, payload, status, created_at)
     select ${c.id}, ${webhook}, 'bulk', 'bulk-' || g, '{}', 'delivered', now() - interval '31 days'
-    from generate_series(1, ${RETENTION_BATCH + 1}) g`
+    from generate_series(1, ${PURGE_BATCH + 1}) g`
   await s.sql`insert into webhook_deliveries (account_id, webhook_id, event, message_id, payload, status)
     values (${c.id}, ${webhook}, 'bulk', 'bulk-young', '{}', 'delivered')`
-  assert.deepEqual(await purgeExpired(s.app), { events: batches, deliveries: RETENTION_BATCH + 1 })
+  assert.deepEqual(await purgeExpired(s.app), { events: batches, deliveries: PURGE_BATCH + 1 })
   const left = await s.sql`select name, count(*)::int as n from tracking_events where account_id = ${c.id}
     group by name`
   assert.deepEqual([...left], [{ name: 'young', n: 2 }])

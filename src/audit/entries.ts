@@ -82,31 +82,44 @@ type Paging = { limit: number; after?: number }
 const columns = (sql: Sql) =>
   sql`id, at, actor_type, actor_id, actor_name, action, to_json(target) as target, status, host(address) as address`
 
-const page = (rows: Record<string, any>[], limit: number) => ({
+type Entry = {
+  id: number
+  at: Date
+  actor_type: string
+  actor_id: number | null
+  actor_name: string | null
+  action: string
+  target: (string | null)[]
+  status: number
+  address: string | null
+}
+
+const page = (rows: Entry[], limit: number) => ({
   entries: rows.slice(0, limit).map((r) => ({
-    id: r.id as number,
-    at: (r.at as Date).toISOString(),
+    id: r.id,
+    at: r.at.toISOString(),
     actor: { type: r.actor_type, id: r.actor_id, name: r.actor_name },
-    action: r.action as string,
-    target: (r.target as (string | null)[]).map((s) => (s === null ? ERASED : encodeURIComponent(s))).join('/'),
-    status: r.status as number,
-    address: r.address as string | null,
+    action: r.action,
+    target: r.target.map((s) => (s === null ? ERASED : encodeURIComponent(s))).join('/'),
+    status: r.status,
+    address: r.address,
   })),
-  ...(rows.length > limit && { paging: { next: { after: rows[limit - 1].id as number } } }),
+  ...(rows.length > limit && { paging: { next: { after: rows[limit - 1].id } } }),
 })
 
 // The account's entries, newest first.
 export const listEntries = async (sql: Sql, accountId: number, { limit, after }: Paging) =>
   page(
-    await sql`select ${columns(sql)} from audit_entries
-      where account_id = ${accountId} and id < ${after ?? Number.MAX_SAFE_INTEGER} order by id desc limit ${limit + 1}`,
+    await sql<Entry[]>`select ${columns(sql)} from audit_entries
+      where account_id = ${accountId} and id < ${after ?? Number.MAX_SAFE_INTEGER}
+      order by id desc limit ${limit + 1}`,
     limit,
   )
 
 // The operator's entries that name no account, newest first.
 export const listOperatorEntries = async (sql: Sql, { limit, after }: Paging) =>
   page(
-    await sql`select ${columns(sql)} from operator_audit_entries
+    await sql<Entry[]>`select ${columns(sql)} from operator_audit_entries
       where id < ${after ?? Number.MAX_SAFE_INTEGER} order by id desc limit ${limit + 1}`,
     limit,
   )

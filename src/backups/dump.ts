@@ -83,13 +83,13 @@ const listTables = async (tx: Tx): Promise<Listed[]> => {
 // sequence is read itself: pg_sequences has no is_called, and its last_value is null whenever
 // is_called is false (a setval(..., false) included), not only for a sequence never called.
 const readHeader = async (tx: Tx) => {
-  const [row] = await tx`
+  const [row] = await tx<{ migrations: string[]; worker: number; server_version: string; names: string[] }[]>`
     select array(select name from schema_migrations order by name)::text[] as migrations,
       ${workerMigration(tx)}::int as worker,
       current_setting('server_version') as server_version,
       array(select c.oid::regclass::text from pg_class c join pg_namespace n on n.oid = c.relnamespace
             where n.nspname in (current_schema(), ${WORKER_SCHEMA}) and c.relkind = 'S' order by 1)::text[] as names`
-  const names = row.names as string[]
+  const { names } = row
   const sequences = names.length
     ? await tx.unsafe<Header['sequences']>(
         names

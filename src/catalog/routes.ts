@@ -15,8 +15,8 @@ import {
 import { createTag, listTags, setRecordTags, Tag, TagBody, TagTitles, TagTitlesBody } from './tags.ts'
 
 // PUT .../customers/{external_id}/tags and .../contacts/{external_id}/tags: one row per entity.
-function setTagsRoute(entity: Entity) {
-  return route({
+const setTagsRoute = (entity: Entity) =>
+  route({
     method: 'PUT',
     path: `${ACCOUNTS}/:id/${entity}s/:external_id/tags`,
     auth: 'admin',
@@ -35,7 +35,6 @@ function setTagsRoute(entity: Entity) {
         ),
       ),
   })
-}
 
 export const catalogRoutes: Route[] = [
   route({

@@ -76,7 +76,7 @@ export const setRecordTags = (sql: Sql, accountId: number, entity: Entity, exter
     const ids = [...new Set(record.tags.map((t) => t.id!))]
     const { links, key } = TAGGED[entity]
     if (entity === 'customer') await addRecomputeSegments(tx, accountId)
-    const rows = await tx`
+    const rows = await tx<{ title: string }[]>`
       with removed as (
         delete from ${tx(links)} where account_id = ${accountId} and ${tx(key)} = ${record.service_id}
           and tag_id <> all(${ids}::bigint[])
@@ -86,5 +86,5 @@ export const setRecordTags = (sql: Sql, accountId: number, entity: Entity, exter
         on conflict do nothing
       )
       select title from tags where account_id = ${accountId} and id = any(${ids}::bigint[]) order by title collate "C"`
-    return { titles: rows.map((r) => r.title as string) }
+    return { titles: rows.map((r) => r.title) }
   })

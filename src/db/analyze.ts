@@ -15,7 +15,7 @@ const MIN_PAGES = 100
 // on the workers, so the pages and relpages of a distributed table are summed over its shards (ANALYZE
 // of the table analyzes every shard). That reads every shard: scoring and uploads are background jobs.
 const onCitus = async (sql: Sql | Tx) =>
-  (await sql`select exists (select 1 from pg_extension where extname = 'citus') as on`)[0].on as boolean
+  (await sql<{ on: boolean }[]>`select exists (select 1 from pg_extension where extname = 'citus') as on`)[0].on
 
 const SHARD_PAGES = `select pg_relation_size(c.oid) / current_setting('block_size')::int || ' ' || c.relpages
   from pg_class c where c.oid = '%s'::regclass`
@@ -27,7 +27,7 @@ const pagesOf = (sql: Sql | Tx, citus: boolean) =>
           from run_command_on_shards(c.oid, ${SHARD_PAGES}) r)`
     : sql`(select pg_relation_size(c.oid) / current_setting('block_size')::int as pages, c.relpages)`
 
-const staleTables = async (sql: Sql | Tx, tables: string[]) => sql`
+const staleTables = async (sql: Sql | Tx, tables: string[]) => sql<{ relname: string }[]>`
   select c.relname from pg_class c cross join lateral ${pagesOf(sql, await onCitus(sql))} p
   where c.relnamespace = current_schema()::regnamespace and c.relname = any(${tables})
     and p.pages > greatest(2 * p.relpages, ${MIN_PAGES})`
@@ -36,7 +36,7 @@ export const analyzeJobs = async (tx: Tx, tables: string[]): Promise<JobSpec[]> 
   (await staleTables(tx, tables)).length ? [analyzeTablesJob(tables)] : []
 
 export const analyzeTables = async (sql: Sql, payload: AnalyzeTablesPayload) => {
-  for (const { relname } of await staleTables(sql, payload.tables)) await sql`analyze ${sql(relname as string)}`
+  for (const { relname } of await staleTables(sql, payload.tables)) await sql`analyze ${sql(relname)}`
 }
 
 // A small account's first upload beside a large one grows a table too little for the rule above, yet

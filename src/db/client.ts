@@ -26,7 +26,7 @@ export const connect = (
     types: {
       bigint: { to: 20, from: [20], serialize: (x: number) => String(x), parse: (x: string) => Number(x) },
     },
-  }) as unknown as Sql
+  })
 
 // The cheapest round trip: whether the database answers at all (readiness).
 export const ping = (sql: Sql) => sql`select 1`

@@ -73,9 +73,9 @@ const triggers = (conn: ReservedSql, tables: string[]) => conn<Named[]>`
 // distributed, so that adding a worker and rebalancing never blocks writes.
 const unlogged = async (conn: ReservedSql, tables: string[]) =>
   (
-    await conn`select relname as name from pg_class where relnamespace = 'public'::regnamespace
+    await conn<{ name: string }[]>`select relname as name from pg_class where relnamespace = 'public'::regnamespace
       and relpersistence = 'u' and relname = any(${tables}) order by 1`
-  ).map((r) => r.name as string)
+  ).map((r) => r.name)
 
 const citusLocal = async (conn: ReservedSql, table: string) =>
   (

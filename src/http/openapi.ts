@@ -75,7 +75,7 @@ const converter = (named: Record<string, v.GenericSchema>) => {
       valibotSchema.type === 'lazy' && !namedRef.has(jsonSchema.$ref as string) ? {} : undefined,
     overrideAction: ({ jsonSchema }) => {
       if (!('published' in jsonSchema)) return undefined
-      const { published, ...rest } = jsonSchema as unknown as Json
+      const { published, ...rest } = jsonSchema
       return { ...rest, ...(nested ? {} : (publish(published) as Json)) } as JsonSchema
     },
   }

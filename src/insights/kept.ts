@@ -53,8 +53,8 @@ interface Common {
   figures: (number | null)[]
 }
 const readCommon = async (tx: Tx, track: Track, accountId: number, now: string): Promise<Common> => {
-  const [{ at }] = await tx`select clock_timestamp() as at`
-  const renewing = (await track(renewals(tx, accountId, now, addDays(now, RENEWAL_DAYS)))) as unknown as Renewing[]
+  const [{ at }] = await tx<{ at: Date }[]>`select clock_timestamp() as at`
+  const renewing = await track(renewals(tx, accountId, now, addDays(now, RENEWAL_DAYS)))
   const [row] = await track(weekFigures(tx, accountId, now).values())
   return { at, renewing, figures: row[0] as (number | null)[] }
 }
@@ -63,7 +63,7 @@ const readCommon = async (tx: Tx, track: Track, accountId: number, now: string):
 // in the first period a refresh keeps), so that an account's rows add up to its refresh's time.
 // Returns when it was done: the next period's `from`.
 const compute = async (tx: Tx, track: Track, accountId: number, days: Period, now: string, c: Common, from: Date) => {
-  const moves = (await track(movements(tx, accountId, addDays(now, -days), now))) as unknown as Moved[]
+  const moves = await track(movements(tx, accountId, addDays(now, -days), now))
   // As text: a string sent as jsonb would be kept as one JSON string.
   await track(tx`
     insert into week_reports (account_id, days, day, computed_at, computed_ms, moves, renewing, figures)
@@ -74,20 +74,20 @@ const compute = async (tx: Tx, track: Track, accountId: number, days: Period, no
       computed_ms = excluded.computed_ms, moves = excluded.moves, renewing = excluded.renewing,
       figures = excluded.figures`)
   // Read after the write, not in its RETURNING: Citus refuses a volatile function there.
-  const [{ done }] = await tx`select clock_timestamp() as done`
-  return done as Date
+  const [{ done }] = await tx<{ done: Date }[]>`select clock_timestamp() as done`
+  return done
 }
 
 // `refreshing`: a write since computed_at is still to be folded in (its refresh job waits or runs; one
 // that failed for good does not count). `due`: that job runs now or soon (not put off to keep the pace).
 const readKept = async (tx: Tx, accountId: number, days: Period) => {
-  const [kept] = await tx`
+  const [kept]: ((Kept & { due: boolean }) | undefined)[] = await tx<(Kept & { due: boolean })[]>`
     with job as (${pendingJob(tx, weekReportJobKey(accountId))})
     select to_char(day, 'YYYY-MM-DD') as day, moves, renewing, figures, computed_at,
       exists (select 1 from job) as refreshing,
       exists (select 1 from job where locked_at is not null or run_at <= now()) as due
     from week_reports where account_id = ${accountId} and days = ${days}`
-  return kept as unknown as (Kept & { due: boolean }) | undefined
+  return kept
 }
 
 // The period's kept report, of today or an earlier day; the first request of a period computes it.
@@ -124,10 +124,12 @@ const PACE = 5
 export const refreshWeekReports = async (app: App, p: CronPayload) => {
   const accountId = p.account_id
   if (accountId === undefined) {
-    const ids = await app.sql`select distinct account_id from week_reports order by account_id`
+    const ids = await app.sql<
+      { account_id: number }[]
+    >`select distinct account_id from week_reports order by account_id`
     return void (await addJobs(
       app.sql,
-      ids.map((r) => weekReportJob(r.account_id as number)),
+      ids.map((r) => weekReportJob(r.account_id)),
     ))
   }
   return budgeted(app, undefined, 'aggregate', async (tx, track) => {

@@ -67,7 +67,7 @@ const movedTop = (tx: Tx) =>
     tx`union all`,
   )
 
-export const movements = (tx: Tx, accountId: number, since: string, now: string) => tx`
+export const movements = (tx: Tx, accountId: number, since: string, now: string) => tx<Moved[]>`
   with m as materialized (
     select s.customer_id as service_id, s.engagementscore as e,
       s.history_scores[width_bucket(${since}::date, s.history_dates)] as before
@@ -105,7 +105,7 @@ export const movements = (tx: Tx, accountId: number, since: string, now: string)
 // text order is its date order) falls in [from, to], the least healthy first. The quadrant: engagement
 // below 0 is churn risk whatever the fit; above, fit splits upsell from engaged with a poor fit. A fit
 // not computed counts as 0, as in churn_risk.
-export const renewals = (tx: Tx, accountId: number, from: string, to: string) => tx`
+export const renewals = (tx: Tx, accountId: number, from: string, to: string) => tx<Renewing[]>`
   with r as (
     select c.service_id, c.external_id, c.name, c.attributes->>'renewal_date' as renewal_date,
       s.engagementscore, s.fitscore, s.churn_risk

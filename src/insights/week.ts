@@ -9,7 +9,7 @@ import { budgeted, type Caller } from '../db/budget.ts'
 import type { Tx } from '../db/client.ts'
 import { addDays, today } from '../dates.ts'
 import { explanationRows } from '../scoring/changes.ts'
-import { explainCustomer, type ExplainedCustomer, labelledExplanation } from '../scoring/rules/explain.ts'
+import { explainCustomer, labelledExplanation } from '../scoring/rules/explain.ts'
 import { scoringInputs } from '../scoring/store.ts'
 import type { Condition } from '../search/fields.ts'
 import { keptReport } from './kept.ts'
@@ -105,11 +105,11 @@ const driversOf = async (tx: Tx, accountId: number, ids: number[], now: string) 
   const rows = await explanationRows(tx, accountId, tx`c.service_id = any(${ids}::bigint[])`)
   return new Map(
     rows.map((r) => [
-      r.service_id as number,
+      r.service_id,
       {
-        external_id: r.external_id as string,
-        name: r.name as string | null,
-        explanation: labelledExplanation(explainCustomer(model, defs, r as unknown as ExplainedCustomer, now), labels),
+        external_id: r.external_id,
+        name: r.name,
+        explanation: labelledExplanation(explainCustomer(model, defs, r, now), labels),
       },
     ]),
   )

@@ -36,10 +36,10 @@ const stage = async (tx: Tx, accountId: number, erasureId: number) => {
     select k.external_id, k.service_id, k.customer_id
     from erase_customers e join contacts k on k.account_id = ${accountId} and k.customer_id = e.service_id`
   await tx`analyze erase_customers, erase_contacts`
-  const [{ needles }] = await tx`
+  const [{ needles }] = await tx<{ needles: string[] }[]>`
     select coalesce(array_agg(distinct to_json(external_id::text)::text), '{}') as needles
     from (select external_id from erase_customers union all select external_id from erase_contacts) x`
-  return needles as string[]
+  return needles
 }
 
 const ids = (tx: Tx, table: 'erase_customers' | 'erase_contacts', column: 'service_id' | 'external_id') =>
@@ -149,7 +149,7 @@ const eraseStaged = async (tx: Tx, accountId: number, needles: string[]): Promis
 // The customers that remain after their contacts went: their aggregates (the event counts of the
 // daily run, which also rescores what they change) and their scores are computed again.
 const recompute = async (tx: Tx, accountId: number, counts: Counts) => {
-  const remaining = await tx`
+  const remaining = await tx<{ customer_id: number }[]>`
     select distinct k.customer_id from erase_contacts k
       join customers c on c.account_id = ${accountId} and c.service_id = k.customer_id
     where not (k.customer_id = ${ids(tx, 'erase_customers', 'service_id')})
@@ -158,7 +158,7 @@ const recompute = async (tx: Tx, accountId: number, counts: Counts) => {
     ...scoreRecordsJobs(
       accountId,
       'customer',
-      remaining.map((r) => r.customer_id as number),
+      remaining.map((r) => r.customer_id),
     ),
     ...(counts.tracking_events > 0 && remaining.length > 0 ? [countEventsJob(accountId)] : []),
   ])

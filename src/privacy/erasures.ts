@@ -18,7 +18,7 @@ export const requestErasure = (
   body: v.InferOutput<typeof ErasureBody>,
 ) =>
   sql.begin(async (tx) => {
-    const [row] = await tx`
+    const [row] = await tx<{ id: number; status: 'pending' }[]>`
       insert into erasures (account_id, key_id, requested)
       select id, ${keyId}, ${tx.json({ contacts: body.contacts.length, customers: body.customers.length })}
       from accounts where id = ${accountId}
@@ -32,7 +32,7 @@ export const requestErasure = (
       insert into erasure_targets (account_id, erasure_id, customer_external_id, contact_external_id)
       select ${accountId}, ${row.id}, t->>0, t->>1 from json_array_elements(${JSON.stringify(targets)}::text::json) t`
     await addJobs(tx, [eraseJob(accountId, row.id)])
-    return { id: row.id as number, status: row.status as 'pending' }
+    return { id: row.id, status: row.status }
   })
 
 export const getErasure = async (sql: Sql, accountId: number, erasureId: number) => {

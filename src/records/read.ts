@@ -6,8 +6,7 @@ import type { App } from '../context.ts'
 import { today } from '../dates.ts'
 import { refuse } from '../errors.ts'
 import { explanationRows } from '../scoring/changes.ts'
-import { explainCustomer, type ExplainedCustomer, labelled, labelledExplanation } from '../scoring/rules/explain.ts'
-import type { ChangeDriver } from '../scoring/rules/alerts.ts'
+import { explainCustomer, labelled, labelledExplanation } from '../scoring/rules/explain.ts'
 import { compileSearch } from '../search/sql.ts'
 
 // One record as the search endpoints show it (churned customers included); a contact is found
@@ -49,8 +48,8 @@ const scoreExplanation = async (app: App, accountId: number, externalId: string)
     readLabels(app.sql, accountId, 'customer'),
   ])
   return {
-    ...labelledExplanation(explainCustomer(model, defs, row as unknown as ExplainedCustomer, today()), labels),
-    change_drivers: labelled(row.change_drivers as ChangeDriver[], labels),
+    ...labelledExplanation(explainCustomer(model, defs, row, today()), labels),
+    change_drivers: labelled(row.change_drivers, labels),
   }
 }
 

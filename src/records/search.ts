@@ -148,7 +148,7 @@ export const searchPage = (app: App, accountId: number, entity: Entity, body: Se
         ])
       }
       const query = compileSearch(search)
-      const rows = (await track(tx.unsafe(query.text, query.params as string[]).raw())) as unknown as Buffer[][]
+      const rows: Buffer[][] = await track(tx.unsafe(query.text, query.params as string[]).raw())
       const total = body.count && (await countOf(tx, track, search, body.count))
       if (rows.length === 0) {
         const errors = await afterError(tx, accountId, entity, input.afterServiceId)

@@ -86,9 +86,10 @@ export const ContactCreate = ContactOfCustomer
 const ownerId = async (tx: Tx, accountId: number, email: string | null | undefined) => {
   if (email === undefined) return undefined
   if (email === null) return null
-  const [user] = await tx`select id from users where account_id = ${accountId} and lower(email) = lower(${email})`
+  const [user] = await tx<{ id: number }[]>`
+    select id from users where account_id = ${accountId} and lower(email) = lower(${email})`
   return user
-    ? (user.id as number)
+    ? user.id
     : refuse(400, 'No user of the account has this email.', [
         { path: '/owner_email', message: `No user has the email ${email}.` },
       ])

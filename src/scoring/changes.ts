@@ -13,7 +13,13 @@ import { changeDrivers, type Contributions } from './rules/score.ts'
 
 // What explainCustomer reads of each customer: current attributes, latest metrics, and the
 // snapshot its engagement score is the score of; and the change_drivers of its latest change.
-export const explanationRows = (sql: Sql | Tx, accountId: number, where: ReturnType<Sql>) => sql`
+type ExplanationRow = ExplainedCustomer & {
+  service_id: number
+  external_id: string
+  name: string | null
+  change_drivers: ChangeDriver[]
+}
+export const explanationRows = (sql: Sql | Tx, accountId: number, where: ReturnType<Sql>) => sql<ExplanationRow[]>`
   select c.service_id, c.external_id, c.name, c.attributes, c.metrics,
     to_char(h.last_seen, 'YYYY-MM-DD') as last_seen, s."values" as snapshot,
     coalesce(k.change_drivers, '[]') as change_drivers
@@ -27,19 +33,19 @@ export const explanationRows = (sql: Sql | Tx, accountId: number, where: ReturnT
 const readScores = async (tx: Tx, accountId: number, ids: number[]) =>
   new Map(
     (
-      await tx`
-        select customer_id, ${tx(ALERT_SCORES as unknown as string[])} from customer_scores
+      await tx<(Scores & { customer_id: number })[]>`
+        select customer_id, ${tx([...ALERT_SCORES])} from customer_scores
         where account_id = ${accountId} and customer_id = any(${ids}::bigint[])`
-    ).map((r) => [r.customer_id as number, r as unknown as Scores]),
+    ).map((r) => [r.customer_id, r]),
   )
 
 const readContributions = async (tx: Tx, accountId: number, ids: number[]) =>
   new Map(
     (
-      await tx`
+      await tx<{ customer_id: number; contributions: Contributions }[]>`
         select customer_id, contributions from customer_contributions
         where account_id = ${accountId} and customer_id = any(${ids}::bigint[])`
-    ).map((r) => [r.customer_id as number, r.contributions as Contributions]),
+    ).map((r) => [r.customer_id, r.contributions]),
   )
 
 // Types, not interfaces, all the way down: postgres.js takes JSON as JSONValue, which needs index signatures.
@@ -73,12 +79,7 @@ export const watchScores = async (
     const changes = []
     const saved: Saved[] = []
     for (const row of rows) {
-      const { engagement, fit } = explainCustomer(
-        inputs.model,
-        inputs.defs,
-        row as unknown as ExplainedCustomer,
-        inputs.today,
-      )
+      const { engagement, fit } = explainCustomer(inputs.model, inputs.defs, row, inputs.today)
       const was = stored.get(row.service_id)
       const drivers = was ? changeDrivers(was, { engagement, fit }) : []
       saved.push({ id: row.service_id, contributions: { engagement, fit }, drivers })

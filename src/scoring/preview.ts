@@ -40,7 +40,7 @@ export const previewScores = async (sql: Sql, accountId: number, model: ScoringM
     from customers c left join customer_scores h on h.account_id = c.account_id and h.customer_id = c.service_id
     where c.account_id = ${accountId} and c.external_id = ${externalId}`
   if (!customer) refuse(404, `Customer ${externalId} does not exist.`)
-  const snapshots = await sql`
+  const snapshots = await sql<{ date: string; values: Record<string, unknown> }[]>`
     select to_char(date, 'YYYY-MM-DD') as date, "values" from customer_snapshots
     where account_id = ${accountId} and customer_id = ${customer.service_id} order by date`
   const { typeOf, isMetric } = propertyLookup(defs)
@@ -49,7 +49,7 @@ export const previewScores = async (sql: Sql, accountId: number, model: ScoringM
     own(isMetric(c) ? metrics : customer.attributes, c)
   const history = summarizeHistory(
     snapshots.map((s) => ({
-      date: s.date as string,
+      date: s.date,
       score: weightedScore(model.customer?.engagement ?? [], valueOf(s.values), s.date, typeOf).score,
     })),
     today,

@@ -109,13 +109,15 @@ export const membershipHistory = async (
 ) => {
   const [segment] = await app.sql`select 1 from segments where account_id = ${accountId} and id = ${segmentId}`
   if (!segment) refuse(404, `No segment ${segmentId} in this account.`)
-  const rows = await app.sql`
+  const rows = await app.sql<
+    { id: number; customer: string; service_id: number; entered_at: Date; exited_at: Date | null }[]
+  >`
     select id, external_id as customer, customer_id as service_id, entered_at, exited_at from segment_members
     where account_id = ${accountId} and segment_id = ${segmentId} and id < ${after ?? Number.MAX_SAFE_INTEGER}
     order by id desc limit ${limit + 1}`
   const results = rows.slice(0, limit).map(({ id: _id, ...stay }) => stay)
   return {
     results,
-    ...(rows.length > limit && { paging: { next: { after: rows[limit - 1].id as number } } }),
+    ...(rows.length > limit && { paging: { next: { after: rows[limit - 1].id } } }),
   }
 }

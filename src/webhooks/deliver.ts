@@ -40,14 +40,14 @@ const takeSlot = (app: App, p: DeliverWebhookPayload, webhookId: number) =>
 // retry) number their attempts one after the other instead of colliding.
 const logAttempt = async (tx: Tx, p: DeliverWebhookPayload, at: Date, r: SendResult) => {
   await tx`select 1 from webhook_deliveries where account_id = ${p.account_id} and id = ${p.delivery_id} for update`
-  const [{ attempt }] = await tx`
+  const [{ attempt }] = await tx<{ attempt: number }[]>`
     insert into webhook_attempts
       (account_id, delivery_id, attempt, at, status_code, duration_ms, error, response_excerpt)
     select ${p.account_id}, ${p.delivery_id},
       coalesce(max(attempt), 0) + 1, ${at}, ${r.status_code}, ${r.duration_ms}, ${r.error}, ${r.response_excerpt}
     from webhook_attempts where account_id = ${p.account_id} and delivery_id = ${p.delivery_id}
     returning attempt`
-  return attempt as number
+  return attempt
 }
 
 // The time chosen here rather than by a CASE: Citus allows no now() inside one in an UPDATE.

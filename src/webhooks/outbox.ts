@@ -5,7 +5,7 @@ import { buildPayloads, type EventItem, type EventName } from './events.ts'
 
 // Disabled webhooks get their deliveries too: held pending until the webhook is enabled again, so
 // nothing that happens meanwhile is lost.
-const subscribers = (tx: Tx, accountId: number, event: EventName) => tx`
+const subscribers = (tx: Tx, accountId: number, event: EventName) => tx<{ id: number }[]>`
   select id from webhooks where account_id = ${accountId} and ${event} = any(events) order by id`
 
 const insertDeliveries = (tx: Tx, rows: object[]) =>
@@ -57,7 +57,7 @@ export const enqueueEvent = async <E extends EventName>(
       tx,
       accountId,
       event,
-      hooks.map((h) => h.id as number),
+      hooks.map((h) => h.id),
       payloads,
     )
   ).length
