@@ -344,8 +344,6 @@ test('the client secret is kept sealed: not in the database, and bound to its ac
   const [row] = await s.sql`select client_secret from sso_configs where account_id = ${accountId}`
   assert.match(row.client_secret, /^v1\.[\w-]{8}\.[\w-]+\.[\w-]+\.[\w-]+$/)
   assert.ok(!row.client_secret.includes(CLIENT.client_secret))
-  const [{ n }] = await s.sql`select count(*)::int as n from sso_configs where client_secret like ${'%secret-of%'}`
-  assert.equal(n, 0)
   // Another account's row given this sealed secret: it does not open there.
   const copy = (await s.account('Copy')).id
   const body = { issuer, ...CLIENT, domains: ['copy.test'], default_role: 'viewer' }
