@@ -115,6 +115,17 @@ const KNOBS = {
     refuses: true,
     meaning: 'the address people open (https://...): the origin sessions accept, and the base of invite links',
   }),
+  secretKey: knob<string | undefined>({
+    env: 'SERVICE_SECRET_KEY',
+    fallback: undefined,
+    shown: 'unset (no SSO)',
+    rule: v.pipe(
+      v.string(),
+      v.minLength(32, 'SERVICE_SECRET_KEY must be at least 32 characters (openssl rand -base64 32).'),
+    ),
+    refuses: true,
+    meaning: 'seals the secrets the service keeps (SSO client secrets) in the database: 32 characters or more',
+  }),
   workerConcurrency: knob({
     env: 'WORKER_CONCURRENCY',
     fallback: 10,

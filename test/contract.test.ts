@@ -306,17 +306,28 @@ test('every operation answers as its published schema says', async () => {
   const colleague = await call('inviteAccountUser', {}, { email: 'colleague@acme.test', role: 'manager' })
   await call('inviteAccountUser', {}, { email: 'colleague@acme.test' })
   await call('resetAccountUser', { user_id: colleague.body.id })
+  await call('setAccountUserRole', { user_id: colleague.body.id }, { role: 'viewer' })
+  await call('setAccountUserRole', { user_id: signed.body.user.id }, { role: 'viewer' })
   await call('removeAccountUser', { user_id: colleague.body.id })
   await call('removeAccountUser', { user_id: colleague.body.id })
   const third = await call('addUser', { id }, { email: 'third@acme.test' })
   await call('resetUser', { id, user_id: third.body.id })
+  await call('setUserRole', { id, user_id: third.body.id }, { role: 'manager' })
   await call('removeUser', { id, user_id: third.body.id })
+  const own = { issuer: 'https://idp.acme.test', client_id: 'c', client_secret: 's', domains: ['acme.test'] }
+  await call('getAccountSso')
+  await call('setAccountSso', {}, { ...own, default_role: 'viewer' })
+  await call('getAccountSso')
+  await call('removeAccountSso')
   await call('signOut')
   await call('me')
   // SSO: a start without a provider, a callback of no sign-in, then the provider set. The two
   // redirects' 302 needs a provider: test/sso.test.ts drives them against oidc-provider.
   await call('ssoStart', { account_id: id })
-  await call('ssoCallback', {}, undefined, '?state=x&code=y')
+  // The callback answers a refusal with a redirect to the console's sign-in page, not a Problem.
+  const back = await fetch(`${s.base}/auth/v1/sso/callback?state=x&code=y`, { redirect: 'manual' })
+  assert.equal(back.status, 302)
+  assert.match(back.headers.get('location')!, /\/console#sso_error=invalid_state&/)
   const sso = { issuer: 'https://idp.acme.test', client_id: 'c', client_secret: 's', domains: ['acme.test'] }
   await call('setSso', { id }, { ...sso, default_role: 'viewer' })
   const model = (await call('getScoring', { id })).body

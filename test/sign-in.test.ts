@@ -5,6 +5,8 @@ import { after, before, test } from 'node:test'
 import assert from 'node:assert/strict'
 import { routes } from '../src/api/routes.ts'
 import { invokeAdmin } from '../src/cli/admin.ts'
+import type { Refusal } from '../src/errors.ts'
+import { setRole } from '../src/people/users.ts'
 import { ROLE_GRANTS, ROLES, type Role, type Route } from '../src/route.ts'
 import { scoredAccount } from './helpers/fixtures.ts'
 import { startProcess } from './helpers/process.ts'
@@ -397,4 +399,109 @@ test("a cookie names its account: another account's id in front of a secret open
   assert.equal((await as(forged)('GET', '/auth/v1/me')).status, 401)
   assert.equal((await as(forged)('GET', '/api/v1/users')).status, 401)
   assert.equal((await as({ cookie: 'garbage', csrf: '' })('GET', '/api/v1/users')).status, 401)
+})
+
+test("an admin changes a user's role: validated, audited, in force at once for the user's sessions", async () => {
+  const admin = as(people.admin)
+  const p = await person(account.id, 'promoted@people.test', 'viewer')
+  const theirs = as(p)
+  assert.equal((await theirs('GET', '/api/v1/audit')).status, 403)
+  const up = await admin('PATCH', `/api/v1/users/${p.id}`, { role: 'admin' })
+  assert.equal(up.status, 200, JSON.stringify(up.body))
+  assert.deepEqual(up.body, { id: p.id, email: 'promoted@people.test', name: null, role: 'admin' })
+  // The same session, without signing in again: the new role is its role.
+  assert.equal((await theirs('GET', '/auth/v1/me')).body.user.role, 'admin')
+  assert.equal((await theirs('GET', '/api/v1/audit')).status, 200)
+  const down = await s.admin('PATCH', `/accounts/${account.id}/users/${p.id}`, { role: 'manager' })
+  assert.equal(down.status, 200, JSON.stringify(down.body))
+  assert.equal((await theirs('GET', '/api/v1/audit')).status, 403)
+  assert.equal((await theirs('PATCH', `/api/v1/users/${p.id}`, { role: 'admin' })).status, 403)
+
+  const log = (await admin('GET', '/api/v1/audit?limit=50')).body.entries
+  const ofRole = (action: string) => log.find((e: { action: string }) => e.action === action)
+  const [byOperator, byAdmin] = [ofRole('setUserRole'), ofRole('setAccountUserRole')]
+  assert.deepEqual([byOperator.target, byAdmin.target], [`accounts/${account.id}/users/${p.id}`, `users/${p.id}`])
+  assert.deepEqual([byOperator.action, byOperator.actor.type, byOperator.status], ['setUserRole', 'operator', 200])
+  assert.deepEqual(
+    [byAdmin.action, byAdmin.actor, byAdmin.status],
+    ['setAccountUserRole', { type: 'user', id: people.admin.id, name: people.admin.email }, 200],
+  )
+
+  for (const body of [{}, { role: 'owner' }, { role: 'admin', email: 'x@people.test' }]) {
+    const res = await admin('PATCH', `/api/v1/users/${p.id}`, body)
+    assert.equal(res.status, 400, JSON.stringify(body))
+    assert.match(res.body.errors[0].path, /^\/(role|email)$/)
+  }
+  const foreign = await invite(other.id, 'foreign-role@other.test', 'viewer')
+  assert.equal((await admin('PATCH', `/api/v1/users/${foreign.id}`, { role: 'admin' })).status, 404)
+  assert.equal((await admin('PATCH', '/api/v1/users/x', { role: 'admin' })).status, 404)
+  assert.equal((await s.admin('GET', `/accounts/${other.id}/users`)).body[0].role, 'viewer')
+})
+
+// The rule chosen: an account keeps at least one admin. Demoting or removing the last one is 409,
+// for its admins and the operator alike; the operator makes another admin first.
+test("the account's last admin is neither demoted nor removed, even by two admins at once", async () => {
+  const solo = await s.account('Solo')
+  const first = await person(solo.id, 'first@solo.test', 'admin')
+  const last = await as(first)('PATCH', `/api/v1/users/${first.id}`, { role: 'viewer' })
+  assert.equal(last.status, 409, JSON.stringify(last.body))
+  assert.match(last.body.detail, /last admin/)
+  assert.equal((await as(first)('DELETE', `/api/v1/users/${first.id}`)).status, 409)
+  assert.equal((await s.admin('PATCH', `/accounts/${solo.id}/users/${first.id}`, { role: 'manager' })).status, 409)
+  assert.equal((await s.admin('DELETE', `/accounts/${solo.id}/users/${first.id}`)).status, 409)
+  const refused = (await as(first)('GET', '/api/v1/audit?limit=10')).body.entries
+  assert.deepEqual(
+    refused.slice(0, 2).map((e: { action: string; status: number }) => [e.action, e.status]),
+    [
+      ['removeUser', 409],
+      ['setUserRole', 409],
+    ],
+  )
+
+  // Two admins demote each other at once: one change is made, the other is refused (409 when both
+  // had passed their role's check, 403 when the first's change came before the second's check).
+  const second = await person(solo.id, 'second@solo.test', 'admin')
+  const both = await Promise.all([
+    as(first)('PATCH', `/api/v1/users/${second.id}`, { role: 'viewer' }),
+    as(second)('PATCH', `/api/v1/users/${first.id}`, { role: 'viewer' }),
+  ])
+  const statuses = both.map((r) => r.status).sort()
+  assert.ok(statuses[0] === 200 && [403, 409].includes(statuses[1]), String(statuses))
+  let roles = (await s.admin('GET', `/accounts/${solo.id}/users`)).body.map((u: { role: Role }) => u.role)
+  assert.deepEqual(roles.sort(), ['admin', 'viewer'])
+  // The same race below the HTTP layer, where both changes always reach the lock.
+  const [admin] = (await s.admin('GET', `/accounts/${solo.id}/users`)).body.filter(
+    (u: { role: Role }) => u.role === 'admin',
+  )
+  const third = await person(solo.id, 'third@solo.test', 'admin')
+  const race = await Promise.allSettled([
+    setRole(s.sql, solo.id, admin.id, 'viewer'),
+    setRole(s.sql, solo.id, third.id, 'viewer'),
+  ])
+  assert.deepEqual(race.map((r) => (r.status === 'fulfilled' ? 200 : (r.reason as Refusal).status)).sort(), [200, 409])
+  roles = (await s.admin('GET', `/accounts/${solo.id}/users`)).body.map((u: { role: Role }) => u.role)
+  assert.deepEqual(roles.sort(), ['admin', 'viewer', 'viewer'])
+})
+
+test("a removed user's name leaves the audit log: the entries stay, with their id", async () => {
+  const admin = as(people.admin)
+  const leaver = await person(account.id, 'leaver@people.test', 'admin')
+  const stays = await person(account.id, 'stays@people.test', 'manager')
+  assert.equal((await as(leaver)('POST', '/api/v1/users', { email: 'made-by-leaver@people.test' })).status, 201)
+  assert.equal((await as(stays)('POST', '/api/v1/customer', { external_id: 'by-stays', name: 'Stays' })).status, 201)
+  const before = (await admin('GET', '/api/v1/audit?limit=50')).body.entries
+  const theirs = before.filter((e: { actor: { id: number } }) => e.actor.id === leaver.id)
+  assert.equal(theirs[0].actor.name, 'leaver@people.test')
+
+  // The leaver removes themselves: that last entry names no one either.
+  assert.equal((await as(leaver)('DELETE', `/api/v1/users/${leaver.id}`)).status, 204)
+  const after = (await admin('GET', '/api/v1/audit?limit=50')).body.entries
+  const blanked = after.filter((e: { actor: { id: number } }) => e.actor.id === leaver.id)
+  assert.equal(blanked.length, theirs.length + 1)
+  assert.equal(blanked[0].action, 'removeAccountUser')
+  for (const e of blanked) assert.deepEqual(e.actor, { type: 'user', id: leaver.id, name: '(erased)' })
+  assert.ok(after.some((e: { actor: { name: string } }) => e.actor.name === 'stays@people.test'))
+  const [{ n }] = await s.sql`select count(*)::int as n from audit_entries
+    where account_id = ${account.id} and actor_name = 'leaver@people.test'`
+  assert.equal(n, 0)
 })

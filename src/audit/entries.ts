@@ -41,6 +41,12 @@ export const recordRefusal = (sql: Sql, c: Change) =>
     sqlState(err) === SQLSTATE.FOREIGN_KEY_VIOLATION ? recordOperator(sql, c) : Promise.reject(err),
   )
 
+// A removed user's entries keep what they did, and their id, but no longer their name or email
+// (people/users.ts removeUser): the actor's name is blanked, and shown as an erasure's segments are.
+export const forgetUser = (sql: Sql | Tx, accountId: number, userId: number) =>
+  sql`update audit_entries set actor_name = null
+    where account_id = ${accountId} and actor_type = 'user' and actor_id = ${userId}`
+
 // A blanked segment (an erasure's) in a target as the API shows it.
 const ERASED = '(erased)'
 
@@ -51,7 +57,11 @@ const AuditEntry = v.object({
     v.object({
       type: v.picklist(ACTOR_TYPES),
       id: describe(v.nullable(int), "The key's or the user's id; null for the operator."),
-      name: describe(v.nullable(v.string()), "The key's name, the user's email, or `operator`, as they were then."),
+      name: describe(
+        v.nullable(v.string()),
+        "The key's name, the user's name or email, or `operator`, as they were then; a removed user's reads " +
+          `\`${ERASED}\`.`,
+      ),
     }),
     'Who made the change: a service key, a signed-in user, or the operator (the admin token or the CLI).',
   ),
@@ -98,7 +108,12 @@ const page = (rows: Entry[], limit: number) => ({
   entries: rows.slice(0, limit).map((r) => ({
     id: r.id,
     at: r.at.toISOString(),
-    actor: { type: r.actor_type, id: r.actor_id, name: r.actor_name },
+    actor: {
+      type: r.actor_type,
+      id: r.actor_id,
+      // A user's name is blanked when the user is removed (forgetUser).
+      name: r.actor_type === 'user' && r.actor_name === null ? ERASED : r.actor_name,
+    },
     action: r.action,
     target: r.target.map((s) => (s === null ? ERASED : encodeURIComponent(s))).join('/'),
     status: r.status,

@@ -1496,11 +1496,12 @@ export interface paths {
     get?: never
     put?: never
     post?: never
-    /** Remove a user: their sessions end at once */
+    /** Remove a user: their sessions end at once, their name leaves the audit log; not the last admin */
     delete: operations['removeUser']
     options?: never
     head?: never
-    patch?: never
+    /** Change a user's role: their sessions have it at once; the account's last admin stays admin */
+    patch: operations['setUserRole']
     trace?: never
   }
   '/api/v1/users/{user_id}/reset': {
@@ -1530,11 +1531,12 @@ export interface paths {
     get?: never
     put?: never
     post?: never
-    /** Remove a user (an admin of the account): their sessions end at once */
+    /** Remove a user (an admin of the account): their sessions end at once; not the last admin */
     delete: operations['removeAccountUser']
     options?: never
     head?: never
-    patch?: never
+    /** Change a user's role (an admin of the account): at once; the account's last admin stays admin */
+    patch: operations['setAccountUserRole']
     trace?: never
   }
   '/auth/v1/sign-in': {
@@ -1605,6 +1607,28 @@ export interface paths {
     patch?: never
     trace?: never
   }
+  '/api/v1/sso': {
+    parameters: {
+      query?: never
+      header?: never
+      path?: never
+      cookie?: never
+    }
+    /** The account's single sign-on (an admin of the account), without its client secret */
+    get: operations['getAccountSso']
+    /**
+     * Set the account's single sign-on (an admin of the account): the issuer must be a public address, as a webhook's
+     * URL
+     */
+    put: operations['setAccountSso']
+    post?: never
+    /** Turn the account's single sign-on off (an admin of the account); its users keep their sessions */
+    delete: operations['removeAccountSso']
+    options?: never
+    head?: never
+    patch?: never
+    trace?: never
+  }
   '/auth/v1/sso/{account_id}/start': {
     parameters: {
       query?: never
@@ -1629,7 +1653,10 @@ export interface paths {
       path?: never
       cookie?: never
     }
-    /** Where the identity provider sends the person back: signs them in and redirects to the console */
+    /**
+     * Where the identity provider sends the person back: signs them in and redirects to the console, or to its sign-in
+     * page with #sso_error=<code>&sso_detail=<sentence> when the sign-in is refused
+     */
     get: operations['ssoCallback']
     put?: never
     post?: never
@@ -8261,7 +8288,10 @@ export interface operations {
                 type: 'user' | 'key' | 'operator'
                 /** @description The key's or the user's id; null for the operator. */
                 id: number | null
-                /** @description The key's name, the user's email, or `operator`, as they were then. */
+                /**
+                 * @description The key's name, the user's name or email, or `operator`, as they were then; a removed
+                 * user's reads `(erased)`.
+                 */
                 name: string | null
               }
               /** @description The route's OpenAPI operationId, such as `revokeKey`. */
@@ -8336,7 +8366,10 @@ export interface operations {
                 type: 'user' | 'key' | 'operator'
                 /** @description The key's or the user's id; null for the operator. */
                 id: number | null
-                /** @description The key's name, the user's email, or `operator`, as they were then. */
+                /**
+                 * @description The key's name, the user's name or email, or `operator`, as they were then; a removed
+                 * user's reads `(erased)`.
+                 */
                 name: string | null
               }
               /** @description The route's OpenAPI operationId, such as `revokeKey`. */
@@ -8407,7 +8440,10 @@ export interface operations {
                 type: 'user' | 'key' | 'operator'
                 /** @description The key's or the user's id; null for the operator. */
                 id: number | null
-                /** @description The key's name, the user's email, or `operator`, as they were then. */
+                /**
+                 * @description The key's name, the user's name or email, or `operator`, as they were then; a removed
+                 * user's reads `(erased)`.
+                 */
                 name: string | null
               }
               /** @description The route's OpenAPI operationId, such as `revokeKey`. */
@@ -8499,6 +8535,51 @@ export interface operations {
       400: components['responses']['BadRequest']
       401: components['responses']['Unauthorized']
       404: components['responses']['NotFound']
+      409: components['responses']['Conflict']
+      503: components['responses']['ServiceUnavailable']
+    }
+  }
+  setUserRole: {
+    parameters: {
+      query?: never
+      header?: never
+      path: {
+        /** @description The account id. */
+        id: number
+        /** @description The user id. */
+        user_id: number
+      }
+      cookie?: never
+    }
+    requestBody: {
+      content: {
+        'application/json': {
+          /**
+           * @description viewer: reads what a `search` key reads; manager: also writes what an `upload` key writes;
+           * admin: also the account's users, keys, properties, scoring model, webhooks and SSO.
+           * @enum {string}
+           */
+          role: 'viewer' | 'manager' | 'admin'
+        }
+      }
+    }
+    responses: {
+      /** @description Success. */
+      200: {
+        headers: {
+          [name: string]: unknown
+        }
+        content: {
+          'application/json': components['schemas']['User']
+        }
+      }
+      400: components['responses']['BadRequest']
+      401: components['responses']['Unauthorized']
+      404: components['responses']['NotFound']
+      408: components['responses']['RequestTimeout']
+      409: components['responses']['Conflict']
+      413: components['responses']['ContentTooLarge']
+      415: components['responses']['UnsupportedMediaType']
       503: components['responses']['ServiceUnavailable']
     }
   }
@@ -8567,6 +8648,54 @@ export interface operations {
       401: components['responses']['Unauthorized']
       403: components['responses']['Forbidden']
       404: components['responses']['NotFound']
+      409: components['responses']['Conflict']
+      429: components['responses']['TooManyRequests']
+      503: components['responses']['ServiceUnavailable']
+    }
+  }
+  setAccountUserRole: {
+    parameters: {
+      query?: never
+      header?: never
+      path: {
+        /** @description The user id. */
+        user_id: number
+      }
+      cookie?: never
+    }
+    requestBody: {
+      content: {
+        'application/json': {
+          /**
+           * @description viewer: reads what a `search` key reads; manager: also writes what an `upload` key writes;
+           * admin: also the account's users, keys, properties, scoring model, webhooks and SSO.
+           * @enum {string}
+           */
+          role: 'viewer' | 'manager' | 'admin'
+        }
+      }
+    }
+    responses: {
+      /** @description Success. */
+      200: {
+        headers: {
+          'RateLimit-Limit': components['headers']['RateLimit-Limit']
+          'RateLimit-Remaining': components['headers']['RateLimit-Remaining']
+          'RateLimit-Reset': components['headers']['RateLimit-Reset']
+          [name: string]: unknown
+        }
+        content: {
+          'application/json': components['schemas']['User']
+        }
+      }
+      400: components['responses']['BadRequest']
+      401: components['responses']['Unauthorized']
+      403: components['responses']['Forbidden']
+      404: components['responses']['NotFound']
+      408: components['responses']['RequestTimeout']
+      409: components['responses']['Conflict']
+      413: components['responses']['ContentTooLarge']
+      415: components['responses']['UnsupportedMediaType']
       429: components['responses']['TooManyRequests']
       503: components['responses']['ServiceUnavailable']
     }
@@ -8738,6 +8867,121 @@ export interface operations {
       503: components['responses']['ServiceUnavailable']
     }
   }
+  getAccountSso: {
+    parameters: {
+      query?: never
+      header?: never
+      path?: never
+      cookie?: never
+    }
+    requestBody?: never
+    responses: {
+      /** @description Success. */
+      200: {
+        headers: {
+          'RateLimit-Limit': components['headers']['RateLimit-Limit']
+          'RateLimit-Remaining': components['headers']['RateLimit-Remaining']
+          'RateLimit-Reset': components['headers']['RateLimit-Reset']
+          [name: string]: unknown
+        }
+        content: {
+          'application/json': {
+            issuer: string
+            client_id: string
+            domains: string[]
+            /** @enum {string} */
+            default_role: 'viewer' | 'manager' | 'admin'
+          }
+        }
+      }
+      400: components['responses']['BadRequest']
+      401: components['responses']['Unauthorized']
+      403: components['responses']['Forbidden']
+      404: components['responses']['NotFound']
+      429: components['responses']['TooManyRequests']
+      503: components['responses']['ServiceUnavailable']
+    }
+  }
+  setAccountSso: {
+    parameters: {
+      query?: never
+      header?: never
+      path?: never
+      cookie?: never
+    }
+    requestBody: {
+      content: {
+        'application/json': {
+          /** @description The provider's issuer identifier; its /.well-known/openid-configuration is read. */
+          issuer: string
+          client_id: string
+          client_secret: string
+          /** @description The email domains that sign in: a verified email of one of them, exactly (no subdomains). */
+          domains: string[]
+          /**
+           * @description The role of a user whom SSO signs in for the first time.
+           * @enum {string}
+           */
+          default_role: 'viewer' | 'manager' | 'admin'
+        }
+      }
+    }
+    responses: {
+      /** @description Success. */
+      200: {
+        headers: {
+          'RateLimit-Limit': components['headers']['RateLimit-Limit']
+          'RateLimit-Remaining': components['headers']['RateLimit-Remaining']
+          'RateLimit-Reset': components['headers']['RateLimit-Reset']
+          [name: string]: unknown
+        }
+        content: {
+          'application/json': {
+            issuer: string
+            client_id: string
+            domains: string[]
+            /** @enum {string} */
+            default_role: 'viewer' | 'manager' | 'admin'
+          }
+        }
+      }
+      400: components['responses']['BadRequest']
+      401: components['responses']['Unauthorized']
+      403: components['responses']['Forbidden']
+      408: components['responses']['RequestTimeout']
+      413: components['responses']['ContentTooLarge']
+      415: components['responses']['UnsupportedMediaType']
+      429: components['responses']['TooManyRequests']
+      503: components['responses']['ServiceUnavailable']
+    }
+  }
+  removeAccountSso: {
+    parameters: {
+      query?: never
+      header?: never
+      path?: never
+      cookie?: never
+    }
+    requestBody?: never
+    responses: {
+      /** @description Done; no content. */
+      204: {
+        headers: {
+          'RateLimit-Limit': components['headers']['RateLimit-Limit']
+          'RateLimit-Remaining': components['headers']['RateLimit-Remaining']
+          'RateLimit-Reset': components['headers']['RateLimit-Reset']
+          [name: string]: unknown
+        }
+        content?: never
+      }
+      400: components['responses']['BadRequest']
+      401: components['responses']['Unauthorized']
+      403: components['responses']['Forbidden']
+      404: components['responses']['NotFound']
+      429: components['responses']['TooManyRequests']
+      503: components['responses']['ServiceUnavailable']
+    }
+  }
   ssoStart: {
     parameters: {
       query?: never
@@ -8780,8 +9024,6 @@ export interface operations {
         content?: never
       }
       400: components['responses']['BadRequest']
-      403: components['responses']['Forbidden']
-      502: components['responses']['BadGateway']
       503: components['responses']['ServiceUnavailable']
     }
   }

@@ -1,12 +1,25 @@
 import * as v from 'valibot'
 import { ACCOUNTS, accountIn, KeyAccount } from '../accounts/accounts.ts'
 import type { App } from '../context.ts'
-import { refuse } from '../errors.ts'
-import { idParam, noContent, ok, type Req, type Route, route } from '../route.ts'
+import { Refusal, refuse } from '../errors.ts'
+import { idParam, noContent, ok, type Reply, type Req, type Route, route } from '../route.ts'
 import { strict } from '../validate.ts'
 import { MAX_PASSWORD } from './passwords.ts'
 import { closeSession, cookieValue, fromOwnOrigin, setCookie } from './sessions.ts'
-import { finishSso, SSO_CALLBACK, SSO_COOKIE, SsoBody, SsoConfig, setSso, startSso } from './sso.ts'
+import {
+  accountIssuerRefusal,
+  badState,
+  finishSso,
+  getSso,
+  removeSso,
+  SSO_CALLBACK,
+  SSO_COOKIE,
+  SsoBody,
+  SsoConfig,
+  SsoRefusal,
+  setSso,
+  startSso,
+} from './sso.ts'
 import { signIn, whoIs } from './sign-in.ts'
 import {
   Invite,
@@ -15,8 +28,10 @@ import {
   PasswordBody,
   removeUser,
   ResetLink,
+  RoleBody,
   resetLink,
   setPassword,
+  setRole,
   User,
   UserBody,
 } from './users.ts'
@@ -95,11 +110,24 @@ export const peopleRoutes: Route[] = [
       ok(await resetLink(app.sql, await accountIn(req, app), idParam(req, 'user_id'), baseUrl(req, app)), 201),
   }),
   route({
+    method: 'PATCH',
+    path: `${ACCOUNTS}/:id/users/:user_id`,
+    auth: 'admin',
+    name: 'set-user-role',
+    summary: "Change a user's role: their sessions have it at once; the account's last admin stays admin",
+    body: RoleBody,
+    refusals: [409],
+    reply: { status: 200, body: User },
+    handler: async (req, app) =>
+      ok(await setRole(app.sql, await accountIn(req, app), idParam(req, 'user_id'), req.input.role)),
+  }),
+  route({
     method: 'DELETE',
     path: `${ACCOUNTS}/:id/users/:user_id`,
     auth: 'admin',
     name: 'remove-user',
-    summary: 'Remove a user: their sessions end at once',
+    summary: 'Remove a user: their sessions end at once, their name leaves the audit log; not the last admin',
+    refusals: [409],
     reply: { status: 204 },
     handler: async (req, app) => {
       await removeUser(app.sql, await accountIn(req, app), idParam(req, 'user_id'))
@@ -130,15 +158,32 @@ export const peopleRoutes: Route[] = [
       ok(await resetLink(app.sql, req.auth.accountId, idParam(req, 'user_id'), baseUrl(req, app)), 201),
   }),
   route({
+    method: 'PATCH',
+    path: '/api/v1/users/:user_id',
+    auth: { key: 'manage' },
+    tag: 'people',
+    name: 'set-account-user-role',
+    summary: "Change a user's role (an admin of the account): at once; the account's last admin stays admin",
+    body: RoleBody,
+    refusals: [409],
+    reply: { status: 200, body: User },
+    handler: async (req, app) =>
+      ok(await setRole(app.sql, req.auth.accountId, idParam(req, 'user_id'), req.input.role)),
+  }),
+  route({
     method: 'DELETE',
     path: '/api/v1/users/:user_id',
     auth: { key: 'manage' },
     tag: 'people',
     name: 'remove-account-user',
-    summary: 'Remove a user (an admin of the account): their sessions end at once',
+    summary: 'Remove a user (an admin of the account): their sessions end at once; not the last admin',
+    refusals: [409],
     reply: { status: 204 },
     handler: async (req, app) => {
-      await removeUser(app.sql, req.auth.accountId, idParam(req, 'user_id'))
+      const userId = idParam(req, 'user_id')
+      await removeUser(app.sql, req.auth.accountId, userId)
+      // The entry of one's own removal, written after, names no one either.
+      if (req.session?.userId === userId && req.actor) req.actor.name = null
       return noContent
     },
   }),
@@ -192,7 +237,50 @@ export const peopleRoutes: Route[] = [
     summary: "Set the account's single sign-on (OpenID Connect): its provider and the email domains it signs in",
     body: SsoBody,
     reply: { status: 200, body: SsoConfig },
-    handler: async (req, app) => ok(await setSso(app.sql, await accountIn(req, app), req.input)),
+    refusals: [503],
+    handler: async (req, app) => ok(await setSso(app, await accountIn(req, app), req.input)),
+  }),
+  route({
+    method: 'GET',
+    path: '/api/v1/sso',
+    auth: { key: 'manage' },
+    tag: 'people',
+    name: 'get-account-sso',
+    summary: "The account's single sign-on (an admin of the account), without its client secret",
+    refusals: [404],
+    reply: { status: 200, body: SsoConfig },
+    handler: async (req, app) => ok(await getSso(app.sql, req.auth.accountId)),
+  }),
+  route({
+    method: 'PUT',
+    path: '/api/v1/sso',
+    auth: { key: 'manage' },
+    tag: 'people',
+    name: 'set-account-sso',
+    summary:
+      "Set the account's single sign-on (an admin of the account): the issuer must be a public address, as a " +
+      "webhook's URL",
+    body: SsoBody,
+    refusals: [503],
+    reply: { status: 200, body: SsoConfig },
+    handler: async (req, app) => {
+      await accountIssuerRefusal(req.input.issuer, app.config.webhookAllowPrivate)
+      return ok(await setSso(app, req.auth.accountId, req.input))
+    },
+  }),
+  route({
+    method: 'DELETE',
+    path: '/api/v1/sso',
+    auth: { key: 'manage' },
+    tag: 'people',
+    name: 'remove-account-sso',
+    summary: "Turn the account's single sign-on off (an admin of the account); its users keep their sessions",
+    refusals: [404],
+    reply: { status: 204 },
+    handler: async (req, app) => {
+      await removeSso(app.sql, req.auth.accountId)
+      return noContent
+    },
   }),
   route({
     method: 'GET',
@@ -217,23 +305,30 @@ export const peopleRoutes: Route[] = [
     auth: 'none',
     tag: 'people',
     name: 'sso-callback',
-    summary: 'Where the identity provider sends the person back: signs them in and redirects to the console',
-    refusals: [400, 403, 502],
+    summary:
+      'Where the identity provider sends the person back: signs them in and redirects to the console, or to its ' +
+      'sign-in page with #sso_error=<code>&sso_detail=<sentence> when the sign-in is refused',
     reply: { status: 302 },
-    handler: async (req, app) => {
-      const state = typeof req.query.state === 'string' ? req.query.state : ''
-      // The browser that comes back is the one that started (login CSRF: a victim sent to the
-      // callback with the attacker's code would be signed in as the attacker).
-      if (!state || cookieValue(req.headers.cookie, SSO_COOKIE) !== state)
-        refuse(400, 'This sign-in was not started in this browser.', [
-          { path: '/state', message: 'not this browser’s' },
-        ])
-      const current = new URL(ssoRedirect(req, app))
-      current.search = req.url.includes('?') ? req.url.slice(req.url.indexOf('?')) : ''
-      const cookie = await finishSso(app, state, current)
-      return {
-        status: 302,
-        headers: { location: `${baseUrl(req, app)}/console`, 'set-cookie': setCookie(cookie, app.config.publicUrl) },
+    handler: async (req, app): Promise<Reply> => {
+      const consoleUrl = `${baseUrl(req, app)}/console`
+      try {
+        const state = typeof req.query.state === 'string' ? req.query.state : ''
+        // The browser that comes back is the one that started (login CSRF: a victim sent to the
+        // callback with the attacker's code would be signed in as the attacker).
+        if (!state || cookieValue(req.headers.cookie, SSO_COOKIE) !== state)
+          badState('This sign-in was not started in this browser.')
+        const current = new URL(ssoRedirect(req, app))
+        current.search = req.url.includes('?') ? req.url.slice(req.url.indexOf('?')) : ''
+        const cookie = await finishSso(app, state, current)
+        return { status: 302, headers: { location: consoleUrl, 'set-cookie': setCookie(cookie, app.config.publicUrl) } }
+      } catch (err) {
+        // The person is in a browser, back from the provider's page: the console's sign-in page
+        // shows the refusal (a fragment, so no server or proxy log holds the sentence).
+        if (!(err instanceof Refusal)) throw err
+        const code = err instanceof SsoRefusal ? err.code : 'unavailable'
+        app.log('warn', 'sso refused', { code, detail: err.message })
+        const hash = new URLSearchParams({ sso_error: code, sso_detail: err.message })
+        return { status: 302, headers: { location: `${consoleUrl}#${hash}` } }
       }
     },
   }),

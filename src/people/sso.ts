@@ -2,9 +2,11 @@ import * as client from 'openid-client'
 import * as v from 'valibot'
 import type { App } from '../context.ts'
 import type { Sql } from '../db/client.ts'
-import { refuse } from '../errors.ts'
+import { type FieldError, Refusal, refuse } from '../errors.ts'
 import { ROLES, type Role } from '../route.ts'
 import { describe, storable, strict } from '../validate.ts'
+import { checkWebhookTarget } from '../webhooks/ssrf.ts'
+import { open, seal } from './sealed.ts'
 import { newSecret, readSecret } from './secrets.ts'
 import { openSession } from './sessions.ts'
 
@@ -20,8 +22,8 @@ const PENDING_SECONDS = 600
 export const SSO_COOKIE = 'service_sso_state'
 
 // https, or a loopback http address (tests and providers run on the host): the token exchange sends
-// the client secret there. Only the operator sets it (PUT /admin/v1/...), so a private address is
-// theirs to choose; an account admin's route would have to pass webhooks/ssrf.ts too.
+// the client secret there. The operator may name a private address; an account admin's issuer also
+// passes the webhooks' SSRF rule (accountIssuerRefusal).
 const issuerRule = (s: string) => {
   if (!URL.canParse(s)) return false
   const u = new URL(s)
@@ -57,11 +59,24 @@ export const SsoConfig = v.object({
   default_role: v.picklist(ROLES),
 })
 
+// An issuer an account admin sets is held to the rule of a webhook's URL: no private, loopback or
+// link-local address, by its literal or by what its name resolves to, unless the service allows
+// private targets (SERVICE_WEBHOOK_ALLOW_PRIVATE, as local use and the tests do). The service itself
+// fetches the issuer's metadata and sends it the client secret, so an issuer inside the network
+// would let an account's admin make the service call there.
+export const accountIssuerRefusal = async (issuer: string, allowPrivate: boolean) => {
+  const problem = await checkWebhookTarget(issuer, allowPrivate)
+  if (problem)
+    refuse(400, 'The issuer is not allowed.', [{ path: '/issuer', message: problem.replace(/^url/, 'issuer') }])
+}
+
+// The client secret is kept sealed (sealed.ts), bound to the account.
 // excluded.updated_at (the insert's default), not now(): Citus refuses a function in DO UPDATE SET.
-export const setSso = async (sql: Sql, accountId: number, body: SsoInput) => {
-  const [row] = await sql`
+export const setSso = async (app: App, accountId: number, body: SsoInput) => {
+  const secret = seal(app.config.secretKey, body.client_secret, String(accountId))
+  const [row] = await app.sql`
     insert into sso_configs (account_id, issuer, client_id, client_secret, domains, default_role)
-    values (${accountId}, ${body.issuer}, ${body.client_id}, ${body.client_secret}, ${[...new Set(body.domains)]},
+    values (${accountId}, ${body.issuer}, ${body.client_id}, ${secret}, ${[...new Set(body.domains)]},
       ${body.default_role})
     on conflict (account_id) do update set issuer = excluded.issuer, client_id = excluded.client_id,
       client_secret = excluded.client_secret, domains = excluded.domains, default_role = excluded.default_role,
@@ -70,10 +85,24 @@ export const setSso = async (sql: Sql, accountId: number, body: SsoInput) => {
   return row
 }
 
-const ssoOf = async (sql: Sql, accountId: number) => {
-  const [row] = await sql`select issuer, client_id, client_secret, domains, default_role
+export const getSso = async (sql: Sql, accountId: number) => {
+  const [row] = await sql`select issuer, client_id, domains, default_role from sso_configs
+    where account_id = ${accountId}`
+  return row ?? refuse(404, 'This account has no single sign-on.')
+}
+
+export const removeSso = async (sql: Sql, accountId: number) => {
+  const gone = await sql`delete from sso_configs where account_id = ${accountId} returning 1`
+  if (!gone.length) refuse(404, 'This account has no single sign-on.')
+}
+
+const ssoOf = async (app: App, accountId: number) => {
+  const [row] = await app.sql`select issuer, client_id, client_secret, domains, default_role
     from sso_configs where account_id = ${accountId}`
-  return row as (SsoInput & { default_role: Role }) | undefined
+  if (!row) return undefined
+  return { ...row, client_secret: open(app.config.secretKey, row.client_secret, String(accountId)) } as SsoInput & {
+    default_role: Role
+  }
 }
 
 // The provider's metadata, read at each start and callback: a provider that rotates its keys or
@@ -90,14 +119,18 @@ const discover = async (sso: SsoInput) => {
     )
     return config
   } catch (err) {
-    return refuse(502, `The identity provider's configuration could not be read: ${(err as Error).message}`)
+    return ssoRefuse(
+      'provider_unreachable',
+      502,
+      `The identity provider's configuration could not be read: ${(err as Error).message}`,
+    )
   }
 }
 
 // The provider's sign-in page for this account, and the pending sign-in: `state` names the account
 // and a secret, the nonce and the PKCE verifier stay here. The account's expired rows go on the way.
 export const startSso = async (app: App, accountId: number, redirectUri: string) => {
-  const sso = (await ssoOf(app.sql, accountId)) ?? refuse(404, 'This account has no single sign-on.')
+  const sso = (await ssoOf(app, accountId)) ?? refuse(404, 'This account has no single sign-on.')
   const config = await discover(sso)
   const state = newSecret(accountId)
   const nonce = client.randomNonce()
@@ -117,8 +150,36 @@ export const startSso = async (app: App, accountId: number, redirectUri: string)
   return { location: url.href, state: state.value, maxAge: PENDING_SECONDS }
 }
 
+// A refusal of the callback, with the code the console's sign-in page is sent (routes.ts): the
+// person came from the provider's page in a browser, so the answer is a redirect, not a Problem.
+const SSO_ERRORS = [
+  'invalid_state',
+  'sso_changed',
+  'provider_unreachable',
+  'provider_denied',
+  'answer_refused',
+  'no_email',
+  'email_unverified',
+  'email_domain',
+  'unavailable',
+] as const
+type SsoError = (typeof SSO_ERRORS)[number]
+export class SsoRefusal extends Refusal {
+  constructor(
+    readonly code: SsoError,
+    status: number,
+    message: string,
+    errors?: FieldError[],
+  ) {
+    super(status, message, errors)
+  }
+}
+const ssoRefuse = (code: SsoError, status: number, message: string, errors?: FieldError[]): never => {
+  throw new SsoRefusal(code, status, message, errors)
+}
+
 const BAD_STATE = 'This sign-in is not valid: it was used already, it has expired, or it was not started here.'
-const badState = () => refuse(400, BAD_STATE, [{ path: '/state', message: BAD_STATE }])
+export const badState = (message = BAD_STATE) => ssoRefuse('invalid_state', 400, message, [{ path: '/state', message }])
 
 // Spends the pending sign-in that `state` names (one use, whatever comes next), in its account.
 const takePending = async (sql: Sql, state: string) => {
@@ -142,10 +203,11 @@ const why = (err: unknown) => {
 // The email the provider vouches for, if it is verified and of one of the account's domains.
 const ssoEmail = (claims: Record<string, unknown>, domains: readonly string[]) => {
   const email = typeof claims.email === 'string' ? claims.email.trim().toLowerCase() : ''
-  if (!email || email.length > 255) return refuse(403, 'The identity provider gave no email.')
-  if (claims.email_verified !== true) return refuse(403, `The provider has not verified ${email}.`)
+  if (!email || email.length > 255) return ssoRefuse('no_email', 403, 'The identity provider gave no email.')
+  if (claims.email_verified !== true)
+    return ssoRefuse('email_unverified', 403, `The provider has not verified ${email}.`)
   if (!domains.includes(email.slice(email.lastIndexOf('@') + 1)))
-    return refuse(403, `${email} is not of a domain this account signs in with SSO.`)
+    return ssoRefuse('email_domain', 403, `${email} is not of a domain this account signs in with SSO.`)
   return email
 }
 
@@ -163,9 +225,9 @@ const userFor = async (sql: Sql, accountId: number, email: string, role: Role) =
 // started under the old one), and the person is signed in as a password sign-in does.
 export const finishSso = async (app: App, state: string, currentUrl: URL) => {
   const pending = await takePending(app.sql, state)
-  const sso = await ssoOf(app.sql, pending.accountId)
+  const sso = await ssoOf(app, pending.accountId)
   if (!sso || sso.issuer !== pending.issuer)
-    refuse(400, 'The account’s single sign-on changed during this sign-in; start again.')
+    ssoRefuse('sso_changed', 400, 'The account’s single sign-on changed during this sign-in; start again.')
   const config = await discover(sso!)
   let claims: Record<string, unknown> | undefined
   try {
@@ -176,8 +238,21 @@ export const finishSso = async (app: App, state: string, currentUrl: URL) => {
       idTokenExpected: true,
     })
     claims = tokens.claims()
+    // A provider may keep the email out of the ID token (as OpenID Connect Core 5.4 lets it when an
+    // access token is issued): then its userinfo endpoint, for the token's own subject, says it.
+    // Both claims come from one answer, so an email is never taken as verified by another's claim.
+    if (claims && (claims.email === undefined || claims.email_verified === undefined)) {
+      const info = await client.fetchUserInfo(config, tokens.access_token, claims.sub as string)
+      claims = { ...claims, email: info.email, email_verified: info.email_verified }
+    }
   } catch (err) {
-    refuse(400, `The identity provider's answer was refused: ${why(err)}`)
+    // The provider's own refusal (the person declined, or is not allowed) is told apart.
+    const denied = err instanceof client.AuthorizationResponseError
+    ssoRefuse(
+      denied ? 'provider_denied' : 'answer_refused',
+      400,
+      `The identity provider's answer was refused: ${why(err)}`,
+    )
   }
   const email = ssoEmail(claims ?? {}, sso!.domains)
   const userId = await userFor(app.sql, pending.accountId, email, sso!.default_role)

@@ -1,4 +1,5 @@
 import * as v from 'valibot'
+import { forgetUser } from '../audit/entries.ts'
 import { alreadyExists } from '../catalog/exists.ts'
 import type { Sql, Tx } from '../db/client.ts'
 import { refuse } from '../errors.ts'
@@ -18,6 +19,9 @@ export const UserBody = strict({
   name: v.optional(v.pipe(v.string(), v.maxLength(255), storable)),
   role: v.optional(Role, 'viewer'),
 })
+
+// A change of a user's role: the only field a PATCH takes, for now.
+export const RoleBody = strict({ role: Role })
 
 export const User = v.object({ id, email: v.string(), name: v.nullable(v.string()), role: Role })
 
@@ -75,11 +79,39 @@ export const resetLink = async (sql: Sql, accountId: number, userId: number, bas
 export const listUsers = (sql: Sql, accountId: number) =>
   sql`select ${userColumns(sql)} from users where account_id = ${accountId} order by id`
 
-// Its sessions and links go with it (foreign keys); the customers it owned keep the id, now unknown.
-export const removeUser = async (sql: Sql, accountId: number, userId: number) => {
-  const gone = await sql`delete from users where account_id = ${accountId} and id = ${userId} returning id`
-  if (!gone.length) refuse(404, `User ${userId} does not exist.`)
+// The user, if it is the account's, and the account's admins, locked: two admins who demote or
+// remove each other at once are taken one after the other, and the second sees the first's change
+// (FOR UPDATE reads the row as committed), so an account never loses its last admin by a race.
+const lockAdmins = async (tx: Sql | Tx, accountId: number, userId: number) => {
+  const rows = await tx`select id, role from users where account_id = ${accountId}
+    and (id = ${userId} or role = 'admin') order by id for update`
+  const user = rows.find((r) => Number(r.id) === userId) ?? refuse(404, `User ${userId} does not exist.`)
+  return { user, admins: rows.filter((r) => r.role === 'admin').length }
 }
+
+const LAST_ADMIN =
+  'This is the account’s last admin: make another user admin first, so that someone can still manage the account.'
+
+// A role changed takes effect at once: a session reads its user's role on every request.
+export const setRole = (sql: Sql, accountId: number, userId: number, role: v.InferOutput<typeof Role>) =>
+  sql.begin(async (tx) => {
+    const { user, admins } = await lockAdmins(tx, accountId, userId)
+    if (user.role === 'admin' && role !== 'admin' && admins === 1) refuse(409, LAST_ADMIN)
+    const [changed] = await tx`update users set role = ${role}
+      where account_id = ${accountId} and id = ${userId} returning ${userColumns(tx)}`
+    return changed
+  })
+
+// Its sessions and links go with it (foreign keys); the customers it owned keep the id, now unknown.
+// The audit log keeps what the user did, but no longer who they were: the entries they made lose
+// their name (their email or name then), as an erasure blanks what names an erased person.
+export const removeUser = (sql: Sql, accountId: number, userId: number) =>
+  sql.begin(async (tx) => {
+    const { user, admins } = await lockAdmins(tx, accountId, userId)
+    if (user.role === 'admin' && admins === 1) refuse(409, LAST_ADMIN)
+    await tx`delete from users where account_id = ${accountId} and id = ${userId}`
+    await forgetUser(tx, accountId, userId)
+  })
 
 const BAD_LINK = 'This link is not valid: it was used already, it has expired, or it does not exist.'
 

@@ -1,6 +1,6 @@
 import { readdirSync, readFileSync } from 'node:fs'
 import { spawn, type ChildProcess } from 'node:child_process'
-import { ADMIN_TOKEN } from './service.ts'
+import { ADMIN_TOKEN, SECRET_KEY } from './service.ts'
 import { freePort } from './cluster.ts'
 
 // A `service` command as its own process (serve, worker, ...), for tests that kill it.
@@ -15,6 +15,7 @@ export const startProcess = async (args: string[], databaseUrl: string, env: Rec
       LOG_LEVEL: 'error',
       SERVICE_ADMIN_TOKEN: ADMIN_TOKEN,
       SERVICE_WEBHOOK_ALLOW_PRIVATE: '1',
+      SERVICE_SECRET_KEY: SECRET_KEY,
       ...env,
     },
     stdio: ['ignore', 'pipe', 'pipe'],

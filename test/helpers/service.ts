@@ -3,6 +3,8 @@ import { startService } from '../../src/service.ts'
 import { freshDatabase } from './db.ts'
 
 export const ADMIN_TOKEN = 'test-admin-token'
+// Seals the SSO client secrets (SERVICE_SECRET_KEY): 32 characters or more.
+export const SECRET_KEY = 'test-secret-key-of-32-characters-or-more'
 
 export interface Call {
   status: number
@@ -22,6 +24,7 @@ export const startTestService = async (overrides: Partial<Config> = {}, parts = 
     adminToken: ADMIN_TOKEN,
     logLevel: 'silent',
     webhookAllowPrivate: true,
+    secretKey: SECRET_KEY,
     ...overrides,
   }
   const service = await startService(config, db.url, parts)
