@@ -12,7 +12,7 @@
 // their request in data.contact), so that the bar can be read against what the baseline itself does.
 import autocannon from 'autocannon'
 import { connect } from '../src/db/client.ts'
-import { waitingSql } from '../src/tracking/cursor.ts'
+import { waitingSql } from '../src/tracking/intake/cursor.ts'
 import { startServer, startWorker } from './server.ts'
 import { type BenchContext, percentile } from './lib.ts'
 

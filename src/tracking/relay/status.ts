@@ -1,7 +1,7 @@
-import { definitionsSql } from '../catalog/properties.ts'
-import type { Sql } from '../db/client.ts'
-import { closest } from '../validate.ts'
-import { waitingSql } from './cursor.ts'
+import { definitionsSql } from '../../catalog/properties.ts'
+import type { Sql } from '../../db/client.ts'
+import { closest } from '../../validate.ts'
+import { waitingSql } from '../intake/cursor.ts'
 
 // What a client developer needs to see of the account's Segment ingest: the running counts (by type,
 // by reason dropped, dropped trait keys with the attribute they probably meant), the messages not yet
