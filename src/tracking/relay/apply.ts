@@ -76,9 +76,9 @@ const stage = async (tx: Tx, accountId: number, below: number) => {
   return batch as { staged: number; last: number | null }
 }
 
-// A messageId received both as a track stored as its tracked event and as another message (relay.ts
+// A messageId received both as a track stored as its tracked event and as another message (intake.ts
 // deduplicates each table on its own) is the one received first (the track on a tie): the other goes, as
-// if never received, counted a duplicate. relay-tracks.ts drops the track the same way. Probed message
+// if never received, counted a duplicate. tracks.ts drops the track the same way. Probed message
 // by message (OFFSET 0 keeps the probe a subplan): a hash of the account's tracks was the other plan.
 const dropDuplicates = async (tx: Tx, accountId: number) => {
   const [{ n }] = await tx`
@@ -211,8 +211,8 @@ const parkIdentifies = (tx: Tx, accountId: number) => tx`
   from waiting w where s.id = w.id`
 
 // An identify of an unknown contact without a known customer of its own, whose user a Segment track
-// received with it or after it names under a known customer (a tracked event: relay.ts), is placed
-// under that customer: the track, applied after it by the tracker's apply job (apply.ts), would create
+// received with it or after it names under a known customer (a tracked event: intake.ts), is placed
+// under that customer: the track, applied after it by the tracker's apply job (tracker/apply.ts), would create
 // the contact there anyway, nameless, while the identify waited. So no message of a batch applies
 // before a message sent earlier in it. Probed through the events' contact index (sql/044).
 const placeByLaterTracks = (tx: Tx, accountId: number) => tx`
@@ -261,7 +261,7 @@ const applyContacts = async (tx: Tx, accountId: number) => {
 // Tracks: tracked events under context.groupId, or else the user's customer; with neither, dropped.
 // `properties` are the event's data.properties (the tracker applies data.customer and data.contact as
 // attributes, which properties must never become). The events are stored applied, matched here as the
-// tracker's apply job (tracking/apply.ts) would match them: to the customer by external id (unmatched
+// tracker's apply job (tracker/apply.ts) would match them: to the customer by external id (unmatched
 // when unknown) and to its contact, an unknown contact of a known customer created under the customer
 // of its first event. A second job per batch to match them doubled the apply lag (docs/benchmarks.md).
 const applyTracks = async (tx: Tx, accountId: number) => {
