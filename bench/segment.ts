@@ -12,7 +12,7 @@
 // their request in data.contact), so that the bar can be read against what the baseline itself does.
 import autocannon from 'autocannon'
 import { connect } from '../src/db/client.ts'
-import { waitingSql } from '../src/tracking/cursor.ts'
+import { waitingSql } from '../src/tracking/intake/cursor.ts'
 import { startServer, startWorker } from './server.ts'
 import { type BenchContext, percentile } from './lib.ts'
 
@@ -141,7 +141,7 @@ export default async (ctx: BenchContext) => {
     const trackerUrl = `${server.base}/api/tracker/track`
     const trackerFull = () => perSecond(trackerUrl, { 'service-key': token }, trackerBodies(account.tracker_key))
     // Where a pipeline's rows wait: `undecided`, as its apply job reads them ('received' at or past the
-    // account's cursor, tracking/cursor.ts), and `rows(first)`, its rows (id, and n: the number of the
+    // account's cursor, tracking/intake/cursor.ts), and `rows(first)`, its rows (id, and n: the number of the
     // request that carried it) of the requests from `first` on.
     interface Source {
       undecided: Fragment

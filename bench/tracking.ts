@@ -10,7 +10,7 @@ import { fileURLToPath } from 'node:url'
 import autocannon from 'autocannon'
 import postgres from 'postgres'
 import { connect } from '../src/db/client.ts'
-import { waitingSql } from '../src/tracking/cursor.ts'
+import { waitingSql } from '../src/tracking/intake/cursor.ts'
 import { startServer } from './server.ts'
 import type { BenchContext } from './lib.ts'
 

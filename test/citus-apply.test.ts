@@ -8,7 +8,7 @@ import { connect } from '../src/db/client.ts'
 import { migrate } from '../src/db/migrate.ts'
 import { erase } from '../src/privacy/erase.ts'
 import { applyEvents } from '../src/tracking/apply.ts'
-import { applyRelay } from '../src/tracking/relay-apply.ts'
+import { applyRelay } from '../src/tracking/relay/apply.ts'
 import { freshDatabase } from './helpers/db.ts'
 
 test('the apply jobs and an erasure touch only the account’s shard, and do their work', async () => {

@@ -6,7 +6,7 @@ import { scoredAccount, uploadAndWait } from './helpers/fixtures.ts'
 import { eventually, type Receiver, startReceiver } from './helpers/receiver.ts'
 import { PURGE_BATCH } from '../src/db/purge.ts'
 import { purgeExpired } from '../src/privacy/retention.ts'
-import { waitingSql } from '../src/tracking/cursor.ts'
+import { waitingSql } from '../src/tracking/intake/cursor.ts'
 
 // Issue 36: erasure, suppression, export and retention, on one service and two accounts that use
 // the same external ids.

@@ -6,16 +6,16 @@ import { after, before, test } from 'node:test'
 import { Analytics } from '@segment/analytics-node'
 import RudderAnalytics from '@rudderstack/rudder-sdk-node'
 import { drainEvents } from '../src/tracking/apply.ts'
-import { countAccountEvents } from '../src/tracking/counts.ts'
-import { waitingSql } from '../src/tracking/cursor.ts'
+import { countAccountEvents } from '../src/tracking/tracker/counts.ts'
+import { waitingSql } from '../src/tracking/intake/cursor.ts'
 import {
   KEEP_DAYS,
   MAX_KEY_NAMES,
   MESSAGES_PER_BATCH,
   PENDING_HOURS,
   PENDING_MAX,
-  SEGMENT_BATCHES_PER_JOB,
-} from '../src/tracking/relay-apply.ts'
+} from '../src/tracking/relay/apply.ts'
+import { BATCHES_PER_JOB } from '../src/tracking/intake/batches.ts'
 import { scoredAccount } from './helpers/fixtures.ts'
 import { hostileRecords } from './helpers/hostile.ts'
 import { startTestService, type TestService } from './helpers/service.ts'
@@ -481,7 +481,7 @@ test('dropped trait keys are counted by name for at most MAX_KEY_NAMES names; kn
 
 test('a backlog of more batches than one job applies is applied whole, through its successor job', async () => {
   const a = await scoredAccount(s, 'Backlog')
-  const n = MESSAGES_PER_BATCH * SEGMENT_BATCHES_PER_JOB + 1
+  const n = MESSAGES_PER_BATCH * BATCHES_PER_JOB + 1
   await s.sql`insert into segment_messages (account_id, message_id, type, user_id, group_id, event, occurred_at)
     select ${a.id}, 'backlog-' || g, 'track', 'u1', 'g1', 'logins', now() from generate_series(1, ${n}) g`
   // The intake of a message for the Segment apply job queues it.

@@ -9,8 +9,8 @@ import assert from 'node:assert/strict'
 import { randomBytes } from 'node:crypto'
 import type { Sql } from '../src/db/client.ts'
 import { applyEvents } from '../src/tracking/apply.ts'
-import { receiveRelay } from '../src/tracking/relay.ts'
-import { applyRelay } from '../src/tracking/relay-apply.ts'
+import { receiveRelay } from '../src/tracking/relay/intake.ts'
+import { applyRelay } from '../src/tracking/relay/apply.ts'
 import { startTestService, type TestService } from './helpers/service.ts'
 
 let s: TestService

@@ -18,7 +18,7 @@ import { Where } from '../records/search-body.ts'
 import { ScoreAlertsSchema } from '../scoring/rules/alerts.ts'
 import { ScoringModelSchema } from '../scoring/rules/model.ts'
 import { SegmentHistory } from '../segments/schemas.ts'
-import { Events, TrackAccepted } from '../tracking/schemas.ts'
+import { Events, TrackAccepted } from '../tracking/tracker/schemas.ts'
 import { Upload, UploadAccepted, UploadAction, UploadSummary } from '../uploads/schemas.ts'
 import {
   Delivery,

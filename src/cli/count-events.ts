@@ -1,7 +1,7 @@
 import { parseArgs } from 'node:util'
 import { accountExists } from '../accounts/accounts.ts'
 import { accountsWithNumberMetrics } from '../catalog/properties.ts'
-import { countAccountEvents } from '../tracking/counts.ts'
+import { countAccountEvents } from '../tracking/tracker/counts.ts'
 import type { Sql } from '../db/client.ts'
 
 export const countEventsUsage = `service count-events [--account ID]

@@ -35,7 +35,7 @@ const scoringQueue = (accountId: number) => `scoring:${accountId}`
 export const TASKS = {
   processUpload: 'process_upload',
   applyEvents: 'apply_events',
-  // The relay (tracking/relay*.ts, Segment's protocol) keeps the name it was stored under.
+  // The relay (tracking/relay/, Segment's protocol) keeps the name it was stored under.
   applyRelay: 'apply_segment',
   // The identifier predates the name: it is stored in graphile-worker's tables and crontab.
   countEvents: 'aggregate_events',
@@ -132,7 +132,7 @@ export const processUploadJob = (accountId: number, uploadId: number): JobSpec =
 })
 
 // At most one apply job per account waits to run, for tracked events and for Segment messages each:
-// the intake adds one only when none is waiting (tracking/intake.ts, tracking/relay.ts), and a job
+// the intake adds one only when none is waiting (tracking/tracker/intake.ts, tracking/relay/intake.ts), and a job
 // that leaves rows behind queues its successor.
 export type ApplyTask = typeof TASKS.applyEvents | typeof TASKS.applyRelay
 export const applyJobKey = (task: ApplyTask, accountId: number) => `${task}:${accountId}`

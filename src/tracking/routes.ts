@@ -1,13 +1,14 @@
 import { accountIn } from '../accounts/accounts.ts'
 import * as v from 'valibot'
 import { type KeyAuth, noContent, ok, type Route, route, textParam } from '../route.ts'
-import { listEvents } from './events.ts'
-import { receiveEvents } from './intake.ts'
+import { listEvents } from './tracker/events.ts'
+import { receiveEvents } from './tracker/intake.ts'
 import { liftSuppression, listSuppressions, Suppression } from './suppressions.ts'
-import { EventQuery, Events, eventsToStore, TrackAccepted, TrackBody } from './schemas.ts'
-import { receiveRelay, TYPES } from './relay.ts'
-import { IngestStatus, RelayAccepted, RelayBatch, RelayMessage } from './relay-schemas.ts'
-import { ingestStatus } from './relay-status.ts'
+import { EventQuery, Events, eventsToStore, TrackAccepted, TrackBody } from './tracker/schemas.ts'
+import { receiveRelay } from './relay/intake.ts'
+import { TYPES } from './relay/message.ts'
+import { IngestStatus, RelayAccepted, RelayBatch, RelayMessage } from './relay/schemas.ts'
+import { ingestStatus } from './relay/status.ts'
 
 // The relay's routes take the key as Segment's SDKs send their write key.
 const WRITE_KEY: KeyAuth = {

@@ -1,7 +1,7 @@
 import type { PendingQuery, Row } from 'postgres'
-import type { Tx } from '../db/client.ts'
+import type { Tx } from '../../db/client.ts'
 
-// The contacts an ingest creates of itself (the tracker's events, Segment's groups, identifies and
+// The records an ingest writes of itself. The contacts it creates (the tracker's events, the relay's groups, identifies and
 // tracks): one per external id `external` yields from `from` where `where` holds, under the customer
 // `customer` of the first row by `order`, unless the contact exists already (what then changes of it
 // is the caller's). Yields the contacts created. The rows are chosen in a subquery and the contact's
@@ -26,3 +26,19 @@ export const createContactsSql = (
   where known.service_id is null
   on conflict (account_id, external_id) do nothing
   returning service_id, external_id, customer_id`
+
+// The one update of records' names and attributes from what an ingest received: `f` yields `name` (null
+// keeps the record's) and `attributes` (merged in; a null value clears its key) for the records `r`
+// that `match` picks. Yields the records updated.
+export const updateRecords = (
+  tx: Tx,
+  table: 'customers' | 'contacts',
+  accountId: number,
+  f: PendingQuery<Row[]>,
+  match: PendingQuery<Row[]>,
+) => tx`
+  update ${tx(table)} r set name = coalesce(f.name, r.name),
+    attributes = jsonb_strip_nulls(r.attributes || f.attributes), updated_at = now()
+  from (${f}) f
+  where r.account_id = ${accountId} and ${match}
+  returning r.service_id`

@@ -1,5 +1,5 @@
 import { Counter } from 'prom-client'
-import { registry } from '../metrics.ts'
+import { registry } from '../../metrics.ts'
 
 // The relay's counters, registered from here in the one registry (their public names keep the
 // word segment): messages received by this process by type ('unknown' for no known type,

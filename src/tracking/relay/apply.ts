@@ -1,25 +1,26 @@
-import type { App } from '../context.ts'
-import { definitionsSql } from '../catalog/properties.ts'
-import type { Tx } from '../db/client.ts'
-import { type AccountPayload, addCustomersChanged, addJobs, applyJob, scoreRecordsJobs, TASKS } from '../db/jobs.ts'
-import { lockRecordsNamed, xactLock } from '../db/locks.ts'
-import { PLANNER, setLocal } from '../db/planner.ts'
-import { relayApplied, relayDropped, relayReceived } from './relay-metrics.ts'
-import { drainEvents } from './apply.ts'
-import { passGate } from './intake.ts'
-import { lockAndReadCursor, moveCursor, nextBelow, nextCheck } from './cursor.ts'
-import { createContactsSql } from './contacts.ts'
-import { countDropped, suppressedSql } from './suppressions.ts'
-import { sqlCut } from '../validate.ts'
+import type { PendingQuery, Row } from 'postgres'
+import type { App } from '../../context.ts'
+import { definitionsSql } from '../../catalog/properties.ts'
+import type { Tx } from '../../db/client.ts'
+import { type AccountPayload, addCustomersChanged, addJobs, scoreRecordsJobs, TASKS } from '../../db/jobs.ts'
+import { lockRecordsNamed } from '../../db/locks.ts'
+import { PLANNER, setLocal } from '../../db/planner.ts'
+import { sqlCut } from '../../validate.ts'
+import { drainEvents } from '../apply.ts'
+import { applyBatches } from '../intake/batches.ts'
+import { passGate } from '../intake/gate.ts'
+import { lockAndReadCursor, moveCursor, nextBelow, nextCheck } from '../intake/cursor.ts'
+import { createContactsSql, updateRecords } from '../intake/records.ts'
+import { countDropped, suppressedSql } from '../suppressions.ts'
+import { relayApplied, relayDropped, relayReceived } from './metrics.ts'
 
-// The apply job of Segment messages (relay.ts stores them): one account's messages in id order,
+// The apply job of the relay's messages (relay/intake.ts stores them): one account's messages in id order,
 // in batches, each batch one transaction, set-based. Within a batch the groups go first (customers,
 // and the contacts they name), then the identifies (contacts), then the tracks (tracked events, stored
 // matched as the tracker's apply job matches its own, and counted like any other). Later messages
 // win, in the order received. docs/api.md ("Segment-compatible ingest") is the mapping this implements.
 
 export const MESSAGES_PER_BATCH = 5000
-export const SEGMENT_BATCHES_PER_JOB = 4
 // An identify of an unknown contact of no known customer waits (status pending) for a group naming
 // its user, at most PENDING_MAX an account and PENDING_HOURS long; then it is dropped, counted.
 export const PENDING_MAX = 10_000
@@ -29,8 +30,6 @@ export const KEEP_DAYS = 7
 // Dropped trait keys are counted by name (cut as validate.ts cuts names) for at most this many distinct
 // names an account.
 export const MAX_KEY_NAMES = 200
-
-const accountLock = (tx: Tx, accountId: number) => xactLock(tx, `apply_segment:${accountId}`)
 
 // The columns of segment_messages that a batch stages, the received messages and the pending ones.
 const MESSAGE_COLUMNS = [
@@ -45,7 +44,7 @@ const MESSAGE_COLUMNS = [
   'properties',
 ]
 
-// The batch: the next messages received, read from the account's cursor (cursor.ts) through the primary
+// The batch: the next messages received, read from the account's cursor (intake/cursor.ts) through the primary
 // key, and the pending identifies of the users they name that may now be placed: by a group, by an
 // identify with context.groupId, as a contact known by now, or with a groupId of their own (whose
 // customer may exist by now). Restaging every pending identify of each user named (an identify of a
@@ -77,9 +76,9 @@ const stage = async (tx: Tx, accountId: number, below: number) => {
   return batch as { staged: number; last: number | null }
 }
 
-// A messageId received both as a track stored as its tracked event and as another message (relay.ts
+// A messageId received both as a track stored as its tracked event and as another message (intake.ts
 // deduplicates each table on its own) is the one received first (the track on a tie): the other goes, as
-// if never received, counted a duplicate. relay-tracks.ts drops the track the same way. Probed message
+// if never received, counted a duplicate. tracks.ts drops the track the same way. Probed message
 // by message (OFFSET 0 keeps the probe a subplan): a hash of the account's tracks was the other plan.
 const dropDuplicates = async (tx: Tx, accountId: number) => {
   const [{ n }] = await tx`
@@ -160,11 +159,11 @@ const latestTraits = (tx: Tx, entity: 'customer' | 'contact', idColumn: 'group_i
   ) latest
   group by ext`
 
-// Whether the latest traits `f` change the record `r`'s name or attributes. SDKs send the same traits with
-// every group and identify: one that changes nothing writes nothing, so it rescores nothing either.
-const changes = (tx: Tx, r: string) => tx`(
-  ${tx(r)}.name is distinct from coalesce(f.name, ${tx(r)}.name)
-  or ${tx(r)}.attributes is distinct from jsonb_strip_nulls(${tx(r)}.attributes || f.attributes))`
+// The record `r` the latest traits `f` name (by external id), if they change its name or attributes. SDKs
+// send the same traits with every group and identify: one that changes nothing writes nothing, so it
+// rescores nothing either.
+const changed = (tx: Tx) => tx`r.external_id = f.ext and (r.name is distinct from coalesce(f.name, r.name)
+  or r.attributes is distinct from jsonb_strip_nulls(r.attributes || f.attributes))`
 
 // Groups: the customers, created when missing, then named and given their attributes.
 const applyGroups = async (tx: Tx, accountId: number) => {
@@ -179,27 +178,20 @@ const applyGroups = async (tx: Tx, accountId: number) => {
     accountId,
     tx`select group_id from stage_seg where status is null and type = 'group'`,
   )
-  const updated = await tx`
-    update customers c set name = coalesce(f.name, c.name),
-      attributes = jsonb_strip_nulls(c.attributes || f.attributes), updated_at = now()
-    from (${latestTraits(tx, 'customer', 'group_id')}) f
-    where c.account_id = ${accountId} and c.external_id = f.ext and ${changes(tx, 'c')}
-    returning c.service_id`
+  const updated = await updateRecords(tx, 'customers', accountId, latestTraits(tx, 'customer', 'group_id'), changed(tx))
   return [...created, ...updated].map((r) => r.service_id as number)
 }
 
 // The user each admitted group names belongs to its customer (the latest group): a contact is created
 // under it when missing; an identify of an unknown contact whose context.groupId names a known
 // customer creates it there. Identifies of users still unknown wait (pending), within PENDING_MAX.
-const stagedWithCustomer = (tx: Tx, accountId: number) =>
-  tx`stage_seg s join customers c on c.account_id = ${accountId} and c.external_id = s.group_id`
-const createContacts = (tx: Tx, accountId: number) =>
+const createContacts = (tx: Tx, accountId: number, where: PendingQuery<Row[]>, order: PendingQuery<Row[]>) =>
   createContactsSql(tx, accountId, {
     external: tx`s.user_id`,
     customer: tx`c.service_id`,
-    from: stagedWithCustomer(tx, accountId),
-    where: tx`s.status is null and s.type in ('group', 'identify') and s.user_id is not null`,
-    order: tx`(s.type = 'group') desc, s.id desc`,
+    from: tx`stage_seg s join customers c on c.account_id = ${accountId} and c.external_id = s.group_id`,
+    where,
+    order,
   })
 
 const parkIdentifies = (tx: Tx, accountId: number) => tx`
@@ -219,8 +211,8 @@ const parkIdentifies = (tx: Tx, accountId: number) => tx`
   from waiting w where s.id = w.id`
 
 // An identify of an unknown contact without a known customer of its own, whose user a Segment track
-// received with it or after it names under a known customer (a tracked event: relay.ts), is placed
-// under that customer: the track, applied after it by the tracker's apply job (apply.ts), would create
+// received with it or after it names under a known customer (a tracked event: intake.ts), is placed
+// under that customer: the track, applied after it by the tracker's apply job (tracker/apply.ts), would create
 // the contact there anyway, nameless, while the identify waited. So no message of a batch applies
 // before a message sent earlier in it. Probed through the events' contact index (sql/044).
 const placeByLaterTracks = (tx: Tx, accountId: number) => tx`
@@ -242,7 +234,12 @@ const placeByLaterTracks = (tx: Tx, accountId: number) => tx`
 
 const applyContacts = async (tx: Tx, accountId: number) => {
   await placeByLaterTracks(tx, accountId)
-  const created = await createContacts(tx, accountId)
+  const created = await createContacts(
+    tx,
+    accountId,
+    tx`s.status is null and s.type in ('group', 'identify') and s.user_id is not null`,
+    tx`(s.type = 'group') desc, s.id desc`,
+  )
   await parkIdentifies(tx, accountId)
   await lockRecordsNamed(
     tx,
@@ -257,19 +254,14 @@ const applyContacts = async (tx: Tx, accountId: number) => {
       join customers c on c.account_id = ${accountId} and c.external_id = g.group_id
     where t.account_id = ${accountId} and t.external_id = g.user_id and t.customer_id <> c.service_id
     returning t.service_id`
-  const updated = await tx`
-    update contacts t set name = coalesce(f.name, t.name),
-      attributes = jsonb_strip_nulls(t.attributes || f.attributes), updated_at = now()
-    from (${latestTraits(tx, 'contact', 'user_id')}) f
-    where t.account_id = ${accountId} and t.external_id = f.ext and ${changes(tx, 't')}
-    returning t.service_id`
+  const updated = await updateRecords(tx, 'contacts', accountId, latestTraits(tx, 'contact', 'user_id'), changed(tx))
   return [...created, ...moved, ...updated].map((r) => r.service_id as number)
 }
 
 // Tracks: tracked events under context.groupId, or else the user's customer; with neither, dropped.
 // `properties` are the event's data.properties (the tracker applies data.customer and data.contact as
 // attributes, which properties must never become). The events are stored applied, matched here as the
-// tracker's apply job (tracking/apply.ts) would match them: to the customer by external id (unmatched
+// tracker's apply job (tracker/apply.ts) would match them: to the customer by external id (unmatched
 // when unknown) and to its contact, an unknown contact of a known customer created under the customer
 // of its first event. A second job per batch to match them doubled the apply lag (docs/benchmarks.md).
 const applyTracks = async (tx: Tx, accountId: number) => {
@@ -280,13 +272,7 @@ const applyTracks = async (tx: Tx, accountId: number) => {
       and t.account_id = ${accountId} and t.external_id = s.user_id`
   await tx`update stage_seg set status = 'dropped', reason = 'no_customer'
     where status is null and type = 'track' and group_id is null`
-  const created = await createContactsSql(tx, accountId, {
-    external: tx`s.user_id`,
-    customer: tx`c.service_id`,
-    from: stagedWithCustomer(tx, accountId),
-    where: tx`s.status is null and s.type = 'track'`,
-    order: tx`s.id`,
-  })
+  const created = await createContacts(tx, accountId, tx`s.status is null and s.type = 'track'`, tx`s.id`)
   const [{ n }] = await tx`
     with e as (
       insert into tracking_events (account_id, name, occurred_at, customer_external_id, contact_external_id, data,
@@ -381,14 +367,8 @@ const forget = (tx: Tx, accountId: number, below: number) => tx`
       and (status in ('applied', 'ignored', 'dropped') or (status = 'received' and id < ${below}))))`
 
 export const applyRelay = async (tx: Tx, accountId: number) => {
-  const cursor = await lockAndReadCursor(
-    tx,
-    accountId,
-    accountLock(tx, accountId),
-    'segment_messages',
-    'segment_cursors',
-  )
-  const next = await nextCheck(tx, cursor, 'segment_messages')
+  const cursor = await lockAndReadCursor(tx, TASKS.applyRelay, accountId)
+  const next = await nextCheck(tx, cursor)
   // Compiling the batch's statements (above jit_above_cost) cost more than running them; the received
   // messages are missing from the statistics, as the tracker's events are (db/planner.ts).
   await setLocal(tx, { ...PLANNER.bulk, ...PLANNER.freshEvents })
@@ -402,7 +382,7 @@ export const applyRelay = async (tx: Tx, accountId: number) => {
   const { events, created } = await applyTracks(tx, accountId)
   const below = nextBelow(cursor, staged === MESSAGES_PER_BATCH, last)
   await settle(tx, accountId, below)
-  await moveCursor(tx, 'segment_cursors', accountId, { below, next })
+  await moveCursor(tx, cursor, { below, next })
   const [{ outcomes }] = await count(tx, accountId)
   await forget(tx, accountId, Math.max(cursor.below, below))
   await tx`drop table stage_seg, stage_traits`
@@ -424,28 +404,31 @@ export const applyRelay = async (tx: Tx, accountId: number) => {
 
 type Outcome = { type: string; status: string; reason: string | null; n: number }
 
-// One transaction per batch; past SEGMENT_BATCHES_PER_JOB, a successor job takes the rest (the account's
-// queue runs its uploads between them). The counters count what committed.
-// Then the account's tracked events: its Segment tracks that name their customer (relay.ts stores
-// them as tracked events, and queues only this job) wait for the messages received before them, which
-// this job has just applied. One job for both keeps the intake's job contention to one key, and never
-// leaves such a track waiting for a job: a message still to apply has queued this job anew.
+// The account's messages, batch by batch (intake/batches.ts; the account's queue runs its uploads between
+// its jobs). The counters count what committed.
+// Then the account's tracked events: its tracks that name their customer (relay/intake.ts stores them as
+// tracked events, and queues only this job) wait for the messages received before them, which this job
+// has just applied. One job for both keeps the intake's job contention to one key, and never leaves
+// such a track waiting for a job: a message still to apply has queued this job anew.
 export const applyRelayOfAccount = async (app: App, { account_id: accountId }: AccountPayload) => {
   await passGate(app, TASKS.applyRelay, accountId)
   let messages = 0
-  for (let batch = 1; ; batch++) {
-    const done = await app.sql.begin(async (tx) => {
+  await applyBatches(
+    app,
+    TASKS.applyRelay,
+    accountId,
+    async (tx) => {
       const applied = await applyRelay(tx, accountId)
-      const more = applied.staged === MESSAGES_PER_BATCH
-      if (more && batch === SEGMENT_BATCHES_PER_JOB) await addJobs(tx, [applyJob(TASKS.applyRelay, accountId)])
-      return { ...applied, more: more && batch < SEGMENT_BATCHES_PER_JOB }
-    })
-    for (const o of done.outcomes as Outcome[]) {
-      relayApplied.inc({ type: o.type, outcome: o.status }, o.n)
-      if (o.reason) relayDropped.inc({ reason: o.reason }, o.n)
-    }
-    if (done.duplicates) relayReceived.inc({ type: 'duplicate' }, done.duplicates)
-    messages += done.staged
-    if (!done.more) return { messages, ...(await drainEvents(app, accountId)) }
-  }
+      return { ...applied, full: applied.staged === MESSAGES_PER_BATCH }
+    },
+    (done) => {
+      for (const o of done.outcomes as Outcome[]) {
+        relayApplied.inc({ type: o.type, outcome: o.status }, o.n)
+        if (o.reason) relayDropped.inc({ reason: o.reason }, o.n)
+      }
+      if (done.duplicates) relayReceived.inc({ type: 'duplicate' }, done.duplicates)
+      messages += done.staged
+    },
+  )
+  return { messages, ...(await drainEvents(app, accountId)) }
 }

@@ -1,10 +1,20 @@
-import type { Tx } from '../db/client.ts'
-import { relayApplied, relayDropped, relayReceived } from './relay-metrics.ts'
+import type { PendingQuery, Row } from 'postgres'
+import type { Tx } from '../../db/client.ts'
+import { waitingSql } from '../intake/cursor.ts'
+import type { Relayed } from '../tracker/apply.ts'
+import { relayApplied, relayDropped, relayReceived } from './metrics.ts'
 
-// Segment tracks that the tracker's apply job takes (relay.ts stores those that name their customer
-// as tracked events; apply.ts applies them): a batch's, still staged or `suppressed`, counted by type like every
-// other message, and those suppressed by reason.
-export const countRelayTracks = async (tx: Tx, accountId: number, suppressed: number) => {
+// The relay's tracks that the tracker's apply job takes (relay/intake.ts stores those that name their
+// customer as tracked events): what the relay does of them through the tracker's seam (`Relayed`,
+// tracker/apply.ts; tracking/apply.ts plugs this in).
+
+// They come after the messages received before them, so they wait from the oldest message still to apply.
+const waitingSince = (tx: Tx, accountId: number) =>
+  tx`(${waitingSql(tx, 'segment_messages', accountId, tx`min(received_at)`)})`
+
+// A batch's, still staged or `suppressed`, counted by type like every other message, and those
+// suppressed by reason.
+const count = async (tx: Tx, accountId: number, suppressed: number) => {
   const [{ n }] = await tx`
     with t as (
       select (count(*) + ${suppressed})::int as n from stage_events where message_id is not null
@@ -20,13 +30,13 @@ export const countRelayTracks = async (tx: Tx, accountId: number, suppressed: nu
   return n as number
 }
 
-// A Segment track whose messageId another Segment message received before it has (relay.ts deduplicates
-// each table on its own) goes, staged row and tracked event, counted a duplicate; relay-apply.ts drops
+// A track whose messageId another message received before it has (relay/intake.ts deduplicates each
+// table on its own) goes, staged row and tracked event, counted a duplicate; relay/apply.ts drops
 // the message received after a track. Probed track by track (OFFSET 0 keeps the probe a subplan): a hash
 // of the account's messages was the other plan. `range` bounds the events' delete as it bounds their update.
 // The staged rows are read through a materialized CTE: Citus refuses a subquery on a distributed table
 // correlated to a coordinator table, but not to a CTE's result, which it sends to the shard's node.
-export const dropDuplicateTracks = async (tx: Tx, accountId: number, range: { first: number; last: number }) => {
+const dropDuplicates = async (tx: Tx, accountId: number, range: { first: number; last: number }) => {
   const [{ n }] = await tx`
     with s as materialized (
       select id, message_id from stage_events where message_id is not null
@@ -47,27 +57,21 @@ export const dropDuplicateTracks = async (tx: Tx, accountId: number, range: { fi
   return n as number
 }
 
-// A suppressed Segment track, dropped from the tracked events, is kept as a dropped message: its messageId
+// A suppressed track, dropped from the tracked events, is kept as a dropped message: its messageId
 // still deduplicates, the ingest status lists it, and it names nobody. `rows` yields (message_id, occurred_at).
-export const droppedRelayTracks = (tx: Tx, accountId: number, rows: ReturnType<Tx>) => tx`
+const dropped = (tx: Tx, accountId: number, rows: PendingQuery<Row[]>) => tx`
   insert into segment_messages (account_id, message_id, type, occurred_at, status, reason)
   select ${accountId}, g.message_id, 'track', g.occurred_at, 'dropped', 'suppressed' from (${rows}) g
   on conflict (account_id, message_id) do nothing
   returning 1`
 
-// The counters of a tracker's batch's Segment tracks, once committed.
-export const countedRelayTracks = ({
-  tracks,
-  suppressed,
-  duplicates,
-}: {
-  tracks: number
-  suppressed: number
-  duplicates: number
-}) => {
+// The counters of a tracker's batch's tracks, once committed.
+const counted = ({ tracks, suppressed, duplicates }: { tracks: number; suppressed: number; duplicates: number }) => {
   if (duplicates > 0) relayReceived.inc({ type: 'duplicate' }, duplicates)
   relayApplied.inc({ type: 'track', outcome: 'applied' }, tracks - suppressed)
   if (suppressed === 0) return
   relayApplied.inc({ type: 'track', outcome: 'dropped' }, suppressed)
   relayDropped.inc({ reason: 'suppressed' }, suppressed)
 }
+
+export const relayTracks: Relayed = { waitingSince, dropDuplicates, dropped, count, counted }

@@ -1,14 +1,12 @@
 import * as v from 'valibot'
-import { refuse } from '../errors.ts'
-import { describe, id, id255, int, isObject, limitParam, nonEmpty, size, strict, Timestamp } from '../validate.ts'
-import { freeFormProblems } from '../values.ts'
+import { refuse } from '../../errors.ts'
+import { describe, id, id255, int, isObject, limitParam, nonEmpty, size, strict, Timestamp } from '../../validate.ts'
+import { freeFormProblems } from '../../values.ts'
+import { END_TIME, MAX_EVENT_BYTES, MIN_TIME, overBytes } from '../intake/limits.ts'
 
 const MAX_EVENTS = 100
-const MAX_EVENT_BYTES = 32 * 1024
-// Whole milliseconds from 2000-01-01 up to 2100-01-01: the lower bound catches the usual mistake
-// of sending Unix seconds (1.7e9 ms is January 1970).
-const MIN_TIMESTAMP = Date.UTC(2000, 0, 1)
-const MAX_TIMESTAMP = Date.UTC(2100, 0, 1) - 1
+// Whole milliseconds within the intakes' bounds (intake/limits.ts).
+const MAX_TIMESTAMP = END_TIME - 1
 
 const Values = v.pipe(
   v.custom<Record<string, unknown>>(isObject, 'Must be an object.'),
@@ -20,10 +18,10 @@ const TrackingEvent = strict({
   timestamp: v.pipe(
     v.number(),
     v.check(
-      (t: number) => Number.isInteger(t) && t >= MIN_TIMESTAMP && t <= MAX_TIMESTAMP,
+      (t: number) => Number.isInteger(t) && t >= MIN_TIME && t <= MAX_TIMESTAMP,
       'Must be Unix time in whole milliseconds (not seconds), from 2000-01-01 to 2099-12-31.',
     ),
-    v.metadata({ type: 'integer', minimum: MIN_TIMESTAMP, maximum: MAX_TIMESTAMP }),
+    v.metadata({ type: 'integer', minimum: MIN_TIME, maximum: MAX_TIMESTAMP }),
   ),
   identification: strict({ customer: id255, contact: v.nullish(id255) }),
   data: v.nullish(v.pipe(Values, v.object({ customer: v.nullish(Values), contact: v.nullish(Values) }))),
@@ -45,8 +43,7 @@ export const eventsToStore = (body: unknown): string => {
   if (errors.length) refuse(400, 'The request body holds values that cannot be stored.', errors)
   const events = (body as { events: unknown[] }).events.map((event) => JSON.stringify(event))
   events.forEach((text, i) => {
-    // A string takes at most 3 bytes of UTF-8 per UTF-16 unit: only a long one is measured.
-    if (text.length * 3 > MAX_EVENT_BYTES && Buffer.byteLength(text) > MAX_EVENT_BYTES)
+    if (overBytes(text))
       errors.push({ path: `/events/${i}`, message: `An event may take at most ${size(MAX_EVENT_BYTES)} of JSON.` })
   })
   if (errors.length) refuse(400, 'The request body is invalid.', errors)

@@ -1,11 +1,11 @@
-import type { Entity } from '../property.ts'
-import { accountsWithNumberMetrics, definitionsSql } from '../catalog/properties.ts'
-import type { App } from '../context.ts'
-import type { Sql, Tx } from '../db/client.ts'
-import { addJobs, countEventsJob, type CronPayload, scoreRecordsJobs } from '../db/jobs.ts'
-import { TABLES } from '../db/tables.ts'
-import { today } from '../dates.ts'
-import { mergeStagedSnapshots } from '../uploads/merge.ts'
+import type { Entity } from '../../property.ts'
+import { accountsWithNumberMetrics, definitionsSql } from '../../catalog/properties.ts'
+import type { App } from '../../context.ts'
+import type { Sql, Tx } from '../../db/client.ts'
+import { addJobs, countEventsJob, type CronPayload, scoreRecordsJobs } from '../../db/jobs.ts'
+import { TABLES } from '../../db/tables.ts'
+import { today } from '../../dates.ts'
+import { mergeStagedSnapshots } from '../../uploads/merge.ts'
 
 // Today's (UTC) value of every number metric whose codename is an event name is
 // the count of such events in the 30 days before now (a contact's own events; all events of a

@@ -1,4 +1,4 @@
-import type { Sql } from '../db/client.ts'
+import type { Sql } from '../../db/client.ts'
 
 // For support: how many events a customer (or the whole account) has sent, by state, and the
 // most recent ones by event time, in the shape they were sent plus what became of them.
