@@ -52,6 +52,8 @@ before(async () => {
   known.webhook_id = String(hook.body.id)
   pinned.trackerKey = () => fc.constant(main.trackerKey)
   session = await signedInAdmin()
+  // Sign-out gets a session of its own, so that ending it leaves the others' session signed in.
+  spent = await signedInAdmin(9000000000001)
   doc = (await s.call('GET', '/openapi.json')).body
 })
 after(() => s?.stop())
@@ -59,13 +61,15 @@ after(() => s?.stop())
 // An admin of the main account, signed in, for the operations only a session reaches. Its id is far
 // beyond those the generator draws, so that a drawn removal does not end the session midway.
 let session: Record<string, string> = {}
-const signedInAdmin = async () => {
+let spent: Record<string, string> = {}
+const signedInAdmin = async (userId = 9000000000000) => {
+  const email = `fuzz-admin-${userId}@acme.test`
   const [{ id }] = await s.sql`insert into users (account_id, id, email, role) overriding system value
-    values (${main.id}, 9000000000000, 'fuzz-admin@acme.test', 'admin') returning id`
+    values (${main.id}, ${userId}, ${email}, 'admin') returning id`
   const link = await s.admin('POST', `/accounts/${main.id}/users/${id}/reset`)
   const password = 'fuzz admin password'
   await s.call('POST', '/auth/v1/password', { token: link.body.reset_token, password })
-  const res = await s.call('POST', '/auth/v1/sign-in', { email: 'fuzz-admin@acme.test', password })
+  const res = await s.call('POST', '/auth/v1/sign-in', { email, password })
   const cookie = /service_session=[^;]*/.exec(res.headers.get('set-cookie')!)![0]
   return { cookie, 'x-csrf-token': res.body.csrf_token, origin: s.base }
 }
@@ -267,6 +271,7 @@ const pathValue = (name: string, schema: Schema, destructive: boolean): fc.Arbit
 // the schema's string cannot say.
 const STATEFUL = new Set([
   'setSso',
+  'setAccountSso',
   'setScoring',
   'previewScoring',
   'signIn',
@@ -306,7 +311,9 @@ test(TITLE, async () => {
           : security === 'segmentWriteKey'
             ? { authorization: `Basic ${Buffer.from(`${main.token}:`).toString('base64')}` }
             : security === 'sessionCookie'
-              ? session
+              ? op.operationId === 'signOut'
+                ? spent
+                : session
               : {}
     // A writeKey beside the Basic login must name the same key (a string one is the generator's).
     const named = security === 'segmentWriteKey' && typeof (body as any)?.writeKey === 'string'

@@ -36,8 +36,10 @@ export const startTestService = async (overrides: Partial<Config> = {}, parts = 
     body?: unknown,
     headers: Record<string, string> = {},
   ): Promise<Call> => {
+    // A redirect is an answer of its own (the SSO callback's), not a page to follow.
     const res = await fetch(base + path, {
       method,
+      redirect: 'manual',
       headers: body === undefined ? headers : { 'content-type': 'application/json', ...headers },
       body: body === undefined ? undefined : typeof body === 'string' ? body : JSON.stringify(body),
     })
