@@ -174,7 +174,9 @@ for (const size of WIDTHS) {
     await view(page, '#/settings', `Settings of account ${account.id}`)
     const users = page.locator('#users')
     await users.getByRole('cell', { name: email, exact: true }).waitFor()
+    // Their own role is text (the service keeps one admin); another user's is a choice.
     assert.equal(await users.locator('tr', { hasText: email }).locator('td[data-role]').textContent(), 'admin')
+    assert.equal(await users.getByLabel(`Role of ${email}`).count(), 0)
     assert.equal(await users.getByRole('button', { name: `Remove ${email}` }).count(), 0)
     const invited = `new-${size.width}@acme.test`
     await page.getByLabel('Email', { exact: true }).fill(invited)
@@ -184,7 +186,15 @@ for (const size of WIDTHS) {
     assert.match(link ?? '', new RegExp(`^${s.base}/console#password=\\S+$`))
     await users.locator('tr', { hasText: invited }).locator('td[data-role="manager"]').waitFor()
     await page.getByRole('button', { name: 'I have kept it' }).click()
-    await page.locator('#sso-state').waitFor()
+    await users.getByLabel(`Role of ${invited}`).selectOption('viewer')
+    await users.locator('tr', { hasText: invited }).locator('td[data-role="viewer"]').waitFor()
+    // An account admin sets SSO too; an issuer that is no address is refused, naming the field.
+    await page.getByLabel('Issuer URL').fill('not an address')
+    await page.getByLabel('Client ID').fill('console')
+    await page.getByLabel('Client secret').fill('a secret of the console')
+    await page.getByLabel('Email domains, one a line').fill('acme.test')
+    await page.getByRole('button', { name: 'Save single sign-on' }).click()
+    await page.locator('[role="alert"]', { hasText: 'issuer' }).waitFor()
     await page.getByText(`${s.base}/console#sso=${account.id}`).waitFor()
 
     // The audit log has the churn marks and the invite, by this person, newest first.
@@ -192,7 +202,9 @@ for (const size of WIDTHS) {
     await page.reload()
     await page.locator('#audit tbody tr').first().waitFor()
     const mine = audit.filter({ hasText: `Ada Admin ${size.width}` })
-    assert.equal(await mine.first().getAttribute('data-action'), 'inviteAccountUser')
+    // The refused SSO is the newest entry (a refusal is recorded with its status), then the role.
+    assert.equal(await mine.first().getAttribute('data-action'), 'setAccountSso')
+    assert.equal(await mine.nth(1).getAttribute('data-action'), 'setAccountUserRole')
     assert.ok((await mine.filter({ hasText: 'customer/south' }).count()) >= 2)
     await page.getByLabel('Actor').fill(`Ada Admin ${size.width}`)
     await page.getByLabel('Operation').selectOption('inviteAccountUser')
@@ -210,7 +222,14 @@ for (const size of WIDTHS) {
       changes.filter(([, csrf]) => !csrf),
       [],
     )
-    assert.deepEqual(problems, [])
+    // The only failed loads are the ones asked for: no SSO yet (404, on each Settings load) and the
+    // refused issuer (400).
+    const failed = (status: number) =>
+      `console: Failed to load resource: the server responded with a status of ${status}`
+    assert.deepEqual(
+      problems,
+      [404, 400, 404].map((st) => `${failed(st)} (${st === 404 ? 'Not Found' : 'Bad Request'})`),
+    )
     await page.close()
   })
 }

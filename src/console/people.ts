@@ -1,7 +1,6 @@
 import { html } from 'htm/preact'
 import { useState } from 'preact/hooks'
 import {
-  admin,
   type Door,
   type Invite,
   ROLES,
@@ -18,7 +17,7 @@ import { Scroller } from './scroller.ts'
 // Settings' people (docs/console.md, "Users, invites and SSO"): the account's users with their roles,
 // invites and reset links (each shown once, to be given to the person: the service sends no mail),
 // and single sign-on. The operator reaches them through the admin API, an account admin through a
-// session; the role of a user who exists is shown, not changed (the API has no route for that).
+// session; both change the role of any user but themselves (the service keeps one admin).
 
 const error = (text: string) => text && html`<p role="alert" class="error">${text}</p>`
 
@@ -71,6 +70,10 @@ const Users = ({ door, self }: { door: Door; self?: number }) => {
     const made = await action.run(() => through<ResetLink>(door, 'POST', `/users/${u.id}/reset`))
     if (made) setReset(made.reset_url)
   }
+  const setRole = async (u: User, role: string) => {
+    await action.run(() => through(door, 'PATCH', `/users/${u.id}`, { role }))
+    await users.reload()
+  }
   const remove = async (u: User) => {
     if (!confirm(`Remove ${u.email}? Their sessions end at once.`)) return
     await action.run(() => through(door, 'DELETE', `/users/${u.id}`))
@@ -93,7 +96,15 @@ const Users = ({ door, self }: { door: Door; self?: number }) => {
         <tbody>
           ${users.data.map(
             (u) => html`<tr key=${u.id} data-user=${u.id}>
-              <td>${u.name ?? '–'}</td><td>${u.email}</td><td data-role=${u.role}>${u.role}</td>
+              <td>${u.name ?? '–'}</td><td>${u.email}</td>
+              <td data-role=${u.role}>${
+                u.id === self
+                  ? u.role
+                  : html`<select aria-label=${`Role of ${u.email}`} value=${u.role} disabled=${action.busy}
+                      onChange=${(e: Event) => setRole(u, value(e))}>
+                      ${ROLES.map((r) => html`<option value=${r}>${r}</option>`)}
+                    </select>`
+              }</td>
               <td class="row-actions">
                 <button type="button" aria-label=${`Reset link for ${u.email}`} onClick=${() => resetOf(u)}>
                   Reset link
@@ -120,9 +131,9 @@ const Users = ({ door, self }: { door: Door; self?: number }) => {
 // whether an account has SSO).
 const ssoLink = (account: number) => `${location.origin}${location.pathname}#sso=${account}`
 
-// The operator sets the account's provider (PUT /admin/v1/accounts/{id}/sso). The service keeps the
-// client secret and shows no configuration back but the answer to a save.
-const SsoForm = ({ token, account }: { token: string; account: number }) => {
+// The operator (PUT /admin/v1/accounts/{id}/sso) or an account admin (PUT /api/v1/sso) sets the
+// account's provider. The service keeps the client secret: it shows the rest, never the secret.
+const SsoForm = ({ door }: { door: Door }) => {
   const [draft, setDraft] = useState({
     issuer: '',
     client_id: '',
@@ -131,11 +142,20 @@ const SsoForm = ({ token, account }: { token: string; account: number }) => {
     default_role: 'viewer',
   })
   const [saved, setSaved] = useState<SsoConfig | undefined>()
+  // Only an account admin can read the configuration back (GET /api/v1/sso; 404 when there is none).
+  const current = useData(
+    () =>
+      door.kind === 'user'
+        ? through<SsoConfig>(door, 'GET', '/sso').catch(() => undefined)
+        : Promise.resolve(undefined),
+    [JSON.stringify(door)],
+  )
+  const shown = saved ?? current.data
   const action = useAction()
   const save = async (e: Event) => {
     e.preventDefault()
     const body = { ...draft, domains: draft.domains.split(/[\s,]+/).filter(Boolean) } as SsoBody
-    const answer = await action.run(() => admin<SsoConfig>(token, 'PUT', `/${account}/sso`, body))
+    const answer = await action.run(() => through<SsoConfig>(door, 'PUT', '/sso', body))
     if (answer) {
       setSaved(answer)
       setDraft({ ...draft, client_secret: '' })
@@ -170,10 +190,10 @@ const SsoForm = ({ token, account }: { token: string; account: number }) => {
     </form>
     ${error(action.error)}
     ${
-      saved &&
+      shown &&
       html`<p role="status" id="sso-saved">
-        Saved: ${saved.issuer}, client ${saved.client_id}, for ${saved.domains.join(', ')} (new users:
-        ${saved.default_role}).
+        ${saved ? 'Saved' : 'Set'}: ${shown.issuer}, client ${shown.client_id}, for ${shown.domains.join(', ')}
+        (new users: ${shown.default_role}).
       </p>`
     }`
 }
@@ -181,14 +201,7 @@ const SsoForm = ({ token, account }: { token: string; account: number }) => {
 const Sso = ({ door, account }: { door: Door; account: number }) =>
   html`<section aria-labelledby="sso-title">
     <h2 id="sso-title">Single sign-on</h2>
-    ${
-      door.kind === 'admin'
-        ? html`<${SsoForm} token=${door.token} account=${account} />`
-        : html`<p id="sso-state">
-            The operator sets the account's identity provider; the service shows its configuration to no one
-            once saved.
-          </p>`
-    }
+    <${SsoForm} door=${door} />
     <p>People sign in with SSO from <code class="link">${ssoLink(account)}</code></p>
   </section>`
 
