@@ -1,13 +1,14 @@
 // The learned churn probability through the HTTP API (SPEC 13): refusals, a training as a job,
 // its evaluation against customers uploaded after it, the probability on every customer object, the
-// drivers of the single read, and the search filter and sort.
+// drivers of the single read, the search filter and sort, and customer.score_changed on it.
 import assert from 'node:assert/strict'
 import { after, before, test } from 'node:test'
 import { loadConfig } from '../src/config.ts'
 import { crontab } from '../src/jobs/tasks.ts'
 import { auc } from '../src/learn/evaluate.ts'
 import { uploadAndWait } from './helpers/fixtures.ts'
-import { eventually } from './helpers/receiver.ts'
+import { validator } from './helpers/openapi.ts'
+import { eventually, startReceiver } from './helpers/receiver.ts'
 import { startTestService, type TestService } from './helpers/service.ts'
 import { CHURN_DEFS, type Generated, generate } from './helpers/churn-data.ts'
 
@@ -176,4 +177,109 @@ test(TRAINING, async () => {
   const still = await a.api('/api/v1/customer/hc0', undefined, 'GET')
   assert.equal(typeof still.body.churn_probability, 'number')
   assert.ok(still.body.churn_drivers.up.length + still.body.churn_drivers.down.length > 0)
+})
+
+test('customer.score_changed on churn_probability: thresholds and delta in 0..1, after a training and as processed', async () => {
+  const a = await s.account()
+  await define(a)
+  const put = (body: object) => s.admin('PUT', `/accounts/${a.id}/score-alerts`, body)
+  for (const [body, path] of [
+    [{ churn_probability: { thresholds: [1.5] } }, '/churn_probability/thresholds/0'],
+    [{ churn_probability: { thresholds: [-0.1] } }, '/churn_probability/thresholds/0'],
+    [{ churn_probability: { delta: 0 } }, '/churn_probability/delta'],
+    [{ churn_probability: { delta: 2 } }, '/churn_probability/delta'],
+  ] as const) {
+    const res = await put(body)
+    assert.equal(res.status, 400, JSON.stringify(body))
+    assert.equal(res.body.errors[0].path, path, JSON.stringify(res.body))
+  }
+  const r = await startReceiver()
+  const hook = await s.admin('POST', `/accounts/${a.id}/webhooks`, { url: r.url, events: ['customer.score_changed'] })
+  assert.equal(hook.status, 201)
+  const types = (await s.admin('GET', '/event-types')).body
+  const schema = types.find((t: any) => t.name === 'customer.score_changed').schema
+  const valid = validator({ formats: true }).compile(schema)
+  const changes = () =>
+    r.requests.flatMap((req) => {
+      assert.ok(valid(req.json), JSON.stringify(req.json))
+      return (req.json as any).data.changes as any[]
+    })
+  const quiet = () =>
+    eventually(
+      async () =>
+        (
+          await s.sql`select count(*)::int as n from graphile_worker._private_jobs
+            where payload->>'account_id' = ${String(a.id)}`
+        )[0].n === 0,
+      'jobs done',
+    )
+  // Of every customer, churned or not (search leaves the churned out).
+  const probabilities = async () =>
+    new Map(
+      (await s.sql`select external_id, churn_probability from customer_scores where account_id = ${a.id}`).map((c) => [
+        c.external_id as string,
+        c.churn_probability as number,
+      ]),
+    )
+  try {
+    await upload(a, generate(400, 'linear', 5, TODAY), 'p')
+    assert.deepEqual((await put({ churn_probability: { thresholds: [0.5] } })).body, {
+      churn_probability: { thresholds: [0.5] },
+    })
+    await quiet()
+    // The first training: no probability before it, so nothing to announce.
+    assert.equal((await a.api('/api/v1/churn-model/train', {})).status, 202)
+    await waitReady(a)
+    await quiet()
+    assert.equal(r.requests.length, 0)
+    const first = await probabilities()
+
+    // Labels changed, a second training: each customer whose probability crossed 0.5, and only those.
+    await s.sql`
+      update customers set is_churned = not is_churned,
+        churned_date = case when is_churned then null else ${TODAY}::date end,
+        churn_reason = case when is_churned then null else 'manual' end
+      where account_id = ${a.id} and service_id % 5 = 0`
+    assert.equal((await a.api('/api/v1/churn-model/train', {})).status, 202)
+    await waitReady(a)
+    await quiet()
+    const second = await probabilities()
+    const crossed = [...second].filter(([id, p]) => first.get(id)! >= 0.5 !== p! >= 0.5).map(([id]) => id)
+    assert.ok(crossed.length > 0, 'the relabelling moved some customer across 0.5')
+    await eventually(async () => changes().length === crossed.length, 'the crossings announced')
+    const announced = changes()
+    assert.deepEqual(announced.map((c) => c.external_id).sort(), crossed.sort())
+    for (const c of announced) {
+      assert.deepEqual([c.score, c.crossed], ['churn_probability', 0.5])
+      assert.deepEqual([c.old_value, c.new_value], [first.get(c.external_id), second.get(c.external_id)])
+    }
+
+    // A delta, as a customer is processed: an active customer's attributes become those of
+    // the likeliest churner's.
+    await put({ churn_probability: { delta: 0.01 } })
+    await quiet()
+    const seen = r.requests.length
+    const active = (await search(a, { sort: [{ propertyName: 'churn_probability', direction: 'asc' }] })).map(
+      (c) => c.id,
+    )
+    const [low, high] = [active[0], active.at(-1)!]
+    const highest = (await a.api(`/api/v1/customer/${high}`, undefined, 'GET')).body
+    const attributes = Object.fromEntries(
+      CHURN_DEFS.filter((d) => d.kind === 'attribute').map((d) => [d.codename, highest.properties[d.codename]]),
+    )
+    await uploadAndWait(a.api, 'customers', [{ external_id: low, name: low, attributes }], {
+      scored: true,
+    })
+    await quiet()
+    const moved = (await a.api(`/api/v1/customer/${low}`, undefined, 'GET')).body.churn_probability
+    assert.ok(moved - second.get(low)! >= 0.01, `${second.get(low)} -> ${moved}`)
+    await eventually(async () => r.requests.length > seen, 'the move announced')
+    const [last] = changes().slice(announced.length)
+    assert.deepEqual(
+      [last.external_id, last.score, last.old_value, last.new_value, last.crossed],
+      [low, 'churn_probability', second.get(low), moved, null],
+    )
+  } finally {
+    await r.close()
+  }
 })

@@ -67,10 +67,17 @@ const readMatrix = async (sql: Sql, accountId: number, defs: PropertyDef[], day:
 
 class TooFewLabels extends Error {}
 
+// customer.score_changed on churn_probability: scoring/changes.ts's watch of the probabilities'
+// write, handed in by the jobs edge (scoring imports churn, not the other way).
+type ScoresWatch = (
+  sql: Sql,
+  accountId: number,
+) => Promise<((tx: Tx, ids: number[]) => Promise<() => Promise<unknown>>) | null>
+
 // The train_churn_model task. A training that cannot be made (too few labels) or that fails is
 // recorded as failed with its reason, and the model that served before keeps serving.
 // Run by the retrain cron without an account, it fans out one training per account.
-export const trainChurnTask = async (app: App, payload: CronPayload) => {
+export const trainChurnTask = async (app: App, payload: CronPayload, watch: ScoresWatch) => {
   if (payload.account_id === undefined)
     return app.sql.begin(async (tx) => {
       const accounts = await markAllTraining(tx)
@@ -91,10 +98,15 @@ export const trainChurnTask = async (app: App, payload: CronPayload) => {
     const trained = trainChurnMatrix(matrix, {})
     // The customers just read are scored from their matrix (the encoding a scoring would make).
     const p = matrixProbabilities(trained.model, matrix.X, matrix.n)
+    const watching = await watch(app.sql, accountId)
     await app.sql.begin(async (tx) => {
       await saveTrained(tx, accountId, trained)
-      for (let k = 0; k < ids.length; k += SAMPLE_PAGE)
-        await writeProbabilities(tx, accountId, ids.slice(k, k + SAMPLE_PAGE), p.slice(k, k + SAMPLE_PAGE))
+      for (let k = 0; k < ids.length; k += SAMPLE_PAGE) {
+        const page = ids.slice(k, k + SAMPLE_PAGE)
+        const compare = watching && (await watching(tx, page))
+        await writeProbabilities(tx, accountId, page, p.slice(k, k + SAMPLE_PAGE))
+        if (compare) await compare()
+      }
     })
     return { trained: true, customers: matrix.n, algorithm: trained.model.algorithm }
   } catch (err) {

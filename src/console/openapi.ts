@@ -2849,6 +2849,10 @@ export interface components {
         thresholds?: number[]
         delta?: number
       }
+      churn_probability?: {
+        thresholds?: number[]
+        delta?: number
+      }
     }
     Delivery: {
       /** @description The id the service gave it. */
@@ -9460,8 +9464,10 @@ export interface operations {
               external_id: string
               name: string | null
               /** @enum {string} */
-              score: 'engagementscore' | 'fitscore' | 'churn_risk' | 'upsell_score'
+              score: 'engagementscore' | 'fitscore' | 'churn_risk' | 'upsell_score' | 'churn_probability'
+              /** @description An integer for the rule scores; in 0..1 for churn_probability. */
               old_value: number
+              /** @description An integer for the rule scores; in 0..1 for churn_probability. */
               new_value: number
               /** @description The threshold crossed, or null when the move alone reached the delta. */
               crossed: number | null

@@ -221,10 +221,11 @@ export const scoreRecords = async (sql: Sql, p: ScoreRecordsPayload, options: Sc
       const compare =
         Object.keys(alerts).length > 0 && (await watchScores(tx, p.account_id, ids, { alerts, model, defs, today }))
       await tx.unsafe(statement.text, [p.account_id, ids, today, ...statement.params])
+      // The learned churn probability, by the account's ready model (none: nothing written), inside
+      // the watch so that its change is announced like the rule scores'.
+      if (p.entity === 'customer') await scoreChurn(tx, p.account_id, ids)
       if (compare) await compare()
       if (p.entity === 'customer') {
-        // The learned churn probability, by the account's ready model (none: nothing written).
-        await scoreChurn(tx, p.account_id, ids)
         const reactivated = await liftInactive(tx, p.account_id, ids, inactiveDays)
         await enqueueEvent(tx, p.account_id, 'customer.reactivated', reactivated)
         const lifted = reactivated.map((c) => ({ service_id: c.service_id, churned: false, reason: 'inactive' }))

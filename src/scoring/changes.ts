@@ -1,10 +1,12 @@
 import type { PropertyDef } from '../property.ts'
 import type { Sql, Tx } from '../db/client.ts'
+import { today as utcToday } from '../dates.ts'
 import { enqueueEvent } from '../webhooks/outbox.ts'
 import { ALERT_SCORES, type ChangeDriver, type ScoreAlerts, type Scores, scoreChanges } from './rules/alerts.ts'
 import { explainCustomer, type ExplainedCustomer } from './rules/explain.ts'
 import type { ScoringModel } from './rules/model.ts'
 import { changeDrivers, type Contributions } from './rules/score.ts'
+import { getScoreAlerts, scoringInputs } from './store.ts'
 
 // customer.score_changed and change_drivers. With score alerts set, each scoring batch compares
 // every customer's scores before and after, keeps each customer's contributions of the latest
@@ -57,7 +59,7 @@ const saveContributions = (tx: Tx, accountId: number, rows: Saved[]) => tx`
   on conflict (account_id, customer_id) do update
     set contributions = excluded.contributions, change_drivers = excluded.change_drivers`
 
-const NO_SCORES: Scores = { engagementscore: null, fitscore: null, churn_risk: null, upsell_score: null }
+const NO_SCORES = Object.fromEntries(ALERT_SCORES.map((s) => [s, null])) as Scores
 const same = (a: Scores, b: Scores) => ALERT_SCORES.every((s) => a[s] === b[s])
 
 // Called around a batch's scoring statement, in its transaction: `before` reads the scores, the
@@ -94,4 +96,14 @@ export const watchScores = async (
     await saveContributions(tx, accountId, saved)
     return enqueueEvent(tx, accountId, 'customer.score_changed', changes)
   }
+}
+
+// The watch of a write of customers' scores made outside a scoring batch (a churn training's
+// probabilities), one call per batch of ids in the writing transaction; null without score alerts.
+export const customerScoresWatch = async (sql: Sql, accountId: number) => {
+  const alerts = await getScoreAlerts(sql, accountId)
+  if (Object.keys(alerts).length === 0) return null
+  const { model, defs } = await scoringInputs(sql, accountId, 'customer')
+  const today = utcToday()
+  return (tx: Tx, ids: number[]) => watchScores(tx, accountId, ids, { alerts, model, defs, today })
 }

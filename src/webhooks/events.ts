@@ -47,9 +47,9 @@ const item = {
   'customer.score_changed': v.object({
     ...customerRef,
     score: v.picklist(ALERT_SCORES),
-    old_value: int,
-    new_value: int,
-    crossed: describe(v.nullable(int), 'The threshold crossed, or null when the move alone reached the delta.'),
+    old_value: describe(v.number(), 'An integer for the rule scores; in 0..1 for churn_probability.'),
+    new_value: describe(v.number(), 'An integer for the rule scores; in 0..1 for churn_probability.'),
+    crossed: describe(v.nullable(v.number()), 'The threshold crossed, or null when the move alone reached the delta.'),
     scoring_date: describe(Day, 'The date the new value was scored as of.'),
     change_drivers: describe(
       v.array(ChangeDriverSchema),

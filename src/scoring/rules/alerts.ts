@@ -2,24 +2,28 @@ import * as v from 'valibot'
 import { strict } from '../../validate.ts'
 
 // customer.score_changed: when a score change is worth an event (docs/api.md, "Score alerts").
-export const ALERT_SCORES = ['engagementscore', 'fitscore', 'churn_risk', 'upsell_score'] as const
+// The rule scores are integers in -100..100; churn_probability, the learned one, is in 0..1.
+export const ALERT_SCORES = ['engagementscore', 'fitscore', 'churn_risk', 'upsell_score', 'churn_probability'] as const
 type AlertScore = (typeof ALERT_SCORES)[number]
 export type Scores = Record<AlertScore, number | null>
 
+const thresholds = <T extends v.GenericSchema<number>>(each: T) =>
+  v.optional(v.pipe(v.array(each), v.maxLength(10, 'At most 10 thresholds.')))
 const Alert = strict({
-  thresholds: v.optional(
-    v.pipe(
-      v.array(v.pipe(v.number(), v.integer(), v.minValue(-100), v.maxValue(100))),
-      v.maxLength(10, 'At most 10 thresholds.'),
-    ),
-  ),
+  thresholds: thresholds(v.pipe(v.number(), v.integer(), v.minValue(-100), v.maxValue(100))),
   delta: v.optional(v.pipe(v.number(), v.integer(), v.minValue(1), v.maxValue(200))),
 })
-export const ScoreAlertsSchema = strict(
-  Object.fromEntries(ALERT_SCORES.map((s) => [s, v.optional(Alert)])) as {
-    [S in AlertScore]: v.OptionalSchema<typeof Alert, undefined>
-  },
-)
+const ProbabilityAlert = strict({
+  thresholds: thresholds(v.pipe(v.number(), v.minValue(0), v.maxValue(1))),
+  delta: v.optional(v.pipe(v.number(), v.gtValue(0), v.maxValue(1))),
+})
+export const ScoreAlertsSchema = strict({
+  engagementscore: v.optional(Alert),
+  fitscore: v.optional(Alert),
+  churn_risk: v.optional(Alert),
+  upsell_score: v.optional(Alert),
+  churn_probability: v.optional(ProbabilityAlert),
+} satisfies Record<AlertScore, unknown>)
 export type ScoreAlerts = v.InferOutput<typeof ScoreAlertsSchema>
 
 export const ChangeDriverSchema = v.object({
