@@ -53,25 +53,32 @@ const idSets = (tx: Tx) => ({
   contact_external_ids: ids(tx, 'erase_contacts', 'external_id'),
 })
 
+type IdSet = keyof ReturnType<typeof idSets>
+
+// A record's children, each counted under its table and naming the record by its id in `column`,
+// go before the record itself.
+const family = (record: 'contacts' | 'customers', column: string, children: string[]) => [
+  ...children.map((table) => [table, table, column, record] as const),
+  [record, record, 'service_id', record] as const,
+]
+
 // The rows deleted because one column names one of the people: the kind they are counted as, the
 // table, the column and the set it is matched against. A table that names them in either of two
 // columns has two rows of one kind, counted together. Children come before their records.
-const BY_COLUMN = [
+const BY_COLUMN: readonly (readonly [string, string, string, IdSet])[] = [
   // Segment messages, applied or waiting (pending identifies), carry the ids and the traits.
   ['segment_messages', 'segment_messages', 'group_id', 'customer_external_ids'],
   ['segment_messages', 'segment_messages', 'user_id', 'contact_external_ids'],
   ['segment_memberships', 'segment_members', 'customer_id', 'customers'],
   ['segment_memberships', 'segment_members', 'external_id', 'customer_external_ids'],
-  ['contact_tags', 'contact_tags', 'contact_id', 'contacts'],
-  ['contact_snapshots', 'contact_snapshots', 'contact_id', 'contacts'],
-  ['contact_scores', 'contact_scores', 'contact_id', 'contacts'],
-  ['contacts', 'contacts', 'service_id', 'contacts'],
-  ['customer_tags', 'customer_tags', 'customer_id', 'customers'],
-  ['customer_snapshots', 'customer_snapshots', 'customer_id', 'customers'],
-  ['customer_scores', 'customer_scores', 'customer_id', 'customers'],
-  ['customer_contributions', 'customer_contributions', 'customer_id', 'customers'],
-  ['customers', 'customers', 'service_id', 'customers'],
-] as const satisfies readonly (readonly [string, string, string, keyof ReturnType<typeof idSets>])[]
+  ...family('contacts', 'contact_id', ['contact_tags', 'contact_snapshots', 'contact_scores']),
+  ...family('customers', 'customer_id', [
+    'customer_tags',
+    'customer_snapshots',
+    'customer_scores',
+    'customer_contributions',
+  ]),
+]
 
 // Rows removed or redacted, per kind.
 type Counts = Record<string, number>

@@ -97,7 +97,7 @@ const ownerId = async (tx: Tx, accountId: number, email: string | null | undefin
 
 // Churn set by hand is 'manual' so that the daily job never lifts it; false makes the customer active.
 const churnColumns = (
-  patch: v.InferOutput<typeof CustomerPatch>,
+  patch: CustomerChange,
 ): { is_churned?: boolean; churned_date?: string | null; churn_reason?: string | null } =>
   patch.is_churned === undefined
     ? {}
@@ -117,18 +117,28 @@ const typedAttributes = async (
   return checked.items[0].attributes
 }
 
-const rescore = (tx: Tx, accountId: number, entity: Entity, id: number) =>
-  addJobs(tx, scoreRecordsJobs(accountId, entity, [id]))
+type CustomerChange = v.InferOutput<typeof CustomerPatch>
 
-export const updateCustomer = async (
+// A PATCH: refused unless the API owns the account's records, its attributes checked against the
+// catalog, then one transaction writes the record (`write` returns its id or refuses a 404) and
+// rescores it; a changed customer also wakes the customers' follow-up job.
+const patchRecord = async (
   app: App,
   accountId: number,
-  externalId: string,
-  patch: v.InferOutput<typeof CustomerPatch>,
+  entity: Entity,
+  attributes: v.InferOutput<typeof Attributes> | undefined,
+  write: (tx: Tx, typed: Awaited<ReturnType<typeof typedAttributes>>) => Promise<number>,
 ) => {
   await requireApiAccount(app.sql, accountId)
-  const attributes = await typedAttributes(app, accountId, 'customer', patch.attributes)
+  const typed = await typedAttributes(app, accountId, entity, attributes)
   await app.sql.begin(async (tx) => {
+    await addJobs(tx, scoreRecordsJobs(accountId, entity, [await write(tx, typed)]))
+    if (entity === 'customer') await addCustomersChanged(tx, accountId)
+  })
+}
+
+export const updateCustomer = async (app: App, accountId: number, externalId: string, patch: CustomerChange) => {
+  await patchRecord(app, accountId, 'customer', patch.attributes, async (tx, attributes) => {
     const owner = await ownerId(tx, accountId, patch.owner_email)
     const churn = churnColumns(patch)
     // `was`: the row as it stood before, read in the same statement, for the churn events and webhooks.
@@ -165,8 +175,7 @@ export const updateCustomer = async (
         { service_id: row.service_id, churned: row.is_churned, churned_date: row.churned_date, reason },
       ])
     }
-    await rescore(tx, accountId, 'customer', row.service_id)
-    await addCustomersChanged(tx, accountId)
+    return row.service_id
   })
   return readRecord(app, accountId, 'customer', externalId)
 }
@@ -178,9 +187,7 @@ export const updateContact = async (
   externalId: string,
   patch: v.InferOutput<typeof ContactPatch>,
 ) => {
-  await requireApiAccount(app.sql, accountId)
-  const attributes = await typedAttributes(app, accountId, 'contact', patch.attributes)
-  await app.sql.begin(async (tx) => {
+  await patchRecord(app, accountId, 'contact', patch.attributes, async (tx, attributes) => {
     const [row] = await tx`
       update contacts t set name = coalesce(${patch.contact_name ?? null}, t.name),
         attributes = jsonb_strip_nulls(t.attributes || ${tx.json(attributes ?? {})}), updated_at = now()
@@ -189,7 +196,7 @@ export const updateContact = async (
         and c.account_id = ${accountId} and c.service_id = t.customer_id and c.external_id = ${customerExternalId}
       returning t.service_id`
     if (!row) refuse(404, `Contact ${externalId} of customer ${customerExternalId} does not exist.`)
-    await rescore(tx, accountId, 'contact', row.service_id)
+    return row.service_id
   })
   return readRecord(app, accountId, 'contact', externalId, customerExternalId)
 }

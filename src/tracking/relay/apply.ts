@@ -13,6 +13,7 @@ import { lockAndReadCursor, moveCursor, nextBelow, nextCheck } from '../intake/c
 import { createContactsSql, updateRecords } from '../intake/records.ts'
 import { countDropped, suppressedSql } from '../suppressions.ts'
 import { relayApplied, relayDropped, relayReceived } from './metrics.ts'
+import { dropLaterTwins } from './twins.ts'
 
 // The apply job of the relay's messages (relay/intake.ts stores them): one account's messages in id order,
 // in batches, each batch one transaction, set-based. Within a batch the groups go first (customers,
@@ -78,28 +79,19 @@ const stage = async (tx: Tx, accountId: number, below: number) => {
 
 // A messageId received both as a track stored as its tracked event and as another message (intake.ts
 // deduplicates each table on its own) is the one received first (the track on a tie): the other goes, as
-// if never received, counted a duplicate. tracks.ts drops the track the same way. Probed message
-// by message (OFFSET 0 keeps the probe a subplan): a hash of the account's tracks was the other plan.
+// if never received, counted a duplicate. tracks.ts drops the track the same way (twins.ts).
 const dropDuplicates = async (tx: Tx, accountId: number) => {
-  const [{ n }] = await tx`
-    with s as materialized (
-      select id, message_id from stage_seg where not was_pending
-    ), dup as (
-      select s.id from s where exists (
-        select 1 from tracking_events t where t.account_id = ${accountId} and t.message_id = s.message_id
-          and t.received_at <= (select m.received_at from segment_messages m where m.account_id = ${accountId}
-                                  and m.id = s.id)
-        offset 0)
-    ), unstaged as (
-      delete from stage_seg where id = any(array(select id from dup))
-    ), gone as (
-      delete from segment_messages m where m.account_id = ${accountId} and m.id = any(array(select id from dup))
-      returning 1
-    )
-    select count(*)::int as n from gone`
+  const n = await dropLaterTwins(tx, accountId, {
+    staged: 'stage_seg',
+    probed: tx`not was_pending`,
+    stored: 'segment_messages',
+    other: 'tracking_events',
+    tieLoses: true,
+    within: tx``,
+  })
   // A temporary table has no statistics until analyzed: without them each join below was planned blind.
   await tx`analyze stage_seg`
-  return n as number
+  return n
 }
 
 // THE place where a staged message is admitted or refused before anything is written for it: every

@@ -3,6 +3,7 @@ import type { Tx } from '../../db/client.ts'
 import { waitingSql } from '../intake/cursor.ts'
 import type { Relayed } from '../tracker/apply.ts'
 import { relayApplied, relayDropped, relayReceived } from './metrics.ts'
+import { dropLaterTwins } from './twins.ts'
 
 // The relay's tracks that the tracker's apply job takes (relay/intake.ts stores those that name their
 // customer as tracked events): what the relay does of them through the tracker's seam (`Relayed`,
@@ -32,30 +33,17 @@ const count = async (tx: Tx, accountId: number, suppressed: number) => {
 
 // A track whose messageId another message received before it has (relay/intake.ts deduplicates each
 // table on its own) goes, staged row and tracked event, counted a duplicate; relay/apply.ts drops
-// the message received after a track. Probed track by track (OFFSET 0 keeps the probe a subplan): a hash
-// of the account's messages was the other plan. `range` bounds the events' delete as it bounds their update.
-// The staged rows are read through a materialized CTE: Citus refuses a subquery on a distributed table
-// correlated to a coordinator table, but not to a CTE's result, which it sends to the shard's node.
-const dropDuplicates = async (tx: Tx, accountId: number, range: { first: number; last: number }) => {
-  const [{ n }] = await tx`
-    with s as materialized (
-      select id, message_id from stage_events where message_id is not null
-    ), dup as (
-      select s.id from s where exists (
-        select 1 from segment_messages m where m.account_id = ${accountId} and m.message_id = s.message_id
-          and m.received_at < (select e.received_at from tracking_events e where e.account_id = ${accountId}
-                                 and e.id = s.id)
-        offset 0)
-    ), unstaged as (
-      delete from stage_events where id = any(array(select id from dup))
-    ), gone as (
-      delete from tracking_events e where e.account_id = ${accountId} and e.id = any(array(select id from dup))
-        and e.id between ${range.first} and ${range.last}
-      returning 1
-    )
-    select count(*)::int as n from gone`
-  return n as number
-}
+// the message received after a track (twins.ts). `range` bounds the events' delete as it bounds their
+// update.
+const dropDuplicates = (tx: Tx, accountId: number, range: { first: number; last: number }) =>
+  dropLaterTwins(tx, accountId, {
+    staged: 'stage_events',
+    probed: tx`message_id is not null`,
+    stored: 'tracking_events',
+    other: 'segment_messages',
+    tieLoses: false,
+    within: tx`and r.id between ${range.first} and ${range.last}`,
+  })
 
 // A suppressed track, dropped from the tracked events, is kept as a dropped message: its messageId
 // still deduplicates, the ingest status lists it, and it names nobody. `rows` yields (message_id, occurred_at).
