@@ -179,7 +179,8 @@ test(TRAINING, async () => {
   assert.ok(still.body.churn_drivers.up.length + still.body.churn_drivers.down.length > 0)
 })
 
-test('customer.score_changed on churn_probability: thresholds and delta in 0..1, after a training and as processed', async () => {
+const ALERT_TITLE = 'customer.score_changed on churn_probability: thresholds and delta in 0..1'
+test(`${ALERT_TITLE}, after a training and as processed`, async () => {
   const a = await s.account()
   await define(a)
   const put = (body: object) => s.admin('PUT', `/accounts/${a.id}/score-alerts`, body)

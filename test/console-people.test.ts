@@ -118,7 +118,8 @@ test('a wrong password has one message; past ten failures the form says how long
 })
 
 for (const size of WIDTHS) {
-  test(`a viewer sees the customers without write buttons or Settings; sign-out ends the session (${size.width} px)`, async () => {
+  const viewerTitle = `a viewer sees the customers without write buttons or Settings; sign-out ends the session`
+  test(`${viewerTitle} (${size.width} px)`, async () => {
     const email = await person(`viewer-${size.width}@acme.test`, 'viewer', 'Vera Viewer')
     const { page, problems } = await open(size)
     await signIn(page, email)
@@ -149,7 +150,8 @@ for (const size of WIDTHS) {
     await page.close()
   })
 
-  test(`an admin sees Settings: users, an invite's one-time link, SSO and the audit log (${size.width} px)`, async () => {
+  const adminTitle = `an admin sees Settings: users, an invite's one-time link, SSO and the audit log`
+  test(`${adminTitle} (${size.width} px)`, async () => {
     const email = await person(`admin-${size.width}@acme.test`, 'admin', `Ada Admin ${size.width}`)
     const { page, problems } = await open(size)
     // Every request of the session that changes anything carries its CSRF token.

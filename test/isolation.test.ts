@@ -926,7 +926,9 @@ on('GET', '/auth/v1/sso/callback', async () => {
   // A's pending state under B's account id opens nothing, and A's pending sign-in stays.
   const state = `${b.id}.${A.ssoState}`
   const cookie = `service_sso_state=${state}`
-  await status(400, s.call('GET', `/auth/v1/sso/callback?state=${state}&code=x`, undefined, { cookie }))
+  // The refusal sends the browser back to the console's sign-in page, naming the state.
+  const res = await status(302, s.call('GET', `/auth/v1/sso/callback?state=${state}&code=x`, undefined, { cookie }))
+  assert.match(res.headers.get('location') ?? '', /\/console#sso_error=invalid_state/)
 })
 
 on('PUT', `${ACC}/:id/sso`, async (r) => {

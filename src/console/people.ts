@@ -59,7 +59,11 @@ const InviteForm = ({ door, onInvited }: { door: Door; onInvited: () => Promise<
       <button type="submit" class="primary" disabled=${action.busy}>Invite</button>
     </form>
     ${error(action.error)}
-    ${link && html`<${Once} id="invite-link" what="The invite link (valid 7 days)" url=${link} onDone=${() => setLink('')} />`}`
+    ${
+      link &&
+      html`<${Once} id="invite-link" what="The invite link (valid 7 days)" url=${link}
+        onDone=${() => setLink('')} />`
+    }`
 }
 
 const Users = ({ door, self }: { door: Door; self?: number }) => {
@@ -121,7 +125,11 @@ const Users = ({ door, self }: { door: Door; self?: number }) => {
         </tbody>
       </table></${Scroller}>`
     }
-    ${reset && html`<${Once} id="reset-link" what="The password reset link (valid 1 day)" url=${reset} onDone=${() => setReset('')} />`}
+    ${
+      reset &&
+      html`<${Once} id="reset-link" what="The password reset link (valid 1 day)" url=${reset}
+        onDone=${() => setReset('')} />`
+    }
     <h3>Invite a user</h3>
     <${InviteForm} door=${door} onInvited=${users.reload} />
   </section>`

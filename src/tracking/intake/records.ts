@@ -1,12 +1,13 @@
 import type { PendingQuery, Row } from 'postgres'
 import type { Tx } from '../../db/client.ts'
 
-// The records an ingest writes of itself. The contacts it creates (the tracker's events, the relay's groups, identifies and
-// tracks): one per external id `external` yields from `from` where `where` holds, under the customer
-// `customer` of the first row by `order`, unless the contact exists already (what then changes of it
-// is the caller's). Yields the contacts created. The rows are chosen in a subquery and the contact's
-// absence is an anti-join after it: `from` joins a coordinator staging table, and Citus refuses a
-// subquery on a distributed table correlated to it, or a join of two distributed tables beside it.
+// The records an ingest writes of itself. The contacts it creates (the tracker's events, the
+// relay's groups, identifies and tracks): one per external id `external` yields from `from` where
+// `where` holds, under the customer `customer` of the first row by `order`, unless the contact
+// exists already (what then changes of it is the caller's). Yields the contacts created. The rows
+// are chosen in a subquery and the contact's absence is an anti-join after it: `from` joins a
+// coordinator staging table, and Citus refuses a subquery on a distributed table correlated to it,
+// or a join of two distributed tables beside it.
 export const createContactsSql = (
   tx: Tx,
   accountId: number,
