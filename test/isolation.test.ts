@@ -893,6 +893,31 @@ on('DELETE', '/api/v1/users/:user_id', async () => {
   await status(404, asBAdmin('DELETE', `/api/v1/users/${A.user}`))
 })
 
+on('PATCH', '/api/v1/users/:user_id', async () => {
+  await status(404, asBAdmin('PATCH', `/api/v1/users/${A.user}`, { role: 'viewer' }))
+})
+
+on('PATCH', `${ACC}/:id/users/:user_id`, async (r) => {
+  await status(404, inB(r, { role: 'viewer' }))
+})
+
+// An account admin's SSO: B has none of its own yet, so A's provider is not B's to read; B sets and
+// removes its own, and A's stays as it was.
+on('GET', '/api/v1/sso', async () => {
+  await status(404, asBAdmin('GET', '/api/v1/sso'))
+})
+
+on('PUT', '/api/v1/sso', async () => {
+  const sso = { issuer: 'https://idp.b.test', client_id: 'b', client_secret: 's', domains: ['b.test'] }
+  const set = await status(200, asBAdmin('PUT', '/api/v1/sso', { ...sso, default_role: 'viewer' }))
+  assert.equal(set.body.issuer, sso.issuer)
+})
+
+on('DELETE', '/api/v1/sso', async () => {
+  await status(204, asBAdmin('DELETE', '/api/v1/sso'))
+  await status(404, asBAdmin('GET', '/api/v1/sso'))
+})
+
 on('GET', '/auth/v1/me', async () => {
   assert.deepEqual((await status(200, asBAdmin('GET', '/auth/v1/me'))).body.account, { id: b.id, name: 'B' })
 })
