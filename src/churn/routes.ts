@@ -1,3 +1,4 @@
+import { accountIn } from '../accounts/accounts.ts'
 import { ok, type Route, route } from '../route.ts'
 import { ChurnModelState, TrainBody, TrainingStarted } from './schemas.ts'
 import { readChurnModel, requestTraining } from './train.ts'
@@ -25,5 +26,27 @@ export const churnRoutes: Route[] = [
     summary: "The account's churn model: its state, evaluation and features",
     reply: { status: 200, body: ChurnModelState },
     handler: async (req, app) => ok(await readChurnModel(app.sql, req.auth.accountId)),
+  }),
+  // The same two for the operator, whose console's Settings trains any account.
+  route({
+    method: 'POST',
+    path: '/admin/v1/accounts/:id/churn-model/train',
+    auth: 'admin',
+    name: 'train-account-churn-model',
+    summary: "Train an account's churn model (a background job)",
+    body: TrainBody,
+    example: { features: ['plan', 'logins'] },
+    refusals: [422],
+    reply: { status: 202, body: TrainingStarted },
+    handler: async (req, app) => ok(await requestTraining(app, await accountIn(req, app), req.input?.features), 202),
+  }),
+  route({
+    method: 'GET',
+    path: '/admin/v1/accounts/:id/churn-model',
+    auth: 'admin',
+    name: 'get-account-churn-model',
+    summary: "An account's churn model: its state, evaluation and features",
+    reply: { status: 200, body: ChurnModelState },
+    handler: async (req, app) => ok(await readChurnModel(app.sql, await accountIn(req, app))),
   }),
 ]

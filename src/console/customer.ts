@@ -87,6 +87,42 @@ const Drivers = ({ title, drivers }: { title: string; drivers: Driver[] }) => ht
   }
 </div>`
 
+type ChurnDriver = NonNullable<CustomerDetail['churn_drivers']>['up'][number]
+
+// The learned model's probability, as a percentage, and the properties that move it most: each with
+// the customer's value and its share of the log-odds, so "raises" and "lowers" read from the sign.
+const percent = (p: number) => `${Math.round(p * 1000) / 10}%`
+const ChurnDrivers = ({ title, id, drivers }: { title: string; id: string; drivers: ChurnDriver[] }) => html`<div>
+  <h3>${title}</h3>
+  ${
+    drivers.length
+      ? html`<ul class="drivers" id=${id}>
+          ${drivers.map(
+            (d) => html`<li data-codename=${d.codename}>
+              <strong>${d.label}</strong> (${d.value === null ? 'missing' : String(d.value)})${' '}
+              ${signed(Math.round(d.contribution * 100) / 100)}
+            </li>`,
+          )}
+        </ul>`
+      : html`<${Empty}>None.</${Empty}>`
+  }
+</div>`
+
+const ChurnModel = ({ customer: c }: { customer: CustomerDetail }) =>
+  c.churn_probability === null
+    ? html`<div id="churn-probability"><${Empty}>No model trained.</${Empty}></div>`
+    : html`<p id="churn-probability">
+          Probability of churn: <strong>${percent(c.churn_probability)}</strong>
+          <span class="muted">(the account's learned model; drivers in log-odds)</span>
+        </p>
+        ${
+          c.churn_drivers &&
+          html`<div class="columns">
+            <${ChurnDrivers} title="Raise it" id="churn-up" drivers=${c.churn_drivers.up} />
+            <${ChurnDrivers} title="Lower it" id="churn-down" drivers=${c.churn_drivers.down} />
+          </div>`
+        }`
+
 const Card = ({ name, kind, value, extra }: { name: string; kind: ScoreKind; value: number | null; extra?: string }) =>
   html`<div>
     <dt>${name}</dt>
@@ -193,6 +229,10 @@ export const CustomerPage = ({ apiKey, id }: { apiKey: string; id: string }) => 
             </div>`
           : html`<${Empty}>Not scored yet.</${Empty}>`
       }
+    </section>
+    <section aria-labelledby="model-title">
+      <h2 id="model-title">Learned churn probability</h2>
+      <${ChurnModel} customer=${c} />
     </section>
     <section aria-labelledby="contacts-title">
       <h2 id="contacts-title">Contacts</h2>

@@ -496,6 +496,40 @@ export interface paths {
     patch?: never
     trace?: never
   }
+  '/admin/v1/accounts/{id}/churn-model/train': {
+    parameters: {
+      query?: never
+      header?: never
+      path?: never
+      cookie?: never
+    }
+    get?: never
+    put?: never
+    /** Train an account's churn model (a background job) */
+    post: operations['trainAccountChurnModel']
+    delete?: never
+    options?: never
+    head?: never
+    patch?: never
+    trace?: never
+  }
+  '/admin/v1/accounts/{id}/churn-model': {
+    parameters: {
+      query?: never
+      header?: never
+      path?: never
+      cookie?: never
+    }
+    /** An account's churn model: its state, evaluation and features */
+    get: operations['getAccountChurnModel']
+    put?: never
+    post?: never
+    delete?: never
+    options?: never
+    head?: never
+    patch?: never
+    trace?: never
+  }
   '/api/v1/customer': {
     parameters: {
       query?: never
@@ -5466,6 +5500,129 @@ export interface operations {
       401: components['responses']['Unauthorized']
       403: components['responses']['Forbidden']
       429: components['responses']['TooManyRequests']
+      503: components['responses']['ServiceUnavailable']
+    }
+  }
+  trainAccountChurnModel: {
+    parameters: {
+      query?: never
+      header?: never
+      path: {
+        /** @description The account id. */
+        id: number
+      }
+      cookie?: never
+    }
+    requestBody?: {
+      content: {
+        /**
+         * @example {
+         *       "features": [
+         *         "plan",
+         *         "logins"
+         *       ]
+         *     }
+         */
+        'application/json': {
+          /** @description The customer properties to learn from (codenames); every attribute and metric when absent. */
+          features?: string[]
+        }
+      }
+    }
+    responses: {
+      /** @description Success. */
+      202: {
+        headers: {
+          [name: string]: unknown
+        }
+        content: {
+          'application/json': {
+            /** @constant */
+            status: 'training'
+            /**
+             * Format: date-time
+             * @description A UTC time, ISO 8601 with milliseconds.
+             */
+            started_at: string
+          }
+        }
+      }
+      400: components['responses']['BadRequest']
+      401: components['responses']['Unauthorized']
+      404: components['responses']['NotFound']
+      408: components['responses']['RequestTimeout']
+      413: components['responses']['ContentTooLarge']
+      415: components['responses']['UnsupportedMediaType']
+      422: components['responses']['OverBudget']
+      503: components['responses']['ServiceUnavailable']
+    }
+  }
+  getAccountChurnModel: {
+    parameters: {
+      query?: never
+      header?: never
+      path: {
+        /** @description The account id. */
+        id: number
+      }
+      cookie?: never
+    }
+    requestBody?: never
+    responses: {
+      /** @description Success. */
+      200: {
+        headers: {
+          [name: string]: unknown
+        }
+        content: {
+          'application/json': {
+            /**
+             * @description failed: the latest training; a model trained before still serves.
+             * @enum {string}
+             */
+            status: 'none' | 'training' | 'ready' | 'failed'
+            /**
+             * Format: date-time
+             * @description A UTC time, ISO 8601 with milliseconds.
+             */
+            started_at?: string
+            /** @description When the serving model finished training; null without one. */
+            trained_at: string | null
+            algorithm: ('gradient_boosted_trees' | 'logistic_regression') | null
+            training: {
+              customers: number
+              churned: number
+              active: number
+            } | null
+            /**
+             * @description Out of sample: every figure is of predictions for customers the model was not trained on
+             * (cross-validation).
+             */
+            evaluation: {
+              method: string
+              auc: number
+              /** @description The 95% interval of the AUC (DeLong), low end. */
+              auc_low: number
+              auc_high: number
+              brier: number
+              calibration: {
+                predicted: number
+                observed: number
+                customers: number
+              }[]
+            } | null
+            features: {
+              codename: string
+              importance: number
+            }[]
+            /** @description Why the latest training failed. */
+            error: string | null
+          }
+        }
+      }
+      400: components['responses']['BadRequest']
+      401: components['responses']['Unauthorized']
+      404: components['responses']['NotFound']
       503: components['responses']['ServiceUnavailable']
     }
   }

@@ -10,6 +10,7 @@ import {
   through,
   type User,
 } from './api.ts'
+import { ChurnModelSettings } from './churn.ts'
 import { AuditLog } from './audit.ts'
 import { useAction, useData, value } from './load.ts'
 import { Scroller } from './scroller.ts'
@@ -223,4 +224,5 @@ export const PersonSettings = ({ credential, account, self }: { credential: stri
   html`<section aria-labelledby="settings-title">
     <h1 id="settings-title">Settings of account ${account}</h1>
     <${PeopleSettings} door=${{ kind: 'user', credential }} account=${account} self=${self} />
+    <${ChurnModelSettings} door=${{ kind: 'user', credential }} />
   </section>`

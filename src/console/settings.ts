@@ -2,6 +2,7 @@ import { html } from 'htm/preact'
 import { useState } from 'preact/hooks'
 import { type Account, admin, type Key, type NewKey, type Property } from './api.ts'
 import { Backups } from './backups.ts'
+import { ChurnModelSettings } from './churn.ts'
 import { useAction, useData, value } from './load.ts'
 import { ScoringModel } from './model.ts'
 import { PeopleSettings } from './people.ts'
@@ -203,6 +204,7 @@ export const Settings = ({ token, account }: { token: string; account: number })
           <${ScoringModel} token=${token} account=${account} properties=${properties.data} />
         </section>`
     }
+    <${ChurnModelSettings} door=${{ kind: 'admin', token, account }} properties=${properties.data} />
     <${Tracking} token=${token} account=${account} />
     <${PeopleSettings} door=${{ kind: 'admin', token, account }} account=${account} />
     <${Backups} token=${token} />
