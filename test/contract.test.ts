@@ -410,6 +410,9 @@ test('every operation answers as its published schema says', async () => {
   await s.sql`update customers set is_churned = true, churned_date = current_date
     where account_id = ${id} and external_id like 'm%' and substr(external_id, 2)::int < 20`
   await call('trainChurnModel', {}, {})
+  // The operator's view of the same model, and its training of the account.
+  await call('getAccountChurnModel', { id })
+  await call('trainAccountChurnModel', { id }, {})
 
   // Refusals: each is documented for its operation and is Problem Details.
   await call('searchCustomers', {}, { filter: [] })

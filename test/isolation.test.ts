@@ -825,6 +825,18 @@ on('POST', '/api/v1/churn-model/train', async () => {
   assert.equal((await status(200, get(a, '/api/v1/churn-model'))).body.status, 'failed')
 })
 
+on('GET', `${ACC}/:id/churn-model`, async (r) => {
+  const mine = (await status(200, inB(r))).body
+  assert.equal(mine.status, 'none')
+  assert.ok(!JSON.stringify(mine).includes('A only'))
+})
+
+on('POST', `${ACC}/:id/churn-model/train`, async (r) => {
+  // The operator's training of B is refused for B's few labels; A's model row stays as it was.
+  await status(422, inB(r, {}))
+  assert.equal((await status(200, get(a, '/api/v1/churn-model'))).body.status, 'failed')
+})
+
 on('GET', '/api/v1/insights/week', async () => {
   const report = async (account: Account) => (await status(200, get(account, '/api/v1/insights/week'))).body
   const names = (r: any) => r.movements.reactivated.customers.map((c: { external_id: string }) => c.external_id)

@@ -281,6 +281,7 @@ const STATEFUL = new Set([
   'ssoStart',
   'ssoCallback',
   'trainChurnModel',
+  'trainAccountChurnModel',
 ])
 
 const TITLE = 'requests generated from /openapi.json: valid ones accepted, broken ones refused, answers as documented'

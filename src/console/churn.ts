@@ -42,7 +42,10 @@ const Evaluation = ({ model, properties }: { model: ChurnModelState; properties?
   const e = model.evaluation
   if (!e) return html`<${Empty}>No model trained.</${Empty}>`
   return html`<dl class="churn-evaluation" id="churn-evaluation">
-      <div><dt>AUC</dt><dd id="churn-auc">${fixed(e.auc)} (95% interval ${fixed(e.auc_low)}–${fixed(e.auc_high)})</dd></div>
+      <div>
+        <dt>AUC</dt>
+        <dd id="churn-auc">${fixed(e.auc)} (95% interval ${fixed(e.auc_low)}–${fixed(e.auc_high)})</dd>
+      </div>
       <div><dt>Brier score</dt><dd id="churn-brier">${fixed(e.brier)}</dd></div>
       <div><dt>Algorithm</dt><dd>${model.algorithm?.replaceAll('_', ' ') ?? '–'}</dd></div>
       <div><dt>Trained</dt><dd><${When} at=${model.trained_at} /></dd></div>
@@ -58,7 +61,9 @@ const Evaluation = ({ model, properties }: { model: ChurnModelState; properties?
         <h3>Calibration</h3>
         <${CalibrationChart} bins=${e.calibration} />
         <${Scroller} label="Calibration"><table id="churn-calibration">
-          <thead><tr><th scope="col">Predicted</th><th scope="col">Observed</th><th scope="col">Customers</th></tr></thead>
+          <thead><tr>
+            <th scope="col">Predicted</th><th scope="col">Observed</th><th scope="col">Customers</th>
+          </tr></thead>
           <tbody>${e.calibration.map(
             (b) => html`<tr><td class="num">${pct(b.predicted)}</td><td class="num">${pct(b.observed)}</td>
               <td class="num">${b.customers}</td></tr>`,
