@@ -155,10 +155,12 @@ describe('a 200,000-row customer file', () => {
       [{ source: 'FILE', status: 'processed', n: Math.ceil((ROWS - bad.size) / 1000), items: ROWS - bad.size }],
     )
 
-    // Memory. A per-row leak shows as a trend: keeping even 200 bytes per row adds 20 MB between the
-    // second quarter of the rows and the last one. Single samples are not compared: RSS swings by
-    // 30-50 MB around its level as V8 grows and collects its young generation (seen: 149 MB after
-    // startup, 203 MB at one peak, with a flat level), so each quarter's median is.
+    // Memory. A per-row leak shows as a trend: keeping even 320 bytes per row adds 32 MB between the
+    // second quarter of the rows and the last one (a row's own objects are several times that).
+    // Single samples are not compared: RSS swings by 30-50 MB around its level as V8 grows and
+    // collects its young generation (seen: 149 MB after startup, 203 MB at one peak, with a flat
+    // level), so each quarter's median is. Even the medians moved by -12 to +23 MB between the two
+    // quarters in four runs of the same code on 2026-12-02.
     const quarter = (q: number) => {
       const bytes = run.rss
         .filter((r) => r.rowsRead >= (q * ROWS) / 4 && r.rowsRead < ((q + 1) * ROWS) / 4)
@@ -174,7 +176,7 @@ describe('a 200,000-row customer file', () => {
         `second quarter of the rows and ${last.toFixed(0)} MB over the last, peak ` +
         `${(Math.max(...run.rss.map((r) => r.bytes)) / 2 ** 20).toFixed(0)} MB (${run.rss.length} samples)`,
     )
-    assert.ok(last - second < 20, `RSS grew by ${(last - second).toFixed(1)} MB from the second quarter to the last`)
+    assert.ok(last - second < 32, `RSS grew by ${(last - second).toFixed(1)} MB from the second quarter to the last`)
   })
 
   test('shows plain progress lines, not a bar, when stderr is not a terminal', () => {
