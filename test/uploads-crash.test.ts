@@ -28,11 +28,13 @@ test(sigkillTitle, async () => {
       assert.equal((await a.api('/api/v1/customers', { customers })).status, 200)
     }
     let worker = await startProcess(['worker'], s.url)
-    // Kill as soon as a job holds its lock, i.e. in the middle of processing an upload.
+    // Kill as soon as a job holds its lock, i.e. in the middle of processing an upload, once the
+    // holder's heartbeat is written: a worker that dies before its first heartbeat is presumed dead
+    // only after 30 minutes (db/queue.ts), which this test would wait for.
     for (let i = 0; i < 600; i++) {
       const [{ n }] =
         await sql`select count(*)::int as n from graphile_worker.jobs where task_identifier = 'process_upload'
-          and locked_at is not null`
+          and locked_at is not null and locked_by in (select worker_id from worker_heartbeats)`
       if (n > 0) break
       await new Promise((r) => setTimeout(r, 10))
     }
