@@ -631,8 +631,13 @@ test('the operator signs in with the admin token, sees every account and chooses
     .waitFor()
   problems.length = 0
   await signInAsOperator(page)
-  const listed = await page.locator('#accounts tbody tr td:first-child').allTextContents()
+  // The list loads after the navigation shows: read it once its last row is there.
   const all = (await s.sql`select id from accounts order by id`).map((r) => String(r.id))
+  await page
+    .locator('#accounts tbody tr')
+    .nth(all.length - 1)
+    .waitFor()
+  const listed = await page.locator('#accounts tbody tr td:first-child').allTextContents()
   assert.deepEqual(listed, all)
   assert.equal(await page.evaluate(() => Object.values(sessionStorage).join()), ADMIN_TOKEN)
   assert.deepEqual(await accessibility(page), [])
