@@ -239,9 +239,10 @@ test('a sign-in takes as long for an unknown email as for a known one (measured)
   }
   const median = (xs: number[]) => [...xs].sort((x, y) => x - y)[Math.floor(xs.length / 2)]
   const [k, u] = [median(known), median(unknown)]
-  // The scrypt verification is most of it (tens of milliseconds); a skipped one would halve it.
+  // The scrypt verification is most of it (tens of milliseconds); a skipped one would cut it to
+  // well under half. The bounds are wide because a loaded machine moves medians of 9 by a third.
   assert.ok(k > 15, `known ${k.toFixed(1)} ms`)
-  assert.ok(Math.abs(k - u) < Math.max(10, 0.3 * k), `known ${k.toFixed(1)} ms, unknown ${u.toFixed(1)} ms`)
+  assert.ok(u > 0.6 * k && u < 1.7 * k, `known ${k.toFixed(1)} ms, unknown ${u.toFixed(1)} ms`)
   await s.sql`delete from sign_in_failures where email = 'manager@people.test'`
 })
 
