@@ -11,26 +11,22 @@ import type { Entity } from '../property.ts'
 // upload after another flush only now and then.
 const MIN_PAGES = 100
 
-// On Citus the coordinator's table is an empty shell: its rows, file and statistics are its shards',
-// on the workers, so the pages and relpages of a distributed table are summed over its shards (ANALYZE
-// of the table analyzes every shard). That reads every shard: scoring and uploads are background jobs.
 const onCitus = async (sql: Sql | Tx) =>
   (await sql<{ on: boolean }[]>`select exists (select 1 from pg_extension where extname = 'citus') as on`)[0].on
 
-const SHARD_PAGES = `select pg_relation_size(c.oid) / current_setting('block_size')::int || ' ' || c.relpages
-  from pg_class c where c.oid = '%s'::regclass`
-
-const pagesOf = (sql: Sql | Tx, citus: boolean) =>
-  citus
-    ? sql`(select sum(split_part(r.result, ' ', 1)::bigint) as pages,
-            sum(split_part(r.result, ' ', 2)::bigint) as relpages
-          from run_command_on_shards(c.oid, ${SHARD_PAGES}) r)`
-    : sql`(select pg_relation_size(c.oid) / current_setting('block_size')::int as pages, c.relpages)`
-
-const staleTables = async (sql: Sql | Tx, tables: string[]) => sql<{ relname: string }[]>`
-  select c.relname from pg_class c cross join lateral ${pagesOf(sql, await onCitus(sql))} p
+// On Citus this rule reads nothing: the coordinator's table is an empty shell, and its shards' pages
+// could only be read with a new connection to each shard (run_command_on_shards), at every upload
+// and scoring: 100 connections a second under bench citus's load, and the machine's time went to
+// starting them (docs/benchmarks.md, "Citus"). Each shard's planner scales its row counts to the
+// shard's current size by itself; what goes stale is where an account's rows sit, which the rule
+// for the account below reads from the shard's own plan.
+const staleTables = async (sql: Sql | Tx, tables: string[]) =>
+  (await onCitus(sql))
+    ? []
+    : sql<{ relname: string }[]>`
+  select c.relname from pg_class c
   where c.relnamespace = current_schema()::regnamespace and c.relname = any(${tables})
-    and p.pages > greatest(2 * p.relpages, ${MIN_PAGES})`
+    and pg_relation_size(c.oid) / current_setting('block_size')::int > greatest(2 * c.relpages, ${MIN_PAGES})`
 
 export const analyzeJobs = async (tx: Tx, tables: string[]): Promise<JobSpec[]> =>
   (await staleTables(tx, tables)).length ? [analyzeTablesJob(tables)] : []
