@@ -12,6 +12,7 @@ import {
   ssoStart,
   storeSession,
 } from './api.ts'
+import { errorLine } from './format.ts'
 import { useAction, value } from './load.ts'
 
 // The sign-in page (docs/console.md, "Signing in"): a person's email and password, their account's
@@ -19,8 +20,6 @@ import { useAction, value } from './load.ts'
 // under "Sign in with a key" the service key and the admin token, as before people had accounts.
 
 type OnSignIn = (session: Session) => void
-
-const alert = (text: string) => text && html`<p role="alert" class="error">${text}</p>`
 
 // Minutes, or seconds under one, as the lockout's Retry-After asks.
 const wait = (seconds: number) =>
@@ -60,7 +59,7 @@ const Password = ({ onSignIn, email: given }: { onSignIn: OnSignIn; email: strin
     <label for="password">Password</label>
     <input id="password" type="password" autocomplete="current-password" required value=${password}
       onInput=${(e: Event) => setSecret(value(e))} />
-    ${alert(action.error)}
+    ${errorLine(action.error)}
     <button type="submit" class="primary" disabled=${action.busy}>Sign in</button>
   </form>`
 }
@@ -94,7 +93,7 @@ const NewPassword = ({ token, onSet }: { token: string; onSet: (email: string) =
     <input id="new-password-input" type="password" autocomplete="new-password" required minlength="12"
       aria-describedby="new-password-hint" value=${password} onInput=${(e: Event) => setSecret(value(e))} />
     <p id="new-password-hint" class="hint">At least 12 characters, not your email. The link works once.</p>
-    ${alert(action.error)}
+    ${errorLine(action.error)}
     <button type="submit" class="primary" disabled=${action.busy}>Set password</button>
   </form>`
 }
@@ -126,7 +125,7 @@ const Credential = ({ kind, onSignIn }: { kind: 'key' | 'admin'; onSignIn: OnSig
           : "The service's SERVICE_ADMIN_TOKEN: every account, its uploads, webhooks and settings."
       }${' '}It is kept in this tab's session storage only and sent to this service alone.
     </p>
-    ${alert(action.error)}
+    ${errorLine(action.error)}
     <button type="submit" class="primary" disabled=${action.busy}>
       ${kind === 'key' ? 'Sign in with the key' : 'Enter as operator'}
     </button>
