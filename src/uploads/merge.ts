@@ -230,7 +230,7 @@ type Warning = { external_id: string; message: string }
 const KINDS = {
   customers: {
     key: 'external_id',
-    fields: (tx: Tx) => tx`
+    fields: (tx: Tx): ReturnType<Tx> => tx`
       (array_agg(s.item->>'name' order by s.ord desc))[1] as name,
       (array_agg(s.item->>'owner_email' order by s.ord desc)
         filter (where s.item->>'owner_email' is not null))[1] as owner_email`,
@@ -243,7 +243,7 @@ const KINDS = {
   },
   contacts: {
     key: 'contact_external_id',
-    fields: (tx: Tx) => tx`
+    fields: (tx: Tx): ReturnType<Tx> => tx`
       (array_agg(s.item->>'contact_name' order by s.ord desc))[1] as name,
       (array_agg(s.item->>'customer_external_id' order by s.ord desc))[1] as customer_external_id`,
     ignore: dropOrphanContacts,
