@@ -8,12 +8,13 @@ import { connect } from '../src/db/client.ts'
 import { migrate } from '../src/db/migrate.ts'
 import { startServer, startWorker } from './server.ts'
 import { rssMb, type BenchContext } from './lib.ts'
+import { copyJson, copyLines, seedAccount } from './seed.ts'
 
 const CUSTOMERS = Number(process.env.BENCH_INGEST_CUSTOMERS ?? 100_000)
 const PER_REQUEST = 1000
 const CONCURRENCY = 4
 export const MONTHS = Array.from({ length: 12 }, (_, i) => `2026-${String(i + 1).padStart(2, '0')}-01`)
-export const ATTRIBUTES = [
+export const ATTRIBUTES: [string, string][] = [
   ['country', 'string'],
   ['employees', 'number'],
   ['has_sso', 'boolean'],
@@ -126,34 +127,35 @@ const viaHttp = async (url: string) => {
 const viaCopy = async (url: string) => {
   const sql = connect(url)
   await migrate(sql, url)
-  const [account] = await sql`insert into accounts (name, tracker_key) values ('Copy', 'CS-COPY1') returning id`
-  const escape = (json: unknown) => JSON.stringify(json).replace(/\\/g, '\\\\')
+  const accountId = await seedAccount(sql, 'Copy')
   await sql`checkpoint`
   const started = performance.now()
-  const customers = await sql`copy customers (account_id, external_id, name, attributes, metrics) from stdin`.writable()
-  for (let i = 0; i < CUSTOMERS; i++) {
-    const c = customer(i)
-    const latest = c.metrics[c.metrics.length - 1]
-    const { date: _, ...metrics } = latest
-    if (!customers.write(`${account.id}\t${c.external_id}\t${c.name}\t${escape(c.attributes)}\t${escape(metrics)}\n`))
-      await new Promise((r) => customers.once('drain', r))
-  }
-  await new Promise((resolve, reject) => customers.end((err?: Error) => (err ? reject(err) : resolve(undefined))))
+  await copyLines(
+    sql`copy customers (account_id, external_id, name, attributes, metrics) from stdin`.writable(),
+    (function* () {
+      for (let i = 0; i < CUSTOMERS; i++) {
+        const c = customer(i)
+        const { date: _, ...metrics } = c.metrics[c.metrics.length - 1]
+        yield `${accountId}\t${c.external_id}\t${c.name}\t${copyJson(c.attributes)}\t${copyJson(metrics)}\n`
+      }
+    })(),
+  )
   const ids = new Map(
-    (await sql`select external_id, service_id from customers where account_id = ${account.id}`).map((r) => [
+    (await sql`select external_id, service_id from customers where account_id = ${accountId}`).map((r) => [
       r.external_id,
       r.service_id,
     ]),
   )
-  const snapshots = await sql`copy customer_snapshots (account_id, customer_id, date, "values") from stdin`.writable()
-  for (let i = 0; i < CUSTOMERS; i++) {
-    const c = customer(i)
-    for (const { date, ...values } of c.metrics) {
-      if (!snapshots.write(`${account.id}\t${ids.get(c.external_id)}\t${date}\t${escape(values)}\n`))
-        await new Promise((r) => snapshots.once('drain', r))
-    }
-  }
-  await new Promise((resolve, reject) => snapshots.end((err?: Error) => (err ? reject(err) : resolve(undefined))))
+  await copyLines(
+    sql`copy customer_snapshots (account_id, customer_id, date, "values") from stdin`.writable(),
+    (function* () {
+      for (let i = 0; i < CUSTOMERS; i++) {
+        const c = customer(i)
+        for (const { date, ...values } of c.metrics)
+          yield `${accountId}\t${ids.get(c.external_id)}\t${date}\t${copyJson(values)}\n`
+      }
+    })(),
+  )
   const seconds = (performance.now() - started) / 1000
   await sql.end()
   return seconds

@@ -8,13 +8,14 @@ import { PLANNER, setLocal } from '../src/db/planner.ts'
 import { PARALLEL, SCORING_BATCH, scoreRecords } from '../src/scoring/batch.ts'
 import { scoreDaily } from '../src/scoring/daily.ts'
 import type { BenchContext } from './lib.ts'
+import { copyJson, copyLines, seedAccount } from './seed.ts'
 
 const CUSTOMERS = Number(process.env.BENCH_SCORING_CUSTOMERS ?? 100_000)
 const TODAY = new Date().toISOString().slice(0, 10)
 const day = (n: number) => new Date(Date.parse(TODAY) + n * 86_400_000).toISOString().slice(0, 10)
 const MONTHS = Array.from({ length: 12 }, (_, m) => day(-30 * (11 - m)))
 const METRICS = ['logins', 'seats', 'tickets', 'api_calls', 'nps']
-const ATTRIBUTES = [
+const ATTRIBUTES: [string, string][] = [
   ['country', 'string'],
   ['has_sso', 'boolean'],
   ['plan_started', 'date'],
@@ -54,53 +55,25 @@ export const model = (logins: number) => ({
 
 // An account of `customers` customers with 12 monthly snapshots each, loaded with COPY; its id.
 export const seed = async (sql: Sql, customers = CUSTOMERS, name = 'Bench') => {
-  const [account] = await sql`
-    insert into accounts (name, tracker_key) values (${name}, ${`CS-${name.toUpperCase()}`}) returning id`
-  await sql`insert into property_defs ${sql([
-    ...METRICS.map((codename) => ({
-      account_id: account.id,
-      entity: 'customer',
-      kind: 'metric',
-      codename,
-      type: 'number',
-    })),
-    ...ATTRIBUTES.map(([codename, type]) => ({
-      account_id: account.id,
-      entity: 'customer',
-      kind: 'attribute',
-      codename,
-      type,
-    })),
-  ])} on conflict do nothing`
-  const copy = async (
-    query: Promise<import('node:stream').Writable>,
-    rows: (write: (line: string) => Promise<void>) => Promise<void>,
-  ) => {
-    const stream = await query
-    await rows(async (line) => {
-      if (!stream.write(line)) await new Promise((r) => stream.once('drain', r))
-    })
-    await new Promise((resolve, reject) => stream.end((err?: Error) => (err ? reject(err) : resolve(undefined))))
-  }
-  const escape = (json: unknown) => JSON.stringify(json).replace(/\\/g, '\\\\')
-  await copy(
+  const accountId = await seedAccount(sql, name, ATTRIBUTES, METRICS)
+  await copyLines(
     sql`copy customers (account_id, external_id, name, attributes, metrics) from stdin`.writable(),
-    async (write) => {
+    (function* () {
       for (let i = 0; i < customers; i++)
-        await write(`${account.id}\tcust-${i}\tCustomer ${i}\t${escape(attributes(i))}\t${escape(values(i, 11))}\n`)
-    },
+        yield `${accountId}\tcust-${i}\tCustomer ${i}\t${copyJson(attributes(i))}\t${copyJson(values(i, 11))}\n`
+    })(),
   )
-  const [{ first }] = await sql`select min(service_id) as first from customers where account_id = ${account.id}`
-  await copy(
+  const [{ first }] = await sql`select min(service_id) as first from customers where account_id = ${accountId}`
+  await copyLines(
     sql`copy customer_snapshots (account_id, customer_id, date, "values") from stdin`.writable(),
-    async (write) => {
+    (function* () {
       for (let i = 0; i < customers; i++) {
         for (let m = 0; m < MONTHS.length; m++)
-          await write(`${account.id}\t${first + i}\t${MONTHS[m]}\t${escape(values(i, m))}\n`)
+          yield `${accountId}\t${first + i}\t${MONTHS[m]}\t${copyJson(values(i, m))}\n`
       }
-    },
+    })(),
   )
-  return account.id as number
+  return accountId
 }
 
 const timed = async <T>(f: () => Promise<T>) => {

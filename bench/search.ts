@@ -21,6 +21,7 @@ import { compileSearch } from '../src/search/sql.ts'
 import { cursorScope, resolveSort, sealCursor } from '../src/search/sort.ts'
 import { pageBody, searchContext } from '../src/records/search.ts'
 import { percentile, type BenchContext, unthrottledService } from './lib.ts'
+import { copyJson, copyLines } from './seed.ts'
 
 const ROWS = Number(process.env.BENCH_SEARCH_ROWS ?? 1_000_000)
 const SECONDS = Number(process.env.BENCH_SEARCH_SECONDS ?? 2)
@@ -149,13 +150,9 @@ const DAY = 86_400_000
 const today = new Date().toISOString().slice(0, 10)
 const dayOffset = (days: number) => new Date(Date.parse(today) + days * DAY).toISOString().slice(0, 10)
 
-// Text-format COPY: JSON needs its backslashes doubled; nothing else here holds tabs or newlines.
+// Text-format COPY: nothing here but JSON holds a backslash, a tab or a newline.
 const copyText = (value: unknown) =>
-  value === null || value === undefined
-    ? '\\N'
-    : typeof value === 'object'
-      ? JSON.stringify(value).replace(/\\/g, '\\\\')
-      : String(value)
+  value === null || value === undefined ? '\\N' : typeof value === 'object' ? copyJson(value) : String(value)
 
 const customerLine = (rand: () => number, accountId: number, i: number, userIds: number[]) => {
   const score = () => Math.round(((rand() + rand() + rand()) / 3) * 200 - 100)
@@ -304,14 +301,14 @@ export const seed = async (url: string, rows: number) => {
   ).join(', ')
   await sql`alter table seed_customers add column line bigint generated always as identity,
     ${sql.unsafe(scoreColumns)}`
-  const stream = await sql`copy seed_customers (${sql(COLUMNS)}) from stdin`.writable()
-  for (let i = 0; i < rows; i++) {
-    const line =
-      customerLine(rand, main.id, i, main.userIds) +
-      (i % 10 === 0 ? customerLine(rand, other.id, i, other.userIds) : '')
-    if (!stream.write(line)) await new Promise((r) => stream.once('drain', r))
-  }
-  await new Promise((resolve, reject) => stream.end((err?: Error) => (err ? reject(err) : resolve(undefined))))
+  await copyLines(
+    sql`copy seed_customers (${sql(COLUMNS)}) from stdin`.writable(),
+    (function* () {
+      for (let i = 0; i < rows; i++)
+        yield customerLine(rand, main.id, i, main.userIds) +
+          (i % 10 === 0 ? customerLine(rand, other.id, i, other.userIds) : '')
+    })(),
+  )
   // Constant column lists: postgres.js would read an identifier list after INSERT as a row of values.
   const records = sql.unsafe([...RECORD_COLUMNS, ...CHURN_COLUMNS].join(', '))
   const scores = sql.unsafe(SCORE_COLUMNS.join(', '))

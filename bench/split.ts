@@ -32,6 +32,7 @@ import { checkValues } from '../src/values.ts'
 import { createDatabase, startThrowawayCluster } from '../test/helpers/cluster.ts'
 import { ATTRIBUTES, customer, METRICS, MONTHS } from './ingest.ts'
 import type { BenchContext } from './lib.ts'
+import { seedAccount } from './seed.ts'
 
 const CUSTOMERS = Number(process.env.BENCH_SPLIT_CUSTOMERS ?? 20_000)
 // Statements that enqueue what an upload sets off, by their text.
@@ -44,26 +45,10 @@ const elapsed = async <T>(run: () => T | Promise<T>): Promise<[T, number]> => {
 }
 
 const setUp = async (sql: ReturnType<typeof connect>) => {
-  const [account] = await sql`insert into accounts (name, tracker_key) values ('Split', 'CS-SPLIT') returning id`
-  await sql`insert into property_defs ${sql([
-    ...ATTRIBUTES.map(([codename, type]) => ({
-      account_id: account.id,
-      entity: 'customer',
-      kind: 'attribute',
-      codename,
-      type,
-    })),
-    ...METRICS.map((codename) => ({
-      account_id: account.id,
-      entity: 'customer',
-      kind: 'metric',
-      codename,
-      type: 'number',
-    })),
-  ])}`
+  const accountId = await seedAccount(sql, 'Split', ATTRIBUTES, METRICS)
   const model = { customer: { engagement: [{ codename: 'logins', weight: 1, bad: 0, good: 40 }] } }
-  await sql`insert into scoring_models (account_id, model) values (${account.id}, ${sql.json(model)})`
-  return account.id as number
+  await sql`insert into scoring_models (account_id, model) values (${accountId}, ${sql.json(model)})`
+  return accountId
 }
 
 const body = (from: number, n: number) =>

@@ -38,7 +38,7 @@ export interface Req {
 }
 
 // The account a request acts in, and its key (null when a person's session authenticated it).
-export interface KeyHolder {
+interface KeyHolder {
   accountId: number
   keyId: number | null
 }
@@ -141,7 +141,7 @@ export interface Success {
 
 // A query parameter the handler reads, parsed by its schema (a number from its decimal text); its
 // default, if any, is the schema's (v.optional(schema, default)).
-export interface QueryParam {
+interface QueryParam {
   description: string
   schema: GenericSchema
 }
@@ -149,7 +149,7 @@ export type Query = Record<string, QueryParam>
 
 // What a handler finds in req.queryInput for a route's declared parameters: every parameter may be
 // left out, so one whose schema is not v.optional (with its default) may be undefined.
-export type QueryOf<Q extends Query> = {
+type QueryOf<Q extends Query> = {
   [K in keyof Q]: Q[K]['schema'] extends { type: 'optional' }
     ? InferOutput<Q[K]['schema']>
     : InferOutput<Q[K]['schema']> | undefined
@@ -157,7 +157,7 @@ export type QueryOf<Q extends Query> = {
 
 // The request as a route's handler sees it: its body and query parsed by the row's schemas, and the
 // key's holder when the row takes a service key.
-export interface Input<B, Q, A> extends Req {
+interface Input<B, Q, A> extends Req {
   input: B extends GenericSchema ? InferOutput<B> : undefined
   queryInput: Q extends Query ? QueryOf<Q> : undefined
   auth: A extends KeyAuth | 'session' ? KeyHolder : undefined
@@ -206,7 +206,7 @@ export interface Route extends Row<Auth, GenericSchema, Query> {
 // so its rows leave the tag out; every other row names its own.
 type Tagged<A extends Auth> = A extends 'admin' ? { tag?: never } : { tag: Tag }
 
-export type TypedRoute<A extends Auth, B extends GenericSchema | undefined, Q extends Query | undefined> = Omit<
+type TypedRoute<A extends Auth, B extends GenericSchema | undefined, Q extends Query | undefined> = Omit<
   Row<A, B, Q>,
   'tag'
 > &

@@ -1,7 +1,7 @@
 import { html } from 'htm/preact'
 import { useEffect, useState } from 'preact/hooks'
 import { type AuditEntry, type AuditPage, type Door, through } from './api.ts'
-import { When } from './format.ts'
+import { errorLine, When } from './format.ts'
 import { value } from './load.ts'
 import { Scroller } from './scroller.ts'
 
@@ -97,7 +97,7 @@ export const AuditLog = ({ door }: { door: Door }) => {
     <p id="audit-count" class="hint" aria-live="polite">
       ${shown.length} of the ${entries.length} entries loaded${next === undefined ? ' (all of them)' : ''}.
     </p>
-    ${error && html`<p role="alert" class="error">${error}</p>`}
+    ${errorLine(error)}
     <${Scroller} label="Audit log"><table id="audit">
       <thead><tr>
         <th scope="col">When</th><th scope="col">Actor</th><th scope="col">Operation</th>

@@ -1,7 +1,7 @@
 import { html } from 'htm/preact'
 import { useEffect, useState } from 'preact/hooks'
 import { listBackups, startBackup } from './api.ts'
-import { fileSize, When } from './format.ts'
+import { errorLine, fileSize, When } from './format.ts'
 import { useAction, useData } from './load.ts'
 import { Scroller } from './scroller.ts'
 
@@ -36,7 +36,7 @@ export const Backups = ({ token }: { token: string }) => {
   const problem = list.error || action.error
   return html`<section aria-labelledby="backups-title">
     <h2 id="backups-title">Backups</h2>
-    ${problem && html`<p role="alert" class="error">${problem}</p>`}
+    ${errorLine(problem)}
     ${
       list.data &&
       html`<p>In <code>${list.data.folder}</code>; restore one with <code>service restore FILE</code>.</p>

@@ -12,7 +12,7 @@ import {
   setChurned,
 } from './api.ts'
 import { Contacts } from './contacts.ts'
-import { Empty, Failed, Loading, Score, type ScoreKind, signed, When } from './format.ts'
+import { Empty, errorLine, Failed, Loading, Score, type ScoreKind, signed, When } from './format.ts'
 import { useAllows } from './grants.ts'
 import { useData } from './load.ts'
 import { Scroller } from './scroller.ts'
@@ -164,7 +164,7 @@ const ChurnState = ({
         </button>`
       }
     </p>
-    ${error && html`<p role="alert" class="error">${error}</p>`}`
+    ${errorLine(error)}`
 }
 
 export const CustomerPage = ({ apiKey, id }: { apiKey: string; id: string }) => {

@@ -113,3 +113,5 @@ export const Loading = ({ what = '' }: { what?: string }) =>
   </p>`
 export const Empty = ({ children }: { children: unknown }) => html`<p class="state state-empty">${children}</p>`
 export const Failed = ({ error }: { error: string }) => html`<p role="alert" class="state state-error">${error}</p>`
+// What the service refused, beside the form or list it concerns; nothing when it refused nothing.
+export const errorLine = (text: string) => text && html`<p role="alert" class="error">${text}</p>`

@@ -25,7 +25,8 @@ export const useData = <T>(load: () => Promise<T>, deps: unknown[]) => {
 }
 
 // Runs a write, showing the service's refusal instead of throwing; resolves to its answer or undefined.
-export const useAction = () => {
+// `describe`: the words a refusal is shown in (the sign-in forms name what was refused).
+export const useAction = (describe = (err: unknown) => (err as Error).message) => {
   const [error, setError] = useState('')
   const [busy, setBusy] = useState(false)
   const run = async <T>(action: () => Promise<T>): Promise<T | undefined> => {
@@ -34,7 +35,7 @@ export const useAction = () => {
     try {
       return await action()
     } catch (err) {
-      setError((err as Error).message)
+      setError(describe(err))
       return undefined
     } finally {
       setBusy(false)

@@ -2,7 +2,7 @@ import { html } from 'htm/preact'
 import { useState } from 'preact/hooks'
 import { admin, type Model, type Property, type ScoringPreview } from './api.ts'
 import { useAction, useData, value } from './load.ts'
-import { Failed, Loading } from './format.ts'
+import { errorLine, Failed, Loading } from './format.ts'
 
 // The scoring model of docs/scoring.md as a form: each section's rules, the form of each rule taken
 // from its property's type, every weight shown as its share of the section's total (a score is the
@@ -202,7 +202,7 @@ const Editor = ({
       <button type="submit" disabled=${action.busy || !valid}>Preview</button>
       <button type="button" class="primary" disabled=${action.busy || !valid} onClick=${save}>Save model</button>
     </form>
-    ${action.error && html`<p role="alert" class="error">${action.error}</p>`}
+    ${errorLine(action.error)}
     ${saved && html`<p role="status">${saved}</p>`}
     ${
       preview &&

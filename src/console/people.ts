@@ -12,6 +12,7 @@ import {
 } from './api.ts'
 import { ChurnModelSettings } from './churn.ts'
 import { AuditLog } from './audit.ts'
+import { errorLine } from './format.ts'
 import { useAction, useData, value } from './load.ts'
 import { Scroller } from './scroller.ts'
 
@@ -19,8 +20,6 @@ import { Scroller } from './scroller.ts'
 // invites and reset links (each shown once, to be given to the person: the service sends no mail),
 // and single sign-on. The operator reaches them through the admin API, an account admin through a
 // session; both change the role of any user but themselves (the service keeps one admin).
-
-const error = (text: string) => text && html`<p role="alert" class="error">${text}</p>`
 
 // A one-time link, shown until the person who made it has kept it.
 const Once = ({ id, what, url, onDone }: { id: string; what: string; url: string; onDone: () => void }) =>
@@ -59,7 +58,7 @@ const InviteForm = ({ door, onInvited }: { door: Door; onInvited: () => Promise<
       </div>
       <button type="submit" class="primary" disabled=${action.busy}>Invite</button>
     </form>
-    ${error(action.error)}
+    ${errorLine(action.error)}
     ${
       link &&
       html`<${Once} id="invite-link" what="The invite link (valid 7 days)" url=${link}
@@ -90,7 +89,7 @@ const Users = ({ door, self }: { door: Door; self?: number }) => {
       Everyone invited is listed, whether or not they have set their password yet; removing one who has
       not ends their invite.
     </p>
-    ${error(users.error || action.error)}
+    ${errorLine(users.error || action.error)}
     ${
       users.data &&
       html`<${Scroller} label="Users"><table id="users">
@@ -197,7 +196,7 @@ const SsoForm = ({ door }: { door: Door }) => {
         <button type="submit" class="primary" disabled=${action.busy}>Save single sign-on</button>
       </div>
     </form>
-    ${error(action.error)}
+    ${errorLine(action.error)}
     ${
       shown &&
       html`<p role="status" id="sso-saved">

@@ -1,5 +1,6 @@
 import { html } from 'htm/preact'
 import { type Condition, type Filter, listSegments, type Segment, type Selection } from './api.ts'
+import { errorLine } from './format.ts'
 import { useData, value } from './load.ts'
 
 // The customers a view shows: the segment's saved condition ANDed with the filter builder's
@@ -36,6 +37,6 @@ export const SegmentPicker = ({ apiKey, onPick }: { apiKey: string; onPick: (s: 
       <option value="">All customers</option>
       ${(segments.data ?? []).map((s) => html`<option value=${s.id}>${s.name}</option>`)}
     </select>
-    ${segments.error && html`<p role="alert" class="error">${segments.error}</p>`}
+    ${errorLine(segments.error)}
   </div>`
 }

@@ -6,11 +6,10 @@ import { ChurnModelSettings } from './churn.ts'
 import { useAction, useData, value } from './load.ts'
 import { ScoringModel } from './model.ts'
 import { PeopleSettings } from './people.ts'
-import { When } from './format.ts'
+import { errorLine, When } from './format.ts'
 import { Scroller } from './scroller.ts'
 
 const SCOPES = ['search', 'upload', 'track', 'erase']
-const error = (text: string) => text && html`<p role="alert" class="error">${text}</p>`
 
 const Keys = ({ token, account }: { token: string; account: number }) => {
   const base = `/${account}/keys`
@@ -34,7 +33,7 @@ const Keys = ({ token, account }: { token: string; account: number }) => {
   }
   return html`<section aria-labelledby="keys-title">
     <h2 id="keys-title">API keys</h2>
-    ${error(keys.error || action.error)}
+    ${errorLine(keys.error || action.error)}
     ${
       keys.data &&
       html`<${Scroller} label="API keys"><table id="keys">
@@ -153,7 +152,7 @@ const Properties = ({
       </div>
       <button type="submit" class="primary" disabled=${action.busy}>Define property</button>
     </form>
-    ${error(action.error)}
+    ${errorLine(action.error)}
   </section>`
 }
 
@@ -175,7 +174,7 @@ const Tracking = ({ token, account }: { token: string; account: number }) => {
   }
   return html`<section aria-labelledby="tracking-title">
     <h2 id="tracking-title">Tracking</h2>
-    ${error(read.error || action.error)}
+    ${errorLine(read.error || action.error)}
     ${read.data && html`<p>Tracker key <code>${read.data.tracker_key}</code></p>`}
     <form onSubmit=${save}>
       <div class="field">
@@ -194,7 +193,7 @@ export const Settings = ({ token, account }: { token: string; account: number })
   return html`<section aria-labelledby="settings-title">
     <h1 id="settings-title">Settings of account ${account}</h1>
     <${Keys} token=${token} account=${account} />
-    ${error(properties.error)}
+    ${errorLine(properties.error)}
     ${
       properties.data &&
       html`<${Properties} token=${token} account=${account} properties=${properties.data}

@@ -12,15 +12,14 @@ import {
   ssoStart,
   storeSession,
 } from './api.ts'
-import { value } from './load.ts'
+import { errorLine } from './format.ts'
+import { useAction, value } from './load.ts'
 
 // The sign-in page (docs/console.md, "Signing in"): a person's email and password, their account's
 // single sign-on when the address names the account, the page an invite or reset link opens, and
 // under "Sign in with a key" the service key and the admin token, as before people had accounts.
 
 type OnSignIn = (session: Session) => void
-
-const alert = (text: string) => text && html`<p role="alert" class="error">${text}</p>`
 
 // Minutes, or seconds under one, as the lockout's Retry-After asks.
 const wait = (seconds: number) =>
@@ -44,21 +43,14 @@ const ssoAccount = () => {
 const Password = ({ onSignIn, email: given }: { onSignIn: OnSignIn; email: string }) => {
   const [email, setEmail] = useState(given)
   const [password, setSecret] = useState('')
-  const [error, setError] = useState('')
-  const [busy, setBusy] = useState(false)
+  const action = useAction((err) => refusal(err, 'sign-in'))
   const submit = async (e: Event) => {
     e.preventDefault()
-    setBusy(true)
-    setError('')
-    try {
+    await action.run(async () => {
       const me = await signInWithPassword(email.trim(), password)
       rememberPerson()
       onSignIn(personSession(me))
-    } catch (err) {
-      setError(refusal(err, 'sign-in'))
-    } finally {
-      setBusy(false)
-    }
+    })
   }
   return html`<form id="password-sign-in" onSubmit=${submit}>
     <label for="email">Email</label>
@@ -67,8 +59,8 @@ const Password = ({ onSignIn, email: given }: { onSignIn: OnSignIn; email: strin
     <label for="password">Password</label>
     <input id="password" type="password" autocomplete="current-password" required value=${password}
       onInput=${(e: Event) => setSecret(value(e))} />
-    ${alert(error)}
-    <button type="submit" class="primary" disabled=${busy}>Sign in</button>
+    ${errorLine(action.error)}
+    <button type="submit" class="primary" disabled=${action.busy}>Sign in</button>
   </form>`
 }
 
@@ -86,21 +78,14 @@ const Sso = ({ account }: { account: number }) =>
 // An invite's or a reset's link: the new password, then the sign-in form with the user's email.
 const NewPassword = ({ token, onSet }: { token: string; onSet: (email: string) => void }) => {
   const [password, setSecret] = useState('')
-  const [error, setError] = useState('')
-  const [busy, setBusy] = useState(false)
+  const action = useAction()
   const submit = async (e: Event) => {
     e.preventDefault()
-    setBusy(true)
-    setError('')
-    try {
+    await action.run(async () => {
       const user = await setPassword(token, password)
       history.replaceState(null, '', location.pathname)
       onSet(user.email)
-    } catch (err) {
-      setError((err as Error).message)
-    } finally {
-      setBusy(false)
-    }
+    })
   }
   return html`<form id="new-password" onSubmit=${submit}>
     <h2>Set your password</h2>
@@ -108,8 +93,8 @@ const NewPassword = ({ token, onSet }: { token: string; onSet: (email: string) =
     <input id="new-password-input" type="password" autocomplete="new-password" required minlength="12"
       aria-describedby="new-password-hint" value=${password} onInput=${(e: Event) => setSecret(value(e))} />
     <p id="new-password-hint" class="hint">At least 12 characters, not your email. The link works once.</p>
-    ${alert(error)}
-    <button type="submit" class="primary" disabled=${busy}>Set password</button>
+    ${errorLine(action.error)}
+    <button type="submit" class="primary" disabled=${action.busy}>Set password</button>
   </form>`
 }
 
@@ -117,24 +102,17 @@ const NewPassword = ({ token, onSet }: { token: string; onSet: (email: string) =
 // customer view searches), the admin token by the list of accounts.
 const Credential = ({ kind, onSignIn }: { kind: 'key' | 'admin'; onSignIn: OnSignIn }) => {
   const [secret, setSecret] = useState('')
-  const [error, setError] = useState('')
-  const [busy, setBusy] = useState(false)
   const [id, label, what] =
     kind === 'key' ? ['service-key', 'Service key', 'key'] : ['admin-token', 'Admin token', 'admin token']
+  const action = useAction((err) => refusal(err, what))
   const submit = async (e: Event) => {
     e.preventDefault()
-    setBusy(true)
-    setError('')
-    try {
+    await action.run(async () => {
       const given = secret.trim()
       await (kind === 'key' ? searchCustomers(given, { limit: 1 }) : admin(given, 'GET', ''))
       storeSession({ kind, secret: given })
       onSignIn({ kind, secret: given })
-    } catch (err) {
-      setError(refusal(err, what))
-    } finally {
-      setBusy(false)
-    }
+    })
   }
   return html`<form onSubmit=${submit}>
     <label for=${id}>${label}</label>
@@ -147,8 +125,8 @@ const Credential = ({ kind, onSignIn }: { kind: 'key' | 'admin'; onSignIn: OnSig
           : "The service's SERVICE_ADMIN_TOKEN: every account, its uploads, webhooks and settings."
       }${' '}It is kept in this tab's session storage only and sent to this service alone.
     </p>
-    ${alert(error)}
-    <button type="submit" class="primary" disabled=${busy}>
+    ${errorLine(action.error)}
+    <button type="submit" class="primary" disabled=${action.busy}>
       ${kind === 'key' ? 'Sign in with the key' : 'Enter as operator'}
     </button>
   </form>`

@@ -60,25 +60,8 @@ const stageRecords = async (tx: Tx, fields: ReturnType<Tx>) => {
 const stagedExternalIds = (tx: Tx): ReturnType<Tx> => tx`any(array(select external_id from stage_records))`
 
 // The staged records of an upload, locked (db/locks.ts) before the merge changes them.
-const lockStagedRecords = (tx: Tx, table: 'customers' | 'contacts', accountId: number) =>
+const lockStagedRecords = (tx: Tx, table: Collection, accountId: number) =>
   lockRecordsWhere(tx, table, accountId, stagedExternalIds(tx))
-
-const stageCustomers = (tx: Tx) =>
-  stageRecords(
-    tx,
-    tx`
-  (array_agg(s.item->>'name' order by s.ord desc))[1] as name,
-  (array_agg(s.item->>'owner_email' order by s.ord desc)
-    filter (where s.item->>'owner_email' is not null))[1] as owner_email`,
-  )
-
-const stageContacts = (tx: Tx) =>
-  stageRecords(
-    tx,
-    tx`
-  (array_agg(s.item->>'contact_name' order by s.ord desc))[1] as name,
-  (array_agg(s.item->>'customer_external_id' order by s.ord desc))[1] as customer_external_id`,
-  )
 
 // Owners are linked by email, case-insensitively; an unknown email leaves the owner unchanged.
 const updateCustomers = (tx: Tx, accountId: number) => tx`
@@ -100,11 +83,18 @@ const insertCustomers = (tx: Tx, accountId: number) => tx`
   order by s.first_ord
   returning service_id, external_id, name, created_at`
 
-const unknownOwners = (tx: Tx, accountId: number) => tx`
-  select s.external_id, s.owner_email from stage_records s
-    left join users u on u.account_id = ${accountId} and lower(u.email) = lower(s.owner_email)
-  where s.owner_email is not null and u.id is null
-  order by s.first_ord`
+// An upload of customers warns of each owner email that no user of the account has.
+const unknownOwners = async (tx: Tx, accountId: number) => {
+  const owners = await tx`
+    select s.external_id, s.owner_email from stage_records s
+      left join users u on u.account_id = ${accountId} and lower(u.email) = lower(s.owner_email)
+    where s.owner_email is not null and u.id is null
+    order by s.first_ord`
+  return owners.map((o) => ({
+    external_id: o.external_id as string,
+    message: `No user has the email ${o.owner_email}; the owner was left unchanged.`,
+  }))
+}
 
 // A contact whose customer is not stored is ignored; one stored under another customer moves. Read
 // first, then deleted: Citus deletes from no coordinator table by a distributed table's rows.
@@ -113,7 +103,9 @@ const dropOrphanContacts = async (tx: Tx, accountId: number) => {
     select s.external_id from stage_records s
       left join customers c on c.account_id = ${accountId} and c.external_id = s.customer_external_id
     where c.service_id is null`
-  return tx`delete from stage_records where external_id = any(${orphans.map((o) => o.external_id)}::text[])`
+  const dropped =
+    await tx`delete from stage_records where external_id = any(${orphans.map((o) => o.external_id)}::text[])`
+  return dropped.count
 }
 
 const updateContacts = (tx: Tx, accountId: number) => tx`
@@ -229,64 +221,80 @@ const mergeSnapshots = async (tx: Tx, accountId: number, collection: Collection,
   await mergeStagedSnapshots(tx, accountId, collection, created)
 }
 
+type Warning = { external_id: string; message: string }
+
+// What each collection's merge does its own way; the staging, the locks and the snapshots are shared.
+// `fields`: the staged record's own columns. `ignore`: drops the staged records that cannot be
+// merged, before any is locked, and counts them. `insert`: the new records, as `event` tells of them
+// (created_at a Date, which the payload's JSON writes as its ISO text).
+const KINDS = {
+  customers: {
+    key: 'external_id',
+    fields: (tx: Tx): ReturnType<Tx> => tx`
+      (array_agg(s.item->>'name' order by s.ord desc))[1] as name,
+      (array_agg(s.item->>'owner_email' order by s.ord desc)
+        filter (where s.item->>'owner_email' is not null))[1] as owner_email`,
+    ignore: async () => 0,
+    update: updateCustomers,
+    insert: async (tx: Tx, accountId: number) =>
+      (await insertCustomers(tx, accountId)) as unknown as EventItem<'customer.created'>[],
+    warnings: unknownOwners,
+    event: 'customer.created',
+  },
+  contacts: {
+    key: 'contact_external_id',
+    fields: (tx: Tx): ReturnType<Tx> => tx`
+      (array_agg(s.item->>'contact_name' order by s.ord desc))[1] as name,
+      (array_agg(s.item->>'customer_external_id' order by s.ord desc))[1] as customer_external_id`,
+    ignore: dropOrphanContacts,
+    update: updateContacts,
+    insert: async (tx: Tx, accountId: number) =>
+      (await insertContacts(tx, accountId)) as unknown as EventItem<'contact.created'>[],
+    warnings: async (): Promise<Warning[]> => [],
+    event: 'contact.created',
+  },
+} as const
+
+type Created = (typeof KINDS)[Collection]['event']
+
 export interface MergeResult {
   created: number
-  // The new records, for the customer.created and contact.created events.
-  newCustomers: EventItem<'customer.created'>[]
-  newContacts: EventItem<'contact.created'>[]
+  // The new records, for the customer.created or contact.created events.
+  event: Created
+  newRecords: EventItem<Created>[]
   updated: number
   ignored: number
   ids: number[]
-  warnings: { external_id: string; message: string }[]
+  warnings: Warning[]
 }
 
-export const mergeCustomers = async (tx: Tx, accountId: number, uploadId: number): Promise<MergeResult> => {
-  await stageItems(tx, accountId, uploadId, 'external_id')
-  await stageCustomers(tx)
-  await lockStagedRecords(tx, 'customers', accountId)
-  const updated = await updateCustomers(tx, accountId)
-  const created = await insertCustomers(tx, accountId)
-  const owners = await unknownOwners(tx, accountId)
+export const mergeRecords = async (
+  tx: Tx,
+  accountId: number,
+  uploadId: number,
+  collection: Collection,
+): Promise<MergeResult> => {
+  const kind = KINDS[collection]
+  await stageItems(tx, accountId, uploadId, kind.key)
+  await stageRecords(tx, kind.fields(tx))
+  const ignored = await kind.ignore(tx, accountId)
+  await lockStagedRecords(tx, collection, accountId)
+  const updated = await kind.update(tx, accountId)
+  const created = await kind.insert(tx, accountId)
+  const warnings = await kind.warnings(tx, accountId)
   await mergeSnapshots(
     tx,
     accountId,
-    'customers',
-    created.map((r) => r.service_id as number),
+    collection,
+    created.map((r) => r.service_id),
   )
   return {
     created: created.length,
-    newCustomers: created as unknown as MergeResult['newCustomers'],
-    newContacts: [],
+    event: kind.event,
+    newRecords: created,
     updated: updated.length,
-    ignored: 0,
-    ids: [...updated.map((r) => r.service_id), ...created.map((r) => r.service_id)],
-    warnings: owners.map((o) => ({
-      external_id: o.external_id,
-      message: `No user has the email ${o.owner_email}; the owner was left unchanged.`,
-    })),
-  }
-}
-
-export const mergeContacts = async (tx: Tx, accountId: number, uploadId: number): Promise<MergeResult> => {
-  await stageItems(tx, accountId, uploadId, 'contact_external_id')
-  await stageContacts(tx)
-  const ignored = await dropOrphanContacts(tx, accountId)
-  await lockStagedRecords(tx, 'contacts', accountId)
-  const updated = await updateContacts(tx, accountId)
-  const created = await insertContacts(tx, accountId)
-  await mergeSnapshots(
-    tx,
-    accountId,
-    'contacts',
-    created.map((r) => r.service_id as number),
-  )
-  return {
-    created: created.length,
-    newCustomers: [],
-    newContacts: created as unknown as MergeResult['newContacts'],
-    updated: updated.length,
-    ignored: ignored.count,
-    ids: [...updated.map((r) => r.service_id), ...created.map((r) => r.service_id)],
-    warnings: [],
+    ignored,
+    ids: [...updated.map((r) => r.service_id as number), ...created.map((r) => r.service_id)],
+    warnings,
   }
 }

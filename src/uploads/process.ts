@@ -11,7 +11,7 @@ import { notifyUsers } from '../notifications/notifications.ts'
 import { cutText, storableText } from '../validate.ts'
 import { enqueueEvent } from '../webhooks/outbox.ts'
 import { isPending, type UploadState } from './lifecycle.ts'
-import { mergeContacts, mergeCustomers, type MergeResult } from './merge.ts'
+import { type MergeResult, mergeRecords } from './merge.ts'
 
 // Locks the upload; a retried job finds it processed and does nothing.
 const claim = (tx: Tx, accountId: number, uploadId: number) => tx`
@@ -31,15 +31,12 @@ export const processUpload = async (tx: Tx, accountId: number, uploadId: number,
   await setLocal(tx, PLANNER.bulk)
   const [upload] = await claim(tx, accountId, uploadId)
   if (!upload || !isPending(upload.status)) return null
-  const result =
-    upload.kind === 'customers'
-      ? await mergeCustomers(tx, accountId, uploadId)
-      : await mergeContacts(tx, accountId, uploadId)
-  await enqueueEvent(tx, accountId, 'customer.created', result.newCustomers, { source: upload.source })
-  await enqueueEvent(tx, accountId, 'contact.created', result.newContacts, { source: upload.source })
-  const tables = TABLES[entityOf(upload.kind as Collection)]
+  const collection = upload.kind as Collection
+  const result = await mergeRecords(tx, accountId, uploadId, collection)
+  await enqueueEvent(tx, accountId, result.event, result.newRecords, { source: upload.source })
+  const tables = TABLES[entityOf(collection)]
   await addJobs(tx, [
-    ...scoreRecordsJobs(accountId, entityOf(upload.kind as Collection), result.ids, uploadId),
+    ...scoreRecordsJobs(accountId, entityOf(collection), result.ids, uploadId),
     ...(await analyzeJobs(tx, [tables.records, tables.snapshots])),
   ])
   if (upload.kind === 'customers') await addCustomersChanged(tx, accountId)
