@@ -4,7 +4,7 @@
 import { readCatalog, readLabels } from '../catalog/properties.ts'
 import type { App } from '../context.ts'
 import type { Sql, Tx } from '../db/client.ts'
-import { addJobs, churnTrainJob, type CronPayload } from '../db/jobs.ts'
+import { addCustomersChanged, addJobs, churnTrainJob, type CronPayload } from '../db/jobs.ts'
 import { today } from '../dates.ts'
 import { refuse } from '../errors.ts'
 import { churnProbabilities, explainChurn, MIN_CLASS, matrixProbabilities, trainChurnMatrix } from '../learn/churn.ts'
@@ -104,9 +104,11 @@ export const trainChurnTask = async (app: App, payload: CronPayload, watch: Scor
       for (let k = 0; k < ids.length; k += SAMPLE_PAGE) {
         const page = ids.slice(k, k + SAMPLE_PAGE)
         const compare = watching && (await watching(tx, page))
-        await writeProbabilities(tx, accountId, page, p.slice(k, k + SAMPLE_PAGE))
+        await writeProbabilities(tx, accountId, page, p.slice(k, k + SAMPLE_PAGE), day)
         if (compare) await compare()
       }
+      // Segments and "This week" read the probabilities too, as any writer of scores has them redone.
+      await addCustomersChanged(tx, accountId)
     })
     return { trained: true, customers: matrix.n, algorithm: trained.model.algorithm }
   } catch (err) {
@@ -129,23 +131,36 @@ const checkLabels = async (sql: Sql, accountId: number) => {
   if (churned < MIN_CLASS || active < MIN_CLASS) refuse(422, tooFew(churned, active))
 }
 
-// The probabilities of the given customers by the account's serving model (none without one): the
-// scoring of customers as they are processed.
-export const scoreChurn = async (sql: Sql | Tx, accountId: number, ids: number[]) => {
+// The probabilities of the given customers by the account's serving model (none without one) as of
+// the scoring date: the scoring of customers as they are processed.
+export const scoreChurn = async (sql: Sql | Tx, accountId: number, ids: number[], day = today()) => {
   const model = await servingModel(sql, accountId)
   if (!model || ids.length === 0) return
-  const metrics = model.encoder.defs.filter((d) => d.kind === 'metric').map((d) => d.codename)
-  const customers = await readSamples(sql, accountId, metrics, { ids })
+  const customers = await readSamples(sql, accountId, metricsOf(model.encoder.defs), { ids })
   const p = churnProbabilities(
     model,
     customers.map((c) => c.sample),
-    today(),
+    day,
   )
   await writeProbabilities(
     sql,
     accountId,
     customers.map((c) => c.id),
     p,
+    day,
+  )
+}
+
+// The labels of the properties that raise each customer's probability most (churn_drivers' `up`),
+// by service id, for the few customers a list shows; none without a model.
+export const churnRiseDrivers = async (sql: Sql | Tx, accountId: number, ids: number[]) => {
+  const model = await servingModel(sql, accountId)
+  if (!model || ids.length === 0) return new Map<number, string[]>()
+  const customers = await readSamples(sql, accountId, metricsOf(model.encoder.defs), { ids })
+  const labels = await readLabels(sql, accountId, 'customer')
+  const day = today()
+  return new Map(
+    customers.map((c) => [c.id, explainChurn(model, c.sample, day).up.map((d) => labels[d.codename] ?? d.codename)]),
   )
 }
 
@@ -153,9 +168,8 @@ export const scoreChurn = async (sql: Sql | Tx, accountId: number, ids: number[]
 export const churnDrivers = async (sql: Sql, accountId: number, externalId: string) => {
   const model = await servingModel(sql, accountId)
   if (!model) return null
-  const metrics = model.encoder.defs.filter((d) => d.kind === 'metric').map((d) => d.codename)
   const [sample, labels] = await Promise.all([
-    readSampleOf(sql, accountId, metrics, externalId),
+    readSampleOf(sql, accountId, metricsOf(model.encoder.defs), externalId),
     readLabels(sql, accountId, 'customer'),
   ])
   if (!sample) return null

@@ -223,7 +223,7 @@ export const scoreRecords = async (sql: Sql, p: ScoreRecordsPayload, options: Sc
       await tx.unsafe(statement.text, [p.account_id, ids, today, ...statement.params])
       // The learned churn probability, by the account's ready model (none: nothing written), inside
       // the watch so that its change is announced like the rule scores'.
-      if (p.entity === 'customer') await scoreChurn(tx, p.account_id, ids)
+      if (p.entity === 'customer') await scoreChurn(tx, p.account_id, ids, today)
       if (compare) await compare()
       if (p.entity === 'customer') {
         const reactivated = await liftInactive(tx, p.account_id, ids, inactiveDays)
