@@ -1,10 +1,9 @@
-// The churn model's rows (sql/050): the account's model and the state of its latest training, the
-// customers a training learns from, and the probabilities a model writes. Every statement names
-// the account, so that on Citus it runs on the account's shard.
+// The churn model's rows (sql/050): the account's model and the state of its latest training, and
+// the customers a training learns from (the probabilities it makes are written by scoring/churn.ts).
+// Every statement names the account, so that on Citus it runs on the account's shard.
 import type { PropertyDef } from '../property.ts'
 import type { Sql, Tx } from '../db/client.ts'
 import type { ChurnModel, Evaluation, Sample, Trained } from '../learn/churn.ts'
-import { PAST_DAYS } from '../search/fields.ts'
 
 interface ModelRow {
   status: 'training' | 'ready' | 'failed'
@@ -117,40 +116,6 @@ export const readSampleOf = async (sql: Sql | Tx, accountId: number, metrics: st
   const [row] = await sql<{ service_id: number }[]>`
     select service_id from customers where account_id = ${accountId} and external_id = ${externalId}`
   return row ? (await readSamples(sql, accountId, metrics, { ids: [row.service_id] }))[0]?.sample : undefined
-}
-
-// Writes the probabilities (null: no model) of the customers as of `day`, creating their score rows
-// where they have none; a row whose probability is unchanged is not written. A change is kept in the
-// row's history (sql/052) as the day's entry, the day's last write replacing an earlier one of the
-// same day (or of a later day, should the clock step back: the dates stay in order). The history
-// keeps what "This week" reads: the entries after `day` - HISTORY_DAYS and the latest before them
-// (k, found by width_bucket's binary search; 1 when there is none).
-const HISTORY_DAYS = Math.max(...PAST_DAYS)
-export const writeProbabilities = (
-  tx: Sql | Tx,
-  accountId: number,
-  ids: number[],
-  probabilities: (number | null)[],
-  day: string,
-) => {
-  if (ids.length === 0) return Promise.resolve()
-  // The SET reads the day from the row it would have inserted, and the days back as SQL text:
-  // Citus deparses an upsert's SET with its parameters untyped.
-  const [dates, history] = [tx`customer_scores.churn_history_dates`, tx`customer_scores.churn_history`]
-  const today = tx`excluded.churn_history_dates[1]`
-  const k = tx`greatest(1, width_bucket(${today} - ${tx.unsafe(String(HISTORY_DAYS))}, ${dates}))`
-  const sameDay = tx`${dates}[cardinality(${dates})] >= ${today}`
-  return tx`
-    insert into customer_scores (account_id, customer_id, external_id, churn_probability, churn_history_dates,
-      churn_history)
-    select ${accountId}, c.service_id, c.external_id, u.p, array[${day}::date], array[u.p]
-    from unnest(${ids}::bigint[], ${probabilities as number[]}::float8[]) as u(id, p)
-    join customers c on c.account_id = ${accountId} and c.service_id = u.id
-    on conflict (account_id, customer_id) do update set churn_probability = excluded.churn_probability,
-      churn_history_dates = case when ${sameDay} then ${dates}[${k}:] else ${dates}[${k}:] || ${today} end,
-      churn_history = case when ${sameDay} then ${history}[${k}:cardinality(${history}) - 1] else ${history}[${k}:] end
-        || excluded.churn_probability
-      where customer_scores.churn_probability is distinct from excluded.churn_probability`.then(() => undefined)
 }
 
 export const metricsOf = (defs: readonly PropertyDef[]) =>
