@@ -218,6 +218,8 @@ export const parse = <S extends v.GenericSchema>(schema: S, input: unknown): v.I
 // Building blocks of the response schemas that OpenAPI publishes, and of query parameters.
 export const describe = <S extends v.GenericSchema>(schema: S, text: string) => v.pipe(schema, v.description(text))
 export const int = v.pipe(v.number(), v.integer())
+// A probability, 0 to 1: the learned churn probability, its model's AUC and calibration.
+export const Probability = v.pipe(v.number(), v.minValue(0), v.maxValue(1))
 export const id = describe(int, 'The id the service gave it.')
 export const Timestamp = describe(v.pipe(v.string(), v.isoTimestamp()), 'A UTC time, ISO 8601 with milliseconds.')
 export const Day = describe(v.pipe(v.string(), v.isoDate()), 'A calendar date, YYYY-MM-DD.')

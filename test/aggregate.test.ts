@@ -232,6 +232,9 @@ test('the same filter tree as search decides the matches', async () => {
   assert.deepEqual(filtered.fields, [])
 })
 
+// Without a churn model no cell has a mean probability.
+const noProbabilities = () => Array.from({ length: 10 }, () => new Array(10).fill(null))
+
 test('a field with one value has one bucket; none without values', async () => {
   const one = rows.find((r) => !r.churned && r.arr !== undefined)!
   const body = await aggregate(acme, {
@@ -268,7 +271,11 @@ test('a field with one value has one bucket; none without values', async () => {
   })
   assert.equal(none.count, 0)
   assert.deepEqual(none.fields, [{ field: 'arr', count: 0, avg: null, min: null, max: null, histogram: [] }])
-  assert.deepEqual(none.grid, { scored: 0, counts: Array.from({ length: 10 }, () => new Array(10).fill(0)) })
+  assert.deepEqual(none.grid, {
+    scored: 0,
+    counts: Array.from({ length: 10 }, () => new Array(10).fill(0)),
+    churn_probability: noProbabilities(),
+  })
 })
 
 test('the engagement x fit grid counts the matches scored on both', async () => {
@@ -278,7 +285,8 @@ test('the engagement x fit grid counts the matches scored on both', async () => 
   for (const r of scored) counts[cell(r.scores!.engagementscore!)][cell(r.scores!.fitscore!)]++
   const body = await aggregate(acme, { matrix: 'grid' })
   assert.equal(body.count, active.length)
-  assert.deepEqual(body.grid, { scored: scored.length, counts })
+  // No churn model here: no cell has a mean probability (test/console-churn.test.ts has one).
+  assert.deepEqual(body.grid, { scored: scored.length, counts, churn_probability: noProbabilities() })
   // Scores at the edges: -100 in the first cell, 100 in the last, 79 and 80 apart.
   assert.deepEqual([cell(-100), cell(-81), cell(-80), cell(79), cell(80), cell(100)], [0, 0, 1, 8, 9, 9])
 })
@@ -292,6 +300,7 @@ test('points: all of them up to the limit, beyond it the same MD5-ordered sample
     engagementscore: r.scores!.engagementscore,
     fitscore: r.scores!.fitscore,
     churn_risk: r.scores!.churn_risk,
+    churn_probability: null,
   })
   const ordered = [...scored].sort((a, b) => (md5(a.id) < md5(b.id) ? -1 : 1)).map(point)
 

@@ -1,6 +1,7 @@
 // The learned churn model in the console, in real Chromium against a real service: after a
-// training, the customer page shows the probability and its drivers, and the operator's Settings
-// shows the evaluation and queues a training with Train now, at a laptop's and a phone's width.
+// training, the customer page shows the probability and its drivers, the matrix can colour its
+// customers by it, and the operator's Settings shows the evaluation and queues a training with Train
+// now, at a laptop's and a phone's width.
 import { after, before, test } from 'node:test'
 import assert from 'node:assert/strict'
 import type { Page } from 'playwright-core'
@@ -31,7 +32,13 @@ before(async () => {
       (await s.admin('POST', `/accounts/${account.id}/properties`, { entity: 'customer', ...d })).status,
       201,
     )
-  const rules = { customer: { engagement: [{ codename: 'logins', weight: 100, bad: 0, good: 40 }] } }
+  // A fit too, so that the customers stand on the matrix.
+  const rules = {
+    customer: {
+      engagement: [{ codename: 'logins', weight: 100, bad: 0, good: 40 }],
+      fit: [{ codename: 'seats', weight: 100, bad: 1, good: 100 }],
+    },
+  }
   assert.equal((await s.admin('PUT', `/accounts/${account.id}/scoring`, rules)).status, 200)
   const customers = generate(400, 'linear', 5, TODAY)
   const items = customers.map((c) => ({
@@ -99,6 +106,123 @@ for (const size of WIDTHS)
     assert.deepEqual(problems, [])
     await page.close()
   })
+
+// The hue of a probability on the risk scale (green 0% to red 100%), as HSL's red, green and blue.
+const hue = (risk: number) => Math.round(130 - 1.3 * risk)
+const rgb = (h: number, s = 0.75, l = 0.33) => {
+  const a = s * Math.min(l, 1 - l)
+  const f = (n: number) => {
+    const k = (n + h / 30) % 12
+    return Math.round((l - a * Math.max(-1, Math.min(k - 3, 9 - k, 1))) * 255)
+  }
+  return [f(0), f(8), f(4)]
+}
+
+test('the matrix colours its customers by the churn probability once a model is trained', async () => {
+  const { page, problems } = await open(WIDTHS[0])
+  await page.getByLabel('Service key').fill(account.token)
+  await page.getByRole('button', { name: 'Sign in with the key' }).click()
+  await page.getByRole('navigation', { name: 'Views' }).waitFor()
+  await page.evaluate(() => {
+    location.hash = '#/matrix'
+  })
+  const canvas = page.locator('#matrix[data-state="ready"][data-mode="points"]')
+  await canvas.waitFor()
+  assert.equal(await canvas.getAttribute('data-colour'), 'risk')
+  const { items } = (await account.api('/api/v1/customers/aggregate', { matrix: 'points' })).body.points
+  assert.equal(Number(await canvas.getAttribute('data-points')), items.length)
+  // Where the console draws a customer, in the canvas's units, as the canvas says them.
+  const [size, margin] = [
+    Number(await canvas.getAttribute('data-size')),
+    Number(await canvas.getAttribute('data-margin')),
+  ]
+  const plot = size - 2 * margin
+  type Item = { engagementscore: number; fitscore: number; churn_risk: number; churn_probability: number }
+  const at = (c: Item) => [
+    margin + ((c.fitscore + 100) / 200) * plot,
+    margin + ((100 - c.engagementscore) / 200) * plot,
+  ]
+  // A customer drawn alone, off the quadrants' lines, whose probability and risk differ most in colour.
+  const alone = items
+    .filter((c: Item) => {
+      const [x, y] = at(c)
+      const apart = items.every((o: Item) => o === c || Math.hypot(at(o)[0] - x, at(o)[1] - y) > 14)
+      const off = (v: number) => Math.abs(v - size / 2) > 10 && v - margin > 10 && margin + plot - v > 10
+      return apart && off(x) && off(y)
+    })
+    .sort(
+      (a: Item, b: Item) =>
+        Math.abs(b.churn_risk - 100 * b.churn_probability) - Math.abs(a.churn_risk - 100 * a.churn_probability),
+    )[0] as Item
+  assert.ok(alone && Math.abs(alone.churn_risk - 100 * alone.churn_probability) >= 15, JSON.stringify(alone))
+  const [x, y] = at(alone)
+  const pixel = (dx: number) =>
+    canvas.evaluate(
+      (c, [px, py]) => {
+        const el = c as HTMLCanvasElement
+        const ratio = el.width / Number(el.dataset.size)
+        return [...el.getContext('2d')!.getImageData(Math.round(px * ratio), Math.round(py * ratio), 1, 1).data]
+      },
+      [x + dx, y],
+    )
+  // The point is drawn at 80% over the plot, which its right side shows; the canvas is drawn just
+  // after the view says what it shows, so for up to 2 s.
+  const drawn = async (risk: number) => {
+    const fill = rgb(hue(risk))
+    for (const started = Date.now(); ; await new Promise((r) => setTimeout(r, 50))) {
+      const [point, plotted] = [await pixel(0), await pixel(8)]
+      const expected = plotted[3] === 255 ? fill.map((v, i) => 0.8 * v + 0.2 * plotted[i]) : fill
+      if (expected.every((v, i) => Math.abs(v - point[i]) <= 4)) return
+      assert.ok(Date.now() - started < 2000, `${point} drawn, ${expected} expected`)
+    }
+  }
+  await drawn(alone.churn_risk)
+  await page.getByLabel('Colour by').selectOption('probability')
+  await page.locator('#matrix[data-state="ready"][data-colour="probability"]').waitFor()
+  await drawn(100 * alone.churn_probability)
+  await page.getByText(/coloured by churn probability/).waitFor()
+  assert.match((await page.locator('.legend').textContent()) ?? '', /Churn probability 0%.*100%/)
+  // Hover says the probability, as the customer page does.
+  await canvas.scrollIntoViewIfNeeded()
+  const box = (await canvas.boundingBox())!
+  await page.mouse.move(box.x + (x * box.width) / size, box.y + (y * box.width) / size)
+  const percent = `${Math.round(alone.churn_probability * 1000) / 10}%`
+  await page.locator('#matrix-tip', { hasText: `churn probability ${percent}` }).waitFor()
+
+  // Past 10,000 customers the grid's cells wear the mean probability of their customers, which the
+  // aggregate computes as the points give it.
+  const { grid } = (await account.api('/api/v1/customers/aggregate', { matrix: 'grid' })).body
+  const cell = (score: number) => Math.min(Math.max(Math.floor((score + 100) / 20), 0), 9)
+  const sums = new Map<string, number[]>()
+  for (const c of items as Item[]) {
+    const k = `${cell(c.engagementscore)},${cell(c.fitscore)}`
+    sums.set(k, [(sums.get(k)?.[0] ?? 0) + c.churn_probability, (sums.get(k)?.[1] ?? 0) + 1])
+  }
+  grid.churn_probability.forEach((row: (number | null)[], i: number) =>
+    row.forEach((p, j) => {
+      const [sum, n] = sums.get(`${i},${j}`) ?? [0, 0]
+      if (n === 0) assert.equal(p, null)
+      else assert.ok(Math.abs(p! - sum / n) < 1e-9, `cell ${i},${j}`)
+    }),
+  )
+  assert.deepEqual(problems, [])
+  await page.close()
+
+  // An account without a model has no choice to make.
+  const untrained = await s.account()
+  const other = await open(WIDTHS[0])
+  await other.page.getByLabel('Service key').fill(untrained.token)
+  await other.page.getByRole('button', { name: 'Sign in with the key' }).click()
+  await other.page.getByRole('navigation', { name: 'Views' }).waitFor()
+  await other.page.evaluate(() => {
+    location.hash = '#/matrix'
+  })
+  await other.page.locator('#matrix[data-state="ready"]').waitFor()
+  assert.equal(await other.page.locator('#matrix-colour').count(), 0)
+  assert.equal(await other.page.locator('#matrix').getAttribute('data-colour'), 'risk')
+  assert.deepEqual(other.problems, [])
+  await other.page.close()
+})
 
 test('Settings shows the evaluation, and Train now queues a training that ends in a new one', async () => {
   for (const size of WIDTHS) {

@@ -1156,4 +1156,54 @@ describe('compileSearch: sort', () => {
     ])
     assert.deepEqual(pathsOf({ sort, cursorKey: key, afterServiceId: 3 }), ['/after'])
   })
+
+  // Last in this block: it gives account 8's records probabilities (and a score row to those without).
+  test('a sort on the learned churn probability walks its index as the score sorts do', async () => {
+    const PROBABILITIES = [0.25, null, 0.5, 0.25, 0.125, 0.75, 1 / 3]
+    const bytes = (a: string, b: string) => Buffer.compare(Buffer.from(a), Buffer.from(b))
+    const active = await db.sql`select external_id from customers where account_id = 8 and not is_churned
+      order by external_id`
+    const given = active.map((r, i) => ({ external_id: r.external_id as string, p: PROBABILITIES[i % 7] }))
+    await storeScores(
+      db.sql,
+      'customers',
+      8,
+      given.map(({ external_id, p }) => ({ external_id, churn_probability: p })),
+    )
+    for (const direction of ['asc', 'desc'] as const) {
+      const keys = [{ propertyName: 'churn_probability', direction }]
+      const sign = direction === 'desc' ? -1 : 1
+      const order = given
+        .sort((a, b) =>
+          a.p === null || b.p === null
+            ? Number(a.p === null) - Number(b.p === null) || bytes(a.external_id, b.external_id)
+            : sign * (a.p - b.p) || bytes(a.external_id, b.external_id),
+        )
+        .map((g) => g.external_id)
+      for (const limit of [1, 3]) assert.deepEqual(await walk(keys, limit), order, `${direction} by ${limit}`)
+      // After a cursor: the rest of its tie, (descending) the next two values' ties, the records beyond
+      // and those without a value, each a range of (account_id, churn_probability, external_id).
+      const scope = cursorScope(8, 'customer', resolveSort('customer', keys, new Map(), []))
+      const query = compileSearch(
+        input({ accountId: 8, sort: keys, cursorKey: key, afterCursor: sealCursor(['0.25', 's00'], key, scope) }),
+      )
+      assert.equal(await parts(query), direction === 'desc' ? 5 : 3)
+      // The order is the index's: with another plan priced out, the score rows are read from it in
+      // its order, none sorted.
+      const nodes = await db.sql.begin(async (tx) => {
+        await tx`set local enable_seqscan = off`
+        await tx`set local enable_sort = off`
+        await tx`set local enable_bitmapscan = off`
+        const [row] = await tx.unsafe(`explain (format json) ${query.text}`, query.params as string[])
+        return planNodes(row['QUERY PLAN'][0].Plan)
+      })
+      const reads = nodes.filter(({ node }) => node['Relation Name'] === 'customer_scores')
+      const walked = reads.filter(({ node }) => node['Index Name'] === 'customer_scores_churn_probability')
+      // The tie and the records beyond; descending, also the next two values and the probes finding them.
+      assert.ok(walked.length >= (direction === 'desc' ? 6 : 2), `${direction}: ${walked.length} index reads`)
+      // Nothing read is sorted whole under its part's limit (a descending walk orders a tie's external
+      // IDs by an incremental sort, as for the other scores).
+      for (const { above } of reads) assert.ok(!above.slice(above.lastIndexOf('Limit')).includes('Sort'), `${above}`)
+    }
+  })
 })

@@ -1,5 +1,5 @@
 // The "This week" report (GET /api/v1/insights/week) over fixtures of known movements: each list
-// names exactly the customers that moved so, and each number's search lists exactly the customers
+// names exactly the customers that moved so (the learned churn probability's rises too), and each number's search lists exactly the customers
 // it counts (also when more moved than are listed). A report kept from an earlier day is served as
 // it is while its refresh runs, and a refresh keeps every period.
 import { after, before, test } from 'node:test'
@@ -9,6 +9,7 @@ import { scoredAccount } from './helpers/fixtures.ts'
 import { eventually } from './helpers/receiver.ts'
 import { allPages, dayAgo as day, search, upload } from './helpers/search.ts'
 import { scoreDaily } from '../src/scoring/daily.ts'
+import { CHURN_DEFS, generate } from './helpers/churn-data.ts'
 
 type Account = Awaited<ReturnType<TestService['account']>>
 
@@ -540,4 +541,103 @@ test('the daily inactive churn and its lift at scoring refresh the report and ke
       { churned: false, day: day(0), reason: 'inactive' },
     ],
   )
+})
+
+// The learned churn probability's rises: an account trained on generated customers (a linear signal:
+// less spend, a lower NPS and more seats raise the odds of churn), whose probabilities are then taken
+// as written 10 days ago (the history's one entry, moved back), before a few customers change.
+test('the churn probability rises: the largest rises since the period began, with their drivers', async () => {
+  const learned = await s.account('Learned')
+  for (const d of CHURN_DEFS)
+    assert.equal(
+      (await s.admin('POST', `/accounts/${learned.id}/properties`, { entity: 'customer', ...d })).status,
+      201,
+    )
+  const rules = { customer: { engagement: [{ codename: 'logins', weight: 100, bad: 0, good: 40 }] } }
+  assert.equal((await s.admin('PUT', `/accounts/${learned.id}/scoring`, rules)).status, 200)
+  const generated = generate(400, 'linear', 5, day(0))
+  await upload(
+    learned,
+    'customers',
+    generated.map((c) => ({
+      external_id: `g${c.id}`,
+      name: `G ${c.id}`,
+      attributes: c.attributes,
+      metrics: c.snapshots.map((x) => ({ date: x.date, ...x.values })),
+    })),
+  )
+  const churned = generated.filter((c) => c.churned)
+  await s.sql`
+    update customers c set is_churned = true, churned_date = u.d, churn_reason = 'manual'
+    from unnest(${churned.map((c) => `g${c.id}`)}::text[], ${churned.map((c) => c.churnedDate!)}::date[]) u(id, d)
+    where c.account_id = ${learned.id} and c.external_id = u.id`
+  assert.equal((await learned.api('/api/v1/churn-model/train', {})).status, 202)
+  for (const started = Date.now(); ; await new Promise((resolve) => setTimeout(resolve, 200))) {
+    const model = (await learned.api('/api/v1/churn-model', undefined, 'GET')).body
+    if (model.status === 'ready') break
+    assert.equal(model.status, 'training', JSON.stringify(model))
+    assert.ok(Date.now() - started < 120_000, 'the training did not end')
+  }
+  const probability = async () =>
+    new Map(
+      (await allPages(learned, 'customers', { where: field('is_churned', 'EQ', 'false'), limit: 1000 }))
+        .flatMap((p) => p.results)
+        .map((c: any) => [c.id as string, c.churn_probability as number]),
+    )
+  const trained = await probability()
+  // Four active customers of middling probability: three whose odds of churn go up by different
+  // amounts, one whose odds go down; then one of the risers churns.
+  const middling = [...trained].filter(([, p]) => p > 0.2 && p < 0.6).map(([id]) => id)
+  assert.ok(middling.length >= 5, `${middling.length} customers of middling probability`)
+  const [most, more, some, falls, leaves] = middling
+  const scoredTenDaysAgo = await s.sql`
+    update customer_scores set churn_history_dates = array[${day(10)}::date]
+    where account_id = ${learned.id} and churn_history_dates = array[${day(0)}::date] returning 1`
+  assert.equal(scoredTenDaysAgo.count, 400)
+  const was = (id: string) => generated.find((c) => `g${c.id}` === id)!.attributes as Record<string, number>
+  const item = (id: string) => ({ external_id: id, name: `G ${id.slice(1)}` })
+  await upload(learned, 'customers', [
+    { ...item(most), attributes: { spend: 0, nps: -9, seats: 100 } },
+    { ...item(more), attributes: { spend: Math.max(0, was(more).spend - 300), nps: was(more).nps - 4 } },
+    { ...item(some), attributes: { spend: Math.max(0, was(some).spend - 100), nps: was(some).nps - 2 } },
+    { ...item(falls), attributes: { spend: 1000, nps: 9, seats: 1 } },
+    { ...item(leaves), attributes: { spend: 0, nps: -9, seats: 100 } },
+    // First scored today: no probability on the period's first day, so no rise.
+    { external_id: 'fresh', name: 'Fresh', attributes: { spend: 0, nps: -9, seats: 100 } },
+  ])
+  const put = await learned.api(`/api/v1/customer/${leaves}`, { is_churned: true, churned_date: day(0) }, 'PUT')
+  assert.equal(put.status, 200, JSON.stringify(put.body))
+  const now = await probability()
+  assert.ok(now.get('fresh')! > 0.5)
+  assert.ok(now.get(falls)! < trained.get(falls)!)
+  const rise = (id: string) => now.get(id)! - trained.get(id)!
+  const risers = [most, more, some].sort((a, b) => rise(b) - rise(a))
+  assert.ok(
+    risers.every((id) => rise(id) >= 0.01),
+    JSON.stringify(risers.map(rise)),
+  )
+
+  const { churn_probability_rises: rises } = await settled(learned)
+  assert.deepEqual(ids(rises), risers)
+  assert.equal(rises.count, 3)
+  for (const listed of rises.customers) {
+    const read = (await learned.api(`/api/v1/customer/${listed.external_id}`, undefined, 'GET')).body
+    assert.deepEqual(listed, {
+      external_id: listed.external_id,
+      name: read.name,
+      churn_probability: now.get(listed.external_id),
+      churn_probability_before: trained.get(listed.external_id),
+      drivers: read.churn_drivers.up.map((d: { label: string }) => d.label),
+    })
+  }
+  // The history holds the day each probability was written on: 10 days ago, then today's change.
+  const [history] = await s.sql`
+    select array(select to_char(d, 'YYYY-MM-DD') from unnest(h.churn_history_dates) d) as dates, h.churn_history
+    from customer_scores h join customers c on c.account_id = h.account_id and c.service_id = h.customer_id
+    where h.account_id = ${learned.id} and c.external_id = ${most}`
+  assert.deepEqual({ ...history }, { dates: [day(10), day(0)], churn_history: [trained.get(most), now.get(most)] })
+  // The 30 days begin before the first probability was written: nobody has one to rise from.
+  assert.deepEqual((await settled(learned, '?days=30')).churn_probability_rises, { count: 0, customers: [] })
+  // An account without a churn model has none.
+  assert.deepEqual((await settled(acme)).churn_probability_rises, { count: 0, customers: [] })
 })

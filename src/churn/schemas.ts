@@ -1,5 +1,5 @@
 import * as v from 'valibot'
-import { describe, int, Timestamp } from '../validate.ts'
+import { describe, int, Probability, Timestamp } from '../validate.ts'
 
 // The request and answers of the churn model's routes (SPEC 13).
 export const TrainBody = v.optional(
@@ -15,7 +15,6 @@ export const TrainBody = v.optional(
 
 export const TrainingStarted = v.object({ status: v.literal('training'), started_at: Timestamp })
 
-const Probability = v.pipe(v.number(), v.minValue(0), v.maxValue(1))
 export const ChurnModelState = v.object({
   status: describe(
     v.picklist(['none', 'training', 'ready', 'failed']),

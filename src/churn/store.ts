@@ -1,6 +1,6 @@
-// The churn model's rows (sql/050): the account's model and the state of its latest training, the
-// customers a training learns from, and the probabilities a model writes. Every statement names
-// the account, so that on Citus it runs on the account's shard.
+// The churn model's rows (sql/050): the account's model and the state of its latest training, and
+// the customers a training learns from (the probabilities it makes are written by scoring/churn.ts).
+// Every statement names the account, so that on Citus it runs on the account's shard.
 import type { PropertyDef } from '../property.ts'
 import type { Sql, Tx } from '../db/client.ts'
 import type { ChurnModel, Evaluation, Sample, Trained } from '../learn/churn.ts'
@@ -117,19 +117,6 @@ export const readSampleOf = async (sql: Sql | Tx, accountId: number, metrics: st
     select service_id from customers where account_id = ${accountId} and external_id = ${externalId}`
   return row ? (await readSamples(sql, accountId, metrics, { ids: [row.service_id] }))[0]?.sample : undefined
 }
-
-// Writes the probabilities (null: no model) of the customers, creating their score rows where they
-// have none; a row whose probability is unchanged is not written.
-export const writeProbabilities = (tx: Sql | Tx, accountId: number, ids: number[], probabilities: (number | null)[]) =>
-  ids.length === 0
-    ? Promise.resolve()
-    : tx`
-  insert into customer_scores (account_id, customer_id, external_id, churn_probability)
-  select ${accountId}, c.service_id, c.external_id, u.p
-  from unnest(${ids}::bigint[], ${probabilities as number[]}::float8[]) as u(id, p)
-  join customers c on c.account_id = ${accountId} and c.service_id = u.id
-  on conflict (account_id, customer_id) do update set churn_probability = excluded.churn_probability
-    where customer_scores.churn_probability is distinct from excluded.churn_probability`.then(() => undefined)
 
 export const metricsOf = (defs: readonly PropertyDef[]) =>
   defs.filter((d) => d.kind === 'metric').map((d) => d.codename)

@@ -4,7 +4,7 @@
 import { readCatalog, readLabels } from '../catalog/properties.ts'
 import type { App } from '../context.ts'
 import type { Sql, Tx } from '../db/client.ts'
-import { addJobs, churnTrainJob, type CronPayload } from '../db/jobs.ts'
+import { addCustomersChanged, addJobs, churnTrainJob, type CronPayload } from '../db/jobs.ts'
 import { today } from '../dates.ts'
 import { refuse } from '../errors.ts'
 import { churnProbabilities, explainChurn, MIN_CLASS, matrixProbabilities, trainChurnMatrix } from '../learn/churn.ts'
@@ -22,7 +22,6 @@ import {
   saveFailure,
   saveTrained,
   servingModel,
-  writeProbabilities,
 } from './store.ts'
 
 // The features a training asks for, each a customer property of the account ("did you mean" else).
@@ -67,17 +66,19 @@ const readMatrix = async (sql: Sql, accountId: number, defs: PropertyDef[], day:
 
 class TooFewLabels extends Error {}
 
-// customer.score_changed on churn_probability: scoring/changes.ts's watch of the probabilities'
-// write, handed in by the jobs edge (scoring imports churn, not the other way).
-type ScoresWatch = (
+// The write of a page of a training's probabilities as of `day`, in the transaction given, its
+// changes announced (customer.score_changed): scoring/changes.ts probabilitiesWriter, handed in by
+// the jobs edge, as scoring owns the writes of scores and imports churn, not the other way.
+type ProbabilitiesWriter = (
   sql: Sql,
   accountId: number,
-) => Promise<((tx: Tx, ids: number[]) => Promise<() => Promise<unknown>>) | null>
+  day: string,
+) => Promise<(tx: Tx, ids: number[], probabilities: number[]) => Promise<void>>
 
 // The train_churn_model task. A training that cannot be made (too few labels) or that fails is
 // recorded as failed with its reason, and the model that served before keeps serving.
 // Run by the retrain cron without an account, it fans out one training per account.
-export const trainChurnTask = async (app: App, payload: CronPayload, watch: ScoresWatch) => {
+export const trainChurnTask = async (app: App, payload: CronPayload, writer: ProbabilitiesWriter) => {
   if (payload.account_id === undefined)
     return app.sql.begin(async (tx) => {
       const accounts = await markAllTraining(tx)
@@ -98,15 +99,13 @@ export const trainChurnTask = async (app: App, payload: CronPayload, watch: Scor
     const trained = trainChurnMatrix(matrix, {})
     // The customers just read are scored from their matrix (the encoding a scoring would make).
     const p = matrixProbabilities(trained.model, matrix.X, matrix.n)
-    const watching = await watch(app.sql, accountId)
+    const write = await writer(app.sql, accountId, day)
     await app.sql.begin(async (tx) => {
       await saveTrained(tx, accountId, trained)
-      for (let k = 0; k < ids.length; k += SAMPLE_PAGE) {
-        const page = ids.slice(k, k + SAMPLE_PAGE)
-        const compare = watching && (await watching(tx, page))
-        await writeProbabilities(tx, accountId, page, p.slice(k, k + SAMPLE_PAGE))
-        if (compare) await compare()
-      }
+      for (let k = 0; k < ids.length; k += SAMPLE_PAGE)
+        await write(tx, ids.slice(k, k + SAMPLE_PAGE), p.slice(k, k + SAMPLE_PAGE))
+      // Segments and "This week" read the probabilities too, as any writer of scores has them redone.
+      await addCustomersChanged(tx, accountId)
     })
     return { trained: true, customers: matrix.n, algorithm: trained.model.algorithm }
   } catch (err) {
@@ -129,23 +128,32 @@ const checkLabels = async (sql: Sql, accountId: number) => {
   if (churned < MIN_CLASS || active < MIN_CLASS) refuse(422, tooFew(churned, active))
 }
 
-// The probabilities of the given customers by the account's serving model (none without one): the
-// scoring of customers as they are processed.
-export const scoreChurn = async (sql: Sql | Tx, accountId: number, ids: number[]) => {
+// The probabilities of the given customers by the account's serving model as of the scoring date,
+// none without one: the scoring of customers as they are processed (scoring/batch.ts writes them).
+export const churnProbabilitiesOf = async (sql: Sql | Tx, accountId: number, ids: number[], day: string) => {
   const model = await servingModel(sql, accountId)
-  if (!model || ids.length === 0) return
-  const metrics = model.encoder.defs.filter((d) => d.kind === 'metric').map((d) => d.codename)
-  const customers = await readSamples(sql, accountId, metrics, { ids })
-  const p = churnProbabilities(
-    model,
-    customers.map((c) => c.sample),
-    today(),
-  )
-  await writeProbabilities(
-    sql,
-    accountId,
-    customers.map((c) => c.id),
-    p,
+  if (!model || ids.length === 0) return undefined
+  const customers = await readSamples(sql, accountId, metricsOf(model.encoder.defs), { ids })
+  return {
+    ids: customers.map((c) => c.id),
+    probabilities: churnProbabilities(
+      model,
+      customers.map((c) => c.sample),
+      day,
+    ),
+  }
+}
+
+// The labels of the properties that raise each customer's probability most (churn_drivers' `up`),
+// by service id, for the few customers a list shows; none without a model.
+export const churnRiseDrivers = async (sql: Sql | Tx, accountId: number, ids: number[]) => {
+  const model = await servingModel(sql, accountId)
+  if (!model || ids.length === 0) return new Map<number, string[]>()
+  const customers = await readSamples(sql, accountId, metricsOf(model.encoder.defs), { ids })
+  const labels = await readLabels(sql, accountId, 'customer')
+  const day = today()
+  return new Map(
+    customers.map((c) => [c.id, explainChurn(model, c.sample, day).up.map((d) => labels[d.codename] ?? d.codename)]),
   )
 }
 
@@ -153,9 +161,8 @@ export const scoreChurn = async (sql: Sql | Tx, accountId: number, ids: number[]
 export const churnDrivers = async (sql: Sql, accountId: number, externalId: string) => {
   const model = await servingModel(sql, accountId)
   if (!model) return null
-  const metrics = model.encoder.defs.filter((d) => d.kind === 'metric').map((d) => d.codename)
   const [sample, labels] = await Promise.all([
-    readSampleOf(sql, accountId, metrics, externalId),
+    readSampleOf(sql, accountId, metricsOf(model.encoder.defs), externalId),
     readLabels(sql, accountId, 'customer'),
   ])
   if (!sample) return null

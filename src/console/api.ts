@@ -214,6 +214,7 @@ export type AuditEntry = AuditPage['entries'][number]
 export type SsoConfig = operations['setSso']['responses'][200]['content']['application/json']
 export type SsoBody = BodyOf<'setSso'>
 export type ChurnModelState = operations['getChurnModel']['responses'][200]['content']['application/json']
+export const churnModel = (key: string) => call<ChurnModelState>(key, 'GET', '/api/v1/churn-model')
 export type TrainingStarted = operations['trainChurnModel']['responses'][202]['content']['application/json']
 // The roles in the service's order (its type checks this list against the document's).
 export const ROLES = ['viewer', 'manager', 'admin'] as const satisfies readonly User['role'][]

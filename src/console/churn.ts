@@ -1,7 +1,7 @@
 import { html } from 'htm/preact'
 import { useEffect, useState } from 'preact/hooks'
 import { type ChurnModelState, type Door, labelOf, type Property, through, type TrainingStarted } from './api.ts'
-import { Empty, Failed, Loading, When } from './format.ts'
+import { Empty, Failed, Loading, percent, When } from './format.ts'
 import { useAction, useData } from './load.ts'
 import { Scroller } from './scroller.ts'
 
@@ -20,7 +20,7 @@ const POLLS = 30
 const CalibrationChart = ({ bins }: { bins: Calibration }) => {
   const at = (p: number) => PAD + p * (SIZE - 2 * PAD)
   const most = Math.max(1, ...bins.map((b) => b.customers))
-  const said = bins.map((b) => `${pct(b.predicted)} predicted, ${pct(b.observed)} observed`).join('; ')
+  const said = bins.map((b) => `${percent(b.predicted)} predicted, ${percent(b.observed)} observed`).join('; ')
   return html`<svg class="calibration" viewBox=${`0 0 ${SIZE} ${SIZE}`} width=${SIZE} height=${SIZE} role="img"
     aria-label=${`Calibration: ${said}`} data-bins=${bins.length}>
     <line x1=${at(0)} y1=${SIZE - at(0)} x2=${at(1)} y2=${SIZE - at(1)} class="grid" />
@@ -28,14 +28,13 @@ const CalibrationChart = ({ bins }: { bins: Calibration }) => {
     <line x1=${at(0)} y1=${SIZE - at(0)} x2=${at(0)} y2=${SIZE - at(1)} class="axis" />
     ${bins.map(
       (b) => html`<circle cx=${at(b.predicted)} cy=${SIZE - at(b.observed)} r=${2 + 5 * Math.sqrt(b.customers / most)}
-        class="dot"><title>${pct(b.predicted)} predicted, ${pct(b.observed)} observed, ${b.customers}</title></circle>`,
+        class="dot"><title>${percent(b.predicted)} predicted, ${percent(b.observed)} observed, ${b.customers}</title></circle>`,
     )}
     <text x=${SIZE / 2} y=${SIZE - 6} text-anchor="middle">predicted</text>
     <text x="10" y=${SIZE / 2} text-anchor="middle" transform=${`rotate(-90 10 ${SIZE / 2})`}>observed</text>
   </svg>`
 }
 
-const pct = (p: number) => `${Math.round(p * 1000) / 10}%`
 const fixed = (n: number) => n.toFixed(3)
 
 const Evaluation = ({ model, properties }: { model: ChurnModelState; properties?: Property[] }) => {
@@ -65,7 +64,7 @@ const Evaluation = ({ model, properties }: { model: ChurnModelState; properties?
             <th scope="col">Predicted</th><th scope="col">Observed</th><th scope="col">Customers</th>
           </tr></thead>
           <tbody>${e.calibration.map(
-            (b) => html`<tr><td class="num">${pct(b.predicted)}</td><td class="num">${pct(b.observed)}</td>
+            (b) => html`<tr><td class="num">${percent(b.predicted)}</td><td class="num">${percent(b.observed)}</td>
               <td class="num">${b.customers}</td></tr>`,
           )}</tbody>
         </table></${Scroller}>

@@ -12,7 +12,7 @@ import {
   setChurned,
 } from './api.ts'
 import { Contacts } from './contacts.ts'
-import { Empty, errorLine, Failed, Loading, Score, type ScoreKind, signed, When } from './format.ts'
+import { Empty, errorLine, Failed, Loading, percent, Score, type ScoreKind, signed, When } from './format.ts'
 import { useAllows } from './grants.ts'
 import { useData } from './load.ts'
 import { Scroller } from './scroller.ts'
@@ -91,7 +91,6 @@ type ChurnDriver = NonNullable<CustomerDetail['churn_drivers']>['up'][number]
 
 // The learned model's probability, as a percentage, and the properties that move it most: each with
 // the customer's value and its share of the log-odds, so "raises" and "lowers" read from the sign.
-const percent = (p: number) => `${Math.round(p * 1000) / 10}%`
 const ChurnDrivers = ({ title, id, drivers }: { title: string; id: string; drivers: ChurnDriver[] }) => html`<div>
   <h3>${title}</h3>
   ${

@@ -28,6 +28,9 @@ export const fileSize = (bytes: number) => {
 
 export const score = (value: number | null) => (value === null ? '–' : String(value))
 
+// A probability (0..1) as a percentage to a tenth: the learned churn probability, its calibration.
+export const percent = (p: number) => `${Math.round(p * 1000) / 10}%`
+
 export const signed = (value: number) => (value > 0 ? `+${value}` : value < 0 ? `−${-value}` : '±0')
 
 // Green (no risk) through amber to red (certain churn); grey until scored. At 33% lightness every hue

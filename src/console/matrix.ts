@@ -1,8 +1,9 @@
 import { html } from 'htm/preact'
 import { useEffect, useMemo, useRef, useState } from 'preact/hooks'
-import { aggregate, type Condition, type Point, type Segment } from './api.ts'
+import { aggregate, churnModel, type Condition, type Point, type Segment } from './api.ts'
 import { FilterBuilder } from './filters.ts'
-import { customerHref, customersHref, riskColour } from './format.ts'
+import { customerHref, customersHref, percent, riskColour } from './format.ts'
+import { useData } from './load.ts'
 import { narrow, SegmentPicker, unscoredOf } from './segments.ts'
 
 // The canvas's own square of units, drawn at whatever width the page gives it (pointer positions are
@@ -24,7 +25,7 @@ const py = (engagement: number) => MARGIN + ((100 - engagement) / 200) * PLOT
 
 const LABEL = '#333'
 // A canvas position as a share of the canvas, where the tooltip goes however wide the canvas is shown.
-const percent = (at: number) => `${(at / SIZE) * 100}%`
+const position = (at: number) => `${(at / SIZE) * 100}%`
 
 // A quadrant's name in the margin beside its quadrant, turned when it stands on the right.
 const quadrant = (g: CanvasRenderingContext2D, text: string, x: number, y: number, turned = false) => {
@@ -38,16 +39,26 @@ const quadrant = (g: CanvasRenderingContext2D, text: string, x: number, y: numbe
   g.restore()
 }
 
-// What the matrix shows: each customer, or past MAX_POINTS the grid's counts.
+// What the matrix shows: each customer, or past MAX_POINTS the grid's counts and each cell's mean
+// churn probability.
 interface Shown {
   count: number
   scored: number
   points: Point[]
   grid?: number[][]
+  probabilities?: (number | null)[][]
 }
 
-// Cells are squares whose area and depth of colour grow with their count, the count written in them.
-const drawGrid = (g: CanvasRenderingContext2D, grid: number[][]) => {
+// What colours a point, or a grid cell: the rule-based churn risk (0..100), or the learned churn
+// probability (0..1, on the same scale from green to red) when the account has a ready model.
+type Colour = 'risk' | 'probability'
+const probabilityColour = (p: number | null) => riskColour(p === null ? null : p * 100)
+const pointColour = (c: Point, colour: Colour) =>
+  colour === 'probability' ? probabilityColour(c.churn_probability) : riskColour(c.churn_risk)
+
+// Cells are squares whose area grows with their count, the count written in them; their depth of
+// colour grows with it too, or they wear the cell's mean churn probability.
+const drawGrid = (g: CanvasRenderingContext2D, grid: number[][], probabilities?: (number | null)[][]) => {
   const most = Math.max(1, ...grid.flat())
   g.font = '10px system-ui, sans-serif'
   g.textAlign = 'left'
@@ -59,7 +70,9 @@ const drawGrid = (g: CanvasRenderingContext2D, grid: number[][]) => {
       // The square fills the cell below its count's line.
       const room = CELL - LINE - 2
       const side = Math.max(4, Math.sqrt(share) * room)
-      g.fillStyle = `hsl(215 60% ${Math.round(70 - 35 * share)}%)`
+      g.fillStyle = probabilities
+        ? probabilityColour(probabilities[i][j])
+        : `hsl(215 60% ${Math.round(70 - 35 * share)}%)`
       g.fillRect(left + (CELL - side) / 2, top + LINE + (room - side) / 2, side, side)
       g.fillStyle = 'rgb(255 255 255 / 0.85)'
       const text = String(n)
@@ -70,7 +83,7 @@ const drawGrid = (g: CanvasRenderingContext2D, grid: number[][]) => {
   )
 }
 
-const draw = (canvas: HTMLCanvasElement, shown: Shown | undefined) => {
+const draw = (canvas: HTMLCanvasElement, shown: Shown | undefined, colour: Colour) => {
   // As many device pixels as the canvas covers, so that it is sharp at any width.
   const ratio = ((window.devicePixelRatio || 1) * (canvas.getBoundingClientRect().width || SIZE)) / SIZE
   canvas.width = Math.round(SIZE * ratio)
@@ -107,10 +120,10 @@ const draw = (canvas: HTMLCanvasElement, shown: Shown | undefined) => {
   g.fillText('Engagement →', 0, 0)
   g.restore()
 
-  if (shown?.grid) drawGrid(g, shown.grid)
+  if (shown?.grid) drawGrid(g, shown.grid, colour === 'probability' ? shown.probabilities : undefined)
   g.globalAlpha = 0.8
   for (const c of shown?.points ?? []) {
-    g.fillStyle = riskColour(c.churn_risk)
+    g.fillStyle = pointColour(c, colour)
     g.beginPath()
     g.arc(px(c.fitscore), py(c.engagementscore), 3.5, 0, 2 * Math.PI)
     g.fill()
@@ -181,7 +194,8 @@ const cellAt = (grid: number[][], x: number, y: number): Cell | undefined => {
 const load = async (apiKey: string, filters: Condition[], segment: Segment | undefined, signal: AbortSignal) => {
   const selection = narrow(segment, filters)
   const { count, grid } = await aggregate(apiKey, { ...selection, matrix: 'grid' }, signal)
-  if (grid!.scored > MAX_POINTS) return { count, scored: grid!.scored, points: [], grid: grid!.counts }
+  if (grid!.scored > MAX_POINTS)
+    return { count, scored: grid!.scored, points: [], grid: grid!.counts, probabilities: grid!.churn_probability }
   const { points } = await aggregate(apiKey, { ...selection, matrix: 'points', points: MAX_POINTS }, signal)
   return { count, scored: points!.scored, points: points!.items }
 }
@@ -195,6 +209,12 @@ export const Matrix = ({ apiKey }: { apiKey: string }) => {
   const [error, setError] = useState('')
   const [hover, setHover] = useState<Point | undefined>()
   const [cell, setCell] = useState<Cell | undefined>()
+  const [colour, setColour] = useState<Colour>('risk')
+  // The probability colours the matrix once a model has been trained (one that failed to train again
+  // keeps serving); a key that cannot read the model has no choice to make.
+  const model = useData(() => churnModel(apiKey), [apiKey])
+  const learned = model.data?.trained_at != null
+  const by = learned ? colour : 'risk'
 
   useEffect(() => {
     const stop = new AbortController()
@@ -220,11 +240,11 @@ export const Matrix = ({ apiKey }: { apiKey: string }) => {
   const points = shown?.points ?? []
   const cells = useMemo(() => indexOf(points), [shown])
   useEffect(() => {
-    draw(canvas.current!, shown)
-    const resized = new ResizeObserver(() => draw(canvas.current!, shown))
+    draw(canvas.current!, shown, by)
+    const resized = new ResizeObserver(() => draw(canvas.current!, shown, by))
     resized.observe(canvas.current!)
     return () => resized.disconnect()
-  }, [shown])
+  }, [shown, by])
 
   const pick = (e: MouseEvent) => {
     const box = canvas.current!.getBoundingClientRect()
@@ -259,46 +279,66 @@ export const Matrix = ({ apiKey }: { apiKey: string }) => {
     unscored > 0 &&
     html`, <a id="matrix-unscored" href=${customersHref(unscoredOf(narrow(segment, filters)))}>
       ${unscored} not scored yet</a>`
+  const coloured = by === 'probability' ? 'churn probability' : 'churn risk'
   const note = grid
     ? html`${shown!.scored} customers counted in a 10 × 10 grid${unscoredNote}: more than ${MAX_POINTS} to draw one
-        by one, so each square is the number of customers with scores in its cell. Narrow with a segment or filters
-        to see each customer.`
-    : html`${points.length} customers plotted${unscoredNote}. Each point is a customer, coloured by churn risk. On
+        by one, so each square is the number of customers with scores in its cell${
+          by === 'probability' ? ', coloured by their mean churn probability' : ''
+        }. Narrow with a segment or filters to see each customer.`
+    : html`${points.length} customers plotted${unscoredNote}. Each point is a customer, coloured by ${coloured}. On
         the matrix, arrow keys move from customer to customer and Enter opens one; the Customers view lists them
         all.`
+  const legend = by === 'probability' ? ['Churn probability 0%', '100%'] : ['Churn risk 0', '100']
   return html`<section aria-labelledby="matrix-title">
     <h1 id="matrix-title">Score matrix</h1>
     <${SegmentPicker} apiKey=${apiKey} onPick=${setSegment} />
     <${FilterBuilder} apiKey=${apiKey} onApply=${setFilters} />
+    ${
+      learned &&
+      html`<p>
+        <label for="matrix-colour">Colour by</label>
+        <select id="matrix-colour" value=${colour}
+          onChange=${(e: Event) => setColour((e.target as HTMLSelectElement).value as Colour)}>
+          <option value="risk">Churn risk (rules)</option>
+          <option value="probability">Churn probability (learned)</option>
+        </select>
+      </p>`
+    }
     ${error && html`<p role="alert" class="error">${error}</p>`}
     <p aria-live="polite" id="matrix-note">
       ${state === 'loading' && 'Loading… '}${grid && html`<strong>Aggregated: </strong>`}${note}
     </p>
     ${
-      !grid &&
+      (!grid || by === 'probability') &&
       html`<div class="legend" aria-hidden="true">
-        <span>Churn risk 0</span><span class="legend-bar"></span><span>100</span>
+        <span>${legend[0]}</span><span class="legend-bar"></span><span>${legend[1]}</span>
       </div>`
     }
     <div class="matrix">
       <canvas ref=${canvas} id="matrix" role="img" tabindex="0" data-points=${points.length} data-state=${state}
-        data-mode=${grid ? 'grid' : 'points'} data-scored=${shown?.scored ?? 0}
+        data-mode=${grid ? 'grid' : 'points'} data-scored=${shown?.scored ?? 0} data-colour=${by}
         data-size=${SIZE} data-margin=${MARGIN} class=${hover ? 'pointing' : ''} aria-label=${label}
         onMouseMove=${pick} onMouseLeave=${leave} onClick=${open} onKeyDown=${move}></canvas>
       ${
         hover &&
         html`<div id="matrix-tip" class="tip" role="status"
-          style=${{ left: percent(px(hover.fitscore)), top: percent(py(hover.engagementscore)) }}>
+          style=${{ left: position(px(hover.fitscore)), top: position(py(hover.engagementscore)) }}>
           <strong>${hover.name}</strong><br />
-          engagement ${hover.engagementscore} · fit ${hover.fitscore} · churn risk ${hover.churn_risk ?? '–'}
+          engagement ${hover.engagementscore} · fit ${hover.fitscore} · churn risk ${hover.churn_risk ?? '–'}${
+            hover.churn_probability !== null && ` · churn probability ${percent(hover.churn_probability)}`
+          }
         </div>`
       }
       ${
         cell &&
         html`<div id="matrix-tip" class="tip" role="status"
-          style=${{ left: percent(MARGIN + (cell.j + 0.5) * CELL), top: percent(MARGIN + (CELLS - cell.i) * CELL) }}>
+          style=${{ left: position(MARGIN + (cell.j + 0.5) * CELL), top: position(MARGIN + (CELLS - cell.i) * CELL) }}>
           <strong>${cell.n} customers</strong><br />
-          engagement ${range(cell.i)} · fit ${range(cell.j)}
+          engagement ${range(cell.i)} · fit ${range(cell.j)}${
+            by === 'probability' &&
+            shown!.probabilities?.[cell.i][cell.j] != null &&
+            ` · mean churn probability ${percent(shown!.probabilities[cell.i][cell.j]!)}`
+          }
         </div>`
       }
     </div>

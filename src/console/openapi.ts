@@ -2192,6 +2192,11 @@ export interface components {
          * with 100.
          */
         counts: number[][]
+        /**
+         * @description churn_probability[i][j]: the mean learned churn probability of cell i, j's customers that have
+         * one (null for a cell with none: empty, or no ready model).
+         */
+        churn_probability: (number | null)[][]
       }
       /** @description With matrix "points". */
       points?: {
@@ -2206,6 +2211,8 @@ export interface components {
           engagementscore: number
           fitscore: number
           churn_risk: number | null
+          /** @description The learned churn probability (null without a ready model). */
+          churn_probability: number | null
         }[]
       }
     }
@@ -2415,6 +2422,29 @@ export interface components {
             date: string | null
           }[]
         }
+      }
+      /**
+       * @description Active customers whose learned churn probability rose by 1 point or more since `since` (none
+       * without a ready churn model, nor for a customer first scored in the period): no search field holds a past
+       * probability, so the count has no search.
+       */
+      churn_probability_rises: {
+        /** @description How many customers in all. */
+        count: number
+        /** @description The first 10, largest rise first. */
+        customers: {
+          external_id: string
+          name: string | null
+          /** @description The learned churn probability now. */
+          churn_probability: number
+          /** @description The probability on `since` (as of the latest scoring before). */
+          churn_probability_before: number
+          /**
+           * @description Up to three properties, by label (else codename), that raise the probability most
+           * (churn_drivers.up).
+           */
+          drivers: string[]
+        }[]
       }
       renewals: {
         /**

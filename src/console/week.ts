@@ -11,6 +11,7 @@ import {
   focusOn,
   type ListOptions,
   Loading,
+  percent,
   Score,
   signed,
   When,
@@ -103,6 +104,33 @@ const MoveList = ({
             html`<p class="muted">
               and ${list.count - list.customers.length} more (the count's link lists them all).
             </p>`
+          }`
+        : html`<${Empty}>None.</${Empty}>`
+    }
+  </section>`
+
+// The learned churn probability's largest rises, then and now and by how many points; no number here
+// links to a list (no search field holds a past probability).
+const Rises = ({ rises }: { rises: Week['churn_probability_rises'] }) =>
+  html`<section class="movement" aria-labelledby="move-churn-probability" data-movement="churn_probability_rises">
+    <h3 id="move-churn-probability">Churn probability rose most <span class="tally">${rises.count}</span></h3>
+    <p class="muted">the learned churn probability (a model trained in Settings) rose by a point or more</p>
+    ${
+      rises.customers.length
+        ? html`<ul class="movers">
+            ${rises.customers.map(
+              (r) => html`<li data-customer=${r.external_id}>
+                <a href=${customerHref(r.external_id)}>${r.name ?? r.external_id}</a>
+                <span class="change">${percent(r.churn_probability_before)} → ${percent(r.churn_probability)}
+                  <span class="diff">(${signed(Math.round((r.churn_probability - r.churn_probability_before) * 1000) / 10)}
+                  points)</span></span>
+                <span class="why">Drivers: <${Drivers} drivers=${r.drivers} /></span>
+              </li>`,
+            )}
+          </ul>
+          ${
+            rises.count > rises.customers.length &&
+            html`<p class="muted">and ${rises.count - rises.customers.length} more.</p>`
           }`
         : html`<${Empty}>None.</${Empty}>`
     }
@@ -237,6 +265,7 @@ export const WeekView = ({ apiKey, days }: { apiKey: string; days: 7 | 30 }) => 
                 html`<${MoveList} key=${name} name=${name} title=${title} what=${what} list=${week.movements[name]}
                   opens=${listOf(title, order, days)} />`,
             )}
+            <${Rises} rises=${week.churn_probability_rises} />
           </div>
         </section>
         <${Renewals} renewals=${week.renewals} />

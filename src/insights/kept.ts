@@ -1,4 +1,4 @@
-// The kept "This week" reports (week_reports): the rows of the report's three statements
+// The kept "This week" reports (week_reports): the rows of the report's four statements
 // (statements.ts), computed in the background or, for a period never kept, in the request.
 import type { App } from '../context.ts'
 import { budgeted, type Track } from '../db/budget.ts'
@@ -14,11 +14,13 @@ import {
   PERIODS,
   RENEWAL_DAYS,
   type Renewing,
+  type Rise,
   renewals,
+  rises,
   weekFigures,
 } from './statements.ts'
 
-// The report's three statements read only the account's customers and customer_scores rows, the day
+// The report's four statements read only the account's customers and customer_scores rows, the day
 // and the period, and cost a few passes over every customer, so their rows are kept in week_reports
 // (sql/038, sql/042) and computed anew in the background: every write of those rows enqueues a
 // refresh of the account's periods (db/jobs.ts addWeekReportRefresh), and the daily cron refreshes them for the
@@ -33,6 +35,7 @@ import {
 export interface Kept {
   day: string
   moves: Moved[]
+  rises: Rise[]
   renewing: Renewing[]
   figures: (number | null)[]
   computed_at: Date
@@ -63,16 +66,18 @@ const readCommon = async (tx: Tx, track: Track, accountId: number, now: string):
 // in the first period a refresh keeps), so that an account's rows add up to its refresh's time.
 // Returns when it was done: the next period's `from`.
 const compute = async (tx: Tx, track: Track, accountId: number, days: Period, now: string, c: Common, from: Date) => {
-  const moves = await track(movements(tx, accountId, addDays(now, -days), now))
+  const since = addDays(now, -days)
+  const moves = await track(movements(tx, accountId, since, now))
+  const risen = await track(rises(tx, accountId, since))
   // As text: a string sent as jsonb would be kept as one JSON string.
   await track(tx`
-    insert into week_reports (account_id, days, day, computed_at, computed_ms, moves, renewing, figures)
+    insert into week_reports (account_id, days, day, computed_at, computed_ms, moves, rises, renewing, figures)
     values (${accountId}, ${days}, ${now}::date, ${c.at}, extract(epoch from clock_timestamp() - ${from}) * 1000,
-      ${JSON.stringify(moves, unnamed)}::text::jsonb, ${JSON.stringify(c.renewing, unnamed)}::text::jsonb,
-      ${c.figures}::float8[])
+      ${JSON.stringify(moves, unnamed)}::text::jsonb, ${JSON.stringify(risen)}::text::jsonb,
+      ${JSON.stringify(c.renewing, unnamed)}::text::jsonb, ${c.figures}::float8[])
     on conflict (account_id, days) do update set day = excluded.day, computed_at = excluded.computed_at,
-      computed_ms = excluded.computed_ms, moves = excluded.moves, renewing = excluded.renewing,
-      figures = excluded.figures`)
+      computed_ms = excluded.computed_ms, moves = excluded.moves, rises = excluded.rises,
+      renewing = excluded.renewing, figures = excluded.figures`)
   // Read after the write, not in its RETURNING: Citus refuses a volatile function there.
   const [{ done }] = await tx<{ done: Date }[]>`select clock_timestamp() as done`
   return done
@@ -83,7 +88,7 @@ const compute = async (tx: Tx, track: Track, accountId: number, days: Period, no
 const readKept = async (tx: Tx, accountId: number, days: Period) => {
   const [kept]: ((Kept & { due: boolean }) | undefined)[] = await tx<(Kept & { due: boolean })[]>`
     with job as (${pendingJob(tx, weekReportJobKey(accountId))})
-    select to_char(day, 'YYYY-MM-DD') as day, moves, renewing, figures, computed_at,
+    select to_char(day, 'YYYY-MM-DD') as day, moves, rises, renewing, figures, computed_at,
       exists (select 1 from job) as refreshing,
       exists (select 1 from job where locked_at is not null or run_at <= now()) as due
     from week_reports where account_id = ${accountId} and days = ${days}`

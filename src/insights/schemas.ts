@@ -1,7 +1,7 @@
 import * as v from 'valibot'
 import { Where } from '../records/search-body.ts'
-import { Day, describe, int, Timestamp } from '../validate.ts'
-import { LISTED, RENEWAL_DAYS, RENEWALS_LISTED, WEEKS } from './statements.ts'
+import { Day, describe, int, Probability, Timestamp } from '../validate.ts'
+import { LISTED, RENEWAL_DAYS, RENEWALS_LISTED, RISE, WEEKS } from './statements.ts'
 
 // The "This week" answer (docs/api.md, "This week"); test/contract.test.ts checks live answers against it.
 
@@ -41,6 +41,17 @@ const MovementList = (what: string) =>
     what,
   )
 
+const Rise = v.object({
+  external_id: v.string(),
+  name: v.nullable(v.string()),
+  churn_probability: describe(Probability, 'The learned churn probability now.'),
+  churn_probability_before: describe(Probability, 'The probability on `since` (as of the latest scoring before).'),
+  drivers: describe(
+    v.array(v.string()),
+    'Up to three properties, by label (else codename), that raise the probability most (churn_drivers.up).',
+  ),
+})
+
 const Quadrant = v.picklist(['churn_risk', 'upsell', 'engaged_poor_fit', 'not_scored'])
 const QuadrantCount = v.object({ count: int, search: Search })
 
@@ -65,6 +76,15 @@ export const WeekReport = v.object({
     drops: MovementList('Active customers whose engagement fell, largest drop first'),
     gains: MovementList('Active customers whose engagement rose, largest gain first'),
   }),
+  churn_probability_rises: describe(
+    v.object({
+      count: describe(int, 'How many customers in all.'),
+      customers: describe(v.array(Rise), `The first ${LISTED}, largest rise first.`),
+    }),
+    `Active customers whose learned churn probability rose by ${RISE * 100} point or more since \`since\` ` +
+      '(none without a ready churn model, nor for a customer first scored in the period): no search field holds ' +
+      'a past probability, so the count has no search.',
+  ),
   renewals: v.object({
     from: Day,
     to: describe(Day, `${RENEWAL_DAYS} days after today.`),

@@ -1,7 +1,7 @@
-// The three statements of a "This week" report over an account's customers (kept.ts keeps their
-// rows): the period's movements, the renewals ahead and 12 weeks of health. Each is written as
-// postgres.js fragments: the parts that vary by movement or by week are bound values and quoted
-// identifiers, never SQL text built from strings.
+// The four statements of a "This week" report over an account's customers (kept.ts keeps their
+// rows): the period's movements and churn probability rises, the renewals ahead and 12 weeks of
+// health. Each is written as postgres.js fragments: the parts that vary by movement or by week are
+// bound values and quoted identifiers, never SQL text built from strings.
 import type { Tx } from '../db/client.ts'
 import { PAST_DAYS } from '../search/fields.ts'
 
@@ -33,6 +33,12 @@ export interface Listed {
 }
 export type Moved = Listed & { kind: Movement; count: number }
 export type Renewing = Listed & { renewal_date: string; quadrant: Quadrant; count: number; at_risk: number }
+export interface Rise {
+  service_id: number
+  churn_probability: number
+  churn_probability_before: number
+  count: number
+}
 
 type Fragment = ReturnType<Tx>
 // Fragments in one list: postgres.js writes an array of fragments separated by spaces.
@@ -100,6 +106,25 @@ export const movements = (tx: Tx, accountId: number, since: string, now: string)
   from top join customers c on c.account_id = ${accountId} and c.service_id = top.service_id
     left join customer_scores s on s.account_id = c.account_id and s.customer_id = c.service_id
   order by top.kind, top.sort, top.service_id`
+
+// A rise of the learned churn probability is listed from a point (0.01) up: a retraining moves every
+// customer's probability a little, which no CS team would call a rise.
+export const RISE = 0.01
+
+// Active customers whose churn probability now is RISE or more above their probability as of
+// `since` (the latest entry of its history dated on or before it, as for engagement), largest rise
+// first, its first LISTED by a top-N sort. A customer without a probability (no ready model), or
+// without one yet on `since` (first scored in the period: an index 0 reads null), has no rise.
+export const rises = (tx: Tx, accountId: number, since: string) => tx<Rise[]>`
+  with r as materialized (
+    select s.customer_id as service_id, s.churn_probability as p,
+      s.churn_history[width_bucket(${since}::date, s.churn_history_dates)] as before
+    from customer_scores s join customers c on c.account_id = s.account_id and c.service_id = s.customer_id
+    where s.account_id = ${accountId} and s.churn_probability is not null and not c.is_churned
+  ), risen as materialized (select * from r where r.p - r.before >= ${RISE}::float8)
+  select service_id, p as churn_probability, before as churn_probability_before,
+    (select count(*) from risen)::integer as count
+  from risen order by p - before desc, service_id limit ${LISTED}`
 
 // Active customers whose renewal_date (a system attribute, stored as a valid YYYY-MM-DD text, whose
 // text order is its date order) falls in [from, to], the least healthy first. The quadrant: engagement

@@ -1,9 +1,10 @@
 // The "This week" report (docs/api.md, "This week"): what moved in an account over the last 7 or 30
-// days, the renewals ahead and the account's health over 12 weeks, each number with the search that
+// days (engagement, churns, the learned churn probability's rises), the renewals ahead and the account's health over 12 weeks, each number with the search that
 // lists the customers behind it. In one budgeted transaction: the kept report (kept.ts: kept fresh
 // in the background or, when none is kept for the period yet, computed by the statements of
 // statements.ts and kept for the next report), then the explanations of the few listed.
 import { readLabels } from '../catalog/properties.ts'
+import { churnRiseDrivers } from '../churn/train.ts'
 import type { App } from '../context.ts'
 import { budgeted, type Caller } from '../db/budget.ts'
 import type { Tx } from '../db/client.ts'
@@ -75,7 +76,7 @@ const listed = (row: Listed, who: Who, worse: boolean) => ({
 
 // A kept report names its customers by service id: one erased since it was computed (its refresh
 // still to come) is left out, as it no longer exists.
-const existing = <R extends Listed>(rows: R[], explained: Map<number, Who>) =>
+const existing = <R extends { service_id: number }>(rows: R[], explained: Map<number, Who>) =>
   rows.flatMap((row) => {
     const who = explained.get(row.service_id)
     return who ? [{ row, who }] : []
@@ -121,14 +122,19 @@ export const weekReport = (app: App, accountId: number, days: Period, caller?: C
   budgeted(app, caller, 'aggregate', async (tx, track) => {
     const current = today()
     const kept = await keptReport(tx, track, accountId, days, current)
-    const { day: now, moves, renewing, figures, computed_at, refreshing } = kept
+    const { day: now, moves, rises, renewing, figures, computed_at, refreshing } = kept
     const since = addDays(now, -days)
     const renewalsEnd = addDays(now, RENEWAL_DAYS)
     const explained = await driversOf(
       tx,
       accountId,
-      [...new Set([...moves, ...renewing].map((r) => r.service_id))],
+      [...new Set([...moves, ...rises, ...renewing].map((r) => r.service_id))],
       current,
+    )
+    const raising = await churnRiseDrivers(
+      tx,
+      accountId,
+      rises.map((r) => r.service_id),
     )
     const renewal = [filter('renewal_date', 'GTE', now), filter('renewal_date', 'LTE', renewalsEnd)]
     return {
@@ -149,6 +155,16 @@ export const weekReport = (app: App, accountId: number, days: Period, caller?: C
           return [kind, { count, search: count > 0 && now === current ? moverSearch(kind, days) : null, customers }]
         }),
       ) as Record<Movement, unknown>,
+      churn_probability_rises: {
+        count: rises[0]?.count ?? 0,
+        customers: existing(rises, explained).map(({ row, who }) => ({
+          external_id: who.external_id,
+          name: who.name,
+          churn_probability: row.churn_probability,
+          churn_probability_before: row.churn_probability_before,
+          drivers: raising.get(row.service_id) ?? [],
+        })),
+      },
       renewals: {
         from: now,
         to: renewalsEnd,

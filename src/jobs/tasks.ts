@@ -10,7 +10,7 @@ import { lastAttempt } from '../db/queue.ts'
 import { refreshWeekReports } from '../insights/kept.ts'
 import { observeJob, reportQueues } from '../metrics.ts'
 import { scoreRecordsTask } from '../scoring/batch.ts'
-import { customerScoresWatch } from '../scoring/changes.ts'
+import { probabilitiesWriter } from '../scoring/changes.ts'
 import { scoreDailyRun } from '../scoring/daily.ts'
 import { runErasure } from '../privacy/erasures.ts'
 import { purgeExpired } from '../privacy/retention.ts'
@@ -39,7 +39,7 @@ const runs: Runs = {
   [TASKS.purgeAudit]: purgeAudit,
   [TASKS.backup]: runBackup,
   [TASKS.refreshWeekReport]: refreshWeekReports,
-  [TASKS.trainChurnModel]: (app, payload) => trainChurnTask(app, payload, customerScoresWatch),
+  [TASKS.trainChurnModel]: (app, payload) => trainChurnTask(app, payload, probabilitiesWriter),
 }
 
 // The one wrapper of every task: one JSON log line per job, at info when it completes, with what it

@@ -114,13 +114,15 @@ const histogram = (range: Range | undefined, n: number, buckets: number, counts:
 
 const gridOf = (rows: Row[]) => {
   const counts = Array.from({ length: GRID }, () => new Array<number>(GRID).fill(0))
+  const probabilities = Array.from({ length: GRID }, () => new Array<number | null>(GRID).fill(null))
   let scored = 0
   for (const row of rows) {
     if (row.total || row.x === null || row.y === null) continue
     counts[row.x][row.y] = Number(row.count)
+    probabilities[row.x][row.y] = row.churn_probability as number | null
     scored += Number(row.count)
   }
-  return { scored, counts }
+  return { scored, counts, churn_probability: probabilities }
 }
 
 // The answer: count, fields, and grid or points when asked, under the aggregate budget (db/budget.ts).

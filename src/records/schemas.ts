@@ -1,7 +1,7 @@
 import * as v from 'valibot'
 import { ChurnDrivers } from '../churn/schemas.ts'
 import { ChangeDriverSchema } from '../scoring/rules/alerts.ts'
-import { Day, describe, int, Timestamp } from '../validate.ts'
+import { Day, describe, int, Probability, Timestamp } from '../validate.ts'
 
 // The records as the search, aggregate and single-record routes answer them (test/contract.test.ts
 // checks every answer against these).
@@ -45,7 +45,7 @@ export const Customer = v.object({
   churn_risk: describe(Score, 'Churn risk, 0 to 100; null until scored.'),
   upsell_score: describe(Score, 'Upsell potential, 0 to 100; null until scored.'),
   churn_probability: describe(
-    v.nullable(v.pipe(v.number(), v.minValue(0), v.maxValue(1))),
+    v.nullable(Probability),
     "The learned churn model's calibrated probability, 0 to 1; null without a ready model.",
   ),
   is_churned: v.boolean(),
@@ -132,7 +132,14 @@ const FieldAggregate = v.object({
       'values are equal, none without values.',
   ),
 })
-const Point = v.object({ id: v.string(), name: v.string(), engagementscore: int, fitscore: int, churn_risk: Score })
+const Point = v.object({
+  id: v.string(),
+  name: v.string(),
+  engagementscore: int,
+  fitscore: int,
+  churn_risk: Score,
+  churn_probability: describe(v.nullable(Probability), 'The learned churn probability (null without a ready model).'),
+})
 export const CustomerAggregate = v.object({
   count: describe(int, 'How many customers match.'),
   fields: describe(v.array(FieldAggregate), 'Each field asked for, in order.'),
@@ -143,6 +150,11 @@ export const CustomerAggregate = v.object({
         counts: describe(
           v.array(v.array(int)),
           'counts[i][j]: engagement in cell i and fit in cell j, cells of 20 points from -100, the last with 100.',
+        ),
+        churn_probability: describe(
+          v.array(v.array(v.nullable(Probability))),
+          "churn_probability[i][j]: the mean learned churn probability of cell i, j's customers that have one " +
+            '(null for a cell with none: empty, or no ready model).',
         ),
       }),
     ),

@@ -1,5 +1,5 @@
 import { getScoreAlerts, scoringInputs } from './store.ts'
-import { scoreChurn } from '../churn/train.ts'
+import { churnProbabilitiesOf } from '../churn/train.ts'
 import type { Entity, PropertyDef } from '../property.ts'
 import type { App } from '../context.ts'
 import { refreshStatistics } from '../db/analyze.ts'
@@ -13,7 +13,7 @@ import type { Log } from '../log.ts'
 import type { EventItem } from '../webhooks/events.ts'
 import { enqueueEvent } from '../webhooks/outbox.ts'
 import { watchScores } from './changes.ts'
-import { recordChurnEvents } from './churn.ts'
+import { recordChurnEvents, writeProbabilities } from './churn.ts'
 import { propertyLookup, type ScoringModel } from './rules/model.ts'
 import { churnRiskSql, type SqlRefs, upsellScoreSql, weightedScoreSql } from './rules/sql.ts'
 
@@ -223,7 +223,10 @@ export const scoreRecords = async (sql: Sql, p: ScoreRecordsPayload, options: Sc
       await tx.unsafe(statement.text, [p.account_id, ids, today, ...statement.params])
       // The learned churn probability, by the account's ready model (none: nothing written), inside
       // the watch so that its change is announced like the rule scores'.
-      if (p.entity === 'customer') await scoreChurn(tx, p.account_id, ids)
+      if (p.entity === 'customer') {
+        const churn = await churnProbabilitiesOf(tx, p.account_id, ids, today)
+        if (churn) await writeProbabilities(tx, p.account_id, churn.ids, churn.probabilities, today)
+      }
       if (compare) await compare()
       if (p.entity === 'customer') {
         const reactivated = await liftInactive(tx, p.account_id, ids, inactiveDays)

@@ -1,11 +1,11 @@
 import type { PropertyDef } from '../property.ts'
 import type { Sql, Tx } from '../db/client.ts'
-import { today as utcToday } from '../dates.ts'
 import { enqueueEvent } from '../webhooks/outbox.ts'
 import { ALERT_SCORES, type ChangeDriver, type ScoreAlerts, type Scores, scoreChanges } from './rules/alerts.ts'
 import { explainCustomer, type ExplainedCustomer } from './rules/explain.ts'
 import type { ScoringModel } from './rules/model.ts'
 import { changeDrivers, type Contributions } from './rules/score.ts'
+import { writeProbabilities } from './churn.ts'
 import { getScoreAlerts, scoringInputs } from './store.ts'
 
 // customer.score_changed and change_drivers. With score alerts set, each scoring batch compares
@@ -98,12 +98,16 @@ export const watchScores = async (
   }
 }
 
-// The watch of a write of customers' scores made outside a scoring batch (a churn training's
-// probabilities), one call per batch of ids in the writing transaction; null without score alerts.
-export const customerScoresWatch = async (sql: Sql, accountId: number) => {
+// The write of a churn training's probabilities as of `day`, made outside a scoring batch: one call
+// per batch of ids in the writing transaction, its changes announced as a batch's are (with score
+// alerts). Handed to churn/train.ts by the jobs edge.
+export const probabilitiesWriter = async (sql: Sql, accountId: number, day: string) => {
   const alerts = await getScoreAlerts(sql, accountId)
-  if (Object.keys(alerts).length === 0) return null
-  const { model, defs } = await scoringInputs(sql, accountId, 'customer')
-  const today = utcToday()
-  return (tx: Tx, ids: number[]) => watchScores(tx, accountId, ids, { alerts, model, defs, today })
+  const inputs = Object.keys(alerts).length > 0 && (await scoringInputs(sql, accountId, 'customer'))
+  return async (tx: Tx, ids: number[], probabilities: number[]) => {
+    const compare =
+      inputs && (await watchScores(tx, accountId, ids, { alerts, model: inputs.model, defs: inputs.defs, today: day }))
+    await writeProbabilities(tx, accountId, ids, probabilities, day)
+    if (compare) await compare()
+  }
 }

@@ -1,6 +1,6 @@
 // Aggregates over the records a search matches, for dashboards: their count, statistics and a
-// histogram of number fields, and the engagement x fit matrix as a grid of counts or a sample of
-// points. The condition compiles exactly as the search's (sql.ts); this file adds the statements
+// histogram of number fields, and the engagement x fit matrix as a grid of counts (with each cell's
+// mean churn probability) or a sample of points. The condition compiles exactly as the search's (sql.ts); this file adds the statements
 // around it.
 import { lookupField } from './criteria.ts'
 import type { FieldError } from '../errors.ts'
@@ -20,7 +20,12 @@ export const MAX_CELLS = 1000
 const SCORE_RANGE = { from: -100, to: 100 } as const
 
 const core = (name: string): Field => ({ source: 'core', name, type: 'number' })
-export const MATRIX = { x: core('engagementscore'), y: core('fitscore'), risk: core('churn_risk') }
+export const MATRIX = {
+  x: core('engagementscore'),
+  y: core('fitscore'),
+  risk: core('churn_risk'),
+  probability: core('churn_probability'),
+}
 
 export type AggregateInput = MatchInput & {
   // Number fields by name, answered in this order.
@@ -75,10 +80,12 @@ const cellSql = (score: string) => {
 // One statement, one scan: the count (column `count`), per field i its number of values (`n<i>`),
 // average, minimum and maximum (`avg<i>`, and `min<i>`/`max<i>` as exact numeric text, which the
 // histogram binds). With a grid, grouped by cell as well (columns x, y, and `total`, true on the row
-// of all matches); with points, the number of points there are (`scored`).
+// of all matches, and each cell's mean churn probability, `churn_probability`); with points, the
+// number of points there are (`scored`).
 export function compileSummary(input: AggregateInput): CompiledSearch {
-  const scored = input.matrix !== undefined
-  const { fields, match, params } = statement(input, scored ? [MATRIX.x, MATRIX.y] : [])
+  const grid = input.matrix === 'grid'
+  const matrix = input.matrix === undefined ? [] : [MATRIX.x, MATRIX.y, ...(grid ? [MATRIX.probability] : [])]
+  const { fields, match, params } = statement(input, matrix)
   const values = fields.map((f, i) => `${fieldSql(f, match.ctx)} as v${i}`)
   const stats = fields.map((f, i) => {
     const v = usable(f, `m.v${i}`)
@@ -90,11 +97,12 @@ export function compileSummary(input: AggregateInput): CompiledSearch {
     ].join(', ')
   })
   const [x, y] = [fieldSql(MATRIX.x, match.ctx), fieldSql(MATRIX.y, match.ctx)]
-  const cells = input.matrix === 'grid' ? [`${cellSql(x)} as x`, `${cellSql(y)} as y`] : []
+  const probability = fieldSql(MATRIX.probability, match.ctx)
+  const cells = grid ? [`${cellSql(x)} as x`, `${cellSql(y)} as y`, `${probability} as p`] : []
   const columns = [
     'count(*)::bigint as count',
     ...stats,
-    ...(input.matrix === 'grid' ? ['m.x', 'm.y', 'grouping(m.x, m.y) = 3 as total'] : []),
+    ...(grid ? ['m.x', 'm.y', 'grouping(m.x, m.y) = 3 as total', 'avg(m.p)::float8 as churn_probability'] : []),
     ...(input.matrix === 'points' ? [`count(*) filter (where m.scored)::bigint as scored`] : []),
   ]
   const inner = [
@@ -106,7 +114,7 @@ export function compileSummary(input: AggregateInput): CompiledSearch {
     `select ${columns.join(', ')}`,
     `from (select ${inner.length > 0 ? inner.join(', ') : '1'} from ${match.from}`,
     `where ${whereSql(match)} offset 0) m`,
-    ...(input.matrix === 'grid' ? ['group by grouping sets ((), (m.x, m.y))'] : []),
+    ...(grid ? ['group by grouping sets ((), (m.x, m.y))'] : []),
   ].join('\n')
   return { text, params }
 }
@@ -150,13 +158,16 @@ export function compileHistogram(
   return { text, params }
 }
 
-// Up to `limit` scored matches as points (id, name, engagementscore, fitscore, churn_risk), the
-// same ones for the same data: those first in the byte order of the MD5 of their external id.
+// Up to `limit` scored matches as points (id, name, engagementscore, fitscore, churn_risk,
+// churn_probability), the same ones for the same data: those first in the byte order of the MD5 of
+// their external id.
 export function compilePoints(input: AggregateInput, limit: number): CompiledSearch {
-  const { match, params } = statement(input, [MATRIX.x, MATRIX.y, MATRIX.risk])
-  const [x, y, risk] = [MATRIX.x, MATRIX.y, MATRIX.risk].map((f) => fieldSql(f, match.ctx))
+  const read = [MATRIX.x, MATRIX.y, MATRIX.risk, MATRIX.probability]
+  const { match, params } = statement(input, read)
+  const [x, y, risk, probability] = read.map((f) => fieldSql(f, match.ctx))
   const text = [
-    `select r.external_id as id, r.name, ${x} as engagementscore, ${y} as fitscore, ${risk} as churn_risk`,
+    `select r.external_id as id, r.name, ${x} as engagementscore, ${y} as fitscore, ${risk} as churn_risk,`,
+    `  ${probability} as churn_probability`,
     `from ${match.from}`,
     `where ${whereSql(match, [`${x} is not null`, `${y} is not null`])}`,
     `order by md5(r.external_id) collate "C", r.external_id`,

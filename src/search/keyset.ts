@@ -43,11 +43,13 @@ export function afterKeysSql(keys: readonly SortKey[], values: CursorValues, ctx
   }, last)
 }
 
-// The core keys with an index on (account_id, key, external_id) (sql/020_sort_indexes.sql).
+// The core keys with an index on (account_id, key, external_id) (sql/020_sort_indexes.sql, and
+// sql/050_churn_model.sql for the learned churn probability).
 const INDEXED_KEYS: ReadonlySet<string> = new Set([
   'engagementscore',
   'fitscore',
   'churn_risk',
+  'churn_probability',
   'last_seen',
   'name',
   'createdAt',
