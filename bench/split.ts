@@ -42,15 +42,17 @@ const ENQUEUE = /add_jobs|add_job\(|webhook_outbox|notifications|graphile_worker
 // A step's wall time and CPU time (this process's threads and the cluster's processes), in ms.
 // The CPU is the figure a loaded machine moves least: the scheduler delays a step, it does not
 // make it do more work.
-const measured = (postmaster: number) => async <T>(run: () => T | Promise<T>): Promise<[T, number, number]> => {
-  const cluster = clusterCpuNs(postmaster)
-  const node = process.cpuUsage()
-  const started = performance.now()
-  const value = await run()
-  const ms = performance.now() - started
-  const { user, system } = process.cpuUsage(node)
-  return [value, ms, (user + system) / 1000 + (clusterCpuNs(postmaster) - cluster) / 1e6]
-}
+const measured =
+  (postmaster: number) =>
+  async <T>(run: () => T | Promise<T>): Promise<[T, number, number]> => {
+    const cluster = clusterCpuNs(postmaster)
+    const node = process.cpuUsage()
+    const started = performance.now()
+    const value = await run()
+    const ms = performance.now() - started
+    const { user, system } = process.cpuUsage(node)
+    return [value, ms, (user + system) / 1000 + (clusterCpuNs(postmaster) - cluster) / 1e6]
+  }
 
 const setUp = async (sql: ReturnType<typeof connect>) => {
   const [account] = await sql`insert into accounts (name, tracker_key) values ('Split', 'CS-SPLIT') returning id`
