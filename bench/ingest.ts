@@ -7,7 +7,7 @@ import postgres from 'postgres'
 import { connect } from '../src/db/client.ts'
 import { migrate } from '../src/db/migrate.ts'
 import { startServer, startWorker } from './server.ts'
-import { rssMb, type BenchContext } from './lib.ts'
+import { type BenchContext, clusterCpuNs, cpuNs, parentOf, rssMb } from './lib.ts'
 import { copyJson, copyLines, seedAccount } from './seed.ts'
 
 const CUSTOMERS = Number(process.env.BENCH_INGEST_CUSTOMERS ?? 100_000)
@@ -74,6 +74,7 @@ const viaHttp = async (url: string) => {
       }),
     )
     const sql = postgres(url, { max: 1, onnotice: () => {} })
+    const postmaster = parentOf((await sql`select pg_backend_pid() as pid`)[0].pid)
     const idle = { serve: server.rssMb(), worker: rssMb(worker.pid) }
     const peak = { ...idle }
     await sql`checkpoint`
@@ -81,6 +82,7 @@ const viaHttp = async (url: string) => {
       peak.serve = Math.max(peak.serve, server.rssMb())
       peak.worker = Math.max(peak.worker, rssMb(worker.pid))
     }, 100)
+    const cpuBefore = cpuNs(server.pid) + cpuNs(worker.pid) + clusterCpuNs(postmaster)
     const started = performance.now()
     let next = 0
     let throttled = 0
@@ -109,12 +111,13 @@ const viaHttp = async (url: string) => {
       await new Promise((r) => setTimeout(r, 50))
     }
     const seconds = (performance.now() - started) / 1000
+    const cpuSeconds = (cpuNs(server.pid) + cpuNs(worker.pid) + clusterCpuNs(postmaster) - cpuBefore) / 1e9
     clearInterval(sampler)
     const [{ c, s }] =
       await sql`select (select count(*)::int from customers) as c, (select count(*)::int from customer_snapshots) as s`
     await sql.end()
     if (c !== CUSTOMERS || s !== CUSTOMERS * MONTHS.length) throw new Error(`stored ${c} customers and ${s} snapshots`)
-    return { seconds, acceptSeconds: (accepted - started) / 1000, idle, peak, throttled }
+    return { seconds, cpuSeconds, acceptSeconds: (accepted - started) / 1000, idle, peak, throttled }
   } finally {
     await worker.stop()
     await server.stop()
@@ -129,6 +132,8 @@ const viaCopy = async (url: string) => {
   await migrate(sql, url)
   const accountId = await seedAccount(sql, 'Copy')
   await sql`checkpoint`
+  const postmaster = parentOf((await sql`select pg_backend_pid() as pid`)[0].pid)
+  const cpuBefore = { node: process.cpuUsage(), cluster: clusterCpuNs(postmaster) }
   const started = performance.now()
   await copyLines(
     sql`copy customers (account_id, external_id, name, attributes, metrics) from stdin`.writable(),
@@ -157,13 +162,15 @@ const viaCopy = async (url: string) => {
     })(),
   )
   const seconds = (performance.now() - started) / 1000
+  const node = process.cpuUsage(cpuBefore.node)
+  const cpuSeconds = (node.user + node.system) / 1e6 + (clusterCpuNs(postmaster) - cpuBefore.cluster) / 1e9
   await sql.end()
-  return seconds
+  return { seconds, cpuSeconds }
 }
 
 export default async (ctx: BenchContext) => {
   const rows = CUSTOMERS * (1 + MONTHS.length)
-  const copy = await viaCopy(await ctx.database())
+  const { seconds: copy, cpuSeconds: copyCpu } = await viaCopy(await ctx.database())
   const http = await viaHttp(await ctx.database())
   ctx.report({
     bench: 'ingest',
@@ -186,6 +193,16 @@ export default async (ctx: BenchContext) => {
     value: http.seconds,
     unit: 's',
     baseline: copy,
+  })
+  // CPU (the service's two processes or the COPY's client, and the cluster's processes): what a
+  // loaded machine moves least.
+  ctx.report({
+    bench: 'ingest',
+    metric: 'CPU per customer to processed, against the COPY',
+    value: (1e6 * http.cpuSeconds) / CUSTOMERS,
+    unit: 'µs',
+    baseline: (1e6 * copyCpu) / CUSTOMERS,
+    ratio: copyCpu / http.cpuSeconds,
   })
   ctx.report({ bench: 'ingest', metric: 'time until all requests answered 200', value: http.acceptSeconds, unit: 's' })
   ctx.report({

@@ -60,6 +60,33 @@ export const cpuNs = (pid: number) => {
   }
 }
 
+// /proc/<pid>/stat's fields after the command's name: [0] the state, [1] the parent, [11]-[14] the
+// user and system time of the process and of its reaped children, in ticks.
+const statFields = (pid: number) => {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
+  return stat.slice(stat.lastIndexOf(')') + 2).split(' ')
+}
+
+// A cluster's CPU in nanoseconds: its postmaster's and every live child's (backends, WAL writer,
+// checkpointer, autovacuum), and the children it has reaped (an autovacuum worker that ended), from
+// /proc. `postmaster` is any backend's parent (parentOf). USER_HZ is 100.
+export const clusterCpuNs = (postmaster: number) => {
+  let ns = cpuNs(postmaster)
+  const reaped = statFields(postmaster)
+  ns += (Number(reaped[13]) + Number(reaped[14])) * 1e7
+  for (const pid of readdirSync('/proc').filter((d) => /^\d+$/.test(d))) {
+    try {
+      if (Number(statFields(Number(pid))[1]) === postmaster) ns += cpuNs(Number(pid)) || 0
+    } catch {
+      /* gone meanwhile */
+    }
+  }
+  return ns
+}
+
+// The parent of a process: a backend's (pg_backend_pid()) is its cluster's postmaster.
+export const parentOf = (pid: number) => Number(statFields(pid)[1])
+
 // The HTTP service alone, for one account's throughput: its rate limit and its share of running
 // searches are lifted.
 export const unthrottledService = (url: string) =>

@@ -11,10 +11,12 @@
 // - scoring enqueue: the statements processUpload runs to add jobs, webhook events and
 //   notifications (pg_stat_statements);
 // - scoring run: the score_records job of each upload (scoring/batch.ts scoreRecords).
-// Each is reported in µs per customer and per snapshot. The bench runs its own cluster, with
+// Each is reported in µs per customer and per snapshot, as wall time and as CPU time (this process
+// and the cluster's), with the load average at the start. The bench runs its own cluster, with
 // pg_stat_statements loaded; with BENCH_SPLIT_PLANS=<file>, an upload more (new customers, not
 // counted) is merged under auto_explain and its plans (ANALYZE, BUFFERS) are written to the file.
 import { writeFileSync } from 'node:fs'
+import { loadavg } from 'node:os'
 import postgres from 'postgres'
 import { loadConfig } from '../src/config.ts'
 import type { App } from '../src/context.ts'
@@ -31,18 +33,27 @@ import { parse } from '../src/validate.ts'
 import { checkValues } from '../src/values.ts'
 import { createDatabase, startThrowawayCluster } from '../test/helpers/cluster.ts'
 import { ATTRIBUTES, customer, METRICS, MONTHS } from './ingest.ts'
-import type { BenchContext } from './lib.ts'
+import { type BenchContext, clusterCpuNs, parentOf } from './lib.ts'
 import { seedAccount } from './seed.ts'
 
 const CUSTOMERS = Number(process.env.BENCH_SPLIT_CUSTOMERS ?? 20_000)
 // Statements that enqueue what an upload sets off, by their text.
 const ENQUEUE = /add_jobs|add_job\(|webhook_outbox|notifications|graphile_worker/
 
-const elapsed = async <T>(run: () => T | Promise<T>): Promise<[T, number]> => {
-  const started = performance.now()
-  const value = await run()
-  return [value, performance.now() - started]
-}
+// A step's wall time and CPU time (this process's threads and the cluster's processes), in ms.
+// The CPU is the figure a loaded machine moves least: the scheduler delays a step, it does not
+// make it do more work.
+const measured =
+  (postmaster: number) =>
+  async <T>(run: () => T | Promise<T>): Promise<[T, number, number]> => {
+    const cluster = clusterCpuNs(postmaster)
+    const node = process.cpuUsage()
+    const started = performance.now()
+    const value = await run()
+    const ms = performance.now() - started
+    const { user, system } = process.cpuUsage(node)
+    return [value, ms, (user + system) / 1000 + (clusterCpuNs(postmaster) - cluster) / 1e6]
+  }
 
 const setUp = async (sql: ReturnType<typeof connect>) => {
   const accountId = await seedAccount(sql, 'Split', ATTRIBUTES, METRICS)
@@ -59,6 +70,7 @@ const statements = (sql: postgres.Sql) => sql`
   where dbid = (select oid from pg_database where datname = current_database())`
 
 export default async (ctx: BenchContext) => {
+  const load = loadavg()[0]
   const cluster = await startThrowawayCluster('service-split-', [
     '-c',
     'shared_preload_libraries=pg_stat_statements',
@@ -77,25 +89,32 @@ export default async (ctx: BenchContext) => {
       select coalesce(json_agg(json_build_object('codename', codename, 'kind', kind, 'type', type)), '[]') as defs
       from property_defs where account_id = ${accountId}`
     const catalog = catalogOf(defs as PropertyDef[])
+    const [{ pid }] = await stats`select pg_backend_pid() as pid`
+    const elapsed = measured(parentOf(pid))
     const ms = { parsing: 0, validation: 0, checkValues: 0, receive: 0, process: 0, scoring: 0 }
+    const cpu = { ...ms }
     // processUpload's statements, summed over the uploads.
     const byStatement = new Map<string, { calls: number; ms: number }>()
     for (let from = 0; from < CUSTOMERS; from += MAX_CUSTOMERS) {
       const bytes = body(from, Math.min(MAX_CUSTOMERS, CUSTOMERS - from))
       const req = { headers: {}, body: bytes } as unknown as Req
-      const [json, parsing] = await elapsed(() => readJson(req))
-      const [input, validation] = await elapsed(() => parse(CustomersBody, json))
-      const [, checking] = await elapsed(() => checkValues(input.customers, catalog, (i) => `/customers/${i}`))
-      const [received, receiving] = await elapsed(() => receiveUpload(app, accountId, 'customers', input.customers))
+      const [json, parsing, parsingCpu] = await elapsed(() => readJson(req))
+      const [input, validation, validationCpu] = await elapsed(() => parse(CustomersBody, json))
+      const [, checking, checkingCpu] = await elapsed(() =>
+        checkValues(input.customers, catalog, (i) => `/customers/${i}`),
+      )
+      const [received, receiving, receivingCpu] = await elapsed(() =>
+        receiveUpload(app, accountId, 'customers', input.customers),
+      )
       await stats`select pg_stat_statements_reset()`
-      const [merged, processing] = await elapsed(() =>
+      const [merged, processing, processingCpu] = await elapsed(() =>
         sql.begin((tx) => processUpload(tx, accountId, received.upload_id)),
       )
       for (const r of await statements(stats)) {
         const seen = byStatement.get(r.query) ?? { calls: 0, ms: 0 }
         byStatement.set(r.query, { calls: seen.calls + r.calls, ms: seen.ms + r.ms })
       }
-      const [, scoring] = await elapsed(() =>
+      const [, scoring, scoringCpu] = await elapsed(() =>
         scoreRecords(sql, {
           account_id: accountId,
           entity: 'customer',
@@ -103,13 +122,24 @@ export default async (ctx: BenchContext) => {
           upload_id: received.upload_id,
         }),
       )
-      Object.assign(ms, {
-        parsing: ms.parsing + parsing,
-        validation: ms.validation + validation + checking,
-        checkValues: ms.checkValues + checking,
-        receive: ms.receive + receiving,
-        process: ms.process + processing,
-        scoring: ms.scoring + scoring,
+      const add = (into: typeof ms, step: typeof ms) => {
+        for (const k of Object.keys(into) as (keyof typeof ms)[]) into[k] += step[k]
+      }
+      add(ms, {
+        parsing,
+        validation: validation + checking,
+        checkValues: checking,
+        receive: receiving,
+        process: processing,
+        scoring,
+      })
+      add(cpu, {
+        parsing: parsingCpu,
+        validation: validationCpu + checkingCpu,
+        checkValues: checkingCpu,
+        receive: receivingCpu,
+        process: processingCpu,
+        scoring: scoringCpu,
       })
     }
     // The share of processUpload's database time that is enqueueing.
@@ -121,25 +151,36 @@ export default async (ctx: BenchContext) => {
     for (const r of all.sort((a, b) => b.ms - a.ms).slice(0, 15))
       process.stderr.write(`split: ${r.ms.toFixed(1)} ms x${r.calls} ${r.query.replace(/\s+/g, ' ').slice(0, 150)}\n`)
     const snapshots = CUSTOMERS * MONTHS.length
-    const phases: [string, number][] = [
-      ['parsing (UTF-8 decode, JSON.parse)', ms.parsing],
-      ['validation (valibot schema, checkValues)', ms.validation],
-      ['staging write (account state, upload row + job)', ms.receive - ms.checkValues],
-      ['merge (processUpload, enqueueing taken out)', ms.process * (1 - enqueueShare)],
-      ['scoring enqueue (jobs, events, notifications)', ms.process * enqueueShare],
-      ['scoring run (score_records)', ms.scoring],
+    const phases = (t: typeof ms): [string, number][] => [
+      ['parsing (UTF-8 decode, JSON.parse)', t.parsing],
+      ['validation (valibot schema, checkValues)', t.validation],
+      ['staging write (account state, upload row + job)', t.receive - t.checkValues],
+      ['merge (processUpload, enqueueing taken out)', t.process * (1 - enqueueShare)],
+      ['scoring enqueue (jobs, events, notifications)', t.process * enqueueShare],
+      ['scoring run (score_records)', t.scoring],
     ]
-    const total = phases.reduce((s, [, t]) => s + t, 0)
-    for (const [name, t] of phases)
+    for (const [kind, t] of [
+      ['wall', ms],
+      ['CPU', cpu],
+    ] as const) {
+      const total = phases(t).reduce((s, [, x]) => s + x, 0)
+      for (const [name, x] of phases(t))
+        ctx.report({
+          bench: 'split',
+          metric: `${kind}: ${name}: µs/customer (${((1000 * x) / snapshots).toFixed(2)} µs/snapshot)`,
+          value: (1000 * x) / CUSTOMERS,
+          unit: 'µs',
+          baseline: (1000 * total) / CUSTOMERS,
+          ratio: x / total,
+        })
       ctx.report({
         bench: 'split',
-        metric: `${name}: µs/customer (${((1000 * t) / snapshots).toFixed(2)} µs/snapshot)`,
-        value: (1000 * t) / CUSTOMERS,
+        metric: `${kind}: all of it, ${CUSTOMERS} customers: µs/customer`,
+        value: (1000 * total) / CUSTOMERS,
         unit: 'µs',
-        baseline: (1000 * total) / CUSTOMERS,
-        ratio: t / total,
       })
-    ctx.report({ bench: 'split', metric: `all of it, ${CUSTOMERS} customers`, value: total / 1000, unit: 's' })
+    }
+    ctx.report({ bench: 'split', metric: 'load average (1 min) at the start', value: load, unit: '' })
     if (process.env.BENCH_SPLIT_PLANS) {
       const plans: string[] = []
       const explained = postgres(url, { max: 1, onnotice: (n) => plans.push(n.message) })

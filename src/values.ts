@@ -55,6 +55,14 @@ export const Value = v.union(
   'Must be a string, number, boolean, date or null.',
 )
 
+// What Value takes, in one test (without its messages): the quick path of the upload schemas.
+export const isValue = (x: unknown) =>
+  typeof x === 'number'
+    ? Number.isFinite(x)
+    : typeof x === 'string'
+      ? fitsTextCap(x) && !UNSTORABLE.test(x)
+      : x === null || typeof x === 'boolean'
+
 export const fitsType = (value: unknown, type: PropertyType) =>
   value === null ||
   (type === 'number'

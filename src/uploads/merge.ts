@@ -64,14 +64,14 @@ const lockStagedRecords = (tx: Tx, table: Collection, accountId: number) =>
   lockRecordsWhere(tx, table, accountId, stagedExternalIds(tx))
 
 // Owners are linked by email, case-insensitively; an unknown email leaves the owner unchanged.
-const updateCustomers = (tx: Tx, accountId: number) => tx`
+const updateCustomers = (tx: Tx, accountId: number) => tx<Written[]>`
   update customers c set name = s.name,
     owner_user_id = coalesce(u.id, c.owner_user_id),
     attributes = jsonb_strip_nulls(c.attributes || coalesce(s.attributes, '{}')),
     updated_at = now()
   from stage_records s left join users u on u.account_id = ${accountId} and lower(u.email) = lower(s.owner_email)
   where c.account_id = ${accountId} and c.external_id = ${stagedExternalIds(tx)} and c.external_id = s.external_id
-  returning c.service_id`
+  returning c.service_id, c.external_id`
 
 const insertCustomers = (tx: Tx, accountId: number) => tx`
   insert into customers (account_id, external_id, name, owner_user_id, attributes, metrics)
@@ -108,13 +108,13 @@ const dropOrphanContacts = async (tx: Tx, accountId: number) => {
   return dropped.count
 }
 
-const updateContacts = (tx: Tx, accountId: number) => tx`
+const updateContacts = (tx: Tx, accountId: number) => tx<Written[]>`
   update contacts t set name = s.name, customer_id = c.service_id,
     attributes = jsonb_strip_nulls(t.attributes || coalesce(s.attributes, '{}')),
     updated_at = now()
   from stage_records s join customers c on c.account_id = ${accountId} and c.external_id = s.customer_external_id
   where t.account_id = ${accountId} and t.external_id = ${stagedExternalIds(tx)} and t.external_id = s.external_id
-  returning t.service_id`
+  returning t.service_id, t.external_id`
 
 // What contact.created tells of each new contact (its customer's external id comes from the stage,
 // read by a statement of its own: Citus joins no coordinator table to an INSERT's RETURNING rows).
@@ -144,81 +144,89 @@ const insertContacts = async (tx: Tx, accountId: number) => {
 
 const tables = (collection: Collection) => TABLES[entityOf(collection)]
 
-// The snapshots by the records' service ids, once the records exist.
-const stageSnapshots = (tx: Tx, accountId: number, collection: Collection) => tx`
-  create temp table stage_snapshots on commit drop as
-  select r.service_id as record_id, v.date, v.vals
-  from stage_values v
-    join ${tx(tables(collection).records)} r on r.account_id = ${accountId} and r.external_id = v.external_id
-  where v.external_id in (select external_id from stage_records) -- not an ignored contact's`
+// The records an upload created or updated, as its statements returned them.
+interface Written {
+  service_id: number
+  external_id: string
+}
+
+// A new record as written: contact.created names its contact's external id contact_external_id.
+const writtenOf = (r: { service_id: number } & ({ external_id: string } | { contact_external_id: string })) => ({
+  service_id: r.service_id,
+  external_id: 'external_id' in r ? r.external_id : r.contact_external_id,
+})
+
+// The staged values of these records, by their service ids: known from the statements that wrote
+// the records, so the staged rows are never joined with the account's records again.
+const stagedValuesOf = (tx: Tx, records: Written[]) => tx`
+  select m.record_id, v.date, v.vals
+  from stage_values v join unnest(${records.map((r) => r.external_id)}::text[],
+    ${records.map((r) => r.service_id)}::bigint[]) as m(external_id, record_id) using (external_id)`
+
+// The snapshots of the records created in this transaction, written once from the staged values:
+// no other transaction sees these records, so there is nothing to merge with, nothing to lock and
+// no conflict to look for (ON CONFLICT's speculative insertion cost 25% more: docs/benchmarks.md).
+const insertNewSnapshots = (tx: Tx, accountId: number, collection: Collection, created: Written[]) => {
+  const { snapshots, fk } = tables(collection)
+  return tx`
+    insert into ${tx(snapshots)} (account_id, ${tx(fk)}, date, "values")
+    select ${accountId}, s.record_id, s.date, jsonb_strip_nulls(s.vals) from (${stagedValuesOf(tx, created)}) s`
+}
 
 // Existing snapshots first: a JSON null in the staged values must clear the key, which the insert's
 // EXCLUDED row (stripped of nulls) cannot do. Then every staged row is inserted with one probe of the
 // unique index each (NOT EXISTS scanned all the account's snapshots); a conflict is a row the update just
-// merged, or one a concurrent request added since. A record created in this transaction is seen by no
-// other, so its snapshots skip ON CONFLICT and its speculative insertion (figures: docs/benchmarks.md).
-const updateSnapshots = (tx: Tx, accountId: number, collection: Collection, created: number[]) => tx`
+// merged, or one a concurrent request added since.
+const updateSnapshots = (tx: Tx, accountId: number, collection: Collection) => tx`
   update ${tx(tables(collection).snapshots)} t set "values" = jsonb_strip_nulls(t."values" || s.vals)
   from stage_snapshots s
-  where t.account_id = ${accountId} and t.${tx(tables(collection).fk)} = s.record_id and t.date = s.date
-    and s.record_id <> all(${created}::bigint[])`
+  where t.account_id = ${accountId} and t.${tx(tables(collection).fk)} = s.record_id and t.date = s.date`
 
-// `fresh`: the snapshots of the records created in this transaction, else those of the others.
-const insertSnapshots = (tx: Tx, accountId: number, collection: Collection, created: number[], fresh: boolean) => {
+const insertSnapshots = (tx: Tx, accountId: number, collection: Collection) => {
   const { snapshots, fk } = tables(collection)
-  const merge = tx`
-    on conflict (account_id, ${tx(fk)}, date) do update set "values" = t."values" || excluded."values"
-    where not t."values" @> excluded."values"`
   return tx`
     insert into ${tx(snapshots)} as t (account_id, ${tx(fk)}, date, "values")
     select ${accountId}, s.record_id, s.date, jsonb_strip_nulls(s.vals) from stage_snapshots s
-    where s.record_id ${fresh ? tx`in` : tx`not in`} (select unnest(${created}::bigint[]))
-    ${fresh ? tx`` : merge}`
+    on conflict (account_id, ${tx(fk)}, date) do update set "values" = t."values" || excluded."values"
+    where not t."values" @> excluded."values"`
 }
 
 // metrics = each metric's value in the latest snapshot that holds it: the snapshots folded in
-// date order, later dates winning. A record created in this transaction was inserted with its
-// metrics (stageRecords): rewriting it would write every new record twice, with all its indexes.
-// The subquery names the account itself: Citus prunes its shards by the constant, not r's column.
-// The created records are left out by a hashed NOT IN: `<> all(array)` compared every staged
-// snapshot with every created id (12,000 x 1,000 in an upload of new customers, 6% of its merge).
-const refreshLatestMetrics = (tx: Tx, accountId: number, collection: Collection, created: number[]) => tx`
+// date order, later dates winning. (A record created in this transaction was inserted with its
+// metrics: stageRecords.) The subquery names the account itself: Citus prunes its shards by the
+// constant, not r's column.
+const refreshLatestMetrics = (tx: Tx, accountId: number, collection: Collection) => tx`
   update ${tx(tables(collection).records)} r set metrics = (
     select jsonb_merge_agg(t."values" order by t.date)
     from ${tx(tables(collection).snapshots)} t
     where t.account_id = ${accountId} and t.${tx(tables(collection).fk)} = r.service_id)
-  from (select distinct record_id from stage_snapshots
-    where record_id not in (select unnest(${created}::bigint[]))) s
+  from (select distinct record_id from stage_snapshots) s
   where r.account_id = ${accountId} and r.service_id = s.record_id`
 
-// Merges whatever is staged in stage_snapshots (record_id, date, vals) into the snapshots and
-// refreshes those records' metrics; the tracking aggregation stages its counts the same way.
-// `created`: records created in this transaction.
-export const mergeStagedSnapshots = async (
+// Merges whatever is staged in stage_snapshots (record_id, date, vals) into the snapshots of stored
+// records and refreshes those records' metrics; the tracking aggregation stages its counts the
+// same way.
+export const mergeStagedSnapshots = async (tx: Tx, accountId: number, collection: Collection) => {
+  // Without statistics the update joins by hashing all the account's snapshots (docs/benchmarks.md).
+  await tx`analyze stage_snapshots (record_id, date)`
+  await lockRecordsIn(tx, collection, accountId, tx`select record_id from stage_snapshots`)
+  await updateSnapshots(tx, accountId, collection)
+  await insertSnapshots(tx, accountId, collection)
+  await refreshLatestMetrics(tx, accountId, collection)
+}
+
+// The new records' snapshots are inserted; the updated records' are staged and merged.
+const mergeSnapshots = async (
   tx: Tx,
   accountId: number,
   collection: Collection,
-  created: number[] = [],
+  created: Written[],
+  updated: Written[],
 ) => {
-  // Without statistics the update joins by hashing all the account's snapshots (docs/benchmarks.md).
-  await tx`analyze stage_snapshots (record_id, date)`
-  // A record created in this transaction is seen by no other: locking it would only write a lock
-  // into each of its rows.
-  await lockRecordsIn(
-    tx,
-    collection,
-    accountId,
-    tx`select record_id from stage_snapshots where record_id not in (select unnest(${created}::bigint[]))`,
-  )
-  await updateSnapshots(tx, accountId, collection, created)
-  if (created.length) await insertSnapshots(tx, accountId, collection, created, true)
-  await insertSnapshots(tx, accountId, collection, created, false)
-  await refreshLatestMetrics(tx, accountId, collection, created)
-}
-
-const mergeSnapshots = async (tx: Tx, accountId: number, collection: Collection, created: number[]) => {
-  await stageSnapshots(tx, accountId, collection)
-  await mergeStagedSnapshots(tx, accountId, collection, created)
+  if (created.length) await insertNewSnapshots(tx, accountId, collection, created)
+  if (!updated.length) return
+  await tx`create temp table stage_snapshots on commit drop as ${stagedValuesOf(tx, updated)}`
+  await mergeStagedSnapshots(tx, accountId, collection)
 }
 
 type Warning = { external_id: string; message: string }
@@ -282,19 +290,14 @@ export const mergeRecords = async (
   const updated = await kind.update(tx, accountId)
   const created = await kind.insert(tx, accountId)
   const warnings = await kind.warnings(tx, accountId)
-  await mergeSnapshots(
-    tx,
-    accountId,
-    collection,
-    created.map((r) => r.service_id),
-  )
+  await mergeSnapshots(tx, accountId, collection, created.map(writtenOf), updated)
   return {
     created: created.length,
     event: kind.event,
     newRecords: created,
     updated: updated.length,
     ignored,
-    ids: [...updated.map((r) => r.service_id as number), ...created.map((r) => r.service_id)],
+    ids: [...updated.map((r) => r.service_id), ...created.map((r) => r.service_id)],
     warnings,
   }
 }

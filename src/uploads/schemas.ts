@@ -1,25 +1,47 @@
 import * as v from 'valibot'
-import { DateString, describe, id255, int, isObject, strict, text255, Timestamp } from '../validate.ts'
-import { DroppedKeyNames, Value } from '../values.ts'
+import { isDate } from '../dates.ts'
+import {
+  DateString,
+  describe,
+  everyValue,
+  id255,
+  int,
+  isObject,
+  quick,
+  strict,
+  text255,
+  Timestamp,
+} from '../validate.ts'
+import { DroppedKeyNames, isValue, Value } from '../values.ts'
 import { UPLOAD_STATES } from './lifecycle.ts'
 
 export const MAX_CUSTOMERS = 1000
 const MAX_CONTACTS = 100
 const MAX_METRICS = 200
 
-export const Attributes = v.pipe(
-  v.custom<Record<string, unknown>>(isObject, 'Must be an object.'),
-  v.record(v.string(), Value),
+// Both take plain values at once (validate.ts quick): most bodies are valid.
+export const Attributes = quick(
+  v.pipe(v.custom<Record<string, unknown>>(isObject, 'Must be an object.'), v.record(v.string(), Value)),
+  (x) => isObject(x) && everyValue(x, isValue),
 )
 const Metric = v.objectWithRest({ date: DateString }, Value)
+const isPlainMetric = (m: unknown) =>
+  isObject(m) &&
+  Object.hasOwn(m, 'date') &&
+  typeof m.date === 'string' &&
+  isDate(m.date) &&
+  everyValue(m, isValue, 'date')
 // One snapshot per date: checkValues (values.ts) refuses a date given twice, at its path. JSON Schema
 // has no "unique by one key", so the document says it with the extension x-unique-key (and with
 // uniqueItems, which it implies).
-const Metrics = v.pipe(
-  v.array(Metric),
-  v.maxLength(MAX_METRICS, `At most ${MAX_METRICS} metric objects.`),
-  v.metadata({ uniqueItems: true, 'x-unique-key': 'date' }),
-  v.description('One object per date: a date given twice is refused.'),
+const Metrics = quick(
+  v.pipe(
+    v.array(Metric),
+    v.maxLength(MAX_METRICS, `At most ${MAX_METRICS} metric objects.`),
+    v.metadata({ uniqueItems: true, 'x-unique-key': 'date' }),
+    v.description('One object per date: a date given twice is refused.'),
+  ),
+  (x) => Array.isArray(x) && x.length <= MAX_METRICS && x.every(isPlainMetric),
 )
 
 export const CustomerItem = strict({
