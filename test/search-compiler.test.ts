@@ -1191,6 +1191,8 @@ describe('compileSearch: sort', () => {
       // The order is the index's: with another plan priced out, the score rows are read from it in
       // its order, none sorted.
       const nodes = await db.sql.begin(async (tx) => {
+        // On Citus the shard's plan is made on its worker, which these SET LOCALs then reach too.
+        await tx`set local citus.propagate_set_commands = local`
         await tx`set local enable_seqscan = off`
         await tx`set local enable_sort = off`
         await tx`set local enable_bitmapscan = off`

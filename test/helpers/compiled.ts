@@ -101,12 +101,14 @@ export const searchDatabase = async () => {
 export interface PlanNode {
   'Node Type': string
   'Relation Name'?: string
+  'Index Name'?: string
   Plans?: PlanNode[]
   [key: string]: unknown
 }
 
 // On Citus a query is a Custom Scan whose tasks carry the plans their shards ran ("Remote Plan", an
-// EXPLAIN's output); their relations are the shards, named after their table with a numeric suffix.
+// EXPLAIN's output); their relations and indexes are the shards', named after their own with a
+// numeric suffix.
 const remotePlans = (node: PlanNode): PlanNode[] => {
   const job = (node['Distributed Query'] as { Job?: { Tasks?: { 'Remote Plan'?: unknown }[] } } | undefined)?.Job
   const plans = (job?.Tasks ?? []).flatMap((task) => [task['Remote Plan']].flat(3)) as { Plan?: PlanNode }[]
@@ -119,8 +121,14 @@ export const planNodes = (
   above: string[] = [],
   onShard = false,
 ): { node: PlanNode; above: string[] }[] => {
-  const shard = node['Relation Name']
-  const own = onShard && shard ? { ...node, 'Relation Name': shard.replace(/_\d+$/, '') } : node
+  const [shard, index] = [node['Relation Name'], node['Index Name']]
+  const own = onShard
+    ? {
+        ...node,
+        ...(shard && { 'Relation Name': shard.replace(/_\d+$/, '') }),
+        ...(index && { 'Index Name': index.replace(/_\d+$/, '') }),
+      }
+    : node
   const below = [...above, node['Node Type']]
   return [
     { node: own, above },
