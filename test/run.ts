@@ -117,11 +117,24 @@ const INTEGRATION = [
 ].map((name) => join('test', `${name}.test.ts`))
 // The Citus pass runs these too: they drive the tenant routes and jobs over HTTP, so that every
 // statement of a service-key request is shown to touch one shard. Chosen for the distinct route
-// families they reach, within the 20 minutes of npm test: contract, events, relay, audit-erasure
-// and the crash files are left out for time (docs/testing.md, "The Citus pass").
-const TENANT_ROUTES = ['aggregate', 'churn-model', 'isolation', 'privacy', 'segments', 'sign-in', 'sso', 'week'].map(
-  (name) => join('test', `${name}.test.ts`),
-)
+// families they reach, within the 20 minutes of npm test; relay and the crash and outage files are
+// left out for time (docs/testing.md, "The Citus pass").
+const TENANT_ROUTES = [
+  'aborted',
+  'aggregate',
+  'audit-erasure',
+  'churn-model',
+  'contract',
+  'events',
+  'isolation',
+  'privacy',
+  'segments',
+  'sign-in',
+  'sso',
+  'tracking-apply',
+  'upload-failures',
+  'week',
+].map((name) => join('test', `${name}.test.ts`))
 const olderHome = process.env.SERVICE_TEST_POSTGRES_HOME ?? '/usr/lib/postgresql/15'
 
 const citusSetting = process.env.SERVICE_TEST_CITUS

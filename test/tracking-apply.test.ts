@@ -229,7 +229,8 @@ test('a Segment track waits for the group received with it, then is matched and 
   assert.deepEqual(second.segment, { tracks: 1, suppressed: 0, duplicates: 0 })
   const [event] = await s.sql`
     select e.status, c.external_id as customer, t.external_id as contact, e.message_id from tracking_events e
-      join customers c on c.service_id = e.customer_id join contacts t on t.service_id = e.contact_id
+      join customers c on c.account_id = e.account_id and c.service_id = e.customer_id
+      join contacts t on t.account_id = e.account_id and t.service_id = e.contact_id
     where e.account_id = ${accountId}`
   assert.deepEqual({ ...event }, { status: 'applied', customer: 'new', contact: 'u', message_id: 't' })
   const counts = await s.sql`select kind, key, count::int as n from segment_counts

@@ -4,6 +4,7 @@ import { analyzeJobs } from '../db/analyze.ts'
 import type { Tx } from '../db/client.ts'
 import { PLANNER, setLocal } from '../db/planner.ts'
 import { addCustomersChanged, addJobs, type ProcessUploadPayload, scoreRecordsJobs } from '../db/jobs.ts'
+import { type PgError, unsharded } from '../db/shard-errors.ts'
 import { isPermanent } from '../db/sqlstate.ts'
 import { lastAttempt } from '../db/queue.ts'
 import { entityOf, TABLES, type Collection } from '../db/tables.ts'
@@ -68,21 +69,13 @@ const setStatus = (
 
 // What an operator and the client need to know of a failure: the statement's error, and where
 // PostgreSQL names them, the constraint, table and column, and the failing row.
-interface PgError {
-  message?: string
-  constraint_name?: string
-  table_name?: string
-  column_name?: string
-  detail?: string
-}
-const describe = (err: unknown) => {
-  const e = err as PgError
+const describe = (e: PgError) => {
   const where = [
     e.constraint_name && `constraint ${e.constraint_name}`,
     e.table_name && `table ${e.table_name}`,
     e.column_name && `column ${e.column_name}`,
   ].filter(Boolean)
-  return [String(e.message ?? err), where.length ? ` (${where.join(', ')})` : '', e.detail ? `: ${e.detail}` : ''].join(
+  return [String(e.message ?? e), where.length ? ` (${where.join(', ')})` : '', e.detail ? `: ${e.detail}` : ''].join(
     '',
   )
 }
@@ -104,8 +97,7 @@ const fieldOf = (collection: Collection, table: string, column: string) =>
 // column or its constraint's; the item is the last one (it wins) whose external id is a value of
 // the failing record row PostgreSQL quotes in the detail, when no other item's is. Null where
 // neither can be told.
-const locate = async (app: App, p: ProcessUploadPayload, err: unknown) => {
-  const e = err as PgError
+const locate = async (app: App, p: ProcessUploadPayload, e: PgError) => {
   const row = /^Failing row contains \((.*)\)\.?$/s.exec(e.detail ?? '')?.[1]
   if (!e.table_name || (!e.column_name && !e.constraint_name)) return null
   const [upload] = await app.sql`
@@ -133,10 +125,12 @@ const locate = async (app: App, p: ProcessUploadPayload, err: unknown) => {
 }
 
 // The error text of a failed upload: where (the item and field, when they can be told), then what.
+// An error of a worker node is read as one PostgreSQL gives it (db/shard-errors.ts).
 const failure = async (app: App, p: ProcessUploadPayload, err: unknown, permanent: boolean) => {
-  const at = await locate(app, p, err).catch(() => null)
+  const e = await unsharded(app.sql, err as PgError).catch(() => err as PgError)
+  const at = await locate(app, p, e).catch(() => null)
   const what = permanent ? 'Processing failed and cannot succeed on retry' : 'Processing failed'
-  return cutText(storableText(`${what}${at ? ` at ${at}` : ''}: ${describe(err)}`), 2000)
+  return cutText(storableText(`${what}${at ? ` at ${at}` : ''}: ${describe(e)}`), 2000)
 }
 
 // The upload shows `processing` while a worker holds it. An error that cannot pass on retry (a

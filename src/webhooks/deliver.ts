@@ -19,19 +19,21 @@ const load = (sql: Sql, p: DeliverWebhookPayload) => sql`
 
 // A rate-limited endpoint's deliveries each take the next free slot, 1/rate_limit seconds after
 // the one before, from the webhook row that every worker shares; a slot in the future puts the
-// delivery's job off until then, in the same commit as the slot it took.
+// delivery's job off until then, in the same commit as the slot it took. The slot is worked out by a
+// SELECT of the locked row and set by value: Citus refuses a timestamptz plus an interval of the row's
+// columns in an UPDATE (a STABLE operator over columns, which the shard's node would evaluate), and
+// now() in a RETURNING clause. The next slot goes as text, to the microsecond.
 const takeSlot = (app: App, p: DeliverWebhookPayload, webhookId: number) =>
   app.sql.begin(async (tx) => {
-    // The transaction's now() read first and bound (as text, to the microsecond): Citus refuses it in
-    // a RETURNING clause of a distributed table.
-    const [{ now }] = await tx`select now()::text as now`
     const [slot] = await tx`
-      update webhooks set next_send_at = greatest(next_send_at, ${now}::timestamptz)
-        + make_interval(secs => 1.0 / rate_limit)
-      where account_id = ${p.account_id} and id = ${webhookId} and rate_limit is not null
-      returning greatest(next_send_at - make_interval(secs => 1.0 / rate_limit), ${now}::timestamptz) as at,
-        next_send_at - make_interval(secs => 1.0 / rate_limit) > ${now}::timestamptz as later`
-    if (!slot?.later) return false
+      select greatest(next_send_at, now()) as at, next_send_at > now() as later,
+        (greatest(next_send_at, now()) + make_interval(secs => 1.0 / rate_limit))::text as next
+      from webhooks where account_id = ${p.account_id} and id = ${webhookId} and rate_limit is not null
+      for update`
+    if (!slot) return false
+    await tx`update webhooks set next_send_at = ${slot.next}::timestamptz
+      where account_id = ${p.account_id} and id = ${webhookId}`
+    if (!slot.later) return false
     await addJobs(tx, [deliverWebhookJob({ ...p, slotted: true }, slot.at)])
     return true
   })
