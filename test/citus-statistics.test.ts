@@ -18,7 +18,7 @@ const addCustomers = (sql: Sql, accountId: number, from: number, to: number, nam
   insert into customers (account_id, external_id, name)
   select ${accountId}, 'c' || g, ${name} from generate_series(${from}::int, ${to}::int) g`
 
-test('an account is analyzed once its rows outgrow the shard statistics; the table-wide rule reads no shard', async () => {
+test('an account is analyzed once its rows outgrow its estimate; the table-wide rule reads no shard', async () => {
   const db = await freshDatabase()
   const sql = connect(db.url)
   try {

@@ -1,7 +1,8 @@
 // The "This week" report (GET /api/v1/insights/week) over fixtures of known movements: each list
-// names exactly the customers that moved so (the learned churn probability's rises too), and each number's search lists exactly the customers
-// it counts (also when more moved than are listed). A report kept from an earlier day is served as
-// it is while its refresh runs, and a refresh keeps every period.
+// names exactly the customers that moved so (the learned churn probability's rises too), and each
+// number's search lists exactly the customers it counts (also when more moved than are listed). A
+// report kept from an earlier day is served as it is while its refresh runs, and a refresh keeps
+// every period.
 import { after, before, test } from 'node:test'
 import assert from 'node:assert/strict'
 import { startTestService, type TestService } from './helpers/service.ts'
@@ -17,7 +18,8 @@ let s: TestService
 let acme: Account
 let other: Account
 
-// The fixtures' model scores engagement from logins, 0 to 40: 20 logins score 0, 5 score -75, 30 score 50.
+// The fixtures' model scores engagement from logins, 0 to 40: 20 logins score 0, 5 score -75, 30
+// score 50.
 const snapshots = (...pairs: [daysAgo: number, logins: number][]) =>
   pairs.map(([n, logins]) => ({ date: day(n), logins }))
 const week = async (account: Account, query = '') => {
@@ -215,8 +217,8 @@ test('12 weeks of health: this week counts what its searches list, earlier weeks
   assert.equal(weeks[0].median_engagement, null)
 
   // The report is kept, and computed anew in the background after any change of the rows it reads:
-  // steady, churned 10 days ago, leaves the upsell customers of a week ago (not of two weeks ago) and
-  // of now.
+  // steady, churned 10 days ago, leaves the upsell customers of a week ago (not of two weeks ago)
+  // and of now.
   const first = await settled(acme)
   assert.deepEqual(first.weeks, weeks)
   assert.equal((await week(acme)).computed_at, first.computed_at)
@@ -260,8 +262,8 @@ test('12 weeks of health: this week counts what its searches list, earlier weeks
 })
 
 test('the search fields of the movements: past engagement, its change, churn and reactivation dates', async () => {
-  // entered: 50 as of day 20 (so 7 days ago), -75 since day 2; no score 30 days ago. new: first scored
-  // yesterday. churned: on day 2; back: churned on day 40, reactivated today.
+  // entered: 50 as of day 20 (so 7 days ago), -75 since day 2; no score 30 days ago. new: first
+  // scored yesterday. churned: on day 2; back: churned on day 40, reactivated today.
   const only = async (id: string, ...conditions: object[]) =>
     assert.deepEqual(await searched({ and: [named(id), ...conditions] }), [id], JSON.stringify(conditions))
   await only('entered', field('engagementscore_7d_ago', 'EQ', 50), field('engagementscore_change_7d', 'EQ', -125))
@@ -316,7 +318,8 @@ test('more movers than listed: each count is the total of its search, and the li
       attributes: us,
       metrics: snapshots([20, from + i], [2, to]),
     }))
-  // 14 fall into churn risk (and drop), 12 rise out of it (and gain), 3 drop while healthy, 12 churn.
+  // 14 fall into churn risk (and drop), 12 rise out of it (and gain), 3 drop while healthy, 12
+  // churn.
   await upload(many, 'customers', [
     ...customers('enter', 14, 25, 5),
     ...customers('leave', 12, 2, 35),
@@ -506,9 +509,10 @@ test('a customer deleted while the kept report still refreshes is left out of it
   await s.sql`delete from graphile_worker._private_jobs where key = ${key}`
 })
 
-// sql/042's triggers queued the refresh and sql/036's kept the churn events; since sql/047 the writers
-// do both (docs/design.md, "The This week report's refresh"): here the daily inactive churn and its
-// lift by the scoring of a new snapshot, on an account of its own so that the other tests keep theirs.
+// sql/042's triggers queued the refresh and sql/036's kept the churn events; since sql/047 the
+// writers do both (docs/design.md, "The This week report's refresh"): here the daily inactive churn
+// and its lift by the scoring of a new snapshot, on an account of its own so that the other tests
+// keep theirs.
 test('the daily inactive churn and its lift at scoring refresh the report and keep their churn events', async () => {
   const before = await settled(other)
   assert.deepEqual(ids(before.movements.churned), [])
@@ -543,9 +547,10 @@ test('the daily inactive churn and its lift at scoring refresh the report and ke
   )
 })
 
-// The learned churn probability's rises: an account trained on generated customers (a linear signal:
-// less spend, a lower NPS and more seats raise the odds of churn), whose probabilities are then taken
-// as written 10 days ago (the history's one entry, moved back), before a few customers change.
+// The learned churn probability's rises: an account trained on generated customers (a linear
+// signal: less spend, a lower NPS and more seats raise the odds of churn), whose probabilities are
+// then taken as written 10 days ago (the history's one entry, moved back), before a few customers
+// change.
 test('the churn probability rises: the largest rises since the period began, with their drivers', async () => {
   const learned = await s.account('Learned')
   for (const d of CHURN_DEFS)

@@ -27,8 +27,9 @@ const CalibrationChart = ({ bins }: { bins: Calibration }) => {
     <line x1=${at(0)} y1=${SIZE - at(0)} x2=${at(1)} y2=${SIZE - at(0)} class="axis" />
     <line x1=${at(0)} y1=${SIZE - at(0)} x2=${at(0)} y2=${SIZE - at(1)} class="axis" />
     ${bins.map(
-      (b) => html`<circle cx=${at(b.predicted)} cy=${SIZE - at(b.observed)} r=${2 + 5 * Math.sqrt(b.customers / most)}
-        class="dot"><title>${percent(b.predicted)} predicted, ${percent(b.observed)} observed, ${b.customers}</title></circle>`,
+      (b) => html`<circle cx=${at(b.predicted)} cy=${SIZE - at(b.observed)}
+        r=${2 + 5 * Math.sqrt(b.customers / most)} class="dot"><title>${percent(b.predicted)} predicted,
+        ${percent(b.observed)} observed, ${b.customers}</title></circle>`,
     )}
     <text x=${SIZE / 2} y=${SIZE - 6} text-anchor="middle">predicted</text>
     <text x="10" y=${SIZE / 2} text-anchor="middle" transform=${`rotate(-90 10 ${SIZE / 2})`}>observed</text>

@@ -111,6 +111,9 @@ const MoveList = ({
 
 // The learned churn probability's largest rises, then and now and by how many points; no number here
 // links to a list (no search field holds a past probability).
+// A probability's change in percentage points, to one decimal.
+const points = (change: number) => Math.round(change * 1000) / 10
+
 const Rises = ({ rises }: { rises: Week['churn_probability_rises'] }) =>
   html`<section class="movement" aria-labelledby="move-churn-probability" data-movement="churn_probability_rises">
     <h3 id="move-churn-probability">Churn probability rose most <span class="tally">${rises.count}</span></h3>
@@ -122,7 +125,7 @@ const Rises = ({ rises }: { rises: Week['churn_probability_rises'] }) =>
               (r) => html`<li data-customer=${r.external_id}>
                 <a href=${customerHref(r.external_id)}>${r.name ?? r.external_id}</a>
                 <span class="change">${percent(r.churn_probability_before)} → ${percent(r.churn_probability)}
-                  <span class="diff">(${signed(Math.round((r.churn_probability - r.churn_probability_before) * 1000) / 10)}
+                  <span class="diff">(${signed(points(r.churn_probability - r.churn_probability_before))}
                   points)</span></span>
                 <span class="why">Drivers: <${Drivers} drivers=${r.drivers} /></span>
               </li>`,

@@ -1,8 +1,9 @@
 // The "This week" report (docs/api.md, "This week"): what moved in an account over the last 7 or 30
-// days (engagement, churns, the learned churn probability's rises), the renewals ahead and the account's health over 12 weeks, each number with the search that
-// lists the customers behind it. In one budgeted transaction: the kept report (kept.ts: kept fresh
-// in the background or, when none is kept for the period yet, computed by the statements of
-// statements.ts and kept for the next report), then the explanations of the few listed.
+// days (engagement, churns, the learned churn probability's rises), the renewals ahead and the
+// account's health over 12 weeks, each number with the search that lists the customers behind it.
+// In one budgeted transaction: the kept report (kept.ts: kept fresh in the background or, when none
+// is kept for the period yet, computed by the statements of statements.ts and kept for the next
+// report), then the explanations of the few listed.
 import { readLabels } from '../catalog/properties.ts'
 import { churnRiseDrivers } from '../churn/train.ts'
 import type { App } from '../context.ts'
@@ -25,12 +26,13 @@ import {
   WEEKS,
 } from './statements.ts'
 
-// A movement for the worse is explained by its risk drivers, one for the better by its health drivers.
+// A movement for the worse is explained by its risk drivers, one for the better by its health
+// drivers.
 const WORSE: ReadonlySet<string> = new Set(['entered_risk', 'churned', 'drops'])
 
-// The matrix's quadrants as searches, as statements.ts counts them: engagement below 0 is churn risk
-// whatever the fit; above, fit splits upsell from engaged with a poor fit (a fit not computed counts
-// as 0, as in churn_risk).
+// The matrix's quadrants as searches, as statements.ts counts them: engagement below 0 is churn
+// risk whatever the fit; above, fit splits upsell from engaged with a poor fit (a fit not computed
+// counts as 0, as in churn_risk).
 const filter = (propertyName: string, operator: string, value?: number | string): Condition => ({
   propertyName,
   operator,
@@ -83,8 +85,9 @@ const existing = <R extends { service_id: number }>(rows: R[], explained: Map<nu
   })
 
 // Each movement's search selects exactly the customers it counts (MOVED and churns in movements()),
-// today: the engagement `days` ago is the history's entry as of since, LTD `days` is (since, today],
-// and a search lists active customers unless it names is_churned (the churned one names it).
+// today: the engagement `days` ago is the history's entry as of since, LTD `days` is (since,
+// today], and a search lists active customers unless it names is_churned (the churned one names
+// it).
 const moverSearch = (kind: Movement, days: Period): Condition => {
   const [before, change] = [`engagementscore_${days}d_ago`, `engagementscore_change_${days}d`]
   return {

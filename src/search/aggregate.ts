@@ -1,7 +1,7 @@
 // Aggregates over the records a search matches, for dashboards: their count, statistics and a
 // histogram of number fields, and the engagement x fit matrix as a grid of counts (with each cell's
-// mean churn probability) or a sample of points. The condition compiles exactly as the search's (sql.ts); this file adds the statements
-// around it.
+// mean churn probability) or a sample of points. The condition compiles exactly as the search's
+// (sql.ts); this file adds the statements around it.
 import { lookupField } from './criteria.ts'
 import type { FieldError } from '../errors.ts'
 import type { Field } from './fields.ts'
@@ -79,9 +79,9 @@ const cellSql = (score: string) => {
 
 // One statement, one scan: the count (column `count`), per field i its number of values (`n<i>`),
 // average, minimum and maximum (`avg<i>`, and `min<i>`/`max<i>` as exact numeric text, which the
-// histogram binds). With a grid, grouped by cell as well (columns x, y, and `total`, true on the row
-// of all matches, and each cell's mean churn probability, `churn_probability`); with points, the
-// number of points there are (`scored`).
+// histogram binds). With a grid, grouped by cell as well (columns x, y, and `total`, true on the
+// row of all matches, and each cell's mean churn probability, `churn_probability`); with points,
+// the number of points there are (`scored`).
 export function compileSummary(input: AggregateInput): CompiledSearch {
   const grid = input.matrix === 'grid'
   const matrix = input.matrix === undefined ? [] : [MATRIX.x, MATRIX.y, ...(grid ? [MATRIX.probability] : [])]
