@@ -5,6 +5,7 @@ import { scoredAccount, uploadAndWait, waitForUpload } from './helpers/fixtures.
 import { eventually } from './helpers/receiver.ts'
 import { LARGE_BODY_BYTES } from '../src/http/permits.ts'
 import { connect } from '../src/db/client.ts'
+import { clusterFromEnv } from './helpers/citus.ts'
 
 let s: TestService
 before(async () => {
@@ -980,5 +981,59 @@ test('a bulk import has the tables it grew analyzed, so plans follow their real 
     assert.ok(estimate + 1000 >= actual / 2, `the planner's row estimate follows the table: ${estimate} of ${actual}`)
   } finally {
     await q.stop()
+  }
+})
+
+test('a record another request creates while an upload merges it still gets the upload fields', async () => {
+  const a = await scoredAccount(s)
+  await upload(a.api, [customer(1, { external_id: 'race-held' })])
+  // The upload's update of race-held waits in a trigger for a lock the test holds, on every node (on
+  // Citus a distributed table's trigger runs on its shard's node): between that update and the
+  // insert of race-new, a single create of race-new commits, as a request might at any time.
+  const nodes = clusterFromEnv()?.map((n) => Object.assign(new URL(n.url), { pathname: new URL(s.url).pathname }))
+  const holders = await Promise.all((nodes ?? [new URL(s.url)]).map(async (url) => connect(url.toString(), { max: 1 })))
+  const held = await Promise.all(holders.map((h) => h.reserve()))
+  await Promise.all(held.map((h) => h`select pg_advisory_lock(4242)`))
+  await s.sql`create function hold_race() returns trigger language plpgsql as $$ begin
+      perform pg_advisory_lock(4242); perform pg_advisory_unlock(4242); return new; end $$`
+  await s.sql.begin(async (tx) => {
+    await tx`set local citus.enable_unsafe_triggers = on`
+    await tx`create trigger hold_race after update on customers for each row
+      when (new.external_id = 'race-held') execute function hold_race()`
+  })
+  try {
+    const items = [
+      { external_id: 'race-held', name: 'Held' },
+      { external_id: 'race-new', name: 'From the upload', metrics: [{ date: '2026-01-01', logins: 7 }] },
+    ]
+    const sent = await a.api('/api/v1/customers', { customers: items })
+    assert.equal(sent.status, 200, JSON.stringify(sent.body))
+    await eventually(
+      async () =>
+        (
+          await s.sql`select 1 from pg_stat_activity where application_name = 'service-worker' and state = 'active'
+          and query like '%update customers c set name%'`
+        ).length > 0,
+      "the upload's update waiting",
+    )
+    const single = await a.api('/api/v1/customer', { external_id: 'race-new', name: 'From the single create' })
+    assert.equal(single.status, 201, JSON.stringify(single.body))
+    await Promise.all(held.map((h) => h`select pg_advisory_unlock(4242)`))
+    assert.equal((await waitForUpload(a.api, sent.body.upload_id)).status, 'processed')
+    const got = await a.api('/api/v1/customer/race-new', undefined, 'GET')
+    assert.equal(got.body.name, 'From the upload')
+    const [{ n }] = await s.sql`select count(*)::int as n from customer_snapshots p join customers c
+      on c.account_id = p.account_id and c.service_id = p.customer_id
+      where c.account_id = ${a.id} and c.external_id = 'race-new' and p.date = '2026-01-01'
+        and p."values"->>'logins' = '7'`
+    assert.equal(n, 1)
+  } finally {
+    for (const h of held) h.release()
+    await Promise.all(holders.map((h) => h.end()))
+    await s.sql.begin(async (tx) => {
+      await tx`set local citus.enable_unsafe_triggers = on`
+      await tx`drop trigger if exists hold_race on customers`
+    })
+    await s.sql`drop function if exists hold_race()`
   }
 })

@@ -183,6 +183,8 @@ export const App = () => {
   useEffect(() => {
     const follow = () => setHash(location.hash)
     addEventListener('hashchange', follow)
+    // A change between the first render and this effect raised no event that was listened to.
+    follow()
     return () => removeEventListener('hashchange', follow)
   }, [])
   const nav = navOf(session)

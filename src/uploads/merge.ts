@@ -64,13 +64,15 @@ const lockStagedRecords = (tx: Tx, table: Collection, accountId: number) =>
   lockRecordsWhere(tx, table, accountId, stagedExternalIds(tx))
 
 // Owners are linked by email, case-insensitively; an unknown email leaves the owner unchanged.
-const updateCustomers = (tx: Tx, accountId: number) => tx<Written[]>`
+// `done`: records this merge already wrote, left alone when it updates the ones it missed (below).
+const updateCustomers = (tx: Tx, accountId: number, done: number[]) => tx<Written[]>`
   update customers c set name = s.name,
     owner_user_id = coalesce(u.id, c.owner_user_id),
     attributes = jsonb_strip_nulls(c.attributes || coalesce(s.attributes, '{}')),
     updated_at = now()
   from stage_records s left join users u on u.account_id = ${accountId} and lower(u.email) = lower(s.owner_email)
   where c.account_id = ${accountId} and c.external_id = ${stagedExternalIds(tx)} and c.external_id = s.external_id
+    and c.service_id <> all(${done}::bigint[])
   returning c.service_id, c.external_id`
 
 const insertCustomers = (tx: Tx, accountId: number) => tx`
@@ -108,12 +110,13 @@ const dropOrphanContacts = async (tx: Tx, accountId: number) => {
   return dropped.count
 }
 
-const updateContacts = (tx: Tx, accountId: number) => tx<Written[]>`
+const updateContacts = (tx: Tx, accountId: number, done: number[]) => tx<Written[]>`
   update contacts t set name = s.name, customer_id = c.service_id,
     attributes = jsonb_strip_nulls(t.attributes || coalesce(s.attributes, '{}')),
     updated_at = now()
   from stage_records s join customers c on c.account_id = ${accountId} and c.external_id = s.customer_external_id
   where t.account_id = ${accountId} and t.external_id = ${stagedExternalIds(tx)} and t.external_id = s.external_id
+    and t.service_id <> all(${done}::bigint[])
   returning t.service_id, t.external_id`
 
 // What contact.created tells of each new contact (its customer's external id comes from the stage,
@@ -287,8 +290,13 @@ export const mergeRecords = async (
   await stageRecords(tx, kind.fields(tx))
   const ignored = await kind.ignore(tx, accountId)
   await lockStagedRecords(tx, collection, accountId)
-  const updated = await kind.update(tx, accountId)
+  const first = await kind.update(tx, accountId, [])
   const created = await kind.insert(tx, accountId)
+  // A record that another transaction created after the lock, and committed between the update's
+  // read and the insert's, was neither: it is updated now, so that none of the upload's is lost.
+  const [{ staged }] = await tx<{ staged: number }[]>`select count(*)::int as staged from stage_records`
+  const done = [...first.map((r) => r.service_id), ...created.map((r) => r.service_id)]
+  const updated = staged > done.length ? [...first, ...(await kind.update(tx, accountId, done))] : first
   const warnings = await kind.warnings(tx, accountId)
   await mergeSnapshots(tx, accountId, collection, created.map(writtenOf), updated)
   return {
