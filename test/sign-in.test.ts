@@ -253,7 +253,8 @@ test('a sign-in takes as long for an unknown email as for a known one (measured)
   const said = `known ${ms(k)}, unknown ${ms(u)} (${ms(gap)} less), one scrypt ${ms(v)}`
   // An unknown email is not answered a verification sooner (a skipped one: a gap of one scrypt),
   // nor much later (the upper bound wide: a loaded machine moves medians of 9 by a third).
-  assert.ok(v > 5 && k > v, said)
+  // The scrypt here runs beside the test's own work, so it is no bound on the request's time.
+  assert.ok(v > 5 && k > 15, said)
   assert.ok(gap < 0.5 * v && u < 2 * k, said)
   await s.sql`delete from sign_in_failures where email = 'manager@people.test'`
 })
