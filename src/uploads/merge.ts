@@ -35,9 +35,10 @@ const stageValues = async (tx: Tx) => {
 // One row per external id: the last name and owner, all attributes merged in item order, and the
 // metrics a new record is inserted with: its staged values, stored stripped of nulls, folded in
 // date order (later dates winning), as refreshLatestMetrics folds a stored record's snapshots.
+// Returns how many records it staged (CREATE TABLE AS reports its rows).
 const stageRecords = async (tx: Tx, fields: ReturnType<Tx>) => {
   await stageValues(tx)
-  await tx`
+  const { count } = await tx`
     create temp table stage_records on commit drop as
     with g as (
       select s.external_id, ${fields}, min(s.ord) as first_ord
@@ -52,6 +53,7 @@ const stageRecords = async (tx: Tx, fields: ReturnType<Tx>) => {
     select g.*, a.attributes, coalesce(m.metrics, '{}') as metrics
     from g left join a using (external_id) left join m using (external_id)`
   await tx`analyze stage_records (external_id)`
+  return count
 }
 
 // The external ids staged in stage_records, as a condition on a record's external id. As an array
@@ -287,16 +289,16 @@ export const mergeRecords = async (
 ): Promise<MergeResult> => {
   const kind = KINDS[collection]
   await stageItems(tx, accountId, uploadId, kind.key)
-  await stageRecords(tx, kind.fields(tx))
+  const staged = await stageRecords(tx, kind.fields(tx))
   const ignored = await kind.ignore(tx, accountId)
   await lockStagedRecords(tx, collection, accountId)
   const first = await kind.update(tx, accountId, [])
   const created = await kind.insert(tx, accountId)
   // A record that another transaction created after the lock, and committed between the update's
   // read and the insert's, was neither: it is updated now, so that none of the upload's is lost.
-  const [{ staged }] = await tx<{ staged: number }[]>`select count(*)::int as staged from stage_records`
   const done = [...first.map((r) => r.service_id), ...created.map((r) => r.service_id)]
-  const updated = staged > done.length ? [...first, ...(await kind.update(tx, accountId, done))] : first
+  const missed = staged - ignored > done.length
+  const updated = missed ? [...first, ...(await kind.update(tx, accountId, done))] : first
   const warnings = await kind.warnings(tx, accountId)
   await mergeSnapshots(tx, accountId, collection, created.map(writtenOf), updated)
   return {
