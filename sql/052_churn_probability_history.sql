@@ -4,7 +4,7 @@
 -- row itself: one probability per day it changed on (the day's last), in date order, so that a
 -- binary search of the dates (width_bucket) reads it as of any day, and an erasure or an export of
 -- the score row takes it along. A write keeps only what a 30-day report reads: the entries of the
--- last 30 days and the one before them (src/churn/store.ts writeProbabilities).
+-- last 30 days and the one before them (src/scoring/churn.ts writeProbabilities).
 alter table customer_scores add column churn_history_dates date[] not null default '{}',
   add column churn_history float8[] not null default '{}';
 
