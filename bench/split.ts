@@ -93,8 +93,16 @@ export default async (ctx: BenchContext) => {
     const elapsed = measured(parentOf(pid))
     const ms = { parsing: 0, validation: 0, checkValues: 0, receive: 0, process: 0, scoring: 0 }
     const cpu = { ...ms }
-    // processUpload's statements, summed over the uploads.
+    // processUpload's and the scoring run's statements, each summed over the uploads.
     const byStatement = new Map<string, { calls: number; ms: number }>()
+    const scoringStatements = new Map<string, { calls: number; ms: number }>()
+    const collect = async (into: typeof byStatement) => {
+      for (const r of await statements(stats)) {
+        const seen = into.get(r.query) ?? { calls: 0, ms: 0 }
+        into.set(r.query, { calls: seen.calls + r.calls, ms: seen.ms + r.ms })
+      }
+      await stats`select pg_stat_statements_reset()`
+    }
     for (let from = 0; from < CUSTOMERS; from += MAX_CUSTOMERS) {
       const bytes = body(from, Math.min(MAX_CUSTOMERS, CUSTOMERS - from))
       const req = { headers: {}, body: bytes } as unknown as Req
@@ -110,10 +118,7 @@ export default async (ctx: BenchContext) => {
       const [merged, processing, processingCpu] = await elapsed(() =>
         sql.begin((tx) => processUpload(tx, accountId, received.upload_id)),
       )
-      for (const r of await statements(stats)) {
-        const seen = byStatement.get(r.query) ?? { calls: 0, ms: 0 }
-        byStatement.set(r.query, { calls: seen.calls + r.calls, ms: seen.ms + r.ms })
-      }
+      await collect(byStatement)
       const [, scoring, scoringCpu] = await elapsed(() =>
         scoreRecords(sql, {
           account_id: accountId,
@@ -122,6 +127,7 @@ export default async (ctx: BenchContext) => {
           upload_id: received.upload_id,
         }),
       )
+      await collect(scoringStatements)
       const add = (into: typeof ms, step: typeof ms) => {
         for (const k of Object.keys(into) as (keyof typeof ms)[]) into[k] += step[k]
       }
@@ -148,8 +154,12 @@ export default async (ctx: BenchContext) => {
     const enqueue = all.filter((r) => ENQUEUE.test(r.query)).reduce((s, r) => s + r.ms, 0)
     const enqueueShare = dbTotal ? enqueue / dbTotal : 0
     process.stderr.write(`split: processUpload ${ms.process.toFixed(0)} ms, ${dbTotal.toFixed(0)} ms in statements\n`)
-    for (const r of all.sort((a, b) => b.ms - a.ms).slice(0, 15))
-      process.stderr.write(`split: ${r.ms.toFixed(1)} ms x${r.calls} ${r.query.replace(/\s+/g, ' ').slice(0, 150)}\n`)
+    const top = (label: string, rows: { query: string; calls: number; ms: number }[]) => {
+      for (const r of rows.sort((a, b) => b.ms - a.ms).slice(0, 15))
+        process.stderr.write(`split: ${label} ${r.ms.toFixed(1)} ms x${r.calls} ${r.query.replace(/\s+/g, ' ').slice(0, 150)}\n`)
+    }
+    top('merge', all)
+    top('scoring', [...scoringStatements].map(([query, r]) => ({ query, ...r })))
     const snapshots = CUSTOMERS * MONTHS.length
     const phases = (t: typeof ms): [string, number][] => [
       ['parsing (UTF-8 decode, JSON.parse)', t.parsing],
