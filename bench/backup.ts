@@ -61,7 +61,12 @@ export default async (ctx: BenchContext) => {
     const restoredSize = await databaseSize(restoreSql)
     await restoreSql.end()
     const what = `${CUSTOMERS} customers, ${snapshots} snapshots`
-    ctx.report({ bench: 'backup', metric: `database size on disk (${what})`, value: onDisk / MB, unit: 'MB' })
+    ctx.report({
+      bench: 'backup',
+      metric: `database size on disk (${what})`,
+      value: onDisk / MB,
+      unit: 'MB',
+    })
     ctx.report({
       bench: 'backup',
       metric: 'backup file size',
@@ -70,7 +75,12 @@ export default async (ctx: BenchContext) => {
       baseline: onDisk / MB,
       ratio: made.result.bytes / onDisk,
     })
-    ctx.report({ bench: 'backup', metric: 'COPY of every table to nowhere', value: raw.seconds, unit: 's' })
+    ctx.report({
+      bench: 'backup',
+      metric: 'COPY of every table to nowhere',
+      value: raw.seconds,
+      unit: 's',
+    })
     ctx.report({
       bench: 'backup',
       metric: `backup (${made.result.rows} rows)`,

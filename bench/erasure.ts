@@ -61,7 +61,8 @@ const load = async (requests: Request[], until: Promise<unknown>) => {
       }
     }),
   )
-  if (errors.length) throw new Error(`${errors.length} requests failed: ${[...new Set(errors)].join(', ')}`)
+  if (errors.length)
+    throw new Error(`${errors.length} requests failed: ${[...new Set(errors)].join(', ')}`)
   return ms.sort((a, b) => a - b)
 }
 
@@ -75,7 +76,9 @@ export default async (ctx: BenchContext) => {
     // The bench's clients are one key: its rate limit would answer most of them 429.
     const server = await startServer(url, { SERVICE_API_RATE_LIMIT: '1000000' })
     try {
-      const key = await server.admin('POST', `/accounts/${accountId}/keys`, { scopes: ['search', 'erase'] })
+      const key = await server.admin('POST', `/accounts/${accountId}/keys`, {
+        scopes: ['search', 'erase'],
+      })
       const call = (path: string, body?: unknown) =>
         fetch(server.base + path, {
           method: body === undefined ? 'GET' : 'POST',
@@ -85,13 +88,19 @@ export default async (ctx: BenchContext) => {
       const requests: Request[] = [
         () => call(`/api/v1/customer/cust-${Math.floor(Math.random() * CUSTOMERS)}`),
         () => call(`/api/v1/customer/cust-${Math.floor(Math.random() * CUSTOMERS)}/events`),
-        () => call('/api/v1/customers/search', { filters: [{ propertyName: 'country', operator: 'EQ', value: 'DE' }] }),
+        () =>
+          call('/api/v1/customers/search', {
+            filters: [{ propertyName: 'country', operator: 'EQ', value: 'DE' }],
+          }),
       ]
       const alone = await load(requests, new Promise((r) => setTimeout(r, BASELINE_S * 1000)))
 
       const started = performance.now()
       const erasure = await (await call('/api/v1/erasures', { customers: ['erase-me'] })).json()
-      let status: { status: string; counts: Record<string, number> } = { status: 'pending', counts: {} }
+      let status: { status: string; counts: Record<string, number> } = {
+        status: 'pending',
+        counts: {},
+      }
       const finished = (async () => {
         while (status.status === 'pending') {
           await new Promise((r) => setTimeout(r, 100))
@@ -124,7 +133,12 @@ export default async (ctx: BenchContext) => {
           ratio: value / base,
         })
       }
-      ctx.report({ bench, metric: 'other requests during it', value: during.length, unit: 'requests' })
+      ctx.report({
+        bench,
+        metric: 'other requests during it',
+        value: during.length,
+        unit: 'requests',
+      })
     } finally {
       await server.stop()
     }

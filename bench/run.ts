@@ -50,7 +50,14 @@ const fmt = (n: number | undefined) =>
 const WIDTHS = [10, 52, 18, 12, 8, 0]
 const columns = (cells: string[]) => cells.map((c, i) => c.padEnd(WIDTHS[i])).join(' ')
 const line = (r: Row) =>
-  columns([r.bench, r.metric, `${fmt(r.value)} ${r.unit}`, fmt(r.baseline), fmt(r.ratio), r.target ?? ''])
+  columns([
+    r.bench,
+    r.metric,
+    `${fmt(r.value)} ${r.unit}`,
+    fmt(r.baseline),
+    fmt(r.ratio),
+    r.target ?? '',
+  ])
 
 // Whether a row meets its bar, when the bar is a plain comparison ("<= 1.5", ">= 0.8", "0"): of the
 // ratio where the row has one, else of the value.
@@ -59,7 +66,8 @@ const verdict = (r: Row) => {
   if (!bar) return ''
   const x = r.ratio ?? r.value
   const limit = Number(bar[2])
-  const met = { '>=': x >= limit, '<=': x <= limit, '<': x < limit, '>': x > limit }[bar[1]] ?? x === limit
+  const met =
+    { '>=': x >= limit, '<=': x <= limit, '<': x < limit, '>': x > limit }[bar[1]] ?? x === limit
   return met ? 'met' : 'not met'
 }
 
@@ -140,7 +148,11 @@ try {
       '\n' +
       barred.map((r) => `${line(r)} ${verdict(r)}`).join('\n') +
       '\n' +
-      timings.map((t) => `${t.bench}: ${t.seconds.toFixed(0)} s${t.failed ? `, FAILED: ${t.failed}` : ''}`).join('\n') +
+      timings
+        .map(
+          (t) => `${t.bench}: ${t.seconds.toFixed(0)} s${t.failed ? `, FAILED: ${t.failed}` : ''}`,
+        )
+        .join('\n') +
       '\n',
   )
   save()

@@ -63,7 +63,8 @@ export const seed = async (sql: Sql, customers = CUSTOMERS, name = 'Bench') => {
         yield `${accountId}\tcust-${i}\tCustomer ${i}\t${copyJson(attributes(i))}\t${copyJson(values(i, 11))}\n`
     })(),
   )
-  const [{ first }] = await sql`select min(service_id) as first from customers where account_id = ${accountId}`
+  const [{ first }] =
+    await sql`select min(service_id) as first from customers where account_id = ${accountId}`
   await copyLines(
     sql`copy customer_snapshots (account_id, customer_id, date, "values") from stdin`.writable(),
     (function* () {
@@ -140,9 +141,9 @@ export default async (ctx: BenchContext) => {
     // What scoring in JavaScript would have to read before computing anything: every snapshot's
     // values, fetched into this process (postgres.js parses the jsonb) by the rescoring's batches,
     // as many at once.
-    const ids = (await sql`select service_id from customers where account_id = ${accountId} order by 1`).map(
-      (r) => r.service_id as number,
-    )
+    const ids = (
+      await sql`select service_id from customers where account_id = ${accountId} order by 1`
+    ).map((r) => r.service_id as number)
     let fetched = 0
     const fetch = await timed(() =>
       Promise.all(
@@ -158,18 +159,25 @@ export default async (ctx: BenchContext) => {
 
     await sql`create table history_before as select customer_id, history_scores from customer_scores`
     await setModel(30)
-    const rescore = await timed(() => scoreRecords(sql, { account_id: accountId, entity: 'customer' }))
+    const rescore = await timed(() =>
+      scoreRecords(sql, { account_id: accountId, entity: 'customer' }),
+    )
     const [{ changed }] = await sql`
       select count(*)::int as changed
       from customer_scores s join history_before b
         using (customer_id), unnest(s.history_scores, b.history_scores) as u(now, before)
       where u.now is distinct from u.before`
     await settle(sql)
-    const again = await timed(() => scoreRecords(sql, { account_id: accountId, entity: 'customer' }))
+    const again = await timed(() =>
+      scoreRecords(sql, { account_id: accountId, entity: 'customer' }),
+    )
     const daily = await timed(() => scoreDaily(sql, accountId))
     // A change of the fit rules alone: the engagement histories still hold, so the job scores from
     // them (src/scoring/store.ts putScoringModel), as the daily run does.
-    const fitChanged = { ...model(30), customer: { ...model(30).customer, fit: model(50).customer.fit } }
+    const fitChanged = {
+      ...model(30),
+      customer: { ...model(30).customer, fit: model(50).customer.fit },
+    }
     await sql`update scoring_models set model = ${sql.json(fitChanged)} where account_id = ${accountId}`
     await settle(sql)
     const fitOnly = await timed(() =>
@@ -215,7 +223,12 @@ export default async (ctx: BenchContext) => {
       ratio: rescore.seconds / scan.seconds,
       target: '<= 3',
     })
-    ctx.report({ bench: 'scoring', metric: 'snapshot scores the rescoring changed', value: changed, unit: 'rows' })
+    ctx.report({
+      bench: 'scoring',
+      metric: 'snapshot scores the rescoring changed',
+      value: changed,
+      unit: 'rows',
+    })
     ctx.report({
       bench: 'scoring',
       metric: 'full scan in one process (no parallel)',

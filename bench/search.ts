@@ -148,11 +148,16 @@ const TAGS: [string, number][] = [
 ]
 const DAY = 86_400_000
 const today = new Date().toISOString().slice(0, 10)
-const dayOffset = (days: number) => new Date(Date.parse(today) + days * DAY).toISOString().slice(0, 10)
+const dayOffset = (days: number) =>
+  new Date(Date.parse(today) + days * DAY).toISOString().slice(0, 10)
 
 // Text-format COPY: nothing here but JSON holds a backslash, a tab or a newline.
 const copyText = (value: unknown) =>
-  value === null || value === undefined ? '\\N' : typeof value === 'object' ? copyJson(value) : String(value)
+  value === null || value === undefined
+    ? '\\N'
+    : typeof value === 'object'
+      ? copyJson(value)
+      : String(value)
 
 const customerLine = (rand: () => number, accountId: number, i: number, userIds: number[]) => {
   const score = () => Math.round(((rand() + rand() + rand()) / 3) * 200 - 100)
@@ -217,7 +222,14 @@ const customerLine = (rand: () => number, accountId: number, i: number, userIds:
   )
 }
 
-const RECORD_COLUMNS = ['account_id', 'external_id', 'name', 'owner_user_id', 'attributes', 'metrics']
+const RECORD_COLUMNS = [
+  'account_id',
+  'external_id',
+  'name',
+  'owner_user_id',
+  'attributes',
+  'metrics',
+]
 const SCORE_COLUMNS = [
   'engagementscore',
   'engagementscore_difference',
@@ -297,7 +309,8 @@ export const seed = async (url: string, rows: number) => {
   await sql`create unlogged table seed_customers as select ${sql(RECORD_COLUMNS)}, ${sql(CHURN_COLUMNS)}
     from customers with no data`
   const scoreColumns = SCORE_COLUMNS.map(
-    (c) => `add column ${c} ${c === 'last_seen' ? 'date' : c === 'engagementscore_trend' ? 'json' : 'integer'}`,
+    (c) =>
+      `add column ${c} ${c === 'last_seen' ? 'date' : c === 'engagementscore_trend' ? 'json' : 'integer'}`,
   ).join(', ')
   await sql`alter table seed_customers add column line bigint generated always as identity,
     ${sql.unsafe(scoreColumns)}`
@@ -371,7 +384,11 @@ const cutActive = (key: string, where: string, order: string) => `
       left join customer_scores h on h.account_id = c.account_id and h.customer_id = c.service_id
     where c.account_id = $1 and not c.is_churned ${where}
     order by ${order} limit 101`
-const handPage = ({ key, direction, indexed }: HandSort, accountId: number, after?: [string | null, string]) => {
+const handPage = (
+  { key, direction, indexed }: HandSort,
+  accountId: number,
+  after?: [string | null, string],
+) => {
   const beyond = direction === 'desc' ? '<' : '>'
   const cut = (where: string, order: string) => cutActive(key, where, order)
   let page: string
@@ -392,9 +409,19 @@ const handPage = ({ key, direction, indexed }: HandSort, accountId: number, afte
         from = `(select max(${probe}) from ${table} n where n.account_id = $1${from ? ` and ${probe} < ${from}` : ''})`
         parts.push(cut(`and ${key} = ${from}`, id))
       }
-      parts.push(cut(`and ${key} ${from ? `${beyond} ${from}` : 'is not null'}`, `${key} ${direction}, ${id}`))
+      parts.push(
+        cut(
+          `and ${key} ${from ? `${beyond} ${from}` : 'is not null'}`,
+          `${key} ${direction}, ${id}`,
+        ),
+      )
     }
-    parts.push(cut(`and ${key} is null ${after?.[0] === null ? 'and c.external_id > $3' : ''}`, 'c.external_id'))
+    parts.push(
+      cut(
+        `and ${key} is null ${after?.[0] === null ? 'and c.external_id > $3' : ''}`,
+        'c.external_id',
+      ),
+    )
     page = `${parts.map((p) => `(${p})`).join(' union all ')} limit 101`
   }
   return {
@@ -439,12 +466,21 @@ const NOT_TREE = cutActive(
   `and not (c.attributes @> '{"country": "US"}' or c.attributes @> '{"country": "GB"}' or ${tagged('trial')})`,
   'c.external_id',
 )
-const TAG_OR_PROPERTY = anyOf([tagged('champion'), `(c.attributes ->> 'employees')::numeric >= 5000`])
+const TAG_OR_PROPERTY = anyOf([
+  tagged('champion'),
+  `(c.attributes ->> 'employees')::numeric >= 5000`,
+])
 
 const f = (propertyName: string, operator: string, value: string | string[]): Filter =>
-  Array.isArray(value) ? { propertyName, operator, values: value } : { propertyName, operator, value }
+  Array.isArray(value)
+    ? { propertyName, operator, values: value }
+    : { propertyName, operator, value }
 
-const THREE = [f('country', 'IN', ['DE', 'FR', 'NL']), f('plan', 'NEQ', 'free'), f('engagementscore', 'GT', '0')]
+const THREE = [
+  f('country', 'IN', ['DE', 'FR', 'NL']),
+  f('plan', 'NEQ', 'free'),
+  f('engagementscore', 'GT', '0'),
+]
 
 // The best SQL found by hand for the filter shapes whose compiled SQL issue 21 measured slow (see
 // docs/benchmarks.md, "Tag filters and rare LIKE"): a tag's links walked in external-ID order, and
@@ -477,7 +513,9 @@ const HAND_CUTS = {
     select c.service_id, c.external_id as k from customers c where c.account_id = $1 and not c.is_churned
     ${titles
       .map(
-        (t) => `and not exists (select 1 from customer_tags x where x.account_id = $1 and x.tag_id = ${tag(t)}
+        (
+          t,
+        ) => `and not exists (select 1 from customer_tags x where x.account_id = $1 and x.tag_id = ${tag(t)}
       and x.external_id = c.external_id)`,
       )
       .join(' ')}
@@ -494,23 +532,48 @@ const HAND_CUTS = {
 const shapes = (contactsOf: string): Shape[] => [
   { name: 'no filter', entity: 'customer', filters: [] },
   { name: 'no filter, deep page', entity: 'customer', filters: [], deep: true },
-  { name: 'selective EQ (country NZ, 0.3%)', entity: 'customer', filters: [f('country', 'EQ', 'NZ')] },
-  { name: 'range (engagementscore >= 60)', entity: 'customer', filters: [f('engagementscore', 'GTE', '60')] },
-  { name: 'rare range (engagementscore >= 95)', entity: 'customer', filters: [f('engagementscore', 'GTE', '95')] },
+  {
+    name: 'selective EQ (country NZ, 0.3%)',
+    entity: 'customer',
+    filters: [f('country', 'EQ', 'NZ')],
+  },
+  {
+    name: 'range (engagementscore >= 60)',
+    entity: 'customer',
+    filters: [f('engagementscore', 'GTE', '60')],
+  },
+  {
+    name: 'rare range (engagementscore >= 95)',
+    entity: 'customer',
+    filters: [f('engagementscore', 'GTE', '95')],
+  },
   {
     name: 'range on a metric (logins 100..120)',
     entity: 'customer',
     filters: [f('logins', 'GTE', '100'), f('logins', 'LTE', '120')],
   },
-  { name: 'LIKE (name contains "zephyr", 5%)', entity: 'customer', filters: [f('name', 'LIKE', 'zephyr')] },
+  {
+    name: 'LIKE (name contains "zephyr", 5%)',
+    entity: 'customer',
+    filters: [f('name', 'LIKE', 'zephyr')],
+  },
   {
     name: 'rare LIKE (name contains "lunar zephyr")',
     entity: 'customer',
     filters: [f('name', 'LIKE', 'lunar zephyr')],
     cut: HAND_CUTS.rareLike,
   },
-  { name: 'IN (country DE, FR, NL)', entity: 'customer', filters: [f('country', 'IN', ['DE', 'FR', 'NL'])] },
-  { name: 'tags EQ Champion (1%)', entity: 'customer', filters: [f('tags', 'EQ', 'champion')], cut: HAND_CUTS.oneTag },
+  {
+    name: 'IN (country DE, FR, NL)',
+    entity: 'customer',
+    filters: [f('country', 'IN', ['DE', 'FR', 'NL'])],
+  },
+  {
+    name: 'tags EQ Champion (1%)',
+    entity: 'customer',
+    filters: [f('tags', 'EQ', 'champion')],
+    cut: HAND_CUTS.oneTag,
+  },
   {
     name: 'tags NEQ Trial (80%)',
     entity: 'customer',
@@ -523,18 +586,40 @@ const shapes = (contactsOf: string): Shape[] => [
     filters: [f('tags', 'NIN', ['Trial', 'Enterprise'])],
     cut: HAND_CUTS.notTags(['Trial', 'Enterprise']),
   },
-  { name: 'owner EQ (a small book)', entity: 'customer', filters: [f('owner', 'EQ', 'USER50@bench.test')] },
-  { name: 'GTD (last_seen > 90 days ago)', entity: 'customer', filters: [f('last_seen', 'GTD', '90')] },
+  {
+    name: 'owner EQ (a small book)',
+    entity: 'customer',
+    filters: [f('owner', 'EQ', 'USER50@bench.test')],
+  },
+  {
+    name: 'GTD (last_seen > 90 days ago)',
+    entity: 'customer',
+    filters: [f('last_seen', 'GTD', '90')],
+  },
   {
     name: '3 filters: tag, churn_risk, LTD',
     entity: 'customer',
-    filters: [f('tags', 'IN', ['At risk', 'Renewal Q1']), f('churn_risk', 'GTE', '70'), f('last_seen', 'LTD', '30')],
+    filters: [
+      f('tags', 'IN', ['At risk', 'Renewal Q1']),
+      f('churn_risk', 'GTE', '70'),
+      f('last_seen', 'LTD', '30'),
+    ],
     cut: HAND_CUTS.threeFilters,
   },
   { name: '3 filters: country, plan, score', entity: 'customer', filters: THREE },
   { name: '3 filters, deep page', entity: 'customer', filters: THREE, deep: true },
-  { name: 'contacts of one customer', entity: 'contact', filters: [f('customer_external_id', 'EQ', contactsOf)] },
-  { name: 'sort by engagement desc', entity: 'customer', filters: [], sort: [ENGAGEMENT_DESC], hand: ENGAGEMENT },
+  {
+    name: 'contacts of one customer',
+    entity: 'contact',
+    filters: [f('customer_external_id', 'EQ', contactsOf)],
+  },
+  {
+    name: 'sort by engagement desc',
+    entity: 'customer',
+    filters: [],
+    sort: [ENGAGEMENT_DESC],
+    hand: ENGAGEMENT,
+  },
   {
     name: 'sort by a custom attribute (employees desc)',
     entity: 'customer',
@@ -552,9 +637,21 @@ const shapes = (contactsOf: string): Shape[] => [
     deep: true,
   },
   { name: 'sort by name asc', entity: 'customer', sort: [{ propertyName: 'name' }], hand: NAME },
-  { name: 'sort by name asc, deep page', entity: 'customer', sort: [{ propertyName: 'name' }], hand: NAME, deep: true },
+  {
+    name: 'sort by name asc, deep page',
+    entity: 'customer',
+    sort: [{ propertyName: 'name' }],
+    hand: NAME,
+    deep: true,
+  },
   { name: 'sort by createdAt desc', entity: 'customer', sort: [CREATED_DESC], hand: CREATED },
-  { name: 'sort by createdAt desc, deep page', entity: 'customer', sort: [CREATED_DESC], hand: CREATED, deep: true },
+  {
+    name: 'sort by createdAt desc, deep page',
+    entity: 'customer',
+    sort: [CREATED_DESC],
+    hand: CREATED,
+    deep: true,
+  },
   {
     name: 'where: OR of three groups',
     entity: 'customer',
@@ -668,7 +765,11 @@ export const sideBySide = async (loads: Load[], seconds: number) => {
   }
   return sides.map(({ latencies, seconds: ran }) => {
     latencies.sort((x, y) => x - y)
-    return { p50: percentile(latencies, 50), p99: percentile(latencies, 99), rps: latencies.length / ran }
+    return {
+      p50: percentile(latencies, 50),
+      p99: percentile(latencies, 99),
+      rps: latencies.length / ran,
+    }
   })
 }
 
@@ -698,7 +799,9 @@ const httpLoad =
       })
     })
     if (result.non2xx || result.errors || result.timeouts) {
-      throw new Error(`${url}: ${result.non2xx} non-2xx, ${result.errors} errors, ${result.timeouts} timeouts`)
+      throw new Error(
+        `${url}: ${result.non2xx} non-2xx, ${result.errors} errors, ${result.timeouts} timeouts`,
+      )
     }
     return (performance.now() - started) / 1000
   }
@@ -713,9 +816,15 @@ const startFloor = async (url: string) => {
     im.on('data', (chunk: Buffer) => chunks.push(chunk))
     im.on('end', async () => {
       JSON.parse(Buffer.concat(chunks).toString('utf8'))
-      const rows = (await sql.unsafe(query.text, query.params as string[]).raw()) as unknown as [Buffer, Buffer][]
+      const rows = (await sql.unsafe(query.text, query.params as string[]).raw()) as unknown as [
+        Buffer,
+        Buffer,
+      ][]
       const body = pageBody(rows, query.limit)
-      res.writeHead(200, { 'content-type': 'application/json', 'content-length': String(body.length) })
+      res.writeHead(200, {
+        'content-type': 'application/json',
+        'content-length': String(body.length),
+      })
       res.end(body)
     })
   })
@@ -759,7 +868,10 @@ const inLists = async (ctx: BenchContext) => {
       const p50s = new Map<number, number>()
       for (const length of IN_LENGTHS) {
         const values = [held, ...Array.from({ length: length - 1 }, (_, i) => none(i))]
-        const body = JSON.stringify({ filters: [{ propertyName: field, operator: 'IN', values }], count: 'exact' })
+        const body = JSON.stringify({
+          filters: [{ propertyName: field, operator: 'IN', values }],
+          count: 'exact',
+        })
         const run = async () => {
           const started = performance.now()
           const res = await fetch(`http://127.0.0.1:${service.port}/api/v1/customers/search`, {
@@ -828,22 +940,39 @@ const shapesAtScale = async (ctx: BenchContext) => {
       select c.external_id from contacts k join customers c on c.account_id = k.account_id
         and c.service_id = k.customer_id
       where k.account_id = ${main} order by k.service_id limit 1 offset ${Math.floor(ROWS / 200)}`
-    const [{ value: cursorKey }] = await direct`select value from service_secrets where name = 'search_cursor'`
+    const [{ value: cursorKey }] =
+      await direct`select value from service_secrets where name = 'search_cursor'`
     const tagIds = new Map(
-      (await direct`select title, id from tags where account_id = ${main}`).map((t) => [t.title, Number(t.id)]),
+      (await direct`select title, id from tags where account_id = ${main}`).map((t) => [
+        t.title,
+        Number(t.id),
+      ]),
     )
     const tag = (title: string) => tagIds.get(title)!
-    const deepVsFirst: { first: (typeof DEEP_VS_FIRST)[number]; deep: number; firstP50: number }[] = []
-    for (const shape of shapes(someCustomer.external_id).filter((sh) => ONLY.some((o) => sh.name.includes(o)))) {
+    const deepVsFirst: { first: (typeof DEEP_VS_FIRST)[number]; deep: number; firstP50: number }[] =
+      []
+    for (const shape of shapes(someCustomer.external_id).filter((sh) =>
+      ONLY.some((o) => sh.name.includes(o)),
+    )) {
       const limit = 100
       const { sort, hand, where } = shape
       const conditions = where ? { where } : { filters: shape.filters ?? [] }
       // The same context lookup and compilation as the handler's, done once outside the timing.
-      const context = await searchContext(direct, main, shape.entity, { ...conditions, sort, limit })
+      const context = await searchContext(direct, main, shape.entity, {
+        ...conditions,
+        sort,
+        limit,
+      })
       // A deep sorted page starts after the cursor the service would have sealed for that record.
       const deepKeys = shape.deep && hand ? await deepUnder(direct, main, hand) : undefined
-      const keys = resolveSort(shape.entity, sort ?? [], new Map(context.catalog.map((d) => [d.codename, d])), [])
-      const cursor = deepKeys && sealCursor(deepKeys, cursorKey, cursorScope(main, shape.entity, keys))
+      const keys = resolveSort(
+        shape.entity,
+        sort ?? [],
+        new Map(context.catalog.map((d) => [d.codename, d])),
+        [],
+      )
+      const cursor =
+        deepKeys && sealCursor(deepKeys, cursorKey, cursorScope(main, shape.entity, keys))
       const after = shape.deep ? (cursor ?? deep.service_id) : undefined
       const body = JSON.stringify({ ...conditions, limit, sort, after })
       const path = `/api/v1/${shape.entity}s/search`

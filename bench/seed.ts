@@ -26,8 +26,11 @@ export const seedAccount = async (
 // COPY ... FROM STDIN of `lines` (each ending in a newline), waiting whenever the stream's buffer is full.
 export const copyLines = async (query: Promise<Writable>, lines: Iterable<string>) => {
   const stream = await query
-  for (const line of lines) if (!stream.write(line)) await new Promise((r) => stream.once('drain', r))
-  await new Promise((resolve, reject) => stream.end((err?: Error) => (err ? reject(err) : resolve(undefined))))
+  for (const line of lines)
+    if (!stream.write(line)) await new Promise((r) => stream.once('drain', r))
+  await new Promise((resolve, reject) =>
+    stream.end((err?: Error) => (err ? reject(err) : resolve(undefined))),
+  )
 }
 
 // A JSON value as a field of COPY's text format, whose escape character is the backslash.

@@ -37,10 +37,25 @@ const relayBodies = () =>
         const n = b * MESSAGES + i
         const customer = `cust-${n % CUSTOMERS}`
         const userId = `${customer}-contact-${n % 3}`
-        const common = { messageId: `m-@@-${i}`, userId, timestamp: '@@SENT', context: { library: { name: 'bench' } } }
+        const common = {
+          messageId: `m-@@-${i}`,
+          userId,
+          timestamp: '@@SENT',
+          context: { library: { name: 'bench' } },
+        }
         if (n % 10 === 0)
-          return { ...common, type: 'group', groupId: customer, traits: { name: `Customer ${n}`, plan: 'pro' } }
-        if (n % 10 === 1) return { ...common, type: 'identify', traits: { name: `Person ${n % 3}`, role: 'member' } }
+          return {
+            ...common,
+            type: 'group',
+            groupId: customer,
+            traits: { name: `Customer ${n}`, plan: 'pro' },
+          }
+        if (n % 10 === 1)
+          return {
+            ...common,
+            type: 'identify',
+            traits: { name: `Person ${n % 3}`, role: 'member' },
+          }
         return {
           ...common,
           type: 'track',
@@ -73,7 +88,13 @@ const trackerBodies = (trackerKey: string) =>
 let sent = 0
 // When each request (its number, `@@` in its messages' ids) was answered 200.
 const answered = new Map<number, number>()
-const load = (url: string, headers: Record<string, string>, bodies: string[], duration: number, rate?: number) =>
+const load = (
+  url: string,
+  headers: Record<string, string>,
+  bodies: string[],
+  duration: number,
+  rate?: number,
+) =>
   autocannon({
     url,
     ...(rate ? { overallRate: rate } : {}),
@@ -97,12 +118,19 @@ const load = (url: string, headers: Record<string, string>, bodies: string[], du
 
 const checked = (result: autocannon.Result) => {
   if (result.non2xx || result.errors || result.timeouts)
-    throw new Error(`${result.url}: ${result.non2xx} non-2xx, ${result.errors} errors, ${result.timeouts} timeouts`)
+    throw new Error(
+      `${result.url}: ${result.non2xx} non-2xx, ${result.errors} errors, ${result.timeouts} timeouts`,
+    )
   return result
 }
 
 type Rate = { messages: number; p99: number }
-const perSecond = async (url: string, headers: Record<string, string>, bodies: string[], during = () => {}) => {
+const perSecond = async (
+  url: string,
+  headers: Record<string, string>,
+  bodies: string[],
+  during = () => {},
+) => {
   checked(await load(url, headers, bodies, 2)) // warm-up
   during()
   const result = checked(await load(url, headers, bodies, SECONDS))
@@ -115,7 +143,11 @@ export default async (ctx: BenchContext) => {
   // `serve` the apply job's statements wait behind the intake's requests on one event loop, and it applied
   // a fifth of its rate alone while the load ran (docs/benchmarks.md); BENCH_SEGMENT_ONE_PROCESS=1 runs so.
   const oneProcess = process.env.BENCH_SEGMENT_ONE_PROCESS === '1'
-  const server = await startServer(url, { SERVICE_TRACK_RATE_LIMIT: '100000000' }, oneProcess ? [] : ['--no-worker'])
+  const server = await startServer(
+    url,
+    { SERVICE_TRACK_RATE_LIMIT: '100000000' },
+    oneProcess ? [] : ['--no-worker'],
+  )
   const worker = oneProcess ? null : startWorker(url)
   const shape = oneProcess ? ', one process' : ''
   const sql = connect(url, { max: 2 })
@@ -136,10 +168,13 @@ export default async (ctx: BenchContext) => {
       insert into customers (account_id, external_id, name)
       select ${account.id}, 'cust-' || i, 'Customer ' || i from generate_series(0, ${CUSTOMERS - 1}) i`
     await sql`analyze customers`
-    const { token } = await server.admin('POST', `/accounts/${account.id}/keys`, { scopes: ['track'] })
+    const { token } = await server.admin('POST', `/accounts/${account.id}/keys`, {
+      scopes: ['track'],
+    })
 
     const trackerUrl = `${server.base}/api/tracker/track`
-    const trackerFull = () => perSecond(trackerUrl, { 'service-key': token }, trackerBodies(account.tracker_key))
+    const trackerFull = () =>
+      perSecond(trackerUrl, { 'service-key': token }, trackerBodies(account.tracker_key))
     // Where a pipeline's rows wait: `undecided`, as its apply job reads them ('received' at or past the
     // account's cursor, tracking/intake/cursor.ts), and `rows(first)`, its rows (id, and n: the number of the
     // request that carried it) of the requests from `first` on.
@@ -202,7 +237,8 @@ export default async (ctx: BenchContext) => {
     }
     const undecidedCount = async (sources: Source[]) => {
       let n = 0
-      for (const { undecided } of sources) n += (await sql`select count(*)::int as n from (${undecided}) w`)[0].n
+      for (const { undecided } of sources)
+        n += (await sql`select count(*)::int as n from (${undecided}) w`)[0].n
       return n
     }
     const drained = async (sources: Source[]) => {
@@ -214,7 +250,10 @@ export default async (ctx: BenchContext) => {
     const lags = async (sources: Source[], first: number, polls: Poll[]) => {
       const all: number[] = []
       for (const [k, source] of sources.entries())
-        for (const { id, n } of (await source.rows(first)) as unknown as { id: number; n: number }[]) {
+        for (const { id, n } of (await source.rows(first)) as unknown as {
+          id: number
+          n: number
+        }[]) {
           const at = answered.get(n)
           if (at === undefined) continue
           let p = polls.findIndex((poll) => poll.at >= at)
@@ -227,7 +266,12 @@ export default async (ctx: BenchContext) => {
     }
     // A load paced to `rate` requests a second, with the apply lag of its rows, what the apply kept up
     // with while it ran, and how fast it drained the rest alone.
-    const pacedLoad = async (url: string, headers: Record<string, string>, bodies: string[], sources: Source[]) => {
+    const pacedLoad = async (
+      url: string,
+      headers: Record<string, string>,
+      bodies: string[],
+      sources: Source[],
+    ) => {
       const first = sent
       const stop = polling(sources)
       const result = checked(await load(url, headers, bodies, SECONDS, rate))
@@ -244,7 +288,8 @@ export default async (ctx: BenchContext) => {
     // same mean size, four times each. The lag at full intake is that of /v1/batch's first run.
     const basic = `Basic ${Buffer.from(`${token}:`).toString('base64')}`
     const batchUrl = `${server.base}/v1/batch`
-    const relayFull = (during?: () => void) => perSecond(batchUrl, { authorization: basic }, relayBodies(), during)
+    const relayFull = (during?: () => void) =>
+      perSecond(batchUrl, { authorization: basic }, relayBodies(), during)
     const trackerRuns: Rate[] = []
     const relayRuns: Rate[] = []
     let fullLag = { max: Number.NaN, p95: Number.NaN, rows: 0 }
@@ -278,9 +323,12 @@ export default async (ctx: BenchContext) => {
     // the bar's rate: 0.8 of the tracker's mean events per second of the first round. The tracker's own
     // pipeline first, the same lag for comparison; then /v1/batch, where the lag bar is.
     const rate = Math.round((0.8 * mean(trackerRuns)) / MESSAGES)
-    const trackerPaced = await pacedLoad(trackerUrl, { 'service-key': token }, trackerBodies(account.tracker_key), [
-      trackerSource,
-    ])
+    const trackerPaced = await pacedLoad(
+      trackerUrl,
+      { 'service-key': token },
+      trackerBodies(account.tracker_key),
+      [trackerSource],
+    )
     const paced = await pacedLoad(batchUrl, { authorization: basic }, relayBodies(), relaySources)
     await round(false)
     const tracker = { messages: mean(trackerRuns), p99: Math.max(...trackerRuns.map((r) => r.p99)) }
@@ -295,7 +343,14 @@ export default async (ctx: BenchContext) => {
       const rates = runs.map((r) => r.messages)
       const [slowest, fastest] = [Math.min(...rates), Math.max(...rates)]
       const metric = `${who}: its slowest full run, against its fastest`
-      ctx.report({ bench: 'segment', metric, value: slowest, unit, baseline: fastest, ratio: slowest / fastest })
+      ctx.report({
+        bench: 'segment',
+        metric,
+        value: slowest,
+        unit,
+        baseline: fastest,
+        ratio: slowest / fastest,
+      })
     }
     spread('tracker', 'events/s', trackerRuns)
     spread('/v1/batch', 'msgs/s', relayRuns)
@@ -315,12 +370,37 @@ export default async (ctx: BenchContext) => {
       target: '>= 0.8',
     })
     ctx.report({ bench: 'segment', metric: 'p99 latency, tracker', value: tracker.p99, unit: 'ms' })
-    ctx.report({ bench: 'segment', metric: 'p99 latency, /v1/batch', value: segment.p99, unit: 'ms' })
-    ctx.report({ bench: 'segment', metric: 'apply lag at full intake, max', value: fullLag.max, unit: 's' })
-    ctx.report({ bench: 'segment', metric: 'apply lag at full intake, p95', value: fullLag.p95, unit: 's' })
-    ctx.report({ bench: 'segment', metric: 'backlog drained after full intake', value: drain, unit: 's' })
+    ctx.report({
+      bench: 'segment',
+      metric: 'p99 latency, /v1/batch',
+      value: segment.p99,
+      unit: 'ms',
+    })
+    ctx.report({
+      bench: 'segment',
+      metric: 'apply lag at full intake, max',
+      value: fullLag.max,
+      unit: 's',
+    })
+    ctx.report({
+      bench: 'segment',
+      metric: 'apply lag at full intake, p95',
+      value: fullLag.p95,
+      unit: 's',
+    })
+    ctx.report({
+      bench: 'segment',
+      metric: 'backlog drained after full intake',
+      value: drain,
+      unit: 's',
+    })
     // The paced load's rows, for Segment's pipeline and the tracker's own.
-    const pacedRows = (who: string, unit: string, p: Awaited<ReturnType<typeof pacedLoad>>, target?: string) => {
+    const pacedRows = (
+      who: string,
+      unit: string,
+      p: Awaited<ReturnType<typeof pacedLoad>>,
+      target?: string,
+    ) => {
       const row = (metric: string, value: number, u: string, extra = {}) =>
         ctx.report({ bench: 'segment', metric: `${who}: ${metric}`, value, unit: u, ...extra })
       row('intake paced to 0.8 x tracker', p.intake, unit, {
@@ -330,12 +410,20 @@ export default async (ctx: BenchContext) => {
       row('apply lag at 0.8 x tracker, max', p.lag.max, 's', target ? { target } : {})
       row('apply lag at 0.8 x tracker, p95', p.lag.p95, 's')
       row('backlog drained after paced load', p.drain, 's')
-      row('apply rate while the paced load ran', p.kept, unit, { baseline: p.intake, ratio: p.kept / p.intake })
+      row('apply rate while the paced load ran', p.kept, unit, {
+        baseline: p.intake,
+        ratio: p.kept / p.intake,
+      })
       row('apply rate draining alone after it', p.alone, unit)
     }
     pacedRows('tracker', 'events/s', trackerPaced)
     pacedRows('/v1/batch', 'msgs/s', paced, '< 5')
-    ctx.report({ bench: 'segment', metric: 'messages stored (warm-up included)', value: stored, unit: 'msgs' })
+    ctx.report({
+      bench: 'segment',
+      metric: 'messages stored (warm-up included)',
+      value: stored,
+      unit: 'msgs',
+    })
   } finally {
     await sql.end()
     await worker?.stop()

@@ -49,7 +49,11 @@ export const startWorker = (databaseUrl: string, env: Record<string, string> = {
 }
 
 // `serve` (HTTP and the worker, or HTTP alone with `--no-worker` in `args`), once it answers /readyz.
-export const startServer = async (databaseUrl: string, env: Record<string, string> = {}, args: string[] = []) => {
+export const startServer = async (
+  databaseUrl: string,
+  env: Record<string, string> = {},
+  args: string[] = [],
+) => {
   const port = await freePort()
   const child = spawnService(['serve', ...args], databaseUrl, env, port)
   child.stderr!.pipe(process.stderr)

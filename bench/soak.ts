@@ -59,7 +59,10 @@ const alive = (pid: number) => {
 // outlives the limit is killed.
 const stop = async (p: Proc) => {
   if (!alive(p.pid)) return
-  const stopped = await Promise.race([p.stop().then(() => true), sleep(STOP_LIMIT_MS).then(() => false)])
+  const stopped = await Promise.race([
+    p.stop().then(() => true),
+    sleep(STOP_LIMIT_MS).then(() => false),
+  ])
   if (!stopped) {
     process.stderr.write(
       `soak: ${p.name} (pid ${p.pid}) still running ${STOP_LIMIT_MS / 1000} s after SIGTERM; killed\n`,
@@ -120,7 +123,11 @@ const customer = (externalId: string, n: number) => ({
     plan: ['free', 'pro', 'enterprise'][n % 3],
     employees: 10 + (n % 990),
   },
-  metrics: SNAPSHOT_DATES.map((date, m) => ({ date, logins: (n + m * 7) % 50, seats: 1 + (n % 20) })),
+  metrics: SNAPSHOT_DATES.map((date, m) => ({
+    date,
+    logins: (n + m * 7) % 50,
+    seats: 1 + (n % 20),
+  })),
 })
 
 const event = (n: number) => {
@@ -131,13 +138,18 @@ const event = (n: number) => {
     identification: { customer: customerId, contact: `${customerId}-c${n % 3}` },
     data:
       n % 10 === 0
-        ? { customer: { plan: ['free', 'pro', 'enterprise'][n % 3] }, contact: { contact_name: `Person ${n % 3}` } }
+        ? {
+            customer: { plan: ['free', 'pro', 'enterprise'][n % 3] },
+            contact: { contact_name: `Person ${n % 3}` },
+          }
         : { contact: { last_page: `/app/page/${n % 50}` } },
   }
 }
 
 const f = (propertyName: string, operator: string, value: string | string[]) =>
-  Array.isArray(value) ? { propertyName, operator, values: value } : { propertyName, operator, value }
+  Array.isArray(value)
+    ? { propertyName, operator, values: value }
+    : { propertyName, operator, value }
 
 const SEARCHES = [
   [],
@@ -262,7 +274,9 @@ const searchPages = async (load: Load, base: string, filters: object[]) => {
 // Request n carries events n * EVENTS_PER_REQUEST and on: a 200 acknowledges that block.
 const trackOnce = async (load: Load, base: string) => {
   const n = load.trackRequests++
-  const events = Array.from({ length: EVENTS_PER_REQUEST }, (_, i) => event(n * EVENTS_PER_REQUEST + i))
+  const events = Array.from({ length: EVENTS_PER_REQUEST }, (_, i) =>
+    event(n * EVENTS_PER_REQUEST + i),
+  )
   const answer = await post(
     load.endpoints.track,
     `${base}/api/tracker/track`,
@@ -280,12 +294,18 @@ const until = async (deadline: number, step: () => Promise<unknown>) => {
 const runLoad = (load: Load, bases: string[]) =>
   Promise.all(
     bases.flatMap((base) => [
-      ...Array.from({ length: CLIENTS.upload }, () => until(load.deadline, () => uploadOnce(load, base))),
+      ...Array.from({ length: CLIENTS.upload }, () =>
+        until(load.deadline, () => uploadOnce(load, base)),
+      ),
       ...Array.from({ length: CLIENTS.search }, (_, c) => {
         let shape = c
-        return until(load.deadline, () => searchPages(load, base, SEARCHES[shape++ % SEARCHES.length]))
+        return until(load.deadline, () =>
+          searchPages(load, base, SEARCHES[shape++ % SEARCHES.length]),
+        )
       }),
-      ...Array.from({ length: CLIENTS.track }, () => until(load.deadline, () => trackOnce(load, base))),
+      ...Array.from({ length: CLIENTS.track }, () =>
+        until(load.deadline, () => trackOnce(load, base)),
+      ),
     ]),
   )
 
@@ -308,7 +328,9 @@ const drain = async (sql: postgres.Sql, accountId: number) => {
     const left = await backlog(sql, accountId)
     if (left.uploads === 0 && left.events === 0) return (performance.now() - started) / 1000
     if (performance.now() - started > DRAIN_LIMIT_MS)
-      throw new Error(`backlog not drained after ${DRAIN_LIMIT_MS / 1000} s: ${JSON.stringify(left)}`)
+      throw new Error(
+        `backlog not drained after ${DRAIN_LIMIT_MS / 1000} s: ${JSON.stringify(left)}`,
+      )
     await sleep(200)
   }
 }
@@ -338,7 +360,8 @@ const uploadLag = async (sql: postgres.Sql, accountId: number, afterId: number) 
 
 // Completed jobs are deleted; one still there with an error is failing (and retried or given up).
 const failingJobs = async (sql: postgres.Sql) =>
-  (await sql`select count(*)::int as n from graphile_worker.jobs where last_error is not null`)[0].n as number
+  (await sql`select count(*)::int as n from graphile_worker.jobs where last_error is not null`)[0]
+    .n as number
 
 // Every acknowledged customer once, with all its snapshots.
 const countCustomers = async (sql: postgres.Sql, accountId: number, ids: string[]) =>
@@ -375,7 +398,12 @@ const countEvents = async (sql: postgres.Sql, accountId: number, blocks: number[
 // Report
 
 // items: what one request carries, and how many.
-const reportEndpoint = (ctx: BenchContext, e: Endpoint, seconds: number, items?: [string, number]) => {
+const reportEndpoint = (
+  ctx: BenchContext,
+  e: Endpoint,
+  seconds: number,
+  items?: [string, number],
+) => {
   const sorted = [...e.latencies].sort((a, b) => a - b)
   ctx.report({ bench: 'soak', metric: `${e.name} accepted`, value: e.ok / seconds, unit: 'req/s' })
   if (items)
@@ -385,9 +413,25 @@ const reportEndpoint = (ctx: BenchContext, e: Endpoint, seconds: number, items?:
       value: (e.ok * items[1]) / seconds,
       unit: `${items[0]}/s`,
     })
-  ctx.report({ bench: 'soak', metric: `${e.name} p50 (2xx)`, value: percentile(sorted, 50), unit: 'ms' })
-  ctx.report({ bench: 'soak', metric: `${e.name} p99 (2xx)`, value: percentile(sorted, 99), unit: 'ms' })
-  ctx.report({ bench: 'soak', metric: `${e.name} 5xx`, value: e.server, unit: 'requests', target: '0' })
+  ctx.report({
+    bench: 'soak',
+    metric: `${e.name} p50 (2xx)`,
+    value: percentile(sorted, 50),
+    unit: 'ms',
+  })
+  ctx.report({
+    bench: 'soak',
+    metric: `${e.name} p99 (2xx)`,
+    value: percentile(sorted, 99),
+    unit: 'ms',
+  })
+  ctx.report({
+    bench: 'soak',
+    metric: `${e.name} 5xx`,
+    value: e.server,
+    unit: 'requests',
+    target: '0',
+  })
   ctx.report({
     bench: 'soak',
     metric: `${e.name} other 4xx, no answer`,
@@ -395,7 +439,12 @@ const reportEndpoint = (ctx: BenchContext, e: Endpoint, seconds: number, items?:
     unit: 'requests',
     target: '0',
   })
-  ctx.report({ bench: 'soak', metric: `${e.name} 429 (backpressure)`, value: e.throttled, unit: 'requests' })
+  ctx.report({
+    bench: 'soak',
+    metric: `${e.name} 429 (backpressure)`,
+    value: e.throttled,
+    unit: 'requests',
+  })
   for (const s of e.samples) process.stderr.write(`soak: ${e.name}: ${s}\n`)
 }
 
@@ -432,7 +481,11 @@ export default async (ctx: BenchContext) => {
       token: account.token,
       trackerKey: account.trackerKey,
       deadline: performance.now() + SECONDS * 1000,
-      endpoints: { upload: endpoint('upload'), search: endpoint('search'), track: endpoint('track') },
+      endpoints: {
+        upload: endpoint('upload'),
+        search: endpoint('search'),
+        track: endpoint('track'),
+      },
       uploads: 0,
       trackRequests: 0,
       ackedCustomers: [],
@@ -465,9 +518,24 @@ export default async (ctx: BenchContext) => {
       value: left.uploads,
       unit: 'uploads',
     })
-    ctx.report({ bench: 'soak', metric: 'backlog at end of load: events to apply', value: left.events, unit: 'events' })
-    ctx.report({ bench: 'soak', metric: 'backlog at end of load: jobs waiting', value: left.jobs, unit: 'jobs' })
-    ctx.report({ bench: 'soak', metric: 'time to drain the backlog', value: await drain(sql, account.id), unit: 's' })
+    ctx.report({
+      bench: 'soak',
+      metric: 'backlog at end of load: events to apply',
+      value: left.events,
+      unit: 'events',
+    })
+    ctx.report({
+      bench: 'soak',
+      metric: 'backlog at end of load: jobs waiting',
+      value: left.jobs,
+      unit: 'jobs',
+    })
+    ctx.report({
+      bench: 'soak',
+      metric: 'time to drain the backlog',
+      value: await drain(sql, account.id),
+      unit: 's',
+    })
     const [lag50, lag99] = await uploadLag(sql, account.id, seedUpload)
     ctx.report({ bench: 'soak', metric: 'upload 200 -> processed p50', value: lag50, unit: 's' })
     ctx.report({ bench: 'soak', metric: 'upload 200 -> processed p99', value: lag99, unit: 's' })

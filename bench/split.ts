@@ -63,7 +63,9 @@ const setUp = async (sql: ReturnType<typeof connect>) => {
 }
 
 const body = (from: number, n: number) =>
-  Buffer.from(JSON.stringify({ customers: Array.from({ length: n }, (_, j) => customer(from + j)) }))
+  Buffer.from(
+    JSON.stringify({ customers: Array.from({ length: n }, (_, j) => customer(from + j)) }),
+  )
 
 const statements = (sql: postgres.Sql) => sql`
   select query, calls::int, total_exec_time::float as ms from pg_stat_statements
@@ -84,7 +86,14 @@ export default async (ctx: BenchContext) => {
     await migrate(sql, url)
     await stats`create extension if not exists pg_stat_statements`
     const accountId = await setUp(sql)
-    const app: App = { sql, heavy: sql, admin: sql, config: loadConfig({}), log: () => {}, keys: undefined as never }
+    const app: App = {
+      sql,
+      heavy: sql,
+      admin: sql,
+      config: loadConfig({}),
+      log: () => {},
+      keys: undefined as never,
+    }
     const [{ defs }] = await sql`
       select coalesce(json_agg(json_build_object('codename', codename, 'kind', kind, 'type', type)), '[]') as defs
       from property_defs where account_id = ${accountId}`
@@ -147,9 +156,13 @@ export default async (ctx: BenchContext) => {
     const dbTotal = all.reduce((s, r) => s + r.ms, 0)
     const enqueue = all.filter((r) => ENQUEUE.test(r.query)).reduce((s, r) => s + r.ms, 0)
     const enqueueShare = dbTotal ? enqueue / dbTotal : 0
-    process.stderr.write(`split: processUpload ${ms.process.toFixed(0)} ms, ${dbTotal.toFixed(0)} ms in statements\n`)
+    process.stderr.write(
+      `split: processUpload ${ms.process.toFixed(0)} ms, ${dbTotal.toFixed(0)} ms in statements\n`,
+    )
     for (const r of all.sort((a, b) => b.ms - a.ms).slice(0, 15))
-      process.stderr.write(`split: ${r.ms.toFixed(1)} ms x${r.calls} ${r.query.replace(/\s+/g, ' ').slice(0, 150)}\n`)
+      process.stderr.write(
+        `split: ${r.ms.toFixed(1)} ms x${r.calls} ${r.query.replace(/\s+/g, ' ').slice(0, 150)}\n`,
+      )
     const snapshots = CUSTOMERS * MONTHS.length
     const phases = (t: typeof ms): [string, number][] => [
       ['parsing (UTF-8 decode, JSON.parse)', t.parsing],
@@ -180,7 +193,12 @@ export default async (ctx: BenchContext) => {
         unit: 'µs',
       })
     }
-    ctx.report({ bench: 'split', metric: 'load average (1 min) at the start', value: load, unit: '' })
+    ctx.report({
+      bench: 'split',
+      metric: 'load average (1 min) at the start',
+      value: load,
+      unit: '',
+    })
     if (process.env.BENCH_SPLIT_PLANS) {
       const plans: string[] = []
       const explained = postgres(url, { max: 1, onnotice: (n) => plans.push(n.message) })

@@ -34,7 +34,9 @@ export default async (ctx: BenchContext) => {
     await sql`update customers set is_churned = false, churned_date = null, churn_reason = null
       where account_id = ${accountId} and service_id % 200 = 0`
     await sql`vacuum analyze`
-    const { token } = await server.admin('POST', `/accounts/${accountId}/keys`, { scopes: ['search'] })
+    const { token } = await server.admin('POST', `/accounts/${accountId}/keys`, {
+      scopes: ['search'],
+    })
     const get = async (path: string, body?: unknown) => {
       const res = await fetch(`${server.base}${path}`, {
         method: body === undefined ? 'GET' : 'POST',
@@ -60,17 +62,26 @@ export default async (ctx: BenchContext) => {
       ['GET /api/v1/insights/week (7 days), kept', '/api/v1/insights/week'],
       ['GET /api/v1/insights/week?days=30, kept', '/api/v1/insights/week?days=30'],
       ['search, a page of 100 (baseline)', '/api/v1/customers/search', { limit: 100 }],
-      ['search, a page of 100 with count "exact"', '/api/v1/customers/search', { limit: 100, count: 'exact' }],
-      // A movement's count opened: every mover, by the search fields no index serves.
-      ...(['engagementscore_change_7d', 'reactivated_date'] as const).map((field): [string, string, unknown] => [
-        `search, a page of 100 with count "exact", where ${field} (a movement's search)`,
+      [
+        'search, a page of 100 with count "exact"',
         '/api/v1/customers/search',
-        {
-          where: field === 'reactivated_date' ? { propertyName: field, operator: 'LTD', value: '7' } : DROPS,
-          limit: 100,
-          count: 'exact',
-        },
-      ]),
+        { limit: 100, count: 'exact' },
+      ],
+      // A movement's count opened: every mover, by the search fields no index serves.
+      ...(['engagementscore_change_7d', 'reactivated_date'] as const).map(
+        (field): [string, string, unknown] => [
+          `search, a page of 100 with count "exact", where ${field} (a movement's search)`,
+          '/api/v1/customers/search',
+          {
+            where:
+              field === 'reactivated_date'
+                ? { propertyName: field, operator: 'LTD', value: '7' }
+                : DROPS,
+            limit: 100,
+            count: 'exact',
+          },
+        ],
+      ),
     ]
     const AFTER = 'GET /api/v1/insights/week right after a change (kept, refreshing)'
     const REFRESHED = 'a change to its refreshed report kept (background job)'
@@ -92,21 +103,28 @@ export default async (ctx: BenchContext) => {
     for (const [, path, body] of requests) await get(path, body)
     await quiet()
     for (let run = 0; run < RUNS; run++) {
-      for (const [name, path, body] of requests) times.get(name)!.push((await timed(path, body)).seconds)
+      for (const [name, path, body] of requests)
+        times.get(name)!.push((await timed(path, body)).seconds)
       const changed = performance.now()
-      const [{ at }] = await sql`update customers set name = name where account_id = ${accountId} and service_id = 1
+      const [{ at }] =
+        await sql`update customers set name = name where account_id = ${accountId} and service_id = 1
         returning clock_timestamp() as at`
       const after = await week()
       if (!after.answer.refreshing) throw new Error('a change did not queue a refresh')
       times.get(AFTER)!.push(after.seconds)
       // Polled in the database: the key's rate limit would refuse requests this frequent.
-      while ((await sql`select from week_reports where account_id = ${accountId} and computed_at > ${at}`).length < 2)
+      while (
+        (
+          await sql`select from week_reports where account_id = ${accountId} and computed_at > ${at}`
+        ).length < 2
+      )
         await new Promise((resolve) => setTimeout(resolve, 50))
       times.get(REFRESHED)!.push((performance.now() - changed) / 1000)
       await quiet()
       await sql`update week_reports set day = day - 1 where account_id = ${accountId}`
       const yesterday = await week()
-      if (!yesterday.answer.refreshing || yesterday.answer.today === today()) throw new Error('not served as kept')
+      if (!yesterday.answer.refreshing || yesterday.answer.today === today())
+        throw new Error('not served as kept')
       times.get(YESTERDAY)!.push(yesterday.seconds)
       await quiet()
       await sql`delete from week_reports where account_id = ${accountId}`

@@ -99,27 +99,45 @@ export type Auth = 'none' | 'admin' | 'session' | KeyAuth
 
 // The OpenAPI document's tags, in its order: a route row names one (an admin row gets `admin`).
 export const TAGS = [
-  { name: 'search', description: 'Find customers and contacts by filters on any field, with paging.' },
+  {
+    name: 'search',
+    description: 'Find customers and contacts by filters on any field, with paging.',
+  },
   {
     name: 'segments',
     description: 'Saved customer searches, their members, and who entered and left them when.',
   },
   {
     name: 'insights',
-    description: 'Reports over an account: "This week", what moved, the renewals ahead and 12 weeks of health.',
+    description:
+      'Reports over an account: "This week", what moved, the renewals ahead and 12 weeks of health.',
   },
-  { name: 'uploads', description: 'Send customers and contacts in batches; they are processed in the background.' },
-  { name: 'records', description: 'Create, read, update and delete one customer or contact at a time.' },
-  { name: 'tracking', description: 'Server-side events that keep tracked attributes and metrics current.' },
-  { name: 'admin', description: 'Accounts, keys, users, properties, tags, scoring, webhooks and support tools.' },
+  {
+    name: 'uploads',
+    description: 'Send customers and contacts in batches; they are processed in the background.',
+  },
+  {
+    name: 'records',
+    description: 'Create, read, update and delete one customer or contact at a time.',
+  },
+  {
+    name: 'tracking',
+    description: 'Server-side events that keep tracked attributes and metrics current.',
+  },
+  {
+    name: 'admin',
+    description: 'Accounts, keys, users, properties, tags, scoring, webhooks and support tools.',
+  },
   { name: 'operations', description: 'Health, readiness, metrics and this document.' },
   {
     name: 'privacy',
-    description: 'Erasure requests, suppressions of erased people, and exports of what is held about a person.',
+    description:
+      'Erasure requests, suppressions of erased people, and exports of what is held about a person.',
   },
   {
     name: 'people',
-    description: "People sign in with email and password; an account's admins invite them and remove them.",
+    description:
+      "People sign in with email and password; an account's admins invite them and remove them.",
   },
   { name: 'audit', description: 'Who changed what, on what, when and from where: the audit log.' },
   {
@@ -206,10 +224,11 @@ export interface Route extends Row<Auth, GenericSchema, Query> {
 // so its rows leave the tag out; every other row names its own.
 type Tagged<A extends Auth> = A extends 'admin' ? { tag?: never } : { tag: Tag }
 
-type TypedRoute<A extends Auth, B extends GenericSchema | undefined, Q extends Query | undefined> = Omit<
-  Row<A, B, Q>,
-  'tag'
-> &
+type TypedRoute<
+  A extends Auth,
+  B extends GenericSchema | undefined,
+  Q extends Query | undefined,
+> = Omit<Row<A, B, Q>, 'tag'> &
   Tagged<A> & {
     handler(req: Input<B, Q, A>, app: App): Reply | Promise<Reply>
   }

@@ -50,7 +50,10 @@ const assertGone = (id: string) => {
     mine.map((l) => [l.level, l.msg, l.status]),
     [['info', 'request', 499]],
   )
-  assert.ok(!lines.some((l) => l.level === 'error'), JSON.stringify(lines.filter((l) => l.level === 'error')))
+  assert.ok(
+    !lines.some((l) => l.level === 'error'),
+    JSON.stringify(lines.filter((l) => l.level === 'error')),
+  )
 }
 
 test('half a body, then the connection closes: 499 at info, no 5xx counted', async () => {
@@ -81,7 +84,11 @@ test('a search its client stopped waiting for: 499 at info once it ends, no 5xx 
   const leaving = new AbortController()
   const answer = fetch(`http://127.0.0.1:${port}/api/v1/customers/search`, {
     method: 'POST',
-    headers: { 'content-type': 'application/json', 'service-key': account.token, 'x-request-id': 'gone-early' },
+    headers: {
+      'content-type': 'application/json',
+      'service-key': account.token,
+      'x-request-id': 'gone-early',
+    },
     body: '{}',
     signal: leaving.signal,
   }).catch((err: Error) => err.name)

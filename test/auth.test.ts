@@ -8,8 +8,14 @@ before(async () => {
 })
 after(() => s.stop())
 
-const KEYED = ['/api/v1/customers/search', '/api/v1/contacts/search', '/api/v1/customers', '/api/v1/contacts']
-const post = (path: string, key?: string) => s.call('POST', path, {}, key === undefined ? {} : { 'service-key': key })
+const KEYED = [
+  '/api/v1/customers/search',
+  '/api/v1/contacts/search',
+  '/api/v1/customers',
+  '/api/v1/contacts',
+]
+const post = (path: string, key?: string) =>
+  s.call('POST', path, {}, key === undefined ? {} : { 'service-key': key })
 
 const keyWith = async (accountId: number, scopes: string[]) =>
   (await s.admin('POST', `/accounts/${accountId}/keys`, { scopes })).body

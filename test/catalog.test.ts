@@ -36,7 +36,8 @@ test('every tenant table has account_id and a primary key that leads with it', a
   const tables = await tenantTables()
   assert.ok(tables.length >= 15, `tenant tables: ${tables}`)
   for (const table of tables) {
-    const [pk] = await sql`select conkey from pg_constraint where conrelid = ${table}::regclass and contype = 'p'`
+    const [pk] =
+      await sql`select conkey from pg_constraint where conrelid = ${table}::regclass and contype = 'p'`
     assert.ok(pk, `${table} has no primary key`)
     const [{ cols }] = await keyColumns(table, pk.conkey)
     assert.equal(cols[0], 'account_id', `${table}: primary key (${cols})`)

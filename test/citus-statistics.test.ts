@@ -23,7 +23,8 @@ test('an account is analyzed once its rows outgrow its estimate; the table-wide 
   const sql = connect(db.url)
   try {
     await migrate(sql, db.url)
-    const [{ id }] = await sql`insert into accounts (name, tracker_key) values ('a', 'k') returning id`
+    const [{ id }] =
+      await sql`insert into accounts (name, tracker_key) values ('a', 'k') returning id`
     await addCustomers(sql, id, 1, 2000)
     await refreshStatistics(sql, id, 'customer')
     assert.equal(await shardTuples(sql), 2000)

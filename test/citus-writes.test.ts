@@ -36,7 +36,11 @@ test('a customer and its contact are created, read, updated and deleted one at a
   )
   const updated = await expect(
     200,
-    a.api('/api/v1/customer/c1', { name: 'Uno', owner_email: 'owner@acme.test', is_churned: true }, 'PUT'),
+    a.api(
+      '/api/v1/customer/c1',
+      { name: 'Uno', owner_email: 'owner@acme.test', is_churned: true },
+      'PUT',
+    ),
   )
   assert.equal(updated.name, 'Uno')
   assert.equal(updated.is_churned, true)
@@ -49,13 +53,23 @@ test('a customer and its contact are created, read, updated and deleted one at a
     a.api('/api/v1/customer/c1/contact', { contact_external_id: 'p1', contact_name: 'Pat' }),
   )
   assert.equal(contact.id, 'p1')
-  await expect(409, a.api('/api/v1/customer/c1/contact', { contact_external_id: 'p1', contact_name: 'Pat' }))
-  const renamed = await expect(200, a.api('/api/v1/customer/c1/contact/p1', { contact_name: 'Patricia' }, 'PUT'))
+  await expect(
+    409,
+    a.api('/api/v1/customer/c1/contact', { contact_external_id: 'p1', contact_name: 'Pat' }),
+  )
+  const renamed = await expect(
+    200,
+    a.api('/api/v1/customer/c1/contact/p1', { contact_name: 'Patricia' }, 'PUT'),
+  )
   assert.equal(renamed.name, 'Patricia')
   // The exports (reads, but their subqueries once fanned out): the record found, an unknown one 404.
-  assert.equal((await expect(200, a.api('/api/v1/customer/c1/export', undefined, 'GET'))).contacts.length, 1)
   assert.equal(
-    (await expect(200, a.api('/api/v1/customer/c1/contact/p1/export', undefined, 'GET'))).contact.record.name,
+    (await expect(200, a.api('/api/v1/customer/c1/export', undefined, 'GET'))).contacts.length,
+    1,
+  )
+  assert.equal(
+    (await expect(200, a.api('/api/v1/customer/c1/contact/p1/export', undefined, 'GET'))).contact
+      .record.name,
     'Patricia',
   )
   await expect(404, a.api('/api/v1/customer/c9/export', undefined, 'GET'))

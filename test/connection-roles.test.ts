@@ -39,17 +39,24 @@ const ranBy = async (pattern: RegExp) => [
 test('service-key requests, admin requests, /metrics and jobs run on connections named for their role', async () => {
   const acme = await scoredAccount(s, 'Roles')
   // A service-key request (the upload's intake, then its reads) and the jobs that merge and score it.
-  const done = await uploadAndWait(acme.api, 'customers', [{ external_id: 'c1', name: 'One' }], { scored: true })
+  const done = await uploadAndWait(acme.api, 'customers', [{ external_id: 'c1', name: 'One' }], {
+    scored: true,
+  })
   // Read again, alone, until a session shows it last: on a loaded machine the reads of the polls can
   // be followed by other statements of the same connections before the observer looks.
   const uploadRead = /from uploads u where u.account_id = \$1 and u.id = \$2/
   for (let tries = 0; tries < 5 && (await ranBy(uploadRead)).length === 0; tries++)
-    assert.equal((await acme.api(`/api/v1/uploads/${done.upload_id}`, undefined, 'GET')).status, 200)
+    assert.equal(
+      (await acme.api(`/api/v1/uploads/${done.upload_id}`, undefined, 'GET')).status,
+      200,
+    )
   assert.deepEqual(await ranBy(uploadRead), ['service-api'])
   // graphile-worker's pool, which fetches the jobs, and the jobs' own statements.
   assert.deepEqual(await ranBy(/locked_by = \$1::text/), ['service-worker'])
   const jobCode = (await sessions()).filter(
-    (r) => r.name === 'service-worker' && !/graphile_worker|_private_|locked_by|worker_heartbeats/.test(r.query),
+    (r) =>
+      r.name === 'service-worker' &&
+      !/graphile_worker|_private_|locked_by|worker_heartbeats/.test(r.query),
   )
   assert.ok(jobCode.length > 0, 'a job ran its statements on a service-worker connection')
 
@@ -70,7 +77,9 @@ test('service-key requests, admin requests, /metrics and jobs run on connections
 
 test('SERVICE_DATABASE_API_OPTIONS is set on the api pools only', async () => {
   const setting = async (sql: Sql) =>
-    (await sql`select current_setting(${API_OPTION}, true) as v, current_setting('application_name') as name`)[0]
+    (
+      await sql`select current_setting(${API_OPTION}, true) as v, current_setting('application_name') as name`
+    )[0]
   assert.deepEqual({ ...(await setting(s.app.sql)) }, { v: 'error', name: 'service-api' })
   assert.deepEqual({ ...(await setting(s.app.heavy)) }, { v: 'error', name: 'service-api' })
   const admin = await setting(s.app.admin)

@@ -6,7 +6,9 @@ import { launchBrowser } from './helpers/browser.ts'
 import { serveBundle } from './helpers/bundle.ts'
 import { startTestService, type TestService } from './helpers/service.ts'
 
-const renderer = readFileSync(createRequire(import.meta.url).resolve('@scalar/api-reference/browser/standalone.js'))
+const renderer = readFileSync(
+  createRequire(import.meta.url).resolve('@scalar/api-reference/browser/standalone.js'),
+)
 
 let s: TestService
 before(async () => {
@@ -39,7 +41,9 @@ test('GET /docs is a page that renders /openapi.json with the script this servic
 // framed by no site.
 const assertPolicy = (headers: Headers) => {
   const policy = headers.get('content-security-policy') ?? ''
-  const directives = new Map(policy.split(/;\s*/).map((d) => [d.split(' ')[0], d.split(' ').slice(1)]))
+  const directives = new Map(
+    policy.split(/;\s*/).map((d) => [d.split(' ')[0], d.split(' ').slice(1)]),
+  )
   assert.deepEqual(directives.get('default-src'), ["'none'"], policy)
   assert.deepEqual(directives.get('connect-src'), ["'self'"], policy)
   assert.deepEqual(directives.get('frame-ancestors'), ["'none'"], policy)
@@ -54,7 +58,8 @@ const assertPolicy = (headers: Headers) => {
 }
 
 test('GET /docs and its script carry a content security policy, nosniff and no referrer', async () => {
-  for (const path of ['/docs', '/docs/reference.js']) assertPolicy((await fetch(`${s.base}${path}`)).headers)
+  for (const path of ['/docs', '/docs/reference.js'])
+    assertPolicy((await fetch(`${s.base}${path}`)).headers)
 })
 
 interface Violation {
@@ -86,7 +91,10 @@ test('/docs in Chromium: the operations render under its policy, Test Request wo
     )
     page.on('pageerror', (err) => problems.push(`page error: ${err.message}`))
     page.on('console', (msg) => msg.type() === 'error' && problems.push(`console: ${msg.text()}`))
-    page.on('request', (req) => !req.url().startsWith(`${s.base}/`) && problems.push(`request ${req.url()}`))
+    page.on(
+      'request',
+      (req) => !req.url().startsWith(`${s.base}/`) && problems.push(`request ${req.url()}`),
+    )
     await page.goto(`${s.base}/docs`)
 
     const openapi = (await s.call('GET', '/openapi.json')).body
@@ -96,7 +104,8 @@ test('/docs in Chromium: the operations render under its policy, Test Request wo
       .flatMap((path) => Object.values(path))
       .filter((operation) => operation.tags.includes('search'))
     assert.ok(operations.length >= 2)
-    for (const { summary } of operations) await page.getByText(summary, { exact: true }).first().waitFor()
+    for (const { summary } of operations)
+      await page.getByText(summary, { exact: true }).first().waitFor()
 
     await page.getByText(operations[0].summary, { exact: true }).first().click()
     await page
@@ -162,7 +171,10 @@ test('the single-file bundle carries the renderer and serves it without node_mod
     assert.match(await page.text(), /\/docs\/reference\.js/)
     const res = await fetch(`${served.base}/docs/reference.js`)
     assert.equal(res.status, 200)
-    assert.ok(Buffer.from(await res.arrayBuffer()).equals(renderer), 'the bundle serves another script')
+    assert.ok(
+      Buffer.from(await res.arrayBuffer()).equals(renderer),
+      'the bundle serves another script',
+    )
   } finally {
     await served.stop()
   }

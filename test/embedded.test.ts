@@ -37,7 +37,8 @@ const answers = async (url: string) => {
     await sql.end()
   }
 }
-const postmaster = (data: string) => Number(readFileSync(join(data, 'postmaster.pid'), 'utf8').split('\n')[0])
+const postmaster = (data: string) =>
+  Number(readFileSync(join(data, 'postmaster.pid'), 'utf8').split('\n')[0])
 
 test('a command beside a running owner shares its server and leaves it running', async () => {
   const data = join(dir, 'shared')

@@ -56,7 +56,10 @@ test('a worker killed mid fan-out: no change lost, none phantom', async () => {
     // The first scoring has nothing to compare with; the subscriptions come after it.
     await scored(await upload('2026-11-01', (i) => i % 40))
     for (const r of receivers)
-      await s.admin('POST', `/accounts/${account.id}/webhooks`, { url: r.url, events: ['customer.score_changed'] })
+      await s.admin('POST', `/accounts/${account.id}/webhooks`, {
+        url: r.url,
+        events: ['customer.score_changed'],
+      })
     const changing = await upload('2026-11-02', (i) => (i % 40) + 1 + (i % 3))
     await arrived
     await workers[0].kill('SIGKILL')
@@ -90,14 +93,20 @@ test('a worker killed mid fan-out: no change lost, none phantom', async () => {
         messages.set(id, req.raw)
       }
       assert.equal(messages.size, deliveries.length / 3)
-      const changes = [...messages.values()].flatMap((raw) => JSON.parse(raw.toString()).data.changes)
+      const changes = [...messages.values()].flatMap(
+        (raw) => JSON.parse(raw.toString()).data.changes,
+      )
       assert.equal(changes.length, CUSTOMERS)
-      assert.equal(new Set(changes.map((c: { external_id: string }) => c.external_id)).size, CUSTOMERS)
+      assert.equal(
+        new Set(changes.map((c: { external_id: string }) => c.external_id)).size,
+        CUSTOMERS,
+      )
       for (const c of changes) assert.equal(c.new_value, scores.get(c.external_id), c.external_id)
     }
   } finally {
     hold = false
-    for (const w of workers) if (w.child.exitCode === null && w.child.signalCode === null) await w.kill('SIGKILL')
+    for (const w of workers)
+      if (w.child.exitCode === null && w.child.signalCode === null) await w.kill('SIGKILL')
     for (const r of receivers) await r.close()
   }
 })

@@ -14,7 +14,10 @@ const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..')
 const PATHSPECS = ['src/*.ts', 'test/*.ts', 'bench/*.ts', '*.mjs']
 
 const gitFiles = (...args: string[]) =>
-  execFileSync('git', ['ls-files', '-z', ...args, '--', ...PATHSPECS], { cwd: ROOT, encoding: 'utf8' })
+  execFileSync('git', ['ls-files', '-z', ...args, '--', ...PATHSPECS], {
+    cwd: ROOT,
+    encoding: 'utf8',
+  })
     .split('\0')
     .filter(Boolean)
 
@@ -22,7 +25,10 @@ test(`every line of src/, test/, bench/ and *.mjs is at most ${MAX} characters`,
   const files = [...new Set([...gitFiles(), ...gitFiles('--others', '--exclude-standard')])]
     .filter((f) => existsSync(join(ROOT, f)))
     .sort()
-  assert.ok(files.includes('build.mjs') && files.includes('test/line-width.test.ts'), files.join('\n'))
+  assert.ok(
+    files.includes('build.mjs') && files.includes('test/line-width.test.ts'),
+    files.join('\n'),
+  )
   const long = files.flatMap((file) =>
     readFileSync(join(ROOT, file), 'utf8')
       .split(/\r?\n/)

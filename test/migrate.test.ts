@@ -15,7 +15,8 @@ test('migrations apply once, in order, and a second run is a no-op', async () =>
       migrations().map((m) => m.name),
     )
     assert.ok(first.length >= 1 && first.every((n, i, a) => i === 0 || a[i - 1] < n))
-    const tables = await sql`select count(*)::int as n from information_schema.tables where table_schema = 'public'`
+    const tables =
+      await sql`select count(*)::int as n from information_schema.tables where table_schema = 'public'`
     assert.deepEqual(await migrate(sql, db.url), [])
     assert.deepEqual(
       await sql`select count(*)::int as n from information_schema.tables where table_schema = 'public'`,
@@ -102,7 +103,8 @@ const assertCopied = async (sql: Sql, count: number, tables: [string, string, st
       left join ${sql(records)} r on r.account_id = x.account_id and r.service_id = x.${sql(key)}`
     assert.equal(rows.length, count, table)
     for (const row of rows) assert.equal(row.copied, row.external_id, table)
-    const [column] = await sql`select is_nullable from information_schema.columns where table_name = ${table}
+    const [column] =
+      await sql`select is_nullable from information_schema.columns where table_name = ${table}
       and column_name = 'external_id'`
     assert.equal(column.is_nullable, 'NO', table)
   }

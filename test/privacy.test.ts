@@ -50,8 +50,9 @@ const applied = (accountId: number) =>
           and status = 'received') + (select count(*) from (${waitingSql(s.sql, 'segment_messages', accountId)}) w)::int
           as n`
       )[0].n == 0 &&
-      (await s.sql`select count(*)::int as n from graphile_worker.jobs where task_identifier = 'apply_events'`)[0].n ===
-        0,
+      (
+        await s.sql`select count(*)::int as n from graphile_worker.jobs where task_identifier = 'apply_events'`
+      )[0].n === 0,
     'events applied',
   )
 const event = (customer: string, contact: string | undefined, data: object = {}, at = NOW) => ({
@@ -104,8 +105,19 @@ const fill = async (a: Account, names = true) => {
   ])
   // The same people through Segment: an identify with the email as a trait, and a track.
   await segment(a, [
-    { type: 'identify', messageId: `m1-${a.id}`, userId: BOB.id, traits: { email: names ? BOB.email : 'x@y.org' } },
-    { type: 'track', messageId: `m2-${a.id}`, userId: ANN.id, event: 'login', context: { groupId: 'c1' } },
+    {
+      type: 'identify',
+      messageId: `m1-${a.id}`,
+      userId: BOB.id,
+      traits: { email: names ? BOB.email : 'x@y.org' },
+    },
+    {
+      type: 'track',
+      messageId: `m2-${a.id}`,
+      userId: ANN.id,
+      event: 'login',
+      context: { groupId: 'c1' },
+    },
   ])
   await applied(a.id)
 }
@@ -132,7 +144,9 @@ before(async () => {
     ['contacts', ANN.id],
     ['customers', GLOBEX.id],
   ]) {
-    const tagged = await s.admin('PUT', `/accounts/${a.id}/${entity}/${id}/tags`, { titles: ['VIP'] })
+    const tagged = await s.admin('PUT', `/accounts/${a.id}/${entity}/${id}/tags`, {
+      titles: ['VIP'],
+    })
     assert.equal(tagged.status, 200, JSON.stringify(tagged.body))
   }
   const segment = await a.api('/api/v1/segments', {
@@ -141,7 +155,9 @@ before(async () => {
   })
   assert.equal(segment.status, 201, JSON.stringify(segment.body))
   await eventually(
-    async () => (await s.sql`select count(*)::int as n from segment_members where account_id = ${a.id}`)[0].n > 0,
+    async () =>
+      (await s.sql`select count(*)::int as n from segment_members where account_id = ${a.id}`)[0]
+        .n > 0,
     'segment members',
   )
   await eventually(
@@ -183,7 +199,10 @@ test('erasure requests are checked: at most 1000 of each, no unknown keys; an em
   const empty = await eraser('/api/v1/erasures', {})
   assert.equal(empty.status, 202, JSON.stringify(empty.body))
   const done = await erased(eraser, empty.body.id)
-  assert.deepEqual([done.status, done.requested, done.counts.suppressions], ['done', { contacts: 0, customers: 0 }, 0])
+  assert.deepEqual(
+    [done.status, done.requested, done.counts.suppressions],
+    ['done', { contacts: 0, customers: 0 }, 0],
+  )
   assert.equal((await eraser('/api/v1/erasures/999999', undefined, 'GET')).status, 404)
   assert.equal((await eraser('/api/v1/erasures/x', undefined, 'GET')).status, 404)
 })
@@ -212,12 +231,22 @@ test('the export holds what was uploaded and tracked, for a contact and for a cu
   assert.equal(customer.body.customer.snapshots[0].values.logins, 7)
   assert.equal(customer.body.events.length, 21)
   assert.deepEqual(
-    customer.body.contacts.map((c: any) => [c.record.external_id, c.record.name, c.record.attributes.email]),
+    customer.body.contacts.map((c: any) => [
+      c.record.external_id,
+      c.record.name,
+      c.record.attributes.email,
+    ]),
     [[BOB.id, BOB.name, BOB.email]],
   )
   // The Segment identify of its contact, as held (the track naming its customer is an event above).
   const identify = (id: number, email: string) => [
-    { message_id: `m1-${id}`, type: 'identify', user_id: BOB.id, traits: { email }, status: 'applied' },
+    {
+      message_id: `m1-${id}`,
+      type: 'identify',
+      user_id: BOB.id,
+      traits: { email },
+      status: 'applied',
+    },
   ]
   const held = (doc: any) =>
     doc.segment_messages.map((m: any) => ({
@@ -229,15 +258,27 @@ test('the export holds what was uploaded and tracked, for a contact and for a cu
     }))
   assert.deepEqual(held(customer.body), identify(a.id, BOB.email))
   assert.deepEqual(held(contact.body), [])
-  const bob = await a.api(`/api/v1/customer/${GLOBEX.id}/contact/${BOB.id}/export`, undefined, 'GET')
+  const bob = await a.api(
+    `/api/v1/customer/${GLOBEX.id}/contact/${BOB.id}/export`,
+    undefined,
+    'GET',
+  )
   assert.deepEqual(held(bob.body), identify(a.id, BOB.email))
-  const otherBob = await b.api(`/api/v1/customer/${GLOBEX.id}/contact/${BOB.id}/export`, undefined, 'GET')
+  const otherBob = await b.api(
+    `/api/v1/customer/${GLOBEX.id}/contact/${BOB.id}/export`,
+    undefined,
+    'GET',
+  )
   assert.deepEqual(held(otherBob.body), identify(b.id, 'x@y.org'))
 
   // Another account's record of the same ids is its own; unknown ones are 404 before any byte.
   const other = await b.api(`/api/v1/customer/c1/contact/${ANN.id}/export`, undefined, 'GET')
   assert.equal(other.body.contact.record.name, 'Other Ann')
-  assert.equal((await a.api(`/api/v1/customer/${GLOBEX.id}/contact/${ANN.id}/export`, undefined, 'GET')).status, 404)
+  assert.equal(
+    (await a.api(`/api/v1/customer/${GLOBEX.id}/contact/${ANN.id}/export`, undefined, 'GET'))
+      .status,
+    404,
+  )
   assert.equal((await a.api('/api/v1/customer/nobody/export', undefined, 'GET')).status, 404)
   const eraser = await eraseKey(a)
   assert.equal((await eraser(`/api/v1/customer/${GLOBEX.id}/export`, undefined, 'GET')).status, 403)
@@ -277,7 +318,8 @@ const erased = async (api: ReturnType<TestService['api']>, id: number) =>
 let counts: Record<string, number>
 test('erasing a contact and a customer leaves nothing of them anywhere; the other account keeps its own', async () => {
   assert.ok((await findEverywhere(a.id, NEEDLES)).length > 10, 'the people are there before')
-  const otherBefore = await s.sql`select count(*)::int as n from tracking_events where account_id = ${b.id}`
+  const otherBefore =
+    await s.sql`select count(*)::int as n from tracking_events where account_id = ${b.id}`
   const eraser = await eraseKey(a)
   const res = await eraser('/api/v1/erasures', {
     contacts: [{ customer_external_id: 'c1', contact_external_id: ANN.id }],
@@ -307,14 +349,21 @@ test('erasing a contact and a customer leaves nothing of them anywhere; the othe
 
   // Redacted deliveries keep their status and timing; what stays of the erasure is counts.
   const deliveries = await s.admin('GET', `/accounts/${a.id}/webhooks/${hookId}/deliveries`)
-  assert.ok(deliveries.body.every((d: any) => d.status === 'delivered' && d.attempts[0].duration_ms >= 0))
-  const [log] = await s.sql`select * from erasures where account_id = ${a.id} and id = ${res.body.id}`
+  assert.ok(
+    deliveries.body.every((d: any) => d.status === 'delivered' && d.attempts[0].duration_ms >= 0),
+  )
+  const [log] =
+    await s.sql`select * from erasures where account_id = ${a.id} and id = ${res.body.id}`
   assert.ok(log.key_id > 0)
   // The remaining contact and customer are there; the other account's same ids are untouched.
   assert.equal((await a.api('/api/v1/customer/c1/contact/carl', undefined, 'GET')).status, 200)
-  assert.equal((await b.api(`/api/v1/customer/c1/contact/${ANN.id}`, undefined, 'GET')).body.name, 'Other Ann')
+  assert.equal(
+    (await b.api(`/api/v1/customer/c1/contact/${ANN.id}`, undefined, 'GET')).body.name,
+    'Other Ann',
+  )
   assert.equal((await b.api(`/api/v1/customer/${GLOBEX.id}`, undefined, 'GET')).status, 200)
-  const otherAfter = await s.sql`select count(*)::int as n from tracking_events where account_id = ${b.id}`
+  const otherAfter =
+    await s.sql`select count(*)::int as n from tracking_events where account_id = ${b.id}`
   assert.deepEqual(otherAfter, otherBefore)
 })
 
@@ -326,8 +375,19 @@ test('a tracked event for an erased contact is dropped and counted, until the su
   ])
   // Segment messages naming them are dropped too, and keep nothing of them.
   await segment(a, [
-    { type: 'identify', messageId: 'm3', userId: ANN.id, traits: { name: ANN.name, email: ANN.email } },
-    { type: 'group', messageId: 'm4', userId: BOB.id, groupId: GLOBEX.id, traits: { name: GLOBEX.name } },
+    {
+      type: 'identify',
+      messageId: 'm3',
+      userId: ANN.id,
+      traits: { name: ANN.name, email: ANN.email },
+    },
+    {
+      type: 'group',
+      messageId: 'm4',
+      userId: BOB.id,
+      groupId: GLOBEX.id,
+      traits: { name: GLOBEX.name },
+    },
     { type: 'track', messageId: 'm5', userId: ANN.id, event: 'login', context: { groupId: 'c1' } },
   ])
   await applied(a.id)
@@ -349,10 +409,20 @@ test('a tracked event for an erased contact is dropped and counted, until the su
   await track(b, [event('c1', ANN.id, { contact: { email: 'new@example.org' } })])
   await applied(b.id)
   const other = await b.api(`/api/v1/customer/c1/contact/${ANN.id}`, undefined, 'GET')
-  assert.equal(JSON.stringify(other.body).includes('new@example.org'), true, JSON.stringify(other.body))
+  assert.equal(
+    JSON.stringify(other.body).includes('new@example.org'),
+    true,
+    JSON.stringify(other.body),
+  )
 
-  assert.equal((await eraser(`/api/v1/suppressions/contact/${ANN.id}`, undefined, 'DELETE')).status, 204)
-  assert.equal((await eraser(`/api/v1/suppressions/contact/${ANN.id}`, undefined, 'DELETE')).status, 404)
+  assert.equal(
+    (await eraser(`/api/v1/suppressions/contact/${ANN.id}`, undefined, 'DELETE')).status,
+    204,
+  )
+  assert.equal(
+    (await eraser(`/api/v1/suppressions/contact/${ANN.id}`, undefined, 'DELETE')).status,
+    404,
+  )
   assert.equal((await eraser('/api/v1/suppressions/person/x', undefined, 'DELETE')).status, 404)
   await track(a, [event('c1', ANN.id, { contact: { contact_name: 'Ann Again' } })])
   await applied(a.id)
@@ -363,7 +433,10 @@ test('a tracked event for an erased contact is dropped and counted, until the su
 
 test('uploads are not suppressed: the customer uploaded again is back', async () => {
   await uploadAndWait(a.api, 'customers', [{ external_id: GLOBEX.id, name: 'Globex Again' }])
-  assert.equal((await a.api(`/api/v1/customer/${GLOBEX.id}`, undefined, 'GET')).body.name, 'Globex Again')
+  assert.equal(
+    (await a.api(`/api/v1/customer/${GLOBEX.id}`, undefined, 'GET')).body.name,
+    'Globex Again',
+  )
 })
 
 test('the admin API runs the same erasure; the log names no key then', async () => {
@@ -379,7 +452,10 @@ test('the admin API runs the same erasure; the log names no key then', async () 
   // Another account's erasure is not found by id.
   const otherEraser = await eraseKey(b)
   assert.equal((await otherEraser(`/api/v1/erasures/${res.body.id}`, undefined, 'GET')).status, 404)
-  assert.equal((await s.admin('POST', '/accounts/999999/erasures', { customers: ['x'] })).status, 404)
+  assert.equal(
+    (await s.admin('POST', '/accounts/999999/erasures', { customers: ['x'] })).status,
+    404,
+  )
 })
 
 test('retention purges only what is past its age, and /metrics shows it', async () => {
@@ -396,7 +472,8 @@ test('retention purges only what is past its age, and /metrics shows it', async 
   await uploadAndWait(a.api, 'customers', [{ external_id: 'r1', name: 'R1' }])
   await uploadAndWait(a.api, 'customers', [{ external_id: 'r2', name: 'R2' }])
   const deliveries = await eventually(async () => {
-    const rows = await s.sql`select id from webhook_deliveries where account_id = ${a.id} and payload is not null
+    const rows =
+      await s.sql`select id from webhook_deliveries where account_id = ${a.id} and payload is not null
       and status = 'delivered' order by id`
     return rows.length === 2 && rows
   }, 'two deliveries')
@@ -430,7 +507,9 @@ test('retention purges only what is past its age, and /metrics shows it', async 
   const metrics = (await s.call('GET', '/metrics')).body as string
   assert.match(metrics, /service_retention_purged_rows\{kind="events"\} 3/)
   assert.match(metrics, /service_retention_purged_rows\{kind="deliveries"\} 1/)
-  const oldest = Number(/service_retention_oldest_kept_timestamp_seconds\{kind="events"\} (\S+)/.exec(metrics)?.[1])
+  const oldest = Number(
+    /service_retention_oldest_kept_timestamp_seconds\{kind="events"\} (\S+)/.exec(metrics)?.[1],
+  )
   assert.ok(oldest > (Date.now() - 400 * DAY) / 1000 && oldest <= Date.now() / 1000, String(oldest))
 })
 
@@ -455,7 +534,8 @@ test('retention walks past its first batch: every expired row of a long backlog 
   await s.sql`insert into webhook_deliveries (account_id, webhook_id, event, message_id, payload, status)
     values (${c.id}, ${webhook}, 'bulk', 'bulk-young', '{}', 'delivered')`
   assert.deepEqual(await purgeExpired(s.app), { events: batches, deliveries: PURGE_BATCH + 1 })
-  const left = await s.sql`select name, count(*)::int as n from tracking_events where account_id = ${c.id}
+  const left =
+    await s.sql`select name, count(*)::int as n from tracking_events where account_id = ${c.id}
     group by name`
   assert.deepEqual([...left], [{ name: 'young', n: 2 }])
   const held = await s.sql`select message_id from webhook_deliveries where account_id = ${c.id}
@@ -466,7 +546,8 @@ test('retention walks past its first batch: every expired row of a long backlog 
 test('an erasure fails a pending delivery that names the person (unsendable without its payload)', async () => {
   const c = await s.account('Pending delivery')
   const webhook = await inactiveWebhook(c.id)
-  const deliveries = await s.sql`insert into webhook_deliveries (account_id, webhook_id, event, message_id, payload)
+  const deliveries =
+    await s.sql`insert into webhook_deliveries (account_id, webhook_id, event, message_id, payload)
     values (${c.id}, ${webhook}, 'customer.created', 'names-gone', '{"external_id": "gone-1"}'),
       (${c.id}, ${webhook}, 'customer.created', 'names-kept', '{"external_id": "kept-1"}')
     returning id`
@@ -480,7 +561,8 @@ test('an erasure fails a pending delivery that names the person (unsendable with
     return got.body.status === 'done' && got.body
   }, 'erasure')
   assert.equal(done.counts.webhook_deliveries, 1)
-  const rows = await s.sql`select d.message_id, d.status, d.payload, a.response_excerpt from webhook_deliveries d
+  const rows =
+    await s.sql`select d.message_id, d.status, d.payload, a.response_excerpt from webhook_deliveries d
     join webhook_attempts a on a.account_id = d.account_id and a.delivery_id = d.id
     where d.account_id = ${c.id} and d.id = any(${deliveries.map((d) => d.id)}) order by d.message_id`
   assert.deepEqual(
@@ -508,7 +590,8 @@ test('an erasure whose every attempt fails is marked failed, forgets whom it nam
   try {
     const res = await eraser('/api/v1/erasures', { customers: ['doomed'] })
     assert.equal(res.status, 202, JSON.stringify(res.body))
-    const job = () => s.sql`select j.attempts, j.max_attempts, j.last_error from graphile_worker._private_jobs j
+    const job =
+      () => s.sql`select j.attempts, j.max_attempts, j.last_error from graphile_worker._private_jobs j
       join graphile_worker._private_tasks t on t.id = j.task_id
       where t.identifier = 'erase' and j.payload->>'erasure_id' = ${String(res.body.id)}`
     // The retries' backoff (seconds, then minutes) is brought forward, so the five attempts run now.

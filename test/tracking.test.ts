@@ -29,7 +29,12 @@ const DAY = 86_400_000
 const today = new Date().toISOString().slice(0, 10)
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))
 const paths = (res: { body: any }) => (res.body.errors ?? []).map((e: { path: string }) => e.path)
-const ev = (over: object = {}) => ({ name: 'login', timestamp: NOW, identification: { customer: 'c1' }, ...over })
+const ev = (over: object = {}) => ({
+  name: 'login',
+  timestamp: NOW,
+  identification: { customer: 'c1' },
+  ...over,
+})
 
 const setUpTracking = async (a: Account) => {
   const res = await s.admin('PUT', `/accounts/${a.id}/tracking`, { domains: ['acme.test'] })
@@ -39,14 +44,16 @@ const setUpTracking = async (a: Account) => {
 const track = (a: Account, events: unknown[], trackerKey = a.trackerKey) =>
   a.api('/api/tracker/track', { trackerKey, events })
 const stored = async (accountId: number) =>
-  (await s.sql`select count(*)::int as n from tracking_events where account_id = ${accountId}`)[0].n as number
+  (await s.sql`select count(*)::int as n from tracking_events where account_id = ${accountId}`)[0]
+    .n as number
 
 // Processing is done when no event of the account is still 'received' (the apply job commits the
 // record updates and the events' new states together).
 const waitApplied = async (accountId: number, timeoutMs = 30_000) => {
   const deadline = Date.now() + timeoutMs
   for (;;) {
-    const [{ n }] = await s.sql`select count(*)::int as n from tracking_events where account_id = ${accountId}
+    const [{ n }] =
+      await s.sql`select count(*)::int as n from tracking_events where account_id = ${accountId}
       and status = 'received'`
     if (n === 0) return
     if (Date.now() > deadline) throw new Error(`${n} events of account ${accountId} still received`)
@@ -72,7 +79,11 @@ const validationCases: [string, (key: string) => unknown, string[]][] = [
   ['events missing', (k) => ({ trackerKey: k }), ['/events']],
   ['both missing (empty body)', () => '', ['/trackerKey', '/events']],
   ['events not an array', (k) => ({ trackerKey: k, events: { 0: ev() } }), ['/events']],
-  ['more than 100 events', (k) => ({ trackerKey: k, events: Array.from({ length: 101 }, () => ev()) }), ['/events']],
+  [
+    'more than 100 events',
+    (k) => ({ trackerKey: k, events: Array.from({ length: 101 }, () => ev()) }),
+    ['/events'],
+  ],
   ['an event not an object', (k) => ({ trackerKey: k, events: [ev(), 'login'] }), ['/events/1']],
   [
     'name missing',
@@ -80,13 +91,21 @@ const validationCases: [string, (key: string) => unknown, string[]][] = [
     ['/events/0/name'],
   ],
   ['name empty', (k) => ({ trackerKey: k, events: [ev({ name: '' })] }), ['/events/0/name']],
-  ['name over 255 characters', (k) => ({ trackerKey: k, events: [ev({ name: 'n'.repeat(256) })] }), ['/events/0/name']],
+  [
+    'name over 255 characters',
+    (k) => ({ trackerKey: k, events: [ev({ name: 'n'.repeat(256) })] }),
+    ['/events/0/name'],
+  ],
   [
     'timestamp missing',
     (k) => ({ trackerKey: k, events: [{ name: 'x', identification: { customer: 'c1' } }] }),
     ['/events/0/timestamp'],
   ],
-  ['timestamp a string', (k) => ({ trackerKey: k, events: [ev({ timestamp: String(NOW) })] }), ['/events/0/timestamp']],
+  [
+    'timestamp a string',
+    (k) => ({ trackerKey: k, events: [ev({ timestamp: String(NOW) })] }),
+    ['/events/0/timestamp'],
+  ],
   [
     'timestamp not whole milliseconds',
     (k) => ({ trackerKey: k, events: [ev({ timestamp: NOW + 0.5 })] }),
@@ -124,7 +143,10 @@ const validationCases: [string, (key: string) => unknown, string[]][] = [
   ],
   [
     'identification.contact over 255',
-    (k) => ({ trackerKey: k, events: [ev({ identification: { customer: 'c1', contact: 'p'.repeat(256) } })] }),
+    (k) => ({
+      trackerKey: k,
+      events: [ev({ identification: { customer: 'c1', contact: 'p'.repeat(256) } })],
+    }),
     ['/events/0/identification/contact'],
   ],
   [
@@ -132,7 +154,11 @@ const validationCases: [string, (key: string) => unknown, string[]][] = [
     (k) => ({ trackerKey: k, events: [ev({ identification: { customer: 'c1', contact: 7 } })] }),
     ['/events/0/identification/contact'],
   ],
-  ['data not an object', (k) => ({ trackerKey: k, events: [ev({ data: 'x' })] }), ['/events/0/data']],
+  [
+    'data not an object',
+    (k) => ({ trackerKey: k, events: [ev({ data: 'x' })] }),
+    ['/events/0/data'],
+  ],
   [
     'data.customer an array',
     (k) => ({ trackerKey: k, events: [ev({ data: { customer: [1] } })] }),
@@ -145,7 +171,10 @@ const validationCases: [string, (key: string) => unknown, string[]][] = [
   ],
   [
     'an event over 32 KB',
-    (k) => ({ trackerKey: k, events: [ev(), ev({ data: { customer: { note: 'x'.repeat(33_000) } } })] }),
+    (k) => ({
+      trackerKey: k,
+      events: [ev(), ev({ data: { customer: { note: 'x'.repeat(33_000) } } })],
+    }),
     ['/events/1'],
   ],
   [
@@ -170,7 +199,10 @@ const validationCases: [string, (key: string) => unknown, string[]][] = [
   ],
   [
     'errors in several events are all reported',
-    (k) => ({ trackerKey: k, events: [ev(), ev({ name: '' }), ev({ timestamp: 1.5, identification: {} })] }),
+    (k) => ({
+      trackerKey: k,
+      events: [ev(), ev({ name: '' }), ev({ timestamp: 1.5, identification: {} })],
+    }),
     ['/events/1/name', '/events/2/timestamp', '/events/2/identification/customer'],
   ],
 ]
@@ -210,8 +242,15 @@ test('tracking refuses invalid JSON with 400, a body over 5 MB with 413, other m
 
 test('an event of exactly 32 KB is accepted, one byte more is refused', async () => {
   const sized = (bytes: number) => {
-    const event = { name: 'big', timestamp: NOW, identification: { customer: 'c1' }, data: { customer: { note: '' } } }
-    event.data.customer.note = 'é'.repeat(Math.floor((bytes - Buffer.byteLength(JSON.stringify(event))) / 2))
+    const event = {
+      name: 'big',
+      timestamp: NOW,
+      identification: { customer: 'c1' },
+      data: { customer: { note: '' } },
+    }
+    event.data.customer.note = 'é'.repeat(
+      Math.floor((bytes - Buffer.byteLength(JSON.stringify(event))) / 2),
+    )
     if (Buffer.byteLength(JSON.stringify(event)) < bytes) event.data.customer.note += 'x'
     assert.equal(Buffer.byteLength(JSON.stringify(event)), bytes)
     return event
@@ -285,7 +324,12 @@ test('eventsToStore serializes each event again, and refuses at its path what ca
       return ((err as Refusal).errors ?? []).map((e) => e.path)
     }
   }
-  const data = { customer: { a: Infinity, 'b/c': [-Infinity] }, x: 'a\u0000', ['\ud800']: 1, ok: [1e308, 5e-324] }
+  const data = {
+    customer: { a: Infinity, 'b/c': [-Infinity] },
+    x: 'a\u0000',
+    ['\ud800']: 1,
+    ok: [1e308, 5e-324],
+  }
   assert.deepEqual(refused({ trackerKey: 'CS-X', events: [{ data }] }), [
     '/events/0/data/customer/a',
     '/events/0/data/customer/b~1c/0',
@@ -341,7 +385,9 @@ test(trackAuthTitle, async () => {
   const a = await setUpTracking(await s.account())
   const other = await setUpTracking(await s.account('Other'))
   const noTracking = await s.account('No tracking')
-  const searchOnly = (await s.admin('POST', `/accounts/${a.id}/keys`, { scopes: ['search', 'upload'] })).body.token
+  const searchOnly = (
+    await s.admin('POST', `/accounts/${a.id}/keys`, { scopes: ['search', 'upload'] })
+  ).body.token
   const noScope = await s.call(
     'POST',
     '/api/tracker/track',
@@ -381,7 +427,11 @@ test('rate limit: the 201st request in a minute is 429 with Retry-After and Rate
   }
   assert.deepEqual(statuses, Array(200).fill(200))
   const limited = await track(a, [ev()])
-  assert.equal(Math.floor(Date.now() / 60_000), firstWindow, 'the 201 requests took place in one minute')
+  assert.equal(
+    Math.floor(Date.now() / 60_000),
+    firstWindow,
+    'the 201 requests took place in one minute',
+  )
   assert.equal(limited.status, 429)
   assert.equal(limited.headers.get('content-type'), 'application/problem+json')
   const retry = Number(limited.headers.get('retry-after'))
@@ -397,7 +447,8 @@ test('rate limit: SERVICE_TRACK_RATE_LIMIT is honoured and tracking has its own 
   try {
     const created = await small.account()
     await small.admin('PUT', `/accounts/${created.id}/tracking`, { domains: ['acme.test'] })
-    const send = () => created.api('/api/tracker/track', { trackerKey: created.trackerKey, events: [] })
+    const send = () =>
+      created.api('/api/tracker/track', { trackerKey: created.trackerKey, events: [] })
     // Up to 7 requests: even when a minute boundary splits them, two windows of 3 overflow.
     const statuses: number[] = []
     let last
@@ -426,8 +477,18 @@ const appliedAccount = async () => {
     { external_id: 'c3', name: 'Three' },
   ])
   await upload(a, 'contacts', [
-    { customer_external_id: 'c1', contact_external_id: 'p1', contact_name: 'Pat', attributes: { role: 'user' } },
-    { customer_external_id: 'c2', contact_external_id: 'q1', contact_name: 'Quinn', attributes: { role: 'viewer' } },
+    {
+      customer_external_id: 'c1',
+      contact_external_id: 'p1',
+      contact_name: 'Pat',
+      attributes: { role: 'user' },
+    },
+    {
+      customer_external_id: 'c2',
+      contact_external_id: 'q1',
+      contact_name: 'Quinn',
+      attributes: { role: 'viewer' },
+    },
   ])
   return a
 }
@@ -463,7 +524,11 @@ test('applying: data.customer updates typed customer attributes only, later even
       },
     }),
     // Within a request the event time decides, not the position: NL (later) wins over BE.
-    ev({ timestamp: NOW - 1000, identification: { customer: 'c2' }, data: { customer: { country: 'NL' } } }),
+    ev({
+      timestamp: NOW - 1000,
+      identification: { customer: 'c2' },
+      data: { customer: { country: 'NL' } },
+    }),
     ev({
       timestamp: NOW - 2000,
       identification: { customer: 'c2' },
@@ -479,7 +544,11 @@ test('applying: data.customer updates typed customer attributes only, later even
   assert.equal(c1.properties.logins ?? null, null, 'tracking data does not write metrics')
   const c2 = await readCustomer(applied, 'c2')
   assert.equal(c2.properties.country, 'NL')
-  assert.equal(c2.properties.plan_started, '2025-06-01', 'an older event still sets the keys no later event set')
+  assert.equal(
+    c2.properties.plan_started,
+    '2025-06-01',
+    'an older event still sets the keys no later event set',
+  )
   // And through search, with filters on the tracked values.
   const search = await applied.api('/api/v1/customers/search', {
     filters: [{ propertyName: 'country', operator: 'IN', values: ['FR', 'NL'] }],
@@ -506,7 +575,11 @@ const olderEventTitle =
   'applying: an older event arriving later does not overwrite newer data; a newer one does; null clears'
 test(olderEventTitle, async () => {
   await trackAndApply(applied, [
-    ev({ timestamp: NOW - 1500, identification: { customer: 'c2' }, data: { customer: { country: 'IT' } } }),
+    ev({
+      timestamp: NOW - 1500,
+      identification: { customer: 'c2' },
+      data: { customer: { country: 'IT' } },
+    }),
   ])
   assert.equal((await readCustomer(applied, 'c2')).properties.country, 'NL')
   await trackAndApply(applied, [
@@ -530,7 +603,10 @@ test(contactDataTitle, async () => {
       identification: { customer: 'c1', contact: 'p1' },
       data: { contact: { role: 'admin', contact_name: 'Patricia', unknown: 1 } },
     }),
-    ev({ identification: { customer: 'c1', contact: 'p2' }, data: { contact: { contact_name: 'Newbie', role: 7 } } }),
+    ev({
+      identification: { customer: 'c1', contact: 'p2' },
+      data: { contact: { contact_name: 'Newbie', role: 7 } },
+    }),
     ev({ identification: { customer: 'c3', contact: 'p3' } }),
   ])
   const p1 = await contactRow(applied.id, 'p1')
@@ -639,7 +715,9 @@ test('applying: jobs of one account that run at once apply each event exactly on
     select ${a.id}, x->>'name', to_timestamp((x->>'timestamp')::float8 / 1000), x#>>'{identification,customer}',
       x#>>'{identification,contact}', x->'data'
     from jsonb_array_elements(${JSON.stringify(events)}::text::jsonb) x`
-  const runs = await Promise.all(Array.from({ length: 4 }, () => s.sql.begin((tx) => applyEvents(tx, a.id))))
+  const runs = await Promise.all(
+    Array.from({ length: 4 }, () => s.sql.begin((tx) => applyEvents(tx, a.id))),
+  )
   assert.equal(
     runs.reduce((n, r) => n + r.events, 0),
     400,
@@ -666,7 +744,11 @@ test('intake: a request adds an apply job only when its account has none waiting
     const a = await q.account()
     await q.admin('PUT', `/accounts/${a.id}/tracking`, { domains: ['acme.test'] })
     const send = async () =>
-      assert.equal((await a.api('/api/tracker/track', { trackerKey: a.trackerKey, events: [ev(), ev()] })).status, 200)
+      assert.equal(
+        (await a.api('/api/tracker/track', { trackerKey: a.trackerKey, events: [ev(), ev()] }))
+          .status,
+        200,
+      )
     const jobs = () => q.sql`
       select j.key, j.locked_at is not null as locked, j.payload, q.queue_name from graphile_worker._private_jobs j
         join graphile_worker._private_tasks t on t.id = j.task_id left join graphile_worker._private_job_queues q
@@ -677,7 +759,14 @@ test('intake: a request adds an apply job only when its account has none waiting
     const waiting = await jobs()
     assert.deepEqual(
       waiting.map((j) => ({ ...j })),
-      [{ key: `apply_events:${a.id}`, locked: false, payload: { account_id: a.id }, queue_name: `account:${a.id}` }],
+      [
+        {
+          key: `apply_events:${a.id}`,
+          locked: false,
+          payload: { account_id: a.id },
+          queue_name: `account:${a.id}`,
+        },
+      ],
     )
     // A job a worker has taken no longer counts as waiting: the next request adds another.
     await q.sql`update graphile_worker._private_jobs set locked_at = now(), locked_by = 'test'
@@ -691,7 +780,10 @@ test('intake: a request adds an apply job only when its account has none waiting
       ],
     )
     // An empty request adds nothing; the waiting job applies everything received so far.
-    assert.equal((await a.api('/api/tracker/track', { trackerKey: a.trackerKey, events: [] })).status, 200)
+    assert.equal(
+      (await a.api('/api/tracker/track', { trackerKey: a.trackerKey, events: [] })).status,
+      200,
+    )
     assert.equal((await jobs()).length, 2)
     const done = await q.sql.begin((tx) => applyEvents(tx, a.id))
     assert.equal(done.events, 6)
@@ -795,7 +887,11 @@ test(boundedBatchesTitle, async () => {
     )
     await run({ account_id: a.id }, undefined as never)
     assert.equal(await received(), 0)
-    assert.equal((await queued()).length, 2, 'a job that finds the backlog drained queues no successor')
+    assert.equal(
+      (await queued()).length,
+      2,
+      'a job that finds the backlog drained queues no successor',
+    )
   } finally {
     await q.stop()
   }
@@ -817,7 +913,11 @@ test('admin: count and list recent events of a customer, newest first (API and C
   const res = await s.admin('GET', `/accounts/${a.id}/events?customer=c1&limit=2`)
   assert.equal(res.status, 200, JSON.stringify(res.body))
   assert.equal(res.body.count, 3)
-  assert.deepEqual(res.body.by_status, { received: 0, applied: 0, unmatched: 3 }, 'c1 does not exist in this account')
+  assert.deepEqual(
+    res.body.by_status,
+    { received: 0, applied: 0, unmatched: 3 },
+    'c1 does not exist in this account',
+  )
   assert.deepEqual(
     res.body.events.map((e: any) => e.name),
     ['third', 'second'],
@@ -834,7 +934,16 @@ test('admin: count and list recent events of a customer, newest first (API and C
   for (const limit of ['0', '1001', 'x'])
     assert.equal((await s.admin('GET', `/accounts/${a.id}/events?limit=${limit}`)).status, 400)
   assert.equal((await s.admin('GET', '/accounts/999999/events')).status, 404)
-  const { stdout } = await cli(['admin', 'list-events', '--id', String(a.id), '--customer', 'c1', '--limit', '1'])
+  const { stdout } = await cli([
+    'admin',
+    'list-events',
+    '--id',
+    String(a.id),
+    '--customer',
+    'c1',
+    '--limit',
+    '1',
+  ])
   const printed = JSON.parse(stdout)
   assert.equal(printed.count, 3)
   assert.deepEqual(
@@ -863,12 +972,16 @@ test('tracking sends no webhook, not even for the contacts it creates', async ()
     assert.equal(hook.status, 201, JSON.stringify(hook.body))
     await upload(a, 'customers', [{ external_id: 'c1', name: 'One' }])
     const deliveries = async () =>
-      (await s.sql`select count(*)::int as n from webhook_deliveries where account_id = ${a.id}`)[0].n as number
+      (await s.sql`select count(*)::int as n from webhook_deliveries where account_id = ${a.id}`)[0]
+        .n as number
     // The control: a new customer through an upload does fire the webhook (the outbox row).
     const control = await deliveries()
     assert.ok(control >= 1, 'the upload of a new customer wrote a webhook delivery')
     await trackAndApply(a, [
-      ev({ identification: { customer: 'c1', contact: 'new-contact' }, data: { contact: { contact_name: 'New' } } }),
+      ev({
+        identification: { customer: 'c1', contact: 'new-contact' },
+        data: { contact: { contact_name: 'New' } },
+      }),
       ev({ identification: { customer: 'brand-new-customer' } }),
     ])
     assert.ok(await contactRow(a.id, 'new-contact'), 'the contact was created')
@@ -949,7 +1062,11 @@ test(aggregationTitle, async () => {
     p1: { sessions: 2, page_view: 2 },
     p2: { page_view: 1 },
   }
-  assert.deepEqual(await snapshots(), expected, 'c3 has no events and no value to reset: no snapshot')
+  assert.deepEqual(
+    await snapshots(),
+    expected,
+    'c3 has no events and no value to reset: no snapshot',
+  )
   const metrics = Object.fromEntries(
     (
       await s.sql`
@@ -974,7 +1091,8 @@ test(aggregationTitle, async () => {
   await s.sql`select graphile_worker.add_job('aggregate_events', '{}'::json)`
   const queued = Date.now() + 30_000
   while (
-    (await s.sql`select 1 from graphile_worker.jobs where task_identifier = 'aggregate_events'`).length &&
+    (await s.sql`select 1 from graphile_worker.jobs where task_identifier = 'aggregate_events'`)
+      .length &&
     Date.now() < queued
   )
     await sleep(100)
@@ -991,13 +1109,22 @@ test('aggregation: the daily cron line is registered with the worker', async () 
 
 test('fits_type (SQL) agrees with fitsType (TypeScript) on generated values', async () => {
   const digits = (n: number) =>
-    fc.array(fc.constantFrom(...'0123456789'), { minLength: n, maxLength: n }).map((d) => d.join(''))
+    fc
+      .array(fc.constantFrom(...'0123456789'), { minLength: n, maxLength: n })
+      .map((d) => d.join(''))
   const dateLike = fc
     .tuple(fc.constantFrom('0000', '1999', '2000', '2024', '2100', '9999'), digits(2), digits(2))
     .map(([y, m, d]) => `${y}-${m}-${d}`)
   const value = fc.oneof(
     dateLike,
-    fc.constantFrom('2024-02-29', '2023-02-29', '0000-02-29', '2024-04-31', '2024-1-01', ' 2024-01-01'),
+    fc.constantFrom(
+      '2024-02-29',
+      '2023-02-29',
+      '0000-02-29',
+      '2024-04-31',
+      '2024-1-01',
+      ' 2024-01-01',
+    ),
     fc.string(),
     fc.double({ noNaN: true, noDefaultInfinity: true }),
     fc.integer(),
@@ -1006,7 +1133,10 @@ test('fits_type (SQL) agrees with fitsType (TypeScript) on generated values', as
     fc.array(fc.integer(), { maxLength: 2 }),
     fc.dictionary(fc.string(), fc.integer(), { maxKeys: 2 }),
   )
-  const cases = fc.sample(fc.tuple(value, fc.constantFrom<PropertyType>('string', 'number', 'boolean', 'date')), 3000)
+  const cases = fc.sample(
+    fc.tuple(value, fc.constantFrom<PropertyType>('string', 'number', 'boolean', 'date')),
+    3000,
+  )
   const rows = await s.sql`
     select fits_type(v::jsonb, t) as fits
     from unnest(${cases.map(([v]) => JSON.stringify(v))}::text[], ${cases.map(([, t]) => t)}::text[])

@@ -39,15 +39,18 @@ test(sigkillTitle, async () => {
       await new Promise((r) => setTimeout(r, 10))
     }
     await worker.kill('SIGKILL')
-    const [{ done }] = await sql`select count(*)::int as done from uploads where status = 'processed'`
+    const [{ done }] =
+      await sql`select count(*)::int as done from uploads where status = 'processed'`
     assert.ok(done < UPLOADS, 'the worker died before finishing')
-    const [{ locked }] = await sql`select count(*)::int as locked from graphile_worker.jobs where locked_at is not null`
+    const [{ locked }] =
+      await sql`select count(*)::int as locked from graphile_worker.jobs where locked_at is not null`
     assert.ok(locked > 0, 'the dead worker left a job locked')
     worker = await startProcess(['worker'], s.url)
     try {
       let pending = -1
       for (let i = 0; i < 900 && pending !== 0; i++) {
-        ;[{ pending }] = await sql`select count(*)::int as pending from uploads where status <> 'processed'`
+        ;[{ pending }] =
+          await sql`select count(*)::int as pending from uploads where status <> 'processed'`
         if (pending) await new Promise((r) => setTimeout(r, 100))
       }
       assert.equal(pending, 0, 'uploads left unprocessed after the restart')

@@ -34,7 +34,12 @@ test('one log line per job, completed and failed', async () => {
       max_attempts => 2)`
     const deadline = Date.now() + 30_000
     const jobs = () => lines(worker.stderr()).filter((l) => l.msg === 'job')
-    while (!(jobs().some((l) => l.outcome === 'completed') && jobs().some((l) => l.outcome === 'retrying'))) {
+    while (
+      !(
+        jobs().some((l) => l.outcome === 'completed') &&
+        jobs().some((l) => l.outcome === 'retrying')
+      )
+    ) {
       assert.ok(Date.now() < deadline, `no job lines in:\n${worker.stderr()}`)
       await new Promise((r) => setTimeout(r, 100))
     }

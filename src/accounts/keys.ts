@@ -23,7 +23,11 @@ export const NewKey = v.object({
 })
 
 // The token is shown once; only its SHA-256 is stored.
-export const createKey = async (sql: Sql, accountId: number, body: v.InferOutput<typeof CreateKeyBody>) => {
+export const createKey = async (
+  sql: Sql,
+  accountId: number,
+  body: v.InferOutput<typeof CreateKeyBody>,
+) => {
   const token = `sk_${accountId}_${randomBytes(32).toString('base64url')}`
   const [key] = await sql`
     insert into api_keys (account_id, name, scopes, token_hash)

@@ -21,7 +21,9 @@ const fromSource = async (): Promise<Assets> => {
 let assets: Promise<{ script: Buffer; style: Buffer }> | undefined
 // Kept as bytes, so the adapter does not measure and encode the text on every request.
 const built = () =>
-  (assets ??= (typeof __CONSOLE__ !== 'undefined' ? Promise.resolve(__CONSOLE__) : fromSource()).then((a) => ({
+  (assets ??= (
+    typeof __CONSOLE__ !== 'undefined' ? Promise.resolve(__CONSOLE__) : fromSource()
+  ).then((a) => ({
     script: Buffer.from(a.script),
     style: Buffer.from(a.style),
   })))
@@ -67,7 +69,8 @@ export const consoleRoutes: Route[] = [
     name: 'get-console',
     tag: 'operations',
     reply: { status: 200, media: HTML },
-    summary: 'The web console: customers with a service key, accounts and their settings with the admin token',
+    summary:
+      'The web console: customers with a service key, accounts and their settings with the admin token',
     handler: () => ({ status: 200, headers: { ...HEADERS, 'content-type': HTML }, body: page }),
   }),
   route({
@@ -78,7 +81,11 @@ export const consoleRoutes: Route[] = [
     tag: 'operations',
     reply: { status: 200, media: JS },
     summary: "The console's script",
-    handler: async () => ({ status: 200, headers: { ...HEADERS, 'content-type': JS }, body: (await built()).script }),
+    handler: async () => ({
+      status: 200,
+      headers: { ...HEADERS, 'content-type': JS },
+      body: (await built()).script,
+    }),
   }),
   route({
     method: 'GET',
@@ -88,6 +95,10 @@ export const consoleRoutes: Route[] = [
     tag: 'operations',
     reply: { status: 200, media: CSS },
     summary: "The console's stylesheet",
-    handler: async () => ({ status: 200, headers: { ...HEADERS, 'content-type': CSS }, body: (await built()).style }),
+    handler: async () => ({
+      status: 200,
+      headers: { ...HEADERS, 'content-type': CSS },
+      body: (await built()).style,
+    }),
   }),
 ]

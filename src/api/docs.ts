@@ -77,7 +77,11 @@ export const docsRoutes: Route[] = [
     tag: 'operations',
     reply: { status: 200, media: 'text/html; charset=utf-8' },
     summary: 'This API as a browsable reference page, rendered from /openapi.json',
-    handler: () => ({ status: 200, headers: { ...HEADERS, 'content-type': 'text/html; charset=utf-8' }, body: page }),
+    handler: () => ({
+      status: 200,
+      headers: { ...HEADERS, 'content-type': 'text/html; charset=utf-8' },
+      body: page,
+    }),
   }),
   route({
     method: 'GET',

@@ -17,9 +17,13 @@ const within = <T>(work: Promise<T>) =>
 // The database answers on the main pool (point reads and writes), never on one that expensive queries
 // can fill; on Citus, each worker node answers too (checked on the admin pool: it touches every node).
 const readiness = async (app: App) => {
-  const [db, nodes] = await Promise.allSettled([within(ping(app.sql)), within(unreachableWorkers(app.admin, NODE_MS))])
+  const [db, nodes] = await Promise.allSettled([
+    within(ping(app.sql)),
+    within(unreachableWorkers(app.admin, NODE_MS)),
+  ])
   if (db.status === 'rejected') return problem(503, 'The database is not reachable.')
-  if (nodes.status === 'rejected') return problem(503, 'The Citus worker nodes could not be checked.')
+  if (nodes.status === 'rejected')
+    return problem(503, 'The Citus worker nodes could not be checked.')
   const down = nodes.value
   if (down.length) {
     const which = down.length === 1 ? `node ${down[0]} is` : `nodes ${down.join(', ')} are`

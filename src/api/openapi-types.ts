@@ -38,7 +38,8 @@ const wrap = (line: string): string[] => {
   const lines = [prefix]
   for (const word of words.split(' ')) {
     const last = lines.length - 1
-    if (lines[last] !== prefix && lines[last].length + 1 + word.length > 120) lines.push(prefix + word)
+    if (lines[last] !== prefix && lines[last].length + 1 + word.length > 120)
+      lines.push(prefix + word)
     else lines[last] += lines[last] === prefix ? word : ` ${word}`
   }
   return lines

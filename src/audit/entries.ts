@@ -20,7 +20,10 @@ export interface Change {
   address: string | null
 }
 
-const values = (sql: Sql | Tx, c: Change) => sql`${c.actor.type}, ${c.actor.id}, ${c.actor.name}, ${c.action},
+const values = (
+  sql: Sql | Tx,
+  c: Change,
+) => sql`${c.actor.type}, ${c.actor.id}, ${c.actor.name}, ${c.action},
   ${c.target}::text[], ${c.status}, ${c.address}::inet`
 
 const recordOperator = (sql: Sql | Tx, c: Change) => sql`
@@ -71,8 +74,14 @@ const AuditEntry = v.object({
     'What it changed: the path below its version prefix (`customer/acme-1`, `accounts/7/keys/3`), with the id of ' +
       `what a creation made; a segment that named an erased customer or contact reads \`${ERASED}\`.`,
   ),
-  status: describe(int, 'The HTTP status answered: 2xx for a change made, 4xx for one refused (nothing changed).'),
-  address: describe(v.nullable(v.string()), "The client's address as the server saw it; null from the CLI."),
+  status: describe(
+    int,
+    'The HTTP status answered: 2xx for a change made, 4xx for one refused (nothing changed).',
+  ),
+  address: describe(
+    v.nullable(v.string()),
+    "The client's address as the server saw it; null from the CLI.",
+  ),
 })
 
 export const AuditPage = v.object({
@@ -85,7 +94,10 @@ export const AuditPage = v.object({
 
 export const AuditQuery = {
   limit: limitParam(100, 1000),
-  after: { description: 'paging.next.after of the page before.', schema: v.pipe(v.number(), v.safeInteger()) },
+  after: {
+    description: 'paging.next.after of the page before.',
+    schema: v.pipe(v.number(), v.safeInteger()),
+  },
 }
 type Paging = { limit: number; after?: number }
 

@@ -44,13 +44,16 @@ interface Summary {
 }
 
 // Table and sequence names come as regclass prints them, quoted where they need it; columns are quoted here.
-const columnList = (columns: string[]) => columns.map((c) => `"${c.replaceAll('"', '""')}"`).join(', ')
+const columnList = (columns: string[]) =>
+  columns.map((c) => `"${c.replaceAll('"', '""')}"`).join(', ')
 
 // The tables in an order where each comes after those its foreign keys reference, so that a restore
 // can check the keys as it copies; unlogged tables (rate-limit windows, worker heartbeats) are
 // the running processes' state and are left out.
 const listTables = async (tx: Tx): Promise<Listed[]> => {
-  const rows = await tx<{ name: string; columns: string[]; partitioned: boolean; estimate: number; refs: string[] }[]>`
+  const rows = await tx<
+    { name: string; columns: string[]; partitioned: boolean; estimate: number; refs: string[] }[]
+  >`
     select c.oid::regclass::text as name,
       array(select a.attname from pg_attribute a where a.attrelid = c.oid and a.attnum > 0 and not a.attisdropped
         and a.attgenerated = '' order by a.attnum)::text[] as columns,
@@ -66,7 +69,9 @@ const listTables = async (tx: Tx): Promise<Listed[]> => {
   const placed = new Set<string>()
   const ordered: Listed[] = []
   while (ordered.length < kept.length) {
-    const ready = kept.filter((r) => !placed.has(r.name) && r.refs.every((ref) => placed.has(ref) || !names.has(ref)))
+    const ready = kept.filter(
+      (r) => !placed.has(r.name) && r.refs.every((ref) => placed.has(ref) || !names.has(ref)),
+    )
     // A circle of keys has no such order: its tables follow in name order, their keys checked at commit
     // only if deferrable (the schema has no such circle).
     const next = ready.length ? ready : kept.filter((r) => !placed.has(r.name)).slice(0, 1)
@@ -83,7 +88,9 @@ const listTables = async (tx: Tx): Promise<Listed[]> => {
 // sequence is read itself: pg_sequences has no is_called, and its last_value is null whenever
 // is_called is false (a setval(..., false) included), not only for a sequence never called.
 const readHeader = async (tx: Tx) => {
-  const [row] = await tx<{ migrations: string[]; worker: number; server_version: string; names: string[] }[]>`
+  const [row] = await tx<
+    { migrations: string[]; worker: number; server_version: string; names: string[] }[]
+  >`
     select array(select name from schema_migrations order by name)::text[] as migrations,
       ${workerMigration(tx)}::int as worker,
       current_setting('server_version') as server_version,
@@ -93,7 +100,10 @@ const readHeader = async (tx: Tx) => {
   const sequences = names.length
     ? await tx.unsafe<Header['sequences']>(
         names
-          .map((name, i) => `select $${i + 1}::text as name, last_value::float8 as last_value, is_called from ${name}`)
+          .map(
+            (name, i) =>
+              `select $${i + 1}::text as name, last_value::float8 as last_value, is_called from ${name}`,
+          )
           .join(' union all '),
         names,
       )
@@ -102,7 +112,8 @@ const readHeader = async (tx: Tx) => {
 }
 
 // Long statements by design: the service's timeouts are for requests.
-const unbounded = (tx: Tx) => setLocal(tx, { statement_timeout: '0', idle_in_transaction_session_timeout: '0' })
+const unbounded = (tx: Tx) =>
+  setLocal(tx, { statement_timeout: '0', idle_in_transaction_session_timeout: '0' })
 
 const countLines = (chunk: Buffer) => {
   let n = 0
@@ -183,7 +194,9 @@ export const backup = async (
         rows += n
         tables++
       }
-      await out.write(`${JSON.stringify({ rows: counts, sha256: out.digest() } satisfies Trailer)}\n`)
+      await out.write(
+        `${JSON.stringify({ rows: counts, sha256: out.digest() } satisfies Trailer)}\n`,
+      )
     })
     await out.end()
     renameSync(partial, file)
@@ -192,7 +205,13 @@ export const backup = async (
     rmSync(partial, { force: true })
     throw err
   }
-  return { file, bytes: statSync(file).size, rows, tables, ms: Math.round(performance.now() - started) }
+  return {
+    file,
+    bytes: statSync(file).size,
+    rows,
+    tables,
+    ms: Math.round(performance.now() - started),
+  }
 }
 
 // Where a table's rows go as they are read: its COPY in a restore, nowhere in the check before it.
@@ -250,7 +269,9 @@ const readHeaderLine = async (file: string, key: string | undefined) => {
 // service (a restore into an empty database makes it first, outside the restore's transaction).
 const holdsData = async (sql: Sql) =>
   (
-    await sql<{ any: boolean }[]>`select exists(select 1 from pg_class c join pg_namespace n on n.oid = c.relnamespace
+    await sql<
+      { any: boolean }[]
+    >`select exists(select 1 from pg_class c join pg_namespace n on n.oid = c.relnamespace
       where n.nspname = current_schema() and c.relkind in ('r', 'p')) as any`
   )[0].any
 
@@ -260,7 +281,8 @@ const checkColumns = async (tx: Tx, header: Header, file: string) => {
   const schema = new Map((await listTables(tx)).map((t) => [t.name, new Set(t.columns)]))
   for (const table of header.tables) {
     const columns = schema.get(table.name)
-    if (!columns) throw new Error(`${file} holds table ${table.name}, which its migrations do not make`)
+    if (!columns)
+      throw new Error(`${file} holds table ${table.name}, which its migrations do not make`)
     const odd = table.columns.find((c) => !columns.has(c))
     if (odd !== undefined)
       throw new Error(
@@ -274,7 +296,9 @@ const checkColumns = async (tx: Tx, header: Header, file: string) => {
 const copyRefusal = (file: string, err: unknown) => {
   const { message, detail, where } = err as postgres.PostgresError
   const copy = where?.split('\n').find((line) => line.startsWith('COPY '))
-  return copy ? new Error(`${file} is refused: ${message}${detail ? `: ${detail}` : ''} (${copy})`) : err
+  return copy
+    ? new Error(`${file} is refused: ${message}${detail ? `: ${detail}` : ''} (${copy})`)
+    : err
 }
 
 export interface Restored {
@@ -301,16 +325,25 @@ export const restore = async (
   const known = migrations()
   const unknown = header.migrations.filter((name) => !known.some((m) => m.name === name))
   if (unknown.length)
-    throw new Error(`${file} comes from a newer version of the service (migrations ${unknown.join(', ')})`)
+    throw new Error(
+      `${file} comes from a newer version of the service (migrations ${unknown.join(', ')})`,
+    )
   const [others] = await sql`select count(*)::int as n from pg_stat_activity
     where datname = current_database() and pid <> pg_backend_pid() and backend_type = 'client backend'`
-  if (others.n > 0) throw new Error(`${others.n} other connections use the database: stop the service before a restore`)
+  if (others.n > 0)
+    throw new Error(
+      `${others.n} other connections use the database: stop the service before a restore`,
+    )
   // The whole file is read once before the database is touched: its refusals (a file cut short,
   // changed, of the wrong width) come before any statement, with their reasons.
-  await checkBackup(file, key, (done, total, table) => options.progress?.(done, total, `check ${table}`))
+  await checkBackup(file, key, (done, total, table) =>
+    options.progress?.(done, total, `check ${table}`),
+  )
   const replacing = await holdsData(sql)
   if (replacing && !options.force)
-    throw new Error('the database is not empty: restore into an empty one, or give --force to replace its data')
+    throw new Error(
+      'the database is not empty: restore into an empty one, or give --force to replace its data',
+    )
   await migrateWorker(url)
   let rows = 0
   await sql
@@ -319,7 +352,9 @@ export const restore = async (
       const [{ worker, schema }] = await tx`select ${workerMigration(tx)}::int as worker,
         quote_ident(current_schema()) as schema`
       if (worker < header.worker_migration)
-        throw new Error(`${file} comes from a newer graphile-worker (migration ${header.worker_migration})`)
+        throw new Error(
+          `${file} comes from a newer graphile-worker (migration ${header.worker_migration})`,
+        )
       if (replacing) await tx.unsafe(`drop schema ${schema} cascade; create schema ${schema}`)
       await migrateWithin(
         tx,
@@ -350,7 +385,8 @@ export const restore = async (
         },
         options.progress,
       )
-      for (const s of header.sequences) await tx`select setval(${s.name}::regclass, ${s.last_value}, ${s.is_called})`
+      for (const s of header.sequences)
+        await tx`select setval(${s.name}::regclass, ${s.last_value}, ${s.is_called})`
       await releaseRestoredJobs(tx)
     })
     .catch((err) => {

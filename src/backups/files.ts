@@ -25,7 +25,9 @@ export interface BackupFile {
 // The folder's files of backups (complete or partial); none when the folder does not exist yet.
 const named = (dir: string, partial = false) => {
   try {
-    return readdirSync(dir).filter((name) => PARTIAL.test(name) === partial && NAME.test(name.replace(PARTIAL, '')))
+    return readdirSync(dir).filter(
+      (name) => PARTIAL.test(name) === partial && NAME.test(name.replace(PARTIAL, '')),
+    )
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code === 'ENOENT') return []
     throw err

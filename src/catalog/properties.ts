@@ -34,13 +34,21 @@ export const PropertyBody = v.pipe(
     name: v.optional(describe(Label, 'The older spelling of label.')),
   }),
   v.forward(
-    v.check((p) => p.label === undefined || p.name === undefined, 'Give label or name (its older spelling), not both.'),
+    v.check(
+      (p) => p.label === undefined || p.name === undefined,
+      'Give label or name (its older spelling), not both.',
+    ),
     ['name'],
   ),
-  v.metadata({ not: { type: 'object', properties: { label: {}, name: {} }, required: ['label', 'name'] } }),
+  v.metadata({
+    not: { type: 'object', properties: { label: {}, name: {} }, required: ['label', 'name'] },
+  }),
   // `date` names the snapshot in every metric object, so no metric may take it.
   v.forward(
-    v.check((p) => !(p.kind === 'metric' && p.codename === 'date'), '`date` is reserved in metric objects.'),
+    v.check(
+      (p) => !(p.kind === 'metric' && p.codename === 'date'),
+      '`date` is reserved in metric objects.',
+    ),
     ['codename'],
   ),
 )
@@ -58,7 +66,11 @@ export const Property = v.object({
 // The label is stored in the column `name`, the field's first spelling.
 const columns = (sql: Sql | Tx) => sql`entity, kind, codename, type, name as label, name, system`
 
-export const defineProperty = async (sql: Sql, accountId: number, body: v.InferOutput<typeof PropertyBody>) =>
+export const defineProperty = async (
+  sql: Sql,
+  accountId: number,
+  body: v.InferOutput<typeof PropertyBody>,
+) =>
   (
     await sql`
     insert into property_defs (account_id, entity, kind, codename, type, name) values
@@ -147,7 +159,8 @@ export const deleteProperty = (sql: Sql, accountId: number, entity: Entity, code
       and jsonb_path_exists(model, ${rule}::jsonpath, jsonb_build_object('c', ${codename}::text))`
     if (model) refuse(409, `The scoring model uses the ${entity} property ${codename}.`)
     const users = entity === 'customer' ? await segmentsNaming(tx, accountId, codename) : []
-    if (users.length) refuse(409, `Segments use the ${entity} property ${codename}: ${users.join(', ')}.`)
+    if (users.length)
+      refuse(409, `Segments use the ${entity} property ${codename}: ${users.join(', ')}.`)
     const t = TABLES[entity]
     const bag = def.kind === 'attribute' ? 'attributes' : 'metrics'
     await lockRecordsIn(

@@ -44,7 +44,13 @@ interface Resolved {
 
 // The record, locked so that concurrent replacements apply one after the other instead of
 // merging, and each requested title with its tag (matched case-insensitively), or null.
-const lockAndResolve = async (sql: Tx, accountId: number, entity: Entity, externalId: string, titles: string[]) => {
+const lockAndResolve = async (
+  sql: Tx,
+  accountId: number,
+  entity: Entity,
+  externalId: string,
+  titles: string[],
+) => {
   const { records } = TAGGED[entity]
   const [row] = await sql`
     select r.service_id, coalesce((
@@ -58,7 +64,13 @@ const lockAndResolve = async (sql: Tx, accountId: number, entity: Entity, extern
 }
 
 // Replaces the record's tags; answers with its tag titles in byte order, as search shows them.
-export const setRecordTags = (sql: Sql, accountId: number, entity: Entity, externalId: string, titles: string[]) =>
+export const setRecordTags = (
+  sql: Sql,
+  accountId: number,
+  entity: Entity,
+  externalId: string,
+  titles: string[],
+) =>
   sql.begin(async (tx) => {
     // Postgres text cannot hold NUL, so no record has such an id.
     const record = externalId.includes('\u0000')
@@ -70,7 +82,10 @@ export const setRecordTags = (sql: Sql, accountId: number, entity: Entity, exter
       refuse(
         400,
         'Some titles name no tag of this account.',
-        unknown.map((t) => ({ path: `/titles/${t.i}`, message: `No tag titled ${JSON.stringify(t.title)}.` })),
+        unknown.map((t) => ({
+          path: `/titles/${t.i}`,
+          message: `No tag titled ${JSON.stringify(t.title)}.`,
+        })),
       )
     }
     const ids = [...new Set(record.tags.map((t) => t.id!))]

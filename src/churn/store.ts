@@ -18,7 +18,8 @@ interface ModelRow {
   importance: Trained['features'] | null
 }
 
-const iso = (column: string) => `to_char(${column} at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`
+const iso = (column: string) =>
+  `to_char(${column} at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`
 
 export const readModelRow = async (sql: Sql | Tx, accountId: number, withModel = false) => {
   const [row] = await sql<ModelRow[]>`
@@ -112,10 +113,17 @@ export const readSamples = async (
 }
 
 // The customer of an external id, as a sample, or none.
-export const readSampleOf = async (sql: Sql | Tx, accountId: number, metrics: string[], externalId: string) => {
+export const readSampleOf = async (
+  sql: Sql | Tx,
+  accountId: number,
+  metrics: string[],
+  externalId: string,
+) => {
   const [row] = await sql<{ service_id: number }[]>`
     select service_id from customers where account_id = ${accountId} and external_id = ${externalId}`
-  return row ? (await readSamples(sql, accountId, metrics, { ids: [row.service_id] }))[0]?.sample : undefined
+  return row
+    ? (await readSamples(sql, accountId, metrics, { ids: [row.service_id] }))[0]?.sample
+    : undefined
 }
 
 export const metricsOf = (defs: readonly PropertyDef[]) =>

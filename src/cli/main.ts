@@ -101,7 +101,8 @@ ${environmentHelp()}
 const HEAP_FLAGS = ['--semi-space-growth-factor=1', '--heap-growing-percent=20']
 const tuneHeap = () => {
   for (const flag of HEAP_FLAGS)
-    if (!process.execArgv.some((given) => given.startsWith(flag.split('=')[0]))) v8.setFlagsFromString(flag)
+    if (!process.execArgv.some((given) => given.startsWith(flag.split('=')[0])))
+      v8.setFlagsFromString(flag)
 }
 
 // SIGTERM/SIGINT drain in-flight requests and jobs, stop what was started, log one line naming the
@@ -114,11 +115,19 @@ const onSignal = (command: string, log: Log) => (signal: NodeJS.Signals) => {
     for (const stop of stops.reverse()) await stop()
   })().then(
     () => {
-      log('info', 'stopped', { command, reason: signal, ms: Math.round(performance.now() - started) })
+      log('info', 'stopped', {
+        command,
+        reason: signal,
+        ms: Math.round(performance.now() - started),
+      })
       process.exit(0)
     },
     (err) => {
-      log('error', 'stopped', { command, reason: signal, error: String((err as Error)?.message ?? err) })
+      log('error', 'stopped', {
+        command,
+        reason: signal,
+        error: String((err as Error)?.message ?? err),
+      })
       process.exit(1)
     },
   )
@@ -126,7 +135,8 @@ const onSignal = (command: string, log: Log) => (signal: NodeJS.Signals) => {
 
 const main = async (argv: string[]): Promise<number | undefined> => {
   const [command, ...args] = argv
-  if (!command || command === '--help' || command === 'help') return void process.stdout.write(usage)
+  if (!command || command === '--help' || command === 'help')
+    return void process.stdout.write(usage)
   const known = Object.hasOwn(COMMANDS, command) ? COMMANDS[command] : undefined
   if (args.includes('--help')) {
     const help = known?.help ?? usage
@@ -152,18 +162,33 @@ const main = async (argv: string[]): Promise<number | undefined> => {
   if (db.dataDir) {
     const url = new URL(db.url)
     url.password = ''
-    log('info', 'embedded database', { url: url.toString(), password_file: db.passwordFile, data: db.dataDir })
+    log('info', 'embedded database', {
+      url: url.toString(),
+      password_file: db.passwordFile,
+      data: db.dataDir,
+    })
   }
   if (serving) {
-    const { values } = parseArgs({ args, options: { 'no-worker': { type: 'boolean' } }, strict: false })
-    const parts = { http: command === 'serve', worker: command === 'worker' || !values['no-worker'] }
+    const { values } = parseArgs({
+      args,
+      options: { 'no-worker': { type: 'boolean' } },
+      strict: false,
+    })
+    const parts = {
+      http: command === 'serve',
+      worker: command === 'worker' || !values['no-worker'],
+    }
     const service = await startService(config, db.url, parts).catch(async (err) => {
       await db.stop()
       throw err
     })
     stops.push(service.stop)
     if (service.port !== undefined) {
-      log('info', 'listening', { port: service.port, worker: parts.worker, embedded: db.dataDir !== undefined })
+      log('info', 'listening', {
+        port: service.port,
+        worker: parts.worker,
+        embedded: db.dataDir !== undefined,
+      })
       if (db.dataDir) {
         // A signal while the demo account is being made stops the service after it, not under it.
         const demo = createDemoIfEmpty(service.app.sql, service.port, db.dataDir, log)
@@ -180,7 +205,9 @@ const main = async (argv: string[]): Promise<number | undefined> => {
     if (command === 'restore') return await runRestoreCommand(sql, config, db.url, args)
     if (command === 'migrate') {
       const applied = await migrate(sql, db.url)
-      process.stdout.write(applied.length ? `Applied ${applied.join(', ')}\n` : 'Nothing to apply.\n')
+      process.stdout.write(
+        applied.length ? `Applied ${applied.join(', ')}\n` : 'Nothing to apply.\n',
+      )
       return 0
     }
     await migrate(sql, db.url)

@@ -22,7 +22,8 @@ export const customersHref = (where?: unknown, options: ListOptions = {}) => {
 // 5 MB, 32 KB: a file's size in the binary units the service's messages and `service backup` use
 // (src/validate.ts's size(), which browser code cannot import).
 export const fileSize = (bytes: number) => {
-  const [unit, scale] = bytes >= 1024 ** 2 ? ['MB', 1024 ** 2] : bytes >= 1024 ? ['KB', 1024] : ['bytes', 1]
+  const [unit, scale] =
+    bytes >= 1024 ** 2 ? ['MB', 1024 ** 2] : bytes >= 1024 ? ['KB', 1024] : ['bytes', 1]
   return `${Number((bytes / scale).toFixed(1))} ${unit}`
 }
 
@@ -78,7 +79,11 @@ const UNITS: [Intl.RelativeTimeFormatUnit, number][] = [
   ['second', 1],
 ]
 const relative = new Intl.RelativeTimeFormat('en', { numeric: 'auto' })
-const absolute = new Intl.DateTimeFormat('en-GB', { dateStyle: 'medium', timeStyle: 'short', timeZone: 'UTC' })
+const absolute = new Intl.DateTimeFormat('en-GB', {
+  dateStyle: 'medium',
+  timeStyle: 'short',
+  timeZone: 'UTC',
+})
 const dateOnly = new Intl.DateTimeFormat('en-GB', { dateStyle: 'medium', timeZone: 'UTC' })
 // A day is said in days at the finest ("today", "3 days ago"), a time down to seconds.
 const DAY_UNITS = UNITS.filter(([unit]) => unit === 'year' || unit === 'month' || unit === 'day')
@@ -95,12 +100,15 @@ export const When = ({ at, none = '–' }: { at: string | null | undefined; none
   const date = new Date(at)
   if (Number.isNaN(date.getTime())) return at
   const exact = day ? dateOnly.format(date) : `${absolute.format(date)} UTC`
-  const said = day ? ago(date, Date.parse(new Date().toISOString().slice(0, 10)), DAY_UNITS) : ago(date)
+  const said = day
+    ? ago(date, Date.parse(new Date().toISOString().slice(0, 10)), DAY_UNITS)
+    : ago(date)
   return html`<time class="when" datetime=${at} title=${exact} data-exact=${exact} tabindex="0">${said}</time>`
 }
 
 // A day as a date ("1 Mar 2027"), where a sentence needs a date rather than "in 3 months".
-export const Day = ({ at }: { at: string }) => html`<time datetime=${at}>${dateOnly.format(new Date(at))}</time>`
+export const Day = ({ at }: { at: string }) =>
+  html`<time datetime=${at}>${dateOnly.format(new Date(at))}</time>`
 
 // A link within the page that moves the focus to the element of that id (which takes it: tabindex -1)
 // and scrolls it into view, leaving the fragment, which names the view, as it is.
@@ -114,7 +122,9 @@ export const Loading = ({ what = '' }: { what?: string }) =>
   html`<p class="state state-loading" role="status">
     <span class="spinner" aria-hidden="true"></span>Loading${what && ` ${what}`}…
   </p>`
-export const Empty = ({ children }: { children: unknown }) => html`<p class="state state-empty">${children}</p>`
-export const Failed = ({ error }: { error: string }) => html`<p role="alert" class="state state-error">${error}</p>`
+export const Empty = ({ children }: { children: unknown }) =>
+  html`<p class="state state-empty">${children}</p>`
+export const Failed = ({ error }: { error: string }) =>
+  html`<p role="alert" class="state state-error">${error}</p>`
 // What the service refused, beside the form or list it concerns; nothing when it refused nothing.
 export const errorLine = (text: string) => text && html`<p role="alert" class="error">${text}</p>`

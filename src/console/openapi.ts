@@ -9651,7 +9651,12 @@ export interface operations {
               external_id: string
               name: string | null
               /** @enum {string} */
-              score: 'engagementscore' | 'fitscore' | 'churn_risk' | 'upsell_score' | 'churn_probability'
+              score:
+                | 'engagementscore'
+                | 'fitscore'
+                | 'churn_risk'
+                | 'upsell_score'
+                | 'churn_probability'
               /** @description An integer for the rule scores; in 0..1 for churn_probability. */
               old_value: number
               /** @description An integer for the rule scores; in 0..1 for churn_probability. */

@@ -33,15 +33,31 @@ const Health = ({ webhook: w }: { webhook: Webhook }) => {
       ? html`<span class="badge badge-fair">◆ failing</span>`
       : html`<span class="badge badge-good">● enabled</span>`
   return html`${state}${
-    w.failing_since && html`<br /><span class="muted">failing since <${When} at=${w.failing_since} /></span>`
+    w.failing_since &&
+    html`<br /><span class="muted">failing since <${When} at=${w.failing_since} /></span>`
   }${last && html`<br /><span class="muted">last error <${When} at=${last.at} />: ${why}</span>`}`
 }
 
-const Deliveries = ({ token, base, webhook }: { token: string; base: string; webhook: Webhook }) => {
-  const list = useData(() => admin<Delivery[]>(token, 'GET', `${base}/${webhook.id}/deliveries?limit=50`), [webhook.id])
+const Deliveries = ({
+  token,
+  base,
+  webhook,
+}: {
+  token: string
+  base: string
+  webhook: Webhook
+}) => {
+  const list = useData(
+    () => admin<Delivery[]>(token, 'GET', `${base}/${webhook.id}/deliveries?limit=50`),
+    [webhook.id],
+  )
   const action = useAction()
   const redeliver = async (d: Delivery) => {
-    if (await action.run(() => admin(token, 'POST', `${base}/${webhook.id}/deliveries/${d.id}/redeliver`))) {
+    if (
+      await action.run(() =>
+        admin(token, 'POST', `${base}/${webhook.id}/deliveries/${d.id}/redeliver`),
+      )
+    ) {
       await list.reload()
     }
   }

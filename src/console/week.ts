@@ -1,5 +1,12 @@
 import { html } from 'htm/preact'
-import { type Counted, type Mover, type Movements, type QuadrantName, type Week, weekReport } from './api.ts'
+import {
+  type Counted,
+  type Mover,
+  type Movements,
+  type QuadrantName,
+  type Week,
+  weekReport,
+} from './api.ts'
 import { WeeksChart, type WeekSeries } from './chart.ts'
 import {
   CHURN_RISK_BELOW,
@@ -61,7 +68,9 @@ const listOf = (title: string, order: string, days: 7 | 30): ListOptions => {
 }
 
 const Drivers = ({ drivers }: { drivers: string[] }) =>
-  drivers.length ? html`<span class="drivers-words">${drivers.join(', ')}</span>` : html`<span class="muted">–</span>`
+  drivers.length
+    ? html`<span class="drivers-words">${drivers.join(', ')}</span>`
+    : html`<span class="muted">–</span>`
 
 const Change = ({ m }: { m: Mover }) => {
   if (m.date) return html`<${When} at=${m.date} />`

@@ -12,7 +12,11 @@ import type { Entity } from '../property.ts'
 const MIN_PAGES = 100
 
 const onCitus = async (sql: Sql | Tx) =>
-  (await sql<{ on: boolean }[]>`select exists (select 1 from pg_extension where extname = 'citus') as on`)[0].on
+  (
+    await sql<
+      { on: boolean }[]
+    >`select exists (select 1 from pg_extension where extname = 'citus') as on`
+  )[0].on
 
 // On Citus this rule reads nothing: the coordinator's table is an empty shell, and its shards' pages
 // could only be read with a new connection to each shard (run_command_on_shards), at every upload
@@ -32,7 +36,8 @@ export const analyzeJobs = async (tx: Tx, tables: string[]): Promise<JobSpec[]> 
   (await staleTables(tx, tables)).length ? [analyzeTablesJob(tables)] : []
 
 export const analyzeTables = async (sql: Sql, payload: AnalyzeTablesPayload) => {
-  for (const { relname } of await staleTables(sql, payload.tables)) await sql`analyze ${sql(relname)}`
+  for (const { relname } of await staleTables(sql, payload.tables))
+    await sql`analyze ${sql(relname)}`
 }
 
 // A small account's first upload beside a large one grows a table too little for the rule above, yet
@@ -45,7 +50,8 @@ const MAX_ESTIMATE = 50_000
 // On Citus the estimate is the shard's, in the plan of the one task the query is routed to (the
 // coordinator's Custom Scan estimates nothing).
 const estimatedRows = async (sql: Sql | Tx, table: string, accountId: number) => {
-  const [row] = await sql`explain (format json) select from ${sql(table)} where account_id = ${accountId}`
+  const [row] =
+    await sql`explain (format json) select from ${sql(table)} where account_id = ${accountId}`
   const plan = row['QUERY PLAN'][0].Plan
   const task = plan['Distributed Query']?.Job.Tasks[0]
   return Number((task ? task['Remote Plan'][0][0].Plan : plan)['Plan Rows'])

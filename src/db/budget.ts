@@ -80,7 +80,10 @@ export const budgeted = async <T>(
   } catch (err) {
     if (sqlState(err) !== SQLSTATE.QUERY_CANCELED) throw err
     if (signal?.aborted) gone()
-    return refuse(422, `The query ran past the ${budget} budget of ${ms} ms and was stopped. ${HOW_TO_NARROW}`)
+    return refuse(
+      422,
+      `The query ran past the ${budget} budget of ${ms} ms and was stopped. ${HOW_TO_NARROW}`,
+    )
   } finally {
     clearTimeout(deadline)
     signal?.removeEventListener('abort', cancel)

@@ -24,7 +24,12 @@ export const connect = (
     },
     onnotice: () => {},
     types: {
-      bigint: { to: 20, from: [20], serialize: (x: number) => String(x), parse: (x: string) => Number(x) },
+      bigint: {
+        to: 20,
+        from: [20],
+        serialize: (x: number) => String(x),
+        parse: (x: string) => Number(x),
+      },
     },
   })
 

@@ -119,7 +119,11 @@ export type TaskName = keyof GraphileWorker.Tasks
 
 // The upload's processing job is added by the statement that stores the upload (uploads/receive.ts),
 // so its spec is SQL: the upload's id is only known there.
-export const processUploadJobSql = (sql: Sql | Tx, accountId: number, uploadId: ReturnType<Sql>) => sql`
+export const processUploadJobSql = (
+  sql: Sql | Tx,
+  accountId: number,
+  uploadId: ReturnType<Sql>,
+) => sql`
   graphile_worker.add_job(${TASKS.processUpload}::text,
     json_build_object('account_id', ${accountId}::bigint, 'upload_id', ${uploadId}),
     queue_name => ${accountQueue(accountId)}::text)`
@@ -149,7 +153,12 @@ export const applyJobSql = (sql: Sql | Tx, task: ApplyTask, accountId: number) =
 
 // Scoring of the given records, on the account's scoring queue; none when there are none, except
 // for an upload, whose scoring job also marks it scored.
-export const scoreRecordsJobs = (accountId: number, entity: Entity, ids: number[], uploadId?: number): JobSpec[] =>
+export const scoreRecordsJobs = (
+  accountId: number,
+  entity: Entity,
+  ids: number[],
+  uploadId?: number,
+): JobSpec[] =>
   ids.length || uploadId !== undefined
     ? [
         {
@@ -170,7 +179,9 @@ export const rescoreAccountJobs = (accountId: number, keepHistory: Entity[] = []
     const keep = keepHistory.includes(entity)
     return {
       task: TASKS.scoreRecords,
-      payload: keep ? { account_id: accountId, entity, snapshots: false } : { account_id: accountId, entity },
+      payload: keep
+        ? { account_id: accountId, entity, snapshots: false }
+        : { account_id: accountId, entity },
       queue: scoringQueue(accountId),
       jobKey: `${TASKS.scoreRecords}:${accountId}:${entity}${keep ? ':history' : ''}`,
     }
@@ -250,7 +261,9 @@ export const addRecomputeSegments = (tx: Sql | Tx, accountId: number) =>
 
 // Customers rows changed (their data, churn or scores): what follows both, in one statement.
 export const addCustomersChanged = (tx: Sql | Tx, accountId: number) =>
-  tx`select ${recomputeSegmentsSql(tx, accountId)}, ${weekReportRefreshSql(tx, accountId)}`.then(() => undefined)
+  tx`select ${recomputeSegmentsSql(tx, accountId)}, ${weekReportRefreshSql(tx, accountId)}`.then(
+    () => undefined,
+  )
 
 // An erasure runs on the account's queue, after the uploads and tracked events received before it
 // and before those after it, which then meet its suppressions. The payload names the request, never

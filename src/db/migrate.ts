@@ -21,7 +21,8 @@ const fromDisk = (): Migration[] => {
     .map((name) => ({ name, sql: readFileSync(dir + name, 'utf8') }))
 }
 
-export const migrations = (): Migration[] => (typeof __MIGRATIONS__ !== 'undefined' ? __MIGRATIONS__ : fromDisk())
+export const migrations = (): Migration[] =>
+  typeof __MIGRATIONS__ !== 'undefined' ? __MIGRATIONS__ : fromDisk()
 
 // The PostgreSQL versions the service is tested on (docs/operations.md): 15 (Debian 12) to 18
 // (the embedded server). An older server is refused at start with both versions named.
@@ -99,7 +100,11 @@ const runFile = async (conn: Reserved, m: Migration, citus: boolean) => {
 
 // Pending files run in order under a session advisory lock, so concurrent starters wait for each
 // other; each ordinary file in one transaction, so a failed one leaves nothing half-applied.
-export const migrate = async (sql: Sql, url: string, files: Migration[] = migrations()): Promise<string[]> => {
+export const migrate = async (
+  sql: Sql,
+  url: string,
+  files: Migration[] = migrations(),
+): Promise<string[]> => {
   const [server] =
     await sql`select current_setting('server_version_num')::int as num, current_setting('server_version') as v`
   checkServerVersion(server.num, server.v)
@@ -113,7 +118,9 @@ export const migrate = async (sql: Sql, url: string, files: Migration[] = migrat
       await new Promise((resolve) => setTimeout(resolve, 100))
     }
     await conn.unsafe(MIGRATIONS_TABLE)
-    const done = new Set((await conn<{ name: string }[]>`select name from schema_migrations`).map((r) => r.name))
+    const done = new Set(
+      (await conn<{ name: string }[]>`select name from schema_migrations`).map((r) => r.name),
+    )
     const citus = await hasCitus(conn)
     const distributed = citus && (await hasDistributedTables(conn))
     for (const m of files.filter((f) => !done.has(f.name))) {
@@ -134,7 +141,8 @@ export const migrate = async (sql: Sql, url: string, files: Migration[] = migrat
 }
 
 // graphile-worker's schema, made or brought to this version's level (in transactions of its own).
-export const migrateWorker = (url: string) => runMigrations({ connectionString: url, logger: quietLogger })
+export const migrateWorker = (url: string) =>
+  runMigrations({ connectionString: url, logger: quietLogger })
 
 // Applies `files` inside the caller's transaction, into a schema that holds none of their tables yet
 // (a restore's: its rows follow in the same transaction). A concurrent index build cannot run in a

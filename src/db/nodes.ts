@@ -6,7 +6,8 @@ import type { Sql } from './client.ts'
 // there; a node that is down, or does not accept a connection within `timeoutMs`, comes back
 // unsuccessful. Its statement touches every node: run it on the admin pool, never an api one.
 export const unreachableWorkers = async (sql: Sql, timeoutMs: number): Promise<string[]> => {
-  const [{ citus }] = await sql`select exists (select from pg_extension where extname = 'citus') as citus`
+  const [{ citus }] =
+    await sql`select exists (select from pg_extension where extname = 'citus') as citus`
   if (!citus) return []
   const rows = await sql.begin(async (tx) => {
     await tx`select set_config('citus.node_connection_timeout', ${String(timeoutMs)}, true)`

@@ -23,7 +23,9 @@ export const purgeInBatches = async (batch: () => PendingQuery<Purged[]>) => {
 // Rows of `table` (keyed by account_id and id) whose column `at` is before the cutoff are deleted.
 type Aged = { table: string; at: string }
 
-const deleteBatch = (sql: Sql, { table, at }: Aged, accountId: number, cutoff: Date) => sql<Purged[]>`
+const deleteBatch = (sql: Sql, { table, at }: Aged, accountId: number, cutoff: Date) => sql<
+  Purged[]
+>`
   with batch as (
     select id, ${sql(at)} as at from ${sql(table)}
     where account_id = ${accountId} order by id limit ${PURGE_BATCH}

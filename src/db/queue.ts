@@ -8,10 +8,12 @@ import type { Sql, Tx } from './client.ts'
 export const WORKER_SCHEMA = 'graphile_worker'
 
 // A job attempt that failed was its last: graphile-worker will not run the job again.
-export const lastAttempt = (job: { attempts: number; max_attempts: number }) => job.attempts >= job.max_attempts
+export const lastAttempt = (job: { attempts: number; max_attempts: number }) =>
+  job.attempts >= job.max_attempts
 
 // The migration level of graphile-worker's schema (0: none), as a scalar subquery.
-export const workerMigration = (tx: Sql | Tx) => tx`(select coalesce(max(id), 0) from graphile_worker.migrations)`
+export const workerMigration = (tx: Sql | Tx) =>
+  tx`(select coalesce(max(id), 0) from graphile_worker.migrations)`
 
 // Jobs still to run (or retry), by task: the query's columns are `label` (the task) and `n`.
 export const waitingJobsByTask = (sql: Sql | Tx) => sql`
@@ -28,7 +30,13 @@ export const pendingJob = (sql: Sql | Tx, key: string) => sql`
 
 // The waiting jobs of one account's task whose payload's `field` is `value` are removed (complete_jobs
 // leaves a running one alone).
-export const removeWaitingJobs = (tx: Sql | Tx, task: string, accountId: number, field: string, value: number) => tx`
+export const removeWaitingJobs = (
+  tx: Sql | Tx,
+  task: string,
+  accountId: number,
+  field: string,
+  value: number,
+) => tx`
   select graphile_worker.complete_jobs(array(
     select j.id from graphile_worker._private_jobs j join graphile_worker._private_tasks t on t.id = j.task_id
     where t.identifier = ${task} and j.payload->>'account_id' = ${String(accountId)}

@@ -2,7 +2,12 @@ import { EventEmitter } from 'node:events'
 import type { WorkerEvents } from 'graphile-worker'
 import type { App } from '../context.ts'
 import type { Sql } from './client.ts'
-import { LOST_GRACE_SECONDS, unlockDeadWorkers, unlockExpiredLocks, unlockLostJobs } from './queue.ts'
+import {
+  LOST_GRACE_SECONDS,
+  unlockDeadWorkers,
+  unlockExpiredLocks,
+  unlockLostJobs,
+} from './queue.ts'
 
 // graphile-worker 0.17 frees the jobs of a worker that died without unlocking them (SIGKILL, a
 // lost machine) only after 4 hours. Every worker process therefore writes a heartbeat for its
@@ -15,7 +20,8 @@ const beat = (sql: Sql, ids: string[]) => sql`
   insert into worker_heartbeats (worker_id, seen_at) select unnest(${ids}::text[]), now()
   on conflict (worker_id) do update set seen_at = excluded.seen_at`
 
-const forget = (sql: Sql, ids: string[]) => sql`delete from worker_heartbeats where worker_id = any(${ids}::text[])`
+const forget = (sql: Sql, ids: string[]) =>
+  sql`delete from worker_heartbeats where worker_id = any(${ids}::text[])`
 
 // A live worker can lose track of a job too: when the database drops while it records the job's
 // outcome (or while it takes the job), graphile-worker leaves the job and its queue locked by a pool
@@ -59,7 +65,9 @@ export const startRecovery = (app: App) => {
     const tick = () => {
       running = running
         .then(fn)
-        .catch((err) => app.log('warn', 'worker recovery failed', { error: String(err?.message ?? err) }))
+        .catch((err) =>
+          app.log('warn', 'worker recovery failed', { error: String(err?.message ?? err) }),
+        )
       return running
     }
     timers.push(setInterval(tick, ms).unref())

@@ -22,7 +22,8 @@ export const unsharded = async (sql: Sql, err: PgError): Promise<PgError> => {
   const text = `${err.message ?? ''}\n${err.detail ?? ''}`
   const ids = [...new Set([...text.matchAll(SHARD_NAMED)].map((m) => m[2]))]
   if (ids.length === 0) return err
-  const [{ citus }] = await sql`select exists (select 1 from pg_extension where extname = 'citus') as citus`
+  const [{ citus }] =
+    await sql`select exists (select 1 from pg_extension where extname = 'citus') as citus`
   if (!citus) return err
   const shards = new Map(
     (

@@ -49,7 +49,10 @@ export const createShares = (limit: number, waiting: number, waitMs: number) => 
       else if (--share.held === 0) owners.delete(owner)
     }
   }
-  return (owner: number, signal?: AbortSignal): Release | Promise<Release | undefined> | undefined => {
+  return (
+    owner: number,
+    signal?: AbortSignal,
+  ): Release | Promise<Release | undefined> | undefined => {
     const share = owners.get(owner) ?? owners.set(owner, { held: 0, queue: [] }).get(owner)!
     if (share.held < limit) {
       share.held++

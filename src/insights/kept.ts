@@ -43,7 +43,8 @@ export interface Kept {
 }
 
 // Kept without who they are: an erasure leaves no name behind in week_reports.
-const unnamed = (key: string, value: unknown) => (key === 'external_id' || key === 'name' ? undefined : value)
+const unnamed = (key: string, value: unknown) =>
+  key === 'external_id' || key === 'name' ? undefined : value
 
 const lockReports = (tx: Tx, accountId: number) => takeXactLock(tx, `week_reports:${accountId}`)
 
@@ -55,7 +56,12 @@ interface Common {
   renewing: Renewing[]
   figures: (number | null)[]
 }
-const readCommon = async (tx: Tx, track: Track, accountId: number, now: string): Promise<Common> => {
+const readCommon = async (
+  tx: Tx,
+  track: Track,
+  accountId: number,
+  now: string,
+): Promise<Common> => {
   const [{ at }] = await tx<{ at: Date }[]>`select clock_timestamp() as at`
   const renewing = await track(renewals(tx, accountId, now, addDays(now, RENEWAL_DAYS)))
   const [row] = await track(weekFigures(tx, accountId, now).values())
@@ -65,7 +71,15 @@ const readCommon = async (tx: Tx, track: Track, accountId: number, now: string):
 // Computes and keeps a period's report. computed_ms is the time from `from` (the common part counts
 // in the first period a refresh keeps), so that an account's rows add up to its refresh's time.
 // Returns when it was done: the next period's `from`.
-const compute = async (tx: Tx, track: Track, accountId: number, days: Period, now: string, c: Common, from: Date) => {
+const compute = async (
+  tx: Tx,
+  track: Track,
+  accountId: number,
+  days: Period,
+  now: string,
+  c: Common,
+  from: Date,
+) => {
   const since = addDays(now, -days)
   const moves = await track(movements(tx, accountId, since, now))
   const risen = await track(rises(tx, accountId, since))
@@ -96,7 +110,13 @@ const readKept = async (tx: Tx, accountId: number, days: Period) => {
 }
 
 // The period's kept report, of today or an earlier day; the first request of a period computes it.
-export const keptReport = async (tx: Tx, track: Track, accountId: number, days: Period, now: string): Promise<Kept> => {
+export const keptReport = async (
+  tx: Tx,
+  track: Track,
+  accountId: number,
+  days: Period,
+  now: string,
+): Promise<Kept> => {
   let kept = await readKept(tx, accountId, days)
   if (!kept) {
     await track(lockReports(tx, accountId))
@@ -148,7 +168,8 @@ export const refreshWeekReports = async (app: App, p: CronPayload) => {
     // Not yet due, unless the day changed or a period is not kept yet: its job (the key, given to a new
     // job as this one runs) waits.
     const complete = kept.length === PERIODS.length && kept.every((r) => r.day === now)
-    if (complete && kept[0].due > kept[0].now) return void (await addJobs(tx, [weekReportJob(accountId, kept[0].due)]))
+    if (complete && kept[0].due > kept[0].now)
+      return void (await addJobs(tx, [weekReportJob(accountId, kept[0].due)]))
     const c = await readCommon(tx, track, accountId, now)
     let from = c.at
     for (const days of PERIODS) from = await compute(tx, track, accountId, days, now, c, from)

@@ -14,7 +14,14 @@ export const RENEWALS_LISTED = 25
 export const RENEWAL_DAYS = 90
 export const WEEKS = 12
 
-export const MOVEMENTS = ['entered_risk', 'left_risk', 'churned', 'reactivated', 'drops', 'gains'] as const
+export const MOVEMENTS = [
+  'entered_risk',
+  'left_risk',
+  'churned',
+  'reactivated',
+  'drops',
+  'gains',
+] as const
 export type Movement = (typeof MOVEMENTS)[number]
 // The matrix's quadrants (docs/console.md), in the order of a week's figures.
 export const QUADRANTS = ['churn_risk', 'upsell', 'engaged_poor_fit', 'not_scored'] as const
@@ -32,7 +39,12 @@ export interface Listed {
   date: string | null
 }
 export type Moved = Listed & { kind: Movement; count: number }
-export type Renewing = Listed & { renewal_date: string; quadrant: Quadrant; count: number; at_risk: number }
+export type Renewing = Listed & {
+  renewal_date: string
+  quadrant: Quadrant
+  count: number
+  at_risk: number
+}
 export interface Rise {
   service_id: number
   churn_probability: number
@@ -42,7 +54,8 @@ export interface Rise {
 
 type Fragment = ReturnType<Tx>
 // Fragments in one list: postgres.js writes an array of fragments separated by spaces.
-const joined = (tx: Tx, parts: Fragment[], separator: Fragment) => parts.map((p, i) => (i ? tx`${separator} ${p}` : p))
+const joined = (tx: Tx, parts: Fragment[], separator: Fragment) =>
+  parts.map((p, i) => (i ? tx`${separator} ${p}` : p))
 
 // Engagement now and as of `since` (the latest history entry dated on or before it: width_bucket
 // is a binary search of the sorted history_dates) of the active customers scored before the period,
@@ -59,7 +72,9 @@ const moved = (tx: Tx): Record<Scored, { where: Fragment; worst: Fragment }> => 
 const movedCounts = (tx: Tx) =>
   joined(
     tx,
-    Object.entries(moved(tx)).map(([kind, { where }]) => tx`count(*) filter (where ${where})::integer as ${tx(kind)}`),
+    Object.entries(moved(tx)).map(
+      ([kind, { where }]) => tx`count(*) filter (where ${where})::integer as ${tx(kind)}`,
+    ),
     tx`,`,
   )
 const movedTop = (tx: Tx) =>

@@ -23,7 +23,13 @@ import { deliverWebhook } from '../webhooks/deliver.ts'
 
 // The task list: each task name and the module function it runs, typed by its payload
 // (GraphileWorker.Tasks, declared in db/jobs.ts beside the spec builders, the only writers of jobs).
-type Runs = { [K in TaskName]: (app: App, payload: GraphileWorker.Tasks[K], helpers: JobHelpers) => Promise<unknown> }
+type Runs = {
+  [K in TaskName]: (
+    app: App,
+    payload: GraphileWorker.Tasks[K],
+    helpers: JobHelpers,
+  ) => Promise<unknown>
+}
 const runs: Runs = {
   [TASKS.processUpload]: processReceivedUpload,
   [TASKS.applyEvents]: applyEventsOfAccount,
@@ -98,6 +104,8 @@ export const crontab = (config: Config): string[] => [
   ...(config.churnModelRetrain ? [`${config.churnModelRetrain} ${TASKS.trainChurnModel}`] : []),
   // SERVICE_BACKUP_SCHEDULE: a backup, tried once (runBackup records a failure for /metrics).
   ...(config.backupSchedule
-    ? [`${config.backupSchedule} ${TASKS.backup} ?max=1&queue=${BACKUP_QUEUE} {"origin":"schedule"}`]
+    ? [
+        `${config.backupSchedule} ${TASKS.backup} ?max=1&queue=${BACKUP_QUEUE} {"origin":"schedule"}`,
+      ]
     : []),
 ]

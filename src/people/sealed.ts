@@ -9,10 +9,12 @@ import { refuse } from '../errors.ts'
 // another account's row does not open there.
 
 const VERSION = 'v1'
-const keyOf = (secretKey: string) => Buffer.from(hkdfSync('sha256', secretKey, '', 'service secrets at rest v1', 32))
+const keyOf = (secretKey: string) =>
+  Buffer.from(hkdfSync('sha256', secretKey, '', 'service secrets at rest v1', 32))
 const idOf = (key: Buffer) => createHash('sha256').update(key).digest('base64url').slice(0, 8)
 
-const NO_KEY = 'This service has no SERVICE_SECRET_KEY, which single sign-on needs to keep its client secret.'
+const NO_KEY =
+  'This service has no SERVICE_SECRET_KEY, which single sign-on needs to keep its client secret.'
 
 export const seal = (secretKey: string | undefined, plain: string, bound: string) => {
   if (!secretKey) return refuse(503, NO_KEY)
@@ -38,10 +40,15 @@ export const open = (secretKey: string | undefined, sealed: string, bound: strin
   const [version, id, iv, tag, data] = sealed.split('.')
   if (version !== VERSION || id !== idOf(key) || !data) return refuse(503, UNOPENED)
   try {
-    const decipher = createDecipheriv('aes-256-gcm', key, Buffer.from(iv, 'base64url'), { authTagLength: 16 })
+    const decipher = createDecipheriv('aes-256-gcm', key, Buffer.from(iv, 'base64url'), {
+      authTagLength: 16,
+    })
       .setAAD(Buffer.from(bound))
       .setAuthTag(Buffer.from(tag, 'base64url'))
-    return Buffer.concat([decipher.update(Buffer.from(data, 'base64url')), decipher.final()]).toString('utf8')
+    return Buffer.concat([
+      decipher.update(Buffer.from(data, 'base64url')),
+      decipher.final(),
+    ]).toString('utf8')
   } catch {
     return refuse(503, UNOPENED)
   }

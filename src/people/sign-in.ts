@@ -52,7 +52,10 @@ export const signIn = async (app: App, emailGiven: string, password: string) => 
   await app.admin`delete from sign_in_failures where email = ${email}`
   const accountId = Number(found.account_id)
   const cookie = await openSession(app.sql, accountId, Number(found.id))
-  return { cookie, ...(await whoIs(app, accountId, Number(found.id), csrfTokenOf(readSecret(cookie)!.secret))) }
+  return {
+    cookie,
+    ...(await whoIs(app, accountId, Number(found.id), csrfTokenOf(readSecret(cookie)!.secret))),
+  }
 }
 
 // What sign-in and GET /auth/v1/me answer: the person, their account, the CSRF token and the role's

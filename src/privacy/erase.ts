@@ -1,5 +1,11 @@
 import type { Tx } from '../db/client.ts'
-import { addCustomersChanged, addJobs, addRecomputeSegments, countEventsJob, scoreRecordsJobs } from '../db/jobs.ts'
+import {
+  addCustomersChanged,
+  addJobs,
+  addRecomputeSegments,
+  countEventsJob,
+  scoreRecordsJobs,
+} from '../db/jobs.ts'
 import { lockRecordsIn } from '../db/locks.ts'
 import { suppress } from '../tracking/suppressions.ts'
 import { blankDeliveries } from './retention.ts'
@@ -42,8 +48,11 @@ const stage = async (tx: Tx, accountId: number, erasureId: number) => {
   return needles
 }
 
-const ids = (tx: Tx, table: 'erase_customers' | 'erase_contacts', column: 'service_id' | 'external_id') =>
-  tx`any(array(select ${tx(column)} from ${tx(table)} where ${tx(column)} is not null))`
+const ids = (
+  tx: Tx,
+  table: 'erase_customers' | 'erase_contacts',
+  column: 'service_id' | 'external_id',
+) => tx`any(array(select ${tx(column)} from ${tx(table)} where ${tx(column)} is not null))`
 
 // The four sets of the people's ids that stored rows are matched against.
 const idSets = (tx: Tx) => ({
@@ -148,7 +157,10 @@ const eraseStaged = async (tx: Tx, accountId: number, needles: string[]): Promis
   for (const [kind, table, column, set] of BY_COLUMN) {
     counts[kind] =
       (counts[kind] ?? 0) +
-      (await deleted(tx, tx`delete from ${tx(table)} where account_id = ${accountId} and ${tx(column)} = ${sets[set]}`))
+      (await deleted(
+        tx,
+        tx`delete from ${tx(table)} where account_id = ${accountId} and ${tx(column)} = ${sets[set]}`,
+      ))
   }
   return counts
 }

@@ -17,7 +17,12 @@ interface Doc {
 
 // One record's document, as JSON text: the row as stored (without the account), then what hangs on it.
 // The subqueries name the account itself: Citus routes them by a constant, not by r's column.
-const recordDoc = (db: Tx, accountId: number, entity: 'customer' | 'contact', where: ReturnType<Tx>) => {
+const recordDoc = (
+  db: Tx,
+  accountId: number,
+  entity: 'customer' | 'contact',
+  where: ReturnType<Tx>,
+) => {
   const [records, scores, snapshots, links, fk] =
     entity === 'customer'
       ? ['customers', 'customer_scores', 'customer_snapshots', 'customer_tags', 'customer_id']
@@ -72,10 +77,16 @@ const exported = (
   missing: string,
   parts: (db: Tx, record: Doc) => AsyncGenerator<string>,
 ) =>
-  budgetedStream(app, caller, 'search', 'isolation level repeatable read read only', async (tx, track) => {
-    const [record] = await track(find(tx))
-    return record ? parts(tx, record) : refuse(404, missing)
-  })
+  budgetedStream(
+    app,
+    caller,
+    'search',
+    'isolation level repeatable read read only',
+    async (tx, track) => {
+      const [record] = await track(find(tx))
+      return record ? parts(tx, record) : refuse(404, missing)
+    },
+  )
 
 export const exportContact = (
   app: App,
@@ -115,7 +126,13 @@ export const exportCustomer = (app: App, accountId: number, externalId: string, 
   exported(
     app,
     caller,
-    (db) => recordDoc(db, accountId, 'customer', db`r.account_id = ${accountId} and r.external_id = ${externalId}`),
+    (db) =>
+      recordDoc(
+        db,
+        accountId,
+        'customer',
+        db`r.account_id = ${accountId} and r.external_id = ${externalId}`,
+      ),
     `Customer ${externalId} does not exist.`,
     async function* (db, customer) {
       yield `{"customer":${customer.doc},"events":[`

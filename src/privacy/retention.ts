@@ -57,7 +57,12 @@ const oldestKept = {
     where account_id = ${accountId} and payload is not null order by id limit 1`,
 }
 
-const record = async (sql: Sql, kind: 'events' | 'deliveries', purged: number, accounts: number[]) => {
+const record = async (
+  sql: Sql,
+  kind: 'events' | 'deliveries',
+  purged: number,
+  accounts: number[],
+) => {
   let at: Date | null = null
   for (const accountId of accounts) {
     const [row] = await oldestKept[kind](sql, accountId)
@@ -74,14 +79,18 @@ const daysAgo = (days: number) => new Date(Date.now() - days * 86_400_000)
 // The daily run over every account (the one task here not scoped by a request's account: it is the
 // operator's setting and walks each account in turn).
 export const purgeExpired = async (app: App) => {
-  const accounts = (await app.sql<{ id: number }[]>`select id from accounts order by id`).map((a) => a.id)
+  const accounts = (await app.sql<{ id: number }[]>`select id from accounts order by id`).map(
+    (a) => a.id,
+  )
   const eventsCutoff = daysAgo(app.config.eventRetentionDays)
   const deliveriesCutoff = daysAgo(app.config.deliveryRetentionDays)
   let events = 0
   let deliveries = 0
   for (const accountId of accounts) {
     events += await purgeOlder(app.sql, EVENTS, accountId, eventsCutoff)
-    deliveries += await purgeInBatches(() => purgeDeliveryBatch(app.sql, accountId, deliveriesCutoff))
+    deliveries += await purgeInBatches(() =>
+      purgeDeliveryBatch(app.sql, accountId, deliveriesCutoff),
+    )
   }
   await record(app.sql, 'events', events, accounts)
   await record(app.sql, 'deliveries', deliveries, accounts)

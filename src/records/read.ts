@@ -28,7 +28,10 @@ export const readRecord = async (
     filters: entity === 'customer' ? [{ propertyName: 'is_churned', operator: 'KNOWN' }] : [],
   })
   const [row] = await app.sql.unsafe(query.text, query.params as string[])
-  if (!row || (customerExternalId !== undefined && row.customer_external_id !== customerExternalId)) {
+  if (
+    !row ||
+    (customerExternalId !== undefined && row.customer_external_id !== customerExternalId)
+  ) {
     return refuse(
       404,
       entity === 'customer'

@@ -12,7 +12,12 @@ import { today } from '../dates.ts'
 import { refuse } from '../errors.ts'
 import { processUpload } from '../uploads/process.ts'
 import { checkUpload, insertUpload, requireApiSource } from '../uploads/receive.ts'
-import { Attributes, type ContactItem, ContactOfCustomer, CustomerItem } from '../uploads/schemas.ts'
+import {
+  Attributes,
+  type ContactItem,
+  ContactOfCustomer,
+  CustomerItem,
+} from '../uploads/schemas.ts'
 import { checkValues } from '../values.ts'
 import { enqueueEvent } from '../webhooks/outbox.ts'
 import { recordChurnEvents } from '../scoring/churn.ts'
@@ -23,23 +28,37 @@ import { readRecord } from './read.ts'
 // the same webhook outbox and scoring job, committed before the answer.
 // Creates of one external id wait for each other on an advisory lock, so the second finds the
 // first's record (409). One an upload job inserts meanwhile breaks the unique external id: 409 too.
-const createRecord = async (app: App, accountId: number, collection: Collection, item: CustomerItem | ContactItem) => {
+const createRecord = async (
+  app: App,
+  accountId: number,
+  collection: Collection,
+  item: CustomerItem | ContactItem,
+) => {
   const checked = await checkUpload(app, accountId, collection, [item], 'API', () => '')
   const [field, externalId] =
     'contact_external_id' in item
       ? ['contact_external_id', item.contact_external_id]
       : ['external_id', item.external_id]
   const exists = () =>
-    refuse(409, `${collection === 'customers' ? 'Customer' : 'Contact'} ${externalId} already exists.`, [
-      { path: `/${field}`, message: 'Already exists.' },
-    ])
+    refuse(
+      409,
+      `${collection === 'customers' ? 'Customer' : 'Contact'} ${externalId} already exists.`,
+      [{ path: `/${field}`, message: 'Already exists.' }],
+    )
   await app.sql
     .begin(async (tx) => {
       await takeXactLock(tx, `create:${accountId}:${collection}:${externalId}`)
       const [found] =
         await tx`select 1 from ${tx(collection)} where account_id = ${accountId} and external_id = ${externalId}`
       if (found) exists()
-      const [row] = await insertUpload(tx, accountId, collection, 'API', checked.items, checked.dropped)
+      const [row] = await insertUpload(
+        tx,
+        accountId,
+        collection,
+        'API',
+        checked.items,
+        checked.dropped,
+      )
       await processUpload(tx, accountId, row.id)
     })
     .catch((err) => (sqlState(err) === SQLSTATE.UNIQUE_VIOLATION ? exists() : Promise.reject(err)))
@@ -57,13 +76,15 @@ export const createContact = async (
   customer: string,
   contact: v.InferOutput<typeof ContactCreate>,
 ) => {
-  const [found] = await app.sql`select 1 from customers where account_id = ${accountId} and external_id = ${customer}`
+  const [found] =
+    await app.sql`select 1 from customers where account_id = ${accountId} and external_id = ${customer}`
   if (!found) refuse(404, `Customer ${customer} does not exist.`)
   await createRecord(app, accountId, 'contacts', { ...contact, customer_external_id: customer })
   return readRecord(app, accountId, 'contact', contact.contact_external_id, customer)
 }
 
-const requireApiAccount = async (sql: Sql, accountId: number) => requireApiSource(await sourceOfTruth(sql, accountId))
+const requireApiAccount = async (sql: Sql, accountId: number) =>
+  requireApiSource(await sourceOfTruth(sql, accountId))
 
 export const CustomerPatch = strict({
   name: v.optional(text255),
@@ -112,8 +133,13 @@ const typedAttributes = async (
   attributes: v.InferOutput<typeof Attributes> | undefined,
 ) => {
   if (!attributes) return undefined
-  const checked = checkValues([{ attributes }], catalogOf(await readCatalog(app.sql, accountId, entity)), () => '')
-  if (checked.errors.length) refuse(400, 'Some values do not fit their property definitions.', checked.errors)
+  const checked = checkValues(
+    [{ attributes }],
+    catalogOf(await readCatalog(app.sql, accountId, entity)),
+    () => '',
+  )
+  if (checked.errors.length)
+    refuse(400, 'Some values do not fit their property definitions.', checked.errors)
   return checked.items[0].attributes
 }
 
@@ -137,7 +163,12 @@ const patchRecord = async (
   })
 }
 
-export const updateCustomer = async (app: App, accountId: number, externalId: string, patch: CustomerChange) => {
+export const updateCustomer = async (
+  app: App,
+  accountId: number,
+  externalId: string,
+  patch: CustomerChange,
+) => {
   await patchRecord(app, accountId, 'customer', patch.attributes, async (tx, attributes) => {
     const owner = await ownerId(tx, accountId, patch.owner_email)
     const churn = churnColumns(patch)
@@ -159,7 +190,8 @@ export const updateCustomer = async (app: App, accountId: number, externalId: st
         was.churned_date as was_churned_date, c.churn_reason, was.churn_reason as was_reason`
     if (!row) refuse(404, `Customer ${externalId} does not exist.`)
     // The new date as the statement set it (not formatted in RETURNING, which Citus refuses).
-    row.churned_date = churn.is_churned !== undefined ? (churn.churned_date ?? null) : row.was_churned_date
+    row.churned_date =
+      churn.is_churned !== undefined ? (churn.churned_date ?? null) : row.was_churned_date
     const customer = { service_id: row.service_id, external_id: row.external_id, name: row.name }
     if (row.is_churned && !row.was_churned)
       await enqueueEvent(tx, accountId, 'customer.churned', [
@@ -172,7 +204,12 @@ export const updateCustomer = async (app: App, accountId: number, externalId: st
     if (row.is_churned !== row.was_churned) {
       const reason = row.is_churned ? row.churn_reason : row.was_reason
       await recordChurnEvents(tx, accountId, [
-        { service_id: row.service_id, churned: row.is_churned, churned_date: row.churned_date, reason },
+        {
+          service_id: row.service_id,
+          churned: row.is_churned,
+          churned_date: row.churned_date,
+          reason,
+        },
       ])
     }
     return row.service_id
@@ -204,14 +241,20 @@ export const updateContact = async (
 export const deleteCustomer = async (app: App, accountId: number, externalId: string) => {
   await requireApiAccount(app.sql, accountId)
   await app.sql.begin(async (tx) => {
-    const [row] = await tx`delete from customers where account_id = ${accountId} and external_id = ${externalId}
+    const [row] =
+      await tx`delete from customers where account_id = ${accountId} and external_id = ${externalId}
       returning service_id`
     if (!row) refuse(404, `Customer ${externalId} does not exist.`)
     await addCustomersChanged(tx, accountId)
   })
 }
 
-export const deleteContact = async (app: App, accountId: number, customerExternalId: string, externalId: string) => {
+export const deleteContact = async (
+  app: App,
+  accountId: number,
+  customerExternalId: string,
+  externalId: string,
+) => {
   await requireApiAccount(app.sql, accountId)
   const [row] = await app.sql`
     delete from contacts t using customers c

@@ -42,7 +42,12 @@ const RECENT = (date: string) => `${date} <= $3::date and ${date} > $3::date - $
 
 // Where the scoring levels read from: `row` names the level of a score's `values`; both levels of
 // jsonb values are named `raw`.
-const refs = (isMetric: (codename: string) => boolean, metrics: string, row: string, date: string): SqlRefs => ({
+const refs = (
+  isMetric: (codename: string) => boolean,
+  metrics: string,
+  row: string,
+  date: string,
+): SqlRefs => ({
   metric: (key) => `${metrics} -> ${key}`,
   attribute: (key) => `r.attributes -> ${key}`,
   raw: (name) => `raw.${name}`,
@@ -54,7 +59,8 @@ const refs = (isMetric: (codename: string) => boolean, metrics: string, row: str
 const list = (items: string[]) => items.map((item) => `, ${item}`).join('')
 // json has no equality operator; the trend's text is compared, which json_object_agg writes the
 // same way for the same scores.
-const compared = (sql: string, column: string) => (column === 'engagementscore_trend' ? `${sql}::text` : sql)
+const compared = (sql: string, column: string) =>
+  column === 'engagementscore_trend' ? `${sql}::text` : sql
 
 // Scores of a batch of records ($1 account, $2 ids, $3 today): each snapshot's engagement (or with
 // `snapshots` false the stored history), then what summarizeHistory computes from them; customers also
@@ -188,7 +194,12 @@ const liftInactive = (tx: Tx, accountId: number, ids: number[], inactiveDays: nu
   returning c.service_id, c.external_id, c.name, l.churned_date, 'activity' as reason`
 
 // Batches of record ids in id order: the given ones, or keyset pages over the whole account.
-async function* batches(sql: Sql, accountId: number, entity: Entity, ids?: number[]): AsyncGenerator<number[]> {
+async function* batches(
+  sql: Sql,
+  accountId: number,
+  entity: Entity,
+  ids?: number[],
+): AsyncGenerator<number[]> {
   if (ids) {
     const sorted = [...new Set(ids)].sort((a, b) => a - b)
     for (let i = 0; i < sorted.length; i += SCORING_BATCH) yield sorted.slice(i, i + SCORING_BATCH)
@@ -204,10 +215,15 @@ async function* batches(sql: Sql, accountId: number, entity: Entity, ids?: numbe
   }
 }
 
-export const scoreRecords = async (sql: Sql, p: ScoreRecordsPayload, options: ScoreOptions = {}) => {
+export const scoreRecords = async (
+  sql: Sql,
+  p: ScoreRecordsPayload,
+  options: ScoreOptions = {},
+) => {
   const today = options.today ?? utcToday()
   const { model, defs } = await scoringInputs(sql, p.account_id, p.entity)
-  const statement = (tolerant: boolean) => scoreStatement(p.entity, model, defs, options.snapshots !== false, tolerant)
+  const statement = (tolerant: boolean) =>
+    scoreStatement(p.entity, model, defs, options.snapshots !== false, tolerant)
   const plain = statement(false)
   let tolerant: typeof plain | undefined
   const inactiveDays = model?.churn?.inactive_days ?? 0
@@ -219,7 +235,8 @@ export const scoreRecords = async (sql: Sql, p: ScoreRecordsPayload, options: Sc
     sql.begin(async (tx) => {
       await setLocal(tx, PLANNER.scoringBatch)
       const compare =
-        Object.keys(alerts).length > 0 && (await watchScores(tx, p.account_id, ids, { alerts, model, defs, today }))
+        Object.keys(alerts).length > 0 &&
+        (await watchScores(tx, p.account_id, ids, { alerts, model, defs, today }))
       await tx.unsafe(statement.text, [p.account_id, ids, today, ...statement.params])
       // The learned churn probability, by the account's ready model (none: nothing written), inside
       // the watch so that its change is announced like the rule scores'.
@@ -231,7 +248,11 @@ export const scoreRecords = async (sql: Sql, p: ScoreRecordsPayload, options: Sc
       if (p.entity === 'customer') {
         const reactivated = await liftInactive(tx, p.account_id, ids, inactiveDays)
         await enqueueEvent(tx, p.account_id, 'customer.reactivated', reactivated)
-        const lifted = reactivated.map((c) => ({ service_id: c.service_id, churned: false, reason: 'inactive' }))
+        const lifted = reactivated.map((c) => ({
+          service_id: c.service_id,
+          churned: false,
+          reason: 'inactive',
+        }))
         await recordChurnEvents(tx, p.account_id, lifted)
         await addCustomersChanged(tx, p.account_id)
       }

@@ -44,7 +44,10 @@ export const writeProbabilities = (
   if (ids.length === 0) return Promise.resolve()
   // The SET reads the day from the row it would have inserted, and the days back as SQL text:
   // Citus deparses an upsert's SET with its parameters untyped.
-  const [dates, history] = [tx`customer_scores.churn_history_dates`, tx`customer_scores.churn_history`]
+  const [dates, history] = [
+    tx`customer_scores.churn_history_dates`,
+    tx`customer_scores.churn_history`,
+  ]
   const today = tx`excluded.churn_history_dates[1]`
   const k = tx`greatest(1, width_bucket(${today} - ${tx.unsafe(String(HISTORY_DAYS))}, ${dates}))`
   const sameDay = tx`${dates}[cardinality(${dates})] >= ${today}`
@@ -58,5 +61,7 @@ export const writeProbabilities = (
       churn_history_dates = case when ${sameDay} then ${dates}[${k}:] else ${dates}[${k}:] || ${today} end,
       churn_history = case when ${sameDay} then ${history}[${k}:cardinality(${history}) - 1] else ${history}[${k}:] end
         || excluded.churn_probability
-      where customer_scores.churn_probability is distinct from excluded.churn_probability`.then(() => undefined)
+      where customer_scores.churn_probability is distinct from excluded.churn_probability`.then(
+    () => undefined,
+  )
 }

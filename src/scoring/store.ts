@@ -16,8 +16,12 @@ export const checkModel = async (sql: Sql, accountId: number, model: ScoringMode
     customer: await readCatalog(sql, accountId, 'customer'),
     contact: await readCatalog(sql, accountId, 'contact'),
   }
-  const problems = checkModelAgainstProperties(model, catalogs).map((p) => ({ ...p, path: at + p.path }))
-  if (problems.length) refuse(400, "The scoring model does not fit the account's properties.", problems)
+  const problems = checkModelAgainstProperties(model, catalogs).map((p) => ({
+    ...p,
+    path: at + p.path,
+  }))
+  if (problems.length)
+    refuse(400, "The scoring model does not fit the account's properties.", problems)
   return catalogs.customer
 }
 
@@ -84,4 +88,5 @@ export const putScoreAlerts = (sql: Sql, accountId: number, alerts: ScoreAlerts)
   })
 
 export const getScoreAlerts = async (sql: Sql, accountId: number) =>
-  ((await sql`select score_alerts from accounts where id = ${accountId}`)[0]?.score_alerts ?? {}) as ScoreAlerts
+  ((await sql`select score_alerts from accounts where id = ${accountId}`)[0]?.score_alerts ??
+    {}) as ScoreAlerts

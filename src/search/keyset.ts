@@ -27,13 +27,20 @@ const KEY_TYPES: Record<SortType, SqlType> = { ...SQL_TYPES, timestamp: 'timesta
 const bindKey = (key: SortKey, value: string, ctx: Ctx) =>
   ctx.bind(
     value,
-    key.source === 'core' && key.type === 'number' && !FRACTIONS.has(key.name) ? 'bigint' : KEY_TYPES[key.type],
+    key.source === 'core' && key.type === 'number' && !FRACTIONS.has(key.name)
+      ? 'bigint'
+      : KEY_TYPES[key.type],
   )
 
 // The records after the cursor's in the order: key by key, a greater value in the key's direction,
 // or (nulls last either way) a null after a value, or an equal one (null after null) and after on
 // the keys that follow; the external ID (`id`) decides last.
-export function afterKeysSql(keys: readonly SortKey[], values: CursorValues, ctx: Ctx, id = 'r.external_id'): string {
+export function afterKeysSql(
+  keys: readonly SortKey[],
+  values: CursorValues,
+  ctx: Ctx,
+  id = 'r.external_id',
+): string {
   const last = `${id} > ${ctx.bind(values[keys.length]!, 'text')}`
   return keys.reduceRight((rest, key, i) => {
     const [value, bound] = [keySql(key, ctx), values[i]]
@@ -82,7 +89,10 @@ export function splitPage(
   const [first, value] = [keys[0], keySql(keys[0], ctx)]
   const direction = first.descending ? 'desc' : 'asc'
   const rest = keys.slice(1)
-  const tie = (id: string) => [...rest.map((k, i) => `sort_${i + 1} ${k.descending ? 'desc' : 'asc'} nulls last`), id]
+  const tie = (id: string) => [
+    ...rest.map((k, i) => `sort_${i + 1} ${k.descending ? 'desc' : 'asc'} nulls last`),
+    id,
+  ]
   const tieAfter = (id: string) => (after ? [afterKeysSql(rest, after.slice(1), ctx, id)] : [])
   const alias = value.startsWith('h.') ? 'h' : 'r'
   const id = `${alias}.external_id`
@@ -106,6 +116,13 @@ export function splitPage(
     parts.push(cut([`${value} ${beyond}`], [`sort_0 ${direction}`, ...tie(id)]))
   }
   // After a cursor with a value, all of them; a record without a score row has no copy of its external ID.
-  parts.push(cut([`${value} is null`, ...(after?.[0] === null ? tieAfter('r.external_id') : [])], tie('r.external_id')))
-  return parts.length === 1 ? parts[0] : `${parts.map((p) => `(${p})`).join('\nunion all\n')}\nlimit ${limit}`
+  parts.push(
+    cut(
+      [`${value} is null`, ...(after?.[0] === null ? tieAfter('r.external_id') : [])],
+      tie('r.external_id'),
+    ),
+  )
+  return parts.length === 1
+    ? parts[0]
+    : `${parts.map((p) => `(${p})`).join('\nunion all\n')}\nlimit ${limit}`
 }

@@ -7,7 +7,15 @@ import type { Lookups } from './criteria.ts'
 import type { Criterion, Entity, Field, PositiveOp, Scalar, Tree, ValueType } from './fields.ts'
 import { FRACTIONS, isNode, NUMBER_RANGES, PAST_DAYS, valueTypeOf } from './fields.ts'
 
-type BaseType = 'text' | 'numeric' | 'boolean' | 'date' | 'timestamptz' | 'integer' | 'bigint' | 'jsonb'
+type BaseType =
+  | 'text'
+  | 'numeric'
+  | 'boolean'
+  | 'date'
+  | 'timestamptz'
+  | 'integer'
+  | 'bigint'
+  | 'jsonb'
 export type SqlType = BaseType | `${BaseType}[]`
 
 export interface Ctx {
@@ -33,9 +41,12 @@ function bindScalar(ctx: Ctx, value: Scalar, type: ValueType): string {
 
 // A custom property's value in a jsonb bag, typed, or null when absent or of another JSON type.
 const JSON_VALUE_SQL: Record<ValueType, (bag: string, key: string) => string> = {
-  string: (bag, key) => `case when jsonb_typeof(${bag} -> ${key}) = 'string' then ${bag} ->> ${key} end`,
-  number: (bag, key) => `case when jsonb_typeof(${bag} -> ${key}) = 'number' then (${bag} ->> ${key})::numeric end`,
-  boolean: (bag, key) => `case when jsonb_typeof(${bag} -> ${key}) = 'boolean' then (${bag} ->> ${key})::boolean end`,
+  string: (bag, key) =>
+    `case when jsonb_typeof(${bag} -> ${key}) = 'string' then ${bag} ->> ${key} end`,
+  number: (bag, key) =>
+    `case when jsonb_typeof(${bag} -> ${key}) = 'number' then (${bag} ->> ${key})::numeric end`,
+  boolean: (bag, key) =>
+    `case when jsonb_typeof(${bag} -> ${key}) = 'boolean' then (${bag} ->> ${key})::boolean end`,
   date: (bag, key) =>
     `case when jsonb_typeof(${bag} -> ${key}) = 'string' then ${sqlDateOrNull(`(${bag} ->> ${key})`)} end`,
 }
@@ -43,7 +54,8 @@ const JSON_VALUE_SQL: Record<ValueType, (bag: string, key: string) => string> = 
 // A customer's engagement score as of `day` (SQL date): its history's latest entry dated on or before
 // it, found by width_bucket's binary search of the sorted history_dates (the index 0 before the first
 // entry reads null, as does an empty history). `h` is the customer's customer_scores row.
-const scoreOnSql = (h: string, day: string) => `${h}.history_scores[width_bucket(${day}, ${h}.history_dates)]`
+const scoreOnSql = (h: string, day: string) =>
+  `${h}.history_scores[width_bucket(${day}, ${h}.history_dates)]`
 
 // Core scalar fields; `r` is the searched record, `h` its scores, `oc` a contact's owning customer. A
 // function reads today's date, once the search's own (ctx.today()).
@@ -114,11 +126,13 @@ const SCALAR_SQL: Record<PositiveOp, ScalarSql> = {
   // \, % and _ are escaped in SQL (folded to a constant at planning) so they stay literal.
   LIKE: (v, [x], _t, ctx) => {
     const escaped =
-      `replace(replace(replace(lower(${ctx.bind(String(x), 'text')}), '\\', '\\\\'), ` + `'%', '\\%'), '_', '\\_')`
+      `replace(replace(replace(lower(${ctx.bind(String(x), 'text')}), '\\', '\\\\'), ` +
+      `'%', '\\%'), '_', '\\_')`
     return `lower(${v}) like ('%' || ${escaped} || '%')`
   },
   GTD: (v, [n], _t, ctx) => `${v} < ${ctx.today()} - ${ctx.bind(String(n), 'integer')}`,
-  LTD: (v, [n], _t, ctx) => `(${v} > ${ctx.today()} - ${ctx.bind(String(n), 'integer')} and ${v} <= ${ctx.today()})`,
+  LTD: (v, [n], _t, ctx) =>
+    `(${v} > ${ctx.today()} - ${ctx.bind(String(n), 'integer')} and ${v} <= ${ctx.today()})`,
   KNOWN: (v, _xs, t) => (t === 'string' ? `(${v} is not null and ${v} <> '')` : `${v} is not null`),
 }
 
@@ -143,7 +157,8 @@ type SetSql = { IN: (xs: Scalar[], ctx: Ctx) => string; KNOWN: (ctx: Ctx) => str
 const OWNER_SQL: SetSql = {
   IN: (xs, ctx) => idMatch('r.owner_user_id', resolvedIds(ctx.lookups.users, xs), ctx),
   // owner_user_id has no foreign key: an owner is known when the user row exists.
-  KNOWN: (ctx) => `exists (select 1 from users u where u.account_id = ${ctx.account} and u.id = r.owner_user_id)`,
+  KNOWN: (ctx) =>
+    `exists (select 1 from users u where u.account_id = ${ctx.account} and u.id = r.owner_user_id)`,
 }
 
 export function tagLinksSql(ctx: Ctx): string {
@@ -178,7 +193,8 @@ function tagsSql(c: Criterion, ctx: Ctx): string {
 // the list as one containment test per value, ORed, did (docs/benchmarks.md).
 function jsonInSql(field: Field, operands: Scalar[], ctx: Ctx): string {
   const bag = field.source === 'attribute' ? 'r.attributes' : 'r.metrics'
-  if (operands.length === 1) return `${bag} @> ${ctx.bind(JSON.stringify({ [field.name]: operands[0] }), 'jsonb')}`
+  if (operands.length === 1)
+    return `${bag} @> ${ctx.bind(JSON.stringify({ [field.name]: operands[0] }), 'jsonb')}`
   const value = `(${bag} -> ${ctx.bind(field.name, 'text')})`
   const values = operands.map((x) => JSON.stringify(x))
   return `${value} = any(${bindList(ctx, values, 'jsonb')})`
@@ -232,7 +248,8 @@ function hiddenListSql(v: string, list: string): string {
 }
 
 function positiveSql(c: Criterion, ctx: Ctx, conjunct: boolean): string {
-  if (c.field.type === 'owner') return c.op === 'KNOWN' ? OWNER_SQL.KNOWN(ctx) : OWNER_SQL.IN(c.operands, ctx)
+  if (c.field.type === 'owner')
+    return c.op === 'KNOWN' ? OWNER_SQL.KNOWN(ctx) : OWNER_SQL.IN(c.operands, ctx)
   const list = c.op === 'IN' && c.operands.length > 1 && c.field.source === 'core'
   if (list && conjunct && HIDDEN_LISTS.has(c.field.name))
     return hiddenListSql(fieldSql(c.field, ctx), bindList(ctx, c.operands.map(String), 'text'))
@@ -242,7 +259,12 @@ function positiveSql(c: Criterion, ctx: Ctx, conjunct: boolean): string {
       ? INTEGER_SQL[c.op]
       : undefined
   const operands = integer && c.op === 'IN' ? c.operands.filter(inRange(c.field.name)) : c.operands
-  return (integer ?? SCALAR_SQL[c.op])(fieldSql(c.field, ctx), operands, valueTypeOf(c.field.type), ctx)
+  return (integer ?? SCALAR_SQL[c.op])(
+    fieldSql(c.field, ctx),
+    operands,
+    valueTypeOf(c.field.type),
+    ctx,
+  )
 }
 
 function criterionSql(c: Criterion, ctx: Ctx, conjunct: boolean): string {

@@ -30,7 +30,9 @@ export const recomputeSegment = async (tx: Tx, accountId: number, segmentId: num
     for no key update`
   if (!segment) return null
   const match = await matchQuery(tx, accountId, savedOf(segment.body))
-  const [a, s] = [match.params.length + 1, match.params.length + 2].map((n) => `$${n}::text::bigint`)
+  const [a, s] = [match.params.length + 1, match.params.length + 2].map(
+    (n) => `$${n}::text::bigint`,
+  )
   const [row] = await tx.unsafe(
     `with matched as materialized (${match.text}
     ), exited as (
@@ -52,15 +54,27 @@ export const recomputeSegment = async (tx: Tx, accountId: number, segmentId: num
       array(select customer_id from exited order by 1) as exited`,
     [...(match.params as string[]), String(accountId), String(segmentId)],
   )
-  const change = { segment_id: segmentId, entered: row.entered, exited: row.exited } as MembershipChange
-  if (segment.computed_at !== null) await announce(tx, accountId, { id: segmentId, name: segment.name }, change)
+  const change = {
+    segment_id: segmentId,
+    entered: row.entered,
+    exited: row.exited,
+  } as MembershipChange
+  if (segment.computed_at !== null)
+    await announce(tx, accountId, { id: segmentId, name: segment.name }, change)
   return change
 }
 
 // segment.entered and segment.exited, in the recomputation's transaction. A segment's first
 // computation is its initial population, not customers entering it, and announces nothing.
-const announce = async (tx: Tx, accountId: number, segment: { id: number; name: string }, change: MembershipChange) => {
-  const customers = <E extends 'segment.entered' | 'segment.exited'>(ids: number[]) => tx<EventItem<E>[]>`
+const announce = async (
+  tx: Tx,
+  accountId: number,
+  segment: { id: number; name: string },
+  change: MembershipChange,
+) => {
+  const customers = <E extends 'segment.entered' | 'segment.exited'>(ids: number[]) => tx<
+    EventItem<E>[]
+  >`
     select m.customer_id as service_id, m.external_id, c.name from segment_members m
       left join customers c on c.account_id = m.account_id and c.service_id = m.customer_id
     where m.account_id = ${accountId} and m.segment_id = ${segment.id} and m.customer_id = any(${ids}::bigint[])
@@ -68,11 +82,23 @@ const announce = async (tx: Tx, accountId: number, segment: { id: number; name: 
         and l.segment_id = m.segment_id and l.customer_id = m.customer_id)
     order by m.customer_id`
   if (change.entered.length)
-    await enqueueEvent(tx, accountId, 'segment.entered', await customers<'segment.entered'>(change.entered), {
-      segment,
-    })
+    await enqueueEvent(
+      tx,
+      accountId,
+      'segment.entered',
+      await customers<'segment.entered'>(change.entered),
+      {
+        segment,
+      },
+    )
   if (change.exited.length)
-    await enqueueEvent(tx, accountId, 'segment.exited', await customers<'segment.exited'>(change.exited), { segment })
+    await enqueueEvent(
+      tx,
+      accountId,
+      'segment.exited',
+      await customers<'segment.exited'>(change.exited),
+      { segment },
+    )
 }
 
 // One segment the job cannot bring up to date (its saved search is past a limit made after it was
@@ -81,7 +107,11 @@ const announce = async (tx: Tx, accountId: number, segment: { id: number; name: 
 const recomputedOrSkipped = (app: App, accountId: number, id: number) =>
   budgeted(app, undefined, 'segment', (tx) => recomputeSegment(tx, accountId, id)).catch((err) => {
     if (!(err instanceof Refusal && (err.status === 400 || err.status === 422))) throw err
-    app.log('warn', 'segment not recomputed', { account: accountId, segment: id, reason: err.message })
+    app.log('warn', 'segment not recomputed', {
+      account: accountId,
+      segment: id,
+      reason: err.message,
+    })
     return null
   })
 
@@ -107,7 +137,8 @@ export const membershipHistory = async (
   segmentId: number,
   { limit, after }: { limit: number; after?: number },
 ) => {
-  const [segment] = await app.sql`select 1 from segments where account_id = ${accountId} and id = ${segmentId}`
+  const [segment] =
+    await app.sql`select 1 from segments where account_id = ${accountId} and id = ${segmentId}`
   if (!segment) refuse(404, `No segment ${segmentId} in this account.`)
   const rows = await app.sql<
     { id: number; customer: string; service_id: number; entered_at: Date; exited_at: Date | null }[]

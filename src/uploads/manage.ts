@@ -45,7 +45,10 @@ export const retryUpload = (sql: Sql, accountId: number, uploadId: number, stuck
   sql.begin(async (tx) => {
     const u = await lock(tx, accountId, uploadId, stuckSeconds)
     if (!(u.status === 'failed' || u.stuck) || !u.has_items) {
-      refuse(409, `Upload ${uploadId} is ${u.status}; only a failed or stuck upload can be retried.`)
+      refuse(
+        409,
+        `Upload ${uploadId} is ${u.status}; only a failed or stuck upload can be retried.`,
+      )
     }
     await removeJobs(tx, accountId, uploadId)
     await tx`update uploads set status = 'received', error = null where account_id = ${accountId} and id = ${uploadId}`

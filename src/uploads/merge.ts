@@ -59,7 +59,8 @@ const stageRecords = async (tx: Tx, fields: ReturnType<Tx>) => {
 // The external ids staged in stage_records, as a condition on a record's external id. As an array
 // they are probed in the (account_id, external_id) index: IN (subquery) was planned as a hash join
 // over every record of the account, growing with it (docs/benchmarks.md).
-const stagedExternalIds = (tx: Tx): ReturnType<Tx> => tx`any(array(select external_id from stage_records))`
+const stagedExternalIds = (tx: Tx): ReturnType<Tx> =>
+  tx`any(array(select external_id from stage_records))`
 
 // The staged records of an upload, locked (db/locks.ts) before the merge changes them.
 const lockStagedRecords = (tx: Tx, table: Collection, accountId: number) =>
@@ -135,7 +136,9 @@ const insertContacts = async (tx: Tx, accountId: number) => {
     returning service_id, external_id, name, created_at`
   const staged = await tx`select external_id, customer_external_id from stage_records
     where external_id = any(${created.map((n) => n.external_id)}::text[])`
-  const customerOf = new Map(staged.map((r) => [r.external_id as string, r.customer_external_id as string]))
+  const customerOf = new Map(
+    staged.map((r) => [r.external_id as string, r.customer_external_id as string]),
+  )
   return created
     .map((n) => ({
       service_id: n.service_id as number,
@@ -156,7 +159,9 @@ interface Written {
 }
 
 // A new record as written: contact.created names its contact's external id contact_external_id.
-const writtenOf = (r: { service_id: number } & ({ external_id: string } | { contact_external_id: string })) => ({
+const writtenOf = (
+  r: { service_id: number } & ({ external_id: string } | { contact_external_id: string }),
+) => ({
   service_id: r.service_id,
   external_id: 'external_id' in r ? r.external_id : r.contact_external_id,
 })
@@ -171,7 +176,12 @@ const stagedValuesOf = (tx: Tx, records: Written[]) => tx`
 // The snapshots of the records created in this transaction, written once from the staged values:
 // no other transaction sees these records, so there is nothing to merge with, nothing to lock and
 // no conflict to look for (ON CONFLICT's speculative insertion cost 25% more: docs/benchmarks.md).
-const insertNewSnapshots = (tx: Tx, accountId: number, collection: Collection, created: Written[]) => {
+const insertNewSnapshots = (
+  tx: Tx,
+  accountId: number,
+  collection: Collection,
+  created: Written[],
+) => {
   const { snapshots, fk } = tables(collection)
   return tx`
     insert into ${tx(snapshots)} (account_id, ${tx(fk)}, date, "values")

@@ -50,7 +50,10 @@ const store = (
 // Records owned by a file import or an integration are not written through the API.
 export const requireApiSource = (sourceOfTruth: string | undefined) => {
   if (sourceOfTruth !== 'API')
-    refuse(406, `Records of this account are owned by its source of truth ${sourceOfTruth}, not the API.`)
+    refuse(
+      406,
+      `Records of this account are owned by its source of truth ${sourceOfTruth}, not the API.`,
+    )
 }
 
 // The checks every write of records passes: source of truth (406), scoring model (490), typed
@@ -66,15 +69,24 @@ export const checkUpload = async <T extends UploadItem>(
   const [state] = await accountState(app, accountId, collection)
   if (source === 'API') requireApiSource(state.source_of_truth)
   if (collection === 'customers' && !(state.model && hasCustomerModel(state.model))) {
-    refuse(490, 'The account has no customer scoring model; set one with PUT /admin/v1/accounts/{id}/scoring.')
+    refuse(
+      490,
+      'The account has no customer scoring model; set one with PUT /admin/v1/accounts/{id}/scoring.',
+    )
   }
   const catalog = catalogOf(state.defs as PropertyDef[])
   const checked = checkValues(items, catalog, itemPath)
-  if (checked.errors.length) refuse(400, 'Some values do not fit their property definitions.', checked.errors)
+  if (checked.errors.length)
+    refuse(400, 'Some values do not fit their property definitions.', checked.errors)
   if (state.pending >= app.config.maxPendingUploads) {
-    refuse(429, `The account already has ${state.pending} uploads waiting to be processed.`, undefined, {
-      'retry-after': '5',
-    })
+    refuse(
+      429,
+      `The account already has ${state.pending} uploads waiting to be processed.`,
+      undefined,
+      {
+        'retry-after': '5',
+      },
+    )
   }
   return { ...checked, catalog }
 }

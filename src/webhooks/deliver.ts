@@ -80,7 +80,13 @@ export const deliverWebhook = async (app: App, p: DeliverWebhookPayload) => {
   await app.sql.begin(async (tx) => {
     // The webhook row before the delivery row, in the order enableWebhook locks them, so that the
     // two never wait for each other.
-    await recordHealth(tx, p.account_id, d.webhook_id, result, app.config.webhookDisableAfterSeconds)
+    await recordHealth(
+      tx,
+      p.account_id,
+      d.webhook_id,
+      result,
+      app.config.webhookDisableAfterSeconds,
+    )
     const attempt = await logAttempt(tx, p, at, result)
     const { slotted: _, ...next } = p
     const firstAttempt = p.first_attempt ?? 1
@@ -88,7 +94,10 @@ export const deliverWebhook = async (app: App, p: DeliverWebhookPayload) => {
     else if (result.outcome === 'retry' && attempt - firstAttempt + 1 < ATTEMPTS_PER_ROUND) {
       const delay = retryDelaySeconds(attempt - firstAttempt + 1) * app.config.webhookRetryScale
       await addJobs(tx, [
-        deliverWebhookJob({ ...next, first_attempt: firstAttempt }, new Date(Date.now() + delay * 1000)),
+        deliverWebhookJob(
+          { ...next, first_attempt: firstAttempt },
+          new Date(Date.now() + delay * 1000),
+        ),
       ])
     } else await setStatus(tx, p, 'failed')
   })

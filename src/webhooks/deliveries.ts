@@ -5,13 +5,19 @@ import type { Sql, Tx } from '../db/client.ts'
 import { strict } from '../validate.ts'
 
 const requireWebhook = async (sql: Sql, accountId: number, webhookId: number) => {
-  const [hook] = await sql`select 1 from webhooks where account_id = ${accountId} and id = ${webhookId}`
+  const [hook] =
+    await sql`select 1 from webhooks where account_id = ${accountId} and id = ${webhookId}`
   if (!hook) refuse(404, `Webhook ${webhookId} does not exist.`)
 }
 
 // Attempt times are formatted like every other timestamp of the API (JavaScript's ISO form),
 // which json_build_object would not do.
-export const listDeliveries = async (sql: Sql, accountId: number, webhookId: number, limit: number) => {
+export const listDeliveries = async (
+  sql: Sql,
+  accountId: number,
+  webhookId: number,
+  limit: number,
+) => {
   await requireWebhook(sql, accountId, webhookId)
   return sql`
     select d.id, d.message_id, d.status, d.created_at, d.delivered_at,
@@ -38,7 +44,12 @@ const resendQueue = (accountId: number, webhookId: number) => `webhook:${account
 // The chosen deliveries go back to pending with a fresh round of attempts, numbered on from the
 // ones already logged, and keep their frozen payload and message id (webhook-id), so a receiver
 // that did get one can recognise the copy.
-export const requeue = async (tx: Tx, accountId: number, webhookId: number, which: ReturnType<Tx>) => {
+export const requeue = async (
+  tx: Tx,
+  accountId: number,
+  webhookId: number,
+  which: ReturnType<Tx>,
+) => {
   const rows = await tx`
     update webhook_deliveries d set status = 'pending', delivered_at = null
     where d.account_id = ${accountId} and d.webhook_id = ${webhookId} and ${which} and d.payload is not null
@@ -73,7 +84,10 @@ export const RecoverBody = strict({
   since: v.pipe(
     v.string(),
     v.isoTimestamp('Must be an ISO 8601 time, e.g. 2026-01-31T09:00:00Z.'),
-    v.check((s) => !Number.isNaN(Date.parse(s)), 'Must be an ISO 8601 time, e.g. 2026-01-31T09:00:00Z.'),
+    v.check(
+      (s) => !Number.isNaN(Date.parse(s)),
+      'Must be an ISO 8601 time, e.g. 2026-01-31T09:00:00Z.',
+    ),
   ),
 })
 
@@ -82,7 +96,12 @@ export const RecoverBody = strict({
 export const recover = async (sql: Sql, accountId: number, webhookId: number, since: string) => {
   await requireWebhook(sql, accountId, webhookId)
   const recovered = await sql.begin((tx) =>
-    requeue(tx, accountId, webhookId, tx`d.status = 'failed' and d.created_at >= ${new Date(since)}`),
+    requeue(
+      tx,
+      accountId,
+      webhookId,
+      tx`d.status = 'failed' and d.created_at >= ${new Date(since)}`,
+    ),
   )
   return { recovered: recovered.length }
 }

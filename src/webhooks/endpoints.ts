@@ -31,16 +31,24 @@ export const WebhookPatch = v.pipe(
 export const TestSendBody = strict({ event: v.picklist(EVENTS) })
 
 // Health beside the settings: the latest failed attempt and who disabled the endpoint, if anyone.
-const columns = (sql: Sql | Tx) => sql`id, url, events, name, active, rate_limit, created_at, failing_since,
+const columns = (
+  sql: Sql | Tx,
+) => sql`id, url, events, name, active, rate_limit, created_at, failing_since,
   disabled_by, last_failure_at, last_failure_status, last_failure_error`
 
 // The last failure as one object, built here rather than in SQL: the columns come back from
 // RETURNING clauses, where Citus allows no non-immutable function (to_char, json_build_object).
 const shaped = <T extends Record<string, any>>(row: T) => {
-  const { last_failure_at: at, last_failure_status: status, last_failure_error: error, ...hook } = row
+  const {
+    last_failure_at: at,
+    last_failure_status: status,
+    last_failure_error: error,
+    ...hook
+  } = row
   return {
     ...hook,
-    last_failure: at === null ? null : { at: (at as Date).toISOString(), status_code: status, error },
+    last_failure:
+      at === null ? null : { at: (at as Date).toISOString(), status_code: status, error },
   }
 }
 
@@ -63,7 +71,9 @@ export const addWebhook = async (
 }
 
 export const listWebhooks = (sql: Sql, accountId: number) =>
-  sql`select ${columns(sql)} from webhooks where account_id = ${accountId} order by id`.then((rows) => rows.map(shaped))
+  sql`select ${columns(sql)} from webhooks where account_id = ${accountId} order by id`.then(
+    (rows) => rows.map(shaped),
+  )
 
 // Changes what the subscription receives from now on; deliveries already made keep their event.
 export const updateWebhook = async (
@@ -85,7 +95,8 @@ export const updateWebhook = async (
 // The event's catalog example, signed and delivered like any other delivery (and logged with them).
 export const testSend = async (sql: Sql, accountId: number, id: number, event: EventName) =>
   sql.begin(async (tx) => {
-    const [hook] = await tx`select active from webhooks where account_id = ${accountId} and id = ${id}`
+    const [hook] =
+      await tx`select active from webhooks where account_id = ${accountId} and id = ${id}`
     if (!hook) refuse(404, `Webhook ${id} does not exist.`)
     if (!hook.active) refuse(409, `Webhook ${id} is disabled; enable it first.`)
     const [delivery] = await enqueuePayloads(
@@ -99,13 +110,19 @@ export const testSend = async (sql: Sql, accountId: number, id: number, event: E
   })
 
 export const removeWebhook = async (sql: Sql, accountId: number, id: number) => {
-  const [hook] = await sql`delete from webhooks where account_id = ${accountId} and id = ${id} returning id`
+  const [hook] =
+    await sql`delete from webhooks where account_id = ${accountId} and id = ${id} returning id`
   if (!hook) refuse(404, `Webhook ${id} does not exist.`)
 }
 
 // The replaced secret keeps signing beside the new one for graceSeconds, so that receivers can switch
 // over without a gap; rotating again within that time drops the oldest.
-export const rotateSecret = async (sql: Sql, accountId: number, id: number, graceSeconds: number) => {
+export const rotateSecret = async (
+  sql: Sql,
+  accountId: number,
+  id: number,
+  graceSeconds: number,
+) => {
   const secret = generateSecret()
   const [hook] = await sql`
     update webhooks set secret = ${secret}, previous_secret = secret,
@@ -127,7 +144,8 @@ export const disableWebhook = async (sql: Sql, accountId: number, id: number) =>
 // was disabled; enabling an active webhook changes nothing.
 export const enableWebhook = (sql: Sql, accountId: number, id: number) =>
   sql.begin(async (tx) => {
-    const [was] = await tx`select active from webhooks where account_id = ${accountId} and id = ${id} for update`
+    const [was] =
+      await tx`select active from webhooks where account_id = ${accountId} and id = ${id} for update`
     if (!was) refuse(404, `Webhook ${id} does not exist.`)
     const [hook] = await tx`
       update webhooks set active = true, failing_since = null, disabled_by = null

@@ -56,7 +56,8 @@ const embeddedIPv4 = (g: number[]): ipaddr.IPv4[] | null => {
   if (zero(g, 0, 4) && g[4] === 0xffff && g[5] === 0) return [ipv4Of(g[6], g[7])]
   if (g[0] === 0x64 && g[1] === 0xff9b && zero(g, 2, 6)) return [ipv4Of(g[6], g[7])]
   if (g[0] === 0x2002) return [ipv4Of(g[1], g[2])]
-  if (g[0] === 0x2001 && g[1] === 0) return [ipv4Of(g[2], g[3]), ipv4Of(g[6] ^ 0xffff, g[7] ^ 0xffff)]
+  if (g[0] === 0x2001 && g[1] === 0)
+    return [ipv4Of(g[2], g[3]), ipv4Of(g[6] ^ 0xffff, g[7] ^ 0xffff)]
   return null
 }
 
@@ -107,7 +108,11 @@ export const checkWebhookUrl = (url: string, allowPrivate: boolean): string | nu
 // the same rule, so a name pointing at a private address is refused now, not at every delivery.
 // A name that does not resolve (yet) is accepted: its records may still be on their way, and
 // delivery checks again anyway (DNS can change) and pins the address it checked.
-export const checkWebhookTarget = async (url: string, allowPrivate: boolean, resolve: Resolve = resolveAll) => {
+export const checkWebhookTarget = async (
+  url: string,
+  allowPrivate: boolean,
+  resolve: Resolve = resolveAll,
+) => {
   const problem = checkWebhookUrl(url, allowPrivate)
   if (problem || allowPrivate || isIP(bareHost(new URL(url).hostname))) return problem
   try {

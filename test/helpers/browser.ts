@@ -32,7 +32,9 @@ const apt = (...args: string[]) =>
 const ensureChromium = () => {
   if (existsSync(CHROMIUM)) return
   if (process.getuid?.() !== 0) {
-    throw new Error(`The browser tests need ${CHROMIUM}: install Debian's chromium package (apt-get install chromium).`)
+    throw new Error(
+      `The browser tests need ${CHROMIUM}: install Debian's chromium package (apt-get install chromium).`,
+    )
   }
   try {
     apt('install', '-y', 'chromium')
@@ -40,7 +42,8 @@ const ensureChromium = () => {
     apt('update')
     apt('install', '-y', 'chromium')
   }
-  if (!existsSync(CHROMIUM)) throw new Error(`apt-get installed chromium, but ${CHROMIUM} is still missing.`)
+  if (!existsSync(CHROMIUM))
+    throw new Error(`apt-get installed chromium, but ${CHROMIUM} is still missing.`)
 }
 
 export interface Browser {

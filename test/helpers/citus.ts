@@ -16,8 +16,24 @@ const TEMPLATE = 'citus_template'
 // Durability off as test/run.ts's SETTINGS; few shards, so that distributing the schema in each
 // test's database stays quick (both workers still hold shards of every table).
 const SETTINGS = [
-  ...['-c', 'max_connections=400', '-c', 'fsync=off', '-c', 'synchronous_commit=off', '-c', 'full_page_writes=off'],
-  ...['-c', 'shared_preload_libraries=citus', '-c', 'wal_level=logical', '-c', 'max_prepared_transactions=400'],
+  ...[
+    '-c',
+    'max_connections=400',
+    '-c',
+    'fsync=off',
+    '-c',
+    'synchronous_commit=off',
+    '-c',
+    'full_page_writes=off',
+  ],
+  ...[
+    '-c',
+    'shared_preload_libraries=citus',
+    '-c',
+    'wal_level=logical',
+    '-c',
+    'max_prepared_transactions=400',
+  ],
   ...['-c', 'citus.node_conninfo=sslmode=disable', '-c', 'citus.shard_count=4'],
 ]
 
@@ -68,7 +84,8 @@ const run = async (url: string, ...statements: string[]) => {
   }
 }
 
-const dataDirOf = async (url: string) => (await run(url, 'show data_directory'))[0][0].data_directory as string
+const dataDirOf = async (url: string) =>
+  (await run(url, 'show data_directory'))[0][0].data_directory as string
 
 // Every node needs the password of the others: a shard move's subscription on the target node
 // reaches the source with the target's own pg_dist_authinfo (`citus_use_authinfo`), which
@@ -111,14 +128,21 @@ export const startCitusCluster = async (
   { crashSafe = false, settings: extra = [] as string[] } = {},
 ) => {
   const password = randomBytes(18).toString('hex')
-  const settings = [...(crashSafe ? [...SETTINGS, '-c', 'synchronous_commit=on'] : SETTINGS), ...extra]
-  const started = await Promise.all(Array.from({ length: workerCount + 1 }, () => startNode(password, settings)))
+  const settings = [
+    ...(crashSafe ? [...SETTINGS, '-c', 'synchronous_commit=on'] : SETTINGS),
+    ...extra,
+  ]
+  const started = await Promise.all(
+    Array.from({ length: workerCount + 1 }, () => startNode(password, settings)),
+  )
   const nodes = started.map((s) => s.node)
   const stops = started.map((s) => s.stop)
   const [coordinator, ...workers] = nodes
-  for (const w of workers) await run(urlOf(w.url, password, 'postgres'), `create database ${TEMPLATE}`)
+  for (const w of workers)
+    await run(urlOf(w.url, password, 'postgres'), `create database ${TEMPLATE}`)
   await run(coordinator.url, `create database ${TEMPLATE}`)
-  for (const w of workers) await run(urlOf(w.url, password, TEMPLATE), 'create extension citus', authinfo(password))
+  for (const w of workers)
+    await run(urlOf(w.url, password, TEMPLATE), 'create extension citus', authinfo(password))
   await run(
     urlOf(coordinator.url, password, TEMPLATE),
     'create extension citus',
@@ -194,5 +218,8 @@ export const createCitusDatabase = async (nodes: Node[], prefix: string) => {
   await each(`create database ${name} template ${TEMPLATE}`)
   const url = new URL(nodes[0].url)
   url.pathname = `/${name}`
-  return { url: url.toString(), drop: async () => void (await each(`drop database if exists ${name} with (force)`)) }
+  return {
+    url: url.toString(),
+    drop: async () => void (await each(`drop database if exists ${name} with (force)`)),
+  }
 }

@@ -13,7 +13,12 @@ const CUSTOMERS: {
   attributes: Record<string, string | number | boolean>
   metrics?: Record<string, number>
 }[] = [
-  { external_id: 'c1', name: 'Ann Co', owner_user_id: 3, attributes: { plan: 'pro', seats: 3, sso: true } },
+  {
+    external_id: 'c1',
+    name: 'Ann Co',
+    owner_user_id: 3,
+    attributes: { plan: 'pro', seats: 3, sso: true },
+  },
   {
     external_id: 'c2',
     name: 'Bob Co',
@@ -28,8 +33,18 @@ const CUSTOMERS: {
     attributes: { plan: 'pro', seats: 1, sso: true },
     metrics: { logins: 1 },
   },
-  { external_id: 'c4', name: 'Dee Co', attributes: { sso: false, renewal_date: '2026-02-01' }, metrics: { logins: 2 } },
-  { external_id: 'c5', name: 'Eve Co', owner_user_id: 3, attributes: { plan: 'pro', seats: 5, sso: false } },
+  {
+    external_id: 'c4',
+    name: 'Dee Co',
+    attributes: { sso: false, renewal_date: '2026-02-01' },
+    metrics: { logins: 2 },
+  },
+  {
+    external_id: 'c5',
+    name: 'Eve Co',
+    owner_user_id: 3,
+    attributes: { plan: 'pro', seats: 5, sso: false },
+  },
   { external_id: 'c6', name: 'Fay Co', attributes: { plan: 'basic', seats: 2, sso: true } },
 ]
 const TAGS: Record<string, number[]> = { c1: [8], c2: [9], c3: [8, 9] }
@@ -62,7 +77,10 @@ export const searchDatabase = async () => {
         values (7, ${row.service_id}, ${tag}, ${c.external_id})`
     }
   }
-  const scored = Object.entries(ENGAGEMENT).map(([external_id, engagementscore]) => ({ external_id, engagementscore }))
+  const scored = Object.entries(ENGAGEMENT).map(([external_id, engagementscore]) => ({
+    external_id,
+    engagementscore,
+  }))
   await storeScores(sql, 'customers', 7, scored)
   // Account 8 shares external ids with account 7: a query that forgets the account finds them.
   const [other] = await sql`insert into customers (account_id, external_id, name, attributes)
@@ -110,8 +128,12 @@ export interface PlanNode {
 // EXPLAIN's output); their relations and indexes are the shards', named after their own with a
 // numeric suffix.
 const remotePlans = (node: PlanNode): PlanNode[] => {
-  const job = (node['Distributed Query'] as { Job?: { Tasks?: { 'Remote Plan'?: unknown }[] } } | undefined)?.Job
-  const plans = (job?.Tasks ?? []).flatMap((task) => [task['Remote Plan']].flat(3)) as { Plan?: PlanNode }[]
+  const job = (
+    node['Distributed Query'] as { Job?: { Tasks?: { 'Remote Plan'?: unknown }[] } } | undefined
+  )?.Job
+  const plans = (job?.Tasks ?? []).flatMap((task) => [task['Remote Plan']].flat(3)) as {
+    Plan?: PlanNode
+  }[]
   return plans.flatMap((p) => (p?.Plan ? [p.Plan] : []))
 }
 

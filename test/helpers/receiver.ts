@@ -42,7 +42,9 @@ export const startReceiver = async (respond: Responder = () => 200, port = 0) =>
       if (!res.destroyed) res.writeHead(status).end(body)
     })
   })
-  await new Promise<void>((resolve, reject) => server.once('error', reject).listen(port, '127.0.0.1', resolve))
+  await new Promise<void>((resolve, reject) =>
+    server.once('error', reject).listen(port, '127.0.0.1', resolve),
+  )
   const bound = (server.address() as AddressInfo).port
   return {
     port: bound,

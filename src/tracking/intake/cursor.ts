@@ -11,14 +11,25 @@ import { xactLock } from '../../db/locks.ts'
 // and a later batch that finds none running settles the check (kept open until then, never starved).
 // A cursor row read before the account lock only costs time: it never moves back.
 type Rows = 'tracking_events' | 'segment_messages'
-const CURSORS = { tracking_events: 'tracking_cursors', segment_messages: 'segment_cursors' } as const
+const CURSORS = {
+  tracking_events: 'tracking_cursors',
+  segment_messages: 'segment_cursors',
+} as const
 // The rows each apply job reads.
-const ROWS = { [TASKS.applyEvents]: 'tracking_events', [TASKS.applyRelay]: 'segment_messages' } as const
+const ROWS = {
+  [TASKS.applyEvents]: 'tracking_events',
+  [TASKS.applyRelay]: 'segment_messages',
+} as const
 
 // The ids of the account's rows still waiting for its apply job: 'received' at or past its cursor
 // ('received' below it means applied). The ingest status counts them; tests and benchmarks wait for none.
 // `what` is the select list (their ids unless told).
-export const waitingSql = (sql: Sql | Tx, rows: Rows, accountId: number, what: ReturnType<Sql> = sql`id`) => sql`
+export const waitingSql = (
+  sql: Sql | Tx,
+  rows: Rows,
+  accountId: number,
+  what: ReturnType<Sql> = sql`id`,
+) => sql`
   select ${what} from ${sql(rows)} where account_id = ${accountId} and status = 'received'
     and id >= coalesce((select applied_below from ${sql(CURSORS[rows])} where account_id = ${accountId}), 0)`
 
@@ -38,7 +49,11 @@ export interface Cursor {
 // The lock, the sequence and pg_locks are the coordinator's on Citus, the cursor row a worker's:
 // a statement joining them there ran on the worker, which has neither the ids handed out nor the
 // transactions holding them. So the cursor row is read in a statement of its own, after the lock.
-export const lockAndReadCursor = async (tx: Tx, task: ApplyTask, accountId: number): Promise<Cursor> => {
+export const lockAndReadCursor = async (
+  tx: Tx,
+  task: ApplyTask,
+  accountId: number,
+): Promise<Cursor> => {
   const rows = ROWS[task]
   const [{ last_id }] = await tx`
     select ${xactLock(tx, applyJobKey(task, accountId))},

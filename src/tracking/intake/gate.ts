@@ -46,7 +46,12 @@ export const throughGate = <T extends readonly unknown[]>(
 // The CTEs `waiting` and `j` of an intake statement (run through the gate): j adds the task's apply job
 // when the statement's CTE `inserted` (e unless named) inserted a row and no job of its key waits.
 // Reading j is what runs add_job.
-export const jobUnlessWaiting = (sql: Sql | Tx, task: ApplyTask, accountId: number, inserted = 'e') => sql`
+export const jobUnlessWaiting = (
+  sql: Sql | Tx,
+  task: ApplyTask,
+  accountId: number,
+  inserted = 'e',
+) => sql`
   waiting as (
     ${availableJob(sql, applyJobKey(task, accountId))}
   ), j as (
@@ -62,7 +67,8 @@ const retryingDeadlock = async <T>(statement: () => Promise<T>, attempts = 3): P
   try {
     return await statement()
   } catch (err) {
-    if (sqlState(err) === SQLSTATE.DEADLOCK_DETECTED && attempts > 1) return retryingDeadlock(statement, attempts - 1)
+    if (sqlState(err) === SQLSTATE.DEADLOCK_DETECTED && attempts > 1)
+      return retryingDeadlock(statement, attempts - 1)
     throw err
   }
 }

@@ -2,7 +2,13 @@ import type { PendingQuery, Row } from 'postgres'
 import type { App } from '../../context.ts'
 import { definitionsSql } from '../../catalog/properties.ts'
 import type { Tx } from '../../db/client.ts'
-import { type AccountPayload, addCustomersChanged, addJobs, scoreRecordsJobs, TASKS } from '../../db/jobs.ts'
+import {
+  type AccountPayload,
+  addCustomersChanged,
+  addJobs,
+  scoreRecordsJobs,
+  TASKS,
+} from '../../db/jobs.ts'
 import { lockRecordsNamed } from '../../db/locks.ts'
 import { PLANNER, setLocal } from '../../db/planner.ts'
 import { sqlCut } from '../../validate.ts'
@@ -73,7 +79,8 @@ const stage = async (tx: Tx, accountId: number, below: number) => {
         or exists (select 1 from contacts t where t.account_id = ${accountId} and t.external_id = s.user_id)
         or exists (select 1 from segment_messages p where p.account_id = ${accountId} and p.status = 'pending'
                      and p.user_id = s.user_id and p.group_id is not null))))`
-  const [batch] = await tx`select count(*)::int as staged, max(id) as last from stage_seg where not was_pending`
+  const [batch] =
+    await tx`select count(*)::int as staged, max(id) as last from stage_seg where not was_pending`
   return batch as { staged: number; last: number | null }
 }
 
@@ -140,7 +147,11 @@ const classifyTraits = (tx: Tx, accountId: number) => tx`
   where s.status is null and s.type in ('group', 'identify')`
 
 // The latest value of each name and attribute trait per record (by external id), folded.
-const latestTraits = (tx: Tx, entity: 'customer' | 'contact', idColumn: 'group_id' | 'user_id') => tx`
+const latestTraits = (
+  tx: Tx,
+  entity: 'customer' | 'contact',
+  idColumn: 'group_id' | 'user_id',
+) => tx`
   select ext, max(value #>> '{}') filter (where kind = 'name') as name,
     coalesce(jsonb_object_agg(key, value) filter (where kind = 'attribute'), '{}') as attributes
   from (
@@ -154,7 +165,9 @@ const latestTraits = (tx: Tx, entity: 'customer' | 'contact', idColumn: 'group_i
 // The record `r` the latest traits `f` name (by external id), if they change its name or attributes. SDKs
 // send the same traits with every group and identify: one that changes nothing writes nothing, so it
 // rescores nothing either.
-const changed = (tx: Tx) => tx`r.external_id = f.ext and (r.name is distinct from coalesce(f.name, r.name)
+const changed = (
+  tx: Tx,
+) => tx`r.external_id = f.ext and (r.name is distinct from coalesce(f.name, r.name)
   or r.attributes is distinct from jsonb_strip_nulls(r.attributes || f.attributes))`
 
 // Groups: the customers, created when missing, then named and given their attributes.
@@ -170,14 +183,25 @@ const applyGroups = async (tx: Tx, accountId: number) => {
     accountId,
     tx`select group_id from stage_seg where status is null and type = 'group'`,
   )
-  const updated = await updateRecords(tx, 'customers', accountId, latestTraits(tx, 'customer', 'group_id'), changed(tx))
+  const updated = await updateRecords(
+    tx,
+    'customers',
+    accountId,
+    latestTraits(tx, 'customer', 'group_id'),
+    changed(tx),
+  )
   return [...created, ...updated].map((r) => r.service_id as number)
 }
 
 // The user each admitted group names belongs to its customer (the latest group): a contact is created
 // under it when missing; an identify of an unknown contact whose context.groupId names a known
 // customer creates it there. Identifies of users still unknown wait (pending), within PENDING_MAX.
-const createContacts = (tx: Tx, accountId: number, where: PendingQuery<Row[]>, order: PendingQuery<Row[]>) =>
+const createContacts = (
+  tx: Tx,
+  accountId: number,
+  where: PendingQuery<Row[]>,
+  order: PendingQuery<Row[]>,
+) =>
   createContactsSql(tx, accountId, {
     external: tx`s.user_id`,
     customer: tx`c.service_id`,
@@ -246,7 +270,13 @@ const applyContacts = async (tx: Tx, accountId: number) => {
       join customers c on c.account_id = ${accountId} and c.external_id = g.group_id
     where t.account_id = ${accountId} and t.external_id = g.user_id and t.customer_id <> c.service_id
     returning t.service_id`
-  const updated = await updateRecords(tx, 'contacts', accountId, latestTraits(tx, 'contact', 'user_id'), changed(tx))
+  const updated = await updateRecords(
+    tx,
+    'contacts',
+    accountId,
+    latestTraits(tx, 'contact', 'user_id'),
+    changed(tx),
+  )
   return [...created, ...moved, ...updated].map((r) => r.service_id as number)
 }
 
@@ -264,7 +294,12 @@ const applyTracks = async (tx: Tx, accountId: number) => {
       and t.account_id = ${accountId} and t.external_id = s.user_id`
   await tx`update stage_seg set status = 'dropped', reason = 'no_customer'
     where status is null and type = 'track' and group_id is null`
-  const created = await createContacts(tx, accountId, tx`s.status is null and s.type = 'track'`, tx`s.id`)
+  const created = await createContacts(
+    tx,
+    accountId,
+    tx`s.status is null and s.type = 'track'`,
+    tx`s.id`,
+  )
   const [{ n }] = await tx`
     with e as (
       insert into tracking_events (account_id, name, occurred_at, customer_external_id, contact_external_id, data,

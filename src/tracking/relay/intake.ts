@@ -80,16 +80,23 @@ export const receiveRelay = async (
 ) => {
   if (bodyBytes > MAX_BATCH_BYTES) refuse(400, `A batch may take at most ${MAX_BATCH_BYTES} bytes.`)
   // A message is part of the body as sent: in a body within the limit, none is past it.
-  const big = bodyBytes <= MAX_EVENT_BYTES ? -1 : messages.findIndex((m) => overBytes(JSON.stringify(m) ?? 'null'))
+  const big =
+    bodyBytes <= MAX_EVENT_BYTES
+      ? -1
+      : messages.findIndex((m) => overBytes(JSON.stringify(m) ?? 'null'))
   if (big >= 0) {
     const path = pathType ? '' : `/batch/${big}`
-    refuse(400, 'A message is too large.', [{ path, message: `At most ${MAX_EVENT_BYTES} bytes of JSON.` }])
+    refuse(400, 'A message is too large.', [
+      { path, message: `At most ${MAX_EVENT_BYTES} bytes of JSON.` },
+    ])
   }
   const receivedAt = Date.now()
   const rows = messages.map((m) => toRow(m, pathType, batch, receivedAt))
   // A messageId twice in one request: the first is stored.
   const seen = new Set<string>()
-  const json = JSON.stringify(rows.filter((r) => !seen.has(r.message_id) && seen.add(r.message_id)).map(asArray))
+  const json = JSON.stringify(
+    rows.filter((r) => !seen.has(r.message_id) && seen.add(r.message_id)).map(asArray),
+  )
   const attempt = (dedup: boolean) =>
     throughGate(app, TASKS.applyRelay, accountId, (tx) => store(tx, accountId, json, dedup))
   const [{ stored }] = await attempt(false).catch((err) =>

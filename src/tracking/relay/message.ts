@@ -50,11 +50,18 @@ export interface BatchDefaults {
 }
 
 const text = (x: unknown) =>
-  (typeof x === 'string' && x.length > 0) || (typeof x === 'number' && Number.isFinite(x)) ? String(x) : null
+  (typeof x === 'string' && x.length > 0) || (typeof x === 'number' && Number.isFinite(x))
+    ? String(x)
+    : null
 
 // The fields as the relay reads them, whatever their shape. The event's time is Segment's:
 // receivedAt - (sentAt - timestamp); none given, the time it was received.
-const read = (m: unknown, pathType: RelayType | undefined, batch: BatchDefaults, receivedAt: number) => {
+const read = (
+  m: unknown,
+  pathType: RelayType | undefined,
+  batch: BatchDefaults,
+  receivedAt: number,
+) => {
   const msg = isObject(m) ? m : {}
   const type = pathType ?? (typeof msg.type === 'string' ? msg.type : '')
   const context = isObject(msg.context) ? msg.context : isObject(batch.context) ? batch.context : {}
@@ -68,22 +75,35 @@ const read = (m: unknown, pathType: RelayType | undefined, batch: BatchDefaults,
     userId: text(msg.userId),
     groupId: text(type === 'group' ? msg.groupId : context.groupId),
     event: type === 'track' ? text(msg.event) : null,
-    traits: type === 'identify' ? (msg.traits ?? context.traits) : type === 'group' ? msg.traits : null,
+    traits:
+      type === 'identify' ? (msg.traits ?? context.traits) : type === 'group' ? msg.traits : null,
     properties: type === 'track' ? (msg.properties ?? null) : null,
-    at: stamp === undefined ? receivedAt : Number.isFinite(sent) ? receivedAt - (sent - timeOf(stamp)) : timeOf(stamp),
+    at:
+      stamp === undefined
+        ? receivedAt
+        : Number.isFinite(sent)
+          ? receivedAt - (sent - timeOf(stamp))
+          : timeOf(stamp),
     anonymousId: text(msg.anonymousId),
   }
 }
 
 // A finding is an issue whose message is the reason, then the detail (if any) after a line break.
-const finding = (reason: string, detail?: string) => (detail === undefined ? reason : `${reason}\n${detail}`)
+const finding = (reason: string, detail?: string) =>
+  detail === undefined ? reason : `${reason}\n${detail}`
 const firstProblem = (m: unknown) => {
   const [p] = freeFormProblems(m)
   return p && `${p.path}: ${p.message}`
 }
 const Id = (name: string) =>
-  v.nullable(v.pipe(v.string(), v.maxLength(MAX_ID, finding('invalid_field', `${name}: at most ${MAX_ID} characters`))))
-const AnObject = (name: string) => v.nullish(v.custom(isObject, finding('invalid_field', `${name}: must be an object`)))
+  v.nullable(
+    v.pipe(
+      v.string(),
+      v.maxLength(MAX_ID, finding('invalid_field', `${name}: at most ${MAX_ID} characters`)),
+    ),
+  )
+const AnObject = (name: string) =>
+  v.nullish(v.custom(isObject, finding('invalid_field', `${name}: must be an object`)))
 
 // The first finding is the message's reason: the entries are checked in order, then what each type needs.
 const Message = v.pipe(
@@ -104,7 +124,10 @@ const Message = v.pipe(
     properties: AnObject('properties'),
     at: v.custom<number>(
       (at) => (at as number) >= MIN_TIME && (at as number) < END_TIME,
-      finding('invalid_timestamp', `timestamp (corrected by sentAt): ${TIME_RULE}, from 2000 to 2099`),
+      finding(
+        'invalid_timestamp',
+        `timestamp (corrected by sentAt): ${TIME_RULE}, from 2000 to 2099`,
+      ),
     ),
     anonymousId: v.nullable(v.string()),
   }),
@@ -118,7 +141,12 @@ const Message = v.pipe(
 
 // The message as its row. A message without a (storable) messageId cannot be sent twice: it takes one
 // of its own.
-export const toRow = (m: unknown, pathType: RelayType | undefined, batch: BatchDefaults, receivedAt: number): Row => {
+export const toRow = (
+  m: unknown,
+  pathType: RelayType | undefined,
+  batch: BatchDefaults,
+  receivedAt: number,
+): Row => {
   const r = read(m, pathType, batch, receivedAt)
   const checked = v.safeParse(Message, r, { abortEarly: true })
   const [reason, detail] = checked.success ? [null, null] : splitFinding(checked.issues[0].message)

@@ -21,7 +21,8 @@ export const ingestStatus = async (sql: Sql, accountId: number) => {
       where account_id = ${accountId} and reason is not null order by id desc limit ${LAST_ERRORS}`,
     sql`select entity, codename from ${definitionsSql(sql, accountId)} p where kind = 'attribute'`,
   ])
-  const of = (kind: string) => Object.fromEntries(counts.filter((c) => c.kind === kind).map((c) => [c.key, c.n]))
+  const of = (kind: string) =>
+    Object.fromEntries(counts.filter((c) => c.kind === kind).map((c) => [c.key, c.n]))
   const known = (entity: string) => [
     'name',
     ...codenames.filter((c) => c.entity === entity).map((c) => c.codename as string),

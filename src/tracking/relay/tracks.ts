@@ -54,7 +54,15 @@ const dropped = (tx: Tx, accountId: number, rows: PendingQuery<Row[]>) => tx`
   returning 1`
 
 // The counters of a tracker's batch's tracks, once committed.
-const counted = ({ tracks, suppressed, duplicates }: { tracks: number; suppressed: number; duplicates: number }) => {
+const counted = ({
+  tracks,
+  suppressed,
+  duplicates,
+}: {
+  tracks: number
+  suppressed: number
+  duplicates: number
+}) => {
   if (duplicates > 0) relayReceived.inc({ type: 'duplicate' }, duplicates)
   relayApplied.inc({ type: 'track', outcome: 'applied' }, tracks - suppressed)
   if (suppressed === 0) return

@@ -3,11 +3,24 @@ import type { App } from '../../context.ts'
 import { definitionsSql } from '../../catalog/properties.ts'
 import type { Tx } from '../../db/client.ts'
 import { PLANNER, setLocal } from '../../db/planner.ts'
-import { type AccountPayload, addCustomersChanged, addJobs, scoreRecordsJobs, TASKS } from '../../db/jobs.ts'
+import {
+  type AccountPayload,
+  addCustomersChanged,
+  addJobs,
+  scoreRecordsJobs,
+  TASKS,
+} from '../../db/jobs.ts'
 import { lockRecordsIn } from '../../db/locks.ts'
 import { applyBatches } from '../intake/batches.ts'
 import { passGate } from '../intake/gate.ts'
-import { type Cursor, lockAndReadCursor, type Move, moveCursor, nextBelow, nextCheck } from '../intake/cursor.ts'
+import {
+  type Cursor,
+  lockAndReadCursor,
+  type Move,
+  moveCursor,
+  nextBelow,
+  nextCheck,
+} from '../intake/cursor.ts'
 import { createContactsSql, updateRecords } from '../intake/records.ts'
 import { countDropped, suppressedSql } from '../suppressions.ts'
 
@@ -27,7 +40,11 @@ export interface Relayed {
   // From when such events wait (an expression; null: none waits).
   waitingSince: (tx: Tx, accountId: number) => Fragment
   // Drops the staged ones that the other intake received first as a message of its own; how many.
-  dropDuplicates: (tx: Tx, accountId: number, range: { first: number; last: number }) => Promise<number>
+  dropDuplicates: (
+    tx: Tx,
+    accountId: number,
+    range: { first: number; last: number },
+  ) => Promise<number>
   // Keeps, as that intake's, the suppressed ones dropped: `rows` yields (message_id, occurred_at).
   dropped: (tx: Tx, accountId: number, rows: Fragment) => Fragment
   // Counts the batch's (those still staged, and the `suppressed`); how many.
@@ -54,7 +71,13 @@ interface Staged {
   last: number | null
   waiting: boolean
 }
-const stageEvents = async (tx: Tx, accountId: number, below: number, lastId: number, relayed: Relayed) => {
+const stageEvents = async (
+  tx: Tx,
+  accountId: number,
+  below: number,
+  lastId: number,
+  relayed: Relayed,
+) => {
   await setLocal(tx, PLANNER.freshEvents)
   const received = tx`account_id = ${accountId} and id between ${below} and ${lastId} and status = 'received'`
   await tx`
@@ -125,7 +148,8 @@ const createContacts = (tx: Tx, accountId: number) => tx`
 type Level = 'customer' | 'contact'
 
 // The key/value pairs of data.customer or data.contact.
-const pairs = (tx: Tx, level: Level) => tx`stage_events s cross join jsonb_each(s.${tx(`${level}_data`)}) d`
+const pairs = (tx: Tx, level: Level) =>
+  tx`stage_events s cross join jsonb_each(s.${tx(`${level}_data`)}) d`
 
 // Later events win. In the batch, the latest event per (record, key) is taken; against earlier
 // batches, tracked_keys holds the event last applied to each (record, key), so an older event
@@ -215,8 +239,11 @@ export const applyTrackerBatch = async (tx: Tx, accountId: number, relayed: Rela
   const next = await nextCheck(tx, cursor)
   const staged = await stageEvents(tx, accountId, cursor.below, cursor.last_id, relayed)
   const duplicates =
-    staged.n > 0 ? await relayed.dropDuplicates(tx, accountId, staged as { first: number; last: number }) : 0
-  const dropped = staged.n > 0 ? await dropSuppressed(tx, accountId, staged, relayed) : { n: 0, relayed: 0 }
+    staged.n > 0
+      ? await relayed.dropDuplicates(tx, accountId, staged as { first: number; last: number })
+      : 0
+  const dropped =
+    staged.n > 0 ? await dropSuppressed(tx, accountId, staged, relayed) : { n: 0, relayed: 0 }
   const suppressed = dropped.n
   const tracks = staged.n > 0 ? await relayed.count(tx, accountId, dropped.relayed) : 0
   const created = await createContacts(tx, accountId)
@@ -244,7 +271,9 @@ export const applyTrackerBatch = async (tx: Tx, accountId: number, relayed: Rela
     // Only when some were dropped: the counts stay as they were for accounts without suppressions.
     ...(suppressed > 0 ? { suppressed } : {}),
     // The relay's tracks (the result's name is the one its tests and logs knew).
-    ...(tracks > 0 || duplicates > 0 ? { segment: { tracks, suppressed: dropped.relayed, duplicates } } : {}),
+    ...(tracks > 0 || duplicates > 0
+      ? { segment: { tracks, suppressed: dropped.relayed, duplicates } }
+      : {}),
     customers: customers.length,
     contactsCreated: created.length,
     contacts: contacts.length,
@@ -273,7 +302,11 @@ export const drainTracker = async (app: App, accountId: number, relayed: Relayed
 }
 
 // The job: past the intake's gate (intake/gate.ts), then the account's events.
-export const trackerJob = async (app: App, { account_id: accountId }: AccountPayload, relayed: Relayed) => {
+export const trackerJob = async (
+  app: App,
+  { account_id: accountId }: AccountPayload,
+  relayed: Relayed,
+) => {
   await passGate(app, TASKS.applyEvents, accountId)
   return drainTracker(app, accountId, relayed)
 }

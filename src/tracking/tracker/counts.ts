@@ -40,7 +40,9 @@ const stageCounts = (tx: Tx, accountId: number, level: Entity) => {
 const countLevel = async (tx: Tx, accountId: number, level: Entity) => {
   await stageCounts(tx, accountId, level)
   await mergeStagedSnapshots(tx, accountId, TABLES[level].collection)
-  const ids = (await tx`select record_id from stage_snapshots order by record_id`).map((r) => r.record_id as number)
+  const ids = (await tx`select record_id from stage_snapshots order by record_id`).map(
+    (r) => r.record_id as number,
+  )
   await tx`drop table stage_snapshots`
   await addJobs(tx, scoreRecordsJobs(accountId, level, ids))
   return ids.length

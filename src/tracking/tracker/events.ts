@@ -2,7 +2,12 @@ import type { Sql } from '../../db/client.ts'
 
 // For support: how many events a customer (or the whole account) has sent, by state, and the
 // most recent ones by event time, in the shape they were sent plus what became of them.
-export const listEvents = async (sql: Sql, accountId: number, customer: string | undefined, limit: number) => {
+export const listEvents = async (
+  sql: Sql,
+  accountId: number,
+  customer: string | undefined,
+  limit: number,
+) => {
   const ofCustomer = customer === undefined ? sql`` : sql`and customer_external_id = ${customer}`
   const [counts] = await sql`
     select count(*)::int as count,

@@ -41,12 +41,19 @@ const store = (tx: Tx, accountId: number, trackerKey: string, events: string) =>
 
 // Appends checked events (a JSON array text, eventsToStore) and makes sure they will be applied.
 // A trackerKey of another account, or an account without a tracking domain, is 403.
-export const receiveEvents = async (app: App, accountId: number, trackerKey: string, events: string) => {
+export const receiveEvents = async (
+  app: App,
+  accountId: number,
+  trackerKey: string,
+  events: string,
+) => {
   const [account] = await throughGate(app, TASKS.applyEvents, accountId, (tx) =>
     store(tx, accountId, trackerKey, events),
   )
-  if (!account?.key_ok) refuse(403, "The trackerKey is not the tracker key of this API key's account.")
-  if (!account.set_up) refuse(403, 'Tracking is not set up for this account: add a tracking domain first.')
+  if (!account?.key_ok)
+    refuse(403, "The trackerKey is not the tracker key of this API key's account.")
+  if (!account.set_up)
+    refuse(403, 'Tracking is not set up for this account: add a tracking domain first.')
   const bad = (account.bad_dates ?? []) as [number, string, string][]
   if (bad.length) {
     refuse(
