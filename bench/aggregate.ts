@@ -115,7 +115,8 @@ export default async (ctx: BenchContext) => {
       if (answer !== JSON.stringify(shape.direct(await runDirect())))
         throw new Error(`${shape.name}: the service's answer and the direct SQL's differ`)
       // fetch in bench/search's closed loop, not autocannon: a slice shorter than one answer would
-      // end autocannon's requests unanswered, where the loop waits for them as for the direct side's.
+      // end autocannon's requests unanswered, where the loop waits for them as for the
+      // direct side's.
       const runHttp = () => post().then((r) => r.arrayBuffer())
       const loads = [closedLoop(runDirect), closedLoop(runHttp)]
       for (const load of loads) await load(0.5, [])

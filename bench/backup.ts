@@ -1,6 +1,7 @@
-// A backup and a restore (src/backups/) of an account of 100,000 customers with 12 monthly snapshots
-// each (bench/scoring.ts's seed, loaded with COPY and then scored), against the database's size on
-// disk (pg_database_size) and a plain COPY of every table to nowhere in the same run.
+// A backup and a restore (src/backups/) of an account of 100,000 customers with 12 monthly
+// snapshots each (bench/scoring.ts's seed, loaded with COPY and then scored), against the
+// database's size on disk (pg_database_size) and a plain COPY of every table to nowhere
+// in the same run.
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'

@@ -4,12 +4,13 @@
 // scored); then, at once, uploads (updates of 100 customers), searches (four shapes), tracking (50
 // events a request) and the "This week" report, each from its own closed-loop clients cycling over
 // the tenants. Each side runs the built executable (`serve`: HTTP and the worker) with DATABASE_URL
-// on its database: on the cluster, the coordinator's, which migrate distributes (src/db/distribute.ts).
-// The single node is a database without the citus extension on the coordinator's own server, so
-// that both sides have the same PostgreSQL (15), settings and durability (fsync and synchronous
-// commit on, as deployed: a write that spans nodes pays Citus's two-phase commit). The ratios are
-// cluster / single; on 2 shared cores the cluster cannot be faster: they show what the routing costs.
-// The jobs still failing after the load (what Citus refuses) are counted and printed.
+// on its database: on the cluster, the coordinator's, which migrate distributes
+// (src/db/distribute.ts). The single node is a database without the citus extension on the
+// coordinator's own server, so that both sides have the same PostgreSQL (15), settings and
+// durability (fsync and synchronous commit on, as deployed: a write that spans nodes pays Citus's
+// two-phase commit). The ratios are cluster / single; on 2 shared cores the cluster cannot be
+// faster: they show what the routing costs. The jobs still failing after the load (what Citus
+// refuses) are counted and printed.
 import { readdirSync, readFileSync } from 'node:fs'
 import { loadavg } from 'node:os'
 import postgres from 'postgres'
@@ -206,8 +207,8 @@ const until = async (check: () => Promise<boolean>, what: string, seconds = 300)
   }
 }
 
-// A tenant of bench/scoring's seed (customers `cust-<i>` with 12 monthly snapshots, by COPY), scored
-// by its model, with a key and tracking.
+// A tenant of bench/scoring's seed (customers `cust-<i>` with 12 monthly snapshots, by COPY),
+// scored by its model, with a key and tracking.
 const makeTenant = async (
   sql: Sql,
   server: Awaited<ReturnType<typeof startServer>>,
@@ -294,7 +295,8 @@ const oneStatement = async (sql: Sql, accountId: number) => {
 }
 
 // A search alone, before the load: one client, the four shapes in turn, each request over HTTP
-// after the last has answered. What a search costs without the queueing of the load: the p50 of 200.
+// after the last has answered. What a search costs without the queueing of the load:
+// the p50 of 200.
 const oneSearch = async (base: string, tenant: Tenant) => {
   const ms: number[] = []
   for (let n = 0; n < 220; n++) {

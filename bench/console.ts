@@ -1,12 +1,13 @@
-// The console's first render of the score matrix, measured in the browser (Debian's Chromium through
-// playwright-core) from the navigation to the matrix drawn: the page, its script, the sign-in check
-// and the aggregate requests. With 10,000 scored customers that is every point (the grid, which says
-// how many are scored, then the points); with 100,000 the aggregate grid alone. Baseline, in the same
-// run: the same aggregate requests fetched by Node, the API's share of that time. Customers are
-// seeded with COPY (bench/scoring.ts) and scored in one batch. A third account of 10,000 is seeded after
-// the others' VACUUM ANALYZE, as right after an account's first upload (no statistics of its own). The
-// home view ("This week", GET /api/v1/insights/week) is measured at 100,000 from the navigation to its
-// chart drawn, against the same report fetched by Node. The assets' gzipped size closes the run.
+// The console's first render of the score matrix, measured in the browser (Debian's Chromium
+// through playwright-core) from the navigation to the matrix drawn: the page, its script, the
+// sign-in check and the aggregate requests. With 10,000 scored customers that is every point (the
+// grid, which says how many are scored, then the points); with 100,000 the aggregate grid alone.
+// Baseline, in the same run: the same aggregate requests fetched by Node, the API's share of that
+// time. Customers are seeded with COPY (bench/scoring.ts) and scored in one batch. A third account
+// of 10,000 is seeded after the others' VACUUM ANALYZE, as right after an account's first upload
+// (no statistics of its own). The home view ("This week", GET /api/v1/insights/week) is measured
+// at 100,000 from the navigation to its chart drawn, against the same report fetched by Node. The
+// assets' gzipped size closes the run.
 import { gzipSync } from 'node:zlib'
 import { connect, type Sql } from '../src/db/client.ts'
 import { migrate } from '../src/db/migrate.ts'
@@ -145,7 +146,8 @@ export default async (ctx: BenchContext) => {
       const render = async () => {
         const page = await browser.context.newPage()
         try {
-          // The key is put in the tab's session storage before the page's script runs, as after a sign-in.
+          // The key is put in the tab's session storage before the page's script runs,
+          // as after a sign-in.
           await page.addInitScript(
             (key) => sessionStorage.setItem('console.service-key', key),
             token,

@@ -1,8 +1,9 @@
 // npm run bench [names...]: runs the benchmarks (each a bench/<name>.ts exporting a default
 // async function(ctx)), prints a table and writes bench/results.json. A run of some benches keeps
 // the other benches' rows of the previous results. With no name, every bench runs, one after the
-// other in this process tree, at the sizes of WHOLE_RUN (each still overridable by its variable), so
-// that the whole run stays bounded; a bench that fails is recorded as failed and the run goes on.
+// other in this process tree, at the sizes of WHOLE_RUN (each still overridable by its
+// variable), so that the whole run stays bounded; a bench that fails is recorded as failed
+// and the run goes on.
 import { execFileSync } from 'node:child_process'
 import { existsSync, readFileSync, readdirSync, writeFileSync } from 'node:fs'
 import { availableParallelism, loadavg } from 'node:os'
@@ -130,7 +131,8 @@ try {
       timings.push({ bench: name, seconds: (performance.now() - started) / 1000 })
       process.stdout.write(`bench ${name}: ${timings.at(-1)!.seconds.toFixed(0)} s\n`)
     } catch (err) {
-      // One bench's failure is its row; the others still run (a named bench's failure ends the run).
+      // One bench's failure is its row; the others still run (a named bench's failure
+      // ends the run).
       if (!whole) throw err
       const failed = String((err as Error)?.message ?? err).split('\n')[0]
       process.stderr.write(`bench ${name} failed: ${(err as Error)?.stack ?? err}\n`)

@@ -185,7 +185,8 @@ export default async (ctx: BenchContext) => {
     )
     // What writing every customer's scores costs with nothing computed: the floor under a
     // rescoring that changes them all: each changed row is a new row version in PostgreSQL, and
-    // since indexed columns change, not a HOT one, so it also takes an entry in each of the five indexes.
+    // since indexed columns change, not a HOT one, so it also takes an entry in each of
+    // the five indexes.
     const bareUpdate = (tx: Sql | Tx) =>
       tx`update customer_scores set engagementscore = engagementscore + 1, fitscore = fitscore + 1,
         churn_risk = churn_risk + 1`

@@ -2,14 +2,15 @@
 // a tenth of that interleaved with it in the same tables, seeded with COPY. Query shapes, each
 // measured at 8 concurrent clients through HTTP (the service started in-process, worker off,
 // rate limit raised; the load from autocannon, as in bench/http) and, alternating with it in the
-// same run, as the very same compiled SQL run directly through postgres.js at 8 concurrency, or, for
-// the shapes that have one, as hand-written SQL for the same page. The ratio is service / direct;
-// deep pages (90% of the way through the account) are compared with first pages. A third side, the
-// floor, serves the compiled SQL from a bare node:http server (body parsed, query run, rows joined as
-// the handler joins them; no routing, key, validation or compiling), so each shape also shows what
-// HTTP and the driver alone add to the direct SQL. The default run takes about 5 minutes, 2 of them
-// seeding; BENCH_SEARCH_ROWS scales it down. Then IN lists of 1 to 1,000 values on an account of its
-// own (30,000 customers, BENCH_SEARCH_IN_ROWS): `BENCH_SEARCH_SHAPES="IN list"` runs that part alone.
+// same run, as the very same compiled SQL run directly through postgres.js at 8 concurrency, or,
+// for the shapes that have one, as hand-written SQL for the same page. The ratio is service /
+// direct; deep pages (90% of the way through the account) are compared with first pages. A third
+// side, the floor, serves the compiled SQL from a bare node:http server (body parsed, query run,
+// rows joined as the handler joins them; no routing, key, validation or compiling), so each shape
+// also shows what HTTP and the driver alone add to the direct SQL. The default run takes about 5
+// minutes, 2 of them seeding; BENCH_SEARCH_ROWS scales it down. Then IN lists of 1 to 1,000 values
+// on an account of its own (30,000 customers, BENCH_SEARCH_IN_ROWS): `BENCH_SEARCH_SHAPES="IN
+// list"` runs that part alone.
 import autocannon from 'autocannon'
 import { createServer } from 'node:http'
 import { connect, type Sql } from '../src/db/client.ts'
@@ -305,7 +306,8 @@ export const seed = async (url: string, rows: number) => {
   const other = await makeAccount(sql, 'Other')
   const rand = mulberry32(42)
   // The second account's rows are interleaved with the first's, as tenants share the tables.
-  // Records and their scores live in two tables (sql/009_scores.sql): the lines go through a staging table.
+  // Records and their scores live in two tables (sql/009_scores.sql): the lines go through
+  // a staging table.
   await sql`create unlogged table seed_customers as select ${sql(RECORD_COLUMNS)}, ${sql(CHURN_COLUMNS)}
     from customers with no data`
   const scoreColumns = SCORE_COLUMNS.map(
@@ -322,10 +324,12 @@ export const seed = async (url: string, rows: number) => {
           (i % 10 === 0 ? customerLine(rand, other.id, i, other.userIds) : '')
     })(),
   )
-  // Constant column lists: postgres.js would read an identifier list after INSERT as a row of values.
+  // Constant column lists: postgres.js would read an identifier list after INSERT as
+  // a row of values.
   const records = sql.unsafe([...RECORD_COLUMNS, ...CHURN_COLUMNS].join(', '))
   const scores = sql.unsafe(SCORE_COLUMNS.join(', '))
-  // Created a few a minute over the last years, so that a sort by createdAt meets small ties; updated since.
+  // Created a few a minute over the last years, so that a sort by createdAt meets small
+  // ties; updated since.
   await sql`insert into customers (${records}, created_at, updated_at)
     select ${records}, t, t + (hashint8(line) & 65535) * interval '10 minutes'
     from seed_customers
@@ -368,12 +372,12 @@ interface Shape {
 }
 
 // What one would write by hand for a sorted page of active customers: the page's records cut first
-// by the key (with an index on (account_id, key, external_id) in the key's direction: the rest of the
-// tie of the page before, the records beyond it, and only if the page is not full, those without a
-// value), then the same columns as the service answers. `after` is the record of the page before:
-// its key's value and external ID. `id` is the external ID the index holds; the index is ascending,
-// so under desc the next two ties are read forwards, each value found by an index probe of `probe`
-// (the key as `n.column` of `table n`), as the service does.
+// by the key (with an index on (account_id, key, external_id) in the key's direction: the rest
+// of the tie of the page before, the records beyond it, and only if the page is not full, those
+// without a value), then the same columns as the service answers. `after` is the record of the page
+// before: its key's value and external ID. `id` is the external ID the index holds; the index is
+// ascending, so under desc the next two ties are read forwards, each value found by an index probe
+// of `probe` (the key as `n.column` of `table n`), as the service does.
 interface HandSort {
   key: string
   direction: 'asc' | 'desc'
@@ -447,8 +451,8 @@ select row_to_json(p)::text as json, p.service_id from (
   order by ${order}
 ) p`
 
-// Hand-written tree shapes: an OR as a union of its groups, each walked in external-ID order and cut
-// to the page (a group's own index decides how), the union then cut again.
+// Hand-written tree shapes: an OR as a union of its groups, each walked in external-ID order and
+// cut to the page (a group's own index decides how), the union then cut again.
 const tagged = (title: string) => `exists (select 1 from customer_tags x where x.account_id = $1
   and x.tag_id = (select id from tags where account_id = $1 and lower(title) = '${title}')
   and x.external_id = c.external_id)`
@@ -485,8 +489,8 @@ const THREE = [
 // The best SQL found by hand for the filter shapes whose compiled SQL issue 21 measured slow (see
 // docs/benchmarks.md, "Tag filters and rare LIKE"): a tag's links walked in external-ID order, and
 // each link's record fetched (several tags: their walks merged, and each record with its scores
-// probed in turn); a negated tag as an anti-join, probing each record walked; a rare LIKE through the
-// trigram index of the names alone, and the account's records among its matches.
+// probed in turn); a negated tag as an anti-join, probing each record walked; a rare LIKE through
+// the trigram index of the names alone, and the account's records among its matches.
 const HAND_CUTS = {
   oneTag: (tag: (title: string) => number) => `
     select c.service_id, x.external_id as k from customer_tags x

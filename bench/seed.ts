@@ -23,7 +23,8 @@ export const seedAccount = async (
   return account.id as number
 }
 
-// COPY ... FROM STDIN of `lines` (each ending in a newline), waiting whenever the stream's buffer is full.
+// COPY ... FROM STDIN of `lines` (each ending in a newline), waiting whenever the stream's
+// buffer is full.
 export const copyLines = async (query: Promise<Writable>, lines: Iterable<string>) => {
   const stream = await query
   for (const line of lines)

@@ -1,15 +1,16 @@
-// Segment ingest: POST /v1/batch with batches of 100 typical messages (mostly tracks, some identifies
-// and groups, each with a messageId of its own) from 16 concurrent clients, against the tracker's own
-// intake (POST /api/tracker/track, 100 events a request) of the same service in the same run: each four
-// times at full intake, in two rounds of tracker, /v1/batch, /v1/batch, tracker, compared by their means.
-// The apply lag is each message's own: from the 200 of the request that carried it to the first poll
-// (every 100 ms) that sees it decided: by the Segment apply job (applied, or parked or dropped as the
-// mapping says), or for a track that names its customer, stored as a tracked event, by the tracker's
-// apply job. It is taken twice: at the first full intake of /v1/batch (the clients as fast as they
-// can), then between the rounds with the requests paced to the bar's rate, 0.8 of the tracker's events
-// per second, where the issue sets its bar (< 5 s); max and p95 of every message.
-// The tracker's own pipeline is measured the same way at the same rate first (its events numbered by
-// their request in data.contact), so that the bar can be read against what the baseline itself does.
+// Segment ingest: POST /v1/batch with batches of 100 typical messages (mostly tracks, some
+// identifies and groups, each with a messageId of its own) from 16 concurrent clients, against
+// the tracker's own intake (POST /api/tracker/track, 100 events a request) of the same service in
+// the same run: each four times at full intake, in two rounds of tracker, /v1/batch, /v1/batch,
+// tracker, compared by their means. The apply lag is each message's own: from the 200 of the
+// request that carried it to the first poll (every 100 ms) that sees it decided: by the Segment
+// apply job (applied, or parked or dropped as the mapping says), or for a track that names its
+// customer, stored as a tracked event, by the tracker's apply job. It is taken twice: at the first
+// full intake of /v1/batch (the clients as fast as they can), then between the rounds with the
+// requests paced to the bar's rate, 0.8 of the tracker's events per second, where the issue sets
+// its bar (< 5 s); max and p95 of every message. The tracker's own pipeline is measured the same
+// way at the same rate first (its events numbered by their request in data.contact), so that the
+// bar can be read against what the baseline itself does.
 import autocannon from 'autocannon'
 import { connect } from '../src/db/client.ts'
 import { waitingSql } from '../src/tracking/intake/cursor.ts'
@@ -20,8 +21,9 @@ type Fragment = ReturnType<typeof waitingSql>
 
 const SECONDS = Number(process.env.BENCH_SEGMENT_SECONDS ?? 10)
 const CONNECTIONS = 16
-// autocannon paces each connection to overallRate / connections a second, one request at a time: at 16
-// connections a request slower than 100 ms kept the paced load under its rate (0.58 of it in one run).
+// autocannon paces each connection to overallRate / connections a second, one request at a
+// time: at 16 connections a request slower than 100 ms kept the paced load under its rate
+// (0.58 of it in one run).
 const PACED_CONNECTIONS = 64
 const MESSAGES = 100
 const CUSTOMERS = 1000
@@ -78,7 +80,8 @@ const trackerBodies = (trackerKey: string) =>
           name: NAMES[n % NAMES.length],
           timestamp: Date.now() - n * 1000,
           identification: { customer, contact: `${customer}-contact-${n % 3}` },
-          // `@@`: the request's number, as in the Segment bodies (no attribute: stored, never applied).
+          // `@@`: the request's number, as in the Segment bodies (no attribute: stored,
+          // never applied).
           data: { contact: { last_page: `/app/page/${n % 50}`, bench_request: '@@' } },
         }
       }),
@@ -139,9 +142,10 @@ const perSecond = async (
 
 export default async (ctx: BenchContext) => {
   const url = await ctx.database()
-  // As deployed at scale (docs/operations.md): HTTP (`serve --no-worker`) and the `worker` apart. In one
-  // `serve` the apply job's statements wait behind the intake's requests on one event loop, and it applied
-  // a fifth of its rate alone while the load ran (docs/benchmarks.md); BENCH_SEGMENT_ONE_PROCESS=1 runs so.
+  // As deployed at scale (docs/operations.md): HTTP (`serve --no-worker`) and the `worker` apart.
+  // In one `serve` the apply job's statements wait behind the intake's requests on one event
+  // loop, and it applied a fifth of its rate alone while the load ran (docs/benchmarks.md);
+  // BENCH_SEGMENT_ONE_PROCESS=1 runs so.
   const oneProcess = process.env.BENCH_SEGMENT_ONE_PROCESS === '1'
   const server = await startServer(
     url,
@@ -175,9 +179,9 @@ export default async (ctx: BenchContext) => {
     const trackerUrl = `${server.base}/api/tracker/track`
     const trackerFull = () =>
       perSecond(trackerUrl, { 'service-key': token }, trackerBodies(account.tracker_key))
-    // Where a pipeline's rows wait: `undecided`, as its apply job reads them ('received' at or past the
-    // account's cursor, tracking/intake/cursor.ts), and `rows(first)`, its rows (id, and n: the number of the
-    // request that carried it) of the requests from `first` on.
+    // Where a pipeline's rows wait: `undecided`, as its apply job reads them ('received' at or past
+    // the account's cursor, tracking/intake/cursor.ts), and `rows(first)`, its rows (id, and n: the
+    // number of the request that carried it) of the requests from `first` on.
     interface Source {
       undecided: Fragment
       rows: (first: number) => Fragment
@@ -189,7 +193,8 @@ export default async (ctx: BenchContext) => {
         select id, (data->'contact'->>'bench_request')::int as n from tracking_events
         where account_id = ${account.id} and (data->'contact'->>'bench_request')::int >= ${first}`,
     }
-    // Segment's messages, and its tracks that name their customer: stored as tracked events (tracking/relay.ts).
+    // Segment's messages, and its tracks that name their customer: stored as tracked events
+    // (tracking/relay.ts).
     const relaySources: Source[] = [
       {
         undecided: waitingSql(sql, 'segment_messages', account.id),
@@ -204,9 +209,9 @@ export default async (ctx: BenchContext) => {
     ]
     type Poll = { at: number; frontiers: number[] }
     // Every 100 ms: when the poll's snapshot was taken, and per source the smallest id it saw still
-    // undecided (every row it saw below that was decided). A row is seen decided by the first poll taken
-    // after its request's 200 whose frontier is past its id: a row committed after a poll is judged by
-    // later polls.
+    // undecided (every row it saw below that was decided). A row is seen decided by the first poll
+    // taken after its request's 200 whose frontier is past its id: a row committed after a poll
+    // is judged by later polls.
     const polling = (sources: Source[]) => {
       let running = true
       const polls: Poll[] = []
@@ -264,8 +269,8 @@ export default async (ctx: BenchContext) => {
       all.sort((a, b) => a - b)
       return { max: all[all.length - 1], p95: percentile(all, 95), rows: all.length }
     }
-    // A load paced to `rate` requests a second, with the apply lag of its rows, what the apply kept up
-    // with while it ran, and how fast it drained the rest alone.
+    // A load paced to `rate` requests a second, with the apply lag of its rows, what the apply kept
+    // up with while it ran, and how fast it drained the rest alone.
     const pacedLoad = async (
       url: string,
       headers: Record<string, string>,
@@ -282,10 +287,11 @@ export default async (ctx: BenchContext) => {
       return { intake, lag, drain, behind, kept: intake - behind / SECONDS, alone: behind / drain }
     }
 
-    // Full intake in two rounds of tracker, /v1/batch, /v1/batch, tracker, each run after the backlog
-    // before it is drained: every run finds the database larger than the one before, and the machine's
-    // noise moved one 10 s run of the same intake by up to a fifth; so both intakes are measured at the
-    // same mean size, four times each. The lag at full intake is that of /v1/batch's first run.
+    // Full intake in two rounds of tracker, /v1/batch, /v1/batch, tracker, each run after the
+    // backlog before it is drained: every run finds the database larger than the one before,
+    // and the machine's noise moved one 10 s run of the same intake by up to a fifth; so both
+    // intakes are measured at the same mean size, four times each. The lag at full intake is that
+    // of /v1/batch's first run.
     const basic = `Basic ${Buffer.from(`${token}:`).toString('base64')}`
     const batchUrl = `${server.base}/v1/batch`
     const relayFull = (during?: () => void) =>
@@ -319,9 +325,10 @@ export default async (ctx: BenchContext) => {
     }
     const mean = (runs: Rate[]) => runs.reduce((sum, r) => sum + r.messages, 0) / runs.length
     await round(true)
-    // The paced loads come between the two rounds, at the mean size of the database of the full runs, at
-    // the bar's rate: 0.8 of the tracker's mean events per second of the first round. The tracker's own
-    // pipeline first, the same lag for comparison; then /v1/batch, where the lag bar is.
+    // The paced loads come between the two rounds, at the mean size of the database of the
+    // full runs, at the bar's rate: 0.8 of the tracker's mean events per second of the first
+    // round. The tracker's own pipeline first, the same lag for comparison; then /v1/batch,
+    // where the lag bar is.
     const rate = Math.round((0.8 * mean(trackerRuns)) / MESSAGES)
     const trackerPaced = await pacedLoad(
       trackerUrl,

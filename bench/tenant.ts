@@ -1,10 +1,10 @@
 // A new tenant's first day beside a large one. One account holds BIG customers with 12 monthly
-// snapshots (1.2 million snapshot rows at 100k), scored and analyzed as autovacuum would have. Three
-// new accounts then each upload 2000 customers x 12 snapshots over HTTP (timed from the request to
-// scored). Right after the last one's upload is scored, every read path of the API and the console
-// is timed for it (READS), then its model change (timed to rescored). Baselines, in the same run: the
-// same uploads by new accounts in an empty database, and the reads and rescoring of the new account
-// again after a manual ANALYZE, when the planner knows its rows.
+// snapshots (1.2 million snapshot rows at 100k), scored and analyzed as autovacuum would have.
+// Three new accounts then each upload 2000 customers x 12 snapshots over HTTP (timed from the
+// request to scored). Right after the last one's upload is scored, every read path of the API and
+// the console is timed for it (READS), then its model change (timed to rescored). Baselines, in the
+// same run: the same uploads by new accounts in an empty database, and the reads and rescoring of
+// the new account again after a manual ANALYZE, when the planner knows its rows.
 import { connect, type Sql } from '../src/db/client.ts'
 import { migrate } from '../src/db/migrate.ts'
 import { recomputeSegment } from '../src/segments/members.ts'
@@ -205,7 +205,8 @@ const readTimes = async (t: Tenant, sql: Sql, segment: number) => {
 }
 
 // The first upload of a new account, timed for each of three new accounts: one upload is one
-// sample of about a second, which this machine's noise moved by half (1.03 against 1.61 s in one run).
+// sample of about a second, which this machine's noise moved by half (1.03 against 1.61
+// s in one run).
 const firstUploads = async (server: Server) => {
   const runs = []
   let last: Awaited<ReturnType<typeof tenant>> | undefined
@@ -245,8 +246,8 @@ export default async (ctx: BenchContext) => {
       filters: US_SCORED,
     })
     const reads = await readTimes(t, sql, segment.id)
-    // A rescoring of 2000 customers takes a fifth of a second, so one run is mostly the worker's pickup
-    // and the polling: the median of five, each model different from the one before.
+    // A rescoring of 2000 customers takes a fifth of a second, so one run is mostly the worker's
+    // pickup and the polling: the median of five, each model different from the one before.
     const rescores = async (logins: number[]) => {
       const runs = []
       for (const l of logins) runs.push(await timed(() => t.rescored(sql, l)))

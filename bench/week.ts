@@ -1,12 +1,12 @@
-// The "This week" report (GET /api/v1/insights/week) over an account of 100,000 scored customers with
-// 12 monthly snapshots each (seeded with COPY, bench/scoring.ts), 1% of them churned three days ago
-// and half of those reactivated since: the console's home view asks for it, and its budget is the
-// view rendered in under 1 s. Both periods kept (week_reports), right after a change of a customer
-// (still kept, its refresh queued), the time until that refresh is kept, kept from yesterday (after
-// midnight, before the daily refresh: served as kept, its refresh queued), and with none kept
-// (computed in the request); and two movements' searches (drops, reactivated) as their counts' links
-// open them. Baseline, in the same run: a plain search request for a page of 100 customers, and
-// the same search with an exact count.
+// The "This week" report (GET /api/v1/insights/week) over an account of 100,000 scored customers
+// with 12 monthly snapshots each (seeded with COPY, bench/scoring.ts), 1% of them churned three
+// days ago and half of those reactivated since: the console's home view asks for it, and its
+// budget is the view rendered in under 1 s. Both periods kept (week_reports), right after a change
+// of a customer (still kept, its refresh queued), the time until that refresh is kept, kept from
+// yesterday (after midnight, before the daily refresh: served as kept, its refresh queued), and
+// with none kept (computed in the request); and two movements' searches (drops, reactivated) as
+// their counts' links open them. Baseline, in the same run: a plain search request for a page of
+// 100 customers, and the same search with an exact count.
 import { connect } from '../src/db/client.ts'
 import { weekReportJobKey } from '../src/db/jobs.ts'
 import { today } from '../src/dates.ts'
@@ -56,8 +56,9 @@ export default async (ctx: BenchContext) => {
     // kept while its refresh waits) and the time until its refresh is kept (the 1 s delay or the
     // pace of refreshes, then the computation of both periods in the background); then the reports
     // moved back a day, as the daily refresh finds them after midnight, and the first request after
-    // it; then, with no report kept, an account's first request (computed in the request). Each waits
-    // for the refreshes it queued, untimed, so that the next request finds both periods kept today.
+    // it; then, with no report kept, an account's first request (computed in the request).
+    // Each waits for the refreshes it queued, untimed, so that the next request finds both
+    // periods kept today.
     const requests: [name: string, path: string, body?: unknown][] = [
       ['GET /api/v1/insights/week (7 days), kept', '/api/v1/insights/week'],
       ['GET /api/v1/insights/week?days=30, kept', '/api/v1/insights/week?days=30'],

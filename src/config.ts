@@ -3,13 +3,14 @@ import { join } from 'node:path'
 import { parseCrontab } from 'graphile-worker'
 import * as v from 'valibot'
 
-// Configuration comes from the environment only, resolved in one step (as postgres.js's parseOptions):
-// KNOBS is the one table of variables, defaults, limits and meanings, from which loadConfig, `service --help`
-// and the table in docs/operations.md (checked by test/config.test.ts) are made.
+// Configuration comes from the environment only, resolved in one step (as postgres.js's
+// parseOptions): KNOBS is the one table of variables, defaults, limits and meanings,
+// from which loadConfig, `service --help` and the table in docs/operations.md (checked by
+// test/config.test.ts) are made.
 
 // A knob's rule: a valibot schema of its text. A text that fails it takes the default, except for a
-// knob that `refuses`: its variable is a setting an operator gave and expects in force, so the start
-// stops with the rule's message.
+// knob that `refuses`: its variable is a setting an operator gave and expects in force, so the
+// start stops with the rule's message.
 type Rule<T> = v.GenericSchema<string, T>
 interface Knob<T> {
   env: string
@@ -96,7 +97,8 @@ const KNOBS = {
   }),
   cacheDir: knob({
     env: 'SERVICE_CACHE_DIR',
-    // As root a system folder the postgres user can read (it runs the binaries), otherwise the user's cache.
+    // As root a system folder the postgres user can read (it runs the binaries), otherwise
+    // the user's cache.
     fallback: () =>
       process.getuid?.() === 0
         ? '/var/cache/customer-data-service'
@@ -378,7 +380,8 @@ export type Config = {
   [K in keyof typeof KNOBS]: (typeof KNOBS)[K] extends Knob<infer T> ? T : never
 }
 
-// An unset or empty variable, or one that is not a valid value, takes the default (or stops the start).
+// An unset or empty variable, or one that is not a valid value, takes the default (or
+// stops the start).
 const resolve = <T>({ env: name, fallback, rule, refuses }: Knob<T>, env: NodeJS.ProcessEnv): T => {
   const given = env[name] ? v.safeParse(rule, env[name]) : undefined
   if (given?.success) return given.output

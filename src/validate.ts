@@ -12,7 +12,8 @@ export const UNSTORABLE_MESSAGE = 'Must not contain NUL characters or unpaired s
 export const storable = v.check((s: string) => !UNSTORABLE.test(s), UNSTORABLE_MESSAGE)
 
 // The storable form of a name the service keeps only to show it (a dropped key's name, a reason's
-// detail): each NUL or unpaired surrogate becomes U+FFFD. A name the service acts on is refused instead.
+// detail): each NUL or unpaired surrogate becomes U+FFFD. A name the service acts on is
+// refused instead.
 const UNSTORABLE_ALL = new RegExp(UNSTORABLE.source, 'g')
 export const storableText = (s: string) => s.replace(UNSTORABLE_ALL, '\uFFFD')
 
@@ -42,7 +43,8 @@ export const id255 = v.pipe(
 export const DateString = v.pipe(
   v.string(),
   v.check((s: string) => isDate(s), `Must be ${DATE_RULE}.`),
-  // As much of the rule as a pattern states (the year is not 0000); `format: date` adds the calendar.
+  // As much of the rule as a pattern states (the year is not 0000); `format: date`
+  // adds the calendar.
   v.metadata({
     format: 'date',
     pattern: '^(?!0000)\\d{4}-(0[1-9]|1[0-2])-(0[1-9]|[12]\\d|3[01])$',
@@ -71,7 +73,8 @@ export const quick = <S extends v.GenericSchema>(
   }) as S
 
 // Whether every key of an object is one valibot's object and record schemas copy (they skip
-// inherited keys and __proto__, prototype and constructor) and every value but `skip`'s passes `ok`.
+// inherited keys and __proto__, prototype and constructor) and every value but `skip`'s
+// passes `ok`.
 export const everyValue = (
   object: Record<string, unknown>,
   ok: (value: unknown) => boolean,
@@ -90,16 +93,16 @@ export const everyValue = (
   return true
 }
 
-// A name the client sent, echoed in an answer, is cut to this many characters: a 4.5 MB key must not
-// come back as a 4.5 MB answer.
+// A name the client sent, echoed in an answer, is cut to this many characters: a 4.5 MB key must
+// not come back as a 4.5 MB answer.
 const ECHO_CHARS = 200
 export const cut = (name: string) => {
   const head = cutText(name, ECHO_CHARS)
   return head === name ? name : `${head}... (${count(characters(name))} characters)`
 }
 
-// The SQL twin of cut, for names read in SQL (Segment's dropped trait keys): left() and char_length()
-// count code points, as cut does. `s` is written several times: keep it a cheap one.
+// The SQL twin of cut, for names read in SQL (Segment's dropped trait keys): left() and
+// char_length() count code points, as cut does. `s` is written several times: keep it a cheap one.
 export const sqlCut = (s: string) =>
   `case when char_length(${s}) > ${ECHO_CHARS} then left(${s}, ${ECHO_CHARS}) || '... (' ||
     to_char(char_length(${s}), 'FM999,999,999,999') || ' characters)' else ${s} end`
@@ -205,8 +208,8 @@ const distance = (a: string, b: string) => {
   return row[b.length]
 }
 
-// The known key a typo most likely meant: the nearest within two edits (more for long keys), or none.
-// Keys whose lengths differ by more than that are not compared (a huge key costs nothing).
+// The known key a typo most likely meant: the nearest within two edits (more for long keys), or
+// none. Keys whose lengths differ by more than that are not compared (a huge key costs nothing).
 export const closest = (key: string, known: string[]) => {
   const within = Math.max(2, Math.floor(key.length / 3))
   const ranked = known
@@ -284,10 +287,10 @@ export const Timestamp = describe(
 export const Day = describe(v.pipe(v.string(), v.isoDate()), 'A calendar date, YYYY-MM-DD.')
 export const nonEmpty = v.pipe(v.string(), v.minLength(1), v.maxLength(255))
 
-// Query parameters are text. A number parameter takes canonical decimal integers only (7; never 7.0, -0,
-// 07, +7 or 7e0), so that one value has one spelling: every number parameter is a whole number.
-// Any other text stays text, which the parameter's number schema refuses: with the schema's own
-// message (one that names the allowed values), or else with this one.
+// Query parameters are text. A number parameter takes canonical decimal integers only (7; never
+// 7.0, -0, 07, +7 or 7e0), so that one value has one spelling: every number parameter is a whole
+// number. Any other text stays text, which the parameter's number schema refuses: with the schema's
+// own message (one that names the allowed values), or else with this one.
 export const QUERY_INTEGER = /^(0|-?[1-9]\d*)$/
 export const queryNumberMessage = (message: string) =>
   message === NUMBER_MESSAGE

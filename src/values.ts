@@ -1,9 +1,9 @@
 // The one value rule: what a property value may be, on every path that writes one (uploads,
 // single-record writes, tracking data and whatever ingest comes next). A number is a finite double
 // (JSON.parse reads 1e400 as Infinity, which JSON.stringify would write as null and PostgreSQL's
-// jsonb would keep as a 401-digit numeric no double can hold), text is storable (validate.ts) and at
-// most MAX_TEXT_VALUE characters, a date follows the one date rule (dates.ts). The caller stores the
-// value it checked, serialized again, never the bytes it came as.
+// jsonb would keep as a 401-digit numeric no double can hold), text is storable (validate.ts) and
+// at most MAX_TEXT_VALUE characters, a date follows the one date rule (dates.ts). The caller stores
+// the value it checked, serialized again, never the bytes it came as.
 import * as v from 'valibot'
 import type { Catalog, PropertyKind, PropertyType } from './property.ts'
 import { DATE_RULE, isDate } from './dates.ts'
@@ -36,8 +36,8 @@ const fitsTextCap = (s: string) => {
 }
 
 // Numbers first: most values are metrics, and a union tries its options in order (half the time
-// of checking a body of 1000 customers x 12 snapshots). The options' types are disjoint, so the order
-// changes no answer.
+// of checking a body of 1000 customers x 12 snapshots). The options' types are disjoint, so the
+// order changes no answer.
 export const Value = v.union(
   [
     v.pipe(

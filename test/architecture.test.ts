@@ -94,8 +94,8 @@ test('below the edges, no file imports from http/', () => {
   )
 })
 
-// Pure code computes and builds SQL text: it may read the base and other pure files, never a module,
-// whose functions run SQL (scoring's formulas sit in scoring/rules/ for that reason).
+// Pure code computes and builds SQL text: it may read the base and other pure files, never a
+// module, whose functions run SQL (scoring's formulas sit in scoring/rules/ for that reason).
 const PURE = LAYERS.findIndex(([name]) => name === 'pure')
 const MODULE = LAYERS.findIndex(([name]) => name === 'modules')
 const moduleImports = (file: string, imports: string[]) =>
@@ -130,9 +130,9 @@ const code = (file: string) => source.get(file)!.replace(/^\s*\/\/.*$/gm, '')
 // A file's folder under src/, or the file itself at the top.
 const folder = (file: string) => file.split('/').slice(0, 2).join('/')
 // A file's home for the cycle check: its folder within its layer (scoring/rules/ holds the pure
-// formulas of the module that runs them, webhooks/ imports the rules and scoring/ imports webhooks/),
-// and the base layer is one home, the ground every layer stands on (context.ts names db/'s pool, db/
-// takes the App of context.ts).
+// formulas of the module that runs them, webhooks/ imports the rules and scoring/ imports
+// webhooks/), and the base layer is one home, the ground every layer stands on (context.ts names
+// db/'s pool, db/ takes the App of context.ts).
 const home = (file: string) =>
   layerOf(file) === 0
     ? 'src/base'
@@ -171,7 +171,8 @@ test('the cycle check sees a circle', () => {
   for (const h of ['src/a', 'src/b', 'src/c']) edges.delete(h)
 })
 
-// The table of "Who touches which table" in docs/architecture.md: | `table` | `folder/` `file.ts` ... |
+// The table of "Who touches which table" in docs/architecture.md: | `table` | `folder/`
+// `file.ts` ... |
 const owners = new Map(
   [...DOC.matchAll(/^\| `([a-z_]+)` \| (.+) \|$/gm)].map(([, table, homes]) => [
     table,
@@ -212,7 +213,8 @@ test('the owner check sees SQL of a table', () => {
   assert.ok(!touches('from customers_x', 'customers'))
 })
 
-// Route rows (src/*/routes.ts) and the edge (src/api/) call module functions; SQL lives in the modules.
+// Route rows (src/*/routes.ts) and the edge (src/api/) call module functions; SQL lives
+// in the modules.
 const SQL_CALL = /\b(sql|tx|heavy)\s*`|\.unsafe\(|\bsql\.begin\(/
 
 test('no route handler runs SQL itself', () => {
@@ -226,7 +228,8 @@ test('no route handler runs SQL itself', () => {
 
 const EXPORTED = /^export (?:async )?(?:const|function|class) ([A-Za-z_$][\w$]*)/gm
 
-// The console is a program of its own (the browser's), whose API calls may share an operation's name.
+// The console is a program of its own (the browser's), whose API calls may share an
+// operation's name.
 test('no two files of the server export the same name', () => {
   const byName = new Map<string, string[]>()
   for (const file of server)
@@ -285,8 +288,8 @@ test('only db/locks.ts writes an advisory-lock key', () => {
 })
 
 // Biome's linter finds unused imports and variables but not exports: a name exported from src/ is
-// used by another file (of src/, test/ or bench/). The exception is in a file that another change is
-// splitting (issue 46, item 5: insights/week.ts).
+// used by another file (of src/, test/ or bench/). The exception is in a file that another change
+// is splitting (issue 46, item 5: insights/week.ts).
 const UNUSED_EXPORT_EXCEPTIONS = ['src/insights/week.ts: QUADRANT_SEARCH']
 const ANY_EXPORT =
   /^export (?:async )?(?:const|function|class|type|interface|enum) ([A-Za-z_$][\w$]*)/gm
@@ -308,9 +311,9 @@ test('every name src/ exports is used by another file', () => {
   assert.deepEqual(unused.sort(), UNUSED_EXPORT_EXCEPTIONS)
 })
 
-// No vendor in the generic layers: route.ts, http/ and metrics.ts name no ingest's vendor ("segment"
-// as Segment's, not the saved segments). The relay's credential is a property of its route rows and
-// its counters register from tracking/relay/metrics.ts (issue 46, item 3).
+// No vendor in the generic layers: route.ts, http/ and metrics.ts name no ingest's vendor
+// ("segment" as Segment's, not the saved segments). The relay's credential is a property of its
+// route rows and its counters register from tracking/relay/metrics.ts (issue 46, item 3).
 const VENDOR = /\bsegment(?!s\b|s\W| search)/i
 const GENERIC = (f: string) =>
   f === 'src/route.ts' || f === 'src/metrics.ts' || f.startsWith('src/http/')

@@ -165,7 +165,8 @@ test('a backup taken under uploads and tracking restores, twice, with every ackn
         metrics: [{ date: today, logins: (n + i) % 50 }],
       }))
       const res = await api(a, key, 'POST', '/api/v1/customers', { customers })
-      // 429: 10 uploads wait already (SERVICE_MAX_PENDING_UPLOADS); not acknowledged, so sent again.
+      // 429: 10 uploads wait already (SERVICE_MAX_PENDING_UPLOADS); not acknowledged,
+      // so sent again.
       if (res.status === 429) {
         await sleep(200)
         continue
@@ -211,7 +212,8 @@ test('a backup taken under uploads and tracking restores, twice, with every ackn
   )
   const eventsBefore = eventsAcked.filter((e) => e.at < began).reduce((sum, e) => sum + e.n, 0)
   assert.ok(eventsBefore > 0)
-  // The job queue went into the file: the uploads and events waiting for their jobs come back with them.
+  // The job queue went into the file: the uploads and events waiting for their jobs come
+  // back with them.
   const rows = trailer(file[1])
   assert.ok(rows['graphile_worker._private_jobs'] > 0, JSON.stringify(rows))
   assert.ok(rows['tracking_events'] >= eventsBefore, JSON.stringify(rows))
@@ -477,9 +479,10 @@ test('service backup shows progress on a terminal only; a failure exits 1 with t
   assert.equal(listBackups(to).length, 2)
 })
 
-// postgres.js leaves its socket paused when a COPY's stream fills up as the COPY ends: the next table's
-// COPY then waited forever (the console's "Start a backup" never listed its file). A few MB of rows,
-// read more slowly than PostgreSQL sends them as the gzip stream pushes back, made it happen every time.
+// postgres.js leaves its socket paused when a COPY's stream fills up as the COPY ends: the next
+// table's COPY then waited forever (the console's "Start a backup" never listed its file). A
+// few MB of rows, read more slowly than PostgreSQL sends them as the gzip stream pushes back,
+// made it happen every time.
 test("a backup whose tables outgrow the COPY stream's buffer ends, with every row", {
   timeout: 60_000,
 }, async () => {

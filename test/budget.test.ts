@@ -1,5 +1,5 @@
-// Every expensive request has a bounded cost (issue 30): IN lists cost one array, the request's size
-// is capped, its statements run under a timeout on a pool of their own, and a client that goes
+// Every expensive request has a bounded cost (issue 30): IN lists cost one array, the request's
+// size is capped, its statements run under a timeout on a pool of their own, and a client that goes
 // takes its query with it. A statement is held as long as a test needs by a lock on the table it
 // reads (contacts, which a customer's point read never touches).
 import assert from 'node:assert/strict'
@@ -299,7 +299,8 @@ describe('budgets', () => {
     }
   })
 
-  // The account's share of expensive requests is lifted above both pools (the service starts with 30).
+  // The account's share of expensive requests is lifted above both pools (the service
+  // starts with 30).
   test("a point read of another account answers while one account's searches fill the expensive pool", async () => {
     const release = await lockContacts()
     const size = s.app.config.heavyPoolSize
@@ -337,8 +338,8 @@ test('a client gone between two statements of a budget ends its transaction: no 
     Promise.race([work, hung]),
     (err: Refusal) => err instanceof Refusal && err.status === 499,
   )
-  // Rolled back: the lock is free and its session does not idle in a transaction (other sessions, the
-  // worker's, may be between two statements of theirs at this moment).
+  // Rolled back: the lock is free and its session does not idle in a transaction (other sessions,
+  // the worker's, may be between two statements of theirs at this moment).
   assert.ok(pid > 0)
   const [row] = await s.app
     .sql`select pg_try_advisory_xact_lock(4242) as free, (select count(*)::int

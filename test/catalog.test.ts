@@ -6,7 +6,8 @@ import { connect, type Sql } from '../src/db/client.ts'
 import { migrate } from '../src/db/migrate.ts'
 import { freshDatabase, GLOBAL_TABLES } from './helpers/db.ts'
 
-// Tables that are not a tenant's: the tenants themselves, and the service's own bookkeeping and keys.
+// Tables that are not a tenant's: the tenants themselves, and the service's own
+// bookkeeping and keys.
 
 let db: Awaited<ReturnType<typeof freshDatabase>>
 let sql: Sql

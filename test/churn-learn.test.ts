@@ -1,5 +1,6 @@
-// The learned churn probability's pure core (src/learn/), without a database: on generated customers
-// of known structure, what it learns, how honestly it reports it, and that its drivers are exact.
+// The learned churn probability's pure core (src/learn/), without a database: on generated
+// customers of known structure, what it learns, how honestly it reports it, and that its
+// drivers are exact.
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
 import { churnProbabilities, explainChurn, trainChurnModel } from '../src/learn/churn.ts'
@@ -88,7 +89,8 @@ test('shuffled labels: the reported AUC stays within 0.5 ± 0.05', () => {
 })
 
 test('no leakage: logins that drop in the last 30 days before a churn add nothing to the AUC', () => {
-  // Churned customers' logins fall to zero 20 days before they churn: a give-away a model must not see.
+  // Churned customers' logins fall to zero 20 days before they churn: a give-away a
+  // model must not see.
   const honest = trainChurnModel(CHURN_DEFS, generate(2000, 'linear', 4, TODAY), {
     today: TODAY,
     leadDays: LEAD,
@@ -216,7 +218,8 @@ test("features: a churned customer's snapshots of its last 30 days are not read;
   const active: Sample = { ...churned, churned: false, churnedDate: null }
   const encoder = fitEncoder([...defs], [churned, active], TODAY, LEAD)
   const X = encode(encoder, [churned, active], TODAY)
-  // Churned: read up to 2026-10-26 (latest 30, 30 days before it: 10); active: all (0, and 30 before: 30).
+  // Churned: read up to 2026-10-26 (latest 30, 30 days before it: 10); active: all (0,
+  // and 30 before: 30).
   assert.deepEqual([X[0][0], X[0][1]], [30, 0])
   assert.deepEqual([X[1][0], X[1][1]], [20, -30])
 })

@@ -184,7 +184,8 @@ test(TRAINING, async () => {
   assert.ok(!crontab(loadConfig({})).some((line) => line.includes('train_churn_model')))
   await s.sql`update customers set is_churned = false, churned_date = null, churn_reason = null
     where account_id = ${a.id}`
-  // As the cron adds it: the worker runs the task on its own connections, which may touch every shard.
+  // As the cron adds it: the worker runs the task on its own connections, which may
+  // touch every shard.
   const [cron] =
     await s.sql`select id from graphile_worker.add_job('train_churn_model', '{}'::json)`
   const gone = async () =>
@@ -257,7 +258,8 @@ test(`${ALERT_TITLE}, after a training and as processed`, async () => {
     assert.equal(r.requests.length, 0)
     const first = await probabilities()
 
-    // Labels changed, a second training: each customer whose probability crossed 0.5, and only those.
+    // Labels changed, a second training: each customer whose probability crossed 0.5,
+    // and only those.
     await s.sql`
       update customers set is_churned = not is_churned,
         churned_date = case when is_churned then null else ${TODAY}::date end,

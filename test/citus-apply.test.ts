@@ -1,7 +1,8 @@
 // Citus only (test/run.ts runs it in the Citus pass): the per-account jobs that stage rows in
-// coordinator tables (the tracker's and Segment's apply jobs, an erasure) run on the account's shard
-// alone. They run on `service-worker` connections, which the pass lets fan out; here every statement
-// runs with citus.multi_task_query_log_level = error, so one that touches another shard fails.
+// coordinator tables (the tracker's and Segment's apply jobs, an erasure) run on the account's
+// shard alone. They run on `service-worker` connections, which the pass lets fan out; here
+// every statement runs with citus.multi_task_query_log_level = error, so one that touches
+// another shard fails.
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
 import { connect } from '../src/db/client.ts'

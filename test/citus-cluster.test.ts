@@ -1,4 +1,5 @@
-// Citus only (test/run.ts runs it in the Citus pass): what `migrate` makes of the schema on a cluster.
+// Citus only (test/run.ts runs it in the Citus pass): what `migrate` makes of the schema
+// on a cluster.
 import assert from 'node:assert/strict'
 import { readFileSync } from 'node:fs'
 import { test } from 'node:test'

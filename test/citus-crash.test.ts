@@ -1,7 +1,7 @@
-// Citus only (test/run.ts runs it in the Citus pass): a worker node killed mid-upload. An upload row
-// lands on a worker and its job on the coordinator; Citus commits the two with two-phase commit, so
-// after the node is back every acknowledged upload is processed and no webhook tells of a record
-// that was not stored. Meanwhile /readyz names the node that is down.
+// Citus only (test/run.ts runs it in the Citus pass): a worker node killed mid-upload. An upload
+// row lands on a worker and its job on the coordinator; Citus commits the two with two-phase
+// commit, so after the node is back every acknowledged upload is processed and no webhook tells of
+// a record that was not stored. Meanwhile /readyz names the node that is down.
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
 import { startCitusCluster } from './helpers/citus.ts'

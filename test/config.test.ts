@@ -1,5 +1,5 @@
-// src/config.ts is the one place configuration is read: its table makes the Config, `service --help`
-// and the table in docs/operations.md.
+// src/config.ts is the one place configuration is read: its table makes the Config, `service
+// --help` and the table in docs/operations.md.
 import assert from 'node:assert/strict'
 import { execFileSync } from 'node:child_process'
 import { readdirSync, readFileSync } from 'node:fs'

@@ -1,7 +1,7 @@
-// The connection caps, with real sockets from several loopback addresses (127.0.0.0/8 is all local on
-// Linux): one address holding its cap does not shut out another, a connection past a cap gets a 503
-// Problem Details (or, for the probes, their answer) and is closed, and /healthz and /readyz are
-// answered while the whole server is full.
+// The connection caps, with real sockets from several loopback addresses (127.0.0.0/8 is all local
+// on Linux): one address holding its cap does not shut out another, a connection past a cap gets
+// a 503 Problem Details (or, for the probes, their answer) and is closed, and /healthz and /readyz
+// are answered while the whole server is full.
 import assert from 'node:assert/strict'
 import { connect, type Socket } from 'node:net'
 import { after, test } from 'node:test'

@@ -1,14 +1,15 @@
 // Every connection names its role as application_name (docs/operations.md, "Database roles"):
 // service-api serves service-key requests, service-admin the admin routes and /metrics,
-// service-worker the jobs (graphile-worker's own pool too). SERVICE_DATABASE_API_OPTIONS reaches the
-// api pools only.
+// service-worker the jobs (graphile-worker's own pool too). SERVICE_DATABASE_API_OPTIONS
+// reaches the api pools only.
 import { test, before, after } from 'node:test'
 import assert from 'node:assert/strict'
 import { connect, type Sql } from '../src/db/client.ts'
 import { startTestService, type TestService } from './helpers/service.ts'
 import { scoredAccount, uploadAndWait } from './helpers/fixtures.ts'
 
-// A setting of a class PostgreSQL leaves to extensions: a placeholder on a plain server, in force on Citus.
+// A setting of a class PostgreSQL leaves to extensions: a placeholder on a plain server,
+// in force on Citus.
 const API_OPTION = 'citus.multi_task_query_log_level'
 
 let s: TestService
@@ -38,12 +39,13 @@ const ranBy = async (pattern: RegExp) => [
 
 test('service-key requests, admin requests, /metrics and jobs run on connections named for their role', async () => {
   const acme = await scoredAccount(s, 'Roles')
-  // A service-key request (the upload's intake, then its reads) and the jobs that merge and score it.
+  // A service-key request (the upload's intake, then its reads) and the jobs that merge
+  // and score it.
   const done = await uploadAndWait(acme.api, 'customers', [{ external_id: 'c1', name: 'One' }], {
     scored: true,
   })
-  // Read again, alone, until a session shows it last: on a loaded machine the reads of the polls can
-  // be followed by other statements of the same connections before the observer looks.
+  // Read again, alone, until a session shows it last: on a loaded machine the reads of the polls
+  // can be followed by other statements of the same connections before the observer looks.
   const uploadRead = /from uploads u where u.account_id = \$1 and u.id = \$2/
   for (let tries = 0; tries < 5 && (await ranBy(uploadRead)).length === 0; tries++)
     assert.equal(

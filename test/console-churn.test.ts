@@ -1,7 +1,7 @@
 // The learned churn model in the console, in real Chromium against a real service: after a
 // training, the customer page shows the probability and its drivers, the matrix can colour its
-// customers by it, and the operator's Settings shows the evaluation and queues a training with Train
-// now, at a laptop's and a phone's width.
+// customers by it, and the operator's Settings shows the evaluation and queues a training with
+// Train now, at a laptop's and a phone's width.
 import { after, before, test } from 'node:test'
 import assert from 'node:assert/strict'
 import type { Page } from 'playwright-core'
@@ -149,7 +149,8 @@ test('the matrix colours its customers by the churn probability once a model is 
     margin + ((c.fitscore + 100) / 200) * plot,
     margin + ((100 - c.engagementscore) / 200) * plot,
   ]
-  // A customer drawn alone, off the quadrants' lines, whose probability and risk differ most in colour.
+  // A customer drawn alone, off the quadrants' lines, whose probability and risk differ
+  // most in colour.
   const alone = items
     .filter((c: Item) => {
       const [x, y] = at(c)

@@ -60,7 +60,8 @@ after(async () => {
   await s?.stop()
 })
 
-// A tab on the console that keeps every script error and console error (a 4xx the browser logs too).
+// A tab on the console that keeps every script error and console error (a 4xx the
+// browser logs too).
 const open = async (size = WIDTHS[0], path = '/console') => {
   const page = await browser.context.newPage()
   await page.setViewportSize(size)

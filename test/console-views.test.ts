@@ -1,7 +1,8 @@
-// Every view of the console in real Chromium at a phone's, a tablet's and a laptop's width, as a key
-// holder and as the operator: the page never scrolls sideways, axe-core finds nothing, the console
-// logs no error, and a screenshot of each is kept in test/artifacts/ for people reviewing a change.
-// One service, one browser and one tab per role and width; views are reached by their fragment.
+// Every view of the console in real Chromium at a phone's, a tablet's and a laptop's width, as
+// a key holder and as the operator: the page never scrolls sideways, axe-core finds nothing,
+// the console logs no error, and a screenshot of each is kept in test/artifacts/ for people
+// reviewing a change. One service, one browser and one tab per role and width; views are
+// reached by their fragment.
 import { after, before, test } from 'node:test'
 import assert from 'node:assert/strict'
 import { mkdirSync, readFileSync } from 'node:fs'
@@ -41,7 +42,8 @@ const CUSTOMERS = Array.from({ length: 40 }, (_, i) => ({
 }))
 const FIRST = CUSTOMERS[0].external_id
 // Known movements over the last 7 days (the model scores 20 logins 0, 5 logins -75, 30 logins 50):
-// two enter churn risk, one drops within health, one is churned, one comes back, one renews in 30 days.
+// two enter churn risk, one drops within health, one is churned, one comes back, one
+// renews in 30 days.
 const us = { country: 'US', has_sso: true }
 const logins = (...pairs: [daysAgo: number, logins: number][]) =>
   pairs.map(([n, l]) => ({ date: day(n), logins: l }))
@@ -62,7 +64,8 @@ const MOVERS = [
 const LOGINS = 'Logins per month'
 
 before(async () => {
-  // Many views within a minute, each of several requests: the per-key rate limit is not tested here.
+  // Many views within a minute, each of several requests: the per-key rate limit is
+  // not tested here.
   s = await startTestService({ apiRateLimit: 100_000 })
   account = await scoredAccount(s)
   // A label, which drivers are to show instead of the codename.
@@ -110,7 +113,8 @@ const tab = async (storage: Record<string, string>, size: { width: number; heigh
 }
 
 // A view is shown once its heading is there and nothing in it is still loading, and two frames have
-// passed: a frame's ResizeObserver callbacks (the scroll cues) run after its layout, before the next.
+// passed: a frame's ResizeObserver callbacks (the scroll cues) run after its layout,
+// before the next.
 const settled = async (page: Page) => {
   await page.waitForFunction(
     () => {
@@ -210,7 +214,8 @@ const check = async (
       path: `${ARTIFACTS}/views-${role}-${name}-${width}.png`,
       fullPage: true,
     })
-    // What one sees on opening it, small enough for docs/console.md (docs/img holds the chosen ones).
+    // What one sees on opening it, small enough for docs/console.md (docs/img holds
+    // the chosen ones).
     await page.screenshot({
       path: `${ARTIFACTS}/views-${role}-${name}-${width}.jpg`,
       type: 'jpeg',
@@ -415,7 +420,8 @@ test('the home view lists exactly the customers that moved; a number opens the c
     const ids = await page.locator('#customers td[data-label="ID"]').allTextContents()
     assert.deepEqual(ids, change ? names : names.sort(), movement)
     if (change) {
-      // Largest fall first, as the API sorts by the change, with each one's engagement then and now.
+      // Largest fall first, as the API sorts by the change, with each one's engagement
+      // then and now.
       const api = await account.api('/api/v1/customers/search', {
         where: JSON.parse(
           new URLSearchParams(new URL(page.url()).hash.split('?')[1]).get('where')!,

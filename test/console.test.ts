@@ -1,6 +1,7 @@
 // The web console in a real browser (Debian's Chromium through playwright-core) against a real
-// service: sign-in with a key, the score matrix, the customers table with its filters and export, the
-// customer page, an accessibility check, and the same console served from the single-file bundle.
+// service: sign-in with a key, the score matrix, the customers table with its filters and
+// export, the customer page, an accessibility check, and the same console served from the
+// single-file bundle.
 import { after, before, test } from 'node:test'
 import assert from 'node:assert/strict'
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs'

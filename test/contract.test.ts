@@ -57,7 +57,8 @@ test('every operation answers as its published schema says', async () => {
     return fn(body) ? null : fn.errors
   }
   const answered = new Map<string, Set<number>>()
-  // The cookie and CSRF headers of the person signed in below, for the operations only a session reaches.
+  // The cookie and CSRF headers of the person signed in below, for the operations only
+  // a session reaches.
   let session: Record<string, string> = {}
   const a = await scoredAccount(s)
 
@@ -499,7 +500,8 @@ test('every operation answers as its published schema says', async () => {
   await call('listSuppressions', {}, undefined, '', eraser)
   await call('liftSuppression', { entity: 'customer', external_id: 'c2' }, undefined, '', eraser)
   await call('listUploads', { id }, undefined, '?status=processed')
-  // A failed upload (a constraint the test adds makes it fail past validation) is retried, then cancelled.
+  // A failed upload (a constraint the test adds makes it fail past validation) is retried,
+  // then cancelled.
   await s.sql`alter table customers add constraint no_forbidden_names check (name <> 'Forbidden') not valid`
   try {
     const bad = await a.api('/api/v1/customers', {

@@ -191,7 +191,8 @@ describe('entry points', () => {
       (await s.sql`select count(*)::int as n from tracking_events where account_id = ${a.id}`)[0].n,
       0,
     )
-    // Other values are free-form: a number under a date attribute is ignored when applied, as before.
+    // Other values are free-form: a number under a date attribute is ignored when
+    // applied, as before.
     assert.equal(
       (
         await a.api('/api/tracker/track', {

@@ -37,8 +37,8 @@ test('GET /docs is a page that renders /openapi.json with the script this servic
   assert.match(html, /"withDefaultFonts":false/)
 })
 
-// The page may load and call only this service, run no script but the renderer and its one start line, and be
-// framed by no site.
+// The page may load and call only this service, run no script but the renderer and its one start
+// line, and be framed by no site.
 const assertPolicy = (headers: Headers) => {
   const policy = headers.get('content-security-policy') ?? ''
   const directives = new Map(
@@ -68,8 +68,9 @@ interface Violation {
   source: string
 }
 
-// Scalar's bundle includes zod, which tries `new Function('')` once to learn whether it may compile its
-// validators, and interprets them when the policy says no: that refused probe is the one report expected.
+// Scalar's bundle includes zod, which tries `new Function('')` once to learn whether it may
+// compile its validators, and interprets them when the policy says no: that refused probe is
+// the one report expected.
 const zodProbe = (v: Violation) =>
   v.directive === 'script-src' && v.blocked === 'eval' && v.source.endsWith('/docs/reference.js')
 
@@ -149,8 +150,8 @@ test('GET /docs/reference.js is the renderer, cacheable', async () => {
   assert.match(body.toString('utf8'), /createApiReference/)
 })
 
-// A stretch of the renderer that esbuild prints verbatim inside a string literal (no quote, backslash,
-// template or non-ASCII character), long enough to be found nowhere else.
+// A stretch of the renderer that esbuild prints verbatim inside a string literal (no quote,
+// backslash, template or non-ASCII character), long enough to be found nowhere else.
 const fingerprint = () => {
   const runs = renderer.toString('utf8').match(/[A-Za-z0-9 _.,:;=+*<>!?&|()[\]{}-]{200,}/g) ?? []
   assert.ok(runs.length, 'no plain stretch in the renderer')

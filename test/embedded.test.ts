@@ -1,7 +1,8 @@
 // The embedded PostgreSQL's life follows its owner's: a server found running on the data folder is
 // shared while the process that started it runs, and stopped as a leftover once it is gone. Its
 // superuser password is generated per data folder, and a folder made with the old fixed one moves
-// to a generated one. A port already taken is named with EMBEDDED_PG_PORT, the setting that moves it.
+// to a generated one. A port already taken is named with EMBEDDED_PG_PORT, the setting
+// that moves it.
 import assert from 'node:assert/strict'
 import { spawn, spawnSync } from 'node:child_process'
 import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs'

@@ -1,6 +1,7 @@
 // A worker SIGKILLed in the middle of a customer.score_changed fan-out to three endpoints: after a
 // restart every endpoint has every change, none twice except the delivery that was on the wire,
-// and none that the database does not hold (no phantom: each event's new value is the stored score).
+// and none that the database does not hold (no phantom: each event's new value is the
+// stored score).
 import assert from 'node:assert/strict'
 import { after, before, test } from 'node:test'
 import { scoredAccount, waitForUpload } from './helpers/fixtures.ts'
@@ -75,7 +76,8 @@ test('a worker killed mid fan-out: no change lost, none phantom', async () => {
       'every delivery delivered after the restart',
       180_000,
     )
-    // Each scoring's changes in chunks of 1000, one delivery per chunk and endpoint, committed once.
+    // Each scoring's changes in chunks of 1000, one delivery per chunk and endpoint,
+    // committed once.
     assert.equal(deliveries.length % 3, 0)
     const scores = new Map(
       (

@@ -43,7 +43,8 @@ const subscribe = async (account: Account, url: string, events: string[], extra:
   return hook.body.id as number
 }
 
-// Every request a receiver got: signed with its webhook's secret and valid under its event's schema.
+// Every request a receiver got: signed with its webhook's secret and valid under its
+// event's schema.
 const checked = (r: Receiver, hookId: number) =>
   r.requests.map((req) => {
     new Webhook(secrets.get(hookId)!.slice('whsec_'.length)).verify(
@@ -155,7 +156,8 @@ test('customer.churned and customer.reactivated, by hand and automatically, each
   assert.equal((await put({ is_churned: false })).status, 200)
   // Already active: no event.
   assert.equal((await put({ is_churned: false })).status, 200)
-  // The daily run of a later day churns both (manual is active again); a newer snapshot lifts auto's.
+  // The daily run of a later day churns both (manual is active again); a newer snapshot
+  // lifts auto's.
   await scoreDaily(s.sql, a.id, '2027-01-15')
   await uploadScored(a, 'customers', [
     { external_id: 'auto', name: 'Auto', metrics: [{ date: '2027-01-15', logins: 4 }] },
@@ -190,8 +192,8 @@ test('customer.score_changed on a threshold crossing or a delta, in both directi
     ])
     await quiet(a)
   }
-  // engagement = -100 + 20 * logins: -60 (first score: nothing to compare), -20 (below 50, moved 40),
-  // 60 (crossed 50 upward), 80 (above, moved 20), -100 (crossed 50 downward and moved 180).
+  // engagement = -100 + 20 * logins: -60 (first score: nothing to compare), -20 (below 50, moved
+  // 40), 60 (crossed 50 upward), 80 (above, moved 20), -100 (crossed 50 downward and moved 180).
   await snapshot('2026-11-01', 2)
   await snapshot('2026-11-02', 4)
   assert.equal(r.requests.length, 0)

@@ -97,7 +97,8 @@ test('a streamed export holds its place until its stream ends, not only until it
   const a = await s.account('Exporting')
   // No worker runs here to process an upload: the record is written as one would leave it.
   await s.sql`insert into customers (account_id, external_id, name) values (${a.id}, 'c1', 'One')`
-  // Megabytes of events, more than the loopback socket buffers hold, so the export waits on its reader.
+  // Megabytes of events, more than the loopback socket buffers hold, so the export waits
+  // on its reader.
   await s.sql`insert into tracking_events (account_id, name, occurred_at, customer_external_id, data, status)
     select ${a.id}, 'login', now(), 'c1', jsonb_build_object('pad', repeat('x', 6000)), 'applied'
     from generate_series(1, 2000)`

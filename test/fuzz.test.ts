@@ -189,7 +189,8 @@ test(hostileRequestsTitle, async () => {
           assert.equal(problem.status, res.status)
           assert.equal(typeof problem.detail, 'string')
           assert.doesNotMatch(text, /at \w+ \(|node_modules|PostgresError/)
-          // Plain sentences only, never the validation library's "Invalid type: Expected ... but received ...".
+          // Plain sentences only, never the validation library's "Invalid type: Expected
+          // ... but received ...".
           for (const e of problem.errors ?? [])
             assert.doesNotMatch(e.message, /Invalid (type|key|length|value)|but received/)
           if (res.status === 400)

@@ -389,7 +389,7 @@ test('a scoring rule whose values map has a key with NUL or an unpaired surrogat
   )
 })
 
-// ---- the one value rule: numbers no double holds and a byte order mark, on every path -------------
+// ---- the one value rule: numbers no double holds and a byte order mark, on every path -----------
 
 const BOM = Buffer.from([0xef, 0xbb, 0xbf])
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))

@@ -170,8 +170,8 @@ describe('a 200,000-row customer file', () => {
       ],
     )
 
-    // Memory. A per-row leak shows as a trend: keeping even 320 bytes per row adds 32 MB between the
-    // second quarter of the rows and the last one (a row's own objects are several times that).
+    // Memory. A per-row leak shows as a trend: keeping even 320 bytes per row adds 32 MB between
+    // the second quarter of the rows and the last one (a row's own objects are several times that).
     // Single samples are not compared: RSS swings by 30-50 MB around its level as V8 grows and
     // collects its young generation (seen: 149 MB after startup, 203 MB at one peak, with a flat
     // level), so each quarter's median is. Even the medians moved by -12 to +23 MB between the two

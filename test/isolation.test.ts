@@ -136,9 +136,9 @@ const inB = (
 
 // Every row of the account in every table with an account_id column, plus its accounts row: a write
 // through another tenant shows up wherever it lands, in tables added later too. Rate-limit counters
-// are left out: they count A's own requests that prove its key still works; so are the kept This week
-// reports, a cache that A's own refresh job rewrites whenever A's writes or the day ask for it (the
-// report's own case below checks that B never sees A's).
+// are left out: they count A's own requests that prove its key still works; so are the kept This
+// week reports, a cache that A's own refresh job rewrites whenever A's writes or the day ask for it
+// (the report's own case below checks that B never sees A's).
 const tenantRows = async (accountId: number) => {
   const tables = (
     await s.sql`
@@ -331,7 +331,8 @@ before(async () => {
     (await status(201, s.admin('POST', `/accounts/${b.id}/keys`, { scopes: ['erase'] }))).body
       .token,
   )
-  // B's jobs too: its upload's scoring, finishing during a case (slower on Citus), would change B's rows.
+  // B's jobs too: its upload's scoring, finishing during a case (slower on Citus), would
+  // change B's rows.
   await quiet(a.id)
   await quiet(b.id)
   // A's kept This week report.
@@ -355,7 +356,7 @@ after(async () => {
 const cases = new Map<string, Case>()
 const on = (method: Route['method'], path: string, run: Case) => cases.set(`${method} ${path}`, run)
 
-// ---- public API with B's key ---------------------------------------------------------------------
+// ---- public API with B's key --------------------------------------------------------------------
 
 on('POST', '/api/v1/customers/search', async () => {
   const found = await results(search(b, 'customers'))
@@ -488,7 +489,8 @@ on('POST', '/api/tracker/track', async () => {
   const refused = await status(403, track(b, a.trackerKey, 'only-a'))
   assert.match(refused.body.detail, /trackerKey/)
   assert.deepEqual(await tenantRows(b.id), stored, 'a refused request stores nothing')
-  // With B's own tracker key, 'only-a' names no customer of B: kept unmatched, A's record untouched.
+  // With B's own tracker key, 'only-a' names no customer of B: kept unmatched, A's
+  // record untouched.
   await status(200, track(b, b.trackerKey, 'only-a'))
   await eventsApplied(b)
   const [event] =
@@ -589,7 +591,7 @@ on('GET', `${SEGMENTS}/:segment_id/history`, async () => {
   await status(404, get(b, `${SEGMENTS}/${A.segment}/history`))
 })
 
-// ---- admin API with B's account id ---------------------------------------------------------------
+// ---- admin API with B's account id --------------------------------------------------------------
 
 const ACC = '/admin/v1/accounts'
 
@@ -705,7 +707,8 @@ on('POST', `${ACC}/:id/scoring/preview`, async (r) => {
 })
 
 on('GET', ACC, async () => {
-  // The admin token spans every account: the list is the accounts table, each as get-account reads it.
+  // The admin token spans every account: the list is the accounts table, each as
+  // get-account reads it.
   const listed = (await status(200, asAdmin('GET', ACC))).body
   const all = (await s.sql`select id from accounts order by id`).map((row) => row.id as number)
   assert.deepEqual(
@@ -838,7 +841,7 @@ on('GET', `${ACC}/:id/events`, async (r) => {
   }
 })
 
-// ---- the tests -----------------------------------------------------------------------------------
+// ---- the tests ----------------------------------------------------------------------------------
 
 // Compared with A's rows just before, so that a leak fails only the case that made it.
 // ---- privacy ------------------------------------------------------------------------------------
@@ -1036,7 +1039,8 @@ on('PATCH', '/admin/v1/accounts/:id/properties/:entity/:codename', async () => {
   )
 })
 
-// The audit log: B's key with the audit scope, and the admin API with B's id, list B's entries only.
+// The audit log: B's key with the audit scope, and the admin API with B's id, list
+// B's entries only.
 on('GET', '/api/v1/audit', async () => {
   const key = (await status(201, s.admin('POST', `/accounts/${b.id}/keys`, { scopes: ['audit'] })))
     .body

@@ -1,8 +1,8 @@
-// Biome formats at 100 columns but does not break template literals, string literals or comments, so
-// a long SQL line or message would slip past `biome format`. Those are held near 100 by hand; this
-// keeps every line of the source, the tests, the benchmarks and the build script at 120 characters or
-// fewer, a hard limit for what is left over (a message or test name that would read worse broken),
-// tracked files and new ones git does not ignore alike.
+// Biome formats at 100 columns but does not break template literals, string literals or comments,
+// so a long SQL line or message would slip past `biome format`. Those are held near 100 by hand;
+// this keeps every line of the source, the tests, the benchmarks and the build script at 120
+// characters or fewer, a hard limit for what is left over (a message or test name that would read
+// worse broken), tracked files and new ones git does not ignore alike.
 import assert from 'node:assert/strict'
 import { execFileSync } from 'node:child_process'
 import { existsSync, readFileSync } from 'node:fs'

@@ -95,7 +95,8 @@ const seedBefore = async (sql: Sql, before: string, rows: (id: number) => Return
   }
 }
 
-// Every row of each table (by its record's key) holds its record's external id, and the column is NOT NULL.
+// Every row of each table (by its record's key) holds its record's external id, and the
+// column is NOT NULL.
 const assertCopied = async (sql: Sql, count: number, tables: [string, string, string][]) => {
   for (const [table, records, key] of tables) {
     const rows = await sql`

@@ -133,7 +133,8 @@ const pinned: Record<string, () => fc.Arbitrary<unknown>> = {
       .date({ min: new Date('2000-01-01'), max: new Date('2099-01-01'), noInvalidDate: true })
       .map((d) => d.toISOString()),
 }
-// Optional keys left out of valid requests: their valid values are state (a cursor of an earlier page).
+// Optional keys left out of valid requests: their valid values are state (a cursor of
+// an earlier page).
 const OMITTED = new Set(['after'])
 
 type Schema = Record<string, any>
@@ -250,8 +251,8 @@ const valid = (raw: Schema, depth = 0, key = ''): fc.Arbitrary<unknown> => {
   }
 }
 
-// Keys drawn one by one may break the rules between them: of keys the schema's `not` forbids together,
-// the last goes; a key whose dependentSchemas the others do not meet goes.
+// Keys drawn one by one may break the rules between them: of keys the schema's `not` forbids
+// together, the last goes; a key whose dependentSchemas the others do not meet goes.
 const dependable = (schema: Schema, o: Record<string, unknown>) => {
   const together: string[] = schema.not?.required ?? []
   if (together.length && together.every((k) => k in o)) delete o[together[together.length - 1]]
@@ -295,8 +296,8 @@ const operations = () =>
     Object.entries(item).map(([method, op]) => ({ method: method.toUpperCase(), path, op })),
   )
 
-// The path's records: the fixture's for reads and writes, anything the schema allows for deletes and
-// other operations that would take the fixture away (they then answer 404).
+// The path's records: the fixture's for reads and writes, anything the schema allows for deletes
+// and other operations that would take the fixture away (they then answer 404).
 const DESTRUCTIVE = /^(delete|revoke|remove|disable|rotate|cancel|retry|redeliver)/
 const pathValue = (name: string, schema: Schema, destructive: boolean): fc.Arbitrary<string> => {
   const drawn = valid(schema).map((x) => String(x))
@@ -308,10 +309,10 @@ const pathValue = (name: string, schema: Schema, destructive: boolean): fc.Arbit
 // must name properties of the types their forms score. The answer must be a documented refusal,
 // but need not be a success.
 // Sign-in, a password's link and the session's own routes depend on who signed in (the generator's
-// emails and tokens name no one; its sign-out ends the session), and an SSO callback on the state its
-// start left in the browser. A churn model's training needs features that name the account's
-// properties, and labels of both classes. An SSO issuer must be an https (or loopback) address, which
-// the schema's string cannot say.
+// emails and tokens name no one; its sign-out ends the session), and an SSO callback on the state
+// its start left in the browser. A churn model's training needs features that name the account's
+// properties, and labels of both classes. An SSO issuer must be an https (or loopback) address,
+// which the schema's string cannot say.
 const STATEFUL = new Set([
   'setSso',
   'setAccountSso',

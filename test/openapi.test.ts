@@ -48,7 +48,8 @@ test('every route of the routing table is in it, with its method, auth and path 
         ...Object.keys(r.query ?? {}).map((q) => [q, 'query', false]),
       ],
     )
-    // A person's session reaches what a search or upload key does, and `manage`; never intake or erasure.
+    // A person's session reaches what a search or upload key does, and `manage`; never
+    // intake or erasure.
     const security =
       r.auth === 'none'
         ? []
@@ -57,7 +58,8 @@ test('every route of the routing table is in it, with its method, auth and path 
           : r.auth === 'session' || r.auth.key === 'manage'
             ? [{ sessionCookie: [] }]
             : r.auth.credential
-              ? // A Segment route without a body (the ingest status) takes the service-key header too.
+              ? // A Segment route without a body (the ingest status) takes the service-key
+                // header too.
                 [{ segmentWriteKey: [] }, ...(r.body ? [] : [{ serviceKey: [r.auth.key] }])]
               : [
                   { serviceKey: [r.auth.key] },

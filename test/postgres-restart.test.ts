@@ -1,8 +1,8 @@
 // An immediate PostgreSQL restart (what `pg_ctl restart -m immediate` does: SIGQUIT to the
 // postmaster, then crash recovery) while uploads and tracked events are being received and
-// processed. Jobs whose outcome could not be recorded stayed locked by the live worker's pool, and the
-// account's whole queue waited for SERVICE_JOB_LOCK_TIMEOUT (15 min); the worker now releases the
-// locks of jobs it no longer runs (src/db/recovery.ts).
+// processed. Jobs whose outcome could not be recorded stayed locked by the live worker's pool, and
+// the account's whole queue waited for SERVICE_JOB_LOCK_TIMEOUT (15 min); the worker now releases
+// the locks of jobs it no longer runs (src/db/recovery.ts).
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { chmodSync, mkdtempSync, readFileSync, rmSync } from 'node:fs'

@@ -127,7 +127,8 @@ let b: Account
 let hookId: number
 before(async () => {
   s = await startTestService({ apiRateLimit: 100_000, trackRateLimit: 100_000 })
-  // The receiver answers with what it got, so that the attempts' answer excerpts hold the person too.
+  // The receiver answers with what it got, so that the attempts' answer excerpts hold
+  // the person too.
   receiver = await startReceiver((r) => ({ status: 200, body: r.raw.toString('utf8') }))
   a = await scoredAccount(s, 'Acme')
   b = await scoredAccount(s, 'Other')
@@ -335,7 +336,8 @@ test('erasing a contact and a customer leaves nothing of them anywhere; the othe
   assert.equal(counts.customers, 1)
   assert.equal(counts.contacts, 2)
   assert.equal(counts.tracking_events, 23)
-  // The identify; the track names its customer, so it was kept as a tracked event (src/tracking/relay.ts).
+  // The identify; the track names its customer, so it was kept as a tracked event
+  // (src/tracking/relay.ts).
   assert.equal(counts.segment_messages, 1)
   assert.equal(counts.contact_tags, 1)
   assert.equal(counts.customer_tags, 1)
@@ -576,9 +578,10 @@ test('an erasure fails a pending delivery that names the person (unsendable with
 
 test('an erasure whose every attempt fails is marked failed, forgets whom it named; the queue goes on', async () => {
   await uploadAndWait(a.api, 'customers', [{ external_id: 'doomed', name: 'Doomed Co' }])
-  // The database refuses to delete this one customer, as a damaged table would: every attempt throws.
-  // Citus runs a trigger of a distributed table on the shard's node, and creates one only when told
-  // that this is meant (citus.enable_unsafe_triggers; a mere placeholder on a plain PostgreSQL).
+  // The database refuses to delete this one customer, as a damaged table would: every attempt
+  // throws. Citus runs a trigger of a distributed table on the shard's node, and creates one
+  // only when told that this is meant (citus.enable_unsafe_triggers; a mere placeholder on
+  // a plain PostgreSQL).
   await s.sql`create function refuse_doomed() returns trigger language plpgsql as $$ begin
       raise exception 'simulated failure deleting %', old.external_id; end $$`
   await s.sql.begin(async (tx) => {
@@ -594,7 +597,8 @@ test('an erasure whose every attempt fails is marked failed, forgets whom it nam
       () => s.sql`select j.attempts, j.max_attempts, j.last_error from graphile_worker._private_jobs j
       join graphile_worker._private_tasks t on t.id = j.task_id
       where t.identifier = 'erase' and j.payload->>'erasure_id' = ${String(res.body.id)}`
-    // The retries' backoff (seconds, then minutes) is brought forward, so the five attempts run now.
+    // The retries' backoff (seconds, then minutes) is brought forward, so the five
+    // attempts run now.
     const failed = await eventually(async () => {
       await s.sql`update graphile_worker._private_jobs j set run_at = now() from graphile_worker._private_tasks t
         where t.id = j.task_id and t.identifier = 'erase' and j.payload->>'erasure_id' = ${String(res.body.id)}
@@ -608,7 +612,8 @@ test('an erasure whose every attempt fails is marked failed, forgets whom it nam
     const [{ attempts, max_attempts, last_error }] = await job()
     assert.equal(attempts, max_attempts)
     assert.match(last_error, /simulated failure deleting doomed/)
-    // Nothing was half erased (each attempt rolled back), and the targets that name the person are gone.
+    // Nothing was half erased (each attempt rolled back), and the targets that name the
+    // person are gone.
     assert.equal((await a.api('/api/v1/customer/doomed', undefined, 'GET')).status, 200)
     const [targets] = await s.sql`select count(*)::int as n from erasure_targets
       where account_id = ${a.id} and erasure_id = ${res.body.id}`
@@ -620,7 +625,8 @@ test('an erasure whose every attempt fails is marked failed, forgets whom it nam
     })
     await s.sql`drop function if exists refuse_doomed()`
   }
-  // The account's queue is not held by the failed job: asked again, once the cause is gone, it is done.
+  // The account's queue is not held by the failed job: asked again, once the cause is
+  // gone, it is done.
   const again = await eraser('/api/v1/erasures', { customers: ['doomed'] })
   const done = await erased(eraser, again.body.id)
   assert.deepEqual([done.status, done.counts.customers], ['done', 1])
@@ -628,7 +634,8 @@ test('an erasure whose every attempt fails is marked failed, forgets whom it nam
 })
 
 test('a client that drops a streamed export midway ends its transaction and frees its connection', async () => {
-  // Megabytes of events, more than the loopback socket buffers hold, so the export waits on its reader.
+  // Megabytes of events, more than the loopback socket buffers hold, so the export waits
+  // on its reader.
   await s.sql`insert into tracking_events (account_id, name, occurred_at, customer_external_id, data, status)
     select ${a.id}, 'login', now(), 'c1', jsonb_build_object('pad', repeat('x', 6000)), 'applied'
     from generate_series(1, 2000)`
@@ -638,8 +645,8 @@ test('a client that drops a streamed export midway ends its transaction and free
       await s.sql`select count(*)::int as n from pg_stat_activity where datname = current_database()
         and pid <> pg_backend_pid() and state <> 'idle' and query like '%json_strip_nulls%'`
     )[0].n
-  // More drops than the pool has connections (20, src/service.ts): a leaked one each would leave the
-  // last exports waiting for a connection.
+  // More drops than the pool has connections (20, src/service.ts): a leaked one each would leave
+  // the last exports waiting for a connection.
   for (let i = 0; i < 21; i++) {
     const req = request(`${s.base}/api/v1/customer/c1/export`, {
       headers: { 'service-key': a.token },

@@ -182,7 +182,8 @@ test('messageId deduplicates in a batch and across batches: a message for KEEP_D
   assert.equal((await post(a, '/v1/page', { messageId: 't1', userId: 'u1' })).status, 200)
   assert.equal((await post(a, '/v1/page', { messageId: 'p0', userId: 'u1' })).status, 200)
   assert.equal((await post(a, '/v1/track', track('p0'))).status, 200)
-  // The same track sent at once by many requests (an SDK's retries) is stored once, and never a 5xx.
+  // The same track sent at once by many requests (an SDK's retries) is stored once,
+  // and never a 5xx.
   const retries = await Promise.all(
     Array.from({ length: 8 }, () => post(a, '/v1/track', track('t3'))),
   )
@@ -194,7 +195,8 @@ test('messageId deduplicates in a batch and across batches: a message for KEEP_D
   assert.equal((await a.api('/api/v1/customer/d1/events', undefined, 'GET')).body.count, 3)
   assert.deepEqual((await status(a)).by_type, { group: 1, page: 1, track: 3 })
   const metrics = (await s.call('GET', '/metrics')).body as string
-  // 3 above, the page 't1', the track 'p0' and 7 of the 8 retries (the service's counter: at least).
+  // 3 above, the page 't1', the track 'p0' and 7 of the 8 retries (the service's
+  // counter: at least).
   const duplicates = /service_segment_messages_received_total\{type="duplicate"\} (\d+)/.exec(
     metrics,
   )?.[1]
@@ -211,8 +213,8 @@ test('messageId deduplicates in a batch and across batches: a message for KEEP_D
     ['p1'],
   )
   await post(a, '/v1/group', { ...group, traits: { name: 'D again' } })
-  // A track that names its customer is stored as its event, whose messageId deduplicates it for as long
-  // as the event is kept (sql/046).
+  // A track that names its customer is stored as its event, whose messageId deduplicates it for as
+  // long as the event is kept (sql/046).
   await post(a, '/v1/track', track('t2'))
   await settled(a.id)
   assert.equal((await a.api('/api/v1/customer/d1', undefined, 'GET')).body.name, 'D again')
@@ -305,10 +307,11 @@ test('time: only ISO 8601 date-times with a zone are read; every other form is d
   assert.match(st.last_errors[0].detail, /ISO 8601 date-time with a zone/)
 })
 
-// A track that names its customer is a tracked event, applied by the tracker's apply job; the identify
-// before it, by the Segment apply job. Held, the Segment apply keeps the batch's track from the tracker's
-// apply; and an identify of a contact unknown until that track creates it is applied first, under the
-// track's customer, rather than left waiting while the track makes the contact nameless.
+// A track that names its customer is a tracked event, applied by the tracker's apply job; the
+// identify before it, by the Segment apply job. Held, the Segment apply keeps the batch's track
+// from the tracker's apply; and an identify of a contact unknown until that track creates it
+// is applied first, under the track's customer, rather than left waiting while the track makes
+// the contact nameless.
 test('order: no track of a batch applies before an identify sent before it in the batch', async () => {
   const a = await scoredAccount(s, 'Order')
   assert.equal(
@@ -596,13 +599,15 @@ test('pending identifies wait, unwritten, through identifies that cannot place t
   await post(a, '/v1/identify', { userId: 'w', traits: { name: 'Wanda' } })
   await settled(a.id)
   const [first] = await pendingRows()
-  // A second identify of the user still unknown places nobody: the first is neither restaged nor written.
+  // A second identify of the user still unknown places nobody: the first is neither
+  // restaged nor written.
   await post(a, '/v1/identify', { userId: 'w', traits: { role: 'viewer' } })
   await settled(a.id)
   const rows = await pendingRows()
   assert.equal(rows.length, 2)
   assert.deepEqual(rows[0], first)
-  // An identify with context.groupId of a known customer places the user and both pending identifies.
+  // An identify with context.groupId of a known customer places the user and both
+  // pending identifies.
   await post(a, '/v1/identify', { userId: 'w', traits: {}, context: { groupId: 'r1' } })
   await settled(a.id)
   assert.equal((await pendingRows()).length, 0)
@@ -757,8 +762,8 @@ test('a key holding NUL or an unpaired surrogate: dropped, invalid_value, with a
   })
 })
 
-// A key of 6,000 characters that compress badly needs an index entry of 18 KB: stored whole, it failed
-// the apply job again and again, and held the account's queue.
+// A key of 6,000 characters that compress badly needs an index entry of 18 KB: stored whole, it
+// failed the apply job again and again, and held the account's queue.
 test('a long dropped trait key is named cut to 200 characters, at code points, and applies', async () => {
   const a = await scoredAccount(s, 'Long keys')
   const wide = Array.from({ length: 6000 }, (_, i) =>

@@ -1,6 +1,7 @@
-// The refusals of `service restore` (src/backups/dump.ts): each file made from one real small backup,
-// tampered with one way, restored with --force onto a database that holds data and without it into
-// an empty one; both must be left as they were, the command exiting 1 with the reason, in bounded time.
+// The refusals of `service restore` (src/backups/dump.ts): each file made from one real small
+// backup, tampered with one way, restored with --force onto a database that holds data and
+// without it into an empty one; both must be left as they were, the command exiting 1 with the
+// reason, in bounded time.
 import assert from 'node:assert/strict'
 import { spawn } from 'node:child_process'
 import { createHash } from 'node:crypto'
@@ -96,7 +97,8 @@ const emptyTables = async () => {
   }
 }
 
-// A refused restore ends at once: a restore that waits (an aborted transaction left idle) fails here.
+// A refused restore ends at once: a restore that waits (an aborted transaction left
+// idle) fails here.
 const BOUND_MS = 60_000
 interface Run {
   force?: boolean

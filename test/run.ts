@@ -3,9 +3,9 @@
 // then runs the integration files once more on the oldest supported PostgreSQL when this machine
 // has it (Debian 12's PostgreSQL 15 in its usual place; SERVICE_TEST_POSTGRES_HOME names another
 // installation, 'none' skips it), and then, with the tenant-route files, on a Citus cluster of
-// three nodes that it starts when the machine has Citus for that PostgreSQL (SERVICE_TEST_CITUS=none
-// skips it; =1 runs the named files there alone). At the end it prints each file's wall time,
-// slowest first, and writes them to test/artifacts/durations.json.
+// three nodes that it starts when the machine has Citus for that PostgreSQL
+// (SERVICE_TEST_CITUS=none skips it; =1 runs the named files there alone). At the end it prints
+// each file's wall time, slowest first, and writes them to test/artifacts/durations.json.
 import { spawn, spawnSync } from 'node:child_process'
 import {
   existsSync,
@@ -173,7 +173,8 @@ if (code === 0 && whole && olderHome !== 'none' && existsSync(join(olderHome, 'b
 
 // Citus from ../shared/citus/install.sh when this machine has it and the run may install it (root),
 // and, as root, Debian's newer PostgreSQL 15 when the one installed is too old for that build (the
-// browser tests install chromium the same way). Whatever fails here only skips the pass, saying why.
+// browser tests install chromium the same way). Whatever fails here only skips the
+// pass, saying why.
 const aptEnv = { ...process.env, DEBIAN_FRONTEND: 'noninteractive' }
 const apt = (...args: string[]) =>
   spawnSync('apt-get', args, { stdio: 'ignore', env: aptEnv }).status === 0
@@ -183,7 +184,8 @@ const citusWhyNot = () => {
   if (citusMissing() && root && existsSync(install)) spawnSync(install, { stdio: 'ignore' })
   const tooOld = () =>
     existsSync(join(CITUS_HOME, 'lib', 'citus.so')) && serverMinor() < CITUS_MIN_MINOR
-  // A package list that does not know the newer release installs nothing: fetched, then tried again.
+  // A package list that does not know the newer release installs nothing: fetched,
+  // then tried again.
   if (root && tooOld() && (!apt('install', '-y', 'postgresql-15') || tooOld())) {
     apt('update') && apt('install', '-y', 'postgresql-15')
   }

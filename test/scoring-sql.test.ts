@@ -227,7 +227,8 @@ test('churnRiskSql and upsellScoreSql give what churnRisk and upsellScore give',
     }),
     3000,
   )
-  // Every combination of exact .5 ties is in the sample too: e and f multiples of 10 and d of 10/3 make them.
+  // Every combination of exact .5 ties is in the sample too: e and f multiples of 10 and
+  // d of 10/3 make them.
   for (const e of [-100, -50, -10, 0, 10, 50, 100])
     for (const d of [-100, -10, 10, 100]) cases.push({ e, f: 10, d, days: 45 })
   const rows = await s.sql.unsafe(
@@ -455,7 +456,8 @@ test('the scoring job gives what the pure functions give, record by record', asy
         await scoreRecords(s.sql, { account_id: accountId, entity: 'contact' }, { today: TODAY })
         await checkEntity(accountId, 'customer', m)
         await checkEntity(accountId, 'contact', m)
-        // Churn: only an automatic one is lifted, once last_seen is within inactive_days of the churn date.
+        // Churn: only an automatic one is lifted, once last_seen is within inactive_days
+        // of the churn date.
         const inactiveDays = m?.churn?.inactive_days ?? 0
         const after = await s.sql`
       select service_id, is_churned, to_char(churned_date, 'YYYY-MM-DD') as churned_date, churn_reason,
@@ -489,7 +491,8 @@ test('the scoring job gives what the pure functions give, record by record', asy
   )
 })
 
-// One engagement rule on a metric and one fit rule on an attribute, for the tests of what a run writes.
+// One engagement rule on a metric and one fit rule on an attribute, for the tests of
+// what a run writes.
 const WRITES_MODEL = v.parse(ScoringModelSchema, {
   customer: {
     engagement: [{ codename: 'm_num', weight: 1, bad: 0, good: 40 }],

@@ -127,7 +127,8 @@ const ACME = {
     // logins 50, tickets -100 + 200 * -8/-10 = 60, renewal in 100 days 11.11:
     // (2500 + 1500 + 277.78) / 100 = 42.78 -> 43
     { date: day(-10), logins: 30, tickets: 2 },
-    // logins 0, no tickets (weights renormalised to 75), renewal in 95 days 5.56: 25 * 5.56 / 75 = 1.85 -> 2
+    // logins 0, no tickets (weights renormalised to 75), renewal in 95 days 5.56: 25 *
+    // 5.56 / 75 = 1.85 -> 2
     { date: day(-5), logins: 20 },
   ],
 }
@@ -155,7 +156,8 @@ test('scores, history, churn risk, upsell and explanation after an upload', asyn
     // 50 - 0.35 * 2 - 0.15 * 50 - 0.3 * -41 + 20 * 5 / 90 = 55.21 -> 55
     churn_risk: 55,
   })
-  assert.equal((await stored(a, 'acme')).upsell_score, 54) // 50 + 0.3 * 2 + 0.2 * 50 + 0.15 * -41 = 54.45
+  // 50 + 0.3 * 2 + 0.2 * 50 + 0.15 * -41 = 54.45
+  assert.equal((await stored(a, 'acme')).upsell_score, 54)
   // Engagement explained on the snapshot of last_seen, fit as of today.
   assert.deepEqual(acme.score_explanation, {
     engagement: [
@@ -282,7 +284,8 @@ test('a model change rescores the whole account; without a contact model contact
     fitscore: null, // no fit rules
     churn_risk: 66, // 50 - 0 - 0 - 0.3 * -50 + 20 * 5 / 90 = 66.11
   })
-  assert.equal((await stored(a, 'acme')).upsell_score, 43) // 50 + 0.15 * -50 = 42.5, half away from zero
+  // 50 + 0.15 * -50 = 42.5, half away from zero
+  assert.equal((await stored(a, 'acme')).upsell_score, 43)
   assert.equal((await getCustomer(a, 'beta')).engagementscore, -100)
   const rescored = (await a.api('/api/v1/customer/acme/contact/p1', undefined, 'GET')).body
   assert.deepEqual(
@@ -321,7 +324,8 @@ test('a model change that keeps the engagement rules rescores from the stored hi
   // acme has SSO, which this rule scores -100; churn risk follows the new fit: 50 - 0.35 * 2
   // - 0.15 * -100 - 0.3 * -41 + 20 * 5 / 90 = 77.71 (engagement 2, difference 2 - 43 = -41).
   assert.deepEqual(kept, { ...before, fitscore: -100, churn_risk: 78 })
-  // The engagement rules change: the changed snapshots are scored again (logins 0, tickets 10: -100).
+  // The engagement rules change: the changed snapshots are scored again (logins 0,
+  // tickets 10: -100).
   await setModel(a, {
     customer: { fit, engagement: [{ codename: 'logins', weight: 1, bad: 0, good: 40 }] },
   })
@@ -340,7 +344,8 @@ test(automaticChurnTitle, async () => {
   const a = await setUp()
   await setModel(a, { ...MODEL, churn: { inactive_days: 30 } })
   await uploadCustomers(a, [
-    { external_id: 'recent', metrics: [{ date: day(-30), logins: 10 }] }, // exactly 30 days: not older
+    // exactly 30 days: not older
+    { external_id: 'recent', metrics: [{ date: day(-30), logins: 10 }] },
     { external_id: 'idle', metrics: [{ date: day(-31), logins: 10 }] },
     { external_id: 'manual', metrics: [{ date: day(-200), logins: 10 }] },
     { external_id: 'never', attributes: { country: 'US' } }, // no last_seen: not judged
@@ -489,7 +494,8 @@ test(sideBySideTitle, async () => {
   await settle(a)
   for (const id of sent)
     assert.equal((await waitForUpload(a.api, id, 60_000, true)).status, 'processed')
-  // The last upload (round 0, dated today) decides the latest scores: logins i % 40 of 40, tickets 0 of 10.
+  // The last upload (round 0, dated today) decides the latest scores: logins i % 40 of
+  // 40, tickets 0 of 10.
   const row = await stored(a, 'dl-20')
   assert.deepEqual(
     { e: row.engagementscore, l: row.last_seen },

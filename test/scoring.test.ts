@@ -82,7 +82,8 @@ test('number property where lower is better (good < bad)', () => {
 test('date property: days from the scoring date, negative in the past', () => {
   assert.equal(daysBetween('2026-03-01', '2026-05-30'), 90)
   assert.equal(daysBetween('2026-03-01', '2026-02-01'), -28)
-  assert.equal(propertyScore(renewal, '2026-05-30', DAY, 'date'), 0) // 90 days ahead, bad 0 good 180
+  // 90 days ahead, bad 0 good 180
+  assert.equal(propertyScore(renewal, '2026-05-30', DAY, 'date'), 0)
   assert.equal(propertyScore(renewal, '2026-08-28', DAY, 'date'), 100) // 180 days
   assert.equal(propertyScore(renewal, '2026-03-01', DAY, 'date'), -100)
   assert.equal(propertyScore(renewal, '2026-01-30', DAY, 'date'), -100) // 30 days past
@@ -139,7 +140,8 @@ test('weighted score rounds half away from zero', () => {
     { codename: 'open_tickets', weight: 1, bad: 0, good: 200 },
   ]
   assert.equal(score(rules, { logins: 105, open_tickets: 100 }).score, 3) // (5 + 0) / 2 = 2.5
-  assert.equal(score(rules, { logins: 95, open_tickets: 100 }).score, -3) // -2.5; Math.round gives -2
+  // -2.5; Math.round gives -2
+  assert.equal(score(rules, { logins: 95, open_tickets: 100 }).score, -3)
 })
 
 test('roundHalfAway: ties away from zero, float noise up to 1e-9 absorbed, no -0', () => {
@@ -482,10 +484,10 @@ test('weightedScoreSql binds every codename and rule number as a parameter', () 
     [...new Set(numbers)].sort((a, b) => a - b),
     params.map((_, i) => i + 4),
   )
-  // What the SQL computes is checked against weightedScore in scoring-sql.test.ts; here, how it reads
-  // the data. The one attribute (plan_zq) is read once per record, in the record-level columns; each
-  // metric once per snapshot, in the scan's raw values; the typed levels and the sums read no stored
-  // jsonb, only the level below by name.
+  // What the SQL computes is checked against weightedScore in scoring-sql.test.ts; here, how
+  // it reads the data. The one attribute (plan_zq) is read once per record, in the record-level
+  // columns; each metric once per snapshot, in the scan's raw values; the typed levels and the sums
+  // read no stored jsonb, only the level below by name.
   const reads = (fragments: string[], ref: string) => fragments.join('\n').split(ref).length - 1
   assert.equal(reads(columns.raw, 'c.attributes -> '), 1)
   assert.equal(reads(values.raw, 's."values" -> '), 3)

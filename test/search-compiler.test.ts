@@ -364,7 +364,8 @@ describe('compileSearch SQL', () => {
       await found({ limit: 1, afterServiceId: await db.serviceId('customers', 'c1') }),
       ['c2', 'c4'],
     )
-    // The after record is a contact of this account (service ids of customers and contacts overlap).
+    // The after record is a contact of this account (service ids of customers and
+    // contacts overlap).
     const p1 = await db.serviceId('contacts', 'p1')
     assert.deepEqual(await found({ entity: 'contact', catalog: [], afterServiceId: p1 }), [
       'p2',
@@ -519,7 +520,8 @@ describe('compileSearch SQL', () => {
       emails: ['a@x.io', 'b@x.io'],
       titles: ['red', 'blue'],
     })
-    // owner is no core field of contacts: the catalog tells whether a contact property has the name.
+    // owner is no core field of contacts: the catalog tells whether a contact property
+    // has the name.
     assert.deepEqual(contextNeeds('contact', { filters }), {
       catalog: true,
       emails: [],
@@ -578,7 +580,8 @@ describe('compileSearch: long IN lists', () => {
   const day = (i: number) => new Date(Date.UTC(2030, 0, 1 + i)).toISOString().slice(0, 10)
   const number = (i: number) => String(1000 + i)
   const text = (i: number) => `pad ${i}`
-  // The array's type is the column's own for a core field: PostgreSQL hashes only what hashes alike.
+  // The array's type is the column's own for a core field: PostgreSQL hashes only what
+  // hashes alike.
   const cases: {
     entity?: SearchInput['entity']
     field: string
@@ -1460,7 +1463,8 @@ describe('compileSearch: sort', () => {
     assert.deepEqual(pathsOf({ sort, cursorKey: key, afterServiceId: 3 }), ['/after'])
   })
 
-  // Last in this block: it gives account 8's records probabilities (and a score row to those without).
+  // Last in this block: it gives account 8's records probabilities (and a score row to
+  // those without).
   test('a sort on the learned churn probability walks its index as the score sorts do', async () => {
     const PROBABILITIES = [0.25, null, 0.5, 0.25, 0.125, 0.75, 1 / 3]
     const bytes = (a: string, b: string) => Buffer.compare(Buffer.from(a), Buffer.from(b))
@@ -1489,8 +1493,9 @@ describe('compileSearch: sort', () => {
         .map((g) => g.external_id)
       for (const limit of [1, 3])
         assert.deepEqual(await walk(keys, limit), order, `${direction} by ${limit}`)
-      // After a cursor: the rest of its tie, (descending) the next two values' ties, the records beyond
-      // and those without a value, each a range of (account_id, churn_probability, external_id).
+      // After a cursor: the rest of its tie, (descending) the next two values' ties, the records
+      // beyond and those without a value, each a range of (account_id, churn_probability,
+      // external_id).
       const scope = cursorScope(8, 'customer', resolveSort('customer', keys, new Map(), []))
       const query = compileSearch(
         input({
@@ -1519,13 +1524,14 @@ describe('compileSearch: sort', () => {
       const walked = reads.filter(
         ({ node }) => node['Index Name'] === 'customer_scores_churn_probability',
       )
-      // The tie and the records beyond; descending, also the next two values and the probes finding them.
+      // The tie and the records beyond; descending, also the next two values and the
+      // probes finding them.
       assert.ok(
         walked.length >= (direction === 'desc' ? 6 : 2),
         `${direction}: ${walked.length} index reads`,
       )
-      // Nothing read is sorted whole under its part's limit (a descending walk orders a tie's external
-      // IDs by an incremental sort, as for the other scores).
+      // Nothing read is sorted whole under its part's limit (a descending walk orders a tie's
+      // external IDs by an incremental sort, as for the other scores).
       for (const { above } of reads)
         assert.ok(!above.slice(above.lastIndexOf('Limit')).includes('Sort'), `${above}`)
     }

@@ -60,7 +60,8 @@ const customerArb = fc.record({
   country: maybe(text),
   has_sso: maybe(fc.boolean()),
   plan_started: maybe(date),
-  // Two snapshots: the record's metric values are the latest one's, a key missing there the older one's.
+  // Two snapshots: the record's metric values are the latest one's, a key missing there
+  // the older one's.
   older: fc.record({
     logins: maybe(fc.constantFrom(...NUMBERS)),
     seats: maybe(fc.constantFrom(...NUMBERS)),
@@ -331,7 +332,8 @@ const filterArb = (entity: Entity): fc.Arbitrary<Filter> =>
     }),
   )
 
-// Trees up to the depth limit: a node at the top, below it a leaf as likely as a node, so that most stay small.
+// Trees up to the depth limit: a node at the top, below it a leaf as likely as a node, so
+// that most stay small.
 const conditionArb = (entity: Entity, depth = 0): fc.Arbitrary<Condition> => {
   if (depth === MAX_TREE_DEPTH) return filterArb(entity)
   const child = conditionArb(entity, depth + 1)
@@ -385,8 +387,9 @@ const RECORDS: Record<Entity, SearchRecord[]> = {
   contact: contactRecords,
 }
 
-// Random requests, each of which must page to exactly what the evaluator matches; a third of them at
-// least must have an answer that is neither empty nor everything: the ones that tell conditions apart.
+// Random requests, each of which must page to exactly what the evaluator matches; a third
+// of them at least must have an answer that is neither empty nor everything: the ones that
+// tell conditions apart.
 const compare = async (arb: ReturnType<typeof requestArb>) => {
   let telling = 0
   let reordered = 0

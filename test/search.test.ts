@@ -899,12 +899,13 @@ describe('paging', () => {
   })
 })
 
-// The indexed sort keys page as the rest of the cursor's tie, then the records beyond its value, then
-// those without one: long ties at the cursor (most records share a score, a name, a creation time),
-// records without a score row beside ones whose row has no value, both directions.
+// The indexed sort keys page as the rest of the cursor's tie, then the records beyond its value,
+// then those without one: long ties at the cursor (most records share a score, a name, a creation
+// time), records without a score row beside ones whose row has no value, both directions.
 describe('paging under a sort: ties and nulls', () => {
   let tied: Account
-  // External IDs out of byte order against their insertion, so that a tie is not in insertion order.
+  // External IDs out of byte order against their insertion, so that a tie is not in
+  // insertion order.
   const ids = Array.from(
     { length: 41 },
     (_, i) => `t${((i * 17) % 41).toString(36)}${i % 3 === 0 ? 'Z' : 'a'}`,

@@ -1,4 +1,5 @@
-// The operator's second day (issue 35): what an interrupted or refused import says, and the owners hint.
+// The operator's second day (issue 35): what an interrupted or refused import says, and
+// the owners hint.
 import assert from 'node:assert/strict'
 import { spawn } from 'node:child_process'
 import { once } from 'node:events'

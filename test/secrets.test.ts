@@ -107,8 +107,8 @@ test('secrets never reach the logs', async () => {
     )
     for (const [name, secret] of Object.entries(secrets)) {
       assert.ok(!output.includes(secret), `the ${name} secret is in the logs`)
-      // Nor its secret part alone: sk_<account>_<secret>, whsec_<secret>. (The secret part may itself
-      // hold '_', so the prefix is cut, not the last piece taken.)
+      // Nor its secret part alone: sk_<account>_<secret>, whsec_<secret>. (The secret part may
+      // itself hold '_', so the prefix is cut, not the last piece taken.)
       const part = secret.replace(/^(sk_\d+_|whsec_)/, '')
       assert.ok(
         part.length >= 16 && !output.includes(part),

@@ -1,6 +1,7 @@
-// The SSRF guard: IPv4 outside the IANA special-purpose ranges, IPv6 only in global unicast (2000::/3) outside
-// its special-purpose blocks, IPv4 addresses embedded in IPv6 decoded and checked by the IPv4 rule, and host
-// names resolved with that rule both when a subscription is created and at every delivery.
+// The SSRF guard: IPv4 outside the IANA special-purpose ranges, IPv6 only in global unicast
+// (2000::/3) outside its special-purpose blocks, IPv4 addresses embedded in IPv6 decoded and
+// checked by the IPv4 rule, and host names resolved with that rule both when a subscription is
+// created and at every delivery.
 import assert from 'node:assert/strict'
 import { after, before, describe, test } from 'node:test'
 import { addWebhook } from '../src/webhooks/endpoints.ts'
@@ -43,7 +44,8 @@ const ADDRESSES: [string, boolean][] = [
   ['::', true],
   ['::1', true],
   ['0:0:0:0:0:0:0:1', true],
-  // IPv4-mapped, IPv4-compatible and SIIT (::ffff:0:0/96) forms carry an IPv4 address: the IPv4 rule decides.
+  // IPv4-mapped, IPv4-compatible and SIIT (::ffff:0:0/96) forms carry an IPv4 address: the
+  // IPv4 rule decides.
   ['::ffff:127.0.0.1', true],
   ['::ffff:7f00:1', true],
   ['::FFFF:7F00:0001', true],
@@ -233,7 +235,8 @@ describe('at delivery, the name is resolved and checked again', () => {
   test('a name that now resolves to a refused IPv6 address fails the delivery without connecting', async () => {
     const receiver = await startReceiver()
     try {
-      // ::ffff:127.0.0.1 and ::1 would reach this receiver (or one on ::1) if the guard let them through.
+      // ::ffff:127.0.0.1 and ::1 would reach this receiver (or one on ::1) if the guard
+      // let them through.
       for (const address of ['::ffff:127.0.0.1', '::1', ...PROBED, ...PROBED_TOO]) {
         const url = `https://hooks.example.com:${receiver.port}/hooks`
         const result = await sendWebhook({
@@ -252,8 +255,8 @@ describe('at delivery, the name is resolved and checked again', () => {
         )
       }
       assert.equal(receiver.requests.length, 0)
-      // The same resolved address does reach the receiver when private targets are allowed: the check, not the
-      // network, is what stopped the deliveries above.
+      // The same resolved address does reach the receiver when private targets are allowed: the
+      // check, not the network, is what stopped the deliveries above.
       const allowed = await sendWebhook({
         url: `http://hooks.example.com:${receiver.port}/hooks`,
         body,

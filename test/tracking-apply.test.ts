@@ -66,7 +66,8 @@ const BATCH_1: Event[] = [
     data: { customer: { country: 'BE', has_sso: true, plan_started: '2025-06-01' } },
   },
   { at: T, customer: 'c2', data: { customer: { country: 'X' } } },
-  { at: T, customer: 'c2', data: { customer: { country: 'Y', has_sso: null } } }, // same time: the later id wins
+  // same time: the later id wins
+  { at: T, customer: 'c2', data: { customer: { country: 'Y', has_sso: null } } },
   {
     at: T,
     customer: 'nobody',
@@ -270,9 +271,10 @@ test('an event whose insert commits after later ones were applied is still appli
   assert.equal((await customers(a))[0].attributes.country, 'LATE')
 })
 
-// A Segment track that names its customer is stored as a tracked event (relay.ts) and applied by this
-// job, while the group that creates its customer waits for the Segment apply job: the track waits for
-// it, then is matched, not marked unmatched; its type and its outcome are counted with the messages.
+// A Segment track that names its customer is stored as a tracked event (relay.ts) and applied
+// by this job, while the group that creates its customer waits for the Segment apply job:
+// the track waits for it, then is matched, not marked unmatched; its type and its outcome are
+// counted with the messages.
 test('a Segment track waits for the group received with it, then is matched and counted', async () => {
   const accountId = await newAccount()
   const batch = [
@@ -312,8 +314,8 @@ test('a Segment track waits for the group received with it, then is matched and 
   )
 })
 
-// SDKs send the same traits with every call: a group or identify that changes nothing writes nothing
-// and rescores nothing; one that changes a trait does.
+// SDKs send the same traits with every call: a group or identify that changes nothing writes
+// nothing and rescores nothing; one that changes a trait does.
 test('a Segment group or identify that changes nothing writes nothing', async () => {
   const accountId = await newAccount()
   const send = async (n: number, country: string) => {

@@ -284,7 +284,8 @@ test('events are stored as parsed: pretty-printed bodies, escapes and emoji are 
     identification: { customer: 'c-\u00fc' },
     data: { contact: { note: 'line\nbreak' } },
   })
-  // Pretty-printed, with the non-ASCII characters sent as \u escapes (a surrogate pair for the emoji).
+  // Pretty-printed, with the non-ASCII characters sent as \u escapes (a surrogate pair
+  // for the emoji).
   const text = JSON.stringify({ trackerKey: valid.trackerKey, events: [event] }, null, 2).replace(
     /[^\x00-\x7f]/g,
     (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`,
@@ -359,7 +360,7 @@ test('a valid request answers 200 with the count; an empty events array is accep
   await waitApplied(valid.id) // null data is no data: the job does not trip over it
 })
 
-// ---- auth ----------------------------------------------------------------------------------------
+// ---- auth ---------------------------------------------------------------------------------------
 
 test('auth: missing, unknown and revoked keys are 401; nothing is stored', async () => {
   const a = await setUpTracking(await s.account())
@@ -410,7 +411,7 @@ test(trackAuthTitle, async () => {
   assert.equal((await track(noTracking, [ev()])).status, 200)
 })
 
-// ---- rate limit ----------------------------------------------------------------------------------
+// ---- rate limit ---------------------------------------------------------------------------------
 
 test('rate limit: the 201st request in a minute is 429 with Retry-After and RateLimit headers', async () => {
   const a = await setUpTracking(await s.account())
@@ -466,7 +467,7 @@ test('rate limit: SERVICE_TRACK_RATE_LIMIT is honoured and tracking has its own 
   }
 })
 
-// ---- applying events -------------------------------------------------------------------------------
+// ---- applying events ----------------------------------------------------------------------------
 
 // Customers c1 (US, SSO), c2 (DE) and c3; contacts p1 (c1, role user) and q1 (c2, role viewer).
 const appliedAccount = async () => {
@@ -517,7 +518,8 @@ test('applying: data.customer updates typed customer attributes only, later even
           country: 'FR',
           crm_link: 'https://crm.test/1', // a custom and a system attribute
           has_sso: 'yes',
-          plan_started: 20260230, // wrong types: ignored (a date string that is not a date is a 400: dates.test.ts)
+          // wrong types: ignored (a date string that is not a date is a 400: dates.test.ts)
+          plan_started: 20260230,
           logins: 5,
           unknown_key: 1, // a metric and an unknown key: ignored
         },
@@ -952,7 +954,7 @@ test('admin: count and list recent events of a customer, newest first (API and C
   )
 })
 
-// ---- no webhook ----------------------------------------------------------------------------------
+// ---- no webhook ---------------------------------------------------------------------------------
 
 test('tracking sends no webhook, not even for the contacts it creates', async () => {
   const received: string[] = []
@@ -995,7 +997,7 @@ test('tracking sends no webhook, not even for the contacts it creates', async ()
   }
 })
 
-// ---- aggregation ---------------------------------------------------------------------------------
+// ---- aggregation --------------------------------------------------------------------------------
 
 const run = promisify(execFile)
 const cli = (args: string[]) =>
@@ -1011,7 +1013,8 @@ test(aggregationTitle, async () => {
     s.admin('POST', `/accounts/${a.id}/properties`, { entity, kind: 'metric', codename, type })
   await define('customer', 'page_view')
   await define('contact', 'page_view')
-  await define('customer', 'signup_source', 'string') // named like an event but not a number: untouched
+  // named like an event but not a number: untouched
+  await define('customer', 'signup_source', 'string')
   const yesterday = new Date(NOW - DAY).toISOString().slice(0, 10)
   await upload(a, 'customers', [
     { external_id: 'c1', name: 'One', metrics: [{ date: today, seats: 10 }] },
@@ -1036,7 +1039,8 @@ test(aggregationTitle, async () => {
     at('c1', 'p1', 'sessions', 1000),
     at('c1', 'p1', 'sessions', DAY), // a contact metric only
     at('c1', undefined, 'signup_source', 1000),
-    at('c2', undefined, 'logins', 40 * DAY), // c2's only logins event has aged out: its value drops to 0
+    // c2's only logins event has aged out: its value drops to 0
+    at('c2', undefined, 'logins', 40 * DAY),
     at('nobody', undefined, 'logins', 1000),
     at('nobody', undefined, 'logins', 2000), // unmatched: counted nowhere
   ])
@@ -1105,7 +1109,7 @@ test('aggregation: the daily cron line is registered with the worker', async () 
   assert.ok(row, 'graphile-worker knows the aggregate_events crontab')
 })
 
-// ---- the SQL twin of fitsType ----------------------------------------------------------------------
+// ---- the SQL twin of fitsType -------------------------------------------------------------------
 
 test('fits_type (SQL) agrees with fitsType (TypeScript) on generated values', async () => {
   const digits = (n: number) =>

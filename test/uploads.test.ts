@@ -1125,8 +1125,8 @@ test('a bulk import has the tables it grew analyzed, so plans follow their real 
 test('a record another request creates while an upload merges it still gets the upload fields', async () => {
   const a = await scoredAccount(s)
   await upload(a.api, [customer(1, { external_id: 'race-held' })])
-  // The upload's update of race-held waits in a trigger for a lock the test holds, on every node (on
-  // Citus a distributed table's trigger runs on its shard's node): between that update and the
+  // The upload's update of race-held waits in a trigger for a lock the test holds, on every node
+  // (on Citus a distributed table's trigger runs on its shard's node): between that update and the
   // insert of race-new, a single create of race-new commits, as a request might at any time.
   const nodes = clusterFromEnv()?.map((n) =>
     Object.assign(new URL(n.url), { pathname: new URL(s.url).pathname }),

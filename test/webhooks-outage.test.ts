@@ -1,7 +1,8 @@
-// A webhook receiver that is down for a minute, in real time (webhookRetryScale 1): its port refuses
-// connections, then a receiver listens on it again. A is uploaded as the outage begins and uses up
-// its three attempts; B is uploaded 40 s in and its third attempt, 20-30 s after the second, finds
-// the receiver back; C after the outage goes through at once; A redelivered arrives unchanged.
+// A webhook receiver that is down for a minute, in real time (webhookRetryScale 1): its port
+// refuses connections, then a receiver listens on it again. A is uploaded as the outage begins
+// and uses up its three attempts; B is uploaded 40 s in and its third attempt, 20-30 s after
+// the second, finds the receiver back; C after the outage goes through at once; A redelivered
+// arrives unchanged.
 import { test, before, after } from 'node:test'
 import assert from 'node:assert/strict'
 import { verify } from '@octokit/webhooks-methods'
@@ -65,8 +66,8 @@ const ownPort = async (): Promise<Awaited<ReturnType<typeof startReceiver>>> => 
 
 test('a receiver down for a minute: deliveries follow the retry rules', async (t) => {
   const account = await scoredAccount(s)
-  // Started only to own a port for the webhook's URL, then closed: connections are refused. The port
-  // is below the ephemeral range (32768 and up on Linux), so that no connection made on a busy
+  // Started only to own a port for the webhook's URL, then closed: connections are refused. The
+  // port is below the ephemeral range (32768 and up on Linux), so that no connection made on a busy
   // machine during the outage takes it as its own local port.
   const down = await ownPort()
   const { hookId, secret } = await subscribe(s, account.id, down.url)

@@ -540,7 +540,8 @@ test('410 Gone disables at once and tells every user; what comes meanwhile is he
 test('failing for the whole configured period disables; a success restarts the count; enable resumes', async () => {
   let status = 500
   const { account, r, hookId } = await subscribed(() => status)
-  // Comfortably past the period after the run of failures that began with this delivery's first attempt.
+  // Comfortably past the period after the run of failures that began with this delivery's
+  // first attempt.
   const periodAfter = (d: Delivery) =>
     sleep(
       Date.parse(d.attempts[0].at) +
@@ -624,7 +625,8 @@ test('a redelivery to a disabled webhook is held until the webhook is enabled', 
 
 test('recover: the failed deliveries since a time go again in their original order, webhook-id unchanged', async () => {
   let status = 400
-  // Answers after a random pause once fixed, so that deliveries sent side by side would arrive shuffled.
+  // Answers after a random pause once fixed, so that deliveries sent side by side would
+  // arrive shuffled.
   const { account, r, hookId } = await subscribed(async () =>
     status === 200 ? sleep(Math.random() * 40).then(() => 200) : status,
   )

@@ -74,7 +74,8 @@ export const createAccount = (sql: Sql, body: v.InferOutput<typeof CreateAccount
       insert into accounts (name, source_of_truth, tracker_key)
       values (${body.name}, ${body.source_of_truth}, ${trackerKey()}) returning ${columns(tx)}`
     // The system attributes are catalog rows (catalog/properties.ts), written here in the account's
-    // own transaction: catalog/ imports accounts/ (accountIn), so accounts/ cannot call back into it.
+    // own transaction: catalog/ imports accounts/ (accountIn), so accounts/ cannot
+    // call back into it.
     await tx`insert into property_defs ${tx(
       SYSTEM_ATTRIBUTES.map((a) => ({
         account_id: account.id,

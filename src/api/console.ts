@@ -1,16 +1,18 @@
 import { route, type Route } from '../route.ts'
 
-// The console (src/console/) is browser code that calls the public API with the key the user enters;
-// these routes only serve its page, script and stylesheet, with no access to any account's data.
+// The console (src/console/) is browser code that calls the public API with the key the
+// user enters; these routes only serve its page, script and stylesheet, with no access to
+// any account's data.
 
 interface Assets {
   script: string
   style: string
 }
 
-// The bundle carries the built console in __CONSOLE__ (see build.mjs). From source it is built once, on
-// first request, by src/console/build.mjs with esbuild (a dev dependency): loaded by its path, so that
-// neither the server's type check nor its bundle takes in the browser code or the builder.
+// The bundle carries the built console in __CONSOLE__ (see build.mjs). From source it is built
+// once, on first request, by src/console/build.mjs with esbuild (a dev dependency): loaded
+// by its path, so that neither the server's type check nor its bundle takes in the browser
+// code or the builder.
 declare const __CONSOLE__: Assets | undefined
 
 const fromSource = async (): Promise<Assets> => {
@@ -28,8 +30,8 @@ const built = () =>
     style: Buffer.from(a.style),
   })))
 
-// The page may load and call only this service, and no other site may frame it: the key it holds can
-// read every customer of its account.
+// The page may load and call only this service, and no other site may frame it: the key it holds
+// can read every customer of its account.
 const HEADERS = {
   'content-security-policy':
     "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self' data:; " +

@@ -14,8 +14,9 @@ const NODE_MS = 1000
 const within = <T>(work: Promise<T>) =>
   Promise.race([work, new Promise<never>((_, reject) => setTimeout(reject, READY_MS).unref())])
 
-// The database answers on the main pool (point reads and writes), never on one that expensive queries
-// can fill; on Citus, each worker node answers too (checked on the admin pool: it touches every node).
+// The database answers on the main pool (point reads and writes), never on one that expensive
+// queries can fill; on Citus, each worker node answers too (checked on the admin pool: it
+// touches every node).
 const readiness = async (app: App) => {
   const [db, nodes] = await Promise.allSettled([
     within(ping(app.sql)),

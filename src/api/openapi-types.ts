@@ -1,7 +1,7 @@
 // The console's response types (src/console/openapi.ts), generated from the document that GET
 // /openapi.json serves, so that a schema change reaches the console's typecheck. A development tool
-// the service never imports: `npm run openapi-types` rewrites the file, and test/console-types.test.ts
-// fails while the committed one differs.
+// the service never imports: `npm run openapi-types` rewrites the file, and
+// test/console-types.test.ts fails while the committed one differs.
 import { spawnSync } from 'node:child_process'
 import { writeFileSync } from 'node:fs'
 import { join } from 'node:path'

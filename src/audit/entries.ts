@@ -45,7 +45,8 @@ export const recordRefusal = (sql: Sql, c: Change) =>
   )
 
 // A removed user's entries keep what they did, and their id, but no longer their name or email
-// (people/users.ts removeUser): the actor's name is blanked, and shown as an erasure's segments are.
+// (people/users.ts removeUser): the actor's name is blanked, and shown as an erasure's
+// segments are.
 export const forgetUser = (sql: Sql | Tx, accountId: number, userId: number) =>
   sql`update audit_entries set actor_name = null
     where account_id = ${accountId} and actor_type = 'user' and actor_id = ${userId}`

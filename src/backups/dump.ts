@@ -43,7 +43,8 @@ interface Summary {
   ms: number
 }
 
-// Table and sequence names come as regclass prints them, quoted where they need it; columns are quoted here.
+// Table and sequence names come as regclass prints them, quoted where they need it; columns
+// are quoted here.
 const columnList = (columns: string[]) =>
   columns.map((c) => `"${c.replaceAll('"', '""')}"`).join(', ')
 
@@ -72,8 +73,8 @@ const listTables = async (tx: Tx): Promise<Listed[]> => {
     const ready = kept.filter(
       (r) => !placed.has(r.name) && r.refs.every((ref) => placed.has(ref) || !names.has(ref)),
     )
-    // A circle of keys has no such order: its tables follow in name order, their keys checked at commit
-    // only if deferrable (the schema has no such circle).
+    // A circle of keys has no such order: its tables follow in name order, their keys checked at
+    // commit only if deferrable (the schema has no such circle).
     const next = ready.length ? ready : kept.filter((r) => !placed.has(r.name)).slice(0, 1)
     for (const { refs: _, ...table } of next) {
       placed.add(table.name)
@@ -121,15 +122,16 @@ const countLines = (chunk: Buffer) => {
   return n
 }
 
-// postgres.js pauses its socket when a COPY's stream is full, and resumes it when the stream is read
-// from again. When the COPY's last rows and its end arrive together, the stream ends with the socket
-// paused, and the transaction's next statement waits forever for an answer already sent (found with a
-// backup of a few MB: the worker's job never ended; porsager/postgres#499, unfixed in 3.4.x). The
-// stream's read function is the one that resumes the socket: called once every row is read.
+// postgres.js pauses its socket when a COPY's stream is full, and resumes it when the stream is
+// read from again. When the COPY's last rows and its end arrive together, the stream ends with
+// the socket paused, and the transaction's next statement waits forever for an answer already
+// sent (found with a backup of a few MB: the worker's job never ended; porsager/postgres#499,
+// unfixed in 3.4.x). The stream's read function is the one that resumes the socket: called
+// once every row is read.
 const resumeConnection = (stream: Readable) => stream._read(0)
 
-// On Citus one transaction on the coordinator sees each worker at another moment: the file would not
-// be one consistent state, so the backup is refused, naming the cluster's own way.
+// On Citus one transaction on the coordinator sees each worker at another moment: the file would
+// not be one consistent state, so the backup is refused, naming the cluster's own way.
 const refuseCitus = async (sql: Sql) => {
   const [citus] = await sql`select 1 from pg_extension where extname = 'citus'`
   if (citus) {
@@ -252,7 +254,8 @@ const readAll = async (
   }
 }
 
-// Reads the whole file as a restore does, writing nothing: the restore's first pass. Returns the rows.
+// Reads the whole file as a restore does, writing nothing: the restore's first pass.
+// Returns the rows.
 export const checkBackup = (file: string, key?: string, progress?: Progress) =>
   readAll(file, key, async () => undefined, progress)
 
@@ -265,8 +268,8 @@ const readHeaderLine = async (file: string, key: string | undefined) => {
   }
 }
 
-// Whether the database holds the service's tables. graphile-worker's schema alone is not data of the
-// service (a restore into an empty database makes it first, outside the restore's transaction).
+// Whether the database holds the service's tables. graphile-worker's schema alone is not data of
+// the service (a restore into an empty database makes it first, outside the restore's transaction).
 const holdsData = async (sql: Sql) =>
   (
     await sql<
@@ -291,8 +294,9 @@ const checkColumns = async (tx: Tx, header: Header, file: string) => {
   }
 }
 
-// A row COPY refuses (a field of the wrong type, a key that points nowhere) is named with its table,
-// line and column, which PostgreSQL gives in the error's context (after a JSON parser's own line).
+// A row COPY refuses (a field of the wrong type, a key that points nowhere) is named with
+// its table, line and column, which PostgreSQL gives in the error's context (after a JSON
+// parser's own line).
 const copyRefusal = (file: string, err: unknown) => {
   const { message, detail, where } = err as postgres.PostgresError
   const copy = where?.split('\n').find((line) => line.startsWith('COPY '))
@@ -311,8 +315,9 @@ export interface Restored {
 // Restores `file` into the database, which must hold no tables of the service unless `force`, and
 // which nobody else may be connected to. The schema is made by the migrations the backup names (the
 // service migrates forward when it starts). Everything but graphile-worker's migrations runs in one
-// transaction: dropping the service's schema, making it again, emptying the queue, copying the rows.
-// A file that fails at any row, in the check before or in the copy itself, leaves the data as it was.
+// transaction: dropping the service's schema, making it again, emptying the queue, copying
+// the rows. A file that fails at any row, in the check before or in the copy itself, leaves
+// the data as it was.
 export const restore = async (
   sql: Sql,
   url: string,
@@ -361,7 +366,8 @@ export const restore = async (
         known.filter((m) => header.migrations.includes(m.name)),
       )
       await checkColumns(tx, header, file)
-      // The migrations' own rows (a generated key, say) and the queue's jobs are replaced by the backup's.
+      // The migrations' own rows (a generated key, say) and the queue's jobs are replaced
+      // by the backup's.
       await tx.unsafe(`truncate ${header.tables.map((t) => t.name).join(', ')}`)
       rows = await readAll(
         file,

@@ -1,9 +1,9 @@
 import { mkdirSync, readdirSync, rmSync, statSync } from 'node:fs'
 import { join } from 'node:path'
 
-// A backup folder's files: service-backup-<UTC time to the millisecond>.gz (.gz.age when encrypted),
-// so that their names sort by age and two backups never share a name. Retention keeps the newest;
-// other files are left alone.
+// A backup folder's files: service-backup-<UTC time to the millisecond>.gz (.gz.age when
+// encrypted), so that their names sort by age and two backups never share a name. Retention keeps
+// the newest; other files are left alone.
 const NAME = /^service-backup-\d{4}-\d\d-\d\dT\d\d-\d\d-\d\d-\d{3}Z\.gz(\.age)?$/
 
 export const backupName = (at: Date, encrypted = false) =>

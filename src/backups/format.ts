@@ -18,21 +18,23 @@ import { Decrypter, Encrypter } from 'age-encryption'
 //   line 1   the header, JSON: format, version, the migrations applied, the tables in restore order
 //            with their columns, the sequences' values
 //   then     each table's rows in COPY's text format, one line a row, ended by a line `\.`
-//   last     the trailer, JSON: each table's row count, which also proves the file complete, and the
-//            SHA-256 of every byte before the trailer's line, which catches a changed byte.
+//   last     the trailer, JSON: each table's row count, which also proves the file complete,
+//            and the SHA-256 of every byte before the trailer's line, which catches a changed
+//            byte.
 // The file is the content in gzip; with SERVICE_BACKUP_KEY, that gzip encrypted with age under the
 // key as a passphrase (scrypt), which authenticates every 64 KiB and the end.
 export const FORMAT = 'customer-data-service backup'
 export const VERSION = 2
 // Format 1 is format 2 without the digest: its files are still read, trusted as gzip checks them.
 const READABLE = [1, 2]
-// An age file under a passphrase costs scrypt with 2^16 rounds (64 MiB, half a second here) to open;
-// age's own default of 2^18 takes 256 MiB of the worker's memory for every backup.
+// An age file under a passphrase costs scrypt with 2^16 rounds (64 MiB, half a second here) to
+// open; age's own default of 2^18 takes 256 MiB of the worker's memory for every backup.
 const SCRYPT_LOG_N = 16
 const AGE_MAGIC = Buffer.from('age-encryption.org/v1\n')
 
 export interface Table {
-  // Schema-qualified unless on the search path (the service's own schema; graphile_worker's is not).
+  // Schema-qualified unless on the search path (the service's own schema; graphile_worker's
+  // is not).
   name: string
   columns: string[]
   // A partitioned table is copied through a query; a plain one directly.
@@ -116,7 +118,8 @@ export const openReader = async (file: string, key: string | undefined) => {
   const encrypted = isSealed(file)
   if (encrypted && !key)
     throw new Error(`${file} is encrypted: set SERVICE_BACKUP_KEY to the key it was made with`)
-  // Anybody can write a plain file that passes its own digest: with a key, only a sealed file is trusted.
+  // Anybody can write a plain file that passes its own digest: with a key, only a sealed
+  // file is trusted.
   if (!encrypted && key)
     throw new Error(
       `${file} is not encrypted, so SERVICE_BACKUP_KEY cannot authenticate it: ` +
@@ -166,9 +169,9 @@ export const openReader = async (file: string, key: string | undefined) => {
     while ((end = buffered.indexOf(10)) === -1) await more()
     return take(end, 1).toString('utf8')
   }
-  // Passes the rows to `out` until the end marker, in whole lines: a row never holds a newline (COPY
-  // writes it as \n) and no row's line starts with `\.` (COPY writes a backslash as \\). `buffered`
-  // always starts at a line's start.
+  // Passes the rows to `out` until the end marker, in whole lines: a row never holds a newline
+  // (COPY writes it as \n) and no row's line starts with `\.` (COPY writes a backslash as \\).
+  // `buffered` always starts at a line's start.
   const rows = async (out: (lines: Buffer) => Promise<void>) => {
     for (;;) {
       if (buffered.subarray(0, END.length).equals(END)) {

@@ -79,8 +79,8 @@ export const defineProperty = async (
   )[0]
 
 // The catalog as the search, upload, record and scoring paths read it: the account's definitions of
-// an entity as a json array of {codename, kind, type}. A subquery, so that callers read it in the round trip that reads
-// whatever else they need.
+// an entity as a json array of {codename, kind, type}. A subquery, so that callers read it in the
+// round trip that reads whatever else they need.
 export const catalogSql = (sql: Sql | Tx, accountId: number, entity: Entity) => sql`
   (select coalesce(json_agg(json_build_object('codename', p.codename, 'kind', p.kind, 'type', p.type)), '[]')
    from property_defs p where p.account_id = ${accountId} and p.entity = ${entity})`

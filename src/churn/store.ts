@@ -1,6 +1,7 @@
 // The churn model's rows (sql/050): the account's model and the state of its latest training, and
-// the customers a training learns from (the probabilities it makes are written by scoring/churn.ts).
-// Every statement names the account, so that on Citus it runs on the account's shard.
+// the customers a training learns from (the probabilities it makes are written by
+// scoring/churn.ts). Every statement names the account, so that on Citus it runs on the
+// account's shard.
 import type { PropertyDef } from '../property.ts'
 import type { Sql, Tx } from '../db/client.ts'
 import type { ChurnModel, Evaluation, Sample, Trained } from '../learn/churn.ts'
@@ -67,7 +68,8 @@ export const saveTrained = (sql: Sql | Tx, accountId: number, t: Trained) => sql
     training = ${sql.json(t.training)}, importance = ${sql.json(t.features)}
   where account_id = ${accountId}`
 
-// A failed training says why and leaves the serving model (model, trained_at, evaluation) as it was.
+// A failed training says why and leaves the serving model (model, trained_at, evaluation)
+// as it was.
 export const saveFailure = (sql: Sql | Tx, accountId: number, error: string) => sql`
   update churn_models set status = 'failed', error = ${error} where account_id = ${accountId}`
 

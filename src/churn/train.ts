@@ -133,7 +133,8 @@ export const trainChurnTask = async (
       await saveTrained(tx, accountId, trained)
       for (let k = 0; k < ids.length; k += SAMPLE_PAGE)
         await write(tx, ids.slice(k, k + SAMPLE_PAGE), p.slice(k, k + SAMPLE_PAGE))
-      // Segments and "This week" read the probabilities too, as any writer of scores has them redone.
+      // Segments and "This week" read the probabilities too, as any writer of scores
+      // has them redone.
       await addCustomersChanged(tx, accountId)
     })
     return { trained: true, customers: matrix.n, algorithm: trained.model.algorithm }

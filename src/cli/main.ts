@@ -15,8 +15,9 @@ import { importUsage, runImport } from './import.ts'
 
 // The one table of commands (as KNOBS is of the environment): what `service --help` lists, each
 // command's own --help, and how it runs. `serving` commands run the service; the others are one-off
-// commands on an admin connection, `migrated` ones after the migrations (a backup is of the database
-// as it is; a restore makes the schema of the backup's own version, which the next start migrates).
+// commands on an admin connection, `migrated` ones after the migrations (a backup is of
+// the database as it is; a restore makes the schema of the backup's own version, which the
+// next start migrates).
 interface Command {
   // The command's line in `service --help`: its arguments, then what it does.
   synopsis: string
@@ -94,10 +95,11 @@ Environment:
 ${environmentHelp()}
 `
 
-// A serving process keeps little alive and makes much short-lived garbage: with V8's defaults its RSS
-// sat at several times the live heap. More, smaller collections trade some CPU for it (docs/benchmarks.md,
-// "Figures behind code choices"). Set here rather than as node flags, so the bundle, the single executable
-// and `node src/cli/main.ts` all run with them; the same flag given to node on the command line wins.
+// A serving process keeps little alive and makes much short-lived garbage: with V8's defaults
+// its RSS sat at several times the live heap. More, smaller collections trade some CPU for it
+// (docs/benchmarks.md, "Figures behind code choices"). Set here rather than as node flags, so the
+// bundle, the single executable and `node src/cli/main.ts` all run with them; the same flag given
+// to node on the command line wins.
 const HEAP_FLAGS = ['--semi-space-growth-factor=1', '--heap-growing-percent=20']
 const tuneHeap = () => {
   for (const flag of HEAP_FLAGS)
@@ -106,8 +108,8 @@ const tuneHeap = () => {
 }
 
 // SIGTERM/SIGINT drain in-flight requests and jobs, stop what was started, log one line naming the
-// signal, then exit 0. Set up before anything starts: a signal during start-up (the embedded database
-// already running, the demo account being made) must not leave a process behind.
+// signal, then exit 0. Set up before anything starts: a signal during start-up (the embedded
+// database already running, the demo account being made) must not leave a process behind.
 const stops: (() => Promise<void>)[] = []
 const onSignal = (command: string, log: Log) => (signal: NodeJS.Signals) => {
   const started = performance.now()

@@ -23,8 +23,9 @@ export type SortKey = NonNullable<BodyOf<'searchCustomers'>['sort']>[number]
 export type Selection = Pick<BodyOf<'searchCustomers'>, 'filters' | 'where'>
 type Page = Schemas['CustomerPage']
 
-// A refusal as the service words it: Problem Details' sentence plus each place the request is wrong,
-// and the seconds its Retry-After header asks to wait (a 429), for the page to say when to retry.
+// A refusal as the service words it: Problem Details' sentence plus each place the request
+// is wrong, and the seconds its Retry-After header asks to wait (a 429), for the page to
+// say when to retry.
 export class ApiError extends Error {
   constructor(
     readonly status: number,
@@ -200,7 +201,8 @@ export const signOutPerson = (me: Me) =>
   request<void>(headersOf(sessionCredential(me.csrf_token)), 'POST', `${AUTH}/sign-out`)
 export const setPassword = (token: string, password: string) =>
   request<User>({}, 'POST', `${AUTH}/password`, { token, password })
-// The identity provider's page, by a top-level navigation (it redirects there and back to /console).
+// The identity provider's page, by a top-level navigation (it redirects there and back
+// to /console).
 export const ssoStart = (account: number) => `${AUTH}/sso/${account}/start`
 
 // Session storage: a credential is gone when the tab closes and is never shared with other tabs.

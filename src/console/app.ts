@@ -259,8 +259,8 @@ export const App = () => {
     if (view.name === 'uploads') return html`<${Uploads} session=${session} account=${null} />`
     return html`<${Matrix} apiKey=${key} />`
   }
-  // The skip link is the first stop of the Tab key; it moves the focus rather than the fragment, which
-  // names the view.
+  // The skip link is the first stop of the Tab key; it moves the focus rather than the fragment,
+  // which names the view.
   return html`<${Grants.Provider} value=${session.kind === 'user' ? session.me.grants : null}>
     <a class="skip-link" href="#main" onClick=${focusOn('main')}>Skip to content</a>
     <header>

@@ -3,9 +3,9 @@ import { useEffect, useRef } from 'preact/hooks'
 import uPlot from 'uplot'
 import 'uplot/dist/uPlot.min.css'
 
-// The 12 weeks of the home view: customers per quadrant (left axis) and the median engagement (right
-// axis, dashed). Each series has its own dash as well as its colour, so the legend reads without
-// colour; the table beside the chart holds the same numbers for screen readers and links.
+// The 12 weeks of the home view: customers per quadrant (left axis) and the median engagement
+// (right axis, dashed). Each series has its own dash as well as its colour, so the legend reads
+// without colour; the table beside the chart holds the same numbers for screen readers and links.
 export interface WeekSeries {
   label: string
   colour: string

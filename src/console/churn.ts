@@ -93,7 +93,8 @@ const Evaluation = ({ model, properties }: { model: ChurnModelState; properties?
     </div>`
 }
 
-// The account's learned churn model in Settings, for the operator and for the account's admin alike.
+// The account's learned churn model in Settings, for the operator and for the account's
+// admin alike.
 export const ChurnModelSettings = ({
   door,
   properties,

@@ -21,8 +21,8 @@ const PAGE = 100
 
 type Value = string | number | null
 // Each column's value (what CSV exports), where it differs how the table shows it, and the search
-// field it sorts by (owner and tags hold sets and do not sort; the ID is every order's last key). The
-// owner is answered as an email; the table shows the user's name where the account gave one.
+// field it sorts by (owner and tags hold sets and do not sort; the ID is every order's last key).
+// The owner is answered as an email; the table shows the user's name where the account gave one.
 interface Column {
   title: string
   value: (c: Customer) => Value
@@ -90,8 +90,8 @@ const shown = (column: Column, c: Customer, users: User[] | undefined) => {
   return column.num ? html`<${Score} kind=${column.num} value=${v} />` : (v ?? '–')
 }
 
-// A spreadsheet runs a cell that starts with = + - @ as a formula; text cells get a leading quote so
-// that a customer's name cannot run one on the reader's machine. Numbers are left as they are.
+// A spreadsheet runs a cell that starts with = + - @ as a formula; text cells get a leading quote
+// so that a customer's name cannot run one on the reader's machine. Numbers are left as they are.
 const cell = (value: Value) => {
   if (value === null) return ''
   if (typeof value === 'number') return String(value)
@@ -139,9 +139,9 @@ const pageOf = (
 
 const ORDER = { asc: 'ascending', desc: 'descending' } as const
 
-// `where` comes from the address (a number's link elsewhere in the console) and narrows whatever the
-// filter builder adds.
-// Offered as one control where the table's headers are hidden (the table read as cards).
+// `where` comes from the address (a number's link elsewhere in the console) and narrows whatever
+// the filter builder adds. Offered as one control where the table's headers are hidden (the
+// table read as cards).
 const SortChoice = ({
   columns,
   sort,

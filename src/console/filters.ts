@@ -3,8 +3,8 @@ import { useState } from 'preact/hooks'
 import { accountProperties, type Condition, type Filter } from './api.ts'
 import { useData } from './load.ts'
 
-// The search API's fields that every account has (docs/api.md), each with its type, which decides the
-// operators offered; the account's own attributes and metrics come typed and labelled from
+// The search API's fields that every account has (docs/api.md), each with its type, which decides
+// the operators offered; the account's own attributes and metrics come typed and labelled from
 // GET /api/v1/properties. A codename typed in that neither knows is offered every operator (the
 // service names a wrong one).
 type Operator = Filter['operator']

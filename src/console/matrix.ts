@@ -6,8 +6,8 @@ import { customerHref, customersHref, percent, riskColour } from './format.ts'
 import { useData } from './load.ts'
 import { narrow, SegmentPicker, unscoredOf } from './segments.ts'
 
-// The canvas's own square of units, drawn at whatever width the page gives it (pointer positions are
-// scaled back); the margin holds the axes and the quadrants' names, so no label covers a point.
+// The canvas's own square of units, drawn at whatever width the page gives it (pointer positions
+// are scaled back); the margin holds the axes and the quadrants' names, so no label covers a point.
 const SIZE = 600
 const MARGIN = 44
 const PLOT = SIZE - 2 * MARGIN
@@ -24,7 +24,8 @@ const px = (fit: number) => MARGIN + ((fit + 100) / 200) * PLOT
 const py = (engagement: number) => MARGIN + ((100 - engagement) / 200) * PLOT
 
 const LABEL = '#333'
-// A canvas position as a share of the canvas, where the tooltip goes however wide the canvas is shown.
+// A canvas position as a share of the canvas, where the tooltip goes however wide the
+// canvas is shown.
 const position = (at: number) => `${(at / SIZE) * 100}%`
 
 // A quadrant's name in the margin beside its quadrant, turned when it stands on the right.
@@ -192,7 +193,8 @@ const step = (points: Point[], from: Point, [dx, dy]: [number, number]) => {
   return best
 }
 
-// A grid cell's range of scores, as the aggregate counts it: 20 points from -100, the last with 100.
+// A grid cell's range of scores, as the aggregate counts it: 20 points from -100, the
+// last with 100.
 const range = (k: number) => `${-100 + 20 * k} to ${k === CELLS - 1 ? 100 : -81 + 20 * k}`
 type Cell = { i: number; j: number; n: number }
 const cellAt = (grid: number[][], x: number, y: number): Cell | undefined => {
@@ -237,8 +239,8 @@ export const Matrix = ({ apiKey }: { apiKey: string }) => {
   const [hover, setHover] = useState<Point | undefined>()
   const [cell, setCell] = useState<Cell | undefined>()
   const [colour, setColour] = useState<Colour>('risk')
-  // The probability colours the matrix once a model has been trained (one that failed to train again
-  // keeps serving); a key that cannot read the model has no choice to make.
+  // The probability colours the matrix once a model has been trained (one that failed to train
+  // again keeps serving); a key that cannot read the model has no choice to make.
   const model = useData(() => churnModel(apiKey), [apiKey])
   const learned = model.data?.trained_at != null
   const by = learned ? colour : 'risk'

@@ -16,10 +16,10 @@ import { errorLine } from './format.ts'
 import { useAction, useData, value } from './load.ts'
 import { Scroller } from './scroller.ts'
 
-// Settings' people (docs/console.md, "Users, invites and SSO"): the account's users with their roles,
-// invites and reset links (each shown once, to be given to the person: the service sends no mail),
-// and single sign-on. The operator reaches them through the admin API, an account admin through a
-// session; both change the role of any user but themselves (the service keeps one admin).
+// Settings' people (docs/console.md, "Users, invites and SSO"): the account's users with their
+// roles, invites and reset links (each shown once, to be given to the person: the service sends
+// no mail), and single sign-on. The operator reaches them through the admin API, an account admin
+// through a session; both change the role of any user but themselves (the service keeps one admin).
 
 // A one-time link, shown until the person who made it has kept it.
 const Once = ({
@@ -162,7 +162,8 @@ const SsoForm = ({ door }: { door: Door }) => {
     default_role: 'viewer',
   })
   const [saved, setSaved] = useState<SsoConfig | undefined>()
-  // Only an account admin can read the configuration back (GET /api/v1/sso; 404 when there is none).
+  // Only an account admin can read the configuration back (GET /api/v1/sso; 404 when
+  // there is none).
   const current = useData(
     () =>
       door.kind === 'user'

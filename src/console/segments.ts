@@ -16,7 +16,8 @@ export const narrow = (segment: Segment | undefined, conditions: Condition[]): S
   return { where: all.length === 1 ? all[0] : { and: all } }
 }
 
-// Those of a selection with either score unknown: the matrix's "not scored yet", which it cannot draw.
+// Those of a selection with either score unknown: the matrix's "not scored yet", which
+// it cannot draw.
 export const unscoredOf = (selection: Selection): Condition => {
   const unscored: Condition = {
     or: [

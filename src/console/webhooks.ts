@@ -20,8 +20,9 @@ const Attempts = ({ delivery }: { delivery: Delivery }) =>
         )}
       </ol>`
 
-// Whether deliveries arrive: a webhook whose every delivery fails reads as failing (since when, and its
-// last error), and one the service disabled after failing too long says so, not merely "disabled".
+// Whether deliveries arrive: a webhook whose every delivery fails reads as failing (since
+// when, and its last error), and one the service disabled after failing too long says so,
+// not merely "disabled".
 const Health = ({ webhook: w }: { webhook: Webhook }) => {
   const last = w.last_failure
   const why = last && `${last.status_code ?? 'no answer'}${last.error ? `: ${last.error}` : ''}`
@@ -94,9 +95,9 @@ const Deliveries = ({
   </section>`
 }
 
-// An account's webhook subscriptions, each a card (name, URL, events, health, actions) that wraps to
-// any width: add one (its secret is shown this once), remove one, disable one
-// (its deliveries are held) or enable one again, and a delivery log with redelivery.
+// An account's webhook subscriptions, each a card (name, URL, events, health, actions) that wraps
+// to any width: add one (its secret is shown this once), remove one, disable one (its deliveries
+// are held) or enable one again, and a delivery log with redelivery.
 export const Webhooks = ({ token, account }: { token: string; account: number }) => {
   const base = `/${account}/webhooks`
   const list = useData(() => admin<Webhook[]>(token, 'GET', base), [token, account])

@@ -27,9 +27,9 @@ import { useData } from './load.ts'
 import { Scroller } from './scroller.ts'
 
 // The landing view of a key holder: what changed over the last 7 or 30 days, the renewals ahead and
-// 12 weeks of the account's health, all from one API call (GET /api/v1/insights/week) that any client
-// can make. Every number links to the customers list it counts, where the API gives its search (not
-// earlier weeks' quadrants, nor the movements of a report kept from an earlier day).
+// 12 weeks of the account's health, all from one API call (GET /api/v1/insights/week) that any
+// client can make. Every number links to the customers list it counts, where the API gives its
+// search (not earlier weeks' quadrants, nor the movements of a report kept from an earlier day).
 
 const QUADRANTS: [QuadrantName, string, string, number[] | undefined][] = [
   ['churn_risk', 'Churn risk', '#b3261e', undefined],
@@ -118,9 +118,9 @@ const MoveList = ({
     }
   </section>`
 
-// The learned churn probability's largest rises, then and now and by how many points; no number here
-// links to a list (no search field holds a past probability).
-// A probability's change in percentage points, to one decimal.
+// The learned churn probability's largest rises, then and now and by how many points; no number
+// here links to a list (no search field holds a past probability). A probability's change in
+// percentage points, to one decimal.
 const points = (change: number) => Math.round(change * 1000) / 10
 
 const Rises = ({ rises }: { rises: Week['churn_probability_rises'] }) =>

@@ -14,8 +14,9 @@ export interface JobSpec {
 }
 
 // Jobs are always added with SQL on the caller's connection, so they commit or roll back with
-// the data they concern. One statement for any number of jobs: add_jobs, far faster than add_job each.
-// The specs travel as JSON text: a parameter PostgreSQL types json would be encoded once more.
+// the data they concern. One statement for any number of jobs: add_jobs, far faster than
+// add_job each. The specs travel as JSON text: a parameter PostgreSQL types json would be
+// encoded once more.
 export const addJobs = (tx: Sql | Tx, specs: JobSpec[]) =>
   specs.length === 0
     ? Promise.resolve()
@@ -117,8 +118,8 @@ declare global {
 }
 export type TaskName = keyof GraphileWorker.Tasks
 
-// The upload's processing job is added by the statement that stores the upload (uploads/receive.ts),
-// so its spec is SQL: the upload's id is only known there.
+// The upload's processing job is added by the statement that stores the upload
+// (uploads/receive.ts), so its spec is SQL: the upload's id is only known there.
 export const processUploadJobSql = (
   sql: Sql | Tx,
   accountId: number,
@@ -136,8 +137,8 @@ export const processUploadJob = (accountId: number, uploadId: number): JobSpec =
 })
 
 // At most one apply job per account waits to run, for tracked events and for Segment messages each:
-// the intake adds one only when none is waiting (tracking/tracker/intake.ts, tracking/relay/intake.ts), and a job
-// that leaves rows behind queues its successor.
+// the intake adds one only when none is waiting (tracking/tracker/intake.ts,
+// tracking/relay/intake.ts), and a job that leaves rows behind queues its successor.
 export type ApplyTask = typeof TASKS.applyEvents | typeof TASKS.applyRelay
 export const applyJobKey = (task: ApplyTask, accountId: number) => `${task}:${accountId}`
 export const applyJob = (task: ApplyTask, accountId: number): JobSpec => ({

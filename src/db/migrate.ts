@@ -10,7 +10,8 @@ interface Migration {
   sql: string
 }
 
-// The bundle carries the files in __MIGRATIONS__ (see build.mjs); from source they are read from sql/.
+// The bundle carries the files in __MIGRATIONS__ (see build.mjs); from source they are
+// read from sql/.
 declare const __MIGRATIONS__: Migration[] | undefined
 
 const fromDisk = (): Migration[] => {
@@ -111,9 +112,9 @@ export const migrate = async (
   const conn = await sql.reserve()
   const applied: string[] = []
   try {
-    // Polled rather than waited for: a session blocked in pg_advisory_lock is a transaction, which a
-    // CREATE INDEX CONCURRENTLY of the holder's migration would wait for to end, a deadlock the server
-    // does not detect. Between tries the waiter holds none.
+    // Polled rather than waited for: a session blocked in pg_advisory_lock is a transaction, which
+    // a CREATE INDEX CONCURRENTLY of the holder's migration would wait for to end, a deadlock the
+    // server does not detect. Between tries the waiter holds none.
     while (!(await tryMigrationsLock(conn))) {
       await new Promise((resolve) => setTimeout(resolve, 100))
     }
@@ -144,9 +145,9 @@ export const migrate = async (
 export const migrateWorker = (url: string) =>
   runMigrations({ connectionString: url, logger: quietLogger })
 
-// Applies `files` inside the caller's transaction, into a schema that holds none of their tables yet
-// (a restore's: its rows follow in the same transaction). A concurrent index build cannot run in a
-// transaction, and on empty tables a plain one is the same.
+// Applies `files` inside the caller's transaction, into a schema that holds none of their tables
+// yet (a restore's: its rows follow in the same transaction). A concurrent index build cannot run
+// in a transaction, and on empty tables a plain one is the same.
 const withoutConcurrently = (statement: string) =>
   statement.replace(/^(create\s+(?:unique\s+)?index|drop\s+index)\s+concurrently\b/i, '$1')
 export const migrateWithin = async (tx: Tx, files: Migration[]) => {

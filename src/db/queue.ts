@@ -28,8 +28,8 @@ export const availableJob = (sql: Sql | Tx, key: string) => sql`
 export const pendingJob = (sql: Sql | Tx, key: string) => sql`
   select locked_at, run_at from graphile_worker.jobs where key = ${key} and attempts < max_attempts`
 
-// The waiting jobs of one account's task whose payload's `field` is `value` are removed (complete_jobs
-// leaves a running one alone).
+// The waiting jobs of one account's task whose payload's `field` is `value` are removed
+// (complete_jobs leaves a running one alone).
 export const removeWaitingJobs = (
   tx: Sql | Tx,
   task: string,
@@ -42,9 +42,10 @@ export const removeWaitingJobs = (
     where t.identifier = ${task} and j.payload->>'account_id' = ${String(accountId)}
       and j.payload->>${field}::text = ${String(value)}))`
 
-// After a restore, jobs locked at the backup were in flight in the backed-up processes: free at once,
-// with an attempt left (tasks are idempotent, as graphile-worker's at-least-once asks). A keyed job
-// replaced while it ran was given max_attempts by add_job, which would leave it queued forever.
+// After a restore, jobs locked at the backup were in flight in the backed-up processes: free
+// at once, with an attempt left (tasks are idempotent, as graphile-worker's at-least-once
+// asks). A keyed job replaced while it ran was given max_attempts by add_job, which would
+// leave it queued forever.
 export const releaseRestoredJobs = async (tx: Tx) => {
   await tx`update graphile_worker._private_jobs
     set locked_at = null, locked_by = null, attempts = least(attempts, greatest(max_attempts - 1, 0))

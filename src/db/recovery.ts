@@ -24,14 +24,15 @@ const forget = (sql: Sql, ids: string[]) =>
   sql`delete from worker_heartbeats where worker_id = any(${ids}::text[])`
 
 // A live worker can lose track of a job too: when the database drops while it records the job's
-// outcome (or while it takes the job), graphile-worker leaves the job and its queue locked by a pool
-// that still beats, and the account's whole queue waits. So each process releases the locks held
-// under its own ids by jobs it is not running: never one between `job:start` and `job:complete`
-// (that would run it twice at once), nor one whose outcome may still be on its way (finished less
-// than the grace ago), nor a lock younger than the grace (a job taken whose `job:start` is still to
-// come). graphile-worker records a failure only under the lock it took, so a failure recorded late
-// changes nothing once the lock is released; a success recorded late deletes the job, which then ran
-// once more after its first run, as after a crash. The statements that release locks: db/queue.ts.
+// outcome (or while it takes the job), graphile-worker leaves the job and its queue locked by
+// a pool that still beats, and the account's whole queue waits. So each process releases the
+// locks held under its own ids by jobs it is not running: never one between `job:start` and
+// `job:complete` (that would run it twice at once), nor one whose outcome may still be on its
+// way (finished less than the grace ago), nor a lock younger than the grace (a job taken whose
+// `job:start` is still to come). graphile-worker records a failure only under the lock it took,
+// so a failure recorded late changes nothing once the lock is released; a success recorded late
+// deletes the job, which then ran once more after its first run, as after a crash. The statements
+// that release locks: db/queue.ts.
 
 // Pass `events` to graphile-worker's run(); call recover() once it has started and stop() once
 // the runner has stopped (its jobs finished, so no lock of ours can be taken for a dead one).

@@ -9,15 +9,16 @@ export interface PgError {
   detail?: string
 }
 
-// A name a shard gives its table's objects: the table's or the constraint's name, the shard's id appended.
+// A name a shard gives its table's objects: the table's or the constraint's name, the
+// shard's id appended.
 const SHARD_NAMED = /"([^"]+)_(\d+)"/g
 
-// On Citus an error raised on a worker node (a constraint the data breaks, say) reaches the client of
-// the coordinator with its SQLSTATE, message and detail only, and the message names the shard's
-// objects: relation "customers_102056", constraint "no_forbidden_names_102056". This gives the error
-// as one PostgreSQL gives it: the table's and the constraint's own names in the text and as fields
-// (read back from the shard's id in pg_dist_shard), and the column a not-null violation names. Any
-// other error, and every error of a PostgreSQL without Citus, is returned as it is.
+// On Citus an error raised on a worker node (a constraint the data breaks, say) reaches the client
+// of the coordinator with its SQLSTATE, message and detail only, and the message names the shard's
+// objects: relation "customers_102056", constraint "no_forbidden_names_102056". This gives the
+// error as one PostgreSQL gives it: the table's and the constraint's own names in the text and
+// as fields (read back from the shard's id in pg_dist_shard), and the column a not-null violation
+// names. Any other error, and every error of a PostgreSQL without Citus, is returned as it is.
 export const unsharded = async (sql: Sql, err: PgError): Promise<PgError> => {
   const text = `${err.message ?? ''}\n${err.detail ?? ''}`
   const ids = [...new Set([...text.matchAll(SHARD_NAMED)].map((m) => m[2]))]

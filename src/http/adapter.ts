@@ -60,8 +60,9 @@ const readBody = (
   if (declared > DISCARD_BYTES) return done('too large, close')
   if (declared > limit) return done('too large')
   const chunks: Buffer[] = []
-  // A large body of announced length is copied into one buffer as it arrives: its chunks are garbage
-  // at once, not held beside their concatenation until the end (uploads waiting for their permit).
+  // A large body of announced length is copied into one buffer as it arrives: its chunks
+  // are garbage at once, not held beside their concatenation until the end (uploads waiting
+  // for their permit).
   const whole = declared >= LARGE_BODY_BYTES ? Buffer.allocUnsafe(declared) : undefined
   let size = 0
   let open = true
@@ -174,7 +175,8 @@ const pathOf = (url: string | undefined) => {
 // and a 'close' listener for each were 6% of the CPU of /healthz. A client already gone when the
 // signal is first read finds it aborted.
 class HttpReq implements Req {
-  // HEAD is answered as GET (uptime checkers send it); node:http sends the headers without the body.
+  // HEAD is answered as GET (uptime checkers send it); node:http sends the headers
+  // without the body.
   method: string
   url: string
   headers: IncomingMessage['headers']
@@ -237,9 +239,9 @@ export const createHttpServer = (
     }
     const ms = performance.now() - started
     observeRequest(im.method ?? 'GET', req?.route, status, ms / 1000)
-    // The route's pattern (/api/v1/customer/:external_id), never the path itself: its ids name people,
-    // and a log line is beyond an erasure's reach. null when no route matched (a 404, or a request
-    // answered before routing).
+    // The route's pattern (/api/v1/customer/:external_id), never the path itself: its ids name
+    // people, and a log line is beyond an erasure's reach. null when no route matched (a 404, or a
+    // request answered before routing).
     const path = req?.route ?? null
     log('info', 'request', { id, method: im.method, path, status, ms: Math.round(ms * 10) / 10 })
   }

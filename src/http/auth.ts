@@ -38,7 +38,8 @@ const serviceKey = (req: Req) => {
 
 // Missing header -> 401; unknown or revoked -> 403 (401 on tracking);
 // lacking the scope -> 403; over the per-key rate -> 429 with Retry-After and RateLimit-*.
-// `token`: the key as the route takes it, when not in the service-key header (a route's own credential).
+// `token`: the key as the route takes it, when not in the service-key header (a route's
+// own credential).
 export const authenticateKey = async (
   req: Req,
   app: App,

@@ -95,7 +95,8 @@ const converter = (named: Record<string, v.GenericSchema>) => {
     JSON.parse(JSON.stringify(json).replaceAll('"#/$defs/', '"#/components/schemas/')) as JsonSchema
   return {
     schema: (schema: v.GenericSchema): JsonSchema => toComponents(one(schema)),
-    // Only the named ones: the converter also lists the lazy schemas' definitions, which nothing references.
+    // Only the named ones: the converter also lists the lazy schemas' definitions, which
+    // nothing references.
     components: () =>
       toComponents(
         Object.fromEntries(
@@ -337,9 +338,9 @@ const components = (
 const hasBody = (r: Route) => !!r.body || r.method === 'POST' || r.method === 'PUT'
 const pathParams = (path: string) => [...path.matchAll(/:(\w+)/g)].map((m) => m[1])
 
-// Which Problem Details an operation may answer, from what the adapter and the router do: every route
-// vets its query string (400), and any but a probe may answer 503 on a connection past the caps (or
-// while the database is away).
+// Which Problem Details an operation may answer, from what the adapter and the router do: every
+// route vets its query string (400), and any but a probe may answer 503 on a connection past the
+// caps (or while the database is away).
 const errorStatuses = (r: Route) =>
   [
     400,
@@ -369,8 +370,8 @@ const securityOf = (r: Route) => {
 }
 
 const operation = (r: Route, schema: (s: v.GenericSchema) => JsonSchema) => {
-  // An empty body reads as {} (validate.ts), so a body whose fields are all optional may be left out,
-  // unless the route answers only a JSON exchange, which a request without a body is not.
+  // An empty body reads as {} (validate.ts), so a body whose fields are all optional may be left
+  // out, unless the route answers only a JSON exchange, which a request without a body is not.
   const bodyRequired = r.body ? !!r.jsonOnly || !v.safeParse(r.body, {}).success : false
   const parameters = [
     ...pathParams(r.path).map((name) => ({ name, in: 'path', required: true, ...pathParam(name) })),

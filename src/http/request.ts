@@ -9,8 +9,9 @@ import { MAX_BODY_BYTES } from './adapter.ts'
 // route alike (handlers store the parsed value, never the bytes, so it reaches nothing else).
 const utf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: false })
 
-// A body sent with Content-Encoding: gzip (RudderStack's SDK does by default) is read inflated, to at
-// most MAX_BODY_BYTES as any body; req.body becomes the inflated bytes, which size limits then measure.
+// A body sent with Content-Encoding: gzip (RudderStack's SDK does by default) is read inflated,
+// to at most MAX_BODY_BYTES as any body; req.body becomes the inflated bytes, which size
+// limits then measure.
 const inflated = (req: Req) => {
   const encoding = String(req.headers['content-encoding'] ?? 'identity')
     .trim()

@@ -141,8 +141,8 @@ export const invoke = (route: Route, req: Req, app: App) => {
   return route.handler(req, app)
 }
 
-// A path of letters, digits, '_', '-' and inner dots reads the same raw as after WHATWG URL parsing,
-// so such a route can be found by its text.
+// A path of letters, digits, '_', '-' and inner dots reads the same raw as after WHATWG URL
+// parsing, so such a route can be found by its text.
 const STATIC_PATH = /^(\/[\w-]+(\.[\w-]+)*)+$/
 
 // The adapter answers HEAD wherever GET is answered.

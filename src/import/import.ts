@@ -135,7 +135,8 @@ export const importFile = async (
   // pipeline passes a read error (a missing file) on to the parser, ending the loop below with it.
   pipeline(createReadStream(file), parser, () => {})
   let layout: Layout | undefined
-  // Physical lines of the records so far; with the skipped empty lines it gives a record's first line.
+  // Physical lines of the records so far; with the skipped empty lines it gives a
+  // record's first line.
   let lines = 0
   let chunk: UploadItem[] = []
   let dropped = noneDropped()

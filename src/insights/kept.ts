@@ -23,15 +23,16 @@ import {
 // The report's four statements read only the account's customers and customer_scores rows, the day
 // and the period, and cost a few passes over every customer, so their rows are kept in week_reports
 // (sql/038, sql/042) and computed anew in the background: every write of those rows enqueues a
-// refresh of the account's periods (db/jobs.ts addWeekReportRefresh), and the daily cron refreshes them for the
-// new day. A request reads the kept row, whatever its day: one of an earlier day (before the daily
-// refresh ran) is served as it is, as of its own day, while the request makes sure its refresh is
-// queued; only a period never kept for the account is computed in the request, which then queues a
-// refresh that keeps the other period too. Both paths hold the account's lock while they compute and
-// keep it, and read committed gives each statement the rows committed before it: a write enqueues its
-// refresh in its own transaction, which runs after it committed and, should a request still be
-// computing, after that request kept its rows; so the last report kept is computed from every write.
-// The drivers of the listed customers (models and labels) are read anew every time (week.ts).
+// refresh of the account's periods (db/jobs.ts addWeekReportRefresh), and the daily cron refreshes
+// them for the new day. A request reads the kept row, whatever its day: one of an earlier day
+// (before the daily refresh ran) is served as it is, as of its own day, while the request makes
+// sure its refresh is queued; only a period never kept for the account is computed in the request,
+// which then queues a refresh that keeps the other period too. Both paths hold the account's lock
+// while they compute and keep it, and read committed gives each statement the rows committed before
+// it: a write enqueues its refresh in its own transaction, which runs after it committed and,
+// should a request still be computing, after that request kept its rows; so the last report kept
+// is computed from every write. The drivers of the listed customers (models and labels) are read
+// anew every time (week.ts).
 export interface Kept {
   day: string
   moves: Moved[]
@@ -48,9 +49,9 @@ const unnamed = (key: string, value: unknown) =>
 
 const lockReports = (tx: Tx, accountId: number) => takeXactLock(tx, `week_reports:${accountId}`)
 
-// What a report reads besides its period's movements: the same for every period of a day, so a refresh
-// of both kept periods reads it once. `at` is taken before the first statement: a change committed
-// after it may be missing from the reports, whose computed_at it becomes.
+// What a report reads besides its period's movements: the same for every period of a day, so a
+// refresh of both kept periods reads it once. `at` is taken before the first statement: a change
+// committed after it may be missing from the reports, whose computed_at it becomes.
 interface Common {
   at: Date
   renewing: Renewing[]
@@ -97,8 +98,9 @@ const compute = async (
   return done
 }
 
-// `refreshing`: a write since computed_at is still to be folded in (its refresh job waits or runs; one
-// that failed for good does not count). `due`: that job runs now or soon (not put off to keep the pace).
+// `refreshing`: a write since computed_at is still to be folded in (its refresh job waits or
+// runs; one that failed for good does not count). `due`: that job runs now or soon (not put
+// off to keep the pace).
 const readKept = async (tx: Tx, accountId: number, days: Period) => {
   const [kept]: ((Kept & { due: boolean }) | undefined)[] = await tx<(Kept & { due: boolean })[]>`
     with job as (${pendingJob(tx, weekReportJobKey(accountId))})
@@ -137,15 +139,15 @@ export const keptReport = async (
   return { ...kept, refreshing: true }
 }
 
-// Refreshes of an account take at most 1/PACE of the time: the next starts no sooner than PACE times
-// the last one's duration after the last one started. An account of 100,000 customers whose writes
-// never stop is then recomputed every 20 s or so (docs/benchmarks-history.md, "This week"), not
-// without pause, and a small one at once.
+// Refreshes of an account take at most 1/PACE of the time: the next starts no sooner than PACE
+// times the last one's duration after the last one started. An account of 100,000 customers whose
+// writes never stop is then recomputed every 20 s or so (docs/benchmarks-history.md, "This week"),
+// not without pause, and a small one at once.
 const PACE = 5
 
-// The refresh job of an account (computes every period anew when it has a report kept, or puts itself
-// off to keep the pace), or the daily cron's run (no account), which adds one per account with a kept
-// report.
+// The refresh job of an account (computes every period anew when it has a report kept, or
+// puts itself off to keep the pace), or the daily cron's run (no account), which adds one per
+// account with a kept report.
 export const refreshWeekReports = async (app: App, p: CronPayload) => {
   const accountId = p.account_id
   if (accountId === undefined) {
@@ -165,8 +167,8 @@ export const refreshWeekReports = async (app: App, p: CronPayload) => {
       from week_reports where account_id = ${accountId} order by days`
     const now = today()
     if (!kept.length) return { periods: 0 }
-    // Not yet due, unless the day changed or a period is not kept yet: its job (the key, given to a new
-    // job as this one runs) waits.
+    // Not yet due, unless the day changed or a period is not kept yet: its job (the key, given to a
+    // new job as this one runs) waits.
     const complete = kept.length === PERIODS.length && kept.every((r) => r.day === now)
     if (complete && kept[0].due > kept[0].now)
       return void (await addJobs(tx, [weekReportJob(accountId, kept[0].due)]))

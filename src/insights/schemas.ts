@@ -3,7 +3,8 @@ import { Where } from '../records/search-body.ts'
 import { Day, describe, int, Probability, Timestamp } from '../validate.ts'
 import { LISTED, RENEWAL_DAYS, RENEWALS_LISTED, RISE, WEEKS } from './statements.ts'
 
-// The "This week" answer (docs/api.md, "This week"); test/contract.test.ts checks live answers against it.
+// The "This week" answer (docs/api.md, "This week"); test/contract.test.ts checks live
+// answers against it.
 
 const Score = v.nullable(int)
 const Search = describe(

@@ -60,8 +60,8 @@ const joined = (tx: Tx, parts: Fragment[], separator: Fragment) =>
 // Engagement now and as of `since` (the latest history entry dated on or before it: width_bucket
 // is a binary search of the sorted history_dates) of the active customers scored before the period,
 // kept narrow so that it stays in memory; each movement counted in one pass over it and its first
-// LISTED found by a top-N sort, never a sort of every mover. Then the churns dated in the period and
-// the reactivations in it of customers still active.
+// LISTED found by a top-N sort, never a sort of every mover. Then the churns dated in the period
+// and the reactivations in it of customers still active.
 type Scored = Exclude<Movement, 'churned' | 'reactivated'>
 const moved = (tx: Tx): Record<Scored, { where: Fragment; worst: Fragment }> => ({
   entered_risk: { where: tx`m.before >= 0 and m.e < 0`, worst: tx`m.e - m.before` },
@@ -122,8 +122,8 @@ export const movements = (tx: Tx, accountId: number, since: string, now: string)
     left join customer_scores s on s.account_id = c.account_id and s.customer_id = c.service_id
   order by top.kind, top.sort, top.service_id`
 
-// A rise of the learned churn probability is listed from a point (0.01) up: a retraining moves every
-// customer's probability a little, which no CS team would call a rise.
+// A rise of the learned churn probability is listed from a point (0.01) up: a retraining moves
+// every customer's probability a little, which no CS team would call a rise.
 export const RISE = 0.01
 
 // Active customers whose churn probability now is RISE or more above their probability as of
@@ -142,9 +142,9 @@ export const rises = (tx: Tx, accountId: number, since: string) => tx<Rise[]>`
   from risen order by p - before desc, service_id limit ${LISTED}`
 
 // Active customers whose renewal_date (a system attribute, stored as a valid YYYY-MM-DD text, whose
-// text order is its date order) falls in [from, to], the least healthy first. The quadrant: engagement
-// below 0 is churn risk whatever the fit; above, fit splits upsell from engaged with a poor fit. A fit
-// not computed counts as 0, as in churn_risk.
+// text order is its date order) falls in [from, to], the least healthy first. The quadrant:
+// engagement below 0 is churn risk whatever the fit; above, fit splits upsell from engaged with a
+// poor fit. A fit not computed counts as 0, as in churn_risk.
 export const renewals = (tx: Tx, accountId: number, from: string, to: string) => tx<Renewing[]>`
   with r as (
     select c.service_id, c.external_id, c.name, c.attributes->>'renewal_date' as renewal_date,
@@ -159,14 +159,14 @@ export const renewals = (tx: Tx, accountId: number, from: string, to: string) =>
     count(*) over ()::integer as count, (count(*) filter (where r.engagementscore < 0) over ())::integer as at_risk
   from r order by r.engagementscore nulls last, r.renewal_date, r.external_id limit ${RENEWALS_LISTED}`
 
-// Customers per quadrant and the median engagement at the end of each of the last WEEKS weeks, in one
-// pass over the account's customers (a row per customer and week would be 12 times as many rows to
-// sort; offset 0 keeps the subquery whole, so that each week's score is looked up once per customer,
-// not once per aggregate that reads it). Week 0 is now, as search sees it (the stored
+// Customers per quadrant and the median engagement at the end of each of the last WEEKS weeks,
+// in one pass over the account's customers (a row per customer and week would be 12 times as many
+// rows to sort; offset 0 keeps the subquery whole, so that each week's score is looked up once per
+// customer, not once per aggregate that reads it). Week 0 is now, as search sees it (the stored
 // engagementscore, active customers). An earlier week takes each customer's engagement of that day
-// from its history, with today's fit (fit keeps no history), and counts the customers not churned on
-// that day that had a score then or existed then: an import's history reaches back before its
-// customers were created.
+// from its history, with today's fit (fit keeps no history), and counts the customers not churned
+// on that day that had a score then or existed then: an import's history reaches back before
+// its customers were created.
 const WEEK_NUMBERS = Array.from({ length: WEEKS }, (_, k) => k)
 const weekColumns = (tx: Tx) =>
   joined(

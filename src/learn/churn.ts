@@ -123,7 +123,8 @@ export const trainChurnMatrix = (
     const yv = Float64Array.from(valid, (i) => y[i])
     const beta = fitDesign(design, y, train, undefined, linearAll)
     for (const i of valid) oofLinear[i] = designScore(design, beta, i)
-    // The fold's out-of-fold log loss after each tree; it stops growing PATIENCE trees past its best.
+    // The fold's out-of-fold log loss after each tree; it stops growing PATIENCE trees
+    // past its best.
     const raw = new Float64Array(valid.length)
     const curve: number[] = []
     let best = Number.POSITIVE_INFINITY

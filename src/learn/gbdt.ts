@@ -1,8 +1,9 @@
-// Gradient-boosted trees for a binary label (log loss), grown on histograms as LightGBM and XGBoost's
-// `hist` grow them: each column's values are cut into at most MAX_BINS quantile bins once, and a
-// node's best split is found from per-bin sums of gradients and hessians, the larger child's sums
-// being its parent's minus the smaller one's. A missing value (NaN) goes to whichever side gains
-// more at each split. docs/scoring.md says why this is written here rather than taken from npm.
+// Gradient-boosted trees for a binary label (log loss), grown on histograms as LightGBM and
+// XGBoost's `hist` grow them: each column's values are cut into at most MAX_BINS quantile
+// bins once, and a node's best split is found from per-bin sums of gradients and hessians, the
+// larger child's sums being its parent's minus the smaller one's. A missing value (NaN) goes
+// to whichever side gains more at each split. docs/scoring.md says why this is written here
+// rather than taken from npm.
 import type { Matrix } from './features.ts'
 import { sigmoid } from './logistic.ts'
 

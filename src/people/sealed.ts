@@ -5,8 +5,8 @@ import { refuse } from '../errors.ts'
 // under a key derived from SERVICE_SECRET_KEY, which lives in the environment and never in the
 // database, so a copy of the database or a backup gives no secret. The stored text is
 // `v1.<key id>.<iv>.<tag>.<ciphertext>` (base64url); the key id (a digest of the key) tells a wrong
-// key from a damaged text. `bound` (the account id) is authenticated with it: a sealed text copied to
-// another account's row does not open there.
+// key from a damaged text. `bound` (the account id) is authenticated with it: a sealed text copied
+// to another account's row does not open there.
 
 const VERSION = 'v1'
 const keyOf = (secretKey: string) =>

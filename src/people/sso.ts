@@ -75,9 +75,9 @@ export const SsoConfig = v.object({
 
 // An issuer an account admin sets is held to the rule of a webhook's URL: no private, loopback or
 // link-local address, by its literal or by what its name resolves to, unless the service allows
-// private targets (SERVICE_WEBHOOK_ALLOW_PRIVATE, as local use and the tests do). The service itself
-// fetches the issuer's metadata and sends it the client secret, so an issuer inside the network
-// would let an account's admin make the service call there.
+// private targets (SERVICE_WEBHOOK_ALLOW_PRIVATE, as local use and the tests do). The service
+// itself fetches the issuer's metadata and sends it the client secret, so an issuer inside the
+// network would let an account's admin make the service call there.
 export const accountIssuerRefusal = async (issuer: string, allowPrivate: boolean) => {
   const problem = await checkWebhookTarget(issuer, allowPrivate)
   if (problem)
@@ -152,7 +152,8 @@ const discover = async (sso: SsoInput) => {
 }
 
 // The provider's sign-in page for this account, and the pending sign-in: `state` names the account
-// and a secret, the nonce and the PKCE verifier stay here. The account's expired rows go on the way.
+// and a secret, the nonce and the PKCE verifier stay here. The account's expired rows
+// go on the way.
 export const startSso = async (app: App, accountId: number, redirectUri: string) => {
   const sso = (await ssoOf(app, accountId)) ?? refuse(404, 'This account has no single sign-on.')
   const config = await discover(sso)
@@ -215,7 +216,8 @@ export const badState = (message = BAD_STATE) =>
 // Spends the pending sign-in that `state` names (one use, whatever comes next), in its account.
 const takePending = async (sql: Sql, state: string) => {
   const read = readSecret(state) ?? badState()
-  // An expired row is left to the next start's clean-up: Citus takes now() in WHERE, not in RETURNING.
+  // An expired row is left to the next start's clean-up: Citus takes now() in WHERE,
+  // not in RETURNING.
   const [row] =
     await sql`delete from sso_logins where account_id = ${read.accountId} and state_hash = ${read.hash}
     and expires_at > now() returning issuer, nonce, code_verifier`

@@ -133,9 +133,10 @@ export const setRole = (
     return changed
   })
 
-// Its sessions and links go with it (foreign keys); the customers it owned keep the id, now unknown.
-// The audit log keeps what the user did, but no longer who they were: the entries they made lose
-// their name (their email or name then), as an erasure blanks what names an erased person.
+// Its sessions and links go with it (foreign keys); the customers it owned keep the id, now
+// unknown. The audit log keeps what the user did, but no longer who they were: the entries
+// they made lose their name (their email or name then), as an erasure blanks what names
+// an erased person.
 export const removeUser = (sql: Sql, accountId: number, userId: number) =>
   sql.begin(async (tx) => {
     const { user, admins } = await lockAdmins(tx, accountId, userId)

@@ -11,10 +11,10 @@ import { suppress } from '../tracking/suppressions.ts'
 import { blankDeliveries } from './retention.ts'
 
 // One erasure, set-based, in the caller's transaction (docs/security.md, "Privacy"). The people are
-// staged from erasure_targets into temporary tables; each statement then removes or redacts one kind
-// of row and is counted. Children are deleted before their records, so that each kind is counted
-// (a record's cascade would hide them). No webhook is sent about an erasure: its payload would name
-// the person again.
+// staged from erasure_targets into temporary tables; each statement then removes or redacts one
+// kind of row and is counted. Children are deleted before their records, so that each kind is
+// counted (a record's cascade would hide them). No webhook is sent about an erasure: its payload
+// would name the person again.
 
 // erase_customers: the customers named (service_id null when no such record exists).
 // erase_contacts: the contacts named, under the customer named with them, and every contact of an
@@ -144,7 +144,8 @@ const eraseStaged = async (tx: Tx, accountId: number, needles: string[]): Promis
         where u.account_id = ${accountId} and ${names(tx, needles, tx`coalesce(u.items::text, '') || u.warnings::text`)}
         returning 1
       ) select count(*)::int as n from u`),
-    // The audit log keeps what was done and by whom; the target segments that named them are blanked.
+    // The audit log keeps what was done and by whom; the target segments that named
+    // them are blanked.
     audit_entries: await counted(tx`
       with a as (
         update audit_entries a set target = array(

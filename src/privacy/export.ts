@@ -3,9 +3,9 @@ import { budgetedStream, type Caller } from '../db/budget.ts'
 import type { Tx } from '../db/client.ts'
 import { refuse } from '../errors.ts'
 
-// Access (docs/api.md, "Privacy"): everything held about a contact, or a customer with its contacts,
-// as one JSON document: the stored record, its scores, snapshots and tags, the tracked events
-// that identify it and the Segment messages that name it. The document is read in one
+// Access (docs/api.md, "Privacy"): everything held about a contact, or a customer with its
+// contacts, as one JSON document: the stored record, its scores, snapshots and tags, the tracked
+// events that identify it and the Segment messages that name it. The document is read in one
 // repeatable-read transaction, so its parts agree, and streamed: the events, messages and contacts
 // are read through cursors, a batch at a time, whatever their number.
 
@@ -15,8 +15,8 @@ interface Doc {
   doc: string
 }
 
-// One record's document, as JSON text: the row as stored (without the account), then what hangs on it.
-// The subqueries name the account itself: Citus routes them by a constant, not by r's column.
+// One record's document, as JSON text: the row as stored (without the account), then what hangs on
+// it. The subqueries name the account itself: Citus routes them by a constant, not by r's column.
 const recordDoc = (
   db: Tx,
   accountId: number,

@@ -9,13 +9,14 @@ import { PURGE_BATCH, type Purged, purgeInBatches, purgeOlder } from '../db/purg
 // SERVICE_DELIVERY_RETENTION_DAYS after they were created (the rows, statuses and timing stay; a
 // delivery still pending keeps its payload until it is sent or fails). Each account is walked in
 // batches (db/purge.ts): events through their primary key, deliveries through the index of those
-// that still hold a payload. What was purged in all, and the oldest row kept, are stored for /metrics.
+// that still hold a payload. What was purged in all, and the oldest row kept, are stored
+// for /metrics.
 const EVENTS = { table: 'tracking_events', at: 'received_at' }
 
-// The statement's parts (common table expressions) that blank the payloads of the account's deliveries
-// `where` names (`d`, joined to `from` when given) and their attempts' answer excerpts; `blanked` yields
-// their ids. A delivery still pending is not sent without its payload: it fails (retention leaves
-// those alone; an erasure blanks them too).
+// The statement's parts (common table expressions) that blank the payloads of the account's
+// deliveries `where` names (`d`, joined to `from` when given) and their attempts' answer excerpts;
+// `blanked` yields their ids. A delivery still pending is not sent without its payload: it fails
+// (retention leaves those alone; an erasure blanks them too).
 export const blankDeliveries = (
   sql: Sql | Tx,
   accountId: number,

@@ -155,7 +155,8 @@ const gridOf = (rows: Row[]) => {
   return { scored, counts, churn_probability: probabilities }
 }
 
-// The answer: count, fields, and grid or points when asked, under the aggregate budget (db/budget.ts).
+// The answer: count, fields, and grid or points when asked, under the aggregate budget
+// (db/budget.ts).
 export const aggregate = (app: App, accountId: number, body: AggregateBody, caller?: Caller) =>
   budgeted(app, caller, 'aggregate', (tx, track) => answer(tx, track, accountId, body))
 

@@ -42,7 +42,8 @@ export const readRecord = async (
   return row
 }
 
-// The score_explanation field of GET /api/v1/customer/{external_id}; null when the customer is gone.
+// The score_explanation field of GET /api/v1/customer/{external_id}; null when the
+// customer is gone.
 const scoreExplanation = async (app: App, accountId: number, externalId: string) => {
   const [row] = await explanationRows(app.sql, accountId, app.sql`c.external_id = ${externalId}`)
   if (!row) return null

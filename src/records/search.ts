@@ -169,7 +169,8 @@ export const searchPage = (
         sorted ? cursorKey(app.sql) : undefined,
       ])
       const input = searchInput(accountId, entity, body, context, key)
-      // Whether `after` names a record is asked only of a request refused anyway, or of an empty page.
+      // Whether `after` names a record is asked only of a request refused anyway, or
+      // of an empty page.
       const { problems, search } = checkSearch(input)
       if (problems) {
         return refuse(400, INVALID_SEARCH, [

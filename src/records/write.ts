@@ -116,7 +116,8 @@ const ownerId = async (tx: Tx, accountId: number, email: string | null | undefin
       ])
 }
 
-// Churn set by hand is 'manual' so that the daily job never lifts it; false makes the customer active.
+// Churn set by hand is 'manual' so that the daily job never lifts it; false makes the
+// customer active.
 const churnColumns = (
   patch: CustomerChange,
 ): { is_churned?: boolean; churned_date?: string | null; churn_reason?: string | null } =>
@@ -172,7 +173,8 @@ export const updateCustomer = async (
   await patchRecord(app, accountId, 'customer', patch.attributes, async (tx, attributes) => {
     const owner = await ownerId(tx, accountId, patch.owner_email)
     const churn = churnColumns(patch)
-    // `was`: the row as it stood before, read in the same statement, for the churn events and webhooks.
+    // `was`: the row as it stood before, read in the same statement, for the churn
+    // events and webhooks.
     const [row] = await tx`
       update customers c set
         name = coalesce(${patch.name ?? null}::text, c.name),

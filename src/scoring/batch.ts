@@ -21,15 +21,22 @@ import { churnRiskSql, type SqlRefs, upsellScoreSql, weightedScoreSql } from './
 // batch by batch, each batch one statement that writes the score rows (customer_scores,
 // contact_scores) whose values change, so a rescoring that changes nothing writes nothing.
 export interface ScoreOptions {
-  /** The UTC date scores are relative to (trend window, fit date properties, days since last_seen). */
+  /**
+   * The UTC date scores are relative to (trend window, fit date properties, days since
+   * last_seen).
+   */
   today?: string
-  /** false: keep the stored engagement history (the daily run: a snapshot's score depends only on its own date). */
+  /**
+   * false: keep the stored engagement history (the daily run: a snapshot's score depends only on
+   * its own date).
+   */
   snapshots?: boolean
   /** Where a batch that met a stored number no double can hold is reported. */
   log?: Log
 }
 
-// Records per statement: keeps each statement's sort and the job's memory small whatever the account's size.
+// Records per statement: keeps each statement's sort and the job's memory small whatever
+// the account's size.
 export const SCORING_BATCH = 5000
 // Batches scored at once: scoring is CPU-bound in PostgreSQL, one core per backend, and a third
 // batch computes while the others write and commit (docs/benchmarks.md, "Figures behind code
@@ -63,10 +70,11 @@ const compared = (sql: string, column: string) =>
   column === 'engagementscore_trend' ? `${sql}::text` : sql
 
 // Scores of a batch of records ($1 account, $2 ids, $3 today): each snapshot's engagement (or with
-// `snapshots` false the stored history), then what summarizeHistory computes from them; customers also
-// get fit, churn risk and upsell. The trend is json, not jsonb: jsonb_object_agg costs twice as much.
-// Score rows are written only where a value changes, looked for among the batch's records only; a
-// concurrent insert of the same row (a second job scoring the same records) wins: same scores.
+// `snapshots` false the stored history), then what summarizeHistory computes from them;
+// customers also get fit, churn risk and upsell. The trend is json, not jsonb: jsonb_object_agg
+// costs twice as much. Score rows are written only where a value changes, looked for among
+// the batch's records only; a concurrent insert of the same row (a second job scoring the same
+// records) wins: same scores.
 const scoreStatement = (
   entity: Entity,
   model: ScoringModel | null,
@@ -291,7 +299,8 @@ export const scoreRecords = async (
   return scored
 }
 
-// The score_records task, which runs the jobs db/jobs.ts scoreRecordsJobs specifies; answers counts for the job's log.
+// The score_records task, which runs the jobs db/jobs.ts scoreRecordsJobs specifies; answers
+// counts for the job's log.
 export const scoreRecordsTask = async (app: App, payload: ScoreRecordsPayload) => ({
   entity: payload.entity,
   scored: await scoreRecords(app.sql, payload, { snapshots: payload.snapshots, log: app.log }),

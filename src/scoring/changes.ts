@@ -58,7 +58,8 @@ const readContributions = async (tx: Tx, accountId: number, ids: number[]) =>
     ).map((r) => [r.customer_id, r.contributions]),
   )
 
-// Types, not interfaces, all the way down: postgres.js takes JSON as JSONValue, which needs index signatures.
+// Types, not interfaces, all the way down: postgres.js takes JSON as JSONValue, which needs
+// index signatures.
 type Saved = { id: number; contributions: Contributions; drivers: ChangeDriver[] }
 const saveContributions = (tx: Tx, accountId: number, rows: Saved[]) => tx`
   insert into customer_contributions (account_id, customer_id, contributions, change_drivers)

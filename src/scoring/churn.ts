@@ -13,8 +13,8 @@ interface ChurnChange {
 }
 
 // Inserted by the transaction of each statement that changes is_churned (a single-record write, the
-// daily inactive churn, its lift at scoring), right after it: not by a trigger, which on Citus would
-// run on the worker holding the shard (sql/047). Days are UTC dates.
+// daily inactive churn, its lift at scoring), right after it: not by a trigger, which on Citus
+// would run on the worker holding the shard (sql/047). Days are UTC dates.
 export const recordChurnEvents = (tx: Tx, accountId: number, changes: ChurnChange[]) =>
   changes.length === 0
     ? Promise.resolve()
@@ -28,11 +28,11 @@ export const recordChurnEvents = (tx: Tx, accountId: number, changes: ChurnChang
     as c(service_id bigint, churned boolean, churned_date date, reason text)`.then(() => undefined)
 
 // Writes the probabilities (null: no model) of the customers as of `day`, creating their score rows
-// where they have none; a row whose probability is unchanged is not written. A change is kept in the
-// row's history (sql/052) as the day's entry, the day's last write replacing an earlier one of the
-// same day (or of a later day, should the clock step back: the dates stay in order). The history
-// keeps what "This week" reads: the entries after `day` - HISTORY_DAYS and the latest before them
-// (k, found by width_bucket's binary search; 1 when there is none).
+// where they have none; a row whose probability is unchanged is not written. A change is kept in
+// the row's history (sql/052) as the day's entry, the day's last write replacing an earlier one
+// of the same day (or of a later day, should the clock step back: the dates stay in order). The
+// history keeps what "This week" reads: the entries after `day` - HISTORY_DAYS and the latest
+// before them (k, found by width_bucket's binary search; 1 when there is none).
 const HISTORY_DAYS = Math.max(...PAST_DAYS)
 export const writeProbabilities = (
   tx: Sql | Tx,

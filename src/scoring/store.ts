@@ -30,8 +30,8 @@ export const checkModel = async (sql: Sql, accountId: number, model: ScoringMode
 const lockModel = (tx: Tx, accountId: number) =>
   tx`select model from scoring_models where account_id = ${accountId} for update`
 
-// Stores the model. The time comes through excluded: Citus evaluates now() in VALUES but refuses it in
-// DO UPDATE SET.
+// Stores the model. The time comes through excluded: Citus evaluates now() in VALUES but refuses
+// it in DO UPDATE SET.
 const storeModel = (tx: Tx, accountId: number, model: ScoringModel) => tx`
   insert into scoring_models (account_id, model, updated_at) values (${accountId}, ${tx.json(model)}, now())
   on conflict (account_id) do update set model = excluded.model, updated_at = excluded.updated_at`

@@ -178,7 +178,8 @@ export const CUSTOMER_ONLY_FIELDS: ReadonlySet<string> = new Set([
 export const CONTACT_ONLY_FIELDS: ReadonlySet<string> = new Set(['customer_external_id'])
 
 // Negative operators are stored as their positive base plus `negated`, so the SQL derives
-// NEQ/NLIKE/NIN/UNKNOWN as exact complements of the positive conditions by one rule (predicates.ts).
+// NEQ/NLIKE/NIN/UNKNOWN as exact complements of the positive conditions by one rule
+// (predicates.ts).
 export type PositiveOp = 'IN' | 'LT' | 'LTE' | 'GT' | 'GTE' | 'LIKE' | 'GTD' | 'LTD' | 'KNOWN'
 export type Operand = 'one' | 'many' | 'days' | 'none'
 

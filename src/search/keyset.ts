@@ -74,9 +74,9 @@ export const indexedFirst = (keys: readonly SortKey[]) =>
 // The index is ascending only (one index per direction would double what every write of a score,
 // name or timestamp costs). Walked backwards for a descending key, it gives a tie's external IDs
 // descending, so the walk has to read a whole tie to sort it. The next NEXT_TIES values beyond are
-// therefore read tie by tie, each forwards from the index (`key = the next value`, found by an index
-// probe), and only the records beyond them by the backward walk: a page reads a whole tie only when
-// it spans more than NEXT_TIES smaller ones first.
+// therefore read tie by tie, each forwards from the index (`key = the next value`, found by an
+// index probe), and only the records beyond them by the backward walk: a page reads a whole tie
+// only when it spans more than NEXT_TIES smaller ones first.
 const NEXT_TIES = 2
 
 export function splitPage(
@@ -115,7 +115,8 @@ export function splitPage(
     const beyond = from === undefined ? 'is not null' : `${first.descending ? '<' : '>'} ${from}`
     parts.push(cut([`${value} ${beyond}`], [`sort_0 ${direction}`, ...tie(id)]))
   }
-  // After a cursor with a value, all of them; a record without a score row has no copy of its external ID.
+  // After a cursor with a value, all of them; a record without a score row has no copy
+  // of its external ID.
   parts.push(
     cut(
       [`${value} is null`, ...(after?.[0] === null ? tieAfter('r.external_id') : [])],

@@ -97,7 +97,8 @@ function sortOf(input: BeginInput, defs: ReadonlyMap<string, PropertyDef>, error
 export const INVALID_SEARCH = 'The search request is invalid.'
 
 // The input's condition and sort, checked against the account's catalog (and a cursor against its
-// search): each problem in `errors`, after the caller's own. The body's schema has checked its shape.
+// search): each problem in `errors`, after the caller's own. The body's schema has
+// checked its shape.
 function checked(input: BeginInput, errors: FieldError[]) {
   const tree = collectTree(input.entity, input, input.catalog, errors)
   const { keys, after } = sortOf(input, new Map(input.catalog.map((d) => [d.codename, d])), errors)
@@ -153,7 +154,8 @@ function bound(input: BeginInput) {
 }
 
 // The input's condition and sort, checked (or a 400 whose detail is `refusal`, with every problem
-// of the input after the caller's own `errors`), and a context that binds one statement's parameters.
+// of the input after the caller's own `errors`), and a context that binds one statement's
+// parameters.
 function begin(input: BeginInput, refusal: string, errors: FieldError[] = []) {
   const { tree, keys, after } = checked(input, errors)
   if (errors.length > 0) refuse(400, refusal, errors)
@@ -166,7 +168,8 @@ const begun = (search: SearchInput | CheckedSearch) =>
     ? { ...search, ...bound(search.input) }
     : { input: search, ...begin(search, INVALID_SEARCH) }
 
-// Top-level ANDs as separate conditions, so that the interface's filters compile one condition each.
+// Top-level ANDs as separate conditions, so that the interface's filters compile one
+// condition each.
 const conjuncts = (t: Tree<Criterion>): Tree<Criterion>[] =>
   isNode(t) && 'and' in t ? t.and.flatMap(conjuncts) : [t]
 
@@ -175,8 +178,8 @@ const isOr = (t: Tree<Criterion>): t is { or: readonly Tree<Criterion>[] } =>
 
 // The account's records `r` that the condition matches: the table with the joins the condition
 // (and the sort keys or the statement's own `fields`) read, and the conditions, to be ANDed. With
-// `split`, a top-level OR is left out of `where` and its groups come as `groups` instead, each to be
-// ANDed with `where` on its own.
+// `split`, a top-level OR is left out of `where` and its groups come as `groups` instead, each to
+// be ANDed with `where` on its own.
 function matchSql(
   ctx: Ctx,
   tree: Tree<Criterion>,
@@ -269,7 +272,8 @@ export function compileSearch(search: SearchInput | CheckedSearch): CompiledSear
 }
 
 // All the records the search matches, paging aside: their number (column `total`), or the
-// planner's estimate of it, EXPLAIN's rows of the matching records (`estimate`), planned, never run.
+// planner's estimate of it, EXPLAIN's rows of the matching records (`estimate`),
+// planned, never run.
 export function compileCount(
   search: SearchInput | CheckedSearch,
   estimate: boolean,

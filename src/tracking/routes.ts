@@ -27,7 +27,8 @@ const WRITE_KEY: KeyAuth = {
 }
 
 export const trackingRoutes: Route[] = [
-  // The latest events tracked for one external id (matched to a customer or not), for the key's account.
+  // The latest events tracked for one external id (matched to a customer or not), for
+  // the key's account.
   route({
     method: 'GET',
     path: '/api/v1/customer/:external_id/events',
@@ -178,7 +179,8 @@ export const relayRoutes: Route[] = [
   ),
 ]
 
-// Suppressions of erased people (tracking/suppressions.ts), listed after every older row of the table.
+// Suppressions of erased people (tracking/suppressions.ts), listed after every older
+// row of the table.
 export const suppressionRoutes: Route[] = [
   route({
     method: 'GET',

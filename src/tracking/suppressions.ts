@@ -16,8 +16,9 @@ const hashOf = (sql: Sql | Tx, externalId: ReturnType<Sql>) =>
 
 // The one check, as a condition on SQL expressions naming an event's customer and contact external
 // ids: true when either is suppressed in the account. The tracker's apply path uses it, and so does
-// every other ingest that applies tracked data. Its first part names no row: read once per statement,
-// it spares the hashing of every row of the accounts that have no suppression (most of them).
+// every other ingest that applies tracked data. Its first part names no row: read once per
+// statement, it spares the hashing of every row of the accounts that have no suppression
+// (most of them).
 export const suppressedSql = (
   sql: Sql | Tx,
   accountId: number,
@@ -65,7 +66,8 @@ export const listSuppressions = (sql: Sql, accountId: number) => sql`
   select entity, encode(hash, 'hex') as hash, erasure_id, created_at, dropped::float8 as dropped
   from suppressions where account_id = ${accountId} order by created_at desc, entity, hash limit 10000`
 
-// A lifted suppression lets the external id's events be applied again (they may create the contact).
+// A lifted suppression lets the external id's events be applied again (they may create
+// the contact).
 export const liftSuppression = async (
   sql: Sql,
   accountId: number,

@@ -1,5 +1,5 @@
-// Citus (docs/operations.md): the staging tables are the coordinator's own, and Citus plans a join of
-// one with a distributed table by sending the staged rows to the account's shard; it allows no
+// Citus (docs/operations.md): the staging tables are the coordinator's own, and Citus plans a join
+// of one with a distributed table by sending the staged rows to the account's shard; it allows no
 // subquery correlated to the staged rows there, so a record's absence is an anti-join.
 import type { Tx } from '../db/client.ts'
 import { lockRecordsIn, lockRecordsWhere } from '../db/locks.ts'
@@ -189,9 +189,9 @@ const insertNewSnapshots = (
 }
 
 // Existing snapshots first: a JSON null in the staged values must clear the key, which the insert's
-// EXCLUDED row (stripped of nulls) cannot do. Then every staged row is inserted with one probe of the
-// unique index each (NOT EXISTS scanned all the account's snapshots); a conflict is a row the update just
-// merged, or one a concurrent request added since.
+// EXCLUDED row (stripped of nulls) cannot do. Then every staged row is inserted with one probe of
+// the unique index each (NOT EXISTS scanned all the account's snapshots); a conflict is a row the
+// update just merged, or one a concurrent request added since.
 const updateSnapshots = (tx: Tx, accountId: number, collection: Collection) => tx`
   update ${tx(tables(collection).snapshots)} t set "values" = jsonb_strip_nulls(t."values" || s.vals)
   from stage_snapshots s
@@ -222,7 +222,8 @@ const refreshLatestMetrics = (tx: Tx, accountId: number, collection: Collection)
 // records and refreshes those records' metrics; the tracking aggregation stages its counts the
 // same way.
 export const mergeStagedSnapshots = async (tx: Tx, accountId: number, collection: Collection) => {
-  // Without statistics the update joins by hashing all the account's snapshots (docs/benchmarks.md).
+  // Without statistics the update joins by hashing all the account's snapshots
+  // (docs/benchmarks.md).
   await tx`analyze stage_snapshots (record_id, date)`
   await lockRecordsIn(tx, collection, accountId, tx`select record_id from stage_snapshots`)
   await updateSnapshots(tx, accountId, collection)
@@ -246,10 +247,10 @@ const mergeSnapshots = async (
 
 type Warning = { external_id: string; message: string }
 
-// What each collection's merge does its own way; the staging, the locks and the snapshots are shared.
-// `fields`: the staged record's own columns. `ignore`: drops the staged records that cannot be
-// merged, before any is locked, and counts them. `insert`: the new records, as `event` tells of them
-// (created_at a Date, which the payload's JSON writes as its ISO text).
+// What each collection's merge does its own way; the staging, the locks and the snapshots are
+// shared. `fields`: the staged record's own columns. `ignore`: drops the staged records that cannot
+// be merged, before any is locked, and counts them. `insert`: the new records, as `event` tells of
+// them (created_at a Date, which the payload's JSON writes as its ISO text).
 const KINDS = {
   customers: {
     key: 'external_id',

@@ -34,9 +34,9 @@ const isPlainMetric = (m: unknown) =>
   typeof m.date === 'string' &&
   isDate(m.date) &&
   everyValue(m, isValue, 'date')
-// One snapshot per date: checkValues (values.ts) refuses a date given twice, at its path. JSON Schema
-// has no "unique by one key", so the document says it with the extension x-unique-key (and with
-// uniqueItems, which it implies).
+// One snapshot per date: checkValues (values.ts) refuses a date given twice, at its path. JSON
+// Schema has no "unique by one key", so the document says it with the extension x-unique-key (and
+// with uniqueItems, which it implies).
 const Metrics = quick(
   v.pipe(
     v.array(Metric),

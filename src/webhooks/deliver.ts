@@ -6,9 +6,9 @@ import { ATTEMPTS_PER_ROUND, retryDelaySeconds, type SendResult, sendWebhook } f
 import { hmacHeader, standardWebhookHeaders } from './sign.ts'
 
 // A removed webhook takes its deliveries with it (on delete cascade), so a missing row means
-// there is nothing left to send. The old secret signs too while its grace period after a rotation lasts.
-// The share lock waits for a re-enabling transaction in flight, whose resend could otherwise miss
-// a delivery committed meanwhile that this job then took for held.
+// there is nothing left to send. The old secret signs too while its grace period after a rotation
+// lasts. The share lock waits for a re-enabling transaction in flight, whose resend could otherwise
+// miss a delivery committed meanwhile that this job then took for held.
 const load = (sql: Sql, p: DeliverWebhookPayload) => sql`
   select d.status, d.webhook_id, d.message_id, d.payload, w.url, w.active, w.rate_limit,
     array_remove(array[w.secret, case when w.previous_secret_until > now() then w.previous_secret end], null) as secrets
@@ -19,10 +19,10 @@ const load = (sql: Sql, p: DeliverWebhookPayload) => sql`
 
 // A rate-limited endpoint's deliveries each take the next free slot, 1/rate_limit seconds after
 // the one before, from the webhook row that every worker shares; a slot in the future puts the
-// delivery's job off until then, in the same commit as the slot it took. The slot is worked out by a
-// SELECT of the locked row and set by value: Citus refuses a timestamptz plus an interval of the row's
-// columns in an UPDATE (a STABLE operator over columns, which the shard's node would evaluate), and
-// now() in a RETURNING clause. The next slot goes as text, to the microsecond.
+// delivery's job off until then, in the same commit as the slot it took. The slot is worked out
+// by a SELECT of the locked row and set by value: Citus refuses a timestamptz plus an interval
+// of the row's columns in an UPDATE (a STABLE operator over columns, which the shard's node would
+// evaluate), and now() in a RETURNING clause. The next slot goes as text, to the microsecond.
 const takeSlot = (app: App, p: DeliverWebhookPayload, webhookId: number) =>
   app.sql.begin(async (tx) => {
     const [slot] = await tx`

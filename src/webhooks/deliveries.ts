@@ -36,8 +36,9 @@ export const listDeliveries = async (
     order by d.id desc`
 }
 
-// Deliveries sent again (a redelivery, a recovery, a re-enabled webhook's held ones) share one queue
-// per webhook, which graphile-worker runs one job at a time: each goes out after the one before it.
+// Deliveries sent again (a redelivery, a recovery, a re-enabled webhook's held ones) share
+// one queue per webhook, which graphile-worker runs one job at a time: each goes out after
+// the one before it.
 const resendQueue = (accountId: number, webhookId: number) => `webhook:${accountId}:${webhookId}`
 
 // A delivery whose payload is gone (past its retention, or erased) has nothing left to send.

@@ -115,8 +115,8 @@ export const removeWebhook = async (sql: Sql, accountId: number, id: number) => 
   if (!hook) refuse(404, `Webhook ${id} does not exist.`)
 }
 
-// The replaced secret keeps signing beside the new one for graceSeconds, so that receivers can switch
-// over without a gap; rotating again within that time drops the oldest.
+// The replaced secret keeps signing beside the new one for graceSeconds, so that receivers can
+// switch over without a gap; rotating again within that time drops the oldest.
 export const rotateSecret = async (
   sql: Sql,
   accountId: number,

@@ -6,8 +6,9 @@ import { describe, int } from '../validate.ts'
 // The event catalog: every event a subscription can choose, its payload's schema (published by
 // GET /admin/v1/event-types and checked against every delivery in the tests) and an example, which
 // the test-send endpoint delivers. Every event is a list of items cut into chunks of up to 1000,
-// each chunk one delivery: {event, timestamp, data: {...head, <list>: [...], batch}}. customer.created
-// is the interface spec's "Events > Payload" byte for byte; the others follow its pattern.
+// each chunk one delivery: {event, timestamp, data: {...head, <list>: [...], batch}}.
+// customer.created is the interface spec's "Events > Payload" byte for byte; the others
+// follow its pattern.
 export const BATCH_SIZE = 1000
 
 const Timestamp = v.pipe(v.string(), v.isoTimestamp())
@@ -220,7 +221,8 @@ const examples: { [E in EventName]: { items: EventItem<E>[]; fields?: Record<str
 export const examplePayload = <E extends EventName>(event: E, timestamp = at) =>
   buildPayloads(event, examples[event].items, timestamp, examples[event].fields)[0]
 
-// A payload schema holds no named or lazy schemas: plain JSON Schema, converted once, on first request.
+// A payload schema holds no named or lazy schemas: plain JSON Schema, converted once,
+// on first request.
 const jsonSchema = (event: EventName) => {
   const { $schema: _, ...schema } = toJsonSchema(PAYLOADS[event], {
     target: 'draft-2020-12',

@@ -6,7 +6,7 @@ import type { components, paths } from './generated/schema.ts'
 
 type Known<T> = unknown extends T ? false : [T] extends [never] ? false : true
 type Same<A, B> = [A] extends [B] ? ([B] extends [A] ? true : false) : false
-// biome-ignore lint/correctness/noUnusedVariables: the type argument is the assertion, checked where it is given
+// biome-ignore lint/correctness/noUnusedVariables: T is the assertion, checked where it is given
 const typed = <T extends true>() => {}
 
 type Customer = components['schemas']['Customer']

@@ -1,5 +1,5 @@
-// A headless Chromium for the browser tests: Debian's chromium package driven by playwright-core, since
-// this machine and CI reach Debian's and npm's registries but no browser download host.
+// A headless Chromium for the browser tests: Debian's chromium package driven by playwright-core,
+// since this machine and CI reach Debian's and npm's registries but no browser download host.
 import { execFileSync } from 'node:child_process'
 import { existsSync, mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
@@ -51,8 +51,8 @@ export interface Browser {
   close: () => Promise<void>
 }
 
-// Each launch gets its own profile folder (a persistent context is how Playwright takes one), removed
-// on close.
+// Each launch gets its own profile folder (a persistent context is how Playwright takes
+// one), removed on close.
 export const launchBrowser = async (): Promise<Browser> => {
   ensureChromium()
   const profile = mkdtempSync(join(tmpdir(), 'service-chromium-'))

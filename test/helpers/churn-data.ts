@@ -30,8 +30,8 @@ export interface Generated extends Sample {
 const PLANS = ['basic', 'pro', 'enterprise', 'trial']
 const REGIONS = ['eu', 'us', 'apac']
 
-// `today`'s customers; a churned one churned within the last 60 days, and from `leak` days before its
-// churn its logins drop to zero (what a model must not learn from).
+// `today`'s customers; a churned one churned within the last 60 days, and from `leak` days before
+// its churn its logins drop to zero (what a model must not learn from).
 export const generate = (
   n: number,
   structure: Structure,

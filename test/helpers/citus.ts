@@ -1,6 +1,6 @@
-// A throwaway Citus cluster for the test run's Citus pass and the Citus-only tests: a coordinator and
-// workers on loopback, each a PostgreSQL 15 with Citus preloaded (../shared/citus/README.md). A test
-// database lives on every node; it is copied from a template database that already holds the
+// A throwaway Citus cluster for the test run's Citus pass and the Citus-only tests: a coordinator
+// and workers on loopback, each a PostgreSQL 15 with Citus preloaded (../shared/citus/README.md).
+// A test database lives on every node; it is copied from a template database that already holds the
 // extension and the node list, which takes a fraction of the time `citus_add_node` takes.
 import { execFileSync } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
@@ -37,8 +37,9 @@ const SETTINGS = [
   ...['-c', 'citus.node_conninfo=sslmode=disable', '-c', 'citus.shard_count=4'],
 ]
 
-// The build in ../shared/citus links have_createdb_privilege, which PostgreSQL 15 exports from 15.20
-// on: an older server refuses to load it ("undefined symbol"), so the pass is skipped, saying why.
+// The build in ../shared/citus links have_createdb_privilege, which PostgreSQL 15 exports
+// from 15.20 on: an older server refuses to load it ("undefined symbol"), so the pass is
+// skipped, saying why.
 export const CITUS_MIN_MINOR = 20
 export const serverMinor = () => {
   const version = execFileSync(`${CITUS_HOME}/bin/postgres`, ['--version'], { encoding: 'utf8' })
@@ -93,7 +94,8 @@ const dataDirOf = async (url: string) =>
 const authinfo = (password: string) =>
   `insert into pg_dist_authinfo (nodeid, rolename, authinfo) values (0, 'postgres', 'password=${password}')`
 
-// Starts one node; it shares the cluster's password, so that nodes reach each other (pg_dist_authinfo).
+// Starts one node; it shares the cluster's password, so that nodes reach each other
+// (pg_dist_authinfo).
 const startNode = async (password: string, settings: string[]) => {
   const pg = await startThrowawayCluster('service-citus-', settings, CITUS_HOME)
   const port = Number(new URL(pg.url).port)

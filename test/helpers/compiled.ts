@@ -3,8 +3,9 @@ import { migrate } from '../../src/db/migrate.ts'
 import { freshDatabase, storeScores } from './db.ts'
 
 // A migrated database holding a few records of accounts 7 and 8, the accounts the compiler tests
-// compile for: the tests run what the search compiler builds and assert rows and plans, not its text.
-// Users 3 (Ann@x.io) and 4 (bob@x.io), tags 8 (red) and 9 (blue), as the tests' lookups name them.
+// compile for: the tests run what the search compiler builds and assert rows and plans, not
+// its text. Users 3 (Ann@x.io) and 4 (bob@x.io), tags 8 (red) and 9 (blue), as the tests'
+// lookups name them.
 const CUSTOMERS: {
   external_id: string
   name: string

@@ -1,6 +1,7 @@
 // In-memory evaluation of search filters and trees over plain records: the reference the SQL
 // compiler (src/search/) is checked against. It shares only validation and value parsing with the
-// compiler (criteria.ts), never its SQL, so a mistake in one shows up as a disagreement with the other.
+// compiler (criteria.ts), never its SQL, so a mistake in one shows up as a disagreement
+// with the other.
 
 import { dayNumber, isDate } from '../../src/dates.ts'
 import { type FieldError, refuse } from '../../src/errors.ts'

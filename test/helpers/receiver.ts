@@ -10,7 +10,8 @@ export interface Received {
   json: any
 }
 
-// The status (and optionally a body) to answer the n-th request (1-based) with; a promise delays the answer.
+// The status (and optionally a body) to answer the n-th request (1-based) with; a promise
+// delays the answer.
 type Answer = number | { status: number; body: string }
 export type Responder = (req: Received, n: number) => Answer | Promise<Answer>
 

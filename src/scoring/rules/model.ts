@@ -3,9 +3,10 @@ import type { Entity, PropertyDef, PropertyType } from '../../property.ts'
 import type { FieldError } from '../../errors.ts'
 import { closest, storable } from '../../validate.ts'
 
-// Bounds beyond the documented model's: sql.ts scores in float8, where PostgreSQL raises an error on overflow
-// and underflow instead of giving Infinity or 0. With these no intermediate result of the score
-// can leave float8's range (whatever the stored values), and no meaningful model is refused.
+// Bounds beyond the documented model's: sql.ts scores in float8, where PostgreSQL raises an
+// error on overflow and underflow instead of giving Infinity or 0. With these no intermediate
+// result of the score can leave float8's range (whatever the stored values), and no meaningful
+// model is refused.
 const notTiny = (x: number) => x === 0 || Math.abs(x) >= 1e-6
 const Score = v.pipe(
   v.number(),

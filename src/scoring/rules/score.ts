@@ -56,10 +56,10 @@ export const roundHalfAway = (x: number): number => {
 const round2 = (x: number) => roundHalfAway(x * 100) / 100
 
 // clamp(-100 + 200 * (v - bad) / (good - bad)), computed so that sql.ts can do the same in float8
-// without PostgreSQL's overflow and underflow errors: a value at or past `good` or `bad` scores ±100
-// before any arithmetic (the formula would overflow for huge values), and so does a value so close
-// to `bad` that the quotient would vanish next to -100 anyway (it could underflow). A value exactly
-// at `good` thus scores 100 even where the float formula would give 99.99999999999997.
+// without PostgreSQL's overflow and underflow errors: a value at or past `good` or `bad` scores
+// ±100 before any arithmetic (the formula would overflow for huge values), and so does a value so
+// close to `bad` that the quotient would vanish next to -100 anyway (it could underflow). A value
+// exactly at `good` thus scores 100 even where the float formula would give 99.99999999999997.
 const rangeScore = ({ bad, good }: RangeRule, v: number): number => {
   const span = good - bad
   if (span > 0 ? v >= good : v <= good) return 100

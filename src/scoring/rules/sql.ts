@@ -15,11 +15,14 @@ import { sqlDoubleOrNull } from '../../values.ts'
 
 export interface SqlRefs {
   /**
-   * jsonb value of a metric in the scored row, read in `values.raw`; `key` is SQL of type text (a placeholder),
-   * e.g. (key) => `s."values" -> ${key}`.
+   * jsonb value of a metric in the scored row, read in `values.raw`; `key` is SQL of type text (a
+   * placeholder), e.g. (key) => `s."values" -> ${key}`.
    */
   metric: (key: string) => string
-  /** jsonb value of one of the record's current attributes, keyed the same way, read in `columns.raw`. */
+  /**
+   * jsonb value of one of the record's current attributes, keyed the same way, read in
+   * `columns.raw`.
+   */
   attribute: (key: string) => string
   /** How the level of `typed` reads an item of `raw` by its name. */
   raw: (name: string) => string
@@ -105,8 +108,8 @@ interface ScoreSql {
   /** The row's metrics: selected in the scan of the scored rows. */
   values: Levels
   /**
-   * Select-list items `<alias>_t` and `<alias>_tw`, the weighted sum and the weight of the values present, over
-   * `values` and `columns`.
+   * Select-list items `<alias>_t` and `<alias>_tw`, the weighted sum and the weight of the values
+   * present, over `values` and `columns`.
    */
   sums: string[]
   /** The integer score over the sums (by their names), NULL when no rule has a value. */

@@ -2,14 +2,14 @@ import type { Sql, Tx } from '../../db/client.ts'
 import { type ApplyTask, applyJobKey, TASKS } from '../../db/jobs.ts'
 import { xactLock } from '../../db/locks.ts'
 
-// A per-account cursor over an append-only table of an intake's (the tracker's tracking_events, with
-// tracking_cursors, or the relay's segment_messages, with segment_cursors): every row of the account
-// with an id below `applied_below` is done for good, so an apply job reads its next rows through the
-// primary key from there, not through an index naming their status.
-// The cursor moves past an id once no transaction that may still insert a smaller one runs: a batch
-// notes the sequence's last id and the transactions holding its lock (`check_upto`, `check_vxids`),
-// and a later batch that finds none running settles the check (kept open until then, never starved).
-// A cursor row read before the account lock only costs time: it never moves back.
+// A per-account cursor over an append-only table of an intake's (the tracker's tracking_events,
+// with tracking_cursors, or the relay's segment_messages, with segment_cursors): every row of
+// the account with an id below `applied_below` is done for good, so an apply job reads its next
+// rows through the primary key from there, not through an index naming their status. The cursor
+// moves past an id once no transaction that may still insert a smaller one runs: a batch notes the
+// sequence's last id and the transactions holding its lock (`check_upto`, `check_vxids`), and a
+// later batch that finds none running settles the check (kept open until then, never starved). A
+// cursor row read before the account lock only costs time: it never moves back.
 type Rows = 'tracking_events' | 'segment_messages'
 const CURSORS = {
   tracking_events: 'tracking_cursors',
@@ -22,8 +22,8 @@ const ROWS = {
 } as const
 
 // The ids of the account's rows still waiting for its apply job: 'received' at or past its cursor
-// ('received' below it means applied). The ingest status counts them; tests and benchmarks wait for none.
-// `what` is the select list (their ids unless told).
+// ('received' below it means applied). The ingest status counts them; tests and benchmarks wait for
+// none. `what` is the select list (their ids unless told).
 export const waitingSql = (
   sql: Sql | Tx,
   rows: Rows,
@@ -42,13 +42,14 @@ export interface Cursor {
   last_id: number
 }
 
-// The account's apply lock (named as the job's key), taken in the statement that reads the sequence's
-// last id. The account's queue should already run its jobs one at a time, but graphile-worker 0.17 with a
-// localQueue hands several jobs of one named queue to workers at once (graphile/worker#621): two
-// batches of one account would then stage the same rows and deadlock on the same records.
-// The lock, the sequence and pg_locks are the coordinator's on Citus, the cursor row a worker's:
-// a statement joining them there ran on the worker, which has neither the ids handed out nor the
-// transactions holding them. So the cursor row is read in a statement of its own, after the lock.
+// The account's apply lock (named as the job's key), taken in the statement that reads the
+// sequence's last id. The account's queue should already run its jobs one at a time, but
+// graphile-worker 0.17 with a localQueue hands several jobs of one named queue to workers at once
+// (graphile/worker#621): two batches of one account would then stage the same rows and deadlock
+// on the same records. The lock, the sequence and pg_locks are the coordinator's on Citus, the
+// cursor row a worker's: a statement joining them there ran on the worker, which has neither the
+// ids handed out nor the transactions holding them. So the cursor row is read in a statement of
+// its own, after the lock.
 export const lockAndReadCursor = async (
   tx: Tx,
   task: ApplyTask,
@@ -108,6 +109,7 @@ export const moveCursor = (tx: Tx, { task, accountId }: Cursor, move: Move) => {
     check_vxids = coalesce(excluded.check_vxids, ${tx(cursors)}.check_vxids)`
 }
 
-// The check a batch notes when none is open: the sequence's last id, and who may still commit below it.
+// The check a batch notes when none is open: the sequence's last id, and who may still
+// commit below it.
 export const nextCheck = async (tx: Tx, cursor: Cursor) =>
   cursor.open ? null : { upto: cursor.last_id, vxids: await sequenceHolders(tx, ROWS[cursor.task]) }

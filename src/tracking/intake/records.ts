@@ -28,9 +28,9 @@ export const createContactsSql = (
   on conflict (account_id, external_id) do nothing
   returning service_id, external_id, customer_id`
 
-// The one update of records' names and attributes from what an ingest received: `f` yields `name` (null
-// keeps the record's) and `attributes` (merged in; a null value clears its key) for the records `r`
-// that `match` picks. Yields the records updated.
+// The one update of records' names and attributes from what an ingest received: `f` yields `name`
+// (null keeps the record's) and `attributes` (merged in; a null value clears its key) for the
+// records `r` that `match` picks. Yields the records updated.
 export const updateRecords = (
   tx: Tx,
   table: 'customers' | 'contacts',

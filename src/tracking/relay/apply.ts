@@ -21,11 +21,12 @@ import { countDropped, suppressedSql } from '../suppressions.ts'
 import { relayApplied, relayDropped, relayReceived } from './metrics.ts'
 import { dropLaterTwins } from './twins.ts'
 
-// The apply job of the relay's messages (relay/intake.ts stores them): one account's messages in id order,
-// in batches, each batch one transaction, set-based. Within a batch the groups go first (customers,
-// and the contacts they name), then the identifies (contacts), then the tracks (tracked events, stored
-// matched as the tracker's apply job matches its own, and counted like any other). Later messages
-// win, in the order received. docs/api.md ("Segment-compatible ingest") is the mapping this implements.
+// The apply job of the relay's messages (relay/intake.ts stores them): one account's messages
+// in id order, in batches, each batch one transaction, set-based. Within a batch the groups go
+// first (customers, and the contacts they name), then the identifies (contacts), then the tracks
+// (tracked events, stored matched as the tracker's apply job matches its own, and counted like any
+// other). Later messages win, in the order received. docs/api.md ("Segment-compatible ingest") is
+// the mapping this implements.
 
 export const MESSAGES_PER_BATCH = 5000
 // An identify of an unknown contact of no known customer waits (status pending) for a group naming
@@ -34,8 +35,8 @@ export const PENDING_MAX = 10_000
 export const PENDING_HOURS = 24
 // Messages done are kept this long: the window within which a messageId deduplicates.
 export const KEEP_DAYS = 7
-// Dropped trait keys are counted by name (cut as validate.ts cuts names) for at most this many distinct
-// names an account.
+// Dropped trait keys are counted by name (cut as validate.ts cuts names) for at most this many
+// distinct names an account.
 export const MAX_KEY_NAMES = 200
 
 // The columns of segment_messages that a batch stages, the received messages and the pending ones.
@@ -51,15 +52,16 @@ const MESSAGE_COLUMNS = [
   'properties',
 ]
 
-// The batch: the next messages received, read from the account's cursor (intake/cursor.ts) through the primary
-// key, and the pending identifies of the users they name that may now be placed: by a group, by an
-// identify with context.groupId, as a contact known by now, or with a groupId of their own (whose
-// customer may exist by now). Restaging every pending identify of each user named (an identify of a
-// user still unknown places nobody) rewrote the whole pending backlog every batch (docs/benchmarks.md).
-// `status` is the outcome, null until decided.
-// A statement that probes distributed tables row by row of stage_seg (or stage_traits) reads those rows
-// through a materialized CTE (`s`): Citus refuses a subquery on a distributed table correlated to a
-// coordinator table, but not to a CTE's result, which it sends to the shard's node with the statement.
+// The batch: the next messages received, read from the account's cursor (intake/cursor.ts)
+// through the primary key, and the pending identifies of the users they name that may now be
+// placed: by a group, by an identify with context.groupId, as a contact known by now, or with
+// a groupId of their own (whose customer may exist by now). Restaging every pending identify
+// of each user named (an identify of a user still unknown places nobody) rewrote the whole
+// pending backlog every batch (docs/benchmarks.md). `status` is the outcome, null until decided.
+// A statement that probes distributed tables row by row of stage_seg (or stage_traits) reads
+// those rows through a materialized CTE (`s`): Citus refuses a subquery on a distributed table
+// correlated to a coordinator table, but not to a CTE's result, which it sends to the shard's
+// node with the statement.
 const stage = async (tx: Tx, accountId: number, below: number) => {
   await tx`
     create temp table stage_seg on commit drop as
@@ -84,9 +86,10 @@ const stage = async (tx: Tx, accountId: number, below: number) => {
   return batch as { staged: number; last: number | null }
 }
 
-// A messageId received both as a track stored as its tracked event and as another message (intake.ts
-// deduplicates each table on its own) is the one received first (the track on a tie): the other goes, as
-// if never received, counted a duplicate. tracks.ts drops the track the same way (twins.ts).
+// A messageId received both as a track stored as its tracked event and as another message
+// (intake.ts deduplicates each table on its own) is the one received first (the track on a
+// tie): the other goes, as if never received, counted a duplicate. tracks.ts drops the track
+// the same way (twins.ts).
 const dropDuplicates = async (tx: Tx, accountId: number) => {
   const n = await dropLaterTwins(tx, accountId, {
     staged: 'stage_seg',
@@ -96,14 +99,16 @@ const dropDuplicates = async (tx: Tx, accountId: number) => {
     tieLoses: true,
     within: tx``,
   })
-  // A temporary table has no statistics until analyzed: without them each join below was planned blind.
+  // A temporary table has no statistics until analyzed: without them each join below
+  // was planned blind.
   await tx`analyze stage_seg`
   return n
 }
 
 // THE place where a staged message is admitted or refused before anything is written for it: every
 // record and event a Segment message creates or changes comes from a message this leaves undecided.
-// An account whose records another source of truth owns (FILE, an integration) gets nothing written.
+// An account whose records another source of truth owns (FILE, an integration) gets
+// nothing written.
 const admit = async (tx: Tx, accountId: number) => {
   await tx`
     update stage_seg s set status = 'dropped', reason = 'source_of_truth'
@@ -111,8 +116,8 @@ const admit = async (tx: Tx, accountId: number) => {
     where a.id = ${accountId} and a.source_of_truth <> 'API' and s.status is null
       and s.type in ('group', 'identify', 'track')`
   await tx`update stage_seg set status = 'ignored' where status is null and type in ('page', 'screen', 'alias')`
-  // A message naming an erased customer (groupId) or contact (userId) is dropped whole and counted on
-  // its suppression, so an SDK that still sends it does not bring the person back.
+  // A message naming an erased customer (groupId) or contact (userId) is dropped whole and counted
+  // on its suppression, so an SDK that still sends it does not bring the person back.
   await tx`
     with s as materialized (
       select id, group_id, user_id from stage_seg where status is null and type in ('group', 'identify', 'track')
@@ -124,8 +129,8 @@ const admit = async (tx: Tx, accountId: number) => {
 }
 
 // Each trait of an admitted group (customer) or identify (contact): `name` (a text of 1 to 255
-// characters), an attribute (a codename of the entity, custom or system, with a value of its type by
-// the one value rule), invalid (its type is wrong), or dropped (no such attribute).
+// characters), an attribute (a codename of the entity, custom or system, with a value of its type
+// by the one value rule), invalid (its type is wrong), or dropped (no such attribute).
 const classifyTraits = (tx: Tx, accountId: number) => tx`
   create temp table stage_traits on commit drop as
   select s.id, s.type, x.entity, d.key, d.value,
@@ -162,9 +167,9 @@ const latestTraits = (
   ) latest
   group by ext`
 
-// The record `r` the latest traits `f` name (by external id), if they change its name or attributes. SDKs
-// send the same traits with every group and identify: one that changes nothing writes nothing, so it
-// rescores nothing either.
+// The record `r` the latest traits `f` name (by external id), if they change its name or
+// attributes. SDKs send the same traits with every group and identify: one that changes nothing
+// writes nothing, so it rescores nothing either.
 const changed = (
   tx: Tx,
 ) => tx`r.external_id = f.ext and (r.name is distinct from coalesce(f.name, r.name)
@@ -193,9 +198,10 @@ const applyGroups = async (tx: Tx, accountId: number) => {
   return [...created, ...updated].map((r) => r.service_id as number)
 }
 
-// The user each admitted group names belongs to its customer (the latest group): a contact is created
-// under it when missing; an identify of an unknown contact whose context.groupId names a known
-// customer creates it there. Identifies of users still unknown wait (pending), within PENDING_MAX.
+// The user each admitted group names belongs to its customer (the latest group): a contact
+// is created under it when missing; an identify of an unknown contact whose context.groupId
+// names a known customer creates it there. Identifies of users still unknown wait (pending),
+// within PENDING_MAX.
 const createContacts = (
   tx: Tx,
   accountId: number,
@@ -228,9 +234,10 @@ const parkIdentifies = (tx: Tx, accountId: number) => tx`
 
 // An identify of an unknown contact without a known customer of its own, whose user a Segment track
 // received with it or after it names under a known customer (a tracked event: intake.ts), is placed
-// under that customer: the track, applied after it by the tracker's apply job (tracker/apply.ts), would create
-// the contact there anyway, nameless, while the identify waited. So no message of a batch applies
-// before a message sent earlier in it. Probed through the events' contact index (sql/044).
+// under that customer: the track, applied after it by the tracker's apply job (tracker/apply.ts),
+// would create the contact there anyway, nameless, while the identify waited. So no message
+// of a batch applies before a message sent earlier in it. Probed through the events' contact
+// index (sql/044).
 const placeByLaterTracks = (tx: Tx, accountId: number) => tx`
   with s as materialized (
     select id, user_id, group_id from stage_seg where status is null and type = 'identify'
@@ -281,11 +288,12 @@ const applyContacts = async (tx: Tx, accountId: number) => {
 }
 
 // Tracks: tracked events under context.groupId, or else the user's customer; with neither, dropped.
-// `properties` are the event's data.properties (the tracker applies data.customer and data.contact as
-// attributes, which properties must never become). The events are stored applied, matched here as the
-// tracker's apply job (tracker/apply.ts) would match them: to the customer by external id (unmatched
-// when unknown) and to its contact, an unknown contact of a known customer created under the customer
-// of its first event. A second job per batch to match them doubled the apply lag (docs/benchmarks.md).
+// `properties` are the event's data.properties (the tracker applies data.customer and data.contact
+// as attributes, which properties must never become). The events are stored applied, matched here
+// as the tracker's apply job (tracker/apply.ts) would match them: to the customer by external
+// id (unmatched when unknown) and to its contact, an unknown contact of a known customer created
+// under the customer of its first event. A second job per batch to match them doubled the apply
+// lag (docs/benchmarks.md).
 const applyTracks = async (tx: Tx, accountId: number) => {
   await tx`
     update stage_seg s set group_id = c.external_id
@@ -317,12 +325,12 @@ const applyTracks = async (tx: Tx, accountId: number) => {
   return { events: n as number, created: created.map((r) => r.service_id as number) }
 }
 
-// The outcome of the staged messages, written back: applied unless decided otherwise (a status still
-// null once every step ran: read through OUTCOME, as rewriting every staged row to say so took a
-// twentieth of a batch), and a trait of the wrong type named (invalid_trait) on a message applied or
-// pending all the same. A message the cursor moves past (below `below`) that was simply applied is not
-// written: 'received' below the cursor means applied, and writing each one's status was most of a
-// batch's time (docs/benchmarks.md).
+// The outcome of the staged messages, written back: applied unless decided otherwise (a status
+// still null once every step ran: read through OUTCOME, as rewriting every staged row to say so
+// took a twentieth of a batch), and a trait of the wrong type named (invalid_trait) on a message
+// applied or pending all the same. A message the cursor moves past (below `below`) that was simply
+// applied is not written: 'received' below the cursor means applied, and writing each one's status
+// was most of a batch's time (docs/benchmarks.md).
 const OUTCOME = "coalesce(s.status, 'applied')"
 const written = (tx: Tx, below: number) =>
   tx`(status is not null or reason is not null or was_pending or id >= ${below})`
@@ -380,9 +388,10 @@ const count = (tx: Tx, accountId: number) => tx`
               union all select type, status, reason from expired) x
         group by 1, 2, 3) o`
 
-// Messages done, past the deduplication window, go, oldest first. Ids grow with the time received, so
-// they are a prefix of the account's messages: only its first rows are read, whatever the table holds,
-// and none unless the very first is past the window (reading them every batch cost as much as a step).
+// Messages done, past the deduplication window, go, oldest first. Ids grow with the time received,
+// so they are a prefix of the account's messages: only its first rows are read, whatever the
+// table holds, and none unless the very first is past the window (reading them every batch
+// cost as much as a step).
 const oldest = (tx: Tx, accountId: number) =>
   tx`(select received_at from segment_messages where account_id = ${accountId} order by id limit 1)`
 const forget = (tx: Tx, accountId: number, below: number) => tx`
@@ -396,8 +405,8 @@ const forget = (tx: Tx, accountId: number, below: number) => tx`
 export const applyRelay = async (tx: Tx, accountId: number) => {
   const cursor = await lockAndReadCursor(tx, TASKS.applyRelay, accountId)
   const next = await nextCheck(tx, cursor)
-  // Compiling the batch's statements (above jit_above_cost) cost more than running them; the received
-  // messages are missing from the statistics, as the tracker's events are (db/planner.ts).
+  // Compiling the batch's statements (above jit_above_cost) cost more than running them; the
+  // received messages are missing from the statistics, as the tracker's events are (db/planner.ts).
   await setLocal(tx, { ...PLANNER.bulk, ...PLANNER.freshEvents })
   const { staged, last } = await stage(tx, accountId, cursor.below)
   const duplicates = await dropDuplicates(tx, accountId)
@@ -431,12 +440,12 @@ export const applyRelay = async (tx: Tx, accountId: number) => {
 
 type Outcome = { type: string; status: string; reason: string | null; n: number }
 
-// The account's messages, batch by batch (intake/batches.ts; the account's queue runs its uploads between
-// its jobs). The counters count what committed.
-// Then the account's tracked events: its tracks that name their customer (relay/intake.ts stores them as
-// tracked events, and queues only this job) wait for the messages received before them, which this job
-// has just applied. One job for both keeps the intake's job contention to one key, and never leaves
-// such a track waiting for a job: a message still to apply has queued this job anew.
+// The account's messages, batch by batch (intake/batches.ts; the account's queue runs its uploads
+// between its jobs). The counters count what committed. Then the account's tracked events: its
+// tracks that name their customer (relay/intake.ts stores them as tracked events, and queues only
+// this job) wait for the messages received before them, which this job has just applied. One job
+// for both keeps the intake's job contention to one key, and never leaves such a track waiting for
+// a job: a message still to apply has queued this job anew.
 export const applyRelayOfAccount = async (app: App, { account_id: accountId }: AccountPayload) => {
   await passGate(app, TASKS.applyRelay, accountId)
   let messages = 0

@@ -8,12 +8,11 @@ import { MAX_EVENT_BYTES, overBytes } from '../intake/limits.ts'
 import { asArray, type BatchDefaults, COLUMNS, type RelayType, toRow } from './message.ts'
 import { relayReceived } from './metrics.ts'
 
-// The Segment HTTP Tracking API's intake (docs/api.md, "Segment-compatible ingest"): each message is
-// read into a row (relay/message.ts), one statement stores them all with the job that applies them
-// (relay/apply.ts; a track that names its customer is a tracked event, tracker/apply.ts), and a 200 means
-// all are committed.
-// What is wrong with one message is its `reason`, counted when the job drops it; only the size limits
-// and unreadable JSON fail a request.
+// The Segment HTTP Tracking API's intake (docs/api.md, "Segment-compatible ingest"): each message
+// is read into a row (relay/message.ts), one statement stores them all with the job that applies
+// them (relay/apply.ts; a track that names its customer is a tracked event, tracker/apply.ts), and
+// a 200 means all are committed. What is wrong with one message is its `reason`, counted when the
+// job drops it; only the size limits and unreadable JSON fail a request.
 
 const MAX_BATCH_BYTES = 500 * 1024
 
@@ -29,16 +28,16 @@ const columns = (tx: Tx) =>
     .reduce((list, column) => tx`${list}, ${column}`)
 
 // One statement: the rows whose messageId was not yet received, and the apply job unless one waits.
-// Only while the account exists: segment_messages has no foreign key to it (sql/041_segment_intake.sql).
-// A track that names its customer (context.groupId), of an account whose records the API owns, is
-// stored as a tracked event, matched and counted by the tracker's apply like the tracker's own (sql/046,
-// tracker/apply.ts), which the relay's apply job runs after the messages received before it
-// (relay/apply.ts); every other message is stored for the relay's apply job itself. The rows come as one
-// JSON text, each row an array of the COLUMNS (relay/message.ts), read by position, their messageIds
-// already distinct. Each table's unique index deduplicates its own rows: a plain insert, run again with
-// ON CONFLICT once it meets a duplicate (no probe whose plan goes wrong as the tables outgrow their
-// statistics); a messageId received once into each table is dropped by the apply jobs (relay/tracks.ts,
-// relay/apply.ts).
+// Only while the account exists: segment_messages has no foreign key to it
+// (sql/041_segment_intake.sql). A track that names its customer (context.groupId), of an account
+// whose records the API owns, is stored as a tracked event, matched and counted by the tracker's
+// apply like the tracker's own (sql/046, tracker/apply.ts), which the relay's apply job runs
+// after the messages received before it (relay/apply.ts); every other message is stored for the
+// relay's apply job itself. The rows come as one JSON text, each row an array of the COLUMNS
+// (relay/message.ts), read by position, their messageIds already distinct. Each table's unique
+// index deduplicates its own rows: a plain insert, run again with ON CONFLICT once it meets a
+// duplicate (no probe whose plan goes wrong as the tables outgrow their statistics); a messageId
+// received once into each table is dropped by the apply jobs (relay/tracks.ts, relay/apply.ts).
 const store = (tx: Tx, accountId: number, rows: string, dedup: boolean) => tx`
   with a as (
     select source_of_truth = 'API' as api from accounts where id = ${accountId}

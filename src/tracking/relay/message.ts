@@ -5,8 +5,8 @@ import { cutText, isObject, storableText, UNSTORABLE } from '../../validate.ts'
 import { freeFormProblems } from '../../values.ts'
 import { END_TIME, MIN_TIME } from '../intake/limits.ts'
 
-// One relay message as the row stored for it (relay/intake.ts), with its `reason` (and `detail`) when
-// it cannot be applied: a problem in one message is counted, never refused (relay/schemas.ts).
+// One relay message as the row stored for it (relay/intake.ts), with its `reason` (and `detail`)
+// when it cannot be applied: a problem in one message is counted, never refused (relay/schemas.ts).
 
 export const TYPES = ['identify', 'group', 'track', 'page', 'screen', 'alias'] as const
 export type RelayType = (typeof TYPES)[number]
@@ -26,9 +26,9 @@ interface Row {
   detail: string | null
 }
 
-// The row's columns, in the order each row is sent and read back by position (relay/intake.ts), each
-// with the type it is read as: json_to_recordset, matching each row's keys by name, took 12 µs a row; by
-// position, 4 (docs/benchmarks.md).
+// The row's columns, in the order each row is sent and read back by position (relay/intake.ts),
+// each with the type it is read as: json_to_recordset, matching each row's keys by name, took 12 µs
+// a row; by position, 4 (docs/benchmarks.md).
 export const COLUMNS: { [column in keyof Row]: 'text' | 'float8' | 'jsonb' } = {
   message_id: 'text',
   type: 'text',
@@ -105,7 +105,8 @@ const Id = (name: string) =>
 const AnObject = (name: string) =>
   v.nullish(v.custom(isObject, finding('invalid_field', `${name}: must be an object`)))
 
-// The first finding is the message's reason: the entries are checked in order, then what each type needs.
+// The first finding is the message's reason: the entries are checked in order, then what
+// each type needs.
 const Message = v.pipe(
   v.object({
     message: v.custom(isObject, finding('not_an_object')),
@@ -139,8 +140,8 @@ const Message = v.pipe(
   v.check((r) => r.type !== 'track' || r.event !== null, finding('missing_event')),
 )
 
-// The message as its row. A message without a (storable) messageId cannot be sent twice: it takes one
-// of its own.
+// The message as its row. A message without a (storable) messageId cannot be sent twice: it
+// takes one of its own.
 export const toRow = (
   m: unknown,
   pathType: RelayType | undefined,

@@ -2,11 +2,11 @@ import * as v from 'valibot'
 import { describe, int, isObject, Timestamp } from '../../validate.ts'
 
 // The Segment HTTP Tracking API's bodies. Unlike every other body here they are loose: Segment's
-// SDKs send fields of their own (context, integrations, _metadata, channel, ...), and a problem in one
-// message must not fail its batch (Segment's own answer), so each message is read field by field in
-// relay/message.ts and what is wrong is counted per reason instead of refused.
-// Beside the 500 KB (intake.ts): a batch of tiny messages would otherwise cost a row each by the
-// hundred thousand. Real messages take 200 bytes and more, so the byte limit comes first for them.
+// SDKs send fields of their own (context, integrations, _metadata, channel, ...), and a problem
+// in one message must not fail its batch (Segment's own answer), so each message is read field
+// by field in relay/message.ts and what is wrong is counted per reason instead of refused. Beside
+// the 500 KB (intake.ts): a batch of tiny messages would otherwise cost a row each by the hundred
+// thousand. Real messages take 200 bytes and more, so the byte limit comes first for them.
 const MAX_BATCH_MESSAGES = 2500
 
 const field = (text: string) => v.optional(describe(v.unknown(), text))

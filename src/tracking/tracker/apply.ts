@@ -33,8 +33,8 @@ export const EVENTS_PER_BATCH = 5000
 // updates and creates contacts but never creates a customer, and never sends a webhook.
 
 // The tracker's one seam: events another intake stored (message_id set; the relay's tracks,
-// relay/tracks.ts, are the ones there are) that wait for that intake's own job, and what that intake
-// keeps of the ones the tracker applies or drops. tracking/apply.ts plugs the relay in.
+// relay/tracks.ts, are the ones there are) that wait for that intake's own job, and what that
+// intake keeps of the ones the tracker applies or drops. tracking/apply.ts plugs the relay in.
 type Fragment = PendingQuery<Row[]>
 export interface Relayed {
   // From when such events wait (an expression; null: none waits).
@@ -59,12 +59,13 @@ export interface Relayed {
 // data). Ids past the sequence's last id at the batch's start wait for the next batch: their
 // inserts began after this job was taken, so they have added the next job. Returns the range of
 // ids staged, which bounds the events' update, and whether events up to that last id still wait.
-// Each event finds its customer and contact through their unique indexes (OFFSET 0 keeps each lookup a
-// subquery of its own): planned as joins while the new events were missing from the statistics, every
-// event read all the account's customers (1 s a batch at 1,000 customers; docs/benchmarks.md).
-// Relayed events (message_id set) come after what their intake received before them or with them (the
-// relay's group that creates their customer): the batch stops short of the first one received no sooner
-// than `relayed.waitingSince`, and what it stopped short of waits (`waiting`) for a later job.
+// Each event finds its customer and contact through their unique indexes (OFFSET 0 keeps each
+// lookup a subquery of its own): planned as joins while the new events were missing from the
+// statistics, every event read all the account's customers (1 s a batch at 1,000 customers;
+// docs/benchmarks.md). Relayed events (message_id set) come after what their intake received before
+// them or with them (the relay's group that creates their customer): the batch stops short of the
+// first one received no sooner than `relayed.waitingSince`, and what it stopped short of waits
+// (`waiting`) for a later job.
 interface Staged {
   n: number
   first: number | null
@@ -153,8 +154,8 @@ const pairs = (tx: Tx, level: Level) =>
 
 // Later events win. In the batch, the latest event per (record, key) is taken; against earlier
 // batches, tracked_keys holds the event last applied to each (record, key), so an older event
-// arriving late changes nothing it has set. `kv` yields (record_id, key, value, occurred_at, id, ...)
-// for the values that may be applied; `update` reads the winners from `fresh`.
+// arriving late changes nothing it has set. `kv` yields (record_id, key, value, occurred_at, id,
+// ...) for the values that may be applied; `update` reads the winners from `fresh`.
 const applyLevel = (tx: Tx, accountId: number, level: Level, kv: Fragment, update: Fragment) => tx`
   with kv as (${kv}), latest as (
     select distinct on (record_id, key) * from kv order by record_id, key, occurred_at desc, id desc
@@ -266,7 +267,8 @@ export const applyTrackerBatch = async (tx: Tx, accountId: number, relayed: Rela
   if (customers.length > 0) await addCustomersChanged(tx, accountId)
   return {
     events: staged.n,
-    // Only when rows past the batch still wait (a full batch, or one stopped short of relayed events).
+    // Only when rows past the batch still wait (a full batch, or one stopped short of
+    // relayed events).
     ...(staged.waiting ? { waiting: true } : {}),
     // Only when some were dropped: the counts stay as they were for accounts without suppressions.
     ...(suppressed > 0 ? { suppressed } : {}),
@@ -280,9 +282,9 @@ export const applyTrackerBatch = async (tx: Tx, accountId: number, relayed: Rela
   }
 }
 
-// The account's events, batch by batch (intake/batches.ts). A batch short of full ends the run, also one
-// that stopped short of relayed events waiting for their intake's job: that job, queued by what they
-// wait for, applies them after it (relay/apply.ts).
+// The account's events, batch by batch (intake/batches.ts). A batch short of full ends the run,
+// also one that stopped short of relayed events waiting for their intake's job: that job, queued by
+// what they wait for, applies them after it (relay/apply.ts).
 export const drainTracker = async (app: App, accountId: number, relayed: Relayed) => {
   let events = 0
   await applyBatches(
