@@ -150,15 +150,15 @@ const retentionOldest = new Gauge({
   registers: [registry],
 })
 
+type CountRow = {
+  gauge: 'queue' | 'deliveries' | 'uploads' | 'stuck' | 'purged' | 'oldest'
+  label: string
+  n: number
+}
+
 // The gauges are read from the database at scrape time, all with one statement. These are
 // operator counts across all accounts, the one place where a query is not scoped by account.
-const databaseCounts = (sql: Sql, stuckSeconds: number) => sql<
-  {
-    gauge: 'queue' | 'deliveries' | 'uploads' | 'stuck' | 'purged' | 'oldest'
-    label: string
-    n: number
-  }[]
->`
+const databaseCounts = (sql: Sql, stuckSeconds: number) => sql<CountRow[]>`
   select 'queue' as gauge, label, n from (${waitingJobsByTask(sql)}) q
   union all
   select 'deliveries', status, count(*)::int from webhook_deliveries group by status
@@ -238,10 +238,9 @@ const backupGauges = {
   }),
 }
 // backup_runs is written by src/backups/ when a backup ends.
+type BackupStatsRow = { last_success: number | null; bytes: number | null; failures: number }
 const backupStats = async (sql: Sql) => {
-  const [row] = await sql<
-    { last_success: number | null; bytes: number | null; failures: number }[]
-  >`
+  const [row] = await sql<BackupStatsRow[]>`
     select extract(epoch from s.finished_at)::float8 as last_success, s.bytes,
       (select count(*)::int from backup_runs where error is not null) as failures
     from (select) x

@@ -48,13 +48,19 @@ interface Summary {
 const columnList = (columns: string[]) =>
   columns.map((c) => `"${c.replaceAll('"', '""')}"`).join(', ')
 
+type TableRow = {
+  name: string
+  columns: string[]
+  partitioned: boolean
+  estimate: number
+  refs: string[]
+}
+
 // The tables in an order where each comes after those its foreign keys reference, so that a restore
 // can check the keys as it copies; unlogged tables (rate-limit windows, worker heartbeats) are
 // the running processes' state and are left out.
 const listTables = async (tx: Tx): Promise<Listed[]> => {
-  const rows = await tx<
-    { name: string; columns: string[]; partitioned: boolean; estimate: number; refs: string[] }[]
-  >`
+  const rows = await tx<TableRow[]>`
     select c.oid::regclass::text as name,
       array(select a.attname from pg_attribute a where a.attrelid = c.oid and a.attnum > 0 and not a.attisdropped
         and a.attgenerated = '' order by a.attnum)::text[] as columns,
@@ -84,14 +90,14 @@ const listTables = async (tx: Tx): Promise<Listed[]> => {
   return ordered
 }
 
+type HeaderRow = { migrations: string[]; worker: number; server_version: string; names: string[] }
+
 // What the header says besides the tables: the migrations applied, the server's version, and the
 // sequences' values, read after the tables' lock: never below a value any copied row holds. Each
 // sequence is read itself: pg_sequences has no is_called, and its last_value is null whenever
 // is_called is false (a setval(..., false) included), not only for a sequence never called.
 const readHeader = async (tx: Tx) => {
-  const [row] = await tx<
-    { migrations: string[]; worker: number; server_version: string; names: string[] }[]
-  >`
+  const [row] = await tx<HeaderRow[]>`
     select array(select name from schema_migrations order by name)::text[] as migrations,
       ${workerMigration(tx)}::int as worker,
       current_setting('server_version') as server_version,
@@ -272,10 +278,9 @@ const readHeaderLine = async (file: string, key: string | undefined) => {
 // the service (a restore into an empty database makes it first, outside the restore's transaction).
 const holdsData = async (sql: Sql) =>
   (
-    await sql<
-      { any: boolean }[]
-    >`select exists(select 1 from pg_class c join pg_namespace n on n.oid = c.relnamespace
-      where n.nspname = current_schema() and c.relkind in ('r', 'p')) as any`
+    await sql<{ any: boolean }[]>`
+      select exists(select 1 from pg_class c join pg_namespace n on n.oid = c.relnamespace
+        where n.nspname = current_schema() and c.relkind in ('r', 'p')) as any`
   )[0].any
 
 // The header's tables and columns against the schema its migrations made: a COPY that names a

@@ -102,9 +102,8 @@ export const lockDefinitions = (tx: Tx, accountId: number, entity: Entity) =>
 // Only an account with a number metric can have a metric named like an event.
 export const accountsWithNumberMetrics = async (sql: Sql) =>
   (
-    await sql<
-      { account_id: number }[]
-    >`select distinct account_id from property_defs where kind = 'metric' and type = 'number'
+    await sql<{ account_id: number }[]>`
+      select distinct account_id from property_defs where kind = 'metric' and type = 'number'
       order by account_id`
   ).map((r) => r.account_id)
 

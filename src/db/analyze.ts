@@ -13,9 +13,8 @@ const MIN_PAGES = 100
 
 const onCitus = async (sql: Sql | Tx) =>
   (
-    await sql<
-      { on: boolean }[]
-    >`select exists (select 1 from pg_extension where extname = 'citus') as on`
+    await sql<{ on: boolean }[]>`
+      select exists (select 1 from pg_extension where extname = 'citus') as on`
   )[0].on
 
 // On Citus this rule reads nothing: the coordinator's table is an empty shell, and its shards'

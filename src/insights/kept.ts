@@ -151,9 +151,8 @@ const PACE = 5
 export const refreshWeekReports = async (app: App, p: CronPayload) => {
   const accountId = p.account_id
   if (accountId === undefined) {
-    const ids = await app.sql<
-      { account_id: number }[]
-    >`select distinct account_id from week_reports order by account_id`
+    const ids = await app.sql<{ account_id: number }[]>`
+      select distinct account_id from week_reports order by account_id`
     return void (await addJobs(
       app.sql,
       ids.map((r) => weekReportJob(r.account_id)),

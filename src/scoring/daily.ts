@@ -67,9 +67,8 @@ export const scoreDailyRun = async (app: App, p: CronPayload) => {
   if (p.account_id !== undefined)
     return void (await scoreDaily(app.sql, p.account_id, utcToday(), app.log))
   const ids = (
-    await app.sql<
-      { account_id: number }[]
-    >`select account_id from scoring_models order by account_id`
+    await app.sql<{ account_id: number }[]>`
+      select account_id from scoring_models order by account_id`
   ).map((r) => r.account_id)
   await addJobs(app.sql, ids.map(scoreDailyJob))
 }

@@ -130,6 +130,14 @@ export const recomputeSegments = async (app: App, { account_id: accountId }: Acc
 export const MAX_HISTORY = 1000
 export const DEFAULT_HISTORY = 100
 
+type MemberRow = {
+  id: number
+  customer: string
+  service_id: number
+  entered_at: Date
+  exited_at: Date | null
+}
+
 // A segment's stays, the latest entry first: current members (exited_at null) and past ones.
 export const membershipHistory = async (
   app: App,
@@ -140,9 +148,7 @@ export const membershipHistory = async (
   const [segment] =
     await app.sql`select 1 from segments where account_id = ${accountId} and id = ${segmentId}`
   if (!segment) refuse(404, `No segment ${segmentId} in this account.`)
-  const rows = await app.sql<
-    { id: number; customer: string; service_id: number; entered_at: Date; exited_at: Date | null }[]
-  >`
+  const rows = await app.sql<MemberRow[]>`
     select id, external_id as customer, customer_id as service_id, entered_at, exited_at from segment_members
     where account_id = ${accountId} and segment_id = ${segmentId} and id < ${after ?? Number.MAX_SAFE_INTEGER}
     order by id desc limit ${limit + 1}`
