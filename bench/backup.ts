@@ -29,8 +29,10 @@ const databaseSize = async (sql: Sql) =>
 // What COPY alone costs: every table the backup holds, read and thrown away.
 const copyToNowhere = async (sql: Sql) => {
   const tables = await sql<{ name: string }[]>`
-    select c.oid::regclass::text as name from pg_class c join pg_namespace n on n.oid = c.relnamespace
-    where n.nspname in (current_schema(), 'graphile_worker') and c.relkind = 'r' and c.relpersistence = 'p'`
+    select c.oid::regclass::text as name from pg_class c
+      join pg_namespace n on n.oid = c.relnamespace
+    where n.nspname in (current_schema(), 'graphile_worker') and c.relkind = 'r'
+      and c.relpersistence = 'p'`
   for (const { name } of tables) {
     const source = await sql.unsafe(`copy ${name} to stdout`).readable()
     await pipeline(source, new Writable({ write: (_chunk, _enc, done) => done() }))
@@ -44,7 +46,8 @@ export default async (ctx: BenchContext) => {
   try {
     await migrate(sql, url)
     const account = await seed(sql, CUSTOMERS)
-    await sql`insert into scoring_models (account_id, model) values (${account}, ${sql.json(model(40))})
+    await sql`insert into scoring_models (account_id, model)
+      values (${account}, ${sql.json(model(40))})
       on conflict (account_id) do update set model = excluded.model`
     await scoreRecords(sql, { account_id: account, entity: 'customer' })
     await sql`vacuum analyze`

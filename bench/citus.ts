@@ -285,11 +285,13 @@ const oneStatement = async (sql: Sql, accountId: number) => {
   return {
     read: await timed(
       (i) =>
-        sql`select name from customers where account_id = ${accountId} and external_id = ${`cust-${i}`}`,
+        sql`select name from customers where account_id = ${accountId}
+          and external_id = ${`cust-${i}`}`,
     ),
     update: await timed(
       (i) =>
-        sql`update customers set name = name where account_id = ${accountId} and external_id = ${`cust-${i}`}`,
+        sql`update customers set name = name where account_id = ${accountId}
+          and external_id = ${`cust-${i}`}`,
     ),
   }
 }

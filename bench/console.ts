@@ -64,7 +64,8 @@ const timed = async (render: () => Promise<number>, fetched: () => Promise<void>
 
 const scoredAccount = async (sql: Sql, customers: number, name: string) => {
   const accountId = await seed(sql, customers, name)
-  await sql`insert into scoring_models (account_id, model) values (${accountId}, ${sql.json(model(40))})`
+  await sql`insert into scoring_models (account_id, model)
+    values (${accountId}, ${sql.json(model(40))})`
   await scoreRecords(sql, { account_id: accountId, entity: 'customer' })
   return accountId
 }

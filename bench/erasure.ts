@@ -29,13 +29,15 @@ const seedPerson = async (sql: Sql, accountId: number) => {
     select account_id, service_id, current_date - 1, '{"sessions": 3}' from contacts
     where account_id = ${accountId} and customer_id = ${c.service_id}`
   await sql`
-    insert into tracking_events (account_id, name, occurred_at, customer_external_id, contact_external_id, data,
+    insert into tracking_events (account_id, name, occurred_at, customer_external_id,
+      contact_external_id, data,
       customer_id, contact_id, status)
     select ${accountId}, 'login', now() - (i % 1000) * interval '1 hour', 'erase-me', k.external_id,
       jsonb_build_object('contact', jsonb_build_object('email', k.attributes->'email')),
       ${c.service_id}, k.service_id, 'applied'
     from generate_series(0, ${EVENTS - 1}) i
-      join contacts k on k.account_id = ${accountId} and k.external_id = 'erase-me-' || (1 + i % ${CONTACTS})`
+      join contacts k on k.account_id = ${accountId}
+        and k.external_id = 'erase-me-' || (1 + i % ${CONTACTS})`
   await sql`vacuum analyze customers, contacts, tracking_events, contact_snapshots`
   await sql`checkpoint`
 }

@@ -118,8 +118,8 @@ const viaHttp = async (url: string) => {
     const cpuSeconds =
       (cpuNs(server.pid) + cpuNs(worker.pid) + clusterCpuNs(postmaster) - cpuBefore) / 1e9
     clearInterval(sampler)
-    const [{ c, s }] =
-      await sql`select (select count(*)::int from customers) as c, (select count(*)::int from customer_snapshots) as s`
+    const [{ c, s }] = await sql`select (select count(*)::int from customers) as c,
+        (select count(*)::int from customer_snapshots) as s`
     await sql.end()
     if (c !== CUSTOMERS || s !== CUSTOMERS * MONTHS.length)
       throw new Error(`stored ${c} customers and ${s} snapshots`)

@@ -243,8 +243,8 @@ const sampleMemory = (sql: Sql, server: Server) => {
   const done = (async () => {
     while (running) {
       try {
-        const pids =
-          await sql`select pid from pg_stat_activity where backend_type in ('client backend', 'parallel worker')`
+        const pids = await sql`select pid from pg_stat_activity
+            where backend_type in ('client backend', 'parallel worker')`
         for (const { pid } of pids) {
           const s = status(pid)
           // Gone, or a backend exiting (its status no longer lists its memory).
@@ -294,7 +294,8 @@ export default async (ctx: BenchContext) => {
     const b = await seed(sql, B_CUSTOMERS, 'QuietB')
     // Uploads need a scoring model.
     for (const id of [a, b]) {
-      await sql`insert into scoring_models (account_id, model) values (${id}, ${sql.json(model(40))})`
+      await sql`insert into scoring_models (account_id, model)
+        values (${id}, ${sql.json(model(40))})`
     }
     await sql`vacuum analyze`
     // Without the per-key rate limit, which B's mix alone would pass, and which would turn A away

@@ -99,7 +99,8 @@ export default async (ctx: BenchContext) => {
     await migrate(sql, url)
     const accountId = await seed(sql)
     const setModel = (logins: number) => sql`
-      insert into scoring_models (account_id, model) values (${accountId}, ${sql.json(model(logins))})
+      insert into scoring_models (account_id, model)
+        values (${accountId}, ${sql.json(model(logins))})
       on conflict (account_id) do update set model = excluded.model`
     await setModel(40)
     await settle(sql)
@@ -131,7 +132,8 @@ export default async (ctx: BenchContext) => {
               case when jsonb_typeof(j1) = 'number' then j1::float8 end,
               case when jsonb_typeof(j2) = 'number' then j2::float8 end
             from (
-              select "values" -> 'logins' as j0, "values" -> 'tickets' as j1, "values" -> 'nps' as j2
+              select "values" -> 'logins' as j0, "values" -> 'tickets' as j1,
+              "values" -> 'nps' as j2
               from customer_snapshots offset 0
             ) raw offset 0
           ) typed`,
@@ -157,7 +159,8 @@ export default async (ctx: BenchContext) => {
       ),
     )
 
-    await sql`create table history_before as select customer_id, history_scores from customer_scores`
+    await sql`create table history_before as select customer_id, history_scores
+      from customer_scores`
     await setModel(30)
     const rescore = await timed(() =>
       scoreRecords(sql, { account_id: accountId, entity: 'customer' }),
@@ -178,7 +181,8 @@ export default async (ctx: BenchContext) => {
       ...model(30),
       customer: { ...model(30).customer, fit: model(50).customer.fit },
     }
-    await sql`update scoring_models set model = ${sql.json(fitChanged)} where account_id = ${accountId}`
+    await sql`update scoring_models set model = ${sql.json(fitChanged)}
+      where account_id = ${accountId}`
     await settle(sql)
     const fitOnly = await timed(() =>
       scoreRecords(sql, { account_id: accountId, entity: 'customer' }, { snapshots: false }),

@@ -276,14 +276,17 @@ const makeAccount = async (sql: Sql, name: string) => {
 const tagCustomers = (sql: Sql, accountId: number) => sql`
   with t as (
     insert into tags (account_id, title)
-      select ${accountId}, title from unnest(${TAGS.map(([t]) => t)}::text[]) title returning id, title
+      select ${accountId}, title from unnest(${TAGS.map(([t]) => t)}::text[]) title
+        returning id, title
   )
   insert into customer_tags (account_id, customer_id, tag_id, external_id)
   select c.account_id, c.service_id, t.id, c.external_id
   from customers c cross join t
-    join unnest(${TAGS.map(([t]) => t)}::text[], ${TAGS.map(([, share]) => share)}::float8[]) s(title, share)
+    join unnest(${TAGS.map(([t]) => t)}::text[], ${TAGS.map(([, share]) => share)}::float8[])
+      s(title, share)
       on s.title = t.title
-  where c.account_id = ${accountId} and (hashint8(c.service_id * 16 + t.id) & 65535) < s.share * 65536`
+  where c.account_id = ${accountId}
+    and (hashint8(c.service_id * 16 + t.id) & 65535) < s.share * 65536`
 
 // A few contacts for a tenth of the customers.
 const addContacts = (sql: Sql, accountId: number) => sql`
@@ -297,7 +300,8 @@ const addContacts = (sql: Sql, accountId: number) => sql`
   )
   insert into contact_scores (account_id, contact_id, external_id, engagementscore, last_seen)
   select a.account_id, a.service_id, a.external_id, (hashint8(a.service_id) % 100)::int, h.last_seen
-  from added a join customer_scores h on h.account_id = a.account_id and h.customer_id = a.customer_id`
+  from added a join customer_scores h on h.account_id = a.account_id
+    and h.customer_id = a.customer_id`
 
 export const seed = async (url: string, rows: number) => {
   const sql = connect(url, { max: 2 })
@@ -308,7 +312,8 @@ export const seed = async (url: string, rows: number) => {
   // The second account's rows are interleaved with the first's, as tenants share the tables.
   // Records and their scores live in two tables (sql/009_scores.sql): the lines go through
   // a staging table.
-  await sql`create unlogged table seed_customers as select ${sql(RECORD_COLUMNS)}, ${sql(CHURN_COLUMNS)}
+  await sql`create unlogged table seed_customers as
+    select ${sql(RECORD_COLUMNS)}, ${sql(CHURN_COLUMNS)}
     from customers with no data`
   const scoreColumns = SCORE_COLUMNS.map(
     (c) =>
@@ -333,12 +338,14 @@ export const seed = async (url: string, rows: number) => {
   await sql`insert into customers (${records}, created_at, updated_at)
     select ${records}, t, t + (hashint8(line) & 65535) * interval '10 minutes'
     from seed_customers
-      cross join lateral (select timestamptz '2022-01-01 00:00Z' + (line / 3) * interval '1 minute' as t) x
+      cross join lateral (select timestamptz '2022-01-01 00:00Z' + (line / 3) * interval '1 minute'
+        as t) x
     order by line`
   await sql`
     insert into customer_scores (account_id, customer_id, external_id, ${scores})
     select c.account_id, c.service_id, c.external_id, ${scores}
-    from seed_customers s join customers c on c.account_id = s.account_id and c.external_id = s.external_id
+    from seed_customers s join customers c on c.account_id = s.account_id
+      and c.external_id = s.external_id
     where s.last_seen is not null or s.fitscore is not null`
   await sql`drop table seed_customers`
   for (const account of [main, other]) {

@@ -11,7 +11,8 @@ export const seedAccount = async (
   metrics: readonly string[] = [],
 ) => {
   const [account] = await sql`
-    insert into accounts (name, tracker_key) values (${name}, ${`CS-${name.toUpperCase()}`}) returning id`
+    insert into accounts (name, tracker_key) values (${name}, ${`CS-${name.toUpperCase()}`})
+      returning id`
   const defs = [
     ...attributes.map(([codename, type]) => ({ kind: 'attribute', codename, type })),
     ...metrics.map((codename) => ({ kind: 'metric', codename, type: 'number' })),

@@ -170,7 +170,8 @@ export default async (ctx: BenchContext) => {
       })
     await sql`
       insert into customers (account_id, external_id, name)
-      select ${account.id}, 'cust-' || i, 'Customer ' || i from generate_series(0, ${CUSTOMERS - 1}) i`
+      select ${account.id}, 'cust-' || i, 'Customer ' || i
+        from generate_series(0, ${CUSTOMERS - 1}) i`
     await sql`analyze customers`
     const { token } = await server.admin('POST', `/accounts/${account.id}/keys`, {
       scopes: ['track'],
@@ -342,7 +343,8 @@ export default async (ctx: BenchContext) => {
     const segment = { messages: mean(relayRuns), p99: Math.max(...relayRuns.map((r) => r.p99)) }
     const [{ stored }] = await sql`
       select ((select count(*) from segment_messages where account_id = ${account.id})
-        + (select count(*) from tracking_events where account_id = ${account.id} and message_id is not null))::int
+        + (select count(*) from tracking_events where account_id = ${account.id}
+          and message_id is not null))::int
         as stored`
 
     // The spread of each intake's own runs: the noise the means smooth.

@@ -317,8 +317,10 @@ const backlog = async (sql: postgres.Sql, accountId: number) =>
     await sql`
   select (select count(*)::int from uploads where account_id = ${accountId}
     and status in ('received', 'processing')) as uploads,
-    (select count(*)::int from tracking_events where account_id = ${accountId} and status = 'received') as events,
-    (select count(*)::int from graphile_worker.jobs where locked_at is null and attempts < max_attempts) as jobs`
+    (select count(*)::int from tracking_events where account_id = ${accountId}
+      and status = 'received') as events,
+    (select count(*)::int from graphile_worker.jobs where locked_at is null
+      and attempts < max_attempts) as jobs`
   )[0]
 
 // Seconds until no upload is waiting and every event is applied.
@@ -368,14 +370,17 @@ const countCustomers = async (sql: postgres.Sql, accountId: number, ids: string[
   (
     await sql`
   with acked as (select unnest(${ids}::text[]) collate "C" as external_id), found as (
-    select c.account_id, c.service_id, c.external_id from acked join customers c on c.account_id = ${accountId}
+    select c.account_id, c.service_id, c.external_id from acked
+      join customers c on c.account_id = ${accountId}
       and c.external_id = acked.external_id
   )
-  select (select count(*)::int from acked) - (select count(distinct external_id)::int from found) as lost,
+  select (select count(*)::int from acked) - (select count(distinct external_id)::int from found)
+    as lost,
     (select count(*)::int - count(distinct external_id)::int from found) as duplicates,
     (select count(*)::int from found join customer_snapshots s on s.account_id = found.account_id
       and s.customer_id = found.service_id) as snapshots,
-    (select count(*)::int from uploads where account_id = ${accountId} and status = 'failed') as failed_uploads`
+    (select count(*)::int from uploads where account_id = ${accountId} and status = 'failed')
+      as failed_uploads`
   )[0]
 
 // Every event of every acknowledged block, found by its occurred_at.
@@ -383,15 +388,18 @@ const countEvents = async (sql: postgres.Sql, accountId: number, blocks: number[
   (
     await sql`
   with stored as (
-    select round(extract(epoch from occurred_at) * 1000)::bigint - ${T0}::bigint as n, count(*)::int as copies
+    select round(extract(epoch from occurred_at) * 1000)::bigint - ${T0}::bigint as n,
+    count(*)::int as copies
     from tracking_events where account_id = ${accountId} group by 1
   ), acked as (
     select b * ${EVENTS_PER_REQUEST} + i as n
       from unnest(${blocks}::bigint[]) b, generate_series(0, ${EVENTS_PER_REQUEST - 1}) i
   )
-  select (select count(*)::int from acked where not exists (select 1 from stored where stored.n = acked.n)) as lost,
+  select (select count(*)::int from acked where not exists (select 1 from stored
+    where stored.n = acked.n)) as lost,
     (select coalesce(sum(copies - 1), 0)::int from stored) as duplicates,
-    (select count(*)::int from tracking_events where account_id = ${accountId} and status = 'unmatched') as unmatched`
+    (select count(*)::int from tracking_events where account_id = ${accountId}
+      and status = 'unmatched') as unmatched`
   )[0]
 
 // ---------------------------------------------------------------------------------------------

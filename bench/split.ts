@@ -58,7 +58,8 @@ const measured =
 const setUp = async (sql: ReturnType<typeof connect>) => {
   const accountId = await seedAccount(sql, 'Split', ATTRIBUTES, METRICS)
   const model = { customer: { engagement: [{ codename: 'logins', weight: 1, bad: 0, good: 40 }] } }
-  await sql`insert into scoring_models (account_id, model) values (${accountId}, ${sql.json(model)})`
+  await sql`insert into scoring_models (account_id, model)
+    values (${accountId}, ${sql.json(model)})`
   return accountId
 }
 
@@ -95,7 +96,8 @@ export default async (ctx: BenchContext) => {
       keys: undefined as never,
     }
     const [{ defs }] = await sql`
-      select coalesce(json_agg(json_build_object('codename', codename, 'kind', kind, 'type', type)), '[]') as defs
+      select coalesce(json_agg(json_build_object('codename', codename, 'kind', kind, 'type', type)),
+        '[]') as defs
       from property_defs where account_id = ${accountId}`
     const catalog = catalogOf(defs as PropertyDef[])
     const [{ pid }] = await stats`select pg_backend_pid() as pid`

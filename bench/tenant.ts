@@ -234,7 +234,8 @@ export default async (ctx: BenchContext) => {
   try {
     await migrate(sql, url)
     const big = await seed(sql, BIG, 'Big')
-    await sql`insert into scoring_models (account_id, model) values (${big}, ${sql.json(model(40))})`
+    await sql`insert into scoring_models (account_id, model)
+      values (${big}, ${sql.json(model(40))})`
     await scoreRecords(sql, { account_id: big, entity: 'customer' })
     await sql`vacuum analyze`
     const [{ rows }] = await sql`select count(*)::int as rows from customer_snapshots`

@@ -132,9 +132,11 @@ const measureInserts = async (url: string, requests: string[]) => {
   const sql = postgres(url, { max: CONNECTIONS, onnotice: () => {} })
   try {
     const [{ id }] =
-      await sql`insert into accounts (name, tracker_key) values ('Ceiling', 'CS-CEILING') returning id`
+      await sql`insert into accounts (name, tracker_key) values ('Ceiling', 'CS-CEILING')
+        returning id`
     const insert = (body: string) => sql`
-      insert into tracking_events (account_id, name, occurred_at, customer_external_id, contact_external_id, data)
+      insert into tracking_events (account_id, name, occurred_at, customer_external_id,
+        contact_external_id, data)
       select ${id}, x->>'name', to_timestamp((x->>'timestamp')::float8 / 1000),
         x#>>'{identification,customer}', x#>>'{identification,contact}', nullif(x->'data', 'null')
       from jsonb_array_elements((${body}::text::jsonb)->'events') x`
@@ -173,7 +175,8 @@ export default async (ctx: BenchContext) => {
     })
     await sql`
       insert into customers (account_id, external_id, name)
-      select ${account.id}, 'cust-' || i, 'Customer ' || i from generate_series(0, ${CUSTOMERS - 1}) i`
+      select ${account.id}, 'cust-' || i, 'Customer ' || i
+        from generate_series(0, ${CUSTOMERS - 1}) i`
     await sql`analyze customers` // as a live database would have its statistics
     const { token } = await server.admin('POST', `/accounts/${account.id}/keys`, {
       scopes: ['track'],

@@ -143,7 +143,8 @@ const bulk = async (
     until(
       async () =>
         (
-          await sql`select count(*)::int as n from uploads where account_id = ${account.id} and status <> 'processed'`
+          await sql`select count(*)::int as n from uploads where account_id = ${account.id}
+            and status <> 'processed'`
         )[0].n === 0,
     ),
     ...rs.map((r) => r.waitFor(bodies.length, 600_000)),
@@ -224,7 +225,8 @@ export default async (ctx: BenchContext) => {
     await until(
       async () =>
         (
-          await sql`select count(*)::int as n from customer_contributions where account_id = ${c.id}`
+          await sql`select count(*)::int as n from customer_contributions
+            where account_id = ${c.id}`
         )[0].n === 1,
     )
     await server.admin('POST', `/accounts/${c.id}/webhooks`, {
@@ -247,7 +249,8 @@ export default async (ctx: BenchContext) => {
     await until(
       async () =>
         (
-          await sql`select count(*)::int as n from graphile_worker.jobs where attempts < max_attempts`
+          await sql`select count(*)::int as n from graphile_worker.jobs
+            where attempts < max_attempts`
         )[0].n === 0,
     )
     const batches = Math.ceil(CUSTOMERS / PER_REQUEST)

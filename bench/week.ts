@@ -27,9 +27,11 @@ export default async (ctx: BenchContext) => {
   const server = await startServer(url)
   try {
     const accountId = await seed(sql, CUSTOMERS, 'Week')
-    await sql`insert into scoring_models (account_id, model) values (${accountId}, ${sql.json(model(40))})`
+    await sql`insert into scoring_models (account_id, model)
+      values (${accountId}, ${sql.json(model(40))})`
     await scoreRecords(sql, { account_id: accountId, entity: 'customer' })
-    await sql`update customers set is_churned = true, churned_date = current_date - 3, churn_reason = 'manual'
+    await sql`update customers set is_churned = true, churned_date = current_date - 3,
+      churn_reason = 'manual'
       where account_id = ${accountId} and service_id % 100 = 0`
     await sql`update customers set is_churned = false, churned_date = null, churn_reason = null
       where account_id = ${accountId} and service_id % 200 = 0`
@@ -95,8 +97,10 @@ export default async (ctx: BenchContext) => {
     const quiet = async () => {
       for (;;) {
         const [{ kept, queued }] = await sql`
-          select (select count(*) from week_reports where account_id = ${accountId} and day = ${today()})::int as kept,
-            exists (select 1 from graphile_worker.jobs where key = ${weekReportJobKey(accountId)}) as queued`
+          select (select count(*) from week_reports where account_id = ${accountId}
+            and day = ${today()})::int as kept,
+            exists (select 1 from graphile_worker.jobs where key = ${weekReportJobKey(accountId)})
+              as queued`
         if (kept === 2 && !queued) return
         await new Promise((resolve) => setTimeout(resolve, 50))
       }
@@ -107,8 +111,8 @@ export default async (ctx: BenchContext) => {
       for (const [name, path, body] of requests)
         times.get(name)!.push((await timed(path, body)).seconds)
       const changed = performance.now()
-      const [{ at }] =
-        await sql`update customers set name = name where account_id = ${accountId} and service_id = 1
+      const [{ at }] = await sql`update customers set name = name where account_id = ${accountId}
+          and service_id = 1
         returning clock_timestamp() as at`
       const after = await week()
       if (!after.answer.refreshing) throw new Error('a change did not queue a refresh')
@@ -116,7 +120,8 @@ export default async (ctx: BenchContext) => {
       // Polled in the database: the key's rate limit would refuse requests this frequent.
       while (
         (
-          await sql`select from week_reports where account_id = ${accountId} and computed_at > ${at}`
+          await sql`select from week_reports where account_id = ${accountId}
+            and computed_at > ${at}`
         ).length < 2
       )
         await new Promise((resolve) => setTimeout(resolve, 50))

@@ -170,7 +170,8 @@ const databaseCounts = (sql: Sql, stuckSeconds: number) => sql<CountRow[]>`
   union all
   select 'purged', kind, purged::float8 from retention_runs
   union all
-  select 'oldest', kind, extract(epoch from oldest_kept)::float8 from retention_runs where oldest_kept is not null`
+  select 'oldest', kind, extract(epoch from oldest_kept)::float8 from retention_runs
+    where oldest_kept is not null`
 
 // A label seen once keeps being reported (as 0 when no rows remain), so series do not vanish
 // when a queue empties; the states the schema allows start at 0.

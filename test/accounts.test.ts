@@ -76,7 +76,8 @@ test('delete_account removes the account with its events, tracked keys and Segme
   )
   const counts = async () =>
     (
-      await s.sql`select (select count(*) from tracking_events where account_id = ${a.id})::int as events,
+      await s.sql`select (select count(*) from tracking_events where account_id = ${a.id})::int
+        as events,
         (select count(*) from tracked_keys where account_id = ${a.id})::int as keys,
         (select count(*) from segment_messages where account_id = ${a.id})::int as messages,
         (select count(*) from customers where account_id = ${a.id})::int as customers`

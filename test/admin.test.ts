@@ -282,7 +282,8 @@ test('scoring preview: what the scoring job then stores, for customers of every 
     async () =>
       (
         await s.sql`
-          select count(*)::int as n from graphile_worker._private_jobs where payload->>'account_id' = ${String(a.id)}`
+          select count(*)::int as n from graphile_worker._private_jobs
+            where payload->>'account_id' = ${String(a.id)}`
       )[0].n === 0,
     'rescored',
     60_000,

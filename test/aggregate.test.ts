@@ -86,11 +86,13 @@ const seed = async (account: Account, data: Row[]) => {
     })),
   )
   const churned = data.filter((r) => r.churned).map((r) => r.id)
-  await s.sql`update customers set is_churned = true where account_id = ${account.id} and external_id = any(${churned})`
+  await s.sql`update customers set is_churned = true where account_id = ${account.id}
+    and external_id = any(${churned})`
   // Every record was scored on upload; the unscored ones lose their scores, the others get these.
   const unscored = data.filter((r) => !r.scores).map((r) => r.id)
   await s.sql`delete from customer_scores where account_id = ${account.id} and customer_id in
-    (select service_id from customers where account_id = ${account.id} and external_id = any(${unscored}))`
+    (select service_id from customers where account_id = ${account.id}
+      and external_id = any(${unscored}))`
   await storeScores(
     s.sql,
     'customers',

@@ -138,7 +138,8 @@ test("the operator's change is recorded in the account's log, over HTTP and from
 })
 
 test('the entry is written in the change’s transaction: when it cannot be, the change is not made', async () => {
-  await s.sql`alter table audit_entries add constraint no_tags_today check (action <> 'createTag') not valid`
+  await s.sql`alter table audit_entries add constraint no_tags_today check (action <> 'createTag')
+    not valid`
   try {
     const res = await s.admin('POST', `/accounts/${a.id}/tags`, { title: 'Never' })
     assert.equal(res.status, 500)
@@ -268,7 +269,8 @@ test("one account's key reads its own log only; paging walks it newest first", a
 test('retention deletes the entries older than SERVICE_AUDIT_RETENTION_DAYS, and only those', async () => {
   const before = (await log(aAudit, '?limit=1000')).entries
   const old = before.slice(-2).map((e) => e.id)
-  await s.sql`update audit_entries set at = now() - interval '401 days' where account_id = ${a.id} and id = any(${old})`
+  await s.sql`update audit_entries set at = now() - interval '401 days' where account_id = ${a.id}
+    and id = any(${old})`
   await s.sql`update operator_audit_entries set at = now() - interval '401 days'`
   assert.equal(s.app.config.auditRetentionDays, 400)
   const purged = await purgeAudit(s.app)

@@ -88,6 +88,7 @@ test('counters live in Postgres, shared across processes', async () => {
   const key = await keyWith(id, ['search'])
   await post('/api/v1/customers/search', key.token)
   const [row] =
-    await s.sql`select sum(count)::int as n from rate_limit_counters where account_id = ${id} and key_id = ${key.id}`
+    await s.sql`select sum(count)::int as n from rate_limit_counters where account_id = ${id}
+      and key_id = ${key.id}`
   assert.equal(row.n, 1)
 })

@@ -244,14 +244,15 @@ test('a backup taken under uploads and tracking restores, twice, with every ackn
     })
     try {
       for (let i = 0; ; i++) {
-        const jobs =
-          await sql`select task_identifier, attempts, run_at, locked_at, last_error from graphile_worker.jobs`
+        const jobs = await sql`select task_identifier, attempts, run_at, locked_at, last_error
+            from graphile_worker.jobs`
         if (jobs.length === 0) break
         assert.ok(i < 300, `jobs still in the queue: ${JSON.stringify(jobs)}`)
         await sleep(100)
       }
       const [events] =
-        await sql`select count(*)::int as n, count(*) filter (where status = 'received')::int as waiting
+        await sql`select count(*)::int as n, count(*) filter (where status = 'received')::int
+          as waiting
         from tracking_events`
       assert.ok(events.n >= eventsBefore && events.waiting === 0, JSON.stringify(events))
     } finally {
@@ -408,8 +409,8 @@ test('a job in flight at a backup, even one add_job replaced as it ran, comes ba
     .sql`select (graphile_worker.add_job('analyze_tables', '{"tables": []}'::json,
     run_at => ${later}::timestamptz, job_key => ${key})).id`
   const [{ id: replaced }] = await add()
-  await s.app
-    .sql`update graphile_worker._private_jobs set locked_at = now(), locked_by = 'gone' where id = ${replaced}`
+  await s.app.sql`update graphile_worker._private_jobs set locked_at = now(), locked_by = 'gone'
+      where id = ${replaced}`
   const [{ id: successor }] = await add()
   const [old] = await s.app
     .sql`select attempts, max_attempts from graphile_worker.jobs where id = ${replaced}`
@@ -489,7 +490,8 @@ test("a backup whose tables outgrow the COPY stream's buffer ends, with every ro
   const account = await s.account('Large')
   const n = 30_000
   await s.app.sql`insert into customers (account_id, external_id, name, attributes)
-    select ${account.id}, 'bulk-' || g, 'Customer ' || g, jsonb_build_object('note', repeat('x', 100))
+    select ${account.id}, 'bulk-' || g, 'Customer ' || g,
+    jsonb_build_object('note', repeat('x', 100))
     from generate_series(1, ${n}) g`
   const file = join(dir, 'large.backup')
   try {

@@ -242,7 +242,8 @@ test(`${ALERT_TITLE}, after a training and as processed`, async () => {
   const probabilities = async () =>
     new Map(
       (
-        await s.sql`select external_id, churn_probability from customer_scores where account_id = ${a.id}`
+        await s.sql`select external_id, churn_probability from customer_scores
+          where account_id = ${a.id}`
       ).map((c) => [c.external_id as string, c.churn_probability as number]),
     )
   try {

@@ -33,11 +33,14 @@ test('the apply jobs and an erasure touch only the account’s shard, and do the
     // The tracker's events: data applied, a contact created, a suppressed one dropped, an unknown
     // customer's event kept unmatched, a Segment track counted.
     await setup`
-      insert into tracking_events (account_id, name, occurred_at, customer_external_id, contact_external_id, data,
+      insert into tracking_events (account_id, name, occurred_at, customer_external_id,
+        contact_external_id, data,
         message_id)
-      values (${id}, 'login', now(), 'c1', 'p1', '{"contact": {"contact_name": "Pat"}, "customer": {"plan": "x"}}',
+      values (${id}, 'login', now(), 'c1', 'p1',
+        '{"contact": {"contact_name": "Pat"}, "customer": {"plan": "x"}}',
           null),
-        (${id}, 'login', now(), 'c1', 'gone', null, null), (${id}, 'login', now(), 'zz', null, null, null),
+        (${id}, 'login', now(), 'c1', 'gone', null, null),
+        (${id}, 'login', now(), 'zz', null, null, null),
         (${id}, 'login', now(), 'c1', 'p2', null, 'm1')`
     const events = await sql.begin((tx) => applyEvents(tx, id))
     assert.deepEqual(events, {
@@ -65,7 +68,8 @@ test('the apply jobs and an erasure touch only the account’s shard, and do the
     // Segment: a group creates its customer, an identify names its contact, one of an unknown user
     // waits, a suppressed one is dropped, a track is stored as an applied event.
     await setup`
-      insert into segment_messages (account_id, message_id, type, user_id, group_id, event, occurred_at, traits)
+      insert into segment_messages (account_id, message_id, type, user_id, group_id, event,
+        occurred_at, traits)
       values (${id}, 'g1', 'group', 'u1', 'g', null, now(), '{"name": "G", "plan": "p"}'),
         (${id}, 'i1', 'identify', 'u1', null, null, now(), '{"name": "U"}'),
         (${id}, 'i2', 'identify', 'u9', null, null, now(), '{"name": "Nine"}'),

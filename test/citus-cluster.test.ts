@@ -24,9 +24,11 @@ test('migrate distributes every tenant table by account_id in one co-location gr
   try {
     await migrate(sql, db.url)
     const tables = await sql`
-      select c.relname as name, p.partmethod as method, p.repmodel as model, p.colocationid as group,
+      select c.relname as name, p.partmethod as method, p.repmodel as model,
+        p.colocationid as group,
         column_to_column_name(p.logicalrelid, p.partkey) as key,
-        exists(select 1 from pg_attribute a where a.attrelid = c.oid and a.attname = 'account_id') as tenant
+        exists(select 1 from pg_attribute a where a.attrelid = c.oid and a.attname = 'account_id')
+          as tenant
       from pg_class c left join pg_dist_partition p on p.logicalrelid = c.oid
       where c.relnamespace = 'public'::regnamespace and c.relkind = 'r' order by 1`
     const docs = documented()

@@ -32,7 +32,8 @@ test('a worker added and the shards rebalanced under load: nothing acknowledged 
     const shardOf = async (id: number) =>
       String(
         (
-          await operator`select get_shard_id_for_distribution_column('customers', ${id}::bigint) as s`
+          await operator`select get_shard_id_for_distribution_column('customers',
+            ${id}::bigint) as s`
         )[0].s,
       )
     const before = await placements(operator)
@@ -159,8 +160,8 @@ test('a worker added and the shards rebalanced under load: nothing acknowledged 
         `every upload of account ${a.id} done`,
         120_000,
       )
-      const failed =
-        await operator`select id, error from uploads where account_id = ${a.id} and status = 'failed'`
+      const failed = await operator`select id, error from uploads where account_id = ${a.id}
+          and status = 'failed'`
       assert.deepEqual([...failed], [])
       const stored = await operator`select external_id from customers where account_id = ${a.id}`
       const ids = new Set(stored.map((r) => r.external_id as string))

@@ -27,7 +27,8 @@ after(async () => {
 const sessions = async () =>
   (await observer`
     select application_name as name, query from pg_stat_activity
-    where datname = current_database() and pid <> pg_backend_pid() and backend_type = 'client backend'`) as unknown as {
+    where datname = current_database() and pid <> pg_backend_pid()
+      and backend_type = 'client backend'`) as unknown as {
     name: string
     query: string
   }[]
@@ -80,7 +81,8 @@ test('service-key requests, admin requests, /metrics and jobs run on connections
 test('SERVICE_DATABASE_API_OPTIONS is set on the api pools only', async () => {
   const setting = async (sql: Sql) =>
     (
-      await sql`select current_setting(${API_OPTION}, true) as v, current_setting('application_name') as name`
+      await sql`select current_setting(${API_OPTION}, true) as v,
+        current_setting('application_name') as name`
     )[0]
   assert.deepEqual({ ...(await setting(s.app.sql)) }, { v: 'error', name: 'service-api' })
   assert.deepEqual({ ...(await setting(s.app.heavy)) }, { v: 'error', name: 'service-api' })

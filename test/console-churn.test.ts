@@ -52,7 +52,8 @@ before(async () => {
   const churned = customers.filter((c) => c.churned)
   await s.sql`
     update customers c set is_churned = true, churned_date = u.d, churn_reason = 'manual'
-    from unnest(${churned.map((c) => `p${c.id}`)}::text[], ${churned.map((c) => c.churnedDate!)}::date[]) u(id, d)
+    from unnest(${churned.map((c) => `p${c.id}`)}::text[],
+      ${churned.map((c) => c.churnedDate!)}::date[]) u(id, d)
     where c.account_id = ${account.id} and c.external_id = u.id`
   customerId = `p${customers.find((c) => !c.churned)!.id}`
   assert.equal((await account.api('/api/v1/churn-model/train', {})).status, 202)

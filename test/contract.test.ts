@@ -502,7 +502,8 @@ test('every operation answers as its published schema says', async () => {
   await call('listUploads', { id }, undefined, '?status=processed')
   // A failed upload (a constraint the test adds makes it fail past validation) is retried,
   // then cancelled.
-  await s.sql`alter table customers add constraint no_forbidden_names check (name <> 'Forbidden') not valid`
+  await s.sql`alter table customers add constraint no_forbidden_names check (name <> 'Forbidden')
+    not valid`
   try {
     const bad = await a.api('/api/v1/customers', {
       customers: [{ external_id: 'f', name: 'Forbidden' }],

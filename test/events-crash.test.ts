@@ -70,7 +70,8 @@ test('a worker killed mid fan-out: no change lost, none phantom', async () => {
     const deliveries = await eventually(
       async () => {
         const rows = await s.sql`
-          select webhook_id, message_id, status from webhook_deliveries where account_id = ${account.id}`
+          select webhook_id, message_id, status from webhook_deliveries
+            where account_id = ${account.id}`
         return rows.length > 0 && rows.every((d) => d.status === 'delivered') && rows
       },
       'every delivery delivered after the restart',
@@ -83,7 +84,8 @@ test('a worker killed mid fan-out: no change lost, none phantom', async () => {
       (
         await s.sql`
           select c.external_id, h.engagementscore from customers c join customer_scores h
-            on h.account_id = c.account_id and h.customer_id = c.service_id where c.account_id = ${account.id}`
+            on h.account_id = c.account_id and h.customer_id = c.service_id
+              where c.account_id = ${account.id}`
       ).map((r) => [r.external_id as string, r.engagementscore as number]),
     )
     for (const r of receivers) {

@@ -33,7 +33,8 @@ const lockCustomers = () => lockTable(s.sql, 'customers')
 const waitingSearches = (n: number) =>
   eventually(async () => {
     const [{ waiting }] = await s.sql`
-      select count(*)::int as waiting from pg_locks where relation = 'customers'::regclass and not granted`
+      select count(*)::int as waiting from pg_locks where relation = 'customers'::regclass
+        and not granted`
     return waiting >= n
   }, `${n} searches waiting`)
 
@@ -99,7 +100,8 @@ test('a streamed export holds its place until its stream ends, not only until it
   await s.sql`insert into customers (account_id, external_id, name) values (${a.id}, 'c1', 'One')`
   // Megabytes of events, more than the loopback socket buffers hold, so the export waits
   // on its reader.
-  await s.sql`insert into tracking_events (account_id, name, occurred_at, customer_external_id, data, status)
+  await s.sql`insert into tracking_events (account_id, name, occurred_at, customer_external_id,
+    data, status)
     select ${a.id}, 'login', now(), 'c1', jsonb_build_object('pad', repeat('x', 6000)), 'applied'
     from generate_series(1, 2000)`
   const exporting = () => {

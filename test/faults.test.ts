@@ -103,8 +103,8 @@ test('SIGKILL of a serve process under load: every 200 is stored, nothing is hal
     // Every stored bulk upload has its processing job (single creates were processed inline): a
     // worker started now processes them all.
     const bulk = uploads.filter((u) => u.status === 'received')
-    const [{ jobs }] =
-      await sql`select count(*)::int as jobs from graphile_worker.jobs where task_identifier = 'process_upload'`
+    const [{ jobs }] = await sql`select count(*)::int as jobs from graphile_worker.jobs
+        where task_identifier = 'process_upload'`
     assert.equal(jobs, bulk.length)
     const worker = await startProcess(['worker'], db.url)
     try {
@@ -197,8 +197,10 @@ test(pgRestartTitle, async () => {
       }
       const jobs =
         pending &&
-        (await sql`select task_identifier, locked_by, locked_at, attempts, last_error, run_at > now() as later,
-          (select locked_by from graphile_worker._private_job_queues q where q.id = j.job_queue_id) as queue_lock
+        (await sql`select task_identifier, locked_by, locked_at, attempts, last_error,
+          run_at > now() as later,
+          (select locked_by from graphile_worker._private_job_queues q where q.id = j.job_queue_id)
+            as queue_lock
           from graphile_worker._private_jobs j limit 5`)
       assert.equal(
         pending,

@@ -37,9 +37,11 @@ const ENDPOINTS: [string, string][] = [
 const stored = async () =>
   JSON.stringify(
     await s.sql`
-  select (select count(*) from uploads) as u, (select count(*) from customers) as c, (select count(*)
+  select (select count(*) from uploads) as u, (select count(*) from customers) as c,
+    (select count(*)
     from contacts) as p,
-         (select count(*) from tracking_events) as e, (select count(*) from property_defs) as d, (select count(*)
+         (select count(*) from tracking_events) as e, (select count(*) from property_defs) as d,
+           (select count(*)
            from accounts) as a,
          (select count(*) from webhooks) as w, (select count(*) from api_keys) as k`,
   )

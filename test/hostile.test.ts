@@ -355,8 +355,8 @@ test('hostile strings in well-shaped bodies: no 5xx, and every 200 is processed 
     assert.ok(tries < 300, 'tracked events were never applied')
     await new Promise((r) => setTimeout(r, 100))
   }
-  const failed =
-    await s.sql`select task_identifier, last_error from graphile_worker.jobs where last_error is not null`
+  const failed = await s.sql`select task_identifier, last_error from graphile_worker.jobs
+      where last_error is not null`
   assert.equal(failed.length, 0, JSON.stringify(failed))
 })
 
@@ -418,7 +418,8 @@ const settled = async (accountId: number) => {
   for (let tries = 0; ; tries++) {
     const [jobs] =
       await s.sql`select count(*)::int as pending, string_agg(last_error, '; ') as errors,
-        (select count(*)::int from tracking_events where account_id = ${accountId} and status = 'received') as events
+        (select count(*)::int from tracking_events where account_id = ${accountId}
+          and status = 'received') as events
       from graphile_worker._private_jobs where payload->>'account_id' = ${String(accountId)}`
     assert.equal(jobs.errors, null, 'a job failed')
     if (jobs.pending === 0 && jobs.events === 0) return
@@ -571,7 +572,8 @@ test('values: a byte order mark is ignored alike on tracking, uploads and search
 test('values: a stored number no double holds (old data) never fails scoring, aggregates, search or GET', async () => {
   // As the tracker stored them before the one value rule.
   await s.sql`update customers set attributes = attributes || '{"employees": 1e400}'::jsonb,
-    metrics = metrics || '{"logins": -1e400}'::jsonb where account_id = ${values.id} and external_id = 'c1'`
+    metrics = metrics || '{"logins": -1e400}'::jsonb where account_id = ${values.id}
+      and external_id = 'c1'`
   await s.sql`update customer_snapshots set "values" = "values" || '{"logins": 1e400}'::jsonb
     where account_id = ${values.id}`
   await s.sql`update contacts set attributes = attributes || '{"rating": -1e400}'::jsonb
@@ -596,8 +598,8 @@ test('values: a stored number no double holds (old data) never fails scoring, ag
   })
   assert.equal(model.status, 200, JSON.stringify(model.body))
   await settled(values.id)
-  const [c4] =
-    await s.sql`select h.fitscore from customer_scores h join customers c on c.service_id = h.customer_id
+  const [c4] = await s.sql`select h.fitscore from customer_scores h
+      join customers c on c.service_id = h.customer_id
     where c.account_id = ${values.id} and c.external_id = 'c4'`
   assert.equal(c4.fitscore, -86, 'the other records of the batch are scored: 7 employees of 0..100')
 

@@ -151,12 +151,13 @@ describe('a 200,000-row customer file', () => {
       metrics: { logins: 15, seats: 1 },
       email: 'owner@acme.test',
     })
-    const [{ snapshots }] =
-      await s.sql`select count(*)::int as snapshots from customer_snapshots where account_id = ${accountId}
+    const [{ snapshots }] = await s.sql`select count(*)::int as snapshots from customer_snapshots
+        where account_id = ${accountId}
         and date = '2026-01-01'`
     assert.equal(snapshots, ROWS - bad.size)
     const uploads =
-      await s.sql`select source, status, count(*)::int as n, sum(item_count)::int as items from uploads
+      await s.sql`select source, status, count(*)::int as n, sum(item_count)::int as items
+        from uploads
       where account_id = ${accountId} group by 1, 2`
     assert.deepEqual(
       [...uploads],
@@ -310,7 +311,8 @@ describe('imports of few rows', () => {
     )
     const contacts = await s.sql`
       select t.external_id, t.name, t.attributes, t.metrics, c.external_id as customer
-      from contacts t join customers c on c.account_id = t.account_id and c.service_id = t.customer_id
+      from contacts t join customers c on c.account_id = t.account_id
+        and c.service_id = t.customer_id
       where t.account_id = ${account.id} order by t.external_id`
     assert.deepEqual(
       contacts.map((c) => ({ ...c })),
@@ -331,8 +333,8 @@ describe('imports of few rows', () => {
         },
       ],
     )
-    const [upload] =
-      await s.sql`select dropped_keys from uploads where account_id = ${account.id} and kind = 'contacts'`
+    const [upload] = await s.sql`select dropped_keys from uploads where account_id = ${account.id}
+        and kind = 'contacts'`
     assert.equal(upload.dropped_keys, 1) // p1's shoe_size, as the API counts unknown keys
   })
 
@@ -391,7 +393,8 @@ test('an import leaves one notification per user, with its totals, however many 
     const run = await runImport(s, ['customers', file, '--account', String(account.id)])
     assert.equal(run.code, 1, run.stderr) // one row skipped
     const notes = await s.sql`
-      select n.kind, n.body from notifications n where n.account_id = ${account.id} order by n.user_id`
+      select n.kind, n.body from notifications n where n.account_id = ${account.id}
+        order by n.user_id`
     assert.equal(notes.length, 2, JSON.stringify(notes))
     for (const note of notes) {
       assert.equal(note.kind, 'import.file')

@@ -165,7 +165,8 @@ const quiet = (accountId: number) =>
     async () =>
       (
         await s.sql`
-  select count(*)::int as n from graphile_worker._private_jobs where payload->>'account_id' = ${String(accountId)}`
+  select count(*)::int as n from graphile_worker._private_jobs
+    where payload->>'account_id' = ${String(accountId)}`
       )[0].n === 0,
     `jobs of ${accountId}`,
   )
@@ -245,7 +246,8 @@ before(async () => {
   await status(200, s.admin('PUT', `/accounts/${a.id}/sso`, { ...sso, default_role: 'viewer' }))
   const pending = newSecret(a.id)
   A.ssoState = pending.secret
-  await s.sql`insert into sso_logins (account_id, state_hash, issuer, nonce, code_verifier, expires_at)
+  await s.sql`insert into sso_logins (account_id, state_hash, issuer, nonce, code_verifier,
+    expires_at)
     values (${a.id}, ${pending.hash}, ${sso.issuer}, 'n', 'v', now() + interval '1 hour')`
   for (const [account, titles] of [
     [a, ['Gold', 'Silver']],
@@ -315,8 +317,10 @@ before(async () => {
     "A's segment recomputed",
   )
   const [ids] = await s.sql`
-    select (select service_id from customers where account_id = ${a.id} and external_id = 'only-a') as customer,
-           (select service_id from contacts where account_id = ${a.id} and external_id = 'a-contact') as contact`
+    select (select service_id from customers where account_id = ${a.id} and external_id = 'only-a')
+      as customer,
+           (select service_id from contacts where account_id = ${a.id}
+             and external_id = 'a-contact') as contact`
   Object.assign(A, ids)
   // A's erasure of a customer it never had: its log row and its suppression.
   A.erasure = (
@@ -393,8 +397,8 @@ on('POST', '/api/v1/customers/search', async () => {
 
 on('POST', '/api/v1/customers/aggregate', async () => {
   const aggregate = (body: unknown) => b.api('/api/v1/customers/aggregate', body)
-  const [own] =
-    await s.sql`select count(*)::int as n from customers where account_id = ${b.id} and not is_churned`
+  const [own] = await s.sql`select count(*)::int as n from customers where account_id = ${b.id}
+      and not is_churned`
   const all = (await status(200, aggregate({ fields: ['logins'], matrix: 'points' }))).body
   assert.equal(all.count, own.n)
   // A's customers have logins and scores; B's do not.
@@ -434,8 +438,8 @@ on('POST', '/api/v1/customers', async () => {
   ])
   try {
     assert.deepEqual([done.created, done.updated], [1, 1])
-    const [row] =
-      await s.sql`select attributes from customers where account_id = ${b.id} and external_id = 'shared-1'`
+    const [row] = await s.sql`select attributes from customers where account_id = ${b.id}
+        and external_id = 'shared-1'`
     assert.deepEqual(row.attributes, { country: 'DE' })
   } finally {
     await status(204, del(b, '/api/v1/customer/only-a'))
@@ -494,7 +498,8 @@ on('POST', '/api/tracker/track', async () => {
   await status(200, track(b, b.trackerKey, 'only-a'))
   await eventsApplied(b)
   const [event] =
-    await s.sql`select status from tracking_events where account_id = ${b.id} order by id desc limit 1`
+    await s.sql`select status from tracking_events where account_id = ${b.id} order by id desc
+      limit 1`
   assert.equal(event.status, 'unmatched')
 })
 
@@ -663,8 +668,8 @@ on('GET', `${ACC}/:id/properties`, async (r) => {
   const listed = (await status(200, inB(r))).body.map(
     (p: { entity: string; codename: string }) => `${p.entity}.${p.codename}`,
   )
-  const own =
-    await s.sql`select entity, codename from property_defs where account_id = ${b.id} order by entity, codename`
+  const own = await s.sql`select entity, codename from property_defs where account_id = ${b.id}
+      order by entity, codename`
   assert.deepEqual(
     listed,
     own.map((p) => `${p.entity}.${p.codename}`),
@@ -913,7 +918,8 @@ const relaySettled = (account: Account) =>
     async () =>
       (
         await s.sql`select ((select count(*) from segment_messages where account_id = ${account.id}
-            and status = 'received') + (select count(*) from tracking_events where account_id = ${account.id}
+            and status = 'received') + (select count(*) from tracking_events
+              where account_id = ${account.id}
             and status = 'received'))::int as n`
       )[0].n === 0,
     `Segment messages of ${account.id} applied`,

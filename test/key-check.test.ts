@@ -39,7 +39,8 @@ const newKey = async () => {
 
 const stored = async (keyId: number, bucket = 'api') =>
   (
-    await s.sql`select coalesce(sum(count), 0)::int as n from rate_limit_counters where key_id = ${keyId}
+    await s.sql`select coalesce(sum(count), 0)::int as n from rate_limit_counters
+      where key_id = ${keyId}
       and bucket = ${bucket}`
   )[0].n
 

@@ -29,8 +29,8 @@ test("a new account's first upload beside a larger account is known to the plann
     for (const table of TABLES)
       await s.sql`alter table ${s.sql(table)} set (autovacuum_enabled = false)`
     const estimate = async (table: string, accountId: number) => {
-      const [row] =
-        await s.sql`explain (format json) select from ${s.sql(table)} where account_id = ${accountId}`
+      const [row] = await s.sql`explain (format json) select from ${s.sql(table)}
+          where account_id = ${accountId}`
       return Number(row['QUERY PLAN'][0].Plan['Plan Rows'])
     }
     const fresh = await scoredAccount(s, 'New')

@@ -171,7 +171,8 @@ test('unlockLostJobs frees only our own locks of jobs not running here, once old
       ['theirs', 'pool-theirs', '1 minute'],
     ]
     for (const [key, holder, lockedFor] of holders) {
-      await sql`select graphile_worker.add_job('noop', '{}', queue_name => ${`q-${key}`}, job_key => ${key})`
+      await sql`select graphile_worker.add_job('noop', '{}', queue_name => ${`q-${key}`},
+        job_key => ${key})`
       await sql`update graphile_worker._private_jobs set locked_by = ${holder},
         locked_at = now() - ${lockedFor}::interval where key = ${key}`
       await sql`update graphile_worker._private_job_queues set locked_by = ${holder},

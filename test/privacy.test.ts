@@ -47,11 +47,13 @@ const applied = (accountId: number) =>
     async () =>
       (
         await s.sql`select (select count(*) from tracking_events where account_id = ${accountId}
-          and status = 'received') + (select count(*) from (${waitingSql(s.sql, 'segment_messages', accountId)}) w)::int
+          and status = 'received') + (select count(*)
+            from (${waitingSql(s.sql, 'segment_messages', accountId)}) w)::int
           as n`
       )[0].n == 0 &&
       (
-        await s.sql`select count(*)::int as n from graphile_worker.jobs where task_identifier = 'apply_events'`
+        await s.sql`select count(*)::int as n from graphile_worker.jobs
+          where task_identifier = 'apply_events'`
       )[0].n === 0,
     'events applied',
   )
@@ -474,14 +476,15 @@ test('retention purges only what is past its age, and /metrics shows it', async 
   await uploadAndWait(a.api, 'customers', [{ external_id: 'r1', name: 'R1' }])
   await uploadAndWait(a.api, 'customers', [{ external_id: 'r2', name: 'R2' }])
   const deliveries = await eventually(async () => {
-    const rows =
-      await s.sql`select id from webhook_deliveries where account_id = ${a.id} and payload is not null
+    const rows = await s.sql`select id from webhook_deliveries where account_id = ${a.id}
+        and payload is not null
       and status = 'delivered' order by id`
     return rows.length === 2 && rows
   }, 'two deliveries')
   await s.sql`update webhook_deliveries set created_at = now() - interval '31 days'
     where account_id = ${a.id} and id = ${deliveries[0].id}`
-  await s.sql`update webhook_deliveries set created_at = now() - interval '31 days', status = 'pending'
+  await s.sql`update webhook_deliveries set created_at = now() - interval '31 days',
+    status = 'pending'
     where account_id = ${a.id} and id = ${deliveries[1].id}`
 
   const result = await purgeExpired(s.app)
@@ -501,7 +504,8 @@ test('retention purges only what is past its age, and /metrics shows it', async 
     ],
   )
   const [excerpt] = await s.sql`select count(*)::int as n from webhook_attempts
-    where account_id = ${a.id} and delivery_id = ${deliveries[0].id} and response_excerpt is not null`
+    where account_id = ${a.id} and delivery_id = ${deliveries[0].id}
+      and response_excerpt is not null`
   assert.equal(excerpt.n, 0)
   // A second run finds nothing more.
   assert.deepEqual(await purgeExpired(s.app), { events: 0, deliveries: 0 })
@@ -525,15 +529,20 @@ const inactiveWebhook = async (accountId: number) =>
 test('retention walks past its first batch: every expired row of a long backlog goes, the young stay', async () => {
   const c = await s.account('Backlog')
   const batches = PURGE_BATCH * 2 + 1
-  await s.sql`insert into tracking_events (account_id, name, occurred_at, customer_external_id, status, received_at)
-    select ${c.id}, 'old', now(), 'bulk', 'applied', now() - interval '401 days' from generate_series(1, ${batches})`
-  await s.sql`insert into tracking_events (account_id, name, occurred_at, customer_external_id, status)
+  await s.sql`insert into tracking_events (account_id, name, occurred_at, customer_external_id,
+    status, received_at)
+    select ${c.id}, 'old', now(), 'bulk', 'applied', now() - interval '401 days'
+      from generate_series(1, ${batches})`
+  await s.sql`insert into tracking_events (account_id, name, occurred_at, customer_external_id,
+    status)
     select ${c.id}, 'young', now(), 'bulk', 'applied' from generate_series(1, 2)`
   const webhook = await inactiveWebhook(c.id)
-  await s.sql`insert into webhook_deliveries (account_id, webhook_id, event, message_id, payload, status, created_at)
+  await s.sql`insert into webhook_deliveries (account_id, webhook_id, event, message_id, payload,
+    status, created_at)
     select ${c.id}, ${webhook}, 'bulk', 'bulk-' || g, '{}', 'delivered', now() - interval '31 days'
     from generate_series(1, ${PURGE_BATCH + 1}) g`
-  await s.sql`insert into webhook_deliveries (account_id, webhook_id, event, message_id, payload, status)
+  await s.sql`insert into webhook_deliveries (account_id, webhook_id, event, message_id, payload,
+    status)
     values (${c.id}, ${webhook}, 'bulk', 'bulk-young', '{}', 'delivered')`
   assert.deepEqual(await purgeExpired(s.app), { events: batches, deliveries: PURGE_BATCH + 1 })
   const left =
@@ -553,7 +562,8 @@ test('an erasure fails a pending delivery that names the person (unsendable with
     values (${c.id}, ${webhook}, 'customer.created', 'names-gone', '{"external_id": "gone-1"}'),
       (${c.id}, ${webhook}, 'customer.created', 'names-kept', '{"external_id": "kept-1"}')
     returning id`
-  await s.sql`insert into webhook_attempts (account_id, delivery_id, attempt, status_code, duration_ms,
+  await s.sql`insert into webhook_attempts (account_id, delivery_id, attempt, status_code,
+    duration_ms,
       response_excerpt)
     select ${c.id}, id, 1, 500, 5, 'busy' from webhook_deliveries where account_id = ${c.id}`
   const res = await s.admin('POST', `/accounts/${c.id}/erasures`, { customers: ['gone-1'] })
@@ -563,10 +573,11 @@ test('an erasure fails a pending delivery that names the person (unsendable with
     return got.body.status === 'done' && got.body
   }, 'erasure')
   assert.equal(done.counts.webhook_deliveries, 1)
-  const rows =
-    await s.sql`select d.message_id, d.status, d.payload, a.response_excerpt from webhook_deliveries d
+  const rows = await s.sql`select d.message_id, d.status, d.payload, a.response_excerpt
+      from webhook_deliveries d
     join webhook_attempts a on a.account_id = d.account_id and a.delivery_id = d.id
-    where d.account_id = ${c.id} and d.id = any(${deliveries.map((d) => d.id)}) order by d.message_id`
+    where d.account_id = ${c.id} and d.id = any(${deliveries.map((d) => d.id)})
+      order by d.message_id`
   assert.deepEqual(
     rows.map((r) => [r.message_id, r.status, r.payload, r.response_excerpt]),
     [
@@ -593,15 +604,17 @@ test('an erasure whose every attempt fails is marked failed, forgets whom it nam
   try {
     const res = await eraser('/api/v1/erasures', { customers: ['doomed'] })
     assert.equal(res.status, 202, JSON.stringify(res.body))
-    const job =
-      () => s.sql`select j.attempts, j.max_attempts, j.last_error from graphile_worker._private_jobs j
+    const job = () => s.sql`select j.attempts, j.max_attempts, j.last_error
+        from graphile_worker._private_jobs j
       join graphile_worker._private_tasks t on t.id = j.task_id
       where t.identifier = 'erase' and j.payload->>'erasure_id' = ${String(res.body.id)}`
     // The retries' backoff (seconds, then minutes) is brought forward, so the five
     // attempts run now.
     const failed = await eventually(async () => {
-      await s.sql`update graphile_worker._private_jobs j set run_at = now() from graphile_worker._private_tasks t
-        where t.id = j.task_id and t.identifier = 'erase' and j.payload->>'erasure_id' = ${String(res.body.id)}
+      await s.sql`update graphile_worker._private_jobs j set run_at = now()
+        from graphile_worker._private_tasks t
+        where t.id = j.task_id and t.identifier = 'erase'
+          and j.payload->>'erasure_id' = ${String(res.body.id)}
           and j.locked_at is null and j.run_at > now()`
       const got = await eraser(`/api/v1/erasures/${res.body.id}`, undefined, 'GET')
       return got.body.status !== 'pending' && got.body
@@ -636,7 +649,8 @@ test('an erasure whose every attempt fails is marked failed, forgets whom it nam
 test('a client that drops a streamed export midway ends its transaction and frees its connection', async () => {
   // Megabytes of events, more than the loopback socket buffers hold, so the export waits
   // on its reader.
-  await s.sql`insert into tracking_events (account_id, name, occurred_at, customer_external_id, data, status)
+  await s.sql`insert into tracking_events (account_id, name, occurred_at, customer_external_id,
+    data, status)
     select ${a.id}, 'login', now(), 'c1', jsonb_build_object('pad', repeat('x', 6000)), 'applied'
     from generate_series(1, 2000)`
   // The export's connection, between two fetches of its cursor (a portal without a Sync: 'active').

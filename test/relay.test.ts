@@ -44,7 +44,8 @@ const settled = async (accountId: number, timeoutMs = 30_000) => {
   for (;;) {
     const [{ n }] = await s.sql`
       select (select count(*) from (${waitingSql(s.sql, 'segment_messages', accountId)}) w)
-        + (select count(*) from tracking_events where account_id = ${accountId} and status = 'received') as n`
+        + (select count(*) from tracking_events where account_id = ${accountId}
+          and status = 'received') as n`
     if (Number(n) === 0) return
     if (Date.now() > deadline)
       throw new Error(`account ${accountId}: ${n} messages or events not applied`)
@@ -203,7 +204,8 @@ test('messageId deduplicates in a batch and across batches: a message for KEEP_D
   assert.ok(Number(duplicates) >= 12, `duplicates counted: ${duplicates}`)
   // Past the window the messages done are forgotten (at the account's next apply), and the same
   // messageId applies again.
-  await s.sql`update segment_messages set received_at = now() - make_interval(days => ${KEEP_DAYS + 1})
+  await s.sql`update segment_messages set
+    received_at = now() - make_interval(days => ${KEEP_DAYS + 1})
     where account_id = ${a.id}`
   await post(a, '/v1/page', { messageId: 'p1', userId: 'u1' })
   await settled(a.id)
@@ -513,7 +515,8 @@ test('a pending identify is applied by a later group; pending ones expire, count
   await settled(a.id)
   assert.equal((await a.api('/api/v1/customer/p1/contact/direct', undefined, 'GET')).status, 200)
   // The one still pending, made older than PENDING_HOURS, expires at the account's next apply.
-  await s.sql`update segment_messages set received_at = now() - make_interval(hours => ${PENDING_HOURS + 1})
+  await s.sql`update segment_messages set
+    received_at = now() - make_interval(hours => ${PENDING_HOURS + 1})
     where account_id = ${a.id} and status = 'pending'`
   await post(a, '/v1/page', { userId: 'late', name: 'Home' })
   await settled(a.id)
@@ -525,7 +528,8 @@ test('a pending identify is applied by a later group; pending ones expire, count
 
 test('at most PENDING_MAX identifies wait an account: the next unknown user is dropped, pending_full', async () => {
   const a = await scoredAccount(s, 'Pending full')
-  await s.sql`insert into segment_messages (account_id, message_id, type, user_id, occurred_at, traits, status)
+  await s.sql`insert into segment_messages (account_id, message_id, type, user_id, occurred_at,
+    traits, status)
     select ${a.id}, 'waiting-' || g, 'identify', 'waiting-' || g, now(), '{"name": "W"}', 'pending'
     from generate_series(1, ${PENDING_MAX - 1}) g`
   const res = await post(a, '/v1/batch', {
@@ -575,8 +579,10 @@ test('dropped trait keys are counted by name for at most MAX_KEY_NAMES names; kn
 test('a backlog of more batches than one job applies is applied whole, through its successor job', async () => {
   const a = await scoredAccount(s, 'Backlog')
   const n = MESSAGES_PER_BATCH * BATCHES_PER_JOB + 1
-  await s.sql`insert into segment_messages (account_id, message_id, type, user_id, group_id, event, occurred_at)
-    select ${a.id}, 'backlog-' || g, 'track', 'u1', 'g1', 'logins', now() from generate_series(1, ${n}) g`
+  await s.sql`insert into segment_messages (account_id, message_id, type, user_id, group_id, event,
+    occurred_at)
+    select ${a.id}, 'backlog-' || g, 'track', 'u1', 'g1', 'logins', now()
+      from generate_series(1, ${n}) g`
   // The intake of a message for the Segment apply job queues it.
   await post(a, '/v1/page', { userId: 'u1', name: 'Home' })
   await settled(a.id, 120_000)
@@ -594,7 +600,8 @@ test('pending identifies wait, unwritten, through identifies that cannot place t
     return res.body
   }
   const pendingRows = () =>
-    s.sql`select id, xmin::text from segment_messages where account_id = ${a.id} and status = 'pending' order by id`
+    s.sql`select id, xmin::text from segment_messages where account_id = ${a.id}
+      and status = 'pending' order by id`
   await post(a, '/v1/group', { groupId: 'r1', traits: { name: 'R1' } })
   await post(a, '/v1/identify', { userId: 'w', traits: { name: 'Wanda' } })
   await settled(a.id)
@@ -662,8 +669,8 @@ test("tracks are stored matched as the tracker matches its events; an unknown cu
     'u1',
     'u2',
   ])
-  const rows =
-    await s.sql`select contact_external_id as user, status, customer_id, contact_id from tracking_events
+  const rows = await s.sql`select contact_external_id as user, status, customer_id, contact_id
+      from tracking_events
     where account_id = ${a.id} order by contact_external_id`
   assert.deepEqual(
     rows.map((r) => [r.user, r.status, r.customer_id !== null, r.contact_id !== null]),
@@ -825,7 +832,7 @@ test('hostile messages from the hardening corpus: never a 5xx, every 200 applied
       assert.ok(res.status < 500, `${i}: ${res.status} ${JSON.stringify(res.body)}`)
   }
   await settled(a.id, 60_000)
-  const failed =
-    await s.sql`select task_identifier, last_error from graphile_worker.jobs where last_error is not null`
+  const failed = await s.sql`select task_identifier, last_error from graphile_worker.jobs
+      where last_error is not null`
   assert.equal(failed.length, 0, JSON.stringify(failed))
 })

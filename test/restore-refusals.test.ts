@@ -30,7 +30,8 @@ before(async () => {
   dbs.push(from)
   source = connect(from.url, { max: 1 })
   await migrate(source, from.url)
-  await source`insert into accounts (name, tracker_key) values ('First', 'tk-1'), ('Second', 'tk-2')`
+  await source`insert into accounts (name, tracker_key)
+    values ('First', 'tk-1'), ('Second', 'tk-2')`
   const made = await backup(source, join(dir, 'good.gz'))
   await backup(source, join(dir, 'good.gz.age'), { key: KEY })
   lines = gunzipSync(readFileSync(made.file)).toString('utf8').split('\n')
@@ -74,10 +75,12 @@ const held = async () => {
   try {
     const names = (await sql`select name from accounts order by id`).map((r) => r.name as string)
     const [{ rows }] = await sql`select sum((xpath('/row/n/text()',
-        query_to_xml(format('select count(*) as n from %s', c.oid::regclass), false, true, '')))[1]::text::int)::int
+        query_to_xml(format('select count(*) as n from %s', c.oid::regclass), false, true,
+          '')))[1]::text::int)::int
         as rows
       from pg_class c join pg_namespace s on s.oid = c.relnamespace
-      where s.nspname in ('public', 'graphile_worker') and c.relkind = 'r' and c.relname <> 'migrations'`
+      where s.nspname in ('public', 'graphile_worker') and c.relkind = 'r'
+        and c.relname <> 'migrations'`
     return { names, rows }
   } finally {
     await sql.end()

@@ -300,16 +300,19 @@ type GeneratedRecord = typeof record extends fc.Arbitrary<infer R> ? R : never
 let run = 0
 const seedAccount = async (m: ScoringModel | null, records: GeneratedRecord[]) => {
   const [account] =
-    await s.sql`insert into accounts (name, tracker_key) values ('Gen', ${`CS-GEN${++run}`}) returning id`
+    await s.sql`insert into accounts (name, tracker_key) values ('Gen', ${`CS-GEN${++run}`})
+      returning id`
   const id = account.id as number
   const propertyDefs = ['customer', 'contact'].flatMap((entity) =>
     DEFS.map((d) => ({ account_id: id, entity, ...d })),
   )
   await s.sql`insert into property_defs ${s.sql(propertyDefs)}`
   if (m)
-    await s.sql`insert into scoring_models (account_id, model) values (${id}, ${s.sql.json(m as never)})`
+    await s.sql`insert into scoring_models (account_id, model)
+      values (${id}, ${s.sql.json(m as never)})`
   const customers = await s.sql`
-    insert into customers (account_id, external_id, attributes, metrics, is_churned, churned_date, churn_reason)
+    insert into customers (account_id, external_id, attributes, metrics, is_churned, churned_date,
+      churn_reason)
     select ${id}, 'c' || x.i, x.attributes, x.metrics, x.reason is not null, case
       when x.reason is not null then x.churned end, x.reason
     from jsonb_to_recordset(${s.sql.json(
@@ -344,11 +347,13 @@ const seedAccount = async (m: ScoringModel | null, records: GeneratedRecord[]) =
       as x(id bigint, date date, "values" jsonb)`
   // A stale history and scores that the job must replace.
   await s.sql`
-    insert into customer_scores (account_id, customer_id, external_id, history_dates, history_scores, last_seen,
+    insert into customer_scores (account_id, customer_id, external_id, history_dates,
+      history_scores, last_seen,
       engagementscore, fitscore)
     select s.account_id, s.customer_id, c.external_id, array_agg(s.date order by s.date),
       array_agg(999 order by s.date), max(s.date), 999, 999
-    from customer_snapshots s join customers c on c.account_id = s.account_id and c.service_id = s.customer_id
+    from customer_snapshots s join customers c on c.account_id = s.account_id
+      and c.service_id = s.customer_id
     where s.account_id = ${id} group by 1, 2, 3`
   await s.sql`
     insert into contact_snapshots (account_id, contact_id, date, "values")
@@ -368,22 +373,29 @@ const checkEntity = async (
     entity === 'customer'
       ? [
           await s.sql`
-        select r.*, to_char(h.last_seen, 'YYYY-MM-DD') as last_seen, to_char(r.churned_date, 'YYYY-MM-DD') as
+        select r.*, to_char(h.last_seen, 'YYYY-MM-DD') as last_seen,
+          to_char(r.churned_date, 'YYYY-MM-DD') as
           churned_date,
-          h.engagementscore, h.engagementscore_difference, h.engagementscore_trend, h.fitscore, h.churn_risk,
+          h.engagementscore, h.engagementscore_difference, h.engagementscore_trend, h.fitscore,
+          h.churn_risk,
           h.upsell_score,
-          to_json(coalesce(h.history_dates, '{}')) as history_dates, coalesce(h.history_scores, '{}') as history_scores
-        from customers r left join customer_scores h on h.account_id = r.account_id and h.customer_id = r.service_id
+          to_json(coalesce(h.history_dates, '{}')) as history_dates,
+            coalesce(h.history_scores, '{}') as history_scores
+        from customers r left join customer_scores h on h.account_id = r.account_id
+          and h.customer_id = r.service_id
         where r.account_id = ${accountId}`,
           await s.sql`select customer_id as record_id, to_char(date, 'YYYY-MM-DD') as date, "values"
             from customer_snapshots where account_id = ${accountId}`,
         ]
       : [
           await s.sql`
-        select r.*, to_char(h.last_seen, 'YYYY-MM-DD') as last_seen, h.engagementscore, h.engagementscore_difference,
+        select r.*, to_char(h.last_seen, 'YYYY-MM-DD') as last_seen, h.engagementscore,
+          h.engagementscore_difference,
           h.engagementscore_trend,
-          to_json(coalesce(h.history_dates, '{}')) as history_dates, coalesce(h.history_scores, '{}') as history_scores
-        from contacts r left join contact_scores h on h.account_id = r.account_id and h.contact_id = r.service_id
+          to_json(coalesce(h.history_dates, '{}')) as history_dates,
+            coalesce(h.history_scores, '{}') as history_scores
+        from contacts r left join contact_scores h on h.account_id = r.account_id
+          and h.contact_id = r.service_id
         where r.account_id = ${accountId}`,
           await s.sql`select contact_id as record_id, to_char(date, 'YYYY-MM-DD') as date, "values"
             from contact_snapshots where account_id = ${accountId}`,
@@ -450,7 +462,8 @@ test('the scoring job gives what the pure functions give, record by record', asy
         const m = generated && v.parse(ScoringModelSchema, generated)
         const accountId = await seedAccount(m, records)
         const churnBefore = await s.sql`
-      select service_id, is_churned, to_char(churned_date, 'YYYY-MM-DD') as churned_date, churn_reason
+      select service_id, is_churned, to_char(churned_date, 'YYYY-MM-DD') as churned_date,
+      churn_reason
       from customers where account_id = ${accountId} order by service_id`
         await scoreRecords(s.sql, { account_id: accountId, entity: 'customer' }, { today: TODAY })
         await scoreRecords(s.sql, { account_id: accountId, entity: 'contact' }, { today: TODAY })
@@ -460,9 +473,11 @@ test('the scoring job gives what the pure functions give, record by record', asy
         // of the churn date.
         const inactiveDays = m?.churn?.inactive_days ?? 0
         const after = await s.sql`
-      select service_id, is_churned, to_char(churned_date, 'YYYY-MM-DD') as churned_date, churn_reason,
+      select service_id, is_churned, to_char(churned_date, 'YYYY-MM-DD') as churned_date,
+        churn_reason,
         to_char(h.last_seen, 'YYYY-MM-DD') as last_seen
-      from customers c left join customer_scores h on h.account_id = c.account_id and h.customer_id = c.service_id
+      from customers c left join customer_scores h on h.account_id = c.account_id
+        and h.customer_id = c.service_id
       where c.account_id = ${accountId} order by service_id`
         churnBefore.forEach((b, i) => {
           const a = after[i]
@@ -517,7 +532,8 @@ test('a second run over unchanged data writes nothing', async () => {
   )
   await scoreRecords(s.sql, { account_id: accountId, entity: 'customer' }, { today: TODAY })
   const xmin = () => s.sql`
-    select (select array_agg(xmin::text order by service_id) from customers where account_id = ${accountId}) as c,
+    select (select array_agg(xmin::text order by service_id) from customers
+      where account_id = ${accountId}) as c,
       (select array_agg(xmin::text order by customer_id, date) from customer_snapshots
         where account_id = ${accountId}) as s`
   const before = await xmin()
@@ -549,11 +565,13 @@ test('scoring some records inserts and updates their score rows only', async () 
     })),
   )
   const ids = (
-    await s.sql`select service_id from customers where account_id = ${accountId} order by service_id`
+    await s.sql`select service_id from customers where account_id = ${accountId}
+      order by service_id`
   ).map((r) => r.service_id as number)
   // Records 0, 1 and 4 have no score row; 0, 2 and 3 are scored.
   const missing = [ids[0], ids[1], ids[4]]
-  await s.sql`delete from customer_scores where account_id = ${accountId} and customer_id in ${s.sql(missing)}`
+  await s.sql`delete from customer_scores where account_id = ${accountId}
+    and customer_id in ${s.sql(missing)}`
   const chosen = [ids[0], ids[2], ids[3]]
   await scoreRecords(
     s.sql,

@@ -96,10 +96,13 @@ const getCustomer = async (a: Account, id: string) => {
 // What search does not show (upsell, churn details) is read from the table.
 const stored = async (a: Account, id: string) => {
   const [row] = await s.sql`
-    select engagementscore, engagementscore_difference, engagementscore_trend, to_char(last_seen, 'YYYY-MM-DD') as
+    select engagementscore, engagementscore_difference, engagementscore_trend,
+      to_char(last_seen, 'YYYY-MM-DD') as
       last_seen,
-      fitscore, churn_risk, upsell_score, is_churned, to_char(churned_date, 'YYYY-MM-DD') as churned_date, churn_reason
-    from customers c left join customer_scores h on h.account_id = c.account_id and h.customer_id = c.service_id
+      fitscore, churn_risk, upsell_score, is_churned,
+        to_char(churned_date, 'YYYY-MM-DD') as churned_date, churn_reason
+    from customers c left join customer_scores h on h.account_id = c.account_id
+      and h.customer_id = c.service_id
     where c.account_id = ${a.id} and c.external_id = ${id}`
   return row
 }
@@ -313,7 +316,8 @@ test('a model change that keeps the engagement rules rescores from the stored hi
   const a = await setUp()
   await uploadCustomers(a, [ACME, BETA])
   const before = scoresOf(await getCustomer(a, 'acme'))
-  await s.sql`update customer_snapshots set "values" = '{"logins": 0, "tickets": 10}' where account_id = ${a.id}`
+  await s.sql`update customer_snapshots set "values" = '{"logins": 0, "tickets": 10}'
+    where account_id = ${a.id}`
   // Fit alone changes, its rules in another order and written with other key orders.
   const fit = [{ weight: 1, good: false, codename: 'has_sso' }]
   await setModel(a, {
@@ -502,7 +506,8 @@ test(sideBySideTitle, async () => {
     { e: Math.round((50 * (-100 + (200 * 20) / 40) + 25 * 100) / 75), l: T },
   )
   const [{ n }] = await s.sql`
-    select count(*)::int as n from customer_snapshots s left join customer_scores h on h.account_id = s.account_id
+    select count(*)::int as n from customer_snapshots s left
+      join customer_scores h on h.account_id = s.account_id
       and h.customer_id = s.customer_id
     where s.account_id = ${a.id} and (h.customer_id is null or not s.date = any(h.history_dates))`
   assert.equal(n, 0, 'every snapshot is scored')

@@ -1284,7 +1284,8 @@ describe('compileSearch: sort', () => {
     for (let i = 0; i < 14; i++) {
       const plan = PLANS[(i * 3) % 4]
       await db.sql`insert into customers (account_id, external_id, name, attributes, created_at)
-        values (8, ${`s${String(i).padStart(2, '0')}`}, ${NAMES[i % 4]}, ${db.sql.json(plan ? { plan } : {})},
+        values (8, ${`s${String(i).padStart(2, '0')}`}, ${NAMES[i % 4]},
+          ${db.sql.json(plan ? { plan } : {})},
           ${`2026-01-0${1 + (i % 3)}T00:00:00Z`})`
     }
     const scored = Array.from({ length: 14 }, (_, i) => ({ i, engagementscore: SCORES[i % 6] }))
@@ -1301,7 +1302,8 @@ describe('compileSearch: sort', () => {
   const expected = async (keys: Key[]) => {
     const records = await db.sql`select r.external_id, r.name, r.attributes->>'plan' as plan,
         r.created_at::text as created, h.engagementscore
-      from customers r left join customer_scores h on h.account_id = r.account_id and h.customer_id = r.service_id
+      from customers r left join customer_scores h on h.account_id = r.account_id
+        and h.customer_id = r.service_id
       where r.account_id = 8 and not r.is_churned`
     const column: Record<string, string> = {
       engagementscore: 'engagementscore',

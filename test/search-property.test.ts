@@ -233,8 +233,8 @@ before(async () => {
         as x(external_id text, created_at timestamptz, updated_at timestamptz)
       where r.account_id = ${account.id} and r.external_id = x.external_id`
   }
-  const defs =
-    await s.sql`select entity, codename, kind, type from property_defs where account_id = ${account.id}`
+  const defs = await s.sql`select entity, codename, kind, type from property_defs
+      where account_id = ${account.id}`
   catalog = {
     customer: defs.filter((d) => d.entity === 'customer') as unknown as PropertyDef[],
     contact: defs.filter((d) => d.entity === 'contact') as unknown as PropertyDef[],
@@ -476,7 +476,8 @@ test('paging under every sort returns each record exactly once, also while recor
     }
     if (entity === 'customer') {
       await s.sql`insert into customers (account_id, external_id, name, attributes, metrics)
-        values (${account.id}, ${`new-${n}`}, ${values.name}, ${s.sql.json({ country: values.country })},
+        values (${account.id}, ${`new-${n}`}, ${values.name},
+          ${s.sql.json({ country: values.country })},
           ${s.sql.json({ logins: values.logins })})`
     } else {
       await s.sql`insert into contacts (account_id, external_id, customer_id, name, attributes)

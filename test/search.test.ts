@@ -56,7 +56,8 @@ const setScores = async (account: Account, externalId: string, values: Record<st
     Object.fromEntries(Object.entries(values).filter(([k]) => RECORD_COLUMNS.has(k) === record))
   const churn = pick(true)
   if (Object.keys(churn).length)
-    await s.sql`update customers set ${s.sql(churn)} where account_id = ${account.id} and external_id = ${externalId}`
+    await s.sql`update customers set ${s.sql(churn)} where account_id = ${account.id}
+      and external_id = ${externalId}`
   await storeScores(s.sql, 'customers', account.id, [{ external_id: externalId, ...pick(false) }])
 }
 
@@ -132,7 +133,8 @@ const seed = async () => {
   ])
   // A value of another JSON type than its definition counts as no value; a future date is known
   // but never "less than N days ago".
-  await s.sql`update customers set attributes = ${s.sql.json({ country: 7, plan_started: dayAgo(-10) })}
+  await s.sql`update customers set
+    attributes = ${s.sql.json({ country: 7, plan_started: dayAgo(-10) })}
     where account_id = ${acme.id} and external_id = 'c-e'`
   await setScores(acme, 'c-a', {
     engagementscore: 80,
@@ -649,7 +651,8 @@ describe('the response objects', () => {
     assert.deepEqual(Object.keys(res.body), ['results'])
     const byId = Object.fromEntries(res.body.results.map((r: any) => [r.id, r]))
     const [row] =
-      await s.sql`select created_at, updated_at from customers where account_id = ${acme.id} and external_id = 'c-a'`
+      await s.sql`select created_at, updated_at from customers where account_id = ${acme.id}
+        and external_id = 'c-a'`
     const a = byId['c-a']
     assert.deepEqual(Object.keys(a), [
       'id',
@@ -740,7 +743,8 @@ describe('the response objects', () => {
       'updatedAt',
     ])
     const [row] =
-      await s.sql`select created_at, updated_at from contacts where account_id = ${acme.id} and external_id = 'k-1'`
+      await s.sql`select created_at, updated_at from contacts where account_id = ${acme.id}
+        and external_id = 'k-1'`
     assert.deepEqual(k1, {
       id: 'k-1',
       service_id: ids[acme.id]['k-1'],
@@ -878,8 +882,8 @@ describe('paging', () => {
 
   test('after the last record: an empty page, no paging', async () => {
     const last = [...weird].sort(byteOrder).at(-1)!
-    const [row] =
-      await s.sql`select service_id from customers where account_id = ${pager.id} and external_id = ${last}`
+    const [row] = await s.sql`select service_id from customers where account_id = ${pager.id}
+        and external_id = ${last}`
     const res = await search(pager, 'customers', { after: row.service_id })
     assert.equal(res.status, 200)
     assert.deepEqual(res.body, { results: [] })
@@ -887,14 +891,15 @@ describe('paging', () => {
 
   test('after continues past a record outside the result set, such as a churned one', async () => {
     const expected = [...weird].sort(byteOrder)
-    const [row] =
-      await s.sql`update customers set is_churned = true where account_id = ${pager.id} and external_id = 'a/b'
+    const [row] = await s.sql`update customers set is_churned = true where account_id = ${pager.id}
+        and external_id = 'a/b'
         returning service_id`
     try {
       const res = await search(pager, 'customers', { after: row.service_id })
       assert.deepEqual(idsOf(res), expected.slice(expected.indexOf('a/b') + 1))
     } finally {
-      await s.sql`update customers set is_churned = false where account_id = ${pager.id} and external_id = 'a/b'`
+      await s.sql`update customers set is_churned = false where account_id = ${pager.id}
+        and external_id = 'a/b'`
     }
   })
 })
@@ -957,7 +962,8 @@ describe('paging under a sort: ties and nulls', () => {
       test(`${propertyName} ${direction}: each record once, in order, nulls last, external IDs ascending`, async () => {
         const rows = await s.sql`
           select r.external_id, r.name, ${s.sql.unsafe(valueSql)} as v from customers r
-            left join customer_scores h on h.account_id = r.account_id and h.customer_id = r.service_id
+            left join customer_scores h on h.account_id = r.account_id
+              and h.customer_id = r.service_id
           where r.account_id = ${tied.id}`
         const value = (r: (typeof rows)[number]) =>
           propertyName === 'name' ? r.name : r.v === null ? null : Number(r.v)

@@ -249,10 +249,10 @@ test('membership follows a rescoring', async () => {
 test('the recomputation returns, inside its transaction, who entered and who left', async () => {
   const seg = await ok(create(acme, { name: 'Direct', filters: [us] }), 201)
   await computedAfter(acme, seg.id)
-  const [c3] =
-    await s.sql`select service_id from customers where account_id = ${acme.id} and external_id = 'c3'`
-  const [c1] =
-    await s.sql`select service_id from customers where account_id = ${acme.id} and external_id = 'c1'`
+  const [c3] = await s.sql`select service_id from customers where account_id = ${acme.id}
+      and external_id = 'c3'`
+  const [c1] = await s.sql`select service_id from customers where account_id = ${acme.id}
+      and external_id = 'c1'`
   const rollback = new Error('rollback')
   const change = await s.sql
     .begin(async (tx) => {

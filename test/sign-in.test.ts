@@ -252,7 +252,8 @@ test('10 failures for one email in 15 minutes: 429 with Retry-After, whatever th
   assert.equal((await signIn('ghost@people.test', 'wrong password')).status, 429)
   // Other emails are not; and once the failures leave the window the right password signs in.
   assert.equal((await signIn('viewer@people.test')).status, 200)
-  await s.sql`update sign_in_failures set at = at - interval '15 minutes 1 second' where email = 'locked@people.test'`
+  await s.sql`update sign_in_failures set at = at - interval '15 minutes 1 second'
+    where email = 'locked@people.test'`
   assert.equal((await signIn('locked@people.test')).status, 200)
 })
 

@@ -197,8 +197,8 @@ test('signs in a verified email of the domains, creating the user with the defau
     /service_session=([^;]*)/.exec(second.headers.get('set-cookie') ?? '')![1],
     session,
   )
-  const users =
-    await s.sql`select id from users where account_id = ${accountId} and lower(email) = 'ada@acme.test'`
+  const users = await s.sql`select id from users where account_id = ${accountId}
+      and lower(email) = 'ada@acme.test'`
   assert.equal(users.length, 1)
 })
 
@@ -258,8 +258,8 @@ test('an unverified email and an email outside the domains are refused, and no u
     const { location, cookie } = await start()
     await refused(await authorize(location, sub), cookie, code)
   }
-  const made =
-    await s.sql`select email from users where account_id = ${accountId} and email in ('eve@acme.test',
+  const made = await s.sql`select email from users where account_id = ${accountId}
+      and email in ('eve@acme.test',
     'mallory@other.test')`
   assert.equal(made.length, 0)
 })
@@ -299,7 +299,8 @@ test('a sign-in older than its 10 minutes is refused', async () => {
     and expires_at > now() order by expires_at desc limit 1`
   assert.ok(row.left > 590 && row.left <= 600, String(row.left))
   const back = await authorize(location, 'ada')
-  await s.sql`update sso_logins set expires_at = now() - interval '1 second' where account_id = ${accountId}`
+  await s.sql`update sso_logins set expires_at = now() - interval '1 second'
+    where account_id = ${accountId}`
   await refused(back, cookie, 'invalid_state')
 })
 
@@ -409,7 +410,8 @@ test('the client secret is kept sealed: not in the database, and bound to its ac
   const copy = (await s.account('Copy')).id
   const body = { issuer, ...CLIENT, domains: ['copy.test'], default_role: 'viewer' }
   assert.equal((await s.admin('PUT', `/accounts/${copy}/sso`, body)).status, 200)
-  await s.sql`update sso_configs set client_secret = ${row.client_secret} where account_id = ${copy}`
+  await s.sql`update sso_configs set client_secret = ${row.client_secret}
+    where account_id = ${copy}`
   const res = await fetch(`${s.base}/auth/v1/sso/${copy}/start`, { redirect: 'manual' })
   assert.equal(res.status, 503)
   assert.match((await res.json()).detail, /cannot be opened/)

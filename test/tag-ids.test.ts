@@ -33,7 +33,8 @@ const tagsOf = async (account: Account, records: 'customers' | 'contacts') => {
     select r.external_id,
       array(select t.title from tags t where t.id = any(r.tag_ids) order by t.title) as ids,
       array(select t.title from ${s.sql(links)} x join tags t on t.id = x.tag_id
-        where x.account_id = r.account_id and x.${s.sql(key)} = r.service_id order by t.title) as links,
+        where x.account_id = r.account_id and x.${s.sql(key)} = r.service_id
+          order by t.title) as links,
       r.tag_ids = array(select unnest(r.tag_ids) order by 1) as sorted
     from ${s.sql(records)} r where r.account_id = ${account.id} order by r.external_id`
   for (const row of rows) {
@@ -147,7 +148,8 @@ describe('tag filters', () => {
     await setTags(acme, 'customers', 'c-3', ['Green'])
     await setTags(acme, 'customers', 'c-4', ['Red', 'Blue'])
     const links = await s.sql`
-      select r.external_id, array(select lower(t.title) from customer_tags x join tags t on t.id = x.tag_id
+      select r.external_id, array(select lower(t.title) from customer_tags x join tags t
+        on t.id = x.tag_id
         where x.account_id = r.account_id and x.customer_id = r.service_id) as titles
       from customers r where r.account_id = ${acme.id} and not r.is_churned order by r.external_id`
     const has = (id: string, titles: string[]) =>

@@ -25,15 +25,18 @@ const newAccount = async () => {
   const [{ id }] = await s.sql`insert into accounts (name, tracker_key)
     values ('Apply', ${`CS-${randomBytes(6).toString('hex')}`}) returning id`
   await s.sql`insert into property_defs (account_id, entity, codename, kind, type) values
-    (${id}, 'customer', 'country', 'attribute', 'string'), (${id}, 'customer', 'has_sso', 'attribute', 'boolean'),
-    (${id}, 'customer', 'plan_started', 'attribute', 'date'), (${id}, 'customer', 'logins', 'metric', 'number'),
+    (${id}, 'customer', 'country', 'attribute', 'string'),
+    (${id}, 'customer', 'has_sso', 'attribute', 'boolean'),
+    (${id}, 'customer', 'plan_started', 'attribute', 'date'),
+    (${id}, 'customer', 'logins', 'metric', 'number'),
     (${id}, 'contact', 'role', 'attribute', 'string')`
   await s.sql`insert into customers (account_id, external_id, name, attributes) values
     (${id}, 'c1', 'One', '{}'), (${id}, 'c2', 'Two', '{"has_sso": true, "country": "SE"}'),
     (${id}, 'c3', 'Three', '{}')`
   await s.sql`insert into contacts (account_id, external_id, customer_id, name, attributes)
     select ${id}, x.external_id, c.service_id, x.name, x.attributes::jsonb
-    from (values ('p1', 'c1', 'Pia', '{"role": "user"}'), ('q1', 'c2', 'Quinn', '{"role": "viewer"}'))
+    from (values ('p1', 'c1', 'Pia', '{"role": "user"}'),
+      ('q1', 'c2', 'Quinn', '{"role": "viewer"}'))
       x(external_id, customer, name, attributes)
       join customers c on c.account_id = ${id} and c.external_id = x.customer`
   return id as number
@@ -47,10 +50,13 @@ interface Event {
   data?: unknown
 }
 const insertEvents = (sql: Sql, accountId: number, events: Event[]) => sql`
-  insert into tracking_events (account_id, name, occurred_at, customer_external_id, contact_external_id, data)
-  select ${accountId}, x->>'name', to_timestamp((x->>'at')::float8 / 1000), x->>'customer', x->>'contact',
+  insert into tracking_events (account_id, name, occurred_at, customer_external_id,
+    contact_external_id, data)
+  select ${accountId}, x->>'name', to_timestamp((x->>'at')::float8 / 1000), x->>'customer',
+    x->>'contact',
     nullif(x->'data', 'null')
-  from jsonb_array_elements(${JSON.stringify(events.map((e) => ({ name: 'login', data: null, ...e })))}::text::jsonb) x`
+  from
+    jsonb_array_elements(${JSON.stringify(events.map((e) => ({ name: 'login', data: null, ...e })))}::text::jsonb) x`
 
 // In insert order, so ids follow the list; times deliberately out of order.
 const BATCH_1: Event[] = [
@@ -135,7 +141,8 @@ const BATCH_2: Event[] = [
 ]
 
 const customers = (accountId: number) => s.sql`
-  select external_id, name, attributes from customers where account_id = ${accountId} order by external_id`
+  select external_id, name, attributes from customers where account_id = ${accountId}
+    order by external_id`
 const contacts = (accountId: number) => s.sql`
   select t.external_id, c.external_id as customer, t.name, t.attributes from contacts t
     join customers c on c.account_id = t.account_id and c.service_id = t.customer_id
@@ -295,7 +302,8 @@ test('a Segment track waits for the group received with it, then is matched and 
   assert.equal(second.events, 1)
   assert.deepEqual(second.segment, { tracks: 1, suppressed: 0, duplicates: 0 })
   const [event] = await s.sql`
-    select e.status, c.external_id as customer, t.external_id as contact, e.message_id from tracking_events e
+    select e.status, c.external_id as customer, t.external_id as contact, e.message_id
+      from tracking_events e
       join customers c on c.account_id = e.account_id and c.service_id = e.customer_id
       join contacts t on t.account_id = e.account_id and t.service_id = e.contact_id
     where e.account_id = ${accountId}`
@@ -336,9 +344,10 @@ test('a Segment group or identify that changes nothing writes nothing', async ()
     ])
     return s.sql.begin((tx) => applyRelay(tx, accountId))
   }
-  const written =
-    () => s.sql`select xmin::text from customers where account_id = ${accountId} and external_id = 'c1'
-    union all select xmin::text from contacts where account_id = ${accountId} and external_id = 'p1'`
+  const written = () => s.sql`select xmin::text from customers where account_id = ${accountId}
+      and external_id = 'c1'
+    union all select xmin::text from contacts where account_id = ${accountId}
+      and external_id = 'p1'`
   const first = await send(1, 'DE')
   assert.deepEqual([first.customers, first.contacts], [1, 1])
   const before = await written()

@@ -297,7 +297,8 @@ test('events are stored as parsed: pretty-printed bodies, escapes and emoji are 
   })
   assert.equal(res.status, 200, JSON.stringify(res.body))
   const [row] =
-    await s.sql`select name, customer_external_id, data, occurred_at from tracking_events where account_id = ${valid.id}
+    await s.sql`select name, customer_external_id, data, occurred_at from tracking_events
+      where account_id = ${valid.id}
       order by id desc limit 1`
   assert.deepEqual(
     { ...row },
@@ -649,8 +650,8 @@ test('applying: a contact of another customer is neither moved nor updated', asy
     { ...(await contactRow(applied.id, 'q1')) },
     { name: 'Quinn', attributes: { role: 'viewer' }, customer: 'c2' },
   )
-  const [event] =
-    await s.sql`select status, customer_id, contact_id from tracking_events where account_id = ${applied.id}
+  const [event] = await s.sql`select status, customer_id, contact_id from tracking_events
+      where account_id = ${applied.id}
       order by id desc limit 1`
   assert.equal(event.status, 'applied')
   assert.equal(event.contact_id, null)
@@ -667,8 +668,8 @@ test('applying: events of an unknown customer are kept, marked unmatched, and cr
       data: { customer: { country: 'FR' }, contact: { contact_name: 'X' } },
     }),
   ])
-  const [event] =
-    await s.sql`select status, customer_id, contact_id, data from tracking_events where account_id = ${applied.id}
+  const [event] = await s.sql`select status, customer_id, contact_id, data from tracking_events
+      where account_id = ${applied.id}
       and customer_external_id = 'nobody'`
   assert.equal(event.status, 'unmatched')
   assert.equal(event.customer_id, null)
@@ -685,9 +686,12 @@ test('applying: events of an unknown customer are kept, marked unmatched, and cr
 
 test('applying: running the job again changes nothing', async () => {
   const state = () => s.sql`
-    select 'customer' as kind, external_id, name, attributes, updated_at from customers where account_id = ${applied.id}
-    union all select 'contact', external_id, name, attributes, updated_at from contacts where account_id = ${applied.id}
-    union all select status, id::text, name, data, received_at from tracking_events where account_id = ${applied.id}
+    select 'customer' as kind, external_id, name, attributes, updated_at from customers
+      where account_id = ${applied.id}
+    union all select 'contact', external_id, name, attributes, updated_at from contacts
+      where account_id = ${applied.id}
+    union all select status, id::text, name, data, received_at from tracking_events
+      where account_id = ${applied.id}
     order by 1, 2`
   const before = await state()
   const again = await s.sql.begin((tx) => applyEvents(tx, applied.id))
@@ -713,8 +717,10 @@ test('applying: jobs of one account that run at once apply each event exactly on
     }),
   )
   await s.sql`
-    insert into tracking_events (account_id, name, occurred_at, customer_external_id, contact_external_id, data)
-    select ${a.id}, x->>'name', to_timestamp((x->>'timestamp')::float8 / 1000), x#>>'{identification,customer}',
+    insert into tracking_events (account_id, name, occurred_at, customer_external_id,
+      contact_external_id, data)
+    select ${a.id}, x->>'name', to_timestamp((x->>'timestamp')::float8 / 1000),
+      x#>>'{identification,customer}',
       x#>>'{identification,contact}', x->'data'
     from jsonb_array_elements(${JSON.stringify(events)}::text::jsonb) x`
   const runs = await Promise.all(
@@ -731,7 +737,8 @@ test('applying: jobs of one account that run at once apply each event exactly on
     'each contact is created once',
   )
   const [{ applied, unmatched }] = await s.sql`
-    select count(*) filter (where status = 'applied')::int as applied, count(*) filter (where status =
+    select count(*) filter (where status = 'applied')::int as applied,
+      count(*) filter (where status =
       'unmatched')::int as unmatched
     from tracking_events where account_id = ${a.id}`
   assert.deepEqual({ applied, unmatched }, { applied: 320, unmatched: 80 })
@@ -752,8 +759,10 @@ test('intake: a request adds an apply job only when its account has none waiting
         200,
       )
     const jobs = () => q.sql`
-      select j.key, j.locked_at is not null as locked, j.payload, q.queue_name from graphile_worker._private_jobs j
-        join graphile_worker._private_tasks t on t.id = j.task_id left join graphile_worker._private_job_queues q
+      select j.key, j.locked_at is not null as locked, j.payload, q.queue_name
+        from graphile_worker._private_jobs j
+        join graphile_worker._private_tasks t on t.id = j.task_id left
+          join graphile_worker._private_job_queues q
           on q.id = j.job_queue_id
       where t.identifier = 'apply_events' order by j.id`
     await send()
@@ -825,7 +834,8 @@ test('intake: an apply job waits at the gate for the intakes in flight, then rea
     await Promise.all([intake, job])
     assert.equal(passedWhileHeld, false)
     const [{ n }] = await q.sql`
-      select count(*)::int as n from tracking_events where account_id = ${a.id} and status = 'received'`
+      select count(*)::int as n from tracking_events where account_id = ${a.id}
+        and status = 'received'`
     assert.equal(n, 1, 'committed before the job read')
     // Another account's intake does not hold this account's job.
     const b = await q.account()
@@ -865,14 +875,17 @@ test(boundedBatchesTitle, async () => {
       insert into tracking_events (account_id, name, occurred_at, customer_external_id, data)
       select ${a.id}, 'login', now(), 'c' || i, null from generate_series(1, ${backlog}) i`
     // An upload's job already waits on the account's queue.
-    await q.sql`select graphile_worker.add_job('process_upload', '{}'::json, queue_name => ${`account:${a.id}`})`
+    await q.sql`select graphile_worker.add_job('process_upload', '{}'::json,
+      queue_name => ${`account:${a.id}`})`
     const run = (payload: { account_id: number }, _: never) => applyEventsOfAccount(q.app, payload)
     const received = async () =>
       (
-        await q.sql`select count(*)::int as n from tracking_events where account_id = ${a.id} and status = 'received'`
+        await q.sql`select count(*)::int as n from tracking_events where account_id = ${a.id}
+          and status = 'received'`
       )[0].n
     const queued = () => q.sql`
-      select t.identifier as task, j.key from graphile_worker._private_jobs j join graphile_worker._private_tasks t
+      select t.identifier as task, j.key from graphile_worker._private_jobs j
+        join graphile_worker._private_tasks t
         on t.id = j.task_id
       where j.job_queue_id = (select id from graphile_worker._private_job_queues
         where queue_name = ${`account:${a.id}`})
@@ -1104,8 +1117,8 @@ test(aggregationTitle, async () => {
 })
 
 test('aggregation: the daily cron line is registered with the worker', async () => {
-  const [row] =
-    await s.sql`select identifier from graphile_worker._private_known_crontabs where identifier = 'aggregate_events'`
+  const [row] = await s.sql`select identifier from graphile_worker._private_known_crontabs
+      where identifier = 'aggregate_events'`
   assert.ok(row, 'graphile-worker knows the aggregate_events crontab')
 })
 
@@ -1143,7 +1156,8 @@ test('fits_type (SQL) agrees with fitsType (TypeScript) on generated values', as
   )
   const rows = await s.sql`
     select fits_type(v::jsonb, t) as fits
-    from unnest(${cases.map(([v]) => JSON.stringify(v))}::text[], ${cases.map(([, t]) => t)}::text[])
+    from unnest(${cases.map(([v]) => JSON.stringify(v))}::text[],
+      ${cases.map(([, t]) => t)}::text[])
       with ordinality as x(v, t, i) order by i`
   const disagreements = cases.filter(([v, t], i) => fitsType(v, t) !== rows[i].fits)
   assert.deepEqual(disagreements, [])

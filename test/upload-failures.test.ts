@@ -23,7 +23,8 @@ const upload = (id: string, name: string) =>
 const processJobs = async (uploadId: number) =>
   (
     await s.sql`
-    select count(*)::int as n from graphile_worker._private_jobs j join graphile_worker._private_tasks t
+    select count(*)::int as n from graphile_worker._private_jobs j
+      join graphile_worker._private_tasks t
       on t.id = j.task_id
     where t.identifier = 'process_upload' and j.payload->>'upload_id' = ${String(uploadId)}`
   )[0].n
@@ -164,7 +165,8 @@ test('an upload stuck behind its account queue shows in /metrics and the admin A
   // The account's queue is held by a lock that no worker can take, so the upload waits.
   const [{ id: queue }] = await s.sql`
     select id from graphile_worker._private_job_queues where queue_name = ${`account:${a.id}`}`
-  await s.sql`update graphile_worker._private_job_queues set locked_at = now(), locked_by = 'test' where id = ${queue}`
+  await s.sql`update graphile_worker._private_job_queues set locked_at = now(), locked_by = 'test'
+    where id = ${queue}`
   try {
     const waiting = await upload('stuck', 'Stuck')
     assert.equal(waiting.status, 200)
@@ -185,6 +187,7 @@ test('an upload stuck behind its account queue shows in /metrics and the admin A
     const state = await a.api(`/api/v1/uploads/${waiting.body.upload_id}`, undefined, 'GET')
     assert.deepEqual([state.body.status, state.body.error], ['failed', 'Cancelled by an operator.'])
   } finally {
-    await s.sql`update graphile_worker._private_job_queues set locked_at = null, locked_by = null where id = ${queue}`
+    await s.sql`update graphile_worker._private_job_queues set locked_at = null, locked_by = null
+      where id = ${queue}`
   }
 })

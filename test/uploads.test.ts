@@ -388,7 +388,8 @@ test(mergeTitle, async () => {
   // metrics: each metric's value in the latest snapshot holding it.
   assert.deepEqual(c.metrics, { logins: 7, seats: 3 })
   const snaps =
-    await s.sql`select to_char(date, 'YYYY-MM-DD') as date, "values" from customer_snapshots where account_id = ${a.id}
+    await s.sql`select to_char(date, 'YYYY-MM-DD') as date, "values" from customer_snapshots
+      where account_id = ${a.id}
       order by date`
   assert.deepEqual(
     snaps.map((r) => [r.date, r.values]),
@@ -398,8 +399,8 @@ test(mergeTitle, async () => {
     ],
   )
   await upload(a.api, [customer(1, { metrics: [{ date: '2026-02-01', seats: null }] })])
-  const [again] =
-    await s.sql`select "values" from customer_snapshots where account_id = ${a.id} and date = '2026-02-01'`
+  const [again] = await s.sql`select "values" from customer_snapshots where account_id = ${a.id}
+      and date = '2026-02-01'`
   assert.deepEqual(again.values, {})
 })
 
@@ -508,8 +509,8 @@ test('within one request a later duplicate wins, in item order', async () => {
     }),
   ])
   assert.equal(done.created, 2)
-  const rows =
-    await s.sql`select external_id, name, attributes, metrics, service_id from customers where account_id = ${a.id}
+  const rows = await s.sql`select external_id, name, attributes, metrics, service_id from customers
+      where account_id = ${a.id}
       order by service_id`
   assert.deepEqual(
     rows.map((r) => r.external_id),
@@ -527,7 +528,8 @@ const folded = (snapshots: { values: Record<string, unknown> }[]) =>
 const storedState = async (accountId: number, entity: 'customer' | 'contact') => {
   const records = await s.sql`
     select r.external_id, r.name, r.attributes, r.metrics, coalesce(jsonb_agg(
-      jsonb_build_object('date', to_char(t.date, 'YYYY-MM-DD'), 'values', t."values") order by t.date)
+      jsonb_build_object('date', to_char(t.date, 'YYYY-MM-DD'), 'values', t."values")
+        order by t.date)
       filter (where t.date is not null), '[]') as snapshots
     from ${s.sql(`${entity}s`)} r left join ${s.sql(`${entity}_snapshots`)} t
       on t.account_id = r.account_id and t.${s.sql(`${entity}_id`)} = r.service_id
@@ -717,7 +719,8 @@ test(contactsTitle, async () => {
   assert.equal(moved.updated, 1)
   const rows = await s.sql`
     select t.external_id, t.name, t.attributes, t.metrics, c.external_id as customer from contacts t
-    join customers c on c.account_id = t.account_id and c.service_id = t.customer_id where t.account_id = ${a.id}`
+    join customers c on c.account_id = t.account_id and c.service_id = t.customer_id
+      where t.account_id = ${a.id}`
   assert.deepEqual(
     rows.map((r) => ({ ...r })),
     [
@@ -752,7 +755,8 @@ test('processing is idempotent: a second run of the same job changes nothing', a
   const snapshot = async () =>
     JSON.stringify(
       await s.sql`
-    select (select json_agg(c order by service_id) from customers c where account_id = ${a.id}) as c,
+    select (select json_agg(c order by service_id) from customers c where account_id = ${a.id})
+      as c,
            (select count(*) from notifications where account_id = ${a.id}) as n,
            (select count(*) from customer_snapshots where account_id = ${a.id}) as s`,
     )
@@ -760,8 +764,8 @@ test('processing is idempotent: a second run of the same job changes nothing', a
   await s.sql`select graphile_worker.add_job('process_upload',
     json_build_object('account_id', ${a.id}::bigint, 'upload_id', ${done.upload_id}::bigint))`
   for (let i = 0; i < 100; i++) {
-    const [{ n }] =
-      await s.sql`select count(*)::int as n from graphile_worker.jobs where task_identifier = 'process_upload'`
+    const [{ n }] = await s.sql`select count(*)::int as n from graphile_worker.jobs
+        where task_identifier = 'process_upload'`
     if (n === 0) break
     await new Promise((r) => setTimeout(r, 50))
   }
@@ -772,8 +776,8 @@ test('every user of the account is notified of a processed upload', async () => 
   const a = await scoredAccount(s)
   await s.admin('POST', `/accounts/${a.id}/users`, { email: 'second@acme.test' })
   const done = await upload(a.api, [customer(1), customer(2)])
-  const rows =
-    await s.sql`select user_id, kind, body from notifications where account_id = ${a.id} order by user_id`
+  const rows = await s.sql`select user_id, kind, body from notifications where account_id = ${a.id}
+      order by user_id`
   assert.equal(rows.length, 2)
   for (const r of rows) {
     assert.equal(r.kind, 'import.processed')
@@ -838,7 +842,8 @@ test(singleCustomerTitle, async () => {
   const churned = await a.api(path, { is_churned: true, churned_date: '2026-03-01' }, 'PUT')
   assert.equal(churned.body.is_churned, true)
   const [row] =
-    await s.sql`select to_char(churned_date, 'YYYY-MM-DD') as d, churn_reason from customers where account_id = ${a.id}`
+    await s.sql`select to_char(churned_date, 'YYYY-MM-DD') as d, churn_reason from customers
+      where account_id = ${a.id}`
   assert.deepEqual({ ...row }, { d: '2026-03-01', churn_reason: 'manual' })
   assert.equal((await a.api(path, { is_churned: false }, 'PUT')).body.is_churned, false)
   assert.deepEqual(paths(await a.api(path, { owner_email: 'ghost@acme.test' }, 'PUT')), [
@@ -912,7 +917,8 @@ test("tenants never see or touch each other's records", async () => {
     await Promise.all(
       [a.id, b.id].map(
         (id) =>
-          s.sql`select account_id, name, attributes from customers where external_id = 'c1' and account_id = ${id}`,
+          s.sql`select account_id, name, attributes from customers where external_id = 'c1'
+            and account_id = ${id}`,
       ),
     )
   ).flat()
@@ -943,8 +949,8 @@ const filedWritesTitle =
   '406 also for single-record updates and deletes of an account whose records are owned elsewhere; nothing changes'
 test(filedWritesTitle, async () => {
   const file = await s.account('Filed writes', { source_of_truth: 'FILE' })
-  const [c] =
-    await s.sql`insert into customers (account_id, external_id, name) values (${file.id}, 'f1', 'Filed')
+  const [c] = await s.sql`insert into customers (account_id, external_id, name)
+      values (${file.id}, 'f1', 'Filed')
     returning service_id`
   await s.sql`insert into contacts (account_id, external_id, customer_id, name)
     values (${file.id}, 'fp', ${c.service_id}, 'Person')`
@@ -1050,7 +1056,8 @@ test('creates of one new id at once: one 201, the others 409, never a 500', asyn
   )
   assert.equal(
     (
-      await s.sql`select count(*)::int as n from customers where account_id = ${a.id} and external_id = 'c77'`
+      await s.sql`select count(*)::int as n from customers where account_id = ${a.id}
+        and external_id = 'c77'`
     )[0].n,
     1,
   )
@@ -1157,7 +1164,8 @@ test('a record another request creates while an upload merges it still gets the 
     await eventually(
       async () =>
         (
-          await s.sql`select 1 from pg_stat_activity where application_name = 'service-worker' and state = 'active'
+          await s.sql`select 1 from pg_stat_activity where application_name = 'service-worker'
+            and state = 'active'
           and query like '%update customers c set name%'`
         ).length > 0,
       "the upload's update waiting",

@@ -39,7 +39,8 @@ test('a worker killed mid-delivery: the webhook still arrives after a restart', 
       (
         await s.sql`
       select id, status, message_id from webhook_deliveries
-      where account_id = ${account.id} and payload::json #>> '{data,batch,total_customers}' = ${String(total)}`
+      where account_id = ${account.id} and payload::json
+        #>> '{data,batch,total_customers}' = ${String(total)}`
       )[0]
     const upload = async (from: number, n: number) => {
       const res = await account.api('/api/v1/customers', {
@@ -69,8 +70,8 @@ test('a worker killed mid-delivery: the webhook still arrives after a restart', 
     await upload(500, 1000)
     await eventually(() => held, 'the 1000 batch to reach the receiver')
     const big = (await delivery(1000))!
-    const [job] =
-      await s.sql`select locked_by from graphile_worker.jobs where key = ${`webhook_delivery:${account.id}:${big.id}`}`
+    const [job] = await s.sql`select locked_by from graphile_worker.jobs
+        where key = ${`webhook_delivery:${account.id}:${big.id}`}`
     assert.ok(firstIds.includes(job.locked_by), 'the delivery job is locked by the first worker')
     await first.kill('SIGKILL')
     const killedAt = Date.now()
@@ -106,8 +107,8 @@ test('a worker killed mid-delivery: the webhook still arrives after a restart', 
     for (const req of r.requests)
       for (const c of req.json.data.customers)
         counts.set(c.service_id, (counts.get(c.service_id) ?? 0) + 1)
-    const stored =
-      await s.sql`select service_id from customers where account_id = ${account.id} order by service_id`
+    const stored = await s.sql`select service_id from customers where account_id = ${account.id}
+        order by service_id`
     assert.equal(stored.length, 1500)
     assert.deepEqual(
       [...counts.keys()].sort((a, b) => a - b),
@@ -140,11 +141,14 @@ test('unlockDeadWorkers releases the locks of stale and long-unknown workers onl
       ['ghost-new', '1 minute', null],
     ]
     for (const [id, lockedFor, age] of holders) {
-      await sql`select graphile_worker.add_job('noop', '{}', queue_name => ${`q-${id}`}, job_key => ${id})`
-      await sql`update graphile_worker._private_jobs set locked_by = ${id}, locked_at = now() - ${lockedFor}::interval
+      await sql`select graphile_worker.add_job('noop', '{}', queue_name => ${`q-${id}`},
+        job_key => ${id})`
+      await sql`update graphile_worker._private_jobs
+        set locked_by = ${id}, locked_at = now() - ${lockedFor}::interval
         where key = ${id}`
       await sql`update graphile_worker._private_job_queues
-        set locked_by = ${id}, locked_at = now() - ${lockedFor}::interval where queue_name = ${`q-${id}`}`
+        set locked_by = ${id}, locked_at = now() - ${lockedFor}::interval
+          where queue_name = ${`q-${id}`}`
       if (age) await sql`insert into worker_heartbeats values (${id}, now() - ${age}::interval)`
     }
     await sql`insert into worker_heartbeats values ('ancient', now() - interval '2 hours')`
@@ -159,8 +163,8 @@ test('unlockDeadWorkers releases the locks of stale and long-unknown workers onl
         ['stale', null],
       ],
     )
-    const queues =
-      await sql`select queue_name, locked_by from graphile_worker._private_job_queues order by queue_name`
+    const queues = await sql`select queue_name, locked_by from graphile_worker._private_job_queues
+        order by queue_name`
     assert.deepEqual(
       queues.map((q) => [q.queue_name, q.locked_by]),
       [

@@ -60,7 +60,8 @@ const customers = (from: number, n: number, name = (i: number) => `Customer ${i}
   Array.from({ length: n }, (_, i) => ({ external_id: `c${from + i}`, name: name(from + i) }))
 
 const dbCustomers = (accountId: number) => s.sql`
-  select service_id, external_id, name, created_at from customers where account_id = ${accountId} order by service_id`
+  select service_id, external_id, name, created_at from customers where account_id = ${accountId}
+    order by service_id`
 
 const isoUtc = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/
 
@@ -599,7 +600,8 @@ test('a redelivery to a disabled webhook is held until the webhook is enabled', 
   const { account, r, hookId } = await subscribed()
   await upload(account, customers(0, 1))
   const [delivery] = await settled(s, account, hookId, 1)
-  await s.sql`update webhooks set active = false where account_id = ${account.id} and id = ${hookId}`
+  await s.sql`update webhooks set active = false where account_id = ${account.id}
+    and id = ${hookId}`
   assert.equal(
     (
       await s.admin(

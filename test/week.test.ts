@@ -485,8 +485,8 @@ test('a report kept from an earlier day is answered as of that day while its ref
   assert.equal(refreshed.today, day(0))
   assert.ok(refreshed.computed_at > fresh.computed_at)
   assert.deepEqual(refreshed.movements.entered_risk.search, fresh.movements.entered_risk.search)
-  const kept =
-    await s.sql`select days from week_reports where account_id = ${acme.id} and day = ${day(0)}::date`
+  const kept = await s.sql`select days from week_reports where account_id = ${acme.id}
+      and day = ${day(0)}::date`
   assert.equal(kept.length, 2)
 })
 
@@ -711,7 +711,8 @@ test('the churn probability rises: the largest rises since the period began, wit
   const churned = generated.filter((c) => c.churned)
   await s.sql`
     update customers c set is_churned = true, churned_date = u.d, churn_reason = 'manual'
-    from unnest(${churned.map((c) => `g${c.id}`)}::text[], ${churned.map((c) => c.churnedDate!)}::date[]) u(id, d)
+    from unnest(${churned.map((c) => `g${c.id}`)}::text[],
+      ${churned.map((c) => c.churnedDate!)}::date[]) u(id, d)
     where c.account_id = ${learned.id} and c.external_id = u.id`
   assert.equal((await learned.api('/api/v1/churn-model/train', {})).status, 202)
   for (const started = Date.now(); ; await new Promise((resolve) => setTimeout(resolve, 200))) {
@@ -791,8 +792,10 @@ test('the churn probability rises: the largest rises since the period began, wit
   }
   // The history holds the day each probability was written on: 10 days ago, then today's change.
   const [history] = await s.sql`
-    select array(select to_char(d, 'YYYY-MM-DD') from unnest(h.churn_history_dates) d) as dates, h.churn_history
-    from customer_scores h join customers c on c.account_id = h.account_id and c.service_id = h.customer_id
+    select array(select to_char(d, 'YYYY-MM-DD') from unnest(h.churn_history_dates) d) as dates,
+    h.churn_history
+    from customer_scores h join customers c on c.account_id = h.account_id
+      and c.service_id = h.customer_id
     where h.account_id = ${learned.id} and c.external_id = ${most}`
   assert.deepEqual(
     { ...history },

@@ -125,6 +125,7 @@ export const updateAccount = async (
 
 export const setTrackingDomains = async (sql: Sql, id: number, domains: string[]) => {
   const [account] = await sql`
-    update accounts set tracking_domains = ${[...new Set(domains)]} where id = ${id} returning ${columns(sql)}`
+    update accounts set tracking_domains = ${[...new Set(domains)]} where id = ${id}
+      returning ${columns(sql)}`
   return account ?? refuse(404, `Account ${id} does not exist.`)
 }

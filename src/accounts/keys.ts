@@ -37,7 +37,8 @@ export const createKey = async (
 }
 
 export const listKeys = (sql: Sql, accountId: number) => sql`
-  select id, name, scopes, created_at, revoked_at from api_keys where account_id = ${accountId} order by id`
+  select id, name, scopes, created_at, revoked_at from api_keys where account_id = ${accountId}
+    order by id`
 
 // A key revoked before keeps its time (least() passes over a null). Not coalesce(): Citus refuses a
 // non-immutable function inside coalesce or case in an UPDATE of a distributed table.

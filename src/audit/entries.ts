@@ -27,11 +27,13 @@ const values = (
   ${c.target}::text[], ${c.status}, ${c.address}::inet`
 
 const recordOperator = (sql: Sql | Tx, c: Change) => sql`
-  insert into operator_audit_entries (actor_type, actor_id, actor_name, action, target, status, address)
+  insert into operator_audit_entries (actor_type, actor_id, actor_name, action, target, status,
+    address)
   values (${values(sql, c)})`
 
 const recordTenant = (sql: Sql | Tx, accountId: number, c: Change) => sql`
-  insert into audit_entries (account_id, actor_type, actor_id, actor_name, action, target, status, address)
+  insert into audit_entries (account_id, actor_type, actor_id, actor_name, action, target, status,
+    address)
   values (${accountId}, ${values(sql, c)})`
 
 export const recordChange = (sql: Sql | Tx, c: Change) =>
@@ -103,7 +105,8 @@ export const AuditQuery = {
 type Paging = { limit: number; after?: number }
 
 const columns = (sql: Sql) =>
-  sql`id, at, actor_type, actor_id, actor_name, action, to_json(target) as target, status, host(address) as address`
+  sql`id, at, actor_type, actor_id, actor_name, action, to_json(target) as target, status,
+    host(address) as address`
 
 type Entry = {
   id: number

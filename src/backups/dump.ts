@@ -62,13 +62,15 @@ type TableRow = {
 const listTables = async (tx: Tx): Promise<Listed[]> => {
   const rows = await tx<TableRow[]>`
     select c.oid::regclass::text as name,
-      array(select a.attname from pg_attribute a where a.attrelid = c.oid and a.attnum > 0 and not a.attisdropped
+      array(select a.attname from pg_attribute a where a.attrelid = c.oid and a.attnum > 0
+        and not a.attisdropped
         and a.attgenerated = '' order by a.attnum)::text[] as columns,
       c.relkind = 'p' as partitioned, greatest(c.reltuples, 0)::bigint as estimate,
       array(select distinct f.confrelid::regclass::text from pg_constraint f
         where f.conrelid = c.oid and f.contype = 'f' and f.confrelid <> c.oid)::text[] as refs
     from pg_class c join pg_namespace n on n.oid = c.relnamespace
-    where n.nspname in (current_schema(), ${WORKER_SCHEMA}) and c.relkind in ('r', 'p') and not c.relispartition
+    where n.nspname in (current_schema(), ${WORKER_SCHEMA}) and c.relkind in ('r', 'p')
+      and not c.relispartition
       and c.relpersistence = 'p'
     order by 1`
   const kept = rows.filter((r) => !SKIPPED.has(r.name))
@@ -101,8 +103,10 @@ const readHeader = async (tx: Tx) => {
     select array(select name from schema_migrations order by name)::text[] as migrations,
       ${workerMigration(tx)}::int as worker,
       current_setting('server_version') as server_version,
-      array(select c.oid::regclass::text from pg_class c join pg_namespace n on n.oid = c.relnamespace
-            where n.nspname in (current_schema(), ${WORKER_SCHEMA}) and c.relkind = 'S' order by 1)::text[] as names`
+      array(select c.oid::regclass::text from pg_class c join pg_namespace n
+        on n.oid = c.relnamespace
+            where n.nspname in (current_schema(), ${WORKER_SCHEMA}) and c.relkind = 'S'
+              order by 1)::text[] as names`
   const { names } = row
   const sequences = names.length
     ? await tx.unsafe<Header['sequences']>(
@@ -339,7 +343,8 @@ export const restore = async (
       `${file} comes from a newer version of the service (migrations ${unknown.join(', ')})`,
     )
   const [others] = await sql`select count(*)::int as n from pg_stat_activity
-    where datname = current_database() and pid <> pg_backend_pid() and backend_type = 'client backend'`
+    where datname = current_database() and pid <> pg_backend_pid()
+      and backend_type = 'client backend'`
   if (others.n > 0)
     throw new Error(
       `${others.n} other connections use the database: stop the service before a restore`,

@@ -74,7 +74,8 @@ export const defineProperty = async (
   (
     await sql`
     insert into property_defs (account_id, entity, kind, codename, type, name) values
-      (${accountId}, ${body.entity}, ${body.kind}, ${body.codename}, ${body.type}, ${body.label ?? body.name ?? null})
+      (${accountId}, ${body.entity}, ${body.kind}, ${body.codename}, ${body.type},
+        ${body.label ?? body.name ?? null})
     returning ${columns(sql)}`.catch(alreadyExists(`The ${body.entity} property ${body.codename}`))
   )[0]
 
@@ -82,7 +83,8 @@ export const defineProperty = async (
 // an entity as a json array of {codename, kind, type}. A subquery, so that callers read it in the
 // round trip that reads whatever else they need.
 export const catalogSql = (sql: Sql | Tx, accountId: number, entity: Entity) => sql`
-  (select coalesce(json_agg(json_build_object('codename', p.codename, 'kind', p.kind, 'type', p.type)), '[]')
+  (select coalesce(json_agg(json_build_object('codename', p.codename, 'kind', p.kind, 'type',
+    p.type)), '[]')
    from property_defs p where p.account_id = ${accountId} and p.entity = ${entity})`
 
 export const readCatalog = async (sql: Sql | Tx, accountId: number, entity: Entity) =>
@@ -108,7 +110,8 @@ export const accountsWithNumberMetrics = async (sql: Sql) =>
   ).map((r) => r.account_id)
 
 export const listProperties = (sql: Sql, accountId: number) => sql`
-  select ${columns(sql)} from property_defs where account_id = ${accountId} order by entity, codename`
+  select ${columns(sql)} from property_defs where account_id = ${accountId}
+    order by entity, codename`
 
 export const RelabelBody = strict({ label: v.nullable(Label) })
 
@@ -121,7 +124,8 @@ export const relabelProperty = async (
   body: v.InferOutput<typeof RelabelBody>,
 ) => {
   const [row] = await sql`update property_defs set name = ${body.label}
-    where account_id = ${accountId} and entity = ${entity} and codename = ${codename} returning ${columns(sql)}`
+    where account_id = ${accountId} and entity = ${entity} and codename = ${codename}
+      returning ${columns(sql)}`
   return row ?? refuse(404, `No ${entity} property ${codename} in this account.`)
 }
 
@@ -138,7 +142,8 @@ export const readLabels = async (sql: Sql | Tx, accountId: number, entity: Entit
 const segmentsNaming = async (tx: Tx, accountId: number, codename: string) =>
   (
     await tx<{ name: string }[]>`select name from segments where account_id = ${accountId}
-      and jsonb_path_exists(body, '$.**.propertyName ? (@ == $c)', jsonb_build_object('c', ${codename}::text))
+      and jsonb_path_exists(body, '$.**.propertyName ? (@ == $c)',
+        jsonb_build_object('c', ${codename}::text))
       order by name`
   ).map((r) => r.name)
 
@@ -166,7 +171,8 @@ export const deleteProperty = (sql: Sql, accountId: number, entity: Entity, code
       tx,
       t.records,
       accountId,
-      tx`select service_id from ${tx(t.records)} where account_id = ${accountId} and ${tx(bag)} ? ${codename}`,
+      tx`select service_id from ${tx(t.records)} where account_id = ${accountId}
+        and ${tx(bag)} ? ${codename}`,
     )
     await tx`update ${tx(t.records)} set ${tx(bag)} = ${tx(bag)} - ${codename}::text
       where account_id = ${accountId} and ${tx(bag)} ? ${codename}`

@@ -24,7 +24,8 @@ export const TagTitles = v.object({ titles: v.array(v.string()) })
 export const createTag = async (sql: Sql, accountId: number, body: v.InferOutput<typeof TagBody>) =>
   (
     await sql`
-    insert into tags (account_id, title, color) values (${accountId}, ${body.title}, ${body.color ?? null})
+    insert into tags (account_id, title, color) values (${accountId}, ${body.title},
+      ${body.color ?? null})
     returning id, title, color`.catch(alreadyExists(`The tag ${body.title}`))
   )[0]
 
@@ -54,7 +55,8 @@ const lockAndResolve = async (
   const { records } = TAGGED[entity]
   const [row] = await sql`
     select r.service_id, coalesce((
-        select json_agg(json_build_object('i', w.ord - 1, 'id', t.id, 'title', w.title) order by w.ord)
+        select json_agg(json_build_object('i', w.ord - 1, 'id', t.id, 'title',
+          w.title) order by w.ord)
         from unnest(${titles}::text[]) with ordinality w(title, ord)
           left join tags t on t.account_id = ${accountId} and lower(t.title) = lower(w.title)
       ), '[]') as tags
@@ -93,13 +95,15 @@ export const setRecordTags = (
     if (entity === 'customer') await addRecomputeSegments(tx, accountId)
     const rows = await tx<{ title: string }[]>`
       with removed as (
-        delete from ${tx(links)} where account_id = ${accountId} and ${tx(key)} = ${record.service_id}
+        delete from ${tx(links)} where account_id = ${accountId}
+          and ${tx(key)} = ${record.service_id}
           and tag_id <> all(${ids}::bigint[])
       ), added as (
         insert into ${tx(links)} (account_id, ${tx(key)}, tag_id, external_id)
         select ${accountId}, ${record.service_id}, unnest(${ids}::bigint[]), ${externalId}
         on conflict do nothing
       )
-      select title from tags where account_id = ${accountId} and id = any(${ids}::bigint[]) order by title collate "C"`
+      select title from tags where account_id = ${accountId} and id = any(${ids}::bigint[])
+        order by title collate "C"`
     return { titles: rows.map((r) => r.title) }
   })

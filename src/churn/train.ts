@@ -153,7 +153,8 @@ const tooFew = (churned: number, active: number) =>
 // client hears it at once (422) rather than from a failed training.
 const checkLabels = async (sql: Sql, accountId: number) => {
   const [{ churned, active }] = await sql<{ churned: number; active: number }[]>`
-    select count(*) filter (where is_churned)::int as churned, count(*) filter (where not is_churned)::int as active
+    select count(*) filter (where is_churned)::int as churned,
+    count(*) filter (where not is_churned)::int as active
     from customers where account_id = ${accountId}`
   if (churned < MIN_CLASS || active < MIN_CLASS) refuse(422, tooFew(churned, active))
 }

@@ -29,7 +29,8 @@ const staleTables = async (sql: Sql | Tx, tables: string[]) =>
     : sql<{ relname: string }[]>`
   select c.relname from pg_class c
   where c.relnamespace = current_schema()::regnamespace and c.relname = any(${tables})
-    and pg_relation_size(c.oid) / current_setting('block_size')::int > greatest(2 * c.relpages, ${MIN_PAGES})`
+    and pg_relation_size(c.oid) / current_setting('block_size')::int > greatest(2 * c.relpages,
+      ${MIN_PAGES})`
 
 export const analyzeJobs = async (tx: Tx, tables: string[]): Promise<JobSpec[]> =>
   (await staleTables(tx, tables)).length ? [analyzeTablesJob(tables)] : []
@@ -62,7 +63,8 @@ const outgrown = async (sql: Sql | Tx, table: string, accountId: number) => {
   if (estimate > MAX_ESTIMATE) return false
   const bound = 2 * Math.ceil(estimate) + MIN_ROWS
   const [{ n }] = await sql`
-    select count(*)::int as n from (select from ${sql(table)} where account_id = ${accountId} limit ${bound}) s`
+    select count(*)::int as n from (select from ${sql(table)} where account_id = ${accountId}
+      limit ${bound}) s`
   return n >= bound
 }
 

@@ -30,10 +30,13 @@ const pendingTenantTables = async (conn: ReservedSql) =>
   (
     await conn<{ name: string }[]>`
       select c.relname as name from pg_class c
-      where c.relnamespace = 'public'::regnamespace and c.relkind in ('r', 'p') and not c.relispartition
-        and exists (select 1 from pg_attribute a where a.attrelid = c.oid and a.attname = 'account_id'
+      where c.relnamespace = 'public'::regnamespace and c.relkind in ('r', 'p')
+        and not c.relispartition
+        and exists (select 1 from pg_attribute a where a.attrelid = c.oid
+          and a.attname = 'account_id'
           and not a.attisdropped)
-        and not exists (select 1 from pg_dist_partition p where p.logicalrelid = c.oid and p.partmethod = 'h')
+        and not exists (select 1 from pg_dist_partition p where p.logicalrelid = c.oid
+          and p.partmethod = 'h')
       order by c.relname`
   ).map((r) => r.name)
 
@@ -51,7 +54,8 @@ const anchor = async (conn: ReservedSql) =>
     await conn<
       { name: string }[]
     >`select logicalrelid::regclass::text as name from pg_dist_partition
-      where partmethod = 'h' and logicalrelid::regclass::text not like '%.%' order by colocationid, 1 limit 1`
+      where partmethod = 'h' and logicalrelid::regclass::text not like '%.%'
+        order by colocationid, 1 limit 1`
   )[0]?.name
 
 // A constraint or trigger of a table, and its definition.
@@ -66,7 +70,8 @@ interface Named {
 const foreignKeys = (conn: ReservedSql, tables: string[]) => conn<Named[]>`
       select conrelid::regclass::text as "table", conname as name, pg_get_constraintdef(oid) as def
       from pg_constraint where contype = 'f' and connamespace = 'public'::regnamespace
-        and (conrelid::regclass::text = any(${tables}) or confrelid::regclass::text = any(${tables}))
+        and (conrelid::regclass::text = any(${tables})
+          or confrelid::regclass::text = any(${tables}))
       order by conrelid::regclass::text, conname`
 
 // The triggers of those tables: dropped while Citus copies their rows into the shards (the rows are
@@ -120,7 +125,8 @@ export const distributeTables = async (conn: ReservedSql) => {
     for (const t of await unlogged(conn, tenant)) await conn.unsafe(`alter table ${t} set logged`)
     let group = await anchor(conn)
     for (const t of tenant) {
-      await conn`select create_distributed_table(${t}, 'account_id', colocate_with => ${group ?? 'none'})`
+      await conn`select create_distributed_table(${t}, 'account_id',
+        colocate_with => ${group ?? 'none'})`
       group ??= t
     }
     for (const t of reference) {

@@ -150,7 +150,8 @@ export const applyJob = (task: ApplyTask, accountId: number): JobSpec => ({
 // The same spec as SQL, for the intake statements.
 export const applyJobSql = (sql: Sql | Tx, task: ApplyTask, accountId: number) => sql`
   graphile_worker.add_job(${task}::text, json_build_object('account_id', ${accountId}::bigint),
-    queue_name => ${accountQueue(accountId)}::text, job_key => ${applyJobKey(task, accountId)}::text)`
+    queue_name => ${accountQueue(accountId)}::text,
+      job_key => ${applyJobKey(task, accountId)}::text)`
 
 // Scoring of the given records, on the account's scoring queue; none when there are none, except
 // for an upload, whose scoring job also marks it scored.
@@ -218,8 +219,10 @@ export const weekReportJob = (accountId: number, runAt?: Date): JobSpec => ({
 // write while it waits leaves its run_at as it is (preserve_run_at), so a steady stream of writes
 // delays the refresh by 1 s at most, never indefinitely.
 const weekReportRefreshSql = (tx: Sql | Tx, accountId: number) => tx`
-  graphile_worker.add_job(${TASKS.refreshWeekReport}::text, json_build_object('account_id', ${accountId}::bigint),
-    run_at => clock_timestamp() + interval '1 second', job_key => ${weekReportJobKey(accountId)}::text,
+  graphile_worker.add_job(${TASKS.refreshWeekReport}::text,
+    json_build_object('account_id', ${accountId}::bigint),
+    run_at => clock_timestamp() + interval '1 second',
+    job_key => ${weekReportJobKey(accountId)}::text,
     job_key_mode => 'preserve_run_at')`
 export const addWeekReportRefresh = (tx: Sql | Tx, accountId: number) =>
   tx`select ${weekReportRefreshSql(tx, accountId)}`.then(() => undefined)
@@ -254,8 +257,10 @@ export const analyzeTablesJob = (tables: string[]): JobSpec => ({
 const SEGMENTS_DELAY = '1 second'
 const recomputeSegmentsSql = (tx: Sql | Tx, accountId: number) => tx`
   graphile_worker.add_job(${TASKS.recomputeSegments}::text,
-    json_build_object('account_id', ${accountId}::bigint), queue_name => ${scoringQueue(accountId)}::text,
-    run_at => now() + ${SEGMENTS_DELAY}::interval, job_key => ${`${TASKS.recomputeSegments}:${accountId}`}::text,
+    json_build_object('account_id', ${accountId}::bigint),
+    queue_name => ${scoringQueue(accountId)}::text,
+    run_at => now() + ${SEGMENTS_DELAY}::interval,
+    job_key => ${`${TASKS.recomputeSegments}:${accountId}`}::text,
     job_key_mode => 'preserve_run_at')`
 export const addRecomputeSegments = (tx: Sql | Tx, accountId: number) =>
   tx`select ${recomputeSegmentsSql(tx, accountId)}`.then(() => undefined)

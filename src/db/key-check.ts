@@ -39,16 +39,20 @@ const checkKey = (
   add: number,
 ) => sql`
   with k as (
-    select id, name, scopes, revoked_at from api_keys where account_id = ${accountId} and token_hash = ${hash}
+    select id, name, scopes, revoked_at from api_keys where account_id = ${accountId}
+      and token_hash = ${hash}
   ), c as (
     insert into rate_limit_counters as r (account_id, key_id, bucket, window_start, count)
-    select ${accountId}, id, ${bucket}, ${new Date(windowStart)}, ${add} from k where revoked_at is null and ${add} > 0
-    on conflict (account_id, key_id, bucket, window_start) do update set count = r.count + excluded.count
+    select ${accountId}, id, ${bucket}, ${new Date(windowStart)}, ${add} from k
+      where revoked_at is null and ${add} > 0
+    on conflict (account_id, key_id, bucket, window_start) do update
+      set count = r.count + excluded.count
     returning count
   )
   select k.id, k.name, k.scopes, k.revoked_at, coalesce((select count from c), (
     select count from rate_limit_counters
-    where account_id = ${accountId} and key_id = k.id and bucket = ${bucket} and window_start = ${new Date(windowStart)}
+    where account_id = ${accountId} and key_id = k.id and bucket = ${bucket}
+      and window_start = ${new Date(windowStart)}
   ), 0) as count
   from k`
 

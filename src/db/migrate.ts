@@ -106,8 +106,8 @@ export const migrate = async (
   url: string,
   files: Migration[] = migrations(),
 ): Promise<string[]> => {
-  const [server] =
-    await sql`select current_setting('server_version_num')::int as num, current_setting('server_version') as v`
+  const [server] = await sql`select current_setting('server_version_num')::int as num,
+      current_setting('server_version') as v`
   checkServerVersion(server.num, server.v)
   const conn = await sql.reserve()
   const applied: string[] = []

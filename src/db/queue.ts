@@ -38,7 +38,8 @@ export const removeWaitingJobs = (
   value: number,
 ) => tx`
   select graphile_worker.complete_jobs(array(
-    select j.id from graphile_worker._private_jobs j join graphile_worker._private_tasks t on t.id = j.task_id
+    select j.id from graphile_worker._private_jobs j
+      join graphile_worker._private_tasks t on t.id = j.task_id
     where t.identifier = ${task} and j.payload->>'account_id' = ${String(accountId)}
       and j.payload->>${field}::text = ${String(value)}))`
 
@@ -48,7 +49,8 @@ export const removeWaitingJobs = (
 // leave it queued forever.
 export const releaseRestoredJobs = async (tx: Tx) => {
   await tx`update graphile_worker._private_jobs
-    set locked_at = null, locked_by = null, attempts = least(attempts, greatest(max_attempts - 1, 0))
+    set locked_at = null, locked_by = null, attempts = least(attempts,
+      greatest(max_attempts - 1, 0))
     where locked_at is not null`
   await tx`update graphile_worker._private_job_queues set locked_at = null, locked_by = null
     where locked_at is not null`
@@ -71,7 +73,8 @@ export const unlockDeadWorkers = async (sql: Sql): Promise<string[]> => {
       where b.seen_at < now() - interval '30 seconds'
          or (b.worker_id is null and h.since < now() - interval '30 minutes')
     )
-    select ids, graphile_worker.force_unlock_workers(ids) from (select array(select id from dead) as ids) d`
+    select ids, graphile_worker.force_unlock_workers(ids)
+      from (select array(select id from dead) as ids) d`
   await sql`delete from worker_heartbeats where seen_at < now() - interval '1 hour'`
   return ids
 }
@@ -88,9 +91,11 @@ export const unlockLostJobs = async (sql: Sql, ids: string[], busy: string[]) =>
       returning 1
     ), q as (
       update graphile_worker._private_job_queues q set locked_at = null, locked_by = null
-      where locked_by = any(${ids}::text[]) and locked_at < now() - make_interval(secs => ${LOST_GRACE_SECONDS})
+      where locked_by = any(${ids}::text[]) and
+        locked_at < now() - make_interval(secs => ${LOST_GRACE_SECONDS})
         and not exists (
-          select from graphile_worker._private_jobs b where b.job_queue_id = q.id and b.id = any(${busy}::bigint[]))
+          select from graphile_worker._private_jobs b where b.job_queue_id = q.id
+            and b.id = any(${busy}::bigint[]))
       returning 1
     )
     select (select count(*)::int from j) as jobs, (select count(*)::int from q) as queues`

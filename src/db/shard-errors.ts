@@ -48,7 +48,8 @@ export const unsharded = async (sql: Sql, err: PgError): Promise<PgError> => {
   if (fields.table_name && !fields.constraint_name && !err.column_name) {
     const quoted = [...(message ?? '').matchAll(/"([^"]+)"/g)].map((m) => m[1])
     const [column] = await sql`select attname::text as name from pg_attribute
-      where attrelid = to_regclass(${fields.table_name}) and attnum > 0 and attname = any(${quoted})`
+      where attrelid = to_regclass(${fields.table_name}) and attnum > 0
+        and attname = any(${quoted})`
     if (column) fields.column_name = column.name as string
   }
   return { ...err, message, detail, ...fields }

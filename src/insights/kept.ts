@@ -86,11 +86,14 @@ const compute = async (
   const risen = await track(rises(tx, accountId, since))
   // As text: a string sent as jsonb would be kept as one JSON string.
   await track(tx`
-    insert into week_reports (account_id, days, day, computed_at, computed_ms, moves, rises, renewing, figures)
-    values (${accountId}, ${days}, ${now}::date, ${c.at}, extract(epoch from clock_timestamp() - ${from}) * 1000,
+    insert into week_reports (account_id, days, day, computed_at, computed_ms, moves, rises,
+      renewing, figures)
+    values (${accountId}, ${days}, ${now}::date, ${c.at},
+      extract(epoch from clock_timestamp() - ${from}) * 1000,
       ${JSON.stringify(moves, unnamed)}::text::jsonb, ${JSON.stringify(risen)}::text::jsonb,
       ${JSON.stringify(c.renewing, unnamed)}::text::jsonb, ${c.figures}::float8[])
-    on conflict (account_id, days) do update set day = excluded.day, computed_at = excluded.computed_at,
+    on conflict (account_id, days) do update set day = excluded.day,
+      computed_at = excluded.computed_at,
       computed_ms = excluded.computed_ms, moves = excluded.moves, rises = excluded.rises,
       renewing = excluded.renewing, figures = excluded.figures`)
   // Read after the write, not in its RETURNING: Citus refuses a volatile function there.
@@ -162,7 +165,8 @@ export const refreshWeekReports = async (app: App, p: CronPayload) => {
     await track(lockReports(tx, accountId))
     const kept = await tx`
       select days, to_char(day, 'YYYY-MM-DD') as day, clock_timestamp() as now,
-        min(computed_at) over () + make_interval(secs => ${PACE} * sum(computed_ms) over () / 1000.0) as due
+        min(computed_at) over () + make_interval(secs => ${PACE} * sum(computed_ms)
+          over () / 1000.0) as due
       from week_reports where account_id = ${accountId} order by days`
     const now = today()
     if (!kept.length) return { periods: 0 }

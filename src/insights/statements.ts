@@ -82,8 +82,10 @@ const movedTop = (tx: Tx) =>
     tx,
     Object.entries(moved(tx)).map(
       ([kind, { where, worst }]) =>
-        tx`(select ${kind}::text as kind, n.${tx(kind)} as count, m.service_id, m.before, null::text as date,
-          ${worst} as sort from m, n where ${where} order by ${worst}, m.service_id limit ${LISTED})`,
+        tx`(select ${kind}::text as kind, n.${tx(kind)} as count, m.service_id, m.before,
+          null::text as date,
+          ${worst} as sort from m, n where ${where} order by ${worst}, m.service_id
+            limit ${LISTED})`,
     ),
     tx`union all`,
   )
@@ -92,12 +94,14 @@ export const movements = (tx: Tx, accountId: number, since: string, now: string)
   with m as materialized (
     select s.customer_id as service_id, s.engagementscore as e,
       s.history_scores[width_bucket(${since}::date, s.history_dates)] as before
-    from customer_scores s join customers c on c.account_id = s.account_id and c.service_id = s.customer_id
+    from customer_scores s join customers c on c.account_id = s.account_id
+      and c.service_id = s.customer_id
     where s.account_id = ${accountId} and s.engagementscore is not null and not c.is_churned
       and s.history_dates[1] <= ${since}::date
   ), n as (select ${movedCounts(tx)} from m),
   churns as (
-    select x.kind, count(*) over (partition by x.kind)::integer as count, x.customer_id as service_id,
+    select x.kind, count(*) over (partition by x.kind)::integer as count,
+      x.customer_id as service_id,
       row_number() over (partition by x.kind order by x.day desc, x.customer_id) as rank,
       to_char(x.day, 'YYYY-MM-DD') as date
     from (
@@ -106,7 +110,8 @@ export const movements = (tx: Tx, accountId: number, since: string, now: string)
         and churned_date <= ${now}::date
       union all
       (select distinct on (e.customer_id) e.customer_id, 'reactivated', e.day
-      from customer_churn_events e join customers c on c.account_id = e.account_id and c.service_id = e.customer_id
+      from customer_churn_events e join customers c on c.account_id = e.account_id
+        and c.service_id = e.customer_id
       where e.account_id = ${accountId} and not e.churned and not c.is_churned
         and e.day > ${since}::date and e.day <= ${now}::date
       order by e.customer_id, e.day desc)
@@ -134,7 +139,8 @@ export const rises = (tx: Tx, accountId: number, since: string) => tx<Rise[]>`
   with r as materialized (
     select s.customer_id as service_id, s.churn_probability as p,
       s.churn_history[width_bucket(${since}::date, s.churn_history_dates)] as before
-    from customer_scores s join customers c on c.account_id = s.account_id and c.service_id = s.customer_id
+    from customer_scores s join customers c on c.account_id = s.account_id
+      and c.service_id = s.customer_id
     where s.account_id = ${accountId} and s.churn_probability is not null and not c.is_churned
   ), risen as materialized (select * from r where r.p - r.before >= ${RISE}::float8)
   select service_id, p as churn_probability, before as churn_probability_before,
@@ -154,10 +160,13 @@ export const renewals = (tx: Tx, accountId: number, from: string, to: string) =>
     where c.account_id = ${accountId} and not c.is_churned
       and c.attributes->>'renewal_date' between ${from} and ${to}
   )
-  select r.*, case when r.engagementscore is null then 'not_scored' when r.engagementscore < 0 then 'churn_risk'
+  select r.*, case when r.engagementscore is null then 'not_scored'
+    when r.engagementscore < 0 then 'churn_risk'
       when coalesce(r.fitscore, 0) >= 0 then 'upsell' else 'engaged_poor_fit' end as quadrant,
-    count(*) over ()::integer as count, (count(*) filter (where r.engagementscore < 0) over ())::integer as at_risk
-  from r order by r.engagementscore nulls last, r.renewal_date, r.external_id limit ${RENEWALS_LISTED}`
+    count(*) over ()::integer as count, (count(*) filter (where r.engagementscore < 0)
+      over ())::integer as at_risk
+  from r order by r.engagementscore nulls last, r.renewal_date, r.external_id
+    limit ${RENEWALS_LISTED}`
 
 // Customers per quadrant and the median engagement at the end of each of the last WEEKS weeks,
 // in one pass over the account's customers (a row per customer and week would be 12 times as many
@@ -191,7 +200,8 @@ const weekAggregates = (tx: Tx) =>
         count(*) filter (where ${a} and ${e} >= 0 and coalesce(f, 0) >= 0)::integer,
         count(*) filter (where ${a} and ${e} >= 0 and f < 0)::integer,
         count(*) filter (where ${a} and ${e} is null and ${x})::integer,
-        round((percentile_cont(0.5) within group (order by ${e}) filter (where ${a}))::numeric, 1)::float8`
+        round((percentile_cont(0.5) within group (order by ${e}) filter (where ${a}))::numeric,
+          1)::float8`
     }),
     tx`,`,
   )

@@ -15,7 +15,8 @@ export const openSession = async (sql: Sql, accountId: number, userId: number) =
   const { value, hash } = newSecret(accountId)
   await sql`delete from sessions where account_id = ${accountId} and user_id = ${userId}
     and (last_seen_at < now() - ${IDLE}::interval or created_at < now() - ${LIFETIME}::interval)`
-  await sql`insert into sessions (account_id, user_id, secret_hash) values (${accountId}, ${userId}, ${hash})`
+  await sql`insert into sessions (account_id, user_id, secret_hash)
+    values (${accountId}, ${userId}, ${hash})`
   return value
 }
 
@@ -33,10 +34,12 @@ export const findSession = async (
       s.last_seen_at < now() - ${TOUCH_SECONDS} * interval '1 second' as stale
     from sessions s join users u on u.account_id = ${accountId} and u.id = s.user_id
     where s.account_id = ${accountId} and s.secret_hash = ${read.hash}
-      and s.last_seen_at > now() - ${IDLE}::interval and s.created_at > now() - ${LIFETIME}::interval`
+      and s.last_seen_at > now() - ${IDLE}::interval
+        and s.created_at > now() - ${LIFETIME}::interval`
   if (!row) return undefined
   if (row.stale)
-    await sql`update sessions set last_seen_at = now() where account_id = ${accountId} and id = ${row.id}`
+    await sql`update sessions set last_seen_at = now() where account_id = ${accountId}
+      and id = ${row.id}`
   return {
     id: Number(row.id),
     accountId,

@@ -62,7 +62,8 @@ export const signIn = async (app: App, emailGiven: string, password: string) => 
 // grants (for the console to hide what the role cannot do).
 export const whoIs = async (app: App, accountId: number, userId: number, csrfToken: string) => {
   const [user] =
-    await app.sql`select id, email, name, role from users where account_id = ${accountId} and id = ${userId}`
+    await app.sql`select id, email, name, role from users where account_id = ${accountId}
+      and id = ${userId}`
   const { id, name } = await getAccount(app.sql, accountId)
   const role = user.role as Role
   return {

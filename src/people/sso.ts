@@ -92,10 +92,12 @@ export const setSso = async (app: App, accountId: number, body: SsoInput) => {
   const secret = seal(app.config.secretKey, body.client_secret, String(accountId))
   const [row] = await app.sql`
     insert into sso_configs (account_id, issuer, client_id, client_secret, domains, default_role)
-    values (${accountId}, ${body.issuer}, ${body.client_id}, ${secret}, ${[...new Set(body.domains)]},
+    values (${accountId}, ${body.issuer}, ${body.client_id}, ${secret},
+      ${[...new Set(body.domains)]},
       ${body.default_role})
     on conflict (account_id) do update set issuer = excluded.issuer, client_id = excluded.client_id,
-      client_secret = excluded.client_secret, domains = excluded.domains, default_role = excluded.default_role,
+      client_secret = excluded.client_secret, domains = excluded.domains,
+      default_role = excluded.default_role,
       updated_at = excluded.updated_at
     returning issuer, client_id, domains, default_role`
   return row
@@ -161,8 +163,10 @@ export const startSso = async (app: App, accountId: number, redirectUri: string)
   const nonce = client.randomNonce()
   const verifier = client.randomPKCECodeVerifier()
   await app.sql`delete from sso_logins where account_id = ${accountId} and expires_at < now()`
-  await app.sql`insert into sso_logins (account_id, state_hash, issuer, nonce, code_verifier, expires_at)
-    values (${accountId}, ${state.hash}, ${sso.issuer}, ${nonce}, ${verifier}, now() + ${PENDING}::interval)`
+  await app.sql`insert into sso_logins (account_id, state_hash, issuer, nonce, code_verifier,
+    expires_at)
+    values (${accountId}, ${state.hash}, ${sso.issuer}, ${nonce}, ${verifier},
+      now() + ${PENDING}::interval)`
   const url = client.buildAuthorizationUrl(config, {
     redirect_uri: redirectUri,
     scope: 'openid email',
@@ -218,8 +222,8 @@ const takePending = async (sql: Sql, state: string) => {
   const read = readSecret(state) ?? badState()
   // An expired row is left to the next start's clean-up: Citus takes now() in WHERE,
   // not in RETURNING.
-  const [row] =
-    await sql`delete from sso_logins where account_id = ${read.accountId} and state_hash = ${read.hash}
+  const [row] = await sql`delete from sso_logins where account_id = ${read.accountId}
+      and state_hash = ${read.hash}
     and expires_at > now() returning issuer, nonce, code_verifier`
   if (!row) badState()
   return {

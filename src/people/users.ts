@@ -86,7 +86,8 @@ export const inviteUser = (
 ) =>
   sql.begin(async (tx) => {
     const [user] = await tx`
-      insert into users (account_id, email, name, role) values (${accountId}, ${body.email}, ${body.name ?? null},
+      insert into users (account_id, email, name, role)
+        values (${accountId}, ${body.email}, ${body.name ?? null},
         ${body.role}) returning ${userColumns(tx)}`.catch(
       alreadyExists(`A user with email ${body.email}`),
     )

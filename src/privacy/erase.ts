@@ -28,23 +28,29 @@ const stage = async (tx: Tx, accountId: number, erasureId: number) => {
     create temp table erase_customers on commit drop as
     select distinct t.customer_external_id as external_id, c.service_id
     from erasure_targets t
-      left join customers c on c.account_id = ${accountId} and c.external_id = t.customer_external_id
-    where t.account_id = ${accountId} and t.erasure_id = ${erasureId} and t.contact_external_id is null`
+      left join customers c on c.account_id = ${accountId}
+        and c.external_id = t.customer_external_id
+    where t.account_id = ${accountId} and t.erasure_id = ${erasureId}
+      and t.contact_external_id is null`
   await tx`
     create temp table erase_contacts on commit drop as
     select t.contact_external_id as external_id, k.service_id, k.customer_id
     from erasure_targets t
-      left join customers c on c.account_id = ${accountId} and c.external_id = t.customer_external_id
+      left join customers c on c.account_id = ${accountId}
+        and c.external_id = t.customer_external_id
       left join contacts k on k.account_id = ${accountId} and k.external_id = t.contact_external_id
         and k.customer_id = c.service_id
-    where t.account_id = ${accountId} and t.erasure_id = ${erasureId} and t.contact_external_id is not null
+    where t.account_id = ${accountId} and t.erasure_id = ${erasureId}
+      and t.contact_external_id is not null
     union
     select k.external_id, k.service_id, k.customer_id
-    from erase_customers e join contacts k on k.account_id = ${accountId} and k.customer_id = e.service_id`
+    from erase_customers e join contacts k on k.account_id = ${accountId}
+      and k.customer_id = e.service_id`
   await tx`analyze erase_customers, erase_contacts`
   const [{ needles }] = await tx<{ needles: string[] }[]>`
     select coalesce(array_agg(distinct to_json(external_id::text)::text), '{}') as needles
-    from (select external_id from erase_customers union all select external_id from erase_contacts) x`
+    from (select external_id from erase_customers union all select external_id
+      from erase_contacts) x`
   return needles
 }
 
@@ -94,7 +100,8 @@ type Counts = Record<string, number>
 
 // Stored JSON text that holds one of the people's external ids as a string.
 const names = (tx: Tx, needles: string[], text: ReturnType<Tx>) =>
-  tx`exists (select 1 from unnest(${needles}::text[]) needles(needle) where strpos(${text}, needles.needle) > 0)`
+  tx`exists (select 1 from unnest(${needles}::text[]) needles(needle) where strpos(${text},
+    needles.needle) > 0)`
 
 const counted = async (query: Promise<unknown>) => ((await query) as { n: number }[])[0].n
 
@@ -128,7 +135,8 @@ const eraseStaged = async (tx: Tx, accountId: number, needles: string[]): Promis
     ),
     notifications: await deleted(
       tx,
-      tx`delete from notifications n where n.account_id = ${accountId} and ${names(tx, needles, tx`n.body::text`)}`,
+      tx`delete from notifications n where n.account_id = ${accountId}
+        and ${names(tx, needles, tx`n.body::text`)}`,
     ),
     // A delivery still pending fails, and recovery skips it.
     webhook_deliveries: await counted(tx`
@@ -137,11 +145,14 @@ const eraseStaged = async (tx: Tx, accountId: number, needles: string[]): Promis
     uploads: await counted(tx`
       with u as (
         update uploads u set
-          items = (select jsonb_agg(i order by o) from jsonb_array_elements(u.items) with ordinality x(i, o)
+          items = (select jsonb_agg(i order by o) from jsonb_array_elements(u.items)
+            with ordinality x(i, o)
             where not ${names(tx, needles, tx`i::text`)}),
-          warnings = (select coalesce(jsonb_agg(w order by o), '[]') from jsonb_array_elements(u.warnings)
+          warnings = (select coalesce(jsonb_agg(w order by o),
+            '[]') from jsonb_array_elements(u.warnings)
             with ordinality x(w, o) where not ${names(tx, needles, tx`w::text`)})
-        where u.account_id = ${accountId} and ${names(tx, needles, tx`coalesce(u.items::text, '') || u.warnings::text`)}
+        where u.account_id = ${accountId} and
+          ${names(tx, needles, tx`coalesce(u.items::text, '') || u.warnings::text`)}
         returning 1
       ) select count(*)::int as n from u`),
     // The audit log keeps what was done and by whom; the target segments that named
@@ -160,7 +171,8 @@ const eraseStaged = async (tx: Tx, accountId: number, needles: string[]): Promis
       (counts[kind] ?? 0) +
       (await deleted(
         tx,
-        tx`delete from ${tx(table)} where account_id = ${accountId} and ${tx(column)} = ${sets[set]}`,
+        tx`delete from ${tx(table)} where account_id = ${accountId}
+          and ${tx(column)} = ${sets[set]}`,
       ))
   }
   return counts
@@ -202,6 +214,7 @@ export const erase = async (tx: Tx, accountId: number, erasureId: number) => {
         union all select 'contact', external_id from erase_contacts`,
     )
   ).count
-  await tx`delete from erasure_targets where account_id = ${accountId} and erasure_id = ${erasureId}`
+  await tx`delete from erasure_targets where account_id = ${accountId}
+    and erasure_id = ${erasureId}`
   return { ...counts, suppressions, customers_rescored: rescored }
 }

@@ -32,8 +32,10 @@ const recordDoc = (
       'record', to_jsonb(r) - 'account_id',
       'scores', (select to_jsonb(s) - 'account_id' - ${fk} from ${db(scores)} s
         where s.account_id = ${accountId} and s.${db(fk)} = r.service_id),
-      'snapshots', coalesce((select json_agg(json_build_object('date', s.date, 'values', s."values") order by s.date)
-        from ${db(snapshots)} s where s.account_id = ${accountId} and s.${db(fk)} = r.service_id), '[]'),
+      'snapshots', coalesce((select json_agg(json_build_object('date', s.date, 'values',
+        s."values") order by s.date)
+        from ${db(snapshots)} s where s.account_id = ${accountId}
+          and s.${db(fk)} = r.service_id), '[]'),
       'tags', coalesce((select json_agg(t.title order by t.title) from ${db(links)} x
         join tags t on t.account_id = x.account_id and t.id = x.tag_id
         where x.account_id = ${accountId} and x.${db(fk)} = r.service_id), '[]')
@@ -45,9 +47,11 @@ const recordDoc = (
 // through the customer's external id (its index). The apply job matches an event to its records by
 // external id, so the service ids the event holds name the same records.
 const events = (db: Tx, accountId: number, which: ReturnType<Tx>) => db<{ doc: string }[]>`
-  select json_build_object('id', id, 'name', name, 'timestamp', (extract(epoch from occurred_at) * 1000)::bigint,
+  select json_build_object('id', id, 'name', name, 'timestamp',
+    (extract(epoch from occurred_at) * 1000)::bigint,
     'identification', json_strip_nulls(json_build_object('customer', customer_external_id,
-      'contact', contact_external_id)), 'data', data, 'status', status, 'received_at', received_at)::text as doc
+      'contact', contact_external_id)), 'data', data, 'status', status, 'received_at',
+        received_at)::text as doc
   from tracking_events where account_id = ${accountId} and (${which}) order by id`
 
 // The Segment messages held that name the people (the erasure deletes the same: erase.ts), each as
@@ -104,7 +108,8 @@ export const exportContact = (
         accountId,
         'contact',
         db`r.account_id = ${accountId} and r.external_id = ${externalId} and r.customer_id = (
-          select service_id from customers where account_id = ${accountId} and external_id = ${customerExternalId})`,
+          select service_id from customers where account_id = ${accountId}
+            and external_id = ${customerExternalId})`,
       ),
     `Contact ${externalId} of customer ${customerExternalId} does not exist.`,
     async function* (db, contact) {
@@ -113,7 +118,8 @@ export const exportContact = (
         events(
           db,
           accountId,
-          db`customer_external_id = ${customerExternalId} and contact_external_id = ${contact.external_id}`,
+          db`customer_external_id = ${customerExternalId}
+            and contact_external_id = ${contact.external_id}`,
         ),
       )
       yield '],"segment_messages":['
@@ -142,7 +148,8 @@ export const exportCustomer = (app: App, accountId: number, externalId: string, 
         segmentMessages(
           db,
           accountId,
-          db`m.group_id = ${customer.external_id} or m.user_id = any(array(select external_id from contacts
+          db`m.group_id = ${customer.external_id} or m.user_id = any(array(select external_id
+            from contacts
             where account_id = ${accountId} and customer_id = ${customer.service_id}))`,
         ),
       )

@@ -52,7 +52,8 @@ const purgeDeliveryBatch = (sql: Sql, accountId: number, cutoff: Date) => sql<Pu
 // cannot push down a probe of a distributed table correlated to each row of the accounts table.
 const oldestKept = {
   events: (sql: Sql, accountId: number) => sql<{ at: Date }[]>`
-    select received_at as at from tracking_events where account_id = ${accountId} order by id limit 1`,
+    select received_at as at from tracking_events where account_id = ${accountId} order by id
+      limit 1`,
   deliveries: (sql: Sql, accountId: number) => sql<{ at: Date }[]>`
     select created_at as at from webhook_deliveries
     where account_id = ${accountId} and payload is not null order by id limit 1`,
@@ -70,7 +71,8 @@ const record = async (
     if (row && (at === null || row.at < at)) at = row.at
   }
   await sql`
-    insert into retention_runs (kind, purged, oldest_kept, ran_at) values (${kind}, ${purged}, ${at}, now())
+    insert into retention_runs (kind, purged, oldest_kept, ran_at)
+      values (${kind}, ${purged}, ${at}, now())
     on conflict (kind) do update set purged = retention_runs.purged + excluded.purged,
       oldest_kept = excluded.oldest_kept, ran_at = excluded.ran_at`
 }

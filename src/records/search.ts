@@ -57,7 +57,8 @@ const afterError = async (
 ): Promise<FieldError[]> => {
   if (after === undefined) return []
   const [found] =
-    await sql`select 1 from ${sql(TABLES[entity].records)} where account_id = ${accountId} and service_id = ${after}`
+    await sql`select 1 from ${sql(TABLES[entity].records)} where account_id = ${accountId}
+      and service_id = ${after}`
   return found
     ? []
     : [{ path: '/after', message: `No ${entity} of this account has service_id ${after}.` }]

@@ -48,8 +48,8 @@ const createRecord = async (
   await app.sql
     .begin(async (tx) => {
       await takeXactLock(tx, `create:${accountId}:${collection}:${externalId}`)
-      const [found] =
-        await tx`select 1 from ${tx(collection)} where account_id = ${accountId} and external_id = ${externalId}`
+      const [found] = await tx`select 1 from ${tx(collection)} where account_id = ${accountId}
+          and external_id = ${externalId}`
       if (found) exists()
       const [row] = await insertUpload(
         tx,
@@ -76,8 +76,8 @@ export const createContact = async (
   customer: string,
   contact: v.InferOutput<typeof ContactCreate>,
 ) => {
-  const [found] =
-    await app.sql`select 1 from customers where account_id = ${accountId} and external_id = ${customer}`
+  const [found] = await app.sql`select 1 from customers where account_id = ${accountId}
+      and external_id = ${customer}`
   if (!found) refuse(404, `Customer ${customer} does not exist.`)
   await createRecord(app, accountId, 'contacts', { ...contact, customer_external_id: customer })
   return readRecord(app, accountId, 'contact', contact.contact_external_id, customer)
@@ -178,15 +178,21 @@ export const updateCustomer = async (
     const [row] = await tx`
       update customers c set
         name = coalesce(${patch.name ?? null}::text, c.name),
-        owner_user_id = case when ${owner !== undefined} then ${owner ?? null}::bigint else c.owner_user_id end,
+        owner_user_id = case when ${owner !== undefined} then ${owner ?? null}::bigint
+          else c.owner_user_id end,
         is_churned = coalesce(${churn.is_churned ?? null}::boolean, c.is_churned),
         churned_date = case
-          when ${churn.is_churned !== undefined} then ${churn.churned_date ?? null}::date else c.churned_date end,
+          when ${churn.is_churned !== undefined} then ${churn.churned_date ?? null}::date
+            else c.churned_date end,
         churn_reason = case
-          when ${churn.is_churned !== undefined} then ${churn.churn_reason ?? null}::text else c.churn_reason end,
-        attributes = jsonb_strip_nulls(c.attributes || ${tx.json(attributes ?? {})}), updated_at = now()
-      from (select service_id, is_churned, to_char(churned_date, 'YYYY-MM-DD') as churned_date, churn_reason
-        from customers where account_id = ${accountId} and external_id = ${externalId} for no key update) was
+          when ${churn.is_churned !== undefined} then ${churn.churn_reason ?? null}::text
+            else c.churn_reason end,
+        attributes = jsonb_strip_nulls(c.attributes || ${tx.json(attributes ?? {})}),
+          updated_at = now()
+      from (select service_id, is_churned, to_char(churned_date, 'YYYY-MM-DD') as churned_date,
+        churn_reason
+        from customers where account_id = ${accountId}
+          and external_id = ${externalId} for no key update) was
       where c.account_id = ${accountId} and c.service_id = was.service_id
       returning c.service_id, c.external_id, c.name, c.is_churned, was.is_churned as was_churned,
         was.churned_date as was_churned_date, c.churn_reason, was.churn_reason as was_reason`
@@ -229,10 +235,12 @@ export const updateContact = async (
   await patchRecord(app, accountId, 'contact', patch.attributes, async (tx, attributes) => {
     const [row] = await tx`
       update contacts t set name = coalesce(${patch.contact_name ?? null}, t.name),
-        attributes = jsonb_strip_nulls(t.attributes || ${tx.json(attributes ?? {})}), updated_at = now()
+        attributes = jsonb_strip_nulls(t.attributes || ${tx.json(attributes ?? {})}),
+          updated_at = now()
       from customers c
       where t.account_id = ${accountId} and t.external_id = ${externalId}
-        and c.account_id = ${accountId} and c.service_id = t.customer_id and c.external_id = ${customerExternalId}
+        and c.account_id = ${accountId} and c.service_id = t.customer_id
+          and c.external_id = ${customerExternalId}
       returning t.service_id`
     if (!row) refuse(404, `Contact ${externalId} of customer ${customerExternalId} does not exist.`)
     return row.service_id
@@ -261,7 +269,8 @@ export const deleteContact = async (
   const [row] = await app.sql`
     delete from contacts t using customers c
     where t.account_id = ${accountId} and t.external_id = ${externalId}
-      and c.account_id = ${accountId} and c.service_id = t.customer_id and c.external_id = ${customerExternalId}
+      and c.account_id = ${accountId} and c.service_id = t.customer_id
+        and c.external_id = ${customerExternalId}
     returning t.service_id`
   if (!row) refuse(404, `Contact ${externalId} of customer ${customerExternalId} does not exist.`)
 }

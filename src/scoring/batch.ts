@@ -193,7 +193,8 @@ const liftInactive = (tx: Tx, accountId: number, ids: number[], inactiveDays: nu
     select c.service_id, to_char(c.churned_date, 'YYYY-MM-DD') as churned_date
     from customers c join customer_scores h on h.account_id = c.account_id
       and h.customer_id = c.service_id
-    where c.account_id = ${accountId} and c.service_id = any(${ids}::bigint[]) and c.churn_reason = 'inactive'
+    where c.account_id = ${accountId} and c.service_id = any(${ids}::bigint[])
+      and c.churn_reason = 'inactive'
       and h.last_seen >= c.churned_date - ${inactiveDays}::integer
     order by c.service_id for no key update of c
   )
@@ -216,7 +217,8 @@ async function* batches(
   for (let after = 0; ; ) {
     const rows = await sql<{ service_id: number }[]>`
       select service_id from ${sql(TABLES[entity].records)}
-      where account_id = ${accountId} and service_id > ${after} order by service_id limit ${SCORING_BATCH}`
+      where account_id = ${accountId} and service_id > ${after} order by service_id
+        limit ${SCORING_BATCH}`
     if (rows.length === 0) return
     yield rows.map((r) => r.service_id)
     after = rows[rows.length - 1].service_id
@@ -294,7 +296,8 @@ export const scoreRecords = async (
   await Promise.all(Array.from({ length: PARALLEL }, scoreBatches))
   await refreshStatistics(sql, p.account_id, p.entity)
   if (p.upload_id !== undefined) {
-    await sql`update uploads set scored_at = now() where account_id = ${p.account_id} and id = ${p.upload_id}`
+    await sql`update uploads set scored_at = now() where account_id = ${p.account_id}
+      and id = ${p.upload_id}`
   }
   return scored
 }

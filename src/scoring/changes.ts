@@ -37,7 +37,8 @@ export const explanationRows = (sql: Sql | Tx, accountId: number, where: ReturnT
     left join customer_scores h on h.account_id = c.account_id and h.customer_id = c.service_id
     left join customer_snapshots s on s.account_id = c.account_id and s.customer_id = c.service_id
       and s.date = h.last_seen
-    left join customer_contributions k on k.account_id = c.account_id and k.customer_id = c.service_id
+    left join customer_contributions k on k.account_id = c.account_id
+      and k.customer_id = c.service_id
   where c.account_id = ${accountId} and ${where} order by c.service_id`
 
 const readScores = async (tx: Tx, accountId: number, ids: number[]) =>

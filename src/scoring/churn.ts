@@ -52,14 +52,18 @@ export const writeProbabilities = (
   const k = tx`greatest(1, width_bucket(${today} - ${tx.unsafe(String(HISTORY_DAYS))}, ${dates}))`
   const sameDay = tx`${dates}[cardinality(${dates})] >= ${today}`
   return tx`
-    insert into customer_scores (account_id, customer_id, external_id, churn_probability, churn_history_dates,
+    insert into customer_scores (account_id, customer_id, external_id, churn_probability,
+      churn_history_dates,
       churn_history)
     select ${accountId}, c.service_id, c.external_id, u.p, array[${day}::date], array[u.p]
     from unnest(${ids}::bigint[], ${probabilities as number[]}::float8[]) as u(id, p)
     join customers c on c.account_id = ${accountId} and c.service_id = u.id
-    on conflict (account_id, customer_id) do update set churn_probability = excluded.churn_probability,
-      churn_history_dates = case when ${sameDay} then ${dates}[${k}:] else ${dates}[${k}:] || ${today} end,
-      churn_history = case when ${sameDay} then ${history}[${k}:cardinality(${history}) - 1] else ${history}[${k}:] end
+    on conflict (account_id, customer_id) do update
+      set churn_probability = excluded.churn_probability,
+      churn_history_dates = case when ${sameDay} then ${dates}[${k}:]
+        else ${dates}[${k}:] || ${today} end,
+      churn_history = case when ${sameDay} then ${history}[${k}:cardinality(${history}) - 1]
+        else ${history}[${k}:] end
         || excluded.churn_probability
       where customer_scores.churn_probability is distinct from excluded.churn_probability`.then(
     () => undefined,

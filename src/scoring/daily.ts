@@ -19,7 +19,8 @@ const markInactive = (sql: Tx, accountId: number, today: string) => sql<
   with inactive as (
     select c.service_id from customers c join scoring_models m on m.account_id = c.account_id
       join customer_scores h on h.account_id = c.account_id and h.customer_id = c.service_id
-    where c.account_id = ${accountId} and not c.is_churned and (m.model->'churn'->>'inactive_days') is not null
+    where c.account_id = ${accountId} and not c.is_churned
+      and (m.model->'churn'->>'inactive_days') is not null
       and h.last_seen < ${today}::date - (m.model->'churn'->>'inactive_days')::integer
     order by c.service_id for no key update of c
   )

@@ -43,9 +43,11 @@ export const previewScores = async (
 ) => {
   const defs = await checkModel(sql, accountId, model, '/model')
   const [customer] = await sql`
-    select c.service_id, c.attributes, c.metrics, h.engagementscore, h.fitscore, h.churn_risk, h.upsell_score,
+    select c.service_id, c.attributes, c.metrics, h.engagementscore, h.fitscore, h.churn_risk,
+      h.upsell_score,
       h.engagementscore_difference, to_char(h.last_seen, 'YYYY-MM-DD') as last_seen
-    from customers c left join customer_scores h on h.account_id = c.account_id and h.customer_id = c.service_id
+    from customers c left join customer_scores h on h.account_id = c.account_id
+      and h.customer_id = c.service_id
     where c.account_id = ${accountId} and c.external_id = ${externalId}`
   if (!customer) refuse(404, `Customer ${externalId} does not exist.`)
   const snapshots = await sql<{ date: string; values: Record<string, unknown> }[]>`

@@ -33,7 +33,8 @@ const lockModel = (tx: Tx, accountId: number) =>
 // Stores the model. The time comes through excluded: Citus evaluates now() in VALUES but refuses
 // it in DO UPDATE SET.
 const storeModel = (tx: Tx, accountId: number, model: ScoringModel) => tx`
-  insert into scoring_models (account_id, model, updated_at) values (${accountId}, ${tx.json(model)}, now())
+  insert into scoring_models (account_id, model, updated_at)
+    values (${accountId}, ${tx.json(model)}, now())
   on conflict (account_id) do update set model = excluded.model, updated_at = excluded.updated_at`
 
 // The entities whose engagement rules are those of `old` (compared as jsonb, so key order aside;
@@ -77,7 +78,8 @@ export const scoringInputs = async (sql: Sql | Tx, accountId: number, entity: En
 export const putScoreAlerts = (sql: Sql, accountId: number, alerts: ScoreAlerts) =>
   sql.begin(async (tx) => {
     const set = Object.keys(alerts).length > 0
-    await tx`update accounts set score_alerts = ${set ? tx.json(alerts) : null} where id = ${accountId}`
+    await tx`update accounts set score_alerts = ${set ? tx.json(alerts) : null}
+      where id = ${accountId}`
     if (set)
       await addJobs(
         tx,

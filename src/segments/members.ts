@@ -26,7 +26,8 @@ interface MembershipChange {
 // correlated to a CTE's rows.
 export const recomputeSegment = async (tx: Tx, accountId: number, segmentId: number) => {
   const [segment] = await tx`
-    select name, body, computed_at from segments where account_id = ${accountId} and id = ${segmentId}
+    select name, body, computed_at from segments where account_id = ${accountId}
+      and id = ${segmentId}
     for no key update`
   if (!segment) return null
   const match = await matchQuery(tx, accountId, savedOf(segment.body))
@@ -77,7 +78,8 @@ const announce = async (
   >`
     select m.customer_id as service_id, m.external_id, c.name from segment_members m
       left join customers c on c.account_id = m.account_id and c.service_id = m.customer_id
-    where m.account_id = ${accountId} and m.segment_id = ${segment.id} and m.customer_id = any(${ids}::bigint[])
+    where m.account_id = ${accountId} and m.segment_id = ${segment.id}
+      and m.customer_id = any(${ids}::bigint[])
       and m.id = (select max(l.id) from segment_members l where l.account_id = ${accountId}
         and l.segment_id = m.segment_id and l.customer_id = m.customer_id)
     order by m.customer_id`
@@ -149,8 +151,10 @@ export const membershipHistory = async (
     await app.sql`select 1 from segments where account_id = ${accountId} and id = ${segmentId}`
   if (!segment) refuse(404, `No segment ${segmentId} in this account.`)
   const rows = await app.sql<MemberRow[]>`
-    select id, external_id as customer, customer_id as service_id, entered_at, exited_at from segment_members
-    where account_id = ${accountId} and segment_id = ${segmentId} and id < ${after ?? Number.MAX_SAFE_INTEGER}
+    select id, external_id as customer, customer_id as service_id, entered_at, exited_at
+      from segment_members
+    where account_id = ${accountId} and segment_id = ${segmentId}
+      and id < ${after ?? Number.MAX_SAFE_INTEGER}
     order by id desc limit ${limit + 1}`
   const results = rows.slice(0, limit).map(({ id: _id, ...stay }) => stay)
   return {

@@ -72,7 +72,8 @@ const nameTaken = (name: string) => (err: unknown) => {
 
 export const readSegment = async (app: App, accountId: number, id: number) => {
   const [row] = await app.sql`
-    select ${SEGMENT_COLUMNS(app.sql, accountId)} from segments s where s.account_id = ${accountId} and s.id = ${id}`
+    select ${SEGMENT_COLUMNS(app.sql, accountId)} from segments s where s.account_id = ${accountId}
+      and s.id = ${id}`
   return row ? shown(row) : refuse(404, `No segment ${id} in this account.`)
 }
 

@@ -47,7 +47,8 @@ export const countDropped = (sql: Sql | Tx, accountId: number, dropped: ReturnTy
 // caller's transaction (an erasure's).
 export const suppress = (tx: Tx, accountId: number, erasureId: number, ids: ReturnType<Tx>) => tx`
   insert into suppressions (account_id, entity, hash, erasure_id)
-  select distinct ${accountId}::bigint, i.entity, ${hashOf(tx, tx`i.external_id`)}, ${erasureId}::bigint
+  select distinct ${accountId}::bigint, i.entity, ${hashOf(tx, tx`i.external_id`)},
+  ${erasureId}::bigint
   from (${ids}) i(entity, external_id)
   on conflict (account_id, entity, hash) do nothing`
 
@@ -64,7 +65,8 @@ export const Suppression = v.object({
 
 export const listSuppressions = (sql: Sql, accountId: number) => sql`
   select entity, encode(hash, 'hex') as hash, erasure_id, created_at, dropped::float8 as dropped
-  from suppressions where account_id = ${accountId} order by created_at desc, entity, hash limit 10000`
+  from suppressions where account_id = ${accountId} order by created_at desc, entity, hash
+    limit 10000`
 
 // A lifted suppression lets the external id's events be applied again (they may create
 // the contact).

@@ -20,4 +20,5 @@ export const pendingSql = (sql: Sql | Tx, table = 'u') =>
   sql`${sql(table)}.status in ${sql.unsafe(pendingList)}`
 
 export const stuckSql = (sql: Sql | Tx, stuckSeconds: number, table = 'u') =>
-  sql`(${pendingSql(sql, table)} and ${sql(table)}.received_at < now() - make_interval(secs => ${stuckSeconds}))`
+  sql`(${pendingSql(sql, table)} and
+    ${sql(table)}.received_at < now() - make_interval(secs => ${stuckSeconds}))`

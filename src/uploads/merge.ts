@@ -16,7 +16,8 @@ import type { EventItem } from '../webhooks/events.ts'
 const stageItems = async (tx: Tx, accountId: number, uploadId: number, key: string) => {
   await tx`
     create temp table stage_items on commit drop as
-    select i.ord, i.item->>${key} as external_id, i.item from uploads u, jsonb_array_elements(u.items)
+    select i.ord, i.item->>${key} as external_id, i.item
+      from uploads u, jsonb_array_elements(u.items)
       with ordinality as i(item, ord)
     where u.account_id = ${accountId} and u.id = ${uploadId}`
   await tx`analyze stage_items (ord, external_id)`
@@ -26,7 +27,8 @@ const stageItems = async (tx: Tx, accountId: number, uploadId: number, key: stri
 const stageValues = async (tx: Tx) => {
   await tx`
     create temp table stage_values on commit drop as
-    select s.external_id, (m->>'date')::date as date, jsonb_merge_agg((m - 'date') order by s.ord) as vals
+    select s.external_id, (m->>'date')::date as date,
+    jsonb_merge_agg((m - 'date') order by s.ord) as vals
     from stage_items s cross join jsonb_array_elements(s.item->'metrics') m
     group by 1, 2`
   await tx`analyze stage_values (external_id, date)`
@@ -73,8 +75,10 @@ const updateCustomers = (tx: Tx, accountId: number, done: number[]) => tx<Writte
     owner_user_id = coalesce(u.id, c.owner_user_id),
     attributes = jsonb_strip_nulls(c.attributes || coalesce(s.attributes, '{}')),
     updated_at = now()
-  from stage_records s left join users u on u.account_id = ${accountId} and lower(u.email) = lower(s.owner_email)
-  where c.account_id = ${accountId} and c.external_id = ${stagedExternalIds(tx)} and c.external_id = s.external_id
+  from stage_records s left join users u on u.account_id = ${accountId}
+    and lower(u.email) = lower(s.owner_email)
+  where c.account_id = ${accountId} and c.external_id = ${stagedExternalIds(tx)}
+    and c.external_id = s.external_id
     and c.service_id <> all(${done}::bigint[])
   returning c.service_id, c.external_id`
 
@@ -82,7 +86,8 @@ const insertCustomers = (tx: Tx, accountId: number) => tx`
   insert into customers (account_id, external_id, name, owner_user_id, attributes, metrics)
   select ${accountId}, s.external_id, s.name, u.id, jsonb_strip_nulls(coalesce(s.attributes, '{}')),
     s.metrics
-  from stage_records s left join users u on u.account_id = ${accountId} and lower(u.email) = lower(s.owner_email)
+  from stage_records s left join users u on u.account_id = ${accountId}
+    and lower(u.email) = lower(s.owner_email)
     left join customers c on c.account_id = ${accountId} and c.external_id = s.external_id
   where c.service_id is null
   order by s.first_ord
@@ -106,10 +111,11 @@ const unknownOwners = async (tx: Tx, accountId: number) => {
 const dropOrphanContacts = async (tx: Tx, accountId: number) => {
   const orphans = await tx`
     select s.external_id from stage_records s
-      left join customers c on c.account_id = ${accountId} and c.external_id = s.customer_external_id
+      left join customers c on c.account_id = ${accountId}
+        and c.external_id = s.customer_external_id
     where c.service_id is null`
-  const dropped =
-    await tx`delete from stage_records where external_id = any(${orphans.map((o) => o.external_id)}::text[])`
+  const dropped = await tx`delete from stage_records where
+      external_id = any(${orphans.map((o) => o.external_id)}::text[])`
   return dropped.count
 }
 
@@ -117,8 +123,10 @@ const updateContacts = (tx: Tx, accountId: number, done: number[]) => tx<Written
   update contacts t set name = s.name, customer_id = c.service_id,
     attributes = jsonb_strip_nulls(t.attributes || coalesce(s.attributes, '{}')),
     updated_at = now()
-  from stage_records s join customers c on c.account_id = ${accountId} and c.external_id = s.customer_external_id
-  where t.account_id = ${accountId} and t.external_id = ${stagedExternalIds(tx)} and t.external_id = s.external_id
+  from stage_records s join customers c on c.account_id = ${accountId}
+    and c.external_id = s.customer_external_id
+  where t.account_id = ${accountId} and t.external_id = ${stagedExternalIds(tx)}
+    and t.external_id = s.external_id
     and t.service_id <> all(${done}::bigint[])
   returning t.service_id, t.external_id`
 
@@ -127,9 +135,11 @@ const updateContacts = (tx: Tx, accountId: number, done: number[]) => tx<Written
 const insertContacts = async (tx: Tx, accountId: number) => {
   const created = await tx`
     insert into contacts (account_id, external_id, customer_id, name, attributes, metrics)
-    select ${accountId}, s.external_id, c.service_id, s.name, jsonb_strip_nulls(coalesce(s.attributes, '{}')),
+    select ${accountId}, s.external_id, c.service_id, s.name,
+      jsonb_strip_nulls(coalesce(s.attributes, '{}')),
       s.metrics
-    from stage_records s join customers c on c.account_id = ${accountId} and c.external_id = s.customer_external_id
+    from stage_records s join customers c on c.account_id = ${accountId}
+      and c.external_id = s.customer_external_id
       left join contacts t on t.account_id = c.account_id and t.external_id = s.external_id
     where t.service_id is null
     order by s.first_ord
@@ -185,7 +195,8 @@ const insertNewSnapshots = (
   const { snapshots, fk } = tables(collection)
   return tx`
     insert into ${tx(snapshots)} (account_id, ${tx(fk)}, date, "values")
-    select ${accountId}, s.record_id, s.date, jsonb_strip_nulls(s.vals) from (${stagedValuesOf(tx, created)}) s`
+    select ${accountId}, s.record_id, s.date, jsonb_strip_nulls(s.vals)
+      from (${stagedValuesOf(tx, created)}) s`
 }
 
 // Existing snapshots first: a JSON null in the staged values must clear the key, which the insert's
@@ -193,16 +204,19 @@ const insertNewSnapshots = (
 // the unique index each (NOT EXISTS scanned all the account's snapshots); a conflict is a row the
 // update just merged, or one a concurrent request added since.
 const updateSnapshots = (tx: Tx, accountId: number, collection: Collection) => tx`
-  update ${tx(tables(collection).snapshots)} t set "values" = jsonb_strip_nulls(t."values" || s.vals)
+  update ${tx(tables(collection).snapshots)} t set
+    "values" = jsonb_strip_nulls(t."values" || s.vals)
   from stage_snapshots s
-  where t.account_id = ${accountId} and t.${tx(tables(collection).fk)} = s.record_id and t.date = s.date`
+  where t.account_id = ${accountId} and t.${tx(tables(collection).fk)} = s.record_id
+    and t.date = s.date`
 
 const insertSnapshots = (tx: Tx, accountId: number, collection: Collection) => {
   const { snapshots, fk } = tables(collection)
   return tx`
     insert into ${tx(snapshots)} as t (account_id, ${tx(fk)}, date, "values")
     select ${accountId}, s.record_id, s.date, jsonb_strip_nulls(s.vals) from stage_snapshots s
-    on conflict (account_id, ${tx(fk)}, date) do update set "values" = t."values" || excluded."values"
+    on conflict (account_id, ${tx(fk)}, date) do update
+      set "values" = t."values" || excluded."values"
     where not t."values" @> excluded."values"`
 }
 

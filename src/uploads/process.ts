@@ -124,7 +124,8 @@ const locate = async (app: App, p: ProcessUploadPayload, e: PgError) => {
       order by a.attnum) as columns,
       (select case when count(distinct m.external_id) = 1 then max(m.ord) - 1 end from (
         select i.ord,
-          i.item->>(case u.kind when 'contacts' then 'contact_external_id' else 'external_id' end) as external_id
+          i.item->>(case u.kind when 'contacts' then 'contact_external_id' else 'external_id' end)
+            as external_id
         from jsonb_array_elements(u.items) with ordinality as i(item, ord)) m
         where u.kind = ${e.table_name}
           and position(', ' || m.external_id || ', ' in ', ' || ${row ?? ''}::text || ', ') > 0

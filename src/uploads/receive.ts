@@ -14,9 +14,11 @@ import { checkValues, type Dropped, droppedKeyNames } from '../values.ts'
 // (not joined on a.id), so that Citus routes the statement to the account's shard.
 const accountState = (app: App, accountId: number, collection: Collection) => app.sql`
   select a.source_of_truth, m.model,
-    (select count(*)::int from uploads u where u.account_id = ${accountId} and ${pendingSql(app.sql)}) as pending,
+    (select count(*)::int from uploads u where u.account_id = ${accountId}
+      and ${pendingSql(app.sql)}) as pending,
     ${catalogSql(app.sql, accountId, entityOf(collection))} as defs
-  from accounts a left join scoring_models m on m.account_id = ${accountId} where a.id = ${accountId}`
+  from accounts a left join scoring_models m on m.account_id = ${accountId}
+    where a.id = ${accountId}`
 
 // The upload row. A single-record create and a CSV chunk write it and process it in the caller's
 // transaction, so the records exist (and their webhooks and scoring are enqueued) at commit.
@@ -29,7 +31,8 @@ export const insertUpload = (
   dropped: Dropped,
 ) => sql`
   insert into uploads (account_id, kind, source, items, item_count, dropped_keys, dropped_key_names)
-  values (${accountId}, ${collection}, ${source}, ${sql.json(items)}, ${items.length}, ${dropped.count},
+  values (${accountId}, ${collection}, ${source}, ${sql.json(items)}, ${items.length},
+    ${dropped.count},
     ${sql.json(droppedKeyNames(dropped))})
   returning id`
 

@@ -53,7 +53,8 @@ export const requeue = async (
 ) => {
   const rows = await tx`
     update webhook_deliveries d set status = 'pending', delivered_at = null
-    where d.account_id = ${accountId} and d.webhook_id = ${webhookId} and ${which} and d.payload is not null
+    where d.account_id = ${accountId} and d.webhook_id = ${webhookId} and ${which}
+      and d.payload is not null
     returning d.id, d.status, (select coalesce(max(attempt), 0) + 1 from webhook_attempts a
       where a.account_id = d.account_id and a.delivery_id = d.id)::int as first_attempt`
   const inOrder = [...rows].sort((x, y) => x.id - y.id)

@@ -64,7 +64,8 @@ export const addWebhook = async (
   const secret = generateSecret()
   const [hook] = await sql`
     insert into webhooks (account_id, url, events, name, rate_limit, secret)
-    values (${accountId}, ${body.url}, ${[...new Set(body.events)]}, ${body.name ?? null}, ${body.rate_limit ?? null},
+    values (${accountId}, ${body.url}, ${[...new Set(body.events)]}, ${body.name ?? null},
+      ${body.rate_limit ?? null},
       ${secret})
     returning ${columns(sql)}`
   return { ...shaped(hook), secret }
@@ -86,7 +87,8 @@ export const updateWebhook = async (
     update webhooks set
       events = coalesce(${patch.events ? [...new Set(patch.events)] : null}::text[], events),
       name = case when ${patch.name !== undefined} then ${patch.name ?? null}::text else name end,
-      rate_limit = case when ${patch.rate_limit !== undefined} then ${patch.rate_limit ?? null}::integer
+      rate_limit = case when ${patch.rate_limit !== undefined}
+        then ${patch.rate_limit ?? null}::integer
         else rate_limit end
     where account_id = ${accountId} and id = ${id} returning ${columns(sql)}`
   return hook ? shaped(hook) : refuse(404, `Webhook ${id} does not exist.`)
@@ -135,7 +137,8 @@ export const rotateSecret = async (
 // disabled, until enableWebhook sends them.
 export const disableWebhook = async (sql: Sql, accountId: number, id: number) => {
   const [hook] = await sql`
-    update webhooks set active = false, disabled_by = case when active then 'operator' else disabled_by end
+    update webhooks set active = false, disabled_by = case
+      when active then 'operator' else disabled_by end
     where account_id = ${accountId} and id = ${id} returning ${columns(sql)}`
   return hook ? shaped(hook) : refuse(404, `Webhook ${id} does not exist.`)
 }
@@ -144,8 +147,8 @@ export const disableWebhook = async (sql: Sql, accountId: number, id: number) =>
 // was disabled; enabling an active webhook changes nothing.
 export const enableWebhook = (sql: Sql, accountId: number, id: number) =>
   sql.begin(async (tx) => {
-    const [was] =
-      await tx`select active from webhooks where account_id = ${accountId} and id = ${id} for update`
+    const [was] = await tx`select active from webhooks where account_id = ${accountId}
+        and id = ${id} for update`
     if (!was) refuse(404, `Webhook ${id} does not exist.`)
     const [hook] = await tx`
       update webhooks set active = true, failing_since = null, disabled_by = null

@@ -66,7 +66,8 @@ export const searchDatabase = async () => {
   }
   await sql`insert into users (account_id, id, email) overriding system value
     values (7, 3, 'Ann@x.io'), (7, 4, 'bob@x.io')`
-  await sql`insert into tags (account_id, id, title) overriding system value values (7, 8, 'red'), (7, 9, 'blue')`
+  await sql`insert into tags (account_id, id, title) overriding system value
+    values (7, 8, 'red'), (7, 9, 'blue')`
   for (const c of CUSTOMERS) {
     const [row] = await sql`insert into customers
       (account_id, external_id, name, owner_user_id, is_churned, attributes, metrics)
@@ -108,7 +109,8 @@ export const searchDatabase = async () => {
     plan,
     serviceId: async (table: 'customers' | 'contacts', externalId: string, accountId = 7) =>
       (
-        await sql`select service_id from ${sql(table)} where account_id = ${accountId} and external_id = ${externalId}`
+        await sql`select service_id from ${sql(table)} where account_id = ${accountId}
+          and external_id = ${externalId}`
       )[0].service_id as number,
     stop: async () => {
       await sql.end()

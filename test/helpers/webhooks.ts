@@ -62,7 +62,8 @@ export const settled = (
 export const deliveryJobs = async (s: TestService, accountId: number, deliveryId: number) =>
   (
     await s.sql`
-  select count(*)::int as n from graphile_worker.jobs where key = ${`webhook_delivery:${accountId}:${deliveryId}`}`
+  select count(*)::int as n from graphile_worker.jobs
+    where key = ${`webhook_delivery:${accountId}:${deliveryId}`}`
   )[0].n as number
 
 // The Standard Webhooks headers as standardwebhooks' verify() wants them.

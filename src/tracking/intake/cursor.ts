@@ -31,7 +31,8 @@ export const waitingSql = (
   what: ReturnType<Sql> = sql`id`,
 ) => sql`
   select ${what} from ${sql(rows)} where account_id = ${accountId} and status = 'received'
-    and id >= coalesce((select applied_below from ${sql(CURSORS[rows])} where account_id = ${accountId}), 0)`
+    and id >= coalesce((select applied_below from ${sql(CURSORS[rows])}
+      where account_id = ${accountId}), 0)`
 
 export interface Cursor {
   task: ApplyTask
@@ -58,11 +59,14 @@ export const lockAndReadCursor = async (
   const rows = ROWS[task]
   const [{ last_id }] = await tx`
     select ${xactLock(tx, applyJobKey(task, accountId))},
-      coalesce(pg_sequence_last_value(pg_get_serial_sequence(${rows}, 'id')::regclass), 0) as last_id`
+      coalesce(pg_sequence_last_value(pg_get_serial_sequence(${rows}, 'id')::regclass),
+        0) as last_id`
   const [row] = await tx`
-    select applied_below, check_upto, check_vxids from ${tx(CURSORS[rows])} where account_id = ${accountId}`
+    select applied_below, check_upto, check_vxids from ${tx(CURSORS[rows])}
+      where account_id = ${accountId}`
   const [{ running }] = await tx`
-    select exists (select 1 from pg_locks l where l.virtualtransaction = any(${row?.check_vxids ?? []}::text[]))
+    select exists (select 1 from pg_locks l where
+      l.virtualtransaction = any(${row?.check_vxids ?? []}::text[]))
       as running`
   const upto = (row?.check_upto ?? null) as number | null
   return {
@@ -102,7 +106,8 @@ export const moveCursor = (tx: Tx, { task, accountId }: Cursor, move: Move) => {
   const cursors = CURSORS[ROWS[task]]
   return tx`
   insert into ${tx(cursors)} (account_id, applied_below, check_upto, check_vxids)
-  values (${accountId}, ${move.below}, ${move.next?.upto ?? null}::bigint, ${move.next?.vxids ?? null}::text[])
+  values (${accountId}, ${move.below}, ${move.next?.upto ?? null}::bigint,
+    ${move.next?.vxids ?? null}::text[])
   on conflict (account_id) do update set
     applied_below = greatest(${tx(cursors)}.applied_below, excluded.applied_below),
     check_upto = coalesce(excluded.check_upto, ${tx(cursors)}.check_upto),

@@ -22,7 +22,8 @@ export const passGate = async (app: App, task: ApplyTask, accountId: number) => 
   for (let pause = 1; holders.length > 0; pause = Math.min(pause * 2, 50)) {
     await new Promise((resolve) => setTimeout(resolve, pause))
     const [{ running }] = await app.sql`
-      select exists (select 1 from pg_locks where virtualtransaction = any(${holders}::text[])) as running`
+      select exists (select 1 from pg_locks where virtualtransaction = any(${holders}::text[]))
+        as running`
     if (!running) return
   }
 }

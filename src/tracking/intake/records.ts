@@ -21,9 +21,11 @@ export const createContactsSql = (
 ) => tx`
   insert into contacts (account_id, external_id, customer_id)
   select ${accountId}::bigint, n.external_id, n.customer_id
-  from (select distinct on (${q.external}) ${q.external} as external_id, ${q.customer} as customer_id
+  from (select distinct on (${q.external}) ${q.external} as external_id,
+    ${q.customer} as customer_id
         from ${q.from} where ${q.where} order by ${q.external}, ${q.order}) n
-    left join contacts known on known.account_id = ${accountId} and known.external_id = n.external_id
+    left join contacts known on known.account_id = ${accountId}
+      and known.external_id = n.external_id
   where known.service_id is null
   on conflict (account_id, external_id) do nothing
   returning service_id, external_id, customer_id`

@@ -71,15 +71,19 @@ const stage = async (tx: Tx, accountId: number, below: number) => {
     order by id limit ${MESSAGES_PER_BATCH}`
   await tx`
     with s as materialized (
-      select type, user_id, group_id from stage_seg where status is null and type in ('group', 'identify')
+      select type, user_id, group_id from stage_seg where status is null
+        and type in ('group', 'identify')
     )
     insert into stage_seg
     select ${tx(MESSAGE_COLUMNS)}, null, null, true, null
-    from segment_messages where account_id = ${accountId} and status = 'pending' and user_id = any(array(
+    from segment_messages where account_id = ${accountId} and status = 'pending'
+      and user_id = any(array(
       select distinct s.user_id from s
       where (s.type = 'group' or s.group_id is not null
-        or exists (select 1 from contacts t where t.account_id = ${accountId} and t.external_id = s.user_id)
-        or exists (select 1 from segment_messages p where p.account_id = ${accountId} and p.status = 'pending'
+        or exists (select 1 from contacts t where t.account_id = ${accountId}
+          and t.external_id = s.user_id)
+        or exists (select 1 from segment_messages p where p.account_id = ${accountId}
+          and p.status = 'pending'
                      and p.user_id = s.user_id and p.group_id is not null))))`
   const [batch] =
     await tx`select count(*)::int as staged, max(id) as last from stage_seg where not was_pending`
@@ -115,16 +119,19 @@ const admit = async (tx: Tx, accountId: number) => {
     from accounts a
     where a.id = ${accountId} and a.source_of_truth <> 'API' and s.status is null
       and s.type in ('group', 'identify', 'track')`
-  await tx`update stage_seg set status = 'ignored' where status is null and type in ('page', 'screen', 'alias')`
+  await tx`update stage_seg set status = 'ignored' where status is null
+    and type in ('page', 'screen', 'alias')`
   // A message naming an erased customer (groupId) or contact (userId) is dropped whole and counted
   // on its suppression, so an SDK that still sends it does not bring the person back.
   await tx`
     with s as materialized (
-      select id, group_id, user_id from stage_seg where status is null and type in ('group', 'identify', 'track')
+      select id, group_id, user_id from stage_seg where status is null
+        and type in ('group', 'identify', 'track')
     ), gone as (
       select * from s where ${suppressedSql(tx, accountId, tx`s.group_id`, tx`s.user_id`)}
     ), dropped as (
-      update stage_seg set status = 'dropped', reason = 'suppressed' where id = any(array(select id from gone))
+      update stage_seg set status = 'dropped', reason = 'suppressed'
+        where id = any(array(select id from gone))
     ) ${countDropped(tx, accountId, tx`select group_id, user_id from gone`)}`
 }
 
@@ -142,10 +149,12 @@ const classifyTraits = (tx: Tx, accountId: number) => tx`
       when fits_type(d.value, p.type) then 'attribute'
       else 'invalid'
     end as kind,
-    case when d.key = 'name' then 'text of 1 to 255 characters' when p.type = 'date' then 'YYYY-MM-DD'
+    case when d.key = 'name' then 'text of 1 to 255 characters'
+      when p.type = 'date' then 'YYYY-MM-DD'
       else p.type end as expected
   from stage_seg s
-    cross join lateral (select case when s.type = 'group' then 'customer' else 'contact' end as entity) x
+    cross join lateral (select case when s.type = 'group' then 'customer' else 'contact' end
+      as entity) x
     cross join jsonb_each(case when jsonb_typeof(s.traits) = 'object' then s.traits end) d
     left join ${definitionsSql(tx, accountId)} p on p.entity = x.entity and p.kind = 'attribute'
       and p.codename = d.key
@@ -179,7 +188,8 @@ const changed = (
 const applyGroups = async (tx: Tx, accountId: number) => {
   const created = await tx`
     insert into customers (account_id, external_id)
-    select distinct ${accountId}::bigint, group_id from stage_seg where status is null and type = 'group'
+    select distinct ${accountId}::bigint, group_id from stage_seg where status is null
+      and type = 'group'
     on conflict (account_id, external_id) do nothing
     returning service_id`
   await lockRecordsNamed(
@@ -211,7 +221,8 @@ const createContacts = (
   createContactsSql(tx, accountId, {
     external: tx`s.user_id`,
     customer: tx`c.service_id`,
-    from: tx`stage_seg s join customers c on c.account_id = ${accountId} and c.external_id = s.group_id`,
+    from: tx`stage_seg s join customers c on c.account_id = ${accountId}
+      and c.external_id = s.group_id`,
     where,
     order,
   })
@@ -223,12 +234,15 @@ const parkIdentifies = (tx: Tx, accountId: number) => tx`
     select id from stage_seg
   ), waiting as (
     select s.id, row_number() over (order by s.id) + (
-      select count(*) from segment_messages m where m.account_id = ${accountId} and m.status = 'pending'
+      select count(*) from segment_messages m where m.account_id = ${accountId}
+        and m.status = 'pending'
         and not exists (select 1 from all_staged p where p.id = m.id)) as place
     from s
-    where not exists (select 1 from contacts t where t.account_id = ${accountId} and t.external_id = s.user_id)
+    where not exists (select 1 from contacts t where t.account_id = ${accountId}
+      and t.external_id = s.user_id)
   )
-  update stage_seg s set status = case when w.place <= ${PENDING_MAX} then 'pending' else 'dropped' end,
+  update stage_seg s set status = case when w.place <= ${PENDING_MAX} then 'pending'
+    else 'dropped' end,
     reason = case when w.place <= ${PENDING_MAX} then null else 'pending_full' end
   from waiting w where s.id = w.id`
 
@@ -244,16 +258,20 @@ const placeByLaterTracks = (tx: Tx, accountId: number) => tx`
   ), placed as (
     select s.id, (
       select e.customer_external_id from tracking_events e
-      where e.account_id = ${accountId} and e.contact_external_id = s.user_id and e.message_id is not null
+      where e.account_id = ${accountId} and e.contact_external_id = s.user_id
+        and e.message_id is not null
         and e.status = 'received' and e.received_at >= m.received_at
         and exists (select 1 from customers c where c.account_id = ${accountId}
                       and c.external_id = e.customer_external_id)
       order by e.id limit 1) as group_id
     from s join segment_messages m on m.account_id = ${accountId} and m.id = s.id
-    where not exists (select 1 from customers c where c.account_id = ${accountId} and c.external_id = s.group_id)
-      and not exists (select 1 from contacts t where t.account_id = ${accountId} and t.external_id = s.user_id)
+    where not exists (select 1 from customers c where c.account_id = ${accountId}
+      and c.external_id = s.group_id)
+      and not exists (select 1 from contacts t where t.account_id = ${accountId}
+        and t.external_id = s.user_id)
   )
-  update stage_seg s set group_id = p.group_id from placed p where s.id = p.id and p.group_id is not null`
+  update stage_seg s set group_id = p.group_id from placed p where s.id = p.id
+    and p.group_id is not null`
 
 const applyContacts = async (tx: Tx, accountId: number) => {
   await placeByLaterTracks(tx, accountId)
@@ -273,9 +291,11 @@ const applyContacts = async (tx: Tx, accountId: number) => {
   const moved = await tx`
     update contacts t set customer_id = c.service_id, updated_at = now()
     from (select distinct on (user_id) user_id, group_id from stage_seg
-          where status is null and type = 'group' and user_id is not null order by user_id, id desc) g
+          where status is null and type = 'group' and user_id is not null
+            order by user_id, id desc) g
       join customers c on c.account_id = ${accountId} and c.external_id = g.group_id
-    where t.account_id = ${accountId} and t.external_id = g.user_id and t.customer_id <> c.service_id
+    where t.account_id = ${accountId} and t.external_id = g.user_id
+      and t.customer_id <> c.service_id
     returning t.service_id`
   const updated = await updateRecords(
     tx,
@@ -310,11 +330,13 @@ const applyTracks = async (tx: Tx, accountId: number) => {
   )
   const [{ n }] = await tx`
     with e as (
-      insert into tracking_events (account_id, name, occurred_at, customer_external_id, contact_external_id, data,
+      insert into tracking_events (account_id, name, occurred_at, customer_external_id,
+        contact_external_id, data,
         status, customer_id, contact_id)
       select ${accountId}, s.event, s.occurred_at, s.group_id, s.user_id,
         case when s.properties is not null then jsonb_build_object('properties', s.properties) end,
-        case when c.service_id is null then 'unmatched' else 'applied' end, c.service_id, t.service_id
+        case when c.service_id is null then 'unmatched' else 'applied' end, c.service_id,
+          t.service_id
       from stage_seg s
         left join customers c on c.account_id = ${accountId} and c.external_id = s.group_id
         left join contacts t on t.account_id = ${accountId} and t.external_id = s.user_id
@@ -337,7 +359,8 @@ const written = (tx: Tx, below: number) =>
 const settle = async (tx: Tx, accountId: number, below: number) => {
   await tx`
     update stage_seg s set reason = 'invalid_trait', detail = left(b.detail, 300)
-    from (select id, string_agg(format('traits.%s: must be %s', key, expected), '; ' order by key) as detail
+    from (select id, string_agg(format('traits.%s: must be %s', key, expected),
+      '; ' order by key) as detail
           from stage_traits where kind = 'invalid' group by id) b
     where s.id = b.id and s.reason is null`
   await tx`
@@ -365,7 +388,8 @@ const count = (tx: Tx, accountId: number) => tx`
   ), counts as (
     select 'type' as kind, type as key, count(*) as n from first group by type
     union all
-    select 'reason', reason, count(*) from (select reason from first union all select reason from expired) r
+    select 'reason', reason, count(*) from (select reason from first union all select reason
+      from expired) r
     where reason is not null group by reason
     union all
     select t.entity || '_key', ${tx.unsafe(sqlCut('t.key'))}, count(*)
@@ -378,7 +402,8 @@ const count = (tx: Tx, accountId: number) => tx`
     insert into segment_counts (account_id, kind, key, count)
     select ${accountId}, kind, key, n from counts c
     where c.kind in ('type', 'reason') or (select n from known) < ${MAX_KEY_NAMES}
-      or exists (select 1 from segment_counts k where k.account_id = ${accountId} and k.kind = c.kind and k.key = c.key)
+      or exists (select 1 from segment_counts k where k.account_id = ${accountId}
+        and k.kind = c.kind and k.key = c.key)
     on conflict (account_id, kind, key) do update set count = segment_counts.count + excluded.count
   )
   select coalesce(json_agg(o), '[]') as outcomes
@@ -396,11 +421,13 @@ const oldest = (tx: Tx, accountId: number) =>
   tx`(select received_at from segment_messages where account_id = ${accountId} order by id limit 1)`
 const forget = (tx: Tx, accountId: number, below: number) => tx`
   delete from segment_messages where account_id = ${accountId} and id = any(array(
-    select id from (select id, received_at, status from segment_messages where account_id = ${accountId}
+    select id from (select id, received_at, status from segment_messages
+      where account_id = ${accountId}
                       and ${oldest(tx, accountId)} < now() - make_interval(days => ${KEEP_DAYS})
                     order by id limit ${MESSAGES_PER_BATCH}) first
     where received_at < now() - make_interval(days => ${KEEP_DAYS})
-      and (status in ('applied', 'ignored', 'dropped') or (status = 'received' and id < ${below}))))`
+      and (status in ('applied', 'ignored', 'dropped') or (status = 'received'
+        and id < ${below}))))`
 
 export const applyRelay = async (tx: Tx, accountId: number) => {
   const cursor = await lockAndReadCursor(tx, TASKS.applyRelay, accountId)

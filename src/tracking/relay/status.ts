@@ -15,9 +15,11 @@ export const ingestStatus = async (sql: Sql, accountId: number) => {
     // Tracks that name their customer wait as tracked events, for the tracker's apply job
     // (relay/intake.ts).
     sql`select ((select count(*) from (${waitingSql(sql, 'segment_messages', accountId)}) w)
-          + (select count(*) from (${waitingSql(sql, 'tracking_events', accountId)} and message_id is not null) t))::int
+          + (select count(*) from (${waitingSql(sql, 'tracking_events', accountId)}
+            and message_id is not null) t))::int
           as received,
-        (select count(*) from segment_messages where account_id = ${accountId} and status = 'pending')::int as pending`,
+        (select count(*) from segment_messages where account_id = ${accountId}
+          and status = 'pending')::int as pending`,
     sql`select message_id, type, reason, detail, received_at from segment_messages
       where account_id = ${accountId} and reason is not null order by id desc limit ${LAST_ERRORS}`,
     sql`select entity, codename from ${definitionsSql(sql, accountId)} p where kind = 'attribute'`,

@@ -26,7 +26,8 @@ const count = async (tx: Tx, accountId: number, suppressed: number) => {
       from (select 'type', 'track', (select n from t)
             union all select 'reason', 'suppressed', ${suppressed}) c(kind, key, n)
       where c.n > 0
-      on conflict (account_id, kind, key) do update set count = segment_counts.count + excluded.count
+      on conflict (account_id, kind, key) do update
+        set count = segment_counts.count + excluded.count
     )
     select n from t`
   return n as number
@@ -51,7 +52,8 @@ const dropDuplicates = (tx: Tx, accountId: number, range: { first: number; last:
 // (message_id, occurred_at).
 const dropped = (tx: Tx, accountId: number, rows: PendingQuery<Row[]>) => tx`
   insert into segment_messages (account_id, message_id, type, occurred_at, status, reason)
-  select ${accountId}, g.message_id, 'track', g.occurred_at, 'dropped', 'suppressed' from (${rows}) g
+  select ${accountId}, g.message_id, 'track', g.occurred_at, 'dropped', 'suppressed'
+    from (${rows}) g
   on conflict (account_id, message_id) do nothing
   returning 1`
 

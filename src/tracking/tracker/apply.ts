@@ -80,18 +80,21 @@ const stageEvents = async (
   relayed: Relayed,
 ) => {
   await setLocal(tx, PLANNER.freshEvents)
-  const received = tx`account_id = ${accountId} and id between ${below} and ${lastId} and status = 'received'`
+  const received = tx`account_id = ${accountId} and id between ${below} and ${lastId}
+    and status = 'received'`
   await tx`
   create temp table stage_events on commit drop as
   with next as (
-    select id, received_at, message_id from tracking_events where ${received} order by id limit ${EVENTS_PER_BATCH}
+    select id, received_at, message_id from tracking_events where ${received} order by id
+      limit ${EVENTS_PER_BATCH}
   ), stop as (
     select min(id) as id from next where message_id is not null
       and received_at >= ${relayed.waitingSince(tx, accountId)}
   )
   select e.id, e.occurred_at, e.customer_external_id, e.contact_external_id, e.message_id,
     c.service_id as customer_id, t.service_id as contact_id,
-    case when jsonb_typeof(e.data->'customer') = 'object' then e.data->'customer' end as customer_data,
+    case when jsonb_typeof(e.data->'customer') = 'object' then e.data->'customer' end
+      as customer_data,
     case when jsonb_typeof(e.data->'contact') = 'object' then e.data->'contact' end as contact_data
   from (select * from tracking_events
         where ${received} and id < coalesce((select id from stop), ${lastId} + 1)
@@ -99,7 +102,8 @@ const stageEvents = async (
     left join lateral (select service_id from customers c where c.account_id = ${accountId}
                          and c.external_id = e.customer_external_id offset 0) c on true
     left join lateral (select service_id from contacts t where t.account_id = ${accountId}
-                         and t.external_id = e.contact_external_id and t.customer_id = c.service_id offset 0) t on true`
+                         and t.external_id = e.contact_external_id and t.customer_id = c.service_id
+                           offset 0) t on true`
   const [range] = await tx`
     select count(*)::int as n, min(id) as first, max(id) as last,
       exists (select 1 from tracking_events where ${received}
@@ -114,15 +118,20 @@ const stageEvents = async (
 const dropSuppressed = async (tx: Tx, accountId: number, range: Staged, relayed: Relayed) => {
   const [row] = await tx`
     with s as materialized (
-      select id, customer_external_id, contact_external_id, message_id, occurred_at from stage_events
+      select id, customer_external_id, contact_external_id, message_id, occurred_at
+        from stage_events
     ), gone as (
-      select * from s where ${suppressedSql(tx, accountId, tx`s.customer_external_id`, tx`s.contact_external_id`)}
+      select * from s where
+        ${suppressedSql(tx, accountId, tx`s.customer_external_id`, tx`s.contact_external_id`)}
     ), unstaged as (
       delete from stage_events where id = any(array(select id from gone))
     ), removed as (
       delete from tracking_events e using gone g
-      where e.account_id = ${accountId} and e.id = g.id and e.id between ${range.first} and ${range.last}
-    ), counted as (${countDropped(tx, accountId, tx`select customer_external_id, contact_external_id from gone`)}),
+      where e.account_id = ${accountId} and e.id = g.id and e.id between ${range.first}
+        and ${range.last}
+    ), counted
+      as
+        (${countDropped(tx, accountId, tx`select customer_external_id, contact_external_id from gone`)}),
     relayed as (
       ${relayed.dropped(tx, accountId, tx`select message_id, occurred_at from gone where message_id is not null`)}
     )
@@ -161,7 +170,8 @@ const applyLevel = (tx: Tx, accountId: number, level: Level, kv: Fragment, updat
     select distinct on (record_id, key) * from kv order by record_id, key, occurred_at desc, id desc
   ), fresh as (
     select l.* from latest l
-      left join tracked_keys w on w.account_id = ${accountId} and w.entity = ${level} and w.record_id = l.record_id
+      left join tracked_keys w on w.account_id = ${accountId} and w.entity = ${level}
+        and w.record_id = l.record_id
         and w.key = l.key
     where w.record_id is null or (l.occurred_at, l.id) > (w.occurred_at, w.event_id)
   ), marked as (
@@ -182,13 +192,15 @@ const applyTrackedCustomers = (tx: Tx, accountId: number) =>
     tx`
   select s.customer_id as record_id, d.key, d.value, s.occurred_at, s.id
   from ${pairs(tx, 'customer')}
-    join ${definitionsSql(tx, accountId)} p on p.entity = 'customer' and p.kind = 'attribute' and p.codename = d.key
+    join ${definitionsSql(tx, accountId)} p on p.entity = 'customer' and p.kind = 'attribute'
+      and p.codename = d.key
   where s.customer_id is not null and s.customer_data is not null and fits_type(d.value, p.type)`,
     updateRecords(
       tx,
       'customers',
       accountId,
-      tx`select record_id, null::text as name, jsonb_object_agg(key, value) as attributes from fresh group by 1`,
+      tx`select record_id, null::text as name, jsonb_object_agg(key, value) as attributes from fresh
+        group by 1`,
       tx`r.service_id = f.record_id`,
     ),
   )
@@ -203,7 +215,8 @@ const applyTrackedContacts = (tx: Tx, accountId: number) =>
     tx`
   select * from (
     select s.contact_id as record_id, d.key, d.value, s.occurred_at, s.id,
-      d.key = 'contact_name' and jsonb_typeof(d.value) = 'string' and length(d.value #>> '{}') <= 255 as is_name,
+      d.key = 'contact_name' and jsonb_typeof(d.value) = 'string'
+        and length(d.value #>> '{}') <= 255 as is_name,
       coalesce(fits_type(d.value, p.type), false) as is_attribute
     from ${pairs(tx, 'contact')}
       left join ${definitionsSql(tx, accountId)} p on p.entity = 'contact' and p.kind = 'attribute'
@@ -227,10 +240,12 @@ const applyTrackedContacts = (tx: Tx, accountId: number) =>
 // full); a new check is noted when none is open.
 const markEvents = (tx: Tx, cursor: Cursor, range: Staged, move: Move) => tx`
   with marked as (
-    update tracking_events e set status = case when s.customer_id is null then 'unmatched' else 'applied' end,
+    update tracking_events e set status = case when s.customer_id is null then 'unmatched'
+      else 'applied' end,
       customer_id = s.customer_id, contact_id = s.contact_id
     from stage_events s
-    where e.account_id = ${cursor.accountId} and e.id = s.id and e.id between ${range.first} and ${range.last}
+    where e.account_id = ${cursor.accountId} and e.id = s.id and e.id between ${range.first}
+      and ${range.last}
   ), moved as (${moveCursor(tx, cursor, move)})
   select`
 

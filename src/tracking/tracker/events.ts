@@ -19,7 +19,8 @@ export const listEvents = async (
     select id, name, (extract(epoch from occurred_at) * 1000)::bigint as timestamp,
       json_strip_nulls(json_build_object('customer', customer_external_id,
         'contact', contact_external_id)) as identification,
-      data, status, customer_id as customer_service_id, contact_id as contact_service_id, received_at
+      data, status, customer_id as customer_service_id, contact_id as contact_service_id,
+        received_at
     from tracking_events where account_id = ${accountId} ${ofCustomer}
     order by occurred_at desc, id desc limit ${limit}`
   const { count, ...byStatus } = counts
