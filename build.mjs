@@ -89,9 +89,13 @@ const define = {
 const withoutTypeScript = {
   name: 'without-typescript',
   setup(build) {
-    build.onResolve({ filter: /^typescript$/ }, () => ({ path: 'typescript', namespace: 'left-out' }))
+    build.onResolve({ filter: /^typescript$/ }, () => ({
+      path: 'typescript',
+      namespace: 'left-out',
+    }))
     build.onLoad({ filter: /.*/, namespace: 'left-out' }, () => ({
-      contents: "throw new Error('the service does not read TypeScript config files (graphile-worker rc files)')",
+      contents:
+        "throw new Error('the service does not read TypeScript config files (graphile-worker rc files)')",
     }))
   },
 }
@@ -177,9 +181,12 @@ const buildExecutable = async () => {
   }
   writeFileSync('dist/sea/config.json', JSON.stringify(config, null, 2))
   const node = executableNode()
-  const prepared = spawnSync(node, ['--experimental-sea-config', 'dist/sea/config.json'], { encoding: 'utf8' })
+  const prepared = spawnSync(node, ['--experimental-sea-config', 'dist/sea/config.json'], {
+    encoding: 'utf8',
+  })
   process.stderr.write(`${prepared.stdout}${prepared.stderr}`)
-  if (prepared.status !== 0) throw new Error(`node --experimental-sea-config failed (${prepared.status})`)
+  if (prepared.status !== 0)
+    throw new Error(`node --experimental-sea-config failed (${prepared.status})`)
   copyFileSync(node, 'dist/sea/service')
   const { inject } = await import('postject')
   await inject('dist/sea/service', 'NODE_SEA_BLOB', readFileSync(config.output), {

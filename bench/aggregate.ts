@@ -23,13 +23,15 @@ interface Shape {
 }
 
 const ACTIVE = 'r.account_id = $1 and not r.is_churned'
-const SCORES = 'left join customer_scores h on h.account_id = r.account_id and h.customer_id = r.service_id'
+const SCORES =
+  'left join customer_scores h on h.account_id = r.account_id and h.customer_id = r.service_id'
 const THREE_COUNTRIES = `(r.attributes @> '{"country":"DE"}' or r.attributes @> '{"country":"FR"}'
   or r.attributes @> '{"country":"NL"}')`
 // Cells of 20 points from -100; a score of 100 (cell 10) belongs to the last.
 const grid = (rows: { x: number | null; y: number | null; count: number }[]) => {
   const counts = Array.from({ length: 10 }, () => new Array<number>(10).fill(0))
-  for (const r of rows) if (r.x !== null && r.y !== null) counts[Math.min(r.x, 9)][Math.min(r.y, 9)] += r.count
+  for (const r of rows)
+    if (r.x !== null && r.y !== null) counts[Math.min(r.x, 9)][Math.min(r.y, 9)] += r.count
   return { count: rows.reduce((sum, r) => sum + r.count, 0), counts }
 }
 
@@ -61,7 +63,10 @@ const SHAPES: Shape[] = [
   },
   {
     name: 'matrix aggregate (10x10 grid), country IN (DE, FR, NL)',
-    body: { filters: [{ propertyName: 'country', operator: 'IN', values: ['DE', 'FR', 'NL'] }], matrix: 'grid' },
+    body: {
+      filters: [{ propertyName: 'country', operator: 'IN', values: ['DE', 'FR', 'NL'] }],
+      matrix: 'grid',
+    },
     sql: `select (h.engagementscore + 100) / 20 as x, (h.fitscore + 100) / 20 as y,
       count(*)::int as count from customers r ${SCORES} where ${ACTIVE} and ${THREE_COUNTRIES} group by 1, 2`,
     answers: (b) => ({ count: b.count, counts: b.grid.counts }),
@@ -99,20 +104,39 @@ export default async (ctx: BenchContext) => {
       const body = JSON.stringify(shape.body)
       const runDirect = () => direct.unsafe(shape.sql, [main])
       const post = () =>
-        fetch(at, { method: 'POST', headers: { 'content-type': 'application/json', 'service-key': token }, body })
+        fetch(at, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', 'service-key': token },
+          body,
+        })
       const res = await post()
       if (res.status !== 200) throw new Error(`${shape.name}: ${res.status} ${await res.text()}`)
       const answer = JSON.stringify(shape.answers(await res.json()))
       if (answer !== JSON.stringify(shape.direct(await runDirect())))
         throw new Error(`${shape.name}: the service's answer and the direct SQL's differ`)
       // fetch in bench/search's closed loop, not autocannon: a slice shorter than one answer would
-      // end autocannon's requests unanswered, where the loop waits for them as for the direct side's.
+      // end autocannon's requests unanswered, where the loop waits for them as for the
+      // direct side's.
       const runHttp = () => post().then((r) => r.arrayBuffer())
       const loads = [closedLoop(runDirect), closedLoop(runHttp)]
       for (const load of loads) await load(0.5, [])
       const [sqlRun, httpRun] = await sideBySide(loads, SECONDS)
-      const report = (metric: string, value: number, baseline: number, unit: string, target?: string) =>
-        ctx.report({ bench: 'aggregate', metric, value, unit, baseline, ratio: value / baseline, target })
+      const report = (
+        metric: string,
+        value: number,
+        baseline: number,
+        unit: string,
+        target?: string,
+      ) =>
+        ctx.report({
+          bench: 'aggregate',
+          metric,
+          value,
+          unit,
+          baseline,
+          ratio: value / baseline,
+          target,
+        })
       report(`${shape.name} p50`, httpRun.p50, sqlRun.p50, 'ms', shape.target)
       report(`${shape.name} p99`, httpRun.p99, sqlRun.p99, 'ms')
       report(`${shape.name} req/s`, httpRun.rps, sqlRun.rps, 'req/s')

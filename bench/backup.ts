@@ -1,6 +1,7 @@
-// A backup and a restore (src/backups/) of an account of 100,000 customers with 12 monthly snapshots
-// each (bench/scoring.ts's seed, loaded with COPY and then scored), against the database's size on
-// disk (pg_database_size) and a plain COPY of every table to nowhere in the same run.
+// A backup and a restore (src/backups/) of an account of 100,000 customers with 12 monthly
+// snapshots each (bench/scoring.ts's seed, loaded with COPY and then scored), against the
+// database's size on disk (pg_database_size) and a plain COPY of every table to nowhere
+// in the same run.
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -28,8 +29,10 @@ const databaseSize = async (sql: Sql) =>
 // What COPY alone costs: every table the backup holds, read and thrown away.
 const copyToNowhere = async (sql: Sql) => {
   const tables = await sql<{ name: string }[]>`
-    select c.oid::regclass::text as name from pg_class c join pg_namespace n on n.oid = c.relnamespace
-    where n.nspname in (current_schema(), 'graphile_worker') and c.relkind = 'r' and c.relpersistence = 'p'`
+    select c.oid::regclass::text as name from pg_class c
+      join pg_namespace n on n.oid = c.relnamespace
+    where n.nspname in (current_schema(), 'graphile_worker') and c.relkind = 'r'
+      and c.relpersistence = 'p'`
   for (const { name } of tables) {
     const source = await sql.unsafe(`copy ${name} to stdout`).readable()
     await pipeline(source, new Writable({ write: (_chunk, _enc, done) => done() }))
@@ -43,7 +46,8 @@ export default async (ctx: BenchContext) => {
   try {
     await migrate(sql, url)
     const account = await seed(sql, CUSTOMERS)
-    await sql`insert into scoring_models (account_id, model) values (${account}, ${sql.json(model(40))})
+    await sql`insert into scoring_models (account_id, model)
+      values (${account}, ${sql.json(model(40))})
       on conflict (account_id) do update set model = excluded.model`
     await scoreRecords(sql, { account_id: account, entity: 'customer' })
     await sql`vacuum analyze`
@@ -61,7 +65,12 @@ export default async (ctx: BenchContext) => {
     const restoredSize = await databaseSize(restoreSql)
     await restoreSql.end()
     const what = `${CUSTOMERS} customers, ${snapshots} snapshots`
-    ctx.report({ bench: 'backup', metric: `database size on disk (${what})`, value: onDisk / MB, unit: 'MB' })
+    ctx.report({
+      bench: 'backup',
+      metric: `database size on disk (${what})`,
+      value: onDisk / MB,
+      unit: 'MB',
+    })
     ctx.report({
       bench: 'backup',
       metric: 'backup file size',
@@ -70,7 +79,12 @@ export default async (ctx: BenchContext) => {
       baseline: onDisk / MB,
       ratio: made.result.bytes / onDisk,
     })
-    ctx.report({ bench: 'backup', metric: 'COPY of every table to nowhere', value: raw.seconds, unit: 's' })
+    ctx.report({
+      bench: 'backup',
+      metric: 'COPY of every table to nowhere',
+      value: raw.seconds,
+      unit: 's',
+    })
     ctx.report({
       bench: 'backup',
       metric: `backup (${made.result.rows} rows)`,

@@ -64,7 +64,9 @@ const child = (n: number) => {
   const rss = process.resourceUsage().maxRSS / 1024
   const { auc } = trained.evaluation
   const { algorithm } = trained.model
-  process.stdout.write(JSON.stringify({ training, trainingCpu, scoring, scoringCpu, rss, auc, algorithm }))
+  process.stdout.write(
+    JSON.stringify({ training, trainingCpu, scoring, scoringCpu, rss, auc, algorithm }),
+  )
 }
 
 if (process.env.BENCH_CHURN_CHILD) child(Number(process.env.BENCH_CHURN_CHILD))
@@ -85,7 +87,12 @@ export default async (ctx: BenchContext) => {
       unit: 's',
       ...(big ? { target: '< 60' } : {}),
     })
-    ctx.report({ bench: 'churn', metric: `training CPU, ${n} customers`, value: r.trainingCpu, unit: 's' })
+    ctx.report({
+      bench: 'churn',
+      metric: `training CPU, ${n} customers`,
+      value: r.trainingCpu,
+      unit: 's',
+    })
     ctx.report({
       bench: 'churn',
       metric: `scoring, ${n} customers`,
@@ -93,7 +100,12 @@ export default async (ctx: BenchContext) => {
       unit: 's',
       ...(big ? { target: '< 10' } : {}),
     })
-    ctx.report({ bench: 'churn', metric: `scoring CPU, ${n} customers`, value: r.scoringCpu, unit: 's' })
+    ctx.report({
+      bench: 'churn',
+      metric: `scoring CPU, ${n} customers`,
+      value: r.scoringCpu,
+      unit: 's',
+    })
     ctx.report({
       bench: 'churn',
       metric: `peak RSS, ${n} customers`,
@@ -101,6 +113,11 @@ export default async (ctx: BenchContext) => {
       unit: 'MB',
       ...(big ? { target: '< 400' } : {}),
     })
-    ctx.report({ bench: 'churn', metric: `CV AUC (${r.algorithm}), ${n} customers`, value: r.auc, unit: '' })
+    ctx.report({
+      bench: 'churn',
+      metric: `CV AUC (${r.algorithm}), ${n} customers`,
+      value: r.auc,
+      unit: '',
+    })
   }
 }

@@ -4,12 +4,13 @@
 // scored); then, at once, uploads (updates of 100 customers), searches (four shapes), tracking (50
 // events a request) and the "This week" report, each from its own closed-loop clients cycling over
 // the tenants. Each side runs the built executable (`serve`: HTTP and the worker) with DATABASE_URL
-// on its database: on the cluster, the coordinator's, which migrate distributes (src/db/distribute.ts).
-// The single node is a database without the citus extension on the coordinator's own server, so
-// that both sides have the same PostgreSQL (15), settings and durability (fsync and synchronous
-// commit on, as deployed: a write that spans nodes pays Citus's two-phase commit). The ratios are
-// cluster / single; on 2 shared cores the cluster cannot be faster: they show what the routing costs.
-// The jobs still failing after the load (what Citus refuses) are counted and printed.
+// on its database: on the cluster, the coordinator's, which migrate distributes
+// (src/db/distribute.ts). The single node is a database without the citus extension on the
+// coordinator's own server, so that both sides have the same PostgreSQL (15), settings and
+// durability (fsync and synchronous commit on, as deployed: a write that spans nodes pays Citus's
+// two-phase commit). The ratios are cluster / single; on 2 shared cores the cluster cannot be
+// faster: they show what the routing costs. The jobs still failing after the load (what Citus
+// refuses) are counted and printed.
 import { readdirSync, readFileSync } from 'node:fs'
 import { loadavg } from 'node:os'
 import postgres from 'postgres'
@@ -81,8 +82,14 @@ const KINDS: Kind[] = [
     clients: 2,
     send: (base, t, n) => {
       const first = (n * UPLOAD) % CUSTOMERS
-      const customers = Array.from({ length: UPLOAD }, (_, i) => customer((first + i) % CUSTOMERS, n))
-      return post(`${base}/api/v1/customers`, { 'service-key': t.token }, JSON.stringify({ customers }))
+      const customers = Array.from({ length: UPLOAD }, (_, i) =>
+        customer((first + i) % CUSTOMERS, n),
+      )
+      return post(
+        `${base}/api/v1/customers`,
+        { 'service-key': t.token },
+        JSON.stringify({ customers }),
+      )
     },
   },
   {
@@ -91,7 +98,11 @@ const KINDS: Kind[] = [
     perRequest: 1,
     clients: 4,
     send: (base, t, n) =>
-      post(`${base}/api/v1/customers/search`, { 'service-key': t.token }, SEARCHES[n % SEARCHES.length]),
+      post(
+        `${base}/api/v1/customers/search`,
+        { 'service-key': t.token },
+        SEARCHES[n % SEARCHES.length],
+      ),
   },
   {
     name: 'tracking',
@@ -121,7 +132,9 @@ const KINDS: Kind[] = [
     perRequest: 1,
     clients: 1,
     send: (base, t, n) =>
-      fetch(`${base}/api/v1/insights/week?days=${n % 2 ? 30 : 7}`, { headers: { 'service-key': t.token } }),
+      fetch(`${base}/api/v1/insights/week?days=${n % 2 ? 30 : 7}`, {
+        headers: { 'service-key': t.token },
+      }),
   },
 ]
 
@@ -141,7 +154,13 @@ const load = async (base: string, tenants: Tenant[]) => {
   const deadline = counted + SECONDS * 1000
   return Promise.all(
     KINDS.map(async (kind): Promise<Measured> => {
-      const m: Measured = { answered: 0, latencies: [], perSecond: 0, failures: 0, firstFailures: [] }
+      const m: Measured = {
+        answered: 0,
+        latencies: [],
+        perSecond: 0,
+        failures: 0,
+        firstFailures: [],
+      }
       let next = 0
       await Promise.all(
         Array.from({ length: kind.clients }, async () => {
@@ -188,9 +207,13 @@ const until = async (check: () => Promise<boolean>, what: string, seconds = 300)
   }
 }
 
-// A tenant of bench/scoring's seed (customers `cust-<i>` with 12 monthly snapshots, by COPY), scored
-// by its model, with a key and tracking.
-const makeTenant = async (sql: Sql, server: Awaited<ReturnType<typeof startServer>>, n: number): Promise<Tenant> => {
+// A tenant of bench/scoring's seed (customers `cust-<i>` with 12 monthly snapshots, by COPY),
+// scored by its model, with a key and tracking.
+const makeTenant = async (
+  sql: Sql,
+  server: Awaited<ReturnType<typeof startServer>>,
+  n: number,
+): Promise<Tenant> => {
   const id = await seed(sql, CUSTOMERS, `Tenant${n}`)
   await sql`insert into scoring_models (account_id, model) values (${id}, ${sql.json(model(40))})`
   await scoreRecords(sql, { account_id: id, entity: 'customer' })
@@ -220,11 +243,14 @@ const side = async (url: string, postmasters: number[], env: Record<string, stri
     // Per process tree, in the order of roots: the nodes (the coordinator first), then the service.
     const cpuOf = roots.map((r, i) => cpuSeconds([r]) - cpuBefore[i])
     const cpu = cpuOf.reduce((a, b) => a + b, 0)
-    const [{ pending }] = await sql`select count(*)::int as pending from uploads where status <> 'processed'`
+    const [{ pending }] =
+      await sql`select count(*)::int as pending from uploads where status <> 'processed'`
     // What the worker could not do, as the service logged it: said, so that it is seen.
-    const failing = await sql`select task_identifier as task, last_error as error from graphile_worker.jobs
+    const failing =
+      await sql`select task_identifier as task, last_error as error from graphile_worker.jobs
       where last_error is not null`
-    for (const { task, error } of failing) process.stderr.write(`bench citus: job ${task} failing: ${error}\n`)
+    for (const { task, error } of failing)
+      process.stderr.write(`bench citus: job ${task} failing: ${error}\n`)
     return {
       measured,
       loadAverage,
@@ -258,16 +284,21 @@ const oneStatement = async (sql: Sql, accountId: number) => {
   }
   return {
     read: await timed(
-      (i) => sql`select name from customers where account_id = ${accountId} and external_id = ${`cust-${i}`}`,
+      (i) =>
+        sql`select name from customers where account_id = ${accountId}
+          and external_id = ${`cust-${i}`}`,
     ),
     update: await timed(
-      (i) => sql`update customers set name = name where account_id = ${accountId} and external_id = ${`cust-${i}`}`,
+      (i) =>
+        sql`update customers set name = name where account_id = ${accountId}
+          and external_id = ${`cust-${i}`}`,
     ),
   }
 }
 
 // A search alone, before the load: one client, the four shapes in turn, each request over HTTP
-// after the last has answered. What a search costs without the queueing of the load: the p50 of 200.
+// after the last has answered. What a search costs without the queueing of the load:
+// the p50 of 200.
 const oneSearch = async (base: string, tenant: Tenant) => {
   const ms: number[] = []
   for (let n = 0; n < 220; n++) {
@@ -330,10 +361,16 @@ export default async (ctx: BenchContext) => {
         value: s.pending,
         unit: '',
       })
-      ctx.report({ bench: 'citus', metric: `jobs failing after the ${name}'s load`, value: s.failing, unit: '' })
+      ctx.report({
+        bench: 'citus',
+        metric: `jobs failing after the ${name}'s load`,
+        value: s.failing,
+        unit: '',
+      })
     }
     // All the kinds' requests together, over the whole load, warm-up included.
-    const cpuPerRequest = (x: typeof single) => (x.cpu * 1000) / x.measured.reduce((n, m) => n + m.answered, 0)
+    const cpuPerRequest = (x: typeof single) =>
+      (x.cpu * 1000) / x.measured.reduce((n, m) => n + m.answered, 0)
     ctx.report({
       bench: 'citus',
       metric: 'CPU of the service and all nodes, single: per request',
@@ -363,7 +400,8 @@ export default async (ctx: BenchContext) => {
       ctx.report({
         bench: 'citus',
         metric: `CPU per request, cluster: ${root}`,
-        value: (distributed.cpuOf[i] * 1000) / distributed.measured.reduce((n, m) => n + m.answered, 0),
+        value:
+          (distributed.cpuOf[i] * 1000) / distributed.measured.reduce((n, m) => n + m.answered, 0),
         unit: 'ms',
       }),
     )
@@ -377,7 +415,12 @@ export default async (ctx: BenchContext) => {
       ['a point read by key', (x: typeof single) => x.statements.read],
       ['a point update by key (its commit)', (x: typeof single) => x.statements.update],
     ] as const) {
-      ctx.report({ bench: 'citus', metric: `one statement, single: ${what}, p50`, value: pick(single), unit: 'ms' })
+      ctx.report({
+        bench: 'citus',
+        metric: `one statement, single: ${what}, p50`,
+        value: pick(single),
+        unit: 'ms',
+      })
       ctx.report({
         bench: 'citus',
         metric: `one statement, cluster: ${what}, p50`,
@@ -387,7 +430,12 @@ export default async (ctx: BenchContext) => {
         ratio: pick(distributed) / pick(single),
       })
     }
-    ctx.report({ bench: 'citus', metric: 'a search alone, single: p50', value: single.searchAlone, unit: 'ms' })
+    ctx.report({
+      bench: 'citus',
+      metric: 'a search alone, single: p50',
+      value: single.searchAlone,
+      unit: 'ms',
+    })
     ctx.report({
       bench: 'citus',
       metric: 'a search alone, cluster: p50',
@@ -403,11 +451,28 @@ export default async (ctx: BenchContext) => {
         ['cluster', b],
       ] as const)
         if (s.failures) {
-          ctx.report({ bench: 'citus', metric: `${kind.name}, ${name}: failed requests`, value: s.failures, unit: '' })
-          process.stderr.write(`bench citus: ${kind.name} on the ${name}: ${s.firstFailures.join('\n  ')}\n`)
+          ctx.report({
+            bench: 'citus',
+            metric: `${kind.name}, ${name}: failed requests`,
+            value: s.failures,
+            unit: '',
+          })
+          process.stderr.write(
+            `bench citus: ${kind.name} on the ${name}: ${s.firstFailures.join('\n  ')}\n`,
+          )
         }
-      const row = (metric: string, unit: string, value: (m: Measured) => number, target?: string) => {
-        ctx.report({ bench: 'citus', metric: `${kind.name}, single: ${metric}`, value: value(a), unit })
+      const row = (
+        metric: string,
+        unit: string,
+        value: (m: Measured) => number,
+        target?: string,
+      ) => {
+        ctx.report({
+          bench: 'citus',
+          metric: `${kind.name}, single: ${metric}`,
+          value: value(a),
+          unit,
+        })
         ctx.report({
           bench: 'citus',
           metric: `${kind.name}, cluster: ${metric}`,
@@ -419,7 +484,12 @@ export default async (ctx: BenchContext) => {
         })
       }
       row(`throughput, ${kind.clients} clients`, kind.unit, (m) => m.perSecond)
-      row('p50', 'ms', (m) => percentile(m.latencies, 50), kind.name === 'searches' ? '<= 2 (issue 44)' : undefined)
+      row(
+        'p50',
+        'ms',
+        (m) => percentile(m.latencies, 50),
+        kind.name === 'searches' ? '<= 2 (issue 44)' : undefined,
+      )
       row('p99', 'ms', (m) => percentile(m.latencies, 99))
     })
   } finally {

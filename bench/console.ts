@@ -1,12 +1,13 @@
-// The console's first render of the score matrix, measured in the browser (Debian's Chromium through
-// playwright-core) from the navigation to the matrix drawn: the page, its script, the sign-in check
-// and the aggregate requests. With 10,000 scored customers that is every point (the grid, which says
-// how many are scored, then the points); with 100,000 the aggregate grid alone. Baseline, in the same
-// run: the same aggregate requests fetched by Node, the API's share of that time. Customers are
-// seeded with COPY (bench/scoring.ts) and scored in one batch. A third account of 10,000 is seeded after
-// the others' VACUUM ANALYZE, as right after an account's first upload (no statistics of its own). The
-// home view ("This week", GET /api/v1/insights/week) is measured at 100,000 from the navigation to its
-// chart drawn, against the same report fetched by Node. The assets' gzipped size closes the run.
+// The console's first render of the score matrix, measured in the browser (Debian's Chromium
+// through playwright-core) from the navigation to the matrix drawn: the page, its script, the
+// sign-in check and the aggregate requests. With 10,000 scored customers that is every point (the
+// grid, which says how many are scored, then the points); with 100,000 the aggregate grid alone.
+// Baseline, in the same run: the same aggregate requests fetched by Node, the API's share of that
+// time. Customers are seeded with COPY (bench/scoring.ts) and scored in one batch. A third account
+// of 10,000 is seeded after the others' VACUUM ANALYZE, as right after an account's first upload
+// (no statistics of its own). The home view ("This week", GET /api/v1/insights/week) is measured
+// at 100,000 from the navigation to its chart drawn, against the same report fetched by Node. The
+// assets' gzipped size closes the run.
 import { gzipSync } from 'node:zlib'
 import { connect, type Sql } from '../src/db/client.ts'
 import { migrate } from '../src/db/migrate.ts'
@@ -20,8 +21,21 @@ const RUNS = 5
 
 // Each size: the matrix it draws, the aggregate requests the console makes for it, and the bar.
 const SIZES = [
-  { customers: 10_000, mode: 'points', points: 10_000, matrix: ['grid', 'points'], target: '< 1 s (issue 23)' },
-  { customers: 100_000, mode: 'grid', points: 0, matrix: ['grid'], target: '< 1.5 s (issue 23)', home: true },
+  {
+    customers: 10_000,
+    mode: 'points',
+    points: 10_000,
+    matrix: ['grid', 'points'],
+    target: '< 1 s (issue 23)',
+  },
+  {
+    customers: 100_000,
+    mode: 'grid',
+    points: 0,
+    matrix: ['grid'],
+    target: '< 1.5 s (issue 23)',
+    home: true,
+  },
   {
     customers: 10_000,
     mode: 'points',
@@ -50,7 +64,8 @@ const timed = async (render: () => Promise<number>, fetched: () => Promise<void>
 
 const scoredAccount = async (sql: Sql, customers: number, name: string) => {
   const accountId = await seed(sql, customers, name)
-  await sql`insert into scoring_models (account_id, model) values (${accountId}, ${sql.json(model(40))})`
+  await sql`insert into scoring_models (account_id, model)
+    values (${accountId}, ${sql.json(model(40))})`
   await scoreRecords(sql, { account_id: accountId, entity: 'customer' })
   return accountId
 }
@@ -71,7 +86,8 @@ export default async (ctx: BenchContext) => {
         await page.waitForFunction(
           () =>
             document.querySelector('.state-error') ||
-            (document.querySelector('.weeks-chart canvas') && !document.querySelector('.state-loading')),
+            (document.querySelector('.weeks-chart canvas') &&
+              !document.querySelector('.state-loading')),
           undefined,
           { polling: 'raf', timeout: 120_000 },
         )
@@ -83,7 +99,9 @@ export default async (ctx: BenchContext) => {
       }
     }
     const fetched = async () => {
-      const res = await fetch(`${server.base}/api/v1/insights/week?days=7`, { headers: { 'service-key': token } })
+      const res = await fetch(`${server.base}/api/v1/insights/week?days=7`, {
+        headers: { 'service-key': token },
+      })
       if (!res.ok) throw new Error(`week: ${res.status} ${await res.text()}`)
       await res.json()
     }
@@ -106,16 +124,21 @@ export default async (ctx: BenchContext) => {
     }
     await sql`vacuum analyze`
     for (const [i, size] of SIZES.entries()) {
-      if (size.fresh) accounts[i] = await scoredAccount(sql, size.customers, `Fresh${size.customers}`)
+      if (size.fresh)
+        accounts[i] = await scoredAccount(sql, size.customers, `Fresh${size.customers}`)
     }
     for (const [i, size] of SIZES.entries()) {
-      const { token } = await server.admin('POST', `/accounts/${accounts[i]}/keys`, { scopes: ['search'] })
+      const { token } = await server.admin('POST', `/accounts/${accounts[i]}/keys`, {
+        scopes: ['search'],
+      })
       const fetched = async () => {
         for (const matrix of size.matrix) {
           const res = await fetch(`${server.base}/api/v1/customers/aggregate`, {
             method: 'POST',
             headers: { 'service-key': token, 'content-type': 'application/json' },
-            body: JSON.stringify(matrix === 'points' ? { matrix, points: size.points } : { matrix }),
+            body: JSON.stringify(
+              matrix === 'points' ? { matrix, points: size.points } : { matrix },
+            ),
           })
           if (!res.ok) throw new Error(`aggregate: ${res.status} ${await res.text()}`)
           await res.json()
@@ -124,12 +147,18 @@ export default async (ctx: BenchContext) => {
       const render = async () => {
         const page = await browser.context.newPage()
         try {
-          // The key is put in the tab's session storage before the page's script runs, as after a sign-in.
-          await page.addInitScript((key) => sessionStorage.setItem('console.service-key', key), token)
+          // The key is put in the tab's session storage before the page's script runs,
+          // as after a sign-in.
+          await page.addInitScript(
+            (key) => sessionStorage.setItem('console.service-key', key),
+            token,
+          )
           await page.goto(`${server.base}/console#/matrix`, { waitUntil: 'commit' })
           await page.waitForFunction(
             ({ mode, points }) =>
-              document.querySelector(`#matrix[data-state="ready"][data-mode="${mode}"][data-points="${points}"]`),
+              document.querySelector(
+                `#matrix[data-state="ready"][data-mode="${mode}"][data-points="${points}"]`,
+              ),
             size,
             { polling: 'raf', timeout: 60_000 },
           )
@@ -162,7 +191,9 @@ export default async (ctx: BenchContext) => {
     // The bytes the service sends, as a browser gets them on a first visit.
     let gzipped = 0
     for (const file of ['console.js', 'console.css']) {
-      gzipped += gzipSync(await (await fetch(`${server.base}/console/${file}`)).arrayBuffer(), { level: 9 }).length
+      gzipped += gzipSync(await (await fetch(`${server.base}/console/${file}`)).arrayBuffer(), {
+        level: 9,
+      }).length
     }
     ctx.report({
       bench: 'console',

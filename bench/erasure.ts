@@ -29,13 +29,15 @@ const seedPerson = async (sql: Sql, accountId: number) => {
     select account_id, service_id, current_date - 1, '{"sessions": 3}' from contacts
     where account_id = ${accountId} and customer_id = ${c.service_id}`
   await sql`
-    insert into tracking_events (account_id, name, occurred_at, customer_external_id, contact_external_id, data,
+    insert into tracking_events (account_id, name, occurred_at, customer_external_id,
+      contact_external_id, data,
       customer_id, contact_id, status)
     select ${accountId}, 'login', now() - (i % 1000) * interval '1 hour', 'erase-me', k.external_id,
       jsonb_build_object('contact', jsonb_build_object('email', k.attributes->'email')),
       ${c.service_id}, k.service_id, 'applied'
     from generate_series(0, ${EVENTS - 1}) i
-      join contacts k on k.account_id = ${accountId} and k.external_id = 'erase-me-' || (1 + i % ${CONTACTS})`
+      join contacts k on k.account_id = ${accountId}
+        and k.external_id = 'erase-me-' || (1 + i % ${CONTACTS})`
   await sql`vacuum analyze customers, contacts, tracking_events, contact_snapshots`
   await sql`checkpoint`
 }
@@ -61,7 +63,8 @@ const load = async (requests: Request[], until: Promise<unknown>) => {
       }
     }),
   )
-  if (errors.length) throw new Error(`${errors.length} requests failed: ${[...new Set(errors)].join(', ')}`)
+  if (errors.length)
+    throw new Error(`${errors.length} requests failed: ${[...new Set(errors)].join(', ')}`)
   return ms.sort((a, b) => a - b)
 }
 
@@ -75,7 +78,9 @@ export default async (ctx: BenchContext) => {
     // The bench's clients are one key: its rate limit would answer most of them 429.
     const server = await startServer(url, { SERVICE_API_RATE_LIMIT: '1000000' })
     try {
-      const key = await server.admin('POST', `/accounts/${accountId}/keys`, { scopes: ['search', 'erase'] })
+      const key = await server.admin('POST', `/accounts/${accountId}/keys`, {
+        scopes: ['search', 'erase'],
+      })
       const call = (path: string, body?: unknown) =>
         fetch(server.base + path, {
           method: body === undefined ? 'GET' : 'POST',
@@ -85,13 +90,19 @@ export default async (ctx: BenchContext) => {
       const requests: Request[] = [
         () => call(`/api/v1/customer/cust-${Math.floor(Math.random() * CUSTOMERS)}`),
         () => call(`/api/v1/customer/cust-${Math.floor(Math.random() * CUSTOMERS)}/events`),
-        () => call('/api/v1/customers/search', { filters: [{ propertyName: 'country', operator: 'EQ', value: 'DE' }] }),
+        () =>
+          call('/api/v1/customers/search', {
+            filters: [{ propertyName: 'country', operator: 'EQ', value: 'DE' }],
+          }),
       ]
       const alone = await load(requests, new Promise((r) => setTimeout(r, BASELINE_S * 1000)))
 
       const started = performance.now()
       const erasure = await (await call('/api/v1/erasures', { customers: ['erase-me'] })).json()
-      let status: { status: string; counts: Record<string, number> } = { status: 'pending', counts: {} }
+      let status: { status: string; counts: Record<string, number> } = {
+        status: 'pending',
+        counts: {},
+      }
       const finished = (async () => {
         while (status.status === 'pending') {
           await new Promise((r) => setTimeout(r, 100))
@@ -124,7 +135,12 @@ export default async (ctx: BenchContext) => {
           ratio: value / base,
         })
       }
-      ctx.report({ bench, metric: 'other requests during it', value: during.length, unit: 'requests' })
+      ctx.report({
+        bench,
+        metric: 'other requests during it',
+        value: during.length,
+        unit: 'requests',
+      })
     } finally {
       await server.stop()
     }

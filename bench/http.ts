@@ -14,7 +14,9 @@ import { cpuNs, median, type BenchContext } from './lib.ts'
 const Body = v.object({
   filters: v.optional(
     v.pipe(
-      v.array(v.object({ propertyName: v.string(), operator: v.string(), value: v.optional(v.string()) })),
+      v.array(
+        v.object({ propertyName: v.string(), operator: v.string(), value: v.optional(v.string()) }),
+      ),
       v.maxLength(10),
     ),
   ),
@@ -75,7 +77,8 @@ const serve = async (mode: 'bare' | 'service') => {
 }
 
 // Run as a child: `bench/http.ts serve <mode>` prints the port it listens on.
-if (process.argv[2] === 'serve') process.stdout.write(`${await serve(process.argv[3] as 'bare' | 'service')}\n`)
+if (process.argv[2] === 'serve')
+  process.stdout.write(`${await serve(process.argv[3] as 'bare' | 'service')}\n`)
 
 const load = (port: number, path: string, seconds: number) =>
   autocannon({
@@ -88,9 +91,13 @@ const load = (port: number, path: string, seconds: number) =>
   })
 
 const start = async (mode: 'bare' | 'service') => {
-  const child = spawn(process.execPath, ['--import', 'tsx', fileURLToPath(import.meta.url), 'serve', mode], {
-    stdio: ['ignore', 'pipe', 'inherit'],
-  })
+  const child = spawn(
+    process.execPath,
+    ['--import', 'tsx', fileURLToPath(import.meta.url), 'serve', mode],
+    {
+      stdio: ['ignore', 'pipe', 'inherit'],
+    },
+  )
   const port: number = await new Promise((resolve) =>
     child.stdout.once('data', (d) => resolve(Number(String(d).trim()))),
   )
@@ -111,7 +118,9 @@ export default async (ctx: BenchContext) => {
   const cpu = { bare: { ns: 0, requests: 0 }, service: { ns: 0, requests: 0 } }
   try {
     for (let round = 0; round < ROUNDS; round++) {
-      for (const mode of round % 2 ? (['service', 'bare'] as const) : (['bare', 'service'] as const)) {
+      for (const mode of round % 2
+        ? (['service', 'bare'] as const)
+        : (['bare', 'service'] as const)) {
         const before = cpuNs(servers[mode].child.pid!)
         const result = await load(servers[mode].port, '/echo', seconds)
         cpu[mode].ns += cpuNs(servers[mode].child.pid!) - before
@@ -148,7 +157,12 @@ export default async (ctx: BenchContext) => {
   // On a loaded machine the throughput is what the scheduler gave each side; the server's own CPU
   // time per request (all its threads, garbage collection included) is what the code costs.
   const [bareUs, serviceUs] = [cpu.bare, cpu.service].map((c) => c.ns / c.requests / 1000)
-  ctx.report({ bench: 'http', metric: 'bare node:http, CPU per request', value: bareUs, unit: 'µs' })
+  ctx.report({
+    bench: 'http',
+    metric: 'bare node:http, CPU per request',
+    value: bareUs,
+    unit: 'µs',
+  })
   ctx.report({
     bench: 'http',
     metric: 'adapter + itty-router, CPU per request (bare / this)',

@@ -13,7 +13,10 @@ import { copyJson, copyLines, seedAccount } from './seed.ts'
 const CUSTOMERS = Number(process.env.BENCH_INGEST_CUSTOMERS ?? 100_000)
 const PER_REQUEST = 1000
 const CONCURRENCY = 4
-export const MONTHS = Array.from({ length: 12 }, (_, i) => `2026-${String(i + 1).padStart(2, '0')}-01`)
+export const MONTHS = Array.from(
+  { length: 12 },
+  (_, i) => `2026-${String(i + 1).padStart(2, '0')}-01`,
+)
 export const ATTRIBUTES: [string, string][] = [
   ['country', 'string'],
   ['employees', 'number'],
@@ -68,8 +71,9 @@ const viaHttp = async (url: string) => {
     const { token } = await server.admin('POST', `/accounts/${account.id}/keys`, {})
     const bodies = Array.from({ length: Math.ceil(CUSTOMERS / PER_REQUEST) }, (_, r) =>
       JSON.stringify({
-        customers: Array.from({ length: Math.min(PER_REQUEST, CUSTOMERS - r * PER_REQUEST) }, (_, j) =>
-          customer(r * PER_REQUEST + j),
+        customers: Array.from(
+          { length: Math.min(PER_REQUEST, CUSTOMERS - r * PER_REQUEST) },
+          (_, j) => customer(r * PER_REQUEST + j),
         ),
       }),
     )
@@ -111,13 +115,22 @@ const viaHttp = async (url: string) => {
       await new Promise((r) => setTimeout(r, 50))
     }
     const seconds = (performance.now() - started) / 1000
-    const cpuSeconds = (cpuNs(server.pid) + cpuNs(worker.pid) + clusterCpuNs(postmaster) - cpuBefore) / 1e9
+    const cpuSeconds =
+      (cpuNs(server.pid) + cpuNs(worker.pid) + clusterCpuNs(postmaster) - cpuBefore) / 1e9
     clearInterval(sampler)
-    const [{ c, s }] =
-      await sql`select (select count(*)::int from customers) as c, (select count(*)::int from customer_snapshots) as s`
+    const [{ c, s }] = await sql`select (select count(*)::int from customers) as c,
+        (select count(*)::int from customer_snapshots) as s`
     await sql.end()
-    if (c !== CUSTOMERS || s !== CUSTOMERS * MONTHS.length) throw new Error(`stored ${c} customers and ${s} snapshots`)
-    return { seconds, cpuSeconds, acceptSeconds: (accepted - started) / 1000, idle, peak, throttled }
+    if (c !== CUSTOMERS || s !== CUSTOMERS * MONTHS.length)
+      throw new Error(`stored ${c} customers and ${s} snapshots`)
+    return {
+      seconds,
+      cpuSeconds,
+      acceptSeconds: (accepted - started) / 1000,
+      idle,
+      peak,
+      throttled,
+    }
   } finally {
     await worker.stop()
     await server.stop()
@@ -146,10 +159,9 @@ const viaCopy = async (url: string) => {
     })(),
   )
   const ids = new Map(
-    (await sql`select external_id, service_id from customers where account_id = ${accountId}`).map((r) => [
-      r.external_id,
-      r.service_id,
-    ]),
+    (await sql`select external_id, service_id from customers where account_id = ${accountId}`).map(
+      (r) => [r.external_id, r.service_id],
+    ),
   )
   await copyLines(
     sql`copy customer_snapshots (account_id, customer_id, date, "values") from stdin`.writable(),
@@ -163,7 +175,8 @@ const viaCopy = async (url: string) => {
   )
   const seconds = (performance.now() - started) / 1000
   const node = process.cpuUsage(cpuBefore.node)
-  const cpuSeconds = (node.user + node.system) / 1e6 + (clusterCpuNs(postmaster) - cpuBefore.cluster) / 1e9
+  const cpuSeconds =
+    (node.user + node.system) / 1e6 + (clusterCpuNs(postmaster) - cpuBefore.cluster) / 1e9
   await sql.end()
   return { seconds, cpuSeconds }
 }
@@ -204,7 +217,12 @@ export default async (ctx: BenchContext) => {
     baseline: (1e6 * copyCpu) / CUSTOMERS,
     ratio: copyCpu / http.cpuSeconds,
   })
-  ctx.report({ bench: 'ingest', metric: 'time until all requests answered 200', value: http.acceptSeconds, unit: 's' })
+  ctx.report({
+    bench: 'ingest',
+    metric: 'time until all requests answered 200',
+    value: http.acceptSeconds,
+    unit: 's',
+  })
   ctx.report({
     bench: 'ingest',
     metric: 'requests throttled by backpressure (429)',

@@ -1,7 +1,10 @@
 import { readdirSync, readFileSync } from 'node:fs'
 import { loadConfig } from '../src/config.ts'
 import { startService } from '../src/service.ts'
-import { createDatabase as createClusterDatabase, startThrowawayCluster } from '../test/helpers/cluster.ts'
+import {
+  createDatabase as createClusterDatabase,
+  startThrowawayCluster,
+} from '../test/helpers/cluster.ts'
 
 // One row of the results table. `baseline` is the same-run reference the target is a ratio of.
 export interface Row {
@@ -25,9 +28,15 @@ export interface BenchContext {
 export const startCluster = async () =>
   process.env.BENCH_DATABASE_URL
     ? { url: process.env.BENCH_DATABASE_URL, stop: async () => {} }
-    : startThrowawayCluster('service-bench-', ['-c', 'max_connections=300', '-c', 'shared_buffers=512MB'])
+    : startThrowawayCluster('service-bench-', [
+        '-c',
+        'max_connections=300',
+        '-c',
+        'shared_buffers=512MB',
+      ])
 
-export const createDatabase = async (clusterUrl: string) => (await createClusterDatabase(clusterUrl, 'b')).url
+export const createDatabase = async (clusterUrl: string) =>
+  (await createClusterDatabase(clusterUrl, 'b')).url
 
 export const percentile = (sorted: number[], p: number) =>
   sorted.length ? sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] : NaN
@@ -52,7 +61,8 @@ export const rssMb = (pid: number) => {
 export const cpuNs = (pid: number) => {
   try {
     return readdirSync(`/proc/${pid}/task`).reduce(
-      (sum, task) => sum + Number(readFileSync(`/proc/${pid}/task/${task}/schedstat`, 'utf8').split(' ')[0]),
+      (sum, task) =>
+        sum + Number(readFileSync(`/proc/${pid}/task/${task}/schedstat`, 'utf8').split(' ')[0]),
       0,
     )
   } catch {

@@ -29,7 +29,8 @@ const BUDGET_MS = Number(process.env.BENCH_NOISY_BUDGET_MS ?? 5000)
 // counted) before the kernel's OOM killer takes PostgreSQL down for everyone on it.
 const GUARD_MB = 1024
 
-const random = (n: number) => Array.from({ length: n }, () => Math.random().toString(36).slice(2, 10)).join('')
+const random = (n: number) =>
+  Array.from({ length: n }, () => Math.random().toString(36).slice(2, 10)).join('')
 
 // The costly shapes, each within the documented limits: 50 leaves of 20 values (1,000 values), LIKE
 // over long values, an exact count, and an aggregate of many fields with the most buckets.
@@ -65,7 +66,10 @@ const SHAPES: { name: string; path: string; body: () => object }[] = [
   {
     name: 'count exact',
     path: '/api/v1/customers/search',
-    body: () => ({ filters: [{ propertyName: 'country', operator: 'NEQ', value: random(1) }], count: 'exact' }),
+    body: () => ({
+      filters: [{ propertyName: 'country', operator: 'NEQ', value: random(1) }],
+      count: 'exact',
+    }),
   },
   {
     name: 'wide aggregate (7 fields x 100 buckets, grid)',
@@ -85,7 +89,14 @@ const keyOf = async (server: Server, accountId: number) =>
 
 // One request; its status (or 'error' when the connection failed, 'cut' when the bench aborted it)
 // and its time.
-const send = async (base: string, key: string, method: string, path: string, body?: object, signal?: AbortSignal) => {
+const send = async (
+  base: string,
+  key: string,
+  method: string,
+  path: string,
+  body?: object,
+  signal?: AbortSignal,
+) => {
   const started = performance.now()
   let status: number | string
   try {
@@ -99,7 +110,8 @@ const send = async (base: string, key: string, method: string, path: string, bod
     status = res.status
   } catch (err) {
     status = signal?.aborted ? 'cut' : 'error'
-    if (status === 'error') process.stderr.write(`noisy: ${method} ${path}: ${(err as Error).message}\n`)
+    if (status === 'error')
+      process.stderr.write(`noisy: ${method} ${path}: ${(err as Error).message}\n`)
   }
   return { status, ms: performance.now() - started }
 }
@@ -118,23 +130,29 @@ const mixOfB = (base: string, key: string) => {
   })
   const uploadOrStatus = async () => {
     const started = performance.now()
-    const res = await fetch(`${base}/api/v1/${waiting === undefined ? 'customers' : `uploads/${waiting}`}`, {
-      method: waiting === undefined ? 'POST' : 'GET',
-      headers: { 'service-key': key, 'content-type': 'application/json' },
-      body: waiting === undefined ? JSON.stringify(small()) : undefined,
-    }).catch(() => undefined)
+    const res = await fetch(
+      `${base}/api/v1/${waiting === undefined ? 'customers' : `uploads/${waiting}`}`,
+      {
+        method: waiting === undefined ? 'POST' : 'GET',
+        headers: { 'service-key': key, 'content-type': 'application/json' },
+        body: waiting === undefined ? JSON.stringify(small()) : undefined,
+      },
+    ).catch(() => undefined)
     const body = res?.ok ? await res.json() : await res?.arrayBuffer()
-    if (res?.ok) waiting = ['processed', 'failed'].includes(body.status) ? undefined : body.upload_id
+    if (res?.ok)
+      waiting = ['processed', 'failed'].includes(body.status) ? undefined : body.upload_id
     return { status: res?.status ?? 'error', ms: performance.now() - started }
   }
   const round = [
-    () => send(base, key, 'GET', `/api/v1/customer/cust-${Math.floor(Math.random() * B_CUSTOMERS)}`),
+    () =>
+      send(base, key, 'GET', `/api/v1/customer/cust-${Math.floor(Math.random() * B_CUSTOMERS)}`),
     () =>
       send(base, key, 'POST', '/api/v1/customers/search', {
         filters: [{ propertyName: 'country', operator: 'EQ', value: 'DE' }],
         limit: 20,
       }),
-    () => send(base, key, 'GET', `/api/v1/customer/cust-${Math.floor(Math.random() * B_CUSTOMERS)}`),
+    () =>
+      send(base, key, 'GET', `/api/v1/customer/cust-${Math.floor(Math.random() * B_CUSTOMERS)}`),
     () => send(base, key, 'POST', '/api/v1/customers/search', { limit: 20 }),
     uploadOrStatus,
   ]
@@ -166,7 +184,10 @@ const attackOfA = async (base: string, key: string) => {
     Array.from({ length: A_CLIENTS }, async (_, client) => {
       for (let i = client; performance.now() < until; i++) {
         const shape = SHAPES[i % SHAPES.length]
-        answers.push({ shape: shape.name, ...(await send(base, key, 'POST', shape.path, shape.body(), cut.signal)) })
+        answers.push({
+          shape: shape.name,
+          ...(await send(base, key, 'POST', shape.path, shape.body(), cut.signal)),
+        })
       }
     }),
   )
@@ -191,7 +212,9 @@ const attackFromAnotherProcess = (base: string, key: string) =>
     child.stdout.on('data', (chunk: Buffer) => out.push(chunk))
     child.on('error', reject)
     child.on('exit', (code) =>
-      code === 0 ? resolve(JSON.parse(Buffer.concat(out).toString())) : reject(new Error(`attacker exited ${code}`)),
+      code === 0
+        ? resolve(JSON.parse(Buffer.concat(out).toString()))
+        : reject(new Error(`attacker exited ${code}`)),
     )
   })
 
@@ -220,8 +243,8 @@ const sampleMemory = (sql: Sql, server: Server) => {
   const done = (async () => {
     while (running) {
       try {
-        const pids =
-          await sql`select pid from pg_stat_activity where backend_type in ('client backend', 'parallel worker')`
+        const pids = await sql`select pid from pg_stat_activity
+            where backend_type in ('client backend', 'parallel worker')`
         for (const { pid } of pids) {
           const s = status(pid)
           // Gone, or a backend exiting (its status no longer lists its memory).
@@ -271,7 +294,8 @@ export default async (ctx: BenchContext) => {
     const b = await seed(sql, B_CUSTOMERS, 'QuietB')
     // Uploads need a scoring model.
     for (const id of [a, b]) {
-      await sql`insert into scoring_models (account_id, model) values (${id}, ${sql.json(model(40))})`
+      await sql`insert into scoring_models (account_id, model)
+        values (${id}, ${sql.json(model(40))})`
     }
     await sql`vacuum analyze`
     // Without the per-key rate limit, which B's mix alone would pass, and which would turn A away
@@ -283,7 +307,10 @@ export default async (ctx: BenchContext) => {
     await mix(2)
     const alone = await mix(ALONE_S)
     const memory = sampleMemory(sql, server)
-    const [answers, attacked] = await Promise.all([attackFromAnotherProcess(server.base, keyA), mix(ATTACK_S)])
+    const [answers, attacked] = await Promise.all([
+      attackFromAnotherProcess(server.base, keyA),
+      mix(ATTACK_S),
+    ])
     const [{ cancelled }] = await sql`
       select count(pg_cancel_backend(pid))::int as cancelled from pg_stat_activity
       where datname = current_database() and pid <> pg_backend_pid() and state = 'active'`
@@ -300,22 +327,34 @@ export default async (ctx: BenchContext) => {
         target: p === 99 ? '<= 2' : undefined,
       })
     }
-    row(`B's requests answered: alone ${alone.sorted.length}, under attack`, attacked.sorted.length, 'requests')
+    row(
+      `B's requests answered: alone ${alone.sorted.length}, under attack`,
+      attacked.sorted.length,
+      'requests',
+    )
     for (const [phase, { failed }] of Object.entries({ alone, 'under attack': attacked })) {
       const statuses = [...failed].map(([status, n]) => `${status}: ${n}`).join(', ') || 'none'
       const n = [...failed.values()].reduce((sum, x) => sum + x, 0)
       row(`B's requests failed ${phase} (${statuses})`, n, 'requests', { target: '0' })
     }
-    row('PostgreSQL restarts (pg_postmaster_start_time changed)', before === after ? 0 : 1, '', { target: '0' })
+    row('PostgreSQL restarts (pg_postmaster_start_time changed)', before === after ? 0 : 1, '', {
+      target: '0',
+    })
     row('largest backend: peak private memory (RssAnon)', peak.anon, 'MB', { target: '<= 256' })
     row('largest backend: peak RSS (VmHWM, with shared buffers)', peak.hwm, 'MB')
     row(`backends cancelled by the bench's ${GUARD_MB} MB guard`, peak.guarded, '', { target: '0' })
     row('serve: peak RSS (VmHWM)', peak.serve, 'MB')
     const byStatus = new Map<string, number>()
-    for (const { status } of answers) byStatus.set(String(status), (byStatus.get(String(status)) ?? 0) + 1)
+    for (const { status } of answers)
+      byStatus.set(String(status), (byStatus.get(String(status)) ?? 0) + 1)
     row(`A's requests sent (${A_CLIENTS} clients, ${ATTACK_S} s)`, answers.length, 'requests')
-    for (const [status, n] of [...byStatus].sort()) row(`A's requests answered ${status}`, n, 'requests')
-    row(`A's requests refused (4xx, 503)`, answers.filter((x) => /^(4|503)/.test(String(x.status))).length, 'requests')
+    for (const [status, n] of [...byStatus].sort())
+      row(`A's requests answered ${status}`, n, 'requests')
+    row(
+      `A's requests refused (4xx, 503)`,
+      answers.filter((x) => /^(4|503)/.test(String(x.status))).length,
+      'requests',
+    )
     for (const shape of SHAPES) {
       const times = answers
         .filter((x) => x.shape === shape.name)
@@ -324,11 +363,18 @@ export default async (ctx: BenchContext) => {
       row(`A: ${shape.name}, p50 (${times.length} sent)`, percentile(times, 50), 'ms')
     }
     const longest = Math.max(...answers.map((x) => x.ms))
-    row(`A's longest request past its budget of ${BUDGET_MS / 1000} s`, Math.max(0, longest - BUDGET_MS) / 1000, 's', {
-      baseline: longest / 1000,
-      target: '<= 1',
+    row(
+      `A's longest request past its budget of ${BUDGET_MS / 1000} s`,
+      Math.max(0, longest - BUDGET_MS) / 1000,
+      's',
+      {
+        baseline: longest / 1000,
+        target: '<= 1',
+      },
+    )
+    row("A's statements still running after the grace, cancelled by the bench", cancelled, '', {
+      target: '0',
     })
-    row("A's statements still running after the grace, cancelled by the bench", cancelled, '', { target: '0' })
   } finally {
     await server?.stop()
     await sql.end()

@@ -1,8 +1,9 @@
 // npm run bench [names...]: runs the benchmarks (each a bench/<name>.ts exporting a default
 // async function(ctx)), prints a table and writes bench/results.json. A run of some benches keeps
 // the other benches' rows of the previous results. With no name, every bench runs, one after the
-// other in this process tree, at the sizes of WHOLE_RUN (each still overridable by its variable), so
-// that the whole run stays bounded; a bench that fails is recorded as failed and the run goes on.
+// other in this process tree, at the sizes of WHOLE_RUN (each still overridable by its
+// variable), so that the whole run stays bounded; a bench that fails is recorded as failed
+// and the run goes on.
 import { execFileSync } from 'node:child_process'
 import { existsSync, readFileSync, readdirSync, writeFileSync } from 'node:fs'
 import { availableParallelism, loadavg } from 'node:os'
@@ -50,7 +51,14 @@ const fmt = (n: number | undefined) =>
 const WIDTHS = [10, 52, 18, 12, 8, 0]
 const columns = (cells: string[]) => cells.map((c, i) => c.padEnd(WIDTHS[i])).join(' ')
 const line = (r: Row) =>
-  columns([r.bench, r.metric, `${fmt(r.value)} ${r.unit}`, fmt(r.baseline), fmt(r.ratio), r.target ?? ''])
+  columns([
+    r.bench,
+    r.metric,
+    `${fmt(r.value)} ${r.unit}`,
+    fmt(r.baseline),
+    fmt(r.ratio),
+    r.target ?? '',
+  ])
 
 // Whether a row meets its bar, when the bar is a plain comparison ("<= 1.5", ">= 0.8", "0"): of the
 // ratio where the row has one, else of the value.
@@ -59,7 +67,8 @@ const verdict = (r: Row) => {
   if (!bar) return ''
   const x = r.ratio ?? r.value
   const limit = Number(bar[2])
-  const met = { '>=': x >= limit, '<=': x <= limit, '<': x < limit, '>': x > limit }[bar[1]] ?? x === limit
+  const met =
+    { '>=': x >= limit, '<=': x <= limit, '<': x < limit, '>': x > limit }[bar[1]] ?? x === limit
   return met ? 'met' : 'not met'
 }
 
@@ -122,7 +131,8 @@ try {
       timings.push({ bench: name, seconds: (performance.now() - started) / 1000 })
       process.stdout.write(`bench ${name}: ${timings.at(-1)!.seconds.toFixed(0)} s\n`)
     } catch (err) {
-      // One bench's failure is its row; the others still run (a named bench's failure ends the run).
+      // One bench's failure is its row; the others still run (a named bench's failure
+      // ends the run).
       if (!whole) throw err
       const failed = String((err as Error)?.message ?? err).split('\n')[0]
       process.stderr.write(`bench ${name} failed: ${(err as Error)?.stack ?? err}\n`)
@@ -140,7 +150,11 @@ try {
       '\n' +
       barred.map((r) => `${line(r)} ${verdict(r)}`).join('\n') +
       '\n' +
-      timings.map((t) => `${t.bench}: ${t.seconds.toFixed(0)} s${t.failed ? `, FAILED: ${t.failed}` : ''}`).join('\n') +
+      timings
+        .map(
+          (t) => `${t.bench}: ${t.seconds.toFixed(0)} s${t.failed ? `, FAILED: ${t.failed}` : ''}`,
+        )
+        .join('\n') +
       '\n',
   )
   save()

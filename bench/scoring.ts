@@ -63,7 +63,8 @@ export const seed = async (sql: Sql, customers = CUSTOMERS, name = 'Bench') => {
         yield `${accountId}\tcust-${i}\tCustomer ${i}\t${copyJson(attributes(i))}\t${copyJson(values(i, 11))}\n`
     })(),
   )
-  const [{ first }] = await sql`select min(service_id) as first from customers where account_id = ${accountId}`
+  const [{ first }] =
+    await sql`select min(service_id) as first from customers where account_id = ${accountId}`
   await copyLines(
     sql`copy customer_snapshots (account_id, customer_id, date, "values") from stdin`.writable(),
     (function* () {
@@ -98,7 +99,8 @@ export default async (ctx: BenchContext) => {
     await migrate(sql, url)
     const accountId = await seed(sql)
     const setModel = (logins: number) => sql`
-      insert into scoring_models (account_id, model) values (${accountId}, ${sql.json(model(logins))})
+      insert into scoring_models (account_id, model)
+        values (${accountId}, ${sql.json(model(logins))})
       on conflict (account_id) do update set model = excluded.model`
     await setModel(40)
     await settle(sql)
@@ -130,7 +132,8 @@ export default async (ctx: BenchContext) => {
               case when jsonb_typeof(j1) = 'number' then j1::float8 end,
               case when jsonb_typeof(j2) = 'number' then j2::float8 end
             from (
-              select "values" -> 'logins' as j0, "values" -> 'tickets' as j1, "values" -> 'nps' as j2
+              select "values" -> 'logins' as j0, "values" -> 'tickets' as j1,
+              "values" -> 'nps' as j2
               from customer_snapshots offset 0
             ) raw offset 0
           ) typed`,
@@ -140,9 +143,9 @@ export default async (ctx: BenchContext) => {
     // What scoring in JavaScript would have to read before computing anything: every snapshot's
     // values, fetched into this process (postgres.js parses the jsonb) by the rescoring's batches,
     // as many at once.
-    const ids = (await sql`select service_id from customers where account_id = ${accountId} order by 1`).map(
-      (r) => r.service_id as number,
-    )
+    const ids = (
+      await sql`select service_id from customers where account_id = ${accountId} order by 1`
+    ).map((r) => r.service_id as number)
     let fetched = 0
     const fetch = await timed(() =>
       Promise.all(
@@ -156,28 +159,38 @@ export default async (ctx: BenchContext) => {
       ),
     )
 
-    await sql`create table history_before as select customer_id, history_scores from customer_scores`
+    await sql`create table history_before as select customer_id, history_scores
+      from customer_scores`
     await setModel(30)
-    const rescore = await timed(() => scoreRecords(sql, { account_id: accountId, entity: 'customer' }))
+    const rescore = await timed(() =>
+      scoreRecords(sql, { account_id: accountId, entity: 'customer' }),
+    )
     const [{ changed }] = await sql`
       select count(*)::int as changed
       from customer_scores s join history_before b
         using (customer_id), unnest(s.history_scores, b.history_scores) as u(now, before)
       where u.now is distinct from u.before`
     await settle(sql)
-    const again = await timed(() => scoreRecords(sql, { account_id: accountId, entity: 'customer' }))
+    const again = await timed(() =>
+      scoreRecords(sql, { account_id: accountId, entity: 'customer' }),
+    )
     const daily = await timed(() => scoreDaily(sql, accountId))
     // A change of the fit rules alone: the engagement histories still hold, so the job scores from
     // them (src/scoring/store.ts putScoringModel), as the daily run does.
-    const fitChanged = { ...model(30), customer: { ...model(30).customer, fit: model(50).customer.fit } }
-    await sql`update scoring_models set model = ${sql.json(fitChanged)} where account_id = ${accountId}`
+    const fitChanged = {
+      ...model(30),
+      customer: { ...model(30).customer, fit: model(50).customer.fit },
+    }
+    await sql`update scoring_models set model = ${sql.json(fitChanged)}
+      where account_id = ${accountId}`
     await settle(sql)
     const fitOnly = await timed(() =>
       scoreRecords(sql, { account_id: accountId, entity: 'customer' }, { snapshots: false }),
     )
     // What writing every customer's scores costs with nothing computed: the floor under a
     // rescoring that changes them all: each changed row is a new row version in PostgreSQL, and
-    // since indexed columns change, not a HOT one, so it also takes an entry in each of the five indexes.
+    // since indexed columns change, not a HOT one, so it also takes an entry in each of
+    // the five indexes.
     const bareUpdate = (tx: Sql | Tx) =>
       tx`update customer_scores set engagementscore = engagementscore + 1, fitscore = fitscore + 1,
         churn_risk = churn_risk + 1`
@@ -215,7 +228,12 @@ export default async (ctx: BenchContext) => {
       ratio: rescore.seconds / scan.seconds,
       target: '<= 3',
     })
-    ctx.report({ bench: 'scoring', metric: 'snapshot scores the rescoring changed', value: changed, unit: 'rows' })
+    ctx.report({
+      bench: 'scoring',
+      metric: 'snapshot scores the rescoring changed',
+      value: changed,
+      unit: 'rows',
+    })
     ctx.report({
       bench: 'scoring',
       metric: 'full scan in one process (no parallel)',

@@ -2,14 +2,15 @@
 // a tenth of that interleaved with it in the same tables, seeded with COPY. Query shapes, each
 // measured at 8 concurrent clients through HTTP (the service started in-process, worker off,
 // rate limit raised; the load from autocannon, as in bench/http) and, alternating with it in the
-// same run, as the very same compiled SQL run directly through postgres.js at 8 concurrency, or, for
-// the shapes that have one, as hand-written SQL for the same page. The ratio is service / direct;
-// deep pages (90% of the way through the account) are compared with first pages. A third side, the
-// floor, serves the compiled SQL from a bare node:http server (body parsed, query run, rows joined as
-// the handler joins them; no routing, key, validation or compiling), so each shape also shows what
-// HTTP and the driver alone add to the direct SQL. The default run takes about 5 minutes, 2 of them
-// seeding; BENCH_SEARCH_ROWS scales it down. Then IN lists of 1 to 1,000 values on an account of its
-// own (30,000 customers, BENCH_SEARCH_IN_ROWS): `BENCH_SEARCH_SHAPES="IN list"` runs that part alone.
+// same run, as the very same compiled SQL run directly through postgres.js at 8 concurrency, or,
+// for the shapes that have one, as hand-written SQL for the same page. The ratio is service /
+// direct; deep pages (90% of the way through the account) are compared with first pages. A third
+// side, the floor, serves the compiled SQL from a bare node:http server (body parsed, query run,
+// rows joined as the handler joins them; no routing, key, validation or compiling), so each shape
+// also shows what HTTP and the driver alone add to the direct SQL. The default run takes about 5
+// minutes, 2 of them seeding; BENCH_SEARCH_ROWS scales it down. Then IN lists of 1 to 1,000 values
+// on an account of its own (30,000 customers, BENCH_SEARCH_IN_ROWS): `BENCH_SEARCH_SHAPES="IN
+// list"` runs that part alone.
 import autocannon from 'autocannon'
 import { createServer } from 'node:http'
 import { connect, type Sql } from '../src/db/client.ts'
@@ -148,11 +149,16 @@ const TAGS: [string, number][] = [
 ]
 const DAY = 86_400_000
 const today = new Date().toISOString().slice(0, 10)
-const dayOffset = (days: number) => new Date(Date.parse(today) + days * DAY).toISOString().slice(0, 10)
+const dayOffset = (days: number) =>
+  new Date(Date.parse(today) + days * DAY).toISOString().slice(0, 10)
 
 // Text-format COPY: nothing here but JSON holds a backslash, a tab or a newline.
 const copyText = (value: unknown) =>
-  value === null || value === undefined ? '\\N' : typeof value === 'object' ? copyJson(value) : String(value)
+  value === null || value === undefined
+    ? '\\N'
+    : typeof value === 'object'
+      ? copyJson(value)
+      : String(value)
 
 const customerLine = (rand: () => number, accountId: number, i: number, userIds: number[]) => {
   const score = () => Math.round(((rand() + rand() + rand()) / 3) * 200 - 100)
@@ -217,7 +223,14 @@ const customerLine = (rand: () => number, accountId: number, i: number, userIds:
   )
 }
 
-const RECORD_COLUMNS = ['account_id', 'external_id', 'name', 'owner_user_id', 'attributes', 'metrics']
+const RECORD_COLUMNS = [
+  'account_id',
+  'external_id',
+  'name',
+  'owner_user_id',
+  'attributes',
+  'metrics',
+]
 const SCORE_COLUMNS = [
   'engagementscore',
   'engagementscore_difference',
@@ -263,14 +276,17 @@ const makeAccount = async (sql: Sql, name: string) => {
 const tagCustomers = (sql: Sql, accountId: number) => sql`
   with t as (
     insert into tags (account_id, title)
-      select ${accountId}, title from unnest(${TAGS.map(([t]) => t)}::text[]) title returning id, title
+      select ${accountId}, title from unnest(${TAGS.map(([t]) => t)}::text[]) title
+        returning id, title
   )
   insert into customer_tags (account_id, customer_id, tag_id, external_id)
   select c.account_id, c.service_id, t.id, c.external_id
   from customers c cross join t
-    join unnest(${TAGS.map(([t]) => t)}::text[], ${TAGS.map(([, share]) => share)}::float8[]) s(title, share)
+    join unnest(${TAGS.map(([t]) => t)}::text[], ${TAGS.map(([, share]) => share)}::float8[])
+      s(title, share)
       on s.title = t.title
-  where c.account_id = ${accountId} and (hashint8(c.service_id * 16 + t.id) & 65535) < s.share * 65536`
+  where c.account_id = ${accountId}
+    and (hashint8(c.service_id * 16 + t.id) & 65535) < s.share * 65536`
 
 // A few contacts for a tenth of the customers.
 const addContacts = (sql: Sql, accountId: number) => sql`
@@ -284,7 +300,8 @@ const addContacts = (sql: Sql, accountId: number) => sql`
   )
   insert into contact_scores (account_id, contact_id, external_id, engagementscore, last_seen)
   select a.account_id, a.service_id, a.external_id, (hashint8(a.service_id) % 100)::int, h.last_seen
-  from added a join customer_scores h on h.account_id = a.account_id and h.customer_id = a.customer_id`
+  from added a join customer_scores h on h.account_id = a.account_id
+    and h.customer_id = a.customer_id`
 
 export const seed = async (url: string, rows: number) => {
   const sql = connect(url, { max: 2 })
@@ -293,11 +310,14 @@ export const seed = async (url: string, rows: number) => {
   const other = await makeAccount(sql, 'Other')
   const rand = mulberry32(42)
   // The second account's rows are interleaved with the first's, as tenants share the tables.
-  // Records and their scores live in two tables (sql/009_scores.sql): the lines go through a staging table.
-  await sql`create unlogged table seed_customers as select ${sql(RECORD_COLUMNS)}, ${sql(CHURN_COLUMNS)}
+  // Records and their scores live in two tables (sql/009_scores.sql): the lines go through
+  // a staging table.
+  await sql`create unlogged table seed_customers as
+    select ${sql(RECORD_COLUMNS)}, ${sql(CHURN_COLUMNS)}
     from customers with no data`
   const scoreColumns = SCORE_COLUMNS.map(
-    (c) => `add column ${c} ${c === 'last_seen' ? 'date' : c === 'engagementscore_trend' ? 'json' : 'integer'}`,
+    (c) =>
+      `add column ${c} ${c === 'last_seen' ? 'date' : c === 'engagementscore_trend' ? 'json' : 'integer'}`,
   ).join(', ')
   await sql`alter table seed_customers add column line bigint generated always as identity,
     ${sql.unsafe(scoreColumns)}`
@@ -309,19 +329,23 @@ export const seed = async (url: string, rows: number) => {
           (i % 10 === 0 ? customerLine(rand, other.id, i, other.userIds) : '')
     })(),
   )
-  // Constant column lists: postgres.js would read an identifier list after INSERT as a row of values.
+  // Constant column lists: postgres.js would read an identifier list after INSERT as
+  // a row of values.
   const records = sql.unsafe([...RECORD_COLUMNS, ...CHURN_COLUMNS].join(', '))
   const scores = sql.unsafe(SCORE_COLUMNS.join(', '))
-  // Created a few a minute over the last years, so that a sort by createdAt meets small ties; updated since.
+  // Created a few a minute over the last years, so that a sort by createdAt meets small
+  // ties; updated since.
   await sql`insert into customers (${records}, created_at, updated_at)
     select ${records}, t, t + (hashint8(line) & 65535) * interval '10 minutes'
     from seed_customers
-      cross join lateral (select timestamptz '2022-01-01 00:00Z' + (line / 3) * interval '1 minute' as t) x
+      cross join lateral (select timestamptz '2022-01-01 00:00Z' + (line / 3) * interval '1 minute'
+        as t) x
     order by line`
   await sql`
     insert into customer_scores (account_id, customer_id, external_id, ${scores})
     select c.account_id, c.service_id, c.external_id, ${scores}
-    from seed_customers s join customers c on c.account_id = s.account_id and c.external_id = s.external_id
+    from seed_customers s join customers c on c.account_id = s.account_id
+      and c.external_id = s.external_id
     where s.last_seen is not null or s.fitscore is not null`
   await sql`drop table seed_customers`
   for (const account of [main, other]) {
@@ -355,12 +379,12 @@ interface Shape {
 }
 
 // What one would write by hand for a sorted page of active customers: the page's records cut first
-// by the key (with an index on (account_id, key, external_id) in the key's direction: the rest of the
-// tie of the page before, the records beyond it, and only if the page is not full, those without a
-// value), then the same columns as the service answers. `after` is the record of the page before:
-// its key's value and external ID. `id` is the external ID the index holds; the index is ascending,
-// so under desc the next two ties are read forwards, each value found by an index probe of `probe`
-// (the key as `n.column` of `table n`), as the service does.
+// by the key (with an index on (account_id, key, external_id) in the key's direction: the rest
+// of the tie of the page before, the records beyond it, and only if the page is not full, those
+// without a value), then the same columns as the service answers. `after` is the record of the page
+// before: its key's value and external ID. `id` is the external ID the index holds; the index is
+// ascending, so under desc the next two ties are read forwards, each value found by an index probe
+// of `probe` (the key as `n.column` of `table n`), as the service does.
 interface HandSort {
   key: string
   direction: 'asc' | 'desc'
@@ -371,7 +395,11 @@ const cutActive = (key: string, where: string, order: string) => `
       left join customer_scores h on h.account_id = c.account_id and h.customer_id = c.service_id
     where c.account_id = $1 and not c.is_churned ${where}
     order by ${order} limit 101`
-const handPage = ({ key, direction, indexed }: HandSort, accountId: number, after?: [string | null, string]) => {
+const handPage = (
+  { key, direction, indexed }: HandSort,
+  accountId: number,
+  after?: [string | null, string],
+) => {
   const beyond = direction === 'desc' ? '<' : '>'
   const cut = (where: string, order: string) => cutActive(key, where, order)
   let page: string
@@ -392,9 +420,19 @@ const handPage = ({ key, direction, indexed }: HandSort, accountId: number, afte
         from = `(select max(${probe}) from ${table} n where n.account_id = $1${from ? ` and ${probe} < ${from}` : ''})`
         parts.push(cut(`and ${key} = ${from}`, id))
       }
-      parts.push(cut(`and ${key} ${from ? `${beyond} ${from}` : 'is not null'}`, `${key} ${direction}, ${id}`))
+      parts.push(
+        cut(
+          `and ${key} ${from ? `${beyond} ${from}` : 'is not null'}`,
+          `${key} ${direction}, ${id}`,
+        ),
+      )
     }
-    parts.push(cut(`and ${key} is null ${after?.[0] === null ? 'and c.external_id > $3' : ''}`, 'c.external_id'))
+    parts.push(
+      cut(
+        `and ${key} is null ${after?.[0] === null ? 'and c.external_id > $3' : ''}`,
+        'c.external_id',
+      ),
+    )
     page = `${parts.map((p) => `(${p})`).join(' union all ')} limit 101`
   }
   return {
@@ -420,8 +458,8 @@ select row_to_json(p)::text as json, p.service_id from (
   order by ${order}
 ) p`
 
-// Hand-written tree shapes: an OR as a union of its groups, each walked in external-ID order and cut
-// to the page (a group's own index decides how), the union then cut again.
+// Hand-written tree shapes: an OR as a union of its groups, each walked in external-ID order and
+// cut to the page (a group's own index decides how), the union then cut again.
 const tagged = (title: string) => `exists (select 1 from customer_tags x where x.account_id = $1
   and x.tag_id = (select id from tags where account_id = $1 and lower(title) = '${title}')
   and x.external_id = c.external_id)`
@@ -439,18 +477,27 @@ const NOT_TREE = cutActive(
   `and not (c.attributes @> '{"country": "US"}' or c.attributes @> '{"country": "GB"}' or ${tagged('trial')})`,
   'c.external_id',
 )
-const TAG_OR_PROPERTY = anyOf([tagged('champion'), `(c.attributes ->> 'employees')::numeric >= 5000`])
+const TAG_OR_PROPERTY = anyOf([
+  tagged('champion'),
+  `(c.attributes ->> 'employees')::numeric >= 5000`,
+])
 
 const f = (propertyName: string, operator: string, value: string | string[]): Filter =>
-  Array.isArray(value) ? { propertyName, operator, values: value } : { propertyName, operator, value }
+  Array.isArray(value)
+    ? { propertyName, operator, values: value }
+    : { propertyName, operator, value }
 
-const THREE = [f('country', 'IN', ['DE', 'FR', 'NL']), f('plan', 'NEQ', 'free'), f('engagementscore', 'GT', '0')]
+const THREE = [
+  f('country', 'IN', ['DE', 'FR', 'NL']),
+  f('plan', 'NEQ', 'free'),
+  f('engagementscore', 'GT', '0'),
+]
 
 // The best SQL found by hand for the filter shapes whose compiled SQL issue 21 measured slow (see
 // docs/benchmarks.md, "Tag filters and rare LIKE"): a tag's links walked in external-ID order, and
 // each link's record fetched (several tags: their walks merged, and each record with its scores
-// probed in turn); a negated tag as an anti-join, probing each record walked; a rare LIKE through the
-// trigram index of the names alone, and the account's records among its matches.
+// probed in turn); a negated tag as an anti-join, probing each record walked; a rare LIKE through
+// the trigram index of the names alone, and the account's records among its matches.
 const HAND_CUTS = {
   oneTag: (tag: (title: string) => number) => `
     select c.service_id, x.external_id as k from customer_tags x
@@ -477,7 +524,9 @@ const HAND_CUTS = {
     select c.service_id, c.external_id as k from customers c where c.account_id = $1 and not c.is_churned
     ${titles
       .map(
-        (t) => `and not exists (select 1 from customer_tags x where x.account_id = $1 and x.tag_id = ${tag(t)}
+        (
+          t,
+        ) => `and not exists (select 1 from customer_tags x where x.account_id = $1 and x.tag_id = ${tag(t)}
       and x.external_id = c.external_id)`,
       )
       .join(' ')}
@@ -494,23 +543,48 @@ const HAND_CUTS = {
 const shapes = (contactsOf: string): Shape[] => [
   { name: 'no filter', entity: 'customer', filters: [] },
   { name: 'no filter, deep page', entity: 'customer', filters: [], deep: true },
-  { name: 'selective EQ (country NZ, 0.3%)', entity: 'customer', filters: [f('country', 'EQ', 'NZ')] },
-  { name: 'range (engagementscore >= 60)', entity: 'customer', filters: [f('engagementscore', 'GTE', '60')] },
-  { name: 'rare range (engagementscore >= 95)', entity: 'customer', filters: [f('engagementscore', 'GTE', '95')] },
+  {
+    name: 'selective EQ (country NZ, 0.3%)',
+    entity: 'customer',
+    filters: [f('country', 'EQ', 'NZ')],
+  },
+  {
+    name: 'range (engagementscore >= 60)',
+    entity: 'customer',
+    filters: [f('engagementscore', 'GTE', '60')],
+  },
+  {
+    name: 'rare range (engagementscore >= 95)',
+    entity: 'customer',
+    filters: [f('engagementscore', 'GTE', '95')],
+  },
   {
     name: 'range on a metric (logins 100..120)',
     entity: 'customer',
     filters: [f('logins', 'GTE', '100'), f('logins', 'LTE', '120')],
   },
-  { name: 'LIKE (name contains "zephyr", 5%)', entity: 'customer', filters: [f('name', 'LIKE', 'zephyr')] },
+  {
+    name: 'LIKE (name contains "zephyr", 5%)',
+    entity: 'customer',
+    filters: [f('name', 'LIKE', 'zephyr')],
+  },
   {
     name: 'rare LIKE (name contains "lunar zephyr")',
     entity: 'customer',
     filters: [f('name', 'LIKE', 'lunar zephyr')],
     cut: HAND_CUTS.rareLike,
   },
-  { name: 'IN (country DE, FR, NL)', entity: 'customer', filters: [f('country', 'IN', ['DE', 'FR', 'NL'])] },
-  { name: 'tags EQ Champion (1%)', entity: 'customer', filters: [f('tags', 'EQ', 'champion')], cut: HAND_CUTS.oneTag },
+  {
+    name: 'IN (country DE, FR, NL)',
+    entity: 'customer',
+    filters: [f('country', 'IN', ['DE', 'FR', 'NL'])],
+  },
+  {
+    name: 'tags EQ Champion (1%)',
+    entity: 'customer',
+    filters: [f('tags', 'EQ', 'champion')],
+    cut: HAND_CUTS.oneTag,
+  },
   {
     name: 'tags NEQ Trial (80%)',
     entity: 'customer',
@@ -523,18 +597,40 @@ const shapes = (contactsOf: string): Shape[] => [
     filters: [f('tags', 'NIN', ['Trial', 'Enterprise'])],
     cut: HAND_CUTS.notTags(['Trial', 'Enterprise']),
   },
-  { name: 'owner EQ (a small book)', entity: 'customer', filters: [f('owner', 'EQ', 'USER50@bench.test')] },
-  { name: 'GTD (last_seen > 90 days ago)', entity: 'customer', filters: [f('last_seen', 'GTD', '90')] },
+  {
+    name: 'owner EQ (a small book)',
+    entity: 'customer',
+    filters: [f('owner', 'EQ', 'USER50@bench.test')],
+  },
+  {
+    name: 'GTD (last_seen > 90 days ago)',
+    entity: 'customer',
+    filters: [f('last_seen', 'GTD', '90')],
+  },
   {
     name: '3 filters: tag, churn_risk, LTD',
     entity: 'customer',
-    filters: [f('tags', 'IN', ['At risk', 'Renewal Q1']), f('churn_risk', 'GTE', '70'), f('last_seen', 'LTD', '30')],
+    filters: [
+      f('tags', 'IN', ['At risk', 'Renewal Q1']),
+      f('churn_risk', 'GTE', '70'),
+      f('last_seen', 'LTD', '30'),
+    ],
     cut: HAND_CUTS.threeFilters,
   },
   { name: '3 filters: country, plan, score', entity: 'customer', filters: THREE },
   { name: '3 filters, deep page', entity: 'customer', filters: THREE, deep: true },
-  { name: 'contacts of one customer', entity: 'contact', filters: [f('customer_external_id', 'EQ', contactsOf)] },
-  { name: 'sort by engagement desc', entity: 'customer', filters: [], sort: [ENGAGEMENT_DESC], hand: ENGAGEMENT },
+  {
+    name: 'contacts of one customer',
+    entity: 'contact',
+    filters: [f('customer_external_id', 'EQ', contactsOf)],
+  },
+  {
+    name: 'sort by engagement desc',
+    entity: 'customer',
+    filters: [],
+    sort: [ENGAGEMENT_DESC],
+    hand: ENGAGEMENT,
+  },
   {
     name: 'sort by a custom attribute (employees desc)',
     entity: 'customer',
@@ -552,9 +648,21 @@ const shapes = (contactsOf: string): Shape[] => [
     deep: true,
   },
   { name: 'sort by name asc', entity: 'customer', sort: [{ propertyName: 'name' }], hand: NAME },
-  { name: 'sort by name asc, deep page', entity: 'customer', sort: [{ propertyName: 'name' }], hand: NAME, deep: true },
+  {
+    name: 'sort by name asc, deep page',
+    entity: 'customer',
+    sort: [{ propertyName: 'name' }],
+    hand: NAME,
+    deep: true,
+  },
   { name: 'sort by createdAt desc', entity: 'customer', sort: [CREATED_DESC], hand: CREATED },
-  { name: 'sort by createdAt desc, deep page', entity: 'customer', sort: [CREATED_DESC], hand: CREATED, deep: true },
+  {
+    name: 'sort by createdAt desc, deep page',
+    entity: 'customer',
+    sort: [CREATED_DESC],
+    hand: CREATED,
+    deep: true,
+  },
   {
     name: 'where: OR of three groups',
     entity: 'customer',
@@ -668,7 +776,11 @@ export const sideBySide = async (loads: Load[], seconds: number) => {
   }
   return sides.map(({ latencies, seconds: ran }) => {
     latencies.sort((x, y) => x - y)
-    return { p50: percentile(latencies, 50), p99: percentile(latencies, 99), rps: latencies.length / ran }
+    return {
+      p50: percentile(latencies, 50),
+      p99: percentile(latencies, 99),
+      rps: latencies.length / ran,
+    }
   })
 }
 
@@ -698,7 +810,9 @@ const httpLoad =
       })
     })
     if (result.non2xx || result.errors || result.timeouts) {
-      throw new Error(`${url}: ${result.non2xx} non-2xx, ${result.errors} errors, ${result.timeouts} timeouts`)
+      throw new Error(
+        `${url}: ${result.non2xx} non-2xx, ${result.errors} errors, ${result.timeouts} timeouts`,
+      )
     }
     return (performance.now() - started) / 1000
   }
@@ -713,9 +827,15 @@ const startFloor = async (url: string) => {
     im.on('data', (chunk: Buffer) => chunks.push(chunk))
     im.on('end', async () => {
       JSON.parse(Buffer.concat(chunks).toString('utf8'))
-      const rows = (await sql.unsafe(query.text, query.params as string[]).raw()) as unknown as [Buffer, Buffer][]
+      const rows = (await sql.unsafe(query.text, query.params as string[]).raw()) as unknown as [
+        Buffer,
+        Buffer,
+      ][]
       const body = pageBody(rows, query.limit)
-      res.writeHead(200, { 'content-type': 'application/json', 'content-length': String(body.length) })
+      res.writeHead(200, {
+        'content-type': 'application/json',
+        'content-length': String(body.length),
+      })
       res.end(body)
     })
   })
@@ -759,7 +879,10 @@ const inLists = async (ctx: BenchContext) => {
       const p50s = new Map<number, number>()
       for (const length of IN_LENGTHS) {
         const values = [held, ...Array.from({ length: length - 1 }, (_, i) => none(i))]
-        const body = JSON.stringify({ filters: [{ propertyName: field, operator: 'IN', values }], count: 'exact' })
+        const body = JSON.stringify({
+          filters: [{ propertyName: field, operator: 'IN', values }],
+          count: 'exact',
+        })
         const run = async () => {
           const started = performance.now()
           const res = await fetch(`http://127.0.0.1:${service.port}/api/v1/customers/search`, {
@@ -828,22 +951,39 @@ const shapesAtScale = async (ctx: BenchContext) => {
       select c.external_id from contacts k join customers c on c.account_id = k.account_id
         and c.service_id = k.customer_id
       where k.account_id = ${main} order by k.service_id limit 1 offset ${Math.floor(ROWS / 200)}`
-    const [{ value: cursorKey }] = await direct`select value from service_secrets where name = 'search_cursor'`
+    const [{ value: cursorKey }] =
+      await direct`select value from service_secrets where name = 'search_cursor'`
     const tagIds = new Map(
-      (await direct`select title, id from tags where account_id = ${main}`).map((t) => [t.title, Number(t.id)]),
+      (await direct`select title, id from tags where account_id = ${main}`).map((t) => [
+        t.title,
+        Number(t.id),
+      ]),
     )
     const tag = (title: string) => tagIds.get(title)!
-    const deepVsFirst: { first: (typeof DEEP_VS_FIRST)[number]; deep: number; firstP50: number }[] = []
-    for (const shape of shapes(someCustomer.external_id).filter((sh) => ONLY.some((o) => sh.name.includes(o)))) {
+    const deepVsFirst: { first: (typeof DEEP_VS_FIRST)[number]; deep: number; firstP50: number }[] =
+      []
+    for (const shape of shapes(someCustomer.external_id).filter((sh) =>
+      ONLY.some((o) => sh.name.includes(o)),
+    )) {
       const limit = 100
       const { sort, hand, where } = shape
       const conditions = where ? { where } : { filters: shape.filters ?? [] }
       // The same context lookup and compilation as the handler's, done once outside the timing.
-      const context = await searchContext(direct, main, shape.entity, { ...conditions, sort, limit })
+      const context = await searchContext(direct, main, shape.entity, {
+        ...conditions,
+        sort,
+        limit,
+      })
       // A deep sorted page starts after the cursor the service would have sealed for that record.
       const deepKeys = shape.deep && hand ? await deepUnder(direct, main, hand) : undefined
-      const keys = resolveSort(shape.entity, sort ?? [], new Map(context.catalog.map((d) => [d.codename, d])), [])
-      const cursor = deepKeys && sealCursor(deepKeys, cursorKey, cursorScope(main, shape.entity, keys))
+      const keys = resolveSort(
+        shape.entity,
+        sort ?? [],
+        new Map(context.catalog.map((d) => [d.codename, d])),
+        [],
+      )
+      const cursor =
+        deepKeys && sealCursor(deepKeys, cursorKey, cursorScope(main, shape.entity, keys))
       const after = shape.deep ? (cursor ?? deep.service_id) : undefined
       const body = JSON.stringify({ ...conditions, limit, sort, after })
       const path = `/api/v1/${shape.entity}s/search`

@@ -11,7 +11,8 @@ export const seedAccount = async (
   metrics: readonly string[] = [],
 ) => {
   const [account] = await sql`
-    insert into accounts (name, tracker_key) values (${name}, ${`CS-${name.toUpperCase()}`}) returning id`
+    insert into accounts (name, tracker_key) values (${name}, ${`CS-${name.toUpperCase()}`})
+      returning id`
   const defs = [
     ...attributes.map(([codename, type]) => ({ kind: 'attribute', codename, type })),
     ...metrics.map((codename) => ({ kind: 'metric', codename, type: 'number' })),
@@ -23,11 +24,15 @@ export const seedAccount = async (
   return account.id as number
 }
 
-// COPY ... FROM STDIN of `lines` (each ending in a newline), waiting whenever the stream's buffer is full.
+// COPY ... FROM STDIN of `lines` (each ending in a newline), waiting whenever the stream's
+// buffer is full.
 export const copyLines = async (query: Promise<Writable>, lines: Iterable<string>) => {
   const stream = await query
-  for (const line of lines) if (!stream.write(line)) await new Promise((r) => stream.once('drain', r))
-  await new Promise((resolve, reject) => stream.end((err?: Error) => (err ? reject(err) : resolve(undefined))))
+  for (const line of lines)
+    if (!stream.write(line)) await new Promise((r) => stream.once('drain', r))
+  await new Promise((resolve, reject) =>
+    stream.end((err?: Error) => (err ? reject(err) : resolve(undefined))),
+  )
 }
 
 // A JSON value as a field of COPY's text format, whose escape character is the backslash.

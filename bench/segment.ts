@@ -1,15 +1,16 @@
-// Segment ingest: POST /v1/batch with batches of 100 typical messages (mostly tracks, some identifies
-// and groups, each with a messageId of its own) from 16 concurrent clients, against the tracker's own
-// intake (POST /api/tracker/track, 100 events a request) of the same service in the same run: each four
-// times at full intake, in two rounds of tracker, /v1/batch, /v1/batch, tracker, compared by their means.
-// The apply lag is each message's own: from the 200 of the request that carried it to the first poll
-// (every 100 ms) that sees it decided: by the Segment apply job (applied, or parked or dropped as the
-// mapping says), or for a track that names its customer, stored as a tracked event, by the tracker's
-// apply job. It is taken twice: at the first full intake of /v1/batch (the clients as fast as they
-// can), then between the rounds with the requests paced to the bar's rate, 0.8 of the tracker's events
-// per second, where the issue sets its bar (< 5 s); max and p95 of every message.
-// The tracker's own pipeline is measured the same way at the same rate first (its events numbered by
-// their request in data.contact), so that the bar can be read against what the baseline itself does.
+// Segment ingest: POST /v1/batch with batches of 100 typical messages (mostly tracks, some
+// identifies and groups, each with a messageId of its own) from 16 concurrent clients, against
+// the tracker's own intake (POST /api/tracker/track, 100 events a request) of the same service in
+// the same run: each four times at full intake, in two rounds of tracker, /v1/batch, /v1/batch,
+// tracker, compared by their means. The apply lag is each message's own: from the 200 of the
+// request that carried it to the first poll (every 100 ms) that sees it decided: by the Segment
+// apply job (applied, or parked or dropped as the mapping says), or for a track that names its
+// customer, stored as a tracked event, by the tracker's apply job. It is taken twice: at the first
+// full intake of /v1/batch (the clients as fast as they can), then between the rounds with the
+// requests paced to the bar's rate, 0.8 of the tracker's events per second, where the issue sets
+// its bar (< 5 s); max and p95 of every message. The tracker's own pipeline is measured the same
+// way at the same rate first (its events numbered by their request in data.contact), so that the
+// bar can be read against what the baseline itself does.
 import autocannon from 'autocannon'
 import { connect } from '../src/db/client.ts'
 import { waitingSql } from '../src/tracking/intake/cursor.ts'
@@ -20,8 +21,9 @@ type Fragment = ReturnType<typeof waitingSql>
 
 const SECONDS = Number(process.env.BENCH_SEGMENT_SECONDS ?? 10)
 const CONNECTIONS = 16
-// autocannon paces each connection to overallRate / connections a second, one request at a time: at 16
-// connections a request slower than 100 ms kept the paced load under its rate (0.58 of it in one run).
+// autocannon paces each connection to overallRate / connections a second, one request at a
+// time: at 16 connections a request slower than 100 ms kept the paced load under its rate
+// (0.58 of it in one run).
 const PACED_CONNECTIONS = 64
 const MESSAGES = 100
 const CUSTOMERS = 1000
@@ -37,10 +39,25 @@ const relayBodies = () =>
         const n = b * MESSAGES + i
         const customer = `cust-${n % CUSTOMERS}`
         const userId = `${customer}-contact-${n % 3}`
-        const common = { messageId: `m-@@-${i}`, userId, timestamp: '@@SENT', context: { library: { name: 'bench' } } }
+        const common = {
+          messageId: `m-@@-${i}`,
+          userId,
+          timestamp: '@@SENT',
+          context: { library: { name: 'bench' } },
+        }
         if (n % 10 === 0)
-          return { ...common, type: 'group', groupId: customer, traits: { name: `Customer ${n}`, plan: 'pro' } }
-        if (n % 10 === 1) return { ...common, type: 'identify', traits: { name: `Person ${n % 3}`, role: 'member' } }
+          return {
+            ...common,
+            type: 'group',
+            groupId: customer,
+            traits: { name: `Customer ${n}`, plan: 'pro' },
+          }
+        if (n % 10 === 1)
+          return {
+            ...common,
+            type: 'identify',
+            traits: { name: `Person ${n % 3}`, role: 'member' },
+          }
         return {
           ...common,
           type: 'track',
@@ -63,7 +80,8 @@ const trackerBodies = (trackerKey: string) =>
           name: NAMES[n % NAMES.length],
           timestamp: Date.now() - n * 1000,
           identification: { customer, contact: `${customer}-contact-${n % 3}` },
-          // `@@`: the request's number, as in the Segment bodies (no attribute: stored, never applied).
+          // `@@`: the request's number, as in the Segment bodies (no attribute: stored,
+          // never applied).
           data: { contact: { last_page: `/app/page/${n % 50}`, bench_request: '@@' } },
         }
       }),
@@ -73,7 +91,13 @@ const trackerBodies = (trackerKey: string) =>
 let sent = 0
 // When each request (its number, `@@` in its messages' ids) was answered 200.
 const answered = new Map<number, number>()
-const load = (url: string, headers: Record<string, string>, bodies: string[], duration: number, rate?: number) =>
+const load = (
+  url: string,
+  headers: Record<string, string>,
+  bodies: string[],
+  duration: number,
+  rate?: number,
+) =>
   autocannon({
     url,
     ...(rate ? { overallRate: rate } : {}),
@@ -97,12 +121,19 @@ const load = (url: string, headers: Record<string, string>, bodies: string[], du
 
 const checked = (result: autocannon.Result) => {
   if (result.non2xx || result.errors || result.timeouts)
-    throw new Error(`${result.url}: ${result.non2xx} non-2xx, ${result.errors} errors, ${result.timeouts} timeouts`)
+    throw new Error(
+      `${result.url}: ${result.non2xx} non-2xx, ${result.errors} errors, ${result.timeouts} timeouts`,
+    )
   return result
 }
 
 type Rate = { messages: number; p99: number }
-const perSecond = async (url: string, headers: Record<string, string>, bodies: string[], during = () => {}) => {
+const perSecond = async (
+  url: string,
+  headers: Record<string, string>,
+  bodies: string[],
+  during = () => {},
+) => {
   checked(await load(url, headers, bodies, 2)) // warm-up
   during()
   const result = checked(await load(url, headers, bodies, SECONDS))
@@ -111,11 +142,16 @@ const perSecond = async (url: string, headers: Record<string, string>, bodies: s
 
 export default async (ctx: BenchContext) => {
   const url = await ctx.database()
-  // As deployed at scale (docs/operations.md): HTTP (`serve --no-worker`) and the `worker` apart. In one
-  // `serve` the apply job's statements wait behind the intake's requests on one event loop, and it applied
-  // a fifth of its rate alone while the load ran (docs/benchmarks.md); BENCH_SEGMENT_ONE_PROCESS=1 runs so.
+  // As deployed at scale (docs/operations.md): HTTP (`serve --no-worker`) and the `worker` apart.
+  // In one `serve` the apply job's statements wait behind the intake's requests on one event
+  // loop, and it applied a fifth of its rate alone while the load ran (docs/benchmarks.md);
+  // BENCH_SEGMENT_ONE_PROCESS=1 runs so.
   const oneProcess = process.env.BENCH_SEGMENT_ONE_PROCESS === '1'
-  const server = await startServer(url, { SERVICE_TRACK_RATE_LIMIT: '100000000' }, oneProcess ? [] : ['--no-worker'])
+  const server = await startServer(
+    url,
+    { SERVICE_TRACK_RATE_LIMIT: '100000000' },
+    oneProcess ? [] : ['--no-worker'],
+  )
   const worker = oneProcess ? null : startWorker(url)
   const shape = oneProcess ? ', one process' : ''
   const sql = connect(url, { max: 2 })
@@ -134,15 +170,19 @@ export default async (ctx: BenchContext) => {
       })
     await sql`
       insert into customers (account_id, external_id, name)
-      select ${account.id}, 'cust-' || i, 'Customer ' || i from generate_series(0, ${CUSTOMERS - 1}) i`
+      select ${account.id}, 'cust-' || i, 'Customer ' || i
+        from generate_series(0, ${CUSTOMERS - 1}) i`
     await sql`analyze customers`
-    const { token } = await server.admin('POST', `/accounts/${account.id}/keys`, { scopes: ['track'] })
+    const { token } = await server.admin('POST', `/accounts/${account.id}/keys`, {
+      scopes: ['track'],
+    })
 
     const trackerUrl = `${server.base}/api/tracker/track`
-    const trackerFull = () => perSecond(trackerUrl, { 'service-key': token }, trackerBodies(account.tracker_key))
-    // Where a pipeline's rows wait: `undecided`, as its apply job reads them ('received' at or past the
-    // account's cursor, tracking/intake/cursor.ts), and `rows(first)`, its rows (id, and n: the number of the
-    // request that carried it) of the requests from `first` on.
+    const trackerFull = () =>
+      perSecond(trackerUrl, { 'service-key': token }, trackerBodies(account.tracker_key))
+    // Where a pipeline's rows wait: `undecided`, as its apply job reads them ('received' at or past
+    // the account's cursor, tracking/intake/cursor.ts), and `rows(first)`, its rows (id, and n: the
+    // number of the request that carried it) of the requests from `first` on.
     interface Source {
       undecided: Fragment
       rows: (first: number) => Fragment
@@ -154,7 +194,8 @@ export default async (ctx: BenchContext) => {
         select id, (data->'contact'->>'bench_request')::int as n from tracking_events
         where account_id = ${account.id} and (data->'contact'->>'bench_request')::int >= ${first}`,
     }
-    // Segment's messages, and its tracks that name their customer: stored as tracked events (tracking/relay.ts).
+    // Segment's messages, and its tracks that name their customer: stored as tracked events
+    // (tracking/relay.ts).
     const relaySources: Source[] = [
       {
         undecided: waitingSql(sql, 'segment_messages', account.id),
@@ -169,9 +210,9 @@ export default async (ctx: BenchContext) => {
     ]
     type Poll = { at: number; frontiers: number[] }
     // Every 100 ms: when the poll's snapshot was taken, and per source the smallest id it saw still
-    // undecided (every row it saw below that was decided). A row is seen decided by the first poll taken
-    // after its request's 200 whose frontier is past its id: a row committed after a poll is judged by
-    // later polls.
+    // undecided (every row it saw below that was decided). A row is seen decided by the first poll
+    // taken after its request's 200 whose frontier is past its id: a row committed after a poll
+    // is judged by later polls.
     const polling = (sources: Source[]) => {
       let running = true
       const polls: Poll[] = []
@@ -202,7 +243,8 @@ export default async (ctx: BenchContext) => {
     }
     const undecidedCount = async (sources: Source[]) => {
       let n = 0
-      for (const { undecided } of sources) n += (await sql`select count(*)::int as n from (${undecided}) w`)[0].n
+      for (const { undecided } of sources)
+        n += (await sql`select count(*)::int as n from (${undecided}) w`)[0].n
       return n
     }
     const drained = async (sources: Source[]) => {
@@ -214,7 +256,10 @@ export default async (ctx: BenchContext) => {
     const lags = async (sources: Source[], first: number, polls: Poll[]) => {
       const all: number[] = []
       for (const [k, source] of sources.entries())
-        for (const { id, n } of (await source.rows(first)) as unknown as { id: number; n: number }[]) {
+        for (const { id, n } of (await source.rows(first)) as unknown as {
+          id: number
+          n: number
+        }[]) {
           const at = answered.get(n)
           if (at === undefined) continue
           let p = polls.findIndex((poll) => poll.at >= at)
@@ -225,9 +270,14 @@ export default async (ctx: BenchContext) => {
       all.sort((a, b) => a - b)
       return { max: all[all.length - 1], p95: percentile(all, 95), rows: all.length }
     }
-    // A load paced to `rate` requests a second, with the apply lag of its rows, what the apply kept up
-    // with while it ran, and how fast it drained the rest alone.
-    const pacedLoad = async (url: string, headers: Record<string, string>, bodies: string[], sources: Source[]) => {
+    // A load paced to `rate` requests a second, with the apply lag of its rows, what the apply kept
+    // up with while it ran, and how fast it drained the rest alone.
+    const pacedLoad = async (
+      url: string,
+      headers: Record<string, string>,
+      bodies: string[],
+      sources: Source[],
+    ) => {
       const first = sent
       const stop = polling(sources)
       const result = checked(await load(url, headers, bodies, SECONDS, rate))
@@ -238,13 +288,15 @@ export default async (ctx: BenchContext) => {
       return { intake, lag, drain, behind, kept: intake - behind / SECONDS, alone: behind / drain }
     }
 
-    // Full intake in two rounds of tracker, /v1/batch, /v1/batch, tracker, each run after the backlog
-    // before it is drained: every run finds the database larger than the one before, and the machine's
-    // noise moved one 10 s run of the same intake by up to a fifth; so both intakes are measured at the
-    // same mean size, four times each. The lag at full intake is that of /v1/batch's first run.
+    // Full intake in two rounds of tracker, /v1/batch, /v1/batch, tracker, each run after the
+    // backlog before it is drained: every run finds the database larger than the one before,
+    // and the machine's noise moved one 10 s run of the same intake by up to a fifth; so both
+    // intakes are measured at the same mean size, four times each. The lag at full intake is that
+    // of /v1/batch's first run.
     const basic = `Basic ${Buffer.from(`${token}:`).toString('base64')}`
     const batchUrl = `${server.base}/v1/batch`
-    const relayFull = (during?: () => void) => perSecond(batchUrl, { authorization: basic }, relayBodies(), during)
+    const relayFull = (during?: () => void) =>
+      perSecond(batchUrl, { authorization: basic }, relayBodies(), during)
     const trackerRuns: Rate[] = []
     const relayRuns: Rate[] = []
     let fullLag = { max: Number.NaN, p95: Number.NaN, rows: 0 }
@@ -274,20 +326,25 @@ export default async (ctx: BenchContext) => {
     }
     const mean = (runs: Rate[]) => runs.reduce((sum, r) => sum + r.messages, 0) / runs.length
     await round(true)
-    // The paced loads come between the two rounds, at the mean size of the database of the full runs, at
-    // the bar's rate: 0.8 of the tracker's mean events per second of the first round. The tracker's own
-    // pipeline first, the same lag for comparison; then /v1/batch, where the lag bar is.
+    // The paced loads come between the two rounds, at the mean size of the database of the
+    // full runs, at the bar's rate: 0.8 of the tracker's mean events per second of the first
+    // round. The tracker's own pipeline first, the same lag for comparison; then /v1/batch,
+    // where the lag bar is.
     const rate = Math.round((0.8 * mean(trackerRuns)) / MESSAGES)
-    const trackerPaced = await pacedLoad(trackerUrl, { 'service-key': token }, trackerBodies(account.tracker_key), [
-      trackerSource,
-    ])
+    const trackerPaced = await pacedLoad(
+      trackerUrl,
+      { 'service-key': token },
+      trackerBodies(account.tracker_key),
+      [trackerSource],
+    )
     const paced = await pacedLoad(batchUrl, { authorization: basic }, relayBodies(), relaySources)
     await round(false)
     const tracker = { messages: mean(trackerRuns), p99: Math.max(...trackerRuns.map((r) => r.p99)) }
     const segment = { messages: mean(relayRuns), p99: Math.max(...relayRuns.map((r) => r.p99)) }
     const [{ stored }] = await sql`
       select ((select count(*) from segment_messages where account_id = ${account.id})
-        + (select count(*) from tracking_events where account_id = ${account.id} and message_id is not null))::int
+        + (select count(*) from tracking_events where account_id = ${account.id}
+          and message_id is not null))::int
         as stored`
 
     // The spread of each intake's own runs: the noise the means smooth.
@@ -295,7 +352,14 @@ export default async (ctx: BenchContext) => {
       const rates = runs.map((r) => r.messages)
       const [slowest, fastest] = [Math.min(...rates), Math.max(...rates)]
       const metric = `${who}: its slowest full run, against its fastest`
-      ctx.report({ bench: 'segment', metric, value: slowest, unit, baseline: fastest, ratio: slowest / fastest })
+      ctx.report({
+        bench: 'segment',
+        metric,
+        value: slowest,
+        unit,
+        baseline: fastest,
+        ratio: slowest / fastest,
+      })
     }
     spread('tracker', 'events/s', trackerRuns)
     spread('/v1/batch', 'msgs/s', relayRuns)
@@ -315,12 +379,37 @@ export default async (ctx: BenchContext) => {
       target: '>= 0.8',
     })
     ctx.report({ bench: 'segment', metric: 'p99 latency, tracker', value: tracker.p99, unit: 'ms' })
-    ctx.report({ bench: 'segment', metric: 'p99 latency, /v1/batch', value: segment.p99, unit: 'ms' })
-    ctx.report({ bench: 'segment', metric: 'apply lag at full intake, max', value: fullLag.max, unit: 's' })
-    ctx.report({ bench: 'segment', metric: 'apply lag at full intake, p95', value: fullLag.p95, unit: 's' })
-    ctx.report({ bench: 'segment', metric: 'backlog drained after full intake', value: drain, unit: 's' })
+    ctx.report({
+      bench: 'segment',
+      metric: 'p99 latency, /v1/batch',
+      value: segment.p99,
+      unit: 'ms',
+    })
+    ctx.report({
+      bench: 'segment',
+      metric: 'apply lag at full intake, max',
+      value: fullLag.max,
+      unit: 's',
+    })
+    ctx.report({
+      bench: 'segment',
+      metric: 'apply lag at full intake, p95',
+      value: fullLag.p95,
+      unit: 's',
+    })
+    ctx.report({
+      bench: 'segment',
+      metric: 'backlog drained after full intake',
+      value: drain,
+      unit: 's',
+    })
     // The paced load's rows, for Segment's pipeline and the tracker's own.
-    const pacedRows = (who: string, unit: string, p: Awaited<ReturnType<typeof pacedLoad>>, target?: string) => {
+    const pacedRows = (
+      who: string,
+      unit: string,
+      p: Awaited<ReturnType<typeof pacedLoad>>,
+      target?: string,
+    ) => {
       const row = (metric: string, value: number, u: string, extra = {}) =>
         ctx.report({ bench: 'segment', metric: `${who}: ${metric}`, value, unit: u, ...extra })
       row('intake paced to 0.8 x tracker', p.intake, unit, {
@@ -330,12 +419,20 @@ export default async (ctx: BenchContext) => {
       row('apply lag at 0.8 x tracker, max', p.lag.max, 's', target ? { target } : {})
       row('apply lag at 0.8 x tracker, p95', p.lag.p95, 's')
       row('backlog drained after paced load', p.drain, 's')
-      row('apply rate while the paced load ran', p.kept, unit, { baseline: p.intake, ratio: p.kept / p.intake })
+      row('apply rate while the paced load ran', p.kept, unit, {
+        baseline: p.intake,
+        ratio: p.kept / p.intake,
+      })
       row('apply rate draining alone after it', p.alone, unit)
     }
     pacedRows('tracker', 'events/s', trackerPaced)
     pacedRows('/v1/batch', 'msgs/s', paced, '< 5')
-    ctx.report({ bench: 'segment', metric: 'messages stored (warm-up included)', value: stored, unit: 'msgs' })
+    ctx.report({
+      bench: 'segment',
+      metric: 'messages stored (warm-up included)',
+      value: stored,
+      unit: 'msgs',
+    })
   } finally {
     await sql.end()
     await worker?.stop()

@@ -5,7 +5,8 @@ import { freePort } from '../test/helpers/cluster.ts'
 export const ADMIN_TOKEN = 'bench-admin-token'
 
 // The benches run the service as it ships: the single executable that `npm run build` makes, which
-// bench/run.ts builds first. Each command is a process of its own, as deployed, so its RSS is its own.
+// bench/run.ts builds first. Each command is a process of its own, as deployed, so its
+// RSS is its own.
 const EXECUTABLE = 'dist/service'
 
 const spawnService = (args: string[], databaseUrl: string, env: Record<string, string>, port = 0) =>
@@ -48,8 +49,13 @@ export const startWorker = (databaseUrl: string, env: Record<string, string> = {
   }
 }
 
-// `serve` (HTTP and the worker, or HTTP alone with `--no-worker` in `args`), once it answers /readyz.
-export const startServer = async (databaseUrl: string, env: Record<string, string> = {}, args: string[] = []) => {
+// `serve` (HTTP and the worker, or HTTP alone with `--no-worker` in `args`), once it
+// answers /readyz.
+export const startServer = async (
+  databaseUrl: string,
+  env: Record<string, string> = {},
+  args: string[] = [],
+) => {
   const port = await freePort()
   const child = spawnService(['serve', ...args], databaseUrl, env, port)
   child.stderr!.pipe(process.stderr)

@@ -59,7 +59,10 @@ const alive = (pid: number) => {
 // outlives the limit is killed.
 const stop = async (p: Proc) => {
   if (!alive(p.pid)) return
-  const stopped = await Promise.race([p.stop().then(() => true), sleep(STOP_LIMIT_MS).then(() => false)])
+  const stopped = await Promise.race([
+    p.stop().then(() => true),
+    sleep(STOP_LIMIT_MS).then(() => false),
+  ])
   if (!stopped) {
     process.stderr.write(
       `soak: ${p.name} (pid ${p.pid}) still running ${STOP_LIMIT_MS / 1000} s after SIGTERM; killed\n`,
@@ -120,7 +123,11 @@ const customer = (externalId: string, n: number) => ({
     plan: ['free', 'pro', 'enterprise'][n % 3],
     employees: 10 + (n % 990),
   },
-  metrics: SNAPSHOT_DATES.map((date, m) => ({ date, logins: (n + m * 7) % 50, seats: 1 + (n % 20) })),
+  metrics: SNAPSHOT_DATES.map((date, m) => ({
+    date,
+    logins: (n + m * 7) % 50,
+    seats: 1 + (n % 20),
+  })),
 })
 
 const event = (n: number) => {
@@ -131,13 +138,18 @@ const event = (n: number) => {
     identification: { customer: customerId, contact: `${customerId}-c${n % 3}` },
     data:
       n % 10 === 0
-        ? { customer: { plan: ['free', 'pro', 'enterprise'][n % 3] }, contact: { contact_name: `Person ${n % 3}` } }
+        ? {
+            customer: { plan: ['free', 'pro', 'enterprise'][n % 3] },
+            contact: { contact_name: `Person ${n % 3}` },
+          }
         : { contact: { last_page: `/app/page/${n % 50}` } },
   }
 }
 
 const f = (propertyName: string, operator: string, value: string | string[]) =>
-  Array.isArray(value) ? { propertyName, operator, values: value } : { propertyName, operator, value }
+  Array.isArray(value)
+    ? { propertyName, operator, values: value }
+    : { propertyName, operator, value }
 
 const SEARCHES = [
   [],
@@ -262,7 +274,9 @@ const searchPages = async (load: Load, base: string, filters: object[]) => {
 // Request n carries events n * EVENTS_PER_REQUEST and on: a 200 acknowledges that block.
 const trackOnce = async (load: Load, base: string) => {
   const n = load.trackRequests++
-  const events = Array.from({ length: EVENTS_PER_REQUEST }, (_, i) => event(n * EVENTS_PER_REQUEST + i))
+  const events = Array.from({ length: EVENTS_PER_REQUEST }, (_, i) =>
+    event(n * EVENTS_PER_REQUEST + i),
+  )
   const answer = await post(
     load.endpoints.track,
     `${base}/api/tracker/track`,
@@ -280,12 +294,18 @@ const until = async (deadline: number, step: () => Promise<unknown>) => {
 const runLoad = (load: Load, bases: string[]) =>
   Promise.all(
     bases.flatMap((base) => [
-      ...Array.from({ length: CLIENTS.upload }, () => until(load.deadline, () => uploadOnce(load, base))),
+      ...Array.from({ length: CLIENTS.upload }, () =>
+        until(load.deadline, () => uploadOnce(load, base)),
+      ),
       ...Array.from({ length: CLIENTS.search }, (_, c) => {
         let shape = c
-        return until(load.deadline, () => searchPages(load, base, SEARCHES[shape++ % SEARCHES.length]))
+        return until(load.deadline, () =>
+          searchPages(load, base, SEARCHES[shape++ % SEARCHES.length]),
+        )
       }),
-      ...Array.from({ length: CLIENTS.track }, () => until(load.deadline, () => trackOnce(load, base))),
+      ...Array.from({ length: CLIENTS.track }, () =>
+        until(load.deadline, () => trackOnce(load, base)),
+      ),
     ]),
   )
 
@@ -297,8 +317,10 @@ const backlog = async (sql: postgres.Sql, accountId: number) =>
     await sql`
   select (select count(*)::int from uploads where account_id = ${accountId}
     and status in ('received', 'processing')) as uploads,
-    (select count(*)::int from tracking_events where account_id = ${accountId} and status = 'received') as events,
-    (select count(*)::int from graphile_worker.jobs where locked_at is null and attempts < max_attempts) as jobs`
+    (select count(*)::int from tracking_events where account_id = ${accountId}
+      and status = 'received') as events,
+    (select count(*)::int from graphile_worker.jobs where locked_at is null
+      and attempts < max_attempts) as jobs`
   )[0]
 
 // Seconds until no upload is waiting and every event is applied.
@@ -308,7 +330,9 @@ const drain = async (sql: postgres.Sql, accountId: number) => {
     const left = await backlog(sql, accountId)
     if (left.uploads === 0 && left.events === 0) return (performance.now() - started) / 1000
     if (performance.now() - started > DRAIN_LIMIT_MS)
-      throw new Error(`backlog not drained after ${DRAIN_LIMIT_MS / 1000} s: ${JSON.stringify(left)}`)
+      throw new Error(
+        `backlog not drained after ${DRAIN_LIMIT_MS / 1000} s: ${JSON.stringify(left)}`,
+      )
     await sleep(200)
   }
 }
@@ -338,21 +362,25 @@ const uploadLag = async (sql: postgres.Sql, accountId: number, afterId: number) 
 
 // Completed jobs are deleted; one still there with an error is failing (and retried or given up).
 const failingJobs = async (sql: postgres.Sql) =>
-  (await sql`select count(*)::int as n from graphile_worker.jobs where last_error is not null`)[0].n as number
+  (await sql`select count(*)::int as n from graphile_worker.jobs where last_error is not null`)[0]
+    .n as number
 
 // Every acknowledged customer once, with all its snapshots.
 const countCustomers = async (sql: postgres.Sql, accountId: number, ids: string[]) =>
   (
     await sql`
   with acked as (select unnest(${ids}::text[]) collate "C" as external_id), found as (
-    select c.account_id, c.service_id, c.external_id from acked join customers c on c.account_id = ${accountId}
+    select c.account_id, c.service_id, c.external_id from acked
+      join customers c on c.account_id = ${accountId}
       and c.external_id = acked.external_id
   )
-  select (select count(*)::int from acked) - (select count(distinct external_id)::int from found) as lost,
+  select (select count(*)::int from acked) - (select count(distinct external_id)::int from found)
+    as lost,
     (select count(*)::int - count(distinct external_id)::int from found) as duplicates,
     (select count(*)::int from found join customer_snapshots s on s.account_id = found.account_id
       and s.customer_id = found.service_id) as snapshots,
-    (select count(*)::int from uploads where account_id = ${accountId} and status = 'failed') as failed_uploads`
+    (select count(*)::int from uploads where account_id = ${accountId} and status = 'failed')
+      as failed_uploads`
   )[0]
 
 // Every event of every acknowledged block, found by its occurred_at.
@@ -360,22 +388,30 @@ const countEvents = async (sql: postgres.Sql, accountId: number, blocks: number[
   (
     await sql`
   with stored as (
-    select round(extract(epoch from occurred_at) * 1000)::bigint - ${T0}::bigint as n, count(*)::int as copies
+    select round(extract(epoch from occurred_at) * 1000)::bigint - ${T0}::bigint as n,
+    count(*)::int as copies
     from tracking_events where account_id = ${accountId} group by 1
   ), acked as (
     select b * ${EVENTS_PER_REQUEST} + i as n
       from unnest(${blocks}::bigint[]) b, generate_series(0, ${EVENTS_PER_REQUEST - 1}) i
   )
-  select (select count(*)::int from acked where not exists (select 1 from stored where stored.n = acked.n)) as lost,
+  select (select count(*)::int from acked where not exists (select 1 from stored
+    where stored.n = acked.n)) as lost,
     (select coalesce(sum(copies - 1), 0)::int from stored) as duplicates,
-    (select count(*)::int from tracking_events where account_id = ${accountId} and status = 'unmatched') as unmatched`
+    (select count(*)::int from tracking_events where account_id = ${accountId}
+      and status = 'unmatched') as unmatched`
   )[0]
 
 // ---------------------------------------------------------------------------------------------
 // Report
 
 // items: what one request carries, and how many.
-const reportEndpoint = (ctx: BenchContext, e: Endpoint, seconds: number, items?: [string, number]) => {
+const reportEndpoint = (
+  ctx: BenchContext,
+  e: Endpoint,
+  seconds: number,
+  items?: [string, number],
+) => {
   const sorted = [...e.latencies].sort((a, b) => a - b)
   ctx.report({ bench: 'soak', metric: `${e.name} accepted`, value: e.ok / seconds, unit: 'req/s' })
   if (items)
@@ -385,9 +421,25 @@ const reportEndpoint = (ctx: BenchContext, e: Endpoint, seconds: number, items?:
       value: (e.ok * items[1]) / seconds,
       unit: `${items[0]}/s`,
     })
-  ctx.report({ bench: 'soak', metric: `${e.name} p50 (2xx)`, value: percentile(sorted, 50), unit: 'ms' })
-  ctx.report({ bench: 'soak', metric: `${e.name} p99 (2xx)`, value: percentile(sorted, 99), unit: 'ms' })
-  ctx.report({ bench: 'soak', metric: `${e.name} 5xx`, value: e.server, unit: 'requests', target: '0' })
+  ctx.report({
+    bench: 'soak',
+    metric: `${e.name} p50 (2xx)`,
+    value: percentile(sorted, 50),
+    unit: 'ms',
+  })
+  ctx.report({
+    bench: 'soak',
+    metric: `${e.name} p99 (2xx)`,
+    value: percentile(sorted, 99),
+    unit: 'ms',
+  })
+  ctx.report({
+    bench: 'soak',
+    metric: `${e.name} 5xx`,
+    value: e.server,
+    unit: 'requests',
+    target: '0',
+  })
   ctx.report({
     bench: 'soak',
     metric: `${e.name} other 4xx, no answer`,
@@ -395,7 +447,12 @@ const reportEndpoint = (ctx: BenchContext, e: Endpoint, seconds: number, items?:
     unit: 'requests',
     target: '0',
   })
-  ctx.report({ bench: 'soak', metric: `${e.name} 429 (backpressure)`, value: e.throttled, unit: 'requests' })
+  ctx.report({
+    bench: 'soak',
+    metric: `${e.name} 429 (backpressure)`,
+    value: e.throttled,
+    unit: 'requests',
+  })
   for (const s of e.samples) process.stderr.write(`soak: ${e.name}: ${s}\n`)
 }
 
@@ -432,7 +489,11 @@ export default async (ctx: BenchContext) => {
       token: account.token,
       trackerKey: account.trackerKey,
       deadline: performance.now() + SECONDS * 1000,
-      endpoints: { upload: endpoint('upload'), search: endpoint('search'), track: endpoint('track') },
+      endpoints: {
+        upload: endpoint('upload'),
+        search: endpoint('search'),
+        track: endpoint('track'),
+      },
       uploads: 0,
       trackRequests: 0,
       ackedCustomers: [],
@@ -465,9 +526,24 @@ export default async (ctx: BenchContext) => {
       value: left.uploads,
       unit: 'uploads',
     })
-    ctx.report({ bench: 'soak', metric: 'backlog at end of load: events to apply', value: left.events, unit: 'events' })
-    ctx.report({ bench: 'soak', metric: 'backlog at end of load: jobs waiting', value: left.jobs, unit: 'jobs' })
-    ctx.report({ bench: 'soak', metric: 'time to drain the backlog', value: await drain(sql, account.id), unit: 's' })
+    ctx.report({
+      bench: 'soak',
+      metric: 'backlog at end of load: events to apply',
+      value: left.events,
+      unit: 'events',
+    })
+    ctx.report({
+      bench: 'soak',
+      metric: 'backlog at end of load: jobs waiting',
+      value: left.jobs,
+      unit: 'jobs',
+    })
+    ctx.report({
+      bench: 'soak',
+      metric: 'time to drain the backlog',
+      value: await drain(sql, account.id),
+      unit: 's',
+    })
     const [lag50, lag99] = await uploadLag(sql, account.id, seedUpload)
     ctx.report({ bench: 'soak', metric: 'upload 200 -> processed p50', value: lag50, unit: 's' })
     ctx.report({ bench: 'soak', metric: 'upload 200 -> processed p99', value: lag99, unit: 's' })

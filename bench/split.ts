@@ -58,12 +58,15 @@ const measured =
 const setUp = async (sql: ReturnType<typeof connect>) => {
   const accountId = await seedAccount(sql, 'Split', ATTRIBUTES, METRICS)
   const model = { customer: { engagement: [{ codename: 'logins', weight: 1, bad: 0, good: 40 }] } }
-  await sql`insert into scoring_models (account_id, model) values (${accountId}, ${sql.json(model)})`
+  await sql`insert into scoring_models (account_id, model)
+    values (${accountId}, ${sql.json(model)})`
   return accountId
 }
 
 const body = (from: number, n: number) =>
-  Buffer.from(JSON.stringify({ customers: Array.from({ length: n }, (_, j) => customer(from + j)) }))
+  Buffer.from(
+    JSON.stringify({ customers: Array.from({ length: n }, (_, j) => customer(from + j)) }),
+  )
 
 const statements = (sql: postgres.Sql) => sql`
   select query, calls::int, total_exec_time::float as ms from pg_stat_statements
@@ -84,9 +87,17 @@ export default async (ctx: BenchContext) => {
     await migrate(sql, url)
     await stats`create extension if not exists pg_stat_statements`
     const accountId = await setUp(sql)
-    const app: App = { sql, heavy: sql, admin: sql, config: loadConfig({}), log: () => {}, keys: undefined as never }
+    const app: App = {
+      sql,
+      heavy: sql,
+      admin: sql,
+      config: loadConfig({}),
+      log: () => {},
+      keys: undefined as never,
+    }
     const [{ defs }] = await sql`
-      select coalesce(json_agg(json_build_object('codename', codename, 'kind', kind, 'type', type)), '[]') as defs
+      select coalesce(json_agg(json_build_object('codename', codename, 'kind', kind, 'type', type)),
+        '[]') as defs
       from property_defs where account_id = ${accountId}`
     const catalog = catalogOf(defs as PropertyDef[])
     const [{ pid }] = await stats`select pg_backend_pid() as pid`
@@ -153,13 +164,20 @@ export default async (ctx: BenchContext) => {
     const dbTotal = all.reduce((s, r) => s + r.ms, 0)
     const enqueue = all.filter((r) => ENQUEUE.test(r.query)).reduce((s, r) => s + r.ms, 0)
     const enqueueShare = dbTotal ? enqueue / dbTotal : 0
-    process.stderr.write(`split: processUpload ${ms.process.toFixed(0)} ms, ${dbTotal.toFixed(0)} ms in statements\n`)
+    process.stderr.write(
+      `split: processUpload ${ms.process.toFixed(0)} ms, ${dbTotal.toFixed(0)} ms in statements\n`,
+    )
     const top = (label: string, rows: { query: string; calls: number; ms: number }[]) => {
       for (const r of rows.sort((a, b) => b.ms - a.ms).slice(0, 15))
-        process.stderr.write(`split: ${label} ${r.ms.toFixed(1)} ms x${r.calls} ${r.query.replace(/\s+/g, ' ').slice(0, 150)}\n`)
+        process.stderr.write(
+          `split: ${label} ${r.ms.toFixed(1)} ms x${r.calls} ${r.query.replace(/\s+/g, ' ').slice(0, 150)}\n`,
+        )
     }
     top('merge', all)
-    top('scoring', [...scoringStatements].map(([query, r]) => ({ query, ...r })))
+    top(
+      'scoring',
+      [...scoringStatements].map(([query, r]) => ({ query, ...r })),
+    )
     const snapshots = CUSTOMERS * MONTHS.length
     const phases = (t: typeof ms): [string, number][] => [
       ['parsing (UTF-8 decode, JSON.parse)', t.parsing],
@@ -190,7 +208,12 @@ export default async (ctx: BenchContext) => {
         unit: 'µs',
       })
     }
-    ctx.report({ bench: 'split', metric: 'load average (1 min) at the start', value: load, unit: '' })
+    ctx.report({
+      bench: 'split',
+      metric: 'load average (1 min) at the start',
+      value: load,
+      unit: '',
+    })
     if (process.env.BENCH_SPLIT_PLANS) {
       const plans: string[] = []
       const explained = postgres(url, { max: 1, onnotice: (n) => plans.push(n.message) })

@@ -1,10 +1,10 @@
 // A new tenant's first day beside a large one. One account holds BIG customers with 12 monthly
-// snapshots (1.2 million snapshot rows at 100k), scored and analyzed as autovacuum would have. Three
-// new accounts then each upload 2000 customers x 12 snapshots over HTTP (timed from the request to
-// scored). Right after the last one's upload is scored, every read path of the API and the console
-// is timed for it (READS), then its model change (timed to rescored). Baselines, in the same run: the
-// same uploads by new accounts in an empty database, and the reads and rescoring of the new account
-// again after a manual ANALYZE, when the planner knows its rows.
+// snapshots (1.2 million snapshot rows at 100k), scored and analyzed as autovacuum would have.
+// Three new accounts then each upload 2000 customers x 12 snapshots over HTTP (timed from the
+// request to scored). Right after the last one's upload is scored, every read path of the API and
+// the console is timed for it (READS), then its model change (timed to rescored). Baselines, in the
+// same run: the same uploads by new accounts in an empty database, and the reads and rescoring of
+// the new account again after a manual ANALYZE, when the planner knows its rows.
 import { connect, type Sql } from '../src/db/client.ts'
 import { migrate } from '../src/db/migrate.ts'
 import { recomputeSegment } from '../src/segments/members.ts'
@@ -25,7 +25,11 @@ const customers = (from: number) =>
   Array.from({ length: MAX_CUSTOMERS }, (_, i) => ({
     external_id: `new-${from + i}`,
     name: `New ${from + i}`,
-    attributes: { country: ['US', 'DE', 'FR'][i % 3], has_sso: i % 2 === 0, renewal_date: day(i % 300) },
+    attributes: {
+      country: ['US', 'DE', 'FR'][i % 3],
+      has_sso: i % 2 === 0,
+      renewal_date: day(i % 300),
+    },
     metrics: Array.from({ length: 12 }, (_, m) => ({
       date: day(-30 * (11 - m)),
       logins: (i + m) % 50,
@@ -48,13 +52,23 @@ const tenant = async (server: Server) => {
   const account = await server.admin('POST', '/accounts', { name: `New ${Date.now()}` })
   const A = `/accounts/${account.id}`
   for (const codename of ['logins', 'seats', 'tickets', 'nps']) {
-    await server.admin('POST', `${A}/properties`, { entity: 'customer', kind: 'metric', codename, type: 'number' })
+    await server.admin('POST', `${A}/properties`, {
+      entity: 'customer',
+      kind: 'metric',
+      codename,
+      type: 'number',
+    })
   }
   for (const [codename, type] of [
     ['country', 'string'],
     ['has_sso', 'boolean'],
   ]) {
-    await server.admin('POST', `${A}/properties`, { entity: 'customer', kind: 'attribute', codename, type })
+    await server.admin('POST', `${A}/properties`, {
+      entity: 'customer',
+      kind: 'attribute',
+      codename,
+      type,
+    })
   }
   await server.admin('PUT', `${A}/scoring`, model(40))
   const { token } = await server.admin('POST', `${A}/keys`, {})
@@ -102,63 +116,80 @@ const US_SCORED = [
   { propertyName: 'engagementscore', operator: 'GT', value: '0' },
   { propertyName: 'country', operator: 'EQ', value: 'US' },
 ]
-const search = (body: object) => (t: Tenant) => t.api('POST', '/api/v1/customers/search', { limit: 100, ...body })
-const aggregate = (body: object) => (t: Tenant) => t.api('POST', '/api/v1/customers/aggregate', body)
+const search = (body: object) => (t: Tenant) =>
+  t.api('POST', '/api/v1/customers/search', { limit: 100, ...body })
+const aggregate = (body: object) => (t: Tenant) =>
+  t.api('POST', '/api/v1/customers/aggregate', body)
 
 // Every read path a new account's first minutes use: the search API's shapes, the aggregates, a
 // saved segment's search and recomputation, the customer page, and the console's views (which call
 // the same API; the matrix is the grid, then the points of up to 10,000 customers, as
 // src/console/matrix.ts asks).
-const READS: { name: string; read: (t: Tenant, sql: Sql, segment: number) => Promise<unknown> }[] = [
-  { name: 'search: two filters (score, country)', read: search({ filters: US_SCORED }) },
-  {
-    name: 'search: where tree (or, and, not)',
-    read: search({
-      where: {
-        or: [
-          {
-            and: [
-              { propertyName: 'country', operator: 'EQ', value: 'DE' },
-              { not: { propertyName: 'has_sso', operator: 'EQ', value: 'true' } },
-            ],
-          },
-          { propertyName: 'fitscore', operator: 'GTE', value: '50' },
-          { propertyName: 'logins', operator: 'GTE', value: '45' },
-        ],
-      },
-    }),
-  },
-  {
-    name: 'search: IN on an attribute',
-    read: search({ filters: [{ propertyName: 'country', operator: 'IN', values: ['DE', 'FR'] }] }),
-  },
-  {
-    name: 'search: sort by engagement desc',
-    read: search({ sort: [{ propertyName: 'engagementscore', direction: 'desc' }] }),
-  },
-  { name: 'search: sort by a metric asc', read: search({ sort: [{ propertyName: 'logins', direction: 'asc' }] }) },
-  { name: 'search: count exact', read: search({ filters: US_SCORED, count: 'exact', limit: 10 }) },
-  { name: 'aggregate: grid', read: aggregate({ matrix: 'grid' }) },
-  { name: 'aggregate: points', read: aggregate({ matrix: 'points', points: 10_000 }) },
-  {
-    name: 'aggregate: histograms of 3 fields',
-    read: aggregate({ fields: ['engagementscore', 'logins', 'seats'], buckets: 20 }),
-  },
-  {
-    name: 'console matrix: grid, then points',
-    read: async (t) => {
-      await aggregate({ matrix: 'grid' })(t)
-      await aggregate({ matrix: 'points', points: 10_000 })(t)
+const READS: { name: string; read: (t: Tenant, sql: Sql, segment: number) => Promise<unknown> }[] =
+  [
+    { name: 'search: two filters (score, country)', read: search({ filters: US_SCORED }) },
+    {
+      name: 'search: where tree (or, and, not)',
+      read: search({
+        where: {
+          or: [
+            {
+              and: [
+                { propertyName: 'country', operator: 'EQ', value: 'DE' },
+                { not: { propertyName: 'has_sso', operator: 'EQ', value: 'true' } },
+              ],
+            },
+            { propertyName: 'fitscore', operator: 'GTE', value: '50' },
+            { propertyName: 'logins', operator: 'GTE', value: '45' },
+          ],
+        },
+      }),
     },
-  },
-  { name: 'segment search', read: (t, _sql, id) => t.api('POST', `/api/v1/segments/${id}/search`, { limit: 100 }) },
-  {
-    name: 'segment recomputation',
-    read: (t, sql, id) => sql.begin((tx) => recomputeSegment(tx, t.account.id, id)),
-  },
-  { name: 'customer page', read: (t) => t.api('GET', '/api/v1/customer/new-1234') },
-  { name: "console's customer list (first page)", read: search({ limit: 50, count: 'estimate' }) },
-]
+    {
+      name: 'search: IN on an attribute',
+      read: search({
+        filters: [{ propertyName: 'country', operator: 'IN', values: ['DE', 'FR'] }],
+      }),
+    },
+    {
+      name: 'search: sort by engagement desc',
+      read: search({ sort: [{ propertyName: 'engagementscore', direction: 'desc' }] }),
+    },
+    {
+      name: 'search: sort by a metric asc',
+      read: search({ sort: [{ propertyName: 'logins', direction: 'asc' }] }),
+    },
+    {
+      name: 'search: count exact',
+      read: search({ filters: US_SCORED, count: 'exact', limit: 10 }),
+    },
+    { name: 'aggregate: grid', read: aggregate({ matrix: 'grid' }) },
+    { name: 'aggregate: points', read: aggregate({ matrix: 'points', points: 10_000 }) },
+    {
+      name: 'aggregate: histograms of 3 fields',
+      read: aggregate({ fields: ['engagementscore', 'logins', 'seats'], buckets: 20 }),
+    },
+    {
+      name: 'console matrix: grid, then points',
+      read: async (t) => {
+        await aggregate({ matrix: 'grid' })(t)
+        await aggregate({ matrix: 'points', points: 10_000 })(t)
+      },
+    },
+    {
+      name: 'segment search',
+      read: (t, _sql, id) => t.api('POST', `/api/v1/segments/${id}/search`, { limit: 100 }),
+    },
+    {
+      name: 'segment recomputation',
+      read: (t, sql, id) => sql.begin((tx) => recomputeSegment(tx, t.account.id, id)),
+    },
+    { name: 'customer page', read: (t) => t.api('GET', '/api/v1/customer/new-1234') },
+    {
+      name: "console's customer list (first page)",
+      read: search({ limit: 50, count: 'estimate' }),
+    },
+  ]
 
 // Each read's median over RUNS, after one unmeasured call; in seconds.
 const RUNS = 7
@@ -174,7 +205,8 @@ const readTimes = async (t: Tenant, sql: Sql, segment: number) => {
 }
 
 // The first upload of a new account, timed for each of three new accounts: one upload is one
-// sample of about a second, which this machine's noise moved by half (1.03 against 1.61 s in one run).
+// sample of about a second, which this machine's noise moved by half (1.03 against 1.61
+// s in one run).
 const firstUploads = async (server: Server) => {
   const runs = []
   let last: Awaited<ReturnType<typeof tenant>> | undefined
@@ -202,17 +234,21 @@ export default async (ctx: BenchContext) => {
   try {
     await migrate(sql, url)
     const big = await seed(sql, BIG, 'Big')
-    await sql`insert into scoring_models (account_id, model) values (${big}, ${sql.json(model(40))})`
+    await sql`insert into scoring_models (account_id, model)
+      values (${big}, ${sql.json(model(40))})`
     await scoreRecords(sql, { account_id: big, entity: 'customer' })
     await sql`vacuum analyze`
     const [{ rows }] = await sql`select count(*)::int as rows from customer_snapshots`
     server = await startServer(url, UNLIMITED)
     const { seconds: upload, tenant: t } = await firstUploads(server)
     // Reads first, right after the upload is scored: a new account's first minutes.
-    const segment = await t.api('POST', '/api/v1/segments', { name: 'US scored', filters: US_SCORED })
+    const segment = await t.api('POST', '/api/v1/segments', {
+      name: 'US scored',
+      filters: US_SCORED,
+    })
     const reads = await readTimes(t, sql, segment.id)
-    // A rescoring of 2000 customers takes a fifth of a second, so one run is mostly the worker's pickup
-    // and the polling: the median of five, each model different from the one before.
+    // A rescoring of 2000 customers takes a fifth of a second, so one run is mostly the worker's
+    // pickup and the polling: the median of five, each model different from the one before.
     const rescores = async (logins: number[]) => {
       const runs = []
       for (const l of logins) runs.push(await timed(() => t.rescored(sql, l)))
@@ -248,7 +284,9 @@ export default async (ctx: BenchContext) => {
         unit: 'ms',
         baseline: readsAnalyzed[i] * 1000,
         ratio: reads[i] / readsAnalyzed[i],
-        target: name.startsWith('console matrix') ? '<= 1.5 (after ANALYZE); < 1 s' : '<= 1.5 (after ANALYZE)',
+        target: name.startsWith('console matrix')
+          ? '<= 1.5 (after ANALYZE); < 1 s'
+          : '<= 1.5 (after ANALYZE)',
       })
     }
   } finally {

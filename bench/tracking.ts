@@ -52,7 +52,10 @@ const bare = () =>
       req.on('end', () => {
         const body = JSON.parse(Buffer.concat(chunks).toString('utf8'))
         const payload = JSON.stringify({ status: 'received', events: body.events.length })
-        res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(payload) })
+        res.writeHead(200, {
+          'content-type': 'application/json',
+          'content-length': Buffer.byteLength(payload),
+        })
         res.end(payload)
       })
     })
@@ -62,7 +65,12 @@ const bare = () =>
 // Run as a child: `bench/tracking.ts bare` prints the port it listens on.
 if (process.argv[2] === 'bare') process.stdout.write(`${await bare()}\n`)
 
-const load = (base: string, headers: Record<string, string>, requests: string[], duration: number) =>
+const load = (
+  base: string,
+  headers: Record<string, string>,
+  requests: string[],
+  duration: number,
+) =>
   autocannon({
     url: `${base}/api/tracker/track`,
     method: 'POST',
@@ -74,13 +82,20 @@ const load = (base: string, headers: Record<string, string>, requests: string[],
 
 const checked = (result: autocannon.Result) => {
   if (result.non2xx || result.errors || result.timeouts) {
-    throw new Error(`${result.url}: ${result.non2xx} non-2xx, ${result.errors} errors, ${result.timeouts} timeouts`)
+    throw new Error(
+      `${result.url}: ${result.non2xx} non-2xx, ${result.errors} errors, ${result.timeouts} timeouts`,
+    )
   }
   return result
 }
 
 // `applied` counts the events the worker has applied so far, read just before and after the load.
-const measure = async (base: string, headers: Record<string, string>, requests: string[], applied = async () => 0) => {
+const measure = async (
+  base: string,
+  headers: Record<string, string>,
+  requests: string[],
+  applied = async () => 0,
+) => {
   checked(await load(base, headers, requests, 3)) // warm-up: only its answers count
   const [before, started] = [await applied(), performance.now()]
   const result = checked(await load(base, headers, requests, SECONDS))
@@ -93,9 +108,13 @@ const measure = async (base: string, headers: Record<string, string>, requests: 
 }
 
 const measureBare = async (requests: string[]) => {
-  const child = spawn(process.execPath, ['--import', 'tsx', fileURLToPath(import.meta.url), 'bare'], {
-    stdio: ['ignore', 'pipe', 'inherit'],
-  })
+  const child = spawn(
+    process.execPath,
+    ['--import', 'tsx', fileURLToPath(import.meta.url), 'bare'],
+    {
+      stdio: ['ignore', 'pipe', 'inherit'],
+    },
+  )
   try {
     const port: number = await new Promise((resolve) =>
       child.stdout.once('data', (d) => resolve(Number(String(d).trim()))),
@@ -112,9 +131,12 @@ const measureBare = async (requests: string[]) => {
 const measureInserts = async (url: string, requests: string[]) => {
   const sql = postgres(url, { max: CONNECTIONS, onnotice: () => {} })
   try {
-    const [{ id }] = await sql`insert into accounts (name, tracker_key) values ('Ceiling', 'CS-CEILING') returning id`
+    const [{ id }] =
+      await sql`insert into accounts (name, tracker_key) values ('Ceiling', 'CS-CEILING')
+        returning id`
     const insert = (body: string) => sql`
-      insert into tracking_events (account_id, name, occurred_at, customer_external_id, contact_external_id, data)
+      insert into tracking_events (account_id, name, occurred_at, customer_external_id,
+        contact_external_id, data)
       select ${id}, x->>'name', to_timestamp((x->>'timestamp')::float8 / 1000),
         x#>>'{identification,customer}', x#>>'{identification,contact}', nullif(x->'data', 'null')
       from jsonb_array_elements((${body}::text::jsonb)->'events') x`
@@ -122,7 +144,8 @@ const measureInserts = async (url: string, requests: string[]) => {
     const deadline = performance.now() + SECONDS * 1000
     await Promise.all(
       Array.from({ length: CONNECTIONS }, async (_, c) => {
-        for (let i = c; performance.now() < deadline; i++, done++) await insert(requests[i % requests.length])
+        for (let i = c; performance.now() < deadline; i++, done++)
+          await insert(requests[i % requests.length])
       }),
     )
     return (done * EVENTS) / SECONDS
@@ -152,15 +175,19 @@ export default async (ctx: BenchContext) => {
     })
     await sql`
       insert into customers (account_id, external_id, name)
-      select ${account.id}, 'cust-' || i, 'Customer ' || i from generate_series(0, ${CUSTOMERS - 1}) i`
+      select ${account.id}, 'cust-' || i, 'Customer ' || i
+        from generate_series(0, ${CUSTOMERS - 1}) i`
     await sql`analyze customers` // as a live database would have its statistics
-    const { token } = await server.admin('POST', `/accounts/${account.id}/keys`, { scopes: ['track'] })
+    const { token } = await server.admin('POST', `/accounts/${account.id}/keys`, {
+      scopes: ['track'],
+    })
     const requests = bodies(account.tracker_key)
 
     const baseline = await measureBare(requests)
     const ceiling = await measureInserts(url, requests)
     const applied = async () => {
-      const [{ n }] = await sql`select count(*)::int as n from tracking_events where account_id = ${account.id}
+      const [{ n }] =
+        await sql`select count(*)::int as n from tracking_events where account_id = ${account.id}
         and status <> 'received'`
       return n as number
     }
@@ -173,10 +200,12 @@ export default async (ctx: BenchContext) => {
     const received = waitingSql(sql, 'tracking_events', account.id)
     const drainStarted = performance.now()
     const [{ backlog }] = await sql`select count(*)::int as backlog from (${received}) w`
-    while ((await sql`select 1 from (${received}) w limit 1`).length) await new Promise((r) => setTimeout(r, 100))
+    while ((await sql`select 1 from (${received}) w limit 1`).length)
+      await new Promise((r) => setTimeout(r, 100))
     const drainSeconds = (performance.now() - drainStarted) / 1000
     const drainPerSecond = backlog / drainSeconds
-    const [{ total }] = await sql`select count(*)::int as total from tracking_events where account_id = ${account.id}`
+    const [{ total }] =
+      await sql`select count(*)::int as total from tracking_events where account_id = ${account.id}`
 
     ctx.report({
       bench: 'tracking',
@@ -209,7 +238,12 @@ export default async (ctx: BenchContext) => {
       baseline: ceiling,
       ratio: service.eventsPerSecond / ceiling,
     })
-    ctx.report({ bench: 'tracking', metric: 'p99 latency, bare node:http', value: baseline.p99, unit: 'ms' })
+    ctx.report({
+      bench: 'tracking',
+      metric: 'p99 latency, bare node:http',
+      value: baseline.p99,
+      unit: 'ms',
+    })
     ctx.report({
       bench: 'tracking',
       metric: 'p99 latency, tracking (200 after commit)',

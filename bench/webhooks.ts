@@ -39,7 +39,12 @@ const account = async (server: Server, name: string, hookUrls: string[] = []) =>
   const secrets: string[] = []
   for (const url of hookUrls)
     secrets.push(
-      (await server.admin('POST', `/accounts/${created.id}/webhooks`, { url, events: ['customer.created'] })).secret,
+      (
+        await server.admin('POST', `/accounts/${created.id}/webhooks`, {
+          url,
+          events: ['customer.created'],
+        })
+      ).secret,
     )
   const { token } = await server.admin('POST', `/accounts/${created.id}/keys`, {})
   return { id: created.id as number, token: token as string, secrets }
@@ -88,7 +93,9 @@ const floor = async (r: Receiver) => {
     timestamp: new Date().toISOString(),
     data: {
       source: 'API',
-      customers: [{ service_id: 1, external_id: 'x', name: 'x', created_at: new Date().toISOString() }],
+      customers: [
+        { service_id: 1, external_id: 'x', name: 'x', created_at: new Date().toISOString() },
+      ],
       batch: { current_batch: 1, total_batches: 1, total_customers: 1, batch_size: 1 },
     },
   })
@@ -108,12 +115,20 @@ const until = async (check: () => Promise<boolean>) => {
 
 // Seconds from the first request until the last upload was processed and until every endpoint has
 // every batch.
-const bulk = async (server: Server, sql: postgres.Sql, account: { id: number; token: string }, rs: Receiver[]) => {
+const bulk = async (
+  server: Server,
+  sql: postgres.Sql,
+  account: { id: number; token: string },
+  rs: Receiver[],
+) => {
   const bodies = Array.from({ length: Math.ceil(CUSTOMERS / PER_REQUEST) }, (_, i) => ({
-    customers: Array.from({ length: Math.min(PER_REQUEST, CUSTOMERS - i * PER_REQUEST) }, (_, j) => ({
-      external_id: `b-${i * PER_REQUEST + j}`,
-      name: `Customer ${j}`,
-    })),
+    customers: Array.from(
+      { length: Math.min(PER_REQUEST, CUSTOMERS - i * PER_REQUEST) },
+      (_, j) => ({
+        external_id: `b-${i * PER_REQUEST + j}`,
+        name: `Customer ${j}`,
+      }),
+    ),
   }))
   const started = performance.now()
   let next = 0
@@ -128,7 +143,8 @@ const bulk = async (server: Server, sql: postgres.Sql, account: { id: number; to
     until(
       async () =>
         (
-          await sql`select count(*)::int as n from uploads where account_id = ${account.id} and status <> 'processed'`
+          await sql`select count(*)::int as n from uploads where account_id = ${account.id}
+            and status <> 'processed'`
         )[0].n === 0,
     ),
     ...rs.map((r) => r.waitFor(bodies.length, 600_000)),
@@ -173,7 +189,9 @@ export default async (ctx: BenchContext) => {
     const viaUpload = await receiver()
     const a = await account(server, 'Latency', [viaUpload.url])
     const upload = await latency(server, viaUpload, (i) =>
-      post(server, a.token, '/api/v1/customers', { customers: [{ external_id: `u${i}`, name: `U ${i}` }] }),
+      post(server, a.token, '/api/v1/customers', {
+        customers: [{ external_id: `u${i}`, name: `U ${i}` }],
+      }),
     )
     // Where the time goes, from the server's clocks: the upload job's wait for a worker (its
     // transaction's start, which is also the delivery row's created_at), then the merge, the
@@ -199,12 +217,17 @@ export default async (ctx: BenchContext) => {
     await server.admin('PUT', `/accounts/${c.id}/score-alerts`, { engagementscore: { delta: 1 } })
     const day = (i: number) => new Date(Date.UTC(2026, 0, 1 + i)).toISOString().slice(0, 10)
     const snapshot = (i: number) => ({
-      customers: [{ external_id: 'moving', name: 'M', metrics: [{ date: day(i), logins: i % 2 ? 30 : 10 }] }],
+      customers: [
+        { external_id: 'moving', name: 'M', metrics: [{ date: day(i), logins: i % 2 ? 30 : 10 }] },
+      ],
     })
     await post(server, c.token, '/api/v1/customers', snapshot(0))
     await until(
       async () =>
-        (await sql`select count(*)::int as n from customer_contributions where account_id = ${c.id}`)[0].n === 1,
+        (
+          await sql`select count(*)::int as n from customer_contributions
+            where account_id = ${c.id}`
+        )[0].n === 1,
     )
     await server.admin('POST', `/accounts/${c.id}/webhooks`, {
       url: viaScoring.url,
@@ -212,7 +235,8 @@ export default async (ctx: BenchContext) => {
     })
     // Each sample starts with the worker idle, as the issue's bar says: no job queued or running,
     // the account's ANALYZE and segment recomputation (due a second after a change) included.
-    const idle = () => until(async () => (await sql`select count(*)::int as n from graphile_worker.jobs`)[0].n === 0)
+    const idle = () =>
+      until(async () => (await sql`select count(*)::int as n from graphile_worker.jobs`)[0].n === 0)
     const scoring = await latency(
       server,
       viaScoring,
@@ -224,7 +248,10 @@ export default async (ctx: BenchContext) => {
     // The latency runs' scoring jobs finish first, so that they do not count here.
     await until(
       async () =>
-        (await sql`select count(*)::int as n from graphile_worker.jobs where attempts < max_attempts`)[0].n === 0,
+        (
+          await sql`select count(*)::int as n from graphile_worker.jobs
+            where attempts < max_attempts`
+        )[0].n === 0,
     )
     const batches = Math.ceil(CUSTOMERS / PER_REQUEST)
     const endpoints = await Promise.all(Array.from({ length: ENDPOINTS }, receiver))

@@ -3,13 +3,14 @@ import { join } from 'node:path'
 import { parseCrontab } from 'graphile-worker'
 import * as v from 'valibot'
 
-// Configuration comes from the environment only, resolved in one step (as postgres.js's parseOptions):
-// KNOBS is the one table of variables, defaults, limits and meanings, from which loadConfig, `service --help`
-// and the table in docs/operations.md (checked by test/config.test.ts) are made.
+// Configuration comes from the environment only, resolved in one step (as postgres.js's
+// parseOptions): KNOBS is the one table of variables, defaults, limits and meanings,
+// from which loadConfig, `service --help` and the table in docs/operations.md (checked by
+// test/config.test.ts) are made.
 
 // A knob's rule: a valibot schema of its text. A text that fails it takes the default, except for a
-// knob that `refuses`: its variable is a setting an operator gave and expects in force, so the start
-// stops with the rule's message.
+// knob that `refuses`: its variable is a setting an operator gave and expects in force, so the
+// start stops with the rule's message.
 type Rule<T> = v.GenericSchema<string, T>
 interface Knob<T> {
   env: string
@@ -39,7 +40,8 @@ const cronExpression = (env: string): Rule<string> =>
     v.string(),
     v.rawCheck(({ dataset, addIssue }) => {
       const error = dataset.typed && cronError(dataset.value)
-      if (error) addIssue({ message: `${env} '${dataset.value}' is not a cron expression: ${error}` })
+      if (error)
+        addIssue({ message: `${env} '${dataset.value}' is not a cron expression: ${error}` })
     }),
   )
 // Startup parameters as `name=value` pairs apart by spaces.
@@ -53,14 +55,20 @@ const parameters: Rule<Record<string, string>> = v.pipe(
       v.regex(PARAMETER, (i) => `SERVICE_DATABASE_API_OPTIONS: '${i.input}' is not name=value.`),
     ),
   ),
-  v.transform((pairs) => Object.fromEntries(pairs.map((pair) => PARAMETER.exec(pair)!.slice(1, 3)))),
+  v.transform((pairs) =>
+    Object.fromEntries(pairs.map((pair) => PARAMETER.exec(pair)!.slice(1, 3))),
+  ),
 )
 // An origin and an optional path, without a trailing slash: invite links and the sessions' Origin
 // check are made from it.
 const publicUrl: Rule<string> = v.pipe(
   v.string(),
   v.check(
-    (t) => URL.canParse(t) && /^https?:$/.test(new URL(t).protocol) && !new URL(t).search && !new URL(t).hash,
+    (t) =>
+      URL.canParse(t) &&
+      /^https?:$/.test(new URL(t).protocol) &&
+      !new URL(t).search &&
+      !new URL(t).hash,
     (i) => `SERVICE_PUBLIC_URL '${i.input}' is not an http(s) address without query or fragment.`,
   ),
   v.transform((t) => new URL(t).href.replace(/\/$/, '')),
@@ -89,16 +97,23 @@ const KNOBS = {
   }),
   cacheDir: knob({
     env: 'SERVICE_CACHE_DIR',
-    // As root a system folder the postgres user can read (it runs the binaries), otherwise the user's cache.
+    // As root a system folder the postgres user can read (it runs the binaries), otherwise
+    // the user's cache.
     fallback: () =>
       process.getuid?.() === 0
         ? '/var/cache/customer-data-service'
         : join(homedir(), '.cache', 'customer-data-service'),
     shown: '~/.cache/customer-data-service (as root /var/cache/customer-data-service)',
     rule: text,
-    meaning: 'where the embedded PostgreSQL binaries are unpacked: a folder only this user (or root) can write',
+    meaning:
+      'where the embedded PostgreSQL binaries are unpacked: a folder only this user (or root) can write',
   }),
-  port: knob({ env: 'PORT', fallback: 8080, rule: whole(0, 65535), meaning: 'HTTP port (0: any free port)' }),
+  port: knob({
+    env: 'PORT',
+    fallback: 8080,
+    rule: whole(0, 65535),
+    meaning: 'HTTP port (0: any free port)',
+  }),
   host: knob({ env: 'HOST', fallback: '0.0.0.0', rule: text, meaning: 'HTTP address' }),
   adminToken: knob<string | undefined>({
     env: 'SERVICE_ADMIN_TOKEN',
@@ -113,7 +128,8 @@ const KNOBS = {
     shown: "unset (the request's Host)",
     rule: publicUrl,
     refuses: true,
-    meaning: 'the address people open (https://...): the origin sessions accept, and the base of invite links',
+    meaning:
+      'the address people open (https://...): the origin sessions accept, and the base of invite links',
   }),
   secretKey: knob<string | undefined>({
     env: 'SERVICE_SECRET_KEY',
@@ -121,10 +137,14 @@ const KNOBS = {
     shown: 'unset (no SSO)',
     rule: v.pipe(
       v.string(),
-      v.minLength(32, 'SERVICE_SECRET_KEY must be at least 32 characters (openssl rand -base64 32).'),
+      v.minLength(
+        32,
+        'SERVICE_SECRET_KEY must be at least 32 characters (openssl rand -base64 32).',
+      ),
     ),
     refuses: true,
-    meaning: 'seals the secrets the service keeps (SSO client secrets) in the database: 32 characters or more',
+    meaning:
+      'seals the secrets the service keeps (SSO client secrets) in the database: 32 characters or more',
   }),
   workerConcurrency: knob({
     env: 'WORKER_CONCURRENCY',
@@ -136,7 +156,8 @@ const KNOBS = {
     env: 'LOG_LEVEL',
     fallback: 'info',
     rule: v.pipe(v.string(), v.picklist(LEVELS)),
-    meaning: 'debug, info, warn, error or silent; JSON lines on stderr, one per request and one per job',
+    meaning:
+      'debug, info, warn, error or silent; JSON lines on stderr, one per request and one per job',
   }),
   webhookAllowPrivate: knob({
     env: 'SERVICE_WEBHOOK_ALLOW_PRIVATE',
@@ -258,7 +279,8 @@ const KNOBS = {
     env: 'SERVICE_MAX_CONNECTIONS_PER_ADDRESS',
     fallback: 100,
     rule: whole(0),
-    meaning: 'connections one client address holds at once; more are refused (0: no per-address cap, behind a proxy)',
+    meaning:
+      'connections one client address holds at once; more are refused (0: no per-address cap, behind a proxy)',
   }),
   expensivePerAccount: knob({
     env: 'SERVICE_EXPENSIVE_PER_ACCOUNT',
@@ -284,13 +306,15 @@ const KNOBS = {
     env: 'SERVICE_EVENT_RETENTION_DAYS',
     fallback: 400,
     rule: positive,
-    meaning: 'tracked events are deleted this many days after they were received (daily; scoring reads 30 days)',
+    meaning:
+      'tracked events are deleted this many days after they were received (daily; scoring reads 30 days)',
   }),
   deliveryRetentionDays: knob({
     env: 'SERVICE_DELIVERY_RETENTION_DAYS',
     fallback: 30,
     rule: positive,
-    meaning: "webhook deliveries lose their payload and the receiver's answer after this many days (daily)",
+    meaning:
+      "webhook deliveries lose their payload and the receiver's answer after this many days (daily)",
   }),
   auditRetentionDays: knob({
     env: 'SERVICE_AUDIT_RETENTION_DAYS',
@@ -308,7 +332,8 @@ const KNOBS = {
     env: 'SERVICE_BACKUP_DIR',
     fallback: '.data/backups',
     rule: text,
-    meaning: 'where scheduled backups and those started from the admin API are written (service backup --to DIR)',
+    meaning:
+      'where scheduled backups and those started from the admin API are written (service backup --to DIR)',
   }),
   backupSchedule: knob<string | undefined>({
     env: 'SERVICE_BACKUP_SCHEDULE',
@@ -316,13 +341,15 @@ const KNOBS = {
     shown: 'unset (no scheduled backups)',
     rule: cronExpression('SERVICE_BACKUP_SCHEDULE'),
     refuses: true,
-    meaning: 'when the worker makes a backup: a cron expression in UTC, such as `0 3 * * *` (daily at 03:00)',
+    meaning:
+      'when the worker makes a backup: a cron expression in UTC, such as `0 3 * * *` (daily at 03:00)',
   }),
   churnModelLeadDays: knob({
     env: 'SERVICE_CHURN_MODEL_LEAD_DAYS',
     fallback: 30,
     rule: whole(0, 3650),
-    meaning: "days before a churn from which a churned customer's metric snapshots are not learned from",
+    meaning:
+      "days before a churn from which a churned customer's metric snapshots are not learned from",
   }),
   churnModelRetrain: knob<string | undefined>({
     env: 'SERVICE_CHURN_MODEL_RETRAIN',
@@ -336,20 +363,25 @@ const KNOBS = {
     env: 'SERVICE_BACKUP_KEEP',
     fallback: 7,
     rule: positive,
-    meaning: 'backups kept in SERVICE_BACKUP_DIR after each one the service makes; older ones are removed',
+    meaning:
+      'backups kept in SERVICE_BACKUP_DIR after each one the service makes; older ones are removed',
   }),
   backupKey: knob<string | undefined>({
     env: 'SERVICE_BACKUP_KEY',
     fallback: undefined,
     shown: 'unset (backups not encrypted)',
     rule: text,
-    meaning: 'a passphrase: backups are encrypted and authenticated with it (age), and restore needs it',
+    meaning:
+      'a passphrase: backups are encrypted and authenticated with it (age), and restore needs it',
   }),
 }
 
-export type Config = { [K in keyof typeof KNOBS]: (typeof KNOBS)[K] extends Knob<infer T> ? T : never }
+export type Config = {
+  [K in keyof typeof KNOBS]: (typeof KNOBS)[K] extends Knob<infer T> ? T : never
+}
 
-// An unset or empty variable, or one that is not a valid value, takes the default (or stops the start).
+// An unset or empty variable, or one that is not a valid value, takes the default (or
+// stops the start).
 const resolve = <T>({ env: name, fallback, rule, refuses }: Knob<T>, env: NodeJS.ProcessEnv): T => {
   const given = env[name] ? v.safeParse(rule, env[name]) : undefined
   if (given?.success) return given.output
@@ -358,7 +390,9 @@ const resolve = <T>({ env: name, fallback, rule, refuses }: Knob<T>, env: NodeJS
 }
 
 export const loadConfig = (env: NodeJS.ProcessEnv = process.env): Config =>
-  Object.fromEntries(Object.entries(KNOBS).map(([key, k]) => [key, resolve(k as Knob<unknown>, env)])) as Config
+  Object.fromEntries(
+    Object.entries(KNOBS).map(([key, k]) => [key, resolve(k as Knob<unknown>, env)]),
+  ) as Config
 
 // Every variable with its default as printed and its meaning, in the table's order.
 export const ENVIRONMENT = Object.values(KNOBS).map((k: Knob<unknown>) => ({
@@ -369,9 +403,9 @@ export const ENVIRONMENT = Object.values(KNOBS).map((k: Knob<unknown>) => ({
 
 export const environmentHelp = () => {
   const width = Math.max(...ENVIRONMENT.map(({ name }) => name.length))
-  return ENVIRONMENT.map(({ name, shown, meaning }) => `  ${name.padEnd(width)}  ${meaning} (default: ${shown})`).join(
-    '\n',
-  )
+  return ENVIRONMENT.map(
+    ({ name, shown, meaning }) => `  ${name.padEnd(width)}  ${meaning} (default: ${shown})`,
+  ).join('\n')
 }
 
 // The table of docs/operations.md's Configuration section.

@@ -23,7 +23,8 @@ export const DATE_RULE = 'a date YYYY-MM-DD (a real calendar day, years 0001-999
 // The one time rule, for times clients send as text (Segment's timestamp and sentAt): an ISO 8601
 // date-time, a date by the date rule, hh:mm with optional seconds and fraction, and a zone, Z or
 // ±hh:mm. Date.parse takes much more (11/27/2026, Nov 27 2026, a zone-less time in the server's
-// own zone, 24:00) and rolls 02-30 over to March. Epoch milliseconds (a fraction cut to them), or NaN.
+// own zone, 24:00) and rolls 02-30 over to March. Epoch milliseconds (a fraction cut
+// to them), or NaN.
 const TIME_SHAPE =
   /^(\d{4}-\d{2}-\d{2})T([01]\d|2[0-3]):([0-5]\d)(?::([0-5]\d)(?:\.(\d{1,9}))?)?(?:Z|([+-])([01]\d|2[0-3]):([0-5]\d))$/
 const MINUTE_MS = 60_000

@@ -1,4 +1,11 @@
-import { collectDefaultMetrics, Counter, Gauge, Histogram, type Metric, Registry } from 'prom-client'
+import {
+  collectDefaultMetrics,
+  Counter,
+  Gauge,
+  Histogram,
+  type Metric,
+  Registry,
+} from 'prom-client'
 import type { Sql } from './db/client.ts'
 import { waitingJobsByTask } from './db/queue.ts'
 import { stuckSql, PENDING_STATES, UPLOAD_STATES } from './uploads/lifecycle.ts'
@@ -20,12 +27,20 @@ const requestSeries = new Map<string, RequestSeries>()
 
 // `route` is the routing table's pattern (req.route), never the raw path, so the series stay
 // few; requests that match no route (404, 405, 413 before routing) share 'unmatched'.
-export const observeRequest = (method: string, route: string | undefined, status: number, seconds: number) => {
+export const observeRequest = (
+  method: string,
+  route: string | undefined,
+  status: number,
+  seconds: number,
+) => {
   const key = `${method} ${route} ${status}`
   let series = requestSeries.get(key)
   if (!series) {
     const labels = { method, route: route ?? 'unmatched', status: String(status) }
-    requestSeries.set(key, (series = { labels, count: 0, sum: 0, buckets: DURATION_BUCKETS.map(() => 0) }))
+    requestSeries.set(
+      key,
+      (series = { labels, count: 0, sum: 0, buckets: DURATION_BUCKETS.map(() => 0) }),
+    )
   }
   series.count++
   series.sum += seconds
@@ -36,13 +51,24 @@ export const observeRequest = (method: string, route: string | undefined, status
 type Sample = { metricName?: string; labels: Record<string, string | number>; value: number }
 
 // What the registry reads of a metric to render it (prom-client's Registry.getMetricsAsString).
-const requestMetric = (name: string, help: string, type: 'counter' | 'histogram', samples: () => Sample[]) => {
+const requestMetric = (
+  name: string,
+  help: string,
+  type: 'counter' | 'histogram',
+  samples: () => Sample[],
+) => {
   const metric = { name, help, type, aggregator: 'sum', reset: () => requestSeries.clear() }
   // prom-client declares `type` a numeric enum, but its registry reads and prints the text.
-  registry.registerMetric({ ...metric, get: async () => ({ ...metric, values: samples() }) } as unknown as Metric)
+  registry.registerMetric({
+    ...metric,
+    get: async () => ({ ...metric, values: samples() }),
+  } as unknown as Metric)
 }
-requestMetric('http_requests_total', 'HTTP requests answered, by method, route pattern and status.', 'counter', () =>
-  [...requestSeries.values()].map(({ labels, count }) => ({ labels, value: count })),
+requestMetric(
+  'http_requests_total',
+  'HTTP requests answered, by method, route pattern and status.',
+  'counter',
+  () => [...requestSeries.values()].map(({ labels, count }) => ({ labels, value: count })),
 )
 requestMetric(
   'http_request_duration_seconds',
@@ -124,11 +150,15 @@ const retentionOldest = new Gauge({
   registers: [registry],
 })
 
+type CountRow = {
+  gauge: 'queue' | 'deliveries' | 'uploads' | 'stuck' | 'purged' | 'oldest'
+  label: string
+  n: number
+}
+
 // The gauges are read from the database at scrape time, all with one statement. These are
 // operator counts across all accounts, the one place where a query is not scoped by account.
-const databaseCounts = (sql: Sql, stuckSeconds: number) => sql<
-  { gauge: 'queue' | 'deliveries' | 'uploads' | 'stuck' | 'purged' | 'oldest'; label: string; n: number }[]
->`
+const databaseCounts = (sql: Sql, stuckSeconds: number) => sql<CountRow[]>`
   select 'queue' as gauge, label, n from (${waitingJobsByTask(sql)}) q
   union all
   select 'deliveries', status, count(*)::int from webhook_deliveries group by status
@@ -140,7 +170,8 @@ const databaseCounts = (sql: Sql, stuckSeconds: number) => sql<
   union all
   select 'purged', kind, purged::float8 from retention_runs
   union all
-  select 'oldest', kind, extract(epoch from oldest_kept)::float8 from retention_runs where oldest_kept is not null`
+  select 'oldest', kind, extract(epoch from oldest_kept)::float8 from retention_runs
+    where oldest_kept is not null`
 
 // A label seen once keeps being reported (as 0 when no rows remain), so series do not vanish
 // when a queue empties; the states the schema allows start at 0.
@@ -156,9 +187,21 @@ const gauges = {
     label: 'status',
     seen: new Set<string>(UPLOAD_STATES),
   },
-  stuck: { gauge: stuckUploads as Gauge<string>, label: 'status', seen: new Set<string>(PENDING_STATES) },
-  purged: { gauge: retentionPurged as Gauge<string>, label: 'kind', seen: new Set(['events', 'deliveries']) },
-  oldest: { gauge: retentionOldest as Gauge<string>, label: 'kind', seen: new Set(['events', 'deliveries']) },
+  stuck: {
+    gauge: stuckUploads as Gauge<string>,
+    label: 'status',
+    seen: new Set<string>(PENDING_STATES),
+  },
+  purged: {
+    gauge: retentionPurged as Gauge<string>,
+    label: 'kind',
+    seen: new Set(['events', 'deliveries']),
+  },
+  oldest: {
+    gauge: retentionOldest as Gauge<string>,
+    label: 'kind',
+    seen: new Set(['events', 'deliveries']),
+  },
 }
 
 // The tasks of a worker process: their queue depths are reported from the start.
@@ -168,7 +211,8 @@ export const reportQueues = (tasks: string[]) => {
 
 const refreshDatabaseGauges = async (sql: Sql, stuckSeconds: number) => {
   const rows = await databaseCounts(sql, stuckSeconds)
-  for (const { gauge, label, seen } of Object.values(gauges)) for (const value of seen) gauge.set({ [label]: value }, 0)
+  for (const { gauge, label, seen } of Object.values(gauges))
+    for (const value of seen) gauge.set({ [label]: value }, 0)
   for (const row of rows) {
     const { gauge, label, seen } = gauges[row.gauge]
     seen.add(row.label)
@@ -195,8 +239,9 @@ const backupGauges = {
   }),
 }
 // backup_runs is written by src/backups/ when a backup ends.
+type BackupStatsRow = { last_success: number | null; bytes: number | null; failures: number }
 const backupStats = async (sql: Sql) => {
-  const [row] = await sql<{ last_success: number | null; bytes: number | null; failures: number }[]>`
+  const [row] = await sql<BackupStatsRow[]>`
     select extract(epoch from s.finished_at)::float8 as last_success, s.bytes,
       (select count(*)::int from backup_runs where error is not null) as failures
     from (select) x
@@ -206,7 +251,8 @@ const backupStats = async (sql: Sql) => {
 }
 const refreshBackupGauges = async (sql: Sql) => {
   const stats = await backupStats(sql)
-  for (const key of ['last_success', 'bytes', 'failures'] as const) backupGauges[key].set(stats[key] ?? 0)
+  for (const key of ['last_success', 'bytes', 'failures'] as const)
+    backupGauges[key].set(stats[key] ?? 0)
 }
 
 export const renderMetrics = async (sql: Sql, stuckSeconds: number) => {

@@ -12,7 +12,8 @@ export interface PropertyDef {
 }
 
 export type Catalog = ReadonlyMap<string, PropertyDef>
-export const catalogOf = (defs: readonly PropertyDef[]): Catalog => new Map(defs.map((d) => [d.codename, d]))
+export const catalogOf = (defs: readonly PropertyDef[]): Catalog =>
+  new Map(defs.map((d) => [d.codename, d]))
 
 // Customer system attributes exist in every account.
 export const SYSTEM_ATTRIBUTES: readonly { codename: string; type: PropertyType }[] = [

@@ -33,7 +33,8 @@ export interface Req {
   replyHeaders?: Record<string, string>
   // Aborted when the client goes before its answer is sent: work on its behalf stops with it.
   signal?: AbortSignal
-  // Time spent waiting for the account's turn at an expensive route (http/router.ts), for its budget.
+  // Time spent waiting for the account's turn at an expensive route (http/router.ts),
+  // for its budget.
   waitedMs?: number
 }
 
@@ -85,9 +86,9 @@ export interface Reply {
 }
 
 // `credential`: where the key comes instead of the service-key header. 'basic-user-or-body-field':
-// as the HTTP Basic user name (empty password) or as the JSON body's string `field`; both given, they
-// must name the same key. A route without a body takes the Basic user or the service-key header.
-// `scheme` is the credential's OpenAPI security scheme (http/openapi.ts), by its name.
+// as the HTTP Basic user name (empty password) or as the JSON body's string `field`; both given,
+// they must name the same key. A route without a body takes the Basic user or the service-key
+// header. `scheme` is the credential's OpenAPI security scheme (http/openapi.ts), by its name.
 // `session`: any signed-in person of the account, whatever the role (sign-out, who am I).
 export interface Credential {
   source: 'basic-user-or-body-field'
@@ -99,27 +100,45 @@ export type Auth = 'none' | 'admin' | 'session' | KeyAuth
 
 // The OpenAPI document's tags, in its order: a route row names one (an admin row gets `admin`).
 export const TAGS = [
-  { name: 'search', description: 'Find customers and contacts by filters on any field, with paging.' },
+  {
+    name: 'search',
+    description: 'Find customers and contacts by filters on any field, with paging.',
+  },
   {
     name: 'segments',
     description: 'Saved customer searches, their members, and who entered and left them when.',
   },
   {
     name: 'insights',
-    description: 'Reports over an account: "This week", what moved, the renewals ahead and 12 weeks of health.',
+    description:
+      'Reports over an account: "This week", what moved, the renewals ahead and 12 weeks of health.',
   },
-  { name: 'uploads', description: 'Send customers and contacts in batches; they are processed in the background.' },
-  { name: 'records', description: 'Create, read, update and delete one customer or contact at a time.' },
-  { name: 'tracking', description: 'Server-side events that keep tracked attributes and metrics current.' },
-  { name: 'admin', description: 'Accounts, keys, users, properties, tags, scoring, webhooks and support tools.' },
+  {
+    name: 'uploads',
+    description: 'Send customers and contacts in batches; they are processed in the background.',
+  },
+  {
+    name: 'records',
+    description: 'Create, read, update and delete one customer or contact at a time.',
+  },
+  {
+    name: 'tracking',
+    description: 'Server-side events that keep tracked attributes and metrics current.',
+  },
+  {
+    name: 'admin',
+    description: 'Accounts, keys, users, properties, tags, scoring, webhooks and support tools.',
+  },
   { name: 'operations', description: 'Health, readiness, metrics and this document.' },
   {
     name: 'privacy',
-    description: 'Erasure requests, suppressions of erased people, and exports of what is held about a person.',
+    description:
+      'Erasure requests, suppressions of erased people, and exports of what is held about a person.',
   },
   {
     name: 'people',
-    description: "People sign in with email and password; an account's admins invite them and remove them.",
+    description:
+      "People sign in with email and password; an account's admins invite them and remove them.",
   },
   { name: 'audit', description: 'Who changed what, on what, when and from where: the audit log.' },
   {
@@ -167,8 +186,8 @@ interface Input<B, Q, A> extends Req {
 interface Row<A extends Auth, B, Q> {
   method: 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE'
   path: string
-  // Who may call it: anyone, the operator's admin token, a signed-in person, or a service key of this
-  // scope (or a session whose role grants it).
+  // Who may call it: anyone, the operator's admin token, a signed-in person, or a service key of
+  // this scope (or a session whose role grants it).
   auth: A
   summary: string
   // Validated into req.input before the handler runs; also documents the route in OpenAPI.
@@ -188,11 +207,12 @@ interface Row<A extends Auth, B, Q> {
   // Its cost grows with the account's data (searches, aggregates): an account runs at most
   // SERVICE_EXPENSIVE_PER_ACCOUNT of these at once per process, and past that gets a 429.
   expensive?: true
-  // A liveness or readiness probe: answered even on a connection past the caps (http/connections.ts).
+  // A liveness or readiness probe: answered even on a connection past the caps
+  // (http/connections.ts).
   probe?: true
   // A row of a method but GET that the audit log leaves out (http/audit.ts): a read sent by POST
-  // (a search, a preview), or event intake, whose events are their own record and whose volume would
-  // bury the changes people make. Every other such row is audited.
+  // (a search, a preview), or event intake, whose events are their own record and whose volume
+  // would bury the changes people make. Every other such row is audited.
   unaudited?: 'read' | 'intake'
 }
 
@@ -206,10 +226,11 @@ export interface Route extends Row<Auth, GenericSchema, Query> {
 // so its rows leave the tag out; every other row names its own.
 type Tagged<A extends Auth> = A extends 'admin' ? { tag?: never } : { tag: Tag }
 
-type TypedRoute<A extends Auth, B extends GenericSchema | undefined, Q extends Query | undefined> = Omit<
-  Row<A, B, Q>,
-  'tag'
-> &
+type TypedRoute<
+  A extends Auth,
+  B extends GenericSchema | undefined,
+  Q extends Query | undefined,
+> = Omit<Row<A, B, Q>, 'tag'> &
   Tagged<A> & {
     handler(req: Input<B, Q, A>, app: App): Reply | Promise<Reply>
   }

@@ -20,7 +20,8 @@ export interface Service {
 // means the process is stopping, so both are logged; any other unhandled rejection still ends
 // the process.
 const survivable = (err: unknown) =>
-  isDatabaseAway(err) || /^Cannot use a pool after calling end/.test(String((err as Error)?.message))
+  isDatabaseAway(err) ||
+  /^Cannot use a pool after calling end/.test(String((err as Error)?.message))
 let guarded = false
 const guardUnhandledRejections = (log: App['log']) => {
   if (guarded) return
@@ -45,7 +46,8 @@ export const startService = async (
   const sql = connect(url, { max: 20, ...api })
   const heavy = connect(url, { max: config.heavyPoolSize, ...api })
   const admin = connect(url, { max: ADMIN_POOL_SIZE, role: 'admin' })
-  const countsLost = (err: unknown) => log('warn', 'request counts not saved', { error: String(err) })
+  const countsLost = (err: unknown) =>
+    log('warn', 'request counts not saved', { error: String(err) })
   const keys = keyChecker(sql, countsLost)
   const app: App = { sql, heavy, admin, config, log, keys }
   guardUnhandledRejections(log)

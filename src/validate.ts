@@ -4,14 +4,16 @@ import { refuse, type FieldError } from './errors.ts'
 
 // PostgreSQL text and jsonb can hold neither NUL nor an unpaired surrogate (JSON.stringify writes
 // one as a \ud800 escape, which jsonb refuses).
-export const UNSTORABLE = /\0|[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/
+export const UNSTORABLE =
+  /\0|[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/
 export const UNSTORABLE_MESSAGE = 'Must not contain NUL characters or unpaired surrogates.'
 
 // Such strings are the client's error (400), not the database's (500).
 export const storable = v.check((s: string) => !UNSTORABLE.test(s), UNSTORABLE_MESSAGE)
 
 // The storable form of a name the service keeps only to show it (a dropped key's name, a reason's
-// detail): each NUL or unpaired surrogate becomes U+FFFD. A name the service acts on is refused instead.
+// detail): each NUL or unpaired surrogate becomes U+FFFD. A name the service acts on is
+// refused instead.
 const UNSTORABLE_ALL = new RegExp(UNSTORABLE.source, 'g')
 export const storableText = (s: string) => s.replace(UNSTORABLE_ALL, '\uFFFD')
 
@@ -19,7 +21,8 @@ export const storableText = (s: string) => s.replace(UNSTORABLE_ALL, '\uFFFD')
 export const cutText = (s: string, n: number) => {
   if (s.length <= n) return s
   let end = 0
-  for (let k = 0; k < n && end < s.length; k++) end += (s.codePointAt(end) as number) > 0xffff ? 2 : 1
+  for (let k = 0; k < n && end < s.length; k++)
+    end += (s.codePointAt(end) as number) > 0xffff ? 2 : 1
   return s.slice(0, end)
 }
 
@@ -40,8 +43,12 @@ export const id255 = v.pipe(
 export const DateString = v.pipe(
   v.string(),
   v.check((s: string) => isDate(s), `Must be ${DATE_RULE}.`),
-  // As much of the rule as a pattern states (the year is not 0000); `format: date` adds the calendar.
-  v.metadata({ format: 'date', pattern: '^(?!0000)\\d{4}-(0[1-9]|1[0-2])-(0[1-9]|[12]\\d|3[01])$' }),
+  // As much of the rule as a pattern states (the year is not 0000); `format: date`
+  // adds the calendar.
+  v.metadata({
+    format: 'date',
+    pattern: '^(?!0000)\\d{4}-(0[1-9]|1[0-2])-(0[1-9]|[12]\\d|3[01])$',
+  }),
 )
 
 // valibot's record() takes arrays for objects, so plain objects are checked first.
@@ -53,7 +60,10 @@ export const isObject = (x: unknown): x is Record<string, unknown> =>
 // an output copy and a union's tries for every value. Anything else, an error included, runs
 // `schema`, so the issues and the published JSON Schema are its own. `accepts` takes only input
 // that `schema` takes and outputs equal to it.
-export const quick = <S extends v.GenericSchema>(schema: S, accepts: (input: unknown) => boolean): S =>
+export const quick = <S extends v.GenericSchema>(
+  schema: S,
+  accepts: (input: unknown) => boolean,
+): S =>
   ({
     ...schema,
     '~run'(dataset: v.UnknownDataset, config: v.Config<v.BaseIssue<unknown>>) {
@@ -63,25 +73,36 @@ export const quick = <S extends v.GenericSchema>(schema: S, accepts: (input: unk
   }) as S
 
 // Whether every key of an object is one valibot's object and record schemas copy (they skip
-// inherited keys and __proto__, prototype and constructor) and every value but `skip`'s passes `ok`.
-export const everyValue = (object: Record<string, unknown>, ok: (value: unknown) => boolean, skip?: string) => {
+// inherited keys and __proto__, prototype and constructor) and every value but `skip`'s
+// passes `ok`.
+export const everyValue = (
+  object: Record<string, unknown>,
+  ok: (value: unknown) => boolean,
+  skip?: string,
+) => {
   for (const key in object) {
-    if (!Object.hasOwn(object, key) || key === '__proto__' || key === 'prototype' || key === 'constructor') return false
+    if (
+      !Object.hasOwn(object, key) ||
+      key === '__proto__' ||
+      key === 'prototype' ||
+      key === 'constructor'
+    )
+      return false
     if (key !== skip && !ok(object[key])) return false
   }
   return true
 }
 
-// A name the client sent, echoed in an answer, is cut to this many characters: a 4.5 MB key must not
-// come back as a 4.5 MB answer.
+// A name the client sent, echoed in an answer, is cut to this many characters: a 4.5 MB key must
+// not come back as a 4.5 MB answer.
 const ECHO_CHARS = 200
 export const cut = (name: string) => {
   const head = cutText(name, ECHO_CHARS)
   return head === name ? name : `${head}... (${count(characters(name))} characters)`
 }
 
-// The SQL twin of cut, for names read in SQL (Segment's dropped trait keys): left() and char_length()
-// count code points, as cut does. `s` is written several times: keep it a cheap one.
+// The SQL twin of cut, for names read in SQL (Segment's dropped trait keys): left() and
+// char_length() count code points, as cut does. `s` is written several times: keep it a cheap one.
 export const sqlCut = (s: string) =>
   `case when char_length(${s}) > ${ECHO_CHARS} then left(${s}, ${ECHO_CHARS}) || '... (' ||
     to_char(char_length(${s}), 'FM999,999,999,999') || ' characters)' else ${s} end`
@@ -91,7 +112,8 @@ export const count = (n: number) => n.toLocaleString('en-US')
 
 // 5 MB, 32 KB: sizes as people read them (binary units, as the limits are set).
 export const size = (bytes: number) => {
-  const [unit, scale] = bytes >= 1024 ** 2 ? ['MB', 1024 ** 2] : bytes >= 1024 ? ['KB', 1024] : ['bytes', 1]
+  const [unit, scale] =
+    bytes >= 1024 ** 2 ? ['MB', 1024 ** 2] : bytes >= 1024 ? ['KB', 1024] : ['bytes', 1]
   return `${Number((bytes / (scale as number)).toFixed(1))} ${unit}`
 }
 
@@ -107,11 +129,19 @@ export const pointer = (path?: PathItem[]) =>
 // filters[2].operator: how a reader names a field in a sentence.
 const dotted = (path: PathItem[] = []) =>
   path
-    .map((p, i) => (typeof p.key === 'number' ? `[${p.key}]` : i === 0 ? cut(String(p.key)) : `.${cut(String(p.key))}`))
+    .map((p, i) =>
+      typeof p.key === 'number'
+        ? `[${p.key}]`
+        : i === 0
+          ? cut(String(p.key))
+          : `.${cut(String(p.key))}`,
+    )
     .join('')
 
 const listed = (items: string[]) =>
-  items.length < 2 ? items.join('') : `${items.slice(0, -1).join(', ')} and ${items[items.length - 1]}`
+  items.length < 2
+    ? items.join('')
+    : `${items.slice(0, -1).join(', ')} and ${items[items.length - 1]}`
 
 // Plain sentences for the issues valibot raises without a message of ours: what is wrong and what
 // is allowed (the path beside the message names the field). Set once, for every schema.
@@ -132,7 +162,9 @@ const plainMessage = (issue: v.BaseIssue<unknown>): string => {
     case 'strict_object':
     case 'loose_object':
     case 'object_with_rest':
-      return input === undefined && expected?.startsWith('"') ? 'Is required.' : 'Must be an object.'
+      return input === undefined && expected?.startsWith('"')
+        ? 'Is required.'
+        : 'Must be an object.'
     case 'picklist':
       // valibot writes the options as ("a" | "b"), one option without the parentheses.
       return `Must be one of ${listed(
@@ -176,8 +208,8 @@ const distance = (a: string, b: string) => {
   return row[b.length]
 }
 
-// The known key a typo most likely meant: the nearest within two edits (more for long keys), or none.
-// Keys whose lengths differ by more than that are not compared (a huge key costs nothing).
+// The known key a typo most likely meant: the nearest within two edits (more for long keys), or
+// none. Keys whose lengths differ by more than that are not compared (a huge key costs nothing).
 export const closest = (key: string, known: string[]) => {
   const within = Math.max(2, Math.floor(key.length / 3))
   const ranked = known
@@ -194,7 +226,8 @@ export const meant = (word: string, known: string[]) => {
   const typo = closest(word, known)
   if (typo || word.length < 3) return typo
   const w = word.toLowerCase()
-  const shortest = (names: string[]) => names.sort((a, b) => a.length - b.length || (a < b ? -1 : 1))[0]
+  const shortest = (names: string[]) =>
+    names.sort((a, b) => a.length - b.length || (a < b ? -1 : 1))[0]
   return (
     shortest(known.filter((k) => k.toLowerCase().startsWith(w))) ??
     shortest(
@@ -223,7 +256,8 @@ export const strict = <E extends v.ObjectEntries>(entries: E) => {
   )
 }
 
-const isUnknownKey = (i: v.BaseIssue<unknown>) => i.type === 'strict_object' && i.expected === 'never'
+const isUnknownKey = (i: v.BaseIssue<unknown>) =>
+  i.type === 'strict_object' && i.expected === 'never'
 
 export const issuesToErrors = (issues: v.BaseIssue<unknown>[]): FieldError[] =>
   issues.map((i) => {
@@ -240,22 +274,28 @@ export const parse = <S extends v.GenericSchema>(schema: S, input: unknown): v.I
 }
 
 // Building blocks of the response schemas that OpenAPI publishes, and of query parameters.
-export const describe = <S extends v.GenericSchema>(schema: S, text: string) => v.pipe(schema, v.description(text))
+export const describe = <S extends v.GenericSchema>(schema: S, text: string) =>
+  v.pipe(schema, v.description(text))
 export const int = v.pipe(v.number(), v.integer())
 // A probability, 0 to 1: the learned churn probability, its model's AUC and calibration.
 export const Probability = v.pipe(v.number(), v.minValue(0), v.maxValue(1))
 export const id = describe(int, 'The id the service gave it.')
-export const Timestamp = describe(v.pipe(v.string(), v.isoTimestamp()), 'A UTC time, ISO 8601 with milliseconds.')
+export const Timestamp = describe(
+  v.pipe(v.string(), v.isoTimestamp()),
+  'A UTC time, ISO 8601 with milliseconds.',
+)
 export const Day = describe(v.pipe(v.string(), v.isoDate()), 'A calendar date, YYYY-MM-DD.')
 export const nonEmpty = v.pipe(v.string(), v.minLength(1), v.maxLength(255))
 
-// Query parameters are text. A number parameter takes canonical decimal integers only (7; never 7.0, -0,
-// 07, +7 or 7e0), so that one value has one spelling: every number parameter is a whole number.
-// Any other text stays text, which the parameter's number schema refuses: with the schema's own
-// message (one that names the allowed values), or else with this one.
+// Query parameters are text. A number parameter takes canonical decimal integers only (7; never
+// 7.0, -0, 07, +7 or 7e0), so that one value has one spelling: every number parameter is a whole
+// number. Any other text stays text, which the parameter's number schema refuses: with the schema's
+// own message (one that names the allowed values), or else with this one.
 export const QUERY_INTEGER = /^(0|-?[1-9]\d*)$/
 export const queryNumberMessage = (message: string) =>
-  message === NUMBER_MESSAGE ? 'Must be a whole number in decimal digits, such as 7 (not 7.0, 07 or +7).' : message
+  message === NUMBER_MESSAGE
+    ? 'Must be a whole number in decimal digits, such as 7 (not 7.0, 07 or +7).'
+    : message
 
 // A ?limit= query parameter: how many rows, newest first.
 export const limitParam = (fallback: number, max: number) => ({

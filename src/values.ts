@@ -1,9 +1,9 @@
 // The one value rule: what a property value may be, on every path that writes one (uploads,
 // single-record writes, tracking data and whatever ingest comes next). A number is a finite double
 // (JSON.parse reads 1e400 as Infinity, which JSON.stringify would write as null and PostgreSQL's
-// jsonb would keep as a 401-digit numeric no double can hold), text is storable (validate.ts) and at
-// most MAX_TEXT_VALUE characters, a date follows the one date rule (dates.ts). The caller stores the
-// value it checked, serialized again, never the bytes it came as.
+// jsonb would keep as a 401-digit numeric no double can hold), text is storable (validate.ts) and
+// at most MAX_TEXT_VALUE characters, a date follows the one date rule (dates.ts). The caller stores
+// the value it checked, serialized again, never the bytes it came as.
 import * as v from 'valibot'
 import type { Catalog, PropertyKind, PropertyType } from './property.ts'
 import { DATE_RULE, isDate } from './dates.ts'
@@ -36,8 +36,8 @@ const fitsTextCap = (s: string) => {
 }
 
 // Numbers first: most values are metrics, and a union tries its options in order (half the time
-// of checking a body of 1000 customers x 12 snapshots). The options' types are disjoint, so the order
-// changes no answer.
+// of checking a body of 1000 customers x 12 snapshots). The options' types are disjoint, so the
+// order changes no answer.
 export const Value = v.union(
   [
     v.pipe(
@@ -124,7 +124,9 @@ export interface Checked<T> {
 
 // Keeps the keys that match a definition of the right kind (typed: a mismatch is an error),
 // drops, counts and names the rest. Snapshot dates must be unique within a record's metrics.
-export const checkValues = <T extends { attributes?: Values; metrics?: ({ date: string } & Values)[] }>(
+export const checkValues = <
+  T extends { attributes?: Values; metrics?: ({ date: string } & Values)[] },
+>(
   items: T[],
   catalog: Catalog,
   itemPath: (index: number) => string,
@@ -133,11 +135,19 @@ export const checkValues = <T extends { attributes?: Values; metrics?: ({ date: 
   const dropped = noneDropped()
   const codenames: Partial<Record<PropertyKind, string[]>> = {}
   const known = (kind: PropertyKind) => () =>
-    (codenames[kind] ??= [...catalog.values()].filter((d) => d.kind === kind).map((d) => d.codename))
+    (codenames[kind] ??= [...catalog.values()]
+      .filter((d) => d.kind === kind)
+      .map((d) => d.codename))
   const knownOf = { attribute: known('attribute'), metric: known('metric') }
   // Runs for every value of an upload (12,000 snapshots in a request): paths are built only for an
   // error, and the kept values are written into `out` (a snapshot's starts with its date).
-  const keep = (values: Values, kind: PropertyKind, path: () => string, out: Values, skip?: string) => {
+  const keep = (
+    values: Values,
+    kind: PropertyKind,
+    path: () => string,
+    out: Values,
+    skip?: string,
+  ) => {
     for (const key in values) {
       if (key === skip || !Object.hasOwn(values, key)) continue
       const value = values[key]
@@ -157,7 +167,8 @@ export const checkValues = <T extends { attributes?: Values; metrics?: ({ date: 
   }
   const checked = items.map((item, i) => {
     const out = { ...item }
-    if (item.attributes) out.attributes = keep(item.attributes, 'attribute', () => `${itemPath(i)}/attributes`, {})
+    if (item.attributes)
+      out.attributes = keep(item.attributes, 'attribute', () => `${itemPath(i)}/attributes`, {})
     if (item.metrics) {
       const seen = new Set<string>()
       out.metrics = item.metrics.map((m, j) => {
@@ -167,7 +178,13 @@ export const checkValues = <T extends { attributes?: Values; metrics?: ({ date: 
             message: `The date ${m.date} appears twice in metrics.`,
           })
         seen.add(m.date)
-        return keep(m, 'metric', () => `${itemPath(i)}/metrics/${j}`, { date: m.date }, 'date') as typeof m
+        return keep(
+          m,
+          'metric',
+          () => `${itemPath(i)}/metrics/${j}`,
+          { date: m.date },
+          'date',
+        ) as typeof m
       })
     }
     return out
@@ -195,7 +212,8 @@ const pointerOf = (node: Node): string => {
     .map((k) => '/' + escape(k))
     .join('')
 }
-const textProblem = (s: string) => (UNSTORABLE.test(s) ? UNSTORABLE_MESSAGE : fitsTextCap(s) ? null : TEXT_CAP_MESSAGE)
+const textProblem = (s: string) =>
+  UNSTORABLE.test(s) ? UNSTORABLE_MESSAGE : fitsTextCap(s) ? null : TEXT_CAP_MESSAGE
 
 export const freeFormProblems = (root: unknown): FieldError[] => {
   const errors: FieldError[] = []

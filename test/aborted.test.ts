@@ -1,7 +1,7 @@
 // A client that goes before its answer (half a body, or a search it stops waiting for) is the
-// client's doing: its request is logged at info with status 499, no error line, and it never adds to
-// the 5xx series of http_requests_total (it is counted as 499). The real routes and database, behind
-// an adapter whose log the test reads.
+// client's doing: its request is logged at info with status 499, no error line, and it never adds
+// to the 5xx series of http_requests_total (it is counted as 499). The real routes and database,
+// behind an adapter whose log the test reads.
 import assert from 'node:assert/strict'
 import type { Server } from 'node:http'
 import { once } from 'node:events'
@@ -50,13 +50,17 @@ const assertGone = (id: string) => {
     mine.map((l) => [l.level, l.msg, l.status]),
     [['info', 'request', 499]],
   )
-  assert.ok(!lines.some((l) => l.level === 'error'), JSON.stringify(lines.filter((l) => l.level === 'error')))
+  assert.ok(
+    !lines.some((l) => l.level === 'error'),
+    JSON.stringify(lines.filter((l) => l.level === 'error')),
+  )
 }
 
 test('half a body, then the connection closes: 499 at info, no 5xx counted', async () => {
   const { token } = await s.account('Half')
   const before = await requests()
-  // The server says it has the headers (100 Continue) before the half body is sent and the client goes.
+  // The server says it has the headers (100 Continue) before the half body is sent and
+  // the client goes.
   const socket = connect(port, '127.0.0.1')
   socket.on('error', () => {})
   socket.write(
@@ -81,7 +85,11 @@ test('a search its client stopped waiting for: 499 at info once it ends, no 5xx 
   const leaving = new AbortController()
   const answer = fetch(`http://127.0.0.1:${port}/api/v1/customers/search`, {
     method: 'POST',
-    headers: { 'content-type': 'application/json', 'service-key': account.token, 'x-request-id': 'gone-early' },
+    headers: {
+      'content-type': 'application/json',
+      'service-key': account.token,
+      'x-request-id': 'gone-early',
+    },
     body: '{}',
     signal: leaving.signal,
   }).catch((err: Error) => err.name)

@@ -32,7 +32,10 @@ test('refusals: nothing to change, an unknown key, a bad value, no such account'
   const typo = await s.admin('PATCH', `/accounts/${a.id}`, { nmae: 'x' })
   assert.equal(typo.status, 400)
   assert.match(typo.body.errors[0].message, /did you mean name\?/)
-  assert.equal((await s.admin('PATCH', `/accounts/${a.id}`, { source_of_truth: 'file' })).status, 400)
+  assert.equal(
+    (await s.admin('PATCH', `/accounts/${a.id}`, { source_of_truth: 'file' })).status,
+    400,
+  )
   assert.equal((await s.admin('PATCH', '/accounts/999999', { name: 'x' })).status, 404)
 })
 
@@ -48,7 +51,10 @@ test('the CLI runs the same operation', async () => {
 test('delete_account removes the account with its events, tracked keys and Segment messages', async () => {
   const a = await scoredAccount(s, 'Leaving')
   await uploadAndWait(a.api, 'customers', [{ external_id: 'c1', name: 'One' }])
-  assert.equal((await s.admin('PUT', `/accounts/${a.id}/tracking`, { domains: ['leaving.test'] })).status, 200)
+  assert.equal(
+    (await s.admin('PUT', `/accounts/${a.id}/tracking`, { domains: ['leaving.test'] })).status,
+    200,
+  )
   const event = { name: 'login', timestamp: Date.now(), identification: { customer: 'c1' } }
   const tracked = await s.call(
     'POST',
@@ -58,17 +64,29 @@ test('delete_account removes the account with its events, tracked keys and Segme
   )
   assert.equal(tracked.status, 200, JSON.stringify(tracked.body))
   const basic = `Basic ${Buffer.from(`${a.token}:`).toString('base64')}`
-  const identify = { type: 'identify', messageId: 'm1', userId: 'nobody-yet', traits: { name: 'N' } }
-  assert.equal((await s.call('POST', '/v1/identify', identify, { authorization: basic })).status, 200)
+  const identify = {
+    type: 'identify',
+    messageId: 'm1',
+    userId: 'nobody-yet',
+    traits: { name: 'N' },
+  }
+  assert.equal(
+    (await s.call('POST', '/v1/identify', identify, { authorization: basic })).status,
+    200,
+  )
   const counts = async () =>
     (
-      await s.sql`select (select count(*) from tracking_events where account_id = ${a.id})::int as events,
+      await s.sql`select (select count(*) from tracking_events where account_id = ${a.id})::int
+        as events,
         (select count(*) from tracked_keys where account_id = ${a.id})::int as keys,
         (select count(*) from segment_messages where account_id = ${a.id})::int as messages,
         (select count(*) from customers where account_id = ${a.id})::int as customers`
     )[0]
   await eventually(async () => (await counts()).keys > 0, 'the event applied')
-  assert.deepEqual({ ...(await counts()), keys: 1 }, { events: 1, keys: 1, messages: 1, customers: 1 })
+  assert.deepEqual(
+    { ...(await counts()), keys: 1 },
+    { events: 1, keys: 1, messages: 1, customers: 1 },
+  )
   const [{ deleted }] = await s.sql`select delete_account(${a.id}) as deleted`
   assert.equal(deleted, true)
   assert.deepEqual({ ...(await counts()) }, { events: 0, keys: 0, messages: 0, customers: 0 })

@@ -14,12 +14,19 @@ const paths = (res: { body: any }) => res.body.errors.map((e: { path: string }) 
 
 test('the admin API is closed without its token, and disabled when none is configured', async () => {
   assert.equal((await s.call('POST', '/admin/v1/accounts', { name: 'x' })).status, 401)
-  const wrong = await s.call('GET', '/admin/v1/accounts/1', undefined, { authorization: 'Bearer nope' })
+  const wrong = await s.call('GET', '/admin/v1/accounts/1', undefined, {
+    authorization: 'Bearer nope',
+  })
   assert.equal(wrong.status, 401)
   assert.equal(wrong.headers.get('www-authenticate'), 'Bearer')
   const off = await startTestService({ adminToken: undefined }, { http: true, worker: false })
   try {
-    const res = await off.call('POST', '/admin/v1/accounts', { name: 'x' }, { authorization: 'Bearer undefined' })
+    const res = await off.call(
+      'POST',
+      '/admin/v1/accounts',
+      { name: 'x' },
+      { authorization: 'Bearer undefined' },
+    )
     assert.equal(res.status, 401)
     assert.match(res.body.detail, /disabled/)
   } finally {
@@ -37,13 +44,15 @@ test('accounts: create, read, defaults, bad input, 404', async () => {
   assert.match(res.body.created_at, /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/)
   assert.deepEqual((await s.admin('GET', `/accounts/${res.body.id}`)).body, res.body)
   assert.equal(
-    (await s.admin('POST', '/accounts', { name: 'F', source_of_truth: 'HUBSPOT' })).body.source_of_truth,
+    (await s.admin('POST', '/accounts', { name: 'F', source_of_truth: 'HUBSPOT' })).body
+      .source_of_truth,
     'HUBSPOT',
   )
   assert.deepEqual(paths(await s.admin('POST', '/accounts', {})), ['/name'])
-  assert.deepEqual(paths(await s.admin('POST', '/accounts', { name: 'x', source_of_truth: 'api' })), [
-    '/source_of_truth',
-  ])
+  assert.deepEqual(
+    paths(await s.admin('POST', '/accounts', { name: 'x', source_of_truth: 'api' })),
+    ['/source_of_truth'],
+  )
   assert.equal((await s.admin('GET', '/accounts/999999')).status, 404)
   assert.equal((await s.admin('GET', '/accounts/abc')).status, 404)
   assert.equal((await s.admin('GET', '/accounts/999999/keys')).status, 404)
@@ -60,8 +69,12 @@ test('keys: token shown once, stored hashed, scopes validated, revocation', asyn
   const [row] = await s.sql`select token_hash from api_keys where id = ${key.body.id}`
   assert.equal(row.token_hash.length, 32)
   assert.ok(!JSON.stringify(await s.sql`select * from api_keys`).includes(key.body.token))
-  assert.deepEqual(paths(await s.admin('POST', `/accounts/${id}/keys`, { scopes: ['admin'] })), ['/scopes/0'])
-  assert.deepEqual(paths(await s.admin('POST', `/accounts/${id}/keys`, { scopes: [] })), ['/scopes'])
+  assert.deepEqual(paths(await s.admin('POST', `/accounts/${id}/keys`, { scopes: ['admin'] })), [
+    '/scopes/0',
+  ])
+  assert.deepEqual(paths(await s.admin('POST', `/accounts/${id}/keys`, { scopes: [] })), [
+    '/scopes',
+  ])
   assert.equal((await s.admin('DELETE', `/accounts/${id}/keys/${key.body.id}`)).status, 204)
   assert.equal((await s.admin('DELETE', `/accounts/${id}/keys/999999`)).status, 404)
   // Another account's key cannot be revoked through this account.
@@ -72,11 +85,26 @@ test('keys: token shown once, stored hashed, scopes validated, revocation', asyn
 
 test('users: add, list, duplicate email (case-insensitive) 409, bad email 400', async () => {
   const { id } = await s.account()
-  const u = await s.admin('POST', `/accounts/${id}/users`, { email: 'Ann@Example.com', name: 'Ann' })
+  const u = await s.admin('POST', `/accounts/${id}/users`, {
+    email: 'Ann@Example.com',
+    name: 'Ann',
+  })
   assert.equal(u.status, 201)
-  assert.deepEqual(Object.keys(u.body).sort(), ['email', 'id', 'invite_token', 'invite_url', 'name', 'role'])
-  assert.equal((await s.admin('POST', `/accounts/${id}/users`, { email: 'ann@example.com' })).status, 409)
-  assert.deepEqual(paths(await s.admin('POST', `/accounts/${id}/users`, { email: 'nope' })), ['/email'])
+  assert.deepEqual(Object.keys(u.body).sort(), [
+    'email',
+    'id',
+    'invite_token',
+    'invite_url',
+    'name',
+    'role',
+  ])
+  assert.equal(
+    (await s.admin('POST', `/accounts/${id}/users`, { email: 'ann@example.com' })).status,
+    409,
+  )
+  assert.deepEqual(paths(await s.admin('POST', `/accounts/${id}/users`, { email: 'nope' })), [
+    '/email',
+  ])
   const { invite_token, invite_url, ...user } = u.body
   assert.deepEqual((await s.admin('GET', `/accounts/${id}/users`)).body, [user])
 })
@@ -97,20 +125,36 @@ test('properties: system attributes exist, definitions validated, duplicates 409
     201,
     'codenames are case-sensitive',
   )
-  assert.equal((await s.admin('POST', `/accounts/${id}/properties`, { ...def, entity: 'contact' })).status, 201)
   assert.equal(
-    (await s.admin('POST', `/accounts/${id}/properties`, { ...def, codename: 'crm_link', kind: 'attribute' })).status,
+    (await s.admin('POST', `/accounts/${id}/properties`, { ...def, entity: 'contact' })).status,
+    201,
+  )
+  assert.equal(
+    (
+      await s.admin('POST', `/accounts/${id}/properties`, {
+        ...def,
+        codename: 'crm_link',
+        kind: 'attribute',
+      })
+    ).status,
     409,
   )
-  assert.deepEqual(paths(await s.admin('POST', `/accounts/${id}/properties`, { ...def, codename: 'date' })), [
-    '/codename',
-  ])
-  assert.deepEqual(paths(await s.admin('POST', `/accounts/${id}/properties`, { ...def, codename: '1x' })), [
-    '/codename',
-  ])
+  assert.deepEqual(
+    paths(await s.admin('POST', `/accounts/${id}/properties`, { ...def, codename: 'date' })),
+    ['/codename'],
+  )
+  assert.deepEqual(
+    paths(await s.admin('POST', `/accounts/${id}/properties`, { ...def, codename: '1x' })),
+    ['/codename'],
+  )
   assert.deepEqual(
     paths(
-      await s.admin('POST', `/accounts/${id}/properties`, { entity: 'deal', kind: 'x', codename: 'a', type: 'money' }),
+      await s.admin('POST', `/accounts/${id}/properties`, {
+        entity: 'deal',
+        kind: 'x',
+        codename: 'a',
+        type: 'money',
+      }),
     ).sort(),
     ['/entity', '/kind', '/type'],
   )
@@ -122,7 +166,10 @@ test('tags: create, list, duplicate title (case-insensitive) 409, bad colour 400
   assert.equal(t.status, 201)
   assert.deepEqual(t.body, { id: t.body.id, title: 'VIP', color: '#ff0000' })
   assert.equal((await s.admin('POST', `/accounts/${id}/tags`, { title: 'vip' })).status, 409)
-  assert.deepEqual(paths(await s.admin('POST', `/accounts/${id}/tags`, { title: 'x', color: 'red' })), ['/color'])
+  assert.deepEqual(
+    paths(await s.admin('POST', `/accounts/${id}/tags`, { title: 'x', color: 'red' })),
+    ['/color'],
+  )
   assert.deepEqual(paths(await s.admin('POST', `/accounts/${id}/tags`, { title: '' })), ['/title'])
   assert.deepEqual((await s.admin('GET', `/accounts/${id}/tags`)).body, [t.body])
 })
@@ -173,8 +220,17 @@ test('scoring preview: what the scoring job then stores, for customers of every 
   const DAY = 86_400_000
   const day = (n: number) => new Date(Date.now() - n * DAY).toISOString().slice(0, 10)
   const customers = [
-    { external_id: 'p1', name: 'P1', attributes: { country: 'US', has_sso: true, plan_started: day(400) } },
-    { external_id: 'p2', name: 'P2', attributes: { country: 'NZ' }, metrics: [{ date: day(3), logins: 9, seats: 4 }] },
+    {
+      external_id: 'p1',
+      name: 'P1',
+      attributes: { country: 'US', has_sso: true, plan_started: day(400) },
+    },
+    {
+      external_id: 'p2',
+      name: 'P2',
+      attributes: { country: 'NZ' },
+      metrics: [{ date: day(3), logins: 9, seats: 4 }],
+    },
     {
       external_id: 'p3',
       name: 'P3',
@@ -226,12 +282,14 @@ test('scoring preview: what the scoring job then stores, for customers of every 
     async () =>
       (
         await s.sql`
-          select count(*)::int as n from graphile_worker._private_jobs where payload->>'account_id' = ${String(a.id)}`
+          select count(*)::int as n from graphile_worker._private_jobs
+            where payload->>'account_id' = ${String(a.id)}`
       )[0].n === 0,
     'rescored',
     60_000,
   )
-  for (const { external_id } of customers) assert.deepEqual(pick(await read(external_id)), previews.get(external_id))
+  for (const { external_id } of customers)
+    assert.deepEqual(pick(await read(external_id)), previews.get(external_id))
 
   const preview = (body: unknown) => s.admin('POST', `/accounts/${a.id}/scoring/preview`, body)
   const misfit = await preview({
@@ -254,17 +312,24 @@ test('scoring preview: what the scoring job then stores, for customers of every 
   assert.deepEqual(paths(extra), ['/save'])
   assert.deepEqual(paths(await preview({ model })), ['/external_id'])
   assert.equal((await preview({ model, external_id: 'nobody' })).status, 404)
-  assert.equal((await s.admin('POST', '/accounts/999999/scoring/preview', { model, external_id: 'p1' })).status, 404)
+  assert.equal(
+    (await s.admin('POST', '/accounts/999999/scoring/preview', { model, external_id: 'p1' }))
+      .status,
+    404,
+  )
 })
 
 test('tracking domains: set, normalised, validated', async () => {
   const { id } = await s.account()
-  const res = await s.admin('PUT', `/accounts/${id}/tracking`, { domains: ['Example.com', 'app.example.com'] })
+  const res = await s.admin('PUT', `/accounts/${id}/tracking`, {
+    domains: ['Example.com', 'app.example.com'],
+  })
   assert.equal(res.status, 200)
   assert.deepEqual(res.body.tracking_domains, ['example.com', 'app.example.com'])
-  assert.deepEqual(paths(await s.admin('PUT', `/accounts/${id}/tracking`, { domains: ['not a domain'] })), [
-    '/domains/0',
-  ])
+  assert.deepEqual(
+    paths(await s.admin('PUT', `/accounts/${id}/tracking`, { domains: ['not a domain'] })),
+    ['/domains/0'],
+  )
 })
 
 test('webhooks: secret once, list without it, URL rules, remove, rotate', async () => {
@@ -281,7 +346,9 @@ test('webhooks: secret once, list without it, URL rules, remove, rotate', async 
   assert.equal(list.length, 1)
   assert.ok(!('secret' in list[0]))
   assert.deepEqual(
-    paths(await s.admin('POST', `/accounts/${id}/webhooks`, { url: 'x', events: ['customer.deleted'] })).sort(),
+    paths(
+      await s.admin('POST', `/accounts/${id}/webhooks`, { url: 'x', events: ['customer.deleted'] }),
+    ).sort(),
     ['/events/0', '/url'],
   )
   const rotated = await s.admin('POST', `/accounts/${id}/webhooks/${hook.body.id}/rotate-secret`)
@@ -292,7 +359,10 @@ test('webhooks: secret once, list without it, URL rules, remove, rotate', async 
 })
 
 test('webhook URLs must be public https when private targets are not allowed', async () => {
-  const strict = await startTestService({ webhookAllowPrivate: false }, { http: true, worker: false })
+  const strict = await startTestService(
+    { webhookAllowPrivate: false },
+    { http: true, worker: false },
+  )
   try {
     const { id } = await strict.account()
     for (const url of [
@@ -302,7 +372,10 @@ test('webhook URLs must be public https when private targets are not allowed', a
       'https://169.254.169.254/x',
       'https://localhost/x',
     ]) {
-      const res = await strict.admin('POST', `/accounts/${id}/webhooks`, { url, events: ['customer.created'] })
+      const res = await strict.admin('POST', `/accounts/${id}/webhooks`, {
+        url,
+        events: ['customer.created'],
+      })
       assert.equal(res.status, 400, url)
       assert.deepEqual(paths(res), ['/url'])
     }

@@ -18,7 +18,12 @@ interface Row {
   arr?: number
   logins?: number
   churned: boolean
-  scores?: { engagementscore: number | null; fitscore: number | null; churn_risk: number | null; upsell_score: number }
+  scores?: {
+    engagementscore: number | null
+    fitscore: number | null
+    churn_risk: number | null
+    upsell_score: number
+  }
 }
 
 let s: TestService
@@ -81,11 +86,13 @@ const seed = async (account: Account, data: Row[]) => {
     })),
   )
   const churned = data.filter((r) => r.churned).map((r) => r.id)
-  await s.sql`update customers set is_churned = true where account_id = ${account.id} and external_id = any(${churned})`
+  await s.sql`update customers set is_churned = true where account_id = ${account.id}
+    and external_id = any(${churned})`
   // Every record was scored on upload; the unscored ones lose their scores, the others get these.
   const unscored = data.filter((r) => !r.scores).map((r) => r.id)
   await s.sql`delete from customer_scores where account_id = ${account.id} and customer_id in
-    (select service_id from customers where account_id = ${account.id} and external_id = any(${unscored}))`
+    (select service_id from customers where account_id = ${account.id}
+      and external_id = any(${unscored}))`
   await storeScores(
     s.sql,
     'customers',
@@ -125,7 +132,8 @@ const expectedField = (values: number[], buckets: number) => {
   if (values.length === 0) return { count: 0, avg: null, min: null, max: null, histogram: [] }
   const [lo, hi] = [Math.min(...values), Math.max(...values)]
   const counts = new Array(buckets).fill(0)
-  for (const x of values) counts[Math.min(buckets - 1, Math.floor(((x - lo) * buckets) / (hi - lo)))]++
+  for (const x of values)
+    counts[Math.min(buckets - 1, Math.floor(((x - lo) * buckets) / (hi - lo)))]++
   return {
     count: values.length,
     avg: values.reduce((a, b) => a + b, 0) / values.length,
@@ -150,13 +158,20 @@ const bothScores = (r: Row) => r.scores?.engagementscore != null && r.scores.fit
 const assertField = (actual: any, expected: ReturnType<typeof expectedField>, field: string) => {
   assert.equal(actual.field, field)
   if (expected.avg === null) assert.equal(actual.avg, null)
-  else assert.ok(Math.abs(actual.avg - expected.avg) < 1e-9 * Math.max(1, Math.abs(expected.avg)), field)
+  else
+    assert.ok(
+      Math.abs(actual.avg - expected.avg) < 1e-9 * Math.max(1, Math.abs(expected.avg)),
+      field,
+    )
   assert.deepEqual({ ...actual, avg: 0 }, { field, ...expected, avg: 0 })
 }
 
 test('count, statistics and histograms match the uploaded data, with the churn default', async () => {
   const active = rows.filter((r) => !r.churned)
-  const body = await aggregate(acme, { fields: ['upsell_score', 'arr', 'logins', 'churn_risk'], buckets: 7 })
+  const body = await aggregate(acme, {
+    fields: ['upsell_score', 'arr', 'logins', 'churn_risk'],
+    buckets: 7,
+  })
   assert.equal(body.count, active.length)
   assert.equal(body.fields.length, 4)
   const values = (pick: (r: Row) => number | null | undefined) =>
@@ -227,7 +242,9 @@ test('the same filter tree as search decides the matches', async () => {
   const search = await acme.api('/api/v1/customers/search', { where, count: 'exact', limit: 1 })
   assert.equal(search.body.total, body.count)
 
-  const filtered = await aggregate(acme, { filters: [{ propertyName: 'country', operator: 'EQ', value: 'FR' }] })
+  const filtered = await aggregate(acme, {
+    filters: [{ propertyName: 'country', operator: 'EQ', value: 'FR' }],
+  })
   assert.equal(filtered.count, rows.filter((r) => r.country === 'FR' && !r.churned).length)
   assert.deepEqual(filtered.fields, [])
 })
@@ -260,8 +277,13 @@ test('a field with one value has one bucket; none without values', async () => {
       where account_id = ${acme.id} and external_id = ${id}`
   await setArr(a.id, '2.0')
   await setArr(b.id, '2.00')
-  const names = { filters: [{ propertyName: 'name', operator: 'IN', values: [a.name, b.name] }], fields: ['arr'] }
-  assert.deepEqual((await aggregate(acme, names)).fields[0].histogram, [{ from: 2, to: 2, count: 2 }])
+  const names = {
+    filters: [{ propertyName: 'name', operator: 'IN', values: [a.name, b.name] }],
+    fields: ['arr'],
+  }
+  assert.deepEqual((await aggregate(acme, names)).fields[0].histogram, [
+    { from: 2, to: 2, count: 2 },
+  ])
   await setArr(a.id, String(a.arr))
   await setArr(b.id, String(b.arr))
   const none = await aggregate(acme, {
@@ -270,7 +292,9 @@ test('a field with one value has one bucket; none without values', async () => {
     matrix: 'grid',
   })
   assert.equal(none.count, 0)
-  assert.deepEqual(none.fields, [{ field: 'arr', count: 0, avg: null, min: null, max: null, histogram: [] }])
+  assert.deepEqual(none.fields, [
+    { field: 'arr', count: 0, avg: null, min: null, max: null, histogram: [] },
+  ])
   assert.deepEqual(none.grid, {
     scored: 0,
     counts: Array.from({ length: 10 }, () => new Array(10).fill(0)),
@@ -286,9 +310,16 @@ test('the engagement x fit grid counts the matches scored on both', async () => 
   const body = await aggregate(acme, { matrix: 'grid' })
   assert.equal(body.count, active.length)
   // No churn model here: no cell has a mean probability (test/console-churn.test.ts has one).
-  assert.deepEqual(body.grid, { scored: scored.length, counts, churn_probability: noProbabilities() })
+  assert.deepEqual(body.grid, {
+    scored: scored.length,
+    counts,
+    churn_probability: noProbabilities(),
+  })
   // Scores at the edges: -100 in the first cell, 100 in the last, 79 and 80 apart.
-  assert.deepEqual([cell(-100), cell(-81), cell(-80), cell(79), cell(80), cell(100)], [0, 0, 1, 8, 9, 9])
+  assert.deepEqual(
+    [cell(-100), cell(-81), cell(-80), cell(79), cell(80), cell(100)],
+    [0, 0, 1, 8, 9, 9],
+  )
 })
 
 test('points: all of them up to the limit, beyond it the same MD5-ordered sample every time', async () => {
@@ -308,7 +339,11 @@ test('points: all of them up to the limit, beyond it the same MD5-ordered sample
   assert.deepEqual(all.points, { scored: scored.length, sampled: false, items: ordered })
 
   const sample = await aggregate(acme, { matrix: 'points', points: 10 })
-  assert.deepEqual(sample.points, { scored: scored.length, sampled: true, items: ordered.slice(0, 10) })
+  assert.deepEqual(sample.points, {
+    scored: scored.length,
+    sampled: true,
+    items: ordered.slice(0, 10),
+  })
   assert.deepEqual(await aggregate(acme, { matrix: 'points', points: 10 }), sample)
 
   // A narrower search samples from its own matches, in the same order.
@@ -328,23 +363,28 @@ test("an account sees only its own customers' figures", async () => {
   assert.equal(theirs.count, makeRows(80, 99).filter((r) => !r.churned).length)
   assert.ok(mine.points.items.every((p: { name: string }) => p.name.startsWith('Customer ')))
   assert.ok(theirs.points.items.every((p: { name: string }) => p.name.startsWith('Other ')))
-  const [row] = await s.sql`select avg((attributes ->> 'arr')::numeric)::float8 as avg from customers
+  const [row] =
+    await s.sql`select avg((attributes ->> 'arr')::numeric)::float8 as avg from customers
     where account_id = ${other.id} and not is_churned and attributes ? 'arr'`
   assert.ok(Math.abs(theirs.fields[0].avg - row.avg) < 1e-9 * row.avg)
 })
 
 test('bad input is a 400 naming each path, and limits are enforced', async () => {
   const bad = (body: unknown) => acme.api('/api/v1/customers/aggregate', body)
-  assert.deepEqual(errorPaths(await bad({ fields: ['country', 'nope', 'upsell_score', 'has_sso'] })), [
-    '/fields/0',
-    '/fields/1',
-    '/fields/3',
-  ])
+  assert.deepEqual(
+    errorPaths(await bad({ fields: ['country', 'nope', 'upsell_score', 'has_sso'] })),
+    ['/fields/0', '/fields/1', '/fields/3'],
+  )
   const notNumber = await bad({ fields: ['name'] })
   assert.match(notNumber.body.errors[0].message, /name is a string field; only number fields/)
   // Condition and field problems in one answer.
   assert.deepEqual(
-    errorPaths(await bad({ filters: [{ propertyName: 'nope', operator: 'EQ', value: '1' }], fields: ['last_seen'] })),
+    errorPaths(
+      await bad({
+        filters: [{ propertyName: 'nope', operator: 'EQ', value: '1' }],
+        fields: ['last_seen'],
+      }),
+    ),
     ['/fields/0', '/filters/0/propertyName'],
   )
   assert.deepEqual(errorPaths(await bad({ fields: new Array(11).fill('arr') })), ['/fields'])
@@ -357,9 +397,10 @@ test('bad input is a 400 naming each path, and limits are enforced', async () =>
   assert.deepEqual(errorPaths(await bad({ matrix: 'points', points: 0 })), ['/points'])
   assert.deepEqual(errorPaths(await bad({ matrix: 'grid', points: 10 })), ['/points'])
   assert.deepEqual(errorPaths(await bad({ field: ['arr'] })), ['/field'])
-  assert.deepEqual(errorPaths(await bad({ filters: [], where: { propertyName: 'arr', operator: 'KNOWN' } })), [
-    '/where',
-  ])
+  assert.deepEqual(
+    errorPaths(await bad({ filters: [], where: { propertyName: 'arr', operator: 'KNOWN' } })),
+    ['/where'],
+  )
   assert.deepEqual(errorPaths(await bad({ where: { and: [] } })), ['/where/and'])
   // The largest allowed values are answered.
   const max = await aggregate(acme, {

@@ -7,18 +7,21 @@ import { readdirSync, readFileSync } from 'node:fs'
 import { dirname, join, normalize } from 'node:path'
 import { test } from 'node:test'
 
-const MODULES = ['accounts', 'catalog', 'uploads', 'tracking', 'webhooks', 'import', 'records', 'segments'].concat([
-  'notifications',
-  'scoring',
-  'privacy',
-  'insights',
-  'backups',
-  'audit',
-  'people',
-  'churn',
-])
+const MODULES = [
+  'accounts',
+  'catalog',
+  'uploads',
+  'tracking',
+  'webhooks',
+  'import',
+  'records',
+  'segments',
+].concat(['notifications', 'scoring', 'privacy', 'insights', 'backups', 'audit', 'people', 'churn'])
 const LAYERS: [name: string, paths: RegExp][] = [
-  ['base', /^src\/(context|errors|dates|values|validate|config|log|property|route)\.ts$|^src\/db\//],
+  [
+    'base',
+    /^src\/(context|errors|dates|values|validate|config|log|property|route)\.ts$|^src\/db\//,
+  ],
   ['pure', /^src\/(search\/|metrics\.ts$|uploads\/lifecycle\.ts$|scoring\/rules\/|learn\/)/],
   // scoring/rules/ and uploads/lifecycle.ts match the line above first.
   ['modules', new RegExp(`^src/(${MODULES.join('|')})/`)],
@@ -49,9 +52,11 @@ const layerOf = (file: string) => {
 
 // Static imports, re-exports and dynamic import() of relative paths.
 const importsOf = (file: string) =>
-  [...readFileSync(file, 'utf8').matchAll(/(?:\bfrom\s+|\bimport\s*\(\s*|^import\s+)'(\.[^']+)'/gm)].map((m) =>
-    normalize(join(dirname(file), m[1])),
-  )
+  [
+    ...readFileSync(file, 'utf8').matchAll(
+      /(?:\bfrom\s+|\bimport\s*\(\s*|^import\s+)'(\.[^']+)'/gm,
+    ),
+  ].map((m) => normalize(join(dirname(file), m[1])))
 
 const graph = files('src').map((file) => ({ file, imports: importsOf(file) }))
 
@@ -61,7 +66,9 @@ test('every source file belongs to one layer', () => {
 
 test('imports only point down the layers', () => {
   const upward = graph.flatMap(({ file, imports }) =>
-    imports.filter((to) => layerOf(to) > layerOf(file)).map((to) => `${file} -> ${to} (${LAYERS[layerOf(to)][0]})`),
+    imports
+      .filter((to) => layerOf(to) > layerOf(file))
+      .map((to) => `${file} -> ${to} (${LAYERS[layerOf(to)][0]})`),
   )
   assert.deepEqual(upward, [])
 })
@@ -78,7 +85,8 @@ test('within the edges, http/ knows no routes or tasks and jobs/ no HTTP', () =>
 // Modules write route rows with src/route.ts and throw Refusals; only the edge and entry run HTTP.
 test('below the edges, no file imports from http/', () => {
   const users = graph.filter(
-    ({ file, imports }) => layerOf(file) < EDGES && imports.some((to) => to.startsWith('src/http/')),
+    ({ file, imports }) =>
+      layerOf(file) < EDGES && imports.some((to) => to.startsWith('src/http/')),
   )
   assert.deepEqual(
     users.map((u) => u.file),
@@ -86,8 +94,8 @@ test('below the edges, no file imports from http/', () => {
   )
 })
 
-// Pure code computes and builds SQL text: it may read the base and other pure files, never a module,
-// whose functions run SQL (scoring's formulas sit in scoring/rules/ for that reason).
+// Pure code computes and builds SQL text: it may read the base and other pure files, never a
+// module, whose functions run SQL (scoring's formulas sit in scoring/rules/ for that reason).
 const PURE = LAYERS.findIndex(([name]) => name === 'pure')
 const MODULE = LAYERS.findIndex(([name]) => name === 'modules')
 const moduleImports = (file: string, imports: string[]) =>
@@ -96,12 +104,15 @@ const moduleImports = (file: string, imports: string[]) =>
 test('a pure file imports no module', () => {
   assert.ok(graph.filter(({ file }) => layerOf(file) === PURE).length > 10)
   assert.deepEqual(
-    graph.flatMap(({ file, imports }) => moduleImports(file, imports).map((to) => `${file} -> ${to}`)),
+    graph.flatMap(({ file, imports }) =>
+      moduleImports(file, imports).map((to) => `${file} -> ${to}`),
+    ),
     [],
   )
-  assert.deepEqual(moduleImports('src/scoring/rules/score.ts', ['src/scoring/batch.ts', 'src/dates.ts']), [
-    'src/scoring/batch.ts',
-  ])
+  assert.deepEqual(
+    moduleImports('src/scoring/rules/score.ts', ['src/scoring/batch.ts', 'src/dates.ts']),
+    ['src/scoring/batch.ts'],
+  )
 })
 
 test('the check sees an upward import', () => {
@@ -119,17 +130,20 @@ const code = (file: string) => source.get(file)!.replace(/^\s*\/\/.*$/gm, '')
 // A file's folder under src/, or the file itself at the top.
 const folder = (file: string) => file.split('/').slice(0, 2).join('/')
 // A file's home for the cycle check: its folder within its layer (scoring/rules/ holds the pure
-// formulas of the module that runs them, webhooks/ imports the rules and scoring/ imports webhooks/),
-// and the base layer is one home, the ground every layer stands on (context.ts names db/'s pool, db/
-// takes the App of context.ts).
+// formulas of the module that runs them, webhooks/ imports the rules and scoring/ imports
+// webhooks/), and the base layer is one home, the ground every layer stands on (context.ts names
+// db/'s pool, db/ takes the App of context.ts).
 const home = (file: string) =>
-  layerOf(file) === 0 ? 'src/base' : `${folder(file)}${LAYERS[layerOf(file)][0] === 'pure' ? ' (pure)' : ''}`
+  layerOf(file) === 0
+    ? 'src/base'
+    : `${folder(file)}${LAYERS[layerOf(file)][0] === 'pure' ? ' (pure)' : ''}`
 
 // home -> the homes it imports from.
 const edges = new Map<string, Set<string>>()
 for (const { file, imports } of graph)
   for (const to of imports)
-    if (home(to) !== home(file)) edges.set(home(file), (edges.get(home(file)) ?? new Set()).add(home(to)))
+    if (home(to) !== home(file))
+      edges.set(home(file), (edges.get(home(file)) ?? new Set()).add(home(to)))
 
 const cycleFrom = (start: string): string[] | undefined => {
   const walk = (at: string, path: string[], seen: Set<string>): string[] | undefined => {
@@ -157,7 +171,8 @@ test('the cycle check sees a circle', () => {
   for (const h of ['src/a', 'src/b', 'src/c']) edges.delete(h)
 })
 
-// The table of "Who touches which table" in docs/architecture.md: | `table` | `folder/` `file.ts` ... |
+// The table of "Who touches which table" in docs/architecture.md: | `table` | `folder/`
+// `file.ts` ... |
 const owners = new Map(
   [...DOC.matchAll(/^\| `([a-z_]+)` \| (.+) \|$/gm)].map(([, table, homes]) => [
     table,
@@ -167,9 +182,11 @@ const owners = new Map(
 const TABLES = [
   ...new Set(
     readdirSync('sql').flatMap((f) =>
-      [...readFileSync(join('sql', f), 'utf8').matchAll(/create table (?:if not exists )?([a-z_]+)/gi)].map(
-        (m) => m[1],
-      ),
+      [
+        ...readFileSync(join('sql', f), 'utf8').matchAll(
+          /create table (?:if not exists )?([a-z_]+)/gi,
+        ),
+      ].map((m) => m[1]),
     ),
   ),
 ].sort()
@@ -183,9 +200,9 @@ test('the table of owners names every table', () => {
 
 test('only the folders docs/architecture.md names touch a table in their SQL', () => {
   const strays = server.flatMap((file) =>
-    TABLES.filter((t) => touches(code(file), t) && !owners.get(t)?.some((h) => folder(file) === h)).map(
-      (t) => `${file} touches ${t}`,
-    ),
+    TABLES.filter(
+      (t) => touches(code(file), t) && !owners.get(t)?.some((h) => folder(file) === h),
+    ).map((t) => `${file} touches ${t}`),
   )
   assert.deepEqual(strays, [])
 })
@@ -196,7 +213,8 @@ test('the owner check sees SQL of a table', () => {
   assert.ok(!touches('from customers_x', 'customers'))
 })
 
-// Route rows (src/*/routes.ts) and the edge (src/api/) call module functions; SQL lives in the modules.
+// Route rows (src/*/routes.ts) and the edge (src/api/) call module functions; SQL lives
+// in the modules.
 const SQL_CALL = /\b(sql|tx|heavy)\s*`|\.unsafe\(|\bsql\.begin\(/
 
 test('no route handler runs SQL itself', () => {
@@ -210,19 +228,25 @@ test('no route handler runs SQL itself', () => {
 
 const EXPORTED = /^export (?:async )?(?:const|function|class) ([A-Za-z_$][\w$]*)/gm
 
-// The console is a program of its own (the browser's), whose API calls may share an operation's name.
+// The console is a program of its own (the browser's), whose API calls may share an
+// operation's name.
 test('no two files of the server export the same name', () => {
   const byName = new Map<string, string[]>()
   for (const file of server)
-    for (const [, name] of source.get(file)!.matchAll(EXPORTED)) byName.set(name, [...(byName.get(name) ?? []), file])
-  const shared = [...byName].filter(([, where]) => where.length > 1).map(([name, where]) => `${name}: ${where}`)
+    for (const [, name] of source.get(file)!.matchAll(EXPORTED))
+      byName.set(name, [...(byName.get(name) ?? []), file])
+  const shared = [...byName]
+    .filter(([, where]) => where.length > 1)
+    .map(([name, where]) => `${name}: ${where}`)
   assert.deepEqual(shared, [])
 })
 
 test('the folder diagram of docs/architecture.md is `ls src`', () => {
   const diagram = /```text\nsrc\/\n([\s\S]*?)```/.exec(DOC)
   assert.ok(diagram, 'docs/architecture.md has a ```text block starting with src/')
-  const drawn = [...diagram[1].matchAll(/^[\s│├└─]*([\w.-]+\/?)/gm)].map((m) => m[1].replace(/\/$/, ''))
+  const drawn = [...diagram[1].matchAll(/^[\s│├└─]*([\w.-]+\/?)/gm)].map((m) =>
+    m[1].replace(/\/$/, ''),
+  )
   assert.deepEqual(drawn.sort(), readdirSync('src').sort())
 })
 
@@ -264,10 +288,11 @@ test('only db/locks.ts writes an advisory-lock key', () => {
 })
 
 // Biome's linter finds unused imports and variables but not exports: a name exported from src/ is
-// used by another file (of src/, test/ or bench/). The exception is in a file that another change is
-// splitting (issue 46, item 5: insights/week.ts).
+// used by another file (of src/, test/ or bench/). The exception is in a file that another change
+// is splitting (issue 46, item 5: insights/week.ts).
 const UNUSED_EXPORT_EXCEPTIONS = ['src/insights/week.ts: QUADRANT_SEARCH']
-const ANY_EXPORT = /^export (?:async )?(?:const|function|class|type|interface|enum) ([A-Za-z_$][\w$]*)/gm
+const ANY_EXPORT =
+  /^export (?:async )?(?:const|function|class|type|interface|enum) ([A-Za-z_$][\w$]*)/gm
 
 test('every name src/ exports is used by another file', () => {
   const users = new Map(
@@ -286,11 +311,12 @@ test('every name src/ exports is used by another file', () => {
   assert.deepEqual(unused.sort(), UNUSED_EXPORT_EXCEPTIONS)
 })
 
-// No vendor in the generic layers: route.ts, http/ and metrics.ts name no ingest's vendor ("segment"
-// as Segment's, not the saved segments). The relay's credential is a property of its route rows and
-// its counters register from tracking/relay/metrics.ts (issue 46, item 3).
+// No vendor in the generic layers: route.ts, http/ and metrics.ts name no ingest's vendor
+// ("segment" as Segment's, not the saved segments). The relay's credential is a property of its
+// route rows and its counters register from tracking/relay/metrics.ts (issue 46, item 3).
 const VENDOR = /\bsegment(?!s\b|s\W| search)/i
-const GENERIC = (f: string) => f === 'src/route.ts' || f === 'src/metrics.ts' || f.startsWith('src/http/')
+const GENERIC = (f: string) =>
+  f === 'src/route.ts' || f === 'src/metrics.ts' || f.startsWith('src/http/')
 
 test('route.ts, http/ and metrics.ts name no vendor', () => {
   assert.deepEqual(

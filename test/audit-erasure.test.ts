@@ -27,16 +27,26 @@ before(async () => {
   a = await scoredAccount(s, 'Acme')
   writer = await key(a.id, { scopes: ['upload'] })
   aAudit = (await key(a.id, { scopes: ['audit'] })).api
-  assert.equal((await writer.api('/api/v1/customer', { external_id: 'acme-1', name: 'Acme One' })).status, 201)
+  assert.equal(
+    (await writer.api('/api/v1/customer', { external_id: 'acme-1', name: 'Acme One' })).status,
+    201,
+  )
 })
 
 test('an erasure blanks the target segments that named the person; the entries stay', async () => {
   const eraser = await key(a.id, { scopes: ['erase'] })
   const person = 'erase-me-7'
-  assert.equal((await writer.api('/api/v1/customer', { external_id: person, name: 'Gone Soon' })).status, 201)
   assert.equal(
-    (await writer.api(`/api/v1/customer/${person}/contact`, { contact_external_id: 'pat-9', contact_name: 'Pat' }))
-      .status,
+    (await writer.api('/api/v1/customer', { external_id: person, name: 'Gone Soon' })).status,
+    201,
+  )
+  assert.equal(
+    (
+      await writer.api(`/api/v1/customer/${person}/contact`, {
+        contact_external_id: 'pat-9',
+        contact_name: 'Pat',
+      })
+    ).status,
     201,
   )
   const named = (await log('?limit=1000')).entries.filter((e) => e.target.includes(person))

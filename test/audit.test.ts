@@ -95,11 +95,17 @@ test("a key's change is recorded: actor, action, target, status, address and tim
       address: '127.0.0.1',
     },
   )
-  assert.ok(Date.parse(entry.at) >= before - 1000 && Date.parse(entry.at) <= Date.now() + 1000, entry.at)
+  assert.ok(
+    Date.parse(entry.at) >= before - 1000 && Date.parse(entry.at) <= Date.now() + 1000,
+    entry.at,
+  )
   const updated = await writer.api('/api/v1/customer/acme-1', { name: 'Acme Uno' }, 'PUT')
   assert.equal(updated.status, 200, JSON.stringify(updated.body))
   const next = await latest()
-  assert.deepEqual([next.action, next.target, next.status], ['updateCustomer', 'customer/acme-1', 200])
+  assert.deepEqual(
+    [next.action, next.target, next.status],
+    ['updateCustomer', 'customer/acme-1', 200],
+  )
   assert.ok(next.id > entry.id)
   // A read is not a change.
   assert.equal((await writer.api('/api/v1/customer/acme-1', undefined, 'GET')).status, 200)
@@ -119,7 +125,10 @@ test("the operator's change is recorded in the account's log, over HTTP and from
   assert.deepEqual(viaAdmin.body.entries, [entry])
 
   const route = routes.find((r) => r.name === 'create-tag')!
-  const reply = await invokeAdmin(route, { id: String(a.id) }, '{"title":"From CLI"}', { ...s.app, sql: s.app.admin })
+  const reply = await invokeAdmin(route, { id: String(a.id) }, '{"title":"From CLI"}', {
+    ...s.app,
+    sql: s.app.admin,
+  })
   assert.ok(reply.ok, JSON.stringify(reply.body))
   const cli = await latest()
   assert.deepEqual(
@@ -129,7 +138,8 @@ test("the operator's change is recorded in the account's log, over HTTP and from
 })
 
 test('the entry is written in the change’s transaction: when it cannot be, the change is not made', async () => {
-  await s.sql`alter table audit_entries add constraint no_tags_today check (action <> 'createTag') not valid`
+  await s.sql`alter table audit_entries add constraint no_tags_today check (action <> 'createTag')
+    not valid`
   try {
     const res = await s.admin('POST', `/accounts/${a.id}/tags`, { title: 'Never' })
     assert.equal(res.status, 500)
@@ -146,12 +156,18 @@ test('the entry is written in the change’s transaction: when it cannot be, the
 test('a refused change is recorded with its status, and nothing of it is kept', async () => {
   const made = await writer.api('/api/v1/segments', { name: 'Germany', filters: [] })
   assert.equal(made.status, 201, JSON.stringify(made.body))
-  assert.deepEqual([(await latest()).action, (await latest()).target], ['createSegment', `segments/${made.body.id}`])
+  assert.deepEqual(
+    [(await latest()).action, (await latest()).target],
+    ['createSegment', `segments/${made.body.id}`],
+  )
   // The same name again: 409, after the handler began its transaction.
   const twice = await writer.api('/api/v1/segments', { name: 'Germany', filters: [] })
   assert.equal(twice.status, 409, JSON.stringify(twice.body))
   const refused = await latest()
-  assert.deepEqual([refused.action, refused.target, refused.status], ['createSegment', 'segments', 409])
+  assert.deepEqual(
+    [refused.action, refused.target, refused.status],
+    ['createSegment', 'segments', 409],
+  )
   assert.equal((await writer.api('/api/v1/segments', undefined, 'GET')).body.length, 1)
   // Invalid input: 400, before any statement.
   const invalid = await writer.api('/api/v1/customer/acme-1', { name: 7 }, 'PUT')
@@ -161,13 +177,20 @@ test('a refused change is recorded with its status, and nothing of it is kept', 
   assert.equal((await s.admin('DELETE', '/accounts/999999/keys/1')).status, 404)
   const operator = await s.admin('GET', '/audit?limit=1')
   assert.deepEqual(
-    [operator.body.entries[0].action, operator.body.entries[0].target, operator.body.entries[0].status],
+    [
+      operator.body.entries[0].action,
+      operator.body.entries[0].target,
+      operator.body.entries[0].status,
+    ],
     ['revokeKey', 'accounts/999999/keys/1', 404],
   )
   // No key, a key without the scope, a wrong key: refused before any change is named, no entry.
   const last = (await latest()).id
   assert.equal((await s.call('POST', '/api/v1/segments', { name: 'x', filters: [] })).status, 401)
-  assert.equal((await s.api('sk_1_nottherightsecretatall')('/api/v1/segments', { name: 'x' })).status, 403)
+  assert.equal(
+    (await s.api('sk_1_nottherightsecretatall')('/api/v1/segments', { name: 'x' })).status,
+    403,
+  )
   assert.equal((await aAudit('/api/v1/segments', { name: 'x', filters: [] })).status, 403)
   assert.equal((await latest()).id, last)
 })
@@ -200,7 +223,11 @@ test('the operator’s changes that name no account have their own log', async (
 test("one account's key reads its own log only; paging walks it newest first", async () => {
   const mine = await log(bAudit)
   assert.ok(mine.entries.length > 0)
-  assert.ok(mine.entries.every((e) => !e.target.includes(`accounts/${a.id}/`) && e.action !== 'createCustomer'))
+  assert.ok(
+    mine.entries.every(
+      (e) => !e.target.includes(`accounts/${a.id}/`) && e.action !== 'createCustomer',
+    ),
+  )
   const theirs = await log(aAudit, '?limit=1000')
   const ids = new Set(theirs.entries.map((e) => e.id))
   assert.ok(
@@ -232,13 +259,18 @@ test("one account's key reads its own log only; paging walks it newest first", a
     assert.equal(res.status, 400, bad)
     assert.match(res.body.errors[0].path, /^\/query\/(limit|after)$/)
   }
-  assert.equal((await a.api('/api/v1/audit', undefined, 'GET')).status, 403, 'the default scopes do not read it')
+  assert.equal(
+    (await a.api('/api/v1/audit', undefined, 'GET')).status,
+    403,
+    'the default scopes do not read it',
+  )
 })
 
 test('retention deletes the entries older than SERVICE_AUDIT_RETENTION_DAYS, and only those', async () => {
   const before = (await log(aAudit, '?limit=1000')).entries
   const old = before.slice(-2).map((e) => e.id)
-  await s.sql`update audit_entries set at = now() - interval '401 days' where account_id = ${a.id} and id = any(${old})`
+  await s.sql`update audit_entries set at = now() - interval '401 days' where account_id = ${a.id}
+    and id = any(${old})`
   await s.sql`update operator_audit_entries set at = now() - interval '401 days'`
   assert.equal(s.app.config.auditRetentionDays, 400)
   const purged = await purgeAudit(s.app)

@@ -8,8 +8,14 @@ before(async () => {
 })
 after(() => s.stop())
 
-const KEYED = ['/api/v1/customers/search', '/api/v1/contacts/search', '/api/v1/customers', '/api/v1/contacts']
-const post = (path: string, key?: string) => s.call('POST', path, {}, key === undefined ? {} : { 'service-key': key })
+const KEYED = [
+  '/api/v1/customers/search',
+  '/api/v1/contacts/search',
+  '/api/v1/customers',
+  '/api/v1/contacts',
+]
+const post = (path: string, key?: string) =>
+  s.call('POST', path, {}, key === undefined ? {} : { 'service-key': key })
 
 const keyWith = async (accountId: number, scopes: string[]) =>
   (await s.admin('POST', `/accounts/${accountId}/keys`, { scopes })).body
@@ -82,6 +88,7 @@ test('counters live in Postgres, shared across processes', async () => {
   const key = await keyWith(id, ['search'])
   await post('/api/v1/customers/search', key.token)
   const [row] =
-    await s.sql`select sum(count)::int as n from rate_limit_counters where account_id = ${id} and key_id = ${key.id}`
+    await s.sql`select sum(count)::int as n from rate_limit_counters where account_id = ${id}
+      and key_id = ${key.id}`
   assert.equal(row.n, 1)
 })

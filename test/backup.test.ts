@@ -3,7 +3,16 @@
 // with their retention, the admin API rows and the /metrics gauges.
 import assert from 'node:assert/strict'
 import { type ChildProcess, spawn } from 'node:child_process'
-import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, utimesSync, writeFileSync } from 'node:fs'
+import {
+  chmodSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  rmSync,
+  utimesSync,
+  writeFileSync,
+} from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { gunzipSync } from 'node:zlib'
@@ -62,7 +71,11 @@ const command = (args: string[], env: Record<string, string>, program = EXECUTAB
 
 const serve = async (data: string, pgPort: number) => {
   const port = await freePort()
-  const env = environment(data, { PORT: String(port), HOST: '127.0.0.1', EMBEDDED_PG_PORT: String(pgPort) })
+  const env = environment(data, {
+    PORT: String(port),
+    HOST: '127.0.0.1',
+    EMBEDDED_PG_PORT: String(pgPort),
+  })
   const child = spawn(EXECUTABLE, ['serve'], { env, cwd: dir })
   servers.push(child)
   let out = ''
@@ -81,10 +94,18 @@ const serve = async (data: string, pgPort: number) => {
     assert.ok(i < 900 && child.exitCode === null, `serve did not start:\n${out}`)
     await sleep(100)
   }
-  const call = async (method: string, path: string, body: unknown, headers: Record<string, string>) => {
+  const call = async (
+    method: string,
+    path: string,
+    body: unknown,
+    headers: Record<string, string>,
+  ) => {
     const res = await fetch(base + path, {
       method,
-      headers: { ...headers, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
+      headers: {
+        ...headers,
+        ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+      },
       body: body === undefined ? undefined : JSON.stringify(body),
     })
     return { status: res.status, body: (await res.json().catch(() => undefined)) as any }
@@ -113,8 +134,11 @@ test('a backup taken under uploads and tracking restores, twice, with every ackn
   const first = join(dir, 'first')
   const a = await serve(first, pgPort)
   const account = (await admin(a, 'POST', '/accounts', { name: 'Acme' })).body
-  const key = (await admin(a, 'POST', `/accounts/${account.id}/keys`, { scopes: ['search', 'upload', 'track'] })).body
-    .token as string
+  const key = (
+    await admin(a, 'POST', `/accounts/${account.id}/keys`, {
+      scopes: ['search', 'upload', 'track'],
+    })
+  ).body.token as string
   await admin(a, 'POST', `/accounts/${account.id}/properties`, {
     entity: 'customer',
     kind: 'metric',
@@ -141,7 +165,8 @@ test('a backup taken under uploads and tracking restores, twice, with every ackn
         metrics: [{ date: today, logins: (n + i) % 50 }],
       }))
       const res = await api(a, key, 'POST', '/api/v1/customers', { customers })
-      // 429: 10 uploads wait already (SERVICE_MAX_PENDING_UPLOADS); not acknowledged, so sent again.
+      // 429: 10 uploads wait already (SERVICE_MAX_PENDING_UPLOADS); not acknowledged,
+      // so sent again.
       if (res.status === 429) {
         await sleep(200)
         continue
@@ -157,7 +182,10 @@ test('a backup taken under uploads and tracking restores, twice, with every ackn
         timestamp: Date.now(),
         identification: { customer: `t${n}-${i}` },
       }))
-      const res = await api(a, key, 'POST', '/api/tracker/track', { trackerKey: account.tracker_key, events })
+      const res = await api(a, key, 'POST', '/api/tracker/track', {
+        trackerKey: account.tracker_key,
+        events,
+      })
       assert.equal(res.status, 200, JSON.stringify(res.body))
       eventsAcked.push({ n: 10, at: Date.now() })
     }
@@ -171,14 +199,21 @@ test('a backup taken under uploads and tracking restores, twice, with every ackn
   // A loop's failure is kept until here: rejected while nobody awaited it, it would end the file.
   for (const failed of await Promise.all([uploads, tracking])) if (failed) throw failed
   await a.stop()
-  const file = /^Wrote (\S+) \(([\d.]+ (?:bytes|KB|MB)), (\d+) rows of (\d+) tables\) in [\d.]+ s$/m.exec(made.out)
+  const file =
+    /^Wrote (\S+) \(([\d.]+ (?:bytes|KB|MB)), (\d+) rows of (\d+) tables\) in [\d.]+ s$/m.exec(
+      made.out,
+    )
   assert.ok(file, made.out)
   const before = acked.filter((u) => u.at < began)
   const after = acked.filter((u) => u.at >= began)
-  assert.ok(before.length >= 3 && after.length >= 1, `uploads before ${before.length}, after ${after.length}`)
+  assert.ok(
+    before.length >= 3 && after.length >= 1,
+    `uploads before ${before.length}, after ${after.length}`,
+  )
   const eventsBefore = eventsAcked.filter((e) => e.at < began).reduce((sum, e) => sum + e.n, 0)
   assert.ok(eventsBefore > 0)
-  // The job queue went into the file: the uploads and events waiting for their jobs come back with them.
+  // The job queue went into the file: the uploads and events waiting for their jobs come
+  // back with them.
   const rows = trailer(file[1])
   assert.ok(rows['graphile_worker._private_jobs'] > 0, JSON.stringify(rows))
   assert.ok(rows['tracking_events'] >= eventsBefore, JSON.stringify(rows))
@@ -199,16 +234,25 @@ test('a backup taken under uploads and tracking restores, twice, with every ackn
     }
     // No job is left waiting, locked or failed: the restored queue ran.
     const password = readFileSync(join(s.env.SERVICE_DATA_DIR, 'service-password'), 'utf8').trim()
-    const sql = postgres({ host: '127.0.0.1', port: pgPort, user: 'postgres', password, database: 'postgres', max: 1 })
+    const sql = postgres({
+      host: '127.0.0.1',
+      port: pgPort,
+      user: 'postgres',
+      password,
+      database: 'postgres',
+      max: 1,
+    })
     try {
       for (let i = 0; ; i++) {
-        const jobs =
-          await sql`select task_identifier, attempts, run_at, locked_at, last_error from graphile_worker.jobs`
+        const jobs = await sql`select task_identifier, attempts, run_at, locked_at, last_error
+            from graphile_worker.jobs`
         if (jobs.length === 0) break
         assert.ok(i < 300, `jobs still in the queue: ${JSON.stringify(jobs)}`)
         await sleep(100)
       }
-      const [events] = await sql`select count(*)::int as n, count(*) filter (where status = 'received')::int as waiting
+      const [events] =
+        await sql`select count(*)::int as n, count(*) filter (where status = 'received')::int
+          as waiting
         from tracking_events`
       assert.ok(events.n >= eventsBefore && events.waiting === 0, JSON.stringify(events))
     } finally {
@@ -217,7 +261,10 @@ test('a backup taken under uploads and tracking restores, twice, with every ackn
   }
 
   const second = join(dir, 'second')
-  const restored = await command(['restore', file[1]], environment(second, { EMBEDDED_PG_PORT: String(pgPort) }))
+  const restored = await command(
+    ['restore', file[1]],
+    environment(second, { EMBEDDED_PG_PORT: String(pgPort) }),
+  )
   assert.equal(restored.code, 0, restored.err)
   assert.match(restored.out, /^Restored .*: \d+ rows of \d+ tables/)
   const b = await serve(second, pgPort)
@@ -276,7 +323,12 @@ test('backups the worker makes keep the newest SERVICE_BACKUP_KEEP and show in /
   // A backup that cannot be written is counted as failed.
   const blocked = join(dir, 'a-file')
   writeFileSync(blocked, '')
-  await assert.rejects(runBackup({ ...s.app, config: { ...s.app.config, backupDir: blocked } }, { origin: 'schedule' }))
+  await assert.rejects(
+    runBackup(
+      { ...s.app, config: { ...s.app.config, backupDir: blocked } },
+      { origin: 'schedule' },
+    ),
+  )
   assert.match((await s.call('GET', '/metrics')).body, /^service_backup_failures 1$/m)
 })
 
@@ -293,7 +345,10 @@ test('a .partial file that a killed backup left is removed by the next backup; a
   // A second, later, must not count as old.
   const recent = new Date(Date.now() - STALE_PARTIAL_MS + 60_000)
   utimesSync(running, recent, recent)
-  const made = await runBackup({ ...s.app, config: { ...s.app.config, backupDir: folder } }, { origin: 'schedule' })
+  const made = await runBackup(
+    { ...s.app, config: { ...s.app.config, backupDir: folder } },
+    { origin: 'schedule' },
+  )
   assert.ok(existsSync(join(folder, made.file)))
   assert.ok(!existsSync(stale), 'the stale .partial is still there')
   assert.ok(existsSync(running), "a running backup's .partial was removed")
@@ -350,24 +405,29 @@ test('with SERVICE_BACKUP_KEY the worker and the executable write sealed backups
 test('a job in flight at a backup, even one add_job replaced as it ran, comes back with an attempt left', async () => {
   const key = 'restore-in-flight'
   const later = new Date(Date.now() + 86_400_000)
-  const add = () => s.app.sql`select (graphile_worker.add_job('analyze_tables', '{"tables": []}'::json,
+  const add = () => s.app
+    .sql`select (graphile_worker.add_job('analyze_tables', '{"tables": []}'::json,
     run_at => ${later}::timestamptz, job_key => ${key})).id`
   const [{ id: replaced }] = await add()
-  await s.app.sql`update graphile_worker._private_jobs set locked_at = now(), locked_by = 'gone' where id = ${replaced}`
+  await s.app.sql`update graphile_worker._private_jobs set locked_at = now(), locked_by = 'gone'
+      where id = ${replaced}`
   const [{ id: successor }] = await add()
-  const [old] = await s.app.sql`select attempts, max_attempts from graphile_worker.jobs where id = ${replaced}`
+  const [old] = await s.app
+    .sql`select attempts, max_attempts from graphile_worker.jobs where id = ${replaced}`
   assert.equal(old.attempts, old.max_attempts, 'add_job spends a replaced running job')
   const file = join(dir, 'in-flight.backup')
   try {
     await backup(s.app.sql, file)
   } finally {
-    await s.app.sql`delete from graphile_worker._private_jobs where id in (${replaced}, ${successor})`
+    await s.app
+      .sql`delete from graphile_worker._private_jobs where id in (${replaced}, ${successor})`
   }
   const target = await freshDatabase()
   const sql = connect(target.url, { max: 1 })
   try {
     await restore(sql, target.url, file)
-    const jobs = await sql`select id, key, locked_at, attempts, max_attempts from graphile_worker.jobs
+    const jobs =
+      await sql`select id, key, locked_at, attempts, max_attempts from graphile_worker.jobs
       where id in (${replaced}, ${successor}) order by id`
     assert.deepEqual(
       jobs.map((j) => [j.id, j.key, j.locked_at, j.attempts < j.max_attempts]),
@@ -396,7 +456,10 @@ test('service backup shows progress on a terminal only; a failure exits 1 with t
   const shown = await command(['-qec', quoted, '/dev/null'], backupEnv(), 'script', process.cwd())
   assert.equal(shown.code, 0, shown.out + shown.err)
   assert.match(shown.out, /\d+\/\d+ rows \(estimated\) \| /)
-  assert.match(shown.out, /Wrote \S+service-backup-\S+\.gz \([\d.]+ (bytes|KB|MB), \d+ rows of \d+ tables\) in/)
+  assert.match(
+    shown.out,
+    /Wrote \S+service-backup-\S+\.gz \([\d.]+ (bytes|KB|MB), \d+ rows of \d+ tables\) in/,
+  )
   // On a pipe only the summary, on stdout.
   const piped = await backupCommand(['--to', to])
   assert.equal(piped.code, 0, piped.err)
@@ -417,14 +480,18 @@ test('service backup shows progress on a terminal only; a failure exits 1 with t
   assert.equal(listBackups(to).length, 2)
 })
 
-// postgres.js leaves its socket paused when a COPY's stream fills up as the COPY ends: the next table's
-// COPY then waited forever (the console's "Start a backup" never listed its file). A few MB of rows,
-// read more slowly than PostgreSQL sends them as the gzip stream pushes back, made it happen every time.
-test("a backup whose tables outgrow the COPY stream's buffer ends, with every row", { timeout: 60_000 }, async () => {
+// postgres.js leaves its socket paused when a COPY's stream fills up as the COPY ends: the next
+// table's COPY then waited forever (the console's "Start a backup" never listed its file). A
+// few MB of rows, read more slowly than PostgreSQL sends them as the gzip stream pushes back,
+// made it happen every time.
+test("a backup whose tables outgrow the COPY stream's buffer ends, with every row", {
+  timeout: 60_000,
+}, async () => {
   const account = await s.account('Large')
   const n = 30_000
   await s.app.sql`insert into customers (account_id, external_id, name, attributes)
-    select ${account.id}, 'bulk-' || g, 'Customer ' || g, jsonb_build_object('note', repeat('x', 100))
+    select ${account.id}, 'bulk-' || g, 'Customer ' || g,
+    jsonb_build_object('note', repeat('x', 100))
     from generate_series(1, ${n}) g`
   const file = join(dir, 'large.backup')
   try {
@@ -438,8 +505,13 @@ test("a backup whose tables outgrow the COPY stream's buffer ends, with every ro
 })
 
 test('SERVICE_BACKUP_SCHEDULE is a cron expression, checked at start, and adds a crontab line', () => {
-  assert.throws(() => loadConfig({ SERVICE_BACKUP_SCHEDULE: 'every night' }), /SERVICE_BACKUP_SCHEDULE 'every night'/)
+  assert.throws(
+    () => loadConfig({ SERVICE_BACKUP_SCHEDULE: 'every night' }),
+    /SERVICE_BACKUP_SCHEDULE 'every night'/,
+  )
   const config = loadConfig({ SERVICE_BACKUP_SCHEDULE: '0 3 * * *' })
-  assert.ok(crontab(config).some((line) => /^0 3 \* \* \* backup_database \?max=1&queue=backup/.test(line)))
+  assert.ok(
+    crontab(config).some((line) => /^0 3 \* \* \* backup_database \?max=1&queue=backup/.test(line)),
+  )
   assert.ok(!crontab(loadConfig({})).some((line) => line.includes('backup_database')))
 })

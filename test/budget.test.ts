@@ -1,5 +1,5 @@
-// Every expensive request has a bounded cost (issue 30): IN lists cost one array, the request's size
-// is capped, its statements run under a timeout on a pool of their own, and a client that goes
+// Every expensive request has a bounded cost (issue 30): IN lists cost one array, the request's
+// size is capped, its statements run under a timeout on a pool of their own, and a client that goes
 // takes its query with it. A statement is held as long as a test needs by a lock on the table it
 // reads (contacts, which a customer's point read never touches).
 import assert from 'node:assert/strict'
@@ -59,9 +59,13 @@ describe('IN on a custom property', () => {
   test('an attribute IN and NIN of 1,000 values answer as the list says', async () => {
     const values = thousand(['country-3', 'country-17'])
     assert.equal(values.length, 1000)
-    const inList = await search(acme, 'customers', { filters: [{ propertyName: 'country', operator: 'IN', values }] })
+    const inList = await search(acme, 'customers', {
+      filters: [{ propertyName: 'country', operator: 'IN', values }],
+    })
     assert.deepEqual(ids(inList), ['c-17', 'c-3'])
-    const notIn = await search(acme, 'customers', { filters: [{ propertyName: 'country', operator: 'NIN', values }] })
+    const notIn = await search(acme, 'customers', {
+      filters: [{ propertyName: 'country', operator: 'NIN', values }],
+    })
     assert.equal(ids(notIn).length, 18)
     const metric = Array.from({ length: 1000 }, (_, i) => String(i * 7))
     const logins = await search(acme, 'customers', {
@@ -80,7 +84,10 @@ describe('IN on a custom property', () => {
       today: new Date().toISOString().slice(0, 10),
     })
     assert.ok(query.params.length < 10, `${query.params.length} parameters`)
-    const [row] = await s.sql.unsafe(`explain (format json) ${query.text}`, query.params as string[])
+    const [row] = await s.sql.unsafe(
+      `explain (format json) ${query.text}`,
+      query.params as string[],
+    )
     const plan = JSON.stringify(row['QUERY PLAN'])
     assert.match(plan, /= ANY/)
     assert.doesNotMatch(plan, / OR /)
@@ -89,7 +96,11 @@ describe('IN on a custom property', () => {
 })
 
 describe('caps on what a request asks', () => {
-  const leaf = (n: number) => ({ propertyName: 'country', operator: 'IN', values: thousand([`x-${n}`]) })
+  const leaf = (n: number) => ({
+    propertyName: 'country',
+    operator: 'IN',
+    values: thousand([`x-${n}`]),
+  })
   const errors = (res: { status: number; body: any }) => {
     assert.equal(res.status, 400, JSON.stringify(res.body))
     return res.body.errors as { path: string; message: string }[]
@@ -129,14 +140,28 @@ describe('caps on what a request asks', () => {
         codename,
         type: 'number',
       })
-    const core = ['fitscore', 'engagementscore', 'engagementscore_difference', 'churn_risk', 'upsell_score']
+    const core = [
+      'fitscore',
+      'engagementscore',
+      'engagementscore_difference',
+      'churn_risk',
+      'upsell_score',
+    ]
     const fields = [...core, 'logins', 'seats', 'm1', 'm2', 'm3']
-    const wide = await acme.api('/api/v1/customers/aggregate', { fields, buckets: 100, matrix: 'grid' })
+    const wide = await acme.api('/api/v1/customers/aggregate', {
+      fields,
+      buckets: 100,
+      matrix: 'grid',
+    })
     assert.deepEqual(
       errors(wide).map((e) => e.path),
       ['/buckets'],
     )
-    const fits = await acme.api('/api/v1/customers/aggregate', { fields, buckets: 90, matrix: 'grid' })
+    const fits = await acme.api('/api/v1/customers/aggregate', {
+      fields,
+      buckets: 90,
+      matrix: 'grid',
+    })
     assert.equal(fits.status, 200, JSON.stringify(fits.body))
   })
 })
@@ -164,7 +189,9 @@ describe('budgets', () => {
     const saved = s.app.config.searchTimeoutMs
     s.app.config.searchTimeoutMs = 200
     try {
-      const res = await search(acme, 'contacts', { filters: [{ propertyName: 'name', operator: 'KNOWN' }] })
+      const res = await search(acme, 'contacts', {
+        filters: [{ propertyName: 'name', operator: 'KNOWN' }],
+      })
       assert.equal(res.status, 422, JSON.stringify(res.body))
       assert.equal(res.headers.get('content-type'), 'application/problem+json')
       assert.match(res.body.detail, /search budget of 200 ms/)
@@ -203,9 +230,11 @@ describe('budgets', () => {
       assert.equal(res.status, 422, JSON.stringify(res.body))
       assert.match(res.body.detail, /search budget of 100 ms/)
       // The segment is skipped (its members stay as they were), not the job failed on every retry.
-      const [before] = await s.app.sql`select computed_at from segments where id = ${created.body.id}`
+      const [before] = await s.app
+        .sql`select computed_at from segments where id = ${created.body.id}`
       await recomputeSegments(s.app, { account_id: acme.id })
-      const [after] = await s.app.sql`select computed_at from segments where id = ${created.body.id}`
+      const [after] = await s.app
+        .sql`select computed_at from segments where id = ${created.body.id}`
       assert.deepEqual(after.computed_at, before.computed_at)
     } finally {
       Object.assign(s.app.config, saved)
@@ -228,7 +257,8 @@ describe('budgets', () => {
     assert.equal(created.status, 201, JSON.stringify(created.body))
     await s.app.sql`update segments set computed_at = null where id = ${created.body.id}`
     await recomputeSegments(s.app, { account_id: acme.id })
-    const rows = await s.app.sql`select id, computed_at from segments where id in (${old.id}, ${created.body.id})`
+    const rows = await s.app
+      .sql`select id, computed_at from segments where id in (${old.id}, ${created.body.id})`
     const computed = new Map(rows.map((r) => [r.id, r.computed_at]))
     assert.equal(computed.get(old.id), null)
     assert.notEqual(computed.get(created.body.id), null)
@@ -269,14 +299,17 @@ describe('budgets', () => {
     }
   })
 
-  // The account's share of expensive requests is lifted above both pools (the service starts with 30).
+  // The account's share of expensive requests is lifted above both pools (the service
+  // starts with 30).
   test("a point read of another account answers while one account's searches fill the expensive pool", async () => {
     const release = await lockContacts()
     const size = s.app.config.heavyPoolSize
     let settled = 0
     // More searches than either pool holds (the API pool has 20): in one shared pool they would
     // take every connection, and the point read would wait for the lock as they do.
-    const slow = Array.from({ length: 22 }, () => search(acme, 'contacts', {}).finally(() => settled++))
+    const slow = Array.from({ length: 22 }, () =>
+      search(acme, 'contacts', {}).finally(() => settled++),
+    )
     try {
       await until(async () => (await waiting()) === size)
       const read = await other.api('/api/v1/customer/o-1', undefined, 'GET')
@@ -287,7 +320,8 @@ describe('budgets', () => {
     } finally {
       await release()
     }
-    for (const res of await Promise.all(slow)) assert.equal(res.status, 200, JSON.stringify(res.body))
+    for (const res of await Promise.all(slow))
+      assert.equal(res.status, 200, JSON.stringify(res.body))
   })
 })
 
@@ -300,11 +334,15 @@ test('a client gone between two statements of a budget ends its transaction: no 
     return track(tx`select 1`)
   })
   const hung = delay(10_000, 'still open after 10 s', { ref: false })
-  await assert.rejects(Promise.race([work, hung]), (err: Refusal) => err instanceof Refusal && err.status === 499)
-  // Rolled back: the lock is free and its session does not idle in a transaction (other sessions, the
-  // worker's, may be between two statements of theirs at this moment).
+  await assert.rejects(
+    Promise.race([work, hung]),
+    (err: Refusal) => err instanceof Refusal && err.status === 499,
+  )
+  // Rolled back: the lock is free and its session does not idle in a transaction (other sessions,
+  // the worker's, may be between two statements of theirs at this moment).
   assert.ok(pid > 0)
-  const [row] = await s.app.sql`select pg_try_advisory_xact_lock(4242) as free, (select count(*)::int
+  const [row] = await s.app
+    .sql`select pg_try_advisory_xact_lock(4242) as free, (select count(*)::int
     from pg_stat_activity where pid = ${pid} and state like 'idle in transaction%') as idle`
   assert.deepEqual({ ...row }, { free: true, idle: 0 })
 })

@@ -58,10 +58,16 @@ test('the bundle leaves out the TypeScript compiler and says so when a TypeScrip
   assert.ok(!readFileSync('dist/service.mjs', 'utf8').includes('versionMajorMinor'))
   const dir = bundleAlone()
   try {
-    const help = spawnSync(process.execPath, ['service.mjs', '--help'], { cwd: dir, encoding: 'utf8' })
+    const help = spawnSync(process.execPath, ['service.mjs', '--help'], {
+      cwd: dir,
+      encoding: 'utf8',
+    })
     assert.equal(help.status, 0, help.stderr)
     writeFileSync(join(dir, '.graphile-workerrc.ts'), 'export default {}\n')
-    const run = spawnSync(process.execPath, ['service.mjs', '--help'], { cwd: dir, encoding: 'utf8' })
+    const run = spawnSync(process.execPath, ['service.mjs', '--help'], {
+      cwd: dir,
+      encoding: 'utf8',
+    })
     assert.notEqual(run.status, 0)
     assert.match(run.stderr, /does not read TypeScript config files/)
   } finally {

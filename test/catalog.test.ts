@@ -6,7 +6,8 @@ import { connect, type Sql } from '../src/db/client.ts'
 import { migrate } from '../src/db/migrate.ts'
 import { freshDatabase, GLOBAL_TABLES } from './helpers/db.ts'
 
-// Tables that are not a tenant's: the tenants themselves, and the service's own bookkeeping and keys.
+// Tables that are not a tenant's: the tenants themselves, and the service's own
+// bookkeeping and keys.
 
 let db: Awaited<ReturnType<typeof freshDatabase>>
 let sql: Sql
@@ -23,20 +24,23 @@ after(async () => {
 const tenantTables = async () =>
   (
     await sql`
-    select c.relname from pg_class c where c.relnamespace = 'public'::regnamespace and c.relkind in ('r', 'p')
+    select c.relname from pg_class c where c.relnamespace = 'public'::regnamespace
+      and c.relkind in ('r', 'p')
       and c.relname <> all(${GLOBAL_TABLES}) order by 1`
   ).map((r) => r.relname as string)
 
 // The column names of a constraint's or index's keys, in order.
 const keyColumns = (table: string, attnums: number[]) =>
-  sql`select array_agg(a.attname order by k.i) as cols from unnest(${attnums}::int2[]) with ordinality k(n, i)
+  sql`select array_agg(a.attname order by k.i) as cols from unnest(${attnums}::int2[])
+    with ordinality k(n, i)
       join pg_attribute a on a.attrelid = ${table}::regclass and a.attnum = k.n`
 
 test('every tenant table has account_id and a primary key that leads with it', async () => {
   const tables = await tenantTables()
   assert.ok(tables.length >= 15, `tenant tables: ${tables}`)
   for (const table of tables) {
-    const [pk] = await sql`select conkey from pg_constraint where conrelid = ${table}::regclass and contype = 'p'`
+    const [pk] = await sql`select conkey from pg_constraint where conrelid = ${table}::regclass
+        and contype = 'p'`
     assert.ok(pk, `${table} has no primary key`)
     const [{ cols }] = await keyColumns(table, pk.conkey)
     assert.equal(cols[0], 'account_id', `${table}: primary key (${cols})`)
@@ -45,9 +49,11 @@ test('every tenant table has account_id and a primary key that leads with it', a
 
 test('every unique index of a tenant table includes account_id', async () => {
   const indexes = await sql`
-    select c.relname as tbl, i.indexrelid::regclass::text as idx, i.indkey::int2[] as keys from pg_index i
+    select c.relname as tbl, i.indexrelid::regclass::text as idx, i.indkey::int2[] as keys
+      from pg_index i
     join pg_class c on c.oid = i.indrelid
-    where c.relnamespace = 'public'::regnamespace and i.indisunique and c.relname <> all(${GLOBAL_TABLES})`
+    where c.relnamespace = 'public'::regnamespace and i.indisunique
+      and c.relname <> all(${GLOBAL_TABLES})`
   assert.ok(indexes.length >= 15)
   for (const { tbl, idx, keys } of indexes) {
     const [{ cols }] = await keyColumns(tbl, keys)
@@ -57,7 +63,8 @@ test('every unique index of a tenant table includes account_id', async () => {
 
 test('every foreign key between tenant tables carries account_id on both sides', async () => {
   const keys = await sql`
-    select conname, conrelid::regclass::text as tbl, confrelid::regclass::text as ref, conkey, confkey
+    select conname, conrelid::regclass::text as tbl, confrelid::regclass::text as ref, conkey,
+    confkey
     from pg_constraint where contype = 'f' and connamespace = 'public'::regnamespace`
   assert.ok(keys.length >= 20, `foreign keys: ${keys.length}`)
   for (const k of keys) {

@@ -1,5 +1,6 @@
-// The learned churn probability's pure core (src/learn/), without a database: on generated customers
-// of known structure, what it learns, how honestly it reports it, and that its drivers are exact.
+// The learned churn probability's pure core (src/learn/), without a database: on generated
+// customers of known structure, what it learns, how honestly it reports it, and that its
+// drivers are exact.
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
 import { churnProbabilities, explainChurn, trainChurnModel } from '../src/learn/churn.ts'
@@ -33,7 +34,8 @@ const BARS: Record<Structure, number> = { linear: 0.82, interaction: 0.84, mixed
 
 for (const structure of ['linear', 'interaction', 'mixed'] as const) {
   const title =
-    `${structure} signal: the held-out AUC reaches ${BARS[structure]}, ` + 'and the cross-validated AUC predicts it'
+    `${structure} signal: the held-out AUC reaches ${BARS[structure]}, ` +
+    'and the cross-validated AUC predicts it'
   test(title, () => {
     const { held, trained, measured } = trainedOn(structure)
     const ceiling = auc(
@@ -42,7 +44,10 @@ for (const structure of ['linear', 'interaction', 'mixed'] as const) {
     )
     assert.ok(measured >= BARS[structure], `held-out AUC ${measured} (ceiling ${ceiling})`)
     assert.ok(ceiling - measured < 0.05, `held-out AUC ${measured} against the ceiling ${ceiling}`)
-    assert.ok(Math.abs(trained.evaluation.auc - measured) <= 0.03, `CV ${trained.evaluation.auc} vs ${measured}`)
+    assert.ok(
+      Math.abs(trained.evaluation.auc - measured) <= 0.03,
+      `CV ${trained.evaluation.auc} vs ${measured}`,
+    )
     const { auc_low: low, auc_high: high } = trained.evaluation
     assert.ok(low < trained.evaluation.auc && trained.evaluation.auc < high && high - low < 0.06)
     assert.equal(trained.training.customers, 2000)
@@ -59,23 +64,37 @@ test('thresholds and interactions choose the trees, which a linear model cannot 
   const encoder = fitEncoder(CHURN_DEFS, train, TODAY, LEAD)
   const line = trainLinear(encode(encoder, train, TODAY), labels(train))
   const lineAuc = auc(predictLinear(line, encode(encoder, held, TODAY), held.length), labels(held))
-  assert.ok(lineAuc < BARS.interaction - 0.04, `a linear model reaches ${lineAuc}, the chosen ${measured}`)
-  assert.ok(trained.evaluation.candidates.gradient_boosted_trees > trained.evaluation.candidates.logistic_regression)
+  assert.ok(
+    lineAuc < BARS.interaction - 0.04,
+    `a linear model reaches ${lineAuc}, the chosen ${measured}`,
+  )
+  assert.ok(
+    trained.evaluation.candidates.gradient_boosted_trees >
+      trained.evaluation.candidates.logistic_regression,
+  )
 })
 
 test('shuffled labels: the reported AUC stays within 0.5 ± 0.05', () => {
   for (const structure of ['linear', 'interaction'] as const) {
-    const { evaluation } = trainChurnModel(CHURN_DEFS, generate(2000, structure, 3, TODAY, { shuffle: true }), {
-      today: TODAY,
-      leadDays: LEAD,
-    })
+    const { evaluation } = trainChurnModel(
+      CHURN_DEFS,
+      generate(2000, structure, 3, TODAY, { shuffle: true }),
+      {
+        today: TODAY,
+        leadDays: LEAD,
+      },
+    )
     assert.ok(Math.abs(evaluation.auc - 0.5) <= 0.05, `${structure}: ${evaluation.auc}`)
   }
 })
 
 test('no leakage: logins that drop in the last 30 days before a churn add nothing to the AUC', () => {
-  // Churned customers' logins fall to zero 20 days before they churn: a give-away a model must not see.
-  const honest = trainChurnModel(CHURN_DEFS, generate(2000, 'linear', 4, TODAY), { today: TODAY, leadDays: LEAD })
+  // Churned customers' logins fall to zero 20 days before they churn: a give-away a
+  // model must not see.
+  const honest = trainChurnModel(CHURN_DEFS, generate(2000, 'linear', 4, TODAY), {
+    today: TODAY,
+    leadDays: LEAD,
+  })
   const leaky = generate(2000, 'linear', 4, TODAY, { leak: 20 })
   const withLead = trainChurnModel(CHURN_DEFS, leaky, { today: TODAY, leadDays: LEAD })
   assert.ok(
@@ -110,7 +129,8 @@ const conditional = (forest: Forest, x: number[], S: Set<number>) =>
     const walk = (at: number): number => {
       const node = tree[at]
       if (node.feature < 0) return node.value
-      if (S.has(node.feature)) return walk(x[node.feature] <= node.threshold ? node.left : node.right)
+      if (S.has(node.feature))
+        return walk(x[node.feature] <= node.threshold ? node.left : node.right)
       const l = tree[node.left].cover
       const r = tree[node.right].cover
       return (walk(node.left) * l + walk(node.right) * r) / (l + r)
@@ -123,7 +143,9 @@ test('TreeSHAP is exact: it equals the Shapley values found by enumerating all s
   const next = random(7)
   const n = 600
   const X = [0, 1, 2, 3].map(() => Float64Array.from({ length: n }, () => next()))
-  const y = Float64Array.from({ length: n }, (_, i) => ((X[0][i] > 0.5 && X[1][i] < 0.4) || X[2][i] > 0.8 ? 1 : 0))
+  const y = Float64Array.from({ length: n }, (_, i) =>
+    (X[0][i] > 0.5 && X[1][i] < 0.4) || X[2][i] > 0.8 ? 1 : 0,
+  )
   const forest = trainForest(X, y, { trees: 5, depth: 3, rate: 0.3, lambda: 1, minHessian: 1 })
   const M = X.length
   for (let i = 0; i < 5; i++) {
@@ -151,7 +173,12 @@ test('features: categories rare or unseen share "other", missing values are flag
     churned: false,
     churnedDate: null,
   })
-  const train = [...Array(10).fill({ plan: 'pro' }), ...Array(10).fill({ plan: 'basic' }), { plan: 'rare' }, {}].map(s)
+  const train = [
+    ...Array(10).fill({ plan: 'pro' }),
+    ...Array(10).fill({ plan: 'basic' }),
+    { plan: 'rare' },
+    {},
+  ].map(s)
   const defs = [
     { codename: 'plan', kind: 'attribute', type: 'string' },
     { codename: 'since', kind: 'attribute', type: 'date' },
@@ -163,7 +190,12 @@ test('features: categories rare or unseen share "other", missing values are flag
   )
   const X = encode(
     encoder,
-    [s({ plan: 'rare' }), s({ plan: 'never-seen' }), s({ since: '2026-11-01' }), s({ plan: 'pro' })],
+    [
+      s({ plan: 'rare' }),
+      s({ plan: 'never-seen' }),
+      s({ since: '2026-11-01' }),
+      s({ plan: 'pro' }),
+    ],
     TODAY,
   )
   const row = (i: number) => X.map((col) => col[i])
@@ -186,7 +218,8 @@ test("features: a churned customer's snapshots of its last 30 days are not read;
   const active: Sample = { ...churned, churned: false, churnedDate: null }
   const encoder = fitEncoder([...defs], [churned, active], TODAY, LEAD)
   const X = encode(encoder, [churned, active], TODAY)
-  // Churned: read up to 2026-10-26 (latest 30, 30 days before it: 10); active: all (0, and 30 before: 30).
+  // Churned: read up to 2026-10-26 (latest 30, 30 days before it: 10); active: all (0,
+  // and 30 before: 30).
   assert.deepEqual([X[0][0], X[0][1]], [30, 0])
   assert.deepEqual([X[1][0], X[1][1]], [20, -30])
 })
@@ -196,7 +229,11 @@ test('DeLong interval, folds and Platt scaling on known cases', () => {
   assert.equal(auc(Float64Array.from([0.1, 0.2, 0.8, 0.9, 0.3, 0.7]), y), 1)
   assert.equal(auc(Float64Array.from([0.5, 0.5, 0.5, 0.5, 0.5, 0.5]), y), 0.5)
   // 7 of the 9 (positive, negative) pairs are ordered right.
-  const { auc: a, low, high } = aucWithInterval(Float64Array.from([0.1, 0.2, 0.8, 0.9, 0.85, 0.7]), y)
+  const {
+    auc: a,
+    low,
+    high,
+  } = aucWithInterval(Float64Array.from([0.1, 0.2, 0.8, 0.9, 0.85, 0.7]), y)
   assert.ok(Math.abs(a - 7 / 9) < 1e-12 && low < a && high <= 1)
   const folds = stratifiedFolds(
     Float64Array.from({ length: 100 }, (_, i) => (i < 20 ? 1 : 0)),

@@ -28,7 +28,9 @@ const define = async (a: Account) => {
     const res = await s.admin('POST', `/accounts/${a.id}/properties`, { entity: 'customer', ...d })
     assert.equal(res.status, 201, JSON.stringify(res.body))
   }
-  const rules = { customer: { engagement: [{ codename: 'logins', weight: 100, bad: 0, good: 40 }] } }
+  const rules = {
+    customer: { engagement: [{ codename: 'logins', weight: 100, bad: 0, good: 40 }] },
+  }
   assert.equal((await s.admin('PUT', `/accounts/${a.id}/scoring`, rules)).status, 200)
 }
 
@@ -76,7 +78,11 @@ test('refusals: too few labels (422 naming both counts), an unknown feature (400
   assert.equal(none.body.status, 'none')
   await upload(
     a,
-    generate(60, 'linear', 9, TODAY).map((c, i) => ({ ...c, churned: i < 5, churnedDate: i < 5 ? TODAY : null })),
+    generate(60, 'linear', 9, TODAY).map((c, i) => ({
+      ...c,
+      churned: i < 5,
+      churnedDate: i < 5 ? TODAY : null,
+    })),
     'x',
   )
   const few = await a.api('/api/v1/churn-model/train', {})
@@ -111,12 +117,20 @@ test(TRAINING, async () => {
   assert.equal(model.algorithm, 'gradient_boosted_trees')
   assert.ok(model.training.churned >= 20 && model.training.customers === 1500)
   const { auc: reported, auc_low, auc_high } = model.evaluation
-  assert.ok(auc_low < reported && reported < auc_high && reported > 0.8, JSON.stringify(model.evaluation))
+  assert.ok(
+    auc_low < reported && reported < auc_high && reported > 0.8,
+    JSON.stringify(model.evaluation),
+  )
   assert.equal(model.features.length, CHURN_DEFS.length + 3)
-  assert.ok(['seats', 'logins', 'tickets'].includes(model.features[0].codename), JSON.stringify(model.features))
+  assert.ok(
+    ['seats', 'logins', 'tickets'].includes(model.features[0].codename),
+    JSON.stringify(model.features),
+  )
 
   // Every training customer has a probability.
-  const trained = await search(a, { filters: [{ propertyName: 'churn_probability', operator: 'UNKNOWN' }] })
+  const trained = await search(a, {
+    filters: [{ propertyName: 'churn_probability', operator: 'UNKNOWN' }],
+  })
   assert.equal(trained.length, 0)
 
   // Customers it never saw, uploaded after it: scored as they are processed, trained_at kept.
@@ -162,13 +176,20 @@ test(TRAINING, async () => {
 
   // The retrain cron (SERVICE_CHURN_MODEL_RETRAIN) fans out a training per account; one that fails
   // (here: no churned customer left) says why, and the model trained before keeps serving.
-  assert.ok(crontab(loadConfig({ SERVICE_CHURN_MODEL_RETRAIN: '0 4 * * 1' })).includes('0 4 * * 1 train_churn_model'))
+  assert.ok(
+    crontab(loadConfig({ SERVICE_CHURN_MODEL_RETRAIN: '0 4 * * 1' })).includes(
+      '0 4 * * 1 train_churn_model',
+    ),
+  )
   assert.ok(!crontab(loadConfig({})).some((line) => line.includes('train_churn_model')))
   await s.sql`update customers set is_churned = false, churned_date = null, churn_reason = null
     where account_id = ${a.id}`
-  // As the cron adds it: the worker runs the task on its own connections, which may touch every shard.
-  const [cron] = await s.sql`select id from graphile_worker.add_job('train_churn_model', '{}'::json)`
-  const gone = async () => (await s.sql`select 1 from graphile_worker._private_jobs where id = ${cron.id}`).length === 0
+  // As the cron adds it: the worker runs the task on its own connections, which may
+  // touch every shard.
+  const [cron] =
+    await s.sql`select id from graphile_worker.add_job('train_churn_model', '{}'::json)`
+  const gone = async () =>
+    (await s.sql`select 1 from graphile_worker._private_jobs where id = ${cron.id}`).length === 0
   await eventually(gone, 'the retrain cron to run', 120_000)
   const failed = await waitReady(a, 'failed')
   assert.match(failed.error, /0 churned and 2300 active/)
@@ -195,7 +216,10 @@ test(`${ALERT_TITLE}, after a training and as processed`, async () => {
     assert.equal(res.body.errors[0].path, path, JSON.stringify(res.body))
   }
   const r = await startReceiver()
-  const hook = await s.admin('POST', `/accounts/${a.id}/webhooks`, { url: r.url, events: ['customer.score_changed'] })
+  const hook = await s.admin('POST', `/accounts/${a.id}/webhooks`, {
+    url: r.url,
+    events: ['customer.score_changed'],
+  })
   assert.equal(hook.status, 201)
   const types = (await s.admin('GET', '/event-types')).body
   const schema = types.find((t: any) => t.name === 'customer.score_changed').schema
@@ -217,10 +241,10 @@ test(`${ALERT_TITLE}, after a training and as processed`, async () => {
   // Of every customer, churned or not (search leaves the churned out).
   const probabilities = async () =>
     new Map(
-      (await s.sql`select external_id, churn_probability from customer_scores where account_id = ${a.id}`).map((c) => [
-        c.external_id as string,
-        c.churn_probability as number,
-      ]),
+      (
+        await s.sql`select external_id, churn_probability from customer_scores
+          where account_id = ${a.id}`
+      ).map((c) => [c.external_id as string, c.churn_probability as number]),
     )
   try {
     await upload(a, generate(400, 'linear', 5, TODAY), 'p')
@@ -235,7 +259,8 @@ test(`${ALERT_TITLE}, after a training and as processed`, async () => {
     assert.equal(r.requests.length, 0)
     const first = await probabilities()
 
-    // Labels changed, a second training: each customer whose probability crossed 0.5, and only those.
+    // Labels changed, a second training: each customer whose probability crossed 0.5,
+    // and only those.
     await s.sql`
       update customers set is_churned = not is_churned,
         churned_date = case when is_churned then null else ${TODAY}::date end,
@@ -245,14 +270,19 @@ test(`${ALERT_TITLE}, after a training and as processed`, async () => {
     await waitReady(a)
     await quiet()
     const second = await probabilities()
-    const crossed = [...second].filter(([id, p]) => first.get(id)! >= 0.5 !== p! >= 0.5).map(([id]) => id)
+    const crossed = [...second]
+      .filter(([id, p]) => first.get(id)! >= 0.5 !== p! >= 0.5)
+      .map(([id]) => id)
     assert.ok(crossed.length > 0, 'the relabelling moved some customer across 0.5')
     await eventually(async () => changes().length === crossed.length, 'the crossings announced')
     const announced = changes()
     assert.deepEqual(announced.map((c) => c.external_id).sort(), crossed.sort())
     for (const c of announced) {
       assert.deepEqual([c.score, c.crossed], ['churn_probability', 0.5])
-      assert.deepEqual([c.old_value, c.new_value], [first.get(c.external_id), second.get(c.external_id)])
+      assert.deepEqual(
+        [c.old_value, c.new_value],
+        [first.get(c.external_id), second.get(c.external_id)],
+      )
     }
 
     // A delta, as a customer is processed: an active customer's attributes become those of
@@ -260,13 +290,16 @@ test(`${ALERT_TITLE}, after a training and as processed`, async () => {
     await put({ churn_probability: { delta: 0.01 } })
     await quiet()
     const seen = r.requests.length
-    const active = (await search(a, { sort: [{ propertyName: 'churn_probability', direction: 'asc' }] })).map(
-      (c) => c.id,
-    )
+    const active = (
+      await search(a, { sort: [{ propertyName: 'churn_probability', direction: 'asc' }] })
+    ).map((c) => c.id)
     const [low, high] = [active[0], active.at(-1)!]
     const highest = (await a.api(`/api/v1/customer/${high}`, undefined, 'GET')).body
     const attributes = Object.fromEntries(
-      CHURN_DEFS.filter((d) => d.kind === 'attribute').map((d) => [d.codename, highest.properties[d.codename]]),
+      CHURN_DEFS.filter((d) => d.kind === 'attribute').map((d) => [
+        d.codename,
+        highest.properties[d.codename],
+      ]),
     )
     await uploadAndWait(a.api, 'customers', [{ external_id: low, name: low, attributes }], {
       scored: true,

@@ -1,4 +1,5 @@
-// Citus only (test/run.ts runs it in the Citus pass): what `migrate` makes of the schema on a cluster.
+// Citus only (test/run.ts runs it in the Citus pass): what `migrate` makes of the schema
+// on a cluster.
 import assert from 'node:assert/strict'
 import { readFileSync } from 'node:fs'
 import { test } from 'node:test'
@@ -11,7 +12,9 @@ import { freshDatabase } from './helpers/db.ts'
 const documented = () => {
   const text = readFileSync('docs/operations.md', 'utf8')
   const section = text.slice(text.indexOf('### Tables on Citus'))
-  const rows = section.slice(0, section.indexOf('\n#', 5)).matchAll(/^\| `(\w+)` \| (\w+) \| (.+) \|$/gm)
+  const rows = section
+    .slice(0, section.indexOf('\n#', 5))
+    .matchAll(/^\| `(\w+)` \| (\w+) \| (.+) \|$/gm)
   return new Map([...rows].map((r) => [r[1], { placement: r[2], reason: r[3] }]))
 }
 
@@ -21,9 +24,11 @@ test('migrate distributes every tenant table by account_id in one co-location gr
   try {
     await migrate(sql, db.url)
     const tables = await sql`
-      select c.relname as name, p.partmethod as method, p.repmodel as model, p.colocationid as group,
+      select c.relname as name, p.partmethod as method, p.repmodel as model,
+        p.colocationid as group,
         column_to_column_name(p.logicalrelid, p.partkey) as key,
-        exists(select 1 from pg_attribute a where a.attrelid = c.oid and a.attname = 'account_id') as tenant
+        exists(select 1 from pg_attribute a where a.attrelid = c.oid and a.attname = 'account_id')
+          as tenant
       from pg_class c left join pg_dist_partition p on p.logicalrelid = c.oid
       where c.relnamespace = 'public'::regnamespace and c.relkind = 'r' order by 1`
     const docs = documented()
@@ -32,12 +37,14 @@ test('migrate distributes every tenant table by account_id in one co-location gr
     for (const t of tenant) assert.deepEqual([t.name, t.method, t.key], [t.name, 'h', 'account_id'])
     assert.equal(new Set(tenant.map((t) => t.group)).size, 1)
     // A shard move replicates the whole group logically, which no unlogged table can take part in.
-    const unlogged = await sql`select relname from pg_class where relnamespace = 'public'::regnamespace
+    const unlogged =
+      await sql`select relname from pg_class where relnamespace = 'public'::regnamespace
       and relpersistence = 'u' and relname = any(${tenant.map((t) => t.name)})`
     assert.deepEqual([...unlogged], [])
     // Everything else is a reference table or stays on the coordinator, each with its reason.
     for (const t of tables.filter((t) => !t.tenant)) {
-      const placement = t.method === 'n' && t.model === 't' ? 'reference' : t.method ? 'other' : 'coordinator'
+      const placement =
+        t.method === 'n' && t.model === 't' ? 'reference' : t.method ? 'other' : 'coordinator'
       assert.equal(docs.get(t.name)?.placement, placement, t.name)
     }
     assert.equal(docs.get('accounts')?.placement, 'reference')
@@ -73,7 +80,8 @@ test('migrate distributes every tenant table by account_id in one co-location gr
     const [placed] = await sql`select partmethod, colocationid from pg_dist_partition
       where logicalrelid = 'later_things'::regclass`
     assert.deepEqual(placed, { partmethod: 'h', colocationid: tenant[0].group })
-    const keys = await sql`select conname from pg_constraint where conrelid = 'later_things'::regclass
+    const keys =
+      await sql`select conname from pg_constraint where conrelid = 'later_things'::regclass
       and contype = 'f' order by 1`
     assert.equal(keys.length, 2)
   } finally {

@@ -1,7 +1,7 @@
-// Citus only (test/run.ts runs it in the Citus pass): a worker node killed mid-upload. An upload row
-// lands on a worker and its job on the coordinator; Citus commits the two with two-phase commit, so
-// after the node is back every acknowledged upload is processed and no webhook tells of a record
-// that was not stored. Meanwhile /readyz names the node that is down.
+// Citus only (test/run.ts runs it in the Citus pass): a worker node killed mid-upload. An upload
+// row lands on a worker and its job on the coordinator; Citus commits the two with two-phase
+// commit, so after the node is back every acknowledged upload is processed and no webhook tells of
+// a record that was not stored. Meanwhile /readyz names the node that is down.
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
 import { startCitusCluster } from './helpers/citus.ts'
@@ -42,7 +42,9 @@ test('a worker node killed mid-upload: nothing acknowledged is lost, no phantom 
           })
         const ids = Array.from({ length: 20 }, (_, i) => `u${n}-c${i}`)
         const res = await a
-          .api('/api/v1/customers', { customers: ids.map((external_id) => ({ external_id, name: external_id })) })
+          .api('/api/v1/customers', {
+            customers: ids.map((external_id) => ({ external_id, name: external_id })),
+          })
           .catch(() => ({ status: 0 }))
         if (res.status === 200) acknowledged.push(...ids)
         else failed++
@@ -56,7 +58,11 @@ test('a worker node killed mid-upload: nothing acknowledged is lost, no phantom 
     // Readiness names the node while it is down, and comes back with it.
     assert.equal(down?.status, 503)
     assert.match(down.body.detail, new RegExp(`127\\.0\\.0\\.1:${port}\\b`))
-    await eventually(async () => (await s.call('GET', '/readyz')).status === 200, 'ready again', 30_000)
+    await eventually(
+      async () => (await s.call('GET', '/readyz')).status === 200,
+      'ready again',
+      30_000,
+    )
 
     // Every acknowledged upload is processed once the node is back; each record is stored once.
     await eventually(
@@ -68,7 +74,8 @@ test('a worker node killed mid-upload: nothing acknowledged is lost, no phantom 
       'every upload done',
       120_000,
     )
-    const failedUploads = await s.sql`select id, error from uploads where account_id = ${a.id} and status = 'failed'`
+    const failedUploads =
+      await s.sql`select id, error from uploads where account_id = ${a.id} and status = 'failed'`
     assert.deepEqual([...failedUploads], [])
     const stored = await s.sql`select external_id from customers where account_id = ${a.id}`
     const ids = new Set(stored.map((r) => r.external_id as string))
@@ -82,7 +89,11 @@ test('a worker node killed mid-upload: nothing acknowledged is lost, no phantom 
           (r.json.data.customers as { external_id: string }[]).map((c) => c.external_id),
         ),
       )
-    await eventually(() => announced().size >= ids.size, 'a customer.created of every stored record', 120_000)
+    await eventually(
+      () => announced().size >= ids.size,
+      'a customer.created of every stored record',
+      120_000,
+    )
     for (const id of announced()) assert.ok(ids.has(id), `a webhook for ${id}, which is not stored`)
     process.stdout.write(
       `# ${acknowledged.length} records acknowledged, ${failed} uploads refused while the node was down\n`,

@@ -30,11 +30,19 @@ test('a worker added and the shards rebalanced under load: nothing acknowledged 
   try {
     // One account on each shard, so that whichever shards move, the load is on them.
     const shardOf = async (id: number) =>
-      String((await operator`select get_shard_id_for_distribution_column('customers', ${id}::bigint) as s`)[0].s)
+      String(
+        (
+          await operator`select get_shard_id_for_distribution_column('customers',
+            ${id}::bigint) as s`
+        )[0].s,
+      )
     const before = await placements(operator)
     const byShard = new Map<string, Awaited<ReturnType<typeof s.account>>>()
     for (let i = 0; byShard.size < before.size; i++) {
-      assert.ok(i < 40, `${byShard.size} of ${before.size} shards have an account after 40 accounts`)
+      assert.ok(
+        i < 40,
+        `${byShard.size} of ${before.size} shards have an account after 40 accounts`,
+      )
       const a = await s.account(`A${i}`)
       const shard = await shardOf(a.id)
       if (!byShard.has(shard)) byShard.set(shard, a)
@@ -59,7 +67,9 @@ test('a worker added and the shards rebalanced under load: nothing acknowledged 
     let running = true
     let round = 0
     const send = async (a: (typeof accounts)[number], path: string, body: unknown) => {
-      const res = await a.api(path, body).catch((err) => ({ status: 0, body: String(err.cause ?? err) }))
+      const res = await a
+        .api(path, body)
+        .catch((err) => ({ status: 0, body: String(err.cause ?? err) }))
       statuses.set(res.status, (statuses.get(res.status) ?? 0) + 1)
       if (res.status !== 200) refused.push(`${path}: ${res.status} ${JSON.stringify(res.body)}`)
       return res.status
@@ -79,7 +89,9 @@ test('a worker added and the shards rebalanced under load: nothing acknowledged 
           if (during && moving) duringMove.set(a.id, duringMove.get(a.id)! + 1)
         }
         await send(a, '/api/v1/customers/search', { limit: 5 })
-        const events = [{ name: 'login', timestamp: Date.now(), identification: { customer: ids[0] } }]
+        const events = [
+          { name: 'login', timestamp: Date.now(), identification: { customer: ids[0] } },
+        ]
         if ((await send(a, '/api/tracker/track', { trackerKey: a.trackerKey, events })) === 200)
           tracked.set(a.id, tracked.get(a.id)! + 1)
       }
@@ -96,23 +108,37 @@ test('a worker added and the shards rebalanced under load: nothing acknowledged 
       const [{ job }] = await operator`select citus_rebalance_start() as job`
       const deadline = Date.now() + 180_000
       for (;;) {
-        const [status] = await operator`select state, details from citus_rebalance_status() where job_id = ${job}`
+        const [status] =
+          await operator`select state, details from citus_rebalance_status() where job_id = ${job}`
         if (status.state === 'finished') break
         if (Date.now() > deadline || ['failed', 'cancelled'].includes(status.state)) {
           await operator`select citus_rebalance_stop()`.catch(() => {})
-          assert.fail(`the rebalance is ${status.state} after 180 s: ${JSON.stringify(status.details)}`)
+          assert.fail(
+            `the rebalance is ${status.state} after 180 s: ${JSON.stringify(status.details)}`,
+          )
         }
         await sleep(500)
       }
       moving = false
       const after = await placements(operator)
-      assert.deepEqual([...new Set(after.values())].sort(), [...cluster.workers.map((w) => w.port), added.port].sort())
+      assert.deepEqual(
+        [...new Set(after.values())].sort(),
+        [...cluster.workers.map((w) => w.port), added.port].sort(),
+      )
 
       // The moved shards carried writes while they moved.
-      const moved = [...after].filter(([shard, port]) => before.get(shard) !== port).map(([shard]) => shard)
+      const moved = [...after]
+        .filter(([shard, port]) => before.get(shard) !== port)
+        .map(([shard]) => shard)
       assert.ok(moved.length > 0)
-      const writesOnMoved = moved.reduce((sum, shard) => sum + duringMove.get(byShard.get(shard)!.id)!, 0)
-      assert.ok(writesOnMoved > 0, `no upload acknowledged on the moved shards ${moved} during the rebalance`)
+      const writesOnMoved = moved.reduce(
+        (sum, shard) => sum + duringMove.get(byShard.get(shard)!.id)!,
+        0,
+      )
+      assert.ok(
+        writesOnMoved > 0,
+        `no upload acknowledged on the moved shards ${moved} during the rebalance`,
+      )
 
       const settled = round
       await eventually(() => round >= settled + 8, 'more load after the rebalance', 60_000)
@@ -134,7 +160,8 @@ test('a worker added and the shards rebalanced under load: nothing acknowledged 
         `every upload of account ${a.id} done`,
         120_000,
       )
-      const failed = await operator`select id, error from uploads where account_id = ${a.id} and status = 'failed'`
+      const failed = await operator`select id, error from uploads where account_id = ${a.id}
+          and status = 'failed'`
       assert.deepEqual([...failed], [])
       const stored = await operator`select external_id from customers where account_id = ${a.id}`
       const ids = new Set(stored.map((r) => r.external_id as string))

@@ -1,5 +1,5 @@
-// Citus only (test/run.ts runs it in the Citus pass): the statistics rules of src/db/analyze.ts read
-// the shards, not the coordinator's empty shell of each table.
+// Citus only (test/run.ts runs it in the Citus pass): the statistics rules of src/db/analyze.ts
+// read the shards, not the coordinator's empty shell of each table.
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
 import { analyzeJobs, refreshStatistics } from '../src/db/analyze.ts'
@@ -23,19 +23,20 @@ test('an account is analyzed once its rows outgrow its estimate; the table-wide 
   const sql = connect(db.url)
   try {
     await migrate(sql, db.url)
-    const [{ id }] = await sql`insert into accounts (name, tracker_key) values ('a', 'k') returning id`
+    const [{ id }] =
+      await sql`insert into accounts (name, tracker_key) values ('a', 'k') returning id`
     await addCustomers(sql, id, 1, 2000)
     await refreshStatistics(sql, id, 'customer')
     assert.equal(await shardTuples(sql), 2000)
-    // The shard's estimate knows the account's rows now: a few more analyze nothing (the coordinator's
-    // estimate, always 0, analyzed at every scoring).
+    // The shard's estimate knows the account's rows now: a few more analyze nothing (the
+    // coordinator's estimate, always 0, analyzed at every scoring).
     await addCustomers(sql, id, 2001, 2010)
     await refreshStatistics(sql, id, 'customer')
     assert.equal(await shardTuples(sql), 2000)
     assert.deepEqual(await sql.begin((tx) => analyzeJobs(tx, ['customers'])), [])
     // The table-wide rule reads no shard (each a connection of its own, at every upload): a table
-    // grown sixteenfold is no job. The shard's planner scales its counts to the shard's size, so the
-    // account's estimate follows the rows without an analyze.
+    // grown sixteenfold is no job. The shard's planner scales its counts to the shard's size, so
+    // the account's estimate follows the rows without an analyze.
     await addCustomers(sql, id, 2011, 32010, 'x'.repeat(200))
     assert.deepEqual(await sql.begin((tx) => analyzeJobs(tx, ['customers'])), [])
     const [plan] = await sql`explain (format json) select from customers where account_id = ${id}`

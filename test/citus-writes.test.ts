@@ -28,7 +28,8 @@ test('a customer and its contact are created, read, updated and deleted one at a
   )
   assert.equal(created.id, 'c1')
   await expect(409, a.api('/api/v1/customer', { external_id: 'c1', name: 'Again' }))
-  // The create told the account's user, in its transaction (a row per user, on the account's shard).
+  // The create told the account's user, in its transaction (a row per user, on the
+  // account's shard).
   const told = await expect(200, s.admin('GET', `/accounts/${a.id}/notifications`))
   assert.deepEqual(
     told.map((n: { user_email: string; kind: string }) => [n.user_email, n.kind]),
@@ -36,7 +37,11 @@ test('a customer and its contact are created, read, updated and deleted one at a
   )
   const updated = await expect(
     200,
-    a.api('/api/v1/customer/c1', { name: 'Uno', owner_email: 'owner@acme.test', is_churned: true }, 'PUT'),
+    a.api(
+      '/api/v1/customer/c1',
+      { name: 'Uno', owner_email: 'owner@acme.test', is_churned: true },
+      'PUT',
+    ),
   )
   assert.equal(updated.name, 'Uno')
   assert.equal(updated.is_churned, true)
@@ -49,13 +54,24 @@ test('a customer and its contact are created, read, updated and deleted one at a
     a.api('/api/v1/customer/c1/contact', { contact_external_id: 'p1', contact_name: 'Pat' }),
   )
   assert.equal(contact.id, 'p1')
-  await expect(409, a.api('/api/v1/customer/c1/contact', { contact_external_id: 'p1', contact_name: 'Pat' }))
-  const renamed = await expect(200, a.api('/api/v1/customer/c1/contact/p1', { contact_name: 'Patricia' }, 'PUT'))
+  await expect(
+    409,
+    a.api('/api/v1/customer/c1/contact', { contact_external_id: 'p1', contact_name: 'Pat' }),
+  )
+  const renamed = await expect(
+    200,
+    a.api('/api/v1/customer/c1/contact/p1', { contact_name: 'Patricia' }, 'PUT'),
+  )
   assert.equal(renamed.name, 'Patricia')
-  // The exports (reads, but their subqueries once fanned out): the record found, an unknown one 404.
-  assert.equal((await expect(200, a.api('/api/v1/customer/c1/export', undefined, 'GET'))).contacts.length, 1)
+  // The exports (reads, but their subqueries once fanned out): the record found, an
+  // unknown one 404.
   assert.equal(
-    (await expect(200, a.api('/api/v1/customer/c1/contact/p1/export', undefined, 'GET'))).contact.record.name,
+    (await expect(200, a.api('/api/v1/customer/c1/export', undefined, 'GET'))).contacts.length,
+    1,
+  )
+  assert.equal(
+    (await expect(200, a.api('/api/v1/customer/c1/contact/p1/export', undefined, 'GET'))).contact
+      .record.name,
     'Patricia',
   )
   await expect(404, a.api('/api/v1/customer/c9/export', undefined, 'GET'))

@@ -1,6 +1,6 @@
-// Logs go to stderr, so that stdout holds only a command's answer: `service admin list-accounts | jq .`
-// works. Run on the embedded database, whose start is logged at info. (test/import.test.ts reads the
-// summary of `service import` from stdout.)
+// Logs go to stderr, so that stdout holds only a command's answer: `service admin list-accounts |
+// jq .` works. Run on the embedded database, whose start is logged at info. (test/import.test.ts
+// reads the summary of `service import` from stdout.)
 import assert from 'node:assert/strict'
 import { spawnSync } from 'node:child_process'
 import { chmodSync, mkdtempSync, rmSync } from 'node:fs'

@@ -22,9 +22,13 @@ test('a client generated from /openapi.json typechecks and calls the service', a
   mkdirSync('test/client/generated', { recursive: true })
   writeFileSync('test/client/generated/schema.ts', types)
 
-  const tsc = spawnSync(process.execPath, ['node_modules/typescript/bin/tsc', '-p', 'test/client/tsconfig.json'], {
-    encoding: 'utf8',
-  })
+  const tsc = spawnSync(
+    process.execPath,
+    ['node_modules/typescript/bin/tsc', '-p', 'test/client/tsconfig.json'],
+    {
+      encoding: 'utf8',
+    },
+  )
   assert.equal(tsc.status, 0, tsc.stdout + tsc.stderr)
 
   const account = await scoredAccount(s)

@@ -32,7 +32,10 @@ const received = (socket: Socket, limitMs: number) =>
   new Promise<{ text: string; closed: boolean; ms: number }>((resolve) => {
     const started = Date.now()
     let text = ''
-    const timer = setTimeout(() => resolve({ text, closed: false, ms: Date.now() - started }), limitMs)
+    const timer = setTimeout(
+      () => resolve({ text, closed: false, ms: Date.now() - started }),
+      limitMs,
+    )
     socket.on('data', (c) => (text += c))
     socket.on('close', () => {
       clearTimeout(timer)
@@ -43,7 +46,9 @@ const received = (socket: Socket, limitMs: number) =>
 
 test('a body that stalls gets a 408 Problem Details within the idle bound, and the connection closes', async () => {
   const socket = await open()
-  socket.write('POST /api/v1/customers/search HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n')
+  socket.write(
+    'POST /api/v1/customers/search HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n',
+  )
   socket.write(`service-key: x\r\nContent-Length: 100\r\n\r\n{"filt`)
   const answer = await received(socket, 5000)
   assert.match(answer.text, /^HTTP\/1\.1 408 /)
@@ -63,7 +68,9 @@ test('headers that never finish are cut by headersTimeout', async () => {
 })
 
 test('a body over 5 MB: fetch and curl receive the 413 Problem Details', async () => {
-  const big = JSON.stringify({ customers: [{ external_id: 'x', name: 'x'.repeat(6 * 1024 * 1024) }] })
+  const big = JSON.stringify({
+    customers: [{ external_id: 'x', name: 'x'.repeat(6 * 1024 * 1024) }],
+  })
   const res = await fetch(`${s.base}/api/v1/customers`, {
     method: 'POST',
     headers: { 'content-type': 'application/json', 'service-key': 'x' },

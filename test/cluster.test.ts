@@ -10,14 +10,22 @@ test('TEST_POSTGRES_PORT: a port number, or unset for a free port', () => {
   assert.equal(pinnedPort({ TEST_POSTGRES_PORT: '' }), undefined)
   assert.equal(pinnedPort({ TEST_POSTGRES_PORT: '54329' }), 54329)
   for (const wrong of ['0', '65536', '5432x', '05432', ' 5432', '-1'])
-    assert.throws(() => pinnedPort({ TEST_POSTGRES_PORT: wrong }), /TEST_POSTGRES_PORT must be a port number/, wrong)
+    assert.throws(
+      () => pinnedPort({ TEST_POSTGRES_PORT: wrong }),
+      /TEST_POSTGRES_PORT must be a port number/,
+      wrong,
+    )
 })
 
 test('test/run.ts stops at once on a wrong TEST_POSTGRES_PORT, before starting anything', () => {
-  const run = spawnSync(process.execPath, ['--import', 'tsx', 'test/run.ts', 'test/cluster.test.ts'], {
-    env: { ...process.env, TEST_POSTGRES_PORT: 'five' },
-    encoding: 'utf8',
-  })
+  const run = spawnSync(
+    process.execPath,
+    ['--import', 'tsx', 'test/run.ts', 'test/cluster.test.ts'],
+    {
+      env: { ...process.env, TEST_POSTGRES_PORT: 'five' },
+      encoding: 'utf8',
+    },
+  )
   assert.notEqual(run.status, 0)
   assert.match(run.stderr, /TEST_POSTGRES_PORT must be a port number, 1 to 65535, not "five"/)
 })

@@ -1,5 +1,5 @@
-// src/config.ts is the one place configuration is read: its table makes the Config, `service --help`
-// and the table in docs/operations.md.
+// src/config.ts is the one place configuration is read: its table makes the Config, `service
+// --help` and the table in docs/operations.md.
 import assert from 'node:assert/strict'
 import { execFileSync } from 'node:child_process'
 import { readdirSync, readFileSync } from 'node:fs'
@@ -15,7 +15,9 @@ const files = (dir: string): string[] =>
 test('outside src/config.ts, src/ reads the environment only to pass it on to a program', () => {
   const reads = files('src')
     .filter((f) => f !== join('src', 'config.ts'))
-    .flatMap((f) => [...readFileSync(f, 'utf8').matchAll(/process\.env\b(\.\w+)?/g)].map((m) => `${f}: ${m[0]}`))
+    .flatMap((f) =>
+      [...readFileSync(f, 'utf8').matchAll(/process\.env\b(\.\w+)?/g)].map((m) => `${f}: ${m[0]}`),
+    )
   assert.deepEqual(reads.sort(), [
     join('src', 'db', 'embedded.ts: process.env'),
     join('src', 'db', 'embedded.ts: process.env.PATH'),
@@ -24,7 +26,9 @@ test('outside src/config.ts, src/ reads the environment only to pass it on to a 
 
 test('--help prints every variable with its default, and docs/operations.md has the table', () => {
   assert.equal(new Set(ENVIRONMENT.map(({ name }) => name)).size, ENVIRONMENT.length)
-  const help = execFileSync(process.execPath, ['--import', 'tsx', 'src/cli/main.ts', '--help'], { encoding: 'utf8' })
+  const help = execFileSync(process.execPath, ['--import', 'tsx', 'src/cli/main.ts', '--help'], {
+    encoding: 'utf8',
+  })
   for (const { name, shown } of ENVIRONMENT) assert.ok(help.includes(`(default: ${shown})`), name)
   for (const { name } of ENVIRONMENT) assert.match(help, new RegExp(`\\b${name}\\b`))
   const operations = readFileSync('docs/operations.md', 'utf8')
@@ -42,7 +46,12 @@ test('an unset, empty or invalid variable takes its default; 0 is valid where th
   assert.equal(defaults.webhookAllowPrivate, false)
   assert.equal(defaults.maxConnectionsPerAddress, 100)
   assert.deepEqual(
-    loadConfig({ DATABASE_URL: '', WORKER_CONCURRENCY: '0', LOG_LEVEL: 'loud', SERVICE_HEAVY_POOL_SIZE: '2.5' }),
+    loadConfig({
+      DATABASE_URL: '',
+      WORKER_CONCURRENCY: '0',
+      LOG_LEVEL: 'loud',
+      SERVICE_HEAVY_POOL_SIZE: '2.5',
+    }),
     defaults,
   )
   const given = loadConfig({
@@ -56,19 +65,34 @@ test('an unset, empty or invalid variable takes its default; 0 is valid where th
     WORKER_CONCURRENCY: '3',
   })
   assert.deepEqual(
-    [given.port, given.databaseUrl, given.logLevel, given.webhookAllowPrivate, given.webhookRetryScale],
+    [
+      given.port,
+      given.databaseUrl,
+      given.logLevel,
+      given.webhookAllowPrivate,
+      given.webhookRetryScale,
+    ],
     [0, 'postgres://db/x', 'warn', true, 0.01],
   )
-  assert.deepEqual([given.maxConnectionsPerAddress, given.expensiveWaiting, given.workerConcurrency], [0, 0, 3])
+  assert.deepEqual(
+    [given.maxConnectionsPerAddress, given.expensiveWaiting, given.workerConcurrency],
+    [0, 0, 3],
+  )
 })
 
 test('SERVICE_DATABASE_API_OPTIONS: name=value pairs apart by spaces; anything else stops the start', () => {
   assert.deepEqual(loadConfig({}).databaseApiOptions, {})
   assert.deepEqual(
-    loadConfig({ SERVICE_DATABASE_API_OPTIONS: ' citus.multi_task_query_log_level=error  statement_timeout=5s ' })
-      .databaseApiOptions,
+    loadConfig({
+      SERVICE_DATABASE_API_OPTIONS:
+        ' citus.multi_task_query_log_level=error  statement_timeout=5s ',
+    }).databaseApiOptions,
     { 'citus.multi_task_query_log_level': 'error', statement_timeout: '5s' },
   )
   for (const bad of ['statement_timeout', 'statement_timeout=', '=5s', 'a=b=c d'])
-    assert.throws(() => loadConfig({ SERVICE_DATABASE_API_OPTIONS: bad }), /SERVICE_DATABASE_API_OPTIONS/, bad)
+    assert.throws(
+      () => loadConfig({ SERVICE_DATABASE_API_OPTIONS: bad }),
+      /SERVICE_DATABASE_API_OPTIONS/,
+      bad,
+    )
 })

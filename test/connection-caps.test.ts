@@ -1,7 +1,7 @@
-// The connection caps, with real sockets from several loopback addresses (127.0.0.0/8 is all local on
-// Linux): one address holding its cap does not shut out another, a connection past a cap gets a 503
-// Problem Details (or, for the probes, their answer) and is closed, and /healthz and /readyz are
-// answered while the whole server is full.
+// The connection caps, with real sockets from several loopback addresses (127.0.0.0/8 is all local
+// on Linux): one address holding its cap does not shut out another, a connection past a cap gets
+// a 503 Problem Details (or, for the probes, their answer) and is closed, and /healthz and /readyz
+// are answered while the whole server is full.
 import assert from 'node:assert/strict'
 import { connect, type Socket } from 'node:net'
 import { after, test } from 'node:test'
@@ -79,7 +79,10 @@ test('one address at its cap: its next connection gets a 503, another address is
   assert.equal(header(refused.text, 'retry-after'), '1')
   assert.equal(header(refused.text, 'connection'), 'close')
   assert.match(header(refused.text, 'content-type') ?? '', /^application\/problem\+json/)
-  assert.equal(problem(refused.text).detail, 'This client address holds its 5 connections. Try again shortly.')
+  assert.equal(
+    problem(refused.text).detail,
+    'This client address holds its 5 connections. Try again shortly.',
+  )
   assert.ok(refused.closed)
 
   // The probe is answered even from the address at its cap, on the connection past it.
@@ -114,8 +117,14 @@ test('the whole server at its cap: the probes are answered, other requests get a
   const refused = await exchange(await open(port, '127.0.0.5'), search(token))
   assert.equal(status(refused.text), 503, refused.text)
   assert.equal(header(refused.text, 'retry-after'), '1')
-  assert.equal(problem(refused.text).detail, 'The server holds its 20 connections. Try again shortly.')
-  const post = await exchange(await open(port, '127.0.0.6'), `POST /healthz HTTP/1.1\r\nHost: x\r\n\r\n`)
+  assert.equal(
+    problem(refused.text).detail,
+    'The server holds its 20 connections. Try again shortly.',
+  )
+  const post = await exchange(
+    await open(port, '127.0.0.6'),
+    `POST /healthz HTTP/1.1\r\nHost: x\r\n\r\n`,
+  )
   assert.equal(status(post.text), 503, 'only GET of a probe is answered')
 
   // The reserve holds one connection per address, and so many in all; past it, none.

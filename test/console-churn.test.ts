@@ -1,7 +1,7 @@
 // The learned churn model in the console, in real Chromium against a real service: after a
 // training, the customer page shows the probability and its drivers, the matrix can colour its
-// customers by it, and the operator's Settings shows the evaluation and queues a training with Train
-// now, at a laptop's and a phone's width.
+// customers by it, and the operator's Settings shows the evaluation and queues a training with
+// Train now, at a laptop's and a phone's width.
 import { after, before, test } from 'node:test'
 import assert from 'node:assert/strict'
 import type { Page } from 'playwright-core'
@@ -29,7 +29,8 @@ before(async () => {
   account = await s.account()
   for (const d of CHURN_DEFS)
     assert.equal(
-      (await s.admin('POST', `/accounts/${account.id}/properties`, { entity: 'customer', ...d })).status,
+      (await s.admin('POST', `/accounts/${account.id}/properties`, { entity: 'customer', ...d }))
+        .status,
       201,
     )
   // A fit too, so that the customers stand on the matrix.
@@ -51,7 +52,8 @@ before(async () => {
   const churned = customers.filter((c) => c.churned)
   await s.sql`
     update customers c set is_churned = true, churned_date = u.d, churn_reason = 'manual'
-    from unnest(${churned.map((c) => `p${c.id}`)}::text[], ${churned.map((c) => c.churnedDate!)}::date[]) u(id, d)
+    from unnest(${churned.map((c) => `p${c.id}`)}::text[],
+      ${churned.map((c) => c.churnedDate!)}::date[]) u(id, d)
     where c.account_id = ${account.id} and c.external_id = u.id`
   customerId = `p${customers.find((c) => !c.churned)!.id}`
   assert.equal((await account.api('/api/v1/churn-model/train', {})).status, 202)
@@ -129,7 +131,8 @@ test('the matrix colours its customers by the churn probability once a model is 
   const canvas = page.locator('#matrix[data-state="ready"][data-mode="points"]')
   await canvas.waitFor()
   assert.equal(await canvas.getAttribute('data-colour'), 'risk')
-  const { items } = (await account.api('/api/v1/customers/aggregate', { matrix: 'points' })).body.points
+  const { items } = (await account.api('/api/v1/customers/aggregate', { matrix: 'points' })).body
+    .points
   assert.equal(Number(await canvas.getAttribute('data-points')), items.length)
   // Where the console draws a customer, in the canvas's units, as the canvas says them.
   const [size, margin] = [
@@ -137,31 +140,45 @@ test('the matrix colours its customers by the churn probability once a model is 
     Number(await canvas.getAttribute('data-margin')),
   ]
   const plot = size - 2 * margin
-  type Item = { engagementscore: number; fitscore: number; churn_risk: number; churn_probability: number }
+  type Item = {
+    engagementscore: number
+    fitscore: number
+    churn_risk: number
+    churn_probability: number
+  }
   const at = (c: Item) => [
     margin + ((c.fitscore + 100) / 200) * plot,
     margin + ((100 - c.engagementscore) / 200) * plot,
   ]
-  // A customer drawn alone, off the quadrants' lines, whose probability and risk differ most in colour.
+  // A customer drawn alone, off the quadrants' lines, whose probability and risk differ
+  // most in colour.
   const alone = items
     .filter((c: Item) => {
       const [x, y] = at(c)
       const apart = items.every((o: Item) => o === c || Math.hypot(at(o)[0] - x, at(o)[1] - y) > 14)
-      const off = (v: number) => Math.abs(v - size / 2) > 10 && v - margin > 10 && margin + plot - v > 10
+      const off = (v: number) =>
+        Math.abs(v - size / 2) > 10 && v - margin > 10 && margin + plot - v > 10
       return apart && off(x) && off(y)
     })
     .sort(
       (a: Item, b: Item) =>
-        Math.abs(b.churn_risk - 100 * b.churn_probability) - Math.abs(a.churn_risk - 100 * a.churn_probability),
+        Math.abs(b.churn_risk - 100 * b.churn_probability) -
+        Math.abs(a.churn_risk - 100 * a.churn_probability),
     )[0] as Item
-  assert.ok(alone && Math.abs(alone.churn_risk - 100 * alone.churn_probability) >= 15, JSON.stringify(alone))
+  assert.ok(
+    alone && Math.abs(alone.churn_risk - 100 * alone.churn_probability) >= 15,
+    JSON.stringify(alone),
+  )
   const [x, y] = at(alone)
   const pixel = (dx: number) =>
     canvas.evaluate(
       (c, [px, py]) => {
         const el = c as HTMLCanvasElement
         const ratio = el.width / Number(el.dataset.size)
-        return [...el.getContext('2d')!.getImageData(Math.round(px * ratio), Math.round(py * ratio), 1, 1).data]
+        return [
+          ...el.getContext('2d')!.getImageData(Math.round(px * ratio), Math.round(py * ratio), 1, 1)
+            .data,
+        ]
       },
       [x + dx, y],
     )
@@ -235,8 +252,14 @@ test('Settings shows the evaluation, and Train now queues a training that ends i
     const model = await churnModel()
     const auc = page.locator('#churn-auc')
     await auc.waitFor()
-    assert.match((await auc.textContent())!, new RegExp(`^${model.evaluation.auc.toFixed(3)} \\(95% interval`))
-    assert.equal(await page.locator('svg.calibration circle').count(), model.evaluation.calibration.length)
+    assert.match(
+      (await auc.textContent())!,
+      new RegExp(`^${model.evaluation.auc.toFixed(3)} \\(95% interval`),
+    )
+    assert.equal(
+      await page.locator('svg.calibration circle').count(),
+      model.evaluation.calibration.length,
+    )
     assert.ok((await page.locator('#churn-features li').count()) > 0)
     assert.equal(await wide(page), 0)
     if (size.width === 1280) {

@@ -20,7 +20,11 @@ let browser: Browser
 let account: Awaited<ReturnType<typeof scoredAccount>>
 
 const invite = async (email: string, role: string, name?: string) => {
-  const res = await s.admin('POST', `/accounts/${account.id}/users`, { email, role, ...(name && { name }) })
+  const res = await s.admin('POST', `/accounts/${account.id}/users`, {
+    email,
+    role,
+    ...(name && { name }),
+  })
   assert.equal(res.status, 201, JSON.stringify(res.body))
   return res.body as { id: number; invite_token: string; invite_url: string }
 }
@@ -35,7 +39,9 @@ const person = async (email: string, role: string, name?: string) => {
   return email
 }
 const me = (cookie: string) =>
-  fetch(`${s.base}/auth/v1/me`, { headers: { cookie: `service_session=${cookie}` } }).then((r) => r.status)
+  fetch(`${s.base}/auth/v1/me`, { headers: { cookie: `service_session=${cookie}` } }).then(
+    (r) => r.status,
+  )
 
 before(async () => {
   s = await startTestService({ apiRateLimit: 100_000 })
@@ -54,7 +60,8 @@ after(async () => {
   await s?.stop()
 })
 
-// A tab on the console that keeps every script error and console error (a 4xx the browser logs too).
+// A tab on the console that keeps every script error and console error (a 4xx the
+// browser logs too).
 const open = async (size = WIDTHS[0], path = '/console') => {
   const page = await browser.context.newPage()
   await page.setViewportSize(size)
@@ -82,7 +89,8 @@ const view = async (page: Page, fragment: string, heading: string | RegExp) => {
   await page.getByRole('heading', { level: 1, name: heading }).waitFor()
 }
 
-const navLinks = (page: Page) => page.getByRole('navigation', { name: 'Views' }).getByRole('link').allTextContents()
+const navLinks = (page: Page) =>
+  page.getByRole('navigation', { name: 'Views' }).getByRole('link').allTextContents()
 
 const sessionCookie = async () =>
   (await browser.context.cookies(s.base)).find((c) => c.name === 'service_session')?.value ?? ''
@@ -162,7 +170,13 @@ for (const size of WIDTHS) {
     })
     await signIn(page, email)
     await page.locator('#signed-in[data-role="admin"]').waitFor()
-    assert.deepEqual(await navLinks(page), ['This week', 'Score matrix', 'Customers', 'Uploads', 'Settings'])
+    assert.deepEqual(await navLinks(page), [
+      'This week',
+      'Score matrix',
+      'Customers',
+      'Uploads',
+      'Settings',
+    ])
     // An admin's role writes what an upload key writes.
     await view(page, '#/customer/south', /Customer south/)
     await page.getByRole('button', { name: 'Mark as churned' }).click()
@@ -177,7 +191,10 @@ for (const size of WIDTHS) {
     const users = page.locator('#users')
     await users.getByRole('cell', { name: email, exact: true }).waitFor()
     // Their own role is text (the service keeps one admin); another user's is a choice.
-    assert.equal(await users.locator('tr', { hasText: email }).locator('td[data-role]').textContent(), 'admin')
+    assert.equal(
+      await users.locator('tr', { hasText: email }).locator('td[data-role]').textContent(),
+      'admin',
+    )
     assert.equal(await users.getByLabel(`Role of ${email}`).count(), 0)
     assert.equal(await users.getByRole('button', { name: `Remove ${email}` }).count(), 0)
     const invited = `new-${size.width}@acme.test`
@@ -238,7 +255,10 @@ for (const size of WIDTHS) {
 
 test('an invite link sets the password, then the person signs in with it', async () => {
   const { invite_url } = await invite('invited@acme.test', 'viewer')
-  const { page, problems } = await open(WIDTHS[1], new URL(invite_url).pathname + new URL(invite_url).hash)
+  const { page, problems } = await open(
+    WIDTHS[1],
+    new URL(invite_url).pathname + new URL(invite_url).hash,
+  )
   await page.getByLabel('New password').fill(PASSWORD)
   await page.getByRole('button', { name: 'Set password' }).click()
   await page.getByRole('status').getByText('Your password is set').waitFor()

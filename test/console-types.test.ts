@@ -8,5 +8,8 @@ import { CONSOLE_TYPES, consoleTypes } from '../src/api/openapi-types.ts'
 
 test(`${CONSOLE_TYPES} is what \`npm run openapi-types\` generates`, async () => {
   const committed = readFileSync(new URL(`../${CONSOLE_TYPES}`, import.meta.url), 'utf8')
-  assert.ok(committed === (await consoleTypes()), `${CONSOLE_TYPES} is stale: run \`npm run openapi-types\``)
+  assert.ok(
+    committed === (await consoleTypes()),
+    `${CONSOLE_TYPES} is stale: run \`npm run openapi-types\``,
+  )
 })

@@ -1,7 +1,8 @@
-// Every view of the console in real Chromium at a phone's, a tablet's and a laptop's width, as a key
-// holder and as the operator: the page never scrolls sideways, axe-core finds nothing, the console
-// logs no error, and a screenshot of each is kept in test/artifacts/ for people reviewing a change.
-// One service, one browser and one tab per role and width; views are reached by their fragment.
+// Every view of the console in real Chromium at a phone's, a tablet's and a laptop's width, as
+// a key holder and as the operator: the page never scrolls sideways, axe-core finds nothing,
+// the console logs no error, and a screenshot of each is kept in test/artifacts/ for people
+// reviewing a change. One service, one browser and one tab per role and width; views are
+// reached by their fragment.
 import { after, before, test } from 'node:test'
 import assert from 'node:assert/strict'
 import { mkdirSync, readFileSync } from 'node:fs'
@@ -41,26 +42,36 @@ const CUSTOMERS = Array.from({ length: 40 }, (_, i) => ({
 }))
 const FIRST = CUSTOMERS[0].external_id
 // Known movements over the last 7 days (the model scores 20 logins 0, 5 logins -75, 30 logins 50):
-// two enter churn risk, one drops within health, one is churned, one comes back, one renews in 30 days.
+// two enter churn risk, one drops within health, one is churned, one comes back, one
+// renews in 30 days.
 const us = { country: 'US', has_sso: true }
-const logins = (...pairs: [daysAgo: number, logins: number][]) => pairs.map(([n, l]) => ({ date: day(n), logins: l }))
+const logins = (...pairs: [daysAgo: number, logins: number][]) =>
+  pairs.map(([n, l]) => ({ date: day(n), logins: l }))
 const MOVERS = [
   { external_id: 'entered', name: 'Entered', attributes: us, metrics: logins([20, 30], [2, 5]) },
   { external_id: 'dropped', name: 'Dropped', attributes: us, metrics: logins([20, 40], [1, 25]) },
   { external_id: 'churned', name: 'Churned', attributes: us, metrics: logins([20, 30], [1, 30]) },
   { external_id: 'back', name: 'Back', attributes: us, metrics: logins([20, 30], [1, 30]) },
-  { external_id: 'renews', name: 'Renews', attributes: { ...us, renewal_date: day(-30) }, metrics: logins([20, 30]) },
+  {
+    external_id: 'renews',
+    name: 'Renews',
+    attributes: { ...us, renewal_date: day(-30) },
+    metrics: logins([20, 30]),
+  },
   // From 50 to -10: into churn risk by a little, where a "fair" badge would contradict the list.
   { external_id: 'slipped', name: 'Slipped', attributes: us, metrics: logins([20, 30], [2, 18]) },
 ]
 const LOGINS = 'Logins per month'
 
 before(async () => {
-  // Many views within a minute, each of several requests: the per-key rate limit is not tested here.
+  // Many views within a minute, each of several requests: the per-key rate limit is
+  // not tested here.
   s = await startTestService({ apiRateLimit: 100_000 })
   account = await scoredAccount(s)
   // A label, which drivers are to show instead of the codename.
-  const labelled = await s.admin('PATCH', `/accounts/${account.id}/properties/customer/logins`, { label: LOGINS })
+  const labelled = await s.admin('PATCH', `/accounts/${account.id}/properties/customer/logins`, {
+    label: LOGINS,
+  })
   assert.equal(labelled.status, 200, JSON.stringify(labelled.body))
   await uploadAndWait(account.api, 'customers', [...CUSTOMERS, ...MOVERS], { scored: true })
   const put = async (id: string, body: object) =>
@@ -102,7 +113,8 @@ const tab = async (storage: Record<string, string>, size: { width: number; heigh
 }
 
 // A view is shown once its heading is there and nothing in it is still loading, and two frames have
-// passed: a frame's ResizeObserver callbacks (the scroll cues) run after its layout, before the next.
+// passed: a frame's ResizeObserver callbacks (the scroll cues) run after its layout,
+// before the next.
 const settled = async (page: Page) => {
   await page.waitForFunction(
     () => {
@@ -116,15 +128,20 @@ const settled = async (page: Page) => {
     undefined,
     { timeout: 20_000 },
   )
-  await page.evaluate(() => new Promise((done) => requestAnimationFrame(() => requestAnimationFrame(done))))
+  await page.evaluate(
+    () => new Promise((done) => requestAnimationFrame(() => requestAnimationFrame(done))),
+  )
 }
 
 const violations = async (page: Page) => {
   if (!(await page.evaluate('typeof axe !== "undefined"'))) await page.evaluate(AXE)
-  const found: { id: string; impact: string; nodes: { target: string[] }[] }[] = await page.evaluate(
-    'axe.run(document, { resultTypes: ["violations"] }).then((r) => r.violations)',
+  const found: { id: string; impact: string; nodes: { target: string[] }[] }[] =
+    await page.evaluate(
+      'axe.run(document, { resultTypes: ["violations"] }).then((r) => r.violations)',
+    )
+  return found.map(
+    (v) => `${v.impact} ${v.id} at ${v.nodes.map((n) => n.target.join(' ')).join(', ')}`,
   )
-  return found.map((v) => `${v.impact} ${v.id} at ${v.nodes.map((n) => n.target.join(' ')).join(', ')}`)
 }
 
 // What the page hides without saying so: a control, a cell or a badge past the window's edge, or
@@ -183,7 +200,8 @@ const check = async (
       const culprit = over && over.tagName.toLowerCase() + (over.id ? '#' + over.id : '') + '.' + over.className
       return { scroll: document.documentElement.scrollWidth, client, culprit }
     })()`)
-    if (scroll > client) failures.push(`${name} at ${width}: the page is ${scroll} px wide in ${client} (${culprit})`)
+    if (scroll > client)
+      failures.push(`${name} at ${width}: the page is ${scroll} px wide in ${client} (${culprit})`)
     // A cue follows a resize by a frame or more on a loaded machine; one that never comes fails.
     let cut = await cutOff(page)
     for (let i = 0; cut.length && i < 20; i++) {
@@ -192,9 +210,17 @@ const check = async (
     }
     for (const f of cut) failures.push(`${name} at ${width}: ${f}`)
     for (const v of await violations(page)) failures.push(`${name} at ${width}: ${v}`)
-    await page.screenshot({ path: `${ARTIFACTS}/views-${role}-${name}-${width}.png`, fullPage: true })
-    // What one sees on opening it, small enough for docs/console.md (docs/img holds the chosen ones).
-    await page.screenshot({ path: `${ARTIFACTS}/views-${role}-${name}-${width}.jpg`, type: 'jpeg', quality: 70 })
+    await page.screenshot({
+      path: `${ARTIFACTS}/views-${role}-${name}-${width}.png`,
+      fullPage: true,
+    })
+    // What one sees on opening it, small enough for docs/console.md (docs/img holds
+    // the chosen ones).
+    await page.screenshot({
+      path: `${ARTIFACTS}/views-${role}-${name}-${width}.jpg`,
+      type: 'jpeg',
+      quality: 70,
+    })
   }
   failures.push(...problems)
   assert.deepEqual(failures, [])
@@ -247,18 +273,33 @@ for (const size of WIDTHS) {
     const key = await tab({ 'console.service-key': account.token }, size)
     await check(key, 'key', size.width, KEY_VIEWS)
     // The header names the key's account.
-    assert.match((await key.page.locator('#chosen-account').textContent()) ?? '', /Acme \(account \d+\)/)
+    assert.match(
+      (await key.page.locator('#chosen-account').textContent()) ?? '',
+      /Acme \(account \d+\)/,
+    )
     // The customers' order has a control of its own wherever the headers are hidden (cards).
     await go(key.page, '#/customers')
     const cards = size.width <= 1000
-    assert.equal(await key.page.locator('#customers-sort').isVisible(), cards, `sort control at ${size.width}`)
-    const headers = await key.page.locator('#customers thead').evaluate((e) => e.getBoundingClientRect().width)
+    assert.equal(
+      await key.page.locator('#customers-sort').isVisible(),
+      cards,
+      `sort control at ${size.width}`,
+    )
+    const headers = await key.page
+      .locator('#customers thead')
+      .evaluate((e) => e.getBoundingClientRect().width)
     assert.equal(headers > 1, !cards, `headers at ${size.width}`)
     if (cards) assert.deepEqual((await outside(key.page, '#customers-sort')).out, [])
     await key.page.close()
-    const operator = await tab({ 'console.admin-token': ADMIN_TOKEN, 'console.account': String(account.id) }, size)
+    const operator = await tab(
+      { 'console.admin-token': ADMIN_TOKEN, 'console.account': String(account.id) },
+      size,
+    )
     await check(operator, 'operator', size.width, OPERATOR_VIEWS)
-    assert.match((await operator.page.locator('#chosen-account').textContent()) ?? '', /Acme \(account \d+\)/)
+    assert.match(
+      (await operator.page.locator('#chosen-account').textContent()) ?? '',
+      /Acme \(account \d+\)/,
+    )
     // Each webhook's state and every action wholly in sight, in no frame that scrolls.
     await go(operator.page, '#/webhooks')
     const shown = await outside(operator.page, '[data-webhook] button, [data-webhook] .badge')
@@ -272,7 +313,9 @@ test("the customers list sorts by its control where its headers are hidden, in t
   await go(page, '#/customers')
   await page.locator('#customers-sort').selectOption({ label: 'Engagement, descending' })
   await page.locator('#customers tbody tr:first-child td[data-label="ID"]').waitFor()
-  await page.waitForFunction(() => !document.querySelector('#customers-count')?.textContent?.includes('Loading'))
+  await page.waitForFunction(
+    () => !document.querySelector('#customers-count')?.textContent?.includes('Loading'),
+  )
   const api = await account.api('/api/v1/customers/search', {
     sort: [{ propertyName: 'engagementscore', direction: 'desc' }],
     limit: 100,
@@ -307,8 +350,14 @@ test('a malformed or unknown fragment shows "not found", never a blank page', as
 test('the texts read as sentences: no words run together', async () => {
   const page = await browser.context.newPage()
   await page.goto(`${s.base}/console`)
-  assert.match((await page.locator('#service-key-hint').textContent()) ?? '', /uploads\. It is kept/)
-  await page.evaluate((token) => sessionStorage.setItem('console.service-key', token), account.token)
+  assert.match(
+    (await page.locator('#service-key-hint').textContent()) ?? '',
+    /uploads\. It is kept/,
+  )
+  await page.evaluate(
+    (token) => sessionStorage.setItem('console.service-key', token),
+    account.token,
+  )
   await page.goto(`${s.base}/console#/customer/${FIRST}`)
   await page.reload()
   assert.match((await page.locator('#churn-state').textContent()) ?? '', /Active\. Mark as churned/)
@@ -338,10 +387,15 @@ test('the home view lists exactly the customers that moved; a number opens the c
     },
   )
   // Drivers by their label; a customer in churn risk wears the poor badge, as the list says.
-  assert.match((await page.locator('[data-movement="entered_risk"] .why').first().textContent()) ?? '', /Logins per/)
+  assert.match(
+    (await page.locator('[data-movement="entered_risk"] .why').first().textContent()) ?? '',
+    /Logins per/,
+  )
   const slipped = page.locator('[data-movement="entered_risk"] [data-customer="slipped"] .score')
   assert.deepEqual(
-    await slipped.evaluateAll((els) => els.map((e) => [e.className, e.textContent?.replace(/\s+/g, ' ').trim()])),
+    await slipped.evaluateAll((els) =>
+      els.map((e) => [e.className, e.textContent?.replace(/\s+/g, ' ').trim()]),
+    ),
     [
       ['score score-good', '● 50 (good)'],
       ['score score-poor', '▲ -10 (poor)'],
@@ -366,16 +420,22 @@ test('the home view lists exactly the customers that moved; a number opens the c
     const ids = await page.locator('#customers td[data-label="ID"]').allTextContents()
     assert.deepEqual(ids, change ? names : names.sort(), movement)
     if (change) {
-      // Largest fall first, as the API sorts by the change, with each one's engagement then and now.
+      // Largest fall first, as the API sorts by the change, with each one's engagement
+      // then and now.
       const api = await account.api('/api/v1/customers/search', {
-        where: JSON.parse(new URLSearchParams(new URL(page.url()).hash.split('?')[1]).get('where')!),
+        where: JSON.parse(
+          new URLSearchParams(new URL(page.url()).hash.split('?')[1]).get('where')!,
+        ),
         sort: [{ propertyName: change, direction: 'asc' }],
       })
       assert.deepEqual(
         ids,
         api.body.results.map((c: { id: string }) => c.id),
       )
-      const then = await page.locator('#customers tr', { hasText: 'Slipped' }).locator('.then-now').textContent()
+      const then = await page
+        .locator('#customers tr', { hasText: 'Slipped' })
+        .locator('.then-now')
+        .textContent()
       assert.match(then ?? '', /50.*→.*-10.*\(−60\)/s)
     }
     await page.goBack()
@@ -395,7 +455,9 @@ test('the home view lists exactly the customers that moved; a number opens the c
   await page.locator('#renewals-count').click()
   await page.locator('#customers-where').waitFor()
   await settled(page)
-  assert.deepEqual(await page.locator('#customers td[data-label="ID"]').allTextContents(), ['renews'])
+  assert.deepEqual(await page.locator('#customers td[data-label="ID"]').allTextContents(), [
+    'renews',
+  ])
   // The total the API counts, shown with the page.
   assert.equal(await page.locator('#customers-count').getAttribute('data-total'), '1')
   // The chart draws the 12 weeks.
@@ -414,10 +476,16 @@ test('the home view lists exactly the customers that moved; a number opens the c
       if (r.width < 1 || r.height < 1) return { side: 'none', ink: 0 }
       const x = Math.max(0, (r.left - c.left) * scale)
       const y = Math.max(0, (r.top - c.top) * scale)
-      const { data } = g.getImageData(x, y, Math.max(1, r.width * scale), Math.max(1, r.height * scale))
+      const { data } = g.getImageData(
+        x,
+        y,
+        Math.max(1, r.width * scale),
+        Math.max(1, r.height * scale),
+      )
       let ink = 0
       for (let i = 3; i < data.length; i += 4) if (data[i] > 128) ink++
-      const side = r.height > r.width ? (r.left - c.left < c.width / 2 ? 'left' : 'right') : 'bottom'
+      const side =
+        r.height > r.width ? (r.left - c.left < c.width / 2 ? 'left' : 'right') : 'bottom'
       return { side, ink }
     })
   })
@@ -437,7 +505,10 @@ test("a skip link is the first stop of Tab, and the home view's parts are a few 
   const hash = new URL(page.url()).hash
   await page.keyboard.press('Tab')
   const focused = () =>
-    page.evaluate(() => ({ id: document.activeElement?.id, text: document.activeElement?.textContent }))
+    page.evaluate(() => ({
+      id: document.activeElement?.id,
+      text: document.activeElement?.textContent,
+    }))
   assert.deepEqual(await focused(), { id: '', text: 'Skip to content' })
   // In sight once it has the focus.
   assert.deepEqual((await outside(page, '.skip-link')).out, [])
@@ -455,7 +526,9 @@ test("a skip link is the first stop of Tab, and the home view's parts are a few 
   assert.equal((await focused()).id, 'renewals-title')
   await page.keyboard.press('Tab')
   assert.equal(
-    await page.evaluate(() => document.activeElement?.closest('section')?.getAttribute('aria-labelledby')),
+    await page.evaluate(() =>
+      document.activeElement?.closest('section')?.getAttribute('aria-labelledby'),
+    ),
     'renewals-title',
   )
   assert.equal(new URL(page.url()).hash, hash)
@@ -473,10 +546,15 @@ test('the customer page shows drivers by label and the owner by name', async () 
   const drivers = (await page.locator('.columns').innerText()).replace(/\s+/g, ' ')
   assert.match(drivers, new RegExp(`${LOGINS} \\(engagement\\)`))
   assert.doesNotMatch(drivers, /logins \(engagement\)/)
-  assert.match((await page.locator('article').innerText()) ?? '', /owner Owner \(owner@acme\.test\)/)
+  assert.match(
+    (await page.locator('article').innerText()) ?? '',
+    /owner Owner \(owner@acme\.test\)/,
+  )
   // And the customers list by the name too, the email kept on hover.
   await go(page, '#/customers')
-  const owner = page.locator('#customers tr', { hasText: CUSTOMERS[0].name }).locator('td[data-label="Owner"] span')
+  const owner = page
+    .locator('#customers tr', { hasText: CUSTOMERS[0].name })
+    .locator('td[data-label="Owner"] span')
   assert.equal(await owner.textContent(), 'Owner')
   assert.equal(await owner.getAttribute('title'), 'owner@acme.test')
   assert.deepEqual(problems, [])

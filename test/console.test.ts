@@ -1,6 +1,7 @@
 // The web console in a real browser (Debian's Chromium through playwright-core) against a real
-// service: sign-in with a key, the score matrix, the customers table with its filters and export, the
-// customer page, an accessibility check, and the same console served from the single-file bundle.
+// service: sign-in with a key, the score matrix, the customers table with its filters and
+// export, the customer page, an accessibility check, and the same console served from the
+// single-file bundle.
 import { after, before, test } from 'node:test'
 import assert from 'node:assert/strict'
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs'
@@ -66,8 +67,13 @@ before(async () => {
     ].map((c, i) => ({ ...c, metrics: [{ date: day(0), sessions: 5 + 10 * i }] })),
     { scored: true },
   )
-  assert.equal((await s.admin('POST', `/accounts/${account.id}/tags`, { title: 'Champion' })).status, 201)
-  const tagged = await s.admin('PUT', `/accounts/${account.id}/customers/zeta/tags`, { titles: ['Champion'] })
+  assert.equal(
+    (await s.admin('POST', `/accounts/${account.id}/tags`, { title: 'Champion' })).status,
+    201,
+  )
+  const tagged = await s.admin('PUT', `/accounts/${account.id}/customers/zeta/tags`, {
+    titles: ['Champion'],
+  })
   assert.equal(tagged.status, 200)
   browser = await launchBrowser()
 })
@@ -85,7 +91,8 @@ const open = async (base = s.base) => {
   page.on('pageerror', (err) => problems.push(`page error: ${err.message}`))
   page.on('console', (msg) => msg.type() === 'error' && problems.push(`console: ${msg.text()}`))
   page.on('request', (req) => {
-    if (!/^(blob:|data:)/.test(req.url()) && !req.url().startsWith(`${base}/`)) problems.push(`request ${req.url()}`)
+    if (!/^(blob:|data:)/.test(req.url()) && !req.url().startsWith(`${base}/`))
+      problems.push(`request ${req.url()}`)
   })
   await page.goto(`${base}/console`)
   return { page, problems }
@@ -150,12 +157,16 @@ const quiet = (accountId: number) =>
 // axe-core's serious and critical findings on the page as it stands.
 const accessibility = async (page: Page) => {
   await page.evaluate(AXE)
-  const violations: { id: string; impact: string; help: string; nodes: { target: string[] }[] }[] = await page.evaluate(
-    'axe.run(document, { resultTypes: ["violations"] }).then((r) => r.violations)',
-  )
+  const violations: { id: string; impact: string; help: string; nodes: { target: string[] }[] }[] =
+    await page.evaluate(
+      'axe.run(document, { resultTypes: ["violations"] }).then((r) => r.violations)',
+    )
   return violations
     .filter((v) => v.impact === 'serious' || v.impact === 'critical')
-    .map((v) => `${v.impact} ${v.id}: ${v.help} at ${v.nodes.map((n) => n.target.join(' ')).join(', ')}`)
+    .map(
+      (v) =>
+        `${v.impact} ${v.id}: ${v.help} at ${v.nodes.map((n) => n.target.join(' ')).join(', ')}`,
+    )
 }
 
 // The table's ID column once it holds exactly these ids (the view rerenders after the click).
@@ -163,7 +174,10 @@ const tableShows = async (page: Page, expected: string[]) => {
   const ids = () => page.locator('tbody tr td:nth-child(2)').allTextContents()
   await page
     .waitForFunction(
-      (want) => [...document.querySelectorAll('tbody tr td:nth-child(2)')].map((td) => td.textContent).join() === want,
+      (want) =>
+        [...document.querySelectorAll('tbody tr td:nth-child(2)')]
+          .map((td) => td.textContent)
+          .join() === want,
       expected.join(),
       { timeout: 20_000 },
     )
@@ -193,7 +207,8 @@ test('the console page loads only from this service, under a policy that allows 
   assert.equal(script.headers.get('content-type'), 'text/javascript; charset=utf-8')
   const style = await s.call('GET', '/console/console.css')
   assert.equal(style.headers.get('content-type'), 'text/css; charset=utf-8')
-  for (const text of [script.body, style.body]) assert.doesNotMatch(text, /https?:\/\/(?!www\.w3\.org\/)/)
+  for (const text of [script.body, style.body])
+    assert.doesNotMatch(text, /https?:\/\/(?!www\.w3\.org\/)/)
 })
 
 test('sign-in refuses a wrong key, keeps the right one in session storage only, and signs out', async () => {
@@ -289,7 +304,8 @@ test('past 10,000 scored customers the matrix is the aggregate grid; at 10,000 i
   const { page, problems } = await open()
   const asked: unknown[] = []
   page.on('request', (req) => {
-    if (req.url().endsWith('/api/v1/customers/aggregate')) asked.push(JSON.parse(req.postData()!).matrix)
+    if (req.url().endsWith('/api/v1/customers/aggregate'))
+      asked.push(JSON.parse(req.postData()!).matrix)
   })
   await signIn(page, big.token)
   await toMatrix(page)
@@ -336,7 +352,10 @@ test('past 10,000 scored customers the matrix is the aggregate grid; at 10,000 i
   await page.mouse.move(x, y)
   const tip = page.locator('#matrix-tip')
   await tip.waitFor()
-  assert.match((await tip.textContent())!, new RegExp(`engagement ${one.engagementscore} · fit ${one.fitscore}`))
+  assert.match(
+    (await tip.textContent())!,
+    new RegExp(`engagement ${one.engagementscore} · fit ${one.fitscore}`),
+  )
   const name = (await tip.locator('strong').textContent())!
   await page.mouse.click(x, y)
   await page.getByRole('heading', { level: 1, name }).waitFor()
@@ -379,7 +398,9 @@ test('the customers table: rows open the customer, filters narrow it as the API 
   await page.getByLabel('Operator').selectOption('GT')
   await page.getByLabel('Value').fill('50')
   await page.getByRole('button', { name: 'Apply' }).click()
-  const expected = await searchIds([{ propertyName: 'engagementscore', operator: 'GT', value: '50' }])
+  const expected = await searchIds([
+    { propertyName: 'engagementscore', operator: 'GT', value: '50' },
+  ])
   assert.ok(expected.length > 0 && expected.length < CUSTOMERS.length, String(expected.length))
   await page.locator(`#customers-count[data-count="${expected.length}"]`).waitFor()
   assert.deepEqual(await page.locator('tbody tr td:nth-child(2)').allTextContents(), expected)
@@ -399,9 +420,15 @@ test('the customers table: rows open the customer, filters narrow it as the API 
       ],
     },
   })
-  assert.ok(either.length > expected.length && either.length < CUSTOMERS.length, String(either.length))
+  assert.ok(
+    either.length > expected.length && either.length < CUSTOMERS.length,
+    String(either.length),
+  )
   await page.locator(`#customers-count[data-count="${Math.min(either.length, 100)}"]`).waitFor()
-  assert.deepEqual(await page.locator('tbody tr td:nth-child(2)').allTextContents(), either.slice(0, 100))
+  assert.deepEqual(
+    await page.locator('tbody tr td:nth-child(2)').allTextContents(),
+    either.slice(0, 100),
+  )
   assert.deepEqual(await accessibility(page), [])
   // Back to the one filter, for the export.
   await page.getByRole('button', { name: 'Remove filter 2' }).click()
@@ -522,10 +549,19 @@ test('the customer page: scores, trend, drivers, contacts, properties, tags, own
   assert.ok(zeta.engagementscore_difference > 0, JSON.stringify(zeta))
   assert.match(scores, new RegExp(`\\+${zeta.engagementscore_difference} in 30 days`))
   const trend = page.getByRole('img', { name: /^Engagement by date/ })
-  assert.equal(Number(await trend.getAttribute('data-points')), Object.keys(zeta.engagementscore_trend).length)
-  assert.ok(Object.keys(zeta.engagementscore_trend).length >= 2, JSON.stringify(zeta.engagementscore_trend))
+  assert.equal(
+    Number(await trend.getAttribute('data-points')),
+    Object.keys(zeta.engagementscore_trend).length,
+  )
+  assert.ok(
+    Object.keys(zeta.engagementscore_trend).length >= 2,
+    JSON.stringify(zeta.engagementscore_trend),
+  )
   const drivers = await page.locator('.columns').innerText()
-  for (const d of [...zeta.score_explanation.risk_drivers, ...zeta.score_explanation.health_drivers]) {
+  for (const d of [
+    ...zeta.score_explanation.risk_drivers,
+    ...zeta.score_explanation.health_drivers,
+  ]) {
     // Each driver by the label the API sends (the codename when the property has none).
     assert.match(drivers, new RegExp(`${d.label} \\(${d.score}\\)`))
   }
@@ -558,10 +594,10 @@ test('the customer page: scores, trend, drivers, contacts, properties, tags, own
   assert.equal(tracked.status, 200, JSON.stringify(tracked.body))
   await page.reload()
   await page.locator('#events tr[data-event="login"]').waitFor()
-  assert.deepEqual(await page.locator('#events tbody tr').evaluateAll((rows) => rows.map((r) => r.dataset.event)), [
-    'report.exported',
-    'login',
-  ])
+  assert.deepEqual(
+    await page.locator('#events tbody tr').evaluateAll((rows) => rows.map((r) => r.dataset.event)),
+    ['report.exported', 'login'],
+  )
   assert.deepEqual(await accessibility(page), [])
 
   // The churn toggle writes through the API, and back.
@@ -571,7 +607,10 @@ test('the customer page: scores, trend, drivers, contacts, properties, tags, own
   assert.equal((await account.api('/api/v1/customer/zeta', undefined, 'GET')).body.is_churned, true)
   await page.getByRole('button', { name: 'Mark as active' }).click()
   await churn.getByText(/^Active/).waitFor()
-  assert.equal((await account.api('/api/v1/customer/zeta', undefined, 'GET')).body.is_churned, false)
+  assert.equal(
+    (await account.api('/api/v1/customer/zeta', undefined, 'GET')).body.is_churned,
+    false,
+  )
 
   await page.goto(`${s.base}/console#/customer/nobody`)
   assert.match((await page.getByRole('alert').textContent())!, /not|no such/i)
@@ -603,12 +642,23 @@ test('the single-file bundle carries the console and serves the same bytes witho
     ] as const) {
       const res = await fetch(base + path)
       assert.equal(res.status, 200)
-      assert.ok(Buffer.from(await res.arrayBuffer()).equals(bytes), `the bundle serves another ${path}: rebuild`)
+      assert.ok(
+        Buffer.from(await res.arrayBuffer()).equals(bytes),
+        `the bundle serves another ${path}: rebuild`,
+      )
     }
     const admin = { authorization: 'Bearer bundle-admin', 'content-type': 'application/json' }
-    const created = await fetch(`${base}/admin/v1/accounts`, { method: 'POST', headers: admin, body: '{"name":"B"}' })
+    const created = await fetch(`${base}/admin/v1/accounts`, {
+      method: 'POST',
+      headers: admin,
+      body: '{"name":"B"}',
+    })
     const { id } = await created.json()
-    const key = await fetch(`${base}/admin/v1/accounts/${id}/keys`, { method: 'POST', headers: admin, body: '{}' })
+    const key = await fetch(`${base}/admin/v1/accounts/${id}/keys`, {
+      method: 'POST',
+      headers: admin,
+      body: '{}',
+    })
     const { page, problems } = await open(base)
     await signIn(page, (await key.json()).token)
     const canvas = await matrixReady(page)
@@ -649,7 +699,10 @@ test('the operator signs in with the admin token, sees every account and chooses
   await page.getByRole('button', { name: `Choose Acme (${account.id})` }).click()
   // The header names the chosen account.
   await page.locator('#chosen-account').getByText(`Acme (account ${account.id})`).waitFor()
-  assert.equal(await page.evaluate(() => sessionStorage.getItem('console.account')), String(account.id))
+  assert.equal(
+    await page.evaluate(() => sessionStorage.getItem('console.account')),
+    String(account.id),
+  )
   // Signing in with a key forgets the admin token.
   await page.getByRole('button', { name: 'Sign out' }).click()
   assert.equal(await page.evaluate(() => sessionStorage.length), 0)
@@ -668,7 +721,12 @@ test('an upload appears in the uploads view, followed until processed, with its 
   await page.locator('#uploads-state').getByText('0 uploads').waitFor()
   const sent = await ops.api('/api/v1/customers', {
     customers: [
-      { external_id: 'u1', name: 'One', owner_email: 'nobody@ops.test', attributes: { country: 'US', mystery: 1 } },
+      {
+        external_id: 'u1',
+        name: 'One',
+        owner_email: 'nobody@ops.test',
+        attributes: { country: 'US', mystery: 1 },
+      },
       { external_id: 'u2', name: 'Two', metrics: [{ date: day(0), logins: 4 }] },
     ],
   })
@@ -703,9 +761,13 @@ test('an upload appears in the uploads view, followed until processed, with its 
   await signIn(keyed.page, ops.token)
   await keyed.page.getByRole('link', { name: 'Uploads' }).click()
   await keyed.page.locator(`tr[data-upload="${id}"][data-status="processed"]`).waitFor()
-  const listed = (await ops.api('/api/v1/uploads', undefined, 'GET')).body.map((u: any) => String(u.upload_id))
+  const listed = (await ops.api('/api/v1/uploads', undefined, 'GET')).body.map((u: any) =>
+    String(u.upload_id),
+  )
   assert.deepEqual(
-    await keyed.page.locator('#uploads tbody tr').evaluateAll((rows) => rows.map((r) => r.dataset.upload)),
+    await keyed.page
+      .locator('#uploads tbody tr')
+      .evaluateAll((rows) => rows.map((r) => r.dataset.upload)),
     listed,
   )
   assert.deepEqual(await accessibility(keyed.page), [])
@@ -743,7 +805,10 @@ test('webhooks: subscribe with the secret shown once, a delivery in the log, red
     const row = page.locator(`tr[data-delivery="${delivery.id}"]`)
     await row.and(page.locator('[data-status="delivered"][data-attempts="1"]')).waitFor()
     const attempt = delivery.attempts[0]
-    assert.match(await row.innerText(), new RegExp(`${delivery.message_id}[\\s\\S]*200 in ${attempt.duration_ms} ms`))
+    assert.match(
+      await row.innerText(),
+      new RegExp(`${delivery.message_id}[\\s\\S]*200 in ${attempt.duration_ms} ms`),
+    )
     // The start of the receiver's answer, as the delivery log keeps it.
     assert.equal(attempt.response_excerpt, 'thanks, got it')
     assert.match(await row.locator('q.excerpt').innerText(), /thanks, got it/)
@@ -752,8 +817,14 @@ test('webhooks: subscribe with the secret shown once, a delivery in the log, red
 
     await page.getByRole('button', { name: `Redeliver ${delivery.id}` }).click()
     await receiver.waitFor(2)
-    assert.equal(receiver.requests[1].headers['webhook-id'], receiver.requests[0].headers['webhook-id'])
-    await eventually(async () => (await deliveries()).body[0].attempts.length === 2, 'second attempt recorded')
+    assert.equal(
+      receiver.requests[1].headers['webhook-id'],
+      receiver.requests[0].headers['webhook-id'],
+    )
+    await eventually(
+      async () => (await deliveries()).body[0].attempts.length === 2,
+      'second attempt recorded',
+    )
     await page.getByRole('button', { name: 'Refresh deliveries' }).click()
     await row.and(page.locator('[data-status="delivered"][data-attempts="2"]')).waitFor()
 
@@ -762,7 +833,10 @@ test('webhooks: subscribe with the secret shown once, a delivery in the log, red
     await page.locator(`[data-webhook="${hook.id}"]`).getByText('disabled').waitFor()
     assert.equal((await s.admin('GET', `/accounts/${hooked.id}/webhooks`)).body[0].active, false)
     await uploadAndWait(hooked.api, 'customers', [{ external_id: 'h2', name: 'Held' }])
-    await eventually(async () => (await deliveries()).body.length === 2, 'the held delivery recorded')
+    await eventually(
+      async () => (await deliveries()).body.length === 2,
+      'the held delivery recorded',
+    )
     assert.equal((await deliveries()).body[0].status, 'pending')
     await page.getByRole('button', { name: `Enable webhook ${hook.id}` }).click()
     await page.locator(`[data-webhook="${hook.id}"]`).getByText('enabled').waitFor()
@@ -797,7 +871,8 @@ test('settings: a key created and revoked, a property defined, tracking domains 
     (k: { name: string | null }) => k.name === 'from the console',
   )
   assert.deepEqual(key.scopes.sort(), ['search', 'upload'])
-  const search = (secret: string) => s.call('POST', '/api/v1/customers/search', { limit: 1 }, { 'service-key': secret })
+  const search = (secret: string) =>
+    s.call('POST', '/api/v1/customers/search', { limit: 1 }, { 'service-key': secret })
   assert.equal((await search(token)).status, 200)
   await page.getByRole('button', { name: `Revoke key ${key.id}` }).click()
   await page.locator(`tr[data-key="${key.id}"][data-revoked="yes"]`).waitFor()
@@ -810,7 +885,10 @@ test('settings: a key created and revoked, a property defined, tracking domains 
   const defined = (await s.admin('GET', `/accounts/${set.id}/properties`)).body.find(
     (p: { codename: string }) => p.codename === 'region',
   )
-  assert.deepEqual([defined.entity, defined.kind, defined.type], ['customer', 'attribute', 'string'])
+  assert.deepEqual(
+    [defined.entity, defined.kind, defined.type],
+    ['customer', 'attribute', 'string'],
+  )
 
   await page.getByLabel('Tracking domains, one a line').fill('Example.com\nshop.example.com')
   await page.getByRole('button', { name: 'Save domains' }).click()
@@ -843,10 +921,16 @@ test('the operator’s settings list the backups, and one started there is made 
   )
   await page.getByRole('button', { name: 'Start a backup' }).click()
   await page.getByText('Backup started').waitFor()
-  await page.waitForFunction(() => document.querySelectorAll('#backups tbody tr').length === 2, null, {
-    timeout: 60_000,
-  })
-  const listed = (await s.admin('GET', '/backups')).body.backups.map((b: { file: string }) => b.file)
+  await page.waitForFunction(
+    () => document.querySelectorAll('#backups tbody tr').length === 2,
+    null,
+    {
+      timeout: 60_000,
+    },
+  )
+  const listed = (await s.admin('GET', '/backups')).body.backups.map(
+    (b: { file: string }) => b.file,
+  )
   assert.deepEqual(await rows.locator('td:first-child').allTextContents(), listed)
   assert.equal(listed[1], first.file)
   assert.deepEqual(problems, [])
@@ -879,10 +963,16 @@ test('the scoring model as a form: the preview gives what the scoring job then s
   // The stored model fills the form: each rule's share of its section's weights.
   await page.locator('#rule-engagement-0-good').waitFor()
   assert.equal(await page.locator('#rule-engagement-0-good').inputValue(), '40')
-  assert.deepEqual(await page.locator('[data-section="fit"] .share').allTextContents(), ['50%', '50%'])
+  assert.deepEqual(await page.locator('[data-section="fit"] .share').allTextContents(), [
+    '50%',
+    '50%',
+  ])
   await page.locator('#rule-engagement-0-good').fill('20')
   await page.locator('#rule-fit-0-weight').fill('150')
-  assert.deepEqual(await page.locator('[data-section="fit"] .share').allTextContents(), ['75%', '25%'])
+  assert.deepEqual(await page.locator('[data-section="fit"] .share').allTextContents(), [
+    '75%',
+    '25%',
+  ])
   await page.locator('#rule-fit-0-values').fill('US=100, DE=80')
   // A weight of 0 is not a model: preview and save wait for a valid one.
   await page.locator('#rule-fit-1-weight').fill('0')
@@ -897,7 +987,13 @@ test('the scoring model as a form: the preview gives what the scoring job then s
     return cells.map((c) => (c === '–' ? null : /^-?\d+$/.test(c) ? Number(c) : c))
   }
   await page.locator('#preview').waitFor()
-  const scores = ['engagementscore', 'engagementscore_difference', 'fitscore', 'churn_risk', 'upsell_score']
+  const scores = [
+    'engagementscore',
+    'engagementscore_difference',
+    'fitscore',
+    'churn_risk',
+    'upsell_score',
+  ]
   const preview: Record<string, unknown> = {}
   for (const score of scores) {
     const [now, next] = await previewed(score)
@@ -914,7 +1010,9 @@ test('the scoring model as a form: the preview gives what the scoring job then s
   await page.getByRole('button', { name: 'Save model' }).click()
   await page.getByText(/^Saved: the account is being scored again/).waitFor()
   const model = (await s.admin('GET', `/accounts/${scored.id}/scoring`)).body
-  assert.deepEqual(model.customer.engagement, [{ codename: 'logins', weight: 100, bad: 0, good: 20 }])
+  assert.deepEqual(model.customer.engagement, [
+    { codename: 'logins', weight: 100, bad: 0, good: 20 },
+  ])
   assert.deepEqual(model.customer.fit[0], {
     codename: 'country',
     weight: 150,

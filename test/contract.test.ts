@@ -41,7 +41,8 @@ const closed = (schema: any): any => {
 const operations = () => {
   const ops = new Map<string, { method: string; path: string; op: any }>()
   for (const [path, item] of Object.entries(doc.paths as Record<string, Record<string, any>>)) {
-    for (const [method, op] of Object.entries(item)) ops.set(op.operationId, { method: method.toUpperCase(), path, op })
+    for (const [method, op] of Object.entries(item))
+      ops.set(op.operationId, { method: method.toUpperCase(), path, op })
   }
   return ops
 }
@@ -56,7 +57,8 @@ test('every operation answers as its published schema says', async () => {
     return fn(body) ? null : fn.errors
   }
   const answered = new Map<string, Set<number>>()
-  // The cookie and CSRF headers of the person signed in below, for the operations only a session reaches.
+  // The cookie and CSRF headers of the person signed in below, for the operations only
+  // a session reaches.
   let session: Record<string, string> = {}
   const a = await scoredAccount(s)
 
@@ -73,7 +75,9 @@ test('every operation answers as its published schema says', async () => {
     assert.ok(found, `no operation ${operationId}`)
     const { method, path, op } = found
     const url =
-      path.replace(/\{(\w+)\}/g, (_, name) => encodeURIComponent(String(params[name] ?? params.id ?? ''))) + query
+      path.replace(/\{(\w+)\}/g, (_, name) =>
+        encodeURIComponent(String(params[name] ?? params.id ?? '')),
+      ) + query
     const security = op.security[0] ? Object.keys(op.security[0])[0] : undefined
     const headers: Record<string, string> =
       security === 'adminToken'
@@ -92,8 +96,13 @@ test('every operation answers as its published schema says', async () => {
     const type = res.headers.get('content-type') ?? ''
     if (response.$ref) {
       assert.match(type, /^application\/problem\+json/, label)
-      const problem = doc.components.responses[response.$ref.split('/').pop()].content['application/problem+json']
-      assert.equal(validate(problem.schema, res.body), null, `${label}: ${JSON.stringify(res.body)}`)
+      const problem =
+        doc.components.responses[response.$ref.split('/').pop()].content['application/problem+json']
+      assert.equal(
+        validate(problem.schema, res.body),
+        null,
+        `${label}: ${JSON.stringify(res.body)}`,
+      )
     } else if (response.content?.['application/json']) {
       assert.match(type, /^application\/json/, label)
       const errors = validate(response.content['application/json'].schema, res.body)
@@ -131,10 +140,18 @@ test('every operation answers as its published schema says', async () => {
   await call('addUser', { id }, { email: 'second@acme.test', name: 'Second' })
   await call('addUser', { id }, { email: 'second@acme.test' })
   await call('listUsers', { id })
-  await call('defineProperty', { id }, { entity: 'customer', kind: 'attribute', codename: 'tier', type: 'string' })
+  await call(
+    'defineProperty',
+    { id },
+    { entity: 'customer', kind: 'attribute', codename: 'tier', type: 'string' },
+  )
   await call('listProperties', { id })
   await call('relabelProperty', { id, entity: 'customer', codename: 'tier' }, { label: 'Tier' })
-  await call('relabelProperty', { id, entity: 'customer', codename: 'nothing' }, { label: 'Nothing' })
+  await call(
+    'relabelProperty',
+    { id, entity: 'customer', codename: 'nothing' },
+    { label: 'Nothing' },
+  )
   await call('accountProperties')
   await call('createTag', { id }, { title: 'VIP', color: '#ff0000' })
   await call('listTags', { id })
@@ -145,11 +162,19 @@ test('every operation answers as its published schema says', async () => {
   await call('rotateSecret', { id, webhook_id: hook.body.id })
   await call('disableWebhook', { id, webhook_id: hook.body.id })
   // A disabled webhook is not test-sent: a 409 the operation lists.
-  const held = await call('testWebhook', { id, webhook_id: hook.body.id }, { event: 'customer.created' })
+  const held = await call(
+    'testWebhook',
+    { id, webhook_id: hook.body.id },
+    { event: 'customer.created' },
+  )
   assert.equal(held.status, 409)
   await call('enableWebhook', { id, webhook_id: hook.body.id })
   await call('listEventTypes')
-  await call('setScoreAlerts', { id }, { churn_risk: { thresholds: [70] }, engagementscore: { delta: 10 } })
+  await call(
+    'setScoreAlerts',
+    { id },
+    { churn_risk: { thresholds: [70] }, engagementscore: { delta: 10 } },
+  )
   await call('setScoreAlerts', { id }, { churn_risk: { thresholds: [170] } })
   await call('getScoreAlerts', { id })
   await call('updateWebhook', { id, webhook_id: hook.body.id }, { name: 'main', rate_limit: null })
@@ -195,7 +220,11 @@ test('every operation answers as its published schema says', async () => {
   await waitForUpload(a.api, contacts.body.upload_id, 30_000, true)
   const page = await call('searchCustomers', {}, { limit: 1, properties: ['country', 'logins'] })
   assert.ok(page.body.paging?.next?.after, 'the first page of two has a next page')
-  await call('searchCustomers', {}, { filters: [{ propertyName: 'upsell_score', operator: 'KNOWN' }] })
+  await call(
+    'searchCustomers',
+    {},
+    { filters: [{ propertyName: 'upsell_score', operator: 'KNOWN' }] },
+  )
   const counted = await call(
     'searchCustomers',
     {},
@@ -210,7 +239,10 @@ test('every operation answers as its published schema says', async () => {
     },
   )
   assert.equal(counted.body.total, 2)
-  assert.equal((await call('searchCustomers', {}, { count: 'estimate' })).body.total_is_estimate, true)
+  assert.equal(
+    (await call('searchCustomers', {}, { count: 'estimate' })).body.total_is_estimate,
+    true,
+  )
   const aggregated = await call(
     'aggregateCustomers',
     {},
@@ -221,16 +253,35 @@ test('every operation answers as its published schema says', async () => {
       matrix: 'grid',
     },
   )
-  assert.equal(aggregated.body.fields[0].histogram.length, aggregated.body.fields[0].count > 1 ? 3 : 1)
+  assert.equal(
+    aggregated.body.fields[0].histogram.length,
+    aggregated.body.fields[0].count > 1 ? 3 : 1,
+  )
   await call('aggregateCustomers', {}, { matrix: 'points', points: 1 })
   await call('aggregateCustomers', {}, {})
   const sort = [{ propertyName: 'logins', direction: 'desc' }, { propertyName: 'createdAt' }]
   const sorted = await call('searchCustomers', {}, { sort, limit: 1 })
-  assert.equal(typeof sorted.body.paging?.next?.after, 'string', 'a sorted page of two has a cursor')
-  const next = await call('searchCustomers', {}, { sort, limit: 1, after: sorted.body.paging.next.after })
+  assert.equal(
+    typeof sorted.body.paging?.next?.after,
+    'string',
+    'a sorted page of two has a cursor',
+  )
+  const next = await call(
+    'searchCustomers',
+    {},
+    { sort, limit: 1, after: sorted.body.paging.next.after },
+  )
   assert.notEqual(next.body.results[0].id, sorted.body.results[0].id)
-  await call('searchContacts', {}, { filters: [{ propertyName: 'customer_external_id', operator: 'EQ', value: 'c1' }] })
-  await call('searchContacts', {}, { filters: [{ propertyName: 'upsell_score', operator: 'KNOWN' }] })
+  await call(
+    'searchContacts',
+    {},
+    { filters: [{ propertyName: 'customer_external_id', operator: 'EQ', value: 'c1' }] },
+  )
+  await call(
+    'searchContacts',
+    {},
+    { filters: [{ propertyName: 'upsell_score', operator: 'KNOWN' }] },
+  )
   const now = Date.now()
   await call(
     'track',
@@ -238,9 +289,24 @@ test('every operation answers as its published schema says', async () => {
     {
       trackerKey: a.trackerKey,
       events: [
-        { name: 'login', timestamp: now, identification: { customer: 'c1', contact: 'p1' }, data: null },
-        { name: 'export', timestamp: now, identification: { customer: 'nobody' }, data: { customer: { tier: 'x' } } },
-        { name: 'visit', timestamp: now, identification: { customer: 'c1', contact: 'p-new' }, data: null },
+        {
+          name: 'login',
+          timestamp: now,
+          identification: { customer: 'c1', contact: 'p1' },
+          data: null,
+        },
+        {
+          name: 'export',
+          timestamp: now,
+          identification: { customer: 'nobody' },
+          data: { customer: { tier: 'x' } },
+        },
+        {
+          name: 'visit',
+          timestamp: now,
+          identification: { customer: 'c1', contact: 'p-new' },
+          data: null,
+        },
       ],
     },
   )
@@ -255,7 +321,11 @@ test('every operation answers as its published schema says', async () => {
   await call('listEvents', { id }, undefined, '?limit=0')
   await call('customerEvents', { external_id: 'c1' }, undefined, '?limit=5')
   // The Segment HTTP Tracking API: a batch, each single call, and the ingest status.
-  await call('segmentBatch', {}, { batch: [{ type: 'group', groupId: 'c1', userId: 'p1', traits: { name: 'One' } }] })
+  await call(
+    'segmentBatch',
+    {},
+    { batch: [{ type: 'group', groupId: 'c1', userId: 'p1', traits: { name: 'One' } }] },
+  )
   for (const [operation, message] of Object.entries({
     segmentIdentify: { userId: 'p1', traits: { name: 'Pat', contry: 'x' } },
     segmentGroup: { groupId: 'c1', traits: { has_sso: 'yes' } },
@@ -266,7 +336,8 @@ test('every operation answers as its published schema says', async () => {
   }))
     await call(operation, {}, message)
   await eventually(
-    async () => (await a.api('/api/v1/ingest/status', undefined, 'GET')).body.last_errors.length > 0,
+    async () =>
+      (await a.api('/api/v1/ingest/status', undefined, 'GET')).body.last_errors.length > 0,
     'applied',
   )
   await call('ingestStatus')
@@ -275,14 +346,30 @@ test('every operation answers as its published schema says', async () => {
   for (const prefix of ['', 'Alias']) {
     const customer = `n${prefix}`
     const contact = `q${prefix}`
-    await call(`createCustomer${prefix}`, {}, { external_id: customer, name: 'New', owner_email: 'owner@acme.test' })
+    await call(
+      `createCustomer${prefix}`,
+      {},
+      { external_id: customer, name: 'New', owner_email: 'owner@acme.test' },
+    )
     await call(`createCustomer${prefix}`, {}, { external_id: customer, name: 'New' })
     await call(`getCustomer${prefix}`, { external_id: customer })
     await call(`getCustomer${prefix}`, { external_id: 'c1' })
-    await call(`updateCustomer${prefix}`, { external_id: customer }, { name: 'Renamed', attributes: { tier: 'b' } })
-    await call(`createContact${prefix}`, { external_id: customer }, { contact_external_id: contact, contact_name: 'Q' })
+    await call(
+      `updateCustomer${prefix}`,
+      { external_id: customer },
+      { name: 'Renamed', attributes: { tier: 'b' } },
+    )
+    await call(
+      `createContact${prefix}`,
+      { external_id: customer },
+      { contact_external_id: contact, contact_name: 'Q' },
+    )
     await call(`getContact${prefix}`, { external_id: customer, contact_id: contact })
-    await call(`updateContact${prefix}`, { external_id: customer, contact_id: contact }, { contact_name: 'Q2' })
+    await call(
+      `updateContact${prefix}`,
+      { external_id: customer, contact_id: contact },
+      { contact_name: 'Q2' },
+    )
     await call(`deleteContact${prefix}`, { external_id: customer, contact_id: contact })
     await call(`getContact${prefix}`, { external_id: customer, contact_id: contact })
     await call(`deleteCustomer${prefix}`, { external_id: customer })
@@ -303,7 +390,11 @@ test('every operation answers as its published schema says', async () => {
   const cookie = /service_session=[^;]*/.exec(signed.headers.get('set-cookie')!)![0]
   session = { cookie, 'x-csrf-token': signed.body.csrf_token, origin: s.base }
   await call('me')
-  const colleague = await call('inviteAccountUser', {}, { email: 'colleague@acme.test', role: 'manager' })
+  const colleague = await call(
+    'inviteAccountUser',
+    {},
+    { email: 'colleague@acme.test', role: 'manager' },
+  )
   await call('inviteAccountUser', {}, { email: 'colleague@acme.test' })
   await call('resetAccountUser', { user_id: colleague.body.id })
   await call('setAccountUserRole', { user_id: colleague.body.id }, { role: 'viewer' })
@@ -314,7 +405,12 @@ test('every operation answers as its published schema says', async () => {
   await call('resetUser', { id, user_id: third.body.id })
   await call('setUserRole', { id, user_id: third.body.id }, { role: 'manager' })
   await call('removeUser', { id, user_id: third.body.id })
-  const own = { issuer: 'https://idp.acme.test', client_id: 'c', client_secret: 's', domains: ['acme.test'] }
+  const own = {
+    issuer: 'https://idp.acme.test',
+    client_id: 'c',
+    client_secret: 's',
+    domains: ['acme.test'],
+  }
   await call('getAccountSso')
   await call('setAccountSso', {}, { ...own, default_role: 'viewer' })
   await call('getAccountSso')
@@ -328,7 +424,12 @@ test('every operation answers as its published schema says', async () => {
   const back = await fetch(`${s.base}/auth/v1/sso/callback?state=x&code=y`, { redirect: 'manual' })
   assert.equal(back.status, 302)
   assert.match(back.headers.get('location')!, /\/console#sso_error=invalid_state&/)
-  const sso = { issuer: 'https://idp.acme.test', client_id: 'c', client_secret: 's', domains: ['acme.test'] }
+  const sso = {
+    issuer: 'https://idp.acme.test',
+    client_id: 'c',
+    client_secret: 's',
+    domains: ['acme.test'],
+  }
   await call('setSso', { id }, { ...sso, default_role: 'viewer' })
   const model = (await call('getScoring', { id })).body
   await call('previewScoring', { id }, { model, external_id: 'c1' })
@@ -341,7 +442,10 @@ test('every operation answers as its published schema says', async () => {
   await call(
     'updateSegment',
     { segment_id },
-    { name: 'Gold or VIP', where: { or: [gold, { propertyName: 'tags', operator: 'EQ', value: 'VIP' }] } },
+    {
+      name: 'Gold or VIP',
+      where: { or: [gold, { propertyName: 'tags', operator: 'EQ', value: 'VIP' }] },
+    },
   )
   await eventually(
     async () => (await a.api(`/api/v1/segments/${segment_id}`, undefined, 'GET')).body.members,
@@ -350,8 +454,15 @@ test('every operation answers as its published schema says', async () => {
   await call('getSegment', { segment_id })
   await call('listSegments')
   await call('weekReport', {}, undefined, '?days=30')
-  assert.equal((await call('searchSegment', { segment_id }, { limit: 1, properties: ['tier'] })).body.results.length, 1)
-  assert.equal((await call('segmentHistory', { segment_id }, undefined, '?limit=1')).body.results.length, 1)
+  assert.equal(
+    (await call('searchSegment', { segment_id }, { limit: 1, properties: ['tier'] })).body.results
+      .length,
+    1,
+  )
+  assert.equal(
+    (await call('segmentHistory', { segment_id }, undefined, '?limit=1')).body.results.length,
+    1,
+  )
   await call('deleteProperty', { id, entity: 'customer', codename: 'tier' })
   await call('deleteSegment', { segment_id })
   await call('getSegment', { segment_id })
@@ -360,7 +471,11 @@ test('every operation answers as its published schema says', async () => {
   const [delivery] = await settled(s, a, hook.body.id, 3)
   await call('listDeliveries', { id, webhook_id: hook.body.id }, undefined, '?limit=2')
   await call('redeliver', { id, webhook_id: hook.body.id, delivery_id: delivery.id })
-  await call('recoverDeliveries', { id, webhook_id: hook.body.id }, { since: '2000-01-01T00:00:00Z' })
+  await call(
+    'recoverDeliveries',
+    { id, webhook_id: hook.body.id },
+    { since: '2000-01-01T00:00:00Z' },
+  )
   await call('testWebhook', { id, webhook_id: hook.body.id }, { event: 'customer.churned' })
   await call('testWebhook', { id, webhook_id: hook.body.id }, { event: 'customer.deleted' })
   await call('listNotifications', { id }, undefined, '?user_email=owner%40acme.test')
@@ -372,18 +487,27 @@ test('every operation answers as its published schema says', async () => {
   const erasure = await call('requestErasure', {}, { customers: ['c2'] }, '', eraser)
   await eventually(
     async () =>
-      (await call('getErasure', { erasure_id: erasure.body.id }, undefined, '', eraser)).body.status === 'done',
+      (await call('getErasure', { erasure_id: erasure.body.id }, undefined, '', eraser)).body
+        .status === 'done',
     'the erasure',
   )
-  const byAdmin = await call('erase', { id }, { contacts: [{ customer_external_id: 'c1', contact_external_id: 'p9' }] })
+  const byAdmin = await call(
+    'erase',
+    { id },
+    { contacts: [{ customer_external_id: 'c1', contact_external_id: 'p9' }] },
+  )
   await call('getErasureAdmin', { id, erasure_id: byAdmin.body.id })
   await call('listSuppressions', {}, undefined, '', eraser)
   await call('liftSuppression', { entity: 'customer', external_id: 'c2' }, undefined, '', eraser)
   await call('listUploads', { id }, undefined, '?status=processed')
-  // A failed upload (a constraint the test adds makes it fail past validation) is retried, then cancelled.
-  await s.sql`alter table customers add constraint no_forbidden_names check (name <> 'Forbidden') not valid`
+  // A failed upload (a constraint the test adds makes it fail past validation) is retried,
+  // then cancelled.
+  await s.sql`alter table customers add constraint no_forbidden_names check (name <> 'Forbidden')
+    not valid`
   try {
-    const bad = await a.api('/api/v1/customers', { customers: [{ external_id: 'f', name: 'Forbidden' }] })
+    const bad = await a.api('/api/v1/customers', {
+      customers: [{ external_id: 'f', name: 'Forbidden' }],
+    })
     assert.equal((await waitForUpload(a.api, bad.body.upload_id)).status, 'failed')
     await call('retryUpload', { id, upload_id: bad.body.upload_id })
     await call('cancelUpload', { id, upload_id: bad.body.upload_id })
@@ -419,7 +543,11 @@ test('every operation answers as its published schema says', async () => {
   await call('getUpload', { upload_id: 999_999 })
   await call('getAccount', { id: 999_999 })
   await call('createTag', { id }, { title: 'VIP' })
-  await call('uploadCustomers', {}, { customers: [{ external_id: 'd', name: 'D', metrics: [{ date: '2026-02-30' }] }] })
+  await call(
+    'uploadCustomers',
+    {},
+    { customers: [{ external_id: 'd', name: 'D', metrics: [{ date: '2026-02-30' }] }] },
+  )
 
   // The check itself bites: a field the document does not name fails it.
   const customer = doc.components.schemas.Customer
@@ -435,7 +563,10 @@ test('every operation answers as its published schema says', async () => {
     (name) => !redirects.includes(name) && ![...(answered.get(name) ?? [])].some((st) => st < 300),
   )
   assert.deepEqual(missed, [], 'operations never answered with success')
-  assert.ok([...answered.values()].some((st) => st.has(409)) && [...answered.values()].some((st) => st.has(404)))
+  assert.ok(
+    [...answered.values()].some((st) => st.has(409)) &&
+      [...answered.values()].some((st) => st.has(404)),
+  )
 })
 
 const QUERY_TITLE =
@@ -473,7 +604,10 @@ test(QUERY_TITLE, async () => {
   const spelled = await a.api('/api/v1/customer/c1/events?limit=05', undefined, 'GET')
   assert.match(spelled.body.errors[0].message, /whole number in decimal digits/)
   // Both wrong: both named.
-  assert.deepEqual(await refusedAt(`${own}?status=x&stuck=x`, false), ['/query/status', '/query/stuck'])
+  assert.deepEqual(await refusedAt(`${own}?status=x&stuck=x`, false), [
+    '/query/status',
+    '/query/stuck',
+  ])
   // The declared values still filter, defaults apply, and an undeclared parameter is ignored.
   assert.equal((await a.api(`${own}?stuck=true&status=failed`, undefined, 'GET')).status, 200)
   assert.equal((await a.api(`${own}?stuck=false&cache=1`, undefined, 'GET')).status, 200)
@@ -484,12 +618,19 @@ test(QUERY_TITLE, async () => {
 
 test('a PATCH that changes nothing is refused, as its minProperties says', async () => {
   const a = await s.account('Patch')
-  const hook = await s.admin('POST', `/accounts/${a.id}/webhooks`, { url: r.url, events: ['customer.created'] })
+  const hook = await s.admin('POST', `/accounts/${a.id}/webhooks`, {
+    url: r.url,
+    events: ['customer.created'],
+  })
   for (const [path, published] of [
     [`/accounts/${a.id}`, '/admin/v1/accounts/{id}'],
     [`/accounts/${a.id}/webhooks/${hook.body.id}`, '/admin/v1/accounts/{id}/webhooks/{webhook_id}'],
   ]) {
-    assert.equal(doc.paths[published].patch.requestBody.content['application/json'].schema.minProperties, 1, path)
+    assert.equal(
+      doc.paths[published].patch.requestBody.content['application/json'].schema.minProperties,
+      1,
+      path,
+    )
     assert.equal((await s.admin('PATCH', path, {})).status, 400, path)
   }
 })

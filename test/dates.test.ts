@@ -85,7 +85,8 @@ describe('entry points', () => {
 
   for (const date of ['0000-01-01', '2024-02-30']) {
     test(`${date} is a 400 on customer and contact uploads, never an upload that fails`, async () => {
-      const uploads = async () => (await s.sql`select count(*)::int as n from uploads where account_id = ${a.id}`)[0].n
+      const uploads = async () =>
+        (await s.sql`select count(*)::int as n from uploads where account_id = ${a.id}`)[0].n
       const before = await uploads()
       const metric = await a.api('/api/v1/customers', {
         customers: [{ external_id: 'x', name: 'X', metrics: [{ date, logins: 1 }] }],
@@ -105,7 +106,12 @@ describe('entry points', () => {
       )
       const contact = await a.api('/api/v1/contacts', {
         contacts: [
-          { customer_external_id: 'x', contact_external_id: 'y', contact_name: 'Y', metrics: [{ date, sessions: 1 }] },
+          {
+            customer_external_id: 'x',
+            contact_external_id: 'y',
+            contact_name: 'Y',
+            metrics: [{ date, sessions: 1 }],
+          },
         ],
       })
       assert.equal(contact.status, 400)
@@ -125,11 +131,23 @@ describe('entry points', () => {
       assert.equal(created.status, 400)
       assert.equal(created.body.errors[0].path, '/metrics/0/date')
       // Made by the first round, there already on the second.
-      assert.ok([201, 409].includes((await a.api('/api/v1/customer', { external_id: 'one', name: 'One' })).status))
-      const churned = await a.api('/api/v1/customer/one', { is_churned: true, churned_date: date }, 'PUT')
+      assert.ok(
+        [201, 409].includes(
+          (await a.api('/api/v1/customer', { external_id: 'one', name: 'One' })).status,
+        ),
+      )
+      const churned = await a.api(
+        '/api/v1/customer/one',
+        { is_churned: true, churned_date: date },
+        'PUT',
+      )
       assert.equal(churned.status, 400)
       assert.equal(churned.body.errors[0].path, '/churned_date')
-      const attribute = await a.api('/api/v1/customer/one', { attributes: { plan_started: date } }, 'PUT')
+      const attribute = await a.api(
+        '/api/v1/customer/one',
+        { attributes: { plan_started: date } },
+        'PUT',
+      )
       assert.equal(attribute.status, 400)
       assert.equal(attribute.body.errors[0].path, '/attributes/plan_started')
     })
@@ -169,10 +187,19 @@ describe('entry points', () => {
         ['/events/1/data/customer/plan_started'],
       )
     }
-    assert.equal((await s.sql`select count(*)::int as n from tracking_events where account_id = ${a.id}`)[0].n, 0)
-    // Other values are free-form: a number under a date attribute is ignored when applied, as before.
     assert.equal(
-      (await a.api('/api/tracker/track', { trackerKey: a.trackerKey, events: [event('2024-01-01'), event(7)] })).status,
+      (await s.sql`select count(*)::int as n from tracking_events where account_id = ${a.id}`)[0].n,
+      0,
+    )
+    // Other values are free-form: a number under a date attribute is ignored when
+    // applied, as before.
+    assert.equal(
+      (
+        await a.api('/api/tracker/track', {
+          trackerKey: a.trackerKey,
+          events: [event('2024-01-01'), event(7)],
+        })
+      ).status,
       200,
     )
   })

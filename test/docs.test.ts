@@ -6,7 +6,9 @@ import { launchBrowser } from './helpers/browser.ts'
 import { serveBundle } from './helpers/bundle.ts'
 import { startTestService, type TestService } from './helpers/service.ts'
 
-const renderer = readFileSync(createRequire(import.meta.url).resolve('@scalar/api-reference/browser/standalone.js'))
+const renderer = readFileSync(
+  createRequire(import.meta.url).resolve('@scalar/api-reference/browser/standalone.js'),
+)
 
 let s: TestService
 before(async () => {
@@ -35,11 +37,13 @@ test('GET /docs is a page that renders /openapi.json with the script this servic
   assert.match(html, /"withDefaultFonts":false/)
 })
 
-// The page may load and call only this service, run no script but the renderer and its one start line, and be
-// framed by no site.
+// The page may load and call only this service, run no script but the renderer and its one start
+// line, and be framed by no site.
 const assertPolicy = (headers: Headers) => {
   const policy = headers.get('content-security-policy') ?? ''
-  const directives = new Map(policy.split(/;\s*/).map((d) => [d.split(' ')[0], d.split(' ').slice(1)]))
+  const directives = new Map(
+    policy.split(/;\s*/).map((d) => [d.split(' ')[0], d.split(' ').slice(1)]),
+  )
   assert.deepEqual(directives.get('default-src'), ["'none'"], policy)
   assert.deepEqual(directives.get('connect-src'), ["'self'"], policy)
   assert.deepEqual(directives.get('frame-ancestors'), ["'none'"], policy)
@@ -54,7 +58,8 @@ const assertPolicy = (headers: Headers) => {
 }
 
 test('GET /docs and its script carry a content security policy, nosniff and no referrer', async () => {
-  for (const path of ['/docs', '/docs/reference.js']) assertPolicy((await fetch(`${s.base}${path}`)).headers)
+  for (const path of ['/docs', '/docs/reference.js'])
+    assertPolicy((await fetch(`${s.base}${path}`)).headers)
 })
 
 interface Violation {
@@ -63,8 +68,9 @@ interface Violation {
   source: string
 }
 
-// Scalar's bundle includes zod, which tries `new Function('')` once to learn whether it may compile its
-// validators, and interprets them when the policy says no: that refused probe is the one report expected.
+// Scalar's bundle includes zod, which tries `new Function('')` once to learn whether it may
+// compile its validators, and interprets them when the policy says no: that refused probe is
+// the one report expected.
 const zodProbe = (v: Violation) =>
   v.directive === 'script-src' && v.blocked === 'eval' && v.source.endsWith('/docs/reference.js')
 
@@ -86,7 +92,10 @@ test('/docs in Chromium: the operations render under its policy, Test Request wo
     )
     page.on('pageerror', (err) => problems.push(`page error: ${err.message}`))
     page.on('console', (msg) => msg.type() === 'error' && problems.push(`console: ${msg.text()}`))
-    page.on('request', (req) => !req.url().startsWith(`${s.base}/`) && problems.push(`request ${req.url()}`))
+    page.on(
+      'request',
+      (req) => !req.url().startsWith(`${s.base}/`) && problems.push(`request ${req.url()}`),
+    )
     await page.goto(`${s.base}/docs`)
 
     const openapi = (await s.call('GET', '/openapi.json')).body
@@ -96,7 +105,8 @@ test('/docs in Chromium: the operations render under its policy, Test Request wo
       .flatMap((path) => Object.values(path))
       .filter((operation) => operation.tags.includes('search'))
     assert.ok(operations.length >= 2)
-    for (const { summary } of operations) await page.getByText(summary, { exact: true }).first().waitFor()
+    for (const { summary } of operations)
+      await page.getByText(summary, { exact: true }).first().waitFor()
 
     await page.getByText(operations[0].summary, { exact: true }).first().click()
     await page
@@ -140,8 +150,8 @@ test('GET /docs/reference.js is the renderer, cacheable', async () => {
   assert.match(body.toString('utf8'), /createApiReference/)
 })
 
-// A stretch of the renderer that esbuild prints verbatim inside a string literal (no quote, backslash,
-// template or non-ASCII character), long enough to be found nowhere else.
+// A stretch of the renderer that esbuild prints verbatim inside a string literal (no quote,
+// backslash, template or non-ASCII character), long enough to be found nowhere else.
 const fingerprint = () => {
   const runs = renderer.toString('utf8').match(/[A-Za-z0-9 _.,:;=+*<>!?&|()[\]{}-]{200,}/g) ?? []
   assert.ok(runs.length, 'no plain stretch in the renderer')
@@ -162,7 +172,10 @@ test('the single-file bundle carries the renderer and serves it without node_mod
     assert.match(await page.text(), /\/docs\/reference\.js/)
     const res = await fetch(`${served.base}/docs/reference.js`)
     assert.equal(res.status, 200)
-    assert.ok(Buffer.from(await res.arrayBuffer()).equals(renderer), 'the bundle serves another script')
+    assert.ok(
+      Buffer.from(await res.arrayBuffer()).equals(renderer),
+      'the bundle serves another script',
+    )
   } finally {
     await served.stop()
   }

@@ -1,7 +1,8 @@
 // The embedded PostgreSQL's life follows its owner's: a server found running on the data folder is
 // shared while the process that started it runs, and stopped as a leftover once it is gone. Its
 // superuser password is generated per data folder, and a folder made with the old fixed one moves
-// to a generated one. A port already taken is named with EMBEDDED_PG_PORT, the setting that moves it.
+// to a generated one. A port already taken is named with EMBEDDED_PG_PORT, the setting
+// that moves it.
 import assert from 'node:assert/strict'
 import { spawn, spawnSync } from 'node:child_process'
 import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs'
@@ -37,7 +38,8 @@ const answers = async (url: string) => {
     await sql.end()
   }
 }
-const postmaster = (data: string) => Number(readFileSync(join(data, 'postmaster.pid'), 'utf8').split('\n')[0])
+const postmaster = (data: string) =>
+  Number(readFileSync(join(data, 'postmaster.pid'), 'utf8').split('\n')[0])
 
 test('a command beside a running owner shares its server and leaves it running', async () => {
   const data = join(dir, 'shared')

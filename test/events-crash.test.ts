@@ -1,6 +1,7 @@
 // A worker SIGKILLed in the middle of a customer.score_changed fan-out to three endpoints: after a
 // restart every endpoint has every change, none twice except the delivery that was on the wire,
-// and none that the database does not hold (no phantom: each event's new value is the stored score).
+// and none that the database does not hold (no phantom: each event's new value is the
+// stored score).
 import assert from 'node:assert/strict'
 import { after, before, test } from 'node:test'
 import { scoredAccount, waitForUpload } from './helpers/fixtures.ts'
@@ -56,7 +57,10 @@ test('a worker killed mid fan-out: no change lost, none phantom', async () => {
     // The first scoring has nothing to compare with; the subscriptions come after it.
     await scored(await upload('2026-11-01', (i) => i % 40))
     for (const r of receivers)
-      await s.admin('POST', `/accounts/${account.id}/webhooks`, { url: r.url, events: ['customer.score_changed'] })
+      await s.admin('POST', `/accounts/${account.id}/webhooks`, {
+        url: r.url,
+        events: ['customer.score_changed'],
+      })
     const changing = await upload('2026-11-02', (i) => (i % 40) + 1 + (i % 3))
     await arrived
     await workers[0].kill('SIGKILL')
@@ -66,19 +70,22 @@ test('a worker killed mid fan-out: no change lost, none phantom', async () => {
     const deliveries = await eventually(
       async () => {
         const rows = await s.sql`
-          select webhook_id, message_id, status from webhook_deliveries where account_id = ${account.id}`
+          select webhook_id, message_id, status from webhook_deliveries
+            where account_id = ${account.id}`
         return rows.length > 0 && rows.every((d) => d.status === 'delivered') && rows
       },
       'every delivery delivered after the restart',
       180_000,
     )
-    // Each scoring's changes in chunks of 1000, one delivery per chunk and endpoint, committed once.
+    // Each scoring's changes in chunks of 1000, one delivery per chunk and endpoint,
+    // committed once.
     assert.equal(deliveries.length % 3, 0)
     const scores = new Map(
       (
         await s.sql`
           select c.external_id, h.engagementscore from customers c join customer_scores h
-            on h.account_id = c.account_id and h.customer_id = c.service_id where c.account_id = ${account.id}`
+            on h.account_id = c.account_id and h.customer_id = c.service_id
+              where c.account_id = ${account.id}`
       ).map((r) => [r.external_id as string, r.engagementscore as number]),
     )
     for (const r of receivers) {
@@ -90,14 +97,20 @@ test('a worker killed mid fan-out: no change lost, none phantom', async () => {
         messages.set(id, req.raw)
       }
       assert.equal(messages.size, deliveries.length / 3)
-      const changes = [...messages.values()].flatMap((raw) => JSON.parse(raw.toString()).data.changes)
+      const changes = [...messages.values()].flatMap(
+        (raw) => JSON.parse(raw.toString()).data.changes,
+      )
       assert.equal(changes.length, CUSTOMERS)
-      assert.equal(new Set(changes.map((c: { external_id: string }) => c.external_id)).size, CUSTOMERS)
+      assert.equal(
+        new Set(changes.map((c: { external_id: string }) => c.external_id)).size,
+        CUSTOMERS,
+      )
       for (const c of changes) assert.equal(c.new_value, scores.get(c.external_id), c.external_id)
     }
   } finally {
     hold = false
-    for (const w of workers) if (w.child.exitCode === null && w.child.signalCode === null) await w.kill('SIGKILL')
+    for (const w of workers)
+      if (w.child.exitCode === null && w.child.signalCode === null) await w.kill('SIGKILL')
     for (const r of receivers) await r.close()
   }
 })

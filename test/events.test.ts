@@ -43,10 +43,14 @@ const subscribe = async (account: Account, url: string, events: string[], extra:
   return hook.body.id as number
 }
 
-// Every request a receiver got: signed with its webhook's secret and valid under its event's schema.
+// Every request a receiver got: signed with its webhook's secret and valid under its
+// event's schema.
 const checked = (r: Receiver, hookId: number) =>
   r.requests.map((req) => {
-    new Webhook(secrets.get(hookId)!.slice('whsec_'.length)).verify(req.raw, standardHeaders(req.headers))
+    new Webhook(secrets.get(hookId)!.slice('whsec_'.length)).verify(
+      req.raw,
+      standardHeaders(req.headers),
+    )
     const check = validate.get(req.json.event)
     assert.ok(check, `unknown event ${req.json.event}`)
     assert.ok(check(req.json), `${req.json.event}: ${JSON.stringify(req.json)}`)
@@ -124,7 +128,12 @@ test('contact.created goes to its subscribers only, with the source and the cust
       ['sam', 'Sam', 'acme'],
     ],
   )
-  assert.deepEqual(contacts.data.batch, { current_batch: 1, total_batches: 1, total_contacts: 2, batch_size: 2 })
+  assert.deepEqual(contacts.data.batch, {
+    current_batch: 1,
+    total_batches: 1,
+    total_contacts: 2,
+    batch_size: 2,
+  })
   assert.deepEqual(
     checked(created, createdHook).map((p) => p.event),
     ['customer.created'],
@@ -147,7 +156,8 @@ test('customer.churned and customer.reactivated, by hand and automatically, each
   assert.equal((await put({ is_churned: false })).status, 200)
   // Already active: no event.
   assert.equal((await put({ is_churned: false })).status, 200)
-  // The daily run of a later day churns both (manual is active again); a newer snapshot lifts auto's.
+  // The daily run of a later day churns both (manual is active again); a newer snapshot
+  // lifts auto's.
   await scoreDaily(s.sql, a.id, '2027-01-15')
   await uploadScored(a, 'customers', [
     { external_id: 'auto', name: 'Auto', metrics: [{ date: '2027-01-15', logins: 4 }] },
@@ -156,7 +166,9 @@ test('customer.churned and customer.reactivated, by hand and automatically, each
   // One delivery per change, in the order of the changes; the daily run's two churns share one.
   const events = checked(r, hook)
     .sort((x, y) => x.timestamp.localeCompare(y.timestamp))
-    .flatMap((p) => p.data.customers.map((c: any) => [p.event, c.external_id, c.churned_date, c.reason]).sort())
+    .flatMap((p) =>
+      p.data.customers.map((c: any) => [p.event, c.external_id, c.churned_date, c.reason]).sort(),
+    )
   assert.deepEqual(events, [
     ['customer.churned', 'manual', '2026-11-20', 'manual'],
     ['customer.reactivated', 'manual', '2026-11-21', 'manual'],
@@ -175,11 +187,13 @@ test('customer.score_changed on a threshold crossing or a delta, in both directi
   assert.deepEqual((await s.admin('PUT', `/accounts/${a.id}/score-alerts`, alerts)).body, alerts)
   assert.deepEqual((await s.admin('GET', `/accounts/${a.id}/score-alerts`)).body, alerts)
   const snapshot = async (date: string, count: number) => {
-    await uploadScored(a, 'customers', [{ external_id: 'c', name: 'C', metrics: [{ date, logins: count }] }])
+    await uploadScored(a, 'customers', [
+      { external_id: 'c', name: 'C', metrics: [{ date, logins: count }] },
+    ])
     await quiet(a)
   }
-  // engagement = -100 + 20 * logins: -60 (first score: nothing to compare), -20 (below 50, moved 40),
-  // 60 (crossed 50 upward), 80 (above, moved 20), -100 (crossed 50 downward and moved 180).
+  // engagement = -100 + 20 * logins: -60 (first score: nothing to compare), -20 (below 50, moved
+  // 40), 60 (crossed 50 upward), 80 (above, moved 20), -100 (crossed 50 downward and moved 180).
   await snapshot('2026-11-01', 2)
   await snapshot('2026-11-02', 4)
   assert.equal(r.requests.length, 0)
@@ -194,8 +208,12 @@ test('customer.score_changed on a threshold crossing or a delta, in both directi
       ['c', 'engagementscore', 80, -100, 50],
     ],
   )
-  assert.deepEqual(changes[0].change_drivers, [{ score: 'engagement', codename: 'logins', before: -20, after: 60 }])
-  assert.deepEqual(changes[1].change_drivers, [{ score: 'engagement', codename: 'logins', before: 80, after: -100 }])
+  assert.deepEqual(changes[0].change_drivers, [
+    { score: 'engagement', codename: 'logins', before: -20, after: 60 },
+  ])
+  assert.deepEqual(changes[1].change_drivers, [
+    { score: 'engagement', codename: 'logins', before: 80, after: -100 },
+  ])
   assert.equal(changes[1].scoring_date, new Date().toISOString().slice(0, 10))
   const customer = (await a.api('/api/v1/customer/c', undefined, 'GET')).body
   assert.deepEqual(
@@ -216,7 +234,12 @@ test('customer.score_changed on a threshold crossing or a delta, in both directi
   await s.admin('PUT', `/accounts/${a.id}/score-alerts`, {})
   await snapshot('2026-11-07', 10)
   assert.equal(checked(r, hook).length, 3)
-  assert.equal((await s.sql`select count(*)::int as n from customer_contributions where account_id = ${a.id}`)[0].n, 0)
+  assert.equal(
+    (
+      await s.sql`select count(*)::int as n from customer_contributions where account_id = ${a.id}`
+    )[0].n,
+    0,
+  )
 })
 
 test('score alerts and webhook changes refuse bad input with the path', async () => {
@@ -242,9 +265,13 @@ test('score alerts and webhook changes refuse bad input with the path', async ()
   assert.equal((await patch({ url: 'http://x.test' })).body.errors[0].path, '/url')
   const changed = await patch({ events: ['contact.created'], rate_limit: 5 })
   assert.deepEqual([changed.body.events, changed.body.rate_limit], [['contact.created'], 5])
-  assert.equal((await s.admin('POST', `/accounts/${a.id}/webhooks/${hook}/test`, { event: 'x' })).status, 400)
   assert.equal(
-    (await s.admin('POST', `/accounts/${a.id}/webhooks/999999/test`, { event: 'contact.created' })).status,
+    (await s.admin('POST', `/accounts/${a.id}/webhooks/${hook}/test`, { event: 'x' })).status,
+    400,
+  )
+  assert.equal(
+    (await s.admin('POST', `/accounts/${a.id}/webhooks/999999/test`, { event: 'contact.created' }))
+      .status,
     404,
   )
 })
@@ -253,11 +280,15 @@ test('test-send delivers the signed catalog example, logged like any delivery', 
   const a = await s.account('Test send')
   const r = await receiver()
   const hook = await subscribe(a, r.url, ['customer.created'])
-  const sent = await s.admin('POST', `/accounts/${a.id}/webhooks/${hook}/test`, { event: 'customer.score_changed' })
+  const sent = await s.admin('POST', `/accounts/${a.id}/webhooks/${hook}/test`, {
+    event: 'customer.score_changed',
+  })
   assert.equal(sent.status, 202)
   await r.waitFor(1)
   const [payload] = checked(r, hook)
-  const example = (await s.admin('GET', '/event-types')).body.find((t: any) => t.name === 'customer.score_changed')
+  const example = (await s.admin('GET', '/event-types')).body.find(
+    (t: any) => t.name === 'customer.score_changed',
+  )
   assert.deepEqual(payload.data, example.example.data)
   assert.match(r.requests[0].headers['x-service-hmac'] as string, /^sha256=[0-9a-f]{64}$/)
   const log = await eventually(async () => {
@@ -273,7 +304,11 @@ test('a rate-limited endpoint gets its deliveries spaced, across the workers', a
   const hook = await subscribe(a, r.url, ['customer.created'], { rate_limit: 4 })
   for (let i = 0; i < 8; i++)
     assert.equal(
-      (await s.admin('POST', `/accounts/${a.id}/webhooks/${hook}/test`, { event: 'customer.created' })).status,
+      (
+        await s.admin('POST', `/accounts/${a.id}/webhooks/${hook}/test`, {
+          event: 'customer.created',
+        })
+      ).status,
       202,
     )
   await r.waitFor(8, 30_000)
@@ -298,7 +333,10 @@ test('segment.entered and segment.exited after the first computation, deleted cu
   assert.equal(created.status, 201, JSON.stringify(created.body))
   const id = created.body.id
   const computed = () =>
-    eventually(async () => (await a.api(`/api/v1/segments/${id}`, undefined, 'GET')).body.computed_at, 'computed')
+    eventually(
+      async () => (await a.api(`/api/v1/segments/${id}`, undefined, 'GET')).body.computed_at,
+      'computed',
+    )
   await computed()
   const hook = await subscribe(a, r.url, ['segment.entered', 'segment.exited'])
   await uploadScored(a, 'customers', [
@@ -311,7 +349,11 @@ test('segment.entered and segment.exited after the first computation, deleted cu
   await quiet(a)
   const got = checked(r, hook)
     .sort((x, y) => x.timestamp.localeCompare(y.timestamp) || x.event.localeCompare(y.event))
-    .map((p) => [p.event, p.data.segment.name, p.data.customers.map((c: any) => [c.external_id, c.name])])
+    .map((p) => [
+      p.event,
+      p.data.segment.name,
+      p.data.customers.map((c: any) => [c.external_id, c.name]),
+    ])
   assert.deepEqual(got, [
     ['segment.entered', 'Engaged', [['out', 'Out']]],
     ['segment.exited', 'Engaged', [['in', 'In']]],

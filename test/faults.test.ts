@@ -55,7 +55,11 @@ test('SIGKILL of a serve process under load: every 200 is stored, nothing is hal
             const res = await fetch(`${serve.base}/api/v1/customer`, {
               method: 'POST',
               headers: json(token),
-              body: JSON.stringify({ external_id: `one-${k}`, name: k, metrics: [{ date: '2026-01-01', logins: 3 }] }),
+              body: JSON.stringify({
+                external_id: `one-${k}`,
+                name: k,
+                metrics: [{ date: '2026-01-01', logins: 3 }],
+              }),
             })
             if (res.status === 201) acked.push({ kind: 'create', id: `one-${k}`, items: 1 })
           } else {
@@ -69,7 +73,8 @@ test('SIGKILL of a serve process under load: every 200 is stored, nothing is hal
               headers: json(token),
               body: JSON.stringify({ customers }),
             })
-            if (res.status === 200) acked.push({ kind: 'upload', id: (await res.json()).upload_id, items: 50 })
+            if (res.status === 200)
+              acked.push({ kind: 'upload', id: (await res.json()).upload_id, items: 50 })
           }
         } catch {
           return
@@ -88,7 +93,8 @@ test('SIGKILL of a serve process under load: every 200 is stored, nothing is hal
       assert.ok(row, `acknowledged customer ${a.id} is missing`)
       assert.equal(row.snaps, 1, `customer ${a.id} is half-stored`)
     }
-    const uploads = await sql`select id, item_count, jsonb_array_length(items) as stored, status from uploads`
+    const uploads =
+      await sql`select id, item_count, jsonb_array_length(items) as stored, status from uploads`
     for (const a of acked.filter((x) => x.kind === 'upload')) {
       const u = uploads.find((r) => r.id === a.id)
       assert.ok(u, `acknowledged upload ${a.id} is missing`)
@@ -97,17 +103,19 @@ test('SIGKILL of a serve process under load: every 200 is stored, nothing is hal
     // Every stored bulk upload has its processing job (single creates were processed inline): a
     // worker started now processes them all.
     const bulk = uploads.filter((u) => u.status === 'received')
-    const [{ jobs }] =
-      await sql`select count(*)::int as jobs from graphile_worker.jobs where task_identifier = 'process_upload'`
+    const [{ jobs }] = await sql`select count(*)::int as jobs from graphile_worker.jobs
+        where task_identifier = 'process_upload'`
     assert.equal(jobs, bulk.length)
     const worker = await startProcess(['worker'], db.url)
     try {
       for (let i = 0; i < 600; i++) {
-        const [{ n }] = await sql`select count(*)::int as n from uploads where status <> 'processed'`
+        const [{ n }] =
+          await sql`select count(*)::int as n from uploads where status <> 'processed'`
         if (n === 0) break
         await new Promise((r) => setTimeout(r, 100))
       }
-      const [{ n, customers }] = await sql`select (select count(*)::int from uploads where status <> 'processed') as n,
+      const [{ n, customers }] =
+        await sql`select (select count(*)::int from uploads where status <> 'processed') as n,
         (select count(*)::int from customers where external_id like 'bulk-%') as customers`
       assert.equal(n, 0)
       assert.equal(customers, bulk.length * 50)
@@ -183,15 +191,22 @@ test(pgRestartTitle, async () => {
     try {
       let pending = -1
       for (let i = 0; i < 600 && pending !== 0; i++) {
-        ;[{ pending }] = await sql`select count(*)::int as pending from uploads where status <> 'processed'`
+        ;[{ pending }] =
+          await sql`select count(*)::int as pending from uploads where status <> 'processed'`
         if (pending) await new Promise((r) => setTimeout(r, 100))
       }
       const jobs =
         pending &&
-        (await sql`select task_identifier, locked_by, locked_at, attempts, last_error, run_at > now() as later,
-          (select locked_by from graphile_worker._private_job_queues q where q.id = j.job_queue_id) as queue_lock
+        (await sql`select task_identifier, locked_by, locked_at, attempts, last_error,
+          run_at > now() as later,
+          (select locked_by from graphile_worker._private_job_queues q where q.id = j.job_queue_id)
+            as queue_lock
           from graphile_worker._private_jobs j limit 5`)
-      assert.equal(pending, 0, `uploads left unprocessed after the restart: ${JSON.stringify(jobs)}`)
+      assert.equal(
+        pending,
+        0,
+        `uploads left unprocessed after the restart: ${JSON.stringify(jobs)}`,
+      )
     } finally {
       await sql.end()
     }

@@ -7,7 +7,10 @@ import { scoredAccount } from './helpers/fixtures.ts'
 let s: TestService
 let account: Awaited<ReturnType<typeof scoredAccount>>
 before(async () => {
-  s = await startTestService({ apiRateLimit: 1_000_000, trackRateLimit: 1_000_000 }, { http: true, worker: false })
+  s = await startTestService(
+    { apiRateLimit: 1_000_000, trackRateLimit: 1_000_000 },
+    { http: true, worker: false },
+  )
   account = await scoredAccount(s)
   await s.admin('PUT', `/accounts/${account.id}/tracking`, { domains: ['acme.test'] })
   await s.api(account.token)('/api/v1/customer', { external_id: 'known', name: 'Known' })
@@ -34,9 +37,11 @@ const ENDPOINTS: [string, string][] = [
 const stored = async () =>
   JSON.stringify(
     await s.sql`
-  select (select count(*) from uploads) as u, (select count(*) from customers) as c, (select count(*)
+  select (select count(*) from uploads) as u, (select count(*) from customers) as c,
+    (select count(*)
     from contacts) as p,
-         (select count(*) from tracking_events) as e, (select count(*) from property_defs) as d, (select count(*)
+         (select count(*) from tracking_events) as e, (select count(*) from property_defs) as d,
+           (select count(*)
            from accounts) as a,
          (select count(*) from webhooks) as w, (select count(*) from api_keys) as k`,
   )
@@ -56,7 +61,18 @@ const hostileKey = fc.constantFrom(
 )
 const hostileString = fc.oneof(
   fc.string(),
-  fc.constantFrom("' or 1=1 --", '%', '_', '\\', '\u0000', 'null', 'true', '2026-02-30', '1e999', 'NaN'),
+  fc.constantFrom(
+    "' or 1=1 --",
+    '%',
+    '_',
+    '\\',
+    '\u0000',
+    'null',
+    'true',
+    '2026-02-30',
+    '1e999',
+    'NaN',
+  ),
   fc.integer({ min: 0, max: 200_000 }).map((n) => 'x'.repeat(n)),
 )
 const value = fc.letrec((tie) => ({
@@ -77,7 +93,10 @@ const body = fc.oneof(
   fc.record({
     customers: fc.array(
       fc.dictionary(
-        fc.oneof(hostileKey, fc.constantFrom('external_id', 'name', 'owner_email', 'attributes', 'metrics')),
+        fc.oneof(
+          hostileKey,
+          fc.constantFrom('external_id', 'name', 'owner_email', 'attributes', 'metrics'),
+        ),
         value,
         { maxKeys: 6 },
       ),
@@ -108,7 +127,10 @@ const body = fc.oneof(
     {
       trackerKey: fc.oneof(hostileString, fc.constant('x')),
       events: fc.array(
-        fc.record({ name: value, timestamp: value, identification: value, data: value }, { requiredKeys: [] }),
+        fc.record(
+          { name: value, timestamp: value, identification: value, data: value },
+          { requiredKeys: [] },
+        ),
         { maxLength: 3 },
       ),
     },
@@ -120,7 +142,9 @@ const raw = fc.oneof(
   fc.string(),
   fc.integer({ min: 1, max: 50_000 }).map((n) => '['.repeat(n)),
   fc.integer({ min: 1, max: 20_000 }).map((n) => '{"a":'.repeat(n) + '1' + '}'.repeat(n)),
-  fc.constant('{"__proto__": {"polluted": true}, "constructor": {"prototype": {"polluted": true}}}'),
+  fc.constant(
+    '{"__proto__": {"polluted": true}, "constructor": {"prototype": {"polluted": true}}}',
+  ),
 )
 const contentType = fc.constantFrom(
   'application/json',
@@ -157,20 +181,29 @@ test(hostileRequestsTitle, async () => {
           signal: AbortSignal.timeout(15_000),
         })
         const text = await res.text()
-        assert.ok(res.status < 500, `${method} ${path} answered ${res.status}: ${text.slice(0, 300)}`)
+        assert.ok(
+          res.status < 500,
+          `${method} ${path} answered ${res.status}: ${text.slice(0, 300)}`,
+        )
         if (res.status >= 400) {
           assert.match(res.headers.get('content-type') ?? '', /^application\/problem\+json/)
           const problem = JSON.parse(text)
           assert.equal(problem.status, res.status)
           assert.equal(typeof problem.detail, 'string')
           assert.doesNotMatch(text, /at \w+ \(|node_modules|PostgresError/)
-          // Plain sentences only, never the validation library's "Invalid type: Expected ... but received ...".
+          // Plain sentences only, never the validation library's "Invalid type: Expected
+          // ... but received ...".
           for (const e of problem.errors ?? [])
             assert.doesNotMatch(e.message, /Invalid (type|key|length|value)|but received/)
-          if (res.status === 400) assert.ok(problem.errors?.length > 0, 'a 400 names where the request is wrong')
+          if (res.status === 400)
+            assert.ok(problem.errors?.length > 0, 'a 400 names where the request is wrong')
           assert.equal(await stored(), before, 'a refused request stored something')
         }
-        assert.equal(({} as Record<string, unknown>).polluted, undefined, 'Object.prototype was polluted')
+        assert.equal(
+          ({} as Record<string, unknown>).polluted,
+          undefined,
+          'Object.prototype was polluted',
+        )
       },
     ),
     { numRuns: Number(process.env.FUZZ_RUNS ?? 300) },
@@ -199,11 +232,20 @@ const wellShaped = fc.oneof(
       .record({ external_id: nasty, name: nasty, owner_email: nasty, country: nasty })
       .map(({ external_id, name, owner_email, country }) => ({
         customers: [
-          { external_id, name, owner_email, attributes: { country }, metrics: [{ date: '2026-01-01', logins: 1 }] },
+          {
+            external_id,
+            name,
+            owner_email,
+            attributes: { country },
+            metrics: [{ date: '2026-01-01', logins: 1 }],
+          },
         ],
       })),
   }),
-  fc.record({ path: fc.constant('/api/v1/customer'), body: fc.record({ external_id: nasty, name: nasty }) }),
+  fc.record({
+    path: fc.constant('/api/v1/customer'),
+    body: fc.record({ external_id: nasty, name: nasty }),
+  }),
   fc.record({
     path: fc.constant('/api/v1/contacts'),
     body: fc
@@ -222,13 +264,25 @@ const wellShaped = fc.oneof(
   }),
   fc.record({
     path: fc.constant('/api/tracker/track'),
-    body: fc.record({ name: nasty, customer: nasty, plan: nasty }).map(({ name, customer, plan }) => ({
-      trackerKey: account.trackerKey,
-      events: [{ name, timestamp: Date.now(), identification: { customer }, data: { customer: { country: plan } } }],
-    })),
+    body: fc
+      .record({ name: nasty, customer: nasty, plan: nasty })
+      .map(({ name, customer, plan }) => ({
+        trackerKey: account.trackerKey,
+        events: [
+          {
+            name,
+            timestamp: Date.now(),
+            identification: { customer },
+            data: { customer: { country: plan } },
+          },
+        ],
+      })),
   }),
   fc.record({ path: fc.constant('/admin/v1/accounts'), body: fc.record({ name: nasty }) }),
-  fc.record({ path: fc.constant('/admin/v1/accounts/1/users'), body: fc.record({ email: nasty, name: nasty }) }),
+  fc.record({
+    path: fc.constant('/admin/v1/accounts/1/users'),
+    body: fc.record({ email: nasty, name: nasty }),
+  }),
   fc.record({ path: fc.constant('/admin/v1/accounts/1/tags'), body: fc.record({ title: nasty }) }),
   fc.record({
     path: fc.constant('/admin/v1/accounts/1/webhooks'),
@@ -256,7 +310,15 @@ test(hostileStringsTitle, async () => {
   await fc.assert(
     fc.asyncProperty(
       wellShaped,
-      async ({ path, body: payload, method = 'POST' }: { path: string; body: unknown; method?: string }) => {
+      async ({
+        path,
+        body: payload,
+        method = 'POST',
+      }: {
+        path: string
+        body: unknown
+        method?: string
+      }) => {
         const before = await stored()
         const who: Record<string, string> = path.startsWith('/admin')
           ? { authorization: `Bearer ${ADMIN_TOKEN}` }
@@ -270,7 +332,11 @@ test(hostileStringsTitle, async () => {
         const text = await res.text()
         assert.ok(res.status < 500, `${path} answered ${res.status}: ${text.slice(0, 300)}`)
         if (res.status >= 400)
-          assert.equal(await stored(), before, `a refused request stored something: ${text.slice(0, 300)}`)
+          assert.equal(
+            await stored(),
+            before,
+            `a refused request stored something: ${text.slice(0, 300)}`,
+          )
       },
     ),
     { numRuns: Number(process.env.FUZZ_RUNS ?? 300) },
@@ -294,6 +360,8 @@ test('hostile headers: huge, repeated or odd service-key and content-type values
     })
     assert.ok([401, 403].includes(res.status), `key ${key.slice(0, 20)}: ${res.status}`)
   }
-  const huge = await fetch(s.base + '/healthz', { headers: { 'x-big': 'y'.repeat(20_000) } }).catch(() => null)
+  const huge = await fetch(s.base + '/healthz', { headers: { 'x-big': 'y'.repeat(20_000) } }).catch(
+    () => null,
+  )
   assert.ok(huge === null || huge.status === 431 || huge.status === 200)
 })

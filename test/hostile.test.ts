@@ -33,7 +33,12 @@ interface Answer {
 }
 
 // Raw bytes on the wire: fetch would refuse or re-encode some of these paths and bodies.
-const send = (method: string, path: string, headers: Record<string, string>, body?: Buffer | string) =>
+const send = (
+  method: string,
+  path: string,
+  headers: Record<string, string>,
+  body?: Buffer | string,
+) =>
   new Promise<Answer>((resolve, reject) => {
     const url = new URL(s.base)
     const req = request({ host: url.hostname, port: url.port, method, path, headers }, (res) => {
@@ -47,7 +52,12 @@ const send = (method: string, path: string, headers: Record<string, string>, bod
         } catch {
           parsed = undefined
         }
-        resolve({ status: res.statusCode ?? 0, type: String(res.headers['content-type']), body: parsed, text })
+        resolve({
+          status: res.statusCode ?? 0,
+          type: String(res.headers['content-type']),
+          body: parsed,
+          text,
+        })
       })
     })
     req.on('error', reject)
@@ -59,7 +69,8 @@ const authFor = (route: (typeof routes)[number]): Record<string, string> =>
   route.auth === 'admin' ? ADMIN : route.auth === 'none' ? {} : { 'service-key': walk.token }
 
 // What the library would say on its own: "Invalid type: Expected string but received 5".
-const LIBRARY_PHRASING = /Invalid (type|key|length|value|format|entry)|Expected .* but received|Received /
+const LIBRARY_PHRASING =
+  /Invalid (type|key|length|value|format|entry)|Expected .* but received|Received /
 
 const answered: { what: string; answer: Answer }[] = []
 const check = (what: string, answer: Answer) => {
@@ -72,7 +83,10 @@ const check = (what: string, answer: Answer) => {
     assert.doesNotMatch(answer.text, /at \w+ \(|node_modules|PostgresError/, what)
   }
   if (answer.status === 400) {
-    assert.ok(Array.isArray(answer.body.errors) && answer.body.errors.length > 0, `${what}: no errors`)
+    assert.ok(
+      Array.isArray(answer.body.errors) && answer.body.errors.length > 0,
+      `${what}: no errors`,
+    )
     for (const e of answer.body.errors) {
       assert.equal(typeof e.path, 'string', what)
       assert.doesNotMatch(e.message, LIBRARY_PHRASING, `${what}: ${e.message}`)
@@ -108,14 +122,20 @@ test('every route with hostile path and query values: never a 5xx', async () => 
   for (const route of routes) {
     const names = [...route.path.matchAll(/:(\w+)/g)].map((m) => m[1])
     const paths = names.length
-      ? HOSTILE_SEGMENTS.map((seg) => route.path.replace(/:(\w+)/g, (_, n) => (n === 'id' ? String(walk.id) : seg)))
+      ? HOSTILE_SEGMENTS.map((seg) =>
+          route.path.replace(/:(\w+)/g, (_, n) => (n === 'id' ? String(walk.id) : seg)),
+        )
       : [route.path]
-    if (names.length > 1 || (names.length === 1 && names[0] !== 'id')) paths.push(route.path.replace(/:(\w+)/g, '%00'))
+    if (names.length > 1 || (names.length === 1 && names[0] !== 'id'))
+      paths.push(route.path.replace(/:(\w+)/g, '%00'))
     for (const path of paths) {
       for (const query of ['', ...HOSTILE_QUERIES]) {
         const body = route.method === 'GET' || route.method === 'DELETE' ? undefined : '{}'
         const headers = { ...authFor(route), ...(body && { 'content-type': 'application/json' }) }
-        check(`${route.method} ${path.slice(0, 80)}${query}`, await send(route.method, path + query, headers, body))
+        check(
+          `${route.method} ${path.slice(0, 80)}${query}`,
+          await send(route.method, path + query, headers, body),
+        )
       }
     }
   }
@@ -126,7 +146,10 @@ test('a NUL or invalid UTF-8 in a path id is a 404, in a query value a 400 namin
     const res = check(id, await send('GET', `/api/v1/customer/${id}`, { 'service-key': a.token }))
     assert.equal(res.status, 404, id)
   }
-  const res = check('events', await send('GET', `/admin/v1/accounts/${a.id}/events?customer=%00`, ADMIN))
+  const res = check(
+    'events',
+    await send('GET', `/admin/v1/accounts/${a.id}/events?customer=%00`, ADMIN),
+  )
   assert.equal(res.status, 400)
   assert.deepEqual(
     res.body.errors.map((e: { path: string }) => e.path),
@@ -150,7 +173,11 @@ const bodyWith = (hex: string, json: (x: string) => string) => {
 test('bodies that are not valid UTF-8 are a 400, and nothing is stored', async () => {
   const key = { 'service-key': a.token, 'content-type': 'application/json' }
   const cases: [string, (x: string) => string, Record<string, string>][] = [
-    ['/api/v1/customers', (x) => JSON.stringify({ customers: [{ external_id: `u${x}`, name: 'U' }] }), key],
+    [
+      '/api/v1/customers',
+      (x) => JSON.stringify({ customers: [{ external_id: `u${x}`, name: 'U' }] }),
+      key,
+    ],
     [
       '/api/v1/customers/search',
       (x) => JSON.stringify({ filters: [{ propertyName: 'name', operator: 'EQ', value: x }] }),
@@ -178,7 +205,8 @@ test('bodies that are not valid UTF-8 are a 400, and nothing is stored', async (
       { authorization: `Bearer ${ADMIN_TOKEN}`, 'content-type': 'application/json' },
     ],
   ]
-  const [{ before }] = await s.sql`select (select count(*) from uploads) + (select count(*) from tracking_events)
+  const [{ before }] =
+    await s.sql`select (select count(*) from uploads) + (select count(*) from tracking_events)
     + (select count(*) from tags) as before`
   for (const [path, json, headers] of cases) {
     for (const hex of INVALID_UTF8) {
@@ -187,7 +215,8 @@ test('bodies that are not valid UTF-8 are a 400, and nothing is stored', async (
       assert.match(res.body.detail, /UTF-8/)
     }
   }
-  const [{ after: now }] = await s.sql`select (select count(*) from uploads) + (select count(*) from tracking_events)
+  const [{ after: now }] =
+    await s.sql`select (select count(*) from uploads) + (select count(*) from tracking_events)
     + (select count(*) from tags) as after`
   assert.equal(now, before)
 })
@@ -198,12 +227,27 @@ test('a declared charset other than UTF-8 is a 415, or a 406 on uploads and sing
     'content-type': 'application/json; charset=latin1',
   })
   const key = { 'service-key': a.token }
-  assert.equal(check('search', await send('POST', '/api/v1/customers/search', latin1(key), '{}')).status, 415)
-  assert.equal(check('track', await send('POST', '/api/tracker/track', latin1(key), '{}')).status, 415)
-  assert.equal(check('upload', await send('POST', '/api/v1/customers', latin1(key), '{}')).status, 406)
-  assert.equal(check('create', await send('POST', '/api/v1/customer', latin1(key), '{}')).status, 406)
+  assert.equal(
+    check('search', await send('POST', '/api/v1/customers/search', latin1(key), '{}')).status,
+    415,
+  )
+  assert.equal(
+    check('track', await send('POST', '/api/tracker/track', latin1(key), '{}')).status,
+    415,
+  )
+  assert.equal(
+    check('upload', await send('POST', '/api/v1/customers', latin1(key), '{}')).status,
+    406,
+  )
+  assert.equal(
+    check('create', await send('POST', '/api/v1/customer', latin1(key), '{}')).status,
+    406,
+  )
   const admin = latin1({ authorization: `Bearer ${ADMIN_TOKEN}` })
-  assert.equal(check('admin', await send('POST', '/admin/v1/accounts', admin, '{"name":"x"}')).status, 415)
+  assert.equal(
+    check('admin', await send('POST', '/admin/v1/accounts', admin, '{"name":"x"}')).status,
+    415,
+  )
   for (const ok of ['utf-8', 'UTF8', '"utf-8"']) {
     const res = await send(
       'POST',
@@ -233,7 +277,11 @@ test('string attribute values are capped at 65,536 characters, an emoji counting
   const [big] = await s.sql`select attributes->>'country' as country from customers
     where account_id = ${a.id} and external_id = 'big'`
   assert.equal(big.country, '\u{1F600}'.repeat(65_536))
-  const update = await a.api('/api/v1/customer/big', { attributes: { country: 'y'.repeat(65_537) } }, 'PUT')
+  const update = await a.api(
+    '/api/v1/customer/big',
+    { attributes: { country: 'y'.repeat(65_537) } },
+    'PUT',
+  )
   assert.equal(update.status, 400)
 })
 
@@ -259,12 +307,20 @@ test('hostile strings in well-shaped bodies: no 5xx, and every 200 is processed 
         metrics: [{ date: c.date, logins: 2 }],
       }),
       await key('/api/v1/contacts', {
-        contacts: [{ customer_external_id: 'known', contact_external_id: `k${i}${c.id}`, contact_name: c.name }],
+        contacts: [
+          {
+            customer_external_id: 'known',
+            contact_external_id: `k${i}${c.id}`,
+            contact_name: c.name,
+          },
+        ],
       }),
       await key('/api/v1/customers/search', {
         filters: [{ propertyName: 'plan_started', operator: 'GT', value: c.date }],
       }),
-      await key('/api/v1/contacts/search', { filters: [{ propertyName: 'name', operator: 'LIKE', value: c.name }] }),
+      await key('/api/v1/contacts/search', {
+        filters: [{ propertyName: 'name', operator: 'LIKE', value: c.name }],
+      }),
       await key('/api/tracker/track', {
         trackerKey: a.trackerKey,
         events: [
@@ -292,13 +348,15 @@ test('hostile strings in well-shaped bodies: no 5xx, and every 200 is processed 
   for (const { id } of uploads)
     assert.equal((await waitForUpload(a.api, id, 60_000)).status, 'processed', `upload ${id}`)
   for (let tries = 0; ; tries++) {
-    const [{ pending }] = await s.sql`select count(*)::int as pending from tracking_events where account_id = ${a.id}
+    const [{ pending }] =
+      await s.sql`select count(*)::int as pending from tracking_events where account_id = ${a.id}
       and status = 'received'`
     if (pending === 0) break
     assert.ok(tries < 300, 'tracked events were never applied')
     await new Promise((r) => setTimeout(r, 100))
   }
-  const failed = await s.sql`select task_identifier, last_error from graphile_worker.jobs where last_error is not null`
+  const failed = await s.sql`select task_identifier, last_error from graphile_worker.jobs
+      where last_error is not null`
   assert.equal(failed.length, 0, JSON.stringify(failed))
 })
 
@@ -324,10 +382,14 @@ test('a scoring rule whose values map has a key with NUL or an unpaired surrogat
     )
   }
   const model = await s.admin('GET', `/accounts/${o.id}/scoring`)
-  assert.deepEqual(model.body.customer.fit[0].values, { US: 100, DE: 50 }, 'the model stays as it was')
+  assert.deepEqual(
+    model.body.customer.fit[0].values,
+    { US: 100, DE: 50 },
+    'the model stays as it was',
+  )
 })
 
-// ---- the one value rule: numbers no double holds and a byte order mark, on every path -------------
+// ---- the one value rule: numbers no double holds and a byte order mark, on every path -----------
 
 const BOM = Buffer.from([0xef, 0xbb, 0xbf])
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))
@@ -354,8 +416,10 @@ const valuesAccount = async () => {
 // leaves last_error) and none stays.
 const settled = async (accountId: number) => {
   for (let tries = 0; ; tries++) {
-    const [jobs] = await s.sql`select count(*)::int as pending, string_agg(last_error, '; ') as errors,
-        (select count(*)::int from tracking_events where account_id = ${accountId} and status = 'received') as events
+    const [jobs] =
+      await s.sql`select count(*)::int as pending, string_agg(last_error, '; ') as errors,
+        (select count(*)::int from tracking_events where account_id = ${accountId}
+          and status = 'received') as events
       from graphile_worker._private_jobs where payload->>'account_id' = ${String(accountId)}`
     assert.equal(jobs.errors, null, 'a job failed')
     if (jobs.pending === 0 && jobs.events === 0) return
@@ -385,12 +449,36 @@ test('values: a number no double holds is a 400 naming its path on tracking, upl
     },
   ])
   const cases: [string, string | Buffer, string][] = [
-    ['/api/tracker/track', tracked('{"customer":{"employees":1e400}}'), '/events/0/data/customer/employees'],
-    ['/api/tracker/track', tracked('{"customer":{"employees":-1e400}}'), '/events/0/data/customer/employees'],
-    ['/api/tracker/track', tracked('{"customer":{"unknown":1e1000000}}'), '/events/0/data/customer/unknown'],
-    ['/api/tracker/track', tracked('{"contact":{"rating":-1e400}}'), '/events/0/data/contact/rating'],
-    ['/api/tracker/track', tracked('{"contact":{"x":[1,1e1000000]}}'), '/events/0/data/contact/x/1'],
-    ['/api/tracker/track', tracked('{"anywhere":{"deep":{"n":1e1000000}}}'), '/events/0/data/anywhere/deep/n'],
+    [
+      '/api/tracker/track',
+      tracked('{"customer":{"employees":1e400}}'),
+      '/events/0/data/customer/employees',
+    ],
+    [
+      '/api/tracker/track',
+      tracked('{"customer":{"employees":-1e400}}'),
+      '/events/0/data/customer/employees',
+    ],
+    [
+      '/api/tracker/track',
+      tracked('{"customer":{"unknown":1e1000000}}'),
+      '/events/0/data/customer/unknown',
+    ],
+    [
+      '/api/tracker/track',
+      tracked('{"contact":{"rating":-1e400}}'),
+      '/events/0/data/contact/rating',
+    ],
+    [
+      '/api/tracker/track',
+      tracked('{"contact":{"x":[1,1e1000000]}}'),
+      '/events/0/data/contact/x/1',
+    ],
+    [
+      '/api/tracker/track',
+      tracked('{"anywhere":{"deep":{"n":1e1000000}}}'),
+      '/events/0/data/anywhere/deep/n',
+    ],
     [
       '/api/tracker/track',
       Buffer.concat([BOM, Buffer.from(tracked('{"customer":{"employees":1e1000000}}'))]),
@@ -406,9 +494,14 @@ test('values: a number no double holds is a 400 naming its path on tracking, upl
       '{"customers":[{"external_id":"c2","name":"C2","metrics":[{"date":"2026-01-01","dropped":-1e400}]}]}',
       '/customers/0/metrics/0/dropped',
     ],
-    ['/api/v1/customer', '{"external_id":"c3","name":"C3","attributes":{"employees":1e400}}', '/attributes/employees'],
+    [
+      '/api/v1/customer',
+      '{"external_id":"c3","name":"C3","attributes":{"employees":1e400}}',
+      '/attributes/employees',
+    ],
   ]
-  const [{ before }] = await s.sql`select (select count(*) from tracking_events where account_id = ${values.id})
+  const [{ before }] =
+    await s.sql`select (select count(*) from tracking_events where account_id = ${values.id})
     + (select count(*) from uploads where account_id = ${values.id}) as before`
   for (const [path, body, at] of cases) {
     const res = check(`${path} ${body.toString().slice(-60)}`, await raw(path, body))
@@ -419,12 +512,16 @@ test('values: a number no double holds is a 400 naming its path on tracking, upl
       res.text,
     )
   }
-  const put = check('PUT', await raw('/api/v1/customer/c1', '{"attributes":{"employees":-1e400}}', 'PUT'))
+  const put = check(
+    'PUT',
+    await raw('/api/v1/customer/c1', '{"attributes":{"employees":-1e400}}', 'PUT'),
+  )
   assert.deepEqual(
     put.body.errors.map((e: { path: string }) => e.path),
     ['/attributes/employees'],
   )
-  const [{ after: now }] = await s.sql`select (select count(*) from tracking_events where account_id = ${values.id})
+  const [{ after: now }] =
+    await s.sql`select (select count(*) from tracking_events where account_id = ${values.id})
     + (select count(*) from uploads where account_id = ${values.id}) as after`
   assert.equal(now, before, 'nothing is stored from a refused request')
 })
@@ -432,7 +529,10 @@ test('values: a number no double holds is a 400 naming its path on tracking, upl
 test('values: a byte order mark is ignored alike on tracking, uploads and search', async () => {
   const bom = (text: string) => Buffer.concat([BOM, Buffer.from(text)])
   // 1e-400 is 0 to JSON.parse: stored as 0, so that every read agrees with what was checked.
-  const track = check('track', await raw('/api/tracker/track', bom(tracked('{"customer":{"employees":1e-400}}'))))
+  const track = check(
+    'track',
+    await raw('/api/tracker/track', bom(tracked('{"customer":{"employees":1e-400}}'))),
+  )
   assert.equal(track.status, 200, track.text)
   const upload = check(
     'upload',
@@ -446,14 +546,23 @@ test('values: a byte order mark is ignored alike on tracking, uploads and search
   await settled(values.id)
   const search = check(
     'search',
-    await raw('/api/v1/customers/search', bom('{"filters":[{"propertyName":"employees","operator":"KNOWN"}]}')),
+    await raw(
+      '/api/v1/customers/search',
+      bom('{"filters":[{"propertyName":"employees","operator":"KNOWN"}]}'),
+    ),
   )
   assert.equal(search.status, 200, search.text)
   const found = Object.fromEntries(
-    search.body.results.map((r: { id: string; properties: Record<string, unknown> }) => [r.id, r.properties.employees]),
+    search.body.results.map((r: { id: string; properties: Record<string, unknown> }) => [
+      r.id,
+      r.properties.employees,
+    ]),
   )
   assert.deepEqual(found, { c1: 0, c4: 7 })
-  const c1 = check('GET c1', await send('GET', '/api/v1/customer/c1', { 'service-key': values.token }))
+  const c1 = check(
+    'GET c1',
+    await send('GET', '/api/v1/customer/c1', { 'service-key': values.token }),
+  )
   assert.equal(c1.body.properties.employees, 0)
   const [stored] = await s.sql`select attributes->'employees' as e from customers
     where account_id = ${values.id} and external_id = 'c1'`
@@ -463,7 +572,8 @@ test('values: a byte order mark is ignored alike on tracking, uploads and search
 test('values: a stored number no double holds (old data) never fails scoring, aggregates, search or GET', async () => {
   // As the tracker stored them before the one value rule.
   await s.sql`update customers set attributes = attributes || '{"employees": 1e400}'::jsonb,
-    metrics = metrics || '{"logins": -1e400}'::jsonb where account_id = ${values.id} and external_id = 'c1'`
+    metrics = metrics || '{"logins": -1e400}'::jsonb where account_id = ${values.id}
+      and external_id = 'c1'`
   await s.sql`update customer_snapshots set "values" = "values" || '{"logins": 1e400}'::jsonb
     where account_id = ${values.id}`
   await s.sql`update contacts set attributes = attributes || '{"rating": -1e400}'::jsonb
@@ -488,19 +598,29 @@ test('values: a stored number no double holds (old data) never fails scoring, ag
   })
   assert.equal(model.status, 200, JSON.stringify(model.body))
   await settled(values.id)
-  const [c4] = await s.sql`select h.fitscore from customer_scores h join customers c on c.service_id = h.customer_id
+  const [c4] = await s.sql`select h.fitscore from customer_scores h
+      join customers c on c.service_id = h.customer_id
     where c.account_id = ${values.id} and c.external_id = 'c4'`
   assert.equal(c4.fitscore, -86, 'the other records of the batch are scored: 7 employees of 0..100')
 
   // Once per run, whatever the number of batches and values.
   const lines: unknown[] = []
-  await scoreRecords(s.sql, { account_id: values.id, entity: 'customer' }, { log: (...line) => lines.push(line) })
+  await scoreRecords(
+    s.sql,
+    { account_id: values.id, entity: 'customer' },
+    { log: (...line) => lines.push(line) },
+  )
   assert.equal(lines.length, 1, JSON.stringify(lines))
 
   const key = { 'service-key': values.token, 'content-type': 'application/json' }
   const aggregate = check(
     'aggregate',
-    await send('POST', '/api/v1/customers/aggregate', key, '{"fields":["employees","logins"],"buckets":4}'),
+    await send(
+      'POST',
+      '/api/v1/customers/aggregate',
+      key,
+      '{"fields":["employees","logins"],"buckets":4}',
+    ),
   )
   assert.equal(aggregate.status, 200, aggregate.text)
   const [employees, logins] = aggregate.body.fields
@@ -514,5 +634,6 @@ test('values: a stored number no double holds (old data) never fails scoring, ag
 
 test('the replayed corpus covered every endpoint group and every kind of refusal', () => {
   const statuses = new Set(answered.map((x) => x.answer.status))
-  for (const status of [200, 400, 404, 406, 415]) assert.ok(statuses.has(status), `no ${status} in the corpus`)
+  for (const status of [200, 400, 404, 406, 415])
+    assert.ok(statuses.has(status), `no ${status} in the corpus`)
 })

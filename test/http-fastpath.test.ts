@@ -19,7 +19,12 @@ const seen = (req: Req) => ({
   queryProto: Object.getPrototypeOf(req.query),
   input: req.input,
 })
-const route = (method: Route['method'], path: string, handler: Route['handler'], extra?: Partial<Route>): Route => ({
+const route = (
+  method: Route['method'],
+  path: string,
+  handler: Route['handler'],
+  extra?: Partial<Route>,
+): Route => ({
   method,
   path,
   auth: 'none',
@@ -98,7 +103,9 @@ test('a static route behind an earlier matching route, a query, 405 and 404 keep
   const shadowed = await answer('GET', '/items/count')
   assert.equal(shadowed.route, '/items/:id')
   assert.deepEqual((shadowed.reply.body as { params: unknown }).params, { id: 'count' })
-  const queried = (await answer('POST', '/echo?a=1&a=2&b=%20', '{}')).reply.body as ReturnType<typeof seen>
+  const queried = (await answer('POST', '/echo?a=1&a=2&b=%20', '{}')).reply.body as ReturnType<
+    typeof seen
+  >
   assert.deepEqual(queried.query, { a: ['1', '2'], b: ' ' })
   assert.equal(queried.queryProto, null)
   const fast = (await answer('POST', '/echo', '{}')).reply.body as ReturnType<typeof seen>

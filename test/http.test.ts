@@ -51,7 +51,9 @@ test('HEAD is answered wherever GET is, with its status and headers and no body'
   const gets = routes.filter((r) => r.method === 'GET')
   assert.ok(gets.some((r) => r.path === '/healthz') && gets.some((r) => r.path === '/console'))
   for (const r of gets) {
-    const path = r.path.replace(/:(\w+)/g, (_, name) => (name === 'id' || name === 'account_id' ? String(id) : '1'))
+    const path = r.path.replace(/:(\w+)/g, (_, name) =>
+      name === 'id' || name === 'account_id' ? String(id) : '1',
+    )
     const get = await fetch(s.base + path, { headers: auth })
     await get.arrayBuffer()
     const head = await fetch(s.base + path, { method: 'HEAD', headers: auth })
@@ -78,7 +80,10 @@ test('invalid JSON answers 400', async () => {
 test('schema errors name the field path', async () => {
   const res = await s.admin('POST', '/accounts', { name: 5, source_of_truth: 'lower' })
   assertProblem(res, 400)
-  assert.deepEqual(res.body.errors.map((e: { path: string }) => e.path).sort(), ['/name', '/source_of_truth'])
+  assert.deepEqual(res.body.errors.map((e: { path: string }) => e.path).sort(), [
+    '/name',
+    '/source_of_truth',
+  ])
 })
 
 test('a body over 5 MB answers 413 without being read to the end, saying 5 MB', async () => {
@@ -120,23 +125,41 @@ test('an error list keeps its first 20 entries and counts the rest; echoed names
   assert.match(res.body.detail, /The first 20 errors are listed, and 1,980 more like these\.$/)
   // A 1 MB unknown key comes back as its first 200 characters.
   const key = 'k'.repeat(1024 * 1024)
-  const search = await s.call('POST', '/api/v1/customers/search', `{"${key}": 1}`, { 'service-key': token })
+  const search = await s.call('POST', '/api/v1/customers/search', `{"${key}": 1}`, {
+    'service-key': token,
+  })
   assertProblem(search, 400)
   const text = JSON.stringify(search.body)
   assert.ok(text.length < 2000, text.slice(0, 300))
   assert.match(search.body.errors[0].message, /^Unknown key k{200}\.\.\. \(1,048,576 characters\)/)
   // So is a free-form key over the text cap, in the error's path.
-  const event = { name: 'e', timestamp: Date.now(), identification: { customer: 'c' }, data: { customer: {} } }
+  const event = {
+    name: 'e',
+    timestamp: Date.now(),
+    identification: { customer: 'c' },
+    data: { customer: {} },
+  }
   const long = { ...event, data: { customer: { ['k'.repeat(70_000)]: 1 } } }
-  const tracked = await s.call('POST', '/api/tracker/track', { trackerKey, events: [long] }, { 'service-key': token })
+  const tracked = await s.call(
+    'POST',
+    '/api/tracker/track',
+    { trackerKey, events: [long] },
+    { 'service-key': token },
+  )
   assertProblem(tracked, 400)
-  assert.equal(tracked.body.errors[0].path, `/events/0/data/customer/${'k'.repeat(200)}... (70,000 characters)`)
+  assert.equal(
+    tracked.body.errors[0].path,
+    `/events/0/data/customer/${'k'.repeat(200)}... (70,000 characters)`,
+  )
 })
 
 test("every response carries a request id, echoing the caller's", async () => {
   const res = await s.call('GET', '/healthz', undefined, { 'x-request-id': 'abc-123' })
   assert.equal(res.headers.get('x-request-id'), 'abc-123')
-  assert.match((await s.call('GET', '/healthz')).headers.get('x-request-id') ?? '', /^[0-9a-f-]{36}$/)
+  assert.match(
+    (await s.call('GET', '/healthz')).headers.get('x-request-id') ?? '',
+    /^[0-9a-f-]{36}$/,
+  )
 })
 
 test('a handler bug answers 500 without internals, and is logged', async () => {

@@ -80,7 +80,13 @@ describe('a 200,000-row customer file', () => {
         error: /^line 50000, column plan_started: Must be a date/m,
       },
     ],
-    [123_457, { row: 'c123457,Short row,,US', error: /^line 123457: The row has 4 fields; the header has 9\./m }],
+    [
+      123_457,
+      {
+        row: 'c123457,Short row,,US',
+        error: /^line 123457: The row has 4 fields; the header has 9\./m,
+      },
+    ],
     [
       ROWS + 1,
       {
@@ -132,7 +138,8 @@ describe('a 200,000-row customer file', () => {
       ),
     )
 
-    const [{ n }] = await s.sql`select count(*)::int as n from customers where account_id = ${accountId}`
+    const [{ n }] =
+      await s.sql`select count(*)::int as n from customers where account_id = ${accountId}`
     assert.equal(n, ROWS - bad.size)
     const [c] = await s.sql`
       select c.name, c.attributes, c.metrics, u.email from customers c left join users u
@@ -144,19 +151,28 @@ describe('a 200,000-row customer file', () => {
       metrics: { logins: 15, seats: 1 },
       email: 'owner@acme.test',
     })
-    const [{ snapshots }] =
-      await s.sql`select count(*)::int as snapshots from customer_snapshots where account_id = ${accountId}
+    const [{ snapshots }] = await s.sql`select count(*)::int as snapshots from customer_snapshots
+        where account_id = ${accountId}
         and date = '2026-01-01'`
     assert.equal(snapshots, ROWS - bad.size)
-    const uploads = await s.sql`select source, status, count(*)::int as n, sum(item_count)::int as items from uploads
+    const uploads =
+      await s.sql`select source, status, count(*)::int as n, sum(item_count)::int as items
+        from uploads
       where account_id = ${accountId} group by 1, 2`
     assert.deepEqual(
       [...uploads],
-      [{ source: 'FILE', status: 'processed', n: Math.ceil((ROWS - bad.size) / 1000), items: ROWS - bad.size }],
+      [
+        {
+          source: 'FILE',
+          status: 'processed',
+          n: Math.ceil((ROWS - bad.size) / 1000),
+          items: ROWS - bad.size,
+        },
+      ],
     )
 
-    // Memory. A per-row leak shows as a trend: keeping even 320 bytes per row adds 32 MB between the
-    // second quarter of the rows and the last one (a row's own objects are several times that).
+    // Memory. A per-row leak shows as a trend: keeping even 320 bytes per row adds 32 MB between
+    // the second quarter of the rows and the last one (a row's own objects are several times that).
     // Single samples are not compared: RSS swings by 30-50 MB around its level as V8 grows and
     // collects its young generation (seen: 149 MB after startup, 203 MB at one peak, with a flat
     // level), so each quarter's median is. Even the medians moved by -12 to +23 MB between the two
@@ -176,7 +192,10 @@ describe('a 200,000-row customer file', () => {
         `second quarter of the rows and ${last.toFixed(0)} MB over the last, peak ` +
         `${(Math.max(...run.rss.map((r) => r.bytes)) / 2 ** 20).toFixed(0)} MB (${run.rss.length} samples)`,
     )
-    assert.ok(last - second < 32, `RSS grew by ${(last - second).toFixed(1)} MB from the second quarter to the last`)
+    assert.ok(
+      last - second < 32,
+      `RSS grew by ${(last - second).toFixed(1)} MB from the second quarter to the last`,
+    )
   })
 
   test('shows plain progress lines, not a bar, when stderr is not a terminal', () => {
@@ -228,14 +247,19 @@ describe('imports of few rows', () => {
     const file = csv('hook.csv', 'external_id,name\nf1,First\nf2,Second\nf3,Third\n')
     const run = await runImport(s, ['customers', file, '--account', String(account.id)])
     assert.equal(run.code, 0, run.stderr)
-    assert.match(run.stdout, /^Read 3 rows: 3 imported \(3 created, 0 updated\), 0 with errors skipped/m)
+    assert.match(
+      run.stdout,
+      /^Read 3 rows: 3 imported \(3 created, 0 updated\), 0 with errors skipped/m,
+    )
 
-    const deliveries = await s.sql`select payload from webhook_deliveries where account_id = ${account.id}`
+    const deliveries =
+      await s.sql`select payload from webhook_deliveries where account_id = ${account.id}`
     assert.equal(deliveries.length, 1)
     assert.equal(JSON.parse(deliveries[0].payload).data.source, 'FILE')
 
     const deadline = Date.now() + 30_000
-    while (received.length === 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100))
+    while (received.length === 0 && Date.now() < deadline)
+      await new Promise((r) => setTimeout(r, 100))
     assert.equal(received.length, 1, 'the worker delivered the webhook')
     const { body } = received[0]
     assert.equal(body.event, 'customer.created')
@@ -287,7 +311,8 @@ describe('imports of few rows', () => {
     )
     const contacts = await s.sql`
       select t.external_id, t.name, t.attributes, t.metrics, c.external_id as customer
-      from contacts t join customers c on c.account_id = t.account_id and c.service_id = t.customer_id
+      from contacts t join customers c on c.account_id = t.account_id
+        and c.service_id = t.customer_id
       where t.account_id = ${account.id} order by t.external_id`
     assert.deepEqual(
       contacts.map((c) => ({ ...c })),
@@ -299,11 +324,17 @@ describe('imports of few rows', () => {
           metrics: { sessions: 4 },
           customer: 'k1',
         },
-        { external_id: 'p6', name: 'Fay', attributes: { role: 'user' }, metrics: {}, customer: 'k2' },
+        {
+          external_id: 'p6',
+          name: 'Fay',
+          attributes: { role: 'user' },
+          metrics: {},
+          customer: 'k2',
+        },
       ],
     )
-    const [upload] =
-      await s.sql`select dropped_keys from uploads where account_id = ${account.id} and kind = 'contacts'`
+    const [upload] = await s.sql`select dropped_keys from uploads where account_id = ${account.id}
+        and kind = 'contacts'`
     assert.equal(upload.dropped_keys, 1) // p1's shoe_size, as the API counts unknown keys
   })
 
@@ -362,7 +393,8 @@ test('an import leaves one notification per user, with its totals, however many 
     const run = await runImport(s, ['customers', file, '--account', String(account.id)])
     assert.equal(run.code, 1, run.stderr) // one row skipped
     const notes = await s.sql`
-      select n.kind, n.body from notifications n where n.account_id = ${account.id} order by n.user_id`
+      select n.kind, n.body from notifications n where n.account_id = ${account.id}
+        order by n.user_id`
     assert.equal(notes.length, 2, JSON.stringify(notes))
     for (const note of notes) {
       assert.equal(note.kind, 'import.file')

@@ -57,13 +57,24 @@ let bHook = 0
 let bAdmin: Record<string, string>
 const PASSWORD = 'isolation password'
 const signedIn = async (accountId: number, email: string) => {
-  const made = await status(201, s.admin('POST', `/accounts/${accountId}/users`, { email, role: 'admin' }))
-  await status(200, s.call('POST', '/auth/v1/password', { token: made.body.invite_token, password: PASSWORD }))
+  const made = await status(
+    201,
+    s.admin('POST', `/accounts/${accountId}/users`, { email, role: 'admin' }),
+  )
+  await status(
+    200,
+    s.call('POST', '/auth/v1/password', { token: made.body.invite_token, password: PASSWORD }),
+  )
   const res = await status(200, s.call('POST', '/auth/v1/sign-in', { email, password: PASSWORD }))
   const cookie = /service_session=([^;]*)/.exec(res.headers.get('set-cookie')!)![1]
-  return { cookie: `service_session=${cookie}`, 'x-csrf-token': res.body.csrf_token, origin: s.base }
+  return {
+    cookie: `service_session=${cookie}`,
+    'x-csrf-token': res.body.csrf_token,
+    origin: s.base,
+  }
 }
-const asBAdmin = (method: string, path: string, body?: unknown) => s.call(method, path, body, bAdmin)
+const asBAdmin = (method: string, path: string, body?: unknown) =>
+  s.call(method, path, body, bAdmin)
 // B's key with the erase scope, which the default keys do not have.
 let bEraser: ReturnType<TestService['api']>
 const DAY = '2026-01-01'
@@ -96,7 +107,13 @@ const asAdmin = (
   path: string,
   body?: unknown,
   headers: Record<string, string> = { authorization: `Bearer ${ADMIN_TOKEN}` },
-) => s.call(method, path, body === undefined && (method === 'POST' || method === 'PUT') ? {} : body, headers)
+) =>
+  s.call(
+    method,
+    path,
+    body === undefined && (method === 'POST' || method === 'PUT') ? {} : body,
+    headers,
+  )
 const aParams = () => ({
   key_id: A.key,
   webhook_id: A.hook,
@@ -110,14 +127,18 @@ const aParams = () => ({
   codename: 'a_secret',
 })
 // The route called on account B's id with A's sub-resource ids.
-const inB = (route: Pick<Route, 'method' | 'path'>, body?: unknown, params: Record<string, string> = {}, query = '') =>
-  asAdmin(route.method, fill(route.path, { ...aParams(), id: b.id, ...params }) + query, body)
+const inB = (
+  route: Pick<Route, 'method' | 'path'>,
+  body?: unknown,
+  params: Record<string, string> = {},
+  query = '',
+) => asAdmin(route.method, fill(route.path, { ...aParams(), id: b.id, ...params }) + query, body)
 
 // Every row of the account in every table with an account_id column, plus its accounts row: a write
 // through another tenant shows up wherever it lands, in tables added later too. Rate-limit counters
-// are left out: they count A's own requests that prove its key still works; so are the kept This week
-// reports, a cache that A's own refresh job rewrites whenever A's writes or the day ask for it (the
-// report's own case below checks that B never sees A's).
+// are left out: they count A's own requests that prove its key still works; so are the kept This
+// week reports, a cache that A's own refresh job rewrites whenever A's writes or the day ask for it
+// (the report's own case below checks that B never sees A's).
 const tenantRows = async (accountId: number) => {
   const tables = (
     await s.sql`
@@ -127,7 +148,8 @@ const tenantRows = async (accountId: number) => {
   ).map((r) => r.t as string)
   assert.ok(tables.length >= 15, tables.join())
   const rows = tables.map(
-    (t) => `, '${t}', (select coalesce(json_agg(x order by x::text), '[]') from "${t}" x where account_id = $1)`,
+    (t) =>
+      `, '${t}', (select coalesce(json_agg(x order by x::text), '[]') from "${t}" x where account_id = $1)`,
   )
   const [row] = await s.sql.unsafe(
     `select json_build_object('accounts', (select row_to_json(x) from accounts x where id = $1)` +
@@ -143,14 +165,17 @@ const quiet = (accountId: number) =>
     async () =>
       (
         await s.sql`
-  select count(*)::int as n from graphile_worker._private_jobs where payload->>'account_id' = ${String(accountId)}`
+  select count(*)::int as n from graphile_worker._private_jobs
+    where payload->>'account_id' = ${String(accountId)}`
       )[0].n === 0,
     `jobs of ${accountId}`,
   )
 
 // The ids a list route shows must be exactly the account's own rows of that table.
 const ownIds = async (table: string, accountId: number) =>
-  (await s.sql`select id from ${s.sql(table)} where account_id = ${accountId} order by id`).map((r) => r.id as number)
+  (await s.sql`select id from ${s.sql(table)} where account_id = ${accountId} order by id`).map(
+    (r) => r.id as number,
+  )
 const sorted = (ids: number[]) => [...ids].sort((x, y) => x - y)
 const listedIds = (items: { id: number }[]) => sorted(items.map((i) => i.id))
 
@@ -168,7 +193,8 @@ const track = (account: Account, trackerKey: string, customer: string) =>
   })
 const eventsApplied = (account: Account) =>
   eventually(
-    async () => (await s.admin('GET', `/accounts/${account.id}/events`)).body.by_status.received === 0,
+    async () =>
+      (await s.admin('GET', `/accounts/${account.id}/events`)).body.by_status.received === 0,
     `events of ${account.id} applied`,
   )
 
@@ -194,27 +220,45 @@ before(async () => {
       contact: { engagement: [{ codename: 'sessions', weight: 100, bad: 0, good: 10 }] },
     }),
   )
-  await status(200, s.admin('PUT', `/accounts/${a.id}/score-alerts`, { engagementscore: { delta: 1 } }))
+  await status(
+    200,
+    s.admin('PUT', `/accounts/${a.id}/score-alerts`, { engagementscore: { delta: 1 } }),
+  )
   // A's user signed in (a session) and with a link still open (a token); B's admin signed in.
-  const ann = (await status(201, s.admin('POST', `/accounts/${a.id}/users`, { email: 'ann@a.test' }))).body
+  const ann = (
+    await status(201, s.admin('POST', `/accounts/${a.id}/users`, { email: 'ann@a.test' }))
+  ).body
   A.user = ann.id
-  await status(200, s.call('POST', '/auth/v1/password', { token: ann.invite_token, password: PASSWORD }))
+  await status(
+    200,
+    s.call('POST', '/auth/v1/password', { token: ann.invite_token, password: PASSWORD }),
+  )
   await status(200, s.call('POST', '/auth/v1/sign-in', { email: 'ann@a.test', password: PASSWORD }))
   await status(201, s.admin('POST', `/accounts/${a.id}/users/${A.user}/reset`))
   bAdmin = await signedIn(b.id, 'boss@b.test')
   // A's SSO and a sign-in of A's under way (written as the start writes it: no provider runs here).
-  const sso = { issuer: 'https://idp.a.test', client_id: 'a', client_secret: 's', domains: ['a.test'] }
+  const sso = {
+    issuer: 'https://idp.a.test',
+    client_id: 'a',
+    client_secret: 's',
+    domains: ['a.test'],
+  }
   await status(200, s.admin('PUT', `/accounts/${a.id}/sso`, { ...sso, default_role: 'viewer' }))
   const pending = newSecret(a.id)
   A.ssoState = pending.secret
-  await s.sql`insert into sso_logins (account_id, state_hash, issuer, nonce, code_verifier, expires_at)
+  await s.sql`insert into sso_logins (account_id, state_hash, issuer, nonce, code_verifier,
+    expires_at)
     values (${a.id}, ${pending.hash}, ${sso.issuer}, 'n', 'v', now() + interval '1 hour')`
   for (const [account, titles] of [
     [a, ['Gold', 'Silver']],
     [b, ['Bronze']],
   ] as const) {
-    for (const title of titles) await status(201, s.admin('POST', `/accounts/${account.id}/tags`, { title }))
-    await status(200, s.admin('PUT', `/accounts/${account.id}/tracking`, { domains: [`${account.id}.example`] }))
+    for (const title of titles)
+      await status(201, s.admin('POST', `/accounts/${account.id}/tags`, { title }))
+    await status(
+      200,
+      s.admin('PUT', `/accounts/${account.id}/tracking`, { domains: [`${account.id}.example`] }),
+    )
   }
   A.hook = (await subscribe(s, a.id, receiver.url)).hookId
   bHook = (await subscribe(s, b.id, receiver.url)).hookId
@@ -222,7 +266,12 @@ before(async () => {
   A.upload = (
     await upload(a, [
       { external_id: 'shared-1', name: 'A Shared', metrics: [{ date: DAY, logins: 1 }] },
-      { external_id: 'only-a', name: 'A Only', attributes: { a_secret: 's' }, metrics: [{ date: DAY, logins: 2 }] },
+      {
+        external_id: 'only-a',
+        name: 'A Only',
+        attributes: { a_secret: 's' },
+        metrics: [{ date: DAY, logins: 2 }],
+      },
     ])
   ).upload_id
   await upload(
@@ -239,35 +288,55 @@ before(async () => {
   )
   await upload(b, [{ external_id: 'shared-1', name: 'B Shared' }])
   await status(200, s.admin('PUT', `/accounts/${a.id}/customers/only-a/tags`, { titles: ['Gold'] }))
-  await status(200, s.admin('PUT', `/accounts/${a.id}/contacts/a-contact/tags`, { titles: ['Gold'] }))
+  await status(
+    200,
+    s.admin('PUT', `/accounts/${a.id}/contacts/a-contact/tags`, { titles: ['Gold'] }),
+  )
   await status(200, track(a, a.trackerKey, 'only-a'))
   // A Segment group with a trait no property defines: A's messages and its counts of dropped keys.
-  await status(200, relayBatch(a, [{ type: 'group', messageId: 'a-m1', groupId: 'only-a', traits: { contry: 'x' } }]))
+  await status(
+    200,
+    relayBatch(a, [
+      { type: 'group', messageId: 'a-m1', groupId: 'only-a', traits: { contry: 'x' } },
+    ]),
+  )
   // A churn and its reactivation: A's churn events.
-  for (const is_churned of [true, false]) await status(200, a.api('/api/v1/customer/only-a', { is_churned }, 'PUT'))
+  for (const is_churned of [true, false])
+    await status(200, a.api('/api/v1/customer/only-a', { is_churned }, 'PUT'))
   await eventsApplied(a)
 
   A.delivery = (await settled(s, a, A.hook, 1))[0].id
   await settled(s, b, bHook, 1)
   A.key = (await s.admin('GET', `/accounts/${a.id}/keys`)).body[0].id
   // A's segment, on A's own property, with its one member recorded.
-  A.segment = (await status(201, a.api('/api/v1/segments', { name: 'Secret', filters: [SECRET_KNOWN] }))).body.id
+  A.segment = (
+    await status(201, a.api('/api/v1/segments', { name: 'Secret', filters: [SECRET_KNOWN] }))
+  ).body.id
   await eventually(
     async () => (await get(a, `/api/v1/segments/${A.segment}`)).body.members === 1,
     "A's segment recomputed",
   )
   const [ids] = await s.sql`
-    select (select service_id from customers where account_id = ${a.id} and external_id = 'only-a') as customer,
-           (select service_id from contacts where account_id = ${a.id} and external_id = 'a-contact') as contact`
+    select (select service_id from customers where account_id = ${a.id} and external_id = 'only-a')
+      as customer,
+           (select service_id from contacts where account_id = ${a.id}
+             and external_id = 'a-contact') as contact`
   Object.assign(A, ids)
   // A's erasure of a customer it never had: its log row and its suppression.
-  A.erasure = (await status(202, s.admin('POST', `/accounts/${a.id}/erasures`, { customers: ['gone-a'] }))).body.id
+  A.erasure = (
+    await status(202, s.admin('POST', `/accounts/${a.id}/erasures`, { customers: ['gone-a'] }))
+  ).body.id
   await eventually(
-    async () => (await s.admin('GET', `/accounts/${a.id}/erasures/${A.erasure}`)).body.status === 'done',
+    async () =>
+      (await s.admin('GET', `/accounts/${a.id}/erasures/${A.erasure}`)).body.status === 'done',
     "A's erasure",
   )
-  bEraser = s.api((await status(201, s.admin('POST', `/accounts/${b.id}/keys`, { scopes: ['erase'] }))).body.token)
-  // B's jobs too: its upload's scoring, finishing during a case (slower on Citus), would change B's rows.
+  bEraser = s.api(
+    (await status(201, s.admin('POST', `/accounts/${b.id}/keys`, { scopes: ['erase'] }))).body
+      .token,
+  )
+  // B's jobs too: its upload's scoring, finishing during a case (slower on Citus), would
+  // change B's rows.
   await quiet(a.id)
   await quiet(b.id)
   // A's kept This week report.
@@ -278,7 +347,10 @@ before(async () => {
   // A table where A has nothing would let any write through B go unseen. An erasure's targets are
   // kept only until its job runs.
   for (const [table, rows] of Object.entries(await tenantRows(a.id)))
-    assert.ok(!Array.isArray(rows) || rows.length > 0 || table === 'erasure_targets', `A has no rows in ${table}`)
+    assert.ok(
+      !Array.isArray(rows) || rows.length > 0 || table === 'erasure_targets',
+      `A has no rows in ${table}`,
+    )
 })
 after(async () => {
   await s.stop()
@@ -288,7 +360,7 @@ after(async () => {
 const cases = new Map<string, Case>()
 const on = (method: Route['method'], path: string, run: Case) => cases.set(`${method} ${path}`, run)
 
-// ---- public API with B's key ---------------------------------------------------------------------
+// ---- public API with B's key --------------------------------------------------------------------
 
 on('POST', '/api/v1/customers/search', async () => {
   const found = await results(search(b, 'customers'))
@@ -297,29 +369,44 @@ on('POST', '/api/v1/customers/search', async () => {
   assert.ok(!found.some((r) => r.id === 'only-a'))
   assert.equal(found.find((r) => r.id === 'shared-1').name, 'B Shared')
   assert.deepEqual(
-    await results(search(b, 'customers', { filters: [{ propertyName: 'name', operator: 'EQ', value: 'A Only' }] })),
+    await results(
+      search(b, 'customers', {
+        filters: [{ propertyName: 'name', operator: 'EQ', value: 'A Only' }],
+      }),
+    ),
     [],
   )
   // A's tag title names no tag of B.
   assert.deepEqual(
-    await results(search(b, 'customers', { filters: [{ propertyName: 'tags', operator: 'EQ', value: 'Gold' }] })),
+    await results(
+      search(b, 'customers', {
+        filters: [{ propertyName: 'tags', operator: 'EQ', value: 'Gold' }],
+      }),
+    ),
     [],
   )
   assert.deepEqual(await errorPaths(search(b, 'customers', { after: A.customer })), ['/after'])
   // A's sorted cursor is sealed for A: B's same search refuses it.
   const sort = [{ propertyName: 'name' }]
-  const cursor = (await status(200, search(a, 'customers', { sort, limit: 1 }))).body.paging.next.after
-  assert.deepEqual(await errorPaths(search(b, 'customers', { sort, limit: 1, after: cursor })), ['/after'])
+  const cursor = (await status(200, search(a, 'customers', { sort, limit: 1 }))).body.paging.next
+    .after
+  assert.deepEqual(await errorPaths(search(b, 'customers', { sort, limit: 1, after: cursor })), [
+    '/after',
+  ])
 })
 
 on('POST', '/api/v1/customers/aggregate', async () => {
   const aggregate = (body: unknown) => b.api('/api/v1/customers/aggregate', body)
-  const [own] = await s.sql`select count(*)::int as n from customers where account_id = ${b.id} and not is_churned`
+  const [own] = await s.sql`select count(*)::int as n from customers where account_id = ${b.id}
+      and not is_churned`
   const all = (await status(200, aggregate({ fields: ['logins'], matrix: 'points' }))).body
   assert.equal(all.count, own.n)
   // A's customers have logins and scores; B's do not.
   assert.deepEqual([all.fields[0].count, all.points.scored, all.points.items], [0, 0, []])
-  const gold = { filters: [{ propertyName: 'tags', operator: 'EQ', value: 'Gold' }], matrix: 'grid' }
+  const gold = {
+    filters: [{ propertyName: 'tags', operator: 'EQ', value: 'Gold' }],
+    matrix: 'grid',
+  }
   assert.equal((await status(200, aggregate(gold))).body.count, 0)
   // A's codename names no property of B.
   assert.deepEqual(await errorPaths(aggregate({ fields: ['a_secret'] })), ['/fields/0'])
@@ -329,7 +416,9 @@ on('POST', '/api/v1/contacts/search', async () => {
   assert.deepEqual(await results(search(b, 'contacts')), [])
   assert.deepEqual(
     await results(
-      search(b, 'contacts', { filters: [{ propertyName: 'customer_external_id', operator: 'EQ', value: 'only-a' }] }),
+      search(b, 'contacts', {
+        filters: [{ propertyName: 'customer_external_id', operator: 'EQ', value: 'only-a' }],
+      }),
     ),
     [],
   )
@@ -339,12 +428,18 @@ on('POST', '/api/v1/contacts/search', async () => {
 on('POST', '/api/v1/customers', async () => {
   // 'shared-1' updates B's row only; 'only-a' is new to B, not a match of A's.
   const done = await upload(b, [
-    { external_id: 'shared-1', name: 'B Shared', attributes: { country: 'DE' }, metrics: [{ date: DAY, logins: 9 }] },
+    {
+      external_id: 'shared-1',
+      name: 'B Shared',
+      attributes: { country: 'DE' },
+      metrics: [{ date: DAY, logins: 9 }],
+    },
     { external_id: 'only-a', name: 'B Only', metrics: [{ date: DAY, logins: 9 }] },
   ])
   try {
     assert.deepEqual([done.created, done.updated], [1, 1])
-    const [row] = await s.sql`select attributes from customers where account_id = ${b.id} and external_id = 'shared-1'`
+    const [row] = await s.sql`select attributes from customers where account_id = ${b.id}
+        and external_id = 'shared-1'`
     assert.deepEqual(row.attributes, { country: 'DE' })
   } finally {
     await status(204, del(b, '/api/v1/customer/only-a'))
@@ -379,7 +474,9 @@ on('GET', '/api/v1/uploads/:upload_id', async () => {
 })
 
 on('GET', '/api/v1/uploads', async () => {
-  const listed = (await status(200, get(b, '/api/v1/uploads'))).body.map((u: { upload_id: number }) => u.upload_id)
+  const listed = (await status(200, get(b, '/api/v1/uploads'))).body.map(
+    (u: { upload_id: number }) => u.upload_id,
+  )
   assert.deepEqual(sorted(listed), await ownIds('uploads', b.id))
   assert.ok(!listed.includes(A.upload))
 })
@@ -396,17 +493,23 @@ on('POST', '/api/tracker/track', async () => {
   const refused = await status(403, track(b, a.trackerKey, 'only-a'))
   assert.match(refused.body.detail, /trackerKey/)
   assert.deepEqual(await tenantRows(b.id), stored, 'a refused request stores nothing')
-  // With B's own tracker key, 'only-a' names no customer of B: kept unmatched, A's record untouched.
+  // With B's own tracker key, 'only-a' names no customer of B: kept unmatched, A's
+  // record untouched.
   await status(200, track(b, b.trackerKey, 'only-a'))
   await eventsApplied(b)
-  const [event] = await s.sql`select status from tracking_events where account_id = ${b.id} order by id desc limit 1`
+  const [event] =
+    await s.sql`select status from tracking_events where account_id = ${b.id} order by id desc
+      limit 1`
   assert.equal(event.status, 'unmatched')
 })
 
 for (const p of ['/api/v1', '/v1']) {
   on('POST', `${p}/customer`, async () => {
     // 201, not 409: A's external id is unknown to B.
-    const created = await status(201, b.api(`${p}/customer`, { external_id: 'only-a', name: 'B Only' }))
+    const created = await status(
+      201,
+      b.api(`${p}/customer`, { external_id: 'only-a', name: 'B Only' }),
+    )
     try {
       assert.notEqual(created.body.service_id, A.customer)
     } finally {
@@ -424,9 +527,18 @@ for (const p of ['/api/v1', '/v1']) {
     await status(404, del(b, `${p}/customer/only-a`))
   })
   on('POST', `${p}/customer/:external_id/contact`, async () => {
-    await status(404, b.api(`${p}/customer/only-a/contact`, { contact_external_id: 'b-new', contact_name: 'x' }))
+    await status(
+      404,
+      b.api(`${p}/customer/only-a/contact`, { contact_external_id: 'b-new', contact_name: 'x' }),
+    )
     // 201, not 409: A's contact id is unknown to B.
-    await status(201, b.api(`${p}/customer/shared-1/contact`, { contact_external_id: 'a-contact', contact_name: 'B' }))
+    await status(
+      201,
+      b.api(`${p}/customer/shared-1/contact`, {
+        contact_external_id: 'a-contact',
+        contact_name: 'B',
+      }),
+    )
     await status(204, del(b, `${p}/customer/shared-1/contact/a-contact`))
   })
   on('GET', `${p}/customer/:external_id/contact/:contact_id`, async () => {
@@ -434,7 +546,10 @@ for (const p of ['/api/v1', '/v1']) {
     await status(404, get(b, `${p}/customer/shared-1/contact/a-contact`))
   })
   on('PUT', `${p}/customer/:external_id/contact/:contact_id`, async () => {
-    await status(404, b.api(`${p}/customer/only-a/contact/a-contact`, { contact_name: 'hijacked' }, 'PUT'))
+    await status(
+      404,
+      b.api(`${p}/customer/only-a/contact/a-contact`, { contact_name: 'hijacked' }, 'PUT'),
+    )
   })
   on('DELETE', `${p}/customer/:external_id/contact/:contact_id`, async () => {
     await status(404, del(b, `${p}/customer/only-a/contact/a-contact`))
@@ -455,7 +570,10 @@ on('POST', SEGMENTS, async () => {
 })
 
 on('GET', SEGMENTS, async () => {
-  assert.deepEqual(listedIds((await status(200, get(b, SEGMENTS))).body), await ownIds('segments', b.id))
+  assert.deepEqual(
+    listedIds((await status(200, get(b, SEGMENTS))).body),
+    await ownIds('segments', b.id),
+  )
 })
 
 on('GET', `${SEGMENTS}/:segment_id`, async () => {
@@ -478,7 +596,7 @@ on('GET', `${SEGMENTS}/:segment_id/history`, async () => {
   await status(404, get(b, `${SEGMENTS}/${A.segment}/history`))
 })
 
-// ---- admin API with B's account id ---------------------------------------------------------------
+// ---- admin API with B's account id --------------------------------------------------------------
 
 const ACC = '/admin/v1/accounts'
 
@@ -486,12 +604,21 @@ on('POST', ACC, async () => {
   // A new account starts with nothing of anyone's but its key and the system properties.
   const c = await s.account('C')
   assert.notEqual(c.trackerKey, a.trackerKey)
-  const { api_keys: keys, property_defs: defs, audit_entries: log, ...rest } = await tenantRows(c.id)
+  const {
+    api_keys: keys,
+    property_defs: defs,
+    audit_entries: log,
+    ...rest
+  } = await tenantRows(c.id)
   assert.equal((keys as unknown[]).length, 1)
   // Its audit log holds its own making: the account and its key.
-  assert.deepEqual((log as { action: string }[]).map((e) => e.action).sort(), ['createAccount', 'createKey'])
+  assert.deepEqual((log as { action: string }[]).map((e) => e.action).sort(), [
+    'createAccount',
+    'createKey',
+  ])
   assert.ok((defs as { system: boolean }[]).every((d) => d.system))
-  for (const [table, rows] of Object.entries(rest)) if (table !== 'accounts') assert.deepEqual(rows, [], table)
+  for (const [table, rows] of Object.entries(rest))
+    if (table !== 'accounts') assert.deepEqual(rows, [], table)
   assert.deepEqual(await results(search(c, 'customers')), [])
 })
 
@@ -531,15 +658,18 @@ on('GET', `${ACC}/:id/users`, async (r) => {
 })
 
 on('POST', `${ACC}/:id/properties`, async (r) => {
-  await status(201, inB(r, { entity: 'contact', kind: 'attribute', codename: 'a_secret', type: 'boolean' }))
+  await status(
+    201,
+    inB(r, { entity: 'contact', kind: 'attribute', codename: 'a_secret', type: 'boolean' }),
+  )
 })
 
 on('GET', `${ACC}/:id/properties`, async (r) => {
   const listed = (await status(200, inB(r))).body.map(
     (p: { entity: string; codename: string }) => `${p.entity}.${p.codename}`,
   )
-  const own =
-    await s.sql`select entity, codename from property_defs where account_id = ${b.id} order by entity, codename`
+  const own = await s.sql`select entity, codename from property_defs where account_id = ${b.id}
+      order by entity, codename`
   assert.deepEqual(
     listed,
     own.map((p) => `${p.entity}.${p.codename}`),
@@ -558,7 +688,9 @@ on('PUT', `${ACC}/:id/customers/:external_id/tags`, async (r) => {
   await status(404, inB(r, { titles: [] }))
   // A's tag title names no tag of B.
   assert.deepEqual(
-    await errorPaths(s.admin('PUT', `/accounts/${b.id}/customers/shared-1/tags`, { titles: ['Gold'] })),
+    await errorPaths(
+      s.admin('PUT', `/accounts/${b.id}/customers/shared-1/tags`, { titles: ['Gold'] }),
+    ),
     ['/titles/0'],
   )
 })
@@ -568,7 +700,10 @@ on('PUT', `${ACC}/:id/contacts/:external_id/tags`, async (r) => {
 })
 
 on('PUT', `${ACC}/:id/scoring`, async (r) => {
-  await status(200, inB(r, { customer: { engagement: [{ codename: 'logins', weight: 100, bad: 0, good: 5 }] } }))
+  await status(
+    200,
+    inB(r, { customer: { engagement: [{ codename: 'logins', weight: 100, bad: 0, good: 5 }] } }),
+  )
 })
 
 on('POST', `${ACC}/:id/scoring/preview`, async (r) => {
@@ -577,7 +712,8 @@ on('POST', `${ACC}/:id/scoring/preview`, async (r) => {
 })
 
 on('GET', ACC, async () => {
-  // The admin token spans every account: the list is the accounts table, each as get-account reads it.
+  // The admin token spans every account: the list is the accounts table, each as
+  // get-account reads it.
   const listed = (await status(200, asAdmin('GET', ACC))).body
   const all = (await s.sql`select id from accounts order by id`).map((row) => row.id as number)
   assert.deepEqual(
@@ -595,7 +731,10 @@ on('GET', `${ACC}/:id/scoring`, async (r) => {
 
 on('PUT', `${ACC}/:id/tracking`, async (r) => {
   const set = (await status(200, inB(r, { domains: ['b.example'] }))).body
-  assert.deepEqual([set.id, set.tracker_key, set.tracking_domains], [b.id, b.trackerKey, ['b.example']])
+  assert.deepEqual(
+    [set.id, set.tracker_key, set.tracking_domains],
+    [b.id, b.trackerKey, ['b.example']],
+  )
 })
 
 on('POST', `${ACC}/:id/webhooks`, async (r) => {
@@ -609,7 +748,11 @@ on('GET', `${ACC}/:id/webhooks`, async (r) => {
 
 on('DELETE', `${ACC}/:id/webhooks/:webhook_id`, async (r) => {
   await status(404, inB(r))
-  assert.ok((await s.admin('GET', `/accounts/${a.id}/webhooks`)).body.some((h: { id: number }) => h.id === A.hook))
+  assert.ok(
+    (await s.admin('GET', `/accounts/${a.id}/webhooks`)).body.some(
+      (h: { id: number }) => h.id === A.hook,
+    ),
+  )
 })
 
 on('POST', `${ACC}/:id/webhooks/:webhook_id/rotate-secret`, async (r) => {
@@ -626,7 +769,8 @@ on('POST', `${ACC}/:id/webhooks/:webhook_id/enable`, async (r) => {
 
 on('PATCH', `${ACC}/:id/webhooks/:webhook_id`, async (r) => {
   await status(404, inB(r, { rate_limit: 1 }))
-  const [hook] = await s.sql`select rate_limit from webhooks where account_id = ${a.id} and id = ${A.hook}`
+  const [hook] =
+    await s.sql`select rate_limit from webhooks where account_id = ${a.id} and id = ${A.hook}`
   assert.equal(hook.rate_limit, null)
 })
 
@@ -654,7 +798,10 @@ on('GET', `${ACC}/:id/webhooks/:webhook_id/deliveries`, async (r) => {
 on('POST', `${ACC}/:id/webhooks/:webhook_id/deliveries/:delivery_id/redeliver`, async (r) => {
   await status(404, inB(r))
   // Not through B's own webhook either.
-  await status(404, s.admin('POST', `/accounts/${b.id}/webhooks/${bHook}/deliveries/${A.delivery}/redeliver`))
+  await status(
+    404,
+    s.admin('POST', `/accounts/${b.id}/webhooks/${bHook}/deliveries/${A.delivery}/redeliver`),
+  )
   assert.equal(await deliveryJobs(s, a.id, A.delivery), 0)
   assert.equal(await deliveryJobs(s, b.id, A.delivery), 0)
 })
@@ -699,7 +846,7 @@ on('GET', `${ACC}/:id/events`, async (r) => {
   }
 })
 
-// ---- the tests -----------------------------------------------------------------------------------
+// ---- the tests ----------------------------------------------------------------------------------
 
 // Compared with A's rows just before, so that a leak fails only the case that made it.
 // ---- privacy ------------------------------------------------------------------------------------
@@ -728,7 +875,9 @@ on('GET', '/api/v1/erasures/:erasure_id', async () => {
 })
 
 on('POST', '/admin/v1/accounts/:id/erasures', (route) =>
-  erasesInB(inB(route, { contacts: [A_CONTACT] }), (id) => s.admin('GET', `/accounts/${b.id}/erasures/${id}`)),
+  erasesInB(inB(route, { contacts: [A_CONTACT] }), (id) =>
+    s.admin('GET', `/accounts/${b.id}/erasures/${id}`),
+  ),
 )
 
 on('GET', '/admin/v1/accounts/:id/erasures/:erasure_id', async (route) => {
@@ -738,7 +887,8 @@ on('GET', '/admin/v1/accounts/:id/erasures/:erasure_id', async (route) => {
 on('GET', '/api/v1/customer/:external_id/contact/:contact_id/export', async () => {
   await status(404, get(b, '/api/v1/customer/only-a/contact/a-contact/export'))
   assert.equal(
-    (await status(200, get(a, '/api/v1/customer/only-a/contact/a-contact/export'))).body.contact.record.name,
+    (await status(200, get(a, '/api/v1/customer/only-a/contact/a-contact/export'))).body.contact
+      .record.name,
     'A Contact',
   )
 })
@@ -751,7 +901,8 @@ on('GET', '/api/v1/customer/:external_id/export', async () => {
 })
 
 on('GET', '/api/v1/suppressions', async () => {
-  const [mine] = await s.sql`select encode(hash, 'hex') as hash from suppressions where account_id = ${a.id}`
+  const [mine] =
+    await s.sql`select encode(hash, 'hex') as hash from suppressions where account_id = ${a.id}`
   const listed = (await status(200, bEraser('/api/v1/suppressions', undefined, 'GET'))).body
   assert.ok(!listed.some((x: { hash: string }) => x.hash === mine.hash))
 })
@@ -767,7 +918,8 @@ const relaySettled = (account: Account) =>
     async () =>
       (
         await s.sql`select ((select count(*) from segment_messages where account_id = ${account.id}
-            and status = 'received') + (select count(*) from tracking_events where account_id = ${account.id}
+            and status = 'received') + (select count(*) from tracking_events
+              where account_id = ${account.id}
             and status = 'received'))::int as n`
       )[0].n === 0,
     `Segment messages of ${account.id} applied`,
@@ -775,10 +927,21 @@ const relaySettled = (account: Account) =>
 // B's key, messages naming A's customer and contact: B's own records (A's messageId is no duplicate
 // for B), never A's; what B created is removed again.
 const SEGMENT_MESSAGES: Record<string, object> = {
-  batch: { type: 'group', messageId: 'a-m1', groupId: 'only-a', userId: 'a-contact', traits: { name: 'B Group' } },
+  batch: {
+    type: 'group',
+    messageId: 'a-m1',
+    groupId: 'only-a',
+    userId: 'a-contact',
+    traits: { name: 'B Group' },
+  },
   group: { messageId: 'b-group', groupId: 'only-a', traits: { name: 'B Group' } },
   identify: { messageId: 'b-identify', userId: 'a-contact', traits: { name: 'B Person' } },
-  track: { messageId: 'b-track', userId: 'a-contact', event: 'login', context: { groupId: 'only-a' } },
+  track: {
+    messageId: 'b-track',
+    userId: 'a-contact',
+    event: 'login',
+    context: { groupId: 'only-a' },
+  },
   page: { messageId: 'b-page', userId: 'a-contact', name: 'Home' },
   screen: { messageId: 'b-screen', userId: 'a-contact', name: 'Home' },
   alias: { messageId: 'b-alias', userId: 'a-contact', previousId: 'x' },
@@ -788,7 +951,8 @@ for (const [type, message] of Object.entries(SEGMENT_MESSAGES))
     await status(200, relayBatch(b, [message], `/v1/${type}`))
     await relaySettled(b)
     // A track that names its customer is kept as B's tracked event (src/tracking/relay.ts).
-    const [mine] = await s.sql`select ((select count(*) from segment_messages where account_id = ${b.id}
+    const [mine] =
+      await s.sql`select ((select count(*) from segment_messages where account_id = ${b.id}
         and message_id = ${(message as { messageId: string }).messageId})
       + (select count(*) from tracking_events where account_id = ${b.id}
         and message_id = ${(message as { messageId: string }).messageId}))::int as n`
@@ -807,7 +971,9 @@ on('GET', '/api/v1/ingest/status', async () => {
 })
 
 on('GET', '/admin/v1/accounts/:id/ingest', async () => {
-  const mine = JSON.stringify((await status(200, asAdmin('GET', `/admin/v1/accounts/${b.id}/ingest`))).body)
+  const mine = JSON.stringify(
+    (await status(200, asAdmin('GET', `/admin/v1/accounts/${b.id}/ingest`))).body,
+  )
   assert.ok(!mine.includes('contry'), mine)
   await status(404, asAdmin('GET', '/admin/v1/accounts/999999/ingest'))
 })
@@ -838,8 +1004,10 @@ on('POST', `${ACC}/:id/churn-model/train`, async (r) => {
 })
 
 on('GET', '/api/v1/insights/week', async () => {
-  const report = async (account: Account) => (await status(200, get(account, '/api/v1/insights/week'))).body
-  const names = (r: any) => r.movements.reactivated.customers.map((c: { external_id: string }) => c.external_id)
+  const report = async (account: Account) =>
+    (await status(200, get(account, '/api/v1/insights/week'))).body
+  const names = (r: any) =>
+    r.movements.reactivated.customers.map((c: { external_id: string }) => c.external_id)
   assert.deepEqual(names(await report(a)), ['only-a'])
   const mine = await report(b)
   assert.deepEqual(names(mine), [])
@@ -848,7 +1016,10 @@ on('GET', '/api/v1/insights/week', async () => {
 
 on('GET', '/api/v1/properties', async () => {
   // B's own a_secret is a contact attribute; A's is a customer attribute.
-  const mine = (await status(200, get(b, '/api/v1/properties'))).body as { entity: string; codename: string }[]
+  const mine = (await status(200, get(b, '/api/v1/properties'))).body as {
+    entity: string
+    codename: string
+  }[]
   assert.ok(mine.some((p) => p.codename === 'logins'))
   assert.deepEqual(
     mine.filter((p) => p.codename === 'a_secret').map((p) => p.entity),
@@ -868,13 +1039,20 @@ on('GET', '/api/v1/users', async () => {
 })
 
 on('PATCH', '/admin/v1/accounts/:id/properties/:entity/:codename', async () => {
-  await status(404, asAdmin('PATCH', `/admin/v1/accounts/${b.id}/properties/customer/a_secret`, { label: 'B' }))
+  await status(
+    404,
+    asAdmin('PATCH', `/admin/v1/accounts/${b.id}/properties/customer/a_secret`, { label: 'B' }),
+  )
 })
 
-// The audit log: B's key with the audit scope, and the admin API with B's id, list B's entries only.
+// The audit log: B's key with the audit scope, and the admin API with B's id, list
+// B's entries only.
 on('GET', '/api/v1/audit', async () => {
-  const key = (await status(201, s.admin('POST', `/accounts/${b.id}/keys`, { scopes: ['audit'] }))).body
-  const entries = (await status(200, s.api(key.token)('/api/v1/audit?limit=1000', undefined, 'GET'))).body.entries
+  const key = (await status(201, s.admin('POST', `/accounts/${b.id}/keys`, { scopes: ['audit'] })))
+    .body
+  const entries = (
+    await status(200, s.api(key.token)('/api/v1/audit?limit=1000', undefined, 'GET'))
+  ).body.entries
   assert.ok(entries.length > 0)
   assert.deepEqual(listedIds(entries), await ownIds('audit_entries', b.id))
 })
@@ -920,7 +1098,12 @@ on('GET', '/api/v1/sso', async () => {
 })
 
 on('PUT', '/api/v1/sso', async () => {
-  const sso = { issuer: 'https://idp.b.test', client_id: 'b', client_secret: 's', domains: ['b.test'] }
+  const sso = {
+    issuer: 'https://idp.b.test',
+    client_id: 'b',
+    client_secret: 's',
+    domains: ['b.test'],
+  }
   const set = await status(200, asBAdmin('PUT', '/api/v1/sso', { ...sso, default_role: 'viewer' }))
   assert.equal(set.body.issuer, sso.issuer)
 })
@@ -931,21 +1114,39 @@ on('DELETE', '/api/v1/sso', async () => {
 })
 
 on('GET', '/auth/v1/me', async () => {
-  assert.deepEqual((await status(200, asBAdmin('GET', '/auth/v1/me'))).body.account, { id: b.id, name: 'B' })
+  assert.deepEqual((await status(200, asBAdmin('GET', '/auth/v1/me'))).body.account, {
+    id: b.id,
+    name: 'B',
+  })
 })
 
 on('POST', '/auth/v1/sign-in', async () => {
   // A wrong password for A's user opens nothing; B's person signs in to B.
-  await status(401, s.call('POST', '/auth/v1/sign-in', { email: 'ann@a.test', password: 'not the password' }))
-  const again = await status(200, s.call('POST', '/auth/v1/sign-in', { email: 'boss@b.test', password: PASSWORD }))
+  await status(
+    401,
+    s.call('POST', '/auth/v1/sign-in', { email: 'ann@a.test', password: 'not the password' }),
+  )
+  const again = await status(
+    200,
+    s.call('POST', '/auth/v1/sign-in', { email: 'boss@b.test', password: PASSWORD }),
+  )
   assert.equal(again.body.account.id, b.id)
 })
 
 on('POST', '/auth/v1/password', async () => {
   // B's reset secret under A's account id is no link of A's.
-  const reset = await status(201, s.admin('POST', `/accounts/${b.id}/users/${(await ownIds('users', b.id))[0]}/reset`))
+  const reset = await status(
+    201,
+    s.admin('POST', `/accounts/${b.id}/users/${(await ownIds('users', b.id))[0]}/reset`),
+  )
   const secret = reset.body.reset_token.split('.')[1]
-  await status(400, s.call('POST', '/auth/v1/password', { token: `${a.id}.${secret}`, password: 'takeover password' }))
+  await status(
+    400,
+    s.call('POST', '/auth/v1/password', {
+      token: `${a.id}.${secret}`,
+      password: 'takeover password',
+    }),
+  )
 })
 
 on('POST', '/auth/v1/sign-out', async () => {
@@ -964,7 +1165,10 @@ on('GET', '/auth/v1/sso/callback', async () => {
   const state = `${b.id}.${A.ssoState}`
   const cookie = `service_sso_state=${state}`
   // The refusal sends the browser back to the console's sign-in page, naming the state.
-  const res = await status(302, s.call('GET', `/auth/v1/sso/callback?state=${state}&code=x`, undefined, { cookie }))
+  const res = await status(
+    302,
+    s.call('GET', `/auth/v1/sso/callback?state=${state}&code=x`, undefined, { cookie }),
+  )
   assert.match(res.headers.get('location') ?? '', /\/console#sso_error=invalid_state/)
 })
 
@@ -994,18 +1198,30 @@ for (const [name, run] of cases) {
 test('without the admin token every admin route is 401', () =>
   leavesAUntouched(async () => {
     for (const route of routes.filter((r) => r.auth === 'admin')) {
-      for (const headers of [{}, { authorization: 'Bearer wrong' }, { authorization: ADMIN_TOKEN }] as Record<
-        string,
-        string
-      >[]) {
-        const res = await asAdmin(route.method, fill(route.path, { ...aParams(), id: a.id }), undefined, headers)
-        assert.equal(res.status, 401, `${route.method} ${route.path} with ${JSON.stringify(headers)}`)
+      for (const headers of [
+        {},
+        { authorization: 'Bearer wrong' },
+        { authorization: ADMIN_TOKEN },
+      ] as Record<string, string>[]) {
+        const res = await asAdmin(
+          route.method,
+          fill(route.path, { ...aParams(), id: a.id }),
+          undefined,
+          headers,
+        )
+        assert.equal(
+          res.status,
+          401,
+          `${route.method} ${route.path} with ${JSON.stringify(headers)}`,
+        )
       }
     }
   }))
 
 test('every route of the table has an isolation case', () => {
-  const table = routes.map((r) => `${r.method} ${r.path}`).filter((r) => !NO_TENANT_DATA.includes(r))
+  const table = routes
+    .map((r) => `${r.method} ${r.path}`)
+    .filter((r) => !NO_TENANT_DATA.includes(r))
   assert.deepEqual([...cases.keys()].sort(), table.sort())
   for (const r of NO_TENANT_DATA)
     assert.ok(

@@ -28,7 +28,9 @@ const clock = () => {
 
 const newKey = async () => {
   const account = await createAccount(s.sql, { name: 'Keys', source_of_truth: 'API' })
-  const { token, ...key } = (await createKey(s.sql, account.id, { scopes: ['search'] } as never)) as {
+  const { token, ...key } = (await createKey(s.sql, account.id, {
+    scopes: ['search'],
+  } as never)) as {
     id: number
     token: string
   }
@@ -37,7 +39,8 @@ const newKey = async () => {
 
 const stored = async (keyId: number, bucket = 'api') =>
   (
-    await s.sql`select coalesce(sum(count), 0)::int as n from rate_limit_counters where key_id = ${keyId}
+    await s.sql`select coalesce(sum(count), 0)::int as n from rate_limit_counters
+      where key_id = ${keyId}
       and bucket = ${bucket}`
   )[0].n
 
@@ -57,7 +60,9 @@ test('requests are numbered in order within a window, and Postgres holds them af
   assert.equal((await keys.count(accountId, token, 'api'))!.count, 6)
   assert.equal(await stored(keyId), 6)
   // Concurrent requests each get their own number.
-  const burst = await Promise.all(Array.from({ length: 10 }, () => keys.count(accountId, token, 'api')))
+  const burst = await Promise.all(
+    Array.from({ length: 10 }, () => keys.count(accountId, token, 'api')),
+  )
   assert.deepEqual(
     burst.map((c) => c!.count).sort((a, b) => a - b),
     [7, 8, 9, 10, 11, 12, 13, 14, 15, 16],
@@ -89,7 +94,11 @@ test('processes share the count through Postgres, each learning of the others at
   const b = keyChecker(s.sql, noErrors, time.now)
   for (let i = 0; i < 4; i++) await a.count(accountId, token, 'api')
   await a.flush()
-  assert.equal((await b.count(accountId, token, 'api'))!.count, 5, 'b read the 4 of a at its first check')
+  assert.equal(
+    (await b.count(accountId, token, 'api'))!.count,
+    5,
+    'b read the 4 of a at its first check',
+  )
   await a.count(accountId, token, 'api')
   assert.equal(
     (await b.count(accountId, token, 'api'))!.count,
@@ -98,7 +107,11 @@ test('processes share the count through Postgres, each learning of the others at
   )
   await b.flush()
   time.advance(CHECK_MS)
-  assert.equal((await a.count(accountId, token, 'api'))!.count, 8, 'a checked: 5 of its own, 2 of b, this one')
+  assert.equal(
+    (await a.count(accountId, token, 'api'))!.count,
+    8,
+    'a checked: 5 of its own, 2 of b, this one',
+  )
   assert.equal(await stored(keyId), 8)
 })
 
@@ -108,7 +121,11 @@ test('a revocation reaches a process at its next check, or at once through forge
   const first = await newKey()
   assert.equal((await keys.count(first.accountId, first.token, 'api'))!.key.revoked_at, null)
   await revokeKey(s.sql, first.accountId, first.keyId)
-  assert.equal((await keys.count(first.accountId, first.token, 'api'))!.key.revoked_at, null, 'not yet checked again')
+  assert.equal(
+    (await keys.count(first.accountId, first.token, 'api'))!.key.revoked_at,
+    null,
+    'not yet checked again',
+  )
   time.advance(CHECK_MS)
   assert.ok((await keys.count(first.accountId, first.token, 'api'))!.key.revoked_at)
   const second = await newKey()
@@ -151,6 +168,8 @@ test('a key gone from the database is forgotten at the next check, by every requ
   await s.sql`delete from rate_limit_counters where key_id = ${keyId}`
   await s.sql`delete from api_keys where id = ${keyId}`
   time.advance(CHECK_MS)
-  const waiting = await Promise.all(Array.from({ length: 3 }, () => keys.count(accountId, token, 'api')))
+  const waiting = await Promise.all(
+    Array.from({ length: 3 }, () => keys.count(accountId, token, 'api')),
+  )
   assert.deepEqual(waiting, [undefined, undefined, undefined])
 })

@@ -46,7 +46,9 @@ const scrape = async () => {
   const samples = parse(res.body)
   // The value of the one series with these labels (0 when it does not exist yet).
   return (name: string, labels: Record<string, string> = {}) => {
-    const found = samples.filter((x) => x.name === name && Object.entries(labels).every(([k, v]) => x.labels[k] === v))
+    const found = samples.filter(
+      (x) => x.name === name && Object.entries(labels).every(([k, v]) => x.labels[k] === v),
+    )
     assert.ok(found.length <= 1, `${name} ${JSON.stringify(labels)} names one series`)
     return found[0]?.value ?? 0
   }
@@ -76,24 +78,35 @@ test('exposes the listed series, default process metrics included', async () => 
   for (const task of ['process_upload', 'deliver_webhook', 'score_records'])
     assert.match(res.body, new RegExp(`^service_job_queue_depth\\{task="${task}"\\} \\d+$`, 'm'))
   for (const status of ['pending', 'delivered', 'failed'])
-    assert.match(res.body, new RegExp(`^service_webhook_deliveries\\{status="${status}"\\} \\d+$`, 'm'))
+    assert.match(
+      res.body,
+      new RegExp(`^service_webhook_deliveries\\{status="${status}"\\} \\d+$`, 'm'),
+    )
 })
 
 test('requests are counted and timed by route pattern and status', async () => {
   const { api } = await s.account()
   const before = await scrape()
   const route = { method: 'GET', route: '/api/v1/uploads/:upload_id' }
-  for (const id of [101, 102, 103]) assert.equal((await api(`/api/v1/uploads/${id}`, undefined, 'GET')).status, 404)
+  for (const id of [101, 102, 103])
+    assert.equal((await api(`/api/v1/uploads/${id}`, undefined, 'GET')).status, 404)
   assert.equal((await s.call('GET', '/api/v1/uploads/1')).status, 401)
   assert.equal((await s.call('GET', '/no/such/route')).status, 404)
   const after = await scrape()
-  const delta = (name: string, labels: Record<string, string>) => after(name, labels) - before(name, labels)
+  const delta = (name: string, labels: Record<string, string>) =>
+    after(name, labels) - before(name, labels)
   assert.equal(delta('http_requests_total', { ...route, status: '404' }), 3)
   assert.equal(delta('http_request_duration_seconds_count', { ...route, status: '404' }), 3)
-  assert.equal(delta('http_request_duration_seconds_bucket', { ...route, status: '404', le: '+Inf' }), 3)
+  assert.equal(
+    delta('http_request_duration_seconds_bucket', { ...route, status: '404', le: '+Inf' }),
+    3,
+  )
   assert.ok(delta('http_request_duration_seconds_sum', { ...route, status: '404' }) > 0)
   assert.equal(delta('http_requests_total', { ...route, status: '401' }), 1)
-  assert.equal(delta('http_requests_total', { method: 'GET', route: 'unmatched', status: '404' }), 1)
+  assert.equal(
+    delta('http_requests_total', { method: 'GET', route: 'unmatched', status: '404' }),
+    1,
+  )
   // The raw paths never become labels.
   assert.doesNotMatch((await s.call('GET', '/metrics')).body, /uploads\/10[123]|no\/such/)
 })
@@ -135,10 +148,16 @@ test('jobs, queue depth, uploads and webhook deliveries move when an upload is p
     after = await scrape()
   }
 
-  const delta = (name: string, labels: Record<string, string>) => after(name, labels) - before(name, labels)
+  const delta = (name: string, labels: Record<string, string>) =>
+    after(name, labels) - before(name, labels)
   assert.equal(delta('service_jobs_total', { task: 'process_upload', outcome: 'completed' }), 1)
-  assert.equal(delta('service_job_duration_seconds_count', { task: 'process_upload', outcome: 'completed' }), 1)
-  assert.ok(delta('service_job_duration_seconds_sum', { task: 'process_upload', outcome: 'completed' }) > 0)
+  assert.equal(
+    delta('service_job_duration_seconds_count', { task: 'process_upload', outcome: 'completed' }),
+    1,
+  )
+  assert.ok(
+    delta('service_job_duration_seconds_sum', { task: 'process_upload', outcome: 'completed' }) > 0,
+  )
   assert.ok(delta('service_jobs_total', { task: 'deliver_webhook', outcome: 'completed' }) >= 1)
   assert.equal(delta('service_uploads', { status: 'processed' }), 1)
   assert.equal(after('service_uploads', { status: 'received' }), 0)

@@ -26,7 +26,8 @@ after(async () => {
 const writeDuringBuild = async (index: string, build: Promise<unknown>) => {
   for (let i = 0; ; i++) {
     const [building] = await sql`
-      select 1 from pg_stat_progress_create_index p join pg_class c on c.oid = p.relid where c.relname = 'big_writes'`
+      select 1 from pg_stat_progress_create_index p join pg_class c on c.oid = p.relid
+        where c.relname = 'big_writes'`
     if (building) break
     assert.ok(i < 500, `the build of ${index} never showed`)
     await new Promise((r) => setTimeout(r, 10))
@@ -54,13 +55,20 @@ test('a concurrently marked migration keeps the table writable while its index b
       'create index concurrently if not exists big_writes_note on big_writes (account_id, note);\n',
   }
   assert.equal(await writeDuringBuild('big_writes_note', migrate(sql, db.url, [file])), 'written')
-  const [index] = await sql`select i.indisvalid from pg_index i where i.indexrelid = to_regclass('big_writes_note')`
+  const [index] = await sql`select i.indisvalid from pg_index i where
+      i.indexrelid = to_regclass('big_writes_note')`
   assert.equal(index.indisvalid, true)
-  assert.deepEqual((await sql`select name from schema_migrations where name = ${file.name}`).length, 1)
+  assert.deepEqual(
+    (await sql`select name from schema_migrations where name = ${file.name}`).length,
+    1,
+  )
 })
 
 test('the same index in an ordinary migration holds writes (the difference the marker makes)', async () => {
-  const file = { name: '901_test_blocking.sql', sql: 'create index big_writes_n on big_writes (account_id, n);\n' }
+  const file = {
+    name: '901_test_blocking.sql',
+    sql: 'create index big_writes_n on big_writes (account_id, n);\n',
+  }
   assert.equal(await writeDuringBuild('big_writes_n', migrate(sql, db.url, [file])), '55P03')
 })
 

@@ -15,10 +15,12 @@ test('migrations apply once, in order, and a second run is a no-op', async () =>
       migrations().map((m) => m.name),
     )
     assert.ok(first.length >= 1 && first.every((n, i, a) => i === 0 || a[i - 1] < n))
-    const tables = await sql`select count(*)::int as n from information_schema.tables where table_schema = 'public'`
+    const tables = await sql`select count(*)::int as n from information_schema.tables
+        where table_schema = 'public'`
     assert.deepEqual(await migrate(sql, db.url), [])
     assert.deepEqual(
-      await sql`select count(*)::int as n from information_schema.tables where table_schema = 'public'`,
+      await sql`select count(*)::int as n from information_schema.tables
+        where table_schema = 'public'`,
       tables,
     )
     const [{ n }] = await sql`select count(*)::int as n from schema_migrations`
@@ -53,7 +55,8 @@ test('every tenant table leads its primary key with account_id', async () => {
     const rows = await sql`
       select c.relname as table, (select a.attname from pg_attribute a where a.attrelid = c.oid
         and a.attnum = i.indkey[0]) as first
-      from pg_index i join pg_class c on c.oid = i.indrelid join pg_namespace n on n.oid = c.relnamespace
+      from pg_index i join pg_class c on c.oid = i.indrelid
+        join pg_namespace n on n.oid = c.relnamespace
       where n.nspname = 'public' and i.indisprimary
         and c.relname <> all(${GLOBAL_TABLES})`
     assert.ok(rows.length >= 15)
@@ -67,7 +70,8 @@ test('every tenant table leads its primary key with account_id', async () => {
 // A database as the migrations before `name` left it.
 const migratedBefore = (sql: ReturnType<typeof connect>, name: string) =>
   sql.begin(async (tx) => {
-    await tx`create table schema_migrations (name text primary key, applied_at timestamptz not null default now())`
+    await tx`create table schema_migrations (name text primary key,
+      applied_at timestamptz not null default now())`
     for (const m of migrations().filter((m) => m.name < name)) {
       await tx.unsafe(m.sql)
       await tx`insert into schema_migrations (name) values (${m.name})`
@@ -94,7 +98,8 @@ const seedBefore = async (sql: Sql, before: string, rows: (id: number) => Return
   }
 }
 
-// Every row of each table (by its record's key) holds its record's external id, and the column is NOT NULL.
+// Every row of each table (by its record's key) holds its record's external id, and the
+// column is NOT NULL.
 const assertCopied = async (sql: Sql, count: number, tables: [string, string, string][]) => {
   for (const [table, records, key] of tables) {
     const rows = await sql`
@@ -102,7 +107,8 @@ const assertCopied = async (sql: Sql, count: number, tables: [string, string, st
       left join ${sql(records)} r on r.account_id = x.account_id and r.service_id = x.${sql(key)}`
     assert.equal(rows.length, count, table)
     for (const row of rows) assert.equal(row.copied, row.external_id, table)
-    const [column] = await sql`select is_nullable from information_schema.columns where table_name = ${table}
+    const [column] =
+      await sql`select is_nullable from information_schema.columns where table_name = ${table}
       and column_name = 'external_id'`
     assert.equal(column.is_nullable, 'NO', table)
   }
@@ -117,12 +123,15 @@ test('an upgrade gives the tag links of existing records their external ids', as
       '010',
       (id) => sql`
         , t as (
-          insert into tags (account_id, title) values (${id}, 'red'), (${id}, 'blue') returning account_id, id
+          insert into tags (account_id, title) values (${id}, 'red'), (${id}, 'blue')
+            returning account_id, id
         ), ct as (
-          insert into customer_tags (account_id, customer_id, tag_id) select c.account_id, c.service_id, t.id
+          insert into customer_tags (account_id, customer_id, tag_id)
+            select c.account_id, c.service_id, t.id
             from c cross join t
         )
-        insert into contact_tags (account_id, contact_id, tag_id) select k.account_id, k.service_id, t.id
+        insert into contact_tags (account_id, contact_id, tag_id)
+          select k.account_id, k.service_id, t.id
           from k cross join t`,
     )
     assert.deepEqual(
@@ -150,9 +159,11 @@ test('an upgrade gives the score rows of existing records their external ids', a
       '020',
       () => sql`
         , cs as (
-          insert into customer_scores (account_id, customer_id, engagementscore) select account_id, service_id, 5 from c
+          insert into customer_scores (account_id, customer_id, engagementscore)
+            select account_id, service_id, 5 from c
         )
-        insert into contact_scores (account_id, contact_id, engagementscore) select account_id, service_id, 5 from k`,
+        insert into contact_scores (account_id, contact_id, engagementscore)
+          select account_id, service_id, 5 from k`,
     )
     await migrate(sql, db.url)
     await assertCopied(sql, 6, [

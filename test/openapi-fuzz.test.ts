@@ -24,7 +24,11 @@ let doc: any
 let main: Awaited<ReturnType<typeof scoredAccount>>
 let scratch: Awaited<ReturnType<typeof scoredAccount>>
 // Ids of records the fixture made, by path parameter name.
-const known: Record<string, string> = { external_id: 'known', contact_id: 'pat', entity: 'customer' }
+const known: Record<string, string> = {
+  external_id: 'known',
+  contact_id: 'pat',
+  entity: 'customer',
+}
 before(async () => {
   s = await startTestService(
     { apiRateLimit: 1_000_000, trackRateLimit: 1_000_000, maxPendingUploads: 1_000_000 },
@@ -39,11 +43,21 @@ before(async () => {
   // Admin operations that change an account act on one of their own, so the main one stays usable.
   scratch = await scoredAccount(s, 'Scratch')
   for (const a of [main, scratch]) {
-    await a.api('/api/v1/customer', { external_id: 'known', name: 'Known', attributes: { country: 'US' } })
-    await a.api('/api/v1/customer/known/contact', { contact_external_id: 'pat', contact_name: 'Pat' })
+    await a.api('/api/v1/customer', {
+      external_id: 'known',
+      name: 'Known',
+      attributes: { country: 'US' },
+    })
+    await a.api('/api/v1/customer/known/contact', {
+      contact_external_id: 'pat',
+      contact_name: 'Pat',
+    })
   }
   await s.admin('POST', `/accounts/${scratch.id}/tags`, { title: 'VIP' })
-  const segment = await main.api('/api/v1/segments', { name: 'US', filters: [FIELDS.customer.filters[1]] })
+  const segment = await main.api('/api/v1/segments', {
+    name: 'US',
+    filters: [FIELDS.customer.filters[1]],
+  })
   known.segment_id = String(segment.body.id)
   const hook = await s.admin('POST', `/accounts/${scratch.id}/webhooks`, {
     url: 'https://hooks.example.invalid/in',
@@ -64,7 +78,8 @@ let session: Record<string, string> = {}
 let spent: Record<string, string> = {}
 const signedInAdmin = async (userId = 9000000000000) => {
   const email = `fuzz-admin-${userId}@acme.test`
-  const [{ id }] = await s.sql`insert into users (account_id, id, email, role) overriding system value
+  const [{ id }] =
+    await s.sql`insert into users (account_id, id, email, role) overriding system value
     values (${main.id}, ${userId}, ${email}, 'admin') returning id`
   const link = await s.admin('POST', `/accounts/${main.id}/users/${id}/reset`)
   const password = 'fuzz admin password'
@@ -118,25 +133,32 @@ const pinned: Record<string, () => fc.Arbitrary<unknown>> = {
       .date({ min: new Date('2000-01-01'), max: new Date('2099-01-01'), noInvalidDate: true })
       .map((d) => d.toISOString()),
 }
-// Optional keys left out of valid requests: their valid values are state (a cursor of an earlier page).
+// Optional keys left out of valid requests: their valid values are state (a cursor of
+// an earlier page).
 const OMITTED = new Set(['after'])
 
 type Schema = Record<string, any>
 const resolve = (schema: Schema): Schema =>
-  schema.$ref ? resolve({ ...doc.components.schemas[schema.$ref.split('/').pop()], ...omit(schema, '$ref') }) : schema
-const omit = (o: Schema, ...keys: string[]) => Object.fromEntries(Object.entries(o).filter(([k]) => !keys.includes(k)))
+  schema.$ref
+    ? resolve({ ...doc.components.schemas[schema.$ref.split('/').pop()], ...omit(schema, '$ref') })
+    : schema
+const omit = (o: Schema, ...keys: string[]) =>
+  Object.fromEntries(Object.entries(o).filter(([k]) => !keys.includes(k)))
 
 const text = (schema: Schema) => {
   if (schema.format === 'date')
     return fc
       .date({ min: new Date('1990-01-01'), max: new Date('2090-12-31'), noInvalidDate: true })
       .map((d) => d.toISOString().slice(0, 10))
-  if (schema.format === 'date-time') return fc.date({ noInvalidDate: true }).map((d) => d.toISOString())
+  if (schema.format === 'date-time')
+    return fc.date({ noInvalidDate: true }).map((d) => d.toISOString())
   if (schema.format === 'email') return pinned.email()
   // fast-check draws from a pattern without lookaheads; a pattern's lookahead only narrows it.
   if (schema.pattern) {
     const pattern = new RegExp(schema.pattern)
-    return fc.stringMatching(new RegExp(schema.pattern.replace(/\(\?[=!][^)]*\)/g, ''))).filter((x) => pattern.test(x))
+    return fc
+      .stringMatching(new RegExp(schema.pattern.replace(/\(\?[=!][^)]*\)/g, '')))
+      .filter((x) => pattern.test(x))
   }
   return fc.string({
     minLength: Math.max(schema.minLength ?? 0, 1),
@@ -148,7 +170,10 @@ const text = (schema: Schema) => {
 const number = (schema: Schema, integer: boolean) => {
   const min = schema.minimum ?? -1_000_000
   const max = schema.maximum ?? 1_000_000
-  const whole = fc.integer({ min: Math.ceil(Math.max(min, -(2 ** 52))), max: Math.floor(Math.min(max, 2 ** 52)) })
+  const whole = fc.integer({
+    min: Math.ceil(Math.max(min, -(2 ** 52))),
+    max: Math.floor(Math.min(max, 2 ** 52)),
+  })
   return integer
     ? whole
     : fc.oneof(
@@ -163,10 +188,12 @@ const valid = (raw: Schema, depth = 0, key = ''): fc.Arbitrary<unknown> => {
   const schema = resolve(raw)
   if ('const' in schema) return fc.constant(schema.const)
   if (schema.enum) return fc.constantFrom(...schema.enum)
-  if (schema.properties?.propertyName && schema.properties?.operator) return fc.constantFrom(...fields.filters)
+  if (schema.properties?.propertyName && schema.properties?.operator)
+    return fc.constantFrom(...fields.filters)
   const options = schema.oneOf ?? schema.anyOf
   if (options) {
-    const usable = depth > 2 ? options.filter((o: Schema) => !JSON.stringify(o).includes('Where')) : options
+    const usable =
+      depth > 2 ? options.filter((o: Schema) => !JSON.stringify(o).includes('Where')) : options
     return fc.oneof(...usable.map((o: Schema) => valid(o, depth + 1, key)))
   }
   const type = Array.isArray(schema.type) ? schema.type[0] : schema.type
@@ -184,37 +211,54 @@ const valid = (raw: Schema, depth = 0, key = ''): fc.Arbitrary<unknown> => {
     case 'array': {
       // Unique items, by the key x-unique-key names when there is one.
       const key: string | undefined = schema['x-unique-key']
-      const bounds = { minLength: schema.minItems ?? 0, maxLength: Math.min(schema.maxItems ?? 3, 3) }
+      const bounds = {
+        minLength: schema.minItems ?? 0,
+        maxLength: Math.min(schema.maxItems ?? 3, 3),
+      }
       const items = valid(schema.items ?? {}, depth + 1)
       return key || schema.uniqueItems
-        ? fc.uniqueArray(items, { ...bounds, selector: (x: any) => (key ? x?.[key] : JSON.stringify(x)) })
+        ? fc.uniqueArray(items, {
+            ...bounds,
+            selector: (x: any) => (key ? x?.[key] : JSON.stringify(x)),
+          })
         : fc.array(items, bounds)
     }
     case 'object': {
       const properties: Record<string, Schema> = schema.properties ?? {}
       const required: string[] = schema.required ?? []
       if (!schema.properties && schema.additionalProperties)
-        return fc.dictionary(fc.stringMatching(/^[a-z]{1,8}$/), valid(schema.additionalProperties, depth + 1), {
-          maxKeys: 3,
-        })
+        return fc.dictionary(
+          fc.stringMatching(/^[a-z]{1,8}$/),
+          valid(schema.additionalProperties, depth + 1),
+          {
+            maxKeys: 3,
+          },
+        )
       const keys = Object.keys(properties).filter((k) => required.includes(k) || !OMITTED.has(k))
       return fc
         .record(Object.fromEntries(keys.map((k) => [k, valid(properties[k], depth + 1, k)])), {
           requiredKeys: required,
         })
-        .map((o) => dependable(schema, Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined))))
+        .map((o) =>
+          dependable(
+            schema,
+            Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined)),
+          ),
+        )
     }
     default:
       return fc.constantFrom('x', 1, true, null)
   }
 }
 
-// Keys drawn one by one may break the rules between them: of keys the schema's `not` forbids together,
-// the last goes; a key whose dependentSchemas the others do not meet goes.
+// Keys drawn one by one may break the rules between them: of keys the schema's `not` forbids
+// together, the last goes; a key whose dependentSchemas the others do not meet goes.
 const dependable = (schema: Schema, o: Record<string, unknown>) => {
   const together: string[] = schema.not?.required ?? []
   if (together.length && together.every((k) => k in o)) delete o[together[together.length - 1]]
-  for (const [k, dependency] of Object.entries((schema.dependentSchemas ?? {}) as Record<string, Schema>))
+  for (const [k, dependency] of Object.entries(
+    (schema.dependentSchemas ?? {}) as Record<string, Schema>,
+  ))
     if (k in o && !loose.validate({ type: 'object', ...dependency }, o)) delete o[k]
   return o
 }
@@ -252,8 +296,8 @@ const operations = () =>
     Object.entries(item).map(([method, op]) => ({ method: method.toUpperCase(), path, op })),
   )
 
-// The path's records: the fixture's for reads and writes, anything the schema allows for deletes and
-// other operations that would take the fixture away (they then answer 404).
+// The path's records: the fixture's for reads and writes, anything the schema allows for deletes
+// and other operations that would take the fixture away (they then answer 404).
 const DESTRUCTIVE = /^(delete|revoke|remove|disable|rotate|cancel|retry|redeliver)/
 const pathValue = (name: string, schema: Schema, destructive: boolean): fc.Arbitrary<string> => {
   const drawn = valid(schema).map((x) => String(x))
@@ -265,10 +309,10 @@ const pathValue = (name: string, schema: Schema, destructive: boolean): fc.Arbit
 // must name properties of the types their forms score. The answer must be a documented refusal,
 // but need not be a success.
 // Sign-in, a password's link and the session's own routes depend on who signed in (the generator's
-// emails and tokens name no one; its sign-out ends the session), and an SSO callback on the state its
-// start left in the browser. A churn model's training needs features that name the account's
-// properties, and labels of both classes. An SSO issuer must be an https (or loopback) address, which
-// the schema's string cannot say.
+// emails and tokens name no one; its sign-out ends the session), and an SSO callback on the state
+// its start left in the browser. A churn model's training needs features that name the account's
+// properties, and labels of both classes. An SSO issuer must be an https (or loopback) address,
+// which the schema's string cannot say.
 const STATEFUL = new Set([
   'setSso',
   'setAccountSso',
@@ -284,7 +328,8 @@ const STATEFUL = new Set([
   'trainAccountChurnModel',
 ])
 
-const TITLE = 'requests generated from /openapi.json: valid ones accepted, broken ones refused, answers as documented'
+const TITLE =
+  'requests generated from /openapi.json: valid ones accepted, broken ones refused, answers as documented'
 test(TITLE, async () => {
   const ajv = validator({ formats: true })
   const compiled = new Map<object, ValidateFunction>()
@@ -327,15 +372,27 @@ test(TITLE, async () => {
     sent++
     const label = `${op.operationId} ${method} ${path}${query} ${JSON.stringify(body)?.slice(0, 300)} -> ${res.status}`
     const response = op.responses[String(res.status)]
-    if (!response) return failures.push(`${label}: status not documented: ${JSON.stringify(res.body)?.slice(0, 300)}`)
+    if (!response)
+      return failures.push(
+        `${label}: status not documented: ${JSON.stringify(res.body)?.slice(0, 300)}`,
+      )
     if (res.status >= 500) return failures.push(`${label}: a 5xx`)
     const media = response.$ref
       ? doc.components.responses[response.$ref.split('/').pop()].content['application/problem+json']
       : response.content?.['application/json']
     const errors = media && check(media.schema, res.body)
-    if (errors) failures.push(`${label}: answer does not match its schema: ${JSON.stringify(errors).slice(0, 300)}`)
-    if (expect === 'invalid' && (res.status < 400 || res.status >= 500)) failures.push(`${label}: broken, yet accepted`)
-    if (expect === 'valid' && res.status >= 300 && ![404, 409].includes(res.status) && !STATEFUL.has(op.operationId))
+    if (errors)
+      failures.push(
+        `${label}: answer does not match its schema: ${JSON.stringify(errors).slice(0, 300)}`,
+      )
+    if (expect === 'invalid' && (res.status < 400 || res.status >= 500))
+      failures.push(`${label}: broken, yet accepted`)
+    if (
+      expect === 'valid' &&
+      res.status >= 300 &&
+      ![404, 409].includes(res.status) &&
+      !STATEFUL.has(op.operationId)
+    )
       failures.push(`${label}: valid, yet refused: ${JSON.stringify(res.body)?.slice(0, 300)}`)
   }
 
@@ -349,13 +406,21 @@ test(TITLE, async () => {
     const request = fc.record({
       path: fc
         .tuple(...inPath.map((p) => pathValue(p.name, p.schema, destructive)))
-        .map((values) => inPath.reduce((at, p, j) => at.replace(`{${p.name}}`, encodeURIComponent(values[j])), path)),
-      query: fc.record(Object.fromEntries(inQuery.map((p) => [p.name, valid(p.schema)])), { requiredKeys: [] }),
+        .map((values) =>
+          inPath.reduce(
+            (at, p, j) => at.replace(`{${p.name}}`, encodeURIComponent(values[j])),
+            path,
+          ),
+        ),
+      query: fc.record(Object.fromEntries(inQuery.map((p) => [p.name, valid(p.schema)])), {
+        requiredKeys: [],
+      }),
       body: bodySchema ? valid(bodySchema) : fc.constant(undefined),
     })
     const samples = fc.sample(request, { numRuns: VALID_RUNS, seed: SEED + i })
     const queryString = (q: Record<string, unknown>, extra = '') => {
-      const text = new URLSearchParams(Object.entries(q).map(([k, v]) => [k, String(v)])).toString() + extra
+      const text =
+        new URLSearchParams(Object.entries(q).map(([k, v]) => [k, String(v)])).toString() + extra
       return text ? `?${text}` : ''
     }
     for (const r of samples) {
@@ -386,10 +451,18 @@ test(TITLE, async () => {
         ...(schema.maximum !== undefined ? [String(schema.maximum + 1)] : []),
         ...(schema.minLength ? [''] : []),
       ]
-      for (const w of wrong) await send(method, first.path, op, queryString({ [p.name]: w }), first.body, 'invalid')
+      for (const w of wrong)
+        await send(method, first.path, op, queryString({ [p.name]: w }), first.body, 'invalid')
       const again = fc.sample(valid(p.schema), { numRuns: 1, seed: SEED })[0]
       const twice = encodeURIComponent(String(again))
-      await send(method, first.path, op, `?${p.name}=${twice}&${p.name}=${twice}`, first.body, 'invalid')
+      await send(
+        method,
+        first.path,
+        op,
+        `?${p.name}=${twice}&${p.name}=${twice}`,
+        first.body,
+        'invalid',
+      )
     }
   }
   assert.ok(sent > 500, `only ${sent} requests`)

@@ -16,20 +16,26 @@ const customers = (prefix: string, from: number) =>
 test("a new account's first upload beside a larger account is known to the planner once it is scored", async () => {
   const s = await startTestService({ apiRateLimit: 100_000 })
   try {
-    const upload = (account: Awaited<ReturnType<typeof scoredAccount>>, prefix: string, from: number) =>
-      uploadAndWait(account.api, 'customers', customers(prefix, from), { scored: true })
+    const upload = (
+      account: Awaited<ReturnType<typeof scoredAccount>>,
+      prefix: string,
+      from: number,
+    ) => uploadAndWait(account.api, 'customers', customers(prefix, from), { scored: true })
     const big = await scoredAccount(s, 'Big')
     for (const from of [0, 1000, 2000]) await upload(big, 'b', from)
     // Statistics that know the big account alone, as autovacuum leaves them; and no autovacuum
     // from now on, which would otherwise analyze these small tables within its minute.
     await s.sql`analyze`
-    for (const table of TABLES) await s.sql`alter table ${s.sql(table)} set (autovacuum_enabled = false)`
+    for (const table of TABLES)
+      await s.sql`alter table ${s.sql(table)} set (autovacuum_enabled = false)`
     const estimate = async (table: string, accountId: number) => {
-      const [row] = await s.sql`explain (format json) select from ${s.sql(table)} where account_id = ${accountId}`
+      const [row] = await s.sql`explain (format json) select from ${s.sql(table)}
+          where account_id = ${accountId}`
       return Number(row['QUERY PLAN'][0].Plan['Plan Rows'])
     }
     const fresh = await scoredAccount(s, 'New')
-    for (const table of TABLES) assert.ok((await estimate(table, fresh.id)) < 10, `${table}: no rows of New yet`)
+    for (const table of TABLES)
+      assert.ok((await estimate(table, fresh.id)) < 10, `${table}: no rows of New yet`)
     await upload(fresh, 'n', 0)
     // 1000 customers, each with one snapshot and one score row; the big account's 3000 are still
     // estimated as such (the table as a whole grew by a third: no reason to analyze for it).

@@ -13,7 +13,8 @@ test('a connection that closes with a write still unsent reconnects cleanly', as
   const db = await freshDatabase()
   const url = new URL(db.url)
   let socket: Socket | undefined
-  // postgres.js takes a function that opens each connection's socket; its types leave the option out.
+  // postgres.js takes a function that opens each connection's socket; its types leave
+  // the option out.
   const options = {
     max: 1,
     connect_timeout: 3,

@@ -47,11 +47,14 @@ const applied = (accountId: number) =>
     async () =>
       (
         await s.sql`select (select count(*) from tracking_events where account_id = ${accountId}
-          and status = 'received') + (select count(*) from (${waitingSql(s.sql, 'segment_messages', accountId)}) w)::int
+          and status = 'received') + (select count(*)
+            from (${waitingSql(s.sql, 'segment_messages', accountId)}) w)::int
           as n`
       )[0].n == 0 &&
-      (await s.sql`select count(*)::int as n from graphile_worker.jobs where task_identifier = 'apply_events'`)[0].n ===
-        0,
+      (
+        await s.sql`select count(*)::int as n from graphile_worker.jobs
+          where task_identifier = 'apply_events'`
+      )[0].n === 0,
     'events applied',
   )
 const event = (customer: string, contact: string | undefined, data: object = {}, at = NOW) => ({
@@ -104,8 +107,19 @@ const fill = async (a: Account, names = true) => {
   ])
   // The same people through Segment: an identify with the email as a trait, and a track.
   await segment(a, [
-    { type: 'identify', messageId: `m1-${a.id}`, userId: BOB.id, traits: { email: names ? BOB.email : 'x@y.org' } },
-    { type: 'track', messageId: `m2-${a.id}`, userId: ANN.id, event: 'login', context: { groupId: 'c1' } },
+    {
+      type: 'identify',
+      messageId: `m1-${a.id}`,
+      userId: BOB.id,
+      traits: { email: names ? BOB.email : 'x@y.org' },
+    },
+    {
+      type: 'track',
+      messageId: `m2-${a.id}`,
+      userId: ANN.id,
+      event: 'login',
+      context: { groupId: 'c1' },
+    },
   ])
   await applied(a.id)
 }
@@ -115,7 +129,8 @@ let b: Account
 let hookId: number
 before(async () => {
   s = await startTestService({ apiRateLimit: 100_000, trackRateLimit: 100_000 })
-  // The receiver answers with what it got, so that the attempts' answer excerpts hold the person too.
+  // The receiver answers with what it got, so that the attempts' answer excerpts hold
+  // the person too.
   receiver = await startReceiver((r) => ({ status: 200, body: r.raw.toString('utf8') }))
   a = await scoredAccount(s, 'Acme')
   b = await scoredAccount(s, 'Other')
@@ -132,7 +147,9 @@ before(async () => {
     ['contacts', ANN.id],
     ['customers', GLOBEX.id],
   ]) {
-    const tagged = await s.admin('PUT', `/accounts/${a.id}/${entity}/${id}/tags`, { titles: ['VIP'] })
+    const tagged = await s.admin('PUT', `/accounts/${a.id}/${entity}/${id}/tags`, {
+      titles: ['VIP'],
+    })
     assert.equal(tagged.status, 200, JSON.stringify(tagged.body))
   }
   const segment = await a.api('/api/v1/segments', {
@@ -141,7 +158,9 @@ before(async () => {
   })
   assert.equal(segment.status, 201, JSON.stringify(segment.body))
   await eventually(
-    async () => (await s.sql`select count(*)::int as n from segment_members where account_id = ${a.id}`)[0].n > 0,
+    async () =>
+      (await s.sql`select count(*)::int as n from segment_members where account_id = ${a.id}`)[0]
+        .n > 0,
     'segment members',
   )
   await eventually(
@@ -183,7 +202,10 @@ test('erasure requests are checked: at most 1000 of each, no unknown keys; an em
   const empty = await eraser('/api/v1/erasures', {})
   assert.equal(empty.status, 202, JSON.stringify(empty.body))
   const done = await erased(eraser, empty.body.id)
-  assert.deepEqual([done.status, done.requested, done.counts.suppressions], ['done', { contacts: 0, customers: 0 }, 0])
+  assert.deepEqual(
+    [done.status, done.requested, done.counts.suppressions],
+    ['done', { contacts: 0, customers: 0 }, 0],
+  )
   assert.equal((await eraser('/api/v1/erasures/999999', undefined, 'GET')).status, 404)
   assert.equal((await eraser('/api/v1/erasures/x', undefined, 'GET')).status, 404)
 })
@@ -212,12 +234,22 @@ test('the export holds what was uploaded and tracked, for a contact and for a cu
   assert.equal(customer.body.customer.snapshots[0].values.logins, 7)
   assert.equal(customer.body.events.length, 21)
   assert.deepEqual(
-    customer.body.contacts.map((c: any) => [c.record.external_id, c.record.name, c.record.attributes.email]),
+    customer.body.contacts.map((c: any) => [
+      c.record.external_id,
+      c.record.name,
+      c.record.attributes.email,
+    ]),
     [[BOB.id, BOB.name, BOB.email]],
   )
   // The Segment identify of its contact, as held (the track naming its customer is an event above).
   const identify = (id: number, email: string) => [
-    { message_id: `m1-${id}`, type: 'identify', user_id: BOB.id, traits: { email }, status: 'applied' },
+    {
+      message_id: `m1-${id}`,
+      type: 'identify',
+      user_id: BOB.id,
+      traits: { email },
+      status: 'applied',
+    },
   ]
   const held = (doc: any) =>
     doc.segment_messages.map((m: any) => ({
@@ -229,15 +261,27 @@ test('the export holds what was uploaded and tracked, for a contact and for a cu
     }))
   assert.deepEqual(held(customer.body), identify(a.id, BOB.email))
   assert.deepEqual(held(contact.body), [])
-  const bob = await a.api(`/api/v1/customer/${GLOBEX.id}/contact/${BOB.id}/export`, undefined, 'GET')
+  const bob = await a.api(
+    `/api/v1/customer/${GLOBEX.id}/contact/${BOB.id}/export`,
+    undefined,
+    'GET',
+  )
   assert.deepEqual(held(bob.body), identify(a.id, BOB.email))
-  const otherBob = await b.api(`/api/v1/customer/${GLOBEX.id}/contact/${BOB.id}/export`, undefined, 'GET')
+  const otherBob = await b.api(
+    `/api/v1/customer/${GLOBEX.id}/contact/${BOB.id}/export`,
+    undefined,
+    'GET',
+  )
   assert.deepEqual(held(otherBob.body), identify(b.id, 'x@y.org'))
 
   // Another account's record of the same ids is its own; unknown ones are 404 before any byte.
   const other = await b.api(`/api/v1/customer/c1/contact/${ANN.id}/export`, undefined, 'GET')
   assert.equal(other.body.contact.record.name, 'Other Ann')
-  assert.equal((await a.api(`/api/v1/customer/${GLOBEX.id}/contact/${ANN.id}/export`, undefined, 'GET')).status, 404)
+  assert.equal(
+    (await a.api(`/api/v1/customer/${GLOBEX.id}/contact/${ANN.id}/export`, undefined, 'GET'))
+      .status,
+    404,
+  )
   assert.equal((await a.api('/api/v1/customer/nobody/export', undefined, 'GET')).status, 404)
   const eraser = await eraseKey(a)
   assert.equal((await eraser(`/api/v1/customer/${GLOBEX.id}/export`, undefined, 'GET')).status, 403)
@@ -277,7 +321,8 @@ const erased = async (api: ReturnType<TestService['api']>, id: number) =>
 let counts: Record<string, number>
 test('erasing a contact and a customer leaves nothing of them anywhere; the other account keeps its own', async () => {
   assert.ok((await findEverywhere(a.id, NEEDLES)).length > 10, 'the people are there before')
-  const otherBefore = await s.sql`select count(*)::int as n from tracking_events where account_id = ${b.id}`
+  const otherBefore =
+    await s.sql`select count(*)::int as n from tracking_events where account_id = ${b.id}`
   const eraser = await eraseKey(a)
   const res = await eraser('/api/v1/erasures', {
     contacts: [{ customer_external_id: 'c1', contact_external_id: ANN.id }],
@@ -293,7 +338,8 @@ test('erasing a contact and a customer leaves nothing of them anywhere; the othe
   assert.equal(counts.customers, 1)
   assert.equal(counts.contacts, 2)
   assert.equal(counts.tracking_events, 23)
-  // The identify; the track names its customer, so it was kept as a tracked event (src/tracking/relay.ts).
+  // The identify; the track names its customer, so it was kept as a tracked event
+  // (src/tracking/relay.ts).
   assert.equal(counts.segment_messages, 1)
   assert.equal(counts.contact_tags, 1)
   assert.equal(counts.customer_tags, 1)
@@ -307,14 +353,21 @@ test('erasing a contact and a customer leaves nothing of them anywhere; the othe
 
   // Redacted deliveries keep their status and timing; what stays of the erasure is counts.
   const deliveries = await s.admin('GET', `/accounts/${a.id}/webhooks/${hookId}/deliveries`)
-  assert.ok(deliveries.body.every((d: any) => d.status === 'delivered' && d.attempts[0].duration_ms >= 0))
-  const [log] = await s.sql`select * from erasures where account_id = ${a.id} and id = ${res.body.id}`
+  assert.ok(
+    deliveries.body.every((d: any) => d.status === 'delivered' && d.attempts[0].duration_ms >= 0),
+  )
+  const [log] =
+    await s.sql`select * from erasures where account_id = ${a.id} and id = ${res.body.id}`
   assert.ok(log.key_id > 0)
   // The remaining contact and customer are there; the other account's same ids are untouched.
   assert.equal((await a.api('/api/v1/customer/c1/contact/carl', undefined, 'GET')).status, 200)
-  assert.equal((await b.api(`/api/v1/customer/c1/contact/${ANN.id}`, undefined, 'GET')).body.name, 'Other Ann')
+  assert.equal(
+    (await b.api(`/api/v1/customer/c1/contact/${ANN.id}`, undefined, 'GET')).body.name,
+    'Other Ann',
+  )
   assert.equal((await b.api(`/api/v1/customer/${GLOBEX.id}`, undefined, 'GET')).status, 200)
-  const otherAfter = await s.sql`select count(*)::int as n from tracking_events where account_id = ${b.id}`
+  const otherAfter =
+    await s.sql`select count(*)::int as n from tracking_events where account_id = ${b.id}`
   assert.deepEqual(otherAfter, otherBefore)
 })
 
@@ -326,8 +379,19 @@ test('a tracked event for an erased contact is dropped and counted, until the su
   ])
   // Segment messages naming them are dropped too, and keep nothing of them.
   await segment(a, [
-    { type: 'identify', messageId: 'm3', userId: ANN.id, traits: { name: ANN.name, email: ANN.email } },
-    { type: 'group', messageId: 'm4', userId: BOB.id, groupId: GLOBEX.id, traits: { name: GLOBEX.name } },
+    {
+      type: 'identify',
+      messageId: 'm3',
+      userId: ANN.id,
+      traits: { name: ANN.name, email: ANN.email },
+    },
+    {
+      type: 'group',
+      messageId: 'm4',
+      userId: BOB.id,
+      groupId: GLOBEX.id,
+      traits: { name: GLOBEX.name },
+    },
     { type: 'track', messageId: 'm5', userId: ANN.id, event: 'login', context: { groupId: 'c1' } },
   ])
   await applied(a.id)
@@ -349,10 +413,20 @@ test('a tracked event for an erased contact is dropped and counted, until the su
   await track(b, [event('c1', ANN.id, { contact: { email: 'new@example.org' } })])
   await applied(b.id)
   const other = await b.api(`/api/v1/customer/c1/contact/${ANN.id}`, undefined, 'GET')
-  assert.equal(JSON.stringify(other.body).includes('new@example.org'), true, JSON.stringify(other.body))
+  assert.equal(
+    JSON.stringify(other.body).includes('new@example.org'),
+    true,
+    JSON.stringify(other.body),
+  )
 
-  assert.equal((await eraser(`/api/v1/suppressions/contact/${ANN.id}`, undefined, 'DELETE')).status, 204)
-  assert.equal((await eraser(`/api/v1/suppressions/contact/${ANN.id}`, undefined, 'DELETE')).status, 404)
+  assert.equal(
+    (await eraser(`/api/v1/suppressions/contact/${ANN.id}`, undefined, 'DELETE')).status,
+    204,
+  )
+  assert.equal(
+    (await eraser(`/api/v1/suppressions/contact/${ANN.id}`, undefined, 'DELETE')).status,
+    404,
+  )
   assert.equal((await eraser('/api/v1/suppressions/person/x', undefined, 'DELETE')).status, 404)
   await track(a, [event('c1', ANN.id, { contact: { contact_name: 'Ann Again' } })])
   await applied(a.id)
@@ -363,7 +437,10 @@ test('a tracked event for an erased contact is dropped and counted, until the su
 
 test('uploads are not suppressed: the customer uploaded again is back', async () => {
   await uploadAndWait(a.api, 'customers', [{ external_id: GLOBEX.id, name: 'Globex Again' }])
-  assert.equal((await a.api(`/api/v1/customer/${GLOBEX.id}`, undefined, 'GET')).body.name, 'Globex Again')
+  assert.equal(
+    (await a.api(`/api/v1/customer/${GLOBEX.id}`, undefined, 'GET')).body.name,
+    'Globex Again',
+  )
 })
 
 test('the admin API runs the same erasure; the log names no key then', async () => {
@@ -379,7 +456,10 @@ test('the admin API runs the same erasure; the log names no key then', async () 
   // Another account's erasure is not found by id.
   const otherEraser = await eraseKey(b)
   assert.equal((await otherEraser(`/api/v1/erasures/${res.body.id}`, undefined, 'GET')).status, 404)
-  assert.equal((await s.admin('POST', '/accounts/999999/erasures', { customers: ['x'] })).status, 404)
+  assert.equal(
+    (await s.admin('POST', '/accounts/999999/erasures', { customers: ['x'] })).status,
+    404,
+  )
 })
 
 test('retention purges only what is past its age, and /metrics shows it', async () => {
@@ -396,13 +476,15 @@ test('retention purges only what is past its age, and /metrics shows it', async 
   await uploadAndWait(a.api, 'customers', [{ external_id: 'r1', name: 'R1' }])
   await uploadAndWait(a.api, 'customers', [{ external_id: 'r2', name: 'R2' }])
   const deliveries = await eventually(async () => {
-    const rows = await s.sql`select id from webhook_deliveries where account_id = ${a.id} and payload is not null
+    const rows = await s.sql`select id from webhook_deliveries where account_id = ${a.id}
+        and payload is not null
       and status = 'delivered' order by id`
     return rows.length === 2 && rows
   }, 'two deliveries')
   await s.sql`update webhook_deliveries set created_at = now() - interval '31 days'
     where account_id = ${a.id} and id = ${deliveries[0].id}`
-  await s.sql`update webhook_deliveries set created_at = now() - interval '31 days', status = 'pending'
+  await s.sql`update webhook_deliveries set created_at = now() - interval '31 days',
+    status = 'pending'
     where account_id = ${a.id} and id = ${deliveries[1].id}`
 
   const result = await purgeExpired(s.app)
@@ -422,7 +504,8 @@ test('retention purges only what is past its age, and /metrics shows it', async 
     ],
   )
   const [excerpt] = await s.sql`select count(*)::int as n from webhook_attempts
-    where account_id = ${a.id} and delivery_id = ${deliveries[0].id} and response_excerpt is not null`
+    where account_id = ${a.id} and delivery_id = ${deliveries[0].id}
+      and response_excerpt is not null`
   assert.equal(excerpt.n, 0)
   // A second run finds nothing more.
   assert.deepEqual(await purgeExpired(s.app), { events: 0, deliveries: 0 })
@@ -430,7 +513,9 @@ test('retention purges only what is past its age, and /metrics shows it', async 
   const metrics = (await s.call('GET', '/metrics')).body as string
   assert.match(metrics, /service_retention_purged_rows\{kind="events"\} 3/)
   assert.match(metrics, /service_retention_purged_rows\{kind="deliveries"\} 1/)
-  const oldest = Number(/service_retention_oldest_kept_timestamp_seconds\{kind="events"\} (\S+)/.exec(metrics)?.[1])
+  const oldest = Number(
+    /service_retention_oldest_kept_timestamp_seconds\{kind="events"\} (\S+)/.exec(metrics)?.[1],
+  )
   assert.ok(oldest > (Date.now() - 400 * DAY) / 1000 && oldest <= Date.now() / 1000, String(oldest))
 })
 
@@ -444,18 +529,24 @@ const inactiveWebhook = async (accountId: number) =>
 test('retention walks past its first batch: every expired row of a long backlog goes, the young stay', async () => {
   const c = await s.account('Backlog')
   const batches = PURGE_BATCH * 2 + 1
-  await s.sql`insert into tracking_events (account_id, name, occurred_at, customer_external_id, status, received_at)
-    select ${c.id}, 'old', now(), 'bulk', 'applied', now() - interval '401 days' from generate_series(1, ${batches})`
-  await s.sql`insert into tracking_events (account_id, name, occurred_at, customer_external_id, status)
+  await s.sql`insert into tracking_events (account_id, name, occurred_at, customer_external_id,
+    status, received_at)
+    select ${c.id}, 'old', now(), 'bulk', 'applied', now() - interval '401 days'
+      from generate_series(1, ${batches})`
+  await s.sql`insert into tracking_events (account_id, name, occurred_at, customer_external_id,
+    status)
     select ${c.id}, 'young', now(), 'bulk', 'applied' from generate_series(1, 2)`
   const webhook = await inactiveWebhook(c.id)
-  await s.sql`insert into webhook_deliveries (account_id, webhook_id, event, message_id, payload, status, created_at)
+  await s.sql`insert into webhook_deliveries (account_id, webhook_id, event, message_id, payload,
+    status, created_at)
     select ${c.id}, ${webhook}, 'bulk', 'bulk-' || g, '{}', 'delivered', now() - interval '31 days'
     from generate_series(1, ${PURGE_BATCH + 1}) g`
-  await s.sql`insert into webhook_deliveries (account_id, webhook_id, event, message_id, payload, status)
+  await s.sql`insert into webhook_deliveries (account_id, webhook_id, event, message_id, payload,
+    status)
     values (${c.id}, ${webhook}, 'bulk', 'bulk-young', '{}', 'delivered')`
   assert.deepEqual(await purgeExpired(s.app), { events: batches, deliveries: PURGE_BATCH + 1 })
-  const left = await s.sql`select name, count(*)::int as n from tracking_events where account_id = ${c.id}
+  const left =
+    await s.sql`select name, count(*)::int as n from tracking_events where account_id = ${c.id}
     group by name`
   assert.deepEqual([...left], [{ name: 'young', n: 2 }])
   const held = await s.sql`select message_id from webhook_deliveries where account_id = ${c.id}
@@ -466,11 +557,13 @@ test('retention walks past its first batch: every expired row of a long backlog 
 test('an erasure fails a pending delivery that names the person (unsendable without its payload)', async () => {
   const c = await s.account('Pending delivery')
   const webhook = await inactiveWebhook(c.id)
-  const deliveries = await s.sql`insert into webhook_deliveries (account_id, webhook_id, event, message_id, payload)
+  const deliveries =
+    await s.sql`insert into webhook_deliveries (account_id, webhook_id, event, message_id, payload)
     values (${c.id}, ${webhook}, 'customer.created', 'names-gone', '{"external_id": "gone-1"}'),
       (${c.id}, ${webhook}, 'customer.created', 'names-kept', '{"external_id": "kept-1"}')
     returning id`
-  await s.sql`insert into webhook_attempts (account_id, delivery_id, attempt, status_code, duration_ms,
+  await s.sql`insert into webhook_attempts (account_id, delivery_id, attempt, status_code,
+    duration_ms,
       response_excerpt)
     select ${c.id}, id, 1, 500, 5, 'busy' from webhook_deliveries where account_id = ${c.id}`
   const res = await s.admin('POST', `/accounts/${c.id}/erasures`, { customers: ['gone-1'] })
@@ -480,9 +573,11 @@ test('an erasure fails a pending delivery that names the person (unsendable with
     return got.body.status === 'done' && got.body
   }, 'erasure')
   assert.equal(done.counts.webhook_deliveries, 1)
-  const rows = await s.sql`select d.message_id, d.status, d.payload, a.response_excerpt from webhook_deliveries d
+  const rows = await s.sql`select d.message_id, d.status, d.payload, a.response_excerpt
+      from webhook_deliveries d
     join webhook_attempts a on a.account_id = d.account_id and a.delivery_id = d.id
-    where d.account_id = ${c.id} and d.id = any(${deliveries.map((d) => d.id)}) order by d.message_id`
+    where d.account_id = ${c.id} and d.id = any(${deliveries.map((d) => d.id)})
+      order by d.message_id`
   assert.deepEqual(
     rows.map((r) => [r.message_id, r.status, r.payload, r.response_excerpt]),
     [
@@ -494,9 +589,10 @@ test('an erasure fails a pending delivery that names the person (unsendable with
 
 test('an erasure whose every attempt fails is marked failed, forgets whom it named; the queue goes on', async () => {
   await uploadAndWait(a.api, 'customers', [{ external_id: 'doomed', name: 'Doomed Co' }])
-  // The database refuses to delete this one customer, as a damaged table would: every attempt throws.
-  // Citus runs a trigger of a distributed table on the shard's node, and creates one only when told
-  // that this is meant (citus.enable_unsafe_triggers; a mere placeholder on a plain PostgreSQL).
+  // The database refuses to delete this one customer, as a damaged table would: every attempt
+  // throws. Citus runs a trigger of a distributed table on the shard's node, and creates one
+  // only when told that this is meant (citus.enable_unsafe_triggers; a mere placeholder on
+  // a plain PostgreSQL).
   await s.sql`create function refuse_doomed() returns trigger language plpgsql as $$ begin
       raise exception 'simulated failure deleting %', old.external_id; end $$`
   await s.sql.begin(async (tx) => {
@@ -508,13 +604,17 @@ test('an erasure whose every attempt fails is marked failed, forgets whom it nam
   try {
     const res = await eraser('/api/v1/erasures', { customers: ['doomed'] })
     assert.equal(res.status, 202, JSON.stringify(res.body))
-    const job = () => s.sql`select j.attempts, j.max_attempts, j.last_error from graphile_worker._private_jobs j
+    const job = () => s.sql`select j.attempts, j.max_attempts, j.last_error
+        from graphile_worker._private_jobs j
       join graphile_worker._private_tasks t on t.id = j.task_id
       where t.identifier = 'erase' and j.payload->>'erasure_id' = ${String(res.body.id)}`
-    // The retries' backoff (seconds, then minutes) is brought forward, so the five attempts run now.
+    // The retries' backoff (seconds, then minutes) is brought forward, so the five
+    // attempts run now.
     const failed = await eventually(async () => {
-      await s.sql`update graphile_worker._private_jobs j set run_at = now() from graphile_worker._private_tasks t
-        where t.id = j.task_id and t.identifier = 'erase' and j.payload->>'erasure_id' = ${String(res.body.id)}
+      await s.sql`update graphile_worker._private_jobs j set run_at = now()
+        from graphile_worker._private_tasks t
+        where t.id = j.task_id and t.identifier = 'erase'
+          and j.payload->>'erasure_id' = ${String(res.body.id)}
           and j.locked_at is null and j.run_at > now()`
       const got = await eraser(`/api/v1/erasures/${res.body.id}`, undefined, 'GET')
       return got.body.status !== 'pending' && got.body
@@ -525,7 +625,8 @@ test('an erasure whose every attempt fails is marked failed, forgets whom it nam
     const [{ attempts, max_attempts, last_error }] = await job()
     assert.equal(attempts, max_attempts)
     assert.match(last_error, /simulated failure deleting doomed/)
-    // Nothing was half erased (each attempt rolled back), and the targets that name the person are gone.
+    // Nothing was half erased (each attempt rolled back), and the targets that name the
+    // person are gone.
     assert.equal((await a.api('/api/v1/customer/doomed', undefined, 'GET')).status, 200)
     const [targets] = await s.sql`select count(*)::int as n from erasure_targets
       where account_id = ${a.id} and erasure_id = ${res.body.id}`
@@ -537,7 +638,8 @@ test('an erasure whose every attempt fails is marked failed, forgets whom it nam
     })
     await s.sql`drop function if exists refuse_doomed()`
   }
-  // The account's queue is not held by the failed job: asked again, once the cause is gone, it is done.
+  // The account's queue is not held by the failed job: asked again, once the cause is
+  // gone, it is done.
   const again = await eraser('/api/v1/erasures', { customers: ['doomed'] })
   const done = await erased(eraser, again.body.id)
   assert.deepEqual([done.status, done.counts.customers], ['done', 1])
@@ -545,8 +647,10 @@ test('an erasure whose every attempt fails is marked failed, forgets whom it nam
 })
 
 test('a client that drops a streamed export midway ends its transaction and frees its connection', async () => {
-  // Megabytes of events, more than the loopback socket buffers hold, so the export waits on its reader.
-  await s.sql`insert into tracking_events (account_id, name, occurred_at, customer_external_id, data, status)
+  // Megabytes of events, more than the loopback socket buffers hold, so the export waits
+  // on its reader.
+  await s.sql`insert into tracking_events (account_id, name, occurred_at, customer_external_id,
+    data, status)
     select ${a.id}, 'login', now(), 'c1', jsonb_build_object('pad', repeat('x', 6000)), 'applied'
     from generate_series(1, 2000)`
   // The export's connection, between two fetches of its cursor (a portal without a Sync: 'active').
@@ -555,8 +659,8 @@ test('a client that drops a streamed export midway ends its transaction and free
       await s.sql`select count(*)::int as n from pg_stat_activity where datname = current_database()
         and pid <> pg_backend_pid() and state <> 'idle' and query like '%json_strip_nulls%'`
     )[0].n
-  // More drops than the pool has connections (20, src/service.ts): a leaked one each would leave the
-  // last exports waiting for a connection.
+  // More drops than the pool has connections (20, src/service.ts): a leaked one each would leave
+  // the last exports waiting for a connection.
   for (let i = 0; i < 21; i++) {
     const req = request(`${s.base}/api/v1/customer/c1/export`, {
       headers: { 'service-key': a.token },

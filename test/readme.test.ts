@@ -49,9 +49,14 @@ test("the README's five-minute walkthrough works as written", async () => {
     assert.ok(typo, `no error answer in:\n${run.stdout}`)
     assert.equal(JSON.parse(typo[0]).errors[0].path, '/filter')
     // The README quotes that answer's message as it is today.
-    const quoted = /Step 6 shows[^`]*```json\n([\s\S]*?)\n```/.exec(readFileSync('README.md', 'utf8'))
+    const quoted = /Step 6 shows[^`]*```json\n([\s\S]*?)\n```/.exec(
+      readFileSync('README.md', 'utf8'),
+    )
     assert.ok(quoted, 'README quotes step 6')
-    assert.equal(JSON.parse(quoted[1].replace(/\n\s*/g, ' ')).errors[0].message, JSON.parse(typo[0]).errors[0].message)
+    assert.equal(
+      JSON.parse(quoted[1].replace(/\n\s*/g, ' ')).errors[0].message,
+      JSON.parse(typo[0]).errors[0].message,
+    )
     const hook = /\{"event":"customer\.created".*?"batch":\{[^}]*\}\}\}/.exec(run.stdout)
     assert.ok(hook, `no webhook in:\n${run.stdout}`)
     assert.deepEqual(
@@ -78,6 +83,12 @@ test('the README names path parameters as the API does, and what npm test needs'
   const tests = readme.slice(readme.indexOf('## Tests'), readme.indexOf('## Documentation'))
   const node = /const EXECUTABLE_NODE = '([\d.]+)'/.exec(readFileSync('build.mjs', 'utf8'))![1]
   assert.ok(tests.includes(`Node ${node}`), `README's Tests name Node ${node}`)
-  for (const needed of ['npm pack', 'apt-get', 'chromium', 'PostgreSQL 15', 'node --import tsx test/run.ts test/'])
+  for (const needed of [
+    'npm pack',
+    'apt-get',
+    'chromium',
+    'PostgreSQL 15',
+    'node --import tsx test/run.ts test/',
+  ])
     assert.ok(tests.includes(needed), needed)
 })

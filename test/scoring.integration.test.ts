@@ -46,7 +46,11 @@ const setUp = async () => {
     ['customer', 'attribute', 'has_sso', 'boolean'],
     ['contact', 'metric', 'sessions', 'number'],
   ])
-    assert.equal((await s.admin('POST', `/accounts/${a.id}/properties`, { entity, kind, codename, type })).status, 201)
+    assert.equal(
+      (await s.admin('POST', `/accounts/${a.id}/properties`, { entity, kind, codename, type }))
+        .status,
+      201,
+    )
   await setModel(a, MODEL)
   return a
 }
@@ -61,7 +65,8 @@ const settle = async (a: Account) => {
     const failed = jobs.find((j) => j.attempts > 0 && j.last_error)
     if (failed) throw new Error(`${failed.task_identifier} failed: ${failed.last_error}`)
     if (jobs.length === 0) return
-    if (Date.now() > deadline) throw new Error(`jobs still pending: ${jobs.map((j) => j.task_identifier).join(', ')}`)
+    if (Date.now() > deadline)
+      throw new Error(`jobs still pending: ${jobs.map((j) => j.task_identifier).join(', ')}`)
     await new Promise((r) => setTimeout(r, 100))
   }
 }
@@ -91,10 +96,13 @@ const getCustomer = async (a: Account, id: string) => {
 // What search does not show (upsell, churn details) is read from the table.
 const stored = async (a: Account, id: string) => {
   const [row] = await s.sql`
-    select engagementscore, engagementscore_difference, engagementscore_trend, to_char(last_seen, 'YYYY-MM-DD') as
+    select engagementscore, engagementscore_difference, engagementscore_trend,
+      to_char(last_seen, 'YYYY-MM-DD') as
       last_seen,
-      fitscore, churn_risk, upsell_score, is_churned, to_char(churned_date, 'YYYY-MM-DD') as churned_date, churn_reason
-    from customers c left join customer_scores h on h.account_id = c.account_id and h.customer_id = c.service_id
+      fitscore, churn_risk, upsell_score, is_churned,
+        to_char(churned_date, 'YYYY-MM-DD') as churned_date, churn_reason
+    from customers c left join customer_scores h on h.account_id = c.account_id
+      and h.customer_id = c.service_id
     where c.account_id = ${a.id} and c.external_id = ${id}`
   return row
 }
@@ -122,7 +130,8 @@ const ACME = {
     // logins 50, tickets -100 + 200 * -8/-10 = 60, renewal in 100 days 11.11:
     // (2500 + 1500 + 277.78) / 100 = 42.78 -> 43
     { date: day(-10), logins: 30, tickets: 2 },
-    // logins 0, no tickets (weights renormalised to 75), renewal in 95 days 5.56: 25 * 5.56 / 75 = 1.85 -> 2
+    // logins 0, no tickets (weights renormalised to 75), renewal in 95 days 5.56: 25 *
+    // 5.56 / 75 = 1.85 -> 2
     { date: day(-5), logins: 20 },
   ],
 }
@@ -150,7 +159,8 @@ test('scores, history, churn risk, upsell and explanation after an upload', asyn
     // 50 - 0.35 * 2 - 0.15 * 50 - 0.3 * -41 + 20 * 5 / 90 = 55.21 -> 55
     churn_risk: 55,
   })
-  assert.equal((await stored(a, 'acme')).upsell_score, 54) // 50 + 0.3 * 2 + 0.2 * 50 + 0.15 * -41 = 54.45
+  // 50 + 0.3 * 2 + 0.2 * 50 + 0.15 * -41 = 54.45
+  assert.equal((await stored(a, 'acme')).upsell_score, 54)
   // Engagement explained on the snapshot of last_seen, fit as of today.
   assert.deepEqual(acme.score_explanation, {
     engagement: [
@@ -170,7 +180,8 @@ test('scores, history, churn risk, upsell and explanation after an upload', asyn
       { codename: 'renewal_date', label: 'renewal_date', score: 'engagement', contribution: 1.85 },
     ],
   })
-  const [history] = await s.sql`select h.history_scores, cardinality(h.history_dates) as n from customer_scores h
+  const [history] =
+    await s.sql`select h.history_scores, cardinality(h.history_dates) as n from customer_scores h
     join customers c on c.account_id = h.account_id and c.service_id = h.customer_id
     where c.account_id = ${a.id} and c.external_id = 'acme'`
   assert.deepEqual({ ...history }, { history_scores: [100, -17, 43, 2], n: 4 })
@@ -221,8 +232,13 @@ test('the trend keeps the latest 15 records within the year before today', async
   const a = await setUp()
   // Twenty snapshots 10 days apart, logins rising: days -190 .. 0; one in the future counts for
   // last_seen but not for the trend.
-  const metrics = Array.from({ length: 20 }, (_, i) => ({ date: day(-190 + 10 * i), logins: 2 * i }))
-  await uploadCustomers(a, [{ external_id: 'x', metrics: [...metrics, { date: day(3), logins: 40 }] }])
+  const metrics = Array.from({ length: 20 }, (_, i) => ({
+    date: day(-190 + 10 * i),
+    logins: 2 * i,
+  }))
+  await uploadCustomers(a, [
+    { external_id: 'x', metrics: [...metrics, { date: day(3), logins: 40 }] },
+  ])
   const x = await getCustomer(a, 'x')
   // logins 2i -> -100 + 200 * 2i / 40 = -100 + 10i
   const expected = Object.fromEntries(metrics.slice(5).map((m, i) => [m.date, -100 + 10 * (i + 5)]))
@@ -259,7 +275,9 @@ test('a model change rescores the whole account; without a contact model contact
   )
 
   // Logins alone: acme's snapshots score 100, -50, 50, 0.
-  await setModel(a, { customer: { engagement: [{ codename: 'logins', weight: 1, bad: 0, good: 40 }] } })
+  await setModel(a, {
+    customer: { engagement: [{ codename: 'logins', weight: 1, bad: 0, good: 40 }] },
+  })
   const acme = await getCustomer(a, 'acme')
   assert.deepEqual(scoresOf(acme), {
     engagementscore: 0,
@@ -269,7 +287,8 @@ test('a model change rescores the whole account; without a contact model contact
     fitscore: null, // no fit rules
     churn_risk: 66, // 50 - 0 - 0 - 0.3 * -50 + 20 * 5 / 90 = 66.11
   })
-  assert.equal((await stored(a, 'acme')).upsell_score, 43) // 50 + 0.15 * -50 = 42.5, half away from zero
+  // 50 + 0.15 * -50 = 42.5, half away from zero
+  assert.equal((await stored(a, 'acme')).upsell_score, 43)
   assert.equal((await getCustomer(a, 'beta')).engagementscore, -100)
   const rescored = (await a.api('/api/v1/customer/acme/contact/p1', undefined, 'GET')).body
   assert.deepEqual(
@@ -284,7 +303,8 @@ test('a model change rescores the whole account; without a contact model contact
   const [{ snapshots }] =
     await s.sql`select count(*)::int as snapshots from contact_snapshots where account_id = ${a.id}`
   assert.equal(snapshots, 2)
-  const [{ scored }] = await s.sql`select count(*)::int as scored from contact_scores where account_id = ${a.id}
+  const [{ scored }] =
+    await s.sql`select count(*)::int as scored from contact_scores where account_id = ${a.id}
     and history_scores <> '{}'`
   assert.equal(scored, 0, 'no snapshot is scored')
 })
@@ -296,19 +316,30 @@ test('a model change that keeps the engagement rules rescores from the stored hi
   const a = await setUp()
   await uploadCustomers(a, [ACME, BETA])
   const before = scoresOf(await getCustomer(a, 'acme'))
-  await s.sql`update customer_snapshots set "values" = '{"logins": 0, "tickets": 10}' where account_id = ${a.id}`
+  await s.sql`update customer_snapshots set "values" = '{"logins": 0, "tickets": 10}'
+    where account_id = ${a.id}`
   // Fit alone changes, its rules in another order and written with other key orders.
   const fit = [{ weight: 1, good: false, codename: 'has_sso' }]
-  await setModel(a, { contact: MODEL.contact, customer: { fit, engagement: MODEL.customer.engagement } })
+  await setModel(a, {
+    contact: MODEL.contact,
+    customer: { fit, engagement: MODEL.customer.engagement },
+  })
   const kept = scoresOf(await getCustomer(a, 'acme'))
   // acme has SSO, which this rule scores -100; churn risk follows the new fit: 50 - 0.35 * 2
   // - 0.15 * -100 - 0.3 * -41 + 20 * 5 / 90 = 77.71 (engagement 2, difference 2 - 43 = -41).
   assert.deepEqual(kept, { ...before, fitscore: -100, churn_risk: 78 })
-  // The engagement rules change: the changed snapshots are scored again (logins 0, tickets 10: -100).
-  await setModel(a, { customer: { fit, engagement: [{ codename: 'logins', weight: 1, bad: 0, good: 40 }] } })
+  // The engagement rules change: the changed snapshots are scored again (logins 0,
+  // tickets 10: -100).
+  await setModel(a, {
+    customer: { fit, engagement: [{ codename: 'logins', weight: 1, bad: 0, good: 40 }] },
+  })
   const rescored = scoresOf(await getCustomer(a, 'acme'))
   assert.equal(rescored.engagementscore, -100)
-  assert.deepEqual(rescored.engagementscore_trend, { [day(-30)]: -100, [day(-10)]: -100, [day(-5)]: -100 })
+  assert.deepEqual(rescored.engagementscore_trend, {
+    [day(-30)]: -100,
+    [day(-10)]: -100,
+    [day(-5)]: -100,
+  })
 })
 
 const automaticChurnTitle =
@@ -317,12 +348,17 @@ test(automaticChurnTitle, async () => {
   const a = await setUp()
   await setModel(a, { ...MODEL, churn: { inactive_days: 30 } })
   await uploadCustomers(a, [
-    { external_id: 'recent', metrics: [{ date: day(-30), logins: 10 }] }, // exactly 30 days: not older
+    // exactly 30 days: not older
+    { external_id: 'recent', metrics: [{ date: day(-30), logins: 10 }] },
     { external_id: 'idle', metrics: [{ date: day(-31), logins: 10 }] },
     { external_id: 'manual', metrics: [{ date: day(-200), logins: 10 }] },
     { external_id: 'never', attributes: { country: 'US' } }, // no last_seen: not judged
   ])
-  const put = await a.api('/api/v1/customer/manual', { is_churned: true, churned_date: day(-100) }, 'PUT')
+  const put = await a.api(
+    '/api/v1/customer/manual',
+    { is_churned: true, churned_date: day(-100) },
+    'PUT',
+  )
   assert.equal(put.status, 200, JSON.stringify(put.body))
   await settle(a)
 
@@ -332,10 +368,18 @@ test(automaticChurnTitle, async () => {
     return { is_churned: r.is_churned, churned_date: r.churned_date, churn_reason: r.churn_reason }
   }
   const active = { is_churned: false, churned_date: null, churn_reason: null }
-  assert.deepEqual(await churn('idle'), { is_churned: true, churned_date: T, churn_reason: 'inactive' })
+  assert.deepEqual(await churn('idle'), {
+    is_churned: true,
+    churned_date: T,
+    churn_reason: 'inactive',
+  })
   assert.deepEqual(await churn('recent'), active)
   assert.deepEqual(await churn('never'), active)
-  assert.deepEqual(await churn('manual'), { is_churned: true, churned_date: day(-100), churn_reason: 'manual' })
+  assert.deepEqual(await churn('manual'), {
+    is_churned: true,
+    churned_date: day(-100),
+    churn_reason: 'manual',
+  })
   // Churned customers are searchable only with an is_churned filter; the read shows the state.
   assert.equal((await getCustomer(a, 'idle')).is_churned, true)
   // The daily run again changes nothing.
@@ -343,7 +387,11 @@ test(automaticChurnTitle, async () => {
 
   // A late snapshot still older than 30 days before the churn date does not lift it...
   await uploadCustomers(a, [{ external_id: 'idle', metrics: [{ date: day(-40), logins: 20 }] }])
-  assert.deepEqual(await churn('idle'), { is_churned: true, churned_date: T, churn_reason: 'inactive' })
+  assert.deepEqual(await churn('idle'), {
+    is_churned: true,
+    churned_date: T,
+    churn_reason: 'inactive',
+  })
   // ...one dated today does, and a new snapshot never lifts a manual churn.
   await uploadCustomers(a, [
     { external_id: 'idle', metrics: [{ date: T, logins: 20 }] },
@@ -351,9 +399,17 @@ test(automaticChurnTitle, async () => {
   ])
   assert.deepEqual(await churn('idle'), active)
   assert.equal((await stored(a, 'idle')).last_seen, T)
-  assert.deepEqual(await churn('manual'), { is_churned: true, churned_date: day(-100), churn_reason: 'manual' })
+  assert.deepEqual(await churn('manual'), {
+    is_churned: true,
+    churned_date: day(-100),
+    churn_reason: 'manual',
+  })
   assert.equal(await scoreDaily(s.sql, a.id), 0)
-  assert.deepEqual(await churn('manual'), { is_churned: true, churned_date: day(-100), churn_reason: 'manual' })
+  assert.deepEqual(await churn('manual'), {
+    is_churned: true,
+    churned_date: day(-100),
+    churn_reason: 'manual',
+  })
 
   // Reactivation by hand, then the daily job churns it again automatically only when inactive.
   assert.equal((await a.api('/api/v1/customer/manual', { is_churned: false }, 'PUT')).status, 200)
@@ -388,7 +444,11 @@ test('the daily run moves the time-dependent scores and is fanned out per accoun
     if (Date.now() > deadline) throw new Error('score_daily did not run')
     await new Promise((r) => setTimeout(r, 100))
   }
-  assert.deepEqual((await stored(a, 'acme')).engagementscore_trend, { [day(-30)]: -17, [day(-10)]: 43, [day(-5)]: 2 })
+  assert.deepEqual((await stored(a, 'acme')).engagementscore_trend, {
+    [day(-30)]: -17,
+    [day(-10)]: 43,
+    [day(-5)]: 2,
+  })
 })
 
 const sideBySideTitle =
@@ -414,7 +474,12 @@ test(sideBySideTitle, async () => {
     sent.push(res.body.upload_id)
     if (round === 5)
       assert.equal(
-        (await s.admin('PUT', `/accounts/${a.id}/scoring`, { ...MODEL, churn: { inactive_days: 30 } })).status,
+        (
+          await s.admin('PUT', `/accounts/${a.id}/scoring`, {
+            ...MODEL,
+            churn: { inactive_days: 30 },
+          })
+        ).status,
         200,
       )
     if (round % 3 === 0) {
@@ -424,19 +489,25 @@ test(sideBySideTitle, async () => {
         identification: { customer },
         data: { customer: { has_sso: round % 2 === 0 } },
       }))
-      assert.equal((await a.api('/api/tracker/track', { trackerKey: a.trackerKey, events })).status, 200)
+      assert.equal(
+        (await a.api('/api/tracker/track', { trackerKey: a.trackerKey, events })).status,
+        200,
+      )
     }
   }
   await settle(a)
-  for (const id of sent) assert.equal((await waitForUpload(a.api, id, 60_000, true)).status, 'processed')
-  // The last upload (round 0, dated today) decides the latest scores: logins i % 40 of 40, tickets 0 of 10.
+  for (const id of sent)
+    assert.equal((await waitForUpload(a.api, id, 60_000, true)).status, 'processed')
+  // The last upload (round 0, dated today) decides the latest scores: logins i % 40 of
+  // 40, tickets 0 of 10.
   const row = await stored(a, 'dl-20')
   assert.deepEqual(
     { e: row.engagementscore, l: row.last_seen },
     { e: Math.round((50 * (-100 + (200 * 20) / 40) + 25 * 100) / 75), l: T },
   )
   const [{ n }] = await s.sql`
-    select count(*)::int as n from customer_snapshots s left join customer_scores h on h.account_id = s.account_id
+    select count(*)::int as n from customer_snapshots s left
+      join customer_scores h on h.account_id = s.account_id
       and h.customer_id = s.customer_id
     where s.account_id = ${a.id} and (h.customer_id is null or not s.date = any(h.history_dates))`
   assert.equal(n, 0, 'every snapshot is scored')

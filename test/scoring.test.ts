@@ -53,7 +53,8 @@ const TYPES: Record<string, PropertyType> = {
 }
 const typeOf = (codename: string) => TYPES[codename]
 const DAY = '2026-03-01'
-const score = (rules: Rule[], values: Record<string, unknown>) => weightedScore(rules, (c) => values[c], DAY, typeOf)
+const score = (rules: Rule[], values: Record<string, unknown>) =>
+  weightedScore(rules, (c) => values[c], DAY, typeOf)
 
 const issuePaths = (input: unknown) => {
   const result = v.safeParse(ScoringModelSchema, input, { abortEarly: false })
@@ -81,7 +82,8 @@ test('number property where lower is better (good < bad)', () => {
 test('date property: days from the scoring date, negative in the past', () => {
   assert.equal(daysBetween('2026-03-01', '2026-05-30'), 90)
   assert.equal(daysBetween('2026-03-01', '2026-02-01'), -28)
-  assert.equal(propertyScore(renewal, '2026-05-30', DAY, 'date'), 0) // 90 days ahead, bad 0 good 180
+  // 90 days ahead, bad 0 good 180
+  assert.equal(propertyScore(renewal, '2026-05-30', DAY, 'date'), 0)
   assert.equal(propertyScore(renewal, '2026-08-28', DAY, 'date'), 100) // 180 days
   assert.equal(propertyScore(renewal, '2026-03-01', DAY, 'date'), -100)
   assert.equal(propertyScore(renewal, '2026-01-30', DAY, 'date'), -100) // 30 days past
@@ -138,7 +140,8 @@ test('weighted score rounds half away from zero', () => {
     { codename: 'open_tickets', weight: 1, bad: 0, good: 200 },
   ]
   assert.equal(score(rules, { logins: 105, open_tickets: 100 }).score, 3) // (5 + 0) / 2 = 2.5
-  assert.equal(score(rules, { logins: 95, open_tickets: 100 }).score, -3) // -2.5; Math.round gives -2
+  // -2.5; Math.round gives -2
+  assert.equal(score(rules, { logins: 95, open_tickets: 100 }).score, -3)
 })
 
 test('roundHalfAway: ties away from zero, float noise up to 1e-9 absorbed, no -0', () => {
@@ -157,7 +160,10 @@ test('roundHalfAway: ties away from zero, float noise up to 1e-9 absorbed, no -0
 })
 
 test('weighted score stays within -100..100 and is null only without values', () => {
-  const value = fc.oneof(fc.double({ noNaN: true, noDefaultInfinity: true }), fc.constant(undefined))
+  const value = fc.oneof(
+    fc.double({ noNaN: true, noDefaultInfinity: true }),
+    fc.constant(undefined),
+  )
   fc.assert(
     fc.property(value, value, value, (a, b, c) => {
       const { score: s } = score(engagement, {
@@ -165,7 +171,9 @@ test('weighted score stays within -100..100 and is null only without values', ()
         open_tickets: b,
         renewal_date: c === undefined ? c : '2026-04-01',
       })
-      return a === undefined && b === undefined && c === undefined ? s === null : s !== null && s >= -100 && s <= 100
+      return a === undefined && b === undefined && c === undefined
+        ? s === null
+        : s !== null && s >= -100 && s <= 100
     }),
   )
 })
@@ -238,7 +246,12 @@ test('history: the 365-day window and edge cases', () => {
     engagementscore_difference: null,
     engagementscore_trend: null,
   })
-  const none = { last_seen: null, engagementscore: null, engagementscore_difference: null, engagementscore_trend: null }
+  const none = {
+    last_seen: null,
+    engagementscore: null,
+    engagementscore_difference: null,
+    engagementscore_trend: null,
+  }
   assert.deepEqual(summarizeHistory([], '2026-06-30'), none)
   assert.deepEqual(summarizeHistory([{ date: '2026-06-01', score: null }], '2026-06-30'), none)
 })
@@ -276,7 +289,12 @@ test('explain: rounded contributions and the three strongest drivers each way', 
     { codename: 'b', score: 'engagement', contribution: 5.56 },
     { codename: 'g', score: 'fit', contribution: 2 },
   ])
-  assert.deepEqual(explain([], []), { engagement: [], fit: [], risk_drivers: [], health_drivers: [] })
+  assert.deepEqual(explain([], []), {
+    engagement: [],
+    fit: [],
+    risk_drivers: [],
+    health_drivers: [],
+  })
 })
 
 test('model schema accepts the documented example unchanged and an empty model', () => {
@@ -287,15 +305,25 @@ test('model schema accepts the documented example unchanged and an empty model',
 test('model schema rejects bad shapes with their paths', () => {
   const rule = { codename: 'logins', weight: 1, bad: 0, good: 40 }
   const engagementOf = (...rules: unknown[]) => ({ customer: { engagement: rules } })
-  assert.deepEqual(issuePaths(engagementOf({ ...rule, weight: 0 })), ['/customer/engagement/0/weight'])
-  assert.deepEqual(issuePaths(engagementOf({ ...rule, weight: -3 })), ['/customer/engagement/0/weight'])
-  assert.deepEqual(issuePaths(engagementOf(rule, { ...rule, good: 0 })), ['/customer/engagement/1/good'])
-  assert.deepEqual(issuePaths(engagementOf({ ...rule, codename: '' })), ['/customer/engagement/0/codename'])
+  assert.deepEqual(issuePaths(engagementOf({ ...rule, weight: 0 })), [
+    '/customer/engagement/0/weight',
+  ])
+  assert.deepEqual(issuePaths(engagementOf({ ...rule, weight: -3 })), [
+    '/customer/engagement/0/weight',
+  ])
+  assert.deepEqual(issuePaths(engagementOf(rule, { ...rule, good: 0 })), [
+    '/customer/engagement/1/good',
+  ])
+  assert.deepEqual(issuePaths(engagementOf({ ...rule, codename: '' })), [
+    '/customer/engagement/0/codename',
+  ])
   assert.deepEqual(issuePaths(engagementOf({ codename: 'x', weight: 1, good: 'yes' })), [
     '/customer/engagement/0/bad',
     '/customer/engagement/0/good',
   ])
-  assert.deepEqual(issuePaths(engagementOf({ ...rule, bad: 1e300 })), ['/customer/engagement/0/bad'])
+  assert.deepEqual(issuePaths(engagementOf({ ...rule, bad: 1e300 })), [
+    '/customer/engagement/0/bad',
+  ])
   // Two forms mixed in one rule.
   assert.deepEqual(issuePaths(engagementOf({ codename: 'x', weight: 1, good: true, bad: 0 })), [
     '/customer/engagement/0/bad',
@@ -303,9 +331,16 @@ test('model schema rejects bad shapes with their paths', () => {
   assert.deepEqual(issuePaths(engagementOf({ ...rule, values: { a: 1 } })), [
     '/customer/engagement/0/bad', // the first extra key
   ])
-  assert.deepEqual(issuePaths(engagementOf('logins', null)), ['/customer/engagement/0', '/customer/engagement/1'])
+  assert.deepEqual(issuePaths(engagementOf('logins', null)), [
+    '/customer/engagement/0',
+    '/customer/engagement/1',
+  ])
   assert.deepEqual(
-    issuePaths({ customer: { fit: [{ codename: 'c', weight: 1, values: { US: 101, DE: 1e-9 }, default: -101 }] } }),
+    issuePaths({
+      customer: {
+        fit: [{ codename: 'c', weight: 1, values: { US: 101, DE: 1e-9 }, default: -101 }],
+      },
+    }),
     ['/customer/fit/0/values/US', '/customer/fit/0/values/DE', '/customer/fit/0/default'],
   )
   assert.deepEqual(issuePaths({ customer: { fit: [{ codename: 'c', weight: 1, default: 5 }] } }), [
@@ -328,7 +363,11 @@ test('hasCustomerModel needs a customer engagement or fit rule', () => {
 
 test('checkModelAgainstProperties: codenames of the entity and forms that fit the type', () => {
   const defs = {
-    customer: Object.entries(TYPES).map(([codename, type]) => ({ codename, kind: 'attribute' as const, type })),
+    customer: Object.entries(TYPES).map(([codename, type]) => ({
+      codename,
+      kind: 'attribute' as const,
+      type,
+    })),
     contact: [{ codename: 'sessions', kind: 'metric' as const, type: 'number' as const }],
   }
   assert.deepEqual(checkModelAgainstProperties(model, defs), [])
@@ -358,7 +397,8 @@ test('checkModelAgainstProperties: codenames of the entity and forms that fit th
       '/contact/engagement/0/codename',
     ],
   )
-  for (const problem of checkModelAgainstProperties(wrong, defs)) assert.ok(problem.message.length > 0)
+  for (const problem of checkModelAgainstProperties(wrong, defs))
+    assert.ok(problem.message.length > 0)
 })
 
 const refs = {
@@ -384,8 +424,21 @@ test('weightedScoreSql binds every codename and rule number as a parameter', () 
     sso_zq: 'boolean',
     plan_zq: 'string',
   }
-  const { columns, values, sums, score, scored, params } = weightedScoreSql(rules, (c) => types[c], refs, 4, 'sc')
-  const text = [...columns.raw, ...columns.typed, ...values.raw, ...values.typed, ...sums, score].join(', ')
+  const { columns, values, sums, score, scored, params } = weightedScoreSql(
+    rules,
+    (c) => types[c],
+    refs,
+    4,
+    'sc',
+  )
+  const text = [
+    ...columns.raw,
+    ...columns.typed,
+    ...values.raw,
+    ...values.typed,
+    ...sums,
+    score,
+  ].join(', ')
   const withoutPlaceholders = text.replace(/\$\d+/g, '$')
   for (const literal of [
     '_zq',
@@ -406,19 +459,35 @@ test('weightedScoreSql binds every codename and rule number as a parameter', () 
   ]) {
     assert.ok(!withoutPlaceholders.includes(literal), `${literal} appears in the SQL text`)
   }
-  for (const value of ['logins_zq', "it's_zq", 37, 1234.5, 777, 0.375, 11, 999, true, 53, 61, -19]) {
+  for (const value of [
+    'logins_zq',
+    "it's_zq",
+    37,
+    1234.5,
+    777,
+    0.375,
+    11,
+    999,
+    true,
+    53,
+    61,
+    -19,
+  ]) {
     assert.ok(params.includes(value), `${value} is not a parameter`)
   }
-  assert.ok(params.includes(JSON.stringify({ Zeta: 42, "O'Brien": -17 })), 'the values map is a parameter')
+  assert.ok(
+    params.includes(JSON.stringify({ Zeta: 42, "O'Brien": -17 })),
+    'the values map is a parameter',
+  )
   const numbers = [...text.matchAll(/\$(\d+)/g)].map((m) => Number(m[1]))
   assert.deepEqual(
     [...new Set(numbers)].sort((a, b) => a - b),
     params.map((_, i) => i + 4),
   )
-  // What the SQL computes is checked against weightedScore in scoring-sql.test.ts; here, how it reads
-  // the data. The one attribute (plan_zq) is read once per record, in the record-level columns; each
-  // metric once per snapshot, in the scan's raw values; the typed levels and the sums read no stored
-  // jsonb, only the level below by name.
+  // What the SQL computes is checked against weightedScore in scoring-sql.test.ts; here, how
+  // it reads the data. The one attribute (plan_zq) is read once per record, in the record-level
+  // columns; each metric once per snapshot, in the scan's raw values; the typed levels and the sums
+  // read no stored jsonb, only the level below by name.
   const reads = (fragments: string[], ref: string) => fragments.join('\n').split(ref).length - 1
   assert.equal(reads(columns.raw, 'c.attributes -> '), 1)
   assert.equal(reads(values.raw, 's."values" -> '), 3)
@@ -432,7 +501,8 @@ test('weightedScoreSql binds every codename and rule number as a parameter', () 
   const stored = (f: string) => f.includes('c.attributes') || f.includes('s."values"')
   for (const typed of [...columns.typed, ...values.typed])
     assert.ok(!stored(typed) && typed.includes('raw.sc_j'), typed)
-  for (const level of [...sums, score, scored]) assert.ok(!stored(level) && !level.includes('raw.'), level)
+  for (const level of [...sums, score, scored])
+    assert.ok(!stored(level) && !level.includes('raw.'), level)
   assert.ok(scored.includes('sc_tw') && score.includes('sc_t'))
 })
 

@@ -2,7 +2,12 @@ import assert from 'node:assert/strict'
 import { after, before, describe, test } from 'node:test'
 import fc from 'fast-check'
 import { contextNeeds } from '../src/search/criteria.ts'
-import { ALLOWED_OPERATORS, type Condition, type Filter, type PropertyDef } from '../src/search/fields.ts'
+import {
+  ALLOWED_OPERATORS,
+  type Condition,
+  type Filter,
+  type PropertyDef,
+} from '../src/search/fields.ts'
 import { type FieldError, Refusal } from '../src/errors.ts'
 import { checkSearch, compileCount, compileSearch, type SearchInput } from '../src/search/sql.ts'
 import { matches, type SearchRecord } from './helpers/evaluate.ts'
@@ -37,7 +42,14 @@ const catalog: PropertyDef[] = [
 ]
 
 function input(over: Partial<SearchInput>): SearchInput {
-  return { entity: 'customer', accountId: 7, limit: 100, catalog, today: TODAY, ...over } as SearchInput
+  return {
+    entity: 'customer',
+    accountId: 7,
+    limit: 100,
+    catalog,
+    today: TODAY,
+    ...over,
+  } as SearchInput
 }
 
 function errorsOf(over: Partial<SearchInput>): FieldError[] {
@@ -70,11 +82,22 @@ describe('compileSearch rejects bad requests with paths', () => {
       /^unknown property "logns" \(did you mean logins\?\); the properties are name, is_churned,/,
     )
     assert.match(typo.message, /renewal_date, logins, a"b$/)
-    const many = [...catalog, ...Array.from({ length: 30 }, (_, i) => ({ ...catalog[0], codename: `extra_${i}` }))]
-    const [long] = errorsOf({ catalog: many, filters: [{ propertyName: 'extra_x1', operator: 'EQ', value: '1' }] })
+    const many = [
+      ...catalog,
+      ...Array.from({ length: 30 }, (_, i) => ({ ...catalog[0], codename: `extra_${i}` })),
+    ]
+    const [long] = errorsOf({
+      catalog: many,
+      filters: [{ propertyName: 'extra_x1', operator: 'EQ', value: '1' }],
+    })
     assert.equal(long.message, 'unknown property "extra_x1" (did you mean extra_1?)')
-    const [huge] = errorsOf({ filters: [{ propertyName: 'x'.repeat(100_000), operator: 'EQ', value: '1' }] })
-    assert.match(huge.message, /^unknown property "x{200}\.\.\. \(100,000 characters\)"; the properties are/)
+    const [huge] = errorsOf({
+      filters: [{ propertyName: 'x'.repeat(100_000), operator: 'EQ', value: '1' }],
+    })
+    assert.match(
+      huge.message,
+      /^unknown property "x{200}\.\.\. \(100,000 characters\)"; the properties are/,
+    )
     const [asked] = errorsOf({ properties: ['seets'] })
     assert.match(asked.message, /did you mean seats\?/)
   })
@@ -120,7 +143,10 @@ describe('compileSearch rejects bad requests with paths', () => {
       ['contact', 'customer_external_id', 'LIKE', 'external_id'],
     ]
     for (const [entity, propertyName, operator, type] of cases) {
-      const [error, ...rest] = errorsOf({ entity, filters: [{ propertyName, operator, value: '1' }] })
+      const [error, ...rest] = errorsOf({
+        entity,
+        filters: [{ propertyName, operator, value: '1' }],
+      })
       assert.equal(rest.length, 0)
       assert.equal(error.path, '/filters/0/operator', `${propertyName} ${operator}`)
       assert.match(error.message, new RegExp(`allowed: ${ALLOWED_OPERATORS[type].join(', ')}$`))
@@ -149,13 +175,22 @@ describe('compileSearch rejects bad requests with paths', () => {
   })
 
   test('missing value or values', () => {
-    assert.deepEqual(pathsOf({ filters: [{ propertyName: 'seats', operator: 'EQ' }] }), ['/filters/0/value'])
-    assert.deepEqual(pathsOf({ filters: [{ propertyName: 'plan', operator: 'LIKE' }] }), ['/filters/0/value'])
-    assert.deepEqual(pathsOf({ filters: [{ propertyName: 'last_seen', operator: 'GTD' }] }), ['/filters/0/value'])
-    assert.deepEqual(pathsOf({ filters: [{ propertyName: 'seats', operator: 'IN' }] }), ['/filters/0/values'])
-    assert.deepEqual(pathsOf({ filters: [{ propertyName: 'tags', operator: 'NIN', values: [] }] }), [
+    assert.deepEqual(pathsOf({ filters: [{ propertyName: 'seats', operator: 'EQ' }] }), [
+      '/filters/0/value',
+    ])
+    assert.deepEqual(pathsOf({ filters: [{ propertyName: 'plan', operator: 'LIKE' }] }), [
+      '/filters/0/value',
+    ])
+    assert.deepEqual(pathsOf({ filters: [{ propertyName: 'last_seen', operator: 'GTD' }] }), [
+      '/filters/0/value',
+    ])
+    assert.deepEqual(pathsOf({ filters: [{ propertyName: 'seats', operator: 'IN' }] }), [
       '/filters/0/values',
     ])
+    assert.deepEqual(
+      pathsOf({ filters: [{ propertyName: 'tags', operator: 'NIN', values: [] }] }),
+      ['/filters/0/values'],
+    )
     // IN falls back to a single `value`; KNOWN and UNKNOWN take nothing.
     compileSearch(input({ filters: [{ propertyName: 'seats', operator: 'IN', value: '1' }] }))
     compileSearch(input({ filters: [{ propertyName: 'seats', operator: 'UNKNOWN' }] }))
@@ -190,16 +225,23 @@ describe('compileSearch rejects bad requests with paths', () => {
         `${propertyName} ${operator} ${value}`,
       )
     }
-    assert.deepEqual(pathsOf({ filters: [{ propertyName: 'seats', operator: 'NIN', values: ['1', 'x', '2', ''] }] }), [
-      '/filters/0/values/1',
-      '/filters/0/values/3',
-    ])
+    assert.deepEqual(
+      pathsOf({
+        filters: [{ propertyName: 'seats', operator: 'NIN', values: ['1', 'x', '2', ''] }],
+      }),
+      ['/filters/0/values/1', '/filters/0/values/3'],
+    )
     compileSearch(input({ filters: [{ propertyName: 'seats', operator: 'EQ', value: '-1.5e3' }] }))
-    compileSearch(input({ filters: [{ propertyName: 'renewal_date', operator: 'EQ', value: '2024-02-29' }] }))
+    compileSearch(
+      input({ filters: [{ propertyName: 'renewal_date', operator: 'EQ', value: '2024-02-29' }] }),
+    )
   })
 
   test('unknown requested property', () => {
-    assert.deepEqual(pathsOf({ properties: ['plan', 'nope', 'name'] }), ['/properties/1', '/properties/2'])
+    assert.deepEqual(pathsOf({ properties: ['plan', 'nope', 'name'] }), [
+      '/properties/1',
+      '/properties/2',
+    ])
   })
 
   test('every error of the request is reported at once', () => {
@@ -212,7 +254,12 @@ describe('compileSearch rejects bad requests with paths', () => {
         { propertyName: 'seats', operator: 'EQ', value: 'x' },
       ],
     })
-    assert.deepEqual(paths, ['/filters/1/propertyName', '/filters/2/operator', '/filters/3/value', '/properties/0'])
+    assert.deepEqual(paths, [
+      '/filters/1/propertyName',
+      '/filters/2/operator',
+      '/filters/3/value',
+      '/properties/0',
+    ])
   })
 })
 
@@ -234,7 +281,13 @@ describe('compileSearch SQL', () => {
       }),
     )
     for (const s of [nasty, 'a"b', 'drop']) assert.ok(!text.includes(s), s)
-    for (const s of [JSON.stringify({ 'a"b': nasty }), '{"a\\"b"}', '7; drop table y', TODAY, '%\\_' + nasty])
+    for (const s of [
+      JSON.stringify({ 'a"b': nasty }),
+      '{"a\\"b"}',
+      '7; drop table y',
+      TODAY,
+      '%\\_' + nasty,
+    ])
       assert.ok(params.includes(s), s)
     assert.match(text, /^select /)
     assert.match(text, /where r\.account_id = \$1::text::bigint/)
@@ -307,10 +360,17 @@ describe('compileSearch SQL', () => {
 
   test('paging: keyset after the external id of the after record, one extra row', async () => {
     assert.deepEqual(await found({ limit: 1 }), ['c1', 'c2'])
-    assert.deepEqual(await found({ limit: 1, afterServiceId: await db.serviceId('customers', 'c1') }), ['c2', 'c4'])
-    // The after record is a contact of this account (service ids of customers and contacts overlap).
+    assert.deepEqual(
+      await found({ limit: 1, afterServiceId: await db.serviceId('customers', 'c1') }),
+      ['c2', 'c4'],
+    )
+    // The after record is a contact of this account (service ids of customers and
+    // contacts overlap).
     const p1 = await db.serviceId('contacts', 'p1')
-    assert.deepEqual(await found({ entity: 'contact', catalog: [], afterServiceId: p1 }), ['p2', 'p3'])
+    assert.deepEqual(await found({ entity: 'contact', catalog: [], afterServiceId: p1 }), [
+      'p2',
+      'p3',
+    ])
   })
 
   test('properties: all, a selection, or none', async () => {
@@ -319,12 +379,18 @@ describe('compileSearch SQL', () => {
     const all = { plan: 'basic', seats: 1, renewal_date: '2026-01-05', logins: 2.5 }
     assert.deepEqual(await properties({}), all)
     assert.deepEqual(await properties({ properties: [] }), {})
-    assert.deepEqual(await properties({ properties: ['plan', 'logins', 'plan'] }), { plan: 'basic', logins: 2.5 })
+    assert.deepEqual(await properties({ properties: ['plan', 'logins', 'plan'] }), {
+      plan: 'basic',
+      logins: 2.5,
+    })
   })
 
   test('customer search is limited to active customers unless is_churned is filtered', async () => {
     assert.deepEqual(await found({}), ['c1', 'c2', 'c4', 'c5', 'c6'])
-    assert.deepEqual(await found({ filters: [{ propertyName: 'is_churned', operator: 'EQ', value: 'true' }] }), ['c3'])
+    assert.deepEqual(
+      await found({ filters: [{ propertyName: 'is_churned', operator: 'EQ', value: 'true' }] }),
+      ['c3'],
+    )
     const any = await found({ filters: [{ propertyName: 'is_churned', operator: 'KNOWN' }] })
     assert.deepEqual(any, ['c1', 'c2', 'c3', 'c4', 'c5', 'c6'])
     // Contacts of a churned customer are found.
@@ -350,7 +416,11 @@ describe('compileSearch SQL', () => {
     )
     for (const column of ['createdAt', 'updatedAt', 'tags']) assert.ok(column in rows[0], column)
     // The customer is read in the page's query, since the filter reads it.
-    assert.ok((await readUnderLimit({ entity: 'contact', catalog: [], filters }, 'customers')).includes(true))
+    assert.ok(
+      (await readUnderLimit({ entity: 'contact', catalog: [], filters }, 'customers')).includes(
+        true,
+      ),
+    )
   })
 
   test('a core field wins over a custom codename of the same name', async () => {
@@ -371,30 +441,53 @@ describe('compileSearch SQL', () => {
       ]),
     }
     const where = (filters: Filter[]) => found({ filters, lookups })
-    assert.deepEqual(await where([{ propertyName: 'owner', operator: 'EQ', value: 'Ann@x.io' }]), ['c1', 'c5'])
-    const nin = { propertyName: 'owner', operator: 'NIN', values: ['Ann@x.io', 'bob@x.io', 'zed@x.io', 'Ann@x.io'] }
+    assert.deepEqual(await where([{ propertyName: 'owner', operator: 'EQ', value: 'Ann@x.io' }]), [
+      'c1',
+      'c5',
+    ])
+    const nin = {
+      propertyName: 'owner',
+      operator: 'NIN',
+      values: ['Ann@x.io', 'bob@x.io', 'zed@x.io', 'Ann@x.io'],
+    }
     assert.deepEqual(await where([nin]), ['c4', 'c6'])
-    assert.deepEqual(await where([{ propertyName: 'owner', operator: 'IN', values: ['zed@x.io'] }]), [])
+    assert.deepEqual(
+      await where([{ propertyName: 'owner', operator: 'IN', values: ['zed@x.io'] }]),
+      [],
+    )
     assert.deepEqual(await where([{ propertyName: 'tags', operator: 'EQ', value: 'red' }]), ['c1'])
     // Several tags, and negated ones, test the record's own tag ids (sql/021); tag conditions are
     // never null, so their negation is a plain NOT.
     const some = { propertyName: 'tags', operator: 'IN', values: ['red', 'nope', 'blue', 'red'] }
     assert.deepEqual(await where([some]), ['c1', 'c2'])
-    assert.deepEqual(await where([{ propertyName: 'tags', operator: 'NEQ', value: 'red' }]), ['c2', 'c4', 'c5', 'c6'])
+    assert.deepEqual(await where([{ propertyName: 'tags', operator: 'NEQ', value: 'red' }]), [
+      'c2',
+      'c4',
+      'c5',
+      'c6',
+    ])
     const all = ['c1', 'c2', 'c4', 'c5', 'c6']
     assert.deepEqual(await where([{ propertyName: 'tags', operator: 'NEQ', value: 'nope' }]), all)
     assert.deepEqual(await where([{ propertyName: 'tags', operator: 'EQ', value: 'nope' }]), [])
-    assert.deepEqual(await where([{ propertyName: 'tags', operator: 'UNKNOWN' }]), ['c4', 'c5', 'c6'])
+    assert.deepEqual(await where([{ propertyName: 'tags', operator: 'UNKNOWN' }]), [
+      'c4',
+      'c5',
+      'c6',
+    ])
     // Lists of values bind as one array parameter each, however long.
     const many = Array.from({ length: 50 }, (_, i) => `u${i}@x.io`)
     const users = new Map(many.map((email, i) => [email, 100 + i]))
     const params = (values: string[]) =>
       compileSearch(
-        input({ filters: [{ propertyName: 'owner', operator: 'IN', values }], lookups: { ...lookups, users } }),
+        input({
+          filters: [{ propertyName: 'owner', operator: 'IN', values }],
+          lookups: { ...lookups, users },
+        }),
       ).params.length
     assert.equal(params(many), params(many.slice(0, 2)))
     assert.throws(
-      () => compileSearch(input({ filters: [{ propertyName: 'tags', operator: 'EQ', value: 'red' }] })),
+      () =>
+        compileSearch(input({ filters: [{ propertyName: 'tags', operator: 'EQ', value: 'red' }] })),
       (e) => !(e instanceof Refusal),
     )
     // KNOWN needs no lookup.
@@ -414,7 +507,12 @@ describe('compileSearch SQL', () => {
     const filters = [
       { propertyName: 'owner', operator: 'IN', values: ['a@x.io', 'b@x.io'] },
       { propertyName: 'owner', operator: 'EQ', value: 'a@x.io' },
-      { propertyName: 'tags', operator: 'NEQ', value: 'red', values: ['blue', 7 as unknown as string] },
+      {
+        propertyName: 'tags',
+        operator: 'NEQ',
+        value: 'red',
+        values: ['blue', 7 as unknown as string],
+      },
       { propertyName: 'name', operator: 'EQ', value: 'not looked up' },
     ]
     assert.deepEqual(contextNeeds('customer', { filters }), {
@@ -422,12 +520,18 @@ describe('compileSearch SQL', () => {
       emails: ['a@x.io', 'b@x.io'],
       titles: ['red', 'blue'],
     })
-    // owner is no core field of contacts: the catalog tells whether a contact property has the name.
-    assert.deepEqual(contextNeeds('contact', { filters }), { catalog: true, emails: [], titles: ['red', 'blue'] })
+    // owner is no core field of contacts: the catalog tells whether a contact property
+    // has the name.
+    assert.deepEqual(contextNeeds('contact', { filters }), {
+      catalog: true,
+      emails: [],
+      titles: ['red', 'blue'],
+    })
     assert.deepEqual(contextNeeds('customer', {}), { catalog: false, emails: [], titles: [] })
     assert.equal(contextNeeds('customer', {}, []).catalog, true)
     assert.equal(
-      contextNeeds('customer', { filters: [{ propertyName: 'plan', operator: 'EQ', value: 'x' }] }).catalog,
+      contextNeeds('customer', { filters: [{ propertyName: 'plan', operator: 'EQ', value: 'x' }] })
+        .catalog,
       true,
     )
   })
@@ -453,13 +557,18 @@ describe('compileSearch SQL', () => {
 
   test('EQ on a custom property is jsonb containment, IN one array of canonical JSON values', async () => {
     const known = { propertyName: 'is_churned', operator: 'KNOWN' }
-    const logins = (values: string[]) => found({ filters: [{ propertyName: 'logins', operator: 'IN', values }, known] })
+    const logins = (values: string[]) =>
+      found({ filters: [{ propertyName: 'logins', operator: 'IN', values }, known] })
     assert.deepEqual(await logins(['1', '2.50']), ['c2', 'c3'])
     const renewal = { propertyName: 'renewal_date', operator: 'NEQ', value: '2026-01-05' }
     assert.deepEqual(await found({ filters: [renewal] }), ['c1', 'c4', 'c5', 'c6'])
-    assert.deepEqual(await found({ filters: [{ propertyName: 'plan', operator: 'EQ', value: 'pro' }] }), ['c1', 'c5'])
+    assert.deepEqual(
+      await found({ filters: [{ propertyName: 'plan', operator: 'EQ', value: 'pro' }] }),
+      ['c1', 'c5'],
+    )
     const params = (values: string[]) =>
-      compileSearch(input({ filters: [{ propertyName: 'logins', operator: 'IN', values }] })).params.length
+      compileSearch(input({ filters: [{ propertyName: 'logins', operator: 'IN', values }] })).params
+        .length
     assert.equal(params(Array.from({ length: 50 }, (_, i) => String(i))), params(['1', '2']))
   })
 })
@@ -471,7 +580,8 @@ describe('compileSearch: long IN lists', () => {
   const day = (i: number) => new Date(Date.UTC(2030, 0, 1 + i)).toISOString().slice(0, 10)
   const number = (i: number) => String(1000 + i)
   const text = (i: number) => `pad ${i}`
-  // The array's type is the column's own for a core field: PostgreSQL hashes only what hashes alike.
+  // The array's type is the column's own for a core field: PostgreSQL hashes only what
+  // hashes alike.
   const cases: {
     entity?: SearchInput['entity']
     field: string
@@ -498,8 +608,22 @@ describe('compileSearch: long IN lists', () => {
       NIN: ['c2', 'c4', 'c5'],
       array: 'text[]',
     },
-    { field: 'plan', short: ['basic'], pad: text, IN: ['c2', 'c6'], NIN: ['c1', 'c4', 'c5'], array: 'jsonb[]' },
-    { field: 'seats', short: ['1', '5.0'], pad: number, IN: ['c2', 'c5'], NIN: ['c1', 'c4', 'c6'], array: 'jsonb[]' },
+    {
+      field: 'plan',
+      short: ['basic'],
+      pad: text,
+      IN: ['c2', 'c6'],
+      NIN: ['c1', 'c4', 'c5'],
+      array: 'jsonb[]',
+    },
+    {
+      field: 'seats',
+      short: ['1', '5.0'],
+      pad: number,
+      IN: ['c2', 'c5'],
+      NIN: ['c1', 'c4', 'c6'],
+      array: 'jsonb[]',
+    },
     {
       field: 'renewal_date',
       short: ['2026-02-01'],
@@ -508,7 +632,14 @@ describe('compileSearch: long IN lists', () => {
       NIN: ['c1', 'c2', 'c5', 'c6'],
       array: 'jsonb[]',
     },
-    { field: 'logins', short: ['2.50'], pad: number, IN: ['c2'], NIN: ['c1', 'c4', 'c5', 'c6'], array: 'jsonb[]' },
+    {
+      field: 'logins',
+      short: ['2.50'],
+      pad: number,
+      IN: ['c2'],
+      NIN: ['c1', 'c4', 'c5', 'c6'],
+      array: 'jsonb[]',
+    },
     {
       entity: 'contact',
       field: 'customer_external_id',
@@ -522,12 +653,17 @@ describe('compileSearch: long IN lists', () => {
   // Every condition of a plan, as EXPLAIN prints it.
   const conditions = (plan: Awaited<ReturnType<typeof db.plan>>) =>
     planNodes(plan).flatMap(({ node }) =>
-      ['Filter', 'Index Cond', 'Recheck Cond', 'Join Filter', 'Hash Cond'].flatMap((k) => node[k] ?? []),
+      ['Filter', 'Index Cond', 'Recheck Cond', 'Join Filter', 'Hash Cond'].flatMap(
+        (k) => node[k] ?? [],
+      ),
     ) as string[]
   for (const c of cases) {
     const entity = c.entity ?? 'customer'
     test(`${entity} ${c.field}: 1,000 values match what the short list does, through one constant array`, async () => {
-      const long = [...c.short, ...Array.from({ length: 1000 - c.short.length }, (_, i) => c.pad(i))]
+      const long = [
+        ...c.short,
+        ...Array.from({ length: 1000 - c.short.length }, (_, i) => c.pad(i)),
+      ]
       for (const op of ['IN', 'NIN'] as const) {
         const over = (values: string[]) =>
           input({
@@ -543,11 +679,17 @@ describe('compileSearch: long IN lists', () => {
         const subquery = / ANY \((\(InitPlan \d+\)\.col\d+|\$\d+)\)/g
         const reads = [...text.matchAll(subquery)].length
         const short = text.replace(/'\{[^']*\}'/g, "'{...}'")
-        assert.equal(reads, c.field === 'name' && op === 'IN' ? 1 : 0, `${op}: the subquery's list in ${short}`)
+        assert.equal(
+          reads,
+          c.field === 'name' && op === 'IN' ? 1 : 0,
+          `${op}: the subquery's list in ${short}`,
+        )
         const lists = [...text.replace(subquery, '').matchAll(/ANY \((.{0,20})/g)].map((m) => m[1])
         assert.equal(lists.length, 1, `${op}: one list in ${text.slice(0, 300)}`)
         assert.match(lists[0], /^'\{/, `${op}: the list is a constant array, not ${lists[0]}`)
-        const types = [...text.matchAll(/ANY \('\{(?:[^']|'')*\}'::([a-z ]+\[\])\)/g)].map((m) => m[1])
+        const types = [...text.matchAll(/ANY \('\{(?:[^']|'')*\}'::([a-z ]+\[\])\)/g)].map(
+          (m) => m[1],
+        )
         assert.deepEqual(types, [c.array], `${op}: the array's type`)
         assert.doesNotMatch(text, / OR /, `${op}: no comparison per value`)
       }
@@ -555,18 +697,36 @@ describe('compileSearch: long IN lists', () => {
   }
   // A score no record can hold would still count in the planner's estimate of the list.
   test('a score list holds only the values within the range of scores', async () => {
-    const values = ['10', '-100', '100', '101', '-101', '5000', ...Array.from({ length: 994 }, (_, i) => number(i))]
+    const values = [
+      '10',
+      '-100',
+      '100',
+      '101',
+      '-101',
+      '5000',
+      ...Array.from({ length: 994 }, (_, i) => number(i)),
+    ]
     const listed = (list: string[]) =>
-      input({ catalog, filters: [{ propertyName: 'engagementscore', operator: 'IN', values: list }] })
+      input({
+        catalog,
+        filters: [{ propertyName: 'engagementscore', operator: 'IN', values: list }],
+      })
     const over = listed(values)
-    assert.deepEqual(await db.ids(compileSearch(over)), await db.ids(compileSearch(listed(['10', '-100', '100']))))
+    assert.deepEqual(
+      await db.ids(compileSearch(over)),
+      await db.ids(compileSearch(listed(['10', '-100', '100']))),
+    )
     const text = conditions(await db.plan(compileCount(over, false))).join(' / ')
     assert.match(text, /ANY \('\{10,-100,100\}'::integer\[\]\)/, text.slice(0, 300))
   })
   // A name list ANDed into a statement is also read from a subquery, for the index; inside an OR
   // (once NOTs are pushed down) it is the constant alone. Either way 1,000 names match what 2 do.
   test('a name list of 1,000 values matches what the short list does anywhere in a tree', async () => {
-    const names = (operator: string, values: string[]): Filter => ({ propertyName: 'name', operator, values })
+    const names = (operator: string, values: string[]): Filter => ({
+      propertyName: 'name',
+      operator,
+      values,
+    })
     const short = ['Ann Co', 'Fay Co']
     const long = [...short, ...Array.from({ length: 998 }, (_, i) => text(i))]
     const [sso, seats] = [leaf('sso', 'EQ', 'true'), leaf('seats', 'GT', '2')]
@@ -584,13 +744,20 @@ describe('compileSearch: long IN lists', () => {
       const [a, b] = [input({ where: tree(short) }), input({ where: tree(long) })]
       const label = JSON.stringify(tree(['...']))
       assert.deepEqual(await db.ids(compileSearch(b)), await db.ids(compileSearch(a)), label)
-      const counts = await Promise.all([a, b].map(async (x) => (await db.rows(compileCount(x, false)))[0].total))
+      const counts = await Promise.all(
+        [a, b].map(async (x) => (await db.rows(compileCount(x, false)))[0].total),
+      )
       assert.equal(counts[1], counts[0], label)
-      assert.equal(compileCount(b, false).text.match(/\(select \$/g)?.length ?? 0, subqueries, label)
+      assert.equal(
+        compileCount(b, false).text.match(/\(select \$/g)?.length ?? 0,
+        subqueries,
+        label,
+      )
       // On Citus each statement, its subquery with it, is one router task on the account's shard.
       for (const query of [compileSearch(b), compileCount(b, false)]) {
         const jobs = planNodes(await db.plan(query)).flatMap(({ node }) => {
-          const job = (node['Distributed Query'] as { Job?: { 'Task Count'?: number } } | undefined)?.Job
+          const job = (node['Distributed Query'] as { Job?: { 'Task Count'?: number } } | undefined)
+            ?.Job
           return job ? [job['Task Count']] : []
         })
         assert.deepEqual(jobs, clusterFromEnv() ? [1] : [], `${label}: tasks`)
@@ -616,9 +783,14 @@ describe('compileSearch: where trees', () => {
       ['customer', [leaf('is_churned', 'EQ', 'true')]],
     ] as const) {
       const catalogOf =
-        entity === 'contact' ? [{ codename: 'role', kind: 'attribute', type: 'string' } as const] : catalog
+        entity === 'contact'
+          ? [{ codename: 'role', kind: 'attribute', type: 'string' } as const]
+          : catalog
       const plain = compileSearch(input({ entity, catalog: catalogOf, filters }))
-      assert.deepEqual(compileSearch(input({ entity, catalog: catalogOf, where: { and: filters } })), plain)
+      assert.deepEqual(
+        compileSearch(input({ entity, catalog: catalogOf, where: { and: filters } })),
+        plain,
+      )
       // Nested ANDs at the top flatten too.
       const nested = { and: [filters[0], { and: filters.slice(1) }] }
       assert.deepEqual(compileSearch(input({ entity, catalog: catalogOf, where: nested })), plain)
@@ -644,31 +816,38 @@ describe('compileSearch: where trees', () => {
   })
 
   test('the churn default: off when any leaf anywhere names is_churned, even under OR and NOT', async () => {
-    const churnParams = (where: Condition) => compileSearch(input({ where })).params.filter((p) => p === 'false')
+    const churnParams = (where: Condition) =>
+      compileSearch(input({ where })).params.filter((p) => p === 'false')
     assert.deepEqual(churnParams({ or: [seats, plan] }), ['false'])
     assert.deepEqual(churnParams(seats), ['false'])
     assert.deepEqual(churnParams({ or: [seats, leaf('is_churned', 'EQ', 'true')] }), [])
-    assert.deepEqual(churnParams({ not: { and: [plan, { not: leaf('is_churned', 'KNOWN') }] } }), [])
+    assert.deepEqual(
+      churnParams({ not: { and: [plan, { not: leaf('is_churned', 'KNOWN') }] } }),
+      [],
+    )
     // c3, churned, has plan pro.
     assert.deepEqual((await db.ids(sorted({ or: [seats, plan] }))).sort(), ['c1', 'c5'])
-    assert.deepEqual((await found({ where: { or: [plan, leaf('is_churned', 'EQ', 'true')] } })).sort(), [
-      'c1',
-      'c3',
-      'c5',
-    ])
+    assert.deepEqual(
+      (await found({ where: { or: [plan, leaf('is_churned', 'EQ', 'true')] } })).sort(),
+      ['c1', 'c3', 'c5'],
+    )
   })
 
   test('the joins follow the leaves anywhere in the tree', async () => {
     const deep = { or: [plan, { not: { and: [seats, leaf('engagementscore', 'LT', '5')] } }] }
     assert.ok((await readUnderLimit({ where: deep }, 'customer_scores')).includes(true))
-    assert.deepEqual(await readUnderLimit({ where: { or: [plan, seats] } }, 'customer_scores'), [false])
+    assert.deepEqual(await readUnderLimit({ where: { or: [plan, seats] } }, 'customer_scores'), [
+      false,
+    ])
   })
 
-  const unionTitle = 'an unsorted page reads the groups of a top-level OR apart, each cut to the page, then their union'
+  const unionTitle =
+    'an unsorted page reads the groups of a top-level OR apart, each cut to the page, then their union'
   test(unionTitle, async () => {
     const where = { and: [{ or: [plan, seats] }, leaf('sso', 'EQ', 'true')] }
     const limits = planNodes(await db.plan(compileSearch(input({ where })))).filter(
-      ({ node, above }) => node['Node Type'] === 'Limit' && above.some((type) => type.endsWith('Append')),
+      ({ node, above }) =>
+        node['Node Type'] === 'Limit' && above.some((type) => type.endsWith('Append')),
     )
     assert.equal(limits.length, 2)
     // Each group keeps every other condition (sso, the churn default: c3 has plan pro and sso).
@@ -689,23 +868,41 @@ describe('compileSearch: where trees', () => {
       '/where/or/1/and/1/not/propertyName',
       '/where/or/2/value',
     ])
-    const [error] = errorsOf({ entity: 'contact', where: { or: [plan, { and: [leaf('owner', 'KNOWN')] }] } })
-    assert.deepEqual(error, { path: '/where/or/1/and/0/propertyName', message: 'owner is a customer-only field' })
-    assert.deepEqual(pathsOf({ entity: 'contact', where: { not: leaf('is_churned', 'EQ', 'true') } }), [
-      '/where/not/propertyName',
-    ])
+    const [error] = errorsOf({
+      entity: 'contact',
+      where: { or: [plan, { and: [leaf('owner', 'KNOWN')] }] },
+    })
+    assert.deepEqual(error, {
+      path: '/where/or/1/and/0/propertyName',
+      message: 'owner is a customer-only field',
+    })
+    assert.deepEqual(
+      pathsOf({ entity: 'contact', where: { not: leaf('is_churned', 'EQ', 'true') } }),
+      ['/where/not/propertyName'],
+    )
   })
 
   test('contextNeeds reads the leaves of a tree', () => {
-    const where = { or: [leaf('owner', 'EQ', 'a@x.io'), { not: { and: [leaf('tags', 'IN', 'red'), seats] } }] }
-    assert.deepEqual(contextNeeds('customer', { where }), { catalog: true, emails: ['a@x.io'], titles: ['red'] })
-    assert.deepEqual(contextNeeds('customer', { where: { not: leaf('name', 'KNOWN') } }).catalog, false)
+    const where = {
+      or: [leaf('owner', 'EQ', 'a@x.io'), { not: { and: [leaf('tags', 'IN', 'red'), seats] } }],
+    }
+    assert.deepEqual(contextNeeds('customer', { where }), {
+      catalog: true,
+      emails: ['a@x.io'],
+      titles: ['red'],
+    })
+    assert.deepEqual(
+      contextNeeds('customer', { where: { not: leaf('name', 'KNOWN') } }).catalog,
+      false,
+    )
   })
 })
 
 describe('compileCount', () => {
   test('counts what the page query matches, paging aside', async () => {
-    const over = { where: { not: { and: [leaf('seats', 'LTE', '2'), leaf('engagementscore', 'GTE', '5')] } } }
+    const over = {
+      where: { not: { and: [leaf('seats', 'LTE', '2'), leaf('engagementscore', 'GTE', '5')] } },
+    }
     const page = await found(over)
     assert.deepEqual(page, ['c1', 'c4', 'c5', 'c6'])
     const count = compileCount(
@@ -723,7 +920,10 @@ describe('compileCount', () => {
 
 describe('checkSearch', () => {
   test('checks a search once: its problems, or a search that compiles without being checked again', async () => {
-    const over = { filters: [leaf('logins', 'GT', '3'), leaf('seats', 'LTE', '5')], properties: ['plan'] }
+    const over = {
+      filters: [leaf('logins', 'GT', '3'), leaf('seats', 'LTE', '5')],
+      properties: ['plan'],
+    }
     const { search, problems } = checkSearch(input(over))
     assert.equal(problems, undefined)
     assert.ok(search)
@@ -757,11 +957,17 @@ function ids(
   entity: SearchInput['entity'] = 'customer',
   cat = catalog,
 ): string[] {
-  return records.filter((r) => matches(r, { filters }, cat, TODAY, entity)).map((r) => r.external_id)
+  return records
+    .filter((r) => matches(r, { filters }, cat, TODAY, entity))
+    .map((r) => r.external_id)
 }
 
 function one(propertyName: string, operator: string, value?: string | string[]): Filter[] {
-  return [Array.isArray(value) ? { propertyName, operator, values: value } : { propertyName, operator, value }]
+  return [
+    Array.isArray(value)
+      ? { propertyName, operator, values: value }
+      : { propertyName, operator, value },
+  ]
 }
 
 describe('matches: numbers', () => {
@@ -803,13 +1009,25 @@ describe('matches: dates', () => {
   for (const field of ['last_seen', 'renewal_date']) {
     test(field, () => {
       assert.deepEqual(ids(records, one(field, 'EQ', '2026-11-11')), ['d10'])
-      assert.deepEqual(ids(records, one(field, 'NEQ', '2026-11-11')), ['today', 'd20', 'future', 'none'])
+      assert.deepEqual(ids(records, one(field, 'NEQ', '2026-11-11')), [
+        'today',
+        'd20',
+        'future',
+        'none',
+      ])
       assert.deepEqual(ids(records, one(field, 'LT', '2026-11-11')), ['d20'])
       assert.deepEqual(ids(records, one(field, 'LTE', '2026-11-11')), ['d10', 'd20'])
       assert.deepEqual(ids(records, one(field, 'GT', '2026-11-21')), ['future'])
       assert.deepEqual(ids(records, one(field, 'GTE', '2026-11-21')), ['today', 'future'])
-      assert.deepEqual(ids(records, one(field, 'IN', ['2026-11-01', '2026-12-01'])), ['d20', 'future'])
-      assert.deepEqual(ids(records, one(field, 'NIN', ['2026-11-01', '2026-12-01'])), ['today', 'd10', 'none'])
+      assert.deepEqual(ids(records, one(field, 'IN', ['2026-11-01', '2026-12-01'])), [
+        'd20',
+        'future',
+      ])
+      assert.deepEqual(ids(records, one(field, 'NIN', ['2026-11-01', '2026-12-01'])), [
+        'today',
+        'd10',
+        'none',
+      ])
       assert.deepEqual(ids(records, one(field, 'KNOWN')), ['today', 'd10', 'd20', 'future'])
       assert.deepEqual(ids(records, one(field, 'UNKNOWN')), ['none'])
       // GTD N: before today - N; LTD N: after today - N, up to today (the future is excluded).
@@ -837,7 +1055,11 @@ describe('matches: strings', () => {
       assert.deepEqual(ids(records, one(field, 'EQ', 'ACME')), [])
       assert.deepEqual(ids(records, one(field, 'NEQ', 'acme')), ['corp', 'odd', 'empty', 'none'])
       assert.deepEqual(ids(records, one(field, 'IN', ['acme', 'Acme Corp', 'x'])), ['corp', 'acme'])
-      assert.deepEqual(ids(records, one(field, 'NIN', ['acme', 'Acme Corp'])), ['odd', 'empty', 'none'])
+      assert.deepEqual(ids(records, one(field, 'NIN', ['acme', 'Acme Corp'])), [
+        'odd',
+        'empty',
+        'none',
+      ])
       assert.deepEqual(ids(records, one(field, 'LIKE', 'ACME')), ['corp', 'acme'])
       assert.deepEqual(ids(records, one(field, 'LIKE', 'e c')), ['corp'])
       assert.deepEqual(ids(records, one(field, 'LIKE', '%')), ['odd'])
@@ -903,9 +1125,17 @@ describe('matches: contacts', () => {
   ]
   test('customer_external_id is exact and case-sensitive; churned customers are included', () => {
     assert.deepEqual(ids(records, one('customer_external_id', 'EQ', 'c1'), 'contact'), ['k1'])
-    assert.deepEqual(ids(records, one('customer_external_id', 'NEQ', 'c1'), 'contact'), ['k2', 'k3'])
-    assert.deepEqual(ids(records, one('customer_external_id', 'IN', ['C1', 'c2']), 'contact'), ['k2', 'k3'])
-    assert.deepEqual(ids(records, one('customer_external_id', 'NIN', ['C1', 'c2']), 'contact'), ['k1'])
+    assert.deepEqual(ids(records, one('customer_external_id', 'NEQ', 'c1'), 'contact'), [
+      'k2',
+      'k3',
+    ])
+    assert.deepEqual(ids(records, one('customer_external_id', 'IN', ['C1', 'c2']), 'contact'), [
+      'k2',
+      'k3',
+    ])
+    assert.deepEqual(ids(records, one('customer_external_id', 'NIN', ['C1', 'c2']), 'contact'), [
+      'k1',
+    ])
     assert.deepEqual(ids(records, [], 'contact'), ['k1', 'k2', 'k3'])
   })
   test('customer-only fields are rejected like the compiler does', () => {
@@ -914,7 +1144,10 @@ describe('matches: contacts', () => {
 })
 
 describe('matches: churn default and combination', () => {
-  const records = [rec('active', { fitscore: 5 }), rec('churned', { is_churned: true, fitscore: 5 })]
+  const records = [
+    rec('active', { fitscore: 5 }),
+    rec('churned', { is_churned: true, fitscore: 5 }),
+  ]
   test('is_churned', () => {
     assert.deepEqual(ids(records, []), ['active'])
     assert.deepEqual(ids(records, one('is_churned', 'EQ', 'true')), ['churned'])
@@ -945,7 +1178,9 @@ describe('matches: where trees', () => {
     rec('d', { tags: ['blue'] }),
   ]
   const treeIds = (where: Condition) =>
-    records.filter((r) => matches(r, { where }, catalog, TODAY, 'customer')).map((r) => r.external_id)
+    records
+      .filter((r) => matches(r, { where }, catalog, TODAY, 'customer'))
+      .map((r) => r.external_id)
   test('and, or and not as they read, with the churn default', () => {
     const five = leaf('fitscore', 'EQ', '5')
     const red = leaf('tags', 'EQ', 'red')
@@ -968,7 +1203,22 @@ describe('matches: where trees', () => {
 
 describe('matches: negative operators are exact complements', () => {
   const valueArb = fc.oneof(
-    fc.constantFrom(null, '', 'a', 'A', '%', 'ab', true, false, 0, 1, 2.5, '2026-11-01', '2026-11-21', '2026-02-30'),
+    fc.constantFrom(
+      null,
+      '',
+      'a',
+      'A',
+      '%',
+      'ab',
+      true,
+      false,
+      0,
+      1,
+      2.5,
+      '2026-11-01',
+      '2026-11-21',
+      '2026-02-30',
+    ),
     fc.string(),
     fc.double({ noNaN: true }),
   )
@@ -1003,7 +1253,13 @@ describe('matches: negative operators are exact complements', () => {
       fc.property(recordArb, fc.constantFrom(...pairs), (r, [field, pos, neg, value]) => {
         const record = rec('r', r as Partial<SearchRecord>)
         const hit = matches(record, { filters: one(field, pos, value) }, catalog, TODAY, 'customer')
-        const miss = matches(record, { filters: one(field, neg, value) }, catalog, TODAY, 'customer')
+        const miss = matches(
+          record,
+          { filters: one(field, neg, value) },
+          catalog,
+          TODAY,
+          'customer',
+        )
         assert.notEqual(hit, miss)
       }),
     )
@@ -1017,7 +1273,8 @@ describe('compileSearch: sort', () => {
     { propertyName: 'plan' },
     { propertyName: 'createdAt' },
   ]
-  const sorted = (over: Partial<SearchInput> = {}) => compileSearch(input({ sort, cursorKey: key, ...over }))
+  const sorted = (over: Partial<SearchInput> = {}) =>
+    compileSearch(input({ sort, cursorKey: key, ...over }))
 
   // Account 8's records, for sorting: ties, nulls, and strings that byte order puts apart.
   const NAMES = ['b', 'B', 'a', null]
@@ -1027,12 +1284,16 @@ describe('compileSearch: sort', () => {
     for (let i = 0; i < 14; i++) {
       const plan = PLANS[(i * 3) % 4]
       await db.sql`insert into customers (account_id, external_id, name, attributes, created_at)
-        values (8, ${`s${String(i).padStart(2, '0')}`}, ${NAMES[i % 4]}, ${db.sql.json(plan ? { plan } : {})},
+        values (8, ${`s${String(i).padStart(2, '0')}`}, ${NAMES[i % 4]},
+          ${db.sql.json(plan ? { plan } : {})},
           ${`2026-01-0${1 + (i % 3)}T00:00:00Z`})`
     }
     const scored = Array.from({ length: 14 }, (_, i) => ({ i, engagementscore: SCORES[i % 6] }))
       .filter((x) => x.engagementscore !== undefined)
-      .map(({ i, engagementscore }) => ({ external_id: `s${String(i).padStart(2, '0')}`, engagementscore }))
+      .map(({ i, engagementscore }) => ({
+        external_id: `s${String(i).padStart(2, '0')}`,
+        engagementscore,
+      }))
     await storeScores(db.sql, 'customers', 8, scored)
   })
   type Key = { propertyName: string; direction?: 'asc' | 'desc' }
@@ -1041,15 +1302,25 @@ describe('compileSearch: sort', () => {
   const expected = async (keys: Key[]) => {
     const records = await db.sql`select r.external_id, r.name, r.attributes->>'plan' as plan,
         r.created_at::text as created, h.engagementscore
-      from customers r left join customer_scores h on h.account_id = r.account_id and h.customer_id = r.service_id
+      from customers r left join customer_scores h on h.account_id = r.account_id
+        and h.customer_id = r.service_id
       where r.account_id = 8 and not r.is_churned`
-    const column: Record<string, string> = { engagementscore: 'engagementscore', plan: 'plan', name: 'name' }
+    const column: Record<string, string> = {
+      engagementscore: 'engagementscore',
+      plan: 'plan',
+      name: 'name',
+    }
     const compare = (x: unknown, y: unknown) =>
-      typeof x === 'number' ? x - (y as number) : Buffer.compare(Buffer.from(String(x)), Buffer.from(String(y)))
+      typeof x === 'number'
+        ? x - (y as number)
+        : Buffer.compare(Buffer.from(String(x)), Buffer.from(String(y)))
     return [...records]
       .sort((r, q) => {
         for (const { propertyName, direction } of keys) {
-          const [x, y] = [r[column[propertyName] ?? 'created'], q[column[propertyName] ?? 'created']]
+          const [x, y] = [
+            r[column[propertyName] ?? 'created'],
+            q[column[propertyName] ?? 'created'],
+          ]
           if (x === null || y === null) {
             if (x !== y) return x === null ? 1 : -1
             continue
@@ -1065,7 +1336,9 @@ describe('compileSearch: sort', () => {
   const walk = async (keys: Key[], limit: number) => {
     const seen: string[] = []
     for (let afterCursor: string | undefined; ; ) {
-      const query = compileSearch(input({ accountId: 8, sort: keys, cursorKey: key, limit, afterCursor }))
+      const query = compileSearch(
+        input({ accountId: 8, sort: keys, cursorKey: key, limit, afterCursor }),
+      )
       const rows = await db.rows(query)
       seen.push(...rows.slice(0, limit).map((r) => r.id as string))
       // A cursor that does not move on would walk forever: fail on the second lap instead.
@@ -1075,8 +1348,12 @@ describe('compileSearch: sort', () => {
   }
   // The parts of the page's union all: 1 when the page is one query.
   const parts = async (query: { text: string; params: unknown[] }) => {
-    const append = planNodes(await db.plan(query)).find(({ node }) => node['Node Type'].endsWith('Append'))
-    return append ? append.node.Plans!.filter((p) => p['Parent Relationship'] === 'Member').length : 1
+    const append = planNodes(await db.plan(query)).find(({ node }) =>
+      node['Node Type'].endsWith('Append'),
+    )
+    return append
+      ? append.node.Plans!.filter((p) => p['Parent Relationship'] === 'Member').length
+      : 1
   }
 
   const orderTitle =
@@ -1089,19 +1366,34 @@ describe('compileSearch: sort', () => {
     ]) {
       const order = await expected(keys)
       assert.equal(order.length, 15)
-      assert.deepEqual(await db.ids(compileSearch(input({ accountId: 8, sort: keys, cursorKey: key }))), order)
+      assert.deepEqual(
+        await db.ids(compileSearch(input({ accountId: 8, sort: keys, cursorKey: key }))),
+        order,
+      )
     }
     // A score key is read in the page's own query; a key of the record alone is not.
     assert.ok((await readUnderLimit({ sort, cursorKey: key }, 'customer_scores')).includes(true))
-    assert.deepEqual(await readUnderLimit({ sort: sort.slice(1), cursorKey: key }, 'customer_scores'), [false])
+    assert.deepEqual(
+      await readUnderLimit({ sort: sort.slice(1), cursorKey: key }, 'customer_scores'),
+      [false],
+    )
   })
 
   test('a cursor becomes the keyset condition, key by key, a null value included', async () => {
     const keys = resolveSort('customer', sort, new Map(catalog.map((d) => [d.codename, d])), [])
     const scope = cursorScope(7, 'customer', keys)
     const cursor = sealCursor(['5', null, '2026-01-01T00:00:00.000001Z', 'c9'], key, scope)
-    assert.deepEqual(openCursor(cursor, key, scope, 3), ['5', null, '2026-01-01T00:00:00.000001Z', 'c9'])
-    for (const keys of [sort, sort.slice(1), [sort[1], { propertyName: 'name', direction: 'desc' as const }]]) {
+    assert.deepEqual(openCursor(cursor, key, scope, 3), [
+      '5',
+      null,
+      '2026-01-01T00:00:00.000001Z',
+      'c9',
+    ])
+    for (const keys of [
+      sort,
+      sort.slice(1),
+      [sort[1], { propertyName: 'name', direction: 'desc' as const }],
+    ]) {
       const order = await expected(keys)
       for (const limit of [1, 2, 4])
         assert.deepEqual(await walk(keys, limit), order, `${JSON.stringify(keys)} by ${limit}`)
@@ -1113,15 +1405,26 @@ describe('compileSearch: sort', () => {
       for (const direction of ['asc', 'desc'] as const) {
         const keys = [{ propertyName, direction }]
         const order = await expected(keys)
-        for (const limit of [1, 3]) assert.deepEqual(await walk(keys, limit), order, `${propertyName} ${direction}`)
+        for (const limit of [1, 3])
+          assert.deepEqual(await walk(keys, limit), order, `${propertyName} ${direction}`)
         // The rest of the cursor's tie; for a descending key the next two values' ties, each read
         // forwards from the index; the records beyond; those without a value.
         const scope = cursorScope(8, 'customer', resolveSort('customer', keys, new Map(), []))
         const after = (v: string | null) =>
           compileSearch(
-            input({ accountId: 8, sort: keys, cursorKey: key, afterCursor: sealCursor([v, 'c9'], key, scope) }),
+            input({
+              accountId: 8,
+              sort: keys,
+              cursorKey: key,
+              afterCursor: sealCursor([v, 'c9'], key, scope),
+            }),
           )
-        const value = propertyName === 'createdAt' ? '2026-01-02T00:00:00Z' : propertyName === 'name' ? 'a' : '1'
+        const value =
+          propertyName === 'createdAt'
+            ? '2026-01-02T00:00:00Z'
+            : propertyName === 'name'
+              ? 'a'
+              : '1'
         assert.equal(await parts(after(value)), direction === 'desc' ? 5 : 3)
         assert.equal(await parts(after(null)), 1)
       }
@@ -1141,7 +1444,11 @@ describe('compileSearch: sort', () => {
       ['not a cursor', { afterCursor: 'nope' }],
     ] as const
     for (const [what, over] of other) {
-      assert.deepEqual(pathsOf({ sort, cursorKey: key, afterCursor: cursor, ...over }), ['/after'], what)
+      assert.deepEqual(
+        pathsOf({ sort, cursorKey: key, afterCursor: cursor, ...over }),
+        ['/after'],
+        what,
+      )
     }
   })
 
@@ -1151,19 +1458,25 @@ describe('compileSearch: sort', () => {
       '/sort/0/propertyName',
       '/sort/1/propertyName',
     ])
-    assert.deepEqual(pathsOf({ entity: 'contact', sort: [{ propertyName: 'upsell_score' }], cursorKey: key }), [
-      '/sort/0/propertyName',
-    ])
+    assert.deepEqual(
+      pathsOf({ entity: 'contact', sort: [{ propertyName: 'upsell_score' }], cursorKey: key }),
+      ['/sort/0/propertyName'],
+    )
     assert.deepEqual(pathsOf({ sort, cursorKey: key, afterServiceId: 3 }), ['/after'])
   })
 
-  // Last in this block: it gives account 8's records probabilities (and a score row to those without).
+  // Last in this block: it gives account 8's records probabilities (and a score row to
+  // those without).
   test('a sort on the learned churn probability walks its index as the score sorts do', async () => {
     const PROBABILITIES = [0.25, null, 0.5, 0.25, 0.125, 0.75, 1 / 3]
     const bytes = (a: string, b: string) => Buffer.compare(Buffer.from(a), Buffer.from(b))
-    const active = await db.sql`select external_id from customers where account_id = 8 and not is_churned
+    const active =
+      await db.sql`select external_id from customers where account_id = 8 and not is_churned
       order by external_id`
-    const given = active.map((r, i) => ({ external_id: r.external_id as string, p: PROBABILITIES[i % 7] }))
+    const given = active.map((r, i) => ({
+      external_id: r.external_id as string,
+      p: PROBABILITIES[i % 7],
+    }))
     await storeScores(
       db.sql,
       'customers',
@@ -1180,12 +1493,19 @@ describe('compileSearch: sort', () => {
             : sign * (a.p - b.p) || bytes(a.external_id, b.external_id),
         )
         .map((g) => g.external_id)
-      for (const limit of [1, 3]) assert.deepEqual(await walk(keys, limit), order, `${direction} by ${limit}`)
-      // After a cursor: the rest of its tie, (descending) the next two values' ties, the records beyond
-      // and those without a value, each a range of (account_id, churn_probability, external_id).
+      for (const limit of [1, 3])
+        assert.deepEqual(await walk(keys, limit), order, `${direction} by ${limit}`)
+      // After a cursor: the rest of its tie, (descending) the next two values' ties, the records
+      // beyond and those without a value, each a range of (account_id, churn_probability,
+      // external_id).
       const scope = cursorScope(8, 'customer', resolveSort('customer', keys, new Map(), []))
       const query = compileSearch(
-        input({ accountId: 8, sort: keys, cursorKey: key, afterCursor: sealCursor(['0.25', 's00'], key, scope) }),
+        input({
+          accountId: 8,
+          sort: keys,
+          cursorKey: key,
+          afterCursor: sealCursor(['0.25', 's00'], key, scope),
+        }),
       )
       assert.equal(await parts(query), direction === 'desc' ? 5 : 3)
       // The order is the index's: with another plan priced out, the score rows are read from it in
@@ -1196,16 +1516,26 @@ describe('compileSearch: sort', () => {
         await tx`set local enable_seqscan = off`
         await tx`set local enable_sort = off`
         await tx`set local enable_bitmapscan = off`
-        const [row] = await tx.unsafe(`explain (format json) ${query.text}`, query.params as string[])
+        const [row] = await tx.unsafe(
+          `explain (format json) ${query.text}`,
+          query.params as string[],
+        )
         return planNodes(row['QUERY PLAN'][0].Plan)
       })
       const reads = nodes.filter(({ node }) => node['Relation Name'] === 'customer_scores')
-      const walked = reads.filter(({ node }) => node['Index Name'] === 'customer_scores_churn_probability')
-      // The tie and the records beyond; descending, also the next two values and the probes finding them.
-      assert.ok(walked.length >= (direction === 'desc' ? 6 : 2), `${direction}: ${walked.length} index reads`)
-      // Nothing read is sorted whole under its part's limit (a descending walk orders a tie's external
-      // IDs by an incremental sort, as for the other scores).
-      for (const { above } of reads) assert.ok(!above.slice(above.lastIndexOf('Limit')).includes('Sort'), `${above}`)
+      const walked = reads.filter(
+        ({ node }) => node['Index Name'] === 'customer_scores_churn_probability',
+      )
+      // The tie and the records beyond; descending, also the next two values and the
+      // probes finding them.
+      assert.ok(
+        walked.length >= (direction === 'desc' ? 6 : 2),
+        `${direction}: ${walked.length} index reads`,
+      )
+      // Nothing read is sorted whole under its part's limit (a descending walk orders a tie's
+      // external IDs by an incremental sort, as for the other scores).
+      for (const { above } of reads)
+        assert.ok(!above.slice(above.lastIndexOf('Limit')).includes('Sort'), `${above}`)
     }
   })
 })

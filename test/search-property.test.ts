@@ -37,7 +37,12 @@ const NUMBERS = [-5, 0, 1, 2.5, 10, 40]
 const SCORES = [-50, 0, 10, 50, 100]
 const DAYS = [-3, 0, 1, 5, 20, 40, 90]
 const USERS = ['owner@acme.test', 'Second@Acme.test']
-const UPLOADED_OWNERS = ['owner@acme.test', 'OWNER@ACME.TEST', 'second@acme.test', 'ghost@acme.test']
+const UPLOADED_OWNERS = [
+  'owner@acme.test',
+  'OWNER@ACME.TEST',
+  'second@acme.test',
+  'ghost@acme.test',
+]
 const TAGS = ['Red', 'green', 'Blue Sky']
 
 const text = fc.oneof(fc.constantFrom(...STRINGS), fc.string({ maxLength: 4 }))
@@ -55,8 +60,12 @@ const customerArb = fc.record({
   country: maybe(text),
   has_sso: maybe(fc.boolean()),
   plan_started: maybe(date),
-  // Two snapshots: the record's metric values are the latest one's, a key missing there the older one's.
-  older: fc.record({ logins: maybe(fc.constantFrom(...NUMBERS)), seats: maybe(fc.constantFrom(...NUMBERS)) }),
+  // Two snapshots: the record's metric values are the latest one's, a key missing there
+  // the older one's.
+  older: fc.record({
+    logins: maybe(fc.constantFrom(...NUMBERS)),
+    seats: maybe(fc.constantFrom(...NUMBERS)),
+  }),
   newer: fc.option(fc.record({ logins: maybe(fc.constantFrom(...NUMBERS)) }), { nil: undefined }),
   tags: fc.subarray(TAGS),
   is_churned: fc.integer({ min: 0, max: 3 }).map((n) => n === 0),
@@ -100,8 +109,10 @@ const dataset = fc.sample(
   { seed: SEED, numRuns: 1 },
 )[0]
 
-const compact = <T extends object>(o: T) => Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined))
-const storedOwner = (uploaded?: string) => USERS.find((u) => u.toLowerCase() === uploaded?.toLowerCase()) ?? null
+const compact = <T extends object>(o: T) =>
+  Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined))
+const storedOwner = (uploaded?: string) =>
+  USERS.find((u) => u.toLowerCase() === uploaded?.toLowerCase()) ?? null
 
 const customerRecords: SearchRecord[] = dataset.customers.map(([external_id, c, at]) => ({
   external_id,
@@ -146,7 +157,11 @@ before(async () => {
         external_id,
         name: c.name,
         owner_email: c.owner_email,
-        attributes: compact({ country: c.country, has_sso: c.has_sso, plan_started: c.plan_started }),
+        attributes: compact({
+          country: c.country,
+          has_sso: c.has_sso,
+          plan_started: c.plan_started,
+        }),
         metrics: [
           { date: dayAgo(10), ...compact(c.older) },
           ...(c.newer ? [{ date: dayAgo(2), ...compact(c.newer) }] : []),
@@ -188,7 +203,9 @@ before(async () => {
       records.map((r) => ({
         external_id: r.external_id,
         ...Object.fromEntries(columns.map((c) => [c, r[c]])),
-        ...(table === 'customers' ? { fitscore: r.fitscore ?? null, churn_risk: r.churn_risk ?? null } : {}),
+        ...(table === 'customers'
+          ? { fitscore: r.fitscore ?? null, churn_risk: r.churn_risk ?? null }
+          : {}),
       })),
     )
     if (table === 'customers') {
@@ -205,14 +222,19 @@ before(async () => {
         join ${s.sql(table)} r on r.account_id = ${account.id} and r.external_id = x.external_id
         join tags t on t.account_id = ${account.id} and t.title = wanted.title`
     // Last, as any write before may touch them.
-    const stamped = records.map(({ external_id, created_at, updated_at }) => ({ external_id, created_at, updated_at }))
+    const stamped = records.map(({ external_id, created_at, updated_at }) => ({
+      external_id,
+      created_at,
+      updated_at,
+    }))
     await s.sql`
       update ${s.sql(table)} r set created_at = x.created_at, updated_at = x.updated_at
       from jsonb_to_recordset(${s.sql.json(stamped)})
         as x(external_id text, created_at timestamptz, updated_at timestamptz)
       where r.account_id = ${account.id} and r.external_id = x.external_id`
   }
-  const defs = await s.sql`select entity, codename, kind, type from property_defs where account_id = ${account.id}`
+  const defs = await s.sql`select entity, codename, kind, type from property_defs
+      where account_id = ${account.id}`
   catalog = {
     customer: defs.filter((d) => d.entity === 'customer') as unknown as PropertyDef[],
     contact: defs.filter((d) => d.entity === 'contact') as unknown as PropertyDef[],
@@ -221,7 +243,10 @@ before(async () => {
 after(() => s?.stop())
 
 // The fields of each entity, with the domain their operands are drawn from.
-const number = fc.oneof(fc.constantFrom(...NUMBERS).map(String), fc.constantFrom('1.0', '4e1', '25e-1', '-0'))
+const number = fc.oneof(
+  fc.constantFrom(...NUMBERS).map(String),
+  fc.constantFrom('1.0', '4e1', '25e-1', '-0'),
+)
 const score = fc.constantFrom(...SCORES, 5, -10).map(String)
 const bool = fc.constantFrom('true', 'false')
 const tag = fc.constantFrom('red', 'RED', 'Green', 'blue sky', 'nope')
@@ -253,12 +278,18 @@ const FIELDS: Record<Entity, [string, FieldType, fc.Arbitrary<string>][]> = {
     [
       'customer_external_id',
       'external_id',
-      fc.oneof(fc.constantFrom(...customerRecords.map((r) => r.external_id)), fc.constantFrom('nope', 'C')),
+      fc.oneof(
+        fc.constantFrom(...customerRecords.map((r) => r.external_id)),
+        fc.constantFrom('nope', 'C'),
+      ),
     ],
   ],
 }
 const days = fc.constantFrom('0', '1', '3', '10', '30', '60')
-const substring = fc.oneof(fc.constantFrom('u', 'U', '%', '_', '\\', 'a', '', "'"), fc.string({ maxLength: 2 }))
+const substring = fc.oneof(
+  fc.constantFrom('u', 'U', '%', '_', '\\', 'a', '', "'"),
+  fc.string({ maxLength: 2 }),
+)
 
 // A list made long (300 values) with values of the field's type that no record holds, nor any
 // name that the lists' own values may draw: a long list must match what the short one does.
@@ -273,16 +304,23 @@ const PADDING: Record<Exclude<FieldType, 'boolean'>, (i: number) => string> = {
 }
 const padded = (values: string[], type: FieldType) => [
   ...values,
-  ...Array.from({ length: 300 - values.length }, (_, i) => PADDING[type as keyof typeof PADDING](i)),
+  ...Array.from({ length: 300 - values.length }, (_, i) =>
+    PADDING[type as keyof typeof PADDING](i),
+  ),
 ]
 
 const filterArb = (entity: Entity): fc.Arbitrary<Filter> =>
   fc.constantFrom(...FIELDS[entity]).chain(([propertyName, type, values]) =>
     fc.constantFrom(...ALLOWED_OPERATORS[type]).chain((operator): fc.Arbitrary<Filter> => {
-      if (operator === 'KNOWN' || operator === 'UNKNOWN') return fc.constant({ propertyName, operator })
+      if (operator === 'KNOWN' || operator === 'UNKNOWN')
+        return fc.constant({ propertyName, operator })
       if (operator === 'IN' || operator === 'NIN') {
         const list = fc.tuple(fc.array(values, { minLength: 1, maxLength: 3 }), fc.boolean())
-        return list.map(([v, long]) => ({ propertyName, operator, values: long ? padded(v, type) : v }))
+        return list.map(([v, long]) => ({
+          propertyName,
+          operator,
+          values: long ? padded(v, type) : v,
+        }))
       }
       const operand =
         operator === 'GTD' || operator === 'LTD'
@@ -294,7 +332,8 @@ const filterArb = (entity: Entity): fc.Arbitrary<Filter> =>
     }),
   )
 
-// Trees up to the depth limit: a node at the top, below it a leaf as likely as a node, so that most stay small.
+// Trees up to the depth limit: a node at the top, below it a leaf as likely as a node, so
+// that most stay small.
 const conditionArb = (entity: Entity, depth = 0): fc.Arbitrary<Condition> => {
   if (depth === MAX_TREE_DEPTH) return filterArb(entity)
   const child = conditionArb(entity, depth + 1)
@@ -314,12 +353,19 @@ const SORTABLE: Record<Entity, string[]> = {
     'createdAt',
     'updatedAt',
   ],
-  contact: [...FIELDS.contact.map(([name]) => name).filter((name) => name !== 'tags'), 'createdAt', 'updatedAt'],
+  contact: [
+    ...FIELDS.contact.map(([name]) => name).filter((name) => name !== 'tags'),
+    'createdAt',
+    'updatedAt',
+  ],
 }
 const sortArb = (entity: Entity) =>
   fc.array(
     fc.record(
-      { propertyName: fc.constantFrom(...SORTABLE[entity]), direction: fc.constantFrom('asc', 'desc') },
+      {
+        propertyName: fc.constantFrom(...SORTABLE[entity]),
+        direction: fc.constantFrom('asc', 'desc'),
+      },
       { requiredKeys: ['propertyName'] },
     ),
     { minLength: 1, maxLength: 3 },
@@ -336,10 +382,14 @@ const requestArb = (conditions: (entity: Entity) => fc.Arbitrary<Conditions>, so
     }),
   )
 
-const RECORDS: Record<Entity, SearchRecord[]> = { customer: customerRecords, contact: contactRecords }
+const RECORDS: Record<Entity, SearchRecord[]> = {
+  customer: customerRecords,
+  contact: contactRecords,
+}
 
-// Random requests, each of which must page to exactly what the evaluator matches; a third of them at
-// least must have an answer that is neither empty nor everything: the ones that tell conditions apart.
+// Random requests, each of which must page to exactly what the evaluator matches; a third
+// of them at least must have an answer that is neither empty nor everything: the ones that
+// tell conditions apart.
 const compare = async (arb: ReturnType<typeof requestArb>) => {
   let telling = 0
   let reordered = 0
@@ -348,7 +398,9 @@ const compare = async (arb: ReturnType<typeof requestArb>) => {
       const today = new Date().toISOString().slice(0, 10)
       let expected: string[]
       try {
-        const matching = RECORDS[entity].filter((r) => matches(r, conditions, catalog[entity], today, entity))
+        const matching = RECORDS[entity].filter((r) =>
+          matches(r, conditions, catalog[entity], today, entity),
+        )
         expected = sort
           ? sortRecords(matching, sort, catalog[entity], entity).map((r) => r.external_id)
           : matching.map((r) => r.external_id).sort(byteOrder)
@@ -373,7 +425,11 @@ const compare = async (arb: ReturnType<typeof requestArb>) => {
 }
 
 test('random filter sets: the service answers exactly what the in-memory evaluator matches', async () => {
-  await compare(requestArb((entity) => fc.array(filterArb(entity), { maxLength: 4 }).map((filters) => ({ filters }))))
+  await compare(
+    requestArb((entity) =>
+      fc.array(filterArb(entity), { maxLength: 4 }).map((filters) => ({ filters })),
+    ),
+  )
 })
 
 test('random where trees: the service answers exactly what the in-memory evaluator matches', async () => {
@@ -385,30 +441,43 @@ test('random where trees: the service answers exactly what the in-memory evaluat
 })
 
 test("random sorts: the service pages in exactly the in-memory evaluator's order", async () => {
-  const filters = (entity: Entity) => fc.array(filterArb(entity), { maxLength: 2 }).map((f) => ({ filters: f }))
+  const filters = (entity: Entity) =>
+    fc.array(filterArb(entity), { maxLength: 2 }).map((f) => ({ filters: f }))
   const reordered = await compare(requestArb(filters, true))
-  assert.ok(reordered >= RUNS / 2, `only ${reordered} of ${RUNS} sorted runs were not in external-ID order`)
+  assert.ok(
+    reordered >= RUNS / 2,
+    `only ${reordered} of ${RUNS} sorted runs were not in external-ID order`,
+  )
 })
 
 test('the dataset is varied enough for the comparison to mean something', async () => {
   const active = customerRecords.filter((r) => !r.is_churned).length
   assert.ok(active > 10 && active < customerRecords.length, `${active} active customers`)
   assert.equal((await allPages(account, 'customers', { limit: 1000 }))[0].results.length, active)
-  assert.equal((await allPages(account, 'contacts', { limit: 1000 }))[0].results.length, contactRecords.length)
+  assert.equal(
+    (await allPages(account, 'contacts', { limit: 1000 }))[0].results.length,
+    contactRecords.length,
+  )
 })
 
 // Under every sort key in both directions, with new records written between pages: every record
 // that matched before the first page is on exactly one page, and no record is on two. New records
 // may land on a later page or before the cursor, so they are allowed but not required.
 test('paging under every sort returns each record exactly once, also while records are inserted', async () => {
-  const [anyCustomer] = await s.sql`select service_id from customers where account_id = ${account.id} limit 1`
+  const [anyCustomer] =
+    await s.sql`select service_id from customers where account_id = ${account.id} limit 1`
   let inserted = 0
   const insert = async (entity: Entity) => {
     const n = inserted++
-    const values = { name: `new ${n % 3}`, country: STRINGS[n % STRINGS.length], logins: NUMBERS[n % NUMBERS.length] }
+    const values = {
+      name: `new ${n % 3}`,
+      country: STRINGS[n % STRINGS.length],
+      logins: NUMBERS[n % NUMBERS.length],
+    }
     if (entity === 'customer') {
       await s.sql`insert into customers (account_id, external_id, name, attributes, metrics)
-        values (${account.id}, ${`new-${n}`}, ${values.name}, ${s.sql.json({ country: values.country })},
+        values (${account.id}, ${`new-${n}`}, ${values.name},
+          ${s.sql.json({ country: values.country })},
           ${s.sql.json({ logins: values.logins })})`
     } else {
       await s.sql`insert into contacts (account_id, external_id, customer_id, name, attributes)
@@ -422,7 +491,11 @@ test('paging under every sort returns each record exactly once, also while recor
       for (const direction of ['asc', 'desc']) {
         const seen: string[] = []
         for (let after: string | undefined; ; ) {
-          const res = await search(account, `${entity}s`, { sort: [{ propertyName, direction }], limit: 25, after })
+          const res = await search(account, `${entity}s`, {
+            sort: [{ propertyName, direction }],
+            limit: 25,
+            after,
+          })
           assert.equal(res.status, 200, JSON.stringify(res.body))
           seen.push(...res.body.results.map((r: { id: string }) => r.id))
           if (!res.body.paging) break

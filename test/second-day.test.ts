@@ -1,4 +1,5 @@
-// The operator's second day (issue 35): what an interrupted or refused import says, and the owners hint.
+// The operator's second day (issue 35): what an interrupted or refused import says, and
+// the owners hint.
 import assert from 'node:assert/strict'
 import { spawn } from 'node:child_process'
 import { once } from 'node:events'
@@ -26,7 +27,10 @@ const fileAccount = async (name: string) => {
 }
 
 // `service import` as its own process; `whenRunning` is called once it has written its first chunk.
-const runImport = async (args: string[], whenRunning?: (kill: (signal: NodeJS.Signals) => void) => Promise<void>) => {
+const runImport = async (
+  args: string[],
+  whenRunning?: (kill: (signal: NodeJS.Signals) => void) => Promise<void>,
+) => {
   const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli/main.ts', 'import', ...args], {
     env: { ...process.env, DATABASE_URL: s.url, LOG_LEVEL: 'error' },
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -50,14 +54,18 @@ for (const signal of ['SIGINT', 'SIGTERM'] as const) {
     for (let i = 1; i <= ROWS; i++) text += `s${i},Customer ${i},US\n`
     writeFileSync(file, text)
     const count = async () =>
-      (await s.sql`select count(*)::int as n from customers where account_id = ${account.id}`)[0].n as number
-    const run = await runImport(['customers', file, '--account', String(account.id)], async (kill) => {
-      for (let i = 0; (await count()) === 0; i++) {
-        assert.ok(i < 600, 'no chunk was written')
-        await new Promise((r) => setTimeout(r, 50))
-      }
-      kill(signal)
-    })
+      (await s.sql`select count(*)::int as n from customers where account_id = ${account.id}`)[0]
+        .n as number
+    const run = await runImport(
+      ['customers', file, '--account', String(account.id)],
+      async (kill) => {
+        for (let i = 0; (await count()) === 0; i++) {
+          assert.ok(i < 600, 'no chunk was written')
+          await new Promise((r) => setTimeout(r, 50))
+        }
+        kill(signal)
+      },
+    )
     assert.equal(run.code, 2, run.stderr)
     const stopped = new RegExp(
       `^Import stopped by ${signal} after line (\\d+); the lines after it were not read\\.\\n` +
@@ -76,9 +84,15 @@ for (const signal of ['SIGINT', 'SIGTERM'] as const) {
 test('the summary says owners must exist as users, naming service admin add-user', async () => {
   const account = await fileAccount('Owners')
   const file = join(dir, 'owners.csv')
-  writeFileSync(file, 'external_id,name,owner_email\no1,One,owner@acme.test\no2,Two,nobody@acme.test\n')
+  writeFileSync(
+    file,
+    'external_id,name,owner_email\no1,One,owner@acme.test\no2,Two,nobody@acme.test\n',
+  )
   const run = await runImport(['customers', file, '--account', String(account.id)])
   assert.equal(run.code, 0, run.stderr)
   assert.match(run.stdout, /^Read 2 rows: 2 imported .*1 warnings \(unknown owner emails\)/m)
-  assert.match(run.stdout, /1 rows named an owner email that is no user of account \d+.*service admin add-user/)
+  assert.match(
+    run.stdout,
+    /1 rows named an owner email that is no user of account \d+.*service admin add-user/,
+  )
 })

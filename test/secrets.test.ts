@@ -13,7 +13,12 @@ test('secrets never reach the logs', async () => {
   const serve = await startProcess(['serve'], db.url, { LOG_LEVEL: 'debug' })
   const receiver = await startReceiver()
   try {
-    const call = async (method: string, path: string, headers: Record<string, string>, body?: unknown) => {
+    const call = async (
+      method: string,
+      path: string,
+      headers: Record<string, string>,
+      body?: unknown,
+    ) => {
       const res = await fetch(serve.base + path, {
         method,
         headers: { 'content-type': 'application/json', ...headers },
@@ -43,19 +48,35 @@ test('secrets never reach the logs', async () => {
       200,
     )
     const hook = (
-      await admin('POST', `/accounts/${account.id}/webhooks`, { url: receiver.url, events: ['customer.created'] })
+      await admin('POST', `/accounts/${account.id}/webhooks`, {
+        url: receiver.url,
+        events: ['customer.created'],
+      })
     ).body
-    const rotated = (await admin('POST', `/accounts/${account.id}/webhooks/${hook.id}/rotate-secret`)).body
+    const rotated = (
+      await admin('POST', `/accounts/${account.id}/webhooks/${hook.id}/rotate-secret`)
+    ).body
 
     const wrong = `${key.token.slice(0, -4)}abcd`
     assert.equal((await call('GET', '/api/v1/customer/c1', { 'service-key': wrong })).status, 403)
-    assert.equal((await call('GET', '/api/v1/customer/c1', { 'service-key': revoked.token })).status, 403)
     assert.equal(
-      (await call('GET', '/admin/v1/accounts/1', { authorization: 'Bearer not-the-admin-token' })).status,
+      (await call('GET', '/api/v1/customer/c1', { 'service-key': revoked.token })).status,
+      403,
+    )
+    assert.equal(
+      (await call('GET', '/admin/v1/accounts/1', { authorization: 'Bearer not-the-admin-token' }))
+        .status,
       401,
     )
     assert.equal(
-      (await call('POST', '/api/v1/customer', { 'service-key': key.token }, { external_id: 'c1', name: 'One' })).status,
+      (
+        await call(
+          'POST',
+          '/api/v1/customer',
+          { 'service-key': key.token },
+          { external_id: 'c1', name: 'One' },
+        )
+      ).status,
       201,
     )
     await receiver.waitFor(1)
@@ -78,14 +99,21 @@ test('secrets never reach the logs', async () => {
       .split('\n')
       .filter((l) => l.startsWith('{'))
       .map((l) => JSON.parse(l))
-    assert.ok(lines.filter((l) => l.msg === 'request' && l.status >= 401 && l.status <= 403).length >= 3)
-    assert.ok(lines.some((l) => l.msg === 'request' && l.status === 201 && l.path === '/api/v1/customer'))
+    assert.ok(
+      lines.filter((l) => l.msg === 'request' && l.status >= 401 && l.status <= 403).length >= 3,
+    )
+    assert.ok(
+      lines.some((l) => l.msg === 'request' && l.status === 201 && l.path === '/api/v1/customer'),
+    )
     for (const [name, secret] of Object.entries(secrets)) {
       assert.ok(!output.includes(secret), `the ${name} secret is in the logs`)
-      // Nor its secret part alone: sk_<account>_<secret>, whsec_<secret>. (The secret part may itself
-      // hold '_', so the prefix is cut, not the last piece taken.)
+      // Nor its secret part alone: sk_<account>_<secret>, whsec_<secret>. (The secret part may
+      // itself hold '_', so the prefix is cut, not the last piece taken.)
       const part = secret.replace(/^(sk_\d+_|whsec_)/, '')
-      assert.ok(part.length >= 16 && !output.includes(part), `the ${name} secret's part is in the logs`)
+      assert.ok(
+        part.length >= 16 && !output.includes(part),
+        `the ${name} secret's part is in the logs`,
+      )
     }
   } finally {
     await serve.kill()
@@ -101,17 +129,28 @@ test("request logs name the route's pattern, never a contact's external ids", as
   try {
     const admin = { authorization: `Bearer ${ADMIN_TOKEN}`, 'content-type': 'application/json' }
     const account = await (
-      await fetch(`${serve.base}/admin/v1/accounts`, { method: 'POST', headers: admin, body: '{"name":"Logs"}' })
+      await fetch(`${serve.base}/admin/v1/accounts`, {
+        method: 'POST',
+        headers: admin,
+        body: '{"name":"Logs"}',
+      })
     ).json()
     const key = await (
-      await fetch(`${serve.base}/admin/v1/accounts/${account.id}/keys`, { method: 'POST', headers: admin, body: '{}' })
+      await fetch(`${serve.base}/admin/v1/accounts/${account.id}/keys`, {
+        method: 'POST',
+        headers: admin,
+        body: '{}',
+      })
     ).json()
     const headers = { 'service-key': key.token, 'content-type': 'application/json' }
     const contact = `${serve.base}/api/v1/customer/acme-7f3q/contact/pat-9k2w`
     assert.equal((await fetch(contact, { headers })).status, 404)
     assert.equal((await fetch(contact, { method: 'DELETE', headers })).status, 404)
     // No route: nothing of the path is logged either.
-    assert.equal((await fetch(`${serve.base}/api/v1/customer/acme-7f3q/nothing/pat-9k2w`, { headers })).status, 404)
+    assert.equal(
+      (await fetch(`${serve.base}/api/v1/customer/acme-7f3q/nothing/pat-9k2w`, { headers })).status,
+      404,
+    )
     await serve.kill('SIGTERM')
     const requests = serve
       .stderr()
@@ -127,7 +166,10 @@ test("request logs name the route's pattern, never a contact's external ids", as
         ['GET', null],
       ],
     )
-    assert.ok(!/acme-7f3q|pat-9k2w/.test(serve.stdout() + serve.stderr()), 'an external id is in the logs')
+    assert.ok(
+      !/acme-7f3q|pat-9k2w/.test(serve.stdout() + serve.stderr()),
+      'an external id is in the logs',
+    )
   } finally {
     await serve.kill()
     await db.drop()

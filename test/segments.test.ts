@@ -59,7 +59,9 @@ before(async () => {
     { external_id: 'c3', name: 'Three', attributes: { country: 'FR' }, metrics: [] },
     { external_id: 'c4', name: 'Four', attributes: { country: 'US' }, metrics: [] },
   ])
-  await upload(other, 'customers', [{ external_id: 'c1', name: 'Other one', attributes: { country: 'US' } }])
+  await upload(other, 'customers', [
+    { external_id: 'c1', name: 'Other one', attributes: { country: 'US' } },
+  ])
 })
 after(() => s?.stop())
 
@@ -84,7 +86,10 @@ test('create, list, read, replace and delete a segment', async () => {
   assert.equal(replaced.name, 'US or FR')
   assert.deepEqual(replaced.where, where)
   assert.equal(replaced.filters, undefined, 'a replacement keeps nothing of the old search')
-  await eventually(async () => (await members(acme, created.id)).join() === 'c1,c3,c4', 'c3 entering')
+  await eventually(
+    async () => (await members(acme, created.id)).join() === 'c1,c3,c4',
+    'c3 entering',
+  )
 
   await ok(acme.api(path, undefined, 'DELETE'), 204)
   await refused(get(acme, path), 404)
@@ -96,30 +101,40 @@ test('create, list, read, replace and delete a segment', async () => {
 test('a segment is validated against the property catalog on save, naming the path', async () => {
   const paths = async (body: unknown, method = 'POST', path = '/api/v1/segments') =>
     (await refused(acme.api(path, body, method), 400)).errors.map((e: { path: string }) => e.path)
-  assert.deepEqual(await paths({ name: 'x', filters: [{ propertyName: 'nope', operator: 'EQ', value: '1' }] }), [
-    '/filters/0/propertyName',
-  ])
   assert.deepEqual(
-    await paths({ name: 'x', where: { and: [us, { propertyName: 'country', operator: 'GT', value: '1' }] } }),
+    await paths({ name: 'x', filters: [{ propertyName: 'nope', operator: 'EQ', value: '1' }] }),
+    ['/filters/0/propertyName'],
+  )
+  assert.deepEqual(
+    await paths({
+      name: 'x',
+      where: { and: [us, { propertyName: 'country', operator: 'GT', value: '1' }] },
+    }),
     ['/where/and/1/operator'],
   )
-  assert.deepEqual(await paths({ name: 'x', filters: [{ propertyName: 'logins', operator: 'EQ', value: 'a' }] }), [
-    '/filters/0/value',
-  ])
+  assert.deepEqual(
+    await paths({ name: 'x', filters: [{ propertyName: 'logins', operator: 'EQ', value: 'a' }] }),
+    ['/filters/0/value'],
+  )
   assert.deepEqual(await paths({ name: 'x', filters: [us], where: us }), ['/where'])
   assert.deepEqual(await paths({ filters: [us] }), ['/name'])
   assert.deepEqual(await paths({ name: '', filters: [us] }), ['/name'])
   // A segment saves what picks the customers; paging and shaping belong to each member search.
   assert.deepEqual(await paths({ name: 'x', filters: [us], limit: 5 }), ['/limit'])
-  assert.deepEqual(await paths({ name: 'x', filters: [us], properties: ['country'] }), ['/properties'])
+  assert.deepEqual(await paths({ name: 'x', filters: [us], properties: ['country'] }), [
+    '/properties',
+  ])
   const seg = await ok(create(acme, { name: 'valid', filters: [us] }), 201)
   const member = `/api/v1/segments/${seg.id}`
   assert.deepEqual(await paths({ filters: [us] }, 'POST', `${member}/search`), ['/filters'])
   assert.deepEqual(await paths({ limit: 0 }, 'POST', `${member}/search`), ['/limit'])
-  assert.deepEqual(await paths({ properties: ['nope'] }, 'POST', `${member}/search`), ['/properties/0'])
-  assert.deepEqual(await paths({ name: 'valid', filters: [{ propertyName: 'x', operator: 'EQ' }] }, 'PUT', member), [
-    '/filters/0/propertyName',
+  assert.deepEqual(await paths({ properties: ['nope'] }, 'POST', `${member}/search`), [
+    '/properties/0',
   ])
+  assert.deepEqual(
+    await paths({ name: 'valid', filters: [{ propertyName: 'x', operator: 'EQ' }] }, 'PUT', member),
+    ['/filters/0/propertyName'],
+  )
   await refused(get(acme, `${member}/history?limit=0`), 400)
   await ok(acme.api(member, undefined, 'DELETE'), 204)
 })
@@ -132,7 +147,8 @@ test('names are unique per account: 409 on create and on rename', async () => {
   await refused(acme.api(`/api/v1/segments/${b.id}`, { name: 'Taken', filters: [] }, 'PUT'), 409)
   // The same name in another account is another segment.
   const theirs = await ok(create(other, { name: 'Taken', filters: [] }), 201)
-  for (const id of [a.id, b.id]) await ok(acme.api(`/api/v1/segments/${id}`, undefined, 'DELETE'), 204)
+  for (const id of [a.id, b.id])
+    await ok(acme.api(`/api/v1/segments/${id}`, undefined, 'DELETE'), 204)
   await ok(other.api(`/api/v1/segments/${theirs.id}`, undefined, 'DELETE'), 204)
 })
 
@@ -148,8 +164,14 @@ test("a segment's member search answers what the same customer search does, page
       next = body.paging.next.after
     }
   }
-  const page = (after?: number) => ({ limit: 2, properties: ['country'], ...(after !== undefined && { after }) })
-  const ofSegment = await pages((after) => acme.api(`/api/v1/segments/${seg.id}/search`, page(after)))
+  const page = (after?: number) => ({
+    limit: 2,
+    properties: ['country'],
+    ...(after !== undefined && { after }),
+  })
+  const ofSegment = await pages((after) =>
+    acme.api(`/api/v1/segments/${seg.id}/search`, page(after)),
+  )
   const ofSearch = await pages((after) => search(acme, 'customers', { where, ...page(after) }))
   assert.equal(ofSegment.length, 2)
   assert.deepEqual(ofSegment, ofSearch)
@@ -172,27 +194,36 @@ test('membership records entries and exits after an upload changes data', async 
   assert.equal((await ok(get(acme, `/api/v1/segments/${seg.id}`))).members, 2)
 
   // Back in: a second stay, the first one kept in the history.
-  await upload(acme, 'customers', [{ external_id: 'c4', name: 'Four', attributes: { country: 'US' } }])
+  await upload(acme, 'customers', [
+    { external_id: 'c4', name: 'Four', attributes: { country: 'US' } },
+  ])
   await eventually(async () => (await members(acme, seg.id)).join() === 'c1,c2,c4', 'c4 back')
   assert.equal((await history(acme, seg.id)).filter((h) => h.customer === 'c4').length, 2)
   // Paging through the history: latest entry first.
   const firstPage = await ok(get(acme, `/api/v1/segments/${seg.id}/history?limit=1`))
   assert.equal(firstPage.results[0].customer, 'c4')
   assert.equal(firstPage.results[0].exited_at, null)
-  const rest = await ok(get(acme, `/api/v1/segments/${seg.id}/history?after=${firstPage.paging.next.after}`))
+  const rest = await ok(
+    get(acme, `/api/v1/segments/${seg.id}/history?after=${firstPage.paging.next.after}`),
+  )
   assert.equal(rest.results.length, 3)
 
   // A deleted customer leaves the segment like any other.
   await ok(acme.api('/api/v1/customer/c2', undefined, 'DELETE'), 204)
   await eventually(async () => (await members(acme, seg.id)).join() === 'c1,c4', 'c2 deleted')
-  await upload(acme, 'customers', [{ external_id: 'c2', name: 'Two', attributes: { country: 'DE', has_sso: true } }])
+  await upload(acme, 'customers', [
+    { external_id: 'c2', name: 'Two', attributes: { country: 'DE', has_sso: true } },
+  ])
   await ok(acme.api(`/api/v1/segments/${seg.id}`, undefined, 'DELETE'), 204)
 })
 
 test('membership follows a rescoring', async () => {
   // Fit: country US 100, DE 50, else -100 (weight 50), has_sso (weight 50).
   const seg = await ok(
-    create(acme, { name: 'Good fit', filters: [{ propertyName: 'fitscore', operator: 'GTE', value: '50' }] }),
+    create(acme, {
+      name: 'Good fit',
+      filters: [{ propertyName: 'fitscore', operator: 'GTE', value: '50' }],
+    }),
     201,
   )
   await computedAfter(acme, seg.id)
@@ -200,7 +231,12 @@ test('membership follows a rescoring', async () => {
   assert.ok(before.includes('c1') && !before.includes('c3'), before.join())
   const model = await ok(s.admin('GET', `/accounts/${acme.id}/scoring`))
   const fit = [{ codename: 'country', weight: 100, values: { FR: 100 }, default: -100 }]
-  await ok(s.admin('PUT', `/accounts/${acme.id}/scoring`, { ...model, customer: { ...model.customer, fit } }))
+  await ok(
+    s.admin('PUT', `/accounts/${acme.id}/scoring`, {
+      ...model,
+      customer: { ...model.customer, fit },
+    }),
+  )
   await eventually(async () => {
     const now = await members(acme, seg.id)
     return now.includes('c3') && !now.includes('c1')
@@ -213,8 +249,10 @@ test('membership follows a rescoring', async () => {
 test('the recomputation returns, inside its transaction, who entered and who left', async () => {
   const seg = await ok(create(acme, { name: 'Direct', filters: [us] }), 201)
   await computedAfter(acme, seg.id)
-  const [c3] = await s.sql`select service_id from customers where account_id = ${acme.id} and external_id = 'c3'`
-  const [c1] = await s.sql`select service_id from customers where account_id = ${acme.id} and external_id = 'c1'`
+  const [c3] = await s.sql`select service_id from customers where account_id = ${acme.id}
+      and external_id = 'c3'`
+  const [c1] = await s.sql`select service_id from customers where account_id = ${acme.id}
+      and external_id = 'c1'`
   const rollback = new Error('rollback')
   const change = await s.sql
     .begin(async (tx) => {
@@ -224,18 +262,31 @@ test('the recomputation returns, inside its transaction, who entered and who lef
       await tx`update customers set attributes = attributes || '{"country": "FR"}'
         where account_id = ${acme.id} and external_id = 'c1'`
       const result = await recomputeSegment(tx, acme.id, seg.id)
-      assert.deepEqual(await recomputeSegment(tx, acme.id, seg.id), { segment_id: seg.id, entered: [], exited: [] })
+      assert.deepEqual(await recomputeSegment(tx, acme.id, seg.id), {
+        segment_id: seg.id,
+        entered: [],
+        exited: [],
+      })
       throw Object.assign(rollback, { result })
     })
-    .catch((err) => (err === rollback ? (err as Error & { result: unknown }).result : Promise.reject(err)))
-  assert.deepEqual(change, { segment_id: seg.id, entered: [c3.service_id], exited: [c1.service_id] })
+    .catch((err) =>
+      err === rollback ? (err as Error & { result: unknown }).result : Promise.reject(err),
+    )
+  assert.deepEqual(change, {
+    segment_id: seg.id,
+    entered: [c3.service_id],
+    exited: [c1.service_id],
+  })
   assert.equal(await s.sql.begin((tx) => recomputeSegment(tx, acme.id, 0)), null, 'no such segment')
   await ok(acme.api(`/api/v1/segments/${seg.id}`, undefined, 'DELETE'), 204)
 })
 
 test('a property a segment names cannot be deleted (409 naming the segments); unused, it goes', async () => {
   const seg = await ok(
-    create(acme, { name: 'SSO', where: { not: { propertyName: 'has_sso', operator: 'EQ', value: 'true' } } }),
+    create(acme, {
+      name: 'SSO',
+      where: { not: { propertyName: 'has_sso', operator: 'EQ', value: 'true' } },
+    }),
     201,
   )
   await ok(
@@ -256,7 +307,8 @@ test('a property a segment names cannot be deleted (409 naming the segments); un
   assert.match(conflict.detail, /Named/)
   // The scoring model's properties are refused too, and system attributes.
   assert.match(
-    (await refused(s.admin('DELETE', `/accounts/${acme.id}/properties/customer/has_sso`), 409)).detail,
+    (await refused(s.admin('DELETE', `/accounts/${acme.id}/properties/customer/has_sso`), 409))
+      .detail,
     /scoring model/,
   )
   await refused(s.admin('DELETE', `/accounts/${acme.id}/properties/customer/crm_link`), 409)

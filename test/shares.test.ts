@@ -1,5 +1,5 @@
-// An account's share of expensive requests (src/http/permits.ts): places, the line that waits for one,
-// and the refusal past it. Pure: no service, no clock but the wait's own.
+// An account's share of expensive requests (src/http/permits.ts): places, the line that waits for
+// one, and the refusal past it. Pure: no service, no clock but the wait's own.
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
 import { createShares } from '../src/http/permits.ts'

@@ -26,10 +26,14 @@ interface Person {
 }
 const people = {} as Record<Role, Person>
 
-const cookieOf = (headers: Headers) => /service_session=([^;]*)/.exec(headers.get('set-cookie') ?? '')?.[1] ?? ''
+const cookieOf = (headers: Headers) =>
+  /service_session=([^;]*)/.exec(headers.get('set-cookie') ?? '')?.[1] ?? ''
 
 const invite = async (accountId: number, email: string, role?: Role) => {
-  const res = await s.admin('POST', `/accounts/${accountId}/users`, { email, ...(role && { role }) })
+  const res = await s.admin('POST', `/accounts/${accountId}/users`, {
+    email,
+    ...(role && { role }),
+  })
   assert.equal(res.status, 201, JSON.stringify(res.body))
   return res.body as { id: number; role: Role; invite_token: string; invite_url: string }
 }
@@ -39,7 +43,12 @@ const setPassword = (token: string, password = PASSWORD, base = s.base) =>
     headers: { 'content-type': 'application/json' },
     body: JSON.stringify({ token, password }),
   }).then(async (r) => ({ status: r.status, body: await r.json() }))
-const signIn = async (email: string, password = PASSWORD, base = s.base, headers: Record<string, string> = {}) => {
+const signIn = async (
+  email: string,
+  password = PASSWORD,
+  base = s.base,
+  headers: Record<string, string> = {},
+) => {
   const res = await fetch(`${base}/auth/v1/sign-in`, {
     method: 'POST',
     headers: { 'content-type': 'application/json', ...headers },
@@ -95,9 +104,10 @@ test('an invite answers a one-time link; the role is viewer when not given', asy
   // Not signed in before the password is set, whatever is tried.
   assert.equal((await signIn('new@people.test', '')).status, 401)
   const listed = await account.api('/api/v1/users', undefined, 'GET')
-  assert.deepEqual(listed.body.map((u: { email: string; role: string }) => [u.email, u.role]).slice(-1), [
-    ['new@people.test', 'viewer'],
-  ])
+  assert.deepEqual(
+    listed.body.map((u: { email: string; role: string }) => [u.email, u.role]).slice(-1),
+    [['new@people.test', 'viewer']],
+  )
 })
 
 test('the CLI invites through the admin operation, with the same answer', async () => {
@@ -161,7 +171,12 @@ test('an invite or reset token works once, and not once expired', async () => {
 test('sign-in answers the user, the account and the CSRF token, and sets the cookie with its flags', async () => {
   const res = await signIn('viewer@people.test')
   assert.equal(res.status, 200)
-  assert.deepEqual(res.body.user, { id: people.viewer.id, email: 'viewer@people.test', name: null, role: 'viewer' })
+  assert.deepEqual(res.body.user, {
+    id: people.viewer.id,
+    email: 'viewer@people.test',
+    name: null,
+    role: 'viewer',
+  })
   assert.deepEqual(res.body.account, { id: account.id, name: 'People' })
   assert.match(res.body.csrf_token, /^[A-Za-z0-9_-]{43}$/)
   const flags = res.headers.get('set-cookie')!.split('; ').slice(1)
@@ -176,11 +191,20 @@ test('sign-in answers the user, the account and the CSRF token, and sets the coo
 })
 
 test('the cookie is Secure when SERVICE_PUBLIC_URL is https, and only that origin may change things', async () => {
-  const secure = await startTestService({ publicUrl: 'https://people.example' }, { http: true, worker: false })
+  const secure = await startTestService(
+    { publicUrl: 'https://people.example' },
+    { http: true, worker: false },
+  )
   try {
     const made = await scoredAccount(secure, 'Secure')
-    const res = await secure.admin('POST', `/accounts/${made.id}/users`, { email: 's@people.test', role: 'manager' })
-    assert.equal(res.body.invite_url, `https://people.example/console#password=${res.body.invite_token}`)
+    const res = await secure.admin('POST', `/accounts/${made.id}/users`, {
+      email: 's@people.test',
+      role: 'manager',
+    })
+    assert.equal(
+      res.body.invite_url,
+      `https://people.example/console#password=${res.body.invite_token}`,
+    )
     assert.equal((await setPassword(res.body.invite_token, PASSWORD, secure.base)).status, 200)
     const signedIn = await signIn('s@people.test', PASSWORD, secure.base)
     assert.ok(signedIn.headers.get('set-cookie')!.split('; ').includes('Secure'))
@@ -188,9 +212,16 @@ test('the cookie is Secure when SERVICE_PUBLIC_URL is https, and only that origi
     const write = { external_id: 'c1', name: 'One' }
     // The address the request came to is not the public one: refused; the public origin passes.
     assert.equal((await as(p, secure.base)('POST', '/api/v1/customer', write)).status, 403)
-    const own = await as(p, secure.base, { origin: 'https://people.example' })('POST', '/api/v1/customer', write)
+    const own = await as(p, secure.base, { origin: 'https://people.example' })(
+      'POST',
+      '/api/v1/customer',
+      write,
+    )
     assert.equal(own.status, 201, JSON.stringify(own.body))
-    assert.equal((await signIn('s@people.test', PASSWORD, secure.base, { origin: secure.base })).status, 403)
+    assert.equal(
+      (await signIn('s@people.test', PASSWORD, secure.base, { origin: secure.base })).status,
+      403,
+    )
   } finally {
     await secure.stop()
   }
@@ -210,7 +241,8 @@ test('a wrong password and an unknown email are one 401 with one message', async
 test('10 failures for one email in 15 minutes: 429 with Retry-After, whatever the password', async () => {
   const { invite_token } = await invite(account.id, 'locked@people.test')
   await setPassword(invite_token)
-  for (let i = 0; i < 10; i++) assert.equal((await signIn('locked@people.test', `wrong ${i}`)).status, 401)
+  for (let i = 0; i < 10; i++)
+    assert.equal((await signIn('locked@people.test', `wrong ${i}`)).status, 401)
   const locked = await signIn('locked@people.test')
   assert.equal(locked.status, 429)
   const retry = Number(locked.headers.get('retry-after'))
@@ -220,7 +252,8 @@ test('10 failures for one email in 15 minutes: 429 with Retry-After, whatever th
   assert.equal((await signIn('ghost@people.test', 'wrong password')).status, 429)
   // Other emails are not; and once the failures leave the window the right password signs in.
   assert.equal((await signIn('viewer@people.test')).status, 200)
-  await s.sql`update sign_in_failures set at = at - interval '15 minutes 1 second' where email = 'locked@people.test'`
+  await s.sql`update sign_in_failures set at = at - interval '15 minutes 1 second'
+    where email = 'locked@people.test'`
   assert.equal((await signIn('locked@people.test')).status, 200)
 })
 
@@ -260,7 +293,8 @@ test('a sign-in takes as long for an unknown email as for a known one (measured)
 })
 
 // A path of the table with every parameter filled by something that names nothing.
-const fill = (path: string) => path.replace(/:(\w+)/g, (_, name) => (name.endsWith('id') ? '999999' : 'nobody'))
+const fill = (path: string) =>
+  path.replace(/:(\w+)/g, (_, name) => (name.endsWith('id') ? '999999' : 'nobody'))
 
 const bodyOf = (route: Route) => (route.body ? {} : undefined)
 
@@ -286,7 +320,11 @@ test('every role against every route of the table: allowed as its grants say, el
   assert.ok(checked > 100, `${checked} cases`)
   // Segment's routes take their key as Segment sends it, and a session does not pass for one.
   for (const route of routes.filter((r) => typeof r.auth === 'object' && r.auth.credential))
-    assert.equal((await as(people.admin)(route.method, fill(route.path), bodyOf(route))).status, 401, route.path)
+    assert.equal(
+      (await as(people.admin)(route.method, fill(route.path), bodyOf(route))).status,
+      401,
+      route.path,
+    )
   // The operator's routes stay the admin token's: an admin's session is not it.
   for (const route of routes.filter((r) => r.auth === 'admin')) {
     const res = await as(people.admin)(
@@ -302,13 +340,19 @@ test('every role against every route of the table: allowed as its grants say, el
 
 test('an admin of the account invites, makes reset links and removes users, in this account only', async () => {
   const admin = as(people.admin)
-  const made = await admin('POST', '/api/v1/users', { email: 'by-admin@people.test', role: 'manager' })
+  const made = await admin('POST', '/api/v1/users', {
+    email: 'by-admin@people.test',
+    role: 'manager',
+  })
   assert.equal(made.status, 201, JSON.stringify(made.body))
   assert.equal(made.body.role, 'manager')
   assert.equal((await setPassword(made.body.invite_token)).status, 200)
   const reset = await admin('POST', `/api/v1/users/${made.body.id}/reset`)
   assert.equal(reset.status, 201)
-  assert.equal((await admin('POST', '/api/v1/users', { email: 'by-admin@people.test' })).status, 409)
+  assert.equal(
+    (await admin('POST', '/api/v1/users', { email: 'by-admin@people.test' })).status,
+    409,
+  )
   const foreign = await invite(other.id, 'foreign@other.test')
   assert.equal((await admin('DELETE', `/api/v1/users/${foreign.id}`)).status, 404)
   assert.equal((await admin('POST', `/api/v1/users/${foreign.id}/reset`)).status, 404)
@@ -327,27 +371,52 @@ test('CSRF: a change without the header, with a wrong one, or from another Origi
   const send = (headers: Record<string, string>) =>
     fetch(`${s.base}/api/v1/users`, {
       method: 'POST',
-      headers: { 'content-type': 'application/json', cookie: `service_session=${p.cookie}`, ...headers },
+      headers: {
+        'content-type': 'application/json',
+        cookie: `service_session=${p.cookie}`,
+        ...headers,
+      },
       body: JSON.stringify({ email: 'csrf@people.test' }),
     })
   const own = { origin: s.base }
   assert.equal((await send(own)).status, 403, 'no header')
-  assert.equal((await send({ ...own, 'x-csrf-token': people.manager.csrf })).status, 403, "another session's")
+  assert.equal(
+    (await send({ ...own, 'x-csrf-token': people.manager.csrf })).status,
+    403,
+    "another session's",
+  )
   assert.equal((await send({ ...own, 'x-csrf-token': 'x'.repeat(43) })).status, 403, 'wrong')
-  assert.equal((await send({ 'x-csrf-token': p.csrf, origin: 'https://evil.example' })).status, 403, 'foreign')
+  assert.equal(
+    (await send({ 'x-csrf-token': p.csrf, origin: 'https://evil.example' })).status,
+    403,
+    'foreign',
+  )
   assert.equal((await send({ 'x-csrf-token': p.csrf })).status, 403, 'no Origin')
-  assert.equal((await send({ 'x-csrf-token': p.csrf, origin: 'null' })).status, 403, 'opaque Origin')
+  assert.equal(
+    (await send({ 'x-csrf-token': p.csrf, origin: 'null' })).status,
+    403,
+    'opaque Origin',
+  )
   const [{ n }] = await s.sql`select count(*)::int as n from users
     where account_id = ${account.id} and email = 'csrf@people.test'`
   assert.equal(n, 0, 'nothing was written')
   assert.equal((await send({ ...own, 'x-csrf-token': p.csrf })).status, 201)
   // Reads need neither; a sign-out does, like any change.
-  const read = await fetch(`${s.base}/api/v1/users`, { headers: { cookie: `service_session=${p.cookie}` } })
+  const read = await fetch(`${s.base}/api/v1/users`, {
+    headers: { cookie: `service_session=${p.cookie}` },
+  })
   assert.equal(read.status, 200)
-  assert.equal((await as(p, s.base, { 'x-csrf-token': '' })('POST', '/auth/v1/sign-out')).status, 403)
+  assert.equal(
+    (await as(p, s.base, { 'x-csrf-token': '' })('POST', '/auth/v1/sign-out')).status,
+    403,
+  )
   assert.equal((await as(p)('GET', '/auth/v1/me')).status, 200)
   // Another site's form cannot sign its visitor in.
-  assert.equal((await signIn('manager@people.test', PASSWORD, s.base, { origin: 'https://evil.example' })).status, 403)
+  assert.equal(
+    (await signIn('manager@people.test', PASSWORD, s.base, { origin: 'https://evil.example' }))
+      .status,
+    403,
+  )
 })
 
 test('sessions across two serve processes: sign-out, idle, age, password change and removal end them', async () => {
@@ -384,13 +453,21 @@ test('sessions across two serve processes: sign-out, idle, age, password change 
     await s.sql`update sessions set last_seen_at = now() - interval '11 hours'
       where account_id = ${account.id} and user_id = ${id}`
     assert.equal(await me(p, s.base), 200)
-    const [{ idle }] = await s.sql`select max(now() - last_seen_at) < interval '1 minute' as idle from sessions
+    const [{ idle }] =
+      await s.sql`select max(now() - last_seen_at) < interval '1 minute' as idle from sessions
       where account_id = ${account.id} and user_id = ${id}`
     assert.equal(idle, true)
 
     const reset = await s.admin('POST', `/accounts/${account.id}/users/${id}/reset`)
-    assert.equal((await setPassword(reset.body.reset_token, 'changed password', second.base)).status, 200)
-    assert.deepEqual([await me(p, s.base), await me(p, second.base)], [401, 401], 'password changed')
+    assert.equal(
+      (await setPassword(reset.body.reset_token, 'changed password', second.base)).status,
+      200,
+    )
+    assert.deepEqual(
+      [await me(p, s.base), await me(p, second.base)],
+      [401, 401],
+      'password changed',
+    )
 
     const q = await (async () => {
       const res = await signIn('two@people.test', 'changed password', second.base)
@@ -399,7 +476,8 @@ test('sessions across two serve processes: sign-out, idle, age, password change 
     assert.equal(await me(q, s.base), 200)
     assert.equal((await as(people.admin, second.base)('DELETE', `/api/v1/users/${id}`)).status, 204)
     assert.deepEqual([await me(q, s.base), await me(q, second.base)], [401, 401], 'user removed')
-    const [{ n }] = await s.sql`select count(*)::int as n from sessions where account_id = ${account.id}
+    const [{ n }] =
+      await s.sql`select count(*)::int as n from sessions where account_id = ${account.id}
       and user_id = ${id}`
     assert.equal(n, 0)
   } finally {
@@ -434,8 +512,14 @@ test("an admin changes a user's role: validated, audited, in force at once for t
   const log = (await admin('GET', '/api/v1/audit?limit=50')).body.entries
   const ofRole = (action: string) => log.find((e: { action: string }) => e.action === action)
   const [byOperator, byAdmin] = [ofRole('setUserRole'), ofRole('setAccountUserRole')]
-  assert.deepEqual([byOperator.target, byAdmin.target], [`accounts/${account.id}/users/${p.id}`, `users/${p.id}`])
-  assert.deepEqual([byOperator.action, byOperator.actor.type, byOperator.status], ['setUserRole', 'operator', 200])
+  assert.deepEqual(
+    [byOperator.target, byAdmin.target],
+    [`accounts/${account.id}/users/${p.id}`, `users/${p.id}`],
+  )
+  assert.deepEqual(
+    [byOperator.action, byOperator.actor.type, byOperator.status],
+    ['setUserRole', 'operator', 200],
+  )
   assert.deepEqual(
     [byAdmin.action, byAdmin.actor, byAdmin.status],
     ['setAccountUserRole', { type: 'user', id: people.admin.id, name: people.admin.email }, 200],
@@ -461,7 +545,10 @@ test("the account's last admin is neither demoted nor removed, even by two admin
   assert.equal(last.status, 409, JSON.stringify(last.body))
   assert.match(last.body.detail, /last admin/)
   assert.equal((await as(first)('DELETE', `/api/v1/users/${first.id}`)).status, 409)
-  assert.equal((await s.admin('PATCH', `/accounts/${solo.id}/users/${first.id}`, { role: 'manager' })).status, 409)
+  assert.equal(
+    (await s.admin('PATCH', `/accounts/${solo.id}/users/${first.id}`, { role: 'manager' })).status,
+    409,
+  )
   assert.equal((await s.admin('DELETE', `/accounts/${solo.id}/users/${first.id}`)).status, 409)
   const refused = (await as(first)('GET', '/api/v1/audit?limit=10')).body.entries
   assert.deepEqual(
@@ -481,7 +568,9 @@ test("the account's last admin is neither demoted nor removed, even by two admin
   ])
   const statuses = both.map((r) => r.status).sort()
   assert.ok(statuses[0] === 200 && [403, 409].includes(statuses[1]), String(statuses))
-  let roles = (await s.admin('GET', `/accounts/${solo.id}/users`)).body.map((u: { role: Role }) => u.role)
+  let roles = (await s.admin('GET', `/accounts/${solo.id}/users`)).body.map(
+    (u: { role: Role }) => u.role,
+  )
   assert.deepEqual(roles.sort(), ['admin', 'viewer'])
   // The same race below the HTTP layer, where both changes always reach the lock.
   const [admin] = (await s.admin('GET', `/accounts/${solo.id}/users`)).body.filter(
@@ -492,8 +581,13 @@ test("the account's last admin is neither demoted nor removed, even by two admin
     setRole(s.sql, solo.id, admin.id, 'viewer'),
     setRole(s.sql, solo.id, third.id, 'viewer'),
   ])
-  assert.deepEqual(race.map((r) => (r.status === 'fulfilled' ? 200 : (r.reason as Refusal).status)).sort(), [200, 409])
-  roles = (await s.admin('GET', `/accounts/${solo.id}/users`)).body.map((u: { role: Role }) => u.role)
+  assert.deepEqual(
+    race.map((r) => (r.status === 'fulfilled' ? 200 : (r.reason as Refusal).status)).sort(),
+    [200, 409],
+  )
+  roles = (await s.admin('GET', `/accounts/${solo.id}/users`)).body.map(
+    (u: { role: Role }) => u.role,
+  )
   assert.deepEqual(roles.sort(), ['admin', 'viewer', 'viewer'])
 })
 
@@ -501,8 +595,15 @@ test("a removed user's name leaves the audit log: the entries stay, with their i
   const admin = as(people.admin)
   const leaver = await person(account.id, 'leaver@people.test', 'admin')
   const stays = await person(account.id, 'stays@people.test', 'manager')
-  assert.equal((await as(leaver)('POST', '/api/v1/users', { email: 'made-by-leaver@people.test' })).status, 201)
-  assert.equal((await as(stays)('POST', '/api/v1/customer', { external_id: 'by-stays', name: 'Stays' })).status, 201)
+  assert.equal(
+    (await as(leaver)('POST', '/api/v1/users', { email: 'made-by-leaver@people.test' })).status,
+    201,
+  )
+  assert.equal(
+    (await as(stays)('POST', '/api/v1/customer', { external_id: 'by-stays', name: 'Stays' }))
+      .status,
+    201,
+  )
   const before = (await admin('GET', '/api/v1/audit?limit=50')).body.entries
   const theirs = before.filter((e: { actor: { id: number } }) => e.actor.id === leaver.id)
   assert.equal(theirs[0].actor.name, 'leaver@people.test')
@@ -513,7 +614,8 @@ test("a removed user's name leaves the audit log: the entries stay, with their i
   const blanked = after.filter((e: { actor: { id: number } }) => e.actor.id === leaver.id)
   assert.equal(blanked.length, theirs.length + 1)
   assert.equal(blanked[0].action, 'removeAccountUser')
-  for (const e of blanked) assert.deepEqual(e.actor, { type: 'user', id: leaver.id, name: '(erased)' })
+  for (const e of blanked)
+    assert.deepEqual(e.actor, { type: 'user', id: leaver.id, name: '(erased)' })
   assert.ok(after.some((e: { actor: { name: string } }) => e.actor.name === 'stays@people.test'))
   const [{ n }] = await s.sql`select count(*)::int as n from audit_entries
     where account_id = ${account.id} and actor_name = 'leaver@people.test'`

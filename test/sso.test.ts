@@ -28,12 +28,19 @@ const key = () => ({
 
 const provider = (issuer: string, jwk: ReturnType<typeof key>) =>
   new Provider(issuer, {
-    clients: [{ ...CLIENT, redirect_uris: [`${s.base}/auth/v1/sso/callback`], grant_types: ['authorization_code'] }],
+    clients: [
+      {
+        ...CLIENT,
+        redirect_uris: [`${s.base}/auth/v1/sso/callback`],
+        grant_types: ['authorization_code'],
+      },
+    ],
     jwks: { keys: [jwk] },
     cookies: { keys: ['provider-cookie-key'] },
     claims: { openid: ['sub'], email: ['email', 'email_verified'] },
     conformIdTokenClaims: false,
-    findAccount: (_ctx, sub) => (PEOPLE[sub] ? { accountId: sub, claims: () => ({ sub, ...PEOPLE[sub] }) } : undefined),
+    findAccount: (_ctx, sub) =>
+      PEOPLE[sub] ? { accountId: sub, claims: () => ({ sub, ...PEOPLE[sub] }) } : undefined,
   })
 
 // A loopback server whose handler is chosen per request.
@@ -54,7 +61,9 @@ let active: Provider
 before(async () => {
   s = await startTestService()
   accountId = (await s.account('Acme')).id
-  const main = await listen((req, res) => (req.url?.startsWith('/jwks') ? real : active).callback()(req, res))
+  const main = await listen((req, res) =>
+    (req.url?.startsWith('/jwks') ? real : active).callback()(req, res),
+  )
   issuer = main.url
   real = provider(issuer, key())
   impostor = provider(issuer, key())
@@ -70,7 +79,12 @@ before(async () => {
     default_role: 'manager',
   })
   assert.equal(set.status, 200, JSON.stringify(set.body))
-  assert.deepEqual(set.body, { issuer, client_id: CLIENT.client_id, domains: ['acme.test'], default_role: 'manager' })
+  assert.deepEqual(set.body, {
+    issuer,
+    client_id: CLIENT.client_id,
+    domains: ['acme.test'],
+    default_role: 'manager',
+  })
 })
 
 after(async () => {
@@ -95,7 +109,11 @@ const authorize = async (url: string, sub: string) => {
   let init: RequestInit = {}
   for (let step = 0; step < 20; step++) {
     const cookie = [...jar].map(([k, v]) => `${k}=${v}`).join('; ')
-    const res = await fetch(next, { ...init, redirect: 'manual', headers: { ...init.headers, cookie } })
+    const res = await fetch(next, {
+      ...init,
+      redirect: 'manual',
+      headers: { ...init.headers, cookie },
+    })
     for (const c of res.headers.getSetCookie()) {
       const [pair] = c.split(';')
       jar.set(pair.slice(0, pair.indexOf('=')), pair.slice(pair.indexOf('=') + 1))
@@ -126,17 +144,19 @@ const authorize = async (url: string, sub: string) => {
 // The callback always redirects: to the console, signed in, or to its sign-in page with the
 // refusal's code and sentence in the fragment (`error` and `detail` here).
 const callback = (url: URL, cookie: string) =>
-  fetch(url, { redirect: 'manual', headers: { cookie: `service_sso_state=${cookie}` } }).then((res) => {
-    assert.equal(res.status, 302)
-    const location = new URL(res.headers.get('location')!)
-    const hash = new URLSearchParams(location.hash.slice(1))
-    return {
-      headers: res.headers,
-      location: `${location.origin}${location.pathname}`,
-      error: hash.get('sso_error'),
-      detail: hash.get('sso_detail') ?? '',
-    }
-  })
+  fetch(url, { redirect: 'manual', headers: { cookie: `service_sso_state=${cookie}` } }).then(
+    (res) => {
+      assert.equal(res.status, 302)
+      const location = new URL(res.headers.get('location')!)
+      const hash = new URLSearchParams(location.hash.slice(1))
+      return {
+        headers: res.headers,
+        location: `${location.origin}${location.pathname}`,
+        error: hash.get('sso_error'),
+        detail: hash.get('sso_detail') ?? '',
+      }
+    },
+  )
 const refused = async (url: URL, cookie: string, code: string) => {
   const res = await callback(url, cookie)
   assert.equal(res.error, code, res.detail)
@@ -159,7 +179,9 @@ test('signs in a verified email of the domains, creating the user with the defau
   const setCookie = res.headers.get('set-cookie') ?? ''
   assert.match(setCookie, /service_session=[^;]+; HttpOnly; SameSite=Lax; Path=\//)
   const session = /service_session=([^;]*)/.exec(setCookie)![1]
-  const me = await fetch(`${s.base}/auth/v1/me`, { headers: { cookie: `service_session=${session}` } })
+  const me = await fetch(`${s.base}/auth/v1/me`, {
+    headers: { cookie: `service_session=${session}` },
+  })
   assert.equal(me.status, 200)
   const who = await me.json()
   assert.equal(who.user.email, 'ada@acme.test')
@@ -171,8 +193,12 @@ test('signs in a verified email of the domains, creating the user with the defau
   const again = await start()
   const second = await callback(await authorize(again.location, 'ada'), again.cookie)
   assert.equal(second.error, null, second.detail)
-  assert.notEqual(/service_session=([^;]*)/.exec(second.headers.get('set-cookie') ?? '')![1], session)
-  const users = await s.sql`select id from users where account_id = ${accountId} and lower(email) = 'ada@acme.test'`
+  assert.notEqual(
+    /service_session=([^;]*)/.exec(second.headers.get('set-cookie') ?? '')![1],
+    session,
+  )
+  const users = await s.sql`select id from users where account_id = ${accountId}
+      and lower(email) = 'ada@acme.test'`
   assert.equal(users.length, 1)
 })
 
@@ -183,7 +209,10 @@ test('a tampered state, a state of another browser, and no state are refused', a
   const state = tampered.searchParams.get('state')!
   tampered.searchParams.set('state', `${state.slice(0, -2)}${state.endsWith('AA') ? 'BB' : 'AA'}`)
   await refused(tampered, tampered.searchParams.get('state')!, 'invalid_state')
-  assert.match((await refused(back, 'someone-else', 'invalid_state')).detail, /not started in this browser/)
+  assert.match(
+    (await refused(back, 'someone-else', 'invalid_state')).detail,
+    /not started in this browser/,
+  )
   const none = new URL(back)
   none.searchParams.delete('state')
   await refused(none, cookie, 'invalid_state')
@@ -202,7 +231,10 @@ test('an ID token signed with another key under the same issuer is refused', asy
   active = impostor
   try {
     const { location, cookie } = await start()
-    assert.match((await refused(await authorize(location, 'ada'), cookie, 'answer_refused')).detail, /signature/i)
+    assert.match(
+      (await refused(await authorize(location, 'ada'), cookie, 'answer_refused')).detail,
+      /signature/i,
+    )
   } finally {
     active = real
   }
@@ -226,7 +258,8 @@ test('an unverified email and an email outside the domains are refused, and no u
     const { location, cookie } = await start()
     await refused(await authorize(location, sub), cookie, code)
   }
-  const made = await s.sql`select email from users where account_id = ${accountId} and email in ('eve@acme.test',
+  const made = await s.sql`select email from users where account_id = ${accountId}
+      and email in ('eve@acme.test',
     'mallory@other.test')`
   assert.equal(made.length, 0)
 })
@@ -239,24 +272,35 @@ test('the configuration is validated; an account without SSO has no start', asyn
     ['domains', ['not a domain']],
     ['default_role', 'owner'],
   ] as const) {
-    const body = { issuer, ...CLIENT, domains: ['acme.test'], default_role: 'viewer', [field]: value }
+    const body = {
+      issuer,
+      ...CLIENT,
+      domains: ['acme.test'],
+      default_role: 'viewer',
+      [field]: value,
+    }
     const res = await s.admin('PUT', `/accounts/${accountId}/sso`, body)
     assert.equal(res.status, 400, `${field}: ${JSON.stringify(res.body)}`)
     assert.match(res.body.errors[0].path, new RegExp(`^/${field}`))
   }
   const bare = (await s.account('Bare')).id
-  assert.equal((await fetch(`${s.base}/auth/v1/sso/${bare}/start`, { redirect: 'manual' })).status, 404)
+  assert.equal(
+    (await fetch(`${s.base}/auth/v1/sso/${bare}/start`, { redirect: 'manual' })).status,
+    404,
+  )
   assert.equal((await fetch(`${s.base}/auth/v1/sso/x/start`, { redirect: 'manual' })).status, 404)
 })
 
 test('a sign-in older than its 10 minutes is refused', async () => {
   const { location, cookie } = await start()
-  const [row] = await s.sql`select extract(epoch from expires_at - now())::int as left from sso_logins
+  const [row] =
+    await s.sql`select extract(epoch from expires_at - now())::int as left from sso_logins
       where account_id = ${accountId}
     and expires_at > now() order by expires_at desc limit 1`
   assert.ok(row.left > 590 && row.left <= 600, String(row.left))
   const back = await authorize(location, 'ada')
-  await s.sql`update sso_logins set expires_at = now() - interval '1 second' where account_id = ${accountId}`
+  await s.sql`update sso_logins set expires_at = now() - interval '1 second'
+    where account_id = ${accountId}`
   await refused(back, cookie, 'invalid_state')
 })
 
@@ -270,7 +314,10 @@ const adminOf = async (service: TestService, account: number, email: string) => 
       headers: { 'content-type': 'application/json' },
       body: JSON.stringify(body),
     })
-  assert.equal((await post('/auth/v1/password', { token: invite.body.invite_token, password })).status, 200)
+  assert.equal(
+    (await post('/auth/v1/password', { token: invite.body.invite_token, password })).status,
+    200,
+  )
   const signed = await post('/auth/v1/sign-in', { email, password })
   const cookie = /service_session=([^;]*)/.exec(signed.headers.get('set-cookie') ?? '')![1]
   const { csrf_token } = await signed.json()
@@ -305,15 +352,27 @@ test('an admin of the account sets, reads and removes its SSO; its issuer passes
     default_role: 'viewer',
   })
   const [entry] = (await admin('GET', '/api/v1/audit?limit=1')).body.entries
-  assert.deepEqual([entry.action, entry.target, entry.actor.name], ['setAccountSso', 'sso', 'admin@own.test'])
-  assert.equal((await fetch(`${s.base}/auth/v1/sso/${own}/start`, { redirect: 'manual' })).status, 302)
+  assert.deepEqual(
+    [entry.action, entry.target, entry.actor.name],
+    ['setAccountSso', 'sso', 'admin@own.test'],
+  )
+  assert.equal(
+    (await fetch(`${s.base}/auth/v1/sso/${own}/start`, { redirect: 'manual' })).status,
+    302,
+  )
   assert.equal((await admin('DELETE', '/api/v1/sso')).status, 204)
   assert.equal((await admin('DELETE', '/api/v1/sso')).status, 404)
-  assert.equal((await fetch(`${s.base}/auth/v1/sso/${own}/start`, { redirect: 'manual' })).status, 404)
+  assert.equal(
+    (await fetch(`${s.base}/auth/v1/sso/${own}/start`, { redirect: 'manual' })).status,
+    404,
+  )
 
   // Without that allowance, an account's admin names no private, loopback or link-local issuer,
   // by its address or by its name; the operator still may.
-  const strict = await startTestService({ webhookAllowPrivate: false }, { http: true, worker: false })
+  const strict = await startTestService(
+    { webhookAllowPrivate: false },
+    { http: true, worker: false },
+  )
   try {
     const acct = (await strict.account('Strict')).id
     const theirs = await adminOf(strict, acct, 'admin@strict.test')
@@ -334,7 +393,10 @@ test('an admin of the account sets, reads and removes its SSO; its issuer passes
       )
     }
     assert.equal((await theirs('GET', '/api/v1/sso')).status, 404)
-    assert.equal((await strict.admin('PUT', `/accounts/${acct}/sso`, { ...body, issuer })).status, 200)
+    assert.equal(
+      (await strict.admin('PUT', `/accounts/${acct}/sso`, { ...body, issuer })).status,
+      200,
+    )
   } finally {
     await strict.stop()
   }
@@ -348,12 +410,16 @@ test('the client secret is kept sealed: not in the database, and bound to its ac
   const copy = (await s.account('Copy')).id
   const body = { issuer, ...CLIENT, domains: ['copy.test'], default_role: 'viewer' }
   assert.equal((await s.admin('PUT', `/accounts/${copy}/sso`, body)).status, 200)
-  await s.sql`update sso_configs set client_secret = ${row.client_secret} where account_id = ${copy}`
+  await s.sql`update sso_configs set client_secret = ${row.client_secret}
+    where account_id = ${copy}`
   const res = await fetch(`${s.base}/auth/v1/sso/${copy}/start`, { redirect: 'manual' })
   assert.equal(res.status, 503)
   assert.match((await res.json()).detail, /cannot be opened/)
   // Sealed under another key, or damaged: not opened either; without a key, nothing is sealed.
-  assert.throws(() => open('another-secret-key-of-32-characters', row.client_secret, String(accountId)), /opened/)
+  assert.throws(
+    () => open('another-secret-key-of-32-characters', row.client_secret, String(accountId)),
+    /opened/,
+  )
   const damaged = `${row.client_secret.slice(0, -2)}${row.client_secret.endsWith('AA') ? 'BB' : 'AA'}`
   assert.throws(() => open(SECRET_KEY, damaged, String(accountId)), /opened/)
   assert.equal(open(SECRET_KEY, row.client_secret, String(accountId)), CLIENT.client_secret)
@@ -370,11 +436,18 @@ test('an ID token without the email: the userinfo endpoint gives it, for the sam
   })
   servers.push(conforming.server)
   const strictProvider = new Provider(conforming.url, {
-    clients: [{ ...CLIENT, redirect_uris: [`${s.base}/auth/v1/sso/callback`], grant_types: ['authorization_code'] }],
+    clients: [
+      {
+        ...CLIENT,
+        redirect_uris: [`${s.base}/auth/v1/sso/callback`],
+        grant_types: ['authorization_code'],
+      },
+    ],
     jwks: { keys: [key()] },
     cookies: { keys: ['provider-cookie-key'] },
     claims: { openid: ['sub'], email: ['email', 'email_verified'] },
-    findAccount: (_ctx, sub) => (PEOPLE[sub] ? { accountId: sub, claims: () => ({ sub, ...PEOPLE[sub] }) } : undefined),
+    findAccount: (_ctx, sub) =>
+      PEOPLE[sub] ? { accountId: sub, claims: () => ({ sub, ...PEOPLE[sub] }) } : undefined,
   })
   const acct = (await s.account('Userinfo')).id
   const body = { issuer: conforming.url, ...CLIENT, domains: ['acme.test'], default_role: 'viewer' }

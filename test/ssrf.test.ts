@@ -1,6 +1,7 @@
-// The SSRF guard: IPv4 outside the IANA special-purpose ranges, IPv6 only in global unicast (2000::/3) outside
-// its special-purpose blocks, IPv4 addresses embedded in IPv6 decoded and checked by the IPv4 rule, and host
-// names resolved with that rule both when a subscription is created and at every delivery.
+// The SSRF guard: IPv4 outside the IANA special-purpose ranges, IPv6 only in global unicast
+// (2000::/3) outside its special-purpose blocks, IPv4 addresses embedded in IPv6 decoded and
+// checked by the IPv4 rule, and host names resolved with that rule both when a subscription is
+// created and at every delivery.
 import assert from 'node:assert/strict'
 import { after, before, describe, test } from 'node:test'
 import { addWebhook } from '../src/webhooks/endpoints.ts'
@@ -43,7 +44,8 @@ const ADDRESSES: [string, boolean][] = [
   ['::', true],
   ['::1', true],
   ['0:0:0:0:0:0:0:1', true],
-  // IPv4-mapped, IPv4-compatible and SIIT (::ffff:0:0/96) forms carry an IPv4 address: the IPv4 rule decides.
+  // IPv4-mapped, IPv4-compatible and SIIT (::ffff:0:0/96) forms carry an IPv4 address: the
+  // IPv4 rule decides.
   ['::ffff:127.0.0.1', true],
   ['::ffff:7f00:1', true],
   ['::FFFF:7F00:0001', true],
@@ -114,7 +116,9 @@ const ADDRESSES: [string, boolean][] = [
 
 describe('the special-purpose registries', () => {
   test(`${ADDRESSES.length} addresses`, () => {
-    const wrong = ADDRESSES.filter(([ip, refused]) => isPrivateAddress(ip) !== refused).map(([ip]) => ip)
+    const wrong = ADDRESSES.filter(([ip, refused]) => isPrivateAddress(ip) !== refused).map(
+      ([ip]) => ip,
+    )
     assert.deepEqual(wrong, [])
   })
 
@@ -125,7 +129,10 @@ describe('the special-purpose registries', () => {
       assert.equal(checkWebhookUrl(url, true), null, url)
     }
     // The URL parser refuses zone ids itself; the rule is there for DNS answers.
-    assert.match(String(checkWebhookUrl('https://[fe80::1%25eth0]/hook', false)), /valid absolute URL/)
+    assert.match(
+      String(checkWebhookUrl('https://[fe80::1%25eth0]/hook', false)),
+      /valid absolute URL/,
+    )
   })
 })
 
@@ -136,12 +143,25 @@ const resolvingTo =
     addresses.map((address) => ({ address, family: address.includes(':') ? 6 : 4 }))
 
 // The forms the last probe got accepted (SIIT, site-local, unassigned and outside 2000::/3).
-const PROBED = ['::ffff:0:7f00:1', '::ffff:0:a00:1', '::ffff:0:a9fe:a9fe', 'fec0::1', 'feff::1', '::2:7f00:1']
+const PROBED = [
+  '::ffff:0:7f00:1',
+  '::ffff:0:a00:1',
+  '::ffff:0:a9fe:a9fe',
+  'fec0::1',
+  'feff::1',
+  '::2:7f00:1',
+]
 const PROBED_TOO = ['::1:0:0:1', '4000::1']
 
 describe('at subscription, host names are resolved with the same rule', () => {
   test('a name resolving to loopback, a private or an embedded private address is refused', async () => {
-    for (const address of ['127.0.0.1', '10.0.0.5', '64:ff9b::a00:5', '::ffff:192.168.1.1', ...PROBED]) {
+    for (const address of [
+      '127.0.0.1',
+      '10.0.0.5',
+      '64:ff9b::a00:5',
+      '::ffff:192.168.1.1',
+      ...PROBED,
+    ]) {
       const problem = await checkWebhookTarget(
         'https://hooks.example.com/x',
         false,
@@ -177,7 +197,10 @@ describe('at subscription, host names are resolved with the same rule', () => {
         return true
       },
     )
-    assert.equal((await s.sql`select count(*)::int as n from webhooks where account_id = ${account.id}`)[0].n, 0)
+    assert.equal(
+      (await s.sql`select count(*)::int as n from webhooks where account_id = ${account.id}`)[0].n,
+      0,
+    )
   })
 
   test('over HTTP, an IPv6 literal outside global unicast is refused and a global one is subscribed', async () => {
@@ -187,12 +210,20 @@ describe('at subscription, host names are resolved with the same rule', () => {
         url: `https://[${host}]/hook`,
         events: ['customer.created'],
       })
-    for (const host of [...PROBED, ...PROBED_TOO, '2002:a00:1::1', '2001:0:4136:e378:8000:63bf:80ff:fffe']) {
+    for (const host of [
+      ...PROBED,
+      ...PROBED_TOO,
+      '2002:a00:1::1',
+      '2001:0:4136:e378:8000:63bf:80ff:fffe',
+    ]) {
       const res = await subscribe(host)
       assert.equal(res.status, 400, host)
       assert.equal(res.body.errors[0].path, '/url', host)
     }
-    assert.equal((await s.sql`select count(*)::int as n from webhooks where account_id = ${account.id}`)[0].n, 0)
+    assert.equal(
+      (await s.sql`select count(*)::int as n from webhooks where account_id = ${account.id}`)[0].n,
+      0,
+    )
     for (const host of ['2606:4700::1111', '2a00:1450::1', '2002:808:808::1'])
       assert.equal((await subscribe(host)).status, 201, host)
   })
@@ -204,17 +235,28 @@ describe('at delivery, the name is resolved and checked again', () => {
   test('a name that now resolves to a refused IPv6 address fails the delivery without connecting', async () => {
     const receiver = await startReceiver()
     try {
-      // ::ffff:127.0.0.1 and ::1 would reach this receiver (or one on ::1) if the guard let them through.
+      // ::ffff:127.0.0.1 and ::1 would reach this receiver (or one on ::1) if the guard
+      // let them through.
       for (const address of ['::ffff:127.0.0.1', '::1', ...PROBED, ...PROBED_TOO]) {
         const url = `https://hooks.example.com:${receiver.port}/hooks`
-        const result = await sendWebhook({ url, body, headers: {}, allowPrivate: false, resolve: resolvingTo(address) })
+        const result = await sendWebhook({
+          url,
+          body,
+          headers: {},
+          allowPrivate: false,
+          resolve: resolvingTo(address),
+        })
         assert.equal(result.outcome, 'failed', address)
         assert.equal(result.status_code, null, address)
-        assert.match(String(result.error), new RegExp(`private address ${address.replaceAll('.', '\\.')}$`), address)
+        assert.match(
+          String(result.error),
+          new RegExp(`private address ${address.replaceAll('.', '\\.')}$`),
+          address,
+        )
       }
       assert.equal(receiver.requests.length, 0)
-      // The same resolved address does reach the receiver when private targets are allowed: the check, not the
-      // network, is what stopped the deliveries above.
+      // The same resolved address does reach the receiver when private targets are allowed: the
+      // check, not the network, is what stopped the deliveries above.
       const allowed = await sendWebhook({
         url: `http://hooks.example.com:${receiver.port}/hooks`,
         body,

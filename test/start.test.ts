@@ -42,7 +42,8 @@ for (const signal of ['SIGTERM', 'SIGINT'] as const) {
       child.kill(signal)
     }
     await exited
-    for (let tries = 0; processesUsing(data).length && tries < 50; tries++) await new Promise((r) => setTimeout(r, 100))
+    for (let tries = 0; processesUsing(data).length && tries < 50; tries++)
+      await new Promise((r) => setTimeout(r, 100))
     assert.deepEqual(processesUsing(data), [], `left behind:\n${out}`)
     // One line says it stopped, and why.
     assert.match(out, new RegExp(`"msg":"stopped","command":"serve","reason":"${signal}"`))

@@ -65,12 +65,35 @@ const typos = (): [string, string, string, unknown, string, string | null][] => 
     'a contact upload item',
     'POST',
     '/api/v1/contacts',
-    { contacts: [{ customer_external_id: 'acme', contact_external_id: 'p', contact_name: 'P', contact_email: 'x' }] },
+    {
+      contacts: [
+        {
+          customer_external_id: 'acme',
+          contact_external_id: 'p',
+          contact_name: 'P',
+          contact_email: 'x',
+        },
+      ],
+    },
     '/contacts/0/contact_email',
     null,
   ],
-  ['a single customer create', 'POST', '/api/v1/customer', { external_id: 'c', name: 'C', owner: 'x' }, '/owner', null],
-  ['a single customer update', 'PUT', '/api/v1/customer/acme', { is_chruned: true }, '/is_chruned', 'is_churned'],
+  [
+    'a single customer create',
+    'POST',
+    '/api/v1/customer',
+    { external_id: 'c', name: 'C', owner: 'x' },
+    '/owner',
+    null,
+  ],
+  [
+    'a single customer update',
+    'PUT',
+    '/api/v1/customer/acme',
+    { is_chruned: true },
+    '/is_chruned',
+    'is_churned',
+  ],
   [
     'a single contact create',
     'POST',
@@ -79,8 +102,22 @@ const typos = (): [string, string, string, unknown, string, string | null][] => 
     '/customer_external_id',
     null,
   ],
-  ['a single contact update', 'PUT', '/api/v1/customer/acme/contact/p', { name: 'P' }, '/name', null],
-  ['a tracking body', 'POST', '/api/tracker/track', { trackerkey: 'CS-X', events: [] }, '/trackerkey', 'trackerKey'],
+  [
+    'a single contact update',
+    'PUT',
+    '/api/v1/customer/acme/contact/p',
+    { name: 'P' },
+    '/name',
+    null,
+  ],
+  [
+    'a tracking body',
+    'POST',
+    '/api/tracker/track',
+    { trackerkey: 'CS-X', events: [] },
+    '/trackerkey',
+    'trackerKey',
+  ],
   [
     'a tracking event',
     'POST',
@@ -107,8 +144,22 @@ const adminTypos = (id: number): [string, string, string, unknown, string, strin
     'type',
   ],
   ['a tag', 'POST', `/accounts/${id}/tags`, { title: 'T', colour: '#ffffff' }, '/colour', 'color'],
-  ['record tags', 'PUT', `/accounts/${id}/customers/acme/tags`, { title: ['T'] }, '/title', 'titles'],
-  ['tracking domains', 'PUT', `/accounts/${id}/tracking`, { domain: ['a.test'] }, '/domain', 'domains'],
+  [
+    'record tags',
+    'PUT',
+    `/accounts/${id}/customers/acme/tags`,
+    { title: ['T'] },
+    '/title',
+    'titles',
+  ],
+  [
+    'tracking domains',
+    'PUT',
+    `/accounts/${id}/tracking`,
+    { domain: ['a.test'] },
+    '/domain',
+    'domains',
+  ],
   [
     'a webhook subscription',
     'POST',
@@ -117,10 +168,21 @@ const adminTypos = (id: number): [string, string, string, unknown, string, strin
     '/secret',
     null,
   ],
-  ['the scoring model', 'PUT', `/accounts/${id}/scoring`, { customer: { engagment: [] } }, '/customer/engagment', null],
+  [
+    'the scoring model',
+    'PUT',
+    `/accounts/${id}/scoring`,
+    { customer: { engagment: [] } },
+    '/customer/engagment',
+    null,
+  ],
 ]
 
-const assertRefused = (res: { status: number; body: any }, pointer: string, meant: string | null) => {
+const assertRefused = (
+  res: { status: number; body: any },
+  pointer: string,
+  meant: string | null,
+) => {
   assert.equal(res.status, 400, JSON.stringify(res.body))
   const error = res.body.errors.find((e: { path: string }) => e.path === pointer)
   assert.ok(error, `no error at ${pointer}: ${JSON.stringify(res.body.errors)}`)
@@ -134,7 +196,10 @@ describe('unknown keys are refused with their path', () => {
       assert.equal(res.status, 400, what)
       assertRefused(res, pointer, meant)
       if (pointer === '/filters/1/opertor')
-        assert.match(res.body.errors[1]?.message ?? res.body.errors[0].message, /filters\[1\]\.opertor/)
+        assert.match(
+          res.body.errors[1]?.message ?? res.body.errors[0].message,
+          /filters\[1\]\.opertor/,
+        )
     }
   })
 
@@ -152,7 +217,8 @@ describe('unknown keys are refused with their path', () => {
   })
 
   test('nothing was written by a refused body', async () => {
-    const [{ uploads }] = await s.sql`select count(*)::int as uploads from uploads where account_id = ${a.id}`
+    const [{ uploads }] =
+      await s.sql`select count(*)::int as uploads from uploads where account_id = ${a.id}`
     assert.equal(uploads, 1)
     assert.equal((await a.api('/api/v1/customer/c', undefined, 'GET')).status, 404)
   })
@@ -174,7 +240,12 @@ test('attributes, metrics and tracking data stay open maps: unknown codenames ar
   const tracked = await a.api('/api/tracker/track', {
     trackerKey: a.trackerKey,
     events: [
-      { name: 'e', timestamp: Date.now(), identification: { customer: 'd' }, data: { customer: { anything: 1 } } },
+      {
+        name: 'e',
+        timestamp: Date.now(),
+        identification: { customer: 'd' },
+        data: { customer: { anything: 1 } },
+      },
     ],
   })
   assert.equal(tracked.status, 200)
@@ -201,7 +272,9 @@ describe('upsell_score', () => {
     const found = page.body.results.find((r: { id: string }) => r.id === 'acme')
     assert.equal(found.upsell_score, one.body.upsell_score)
     const above = await a.api('/api/v1/customers/search', {
-      filters: [{ propertyName: 'upsell_score', operator: 'GT', value: String(one.body.upsell_score) }],
+      filters: [
+        { propertyName: 'upsell_score', operator: 'GT', value: String(one.body.upsell_score) },
+      ],
     })
     assert.equal(above.status, 200)
     assert.ok(!above.body.results.some((r: { id: string }) => r.id === 'acme'))

@@ -13,19 +13,28 @@ let acme: Account
 let other: Account
 const TITLES = ['Red', 'Green', 'Blue']
 
-const setTags = async (account: Account, entity: 'customers' | 'contacts', externalId: string, titles: string[]) => {
-  const res = await s.admin('PUT', `/accounts/${account.id}/${entity}/${externalId}/tags`, { titles })
+const setTags = async (
+  account: Account,
+  entity: 'customers' | 'contacts',
+  externalId: string,
+  titles: string[],
+) => {
+  const res = await s.admin('PUT', `/accounts/${account.id}/${entity}/${externalId}/tags`, {
+    titles,
+  })
   assert.equal(res.status, 200, JSON.stringify(res.body))
 }
 
 // Each record's tag titles as its tag_ids name them, and as its links do, both sorted.
 const tagsOf = async (account: Account, records: 'customers' | 'contacts') => {
-  const [links, key] = records === 'customers' ? ['customer_tags', 'customer_id'] : ['contact_tags', 'contact_id']
+  const [links, key] =
+    records === 'customers' ? ['customer_tags', 'customer_id'] : ['contact_tags', 'contact_id']
   const rows = await s.sql`
     select r.external_id,
       array(select t.title from tags t where t.id = any(r.tag_ids) order by t.title) as ids,
       array(select t.title from ${s.sql(links)} x join tags t on t.id = x.tag_id
-        where x.account_id = r.account_id and x.${s.sql(key)} = r.service_id order by t.title) as links,
+        where x.account_id = r.account_id and x.${s.sql(key)} = r.service_id
+          order by t.title) as links,
       r.tag_ids = array(select unnest(r.tag_ids) order by 1) as sorted
     from ${s.sql(records)} r where r.account_id = ${account.id} order by r.external_id`
   for (const row of rows) {
@@ -61,15 +70,27 @@ describe('tag ids on the record', () => {
     await setTags(acme, 'customers', 'c-1', ['red', 'Green'])
     await setTags(acme, 'customers', 'c-2', ['Blue'])
     await setTags(acme, 'contacts', 'k-1', ['Green', 'green'])
-    assert.deepEqual(await tagsOf(acme, 'customers'), { 'c-1': 'Green,Red', 'c-2': 'Blue', 'c-3': '', 'c-4': '' })
+    assert.deepEqual(await tagsOf(acme, 'customers'), {
+      'c-1': 'Green,Red',
+      'c-2': 'Blue',
+      'c-3': '',
+      'c-4': '',
+    })
     assert.deepEqual(await tagsOf(acme, 'contacts'), { 'k-1': 'Green', 'k-2': '' })
     await setTags(acme, 'customers', 'c-1', ['Blue', 'green'])
     await setTags(acme, 'customers', 'c-2', [])
     await setTags(acme, 'contacts', 'k-1', ['Red'])
-    assert.deepEqual(await tagsOf(acme, 'customers'), { 'c-1': 'Blue,Green', 'c-2': '', 'c-3': '', 'c-4': '' })
+    assert.deepEqual(await tagsOf(acme, 'customers'), {
+      'c-1': 'Blue,Green',
+      'c-2': '',
+      'c-3': '',
+      'c-4': '',
+    })
     assert.deepEqual(await tagsOf(acme, 'contacts'), { 'k-1': 'Red', 'k-2': '' })
     // A refused replacement (an unknown title) changes nothing.
-    const refused = await s.admin('PUT', `/accounts/${acme.id}/customers/c-1/tags`, { titles: ['Red', 'Nope'] })
+    const refused = await s.admin('PUT', `/accounts/${acme.id}/customers/c-1/tags`, {
+      titles: ['Red', 'Nope'],
+    })
     assert.equal(refused.status, 400)
     assert.equal((await tagsOf(acme, 'customers'))['c-1'], 'Blue,Green')
     // The other account's records keep theirs.
@@ -81,7 +102,9 @@ describe('tag ids on the record', () => {
     const sets = [['Red'], ['Green', 'Blue'], ['Blue'], ['Red', 'Green', 'Blue'], [], ['Green']]
     await Promise.all(sets.map((titles) => setTags(acme, 'customers', 'c-3', titles)))
     // tagsOf fails when a record's ids and links differ.
-    assert.ok(sets.map((t) => [...t].sort().join(',')).includes((await tagsOf(acme, 'customers'))['c-3']))
+    assert.ok(
+      sets.map((t) => [...t].sort().join(',')).includes((await tagsOf(acme, 'customers'))['c-3']),
+    )
   })
 
   test('follow links written directly, a renamed tag, a deleted tag and deleted records', async () => {
@@ -108,7 +131,10 @@ describe('tag ids on the record', () => {
     assert.equal((await tagsOf(acme, 'contacts'))['k-1'], '')
     await s.admin('POST', `/accounts/${acme.id}/tags`, { title: 'Red' })
     await setTags(acme, 'contacts', 'k-2', ['Red'])
-    assert.equal((await acme.api('/api/v1/customer/c-2/contact/k-2', undefined, 'DELETE')).status, 204)
+    assert.equal(
+      (await acme.api('/api/v1/customer/c-2/contact/k-2', undefined, 'DELETE')).status,
+      204,
+    )
     assert.equal((await acme.api('/api/v1/customer/c-2', undefined, 'DELETE')).status, 204)
     assert.deepEqual(Object.keys(await tagsOf(acme, 'customers')), ['c-1', 'c-3', 'c-4'])
     assert.equal((await tagsOf(other, 'customers'))['c-1'], 'Blue,Green,Red')
@@ -122,11 +148,14 @@ describe('tag filters', () => {
     await setTags(acme, 'customers', 'c-3', ['Green'])
     await setTags(acme, 'customers', 'c-4', ['Red', 'Blue'])
     const links = await s.sql`
-      select r.external_id, array(select lower(t.title) from customer_tags x join tags t on t.id = x.tag_id
+      select r.external_id, array(select lower(t.title) from customer_tags x join tags t
+        on t.id = x.tag_id
         where x.account_id = r.account_id and x.customer_id = r.service_id) as titles
       from customers r where r.account_id = ${acme.id} and not r.is_churned order by r.external_id`
     const has = (id: string, titles: string[]) =>
-      links.find((l) => l.external_id === id)!.titles.some((t: string) => titles.includes(t.toLowerCase()))
+      links
+        .find((l) => l.external_id === id)!
+        .titles.some((t: string) => titles.includes(t.toLowerCase()))
     const all = links.map((l) => l.external_id as string)
     const expect = (test: (id: string) => boolean) => all.filter(test)
     const f = (operator: string, value?: string | string[]) =>
@@ -140,8 +169,14 @@ describe('tag filters', () => {
       [{ filters: [f('NIN', ['blue', 'red'])] }, expect((id) => !has(id, ['blue', 'red']))],
       [{ filters: [f('NIN', ['nope'])] }, all],
       [{ filters: [f('IN', ['nope'])] }, []],
-      [{ filters: [f('KNOWN')] }, expect((id) => links.find((l) => l.external_id === id)!.titles.length > 0)],
-      [{ filters: [f('UNKNOWN')] }, expect((id) => links.find((l) => l.external_id === id)!.titles.length === 0)],
+      [
+        { filters: [f('KNOWN')] },
+        expect((id) => links.find((l) => l.external_id === id)!.titles.length > 0),
+      ],
+      [
+        { filters: [f('UNKNOWN')] },
+        expect((id) => links.find((l) => l.external_id === id)!.titles.length === 0),
+      ],
       [{ where: { not: f('EQ', 'blue') } }, expect((id) => !has(id, ['blue']))],
       [
         { where: { not: { or: [f('EQ', 'blue'), f('NEQ', 'green')] } } },

@@ -29,7 +29,12 @@ const DAY = 86_400_000
 const today = new Date().toISOString().slice(0, 10)
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))
 const paths = (res: { body: any }) => (res.body.errors ?? []).map((e: { path: string }) => e.path)
-const ev = (over: object = {}) => ({ name: 'login', timestamp: NOW, identification: { customer: 'c1' }, ...over })
+const ev = (over: object = {}) => ({
+  name: 'login',
+  timestamp: NOW,
+  identification: { customer: 'c1' },
+  ...over,
+})
 
 const setUpTracking = async (a: Account) => {
   const res = await s.admin('PUT', `/accounts/${a.id}/tracking`, { domains: ['acme.test'] })
@@ -39,14 +44,16 @@ const setUpTracking = async (a: Account) => {
 const track = (a: Account, events: unknown[], trackerKey = a.trackerKey) =>
   a.api('/api/tracker/track', { trackerKey, events })
 const stored = async (accountId: number) =>
-  (await s.sql`select count(*)::int as n from tracking_events where account_id = ${accountId}`)[0].n as number
+  (await s.sql`select count(*)::int as n from tracking_events where account_id = ${accountId}`)[0]
+    .n as number
 
 // Processing is done when no event of the account is still 'received' (the apply job commits the
 // record updates and the events' new states together).
 const waitApplied = async (accountId: number, timeoutMs = 30_000) => {
   const deadline = Date.now() + timeoutMs
   for (;;) {
-    const [{ n }] = await s.sql`select count(*)::int as n from tracking_events where account_id = ${accountId}
+    const [{ n }] =
+      await s.sql`select count(*)::int as n from tracking_events where account_id = ${accountId}
       and status = 'received'`
     if (n === 0) return
     if (Date.now() > deadline) throw new Error(`${n} events of account ${accountId} still received`)
@@ -72,7 +79,11 @@ const validationCases: [string, (key: string) => unknown, string[]][] = [
   ['events missing', (k) => ({ trackerKey: k }), ['/events']],
   ['both missing (empty body)', () => '', ['/trackerKey', '/events']],
   ['events not an array', (k) => ({ trackerKey: k, events: { 0: ev() } }), ['/events']],
-  ['more than 100 events', (k) => ({ trackerKey: k, events: Array.from({ length: 101 }, () => ev()) }), ['/events']],
+  [
+    'more than 100 events',
+    (k) => ({ trackerKey: k, events: Array.from({ length: 101 }, () => ev()) }),
+    ['/events'],
+  ],
   ['an event not an object', (k) => ({ trackerKey: k, events: [ev(), 'login'] }), ['/events/1']],
   [
     'name missing',
@@ -80,13 +91,21 @@ const validationCases: [string, (key: string) => unknown, string[]][] = [
     ['/events/0/name'],
   ],
   ['name empty', (k) => ({ trackerKey: k, events: [ev({ name: '' })] }), ['/events/0/name']],
-  ['name over 255 characters', (k) => ({ trackerKey: k, events: [ev({ name: 'n'.repeat(256) })] }), ['/events/0/name']],
+  [
+    'name over 255 characters',
+    (k) => ({ trackerKey: k, events: [ev({ name: 'n'.repeat(256) })] }),
+    ['/events/0/name'],
+  ],
   [
     'timestamp missing',
     (k) => ({ trackerKey: k, events: [{ name: 'x', identification: { customer: 'c1' } }] }),
     ['/events/0/timestamp'],
   ],
-  ['timestamp a string', (k) => ({ trackerKey: k, events: [ev({ timestamp: String(NOW) })] }), ['/events/0/timestamp']],
+  [
+    'timestamp a string',
+    (k) => ({ trackerKey: k, events: [ev({ timestamp: String(NOW) })] }),
+    ['/events/0/timestamp'],
+  ],
   [
     'timestamp not whole milliseconds',
     (k) => ({ trackerKey: k, events: [ev({ timestamp: NOW + 0.5 })] }),
@@ -124,7 +143,10 @@ const validationCases: [string, (key: string) => unknown, string[]][] = [
   ],
   [
     'identification.contact over 255',
-    (k) => ({ trackerKey: k, events: [ev({ identification: { customer: 'c1', contact: 'p'.repeat(256) } })] }),
+    (k) => ({
+      trackerKey: k,
+      events: [ev({ identification: { customer: 'c1', contact: 'p'.repeat(256) } })],
+    }),
     ['/events/0/identification/contact'],
   ],
   [
@@ -132,7 +154,11 @@ const validationCases: [string, (key: string) => unknown, string[]][] = [
     (k) => ({ trackerKey: k, events: [ev({ identification: { customer: 'c1', contact: 7 } })] }),
     ['/events/0/identification/contact'],
   ],
-  ['data not an object', (k) => ({ trackerKey: k, events: [ev({ data: 'x' })] }), ['/events/0/data']],
+  [
+    'data not an object',
+    (k) => ({ trackerKey: k, events: [ev({ data: 'x' })] }),
+    ['/events/0/data'],
+  ],
   [
     'data.customer an array',
     (k) => ({ trackerKey: k, events: [ev({ data: { customer: [1] } })] }),
@@ -145,7 +171,10 @@ const validationCases: [string, (key: string) => unknown, string[]][] = [
   ],
   [
     'an event over 32 KB',
-    (k) => ({ trackerKey: k, events: [ev(), ev({ data: { customer: { note: 'x'.repeat(33_000) } } })] }),
+    (k) => ({
+      trackerKey: k,
+      events: [ev(), ev({ data: { customer: { note: 'x'.repeat(33_000) } } })],
+    }),
     ['/events/1'],
   ],
   [
@@ -170,7 +199,10 @@ const validationCases: [string, (key: string) => unknown, string[]][] = [
   ],
   [
     'errors in several events are all reported',
-    (k) => ({ trackerKey: k, events: [ev(), ev({ name: '' }), ev({ timestamp: 1.5, identification: {} })] }),
+    (k) => ({
+      trackerKey: k,
+      events: [ev(), ev({ name: '' }), ev({ timestamp: 1.5, identification: {} })],
+    }),
     ['/events/1/name', '/events/2/timestamp', '/events/2/identification/customer'],
   ],
 ]
@@ -210,8 +242,15 @@ test('tracking refuses invalid JSON with 400, a body over 5 MB with 413, other m
 
 test('an event of exactly 32 KB is accepted, one byte more is refused', async () => {
   const sized = (bytes: number) => {
-    const event = { name: 'big', timestamp: NOW, identification: { customer: 'c1' }, data: { customer: { note: '' } } }
-    event.data.customer.note = 'é'.repeat(Math.floor((bytes - Buffer.byteLength(JSON.stringify(event))) / 2))
+    const event = {
+      name: 'big',
+      timestamp: NOW,
+      identification: { customer: 'c1' },
+      data: { customer: { note: '' } },
+    }
+    event.data.customer.note = 'é'.repeat(
+      Math.floor((bytes - Buffer.byteLength(JSON.stringify(event))) / 2),
+    )
     if (Buffer.byteLength(JSON.stringify(event)) < bytes) event.data.customer.note += 'x'
     assert.equal(Buffer.byteLength(JSON.stringify(event)), bytes)
     return event
@@ -245,7 +284,8 @@ test('events are stored as parsed: pretty-printed bodies, escapes and emoji are 
     identification: { customer: 'c-\u00fc' },
     data: { contact: { note: 'line\nbreak' } },
   })
-  // Pretty-printed, with the non-ASCII characters sent as \u escapes (a surrogate pair for the emoji).
+  // Pretty-printed, with the non-ASCII characters sent as \u escapes (a surrogate pair
+  // for the emoji).
   const text = JSON.stringify({ trackerKey: valid.trackerKey, events: [event] }, null, 2).replace(
     /[^\x00-\x7f]/g,
     (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`,
@@ -257,7 +297,8 @@ test('events are stored as parsed: pretty-printed bodies, escapes and emoji are 
   })
   assert.equal(res.status, 200, JSON.stringify(res.body))
   const [row] =
-    await s.sql`select name, customer_external_id, data, occurred_at from tracking_events where account_id = ${valid.id}
+    await s.sql`select name, customer_external_id, data, occurred_at from tracking_events
+      where account_id = ${valid.id}
       order by id desc limit 1`
   assert.deepEqual(
     { ...row },
@@ -285,7 +326,12 @@ test('eventsToStore serializes each event again, and refuses at its path what ca
       return ((err as Refusal).errors ?? []).map((e) => e.path)
     }
   }
-  const data = { customer: { a: Infinity, 'b/c': [-Infinity] }, x: 'a\u0000', ['\ud800']: 1, ok: [1e308, 5e-324] }
+  const data = {
+    customer: { a: Infinity, 'b/c': [-Infinity] },
+    x: 'a\u0000',
+    ['\ud800']: 1,
+    ok: [1e308, 5e-324],
+  }
   assert.deepEqual(refused({ trackerKey: 'CS-X', events: [{ data }] }), [
     '/events/0/data/customer/a',
     '/events/0/data/customer/b~1c/0',
@@ -315,7 +361,7 @@ test('a valid request answers 200 with the count; an empty events array is accep
   await waitApplied(valid.id) // null data is no data: the job does not trip over it
 })
 
-// ---- auth ----------------------------------------------------------------------------------------
+// ---- auth ---------------------------------------------------------------------------------------
 
 test('auth: missing, unknown and revoked keys are 401; nothing is stored', async () => {
   const a = await setUpTracking(await s.account())
@@ -341,7 +387,9 @@ test(trackAuthTitle, async () => {
   const a = await setUpTracking(await s.account())
   const other = await setUpTracking(await s.account('Other'))
   const noTracking = await s.account('No tracking')
-  const searchOnly = (await s.admin('POST', `/accounts/${a.id}/keys`, { scopes: ['search', 'upload'] })).body.token
+  const searchOnly = (
+    await s.admin('POST', `/accounts/${a.id}/keys`, { scopes: ['search', 'upload'] })
+  ).body.token
   const noScope = await s.call(
     'POST',
     '/api/tracker/track',
@@ -364,7 +412,7 @@ test(trackAuthTitle, async () => {
   assert.equal((await track(noTracking, [ev()])).status, 200)
 })
 
-// ---- rate limit ----------------------------------------------------------------------------------
+// ---- rate limit ---------------------------------------------------------------------------------
 
 test('rate limit: the 201st request in a minute is 429 with Retry-After and RateLimit headers', async () => {
   const a = await setUpTracking(await s.account())
@@ -381,7 +429,11 @@ test('rate limit: the 201st request in a minute is 429 with Retry-After and Rate
   }
   assert.deepEqual(statuses, Array(200).fill(200))
   const limited = await track(a, [ev()])
-  assert.equal(Math.floor(Date.now() / 60_000), firstWindow, 'the 201 requests took place in one minute')
+  assert.equal(
+    Math.floor(Date.now() / 60_000),
+    firstWindow,
+    'the 201 requests took place in one minute',
+  )
   assert.equal(limited.status, 429)
   assert.equal(limited.headers.get('content-type'), 'application/problem+json')
   const retry = Number(limited.headers.get('retry-after'))
@@ -397,7 +449,8 @@ test('rate limit: SERVICE_TRACK_RATE_LIMIT is honoured and tracking has its own 
   try {
     const created = await small.account()
     await small.admin('PUT', `/accounts/${created.id}/tracking`, { domains: ['acme.test'] })
-    const send = () => created.api('/api/tracker/track', { trackerKey: created.trackerKey, events: [] })
+    const send = () =>
+      created.api('/api/tracker/track', { trackerKey: created.trackerKey, events: [] })
     // Up to 7 requests: even when a minute boundary splits them, two windows of 3 overflow.
     const statuses: number[] = []
     let last
@@ -415,7 +468,7 @@ test('rate limit: SERVICE_TRACK_RATE_LIMIT is honoured and tracking has its own 
   }
 })
 
-// ---- applying events -------------------------------------------------------------------------------
+// ---- applying events ----------------------------------------------------------------------------
 
 // Customers c1 (US, SSO), c2 (DE) and c3; contacts p1 (c1, role user) and q1 (c2, role viewer).
 const appliedAccount = async () => {
@@ -426,8 +479,18 @@ const appliedAccount = async () => {
     { external_id: 'c3', name: 'Three' },
   ])
   await upload(a, 'contacts', [
-    { customer_external_id: 'c1', contact_external_id: 'p1', contact_name: 'Pat', attributes: { role: 'user' } },
-    { customer_external_id: 'c2', contact_external_id: 'q1', contact_name: 'Quinn', attributes: { role: 'viewer' } },
+    {
+      customer_external_id: 'c1',
+      contact_external_id: 'p1',
+      contact_name: 'Pat',
+      attributes: { role: 'user' },
+    },
+    {
+      customer_external_id: 'c2',
+      contact_external_id: 'q1',
+      contact_name: 'Quinn',
+      attributes: { role: 'viewer' },
+    },
   ])
   return a
 }
@@ -456,14 +519,19 @@ test('applying: data.customer updates typed customer attributes only, later even
           country: 'FR',
           crm_link: 'https://crm.test/1', // a custom and a system attribute
           has_sso: 'yes',
-          plan_started: 20260230, // wrong types: ignored (a date string that is not a date is a 400: dates.test.ts)
+          // wrong types: ignored (a date string that is not a date is a 400: dates.test.ts)
+          plan_started: 20260230,
           logins: 5,
           unknown_key: 1, // a metric and an unknown key: ignored
         },
       },
     }),
     // Within a request the event time decides, not the position: NL (later) wins over BE.
-    ev({ timestamp: NOW - 1000, identification: { customer: 'c2' }, data: { customer: { country: 'NL' } } }),
+    ev({
+      timestamp: NOW - 1000,
+      identification: { customer: 'c2' },
+      data: { customer: { country: 'NL' } },
+    }),
     ev({
       timestamp: NOW - 2000,
       identification: { customer: 'c2' },
@@ -479,7 +547,11 @@ test('applying: data.customer updates typed customer attributes only, later even
   assert.equal(c1.properties.logins ?? null, null, 'tracking data does not write metrics')
   const c2 = await readCustomer(applied, 'c2')
   assert.equal(c2.properties.country, 'NL')
-  assert.equal(c2.properties.plan_started, '2025-06-01', 'an older event still sets the keys no later event set')
+  assert.equal(
+    c2.properties.plan_started,
+    '2025-06-01',
+    'an older event still sets the keys no later event set',
+  )
   // And through search, with filters on the tracked values.
   const search = await applied.api('/api/v1/customers/search', {
     filters: [{ propertyName: 'country', operator: 'IN', values: ['FR', 'NL'] }],
@@ -506,7 +578,11 @@ const olderEventTitle =
   'applying: an older event arriving later does not overwrite newer data; a newer one does; null clears'
 test(olderEventTitle, async () => {
   await trackAndApply(applied, [
-    ev({ timestamp: NOW - 1500, identification: { customer: 'c2' }, data: { customer: { country: 'IT' } } }),
+    ev({
+      timestamp: NOW - 1500,
+      identification: { customer: 'c2' },
+      data: { customer: { country: 'IT' } },
+    }),
   ])
   assert.equal((await readCustomer(applied, 'c2')).properties.country, 'NL')
   await trackAndApply(applied, [
@@ -530,7 +606,10 @@ test(contactDataTitle, async () => {
       identification: { customer: 'c1', contact: 'p1' },
       data: { contact: { role: 'admin', contact_name: 'Patricia', unknown: 1 } },
     }),
-    ev({ identification: { customer: 'c1', contact: 'p2' }, data: { contact: { contact_name: 'Newbie', role: 7 } } }),
+    ev({
+      identification: { customer: 'c1', contact: 'p2' },
+      data: { contact: { contact_name: 'Newbie', role: 7 } },
+    }),
     ev({ identification: { customer: 'c3', contact: 'p3' } }),
   ])
   const p1 = await contactRow(applied.id, 'p1')
@@ -571,8 +650,8 @@ test('applying: a contact of another customer is neither moved nor updated', asy
     { ...(await contactRow(applied.id, 'q1')) },
     { name: 'Quinn', attributes: { role: 'viewer' }, customer: 'c2' },
   )
-  const [event] =
-    await s.sql`select status, customer_id, contact_id from tracking_events where account_id = ${applied.id}
+  const [event] = await s.sql`select status, customer_id, contact_id from tracking_events
+      where account_id = ${applied.id}
       order by id desc limit 1`
   assert.equal(event.status, 'applied')
   assert.equal(event.contact_id, null)
@@ -589,8 +668,8 @@ test('applying: events of an unknown customer are kept, marked unmatched, and cr
       data: { customer: { country: 'FR' }, contact: { contact_name: 'X' } },
     }),
   ])
-  const [event] =
-    await s.sql`select status, customer_id, contact_id, data from tracking_events where account_id = ${applied.id}
+  const [event] = await s.sql`select status, customer_id, contact_id, data from tracking_events
+      where account_id = ${applied.id}
       and customer_external_id = 'nobody'`
   assert.equal(event.status, 'unmatched')
   assert.equal(event.customer_id, null)
@@ -607,9 +686,12 @@ test('applying: events of an unknown customer are kept, marked unmatched, and cr
 
 test('applying: running the job again changes nothing', async () => {
   const state = () => s.sql`
-    select 'customer' as kind, external_id, name, attributes, updated_at from customers where account_id = ${applied.id}
-    union all select 'contact', external_id, name, attributes, updated_at from contacts where account_id = ${applied.id}
-    union all select status, id::text, name, data, received_at from tracking_events where account_id = ${applied.id}
+    select 'customer' as kind, external_id, name, attributes, updated_at from customers
+      where account_id = ${applied.id}
+    union all select 'contact', external_id, name, attributes, updated_at from contacts
+      where account_id = ${applied.id}
+    union all select status, id::text, name, data, received_at from tracking_events
+      where account_id = ${applied.id}
     order by 1, 2`
   const before = await state()
   const again = await s.sql.begin((tx) => applyEvents(tx, applied.id))
@@ -635,11 +717,15 @@ test('applying: jobs of one account that run at once apply each event exactly on
     }),
   )
   await s.sql`
-    insert into tracking_events (account_id, name, occurred_at, customer_external_id, contact_external_id, data)
-    select ${a.id}, x->>'name', to_timestamp((x->>'timestamp')::float8 / 1000), x#>>'{identification,customer}',
+    insert into tracking_events (account_id, name, occurred_at, customer_external_id,
+      contact_external_id, data)
+    select ${a.id}, x->>'name', to_timestamp((x->>'timestamp')::float8 / 1000),
+      x#>>'{identification,customer}',
       x#>>'{identification,contact}', x->'data'
     from jsonb_array_elements(${JSON.stringify(events)}::text::jsonb) x`
-  const runs = await Promise.all(Array.from({ length: 4 }, () => s.sql.begin((tx) => applyEvents(tx, a.id))))
+  const runs = await Promise.all(
+    Array.from({ length: 4 }, () => s.sql.begin((tx) => applyEvents(tx, a.id))),
+  )
   assert.equal(
     runs.reduce((n, r) => n + r.events, 0),
     400,
@@ -651,7 +737,8 @@ test('applying: jobs of one account that run at once apply each event exactly on
     'each contact is created once',
   )
   const [{ applied, unmatched }] = await s.sql`
-    select count(*) filter (where status = 'applied')::int as applied, count(*) filter (where status =
+    select count(*) filter (where status = 'applied')::int as applied,
+      count(*) filter (where status =
       'unmatched')::int as unmatched
     from tracking_events where account_id = ${a.id}`
   assert.deepEqual({ applied, unmatched }, { applied: 320, unmatched: 80 })
@@ -666,10 +753,16 @@ test('intake: a request adds an apply job only when its account has none waiting
     const a = await q.account()
     await q.admin('PUT', `/accounts/${a.id}/tracking`, { domains: ['acme.test'] })
     const send = async () =>
-      assert.equal((await a.api('/api/tracker/track', { trackerKey: a.trackerKey, events: [ev(), ev()] })).status, 200)
+      assert.equal(
+        (await a.api('/api/tracker/track', { trackerKey: a.trackerKey, events: [ev(), ev()] }))
+          .status,
+        200,
+      )
     const jobs = () => q.sql`
-      select j.key, j.locked_at is not null as locked, j.payload, q.queue_name from graphile_worker._private_jobs j
-        join graphile_worker._private_tasks t on t.id = j.task_id left join graphile_worker._private_job_queues q
+      select j.key, j.locked_at is not null as locked, j.payload, q.queue_name
+        from graphile_worker._private_jobs j
+        join graphile_worker._private_tasks t on t.id = j.task_id left
+          join graphile_worker._private_job_queues q
           on q.id = j.job_queue_id
       where t.identifier = 'apply_events' order by j.id`
     await send()
@@ -677,7 +770,14 @@ test('intake: a request adds an apply job only when its account has none waiting
     const waiting = await jobs()
     assert.deepEqual(
       waiting.map((j) => ({ ...j })),
-      [{ key: `apply_events:${a.id}`, locked: false, payload: { account_id: a.id }, queue_name: `account:${a.id}` }],
+      [
+        {
+          key: `apply_events:${a.id}`,
+          locked: false,
+          payload: { account_id: a.id },
+          queue_name: `account:${a.id}`,
+        },
+      ],
     )
     // A job a worker has taken no longer counts as waiting: the next request adds another.
     await q.sql`update graphile_worker._private_jobs set locked_at = now(), locked_by = 'test'
@@ -691,7 +791,10 @@ test('intake: a request adds an apply job only when its account has none waiting
       ],
     )
     // An empty request adds nothing; the waiting job applies everything received so far.
-    assert.equal((await a.api('/api/tracker/track', { trackerKey: a.trackerKey, events: [] })).status, 200)
+    assert.equal(
+      (await a.api('/api/tracker/track', { trackerKey: a.trackerKey, events: [] })).status,
+      200,
+    )
     assert.equal((await jobs()).length, 2)
     const done = await q.sql.begin((tx) => applyEvents(tx, a.id))
     assert.equal(done.events, 6)
@@ -731,7 +834,8 @@ test('intake: an apply job waits at the gate for the intakes in flight, then rea
     await Promise.all([intake, job])
     assert.equal(passedWhileHeld, false)
     const [{ n }] = await q.sql`
-      select count(*)::int as n from tracking_events where account_id = ${a.id} and status = 'received'`
+      select count(*)::int as n from tracking_events where account_id = ${a.id}
+        and status = 'received'`
     assert.equal(n, 1, 'committed before the job read')
     // Another account's intake does not hold this account's job.
     const b = await q.account()
@@ -771,14 +875,17 @@ test(boundedBatchesTitle, async () => {
       insert into tracking_events (account_id, name, occurred_at, customer_external_id, data)
       select ${a.id}, 'login', now(), 'c' || i, null from generate_series(1, ${backlog}) i`
     // An upload's job already waits on the account's queue.
-    await q.sql`select graphile_worker.add_job('process_upload', '{}'::json, queue_name => ${`account:${a.id}`})`
+    await q.sql`select graphile_worker.add_job('process_upload', '{}'::json,
+      queue_name => ${`account:${a.id}`})`
     const run = (payload: { account_id: number }, _: never) => applyEventsOfAccount(q.app, payload)
     const received = async () =>
       (
-        await q.sql`select count(*)::int as n from tracking_events where account_id = ${a.id} and status = 'received'`
+        await q.sql`select count(*)::int as n from tracking_events where account_id = ${a.id}
+          and status = 'received'`
       )[0].n
     const queued = () => q.sql`
-      select t.identifier as task, j.key from graphile_worker._private_jobs j join graphile_worker._private_tasks t
+      select t.identifier as task, j.key from graphile_worker._private_jobs j
+        join graphile_worker._private_tasks t
         on t.id = j.task_id
       where j.job_queue_id = (select id from graphile_worker._private_job_queues
         where queue_name = ${`account:${a.id}`})
@@ -795,7 +902,11 @@ test(boundedBatchesTitle, async () => {
     )
     await run({ account_id: a.id }, undefined as never)
     assert.equal(await received(), 0)
-    assert.equal((await queued()).length, 2, 'a job that finds the backlog drained queues no successor')
+    assert.equal(
+      (await queued()).length,
+      2,
+      'a job that finds the backlog drained queues no successor',
+    )
   } finally {
     await q.stop()
   }
@@ -817,7 +928,11 @@ test('admin: count and list recent events of a customer, newest first (API and C
   const res = await s.admin('GET', `/accounts/${a.id}/events?customer=c1&limit=2`)
   assert.equal(res.status, 200, JSON.stringify(res.body))
   assert.equal(res.body.count, 3)
-  assert.deepEqual(res.body.by_status, { received: 0, applied: 0, unmatched: 3 }, 'c1 does not exist in this account')
+  assert.deepEqual(
+    res.body.by_status,
+    { received: 0, applied: 0, unmatched: 3 },
+    'c1 does not exist in this account',
+  )
   assert.deepEqual(
     res.body.events.map((e: any) => e.name),
     ['third', 'second'],
@@ -834,7 +949,16 @@ test('admin: count and list recent events of a customer, newest first (API and C
   for (const limit of ['0', '1001', 'x'])
     assert.equal((await s.admin('GET', `/accounts/${a.id}/events?limit=${limit}`)).status, 400)
   assert.equal((await s.admin('GET', '/accounts/999999/events')).status, 404)
-  const { stdout } = await cli(['admin', 'list-events', '--id', String(a.id), '--customer', 'c1', '--limit', '1'])
+  const { stdout } = await cli([
+    'admin',
+    'list-events',
+    '--id',
+    String(a.id),
+    '--customer',
+    'c1',
+    '--limit',
+    '1',
+  ])
   const printed = JSON.parse(stdout)
   assert.equal(printed.count, 3)
   assert.deepEqual(
@@ -843,7 +967,7 @@ test('admin: count and list recent events of a customer, newest first (API and C
   )
 })
 
-// ---- no webhook ----------------------------------------------------------------------------------
+// ---- no webhook ---------------------------------------------------------------------------------
 
 test('tracking sends no webhook, not even for the contacts it creates', async () => {
   const received: string[] = []
@@ -863,12 +987,16 @@ test('tracking sends no webhook, not even for the contacts it creates', async ()
     assert.equal(hook.status, 201, JSON.stringify(hook.body))
     await upload(a, 'customers', [{ external_id: 'c1', name: 'One' }])
     const deliveries = async () =>
-      (await s.sql`select count(*)::int as n from webhook_deliveries where account_id = ${a.id}`)[0].n as number
+      (await s.sql`select count(*)::int as n from webhook_deliveries where account_id = ${a.id}`)[0]
+        .n as number
     // The control: a new customer through an upload does fire the webhook (the outbox row).
     const control = await deliveries()
     assert.ok(control >= 1, 'the upload of a new customer wrote a webhook delivery')
     await trackAndApply(a, [
-      ev({ identification: { customer: 'c1', contact: 'new-contact' }, data: { contact: { contact_name: 'New' } } }),
+      ev({
+        identification: { customer: 'c1', contact: 'new-contact' },
+        data: { contact: { contact_name: 'New' } },
+      }),
       ev({ identification: { customer: 'brand-new-customer' } }),
     ])
     assert.ok(await contactRow(a.id, 'new-contact'), 'the contact was created')
@@ -882,7 +1010,7 @@ test('tracking sends no webhook, not even for the contacts it creates', async ()
   }
 })
 
-// ---- aggregation ---------------------------------------------------------------------------------
+// ---- aggregation --------------------------------------------------------------------------------
 
 const run = promisify(execFile)
 const cli = (args: string[]) =>
@@ -898,7 +1026,8 @@ test(aggregationTitle, async () => {
     s.admin('POST', `/accounts/${a.id}/properties`, { entity, kind: 'metric', codename, type })
   await define('customer', 'page_view')
   await define('contact', 'page_view')
-  await define('customer', 'signup_source', 'string') // named like an event but not a number: untouched
+  // named like an event but not a number: untouched
+  await define('customer', 'signup_source', 'string')
   const yesterday = new Date(NOW - DAY).toISOString().slice(0, 10)
   await upload(a, 'customers', [
     { external_id: 'c1', name: 'One', metrics: [{ date: today, seats: 10 }] },
@@ -923,7 +1052,8 @@ test(aggregationTitle, async () => {
     at('c1', 'p1', 'sessions', 1000),
     at('c1', 'p1', 'sessions', DAY), // a contact metric only
     at('c1', undefined, 'signup_source', 1000),
-    at('c2', undefined, 'logins', 40 * DAY), // c2's only logins event has aged out: its value drops to 0
+    // c2's only logins event has aged out: its value drops to 0
+    at('c2', undefined, 'logins', 40 * DAY),
     at('nobody', undefined, 'logins', 1000),
     at('nobody', undefined, 'logins', 2000), // unmatched: counted nowhere
   ])
@@ -949,7 +1079,11 @@ test(aggregationTitle, async () => {
     p1: { sessions: 2, page_view: 2 },
     p2: { page_view: 1 },
   }
-  assert.deepEqual(await snapshots(), expected, 'c3 has no events and no value to reset: no snapshot')
+  assert.deepEqual(
+    await snapshots(),
+    expected,
+    'c3 has no events and no value to reset: no snapshot',
+  )
   const metrics = Object.fromEntries(
     (
       await s.sql`
@@ -974,7 +1108,8 @@ test(aggregationTitle, async () => {
   await s.sql`select graphile_worker.add_job('aggregate_events', '{}'::json)`
   const queued = Date.now() + 30_000
   while (
-    (await s.sql`select 1 from graphile_worker.jobs where task_identifier = 'aggregate_events'`).length &&
+    (await s.sql`select 1 from graphile_worker.jobs where task_identifier = 'aggregate_events'`)
+      .length &&
     Date.now() < queued
   )
     await sleep(100)
@@ -982,22 +1117,31 @@ test(aggregationTitle, async () => {
 })
 
 test('aggregation: the daily cron line is registered with the worker', async () => {
-  const [row] =
-    await s.sql`select identifier from graphile_worker._private_known_crontabs where identifier = 'aggregate_events'`
+  const [row] = await s.sql`select identifier from graphile_worker._private_known_crontabs
+      where identifier = 'aggregate_events'`
   assert.ok(row, 'graphile-worker knows the aggregate_events crontab')
 })
 
-// ---- the SQL twin of fitsType ----------------------------------------------------------------------
+// ---- the SQL twin of fitsType -------------------------------------------------------------------
 
 test('fits_type (SQL) agrees with fitsType (TypeScript) on generated values', async () => {
   const digits = (n: number) =>
-    fc.array(fc.constantFrom(...'0123456789'), { minLength: n, maxLength: n }).map((d) => d.join(''))
+    fc
+      .array(fc.constantFrom(...'0123456789'), { minLength: n, maxLength: n })
+      .map((d) => d.join(''))
   const dateLike = fc
     .tuple(fc.constantFrom('0000', '1999', '2000', '2024', '2100', '9999'), digits(2), digits(2))
     .map(([y, m, d]) => `${y}-${m}-${d}`)
   const value = fc.oneof(
     dateLike,
-    fc.constantFrom('2024-02-29', '2023-02-29', '0000-02-29', '2024-04-31', '2024-1-01', ' 2024-01-01'),
+    fc.constantFrom(
+      '2024-02-29',
+      '2023-02-29',
+      '0000-02-29',
+      '2024-04-31',
+      '2024-1-01',
+      ' 2024-01-01',
+    ),
     fc.string(),
     fc.double({ noNaN: true, noDefaultInfinity: true }),
     fc.integer(),
@@ -1006,10 +1150,14 @@ test('fits_type (SQL) agrees with fitsType (TypeScript) on generated values', as
     fc.array(fc.integer(), { maxLength: 2 }),
     fc.dictionary(fc.string(), fc.integer(), { maxKeys: 2 }),
   )
-  const cases = fc.sample(fc.tuple(value, fc.constantFrom<PropertyType>('string', 'number', 'boolean', 'date')), 3000)
+  const cases = fc.sample(
+    fc.tuple(value, fc.constantFrom<PropertyType>('string', 'number', 'boolean', 'date')),
+    3000,
+  )
   const rows = await s.sql`
     select fits_type(v::jsonb, t) as fits
-    from unnest(${cases.map(([v]) => JSON.stringify(v))}::text[], ${cases.map(([, t]) => t)}::text[])
+    from unnest(${cases.map(([v]) => JSON.stringify(v))}::text[],
+      ${cases.map(([, t]) => t)}::text[])
       with ordinality as x(v, t, i) order by i`
   const disagreements = cases.filter(([v, t], i) => fitsType(v, t) !== rows[i].fits)
   assert.deepEqual(disagreements, [])

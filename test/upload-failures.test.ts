@@ -18,11 +18,13 @@ before(async () => {
 })
 after(() => s.stop())
 
-const upload = (id: string, name: string) => a.api('/api/v1/customers', { customers: [{ external_id: id, name }] })
+const upload = (id: string, name: string) =>
+  a.api('/api/v1/customers', { customers: [{ external_id: id, name }] })
 const processJobs = async (uploadId: number) =>
   (
     await s.sql`
-    select count(*)::int as n from graphile_worker._private_jobs j join graphile_worker._private_tasks t
+    select count(*)::int as n from graphile_worker._private_jobs j
+      join graphile_worker._private_tasks t
       on t.id = j.task_id
     where t.identifier = 'process_upload' and j.payload->>'upload_id' = ${String(uploadId)}`
   )[0].n
@@ -35,9 +37,19 @@ test('a permanent failure fails the upload at once, and the next upload proceeds
     const failed = await waitForUpload(a.api, bad.body.upload_id, 30_000)
     assert.equal(failed.status, 'failed')
     assert.match(failed.error, /cannot succeed on retry/)
-    assert.match(failed.error, /^Processing failed and cannot succeed on retry at \/customers\/0\/name: /)
-    assert.match(failed.error, /violates check constraint "no_forbidden_names" \(constraint no_forbidden_names/)
-    assert.equal(await processJobs(bad.body.upload_id), 0, 'the job was removed, not left to retry for days')
+    assert.match(
+      failed.error,
+      /^Processing failed and cannot succeed on retry at \/customers\/0\/name: /,
+    )
+    assert.match(
+      failed.error,
+      /violates check constraint "no_forbidden_names" \(constraint no_forbidden_names/,
+    )
+    assert.equal(
+      await processJobs(bad.body.upload_id),
+      0,
+      'the job was removed, not left to retry for days',
+    )
     // No longer pending: with a limit of 2, three further uploads go through one after another.
     for (const id of ['ok1', 'ok2', 'ok3']) {
       const ok = await upload(id, `Fine ${id}`)
@@ -65,7 +77,16 @@ test('errors are permanent (classes 22 and 23) or retried; race-prone integrity 
   for (const code of ['22007', '22001', '22P02', '23514', '23502']) {
     assert.ok(isPermanent(e(code)), code)
   }
-  for (const code of ['40001', '40P01', '55P03', '08006', '57P01', '53300', 'CONNECTION_CLOSED', 'ECONNRESET']) {
+  for (const code of [
+    '40001',
+    '40P01',
+    '55P03',
+    '08006',
+    '57P01',
+    '53300',
+    'CONNECTION_CLOSED',
+    'ECONNRESET',
+  ]) {
     assert.ok(!isPermanent(e(code), 25), code)
   }
   for (const code of ['23505', '23503']) {
@@ -85,7 +106,8 @@ test('a transient error is retried with backoff, not failed, and the upload is t
   // shard's node, the sequence is the coordinator's.) The earlier uploads' jobs (their scoring) are
   // done first, so that the upload's is the one waiting.
   await eventually(
-    async () => (await s.sql`select count(*)::int as n from graphile_worker._private_jobs`)[0].n === 0,
+    async () =>
+      (await s.sql`select count(*)::int as n from graphile_worker._private_jobs`)[0].n === 0,
     'the earlier jobs',
   )
   const unlock = await lockTable(s.sql, 'customers')
@@ -99,7 +121,8 @@ test('a transient error is retried with backoff, not failed, and the upload is t
         where relation = 'customers'::regclass and not granted`
       return n > 0
     }, 'the upload to wait on the lock')
-    const [{ cancelled }] = await s.app.admin`select count(pg_cancel_backend(pid))::int as cancelled from pg_locks
+    const [{ cancelled }] = await s.app
+      .admin`select count(pg_cancel_backend(pid))::int as cancelled from pg_locks
       where relation = 'customers'::regclass and not granted`
     assert.equal(cancelled, 1)
     const job = await eventually(async () => {
@@ -126,8 +149,14 @@ test('a transient error is retried with backoff, not failed, and the upload is t
 test('a processed upload cannot be retried or cancelled; an unknown one is a 404', async () => {
   const ok = await upload('ok4', 'Fine')
   await waitForUpload(a.api, ok.body.upload_id, 30_000)
-  assert.equal((await s.admin('POST', `/accounts/${a.id}/uploads/${ok.body.upload_id}/retry`)).status, 409)
-  assert.equal((await s.admin('POST', `/accounts/${a.id}/uploads/${ok.body.upload_id}/cancel`)).status, 409)
+  assert.equal(
+    (await s.admin('POST', `/accounts/${a.id}/uploads/${ok.body.upload_id}/retry`)).status,
+    409,
+  )
+  assert.equal(
+    (await s.admin('POST', `/accounts/${a.id}/uploads/${ok.body.upload_id}/cancel`)).status,
+    409,
+  )
   assert.equal((await s.admin('POST', `/accounts/${a.id}/uploads/999999/retry`)).status, 404)
   assert.equal((await s.admin('GET', `/accounts/${a.id}/uploads?status=nope`)).status, 400)
 })
@@ -136,7 +165,8 @@ test('an upload stuck behind its account queue shows in /metrics and the admin A
   // The account's queue is held by a lock that no worker can take, so the upload waits.
   const [{ id: queue }] = await s.sql`
     select id from graphile_worker._private_job_queues where queue_name = ${`account:${a.id}`}`
-  await s.sql`update graphile_worker._private_job_queues set locked_at = now(), locked_by = 'test' where id = ${queue}`
+  await s.sql`update graphile_worker._private_job_queues set locked_at = now(), locked_by = 'test'
+    where id = ${queue}`
   try {
     const waiting = await upload('stuck', 'Stuck')
     assert.equal(waiting.status, 200)
@@ -148,12 +178,16 @@ test('an upload stuck behind its account queue shows in /metrics and the admin A
     )
     const metrics = await (await fetch(`${s.base}/metrics`)).text()
     assert.match(metrics, /service_uploads_stuck\{status="received"\} 1/)
-    const cancelled = await s.admin('POST', `/accounts/${a.id}/uploads/${waiting.body.upload_id}/cancel`)
+    const cancelled = await s.admin(
+      'POST',
+      `/accounts/${a.id}/uploads/${waiting.body.upload_id}/cancel`,
+    )
     assert.deepEqual(cancelled.body, { upload_id: waiting.body.upload_id, status: 'failed' })
     assert.equal(await processJobs(waiting.body.upload_id), 0)
     const state = await a.api(`/api/v1/uploads/${waiting.body.upload_id}`, undefined, 'GET')
     assert.deepEqual([state.body.status, state.body.error], ['failed', 'Cancelled by an operator.'])
   } finally {
-    await s.sql`update graphile_worker._private_job_queues set locked_at = null, locked_by = null where id = ${queue}`
+    await s.sql`update graphile_worker._private_job_queues set locked_at = null, locked_by = null
+      where id = ${queue}`
   }
 })

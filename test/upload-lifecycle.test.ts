@@ -17,7 +17,8 @@ test('the upload states and pending predicate are those of the table and its par
     await migrate(sql, db.url)
     const [check] = await sql`
       select pg_get_constraintdef(c.oid) as def from pg_constraint c
-      where c.conrelid = 'uploads'::regclass and c.contype = 'c' and pg_get_constraintdef(c.oid) like '%status%'`
+      where c.conrelid = 'uploads'::regclass and c.contype = 'c'
+        and pg_get_constraintdef(c.oid) like '%status%'`
     assert.deepEqual(quoted(check.def), [...UPLOAD_STATES].sort())
     const [index] = await sql`
       select pg_get_expr(i.indpred, i.indrelid) as pred from pg_index i

@@ -32,30 +32,36 @@ test(sigkillTitle, async () => {
     // holder's heartbeat is written: a worker that dies before its first heartbeat is presumed dead
     // only after 30 minutes (db/queue.ts), which this test would wait for.
     for (let i = 0; i < 600; i++) {
-      const [{ n }] =
-        await sql`select count(*)::int as n from graphile_worker.jobs where task_identifier = 'process_upload'
+      const [{ n }] = await sql`select count(*)::int as n from graphile_worker.jobs
+          where task_identifier = 'process_upload'
           and locked_at is not null and locked_by in (select worker_id from worker_heartbeats)`
       if (n > 0) break
       await new Promise((r) => setTimeout(r, 10))
     }
     await worker.kill('SIGKILL')
-    const [{ done }] = await sql`select count(*)::int as done from uploads where status = 'processed'`
+    const [{ done }] =
+      await sql`select count(*)::int as done from uploads where status = 'processed'`
     assert.ok(done < UPLOADS, 'the worker died before finishing')
-    const [{ locked }] = await sql`select count(*)::int as locked from graphile_worker.jobs where locked_at is not null`
+    const [{ locked }] = await sql`select count(*)::int as locked from graphile_worker.jobs
+        where locked_at is not null`
     assert.ok(locked > 0, 'the dead worker left a job locked')
     worker = await startProcess(['worker'], s.url)
     try {
       let pending = -1
       for (let i = 0; i < 900 && pending !== 0; i++) {
-        ;[{ pending }] = await sql`select count(*)::int as pending from uploads where status <> 'processed'`
+        ;[{ pending }] =
+          await sql`select count(*)::int as pending from uploads where status <> 'processed'`
         if (pending) await new Promise((r) => setTimeout(r, 100))
       }
       assert.equal(pending, 0, 'uploads left unprocessed after the restart')
       const [counts] = await sql`
         select (select count(*)::int from customers where account_id = ${a.id}) as customers,
-               (select count(distinct external_id)::int from customers where account_id = ${a.id}) as distinct_ids,
-               (select count(*)::int from customer_snapshots where account_id = ${a.id}) as snapshots,
-               (select count(*)::int from notifications where account_id = ${a.id}) as notifications,
+               (select count(distinct external_id)::int from customers where account_id = ${a.id})
+                 as distinct_ids,
+               (select count(*)::int from customer_snapshots where account_id = ${a.id})
+                 as snapshots,
+               (select count(*)::int from notifications where account_id = ${a.id})
+                 as notifications,
                (select sum(created)::int from uploads where account_id = ${a.id}) as created`
       assert.deepEqual(
         { ...counts },

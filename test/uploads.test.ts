@@ -15,19 +15,33 @@ after(() => s.stop())
 
 type Api = Awaited<ReturnType<typeof scoredAccount>>['api']
 const paths = (res: { body: any }) => (res.body.errors ?? []).map((e: { path: string }) => e.path)
-const customer = (i: number, extra: object = {}) => ({ external_id: `c${i}`, name: `Customer ${i}`, ...extra })
+const customer = (i: number, extra: object = {}) => ({
+  external_id: `c${i}`,
+  name: `Customer ${i}`,
+  ...extra,
+})
 
-const upload = (api: Api, customers: object[]) => uploadAndWait(api, 'customers', customers, { status: null })
-const uploadContacts = (api: Api, contacts: object[]) => uploadAndWait(api, 'contacts', contacts, { status: null })
+const upload = (api: Api, customers: object[]) =>
+  uploadAndWait(api, 'customers', customers, { status: null })
+const uploadContacts = (api: Api, contacts: object[]) =>
+  uploadAndWait(api, 'contacts', contacts, { status: null })
 
 // Each case: a body that must be refused with 400 naming exactly these paths.
 const customerCases: [string, unknown, string[]][] = [
   ['customers missing', {}, ['/customers']],
   ['customers not an array', { customers: {} }, ['/customers']],
   ['customers empty', { customers: [] }, ['/customers']],
-  ['more than 1000 customers', { customers: Array.from({ length: 1001 }, (_, i) => customer(i)) }, ['/customers']],
+  [
+    'more than 1000 customers',
+    { customers: Array.from({ length: 1001 }, (_, i) => customer(i)) },
+    ['/customers'],
+  ],
   ['external_id missing', { customers: [{ name: 'x' }] }, ['/customers/0/external_id']],
-  ['external_id empty', { customers: [{ external_id: '', name: 'x' }] }, ['/customers/0/external_id']],
+  [
+    'external_id empty',
+    { customers: [{ external_id: '', name: 'x' }] },
+    ['/customers/0/external_id'],
+  ],
   [
     'external_id over 255',
     { customers: [customer(0, { external_id: 'x'.repeat(256) })] },
@@ -40,7 +54,11 @@ const customerCases: [string, unknown, string[]][] = [
     { customers: [customer(0, { owner_email: `${'o'.repeat(250)}@x.test` })] },
     ['/customers/0/owner_email'],
   ],
-  ['attributes not an object', { customers: [customer(0, { attributes: [1] })] }, ['/customers/0/attributes']],
+  [
+    'attributes not an object',
+    { customers: [customer(0, { attributes: [1] })] },
+    ['/customers/0/attributes'],
+  ],
   [
     'attribute value of another type',
     { customers: [customer(0, { attributes: { country: 5 } })] },
@@ -61,7 +79,11 @@ const customerCases: [string, unknown, string[]][] = [
     { customers: [customer(0, { attributes: { country: { a: 1 } } })] },
     ['/customers/0/attributes/country'],
   ],
-  ['metrics not an array', { customers: [customer(0, { metrics: { date: '2026-01-01' } })] }, ['/customers/0/metrics']],
+  [
+    'metrics not an array',
+    { customers: [customer(0, { metrics: { date: '2026-01-01' } })] },
+    ['/customers/0/metrics'],
+  ],
   [
     'more than 200 metric objects',
     {
@@ -75,7 +97,11 @@ const customerCases: [string, unknown, string[]][] = [
     },
     ['/customers/0/metrics'],
   ],
-  ['metric date missing', { customers: [customer(0, { metrics: [{ logins: 1 }] })] }, ['/customers/0/metrics/0/date']],
+  [
+    'metric date missing',
+    { customers: [customer(0, { metrics: [{ logins: 1 }] })] },
+    ['/customers/0/metrics/0/date'],
+  ],
   [
     'metric date malformed',
     { customers: [customer(0, { metrics: [{ date: '01/02/2026' }] })] },
@@ -88,7 +114,13 @@ const customerCases: [string, unknown, string[]][] = [
   ],
   [
     'metric dates not unique',
-    { customers: [customer(0, { metrics: [{ date: '2026-01-01' }, { date: '2026-01-02' }, { date: '2026-01-01' }] })] },
+    {
+      customers: [
+        customer(0, {
+          metrics: [{ date: '2026-01-01' }, { date: '2026-01-02' }, { date: '2026-01-01' }],
+        }),
+      ],
+    },
     ['/customers/0/metrics/2/date'],
   ],
   [
@@ -137,7 +169,8 @@ test('limits hold at their edge: 1000 customers, 255 characters, 200 metric obje
   assert.equal(res.body.status, 'received')
   const done = await waitForUpload(a.api, res.body.upload_id)
   assert.equal(done.created, 1000)
-  const [{ n }] = await s.sql`select count(*)::int as n from customer_snapshots where account_id = ${a.id}`
+  const [{ n }] =
+    await s.sql`select count(*)::int as n from customer_snapshots where account_id = ${a.id}`
   assert.equal(n, 200)
 })
 
@@ -161,12 +194,20 @@ const contactCases: [string, unknown, string[]][] = [
   ],
   [
     'contact_external_id over 255',
-    { contacts: [{ customer_external_id: 'c', contact_external_id: 'p'.repeat(256), contact_name: 'x' }] },
+    {
+      contacts: [
+        { customer_external_id: 'c', contact_external_id: 'p'.repeat(256), contact_name: 'x' },
+      ],
+    },
     ['/contacts/0/contact_external_id'],
   ],
   [
     'contact_name over 255',
-    { contacts: [{ customer_external_id: 'c', contact_external_id: 'p', contact_name: 'x'.repeat(256) }] },
+    {
+      contacts: [
+        { customer_external_id: 'c', contact_external_id: 'p', contact_name: 'x'.repeat(256) },
+      ],
+    },
     ['/contacts/0/contact_name'],
   ],
   [
@@ -197,7 +238,13 @@ for (const [name, body, expected] of contactCases) {
 test('a contact upload over 5 MB answers 413', async () => {
   const a = await scoredAccount(s)
   const res = await a.api('/api/v1/contacts', {
-    contacts: [{ customer_external_id: 'c', contact_external_id: 'p', contact_name: 'x'.repeat(5 * 1024 * 1024) }],
+    contacts: [
+      {
+        customer_external_id: 'c',
+        contact_external_id: 'p',
+        contact_name: 'x'.repeat(5 * 1024 * 1024),
+      },
+    ],
   })
   assert.equal(res.status, 413)
 })
@@ -207,7 +254,8 @@ test('406: a body that is not JSON, an Accept without JSON, an account whose rec
   const body = JSON.stringify({ customers: [customer(1)] })
   for (const path of ['/api/v1/customers', '/api/v1/contacts']) {
     assert.equal(
-      (await s.call('POST', path, body, { 'service-key': a.token, 'content-type': 'text/plain' })).status,
+      (await s.call('POST', path, body, { 'service-key': a.token, 'content-type': 'text/plain' }))
+        .status,
       406,
     )
     assert.equal(
@@ -257,7 +305,10 @@ test('490: customer uploads need a customer scoring model; contact uploads do no
 })
 
 test('429: too many unprocessed uploads (backpressure), and the per-key rate limit', async () => {
-  const quiet = await startTestService({ maxPendingUploads: 2, apiRateLimit: 4 }, { http: true, worker: false })
+  const quiet = await startTestService(
+    { maxPendingUploads: 2, apiRateLimit: 4 },
+    { http: true, worker: false },
+  )
   try {
     const a = await scoredAccount(quiet)
     assert.equal((await a.api('/api/v1/customers', { customers: [customer(1)] })).status, 200)
@@ -268,7 +319,8 @@ test('429: too many unprocessed uploads (backpressure), and the per-key rate lim
     assert.equal(res.status, 429)
     assert.equal(res.headers.get('retry-after'), '5')
     let limited
-    for (let i = 0; i < 10 && limited?.status !== 429; i++) limited = await a.api('/api/v1/uploads/1', undefined, 'GET')
+    for (let i = 0; i < 10 && limited?.status !== 429; i++)
+      limited = await a.api('/api/v1/uploads/1', undefined, 'GET')
     assert.equal(limited!.status, 429)
     assert.ok(Number(limited!.headers.get('retry-after')) >= 1)
   } finally {
@@ -276,13 +328,14 @@ test('429: too many unprocessed uploads (backpressure), and the per-key rate lim
   }
 })
 
-const permitsTitle = 'large bodies sent together, some refused, all answer as alone: the refused free their turn'
+const permitsTitle =
+  'large bodies sent together, some refused, all answer as alone: the refused free their turn'
 test(permitsTitle, async () => {
   const a = await scoredAccount(s)
   const big = (from: number, extra: object = {}) =>
-    Array.from({ length: 1000 }, (_, i) => customer(from + i, { metrics: [{ date: '2026-01-01', logins: i }] })).map(
-      (c, i) => (i === 999 ? { ...c, ...extra } : c),
-    )
+    Array.from({ length: 1000 }, (_, i) =>
+      customer(from + i, { metrics: [{ date: '2026-01-01', logins: i }] }),
+    ).map((c, i) => (i === 999 ? { ...c, ...extra } : c))
   const bodies = [
     { customers: big(0) },
     { customers: big(1000, { attributes: { country: 5 } }) },
@@ -297,7 +350,8 @@ test(permitsTitle, async () => {
   )
   assert.deepEqual(paths(answers[1]), ['/customers/999/attributes/country'])
   assert.deepEqual(paths(answers[2]), ['/customers/999/surname'])
-  for (const r of [answers[0], answers[3]]) assert.equal((await waitForUpload(a.api, r.body.upload_id)).created, 1000)
+  for (const r of [answers[0], answers[3]])
+    assert.equal((await waitForUpload(a.api, r.body.upload_id)).created, 1000)
   const [{ n }] = await s.sql`select count(*)::int as n from customers where account_id = ${a.id}`
   assert.equal(n, 2000)
 })
@@ -327,13 +381,15 @@ test(mergeTitle, async () => {
   ])
   assert.equal(second.updated, 1)
   assert.equal(second.created, 0)
-  const [c] = await s.sql`select name, attributes, metrics from customers where account_id = ${a.id}`
+  const [c] =
+    await s.sql`select name, attributes, metrics from customers where account_id = ${a.id}`
   assert.equal(c.name, 'Renamed')
   assert.deepEqual(c.attributes, { has_sso: true, plan_started: '2025-05-01' })
   // metrics: each metric's value in the latest snapshot holding it.
   assert.deepEqual(c.metrics, { logins: 7, seats: 3 })
   const snaps =
-    await s.sql`select to_char(date, 'YYYY-MM-DD') as date, "values" from customer_snapshots where account_id = ${a.id}
+    await s.sql`select to_char(date, 'YYYY-MM-DD') as date, "values" from customer_snapshots
+      where account_id = ${a.id}
       order by date`
   assert.deepEqual(
     snaps.map((r) => [r.date, r.values]),
@@ -343,8 +399,8 @@ test(mergeTitle, async () => {
     ],
   )
   await upload(a.api, [customer(1, { metrics: [{ date: '2026-02-01', seats: null }] })])
-  const [again] =
-    await s.sql`select "values" from customer_snapshots where account_id = ${a.id} and date = '2026-02-01'`
+  const [again] = await s.sql`select "values" from customer_snapshots where account_id = ${a.id}
+      and date = '2026-02-01'`
   assert.deepEqual(again.values, {})
 })
 
@@ -383,18 +439,34 @@ test('odd bytes in dropped key names: no 5xx on the six record routes, and the n
   await a.api('/api/v1/customer', { external_id: 'parent', name: 'Parent' })
   let n = 0
   const sends: [kind: string, send: () => ReturnType<Api>][] = [
-    ['customers', () => a.api('/api/v1/customers', { customers: [{ external_id: `u${++n}`, name: 'U', ...values }] })],
+    [
+      'customers',
+      () =>
+        a.api('/api/v1/customers', {
+          customers: [{ external_id: `u${++n}`, name: 'U', ...values }],
+        }),
+    ],
     [
       'contacts',
       () =>
         a.api('/api/v1/contacts', {
-          contacts: [{ customer_external_id: 'parent', contact_external_id: `u${++n}`, contact_name: 'U', ...values }],
+          contacts: [
+            {
+              customer_external_id: 'parent',
+              contact_external_id: `u${++n}`,
+              contact_name: 'U',
+              ...values,
+            },
+          ],
         }),
     ],
     ...['/api/v1', '/v1'].flatMap(
       (prefix) =>
         [
-          ['customers', () => a.api(`${prefix}/customer`, { external_id: `s${++n}`, name: 'S', ...values })],
+          [
+            'customers',
+            () => a.api(`${prefix}/customer`, { external_id: `s${++n}`, name: 'S', ...values }),
+          ],
           [
             'contacts',
             () =>
@@ -409,7 +481,10 @@ test('odd bytes in dropped key names: no 5xx on the six record routes, and the n
   ]
   for (const [i, [kind, send]] of sends.entries()) {
     const res = await send()
-    assert.ok(res.status === 200 || res.status === 201, `route ${i}: ${res.status} ${JSON.stringify(res.body)}`)
+    assert.ok(
+      res.status === 200 || res.status === 201,
+      `route ${i}: ${res.status} ${JSON.stringify(res.body)}`,
+    )
     const [latest] = (await s.admin('GET', `/accounts/${a.id}/uploads`)).body
     assert.equal(latest.kind, kind)
     assert.equal(latest.dropped_keys, 8, `route ${i}`)
@@ -427,11 +502,15 @@ test('within one request a later duplicate wins, in item order', async () => {
       metrics: [{ date: '2026-01-01', logins: 1 }],
     }),
     customer(2),
-    customer(1, { name: 'Second', attributes: { has_sso: true }, metrics: [{ date: '2026-01-01', logins: 2 }] }),
+    customer(1, {
+      name: 'Second',
+      attributes: { has_sso: true },
+      metrics: [{ date: '2026-01-01', logins: 2 }],
+    }),
   ])
   assert.equal(done.created, 2)
-  const rows =
-    await s.sql`select external_id, name, attributes, metrics, service_id from customers where account_id = ${a.id}
+  const rows = await s.sql`select external_id, name, attributes, metrics, service_id from customers
+      where account_id = ${a.id}
       order by service_id`
   assert.deepEqual(
     rows.map((r) => r.external_id),
@@ -449,7 +528,8 @@ const folded = (snapshots: { values: Record<string, unknown> }[]) =>
 const storedState = async (accountId: number, entity: 'customer' | 'contact') => {
   const records = await s.sql`
     select r.external_id, r.name, r.attributes, r.metrics, coalesce(jsonb_agg(
-      jsonb_build_object('date', to_char(t.date, 'YYYY-MM-DD'), 'values', t."values") order by t.date)
+      jsonb_build_object('date', to_char(t.date, 'YYYY-MM-DD'), 'values', t."values")
+        order by t.date)
       filter (where t.date is not null), '[]') as snapshots
     from ${s.sql(`${entity}s`)} r left join ${s.sql(`${entity}_snapshots`)} t
       on t.account_id = r.account_id and t.${s.sql(`${entity}_id`)} = r.service_id
@@ -461,7 +541,9 @@ const newRecordsTitle =
   'new records are stored with their metrics: duplicates, nulls and dates folded as for stored records'
 test(newRecordsTitle, async () => {
   const a = await scoredAccount(s)
-  await upload(a.api, [customer(1, { attributes: { country: 'US' }, metrics: [{ date: '2026-01-01', logins: 4 }] })])
+  await upload(a.api, [
+    customer(1, { attributes: { country: 'US' }, metrics: [{ date: '2026-01-01', logins: 4 }] }),
+  ])
   const done = await upload(a.api, [
     customer(2, {
       attributes: { country: 'DE', has_sso: true },
@@ -470,7 +552,11 @@ test(newRecordsTitle, async () => {
         { date: '2026-03-01', logins: 3, seats: null },
       ],
     }),
-    customer(1, { name: 'Old one', attributes: { country: null }, metrics: [{ date: '2026-02-01', seats: 9 }] }),
+    customer(1, {
+      name: 'Old one',
+      attributes: { country: null },
+      metrics: [{ date: '2026-02-01', seats: 9 }],
+    }),
     customer(3),
     customer(4, { metrics: [{ date: '2026-01-01', logins: null }] }),
     customer(2, {
@@ -633,19 +719,30 @@ test(contactsTitle, async () => {
   assert.equal(moved.updated, 1)
   const rows = await s.sql`
     select t.external_id, t.name, t.attributes, t.metrics, c.external_id as customer from contacts t
-    join customers c on c.account_id = t.account_id and c.service_id = t.customer_id where t.account_id = ${a.id}`
+    join customers c on c.account_id = t.account_id and c.service_id = t.customer_id
+      where t.account_id = ${a.id}`
   assert.deepEqual(
     rows.map((r) => ({ ...r })),
-    [{ external_id: 'p1', name: 'Pat B', attributes: { role: 'cto' }, metrics: { sessions: 3 }, customer: 'c2' }],
+    [
+      {
+        external_id: 'p1',
+        name: 'Pat B',
+        attributes: { role: 'cto' },
+        metrics: { sessions: 3 },
+        customer: 'c2',
+      },
+    ],
   )
 })
 
 test('service_id is assigned once and never changes; createdAt stays, updatedAt moves', async () => {
   const a = await scoredAccount(s)
   await upload(a.api, [customer(1)])
-  const [before] = await s.sql`select service_id, created_at, updated_at from customers where account_id = ${a.id}`
+  const [before] =
+    await s.sql`select service_id, created_at, updated_at from customers where account_id = ${a.id}`
   await upload(a.api, [customer(1, { name: 'Again' })])
-  const [after] = await s.sql`select service_id, created_at, updated_at from customers where account_id = ${a.id}`
+  const [after] =
+    await s.sql`select service_id, created_at, updated_at from customers where account_id = ${a.id}`
   assert.equal(after.service_id, before.service_id)
   assert.equal(after.created_at.getTime(), before.created_at.getTime())
   assert.ok(after.updated_at > before.updated_at)
@@ -658,7 +755,8 @@ test('processing is idempotent: a second run of the same job changes nothing', a
   const snapshot = async () =>
     JSON.stringify(
       await s.sql`
-    select (select json_agg(c order by service_id) from customers c where account_id = ${a.id}) as c,
+    select (select json_agg(c order by service_id) from customers c where account_id = ${a.id})
+      as c,
            (select count(*) from notifications where account_id = ${a.id}) as n,
            (select count(*) from customer_snapshots where account_id = ${a.id}) as s`,
     )
@@ -666,8 +764,8 @@ test('processing is idempotent: a second run of the same job changes nothing', a
   await s.sql`select graphile_worker.add_job('process_upload',
     json_build_object('account_id', ${a.id}::bigint, 'upload_id', ${done.upload_id}::bigint))`
   for (let i = 0; i < 100; i++) {
-    const [{ n }] =
-      await s.sql`select count(*)::int as n from graphile_worker.jobs where task_identifier = 'process_upload'`
+    const [{ n }] = await s.sql`select count(*)::int as n from graphile_worker.jobs
+        where task_identifier = 'process_upload'`
     if (n === 0) break
     await new Promise((r) => setTimeout(r, 50))
   }
@@ -678,7 +776,8 @@ test('every user of the account is notified of a processed upload', async () => 
   const a = await scoredAccount(s)
   await s.admin('POST', `/accounts/${a.id}/users`, { email: 'second@acme.test' })
   const done = await upload(a.api, [customer(1), customer(2)])
-  const rows = await s.sql`select user_id, kind, body from notifications where account_id = ${a.id} order by user_id`
+  const rows = await s.sql`select user_id, kind, body from notifications where account_id = ${a.id}
+      order by user_id`
   assert.equal(rows.length, 2)
   for (const r of rows) {
     assert.equal(r.kind, 'import.processed')
@@ -743,13 +842,22 @@ test(singleCustomerTitle, async () => {
   const churned = await a.api(path, { is_churned: true, churned_date: '2026-03-01' }, 'PUT')
   assert.equal(churned.body.is_churned, true)
   const [row] =
-    await s.sql`select to_char(churned_date, 'YYYY-MM-DD') as d, churn_reason from customers where account_id = ${a.id}`
+    await s.sql`select to_char(churned_date, 'YYYY-MM-DD') as d, churn_reason from customers
+      where account_id = ${a.id}`
   assert.deepEqual({ ...row }, { d: '2026-03-01', churn_reason: 'manual' })
   assert.equal((await a.api(path, { is_churned: false }, 'PUT')).body.is_churned, false)
-  assert.deepEqual(paths(await a.api(path, { owner_email: 'ghost@acme.test' }, 'PUT')), ['/owner_email'])
-  assert.deepEqual(paths(await a.api(path, { attributes: { has_sso: 'yes' } }, 'PUT')), ['/attributes/has_sso'])
+  assert.deepEqual(paths(await a.api(path, { owner_email: 'ghost@acme.test' }, 'PUT')), [
+    '/owner_email',
+  ])
+  assert.deepEqual(paths(await a.api(path, { attributes: { has_sso: 'yes' } }, 'PUT')), [
+    '/attributes/has_sso',
+  ])
   assert.deepEqual(paths(await a.api(path, { churned_date: 'soon' }, 'PUT')), ['/churned_date'])
-  assert.equal((await s.call('PUT', path, '{}', { 'service-key': a.token, 'content-type': 'text/plain' })).status, 406)
+  assert.equal(
+    (await s.call('PUT', path, '{}', { 'service-key': a.token, 'content-type': 'text/plain' }))
+      .status,
+    406,
+  )
   await a.api(`${path}/contact`, { contact_external_id: 'kid', contact_name: 'Kid' })
   assert.equal((await a.api(path, undefined, 'DELETE')).status, 204)
   assert.equal((await a.api(path, undefined, 'GET')).status, 404)
@@ -762,7 +870,8 @@ test('single contact: create under its customer, read, update, delete, 404s', as
   const a = await scoredAccount(s)
   await upload(a.api, [customer(1), customer(2)])
   assert.equal(
-    (await a.api('/api/v1/customer/nope/contact', { contact_external_id: 'p', contact_name: 'x' })).status,
+    (await a.api('/api/v1/customer/nope/contact', { contact_external_id: 'p', contact_name: 'x' }))
+      .status,
     404,
   )
   const created = await a.api('/api/v1/customer/c1/contact', {
@@ -775,7 +884,8 @@ test('single contact: create under its customer, read, update, delete, 404s', as
   assert.equal(typeof created.body.customer_service_id, 'number')
   assert.deepEqual(created.body.tags, [])
   assert.equal(
-    (await a.api('/api/v1/customer/c1/contact', { contact_external_id: 'p1', contact_name: 'x' })).status,
+    (await a.api('/api/v1/customer/c1/contact', { contact_external_id: 'p1', contact_name: 'x' }))
+      .status,
     409,
   )
   assert.equal((await a.api('/api/v1/customer/c1/contact/p1', undefined, 'GET')).body.name, 'Pat')
@@ -807,7 +917,8 @@ test("tenants never see or touch each other's records", async () => {
     await Promise.all(
       [a.id, b.id].map(
         (id) =>
-          s.sql`select account_id, name, attributes from customers where external_id = 'c1' and account_id = ${id}`,
+          s.sql`select account_id, name, attributes from customers where external_id = 'c1'
+            and account_id = ${id}`,
       ),
     )
   ).flat()
@@ -823,7 +934,8 @@ test("tenants never see or touch each other's records", async () => {
   assert.equal((await b.api('/api/v1/customer/c9', { name: 'hijack' }, 'PUT')).status, 404)
   assert.equal((await b.api('/api/v1/customer/c9', undefined, 'DELETE')).status, 404)
   assert.equal(
-    (await b.api('/api/v1/customer/c9/contact', { contact_external_id: 'x', contact_name: 'x' })).status,
+    (await b.api('/api/v1/customer/c9/contact', { contact_external_id: 'x', contact_name: 'x' }))
+      .status,
     404,
   )
   const contacts = await uploadContacts(b.api, [
@@ -837,7 +949,8 @@ const filedWritesTitle =
   '406 also for single-record updates and deletes of an account whose records are owned elsewhere; nothing changes'
 test(filedWritesTitle, async () => {
   const file = await s.account('Filed writes', { source_of_truth: 'FILE' })
-  const [c] = await s.sql`insert into customers (account_id, external_id, name) values (${file.id}, 'f1', 'Filed')
+  const [c] = await s.sql`insert into customers (account_id, external_id, name)
+      values (${file.id}, 'f1', 'Filed')
     returning service_id`
   await s.sql`insert into contacts (account_id, external_id, customer_id, name)
     values (${file.id}, 'fp', ${c.service_id}, 'Person')`
@@ -847,7 +960,10 @@ test(filedWritesTitle, async () => {
     ['/api/v1/customer/f1', { name: 'x' }],
     ['/v1/customer/f1/contact/fp', { contact_name: 'x' }],
   ] as const) {
-    for (const res of [await file.api(path, body, 'PUT'), await file.api(path, undefined, 'DELETE')]) {
+    for (const res of [
+      await file.api(path, body, 'PUT'),
+      await file.api(path, undefined, 'DELETE'),
+    ]) {
       assert.equal(res.status, 406, JSON.stringify(res.body))
       assert.match(res.body.detail, /FILE/)
     }
@@ -876,17 +992,24 @@ test('a malformed percent escape in a record path is a 404, not a 500', async ()
 test('strings PostgreSQL cannot store are a 400 naming the field, in uploads and single records', async () => {
   const a = await scoredAccount(s)
   for (const bad of ['nul \u0000 byte', 'lone \ud800 surrogate']) {
-    const res = await a.api('/api/v1/customers', { customers: [customer(1), customer(2, { name: bad })] })
+    const res = await a.api('/api/v1/customers', {
+      customers: [customer(1), customer(2, { name: bad })],
+    })
     assert.equal(res.status, 400, JSON.stringify(res.body))
     assert.deepEqual(paths(res), ['/customers/1/name'])
-    const attr = await a.api('/api/v1/customers', { customers: [customer(3, { attributes: { country: bad } })] })
+    const attr = await a.api('/api/v1/customers', {
+      customers: [customer(3, { attributes: { country: bad } })],
+    })
     assert.equal(attr.status, 400, JSON.stringify(attr.body))
     assert.deepEqual(paths(attr), ['/customers/0/attributes/country'])
     const single = await a.api('/api/v1/customer', customer(4, { name: bad }))
     assert.equal(single.status, 400, JSON.stringify(single.body))
     assert.deepEqual(paths(single), ['/name'])
   }
-  assert.equal((await s.sql`select count(*)::int as n from uploads where account_id = ${a.id}`)[0].n, 0)
+  assert.equal(
+    (await s.sql`select count(*)::int as n from uploads where account_id = ${a.id}`)[0].n,
+    0,
+  )
 })
 
 test('an ignored contact changes nothing: not its snapshots, not its metrics', async () => {
@@ -923,14 +1046,19 @@ test('an ignored contact changes nothing: not its snapshots, not its metrics', a
 
 test('creates of one new id at once: one 201, the others 409, never a 500', async () => {
   const a = await scoredAccount(s)
-  const answers = await Promise.all(Array.from({ length: 6 }, () => a.api('/api/v1/customer', customer(77))))
+  const answers = await Promise.all(
+    Array.from({ length: 6 }, () => a.api('/api/v1/customer', customer(77))),
+  )
   assert.deepEqual(
     answers.map((r) => r.status).sort(),
     [201, 409, 409, 409, 409, 409],
     JSON.stringify(answers.map((r) => r.body)),
   )
   assert.equal(
-    (await s.sql`select count(*)::int as n from customers where account_id = ${a.id} and external_id = 'c77'`)[0].n,
+    (
+      await s.sql`select count(*)::int as n from customers where account_id = ${a.id}
+        and external_id = 'c77'`
+    )[0].n,
     1,
   )
 })
@@ -947,7 +1075,8 @@ test('a bulk import has the tables it grew analyzed, so plans follow their real 
       ).map((r) => r.relname)
     assert.deepEqual(await analyzed(), [])
     // Two small uploads change too little to be worth an analyze.
-    for (let i = 0; i < 2; i++) await upload(a.api, [customer(i, { metrics: [{ date: '2026-01-01', logins: 1 }] })])
+    for (let i = 0; i < 2; i++)
+      await upload(a.api, [customer(i, { metrics: [{ date: '2026-01-01', logins: 1 }] })])
     await new Promise((r) => setTimeout(r, 1500))
     assert.deepEqual(await analyzed(), [])
     // Names long enough that the customers table doubles several times over the uploads (each new
@@ -958,27 +1087,43 @@ test('a bulk import has the tables it grew analyzed, so plans follow their real 
         Array.from({ length: 1000 }, (_, i) =>
           customer(1000 * (n + 1) + i, {
             name: `Customer ${1000 * (n + 1) + i} ${'of a long name '.repeat(12)}`,
-            metrics: ['2026-01-01', '2026-02-01', '2026-03-01'].map((date) => ({ date, logins: i })),
+            metrics: ['2026-01-01', '2026-02-01', '2026-03-01'].map((date) => ({
+              date,
+              logins: i,
+            })),
           }),
         ),
       )
     }
-    await eventually(async () => (await analyzed()).length === 2, 'customers and customer_snapshots analyzed')
+    await eventually(
+      async () => (await analyzed()).length === 2,
+      'customers and customer_snapshots analyzed',
+    )
     // Analyzed whenever the table doubled, the estimate stays within half of the truth, give or
     // take the upload whose job was still waiting. On Citus the coordinator's customers is an empty
     // shell, and the table-wide rule reads no shard (src/db/analyze.ts): there the estimate is the
     // one the account's query is planned with, its routed task's, on its shard's statistics.
     // On a session of its own: the service's pool refuses a fan-out in the Citus pass.
     const look = connect(q.url, { max: 1 })
-    const [{ citus }] = await look`select exists (select from pg_extension where extname = 'citus') as citus`
-    const [plan] = await look`explain (format json) select from customers where account_id = ${a.id}`
-    const [{ reltuples }] = await look`select reltuples::int from pg_class where relname = 'customers'`
+    const [{ citus }] =
+      await look`select exists (select from pg_extension where extname = 'citus') as citus`
+    const [plan] =
+      await look`explain (format json) select from customers where account_id = ${a.id}`
+    const [{ reltuples }] =
+      await look`select reltuples::int from pg_class where relname = 'customers'`
     const estimate = citus
-      ? Number(plan['QUERY PLAN'][0].Plan['Distributed Query'].Job.Tasks[0]['Remote Plan'][0][0].Plan['Plan Rows'])
+      ? Number(
+          plan['QUERY PLAN'][0].Plan['Distributed Query'].Job.Tasks[0]['Remote Plan'][0][0].Plan[
+            'Plan Rows'
+          ],
+        )
       : reltuples
     const [{ actual }] = await look`select count(*)::int as actual from customers`
     await look.end()
-    assert.ok(estimate + 1000 >= actual / 2, `the planner's row estimate follows the table: ${estimate} of ${actual}`)
+    assert.ok(
+      estimate + 1000 >= actual / 2,
+      `the planner's row estimate follows the table: ${estimate} of ${actual}`,
+    )
   } finally {
     await q.stop()
   }
@@ -987,11 +1132,15 @@ test('a bulk import has the tables it grew analyzed, so plans follow their real 
 test('a record another request creates while an upload merges it still gets the upload fields', async () => {
   const a = await scoredAccount(s)
   await upload(a.api, [customer(1, { external_id: 'race-held' })])
-  // The upload's update of race-held waits in a trigger for a lock the test holds, on every node (on
-  // Citus a distributed table's trigger runs on its shard's node): between that update and the
+  // The upload's update of race-held waits in a trigger for a lock the test holds, on every node
+  // (on Citus a distributed table's trigger runs on its shard's node): between that update and the
   // insert of race-new, a single create of race-new commits, as a request might at any time.
-  const nodes = clusterFromEnv()?.map((n) => Object.assign(new URL(n.url), { pathname: new URL(s.url).pathname }))
-  const holders = await Promise.all((nodes ?? [new URL(s.url)]).map(async (url) => connect(url.toString(), { max: 1 })))
+  const nodes = clusterFromEnv()?.map((n) =>
+    Object.assign(new URL(n.url), { pathname: new URL(s.url).pathname }),
+  )
+  const holders = await Promise.all(
+    (nodes ?? [new URL(s.url)]).map(async (url) => connect(url.toString(), { max: 1 })),
+  )
   const held = await Promise.all(holders.map((h) => h.reserve()))
   await Promise.all(held.map((h) => h`select pg_advisory_lock(4242)`))
   await s.sql`create function hold_race() returns trigger language plpgsql as $$ begin
@@ -1004,19 +1153,27 @@ test('a record another request creates while an upload merges it still gets the 
   try {
     const items = [
       { external_id: 'race-held', name: 'Held' },
-      { external_id: 'race-new', name: 'From the upload', metrics: [{ date: '2026-01-01', logins: 7 }] },
+      {
+        external_id: 'race-new',
+        name: 'From the upload',
+        metrics: [{ date: '2026-01-01', logins: 7 }],
+      },
     ]
     const sent = await a.api('/api/v1/customers', { customers: items })
     assert.equal(sent.status, 200, JSON.stringify(sent.body))
     await eventually(
       async () =>
         (
-          await s.sql`select 1 from pg_stat_activity where application_name = 'service-worker' and state = 'active'
+          await s.sql`select 1 from pg_stat_activity where application_name = 'service-worker'
+            and state = 'active'
           and query like '%update customers c set name%'`
         ).length > 0,
       "the upload's update waiting",
     )
-    const single = await a.api('/api/v1/customer', { external_id: 'race-new', name: 'From the single create' })
+    const single = await a.api('/api/v1/customer', {
+      external_id: 'race-new',
+      name: 'From the single create',
+    })
     assert.equal(single.status, 201, JSON.stringify(single.body))
     await Promise.all(held.map((h) => h`select pg_advisory_unlock(4242)`))
     assert.equal((await waitForUpload(a.api, sent.body.upload_id)).status, 'processed')

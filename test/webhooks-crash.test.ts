@@ -16,7 +16,9 @@ before(async () => {
 after(() => s.stop())
 
 const heartbeatIds = async () =>
-  (await s.sql`select worker_id from worker_heartbeats order by 1`).map((r) => r.worker_id as string)
+  (await s.sql`select worker_id from worker_heartbeats order by 1`).map(
+    (r) => r.worker_id as string,
+  )
 
 test('a worker killed mid-delivery: the webhook still arrives after a restart', async (t) => {
   const account = await scoredAccount(s)
@@ -29,16 +31,23 @@ test('a worker killed mid-delivery: the webhook still arrives after a restart', 
   })
   const workers: Awaited<ReturnType<typeof startProcess>>[] = []
   try {
-    await s.admin('POST', `/accounts/${account.id}/webhooks`, { url: r.url, events: ['customer.created'] })
+    await s.admin('POST', `/accounts/${account.id}/webhooks`, {
+      url: r.url,
+      events: ['customer.created'],
+    })
     const delivery = async (total: number) =>
       (
         await s.sql`
       select id, status, message_id from webhook_deliveries
-      where account_id = ${account.id} and payload::json #>> '{data,batch,total_customers}' = ${String(total)}`
+      where account_id = ${account.id} and payload::json
+        #>> '{data,batch,total_customers}' = ${String(total)}`
       )[0]
     const upload = async (from: number, n: number) => {
       const res = await account.api('/api/v1/customers', {
-        customers: Array.from({ length: n }, (_, i) => ({ external_id: `c${from + i}`, name: `Customer ${from + i}` })),
+        customers: Array.from({ length: n }, (_, i) => ({
+          external_id: `c${from + i}`,
+          name: `Customer ${from + i}`,
+        })),
       })
       assert.equal(res.status, 200, JSON.stringify(res.body))
       return res.body.upload_id as number
@@ -61,8 +70,8 @@ test('a worker killed mid-delivery: the webhook still arrives after a restart', 
     await upload(500, 1000)
     await eventually(() => held, 'the 1000 batch to reach the receiver')
     const big = (await delivery(1000))!
-    const [job] =
-      await s.sql`select locked_by from graphile_worker.jobs where key = ${`webhook_delivery:${account.id}:${big.id}`}`
+    const [job] = await s.sql`select locked_by from graphile_worker.jobs
+        where key = ${`webhook_delivery:${account.id}:${big.id}`}`
     assert.ok(firstIds.includes(job.locked_by), 'the delivery job is locked by the first worker')
     await first.kill('SIGKILL')
     const killedAt = Date.now()
@@ -78,7 +87,8 @@ test('a worker killed mid-delivery: the webhook still arrives after a restart', 
     t.diagnostic(`delivered ${((Date.now() - killedAt) / 1000).toFixed(1)} s after the SIGKILL`)
 
     // The interrupted attempt left no row; the delivered one is attempt 1.
-    const attempts = await s.sql`select attempt, status_code from webhook_attempts where account_id = ${account.id}
+    const attempts =
+      await s.sql`select attempt, status_code from webhook_attempts where account_id = ${account.id}
       and delivery_id = ${big.id}`
     assert.deepEqual(
       attempts.map((a) => [a.attempt, a.status_code]),
@@ -87,26 +97,34 @@ test('a worker killed mid-delivery: the webhook still arrives after a restart', 
     const bigCopies = r.requests.filter((req) => req.headers['webhook-id'] === big.message_id)
     assert.equal(bigCopies.length, 2)
     assert.deepEqual(bigCopies[1].raw, bigCopies[0].raw)
-    assert.equal(r.requests.filter((req) => req.headers['webhook-id'] === small.message_id).length, 1)
+    assert.equal(
+      r.requests.filter((req) => req.headers['webhook-id'] === small.message_id).length,
+      1,
+    )
 
     // At least once for every customer; twice only for the interrupted batch.
     const counts = new Map<number, number>()
     for (const req of r.requests)
-      for (const c of req.json.data.customers) counts.set(c.service_id, (counts.get(c.service_id) ?? 0) + 1)
-    const stored = await s.sql`select service_id from customers where account_id = ${account.id} order by service_id`
+      for (const c of req.json.data.customers)
+        counts.set(c.service_id, (counts.get(c.service_id) ?? 0) + 1)
+    const stored = await s.sql`select service_id from customers where account_id = ${account.id}
+        order by service_id`
     assert.equal(stored.length, 1500)
     assert.deepEqual(
       [...counts.keys()].sort((a, b) => a - b),
       stored.map((c) => c.service_id),
     )
-    const interrupted = new Set(bigCopies[0].json.data.customers.map((c: { service_id: number }) => c.service_id))
+    const interrupted = new Set(
+      bigCopies[0].json.data.customers.map((c: { service_id: number }) => c.service_id),
+    )
     for (const [id, n] of counts) assert.equal(n, interrupted.has(id) ? 2 : 1, `service_id ${id}`)
 
     // A clean stop takes the worker's heartbeats with it.
     assert.equal(await second.kill('SIGTERM'), 0)
     assert.ok((await heartbeatIds()).every((id) => firstIds.includes(id)))
   } finally {
-    for (const w of workers) if (w.child.exitCode === null && w.child.signalCode === null) await w.kill('SIGKILL')
+    for (const w of workers)
+      if (w.child.exitCode === null && w.child.signalCode === null) await w.kill('SIGKILL')
     await r.close()
   }
 })
@@ -123,11 +141,14 @@ test('unlockDeadWorkers releases the locks of stale and long-unknown workers onl
       ['ghost-new', '1 minute', null],
     ]
     for (const [id, lockedFor, age] of holders) {
-      await sql`select graphile_worker.add_job('noop', '{}', queue_name => ${`q-${id}`}, job_key => ${id})`
-      await sql`update graphile_worker._private_jobs set locked_by = ${id}, locked_at = now() - ${lockedFor}::interval
+      await sql`select graphile_worker.add_job('noop', '{}', queue_name => ${`q-${id}`},
+        job_key => ${id})`
+      await sql`update graphile_worker._private_jobs
+        set locked_by = ${id}, locked_at = now() - ${lockedFor}::interval
         where key = ${id}`
       await sql`update graphile_worker._private_job_queues
-        set locked_by = ${id}, locked_at = now() - ${lockedFor}::interval where queue_name = ${`q-${id}`}`
+        set locked_by = ${id}, locked_at = now() - ${lockedFor}::interval
+          where queue_name = ${`q-${id}`}`
       if (age) await sql`insert into worker_heartbeats values (${id}, now() - ${age}::interval)`
     }
     await sql`insert into worker_heartbeats values ('ancient', now() - interval '2 hours')`
@@ -142,7 +163,8 @@ test('unlockDeadWorkers releases the locks of stale and long-unknown workers onl
         ['stale', null],
       ],
     )
-    const queues = await sql`select queue_name, locked_by from graphile_worker._private_job_queues order by queue_name`
+    const queues = await sql`select queue_name, locked_by from graphile_worker._private_job_queues
+        order by queue_name`
     assert.deepEqual(
       queues.map((q) => [q.queue_name, q.locked_by]),
       [

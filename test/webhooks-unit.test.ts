@@ -5,14 +5,24 @@ import { after, describe, test } from 'node:test'
 import { verify } from '@octokit/webhooks-methods'
 import { Webhook } from 'standardwebhooks'
 import * as v from 'valibot'
-import { BATCH_SIZE, buildPayloads, EVENTS, listEventTypes, type EventItem, PAYLOADS } from '../src/webhooks/events.ts'
+import {
+  BATCH_SIZE,
+  buildPayloads,
+  EVENTS,
+  listEventTypes,
+  type EventItem,
+  PAYLOADS,
+} from '../src/webhooks/events.ts'
 import { generateSecret, hmacHeader, standardWebhookHeaders } from '../src/webhooks/sign.ts'
 import { checkWebhookUrl, isPrivateAddress, resolvePublic } from '../src/webhooks/ssrf.ts'
 import { ATTEMPTS_PER_ROUND, retryDelaySeconds, sendWebhook } from '../src/webhooks/send.ts'
 
 type CreatedCustomer = EventItem<'customer.created'>
-const buildCustomerCreatedPayloads = (items: CreatedCustomer[], source: string, timestamp: string) =>
-  buildPayloads('customer.created', items, timestamp, { source })
+const buildCustomerCreatedPayloads = (
+  items: CreatedCustomer[],
+  source: string,
+  timestamp: string,
+) => buildPayloads('customer.created', items, timestamp, { source })
 
 const customers = (n: number): CreatedCustomer[] =>
   Array.from({ length: n }, (_, i) => ({
@@ -93,7 +103,10 @@ describe('the event catalog', () => {
     for (const e of listEventTypes()) {
       assert.ok(e.description.length > 10, e.name)
       const result = v.safeParse(PAYLOADS[e.name], e.example)
-      assert.ok(result.success, `${e.name}: ${JSON.stringify(result.issues?.map((i) => i.message))}`)
+      assert.ok(
+        result.success,
+        `${e.name}: ${JSON.stringify(result.issues?.map((i) => i.message))}`,
+      )
     }
   })
 
@@ -114,11 +127,18 @@ describe('the event catalog', () => {
       created_at: '2024-01-01T00:00:00.000Z',
       extra: 'dropped',
     }))
-    const bodies = buildPayloads('contact.created', items, '2024-01-01T00:00:00.000Z', { source: 'FILE' })
+    const bodies = buildPayloads('contact.created', items, '2024-01-01T00:00:00.000Z', {
+      source: 'FILE',
+    })
     assert.equal(bodies.length, 2)
     const second = JSON.parse(bodies[1])
     assert.deepEqual(Object.keys(second.data), ['source', 'contacts', 'batch'])
-    assert.deepEqual(second.data.batch, { current_batch: 2, total_batches: 2, total_contacts: 1500, batch_size: 500 })
+    assert.deepEqual(second.data.batch, {
+      current_batch: 2,
+      total_batches: 2,
+      total_contacts: 1500,
+      batch_size: 500,
+    })
     assert.equal(second.data.contacts[0].extra, undefined)
     assert.ok(v.safeParse(PAYLOADS['contact.created'], second).success)
   })
@@ -126,7 +146,14 @@ describe('the event catalog', () => {
 
 describe('signatures', () => {
   const body = buildCustomerCreatedPayloads(
-    [{ service_id: 1, external_id: 'a', name: 'Zoë Ünïcødé 東京', created_at: '2024-01-01T00:00:00.000Z' }],
+    [
+      {
+        service_id: 1,
+        external_id: 'a',
+        name: 'Zoë Ünïcødé 東京',
+        created_at: '2024-01-01T00:00:00.000Z',
+      },
+    ],
     'API',
     '2024-01-01T00:00:00.000Z',
   )[0]
@@ -173,7 +200,8 @@ describe('signatures', () => {
     const [first, second] = headers['webhook-signature'].split(' ')
     assert.equal(first, standardWebhookHeaders([next], 'msg_123', now, body)['webhook-signature'])
     assert.equal(second, standardWebhookHeaders([old], 'msg_123', now, body)['webhook-signature'])
-    for (const secret of [next, old]) assert.deepEqual(new Webhook(secret).verify(body, headers), JSON.parse(body))
+    for (const secret of [next, old])
+      assert.deepEqual(new Webhook(secret).verify(body, headers), JSON.parse(body))
     assert.throws(() => new Webhook(generateSecret()).verify(body, headers))
   })
 })
@@ -324,7 +352,12 @@ const listen = async (
     const chunks: Buffer[] = []
     req.on('data', (c: Buffer) => chunks.push(c))
     req.on('end', () => {
-      const received = { method: req.method!, url: req.url!, headers: req.headers, body: Buffer.concat(chunks) }
+      const received = {
+        method: req.method!,
+        url: req.url!,
+        headers: req.headers,
+        body: Buffer.concat(chunks),
+      }
       requests.push(received)
       handler(received, res)
     })
@@ -366,13 +399,21 @@ describe('sendWebhook', () => {
     assert.equal(req.headers['content-length'], String(Buffer.byteLength(body)))
     assert.equal(req.headers['webhook-id'], 'msg_1')
     assert.deepEqual(req.body, Buffer.from(body, 'utf8'))
-    assert.equal(await verify(secret, req.body.toString('utf8'), req.headers['x-service-hmac'] as string), true)
+    assert.equal(
+      await verify(secret, req.body.toString('utf8'), req.headers['x-service-hmac'] as string),
+      true,
+    )
   })
 
   test('a host name connects through the pinned resolved address', async () => {
     const { address } = await resolvePublic('localhost', true)
     const { port, requests } = await listen(respond(204), address)
-    const result = await sendWebhook({ url: `http://localhost:${port}/`, body, headers: {}, allowPrivate: true })
+    const result = await sendWebhook({
+      url: `http://localhost:${port}/`,
+      body,
+      headers: {},
+      allowPrivate: true,
+    })
     assert.equal(result.outcome, 'delivered')
     assert.equal(result.status_code, 204)
     assert.equal(requests.length, 1)
@@ -380,31 +421,52 @@ describe('sendWebhook', () => {
 
   test('a large response body is not read past the cap', async () => {
     const { port } = await listen(respond(200, 'x'.repeat(1024 * 1024)))
-    const result = await sendWebhook({ url: `http://127.0.0.1:${port}/`, body, headers: {}, allowPrivate: true })
+    const result = await sendWebhook({
+      url: `http://127.0.0.1:${port}/`,
+      body,
+      headers: {},
+      allowPrivate: true,
+    })
     assert.equal(result.outcome, 'delivered')
     assert.equal(result.status_code, 200)
   })
 
   test('500 is retried', async () => {
     const { port } = await listen(respond(500, 'boom'))
-    const result = await sendWebhook({ url: `http://127.0.0.1:${port}/`, body, headers: {}, allowPrivate: true })
+    const result = await sendWebhook({
+      url: `http://127.0.0.1:${port}/`,
+      body,
+      headers: {},
+      allowPrivate: true,
+    })
     assert.equal(result.outcome, 'retry')
     assert.equal(result.status_code, 500)
   })
 
   test('404 is permanent', async () => {
     const { port } = await listen(respond(404))
-    const result = await sendWebhook({ url: `http://127.0.0.1:${port}/`, body, headers: {}, allowPrivate: true })
+    const result = await sendWebhook({
+      url: `http://127.0.0.1:${port}/`,
+      body,
+      headers: {},
+      allowPrivate: true,
+    })
     assert.equal(result.outcome, 'failed')
     assert.equal(result.status_code, 404)
   })
 
   test('302 is permanent and not followed', async () => {
     const { port, requests } = await listen((req, res) => {
-      if (req.url === '/start') respond(302, '', { Location: `http://127.0.0.1:${port}/target` })(req, res)
+      if (req.url === '/start')
+        respond(302, '', { Location: `http://127.0.0.1:${port}/target` })(req, res)
       else respond(200)(req, res)
     })
-    const result = await sendWebhook({ url: `http://127.0.0.1:${port}/start`, body, headers: {}, allowPrivate: true })
+    const result = await sendWebhook({
+      url: `http://127.0.0.1:${port}/start`,
+      body,
+      headers: {},
+      allowPrivate: true,
+    })
     assert.equal(result.outcome, 'failed')
     assert.equal(result.status_code, 302)
     assert.deepEqual(
@@ -436,7 +498,12 @@ describe('sendWebhook', () => {
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
     const { port } = server.address() as AddressInfo
     await new Promise((resolve) => server.close(resolve))
-    const result = await sendWebhook({ url: `http://127.0.0.1:${port}/`, body, headers: {}, allowPrivate: true })
+    const result = await sendWebhook({
+      url: `http://127.0.0.1:${port}/`,
+      body,
+      headers: {},
+      allowPrivate: true,
+    })
     assert.equal(result.outcome, 'retry')
     assert.equal(result.status_code, null)
     assert.match(result.error ?? '', /ECONNREFUSED/)

@@ -60,7 +60,8 @@ const customers = (from: number, n: number, name = (i: number) => `Customer ${i}
   Array.from({ length: n }, (_, i) => ({ external_id: `c${from + i}`, name: name(from + i) }))
 
 const dbCustomers = (accountId: number) => s.sql`
-  select service_id, external_id, name, created_at from customers where account_id = ${accountId} order by service_id`
+  select service_id, external_id, name, created_at from customers where account_id = ${accountId}
+    order by service_id`
 
 const isoUtc = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/
 
@@ -85,9 +86,16 @@ test('payload, headers and both signatures of a customer upload', async () => {
   assert.equal(req.headers['content-type'], 'application/json')
   assert.equal(req.headers['user-agent'], 'Service-Webhook/1.0')
   assert.match(String(req.headers['x-service-hmac']), /^sha256=[0-9a-f]{64}$/)
-  assert.equal(await verify(secret, req.raw.toString('utf8'), String(req.headers['x-service-hmac'])), true)
   assert.equal(
-    await verify(secret, req.raw.toString('utf8').replace('Zoë', 'Zoe'), String(req.headers['x-service-hmac'])),
+    await verify(secret, req.raw.toString('utf8'), String(req.headers['x-service-hmac'])),
+    true,
+  )
+  assert.equal(
+    await verify(
+      secret,
+      req.raw.toString('utf8').replace('Zoë', 'Zoe'),
+      String(req.headers['x-service-hmac']),
+    ),
     false,
   )
   assert.deepEqual(
@@ -106,7 +114,9 @@ test('payload, headers and both signatures of a customer upload', async () => {
   assert.deepEqual(Object.keys(body), ['event', 'timestamp', 'data'])
   assert.equal(body.event, 'customer.created')
   assert.match(body.timestamp, isoUtc)
-  assert.ok(Date.parse(body.timestamp) >= started - 1000 && Date.parse(body.timestamp) <= Date.now())
+  assert.ok(
+    Date.parse(body.timestamp) >= started - 1000 && Date.parse(body.timestamp) <= Date.now(),
+  )
   assert.deepEqual(Object.keys(body.data), ['source', 'customers', 'batch'])
   const acc = await s.admin('GET', `/accounts/${account.id}`)
   assert.equal(acc.body.source_of_truth, 'API')
@@ -127,12 +137,20 @@ test('payload, headers and both signatures of a customer upload', async () => {
     assert.equal(typeof c.service_id, 'number')
     assert.match(c.created_at, isoUtc)
   }
-  assert.deepEqual(body.data.batch, { current_batch: 1, total_batches: 1, total_customers: 3, batch_size: 3 })
+  assert.deepEqual(body.data.batch, {
+    current_batch: 1,
+    total_batches: 1,
+    total_customers: 3,
+    batch_size: 3,
+  })
 
   // The read endpoint shows the same service_id.
   const read = await account.api('/api/v1/customer/acme-1', undefined, 'GET')
   assert.equal(read.status, 200, JSON.stringify(read.body))
-  assert.equal(read.body.service_id, body.data.customers.find((c: any) => c.external_id === 'acme-1').service_id)
+  assert.equal(
+    read.body.service_id,
+    body.data.customers.find((c: any) => c.external_id === 'acme-1').service_id,
+  )
 
   assert.equal(delivery.status, 'delivered')
   assert.match(delivery.delivered_at!, isoUtc)
@@ -158,7 +176,12 @@ test('2500 customers in three uploads: each upload is its own group, every servi
   const seen = new Map<number, number>()
   const sizes = r.requests.map((req) => {
     const { customers: batch, batch: b } = req.json.data
-    assert.deepEqual(b, { current_batch: 1, total_batches: 1, total_customers: batch.length, batch_size: batch.length })
+    assert.deepEqual(b, {
+      current_batch: 1,
+      total_batches: 1,
+      total_customers: batch.length,
+      batch_size: batch.length,
+    })
     for (const c of batch) seen.set(c.service_id, (seen.get(c.service_id) ?? 0) + 1)
     return b.batch_size
   })
@@ -186,7 +209,9 @@ test('a group of 2500 new customers is sent as batches 1..3 that add up', async 
     await enqueueEvent(tx, account.id, 'customer.created', created, { source: 'FILE' })
   })
   await settled(s, account, hookId, 3)
-  const batches = r.requests.map((req) => req.json.data).sort((a, b) => a.batch.current_batch - b.batch.current_batch)
+  const batches = r.requests
+    .map((req) => req.json.data)
+    .sort((a, b) => a.batch.current_batch - b.batch.current_batch)
   assert.deepEqual(
     batches.map((d) => d.batch),
     [
@@ -196,7 +221,9 @@ test('a group of 2500 new customers is sent as batches 1..3 that add up', async 
     ],
   )
   assert.ok(batches.every((d) => d.source === 'FILE' && d.customers.length === d.batch.batch_size))
-  const ids = batches.flatMap((d) => d.customers.map((c: any) => c.service_id)).sort((a, b) => a - b)
+  const ids = batches
+    .flatMap((d) => d.customers.map((c: any) => c.service_id))
+    .sort((a, b) => a - b)
   assert.deepEqual(
     ids,
     (await dbCustomers(account.id)).map((c) => c.service_id),
@@ -223,7 +250,10 @@ test('500 then 200: delivered on the second attempt, same id and bytes', async (
   assert.deepEqual(r.requests[1].raw, r.requests[0].raw)
   assert.equal(r.requests[1].headers['webhook-id'], r.requests[0].headers['webhook-id'])
   for (const req of r.requests) {
-    assert.equal(await verify(secret, req.raw.toString('utf8'), String(req.headers['x-service-hmac'])), true)
+    assert.equal(
+      await verify(secret, req.raw.toString('utf8'), String(req.headers['x-service-hmac'])),
+      true,
+    )
     new Webhook(secret).verify(req.raw, standardHeaders(req.headers))
   }
 })
@@ -247,7 +277,10 @@ test('always 500: three attempts, then failed; a redelivery gets three more', as
   )
   assert.equal(r.requests.length, 3)
 
-  const again = await s.admin('POST', `/accounts/${account.id}/webhooks/${hookId}/deliveries/${delivery.id}/redeliver`)
+  const again = await s.admin(
+    'POST',
+    `/accounts/${account.id}/webhooks/${hookId}/deliveries/${delivery.id}/redeliver`,
+  )
   assert.equal(again.status, 202, JSON.stringify(again.body))
   assert.deepEqual(again.body, { id: delivery.id, status: 'pending', first_attempt: 4 })
   const [after] = await eventually(async () => {
@@ -282,7 +315,10 @@ test('404 is final after one attempt; redelivered once the receiver is fixed', a
   assert.equal(r.requests.length, 1)
 
   status = 200
-  const again = await s.admin('POST', `/accounts/${account.id}/webhooks/${hookId}/deliveries/${delivery.id}/redeliver`)
+  const again = await s.admin(
+    'POST',
+    `/accounts/${account.id}/webhooks/${hookId}/deliveries/${delivery.id}/redeliver`,
+  )
   assert.equal(again.status, 202)
   const [done] = await settled(s, account, hookId, 1)
   assert.equal(done.status, 'delivered')
@@ -322,14 +358,20 @@ test('re-importing existing external ids sends nothing; only the new ones are se
     account,
     customers(0, 3, (i) => `Renamed ${i}`),
   )
-  const [{ n }] = await s.sql`select count(*)::int as n from webhook_deliveries where account_id = ${account.id}`
+  const [{ n }] =
+    await s.sql`select count(*)::int as n from webhook_deliveries where account_id = ${account.id}`
   assert.equal(n, 1, 'the re-import wrote no delivery')
   await upload(account, customers(1, 4))
   const list = await settled(s, account, hookId, 2)
   assert.equal(r.requests.length, 2)
   const newest = r.requests.find((req) => req.headers['webhook-id'] === list[0].message_id)!
   assert.deepEqual(newest.json.data.customers.map((c: any) => c.external_id).sort(), ['c3', 'c4'])
-  assert.deepEqual(newest.json.data.batch, { current_batch: 1, total_batches: 1, total_customers: 2, batch_size: 2 })
+  assert.deepEqual(newest.json.data.batch, {
+    current_batch: 1,
+    total_batches: 1,
+    total_customers: 2,
+    batch_size: 2,
+  })
 })
 
 test('contacts never send', async () => {
@@ -344,9 +386,11 @@ test('contacts never send', async () => {
     ],
     'contacts',
   )
-  const [{ contacts }] = await s.sql`select count(*)::int as contacts from contacts where account_id = ${account.id}`
+  const [{ contacts }] =
+    await s.sql`select count(*)::int as contacts from contacts where account_id = ${account.id}`
   assert.equal(contacts, 2)
-  const [{ n }] = await s.sql`select count(*)::int as n from webhook_deliveries where account_id = ${account.id}`
+  const [{ n }] =
+    await s.sql`select count(*)::int as n from webhook_deliveries where account_id = ${account.id}`
   assert.equal(n, 1)
   assert.equal(r.requests.length, 1)
 })
@@ -379,20 +423,33 @@ test('deliveries listing: newest first, limit, 404s and 400s', async () => {
   const base = `/accounts/${account.id}/webhooks/${hookId}`
   assert.equal((await s.admin('GET', `${base}/deliveries?limit=0`)).status, 400)
   assert.equal((await s.admin('GET', `${base}/deliveries?limit=x`)).status, 400)
-  assert.equal((await s.admin('GET', `/accounts/${account.id}/webhooks/999999/deliveries`)).status, 404)
+  assert.equal(
+    (await s.admin('GET', `/accounts/${account.id}/webhooks/999999/deliveries`)).status,
+    404,
+  )
   assert.equal((await s.admin('POST', `${base}/deliveries/999999/redeliver`)).status, 404)
   // Another account's webhook and delivery are not reachable.
   const other = await scoredAccount(s)
-  assert.equal((await s.admin('GET', `/accounts/${other.id}/webhooks/${hookId}/deliveries`)).status, 404)
   assert.equal(
-    (await s.admin('POST', `/accounts/${other.id}/webhooks/${hookId}/deliveries/${all[0].id}/redeliver`)).status,
+    (await s.admin('GET', `/accounts/${other.id}/webhooks/${hookId}/deliveries`)).status,
+    404,
+  )
+  assert.equal(
+    (
+      await s.admin(
+        'POST',
+        `/accounts/${other.id}/webhooks/${hookId}/deliveries/${all[0].id}/redeliver`,
+      )
+    ).status,
     404,
   )
 })
 
 type Account = Awaited<ReturnType<typeof scoredAccount>>
 const hookOf = async (account: Account, hookId: number) =>
-  (await s.admin('GET', `/accounts/${account.id}/webhooks`)).body.find((h: { id: number }) => h.id === hookId)
+  (await s.admin('GET', `/accounts/${account.id}/webhooks`)).body.find(
+    (h: { id: number }) => h.id === hookId,
+  )
 const enable = async (account: Account, hookId: number) => {
   const res = await s.admin('POST', `/accounts/${account.id}/webhooks/${hookId}/enable`)
   assert.equal(res.status, 200, JSON.stringify(res.body))
@@ -405,7 +462,10 @@ const disabledNotices = async (account: Account) =>
 // The newest delivery once its jobs are done: a held one stays pending with no job left.
 const newestAtRest = async (account: Account, hookId: number) => {
   const [newest] = await listDeliveries(s, account, hookId)
-  await eventually(async () => (await deliveryJobs(s, account.id, newest.id)) === 0, 'the job to finish')
+  await eventually(
+    async () => (await deliveryJobs(s, account.id, newest.id)) === 0,
+    'the job to finish',
+  )
   return (await listDeliveries(s, account, hookId))[0]
 }
 
@@ -423,7 +483,10 @@ test('410 Gone disables at once and tells every user; what comes meanwhile is he
   // The list says why: disabled by the service, failing since the attempt, which it names.
   const disabled = await hookOf(account, hookId)
   assert.deepEqual([disabled.active, disabled.disabled_by], [false, 'service'])
-  assert.deepEqual({ ...disabled.last_failure, at: undefined }, { at: undefined, status_code: 410, error: null })
+  assert.deepEqual(
+    { ...disabled.last_failure, at: undefined },
+    { at: undefined, status_code: 410, error: null },
+  )
   assert.ok(Math.abs(Date.parse(disabled.last_failure.at) - Date.parse(gone.attempts[0].at)) < 5000)
   assert.ok(Date.parse(disabled.failing_since) >= Date.parse(gone.attempts[0].at) - 1000)
   const notices = await disabledNotices(account)
@@ -432,7 +495,10 @@ test('410 Gone disables at once and tells every user; what comes meanwhile is he
     'second@acme.test',
   ])
   for (const n of notices) {
-    assert.deepEqual([n.body.webhook_id, n.body.url, n.body.reason, n.body.status_code], [hookId, r.url, 'gone', 410])
+    assert.deepEqual(
+      [n.body.webhook_id, n.body.url, n.body.reason, n.body.status_code],
+      [hookId, r.url, 'gone', 410],
+    )
   }
 
   await upload(account, customers(1, 1))
@@ -448,7 +514,11 @@ test('410 Gone disables at once and tells every user; what comes meanwhile is he
   assert.equal(r.requests.length, 2)
   assert.equal(r.requests[1].headers['webhook-id'], held.message_id)
   assert.equal(r.requests[1].json.data.customers[0].external_id, 'c1')
-  assert.equal((await enable(account, hookId)).resumed, 0, 'enabling an active webhook resends nothing')
+  assert.equal(
+    (await enable(account, hookId)).resumed,
+    0,
+    'enabling an active webhook resends nothing',
+  )
   const healthy = await hookOf(account, hookId)
   assert.deepEqual([healthy.active, healthy.disabled_by, healthy.failing_since], [true, null, null])
   assert.equal(healthy.last_failure.status_code, 410, 'the latest failure stays known')
@@ -457,17 +527,30 @@ test('410 Gone disables at once and tells every user; what comes meanwhile is he
   await enable(account, hookId)
   assert.equal((await disabledNotices(account)).length, 2)
 
-  assert.equal((await s.admin('POST', `/accounts/${account.id}/webhooks/999999/enable`)).status, 404)
+  assert.equal(
+    (await s.admin('POST', `/accounts/${account.id}/webhooks/999999/enable`)).status,
+    404,
+  )
   const other = await scoredAccount(s)
-  assert.equal((await s.admin('POST', `/accounts/${other.id}/webhooks/${hookId}/enable`)).status, 404)
+  assert.equal(
+    (await s.admin('POST', `/accounts/${other.id}/webhooks/${hookId}/enable`)).status,
+    404,
+  )
 })
 
 test('failing for the whole configured period disables; a success restarts the count; enable resumes', async () => {
   let status = 500
   const { account, r, hookId } = await subscribed(() => status)
-  // Comfortably past the period after the run of failures that began with this delivery's first attempt.
+  // Comfortably past the period after the run of failures that began with this delivery's
+  // first attempt.
   const periodAfter = (d: Delivery) =>
-    sleep(Date.parse(d.attempts[0].at) + d.attempts[0].duration_ms + DISABLE_AFTER_SECONDS * 1000 + 500 - Date.now())
+    sleep(
+      Date.parse(d.attempts[0].at) +
+        d.attempts[0].duration_ms +
+        DISABLE_AFTER_SECONDS * 1000 +
+        500 -
+        Date.now(),
+    )
   await upload(account, customers(0, 1))
   const [first] = await settled(s, account, hookId, 1)
   assert.equal(first.status, 'failed')
@@ -481,7 +564,11 @@ test('failing for the whole configured period disables; a success restarts the c
   await upload(account, customers(2, 1))
   const [again] = await settled(s, account, hookId, 3)
   assert.equal(again.status, 'failed')
-  assert.equal((await hookOf(account, hookId)).active, true, 'failing for less than the period since the success')
+  assert.equal(
+    (await hookOf(account, hookId)).active,
+    true,
+    'failing for less than the period since the success',
+  )
   assert.deepEqual(await disabledNotices(account), [])
 
   await periodAfter(again)
@@ -513,9 +600,15 @@ test('a redelivery to a disabled webhook is held until the webhook is enabled', 
   const { account, r, hookId } = await subscribed()
   await upload(account, customers(0, 1))
   const [delivery] = await settled(s, account, hookId, 1)
-  await s.sql`update webhooks set active = false where account_id = ${account.id} and id = ${hookId}`
+  await s.sql`update webhooks set active = false where account_id = ${account.id}
+    and id = ${hookId}`
   assert.equal(
-    (await s.admin('POST', `/accounts/${account.id}/webhooks/${hookId}/deliveries/${delivery.id}/redeliver`)).status,
+    (
+      await s.admin(
+        'POST',
+        `/accounts/${account.id}/webhooks/${hookId}/deliveries/${delivery.id}/redeliver`,
+      )
+    ).status,
     202,
   )
   const held = await newestAtRest(account, hookId)
@@ -534,7 +627,8 @@ test('a redelivery to a disabled webhook is held until the webhook is enabled', 
 
 test('recover: the failed deliveries since a time go again in their original order, webhook-id unchanged', async () => {
   let status = 400
-  // Answers after a random pause once fixed, so that deliveries sent side by side would arrive shuffled.
+  // Answers after a random pause once fixed, so that deliveries sent side by side would
+  // arrive shuffled.
   const { account, r, hookId } = await subscribed(async () =>
     status === 200 ? sleep(Math.random() * 40).then(() => 200) : status,
   )
@@ -582,9 +676,15 @@ test('recover: the failed deliveries since a time go again in their original ord
   assert.equal(await refused({ since: '2026-01-31T09:00:00+01' }), 400)
   assert.equal(await refused({}), 400)
   assert.equal(await refused({ since, extra: 1 }), 400)
-  assert.equal((await s.admin('POST', `/accounts/${account.id}/webhooks/999999/recover`, { since })).status, 404)
+  assert.equal(
+    (await s.admin('POST', `/accounts/${account.id}/webhooks/999999/recover`, { since })).status,
+    404,
+  )
   const other = await scoredAccount(s)
-  assert.equal((await s.admin('POST', `/accounts/${other.id}/webhooks/${hookId}/recover`, { since })).status, 404)
+  assert.equal(
+    (await s.admin('POST', `/accounts/${other.id}/webhooks/${hookId}/recover`, { since })).status,
+    404,
+  )
 })
 
 test('rotate-secret: both signatures during the grace period, then only the new one', async () => {
@@ -605,7 +705,10 @@ test('rotate-secret: both signatures during the grace period, then only the new 
   await upload(account, customers(0, 1))
   await settled(s, account, hookId, 1)
   const [during] = r.requests
-  assert.ok(Date.now() - rotatedAt < GRACE_SECONDS * 1000, 'the first delivery came within the grace period')
+  assert.ok(
+    Date.now() - rotatedAt < GRACE_SECONDS * 1000,
+    'the first delivery came within the grace period',
+  )
   assert.equal(String(during.headers['webhook-signature']).split(' ').length, 2)
   assert.equal(verifies(secret, during), true, 'a receiver holding only the new secret')
   assert.equal(verifies(old, during), true, 'a receiver holding only the old secret')
@@ -620,7 +723,10 @@ test('rotate-secret: both signatures during the grace period, then only the new 
   assert.equal(String(after.headers['webhook-signature']).split(' ').length, 1)
   assert.equal(verifies(secret, after), true)
   assert.equal(verifies(old, after), false)
-  assert.equal(await verify(secret, after.raw.toString('utf8'), String(after.headers['x-service-hmac'])), true)
+  assert.equal(
+    await verify(secret, after.raw.toString('utf8'), String(after.headers['x-service-hmac'])),
+    true,
+  )
 })
 
 test('the SSRF guard also holds at sending time', async () => {
@@ -639,7 +745,9 @@ test('the SSRF guard also holds at sending time', async () => {
       values (${account.id}, ${r.url}, ${['customer.created']}, 'whsec_x') returning id`
     await uploadAndWait(account.api, 'customers', customers(0, 1))
     const [delivery] = await eventually(async () => {
-      const list = (await guarded.admin('GET', `/accounts/${account.id}/webhooks/${hook.id}/deliveries`)).body
+      const list = (
+        await guarded.admin('GET', `/accounts/${account.id}/webhooks/${hook.id}/deliveries`)
+      ).body
       return list.length === 1 && list[0].status !== 'pending' && list
     }, 'the refused delivery')
     assert.equal(delivery.status, 'failed')
@@ -665,7 +773,10 @@ test("each attempt keeps the first 500 characters of the receiver's answer", asy
   try {
     const account = await scoredAccount(s)
     const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/hooks`
-    const hook = await s.admin('POST', `/accounts/${account.id}/webhooks`, { url, events: ['customer.created'] })
+    const hook = await s.admin('POST', `/accounts/${account.id}/webhooks`, {
+      url,
+      events: ['customer.created'],
+    })
     for (let i = 0; i < 3; i++) {
       const sent = await s.admin('POST', `/accounts/${account.id}/webhooks/${hook.body.id}/test`, {
         event: 'customer.created',

@@ -36,9 +36,12 @@ const settled = async (account: Account, query = '') => {
   }
   assert.fail('the report was still refreshing after 30 s')
 }
-const ids = (list: { customers: { external_id: string }[] }) => list.customers.map((c) => c.external_id)
+const ids = (list: { customers: { external_id: string }[] }) =>
+  list.customers.map((c) => c.external_id)
 const searched = async (where: unknown, account = acme) =>
-  (await allPages(account, 'customers', { where, limit: 1000 })).flatMap((p) => p.results.map((c: any) => c.id)).sort()
+  (await allPages(account, 'customers', { where, limit: 1000 }))
+    .flatMap((p) => p.results.map((c: any) => c.id))
+    .sort()
 const total = async (account: Account, where: unknown) => {
   const res = await search(account, 'customers', { where, count: 'exact', limit: 1 })
   assert.equal(res.status, 200, JSON.stringify(res.body))
@@ -57,11 +60,36 @@ before(async () => {
   other = await scoredAccount(s, 'Other')
   const us = { country: 'US', has_sso: true }
   await upload(acme, 'customers', [
-    { external_id: 'entered', name: 'Entered', attributes: us, metrics: snapshots([20, 30], [2, 5]) },
-    { external_id: 'steady', name: 'Steady', attributes: us, metrics: snapshots([20, 30], [2, 30]) },
-    { external_id: 'recovered', name: 'Recovered', attributes: us, metrics: snapshots([20, 5], [1, 35]) },
-    { external_id: 'dropped', name: 'Dropped', attributes: us, metrics: snapshots([20, 40], [1, 25]) },
-    { external_id: 'churned', name: 'Churned', attributes: us, metrics: snapshots([20, 30], [1, 30]) },
+    {
+      external_id: 'entered',
+      name: 'Entered',
+      attributes: us,
+      metrics: snapshots([20, 30], [2, 5]),
+    },
+    {
+      external_id: 'steady',
+      name: 'Steady',
+      attributes: us,
+      metrics: snapshots([20, 30], [2, 30]),
+    },
+    {
+      external_id: 'recovered',
+      name: 'Recovered',
+      attributes: us,
+      metrics: snapshots([20, 5], [1, 35]),
+    },
+    {
+      external_id: 'dropped',
+      name: 'Dropped',
+      attributes: us,
+      metrics: snapshots([20, 40], [1, 25]),
+    },
+    {
+      external_id: 'churned',
+      name: 'Churned',
+      attributes: us,
+      metrics: snapshots([20, 30], [1, 30]),
+    },
     { external_id: 'back', name: 'Back', attributes: us, metrics: snapshots([20, 30], [1, 30]) },
     { external_id: 'new', name: 'New', attributes: us, metrics: snapshots([1, 2]) },
     {
@@ -76,11 +104,21 @@ before(async () => {
       attributes: { ...us, renewal_date: day(-60) },
       metrics: snapshots([20, 30], [1, 30]),
     },
-    { external_id: 'renews-late', name: 'Renews late', attributes: { ...us, renewal_date: day(-120) }, metrics: [] },
+    {
+      external_id: 'renews-late',
+      name: 'Renews late',
+      attributes: { ...us, renewal_date: day(-120) },
+      metrics: [],
+    },
     { external_id: 'unscored', name: 'Unscored', attributes: { country: 'DE' }, metrics: [] },
   ])
   await upload(other, 'customers', [
-    { external_id: 'elsewhere', name: 'Elsewhere', attributes: us, metrics: snapshots([20, 30], [2, 5]) },
+    {
+      external_id: 'elsewhere',
+      name: 'Elsewhere',
+      attributes: us,
+      metrics: snapshots([20, 30], [2, 5]),
+    },
   ])
   const put = async (id: string, body: object) => {
     const res = await acme.api(`/api/v1/customer/${id}`, body, 'PUT')
@@ -147,20 +185,27 @@ test('the last 7 days: exactly the customers that moved, largest move first, wit
 test('the last 30 days start before any score: churns and reactivations only', async () => {
   const r = await week(acme, '?days=30')
   assert.equal(r.since, day(30))
-  assert.deepEqual(Object.fromEntries(Object.entries(r.movements).map(([k, v]) => [k, ids(v as any)])), {
-    entered_risk: [],
-    left_risk: [],
-    churned: ['churned'],
-    reactivated: ['back'],
-    drops: [],
-    gains: [],
-  })
+  assert.deepEqual(
+    Object.fromEntries(Object.entries(r.movements).map(([k, v]) => [k, ids(v as any)])),
+    {
+      entered_risk: [],
+      left_risk: [],
+      churned: ['churned'],
+      reactivated: ['back'],
+      drops: [],
+      gains: [],
+    },
+  )
   const bad = await acme.api('/api/v1/insights/week?days=14', undefined, 'GET')
   assert.equal(bad.status, 400)
   assert.equal(bad.body.errors[0].path, '/query/days')
   // Only the canonical spelling is 7: these are refused naming days and its two values.
   for (const days of ['7.0', '07', '+7', '7e0', '30.', ' 7', '-0']) {
-    const res = await acme.api(`/api/v1/insights/week?days=${encodeURIComponent(days)}`, undefined, 'GET')
+    const res = await acme.api(
+      `/api/v1/insights/week?days=${encodeURIComponent(days)}`,
+      undefined,
+      'GET',
+    )
     assert.equal(res.status, 400, days)
     assert.deepEqual(res.body.errors, [{ path: '/query/days', message: 'Must be 7 or 30.' }], days)
   }
@@ -192,12 +237,15 @@ test('12 weeks of health: this week counts what its searches list, earlier weeks
   )
   const now = weeks[11]
   // Active now: all but churned; in churn risk: entered, new (2 logins) and renews-soon.
-  assert.deepEqual(Object.fromEntries(Object.entries(now.quadrants).map(([q, v]: [string, any]) => [q, v.count])), {
-    churn_risk: 3,
-    upsell: 5,
-    engaged_poor_fit: 0,
-    not_scored: 2,
-  })
+  assert.deepEqual(
+    Object.fromEntries(Object.entries(now.quadrants).map(([q, v]: [string, any]) => [q, v.count])),
+    {
+      churn_risk: 3,
+      upsell: 5,
+      engaged_poor_fit: 0,
+      not_scored: 2,
+    },
+  )
   for (const [q, v] of Object.entries(now.quadrants) as [string, any][])
     assert.equal((await searched(v.search)).length, v.count, q)
   assert.deepEqual(await searched(now.quadrants.not_scored.search), ['renews-late', 'unscored'])
@@ -205,12 +253,17 @@ test('12 weeks of health: this week counts what its searches list, earlier weeks
   // A week ago: scores of day 20 (churned was active then); new had no score yet, and like the
   // customers never scored it did not exist then.
   const before = weeks[10]
-  assert.deepEqual(Object.fromEntries(Object.entries(before.quadrants).map(([q, v]: [string, any]) => [q, v.count])), {
-    churn_risk: 2,
-    upsell: 6,
-    engaged_poor_fit: 0,
-    not_scored: 0,
-  })
+  assert.deepEqual(
+    Object.fromEntries(
+      Object.entries(before.quadrants).map(([q, v]: [string, any]) => [q, v.count]),
+    ),
+    {
+      churn_risk: 2,
+      upsell: 6,
+      engaged_poor_fit: 0,
+      not_scored: 0,
+    },
+  )
   assert.ok(Object.values(before.quadrants).every((v: any) => v.search === null))
   // Before the first snapshot: nobody.
   assert.ok(Object.values(weeks[0].quadrants).every((v: any) => v.count === 0))
@@ -230,7 +283,11 @@ test('12 weeks of health: this week counts what its searches list, earlier weeks
     kept.map((r) => r.days),
     [7, 30],
   )
-  const churned = await acme.api('/api/v1/customer/steady', { is_churned: true, churned_date: day(10) }, 'PUT')
+  const churned = await acme.api(
+    '/api/v1/customer/steady',
+    { is_churned: true, churned_date: day(10) },
+    'PUT',
+  )
   assert.equal(churned.status, 200, JSON.stringify(churned.body))
   // Until its refresh has run, the kept report is served as it was, and says so.
   const stale = await week(acme)
@@ -253,11 +310,13 @@ test('12 weeks of health: this week counts what its searches list, earlier weeks
   const [{ at }] = await s.app.admin`select max(computed_at) as at from week_reports`
   await s.sql`select graphile_worker.add_job('refresh_week_report', '{}'::json)`
   for (const started = Date.now(); Date.now() - started < 30_000; ) {
-    const [row] = await s.app.admin`select count(*) filter (where computed_at <= ${at})::int as left from week_reports`
+    const [row] = await s.app
+      .admin`select count(*) filter (where computed_at <= ${at})::int as left from week_reports`
     if (row.left === 0) break
     await new Promise((resolve) => setTimeout(resolve, 200))
   }
-  const left = await s.app.admin`select account_id, days from week_reports where computed_at <= ${at}`
+  const left = await s.app
+    .admin`select account_id, days from week_reports where computed_at <= ${at}`
   assert.deepEqual([...left], [])
 })
 
@@ -265,13 +324,38 @@ test('the search fields of the movements: past engagement, its change, churn and
   // entered: 50 as of day 20 (so 7 days ago), -75 since day 2; no score 30 days ago. new: first
   // scored yesterday. churned: on day 2; back: churned on day 40, reactivated today.
   const only = async (id: string, ...conditions: object[]) =>
-    assert.deepEqual(await searched({ and: [named(id), ...conditions] }), [id], JSON.stringify(conditions))
-  await only('entered', field('engagementscore_7d_ago', 'EQ', 50), field('engagementscore_change_7d', 'EQ', -125))
-  await only('entered', field('engagementscore_30d_ago', 'UNKNOWN'), field('engagementscore_change_30d', 'UNKNOWN'))
-  await only('new', field('engagementscore_7d_ago', 'UNKNOWN'), field('engagementscore_change_7d', 'UNKNOWN'))
-  await only('recovered', field('engagementscore_change_7d', 'GT', 100), field('engagementscore_7d_ago', 'LT', 0))
+    assert.deepEqual(
+      await searched({ and: [named(id), ...conditions] }),
+      [id],
+      JSON.stringify(conditions),
+    )
+  await only(
+    'entered',
+    field('engagementscore_7d_ago', 'EQ', 50),
+    field('engagementscore_change_7d', 'EQ', -125),
+  )
+  await only(
+    'entered',
+    field('engagementscore_30d_ago', 'UNKNOWN'),
+    field('engagementscore_change_30d', 'UNKNOWN'),
+  )
+  await only(
+    'new',
+    field('engagementscore_7d_ago', 'UNKNOWN'),
+    field('engagementscore_change_7d', 'UNKNOWN'),
+  )
+  await only(
+    'recovered',
+    field('engagementscore_change_7d', 'GT', 100),
+    field('engagementscore_7d_ago', 'LT', 0),
+  )
   const churned = field('is_churned', 'EQ', 'true')
-  await only('churned', churned, field('churned_date', 'EQ', day(2)), field('reactivated_date', 'UNKNOWN'))
+  await only(
+    'churned',
+    churned,
+    field('churned_date', 'EQ', day(2)),
+    field('reactivated_date', 'UNKNOWN'),
+  )
   // LTD N is (today - N, today]: the report's window (since, today].
   await only('churned', churned, field('churned_date', 'LTD', 3))
   assert.deepEqual(await searched({ and: [churned, field('churned_date', 'LTD', 2)] }), [])
@@ -283,18 +367,28 @@ test('the search fields of the movements: past engagement, its change, churn and
     where: field('engagementscore_change_7d', 'KNOWN'),
     sort: [{ propertyName: 'engagementscore_change_7d' }],
   })
-  assert.deepEqual(sorted.flatMap((p) => p.results.map((c: any) => c.id)).slice(0, 2), ['entered', 'dropped'])
+  assert.deepEqual(sorted.flatMap((p) => p.results.map((c: any) => c.id)).slice(0, 2), [
+    'entered',
+    'dropped',
+  ])
   // Customer-only, and typed.
   const contacts = await search(acme, 'contacts', { filters: [field('reactivated_date', 'KNOWN')] })
   assert.equal(contacts.status, 400)
   assert.match(contacts.body.errors[0].message, /customer-only/)
-  const typed = await search(acme, 'customers', { filters: [field('engagementscore_30d_ago', 'LTD', 3)] })
+  const typed = await search(acme, 'customers', {
+    filters: [field('engagementscore_30d_ago', 'LTD', 3)],
+  })
   assert.equal(typed.status, 400, JSON.stringify(typed.body))
   // Answered in `properties` when named there, beside the custom values named (null where unknown);
   // a contact has none of them.
   const shown = await search(acme, 'customers', {
     where: named('entered'),
-    properties: ['engagementscore_7d_ago', 'engagementscore_change_7d', 'engagementscore_30d_ago', 'country'],
+    properties: [
+      'engagementscore_7d_ago',
+      'engagementscore_change_7d',
+      'engagementscore_30d_ago',
+      'country',
+    ],
   })
   assert.equal(shown.status, 200, JSON.stringify(shown.body))
   assert.deepEqual(shown.body.results[0].properties, {
@@ -328,12 +422,25 @@ test('more movers than listed: each count is the total of its search, and the li
   ])
   for (let i = 0; i < 12; i++) {
     const id = `quit-${String(i).padStart(2, '0')}`
-    const res = await many.api(`/api/v1/customer/${id}`, { is_churned: true, churned_date: day(1 + (i % 5)) }, 'PUT')
+    const res = await many.api(
+      `/api/v1/customer/${id}`,
+      { is_churned: true, churned_date: day(1 + (i % 5)) },
+      'PUT',
+    )
     assert.equal(res.status, 200, JSON.stringify(res.body))
   }
   const r = await settled(many)
-  const counts = Object.fromEntries(Object.entries(r.movements).map(([k, v]: [string, any]) => [k, v.count]))
-  assert.deepEqual(counts, { entered_risk: 14, left_risk: 12, churned: 12, reactivated: 0, drops: 17, gains: 12 })
+  const counts = Object.fromEntries(
+    Object.entries(r.movements).map(([k, v]: [string, any]) => [k, v.count]),
+  )
+  assert.deepEqual(counts, {
+    entered_risk: 14,
+    left_risk: 12,
+    churned: 12,
+    reactivated: 0,
+    drops: 17,
+    gains: 12,
+  })
   for (const [kind, list] of Object.entries(r.movements) as [string, any][]) {
     if (list.count === 0) {
       assert.equal(list.search, null, kind)
@@ -378,7 +485,8 @@ test('a report kept from an earlier day is answered as of that day while its ref
   assert.equal(refreshed.today, day(0))
   assert.ok(refreshed.computed_at > fresh.computed_at)
   assert.deepEqual(refreshed.movements.entered_risk.search, fresh.movements.entered_risk.search)
-  const kept = await s.sql`select days from week_reports where account_id = ${acme.id} and day = ${day(0)}::date`
+  const kept = await s.sql`select days from week_reports where account_id = ${acme.id}
+      and day = ${day(0)}::date`
   assert.equal(kept.length, 2)
 })
 
@@ -386,19 +494,27 @@ test("a period's first request computes it, and its refresh keeps the other peri
   const lone = await scoredAccount(s, 'Lone')
   // 50 from day 40 (so 30 days ago), -75 since day 2.
   const metrics = snapshots([40, 30], [2, 5])
-  await upload(lone, 'customers', [{ external_id: 'one', name: 'One', attributes: { country: 'US' }, metrics }])
+  await upload(lone, 'customers', [
+    { external_id: 'one', name: 'One', attributes: { country: 'US' }, metrics },
+  ])
   const periods = async () =>
-    (await s.sql`select days from week_reports where account_id = ${lone.id} order by days`).map((r) => r.days)
+    (await s.sql`select days from week_reports where account_id = ${lone.id} order by days`).map(
+      (r) => r.days,
+    )
   assert.deepEqual(await periods(), [])
   assert.equal((await week(lone)).refreshing, true)
   // Kept by the refresh the first request queued: no request asked for the 30 days yet.
   await eventually(async () => (await periods()).length === 2, 'the 30 days kept')
-  const [kept] = await s.sql`select computed_at from week_reports where account_id = ${lone.id} and days = 30`
+  const [kept] =
+    await s.sql`select computed_at from week_reports where account_id = ${lone.id} and days = 30`
   const month = await week(lone, '?days=30')
   assert.equal(month.computed_at, kept.computed_at.toISOString())
   assert.deepEqual(ids(month.movements.entered_risk), ['one'])
   assert.deepEqual(await searched(month.movements.entered_risk.search, lone), ['one'])
-  const past = [field('engagementscore_30d_ago', 'EQ', 50), field('engagementscore_change_30d', 'EQ', -125)]
+  const past = [
+    field('engagementscore_30d_ago', 'EQ', 50),
+    field('engagementscore_change_30d', 'EQ', -125),
+  ]
   assert.deepEqual(await searched({ and: past }, lone), ['one'])
 })
 
@@ -460,12 +576,16 @@ test('property labels: defined, changed, cleared, listed, and used by explanatio
   // The explanation names each rule by its label, else its codename.
   const customer = (await acme.api('/api/v1/customer/entered', undefined, 'GET')).body
   const explanation = customer.score_explanation
-  assert.deepEqual(explanation.engagement, [{ codename: 'logins', label: 'Weekly logins', contribution: -75 }])
+  assert.deepEqual(explanation.engagement, [
+    { codename: 'logins', label: 'Weekly logins', contribution: -75 },
+  ])
   assert.deepEqual(explanation.health_drivers.map((d: any) => [d.codename, d.label]).sort(), [
     ['country', 'country'],
     ['has_sso', 'has_sso'],
   ])
-  assert.deepEqual((await week(acme)).movements.entered_risk.customers[0].drivers, ['Weekly logins'])
+  assert.deepEqual((await week(acme)).movements.entered_risk.customers[0].drivers, [
+    'Weekly logins',
+  ])
 
   assert.equal((await relabel('logins', { label: null })).body.label, null)
   assert.deepEqual((await week(acme)).movements.entered_risk.customers[0].drivers, ['logins'])
@@ -477,11 +597,20 @@ test('refreshes keep their pace: the next starts no sooner than 5 times the last
   // As if the last refresh had taken an hour: half an hour for each period.
   await s.sql`update week_reports set computed_ms = 1800000 where account_id = ${acme.id}`
   const kept = (await week(acme)).computed_at
-  assert.equal((await acme.api('/api/v1/customer/steady', { is_churned: false }, 'PUT')).status, 200)
+  assert.equal(
+    (await acme.api('/api/v1/customer/steady', { is_churned: false }, 'PUT')).status,
+    200,
+  )
   // Its refresh runs 1 s later, finds the report not due, and puts itself off by about 5 hours.
   const job = await eventually(async () => {
-    const [waiting] = await s.sql`select run_at, locked_at from graphile_worker.jobs where key = ${key}`
-    return waiting && !waiting.locked_at && waiting.run_at.getTime() > Date.now() + 4 * 3_600_000 && waiting
+    const [waiting] =
+      await s.sql`select run_at, locked_at from graphile_worker.jobs where key = ${key}`
+    return (
+      waiting &&
+      !waiting.locked_at &&
+      waiting.run_at.getTime() > Date.now() + 4 * 3_600_000 &&
+      waiting
+    )
   }, 'the refresh put off')
   assert.ok(job.run_at.getTime() < Date.now() + 5 * 3_600_000)
   const r = await week(acme)
@@ -494,7 +623,10 @@ test('a customer deleted while the kept report still refreshes is left out of it
   const key = `refresh_week_report:${acme.id}`
   // The refresh the deletion enqueues puts itself off (as above): the kept report still names it.
   await s.sql`update week_reports set computed_ms = 1800000 where account_id = ${acme.id}`
-  const listedIn = (r: any) => [...Object.values(r.movements).flatMap((m: any) => ids(m)), ...ids(r.renewals)]
+  const listedIn = (r: any) => [
+    ...Object.values(r.movements).flatMap((m: any) => ids(m)),
+    ...ids(r.renewals),
+  ]
   const before = await week(acme)
   assert.ok(listedIn(before).includes('entered'), JSON.stringify(before.movements))
   assert.equal((await acme.api('/api/v1/customer/entered', undefined, 'DELETE')).status, 204)
@@ -530,7 +662,9 @@ test('the daily inactive churn and its lift at scoring refresh the report and ke
   assert.deepEqual(ids(churned.movements.churned), ['elsewhere'])
   assert.equal(churned.movements.churned.customers[0].date, day(0))
   assert.ok(churned.computed_at > before.computed_at)
-  await upload(other, 'customers', [{ external_id: 'elsewhere', name: 'Elsewhere', metrics: snapshots([0, 30]) }])
+  await upload(other, 'customers', [
+    { external_id: 'elsewhere', name: 'Elsewhere', metrics: snapshots([0, 30]) },
+  ])
   const lifted = await settled(other)
   assert.deepEqual(ids(lifted.movements.churned), [])
   assert.deepEqual(ids(lifted.movements.reactivated), ['elsewhere'])
@@ -555,10 +689,13 @@ test('the churn probability rises: the largest rises since the period began, wit
   const learned = await s.account('Learned')
   for (const d of CHURN_DEFS)
     assert.equal(
-      (await s.admin('POST', `/accounts/${learned.id}/properties`, { entity: 'customer', ...d })).status,
+      (await s.admin('POST', `/accounts/${learned.id}/properties`, { entity: 'customer', ...d }))
+        .status,
       201,
     )
-  const rules = { customer: { engagement: [{ codename: 'logins', weight: 100, bad: 0, good: 40 }] } }
+  const rules = {
+    customer: { engagement: [{ codename: 'logins', weight: 100, bad: 0, good: 40 }] },
+  }
   assert.equal((await s.admin('PUT', `/accounts/${learned.id}/scoring`, rules)).status, 200)
   const generated = generate(400, 'linear', 5, day(0))
   await upload(
@@ -574,7 +711,8 @@ test('the churn probability rises: the largest rises since the period began, wit
   const churned = generated.filter((c) => c.churned)
   await s.sql`
     update customers c set is_churned = true, churned_date = u.d, churn_reason = 'manual'
-    from unnest(${churned.map((c) => `g${c.id}`)}::text[], ${churned.map((c) => c.churnedDate!)}::date[]) u(id, d)
+    from unnest(${churned.map((c) => `g${c.id}`)}::text[],
+      ${churned.map((c) => c.churnedDate!)}::date[]) u(id, d)
     where c.account_id = ${learned.id} and c.external_id = u.id`
   assert.equal((await learned.api('/api/v1/churn-model/train', {})).status, 202)
   for (const started = Date.now(); ; await new Promise((resolve) => setTimeout(resolve, 200))) {
@@ -585,7 +723,12 @@ test('the churn probability rises: the largest rises since the period began, wit
   }
   const probability = async () =>
     new Map(
-      (await allPages(learned, 'customers', { where: field('is_churned', 'EQ', 'false'), limit: 1000 }))
+      (
+        await allPages(learned, 'customers', {
+          where: field('is_churned', 'EQ', 'false'),
+          limit: 1000,
+        })
+      )
         .flatMap((p) => p.results)
         .map((c: any) => [c.id as string, c.churn_probability as number]),
     )
@@ -599,18 +742,29 @@ test('the churn probability rises: the largest rises since the period began, wit
     update customer_scores set churn_history_dates = array[${day(10)}::date]
     where account_id = ${learned.id} and churn_history_dates = array[${day(0)}::date] returning 1`
   assert.equal(scoredTenDaysAgo.count, 400)
-  const was = (id: string) => generated.find((c) => `g${c.id}` === id)!.attributes as Record<string, number>
+  const was = (id: string) =>
+    generated.find((c) => `g${c.id}` === id)!.attributes as Record<string, number>
   const item = (id: string) => ({ external_id: id, name: `G ${id.slice(1)}` })
   await upload(learned, 'customers', [
     { ...item(most), attributes: { spend: 0, nps: -9, seats: 100 } },
-    { ...item(more), attributes: { spend: Math.max(0, was(more).spend - 300), nps: was(more).nps - 4 } },
-    { ...item(some), attributes: { spend: Math.max(0, was(some).spend - 100), nps: was(some).nps - 2 } },
+    {
+      ...item(more),
+      attributes: { spend: Math.max(0, was(more).spend - 300), nps: was(more).nps - 4 },
+    },
+    {
+      ...item(some),
+      attributes: { spend: Math.max(0, was(some).spend - 100), nps: was(some).nps - 2 },
+    },
     { ...item(falls), attributes: { spend: 1000, nps: 9, seats: 1 } },
     { ...item(leaves), attributes: { spend: 0, nps: -9, seats: 100 } },
     // First scored today: no probability on the period's first day, so no rise.
     { external_id: 'fresh', name: 'Fresh', attributes: { spend: 0, nps: -9, seats: 100 } },
   ])
-  const put = await learned.api(`/api/v1/customer/${leaves}`, { is_churned: true, churned_date: day(0) }, 'PUT')
+  const put = await learned.api(
+    `/api/v1/customer/${leaves}`,
+    { is_churned: true, churned_date: day(0) },
+    'PUT',
+  )
   assert.equal(put.status, 200, JSON.stringify(put.body))
   const now = await probability()
   assert.ok(now.get('fresh')! > 0.5)
@@ -626,7 +780,8 @@ test('the churn probability rises: the largest rises since the period began, wit
   assert.deepEqual(ids(rises), risers)
   assert.equal(rises.count, 3)
   for (const listed of rises.customers) {
-    const read = (await learned.api(`/api/v1/customer/${listed.external_id}`, undefined, 'GET')).body
+    const read = (await learned.api(`/api/v1/customer/${listed.external_id}`, undefined, 'GET'))
+      .body
     assert.deepEqual(listed, {
       external_id: listed.external_id,
       name: read.name,
@@ -637,12 +792,20 @@ test('the churn probability rises: the largest rises since the period began, wit
   }
   // The history holds the day each probability was written on: 10 days ago, then today's change.
   const [history] = await s.sql`
-    select array(select to_char(d, 'YYYY-MM-DD') from unnest(h.churn_history_dates) d) as dates, h.churn_history
-    from customer_scores h join customers c on c.account_id = h.account_id and c.service_id = h.customer_id
+    select array(select to_char(d, 'YYYY-MM-DD') from unnest(h.churn_history_dates) d) as dates,
+    h.churn_history
+    from customer_scores h join customers c on c.account_id = h.account_id
+      and c.service_id = h.customer_id
     where h.account_id = ${learned.id} and c.external_id = ${most}`
-  assert.deepEqual({ ...history }, { dates: [day(10), day(0)], churn_history: [trained.get(most), now.get(most)] })
+  assert.deepEqual(
+    { ...history },
+    { dates: [day(10), day(0)], churn_history: [trained.get(most), now.get(most)] },
+  )
   // The 30 days begin before the first probability was written: nobody has one to rise from.
-  assert.deepEqual((await settled(learned, '?days=30')).churn_probability_rises, { count: 0, customers: [] })
+  assert.deepEqual((await settled(learned, '?days=30')).churn_probability_rises, {
+    count: 0,
+    customers: [],
+  })
   // An account without a churn model has none.
   assert.deepEqual((await settled(acme)).churn_probability_rises, { count: 0, customers: [] })
 })

@@ -30,11 +30,17 @@ test('one log line per job, completed and failed', async () => {
     // names no valid account fails in SQL and is retried.
     await sql`select graphile_worker.add_job('score_records',
       '{"account_id": 1, "entity": "customer", "ids": []}'::json)`
-    await sql`select graphile_worker.add_job('score_records', '{"account_id": "x", "entity": "customer"}'::json,
+    await sql`select graphile_worker.add_job('score_records',
+      '{"account_id": "x", "entity": "customer"}'::json,
       max_attempts => 2)`
     const deadline = Date.now() + 30_000
     const jobs = () => lines(worker.stderr()).filter((l) => l.msg === 'job')
-    while (!(jobs().some((l) => l.outcome === 'completed') && jobs().some((l) => l.outcome === 'retrying'))) {
+    while (
+      !(
+        jobs().some((l) => l.outcome === 'completed') &&
+        jobs().some((l) => l.outcome === 'retrying')
+      )
+    ) {
       assert.ok(Date.now() < deadline, `no job lines in:\n${worker.stderr()}`)
       await new Promise((r) => setTimeout(r, 100))
     }

@@ -27,7 +27,10 @@ export const CreateAccountBody = strict({
 // A rename, or a new source of truth (e.g. API -> FILE before imports take over the records).
 export const UpdateAccountBody = v.pipe(
   strict({ name: v.optional(AccountName), source_of_truth: v.optional(SourceOfTruth) }),
-  v.check((b) => b.name !== undefined || b.source_of_truth !== undefined, 'Give name, source_of_truth or both.'),
+  v.check(
+    (b) => b.name !== undefined || b.source_of_truth !== undefined,
+    'Give name, source_of_truth or both.',
+  ),
   v.metadata({ minProperties: 1 }),
 )
 
@@ -37,7 +40,10 @@ export const TrackingBody = strict({
       v.pipe(
         v.string(),
         v.toLowerCase(),
-        v.regex(/^(?=.{1,253}$)([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z]{2,63}$/, 'Must be a domain name.'),
+        v.regex(
+          /^(?=.{1,253}$)([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z]{2,63}$/,
+          'Must be a domain name.',
+        ),
       ),
     ),
     v.maxLength(100),
@@ -59,7 +65,8 @@ export const KeyAccount = v.object({ id, name: v.string() })
 const ALPHABET = 'ABCDEFGHJKLMNPQRSTUVWXYZ23456789'
 const trackerKey = () => 'CS-' + [...randomBytes(8)].map((b) => ALPHABET[b % 32]).join('')
 
-const columns = (sql: Sql | Tx) => sql`id, name, source_of_truth, tracker_key, tracking_domains, created_at`
+const columns = (sql: Sql | Tx) =>
+  sql`id, name, source_of_truth, tracker_key, tracking_domains, created_at`
 
 export const createAccount = (sql: Sql, body: v.InferOutput<typeof CreateAccountBody>) =>
   sql.begin(async (tx) => {
@@ -67,7 +74,8 @@ export const createAccount = (sql: Sql, body: v.InferOutput<typeof CreateAccount
       insert into accounts (name, source_of_truth, tracker_key)
       values (${body.name}, ${body.source_of_truth}, ${trackerKey()}) returning ${columns(tx)}`
     // The system attributes are catalog rows (catalog/properties.ts), written here in the account's
-    // own transaction: catalog/ imports accounts/ (accountIn), so accounts/ cannot call back into it.
+    // own transaction: catalog/ imports accounts/ (accountIn), so accounts/ cannot
+    // call back into it.
     await tx`insert into property_defs ${tx(
       SYSTEM_ATTRIBUTES.map((a) => ({
         account_id: account.id,
@@ -86,7 +94,8 @@ export const getAccount = async (sql: Sql, id: number) => {
 }
 
 // The account an admin route under /admin/v1/accounts/:id names, once it is known to exist (404).
-export const accountIn = async (req: Req, app: App) => (await getAccount(app.sql, idParam(req, 'id'))).id as number
+export const accountIn = async (req: Req, app: App) =>
+  (await getAccount(app.sql, idParam(req, 'id'))).id as number
 
 // The operator's list: every account, for the admin token that spans them all.
 export const listAccounts = (sql: Sql) => sql`select ${columns(sql)} from accounts order by id`
@@ -96,11 +105,17 @@ export const accountExists = async (sql: Sql, id: number) =>
 
 // Who owns the account's records (API, FILE or an integration); undefined for no such account.
 export const sourceOfTruth = async (sql: Sql, id: number) =>
-  (await sql<{ source_of_truth: string }[]>`select source_of_truth from accounts where id = ${id}`)[0]?.source_of_truth
+  (
+    await sql<{ source_of_truth: string }[]>`select source_of_truth from accounts where id = ${id}`
+  )[0]?.source_of_truth
 
 export const anyAccount = async (sql: Sql) => (await sql`select 1 from accounts limit 1`).length > 0
 
-export const updateAccount = async (sql: Sql, id: number, body: v.InferOutput<typeof UpdateAccountBody>) => {
+export const updateAccount = async (
+  sql: Sql,
+  id: number,
+  body: v.InferOutput<typeof UpdateAccountBody>,
+) => {
   const [account] = await sql`
     update accounts set name = coalesce(${body.name ?? null}, name),
       source_of_truth = coalesce(${body.source_of_truth ?? null}, source_of_truth)
@@ -110,6 +125,7 @@ export const updateAccount = async (sql: Sql, id: number, body: v.InferOutput<ty
 
 export const setTrackingDomains = async (sql: Sql, id: number, domains: string[]) => {
   const [account] = await sql`
-    update accounts set tracking_domains = ${[...new Set(domains)]} where id = ${id} returning ${columns(sql)}`
+    update accounts set tracking_domains = ${[...new Set(domains)]} where id = ${id}
+      returning ${columns(sql)}`
   return account ?? refuse(404, `Account ${id} does not exist.`)
 }

@@ -23,7 +23,11 @@ export const NewKey = v.object({
 })
 
 // The token is shown once; only its SHA-256 is stored.
-export const createKey = async (sql: Sql, accountId: number, body: v.InferOutput<typeof CreateKeyBody>) => {
+export const createKey = async (
+  sql: Sql,
+  accountId: number,
+  body: v.InferOutput<typeof CreateKeyBody>,
+) => {
   const token = `sk_${accountId}_${randomBytes(32).toString('base64url')}`
   const [key] = await sql`
     insert into api_keys (account_id, name, scopes, token_hash)
@@ -33,7 +37,8 @@ export const createKey = async (sql: Sql, accountId: number, body: v.InferOutput
 }
 
 export const listKeys = (sql: Sql, accountId: number) => sql`
-  select id, name, scopes, created_at, revoked_at from api_keys where account_id = ${accountId} order by id`
+  select id, name, scopes, created_at, revoked_at from api_keys where account_id = ${accountId}
+    order by id`
 
 // A key revoked before keeps its time (least() passes over a null). Not coalesce(): Citus refuses a
 // non-immutable function inside coalesce or case in an UPDATE of a distributed table.

@@ -76,7 +76,8 @@ export const accountRoutes: Route[] = [
     summary: 'Create an API key (the token is shown only here)',
     body: CreateKeyBody,
     reply: { status: 201, body: NewKey },
-    handler: async (req, app) => ok(await createKey(app.sql, await accountIn(req, app), req.input), 201),
+    handler: async (req, app) =>
+      ok(await createKey(app.sql, await accountIn(req, app), req.input), 201),
   }),
   route({
     method: 'GET',
@@ -108,6 +109,7 @@ export const accountRoutes: Route[] = [
     summary: 'Set the tracking domains',
     body: TrackingBody,
     reply: { status: 200, body: Account },
-    handler: async (req, app) => ok(await setTrackingDomains(app.sql, await accountIn(req, app), req.input.domains)),
+    handler: async (req, app) =>
+      ok(await setTrackingDomains(app.sql, await accountIn(req, app), req.input.domains)),
   }),
 ]

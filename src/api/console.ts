@@ -1,16 +1,18 @@
 import { route, type Route } from '../route.ts'
 
-// The console (src/console/) is browser code that calls the public API with the key the user enters;
-// these routes only serve its page, script and stylesheet, with no access to any account's data.
+// The console (src/console/) is browser code that calls the public API with the key the
+// user enters; these routes only serve its page, script and stylesheet, with no access to
+// any account's data.
 
 interface Assets {
   script: string
   style: string
 }
 
-// The bundle carries the built console in __CONSOLE__ (see build.mjs). From source it is built once, on
-// first request, by src/console/build.mjs with esbuild (a dev dependency): loaded by its path, so that
-// neither the server's type check nor its bundle takes in the browser code or the builder.
+// The bundle carries the built console in __CONSOLE__ (see build.mjs). From source it is built
+// once, on first request, by src/console/build.mjs with esbuild (a dev dependency): loaded
+// by its path, so that neither the server's type check nor its bundle takes in the browser
+// code or the builder.
 declare const __CONSOLE__: Assets | undefined
 
 const fromSource = async (): Promise<Assets> => {
@@ -21,13 +23,15 @@ const fromSource = async (): Promise<Assets> => {
 let assets: Promise<{ script: Buffer; style: Buffer }> | undefined
 // Kept as bytes, so the adapter does not measure and encode the text on every request.
 const built = () =>
-  (assets ??= (typeof __CONSOLE__ !== 'undefined' ? Promise.resolve(__CONSOLE__) : fromSource()).then((a) => ({
+  (assets ??= (
+    typeof __CONSOLE__ !== 'undefined' ? Promise.resolve(__CONSOLE__) : fromSource()
+  ).then((a) => ({
     script: Buffer.from(a.script),
     style: Buffer.from(a.style),
   })))
 
-// The page may load and call only this service, and no other site may frame it: the key it holds can
-// read every customer of its account.
+// The page may load and call only this service, and no other site may frame it: the key it holds
+// can read every customer of its account.
 const HEADERS = {
   'content-security-policy':
     "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self' data:; " +
@@ -67,7 +71,8 @@ export const consoleRoutes: Route[] = [
     name: 'get-console',
     tag: 'operations',
     reply: { status: 200, media: HTML },
-    summary: 'The web console: customers with a service key, accounts and their settings with the admin token',
+    summary:
+      'The web console: customers with a service key, accounts and their settings with the admin token',
     handler: () => ({ status: 200, headers: { ...HEADERS, 'content-type': HTML }, body: page }),
   }),
   route({
@@ -78,7 +83,11 @@ export const consoleRoutes: Route[] = [
     tag: 'operations',
     reply: { status: 200, media: JS },
     summary: "The console's script",
-    handler: async () => ({ status: 200, headers: { ...HEADERS, 'content-type': JS }, body: (await built()).script }),
+    handler: async () => ({
+      status: 200,
+      headers: { ...HEADERS, 'content-type': JS },
+      body: (await built()).script,
+    }),
   }),
   route({
     method: 'GET',
@@ -88,6 +97,10 @@ export const consoleRoutes: Route[] = [
     tag: 'operations',
     reply: { status: 200, media: CSS },
     summary: "The console's stylesheet",
-    handler: async () => ({ status: 200, headers: { ...HEADERS, 'content-type': CSS }, body: (await built()).style }),
+    handler: async () => ({
+      status: 200,
+      headers: { ...HEADERS, 'content-type': CSS },
+      body: (await built()).style,
+    }),
   }),
 ]

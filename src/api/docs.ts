@@ -4,8 +4,8 @@ import { createRequire } from 'node:module'
 import { route, type Route } from '../route.ts'
 
 // The bundle carries the renderer in __DOCS_SCRIPT__ (see build.mjs); from source it is read from
-// node_modules when the page is first asked for, so a process that nobody browses never loads a few MB
-// of browser code.
+// node_modules when the page is first asked for, so a process that nobody browses never loads
+// a few MB of browser code.
 declare const __DOCS_SCRIPT__: string | undefined
 
 const SCRIPT = '@scalar/api-reference/browser/standalone.js'
@@ -18,8 +18,9 @@ const reference = () =>
       : readFileSync(createRequire(import.meta.url).resolve(SCRIPT)))
 
 // Everything the page loads comes from this service, so it works on a host without internet access:
-// no web fonts, and none of Scalar's hosted extras (its client app, AI agent, sharing and request proxy),
-// which would send the document or requests elsewhere. "Test request" stays: it calls this service.
+// no web fonts, and none of Scalar's hosted extras (its client app, AI agent, sharing and
+// request proxy), which would send the document or requests elsewhere. "Test request" stays:
+// it calls this service.
 const config = {
   url: '/openapi.json',
   withDefaultFonts: false,
@@ -47,12 +48,12 @@ const page = `<!doctype html>
 </html>
 `
 
-// As strict as the renderer allows (test/docs.test.ts renders the page under it in Chromium). The page may load
-// and call only this service (the document, and "Test request"), and no other site may frame it. Scripts: the
-// renderer and the one start line above, by its hash; no 'unsafe-eval' (the bundle's zod tries `new Function`
-// once and interprets its validators when refused). Styles need 'unsafe-inline': Scalar inserts its stylesheet
-// and the theme it builds at run time as <style> elements and sets style attributes, which no hash can name;
-// a style cannot run script.
+// As strict as the renderer allows (test/docs.test.ts renders the page under it in Chromium). The
+// page may load and call only this service (the document, and "Test request"), and no other site
+// may frame it. Scripts: the renderer and the one start line above, by its hash; no 'unsafe-eval'
+// (the bundle's zod tries `new Function` once and interprets its validators when refused). Styles
+// need 'unsafe-inline': Scalar inserts its stylesheet and the theme it builds at run time as
+// <style> elements and sets style attributes, which no hash can name; a style cannot run script.
 const HEADERS = {
   'content-security-policy': [
     "default-src 'none'",
@@ -77,7 +78,11 @@ export const docsRoutes: Route[] = [
     tag: 'operations',
     reply: { status: 200, media: 'text/html; charset=utf-8' },
     summary: 'This API as a browsable reference page, rendered from /openapi.json',
-    handler: () => ({ status: 200, headers: { ...HEADERS, 'content-type': 'text/html; charset=utf-8' }, body: page }),
+    handler: () => ({
+      status: 200,
+      headers: { ...HEADERS, 'content-type': 'text/html; charset=utf-8' },
+      body: page,
+    }),
   }),
   route({
     method: 'GET',

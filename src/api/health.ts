@@ -14,12 +14,17 @@ const NODE_MS = 1000
 const within = <T>(work: Promise<T>) =>
   Promise.race([work, new Promise<never>((_, reject) => setTimeout(reject, READY_MS).unref())])
 
-// The database answers on the main pool (point reads and writes), never on one that expensive queries
-// can fill; on Citus, each worker node answers too (checked on the admin pool: it touches every node).
+// The database answers on the main pool (point reads and writes), never on one that expensive
+// queries can fill; on Citus, each worker node answers too (checked on the admin pool: it
+// touches every node).
 const readiness = async (app: App) => {
-  const [db, nodes] = await Promise.allSettled([within(ping(app.sql)), within(unreachableWorkers(app.admin, NODE_MS))])
+  const [db, nodes] = await Promise.allSettled([
+    within(ping(app.sql)),
+    within(unreachableWorkers(app.admin, NODE_MS)),
+  ])
   if (db.status === 'rejected') return problem(503, 'The database is not reachable.')
-  if (nodes.status === 'rejected') return problem(503, 'The Citus worker nodes could not be checked.')
+  if (nodes.status === 'rejected')
+    return problem(503, 'The Citus worker nodes could not be checked.')
   const down = nodes.value
   if (down.length) {
     const which = down.length === 1 ? `node ${down[0]} is` : `nodes ${down.join(', ')} are`

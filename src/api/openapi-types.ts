@@ -1,7 +1,7 @@
 // The console's response types (src/console/openapi.ts), generated from the document that GET
 // /openapi.json serves, so that a schema change reaches the console's typecheck. A development tool
-// the service never imports: `npm run openapi-types` rewrites the file, and test/console-types.test.ts
-// fails while the committed one differs.
+// the service never imports: `npm run openapi-types` rewrites the file, and
+// test/console-types.test.ts fails while the committed one differs.
 import { spawnSync } from 'node:child_process'
 import { writeFileSync } from 'node:fs'
 import { join } from 'node:path'
@@ -27,10 +27,11 @@ export const consoleTypes = async () => {
   return biome.stdout.split('\n').flatMap(wrap).join('\n')
 }
 
-// The formatter leaves comments as they are: a long description is broken at words, as
-// test/line-width.test.ts wants every line of src/.
+// The formatter leaves comments as they are: a long description is broken at words, to the
+// formatter's 100 columns (test/line-width.test.ts holds every line of src/ to 120).
+const WIDTH = 100
 const wrap = (line: string): string[] => {
-  if (line.length <= 120) return [line]
+  if (line.length <= WIDTH) return [line]
   const [, indent, text] = line.match(/^(\s*)\/\*\* (.*) \*\/$/) ?? []
   if (indent !== undefined) return [`${indent}/**`, ...wrap(`${indent} * ${text}`), `${indent} */`]
   const [, prefix, words] = line.match(/^(\s*\* )(.*)$/) ?? []
@@ -38,7 +39,8 @@ const wrap = (line: string): string[] => {
   const lines = [prefix]
   for (const word of words.split(' ')) {
     const last = lines.length - 1
-    if (lines[last] !== prefix && lines[last].length + 1 + word.length > 120) lines.push(prefix + word)
+    if (lines[last] !== prefix && lines[last].length + 1 + word.length > WIDTH)
+      lines.push(prefix + word)
     else lines[last] += lines[last] === prefix ? word : ` ${word}`
   }
   return lines

@@ -43,7 +43,8 @@ export const routes: Route[] = [
   metricsRoute,
   ...docsRoutes,
   ...consoleRoutes,
-  // Last but the document: the rows before them keep their places (test/openapi-fuzz.test.ts seeds by place).
+  // Last but the document: the rows before them keep their places (test/openapi-fuzz.test.ts
+  // seeds by place).
   ...privacyRoutes,
   ...suppressionRoutes,
   ...auditRoutes,

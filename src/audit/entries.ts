@@ -20,15 +20,20 @@ export interface Change {
   address: string | null
 }
 
-const values = (sql: Sql | Tx, c: Change) => sql`${c.actor.type}, ${c.actor.id}, ${c.actor.name}, ${c.action},
+const values = (
+  sql: Sql | Tx,
+  c: Change,
+) => sql`${c.actor.type}, ${c.actor.id}, ${c.actor.name}, ${c.action},
   ${c.target}::text[], ${c.status}, ${c.address}::inet`
 
 const recordOperator = (sql: Sql | Tx, c: Change) => sql`
-  insert into operator_audit_entries (actor_type, actor_id, actor_name, action, target, status, address)
+  insert into operator_audit_entries (actor_type, actor_id, actor_name, action, target, status,
+    address)
   values (${values(sql, c)})`
 
 const recordTenant = (sql: Sql | Tx, accountId: number, c: Change) => sql`
-  insert into audit_entries (account_id, actor_type, actor_id, actor_name, action, target, status, address)
+  insert into audit_entries (account_id, actor_type, actor_id, actor_name, action, target, status,
+    address)
   values (${accountId}, ${values(sql, c)})`
 
 export const recordChange = (sql: Sql | Tx, c: Change) =>
@@ -42,7 +47,8 @@ export const recordRefusal = (sql: Sql, c: Change) =>
   )
 
 // A removed user's entries keep what they did, and their id, but no longer their name or email
-// (people/users.ts removeUser): the actor's name is blanked, and shown as an erasure's segments are.
+// (people/users.ts removeUser): the actor's name is blanked, and shown as an erasure's
+// segments are.
 export const forgetUser = (sql: Sql | Tx, accountId: number, userId: number) =>
   sql`update audit_entries set actor_name = null
     where account_id = ${accountId} and actor_type = 'user' and actor_id = ${userId}`
@@ -71,8 +77,14 @@ const AuditEntry = v.object({
     'What it changed: the path below its version prefix (`customer/acme-1`, `accounts/7/keys/3`), with the id of ' +
       `what a creation made; a segment that named an erased customer or contact reads \`${ERASED}\`.`,
   ),
-  status: describe(int, 'The HTTP status answered: 2xx for a change made, 4xx for one refused (nothing changed).'),
-  address: describe(v.nullable(v.string()), "The client's address as the server saw it; null from the CLI."),
+  status: describe(
+    int,
+    'The HTTP status answered: 2xx for a change made, 4xx for one refused (nothing changed).',
+  ),
+  address: describe(
+    v.nullable(v.string()),
+    "The client's address as the server saw it; null from the CLI.",
+  ),
 })
 
 export const AuditPage = v.object({
@@ -85,12 +97,16 @@ export const AuditPage = v.object({
 
 export const AuditQuery = {
   limit: limitParam(100, 1000),
-  after: { description: 'paging.next.after of the page before.', schema: v.pipe(v.number(), v.safeInteger()) },
+  after: {
+    description: 'paging.next.after of the page before.',
+    schema: v.pipe(v.number(), v.safeInteger()),
+  },
 }
 type Paging = { limit: number; after?: number }
 
 const columns = (sql: Sql) =>
-  sql`id, at, actor_type, actor_id, actor_name, action, to_json(target) as target, status, host(address) as address`
+  sql`id, at, actor_type, actor_id, actor_name, action, to_json(target) as target, status,
+    host(address) as address`
 
 type Entry = {
   id: number

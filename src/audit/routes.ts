@@ -10,7 +10,8 @@ export const auditRoutes: Route[] = [
     query: AuditQuery,
     name: 'list-audit',
     tag: 'audit',
-    summary: "The account's audit log, newest first: every change made by its keys, its users and the operator",
+    summary:
+      "The account's audit log, newest first: every change made by its keys, its users and the operator",
     reply: { status: 200, body: AuditPage },
     handler: async (req, app) => ok(await listEntries(app.sql, req.auth.accountId, req.queryInput)),
   }),
@@ -22,7 +23,8 @@ export const auditRoutes: Route[] = [
     name: 'list-account-audit',
     summary: "An account's audit log, newest first",
     reply: { status: 200, body: AuditPage },
-    handler: async (req, app) => ok(await listEntries(app.sql, await accountIn(req, app), req.queryInput)),
+    handler: async (req, app) =>
+      ok(await listEntries(app.sql, await accountIn(req, app), req.queryInput)),
   }),
   route({
     method: 'GET',

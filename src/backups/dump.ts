@@ -43,22 +43,34 @@ interface Summary {
   ms: number
 }
 
-// Table and sequence names come as regclass prints them, quoted where they need it; columns are quoted here.
-const columnList = (columns: string[]) => columns.map((c) => `"${c.replaceAll('"', '""')}"`).join(', ')
+// Table and sequence names come as regclass prints them, quoted where they need it; columns
+// are quoted here.
+const columnList = (columns: string[]) =>
+  columns.map((c) => `"${c.replaceAll('"', '""')}"`).join(', ')
+
+type TableRow = {
+  name: string
+  columns: string[]
+  partitioned: boolean
+  estimate: number
+  refs: string[]
+}
 
 // The tables in an order where each comes after those its foreign keys reference, so that a restore
 // can check the keys as it copies; unlogged tables (rate-limit windows, worker heartbeats) are
 // the running processes' state and are left out.
 const listTables = async (tx: Tx): Promise<Listed[]> => {
-  const rows = await tx<{ name: string; columns: string[]; partitioned: boolean; estimate: number; refs: string[] }[]>`
+  const rows = await tx<TableRow[]>`
     select c.oid::regclass::text as name,
-      array(select a.attname from pg_attribute a where a.attrelid = c.oid and a.attnum > 0 and not a.attisdropped
+      array(select a.attname from pg_attribute a where a.attrelid = c.oid and a.attnum > 0
+        and not a.attisdropped
         and a.attgenerated = '' order by a.attnum)::text[] as columns,
       c.relkind = 'p' as partitioned, greatest(c.reltuples, 0)::bigint as estimate,
       array(select distinct f.confrelid::regclass::text from pg_constraint f
         where f.conrelid = c.oid and f.contype = 'f' and f.confrelid <> c.oid)::text[] as refs
     from pg_class c join pg_namespace n on n.oid = c.relnamespace
-    where n.nspname in (current_schema(), ${WORKER_SCHEMA}) and c.relkind in ('r', 'p') and not c.relispartition
+    where n.nspname in (current_schema(), ${WORKER_SCHEMA}) and c.relkind in ('r', 'p')
+      and not c.relispartition
       and c.relpersistence = 'p'
     order by 1`
   const kept = rows.filter((r) => !SKIPPED.has(r.name))
@@ -66,9 +78,11 @@ const listTables = async (tx: Tx): Promise<Listed[]> => {
   const placed = new Set<string>()
   const ordered: Listed[] = []
   while (ordered.length < kept.length) {
-    const ready = kept.filter((r) => !placed.has(r.name) && r.refs.every((ref) => placed.has(ref) || !names.has(ref)))
-    // A circle of keys has no such order: its tables follow in name order, their keys checked at commit
-    // only if deferrable (the schema has no such circle).
+    const ready = kept.filter(
+      (r) => !placed.has(r.name) && r.refs.every((ref) => placed.has(ref) || !names.has(ref)),
+    )
+    // A circle of keys has no such order: its tables follow in name order, their keys checked at
+    // commit only if deferrable (the schema has no such circle).
     const next = ready.length ? ready : kept.filter((r) => !placed.has(r.name)).slice(0, 1)
     for (const { refs: _, ...table } of next) {
       placed.add(table.name)
@@ -78,22 +92,29 @@ const listTables = async (tx: Tx): Promise<Listed[]> => {
   return ordered
 }
 
+type HeaderRow = { migrations: string[]; worker: number; server_version: string; names: string[] }
+
 // What the header says besides the tables: the migrations applied, the server's version, and the
 // sequences' values, read after the tables' lock: never below a value any copied row holds. Each
 // sequence is read itself: pg_sequences has no is_called, and its last_value is null whenever
 // is_called is false (a setval(..., false) included), not only for a sequence never called.
 const readHeader = async (tx: Tx) => {
-  const [row] = await tx<{ migrations: string[]; worker: number; server_version: string; names: string[] }[]>`
+  const [row] = await tx<HeaderRow[]>`
     select array(select name from schema_migrations order by name)::text[] as migrations,
       ${workerMigration(tx)}::int as worker,
       current_setting('server_version') as server_version,
-      array(select c.oid::regclass::text from pg_class c join pg_namespace n on n.oid = c.relnamespace
-            where n.nspname in (current_schema(), ${WORKER_SCHEMA}) and c.relkind = 'S' order by 1)::text[] as names`
+      array(select c.oid::regclass::text from pg_class c join pg_namespace n
+        on n.oid = c.relnamespace
+            where n.nspname in (current_schema(), ${WORKER_SCHEMA}) and c.relkind = 'S'
+              order by 1)::text[] as names`
   const { names } = row
   const sequences = names.length
     ? await tx.unsafe<Header['sequences']>(
         names
-          .map((name, i) => `select $${i + 1}::text as name, last_value::float8 as last_value, is_called from ${name}`)
+          .map(
+            (name, i) =>
+              `select $${i + 1}::text as name, last_value::float8 as last_value, is_called from ${name}`,
+          )
           .join(' union all '),
         names,
       )
@@ -102,7 +123,8 @@ const readHeader = async (tx: Tx) => {
 }
 
 // Long statements by design: the service's timeouts are for requests.
-const unbounded = (tx: Tx) => setLocal(tx, { statement_timeout: '0', idle_in_transaction_session_timeout: '0' })
+const unbounded = (tx: Tx) =>
+  setLocal(tx, { statement_timeout: '0', idle_in_transaction_session_timeout: '0' })
 
 const countLines = (chunk: Buffer) => {
   let n = 0
@@ -110,15 +132,16 @@ const countLines = (chunk: Buffer) => {
   return n
 }
 
-// postgres.js pauses its socket when a COPY's stream is full, and resumes it when the stream is read
-// from again. When the COPY's last rows and its end arrive together, the stream ends with the socket
-// paused, and the transaction's next statement waits forever for an answer already sent (found with a
-// backup of a few MB: the worker's job never ended; porsager/postgres#499, unfixed in 3.4.x). The
-// stream's read function is the one that resumes the socket: called once every row is read.
+// postgres.js pauses its socket when a COPY's stream is full, and resumes it when the stream is
+// read from again. When the COPY's last rows and its end arrive together, the stream ends with
+// the socket paused, and the transaction's next statement waits forever for an answer already
+// sent (found with a backup of a few MB: the worker's job never ended; porsager/postgres#499,
+// unfixed in 3.4.x). The stream's read function is the one that resumes the socket: called
+// once every row is read.
 const resumeConnection = (stream: Readable) => stream._read(0)
 
-// On Citus one transaction on the coordinator sees each worker at another moment: the file would not
-// be one consistent state, so the backup is refused, naming the cluster's own way.
+// On Citus one transaction on the coordinator sees each worker at another moment: the file would
+// not be one consistent state, so the backup is refused, naming the cluster's own way.
 const refuseCitus = async (sql: Sql) => {
   const [citus] = await sql`select 1 from pg_extension where extname = 'citus'`
   if (citus) {
@@ -183,7 +206,9 @@ export const backup = async (
         rows += n
         tables++
       }
-      await out.write(`${JSON.stringify({ rows: counts, sha256: out.digest() } satisfies Trailer)}\n`)
+      await out.write(
+        `${JSON.stringify({ rows: counts, sha256: out.digest() } satisfies Trailer)}\n`,
+      )
     })
     await out.end()
     renameSync(partial, file)
@@ -192,7 +217,13 @@ export const backup = async (
     rmSync(partial, { force: true })
     throw err
   }
-  return { file, bytes: statSync(file).size, rows, tables, ms: Math.round(performance.now() - started) }
+  return {
+    file,
+    bytes: statSync(file).size,
+    rows,
+    tables,
+    ms: Math.round(performance.now() - started),
+  }
 }
 
 // Where a table's rows go as they are read: its COPY in a restore, nowhere in the check before it.
@@ -233,7 +264,8 @@ const readAll = async (
   }
 }
 
-// Reads the whole file as a restore does, writing nothing: the restore's first pass. Returns the rows.
+// Reads the whole file as a restore does, writing nothing: the restore's first pass.
+// Returns the rows.
 export const checkBackup = (file: string, key?: string, progress?: Progress) =>
   readAll(file, key, async () => undefined, progress)
 
@@ -246,12 +278,13 @@ const readHeaderLine = async (file: string, key: string | undefined) => {
   }
 }
 
-// Whether the database holds the service's tables. graphile-worker's schema alone is not data of the
-// service (a restore into an empty database makes it first, outside the restore's transaction).
+// Whether the database holds the service's tables. graphile-worker's schema alone is not data of
+// the service (a restore into an empty database makes it first, outside the restore's transaction).
 const holdsData = async (sql: Sql) =>
   (
-    await sql<{ any: boolean }[]>`select exists(select 1 from pg_class c join pg_namespace n on n.oid = c.relnamespace
-      where n.nspname = current_schema() and c.relkind in ('r', 'p')) as any`
+    await sql<{ any: boolean }[]>`
+      select exists(select 1 from pg_class c join pg_namespace n on n.oid = c.relnamespace
+        where n.nspname = current_schema() and c.relkind in ('r', 'p')) as any`
   )[0].any
 
 // The header's tables and columns against the schema its migrations made: a COPY that names a
@@ -260,7 +293,8 @@ const checkColumns = async (tx: Tx, header: Header, file: string) => {
   const schema = new Map((await listTables(tx)).map((t) => [t.name, new Set(t.columns)]))
   for (const table of header.tables) {
     const columns = schema.get(table.name)
-    if (!columns) throw new Error(`${file} holds table ${table.name}, which its migrations do not make`)
+    if (!columns)
+      throw new Error(`${file} holds table ${table.name}, which its migrations do not make`)
     const odd = table.columns.find((c) => !columns.has(c))
     if (odd !== undefined)
       throw new Error(
@@ -269,12 +303,15 @@ const checkColumns = async (tx: Tx, header: Header, file: string) => {
   }
 }
 
-// A row COPY refuses (a field of the wrong type, a key that points nowhere) is named with its table,
-// line and column, which PostgreSQL gives in the error's context (after a JSON parser's own line).
+// A row COPY refuses (a field of the wrong type, a key that points nowhere) is named with
+// its table, line and column, which PostgreSQL gives in the error's context (after a JSON
+// parser's own line).
 const copyRefusal = (file: string, err: unknown) => {
   const { message, detail, where } = err as postgres.PostgresError
   const copy = where?.split('\n').find((line) => line.startsWith('COPY '))
-  return copy ? new Error(`${file} is refused: ${message}${detail ? `: ${detail}` : ''} (${copy})`) : err
+  return copy
+    ? new Error(`${file} is refused: ${message}${detail ? `: ${detail}` : ''} (${copy})`)
+    : err
 }
 
 export interface Restored {
@@ -287,8 +324,9 @@ export interface Restored {
 // Restores `file` into the database, which must hold no tables of the service unless `force`, and
 // which nobody else may be connected to. The schema is made by the migrations the backup names (the
 // service migrates forward when it starts). Everything but graphile-worker's migrations runs in one
-// transaction: dropping the service's schema, making it again, emptying the queue, copying the rows.
-// A file that fails at any row, in the check before or in the copy itself, leaves the data as it was.
+// transaction: dropping the service's schema, making it again, emptying the queue, copying
+// the rows. A file that fails at any row, in the check before or in the copy itself, leaves
+// the data as it was.
 export const restore = async (
   sql: Sql,
   url: string,
@@ -301,16 +339,26 @@ export const restore = async (
   const known = migrations()
   const unknown = header.migrations.filter((name) => !known.some((m) => m.name === name))
   if (unknown.length)
-    throw new Error(`${file} comes from a newer version of the service (migrations ${unknown.join(', ')})`)
+    throw new Error(
+      `${file} comes from a newer version of the service (migrations ${unknown.join(', ')})`,
+    )
   const [others] = await sql`select count(*)::int as n from pg_stat_activity
-    where datname = current_database() and pid <> pg_backend_pid() and backend_type = 'client backend'`
-  if (others.n > 0) throw new Error(`${others.n} other connections use the database: stop the service before a restore`)
+    where datname = current_database() and pid <> pg_backend_pid()
+      and backend_type = 'client backend'`
+  if (others.n > 0)
+    throw new Error(
+      `${others.n} other connections use the database: stop the service before a restore`,
+    )
   // The whole file is read once before the database is touched: its refusals (a file cut short,
   // changed, of the wrong width) come before any statement, with their reasons.
-  await checkBackup(file, key, (done, total, table) => options.progress?.(done, total, `check ${table}`))
+  await checkBackup(file, key, (done, total, table) =>
+    options.progress?.(done, total, `check ${table}`),
+  )
   const replacing = await holdsData(sql)
   if (replacing && !options.force)
-    throw new Error('the database is not empty: restore into an empty one, or give --force to replace its data')
+    throw new Error(
+      'the database is not empty: restore into an empty one, or give --force to replace its data',
+    )
   await migrateWorker(url)
   let rows = 0
   await sql
@@ -319,14 +367,17 @@ export const restore = async (
       const [{ worker, schema }] = await tx`select ${workerMigration(tx)}::int as worker,
         quote_ident(current_schema()) as schema`
       if (worker < header.worker_migration)
-        throw new Error(`${file} comes from a newer graphile-worker (migration ${header.worker_migration})`)
+        throw new Error(
+          `${file} comes from a newer graphile-worker (migration ${header.worker_migration})`,
+        )
       if (replacing) await tx.unsafe(`drop schema ${schema} cascade; create schema ${schema}`)
       await migrateWithin(
         tx,
         known.filter((m) => header.migrations.includes(m.name)),
       )
       await checkColumns(tx, header, file)
-      // The migrations' own rows (a generated key, say) and the queue's jobs are replaced by the backup's.
+      // The migrations' own rows (a generated key, say) and the queue's jobs are replaced
+      // by the backup's.
       await tx.unsafe(`truncate ${header.tables.map((t) => t.name).join(', ')}`)
       rows = await readAll(
         file,
@@ -350,7 +401,8 @@ export const restore = async (
         },
         options.progress,
       )
-      for (const s of header.sequences) await tx`select setval(${s.name}::regclass, ${s.last_value}, ${s.is_called})`
+      for (const s of header.sequences)
+        await tx`select setval(${s.name}::regclass, ${s.last_value}, ${s.is_called})`
       await releaseRestoredJobs(tx)
     })
     .catch((err) => {

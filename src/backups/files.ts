@@ -1,9 +1,9 @@
 import { mkdirSync, readdirSync, rmSync, statSync } from 'node:fs'
 import { join } from 'node:path'
 
-// A backup folder's files: service-backup-<UTC time to the millisecond>.gz (.gz.age when encrypted),
-// so that their names sort by age and two backups never share a name. Retention keeps the newest;
-// other files are left alone.
+// A backup folder's files: service-backup-<UTC time to the millisecond>.gz (.gz.age when
+// encrypted), so that their names sort by age and two backups never share a name. Retention keeps
+// the newest; other files are left alone.
 const NAME = /^service-backup-\d{4}-\d\d-\d\dT\d\d-\d\d-\d\d-\d{3}Z\.gz(\.age)?$/
 
 export const backupName = (at: Date, encrypted = false) =>
@@ -25,7 +25,9 @@ export interface BackupFile {
 // The folder's files of backups (complete or partial); none when the folder does not exist yet.
 const named = (dir: string, partial = false) => {
   try {
-    return readdirSync(dir).filter((name) => PARTIAL.test(name) === partial && NAME.test(name.replace(PARTIAL, '')))
+    return readdirSync(dir).filter(
+      (name) => PARTIAL.test(name) === partial && NAME.test(name.replace(PARTIAL, '')),
+    )
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code === 'ENOENT') return []
     throw err

@@ -1,6 +1,13 @@
 import { createHash } from 'node:crypto'
 import { once } from 'node:events'
-import { closeSync, createReadStream, createWriteStream, openSync, readSync, statSync } from 'node:fs'
+import {
+  closeSync,
+  createReadStream,
+  createWriteStream,
+  openSync,
+  readSync,
+  statSync,
+} from 'node:fs'
 import { pipeline as pipe, Readable, type Writable } from 'node:stream'
 import type { ReadableStream as WebReadable } from 'node:stream/web'
 import { pipeline } from 'node:stream/promises'
@@ -11,21 +18,23 @@ import { Decrypter, Encrypter } from 'age-encryption'
 //   line 1   the header, JSON: format, version, the migrations applied, the tables in restore order
 //            with their columns, the sequences' values
 //   then     each table's rows in COPY's text format, one line a row, ended by a line `\.`
-//   last     the trailer, JSON: each table's row count, which also proves the file complete, and the
-//            SHA-256 of every byte before the trailer's line, which catches a changed byte.
+//   last     the trailer, JSON: each table's row count, which also proves the file complete,
+//            and the SHA-256 of every byte before the trailer's line, which catches a changed
+//            byte.
 // The file is the content in gzip; with SERVICE_BACKUP_KEY, that gzip encrypted with age under the
 // key as a passphrase (scrypt), which authenticates every 64 KiB and the end.
 export const FORMAT = 'customer-data-service backup'
 export const VERSION = 2
 // Format 1 is format 2 without the digest: its files are still read, trusted as gzip checks them.
 const READABLE = [1, 2]
-// An age file under a passphrase costs scrypt with 2^16 rounds (64 MiB, half a second here) to open;
-// age's own default of 2^18 takes 256 MiB of the worker's memory for every backup.
+// An age file under a passphrase costs scrypt with 2^16 rounds (64 MiB, half a second here) to
+// open; age's own default of 2^18 takes 256 MiB of the worker's memory for every backup.
 const SCRYPT_LOG_N = 16
 const AGE_MAGIC = Buffer.from('age-encryption.org/v1\n')
 
 export interface Table {
-  // Schema-qualified unless on the search path (the service's own schema; graphile_worker's is not).
+  // Schema-qualified unless on the search path (the service's own schema; graphile_worker's
+  // is not).
   name: string
   columns: string[]
   // A partitioned table is copied through a query; a plain one directly.
@@ -107,8 +116,10 @@ const MARK = Buffer.from(`\n${END}`)
 // far; `digest` the SHA-256 of the content read so far.
 export const openReader = async (file: string, key: string | undefined) => {
   const encrypted = isSealed(file)
-  if (encrypted && !key) throw new Error(`${file} is encrypted: set SERVICE_BACKUP_KEY to the key it was made with`)
-  // Anybody can write a plain file that passes its own digest: with a key, only a sealed file is trusted.
+  if (encrypted && !key)
+    throw new Error(`${file} is encrypted: set SERVICE_BACKUP_KEY to the key it was made with`)
+  // Anybody can write a plain file that passes its own digest: with a key, only a sealed
+  // file is trusted.
   if (!encrypted && key)
     throw new Error(
       `${file} is not encrypted, so SERVICE_BACKUP_KEY cannot authenticate it: ` +
@@ -117,15 +128,19 @@ export const openReader = async (file: string, key: string | undefined) => {
   const size = statSync(file).size
   const disk = createReadStream(file)
   const unauthentic = (err: Error) =>
-    new Error(`${file} fails authentication with SERVICE_BACKUP_KEY (a wrong key, or a changed file): ${err.message}`)
+    new Error(
+      `${file} fails authentication with SERVICE_BACKUP_KEY (a wrong key, or a changed file): ${err.message}`,
+    )
   let source: Readable = disk
   if (encrypted) {
     const decrypter = new Decrypter()
     decrypter.addPassphrase(key as string)
-    const web = await decrypter.decrypt(Readable.toWeb(disk) as ReadableStream<Uint8Array>).catch((err: Error) => {
-      disk.destroy()
-      throw unauthentic(err)
-    })
+    const web = await decrypter
+      .decrypt(Readable.toWeb(disk) as ReadableStream<Uint8Array>)
+      .catch((err: Error) => {
+        disk.destroy()
+        throw unauthentic(err)
+      })
     source = Readable.fromWeb(web as WebReadable<Uint8Array>)
   }
   // Any stage's error ends the last one with it, where `more` reads it.
@@ -154,9 +169,9 @@ export const openReader = async (file: string, key: string | undefined) => {
     while ((end = buffered.indexOf(10)) === -1) await more()
     return take(end, 1).toString('utf8')
   }
-  // Passes the rows to `out` until the end marker, in whole lines: a row never holds a newline (COPY
-  // writes it as \n) and no row's line starts with `\.` (COPY writes a backslash as \\). `buffered`
-  // always starts at a line's start.
+  // Passes the rows to `out` until the end marker, in whole lines: a row never holds a newline
+  // (COPY writes it as \n) and no row's line starts with `\.` (COPY writes a backslash as \\).
+  // `buffered` always starts at a line's start.
   const rows = async (out: (lines: Buffer) => Promise<void>) => {
     for (;;) {
       if (buffered.subarray(0, END.length).equals(END)) {
@@ -200,13 +215,20 @@ export const parseHeader = (text: string, file: string): Header => {
   // The names go into statements: a file that was tampered with must not smuggle SQL in.
   const names = [...header.tables.map((t) => t.name), ...header.sequences.map((q) => q.name)]
   const odd = names.find((name) => !SAFE_NAME.test(name))
-  if (odd !== undefined) throw new Error(`${file} names a table or sequence ${JSON.stringify(odd)}, not one of ours`)
+  if (odd !== undefined)
+    throw new Error(`${file} names a table or sequence ${JSON.stringify(odd)}, not one of ours`)
   return header
 }
 
 // The trailer's row counts against those read, and its digest against the content's: a file whose
 // rows were cut or added to, or whose bytes changed, is refused.
-export const checkTrailer = (file: string, header: Header, counts: Trailer['rows'], digest: string, text: string) => {
+export const checkTrailer = (
+  file: string,
+  header: Header,
+  counts: Trailer['rows'],
+  digest: string,
+  text: string,
+) => {
   let trailer: Trailer | undefined
   try {
     trailer = JSON.parse(text)
@@ -215,7 +237,9 @@ export const checkTrailer = (file: string, header: Header, counts: Trailer['rows
     throw new Error(`${file} ends without its trailer: it is not a complete backup`)
   for (const name of new Set([...Object.keys(counts), ...Object.keys(trailer.rows)]))
     if (counts[name] !== trailer.rows[name])
-      throw new Error(`${file}: table ${name} has ${counts[name] ?? 0} rows, not ${trailer.rows[name] ?? 0}`)
+      throw new Error(
+        `${file}: table ${name} has ${counts[name] ?? 0} rows, not ${trailer.rows[name] ?? 0}`,
+      )
   if (header.version > 1 && trailer.sha256 !== digest)
     throw new Error(
       `${file} is damaged: its content's SHA-256 is ${digest}, not the ${trailer.sha256} it was written with`,
@@ -226,10 +250,19 @@ export const checkTrailer = (file: string, header: Header, counts: Trailer['rows
 // them by tabs and writes a tab inside a value as \t. Returns the lines.
 export const countRows = (chunk: Buffer, table: Table, before: number, file: string) => {
   let n = 0
-  for (let start = 0, end = chunk.indexOf(10); end !== -1; start = end + 1, end = chunk.indexOf(10, start)) {
+  for (
+    let start = 0, end = chunk.indexOf(10);
+    end !== -1;
+    start = end + 1, end = chunk.indexOf(10, start)
+  ) {
     n++
     let fields = 1
-    for (let tab = chunk.indexOf(9, start); tab !== -1 && tab < end; tab = chunk.indexOf(9, tab + 1)) fields++
+    for (
+      let tab = chunk.indexOf(9, start);
+      tab !== -1 && tab < end;
+      tab = chunk.indexOf(9, tab + 1)
+    )
+      fields++
     if (fields !== table.columns.length)
       throw new Error(
         `${file}: row ${before + n} of table ${table.name} has ${fields} fields, ` +

@@ -13,7 +13,8 @@ export const backupRoutes: Route[] = [
     name: 'list-backups',
     summary: 'List the backup files in the backup folder, newest first',
     reply: { status: 200, body: Backups },
-    handler: async (_req, app) => ok({ folder: app.config.backupDir, backups: listBackups(app.config.backupDir) }),
+    handler: async (_req, app) =>
+      ok({ folder: app.config.backupDir, backups: listBackups(app.config.backupDir) }),
   }),
   route({
     method: 'POST',

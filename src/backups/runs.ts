@@ -12,6 +12,5 @@ export interface Run {
 
 export const recordRun = (sql: Sql, run: Run) =>
   sql`insert into backup_runs (origin, started_at, file, bytes, error)
-    values (${run.origin}, ${run.started_at}, ${run.file ?? null}, ${run.bytes ?? null}, ${run.error ?? null})`.then(
-    () => undefined,
-  )
+    values (${run.origin}, ${run.started_at}, ${run.file ?? null}, ${run.bytes ?? null},
+      ${run.error ?? null})`.then(() => undefined)

@@ -18,7 +18,11 @@ export const runBackup = async (app: App, { origin }: BackupPayload) => {
     await recordRun(app.sql, { origin, started_at: started, file, bytes: made.bytes })
     return { file, bytes: made.bytes, rows: made.rows, removed: removed.length }
   } catch (err) {
-    await recordRun(app.sql, { origin, started_at: started, error: String((err as Error)?.message ?? err) })
+    await recordRun(app.sql, {
+      origin,
+      started_at: started,
+      error: String((err as Error)?.message ?? err),
+    })
     throw err
   }
 }

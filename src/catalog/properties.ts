@@ -34,13 +34,21 @@ export const PropertyBody = v.pipe(
     name: v.optional(describe(Label, 'The older spelling of label.')),
   }),
   v.forward(
-    v.check((p) => p.label === undefined || p.name === undefined, 'Give label or name (its older spelling), not both.'),
+    v.check(
+      (p) => p.label === undefined || p.name === undefined,
+      'Give label or name (its older spelling), not both.',
+    ),
     ['name'],
   ),
-  v.metadata({ not: { type: 'object', properties: { label: {}, name: {} }, required: ['label', 'name'] } }),
+  v.metadata({
+    not: { type: 'object', properties: { label: {}, name: {} }, required: ['label', 'name'] },
+  }),
   // `date` names the snapshot in every metric object, so no metric may take it.
   v.forward(
-    v.check((p) => !(p.kind === 'metric' && p.codename === 'date'), '`date` is reserved in metric objects.'),
+    v.check(
+      (p) => !(p.kind === 'metric' && p.codename === 'date'),
+      '`date` is reserved in metric objects.',
+    ),
     ['codename'],
   ),
 )
@@ -58,19 +66,25 @@ export const Property = v.object({
 // The label is stored in the column `name`, the field's first spelling.
 const columns = (sql: Sql | Tx) => sql`entity, kind, codename, type, name as label, name, system`
 
-export const defineProperty = async (sql: Sql, accountId: number, body: v.InferOutput<typeof PropertyBody>) =>
+export const defineProperty = async (
+  sql: Sql,
+  accountId: number,
+  body: v.InferOutput<typeof PropertyBody>,
+) =>
   (
     await sql`
     insert into property_defs (account_id, entity, kind, codename, type, name) values
-      (${accountId}, ${body.entity}, ${body.kind}, ${body.codename}, ${body.type}, ${body.label ?? body.name ?? null})
+      (${accountId}, ${body.entity}, ${body.kind}, ${body.codename}, ${body.type},
+        ${body.label ?? body.name ?? null})
     returning ${columns(sql)}`.catch(alreadyExists(`The ${body.entity} property ${body.codename}`))
   )[0]
 
 // The catalog as the search, upload, record and scoring paths read it: the account's definitions of
-// an entity as a json array of {codename, kind, type}. A subquery, so that callers read it in the round trip that reads
-// whatever else they need.
+// an entity as a json array of {codename, kind, type}. A subquery, so that callers read it in the
+// round trip that reads whatever else they need.
 export const catalogSql = (sql: Sql | Tx, accountId: number, entity: Entity) => sql`
-  (select coalesce(json_agg(json_build_object('codename', p.codename, 'kind', p.kind, 'type', p.type)), '[]')
+  (select coalesce(json_agg(json_build_object('codename', p.codename, 'kind', p.kind, 'type',
+    p.type)), '[]')
    from property_defs p where p.account_id = ${accountId} and p.entity = ${entity})`
 
 export const readCatalog = async (sql: Sql | Tx, accountId: number, entity: Entity) =>
@@ -90,14 +104,14 @@ export const lockDefinitions = (tx: Tx, accountId: number, entity: Entity) =>
 // Only an account with a number metric can have a metric named like an event.
 export const accountsWithNumberMetrics = async (sql: Sql) =>
   (
-    await sql<
-      { account_id: number }[]
-    >`select distinct account_id from property_defs where kind = 'metric' and type = 'number'
+    await sql<{ account_id: number }[]>`
+      select distinct account_id from property_defs where kind = 'metric' and type = 'number'
       order by account_id`
   ).map((r) => r.account_id)
 
 export const listProperties = (sql: Sql, accountId: number) => sql`
-  select ${columns(sql)} from property_defs where account_id = ${accountId} order by entity, codename`
+  select ${columns(sql)} from property_defs where account_id = ${accountId}
+    order by entity, codename`
 
 export const RelabelBody = strict({ label: v.nullable(Label) })
 
@@ -110,7 +124,8 @@ export const relabelProperty = async (
   body: v.InferOutput<typeof RelabelBody>,
 ) => {
   const [row] = await sql`update property_defs set name = ${body.label}
-    where account_id = ${accountId} and entity = ${entity} and codename = ${codename} returning ${columns(sql)}`
+    where account_id = ${accountId} and entity = ${entity} and codename = ${codename}
+      returning ${columns(sql)}`
   return row ?? refuse(404, `No ${entity} property ${codename} in this account.`)
 }
 
@@ -127,7 +142,8 @@ export const readLabels = async (sql: Sql | Tx, accountId: number, entity: Entit
 const segmentsNaming = async (tx: Tx, accountId: number, codename: string) =>
   (
     await tx<{ name: string }[]>`select name from segments where account_id = ${accountId}
-      and jsonb_path_exists(body, '$.**.propertyName ? (@ == $c)', jsonb_build_object('c', ${codename}::text))
+      and jsonb_path_exists(body, '$.**.propertyName ? (@ == $c)',
+        jsonb_build_object('c', ${codename}::text))
       order by name`
   ).map((r) => r.name)
 
@@ -147,14 +163,16 @@ export const deleteProperty = (sql: Sql, accountId: number, entity: Entity, code
       and jsonb_path_exists(model, ${rule}::jsonpath, jsonb_build_object('c', ${codename}::text))`
     if (model) refuse(409, `The scoring model uses the ${entity} property ${codename}.`)
     const users = entity === 'customer' ? await segmentsNaming(tx, accountId, codename) : []
-    if (users.length) refuse(409, `Segments use the ${entity} property ${codename}: ${users.join(', ')}.`)
+    if (users.length)
+      refuse(409, `Segments use the ${entity} property ${codename}: ${users.join(', ')}.`)
     const t = TABLES[entity]
     const bag = def.kind === 'attribute' ? 'attributes' : 'metrics'
     await lockRecordsIn(
       tx,
       t.records,
       accountId,
-      tx`select service_id from ${tx(t.records)} where account_id = ${accountId} and ${tx(bag)} ? ${codename}`,
+      tx`select service_id from ${tx(t.records)} where account_id = ${accountId}
+        and ${tx(bag)} ? ${codename}`,
     )
     await tx`update ${tx(t.records)} set ${tx(bag)} = ${tx(bag)} - ${codename}::text
       where account_id = ${accountId} and ${tx(bag)} ? ${codename}`

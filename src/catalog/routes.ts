@@ -12,7 +12,15 @@ import {
   RelabelBody,
   relabelProperty,
 } from './properties.ts'
-import { createTag, listTags, setRecordTags, Tag, TagBody, TagTitles, TagTitlesBody } from './tags.ts'
+import {
+  createTag,
+  listTags,
+  setRecordTags,
+  Tag,
+  TagBody,
+  TagTitles,
+  TagTitlesBody,
+} from './tags.ts'
 
 // PUT .../customers/{external_id}/tags and .../contacts/{external_id}/tags: one row per entity.
 const setTagsRoute = (entity: Entity) =>
@@ -46,7 +54,8 @@ export const catalogRoutes: Route[] = [
     body: PropertyBody,
     refusals: [409],
     reply: { status: 201, body: Property },
-    handler: async (req, app) => ok(await defineProperty(app.sql, await accountIn(req, app), req.input), 201),
+    handler: async (req, app) =>
+      ok(await defineProperty(app.sql, await accountIn(req, app), req.input), 201),
   }),
   route({
     method: 'GET',
@@ -63,7 +72,8 @@ export const catalogRoutes: Route[] = [
     auth: { key: 'search' },
     tag: 'search',
     name: 'account-properties',
-    summary: "The key's account's property definitions, with their labels: what search can filter by",
+    summary:
+      "The key's account's property definitions, with their labels: what search can filter by",
     reply: { status: 200, body: v.array(Property) },
     handler: async (req, app) => ok(await listProperties(app.sql, req.auth.accountId)),
   }),
@@ -92,7 +102,8 @@ export const catalogRoutes: Route[] = [
     path: `${ACCOUNTS}/:id/properties/:entity/:codename`,
     auth: 'admin',
     name: 'delete-property',
-    summary: 'Delete a property and its values (refused while the scoring model or a segment uses it)',
+    summary:
+      'Delete a property and its values (refused while the scoring model or a segment uses it)',
     refusals: [409],
     reply: { status: 204 },
     handler: async (req, app) => {
@@ -110,7 +121,8 @@ export const catalogRoutes: Route[] = [
     body: TagBody,
     refusals: [409],
     reply: { status: 201, body: Tag },
-    handler: async (req, app) => ok(await createTag(app.sql, await accountIn(req, app), req.input), 201),
+    handler: async (req, app) =>
+      ok(await createTag(app.sql, await accountIn(req, app), req.input), 201),
   }),
   route({
     method: 'GET',
@@ -127,5 +139,7 @@ export const catalogRoutes: Route[] = [
 // The entity in a property's path; anything else names nothing.
 const entityParam = (req: Req): Entity => {
   const entity = req.params.entity
-  return entity === 'customer' || entity === 'contact' ? entity : refuse(404, 'No such entity: customer or contact.')
+  return entity === 'customer' || entity === 'contact'
+    ? entity
+    : refuse(404, 'No such entity: customer or contact.')
 }

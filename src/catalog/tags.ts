@@ -24,7 +24,8 @@ export const TagTitles = v.object({ titles: v.array(v.string()) })
 export const createTag = async (sql: Sql, accountId: number, body: v.InferOutput<typeof TagBody>) =>
   (
     await sql`
-    insert into tags (account_id, title, color) values (${accountId}, ${body.title}, ${body.color ?? null})
+    insert into tags (account_id, title, color) values (${accountId}, ${body.title},
+      ${body.color ?? null})
     returning id, title, color`.catch(alreadyExists(`The tag ${body.title}`))
   )[0]
 
@@ -44,11 +45,18 @@ interface Resolved {
 
 // The record, locked so that concurrent replacements apply one after the other instead of
 // merging, and each requested title with its tag (matched case-insensitively), or null.
-const lockAndResolve = async (sql: Tx, accountId: number, entity: Entity, externalId: string, titles: string[]) => {
+const lockAndResolve = async (
+  sql: Tx,
+  accountId: number,
+  entity: Entity,
+  externalId: string,
+  titles: string[],
+) => {
   const { records } = TAGGED[entity]
   const [row] = await sql`
     select r.service_id, coalesce((
-        select json_agg(json_build_object('i', w.ord - 1, 'id', t.id, 'title', w.title) order by w.ord)
+        select json_agg(json_build_object('i', w.ord - 1, 'id', t.id, 'title',
+          w.title) order by w.ord)
         from unnest(${titles}::text[]) with ordinality w(title, ord)
           left join tags t on t.account_id = ${accountId} and lower(t.title) = lower(w.title)
       ), '[]') as tags
@@ -58,7 +66,13 @@ const lockAndResolve = async (sql: Tx, accountId: number, entity: Entity, extern
 }
 
 // Replaces the record's tags; answers with its tag titles in byte order, as search shows them.
-export const setRecordTags = (sql: Sql, accountId: number, entity: Entity, externalId: string, titles: string[]) =>
+export const setRecordTags = (
+  sql: Sql,
+  accountId: number,
+  entity: Entity,
+  externalId: string,
+  titles: string[],
+) =>
   sql.begin(async (tx) => {
     // Postgres text cannot hold NUL, so no record has such an id.
     const record = externalId.includes('\u0000')
@@ -70,7 +84,10 @@ export const setRecordTags = (sql: Sql, accountId: number, entity: Entity, exter
       refuse(
         400,
         'Some titles name no tag of this account.',
-        unknown.map((t) => ({ path: `/titles/${t.i}`, message: `No tag titled ${JSON.stringify(t.title)}.` })),
+        unknown.map((t) => ({
+          path: `/titles/${t.i}`,
+          message: `No tag titled ${JSON.stringify(t.title)}.`,
+        })),
       )
     }
     const ids = [...new Set(record.tags.map((t) => t.id!))]
@@ -78,13 +95,15 @@ export const setRecordTags = (sql: Sql, accountId: number, entity: Entity, exter
     if (entity === 'customer') await addRecomputeSegments(tx, accountId)
     const rows = await tx<{ title: string }[]>`
       with removed as (
-        delete from ${tx(links)} where account_id = ${accountId} and ${tx(key)} = ${record.service_id}
+        delete from ${tx(links)} where account_id = ${accountId}
+          and ${tx(key)} = ${record.service_id}
           and tag_id <> all(${ids}::bigint[])
       ), added as (
         insert into ${tx(links)} (account_id, ${tx(key)}, tag_id, external_id)
         select ${accountId}, ${record.service_id}, unnest(${ids}::bigint[]), ${externalId}
         on conflict do nothing
       )
-      select title from tags where account_id = ${accountId} and id = any(${ids}::bigint[]) order by title collate "C"`
+      select title from tags where account_id = ${accountId} and id = any(${ids}::bigint[])
+        order by title collate "C"`
     return { titles: rows.map((r) => r.title) }
   })

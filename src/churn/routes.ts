@@ -15,7 +15,8 @@ export const churnRoutes: Route[] = [
     example: { features: ['plan', 'logins'] },
     refusals: [422],
     reply: { status: 202, body: TrainingStarted },
-    handler: async (req, app) => ok(await requestTraining(app, req.auth.accountId, req.input?.features), 202),
+    handler: async (req, app) =>
+      ok(await requestTraining(app, req.auth.accountId, req.input?.features), 202),
   }),
   route({
     method: 'GET',
@@ -38,7 +39,8 @@ export const churnRoutes: Route[] = [
     example: { features: ['plan', 'logins'] },
     refusals: [422],
     reply: { status: 202, body: TrainingStarted },
-    handler: async (req, app) => ok(await requestTraining(app, await accountIn(req, app), req.input?.features), 202),
+    handler: async (req, app) =>
+      ok(await requestTraining(app, await accountIn(req, app), req.input?.features), 202),
   }),
   route({
     method: 'GET',

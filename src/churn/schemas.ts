@@ -6,7 +6,11 @@ export const TrainBody = v.optional(
   v.strictObject({
     features: describe(
       v.optional(
-        v.pipe(v.array(v.pipe(v.string(), v.minLength(1), v.maxLength(255))), v.minLength(1), v.maxLength(200)),
+        v.pipe(
+          v.array(v.pipe(v.string(), v.minLength(1), v.maxLength(255))),
+          v.minLength(1),
+          v.maxLength(200),
+        ),
       ),
       'The customer properties to learn from (codenames); every attribute and metric when absent.',
     ),
@@ -21,7 +25,10 @@ export const ChurnModelState = v.object({
     'failed: the latest training; a model trained before still serves.',
   ),
   started_at: v.optional(Timestamp),
-  trained_at: describe(v.nullable(Timestamp), 'When the serving model finished training; null without one.'),
+  trained_at: describe(
+    v.nullable(Timestamp),
+    'When the serving model finished training; null without one.',
+  ),
   algorithm: v.nullable(v.picklist(['gradient_boosted_trees', 'logistic_regression'])),
   training: v.nullable(v.object({ customers: int, churned: int, active: int })),
   evaluation: describe(
@@ -32,7 +39,9 @@ export const ChurnModelState = v.object({
         auc_low: describe(Probability, 'The 95% interval of the AUC (DeLong), low end.'),
         auc_high: Probability,
         brier: Probability,
-        calibration: v.array(v.object({ predicted: Probability, observed: Probability, customers: int })),
+        calibration: v.array(
+          v.object({ predicted: Probability, observed: Probability, customers: int }),
+        ),
       }),
     ),
     'Out of sample: every figure is of predictions for customers the model was not trained on (cross-validation).',

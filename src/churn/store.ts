@@ -1,6 +1,7 @@
 // The churn model's rows (sql/050): the account's model and the state of its latest training, and
-// the customers a training learns from (the probabilities it makes are written by scoring/churn.ts).
-// Every statement names the account, so that on Citus it runs on the account's shard.
+// the customers a training learns from (the probabilities it makes are written by
+// scoring/churn.ts). Every statement names the account, so that on Citus it runs on the
+// account's shard.
 import type { PropertyDef } from '../property.ts'
 import type { Sql, Tx } from '../db/client.ts'
 import type { ChurnModel, Evaluation, Sample, Trained } from '../learn/churn.ts'
@@ -18,7 +19,8 @@ interface ModelRow {
   importance: Trained['features'] | null
 }
 
-const iso = (column: string) => `to_char(${column} at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`
+const iso = (column: string) =>
+  `to_char(${column} at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`
 
 export const readModelRow = async (sql: Sql | Tx, accountId: number, withModel = false) => {
   const [row] = await sql<ModelRow[]>`
@@ -53,7 +55,8 @@ export const markTraining = async (tx: Tx, accountId: number, features: string[]
     returning started_at`
   if (row) return { started_at: row.started_at.toISOString(), fresh: true }
   const [running] = await tx<{ started_at: string }[]>`
-    select ${tx.unsafe(iso('started_at'))} as started_at from churn_models where account_id = ${accountId}`
+    select ${tx.unsafe(iso('started_at'))} as started_at from churn_models
+      where account_id = ${accountId}`
   return { started_at: running.started_at, fresh: false }
 }
 
@@ -61,12 +64,14 @@ export const markTraining = async (tx: Tx, accountId: number, features: string[]
 const plain = (value: unknown) => JSON.parse(JSON.stringify(value))
 
 export const saveTrained = (sql: Sql | Tx, accountId: number, t: Trained) => sql`
-  update churn_models set status = 'ready', error = null, trained_at = now(), algorithm = ${t.model.algorithm},
+  update churn_models set status = 'ready', error = null, trained_at = now(),
+    algorithm = ${t.model.algorithm},
     model = ${sql.json(plain(t.model))}, evaluation = ${sql.json(plain(t.evaluation))},
     training = ${sql.json(t.training)}, importance = ${sql.json(t.features)}
   where account_id = ${accountId}`
 
-// A failed training says why and leaves the serving model (model, trained_at, evaluation) as it was.
+// A failed training says why and leaves the serving model (model, trained_at, evaluation)
+// as it was.
 export const saveFailure = (sql: Sql | Tx, accountId: number, error: string) => sql`
   update churn_models set status = 'failed', error = ${error} where account_id = ${accountId}`
 
@@ -94,11 +99,13 @@ export const readSamples = async (
       ? sql`c.service_id = any(${page.ids}::bigint[])`
       : sql`c.service_id > ${page.after} order by c.service_id limit ${SAMPLE_PAGE}`
   const rows = await sql<SampleRow[]>`
-    select c.service_id, c.attributes, c.is_churned, to_char(c.churned_date, 'YYYY-MM-DD') as churned_date,
+    select c.service_id, c.attributes, c.is_churned,
+      to_char(c.churned_date, 'YYYY-MM-DD') as churned_date,
       (select json_agg(json_build_object('date', to_char(s.date, 'YYYY-MM-DD'), 'values',
           (select coalesce(jsonb_object_agg(v.key, v.value), '{}') from jsonb_each(s."values") v
             where v.key = any(${metrics}::text[]))))
-        from customer_snapshots s where s.account_id = ${accountId} and s.customer_id = c.service_id) as snapshots
+        from customer_snapshots s where s.account_id = ${accountId}
+          and s.customer_id = c.service_id) as snapshots
     from customers c where c.account_id = ${accountId} and ${which}`
   return rows.map((r) => ({
     id: r.service_id,
@@ -112,10 +119,18 @@ export const readSamples = async (
 }
 
 // The customer of an external id, as a sample, or none.
-export const readSampleOf = async (sql: Sql | Tx, accountId: number, metrics: string[], externalId: string) => {
+export const readSampleOf = async (
+  sql: Sql | Tx,
+  accountId: number,
+  metrics: string[],
+  externalId: string,
+) => {
   const [row] = await sql<{ service_id: number }[]>`
-    select service_id from customers where account_id = ${accountId} and external_id = ${externalId}`
-  return row ? (await readSamples(sql, accountId, metrics, { ids: [row.service_id] }))[0]?.sample : undefined
+    select service_id from customers where account_id = ${accountId}
+      and external_id = ${externalId}`
+  return row
+    ? (await readSamples(sql, accountId, metrics, { ids: [row.service_id] }))[0]?.sample
+    : undefined
 }
 
 export const metricsOf = (defs: readonly PropertyDef[]) =>

@@ -7,7 +7,13 @@ import type { Sql, Tx } from '../db/client.ts'
 import { addCustomersChanged, addJobs, churnTrainJob, type CronPayload } from '../db/jobs.ts'
 import { today } from '../dates.ts'
 import { refuse } from '../errors.ts'
-import { churnProbabilities, explainChurn, MIN_CLASS, matrixProbabilities, trainChurnMatrix } from '../learn/churn.ts'
+import {
+  churnProbabilities,
+  explainChurn,
+  MIN_CLASS,
+  matrixProbabilities,
+  trainChurnMatrix,
+} from '../learn/churn.ts'
 import { matrixReader } from '../learn/features.ts'
 import type { PropertyDef } from '../property.ts'
 import { meant } from '../validate.ts'
@@ -32,7 +38,10 @@ const checkFeatures = async (sql: Sql, accountId: number, features: string[] | u
     if (known.includes(f)) return
     const hint = meant(f, known)
     refuse(400, 'The request is invalid.', [
-      { path: `/features/${i}`, message: `${f} is no customer property${hint ? `; did you mean ${hint}?` : ''}` },
+      {
+        path: `/features/${i}`,
+        message: `${f} is no customer property${hint ? `; did you mean ${hint}?` : ''}`,
+      },
     ])
   })
   return [...new Set(features)]
@@ -40,7 +49,11 @@ const checkFeatures = async (sql: Sql, accountId: number, features: string[] | u
 
 // POST /api/v1/churn-model/train: the row says 'training' and the job is added in one transaction;
 // a training already running is answered as it is.
-export const requestTraining = async (app: App, accountId: number, features: string[] | undefined) => {
+export const requestTraining = async (
+  app: App,
+  accountId: number,
+  features: string[] | undefined,
+) => {
   const wanted = await checkFeatures(app.sql, accountId, features)
   await checkLabels(app.sql, accountId)
   return app.sql.begin(async (tx) => {
@@ -52,7 +65,13 @@ export const requestTraining = async (app: App, accountId: number, features: str
 
 // Every customer of the account read page by page into the training's matrix: a page's samples
 // are reduced to numbers and dropped, so the worker's memory grows by typed arrays only.
-const readMatrix = async (sql: Sql, accountId: number, defs: PropertyDef[], day: string, leadDays: number) => {
+const readMatrix = async (
+  sql: Sql,
+  accountId: number,
+  defs: PropertyDef[],
+  day: string,
+  leadDays: number,
+) => {
   const reader = matrixReader(defs, day, leadDays)
   const ids: number[] = []
   for (let after = 0; ; ) {
@@ -78,7 +97,11 @@ type ProbabilitiesWriter = (
 // The train_churn_model task. A training that cannot be made (too few labels) or that fails is
 // recorded as failed with its reason, and the model that served before keeps serving.
 // Run by the retrain cron without an account, it fans out one training per account.
-export const trainChurnTask = async (app: App, payload: CronPayload, writer: ProbabilitiesWriter) => {
+export const trainChurnTask = async (
+  app: App,
+  payload: CronPayload,
+  writer: ProbabilitiesWriter,
+) => {
   if (payload.account_id === undefined)
     return app.sql.begin(async (tx) => {
       const accounts = await markAllTraining(tx)
@@ -92,7 +115,13 @@ export const trainChurnTask = async (app: App, payload: CronPayload, writer: Pro
     const catalog = await readCatalog(app.sql, accountId, 'customer')
     const defs = row.features ? catalog.filter((d) => row.features!.includes(d.codename)) : catalog
     const day = today()
-    const { ids, matrix } = await readMatrix(app.sql, accountId, defs, day, app.config.churnModelLeadDays)
+    const { ids, matrix } = await readMatrix(
+      app.sql,
+      accountId,
+      defs,
+      day,
+      app.config.churnModelLeadDays,
+    )
     const churned = matrix.y.reduce((a, b) => a + b, 0)
     if (churned < MIN_CLASS || matrix.n - churned < MIN_CLASS)
       throw new TooFewLabels(tooFew(churned, matrix.n - churned))
@@ -104,7 +133,8 @@ export const trainChurnTask = async (app: App, payload: CronPayload, writer: Pro
       await saveTrained(tx, accountId, trained)
       for (let k = 0; k < ids.length; k += SAMPLE_PAGE)
         await write(tx, ids.slice(k, k + SAMPLE_PAGE), p.slice(k, k + SAMPLE_PAGE))
-      // Segments and "This week" read the probabilities too, as any writer of scores has them redone.
+      // Segments and "This week" read the probabilities too, as any writer of scores
+      // has them redone.
       await addCustomersChanged(tx, accountId)
     })
     return { trained: true, customers: matrix.n, algorithm: trained.model.algorithm }
@@ -123,14 +153,20 @@ const tooFew = (churned: number, active: number) =>
 // client hears it at once (422) rather than from a failed training.
 const checkLabels = async (sql: Sql, accountId: number) => {
   const [{ churned, active }] = await sql<{ churned: number; active: number }[]>`
-    select count(*) filter (where is_churned)::int as churned, count(*) filter (where not is_churned)::int as active
+    select count(*) filter (where is_churned)::int as churned,
+    count(*) filter (where not is_churned)::int as active
     from customers where account_id = ${accountId}`
   if (churned < MIN_CLASS || active < MIN_CLASS) refuse(422, tooFew(churned, active))
 }
 
 // The probabilities of the given customers by the account's serving model as of the scoring date,
 // none without one: the scoring of customers as they are processed (scoring/batch.ts writes them).
-export const churnProbabilitiesOf = async (sql: Sql | Tx, accountId: number, ids: number[], day: string) => {
+export const churnProbabilitiesOf = async (
+  sql: Sql | Tx,
+  accountId: number,
+  ids: number[],
+  day: string,
+) => {
   const model = await servingModel(sql, accountId)
   if (!model || ids.length === 0) return undefined
   const customers = await readSamples(sql, accountId, metricsOf(model.encoder.defs), { ids })
@@ -153,7 +189,10 @@ export const churnRiseDrivers = async (sql: Sql | Tx, accountId: number, ids: nu
   const labels = await readLabels(sql, accountId, 'customer')
   const day = today()
   return new Map(
-    customers.map((c) => [c.id, explainChurn(model, c.sample, day).up.map((d) => labels[d.codename] ?? d.codename)]),
+    customers.map((c) => [
+      c.id,
+      explainChurn(model, c.sample, day).up.map((d) => labels[d.codename] ?? d.codename),
+    ]),
   )
 }
 

@@ -10,7 +10,12 @@ const adminRoutes = routes.filter((r) => r.auth === 'admin')
 
 // An admin operation run directly: the same validation and handler as over HTTP, with path
 // parameters and query parameters from flags and the JSON body as text.
-export const invokeAdmin = async (route: Route, params: Record<string, string>, body: string, app: App) => {
+export const invokeAdmin = async (
+  route: Route,
+  params: Record<string, string>,
+  body: string,
+  app: App,
+) => {
   const req: Req = {
     id: 'cli',
     method: route.method,
@@ -34,13 +39,16 @@ const paramsOf = (path: string) => [...path.matchAll(/:(\w+)/g)].map((m) => m[1]
 export const adminUsage = () =>
   [
     'service admin <operation> ' +
-      [...new Set(adminRoutes.flatMap((r) => paramsOf(r.path)))].map((p) => `[--${p} VALUE]`).join(' ') +
+      [...new Set(adminRoutes.flatMap((r) => paramsOf(r.path)))]
+        .map((p) => `[--${p} VALUE]`)
+        .join(' ') +
       ' [--<query parameter> VALUE] [JSON body]',
     '(--id is the account id)',
     '',
     'Runs the admin API operations directly against the database. Operations:',
     ...adminRoutes.map(
-      (r) => `  ${r.name!.padEnd(18)} ${r.method.padEnd(6)} ${r.path.replace(/:(\w+)/g, '{$1}')}  ${r.summary}`,
+      (r) =>
+        `  ${r.name!.padEnd(18)} ${r.method.padEnd(6)} ${r.path.replace(/:(\w+)/g, '{$1}')}  ${r.summary}`,
     ),
     '',
     'Example: service admin create-account \'{"name":"Acme"}\'',

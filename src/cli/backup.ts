@@ -33,7 +33,11 @@ const seconds = (ms: number) => `${(ms / 1000).toFixed(1)} s`
 const withBar = async <T>(unit: string, work: (progress?: Progress) => Promise<T>): Promise<T> => {
   if (!process.stderr.isTTY) return work()
   const shown = new cliProgress.SingleBar(
-    { stream: process.stderr, hideCursor: true, format: `{bar} {percentage}% | {value}/{total} ${unit} | {table}` },
+    {
+      stream: process.stderr,
+      hideCursor: true,
+      format: `{bar} {percentage}% | {value}/{total} ${unit} | {table}`,
+    },
     cliProgress.Presets.shades_classic,
   )
   let started = false
@@ -69,7 +73,10 @@ export const runBackupCommand = async (sql: Sql, config: Config, args: string[])
   const to = given.values.to ?? config.backupDir
   const key = config.backupKey
   const made = await withBar('rows (estimated)', (progress) =>
-    backup(sql, join(backupFolder(resolve(to)), backupName(new Date(), key !== undefined)), { key, progress }),
+    backup(sql, join(backupFolder(resolve(to)), backupName(new Date(), key !== undefined)), {
+      key,
+      progress,
+    }),
   )
   process.stdout.write(
     `Wrote ${made.file} (${size(made.bytes)}, ${made.rows} rows of ${made.tables} tables) in ${seconds(made.ms)}\n`,

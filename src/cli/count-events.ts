@@ -15,7 +15,8 @@ export const runCountEvents = async (sql: Sql, args: string[]): Promise<number> 
   const { values } = parseArgs({ args, options: { account: { type: 'string' } }, strict: false })
   // Without a value (--account alone, or before another option) it is no account id.
   const given = values.account
-  const account = given === undefined ? undefined : typeof given === 'string' ? Number(given) : Number.NaN
+  const account =
+    given === undefined ? undefined : typeof given === 'string' ? Number(given) : Number.NaN
   if (account !== undefined && !(Number.isSafeInteger(account) && account > 0)) {
     process.stderr.write(`--account needs an account id.\n\n${countEventsUsage}`)
     return 2

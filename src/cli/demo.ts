@@ -17,8 +17,15 @@ export const createDemoIfEmpty = async (sql: Sql, port: number, dataDir: string,
   if (await anyAccount(sql)) return
   const account = await createAccount(sql, { name: 'Demo', source_of_truth: 'API' })
   const key = await createKey(sql, account.id, { scopes: ['search', 'upload', 'track'] })
-  await defineProperty(sql, account.id, { entity: 'customer', kind: 'metric', codename: 'logins', type: 'number' })
-  const model = { customer: { engagement: [{ codename: 'logins', weight: 100, bad: 0, good: 40 }] } }
+  await defineProperty(sql, account.id, {
+    entity: 'customer',
+    kind: 'metric',
+    codename: 'logins',
+    type: 'number',
+  })
+  const model = {
+    customer: { engagement: [{ codename: 'logins', weight: 100, bad: 0, good: 40 }] },
+  }
   await putScoringModel(sql, account.id, v.parse(ScoringModelSchema, model))
   const base = `http://localhost:${port}`
   const text =

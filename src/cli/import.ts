@@ -24,7 +24,8 @@ const PLAIN_EVERY_MS = 2000
 
 const rate = (stats: ImportStats, started: number) =>
   Math.round(stats.read / Math.max((performance.now() - started) / 1000, 0.001))
-const percent = (stats: ImportStats, total: number) => (total ? Math.floor((100 * stats.bytes) / total) : 100)
+const percent = (stats: ImportStats, total: number) =>
+  total ? Math.floor((100 * stats.bytes) / total) : 100
 
 // A bar on a terminal; on a pipe or file, one plain line every 2 s.
 const progress = (stats: ImportStats, totalBytes: number, started: number) => {
@@ -35,7 +36,8 @@ const progress = (stats: ImportStats, totalBytes: number, started: number) => {
       {
         stream: out,
         hideCursor: true,
-        format: '{bar} {percentage}% | {read} rows | {rate} rows/s | {errors} errors | {duration_formatted}',
+        format:
+          '{bar} {percentage}% | {read} rows | {rate} rows/s | {errors} errors | {duration_formatted}',
       },
       cliProgress.Presets.shades_classic,
     )
@@ -119,7 +121,11 @@ export const runImport = async (app: App, args: string[]): Promise<number> => {
   const [kind, file, ...rest] = args
   const i = rest.indexOf('--account')
   const accountId = i >= 0 ? Number(rest[i + 1]) : NaN
-  if ((kind !== 'customers' && kind !== 'contacts') || !file || !(Number.isSafeInteger(accountId) && accountId > 0)) {
+  if (
+    (kind !== 'customers' && kind !== 'contacts') ||
+    !file ||
+    !(Number.isSafeInteger(accountId) && accountId > 0)
+  ) {
     process.stderr.write(importUsage)
     return 2
   }
@@ -155,6 +161,8 @@ export const runImport = async (app: App, args: string[]): Promise<number> => {
     stop.done()
   }
   const signal = stop.signal.aborted ? String(stop.signal.reason) : undefined
-  process.stdout.write(summary(stats, (performance.now() - started) / 1000, accountId, { failure, signal }))
+  process.stdout.write(
+    summary(stats, (performance.now() - started) / 1000, accountId, { failure, signal }),
+  )
   return failure || signal ? 2 : stats.errors ? 1 : 0
 }

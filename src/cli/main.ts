@@ -15,8 +15,9 @@ import { importUsage, runImport } from './import.ts'
 
 // The one table of commands (as KNOBS is of the environment): what `service --help` lists, each
 // command's own --help, and how it runs. `serving` commands run the service; the others are one-off
-// commands on an admin connection, `migrated` ones after the migrations (a backup is of the database
-// as it is; a restore makes the schema of the backup's own version, which the next start migrates).
+// commands on an admin connection, `migrated` ones after the migrations (a backup is of
+// the database as it is; a restore makes the schema of the backup's own version, which the
+// next start migrates).
 interface Command {
   // The command's line in `service --help`: its arguments, then what it does.
   synopsis: string
@@ -94,19 +95,21 @@ Environment:
 ${environmentHelp()}
 `
 
-// A serving process keeps little alive and makes much short-lived garbage: with V8's defaults its RSS
-// sat at several times the live heap. More, smaller collections trade some CPU for it (docs/benchmarks.md,
-// "Figures behind code choices"). Set here rather than as node flags, so the bundle, the single executable
-// and `node src/cli/main.ts` all run with them; the same flag given to node on the command line wins.
+// A serving process keeps little alive and makes much short-lived garbage: with V8's defaults
+// its RSS sat at several times the live heap. More, smaller collections trade some CPU for it
+// (docs/benchmarks.md, "Figures behind code choices"). Set here rather than as node flags, so the
+// bundle, the single executable and `node src/cli/main.ts` all run with them; the same flag given
+// to node on the command line wins.
 const HEAP_FLAGS = ['--semi-space-growth-factor=1', '--heap-growing-percent=20']
 const tuneHeap = () => {
   for (const flag of HEAP_FLAGS)
-    if (!process.execArgv.some((given) => given.startsWith(flag.split('=')[0]))) v8.setFlagsFromString(flag)
+    if (!process.execArgv.some((given) => given.startsWith(flag.split('=')[0])))
+      v8.setFlagsFromString(flag)
 }
 
 // SIGTERM/SIGINT drain in-flight requests and jobs, stop what was started, log one line naming the
-// signal, then exit 0. Set up before anything starts: a signal during start-up (the embedded database
-// already running, the demo account being made) must not leave a process behind.
+// signal, then exit 0. Set up before anything starts: a signal during start-up (the embedded
+// database already running, the demo account being made) must not leave a process behind.
 const stops: (() => Promise<void>)[] = []
 const onSignal = (command: string, log: Log) => (signal: NodeJS.Signals) => {
   const started = performance.now()
@@ -114,11 +117,19 @@ const onSignal = (command: string, log: Log) => (signal: NodeJS.Signals) => {
     for (const stop of stops.reverse()) await stop()
   })().then(
     () => {
-      log('info', 'stopped', { command, reason: signal, ms: Math.round(performance.now() - started) })
+      log('info', 'stopped', {
+        command,
+        reason: signal,
+        ms: Math.round(performance.now() - started),
+      })
       process.exit(0)
     },
     (err) => {
-      log('error', 'stopped', { command, reason: signal, error: String((err as Error)?.message ?? err) })
+      log('error', 'stopped', {
+        command,
+        reason: signal,
+        error: String((err as Error)?.message ?? err),
+      })
       process.exit(1)
     },
   )
@@ -126,7 +137,8 @@ const onSignal = (command: string, log: Log) => (signal: NodeJS.Signals) => {
 
 const main = async (argv: string[]): Promise<number | undefined> => {
   const [command, ...args] = argv
-  if (!command || command === '--help' || command === 'help') return void process.stdout.write(usage)
+  if (!command || command === '--help' || command === 'help')
+    return void process.stdout.write(usage)
   const known = Object.hasOwn(COMMANDS, command) ? COMMANDS[command] : undefined
   if (args.includes('--help')) {
     const help = known?.help ?? usage
@@ -152,18 +164,33 @@ const main = async (argv: string[]): Promise<number | undefined> => {
   if (db.dataDir) {
     const url = new URL(db.url)
     url.password = ''
-    log('info', 'embedded database', { url: url.toString(), password_file: db.passwordFile, data: db.dataDir })
+    log('info', 'embedded database', {
+      url: url.toString(),
+      password_file: db.passwordFile,
+      data: db.dataDir,
+    })
   }
   if (serving) {
-    const { values } = parseArgs({ args, options: { 'no-worker': { type: 'boolean' } }, strict: false })
-    const parts = { http: command === 'serve', worker: command === 'worker' || !values['no-worker'] }
+    const { values } = parseArgs({
+      args,
+      options: { 'no-worker': { type: 'boolean' } },
+      strict: false,
+    })
+    const parts = {
+      http: command === 'serve',
+      worker: command === 'worker' || !values['no-worker'],
+    }
     const service = await startService(config, db.url, parts).catch(async (err) => {
       await db.stop()
       throw err
     })
     stops.push(service.stop)
     if (service.port !== undefined) {
-      log('info', 'listening', { port: service.port, worker: parts.worker, embedded: db.dataDir !== undefined })
+      log('info', 'listening', {
+        port: service.port,
+        worker: parts.worker,
+        embedded: db.dataDir !== undefined,
+      })
       if (db.dataDir) {
         // A signal while the demo account is being made stops the service after it, not under it.
         const demo = createDemoIfEmpty(service.app.sql, service.port, db.dataDir, log)
@@ -180,7 +207,9 @@ const main = async (argv: string[]): Promise<number | undefined> => {
     if (command === 'restore') return await runRestoreCommand(sql, config, db.url, args)
     if (command === 'migrate') {
       const applied = await migrate(sql, db.url)
-      process.stdout.write(applied.length ? `Applied ${applied.join(', ')}\n` : 'Nothing to apply.\n')
+      process.stdout.write(
+        applied.length ? `Applied ${applied.join(', ')}\n` : 'Nothing to apply.\n',
+      )
       return 0
     }
     await migrate(sql, db.url)

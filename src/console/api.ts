@@ -6,7 +6,9 @@ import type { components, operations } from './openapi.ts'
 // openapi-types`), so a changed schema fails the console's typecheck instead of its users.
 type Schemas = components['schemas']
 // What an operation takes, for shapes the document does not name.
-type BodyOf<Op extends keyof operations> = NonNullable<operations[Op]['requestBody']>['content']['application/json']
+type BodyOf<Op extends keyof operations> = NonNullable<
+  operations[Op]['requestBody']
+>['content']['application/json']
 
 export type Customer = Schemas['Customer']
 export type CustomerDetail = Schemas['CustomerWithExplanation']
@@ -21,8 +23,9 @@ export type SortKey = NonNullable<BodyOf<'searchCustomers'>['sort']>[number]
 export type Selection = Pick<BodyOf<'searchCustomers'>, 'filters' | 'where'>
 type Page = Schemas['CustomerPage']
 
-// A refusal as the service words it: Problem Details' sentence plus each place the request is wrong,
-// and the seconds its Retry-After header asks to wait (a 429), for the page to say when to retry.
+// A refusal as the service words it: Problem Details' sentence plus each place the request
+// is wrong, and the seconds its Retry-After header asks to wait (a 429), for the page to
+// say when to retry.
 export class ApiError extends Error {
   constructor(
     readonly status: number,
@@ -34,8 +37,12 @@ export class ApiError extends Error {
 }
 
 const describe = (status: number, problem: Partial<Schemas['ProblemDetails']> | undefined) => {
-  const errors = (problem?.errors ?? []).map((e) => (e.path ? `${e.path}: ${e.message}` : e.message))
-  return [problem?.detail ?? problem?.title ?? `The service answered ${status}.`, ...errors].join(' ')
+  const errors = (problem?.errors ?? []).map((e) =>
+    e.path ? `${e.path}: ${e.message}` : e.message,
+  )
+  return [problem?.detail ?? problem?.title ?? `The service answered ${status}.`, ...errors].join(
+    ' ',
+  )
 }
 
 const request = async <T>(
@@ -51,7 +58,8 @@ const request = async <T>(
   const res = await fetch(path, { method, headers, body: json, signal })
   const data = await res.json().catch(() => undefined)
   const wait = Number(res.headers.get('retry-after'))
-  if (!res.ok) throw new ApiError(res.status, describe(res.status, data), wait > 0 ? wait : undefined)
+  if (!res.ok)
+    throw new ApiError(res.status, describe(res.status, data), wait > 0 ? wait : undefined)
   return data as T
 }
 
@@ -61,10 +69,17 @@ const request = async <T>(
 const SESSION = 'session '
 const sessionCredential = (csrfToken: string) => `${SESSION}${csrfToken}`
 const headersOf = (credential: string): Record<string, string> =>
-  credential.startsWith(SESSION) ? { 'x-csrf-token': credential.slice(SESSION.length) } : { 'service-key': credential }
+  credential.startsWith(SESSION)
+    ? { 'x-csrf-token': credential.slice(SESSION.length) }
+    : { 'service-key': credential }
 
-export const call = <T>(key: string, method: string, path: string, body?: unknown, signal?: AbortSignal) =>
-  request<T>(headersOf(key), method, path, body, signal)
+export const call = <T>(
+  key: string,
+  method: string,
+  path: string,
+  body?: unknown,
+  signal?: AbortSignal,
+) => request<T>(headersOf(key), method, path, body, signal)
 
 // The admin API (/admin/v1) with the operator's token, for the accounts, uploads, webhooks and
 // settings views; `path` is below the account's own address.
@@ -80,7 +95,11 @@ export const startBackup = (token: string) =>
 
 // The events a webhook can subscribe to, as the service lists them.
 export const eventTypes = (token: string) =>
-  request<Schemas['EventType'][]>({ authorization: `Bearer ${token}` }, 'GET', '/admin/v1/event-types')
+  request<Schemas['EventType'][]>(
+    { authorization: `Bearer ${token}` },
+    'GET',
+    '/admin/v1/event-types',
+  )
 
 type Search = BodyOf<'searchCustomers'>
 
@@ -100,13 +119,17 @@ export const contactsOf = (key: string, customerId: string, limit: number) =>
 export const setChurned = (key: string, id: string, churned: boolean) =>
   call<Customer>(key, 'PUT', `/api/v1/customer/${encodeURIComponent(id)}`, { is_churned: churned })
 
-export type Segment = operations['listSegments']['responses'][200]['content']['application/json'][number]
+export type Segment =
+  operations['listSegments']['responses'][200]['content']['application/json'][number]
 
 export const listSegments = (key: string) => call<Segment[]>(key, 'GET', '/api/v1/segments')
 
 // A saved segment's members as customer search answers its saved body, a page at a time.
-export const searchSegment = (key: string, id: number, page: { limit: number; after?: number | string }) =>
-  call<Page>(key, 'POST', `/api/v1/segments/${id}/search`, page)
+export const searchSegment = (
+  key: string,
+  id: number,
+  page: { limit: number; after?: number | string },
+) => call<Page>(key, 'POST', `/api/v1/segments/${id}/search`, page)
 
 // The sampled customers of the matrix, with both scores (docs/api.md, "Aggregates").
 export type Point = NonNullable<Schemas['CustomerAggregate']['points']>['items'][number]
@@ -121,7 +144,8 @@ export type Movements = Week['movements']['churned']
 export type Mover = Movements['customers'][number]
 export type Counted = Week['renewals']['at_risk']
 export type QuadrantName = keyof Week['weeks'][number]['quadrants']
-export const weekReport = (key: string, days: 7 | 30) => call<Week>(key, 'GET', `/api/v1/insights/week?days=${days}`)
+export const weekReport = (key: string, days: 7 | 30) =>
+  call<Week>(key, 'GET', `/api/v1/insights/week?days=${days}`)
 
 // The admin API's answers, for the accounts, settings, webhooks and scoring views.
 export type Account = Schemas['Account']
@@ -132,18 +156,26 @@ export type Webhook = Schemas['Webhook']
 export type NewWebhook = Schemas['NewWebhook']
 export type Delivery = Schemas['Delivery']
 export type Model = Schemas['ScoringModel']
-export type ScoringPreview = operations['previewScoring']['responses'][200]['content']['application/json']
+export type ScoringPreview =
+  operations['previewScoring']['responses'][200]['content']['application/json']
 
 // The account's property definitions with their labels, for names people read and typed filters.
 export const accountProperties = (key: string) => call<Property[]>(key, 'GET', '/api/v1/properties')
 // A property as people read it: its label, else its codename.
-export const labelOf = (properties: Property[] | undefined, codename: string, entity = 'customer') =>
-  properties?.find((p) => p.codename === codename && p.entity === entity)?.label ?? codename
+export const labelOf = (
+  properties: Property[] | undefined,
+  codename: string,
+  entity = 'customer',
+) => properties?.find((p) => p.codename === codename && p.entity === entity)?.label ?? codename
 
 // The key's own account (its name for the header) and its users, the customers' owners: an owner
 // is answered as an email, and a person reads the name the operator gave it, where there is one.
 export const keyAccount = (key: string) =>
-  call<operations['keyAccount']['responses'][200]['content']['application/json']>(key, 'GET', '/api/v1/account')
+  call<operations['keyAccount']['responses'][200]['content']['application/json']>(
+    key,
+    'GET',
+    '/api/v1/account',
+  )
 export type User = Schemas['User']
 export const accountUsers = (key: string) => call<User[]>(key, 'GET', '/api/v1/users')
 export const ownerName = (users: User[] | undefined, email: string) =>
@@ -152,7 +184,11 @@ export const ownerName = (users: User[] | undefined, email: string) =>
 export const listUploads = (key: string) => call<Upload[]>(key, 'GET', '/api/v1/uploads')
 
 export const customerEvents = (key: string, id: string, limit: number) =>
-  call<Schemas['Events']>(key, 'GET', `/api/v1/customer/${encodeURIComponent(id)}/events?limit=${limit}`)
+  call<Schemas['Events']>(
+    key,
+    'GET',
+    `/api/v1/customer/${encodeURIComponent(id)}/events?limit=${limit}`,
+  )
 
 // A person signed in (docs/console.md, "Signing in"): who, in which account, the CSRF token and
 // what the role's grants cover.
@@ -165,7 +201,8 @@ export const signOutPerson = (me: Me) =>
   request<void>(headersOf(sessionCredential(me.csrf_token)), 'POST', `${AUTH}/sign-out`)
 export const setPassword = (token: string, password: string) =>
   request<User>({}, 'POST', `${AUTH}/password`, { token, password })
-// The identity provider's page, by a top-level navigation (it redirects there and back to /console).
+// The identity provider's page, by a top-level navigation (it redirects there and back
+// to /console).
 export const ssoStart = (account: number) => `${AUTH}/sso/${account}/start`
 
 // Session storage: a credential is gone when the tab closes and is never shared with other tabs.
@@ -180,7 +217,11 @@ const KEY = 'console.service-key'
 const ADMIN = 'console.admin-token'
 const ACCOUNT = 'console.account'
 const PERSON = 'console.signed-in'
-export const personSession = (me: Me): Session => ({ kind: 'user', secret: sessionCredential(me.csrf_token), me })
+export const personSession = (me: Me): Session => ({
+  kind: 'user',
+  secret: sessionCredential(me.csrf_token),
+  me,
+})
 export const rememberPerson = () => localStorage.setItem(PERSON, 'yes')
 export const forgetPerson = () => localStorage.removeItem(PERSON)
 export const mayBeSignedIn = () => localStorage.getItem(PERSON) === 'yes'
@@ -202,19 +243,25 @@ export const storeAccount = (id: number) => sessionStorage.setItem(ACCOUNT, Stri
 // The account's people and audit log through either door: the operator's admin API
 // (/admin/v1/accounts/{id}/users ...) or an account admin's session (/api/v1/users ...), which
 // answer the same shapes below those prefixes.
-export type Door = { kind: 'admin'; token: string; account: number } | { kind: 'user'; credential: string }
+export type Door =
+  | { kind: 'admin'; token: string; account: number }
+  | { kind: 'user'; credential: string }
 export const through = <T>(door: Door, method: string, path: string, body?: unknown) =>
   door.kind === 'admin'
     ? admin<T>(door.token, method, `/${door.account}${path}`, body)
     : call<T>(door.credential, method, `/api/v1${path}`, body)
-export type Invite = operations['inviteAccountUser']['responses'][201]['content']['application/json']
-export type ResetLink = operations['resetAccountUser']['responses'][201]['content']['application/json']
+export type Invite =
+  operations['inviteAccountUser']['responses'][201]['content']['application/json']
+export type ResetLink =
+  operations['resetAccountUser']['responses'][201]['content']['application/json']
 export type AuditPage = operations['listAudit']['responses'][200]['content']['application/json']
 export type AuditEntry = AuditPage['entries'][number]
 export type SsoConfig = operations['setSso']['responses'][200]['content']['application/json']
 export type SsoBody = BodyOf<'setSso'>
-export type ChurnModelState = operations['getChurnModel']['responses'][200]['content']['application/json']
+export type ChurnModelState =
+  operations['getChurnModel']['responses'][200]['content']['application/json']
 export const churnModel = (key: string) => call<ChurnModelState>(key, 'GET', '/api/v1/churn-model')
-export type TrainingStarted = operations['trainChurnModel']['responses'][202]['content']['application/json']
+export type TrainingStarted =
+  operations['trainChurnModel']['responses'][202]['content']['application/json']
 // The roles in the service's order (its type checks this list against the document's).
 export const ROLES = ['viewer', 'manager', 'admin'] as const satisfies readonly User['role'][]

@@ -32,7 +32,15 @@ import { Webhooks } from './webhooks.ts'
 import { WeekView } from './week.ts'
 
 // Views live in the URL's fragment, so the service serves one page and a view can be bookmarked.
-type Name = 'week' | 'matrix' | 'customers' | 'customer' | 'accounts' | 'uploads' | 'webhooks' | 'settings'
+type Name =
+  | 'week'
+  | 'matrix'
+  | 'customers'
+  | 'customer'
+  | 'accounts'
+  | 'uploads'
+  | 'webhooks'
+  | 'settings'
 type Listed = Exclude<Name, 'customer'>
 type View =
   | { name: Exclude<Listed, 'customers' | 'week'> }
@@ -87,10 +95,14 @@ const viewOf = (hash: string, kind: Session['kind'], nav: Listed[]): View => {
   const [path, query] = hash.split('?', 2)
   const customer = /^#\/customer\/(.+)$/.exec(path)
   const given = customer ? 'customer' : path.slice(2)
-  if (!Object.hasOwn(TITLES, given) || given === 'missing') return { name: 'missing', why: 'There is no such view.' }
+  if (!Object.hasOwn(TITLES, given) || given === 'missing')
+    return { name: 'missing', why: 'There is no such view.' }
   const name = given as Name
   if (kind === 'admin' && KEY_ONLY.includes(name)) {
-    return { name: 'missing', why: "This view shows an account's customers: sign in with that account's key." }
+    return {
+      name: 'missing',
+      why: "This view shows an account's customers: sign in with that account's key.",
+    }
   }
   if (!customer && !nav.includes(name as Listed)) {
     const why = NAV[kind].includes(name as Listed)
@@ -100,11 +112,14 @@ const viewOf = (hash: string, kind: Session['kind'], nav: Listed[]): View => {
   }
   if (customer) {
     const id = decode(customer[1])
-    return id ? { name: 'customer', id } : { name: 'missing', why: 'The customer id in the address is malformed.' }
+    return id
+      ? { name: 'customer', id }
+      : { name: 'missing', why: 'The customer id in the address is malformed.' }
   }
   if (name === 'week') {
     const days = new URLSearchParams(query).get('days') ?? '7'
-    if (days !== '7' && days !== '30') return { name: 'missing', why: 'The period is 7 or 30 days.' }
+    if (days !== '7' && days !== '30')
+      return { name: 'missing', why: 'The period is 7 or 30 days.' }
     return { name, days: Number(days) as 7 | 30 }
   }
   if (name === 'customers' && query) {
@@ -120,7 +135,9 @@ const viewOf = (hash: string, kind: Session['kind'], nav: Listed[]): View => {
       name,
       where: condition as Condition,
       title: params.get('title') ?? undefined,
-      order: propertyName ? { propertyName, direction: direction === 'desc' ? 'desc' : 'asc' } : undefined,
+      order: propertyName
+        ? { propertyName, direction: direction === 'desc' ? 'desc' : 'asc' }
+        : undefined,
       compare: compare === '7' || compare === '30' ? (Number(compare) as 7 | 30) : undefined,
     }
   }
@@ -148,7 +165,8 @@ const AccountName = ({ session, account }: { session: Session; account: number |
             : admin<Account>(session.secret, 'GET', `/${account}`),
     [session.secret, account],
   )
-  if (session.kind === 'admin' && account === null) return html`<span id="chosen-account">No account chosen</span>`
+  if (session.kind === 'admin' && account === null)
+    return html`<span id="chosen-account">No account chosen</span>`
   const id = named.data?.id ?? account
   return html`<span id="chosen-account" data-account=${id}>
     ${named.data ? named.data.name : ''}${id !== null && html` <span class="muted">(account ${id})</span>`}
@@ -212,10 +230,14 @@ export const App = () => {
     html`<a href=${`#/${name}`} aria-current=${view.name === name ? 'page' : undefined}>${TITLES[name]}</a>`
   // The admin's views other than the list work on the chosen account.
   const needsAccount =
-    session.kind === 'admin' && view.name !== 'accounts' && view.name !== 'missing' && account === null
+    session.kind === 'admin' &&
+    view.name !== 'accounts' &&
+    view.name !== 'missing' &&
+    account === null
   const body = () => {
     if (view.name === 'missing') return html`<${NotFound} why=${view.why} nav=${nav} />`
-    if (needsAccount) return html`<p>Choose an account first, in <a href="#/accounts">Accounts</a>.</p>`
+    if (needsAccount)
+      return html`<p>Choose an account first, in <a href="#/accounts">Accounts</a>.</p>`
     if (session.kind === 'admin') {
       const token = session.secret
       if (view.name === 'webhooks') return html`<${Webhooks} token=${token} account=${account} />`
@@ -237,8 +259,8 @@ export const App = () => {
     if (view.name === 'uploads') return html`<${Uploads} session=${session} account=${null} />`
     return html`<${Matrix} apiKey=${key} />`
   }
-  // The skip link is the first stop of the Tab key; it moves the focus rather than the fragment, which
-  // names the view.
+  // The skip link is the first stop of the Tab key; it moves the focus rather than the fragment,
+  // which names the view.
   return html`<${Grants.Provider} value=${session.kind === 'user' ? session.me.grants : null}>
     <a class="skip-link" href="#main" onClick=${focusOn('main')}>Skip to content</a>
     <header>

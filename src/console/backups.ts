@@ -11,7 +11,8 @@ const POLL_MS = 2000
 const POLLS = 150
 
 // The operator's backups: the files in the backup folder, and a button that has a worker make one.
-// The list is read again a few times after a start, as the worker writes the file in the background.
+// The list is read again a few times after a start, as the worker writes the file in
+// the background.
 export const Backups = ({ token }: { token: string }) => {
   const list = useData(() => listBackups(token), [token])
   const action = useAction()

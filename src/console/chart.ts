@@ -3,9 +3,9 @@ import { useEffect, useRef } from 'preact/hooks'
 import uPlot from 'uplot'
 import 'uplot/dist/uPlot.min.css'
 
-// The 12 weeks of the home view: customers per quadrant (left axis) and the median engagement (right
-// axis, dashed). Each series has its own dash as well as its colour, so the legend reads without
-// colour; the table beside the chart holds the same numbers for screen readers and links.
+// The 12 weeks of the home view: customers per quadrant (left axis) and the median engagement
+// (right axis, dashed). Each series has its own dash as well as its colour, so the legend reads
+// without colour; the table beside the chart holds the same numbers for screen readers and links.
 export interface WeekSeries {
   label: string
   colour: string
@@ -16,7 +16,15 @@ export interface WeekSeries {
 
 const HEIGHT = 260
 
-export const WeeksChart = ({ days, series, label }: { days: string[]; series: WeekSeries[]; label: string }) => {
+export const WeeksChart = ({
+  days,
+  series,
+  label,
+}: {
+  days: string[]
+  series: WeekSeries[]
+  label: string
+}) => {
   const box = useRef<HTMLDivElement>(null)
   useEffect(() => {
     const target = box.current!
@@ -42,8 +50,8 @@ export const WeeksChart = ({ days, series, label }: { days: string[]; series: We
             label: 'Customers',
             size: 56,
             incrs: [
-              1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10_000, 20_000, 50_000, 100_000, 200_000, 500_000,
-              1_000_000,
+              1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10_000, 20_000, 50_000, 100_000,
+              200_000, 500_000, 1_000_000,
             ],
           },
           { scale: 'median', side: 1, label: 'Median engagement', size: 56, grid: { show: false } },

@@ -1,6 +1,13 @@
 import { html } from 'htm/preact'
 import { useEffect, useState } from 'preact/hooks'
-import { type ChurnModelState, type Door, labelOf, type Property, through, type TrainingStarted } from './api.ts'
+import {
+  type ChurnModelState,
+  type Door,
+  labelOf,
+  type Property,
+  through,
+  type TrainingStarted,
+} from './api.ts'
 import { Empty, Failed, Loading, percent, When } from './format.ts'
 import { useAction, useData } from './load.ts'
 import { Scroller } from './scroller.ts'
@@ -20,7 +27,9 @@ const POLLS = 30
 const CalibrationChart = ({ bins }: { bins: Calibration }) => {
   const at = (p: number) => PAD + p * (SIZE - 2 * PAD)
   const most = Math.max(1, ...bins.map((b) => b.customers))
-  const said = bins.map((b) => `${percent(b.predicted)} predicted, ${percent(b.observed)} observed`).join('; ')
+  const said = bins
+    .map((b) => `${percent(b.predicted)} predicted, ${percent(b.observed)} observed`)
+    .join('; ')
   return html`<svg class="calibration" viewBox=${`0 0 ${SIZE} ${SIZE}`} width=${SIZE} height=${SIZE} role="img"
     aria-label=${`Calibration: ${said}`} data-bins=${bins.length}>
     <line x1=${at(0)} y1=${SIZE - at(0)} x2=${at(1)} y2=${SIZE - at(1)} class="grid" />
@@ -65,7 +74,9 @@ const Evaluation = ({ model, properties }: { model: ChurnModelState; properties?
             <th scope="col">Predicted</th><th scope="col">Observed</th><th scope="col">Customers</th>
           </tr></thead>
           <tbody>${e.calibration.map(
-            (b) => html`<tr><td class="num">${percent(b.predicted)}</td><td class="num">${percent(b.observed)}</td>
+            (
+              b,
+            ) => html`<tr><td class="num">${percent(b.predicted)}</td><td class="num">${percent(b.observed)}</td>
               <td class="num">${b.customers}</td></tr>`,
           )}</tbody>
         </table></${Scroller}>
@@ -82,9 +93,19 @@ const Evaluation = ({ model, properties }: { model: ChurnModelState; properties?
     </div>`
 }
 
-// The account's learned churn model in Settings, for the operator and for the account's admin alike.
-export const ChurnModelSettings = ({ door, properties }: { door: Door; properties?: Property[] }) => {
-  const model = useData(() => through<ChurnModelState>(door, 'GET', '/churn-model'), [JSON.stringify(door)])
+// The account's learned churn model in Settings, for the operator and for the account's
+// admin alike.
+export const ChurnModelSettings = ({
+  door,
+  properties,
+}: {
+  door: Door
+  properties?: Property[]
+}) => {
+  const model = useData(
+    () => through<ChurnModelState>(door, 'GET', '/churn-model'),
+    [JSON.stringify(door)],
+  )
   const action = useAction()
   const [polls, setPolls] = useState(0)
   const training = model.data?.status === 'training'
@@ -97,7 +118,9 @@ export const ChurnModelSettings = ({ door, properties }: { door: Door; propertie
     return () => clearTimeout(timer)
   }, [training, polls, model.data])
   const train = async () => {
-    const started = await action.run(() => through<TrainingStarted>(door, 'POST', '/churn-model/train'))
+    const started = await action.run(() =>
+      through<TrainingStarted>(door, 'POST', '/churn-model/train'),
+    )
     if (started) {
       setPolls(0)
       await model.reload()

@@ -12,7 +12,17 @@ import {
   setChurned,
 } from './api.ts'
 import { Contacts } from './contacts.ts'
-import { Empty, errorLine, Failed, Loading, percent, Score, type ScoreKind, signed, When } from './format.ts'
+import {
+  Empty,
+  errorLine,
+  Failed,
+  Loading,
+  percent,
+  Score,
+  type ScoreKind,
+  signed,
+  When,
+} from './format.ts'
 import { useAllows } from './grants.ts'
 import { useData } from './load.ts'
 import { Scroller } from './scroller.ts'
@@ -28,7 +38,8 @@ const Trend = ({ trend }: { trend: Record<string, number> | null }) => {
   if (!points.length) return html`<${Empty}>No engagement score yet.</${Empty}>`
   const times = points.map(([day]) => Date.parse(day))
   const span = times[times.length - 1] - times[0]
-  const x = (t: number) => (span ? LEFT + ((t - times[0]) / span) * (W - LEFT - RIGHT) : (LEFT + W - RIGHT) / 2)
+  const x = (t: number) =>
+    span ? LEFT + ((t - times[0]) / span) * (W - LEFT - RIGHT) : (LEFT + W - RIGHT) / 2
   const y = (s: number) => TOP + ((100 - s) / 200) * (H - TOP - BOTTOM)
   const line = points.map(([, s], i) => `${x(times[i]).toFixed(1)},${y(s).toFixed(1)}`).join(' ')
   const said = points.map(([day, s]) => `${day}: ${s}`).join(', ')
@@ -54,7 +65,10 @@ const EVENTS_SHOWN = 20
 
 // The latest events the tracker received for the customer, newest first, with what became of each.
 const Events = ({ apiKey, customerId }: { apiKey: string; customerId: string }) => {
-  const tracked = useData(() => customerEvents(apiKey, customerId, EVENTS_SHOWN), [apiKey, customerId])
+  const tracked = useData(
+    () => customerEvents(apiKey, customerId, EVENTS_SHOWN),
+    [apiKey, customerId],
+  )
   if (tracked.error) return html`<${Failed} error=${tracked.error} />`
   if (!tracked.data) return html`<${Loading} what="events" />`
   if (tracked.data.count === 0) return html`<${Empty}>No events tracked.</${Empty}>`
@@ -91,7 +105,15 @@ type ChurnDriver = NonNullable<CustomerDetail['churn_drivers']>['up'][number]
 
 // The learned model's probability, as a percentage, and the properties that move it most: each with
 // the customer's value and its share of the log-odds, so "raises" and "lowers" read from the sign.
-const ChurnDrivers = ({ title, id, drivers }: { title: string; id: string; drivers: ChurnDriver[] }) => html`<div>
+const ChurnDrivers = ({
+  title,
+  id,
+  drivers,
+}: {
+  title: string
+  id: string
+  drivers: ChurnDriver[]
+}) => html`<div>
   <h3>${title}</h3>
   ${
     drivers.length
@@ -122,7 +144,17 @@ const ChurnModel = ({ customer: c }: { customer: CustomerDetail }) =>
           </div>`
         }`
 
-const Card = ({ name, kind, value, extra }: { name: string; kind: ScoreKind; value: number | null; extra?: string }) =>
+const Card = ({
+  name,
+  kind,
+  value,
+  extra,
+}: {
+  name: string
+  kind: ScoreKind
+  value: number | null
+  extra?: string
+}) =>
   html`<div>
     <dt>${name}</dt>
     <dd><${Score} kind=${kind} value=${value} />${extra && html` <span class="diff">${extra}</span>`}</dd>
@@ -246,7 +278,8 @@ export const CustomerPage = ({ apiKey, id }: { apiKey: string; id: string }) => 
                 ${properties.map(
                   ([name, value]) => html`<tr>
                     <th scope="row">${labelOf(defined.data, name)}${
-                      labelOf(defined.data, name) !== name && html` <span class="muted codename">${name}</span>`
+                      labelOf(defined.data, name) !== name &&
+                      html` <span class="muted codename">${name}</span>`
                     }</th>
                     <td>${String(value)}</td>
                   </tr>`,

@@ -21,8 +21,8 @@ const PAGE = 100
 
 type Value = string | number | null
 // Each column's value (what CSV exports), where it differs how the table shows it, and the search
-// field it sorts by (owner and tags hold sets and do not sort; the ID is every order's last key). The
-// owner is answered as an email; the table shows the user's name where the account gave one.
+// field it sorts by (owner and tags hold sets and do not sort; the ID is every order's last key).
+// The owner is answered as an email; the table shows the user's name where the account gave one.
 interface Column {
   title: string
   value: (c: Customer) => Value
@@ -38,7 +38,12 @@ const COLUMNS: Column[] = [
     sort: 'name',
   },
   { title: 'ID', value: (c) => c.id },
-  { title: 'Engagement', value: (c) => c.engagementscore, num: 'engagement', sort: 'engagementscore' },
+  {
+    title: 'Engagement',
+    value: (c) => c.engagementscore,
+    num: 'engagement',
+    sort: 'engagementscore',
+  },
   { title: 'Fit', value: (c) => c.fitscore, num: 'fit', sort: 'fitscore' },
   { title: 'Churn risk', value: (c) => c.churn_risk, num: 'risk', sort: 'churn_risk' },
   { title: 'Upsell', value: (c) => c.upsell_score, num: 'upsell', sort: 'upsell_score' },
@@ -51,16 +56,21 @@ const COLUMNS: Column[] = [
   {
     title: 'Owner',
     value: (c) => c.owner,
-    show: (c, users) => (c.owner ? html`<span title=${c.owner}>${ownerName(users, c.owner)}</span>` : '–'),
+    show: (c, users) =>
+      c.owner ? html`<span title=${c.owner}>${ownerName(users, c.owner)}</span>` : '–',
   },
   { title: 'Tags', value: (c) => c.tags.join(', ') },
 ]
 // A list compared over 7 or 30 days (a movement of the home view) shows each customer's engagement
 // then and now, read from the search's past engagement fields.
-const pastFields = (days: 7 | 30) => [`engagementscore_${days}d_ago`, `engagementscore_change_${days}d`]
+const pastFields = (days: 7 | 30) => [
+  `engagementscore_${days}d_ago`,
+  `engagementscore_change_${days}d`,
+]
 const compared = (days: 7 | 30): Column => {
   const [ago, change] = pastFields(days)
-  const past = (c: Customer) => (typeof c.properties[ago] === 'number' ? (c.properties[ago] as number) : null)
+  const past = (c: Customer) =>
+    typeof c.properties[ago] === 'number' ? (c.properties[ago] as number) : null
   return {
     title: `Engagement ${days} days ago`,
     value: past,
@@ -80,8 +90,8 @@ const shown = (column: Column, c: Customer, users: User[] | undefined) => {
   return column.num ? html`<${Score} kind=${column.num} value=${v} />` : (v ?? '–')
 }
 
-// A spreadsheet runs a cell that starts with = + - @ as a formula; text cells get a leading quote so
-// that a customer's name cannot run one on the reader's machine. Numbers are left as they are.
+// A spreadsheet runs a cell that starts with = + - @ as a formula; text cells get a leading quote
+// so that a customer's name cannot run one on the reader's machine. Numbers are left as they are.
 const cell = (value: Value) => {
   if (value === null) return ''
   if (typeof value === 'number') return String(value)
@@ -95,7 +105,9 @@ const toCsv = (rows: Customer[], columns: Column[]) =>
     .join('\r\n') + '\r\n'
 
 const download = (rows: Customer[], columns: Column[]) => {
-  const url = URL.createObjectURL(new Blob([toCsv(rows, columns)], { type: 'text/csv;charset=utf-8' }))
+  const url = URL.createObjectURL(
+    new Blob([toCsv(rows, columns)], { type: 'text/csv;charset=utf-8' }),
+  )
   const link = Object.assign(document.createElement('a'), { href: url, download: 'customers.csv' })
   link.click()
   setTimeout(() => URL.revokeObjectURL(url), 0)
@@ -127,10 +139,18 @@ const pageOf = (
 
 const ORDER = { asc: 'ascending', desc: 'descending' } as const
 
-// `where` comes from the address (a number's link elsewhere in the console) and narrows whatever the
-// filter builder adds.
-// Offered as one control where the table's headers are hidden (the table read as cards).
-const SortChoice = ({ columns, sort, onSort }: { columns: Column[]; sort?: SortKey; onSort: (s?: SortKey) => void }) =>
+// `where` comes from the address (a number's link elsewhere in the console) and narrows whatever
+// the filter builder adds. Offered as one control where the table's headers are hidden (the
+// table read as cards).
+const SortChoice = ({
+  columns,
+  sort,
+  onSort,
+}: {
+  columns: Column[]
+  sort?: SortKey
+  onSort: (s?: SortKey) => void
+}) =>
   html`<div class="field sort-choice">
     <label for="customers-sort">Sort by</label>
     <select id="customers-sort" value=${sort ? `${sort.propertyName}:${sort.direction ?? 'asc'}` : ''}
@@ -167,7 +187,10 @@ export const Customers = ({
   const [segment, setSegment] = useState<Segment | undefined>()
   const [sort, setSort] = useState<SortKey | undefined>(order)
   const users = useData(() => accountUsers(apiKey), [apiKey])
-  const all = useMemo(() => (compare ? [COLUMNS[0], compared(compare), ...COLUMNS.slice(1)] : COLUMNS), [compare])
+  const all = useMemo(
+    () => (compare ? [COLUMNS[0], compared(compare), ...COLUMNS.slice(1)] : COLUMNS),
+    [compare],
+  )
   const properties = useMemo(() => (compare ? pastFields(compare) : undefined), [compare])
   const [rows, setRows] = useState<Customer[]>([])
   const [after, setAfter] = useState<number | string | undefined>()

@@ -3,8 +3,8 @@ import { useState } from 'preact/hooks'
 import { accountProperties, type Condition, type Filter } from './api.ts'
 import { useData } from './load.ts'
 
-// The search API's fields that every account has (docs/api.md), each with its type, which decides the
-// operators offered; the account's own attributes and metrics come typed and labelled from
+// The search API's fields that every account has (docs/api.md), each with its type, which decides
+// the operators offered; the account's own attributes and metrics come typed and labelled from
 // GET /api/v1/properties. A codename typed in that neither knows is offered every operator (the
 // service names a wrong one).
 type Operator = Filter['operator']
@@ -81,7 +81,8 @@ const EMPTY: Row = { property: '', operator: 'EQ', value: '', negate: false }
 const toFilter = ({ property, operator, value }: Row): Filter => {
   const propertyName = property.trim()
   if (NO_VALUE.has(operator)) return { propertyName, operator }
-  if (LISTS.has(operator)) return { propertyName, operator, values: value.split(',').map((v) => v.trim()) }
+  if (LISTS.has(operator))
+    return { propertyName, operator, values: value.split(',').map((v) => v.trim()) }
   return { propertyName, operator, value }
 }
 
@@ -98,13 +99,20 @@ const toConditions = (rows: Row[], any: boolean): Condition[] => {
 // Rows of property, operator and value, each negatable, matched all (AND) or any (OR); the service
 // validates them and its refusal is shown as it words it. Labels point at their fields by id: a
 // label wrapped around a select would take in every option's text as the field's name.
-export const FilterBuilder = ({ apiKey, onApply }: { apiKey: string; onApply: (conditions: Condition[]) => void }) => {
+export const FilterBuilder = ({
+  apiKey,
+  onApply,
+}: {
+  apiKey: string
+  onApply: (conditions: Condition[]) => void
+}) => {
   const defined = useData(() => accountProperties(apiKey), [apiKey])
   const own = (defined.data ?? []).filter((p) => p.entity === 'customer')
   const kinds: Kinds = { ...Object.fromEntries(own.map((p) => [p.codename, p.type])), ...FIELDS }
   const [rows, setRows] = useState<Row[]>([])
   const [any, setAny] = useState(false)
-  const change = (i: number, patch: Partial<Row>) => setRows(rows.map((r, j) => (j === i ? { ...r, ...patch } : r)))
+  const change = (i: number, patch: Partial<Row>) =>
+    setRows(rows.map((r, j) => (j === i ? { ...r, ...patch } : r)))
   const submit = (e: Event) => {
     e.preventDefault()
     onApply(
@@ -132,7 +140,10 @@ export const FilterBuilder = ({ apiKey, onApply }: { apiKey: string; onApply: (c
               onInput=${(e: Event) => {
                 const property = text(e)
                 const offered = operatorsFor(kinds, property)
-                change(i, { property, operator: offered.includes(row.operator) ? row.operator : offered[0] })
+                change(i, {
+                  property,
+                  operator: offered.includes(row.operator) ? row.operator : offered[0],
+                })
               }} />
           </div>
           <div class="field">

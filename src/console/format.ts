@@ -1,10 +1,10 @@
 import { html } from 'htm/preact'
 
 export const customerHref = (id: string) => `#/customer/${encodeURIComponent(id)}`
-// The customers list narrowed to a condition of the search API's `where` tree (docs/api.md, "Trees"):
-// how the home view and the matrix link each number to the customers behind it. A list may carry a
-// title in words, its order ("engagementscore_change_7d:asc") and the days its engagement is compared
-// over (the list then shows each customer's engagement then and now).
+// The customers list narrowed to a condition of the search API's `where` tree (docs/api.md,
+// "Trees"): how the home view and the matrix link each number to the customers behind it. A
+// list may carry a title in words, its order ("engagementscore_change_7d:asc") and the days its
+// engagement is compared over (the list then shows each customer's engagement then and now).
 export interface ListOptions {
   title?: string
   order?: string
@@ -22,7 +22,8 @@ export const customersHref = (where?: unknown, options: ListOptions = {}) => {
 // 5 MB, 32 KB: a file's size in the binary units the service's messages and `service backup` use
 // (src/validate.ts's size(), which browser code cannot import).
 export const fileSize = (bytes: number) => {
-  const [unit, scale] = bytes >= 1024 ** 2 ? ['MB', 1024 ** 2] : bytes >= 1024 ? ['KB', 1024] : ['bytes', 1]
+  const [unit, scale] =
+    bytes >= 1024 ** 2 ? ['MB', 1024 ** 2] : bytes >= 1024 ? ['KB', 1024] : ['bytes', 1]
   return `${Number((bytes / scale).toFixed(1))} ${unit}`
 }
 
@@ -33,16 +34,16 @@ export const percent = (p: number) => `${Math.round(p * 1000) / 10}%`
 
 export const signed = (value: number) => (value > 0 ? `+${value}` : value < 0 ? `−${-value}` : '±0')
 
-// Green (no risk) through amber to red (certain churn); grey until scored. At 33% lightness every hue
-// keeps 3.2:1 or more against the white plot (the grey 4.5:1), as non-text contrast asks.
+// Green (no risk) through amber to red (certain churn); grey until scored. At 33% lightness every
+// hue keeps 3.2:1 or more against the white plot (the grey 4.5:1), as non-text contrast asks.
 export const riskColour = (risk: number | null) =>
   risk === null ? 'hsl(0 0% 46%)' : `hsl(${Math.round(130 - 1.3 * risk)} 75% 33%)`
 
-// A score's band: engagement and fit run -100..100, churn risk and upsell 0..100, and for churn risk
-// high is bad. Engagement below 0 is the service's churn risk (the matrix's and the home view's
-// quadrant, docs/api.md "This week"), and fit below 0 its poor fit: so below 0 is poor, and a badge
-// agrees with the list it stands in. Colour alone would fail readers who cannot tell green from red,
-// so each band also has its own shape and word.
+// A score's band: engagement and fit run -100..100, churn risk and upsell 0..100, and for churn
+// risk high is bad. Engagement below 0 is the service's churn risk (the matrix's and the home
+// view's quadrant, docs/api.md "This week"), and fit below 0 its poor fit: so below 0 is poor, and
+// a badge agrees with the list it stands in. Colour alone would fail readers who cannot tell green
+// from red, so each band also has its own shape and word.
 export type ScoreKind = 'engagement' | 'fit' | 'risk' | 'upsell'
 type Band = 'good' | 'fair' | 'poor' | 'none'
 export const CHURN_RISK_BELOW = 0
@@ -78,7 +79,11 @@ const UNITS: [Intl.RelativeTimeFormatUnit, number][] = [
   ['second', 1],
 ]
 const relative = new Intl.RelativeTimeFormat('en', { numeric: 'auto' })
-const absolute = new Intl.DateTimeFormat('en-GB', { dateStyle: 'medium', timeStyle: 'short', timeZone: 'UTC' })
+const absolute = new Intl.DateTimeFormat('en-GB', {
+  dateStyle: 'medium',
+  timeStyle: 'short',
+  timeZone: 'UTC',
+})
 const dateOnly = new Intl.DateTimeFormat('en-GB', { dateStyle: 'medium', timeZone: 'UTC' })
 // A day is said in days at the finest ("today", "3 days ago"), a time down to seconds.
 const DAY_UNITS = UNITS.filter(([unit]) => unit === 'year' || unit === 'month' || unit === 'day')
@@ -87,23 +92,27 @@ export const ago = (at: Date, now = Date.now(), units = UNITS) => {
   const [unit, size] = units.find(([, s]) => Math.abs(seconds) >= s) ?? units[units.length - 1]
   return relative.format(Math.round(seconds / size), unit)
 }
-// A time as people say it ("3 days ago"), the exact one (UTC) on hover and on keyboard focus; a date
-// without a time (YYYY-MM-DD) is a day, not midnight, so it reads "today" rather than "5 hours ago".
+// A time as people say it ("3 days ago"), the exact one (UTC) on hover and on keyboard focus;
+// a date without a time (YYYY-MM-DD) is a day, not midnight, so it reads "today" rather
+// than "5 hours ago".
 export const When = ({ at, none = '–' }: { at: string | null | undefined; none?: string }) => {
   if (!at) return none
   const day = /^\d{4}-\d{2}-\d{2}$/.test(at)
   const date = new Date(at)
   if (Number.isNaN(date.getTime())) return at
   const exact = day ? dateOnly.format(date) : `${absolute.format(date)} UTC`
-  const said = day ? ago(date, Date.parse(new Date().toISOString().slice(0, 10)), DAY_UNITS) : ago(date)
+  const said = day
+    ? ago(date, Date.parse(new Date().toISOString().slice(0, 10)), DAY_UNITS)
+    : ago(date)
   return html`<time class="when" datetime=${at} title=${exact} data-exact=${exact} tabindex="0">${said}</time>`
 }
 
 // A day as a date ("1 Mar 2027"), where a sentence needs a date rather than "in 3 months".
-export const Day = ({ at }: { at: string }) => html`<time datetime=${at}>${dateOnly.format(new Date(at))}</time>`
+export const Day = ({ at }: { at: string }) =>
+  html`<time datetime=${at}>${dateOnly.format(new Date(at))}</time>`
 
-// A link within the page that moves the focus to the element of that id (which takes it: tabindex -1)
-// and scrolls it into view, leaving the fragment, which names the view, as it is.
+// A link within the page that moves the focus to the element of that id (which takes it: tabindex
+// -1) and scrolls it into view, leaving the fragment, which names the view, as it is.
 export const focusOn = (id: string) => (e: Event) => {
   e.preventDefault()
   document.getElementById(id)?.focus()
@@ -114,7 +123,9 @@ export const Loading = ({ what = '' }: { what?: string }) =>
   html`<p class="state state-loading" role="status">
     <span class="spinner" aria-hidden="true"></span>Loading${what && ` ${what}`}…
   </p>`
-export const Empty = ({ children }: { children: unknown }) => html`<p class="state state-empty">${children}</p>`
-export const Failed = ({ error }: { error: string }) => html`<p role="alert" class="state state-error">${error}</p>`
+export const Empty = ({ children }: { children: unknown }) =>
+  html`<p class="state state-empty">${children}</p>`
+export const Failed = ({ error }: { error: string }) =>
+  html`<p role="alert" class="state state-error">${error}</p>`
 // What the service refused, beside the form or list it concerns; nothing when it refused nothing.
 export const errorLine = (text: string) => text && html`<p role="alert" class="error">${text}</p>`

@@ -24,8 +24,8 @@ export const useData = <T>(load: () => Promise<T>, deps: unknown[]) => {
   return { data, error, reload }
 }
 
-// Runs a write, showing the service's refusal instead of throwing; resolves to its answer or undefined.
-// `describe`: the words a refusal is shown in (the sign-in forms name what was refused).
+// Runs a write, showing the service's refusal instead of throwing; resolves to its answer or
+// undefined. `describe`: the words a refusal is shown in (the sign-in forms name what was refused).
 export const useAction = (describe = (err: unknown) => (err as Error).message) => {
   const [error, setError] = useState('')
   const [busy, setBusy] = useState(false)

@@ -6,8 +6,8 @@ import { customerHref, customersHref, percent, riskColour } from './format.ts'
 import { useData } from './load.ts'
 import { narrow, SegmentPicker, unscoredOf } from './segments.ts'
 
-// The canvas's own square of units, drawn at whatever width the page gives it (pointer positions are
-// scaled back); the margin holds the axes and the quadrants' names, so no label covers a point.
+// The canvas's own square of units, drawn at whatever width the page gives it (pointer positions
+// are scaled back); the margin holds the axes and the quadrants' names, so no label covers a point.
 const SIZE = 600
 const MARGIN = 44
 const PLOT = SIZE - 2 * MARGIN
@@ -24,11 +24,18 @@ const px = (fit: number) => MARGIN + ((fit + 100) / 200) * PLOT
 const py = (engagement: number) => MARGIN + ((100 - engagement) / 200) * PLOT
 
 const LABEL = '#333'
-// A canvas position as a share of the canvas, where the tooltip goes however wide the canvas is shown.
+// A canvas position as a share of the canvas, where the tooltip goes however wide the
+// canvas is shown.
 const position = (at: number) => `${(at / SIZE) * 100}%`
 
 // A quadrant's name in the margin beside its quadrant, turned when it stands on the right.
-const quadrant = (g: CanvasRenderingContext2D, text: string, x: number, y: number, turned = false) => {
+const quadrant = (
+  g: CanvasRenderingContext2D,
+  text: string,
+  x: number,
+  y: number,
+  turned = false,
+) => {
   g.save()
   g.font = '600 14px system-ui, sans-serif'
   g.fillStyle = LABEL
@@ -58,7 +65,11 @@ const pointColour = (c: Point, colour: Colour) =>
 
 // Cells are squares whose area grows with their count, the count written in them; their depth of
 // colour grows with it too, or they wear the cell's mean churn probability.
-const drawGrid = (g: CanvasRenderingContext2D, grid: number[][], probabilities?: (number | null)[][]) => {
+const drawGrid = (
+  g: CanvasRenderingContext2D,
+  grid: number[][],
+  probabilities?: (number | null)[][],
+) => {
   const most = Math.max(1, ...grid.flat())
   g.font = '10px system-ui, sans-serif'
   g.textAlign = 'left'
@@ -85,7 +96,8 @@ const drawGrid = (g: CanvasRenderingContext2D, grid: number[][], probabilities?:
 
 const draw = (canvas: HTMLCanvasElement, shown: Shown | undefined, colour: Colour) => {
   // As many device pixels as the canvas covers, so that it is sharp at any width.
-  const ratio = ((window.devicePixelRatio || 1) * (canvas.getBoundingClientRect().width || SIZE)) / SIZE
+  const ratio =
+    ((window.devicePixelRatio || 1) * (canvas.getBoundingClientRect().width || SIZE)) / SIZE
   canvas.width = Math.round(SIZE * ratio)
   canvas.height = Math.round(SIZE * ratio)
   const g = canvas.getContext('2d')!
@@ -120,7 +132,8 @@ const draw = (canvas: HTMLCanvasElement, shown: Shown | undefined, colour: Colou
   g.fillText('Engagement →', 0, 0)
   g.restore()
 
-  if (shown?.grid) drawGrid(g, shown.grid, colour === 'probability' ? shown.probabilities : undefined)
+  if (shown?.grid)
+    drawGrid(g, shown.grid, colour === 'probability' ? shown.probabilities : undefined)
   g.globalAlpha = 0.8
   for (const c of shown?.points ?? []) {
     g.fillStyle = pointColour(c, colour)
@@ -180,7 +193,8 @@ const step = (points: Point[], from: Point, [dx, dy]: [number, number]) => {
   return best
 }
 
-// A grid cell's range of scores, as the aggregate counts it: 20 points from -100, the last with 100.
+// A grid cell's range of scores, as the aggregate counts it: 20 points from -100, the
+// last with 100.
 const range = (k: number) => `${-100 + 20 * k} to ${k === CELLS - 1 ? 100 : -81 + 20 * k}`
 type Cell = { i: number; j: number; n: number }
 const cellAt = (grid: number[][], x: number, y: number): Cell | undefined => {
@@ -191,12 +205,27 @@ const cellAt = (grid: number[][], x: number, y: number): Cell | undefined => {
 
 // Grid first: it costs one scan of the matches and says how many are scored; only when they are few
 // enough is each one asked for, so a large account never sorts and sends all of its customers.
-const load = async (apiKey: string, filters: Condition[], segment: Segment | undefined, signal: AbortSignal) => {
+const load = async (
+  apiKey: string,
+  filters: Condition[],
+  segment: Segment | undefined,
+  signal: AbortSignal,
+) => {
   const selection = narrow(segment, filters)
   const { count, grid } = await aggregate(apiKey, { ...selection, matrix: 'grid' }, signal)
   if (grid!.scored > MAX_POINTS)
-    return { count, scored: grid!.scored, points: [], grid: grid!.counts, probabilities: grid!.churn_probability }
-  const { points } = await aggregate(apiKey, { ...selection, matrix: 'points', points: MAX_POINTS }, signal)
+    return {
+      count,
+      scored: grid!.scored,
+      points: [],
+      grid: grid!.counts,
+      probabilities: grid!.churn_probability,
+    }
+  const { points } = await aggregate(
+    apiKey,
+    { ...selection, matrix: 'points', points: MAX_POINTS },
+    signal,
+  )
   return { count, scored: points!.scored, points: points!.items }
 }
 
@@ -210,8 +239,8 @@ export const Matrix = ({ apiKey }: { apiKey: string }) => {
   const [hover, setHover] = useState<Point | undefined>()
   const [cell, setCell] = useState<Cell | undefined>()
   const [colour, setColour] = useState<Colour>('risk')
-  // The probability colours the matrix once a model has been trained (one that failed to train again
-  // keeps serving); a key that cannot read the model has no choice to make.
+  // The probability colours the matrix once a model has been trained (one that failed to train
+  // again keeps serving); a key that cannot read the model has no choice to make.
   const model = useData(() => churnModel(apiKey), [apiKey])
   const learned = model.data?.trained_at != null
   const by = learned ? colour : 'risk'
@@ -325,7 +354,8 @@ export const Matrix = ({ apiKey }: { apiKey: string }) => {
           style=${{ left: position(px(hover.fitscore)), top: position(py(hover.engagementscore)) }}>
           <strong>${hover.name}</strong><br />
           engagement ${hover.engagementscore} · fit ${hover.fitscore} · churn risk ${hover.churn_risk ?? '–'}${
-            hover.churn_probability !== null && ` · churn probability ${percent(hover.churn_probability)}`
+            hover.churn_probability !== null &&
+            ` · churn probability ${percent(hover.churn_probability)}`
           }
         </div>`
       }

@@ -77,7 +77,8 @@ const Section = ({
   properties: Property[]
   onChange: (rows: Row[]) => void
 }) => {
-  const set = (i: number, patch: Partial<Row>) => onChange(rows.map((r, j) => (j === i ? { ...r, ...patch } : r)))
+  const set = (i: number, patch: Partial<Row>) =>
+    onChange(rows.map((r, j) => (j === i ? { ...r, ...patch } : r)))
   const typeOf = (codename: string) => properties.find((p) => p.codename === codename)?.type
   const id = (i: number, field: string) => `rule-${name}-${i}-${field}`
   const input = (i: number, field: keyof Row, label: string, attrs: Record<string, unknown> = {}) =>
@@ -174,7 +175,9 @@ const Editor = ({
   const runPreview = async (e: Event) => {
     e.preventDefault()
     const body = { model: edited(), external_id: customer.trim() }
-    const answer = await action.run(() => admin<ScoringPreview>(token, 'POST', `/${account}/scoring/preview`, body))
+    const answer = await action.run(() =>
+      admin<ScoringPreview>(token, 'POST', `/${account}/scoring/preview`, body),
+    )
     setPreview(answer ?? null)
   }
   const save = async () => {
@@ -185,7 +188,11 @@ const Editor = ({
   }
   return html`<div class="model">
     ${SECTIONS.map(
-      ([name, title, entity]) => html`<${Section} key=${name} name=${name} title=${title} rows=${rows[name]}
+      ([
+        name,
+        title,
+        entity,
+      ]) => html`<${Section} key=${name} name=${name} title=${title} rows=${rows[name]}
         properties=${properties.filter((p) => p.entity === entity)}
         onChange=${(next: Row[]) => setRows({ ...rows, [name]: next })} />`,
     )}

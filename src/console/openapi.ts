@@ -228,7 +228,10 @@ export interface paths {
       path?: never
       cookie?: never
     }
-    /** The account's Segment ingest: counts by type and by reason dropped, dropped trait keys, last errors */
+    /**
+     * The account's Segment ingest: counts by type and by reason dropped, dropped trait keys, last
+     * errors
+     */
     get: operations['ingestStatus']
     put?: never
     post?: never
@@ -245,7 +248,10 @@ export interface paths {
       path?: never
       cookie?: never
     }
-    /** An account's Segment ingest: counts by type and by reason dropped, dropped trait keys, last errors */
+    /**
+     * An account's Segment ingest: counts by type and by reason dropped, dropped trait keys, last
+     * errors
+     */
     get: operations['accountIngestStatus']
     put?: never
     post?: never
@@ -264,7 +270,9 @@ export interface paths {
     }
     get?: never
     put?: never
-    /** Segment HTTP Tracking API: a batch of messages (200 once stored; applied in the background) */
+    /**
+     * Segment HTTP Tracking API: a batch of messages (200 once stored; applied in the background)
+     */
     post: operations['segmentBatch']
     delete?: never
     options?: never
@@ -281,7 +289,9 @@ export interface paths {
     }
     get?: never
     put?: never
-    /** Segment HTTP Tracking API: one identify message (200 once stored; applied in the background) */
+    /**
+     * Segment HTTP Tracking API: one identify message (200 once stored; applied in the background)
+     */
     post: operations['segmentIdentify']
     delete?: never
     options?: never
@@ -349,7 +359,9 @@ export interface paths {
     }
     get?: never
     put?: never
-    /** Segment HTTP Tracking API: one screen message (200 once stored; applied in the background) */
+    /**
+     * Segment HTTP Tracking API: one screen message (200 once stored; applied in the background)
+     */
     post: operations['segmentScreen']
     delete?: never
     options?: never
@@ -628,7 +640,10 @@ export interface paths {
     }
     /** Read one customer; the path the webhook payload names */
     get: operations['getCustomerAlias']
-    /** Update one customer (name, owner, attributes, churn state); the path the webhook payload names */
+    /**
+     * Update one customer (name, owner, attributes, churn state); the path the webhook payload
+     * names
+     */
     put: operations['updateCustomerAlias']
     post?: never
     /** Delete one customer and its contacts; the path the webhook payload names */
@@ -965,7 +980,9 @@ export interface paths {
     }
     get?: never
     put?: never
-    /** A customer's scores under a model not saved yet, beside its current ones (nothing is written) */
+    /**
+     * A customer's scores under a model not saved yet, beside its current ones (nothing is written)
+     */
     post: operations['previewScoring']
     delete?: never
     options?: never
@@ -1272,7 +1289,10 @@ export interface paths {
       path?: never
       cookie?: never
     }
-    /** The web console: customers with a service key, accounts and their settings with the admin token */
+    /**
+     * The web console: customers with a service key, accounts and their settings with the admin
+     * token
+     */
     get: operations['getConsole']
     put?: never
     post?: never
@@ -1325,7 +1345,9 @@ export interface paths {
     }
     get?: never
     put?: never
-    /** Erase contacts, and customers with all their contacts, everywhere (runs in the background) */
+    /**
+     * Erase contacts, and customers with all their contacts, everywhere (runs in the background)
+     */
     post: operations['requestErasure']
     delete?: never
     options?: never
@@ -1459,7 +1481,10 @@ export interface paths {
       path?: never
       cookie?: never
     }
-    /** The account's audit log, newest first: every change made by its keys, its users and the operator */
+    /**
+     * The account's audit log, newest first: every change made by its keys, its users and the
+     * operator
+     */
     get: operations['listAudit']
     put?: never
     post?: never
@@ -1530,11 +1555,16 @@ export interface paths {
     get?: never
     put?: never
     post?: never
-    /** Remove a user: their sessions end at once, their name leaves the audit log; not the last admin */
+    /**
+     * Remove a user: their sessions end at once, their name leaves the audit log; not the last
+     * admin
+     */
     delete: operations['removeUser']
     options?: never
     head?: never
-    /** Change a user's role: their sessions have it at once; the account's last admin stays admin */
+    /**
+     * Change a user's role: their sessions have it at once; the account's last admin stays admin
+     */
     patch: operations['setUserRole']
     trace?: never
   }
@@ -1569,7 +1599,9 @@ export interface paths {
     delete: operations['removeAccountUser']
     options?: never
     head?: never
-    /** Change a user's role (an admin of the account): at once; the account's last admin stays admin */
+    /**
+     * Change a user's role (an admin of the account): at once; the account's last admin stays admin
+     */
     patch: operations['setAccountUserRole']
     trace?: never
   }
@@ -1632,7 +1664,10 @@ export interface paths {
       cookie?: never
     }
     get?: never
-    /** Set the account's single sign-on (OpenID Connect): its provider and the email domains it signs in */
+    /**
+     * Set the account's single sign-on (OpenID Connect): its provider and the email domains it
+     * signs in
+     */
     put: operations['setSso']
     post?: never
     delete?: never
@@ -1651,12 +1686,15 @@ export interface paths {
     /** The account's single sign-on (an admin of the account), without its client secret */
     get: operations['getAccountSso']
     /**
-     * Set the account's single sign-on (an admin of the account): the issuer must be a public address, as a webhook's
-     * URL
+     * Set the account's single sign-on (an admin of the account): the issuer must be a public
+     * address, as a webhook's URL
      */
     put: operations['setAccountSso']
     post?: never
-    /** Turn the account's single sign-on off (an admin of the account); its users keep their sessions */
+    /**
+     * Turn the account's single sign-on off (an admin of the account); its users keep their
+     * sessions
+     */
     delete: operations['removeAccountSso']
     options?: never
     head?: never
@@ -1670,7 +1708,9 @@ export interface paths {
       path?: never
       cookie?: never
     }
-    /** Sign in with the account's identity provider: redirects there (authorization code with PKCE) */
+    /**
+     * Sign in with the account's identity provider: redirects there (authorization code with PKCE)
+     */
     get: operations['ssoStart']
     put?: never
     post?: never
@@ -1688,8 +1728,9 @@ export interface paths {
       cookie?: never
     }
     /**
-     * Where the identity provider sends the person back: signs them in and redirects to the console, or to its sign-in
-     * page with #sso_error=<code>&sso_detail=<sentence> when the sign-in is refused
+     * Where the identity provider sends the person back: signs them in and redirects to the
+     * console, or to its sign-in page with #sso_error=<code>&sso_detail=<sentence> when the sign-in
+     * is refused
      */
     get: operations['ssoCallback']
     put?: never
@@ -1747,8 +1788,8 @@ export interface webhooks {
     put?: never
     /**
      * customer.created
-     * @description Customers were created (an upload, a single create, a CSV import): the interface spec event. Sent in
-     * chunks of up to 1000 items, at least once (docs/api.md, "Events").
+     * @description Customers were created (an upload, a single create, a CSV import): the interface
+     * spec event. Sent in chunks of up to 1000 items, at least once (docs/api.md, "Events").
      */
     post: operations['onCustomerCreated']
     delete?: never
@@ -1768,7 +1809,8 @@ export interface webhooks {
     put?: never
     /**
      * contact.created
-     * @description Contacts were created. Sent in chunks of up to 1000 items, at least once (docs/api.md, "Events").
+     * @description Contacts were created. Sent in chunks of up to 1000 items, at least once
+     * (docs/api.md, "Events").
      */
     post: operations['onContactCreated']
     delete?: never
@@ -1788,8 +1830,9 @@ export interface webhooks {
     put?: never
     /**
      * customer.churned
-     * @description Customers became churned, set through the API or automatically after churn.inactive_days. Sent in
-     * chunks of up to 1000 items, at least once (docs/api.md, "Events").
+     * @description Customers became churned, set through the API or automatically after
+     * churn.inactive_days. Sent in chunks of up to 1000 items, at least once (docs/api.md,
+     * "Events").
      */
     post: operations['onCustomerChurned']
     delete?: never
@@ -1809,8 +1852,8 @@ export interface webhooks {
     put?: never
     /**
      * customer.reactivated
-     * @description Churned customers became active again, through the API or a newer snapshot. Sent in chunks of up to
-     * 1000 items, at least once (docs/api.md, "Events").
+     * @description Churned customers became active again, through the API or a newer snapshot. Sent
+     * in chunks of up to 1000 items, at least once (docs/api.md, "Events").
      */
     post: operations['onCustomerReactivated']
     delete?: never
@@ -1830,9 +1873,9 @@ export interface webhooks {
     put?: never
     /**
      * customer.score_changed
-     * @description A score crossed one of the account's thresholds, or moved at least the account's delta, between two
-     * scorings (PUT /admin/v1/accounts/{id}/score-alerts). Sent in chunks of up to 1000 items, at least once
-     * (docs/api.md, "Events").
+     * @description A score crossed one of the account's thresholds, or moved at least the account's
+     * delta, between two scorings (PUT /admin/v1/accounts/{id}/score-alerts). Sent in chunks of up
+     * to 1000 items, at least once (docs/api.md, "Events").
      */
     post: operations['onCustomerScore_changed']
     delete?: never
@@ -1852,8 +1895,8 @@ export interface webhooks {
     put?: never
     /**
      * segment.entered
-     * @description Customers started to match a saved segment's search (its first computation excepted). Sent in chunks
-     * of up to 1000 items, at least once (docs/api.md, "Events").
+     * @description Customers started to match a saved segment's search (its first computation
+     * excepted). Sent in chunks of up to 1000 items, at least once (docs/api.md, "Events").
      */
     post: operations['onSegmentEntered']
     delete?: never
@@ -1873,8 +1916,8 @@ export interface webhooks {
     put?: never
     /**
      * segment.exited
-     * @description Customers stopped matching a saved segment's search, or were deleted. Sent in chunks of up to 1000
-     * items, at least once (docs/api.md, "Events").
+     * @description Customers stopped matching a saved segment's search, or were deleted. Sent in
+     * chunks of up to 1000 items, at least once (docs/api.md, "Events").
      */
     post: operations['onSegmentExited']
     delete?: never
@@ -1914,12 +1957,18 @@ export interface components {
       churn_risk: number | null
       /** @description Upsell potential, 0 to 100; null until scored. */
       upsell_score: number | null
-      /** @description The learned churn model's calibrated probability, 0 to 1; null without a ready model. */
+      /**
+       * @description The learned churn model's calibrated probability, 0 to 1; null without a ready
+       * model.
+       */
       churn_probability: number | null
       is_churned: boolean
       /** @description The date of the latest metrics snapshot. */
       last_seen: string | null
-      /** @description Change of the engagement score against the snapshot about 30 days earlier; null without one. */
+      /**
+       * @description Change of the engagement score against the snapshot about 30 days earlier;
+       * null without one.
+       */
       engagementscore_difference: number | null
       /** @description Engagement score by date: up to 15 scored snapshots of the last 365 days. */
       engagementscore_trend: {
@@ -1930,8 +1979,8 @@ export interface components {
       /** @description Tag titles, in byte order. */
       tags: string[]
       /**
-       * @description Every defined attribute and metric the record has a value for, by codename (metrics: the latest
-       * value).
+       * @description Every defined attribute and metric the record has a value for, by codename
+       * (metrics: the latest value).
        */
       properties: {
         [key: string]: string | number | boolean | null
@@ -1962,12 +2011,18 @@ export interface components {
       churn_risk: number | null
       /** @description Upsell potential, 0 to 100; null until scored. */
       upsell_score: number | null
-      /** @description The learned churn model's calibrated probability, 0 to 1; null without a ready model. */
+      /**
+       * @description The learned churn model's calibrated probability, 0 to 1; null without a ready
+       * model.
+       */
       churn_probability: number | null
       is_churned: boolean
       /** @description The date of the latest metrics snapshot. */
       last_seen: string | null
-      /** @description Change of the engagement score against the snapshot about 30 days earlier; null without one. */
+      /**
+       * @description Change of the engagement score against the snapshot about 30 days earlier;
+       * null without one.
+       */
       engagementscore_difference: number | null
       /** @description Engagement score by date: up to 15 scored snapshots of the last 365 days. */
       engagementscore_trend: {
@@ -1978,8 +2033,8 @@ export interface components {
       /** @description Tag titles, in byte order. */
       tags: string[]
       /**
-       * @description Every defined attribute and metric the record has a value for, by codename (metrics: the latest
-       * value).
+       * @description Every defined attribute and metric the record has a value for, by codename
+       * (metrics: the latest value).
        */
       properties: {
         [key: string]: string | number | boolean | null
@@ -2029,14 +2084,18 @@ export interface components {
           contribution: number
         }[]
         /**
-         * @description Up to 3 rules whose contributions moved most in the latest scoring that changed the scores,
-         * largest move first; empty until score alerts are set (PUT /admin/v1/accounts/{id}/score-alerts).
+         * @description Up to 3 rules whose contributions moved most in the latest scoring that
+         * changed the scores, largest move first; empty until score alerts are set (PUT
+         * /admin/v1/accounts/{id}/score-alerts).
          */
         change_drivers: {
           /** @enum {string} */
           score: 'engagement' | 'fit'
           codename: string
-          /** @description The property's contribution (weight x property score / sum of weights) before. */
+          /**
+           * @description The property's contribution (weight x property score / sum of weights)
+           * before.
+           */
           before: number
           /** @description Its contribution after. */
           after: number
@@ -2045,8 +2104,8 @@ export interface components {
         }[]
       } | null
       /**
-       * @description What raises (up) and lowers (down) the churn probability most, at most 3 each; null without a
-       * model.
+       * @description What raises (up) and lowers (down) the churn probability most, at most 3 each;
+       * null without a model.
        */
       churn_drivers: {
         up: {
@@ -2074,7 +2133,10 @@ export interface components {
       name: string | null
       /** @description Engagement (-100 to 100) of the latest snapshot; null until scored. */
       engagementscore: number | null
-      /** @description Change of the engagement score against the snapshot about 30 days earlier; null without one. */
+      /**
+       * @description Change of the engagement score against the snapshot about 30 days earlier;
+       * null without one.
+       */
       engagementscore_difference: number | null
       /** @description Engagement score by date: up to 15 scored snapshots of the last 365 days. */
       engagementscore_trend: {
@@ -2087,8 +2149,8 @@ export interface components {
       customer_external_id: string
       customer_service_id: number
       /**
-       * @description Every defined attribute and metric the record has a value for, by codename (metrics: the latest
-       * value).
+       * @description Every defined attribute and metric the record has a value for, by codename
+       * (metrics: the latest value).
        */
       properties: {
         [key: string]: string | number | boolean | null
@@ -2107,11 +2169,15 @@ export interface components {
     CustomerPage: {
       results: components['schemas']['Customer'][]
       /**
-       * @description Present when there is a next page: send `after` back, as it came, with the same request to get it.
+       * @description Present when there is a next page: send `after` back, as it came, with the
+       * same request to get it.
        */
       paging?: {
         next: {
-          /** @description The last record's service_id; under a sort, an opaque signed cursor of its sort values. */
+          /**
+           * @description The last record's service_id; under a sort, an opaque signed cursor of its
+           * sort values.
+           */
           after: number | string
         }
       }
@@ -2126,11 +2192,15 @@ export interface components {
     ContactPage: {
       results: components['schemas']['Contact'][]
       /**
-       * @description Present when there is a next page: send `after` back, as it came, with the same request to get it.
+       * @description Present when there is a next page: send `after` back, as it came, with the
+       * same request to get it.
        */
       paging?: {
         next: {
-          /** @description The last record's service_id; under a sort, an opaque signed cursor of its sort values. */
+          /**
+           * @description The last record's service_id; under a sort, an opaque signed cursor of its
+           * sort values.
+           */
           after: number | string
         }
       }
@@ -2174,8 +2244,8 @@ export interface components {
         min: number | null
         max: number | null
         /**
-         * @description Equal buckets from min to max, each with its lower bound, the last with max as well; one bucket
-         * when all values are equal, none without values.
+         * @description Equal buckets from min to max, each with its lower bound, the last with max
+         * as well; one bucket when all values are equal, none without values.
          */
         histogram: {
           from: number
@@ -2188,13 +2258,13 @@ export interface components {
         /** @description Matches with both scores, the ones counted in the cells. */
         scored: number
         /**
-         * @description counts[i][j]: engagement in cell i and fit in cell j, cells of 20 points from -100, the last
-         * with 100.
+         * @description counts[i][j]: engagement in cell i and fit in cell j, cells of 20 points
+         * from -100, the last with 100.
          */
         counts: number[][]
         /**
-         * @description churn_probability[i][j]: the mean learned churn probability of cell i, j's customers that have
-         * one (null for a cell with none: empty, or no ready model).
+         * @description churn_probability[i][j]: the mean learned churn probability of cell i, j's
+         * customers that have one (null for a cell with none: empty, or no ready model).
          */
         churn_probability: (number | null)[][]
       }
@@ -2234,28 +2304,34 @@ export interface components {
       since: string
       /**
        * Format: date-time
-       * @description When the numbers and lists were computed: the report is kept, and computed anew in the background
-       * a few seconds after any change of the account's customers or scores (docs/api.md, "This week").
+       * @description When the numbers and lists were computed: the report is kept, and computed
+       * anew in the background a few seconds after any change of the account's customers or scores
+       * (docs/api.md, "This week").
        */
       computed_at: string
       /**
-       * @description True while a change since computed_at is still to be folded in (its recomputation waits or runs).
+       * @description True while a change since computed_at is still to be folded in (its
+       * recomputation waits or runs).
        */
       refreshing: boolean
       movements: {
-        /** @description Active customers whose engagement fell below 0 (churn risk), largest fall first */
+        /**
+         * @description Active customers whose engagement fell below 0 (churn risk), largest fall
+         * first
+         */
         entered_risk: {
           /** @description How many customers in all. */
           count: number
           /**
-           * @description The where tree that lists the customers behind this number: POST {"where": ...} to
-           * /api/v1/customers/search. A movement's selects every customer it counts, not only those listed. Null for a
-           * movement nobody made, for the movements of a report kept from an earlier day, and for earlier weeks (past
-           * scores).
+           * @description The where tree that lists the customers behind this number: POST {"where":
+           * ...} to /api/v1/customers/search. A movement's selects every customer it counts, not
+           * only those listed. Null for a movement nobody made, for the movements of a report kept
+           * from an earlier day, and for earlier weeks (past scores).
            */
           search: components['schemas']['Where'] | null
           /**
-           * @description The first 10: Active customers whose engagement fell below 0 (churn risk), largest fall first.
+           * @description The first 10: Active customers whose engagement fell below 0 (churn risk),
+           * largest fall first.
            */
           customers: {
             external_id: string
@@ -2264,30 +2340,37 @@ export interface components {
             fitscore: number | null
             churn_risk: number | null
             /**
-             * @description Up to three properties, by label (else codename), that drive the move: risk drivers for a
-             * move for the worse or an unhealthy renewal, health drivers otherwise.
+             * @description Up to three properties, by label (else codename), that drive the move:
+             * risk drivers for a move for the worse or an unhealthy renewal, health drivers
+             * otherwise.
              */
             drivers: string[]
-            /** @description Engagement at the start of the period (null for churns and reactivations). */
+            /**
+             * @description Engagement at the start of the period (null for churns and
+             * reactivations).
+             */
             engagementscore_before: number | null
             /** @description The churn or reactivation date; null for score movements. */
             date: string | null
           }[]
         }
-        /** @description Active customers whose engagement rose from below 0 to 0 or more, largest rise first */
+        /**
+         * @description Active customers whose engagement rose from below 0 to 0 or more, largest
+         * rise first
+         */
         left_risk: {
           /** @description How many customers in all. */
           count: number
           /**
-           * @description The where tree that lists the customers behind this number: POST {"where": ...} to
-           * /api/v1/customers/search. A movement's selects every customer it counts, not only those listed. Null for a
-           * movement nobody made, for the movements of a report kept from an earlier day, and for earlier weeks (past
-           * scores).
+           * @description The where tree that lists the customers behind this number: POST {"where":
+           * ...} to /api/v1/customers/search. A movement's selects every customer it counts, not
+           * only those listed. Null for a movement nobody made, for the movements of a report kept
+           * from an earlier day, and for earlier weeks (past scores).
            */
           search: components['schemas']['Where'] | null
           /**
-           * @description The first 10: Active customers whose engagement rose from below 0 to 0 or more, largest rise
-           * first.
+           * @description The first 10: Active customers whose engagement rose from below 0 to 0 or
+           * more, largest rise first.
            */
           customers: {
             external_id: string
@@ -2296,11 +2379,15 @@ export interface components {
             fitscore: number | null
             churn_risk: number | null
             /**
-             * @description Up to three properties, by label (else codename), that drive the move: risk drivers for a
-             * move for the worse or an unhealthy renewal, health drivers otherwise.
+             * @description Up to three properties, by label (else codename), that drive the move:
+             * risk drivers for a move for the worse or an unhealthy renewal, health drivers
+             * otherwise.
              */
             drivers: string[]
-            /** @description Engagement at the start of the period (null for churns and reactivations). */
+            /**
+             * @description Engagement at the start of the period (null for churns and
+             * reactivations).
+             */
             engagementscore_before: number | null
             /** @description The churn or reactivation date; null for score movements. */
             date: string | null
@@ -2311,13 +2398,16 @@ export interface components {
           /** @description How many customers in all. */
           count: number
           /**
-           * @description The where tree that lists the customers behind this number: POST {"where": ...} to
-           * /api/v1/customers/search. A movement's selects every customer it counts, not only those listed. Null for a
-           * movement nobody made, for the movements of a report kept from an earlier day, and for earlier weeks (past
-           * scores).
+           * @description The where tree that lists the customers behind this number: POST {"where":
+           * ...} to /api/v1/customers/search. A movement's selects every customer it counts, not
+           * only those listed. Null for a movement nobody made, for the movements of a report kept
+           * from an earlier day, and for earlier weeks (past scores).
            */
           search: components['schemas']['Where'] | null
-          /** @description The first 10: Customers churned with a churn date in the period, latest first. */
+          /**
+           * @description The first 10: Customers churned with a churn date in the period, latest
+           * first.
+           */
           customers: {
             external_id: string
             name: string | null
@@ -2325,11 +2415,15 @@ export interface components {
             fitscore: number | null
             churn_risk: number | null
             /**
-             * @description Up to three properties, by label (else codename), that drive the move: risk drivers for a
-             * move for the worse or an unhealthy renewal, health drivers otherwise.
+             * @description Up to three properties, by label (else codename), that drive the move:
+             * risk drivers for a move for the worse or an unhealthy renewal, health drivers
+             * otherwise.
              */
             drivers: string[]
-            /** @description Engagement at the start of the period (null for churns and reactivations). */
+            /**
+             * @description Engagement at the start of the period (null for churns and
+             * reactivations).
+             */
             engagementscore_before: number | null
             /** @description The churn or reactivation date; null for score movements. */
             date: string | null
@@ -2340,13 +2434,16 @@ export interface components {
           /** @description How many customers in all. */
           count: number
           /**
-           * @description The where tree that lists the customers behind this number: POST {"where": ...} to
-           * /api/v1/customers/search. A movement's selects every customer it counts, not only those listed. Null for a
-           * movement nobody made, for the movements of a report kept from an earlier day, and for earlier weeks (past
-           * scores).
+           * @description The where tree that lists the customers behind this number: POST {"where":
+           * ...} to /api/v1/customers/search. A movement's selects every customer it counts, not
+           * only those listed. Null for a movement nobody made, for the movements of a report kept
+           * from an earlier day, and for earlier weeks (past scores).
            */
           search: components['schemas']['Where'] | null
-          /** @description The first 10: Customers reactivated in the period and active now, latest first. */
+          /**
+           * @description The first 10: Customers reactivated in the period and active now, latest
+           * first.
+           */
           customers: {
             external_id: string
             name: string | null
@@ -2354,11 +2451,15 @@ export interface components {
             fitscore: number | null
             churn_risk: number | null
             /**
-             * @description Up to three properties, by label (else codename), that drive the move: risk drivers for a
-             * move for the worse or an unhealthy renewal, health drivers otherwise.
+             * @description Up to three properties, by label (else codename), that drive the move:
+             * risk drivers for a move for the worse or an unhealthy renewal, health drivers
+             * otherwise.
              */
             drivers: string[]
-            /** @description Engagement at the start of the period (null for churns and reactivations). */
+            /**
+             * @description Engagement at the start of the period (null for churns and
+             * reactivations).
+             */
             engagementscore_before: number | null
             /** @description The churn or reactivation date; null for score movements. */
             date: string | null
@@ -2369,13 +2470,15 @@ export interface components {
           /** @description How many customers in all. */
           count: number
           /**
-           * @description The where tree that lists the customers behind this number: POST {"where": ...} to
-           * /api/v1/customers/search. A movement's selects every customer it counts, not only those listed. Null for a
-           * movement nobody made, for the movements of a report kept from an earlier day, and for earlier weeks (past
-           * scores).
+           * @description The where tree that lists the customers behind this number: POST {"where":
+           * ...} to /api/v1/customers/search. A movement's selects every customer it counts, not
+           * only those listed. Null for a movement nobody made, for the movements of a report kept
+           * from an earlier day, and for earlier weeks (past scores).
            */
           search: components['schemas']['Where'] | null
-          /** @description The first 10: Active customers whose engagement fell, largest drop first. */
+          /**
+           * @description The first 10: Active customers whose engagement fell, largest drop first.
+           */
           customers: {
             external_id: string
             name: string | null
@@ -2383,11 +2486,15 @@ export interface components {
             fitscore: number | null
             churn_risk: number | null
             /**
-             * @description Up to three properties, by label (else codename), that drive the move: risk drivers for a
-             * move for the worse or an unhealthy renewal, health drivers otherwise.
+             * @description Up to three properties, by label (else codename), that drive the move:
+             * risk drivers for a move for the worse or an unhealthy renewal, health drivers
+             * otherwise.
              */
             drivers: string[]
-            /** @description Engagement at the start of the period (null for churns and reactivations). */
+            /**
+             * @description Engagement at the start of the period (null for churns and
+             * reactivations).
+             */
             engagementscore_before: number | null
             /** @description The churn or reactivation date; null for score movements. */
             date: string | null
@@ -2398,13 +2505,15 @@ export interface components {
           /** @description How many customers in all. */
           count: number
           /**
-           * @description The where tree that lists the customers behind this number: POST {"where": ...} to
-           * /api/v1/customers/search. A movement's selects every customer it counts, not only those listed. Null for a
-           * movement nobody made, for the movements of a report kept from an earlier day, and for earlier weeks (past
-           * scores).
+           * @description The where tree that lists the customers behind this number: POST {"where":
+           * ...} to /api/v1/customers/search. A movement's selects every customer it counts, not
+           * only those listed. Null for a movement nobody made, for the movements of a report kept
+           * from an earlier day, and for earlier weeks (past scores).
            */
           search: components['schemas']['Where'] | null
-          /** @description The first 10: Active customers whose engagement rose, largest gain first. */
+          /**
+           * @description The first 10: Active customers whose engagement rose, largest gain first.
+           */
           customers: {
             external_id: string
             name: string | null
@@ -2412,11 +2521,15 @@ export interface components {
             fitscore: number | null
             churn_risk: number | null
             /**
-             * @description Up to three properties, by label (else codename), that drive the move: risk drivers for a
-             * move for the worse or an unhealthy renewal, health drivers otherwise.
+             * @description Up to three properties, by label (else codename), that drive the move:
+             * risk drivers for a move for the worse or an unhealthy renewal, health drivers
+             * otherwise.
              */
             drivers: string[]
-            /** @description Engagement at the start of the period (null for churns and reactivations). */
+            /**
+             * @description Engagement at the start of the period (null for churns and
+             * reactivations).
+             */
             engagementscore_before: number | null
             /** @description The churn or reactivation date; null for score movements. */
             date: string | null
@@ -2424,9 +2537,9 @@ export interface components {
         }
       }
       /**
-       * @description Active customers whose learned churn probability rose by 1 point or more since `since` (none
-       * without a ready churn model, nor for a customer first scored in the period): no search field holds a past
-       * probability, so the count has no search.
+       * @description Active customers whose learned churn probability rose by 1 point or more since
+       * `since` (none without a ready churn model, nor for a customer first scored in the period):
+       * no search field holds a past probability, so the count has no search.
        */
       churn_probability_rises: {
         /** @description How many customers in all. */
@@ -2440,8 +2553,8 @@ export interface components {
           /** @description The probability on `since` (as of the latest scoring before). */
           churn_probability_before: number
           /**
-           * @description Up to three properties, by label (else codename), that raise the probability most
-           * (churn_drivers.up).
+           * @description Up to three properties, by label (else codename), that raise the
+           * probability most (churn_drivers.up).
            */
           drivers: string[]
         }[]
@@ -2459,24 +2572,26 @@ export interface components {
         to: string
         count: number
         /**
-         * @description The where tree that lists the customers behind this number: POST {"where": ...} to
-         * /api/v1/customers/search. A movement's selects every customer it counts, not only those listed. Null for a
-         * movement nobody made, for the movements of a report kept from an earlier day, and for earlier weeks (past
-         * scores).
+         * @description The where tree that lists the customers behind this number: POST {"where":
+         * ...} to /api/v1/customers/search. A movement's selects every customer it counts, not only
+         * those listed. Null for a movement nobody made, for the movements of a report kept from an
+         * earlier day, and for earlier weeks (past scores).
          */
         search: components['schemas']['Where'] | null
         /** @description The renewals in churn risk (engagement below 0). */
         at_risk: {
           count: number
           /**
-           * @description The where tree that lists the customers behind this number: POST {"where": ...} to
-           * /api/v1/customers/search. A movement's selects every customer it counts, not only those listed. Null for a
-           * movement nobody made, for the movements of a report kept from an earlier day, and for earlier weeks (past
-           * scores).
+           * @description The where tree that lists the customers behind this number: POST {"where":
+           * ...} to /api/v1/customers/search. A movement's selects every customer it counts, not
+           * only those listed. Null for a movement nobody made, for the movements of a report kept
+           * from an earlier day, and for earlier weeks (past scores).
            */
           search: components['schemas']['Where'] | null
         }
-        /** @description The first 25, least engaged first (not scored last), then by renewal date. */
+        /**
+         * @description The first 25, least engaged first (not scored last), then by renewal date.
+         */
         customers: {
           external_id: string
           name: string | null
@@ -2484,8 +2599,9 @@ export interface components {
           fitscore: number | null
           churn_risk: number | null
           /**
-           * @description Up to three properties, by label (else codename), that drive the move: risk drivers for a move
-           * for the worse or an unhealthy renewal, health drivers otherwise.
+           * @description Up to three properties, by label (else codename), that drive the move:
+           * risk drivers for a move for the worse or an unhealthy renewal, health drivers
+           * otherwise.
            */
           drivers: string[]
           /**
@@ -2497,7 +2613,10 @@ export interface components {
           quadrant: 'churn_risk' | 'upsell' | 'engaged_poor_fit' | 'not_scored'
         }[]
       }
-      /** @description 12 weeks, oldest first, the last ending today; only the last week's counts have a search. */
+      /**
+       * @description 12 weeks, oldest first, the last ending today; only the last week's counts
+       * have a search.
+       */
       weeks: {
         /**
          * Format: date
@@ -2509,40 +2628,40 @@ export interface components {
           churn_risk: {
             count: number
             /**
-             * @description The where tree that lists the customers behind this number: POST {"where": ...} to
-             * /api/v1/customers/search. A movement's selects every customer it counts, not only those listed. Null for
-             * a movement nobody made, for the movements of a report kept from an earlier day, and for earlier weeks
-             * (past scores).
+             * @description The where tree that lists the customers behind this number: POST
+             * {"where": ...} to /api/v1/customers/search. A movement's selects every customer it
+             * counts, not only those listed. Null for a movement nobody made, for the movements of
+             * a report kept from an earlier day, and for earlier weeks (past scores).
              */
             search: components['schemas']['Where'] | null
           }
           upsell: {
             count: number
             /**
-             * @description The where tree that lists the customers behind this number: POST {"where": ...} to
-             * /api/v1/customers/search. A movement's selects every customer it counts, not only those listed. Null for
-             * a movement nobody made, for the movements of a report kept from an earlier day, and for earlier weeks
-             * (past scores).
+             * @description The where tree that lists the customers behind this number: POST
+             * {"where": ...} to /api/v1/customers/search. A movement's selects every customer it
+             * counts, not only those listed. Null for a movement nobody made, for the movements of
+             * a report kept from an earlier day, and for earlier weeks (past scores).
              */
             search: components['schemas']['Where'] | null
           }
           engaged_poor_fit: {
             count: number
             /**
-             * @description The where tree that lists the customers behind this number: POST {"where": ...} to
-             * /api/v1/customers/search. A movement's selects every customer it counts, not only those listed. Null for
-             * a movement nobody made, for the movements of a report kept from an earlier day, and for earlier weeks
-             * (past scores).
+             * @description The where tree that lists the customers behind this number: POST
+             * {"where": ...} to /api/v1/customers/search. A movement's selects every customer it
+             * counts, not only those listed. Null for a movement nobody made, for the movements of
+             * a report kept from an earlier day, and for earlier weeks (past scores).
              */
             search: components['schemas']['Where'] | null
           }
           not_scored: {
             count: number
             /**
-             * @description The where tree that lists the customers behind this number: POST {"where": ...} to
-             * /api/v1/customers/search. A movement's selects every customer it counts, not only those listed. Null for
-             * a movement nobody made, for the movements of a report kept from an earlier day, and for earlier weeks
-             * (past scores).
+             * @description The where tree that lists the customers behind this number: POST
+             * {"where": ...} to /api/v1/customers/search. A movement's selects every customer it
+             * counts, not only those listed. Null for a movement nobody made, for the movements of
+             * a report kept from an earlier day, and for earlier weeks (past scores).
              */
             search: components['schemas']['Where'] | null
           }
@@ -2569,7 +2688,8 @@ export interface components {
       /** @description Attribute and metric keys dropped because no property defines them. */
       dropped_keys: number | null
       /**
-       * @description The keys dropped, most often dropped first, each with a codename it may have meant (at most 100).
+       * @description The keys dropped, most often dropped first, each with a codename it may have
+       * meant (at most 100).
        */
       dropped_key_names: {
         key: string
@@ -2605,7 +2725,8 @@ export interface components {
       /** @description Attribute and metric keys dropped because no property defines them. */
       dropped_keys: number | null
       /**
-       * @description The keys dropped, most often dropped first, each with a codename it may have meant (at most 100).
+       * @description The keys dropped, most often dropped first, each with a codename it may have
+       * meant (at most 100).
        */
       dropped_key_names: {
         key: string
@@ -2690,8 +2811,9 @@ export interface components {
       email: string
       name: string | null
       /**
-       * @description viewer: reads what a `search` key reads; manager: also writes what an `upload` key writes; admin:
-       * also the account's users, keys, properties, scoring model, webhooks and SSO.
+       * @description viewer: reads what a `search` key reads; manager: also writes what an `upload`
+       * key writes; admin: also the account's users, keys, properties, scoring model, webhooks and
+       * SSO.
        * @enum {string}
        */
       role: 'viewer' | 'manager' | 'admin'
@@ -2743,8 +2865,9 @@ export interface components {
        */
       created_at: string
       /**
-       * @description When the current run of failed attempts began; null after a delivered attempt. A run as long as
-       * SERVICE_WEBHOOK_DISABLE_AFTER_SECONDS, or a 410 Gone, disables the endpoint.
+       * @description When the current run of failed attempts began; null after a delivered attempt.
+       * A run as long as SERVICE_WEBHOOK_DISABLE_AFTER_SECONDS, or a 410 Gone, disables the
+       * endpoint.
        */
       failing_since: string | null
       /** @description The latest failed attempt; null if none failed. */
@@ -2760,8 +2883,8 @@ export interface components {
         error: string | null
       } | null
       /**
-       * @description Who disabled the endpoint while active is false: the service (failing, or a 410) or the operator;
-       * null while active.
+       * @description Who disabled the endpoint while active is false: the service (failing, or a
+       * 410) or the operator; null while active.
        */
       disabled_by: ('service' | 'operator') | null
     }
@@ -2788,8 +2911,9 @@ export interface components {
        */
       created_at: string
       /**
-       * @description When the current run of failed attempts began; null after a delivered attempt. A run as long as
-       * SERVICE_WEBHOOK_DISABLE_AFTER_SECONDS, or a 410 Gone, disables the endpoint.
+       * @description When the current run of failed attempts began; null after a delivered attempt.
+       * A run as long as SERVICE_WEBHOOK_DISABLE_AFTER_SECONDS, or a 410 Gone, disables the
+       * endpoint.
        */
       failing_since: string | null
       /** @description The latest failed attempt; null if none failed. */
@@ -2805,8 +2929,8 @@ export interface components {
         error: string | null
       } | null
       /**
-       * @description Who disabled the endpoint while active is false: the service (failing, or a 410) or the operator;
-       * null while active.
+       * @description Who disabled the endpoint while active is false: the service (failing, or a
+       * 410) or the operator; null while active.
        */
       disabled_by: ('service' | 'operator') | null
       /** @description The signing secret (whsec_ + base64); shown only here. */
@@ -2839,8 +2963,9 @@ export interface components {
        */
       created_at: string
       /**
-       * @description When the current run of failed attempts began; null after a delivered attempt. A run as long as
-       * SERVICE_WEBHOOK_DISABLE_AFTER_SECONDS, or a 410 Gone, disables the endpoint.
+       * @description When the current run of failed attempts began; null after a delivered attempt.
+       * A run as long as SERVICE_WEBHOOK_DISABLE_AFTER_SECONDS, or a 410 Gone, disables the
+       * endpoint.
        */
       failing_since: string | null
       /** @description The latest failed attempt; null if none failed. */
@@ -2856,11 +2981,13 @@ export interface components {
         error: string | null
       } | null
       /**
-       * @description Who disabled the endpoint while active is false: the service (failing, or a 410) or the operator;
-       * null while active.
+       * @description Who disabled the endpoint while active is false: the service (failing, or a
+       * 410) or the operator; null while active.
        */
       disabled_by: ('service' | 'operator') | null
-      /** @description Deliveries held while the webhook was disabled, now being sent, oldest first. */
+      /**
+       * @description Deliveries held while the webhook was disabled, now being sent, oldest first.
+       */
       resumed: number
     }
     TestDelivery: {
@@ -2941,7 +3068,10 @@ export interface components {
         status_code: number | null
         duration_ms: number
         error: string | null
-        /** @description The start of the receiver's answer (500 characters at most); null when no answer came. */
+        /**
+         * @description The start of the receiver's answer (500 characters at most); null when no
+         * answer came.
+         */
         response_excerpt: string | null
       }[]
     }
@@ -3108,11 +3238,15 @@ export interface components {
           not: components['schemas']['Where']
         }
     Backups: {
-      /** @description SERVICE_BACKUP_DIR of the process that answered (the worker's, where it runs). */
+      /**
+       * @description SERVICE_BACKUP_DIR of the process that answered (the worker's, where it runs).
+       */
       folder: string
       /** @description Newest first. */
       backups: {
-        /** @description The file name in SERVICE_BACKUP_DIR; restore it with `service restore FILE`. */
+        /**
+         * @description The file name in SERVICE_BACKUP_DIR; restore it with `service restore FILE`.
+         */
         file: string
         bytes: number
         /**
@@ -3132,7 +3266,8 @@ export interface components {
   }
   responses: {
     /**
-     * @description Invalid JSON, a body that fails validation or an invalid query string; `errors` lists every problem.
+     * @description Invalid JSON, a body that fails validation or an invalid query string; `errors`
+     * lists every problem.
      */
     BadRequest: {
       headers: {
@@ -3148,8 +3283,8 @@ export interface components {
          *       "errors": [
          *         {
          *           "path": "/filters/0/opertor",
-         * "message": "Unknown key filters[0].opertor (did you mean operator?); the allowed keys are propertyName,
-         * operator, value and values."
+         * "message": "Unknown key filters[0].opertor (did you mean operator?); the allowed keys are
+         * propertyName, operator, value and values."
          *         }
          *       ]
          *     }
@@ -3209,8 +3344,8 @@ export interface components {
       }
     }
     /**
-     * @description The request is not JSON, does not accept JSON, or the account's records are owned by another source
-     * of truth.
+     * @description The request is not JSON, does not accept JSON, or the account's records are
+     * owned by another source of truth.
      */
     NotAcceptable: {
       headers: {
@@ -3228,7 +3363,10 @@ export interface components {
         'application/problem+json': components['schemas']['ProblemDetails']
       }
     }
-    /** @description No part of the request body arrived for SERVICE_BODY_IDLE_TIMEOUT_MS; the connection closes. */
+    /**
+     * @description No part of the request body arrived for SERVICE_BODY_IDLE_TIMEOUT_MS; the
+     * connection closes.
+     */
     RequestTimeout: {
       headers: {
         [name: string]: unknown
@@ -3297,8 +3435,9 @@ export interface components {
       }
     }
     /**
-     * @description The query ran past the statement timeout of its kind of request and was stopped; the detail names
-     * the budget in ms. Narrow it: fewer IN values or filters, a more selective filter, count "estimate".
+     * @description The query ran past the statement timeout of its kind of request and was stopped;
+     * the detail names the budget in ms. Narrow it: fewer IN values or filters, a more selective
+     * filter, count "estimate".
      */
     OverBudget: {
       headers: {
@@ -3310,15 +3449,17 @@ export interface components {
          *       "type": "about:blank",
          *       "title": "Unprocessable Content",
          *       "status": 422,
-         *       "detail": "The query ran past the search budget of 5000 ms and was stopped. Narrow it: ..."
+         * "detail": "The query ran past the search budget of 5000 ms and was stopped. Narrow it:
+         * ..."
          *     }
          */
         'application/problem+json': components['schemas']['ProblemDetails']
       }
     }
     /**
-     * @description Over the per-key rate limit, too many unprocessed uploads, or (searches, aggregates, segment
-     * searches) too many of the account's running at once; retry after Retry-After seconds.
+     * @description Over the per-key rate limit, too many unprocessed uploads, or (searches,
+     * aggregates, segment searches) too many of the account's running at once; retry after
+     * Retry-After seconds.
      */
     TooManyRequests: {
       headers: {
@@ -3357,7 +3498,10 @@ export interface components {
         'application/problem+json': components['schemas']['ProblemDetails']
       }
     }
-    /** @description An upstream the request needs did not answer as it must (an account's identity provider). */
+    /**
+     * @description An upstream the request needs did not answer as it must (an account's identity
+     * provider).
+     */
     BadGateway: {
       headers: {
         [name: string]: unknown
@@ -3375,8 +3519,9 @@ export interface components {
       }
     }
     /**
-     * @description The database is not reachable, or the connection came past the connection caps (per client address
-     * or in all; only /healthz and /readyz are answered on it); retry after the Retry-After seconds.
+     * @description The database is not reachable, or the connection came past the connection caps
+     * (per client address or in all; only /healthz and /readyz are answered on it); retry after the
+     * Retry-After seconds.
      */
     ServiceUnavailable: {
       headers: {
@@ -3459,31 +3604,34 @@ export interface operations {
             values?: string[]
           }[]
           /**
-           * @description A tree instead of filters: a filter object, or a node {"and": [conditions]}, {"or":
-           * [conditions]} or {"not": condition}, whose conditions are again filter objects or nodes. At most 4 nodes on
-           * the way from the top to any filter and 50 filters in all; not together with filters. Customer search is
-           * limited to active customers unless a filter anywhere in the tree names is_churned.
+           * @description A tree instead of filters: a filter object, or a node {"and":
+           * [conditions]}, {"or": [conditions]} or {"not": condition}, whose conditions are again
+           * filter objects or nodes. At most 4 nodes on the way from the top to any filter and 50
+           * filters in all; not together with filters. Customer search is limited to active
+           * customers unless a filter anywhere in the tree names is_churned.
            */
           where?: components['schemas']['Where']
           /**
-           * @description "exact" adds total, the number of matching records (paging aside); "estimate" adds the query
-           * planner's estimate of it as total, with total_is_estimate: true, at no scan cost.
+           * @description "exact" adds total, the number of matching records (paging aside);
+           * "estimate" adds the query planner's estimate of it as total, with total_is_estimate:
+           * true, at no scan cost.
            * @enum {string}
            */
           count?: 'exact' | 'estimate'
           /**
-           * @description The custom values shown (all by default); for customers also engagementscore_7d_ago and the
-           * like.
+           * @description The custom values shown (all by default); for customers also
+           * engagementscore_7d_ago and the like.
            */
           properties?: string[]
           /** @default 100 */
           limit?: number
           /**
-           * @description Up to 3 keys, each {"propertyName", "direction": "asc" (the default) or "desc"}: a core field
-           * (the scores, last_seen, name, is_churned, external_id, customer_external_id for contacts, createdAt,
-           * updatedAt), a custom attribute or a metric (its value in the latest snapshot). Records without a value come
-           * last in either direction, and the external ID (in byte order) decides last. Under a sort, paging.next.after
-           * is an opaque string.
+           * @description Up to 3 keys, each {"propertyName", "direction": "asc" (the default) or
+           * "desc"}: a core field (the scores, last_seen, name, is_churned, external_id,
+           * customer_external_id for contacts, createdAt, updatedAt), a custom attribute or a
+           * metric (its value in the latest snapshot). Records without a value come last in either
+           * direction, and the external ID (in byte order) decides last. Under a sort,
+           * paging.next.after is an opaque string.
            */
           sort?: {
             propertyName: string
@@ -3491,8 +3639,9 @@ export interface operations {
             direction?: 'asc' | 'desc'
           }[]
           /**
-           * @description The next page: paging.next.after of the previous page, as it came (a record's service_id, or
-           * under a sort an opaque cursor, refused with a 400 when altered or from another search).
+           * @description The next page: paging.next.after of the previous page, as it came (a
+           * record's service_id, or under a sort an opaque cursor, refused with a 400 when altered
+           * or from another search).
            */
           after?: number | string
         }
@@ -3565,31 +3714,34 @@ export interface operations {
             values?: string[]
           }[]
           /**
-           * @description A tree instead of filters: a filter object, or a node {"and": [conditions]}, {"or":
-           * [conditions]} or {"not": condition}, whose conditions are again filter objects or nodes. At most 4 nodes on
-           * the way from the top to any filter and 50 filters in all; not together with filters. Customer search is
-           * limited to active customers unless a filter anywhere in the tree names is_churned.
+           * @description A tree instead of filters: a filter object, or a node {"and":
+           * [conditions]}, {"or": [conditions]} or {"not": condition}, whose conditions are again
+           * filter objects or nodes. At most 4 nodes on the way from the top to any filter and 50
+           * filters in all; not together with filters. Customer search is limited to active
+           * customers unless a filter anywhere in the tree names is_churned.
            */
           where?: components['schemas']['Where']
           /**
-           * @description "exact" adds total, the number of matching records (paging aside); "estimate" adds the query
-           * planner's estimate of it as total, with total_is_estimate: true, at no scan cost.
+           * @description "exact" adds total, the number of matching records (paging aside);
+           * "estimate" adds the query planner's estimate of it as total, with total_is_estimate:
+           * true, at no scan cost.
            * @enum {string}
            */
           count?: 'exact' | 'estimate'
           /**
-           * @description The custom values shown (all by default); for customers also engagementscore_7d_ago and the
-           * like.
+           * @description The custom values shown (all by default); for customers also
+           * engagementscore_7d_ago and the like.
            */
           properties?: string[]
           /** @default 100 */
           limit?: number
           /**
-           * @description Up to 3 keys, each {"propertyName", "direction": "asc" (the default) or "desc"}: a core field
-           * (the scores, last_seen, name, is_churned, external_id, customer_external_id for contacts, createdAt,
-           * updatedAt), a custom attribute or a metric (its value in the latest snapshot). Records without a value come
-           * last in either direction, and the external ID (in byte order) decides last. Under a sort, paging.next.after
-           * is an opaque string.
+           * @description Up to 3 keys, each {"propertyName", "direction": "asc" (the default) or
+           * "desc"}: a core field (the scores, last_seen, name, is_churned, external_id,
+           * customer_external_id for contacts, createdAt, updatedAt), a custom attribute or a
+           * metric (its value in the latest snapshot). Records without a value come last in either
+           * direction, and the external ID (in byte order) decides last. Under a sort,
+           * paging.next.after is an opaque string.
            */
           sort?: {
             propertyName: string
@@ -3597,8 +3749,9 @@ export interface operations {
             direction?: 'asc' | 'desc'
           }[]
           /**
-           * @description The next page: paging.next.after of the previous page, as it came (a record's service_id, or
-           * under a sort an opaque cursor, refused with a 400 when altered or from another search).
+           * @description The next page: paging.next.after of the previous page, as it came (a
+           * record's service_id, or under a sort an opaque cursor, refused with a 400 when altered
+           * or from another search).
            */
           after?: number | string
         }
@@ -3684,22 +3837,25 @@ export interface operations {
             values?: string[]
           }[]
           /**
-           * @description A tree instead of filters: a filter object, or a node {"and": [conditions]}, {"or":
-           * [conditions]} or {"not": condition}, whose conditions are again filter objects or nodes. At most 4 nodes on
-           * the way from the top to any filter and 50 filters in all; not together with filters. Customer search is
-           * limited to active customers unless a filter anywhere in the tree names is_churned.
+           * @description A tree instead of filters: a filter object, or a node {"and":
+           * [conditions]}, {"or": [conditions]} or {"not": condition}, whose conditions are again
+           * filter objects or nodes. At most 4 nodes on the way from the top to any filter and 50
+           * filters in all; not together with filters. Customer search is limited to active
+           * customers unless a filter anywhere in the tree names is_churned.
            */
           where?: components['schemas']['Where']
           /**
-           * @description Number fields (core scores, number attributes, number metrics of the latest snapshot) to
-           * answer the count, average, minimum, maximum and histogram of, in this order.
+           * @description Number fields (core scores, number attributes, number metrics of the
+           * latest snapshot) to answer the count, average, minimum, maximum and histogram of, in
+           * this order.
            */
           fields?: string[]
           /** @description Histogram buckets per field (default 10). */
           buckets?: number
           /**
-           * @description Engagement x fit of the matches scored on both: "grid", 10 x 10 counts over -100 to 100;
-           * "points", up to `points` of them, sampled by the MD5 of their external id beyond that.
+           * @description Engagement x fit of the matches scored on both: "grid", 10 x 10 counts
+           * over -100 to 100; "points", up to `points` of them, sampled by the MD5 of their
+           * external id beyond that.
            * @enum {string}
            */
           matrix?: 'grid' | 'points'
@@ -4202,8 +4358,8 @@ export interface operations {
               [key: string]: number
             }
             /**
-             * @description Messages not yet applied: received (waiting for the apply job) and pending (identifies
-             * waiting for a group).
+             * @description Messages not yet applied: received (waiting for the apply job) and
+             * pending (identifies waiting for a group).
              */
             by_status: {
               received: number
@@ -4265,8 +4421,8 @@ export interface operations {
               [key: string]: number
             }
             /**
-             * @description Messages not yet applied: received (waiting for the apply job) and pending (identifies
-             * waiting for a group).
+             * @description Messages not yet applied: received (waiting for the apply job) and
+             * pending (identifies waiting for a group).
              */
             by_status: {
               received: number
@@ -4384,19 +4540,31 @@ export interface operations {
     requestBody?: {
       content: {
         'application/json': {
-          /** @description identify, group, track, page, screen or alias (in a batch; a single call takes its path). */
+          /**
+           * @description identify, group, track, page, screen or alias (in a batch; a single call
+           * takes its path).
+           */
           type?: unknown
-          /** @description Deduplicates: a messageId already received for the account is not applied again. */
+          /**
+           * @description Deduplicates: a messageId already received for the account is not applied
+           * again.
+           */
           messageId?: unknown
           /** @description The contact (its external id). */
           userId?: unknown
-          /** @description Accepted and counted, never applied: without userId, a message names nobody here. */
+          /**
+           * @description Accepted and counted, never applied: without userId, a message names
+           * nobody here.
+           */
           anonymousId?: unknown
           /** @description group: the customer (its external id). */
           groupId?: unknown
           /** @description track: the event name. */
           event?: unknown
-          /** @description identify and group: the attributes (keys that are attribute codenames) and `name`. */
+          /**
+           * @description identify and group: the attributes (keys that are attribute codenames) and
+           * `name`.
+           */
           traits?: unknown
           /** @description track: stored with the event. */
           properties?: unknown
@@ -4448,19 +4616,31 @@ export interface operations {
     requestBody?: {
       content: {
         'application/json': {
-          /** @description identify, group, track, page, screen or alias (in a batch; a single call takes its path). */
+          /**
+           * @description identify, group, track, page, screen or alias (in a batch; a single call
+           * takes its path).
+           */
           type?: unknown
-          /** @description Deduplicates: a messageId already received for the account is not applied again. */
+          /**
+           * @description Deduplicates: a messageId already received for the account is not applied
+           * again.
+           */
           messageId?: unknown
           /** @description The contact (its external id). */
           userId?: unknown
-          /** @description Accepted and counted, never applied: without userId, a message names nobody here. */
+          /**
+           * @description Accepted and counted, never applied: without userId, a message names
+           * nobody here.
+           */
           anonymousId?: unknown
           /** @description group: the customer (its external id). */
           groupId?: unknown
           /** @description track: the event name. */
           event?: unknown
-          /** @description identify and group: the attributes (keys that are attribute codenames) and `name`. */
+          /**
+           * @description identify and group: the attributes (keys that are attribute codenames) and
+           * `name`.
+           */
           traits?: unknown
           /** @description track: stored with the event. */
           properties?: unknown
@@ -4512,19 +4692,31 @@ export interface operations {
     requestBody?: {
       content: {
         'application/json': {
-          /** @description identify, group, track, page, screen or alias (in a batch; a single call takes its path). */
+          /**
+           * @description identify, group, track, page, screen or alias (in a batch; a single call
+           * takes its path).
+           */
           type?: unknown
-          /** @description Deduplicates: a messageId already received for the account is not applied again. */
+          /**
+           * @description Deduplicates: a messageId already received for the account is not applied
+           * again.
+           */
           messageId?: unknown
           /** @description The contact (its external id). */
           userId?: unknown
-          /** @description Accepted and counted, never applied: without userId, a message names nobody here. */
+          /**
+           * @description Accepted and counted, never applied: without userId, a message names
+           * nobody here.
+           */
           anonymousId?: unknown
           /** @description group: the customer (its external id). */
           groupId?: unknown
           /** @description track: the event name. */
           event?: unknown
-          /** @description identify and group: the attributes (keys that are attribute codenames) and `name`. */
+          /**
+           * @description identify and group: the attributes (keys that are attribute codenames) and
+           * `name`.
+           */
           traits?: unknown
           /** @description track: stored with the event. */
           properties?: unknown
@@ -4576,19 +4768,31 @@ export interface operations {
     requestBody?: {
       content: {
         'application/json': {
-          /** @description identify, group, track, page, screen or alias (in a batch; a single call takes its path). */
+          /**
+           * @description identify, group, track, page, screen or alias (in a batch; a single call
+           * takes its path).
+           */
           type?: unknown
-          /** @description Deduplicates: a messageId already received for the account is not applied again. */
+          /**
+           * @description Deduplicates: a messageId already received for the account is not applied
+           * again.
+           */
           messageId?: unknown
           /** @description The contact (its external id). */
           userId?: unknown
-          /** @description Accepted and counted, never applied: without userId, a message names nobody here. */
+          /**
+           * @description Accepted and counted, never applied: without userId, a message names
+           * nobody here.
+           */
           anonymousId?: unknown
           /** @description group: the customer (its external id). */
           groupId?: unknown
           /** @description track: the event name. */
           event?: unknown
-          /** @description identify and group: the attributes (keys that are attribute codenames) and `name`. */
+          /**
+           * @description identify and group: the attributes (keys that are attribute codenames) and
+           * `name`.
+           */
           traits?: unknown
           /** @description track: stored with the event. */
           properties?: unknown
@@ -4640,19 +4844,31 @@ export interface operations {
     requestBody?: {
       content: {
         'application/json': {
-          /** @description identify, group, track, page, screen or alias (in a batch; a single call takes its path). */
+          /**
+           * @description identify, group, track, page, screen or alias (in a batch; a single call
+           * takes its path).
+           */
           type?: unknown
-          /** @description Deduplicates: a messageId already received for the account is not applied again. */
+          /**
+           * @description Deduplicates: a messageId already received for the account is not applied
+           * again.
+           */
           messageId?: unknown
           /** @description The contact (its external id). */
           userId?: unknown
-          /** @description Accepted and counted, never applied: without userId, a message names nobody here. */
+          /**
+           * @description Accepted and counted, never applied: without userId, a message names
+           * nobody here.
+           */
           anonymousId?: unknown
           /** @description group: the customer (its external id). */
           groupId?: unknown
           /** @description track: the event name. */
           event?: unknown
-          /** @description identify and group: the attributes (keys that are attribute codenames) and `name`. */
+          /**
+           * @description identify and group: the attributes (keys that are attribute codenames) and
+           * `name`.
+           */
           traits?: unknown
           /** @description track: stored with the event. */
           properties?: unknown
@@ -4704,19 +4920,31 @@ export interface operations {
     requestBody?: {
       content: {
         'application/json': {
-          /** @description identify, group, track, page, screen or alias (in a batch; a single call takes its path). */
+          /**
+           * @description identify, group, track, page, screen or alias (in a batch; a single call
+           * takes its path).
+           */
           type?: unknown
-          /** @description Deduplicates: a messageId already received for the account is not applied again. */
+          /**
+           * @description Deduplicates: a messageId already received for the account is not applied
+           * again.
+           */
           messageId?: unknown
           /** @description The contact (its external id). */
           userId?: unknown
-          /** @description Accepted and counted, never applied: without userId, a message names nobody here. */
+          /**
+           * @description Accepted and counted, never applied: without userId, a message names
+           * nobody here.
+           */
           anonymousId?: unknown
           /** @description group: the customer (its external id). */
           groupId?: unknown
           /** @description track: the event name. */
           event?: unknown
-          /** @description identify and group: the attributes (keys that are attribute codenames) and `name`. */
+          /**
+           * @description identify and group: the attributes (keys that are attribute codenames) and
+           * `name`.
+           */
           traits?: unknown
           /** @description track: stored with the event. */
           properties?: unknown
@@ -4802,17 +5030,19 @@ export interface operations {
               values?: string[]
             }[]
             /**
-             * @description A tree instead of filters: a filter object, or a node {"and": [conditions]}, {"or":
-             * [conditions]} or {"not": condition}, whose conditions are again filter objects or nodes. At most 4 nodes
-             * on the way from the top to any filter and 50 filters in all; not together with filters. Customer search
-             * is limited to active customers unless a filter anywhere in the tree names is_churned.
+             * @description A tree instead of filters: a filter object, or a node {"and":
+             * [conditions]}, {"or": [conditions]} or {"not": condition}, whose conditions are again
+             * filter objects or nodes. At most 4 nodes on the way from the top to any filter and 50
+             * filters in all; not together with filters. Customer search is limited to active
+             * customers unless a filter anywhere in the tree names is_churned.
              */
             where?: components['schemas']['Where']
             /**
-             * @description Up to 3 keys, each {"propertyName", "direction": "asc" (the default) or "desc"}: a core
-             * field (the scores, last_seen, name, is_churned, external_id, customer_external_id for contacts,
-             * createdAt, updatedAt), a custom attribute or a metric (its value in the latest snapshot). Records without
-             * a value come last in either direction, and the external ID (in byte order) decides last. Under a sort,
+             * @description Up to 3 keys, each {"propertyName", "direction": "asc" (the default) or
+             * "desc"}: a core field (the scores, last_seen, name, is_churned, external_id,
+             * customer_external_id for contacts, createdAt, updatedAt), a custom attribute or a
+             * metric (its value in the latest snapshot). Records without a value come last in
+             * either direction, and the external ID (in byte order) decides last. Under a sort,
              * paging.next.after is an opaque string.
              */
             sort?: {
@@ -4820,7 +5050,9 @@ export interface operations {
               /** @enum {string} */
               direction?: 'asc' | 'desc'
             }[]
-            /** @description Customers in the segment as of its latest recomputation (computed_at). */
+            /**
+             * @description Customers in the segment as of its latest recomputation (computed_at).
+             */
             members: number
             /** @description When its membership was last recomputed; null before the first time. */
             computed_at: string | null
@@ -4896,18 +5128,20 @@ export interface operations {
             values?: string[]
           }[]
           /**
-           * @description A tree instead of filters: a filter object, or a node {"and": [conditions]}, {"or":
-           * [conditions]} or {"not": condition}, whose conditions are again filter objects or nodes. At most 4 nodes on
-           * the way from the top to any filter and 50 filters in all; not together with filters. Customer search is
-           * limited to active customers unless a filter anywhere in the tree names is_churned.
+           * @description A tree instead of filters: a filter object, or a node {"and":
+           * [conditions]}, {"or": [conditions]} or {"not": condition}, whose conditions are again
+           * filter objects or nodes. At most 4 nodes on the way from the top to any filter and 50
+           * filters in all; not together with filters. Customer search is limited to active
+           * customers unless a filter anywhere in the tree names is_churned.
            */
           where?: components['schemas']['Where']
           /**
-           * @description Up to 3 keys, each {"propertyName", "direction": "asc" (the default) or "desc"}: a core field
-           * (the scores, last_seen, name, is_churned, external_id, customer_external_id for contacts, createdAt,
-           * updatedAt), a custom attribute or a metric (its value in the latest snapshot). Records without a value come
-           * last in either direction, and the external ID (in byte order) decides last. Under a sort, paging.next.after
-           * is an opaque string.
+           * @description Up to 3 keys, each {"propertyName", "direction": "asc" (the default) or
+           * "desc"}: a core field (the scores, last_seen, name, is_churned, external_id,
+           * customer_external_id for contacts, createdAt, updatedAt), a custom attribute or a
+           * metric (its value in the latest snapshot). Records without a value come last in either
+           * direction, and the external ID (in byte order) decides last. Under a sort,
+           * paging.next.after is an opaque string.
            */
           sort?: {
             propertyName: string
@@ -4953,17 +5187,19 @@ export interface operations {
               values?: string[]
             }[]
             /**
-             * @description A tree instead of filters: a filter object, or a node {"and": [conditions]}, {"or":
-             * [conditions]} or {"not": condition}, whose conditions are again filter objects or nodes. At most 4 nodes
-             * on the way from the top to any filter and 50 filters in all; not together with filters. Customer search
-             * is limited to active customers unless a filter anywhere in the tree names is_churned.
+             * @description A tree instead of filters: a filter object, or a node {"and":
+             * [conditions]}, {"or": [conditions]} or {"not": condition}, whose conditions are again
+             * filter objects or nodes. At most 4 nodes on the way from the top to any filter and 50
+             * filters in all; not together with filters. Customer search is limited to active
+             * customers unless a filter anywhere in the tree names is_churned.
              */
             where?: components['schemas']['Where']
             /**
-             * @description Up to 3 keys, each {"propertyName", "direction": "asc" (the default) or "desc"}: a core
-             * field (the scores, last_seen, name, is_churned, external_id, customer_external_id for contacts,
-             * createdAt, updatedAt), a custom attribute or a metric (its value in the latest snapshot). Records without
-             * a value come last in either direction, and the external ID (in byte order) decides last. Under a sort,
+             * @description Up to 3 keys, each {"propertyName", "direction": "asc" (the default) or
+             * "desc"}: a core field (the scores, last_seen, name, is_churned, external_id,
+             * customer_external_id for contacts, createdAt, updatedAt), a custom attribute or a
+             * metric (its value in the latest snapshot). Records without a value come last in
+             * either direction, and the external ID (in byte order) decides last. Under a sort,
              * paging.next.after is an opaque string.
              */
             sort?: {
@@ -4971,7 +5207,9 @@ export interface operations {
               /** @enum {string} */
               direction?: 'asc' | 'desc'
             }[]
-            /** @description Customers in the segment as of its latest recomputation (computed_at). */
+            /**
+             * @description Customers in the segment as of its latest recomputation (computed_at).
+             */
             members: number
             /** @description When its membership was last recomputed; null before the first time. */
             computed_at: string | null
@@ -5046,17 +5284,19 @@ export interface operations {
               values?: string[]
             }[]
             /**
-             * @description A tree instead of filters: a filter object, or a node {"and": [conditions]}, {"or":
-             * [conditions]} or {"not": condition}, whose conditions are again filter objects or nodes. At most 4 nodes
-             * on the way from the top to any filter and 50 filters in all; not together with filters. Customer search
-             * is limited to active customers unless a filter anywhere in the tree names is_churned.
+             * @description A tree instead of filters: a filter object, or a node {"and":
+             * [conditions]}, {"or": [conditions]} or {"not": condition}, whose conditions are again
+             * filter objects or nodes. At most 4 nodes on the way from the top to any filter and 50
+             * filters in all; not together with filters. Customer search is limited to active
+             * customers unless a filter anywhere in the tree names is_churned.
              */
             where?: components['schemas']['Where']
             /**
-             * @description Up to 3 keys, each {"propertyName", "direction": "asc" (the default) or "desc"}: a core
-             * field (the scores, last_seen, name, is_churned, external_id, customer_external_id for contacts,
-             * createdAt, updatedAt), a custom attribute or a metric (its value in the latest snapshot). Records without
-             * a value come last in either direction, and the external ID (in byte order) decides last. Under a sort,
+             * @description Up to 3 keys, each {"propertyName", "direction": "asc" (the default) or
+             * "desc"}: a core field (the scores, last_seen, name, is_churned, external_id,
+             * customer_external_id for contacts, createdAt, updatedAt), a custom attribute or a
+             * metric (its value in the latest snapshot). Records without a value come last in
+             * either direction, and the external ID (in byte order) decides last. Under a sort,
              * paging.next.after is an opaque string.
              */
             sort?: {
@@ -5064,7 +5304,9 @@ export interface operations {
               /** @enum {string} */
               direction?: 'asc' | 'desc'
             }[]
-            /** @description Customers in the segment as of its latest recomputation (computed_at). */
+            /**
+             * @description Customers in the segment as of its latest recomputation (computed_at).
+             */
             members: number
             /** @description When its membership was last recomputed; null before the first time. */
             computed_at: string | null
@@ -5144,18 +5386,20 @@ export interface operations {
             values?: string[]
           }[]
           /**
-           * @description A tree instead of filters: a filter object, or a node {"and": [conditions]}, {"or":
-           * [conditions]} or {"not": condition}, whose conditions are again filter objects or nodes. At most 4 nodes on
-           * the way from the top to any filter and 50 filters in all; not together with filters. Customer search is
-           * limited to active customers unless a filter anywhere in the tree names is_churned.
+           * @description A tree instead of filters: a filter object, or a node {"and":
+           * [conditions]}, {"or": [conditions]} or {"not": condition}, whose conditions are again
+           * filter objects or nodes. At most 4 nodes on the way from the top to any filter and 50
+           * filters in all; not together with filters. Customer search is limited to active
+           * customers unless a filter anywhere in the tree names is_churned.
            */
           where?: components['schemas']['Where']
           /**
-           * @description Up to 3 keys, each {"propertyName", "direction": "asc" (the default) or "desc"}: a core field
-           * (the scores, last_seen, name, is_churned, external_id, customer_external_id for contacts, createdAt,
-           * updatedAt), a custom attribute or a metric (its value in the latest snapshot). Records without a value come
-           * last in either direction, and the external ID (in byte order) decides last. Under a sort, paging.next.after
-           * is an opaque string.
+           * @description Up to 3 keys, each {"propertyName", "direction": "asc" (the default) or
+           * "desc"}: a core field (the scores, last_seen, name, is_churned, external_id,
+           * customer_external_id for contacts, createdAt, updatedAt), a custom attribute or a
+           * metric (its value in the latest snapshot). Records without a value come last in either
+           * direction, and the external ID (in byte order) decides last. Under a sort,
+           * paging.next.after is an opaque string.
            */
           sort?: {
             propertyName: string
@@ -5201,17 +5445,19 @@ export interface operations {
               values?: string[]
             }[]
             /**
-             * @description A tree instead of filters: a filter object, or a node {"and": [conditions]}, {"or":
-             * [conditions]} or {"not": condition}, whose conditions are again filter objects or nodes. At most 4 nodes
-             * on the way from the top to any filter and 50 filters in all; not together with filters. Customer search
-             * is limited to active customers unless a filter anywhere in the tree names is_churned.
+             * @description A tree instead of filters: a filter object, or a node {"and":
+             * [conditions]}, {"or": [conditions]} or {"not": condition}, whose conditions are again
+             * filter objects or nodes. At most 4 nodes on the way from the top to any filter and 50
+             * filters in all; not together with filters. Customer search is limited to active
+             * customers unless a filter anywhere in the tree names is_churned.
              */
             where?: components['schemas']['Where']
             /**
-             * @description Up to 3 keys, each {"propertyName", "direction": "asc" (the default) or "desc"}: a core
-             * field (the scores, last_seen, name, is_churned, external_id, customer_external_id for contacts,
-             * createdAt, updatedAt), a custom attribute or a metric (its value in the latest snapshot). Records without
-             * a value come last in either direction, and the external ID (in byte order) decides last. Under a sort,
+             * @description Up to 3 keys, each {"propertyName", "direction": "asc" (the default) or
+             * "desc"}: a core field (the scores, last_seen, name, is_churned, external_id,
+             * customer_external_id for contacts, createdAt, updatedAt), a custom attribute or a
+             * metric (its value in the latest snapshot). Records without a value come last in
+             * either direction, and the external ID (in byte order) decides last. Under a sort,
              * paging.next.after is an opaque string.
              */
             sort?: {
@@ -5219,7 +5465,9 @@ export interface operations {
               /** @enum {string} */
               direction?: 'asc' | 'desc'
             }[]
-            /** @description Customers in the segment as of its latest recomputation (computed_at). */
+            /**
+             * @description Customers in the segment as of its latest recomputation (computed_at).
+             */
             members: number
             /** @description When its membership was last recomputed; null before the first time. */
             computed_at: string | null
@@ -5300,15 +5548,16 @@ export interface operations {
          */
         'application/json': {
           /**
-           * @description The custom values shown (all by default); for customers also engagementscore_7d_ago and the
-           * like.
+           * @description The custom values shown (all by default); for customers also
+           * engagementscore_7d_ago and the like.
            */
           properties?: string[]
           /** @default 100 */
           limit?: number
           /**
-           * @description The next page: paging.next.after of the previous page, as it came (a record's service_id, or
-           * under a sort an opaque cursor, refused with a 400 when altered or from another search).
+           * @description The next page: paging.next.after of the previous page, as it came (a
+           * record's service_id, or under a sort an opaque cursor, refused with a 400 when altered
+           * or from another search).
            */
           after?: number | string
         }
@@ -5426,7 +5675,10 @@ export interface operations {
          *     }
          */
         'application/json': {
-          /** @description The customer properties to learn from (codenames); every attribute and metric when absent. */
+          /**
+           * @description The customer properties to learn from (codenames); every attribute and
+           * metric when absent.
+           */
           features?: string[]
         }
       }
@@ -5501,8 +5753,8 @@ export interface operations {
               active: number
             } | null
             /**
-             * @description Out of sample: every figure is of predictions for customers the model was not trained on
-             * (cross-validation).
+             * @description Out of sample: every figure is of predictions for customers the model
+             * was not trained on (cross-validation).
              */
             evaluation: {
               method: string
@@ -5554,7 +5806,10 @@ export interface operations {
          *     }
          */
         'application/json': {
-          /** @description The customer properties to learn from (codenames); every attribute and metric when absent. */
+          /**
+           * @description The customer properties to learn from (codenames); every attribute and
+           * metric when absent.
+           */
           features?: string[]
         }
       }
@@ -5625,8 +5880,8 @@ export interface operations {
               active: number
             } | null
             /**
-             * @description Out of sample: every figure is of predictions for customers the model was not trained on
-             * (cross-validation).
+             * @description Out of sample: every figure is of predictions for customers the model
+             * was not trained on (cross-validation).
              */
             evaluation: {
               method: string
@@ -6651,8 +6906,9 @@ export interface operations {
           email: string
           name?: string
           /**
-           * @description viewer: reads what a `search` key reads; manager: also writes what an `upload` key writes;
-           * admin: also the account's users, keys, properties, scoring model, webhooks and SSO.
+           * @description viewer: reads what a `search` key reads; manager: also writes what an
+           * `upload` key writes; admin: also the account's users, keys, properties, scoring model,
+           * webhooks and SSO.
            * @default viewer
            * @enum {string}
            */
@@ -6673,8 +6929,9 @@ export interface operations {
             email: string
             name: string | null
             /**
-             * @description viewer: reads what a `search` key reads; manager: also writes what an `upload` key writes;
-             * admin: also the account's users, keys, properties, scoring model, webhooks and SSO.
+             * @description viewer: reads what a `search` key reads; manager: also writes what an
+             * `upload` key writes; admin: also the account's users, keys, properties, scoring
+             * model, webhooks and SSO.
              * @enum {string}
              */
             role: 'viewer' | 'manager' | 'admin'
@@ -6737,8 +6994,9 @@ export interface operations {
           email: string
           name?: string
           /**
-           * @description viewer: reads what a `search` key reads; manager: also writes what an `upload` key writes;
-           * admin: also the account's users, keys, properties, scoring model, webhooks and SSO.
+           * @description viewer: reads what a `search` key reads; manager: also writes what an
+           * `upload` key writes; admin: also the account's users, keys, properties, scoring model,
+           * webhooks and SSO.
            * @default viewer
            * @enum {string}
            */
@@ -6762,8 +7020,9 @@ export interface operations {
             email: string
             name: string | null
             /**
-             * @description viewer: reads what a `search` key reads; manager: also writes what an `upload` key writes;
-             * admin: also the account's users, keys, properties, scoring model, webhooks and SSO.
+             * @description viewer: reads what a `search` key reads; manager: also writes what an
+             * `upload` key writes; admin: also the account's users, keys, properties, scoring
+             * model, webhooks and SSO.
              * @enum {string}
              */
             role: 'viewer' | 'manager' | 'admin'
@@ -6833,8 +7092,8 @@ export interface operations {
           /** @enum {string} */
           type: 'string' | 'number' | 'boolean' | 'date'
           /**
-           * @description The name people read: the console, its CSV export and score explanations show it in place of
-           * the codename.
+           * @description The name people read: the console, its CSV export and score explanations
+           * show it in place of the codename.
            */
           label?: string
           /** @description The older spelling of label. */
@@ -8106,7 +8365,10 @@ export interface operations {
               contacts: number
               customers: number
             }
-            /** @description Rows removed or redacted, per kind (tracking_events, contacts, webhook_deliveries, ...). */
+            /**
+             * @description Rows removed or redacted, per kind (tracking_events, contacts,
+             * webhook_deliveries, ...).
+             */
             counts: {
               [key: string]: number
             }
@@ -8219,7 +8481,10 @@ export interface operations {
               contacts: number
               customers: number
             }
-            /** @description Rows removed or redacted, per kind (tracking_events, contacts, webhook_deliveries, ...). */
+            /**
+             * @description Rows removed or redacted, per kind (tracking_events, contacts,
+             * webhook_deliveries, ...).
+             */
             counts: {
               [key: string]: number
             }
@@ -8275,8 +8540,8 @@ export interface operations {
               [key: string]: unknown
             }[]
             /**
-             * @description The Segment messages held that name it (userId; a customer: groupId, or a contact of its
-             * userId), as stored.
+             * @description The Segment messages held that name it (userId; a customer: groupId, or
+             * a contact of its userId), as stored.
              */
             segment_messages: {
               [key: string]: unknown
@@ -8333,8 +8598,8 @@ export interface operations {
               [key: string]: unknown
             }[]
             /**
-             * @description The Segment messages held that name it (userId; a customer: groupId, or a contact of its
-             * userId), as stored.
+             * @description The Segment messages held that name it (userId; a customer: groupId, or
+             * a contact of its userId), as stored.
              */
             segment_messages: {
               [key: string]: unknown
@@ -8386,7 +8651,10 @@ export interface operations {
           'application/json': {
             /** @enum {string} */
             entity: 'customer' | 'contact'
-            /** @description The SHA-256 of the external id (UTF-8), hexadecimal: the list names nobody. */
+            /**
+             * @description The SHA-256 of the external id (UTF-8), hexadecimal: the list names
+             * nobody.
+             */
             hash: string
             erasure_id: number | null
             /**
@@ -8471,8 +8739,8 @@ export interface operations {
                */
               at: string
               /**
-               * @description Who made the change: a service key, a signed-in user, or the operator (the admin token or
-               * the CLI).
+               * @description Who made the change: a service key, a signed-in user, or the operator
+               * (the admin token or the CLI).
                */
               actor: {
                 /** @enum {string} */
@@ -8480,8 +8748,8 @@ export interface operations {
                 /** @description The key's or the user's id; null for the operator. */
                 id: number | null
                 /**
-                 * @description The key's name, the user's name or email, or `operator`, as they were then; a removed
-                 * user's reads `(erased)`.
+                 * @description The key's name, the user's name or email, or `operator`, as they
+                 * were then; a removed user's reads `(erased)`.
                  */
                 name: string | null
               }
@@ -8489,18 +8757,22 @@ export interface operations {
               action: string
               /**
                * @description What it changed: the path below its version prefix (`customer/acme-1`,
-               * `accounts/7/keys/3`), with the id of what a creation made; a segment that named an erased customer or
-               * contact reads `(erased)`.
+               * `accounts/7/keys/3`), with the id of what a creation made; a segment that named an
+               * erased customer or contact reads `(erased)`.
                */
               target: string
               /**
-               * @description The HTTP status answered: 2xx for a change made, 4xx for one refused (nothing changed).
+               * @description The HTTP status answered: 2xx for a change made, 4xx for one refused
+               * (nothing changed).
                */
               status: number
               /** @description The client's address as the server saw it; null from the CLI. */
               address: string | null
             }[]
-            /** @description Present when there is a next page: send `after` back as ?after= to get it. */
+            /**
+             * @description Present when there is a next page: send `after` back as ?after= to get
+             * it.
+             */
             paging?: {
               next: {
                 after: number
@@ -8549,8 +8821,8 @@ export interface operations {
                */
               at: string
               /**
-               * @description Who made the change: a service key, a signed-in user, or the operator (the admin token or
-               * the CLI).
+               * @description Who made the change: a service key, a signed-in user, or the operator
+               * (the admin token or the CLI).
                */
               actor: {
                 /** @enum {string} */
@@ -8558,8 +8830,8 @@ export interface operations {
                 /** @description The key's or the user's id; null for the operator. */
                 id: number | null
                 /**
-                 * @description The key's name, the user's name or email, or `operator`, as they were then; a removed
-                 * user's reads `(erased)`.
+                 * @description The key's name, the user's name or email, or `operator`, as they
+                 * were then; a removed user's reads `(erased)`.
                  */
                 name: string | null
               }
@@ -8567,18 +8839,22 @@ export interface operations {
               action: string
               /**
                * @description What it changed: the path below its version prefix (`customer/acme-1`,
-               * `accounts/7/keys/3`), with the id of what a creation made; a segment that named an erased customer or
-               * contact reads `(erased)`.
+               * `accounts/7/keys/3`), with the id of what a creation made; a segment that named an
+               * erased customer or contact reads `(erased)`.
                */
               target: string
               /**
-               * @description The HTTP status answered: 2xx for a change made, 4xx for one refused (nothing changed).
+               * @description The HTTP status answered: 2xx for a change made, 4xx for one refused
+               * (nothing changed).
                */
               status: number
               /** @description The client's address as the server saw it; null from the CLI. */
               address: string | null
             }[]
-            /** @description Present when there is a next page: send `after` back as ?after= to get it. */
+            /**
+             * @description Present when there is a next page: send `after` back as ?after= to get
+             * it.
+             */
             paging?: {
               next: {
                 after: number
@@ -8623,8 +8899,8 @@ export interface operations {
                */
               at: string
               /**
-               * @description Who made the change: a service key, a signed-in user, or the operator (the admin token or
-               * the CLI).
+               * @description Who made the change: a service key, a signed-in user, or the operator
+               * (the admin token or the CLI).
                */
               actor: {
                 /** @enum {string} */
@@ -8632,8 +8908,8 @@ export interface operations {
                 /** @description The key's or the user's id; null for the operator. */
                 id: number | null
                 /**
-                 * @description The key's name, the user's name or email, or `operator`, as they were then; a removed
-                 * user's reads `(erased)`.
+                 * @description The key's name, the user's name or email, or `operator`, as they
+                 * were then; a removed user's reads `(erased)`.
                  */
                 name: string | null
               }
@@ -8641,18 +8917,22 @@ export interface operations {
               action: string
               /**
                * @description What it changed: the path below its version prefix (`customer/acme-1`,
-               * `accounts/7/keys/3`), with the id of what a creation made; a segment that named an erased customer or
-               * contact reads `(erased)`.
+               * `accounts/7/keys/3`), with the id of what a creation made; a segment that named an
+               * erased customer or contact reads `(erased)`.
                */
               target: string
               /**
-               * @description The HTTP status answered: 2xx for a change made, 4xx for one refused (nothing changed).
+               * @description The HTTP status answered: 2xx for a change made, 4xx for one refused
+               * (nothing changed).
                */
               status: number
               /** @description The client's address as the server saw it; null from the CLI. */
               address: string | null
             }[]
-            /** @description Present when there is a next page: send `after` back as ?after= to get it. */
+            /**
+             * @description Present when there is a next page: send `after` back as ?after= to get
+             * it.
+             */
             paging?: {
               next: {
                 after: number
@@ -8746,8 +9026,9 @@ export interface operations {
       content: {
         'application/json': {
           /**
-           * @description viewer: reads what a `search` key reads; manager: also writes what an `upload` key writes;
-           * admin: also the account's users, keys, properties, scoring model, webhooks and SSO.
+           * @description viewer: reads what a `search` key reads; manager: also writes what an
+           * `upload` key writes; admin: also the account's users, keys, properties, scoring model,
+           * webhooks and SSO.
            * @enum {string}
            */
           role: 'viewer' | 'manager' | 'admin'
@@ -8858,8 +9139,9 @@ export interface operations {
       content: {
         'application/json': {
           /**
-           * @description viewer: reads what a `search` key reads; manager: also writes what an `upload` key writes;
-           * admin: also the account's users, keys, properties, scoring model, webhooks and SSO.
+           * @description viewer: reads what a `search` key reads; manager: also writes what an
+           * `upload` key writes; admin: also the account's users, keys, properties, scoring model,
+           * webhooks and SSO.
            * @enum {string}
            */
           role: 'viewer' | 'manager' | 'admin'
@@ -8921,12 +9203,14 @@ export interface operations {
               name: string
             }
             /**
-             * @description Send it as the x-csrf-token header with every request of the session that changes anything.
+             * @description Send it as the x-csrf-token header with every request of the session
+             * that changes anything.
              */
             csrf_token: string
             /**
-             * @description What the role holds, as the routes need it: key scopes, and `manage` for the account's
-             * users, keys and settings. The console hides what these do not cover; the API decides.
+             * @description What the role holds, as the routes need it: key scopes, and `manage` for
+             * the account's users, keys and settings. The console hides what these do not cover;
+             * the API decides.
              */
             grants: string[]
           }
@@ -8989,12 +9273,14 @@ export interface operations {
               name: string
             }
             /**
-             * @description Send it as the x-csrf-token header with every request of the session that changes anything.
+             * @description Send it as the x-csrf-token header with every request of the session
+             * that changes anything.
              */
             csrf_token: string
             /**
-             * @description What the role holds, as the routes need it: key scopes, and `manage` for the account's
-             * users, keys and settings. The console hides what these do not cover; the API decides.
+             * @description What the role holds, as the routes need it: key scopes, and `manage` for
+             * the account's users, keys and settings. The console hides what these do not cover;
+             * the API decides.
              */
             grants: string[]
           }
@@ -9019,11 +9305,17 @@ export interface operations {
     requestBody: {
       content: {
         'application/json': {
-          /** @description The provider's issuer identifier; its /.well-known/openid-configuration is read. */
+          /**
+           * @description The provider's issuer identifier; its /.well-known/openid-configuration is
+           * read.
+           */
           issuer: string
           client_id: string
           client_secret: string
-          /** @description The email domains that sign in: a verified email of one of them, exactly (no subdomains). */
+          /**
+           * @description The email domains that sign in: a verified email of one of them, exactly
+           * (no subdomains).
+           */
           domains: string[]
           /**
            * @description The role of a user whom SSO signs in for the first time.
@@ -9103,11 +9395,17 @@ export interface operations {
     requestBody: {
       content: {
         'application/json': {
-          /** @description The provider's issuer identifier; its /.well-known/openid-configuration is read. */
+          /**
+           * @description The provider's issuer identifier; its /.well-known/openid-configuration is
+           * read.
+           */
           issuer: string
           client_id: string
           client_secret: string
-          /** @description The email domains that sign in: a verified email of one of them, exactly (no subdomains). */
+          /**
+           * @description The email domains that sign in: a verified email of one of them, exactly
+           * (no subdomains).
+           */
           domains: string[]
           /**
            * @description The role of a user whom SSO signs in for the first time.
@@ -9474,8 +9772,8 @@ export interface operations {
               /** Format: date */
               churned_date: string
               /**
-               * @description manual: set through the API; inactive: not seen for the scoring model's
-               * churn.inactive_days.
+               * @description manual: set through the API; inactive: not seen for the scoring
+               * model's churn.inactive_days.
                * @enum {string}
                */
               reason: 'manual' | 'inactive'
@@ -9557,7 +9855,8 @@ export interface operations {
                */
               churned_date: string
               /**
-               * @description manual: set active through the API; activity: a snapshot dated after an automatic churn.
+               * @description manual: set active through the API; activity: a snapshot dated after
+               * an automatic churn.
                * @enum {string}
                */
               reason: 'manual' | 'activity'
@@ -9651,12 +9950,19 @@ export interface operations {
               external_id: string
               name: string | null
               /** @enum {string} */
-              score: 'engagementscore' | 'fitscore' | 'churn_risk' | 'upsell_score' | 'churn_probability'
+              score:
+                | 'engagementscore'
+                | 'fitscore'
+                | 'churn_risk'
+                | 'upsell_score'
+                | 'churn_probability'
               /** @description An integer for the rule scores; in 0..1 for churn_probability. */
               old_value: number
               /** @description An integer for the rule scores; in 0..1 for churn_probability. */
               new_value: number
-              /** @description The threshold crossed, or null when the move alone reached the delta. */
+              /**
+               * @description The threshold crossed, or null when the move alone reached the delta.
+               */
               crossed: number | null
               /**
                * Format: date
@@ -9664,14 +9970,17 @@ export interface operations {
                */
               scoring_date: string
               /**
-               * @description The properties whose contributions moved most between the two scorings, largest move
-               * first.
+               * @description The properties whose contributions moved most between the two
+               * scorings, largest move first.
                */
               change_drivers: {
                 /** @enum {string} */
                 score: 'engagement' | 'fit'
                 codename: string
-                /** @description The property's contribution (weight x property score / sum of weights) before. */
+                /**
+                 * @description The property's contribution (weight x property score / sum of
+                 * weights) before.
+                 */
                 before: number
                 /** @description Its contribution after. */
                 after: number

@@ -16,13 +16,23 @@ import { errorLine } from './format.ts'
 import { useAction, useData, value } from './load.ts'
 import { Scroller } from './scroller.ts'
 
-// Settings' people (docs/console.md, "Users, invites and SSO"): the account's users with their roles,
-// invites and reset links (each shown once, to be given to the person: the service sends no mail),
-// and single sign-on. The operator reaches them through the admin API, an account admin through a
-// session; both change the role of any user but themselves (the service keeps one admin).
+// Settings' people (docs/console.md, "Users, invites and SSO"): the account's users with their
+// roles, invites and reset links (each shown once, to be given to the person: the service sends
+// no mail), and single sign-on. The operator reaches them through the admin API, an account admin
+// through a session; both change the role of any user but themselves (the service keeps one admin).
 
 // A one-time link, shown until the person who made it has kept it.
-const Once = ({ id, what, url, onDone }: { id: string; what: string; url: string; onDone: () => void }) =>
+const Once = ({
+  id,
+  what,
+  url,
+  onDone,
+}: {
+  id: string
+  what: string
+  url: string
+  onDone: () => void
+}) =>
   html`<div role="status" class="once">
     <p>${what}, shown only this once: give it to the person.</p>
     <p><code id=${id} class="link">${url}</code></p>
@@ -36,7 +46,9 @@ const InviteForm = ({ door, onInvited }: { door: Door; onInvited: () => Promise<
   const invite = async (e: Event) => {
     e.preventDefault()
     const { name, ...rest } = draft
-    const made = await action.run(() => through<Invite>(door, 'POST', '/users', { ...rest, ...(name ? { name } : {}) }))
+    const made = await action.run(() =>
+      through<Invite>(door, 'POST', '/users', { ...rest, ...(name ? { name } : {}) }),
+    )
     if (!made) return
     setLink(made.invite_url)
     setDraft({ email: '', name: '', role: draft.role })
@@ -150,7 +162,8 @@ const SsoForm = ({ door }: { door: Door }) => {
     default_role: 'viewer',
   })
   const [saved, setSaved] = useState<SsoConfig | undefined>()
-  // Only an account admin can read the configuration back (GET /api/v1/sso; 404 when there is none).
+  // Only an account admin can read the configuration back (GET /api/v1/sso; 404 when
+  // there is none).
   const current = useData(
     () =>
       door.kind === 'user'
@@ -214,12 +227,28 @@ const Sso = ({ door, account }: { door: Door; account: number }) =>
   </section>`
 
 // The hooks into Settings: the operator's (settings.ts) and an account admin's page (app.ts).
-export const PeopleSettings = ({ door, account, self }: { door: Door; account: number; self?: number }) =>
+export const PeopleSettings = ({
+  door,
+  account,
+  self,
+}: {
+  door: Door
+  account: number
+  self?: number
+}) =>
   html`<${Users} door=${door} self=${self} />
     <${Sso} door=${door} account=${account} />
     <${AuditLog} door=${door} />`
 
-export const PersonSettings = ({ credential, account, self }: { credential: string; account: number; self: number }) =>
+export const PersonSettings = ({
+  credential,
+  account,
+  self,
+}: {
+  credential: string
+  account: number
+  self: number
+}) =>
   html`<section aria-labelledby="settings-title">
     <h1 id="settings-title">Settings of account ${account}</h1>
     <${PeopleSettings} door=${{ kind: 'user', credential }} account=${account} self=${self} />

@@ -10,8 +10,8 @@ const CUES: Record<Exclude<Hidden, 'none'>, string> = {
 }
 
 // A table wider than its place scrolls inside this frame, never the page. While columns are out of
-// sight, a line above the table says on which side and that edge is shaded, so that no column is lost
-// unseen. The frame takes the focus, so that the keyboard scrolls it too.
+// sight, a line above the table says on which side and that edge is shaded, so that no column is
+// lost unseen. The frame takes the focus, so that the keyboard scrolls it too.
 export const Scroller = ({ label, children }: { label: string; children: ComponentChildren }) => {
   const frame = useRef<HTMLDivElement>(null)
   const [hidden, setHidden] = useState<Hidden>('none')

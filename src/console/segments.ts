@@ -8,14 +8,16 @@ import { useData, value } from './load.ts'
 // aggregates both take. The segment's tree decides the churn default as it does in member search,
 // since its leaves are the combined tree's.
 export const narrow = (segment: Segment | undefined, conditions: Condition[]): Selection => {
-  const saved = segment && (segment.where ?? (segment.filters?.length ? { and: segment.filters } : undefined))
+  const saved =
+    segment && (segment.where ?? (segment.filters?.length ? { and: segment.filters } : undefined))
   const all = saved ? [saved, ...conditions] : conditions
   if (all.length === 0) return {}
   if (!saved && all.every((c) => 'propertyName' in c)) return { filters: all as Filter[] }
   return { where: all.length === 1 ? all[0] : { and: all } }
 }
 
-// Those of a selection with either score unknown: the matrix's "not scored yet", which it cannot draw.
+// Those of a selection with either score unknown: the matrix's "not scored yet", which
+// it cannot draw.
 export const unscoredOf = (selection: Selection): Condition => {
   const unscored: Condition = {
     or: [
@@ -23,12 +25,19 @@ export const unscoredOf = (selection: Selection): Condition => {
       { propertyName: 'fitscore', operator: 'UNKNOWN' },
     ],
   }
-  const within = selection.where ?? (selection.filters?.length ? { and: selection.filters } : undefined)
+  const within =
+    selection.where ?? (selection.filters?.length ? { and: selection.filters } : undefined)
   return within ? { and: [within, unscored] } : unscored
 }
 
 // The account's saved segments; choosing one narrows the view to its members.
-export const SegmentPicker = ({ apiKey, onPick }: { apiKey: string; onPick: (s: Segment | undefined) => void }) => {
+export const SegmentPicker = ({
+  apiKey,
+  onPick,
+}: {
+  apiKey: string
+  onPick: (s: Segment | undefined) => void
+}) => {
   const segments = useData(() => listSegments(apiKey), [apiKey])
   const pick = (e: Event) => onPick(segments.data?.find((s) => String(s.id) === value(e)))
   return html`<div class="field segment-picker">

@@ -20,7 +20,9 @@ const Keys = ({ token, account }: { token: string; account: number }) => {
   const action = useAction()
   const create = async (e: Event) => {
     e.preventDefault()
-    const made = await action.run(() => admin<NewKey>(token, 'POST', base, { scopes, ...(name ? { name } : {}) }))
+    const made = await action.run(() =>
+      admin<NewKey>(token, 'POST', base, { scopes, ...(name ? { name } : {}) }),
+    )
     if (made) {
       setCreated(made.token)
       setName('')
@@ -44,7 +46,9 @@ const Keys = ({ token, account }: { token: string; account: number }) => {
         </tr></thead>
         <tbody>
           ${keys.data.map(
-            (k) => html`<tr key=${k.id} data-key=${k.id} data-revoked=${k.revoked_at ? 'yes' : 'no'}>
+            (
+              k,
+            ) => html`<tr key=${k.id} data-key=${k.id} data-revoked=${k.revoked_at ? 'yes' : 'no'}>
               <td class="num">${k.id}</td><td>${k.name ?? '–'}</td><td>${k.scopes.join(', ')}</td>
               <td><${When} at=${k.created_at} /></td><td><${When} at=${k.revoked_at} /></td>
               <td>${
@@ -102,13 +106,21 @@ const Properties = ({
   properties: Property[]
   reload: () => Promise<void>
 }) => {
-  const [draft, setDraft] = useState({ entity: 'customer', kind: 'attribute', codename: '', type: 'number', name: '' })
+  const [draft, setDraft] = useState({
+    entity: 'customer',
+    kind: 'attribute',
+    codename: '',
+    type: 'number',
+    name: '',
+  })
   const action = useAction()
   const define = async (e: Event) => {
     e.preventDefault()
     const { name, ...rest } = draft
     if (
-      await action.run(() => admin(token, 'POST', `/${account}/properties`, { ...rest, ...(name ? { name } : {}) }))
+      await action.run(() =>
+        admin(token, 'POST', `/${account}/properties`, { ...rest, ...(name ? { name } : {}) }),
+      )
     ) {
       setDraft({ ...draft, codename: '', name: '' })
       await reload()
@@ -166,7 +178,9 @@ const Tracking = ({ token, account }: { token: string; account: number }) => {
     e.preventDefault()
     setSaved('')
     const list = domains.split(/\s+/).filter(Boolean)
-    const answer = await action.run(() => admin<Account>(token, 'PUT', `/${account}/tracking`, { domains: list }))
+    const answer = await action.run(() =>
+      admin<Account>(token, 'PUT', `/${account}/tracking`, { domains: list }),
+    )
     if (answer) {
       setText(answer.tracking_domains.join('\n'))
       setSaved(`Saved: ${answer.tracking_domains.length} domains.`)
@@ -189,7 +203,10 @@ const Tracking = ({ token, account }: { token: string; account: number }) => {
 }
 
 export const Settings = ({ token, account }: { token: string; account: number }) => {
-  const properties = useData(() => admin<Property[]>(token, 'GET', `/${account}/properties`), [token, account])
+  const properties = useData(
+    () => admin<Property[]>(token, 'GET', `/${account}/properties`),
+    [token, account],
+  )
   return html`<section aria-labelledby="settings-title">
     <h1 id="settings-title">Settings of account ${account}</h1>
     <${Keys} token=${token} account=${account} />

@@ -23,7 +23,9 @@ type OnSignIn = (session: Session) => void
 
 // Minutes, or seconds under one, as the lockout's Retry-After asks.
 const wait = (seconds: number) =>
-  seconds < 60 ? `${seconds} seconds` : `${Math.ceil(seconds / 60)} minute${seconds > 60 ? 's' : ''}`
+  seconds < 60
+    ? `${seconds} seconds`
+    : `${Math.ceil(seconds / 60)} minute${seconds > 60 ? 's' : ''}`
 
 const refusal = (err: unknown, what: string) => {
   if (err instanceof ApiError && err.status === 429 && err.retryAfter)
@@ -103,7 +105,9 @@ const NewPassword = ({ token, onSet }: { token: string; onSet: (email: string) =
 const Credential = ({ kind, onSignIn }: { kind: 'key' | 'admin'; onSignIn: OnSignIn }) => {
   const [secret, setSecret] = useState('')
   const [id, label, what] =
-    kind === 'key' ? ['service-key', 'Service key', 'key'] : ['admin-token', 'Admin token', 'admin token']
+    kind === 'key'
+      ? ['service-key', 'Service key', 'key']
+      : ['admin-token', 'Admin token', 'admin token']
   const action = useAction((err) => refusal(err, what))
   const submit = async (e: Event) => {
     e.preventDefault()

@@ -8,7 +8,8 @@ import { Scroller } from './scroller.ts'
 const POLL_MS = 1000
 const busy = (u: Upload) => u.status === 'received' || u.status === 'processing'
 const count = (n: number | null) => (n === null ? '–' : String(n))
-// Refreshes while any upload shown is still waiting or being processed, and stops once all are done.
+// Refreshes while any upload shown is still waiting or being processed, and stops once
+// all are done.
 const usePolling = (uploads: Upload[] | undefined, reload: () => unknown) => {
   const waiting = uploads?.some(busy) ?? false
   const latest = useRef(reload)

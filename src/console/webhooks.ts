@@ -20,8 +20,9 @@ const Attempts = ({ delivery }: { delivery: Delivery }) =>
         )}
       </ol>`
 
-// Whether deliveries arrive: a webhook whose every delivery fails reads as failing (since when, and its
-// last error), and one the service disabled after failing too long says so, not merely "disabled".
+// Whether deliveries arrive: a webhook whose every delivery fails reads as failing (since
+// when, and its last error), and one the service disabled after failing too long says so,
+// not merely "disabled".
 const Health = ({ webhook: w }: { webhook: Webhook }) => {
   const last = w.last_failure
   const why = last && `${last.status_code ?? 'no answer'}${last.error ? `: ${last.error}` : ''}`
@@ -33,15 +34,31 @@ const Health = ({ webhook: w }: { webhook: Webhook }) => {
       ? html`<span class="badge badge-fair">◆ failing</span>`
       : html`<span class="badge badge-good">● enabled</span>`
   return html`${state}${
-    w.failing_since && html`<br /><span class="muted">failing since <${When} at=${w.failing_since} /></span>`
+    w.failing_since &&
+    html`<br /><span class="muted">failing since <${When} at=${w.failing_since} /></span>`
   }${last && html`<br /><span class="muted">last error <${When} at=${last.at} />: ${why}</span>`}`
 }
 
-const Deliveries = ({ token, base, webhook }: { token: string; base: string; webhook: Webhook }) => {
-  const list = useData(() => admin<Delivery[]>(token, 'GET', `${base}/${webhook.id}/deliveries?limit=50`), [webhook.id])
+const Deliveries = ({
+  token,
+  base,
+  webhook,
+}: {
+  token: string
+  base: string
+  webhook: Webhook
+}) => {
+  const list = useData(
+    () => admin<Delivery[]>(token, 'GET', `${base}/${webhook.id}/deliveries?limit=50`),
+    [webhook.id],
+  )
   const action = useAction()
   const redeliver = async (d: Delivery) => {
-    if (await action.run(() => admin(token, 'POST', `${base}/${webhook.id}/deliveries/${d.id}/redeliver`))) {
+    if (
+      await action.run(() =>
+        admin(token, 'POST', `${base}/${webhook.id}/deliveries/${d.id}/redeliver`),
+      )
+    ) {
       await list.reload()
     }
   }
@@ -78,9 +95,9 @@ const Deliveries = ({ token, base, webhook }: { token: string; base: string; web
   </section>`
 }
 
-// An account's webhook subscriptions, each a card (name, URL, events, health, actions) that wraps to
-// any width: add one (its secret is shown this once), remove one, disable one
-// (its deliveries are held) or enable one again, and a delivery log with redelivery.
+// An account's webhook subscriptions, each a card (name, URL, events, health, actions) that wraps
+// to any width: add one (its secret is shown this once), remove one, disable one (its deliveries
+// are held) or enable one again, and a delivery log with redelivery.
 export const Webhooks = ({ token, account }: { token: string; account: number }) => {
   const base = `/${account}/webhooks`
   const list = useData(() => admin<Webhook[]>(token, 'GET', base), [token, account])

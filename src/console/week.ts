@@ -1,5 +1,12 @@
 import { html } from 'htm/preact'
-import { type Counted, type Mover, type Movements, type QuadrantName, type Week, weekReport } from './api.ts'
+import {
+  type Counted,
+  type Mover,
+  type Movements,
+  type QuadrantName,
+  type Week,
+  weekReport,
+} from './api.ts'
 import { WeeksChart, type WeekSeries } from './chart.ts'
 import {
   CHURN_RISK_BELOW,
@@ -20,9 +27,9 @@ import { useData } from './load.ts'
 import { Scroller } from './scroller.ts'
 
 // The landing view of a key holder: what changed over the last 7 or 30 days, the renewals ahead and
-// 12 weeks of the account's health, all from one API call (GET /api/v1/insights/week) that any client
-// can make. Every number links to the customers list it counts, where the API gives its search (not
-// earlier weeks' quadrants, nor the movements of a report kept from an earlier day).
+// 12 weeks of the account's health, all from one API call (GET /api/v1/insights/week) that any
+// client can make. Every number links to the customers list it counts, where the API gives its
+// search (not earlier weeks' quadrants, nor the movements of a report kept from an earlier day).
 
 const QUADRANTS: [QuadrantName, string, string, number[] | undefined][] = [
   ['churn_risk', 'Churn risk', '#b3261e', undefined],
@@ -61,7 +68,9 @@ const listOf = (title: string, order: string, days: 7 | 30): ListOptions => {
 }
 
 const Drivers = ({ drivers }: { drivers: string[] }) =>
-  drivers.length ? html`<span class="drivers-words">${drivers.join(', ')}</span>` : html`<span class="muted">–</span>`
+  drivers.length
+    ? html`<span class="drivers-words">${drivers.join(', ')}</span>`
+    : html`<span class="muted">–</span>`
 
 const Change = ({ m }: { m: Mover }) => {
   if (m.date) return html`<${When} at=${m.date} />`
@@ -109,9 +118,9 @@ const MoveList = ({
     }
   </section>`
 
-// The learned churn probability's largest rises, then and now and by how many points; no number here
-// links to a list (no search field holds a past probability).
-// A probability's change in percentage points, to one decimal.
+// The learned churn probability's largest rises, then and now and by how many points; no number
+// here links to a list (no search field holds a past probability). A probability's change in
+// percentage points, to one decimal.
 const points = (change: number) => Math.round(change * 1000) / 10
 
 const Rises = ({ rises }: { rises: Week['churn_probability_rises'] }) =>

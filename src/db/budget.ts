@@ -80,7 +80,10 @@ export const budgeted = async <T>(
   } catch (err) {
     if (sqlState(err) !== SQLSTATE.QUERY_CANCELED) throw err
     if (signal?.aborted) gone()
-    return refuse(422, `The query ran past the ${budget} budget of ${ms} ms and was stopped. ${HOW_TO_NARROW}`)
+    return refuse(
+      422,
+      `The query ran past the ${budget} budget of ${ms} ms and was stopped. ${HOW_TO_NARROW}`,
+    )
   } finally {
     clearTimeout(deadline)
     signal?.removeEventListener('abort', cancel)
@@ -88,9 +91,10 @@ export const budgeted = async <T>(
 }
 
 // A budgeted answer that streams (an export). `open` reads what the answer needs before its first
-// byte, so that a refusal (a 404) is still an answer of its own, and returns the stream of the rest,
-// read in the same transaction batch by batch, each batch under the budget's statement timeout. The
-// transaction ends with the stream: read to its end, broken off, or never read because the client went.
+// byte, so that a refusal (a 404) is still an answer of its own, and returns the stream of the
+// rest, read in the same transaction batch by batch, each batch under the budget's statement
+// timeout. The transaction ends with the stream: read to its end, broken off, or never read
+// because the client went.
 export const budgetedStream = async (
   app: App,
   caller: Caller | undefined,

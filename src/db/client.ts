@@ -5,9 +5,9 @@ export type Tx = postgres.TransactionSql<{ bigint: number }>
 export type ReservedSql = postgres.ReservedSql<{ bigint: number }>
 
 // Who a pool's connections work for, named to the server as application_name `service-<role>`
-// (pg_stat_activity, logs; docs/operations.md, "Database roles"): `api` serves service-key requests,
-// `admin` the admin routes, /metrics and the commands, `worker` the background jobs. `parameters`:
-// more startup parameters (run-time settings of every session of the pool).
+// (pg_stat_activity, logs; docs/operations.md, "Database roles"): `api` serves service-key
+// requests, `admin` the admin routes, /metrics and the commands, `worker` the background jobs.
+// `parameters`: more startup parameters (run-time settings of every session of the pool).
 export type Role = 'api' | 'admin' | 'worker'
 export const applicationName = (role: Role) => `service-${role}`
 
@@ -24,7 +24,12 @@ export const connect = (
     },
     onnotice: () => {},
     types: {
-      bigint: { to: 20, from: [20], serialize: (x: number) => String(x), parse: (x: string) => Number(x) },
+      bigint: {
+        to: 20,
+        from: [20],
+        serialize: (x: number) => String(x),
+        parse: (x: string) => Number(x),
+      },
     },
   })
 

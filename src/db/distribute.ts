@@ -11,10 +11,18 @@ import type { ReservedSql } from './client.ts'
 const REFERENCE_TABLES = ['accounts']
 
 export const hasCitus = async (conn: ReservedSql) =>
-  (await conn<{ on: boolean }[]>`select exists(select 1 from pg_extension where extname = 'citus') as on`)[0].on
+  (
+    await conn<
+      { on: boolean }[]
+    >`select exists(select 1 from pg_extension where extname = 'citus') as on`
+  )[0].on
 
 export const hasDistributedTables = async (conn: ReservedSql) =>
-  (await conn<{ any: boolean }[]>`select exists(select 1 from pg_dist_partition where partmethod = 'h') as any`)[0].any
+  (
+    await conn<
+      { any: boolean }[]
+    >`select exists(select 1 from pg_dist_partition where partmethod = 'h') as any`
+  )[0].any
 
 // Tenant tables not yet distributed by hash: plain tables, and the "Citus local tables" that Citus
 // makes of a plain table once it has a foreign key to a reference table.
@@ -22,10 +30,13 @@ const pendingTenantTables = async (conn: ReservedSql) =>
   (
     await conn<{ name: string }[]>`
       select c.relname as name from pg_class c
-      where c.relnamespace = 'public'::regnamespace and c.relkind in ('r', 'p') and not c.relispartition
-        and exists (select 1 from pg_attribute a where a.attrelid = c.oid and a.attname = 'account_id'
+      where c.relnamespace = 'public'::regnamespace and c.relkind in ('r', 'p')
+        and not c.relispartition
+        and exists (select 1 from pg_attribute a where a.attrelid = c.oid
+          and a.attname = 'account_id'
           and not a.attisdropped)
-        and not exists (select 1 from pg_dist_partition p where p.logicalrelid = c.oid and p.partmethod = 'h')
+        and not exists (select 1 from pg_dist_partition p where p.logicalrelid = c.oid
+          and p.partmethod = 'h')
       order by c.relname`
   ).map((r) => r.name)
 
@@ -40,8 +51,11 @@ const pendingReferenceTables = async (conn: ReservedSql) =>
 // A distributed table already in place anchors the co-location group.
 const anchor = async (conn: ReservedSql) =>
   (
-    await conn<{ name: string }[]>`select logicalrelid::regclass::text as name from pg_dist_partition
-      where partmethod = 'h' and logicalrelid::regclass::text not like '%.%' order by colocationid, 1 limit 1`
+    await conn<
+      { name: string }[]
+    >`select logicalrelid::regclass::text as name from pg_dist_partition
+      where partmethod = 'h' and logicalrelid::regclass::text not like '%.%'
+        order by colocationid, 1 limit 1`
   )[0]?.name
 
 // A constraint or trigger of a table, and its definition.
@@ -56,7 +70,8 @@ interface Named {
 const foreignKeys = (conn: ReservedSql, tables: string[]) => conn<Named[]>`
       select conrelid::regclass::text as "table", conname as name, pg_get_constraintdef(oid) as def
       from pg_constraint where contype = 'f' and connamespace = 'public'::regnamespace
-        and (conrelid::regclass::text = any(${tables}) or confrelid::regclass::text = any(${tables}))
+        and (conrelid::regclass::text = any(${tables})
+          or confrelid::regclass::text = any(${tables}))
       order by conrelid::regclass::text, conname`
 
 // The triggers of those tables: dropped while Citus copies their rows into the shards (the rows are
@@ -73,7 +88,9 @@ const triggers = (conn: ReservedSql, tables: string[]) => conn<Named[]>`
 // distributed, so that adding a worker and rebalancing never blocks writes.
 const unlogged = async (conn: ReservedSql, tables: string[]) =>
   (
-    await conn<{ name: string }[]>`select relname as name from pg_class where relnamespace = 'public'::regnamespace
+    await conn<
+      { name: string }[]
+    >`select relname as name from pg_class where relnamespace = 'public'::regnamespace
       and relpersistence = 'u' and relname = any(${tables}) order by 1`
   ).map((r) => r.name)
 
@@ -103,18 +120,21 @@ export const distributeTables = async (conn: ReservedSql) => {
     for (const t of fired) await conn.unsafe(`drop trigger ${t.name} on ${t.table}`)
     // Dropping a local table's last key to a reference table turns it back into a plain table
     // (Citus undoes the conversion it made); one it keeps is undone by hand.
-    for (const t of tenant) if (await citusLocal(conn, t)) await conn`select undistribute_table(${t})`
+    for (const t of tenant)
+      if (await citusLocal(conn, t)) await conn`select undistribute_table(${t})`
     for (const t of await unlogged(conn, tenant)) await conn.unsafe(`alter table ${t} set logged`)
     let group = await anchor(conn)
     for (const t of tenant) {
-      await conn`select create_distributed_table(${t}, 'account_id', colocate_with => ${group ?? 'none'})`
+      await conn`select create_distributed_table(${t}, 'account_id',
+        colocate_with => ${group ?? 'none'})`
       group ??= t
     }
     for (const t of reference) {
       if (await citusLocal(conn, t)) await conn`select undistribute_table(${t})`
       await conn`select create_reference_table(${t})`
     }
-    for (const k of keys) await conn.unsafe(`alter table ${k.table} add constraint ${k.name} ${k.def}`)
+    for (const k of keys)
+      await conn.unsafe(`alter table ${k.table} add constraint ${k.name} ${k.def}`)
     for (const t of fired) await conn.unsafe(t.def)
     await conn.unsafe('commit')
   } catch (err) {

@@ -143,9 +143,13 @@ const serverUser = (): User => {
   if (found) return found
   // The inherited PATH (no setting of the service), with the folders useradd lives in.
   const env = { PATH: `${process.env.PATH ?? ''}:/usr/sbin:/usr/bin:/sbin:/bin` }
-  execFileSync('sh', ['-c', 'getent group postgres >/dev/null || groupadd postgres; useradd -g postgres postgres'], {
-    env,
-  })
+  execFileSync(
+    'sh',
+    ['-c', 'getent group postgres >/dev/null || groupadd postgres; useradd -g postgres postgres'],
+    {
+      env,
+    },
+  )
   return postgresUser() ?? {}
 }
 
@@ -191,7 +195,8 @@ const runningServer = (dir: string): { pid: number; port: number } | null => {
   const pidFile = join(dir, 'postmaster.pid')
   if (!existsSync(pidFile)) return null
   const lines = readFileSync(pidFile, 'utf8').split('\n')
-  if (Number(lines[0]) > 0 && alive(Number(lines[0]))) return { pid: Number(lines[0]), port: Number(lines[3]) }
+  if (Number(lines[0]) > 0 && alive(Number(lines[0])))
+    return { pid: Number(lines[0]), port: Number(lines[3]) }
   rmSync(pidFile, { force: true })
   return null
 }
@@ -200,7 +205,8 @@ const runningServer = (dir: string): { pid: number; port: number } | null => {
 const stopLeftover = async (pid: number) => {
   process.kill(pid, 'SIGINT')
   for (let i = 0; alive(pid); i++) {
-    if (i === 600) throw new Error(`the leftover PostgreSQL (process ${pid}) did not stop within 30 s`)
+    if (i === 600)
+      throw new Error(`the leftover PostgreSQL (process ${pid}) did not stop within 30 s`)
     await sleep(50)
   }
 }
@@ -224,7 +230,8 @@ const run = (file: string, args: string[], user: User) =>
 const newPassword = () => randomBytes(24).toString('hex')
 // Kept by and for the service: 0600, owned by this process's user (root as root; the server needs
 // only its hash).
-const writePassword = (file: string, password: string) => writeFileSync(file, `${password}\n`, { mode: 0o600 })
+const writePassword = (file: string, password: string) =>
+  writeFileSync(file, `${password}\n`, { mode: 0o600 })
 const readPassword = (file: string) => readFileSync(file, 'utf8').trim()
 
 // initdb into a folder beside the data folder, with the password file, then renamed into place:
@@ -239,7 +246,12 @@ const initialise = async (home: string, dataDir: string, user: User) => {
   writeFileSync(pwfile, `${password}\n`, { mode: 0o600, flag: 'wx' })
   if (user.uid !== undefined) chownSync(pwfile, user.uid, user.gid!)
   try {
-    const args = [`--pgdata=${partial}`, '--auth=scram-sha-256', '--username=postgres', `--pwfile=${pwfile}`]
+    const args = [
+      `--pgdata=${partial}`,
+      '--auth=scram-sha-256',
+      '--username=postgres',
+      `--pwfile=${pwfile}`,
+    ]
     await run(join(home, 'bin', 'initdb'), [...args, '--lc-messages=C'], user)
     writePassword(join(partial, PASSWORD_FILE), password)
     // rename(2) replaces an empty folder already at the data folder's place.
@@ -260,7 +272,14 @@ const migratePassword = async (dataDir: string, port: number) => {
   const candidates = [...(existsSync(pending) ? [readPassword(pending)] : []), 'postgres']
   const password = newPassword()
   for (const [i, old] of candidates.entries()) {
-    const sql = postgres({ host: '127.0.0.1', port, user: 'postgres', password: old, database: 'postgres', max: 1 })
+    const sql = postgres({
+      host: '127.0.0.1',
+      port,
+      user: 'postgres',
+      password: old,
+      database: 'postgres',
+      max: 1,
+    })
     try {
       await sql`select 1`
       writePassword(`${pending}.tmp`, password)
@@ -317,10 +336,13 @@ export const startEmbedded = async (
   const user = serverUser()
   const dataDir = dataHome(dataDirectory)
   const passwordFile = join(dataDir, PASSWORD_FILE)
-  const url = (p: number) => `postgres://postgres:${readPassword(passwordFile)}@127.0.0.1:${p}/postgres`
-  if (!existsSync(join(dataDir, 'PG_VERSION'))) await withTimeout(initialise(bin, dataDir, user), 60_000, 'initdb')
+  const url = (p: number) =>
+    `postgres://postgres:${readPassword(passwordFile)}@127.0.0.1:${p}/postgres`
+  if (!existsSync(join(dataDir, 'PG_VERSION')))
+    await withTimeout(initialise(bin, dataDir, user), 60_000, 'initdb')
   const running = runningServer(dataDir)
-  if (running && ownerRunning(dataDir)) return { url: url(running.port), dataDir, passwordFile, stop: async () => {} }
+  if (running && ownerRunning(dataDir))
+    return { url: url(running.port), dataDir, passwordFile, stop: async () => {} }
   if (running) {
     log?.('warn', 'stopping a leftover embedded database', { pid: running.pid, data: dataDir })
     await stopLeftover(running.pid)
@@ -347,7 +369,9 @@ export const startEmbedded = async (
       out = (out + chunk.toString('utf8')).slice(-4000)
       if (out.includes('database system is ready to accept connections')) done()
     })
-    watchdog.on('error', (err) => fail(new Error(`cannot start the embedded PostgreSQL's watchdog: ${err.message}`)))
+    watchdog.on('error', (err) =>
+      fail(new Error(`cannot start the embedded PostgreSQL's watchdog: ${err.message}`)),
+    )
     exited.then(() => fail(new Error(notStarted(port, out))))
   })
   const stop = async () => {

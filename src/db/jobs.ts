@@ -14,8 +14,9 @@ export interface JobSpec {
 }
 
 // Jobs are always added with SQL on the caller's connection, so they commit or roll back with
-// the data they concern. One statement for any number of jobs: add_jobs, far faster than add_job each.
-// The specs travel as JSON text: a parameter PostgreSQL types json would be encoded once more.
+// the data they concern. One statement for any number of jobs: add_jobs, far faster than
+// add_job each. The specs travel as JSON text: a parameter PostgreSQL types json would be
+// encoded once more.
 export const addJobs = (tx: Sql | Tx, specs: JobSpec[]) =>
   specs.length === 0
     ? Promise.resolve()
@@ -117,9 +118,13 @@ declare global {
 }
 export type TaskName = keyof GraphileWorker.Tasks
 
-// The upload's processing job is added by the statement that stores the upload (uploads/receive.ts),
-// so its spec is SQL: the upload's id is only known there.
-export const processUploadJobSql = (sql: Sql | Tx, accountId: number, uploadId: ReturnType<Sql>) => sql`
+// The upload's processing job is added by the statement that stores the upload
+// (uploads/receive.ts), so its spec is SQL: the upload's id is only known there.
+export const processUploadJobSql = (
+  sql: Sql | Tx,
+  accountId: number,
+  uploadId: ReturnType<Sql>,
+) => sql`
   graphile_worker.add_job(${TASKS.processUpload}::text,
     json_build_object('account_id', ${accountId}::bigint, 'upload_id', ${uploadId}),
     queue_name => ${accountQueue(accountId)}::text)`
@@ -132,8 +137,8 @@ export const processUploadJob = (accountId: number, uploadId: number): JobSpec =
 })
 
 // At most one apply job per account waits to run, for tracked events and for Segment messages each:
-// the intake adds one only when none is waiting (tracking/tracker/intake.ts, tracking/relay/intake.ts), and a job
-// that leaves rows behind queues its successor.
+// the intake adds one only when none is waiting (tracking/tracker/intake.ts,
+// tracking/relay/intake.ts), and a job that leaves rows behind queues its successor.
 export type ApplyTask = typeof TASKS.applyEvents | typeof TASKS.applyRelay
 export const applyJobKey = (task: ApplyTask, accountId: number) => `${task}:${accountId}`
 export const applyJob = (task: ApplyTask, accountId: number): JobSpec => ({
@@ -145,11 +150,17 @@ export const applyJob = (task: ApplyTask, accountId: number): JobSpec => ({
 // The same spec as SQL, for the intake statements.
 export const applyJobSql = (sql: Sql | Tx, task: ApplyTask, accountId: number) => sql`
   graphile_worker.add_job(${task}::text, json_build_object('account_id', ${accountId}::bigint),
-    queue_name => ${accountQueue(accountId)}::text, job_key => ${applyJobKey(task, accountId)}::text)`
+    queue_name => ${accountQueue(accountId)}::text,
+      job_key => ${applyJobKey(task, accountId)}::text)`
 
 // Scoring of the given records, on the account's scoring queue; none when there are none, except
 // for an upload, whose scoring job also marks it scored.
-export const scoreRecordsJobs = (accountId: number, entity: Entity, ids: number[], uploadId?: number): JobSpec[] =>
+export const scoreRecordsJobs = (
+  accountId: number,
+  entity: Entity,
+  ids: number[],
+  uploadId?: number,
+): JobSpec[] =>
   ids.length || uploadId !== undefined
     ? [
         {
@@ -170,7 +181,9 @@ export const rescoreAccountJobs = (accountId: number, keepHistory: Entity[] = []
     const keep = keepHistory.includes(entity)
     return {
       task: TASKS.scoreRecords,
-      payload: keep ? { account_id: accountId, entity, snapshots: false } : { account_id: accountId, entity },
+      payload: keep
+        ? { account_id: accountId, entity, snapshots: false }
+        : { account_id: accountId, entity },
       queue: scoringQueue(accountId),
       jobKey: `${TASKS.scoreRecords}:${accountId}:${entity}${keep ? ':history' : ''}`,
     }
@@ -206,8 +219,10 @@ export const weekReportJob = (accountId: number, runAt?: Date): JobSpec => ({
 // write while it waits leaves its run_at as it is (preserve_run_at), so a steady stream of writes
 // delays the refresh by 1 s at most, never indefinitely.
 const weekReportRefreshSql = (tx: Sql | Tx, accountId: number) => tx`
-  graphile_worker.add_job(${TASKS.refreshWeekReport}::text, json_build_object('account_id', ${accountId}::bigint),
-    run_at => clock_timestamp() + interval '1 second', job_key => ${weekReportJobKey(accountId)}::text,
+  graphile_worker.add_job(${TASKS.refreshWeekReport}::text,
+    json_build_object('account_id', ${accountId}::bigint),
+    run_at => clock_timestamp() + interval '1 second',
+    job_key => ${weekReportJobKey(accountId)}::text,
     job_key_mode => 'preserve_run_at')`
 export const addWeekReportRefresh = (tx: Sql | Tx, accountId: number) =>
   tx`select ${weekReportRefreshSql(tx, accountId)}`.then(() => undefined)
@@ -242,15 +257,19 @@ export const analyzeTablesJob = (tables: string[]): JobSpec => ({
 const SEGMENTS_DELAY = '1 second'
 const recomputeSegmentsSql = (tx: Sql | Tx, accountId: number) => tx`
   graphile_worker.add_job(${TASKS.recomputeSegments}::text,
-    json_build_object('account_id', ${accountId}::bigint), queue_name => ${scoringQueue(accountId)}::text,
-    run_at => now() + ${SEGMENTS_DELAY}::interval, job_key => ${`${TASKS.recomputeSegments}:${accountId}`}::text,
+    json_build_object('account_id', ${accountId}::bigint),
+    queue_name => ${scoringQueue(accountId)}::text,
+    run_at => now() + ${SEGMENTS_DELAY}::interval,
+    job_key => ${`${TASKS.recomputeSegments}:${accountId}`}::text,
     job_key_mode => 'preserve_run_at')`
 export const addRecomputeSegments = (tx: Sql | Tx, accountId: number) =>
   tx`select ${recomputeSegmentsSql(tx, accountId)}`.then(() => undefined)
 
 // Customers rows changed (their data, churn or scores): what follows both, in one statement.
 export const addCustomersChanged = (tx: Sql | Tx, accountId: number) =>
-  tx`select ${recomputeSegmentsSql(tx, accountId)}, ${weekReportRefreshSql(tx, accountId)}`.then(() => undefined)
+  tx`select ${recomputeSegmentsSql(tx, accountId)}, ${weekReportRefreshSql(tx, accountId)}`.then(
+    () => undefined,
+  )
 
 // An erasure runs on the account's queue, after the uploads and tracked events received before it
 // and before those after it, which then meet its suppressions. The payload names the request, never

@@ -30,18 +30,29 @@ interface Counted {
 
 // The key, and the requests counted here since the last check added to its counter for the window
 // (none added for a revoked key). `others` is the window's count less this process's share.
-const checkKey = (sql: Sql, accountId: number, hash: Buffer, bucket: string, windowStart: number, add: number) => sql`
+const checkKey = (
+  sql: Sql,
+  accountId: number,
+  hash: Buffer,
+  bucket: string,
+  windowStart: number,
+  add: number,
+) => sql`
   with k as (
-    select id, name, scopes, revoked_at from api_keys where account_id = ${accountId} and token_hash = ${hash}
+    select id, name, scopes, revoked_at from api_keys where account_id = ${accountId}
+      and token_hash = ${hash}
   ), c as (
     insert into rate_limit_counters as r (account_id, key_id, bucket, window_start, count)
-    select ${accountId}, id, ${bucket}, ${new Date(windowStart)}, ${add} from k where revoked_at is null and ${add} > 0
-    on conflict (account_id, key_id, bucket, window_start) do update set count = r.count + excluded.count
+    select ${accountId}, id, ${bucket}, ${new Date(windowStart)}, ${add} from k
+      where revoked_at is null and ${add} > 0
+    on conflict (account_id, key_id, bucket, window_start) do update
+      set count = r.count + excluded.count
     returning count
   )
   select k.id, k.name, k.scopes, k.revoked_at, coalesce((select count from c), (
     select count from rate_limit_counters
-    where account_id = ${accountId} and key_id = k.id and bucket = ${bucket} and window_start = ${new Date(windowStart)}
+    where account_id = ${accountId} and key_id = k.id and bucket = ${bucket}
+      and window_start = ${new Date(windowStart)}
   ), 0) as count
   from k`
 
@@ -76,7 +87,12 @@ export const keyChecker = (sql: Sql, onError: (err: unknown) => void, now = Date
           e.key = undefined
           return void entries.delete(e.id)
         }
-        e.key = { id: Number(row.id), name: row.name, scopes: row.scopes, revoked_at: row.revoked_at }
+        e.key = {
+          id: Number(row.id),
+          name: row.name,
+          scopes: row.scopes,
+          revoked_at: row.revoked_at,
+        }
         e.checkedAt = now()
         if (e.windowStart === windowStart && !row.revoked_at) {
           e.flushed += add
@@ -97,17 +113,32 @@ export const keyChecker = (sql: Sql, onError: (err: unknown) => void, now = Date
 
   // The key behind a token and this request's number in the key's current window of the bucket,
   // or undefined when no such key exists.
-  const count = async (accountId: number, token: string, bucket: string): Promise<Counted | undefined> => {
+  const count = async (
+    accountId: number,
+    token: string,
+    bucket: string,
+  ): Promise<Counted | undefined> => {
     const hash = hashToken(token)
     const id = `${bucket}:${hash.toString('hex')}`
     const at = now()
     const windowStart = at - (at % WINDOW_MS)
     let e = entries.get(id)
     if (!e) {
-      e = { id, accountId, hash, bucket, checkedAt: -Infinity, windowStart, local: 0, flushed: 0, others: 0 }
+      e = {
+        id,
+        accountId,
+        hash,
+        bucket,
+        checkedAt: -Infinity,
+        windowStart,
+        local: 0,
+        flushed: 0,
+        others: 0,
+      }
       entries.set(id, e)
     }
-    if (e.windowStart !== windowStart) Object.assign(e, { windowStart, local: 0, flushed: 0, others: 0 })
+    if (e.windowStart !== windowStart)
+      Object.assign(e, { windowStart, local: 0, flushed: 0, others: 0 })
     const mine = ++e.local
     if (!e.key || at - e.checkedAt >= CHECK_MS) await check(e)
     if (!e.key) return undefined

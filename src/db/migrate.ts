@@ -10,7 +10,8 @@ interface Migration {
   sql: string
 }
 
-// The bundle carries the files in __MIGRATIONS__ (see build.mjs); from source they are read from sql/.
+// The bundle carries the files in __MIGRATIONS__ (see build.mjs); from source they are
+// read from sql/.
 declare const __MIGRATIONS__: Migration[] | undefined
 
 const fromDisk = (): Migration[] => {
@@ -21,7 +22,8 @@ const fromDisk = (): Migration[] => {
     .map((name) => ({ name, sql: readFileSync(dir + name, 'utf8') }))
 }
 
-export const migrations = (): Migration[] => (typeof __MIGRATIONS__ !== 'undefined' ? __MIGRATIONS__ : fromDisk())
+export const migrations = (): Migration[] =>
+  typeof __MIGRATIONS__ !== 'undefined' ? __MIGRATIONS__ : fromDisk()
 
 // The PostgreSQL versions the service is tested on (docs/operations.md): 15 (Debian 12) to 18
 // (the embedded server). An older server is refused at start with both versions named.
@@ -99,21 +101,27 @@ const runFile = async (conn: Reserved, m: Migration, citus: boolean) => {
 
 // Pending files run in order under a session advisory lock, so concurrent starters wait for each
 // other; each ordinary file in one transaction, so a failed one leaves nothing half-applied.
-export const migrate = async (sql: Sql, url: string, files: Migration[] = migrations()): Promise<string[]> => {
-  const [server] =
-    await sql`select current_setting('server_version_num')::int as num, current_setting('server_version') as v`
+export const migrate = async (
+  sql: Sql,
+  url: string,
+  files: Migration[] = migrations(),
+): Promise<string[]> => {
+  const [server] = await sql`select current_setting('server_version_num')::int as num,
+      current_setting('server_version') as v`
   checkServerVersion(server.num, server.v)
   const conn = await sql.reserve()
   const applied: string[] = []
   try {
-    // Polled rather than waited for: a session blocked in pg_advisory_lock is a transaction, which a
-    // CREATE INDEX CONCURRENTLY of the holder's migration would wait for to end, a deadlock the server
-    // does not detect. Between tries the waiter holds none.
+    // Polled rather than waited for: a session blocked in pg_advisory_lock is a transaction, which
+    // a CREATE INDEX CONCURRENTLY of the holder's migration would wait for to end, a deadlock the
+    // server does not detect. Between tries the waiter holds none.
     while (!(await tryMigrationsLock(conn))) {
       await new Promise((resolve) => setTimeout(resolve, 100))
     }
     await conn.unsafe(MIGRATIONS_TABLE)
-    const done = new Set((await conn<{ name: string }[]>`select name from schema_migrations`).map((r) => r.name))
+    const done = new Set(
+      (await conn<{ name: string }[]>`select name from schema_migrations`).map((r) => r.name),
+    )
     const citus = await hasCitus(conn)
     const distributed = citus && (await hasDistributedTables(conn))
     for (const m of files.filter((f) => !done.has(f.name))) {
@@ -134,11 +142,12 @@ export const migrate = async (sql: Sql, url: string, files: Migration[] = migrat
 }
 
 // graphile-worker's schema, made or brought to this version's level (in transactions of its own).
-export const migrateWorker = (url: string) => runMigrations({ connectionString: url, logger: quietLogger })
+export const migrateWorker = (url: string) =>
+  runMigrations({ connectionString: url, logger: quietLogger })
 
-// Applies `files` inside the caller's transaction, into a schema that holds none of their tables yet
-// (a restore's: its rows follow in the same transaction). A concurrent index build cannot run in a
-// transaction, and on empty tables a plain one is the same.
+// Applies `files` inside the caller's transaction, into a schema that holds none of their tables
+// yet (a restore's: its rows follow in the same transaction). A concurrent index build cannot run
+// in a transaction, and on empty tables a plain one is the same.
 const withoutConcurrently = (statement: string) =>
   statement.replace(/^(create\s+(?:unique\s+)?index|drop\s+index)\s+concurrently\b/i, '$1')
 export const migrateWithin = async (tx: Tx, files: Migration[]) => {

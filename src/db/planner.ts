@@ -7,8 +7,8 @@ export const PLANNER = {
   // The bulk statements of background work (merging an upload, scoring a batch) are above
   // jit_above_cost every time, and compiling them costs more than it saves.
   bulk: { jit: 'off' },
-  // A scoring batch also sorts its snapshots in memory, and joins whole batches by hashing even while
-  // a new account's rows are missing from the statistics (index scans stay allowed).
+  // A scoring batch also sorts its snapshots in memory, and joins whole batches by hashing even
+  // while a new account's rows are missing from the statistics (index scans stay allowed).
   scoringBatch: { jit: 'off', work_mem: '32MB', enable_nestloop: 'off' },
   // One backend per expensive request: parallel workers would let one account take every core.
   oneBackend: { max_parallel_workers_per_gather: '0' },

@@ -18,7 +18,8 @@ import { gunzipSync, gzipSync } from 'node:zlib'
 // changed, added or removed after unpacking are never executed (docs/security.md).
 
 // Static libraries and headers are not needed to run the server.
-const kept = (rel: string, isDirectory: boolean) => (isDirectory ? rel !== 'include' : !rel.endsWith('.a'))
+const kept = (rel: string, isDirectory: boolean) =>
+  isDirectory ? rel !== 'include' : !rel.endsWith('.a')
 
 interface Entry {
   rel: string
@@ -35,7 +36,13 @@ const walk = (root: string, keep: (rel: string, isDirectory: boolean) => boolean
       const rel = relative(root, path)
       const stat = lstatSync(path)
       if (!keep(rel, stat.isDirectory())) continue
-      const kind = stat.isDirectory() ? 'folder' : stat.isSymbolicLink() ? 'link' : stat.isFile() ? 'file' : undefined
+      const kind = stat.isDirectory()
+        ? 'folder'
+        : stat.isSymbolicLink()
+          ? 'link'
+          : stat.isFile()
+            ? 'file'
+            : undefined
       if (!kind) throw new Error(`${path} is neither a file, a folder nor a link`)
       entries.push({ rel, kind, mode: stat.mode & 0o7777, uid: stat.uid })
       if (kind === 'folder') visit(path)
@@ -81,7 +88,9 @@ export const pack = (root: string) => {
       chunks.push(bytes)
     }
   }
-  return gzipSync(Buffer.concat([Buffer.from(JSON.stringify(entries) + '\n'), ...chunks]), { level: 6 })
+  return gzipSync(Buffer.concat([Buffer.from(JSON.stringify(entries) + '\n'), ...chunks]), {
+    level: 6,
+  })
 }
 
 export const unpack = (packed: Buffer, into: string) => {

@@ -1,10 +1,10 @@
 import type { PendingQuery } from 'postgres'
 import type { Sql } from './client.ts'
 
-// The retention runs (audit/retention.ts, privacy/retention.ts) walk each account's rows in id order,
-// the order they are written in, through the primary key, one batch a statement, and stop at the
-// first batch holding a row young enough to keep: no index on time is kept on the writes' path for
-// it. PURGE_BATCH rows a batch.
+// The retention runs (audit/retention.ts, privacy/retention.ts) walk each account's rows in id
+// order, the order they are written in, through the primary key, one batch a statement, and stop at
+// the first batch holding a row young enough to keep: no index on time is kept on the writes' path
+// for it. PURGE_BATCH rows a batch.
 export const PURGE_BATCH = 5000
 
 // What one batch did: `n` rows purged; `more`, the whole batch was old, so the next may be too.
@@ -23,7 +23,9 @@ export const purgeInBatches = async (batch: () => PendingQuery<Purged[]>) => {
 // Rows of `table` (keyed by account_id and id) whose column `at` is before the cutoff are deleted.
 type Aged = { table: string; at: string }
 
-const deleteBatch = (sql: Sql, { table, at }: Aged, accountId: number, cutoff: Date) => sql<Purged[]>`
+const deleteBatch = (sql: Sql, { table, at }: Aged, accountId: number, cutoff: Date) => sql<
+  Purged[]
+>`
   with batch as (
     select id, ${sql(at)} as at from ${sql(table)}
     where account_id = ${accountId} order by id limit ${PURGE_BATCH}

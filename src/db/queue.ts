@@ -8,10 +8,12 @@ import type { Sql, Tx } from './client.ts'
 export const WORKER_SCHEMA = 'graphile_worker'
 
 // A job attempt that failed was its last: graphile-worker will not run the job again.
-export const lastAttempt = (job: { attempts: number; max_attempts: number }) => job.attempts >= job.max_attempts
+export const lastAttempt = (job: { attempts: number; max_attempts: number }) =>
+  job.attempts >= job.max_attempts
 
 // The migration level of graphile-worker's schema (0: none), as a scalar subquery.
-export const workerMigration = (tx: Sql | Tx) => tx`(select coalesce(max(id), 0) from graphile_worker.migrations)`
+export const workerMigration = (tx: Sql | Tx) =>
+  tx`(select coalesce(max(id), 0) from graphile_worker.migrations)`
 
 // Jobs still to run (or retry), by task: the query's columns are `label` (the task) and `n`.
 export const waitingJobsByTask = (sql: Sql | Tx) => sql`
@@ -26,20 +28,29 @@ export const availableJob = (sql: Sql | Tx, key: string) => sql`
 export const pendingJob = (sql: Sql | Tx, key: string) => sql`
   select locked_at, run_at from graphile_worker.jobs where key = ${key} and attempts < max_attempts`
 
-// The waiting jobs of one account's task whose payload's `field` is `value` are removed (complete_jobs
-// leaves a running one alone).
-export const removeWaitingJobs = (tx: Sql | Tx, task: string, accountId: number, field: string, value: number) => tx`
+// The waiting jobs of one account's task whose payload's `field` is `value` are removed
+// (complete_jobs leaves a running one alone).
+export const removeWaitingJobs = (
+  tx: Sql | Tx,
+  task: string,
+  accountId: number,
+  field: string,
+  value: number,
+) => tx`
   select graphile_worker.complete_jobs(array(
-    select j.id from graphile_worker._private_jobs j join graphile_worker._private_tasks t on t.id = j.task_id
+    select j.id from graphile_worker._private_jobs j
+      join graphile_worker._private_tasks t on t.id = j.task_id
     where t.identifier = ${task} and j.payload->>'account_id' = ${String(accountId)}
       and j.payload->>${field}::text = ${String(value)}))`
 
-// After a restore, jobs locked at the backup were in flight in the backed-up processes: free at once,
-// with an attempt left (tasks are idempotent, as graphile-worker's at-least-once asks). A keyed job
-// replaced while it ran was given max_attempts by add_job, which would leave it queued forever.
+// After a restore, jobs locked at the backup were in flight in the backed-up processes: free
+// at once, with an attempt left (tasks are idempotent, as graphile-worker's at-least-once
+// asks). A keyed job replaced while it ran was given max_attempts by add_job, which would
+// leave it queued forever.
 export const releaseRestoredJobs = async (tx: Tx) => {
   await tx`update graphile_worker._private_jobs
-    set locked_at = null, locked_by = null, attempts = least(attempts, greatest(max_attempts - 1, 0))
+    set locked_at = null, locked_by = null, attempts = least(attempts,
+      greatest(max_attempts - 1, 0))
     where locked_at is not null`
   await tx`update graphile_worker._private_job_queues set locked_at = null, locked_by = null
     where locked_at is not null`
@@ -62,7 +73,8 @@ export const unlockDeadWorkers = async (sql: Sql): Promise<string[]> => {
       where b.seen_at < now() - interval '30 seconds'
          or (b.worker_id is null and h.since < now() - interval '30 minutes')
     )
-    select ids, graphile_worker.force_unlock_workers(ids) from (select array(select id from dead) as ids) d`
+    select ids, graphile_worker.force_unlock_workers(ids)
+      from (select array(select id from dead) as ids) d`
   await sql`delete from worker_heartbeats where seen_at < now() - interval '1 hour'`
   return ids
 }
@@ -79,9 +91,11 @@ export const unlockLostJobs = async (sql: Sql, ids: string[], busy: string[]) =>
       returning 1
     ), q as (
       update graphile_worker._private_job_queues q set locked_at = null, locked_by = null
-      where locked_by = any(${ids}::text[]) and locked_at < now() - make_interval(secs => ${LOST_GRACE_SECONDS})
+      where locked_by = any(${ids}::text[]) and
+        locked_at < now() - make_interval(secs => ${LOST_GRACE_SECONDS})
         and not exists (
-          select from graphile_worker._private_jobs b where b.job_queue_id = q.id and b.id = any(${busy}::bigint[]))
+          select from graphile_worker._private_jobs b where b.job_queue_id = q.id
+            and b.id = any(${busy}::bigint[]))
       returning 1
     )
     select (select count(*)::int from j) as jobs, (select count(*)::int from q) as queues`

@@ -2,7 +2,12 @@ import { EventEmitter } from 'node:events'
 import type { WorkerEvents } from 'graphile-worker'
 import type { App } from '../context.ts'
 import type { Sql } from './client.ts'
-import { LOST_GRACE_SECONDS, unlockDeadWorkers, unlockExpiredLocks, unlockLostJobs } from './queue.ts'
+import {
+  LOST_GRACE_SECONDS,
+  unlockDeadWorkers,
+  unlockExpiredLocks,
+  unlockLostJobs,
+} from './queue.ts'
 
 // graphile-worker 0.17 frees the jobs of a worker that died without unlocking them (SIGKILL, a
 // lost machine) only after 4 hours. Every worker process therefore writes a heartbeat for its
@@ -15,17 +20,19 @@ const beat = (sql: Sql, ids: string[]) => sql`
   insert into worker_heartbeats (worker_id, seen_at) select unnest(${ids}::text[]), now()
   on conflict (worker_id) do update set seen_at = excluded.seen_at`
 
-const forget = (sql: Sql, ids: string[]) => sql`delete from worker_heartbeats where worker_id = any(${ids}::text[])`
+const forget = (sql: Sql, ids: string[]) =>
+  sql`delete from worker_heartbeats where worker_id = any(${ids}::text[])`
 
 // A live worker can lose track of a job too: when the database drops while it records the job's
-// outcome (or while it takes the job), graphile-worker leaves the job and its queue locked by a pool
-// that still beats, and the account's whole queue waits. So each process releases the locks held
-// under its own ids by jobs it is not running: never one between `job:start` and `job:complete`
-// (that would run it twice at once), nor one whose outcome may still be on its way (finished less
-// than the grace ago), nor a lock younger than the grace (a job taken whose `job:start` is still to
-// come). graphile-worker records a failure only under the lock it took, so a failure recorded late
-// changes nothing once the lock is released; a success recorded late deletes the job, which then ran
-// once more after its first run, as after a crash. The statements that release locks: db/queue.ts.
+// outcome (or while it takes the job), graphile-worker leaves the job and its queue locked by
+// a pool that still beats, and the account's whole queue waits. So each process releases the
+// locks held under its own ids by jobs it is not running: never one between `job:start` and
+// `job:complete` (that would run it twice at once), nor one whose outcome may still be on its
+// way (finished less than the grace ago), nor a lock younger than the grace (a job taken whose
+// `job:start` is still to come). graphile-worker records a failure only under the lock it took,
+// so a failure recorded late changes nothing once the lock is released; a success recorded late
+// deletes the job, which then ran once more after its first run, as after a crash. The statements
+// that release locks: db/queue.ts.
 
 // Pass `events` to graphile-worker's run(); call recover() once it has started and stop() once
 // the runner has stopped (its jobs finished, so no lock of ours can be taken for a dead one).
@@ -59,7 +66,9 @@ export const startRecovery = (app: App) => {
     const tick = () => {
       running = running
         .then(fn)
-        .catch((err) => app.log('warn', 'worker recovery failed', { error: String(err?.message ?? err) }))
+        .catch((err) =>
+          app.log('warn', 'worker recovery failed', { error: String(err?.message ?? err) }),
+        )
       return running
     }
     timers.push(setInterval(tick, ms).unref())

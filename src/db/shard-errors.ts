@@ -9,20 +9,22 @@ export interface PgError {
   detail?: string
 }
 
-// A name a shard gives its table's objects: the table's or the constraint's name, the shard's id appended.
+// A name a shard gives its table's objects: the table's or the constraint's name, the
+// shard's id appended.
 const SHARD_NAMED = /"([^"]+)_(\d+)"/g
 
-// On Citus an error raised on a worker node (a constraint the data breaks, say) reaches the client of
-// the coordinator with its SQLSTATE, message and detail only, and the message names the shard's
-// objects: relation "customers_102056", constraint "no_forbidden_names_102056". This gives the error
-// as one PostgreSQL gives it: the table's and the constraint's own names in the text and as fields
-// (read back from the shard's id in pg_dist_shard), and the column a not-null violation names. Any
-// other error, and every error of a PostgreSQL without Citus, is returned as it is.
+// On Citus an error raised on a worker node (a constraint the data breaks, say) reaches the client
+// of the coordinator with its SQLSTATE, message and detail only, and the message names the shard's
+// objects: relation "customers_102056", constraint "no_forbidden_names_102056". This gives the
+// error as one PostgreSQL gives it: the table's and the constraint's own names in the text and
+// as fields (read back from the shard's id in pg_dist_shard), and the column a not-null violation
+// names. Any other error, and every error of a PostgreSQL without Citus, is returned as it is.
 export const unsharded = async (sql: Sql, err: PgError): Promise<PgError> => {
   const text = `${err.message ?? ''}\n${err.detail ?? ''}`
   const ids = [...new Set([...text.matchAll(SHARD_NAMED)].map((m) => m[2]))]
   if (ids.length === 0) return err
-  const [{ citus }] = await sql`select exists (select 1 from pg_extension where extname = 'citus') as citus`
+  const [{ citus }] =
+    await sql`select exists (select 1 from pg_extension where extname = 'citus') as citus`
   if (!citus) return err
   const shards = new Map(
     (
@@ -46,7 +48,8 @@ export const unsharded = async (sql: Sql, err: PgError): Promise<PgError> => {
   if (fields.table_name && !fields.constraint_name && !err.column_name) {
     const quoted = [...(message ?? '').matchAll(/"([^"]+)"/g)].map((m) => m[1])
     const [column] = await sql`select attname::text as name from pg_attribute
-      where attrelid = to_regclass(${fields.table_name}) and attnum > 0 and attname = any(${quoted})`
+      where attrelid = to_regclass(${fields.table_name}) and attnum > 0
+        and attname = any(${quoted})`
     if (column) fields.column_name = column.name as string
   }
   return { ...err, message, detail, ...fields }

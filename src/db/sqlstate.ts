@@ -14,7 +14,11 @@ export const sqlState = (err: unknown) => (err as { code?: unknown })?.code
 // Integrity errors that a concurrent writer can cause (a single-record create inserting the same
 // external id, a delete of the customer a contact points at): the retry sees the other
 // transaction's row and passes. They count as permanent only from RACE_ATTEMPTS on.
-const RACE_PRONE: string[] = [SQLSTATE.UNIQUE_VIOLATION, SQLSTATE.FOREIGN_KEY_VIOLATION, SQLSTATE.EXCLUSION_VIOLATION]
+const RACE_PRONE: string[] = [
+  SQLSTATE.UNIQUE_VIOLATION,
+  SQLSTATE.FOREIGN_KEY_VIOLATION,
+  SQLSTATE.EXCLUSION_VIOLATION,
+]
 const RACE_ATTEMPTS = 3
 
 // Errors that the same statement on the same data raises again on every retry: data exceptions
@@ -33,4 +37,5 @@ export const isPermanent = (err: unknown, attempt = 1) => {
 const DATABASE_AWAY =
   /^(ECONNREFUSED|ECONNRESET|ETIMEDOUT|CONNECTION_(CLOSED|ENDED|DESTROYED)|CONNECT_TIMEOUT|08...|57P0[1-3])$/
 export const isDatabaseAway = (err: unknown) =>
-  DATABASE_AWAY.test(String(sqlState(err))) || /^Connection terminated/.test(String((err as Error)?.message))
+  DATABASE_AWAY.test(String(sqlState(err))) ||
+  /^Connection terminated/.test(String((err as Error)?.message))

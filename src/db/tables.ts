@@ -23,4 +23,5 @@ export const TABLES = {
 } as const
 
 export type Collection = (typeof TABLES)[Entity]['collection']
-export const entityOf = (collection: Collection): Entity => (collection === 'customers' ? 'customer' : 'contact')
+export const entityOf = (collection: Collection): Entity =>
+  collection === 'customers' ? 'customer' : 'contact'

@@ -50,13 +50,19 @@ type Body = Buffer | 'too large' | 'too large, close' | 'stalled' | 'aborted'
 // and dropped. Either way only up to DISCARD_BYTES: past that, the connection closes ('too large,
 // close'). This runs for every request, so it makes no Promise, and no timer for the common body
 // that arrived with its headers.
-const readBody = (im: IncomingMessage, limit: number, idleMs: number, done: (body: Body) => void) => {
+const readBody = (
+  im: IncomingMessage,
+  limit: number,
+  idleMs: number,
+  done: (body: Body) => void,
+) => {
   const declared = Number(im.headers['content-length'])
   if (declared > DISCARD_BYTES) return done('too large, close')
   if (declared > limit) return done('too large')
   const chunks: Buffer[] = []
-  // A large body of announced length is copied into one buffer as it arrives: its chunks are garbage
-  // at once, not held beside their concatenation until the end (uploads waiting for their permit).
+  // A large body of announced length is copied into one buffer as it arrives: its chunks
+  // are garbage at once, not held beside their concatenation until the end (uploads waiting
+  // for their permit).
   const whole = declared >= LARGE_BODY_BYTES ? Buffer.allocUnsafe(declared) : undefined
   let size = 0
   let open = true
@@ -78,7 +84,10 @@ const readBody = (im: IncomingMessage, limit: number, idleMs: number, done: (bod
     open = false
     clearTimeout(idle)
     if (size > limit) done('too large')
-    else done(whole ? whole.subarray(0, size) : chunks.length === 1 ? chunks[0] : Buffer.concat(chunks))
+    else
+      done(
+        whole ? whole.subarray(0, size) : chunks.length === 1 ? chunks[0] : Buffer.concat(chunks),
+      )
   })
   // node:http reports only a connection lost mid-body here ('aborted', ECONNRESET).
   im.on('error', () => {
@@ -129,8 +138,18 @@ const drained = (res: ServerResponse) =>
 // read, each after the one before has drained. Its status is sent first, so a failure midway can
 // only break the connection off, which the client sees as a truncated answer; a client that goes
 // stops the reading (the iterator's return releases its connection).
-const sendStream = async (res: ServerResponse, reply: Reply, chunks: AsyncIterable<string>, id: string, log: Log) => {
-  res.writeHead(reply.status, { ...reply.headers, 'content-type': 'application/json', 'x-request-id': id })
+const sendStream = async (
+  res: ServerResponse,
+  reply: Reply,
+  chunks: AsyncIterable<string>,
+  id: string,
+  log: Log,
+) => {
+  res.writeHead(reply.status, {
+    ...reply.headers,
+    'content-type': 'application/json',
+    'x-request-id': id,
+  })
   try {
     for await (const chunk of chunks) {
       if (res.destroyed) break
@@ -156,7 +175,8 @@ const pathOf = (url: string | undefined) => {
 // and a 'close' listener for each were 6% of the CPU of /healthz. A client already gone when the
 // signal is first read finds it aborted.
 class HttpReq implements Req {
-  // HEAD is answered as GET (uptime checkers send it); node:http sends the headers without the body.
+  // HEAD is answered as GET (uptime checkers send it); node:http sends the headers
+  // without the body.
   method: string
   url: string
   headers: IncomingMessage['headers']
@@ -200,10 +220,18 @@ export const createHttpServer = (
   // An error met after the client went is the client's doing (its work was cancelled): only its
   // request line is logged, as 499.
   const unhandled = (err: unknown, id: string, res: ServerResponse) => {
-    if (!res.destroyed) log('error', 'unhandled', { id, error: String((err as Error)?.stack ?? err) })
+    if (!res.destroyed)
+      log('error', 'unhandled', { id, error: String((err as Error)?.stack ?? err) })
     return problem(500, 'An internal error occurred.')
   }
-  const finish = (im: IncomingMessage, res: ServerResponse, started: number, id: string, reply: Reply, req?: Req) => {
+  const finish = (
+    im: IncomingMessage,
+    res: ServerResponse,
+    started: number,
+    id: string,
+    reply: Reply,
+    req?: Req,
+  ) => {
     const status = res.destroyed ? CLIENT_GONE : reply.status
     if (status !== CLIENT_GONE) {
       if (isStream(reply.body)) void sendStream(res, reply, reply.body, id, log)
@@ -211,9 +239,9 @@ export const createHttpServer = (
     }
     const ms = performance.now() - started
     observeRequest(im.method ?? 'GET', req?.route, status, ms / 1000)
-    // The route's pattern (/api/v1/customer/:external_id), never the path itself: its ids name people,
-    // and a log line is beyond an erasure's reach. null when no route matched (a 404, or a request
-    // answered before routing).
+    // The route's pattern (/api/v1/customer/:external_id), never the path itself: its ids name
+    // people, and a log line is beyond an erasure's reach. null when no route matched (a 404, or a
+    // request answered before routing).
     const path = req?.route ?? null
     log('info', 'request', { id, method: im.method, path, status, ms: Math.round(ms * 10) / 10 })
   }
@@ -225,9 +253,20 @@ export const createHttpServer = (
       return problem(408, detail, undefined, { connection: 'close' })
     }
     const close = body === 'too large, close' ? { connection: 'close' } : undefined
-    return problem(413, `The request body is larger than ${size(MAX_BODY_BYTES)}.`, undefined, close)
+    return problem(
+      413,
+      `The request body is larger than ${size(MAX_BODY_BYTES)}.`,
+      undefined,
+      close,
+    )
   }
-  const answer = (im: IncomingMessage, res: ServerResponse, started: number, id: string, body: Body) => {
+  const answer = (
+    im: IncomingMessage,
+    res: ServerResponse,
+    started: number,
+    id: string,
+    body: Body,
+  ) => {
     if (!Buffer.isBuffer(body)) return finish(im, res, started, id, unread(body))
     const req = new HttpReq(im, res, id, body)
     let reply: Reply | Promise<Reply>
@@ -247,17 +286,24 @@ export const createHttpServer = (
   const heldBack = guardConnections(server, bounds.maxConnections, bounds.maxConnectionsPerAddress)
   server.on('request', (im: IncomingMessage, res: ServerResponse) => {
     const started = performance.now()
-    const id = typeof im.headers['x-request-id'] === 'string' ? im.headers['x-request-id'].slice(0, 128) : randomUUID()
+    const id =
+      typeof im.headers['x-request-id'] === 'string'
+        ? im.headers['x-request-id'].slice(0, 128)
+        : randomUUID()
     // A connection held back by the caps answers only the probes, then closes.
     const full = heldBack.get(im.socket)
     if (full !== undefined) {
       res.setHeader('connection', 'close')
       if ((im.method !== 'GET' && im.method !== 'HEAD') || !essential.has(pathOf(im.url) ?? '')) {
-        const refused = problem(503, `${full} Try again shortly.`, undefined, { 'retry-after': '1' })
+        const refused = problem(503, `${full} Try again shortly.`, undefined, {
+          'retry-after': '1',
+        })
         return finish(im, res, started, id, refused)
       }
     }
-    readBody(im, MAX_BODY_BYTES, bounds.bodyIdleTimeoutMs, (body) => answer(im, res, started, id, body))
+    readBody(im, MAX_BODY_BYTES, bounds.bodyIdleTimeoutMs, (body) =>
+      answer(im, res, started, id, body),
+    )
   })
   server.headersTimeout = bounds.headersTimeoutMs
   server.requestTimeout = bounds.requestTimeoutMs

@@ -11,7 +11,8 @@ import { camel } from './openapi.ts'
 // CLI runs too), so that no row can leave its changes out: every row of a method but GET that
 // authenticates its caller is audited, unless the row says it changes nothing an audit names
 // (route.ts `unaudited`).
-export const audited = (route: Route) => route.method !== 'GET' && route.auth !== 'none' && !route.unaudited
+export const audited = (route: Route) =>
+  route.method !== 'GET' && route.auth !== 'none' && !route.unaudited
 
 // The transaction, handed to the handler as its pools: its statements run in it, and a module
 // function's own `begin` opens a savepoint of it. Options (an isolation level) cannot apply within
@@ -19,7 +20,8 @@ export const audited = (route: Route) => route.method !== 'GET' && route.auth !=
 const asPool = (tx: Tx) =>
   Object.assign(tx, {
     begin: (...args: unknown[]) => {
-      if (args.length !== 1) throw new Error('An audited change cannot set its transaction options.')
+      if (args.length !== 1)
+        throw new Error('An audited change cannot set its transaction options.')
       return tx.savepoint(args[0] as (sql: Tx) => unknown)
     },
   }) as unknown as Sql
@@ -38,8 +40,13 @@ const targetOf = (route: Route, req: Req, status: number, body: unknown) => {
       const raw = req.params[s.slice(1)] ?? ''
       return (decoded(raw, MAX_SEGMENT) ?? raw).slice(0, MAX_SEGMENT)
     })
-  const made = status === 201 && body !== null && typeof body === 'object' ? (body as { id?: unknown }).id : undefined
-  return typeof made === 'string' || typeof made === 'number' ? [...segments, String(made)] : segments
+  const made =
+    status === 201 && body !== null && typeof body === 'object'
+      ? (body as { id?: unknown }).id
+      : undefined
+  return typeof made === 'string' || typeof made === 'number'
+    ? [...segments, String(made)]
+    : segments
 }
 
 // Whose log holds the entry: the key's account, the account an admin path names, or the account
@@ -85,7 +92,8 @@ export const inChange = async (
       return reply
     })
   } catch (err) {
-    if (err instanceof Refusal && !req.signal?.aborted) await recordRefusal(app.sql, change(err.status))
+    if (err instanceof Refusal && !req.signal?.aborted)
+      await recordRefusal(app.sql, change(err.status))
     throw err
   }
 }

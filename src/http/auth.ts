@@ -3,7 +3,15 @@ import { refuse } from '../errors.ts'
 import type { App } from '../context.ts'
 import { hashToken, WINDOW_MS } from '../db/key-check.ts'
 import { cookieValue, findSession, fromOwnOrigin } from '../people/sessions.ts'
-import { allows, type Actor, type Grant, OPERATOR, ROLE_GRANTS, type Req, type Route } from '../route.ts'
+import {
+  allows,
+  type Actor,
+  type Grant,
+  OPERATOR,
+  ROLE_GRANTS,
+  type Req,
+  type Route,
+} from '../route.ts'
 
 // Tokens are sk_<account id>_<secret>: the account id lets the lookup stay inside one tenant.
 const accountOf = (token: string) => {
@@ -30,17 +38,26 @@ const serviceKey = (req: Req) => {
 
 // Missing header -> 401; unknown or revoked -> 403 (401 on tracking);
 // lacking the scope -> 403; over the per-key rate -> 429 with Retry-After and RateLimit-*.
-// `token`: the key as the route takes it, when not in the service-key header (a route's own credential).
-export const authenticateKey = async (req: Req, app: App, rules: KeyRules, token = serviceKey(req)) => {
+// `token`: the key as the route takes it, when not in the service-key header (a route's
+// own credential).
+export const authenticateKey = async (
+  req: Req,
+  app: App,
+  rules: KeyRules,
+  token = serviceKey(req),
+) => {
   if (!token)
     return refuse(
       401,
-      rules.scope === 'manage' ? 'Sign in as an admin of the account.' : 'The service-key header is missing.',
+      rules.scope === 'manage'
+        ? 'Sign in as an admin of the account.'
+        : 'The service-key header is missing.',
     )
   const accountId = accountOf(token)
   if (accountId === null) return refuse(rules.badKeyStatus, 'The service-key is not valid.')
   const counted = await app.keys.count(accountId, token, rules.bucket)
-  if (!counted || counted.key.revoked_at) return refuse(rules.badKeyStatus, 'The service-key is not valid.')
+  if (!counted || counted.key.revoked_at)
+    return refuse(rules.badKeyStatus, 'The service-key is not valid.')
   const { key, count, windowStart } = counted
   const reset = Math.max(1, Math.ceil((windowStart + WINDOW_MS - Date.now()) / 1000))
   req.replyHeaders = {
@@ -82,10 +99,14 @@ export const bySession = (req: Req, ownCredential = false) =>
 export const authenticateSession = async (req: Req, app: App, need?: Grant) => {
   const session = await findSession(app.sql, cookieValue(req.headers.cookie))
   if (!session) return refuse(401, 'Not signed in, or the session has ended: sign in again.')
-  if (need && !allows(ROLE_GRANTS[session.role], need)) return refuse(403, `The ${session.role} role may not do this.`)
+  if (need && !allows(ROLE_GRANTS[session.role], need))
+    return refuse(403, `The ${session.role} role may not do this.`)
   if (!SAFE_METHODS.has(req.method)) {
     if (!fromOwnOrigin(req.headers.origin, req.headers.host, app.config.publicUrl))
-      return refuse(403, "A signed-in change must come from the service's own pages (the Origin header).")
+      return refuse(
+        403,
+        "A signed-in change must come from the service's own pages (the Origin header).",
+      )
     const given = String(req.headers['x-csrf-token'] ?? '')
     if (!timingSafeEqual(hashToken(given), hashToken(session.csrfToken)))
       return refuse(403, 'The x-csrf-token header is missing or is not this session’s.')
@@ -116,4 +137,5 @@ export const authenticateAdmin = (req: Req, app: App) => {
 
 // Who made a request (the audit log's actor), as its authentication found it (req.actor): the
 // operator on an admin row (the admin token, or the CLI that runs the same rows).
-export const actorOf = (route: Route, req: Req): Actor | undefined => (route.auth === 'admin' ? OPERATOR : req.actor)
+export const actorOf = (route: Route, req: Req): Actor | undefined =>
+  route.auth === 'admin' ? OPERATOR : req.actor

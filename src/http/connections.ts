@@ -14,7 +14,10 @@ export const clientOf = (address: string) => {
     part ? part.split(':').flatMap((g) => (g.includes('.') ? ['0', '0'] : [g])) : []
   const left = groups(head)
   const right = groups(tail)
-  const whole = tail === undefined ? left : [...left, ...Array(8 - left.length - right.length).fill('0'), ...right]
+  const whole =
+    tail === undefined
+      ? left
+      : [...left, ...Array(8 - left.length - right.length).fill('0'), ...right]
   const prefix = whole.slice(0, 4).map((g) => Number.parseInt(g, 16).toString(16))
   return `${prefix.join(':')}::/64`
 }

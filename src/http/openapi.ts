@@ -1,5 +1,10 @@
 import * as v from 'valibot'
-import { type ConversionConfig, toJsonSchema, toJsonSchemaDefs, type JsonSchema } from '@valibot/to-json-schema'
+import {
+  type ConversionConfig,
+  toJsonSchema,
+  toJsonSchemaDefs,
+  type JsonSchema,
+} from '@valibot/to-json-schema'
 import { MAX_BODY_BYTES } from './adapter.ts'
 import { TITLES } from './problem.ts'
 import { size } from '../validate.ts'
@@ -14,13 +19,20 @@ const ProblemDetails = v.object({
   errors: v.optional(
     v.array(
       v.object({
-        path: v.pipe(v.string(), v.description('JSON pointer into the request, e.g. /customers/3/metrics/0/date')),
+        path: v.pipe(
+          v.string(),
+          v.description('JSON pointer into the request, e.g. /customers/3/metrics/0/date'),
+        ),
         message: v.string(),
       }),
     ),
   ),
   more_errors: v.optional(
-    v.pipe(v.number(), v.integer(), v.description('How many errors beyond the first 20 listed were left out.')),
+    v.pipe(
+      v.number(),
+      v.integer(),
+      v.description('How many errors beyond the first 20 listed were left out.'),
+    ),
   ),
 })
 
@@ -83,26 +95,45 @@ const converter = (named: Record<string, v.GenericSchema>) => {
     JSON.parse(JSON.stringify(json).replaceAll('"#/$defs/', '"#/components/schemas/')) as JsonSchema
   return {
     schema: (schema: v.GenericSchema): JsonSchema => toComponents(one(schema)),
-    // Only the named ones: the converter also lists the lazy schemas' definitions, which nothing references.
+    // Only the named ones: the converter also lists the lazy schemas' definitions, which
+    // nothing references.
     components: () =>
-      toComponents(Object.fromEntries(Object.entries(toJsonSchemaDefs(named, config)).filter(([k]) => k in named))),
+      toComponents(
+        Object.fromEntries(
+          Object.entries(toJsonSchemaDefs(named, config)).filter(([k]) => k in named),
+        ),
+      ),
   }
 }
 
 // One schema on its own, e.g. an event payload that the event catalog publishes.
 const headers = {
   'Retry-After': { description: 'Whole seconds to wait.', schema: { type: 'integer', minimum: 1 } },
-  'RateLimit-Limit': { description: 'Requests allowed per minute for this key.', schema: { type: 'integer' } },
-  'RateLimit-Remaining': { description: 'Requests left in the current window.', schema: { type: 'integer' } },
-  'RateLimit-Reset': { description: 'Seconds until the window resets.', schema: { type: 'integer' } },
+  'RateLimit-Limit': {
+    description: 'Requests allowed per minute for this key.',
+    schema: { type: 'integer' },
+  },
+  'RateLimit-Remaining': {
+    description: 'Requests left in the current window.',
+    schema: { type: 'integer' },
+  },
+  'RateLimit-Reset': {
+    description: 'Seconds until the window resets.',
+    schema: { type: 'integer' },
+  },
 }
-const headerRefs = (names: string[]) => Object.fromEntries(names.map((n) => [n, { $ref: `#/components/headers/${n}` }]))
+const headerRefs = (names: string[]) =>
+  Object.fromEntries(names.map((n) => [n, { $ref: `#/components/headers/${n}` }]))
 const rateLimitHeaders = headerRefs(['RateLimit-Limit', 'RateLimit-Remaining', 'RateLimit-Reset'])
 
-const problemResponses: Record<number, { name: string; description: string; headers?: string[]; example: string }> = {
+const problemResponses: Record<
+  number,
+  { name: string; description: string; headers?: string[]; example: string }
+> = {
   400: {
     name: 'BadRequest',
-    description: 'Invalid JSON, a body that fails validation or an invalid query string; `errors` lists every problem.',
+    description:
+      'Invalid JSON, a body that fails validation or an invalid query string; `errors` lists every problem.',
     example: 'The request body is invalid.',
   },
   401: {
@@ -128,10 +159,15 @@ const problemResponses: Record<number, { name: string; description: string; head
   },
   408: {
     name: 'RequestTimeout',
-    description: 'No part of the request body arrived for SERVICE_BODY_IDLE_TIMEOUT_MS; the connection closes.',
+    description:
+      'No part of the request body arrived for SERVICE_BODY_IDLE_TIMEOUT_MS; the connection closes.',
     example: 'No part of the request body arrived for 10000 ms.',
   },
-  409: { name: 'Conflict', description: 'It already exists.', example: 'Customer acme-1 already exists.' },
+  409: {
+    name: 'Conflict',
+    description: 'It already exists.',
+    example: 'Customer acme-1 already exists.',
+  },
   413: {
     name: 'ContentTooLarge',
     description: `The body is larger than ${size(MAX_BODY_BYTES)}.`,
@@ -164,7 +200,8 @@ const problemResponses: Record<number, { name: string; description: string; head
   },
   502: {
     name: 'BadGateway',
-    description: "An upstream the request needs did not answer as it must (an account's identity provider).",
+    description:
+      "An upstream the request needs did not answer as it must (an account's identity provider).",
     example: "The identity provider's configuration could not be read.",
   },
   503: {
@@ -212,10 +249,17 @@ const eventOperation = (e: PublishedEvent, schema: (s: v.GenericSchema) => JsonS
     summary: e.name,
     description: `${e.description} Sent in chunks of up to 1000 items, at least once (docs/api.md, "Events").`,
     security: [],
-    requestBody: { required: true, content: { 'application/json': { schema: schema(e.schema), example: e.example } } },
+    requestBody: {
+      required: true,
+      content: { 'application/json': { schema: schema(e.schema), example: e.example } },
+    },
     responses: {
-      '200': { description: 'Any 2xx acknowledges the delivery; 410 Gone disables the webhook at once.' },
-      '500': { description: 'Any 5xx, a timeout or a connection error is retried (3 attempts in all).' },
+      '200': {
+        description: 'Any 2xx acknowledges the delivery; 410 Gone disables the webhook at once.',
+      },
+      '500': {
+        description: 'Any 5xx, a timeout or a connection error is retried (3 attempts in all).',
+      },
     },
   },
 })
@@ -223,8 +267,14 @@ const eventOperation = (e: PublishedEvent, schema: (s: v.GenericSchema) => JsonS
 // Path parameters: numeric ids the service gave, or external ids (any text, percent-encoded).
 const PATH_PARAMS: Record<string, { description: string; schema: object }> = {
   id: { description: 'The account id.', schema: { type: 'integer', minimum: 1 } },
-  external_id: { description: 'The external id, percent-encoded.', schema: { type: 'string', maxLength: 255 } },
-  entity: { description: 'customer or contact.', schema: { type: 'string', enum: ['customer', 'contact'] } },
+  external_id: {
+    description: 'The external id, percent-encoded.',
+    schema: { type: 'string', maxLength: 255 },
+  },
+  entity: {
+    description: 'customer or contact.',
+    schema: { type: 'string', enum: ['customer', 'contact'] },
+  },
   codename: { description: "The property's codename.", schema: { type: 'string', maxLength: 63 } },
   contact_id: {
     description: "The contact's external id, percent-encoded.",
@@ -232,9 +282,15 @@ const PATH_PARAMS: Record<string, { description: string; schema: object }> = {
   },
 }
 const pathParam = (name: string) =>
-  PATH_PARAMS[name] ?? { description: `The ${name.replace('_id', '')} id.`, schema: { type: 'integer', minimum: 1 } }
+  PATH_PARAMS[name] ?? {
+    description: `The ${name.replace('_id', '')} id.`,
+    schema: { type: 'integer', minimum: 1 },
+  }
 
-const components = (schemas: Record<string, JsonSchema>, credentialSchemes: Record<string, unknown>) => ({
+const components = (
+  schemas: Record<string, JsonSchema>,
+  credentialSchemes: Record<string, unknown>,
+) => ({
   securitySchemes: {
     serviceKey: {
       type: 'apiKey',
@@ -282,9 +338,9 @@ const components = (schemas: Record<string, JsonSchema>, credentialSchemes: Reco
 const hasBody = (r: Route) => !!r.body || r.method === 'POST' || r.method === 'PUT'
 const pathParams = (path: string) => [...path.matchAll(/:(\w+)/g)].map((m) => m[1])
 
-// Which Problem Details an operation may answer, from what the adapter and the router do: every route
-// vets its query string (400), and any but a probe may answer 503 on a connection past the caps (or
-// while the database is away).
+// Which Problem Details an operation may answer, from what the adapter and the router do: every
+// route vets its query string (400), and any but a probe may answer 503 on a connection past the
+// caps (or while the database is away).
 const errorStatuses = (r: Route) =>
   [
     400,
@@ -304,15 +360,18 @@ const securityOf = (r: Route) => {
   if (r.auth === 'none') return []
   if (r.auth === 'session') return [{ sessionCookie: [] }]
   const need = r.auth.key
-  const session = Object.values(ROLE_GRANTS).some((grants) => allows(grants, need)) ? [{ sessionCookie: [] }] : []
+  const session = Object.values(ROLE_GRANTS).some((grants) => allows(grants, need))
+    ? [{ sessionCookie: [] }]
+    : []
   if (need === 'manage') return session
-  if (r.auth.credential) return [{ [r.auth.credential.scheme.name]: [] }, ...(r.body ? [] : [{ serviceKey: [need] }])]
+  if (r.auth.credential)
+    return [{ [r.auth.credential.scheme.name]: [] }, ...(r.body ? [] : [{ serviceKey: [need] }])]
   return [{ serviceKey: [need] }, ...session]
 }
 
 const operation = (r: Route, schema: (s: v.GenericSchema) => JsonSchema) => {
-  // An empty body reads as {} (validate.ts), so a body whose fields are all optional may be left out,
-  // unless the route answers only a JSON exchange, which a request without a body is not.
+  // An empty body reads as {} (validate.ts), so a body whose fields are all optional may be left
+  // out, unless the route answers only a JSON exchange, which a request without a body is not.
   const bodyRequired = r.body ? !!r.jsonOnly || !v.safeParse(r.body, {}).success : false
   const parameters = [
     ...pathParams(r.path).map((name) => ({ name, in: 'path', required: true, ...pathParam(name) })),
@@ -335,21 +394,34 @@ const operation = (r: Route, schema: (s: v.GenericSchema) => JsonSchema) => {
       requestBody: {
         required: bodyRequired,
         content: {
-          'application/json': { schema: schema(r.body), ...(r.example !== undefined && { example: r.example }) },
+          'application/json': {
+            schema: schema(r.body),
+            ...(r.example !== undefined && { example: r.example }),
+          },
         },
       },
     }),
     responses: {
       [status]: {
-        description: status === 204 ? 'Done; no content.' : status === 302 ? 'Redirect (Location).' : 'Success.',
+        description:
+          status === 204
+            ? 'Done; no content.'
+            : status === 302
+              ? 'Redirect (Location).'
+              : 'Success.',
         ...(typeof r.auth === 'object' && { headers: rateLimitHeaders }),
         ...(body && {
-          content: { 'application/json': { schema: schema(body), ...(example !== undefined && { example }) } },
+          content: {
+            'application/json': { schema: schema(body), ...(example !== undefined && { example }) },
+          },
         }),
         ...(media && { content: { [media]: { schema: { type: 'string' } } } }),
       },
       ...Object.fromEntries(
-        errorStatuses(r).map((s) => [String(s), { $ref: `#/components/responses/${problemResponses[s].name}` }]),
+        errorStatuses(r).map((s) => [
+          String(s),
+          { $ref: `#/components/responses/${problemResponses[s].name}` },
+        ]),
       ),
     },
   }
@@ -365,7 +437,9 @@ const credentialSchemes = (routes: Route[]) =>
   Object.fromEntries(
     routes.flatMap((r) => {
       const scheme = typeof r.auth === 'object' ? r.auth.credential?.scheme : undefined
-      return scheme ? [[scheme.name, { type: 'http', scheme: 'basic', description: scheme.description }]] : []
+      return scheme
+        ? [[scheme.name, { type: 'http', scheme: 'basic', description: scheme.description }]]
+        : []
     }),
   )
 
@@ -395,6 +469,9 @@ export const buildOpenApi = (
     tags: TAGS,
     paths,
     webhooks: Object.fromEntries(events.map((e) => [e.name, eventOperation(e, convert.schema)])),
-    components: components(convert.components() as Record<string, JsonSchema>, credentialSchemes(routes)),
+    components: components(
+      convert.components() as Record<string, JsonSchema>,
+      credentialSchemes(routes),
+    ),
   }
 }

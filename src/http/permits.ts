@@ -27,8 +27,8 @@ export const createPermits = (permits: number) => {
 }
 
 // At most `limit` runs at once per owner (an account); up to `waiting` more wait their turn, each
-// at most `waitMs` (or until its client goes), and any more are refused: a client that sends more in
-// parallel is told to come back, so that it holds no more than its share of the database, while
+// at most `waitMs` (or until its client goes), and any more are refused: a client that sends more
+// in parallel is told to come back, so that it holds no more than its share of the database, while
 // two clients of one account that happen to search at the same moment are both served. Returns the
 // release of the place taken (to call once or more), or undefined when none came.
 type Release = () => void
@@ -49,7 +49,10 @@ export const createShares = (limit: number, waiting: number, waitMs: number) => 
       else if (--share.held === 0) owners.delete(owner)
     }
   }
-  return (owner: number, signal?: AbortSignal): Release | Promise<Release | undefined> | undefined => {
+  return (
+    owner: number,
+    signal?: AbortSignal,
+  ): Release | Promise<Release | undefined> | undefined => {
     const share = owners.get(owner) ?? owners.set(owner, { held: 0, queue: [] }).get(owner)!
     if (share.held < limit) {
       share.held++

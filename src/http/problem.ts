@@ -34,7 +34,13 @@ export const problem = (
   headers?: Record<string, string>,
 ): Reply => {
   const more = errors ? errors.length - LISTED_ERRORS : 0
-  const body = { type: 'about:blank', title: TITLES[status] ?? 'Error', status, detail, ...(errors && { errors }) }
+  const body = {
+    type: 'about:blank',
+    title: TITLES[status] ?? 'Error',
+    status,
+    detail,
+    ...(errors && { errors }),
+  }
   if (more > 0) {
     body.detail = `${detail} The first ${LISTED_ERRORS} errors are listed, and ${count(more)} more like these.`
     Object.assign(body, { errors: errors!.slice(0, LISTED_ERRORS), more_errors: more })

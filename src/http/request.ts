@@ -9,8 +9,9 @@ import { MAX_BODY_BYTES } from './adapter.ts'
 // route alike (handlers store the parsed value, never the bytes, so it reaches nothing else).
 const utf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: false })
 
-// A body sent with Content-Encoding: gzip (RudderStack's SDK does by default) is read inflated, to at
-// most MAX_BODY_BYTES as any body; req.body becomes the inflated bytes, which size limits then measure.
+// A body sent with Content-Encoding: gzip (RudderStack's SDK does by default) is read inflated,
+// to at most MAX_BODY_BYTES as any body; req.body becomes the inflated bytes, which size
+// limits then measure.
 const inflated = (req: Req) => {
   const encoding = String(req.headers['content-encoding'] ?? 'identity')
     .trim()
@@ -24,7 +25,9 @@ const inflated = (req: Req) => {
     const tooLarge = (err as { code?: string }).code === 'ERR_BUFFER_TOO_LARGE'
     refuse(
       tooLarge ? 413 : 400,
-      tooLarge ? `The inflated body is larger than ${MAX_BODY_BYTES} bytes.` : 'The gzip body is corrupt.',
+      tooLarge
+        ? `The inflated body is larger than ${MAX_BODY_BYTES} bytes.`
+        : 'The gzip body is corrupt.',
     )
   }
   delete req.headers['content-encoding']
@@ -52,7 +55,8 @@ export const readJson = (req: Req): unknown => {
 // answer 406 for anything but a JSON exchange (uploads, single-record writes), 415 elsewhere.
 export const requireUtf8 = (req: Req, status: 406 | 415) => {
   const charset = /;\s*charset\s*=\s*"?([^";\s]+)/i.exec(req.headers['content-type'] ?? '')?.[1]
-  if (charset && !/^utf-?8$/i.test(charset)) refuse(status, `The body must be UTF-8, not ${charset.slice(0, 40)}.`)
+  if (charset && !/^utf-?8$/i.test(charset))
+    refuse(status, `The body must be UTF-8, not ${charset.slice(0, 40)}.`)
 }
 
 const MAX_QUERY_VALUE = 1024
@@ -66,7 +70,8 @@ export const checkQuery = (req: Req) => {
   const errors = query.split('&').flatMap((pair) => {
     const [key, value = ''] = pair.split('=', 2)
     const name = decoded(key, 100, true)
-    if (name === undefined) return [{ path: '/query', message: 'A parameter name is not valid percent-encoded UTF-8.' }]
+    if (name === undefined)
+      return [{ path: '/query', message: 'A parameter name is not valid percent-encoded UTF-8.' }]
     return decoded(value, MAX_QUERY_VALUE, true) === undefined
       ? [
           {
@@ -106,7 +111,14 @@ export const parseQuery = (declared: Query, raw: Req['query']) => {
       const value = raw[name]
       return value === undefined
         ? []
-        : [[name, typeof value === 'string' && isNumber(schema) && QUERY_INTEGER.test(value) ? Number(value) : value]]
+        : [
+            [
+              name,
+              typeof value === 'string' && isNumber(schema) && QUERY_INTEGER.test(value)
+                ? Number(value)
+                : value,
+            ],
+          ]
     }),
   )
   const repeated = (name: string) => Array.isArray(given[name])
@@ -128,12 +140,16 @@ export const parseQuery = (declared: Query, raw: Req['query']) => {
   return result.output as Record<string, unknown>
 }
 
-const isJson = (value: string | undefined) => !!value && /^application\/(.+\+)?json\s*(;|$)/i.test(value)
+const isJson = (value: string | undefined) =>
+  !!value && /^application\/(.+\+)?json\s*(;|$)/i.test(value)
 const acceptsJson = (accept: string | undefined) =>
-  !accept || accept.split(',').some((a) => /^\s*(application\/json|application\/\*|\*\/\*)\s*(;|$)/i.test(a))
+  !accept ||
+  accept.split(',').some((a) => /^\s*(application\/json|application\/\*|\*\/\*)\s*(;|$)/i.test(a))
 
 // Uploads and single-record writes answer 406 unless the request is JSON and accepts JSON.
 export const requireJsonExchange = (req: Req) => {
-  if (!isJson(req.headers['content-type'])) refuse(406, 'The request must be sent as application/json.')
-  if (!acceptsJson(req.headers.accept)) refuse(406, 'The response is only available as application/json.')
+  if (!isJson(req.headers['content-type']))
+    refuse(406, 'The request must be sent as application/json.')
+  if (!acceptsJson(req.headers.accept))
+    refuse(406, 'The response is only available as application/json.')
 }

@@ -7,7 +7,13 @@ import { parse } from '../validate.ts'
 import { CLIENT_GONE, isStream, ORIGIN } from './adapter.ts'
 import { createPermits, createShares, LARGE_BODY_BYTES } from './permits.ts'
 import { audited, inChange } from './audit.ts'
-import { authenticateAdmin, authenticateKey, authenticateSession, bySession, rulesFor } from './auth.ts'
+import {
+  authenticateAdmin,
+  authenticateKey,
+  authenticateSession,
+  bySession,
+  rulesFor,
+} from './auth.ts'
 import { problem, refusalReply } from './problem.ts'
 import { checkQuery, parseQuery, readJson, requireJsonExchange, requireUtf8 } from './request.ts'
 import type { Credential, Reply, Req, Route } from '../route.ts'
@@ -28,7 +34,11 @@ type Share = (route: Route, req: Req, app: App, accountId: number) => Reply | Pr
 // An expensive route runs within its account's share of this process (createShares); the place
 // is given back when it answers (a streamed answer: when its stream ends) or when its client goes,
 // whichever comes first.
-const withinShare = ({ expensivePerAccount: limit, expensiveWaiting: waiting, expensiveWaitMs: ms }: Config) => {
+const withinShare = ({
+  expensivePerAccount: limit,
+  expensiveWaiting: waiting,
+  expensiveWaitMs: ms,
+}: Config) => {
   const take = createShares(limit, waiting, ms)
   return async (route: Route, req: Req, app: App, accountId: number) => {
     const queued = performance.now()
@@ -73,12 +83,15 @@ const basicUserOrBodyField = (req: Req, route: Route, { field }: Credential) => 
   const user = basic ? Buffer.from(basic, 'base64').toString('utf8').split(':')[0] : ''
   if (!route.body) return user || undefined
   const body = (req.json ??= readJson(req))
-  const given = body !== null && typeof body === 'object' ? (body as Record<string, unknown>)[field] : undefined
+  const given =
+    body !== null && typeof body === 'object' ? (body as Record<string, unknown>)[field] : undefined
   const inBody = typeof given === 'string' && given ? given : ''
   if (user && inBody && inBody !== user)
-    refuse(400, `The Basic user name and ${field} name different keys: give one key, or the same in both.`, [
-      { path: `/${field}`, message: 'Differs from the key of the Authorization header.' },
-    ])
+    refuse(
+      400,
+      `The Basic user name and ${field} name different keys: give one key, or the same in both.`,
+      [{ path: `/${field}`, message: 'Differs from the key of the Authorization header.' }],
+    )
   return user || inBody || refuse(401, `Give the API key as the Basic user name or as ${field}.`)
 }
 
@@ -91,7 +104,8 @@ const run =
       authenticateAdmin(req, app)
       return checked(route, req, { ...app, sql: app.admin, heavy: app.admin })
     }
-    if (route.auth === 'session') return authenticateSession(req, app).then(() => checked(route, req, app))
+    if (route.auth === 'session')
+      return authenticateSession(req, app).then(() => checked(route, req, app))
     if (route.auth !== 'none') {
       const need = route.auth.key
       const rules = rulesFor(need, app)
@@ -127,8 +141,8 @@ export const invoke = (route: Route, req: Req, app: App) => {
   return route.handler(req, app)
 }
 
-// A path of letters, digits, '_', '-' and inner dots reads the same raw as after WHATWG URL parsing,
-// so such a route can be found by its text.
+// A path of letters, digits, '_', '-' and inner dots reads the same raw as after WHATWG URL
+// parsing, so such a route can be found by its text.
 const STATIC_PATH = /^(\/[\w-]+(\.[\w-]+)*)+$/
 
 // The adapter answers HEAD wherever GET is answered.
@@ -144,12 +158,19 @@ export const buildRouter = (routes: Route[], app: App) => {
     if (req.signal?.aborted) return { status: CLIENT_GONE }
     if (err instanceof Refusal) return refusalReply(err)
     if (isDatabaseAway(err))
-      return problem(503, 'The database is not reachable; try again shortly.', undefined, { 'retry-after': '1' })
-    app.log('error', 'handler failed', { id: req.id, route: req.route, error: String((err as Error)?.stack ?? err) })
+      return problem(503, 'The database is not reachable; try again shortly.', undefined, {
+        'retry-after': '1',
+      })
+    app.log('error', 'handler failed', {
+      id: req.id,
+      route: req.route,
+      error: String((err as Error)?.stack ?? err),
+    })
     return problem(500, 'An internal error occurred.')
   }
   const withReplyHeaders = (reply: Reply, req: Req) => {
-    if (reply && req.replyHeaders) reply.headers = Object.assign({}, req.replyHeaders, reply.headers)
+    if (reply && req.replyHeaders)
+      reply.headers = Object.assign({}, req.replyHeaders, reply.headers)
     return reply
   }
   const router = Router<Req, [App], Reply>({ catch: fail, finally: [withReplyHeaders] })
@@ -157,30 +178,37 @@ export const buildRouter = (routes: Route[], app: App) => {
   const share: Share = routes.some((r) => r.expensive) ? withinShare(app.config) : checked
   const runners = routes.map((route) => run(route, share))
   routes.forEach((route, i) => {
-    ;(router as unknown as Record<string, (path: string, h: unknown) => void>)[route.method.toLowerCase()](
-      route.path,
-      runners[i],
-    )
+    ;(router as unknown as Record<string, (path: string, h: unknown) => void>)[
+      route.method.toLowerCase()
+    ](route.path, runners[i])
   })
   const patterns = router.routes.map(([method, regex]) => ({ method, regex }))
   // method -> path -> the route and its pattern, for static routes that no earlier route matches.
   const exact = new Map<string, Map<string, { run: ReturnType<typeof run>; pattern: string }>>()
   routes.forEach((route, i) => {
     const [method, regex, , pattern] = router.routes[i]
-    const earlier = router.routes.slice(0, i).some(([m, r]) => (m === method || m === 'ALL') && r.test(route.path))
+    const earlier = router.routes
+      .slice(0, i)
+      .some(([m, r]) => (m === method || m === 'ALL') && r.test(route.path))
     if (!STATIC_PATH.test(route.path) || !regex.test(route.path) || earlier) return
     const paths = exact.get(method) ?? new Map()
     exact.set(method, paths.set(route.path, { run: runners[i], pattern }))
   })
   const unmatched = (req: Req) => {
     const path = new URL(req.url).pathname
-    const allow = [...new Set(patterns.filter((p) => p.regex.test(path)).flatMap((p) => headToo(p.method)))]
+    const allow = [
+      ...new Set(patterns.filter((p) => p.regex.test(path)).flatMap((p) => headToo(p.method))),
+    ]
     return allow.length
-      ? problem(405, `Use ${allow.join(', ')} for this path.`, undefined, { allow: allow.join(', ') })
+      ? problem(405, `Use ${allow.join(', ')} for this path.`, undefined, {
+          allow: allow.join(', '),
+        })
       : problem(404, 'No such route.')
   }
   return (req: Req): Reply | Promise<Reply> => {
-    const hit = req.url.startsWith(ORIGIN) ? exact.get(req.method)?.get(req.url.slice(ORIGIN.length)) : undefined
+    const hit = req.url.startsWith(ORIGIN)
+      ? exact.get(req.method)?.get(req.url.slice(ORIGIN.length))
+      : undefined
     if (!hit) return router.fetch(req, app).then((reply) => reply ?? unmatched(req))
     req.params = {}
     req.query = Object.create(null)

@@ -51,7 +51,12 @@ interface ImportOptions {
 
 // Records of a FILE account come from imports; an import into an account owned by the API or an
 // integration would be overwritten by (or overwrite) that source, so it takes --force.
-const checkAccount = async (app: App, accountId: number, collection: Collection, force: boolean) => {
+const checkAccount = async (
+  app: App,
+  accountId: number,
+  collection: Collection,
+  force: boolean,
+) => {
   const source = await sourceOfTruth(app.sql, accountId)
   if (!source) throw new Error(`Account ${accountId} does not exist.`)
   if (source !== 'FILE' && !force) {
@@ -72,14 +77,26 @@ const checkAccount = async (app: App, accountId: number, collection: Collection,
 // Each chunk is an upload with source FILE, merged by the upload processing itself in one
 // transaction (records, customer.created outbox rows, scoring job). The users hear of the import
 // once, when it ends (notifyImport), not once per chunk.
-const writeChunk = (app: App, accountId: number, collection: Collection, items: UploadItem[], dropped: Dropped) =>
+const writeChunk = (
+  app: App,
+  accountId: number,
+  collection: Collection,
+  items: UploadItem[],
+  dropped: Dropped,
+) =>
   app.sql.begin(async (tx) => {
     const [row] = await insertUpload(tx, accountId, collection, 'FILE', items, dropped)
     return processUpload(tx, accountId, row.id, false)
   })
 
 // One notification per import and user, with the import's totals.
-const notifyImport = (app: App, accountId: number, collection: Collection, file: string, stats: ImportStats) =>
+const notifyImport = (
+  app: App,
+  accountId: number,
+  collection: Collection,
+  file: string,
+  stats: ImportStats,
+) =>
   notifyUsers(app.sql, accountId, 'import.file', {
     file: basename(file),
     records: collection,
@@ -98,7 +115,8 @@ const notifyImport = (app: App, accountId: number, collection: Collection, file:
 const BREAKS = /\r\n?|\n/g
 const linesOf = (cells: string[]) => {
   let lines = 1
-  for (const cell of cells) if (cell.includes('\n') || cell.includes('\r')) lines += cell.match(BREAKS)!.length
+  for (const cell of cells)
+    if (cell.includes('\n') || cell.includes('\r')) lines += cell.match(BREAKS)!.length
   return lines
 }
 
@@ -117,7 +135,8 @@ export const importFile = async (
   // pipeline passes a read error (a missing file) on to the parser, ending the loop below with it.
   pipeline(createReadStream(file), parser, () => {})
   let layout: Layout | undefined
-  // Physical lines of the records so far; with the skipped empty lines it gives a record's first line.
+  // Physical lines of the records so far; with the skipped empty lines it gives a
+  // record's first line.
   let lines = 0
   let chunk: UploadItem[] = []
   let dropped = noneDropped()

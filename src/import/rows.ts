@@ -9,7 +9,10 @@ import type { Collection } from '../db/tables.ts'
 // A CSV file of one collection of records: its fixed columns, then property codenames.
 const FIELDS: Record<Collection, { required: string[]; optional: string[] }> = {
   customers: { required: ['external_id', 'name'], optional: ['owner_email'] },
-  contacts: { required: ['customer_external_id', 'contact_external_id', 'contact_name'], optional: [] },
+  contacts: {
+    required: ['customer_external_id', 'contact_external_id', 'contact_name'],
+    optional: [],
+  },
 }
 
 // 'unknown' columns name no property: their cells go into the item's attributes, where the typed
@@ -40,7 +43,9 @@ export const readHeader = (collection: Collection, header: string[], catalog: Ca
   }
   const missing = required.filter((name) => !seen.has(name))
   if (missing.length)
-    throw new Error(`The header lacks the column${missing.length > 1 ? 's' : ''} ${missing.join(', ')}.`)
+    throw new Error(
+      `The header lacks the column${missing.length > 1 ? 's' : ''} ${missing.join(', ')}.`,
+    )
   const columns = header.map((name, index): Column => {
     const def = catalog.get(name)
     const role = required.includes(name)
@@ -92,7 +97,8 @@ const rowToItem = (layout: Layout, cells: string[]): Record<string, unknown> => 
     if (role === 'field') item[name] = cell
     else if (cell === '') continue
     else if (role === 'optional') item[name] = cell
-    else if (role === 'attribute' || role === 'unknown') (attributes ??= {})[name] = typed(cell, type)
+    else if (role === 'attribute' || role === 'unknown')
+      (attributes ??= {})[name] = typed(cell, type)
     else (metrics ??= {})[name] = role === 'date' ? cell : typed(cell, type)
   }
   if (attributes) item.attributes = attributes
@@ -102,7 +108,9 @@ const rowToItem = (layout: Layout, cells: string[]): Record<string, unknown> => 
 
 const schemas = { customers: CustomerItem, contacts: ContactItem }
 
-type Checked = { ok: true; item: CustomerItem | ContactItem; dropped: Dropped } | { ok: false; errors: FieldError[] }
+type Checked =
+  | { ok: true; item: CustomerItem | ContactItem; dropped: Dropped }
+  | { ok: false; errors: FieldError[] }
 
 // The API's checks, item by item: the same valibot item schema, then the same typed check
 // against the account's definitions.
@@ -110,13 +118,21 @@ export const checkRow = (layout: Layout, cells: string[]): Checked => {
   if (cells.length !== layout.width) {
     return {
       ok: false,
-      errors: [{ path: '', message: `The row has ${cells.length} fields; the header has ${layout.width}.` }],
+      errors: [
+        {
+          path: '',
+          message: `The row has ${cells.length} fields; the header has ${layout.width}.`,
+        },
+      ],
     }
   }
   const raw = rowToItem(layout, cells)
   const metrics = raw.metrics as Record<string, unknown>[] | undefined
   if (metrics && metrics[0].date === undefined) {
-    return { ok: false, errors: [{ path: '/metrics/0/date', message: 'Metric values need a date.' }] }
+    return {
+      ok: false,
+      errors: [{ path: '/metrics/0/date', message: 'Metric values need a date.' }],
+    }
   }
   const parsed = v.safeParse(schemas[layout.collection], raw, { abortEarly: false })
   if (!parsed.success) return { ok: false, errors: issuesToErrors(parsed.issues) }

@@ -24,6 +24,7 @@ export const insightRoutes: Route[] = [
     summary: '"This week": movements, renewals ahead and 12 weeks of health, each with its search',
     reply: { status: 200, body: WeekReport },
     expensive: true,
-    handler: async (req, app) => ok(await weekReport(app, req.auth.accountId, req.queryInput.days, req)),
+    handler: async (req, app) =>
+      ok(await weekReport(app, req.auth.accountId, req.queryInput.days, req)),
   }),
 ]

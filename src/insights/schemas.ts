@@ -3,7 +3,8 @@ import { Where } from '../records/search-body.ts'
 import { Day, describe, int, Probability, Timestamp } from '../validate.ts'
 import { LISTED, RENEWAL_DAYS, RENEWALS_LISTED, RISE, WEEKS } from './statements.ts'
 
-// The "This week" answer (docs/api.md, "This week"); test/contract.test.ts checks live answers against it.
+// The "This week" answer (docs/api.md, "This week"); test/contract.test.ts checks live
+// answers against it.
 
 const Score = v.nullable(int)
 const Search = describe(
@@ -27,7 +28,10 @@ const listedFields = {
 
 const Mover = v.object({
   ...listedFields,
-  engagementscore_before: describe(Score, 'Engagement at the start of the period (null for churns and reactivations).'),
+  engagementscore_before: describe(
+    Score,
+    'Engagement at the start of the period (null for churns and reactivations).',
+  ),
   date: describe(v.nullable(Day), 'The churn or reactivation date; null for score movements.'),
 })
 
@@ -45,7 +49,10 @@ const Rise = v.object({
   external_id: v.string(),
   name: v.nullable(v.string()),
   churn_probability: describe(Probability, 'The learned churn probability now.'),
-  churn_probability_before: describe(Probability, 'The probability on `since` (as of the latest scoring before).'),
+  churn_probability_before: describe(
+    Probability,
+    'The probability on `since` (as of the latest scoring before).',
+  ),
   drivers: describe(
     v.array(v.string()),
     'Up to three properties, by label (else codename), that raise the probability most (churn_drivers.up).',
@@ -58,7 +65,10 @@ const QuadrantCount = v.object({ count: int, search: Search })
 export const WeekReport = v.object({
   days: describe(v.picklist([7, 30]), 'The period: the last 7 or 30 days.'),
   today: Day,
-  since: describe(Day, 'The start of the period: movements compare engagement on this day with now.'),
+  since: describe(
+    Day,
+    'The start of the period: movements compare engagement on this day with now.',
+  ),
   computed_at: describe(
     Timestamp,
     'When the numbers and lists were computed: the report is kept, and computed anew in the background a few ' +
@@ -69,8 +79,12 @@ export const WeekReport = v.object({
     'True while a change since computed_at is still to be folded in (its recomputation waits or runs).',
   ),
   movements: v.object({
-    entered_risk: MovementList('Active customers whose engagement fell below 0 (churn risk), largest fall first'),
-    left_risk: MovementList('Active customers whose engagement rose from below 0 to 0 or more, largest rise first'),
+    entered_risk: MovementList(
+      'Active customers whose engagement fell below 0 (churn risk), largest fall first',
+    ),
+    left_risk: MovementList(
+      'Active customers whose engagement rose from below 0 to 0 or more, largest rise first',
+    ),
     churned: MovementList('Customers churned with a churn date in the period, latest first'),
     reactivated: MovementList('Customers reactivated in the period and active now, latest first'),
     drops: MovementList('Active customers whose engagement fell, largest drop first'),

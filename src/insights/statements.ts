@@ -14,7 +14,14 @@ export const RENEWALS_LISTED = 25
 export const RENEWAL_DAYS = 90
 export const WEEKS = 12
 
-export const MOVEMENTS = ['entered_risk', 'left_risk', 'churned', 'reactivated', 'drops', 'gains'] as const
+export const MOVEMENTS = [
+  'entered_risk',
+  'left_risk',
+  'churned',
+  'reactivated',
+  'drops',
+  'gains',
+] as const
 export type Movement = (typeof MOVEMENTS)[number]
 // The matrix's quadrants (docs/console.md), in the order of a week's figures.
 export const QUADRANTS = ['churn_risk', 'upsell', 'engaged_poor_fit', 'not_scored'] as const
@@ -32,7 +39,12 @@ export interface Listed {
   date: string | null
 }
 export type Moved = Listed & { kind: Movement; count: number }
-export type Renewing = Listed & { renewal_date: string; quadrant: Quadrant; count: number; at_risk: number }
+export type Renewing = Listed & {
+  renewal_date: string
+  quadrant: Quadrant
+  count: number
+  at_risk: number
+}
 export interface Rise {
   service_id: number
   churn_probability: number
@@ -42,13 +54,14 @@ export interface Rise {
 
 type Fragment = ReturnType<Tx>
 // Fragments in one list: postgres.js writes an array of fragments separated by spaces.
-const joined = (tx: Tx, parts: Fragment[], separator: Fragment) => parts.map((p, i) => (i ? tx`${separator} ${p}` : p))
+const joined = (tx: Tx, parts: Fragment[], separator: Fragment) =>
+  parts.map((p, i) => (i ? tx`${separator} ${p}` : p))
 
 // Engagement now and as of `since` (the latest history entry dated on or before it: width_bucket
 // is a binary search of the sorted history_dates) of the active customers scored before the period,
 // kept narrow so that it stays in memory; each movement counted in one pass over it and its first
-// LISTED found by a top-N sort, never a sort of every mover. Then the churns dated in the period and
-// the reactivations in it of customers still active.
+// LISTED found by a top-N sort, never a sort of every mover. Then the churns dated in the period
+// and the reactivations in it of customers still active.
 type Scored = Exclude<Movement, 'churned' | 'reactivated'>
 const moved = (tx: Tx): Record<Scored, { where: Fragment; worst: Fragment }> => ({
   entered_risk: { where: tx`m.before >= 0 and m.e < 0`, worst: tx`m.e - m.before` },
@@ -59,7 +72,9 @@ const moved = (tx: Tx): Record<Scored, { where: Fragment; worst: Fragment }> => 
 const movedCounts = (tx: Tx) =>
   joined(
     tx,
-    Object.entries(moved(tx)).map(([kind, { where }]) => tx`count(*) filter (where ${where})::integer as ${tx(kind)}`),
+    Object.entries(moved(tx)).map(
+      ([kind, { where }]) => tx`count(*) filter (where ${where})::integer as ${tx(kind)}`,
+    ),
     tx`,`,
   )
 const movedTop = (tx: Tx) =>
@@ -67,8 +82,10 @@ const movedTop = (tx: Tx) =>
     tx,
     Object.entries(moved(tx)).map(
       ([kind, { where, worst }]) =>
-        tx`(select ${kind}::text as kind, n.${tx(kind)} as count, m.service_id, m.before, null::text as date,
-          ${worst} as sort from m, n where ${where} order by ${worst}, m.service_id limit ${LISTED})`,
+        tx`(select ${kind}::text as kind, n.${tx(kind)} as count, m.service_id, m.before,
+          null::text as date,
+          ${worst} as sort from m, n where ${where} order by ${worst}, m.service_id
+            limit ${LISTED})`,
     ),
     tx`union all`,
   )
@@ -77,12 +94,14 @@ export const movements = (tx: Tx, accountId: number, since: string, now: string)
   with m as materialized (
     select s.customer_id as service_id, s.engagementscore as e,
       s.history_scores[width_bucket(${since}::date, s.history_dates)] as before
-    from customer_scores s join customers c on c.account_id = s.account_id and c.service_id = s.customer_id
+    from customer_scores s join customers c on c.account_id = s.account_id
+      and c.service_id = s.customer_id
     where s.account_id = ${accountId} and s.engagementscore is not null and not c.is_churned
       and s.history_dates[1] <= ${since}::date
   ), n as (select ${movedCounts(tx)} from m),
   churns as (
-    select x.kind, count(*) over (partition by x.kind)::integer as count, x.customer_id as service_id,
+    select x.kind, count(*) over (partition by x.kind)::integer as count,
+      x.customer_id as service_id,
       row_number() over (partition by x.kind order by x.day desc, x.customer_id) as rank,
       to_char(x.day, 'YYYY-MM-DD') as date
     from (
@@ -91,7 +110,8 @@ export const movements = (tx: Tx, accountId: number, since: string, now: string)
         and churned_date <= ${now}::date
       union all
       (select distinct on (e.customer_id) e.customer_id, 'reactivated', e.day
-      from customer_churn_events e join customers c on c.account_id = e.account_id and c.service_id = e.customer_id
+      from customer_churn_events e join customers c on c.account_id = e.account_id
+        and c.service_id = e.customer_id
       where e.account_id = ${accountId} and not e.churned and not c.is_churned
         and e.day > ${since}::date and e.day <= ${now}::date
       order by e.customer_id, e.day desc)
@@ -107,8 +127,8 @@ export const movements = (tx: Tx, accountId: number, since: string, now: string)
     left join customer_scores s on s.account_id = c.account_id and s.customer_id = c.service_id
   order by top.kind, top.sort, top.service_id`
 
-// A rise of the learned churn probability is listed from a point (0.01) up: a retraining moves every
-// customer's probability a little, which no CS team would call a rise.
+// A rise of the learned churn probability is listed from a point (0.01) up: a retraining moves
+// every customer's probability a little, which no CS team would call a rise.
 export const RISE = 0.01
 
 // Active customers whose churn probability now is RISE or more above their probability as of
@@ -119,7 +139,8 @@ export const rises = (tx: Tx, accountId: number, since: string) => tx<Rise[]>`
   with r as materialized (
     select s.customer_id as service_id, s.churn_probability as p,
       s.churn_history[width_bucket(${since}::date, s.churn_history_dates)] as before
-    from customer_scores s join customers c on c.account_id = s.account_id and c.service_id = s.customer_id
+    from customer_scores s join customers c on c.account_id = s.account_id
+      and c.service_id = s.customer_id
     where s.account_id = ${accountId} and s.churn_probability is not null and not c.is_churned
   ), risen as materialized (select * from r where r.p - r.before >= ${RISE}::float8)
   select service_id, p as churn_probability, before as churn_probability_before,
@@ -127,9 +148,9 @@ export const rises = (tx: Tx, accountId: number, since: string) => tx<Rise[]>`
   from risen order by p - before desc, service_id limit ${LISTED}`
 
 // Active customers whose renewal_date (a system attribute, stored as a valid YYYY-MM-DD text, whose
-// text order is its date order) falls in [from, to], the least healthy first. The quadrant: engagement
-// below 0 is churn risk whatever the fit; above, fit splits upsell from engaged with a poor fit. A fit
-// not computed counts as 0, as in churn_risk.
+// text order is its date order) falls in [from, to], the least healthy first. The quadrant:
+// engagement below 0 is churn risk whatever the fit; above, fit splits upsell from engaged with a
+// poor fit. A fit not computed counts as 0, as in churn_risk.
 export const renewals = (tx: Tx, accountId: number, from: string, to: string) => tx<Renewing[]>`
   with r as (
     select c.service_id, c.external_id, c.name, c.attributes->>'renewal_date' as renewal_date,
@@ -139,19 +160,22 @@ export const renewals = (tx: Tx, accountId: number, from: string, to: string) =>
     where c.account_id = ${accountId} and not c.is_churned
       and c.attributes->>'renewal_date' between ${from} and ${to}
   )
-  select r.*, case when r.engagementscore is null then 'not_scored' when r.engagementscore < 0 then 'churn_risk'
+  select r.*, case when r.engagementscore is null then 'not_scored'
+    when r.engagementscore < 0 then 'churn_risk'
       when coalesce(r.fitscore, 0) >= 0 then 'upsell' else 'engaged_poor_fit' end as quadrant,
-    count(*) over ()::integer as count, (count(*) filter (where r.engagementscore < 0) over ())::integer as at_risk
-  from r order by r.engagementscore nulls last, r.renewal_date, r.external_id limit ${RENEWALS_LISTED}`
+    count(*) over ()::integer as count, (count(*) filter (where r.engagementscore < 0)
+      over ())::integer as at_risk
+  from r order by r.engagementscore nulls last, r.renewal_date, r.external_id
+    limit ${RENEWALS_LISTED}`
 
-// Customers per quadrant and the median engagement at the end of each of the last WEEKS weeks, in one
-// pass over the account's customers (a row per customer and week would be 12 times as many rows to
-// sort; offset 0 keeps the subquery whole, so that each week's score is looked up once per customer,
-// not once per aggregate that reads it). Week 0 is now, as search sees it (the stored
+// Customers per quadrant and the median engagement at the end of each of the last WEEKS weeks,
+// in one pass over the account's customers (a row per customer and week would be 12 times as many
+// rows to sort; offset 0 keeps the subquery whole, so that each week's score is looked up once per
+// customer, not once per aggregate that reads it). Week 0 is now, as search sees it (the stored
 // engagementscore, active customers). An earlier week takes each customer's engagement of that day
-// from its history, with today's fit (fit keeps no history), and counts the customers not churned on
-// that day that had a score then or existed then: an import's history reaches back before its
-// customers were created.
+// from its history, with today's fit (fit keeps no history), and counts the customers not churned
+// on that day that had a score then or existed then: an import's history reaches back before
+// its customers were created.
 const WEEK_NUMBERS = Array.from({ length: WEEKS }, (_, k) => k)
 const weekColumns = (tx: Tx) =>
   joined(
@@ -176,7 +200,8 @@ const weekAggregates = (tx: Tx) =>
         count(*) filter (where ${a} and ${e} >= 0 and coalesce(f, 0) >= 0)::integer,
         count(*) filter (where ${a} and ${e} >= 0 and f < 0)::integer,
         count(*) filter (where ${a} and ${e} is null and ${x})::integer,
-        round((percentile_cont(0.5) within group (order by ${e}) filter (where ${a}))::numeric, 1)::float8`
+        round((percentile_cont(0.5) within group (order by ${e}) filter (where ${a}))::numeric,
+          1)::float8`
     }),
     tx`,`,
   )

@@ -56,7 +56,10 @@ const weeks = (figures: (number | null)[], now: string) =>
       week_ending: addDays(now, -7 * k),
       median_engagement: week[4],
       quadrants: Object.fromEntries(
-        QUADRANTS.map((q, j) => [q, { count: week[j] ?? 0, search: k === 0 ? QUADRANT_SEARCH[q] : null }]),
+        QUADRANTS.map((q, j) => [
+          q,
+          { count: week[j] ?? 0, search: k === 0 ? QUADRANT_SEARCH[q] : null },
+        ]),
       ) as Record<Quadrant, { count: number; search: Condition | null }>,
     }
   })
@@ -73,7 +76,9 @@ const listed = (row: Listed, who: Who, worse: boolean) => ({
   engagementscore: row.engagementscore,
   fitscore: row.fitscore,
   churn_risk: row.churn_risk,
-  drivers: (worse ? who.explanation.risk_drivers : who.explanation.health_drivers).map((d) => d.label),
+  drivers: (worse ? who.explanation.risk_drivers : who.explanation.health_drivers).map(
+    (d) => d.label,
+  ),
 })
 
 // A kept report names its customers by service id: one erased since it was computed (its refresh
@@ -155,7 +160,14 @@ export const weekReport = (app: App, accountId: number, days: Period, caller?: C
             date: row.date,
           }))
           const count = rows[0]?.count ?? 0
-          return [kind, { count, search: count > 0 && now === current ? moverSearch(kind, days) : null, customers }]
+          return [
+            kind,
+            {
+              count,
+              search: count > 0 && now === current ? moverSearch(kind, days) : null,
+              customers,
+            },
+          ]
         }),
       ) as Record<Movement, unknown>,
       churn_probability_rises: {

@@ -22,8 +22,15 @@ import { processReceivedUpload } from '../uploads/process.ts'
 import { deliverWebhook } from '../webhooks/deliver.ts'
 
 // The task list: each task name and the module function it runs, typed by its payload
-// (GraphileWorker.Tasks, declared in db/jobs.ts beside the spec builders, the only writers of jobs).
-type Runs = { [K in TaskName]: (app: App, payload: GraphileWorker.Tasks[K], helpers: JobHelpers) => Promise<unknown> }
+// (GraphileWorker.Tasks, declared in db/jobs.ts beside the spec builders, the only
+// writers of jobs).
+type Runs = {
+  [K in TaskName]: (
+    app: App,
+    payload: GraphileWorker.Tasks[K],
+    helpers: JobHelpers,
+  ) => Promise<unknown>
+}
 const runs: Runs = {
   [TASKS.processUpload]: processReceivedUpload,
   [TASKS.applyEvents]: applyEventsOfAccount,
@@ -84,13 +91,15 @@ export const taskList = (app: App): TaskList => {
 
 // graphile-worker crontab lines (https://worker.graphile.org/docs/cron); one per recurring task.
 export const crontab = (config: Config): string[] => [
-  // Daily at 00:00 UTC: the kept "This week" reports for the new day (fans out one job per account).
+  // Daily at 00:00 UTC: the kept "This week" reports for the new day (fans out one
+  // job per account).
   `0 0 * * * ${TASKS.refreshWeekReport}`,
   // Daily at 01:00 UTC: tracked events -> today's metric snapshots (fans out one job per account).
   `0 1 * * * ${TASKS.countEvents}`,
   // Daily at 01:30 UTC: time-dependent scores and automatic churn (fans out one job per account).
   `30 1 * * * ${TASKS.scoreDaily}`,
-  // Daily at 02:30 UTC: tracked events and webhook payloads past their retention (privacy/retention.ts).
+  // Daily at 02:30 UTC: tracked events and webhook payloads past their retention
+  // (privacy/retention.ts).
   `30 2 * * * ${TASKS.purgeExpired}`,
   // Daily at 02:45 UTC: audit log entries past SERVICE_AUDIT_RETENTION_DAYS (audit/retention.ts).
   `45 2 * * * ${TASKS.purgeAudit}`,
@@ -98,6 +107,8 @@ export const crontab = (config: Config): string[] => [
   ...(config.churnModelRetrain ? [`${config.churnModelRetrain} ${TASKS.trainChurnModel}`] : []),
   // SERVICE_BACKUP_SCHEDULE: a backup, tried once (runBackup records a failure for /metrics).
   ...(config.backupSchedule
-    ? [`${config.backupSchedule} ${TASKS.backup} ?max=1&queue=${BACKUP_QUEUE} {"origin":"schedule"}`]
+    ? [
+        `${config.backupSchedule} ${TASKS.backup} ?max=1&queue=${BACKUP_QUEUE} {"origin":"schedule"}`,
+      ]
     : []),
 ]

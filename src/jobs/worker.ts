@@ -36,9 +36,10 @@ export const startWorker = async (serving: App, url: string): Promise<Runner> =>
     logger: quietLogger,
     taskList: taskList(app),
     crontab: crontab(app.config).join('\n'),
-    // No localQueue, although it is faster (docs/benchmarks.md): in 0.17 it runs several jobs of one
-    // named queue at once (graphile/worker#621), and each account's uploads must be merged in order.
-    // A job waiting behind its account queue's lock is seen only at the next poll: 200 ms, not 2 s.
+    // No localQueue, although it is faster (docs/benchmarks.md): in 0.17 it runs several jobs
+    // of one named queue at once (graphile/worker#621), and each account's uploads must be
+    // merged in order. A job waiting behind its account queue's lock is seen only at the next
+    // poll: 200 ms, not 2 s.
     preset: { worker: { pollInterval: 200 } },
     events: recovery.events,
   } as Parameters<typeof run>[0]).catch(async (err) => {

@@ -13,7 +13,14 @@ import {
   random,
   stratifiedFolds,
 } from './evaluate.ts'
-import { type Encoder, encode, type Matrix, matrixReader, type Sample, shownValue } from './features.ts'
+import {
+  type Encoder,
+  encode,
+  type Matrix,
+  matrixReader,
+  type Sample,
+  shownValue,
+} from './features.ts'
 import {
   binMatrix,
   type Forest,
@@ -82,7 +89,11 @@ interface TrainOptions {
   trees?: TreeOptions
 }
 
-export const trainChurnModel = (defs: PropertyDef[], samples: readonly Sample[], options: TrainOptions): Trained => {
+export const trainChurnModel = (
+  defs: PropertyDef[],
+  samples: readonly Sample[],
+  options: TrainOptions,
+): Trained => {
   const reader = matrixReader(defs, options.today, options.leadDays)
   reader.add(samples)
   return trainChurnMatrix(reader.finish(), options)
@@ -112,14 +123,16 @@ export const trainChurnMatrix = (
     const yv = Float64Array.from(valid, (i) => y[i])
     const beta = fitDesign(design, y, train, undefined, linearAll)
     for (const i of valid) oofLinear[i] = designScore(design, beta, i)
-    // The fold's out-of-fold log loss after each tree; it stops growing PATIENCE trees past its best.
+    // The fold's out-of-fold log loss after each tree; it stops growing PATIENCE trees
+    // past its best.
     const raw = new Float64Array(valid.length)
     const curve: number[] = []
     let best = Number.POSITIVE_INFINITY
     let bestAt = 0
     const forest = trainBinned(binned, y, train, treeOptions, ({ bias, trees }) => {
       const tree = trees[trees.length - 1]
-      for (let v = 0; v < raw.length; v++) raw[v] += (trees.length === 1 ? bias : 0) + leafOf(tree, X, valid[v]).value
+      for (let v = 0; v < raw.length; v++)
+        raw[v] += (trees.length === 1 ? bias : 0) + leafOf(tree, X, valid[v]).value
       const loss = logLoss(raw, yv)
       if (loss < best) {
         best = loss
@@ -129,14 +142,17 @@ export const trainChurnMatrix = (
       return curve.length - 1 - bestAt < PATIENCE
     })
     // A fold that stopped early keeps its last loss for the longer counts.
-    for (let t = 0; t < treeOptions.trees; t++) lossAt[t] += (curve[t] ?? curve[curve.length - 1]) * valid.length
+    for (let t = 0; t < treeOptions.trees; t++)
+      lossAt[t] += (curve[t] ?? curve[curve.length - 1]) * valid.length
     fitted.push({ forest, valid })
   }
   const trees = lossAt.indexOf(Math.min(...lossAt)) + 1
   const oofTrees = new Float64Array(n)
   for (const { forest, valid } of fitted)
     for (const i of valid)
-      oofTrees[i] = forest.trees.slice(0, trees).reduce((z, t) => z + leafOf(t, X, i).value, forest.bias)
+      oofTrees[i] = forest.trees
+        .slice(0, trees)
+        .reduce((z, t) => z + leafOf(t, X, i).value, forest.bias)
   const candidates = {
     gradient_boosted_trees: aucWithInterval(oofTrees, y).auc,
     logistic_regression: aucWithInterval(oofLinear, y).auc,
@@ -153,7 +169,12 @@ export const trainChurnMatrix = (
   const churned = y.reduce((a, b) => a + b, 0)
   const model: ChurnModel =
     algorithm === 'gradient_boosted_trees'
-      ? { algorithm, encoder, platt, forest: trainBinned(binned, y, everyone, { ...treeOptions, trees }) }
+      ? {
+          algorithm,
+          encoder,
+          platt,
+          forest: trainBinned(binned, y, everyone, { ...treeOptions, trees }),
+        }
       : { algorithm, encoder, platt, linear: linearOf(design, linearAll) }
   return {
     model,
@@ -183,7 +204,8 @@ const calibrated = (oof: Float64Array, y: Float64Array): Platt => {
 // The raw (uncalibrated) attributions of one encoded row and the base value they start from.
 const rawAttributions = (model: ChurnModel, x: (j: number) => number) => {
   const columns = model.encoder.columns.length
-  if (model.forest) return { phi: treeShap(model.forest, x, columns), base: forestBase(model.forest) }
+  if (model.forest)
+    return { phi: treeShap(model.forest, x, columns), base: forestBase(model.forest) }
   const linear = model.linear as Linear
   return { phi: linearContributions(linear, x, columns), base: linearBase(linear) }
 }
@@ -216,7 +238,8 @@ const importance = (model: ChurnModel, X: Matrix, n: number) => {
   const totals = new Map<string, number>(model.encoder.defs.map((d) => [d.codename, 0]))
   for (const i of rows) {
     const { phi } = rawAttributions(model, (j) => X[j][i])
-    for (const [codename, v] of byProperty(model, phi)) totals.set(codename, (totals.get(codename) ?? 0) + Math.abs(v))
+    for (const [codename, v] of byProperty(model, phi))
+      totals.set(codename, (totals.get(codename) ?? 0) + Math.abs(v))
   }
   const sum = [...totals.values()].reduce((a, b) => a + b, 0)
   return [...totals]
@@ -254,7 +277,18 @@ export const explainChurn = (model: ChurnModel, sample: Sample, today: string, t
     value: shownValue(model.encoder, sample, codename, today),
     contribution,
   }))
-  const up = drivers.filter((d) => d.contribution > 0).sort((a, b) => b.contribution - a.contribution)
-  const down = drivers.filter((d) => d.contribution < 0).sort((a, b) => a.contribution - b.contribution)
-  return { probability: sigmoid(logit), logit, base, drivers, up: up.slice(0, top), down: down.slice(0, top) }
+  const up = drivers
+    .filter((d) => d.contribution > 0)
+    .sort((a, b) => b.contribution - a.contribution)
+  const down = drivers
+    .filter((d) => d.contribution < 0)
+    .sort((a, b) => a.contribution - b.contribution)
+  return {
+    probability: sigmoid(logit),
+    logit,
+    base,
+    drivers,
+    up: up.slice(0, top),
+    down: down.slice(0, top),
+  }
 }

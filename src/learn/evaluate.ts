@@ -67,7 +67,8 @@ export const aucWithInterval = (scores: Float64Array, y: Float64Array) => {
 }
 export const auc = (scores: Float64Array, y: Float64Array) => aucWithInterval(scores, y).auc
 
-export const brier = (p: Float64Array, y: Float64Array) => p.reduce((s, v, i) => s + (v - y[i]) ** 2, 0) / p.length
+export const brier = (p: Float64Array, y: Float64Array) =>
+  p.reduce((s, v, i) => s + (v - y[i]) ** 2, 0) / p.length
 
 export const logLoss = (raw: Float64Array, y: Float64Array) =>
   raw.reduce((s, z, i) => {
@@ -81,10 +82,17 @@ export const calibrationTable = (p: Float64Array, y: Float64Array, bins = 10) =>
   const order = [...p.keys()].sort((a, b) => p[a] - p[b])
   const table: { predicted: number; observed: number; customers: number }[] = []
   for (let b = 0; b < bins; b++) {
-    const rows = order.slice(Math.floor((b * order.length) / bins), Math.floor(((b + 1) * order.length) / bins))
+    const rows = order.slice(
+      Math.floor((b * order.length) / bins),
+      Math.floor(((b + 1) * order.length) / bins),
+    )
     if (rows.length === 0) continue
     const mean = (f: (i: number) => number) => rows.reduce((s, i) => s + f(i), 0) / rows.length
-    table.push({ predicted: mean((i) => p[i]), observed: mean((i) => y[i]), customers: rows.length })
+    table.push({
+      predicted: mean((i) => p[i]),
+      observed: mean((i) => y[i]),
+      customers: rows.length,
+    })
   }
   return table
 }

@@ -46,7 +46,9 @@ const referenceDate = (s: Sample, today: string, leadDays: number) =>
   s.churned && s.churnedDate && s.churnedDate <= today ? addDays(s.churnedDate, -leadDays) : today
 
 const usable = (s: Sample, reference: string) =>
-  s.snapshots.filter((x) => x.date <= reference).sort((a, b) => (a.date < b.date ? -1 : a.date > b.date ? 1 : 0))
+  s.snapshots
+    .filter((x) => x.date <= reference)
+    .sort((a, b) => (a.date < b.date ? -1 : a.date > b.date ? 1 : 0))
 
 // A value of a type as a number, NaN when it has none: booleans 1/0, dates as days before the
 // scoring date (negative in the future). Dates count from the scoring date for churned customers
@@ -70,7 +72,9 @@ interface Reading {
 }
 const read = (def: PropertyDef, s: Sample, snapshots: readonly Snapshot[]): Reading => {
   if (def.kind === 'attribute') return { latest: s.attributes[def.codename], before: undefined }
-  const dated = snapshots.filter((x) => x.values[def.codename] !== undefined && x.values[def.codename] !== null)
+  const dated = snapshots.filter(
+    (x) => x.values[def.codename] !== undefined && x.values[def.codename] !== null,
+  )
   if (dated.length === 0) return { latest: undefined, before: undefined }
   const last = dated[dated.length - 1]
   const since = addDays(last.date, -CHANGE_DAYS)
@@ -104,7 +108,8 @@ export const matrixReader = (defs: PropertyDef[], today: string, leadDays: numbe
         } else {
           const v = numeric(def.type, r.latest, today)
           latest[d].push(v)
-          if (def.kind === 'metric' && def.type === 'number') change[d].push(v - numeric(def.type, r.before, today))
+          if (def.kind === 'metric' && def.type === 'number')
+            change[d].push(v - numeric(def.type, r.before, today))
         }
       })
       labels.push(s.churned ? 1 : 0)
@@ -153,7 +158,12 @@ export const matrixReader = (defs: PropertyDef[], today: string, leadDays: numbe
 }
 
 // The columns of the given properties, learned from the training samples.
-export const fitEncoder = (defs: PropertyDef[], samples: readonly Sample[], today: string, leadDays: number) => {
+export const fitEncoder = (
+  defs: PropertyDef[],
+  samples: readonly Sample[],
+  today: string,
+  leadDays: number,
+) => {
   const reader = matrixReader(defs, today, leadDays)
   reader.add(samples)
   return reader.finish().encoder
@@ -184,19 +194,33 @@ export const encode = (encoder: Encoder, samples: readonly Sample[], today: stri
   return X
 }
 
-const columnValue = (encoder: Encoder, col: Column, def: PropertyDef, r: Reading, today: string) => {
+const columnValue = (
+  encoder: Encoder,
+  col: Column,
+  def: PropertyDef,
+  r: Reading,
+  today: string,
+) => {
   if (col.part === 'value' || col.part === 'latest') return numeric(def.type, r.latest, today)
-  if (col.part === 'change') return numeric(def.type, r.latest, today) - numeric(def.type, r.before, today)
+  if (col.part === 'change')
+    return numeric(def.type, r.latest, today) - numeric(def.type, r.before, today)
   const c = category(r.latest)
   if (col.part === 'missing') return c === undefined ? 1 : 0
   if (col.part === 'category') return c === col.category ? 1 : 0
   // other: a value without a column of its own (rare at training, or never seen there).
-  const known = encoder.columns.some((k) => k.codename === col.codename && k.part === 'category' && k.category === c)
+  const known = encoder.columns.some(
+    (k) => k.codename === col.codename && k.part === 'category' && k.category === c,
+  )
   return c !== undefined && !known ? 1 : 0
 }
 
 // The value a driver shows for a property: the attribute, or the metric's latest usable value.
-export const shownValue = (encoder: Encoder, s: Sample, codename: string, today: string): unknown => {
+export const shownValue = (
+  encoder: Encoder,
+  s: Sample,
+  codename: string,
+  today: string,
+): unknown => {
   const def = encoder.defs.find((d) => d.codename === codename)
   if (!def) return null
   const r = read(def, s, usable(s, referenceDate(s, today, encoder.leadDays)))

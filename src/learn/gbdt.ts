@@ -1,8 +1,9 @@
-// Gradient-boosted trees for a binary label (log loss), grown on histograms as LightGBM and XGBoost's
-// `hist` grow them: each column's values are cut into at most MAX_BINS quantile bins once, and a
-// node's best split is found from per-bin sums of gradients and hessians, the larger child's sums
-// being its parent's minus the smaller one's. A missing value (NaN) goes to whichever side gains
-// more at each split. docs/scoring.md says why this is written here rather than taken from npm.
+// Gradient-boosted trees for a binary label (log loss), grown on histograms as LightGBM and
+// XGBoost's `hist` grow them: each column's values are cut into at most MAX_BINS quantile
+// bins once, and a node's best split is found from per-bin sums of gradients and hessians, the
+// larger child's sums being its parent's minus the smaller one's. A missing value (NaN) goes
+// to whichever side gains more at each split. docs/scoring.md says why this is written here
+// rather than taken from npm.
 import type { Matrix } from './features.ts'
 import { sigmoid } from './logistic.ts'
 
@@ -14,7 +15,13 @@ export interface TreeOptions {
   lambda: number
   minHessian: number
 }
-export const TREE_OPTIONS: TreeOptions = { trees: 150, depth: 4, rate: 0.1, lambda: 1, minHessian: 2 }
+export const TREE_OPTIONS: TreeOptions = {
+  trees: 150,
+  depth: 4,
+  rate: 0.1,
+  lambda: 1,
+  minHessian: 2,
+}
 const MAX_BINS = 63
 
 // A node: an inner node sends x[feature] <= threshold left (NaN by missingLeft); a leaf has value.
@@ -37,7 +44,8 @@ export interface Forest {
 const cutsOf = (col: Float64Array): Float64Array => {
   const present = col.filter((v) => !Number.isNaN(v)).sort()
   const distinct: number[] = []
-  for (let i = 0; i < present.length; i++) if (i === 0 || present[i] !== present[i - 1]) distinct.push(present[i])
+  for (let i = 0; i < present.length; i++)
+    if (i === 0 || present[i] !== present[i - 1]) distinct.push(present[i])
   if (distinct.length <= MAX_BINS) return Float64Array.from(distinct.slice(0, -1))
   const cuts: number[] = []
   for (let b = 1; b < MAX_BINS; b++) {
@@ -86,7 +94,12 @@ export const binMatrix = (X: Matrix): Binned => {
 }
 
 // `more`, when given, is asked after each tree whether to grow another (early stopping).
-export const trainForest = (X: Matrix, y: Float64Array, options: TreeOptions = TREE_OPTIONS, more?: More) => {
+export const trainForest = (
+  X: Matrix,
+  y: Float64Array,
+  options: TreeOptions = TREE_OPTIONS,
+  more?: More,
+) => {
   const data = binMatrix(X)
   return trainBinned(data, y, Uint32Array.from(y.keys()), options, more)
 }
@@ -162,7 +175,13 @@ export const trainBinned = (
     return best
   }
 
-  const grow = (tree: Node[], from: number, to: number, hist: Float64Array, depth: number): number => {
+  const grow = (
+    tree: Node[],
+    from: number,
+    to: number,
+    hist: Float64Array,
+    depth: number,
+  ): number => {
     let G = 0
     let H = 0
     for (let b = 0; b < width; b++) {
@@ -170,7 +189,15 @@ export const trainBinned = (
       H += hist[b * 2 + 1]
     }
     const at = tree.length
-    tree.push({ feature: -1, threshold: 0, missingLeft: false, left: -1, right: -1, value: 0, cover: to - from })
+    tree.push({
+      feature: -1,
+      threshold: 0,
+      missingLeft: false,
+      left: -1,
+      right: -1,
+      value: 0,
+      cover: to - from,
+    })
     const split = depth < options.depth ? bestSplit(hist, G, H) : undefined
     if (!split) {
       const value = leafValue(G, H)
@@ -195,7 +222,10 @@ export const trainBinned = (
     const small = leftSmaller ? histogram(from, mid) : histogram(mid, to)
     for (let k = 0; k < hist.length; k++) hist[k] -= small[k]
     const [lh, rh] = leftSmaller ? [small, hist] : [hist, small]
-    Object.assign(tree[at], { feature: split.feature, threshold: cuts[split.feature][split.bin - 1] })
+    Object.assign(tree[at], {
+      feature: split.feature,
+      threshold: cuts[split.feature][split.bin - 1],
+    })
     tree[at].missingLeft = split.missingLeft
     tree[at].left = grow(tree, from, mid, lh, depth + 1)
     tree[at].right = grow(tree, mid, to, rh, depth + 1)
@@ -229,14 +259,21 @@ export const leafOf = (tree: Node[], X: Matrix, i: number): Node => {
 }
 
 // The raw score (log-odds) of each row, using the first `trees` trees.
-export const predictForest = (forest: Forest, X: Matrix, n: number, trees = forest.trees.length) => {
+export const predictForest = (
+  forest: Forest,
+  X: Matrix,
+  n: number,
+  trees = forest.trees.length,
+) => {
   const out = new Float64Array(n).fill(forest.bias)
-  for (const tree of forest.trees.slice(0, trees)) for (let i = 0; i < n; i++) out[i] += leafOf(tree, X, i).value
+  for (const tree of forest.trees.slice(0, trees))
+    for (let i = 0; i < n; i++) out[i] += leafOf(tree, X, i).value
   return out
 }
 
 // The forest's expected raw score over the training rows (the base value TreeSHAP explains from).
-export const forestBase = (forest: Forest) => forest.trees.reduce((sum, tree) => sum + expected(tree, 0), forest.bias)
+export const forestBase = (forest: Forest) =>
+  forest.trees.reduce((sum, tree) => sum + expected(tree, 0), forest.bias)
 const expected = (tree: Node[], at: number): number => {
   const node = tree[at]
   if (node.feature < 0) return node.value
@@ -305,7 +342,8 @@ const shapTree = (tree: Node[], x: (j: number) => number, phi: Float64Array) => 
     extend(m, pz, po, pi)
     const node = tree[at]
     if (node.feature < 0) {
-      for (let i = 1; i < m.length; i++) phi[m[i].d] += unwoundSum(m, i) * (m[i].o - m[i].z) * node.value
+      for (let i = 1; i < m.length; i++)
+        phi[m[i].d] += unwoundSum(m, i) * (m[i].o - m[i].z) * node.value
       return
     }
     const v = x(node.feature)

@@ -3,7 +3,8 @@
 // of its own, so that "no value" can carry risk of its own. The intercept is not penalized.
 import type { Matrix } from './features.ts'
 
-export const sigmoid = (z: number) => (z >= 0 ? 1 / (1 + Math.exp(-z)) : Math.exp(z) / (1 + Math.exp(z)))
+export const sigmoid = (z: number) =>
+  z >= 0 ? 1 / (1 + Math.exp(-z)) : Math.exp(z) / (1 + Math.exp(z))
 
 export interface Linear {
   // Per source column: its mean and spread (for standardizing), and whether it has a missing flag.
@@ -59,7 +60,8 @@ export const designOf = (X: Matrix): Design => {
   const d = X.length + flags.length + 1
   const rows = new Float64Array(n * d)
   X.forEach((col, j) => {
-    for (let i = 0; i < n; i++) rows[i * d + j] = Number.isNaN(col[i]) ? 0 : (col[i] - mean[j]) / scale[j]
+    for (let i = 0; i < n; i++)
+      rows[i * d + j] = Number.isNaN(col[i]) ? 0 : (col[i] - mean[j]) / scale[j]
   })
   const flagMean = flags.map((j, f) => {
     let missing = 0

@@ -26,7 +26,11 @@ export const verifyPassword = async (password: string, stored: string) => {
   const [kind, N, r, p, salt, key] = stored.split('$')
   if (kind !== 'scrypt') return false
   const expected = Buffer.from(key, 'base64')
-  const given = await derive(password, Buffer.from(salt, 'base64'), { N: Number(N), r: Number(r), p: Number(p) })
+  const given = await derive(password, Buffer.from(salt, 'base64'), {
+    N: Number(N),
+    r: Number(r),
+    p: Number(p),
+  })
   return given.length === expected.length && timingSafeEqual(given, expected)
 }
 
@@ -37,4 +41,6 @@ export const dummyHash = () => (dummy ??= hashPassword(randomBytes(18).toString(
 
 // The rule beyond the length the body schema checks: a password is not the email it signs in.
 export const passwordRefusal = (password: string, email: string) =>
-  password.trim().toLowerCase() === email.trim().toLowerCase() ? 'Must not be the email.' : undefined
+  password.trim().toLowerCase() === email.trim().toLowerCase()
+    ? 'Must not be the email.'
+    : undefined

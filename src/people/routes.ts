@@ -52,7 +52,9 @@ const SignedIn = v.object({
   account: KeyAccount,
   csrf_token: v.pipe(
     v.string(),
-    v.description('Send it as the x-csrf-token header with every request of the session that changes anything.'),
+    v.description(
+      'Send it as the x-csrf-token header with every request of the session that changes anything.',
+    ),
   ),
   grants: v.pipe(
     v.array(v.string()),
@@ -107,26 +109,38 @@ export const peopleRoutes: Route[] = [
     summary: "Make a one-time link that sets a user's password (valid 1 day)",
     reply: { status: 201, body: ResetLink },
     handler: async (req, app) =>
-      ok(await resetLink(app.sql, await accountIn(req, app), idParam(req, 'user_id'), baseUrl(req, app)), 201),
+      ok(
+        await resetLink(
+          app.sql,
+          await accountIn(req, app),
+          idParam(req, 'user_id'),
+          baseUrl(req, app),
+        ),
+        201,
+      ),
   }),
   route({
     method: 'PATCH',
     path: `${ACCOUNTS}/:id/users/:user_id`,
     auth: 'admin',
     name: 'set-user-role',
-    summary: "Change a user's role: their sessions have it at once; the account's last admin stays admin",
+    summary:
+      "Change a user's role: their sessions have it at once; the account's last admin stays admin",
     body: RoleBody,
     refusals: [409],
     reply: { status: 200, body: User },
     handler: async (req, app) =>
-      ok(await setRole(app.sql, await accountIn(req, app), idParam(req, 'user_id'), req.input.role)),
+      ok(
+        await setRole(app.sql, await accountIn(req, app), idParam(req, 'user_id'), req.input.role),
+      ),
   }),
   route({
     method: 'DELETE',
     path: `${ACCOUNTS}/:id/users/:user_id`,
     auth: 'admin',
     name: 'remove-user',
-    summary: 'Remove a user: their sessions end at once, their name leaves the audit log; not the last admin',
+    summary:
+      'Remove a user: their sessions end at once, their name leaves the audit log; not the last admin',
     refusals: [409],
     reply: { status: 204 },
     handler: async (req, app) => {
@@ -144,7 +158,8 @@ export const peopleRoutes: Route[] = [
     body: UserBody,
     refusals: [409],
     reply: { status: 201, body: Invite },
-    handler: async (req, app) => ok(await inviteUser(app.sql, req.auth.accountId, req.input, baseUrl(req, app)), 201),
+    handler: async (req, app) =>
+      ok(await inviteUser(app.sql, req.auth.accountId, req.input, baseUrl(req, app)), 201),
   }),
   route({
     method: 'POST',
@@ -155,7 +170,10 @@ export const peopleRoutes: Route[] = [
     summary: "Make a one-time link that sets a user's password (an admin of the account)",
     reply: { status: 201, body: ResetLink },
     handler: async (req, app) =>
-      ok(await resetLink(app.sql, req.auth.accountId, idParam(req, 'user_id'), baseUrl(req, app)), 201),
+      ok(
+        await resetLink(app.sql, req.auth.accountId, idParam(req, 'user_id'), baseUrl(req, app)),
+        201,
+      ),
   }),
   route({
     method: 'PATCH',
@@ -163,7 +181,8 @@ export const peopleRoutes: Route[] = [
     auth: { key: 'manage' },
     tag: 'people',
     name: 'set-account-user-role',
-    summary: "Change a user's role (an admin of the account): at once; the account's last admin stays admin",
+    summary:
+      "Change a user's role (an admin of the account): at once; the account's last admin stays admin",
     body: RoleBody,
     refusals: [409],
     reply: { status: 200, body: User },
@@ -176,7 +195,8 @@ export const peopleRoutes: Route[] = [
     auth: { key: 'manage' },
     tag: 'people',
     name: 'remove-account-user',
-    summary: 'Remove a user (an admin of the account): their sessions end at once; not the last admin',
+    summary:
+      'Remove a user (an admin of the account): their sessions end at once; not the last admin',
     refusals: [409],
     reply: { status: 204 },
     handler: async (req, app) => {
@@ -203,7 +223,11 @@ export const peopleRoutes: Route[] = [
       if (origin && !fromOwnOrigin(origin, req.headers.host, app.config.publicUrl))
         refuse(403, 'Sign in from the service’s own pages.')
       const { cookie, ...signedIn } = await signIn(app, req.input.email, req.input.password)
-      return { status: 200, body: signedIn, headers: { 'set-cookie': setCookie(cookie, app.config.publicUrl) } }
+      return {
+        status: 200,
+        body: signedIn,
+        headers: { 'set-cookie': setCookie(cookie, app.config.publicUrl) },
+      }
     },
   }),
   route({
@@ -227,14 +251,16 @@ export const peopleRoutes: Route[] = [
     name: 'me',
     summary: 'Who is signed in: the user, the account and the CSRF token',
     reply: { status: 200, body: SignedIn },
-    handler: async (req, app) => ok(await whoIs(app, req.session.accountId, req.session.userId, req.session.csrfToken)),
+    handler: async (req, app) =>
+      ok(await whoIs(app, req.session.accountId, req.session.userId, req.session.csrfToken)),
   }),
   route({
     method: 'PUT',
     path: `${ACCOUNTS}/:id/sso`,
     auth: 'admin',
     name: 'set-sso',
-    summary: "Set the account's single sign-on (OpenID Connect): its provider and the email domains it signs in",
+    summary:
+      "Set the account's single sign-on (OpenID Connect): its provider and the email domains it signs in",
     body: SsoBody,
     reply: { status: 200, body: SsoConfig },
     refusals: [503],
@@ -274,7 +300,8 @@ export const peopleRoutes: Route[] = [
     auth: { key: 'manage' },
     tag: 'people',
     name: 'remove-account-sso',
-    summary: "Turn the account's single sign-on off (an admin of the account); its users keep their sessions",
+    summary:
+      "Turn the account's single sign-on off (an admin of the account); its users keep their sessions",
     refusals: [404],
     reply: { status: 204 },
     handler: async (req, app) => {
@@ -288,14 +315,22 @@ export const peopleRoutes: Route[] = [
     auth: 'none',
     tag: 'people',
     name: 'sso-start',
-    summary: "Sign in with the account's identity provider: redirects there (authorization code with PKCE)",
+    summary:
+      "Sign in with the account's identity provider: redirects there (authorization code with PKCE)",
     refusals: [404, 502],
     reply: { status: 302 },
     handler: async (req, app) => {
-      const { location, state, maxAge } = await startSso(app, idParam(req, 'account_id'), ssoRedirect(req, app))
+      const { location, state, maxAge } = await startSso(
+        app,
+        idParam(req, 'account_id'),
+        ssoRedirect(req, app),
+      )
       return {
         status: 302,
-        headers: { location, 'set-cookie': setCookie(state, app.config.publicUrl, maxAge, SSO_COOKIE) },
+        headers: {
+          location,
+          'set-cookie': setCookie(state, app.config.publicUrl, maxAge, SSO_COOKIE),
+        },
       }
     },
   }),
@@ -320,7 +355,10 @@ export const peopleRoutes: Route[] = [
         const current = new URL(ssoRedirect(req, app))
         current.search = req.url.includes('?') ? req.url.slice(req.url.indexOf('?')) : ''
         const cookie = await finishSso(app, state, current)
-        return { status: 302, headers: { location: consoleUrl, 'set-cookie': setCookie(cookie, app.config.publicUrl) } }
+        return {
+          status: 302,
+          headers: { location: consoleUrl, 'set-cookie': setCookie(cookie, app.config.publicUrl) },
+        }
       } catch (err) {
         // The person is in a browser, back from the provider's page: the console's sign-in page
         // shows the refusal (a fragment, so no server or proxy log holds the sentence).

@@ -16,4 +16,5 @@ export const readSecret = (value: string | undefined) => {
 
 // The CSRF token of a session: derived from its secret, so nothing more is stored, and one-way, so
 // the token (which scripts of the page read) does not give the cookie (which they cannot).
-export const csrfTokenOf = (secret: string) => createHash('sha256').update(`csrf:${secret}`).digest('base64url')
+export const csrfTokenOf = (secret: string) =>
+  createHash('sha256').update(`csrf:${secret}`).digest('base64url')

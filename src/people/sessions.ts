@@ -15,13 +15,17 @@ export const openSession = async (sql: Sql, accountId: number, userId: number) =
   const { value, hash } = newSecret(accountId)
   await sql`delete from sessions where account_id = ${accountId} and user_id = ${userId}
     and (last_seen_at < now() - ${IDLE}::interval or created_at < now() - ${LIFETIME}::interval)`
-  await sql`insert into sessions (account_id, user_id, secret_hash) values (${accountId}, ${userId}, ${hash})`
+  await sql`insert into sessions (account_id, user_id, secret_hash)
+    values (${accountId}, ${userId}, ${hash})`
   return value
 }
 
 // The live session a cookie names, with its user as they are now (a role changed takes effect at
 // once), or undefined. Every statement names the account, so it runs on one shard.
-export const findSession = async (sql: Sql, cookie: string | undefined): Promise<Session | undefined> => {
+export const findSession = async (
+  sql: Sql,
+  cookie: string | undefined,
+): Promise<Session | undefined> => {
   const read = readSecret(cookie)
   if (!read) return undefined
   const { accountId } = read
@@ -30,9 +34,12 @@ export const findSession = async (sql: Sql, cookie: string | undefined): Promise
       s.last_seen_at < now() - ${TOUCH_SECONDS} * interval '1 second' as stale
     from sessions s join users u on u.account_id = ${accountId} and u.id = s.user_id
     where s.account_id = ${accountId} and s.secret_hash = ${read.hash}
-      and s.last_seen_at > now() - ${IDLE}::interval and s.created_at > now() - ${LIFETIME}::interval`
+      and s.last_seen_at > now() - ${IDLE}::interval
+        and s.created_at > now() - ${LIFETIME}::interval`
   if (!row) return undefined
-  if (row.stale) await sql`update sessions set last_seen_at = now() where account_id = ${accountId} and id = ${row.id}`
+  if (row.stale)
+    await sql`update sessions set last_seen_at = now() where account_id = ${accountId}
+      and id = ${row.id}`
   return {
     id: Number(row.id),
     accountId,
@@ -56,7 +63,12 @@ export const cookieValue = (header: string | undefined, cookie = SESSION_COOKIE)
 }
 
 // Secure when people open the service over https; Lax keeps the cookie off cross-site POSTs.
-export const setCookie = (value: string, publicUrl: string | undefined, maxAge?: number, name = SESSION_COOKIE) =>
+export const setCookie = (
+  value: string,
+  publicUrl: string | undefined,
+  maxAge?: number,
+  name = SESSION_COOKIE,
+) =>
   [
     `${name}=${value}`,
     'HttpOnly',
@@ -68,7 +80,11 @@ export const setCookie = (value: string, publicUrl: string | undefined, maxAge?:
 
 // The request comes from a page of the service itself: its Origin is SERVICE_PUBLIC_URL's, or
 // without one, names the host the request was sent to.
-export const fromOwnOrigin = (origin: string | undefined, host: string | undefined, publicUrl: string | undefined) => {
+export const fromOwnOrigin = (
+  origin: string | undefined,
+  host: string | undefined,
+  publicUrl: string | undefined,
+) => {
   if (!origin || !URL.canParse(origin)) return false
   const given = new URL(origin)
   return publicUrl ? given.origin === new URL(publicUrl).origin : !!host && given.host === host

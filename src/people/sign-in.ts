@@ -52,14 +52,18 @@ export const signIn = async (app: App, emailGiven: string, password: string) => 
   await app.admin`delete from sign_in_failures where email = ${email}`
   const accountId = Number(found.account_id)
   const cookie = await openSession(app.sql, accountId, Number(found.id))
-  return { cookie, ...(await whoIs(app, accountId, Number(found.id), csrfTokenOf(readSecret(cookie)!.secret))) }
+  return {
+    cookie,
+    ...(await whoIs(app, accountId, Number(found.id), csrfTokenOf(readSecret(cookie)!.secret))),
+  }
 }
 
 // What sign-in and GET /auth/v1/me answer: the person, their account, the CSRF token and the role's
 // grants (for the console to hide what the role cannot do).
 export const whoIs = async (app: App, accountId: number, userId: number, csrfToken: string) => {
   const [user] =
-    await app.sql`select id, email, name, role from users where account_id = ${accountId} and id = ${userId}`
+    await app.sql`select id, email, name, role from users where account_id = ${accountId}
+      and id = ${userId}`
   const { id, name } = await getAccount(app.sql, accountId)
   const role = user.role as Role
   return {

@@ -27,13 +27,25 @@ export const User = v.object({ id, email: v.string(), name: v.nullable(v.string(
 
 export const Invite = v.object({
   ...User.entries,
-  invite_token: describe(v.string(), 'Sets the password once (POST /auth/v1/password), within 7 days.'),
-  invite_url: describe(v.string(), 'The console page that takes the invite token; give it to the person.'),
+  invite_token: describe(
+    v.string(),
+    'Sets the password once (POST /auth/v1/password), within 7 days.',
+  ),
+  invite_url: describe(
+    v.string(),
+    'The console page that takes the invite token; give it to the person.',
+  ),
 })
 
 export const ResetLink = v.object({
-  reset_token: describe(v.string(), 'Sets a new password once (POST /auth/v1/password), within 1 day.'),
-  reset_url: describe(v.string(), 'The console page that takes the reset token; give it to the person.'),
+  reset_token: describe(
+    v.string(),
+    'Sets a new password once (POST /auth/v1/password), within 1 day.',
+  ),
+  reset_url: describe(
+    v.string(),
+    'The console page that takes the reset token; give it to the person.',
+  ),
 })
 
 export const PasswordBody = strict({
@@ -51,7 +63,13 @@ const userColumns = (sql: Sql | Tx) => sql`id, email, name, role`
 
 // A link for a user of the account. Two statements, not INSERT ... SELECT: Citus runs that as a
 // multi-shard plan even when both sides name one account.
-const makeLink = async (sql: Sql | Tx, accountId: number, userId: number, purpose: Purpose, base: string) => {
+const makeLink = async (
+  sql: Sql | Tx,
+  accountId: number,
+  userId: number,
+  purpose: Purpose,
+  base: string,
+) => {
   const { value, hash } = newSecret(accountId)
   await sql`
     insert into user_tokens (account_id, user_id, purpose, secret_hash, expires_at)
@@ -60,11 +78,19 @@ const makeLink = async (sql: Sql | Tx, accountId: number, userId: number, purpos
 }
 
 // The user and their invite link, in one transaction: no user without a way in.
-export const inviteUser = (sql: Sql, accountId: number, body: v.InferOutput<typeof UserBody>, base: string) =>
+export const inviteUser = (
+  sql: Sql,
+  accountId: number,
+  body: v.InferOutput<typeof UserBody>,
+  base: string,
+) =>
   sql.begin(async (tx) => {
     const [user] = await tx`
-      insert into users (account_id, email, name, role) values (${accountId}, ${body.email}, ${body.name ?? null},
-        ${body.role}) returning ${userColumns(tx)}`.catch(alreadyExists(`A user with email ${body.email}`))
+      insert into users (account_id, email, name, role)
+        values (${accountId}, ${body.email}, ${body.name ?? null},
+        ${body.role}) returning ${userColumns(tx)}`.catch(
+      alreadyExists(`A user with email ${body.email}`),
+    )
     const link = await makeLink(tx, accountId, user.id, 'invite', base)
     return { ...user, invite_token: link.token, invite_url: link.url }
   })
@@ -85,7 +111,8 @@ export const listUsers = (sql: Sql, accountId: number) =>
 const lockAdmins = async (tx: Sql | Tx, accountId: number, userId: number) => {
   const rows = await tx`select id, role from users where account_id = ${accountId}
     and (id = ${userId} or role = 'admin') order by id for update`
-  const user = rows.find((r) => Number(r.id) === userId) ?? refuse(404, `User ${userId} does not exist.`)
+  const user =
+    rows.find((r) => Number(r.id) === userId) ?? refuse(404, `User ${userId} does not exist.`)
   return { user, admins: rows.filter((r) => r.role === 'admin').length }
 }
 
@@ -93,7 +120,12 @@ const LAST_ADMIN =
   'This is the account’s last admin: make another user admin first, so that someone can still manage the account.'
 
 // A role changed takes effect at once: a session reads its user's role on every request.
-export const setRole = (sql: Sql, accountId: number, userId: number, role: v.InferOutput<typeof Role>) =>
+export const setRole = (
+  sql: Sql,
+  accountId: number,
+  userId: number,
+  role: v.InferOutput<typeof Role>,
+) =>
   sql.begin(async (tx) => {
     const { user, admins } = await lockAdmins(tx, accountId, userId)
     if (user.role === 'admin' && role !== 'admin' && admins === 1) refuse(409, LAST_ADMIN)
@@ -102,9 +134,10 @@ export const setRole = (sql: Sql, accountId: number, userId: number, role: v.Inf
     return changed
   })
 
-// Its sessions and links go with it (foreign keys); the customers it owned keep the id, now unknown.
-// The audit log keeps what the user did, but no longer who they were: the entries they made lose
-// their name (their email or name then), as an erasure blanks what names an erased person.
+// Its sessions and links go with it (foreign keys); the customers it owned keep the id, now
+// unknown. The audit log keeps what the user did, but no longer who they were: the entries
+// they made lose their name (their email or name then), as an erasure blanks what names
+// an erased person.
 export const removeUser = (sql: Sql, accountId: number, userId: number) =>
   sql.begin(async (tx) => {
     const { user, admins } = await lockAdmins(tx, accountId, userId)
@@ -113,12 +146,14 @@ export const removeUser = (sql: Sql, accountId: number, userId: number) =>
     await forgetUser(tx, accountId, userId)
   })
 
-const BAD_LINK = 'This link is not valid: it was used already, it has expired, or it does not exist.'
+const BAD_LINK =
+  'This link is not valid: it was used already, it has expired, or it does not exist.'
 
 // Takes up an invite or a reset: the link is spent, every other link of the user too, and every
 // session of the user ends (a password change signs everyone out), in one transaction.
 export const setPassword = async (sql: Sql, body: v.InferOutput<typeof PasswordBody>) => {
-  const link = readSecret(body.token) ?? refuse(400, BAD_LINK, [{ path: '/token', message: BAD_LINK }])
+  const link =
+    readSecret(body.token) ?? refuse(400, BAD_LINK, [{ path: '/token', message: BAD_LINK }])
   const hash = await hashPassword(body.password)
   const { accountId } = link
   return sql.begin(async (tx) => {

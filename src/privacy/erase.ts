@@ -1,14 +1,20 @@
 import type { Tx } from '../db/client.ts'
-import { addCustomersChanged, addJobs, addRecomputeSegments, countEventsJob, scoreRecordsJobs } from '../db/jobs.ts'
+import {
+  addCustomersChanged,
+  addJobs,
+  addRecomputeSegments,
+  countEventsJob,
+  scoreRecordsJobs,
+} from '../db/jobs.ts'
 import { lockRecordsIn } from '../db/locks.ts'
 import { suppress } from '../tracking/suppressions.ts'
 import { blankDeliveries } from './retention.ts'
 
 // One erasure, set-based, in the caller's transaction (docs/security.md, "Privacy"). The people are
-// staged from erasure_targets into temporary tables; each statement then removes or redacts one kind
-// of row and is counted. Children are deleted before their records, so that each kind is counted
-// (a record's cascade would hide them). No webhook is sent about an erasure: its payload would name
-// the person again.
+// staged from erasure_targets into temporary tables; each statement then removes or redacts one
+// kind of row and is counted. Children are deleted before their records, so that each kind is
+// counted (a record's cascade would hide them). No webhook is sent about an erasure: its payload
+// would name the person again.
 
 // erase_customers: the customers named (service_id null when no such record exists).
 // erase_contacts: the contacts named, under the customer named with them, and every contact of an
@@ -22,28 +28,37 @@ const stage = async (tx: Tx, accountId: number, erasureId: number) => {
     create temp table erase_customers on commit drop as
     select distinct t.customer_external_id as external_id, c.service_id
     from erasure_targets t
-      left join customers c on c.account_id = ${accountId} and c.external_id = t.customer_external_id
-    where t.account_id = ${accountId} and t.erasure_id = ${erasureId} and t.contact_external_id is null`
+      left join customers c on c.account_id = ${accountId}
+        and c.external_id = t.customer_external_id
+    where t.account_id = ${accountId} and t.erasure_id = ${erasureId}
+      and t.contact_external_id is null`
   await tx`
     create temp table erase_contacts on commit drop as
     select t.contact_external_id as external_id, k.service_id, k.customer_id
     from erasure_targets t
-      left join customers c on c.account_id = ${accountId} and c.external_id = t.customer_external_id
+      left join customers c on c.account_id = ${accountId}
+        and c.external_id = t.customer_external_id
       left join contacts k on k.account_id = ${accountId} and k.external_id = t.contact_external_id
         and k.customer_id = c.service_id
-    where t.account_id = ${accountId} and t.erasure_id = ${erasureId} and t.contact_external_id is not null
+    where t.account_id = ${accountId} and t.erasure_id = ${erasureId}
+      and t.contact_external_id is not null
     union
     select k.external_id, k.service_id, k.customer_id
-    from erase_customers e join contacts k on k.account_id = ${accountId} and k.customer_id = e.service_id`
+    from erase_customers e join contacts k on k.account_id = ${accountId}
+      and k.customer_id = e.service_id`
   await tx`analyze erase_customers, erase_contacts`
   const [{ needles }] = await tx<{ needles: string[] }[]>`
     select coalesce(array_agg(distinct to_json(external_id::text)::text), '{}') as needles
-    from (select external_id from erase_customers union all select external_id from erase_contacts) x`
+    from (select external_id from erase_customers union all select external_id
+      from erase_contacts) x`
   return needles
 }
 
-const ids = (tx: Tx, table: 'erase_customers' | 'erase_contacts', column: 'service_id' | 'external_id') =>
-  tx`any(array(select ${tx(column)} from ${tx(table)} where ${tx(column)} is not null))`
+const ids = (
+  tx: Tx,
+  table: 'erase_customers' | 'erase_contacts',
+  column: 'service_id' | 'external_id',
+) => tx`any(array(select ${tx(column)} from ${tx(table)} where ${tx(column)} is not null))`
 
 // The four sets of the people's ids that stored rows are matched against.
 const idSets = (tx: Tx) => ({
@@ -85,7 +100,8 @@ type Counts = Record<string, number>
 
 // Stored JSON text that holds one of the people's external ids as a string.
 const names = (tx: Tx, needles: string[], text: ReturnType<Tx>) =>
-  tx`exists (select 1 from unnest(${needles}::text[]) needles(needle) where strpos(${text}, needles.needle) > 0)`
+  tx`exists (select 1 from unnest(${needles}::text[]) needles(needle) where strpos(${text},
+    needles.needle) > 0)`
 
 const counted = async (query: Promise<unknown>) => ((await query) as { n: number }[])[0].n
 
@@ -119,7 +135,8 @@ const eraseStaged = async (tx: Tx, accountId: number, needles: string[]): Promis
     ),
     notifications: await deleted(
       tx,
-      tx`delete from notifications n where n.account_id = ${accountId} and ${names(tx, needles, tx`n.body::text`)}`,
+      tx`delete from notifications n where n.account_id = ${accountId}
+        and ${names(tx, needles, tx`n.body::text`)}`,
     ),
     // A delivery still pending fails, and recovery skips it.
     webhook_deliveries: await counted(tx`
@@ -128,14 +145,18 @@ const eraseStaged = async (tx: Tx, accountId: number, needles: string[]): Promis
     uploads: await counted(tx`
       with u as (
         update uploads u set
-          items = (select jsonb_agg(i order by o) from jsonb_array_elements(u.items) with ordinality x(i, o)
+          items = (select jsonb_agg(i order by o) from jsonb_array_elements(u.items)
+            with ordinality x(i, o)
             where not ${names(tx, needles, tx`i::text`)}),
-          warnings = (select coalesce(jsonb_agg(w order by o), '[]') from jsonb_array_elements(u.warnings)
+          warnings = (select coalesce(jsonb_agg(w order by o),
+            '[]') from jsonb_array_elements(u.warnings)
             with ordinality x(w, o) where not ${names(tx, needles, tx`w::text`)})
-        where u.account_id = ${accountId} and ${names(tx, needles, tx`coalesce(u.items::text, '') || u.warnings::text`)}
+        where u.account_id = ${accountId} and
+          ${names(tx, needles, tx`coalesce(u.items::text, '') || u.warnings::text`)}
         returning 1
       ) select count(*)::int as n from u`),
-    // The audit log keeps what was done and by whom; the target segments that named them are blanked.
+    // The audit log keeps what was done and by whom; the target segments that named
+    // them are blanked.
     audit_entries: await counted(tx`
       with a as (
         update audit_entries a set target = array(
@@ -148,7 +169,11 @@ const eraseStaged = async (tx: Tx, accountId: number, needles: string[]): Promis
   for (const [kind, table, column, set] of BY_COLUMN) {
     counts[kind] =
       (counts[kind] ?? 0) +
-      (await deleted(tx, tx`delete from ${tx(table)} where account_id = ${accountId} and ${tx(column)} = ${sets[set]}`))
+      (await deleted(
+        tx,
+        tx`delete from ${tx(table)} where account_id = ${accountId}
+          and ${tx(column)} = ${sets[set]}`,
+      ))
   }
   return counts
 }
@@ -189,6 +214,7 @@ export const erase = async (tx: Tx, accountId: number, erasureId: number) => {
         union all select 'contact', external_id from erase_contacts`,
     )
   ).count
-  await tx`delete from erasure_targets where account_id = ${accountId} and erasure_id = ${erasureId}`
+  await tx`delete from erasure_targets where account_id = ${accountId}
+    and erasure_id = ${erasureId}`
   return { ...counts, suppressions, customers_rescored: rescored }
 }

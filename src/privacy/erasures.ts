@@ -20,7 +20,8 @@ export const requestErasure = (
   sql.begin(async (tx) => {
     const [row] = await tx<{ id: number; status: 'pending' }[]>`
       insert into erasures (account_id, key_id, requested)
-      select id, ${keyId}, ${tx.json({ contacts: body.contacts.length, customers: body.customers.length })}
+      select id, ${keyId},
+      ${tx.json({ contacts: body.contacts.length, customers: body.customers.length })}
       from accounts where id = ${accountId}
       returning id, status`
     if (!row) refuse(404, `Account ${accountId} does not exist.`)
@@ -29,8 +30,10 @@ export const requestErasure = (
       ...body.contacts.map((c) => [c.customer_external_id, c.contact_external_id]),
     ]
     await tx`
-      insert into erasure_targets (account_id, erasure_id, customer_external_id, contact_external_id)
-      select ${accountId}, ${row.id}, t->>0, t->>1 from json_array_elements(${JSON.stringify(targets)}::text::json) t`
+      insert into erasure_targets (account_id, erasure_id, customer_external_id,
+        contact_external_id)
+      select ${accountId}, ${row.id}, t->>0, t->>1
+        from json_array_elements(${JSON.stringify(targets)}::text::json) t`
     await addJobs(tx, [eraseJob(accountId, row.id)])
     return { id: row.id, status: row.status }
   })
@@ -48,7 +51,8 @@ export const runErasure = async (app: App, p: ErasePayload, helpers: JobHelpers)
   try {
     return await app.sql.begin(async (tx) => {
       const [pending] = await tx`select 1 from erasures
-        where account_id = ${p.account_id} and id = ${p.erasure_id} and status = 'pending' for update`
+        where account_id = ${p.account_id} and id = ${p.erasure_id}
+          and status = 'pending' for update`
       if (!pending) return { erasure: p.erasure_id, outcome: 'not pending' }
       const counts = await erase(tx, p.account_id, p.erasure_id)
       await tx`update erasures set status = 'done', finished_at = now(), counts = ${tx.json(counts)}
@@ -58,7 +62,8 @@ export const runErasure = async (app: App, p: ErasePayload, helpers: JobHelpers)
   } catch (err) {
     if (lastAttempt(helpers.job)) {
       await app.sql.begin(async (tx) => {
-        await tx`delete from erasure_targets where account_id = ${p.account_id} and erasure_id = ${p.erasure_id}`
+        await tx`delete from erasure_targets where account_id = ${p.account_id}
+          and erasure_id = ${p.erasure_id}`
         await tx`update erasures set status = 'failed', finished_at = now()
           where account_id = ${p.account_id} and id = ${p.erasure_id} and status = 'pending'`
       })

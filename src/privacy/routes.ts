@@ -20,10 +20,12 @@ export const privacyRoutes: Route[] = [
     body: ErasureBody,
     name: 'request-erasure',
     tag: 'privacy',
-    summary: 'Erase contacts, and customers with all their contacts, everywhere (runs in the background)',
+    summary:
+      'Erase contacts, and customers with all their contacts, everywhere (runs in the background)',
     reply: { status: 202, body: ErasureAccepted },
     example,
-    handler: async (req, app) => ok(await requestErasure(app.sql, req.auth.accountId, req.auth.keyId, req.input), 202),
+    handler: async (req, app) =>
+      ok(await requestErasure(app.sql, req.auth.accountId, req.auth.keyId, req.input), 202),
   }),
   route({
     method: 'GET',
@@ -33,7 +35,8 @@ export const privacyRoutes: Route[] = [
     tag: 'privacy',
     summary: "An erasure's status, when it finished, and the rows it removed or redacted per kind",
     reply: { status: 200, body: Erasure },
-    handler: async (req, app) => ok(await getErasure(app.sql, req.auth.accountId, idParam(req, 'erasure_id'))),
+    handler: async (req, app) =>
+      ok(await getErasure(app.sql, req.auth.accountId, idParam(req, 'erasure_id'))),
   }),
   route({
     method: 'POST',
@@ -44,7 +47,8 @@ export const privacyRoutes: Route[] = [
     summary: 'Erase contacts and customers of an account everywhere, as POST /api/v1/erasures does',
     reply: { status: 202, body: ErasureAccepted },
     example,
-    handler: async (req, app) => ok(await requestErasure(app.sql, await accountIn(req, app), null, req.input), 202),
+    handler: async (req, app) =>
+      ok(await requestErasure(app.sql, await accountIn(req, app), null, req.input), 202),
   }),
   route({
     method: 'GET',
@@ -53,7 +57,8 @@ export const privacyRoutes: Route[] = [
     name: 'get-erasure-admin',
     summary: "An erasure's status and counts",
     reply: { status: 200, body: Erasure },
-    handler: async (req, app) => ok(await getErasure(app.sql, await accountIn(req, app), idParam(req, 'erasure_id'))),
+    handler: async (req, app) =>
+      ok(await getErasure(app.sql, await accountIn(req, app), idParam(req, 'erasure_id'))),
   }),
   route({
     method: 'GET',
@@ -61,12 +66,19 @@ export const privacyRoutes: Route[] = [
     auth: { key: 'search' },
     name: 'export-contact',
     tag: 'privacy',
-    summary: 'Everything held about a contact: the record, scores, snapshots, tags and tracked events',
+    summary:
+      'Everything held about a contact: the record, scores, snapshots, tags and tracked events',
     reply: { status: 200, body: ContactExport },
     expensive: true,
     handler: async (req, app) =>
       streamed(
-        await exportContact(app, req.auth.accountId, textParam(req, 'external_id'), textParam(req, 'contact_id'), req),
+        await exportContact(
+          app,
+          req.auth.accountId,
+          textParam(req, 'external_id'),
+          textParam(req, 'contact_id'),
+          req,
+        ),
       ),
   }),
   route({

@@ -14,7 +14,10 @@ export const ErasureBody = strict({
     [],
   ),
   customers: v.optional(
-    v.pipe(v.array(id255), v.maxLength(MAX_ERASURE_PEOPLE, `At most ${MAX_ERASURE_PEOPLE} customers per request.`)),
+    v.pipe(
+      v.array(id255),
+      v.maxLength(MAX_ERASURE_PEOPLE, `At most ${MAX_ERASURE_PEOPLE} customers per request.`),
+    ),
     [],
   ),
 })
@@ -27,7 +30,10 @@ export const Erasure = v.object({
   key_id: describe(v.nullable(v.number()), 'The key that asked; null when the admin API did.'),
   requested_at: Timestamp,
   finished_at: v.nullable(Timestamp),
-  requested: describe(v.object({ contacts: v.number(), customers: v.number() }), 'How many people were named.'),
+  requested: describe(
+    v.object({ contacts: v.number(), customers: v.number() }),
+    'How many people were named.',
+  ),
   counts: describe(
     v.record(v.string(), v.number()),
     'Rows removed or redacted, per kind (tracking_events, contacts, webhook_deliveries, ...).',
@@ -46,7 +52,11 @@ const segmentMessages = describe(
   Rows,
   'The Segment messages held that name it (userId; a customer: groupId, or a contact of its userId), as stored.',
 )
-export const ContactExport = v.object({ contact: Held, events: Rows, segment_messages: segmentMessages })
+export const ContactExport = v.object({
+  contact: Held,
+  events: Rows,
+  segment_messages: segmentMessages,
+})
 export const CustomerExport = v.object({
   customer: Held,
   events: Rows,

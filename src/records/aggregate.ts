@@ -24,10 +24,15 @@ import type { CompiledSearch } from '../search/sql.ts'
 import { conditions, conditionsOf, oneCondition } from './search-body.ts'
 import { searchContext } from './search.ts'
 
-const FIELDS = `Number fields (core scores, number attributes, number metrics of the latest snapshot) to
+const FIELDS =
+  `Number fields (core scores, number attributes, number metrics of the latest snapshot) to
 answer the count, average, minimum, maximum and histogram of, in this order.`.replaceAll('\n', ' ')
-const MATRIX = `Engagement x fit of the matches scored on both: "grid", ${GRID} x ${GRID} counts over -100 to 100;
-"points", up to \`points\` of them, sampled by the MD5 of their external id beyond that.`.replaceAll('\n', ' ')
+const MATRIX =
+  `Engagement x fit of the matches scored on both: "grid", ${GRID} x ${GRID} counts over -100 to 100;
+"points", up to \`points\` of them, sampled by the MD5 of their external id beyond that.`.replaceAll(
+    '\n',
+    ' ',
+  )
 
 const wholeUpTo = (max: number, description: string) =>
   v.pipe(
@@ -41,11 +46,21 @@ const wholeUpTo = (max: number, description: string) =>
 const AggregateFields = oneCondition({
   ...conditions,
   fields: v.optional(
-    v.pipe(v.array(v.string()), v.maxLength(MAX_FIELDS, `At most ${MAX_FIELDS} fields.`), v.description(FIELDS)),
+    v.pipe(
+      v.array(v.string()),
+      v.maxLength(MAX_FIELDS, `At most ${MAX_FIELDS} fields.`),
+      v.description(FIELDS),
+    ),
   ),
-  buckets: v.optional(wholeUpTo(MAX_BUCKETS, `Histogram buckets per field (default ${DEFAULT_BUCKETS}).`)),
-  matrix: v.optional(v.pipe(v.picklist(['grid', 'points'], 'Must be "grid" or "points".'), v.description(MATRIX))),
-  points: v.optional(wholeUpTo(MAX_POINTS, `The most points answered with matrix "points" (default ${MAX_POINTS}).`)),
+  buckets: v.optional(
+    wholeUpTo(MAX_BUCKETS, `Histogram buckets per field (default ${DEFAULT_BUCKETS}).`),
+  ),
+  matrix: v.optional(
+    v.pipe(v.picklist(['grid', 'points'], 'Must be "grid" or "points".'), v.description(MATRIX)),
+  ),
+  points: v.optional(
+    wholeUpTo(MAX_POINTS, `The most points answered with matrix "points" (default ${MAX_POINTS}).`),
+  ),
 })
 // The groups an aggregate counts: every field's histogram buckets, and the grid's cells.
 const cells = (b: { fields?: string[]; buckets?: number; matrix?: string }) =>
@@ -85,7 +100,11 @@ export const AggregateBody = v.pipe(
         properties: { fields: { type: 'array', minItems: 1 } },
         additionalProperties: true,
       },
-      points: { required: ['matrix'], properties: { matrix: { const: 'points' } }, additionalProperties: true },
+      points: {
+        required: ['matrix'],
+        properties: { matrix: { const: 'points' } },
+        additionalProperties: true,
+      },
     },
   }),
 )
@@ -104,17 +123,28 @@ const statsOf = (total: Row, count: number) =>
     }
   })
 
-const histogram = (range: Range | undefined, n: number, buckets: number, counts: Map<number, number>) => {
+const histogram = (
+  range: Range | undefined,
+  n: number,
+  buckets: number,
+  counts: Map<number, number>,
+) => {
   if (!range) return []
   const [lo, hi] = [Number(range.min), Number(range.max)]
   if (isPoint(range)) return [{ from: lo, to: hi, count: n }]
   const edge = (k: number) => (k === buckets ? hi : lo + ((hi - lo) * k) / buckets)
-  return Array.from({ length: buckets }, (_, k) => ({ from: edge(k), to: edge(k + 1), count: counts.get(k + 1) ?? 0 }))
+  return Array.from({ length: buckets }, (_, k) => ({
+    from: edge(k),
+    to: edge(k + 1),
+    count: counts.get(k + 1) ?? 0,
+  }))
 }
 
 const gridOf = (rows: Row[]) => {
   const counts = Array.from({ length: GRID }, () => new Array<number>(GRID).fill(0))
-  const probabilities = Array.from({ length: GRID }, () => new Array<number | null>(GRID).fill(null))
+  const probabilities = Array.from({ length: GRID }, () =>
+    new Array<number | null>(GRID).fill(null),
+  )
   let scored = 0
   for (const row of rows) {
     if (row.total || row.x === null || row.y === null) continue
@@ -125,7 +155,8 @@ const gridOf = (rows: Row[]) => {
   return { scored, counts, churn_probability: probabilities }
 }
 
-// The answer: count, fields, and grid or points when asked, under the aggregate budget (db/budget.ts).
+// The answer: count, fields, and grid or points when asked, under the aggregate budget
+// (db/budget.ts).
 export const aggregate = (app: App, accountId: number, body: AggregateBody, caller?: Caller) =>
   budgeted(app, caller, 'aggregate', (tx, track) => answer(tx, track, accountId, body))
 
@@ -175,7 +206,11 @@ const answer = async (tx: Tx, track: Track, accountId: number, body: AggregateBo
     })),
     ...(body.matrix === 'grid' && { grid: gridOf(rows) }),
     ...(sample && {
-      points: { scored: Number(total.scored), sampled: Number(total.scored) > sample.length, items: [...sample] },
+      points: {
+        scored: Number(total.scored),
+        sampled: Number(total.scored) > sample.length,
+        items: [...sample],
+      },
     }),
   }
 }

@@ -28,7 +28,10 @@ export const readRecord = async (
     filters: entity === 'customer' ? [{ propertyName: 'is_churned', operator: 'KNOWN' }] : [],
   })
   const [row] = await app.sql.unsafe(query.text, query.params as string[])
-  if (!row || (customerExternalId !== undefined && row.customer_external_id !== customerExternalId)) {
+  if (
+    !row ||
+    (customerExternalId !== undefined && row.customer_external_id !== customerExternalId)
+  ) {
     return refuse(
       404,
       entity === 'customer'
@@ -39,7 +42,8 @@ export const readRecord = async (
   return row
 }
 
-// The score_explanation field of GET /api/v1/customer/{external_id}; null when the customer is gone.
+// The score_explanation field of GET /api/v1/customer/{external_id}; null when the
+// customer is gone.
 const scoreExplanation = async (app: App, accountId: number, externalId: string) => {
   const [row] = await explanationRows(app.sql, accountId, app.sql`c.external_id = ${externalId}`)
   if (!row) return null

@@ -1,7 +1,14 @@
 import { noContent, ok, type Reply, type Req, type Route, route, textParam } from '../route.ts'
 import { AggregateBody, aggregate } from './aggregate.ts'
 import { readExplainedCustomer, readRecord } from './read.ts'
-import { Contact, ContactPage, Customer, CustomerAggregate, CustomerPage, CustomerWithExplanation } from './schemas.ts'
+import {
+  Contact,
+  ContactPage,
+  Customer,
+  CustomerAggregate,
+  CustomerPage,
+  CustomerWithExplanation,
+} from './schemas.ts'
 import { SearchBody } from './search-body.ts'
 import { searchPage } from './search.ts'
 import {
@@ -37,7 +44,8 @@ export const searchRoutes: Route[] = [
     },
     expensive: true,
     unaudited: 'read',
-    handler: async (req, app) => searched(await searchPage(app, req.auth.accountId, 'customer', req.input, req)),
+    handler: async (req, app) =>
+      searched(await searchPage(app, req.auth.accountId, 'customer', req.input, req)),
   }),
   route({
     method: 'POST',
@@ -49,10 +57,13 @@ export const searchRoutes: Route[] = [
     tag: 'search',
     summary: 'Search contacts',
     reply: { status: 200, body: ContactPage },
-    example: { filters: [{ propertyName: 'customer_external_id', operator: 'EQ', value: 'acme-1' }] },
+    example: {
+      filters: [{ propertyName: 'customer_external_id', operator: 'EQ', value: 'acme-1' }],
+    },
     expensive: true,
     unaudited: 'read',
-    handler: async (req, app) => searched(await searchPage(app, req.auth.accountId, 'contact', req.input, req)),
+    handler: async (req, app) =>
+      searched(await searchPage(app, req.auth.accountId, 'contact', req.input, req)),
   }),
   route({
     method: 'POST',
@@ -108,7 +119,8 @@ const singleRecordRoutes: Route[] = [
     tag: 'records',
     summary: 'Read one customer',
     reply: { status: 200, body: CustomerWithExplanation },
-    handler: async (req, app) => ok(await readExplainedCustomer(app, req.auth.accountId, external(req))),
+    handler: async (req, app) =>
+      ok(await readExplainedCustomer(app, req.auth.accountId, external(req))),
   }),
   route({
     method: 'PUT',
@@ -120,7 +132,8 @@ const singleRecordRoutes: Route[] = [
     tag: 'records',
     summary: 'Update one customer (name, owner, attributes, churn state)',
     reply: { status: 200, body: Customer },
-    handler: async (req, app) => ok(await updateCustomer(app, req.auth.accountId, external(req), req.input)),
+    handler: async (req, app) =>
+      ok(await updateCustomer(app, req.auth.accountId, external(req), req.input)),
   }),
   route({
     method: 'DELETE',
@@ -132,7 +145,9 @@ const singleRecordRoutes: Route[] = [
     refusals: [406],
     summary: 'Delete one customer and its contacts',
     reply: { status: 204 },
-    handler: async (req, app) => (await deleteCustomer(app, req.auth.accountId, external(req)), noContent),
+    handler: async (req, app) => (
+      await deleteCustomer(app, req.auth.accountId, external(req)), noContent
+    ),
   }),
   route({
     method: 'POST',
@@ -145,7 +160,8 @@ const singleRecordRoutes: Route[] = [
     tag: 'records',
     summary: 'Create one contact of a customer',
     reply: { status: 201, body: Contact },
-    handler: async (req, app) => ok(await createContact(app, req.auth.accountId, external(req), req.input), 201),
+    handler: async (req, app) =>
+      ok(await createContact(app, req.auth.accountId, external(req), req.input), 201),
   }),
   route({
     method: 'GET',
@@ -200,4 +216,8 @@ const aliases = (rows: Route[]): Route[] =>
 export const recordRoutes: Route[] = [...singleRecordRoutes, ...aliases(singleRecordRoutes)]
 
 // A page is the bytes Postgres rendered (records/search.ts), sent as they are.
-const searched = (page: Buffer): Reply => ({ status: 200, headers: { 'content-type': 'application/json' }, body: page })
+const searched = (page: Buffer): Reply => ({
+  status: 200,
+  headers: { 'content-type': 'application/json' },
+  body: page,
+})

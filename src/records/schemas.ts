@@ -19,7 +19,10 @@ const Properties = describe(
 )
 const recordFields = {
   id: describe(v.string(), 'The external id the client gave it.'),
-  service_id: describe(int, 'The id the service gave it; stable, and what paging.next.after names.'),
+  service_id: describe(
+    int,
+    'The id the service gave it; stable, and what paging.next.after names.',
+  ),
   name: describe(v.nullable(v.string()), 'Null for a record that tracking created without a name.'),
 }
 const recordTail = {
@@ -29,7 +32,10 @@ const recordTail = {
 }
 const tags = describe(v.array(v.string()), 'Tag titles, in byte order.')
 const engagement = {
-  engagementscore: describe(Score, 'Engagement (-100 to 100) of the latest snapshot; null until scored.'),
+  engagementscore: describe(
+    Score,
+    'Engagement (-100 to 100) of the latest snapshot; null until scored.',
+  ),
   engagementscore_difference: describe(
     v.nullable(v.number()),
     'Change of the engagement score against the snapshot about 30 days earlier; null without one.',
@@ -40,7 +46,10 @@ const engagement = {
 
 export const Customer = v.object({
   ...recordFields,
-  fitscore: describe(Score, 'Fit (-100 to 100) of the attributes and latest metrics; null until scored.'),
+  fitscore: describe(
+    Score,
+    'Fit (-100 to 100) of the attributes and latest metrics; null until scored.',
+  ),
   engagementscore: engagement.engagementscore,
   churn_risk: describe(Score, 'Churn risk, 0 to 100; null until scored.'),
   upsell_score: describe(Score, 'Upsell potential, 0 to 100; null until scored.'),
@@ -77,10 +86,19 @@ const Driver = v.object({
 const ScoreExplanation = describe(
   v.nullable(
     v.object({
-      engagement: describe(v.array(Contribution), 'Each engagement rule: its weighted contribution, in points.'),
+      engagement: describe(
+        v.array(Contribution),
+        'Each engagement rule: its weighted contribution, in points.',
+      ),
       fit: describe(v.array(Contribution), 'Each fit rule: its weighted contribution, in points.'),
-      risk_drivers: describe(v.array(Driver), 'Up to 3 rules that lower the scores most, most negative first.'),
-      health_drivers: describe(v.array(Driver), 'Up to 3 rules that raise the scores most, largest first.'),
+      risk_drivers: describe(
+        v.array(Driver),
+        'Up to 3 rules that lower the scores most, most negative first.',
+      ),
+      health_drivers: describe(
+        v.array(Driver),
+        'Up to 3 rules that raise the scores most, largest first.',
+      ),
       change_drivers: describe(
         v.array(v.object({ ...ChangeDriverSchema.entries, label })),
         'Up to 3 rules whose contributions moved most in the latest scoring that changed the scores, largest ' +
@@ -114,7 +132,10 @@ const page = <S extends v.GenericSchema>(item: S) =>
       'Present when there is a next page: send `after` back, as it came, with the same request to get it.',
     ),
     total: describe(v.optional(int), 'With `count`: how many records match, paging aside.'),
-    total_is_estimate: describe(v.optional(v.literal(true)), 'With `count: "estimate"`: total is the planner\'s.'),
+    total_is_estimate: describe(
+      v.optional(v.literal(true)),
+      'With `count: "estimate"`: total is the planner\'s.',
+    ),
   })
 export const CustomerPage = page(Customer)
 export const ContactPage = page(Contact)
@@ -138,7 +159,10 @@ const Point = v.object({
   engagementscore: int,
   fitscore: int,
   churn_risk: Score,
-  churn_probability: describe(v.nullable(Probability), 'The learned churn probability (null without a ready model).'),
+  churn_probability: describe(
+    v.nullable(Probability),
+    'The learned churn probability (null without a ready model).',
+  ),
 })
 export const CustomerAggregate = v.object({
   count: describe(int, 'How many customers match.'),

@@ -41,7 +41,8 @@ const open = (schema: Record<string, unknown>, required: string[] = []) => ({
   ...(required.length > 0 && { required }),
   additionalProperties: true,
 })
-const isOne = (operators: string[]) => open({ properties: { operator: { enum: operators } } }, ['operator'])
+const isOne = (operators: string[]) =>
+  open({ properties: { operator: { enum: operators } } }, ['operator'])
 const value = { type: 'string' }
 // As a chain of if/then/else, which generated clients leave out of their types (as they do `not`).
 const OPERANDS = {
@@ -73,7 +74,9 @@ const SearchFilter = v.pipe(
     propertyName: v.string(),
     operator: v.pipe(v.string(), v.metadata({ enum: [...OPERATORS] })),
     value: v.optional(v.string()),
-    values: v.optional(v.pipe(v.array(v.string()), v.maxLength(MAX_LIST, `At most ${MAX_LIST} values.`))),
+    values: v.optional(
+      v.pipe(v.array(v.string()), v.maxLength(MAX_LIST, `At most ${MAX_LIST} values.`)),
+    ),
   }),
   v.forward(
     v.partialCheck(
@@ -86,11 +89,13 @@ const SearchFilter = v.pipe(
   v.metadata(OPERANDS),
 )
 
-const valuesIn = (filters: readonly Filter[]) => filters.reduce((n, f) => n + (f.values?.length ?? 0), 0)
+const valuesIn = (filters: readonly Filter[]) =>
+  filters.reduce((n, f) => n + (f.values?.length ?? 0), 0)
 const fewValues = <T>(leaves: (t: T) => readonly Filter[]) =>
   v.check(
     (t: T) => valuesIn(leaves(t)) <= MAX_VALUES,
-    (issue) => `At most ${MAX_VALUES} values in all the filters together (this has ${valuesIn(leaves(issue.input))}).`,
+    (issue) =>
+      `At most ${MAX_VALUES} values in all the filters together (this has ${valuesIn(leaves(issue.input))}).`,
   )
 
 // The node an object is meant as: the one whose key it has or, when it has no propertyName, whose
@@ -98,10 +103,16 @@ const fewValues = <T>(leaves: (t: T) => readonly Filter[]) =>
 const nodeKey = (input: unknown) => {
   if (!isObject(input) || Object.hasOwn(input, 'propertyName')) return undefined
   const keys = Object.keys(input)
-  return NODE_KEYS.find((k) => keys.includes(k)) ?? keys.map((k) => closest(k, [...NODE_KEYS])).find(Boolean)
+  return (
+    NODE_KEYS.find((k) => keys.includes(k)) ??
+    keys.map((k) => closest(k, [...NODE_KEYS])).find(Boolean)
+  )
 }
 
-const TOO_DEEP = v.custom<Condition>(() => false, `At most ${MAX_TREE_DEPTH} nested and/or/not nodes.`)
+const TOO_DEEP = v.custom<Condition>(
+  () => false,
+  `At most ${MAX_TREE_DEPTH} nested and/or/not nodes.`,
+)
 
 const nodesOver = (child: v.GenericSchema<Condition>) => {
   const list = v.pipe(v.array(child), v.minLength(1, 'Must have at least one condition.'))
@@ -127,15 +138,21 @@ export const Where: v.GenericSchema = v.union([
   strict({ not: v.lazy(() => Where) }),
 ])
 
-const WHERE = `A tree instead of filters: a filter object, or a node {"and": [conditions]}, {"or": [conditions]} or
+const WHERE =
+  `A tree instead of filters: a filter object, or a node {"and": [conditions]}, {"or": [conditions]} or
 {"not": condition}, whose conditions are again filter objects or nodes. At most ${MAX_TREE_DEPTH} nodes on the way from
 the top to any filter and ${MAX_LEAVES} filters in all; not together with filters. Customer search is limited to
 active customers unless a filter anywhere in the tree names is_churned.`.replaceAll('\n', ' ')
 
-const COUNT = `"exact" adds total, the number of matching records (paging aside); "estimate" adds the query
-planner's estimate of it as total, with total_is_estimate: true, at no scan cost.`.replaceAll('\n', ' ')
+const COUNT =
+  `"exact" adds total, the number of matching records (paging aside); "estimate" adds the query
+planner's estimate of it as total, with total_is_estimate: true, at no scan cost.`.replaceAll(
+    '\n',
+    ' ',
+  )
 
-const SORT = `Up to ${MAX_SORT} keys, each {"propertyName", "direction": "asc" (the default) or "desc"}: a core
+const SORT =
+  `Up to ${MAX_SORT} keys, each {"propertyName", "direction": "asc" (the default) or "desc"}: a core
 field (the scores, last_seen, name, is_churned, external_id, customer_external_id for contacts, createdAt,
 updatedAt), a custom attribute or a metric (its value in the latest snapshot). Records without a value come last
 in either direction, and the external ID (in byte order) decides last. Under a sort, paging.next.after is an
@@ -146,8 +163,12 @@ const SortKey = strict({
   direction: v.optional(v.picklist(DIRECTIONS, 'Must be "asc" or "desc".')),
 })
 
-const AFTER = `The next page: paging.next.after of the previous page, as it came (a record's service_id, or
-under a sort an opaque cursor, refused with a 400 when altered or from another search).`.replaceAll('\n', ' ')
+const AFTER =
+  `The next page: paging.next.after of the previous page, as it came (a record's service_id, or
+under a sort an opaque cursor, refused with a 400 when altered or from another search).`.replaceAll(
+    '\n',
+    ' ',
+  )
 
 // What a body searches by, shared by the search, segment and aggregate bodies: shapes and ranges
 // here; codenames, operators and values against the account's catalog in the compiler, which
@@ -172,7 +193,12 @@ export const conditions = {
 }
 const searchEntries = {
   ...conditions,
-  count: v.optional(v.pipe(v.picklist(['exact', 'estimate'], 'Must be "exact" or "estimate".'), v.description(COUNT))),
+  count: v.optional(
+    v.pipe(
+      v.picklist(['exact', 'estimate'], 'Must be "exact" or "estimate".'),
+      v.description(COUNT),
+    ),
+  ),
   properties: v.optional(
     v.pipe(
       v.array(v.string()),
@@ -192,12 +218,19 @@ const searchEntries = {
     100,
   ),
   sort: v.optional(
-    v.pipe(v.array(SortKey), v.maxLength(MAX_SORT, `At most ${MAX_SORT} sort keys.`), v.description(SORT)),
+    v.pipe(
+      v.array(SortKey),
+      v.maxLength(MAX_SORT, `At most ${MAX_SORT} sort keys.`),
+      v.description(SORT),
+    ),
   ),
   after: v.optional(
     v.pipe(
       v.union(
-        [v.pipe(v.number(), v.safeInteger()), v.pipe(v.string(), v.minLength(1), v.maxLength(4096))],
+        [
+          v.pipe(v.number(), v.safeInteger()),
+          v.pipe(v.string(), v.minLength(1), v.maxLength(4096)),
+        ],
         'Must be paging.next.after of the previous page.',
       ),
       v.description(AFTER),
@@ -219,7 +252,13 @@ export const oneCondition = <E extends v.ObjectEntries & typeof conditions>(entr
   return v.pipe(
     body,
     bothRefused as unknown as v.BaseValidation<Body, Body, v.BaseIssue<unknown>>,
-    v.metadata({ not: { type: 'object', properties: { filters: {}, where: {} }, required: ['filters', 'where'] } }),
+    v.metadata({
+      not: {
+        type: 'object',
+        properties: { filters: {}, where: {} },
+        required: ['filters', 'where'],
+      },
+    }),
   )
 }
 // A cursor names its place in the order it was made for: a record's service_id without a sort,
@@ -228,7 +267,8 @@ const afterFitsSort = v.forward(
   v.partialCheck(
     [['sort'], ['after']],
     (b: { sort?: unknown[]; after?: unknown }) =>
-      b.after === undefined || (typeof b.after === 'string') === (b.sort !== undefined && b.sort.length > 0),
+      b.after === undefined ||
+      (typeof b.after === 'string') === (b.sort !== undefined && b.sort.length > 0),
     'Must be paging.next.after of the previous page: a number without sort, a string under a sort.',
   ),
   ['after'],
@@ -251,7 +291,8 @@ const { count: _count, properties, limit, after, ...rest } = searchEntries
 export const selection = rest
 export const PageBody = strict({ properties, limit, after })
 export type PageBody = v.InferOutput<typeof PageBody>
-export const savedSearch = <E extends v.ObjectEntries>(entries: E) => oneCondition({ ...entries, ...selection })
+export const savedSearch = <E extends v.ObjectEntries>(entries: E) =>
+  oneCondition({ ...entries, ...selection })
 export type SearchBody = v.InferOutput<typeof SearchBody>
 
 // What a body (a search's, a segment's or an aggregate's) searches by.

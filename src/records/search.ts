@@ -23,7 +23,12 @@ const NO_CONTEXT = { catalog: [] as PropertyDef[], lookups: { users: new Map(), 
 // catalog and the ids of the users and tags that owner and tags operands name. Nothing is cached
 // between requests: other processes may change any of it. A request on core fields alone needs
 // none of it and skips the round trip.
-export const searchContext = async (sql: Sql | Tx, accountId: number, entity: Entity, body: Partial<SearchBody>) => {
+export const searchContext = async (
+  sql: Sql | Tx,
+  accountId: number,
+  entity: Entity,
+  body: Partial<SearchBody>,
+) => {
   const needs = contextNeeds(entity, conditionsOf(body), body.properties, body.sort)
   if (!needs.catalog && needs.emails.length === 0 && needs.titles.length === 0) return NO_CONTEXT
   const [row] = await sql`
@@ -38,7 +43,10 @@ export const searchContext = async (sql: Sql | Tx, accountId: number, entity: En
         join tags t on t.account_id = ${accountId} and lower(t.title) = lower(w.v)
       ), '{}') as tags`
   const ids = (o: Record<string, number>) => new Map(Object.entries(o))
-  return { catalog: row.catalog as PropertyDef[], lookups: { users: ids(row.users), tags: ids(row.tags) } }
+  return {
+    catalog: row.catalog as PropertyDef[],
+    lookups: { users: ids(row.users), tags: ids(row.tags) },
+  }
 }
 
 const afterError = async (
@@ -49,8 +57,11 @@ const afterError = async (
 ): Promise<FieldError[]> => {
   if (after === undefined) return []
   const [found] =
-    await sql`select 1 from ${sql(TABLES[entity].records)} where account_id = ${accountId} and service_id = ${after}`
-  return found ? [] : [{ path: '/after', message: `No ${entity} of this account has service_id ${after}.` }]
+    await sql`select 1 from ${sql(TABLES[entity].records)} where account_id = ${accountId}
+      and service_id = ${after}`
+  return found
+    ? []
+    : [{ path: '/after', message: `No ${entity} of this account has service_id ${after}.` }]
 }
 
 // One page: limit + 1 rows are read, the extra one only telling that a next page exists. `after`
@@ -67,19 +78,31 @@ interface Total {
 }
 // The answer for a page of raw rows (bench/search's floor server sends the same bytes). Under a
 // sort, `next` makes the cursor of the next page from the last row's `cursor` column.
-export const pageBody = (rows: Buffer[][], limit: number, count?: Total, next?: (cursor: string) => string) => {
+export const pageBody = (
+  rows: Buffer[][],
+  limit: number,
+  count?: Total,
+  next?: (cursor: string) => string,
+) => {
   const results = rows.slice(0, limit)
   const last = results[results.length - 1]
   const after = () => (next ? JSON.stringify(next(last[2].toString('utf8'))) : last[1])
   const paging = rows.length > limit ? `,"paging":{"next":{"after":${after()}}}` : ''
-  const total = count ? `,"total":${count.total}${count.estimate ? ',"total_is_estimate":true' : ''}` : ''
+  const total = count
+    ? `,"total":${count.total}${count.estimate ? ',"total_is_estimate":true' : ''}`
+    : ''
   const objects = results.flatMap(([json], i) => (i === 0 ? [json] : [COMMA, json]))
   return Buffer.concat([OPEN, ...objects, Buffer.from(`]${paging}${total}}`)])
 }
 
 // Counted in a statement of its own, after the page's: a count reads every match, a page no more
 // than it shows. Each has the search's budget (db/budget.ts).
-const countOf = async (tx: Tx, track: Track, search: CheckedSearch, count: 'exact' | 'estimate'): Promise<Total> => {
+const countOf = async (
+  tx: Tx,
+  track: Track,
+  search: CheckedSearch,
+  count: 'exact' | 'estimate',
+): Promise<Total> => {
   const query = compileCount(search, count === 'estimate')
   const [row] = await track(tx.unsafe(query.text, query.params as string[]))
   return count === 'exact'
@@ -94,7 +117,9 @@ const cursorKeys = new WeakMap<Sql, Promise<Buffer>>()
 const cursorKey = (sql: Sql) => {
   let key = cursorKeys.get(sql)
   if (!key) {
-    key = sql`select value from service_secrets where name = 'search_cursor'`.then(([row]) => row.value as Buffer)
+    key = sql`select value from service_secrets where name = 'search_cursor'`.then(
+      ([row]) => row.value as Buffer,
+    )
     key.catch(() => cursorKeys.delete(sql))
     cursorKeys.set(sql, key)
   }
@@ -127,7 +152,13 @@ export const searchInput = (
 
 // A page of the search, as the bytes of the answer, under the search budget (db/budget.ts): reads
 // alone, so that on Citus its statements are router queries without a transaction on the worker.
-export const searchPage = (app: App, accountId: number, entity: Entity, body: SearchBody, caller?: Caller) =>
+export const searchPage = (
+  app: App,
+  accountId: number,
+  entity: Entity,
+  body: SearchBody,
+  caller?: Caller,
+) =>
   budgeted(
     app,
     caller,
@@ -139,7 +170,8 @@ export const searchPage = (app: App, accountId: number, entity: Entity, body: Se
         sorted ? cursorKey(app.sql) : undefined,
       ])
       const input = searchInput(accountId, entity, body, context, key)
-      // Whether `after` names a record is asked only of a request refused anyway, or of an empty page.
+      // Whether `after` names a record is asked only of a request refused anyway, or
+      // of an empty page.
       const { problems, search } = checkSearch(input)
       if (problems) {
         return refuse(400, INVALID_SEARCH, [

@@ -21,15 +21,22 @@ import { churnRiskSql, type SqlRefs, upsellScoreSql, weightedScoreSql } from './
 // batch by batch, each batch one statement that writes the score rows (customer_scores,
 // contact_scores) whose values change, so a rescoring that changes nothing writes nothing.
 export interface ScoreOptions {
-  /** The UTC date scores are relative to (trend window, fit date properties, days since last_seen). */
+  /**
+   * The UTC date scores are relative to (trend window, fit date properties, days since
+   * last_seen).
+   */
   today?: string
-  /** false: keep the stored engagement history (the daily run: a snapshot's score depends only on its own date). */
+  /**
+   * false: keep the stored engagement history (the daily run: a snapshot's score depends only on
+   * its own date).
+   */
   snapshots?: boolean
   /** Where a batch that met a stored number no double can hold is reported. */
   log?: Log
 }
 
-// Records per statement: keeps each statement's sort and the job's memory small whatever the account's size.
+// Records per statement: keeps each statement's sort and the job's memory small whatever
+// the account's size.
 export const SCORING_BATCH = 5000
 // Batches scored at once: scoring is CPU-bound in PostgreSQL, one core per backend, and a third
 // batch computes while the others write and commit (docs/benchmarks.md, "Figures behind code
@@ -42,7 +49,12 @@ const RECENT = (date: string) => `${date} <= $3::date and ${date} > $3::date - $
 
 // Where the scoring levels read from: `row` names the level of a score's `values`; both levels of
 // jsonb values are named `raw`.
-const refs = (isMetric: (codename: string) => boolean, metrics: string, row: string, date: string): SqlRefs => ({
+const refs = (
+  isMetric: (codename: string) => boolean,
+  metrics: string,
+  row: string,
+  date: string,
+): SqlRefs => ({
   metric: (key) => `${metrics} -> ${key}`,
   attribute: (key) => `r.attributes -> ${key}`,
   raw: (name) => `raw.${name}`,
@@ -54,13 +66,15 @@ const refs = (isMetric: (codename: string) => boolean, metrics: string, row: str
 const list = (items: string[]) => items.map((item) => `, ${item}`).join('')
 // json has no equality operator; the trend's text is compared, which json_object_agg writes the
 // same way for the same scores.
-const compared = (sql: string, column: string) => (column === 'engagementscore_trend' ? `${sql}::text` : sql)
+const compared = (sql: string, column: string) =>
+  column === 'engagementscore_trend' ? `${sql}::text` : sql
 
 // Scores of a batch of records ($1 account, $2 ids, $3 today): each snapshot's engagement (or with
-// `snapshots` false the stored history), then what summarizeHistory computes from them; customers also
-// get fit, churn risk and upsell. The trend is json, not jsonb: jsonb_object_agg costs twice as much.
-// Score rows are written only where a value changes, looked for among the batch's records only; a
-// concurrent insert of the same row (a second job scoring the same records) wins: same scores.
+// `snapshots` false the stored history), then what summarizeHistory computes from them;
+// customers also get fit, churn risk and upsell. The trend is json, not jsonb: jsonb_object_agg
+// costs twice as much. Score rows are written only where a value changes, looked for among
+// the batch's records only; a concurrent insert of the same row (a second job scoring the same
+// records) wins: same scores.
 const scoreStatement = (
   entity: Entity,
   model: ScoringModel | null,
@@ -179,7 +193,8 @@ const liftInactive = (tx: Tx, accountId: number, ids: number[], inactiveDays: nu
     select c.service_id, to_char(c.churned_date, 'YYYY-MM-DD') as churned_date
     from customers c join customer_scores h on h.account_id = c.account_id
       and h.customer_id = c.service_id
-    where c.account_id = ${accountId} and c.service_id = any(${ids}::bigint[]) and c.churn_reason = 'inactive'
+    where c.account_id = ${accountId} and c.service_id = any(${ids}::bigint[])
+      and c.churn_reason = 'inactive'
       and h.last_seen >= c.churned_date - ${inactiveDays}::integer
     order by c.service_id for no key update of c
   )
@@ -188,7 +203,12 @@ const liftInactive = (tx: Tx, accountId: number, ids: number[], inactiveDays: nu
   returning c.service_id, c.external_id, c.name, l.churned_date, 'activity' as reason`
 
 // Batches of record ids in id order: the given ones, or keyset pages over the whole account.
-async function* batches(sql: Sql, accountId: number, entity: Entity, ids?: number[]): AsyncGenerator<number[]> {
+async function* batches(
+  sql: Sql,
+  accountId: number,
+  entity: Entity,
+  ids?: number[],
+): AsyncGenerator<number[]> {
   if (ids) {
     const sorted = [...new Set(ids)].sort((a, b) => a - b)
     for (let i = 0; i < sorted.length; i += SCORING_BATCH) yield sorted.slice(i, i + SCORING_BATCH)
@@ -197,17 +217,23 @@ async function* batches(sql: Sql, accountId: number, entity: Entity, ids?: numbe
   for (let after = 0; ; ) {
     const rows = await sql<{ service_id: number }[]>`
       select service_id from ${sql(TABLES[entity].records)}
-      where account_id = ${accountId} and service_id > ${after} order by service_id limit ${SCORING_BATCH}`
+      where account_id = ${accountId} and service_id > ${after} order by service_id
+        limit ${SCORING_BATCH}`
     if (rows.length === 0) return
     yield rows.map((r) => r.service_id)
     after = rows[rows.length - 1].service_id
   }
 }
 
-export const scoreRecords = async (sql: Sql, p: ScoreRecordsPayload, options: ScoreOptions = {}) => {
+export const scoreRecords = async (
+  sql: Sql,
+  p: ScoreRecordsPayload,
+  options: ScoreOptions = {},
+) => {
   const today = options.today ?? utcToday()
   const { model, defs } = await scoringInputs(sql, p.account_id, p.entity)
-  const statement = (tolerant: boolean) => scoreStatement(p.entity, model, defs, options.snapshots !== false, tolerant)
+  const statement = (tolerant: boolean) =>
+    scoreStatement(p.entity, model, defs, options.snapshots !== false, tolerant)
   const plain = statement(false)
   let tolerant: typeof plain | undefined
   const inactiveDays = model?.churn?.inactive_days ?? 0
@@ -219,7 +245,8 @@ export const scoreRecords = async (sql: Sql, p: ScoreRecordsPayload, options: Sc
     sql.begin(async (tx) => {
       await setLocal(tx, PLANNER.scoringBatch)
       const compare =
-        Object.keys(alerts).length > 0 && (await watchScores(tx, p.account_id, ids, { alerts, model, defs, today }))
+        Object.keys(alerts).length > 0 &&
+        (await watchScores(tx, p.account_id, ids, { alerts, model, defs, today }))
       await tx.unsafe(statement.text, [p.account_id, ids, today, ...statement.params])
       // The learned churn probability, by the account's ready model (none: nothing written), inside
       // the watch so that its change is announced like the rule scores'.
@@ -231,7 +258,11 @@ export const scoreRecords = async (sql: Sql, p: ScoreRecordsPayload, options: Sc
       if (p.entity === 'customer') {
         const reactivated = await liftInactive(tx, p.account_id, ids, inactiveDays)
         await enqueueEvent(tx, p.account_id, 'customer.reactivated', reactivated)
-        const lifted = reactivated.map((c) => ({ service_id: c.service_id, churned: false, reason: 'inactive' }))
+        const lifted = reactivated.map((c) => ({
+          service_id: c.service_id,
+          churned: false,
+          reason: 'inactive',
+        }))
         await recordChurnEvents(tx, p.account_id, lifted)
         await addCustomersChanged(tx, p.account_id)
       }
@@ -265,12 +296,14 @@ export const scoreRecords = async (sql: Sql, p: ScoreRecordsPayload, options: Sc
   await Promise.all(Array.from({ length: PARALLEL }, scoreBatches))
   await refreshStatistics(sql, p.account_id, p.entity)
   if (p.upload_id !== undefined) {
-    await sql`update uploads set scored_at = now() where account_id = ${p.account_id} and id = ${p.upload_id}`
+    await sql`update uploads set scored_at = now() where account_id = ${p.account_id}
+      and id = ${p.upload_id}`
   }
   return scored
 }
 
-// The score_records task, which runs the jobs db/jobs.ts scoreRecordsJobs specifies; answers counts for the job's log.
+// The score_records task, which runs the jobs db/jobs.ts scoreRecordsJobs specifies; answers
+// counts for the job's log.
 export const scoreRecordsTask = async (app: App, payload: ScoreRecordsPayload) => ({
   entity: payload.entity,
   scored: await scoreRecords(app.sql, payload, { snapshots: payload.snapshots, log: app.log }),

@@ -1,7 +1,13 @@
 import type { PropertyDef } from '../property.ts'
 import type { Sql, Tx } from '../db/client.ts'
 import { enqueueEvent } from '../webhooks/outbox.ts'
-import { ALERT_SCORES, type ChangeDriver, type ScoreAlerts, type Scores, scoreChanges } from './rules/alerts.ts'
+import {
+  ALERT_SCORES,
+  type ChangeDriver,
+  type ScoreAlerts,
+  type Scores,
+  scoreChanges,
+} from './rules/alerts.ts'
 import { explainCustomer, type ExplainedCustomer } from './rules/explain.ts'
 import type { ScoringModel } from './rules/model.ts'
 import { changeDrivers, type Contributions } from './rules/score.ts'
@@ -21,7 +27,9 @@ type ExplanationRow = ExplainedCustomer & {
   name: string | null
   change_drivers: ChangeDriver[]
 }
-export const explanationRows = (sql: Sql | Tx, accountId: number, where: ReturnType<Sql>) => sql<ExplanationRow[]>`
+export const explanationRows = (sql: Sql | Tx, accountId: number, where: ReturnType<Sql>) => sql<
+  ExplanationRow[]
+>`
   select c.service_id, c.external_id, c.name, c.attributes, c.metrics,
     to_char(h.last_seen, 'YYYY-MM-DD') as last_seen, s."values" as snapshot,
     coalesce(k.change_drivers, '[]') as change_drivers
@@ -29,7 +37,8 @@ export const explanationRows = (sql: Sql | Tx, accountId: number, where: ReturnT
     left join customer_scores h on h.account_id = c.account_id and h.customer_id = c.service_id
     left join customer_snapshots s on s.account_id = c.account_id and s.customer_id = c.service_id
       and s.date = h.last_seen
-    left join customer_contributions k on k.account_id = c.account_id and k.customer_id = c.service_id
+    left join customer_contributions k on k.account_id = c.account_id
+      and k.customer_id = c.service_id
   where c.account_id = ${accountId} and ${where} order by c.service_id`
 
 const readScores = async (tx: Tx, accountId: number, ids: number[]) =>
@@ -50,7 +59,8 @@ const readContributions = async (tx: Tx, accountId: number, ids: number[]) =>
     ).map((r) => [r.customer_id, r.contributions]),
   )
 
-// Types, not interfaces, all the way down: postgres.js takes JSON as JSONValue, which needs index signatures.
+// Types, not interfaces, all the way down: postgres.js takes JSON as JSONValue, which needs
+// index signatures.
 type Saved = { id: number; contributions: Contributions; drivers: ChangeDriver[] }
 const saveContributions = (tx: Tx, accountId: number, rows: Saved[]) => tx`
   insert into customer_contributions (account_id, customer_id, contributions, change_drivers)
@@ -75,7 +85,9 @@ export const watchScores = async (
   return async () => {
     const after = await readScores(tx, accountId, ids)
     const stored = await readContributions(tx, accountId, ids)
-    const moved = ids.filter((id) => !stored.has(id) || !same(before.get(id) ?? NO_SCORES, after.get(id) ?? NO_SCORES))
+    const moved = ids.filter(
+      (id) => !stored.has(id) || !same(before.get(id) ?? NO_SCORES, after.get(id) ?? NO_SCORES),
+    )
     if (moved.length === 0) return 0
     const rows = await explanationRows(tx, accountId, tx`c.service_id = any(${moved}::bigint[])`)
     const changes = []
@@ -91,7 +103,12 @@ export const watchScores = async (
         before.get(row.service_id) ?? NO_SCORES,
         after.get(row.service_id) ?? NO_SCORES,
       ))
-        changes.push({ ...customer, ...change, scoring_date: inputs.today, change_drivers: drivers })
+        changes.push({
+          ...customer,
+          ...change,
+          scoring_date: inputs.today,
+          change_drivers: drivers,
+        })
     }
     await saveContributions(tx, accountId, saved)
     return enqueueEvent(tx, accountId, 'customer.score_changed', changes)
@@ -106,7 +123,13 @@ export const probabilitiesWriter = async (sql: Sql, accountId: number, day: stri
   const inputs = Object.keys(alerts).length > 0 && (await scoringInputs(sql, accountId, 'customer'))
   return async (tx: Tx, ids: number[], probabilities: number[]) => {
     const compare =
-      inputs && (await watchScores(tx, accountId, ids, { alerts, model: inputs.model, defs: inputs.defs, today: day }))
+      inputs &&
+      (await watchScores(tx, accountId, ids, {
+        alerts,
+        model: inputs.model,
+        defs: inputs.defs,
+        today: day,
+      }))
     await writeProbabilities(tx, accountId, ids, probabilities, day)
     if (compare) await compare()
   }

@@ -18,7 +18,10 @@ const Scores = v.object({
   fitscore: v.nullable(int),
   churn_risk: v.nullable(int),
   upsell_score: v.nullable(int),
-  last_seen: describe(v.nullable(v.string()), 'The date of the latest scored snapshot (YYYY-MM-DD).'),
+  last_seen: describe(
+    v.nullable(v.string()),
+    'The date of the latest scored snapshot (YYYY-MM-DD).',
+  ),
 })
 export const ScoringPreview = v.object({
   external_id: v.string(),
@@ -32,12 +35,19 @@ const own = (values: Record<string, unknown>, codename: string) =>
 // What a model would give one customer, computed in memory with the pure rules of score.ts (the
 // twins of the SQL the scoring job runs) from its stored record and snapshots: the same inputs the
 // job reads, nothing written. Beside it the scores stored now, under the model in force.
-export const previewScores = async (sql: Sql, accountId: number, model: ScoringModel, externalId: string) => {
+export const previewScores = async (
+  sql: Sql,
+  accountId: number,
+  model: ScoringModel,
+  externalId: string,
+) => {
   const defs = await checkModel(sql, accountId, model, '/model')
   const [customer] = await sql`
-    select c.service_id, c.attributes, c.metrics, h.engagementscore, h.fitscore, h.churn_risk, h.upsell_score,
+    select c.service_id, c.attributes, c.metrics, h.engagementscore, h.fitscore, h.churn_risk,
+      h.upsell_score,
       h.engagementscore_difference, to_char(h.last_seen, 'YYYY-MM-DD') as last_seen
-    from customers c left join customer_scores h on h.account_id = c.account_id and h.customer_id = c.service_id
+    from customers c left join customer_scores h on h.account_id = c.account_id
+      and h.customer_id = c.service_id
     where c.account_id = ${accountId} and c.external_id = ${externalId}`
   if (!customer) refuse(404, `Customer ${externalId} does not exist.`)
   const snapshots = await sql<{ date: string; values: Record<string, unknown> }[]>`
@@ -50,11 +60,17 @@ export const previewScores = async (sql: Sql, accountId: number, model: ScoringM
   const history = summarizeHistory(
     snapshots.map((s) => ({
       date: s.date,
-      score: weightedScore(model.customer?.engagement ?? [], valueOf(s.values), s.date, typeOf).score,
+      score: weightedScore(model.customer?.engagement ?? [], valueOf(s.values), s.date, typeOf)
+        .score,
     })),
     today,
   )
-  const fit = weightedScore(model.customer?.fit ?? [], valueOf(customer.metrics), today, typeOf).score
+  const fit = weightedScore(
+    model.customer?.fit ?? [],
+    valueOf(customer.metrics),
+    today,
+    typeOf,
+  ).score
   const e = history.engagementscore
   const d = history.engagementscore_difference
   const seen = history.last_seen === null ? 0 : daysBetween(history.last_seen, today)

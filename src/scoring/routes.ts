@@ -16,7 +16,8 @@ export const scoringRoutes: Route[] = [
     summary: 'Set the scoring model',
     body: ScoringModelSchema,
     reply: { status: 200, body: ScoringModelSchema },
-    handler: async (req, app) => ok(await putScoringModel(app.sql, await accountIn(req, app), req.input)),
+    handler: async (req, app) =>
+      ok(await putScoringModel(app.sql, await accountIn(req, app), req.input)),
   }),
   route({
     method: 'GET',
@@ -36,7 +37,8 @@ export const scoringRoutes: Route[] = [
     body: ScoreAlertsSchema,
     example: { churn_risk: { thresholds: [70] }, engagementscore: { delta: 20 } },
     reply: { status: 200, body: ScoreAlertsSchema },
-    handler: async (req, app) => ok(await putScoreAlerts(app.sql, await accountIn(req, app), req.input)),
+    handler: async (req, app) =>
+      ok(await putScoreAlerts(app.sql, await accountIn(req, app), req.input)),
   }),
   route({
     method: 'GET',
@@ -53,7 +55,8 @@ export const scoringRoutes: Route[] = [
     auth: 'admin',
     name: 'preview-scoring',
     unaudited: 'read',
-    summary: "A customer's scores under a model not saved yet, beside its current ones (nothing is written)",
+    summary:
+      "A customer's scores under a model not saved yet, beside its current ones (nothing is written)",
     body: PreviewBody,
     example: {
       external_id: 'acme-1',
@@ -61,6 +64,13 @@ export const scoringRoutes: Route[] = [
     },
     reply: { status: 200, body: ScoringPreview },
     handler: async (req, app) =>
-      ok(await previewScores(app.sql, await accountIn(req, app), req.input.model, req.input.external_id)),
+      ok(
+        await previewScores(
+          app.sql,
+          await accountIn(req, app),
+          req.input.model,
+          req.input.external_id,
+        ),
+      ),
   }),
 ]

@@ -16,8 +16,12 @@ export const checkModel = async (sql: Sql, accountId: number, model: ScoringMode
     customer: await readCatalog(sql, accountId, 'customer'),
     contact: await readCatalog(sql, accountId, 'contact'),
   }
-  const problems = checkModelAgainstProperties(model, catalogs).map((p) => ({ ...p, path: at + p.path }))
-  if (problems.length) refuse(400, "The scoring model does not fit the account's properties.", problems)
+  const problems = checkModelAgainstProperties(model, catalogs).map((p) => ({
+    ...p,
+    path: at + p.path,
+  }))
+  if (problems.length)
+    refuse(400, "The scoring model does not fit the account's properties.", problems)
   return catalogs.customer
 }
 
@@ -26,10 +30,11 @@ export const checkModel = async (sql: Sql, accountId: number, model: ScoringMode
 const lockModel = (tx: Tx, accountId: number) =>
   tx`select model from scoring_models where account_id = ${accountId} for update`
 
-// Stores the model. The time comes through excluded: Citus evaluates now() in VALUES but refuses it in
-// DO UPDATE SET.
+// Stores the model. The time comes through excluded: Citus evaluates now() in VALUES but refuses
+// it in DO UPDATE SET.
 const storeModel = (tx: Tx, accountId: number, model: ScoringModel) => tx`
-  insert into scoring_models (account_id, model, updated_at) values (${accountId}, ${tx.json(model)}, now())
+  insert into scoring_models (account_id, model, updated_at)
+    values (${accountId}, ${tx.json(model)}, now())
   on conflict (account_id) do update set model = excluded.model, updated_at = excluded.updated_at`
 
 // The entities whose engagement rules are those of `old` (compared as jsonb, so key order aside;
@@ -73,7 +78,8 @@ export const scoringInputs = async (sql: Sql | Tx, accountId: number, entity: En
 export const putScoreAlerts = (sql: Sql, accountId: number, alerts: ScoreAlerts) =>
   sql.begin(async (tx) => {
     const set = Object.keys(alerts).length > 0
-    await tx`update accounts set score_alerts = ${set ? tx.json(alerts) : null} where id = ${accountId}`
+    await tx`update accounts set score_alerts = ${set ? tx.json(alerts) : null}
+      where id = ${accountId}`
     if (set)
       await addJobs(
         tx,
@@ -84,4 +90,5 @@ export const putScoreAlerts = (sql: Sql, accountId: number, alerts: ScoreAlerts)
   })
 
 export const getScoreAlerts = async (sql: Sql, accountId: number) =>
-  ((await sql`select score_alerts from accounts where id = ${accountId}`)[0]?.score_alerts ?? {}) as ScoreAlerts
+  ((await sql`select score_alerts from accounts where id = ${accountId}`)[0]?.score_alerts ??
+    {}) as ScoreAlerts

@@ -39,9 +39,16 @@ function numberFields(input: AggregateInput, errors: FieldError[]): Field[] {
   return input.fields.flatMap((name, i) => {
     const field = lookupField(input.entity, name, defs)
     const problem =
-      typeof field === 'string' ? field : field.type === 'number' ? undefined : `${name} is a ${field.type} field`
+      typeof field === 'string'
+        ? field
+        : field.type === 'number'
+          ? undefined
+          : `${name} is a ${field.type} field`
     if (problem === undefined) return [field as Field]
-    errors.push({ path: `/fields/${i}`, message: `${problem}; only number fields can be aggregated` })
+    errors.push({
+      path: `/fields/${i}`,
+      message: `${problem}; only number fields can be aggregated`,
+    })
     return []
   })
 }
@@ -66,9 +73,11 @@ function statement(input: AggregateInput, reads: readonly Field[] = []): Stateme
 // before the one value rule, values.ts) is no value, as the answer's numbers are doubles and the
 // average's cast would raise. The core fields are integer columns. `v` is a column of the matches'
 // subquery, kept from being flattened (offset 0) so that each value is read from its jsonb once.
-const usable = (field: Field, v: string) => (field.source === 'core' ? v : `(${sqlDoubleOrNull(v)})`)
+const usable = (field: Field, v: string) =>
+  field.source === 'core' ? v : `(${sqlDoubleOrNull(v)})`
 
-const whereSql = (match: Statement['match'], also: string[] = []) => [...match.where, ...also].join('\n  and ')
+const whereSql = (match: Statement['match'], also: string[] = []) =>
+  [...match.where, ...also].join('\n  and ')
 
 // A score's cell, 0 to GRID - 1; null without a score (which least and greatest would ignore).
 const cellSql = (score: string) => {
@@ -84,7 +93,8 @@ const cellSql = (score: string) => {
 // the number of points there are (`scored`).
 export function compileSummary(input: AggregateInput): CompiledSearch {
   const grid = input.matrix === 'grid'
-  const matrix = input.matrix === undefined ? [] : [MATRIX.x, MATRIX.y, ...(grid ? [MATRIX.probability] : [])]
+  const matrix =
+    input.matrix === undefined ? [] : [MATRIX.x, MATRIX.y, ...(grid ? [MATRIX.probability] : [])]
   const { fields, match, params } = statement(input, matrix)
   const values = fields.map((f, i) => `${fieldSql(f, match.ctx)} as v${i}`)
   const stats = fields.map((f, i) => {
@@ -102,7 +112,9 @@ export function compileSummary(input: AggregateInput): CompiledSearch {
   const columns = [
     'count(*)::bigint as count',
     ...stats,
-    ...(grid ? ['m.x', 'm.y', 'grouping(m.x, m.y) = 3 as total', 'avg(m.p)::float8 as churn_probability'] : []),
+    ...(grid
+      ? ['m.x', 'm.y', 'grouping(m.x, m.y) = 3 as total', 'avg(m.p)::float8 as churn_probability']
+      : []),
     ...(input.matrix === 'points' ? [`count(*) filter (where m.scored)::bigint as scored`] : []),
   ]
   const inner = [

@@ -8,8 +8,8 @@ function isoTimestamp(column: string): string {
   return `to_char(${column} at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`
 }
 
-// The custom values shown (all without `properties`), and the past engagement fields it names, which
-// a custom property cannot shadow there (they are computed, like the search fields they are).
+// The custom values shown (all without `properties`), and the past engagement fields it names,
+// which a custom property cannot shadow there (they are computed, like the search fields they are).
 export function propertiesSql(selected: readonly string[] | undefined, ctx: Ctx): string {
   if (!selected) return 'r.attributes || r.metrics'
   const past = PAST_FIELDS.filter((f) => selected.includes(f))

@@ -31,8 +31,10 @@ export type Defs = ReadonlyMap<string, PropertyDef>
 
 // A field by name, or why there is none.
 export function lookupField(entity: Entity, name: string, catalog: Defs): Field | string {
-  if (entity === 'contact' && CUSTOMER_ONLY_FIELDS.has(name)) return `${name} is a customer-only field`
-  if (entity === 'customer' && CONTACT_ONLY_FIELDS.has(name)) return `${name} is a contact-only field`
+  if (entity === 'contact' && CUSTOMER_ONLY_FIELDS.has(name))
+    return `${name} is a customer-only field`
+  if (entity === 'customer' && CONTACT_ONLY_FIELDS.has(name))
+    return `${name} is a contact-only field`
   // Core fields win over custom codenames of the same name.
   const core = CORE_FIELDS[entity].get(name)
   if (core) return { source: 'core', name, type: core }

@@ -31,7 +31,10 @@ export const TIMESTAMP_FIELDS: ReadonlyMap<string, string> = new Map([
 
 // A boolean tree whose leaves are filters (as sent) or criteria (validated). A node is an object
 // with a single key that names it.
-export type Node<Leaf> = { and: readonly Tree<Leaf>[] } | { or: readonly Tree<Leaf>[] } | { not: Tree<Leaf> }
+export type Node<Leaf> =
+  | { and: readonly Tree<Leaf>[] }
+  | { or: readonly Tree<Leaf>[] }
+  | { not: Tree<Leaf> }
 export type Tree<Leaf> = Leaf | Node<Leaf>
 export type Condition = Tree<Filter>
 
@@ -51,7 +54,9 @@ export function leavesOf<Leaf>(t: Tree<Leaf>): Leaf[] {
 }
 
 // What a request searches by: the interface's filters (ANDed), or a `where` tree instead.
-export type Conditions = { filters?: readonly Filter[]; where?: undefined } | { where: Condition; filters?: undefined }
+export type Conditions =
+  | { filters?: readonly Filter[]; where?: undefined }
+  | { where: Condition; filters?: undefined }
 
 // Keeps `today - N` inside Postgres' date range, so a huge N is a 400 instead of a SQL error.
 export const MAX_DAYS = 1_000_000
@@ -74,7 +79,18 @@ export const OPERATORS = [
 ] as const
 export type Operator = (typeof OPERATORS)[number]
 
-const NUMBER_OPERATORS: readonly Operator[] = ['EQ', 'NEQ', 'LT', 'LTE', 'GT', 'GTE', 'IN', 'NIN', 'KNOWN', 'UNKNOWN']
+const NUMBER_OPERATORS: readonly Operator[] = [
+  'EQ',
+  'NEQ',
+  'LT',
+  'LTE',
+  'GT',
+  'GTE',
+  'IN',
+  'NIN',
+  'KNOWN',
+  'UNKNOWN',
+]
 const SET_OPERATORS: readonly Operator[] = ['EQ', 'NEQ', 'IN', 'NIN', 'KNOWN', 'UNKNOWN']
 
 export const ALLOWED_OPERATORS: Record<FieldType, readonly Operator[]> = {
@@ -91,7 +107,10 @@ export const ALLOWED_OPERATORS: Record<FieldType, readonly Operator[]> = {
 // change since, ...): the periods of the "This week" report (insights/week.ts), whose movements are
 // searches of them. `properties` may name them too, to answer them beside the custom values.
 export const PAST_DAYS = [7, 30] as const
-export const PAST_FIELDS = PAST_DAYS.flatMap((n) => [`engagementscore_${n}d_ago`, `engagementscore_change_${n}d`])
+export const PAST_FIELDS = PAST_DAYS.flatMap((n) => [
+  `engagementscore_${n}d_ago`,
+  `engagementscore_change_${n}d`,
+])
 // The range each core number field's value is computed in (docs/scoring.md: rule scores and their
 // weighted means -100..100, churn risk and upsell 0..100, a difference of two scores -200..200).
 // An IN operand outside it matches nothing; left out of the list, it no longer counts in the
@@ -159,11 +178,15 @@ export const CUSTOMER_ONLY_FIELDS: ReadonlySet<string> = new Set([
 export const CONTACT_ONLY_FIELDS: ReadonlySet<string> = new Set(['customer_external_id'])
 
 // Negative operators are stored as their positive base plus `negated`, so the SQL derives
-// NEQ/NLIKE/NIN/UNKNOWN as exact complements of the positive conditions by one rule (predicates.ts).
+// NEQ/NLIKE/NIN/UNKNOWN as exact complements of the positive conditions by one rule
+// (predicates.ts).
 export type PositiveOp = 'IN' | 'LT' | 'LTE' | 'GT' | 'GTE' | 'LIKE' | 'GTD' | 'LTD' | 'KNOWN'
 export type Operand = 'one' | 'many' | 'days' | 'none'
 
-export const OPERATOR_SHAPES: Record<Operator, { base: PositiveOp; negated: boolean; operand: Operand }> = {
+export const OPERATOR_SHAPES: Record<
+  Operator,
+  { base: PositiveOp; negated: boolean; operand: Operand }
+> = {
   EQ: { base: 'IN', negated: false, operand: 'one' },
   NEQ: { base: 'IN', negated: true, operand: 'one' },
   IN: { base: 'IN', negated: false, operand: 'many' },

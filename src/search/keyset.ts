@@ -27,13 +27,20 @@ const KEY_TYPES: Record<SortType, SqlType> = { ...SQL_TYPES, timestamp: 'timesta
 const bindKey = (key: SortKey, value: string, ctx: Ctx) =>
   ctx.bind(
     value,
-    key.source === 'core' && key.type === 'number' && !FRACTIONS.has(key.name) ? 'bigint' : KEY_TYPES[key.type],
+    key.source === 'core' && key.type === 'number' && !FRACTIONS.has(key.name)
+      ? 'bigint'
+      : KEY_TYPES[key.type],
   )
 
 // The records after the cursor's in the order: key by key, a greater value in the key's direction,
 // or (nulls last either way) a null after a value, or an equal one (null after null) and after on
 // the keys that follow; the external ID (`id`) decides last.
-export function afterKeysSql(keys: readonly SortKey[], values: CursorValues, ctx: Ctx, id = 'r.external_id'): string {
+export function afterKeysSql(
+  keys: readonly SortKey[],
+  values: CursorValues,
+  ctx: Ctx,
+  id = 'r.external_id',
+): string {
   const last = `${id} > ${ctx.bind(values[keys.length]!, 'text')}`
   return keys.reduceRight((rest, key, i) => {
     const [value, bound] = [keySql(key, ctx), values[i]]
@@ -67,9 +74,9 @@ export const indexedFirst = (keys: readonly SortKey[]) =>
 // The index is ascending only (one index per direction would double what every write of a score,
 // name or timestamp costs). Walked backwards for a descending key, it gives a tie's external IDs
 // descending, so the walk has to read a whole tie to sort it. The next NEXT_TIES values beyond are
-// therefore read tie by tie, each forwards from the index (`key = the next value`, found by an index
-// probe), and only the records beyond them by the backward walk: a page reads a whole tie only when
-// it spans more than NEXT_TIES smaller ones first.
+// therefore read tie by tie, each forwards from the index (`key = the next value`, found by an
+// index probe), and only the records beyond them by the backward walk: a page reads a whole tie
+// only when it spans more than NEXT_TIES smaller ones first.
 const NEXT_TIES = 2
 
 export function splitPage(
@@ -82,7 +89,10 @@ export function splitPage(
   const [first, value] = [keys[0], keySql(keys[0], ctx)]
   const direction = first.descending ? 'desc' : 'asc'
   const rest = keys.slice(1)
-  const tie = (id: string) => [...rest.map((k, i) => `sort_${i + 1} ${k.descending ? 'desc' : 'asc'} nulls last`), id]
+  const tie = (id: string) => [
+    ...rest.map((k, i) => `sort_${i + 1} ${k.descending ? 'desc' : 'asc'} nulls last`),
+    id,
+  ]
   const tieAfter = (id: string) => (after ? [afterKeysSql(rest, after.slice(1), ctx, id)] : [])
   const alias = value.startsWith('h.') ? 'h' : 'r'
   const id = `${alias}.external_id`
@@ -105,7 +115,15 @@ export function splitPage(
     const beyond = from === undefined ? 'is not null' : `${first.descending ? '<' : '>'} ${from}`
     parts.push(cut([`${value} ${beyond}`], [`sort_0 ${direction}`, ...tie(id)]))
   }
-  // After a cursor with a value, all of them; a record without a score row has no copy of its external ID.
-  parts.push(cut([`${value} is null`, ...(after?.[0] === null ? tieAfter('r.external_id') : [])], tie('r.external_id')))
-  return parts.length === 1 ? parts[0] : `${parts.map((p) => `(${p})`).join('\nunion all\n')}\nlimit ${limit}`
+  // After a cursor with a value, all of them; a record without a score row has no copy
+  // of its external ID.
+  parts.push(
+    cut(
+      [`${value} is null`, ...(after?.[0] === null ? tieAfter('r.external_id') : [])],
+      tie('r.external_id'),
+    ),
+  )
+  return parts.length === 1
+    ? parts[0]
+    : `${parts.map((p) => `(${p})`).join('\nunion all\n')}\nlimit ${limit}`
 }

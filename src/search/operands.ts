@@ -16,10 +16,16 @@ const VALUE_PARSERS: Record<ValueType, (raw: string) => Parsed> = {
       : { error: 'must be a finite number' },
   date: (raw) => (isDate(raw) ? { value: raw } : { error: `must be ${DATE_RULE}` }),
   boolean: (raw) =>
-    raw === 'true' ? { value: true } : raw === 'false' ? { value: false } : { error: "must be 'true' or 'false'" },
+    raw === 'true'
+      ? { value: true }
+      : raw === 'false'
+        ? { value: false }
+        : { error: "must be 'true' or 'false'" },
   // Rejecting what Postgres cannot hold here keeps such a value from becoming a 500.
   string: (raw) =>
-    UNSTORABLE.test(raw) ? { error: 'must not contain NUL characters or unpaired surrogates' } : { value: raw },
+    UNSTORABLE.test(raw)
+      ? { error: 'must not contain NUL characters or unpaired surrogates' }
+      : { value: raw },
 }
 
 function parseValue(raw: unknown, type: ValueType): Parsed {
@@ -28,12 +34,18 @@ function parseValue(raw: unknown, type: ValueType): Parsed {
 
 function parseDays(raw: unknown): Parsed {
   const ok = typeof raw === 'string' && /^\d+$/.test(raw) && Number(raw) <= MAX_DAYS
-  return ok ? { value: Number(raw) } : { error: `must be a whole number of days from 0 to ${MAX_DAYS}` }
+  return ok
+    ? { value: Number(raw) }
+    : { error: `must be a whole number of days from 0 to ${MAX_DAYS}` }
 }
 
 // The raw strings an operator takes, each with its error path. IN/NIN take `values`, or a single
 // `value` when `values` is absent.
-function rawOperands(filter: Filter, operand: Operand, at: string): { raw: unknown; path: string }[] | FieldError {
+function rawOperands(
+  filter: Filter,
+  operand: Operand,
+  at: string,
+): { raw: unknown; path: string }[] | FieldError {
   if (operand === 'none') return []
   if (operand === 'many' && filter.values !== undefined) {
     const values: unknown = filter.values
@@ -42,7 +54,10 @@ function rawOperands(filter: Filter, operand: Operand, at: string): { raw: unkno
     return values.map((raw, i) => ({ raw, path: `${at}/values/${i}` }))
   }
   if (filter.value === undefined) {
-    return { path: operand === 'many' ? `${at}/values` : `${at}/value`, message: `is required for ${filter.operator}` }
+    return {
+      path: operand === 'many' ? `${at}/values` : `${at}/value`,
+      message: `is required for ${filter.operator}`,
+    }
   }
   return [{ raw: filter.value, path: `${at}/value` }]
 }

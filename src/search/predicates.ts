@@ -7,7 +7,15 @@ import type { Lookups } from './criteria.ts'
 import type { Criterion, Entity, Field, PositiveOp, Scalar, Tree, ValueType } from './fields.ts'
 import { FRACTIONS, isNode, NUMBER_RANGES, PAST_DAYS, valueTypeOf } from './fields.ts'
 
-type BaseType = 'text' | 'numeric' | 'boolean' | 'date' | 'timestamptz' | 'integer' | 'bigint' | 'jsonb'
+type BaseType =
+  | 'text'
+  | 'numeric'
+  | 'boolean'
+  | 'date'
+  | 'timestamptz'
+  | 'integer'
+  | 'bigint'
+  | 'jsonb'
 export type SqlType = BaseType | `${BaseType}[]`
 
 export interface Ctx {
@@ -26,27 +34,32 @@ export const SQL_TYPES: Record<ValueType, BaseType> = {
   date: 'date',
 }
 
-// Canonical text of a parsed operand; numbers go through String(), the double the operand was parsed to.
+// Canonical text of a parsed operand; numbers go through String(), the double the operand
+// was parsed to.
 function bindScalar(ctx: Ctx, value: Scalar, type: ValueType): string {
   return ctx.bind(String(value), SQL_TYPES[type])
 }
 
 // A custom property's value in a jsonb bag, typed, or null when absent or of another JSON type.
 const JSON_VALUE_SQL: Record<ValueType, (bag: string, key: string) => string> = {
-  string: (bag, key) => `case when jsonb_typeof(${bag} -> ${key}) = 'string' then ${bag} ->> ${key} end`,
-  number: (bag, key) => `case when jsonb_typeof(${bag} -> ${key}) = 'number' then (${bag} ->> ${key})::numeric end`,
-  boolean: (bag, key) => `case when jsonb_typeof(${bag} -> ${key}) = 'boolean' then (${bag} ->> ${key})::boolean end`,
+  string: (bag, key) =>
+    `case when jsonb_typeof(${bag} -> ${key}) = 'string' then ${bag} ->> ${key} end`,
+  number: (bag, key) =>
+    `case when jsonb_typeof(${bag} -> ${key}) = 'number' then (${bag} ->> ${key})::numeric end`,
+  boolean: (bag, key) =>
+    `case when jsonb_typeof(${bag} -> ${key}) = 'boolean' then (${bag} ->> ${key})::boolean end`,
   date: (bag, key) =>
     `case when jsonb_typeof(${bag} -> ${key}) = 'string' then ${sqlDateOrNull(`(${bag} ->> ${key})`)} end`,
 }
 
-// A customer's engagement score as of `day` (SQL date): its history's latest entry dated on or before
-// it, found by width_bucket's binary search of the sorted history_dates (the index 0 before the first
-// entry reads null, as does an empty history). `h` is the customer's customer_scores row.
-const scoreOnSql = (h: string, day: string) => `${h}.history_scores[width_bucket(${day}, ${h}.history_dates)]`
+// A customer's engagement score as of `day` (SQL date): its history's latest entry dated on or
+// before it, found by width_bucket's binary search of the sorted history_dates (the index 0 before
+// the first entry reads null, as does an empty history). `h` is the customer's customer_scores row.
+const scoreOnSql = (h: string, day: string) =>
+  `${h}.history_scores[width_bucket(${day}, ${h}.history_dates)]`
 
-// Core scalar fields; `r` is the searched record, `h` its scores, `oc` a contact's owning customer. A
-// function reads today's date, once the search's own (ctx.today()).
+// Core scalar fields; `r` is the searched record, `h` its scores, `oc` a contact's owning customer.
+// A function reads today's date, once the search's own (ctx.today()).
 type CoreSql = string | ((ctx: Ctx) => string)
 const pastScore = (days: number) => (ctx: Ctx) => scoreOnSql('h', `${ctx.today()} - ${days}`)
 const CORE_SQL: ReadonlyMap<string, CoreSql> = new Map<string, CoreSql>([
@@ -66,9 +79,9 @@ const CORE_SQL: ReadonlyMap<string, CoreSql> = new Map<string, CoreSql>([
   ]),
   // Set on a churn, cleared on a reactivation (sql/036).
   ['churned_date', 'r.churned_date'],
-  // Each change of is_churned is kept in customer_churn_events (sql/036), a reactivation dated the day
-  // it was made; by primary key. The bound account, not r's: Citus routes a correlated subquery to
-  // one shard only when it names the account itself.
+  // Each change of is_churned is kept in customer_churn_events (sql/036), a reactivation dated the
+  // day it was made; by primary key. The bound account, not r's: Citus routes a correlated subquery
+  // to one shard only when it names the account itself.
   [
     'reactivated_date',
     (ctx) =>
@@ -114,11 +127,13 @@ const SCALAR_SQL: Record<PositiveOp, ScalarSql> = {
   // \, % and _ are escaped in SQL (folded to a constant at planning) so they stay literal.
   LIKE: (v, [x], _t, ctx) => {
     const escaped =
-      `replace(replace(replace(lower(${ctx.bind(String(x), 'text')}), '\\', '\\\\'), ` + `'%', '\\%'), '_', '\\_')`
+      `replace(replace(replace(lower(${ctx.bind(String(x), 'text')}), '\\', '\\\\'), ` +
+      `'%', '\\%'), '_', '\\_')`
     return `lower(${v}) like ('%' || ${escaped} || '%')`
   },
   GTD: (v, [n], _t, ctx) => `${v} < ${ctx.today()} - ${ctx.bind(String(n), 'integer')}`,
-  LTD: (v, [n], _t, ctx) => `(${v} > ${ctx.today()} - ${ctx.bind(String(n), 'integer')} and ${v} <= ${ctx.today()})`,
+  LTD: (v, [n], _t, ctx) =>
+    `(${v} > ${ctx.today()} - ${ctx.bind(String(n), 'integer')} and ${v} <= ${ctx.today()})`,
   KNOWN: (v, _xs, t) => (t === 'string' ? `(${v} is not null and ${v} <> '')` : `${v} is not null`),
 }
 
@@ -143,7 +158,8 @@ type SetSql = { IN: (xs: Scalar[], ctx: Ctx) => string; KNOWN: (ctx: Ctx) => str
 const OWNER_SQL: SetSql = {
   IN: (xs, ctx) => idMatch('r.owner_user_id', resolvedIds(ctx.lookups.users, xs), ctx),
   // owner_user_id has no foreign key: an owner is known when the user row exists.
-  KNOWN: (ctx) => `exists (select 1 from users u where u.account_id = ${ctx.account} and u.id = r.owner_user_id)`,
+  KNOWN: (ctx) =>
+    `exists (select 1 from users u where u.account_id = ${ctx.account} and u.id = r.owner_user_id)`,
 }
 
 export function tagLinksSql(ctx: Ctx): string {
@@ -154,11 +170,11 @@ export function tagLinksSql(ctx: Ctx): string {
   )
 }
 
-// A record's tags are its links, and their ids are on the record too, in tag_ids (sql/021, kept in step
-// by trigger). One tag is found through its links, which hold the record's external id (sql/010) and so
-// can drive a page in external-id order. Anything else tests the record's own ids: on the links, the
-// planner read every link of the tags before each page's first row. The ids are never null and neither
-// is EXISTS, so the negation needs no coalesce (criterionSql).
+// A record's tags are its links, and their ids are on the record too, in tag_ids (sql/021, kept
+// in step by trigger). One tag is found through its links, which hold the record's external id
+// (sql/010) and so can drive a page in external-id order. Anything else tests the record's own ids:
+// on the links, the planner read every link of the tags before each page's first row. The ids are
+// never null and neither is EXISTS, so the negation needs no coalesce (criterionSql).
 function tagsSql(c: Criterion, ctx: Ctx): string {
   if (c.op === 'KNOWN') return `${c.negated ? '' : 'not '}r.tag_ids = '{}'`
   const ids = resolvedIds(ctx.lookups.tags, c.operands)
@@ -174,11 +190,12 @@ function tagsSql(c: Criterion, ctx: Ctx): string {
 // is the typed test (the bag holds {codename: value} with value of the property's JSON type; jsonb
 // equality compares numbers as numerics and other types as unequal, and parsed dates are canonical
 // YYYY-MM-DD strings). One operand is jsonb containment, the same test, which can use the GIN index
-// on the bag and its statistics; several are one array of JSON values, whose cost does not grow with
-// the list as one containment test per value, ORed, did (docs/benchmarks.md).
+// on the bag and its statistics; several are one array of JSON values, whose cost does not grow
+// with the list as one containment test per value, ORed, did (docs/benchmarks.md).
 function jsonInSql(field: Field, operands: Scalar[], ctx: Ctx): string {
   const bag = field.source === 'attribute' ? 'r.attributes' : 'r.metrics'
-  if (operands.length === 1) return `${bag} @> ${ctx.bind(JSON.stringify({ [field.name]: operands[0] }), 'jsonb')}`
+  if (operands.length === 1)
+    return `${bag} @> ${ctx.bind(JSON.stringify({ [field.name]: operands[0] }), 'jsonb')}`
   const value = `(${bag} -> ${ctx.bind(field.name, 'text')})`
   const values = operands.map((x) => JSON.stringify(x))
   return `${value} = any(${bindList(ctx, values, 'jsonb')})`
@@ -217,14 +234,15 @@ const INTEGER_SQL: Partial<Record<PositiveOp, ScalarSql>> = {
 }
 
 // A constant list costs the planner an estimate per value, each reading the column's common values
-// again, and its estimate sums their shares, a share even for each value no record holds: a long name
-// list took longer to plan than to run, and looked broad enough to walk the account in external-ID
-// order. So a name list ANDed into the query (`conjunct`) is tested twice: by the index, from a scalar
-// subquery that the planner takes for some 10 values and never inlines, and by the same constant
-// under coalesce, estimated flat and hashed, which a filter runs first (an array from a subquery is
-// searched value by value). Inside an OR the constant stays alone: a bitmap scan rechecks the OR's
-// index conditions, the subquery's list among them, on every row it reads (docs/benchmarks.md).
-// The external ids are unique, which the planner reads instead of their values' statistics.
+// again, and its estimate sums their shares, a share even for each value no record holds: a
+// long name list took longer to plan than to run, and looked broad enough to walk the account
+// in external-ID order. So a name list ANDed into the query (`conjunct`) is tested twice: by the
+// index, from a scalar subquery that the planner takes for some 10 values and never inlines, and
+// by the same constant under coalesce, estimated flat and hashed, which a filter runs first (an
+// array from a subquery is searched value by value). Inside an OR the constant stays alone: a
+// bitmap scan rechecks the OR's index conditions, the subquery's list among them, on every row
+// it reads (docs/benchmarks.md). The external ids are unique, which the planner reads instead of
+// their values' statistics.
 const HIDDEN_LISTS = new Set(['name'])
 
 function hiddenListSql(v: string, list: string): string {
@@ -232,7 +250,8 @@ function hiddenListSql(v: string, list: string): string {
 }
 
 function positiveSql(c: Criterion, ctx: Ctx, conjunct: boolean): string {
-  if (c.field.type === 'owner') return c.op === 'KNOWN' ? OWNER_SQL.KNOWN(ctx) : OWNER_SQL.IN(c.operands, ctx)
+  if (c.field.type === 'owner')
+    return c.op === 'KNOWN' ? OWNER_SQL.KNOWN(ctx) : OWNER_SQL.IN(c.operands, ctx)
   const list = c.op === 'IN' && c.operands.length > 1 && c.field.source === 'core'
   if (list && conjunct && HIDDEN_LISTS.has(c.field.name))
     return hiddenListSql(fieldSql(c.field, ctx), bindList(ctx, c.operands.map(String), 'text'))
@@ -242,7 +261,12 @@ function positiveSql(c: Criterion, ctx: Ctx, conjunct: boolean): string {
       ? INTEGER_SQL[c.op]
       : undefined
   const operands = integer && c.op === 'IN' ? c.operands.filter(inRange(c.field.name)) : c.operands
-  return (integer ?? SCALAR_SQL[c.op])(fieldSql(c.field, ctx), operands, valueTypeOf(c.field.type), ctx)
+  return (integer ?? SCALAR_SQL[c.op])(
+    fieldSql(c.field, ctx),
+    operands,
+    valueTypeOf(c.field.type),
+    ctx,
+  )
 }
 
 function criterionSql(c: Criterion, ctx: Ctx, conjunct: boolean): string {
@@ -256,8 +280,8 @@ function criterionSql(c: Criterion, ctx: Ctx, conjunct: boolean): string {
 // A tree as a condition, with every NOT pushed down to the criteria (De Morgan). A positive
 // criterion is SQL null where the record has no value; under AND, OR and WHERE null acts as false
 // would, under NOT it would not (NOT null is null). Pushed down, a NOT becomes the criterion's own
-// negation, which is never null (criterionSql), so no NOT is left above a criterion. `conjunct`: the
-// tree is ANDed into the statement's WHERE, as are the items of its ANDs (once pushed down).
+// negation, which is never null (criterionSql), so no NOT is left above a criterion. `conjunct`:
+// the tree is ANDed into the statement's WHERE, as are the items of its ANDs (once pushed down).
 export function treeSql(t: Tree<Criterion>, ctx: Ctx, negate = false, conjunct = true): string {
   if (!isNode(t)) return criterionSql(negate ? { ...t, negated: !t.negated } : t, ctx, conjunct)
   if ('not' in t) return treeSql(t.not, ctx, !negate, conjunct)

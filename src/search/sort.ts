@@ -5,7 +5,13 @@
 import { createHmac, timingSafeEqual } from 'node:crypto'
 import type { FieldError } from '../errors.ts'
 import { type Defs, lookupField } from './criteria.ts'
-import { type Entity, type SortSpec, TIMESTAMP_FIELDS, type ValueType, valueTypeOf } from './fields.ts'
+import {
+  type Entity,
+  type SortSpec,
+  TIMESTAMP_FIELDS,
+  type ValueType,
+  valueTypeOf,
+} from './fields.ts'
 
 export type SortType = ValueType | 'timestamp'
 export interface SortKey {
@@ -21,11 +27,17 @@ const UNSORTABLE: ReadonlySet<string> = new Set(['owner', 'tags'])
 function resolveKey(entity: Entity, spec: SortSpec, at: string, defs: Defs, errors: FieldError[]) {
   const descending = spec.direction === 'desc'
   if (TIMESTAMP_FIELDS.has(spec.propertyName)) {
-    return { source: 'core' as const, name: spec.propertyName, type: 'timestamp' as const, descending }
+    return {
+      source: 'core' as const,
+      name: spec.propertyName,
+      type: 'timestamp' as const,
+      descending,
+    }
   }
   const field = lookupField(entity, spec.propertyName, defs)
   if (typeof field === 'string' || UNSORTABLE.has(field.name)) {
-    const why = typeof field === 'string' ? field : `${field.name} holds a set of values and is not sortable`
+    const why =
+      typeof field === 'string' ? field : `${field.name} holds a set of values and is not sortable`
     errors.push({ path: `${at}/propertyName`, message: why })
     return undefined
   }
@@ -33,13 +45,22 @@ function resolveKey(entity: Entity, spec: SortSpec, at: string, defs: Defs, erro
 }
 
 // The request's sort keys, each problem in `errors` with its path.
-export function resolveSort(entity: Entity, sort: readonly SortSpec[], defs: Defs, errors: FieldError[]): SortKey[] {
+export function resolveSort(
+  entity: Entity,
+  sort: readonly SortSpec[],
+  defs: Defs,
+  errors: FieldError[],
+): SortKey[] {
   return sort.flatMap((spec, i) => resolveKey(entity, spec, `/sort/${i}`, defs, errors) ?? [])
 }
 
 // What a cursor is valid for: the account, the entity and the sort keys with their types (a
 // property whose type changed between pages makes the old cursor's values meaningless).
-export function cursorScope(account: number | string, entity: Entity, keys: readonly SortKey[]): string {
+export function cursorScope(
+  account: number | string,
+  entity: Entity,
+  keys: readonly SortKey[],
+): string {
   const sort = keys.map((k) => `${k.source}:${k.name}:${k.type}:${k.descending ? 'desc' : 'asc'}`)
   return [account, entity, ...sort].join('\n')
 }
@@ -57,7 +78,12 @@ export function sealCursor(values: CursorValues, key: Uint8Array, scope: string)
 }
 
 // The values of a cursor sealed for this scope, or undefined for anything else.
-export function openCursor(token: string, key: Uint8Array, scope: string, keys: number): CursorValues | undefined {
+export function openCursor(
+  token: string,
+  key: Uint8Array,
+  scope: string,
+  keys: number,
+): CursorValues | undefined {
   const [body, signature, ...rest] = token.split('.')
   if (rest.length > 0 || !body || !signature) return undefined
   const expected = Buffer.from(mac(key, scope, body))

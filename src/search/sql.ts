@@ -19,7 +19,14 @@ import {
 import { afterSql, columnsSql, joinsSql, propertiesSql } from './columns.ts'
 import { afterKeysSql, indexedFirst, KEY_TEXT, keySql, splitPage } from './keyset.ts'
 import { coreSql, type Ctx, type SqlType, treeSql } from './predicates.ts'
-import { type CursorValues, cursorScope, openCursor, resolveSort, type SortKey, sealCursor } from './sort.ts'
+import {
+  type CursorValues,
+  cursorScope,
+  openCursor,
+  resolveSort,
+  type SortKey,
+  sealCursor,
+} from './sort.ts'
 
 // What every statement over the matching records takes: the condition and where it applies.
 export type MatchInput = Conditions & {
@@ -59,19 +66,29 @@ export interface CompiledSearch {
 
 // What begin reads: a match, and what a page adds to it.
 type BeginInput = MatchInput &
-  Partial<Pick<SearchInput, 'limit' | 'properties' | 'sort' | 'afterServiceId' | 'afterCursor' | 'cursorKey'>>
+  Partial<
+    Pick<
+      SearchInput,
+      'limit' | 'properties' | 'sort' | 'afterServiceId' | 'afterCursor' | 'cursorKey'
+    >
+  >
 
 // The sort keys, and the values of the cursor the page starts after (each problem in `errors`).
 function sortOf(input: BeginInput, defs: ReadonlyMap<string, PropertyDef>, errors: FieldError[]) {
   const keys = resolveSort(input.entity, input.sort ?? [], defs, errors)
   if (keys.length > 0 && input.afterServiceId !== undefined) {
-    errors.push({ path: '/after', message: 'under a sort, must be the string paging.next.after of the previous page' })
+    errors.push({
+      path: '/after',
+      message: 'under a sort, must be the string paging.next.after of the previous page',
+    })
   }
   if (input.afterCursor === undefined || errors.length > 0) return { keys }
   const scope = cursorScope(input.accountId, input.entity, keys)
-  const after = input.cursorKey && openCursor(input.afterCursor, input.cursorKey, scope, keys.length)
+  const after =
+    input.cursorKey && openCursor(input.afterCursor, input.cursorKey, scope, keys.length)
   if (!after) {
-    const message = 'is not a cursor of this search: send paging.next.after of the previous page, with the same sort'
+    const message =
+      'is not a cursor of this search: send paging.next.after of the previous page, with the same sort'
     errors.push({ path: '/after', message })
   }
   return { keys, after }
@@ -80,7 +97,8 @@ function sortOf(input: BeginInput, defs: ReadonlyMap<string, PropertyDef>, error
 export const INVALID_SEARCH = 'The search request is invalid.'
 
 // The input's condition and sort, checked against the account's catalog (and a cursor against its
-// search): each problem in `errors`, after the caller's own. The body's schema has checked its shape.
+// search): each problem in `errors`, after the caller's own. The body's schema has
+// checked its shape.
 function checked(input: BeginInput, errors: FieldError[]) {
   const tree = collectTree(input.entity, input, input.catalog, errors)
   const { keys, after } = sortOf(input, new Map(input.catalog.map((d) => [d.codename, d])), errors)
@@ -101,7 +119,9 @@ export interface CheckedSearch {
 // the checked search when there is none.
 export function checkSearch(
   input: SearchInput,
-): { problems: FieldError[]; search?: undefined } | { problems?: undefined; search: CheckedSearch } {
+):
+  | { problems: FieldError[]; search?: undefined }
+  | { problems?: undefined; search: CheckedSearch } {
   const errors: FieldError[] = []
   const search = { input, ...checked(input, errors) }
   return errors.length > 0 ? { problems: errors } : { search }
@@ -134,7 +154,8 @@ function bound(input: BeginInput) {
 }
 
 // The input's condition and sort, checked (or a 400 whose detail is `refusal`, with every problem
-// of the input after the caller's own `errors`), and a context that binds one statement's parameters.
+// of the input after the caller's own `errors`), and a context that binds one statement's
+// parameters.
 function begin(input: BeginInput, refusal: string, errors: FieldError[] = []) {
   const { tree, keys, after } = checked(input, errors)
   if (errors.length > 0) refuse(400, refusal, errors)
@@ -143,17 +164,22 @@ function begin(input: BeginInput, refusal: string, errors: FieldError[] = []) {
 
 // A search's input, checked here, or a search checked already, which is not checked again.
 const begun = (search: SearchInput | CheckedSearch) =>
-  'tree' in search ? { ...search, ...bound(search.input) } : { input: search, ...begin(search, INVALID_SEARCH) }
+  'tree' in search
+    ? { ...search, ...bound(search.input) }
+    : { input: search, ...begin(search, INVALID_SEARCH) }
 
-// Top-level ANDs as separate conditions, so that the interface's filters compile one condition each.
-const conjuncts = (t: Tree<Criterion>): Tree<Criterion>[] => (isNode(t) && 'and' in t ? t.and.flatMap(conjuncts) : [t])
+// Top-level ANDs as separate conditions, so that the interface's filters compile one
+// condition each.
+const conjuncts = (t: Tree<Criterion>): Tree<Criterion>[] =>
+  isNode(t) && 'and' in t ? t.and.flatMap(conjuncts) : [t]
 
-const isOr = (t: Tree<Criterion>): t is { or: readonly Tree<Criterion>[] } => isNode(t) && 'or' in t && t.or.length > 1
+const isOr = (t: Tree<Criterion>): t is { or: readonly Tree<Criterion>[] } =>
+  isNode(t) && 'or' in t && t.or.length > 1
 
 // The account's records `r` that the condition matches: the table with the joins the condition
 // (and the sort keys or the statement's own `fields`) read, and the conditions, to be ANDed. With
-// `split`, a top-level OR is left out of `where` and its groups come as `groups` instead, each to be
-// ANDed with `where` on its own.
+// `split`, a top-level OR is left out of `where` and its groups come as `groups` instead, each to
+// be ANDed with `where` on its own.
 function matchSql(
   ctx: Ctx,
   tree: Tree<Criterion>,
@@ -163,13 +189,22 @@ function matchSql(
   const joins = joinsSql(ctx)
   const read = [...leavesOf(tree).map((c) => c.field), ...fields]
   const reads = (alias: string) =>
-    read.some((f) => f.source === 'core' && new RegExp(`\\b${alias}\\.`).test(coreSql(f.name, ctx) ?? ''))
-  const from = [`${TABLES[ctx.entity].records} r`, reads('h') ? joins.scores : '', reads('oc') ? joins.customer : '']
+    read.some(
+      (f) => f.source === 'core' && new RegExp(`\\b${alias}\\.`).test(coreSql(f.name, ctx) ?? ''),
+    )
+  const from = [
+    `${TABLES[ctx.entity].records} r`,
+    reads('h') ? joins.scores : '',
+    reads('oc') ? joins.customer : '',
+  ]
   const parts = conjuncts(tree)
   const or = split ? parts.find(isOr) : undefined
   return {
     from: from.filter(Boolean).join(' '),
-    where: [`r.account_id = ${ctx.account}`, ...parts.filter((c) => c !== or).map((c) => treeSql(c, ctx))],
+    where: [
+      `r.account_id = ${ctx.account}`,
+      ...parts.filter((c) => c !== or).map((c) => treeSql(c, ctx)),
+    ],
     groups: or ? or.or.map((g) => treeSql(g, ctx)) : [],
   }
 }
@@ -186,7 +221,9 @@ export function compileSearch(search: SearchInput | CheckedSearch): CompiledSear
     ...(input.afterServiceId === undefined
       ? []
       : [`r.external_id > (${afterSql(ctx, ctx.bind(String(input.afterServiceId), 'bigint'))})`]),
-    ...(input.externalId === undefined ? [] : [`r.external_id = ${ctx.bind(input.externalId, 'text')}`]),
+    ...(input.externalId === undefined
+      ? []
+      : [`r.external_id = ${ctx.bind(input.externalId, 'text')}`]),
   ]
   const order = (of: (i: number) => string) => [
     ...keys.map((k, i) => `${of(i)} ${k.descending ? 'desc' : 'asc'} nulls last`),
@@ -235,12 +272,21 @@ export function compileSearch(search: SearchInput | CheckedSearch): CompiledSear
 }
 
 // All the records the search matches, paging aside: their number (column `total`), or the
-// planner's estimate of it, EXPLAIN's rows of the matching records (`estimate`), planned, never run.
-export function compileCount(search: SearchInput | CheckedSearch, estimate: boolean): CompiledSearch {
+// planner's estimate of it, EXPLAIN's rows of the matching records (`estimate`),
+// planned, never run.
+export function compileCount(
+  search: SearchInput | CheckedSearch,
+  estimate: boolean,
+): CompiledSearch {
   const { tree, ctx, params } = begun(search)
   const { from, where } = matchSql(ctx, tree)
   const match = `from ${from}\nwhere ${where.join('\n  and ')}`
-  return { text: estimate ? `explain (format json) select 1 ${match}` : `select count(*) as total ${match}`, params }
+  return {
+    text: estimate
+      ? `explain (format json) select 1 ${match}`
+      : `select count(*) as total ${match}`,
+    params,
+  }
 }
 
 // The records the search matches, paging aside (columns service_id and external_id): the set a
@@ -248,7 +294,10 @@ export function compileCount(search: SearchInput | CheckedSearch, estimate: bool
 export function compileMembers(input: MatchInput): CompiledSearch {
   const { tree, ctx, params } = begin(input, "The segment's search is invalid.")
   const { from, where } = matchSql(ctx, tree)
-  return { text: `select r.service_id, r.external_id from ${from}\nwhere ${where.join('\n  and ')}`, params }
+  return {
+    text: `select r.service_id, r.external_id from ${from}\nwhere ${where.join('\n  and ')}`,
+    params,
+  }
 }
 
 // The matching records for a statement built elsewhere (src/search/aggregate.ts): FROM, joining

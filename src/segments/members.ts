@@ -26,11 +26,14 @@ interface MembershipChange {
 // correlated to a CTE's rows.
 export const recomputeSegment = async (tx: Tx, accountId: number, segmentId: number) => {
   const [segment] = await tx`
-    select name, body, computed_at from segments where account_id = ${accountId} and id = ${segmentId}
+    select name, body, computed_at from segments where account_id = ${accountId}
+      and id = ${segmentId}
     for no key update`
   if (!segment) return null
   const match = await matchQuery(tx, accountId, savedOf(segment.body))
-  const [a, s] = [match.params.length + 1, match.params.length + 2].map((n) => `$${n}::text::bigint`)
+  const [a, s] = [match.params.length + 1, match.params.length + 2].map(
+    (n) => `$${n}::text::bigint`,
+  )
   const [row] = await tx.unsafe(
     `with matched as materialized (${match.text}
     ), exited as (
@@ -52,27 +55,52 @@ export const recomputeSegment = async (tx: Tx, accountId: number, segmentId: num
       array(select customer_id from exited order by 1) as exited`,
     [...(match.params as string[]), String(accountId), String(segmentId)],
   )
-  const change = { segment_id: segmentId, entered: row.entered, exited: row.exited } as MembershipChange
-  if (segment.computed_at !== null) await announce(tx, accountId, { id: segmentId, name: segment.name }, change)
+  const change = {
+    segment_id: segmentId,
+    entered: row.entered,
+    exited: row.exited,
+  } as MembershipChange
+  if (segment.computed_at !== null)
+    await announce(tx, accountId, { id: segmentId, name: segment.name }, change)
   return change
 }
 
 // segment.entered and segment.exited, in the recomputation's transaction. A segment's first
 // computation is its initial population, not customers entering it, and announces nothing.
-const announce = async (tx: Tx, accountId: number, segment: { id: number; name: string }, change: MembershipChange) => {
-  const customers = <E extends 'segment.entered' | 'segment.exited'>(ids: number[]) => tx<EventItem<E>[]>`
+const announce = async (
+  tx: Tx,
+  accountId: number,
+  segment: { id: number; name: string },
+  change: MembershipChange,
+) => {
+  const customers = <E extends 'segment.entered' | 'segment.exited'>(ids: number[]) => tx<
+    EventItem<E>[]
+  >`
     select m.customer_id as service_id, m.external_id, c.name from segment_members m
       left join customers c on c.account_id = m.account_id and c.service_id = m.customer_id
-    where m.account_id = ${accountId} and m.segment_id = ${segment.id} and m.customer_id = any(${ids}::bigint[])
+    where m.account_id = ${accountId} and m.segment_id = ${segment.id}
+      and m.customer_id = any(${ids}::bigint[])
       and m.id = (select max(l.id) from segment_members l where l.account_id = ${accountId}
         and l.segment_id = m.segment_id and l.customer_id = m.customer_id)
     order by m.customer_id`
   if (change.entered.length)
-    await enqueueEvent(tx, accountId, 'segment.entered', await customers<'segment.entered'>(change.entered), {
-      segment,
-    })
+    await enqueueEvent(
+      tx,
+      accountId,
+      'segment.entered',
+      await customers<'segment.entered'>(change.entered),
+      {
+        segment,
+      },
+    )
   if (change.exited.length)
-    await enqueueEvent(tx, accountId, 'segment.exited', await customers<'segment.exited'>(change.exited), { segment })
+    await enqueueEvent(
+      tx,
+      accountId,
+      'segment.exited',
+      await customers<'segment.exited'>(change.exited),
+      { segment },
+    )
 }
 
 // One segment the job cannot bring up to date (its saved search is past a limit made after it was
@@ -81,7 +109,11 @@ const announce = async (tx: Tx, accountId: number, segment: { id: number; name: 
 const recomputedOrSkipped = (app: App, accountId: number, id: number) =>
   budgeted(app, undefined, 'segment', (tx) => recomputeSegment(tx, accountId, id)).catch((err) => {
     if (!(err instanceof Refusal && (err.status === 400 || err.status === 422))) throw err
-    app.log('warn', 'segment not recomputed', { account: accountId, segment: id, reason: err.message })
+    app.log('warn', 'segment not recomputed', {
+      account: accountId,
+      segment: id,
+      reason: err.message,
+    })
     return null
   })
 
@@ -100,6 +132,14 @@ export const recomputeSegments = async (app: App, { account_id: accountId }: Acc
 export const MAX_HISTORY = 1000
 export const DEFAULT_HISTORY = 100
 
+type MemberRow = {
+  id: number
+  customer: string
+  service_id: number
+  entered_at: Date
+  exited_at: Date | null
+}
+
 // A segment's stays, the latest entry first: current members (exited_at null) and past ones.
 export const membershipHistory = async (
   app: App,
@@ -107,13 +147,14 @@ export const membershipHistory = async (
   segmentId: number,
   { limit, after }: { limit: number; after?: number },
 ) => {
-  const [segment] = await app.sql`select 1 from segments where account_id = ${accountId} and id = ${segmentId}`
+  const [segment] =
+    await app.sql`select 1 from segments where account_id = ${accountId} and id = ${segmentId}`
   if (!segment) refuse(404, `No segment ${segmentId} in this account.`)
-  const rows = await app.sql<
-    { id: number; customer: string; service_id: number; entered_at: Date; exited_at: Date | null }[]
-  >`
-    select id, external_id as customer, customer_id as service_id, entered_at, exited_at from segment_members
-    where account_id = ${accountId} and segment_id = ${segmentId} and id < ${after ?? Number.MAX_SAFE_INTEGER}
+  const rows = await app.sql<MemberRow[]>`
+    select id, external_id as customer, customer_id as service_id, entered_at, exited_at
+      from segment_members
+    where account_id = ${accountId} and segment_id = ${segmentId}
+      and id < ${after ?? Number.MAX_SAFE_INTEGER}
     order by id desc limit ${limit + 1}`
   const results = rows.slice(0, limit).map(({ id: _id, ...stay }) => stay)
   return {

@@ -71,7 +71,8 @@ export const segmentRoutes: Route[] = [
     summary: "Replace a segment's name and search",
     reply: { status: 200, body: Segment },
     example: EXAMPLE,
-    handler: async (req, app) => ok(await updateSegment(app, req.auth.accountId, segmentId(req), req.input)),
+    handler: async (req, app) =>
+      ok(await updateSegment(app, req.auth.accountId, segmentId(req), req.input)),
   }),
   route({
     method: 'DELETE',
@@ -81,7 +82,9 @@ export const segmentRoutes: Route[] = [
     tag: 'segments',
     summary: 'Delete a segment and its membership history',
     reply: { status: 204 },
-    handler: async (req, app) => (await deleteSegment(app, req.auth.accountId, segmentId(req)), noContent),
+    handler: async (req, app) => (
+      await deleteSegment(app, req.auth.accountId, segmentId(req)), noContent
+    ),
   }),
   route({
     method: 'POST',
@@ -109,7 +112,10 @@ export const segmentRoutes: Route[] = [
     query: {
       limit: {
         description: `How many, latest entry first (default ${DEFAULT_HISTORY}).`,
-        schema: v.optional(v.pipe(v.number(), v.integer(), v.minValue(1), v.maxValue(MAX_HISTORY)), DEFAULT_HISTORY),
+        schema: v.optional(
+          v.pipe(v.number(), v.integer(), v.minValue(1), v.maxValue(MAX_HISTORY)),
+          DEFAULT_HISTORY,
+        ),
       },
       after: {
         description: 'paging.next.after of the page before.',
@@ -120,7 +126,8 @@ export const segmentRoutes: Route[] = [
     tag: 'segments',
     summary: 'Who entered the segment and left it, when: current members have no exited_at',
     reply: { status: 200, body: SegmentHistory },
-    handler: async (req, app) => ok(await membershipHistory(app, req.auth.accountId, segmentId(req), req.queryInput)),
+    handler: async (req, app) =>
+      ok(await membershipHistory(app, req.auth.accountId, segmentId(req), req.queryInput)),
   }),
 ]
 

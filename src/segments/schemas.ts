@@ -7,7 +7,10 @@ export const Segment = v.object({
   name: v.string(),
   ...selection,
   members: describe(int, 'Customers in the segment as of its latest recomputation (computed_at).'),
-  computed_at: describe(v.nullable(Timestamp), 'When its membership was last recomputed; null before the first time.'),
+  computed_at: describe(
+    v.nullable(Timestamp),
+    'When its membership was last recomputed; null before the first time.',
+  ),
   created_at: Timestamp,
   updated_at: Timestamp,
 })
@@ -18,7 +21,10 @@ export const SegmentHistory = v.object({
       customer: describe(v.string(), "The customer's external id."),
       service_id: int,
       entered_at: describe(Timestamp, 'When the recomputation found it matching.'),
-      exited_at: describe(v.nullable(Timestamp), 'When a recomputation found it no longer matching; null: a member.'),
+      exited_at: describe(
+        v.nullable(Timestamp),
+        'When a recomputation found it no longer matching; null: a member.',
+      ),
     }),
   ),
   paging: describe(

@@ -15,7 +15,13 @@ import { compileMembers } from '../search/sql.ts'
 import { parse, storable } from '../validate.ts'
 
 export const SegmentBody = savedSearch({
-  name: v.pipe(v.string(), v.trim(), v.minLength(1, 'Must not be empty.'), v.maxLength(255), storable),
+  name: v.pipe(
+    v.string(),
+    v.trim(),
+    v.minLength(1, 'Must not be empty.'),
+    v.maxLength(255),
+    storable,
+  ),
 })
 export type SegmentBody = v.InferOutput<typeof SegmentBody>
 
@@ -31,7 +37,9 @@ export const savedOf = (body: unknown) => parse(SavedSearch, body)
 // which is never read.
 export const matchQuery = async (tx: Tx, accountId: number, saved: SavedSearch) => {
   const body: SearchBody = { ...saved, limit: 1 }
-  return compileMembers(searchInput(accountId, 'customer', body, await searchContext(tx, accountId, 'customer', body)))
+  return compileMembers(
+    searchInput(accountId, 'customer', body, await searchContext(tx, accountId, 'customer', body)),
+  )
 }
 
 // Checked inside the transaction that stores it, with the account's customer property rows locked
@@ -57,13 +65,15 @@ const shown = (row: Record<string, unknown>) => {
 }
 
 const nameTaken = (name: string) => (err: unknown) => {
-  if (sqlState(err) === SQLSTATE.UNIQUE_VIOLATION) refuse(409, `A segment named ${JSON.stringify(name)} exists.`)
+  if (sqlState(err) === SQLSTATE.UNIQUE_VIOLATION)
+    refuse(409, `A segment named ${JSON.stringify(name)} exists.`)
   throw err
 }
 
 export const readSegment = async (app: App, accountId: number, id: number) => {
   const [row] = await app.sql`
-    select ${SEGMENT_COLUMNS(app.sql, accountId)} from segments s where s.account_id = ${accountId} and s.id = ${id}`
+    select ${SEGMENT_COLUMNS(app.sql, accountId)} from segments s where s.account_id = ${accountId}
+      and s.id = ${id}`
   return row ? shown(row) : refuse(404, `No segment ${id} in this account.`)
 }
 
@@ -87,7 +97,8 @@ export const createSegment = async (app: App, accountId: number, body: SegmentBo
 export const updateSegment = async (app: App, accountId: number, id: number, body: SegmentBody) => {
   await app.sql.begin(async (tx) => {
     const { name, saved } = await checked(tx, accountId, body)
-    const [row] = await tx`update segments set name = ${name}, body = ${tx.json(saved)}, updated_at = now()
+    const [row] =
+      await tx`update segments set name = ${name}, body = ${tx.json(saved)}, updated_at = now()
       where account_id = ${accountId} and id = ${id} returning id`.catch(nameTaken(name))
     if (!row) refuse(404, `No segment ${id} in this account.`)
     await addRecomputeSegments(tx, accountId)
@@ -97,13 +108,21 @@ export const updateSegment = async (app: App, accountId: number, id: number, bod
 
 // A page of the segment's members: its saved search run now, paged as a customer search is, so
 // that it answers exactly what the same body sent to customer search would.
-export const searchMembers = async (app: App, accountId: number, id: number, page: PageBody, caller?: Caller) => {
-  const [row] = await app.sql`select body from segments where account_id = ${accountId} and id = ${id}`
+export const searchMembers = async (
+  app: App,
+  accountId: number,
+  id: number,
+  page: PageBody,
+  caller?: Caller,
+) => {
+  const [row] =
+    await app.sql`select body from segments where account_id = ${accountId} and id = ${id}`
   if (!row) refuse(404, `No segment ${id} in this account.`)
   return searchPage(app, accountId, 'customer', { ...savedOf(row.body), ...page }, caller)
 }
 
 export const deleteSegment = async (app: App, accountId: number, id: number) => {
-  const [row] = await app.sql`delete from segments where account_id = ${accountId} and id = ${id} returning id`
+  const [row] =
+    await app.sql`delete from segments where account_id = ${accountId} and id = ${id} returning id`
   if (!row) refuse(404, `No segment ${id} in this account.`)
 }

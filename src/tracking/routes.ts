@@ -27,7 +27,8 @@ const WRITE_KEY: KeyAuth = {
 }
 
 export const trackingRoutes: Route[] = [
-  // The latest events tracked for one external id (matched to a customer or not), for the key's account.
+  // The latest events tracked for one external id (matched to a customer or not), for
+  // the key's account.
   route({
     method: 'GET',
     path: '/api/v1/customer/:external_id/events',
@@ -35,10 +36,18 @@ export const trackingRoutes: Route[] = [
     query: { limit: EventQuery.limit },
     name: 'customer-events',
     tag: 'tracking',
-    summary: 'The latest events tracked for a customer, newest first, with counts by state (?limit=)',
+    summary:
+      'The latest events tracked for a customer, newest first, with counts by state (?limit=)',
     reply: { status: 200, body: Events },
     handler: async (req, app) =>
-      ok(await listEvents(app.sql, req.auth.accountId, textParam(req, 'external_id'), req.queryInput.limit)),
+      ok(
+        await listEvents(
+          app.sql,
+          req.auth.accountId,
+          textParam(req, 'external_id'),
+          req.queryInput.limit,
+        ),
+      ),
   }),
   route({
     method: 'POST',
@@ -76,7 +85,14 @@ export const trackingRoutes: Route[] = [
     query: EventQuery,
     summary: 'Count and list recent tracking events (?customer=&limit=, newest first)',
     handler: async (req, app) =>
-      ok(await listEvents(app.sql, await accountIn(req, app), req.queryInput.customer, req.queryInput.limit)),
+      ok(
+        await listEvents(
+          app.sql,
+          await accountIn(req, app),
+          req.queryInput.customer,
+          req.queryInput.limit,
+        ),
+      ),
   }),
   route({
     method: 'GET',
@@ -84,7 +100,8 @@ export const trackingRoutes: Route[] = [
     auth: WRITE_KEY,
     name: 'ingest-status',
     tag: 'tracking',
-    summary: "The account's Segment ingest: counts by type and by reason dropped, dropped trait keys, last errors",
+    summary:
+      "The account's Segment ingest: counts by type and by reason dropped, dropped trait keys, last errors",
     reply: { status: 200, body: IngestStatus },
     handler: async (req, app) => ok(await ingestStatus(app.sql, req.auth.accountId)),
   }),
@@ -93,7 +110,8 @@ export const trackingRoutes: Route[] = [
     path: '/admin/v1/accounts/:id/ingest',
     auth: 'admin',
     name: 'account-ingest-status',
-    summary: "An account's Segment ingest: counts by type and by reason dropped, dropped trait keys, last errors",
+    summary:
+      "An account's Segment ingest: counts by type and by reason dropped, dropped trait keys, last errors",
     reply: { status: 200, body: IngestStatus },
     handler: async (req, app) => ok(await ingestStatus(app.sql, await accountIn(req, app))),
   }),
@@ -111,16 +129,38 @@ export const relayRoutes: Route[] = [
     name: 'segment-batch',
     unaudited: 'intake',
     tag: 'tracking',
-    summary: 'Segment HTTP Tracking API: a batch of messages (200 once stored; applied in the background)',
+    summary:
+      'Segment HTTP Tracking API: a batch of messages (200 once stored; applied in the background)',
     reply: { status: 200, body: RelayAccepted },
     example: {
       batch: [
-        { type: 'group', messageId: 'm-1', userId: 'pat', groupId: 'acme-1', traits: { name: 'Acme', plan: 'pro' } },
-        { type: 'track', messageId: 'm-2', userId: 'pat', event: 'report.exported', properties: { rows: 12 } },
+        {
+          type: 'group',
+          messageId: 'm-1',
+          userId: 'pat',
+          groupId: 'acme-1',
+          traits: { name: 'Acme', plan: 'pro' },
+        },
+        {
+          type: 'track',
+          messageId: 'm-2',
+          userId: 'pat',
+          event: 'report.exported',
+          properties: { rows: 12 },
+        },
       ],
     },
     handler: async (req, app) =>
-      ok(await receiveRelay(app, req.auth.accountId, req.body.length, req.input.batch, undefined, req.input)),
+      ok(
+        await receiveRelay(
+          app,
+          req.auth.accountId,
+          req.body.length,
+          req.input.batch,
+          undefined,
+          req.input,
+        ),
+      ),
   }),
   ...TYPES.map((type) =>
     route({
@@ -133,12 +173,14 @@ export const relayRoutes: Route[] = [
       unaudited: 'intake',
       summary: `Segment HTTP Tracking API: one ${type} message (200 once stored; applied in the background)`,
       reply: { status: 200, body: RelayAccepted },
-      handler: async (req, app) => ok(await receiveRelay(app, req.auth.accountId, req.body.length, [req.input], type)),
+      handler: async (req, app) =>
+        ok(await receiveRelay(app, req.auth.accountId, req.body.length, [req.input], type)),
     }),
   ),
 ]
 
-// Suppressions of erased people (tracking/suppressions.ts), listed after every older row of the table.
+// Suppressions of erased people (tracking/suppressions.ts), listed after every older
+// row of the table.
 export const suppressionRoutes: Route[] = [
   route({
     method: 'GET',
@@ -146,7 +188,8 @@ export const suppressionRoutes: Route[] = [
     auth: { key: 'erase' },
     name: 'list-suppressions',
     tag: 'privacy',
-    summary: "The account's suppressions: erased external ids whose tracked events are dropped (hashed)",
+    summary:
+      "The account's suppressions: erased external ids whose tracked events are dropped (hashed)",
     reply: { status: 200, body: v.array(Suppression) },
     handler: async (req, app) => ok(await listSuppressions(app.sql, req.auth.accountId)),
   }),
@@ -156,10 +199,17 @@ export const suppressionRoutes: Route[] = [
     auth: { key: 'erase' },
     name: 'lift-suppression',
     tag: 'privacy',
-    summary: 'Lift the suppression of a customer or contact external id: its tracked events apply again',
+    summary:
+      'Lift the suppression of a customer or contact external id: its tracked events apply again',
     reply: { status: 204 },
     handler: async (req, app) => (
-      await liftSuppression(app.sql, req.auth.accountId, req.params.entity, textParam(req, 'external_id')), noContent
+      await liftSuppression(
+        app.sql,
+        req.auth.accountId,
+        req.params.entity,
+        textParam(req, 'external_id'),
+      ),
+      noContent
     ),
   }),
 ]

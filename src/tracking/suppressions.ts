@@ -11,13 +11,20 @@ import { describe, Timestamp } from '../validate.ts'
 type SuppressedEntity = 'customer' | 'contact'
 const SUPPRESSED_ENTITIES: SuppressedEntity[] = ['customer', 'contact']
 
-const hashOf = (sql: Sql | Tx, externalId: ReturnType<Sql>) => sql`sha256(convert_to(${externalId}, 'UTF8'))`
+const hashOf = (sql: Sql | Tx, externalId: ReturnType<Sql>) =>
+  sql`sha256(convert_to(${externalId}, 'UTF8'))`
 
 // The one check, as a condition on SQL expressions naming an event's customer and contact external
 // ids: true when either is suppressed in the account. The tracker's apply path uses it, and so does
-// every other ingest that applies tracked data. Its first part names no row: read once per statement,
-// it spares the hashing of every row of the accounts that have no suppression (most of them).
-export const suppressedSql = (sql: Sql | Tx, accountId: number, customer: ReturnType<Sql>, contact: ReturnType<Sql>) =>
+// every other ingest that applies tracked data. Its first part names no row: read once per
+// statement, it spares the hashing of every row of the accounts that have no suppression
+// (most of them).
+export const suppressedSql = (
+  sql: Sql | Tx,
+  accountId: number,
+  customer: ReturnType<Sql>,
+  contact: ReturnType<Sql>,
+) =>
   sql`(exists (select 1 from suppressions where account_id = ${accountId})
     and exists (select 1 from suppressions x where x.account_id = ${accountId} and (
       (x.entity = 'customer' and x.hash = ${hashOf(sql, customer)})
@@ -40,13 +47,17 @@ export const countDropped = (sql: Sql | Tx, accountId: number, dropped: ReturnTy
 // caller's transaction (an erasure's).
 export const suppress = (tx: Tx, accountId: number, erasureId: number, ids: ReturnType<Tx>) => tx`
   insert into suppressions (account_id, entity, hash, erasure_id)
-  select distinct ${accountId}::bigint, i.entity, ${hashOf(tx, tx`i.external_id`)}, ${erasureId}::bigint
+  select distinct ${accountId}::bigint, i.entity, ${hashOf(tx, tx`i.external_id`)},
+  ${erasureId}::bigint
   from (${ids}) i(entity, external_id)
   on conflict (account_id, entity, hash) do nothing`
 
 export const Suppression = v.object({
   entity: v.picklist(SUPPRESSED_ENTITIES),
-  hash: describe(v.string(), 'The SHA-256 of the external id (UTF-8), hexadecimal: the list names nobody.'),
+  hash: describe(
+    v.string(),
+    'The SHA-256 of the external id (UTF-8), hexadecimal: the list names nobody.',
+  ),
   erasure_id: v.nullable(v.number()),
   created_at: Timestamp,
   dropped: describe(v.number(), 'Tracked events dropped since the suppression began.'),
@@ -54,10 +65,17 @@ export const Suppression = v.object({
 
 export const listSuppressions = (sql: Sql, accountId: number) => sql`
   select entity, encode(hash, 'hex') as hash, erasure_id, created_at, dropped::float8 as dropped
-  from suppressions where account_id = ${accountId} order by created_at desc, entity, hash limit 10000`
+  from suppressions where account_id = ${accountId} order by created_at desc, entity, hash
+    limit 10000`
 
-// A lifted suppression lets the external id's events be applied again (they may create the contact).
-export const liftSuppression = async (sql: Sql, accountId: number, entity: string, externalId: string) => {
+// A lifted suppression lets the external id's events be applied again (they may create
+// the contact).
+export const liftSuppression = async (
+  sql: Sql,
+  accountId: number,
+  entity: string,
+  externalId: string,
+) => {
   if (!SUPPRESSED_ENTITIES.includes(entity as SuppressedEntity))
     refuse(404, `No suppression kind ${entity}: the kinds are customer and contact.`)
   const [row] = await sql`

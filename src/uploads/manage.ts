@@ -8,12 +8,13 @@ import { stuckSql, type UploadState } from './lifecycle.ts'
 // first, those in one state or those stuck; and an operator's retry or cancel of one.
 const columns = (sql: Sql) => sql`
   u.id as upload_id, u.kind, u.status, u.item_count as items, u.created, u.updated, u.ignored,
-  u.dropped_keys, coalesce(u.dropped_key_names, '[]') as dropped_key_names, u.warnings, u.error, u.received_at,
-  u.processed_at, u.scored_at`
+  u.dropped_keys, coalesce(u.dropped_key_names, '[]') as dropped_key_names, u.warnings, u.error,
+  u.received_at, u.processed_at, u.scored_at`
 
 export const getUpload = async (sql: Sql, accountId: number, uploadId: number) => {
-  const [upload] =
-    await sql`select ${columns(sql)} from uploads u where u.account_id = ${accountId} and u.id = ${uploadId}`
+  // One line of SQL from `from` on: test/connection-roles.test.ts finds this read by that text.
+  const [upload] = await sql`select ${columns(sql)}
+    from uploads u where u.account_id = ${accountId} and u.id = ${uploadId}`
   return upload ?? refuse(404, `Upload ${uploadId} does not exist.`)
 }
 
@@ -45,10 +46,14 @@ export const retryUpload = (sql: Sql, accountId: number, uploadId: number, stuck
   sql.begin(async (tx) => {
     const u = await lock(tx, accountId, uploadId, stuckSeconds)
     if (!(u.status === 'failed' || u.stuck) || !u.has_items) {
-      refuse(409, `Upload ${uploadId} is ${u.status}; only a failed or stuck upload can be retried.`)
+      refuse(
+        409,
+        `Upload ${uploadId} is ${u.status}; only a failed or stuck upload can be retried.`,
+      )
     }
     await removeJobs(tx, accountId, uploadId)
-    await tx`update uploads set status = 'received', error = null where account_id = ${accountId} and id = ${uploadId}`
+    await tx`update uploads set status = 'received', error = null where account_id = ${accountId}
+      and id = ${uploadId}`
     await addJobs(tx, [processUploadJob(accountId, uploadId)])
     return { upload_id: uploadId, status: 'received' }
   })

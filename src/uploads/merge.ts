@@ -1,5 +1,5 @@
-// Citus (docs/operations.md): the staging tables are the coordinator's own, and Citus plans a join of
-// one with a distributed table by sending the staged rows to the account's shard; it allows no
+// Citus (docs/operations.md): the staging tables are the coordinator's own, and Citus plans a join
+// of one with a distributed table by sending the staged rows to the account's shard; it allows no
 // subquery correlated to the staged rows there, so a record's absence is an anti-join.
 import type { Tx } from '../db/client.ts'
 import { lockRecordsIn, lockRecordsWhere } from '../db/locks.ts'
@@ -16,7 +16,8 @@ import type { EventItem } from '../webhooks/events.ts'
 const stageItems = async (tx: Tx, accountId: number, uploadId: number, key: string) => {
   await tx`
     create temp table stage_items on commit drop as
-    select i.ord, i.item->>${key} as external_id, i.item from uploads u, jsonb_array_elements(u.items)
+    select i.ord, i.item->>${key} as external_id, i.item
+      from uploads u, jsonb_array_elements(u.items)
       with ordinality as i(item, ord)
     where u.account_id = ${accountId} and u.id = ${uploadId}`
   await tx`analyze stage_items (ord, external_id)`
@@ -26,7 +27,8 @@ const stageItems = async (tx: Tx, accountId: number, uploadId: number, key: stri
 const stageValues = async (tx: Tx) => {
   await tx`
     create temp table stage_values on commit drop as
-    select s.external_id, (m->>'date')::date as date, jsonb_merge_agg((m - 'date') order by s.ord) as vals
+    select s.external_id, (m->>'date')::date as date,
+    jsonb_merge_agg((m - 'date') order by s.ord) as vals
     from stage_items s cross join jsonb_array_elements(s.item->'metrics') m
     group by 1, 2`
   await tx`analyze stage_values (external_id, date)`
@@ -59,7 +61,8 @@ const stageRecords = async (tx: Tx, fields: ReturnType<Tx>) => {
 // The external ids staged in stage_records, as a condition on a record's external id. As an array
 // they are probed in the (account_id, external_id) index: IN (subquery) was planned as a hash join
 // over every record of the account, growing with it (docs/benchmarks.md).
-const stagedExternalIds = (tx: Tx): ReturnType<Tx> => tx`any(array(select external_id from stage_records))`
+const stagedExternalIds = (tx: Tx): ReturnType<Tx> =>
+  tx`any(array(select external_id from stage_records))`
 
 // The staged records of an upload, locked (db/locks.ts) before the merge changes them.
 const lockStagedRecords = (tx: Tx, table: Collection, accountId: number) =>
@@ -72,8 +75,10 @@ const updateCustomers = (tx: Tx, accountId: number, done: number[]) => tx<Writte
     owner_user_id = coalesce(u.id, c.owner_user_id),
     attributes = jsonb_strip_nulls(c.attributes || coalesce(s.attributes, '{}')),
     updated_at = now()
-  from stage_records s left join users u on u.account_id = ${accountId} and lower(u.email) = lower(s.owner_email)
-  where c.account_id = ${accountId} and c.external_id = ${stagedExternalIds(tx)} and c.external_id = s.external_id
+  from stage_records s left join users u on u.account_id = ${accountId}
+    and lower(u.email) = lower(s.owner_email)
+  where c.account_id = ${accountId} and c.external_id = ${stagedExternalIds(tx)}
+    and c.external_id = s.external_id
     and c.service_id <> all(${done}::bigint[])
   returning c.service_id, c.external_id`
 
@@ -81,7 +86,8 @@ const insertCustomers = (tx: Tx, accountId: number) => tx`
   insert into customers (account_id, external_id, name, owner_user_id, attributes, metrics)
   select ${accountId}, s.external_id, s.name, u.id, jsonb_strip_nulls(coalesce(s.attributes, '{}')),
     s.metrics
-  from stage_records s left join users u on u.account_id = ${accountId} and lower(u.email) = lower(s.owner_email)
+  from stage_records s left join users u on u.account_id = ${accountId}
+    and lower(u.email) = lower(s.owner_email)
     left join customers c on c.account_id = ${accountId} and c.external_id = s.external_id
   where c.service_id is null
   order by s.first_ord
@@ -105,10 +111,11 @@ const unknownOwners = async (tx: Tx, accountId: number) => {
 const dropOrphanContacts = async (tx: Tx, accountId: number) => {
   const orphans = await tx`
     select s.external_id from stage_records s
-      left join customers c on c.account_id = ${accountId} and c.external_id = s.customer_external_id
+      left join customers c on c.account_id = ${accountId}
+        and c.external_id = s.customer_external_id
     where c.service_id is null`
-  const dropped =
-    await tx`delete from stage_records where external_id = any(${orphans.map((o) => o.external_id)}::text[])`
+  const dropped = await tx`delete from stage_records where
+      external_id = any(${orphans.map((o) => o.external_id)}::text[])`
   return dropped.count
 }
 
@@ -116,8 +123,10 @@ const updateContacts = (tx: Tx, accountId: number, done: number[]) => tx<Written
   update contacts t set name = s.name, customer_id = c.service_id,
     attributes = jsonb_strip_nulls(t.attributes || coalesce(s.attributes, '{}')),
     updated_at = now()
-  from stage_records s join customers c on c.account_id = ${accountId} and c.external_id = s.customer_external_id
-  where t.account_id = ${accountId} and t.external_id = ${stagedExternalIds(tx)} and t.external_id = s.external_id
+  from stage_records s join customers c on c.account_id = ${accountId}
+    and c.external_id = s.customer_external_id
+  where t.account_id = ${accountId} and t.external_id = ${stagedExternalIds(tx)}
+    and t.external_id = s.external_id
     and t.service_id <> all(${done}::bigint[])
   returning t.service_id, t.external_id`
 
@@ -126,16 +135,20 @@ const updateContacts = (tx: Tx, accountId: number, done: number[]) => tx<Written
 const insertContacts = async (tx: Tx, accountId: number) => {
   const created = await tx`
     insert into contacts (account_id, external_id, customer_id, name, attributes, metrics)
-    select ${accountId}, s.external_id, c.service_id, s.name, jsonb_strip_nulls(coalesce(s.attributes, '{}')),
+    select ${accountId}, s.external_id, c.service_id, s.name,
+      jsonb_strip_nulls(coalesce(s.attributes, '{}')),
       s.metrics
-    from stage_records s join customers c on c.account_id = ${accountId} and c.external_id = s.customer_external_id
+    from stage_records s join customers c on c.account_id = ${accountId}
+      and c.external_id = s.customer_external_id
       left join contacts t on t.account_id = c.account_id and t.external_id = s.external_id
     where t.service_id is null
     order by s.first_ord
     returning service_id, external_id, name, created_at`
   const staged = await tx`select external_id, customer_external_id from stage_records
     where external_id = any(${created.map((n) => n.external_id)}::text[])`
-  const customerOf = new Map(staged.map((r) => [r.external_id as string, r.customer_external_id as string]))
+  const customerOf = new Map(
+    staged.map((r) => [r.external_id as string, r.customer_external_id as string]),
+  )
   return created
     .map((n) => ({
       service_id: n.service_id as number,
@@ -156,7 +169,9 @@ interface Written {
 }
 
 // A new record as written: contact.created names its contact's external id contact_external_id.
-const writtenOf = (r: { service_id: number } & ({ external_id: string } | { contact_external_id: string })) => ({
+const writtenOf = (
+  r: { service_id: number } & ({ external_id: string } | { contact_external_id: string }),
+) => ({
   service_id: r.service_id,
   external_id: 'external_id' in r ? r.external_id : r.contact_external_id,
 })
@@ -171,28 +186,37 @@ const stagedValuesOf = (tx: Tx, records: Written[]) => tx`
 // The snapshots of the records created in this transaction, written once from the staged values:
 // no other transaction sees these records, so there is nothing to merge with, nothing to lock and
 // no conflict to look for (ON CONFLICT's speculative insertion cost 25% more: docs/benchmarks.md).
-const insertNewSnapshots = (tx: Tx, accountId: number, collection: Collection, created: Written[]) => {
+const insertNewSnapshots = (
+  tx: Tx,
+  accountId: number,
+  collection: Collection,
+  created: Written[],
+) => {
   const { snapshots, fk } = tables(collection)
   return tx`
     insert into ${tx(snapshots)} (account_id, ${tx(fk)}, date, "values")
-    select ${accountId}, s.record_id, s.date, jsonb_strip_nulls(s.vals) from (${stagedValuesOf(tx, created)}) s`
+    select ${accountId}, s.record_id, s.date, jsonb_strip_nulls(s.vals)
+      from (${stagedValuesOf(tx, created)}) s`
 }
 
 // Existing snapshots first: a JSON null in the staged values must clear the key, which the insert's
-// EXCLUDED row (stripped of nulls) cannot do. Then every staged row is inserted with one probe of the
-// unique index each (NOT EXISTS scanned all the account's snapshots); a conflict is a row the update just
-// merged, or one a concurrent request added since.
+// EXCLUDED row (stripped of nulls) cannot do. Then every staged row is inserted with one probe of
+// the unique index each (NOT EXISTS scanned all the account's snapshots); a conflict is a row the
+// update just merged, or one a concurrent request added since.
 const updateSnapshots = (tx: Tx, accountId: number, collection: Collection) => tx`
-  update ${tx(tables(collection).snapshots)} t set "values" = jsonb_strip_nulls(t."values" || s.vals)
+  update ${tx(tables(collection).snapshots)} t set
+    "values" = jsonb_strip_nulls(t."values" || s.vals)
   from stage_snapshots s
-  where t.account_id = ${accountId} and t.${tx(tables(collection).fk)} = s.record_id and t.date = s.date`
+  where t.account_id = ${accountId} and t.${tx(tables(collection).fk)} = s.record_id
+    and t.date = s.date`
 
 const insertSnapshots = (tx: Tx, accountId: number, collection: Collection) => {
   const { snapshots, fk } = tables(collection)
   return tx`
     insert into ${tx(snapshots)} as t (account_id, ${tx(fk)}, date, "values")
     select ${accountId}, s.record_id, s.date, jsonb_strip_nulls(s.vals) from stage_snapshots s
-    on conflict (account_id, ${tx(fk)}, date) do update set "values" = t."values" || excluded."values"
+    on conflict (account_id, ${tx(fk)}, date) do update
+      set "values" = t."values" || excluded."values"
     where not t."values" @> excluded."values"`
 }
 
@@ -212,7 +236,8 @@ const refreshLatestMetrics = (tx: Tx, accountId: number, collection: Collection)
 // records and refreshes those records' metrics; the tracking aggregation stages its counts the
 // same way.
 export const mergeStagedSnapshots = async (tx: Tx, accountId: number, collection: Collection) => {
-  // Without statistics the update joins by hashing all the account's snapshots (docs/benchmarks.md).
+  // Without statistics the update joins by hashing all the account's snapshots
+  // (docs/benchmarks.md).
   await tx`analyze stage_snapshots (record_id, date)`
   await lockRecordsIn(tx, collection, accountId, tx`select record_id from stage_snapshots`)
   await updateSnapshots(tx, accountId, collection)
@@ -236,10 +261,10 @@ const mergeSnapshots = async (
 
 type Warning = { external_id: string; message: string }
 
-// What each collection's merge does its own way; the staging, the locks and the snapshots are shared.
-// `fields`: the staged record's own columns. `ignore`: drops the staged records that cannot be
-// merged, before any is locked, and counts them. `insert`: the new records, as `event` tells of them
-// (created_at a Date, which the payload's JSON writes as its ISO text).
+// What each collection's merge does its own way; the staging, the locks and the snapshots are
+// shared. `fields`: the staged record's own columns. `ignore`: drops the staged records that cannot
+// be merged, before any is locked, and counts them. `insert`: the new records, as `event` tells of
+// them (created_at a Date, which the payload's JSON writes as its ISO text).
 const KINDS = {
   customers: {
     key: 'external_id',

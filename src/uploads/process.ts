@@ -3,7 +3,12 @@ import type { App } from '../context.ts'
 import { analyzeJobs } from '../db/analyze.ts'
 import type { Tx } from '../db/client.ts'
 import { PLANNER, setLocal } from '../db/planner.ts'
-import { addCustomersChanged, addJobs, type ProcessUploadPayload, scoreRecordsJobs } from '../db/jobs.ts'
+import {
+  addCustomersChanged,
+  addJobs,
+  type ProcessUploadPayload,
+  scoreRecordsJobs,
+} from '../db/jobs.ts'
 import { type PgError, unsharded } from '../db/shard-errors.ts'
 import { isPermanent } from '../db/sqlstate.ts'
 import { lastAttempt } from '../db/queue.ts'
@@ -75,14 +80,21 @@ const describe = (e: PgError) => {
     e.table_name && `table ${e.table_name}`,
     e.column_name && `column ${e.column_name}`,
   ].filter(Boolean)
-  return [String(e.message ?? e), where.length ? ` (${where.join(', ')})` : '', e.detail ? `: ${e.detail}` : ''].join(
-    '',
-  )
+  return [
+    String(e.message ?? e),
+    where.length ? ` (${where.join(', ')})` : '',
+    e.detail ? `: ${e.detail}` : '',
+  ].join('')
 }
 
 // The item's field each column of a record or snapshot table holds.
 const FIELDS: Record<Collection, Record<string, string>> = {
-  customers: { external_id: 'external_id', name: 'name', owner_user_id: 'owner_email', attributes: 'attributes' },
+  customers: {
+    external_id: 'external_id',
+    name: 'name',
+    owner_user_id: 'owner_email',
+    attributes: 'attributes',
+  },
   contacts: {
     external_id: 'contact_external_id',
     name: 'contact_name',
@@ -91,7 +103,11 @@ const FIELDS: Record<Collection, Record<string, string>> = {
   },
 }
 const fieldOf = (collection: Collection, table: string, column: string) =>
-  table.endsWith('_snapshots') ? (column === 'date' ? 'metrics/date' : 'metrics') : FIELDS[collection][column]
+  table.endsWith('_snapshots')
+    ? column === 'date'
+      ? 'metrics/date'
+      : 'metrics'
+    : FIELDS[collection][column]
 
 // The item and field at fault, where the error lets them be found: the columns are the error's
 // column or its constraint's; the item is the last one (it wins) whose external id is a value of
@@ -108,7 +124,8 @@ const locate = async (app: App, p: ProcessUploadPayload, e: PgError) => {
       order by a.attnum) as columns,
       (select case when count(distinct m.external_id) = 1 then max(m.ord) - 1 end from (
         select i.ord,
-          i.item->>(case u.kind when 'contacts' then 'contact_external_id' else 'external_id' end) as external_id
+          i.item->>(case u.kind when 'contacts' then 'contact_external_id' else 'external_id' end)
+            as external_id
         from jsonb_array_elements(u.items) with ordinality as i(item, ord)) m
         where u.kind = ${e.table_name}
           and position(', ' || m.external_id || ', ' in ', ' || ${row ?? ''}::text || ', ') > 0
@@ -121,7 +138,11 @@ const locate = async (app: App, p: ProcessUploadPayload, e: PgError) => {
     .filter(Boolean)
   const item = upload.item === null ? null : `/${collection}/${upload.item}`
   if (item && fields.length === 1) return `${item}/${fields[0]}`
-  return [item && `item ${item}`, fields.length && `field ${fields.join(', ')}`].filter(Boolean).join(', ') || null
+  return (
+    [item && `item ${item}`, fields.length && `field ${fields.join(', ')}`]
+      .filter(Boolean)
+      .join(', ') || null
+  )
 }
 
 // The error text of a failed upload: where (the item and field, when they can be told), then what.
@@ -139,11 +160,22 @@ const failure = async (app: App, p: ProcessUploadPayload, err: unknown, permanen
 // uploads proceed. Other errors (transient: a lost connection, a serialization failure, a deadlock,
 // a lock timeout) are thrown, and graphile-worker retries them with its backoff; the upload fails
 // after the last attempt.
-export const processReceivedUpload = async (app: App, p: ProcessUploadPayload, helpers: JobHelpers) => {
+export const processReceivedUpload = async (
+  app: App,
+  p: ProcessUploadPayload,
+  helpers: JobHelpers,
+) => {
   await setStatus(app, p, 'received', 'processing')
   try {
     const result = await app.sql.begin((tx) => processUpload(tx, p.account_id, p.upload_id))
-    return result && { upload: p.upload_id, created: result.created, updated: result.updated, ignored: result.ignored }
+    return (
+      result && {
+        upload: p.upload_id,
+        created: result.created,
+        updated: result.updated,
+        ignored: result.ignored,
+      }
+    )
   } catch (err) {
     const permanent = isPermanent(err, helpers.job.attempts)
     if (permanent || lastAttempt(helpers.job)) {

@@ -14,9 +14,11 @@ import { checkValues, type Dropped, droppedKeyNames } from '../values.ts'
 // (not joined on a.id), so that Citus routes the statement to the account's shard.
 const accountState = (app: App, accountId: number, collection: Collection) => app.sql`
   select a.source_of_truth, m.model,
-    (select count(*)::int from uploads u where u.account_id = ${accountId} and ${pendingSql(app.sql)}) as pending,
+    (select count(*)::int from uploads u where u.account_id = ${accountId}
+      and ${pendingSql(app.sql)}) as pending,
     ${catalogSql(app.sql, accountId, entityOf(collection))} as defs
-  from accounts a left join scoring_models m on m.account_id = ${accountId} where a.id = ${accountId}`
+  from accounts a left join scoring_models m on m.account_id = ${accountId}
+    where a.id = ${accountId}`
 
 // The upload row. A single-record create and a CSV chunk write it and process it in the caller's
 // transaction, so the records exist (and their webhooks and scoring are enqueued) at commit.
@@ -29,7 +31,8 @@ export const insertUpload = (
   dropped: Dropped,
 ) => sql`
   insert into uploads (account_id, kind, source, items, item_count, dropped_keys, dropped_key_names)
-  values (${accountId}, ${collection}, ${source}, ${sql.json(items)}, ${items.length}, ${dropped.count},
+  values (${accountId}, ${collection}, ${source}, ${sql.json(items)}, ${items.length},
+    ${dropped.count},
     ${sql.json(droppedKeyNames(dropped))})
   returning id`
 
@@ -50,7 +53,10 @@ const store = (
 // Records owned by a file import or an integration are not written through the API.
 export const requireApiSource = (sourceOfTruth: string | undefined) => {
   if (sourceOfTruth !== 'API')
-    refuse(406, `Records of this account are owned by its source of truth ${sourceOfTruth}, not the API.`)
+    refuse(
+      406,
+      `Records of this account are owned by its source of truth ${sourceOfTruth}, not the API.`,
+    )
 }
 
 // The checks every write of records passes: source of truth (406), scoring model (490), typed
@@ -66,15 +72,24 @@ export const checkUpload = async <T extends UploadItem>(
   const [state] = await accountState(app, accountId, collection)
   if (source === 'API') requireApiSource(state.source_of_truth)
   if (collection === 'customers' && !(state.model && hasCustomerModel(state.model))) {
-    refuse(490, 'The account has no customer scoring model; set one with PUT /admin/v1/accounts/{id}/scoring.')
+    refuse(
+      490,
+      'The account has no customer scoring model; set one with PUT /admin/v1/accounts/{id}/scoring.',
+    )
   }
   const catalog = catalogOf(state.defs as PropertyDef[])
   const checked = checkValues(items, catalog, itemPath)
-  if (checked.errors.length) refuse(400, 'Some values do not fit their property definitions.', checked.errors)
+  if (checked.errors.length)
+    refuse(400, 'Some values do not fit their property definitions.', checked.errors)
   if (state.pending >= app.config.maxPendingUploads) {
-    refuse(429, `The account already has ${state.pending} uploads waiting to be processed.`, undefined, {
-      'retry-after': '5',
-    })
+    refuse(
+      429,
+      `The account already has ${state.pending} uploads waiting to be processed.`,
+      undefined,
+      {
+        'retry-after': '5',
+      },
+    )
   }
   return { ...checked, catalog }
 }

@@ -26,7 +26,11 @@ export const uploadRoutes: Route[] = [
     name: 'upload-customers',
     tag: 'uploads',
     summary: 'Upload customers',
-    reply: { status: 200, body: UploadAccepted, example: { upload_id: 17, status: 'received', items: 1 } },
+    reply: {
+      status: 200,
+      body: UploadAccepted,
+      example: { upload_id: 17, status: 'received', items: 1 },
+    },
     example: {
       customers: [
         {
@@ -38,7 +42,8 @@ export const uploadRoutes: Route[] = [
         },
       ],
     },
-    handler: async (req, app) => ok(await receiveUpload(app, req.auth.accountId, 'customers', req.input.customers)),
+    handler: async (req, app) =>
+      ok(await receiveUpload(app, req.auth.accountId, 'customers', req.input.customers)),
   }),
   route({
     method: 'POST',
@@ -51,9 +56,12 @@ export const uploadRoutes: Route[] = [
     summary: 'Upload contacts',
     reply: { status: 200, body: UploadAccepted },
     example: {
-      contacts: [{ contact_external_id: 'pat', contact_name: 'Pat Doe', customer_external_id: 'acme-1' }],
+      contacts: [
+        { contact_external_id: 'pat', contact_name: 'Pat Doe', customer_external_id: 'acme-1' },
+      ],
     },
-    handler: async (req, app) => ok(await receiveUpload(app, req.auth.accountId, 'contacts', req.input.contacts)),
+    handler: async (req, app) =>
+      ok(await receiveUpload(app, req.auth.accountId, 'contacts', req.input.contacts)),
   }),
   route({
     method: 'GET',
@@ -63,7 +71,8 @@ export const uploadRoutes: Route[] = [
     tag: 'uploads',
     summary: 'Read the state of an upload',
     reply: { status: 200, body: Upload },
-    handler: async (req, app) => ok(await getUpload(app.sql, req.auth.accountId, idParam(req, 'upload_id'))),
+    handler: async (req, app) =>
+      ok(await getUpload(app.sql, req.auth.accountId, idParam(req, 'upload_id'))),
   }),
   // The key's own uploads: what the admin list shows, for the account of the key.
   route({
@@ -76,7 +85,14 @@ export const uploadRoutes: Route[] = [
     summary: "The key's account's uploads, newest first, 500 at most (?status=, ?stuck=true)",
     reply: { status: 200, body: v.array(UploadSummary) },
     handler: async (req, app) =>
-      ok(await listAccountUploads(app.sql, req.auth.accountId, req.queryInput, app.config.stuckUploadSeconds)),
+      ok(
+        await listAccountUploads(
+          app.sql,
+          req.auth.accountId,
+          req.queryInput,
+          app.config.stuckUploadSeconds,
+        ),
+      ),
   }),
   route({
     method: 'GET',
@@ -87,7 +103,14 @@ export const uploadRoutes: Route[] = [
     query: UploadQuery,
     summary: "List an account's uploads, newest first (?status=, ?stuck=true)",
     handler: async (req, app) =>
-      ok(await listAccountUploads(app.sql, await accountIn(req, app), req.queryInput, app.config.stuckUploadSeconds)),
+      ok(
+        await listAccountUploads(
+          app.sql,
+          await accountIn(req, app),
+          req.queryInput,
+          app.config.stuckUploadSeconds,
+        ),
+      ),
   }),
   route({
     method: 'POST',
@@ -99,7 +122,12 @@ export const uploadRoutes: Route[] = [
     refusals: [409],
     handler: async (req, app) =>
       ok(
-        await retryUpload(app.sql, await accountIn(req, app), idParam(req, 'upload_id'), app.config.stuckUploadSeconds),
+        await retryUpload(
+          app.sql,
+          await accountIn(req, app),
+          idParam(req, 'upload_id'),
+          app.config.stuckUploadSeconds,
+        ),
         202,
       ),
   }),

@@ -21,7 +21,10 @@ const MAX_METRICS = 200
 
 // Both take plain values at once (validate.ts quick): most bodies are valid.
 export const Attributes = quick(
-  v.pipe(v.custom<Record<string, unknown>>(isObject, 'Must be an object.'), v.record(v.string(), Value)),
+  v.pipe(
+    v.custom<Record<string, unknown>>(isObject, 'Must be an object.'),
+    v.record(v.string(), Value),
+  ),
   (x) => isObject(x) && everyValue(x, isValue),
 )
 const Metric = v.objectWithRest({ date: DateString }, Value)
@@ -31,9 +34,9 @@ const isPlainMetric = (m: unknown) =>
   typeof m.date === 'string' &&
   isDate(m.date) &&
   everyValue(m, isValue, 'date')
-// One snapshot per date: checkValues (values.ts) refuses a date given twice, at its path. JSON Schema
-// has no "unique by one key", so the document says it with the extension x-unique-key (and with
-// uniqueItems, which it implies).
+// One snapshot per date: checkValues (values.ts) refuses a date given twice, at its path. JSON
+// Schema has no "unique by one key", so the document says it with the extension x-unique-key (and
+// with uniqueItems, which it implies).
 const Metrics = quick(
   v.pipe(
     v.array(Metric),
@@ -98,10 +101,16 @@ export const Upload = v.object({
   created: v.nullable(int),
   updated: v.nullable(int),
   ignored: v.nullable(int),
-  dropped_keys: describe(v.nullable(int), 'Attribute and metric keys dropped because no property defines them.'),
+  dropped_keys: describe(
+    v.nullable(int),
+    'Attribute and metric keys dropped because no property defines them.',
+  ),
   dropped_key_names: DroppedKeyNames,
   warnings: v.nullable(v.array(v.object({ external_id: v.string(), message: v.string() }))),
-  error: describe(v.nullable(v.string()), 'Why processing failed: where (item and field, when known), then what.'),
+  error: describe(
+    v.nullable(v.string()),
+    'Why processing failed: where (item and field, when known), then what.',
+  ),
   received_at: Timestamp,
   processed_at: v.nullable(Timestamp),
   scored_at: v.nullable(Timestamp),

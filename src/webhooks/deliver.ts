@@ -6,12 +6,13 @@ import { ATTEMPTS_PER_ROUND, retryDelaySeconds, type SendResult, sendWebhook } f
 import { hmacHeader, standardWebhookHeaders } from './sign.ts'
 
 // A removed webhook takes its deliveries with it (on delete cascade), so a missing row means
-// there is nothing left to send. The old secret signs too while its grace period after a rotation lasts.
-// The share lock waits for a re-enabling transaction in flight, whose resend could otherwise miss
-// a delivery committed meanwhile that this job then took for held.
+// there is nothing left to send. The old secret signs too while its grace period after a rotation
+// lasts. The share lock waits for a re-enabling transaction in flight, whose resend could otherwise
+// miss a delivery committed meanwhile that this job then took for held.
 const load = (sql: Sql, p: DeliverWebhookPayload) => sql`
   select d.status, d.webhook_id, d.message_id, d.payload, w.url, w.active, w.rate_limit,
-    array_remove(array[w.secret, case when w.previous_secret_until > now() then w.previous_secret end], null) as secrets
+    array_remove(array[w.secret, case when w.previous_secret_until > now()
+      then w.previous_secret end], null) as secrets
   from webhook_deliveries d
   join webhooks w on w.account_id = d.account_id and w.id = d.webhook_id
   where d.account_id = ${p.account_id} and d.id = ${p.delivery_id}
@@ -19,16 +20,17 @@ const load = (sql: Sql, p: DeliverWebhookPayload) => sql`
 
 // A rate-limited endpoint's deliveries each take the next free slot, 1/rate_limit seconds after
 // the one before, from the webhook row that every worker shares; a slot in the future puts the
-// delivery's job off until then, in the same commit as the slot it took. The slot is worked out by a
-// SELECT of the locked row and set by value: Citus refuses a timestamptz plus an interval of the row's
-// columns in an UPDATE (a STABLE operator over columns, which the shard's node would evaluate), and
-// now() in a RETURNING clause. The next slot goes as text, to the microsecond.
+// delivery's job off until then, in the same commit as the slot it took. The slot is worked out
+// by a SELECT of the locked row and set by value: Citus refuses a timestamptz plus an interval
+// of the row's columns in an UPDATE (a STABLE operator over columns, which the shard's node would
+// evaluate), and now() in a RETURNING clause. The next slot goes as text, to the microsecond.
 const takeSlot = (app: App, p: DeliverWebhookPayload, webhookId: number) =>
   app.sql.begin(async (tx) => {
     const [slot] = await tx`
       select greatest(next_send_at, now()) as at, next_send_at > now() as later,
         (greatest(next_send_at, now()) + make_interval(secs => 1.0 / rate_limit))::text as next
-      from webhooks where account_id = ${p.account_id} and id = ${webhookId} and rate_limit is not null
+      from webhooks where account_id = ${p.account_id} and id = ${webhookId}
+        and rate_limit is not null
       for update`
     if (!slot) return false
     await tx`update webhooks set next_send_at = ${slot.next}::timestamptz
@@ -41,12 +43,14 @@ const takeSlot = (app: App, p: DeliverWebhookPayload, webhookId: number) =>
 // The delivery row is locked first so that two jobs of one delivery (a redelivery racing a
 // retry) number their attempts one after the other instead of colliding.
 const logAttempt = async (tx: Tx, p: DeliverWebhookPayload, at: Date, r: SendResult) => {
-  await tx`select 1 from webhook_deliveries where account_id = ${p.account_id} and id = ${p.delivery_id} for update`
+  await tx`select 1 from webhook_deliveries where account_id = ${p.account_id}
+    and id = ${p.delivery_id} for update`
   const [{ attempt }] = await tx<{ attempt: number }[]>`
     insert into webhook_attempts
       (account_id, delivery_id, attempt, at, status_code, duration_ms, error, response_excerpt)
     select ${p.account_id}, ${p.delivery_id},
-      coalesce(max(attempt), 0) + 1, ${at}, ${r.status_code}, ${r.duration_ms}, ${r.error}, ${r.response_excerpt}
+      coalesce(max(attempt), 0) + 1, ${at}, ${r.status_code}, ${r.duration_ms}, ${r.error},
+        ${r.response_excerpt}
     from webhook_attempts where account_id = ${p.account_id} and delivery_id = ${p.delivery_id}
     returning attempt`
   return attempt
@@ -54,7 +58,8 @@ const logAttempt = async (tx: Tx, p: DeliverWebhookPayload, at: Date, r: SendRes
 
 // The time chosen here rather than by a CASE: Citus allows no now() inside one in an UPDATE.
 const setStatus = (tx: Tx, p: DeliverWebhookPayload, status: 'delivered' | 'failed') => tx`
-  update webhook_deliveries set status = ${status}, delivered_at = ${status === 'delivered' ? tx`now()` : tx`null`}
+  update webhook_deliveries set status = ${status},
+  delivered_at = ${status === 'delivered' ? tx`now()` : tx`null`}
   where account_id = ${p.account_id} and id = ${p.delivery_id}`
 
 // One attempt per job. The attempt row and what follows from it (the status, or the next
@@ -80,7 +85,13 @@ export const deliverWebhook = async (app: App, p: DeliverWebhookPayload) => {
   await app.sql.begin(async (tx) => {
     // The webhook row before the delivery row, in the order enableWebhook locks them, so that the
     // two never wait for each other.
-    await recordHealth(tx, p.account_id, d.webhook_id, result, app.config.webhookDisableAfterSeconds)
+    await recordHealth(
+      tx,
+      p.account_id,
+      d.webhook_id,
+      result,
+      app.config.webhookDisableAfterSeconds,
+    )
     const attempt = await logAttempt(tx, p, at, result)
     const { slotted: _, ...next } = p
     const firstAttempt = p.first_attempt ?? 1
@@ -88,7 +99,10 @@ export const deliverWebhook = async (app: App, p: DeliverWebhookPayload) => {
     else if (result.outcome === 'retry' && attempt - firstAttempt + 1 < ATTEMPTS_PER_ROUND) {
       const delay = retryDelaySeconds(attempt - firstAttempt + 1) * app.config.webhookRetryScale
       await addJobs(tx, [
-        deliverWebhookJob({ ...next, first_attempt: firstAttempt }, new Date(Date.now() + delay * 1000)),
+        deliverWebhookJob(
+          { ...next, first_attempt: firstAttempt },
+          new Date(Date.now() + delay * 1000),
+        ),
       ])
     } else await setStatus(tx, p, 'failed')
   })

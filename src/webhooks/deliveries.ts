@@ -5,13 +5,19 @@ import type { Sql, Tx } from '../db/client.ts'
 import { strict } from '../validate.ts'
 
 const requireWebhook = async (sql: Sql, accountId: number, webhookId: number) => {
-  const [hook] = await sql`select 1 from webhooks where account_id = ${accountId} and id = ${webhookId}`
+  const [hook] =
+    await sql`select 1 from webhooks where account_id = ${accountId} and id = ${webhookId}`
   if (!hook) refuse(404, `Webhook ${webhookId} does not exist.`)
 }
 
 // Attempt times are formatted like every other timestamp of the API (JavaScript's ISO form),
 // which json_build_object would not do.
-export const listDeliveries = async (sql: Sql, accountId: number, webhookId: number, limit: number) => {
+export const listDeliveries = async (
+  sql: Sql,
+  accountId: number,
+  webhookId: number,
+  limit: number,
+) => {
   await requireWebhook(sql, accountId, webhookId)
   return sql`
     select d.id, d.message_id, d.status, d.created_at, d.delivered_at,
@@ -30,18 +36,25 @@ export const listDeliveries = async (sql: Sql, accountId: number, webhookId: num
     order by d.id desc`
 }
 
-// Deliveries sent again (a redelivery, a recovery, a re-enabled webhook's held ones) share one queue
-// per webhook, which graphile-worker runs one job at a time: each goes out after the one before it.
+// Deliveries sent again (a redelivery, a recovery, a re-enabled webhook's held ones) share
+// one queue per webhook, which graphile-worker runs one job at a time: each goes out after
+// the one before it.
 const resendQueue = (accountId: number, webhookId: number) => `webhook:${accountId}:${webhookId}`
 
 // A delivery whose payload is gone (past its retention, or erased) has nothing left to send.
 // The chosen deliveries go back to pending with a fresh round of attempts, numbered on from the
 // ones already logged, and keep their frozen payload and message id (webhook-id), so a receiver
 // that did get one can recognise the copy.
-export const requeue = async (tx: Tx, accountId: number, webhookId: number, which: ReturnType<Tx>) => {
+export const requeue = async (
+  tx: Tx,
+  accountId: number,
+  webhookId: number,
+  which: ReturnType<Tx>,
+) => {
   const rows = await tx`
     update webhook_deliveries d set status = 'pending', delivered_at = null
-    where d.account_id = ${accountId} and d.webhook_id = ${webhookId} and ${which} and d.payload is not null
+    where d.account_id = ${accountId} and d.webhook_id = ${webhookId} and ${which}
+      and d.payload is not null
     returning d.id, d.status, (select coalesce(max(attempt), 0) + 1 from webhook_attempts a
       where a.account_id = d.account_id and a.delivery_id = d.id)::int as first_attempt`
   const inOrder = [...rows].sort((x, y) => x.id - y.id)
@@ -73,7 +86,10 @@ export const RecoverBody = strict({
   since: v.pipe(
     v.string(),
     v.isoTimestamp('Must be an ISO 8601 time, e.g. 2026-01-31T09:00:00Z.'),
-    v.check((s) => !Number.isNaN(Date.parse(s)), 'Must be an ISO 8601 time, e.g. 2026-01-31T09:00:00Z.'),
+    v.check(
+      (s) => !Number.isNaN(Date.parse(s)),
+      'Must be an ISO 8601 time, e.g. 2026-01-31T09:00:00Z.',
+    ),
   ),
 })
 
@@ -82,7 +98,12 @@ export const RecoverBody = strict({
 export const recover = async (sql: Sql, accountId: number, webhookId: number, since: string) => {
   await requireWebhook(sql, accountId, webhookId)
   const recovered = await sql.begin((tx) =>
-    requeue(tx, accountId, webhookId, tx`d.status = 'failed' and d.created_at >= ${new Date(since)}`),
+    requeue(
+      tx,
+      accountId,
+      webhookId,
+      tx`d.status = 'failed' and d.created_at >= ${new Date(since)}`,
+    ),
   )
   return { recovered: recovered.length }
 }

@@ -31,16 +31,24 @@ export const WebhookPatch = v.pipe(
 export const TestSendBody = strict({ event: v.picklist(EVENTS) })
 
 // Health beside the settings: the latest failed attempt and who disabled the endpoint, if anyone.
-const columns = (sql: Sql | Tx) => sql`id, url, events, name, active, rate_limit, created_at, failing_since,
+const columns = (
+  sql: Sql | Tx,
+) => sql`id, url, events, name, active, rate_limit, created_at, failing_since,
   disabled_by, last_failure_at, last_failure_status, last_failure_error`
 
 // The last failure as one object, built here rather than in SQL: the columns come back from
 // RETURNING clauses, where Citus allows no non-immutable function (to_char, json_build_object).
 const shaped = <T extends Record<string, any>>(row: T) => {
-  const { last_failure_at: at, last_failure_status: status, last_failure_error: error, ...hook } = row
+  const {
+    last_failure_at: at,
+    last_failure_status: status,
+    last_failure_error: error,
+    ...hook
+  } = row
   return {
     ...hook,
-    last_failure: at === null ? null : { at: (at as Date).toISOString(), status_code: status, error },
+    last_failure:
+      at === null ? null : { at: (at as Date).toISOString(), status_code: status, error },
   }
 }
 
@@ -56,14 +64,17 @@ export const addWebhook = async (
   const secret = generateSecret()
   const [hook] = await sql`
     insert into webhooks (account_id, url, events, name, rate_limit, secret)
-    values (${accountId}, ${body.url}, ${[...new Set(body.events)]}, ${body.name ?? null}, ${body.rate_limit ?? null},
+    values (${accountId}, ${body.url}, ${[...new Set(body.events)]}, ${body.name ?? null},
+      ${body.rate_limit ?? null},
       ${secret})
     returning ${columns(sql)}`
   return { ...shaped(hook), secret }
 }
 
 export const listWebhooks = (sql: Sql, accountId: number) =>
-  sql`select ${columns(sql)} from webhooks where account_id = ${accountId} order by id`.then((rows) => rows.map(shaped))
+  sql`select ${columns(sql)} from webhooks where account_id = ${accountId} order by id`.then(
+    (rows) => rows.map(shaped),
+  )
 
 // Changes what the subscription receives from now on; deliveries already made keep their event.
 export const updateWebhook = async (
@@ -76,7 +87,8 @@ export const updateWebhook = async (
     update webhooks set
       events = coalesce(${patch.events ? [...new Set(patch.events)] : null}::text[], events),
       name = case when ${patch.name !== undefined} then ${patch.name ?? null}::text else name end,
-      rate_limit = case when ${patch.rate_limit !== undefined} then ${patch.rate_limit ?? null}::integer
+      rate_limit = case when ${patch.rate_limit !== undefined}
+        then ${patch.rate_limit ?? null}::integer
         else rate_limit end
     where account_id = ${accountId} and id = ${id} returning ${columns(sql)}`
   return hook ? shaped(hook) : refuse(404, `Webhook ${id} does not exist.`)
@@ -85,7 +97,8 @@ export const updateWebhook = async (
 // The event's catalog example, signed and delivered like any other delivery (and logged with them).
 export const testSend = async (sql: Sql, accountId: number, id: number, event: EventName) =>
   sql.begin(async (tx) => {
-    const [hook] = await tx`select active from webhooks where account_id = ${accountId} and id = ${id}`
+    const [hook] =
+      await tx`select active from webhooks where account_id = ${accountId} and id = ${id}`
     if (!hook) refuse(404, `Webhook ${id} does not exist.`)
     if (!hook.active) refuse(409, `Webhook ${id} is disabled; enable it first.`)
     const [delivery] = await enqueuePayloads(
@@ -99,13 +112,19 @@ export const testSend = async (sql: Sql, accountId: number, id: number, event: E
   })
 
 export const removeWebhook = async (sql: Sql, accountId: number, id: number) => {
-  const [hook] = await sql`delete from webhooks where account_id = ${accountId} and id = ${id} returning id`
+  const [hook] =
+    await sql`delete from webhooks where account_id = ${accountId} and id = ${id} returning id`
   if (!hook) refuse(404, `Webhook ${id} does not exist.`)
 }
 
-// The replaced secret keeps signing beside the new one for graceSeconds, so that receivers can switch
-// over without a gap; rotating again within that time drops the oldest.
-export const rotateSecret = async (sql: Sql, accountId: number, id: number, graceSeconds: number) => {
+// The replaced secret keeps signing beside the new one for graceSeconds, so that receivers can
+// switch over without a gap; rotating again within that time drops the oldest.
+export const rotateSecret = async (
+  sql: Sql,
+  accountId: number,
+  id: number,
+  graceSeconds: number,
+) => {
   const secret = generateSecret()
   const [hook] = await sql`
     update webhooks set secret = ${secret}, previous_secret = secret,
@@ -118,7 +137,8 @@ export const rotateSecret = async (sql: Sql, accountId: number, id: number, grac
 // disabled, until enableWebhook sends them.
 export const disableWebhook = async (sql: Sql, accountId: number, id: number) => {
   const [hook] = await sql`
-    update webhooks set active = false, disabled_by = case when active then 'operator' else disabled_by end
+    update webhooks set active = false, disabled_by = case
+      when active then 'operator' else disabled_by end
     where account_id = ${accountId} and id = ${id} returning ${columns(sql)}`
   return hook ? shaped(hook) : refuse(404, `Webhook ${id} does not exist.`)
 }
@@ -127,7 +147,8 @@ export const disableWebhook = async (sql: Sql, accountId: number, id: number) =>
 // was disabled; enabling an active webhook changes nothing.
 export const enableWebhook = (sql: Sql, accountId: number, id: number) =>
   sql.begin(async (tx) => {
-    const [was] = await tx`select active from webhooks where account_id = ${accountId} and id = ${id} for update`
+    const [was] = await tx`select active from webhooks where account_id = ${accountId}
+        and id = ${id} for update`
     if (!was) refuse(404, `Webhook ${id} does not exist.`)
     const [hook] = await tx`
       update webhooks set active = true, failing_since = null, disabled_by = null

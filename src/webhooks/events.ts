@@ -6,8 +6,9 @@ import { describe, int } from '../validate.ts'
 // The event catalog: every event a subscription can choose, its payload's schema (published by
 // GET /admin/v1/event-types and checked against every delivery in the tests) and an example, which
 // the test-send endpoint delivers. Every event is a list of items cut into chunks of up to 1000,
-// each chunk one delivery: {event, timestamp, data: {...head, <list>: [...], batch}}. customer.created
-// is the interface spec's "Events > Payload" byte for byte; the others follow its pattern.
+// each chunk one delivery: {event, timestamp, data: {...head, <list>: [...], batch}}.
+// customer.created is the interface spec's "Events > Payload" byte for byte; the others
+// follow its pattern.
 export const BATCH_SIZE = 1000
 
 const Timestamp = v.pipe(v.string(), v.isoTimestamp())
@@ -47,9 +48,18 @@ const item = {
   'customer.score_changed': v.object({
     ...customerRef,
     score: v.picklist(ALERT_SCORES),
-    old_value: describe(v.number(), 'An integer for the rule scores; in 0..1 for churn_probability.'),
-    new_value: describe(v.number(), 'An integer for the rule scores; in 0..1 for churn_probability.'),
-    crossed: describe(v.nullable(v.number()), 'The threshold crossed, or null when the move alone reached the delta.'),
+    old_value: describe(
+      v.number(),
+      'An integer for the rule scores; in 0..1 for churn_probability.',
+    ),
+    new_value: describe(
+      v.number(),
+      'An integer for the rule scores; in 0..1 for churn_probability.',
+    ),
+    crossed: describe(
+      v.nullable(v.number()),
+      'The threshold crossed, or null when the move alone reached the delta.',
+    ),
     scoring_date: describe(Day, 'The date the new value was scored as of.'),
     change_drivers: describe(
       v.array(ChangeDriverSchema),
@@ -77,23 +87,34 @@ const list: Record<EventName, 'customers' | 'contacts' | 'changes'> = {
   'segment.entered': 'customers',
   'segment.exited': 'customers',
 }
-const segment = describe(v.object({ id: int, name: v.string() }), 'The saved segment (GET /api/v1/segments/{id}).')
+const segment = describe(
+  v.object({ id: int, name: v.string() }),
+  'The saved segment (GET /api/v1/segments/{id}).',
+)
 const head: Partial<Record<EventName, v.ObjectEntries>> = {
-  'customer.created': { source: describe(v.string(), 'Where the customers came from: API, FILE or an integration.') },
-  'contact.created': { source: describe(v.string(), 'Where the contacts came from: API, FILE or an integration.') },
+  'customer.created': {
+    source: describe(v.string(), 'Where the customers came from: API, FILE or an integration.'),
+  },
+  'contact.created': {
+    source: describe(v.string(), 'Where the contacts came from: API, FILE or an integration.'),
+  },
   'segment.entered': { segment },
   'segment.exited': { segment },
 }
 
 const description: Record<EventName, string> = {
-  'customer.created': 'Customers were created (an upload, a single create, a CSV import): the interface spec event.',
+  'customer.created':
+    'Customers were created (an upload, a single create, a CSV import): the interface spec event.',
   'contact.created': 'Contacts were created.',
-  'customer.churned': 'Customers became churned, set through the API or automatically after churn.inactive_days.',
-  'customer.reactivated': 'Churned customers became active again, through the API or a newer snapshot.',
+  'customer.churned':
+    'Customers became churned, set through the API or automatically after churn.inactive_days.',
+  'customer.reactivated':
+    'Churned customers became active again, through the API or a newer snapshot.',
   'customer.score_changed':
     "A score crossed one of the account's thresholds, or moved at least the account's delta, between two " +
     'scorings (PUT /admin/v1/accounts/{id}/score-alerts).',
-  'segment.entered': "Customers started to match a saved segment's search (its first computation excepted).",
+  'segment.entered':
+    "Customers started to match a saved segment's search (its first computation excepted).",
   'segment.exited': "Customers stopped matching a saved segment's search, or were deleted.",
 }
 
@@ -158,42 +179,55 @@ export const buildPayloads = <E extends EventName>(
 
 const at = '2026-11-25T09:30:00.000Z'
 const acme = { service_id: 1042, external_id: 'acme-1', name: 'Acme Inc.' }
-const examples: { [E in EventName]: { items: EventItem<E>[]; fields?: Record<string, unknown> } } = {
-  'customer.created': { items: [{ ...acme, created_at: at }], fields: { source: 'API' } },
-  'contact.created': {
-    items: [
-      { service_id: 7, contact_external_id: 'pat', name: 'Pat Doe', customer_external_id: 'acme-1', created_at: at },
-    ],
-    fields: { source: 'API' },
-  },
-  'customer.churned': { items: [{ ...acme, churned_date: '2026-11-25', reason: 'inactive' }] },
-  'customer.reactivated': { items: [{ ...acme, churned_date: '2026-10-01', reason: 'activity' }] },
-  'customer.score_changed': {
-    items: [
-      {
-        ...acme,
-        score: 'churn_risk',
-        old_value: 64,
-        new_value: 73,
-        crossed: 70,
-        scoring_date: '2026-11-25',
-        change_drivers: [
-          { score: 'engagement', codename: 'logins', before: 31.5, after: 12 },
-          { score: 'fit', codename: 'seats', before: 20, after: 18.75 },
-        ],
-      },
-    ],
-  },
-  'segment.entered': { items: [acme], fields: { segment: { id: 3, name: 'At risk' } } },
-  'segment.exited': { items: [acme], fields: { segment: { id: 3, name: 'At risk' } } },
-}
+const examples: { [E in EventName]: { items: EventItem<E>[]; fields?: Record<string, unknown> } } =
+  {
+    'customer.created': { items: [{ ...acme, created_at: at }], fields: { source: 'API' } },
+    'contact.created': {
+      items: [
+        {
+          service_id: 7,
+          contact_external_id: 'pat',
+          name: 'Pat Doe',
+          customer_external_id: 'acme-1',
+          created_at: at,
+        },
+      ],
+      fields: { source: 'API' },
+    },
+    'customer.churned': { items: [{ ...acme, churned_date: '2026-11-25', reason: 'inactive' }] },
+    'customer.reactivated': {
+      items: [{ ...acme, churned_date: '2026-10-01', reason: 'activity' }],
+    },
+    'customer.score_changed': {
+      items: [
+        {
+          ...acme,
+          score: 'churn_risk',
+          old_value: 64,
+          new_value: 73,
+          crossed: 70,
+          scoring_date: '2026-11-25',
+          change_drivers: [
+            { score: 'engagement', codename: 'logins', before: 31.5, after: 12 },
+            { score: 'fit', codename: 'seats', before: 20, after: 18.75 },
+          ],
+        },
+      ],
+    },
+    'segment.entered': { items: [acme], fields: { segment: { id: 3, name: 'At risk' } } },
+    'segment.exited': { items: [acme], fields: { segment: { id: 3, name: 'At risk' } } },
+  }
 
 export const examplePayload = <E extends EventName>(event: E, timestamp = at) =>
   buildPayloads(event, examples[event].items, timestamp, examples[event].fields)[0]
 
-// A payload schema holds no named or lazy schemas: plain JSON Schema, converted once, on first request.
+// A payload schema holds no named or lazy schemas: plain JSON Schema, converted once,
+// on first request.
 const jsonSchema = (event: EventName) => {
-  const { $schema: _, ...schema } = toJsonSchema(PAYLOADS[event], { target: 'draft-2020-12', errorMode: 'ignore' })
+  const { $schema: _, ...schema } = toJsonSchema(PAYLOADS[event], {
+    target: 'draft-2020-12',
+    errorMode: 'ignore',
+  })
   return schema
 }
 const describeEventTypes = () =>

@@ -27,7 +27,8 @@ export const recordHealth = async (
   const [hook] = await tx`
     with disable as (
       select ${gone}::boolean
-        or (failing_since is not null and failing_since <= now() - make_interval(secs => ${disableAfterSeconds}))
+        or (failing_since is not null and
+          failing_since <= now() - make_interval(secs => ${disableAfterSeconds}))
         as now_off
       from webhooks where account_id = ${accountId} and id = ${webhookId}
     )

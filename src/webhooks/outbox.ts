@@ -11,7 +11,8 @@ const subscribers = (tx: Tx, accountId: number, event: EventName) => tx<{ id: nu
 const insertDeliveries = (tx: Tx, rows: object[]) =>
   tx`insert into webhook_deliveries ${tx(rows)} returning account_id, id`
 
-// Freezes each payload in one delivery row per webhook and adds their jobs, in the caller's transaction.
+// Freezes each payload in one delivery row per webhook and adds their jobs, in the
+// caller's transaction.
 export const enqueuePayloads = async (
   tx: Tx,
   accountId: number,

@@ -52,7 +52,15 @@ export const webhookRoutes: Route[] = [
     body: WebhookBody,
     reply: { status: 201, body: NewWebhook },
     handler: async (req, app) =>
-      ok(await addWebhook(app.sql, await accountIn(req, app), req.input, app.config.webhookAllowPrivate), 201),
+      ok(
+        await addWebhook(
+          app.sql,
+          await accountIn(req, app),
+          req.input,
+          app.config.webhookAllowPrivate,
+        ),
+        201,
+      ),
   }),
   route({
     method: 'PATCH',
@@ -63,7 +71,8 @@ export const webhookRoutes: Route[] = [
     body: WebhookPatch,
     example: { events: ['customer.created', 'customer.score_changed'], rate_limit: 10 },
     reply: { status: 200, body: Webhook },
-    handler: async (req, app) => ok(await updateWebhook(app.sql, await accountIn(req, app), webhookId(req), req.input)),
+    handler: async (req, app) =>
+      ok(await updateWebhook(app.sql, await accountIn(req, app), webhookId(req), req.input)),
   }),
   route({
     method: 'POST',
@@ -107,7 +116,14 @@ export const webhookRoutes: Route[] = [
     summary: "Replace a webhook's secret",
     reply: { status: 200, body: WebhookSecret },
     handler: async (req, app) =>
-      ok(await rotateSecret(app.sql, await accountIn(req, app), webhookId(req), app.config.webhookSecretGraceSeconds)),
+      ok(
+        await rotateSecret(
+          app.sql,
+          await accountIn(req, app),
+          webhookId(req),
+          app.config.webhookSecretGraceSeconds,
+        ),
+      ),
   }),
   route({
     method: 'POST',
@@ -116,7 +132,8 @@ export const webhookRoutes: Route[] = [
     name: 'disable-webhook',
     summary: 'Disable a webhook: its deliveries are held until it is enabled again',
     reply: { status: 200, body: Webhook },
-    handler: async (req, app) => ok(await disableWebhook(app.sql, await accountIn(req, app), webhookId(req))),
+    handler: async (req, app) =>
+      ok(await disableWebhook(app.sql, await accountIn(req, app), webhookId(req))),
   }),
   route({
     method: 'POST',
@@ -125,7 +142,8 @@ export const webhookRoutes: Route[] = [
     name: 'enable-webhook',
     summary: 'Enable a webhook again and send the deliveries held while it was disabled',
     reply: { status: 200, body: EnabledWebhook },
-    handler: async (req, app) => ok(await enableWebhook(app.sql, await accountIn(req, app), webhookId(req))),
+    handler: async (req, app) =>
+      ok(await enableWebhook(app.sql, await accountIn(req, app), webhookId(req))),
   }),
   route({
     method: 'GET',
@@ -136,7 +154,14 @@ export const webhookRoutes: Route[] = [
     query: DeliveryQuery,
     reply: { status: 200, body: v.array(Delivery) },
     handler: async (req, app) =>
-      ok(await listDeliveries(app.sql, await accountIn(req, app), webhookId(req), req.queryInput.limit)),
+      ok(
+        await listDeliveries(
+          app.sql,
+          await accountIn(req, app),
+          webhookId(req),
+          req.queryInput.limit,
+        ),
+      ),
   }),
   route({
     method: 'POST',
@@ -146,7 +171,15 @@ export const webhookRoutes: Route[] = [
     summary: 'Send a delivery again (3 more attempts)',
     reply: { status: 202, body: Redelivery },
     handler: async (req, app) =>
-      ok(await redeliver(app.sql, await accountIn(req, app), webhookId(req), idParam(req, 'delivery_id')), 202),
+      ok(
+        await redeliver(
+          app.sql,
+          await accountIn(req, app),
+          webhookId(req),
+          idParam(req, 'delivery_id'),
+        ),
+        202,
+      ),
   }),
   route({
     method: 'POST',

@@ -22,7 +22,10 @@ const webhookFields = {
       v.object({
         at: Timestamp,
         status_code: describe(v.nullable(int), "The receiver's status; null when no answer came."),
-        error: describe(v.nullable(v.string()), 'Why no answer came (connection, timeout); null with a status.'),
+        error: describe(
+          v.nullable(v.string()),
+          'Why no answer came (connection, timeout); null with a status.',
+        ),
       }),
     ),
     'The latest failed attempt; null if none failed.',
@@ -39,7 +42,10 @@ export const NewWebhook = v.object({ ...webhookFields, secret: Secret })
 export const WebhookSecret = v.object({ secret: Secret })
 export const EnabledWebhook = v.object({
   ...Webhook.entries,
-  resumed: describe(int, 'Deliveries held while the webhook was disabled, now being sent, oldest first.'),
+  resumed: describe(
+    int,
+    'Deliveries held while the webhook was disabled, now being sent, oldest first.',
+  ),
 })
 
 export const TestDelivery = v.object({
@@ -79,7 +85,10 @@ export const Redelivery = v.object({
   first_attempt: describe(int, 'The number the first new attempt will have.'),
 })
 export const Recovery = v.object({
-  recovered: describe(int, 'Failed deliveries sent again, oldest first, each with 3 more attempts.'),
+  recovered: describe(
+    int,
+    'Failed deliveries sent again, oldest first, each with 3 more attempts.',
+  ),
 })
 
 export const DeliveryQuery = { limit: limitParam(50, 1000) }

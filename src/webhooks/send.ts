@@ -116,7 +116,10 @@ const resolveTarget = async (url: URL, allowPrivate: boolean, resolve?: Resolve)
   } catch (err) {
     const error = err as NodeJS.ErrnoException
     // A private address is a configuration problem, a DNS failure may be transient.
-    return { error: error.message, outcome: error.code === PRIVATE_ADDRESS_ERROR ? 'failed' : 'retry' } as const
+    return {
+      error: error.message,
+      outcome: error.code === PRIVATE_ADDRESS_ERROR ? 'failed' : 'retry',
+    } as const
   }
 }
 
@@ -133,7 +136,13 @@ export const sendWebhook = async ({
   const elapsed = () => Math.round(performance.now() - started)
   const refusal = checkWebhookUrl(url, allowPrivate)
   if (refusal)
-    return { status_code: null, duration_ms: elapsed(), error: refusal, outcome: 'failed', response_excerpt: null }
+    return {
+      status_code: null,
+      duration_ms: elapsed(),
+      error: refusal,
+      outcome: 'failed',
+      response_excerpt: null,
+    }
   const parsed = new URL(url)
   const resolved = await resolveTarget(parsed, allowPrivate, resolve)
   if (!resolved.target) {

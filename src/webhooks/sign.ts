@@ -19,7 +19,10 @@ export const hmacHeader = (secret: string, body: string | Buffer) =>
 // decodes to nothing. The service only stores secrets of generateSecret, so such a secret is a row
 // written by hand; it signs nothing rather than failing the delivery before it is even tried.
 const standardKey = (secret: string) =>
-  Buffer.from(secret.startsWith(SECRET_PREFIX) ? secret.slice(SECRET_PREFIX.length) : secret, 'base64')
+  Buffer.from(
+    secret.startsWith(SECRET_PREFIX) ? secret.slice(SECRET_PREFIX.length) : secret,
+    'base64',
+  )
 
 export const standardWebhookHeaders = (
   secrets: string[],
@@ -32,6 +35,8 @@ export const standardWebhookHeaders = (
   'webhook-signature': secrets
     .map(standardKey)
     .filter((key) => key.length > 0)
-    .map((key) => new Webhook(key, { format: 'raw' }).sign(messageId, new Date(timestampSeconds * 1000), body))
+    .map((key) =>
+      new Webhook(key, { format: 'raw' }).sign(messageId, new Date(timestampSeconds * 1000), body),
+    )
     .join(' '),
 })

@@ -2,10 +2,11 @@ import { lookup } from 'node:dns/promises'
 import { isIP, isIPv4, isIPv6 } from 'node:net'
 import ipaddr from 'ipaddr.js'
 
-// A subscriber URL may reach only globally reachable unicast addresses unless SERVICE_WEBHOOK_ALLOW_PRIVATE=1.
-// IPv4 has no prefix that holds exactly those, so its rule is the whole space minus the special-purpose ranges
-// of the IANA registry that are not globally reachable, and minus multicast and the reserved block.
-// ipaddr.js parses and matches; the policy (which ranges, which embedded forms) is ours.
+// A subscriber URL may reach only globally reachable unicast addresses unless
+// SERVICE_WEBHOOK_ALLOW_PRIVATE=1. IPv4 has no prefix that holds exactly those, so its rule is
+// the whole space minus the special-purpose ranges of the IANA registry that are not globally
+// reachable, and minus multicast and the reserved block. ipaddr.js parses and matches; the policy
+// (which ranges, which embedded forms) is ours.
 type Range<A> = [A, number]
 const NOT_GLOBAL_IPV4: Range<ipaddr.IPv4>[] = (
   [
@@ -27,13 +28,15 @@ const NOT_GLOBAL_IPV4: Range<ipaddr.IPv4>[] = (
   ] as const
 ).map(([network, prefix]) => [ipaddr.IPv4.parse(network), prefix])
 
-// IPv6 is an allow-list: only global unicast (2000::/3), minus its special-purpose blocks. Everything else
-// (loopback, unique-local, link-local, site-local, multicast, unassigned space such as 4000::/3) is refused
-// by not being in it. The forms that embed an IPv4 address are decoded before this rule (embeddedIPv4).
+// IPv6 is an allow-list: only global unicast (2000::/3), minus its special-purpose blocks.
+// Everything else (loopback, unique-local, link-local, site-local, multicast, unassigned space
+// such as 4000::/3) is refused by not being in it. The forms that embed an IPv4 address are decoded
+// before this rule (embeddedIPv4).
 const GLOBAL_UNICAST: Range<ipaddr.IPv6> = [ipaddr.IPv6.parse('2000::'), 3]
 const NOT_GLOBAL_IPV6: Range<ipaddr.IPv6>[] = (
   [
-    ['2001::', 23], // IETF protocol assignments: benchmarking, ORCHID, AMT, anycast services (Teredo is decoded)
+    // IETF protocol assignments: benchmarking, ORCHID, AMT, anycast services (Teredo is decoded)
+    ['2001::', 23],
     ['2001:db8::', 32], // documentation
     ['3fff::', 20], // documentation
   ] as const
@@ -42,21 +45,25 @@ const NOT_GLOBAL_IPV6: Range<ipaddr.IPv6>[] = (
 const ipv4Of = (hi: number, lo: number) => new ipaddr.IPv4([hi >> 8, hi & 255, lo >> 8, lo & 255])
 const zero = (g: number[], from: number, to: number) => g.slice(from, to).every((x) => x === 0)
 
-// The IPv4 addresses an IPv6 address (its eight 16-bit groups) stands for, or null when it embeds none.
-// Each form reaches (or is translated to) an IPv4 host, so each passes the IPv4 rule instead of the IPv6 one:
+// The IPv4 addresses an IPv6 address (its eight 16-bit groups) stands for, or null when it
+// embeds none. Each form reaches (or is translated to) an IPv4 host, so each passes the IPv4 rule
+// instead of the IPv6 one:
 // - IPv4-compatible ::a.b.c.d (::/96, deprecated; :: and ::1 decode into 0.0.0.0/8),
 // - IPv4-mapped ::ffff:a.b.c.d (::ffff:0:0/96),
 // - SIIT IPv4-translated ::ffff:0:a.b.c.d (::ffff:0:0:0/96),
-// - NAT64 64:ff9b::a.b.c.d (64:ff9b::/96; the local-use 64:ff9b:1::/48 is outside 2000::/3 and refused),
+// - NAT64 64:ff9b::a.b.c.d (64:ff9b::/96; the local-use 64:ff9b:1::/48 is outside 2000::/3
+//   and refused),
 // - 6to4 2002:aabb:ccdd::/48,
-// - Teredo 2001:0:ssss:ssss::/32: both the server's address and the client's (inverted in the last 32 bits).
+// - Teredo 2001:0:ssss:ssss::/32: both the server's address and the client's (inverted in
+//   the last 32 bits).
 const embeddedIPv4 = (g: number[]): ipaddr.IPv4[] | null => {
   if (zero(g, 0, 6)) return [ipv4Of(g[6], g[7])]
   if (zero(g, 0, 5) && g[5] === 0xffff) return [ipv4Of(g[6], g[7])]
   if (zero(g, 0, 4) && g[4] === 0xffff && g[5] === 0) return [ipv4Of(g[6], g[7])]
   if (g[0] === 0x64 && g[1] === 0xff9b && zero(g, 2, 6)) return [ipv4Of(g[6], g[7])]
   if (g[0] === 0x2002) return [ipv4Of(g[1], g[2])]
-  if (g[0] === 0x2001 && g[1] === 0) return [ipv4Of(g[2], g[3]), ipv4Of(g[6] ^ 0xffff, g[7] ^ 0xffff)]
+  if (g[0] === 0x2001 && g[1] === 0)
+    return [ipv4Of(g[2], g[3]), ipv4Of(g[6] ^ 0xffff, g[7] ^ 0xffff)]
   return null
 }
 
@@ -68,9 +75,10 @@ const isGlobalIPv6 = (ip: ipaddr.IPv6) => {
   return ip.match(GLOBAL_UNICAST) && !NOT_GLOBAL_IPV6.some((range) => ip.match(range))
 }
 
-// Anything that is not an IP address counts as private so that callers fail closed; so does an IPv6 zone id
-// (fe80::1%eth0), which only a link-local or site-scoped address needs. node:net decides what is an address:
-// ipaddr.js also reads legacy IPv4 forms (0x7f.1, 127.1), which are no address in a URL's host here.
+// Anything that is not an IP address counts as private so that callers fail closed; so does an
+// IPv6 zone id (fe80::1%eth0), which only a link-local or site-scoped address needs. node:net
+// decides what is an address: ipaddr.js also reads legacy IPv4 forms (0x7f.1, 127.1), which are no
+// address in a URL's host here.
 export const isPrivateAddress = (ip: string): boolean => {
   if (isIPv4(ip)) return !isGlobalIPv4(ipaddr.IPv4.parse(ip))
   if (isIPv6(ip) && !ip.includes('%')) return !isGlobalIPv6(ipaddr.IPv6.parse(ip))
@@ -107,7 +115,11 @@ export const checkWebhookUrl = (url: string, allowPrivate: boolean): string | nu
 // the same rule, so a name pointing at a private address is refused now, not at every delivery.
 // A name that does not resolve (yet) is accepted: its records may still be on their way, and
 // delivery checks again anyway (DNS can change) and pins the address it checked.
-export const checkWebhookTarget = async (url: string, allowPrivate: boolean, resolve: Resolve = resolveAll) => {
+export const checkWebhookTarget = async (
+  url: string,
+  allowPrivate: boolean,
+  resolve: Resolve = resolveAll,
+) => {
   const problem = checkWebhookUrl(url, allowPrivate)
   if (problem || allowPrivate || isIP(bareHost(new URL(url).hostname))) return problem
   try {

@@ -6,13 +6,18 @@ import type { components, paths } from './generated/schema.ts'
 
 type Known<T> = unknown extends T ? false : [T] extends [never] ? false : true
 type Same<A, B> = [A] extends [B] ? ([B] extends [A] ? true : false) : false
-// biome-ignore lint/correctness/noUnusedVariables: the type argument is the assertion, checked where it is given
+// biome-ignore lint/correctness/noUnusedVariables: T is the assertion, checked where it is given
 const typed = <T extends true>() => {}
 
 type Customer = components['schemas']['Customer']
 type Problem = components['schemas']['ProblemDetails']
 
-export const run = async (baseUrl: string, serviceKey: string, adminToken: string, accountId: number) => {
+export const run = async (
+  baseUrl: string,
+  serviceKey: string,
+  adminToken: string,
+  accountId: number,
+) => {
   const api = createClient<paths>({ baseUrl, headers: { 'service-key': serviceKey } })
   const admin = createClient<paths>({ baseUrl, headers: { authorization: `Bearer ${adminToken}` } })
 
@@ -36,27 +41,54 @@ export const run = async (baseUrl: string, serviceKey: string, adminToken: strin
   let status = await api.GET('/api/v1/uploads/{upload_id}', {
     params: { path: { upload_id: upload.data.upload_id } },
   })
-  typed<Same<NonNullable<typeof status.data>['status'], 'received' | 'processing' | 'processed' | 'failed'>>()
-  for (let i = 0; i < 300 && status.data?.scored_at == null && status.data?.status !== 'failed'; i++) {
+  typed<
+    Same<
+      NonNullable<typeof status.data>['status'],
+      'received' | 'processing' | 'processed' | 'failed'
+    >
+  >()
+  for (
+    let i = 0;
+    i < 300 && status.data?.scored_at == null && status.data?.status !== 'failed';
+    i++
+  ) {
     await new Promise((r) => setTimeout(r, 100))
-    status = await api.GET('/api/v1/uploads/{upload_id}', { params: { path: { upload_id: upload.data.upload_id } } })
+    status = await api.GET('/api/v1/uploads/{upload_id}', {
+      params: { path: { upload_id: upload.data.upload_id } },
+    })
   }
 
   const search = await api.POST('/api/v1/customers/search', {
-    body: { filters: [{ propertyName: 'country', operator: 'EQ', value: 'US' }], properties: ['country'] },
+    body: {
+      filters: [{ propertyName: 'country', operator: 'EQ', value: 'US' }],
+      properties: ['country'],
+    },
   })
   typed<Known<NonNullable<typeof search.data>>>()
   typed<Same<NonNullable<typeof search.data>['results'][number], Customer>>()
   typed<Same<Customer['upsell_score'], number | null>>()
   typed<Same<Customer['engagementscore_trend'], { [date: string]: number } | null>>()
 
-  const customer = await api.GET('/api/v1/customer/{external_id}', { params: { path: { external_id: 'gen-1' } } })
+  const customer = await api.GET('/api/v1/customer/{external_id}', {
+    params: { path: { external_id: 'gen-1' } },
+  })
   typed<Known<NonNullable<typeof customer.data>>>()
-  typed<Known<NonNullable<NonNullable<typeof customer.data>['score_explanation']>['risk_drivers'][number]>>()
+  typed<
+    Known<
+      NonNullable<NonNullable<typeof customer.data>['score_explanation']>['risk_drivers'][number]
+    >
+  >()
 
   // The body type names exactly the keys the service takes; a typo sent anyway gets a 400.
-  type SearchBody = NonNullable<paths['/api/v1/customers/search']['post']['requestBody']>['content']['application/json']
-  typed<Same<keyof SearchBody, 'filters' | 'where' | 'properties' | 'limit' | 'after' | 'count' | 'sort'>>()
+  type SearchBody = NonNullable<
+    paths['/api/v1/customers/search']['post']['requestBody']
+  >['content']['application/json']
+  typed<
+    Same<
+      keyof SearchBody,
+      'filters' | 'where' | 'properties' | 'limit' | 'after' | 'count' | 'sort'
+    >
+  >()
   const typo = await api.POST('/api/v1/customers/search', { body: { filter: [] } as never })
 
   const hook = await admin.POST('/admin/v1/accounts/{id}/webhooks', {

@@ -1,5 +1,5 @@
-// A headless Chromium for the browser tests: Debian's chromium package driven by playwright-core, since
-// this machine and CI reach Debian's and npm's registries but no browser download host.
+// A headless Chromium for the browser tests: Debian's chromium package driven by playwright-core,
+// since this machine and CI reach Debian's and npm's registries but no browser download host.
 import { execFileSync } from 'node:child_process'
 import { existsSync, mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
@@ -32,7 +32,9 @@ const apt = (...args: string[]) =>
 const ensureChromium = () => {
   if (existsSync(CHROMIUM)) return
   if (process.getuid?.() !== 0) {
-    throw new Error(`The browser tests need ${CHROMIUM}: install Debian's chromium package (apt-get install chromium).`)
+    throw new Error(
+      `The browser tests need ${CHROMIUM}: install Debian's chromium package (apt-get install chromium).`,
+    )
   }
   try {
     apt('install', '-y', 'chromium')
@@ -40,7 +42,8 @@ const ensureChromium = () => {
     apt('update')
     apt('install', '-y', 'chromium')
   }
-  if (!existsSync(CHROMIUM)) throw new Error(`apt-get installed chromium, but ${CHROMIUM} is still missing.`)
+  if (!existsSync(CHROMIUM))
+    throw new Error(`apt-get installed chromium, but ${CHROMIUM} is still missing.`)
 }
 
 export interface Browser {
@@ -48,8 +51,8 @@ export interface Browser {
   close: () => Promise<void>
 }
 
-// Each launch gets its own profile folder (a persistent context is how Playwright takes one), removed
-// on close.
+// Each launch gets its own profile folder (a persistent context is how Playwright takes
+// one), removed on close.
 export const launchBrowser = async (): Promise<Browser> => {
   ensureChromium()
   const profile = mkdtempSync(join(tmpdir(), 'service-chromium-'))

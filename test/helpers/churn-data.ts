@@ -30,8 +30,8 @@ export interface Generated extends Sample {
 const PLANS = ['basic', 'pro', 'enterprise', 'trial']
 const REGIONS = ['eu', 'us', 'apac']
 
-// `today`'s customers; a churned one churned within the last 60 days, and from `leak` days before its
-// churn its logins drop to zero (what a model must not learn from).
+// `today`'s customers; a churned one churned within the last 60 days, and from `leak` days before
+// its churn its logins drop to zero (what a model must not learn from).
 export const generate = (
   n: number,
   structure: Structure,
@@ -68,12 +68,23 @@ export const generate = (
     const snapshots = [180, 150, 120, 90, 60, 30, 0].map((back) => {
       const date = addDays(end, -back)
       const dropped = options.leak !== undefined && churned && back < options.leak
-      return { date, values: { logins: dropped ? 0 : Math.max(0, logins + Math.round(normal() * 2)), tickets } }
+      return {
+        date,
+        values: { logins: dropped ? 0 : Math.max(0, logins + Math.round(normal() * 2)), tickets },
+      }
     })
     out.push({
       id: `c${i}`,
       logit,
-      attributes: { seats, spend, nps, plan, ...(region ? { region } : {}), has_sso: hasSso, signed_on: signedOn },
+      attributes: {
+        seats,
+        spend,
+        nps,
+        plan,
+        ...(region ? { region } : {}),
+        has_sso: hasSso,
+        signed_on: signedOn,
+      },
       snapshots,
       churned,
       churnedDate,

@@ -1,6 +1,6 @@
-// A throwaway Citus cluster for the test run's Citus pass and the Citus-only tests: a coordinator and
-// workers on loopback, each a PostgreSQL 15 with Citus preloaded (../shared/citus/README.md). A test
-// database lives on every node; it is copied from a template database that already holds the
+// A throwaway Citus cluster for the test run's Citus pass and the Citus-only tests: a coordinator
+// and workers on loopback, each a PostgreSQL 15 with Citus preloaded (../shared/citus/README.md).
+// A test database lives on every node; it is copied from a template database that already holds the
 // extension and the node list, which takes a fraction of the time `citus_add_node` takes.
 import { execFileSync } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
@@ -16,13 +16,30 @@ const TEMPLATE = 'citus_template'
 // Durability off as test/run.ts's SETTINGS; few shards, so that distributing the schema in each
 // test's database stays quick (both workers still hold shards of every table).
 const SETTINGS = [
-  ...['-c', 'max_connections=400', '-c', 'fsync=off', '-c', 'synchronous_commit=off', '-c', 'full_page_writes=off'],
-  ...['-c', 'shared_preload_libraries=citus', '-c', 'wal_level=logical', '-c', 'max_prepared_transactions=400'],
+  ...[
+    '-c',
+    'max_connections=400',
+    '-c',
+    'fsync=off',
+    '-c',
+    'synchronous_commit=off',
+    '-c',
+    'full_page_writes=off',
+  ],
+  ...[
+    '-c',
+    'shared_preload_libraries=citus',
+    '-c',
+    'wal_level=logical',
+    '-c',
+    'max_prepared_transactions=400',
+  ],
   ...['-c', 'citus.node_conninfo=sslmode=disable', '-c', 'citus.shard_count=4'],
 ]
 
-// The build in ../shared/citus links have_createdb_privilege, which PostgreSQL 15 exports from 15.20
-// on: an older server refuses to load it ("undefined symbol"), so the pass is skipped, saying why.
+// The build in ../shared/citus links have_createdb_privilege, which PostgreSQL 15 exports
+// from 15.20 on: an older server refuses to load it ("undefined symbol"), so the pass is
+// skipped, saying why.
 export const CITUS_MIN_MINOR = 20
 export const serverMinor = () => {
   const version = execFileSync(`${CITUS_HOME}/bin/postgres`, ['--version'], { encoding: 'utf8' })
@@ -68,7 +85,8 @@ const run = async (url: string, ...statements: string[]) => {
   }
 }
 
-const dataDirOf = async (url: string) => (await run(url, 'show data_directory'))[0][0].data_directory as string
+const dataDirOf = async (url: string) =>
+  (await run(url, 'show data_directory'))[0][0].data_directory as string
 
 // Every node needs the password of the others: a shard move's subscription on the target node
 // reaches the source with the target's own pg_dist_authinfo (`citus_use_authinfo`), which
@@ -76,7 +94,8 @@ const dataDirOf = async (url: string) => (await run(url, 'show data_directory'))
 const authinfo = (password: string) =>
   `insert into pg_dist_authinfo (nodeid, rolename, authinfo) values (0, 'postgres', 'password=${password}')`
 
-// Starts one node; it shares the cluster's password, so that nodes reach each other (pg_dist_authinfo).
+// Starts one node; it shares the cluster's password, so that nodes reach each other
+// (pg_dist_authinfo).
 const startNode = async (password: string, settings: string[]) => {
   const pg = await startThrowawayCluster('service-citus-', settings, CITUS_HOME)
   const port = Number(new URL(pg.url).port)
@@ -111,14 +130,21 @@ export const startCitusCluster = async (
   { crashSafe = false, settings: extra = [] as string[] } = {},
 ) => {
   const password = randomBytes(18).toString('hex')
-  const settings = [...(crashSafe ? [...SETTINGS, '-c', 'synchronous_commit=on'] : SETTINGS), ...extra]
-  const started = await Promise.all(Array.from({ length: workerCount + 1 }, () => startNode(password, settings)))
+  const settings = [
+    ...(crashSafe ? [...SETTINGS, '-c', 'synchronous_commit=on'] : SETTINGS),
+    ...extra,
+  ]
+  const started = await Promise.all(
+    Array.from({ length: workerCount + 1 }, () => startNode(password, settings)),
+  )
   const nodes = started.map((s) => s.node)
   const stops = started.map((s) => s.stop)
   const [coordinator, ...workers] = nodes
-  for (const w of workers) await run(urlOf(w.url, password, 'postgres'), `create database ${TEMPLATE}`)
+  for (const w of workers)
+    await run(urlOf(w.url, password, 'postgres'), `create database ${TEMPLATE}`)
   await run(coordinator.url, `create database ${TEMPLATE}`)
-  for (const w of workers) await run(urlOf(w.url, password, TEMPLATE), 'create extension citus', authinfo(password))
+  for (const w of workers)
+    await run(urlOf(w.url, password, TEMPLATE), 'create extension citus', authinfo(password))
   await run(
     urlOf(coordinator.url, password, TEMPLATE),
     'create extension citus',
@@ -194,5 +220,8 @@ export const createCitusDatabase = async (nodes: Node[], prefix: string) => {
   await each(`create database ${name} template ${TEMPLATE}`)
   const url = new URL(nodes[0].url)
   url.pathname = `/${name}`
-  return { url: url.toString(), drop: async () => void (await each(`drop database if exists ${name} with (force)`)) }
+  return {
+    url: url.toString(),
+    drop: async () => void (await each(`drop database if exists ${name} with (force)`)),
+  }
 }

@@ -23,13 +23,20 @@ export const pinnedPort = (env: NodeJS.ProcessEnv = process.env): number | undef
   if (given === undefined || given === '') return undefined
   const port = Number(given)
   if (!/^[1-9]\d*$/.test(given) || port > 65535)
-    throw new Error(`TEST_POSTGRES_PORT must be a port number, 1 to 65535, not ${JSON.stringify(given)}.`)
+    throw new Error(
+      `TEST_POSTGRES_PORT must be a port number, 1 to 65535, not ${JSON.stringify(given)}.`,
+    )
   return port
 }
 
 // `home`: another PostgreSQL installation's folder (bin/ inside) instead of the embedded one.
 // `port`: a free one when not given.
-export const startThrowawayCluster = async (prefix: string, settings: string[], home?: string, port?: number) => {
+export const startThrowawayCluster = async (
+  prefix: string,
+  settings: string[],
+  home?: string,
+  port?: number,
+) => {
   const dir = mkdtempSync(join(tmpdir(), prefix))
   // As root the cluster runs as the postgres user, who must be able to enter the folder.
   chmodSync(dir, 0o755)
@@ -54,5 +61,8 @@ export const createDatabase = async (clusterUrl: string, prefix: string) => {
   await onCluster(clusterUrl, `create database ${name}`)
   const url = new URL(clusterUrl)
   url.pathname = `/${name}`
-  return { url: url.toString(), drop: () => onCluster(clusterUrl, `drop database if exists ${name} with (force)`) }
+  return {
+    url: url.toString(),
+    drop: () => onCluster(clusterUrl, `drop database if exists ${name} with (force)`),
+  }
 }

@@ -3,8 +3,9 @@ import { migrate } from '../../src/db/migrate.ts'
 import { freshDatabase, storeScores } from './db.ts'
 
 // A migrated database holding a few records of accounts 7 and 8, the accounts the compiler tests
-// compile for: the tests run what the search compiler builds and assert rows and plans, not its text.
-// Users 3 (Ann@x.io) and 4 (bob@x.io), tags 8 (red) and 9 (blue), as the tests' lookups name them.
+// compile for: the tests run what the search compiler builds and assert rows and plans, not
+// its text. Users 3 (Ann@x.io) and 4 (bob@x.io), tags 8 (red) and 9 (blue), as the tests'
+// lookups name them.
 const CUSTOMERS: {
   external_id: string
   name: string
@@ -13,7 +14,12 @@ const CUSTOMERS: {
   attributes: Record<string, string | number | boolean>
   metrics?: Record<string, number>
 }[] = [
-  { external_id: 'c1', name: 'Ann Co', owner_user_id: 3, attributes: { plan: 'pro', seats: 3, sso: true } },
+  {
+    external_id: 'c1',
+    name: 'Ann Co',
+    owner_user_id: 3,
+    attributes: { plan: 'pro', seats: 3, sso: true },
+  },
   {
     external_id: 'c2',
     name: 'Bob Co',
@@ -28,8 +34,18 @@ const CUSTOMERS: {
     attributes: { plan: 'pro', seats: 1, sso: true },
     metrics: { logins: 1 },
   },
-  { external_id: 'c4', name: 'Dee Co', attributes: { sso: false, renewal_date: '2026-02-01' }, metrics: { logins: 2 } },
-  { external_id: 'c5', name: 'Eve Co', owner_user_id: 3, attributes: { plan: 'pro', seats: 5, sso: false } },
+  {
+    external_id: 'c4',
+    name: 'Dee Co',
+    attributes: { sso: false, renewal_date: '2026-02-01' },
+    metrics: { logins: 2 },
+  },
+  {
+    external_id: 'c5',
+    name: 'Eve Co',
+    owner_user_id: 3,
+    attributes: { plan: 'pro', seats: 5, sso: false },
+  },
   { external_id: 'c6', name: 'Fay Co', attributes: { plan: 'basic', seats: 2, sso: true } },
 ]
 const TAGS: Record<string, number[]> = { c1: [8], c2: [9], c3: [8, 9] }
@@ -50,7 +66,8 @@ export const searchDatabase = async () => {
   }
   await sql`insert into users (account_id, id, email) overriding system value
     values (7, 3, 'Ann@x.io'), (7, 4, 'bob@x.io')`
-  await sql`insert into tags (account_id, id, title) overriding system value values (7, 8, 'red'), (7, 9, 'blue')`
+  await sql`insert into tags (account_id, id, title) overriding system value
+    values (7, 8, 'red'), (7, 9, 'blue')`
   for (const c of CUSTOMERS) {
     const [row] = await sql`insert into customers
       (account_id, external_id, name, owner_user_id, is_churned, attributes, metrics)
@@ -62,7 +79,10 @@ export const searchDatabase = async () => {
         values (7, ${row.service_id}, ${tag}, ${c.external_id})`
     }
   }
-  const scored = Object.entries(ENGAGEMENT).map(([external_id, engagementscore]) => ({ external_id, engagementscore }))
+  const scored = Object.entries(ENGAGEMENT).map(([external_id, engagementscore]) => ({
+    external_id,
+    engagementscore,
+  }))
   await storeScores(sql, 'customers', 7, scored)
   // Account 8 shares external ids with account 7: a query that forgets the account finds them.
   const [other] = await sql`insert into customers (account_id, external_id, name, attributes)
@@ -89,7 +109,8 @@ export const searchDatabase = async () => {
     plan,
     serviceId: async (table: 'customers' | 'contacts', externalId: string, accountId = 7) =>
       (
-        await sql`select service_id from ${sql(table)} where account_id = ${accountId} and external_id = ${externalId}`
+        await sql`select service_id from ${sql(table)} where account_id = ${accountId}
+          and external_id = ${externalId}`
       )[0].service_id as number,
     stop: async () => {
       await sql.end()
@@ -110,8 +131,12 @@ export interface PlanNode {
 // EXPLAIN's output); their relations and indexes are the shards', named after their own with a
 // numeric suffix.
 const remotePlans = (node: PlanNode): PlanNode[] => {
-  const job = (node['Distributed Query'] as { Job?: { Tasks?: { 'Remote Plan'?: unknown }[] } } | undefined)?.Job
-  const plans = (job?.Tasks ?? []).flatMap((task) => [task['Remote Plan']].flat(3)) as { Plan?: PlanNode }[]
+  const job = (
+    node['Distributed Query'] as { Job?: { Tasks?: { 'Remote Plan'?: unknown }[] } } | undefined
+  )?.Job
+  const plans = (job?.Tasks ?? []).flatMap((task) => [task['Remote Plan']].flat(3)) as {
+    Plan?: PlanNode
+  }[]
   return plans.flatMap((p) => (p?.Plan ? [p.Plan] : []))
 }
 

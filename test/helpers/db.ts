@@ -61,7 +61,8 @@ export const lockTable = async (sql: Sql, table: string) => {
   }
 }
 
-// The tables that belong to no account: the service's own bookkeeping (the rest lead with account_id).
+// The tables that belong to no account: the service's own bookkeeping (the rest lead
+// with account_id).
 export const GLOBAL_TABLES = [
   'accounts',
   'schema_migrations',

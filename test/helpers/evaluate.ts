@@ -1,6 +1,7 @@
 // In-memory evaluation of search filters and trees over plain records: the reference the SQL
 // compiler (src/search/) is checked against. It shares only validation and value parsing with the
-// compiler (criteria.ts), never its SQL, so a mistake in one shows up as a disagreement with the other.
+// compiler (criteria.ts), never its SQL, so a mistake in one shows up as a disagreement
+// with the other.
 
 import { dayNumber, isDate } from '../../src/dates.ts'
 import { type FieldError, refuse } from '../../src/errors.ts'
@@ -44,7 +45,10 @@ export interface SearchRecord {
 
 type Value = Scalar | null
 
-const CORE_VALUES: ReadonlyMap<string, (r: SearchRecord) => unknown> = new Map<string, (r: SearchRecord) => unknown>([
+const CORE_VALUES: ReadonlyMap<string, (r: SearchRecord) => unknown> = new Map<
+  string,
+  (r: SearchRecord) => unknown
+>([
   ['name', (r) => r.name],
   ['is_churned', (r) => r.is_churned],
   ['fitscore', (r) => r.fitscore],
@@ -93,7 +97,9 @@ const SCALAR_TESTS: Record<PositiveOp, ScalarTest> = {
   LIKE: (v, [x]) => typeof v === 'string' && v.toLowerCase().includes(String(x).toLowerCase()),
   GTD: (v, [n], today) => typeof v === 'string' && dayNumber(v) < dayNumber(today) - Number(n),
   LTD: (v, [n], today) =>
-    typeof v === 'string' && dayNumber(today) - Number(n) < dayNumber(v) && dayNumber(v) <= dayNumber(today),
+    typeof v === 'string' &&
+    dayNumber(today) - Number(n) < dayNumber(v) &&
+    dayNumber(v) <= dayNumber(today),
   KNOWN: (v) => v !== null && v !== '',
 }
 
@@ -105,7 +111,9 @@ function anyCaseInsensitive(candidates: readonly string[], operands: Scalar[]): 
 function positive(record: SearchRecord, c: Criterion, today: string): boolean {
   if (c.field.type === 'owner') {
     const email = record.owner_email ?? null
-    return c.op === 'KNOWN' ? email !== null : email !== null && anyCaseInsensitive([email], c.operands)
+    return c.op === 'KNOWN'
+      ? email !== null
+      : email !== null && anyCaseInsensitive([email], c.operands)
   }
   if (c.field.type === 'tags') {
     const tags = record.tags ?? []
@@ -118,7 +126,9 @@ function positive(record: SearchRecord, c: Criterion, today: string): boolean {
 function holds(record: SearchRecord, t: Tree<Criterion>, today: string): boolean {
   if (!isNode(t)) return positive(record, t, today) !== t.negated
   if ('not' in t) return !holds(record, t.not, today)
-  return 'and' in t ? t.and.every((c) => holds(record, c, today)) : t.or.some((c) => holds(record, c, today))
+  return 'and' in t
+    ? t.and.every((c) => holds(record, c, today))
+    : t.or.some((c) => holds(record, c, today))
 }
 
 // Same rules as compileSearch's WHERE clause (default active-only included); refuses (400) the
@@ -139,7 +149,8 @@ export function matches(
 const byteOrder = (a: string, b: string) => Buffer.compare(Buffer.from(a), Buffer.from(b))
 
 function keyValue(record: SearchRecord, key: SortKey): Value {
-  if (key.type === 'timestamp') return (key.name === 'createdAt' ? record.created_at : record.updated_at) ?? null
+  if (key.type === 'timestamp')
+    return (key.name === 'createdAt' ? record.created_at : record.updated_at) ?? null
   return fieldValue(record, { source: key.source, name: key.name, type: key.type } as Field)
 }
 

@@ -4,7 +4,8 @@ import type { TestService } from './service.ts'
 type Account = Awaited<ReturnType<TestService['account']>>
 
 // An account with a customer scoring model, a few typed properties and a user: ready for uploads.
-export const scoredAccount = async (s: TestService, name = 'Acme') => scoreAccount(s, await s.account(name))
+export const scoredAccount = async (s: TestService, name = 'Acme') =>
+  scoreAccount(s, await s.account(name))
 
 // The same for an account made already (a test that picks its accounts first, by shard say).
 export const scoreAccount = async (s: TestService, account: Account) => {
@@ -28,7 +29,10 @@ export const scoreAccount = async (s: TestService, account: Account) => {
     contact: { engagement: [{ codename: 'sessions', weight: 100, bad: 0, good: 20 }] },
   })
   if (model.status !== 200) throw new Error(`scoring model: ${JSON.stringify(model.body)}`)
-  await s.admin('POST', `/accounts/${account.id}/users`, { email: 'owner@acme.test', name: 'Owner' })
+  await s.admin('POST', `/accounts/${account.id}/users`, {
+    email: 'owner@acme.test',
+    name: 'Owner',
+  })
   return account
 }
 
@@ -43,8 +47,10 @@ export const waitForUpload = async (
   const deadline = Date.now() + timeoutMs
   for (;;) {
     const res = await api(`/api/v1/uploads/${uploadId}`, undefined, 'GET')
-    if (res.status !== 200) throw new Error(`upload ${uploadId}: ${res.status} ${JSON.stringify(res.body)}`)
-    if (!['received', 'processing'].includes(res.body.status) && (!scored || res.body.scored_at)) return res.body
+    if (res.status !== 200)
+      throw new Error(`upload ${uploadId}: ${res.status} ${JSON.stringify(res.body)}`)
+    if (!['received', 'processing'].includes(res.body.status) && (!scored || res.body.scored_at))
+      return res.body
     if (Date.now() > deadline) throw new Error(`upload ${uploadId} still ${res.body.status}`)
     await new Promise((r) => setTimeout(r, 100))
   }

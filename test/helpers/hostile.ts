@@ -5,7 +5,17 @@ import fc from 'fast-check'
 // same on every run.
 const nasty = fc.oneof(
   fc.string(),
-  fc.constantFrom('\ud800', 'x\udc00', '\u0000', '\uffff', '\u2028', "'; drop table customers; --", '%', '_', '\\'),
+  fc.constantFrom(
+    '\ud800',
+    'x\udc00',
+    '\u0000',
+    '\uffff',
+    '\u2028',
+    "'; drop table customers; --",
+    '%',
+    '_',
+    '\\',
+  ),
   fc.constantFrom('0000-01-01', '2024-02-30', '9999-12-31', '0001-01-01', '1e999', 'NaN', ''),
 )
 export const hostileRecords = fc.sample(

@@ -5,7 +5,10 @@ import addFormats from 'ajv-formats'
 // references travel with it as $defs.
 export const standalone = (doc: any, schema: object) =>
   JSON.parse(
-    JSON.stringify({ ...schema, $defs: doc.components.schemas }).replaceAll('"#/components/schemas/', '"#/$defs/'),
+    JSON.stringify({ ...schema, $defs: doc.components.schemas }).replaceAll(
+      '"#/components/schemas/',
+      '"#/$defs/',
+    ),
   )
 
 // Draft 2020-12, as the document declares; formats (date-time, date, email) are checked too.

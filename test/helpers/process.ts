@@ -4,22 +4,30 @@ import { ADMIN_TOKEN, SECRET_KEY } from './service.ts'
 import { freePort } from './cluster.ts'
 
 // A `service` command as its own process (serve, worker, ...), for tests that kill it.
-export const startProcess = async (args: string[], databaseUrl: string, env: Record<string, string> = {}) => {
+export const startProcess = async (
+  args: string[],
+  databaseUrl: string,
+  env: Record<string, string> = {},
+) => {
   const port = await freePort()
-  const child: ChildProcess = spawn(process.execPath, ['--import', 'tsx', 'src/cli/main.ts', ...args], {
-    env: {
-      ...process.env,
-      DATABASE_URL: databaseUrl,
-      PORT: String(port),
-      HOST: '127.0.0.1',
-      LOG_LEVEL: 'error',
-      SERVICE_ADMIN_TOKEN: ADMIN_TOKEN,
-      SERVICE_WEBHOOK_ALLOW_PRIVATE: '1',
-      SERVICE_SECRET_KEY: SECRET_KEY,
-      ...env,
+  const child: ChildProcess = spawn(
+    process.execPath,
+    ['--import', 'tsx', 'src/cli/main.ts', ...args],
+    {
+      env: {
+        ...process.env,
+        DATABASE_URL: databaseUrl,
+        PORT: String(port),
+        HOST: '127.0.0.1',
+        LOG_LEVEL: 'error',
+        SERVICE_ADMIN_TOKEN: ADMIN_TOKEN,
+        SERVICE_WEBHOOK_ALLOW_PRIVATE: '1',
+        SERVICE_SECRET_KEY: SECRET_KEY,
+        ...env,
+      },
+      stdio: ['ignore', 'pipe', 'pipe'],
     },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  })
+  )
   let stdout = ''
   let stderr = ''
   child.stdout!.on('data', (d) => {
@@ -28,7 +36,9 @@ export const startProcess = async (args: string[], databaseUrl: string, env: Rec
   child.stderr!.on('data', (d) => {
     stderr += d
   })
-  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)))
+  const exited = new Promise<number | null>((resolve) =>
+    child.once('exit', (code) => resolve(code)),
+  )
   const base = `http://127.0.0.1:${port}`
   if (args[0] === 'serve') {
     for (let i = 0; ; i++) {

@@ -10,7 +10,8 @@ export interface Received {
   json: any
 }
 
-// The status (and optionally a body) to answer the n-th request (1-based) with; a promise delays the answer.
+// The status (and optionally a body) to answer the n-th request (1-based) with; a promise
+// delays the answer.
 type Answer = number | { status: number; body: string }
 export type Responder = (req: Received, n: number) => Answer | Promise<Answer>
 
@@ -42,7 +43,9 @@ export const startReceiver = async (respond: Responder = () => 200, port = 0) =>
       if (!res.destroyed) res.writeHead(status).end(body)
     })
   })
-  await new Promise<void>((resolve, reject) => server.once('error', reject).listen(port, '127.0.0.1', resolve))
+  await new Promise<void>((resolve, reject) =>
+    server.once('error', reject).listen(port, '127.0.0.1', resolve),
+  )
   const bound = (server.address() as AddressInfo).port
   return {
     port: bound,

@@ -4,7 +4,8 @@ import type { TestService } from './service.ts'
 
 type Account = Awaited<ReturnType<TestService['account']>>
 
-export const dayAgo = (n: number) => new Date(Date.now() - n * 86_400_000).toISOString().slice(0, 10)
+export const dayAgo = (n: number) =>
+  new Date(Date.now() - n * 86_400_000).toISOString().slice(0, 10)
 
 // Uploads through the API and waits until the records are processed and scored, so that stored
 // scores set afterwards with SQL are not overwritten by the scoring job.
@@ -15,7 +16,11 @@ export const search = (account: Account, entity: 'customers' | 'contacts', body?
   account.api(`/api/v1/${entity}/search`, body)
 
 // Every page in turn, failing on anything but 200.
-export const allPages = async (account: Account, entity: 'customers' | 'contacts', body: Record<string, unknown>) => {
+export const allPages = async (
+  account: Account,
+  entity: 'customers' | 'contacts',
+  body: Record<string, unknown>,
+) => {
   const pages: any[] = []
   for (let after: number | undefined; ; ) {
     const res = await search(account, entity, { ...body, ...(after !== undefined && { after }) })

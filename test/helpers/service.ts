@@ -13,7 +13,10 @@ export interface Call {
 }
 
 // The whole service (HTTP on a loopback port plus the worker) on its own fresh database.
-export const startTestService = async (overrides: Partial<Config> = {}, parts = { http: true, worker: true }) => {
+export const startTestService = async (
+  overrides: Partial<Config> = {},
+  parts = { http: true, worker: true },
+) => {
   const db = await freshDatabase()
   // The environment's settings of the api sessions only (the Citus pass makes them fail a fan-out).
   const apiOptions = { SERVICE_DATABASE_API_OPTIONS: process.env.SERVICE_DATABASE_API_OPTIONS }

@@ -3,7 +3,13 @@ import { strict } from '../../validate.ts'
 
 // customer.score_changed: when a score change is worth an event (docs/api.md, "Score alerts").
 // The rule scores are integers in -100..100; churn_probability, the learned one, is in 0..1.
-export const ALERT_SCORES = ['engagementscore', 'fitscore', 'churn_risk', 'upsell_score', 'churn_probability'] as const
+export const ALERT_SCORES = [
+  'engagementscore',
+  'fitscore',
+  'churn_risk',
+  'upsell_score',
+  'churn_probability',
+] as const
 type AlertScore = (typeof ALERT_SCORES)[number]
 export type Scores = Record<AlertScore, number | null>
 
@@ -46,7 +52,11 @@ interface ScoreChange {
 
 // A threshold t is crossed when the score goes from below t to t or above, or from t or above to
 // below t. Of several crossed in one move, the one passed last (nearest the new value) is named.
-const crossedThreshold = (thresholds: readonly number[], from: number, to: number): number | null => {
+const crossedThreshold = (
+  thresholds: readonly number[],
+  from: number,
+  to: number,
+): number | null => {
   const passed = thresholds.filter((t) => (from < t && to >= t) || (from >= t && to < t))
   if (passed.length === 0) return null
   return to > from ? Math.max(...passed) : Math.min(...passed)

@@ -26,8 +26,13 @@ export const explainCustomer = (
   today: string,
 ): Explanation => {
   const { typeOf, isMetric } = propertyLookup(defs)
-  const contributions = (rules: Rule[] | undefined, metrics: Record<string, unknown>, date: string) =>
-    weightedScore(rules ?? [], (c) => own(isMetric(c) ? metrics : row.attributes, c), date, typeOf).contributions
+  const contributions = (
+    rules: Rule[] | undefined,
+    metrics: Record<string, unknown>,
+    date: string,
+  ) =>
+    weightedScore(rules ?? [], (c) => own(isMetric(c) ? metrics : row.attributes, c), date, typeOf)
+      .contributions
   const engagement =
     row.last_seen === null || row.snapshot === null
       ? []
@@ -37,7 +42,10 @@ export const explainCustomer = (
 
 // An explanation as people read it: each rule's property also by its label, the codename where it
 // has none (labels: codename -> label).
-export const labelled = <E extends { codename: string }>(items: readonly E[], labels: Record<string, string>) =>
+export const labelled = <E extends { codename: string }>(
+  items: readonly E[],
+  labels: Record<string, string>,
+) =>
   items.map((item) => ({
     ...item,
     label: Object.hasOwn(labels, item.codename) ? labels[item.codename] : item.codename,

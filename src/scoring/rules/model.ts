@@ -3,9 +3,10 @@ import type { Entity, PropertyDef, PropertyType } from '../../property.ts'
 import type { FieldError } from '../../errors.ts'
 import { closest, storable } from '../../validate.ts'
 
-// Bounds beyond the documented model's: sql.ts scores in float8, where PostgreSQL raises an error on overflow
-// and underflow instead of giving Infinity or 0. With these no intermediate result of the score
-// can leave float8's range (whatever the stored values), and no meaningful model is refused.
+// Bounds beyond the documented model's: sql.ts scores in float8, where PostgreSQL raises an
+// error on overflow and underflow instead of giving Infinity or 0. With these no intermediate
+// result of the score can leave float8's range (whatever the stored values), and no meaningful
+// model is refused.
 const notTiny = (x: number) => x === 0 || Math.abs(x) >= 1e-6
 const Score = v.pipe(
   v.number(),
@@ -45,7 +46,11 @@ const RangeRuleSchema = v.pipe(
 const BooleanRuleSchema = v.strictObject({ ...ruleBase, good: v.boolean() }, formsMessage)
 const ValuesRuleSchema = v.strictObject(
   // The values are stored with the model (jsonb): a key must be storable text, as every name kept.
-  { ...ruleBase, values: v.record(v.pipe(v.string(), storable), Score), default: v.optional(Score) },
+  {
+    ...ruleBase,
+    values: v.record(v.pipe(v.string(), storable), Score),
+    default: v.optional(Score),
+  },
   formsMessage,
 )
 
@@ -75,7 +80,9 @@ export const ScoringModelSchema = v.strictObject({
   contact: v.optional(v.strictObject({ engagement: v.optional(Rules) })),
   churn: v.optional(
     v.strictObject({
-      inactive_days: v.optional(v.pipe(v.number(), v.integer(INACTIVE_DAYS), v.minValue(1, INACTIVE_DAYS))),
+      inactive_days: v.optional(
+        v.pipe(v.number(), v.integer(INACTIVE_DAYS), v.minValue(1, INACTIVE_DAYS)),
+      ),
     }),
   ),
 })
@@ -97,11 +104,16 @@ export const propertyLookup = (defs: readonly PropertyDef[]) => {
 }
 
 const isRangeRule = (rule: Rule): rule is RangeRule => 'bad' in rule
-export const isBooleanRule = (rule: Rule): rule is BooleanRule => 'good' in rule && typeof rule.good === 'boolean'
+export const isBooleanRule = (rule: Rule): rule is BooleanRule =>
+  'good' in rule && typeof rule.good === 'boolean'
 export const isValuesRule = (rule: Rule): rule is ValuesRule => 'values' in rule
 
 const hasFormFor = (rule: Rule, type: PropertyType) =>
-  type === 'boolean' ? isBooleanRule(rule) : type === 'string' ? isValuesRule(rule) : isRangeRule(rule)
+  type === 'boolean'
+    ? isBooleanRule(rule)
+    : type === 'string'
+      ? isValuesRule(rule)
+      : isRangeRule(rule)
 
 const expectedForm: Record<PropertyType, string> = {
   number: 'numeric `bad` and `good`',
@@ -112,11 +124,21 @@ const expectedForm: Record<PropertyType, string> = {
 
 type Catalogs = Record<Entity, readonly PropertyDef[]>
 
-const checkRules = (rules: Rule[] | undefined, entity: Entity, base: string, catalogs: Catalogs): FieldError[] =>
+const checkRules = (
+  rules: Rule[] | undefined,
+  entity: Entity,
+  base: string,
+  catalogs: Catalogs,
+): FieldError[] =>
   (rules ?? []).flatMap((rule, i) => {
     const def = catalogs[entity].find((d) => d.codename === rule.codename)
     if (!def)
-      return [{ path: `${base}/${i}/codename`, message: `No ${entity} property "${rule.codename}" is defined.` }]
+      return [
+        {
+          path: `${base}/${i}/codename`,
+          message: `No ${entity} property "${rule.codename}" is defined.`,
+        },
+      ]
     if (hasFormFor(rule, def.type)) return []
     return [
       {
@@ -126,7 +148,10 @@ const checkRules = (rules: Rule[] | undefined, entity: Entity, base: string, cat
     ]
   })
 
-export const checkModelAgainstProperties = (model: ScoringModel, catalogs: Catalogs): FieldError[] => [
+export const checkModelAgainstProperties = (
+  model: ScoringModel,
+  catalogs: Catalogs,
+): FieldError[] => [
   ...checkRules(model.customer?.engagement, 'customer', '/customer/engagement', catalogs),
   ...checkRules(model.customer?.fit, 'customer', '/customer/fit', catalogs),
   ...checkRules(model.contact?.engagement, 'contact', '/contact/engagement', catalogs),

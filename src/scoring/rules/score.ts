@@ -56,10 +56,10 @@ export const roundHalfAway = (x: number): number => {
 const round2 = (x: number) => roundHalfAway(x * 100) / 100
 
 // clamp(-100 + 200 * (v - bad) / (good - bad)), computed so that sql.ts can do the same in float8
-// without PostgreSQL's overflow and underflow errors: a value at or past `good` or `bad` scores ±100
-// before any arithmetic (the formula would overflow for huge values), and so does a value so close
-// to `bad` that the quotient would vanish next to -100 anyway (it could underflow). A value exactly
-// at `good` thus scores 100 even where the float formula would give 99.99999999999997.
+// without PostgreSQL's overflow and underflow errors: a value at or past `good` or `bad` scores
+// ±100 before any arithmetic (the formula would overflow for huge values), and so does a value so
+// close to `bad` that the quotient would vanish next to -100 anyway (it could underflow). A value
+// exactly at `good` thus scores 100 even where the float formula would give 99.99999999999997.
 const rangeScore = ({ bad, good }: RangeRule, v: number): number => {
   const span = good - bad
   if (span > 0 ? v >= good : v <= good) return 100
@@ -71,14 +71,21 @@ const rangeScore = ({ bad, good }: RangeRule, v: number): number => {
 // A value of the wrong JSON type (e.g. a string stored under a number metric) counts as missing,
 // as in sql.ts, rather than failing the whole record; so does a stored number no double holds,
 // which JSON.parse reads as Infinity (sql.ts, tolerant).
-export const propertyScore = (rule: Rule, value: unknown, scoringDate: string, type: PropertyType): number | null => {
+export const propertyScore = (
+  rule: Rule,
+  value: unknown,
+  scoringDate: string,
+  type: PropertyType,
+): number | null => {
   if (isValuesRule(rule)) {
     if (typeof value !== 'string') return null
     // hasOwn: a value such as "toString" must not pick up Object.prototype members.
     return Object.hasOwn(rule.values, value) ? rule.values[value] : (rule.default ?? 0)
   }
-  if (isBooleanRule(rule)) return typeof value === 'boolean' ? (value === rule.good ? 100 : -100) : null
-  if (type === 'date') return isDate(value) ? rangeScore(rule, daysBetween(scoringDate, value)) : null
+  if (isBooleanRule(rule))
+    return typeof value === 'boolean' ? (value === rule.good ? 100 : -100) : null
+  if (type === 'date')
+    return isDate(value) ? rangeScore(rule, daysBetween(scoringDate, value)) : null
   return typeof value === 'number' && Number.isFinite(value) ? rangeScore(rule, value) : null
 }
 
@@ -101,7 +108,10 @@ export const weightedScore = (
   }
 }
 
-const trendInputs = (f: number | null, d: number | null) => ({ f: f ?? 0, d: clamp(d ?? 0, -100, 100) })
+const trendInputs = (f: number | null, d: number | null) => ({
+  f: f ?? 0,
+  d: clamp(d ?? 0, -100, 100),
+})
 
 // A last_seen in the future (a snapshot dated ahead) counts as seen today: s is at least 0.
 export const churnRisk = (
@@ -116,19 +126,31 @@ export const churnRisk = (
   return clamp(roundHalfAway(50 - 0.35 * e - 0.15 * x.f - 0.3 * x.d + (20 * s) / 90), 0, 100)
 }
 
-export const upsellScore = (e: number | null, f: number | null, d: number | null): number | null => {
+export const upsellScore = (
+  e: number | null,
+  f: number | null,
+  d: number | null,
+): number | null => {
   if (e === null) return null
   const x = trendInputs(f, d)
   return clamp(roundHalfAway(50 + 0.3 * e + 0.2 * x.f + 0.15 * x.d), 0, 100)
 }
 
-export const summarizeHistory = (records: readonly HistoryRecord[], today: string): HistorySummary => {
+export const summarizeHistory = (
+  records: readonly HistoryRecord[],
+  today: string,
+): HistorySummary => {
   const scored = records
     .filter((r): r is { date: string; score: number } => r.score !== null)
     .sort((a, b) => (a.date < b.date ? -1 : a.date > b.date ? 1 : 0))
   const last = scored.at(-1)
   if (!last)
-    return { last_seen: null, engagementscore: null, engagementscore_difference: null, engagementscore_trend: null }
+    return {
+      last_seen: null,
+      engagementscore: null,
+      engagementscore_difference: null,
+      engagementscore_trend: null,
+    }
   const previous = scored.at(-2)
   // "Within 365 days before today": today - 365 < date <= today.
   const recent = scored
@@ -141,7 +163,9 @@ export const summarizeHistory = (records: readonly HistoryRecord[], today: strin
     last_seen: last.date,
     engagementscore: last.score,
     engagementscore_difference: previous ? last.score - previous.score : null,
-    engagementscore_trend: recent.length ? Object.fromEntries(recent.map((r) => [r.date, r.score])) : null,
+    engagementscore_trend: recent.length
+      ? Object.fromEntries(recent.map((r) => [r.date, r.score]))
+      : null,
   }
 }
 
@@ -172,14 +196,25 @@ export const changeDrivers = (before: Contributions, after: Contributions): Chan
     .slice(0, DRIVERS)
 
 // Drivers are picked on the rounded contributions so that a driver never shows as 0.
-export const explain = (engagement: readonly Contribution[], fit: readonly Contribution[]): Explanation => {
+export const explain = (
+  engagement: readonly Contribution[],
+  fit: readonly Contribution[],
+): Explanation => {
   const rounded = (cs: readonly Contribution[]) =>
     cs.map((c) => ({ codename: c.codename, contribution: round2(c.contribution) }))
   const e = rounded(engagement)
   const f = rounded(fit)
   const all: Driver[] = [
-    ...e.map((c) => ({ codename: c.codename, score: 'engagement' as const, contribution: c.contribution })),
-    ...f.map((c) => ({ codename: c.codename, score: 'fit' as const, contribution: c.contribution })),
+    ...e.map((c) => ({
+      codename: c.codename,
+      score: 'engagement' as const,
+      contribution: c.contribution,
+    })),
+    ...f.map((c) => ({
+      codename: c.codename,
+      score: 'fit' as const,
+      contribution: c.contribution,
+    })),
   ]
   return { engagement: e, fit: f, risk_drivers: drivers(all, -1), health_drivers: drivers(all, 1) }
 }

@@ -15,11 +15,14 @@ import { sqlDoubleOrNull } from '../../values.ts'
 
 export interface SqlRefs {
   /**
-   * jsonb value of a metric in the scored row, read in `values.raw`; `key` is SQL of type text (a placeholder),
-   * e.g. (key) => `s."values" -> ${key}`.
+   * jsonb value of a metric in the scored row, read in `values.raw`; `key` is SQL of type text (a
+   * placeholder), e.g. (key) => `s."values" -> ${key}`.
    */
   metric: (key: string) => string
-  /** jsonb value of one of the record's current attributes, keyed the same way, read in `columns.raw`. */
+  /**
+   * jsonb value of one of the record's current attributes, keyed the same way, read in
+   * `columns.raw`.
+   */
   attribute: (key: string) => string
   /** How the level of `typed` reads an item of `raw` by its name. */
   raw: (name: string) => string
@@ -33,7 +36,8 @@ export interface SqlRefs {
 }
 
 // roundHalfAway of score.ts; `x` is a float8 expression (written twice: keep it a cheap one).
-const roundSql = (x: string) => `(sign(${x}) * floor(abs(${x}) + 0.5::float8 + ${ROUND_NOISE}::float8))::integer`
+const roundSql = (x: string) =>
+  `(sign(${x}) * floor(abs(${x}) + 0.5::float8 + ${ROUND_NOISE}::float8))::integer`
 
 // What a rule binds: codenames, weights, bounds and values maps (as JSON text).
 type SqlParam = string | number | boolean
@@ -45,17 +49,23 @@ type Bind = (value: SqlParam, type: 'text' | 'float8' | 'boolean') => string
 // more than the cast, so batch.ts asks for it only for a batch that raised.
 const typedSql = (rule: Rule, type: PropertyType, x: string, tolerant: boolean): string => {
   const str = `(${x} #>> '{}')`
-  const when = (jsonType: string, value: string) => `CASE WHEN jsonb_typeof(${x}) = '${jsonType}' THEN ${value} END`
+  const when = (jsonType: string, value: string) =>
+    `CASE WHEN jsonb_typeof(${x}) = '${jsonType}' THEN ${value} END`
   if (isValuesRule(rule)) return when('string', str)
   if (isBooleanRule(rule)) return when('boolean', `${x}::boolean`)
   if (type !== 'date')
-    return when('number', tolerant ? `(${sqlDoubleOrNull(`${x}::numeric`)})::float8` : `${x}::float8`)
+    return when(
+      'number',
+      tolerant ? `(${sqlDoubleOrNull(`${x}::numeric`)})::float8` : `${x}::float8`,
+    )
   return when('string', sqlDateOrNull(str))
 }
 
 // A typed value as the score reads it: a date becomes whole days from the scoring date.
 const valueSql = (type: PropertyType, rule: Rule, typed: string, date: string) =>
-  type === 'date' && !isValuesRule(rule) && !isBooleanRule(rule) ? `(${typed} - (${date})::date)::float8` : typed
+  type === 'date' && !isValuesRule(rule) && !isBooleanRule(rule)
+    ? `(${typed} - (${date})::date)::float8`
+    : typed
 
 // The property score of value column `v`; the branches are those of propertyScore, in its order.
 const scoreSql = (rule: Rule, v: string, bind: Bind): string => {
@@ -98,8 +108,8 @@ interface ScoreSql {
   /** The row's metrics: selected in the scan of the scored rows. */
   values: Levels
   /**
-   * Select-list items `<alias>_t` and `<alias>_tw`, the weighted sum and the weight of the values present, over
-   * `values` and `columns`.
+   * Select-list items `<alias>_t` and `<alias>_tw`, the weighted sum and the weight of the values
+   * present, over `values` and `columns`.
    */
   sums: string[]
   /** The integer score over the sums (by their names), NULL when no rule has a value. */
@@ -153,7 +163,9 @@ export const weightedScoreSql = (
     const metric = refs.isMetric(rule.codename)
     const levels = metric ? values : columns
     levels.raw.push(`(${metric ? refs.metric(key) : refs.attribute(key)}) AS ${raw}`)
-    levels.typed.push(`${typedSql(rule, typeOf(rule.codename), refs.raw(raw), tolerant)} AS ${name}`)
+    levels.typed.push(
+      `${typedSql(rule, typeOf(rule.codename), refs.raw(raw), tolerant)} AS ${name}`,
+    )
     return metric ? refs.value(name) : refs.column(name)
   })
   // A property score is NULL exactly when its value is, so the weights count the values present.
@@ -167,7 +179,9 @@ export const weightedScoreSql = (
         `${scoreSql(rule, valueSql(typeOf(rule.codename), rule, typed[i], refs.date), bind)}, 0)`,
     )
     .join('')
-  const totalWeight = typed.map((v, i) => ` + CASE WHEN ${v} IS NULL THEN 0 ELSE ${weights[i]} END`).join('')
+  const totalWeight = typed
+    .map((v, i) => ` + CASE WHEN ${v} IS NULL THEN 0 ELSE ${weights[i]} END`)
+    .join('')
   const [t, tw] = [`${alias}_t`, `${alias}_tw`]
   return {
     columns,
@@ -189,7 +203,12 @@ const trendInputsSql = (f: string, d: string) => ({
 const percentSql = (e: string, x: string) =>
   `CASE WHEN ${e} IS NULL THEN NULL ELSE greatest(0, least(100, ${roundSql(`(${x})`)})) END`
 
-export const churnRiskSql = (e: string, f: string, d: string, daysSinceLastSeen: string): string => {
+export const churnRiskSql = (
+  e: string,
+  f: string,
+  d: string,
+  daysSinceLastSeen: string,
+): string => {
   const x = trendInputsSql(f, d)
   const s = `greatest(0, least(${daysSinceLastSeen}, 90))`
   return percentSql(

@@ -2,8 +2,8 @@
 
 // An event's JSON, at most.
 export const MAX_EVENT_BYTES = 32 * 1024
-// An event's time, from 2000-01-01 up to 2100-01-01 (not included): the lower bound catches the usual
-// mistake of sending Unix seconds (1.7e9 ms is January 1970).
+// An event's time, from 2000-01-01 up to 2100-01-01 (not included): the lower bound catches the
+// usual mistake of sending Unix seconds (1.7e9 ms is January 1970).
 export const MIN_TIME = Date.UTC(2000, 0, 1)
 export const END_TIME = Date.UTC(2100, 0, 1)
 

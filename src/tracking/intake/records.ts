@@ -21,16 +21,18 @@ export const createContactsSql = (
 ) => tx`
   insert into contacts (account_id, external_id, customer_id)
   select ${accountId}::bigint, n.external_id, n.customer_id
-  from (select distinct on (${q.external}) ${q.external} as external_id, ${q.customer} as customer_id
+  from (select distinct on (${q.external}) ${q.external} as external_id,
+    ${q.customer} as customer_id
         from ${q.from} where ${q.where} order by ${q.external}, ${q.order}) n
-    left join contacts known on known.account_id = ${accountId} and known.external_id = n.external_id
+    left join contacts known on known.account_id = ${accountId}
+      and known.external_id = n.external_id
   where known.service_id is null
   on conflict (account_id, external_id) do nothing
   returning service_id, external_id, customer_id`
 
-// The one update of records' names and attributes from what an ingest received: `f` yields `name` (null
-// keeps the record's) and `attributes` (merged in; a null value clears its key) for the records `r`
-// that `match` picks. Yields the records updated.
+// The one update of records' names and attributes from what an ingest received: `f` yields `name`
+// (null keeps the record's) and `attributes` (merged in; a null value clears its key) for the
+// records `r` that `match` picks. Yields the records updated.
 export const updateRecords = (
   tx: Tx,
   table: 'customers' | 'contacts',

@@ -8,12 +8,11 @@ import { MAX_EVENT_BYTES, overBytes } from '../intake/limits.ts'
 import { asArray, type BatchDefaults, COLUMNS, type RelayType, toRow } from './message.ts'
 import { relayReceived } from './metrics.ts'
 
-// The Segment HTTP Tracking API's intake (docs/api.md, "Segment-compatible ingest"): each message is
-// read into a row (relay/message.ts), one statement stores them all with the job that applies them
-// (relay/apply.ts; a track that names its customer is a tracked event, tracker/apply.ts), and a 200 means
-// all are committed.
-// What is wrong with one message is its `reason`, counted when the job drops it; only the size limits
-// and unreadable JSON fail a request.
+// The Segment HTTP Tracking API's intake (docs/api.md, "Segment-compatible ingest"): each message
+// is read into a row (relay/message.ts), one statement stores them all with the job that applies
+// them (relay/apply.ts; a track that names its customer is a tracked event, tracker/apply.ts), and
+// a 200 means all are committed. What is wrong with one message is its `reason`, counted when the
+// job drops it; only the size limits and unreadable JSON fail a request.
 
 const MAX_BATCH_BYTES = 500 * 1024
 
@@ -28,16 +27,16 @@ const COLUMN_LIST = Object.entries(COLUMNS)
   .join(', ')
 
 // One statement: the rows whose messageId was not yet received, and the apply job unless one waits.
-// Only while the account exists: segment_messages has no foreign key to it (sql/041_segment_intake.sql).
-// A track that names its customer (context.groupId), of an account whose records the API owns, is
-// stored as a tracked event, matched and counted by the tracker's apply like the tracker's own (sql/046,
-// tracker/apply.ts), which the relay's apply job runs after the messages received before it
-// (relay/apply.ts); every other message is stored for the relay's apply job itself. The rows come as one
-// JSON text, each row an array of the COLUMNS (relay/message.ts), read by position, their messageIds
-// already distinct. Each table's unique index deduplicates its own rows: a plain insert, run again with
-// ON CONFLICT once it meets a duplicate (no probe whose plan goes wrong as the tables outgrow their
-// statistics); a messageId received once into each table is dropped by the apply jobs (relay/tracks.ts,
-// relay/apply.ts).
+// Only while the account exists: segment_messages has no foreign key to it
+// (sql/041_segment_intake.sql). A track that names its customer (context.groupId), of an account
+// whose records the API owns, is stored as a tracked event, matched and counted by the tracker's
+// apply like the tracker's own (sql/046, tracker/apply.ts), which the relay's apply job runs
+// after the messages received before it (relay/apply.ts); every other message is stored for the
+// relay's apply job itself. The rows come as one JSON text, each row an array of the COLUMNS
+// (relay/message.ts), read by position, their messageIds already distinct. Each table's unique
+// index deduplicates its own rows: a plain insert, run again with ON CONFLICT once it meets a
+// duplicate (no probe whose plan goes wrong as the tables outgrow their statistics); a messageId
+// received once into each table is dropped by the apply jobs (relay/tracks.ts, relay/apply.ts).
 const store = (tx: Tx, accountId: number, rows: string, dedup: boolean) => tx`
   with a as (
     select source_of_truth = 'API' as api from accounts where id = ${accountId}
@@ -79,16 +78,23 @@ export const receiveRelay = async (
 ) => {
   if (bodyBytes > MAX_BATCH_BYTES) refuse(400, `A batch may take at most ${MAX_BATCH_BYTES} bytes.`)
   // A message is part of the body as sent: in a body within the limit, none is past it.
-  const big = bodyBytes <= MAX_EVENT_BYTES ? -1 : messages.findIndex((m) => overBytes(JSON.stringify(m) ?? 'null'))
+  const big =
+    bodyBytes <= MAX_EVENT_BYTES
+      ? -1
+      : messages.findIndex((m) => overBytes(JSON.stringify(m) ?? 'null'))
   if (big >= 0) {
     const path = pathType ? '' : `/batch/${big}`
-    refuse(400, 'A message is too large.', [{ path, message: `At most ${MAX_EVENT_BYTES} bytes of JSON.` }])
+    refuse(400, 'A message is too large.', [
+      { path, message: `At most ${MAX_EVENT_BYTES} bytes of JSON.` },
+    ])
   }
   const receivedAt = Date.now()
   const rows = messages.map((m) => toRow(m, pathType, batch, receivedAt))
   // A messageId twice in one request: the first is stored.
   const seen = new Set<string>()
-  const json = JSON.stringify(rows.filter((r) => !seen.has(r.message_id) && seen.add(r.message_id)).map(asArray))
+  const json = JSON.stringify(
+    rows.filter((r) => !seen.has(r.message_id) && seen.add(r.message_id)).map(asArray),
+  )
   const attempt = (dedup: boolean) =>
     throughGate(app, TASKS.applyRelay, accountId, (tx) => store(tx, accountId, json, dedup))
   const [{ stored }] = await attempt(false).catch((err) =>

@@ -5,8 +5,8 @@ import { cutText, isObject, storableText, UNSTORABLE } from '../../validate.ts'
 import { freeFormProblems } from '../../values.ts'
 import { END_TIME, MIN_TIME } from '../intake/limits.ts'
 
-// One relay message as the row stored for it (relay/intake.ts), with its `reason` (and `detail`) when
-// it cannot be applied: a problem in one message is counted, never refused (relay/schemas.ts).
+// One relay message as the row stored for it (relay/intake.ts), with its `reason` (and `detail`)
+// when it cannot be applied: a problem in one message is counted, never refused (relay/schemas.ts).
 
 export const TYPES = ['identify', 'group', 'track', 'page', 'screen', 'alias'] as const
 export type RelayType = (typeof TYPES)[number]
@@ -26,9 +26,9 @@ interface Row {
   detail: string | null
 }
 
-// The row's columns, in the order each row is sent and read back by position (relay/intake.ts), each
-// with the type it is read as: json_to_recordset, matching each row's keys by name, took 12 µs a row; by
-// position, 4 (docs/benchmarks.md).
+// The row's columns, in the order each row is sent and read back by position (relay/intake.ts),
+// each with the type it is read as: json_to_recordset, matching each row's keys by name, took 12 µs
+// a row; by position, 4 (docs/benchmarks.md).
 export const COLUMNS: { [column in keyof Row]: 'text' | 'float8' | 'jsonb' } = {
   message_id: 'text',
   type: 'text',
@@ -50,11 +50,18 @@ export interface BatchDefaults {
 }
 
 const text = (x: unknown) =>
-  (typeof x === 'string' && x.length > 0) || (typeof x === 'number' && Number.isFinite(x)) ? String(x) : null
+  (typeof x === 'string' && x.length > 0) || (typeof x === 'number' && Number.isFinite(x))
+    ? String(x)
+    : null
 
 // The fields as the relay reads them, whatever their shape. The event's time is Segment's:
 // receivedAt - (sentAt - timestamp); none given, the time it was received.
-const read = (m: unknown, pathType: RelayType | undefined, batch: BatchDefaults, receivedAt: number) => {
+const read = (
+  m: unknown,
+  pathType: RelayType | undefined,
+  batch: BatchDefaults,
+  receivedAt: number,
+) => {
   const msg = isObject(m) ? m : {}
   const type = pathType ?? (typeof msg.type === 'string' ? msg.type : '')
   const context = isObject(msg.context) ? msg.context : isObject(batch.context) ? batch.context : {}
@@ -68,24 +75,38 @@ const read = (m: unknown, pathType: RelayType | undefined, batch: BatchDefaults,
     userId: text(msg.userId),
     groupId: text(type === 'group' ? msg.groupId : context.groupId),
     event: type === 'track' ? text(msg.event) : null,
-    traits: type === 'identify' ? (msg.traits ?? context.traits) : type === 'group' ? msg.traits : null,
+    traits:
+      type === 'identify' ? (msg.traits ?? context.traits) : type === 'group' ? msg.traits : null,
     properties: type === 'track' ? (msg.properties ?? null) : null,
-    at: stamp === undefined ? receivedAt : Number.isFinite(sent) ? receivedAt - (sent - timeOf(stamp)) : timeOf(stamp),
+    at:
+      stamp === undefined
+        ? receivedAt
+        : Number.isFinite(sent)
+          ? receivedAt - (sent - timeOf(stamp))
+          : timeOf(stamp),
     anonymousId: text(msg.anonymousId),
   }
 }
 
 // A finding is an issue whose message is the reason, then the detail (if any) after a line break.
-const finding = (reason: string, detail?: string) => (detail === undefined ? reason : `${reason}\n${detail}`)
+const finding = (reason: string, detail?: string) =>
+  detail === undefined ? reason : `${reason}\n${detail}`
 const firstProblem = (m: unknown) => {
   const [p] = freeFormProblems(m)
   return p && `${p.path}: ${p.message}`
 }
 const Id = (name: string) =>
-  v.nullable(v.pipe(v.string(), v.maxLength(MAX_ID, finding('invalid_field', `${name}: at most ${MAX_ID} characters`))))
-const AnObject = (name: string) => v.nullish(v.custom(isObject, finding('invalid_field', `${name}: must be an object`)))
+  v.nullable(
+    v.pipe(
+      v.string(),
+      v.maxLength(MAX_ID, finding('invalid_field', `${name}: at most ${MAX_ID} characters`)),
+    ),
+  )
+const AnObject = (name: string) =>
+  v.nullish(v.custom(isObject, finding('invalid_field', `${name}: must be an object`)))
 
-// The first finding is the message's reason: the entries are checked in order, then what each type needs.
+// The first finding is the message's reason: the entries are checked in order, then what
+// each type needs.
 const Message = v.pipe(
   v.object({
     message: v.custom(isObject, finding('not_an_object')),
@@ -104,7 +125,10 @@ const Message = v.pipe(
     properties: AnObject('properties'),
     at: v.custom<number>(
       (at) => (at as number) >= MIN_TIME && (at as number) < END_TIME,
-      finding('invalid_timestamp', `timestamp (corrected by sentAt): ${TIME_RULE}, from 2000 to 2099`),
+      finding(
+        'invalid_timestamp',
+        `timestamp (corrected by sentAt): ${TIME_RULE}, from 2000 to 2099`,
+      ),
     ),
     anonymousId: v.nullable(v.string()),
   }),
@@ -116,9 +140,14 @@ const Message = v.pipe(
   v.check((r) => r.type !== 'track' || r.event !== null, finding('missing_event')),
 )
 
-// The message as its row. A message without a (storable) messageId cannot be sent twice: it takes one
-// of its own.
-export const toRow = (m: unknown, pathType: RelayType | undefined, batch: BatchDefaults, receivedAt: number): Row => {
+// The message as its row. A message without a (storable) messageId cannot be sent twice: it
+// takes one of its own.
+export const toRow = (
+  m: unknown,
+  pathType: RelayType | undefined,
+  batch: BatchDefaults,
+  receivedAt: number,
+): Row => {
   const r = read(m, pathType, batch, receivedAt)
   const checked = v.safeParse(Message, r, { abortEarly: true })
   const [reason, detail] = checked.success ? [null, null] : splitFinding(checked.issues[0].message)

@@ -2,23 +2,31 @@ import * as v from 'valibot'
 import { describe, int, isObject, Timestamp } from '../../validate.ts'
 
 // The Segment HTTP Tracking API's bodies. Unlike every other body here they are loose: Segment's
-// SDKs send fields of their own (context, integrations, _metadata, channel, ...), and a problem in one
-// message must not fail its batch (Segment's own answer), so each message is read field by field in
-// relay/message.ts and what is wrong is counted per reason instead of refused.
-// Beside the 500 KB (intake.ts): a batch of tiny messages would otherwise cost a row each by the
-// hundred thousand. Real messages take 200 bytes and more, so the byte limit comes first for them.
+// SDKs send fields of their own (context, integrations, _metadata, channel, ...), and a problem
+// in one message must not fail its batch (Segment's own answer), so each message is read field
+// by field in relay/message.ts and what is wrong is counted per reason instead of refused. Beside
+// the 500 KB (intake.ts): a batch of tiny messages would otherwise cost a row each by the hundred
+// thousand. Real messages take 200 bytes and more, so the byte limit comes first for them.
 const MAX_BATCH_MESSAGES = 2500
 
 const field = (text: string) => v.optional(describe(v.unknown(), text))
 
 const messageFields = {
-  type: field('identify, group, track, page, screen or alias (in a batch; a single call takes its path).'),
-  messageId: field('Deduplicates: a messageId already received for the account is not applied again.'),
+  type: field(
+    'identify, group, track, page, screen or alias (in a batch; a single call takes its path).',
+  ),
+  messageId: field(
+    'Deduplicates: a messageId already received for the account is not applied again.',
+  ),
   userId: field('The contact (its external id).'),
-  anonymousId: field('Accepted and counted, never applied: without userId, a message names nobody here.'),
+  anonymousId: field(
+    'Accepted and counted, never applied: without userId, a message names nobody here.',
+  ),
   groupId: field('group: the customer (its external id).'),
   event: field('track: the event name.'),
-  traits: field('identify and group: the attributes (keys that are attribute codenames) and `name`.'),
+  traits: field(
+    'identify and group: the attributes (keys that are attribute codenames) and `name`.',
+  ),
   properties: field('track: stored with the event.'),
   timestamp: field('ISO-8601 time of the message, corrected for clock skew by sentAt.'),
   originalTimestamp: field("RudderStack's name for timestamp."),
@@ -37,7 +45,10 @@ export const RelayMessage = describe(
 
 export const RelayBatch = loose({
   batch: describe(
-    v.pipe(v.array(v.unknown()), v.maxLength(MAX_BATCH_MESSAGES, `At most ${MAX_BATCH_MESSAGES} messages a batch.`)),
+    v.pipe(
+      v.array(v.unknown()),
+      v.maxLength(MAX_BATCH_MESSAGES, `At most ${MAX_BATCH_MESSAGES} messages a batch.`),
+    ),
     'The messages, each with its own type.',
   ),
   writeKey: v.optional(v.string()),

@@ -27,14 +27,16 @@ export const dropLaterTwins = async (tx: Tx, accountId: number, side: TwinSide) 
       select id, message_id from ${tx(side.staged)} where ${side.probed}
     ), dup as (
       select s.id from s where exists (
-        select 1 from ${tx(side.other)} o where o.account_id = ${accountId} and o.message_id = s.message_id
+        select 1 from ${tx(side.other)} o where o.account_id = ${accountId}
+          and o.message_id = s.message_id
           and o.received_at ${earlier} (select r.received_at from ${tx(side.stored)} r
                                          where r.account_id = ${accountId} and r.id = s.id)
         offset 0)
     ), unstaged as (
       delete from ${tx(side.staged)} where id = any(array(select id from dup))
     ), gone as (
-      delete from ${tx(side.stored)} r where r.account_id = ${accountId} and r.id = any(array(select id from dup))
+      delete from ${tx(side.stored)} r where r.account_id = ${accountId}
+        and r.id = any(array(select id from dup))
         ${side.within}
       returning 1
     )

@@ -19,7 +19,8 @@ const stageCounts = (tx: Tx, accountId: number, level: Entity) => {
     with defs as (
       select p.codename from ${definitionsSql(tx, accountId)} p
       where p.entity = ${level} and p.kind = 'metric' and p.type = 'number'
-        and exists (select 1 from tracking_events e where e.account_id = ${accountId} and e.name = p.codename)
+        and exists (select 1 from tracking_events e where e.account_id = ${accountId}
+          and e.name = p.codename)
     ), counts as (
       select e.${tx(fk)} as record_id, e.name, count(*)::int as n
       from tracking_events e join defs d on d.codename = e.name
@@ -30,7 +31,8 @@ const stageCounts = (tx: Tx, accountId: number, level: Entity) => {
       select r.service_id as record_id, d.codename as name, 0 as n
       from ${tx(records)} r join defs d on r.metrics->d.codename <> '0'::jsonb
       where r.account_id = ${accountId}
-        and not exists (select 1 from counts c where c.record_id = r.service_id and c.name = d.codename)
+        and not exists (select 1 from counts c where c.record_id = r.service_id
+          and c.name = d.codename)
     )
     select record_id, ${today()}::date as date, jsonb_object_agg(name, n) as vals
     from (select * from counts union all select * from lapsed) x
@@ -40,7 +42,9 @@ const stageCounts = (tx: Tx, accountId: number, level: Entity) => {
 const countLevel = async (tx: Tx, accountId: number, level: Entity) => {
   await stageCounts(tx, accountId, level)
   await mergeStagedSnapshots(tx, accountId, TABLES[level].collection)
-  const ids = (await tx`select record_id from stage_snapshots order by record_id`).map((r) => r.record_id as number)
+  const ids = (await tx`select record_id from stage_snapshots order by record_id`).map(
+    (r) => r.record_id as number,
+  )
   await tx`drop table stage_snapshots`
   await addJobs(tx, scoreRecordsJobs(accountId, level, ids))
   return ids.length

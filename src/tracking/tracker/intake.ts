@@ -7,10 +7,10 @@ import { pointerToken } from '../../validate.ts'
 import { refuse } from '../../errors.ts'
 import { jobUnlessWaiting, throughGate } from '../intake/gate.ts'
 
-// One statement checks the account, appends every event (one JSON array text: a jsonb parameter would
-// be encoded twice) and makes sure a job will apply them: a 200 means both are committed.
-// add_job NOTIFYs, and PostgreSQL serializes notifying commits (docs/benchmarks.md), so a job is added
-// only when none waits (jobUnlessWaiting, behind the gate). It reads graphile-worker 0.17's
+// One statement checks the account, appends every event (one JSON array text: a jsonb parameter
+// would be encoded twice) and makes sure a job will apply them: a 200 means both are committed.
+// add_job NOTIFYs, and PostgreSQL serializes notifying commits (docs/benchmarks.md), so a job is
+// added only when none waits (jobUnlessWaiting, behind the gate). It reads graphile-worker 0.17's
 // _private_jobs (test/tracking.test.ts). A date attribute's value must be a date by the one rule
 // (is_iso_date); `bad` names each one that is not, and then nothing is stored.
 const store = (tx: Tx, accountId: number, trackerKey: string, events: string) => tx`
@@ -41,12 +41,19 @@ const store = (tx: Tx, accountId: number, trackerKey: string, events: string) =>
 
 // Appends checked events (a JSON array text, eventsToStore) and makes sure they will be applied.
 // A trackerKey of another account, or an account without a tracking domain, is 403.
-export const receiveEvents = async (app: App, accountId: number, trackerKey: string, events: string) => {
+export const receiveEvents = async (
+  app: App,
+  accountId: number,
+  trackerKey: string,
+  events: string,
+) => {
   const [account] = await throughGate(app, TASKS.applyEvents, accountId, (tx) =>
     store(tx, accountId, trackerKey, events),
   )
-  if (!account?.key_ok) refuse(403, "The trackerKey is not the tracker key of this API key's account.")
-  if (!account.set_up) refuse(403, 'Tracking is not set up for this account: add a tracking domain first.')
+  if (!account?.key_ok)
+    refuse(403, "The trackerKey is not the tracker key of this API key's account.")
+  if (!account.set_up)
+    refuse(403, 'Tracking is not set up for this account: add a tracking domain first.')
   const bad = (account.bad_dates ?? []) as [number, string, string][]
   if (bad.length) {
     refuse(

@@ -1,6 +1,17 @@
 import * as v from 'valibot'
 import { refuse } from '../../errors.ts'
-import { describe, id, id255, int, isObject, limitParam, nonEmpty, size, strict, Timestamp } from '../../validate.ts'
+import {
+  describe,
+  id,
+  id255,
+  int,
+  isObject,
+  limitParam,
+  nonEmpty,
+  size,
+  strict,
+  Timestamp,
+} from '../../validate.ts'
 import { freeFormProblems } from '../../values.ts'
 import { END_TIME, MAX_EVENT_BYTES, MIN_TIME, overBytes } from '../intake/limits.ts'
 
@@ -14,7 +25,11 @@ const Values = v.pipe(
 )
 
 const TrackingEvent = strict({
-  name: v.pipe(v.string(), v.minLength(1, 'Must not be empty.'), v.maxLength(255, 'At most 255 characters.')),
+  name: v.pipe(
+    v.string(),
+    v.minLength(1, 'Must not be empty.'),
+    v.maxLength(255, 'At most 255 characters.'),
+  ),
   timestamp: v.pipe(
     v.number(),
     v.check(
@@ -24,12 +39,17 @@ const TrackingEvent = strict({
     v.metadata({ type: 'integer', minimum: MIN_TIME, maximum: MAX_TIMESTAMP }),
   ),
   identification: strict({ customer: id255, contact: v.nullish(id255) }),
-  data: v.nullish(v.pipe(Values, v.object({ customer: v.nullish(Values), contact: v.nullish(Values) }))),
+  data: v.nullish(
+    v.pipe(Values, v.object({ customer: v.nullish(Values), contact: v.nullish(Values) })),
+  ),
 })
 
 export const TrackBody = strict({
   trackerKey: v.string(),
-  events: v.pipe(v.array(TrackingEvent), v.maxLength(MAX_EVENTS, `At most ${MAX_EVENTS} events per request.`)),
+  events: v.pipe(
+    v.array(TrackingEvent),
+    v.maxLength(MAX_EVENTS, `At most ${MAX_EVENTS} events per request.`),
+  ),
 })
 
 export type TrackBody = v.InferOutput<typeof TrackBody>
@@ -44,7 +64,10 @@ export const eventsToStore = (body: unknown): string => {
   const events = (body as { events: unknown[] }).events.map((event) => JSON.stringify(event))
   events.forEach((text, i) => {
     if (overBytes(text))
-      errors.push({ path: `/events/${i}`, message: `An event may take at most ${size(MAX_EVENT_BYTES)} of JSON.` })
+      errors.push({
+        path: `/events/${i}`,
+        message: `An event may take at most ${size(MAX_EVENT_BYTES)} of JSON.`,
+      })
   })
   if (errors.length) refuse(400, 'The request body is invalid.', errors)
   return `[${events.join(',')}]`
@@ -54,7 +77,10 @@ export const eventsToStore = (body: unknown): string => {
 export const TrackAccepted = v.object({ status: v.literal('received'), events: int })
 
 export const Events = v.object({
-  customer: describe(v.nullable(v.string()), 'The customer asked for, or null for the whole account.'),
+  customer: describe(
+    v.nullable(v.string()),
+    'The customer asked for, or null for the whole account.',
+  ),
   count: int,
   by_status: v.object({ received: int, applied: int, unmatched: int }),
   events: v.array(
@@ -62,7 +88,10 @@ export const Events = v.object({
       id,
       name: v.string(),
       timestamp: describe(int, 'When it happened, Unix milliseconds, as sent.'),
-      identification: v.object({ customer: v.optional(v.string()), contact: v.optional(v.string()) }),
+      identification: v.object({
+        customer: v.optional(v.string()),
+        contact: v.optional(v.string()),
+      }),
       data: v.nullable(v.record(v.string(), v.unknown())),
       status: v.picklist(['received', 'applied', 'unmatched']),
       customer_service_id: v.nullable(int),
