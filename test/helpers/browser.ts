@@ -21,8 +21,10 @@ const ARGS = [
   '--disable-sync',
 ]
 
+// Test files run at once, and each may find no browser: an apt-get that finds another holding the
+// package lock waits for it (then finds chromium installed) instead of failing.
 const apt = (...args: string[]) =>
-  execFileSync('apt-get', args, {
+  execFileSync('apt-get', ['-o', 'DPkg::Lock::Timeout=600', ...args], {
     stdio: ['ignore', 'ignore', 'inherit'],
     env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' },
   })
@@ -39,6 +41,7 @@ const ensureChromium = () => {
   try {
     apt('install', '-y', 'chromium')
   } catch {
+    if (existsSync(CHROMIUM)) return
     apt('update')
     apt('install', '-y', 'chromium')
   }
