@@ -65,7 +65,8 @@ const refs = (
 })
 const list = (items: string[]) => items.map((item) => `, ${item}`).join('')
 // json has no equality operator; the trend's text is compared, which json_object_agg writes the
-// same way for the same scores.
+// same way for the same scores because it aggregates in date order (in the order the plan read
+// the snapshots, a batch and the whole account wrote the same trend in two texts: a Citus run).
 const compared = (sql: string, column: string) =>
   column === 'engagementscore_trend' ? `${sql}::text` : sql
 
@@ -146,14 +147,14 @@ const scoreStatement = (
     ), history as (
       select record_id, array_agg(date order by date) as dates, array_agg(score order by date) as scores,
         count(*) filter (where ${RECENT('date')}) as recent,
-        json_object_agg(date, score) filter (where ${RECENT('date')}) as trend
+        json_object_agg(date, score order by date) filter (where ${RECENT('date')}) as trend
       from scored group by record_id
     ), d as (
       select fr.service_id, fr.external_id, coalesce(h.dates, '{}') as dates, coalesce(h.scores, '{}') as scores,
         h.dates[cardinality(h.dates)] as last_seen, h.scores[cardinality(h.scores)] as score,
         h.scores[cardinality(h.scores)] - h.scores[cardinality(h.scores) - 1] as difference,
         case when h.recent <= ${TREND_RECORDS} then h.trend else (
-          select json_object_agg(t.date, t.score) from (
+          select json_object_agg(t.date, t.score order by t.date) from (
             select u.date, u.score from unnest(h.dates, h.scores) as u(date, score) where ${RECENT('u.date')}
               order by u.date desc limit ${TREND_RECORDS}
           ) t
