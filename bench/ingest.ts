@@ -198,7 +198,7 @@ export default async (ctx: BenchContext) => {
     unit: 'rows/s',
     baseline: rows / copy,
     ratio: copy / http.seconds,
-    target: '>= 0.5',
+    target: '>= 0.8',
   })
   ctx.report({
     bench: 'ingest',
