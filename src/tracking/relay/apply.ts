@@ -251,15 +251,22 @@ const parkIdentifies = (tx: Tx, accountId: number) => tx`
 // received with it or after it names under a known customer (a tracked event: intake.ts), is placed
 // under that customer: the track, applied after it by the tracker's apply job (tracker/apply.ts),
 // would create the contact there anyway, nameless, while the identify waited. So no message
-// of a batch applies before a message sent earlier in it. Each identify to place (of `s`, a
-// materialized CTE for Citus, as stage() says) probes the events' contact index (sql/044) behind
-// OFFSET 0: joined to the account's messages for their time received, or planned with the
-// messageId index (whose predicate `message_id is not null` matches) from statistics taken before
-// the tracks came, one batch took 21 s (docs/benchmarks.md).
+// of a batch applies before a message sent earlier in it. The identifies to place are set aside
+// first (`unplaced`, over the staged rows' materialized CTE for Citus, as stage() says), then each
+// probes the events' contact index (sql/044) behind OFFSET 0. Joined to the account's messages
+// for their time received, planned with the messageId index (whose predicate `message_id is not
+// null` matches) from statistics taken before the tracks came, or filtered beside the probe, a
+// batch took up to 21 s (docs/benchmarks.md).
 const placeByLaterTracks = (tx: Tx, accountId: number) => tx`
   with s as materialized (
     select id, user_id, group_id, received_at from stage_seg
     where status is null and type = 'identify'
+  ), unplaced as materialized (
+    select s.id, s.user_id, s.received_at from s
+    where not exists (select 1 from customers c where c.account_id = ${accountId}
+      and c.external_id = s.group_id)
+      and not exists (select 1 from contacts t where t.account_id = ${accountId}
+        and t.external_id = s.user_id)
   ), placed as (
     select s.id, (
       select e.customer_external_id from (
@@ -271,11 +278,7 @@ const placeByLaterTracks = (tx: Tx, accountId: number) => tx`
         and exists (select 1 from customers c where c.account_id = ${accountId}
           and c.external_id = e.customer_external_id)
       order by e.id limit 1) as group_id
-    from s
-    where not exists (select 1 from customers c where c.account_id = ${accountId}
-      and c.external_id = s.group_id)
-      and not exists (select 1 from contacts t where t.account_id = ${accountId}
-        and t.external_id = s.user_id)
+    from unplaced s
   )
   update stage_seg s set group_id = p.group_id from placed p where s.id = p.id
     and p.group_id is not null`
