@@ -268,17 +268,17 @@ const placeByLaterTracks = (tx: Tx, accountId: number) => tx`
       and not exists (select 1 from contacts t where t.account_id = ${accountId}
         and t.external_id = s.user_id)
   ), placed as (
-    select s.id, (
+    select u.id, (
       select e.customer_external_id from (
         select e.id, e.customer_external_id, e.message_id from tracking_events e
-        where e.account_id = ${accountId} and e.contact_external_id = s.user_id
-          and e.status = 'received' and e.received_at >= s.received_at
+        where e.account_id = ${accountId} and e.contact_external_id = u.user_id
+          and e.status = 'received' and e.received_at >= u.received_at
         offset 0) e
       where e.message_id is not null
         and exists (select 1 from customers c where c.account_id = ${accountId}
           and c.external_id = e.customer_external_id)
       order by e.id limit 1) as group_id
-    from unplaced s
+    from unplaced u
   )
   update stage_seg s set group_id = p.group_id from placed p where s.id = p.id
     and p.group_id is not null`
