@@ -566,6 +566,10 @@ test('the customer page: scores, trend, drivers, contacts, properties, tags, own
     assert.match(drivers, new RegExp(`${d.label} \\(${d.score}\\)`))
   }
   assert.ok(zeta.score_explanation.health_drivers.length > 0)
+  // The contacts and the owner's name come in requests of their own, which may answer after the
+  // customer's.
+  await page.locator('table.contacts').waitFor()
+  await page.getByText('Owner (owner@acme.test)').waitFor()
   const page_ = await page.locator('article').innerText()
   // The owner by the user's name, with the email the API answers.
   assert.match(page_, /owner Owner \(owner@acme\.test\)/)
