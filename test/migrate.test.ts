@@ -4,6 +4,8 @@ import { connect, type Sql } from '../src/db/client.ts'
 import { migrate, migrations } from '../src/db/migrate.ts'
 import { freshDatabase, GLOBAL_TABLES } from './helpers/db.ts'
 import { createAccount } from '../src/accounts/accounts.ts'
+import { foldItems } from '../src/uploads/fold.ts'
+import { processUpload } from '../src/uploads/process.ts'
 
 test('migrations apply once, in order, and a second run is a no-op', async () => {
   const db = await freshDatabase()
@@ -170,6 +172,82 @@ test('an upgrade gives the score rows of existing records their external ids', a
       ['customer_scores', 'customers', 'customer_id'],
       ['contact_scores', 'contacts', 'contact_id'],
     ])
+  } finally {
+    await sql.end()
+    await db.drop()
+  }
+})
+
+// Items as uploads stored them before sql/053: as sent, duplicates and all.
+const RAW_CUSTOMERS = [
+  {
+    external_id: 'c1',
+    name: 'First',
+    owner_email: 'owner@a.test',
+    attributes: { country: 'US', has_sso: false },
+    metrics: [
+      { date: '2026-02-01', logins: 1, seats: null },
+      { date: '2026-01-01', logins: 5, seats: 3 },
+    ],
+  },
+  { external_id: 'c2', name: 'Other' },
+  {
+    external_id: 'c1',
+    name: 'Second',
+    owner_email: null,
+    attributes: { has_sso: true, country: null },
+    metrics: [{ date: '2026-02-01', logins: 2, nps: 9 }],
+  },
+]
+const RAW_CONTACTS = [
+  { customer_external_id: 'c1', contact_external_id: 'k1', contact_name: 'One' },
+  {
+    customer_external_id: 'c2',
+    contact_external_id: 'k1',
+    contact_name: 'Moved',
+    metrics: [{ date: '2026-01-01', seen: 1 }],
+  },
+]
+
+// What the request stores of its fold (objects without a prototype become plain ones).
+const asStored = (records: unknown) => JSON.parse(JSON.stringify(records))
+// The fold's keys that the request leaves out where SQL writes a null.
+const withoutNulls = (records: Record<string, unknown>[]) =>
+  records.map((r) => Object.fromEntries(Object.entries(r).filter(([, v]) => v !== null)))
+
+test('an upgrade folds the items of uploads received before as a request now does', async () => {
+  const db = await freshDatabase()
+  const sql = connect(db.url)
+  try {
+    await migrate(
+      sql,
+      db.url,
+      migrations().filter((m) => m.name < '053'),
+    )
+    const { id } = await createAccount(sql, { name: 'A', source_of_truth: 'API' })
+    const uploads = await sql`
+      insert into uploads (account_id, kind, source, items, item_count)
+      values (${id}, 'customers', 'API', ${sql.json(RAW_CUSTOMERS)}, 3),
+        (${id}, 'contacts', 'API', ${sql.json(RAW_CONTACTS)}, 2),
+        (${id}, 'customers', 'API', null, 0)
+      returning id, kind`
+    await migrate(sql, db.url)
+    const stored = await sql`select items from uploads where account_id = ${id} order by id`
+    assert.deepEqual(withoutNulls(stored[0].items), asStored(foldItems('customers', RAW_CUSTOMERS)))
+    assert.deepEqual(withoutNulls(stored[1].items), asStored(foldItems('contacts', RAW_CONTACTS)))
+    assert.equal(stored[2].items, null)
+    // And the folded upload merges as the raw one did: later items win, nulls clear.
+    await sql.begin((tx) => processUpload(tx, id, uploads[0].id))
+    const [c1] = await sql`select name, attributes, metrics from customers
+      where account_id = ${id} and external_id = 'c1'`
+    assert.deepEqual(
+      { ...c1 },
+      {
+        name: 'Second',
+        attributes: { has_sso: true },
+        metrics: { logins: 2, seats: 3, nps: 9 },
+      },
+    )
   } finally {
     await sql.end()
     await db.drop()

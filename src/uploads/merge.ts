@@ -6,54 +6,20 @@ import { lockRecordsIn, lockRecordsWhere } from '../db/locks.ts'
 import { entityOf, TABLES, type Collection } from '../db/tables.ts'
 import type { EventItem } from '../webhooks/events.ts'
 
-// Set-based merge of an upload's items: the items are unnested into temporary staging tables and
-// merged with a handful of statements, never a query per item. Later duplicates win: attribute
-// and metric objects are folded in item order with jsonb_merge_agg (sql/006), later keys winning.
-// A JSON null clears a value: jsonb_strip_nulls runs after every merge.
+// Set-based merge of an upload's records: the request folded its items into one record each
+// (fold.ts), which are staged in a temporary table and merged with a handful of statements, never
+// a query per item. A JSON null clears a value: jsonb_strip_nulls runs after every merge.
 
-// Temporary tables have no statistics until analyzed; without them the planner picks nested
-// loops that re-read every item's JSON per record.
-const stageItems = async (tx: Tx, accountId: number, uploadId: number, key: string) => {
-  await tx`
-    create temp table stage_items on commit drop as
-    select i.ord, i.item->>${key} as external_id, i.item
-      from uploads u, jsonb_array_elements(u.items)
-      with ordinality as i(item, ord)
-    where u.account_id = ${accountId} and u.id = ${uploadId}`
-  await tx`analyze stage_items (ord, external_id)`
-}
-
-// One row per (external id, date), values merged across duplicates in item order.
-const stageValues = async (tx: Tx) => {
-  await tx`
-    create temp table stage_values on commit drop as
-    select s.external_id, (m->>'date')::date as date,
-    jsonb_merge_agg((m - 'date') order by s.ord) as vals
-    from stage_items s cross join jsonb_array_elements(s.item->'metrics') m
-    group by 1, 2`
-  await tx`analyze stage_values (external_id, date)`
-}
-
-// One row per external id: the last name and owner, all attributes merged in item order, and the
-// metrics a new record is inserted with: its staged values, stored stripped of nulls, folded in
-// date order (later dates winning), as refreshLatestMetrics folds a stored record's snapshots.
-// Returns how many records it staged (CREATE TABLE AS reports its rows).
-const stageRecords = async (tx: Tx, fields: ReturnType<Tx>) => {
-  await stageValues(tx)
+// One row per record, as the request folded it. A temporary table has no statistics until
+// analyzed; without them the planner picks nested loops over the staged rows. Returns how many
+// records it staged (CREATE TABLE AS reports its rows).
+const stageRecords = async (tx: Tx, accountId: number, uploadId: number) => {
   const { count } = await tx`
     create temp table stage_records on commit drop as
-    with g as (
-      select s.external_id, ${fields}, min(s.ord) as first_ord
-      from stage_items s group by 1
-    ), a as (
-      select s.external_id, jsonb_merge_agg(s.item->'attributes' order by s.ord) as attributes
-      from stage_items s where s.item ? 'attributes' group by 1
-    ), m as (
-      select v.external_id, jsonb_merge_agg(jsonb_strip_nulls(v.vals) order by v.date) as metrics
-      from stage_values v group by 1
-    )
-    select g.*, a.attributes, coalesce(m.metrics, '{}') as metrics
-    from g left join a using (external_id) left join m using (external_id)`
+    select r.* from uploads u, jsonb_to_recordset(u.items) as r(external_id text, name text,
+      owner_email text, customer_external_id text, attributes jsonb, metrics jsonb,
+      snapshots jsonb, first_ord int)
+    where u.account_id = ${accountId} and u.id = ${uploadId}`
   await tx`analyze stage_records (external_id)`
   return count
 }
@@ -179,9 +145,10 @@ const writtenOf = (
 // The staged values of these records, by their service ids: known from the statements that wrote
 // the records, so the staged rows are never joined with the account's records again.
 const stagedValuesOf = (tx: Tx, records: Written[]) => tx`
-  select m.record_id, v.date, v.vals
-  from stage_values v join unnest(${records.map((r) => r.external_id)}::text[],
-    ${records.map((r) => r.service_id)}::bigint[]) as m(external_id, record_id) using (external_id)`
+  select m.record_id, v.key::date as date, v.value as vals
+  from stage_records s join unnest(${records.map((r) => r.external_id)}::text[],
+    ${records.map((r) => r.service_id)}::bigint[]) as m(external_id, record_id) using (external_id)
+    cross join jsonb_each(s.snapshots) v`
 
 // The snapshots of the records created in this transaction, written once from the staged values:
 // no other transaction sees these records, so there is nothing to merge with, nothing to lock and
@@ -222,7 +189,7 @@ const insertSnapshots = (tx: Tx, accountId: number, collection: Collection) => {
 
 // metrics = each metric's value in the latest snapshot that holds it: the snapshots folded in
 // date order, later dates winning. (A record created in this transaction was inserted with its
-// metrics: stageRecords.) The subquery names the account itself: Citus prunes its shards by the
+// metrics: fold.ts.) The subquery names the account itself: Citus prunes its shards by the
 // constant, not r's column.
 const refreshLatestMetrics = (tx: Tx, accountId: number, collection: Collection) => tx`
   update ${tx(tables(collection).records)} r set metrics = (
@@ -262,16 +229,11 @@ const mergeSnapshots = async (
 type Warning = { external_id: string; message: string }
 
 // What each collection's merge does its own way; the staging, the locks and the snapshots are
-// shared. `fields`: the staged record's own columns. `ignore`: drops the staged records that cannot
-// be merged, before any is locked, and counts them. `insert`: the new records, as `event` tells of
-// them (created_at a Date, which the payload's JSON writes as its ISO text).
+// shared. `ignore`: drops the staged records that cannot be merged, before any is locked, and
+// counts them. `insert`: the new records, as `event` tells of them (created_at a Date, which the
+// payload's JSON writes as its ISO text).
 const KINDS = {
   customers: {
-    key: 'external_id',
-    fields: (tx: Tx): ReturnType<Tx> => tx`
-      (array_agg(s.item->>'name' order by s.ord desc))[1] as name,
-      (array_agg(s.item->>'owner_email' order by s.ord desc)
-        filter (where s.item->>'owner_email' is not null))[1] as owner_email`,
     ignore: async () => 0,
     update: updateCustomers,
     insert: async (tx: Tx, accountId: number) =>
@@ -280,10 +242,6 @@ const KINDS = {
     event: 'customer.created',
   },
   contacts: {
-    key: 'contact_external_id',
-    fields: (tx: Tx): ReturnType<Tx> => tx`
-      (array_agg(s.item->>'contact_name' order by s.ord desc))[1] as name,
-      (array_agg(s.item->>'customer_external_id' order by s.ord desc))[1] as customer_external_id`,
     ignore: dropOrphanContacts,
     update: updateContacts,
     insert: async (tx: Tx, accountId: number) =>
@@ -313,8 +271,7 @@ export const mergeRecords = async (
   collection: Collection,
 ): Promise<MergeResult> => {
   const kind = KINDS[collection]
-  await stageItems(tx, accountId, uploadId, kind.key)
-  const staged = await stageRecords(tx, kind.fields(tx))
+  const staged = await stageRecords(tx, accountId, uploadId)
   const ignored = await kind.ignore(tx, accountId)
   await lockStagedRecords(tx, collection, accountId)
   const first = await kind.update(tx, accountId, [])

@@ -110,9 +110,9 @@ const fieldOf = (collection: Collection, table: string, column: string) =>
     : FIELDS[collection][column]
 
 // The item and field at fault, where the error lets them be found: the columns are the error's
-// column or its constraint's; the item is the last one (it wins) whose external id is a value of
-// the failing record row PostgreSQL quotes in the detail, when no other item's is. Null where
-// neither can be told.
+// column or its constraint's; the item is the one that won (fold.ts) for the record whose external
+// id is a value of the failing record row PostgreSQL quotes in the detail, when no other record's
+// is. Null where neither can be told.
 const locate = async (app: App, p: ProcessUploadPayload, e: PgError) => {
   const row = /^Failing row contains \((.*)\)\.?$/s.exec(e.detail ?? '')?.[1]
   if (!e.table_name || (!e.column_name && !e.constraint_name)) return null
@@ -122,11 +122,8 @@ const locate = async (app: App, p: ProcessUploadPayload, e: PgError) => {
         join pg_attribute a on a.attrelid = c.conrelid and a.attnum = any(c.conkey)
       where c.conname = ${e.constraint_name ?? ''} and c.conrelid = to_regclass(${e.table_name})
       order by a.attnum) as columns,
-      (select case when count(distinct m.external_id) = 1 then max(m.ord) - 1 end from (
-        select i.ord,
-          i.item->>(case u.kind when 'contacts' then 'contact_external_id' else 'external_id' end)
-            as external_id
-        from jsonb_array_elements(u.items) with ordinality as i(item, ord)) m
+      (select case when count(*) = 1 then max(m.item) end
+        from jsonb_to_recordset(u.items) as m(external_id text, item int)
         where u.kind = ${e.table_name}
           and position(', ' || m.external_id || ', ' in ', ' || ${row ?? ''}::text || ', ') > 0
       ) as item

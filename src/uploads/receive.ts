@@ -9,6 +9,7 @@ import { hasCustomerModel } from '../scoring/rules/model.ts'
 import { pendingSql } from './lifecycle.ts'
 import type { UploadItem } from './schemas.ts'
 import { checkValues, type Dropped, droppedKeyNames } from '../values.ts'
+import { foldItems } from './fold.ts'
 
 // Everything the checks need, in one round trip. Each table is filtered by the bound account id
 // (not joined on a.id), so that Citus routes the statement to the account's shard.
@@ -20,7 +21,7 @@ const accountState = (app: App, accountId: number, collection: Collection) => ap
   from accounts a left join scoring_models m on m.account_id = ${accountId}
     where a.id = ${accountId}`
 
-// The upload row. A single-record create and a CSV chunk write it and process it in the caller's
+// The upload row, its items folded into one record each (fold.ts). A single-record create and a CSV chunk write it and process it in the caller's
 // transaction, so the records exist (and their webhooks and scoring are enqueued) at commit.
 export const insertUpload = (
   sql: Sql | Tx,
@@ -31,7 +32,8 @@ export const insertUpload = (
   dropped: Dropped,
 ) => sql`
   insert into uploads (account_id, kind, source, items, item_count, dropped_keys, dropped_key_names)
-  values (${accountId}, ${collection}, ${source}, ${sql.json(items)}, ${items.length},
+  values (${accountId}, ${collection}, ${source}, ${sql.json(foldItems(collection, items))},
+    ${items.length},
     ${dropped.count},
     ${sql.json(droppedKeyNames(dropped))})
   returning id`

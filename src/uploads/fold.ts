@@ -1,0 +1,84 @@
+// An upload's items folded into one record each, in the request, before they are stored: the merge
+// (merge.ts) then reads its records and snapshots as stored, with no aggregation in SQL (folding
+// them there was a third of the merge: docs/benchmarks.md). Later items win: the last name, owner
+// email and customer of an external id, its attributes merged in item order (later keys winning, a
+// null kept so that it clears the stored value), and one snapshot per date merged the same way.
+import type { Collection } from '../db/tables.ts'
+import type { ContactItem, CustomerItem, UploadItem } from './schemas.ts'
+
+type Values = NonNullable<CustomerItem['attributes']>
+
+// One record of an upload as stored in uploads.items; its keys are stage_records' columns.
+export type FoldedRecord = {
+  external_id: string
+  name: string | null
+  owner_email?: string
+  customer_external_id?: string
+  // Absent when no item had attributes, so that an update leaves them as they are.
+  attributes?: Values
+  // What a new record is inserted with: each metric's latest value, nulls dropped, as the merge's
+  // refresh folds a stored record's snapshots (merge.ts refreshLatestMetrics).
+  metrics: Values
+  // Date -> the values of that day's snapshot.
+  snapshots: Record<string, Values>
+  // The first item of this external id (records are created in that order) and the last (the
+  // item that won, which a failed upload's error names).
+  first_ord: number
+  item: number
+}
+
+// Objects without a prototype, so that a codename __proto__ is a key like any other.
+const merged = (into: Values = Object.create(null), from: Values) => {
+  for (const key of Object.keys(from)) into[key] = from[key]
+  return into
+}
+
+const foldSnapshots = (record: FoldedRecord, metrics: UploadItem['metrics']) => {
+  for (const { date, ...values } of metrics ?? [])
+    record.snapshots[date] = merged(record.snapshots[date], values)
+}
+
+// Each metric's value on the latest date that holds it.
+const latest = (snapshots: Record<string, Values>) => {
+  const metrics: Values = Object.create(null)
+  for (const date of Object.keys(snapshots).sort())
+    for (const [key, value] of Object.entries(snapshots[date]))
+      if (value !== null) metrics[key] = value
+  return metrics
+}
+
+const FIELDS = {
+  customers: (r: FoldedRecord, item: CustomerItem) => {
+    r.name = item.name ?? null
+    if (item.owner_email != null) r.owner_email = item.owner_email
+  },
+  contacts: (r: FoldedRecord, item: ContactItem) => {
+    r.name = item.contact_name ?? null
+    r.customer_external_id = item.customer_external_id
+  },
+} as const
+
+const externalIdOf = (collection: Collection, item: UploadItem) =>
+  collection === 'contacts'
+    ? (item as ContactItem).contact_external_id
+    : (item as CustomerItem).external_id
+
+export const foldItems = (collection: Collection, items: UploadItem[]): FoldedRecord[] => {
+  const records = new Map<string, FoldedRecord>()
+  const setFields = FIELDS[collection] as (r: FoldedRecord, item: UploadItem) => void
+  items.forEach((item, i) => {
+    const id = externalIdOf(collection, item)
+    let record = records.get(id)
+    if (!record) {
+      const snapshots = Object.create(null)
+      record = { external_id: id, name: null, metrics: {}, snapshots, first_ord: i, item: i }
+      records.set(id, record)
+    }
+    record.item = i
+    setFields(record, item)
+    if (item.attributes) record.attributes = merged(record.attributes, item.attributes)
+    foldSnapshots(record, item.metrics)
+  })
+  for (const record of records.values()) record.metrics = latest(record.snapshots)
+  return [...records.values()]
+}
