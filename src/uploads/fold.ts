@@ -27,10 +27,25 @@ export type FoldedRecord = {
   item: number
 }
 
-// Objects without a prototype, so that a codename __proto__ is a key like any other.
-const merged = (into: Values = Object.create(null), from: Values) => {
-  for (const key of Object.keys(from)) into[key] = from[key]
-  return into
+// An own key __proto__ (a codename may be one) is defined, not assigned, so that it stays a key
+// rather than setting a prototype.
+const put = (into: Values, key: string, value: Values[string]) => {
+  if (key === '__proto__')
+    Object.defineProperty(into, key, {
+      value,
+      enumerable: true,
+      writable: true,
+      configurable: true,
+    })
+  else into[key] = value
+}
+
+// Later keys win; an item's own objects are kept as they are until a second item merges in.
+const merged = (into: Values | undefined, from: Values) => {
+  if (!into) return from
+  const out = { ...into }
+  for (const key of Object.keys(from)) put(out, key, from[key])
+  return out
 }
 
 const foldSnapshots = (record: FoldedRecord, metrics: UploadItem['metrics']) => {
@@ -40,10 +55,11 @@ const foldSnapshots = (record: FoldedRecord, metrics: UploadItem['metrics']) => 
 
 // Each metric's value on the latest date that holds it.
 const latest = (snapshots: Record<string, Values>) => {
-  const metrics: Values = Object.create(null)
-  for (const date of Object.keys(snapshots).sort())
-    for (const [key, value] of Object.entries(snapshots[date]))
-      if (value !== null) metrics[key] = value
+  const metrics: Values = {}
+  for (const date of Object.keys(snapshots).sort()) {
+    const values = snapshots[date]
+    for (const key of Object.keys(values)) if (values[key] !== null) put(metrics, key, values[key])
+  }
   return metrics
 }
 
@@ -70,8 +86,7 @@ export const foldItems = (collection: Collection, items: UploadItem[]): FoldedRe
     const id = externalIdOf(collection, item)
     let record = records.get(id)
     if (!record) {
-      const snapshots = Object.create(null)
-      record = { external_id: id, name: null, metrics: {}, snapshots, first_ord: i, item: i }
+      record = { external_id: id, name: null, metrics: {}, snapshots: {}, first_ord: i, item: i }
       records.set(id, record)
     }
     record.item = i
