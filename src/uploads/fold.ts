@@ -9,7 +9,7 @@ import type { ContactItem, CustomerItem, UploadItem } from './schemas.ts'
 type Values = NonNullable<CustomerItem['attributes']>
 
 // One record of an upload as stored in uploads.items; its keys are stage_records' columns.
-export type FoldedRecord = {
+type FoldedRecord = {
   external_id: string
   name: string | null
   owner_email?: string

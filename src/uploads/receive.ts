@@ -21,8 +21,9 @@ const accountState = (app: App, accountId: number, collection: Collection) => ap
   from accounts a left join scoring_models m on m.account_id = ${accountId}
     where a.id = ${accountId}`
 
-// The upload row, its items folded into one record each (fold.ts). A single-record create and a CSV chunk write it and process it in the caller's
-// transaction, so the records exist (and their webhooks and scoring are enqueued) at commit.
+// The upload row, its items folded into one record each (fold.ts). A single-record create and a
+// CSV chunk write it and process it in the caller's transaction, so the records exist (and their
+// webhooks and scoring are enqueued) at commit.
 export const insertUpload = (
   sql: Sql | Tx,
   accountId: number,
