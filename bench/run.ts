@@ -61,11 +61,13 @@ const line = (r: Row) =>
   ])
 
 // Whether a row meets its bar, when the bar is a plain comparison ("<= 1.5", ">= 0.8", "0"): of the
-// ratio where the row has one, else of the value.
+// ratio where the row has one, else of the value; of the value too where the bar names the row's
+// unit ("< 1 s": week's requests, whose ratio is against a search).
 const verdict = (r: Row) => {
   const bar = /^(>=|<=|<|>)?\s*(-?[\d.]+)(\s|$)/.exec(r.target ?? '')
   if (!bar) return ''
-  const x = r.ratio ?? r.value
+  const unit = (r.target ?? '').slice(bar[0].length).split(' ')[0]
+  const x = r.ratio === undefined || unit === r.unit ? r.value : r.ratio
   const limit = Number(bar[2])
   const met =
     { '>=': x >= limit, '<=': x <= limit, '<': x < limit, '>': x > limit }[bar[1]] ?? x === limit
