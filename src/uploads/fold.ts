@@ -74,16 +74,11 @@ const FIELDS = {
   },
 } as const
 
-const externalIdOf = (collection: Collection, item: UploadItem) =>
-  collection === 'contacts'
-    ? (item as ContactItem).contact_external_id
-    : (item as CustomerItem).external_id
-
 export const foldItems = (collection: Collection, items: UploadItem[]): FoldedRecord[] => {
   const records = new Map<string, FoldedRecord>()
   const setFields = FIELDS[collection] as (r: FoldedRecord, item: UploadItem) => void
   items.forEach((item, i) => {
-    const id = externalIdOf(collection, item)
+    const id = 'contact_external_id' in item ? item.contact_external_id : item.external_id
     let record = records.get(id)
     if (!record) {
       record = { external_id: id, name: null, metrics: {}, snapshots: {}, first_ord: i, item: i }
