@@ -39,7 +39,8 @@ export const AuditLog = ({ door }: { door: Door }) => {
   const [entries, setEntries] = useState<AuditEntry[]>([])
   const [next, setNext] = useState<number | undefined>()
   const [error, setError] = useState('')
-  const [busy, setBusy] = useState(false)
+  // Busy from the first paint: the first page is asked for by an effect, after it.
+  const [busy, setBusy] = useState(true)
   const [filters, setFilters] = useState(NONE)
   const load = async (after: number | undefined, before: AuditEntry[]) => {
     setBusy(true)

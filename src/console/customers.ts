@@ -194,7 +194,8 @@ export const Customers = ({
   const properties = useMemo(() => (compare ? pastFields(compare) : undefined), [compare])
   const [rows, setRows] = useState<Customer[]>([])
   const [after, setAfter] = useState<number | string | undefined>()
-  const [busy, setBusy] = useState(false)
+  // Busy from the first paint: the first page is asked for by an effect, after it.
+  const [busy, setBusy] = useState(true)
   const [hidden, setHidden] = useState<string[]>([])
   const columns = all.filter((c) => !hidden.includes(c.title))
   const [error, setError] = useState('')
