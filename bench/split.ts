@@ -131,12 +131,7 @@ export default async (ctx: BenchContext) => {
       )
       await collect(byStatement)
       const [, scoring, scoringCpu] = await elapsed(() =>
-        scoreRecords(sql, {
-          account_id: accountId,
-          entity: 'customer',
-          ids: merged!.ids,
-          upload_id: received.upload_id,
-        }),
+        scoreRecords(sql, { account_id: accountId, entity: 'customer', ids: merged!.ids }),
       )
       await collect(scoringStatements)
       const add = (into: typeof ms, step: typeof ms) => {

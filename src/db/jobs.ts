@@ -6,7 +6,9 @@ import type { Sql, Tx } from './client.ts'
 // them.
 export interface JobSpec {
   task: string
-  payload: Record<string, unknown>
+  // An array payload is a batch: a keyed job still waiting gains the items of each spec added
+  // under its key (graphile-worker's add_jobs appends them).
+  payload: Record<string, unknown> | Record<string, unknown>[]
   queue?: string
   runAt?: Date
   maxAttempts?: number
@@ -16,15 +18,18 @@ export interface JobSpec {
 // Jobs are always added with SQL on the caller's connection, so they commit or roll back with
 // the data they concern. One statement for any number of jobs: add_jobs, far faster than
 // add_job each. The specs travel as JSON text: a parameter PostgreSQL types json would be
-// encoded once more.
-export const addJobs = (tx: Sql | Tx, specs: JobSpec[]) =>
+// encoded once more. `keepRunAt`: a keyed job still waiting keeps its run_at (it gains the new
+// payload all the same).
+export const addJobs = (tx: Sql | Tx, specs: JobSpec[], keepRunAt = false) =>
   specs.length === 0
     ? Promise.resolve()
     : tx`
   select graphile_worker.add_jobs(array(
     select row(s->>'task', s->'payload', s->>'queue', (s->>'runAt')::timestamptz,
                (s->>'maxAttempts')::int, s->>'jobKey', null, null)::graphile_worker.job_spec
-    from json_array_elements(${JSON.stringify(specs)}::text::json) s))`.then(() => undefined)
+    from json_array_elements(${JSON.stringify(specs)}::text::json) s), ${keepRunAt})`.then(
+        () => undefined,
+      )
 
 // An account's uploads, tracking and event counts run one at a time on its queue, in order; its
 // scoring on a second queue beside them, so that an upload waits for the uploads before it but not
@@ -41,6 +46,7 @@ export const TASKS = {
   // The identifier predates the name: it is stored in graphile-worker's tables and crontab.
   countEvents: 'aggregate_events',
   scoreRecords: 'score_records',
+  scoreUploads: 'score_uploads',
   scoreDaily: 'score_daily',
   deliverWebhook: 'deliver_webhook',
   analyzeTables: 'analyze_tables',
@@ -61,6 +67,7 @@ export interface ScoreRecordsPayload {
   account_id: number
   entity: Entity
   ids?: number[]
+  // Only in jobs queued before sql/054, which score an upload's records by a job of their own.
   upload_id?: number
   // false: the records' engagement histories are kept as stored (scoring/batch.ts ScoreOptions).
   snapshots?: false
@@ -102,6 +109,7 @@ declare global {
       [TASKS.applyRelay]: AccountPayload
       [TASKS.countEvents]: CronPayload
       [TASKS.scoreRecords]: ScoreRecordsPayload
+      [TASKS.scoreUploads]: ScoreUploadsPayload
       [TASKS.scoreDaily]: CronPayload
       [TASKS.deliverWebhook]: DeliverWebhookPayload
       [TASKS.analyzeTables]: AnalyzeTablesPayload
@@ -153,30 +161,54 @@ export const applyJobSql = (sql: Sql | Tx, task: ApplyTask, accountId: number) =
     queue_name => ${accountQueue(accountId)}::text,
       job_key => ${applyJobKey(task, accountId)}::text)`
 
-// Scoring of the given records, on the account's scoring queue; none when there are none, except
-// for an upload, whose scoring job also marks it scored.
-export const scoreRecordsJobs = (
-  accountId: number,
-  entity: Entity,
-  ids: number[],
-  uploadId?: number,
-): JobSpec[] =>
-  ids.length || uploadId !== undefined
+// Scoring of the given records, on the account's scoring queue; none when there are none.
+export const scoreRecordsJobs = (accountId: number, entity: Entity, ids: number[]): JobSpec[] =>
+  ids.length
     ? [
         {
           task: TASKS.scoreRecords,
-          payload: { account_id: accountId, entity, ids, upload_id: uploadId },
+          payload: { account_id: accountId, entity, ids },
           queue: scoringQueue(accountId),
         },
       ]
     : []
+
+// The scoring of processed uploads (scoring/batch.ts scoreUploads): one job per account and
+// entity, a batch that each upload processed while it waits joins. An upload processed while
+// more of its kind wait to be merged defers it: the job then runs once the last of them is merged
+// (its spec, at once, replaces the run_at) or at SCORING_DEFERRAL_MS after the first deferral,
+// whichever comes first, so that a long import's merges are not slowed by its scoring, and an
+// upload's scores never wait longer than that. An empty batch only brings the run_at forward (an
+// upload that failed, which was the one waited for).
+interface ScoreUploadsItem {
+  account_id: number
+  entity: Entity
+  upload_id: number
+}
+export type ScoreUploadsPayload = ScoreUploadsItem[]
+export const SCORING_DEFERRAL_MS = 30_000
+export const scoreUploadsJob = (
+  accountId: number,
+  entity: Entity,
+  uploadIds: number[],
+  deferred = false,
+): JobSpec => ({
+  task: TASKS.scoreUploads,
+  payload: uploadIds.map((id) => ({ account_id: accountId, entity, upload_id: id })),
+  queue: scoringQueue(accountId),
+  jobKey: `${TASKS.scoreUploads}:${accountId}:${entity}`,
+  runAt: deferred ? new Date(Date.now() + SCORING_DEFERRAL_MS) : undefined,
+})
 
 // The whole account is rescored after a model change. The job key folds changes made while the
 // rescoring still waits into one run.
 // `keepHistory`: the entities whose engagement rules did not change, so that every stored history
 // still holds and only what derives from it and from the records is scored again. Such a job has a
 // key of its own: it never replaces a full rescoring still waiting, which it then follows.
-export const rescoreAccountJobs = (accountId: number, keepHistory: Entity[] = []): JobSpec[] =>
+export const rescoreAccountJobs = (
+  accountId: number,
+  keepHistory: Entity[] = [],
+): (JobSpec & { payload: ScoreRecordsPayload })[] =>
   (['customer', 'contact'] as const).map((entity) => {
     const keep = keepHistory.includes(entity)
     return {

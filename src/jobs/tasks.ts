@@ -9,7 +9,7 @@ import { BACKUP_QUEUE, TASKS, type TaskName } from '../db/jobs.ts'
 import { lastAttempt } from '../db/queue.ts'
 import { refreshWeekReports } from '../insights/kept.ts'
 import { observeJob, reportQueues } from '../metrics.ts'
-import { scoreRecordsTask } from '../scoring/batch.ts'
+import { scoreRecordsTask, scoreUploadsTask } from '../scoring/batch.ts'
 import { probabilitiesWriter } from '../scoring/changes.ts'
 import { scoreDailyRun } from '../scoring/daily.ts'
 import { runErasure } from '../privacy/erasures.ts'
@@ -37,6 +37,7 @@ const runs: Runs = {
   [TASKS.applyRelay]: applyRelayOfAccount,
   [TASKS.countEvents]: countEvents,
   [TASKS.scoreRecords]: scoreRecordsTask,
+  [TASKS.scoreUploads]: scoreUploadsTask,
   [TASKS.scoreDaily]: scoreDailyRun,
   [TASKS.deliverWebhook]: deliverWebhook,
   [TASKS.analyzeTables]: (app, payload) => analyzeTables(app.sql, payload),

@@ -5,7 +5,11 @@ import type { App } from '../context.ts'
 import { refreshStatistics } from '../db/analyze.ts'
 import type { Sql, Tx } from '../db/client.ts'
 import { PLANNER, setLocal } from '../db/planner.ts'
-import { addCustomersChanged, type ScoreRecordsPayload } from '../db/jobs.ts'
+import {
+  addCustomersChanged,
+  type ScoreRecordsPayload,
+  type ScoreUploadsPayload,
+} from '../db/jobs.ts'
 import { SQLSTATE, sqlState } from '../db/sqlstate.ts'
 import { TABLES } from '../db/tables.ts'
 import { today as utcToday } from '../dates.ts'
@@ -296,16 +300,47 @@ export const scoreRecords = async (
   }
   await Promise.all(Array.from({ length: PARALLEL }, scoreBatches))
   await refreshStatistics(sql, p.account_id, p.entity)
-  if (p.upload_id !== undefined) {
-    await sql`update uploads set scored_at = now() where account_id = ${p.account_id}
-      and id = ${p.upload_id}`
-  }
   return scored
 }
 
+// Uploads whose records are scored: what they wrote is no longer kept.
+const markScored = (sql: Sql, accountId: number, uploadIds: number[]) => sql`
+  update uploads set scored_at = now(), record_ids = null
+  where account_id = ${accountId} and id = any(${uploadIds}::bigint[])`
+
 // The score_records task, which runs the jobs db/jobs.ts scoreRecordsJobs specifies; answers
 // counts for the job's log.
-export const scoreRecordsTask = async (app: App, payload: ScoreRecordsPayload) => ({
-  entity: payload.entity,
-  scored: await scoreRecords(app.sql, payload, { snapshots: payload.snapshots, log: app.log }),
-})
+export const scoreRecordsTask = async (app: App, payload: ScoreRecordsPayload) => {
+  const scored = await scoreRecords(app.sql, payload, {
+    snapshots: payload.snapshots,
+    log: app.log,
+  })
+  if (payload.upload_id !== undefined)
+    await markScored(app.sql, payload.account_id, [payload.upload_id])
+  return { entity: payload.entity, scored }
+}
+
+// The records the uploads wrote (kept since they were processed), scored together.
+const recordsOf = async (sql: Sql, accountId: number, uploadIds: number[]) =>
+  (
+    await sql<{ ids: number[] }[]>`
+      select coalesce(array_agg(distinct r.id), '{}') as ids
+      from uploads u cross join unnest(u.record_ids) as r(id)
+      where u.account_id = ${accountId} and u.id = any(${uploadIds}::bigint[])`
+  )[0].ids
+
+// The score_uploads task (db/jobs.ts scoreUploadsJob): a batch of processed uploads of one account
+// and entity, their records scored in one run, then the uploads marked scored.
+export const scoreUploadsTask = async (app: App, payload: ScoreUploadsPayload) => {
+  if (payload.length === 0) return { uploads: 0 }
+  const [{ account_id: accountId, entity }] = payload
+  const uploadIds = payload.map((item) => item.upload_id)
+  const ids = await recordsOf(app.sql, accountId, uploadIds)
+  const scored = await scoreRecords(
+    app.sql,
+    { account_id: accountId, entity, ids },
+    { log: app.log },
+  )
+  await markScored(app.sql, accountId, uploadIds)
+  return { entity, uploads: uploadIds.length, scored }
+}

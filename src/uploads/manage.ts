@@ -3,6 +3,7 @@ import { addJobs, processUploadJob, TASKS } from '../db/jobs.ts'
 import { removeWaitingJobs } from '../db/queue.ts'
 import { refuse } from '../errors.ts'
 import { stuckSql, type UploadState } from './lifecycle.ts'
+import { scoreProcessedNow } from './process.ts'
 
 // The view of an account's uploads that its clients and operators share: one upload, or the newest
 // first, those in one state or those stuck; and an operator's retry or cancel of one.
@@ -64,8 +65,9 @@ export const cancelUpload = (sql: Sql, accountId: number, uploadId: number, stuc
     const u = await lock(tx, accountId, uploadId, stuckSeconds)
     if (u.status === 'processed') refuse(409, `Upload ${uploadId} is already processed.`)
     await removeJobs(tx, accountId, uploadId)
-    await tx`
+    const [{ kind }] = await tx`
       update uploads set status = 'failed', error = 'Cancelled by an operator.'
-      where account_id = ${accountId} and id = ${uploadId}`
+      where account_id = ${accountId} and id = ${uploadId} returning kind`
+    await scoreProcessedNow(tx, accountId, kind)
     return { upload_id: uploadId, status: 'failed' }
   })

@@ -1,13 +1,13 @@
 import type { JobHelpers } from 'graphile-worker'
 import type { App } from '../context.ts'
 import { analyzeJobs } from '../db/analyze.ts'
-import type { Tx } from '../db/client.ts'
+import type { Sql, Tx } from '../db/client.ts'
 import { PLANNER, setLocal } from '../db/planner.ts'
 import {
   addCustomersChanged,
   addJobs,
   type ProcessUploadPayload,
-  scoreRecordsJobs,
+  scoreUploadsJob,
 } from '../db/jobs.ts'
 import { type PgError, unsharded } from '../db/shard-errors.ts'
 import { isPermanent } from '../db/sqlstate.ts'
@@ -16,7 +16,7 @@ import { entityOf, TABLES, type Collection } from '../db/tables.ts'
 import { notifyUsers } from '../notifications/notifications.ts'
 import { cutText, storableText } from '../validate.ts'
 import { enqueueEvent } from '../webhooks/outbox.ts'
-import { isPending, type UploadState } from './lifecycle.ts'
+import { isPending, pendingSql, type UploadState } from './lifecycle.ts'
 import { type MergeResult, mergeRecords } from './merge.ts'
 
 // Locks the upload; a retried job finds it processed and does nothing.
@@ -24,11 +24,24 @@ const claim = (tx: Tx, accountId: number, uploadId: number) => tx`
   select kind, source, status, item_count from uploads
   where account_id = ${accountId} and id = ${uploadId} for update`
 
+// The records it wrote are kept until they are scored (scoring/batch.ts scoreUploads).
 const markProcessed = (tx: Tx, accountId: number, uploadId: number, r: MergeResult) => tx`
   update uploads set status = 'processed', processed_at = now(), items = null,
     created = ${r.created}, updated = ${r.updated}, ignored = ${r.ignored},
-    warnings = ${tx.json(r.warnings)}
+    warnings = ${tx.json(r.warnings)}, record_ids = ${r.ids}::bigint[]
   where account_id = ${accountId} and id = ${uploadId}`
+
+// Whether more uploads of this kind wait to be merged after this one (by the uploads_pending index).
+const morePending = async (tx: Tx, accountId: number, uploadId: number, kind: Collection) =>
+  (
+    await tx`select exists (select from uploads u where u.account_id = ${accountId}
+      and ${pendingSql(tx)} and u.kind = ${kind} and u.id <> ${uploadId}) as more`
+  )[0].more as boolean
+
+// The scoring of the account's processed uploads of this kind is brought forward to now: the
+// upload it may have been deferred for failed (db/jobs.ts scoreUploadsJob).
+export const scoreProcessedNow = (sql: Sql | Tx, accountId: number, kind: Collection) =>
+  addJobs(sql, [scoreUploadsJob(accountId, entityOf(kind), [])])
 
 // The whole upload is merged in one transaction, together with everything it sets off (webhook
 // deliveries, scoring, notifications): a crash at any point leaves either nothing or all of it.
@@ -41,10 +54,13 @@ export const processUpload = async (tx: Tx, accountId: number, uploadId: number,
   const result = await mergeRecords(tx, accountId, uploadId, collection)
   await enqueueEvent(tx, accountId, result.event, result.newRecords, { source: upload.source })
   const tables = TABLES[entityOf(collection)]
-  await addJobs(tx, [
-    ...scoreRecordsJobs(accountId, entityOf(collection), result.ids, uploadId),
-    ...(await analyzeJobs(tx, [tables.records, tables.snapshots])),
-  ])
+  const deferred = await morePending(tx, accountId, uploadId, collection)
+  await addJobs(
+    tx,
+    [scoreUploadsJob(accountId, entityOf(collection), [uploadId], deferred)],
+    deferred,
+  )
+  await addJobs(tx, await analyzeJobs(tx, [tables.records, tables.snapshots]))
   if (upload.kind === 'customers') await addCustomersChanged(tx, accountId)
   // Every user of the account hears what was imported, with counts and when.
   if (notify) {
@@ -68,9 +84,10 @@ const setStatus = (
   from: UploadState,
   to: UploadState,
   error: string | null = null,
-) => app.sql`
+) => app.sql<{ kind: Collection }[]>`
   update uploads set status = ${to}, error = ${error}
-  where account_id = ${p.account_id} and id = ${p.upload_id} and status = ${from}`
+  where account_id = ${p.account_id} and id = ${p.upload_id} and status = ${from}
+  returning kind`
 
 // What an operator and the client need to know of a failure: the statement's error, and where
 // PostgreSQL names them, the constraint, table and column, and the failing row.
@@ -177,7 +194,8 @@ export const processReceivedUpload = async (
     const permanent = isPermanent(err, helpers.job.attempts)
     if (permanent || lastAttempt(helpers.job)) {
       const error = await failure(app, p, err, permanent)
-      await setStatus(app, p, 'processing', 'failed', error)
+      const [failed] = await setStatus(app, p, 'processing', 'failed', error)
+      if (failed) await scoreProcessedNow(app.sql, p.account_id, failed.kind)
       if (permanent) return { upload: p.upload_id, failed: error }
     }
     throw err
