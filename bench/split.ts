@@ -10,7 +10,7 @@
 //   statements taken out by pg_stat_statements;
 // - scoring enqueue: the statements processUpload runs to add jobs, webhook events and
 //   notifications (pg_stat_statements);
-// - scoring run: the score_records job of each upload (scoring/batch.ts scoreRecords).
+// - scoring run: scoreRecords of each upload's records alone, as its score_uploads job runs it.
 // Each is reported in µs per customer and per snapshot, as wall time and as CPU time (this process
 // and the cluster's), with the load average at the start. The bench runs its own cluster, with
 // pg_stat_statements loaded; with BENCH_SPLIT_PLANS=<file>, an upload more (new customers, not
@@ -180,7 +180,7 @@ export default async (ctx: BenchContext) => {
       ['staging write (account state, upload row + job)', t.receive - t.checkValues],
       ['merge (processUpload, enqueueing taken out)', t.process * (1 - enqueueShare)],
       ['scoring enqueue (jobs, events, notifications)', t.process * enqueueShare],
-      ['scoring run (score_records)', t.scoring],
+      ['scoring run (scoreRecords)', t.scoring],
     ]
     for (const [kind, t] of [
       ['wall', ms],
