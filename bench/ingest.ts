@@ -109,19 +109,16 @@ const viaHttp = async (url: string) => {
     }
     await Promise.all(Array.from({ length: CONCURRENCY }, send))
     const accepted = performance.now()
-    for (;;) {
-      const [{ n }] = await sql`select count(*)::int as n from uploads where status <> 'processed'`
-      if (n === 0) break
-      await new Promise((r) => setTimeout(r, 50))
+    // Polls until no upload is left that `where` selects.
+    const untilNone = async (where: postgres.PendingQuery<postgres.Row[]>) => {
+      while ((await sql`select count(*)::int as n from uploads where ${where}`)[0].n > 0)
+        await new Promise((r) => setTimeout(r, 50))
     }
+    await untilNone(sql`status <> 'processed'`)
     const seconds = (performance.now() - started) / 1000
     const cpuSeconds =
       (cpuNs(server.pid) + cpuNs(worker.pid) + clusterCpuNs(postmaster) - cpuBefore) / 1e9
-    for (;;) {
-      const [{ n }] = await sql`select count(*)::int as n from uploads where scored_at is null`
-      if (n === 0) break
-      await new Promise((r) => setTimeout(r, 50))
-    }
+    await untilNone(sql`scored_at is null`)
     const scoredSeconds = (performance.now() - started) / 1000
     clearInterval(sampler)
     const [{ c, s }] = await sql`select (select count(*)::int from customers) as c,

@@ -320,11 +320,12 @@ export const scoreRecordsTask = async (app: App, payload: ScoreRecordsPayload) =
   return { entity: payload.entity, scored }
 }
 
-// The records the uploads wrote (kept since they were processed), scored together.
+// The records the uploads wrote (kept since they were processed), scored together: a record two of
+// them wrote is listed twice, and scoreRecords scores it once.
 const recordsOf = async (sql: Sql, accountId: number, uploadIds: number[]) =>
   (
     await sql<{ ids: number[] }[]>`
-      select coalesce(array_agg(distinct r.id), '{}') as ids
+      select coalesce(array_agg(r.id), '{}') as ids
       from uploads u cross join unnest(u.record_ids) as r(id)
       where u.account_id = ${accountId} and u.id = any(${uploadIds}::bigint[])`
   )[0].ids
