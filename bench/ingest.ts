@@ -7,7 +7,7 @@ import postgres from 'postgres'
 import { connect } from '../src/db/client.ts'
 import { migrate } from '../src/db/migrate.ts'
 import { startServer, startWorker } from './server.ts'
-import { type BenchContext, clusterCpuNs, cpuNs, parentOf, rssMb } from './lib.ts'
+import { type BenchContext, clusterCpuNs, cpuNs, dropDatabase, parentOf, rssMb } from './lib.ts'
 import { copyJson, copyLines, seedAccount } from './seed.ts'
 
 const CUSTOMERS = Number(process.env.BENCH_INGEST_CUSTOMERS ?? 100_000)
@@ -240,8 +240,12 @@ const viaMergeFloor = async (url: string) => {
 
 export default async (ctx: BenchContext) => {
   const rows = CUSTOMERS * (1 + MONTHS.length)
-  const { seconds: copy, cpuSeconds: copyCpu } = await viaCopy(await ctx.database())
-  const floor = await viaMergeFloor(await ctx.database())
+  const copyDatabase = await ctx.database()
+  const { seconds: copy, cpuSeconds: copyCpu } = await viaCopy(copyDatabase)
+  await dropDatabase(copyDatabase)
+  const floorDatabase = await ctx.database()
+  const floor = await viaMergeFloor(floorDatabase)
+  await dropDatabase(floorDatabase)
   const http = await viaHttp(await ctx.database())
   ctx.report({
     bench: 'ingest',

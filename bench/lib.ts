@@ -35,8 +35,18 @@ export const startCluster = async () =>
         'shared_buffers=512MB',
       ])
 
-export const createDatabase = async (clusterUrl: string) =>
-  (await createClusterDatabase(clusterUrl, 'b')).url
+// Each database made for the run, by its URL, with what drops it.
+const made = new Map<string, () => Promise<void>>()
+export const createDatabase = async (clusterUrl: string) => {
+  const { url, drop } = await createClusterDatabase(clusterUrl, 'b')
+  made.set(url, drop)
+  return url
+}
+
+// Drops a database of the run once its side of a comparison is measured: autovacuum would
+// otherwise vacuum and analyze its tables while the next side runs, in that side's time and in the
+// cluster's CPU (clusterCpuNs counts every process of the cluster).
+export const dropDatabase = (url: string) => made.get(url)?.()
 
 export const percentile = (sorted: number[], p: number) =>
   sorted.length ? sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] : NaN
