@@ -17,10 +17,15 @@ export const startWorker = async (serving: App, url: string): Promise<Runner> =>
   // Our own pool: graphile-worker ends a pool it made without waiting, after removing its error
   // handler, so a database stopping right after the worker (serve with the embedded server) could
   // kill an idle connection of it and crash the process on the unhandled 'error'.
+  // Its commits (taking, completing and failing jobs) do not wait for the WAL flush: the account
+  // queue's next merge waited on the completion's flush (docs/benchmarks.md). A completion lost
+  // in a database crash only runs its job again, and every task is safe to rerun (an upload is
+  // claimed once: uploads/process.ts). The tasks' own statements run on `sql`, durably.
   const pool = new pg.Pool({
     connectionString: url,
     max: Math.max(10, app.config.workerConcurrency + 2),
     application_name: applicationName('worker'),
+    options: '-c synchronous_commit=off',
   })
   const lost = (err: Error) => app.log('debug', 'worker connection lost', { error: String(err) })
   pool.on('error', lost)
