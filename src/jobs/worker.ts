@@ -19,8 +19,8 @@ export const startWorker = async (serving: App, url: string): Promise<Runner> =>
   // kill an idle connection of it and crash the process on the unhandled 'error'.
   // Its commits (taking, completing and failing jobs) do not wait for the WAL flush: the account
   // queue's next merge waited on the completion's flush (docs/benchmarks.md). A completion lost
-  // in a database crash only runs its job again, and every task is safe to rerun (an upload is
-  // claimed once: uploads/process.ts). The tasks' own statements run on `sql`, durably.
+  // in a database crash runs its job again, as a crash during the job does, which every task
+  // allows (an upload is claimed once: uploads/process.ts). The tasks' statements run on `sql`.
   const pool = new pg.Pool({
     connectionString: url,
     max: Math.max(10, app.config.workerConcurrency + 2),
