@@ -11,17 +11,18 @@ import type { EventItem } from '../webhooks/events.ts'
 // a query per item. A JSON null clears a value: jsonb_strip_nulls runs after every merge.
 
 // One row per record, as the request folded it. A temporary table has no statistics until
-// analyzed; without them the planner picks nested loops over the staged rows. Returns how many
-// records it staged (CREATE TABLE AS reports its rows).
+// analyzed; without them the planner picks nested loops over the staged rows. Returns the external
+// ids it staged.
 const stageRecords = async (tx: Tx, accountId: number, uploadId: number) => {
-  const { count } = await tx`
+  await tx`
     create temp table stage_records on commit drop as
     select r.* from uploads u, jsonb_to_recordset(u.items) as r(external_id text, name text,
       owner_email text, customer_external_id text, attributes jsonb, metrics jsonb,
       snapshots jsonb, first_ord int)
     where u.account_id = ${accountId} and u.id = ${uploadId}`
   await tx`analyze stage_records (external_id)`
-  return count
+  const [{ ids }] = await tx`select coalesce(array_agg(external_id), '{}') ids from stage_records`
+  return ids as string[]
 }
 
 // The external ids staged in stage_records, as a condition on a record's external id. As an array
@@ -48,13 +49,17 @@ const updateCustomers = (tx: Tx, accountId: number, done: number[]) => tx<Writte
     and c.service_id <> all(${done}::bigint[])
   returning c.service_id, c.external_id`
 
-const insertCustomers = (tx: Tx, accountId: number) => tx`
+// The anti-join names the staged ids as a constant: by the join's condition alone the account's
+// customers were read whole, growing with it (docs/benchmarks.md); by stagedExternalIds, Citus
+// copied them all to the coordinator.
+const insertCustomers = (tx: Tx, accountId: number, staged: string[]) => tx`
   insert into customers (account_id, external_id, name, owner_user_id, attributes, metrics)
   select ${accountId}, s.external_id, s.name, u.id, jsonb_strip_nulls(coalesce(s.attributes, '{}')),
     s.metrics
   from stage_records s left join users u on u.account_id = ${accountId}
     and lower(u.email) = lower(s.owner_email)
     left join customers c on c.account_id = ${accountId} and c.external_id = s.external_id
+      and c.external_id = any(${staged}::text[])
   where c.service_id is null
   order by s.first_ord
   returning service_id, external_id, name, created_at`
@@ -98,7 +103,8 @@ const updateContacts = (tx: Tx, accountId: number, done: number[]) => tx<Written
 
 // What contact.created tells of each new contact (its customer's external id comes from the stage,
 // read by a statement of its own: Citus joins no coordinator table to an INSERT's RETURNING rows).
-const insertContacts = async (tx: Tx, accountId: number) => {
+// The anti-join as insertCustomers'.
+const insertContacts = async (tx: Tx, accountId: number, staged: string[]) => {
   const created = await tx`
     insert into contacts (account_id, external_id, customer_id, name, attributes, metrics)
     select ${accountId}, s.external_id, c.service_id, s.name,
@@ -107,13 +113,14 @@ const insertContacts = async (tx: Tx, accountId: number) => {
     from stage_records s join customers c on c.account_id = ${accountId}
       and c.external_id = s.customer_external_id
       left join contacts t on t.account_id = c.account_id and t.external_id = s.external_id
+        and t.external_id = any(${staged}::text[])
     where t.service_id is null
     order by s.first_ord
     returning service_id, external_id, name, created_at`
-  const staged = await tx`select external_id, customer_external_id from stage_records
+  const customers = await tx`select external_id, customer_external_id from stage_records
     where external_id = any(${created.map((n) => n.external_id)}::text[])`
   const customerOf = new Map(
-    staged.map((r) => [r.external_id as string, r.customer_external_id as string]),
+    customers.map((r) => [r.external_id as string, r.customer_external_id as string]),
   )
   return created
     .map((n) => ({
@@ -236,16 +243,16 @@ const KINDS = {
   customers: {
     ignore: async () => 0,
     update: updateCustomers,
-    insert: async (tx: Tx, accountId: number) =>
-      (await insertCustomers(tx, accountId)) as unknown as EventItem<'customer.created'>[],
+    insert: async (tx: Tx, accountId: number, staged: string[]) =>
+      (await insertCustomers(tx, accountId, staged)) as unknown as EventItem<'customer.created'>[],
     warnings: unknownOwners,
     event: 'customer.created',
   },
   contacts: {
     ignore: dropOrphanContacts,
     update: updateContacts,
-    insert: async (tx: Tx, accountId: number) =>
-      (await insertContacts(tx, accountId)) as unknown as EventItem<'contact.created'>[],
+    insert: async (tx: Tx, accountId: number, staged: string[]) =>
+      (await insertContacts(tx, accountId, staged)) as unknown as EventItem<'contact.created'>[],
     warnings: async (): Promise<Warning[]> => [],
     event: 'contact.created',
   },
@@ -275,11 +282,11 @@ export const mergeRecords = async (
   const ignored = await kind.ignore(tx, accountId)
   await lockStagedRecords(tx, collection, accountId)
   const first = await kind.update(tx, accountId, [])
-  const created = await kind.insert(tx, accountId)
+  const created = await kind.insert(tx, accountId, staged)
   // A record that another transaction created after the lock, and committed between the update's
   // read and the insert's, was neither: it is updated now, so that none of the upload's is lost.
   const done = [...first.map((r) => r.service_id), ...created.map((r) => r.service_id)]
-  const missed = staged - ignored > done.length
+  const missed = staged.length - ignored > done.length
   const updated = missed ? [...first, ...(await kind.update(tx, accountId, done))] : first
   const warnings = await kind.warnings(tx, accountId)
   await mergeSnapshots(tx, accountId, collection, created.map(writtenOf), updated)
