@@ -191,17 +191,18 @@ const READS: { name: string; read: (t: Tenant, sql: Sql, segment: number) => Pro
     },
   ]
 
-// Each read's median over RUNS, after one unmeasured call; in seconds.
-const RUNS = 7
+// Each read's median over RUNS rounds, after one unmeasured round; in seconds. A round times
+// every read once, so a burst of the machine's noise is spread over all the reads and over each
+// read's runs, rather than landing on the runs of one read (one or two rows missed by 2-4 ms, a
+// different row each run, when each read ran its 7 runs in a row).
+const RUNS = 11
 const readTimes = async (t: Tenant, sql: Sql, segment: number) => {
-  const times: number[] = []
-  for (const { read } of READS) {
-    await read(t, sql, segment)
-    const runs = []
-    for (let i = 0; i < RUNS; i++) runs.push(await timed(() => read(t, sql, segment)))
-    times.push(median(runs))
+  for (const { read } of READS) await read(t, sql, segment)
+  const runs: number[][] = READS.map(() => [])
+  for (let round = 0; round < RUNS; round++) {
+    for (const [i, { read }] of READS.entries()) runs[i].push(await timed(() => read(t, sql, segment)))
   }
-  return times
+  return runs.map(median)
 }
 
 // The first upload of a new account, timed for each of three new accounts: one upload is one
