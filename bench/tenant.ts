@@ -200,7 +200,8 @@ const readTimes = async (t: Tenant, sql: Sql, segment: number) => {
   for (const { read } of READS) await read(t, sql, segment)
   const runs: number[][] = READS.map(() => [])
   for (let round = 0; round < RUNS; round++) {
-    for (const [i, { read }] of READS.entries()) runs[i].push(await timed(() => read(t, sql, segment)))
+    for (const [i, { read }] of READS.entries())
+      runs[i].push(await timed(() => read(t, sql, segment)))
   }
   return runs.map(median)
 }
