@@ -57,6 +57,11 @@ export const median = (xs: number[]) =>
     50,
   )
 
+// The run whose key is the median (the same index as median's), so that a run's other figures
+// are reported from that one run.
+export const medianBy = <T>(runs: T[], key: (run: T) => number) =>
+  [...runs].sort((a, b) => key(a) - key(b))[Math.floor(runs.length / 2)]
+
 // Resident memory of a process in MB; NaN once it is gone.
 export const rssMb = (pid: number) => {
   try {
