@@ -1,5 +1,6 @@
 import type { Entity } from '../property.ts'
 import type { Sql, Tx } from './client.ts'
+import { nextOfQueue } from './queue.ts'
 
 // Every background job the service enqueues, each spec built by one function here: its task name,
 // payload, queue and key. src/jobs/tasks.ts maps the task names to the domain functions that run
@@ -136,6 +137,13 @@ export const processUploadJobSql = (
   graphile_worker.add_job(${TASKS.processUpload}::text,
     json_build_object('account_id', ${accountId}::bigint, 'upload_id', ${uploadId}),
     queue_name => ${accountQueue(accountId)}::text)`
+
+// The upload whose processing its account's queue runs after the running job `jobId`, if that is
+// the queue's next job (db/queue.ts nextOfQueue).
+export const nextUploadOfQueue = async (sql: Sql | Tx, accountId: number, jobId: string) => {
+  const [next] = await nextOfQueue(sql, accountQueue(accountId), jobId)
+  return next?.task === TASKS.processUpload ? (next.payload as ProcessUploadPayload) : undefined
+}
 
 // The same spec as a job, to process an upload again (an operator's retry).
 export const processUploadJob = (accountId: number, uploadId: number): JobSpec => ({

@@ -24,6 +24,24 @@ export const waitingJobsByTask = (sql: Sql | Tx) => sql`
 export const availableJob = (sql: Sql | Tx, key: string) => sql`
   select 1 from graphile_worker._private_jobs where key = ${key}::text and is_available`
 
+// The job that `queue` runs after the running job `jobId`, by graphile-worker's order (priority,
+// then run_at), while no job of another queue runs: a job that does its successor's work beside
+// its own (uploads/process.ts) then takes capacity that no other queue waits for. graphile-worker
+// reads the queues table whole for every job it takes, as this does.
+export const nextOfQueue = (sql: Sql | Tx, queue: string, jobId: string) => sql<
+  { task: string; payload: unknown }[]
+>`
+  select t.identifier as task, j.payload
+  from graphile_worker._private_job_queues q
+    join graphile_worker._private_jobs j on j.job_queue_id = q.id
+    join graphile_worker._private_tasks t on t.id = j.task_id
+  where q.queue_name = ${queue} and j.id <> ${jobId}::bigint and j.is_available
+    and j.run_at <= now()
+    and not exists (select from graphile_worker._private_job_queues o
+      where o.locked_at is not null and o.queue_name <> ${queue})
+  order by j.priority, j.run_at, j.id
+  limit 1`
+
 // The job of this key that waits, runs or will retry: its lock and when it runs.
 export const pendingJob = (sql: Sql | Tx, key: string) => sql`
   select locked_at, run_at from graphile_worker.jobs where key = ${key} and attempts < max_attempts`

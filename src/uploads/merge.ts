@@ -271,18 +271,32 @@ export interface MergeResult {
   warnings: Warning[]
 }
 
+// Where a merge that runs beside the merge of the upload before it (process.ts) waits its turn:
+// once staged, with the external ids it staged, before it locks a record; before it creates
+// records, so that new records take service ids in the order of their uploads; once created.
+export interface Turn {
+  staged: (externalIds: string[]) => Promise<void>
+  creating: () => Promise<void>
+  created: () => void
+}
+export const ALONE: Turn = { staged: async () => {}, creating: async () => {}, created: () => {} }
+
 export const mergeRecords = async (
   tx: Tx,
   accountId: number,
   uploadId: number,
   collection: Collection,
+  turn = ALONE,
 ): Promise<MergeResult> => {
   const kind = KINDS[collection]
   const staged = await stageRecords(tx, accountId, uploadId)
+  await turn.staged(staged)
   const ignored = await kind.ignore(tx, accountId)
   await lockStagedRecords(tx, collection, accountId)
   const first = await kind.update(tx, accountId, [])
+  await turn.creating()
   const created = await kind.insert(tx, accountId, staged)
+  turn.created()
   // A record that another transaction created after the lock, and committed between the update's
   // read and the insert's, was neither: it is updated now, so that none of the upload's is lost.
   const done = [...first.map((r) => r.service_id), ...created.map((r) => r.service_id)]

@@ -6,6 +6,7 @@ import { PLANNER, setLocal } from '../db/planner.ts'
 import {
   addCustomersChanged,
   addJobs,
+  nextUploadOfQueue,
   type ProcessUploadPayload,
   scoreUploadsJob,
 } from '../db/jobs.ts'
@@ -17,7 +18,7 @@ import { notifyUsers } from '../notifications/notifications.ts'
 import { cutText, storableText } from '../validate.ts'
 import { enqueueEvent } from '../webhooks/outbox.ts'
 import { isPending, pendingSql, type UploadState } from './lifecycle.ts'
-import { type MergeResult, mergeRecords } from './merge.ts'
+import { ALONE, type MergeResult, mergeRecords, type Turn } from './merge.ts'
 
 // Locks the upload; a retried job finds it processed and does nothing.
 const claim = (tx: Tx, accountId: number, uploadId: number) => tx`
@@ -43,15 +44,27 @@ const morePending = async (tx: Tx, accountId: number, uploadId: number, kind: Co
 export const scoreProcessedNow = (sql: Sql | Tx, accountId: number, kind: Collection) =>
   addJobs(sql, [scoreUploadsJob(accountId, entityOf(kind), [])])
 
+// A merge's turn (merge.ts), and one more wait before it enqueues what it sets off: until the
+// upload merged before it, beside it, has committed.
+type Pairing = Turn & { finishing: () => Promise<void> }
+const FIRST: Pairing = { ...ALONE, finishing: async () => {} }
+
 // The whole upload is merged in one transaction, together with everything it sets off (webhook
 // deliveries, scoring, notifications): a crash at any point leaves either nothing or all of it.
 // `notify` false: the caller tells the users once for many uploads (a CSV import's chunks).
-export const processUpload = async (tx: Tx, accountId: number, uploadId: number, notify = true) => {
+export const processUpload = async (
+  tx: Tx,
+  accountId: number,
+  uploadId: number,
+  notify = true,
+  turn = FIRST,
+) => {
   await setLocal(tx, PLANNER.bulk)
   const [upload] = await claim(tx, accountId, uploadId)
   if (!upload || !isPending(upload.status)) return null
   const collection = upload.kind as Collection
-  const result = await mergeRecords(tx, accountId, uploadId, collection)
+  const result = await mergeRecords(tx, accountId, uploadId, collection, turn)
+  await turn.finishing()
   await enqueueEvent(tx, accountId, result.event, result.newRecords, { source: upload.source })
   const tables = TABLES[entityOf(collection)]
   const deferred = await morePending(tx, accountId, uploadId, collection)
@@ -168,6 +181,83 @@ const failure = async (app: App, p: ProcessUploadPayload, err: unknown, permanen
   return cutText(storableText(`${what}${at ? ` at ${at}` : ''}: ${describe(e)}`), 2000)
 }
 
+// A promise settled from outside (Promise.withResolvers, which Node 20 lacks). Whoever awaits it
+// sees a rejection; no one awaiting it is no unhandled rejection.
+const deferred = <T>() => {
+  let resolve!: (value: T) => void
+  let reject!: (reason: unknown) => void
+  const promise = new Promise<T>((res, rej) => {
+    resolve = res
+    reject = rej
+  })
+  promise.catch(() => {})
+  return { promise, resolve, reject }
+}
+
+// The upload of this kind that the account queue would run next, marked processing as its own job
+// would mark it, to be merged beside this one (mergeBeside); none when the queue's next job is
+// anything else or another queue's job runs (db/queue.ts nextOfQueue).
+const takeNext = async (app: App, p: ProcessUploadPayload, jobId: string, kind: Collection) => {
+  const next = await nextUploadOfQueue(app.sql, p.account_id, jobId)
+  if (!next) return undefined
+  const [taken] = await app.sql`
+    update uploads set status = 'processing'
+    where account_id = ${p.account_id} and id = ${next.upload_id} and status = 'received'
+      and kind = ${kind}
+    returning id`
+  return taken ? next : undefined
+}
+
+// Thrown where the upload after shares a record with the one before: it is left to its own job.
+const SHARED = new Error('The upload shares records with the upload merged before it.')
+
+// Two uploads of an account merged at once (docs/benchmarks.md, "ingest"): each in its own
+// transaction, the second only as far as the first allows. It waits for the external ids the first
+// staged, and gives up if it shares one, before it locks a record; creates its records after the
+// first has created its own; and enqueues and commits after the first has committed, so that no one
+// sees its records without the first's, nor its webhooks first. Given up (shared records, the
+// first failed or found nothing to merge, an error of its own), it is rolled back and marked
+// received again, and its own job merges it, or fails it, as ever; merged, its own job finds it
+// processed. The first never waits for the second, so the two cannot deadlock.
+const mergeBeside = async (app: App, p: ProcessUploadPayload, q: ProcessUploadPayload) => {
+  const staged = deferred<string[]>()
+  const created = deferred<void>()
+  const first = app.sql.begin((tx) =>
+    processUpload(tx, p.account_id, p.upload_id, true, {
+      ...FIRST,
+      staged: async (ids) => staged.resolve(ids),
+      created: () => created.resolve(),
+    }),
+  )
+  const ended = () => {
+    const gone = new Error('The upload merged before ended first.')
+    staged.reject(gone)
+    created.reject(gone)
+  }
+  first.then(ended, ended)
+  const second = app.sql.begin((tx) =>
+    processUpload(tx, q.account_id, q.upload_id, true, {
+      staged: async (ids) => {
+        const before = new Set(await staged.promise)
+        if (ids.some((id) => before.has(id))) throw SHARED
+      },
+      creating: () => created.promise,
+      created: () => {},
+      finishing: () => first.then(() => {}),
+    }),
+  )
+  const [lead, follow] = await Promise.allSettled([first, second])
+  const merged = follow.status === 'fulfilled' && follow.value !== null
+  if (!merged) await setStatus(app, q, 'processing', 'received')
+  if (follow.status === 'rejected' && follow.reason !== SHARED)
+    app.log('debug', 'upload left to its own job', {
+      upload: q.upload_id,
+      error: String(follow.reason?.message ?? follow.reason),
+    })
+  if (lead.status === 'rejected') throw lead.reason
+  return { result: lead.value, beside: merged ? q.upload_id : undefined }
+}
+
 // The upload shows `processing` while a worker holds it. An error that cannot pass on retry (a
 // data exception or a constraint the data breaks, src/db/sqlstate.ts) fails the upload at once,
 // visibly, and completes the job, so the upload stops counting as pending and the account's next
@@ -179,15 +269,19 @@ export const processReceivedUpload = async (
   p: ProcessUploadPayload,
   helpers: JobHelpers,
 ) => {
-  await setStatus(app, p, 'received', 'processing')
+  const [mine] = await setStatus(app, p, 'received', 'processing')
+  const next = mine && (await takeNext(app, p, helpers.job.id, mine.kind))
   try {
-    const result = await app.sql.begin((tx) => processUpload(tx, p.account_id, p.upload_id))
+    const { result, beside } = next
+      ? await mergeBeside(app, p, next)
+      : { result: await app.sql.begin((tx) => processUpload(tx, p.account_id, p.upload_id)) }
     return (
       result && {
         upload: p.upload_id,
         created: result.created,
         updated: result.updated,
         ignored: result.ignored,
+        ...(beside ? { beside } : {}),
       }
     )
   } catch (err) {
