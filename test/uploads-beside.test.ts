@@ -117,3 +117,29 @@ test('no upload is merged beside while another queue runs a job, nor one of anot
   assert.equal((await uploadRow(contacts)).status, 'received')
   assert.deepEqual(await runJob(contacts), { upload: contacts, created: 0, updated: 0, ignored: 1 })
 })
+
+test('a failure of either leaves the other as merging them one after the other would', async () => {
+  // Past validation, as test/upload-failures.test.ts does: a name the table refuses.
+  await s.sql`alter table customers add constraint no_refused_name check (name <> 'refused')`
+  try {
+    const failing = await upload(['u1'], () => 'refused')
+    const after = await upload(['u2'])
+    const failed = await runJob(failing)
+    assert.equal(failed && 'failed' in failed, true, JSON.stringify(failed))
+    assert.equal((await uploadRow(failing)).status, 'failed')
+    assert.equal((await uploadRow(after)).status, 'received')
+    assert.deepEqual(await runJob(after), { upload: after, created: 1, updated: 0, ignored: 0 })
+    const before = await upload(['v1'])
+    const refused = await upload(['v2'], () => 'refused')
+    assert.deepEqual(await runJob(before), { upload: before, created: 1, updated: 0, ignored: 0 })
+    assert.equal((await uploadRow(refused)).status, 'received')
+    const own = await runJob(refused)
+    assert.equal(own && 'failed' in own, true, JSON.stringify(own))
+    assert.deepEqual(
+      (await customers(['u1', 'u2', 'v1', 'v2'])).map((r) => r.external_id),
+      ['u2', 'v1'],
+    )
+  } finally {
+    await s.sql`alter table customers drop constraint no_refused_name`
+  }
+})
