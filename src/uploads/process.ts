@@ -91,15 +91,18 @@ export const processUpload = async (
   return result
 }
 
+// `kind`: only an upload of this kind changes.
 const setStatus = (
   app: App,
   p: ProcessUploadPayload,
   from: UploadState,
   to: UploadState,
   error: string | null = null,
+  kind?: Collection,
 ) => app.sql<{ kind: Collection }[]>`
   update uploads set status = ${to}, error = ${error}
   where account_id = ${p.account_id} and id = ${p.upload_id} and status = ${from}
+    ${kind ? app.sql`and kind = ${kind}` : app.sql``}
   returning kind`
 
 // What an operator and the client need to know of a failure: the statement's error, and where
@@ -200,11 +203,7 @@ const deferred = <T>() => {
 const takeNext = async (app: App, p: ProcessUploadPayload, jobId: string, kind: Collection) => {
   const next = await nextUploadOfQueue(app.sql, p.account_id, jobId)
   if (!next) return undefined
-  const [taken] = await app.sql`
-    update uploads set status = 'processing'
-    where account_id = ${p.account_id} and id = ${next.upload_id} and status = 'received'
-      and kind = ${kind}
-    returning id`
+  const [taken] = await setStatus(app, next, 'received', 'processing', null, kind)
   return taken ? next : undefined
 }
 
